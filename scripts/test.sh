@@ -1,0 +1,9 @@
+#!/usr/bin/env bash
+# The test command: create or reuse the virtual environment, install the project with everything the
+# tests need (including the real native libraries that run on a CPU), lint, and run the whole suite.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+source scripts/_venv.sh
+ensure_venv "test,native,examples,io,bench"
+"$VENV/bin/ruff" check pymagma magmadnn tests examples scripts
+exec "$VENV/bin/python" -m pytest "$@"
