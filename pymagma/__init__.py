@@ -1,6 +1,7 @@
 """pymagma: MAGMA and cuDNN from Python through ctypes and cuda-python."""
 
-from . import errors
+from . import array, errors, memory, queue, runtime
+from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zeros
 from .errors import (
     CudaError,
     CudnnError,
@@ -13,10 +14,14 @@ from .errors import (
     NoDeviceError,
     PymagmaError,
 )
+from .queue import Queue, default_queue
+from .runtime import device_count, require_device
 
 __version__ = "0.1.0"
 
 __all__ = [
     "errors", "PymagmaError", "LibraryNotFoundError", "MissingSymbolError", "NoDeviceError", "CudaError",
     "CudnnError", "MagmaError", "DeviceMemoryError", "LinAlgError", "KernelCompileError",
+    "array", "memory", "queue", "runtime", "DeviceArray", "asarray", "empty", "zeros", "ones", "from_dlpack",
+    "to_numpy", "Queue", "default_queue", "device_count", "require_device",
 ]

@@ -1,0 +1,335 @@
+"""Reverse-mode automatic differentiation: Tensor, Function, no_grad and the graph walk.
+
+A differentiable op is one small :class:`Function` subclass: ``forward(*arrays, **params)`` computes the output
+array with the backend op set (``self.xp``) and saves what ``backward(grad)`` needs on ``self``; ``backward`` returns
+one gradient (or None) per input. ``Function.apply(*inputs, **params)`` runs it and records it on the tape when a
+gradient is needed. ``Tensor.backward()`` walks the recorded graph once in reverse topological order, accumulates
+the gradients of multi-use nodes, adds leaf gradients into ``.grad`` and then releases the graph.
+"""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import numpy as np
+
+from . import backend as _backend
+
+__all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError"]
+
+
+class GraphReleasedError(RuntimeError):
+    """backward() went through a part of the graph whose saved values were already released."""
+
+
+_state = threading.local()
+
+
+def is_grad_enabled() -> bool:
+    """Whether operations are being recorded for backward (False inside ``no_grad()``)."""
+    return getattr(_state, "enabled", True)
+
+
+class _GradMode:
+    enabled = True
+
+    def __enter__(self):
+        self._prev = is_grad_enabled()
+        _state.enabled = self.enabled
+        return self
+
+    def __exit__(self, *exc):
+        _state.enabled = self._prev
+        return False
+
+    def __call__(self, func):
+        """Use as a decorator."""
+
+        def wrapper(*args, **kwargs):
+            with type(self)():
+                return func(*args, **kwargs)
+
+        wrapper.__name__ = getattr(func, "__name__", "wrapper")
+        wrapper.__doc__ = getattr(func, "__doc__", None)
+        return wrapper
+
+
+class no_grad(_GradMode):  # noqa: N801  (context-manager name as in other frameworks)
+    """Context manager (or decorator): operations inside are not recorded, results do not require grad."""
+
+    enabled = False
+
+
+class enable_grad(_GradMode):  # noqa: N801
+    """Context manager (or decorator) that turns recording back on inside ``no_grad``."""
+
+    enabled = True
+
+
+def _functional():
+    from . import functional  # noqa: PLC0415  (functional imports this module)
+
+    return functional
+
+
+class Tensor:
+    """An array of a backend together with its gradient and the Function that produced it."""
+
+    __array_priority__ = 100  # numpy_array + tensor dispatches to Tensor.__radd__
+
+    def __init__(self, data: Any, requires_grad: bool = False, backend=None):
+        if isinstance(data, Tensor):
+            xp = data.backend if backend is None else _backend.get(backend)
+            data = data.data
+        else:
+            xp = _backend.get(backend)
+        self.backend = xp
+        self.data = xp.asarray(data)
+        self.grad = None
+        self.requires_grad = bool(requires_grad)
+        self._fn: Function | None = None
+
+    # -- array facts
+    @property
+    def shape(self) -> tuple[int, ...]:
+        return tuple(self.data.shape)
+
+    @property
+    def dtype(self):
+        return self.data.dtype
+
+    @property
+    def ndim(self) -> int:
+        return len(self.data.shape)
+
+    @property
+    def size(self) -> int:
+        return int(np.prod(self.data.shape, dtype=np.int64))
+
+    @property
+    def is_leaf(self) -> bool:
+        return self._fn is None
+
+    @property
+    def grad_fn(self):
+        return self._fn
+
+    def __len__(self) -> int:
+        return self.data.shape[0]
+
+    def __repr__(self) -> str:
+        flag = ", requires_grad=True" if self.requires_grad else ""
+        return f"Tensor(shape={self.shape}, dtype={self.dtype}, backend={self.backend.name}{flag})"
+
+    # -- conversion
+    def numpy(self) -> np.ndarray:
+        return self.backend.to_numpy(self.data)
+
+    def item(self) -> float:
+        if self.size != 1:
+            raise ValueError(f"Tensor.item: only a tensor with one element converts to a scalar, shape is {self.shape}")
+        return self.numpy().reshape(()).item()
+
+    def detach(self) -> Tensor:
+        """The same data, cut from the graph (no grad)."""
+        return Tensor(self.data, requires_grad=False, backend=self.backend)
+
+    def zero_grad(self) -> None:
+        self.grad = None
+
+    # -- autograd
+    def backward(self, grad=None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``; then release this graph."""
+        if not self.requires_grad:
+            raise RuntimeError(
+                f"backward: this tensor (shape {self.shape}) does not require grad; "
+                "it was computed from inputs without requires_grad or inside no_grad()"
+            )
+        xp = self.backend
+        if grad is None:
+            if self.size != 1:
+                raise ValueError(
+                    f"backward: grad can be omitted only for a one-element tensor, this one has shape {self.shape}"
+                )
+            grad = xp.ones(self.data.shape, dtype=self.dtype)
+        else:
+            grad = grad.data if isinstance(grad, Tensor) else xp.asarray(grad, dtype=self.dtype)
+            if tuple(grad.shape) != self.shape:
+                raise ValueError(f"backward: grad has shape {tuple(grad.shape)}, expected {self.shape}")
+        _run_backward(self, grad)
+
+    # -- operators (Tensor/scalar/array mixes, NumPy broadcasting)
+    def __add__(self, other):
+        return _functional().add(self, other)
+
+    def __radd__(self, other):
+        return _functional().add(other, self)
+
+    def __sub__(self, other):
+        return _functional().subtract(self, other)
+
+    def __rsub__(self, other):
+        return _functional().subtract(other, self)
+
+    def __mul__(self, other):
+        return _functional().multiply(self, other)
+
+    def __rmul__(self, other):
+        return _functional().multiply(other, self)
+
+    def __truediv__(self, other):
+        return _functional().divide(self, other)
+
+    def __rtruediv__(self, other):
+        return _functional().divide(other, self)
+
+    def __matmul__(self, other):
+        return _functional().matmul(self, other)
+
+    def __rmatmul__(self, other):
+        return _functional().matmul(other, self)
+
+    def __neg__(self):
+        return _functional().negative(self)
+
+    def __pow__(self, p):
+        return _functional().power(self, p)
+
+    def sum(self, axis=None, keepdims=False):
+        return _functional().sum(self, axis=axis, keepdims=keepdims)
+
+    def mean(self, axis=None, keepdims=False):
+        return _functional().mean(self, axis=axis, keepdims=keepdims)
+
+    def reshape(self, *shape):
+        if len(shape) == 1 and isinstance(shape[0], (tuple, list)):
+            shape = tuple(shape[0])
+        return _functional().reshape(self, shape)
+
+    def transpose(self, axes=None):
+        return _functional().transpose(self, axes)
+
+    @property
+    def T(self):  # noqa: N802
+        return _functional().transpose(self)
+
+    __hash__ = object.__hash__
+
+
+class Parameter(Tensor):
+    """A trainable leaf tensor (requires_grad=True) with an optional name."""
+
+    def __init__(self, data: Any, name: str | None = None, backend=None):
+        super().__init__(data, requires_grad=True, backend=backend)
+        self.name = name
+
+    def __repr__(self) -> str:
+        label = f"{self.name!r}, " if self.name else ""
+        return f"Parameter({label}shape={self.shape}, dtype={self.dtype}, backend={self.backend.name})"
+
+
+class Function:
+    """One differentiable op: subclass and implement ``forward`` and ``backward`` with the backend op set."""
+
+    xp: Any = None
+
+    def forward(self, *arrays, **params):
+        raise NotImplementedError
+
+    def backward(self, grad):
+        raise NotImplementedError
+
+    @classmethod
+    def apply(cls, *inputs, **params) -> Tensor:
+        """Run the op on ``inputs`` (Tensors, or arrays/scalars taken as constants); record it when needed."""
+        xp = next((t.backend for t in inputs if isinstance(t, Tensor)), None) or _backend.get()
+        tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs)
+        fn = cls()
+        fn.xp = xp
+        out = Tensor(fn.forward(*(t.data for t in tensors), **params), backend=xp)
+        if is_grad_enabled() and any(t.requires_grad for t in tensors):
+            fn.inputs = tensors
+            fn.needs_input_grad = tuple(t.requires_grad for t in tensors)
+            out.requires_grad = True
+            out._fn = fn
+        return out
+
+    @property
+    def released(self) -> bool:
+        return getattr(self, "_released", False)
+
+    def release(self) -> None:
+        """Drop the inputs and every saved array; the Function can no longer run backward."""
+        self.__dict__.clear()
+        self._released = True
+
+    def __repr__(self) -> str:
+        return f"<{type(self).__name__}{' (released)' if self.released else ''}>"
+
+
+def _topological_order(root: Function) -> list[Function]:
+    """Functions reachable from ``root``, every consumer before its producers."""
+    order: list[Function] = []
+    seen = {id(root)}
+    stack = [(root, False)]
+    while stack:
+        fn, expanded = stack.pop()
+        if expanded:
+            order.append(fn)
+            continue
+        if fn.released:
+            raise GraphReleasedError(
+                f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
+                "compute the forward pass again before calling backward() a second time"
+            )
+        stack.append((fn, True))
+        for t in fn.inputs:
+            parent = t._fn
+            if parent is not None and id(parent) not in seen:
+                seen.add(id(parent))
+                stack.append((parent, False))
+    order.reverse()
+    return order
+
+
+def _accumulate_leaf(t: Tensor, g) -> None:
+    t.grad = g if t.grad is None else t.grad + g
+
+
+def _run_backward(root: Tensor, grad) -> None:
+    if root._fn is None:
+        _accumulate_leaf(root, grad)
+        return
+    order = _topological_order(root._fn)
+    grads: dict[int, Any] = {id(root._fn): grad}
+    try:
+        for fn in order:
+            g = grads.pop(id(fn), None)
+            if g is None:
+                continue
+            in_grads = fn.backward(g)
+            if not isinstance(in_grads, tuple):
+                in_grads = (in_grads,)
+            if len(in_grads) != len(fn.inputs):
+                raise RuntimeError(
+                    f"{type(fn).__name__}.backward returned {len(in_grads)} gradients for {len(fn.inputs)} inputs"
+                )
+            for t, gi in zip(fn.inputs, in_grads):
+                if gi is None or not t.requires_grad:
+                    continue
+                if tuple(gi.shape) != t.shape:
+                    raise RuntimeError(
+                        f"{type(fn).__name__}.backward returned a gradient of shape {tuple(gi.shape)} "
+                        f"for an input of shape {t.shape}"
+                    )
+                if t._fn is None:
+                    _accumulate_leaf(t, gi)
+                else:
+                    key = id(t._fn)
+                    prev = grads.get(key)
+                    grads[key] = gi if prev is None else prev + gi
+            fn.release()
+    finally:
+        for fn in order:
+            fn.release()

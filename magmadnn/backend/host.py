@@ -1,0 +1,670 @@
+"""Host backend: the magmadnn op set on NumPy arrays.
+
+Layout is NCHW, float32 by default, float64 works everywhere (gradient checks use it). Every op is a pure function
+returning new arrays, except the ``*_update`` optimizer ops and ``batch_norm_train``'s running statistics, which
+update their arguments in place.
+
+Convolution is im2col + one BLAS matmul per call: the column matrix is gathered from a strided view of the padded
+input in a single copy, laid out (C*R*S, N*Ho*Wo) so that forward, backward-filter and backward-data are each one
+GEMM; col2im scatters back with a loop over the R*S kernel offsets only. Pooling loops over the window offsets
+only. No loop runs over the batch, channels or pixels.
+
+GELU uses the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+from numpy.lib.stride_tricks import as_strided
+
+name = "host"
+float32 = np.float32
+float64 = np.float64
+ndarray = np.ndarray
+
+ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
+
+# ----------------------------------------------------------------------------------------------- creation/transfer
+
+
+def asarray(x, dtype=None) -> np.ndarray:
+    """``x`` as a NumPy array; Python floats and lists of floats become float32, NumPy arrays keep their dtype."""
+    if dtype is not None:
+        return np.asarray(x, dtype=dtype)
+    if isinstance(x, np.ndarray):
+        return x
+    if isinstance(x, np.generic):
+        return np.asarray(x)
+    a = np.asarray(x)
+    if a.dtype == np.float64:
+        a = a.astype(np.float32)
+    return a
+
+
+def to_numpy(a) -> np.ndarray:
+    return np.asarray(a)
+
+
+def zeros(shape, dtype=np.float32) -> np.ndarray:
+    return np.zeros(shape, dtype=dtype)
+
+
+def ones(shape, dtype=np.float32) -> np.ndarray:
+    return np.ones(shape, dtype=dtype)
+
+
+def full(shape, value, dtype=np.float32) -> np.ndarray:
+    return np.full(shape, value, dtype=dtype)
+
+
+def zeros_like(a) -> np.ndarray:
+    return np.zeros_like(a)
+
+
+def copy(a) -> np.ndarray:
+    return np.array(a, copy=True)
+
+
+# ---------------------------------------------------------------------------------------------------- elementwise
+
+add = np.add
+subtract = np.subtract
+multiply = np.multiply
+divide = np.divide
+negative = np.negative
+exp = np.exp
+log = np.log
+sqrt = np.sqrt
+square = np.square
+maximum = np.maximum
+minimum = np.minimum
+abs = np.abs  # noqa: A001  (op-set name)
+
+
+def power(a, p):
+    return np.power(a, p)
+
+
+def clip(a, lo, hi):
+    return np.clip(a, lo, hi)
+
+
+def where(cond, a, b):
+    return np.where(cond, a, b)
+
+
+def isfinite_all(a) -> bool:
+    """True when every element of ``a`` is finite."""
+    return bool(np.isfinite(a).all())
+
+
+# ------------------------------------------------------------------------------------------- reductions and shape
+
+
+def sum(a, axis=None, keepdims=False):  # noqa: A001
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+def mean(a, axis=None, keepdims=False):
+    return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+def max(a, axis=None, keepdims=False):  # noqa: A001
+    return np.max(a, axis=axis, keepdims=keepdims)
+
+
+def argmax(a, axis=None):
+    return np.argmax(a, axis=axis)
+
+
+def reshape(a, shape):
+    return np.reshape(a, shape)
+
+
+def transpose(a, axes=None):
+    return np.transpose(a, axes)
+
+
+def sum_to_shape(a, shape):
+    """Sum ``a`` down to ``shape``: undoes NumPy broadcasting (leading axes and axes of size 1)."""
+    shape = tuple(shape)
+    if a.shape == shape:
+        return a
+    lead = a.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"sum_to_shape: cannot reduce shape {a.shape} to larger rank shape {shape}")
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and a.shape[i + lead] != 1)
+    out = np.sum(a, axis=axes, keepdims=True) if axes else a
+    return out.reshape(shape)
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """``op(a) @ op(b)`` for 2-D or stacked (..., m, k) arrays; transposes are views handed to BLAS as flags."""
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+def _channel_shape(ndim: int, c: int) -> tuple[int, ...]:
+    return (1, c) + (1,) * (ndim - 2)
+
+
+def bias_add(x, b):
+    """``x + b`` with ``b`` of shape (C,) broadcast along axis 1."""
+    return x + b.reshape(_channel_shape(x.ndim, b.shape[0]))
+
+
+def bias_grad(dy):
+    """Sum of ``dy`` over every axis but 1."""
+    if dy.ndim == 2:
+        return dy.sum(axis=0)
+    n, c = dy.shape[:2]
+    return dy.reshape(n, c, -1).sum(axis=2).sum(axis=0)
+
+
+# ----------------------------------------------------------------------------------------------------- activation
+
+_GELU_C = math.sqrt(2.0 / math.pi)
+
+
+def _check_kind(kind: str, fn: str) -> None:
+    if kind not in ACTIVATIONS:
+        raise ValueError(f"{fn}: unknown activation kind {kind!r}; expected one of {ACTIVATIONS}")
+
+
+def activation_forward(x, kind, alpha=0.0):
+    """y = act(x) for kind in sigmoid, tanh, relu, leaky_relu, elu, gelu (tanh approximation)."""
+    _check_kind(kind, "activation_forward")
+    if kind == "relu":
+        return np.maximum(x, 0)
+    if kind == "sigmoid":
+        y = np.multiply(x, 0.5)  # sigmoid(x) = (1 + tanh(x/2)) / 2: stable for any x, one transcendental
+        np.tanh(y, out=y)
+        y += 1
+        y *= 0.5
+        return y
+    if kind == "tanh":
+        return np.tanh(x)
+    if kind == "leaky_relu":
+        return np.where(x > 0, x, x * alpha)
+    if kind == "elu":
+        return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
+    inner = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
+    return 0.5 * x * (1 + inner)
+
+
+def activation_backward(dy, x, y, kind, alpha=0.0):
+    """dx for ``activation_forward``; ``y`` is the forward output (recomputed when None)."""
+    _check_kind(kind, "activation_backward")
+    if y is None and kind in ("sigmoid", "tanh", "elu"):
+        y = activation_forward(x, kind, alpha)
+    if kind == "relu":
+        return np.multiply(dy, (y if y is not None else x) > 0)
+    if kind == "sigmoid":
+        return dy * (y * (1 - y))
+    if kind == "tanh":
+        return dy * (1 - y * y)
+    if kind == "leaky_relu":
+        return np.where(x > 0, dy, dy * alpha)
+    if kind == "elu":
+        return np.where(x > 0, dy, dy * (y + alpha))
+    x2 = x * x
+    t = np.tanh(_GELU_C * (x + 0.044715 * x2 * x))
+    d = 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * (_GELU_C * (1 + 3 * 0.044715 * x2))
+    return dy * d
+
+
+# -------------------------------------------------------------------------------------------------------- softmax
+
+
+def softmax(x, axis=-1):
+    e = x - np.max(x, axis=axis, keepdims=True)
+    np.exp(e, out=e)
+    e /= np.sum(e, axis=axis, keepdims=True)
+    return e
+
+
+def log_softmax(x, axis=-1):
+    s = x - np.max(x, axis=axis, keepdims=True)
+    s -= np.log(np.sum(np.exp(s), axis=axis, keepdims=True))
+    return s
+
+
+def softmax_backward(dy, y, axis=-1):
+    """dx for y = softmax(x)."""
+    return y * (dy - np.sum(dy * y, axis=axis, keepdims=True))
+
+
+def log_softmax_backward(dy, y, axis=-1):
+    """dx for y = log_softmax(x)."""
+    return dy - np.exp(y) * np.sum(dy, axis=axis, keepdims=True)
+
+
+def softmax_cross_entropy(logits, labels):
+    """Per-sample cross entropy of softmax(logits) with int labels (N,) or one-hot/soft labels (N, C).
+
+    Returns ``(loss (N,), probs (N, C))``; stable for any logits (shift by the row max, one exp).
+    """
+    shifted = logits - np.max(logits, axis=1, keepdims=True)
+    probs = np.exp(shifted)
+    total = probs.sum(axis=1)
+    probs /= total[:, None]
+    log_total = np.log(total)
+    if labels.ndim == 1:
+        loss = log_total - shifted[np.arange(logits.shape[0]), labels]
+    else:
+        labels = labels.astype(logits.dtype, copy=False)
+        loss = log_total * labels.sum(axis=1) - np.einsum("nc,nc->n", labels, shifted)
+    return loss.astype(logits.dtype, copy=False), probs
+
+
+def softmax_cross_entropy_backward(probs, labels, dloss):
+    """dlogits for ``softmax_cross_entropy`` given dloss of shape (N,)."""
+    if labels.ndim == 1:
+        d = probs.copy()
+        d[np.arange(probs.shape[0]), labels] -= 1
+    else:
+        labels = labels.astype(probs.dtype, copy=False)
+        d = probs * labels.sum(axis=1, keepdims=True)
+        d -= labels
+    d *= np.asarray(dloss, dtype=probs.dtype).reshape(-1, 1)
+    return d
+
+
+# ---------------------------------------------------------------------------------------------------- convolution
+
+
+def _pair(v) -> tuple[int, int]:
+    if isinstance(v, (int, np.integer)):
+        return int(v), int(v)
+    a, b = v
+    return int(a), int(b)
+
+
+def _pads(padding) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) from a pair of ints (symmetric) or ((top, bottom), (left, right))."""
+    if isinstance(padding, (int, np.integer)):
+        p = int(padding)
+        return p, p, p, p
+    ph, pw = padding
+    if isinstance(ph, (int, np.integer)) and isinstance(pw, (int, np.integer)):
+        return int(ph), int(ph), int(pw), int(pw)
+    (t, b), (l, r) = ph, pw
+    return int(t), int(b), int(l), int(r)
+
+
+def _out_size(n, k, s, lo, hi, d) -> int:
+    return (n + lo + hi - d * (k - 1) - 1) // s + 1
+
+
+def _pad_input(x, pads, fill=0.0):
+    t, b, l, r = pads
+    if not (t or b or l or r):
+        return x
+    n, c, h, w = x.shape
+    xp = np.full((n, c, h + t + b, w + l + r), fill, dtype=x.dtype)
+    xp[:, :, t : t + h, l : l + w] = x
+    return xp
+
+
+class _ConvPlan:
+    """Geometry of one convolution and the flat zero-padded input buffer its column matrix is gathered from.
+
+    The padded images lie back to back in one flat buffer (plus a little slack at the end). With a horizontal stride
+    of 1 the column matrix uses "wide" rows: every output row keeps all Wp padded columns, so that for a fixed
+    (c, r, s, n) the gathered elements form ONE contiguous run of Ho*Wp values (a memcpy, not Ho*Wo tiny copies).
+    The Wp - Wo extra columns per row are junk: cropped from the output and zero in dy, so they contribute nothing.
+    """
+
+    def __init__(self, x_shape, w_shape, stride, padding, dilation):
+        self.n, self.c, self.h, self.w = x_shape
+        self.k, self.cg, self.kh, self.kw = w_shape
+        (self.sh, self.sw), (self.dh, self.dw) = _pair(stride), _pair(dilation)
+        self.pads = _pads(padding)
+        t, b, l, r = self.pads
+        self.hp, self.wp = self.h + t + b, self.w + l + r
+        self.ho = _out_size(self.h, self.kh, self.sh, t, b, self.dh)
+        self.wo = _out_size(self.w, self.kw, self.sw, l, r, self.dw)
+        self.wide = self.sw == 1
+        self.wq = self.wp if self.wide else self.wo  # columns per output row in the column matrix
+        self.image = self.hp * self.wp
+        self.slack = (self.kw - 1) * self.dw if self.wide else 0
+        self.crs = self.cg * self.kh * self.kw  # rows of the column matrix per group
+
+    def buffer(self, dtype):
+        """A zeroed flat buffer for N padded images and its (N, C, Hp, Wp) view."""
+        flat = np.zeros(self.n * self.c * self.image + self.slack, dtype=dtype)
+        return flat, flat[: self.n * self.c * self.image].reshape(self.n, self.c, self.hp, self.wp)
+
+    def interior(self, a4):
+        t, _, l, _ = self.pads
+        return a4[:, :, t : t + self.h, l : l + self.w]
+
+    def window_view(self, flat, i=None, j=None):
+        """Strided view of the flat buffer: (C, R, S, N, Ho, Wq), or (C, N, Ho, Wq) at kernel offset (i, j)."""
+        e = flat.itemsize
+        row = self.wp * e
+        step_w = e if self.wide else self.sw * e
+        tail = (self.c * self.image * e, self.sh * row, step_w)
+        if i is None:
+            shape = (self.c, self.kh, self.kw, self.n, self.ho, self.wq)
+            strides = (self.image * e, self.dh * row, self.dw * e) + tail
+            return as_strided(flat, shape=shape, strides=strides, writeable=False)
+        base = flat[i * self.dh * self.wp + j * self.dw :]
+        shape = (self.c, self.n, self.ho, self.wq)
+        return as_strided(base, shape=shape, strides=(self.image * e,) + tail)
+
+    def im2col(self, x):
+        """Column matrix (C*R*S, N*Ho*Wq) of x."""
+        flat, padded = self.buffer(x.dtype)
+        self.interior(padded)[...] = x
+        cols = np.empty((self.c, self.kh, self.kw, self.n, self.ho, self.wq), dtype=x.dtype)
+        np.copyto(cols, self.window_view(flat))
+        return cols.reshape(self.c * self.kh * self.kw, -1)
+
+    def col2im(self, dcols):
+        """Scatter-add (C*R*S, N*Ho*Wq) columns into an (N, C, H, W) array: a loop over the R*S offsets only."""
+        flat, padded = self.buffer(dcols.dtype)
+        d6 = dcols.reshape(self.c, self.kh, self.kw, self.n, self.ho, self.wq)
+        for i in range(self.kh):
+            for j in range(self.kw):
+                view = self.window_view(flat, i, j)
+                view += d6[:, i, j]
+        if any(self.pads):
+            return np.ascontiguousarray(self.interior(padded))
+        return padded
+
+    def dy_rows(self, dy, groups):
+        """dy (N, K, Ho, Wo) as (K, N*Ho*Wq) (junk columns zero), or (G, K/G, N*Ho*Wq) when grouped."""
+        if self.wq == self.wo:
+            rows = np.empty((self.k, self.n, self.ho, self.wo), dtype=dy.dtype)
+            np.copyto(rows, dy.transpose(1, 0, 2, 3))
+        else:
+            rows = np.zeros((self.k, self.n, self.ho, self.wq), dtype=dy.dtype)
+            rows[..., : self.wo] = dy.transpose(1, 0, 2, 3)
+        rows = rows.reshape(self.k, -1)
+        return rows if groups == 1 else rows.reshape(groups, self.k // groups, -1)
+
+
+def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None):
+    """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo).
+
+    Extensions: ``bias`` (K,) is fused into the output copy; when ``saved`` is a dict the column matrix is kept in
+    it so that ``conv2d_backward_filter(..., saved=saved)`` skips a second im2col.
+    """
+    plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
+    cols = plan.im2col(x)
+    if saved is not None:
+        saved["cols"] = cols
+    k = plan.k
+    if groups == 1:
+        y = np.matmul(w.reshape(k, -1), cols)
+    else:
+        y = np.matmul(w.reshape(groups, k // groups, -1), cols.reshape(groups, plan.crs, -1))
+    y = y.reshape(k, plan.n, plan.ho, plan.wq)[..., : plan.wo].transpose(1, 0, 2, 3)
+    out = np.empty((plan.n, k, plan.ho, plan.wo), dtype=y.dtype)
+    if bias is None:
+        np.copyto(out, y)
+    else:
+        np.add(y, bias.reshape(1, k, 1, 1), out=out)
+    return out
+
+
+def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """dx (N,C,H,W) of ``conv2d_forward``."""
+    plan = _ConvPlan(tuple(x_shape), w.shape, stride, padding, dilation)
+    rows = plan.dy_rows(dy, groups)
+    if groups == 1:
+        dcols = np.matmul(w.reshape(plan.k, -1).T, rows)
+    else:
+        wg = w.reshape(groups, plan.k // groups, -1)
+        dcols = np.matmul(wg.transpose(0, 2, 1), rows)
+    return plan.col2im(dcols)
+
+
+def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
+    """dw (K,C/groups,R,S) of ``conv2d_forward``; ``saved`` is the dict the forward filled (optional)."""
+    plan = _ConvPlan(x.shape, tuple(w_shape), stride, padding, dilation)
+    cols = saved.get("cols") if saved else None
+    if cols is None:
+        cols = plan.im2col(x)
+    rows = plan.dy_rows(dy, groups)
+    if groups == 1:
+        dw = np.matmul(rows, cols.T)
+    else:
+        dw = np.matmul(rows, cols.reshape(groups, plan.crs, -1).transpose(0, 2, 1))
+    return dw.reshape(w_shape)
+
+
+def conv2d_backward_bias(dy):
+    return bias_grad(dy)
+
+
+# -------------------------------------------------------------------------------------------------------- pooling
+
+
+def _pool_geometry(x_shape, window, stride, padding):
+    (wh, ww), (sh, sw), pads = _pair(window), _pair(stride), _pads(padding)
+    t, b, l, r = pads
+    ho = _out_size(x_shape[2], wh, sh, t, b, 1)
+    wo = _out_size(x_shape[3], ww, sw, l, r, 1)
+    return (wh, ww), (sh, sw), pads, ho, wo
+
+
+def _offset_slices(i, j, ho, wo, stride):
+    sh, sw = stride
+    return (slice(None), slice(None), slice(i, i + sh * (ho - 1) + 1, sh), slice(j, j + sw * (wo - 1) + 1, sw))
+
+
+def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
+    """Max or average pooling over (H, W) -> ``(y, ctx)``.
+
+    Max ignores padding (padded with -inf); the gradient goes to the first maximum of each window (row-major), and
+    ``ctx`` is that window offset. Average divides by the number of real (unpadded) elements in each window, and
+    ``ctx`` is that count. Both loop over the window offsets only, each step one vectorised op on (N, C, Ho, Wo).
+    """
+    if mode not in ("max", "avg"):
+        raise ValueError(f"pool2d_forward: unknown mode {mode!r}; expected 'max' or 'avg'")
+    (wh, ww), st, pads, ho, wo = _pool_geometry(x.shape, window, stride, padding)
+    xp = _pad_input(x, pads, fill=-np.inf if mode == "max" else 0.0)
+    views = [xp[_offset_slices(k // ww, k % ww, ho, wo, st)] for k in range(wh * ww)]
+    if mode == "avg":
+        y = np.array(views[0])
+        for v in views[1:]:
+            y += v
+        counts = _avg_counts(x.shape, (wh, ww), st, pads, ho, wo, x.dtype)
+        y /= counts
+        return y, counts
+    y = np.array(views[0]) if len(views) == 1 else np.maximum(views[0], views[1])
+    for v in views[2:]:
+        np.maximum(y, v, out=y)
+    # offset of the first maximum = number of leading offsets whose value differs from the max
+    not_yet = np.not_equal(views[0], y)
+    idx = not_yet.astype(np.uint8 if len(views) < 256 else np.int32)
+    for v in views[1:-1]:
+        not_yet &= np.not_equal(v, y)
+        idx += not_yet
+    return y, idx
+
+
+def _avg_counts(x_shape, window, stride, pads, ho, wo, dtype):
+    if not any(pads):
+        return np.asarray(window[0] * window[1], dtype=dtype)
+    ones_p = _pad_input(np.ones((1, 1) + tuple(x_shape[2:]), dtype=dtype), pads)
+    counts = np.zeros((1, 1, ho, wo), dtype=dtype)
+    for k in range(window[0] * window[1]):
+        counts += ones_p[_offset_slices(k // window[1], k % window[1], ho, wo, stride)]
+    return counts
+
+
+def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
+    """dx of ``pool2d_forward``; ``ctx`` is what the forward returned."""
+    if mode not in ("max", "avg"):
+        raise ValueError(f"pool2d_backward: unknown mode {mode!r}; expected 'max' or 'avg'")
+    (wh, ww), st, pads, ho, wo = _pool_geometry(x.shape, window, stride, padding)
+    t, b, l, r = pads
+    n, c, h, w = x.shape
+    dxp = np.zeros((n, c, h + t + b, w + l + r), dtype=dy.dtype)
+    overlapping = st[0] < wh or st[1] < ww
+    g = dy / ctx if mode == "avg" else dy
+    for k in range(wh * ww):
+        target = dxp[_offset_slices(k // ww, k % ww, ho, wo, st)]
+        if mode == "avg":
+            part = g
+        elif overlapping:
+            part = np.multiply(g, ctx == k)
+        else:  # each input pixel is in at most one window: write in place, no temporary
+            np.multiply(g, ctx == k, out=target)
+            continue
+        if overlapping:
+            target += part
+        else:
+            target[...] = part
+    if any(pads):
+        return np.ascontiguousarray(dxp[:, :, t : t + h, l : l + w])
+    return dxp
+
+
+# ----------------------------------------------------------------------------------------------------- batch norm
+
+
+def _bn_axes(x):
+    if x.ndim == 4:
+        return (0, 2, 3)
+    if x.ndim == 2:
+        return (0,)
+    raise ValueError(f"batch_norm: expected a 2-D (N, F) or 4-D (N, C, H, W) input, got shape {x.shape}")
+
+
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
+    """Normalise with batch statistics; update running stats in place (running var uses the unbiased variance)."""
+    axes = _bn_axes(x)
+    shape = _channel_shape(x.ndim, x.shape[1])
+    mu = x.mean(axis=axes)
+    xc = x - mu.reshape(shape)
+    var = np.mean(np.square(xc), axis=axes)
+    inv_std = 1.0 / np.sqrt(var + eps)
+    xhat = xc * inv_std.reshape(shape).astype(x.dtype, copy=False)
+    y = xhat * gamma.reshape(shape) + beta.reshape(shape)
+    m = x.size // x.shape[1]
+    unbiased = var * (m / (m - 1)) if m > 1 else var
+    running_mean *= momentum
+    running_mean += (1 - momentum) * mu
+    running_var *= momentum
+    running_var += (1 - momentum) * unbiased
+    return y, (xhat, inv_std)
+
+
+def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
+    shape = _channel_shape(x.ndim, x.shape[1])
+    _bn_axes(x)
+    scale = gamma / np.sqrt(running_var + eps)
+    shift = beta - running_mean * scale
+    return x * scale.reshape(shape).astype(x.dtype, copy=False) + shift.reshape(shape).astype(x.dtype, copy=False)
+
+
+def batch_norm_backward(dy, x, gamma, ctx):
+    """(dx, dgamma, dbeta) of ``batch_norm_train``."""
+    xhat, inv_std = ctx
+    axes = _bn_axes(x)
+    shape = _channel_shape(x.ndim, x.shape[1])
+    m = x.size // x.shape[1]
+    dbeta = dy.sum(axis=axes)
+    dgamma = (dy * xhat).sum(axis=axes)
+    dx = dy * m
+    dx -= dbeta.reshape(shape)
+    dx -= xhat * dgamma.reshape(shape)
+    dx *= (gamma * inv_std / m).reshape(shape).astype(dy.dtype, copy=False)
+    return dx, dgamma, dbeta
+
+
+# -------------------------------------------------------------------------------------------------------- dropout
+
+
+def dropout_forward(x, rate, rng):
+    """Inverted dropout: ``(x * mask, mask)`` with mask 0 or 1/(1-rate)."""
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout_forward: rate must be in [0, 1), got {rate}")
+    keep = rng.random(x.shape, dtype=np.float32) >= rate
+    mask = keep.astype(x.dtype)
+    mask *= 1.0 / (1.0 - rate)
+    return x * mask, mask
+
+
+def dropout_backward(dy, mask):
+    return dy * mask
+
+
+# -------------------------------------------------------------------------------------- in-place optimizer updates
+
+
+def _decayed(g, p, weight_decay):
+    return g + weight_decay * p if weight_decay else g
+
+
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
+    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+    g = _decayed(g, p, weight_decay)
+    if momentum:
+        v *= momentum
+        v += g
+        step = g + momentum * v if nesterov else v
+    else:
+        step = g
+    p -= lr * step
+
+
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
+    """In place Adam (``decoupled=True``: AdamW, p *= 1 - lr wd); ``step`` counts from 1."""
+    if weight_decay and decoupled:
+        p *= 1.0 - lr * weight_decay
+    elif weight_decay:
+        g = g + weight_decay * p
+    m *= beta1
+    m += (1.0 - beta1) * g
+    v *= beta2
+    v += (1.0 - beta2) * np.square(g)
+    bc1 = 1.0 - beta1**step
+    bc2 = 1.0 - beta2**step
+    denom = np.sqrt(v / bc2)
+    denom += eps
+    p -= (lr / bc1) * m / denom
+
+
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
+    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps)."""
+    g = _decayed(g, p, weight_decay)
+    s *= rho
+    s += (1.0 - rho) * np.square(g)
+    denom = np.sqrt(s)
+    denom += eps
+    p -= lr * g / denom
+
+
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
+    """In place: s += g^2; p -= lr g / (sqrt(s) + eps)."""
+    g = _decayed(g, p, weight_decay)
+    s += np.square(g)
+    denom = np.sqrt(s)
+    denom += eps
+    p -= lr * g / denom
+
+
+# --------------------------------------------------------------------------------------------------------- random
+
+
+def rng(seed=None):
+    """A seeded random generator (NumPy ``Generator``)."""
+    return np.random.default_rng(seed)
+
+
+def uniform(rng, shape, low=0.0, high=1.0, dtype=np.float32):
+    return rng.uniform(low, high, size=shape).astype(dtype, copy=False)
+
+
+def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
+    return rng.normal(mean, std, size=shape).astype(dtype, copy=False)

@@ -1,0 +1,225 @@
+"""Training callbacks: History, EarlyStopping, ModelCheckpoint, LearningRateScheduler, CSVLogger, TerminateOnNaN.
+
+``Model.fit`` calls ``on_train_begin(logs)``, then per epoch ``on_epoch_begin(epoch, logs)``, per batch
+``on_batch_begin(batch, logs)`` / ``on_batch_end(batch, logs)`` (logs: ``loss`` and metrics of that batch), and
+``on_epoch_end(epoch, logs)`` (logs: epoch means, ``val_*`` entries when validating), then ``on_train_end(logs)``.
+A callback stops training by setting ``model.stop_training = True``.
+
+Non-finite loss: ``fit`` never applies an update computed from a NaN/inf loss. With a ``TerminateOnNaN`` callback the
+training stops cleanly (the History so far is returned, ``model.stop_reason`` says why); without one ``fit`` raises
+``magmadnn.models.NonFiniteLossError``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+
+import numpy as np
+
+__all__ = [
+    "Callback", "CallbackList", "History", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler",
+    "CSVLogger", "TerminateOnNaN",
+]
+
+
+class Callback:
+    """Base class; every hook is a no-op. ``self.model`` is set by ``fit``."""
+
+    model = None
+
+    def set_model(self, model) -> None:
+        self.model = model
+
+    def on_train_begin(self, logs=None): ...
+    def on_train_end(self, logs=None): ...
+    def on_epoch_begin(self, epoch, logs=None): ...
+    def on_epoch_end(self, epoch, logs=None): ...
+    def on_batch_begin(self, batch, logs=None): ...
+    def on_batch_end(self, batch, logs=None): ...
+
+
+class CallbackList:
+    """Fans each hook out to a list of callbacks."""
+
+    def __init__(self, callbacks, model):
+        self.callbacks = list(callbacks or [])
+        for cb in self.callbacks:
+            if not isinstance(cb, Callback):
+                raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
+            cb.set_model(model)
+
+    def __getattr__(self, hook):
+        if not hook.startswith("on_"):
+            raise AttributeError(hook)
+
+        def fan_out(*args):
+            for cb in self.callbacks:
+                getattr(cb, hook)(*args)
+        return fan_out
+
+
+class History(Callback):
+    """Records the epoch logs: ``history.history["loss"]`` is a list with one value per epoch."""
+
+    def __init__(self):
+        self.history: dict[str, list] = {}
+        self.epoch: list[int] = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.epoch.append(epoch)
+        for key, value in (logs or {}).items():
+            self.history.setdefault(key, []).append(value)
+
+    def __repr__(self):
+        return f"History(epochs={len(self.epoch)}, keys={sorted(self.history)})"
+
+
+def _improvement_test(monitor: str, mode: str, min_delta: float):
+    """Return ``better(current, best)`` for the mode ("min", "max" or "auto": max for accuracy-like names)."""
+    if mode not in ("auto", "min", "max"):
+        raise ValueError(f"mode must be 'auto', 'min' or 'max', got {mode!r}")
+    if mode == "auto":
+        mode = "max" if ("acc" in monitor or "top" in monitor) else "min"
+    delta = abs(min_delta)
+    if mode == "min":
+        return (lambda cur, best: cur < best - delta), math.inf
+    return (lambda cur, best: cur > best + delta), -math.inf
+
+
+def _monitored(logs, monitor, who):
+    if monitor not in (logs or {}):
+        raise KeyError(f"{who} monitors {monitor!r} but the epoch logs hold only {sorted(logs or {})}; "
+                       "validation metrics ('val_*') need validation_split or validation_data")
+    return float(logs[monitor])
+
+
+class EarlyStopping(Callback):
+    """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs."""
+
+    def __init__(self, monitor="val_loss", min_delta=0.0, patience=0, mode="auto", restore_best_weights=False):
+        self.monitor, self.patience, self.restore_best_weights = monitor, int(patience), restore_best_weights
+        self.better, self._initial_best = _improvement_test(monitor, mode, min_delta)
+        self.stopped_epoch = None
+
+    def on_train_begin(self, logs=None):
+        self.best, self.wait, self.best_weights, self.stopped_epoch = self._initial_best, 0, None, None
+
+    def on_epoch_end(self, epoch, logs=None):
+        current = _monitored(logs, self.monitor, "EarlyStopping")
+        if self.better(current, self.best):
+            self.best, self.wait = current, 0
+            if self.restore_best_weights:
+                self.best_weights = self.model.get_weights()
+            return
+        self.wait += 1
+        if self.wait > self.patience:
+            self.stopped_epoch = epoch
+            self.model.stop_training = True
+            self.model.stop_reason = (f"EarlyStopping: {self.monitor} did not improve for {self.wait} epochs "
+                                      f"(best {self.best:.6g})")
+            if self.best_weights is not None:
+                self.model.set_weights(self.best_weights)
+
+
+class ModelCheckpoint(Callback):
+    """Save after each epoch to ``filepath`` (may contain ``{epoch}`` and log keys, e.g. ``{val_loss:.3f}``).
+
+    By default writes a resumable checkpoint (weights, optimizer state, epoch, RNG state; ``.npz`` or
+    ``.safetensors``); with ``save_weights_only=True`` writes ``model.save`` files (architecture + weights).
+    With ``save_best_only=True`` only epochs that improve ``monitor`` are written.
+    """
+
+    def __init__(self, filepath, monitor="val_loss", save_best_only=False, mode="auto", save_weights_only=False):
+        self.filepath, self.monitor = os.fspath(filepath), monitor
+        self.save_best_only, self.save_weights_only = save_best_only, save_weights_only
+        self.better, self.best = _improvement_test(monitor, mode, 0.0)
+        self.saved: list[str] = []
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.save_best_only:
+            current = _monitored(logs, self.monitor, "ModelCheckpoint")
+            if not self.better(current, self.best):
+                return
+            self.best = current
+        path = self.filepath.format(epoch=epoch + 1, **logs)
+        if self.save_weights_only:
+            self.model.save(path)
+        else:
+            self.model.save_checkpoint(path, epoch=epoch + 1)
+        self.saved.append(path)
+
+
+class LearningRateScheduler(Callback):
+    """Set the optimizer's learning rate at each epoch start to ``schedule(epoch)`` or ``schedule(epoch, lr)``.
+
+    A ``magmadnn.schedules.Schedule`` works here with the epoch as its counter. The lr is logged as ``lr``.
+    """
+
+    def __init__(self, schedule, verbose=0):
+        if not callable(schedule):
+            raise TypeError(f"LearningRateScheduler needs a callable schedule, got {schedule!r}")
+        self.schedule, self.verbose = schedule, verbose
+
+    def on_epoch_begin(self, epoch, logs=None):
+        optimizer = self.model.optimizer
+        try:
+            lr = self.schedule(epoch, optimizer.learning_rate)
+        except TypeError:
+            lr = self.schedule(epoch)
+        lr = float(lr)
+        if not math.isfinite(lr) or lr < 0:
+            raise ValueError(f"LearningRateScheduler: schedule returned an invalid learning rate {lr!r}")
+        optimizer.lr = lr
+        if self.verbose:
+            print(f"Epoch {epoch + 1}: LearningRateScheduler sets the learning rate to {lr:.6g}")
+
+    def on_epoch_end(self, epoch, logs=None):
+        if logs is not None:
+            logs["lr"] = self.model.optimizer.learning_rate
+
+
+class CSVLogger(Callback):
+    """Append one CSV row per epoch (``epoch`` + every log key) to ``filename``; the header is written once."""
+
+    def __init__(self, filename, separator=",", append=False):
+        self.filename, self.separator, self.append = os.fspath(filename), separator, append
+        self.keys = None
+
+    def on_train_begin(self, logs=None):
+        exists = self.append and os.path.exists(self.filename) and os.path.getsize(self.filename) > 0
+        self._file = open(self.filename, "a" if self.append else "w", newline="")
+        self._writer = csv.writer(self._file, delimiter=self.separator)
+        self.keys = None
+        if exists:
+            with open(self.filename, newline="") as f:
+                header = next(csv.reader(f, delimiter=self.separator), None)
+            self.keys = header[1:] if header else None
+
+    def on_epoch_end(self, epoch, logs=None):
+        logs = logs or {}
+        if self.keys is None:
+            self.keys = sorted(logs)
+            self._writer.writerow(["epoch", *self.keys])
+        self._writer.writerow([epoch, *(_csv_value(logs.get(k, "")) for k in self.keys)])
+        self._file.flush()
+
+    def on_train_end(self, logs=None):
+        self._file.close()
+
+
+def _csv_value(value):
+    return f"{value:.8g}" if isinstance(value, (float, np.floating)) else value
+
+
+class TerminateOnNaN(Callback):
+    """Stop training at the first batch whose loss is NaN or infinite (that batch's update is not applied)."""
+
+    def on_batch_end(self, batch, logs=None):
+        loss = (logs or {}).get("loss")
+        if loss is not None and not math.isfinite(loss):
+            self.model.stop_training = True
+            self.model.stop_reason = f"TerminateOnNaN: loss is {loss} at batch {batch}; training stopped"
+            print(self.model.stop_reason)

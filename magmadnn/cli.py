@@ -1,0 +1,249 @@
+"""Command line: ``magmadnn train --model lenet5 --dataset mnist --data DIR ...`` (also ``python -m magmadnn``).
+
+The helpers here (argument set, dataset choice, device choice, throughput timing, report and training-curve plot)
+are shared by the scripts in ``examples/`` so that each example only shows the model and the training calls.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+from . import backend, data, zoo
+from .callbacks import Callback
+
+DATASETS = ("auto", "digits", "mnist", "fashion", "cifar10", "cifar100")
+DEVICES = ("auto", "host", "device")
+DEFAULT_EPOCHS = {"digits": 10, "mnist": 3, "fashion": 3, "cifar10": 10, "cifar100": 10}
+
+
+# ------------------------------------------------------------------------------------------------ arguments
+
+
+def add_training_arguments(parser: argparse.ArgumentParser, *, epochs: int | None = 3, batch_size: int = 32,
+                           lr: float = 1e-3, optimizer: str = "adam") -> argparse.ArgumentParser:
+    """The options every training command shares (data folder, epochs, batch size, device, ...)."""
+    parser.add_argument("--data", metavar="DIR", default=None,
+                        help="folder with the dataset files (default: the cache, $MAGMADNN_DATA or ~/.cache/magmadnn)")
+    parser.add_argument("--download", action="store_true", help="fetch missing files from the public mirrors")
+    parser.add_argument("--epochs", type=positive_int, default=epochs,
+                        help=f"passes over the data (default {epochs or 'by dataset: ' + _epoch_defaults()})")
+    parser.add_argument("--batch-size", type=positive_int, default=batch_size,
+                        help=f"samples per step (default {batch_size})")
+    parser.add_argument("--lr", type=float, default=lr, help=f"learning rate (default {lr})")
+    parser.add_argument("--optimizer", choices=("adam", "sgd"), default=optimizer,
+                        help=f"adam, or sgd with Nesterov momentum 0.9 (default {optimizer})")
+    parser.add_argument("--device", choices=DEVICES, default="auto",
+                        help="host (NumPy), device (GPU), or auto: the GPU when available (default auto)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and dropout (default 0)")
+    parser.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
+                        help="smoke run: train on at most N batches per epoch and test on as many samples")
+    parser.add_argument("--plot", metavar="PNG", default=None,
+                        help="write the training curve here (needs matplotlib)")
+    parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    return parser
+
+
+def _epoch_defaults() -> str:
+    return ", ".join(f"{name} {count}" for name, count in DEFAULT_EPOCHS.items())
+
+
+def positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
+    return value
+
+
+def example_parser(description: str | None, **defaults) -> argparse.ArgumentParser:
+    """An argument parser for one example script, with the shared training options."""
+    parser = argparse.ArgumentParser(description=(description or "").strip().splitlines()[0] if description else None)
+    return add_training_arguments(parser, **defaults)
+
+
+# ---------------------------------------------------------------------------------------------- data, device
+
+
+def resolve_device(name: str = "auto") -> str:
+    """The backend name for ``--device``: "auto" picks "device" when a GPU backend is usable, else "host"."""
+    if name not in DEVICES:
+        raise ValueError(f"--device must be one of {DEVICES}, got {name!r}")
+    if name == "auto":
+        return "device" if "device" in backend.available() else "host"
+    backend.get(name)  # raises a clear error when the device backend is not usable here
+    return name
+
+
+def pick_dataset(name: str, path: str | None) -> str:
+    """Resolve ``--dataset auto``: MNIST when a folder is given or the cache holds it, else the embedded digits."""
+    if name != "auto":
+        return name
+    if path is not None or data.has_mnist(data.mnist_dir("mnist")):
+        return "mnist"
+    return "digits"
+
+
+def load_dataset(name: str, path: str | None = None, download: bool = False):
+    """``((x_train, y_train), (x_test, y_test)), num_classes`` of a dataset named as on the command line."""
+    name = pick_dataset(name, path)
+    if name == "digits":
+        return data.load_digits(), 10
+    if name in ("mnist", "fashion"):
+        return data.load_mnist(path, kind=name, download=download), 10
+    if name == "cifar10":
+        return data.load_cifar10(path, download=download), 10
+    if name == "cifar100":
+        return data.load_cifar100(path, download=download), 100
+    raise ValueError(f"unknown dataset {name!r}; expected one of {DATASETS}")
+
+
+def limit_for_smoke_run(split, max_steps: int | None, batch_size: int):
+    """Keep at most ``max_steps * batch_size`` training and test samples (no limit when `max_steps` is None)."""
+    if max_steps is None:
+        return split
+    keep = max_steps * batch_size
+    (x_train, y_train), (x_test, y_test) = split
+    return (x_train[:keep], y_train[:keep]), (x_test[:keep], y_test[:keep])
+
+
+def make_optimizer(name: str, lr: float):
+    from . import optimizers
+
+    if name == "sgd":
+        return optimizers.SGD(lr, momentum=0.9, nesterov=True)
+    return optimizers.Adam(lr)
+
+
+# ------------------------------------------------------------------------------------------ timing, report
+
+
+class Throughput(Callback):
+    """Times the training batches of each epoch (validation excluded) to report samples per second."""
+
+    def __init__(self, samples_per_epoch: int):
+        self.samples_per_epoch = samples_per_epoch
+        self.seconds: list[float] = []
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self._start = self._last = time.perf_counter()
+
+    def on_batch_end(self, batch, logs=None):
+        self._last = time.perf_counter()
+
+    def on_epoch_end(self, epoch, logs=None):
+        self.seconds.append(self._last - self._start)
+
+    @property
+    def samples_per_second(self) -> float:
+        total = sum(self.seconds)
+        return self.samples_per_epoch * len(self.seconds) / total if total > 0 else float("nan")
+
+
+def describe_data(name: str, split) -> str:
+    (x_train, _), (x_test, _) = split
+    return f"{name}: {len(x_train)} train / {len(x_test)} test samples of shape {tuple(x_train.shape[1:])}"
+
+
+def save_curve(history, path: str | Path) -> Path | None:
+    """Plot loss and accuracy per epoch (train and validation) to a PNG; None when matplotlib is missing."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    logs = history.history
+    epochs = np.arange(1, len(logs.get("loss", [])) + 1)
+    fig, axes = plt.subplots(1, 2, figsize=(9, 3.5))
+    for ax, key in zip(axes, ("loss", "accuracy")):
+        for prefix, style in (("", "-o"), ("val_", "--s")):
+            if prefix + key in logs:
+                ax.plot(epochs, logs[prefix + key], style, label=("test " if prefix else "train ") + key)
+        ax.set_xlabel("epoch")
+        ax.set_title(key)
+        ax.grid(alpha=0.3)
+        ax.legend()
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fig.savefig(path, dpi=100)
+    plt.close(fig)
+    return path
+
+
+def fit_and_report(model, split, args, name: str) -> dict:
+    """Compile with the chosen optimizer, fit with per-epoch validation on the test split, evaluate, and print the
+    test accuracy, the training throughput and (with ``--plot``) where the training curve went."""
+    (x_train, y_train), (x_test, y_test) = split
+    device = resolve_device(args.device)
+    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), loss="cross_entropy", metrics=["accuracy"],
+                  seed=args.seed, device=device)
+    print(describe_data(name, split))
+    print(f"model {model.name} on {device}, {args.optimizer} lr={args.lr}, batch {args.batch_size}, "
+          f"{args.epochs} epoch(s)")
+    timer = Throughput(len(x_train))
+    history = model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs,
+                        validation_data=(x_test, y_test), callbacks=[timer], verbose=0 if args.quiet else 1)
+    results = model.evaluate(x_test, y_test, batch_size=max(args.batch_size, 256))
+    accuracy = float(results["accuracy"])
+    print(f"test accuracy {accuracy:.4f} ({accuracy * 100:.2f}%), test loss {float(results['loss']):.4f}")
+    print(f"throughput {timer.samples_per_second:,.0f} samples/s in training, {sum(timer.seconds):.1f} s total")
+    report = {"test_accuracy": accuracy, "test_loss": float(results["loss"]),
+              "samples_per_second": timer.samples_per_second, "train_seconds": sum(timer.seconds),
+              "history": history}
+    if args.plot:
+        where = save_curve(history, args.plot)
+        print(f"training curve: {where}" if where else "training curve skipped: matplotlib is not installed")
+    return report
+
+
+# ------------------------------------------------------------------------------------------------- commands
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="magmadnn", description="magmadnn: deep learning on the host or a GPU")
+    commands = parser.add_subparsers(dest="command", required=True)
+    train = commands.add_parser("train", help="train a zoo model on a dataset and report test accuracy")
+    train.add_argument("--model", choices=sorted(zoo.BUILDERS), default="cnn", help="network (default cnn)")
+    train.add_argument("--dataset", choices=DATASETS, default="auto",
+                       help="dataset (default auto: MNIST when --data is given or cached, else the embedded digits)")
+    add_training_arguments(train, epochs=None)
+    return parser
+
+
+def train_command(args) -> dict:
+    name = pick_dataset(args.dataset, args.data)
+    args.epochs = args.epochs or DEFAULT_EPOCHS[name]
+    split, num_classes = load_dataset(name, args.data, args.download)
+    split = limit_for_smoke_run(split, args.max_steps, args.batch_size)
+    model = zoo.build(args.model, split[0][0].shape[1:], num_classes)
+    return fit_and_report(model, split, args, name)
+
+
+USER_ERRORS = (data.DatasetError, ImportError, NotImplementedError, ValueError)
+
+
+def run_guarded(entry, argv=None, prog: str = "magmadnn") -> int:
+    """Run ``entry(argv)``; a bad dataset, a missing optional package or an unusable device prints one line on
+    stderr and gives exit status 2 instead of a traceback."""
+    try:
+        entry(argv)
+    except USER_ERRORS as exc:
+        print(f"{prog}: error: {exc}", file=sys.stderr)
+        return 2
+    return 0
+
+
+def _dispatch(argv) -> None:
+    args = build_parser().parse_args(argv)
+    if args.command == "train":
+        train_command(args)
+
+
+def main(argv=None) -> int:
+    return run_guarded(_dispatch, argv)

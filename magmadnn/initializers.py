@@ -1,0 +1,132 @@
+"""Weight initializers with real fan-in / fan-out scaling, drawn through the backend's seeded generators.
+
+An initializer is called as ``init(shape, dtype, xp, rng)`` and returns a backend array. Fans follow the layer
+layouts of this package: a Dense kernel ``(in, out)`` has ``fan_in = in`` and ``fan_out = out``; a Conv2D kernel
+``(K, C, R, S)`` has ``fan_in = C*R*S`` and ``fan_out = K*R*S``.
+
+* Glorot (Xavier) uniform: U(-l, l) with ``l = sqrt(6 / (fan_in + fan_out))``; normal: N(0, 2 / (fan_in + fan_out)).
+* He (Kaiming) uniform: U(-l, l) with ``l = sqrt(6 / fan_in)``; normal: N(0, 2 / fan_in).
+
+The normal variants are plain (not truncated) normals, so their variance is exactly the formula's.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = [
+    "Initializer", "Zeros", "Ones", "Constant", "GlorotUniform", "GlorotNormal", "HeUniform", "HeNormal",
+    "compute_fans", "get",
+]
+
+
+def compute_fans(shape) -> tuple[int, int]:
+    """Return ``(fan_in, fan_out)`` for a weight of ``shape`` (see module docstring for the layouts)."""
+    shape = tuple(int(s) for s in shape)
+    if len(shape) == 0:
+        return 1, 1
+    if len(shape) == 1:
+        return shape[0], shape[0]
+    if len(shape) == 2:
+        return shape[0], shape[1]
+    receptive = math.prod(shape[2:])
+    return shape[1] * receptive, shape[0] * receptive
+
+
+class Initializer:
+    """Base class: ``__call__(shape, dtype, xp, rng) -> backend array``."""
+
+    def __call__(self, shape, dtype, xp, rng):
+        raise NotImplementedError
+
+    def get_config(self) -> dict:
+        return {}
+
+    def to_config(self) -> dict:
+        return {"class_name": type(self).__name__, "config": self.get_config()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Zeros(Initializer):
+    def __call__(self, shape, dtype, xp, rng=None):
+        return xp.zeros(tuple(shape), dtype)
+
+
+class Ones(Initializer):
+    def __call__(self, shape, dtype, xp, rng=None):
+        return xp.ones(tuple(shape), dtype)
+
+
+class Constant(Initializer):
+    def __init__(self, value: float = 0.0):
+        self.value = float(value)
+
+    def __call__(self, shape, dtype, xp, rng=None):
+        return xp.full(tuple(shape), self.value, dtype)
+
+    def get_config(self) -> dict:
+        return {"value": self.value}
+
+
+class _VarianceScaling(Initializer):
+    """Draws with variance ``2 / fan`` (fan chosen by the subclass), uniform or normal."""
+
+    distribution = "uniform"
+
+    def fan(self, shape) -> float:
+        raise NotImplementedError
+
+    def std(self, shape) -> float:
+        return math.sqrt(2.0 / self.fan(shape))
+
+    def __call__(self, shape, dtype, xp, rng):
+        shape = tuple(shape)
+        std = self.std(shape)
+        if self.distribution == "uniform":
+            limit = math.sqrt(3.0) * std  # U(-l, l) has variance l^2 / 3
+            return xp.uniform(rng, shape, -limit, limit, dtype)
+        return xp.normal(rng, shape, 0.0, std, dtype)
+
+
+class GlorotUniform(_VarianceScaling):
+    def fan(self, shape):
+        fan_in, fan_out = compute_fans(shape)
+        return (fan_in + fan_out) / 2.0
+
+
+class GlorotNormal(GlorotUniform):
+    distribution = "normal"
+
+
+class HeUniform(_VarianceScaling):
+    def fan(self, shape):
+        return float(compute_fans(shape)[0])
+
+
+class HeNormal(HeUniform):
+    distribution = "normal"
+
+
+_BY_NAME = {
+    "zeros": Zeros, "ones": Ones, "constant": Constant,
+    "glorot_uniform": GlorotUniform, "glorot_normal": GlorotNormal, "xavier_uniform": GlorotUniform,
+    "xavier_normal": GlorotNormal, "he_uniform": HeUniform, "he_normal": HeNormal,
+}
+_BY_CLASS = {cls.__name__: cls for cls in set(_BY_NAME.values())}
+
+
+def get(identifier) -> Initializer:
+    """An Initializer from a name ("he_uniform"), an instance, or a ``{"class_name", "config"}`` dict."""
+    if isinstance(identifier, Initializer):
+        return identifier
+    if isinstance(identifier, str):
+        try:
+            return _BY_NAME[identifier.lower()]()
+        except KeyError:
+            raise ValueError(f"unknown initializer {identifier!r}; expected one of {sorted(_BY_NAME)}") from None
+    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_CLASS:
+        return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
+    raise TypeError(f"initializer must be a name, an Initializer or a config dict, got {identifier!r}")

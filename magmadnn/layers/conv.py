@@ -1,0 +1,136 @@
+"""Conv2D, MaxPool2D, AvgPool2D and GlobalAvgPool2D (NCHW; per-sample input shape (C, H, W))."""
+
+from __future__ import annotations
+
+from .. import functional as F
+from .. import initializers
+from .base import Layer, register, shape_str
+from .core import apply_activation, check_activation
+
+__all__ = ["Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D"]
+
+
+def _pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
+    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
+    if (pair is None or len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, int) for v in pair)
+            or min(pair) < minimum):
+        raise ValueError(f"{owner}: {what} must be an int >= {minimum} or a pair of them, got {value!r}")
+    return pair
+
+
+def _padding(value, owner: str):
+    if isinstance(value, str):
+        if value.lower() not in ("same", "valid"):
+            raise ValueError(f"{owner}: padding must be 'same', 'valid', an int or a pair, got {value!r}")
+        return value.lower()
+    return _pair(value, "padding", owner, minimum=0)
+
+
+def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
+    """Spatial output size, or a ShapeMismatchError when the window does not fit the input."""
+    out = F.conv2d_output_shape(input_shape[1:], kernel, stride, padding, dilation)
+    if min(out) < 1:
+        raise layer.shape_error(f"an input of at least the {what} extent {shape_str(kernel)} (dilation "
+                                f"{shape_str(dilation)}, padding {padding!r}); the output would be {shape_str(out)}",
+                                input_shape)
+    return tuple(int(v) for v in out)
+
+
+@register
+class Conv2D(Layer):
+    """2-D cross-correlation with ``filters`` kernels of ``kernel_size``; kernel (K, C, R, S), bias (K,)."""
+
+    def __init__(self, filters: int, kernel_size, strides=1, padding="valid", dilation=1, activation=None,
+                 use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        owner = f"Conv2D {self.name!r}"
+        if isinstance(filters, bool) or not isinstance(filters, int) or filters < 1:
+            raise ValueError(f"{owner}: filters must be a positive int, got {filters!r}")
+        self.filters = filters
+        self.kernel_size = _pair(kernel_size, "kernel_size", owner)
+        self.strides = _pair(strides, "strides", owner)
+        self.padding = _padding(padding, owner)
+        self.dilation = _pair(dilation, "dilation", owner)
+        self.activation = check_activation(activation, owner)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+
+    def check_input_shape(self, input_shape):
+        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+
+    def compute_output_shape(self, input_shape):
+        hw = _output_hw(self, input_shape, self.kernel_size, self.strides, self.padding, self.dilation, "kernel")
+        return (self.filters, *hw)
+
+    def create_weights(self, input_shape):
+        self.add_weight("kernel", (self.filters, input_shape[0], *self.kernel_size), self.kernel_initializer)
+        if self.use_bias:
+            self.add_weight("bias", (self.filters,), self.bias_initializer)
+
+    def call(self, x, training=False):
+        y = F.conv2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides, padding=self.padding,
+                     dilation=self.dilation)
+        return apply_activation(y, self.activation)
+
+    def get_config(self):
+        return {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
+                "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                "dilation": list(self.dilation), "activation": self.activation, "use_bias": self.use_bias,
+                "kernel_initializer": self.kernel_initializer.to_config(),
+                "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
+
+
+class _Pool2D(Layer):
+    mode = "max"
+
+    def __init__(self, pool_size=2, strides=None, padding="valid", **kwargs):
+        super().__init__(**kwargs)
+        owner = f"{type(self).__name__} {self.name!r}"
+        self.pool_size = _pair(pool_size, "pool_size", owner)
+        self.strides = self.pool_size if strides is None else _pair(strides, "strides", owner)
+        self.padding = _padding(padding, owner)
+
+    def check_input_shape(self, input_shape):
+        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+
+    def compute_output_shape(self, input_shape):
+        hw = _output_hw(self, input_shape, self.pool_size, self.strides, self.padding, (1, 1), "pooling window")
+        return (input_shape[0], *hw)
+
+    def call(self, x, training=False):
+        pool = F.max_pool2d if self.mode == "max" else F.avg_pool2d
+        return pool(x, self.pool_size, stride=self.strides, padding=self.padding)
+
+    def get_config(self):
+        return {"pool_size": list(self.pool_size), "strides": list(self.strides),
+                "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                **super().get_config()}
+
+
+@register
+class MaxPool2D(_Pool2D):
+    """Maximum over ``pool_size`` windows (stride defaults to the window)."""
+
+    mode = "max"
+
+
+@register
+class AvgPool2D(_Pool2D):
+    """Mean over ``pool_size`` windows (stride defaults to the window)."""
+
+    mode = "avg"
+
+
+@register
+class GlobalAvgPool2D(Layer):
+    """(N, C, H, W) -> (N, C): the mean over each channel's spatial extent."""
+
+    def check_input_shape(self, input_shape):
+        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0],)
+
+    def call(self, x, training=False):
+        return F.global_avg_pool2d(x)

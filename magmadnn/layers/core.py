@@ -1,0 +1,190 @@
+"""Dense, Activation, Dropout, Flatten, BatchNorm and Add."""
+
+from __future__ import annotations
+
+import math
+
+from .. import functional as F
+from .. import initializers
+from .base import Layer, ShapeMismatchError, derive_seed, register, shape_str
+
+__all__ = ["Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "Add", "ACTIVATIONS", "apply_activation"]
+
+ACTIVATIONS = ("linear", "sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu", "softmax")
+_DEFAULT_ALPHA = {"leaky_relu": 0.01, "elu": 1.0}
+
+
+def check_activation(kind, owner: str):
+    """Validate an activation name (None means linear) and return it normalised."""
+    if kind is None:
+        return None
+    if not isinstance(kind, str) or kind.lower() not in ACTIVATIONS:
+        raise ValueError(f"{owner}: unknown activation {kind!r}; expected one of {ACTIVATIONS} or None")
+    kind = kind.lower()
+    return None if kind == "linear" else kind
+
+
+def apply_activation(x, kind, alpha=None):
+    """``kind`` applied to the Tensor ``x``; softmax runs over axis 1 (features, or channels in NCHW)."""
+    if kind is None:
+        return x
+    if kind == "softmax":
+        return F.softmax(x, axis=1)
+    return F.activation(x, kind, _DEFAULT_ALPHA.get(kind, 0.0) if alpha is None else alpha)
+
+
+@register
+class Dense(Layer):
+    """``y = act(x @ kernel + bias)`` with kernel (in, units); input per-sample shape (in,)."""
+
+    def __init__(self, units: int, activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
+            raise ValueError(f"Dense {self.name!r}: units must be a positive int, got {units!r}")
+        self.units, self.use_bias = units, bool(use_bias)
+        self.activation = check_activation(activation, f"Dense {self.name!r}")
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+
+    def check_input_shape(self, input_shape):
+        if isinstance(input_shape, list) or len(input_shape) != 1:
+            raise self.shape_error("a rank-1 per-sample input (features,), i.e. batches (N, features); "
+                                   "put a Flatten() layer before it", input_shape)
+
+    def compute_output_shape(self, input_shape):
+        return (self.units,)
+
+    def create_weights(self, input_shape):
+        self.add_weight("kernel", (input_shape[0], self.units), self.kernel_initializer)
+        if self.use_bias:
+            self.add_weight("bias", (self.units,), self.bias_initializer)
+
+    def call(self, x, training=False):
+        y = F.dense(x, self._params["kernel"], self._params.get("bias"))
+        return apply_activation(y, self.activation)
+
+    def get_config(self):
+        return {"units": self.units, "activation": self.activation, "use_bias": self.use_bias,
+                "kernel_initializer": self.kernel_initializer.to_config(),
+                "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
+
+
+@register
+class Activation(Layer):
+    """An activation function as a layer: sigmoid, tanh, relu, leaky_relu, elu, gelu, softmax (axis 1)."""
+
+    def __init__(self, kind: str, alpha: float | None = None, **kwargs):
+        super().__init__(**kwargs)
+        if kind is None:
+            raise ValueError(f"Activation {self.name!r}: kind must be one of {ACTIVATIONS}")
+        self.kind = check_activation(kind, f"Activation {self.name!r}")
+        self.alpha = None if alpha is None else float(alpha)
+
+    def check_input_shape(self, input_shape):
+        if isinstance(input_shape, list):
+            raise self.shape_error("one input", input_shape)
+
+    def call(self, x, training=False):
+        return apply_activation(x, self.kind, self.alpha)
+
+    def get_config(self):
+        return {"kind": self.kind or "linear", "alpha": self.alpha, **super().get_config()}
+
+
+@register
+class Dropout(Layer):
+    """Inverted dropout while training (drop with probability ``rate``), identity at inference."""
+
+    def __init__(self, rate: float, **kwargs):
+        super().__init__(**kwargs)
+        if not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
+            raise ValueError(f"Dropout {self.name!r}: rate must be a number in [0, 1), got {rate!r}")
+        self.rate = float(rate)
+        self.rng = None
+
+    def check_input_shape(self, input_shape):
+        if isinstance(input_shape, list):
+            raise self.shape_error("one input", input_shape)
+
+    def create_weights(self, input_shape):
+        self.rng = self.xp.rng(derive_seed(self._build_seed, 1))
+
+    def call(self, x, training=False):
+        if not training or self.rate == 0.0:
+            return x
+        return F.dropout(x, self.rate, True, self.rng)
+
+    def get_config(self):
+        return {"rate": self.rate, **super().get_config()}
+
+
+@register
+class Flatten(Layer):
+    """(N, d1, d2, ...) -> (N, d1*d2*...)."""
+
+    def check_input_shape(self, input_shape):
+        if isinstance(input_shape, list):
+            raise self.shape_error("one input", input_shape)
+
+    def compute_output_shape(self, input_shape):
+        return (math.prod(input_shape),)
+
+    def call(self, x, training=False):
+        return F.flatten(x)
+
+
+@register
+class BatchNorm(Layer):
+    """Batch normalisation over features (input (F,)) or channels (input (C, H, W), statistics over N, H, W).
+
+    Training uses batch statistics and updates ``running = momentum * running + (1 - momentum) * batch``; evaluation
+    uses the running statistics.
+    """
+
+    def __init__(self, momentum: float = 0.9, eps: float = 1e-5, **kwargs):
+        super().__init__(**kwargs)
+        if not 0.0 <= momentum < 1.0:
+            raise ValueError(f"BatchNorm {self.name!r}: momentum must be in [0, 1), got {momentum!r}")
+        if not eps > 0:
+            raise ValueError(f"BatchNorm {self.name!r}: eps must be > 0, got {eps!r}")
+        self.momentum, self.eps = float(momentum), float(eps)
+
+    def check_input_shape(self, input_shape):
+        self.check_rank(input_shape, (1, 3), "a per-sample input (features,) or (C, H, W)")
+
+    def create_weights(self, input_shape):
+        channels = input_shape[0]
+        self.add_weight("gamma", (channels,), "ones")
+        self.add_weight("beta", (channels,), "zeros")
+        self.add_state("running_mean", self.xp.zeros((channels,), self.dtype))
+        self.add_state("running_var", self.xp.ones((channels,), self.dtype))
+
+    def call(self, x, training=False):
+        return F.batch_norm(x, self._params["gamma"], self._params["beta"], self._state["running_mean"],
+                            self._state["running_var"], training, momentum=self.momentum, eps=self.eps)
+
+    def get_config(self):
+        return {"momentum": self.momentum, "eps": self.eps, **super().get_config()}
+
+
+@register
+class Add(Layer):
+    """Element-wise sum of two or more inputs of the same shape (residual connections)."""
+
+    def check_input_shape(self, input_shape):
+        if not isinstance(input_shape, list) or len(input_shape) < 2:
+            raise self.shape_error("a list of at least two inputs", input_shape)
+        if any(s != input_shape[0] for s in input_shape):
+            shapes = ", ".join(shape_str(s) for s in input_shape)
+            raise ShapeMismatchError(f"Add layer {self.name!r} needs inputs of one shape; got {shapes} "
+                                     f"from {self._source}")
+
+    def compute_output_shape(self, input_shape):
+        return input_shape[0]
+
+    def call(self, xs, training=False):
+        total = xs[0]
+        for x in xs[1:]:
+            total = F.add(total, x)
+        return total

@@ -1,0 +1,14 @@
+"""Models: ``Sequential`` stacks and functional graph ``Model``s, training, and saving.
+
+``load(path)`` rebuilds a model saved with ``model.save(path)`` (or a checkpoint) from its JSON architecture and
+weights; see :mod:`.persistence` for the file contents and :mod:`magmadnn.saving` for the containers.
+"""
+
+from ..saving import ArchitectureMismatchError, ModelFileError
+from .model import Model, NonFiniteLossError, Sequential, model_from_config
+from .persistence import load_model
+
+load = load_model
+
+__all__ = ["Model", "Sequential", "NonFiniteLossError", "ArchitectureMismatchError", "ModelFileError", "load",
+           "load_model", "model_from_config"]

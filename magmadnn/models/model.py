@@ -1,0 +1,605 @@
+"""Model (functional graph of layers) and Sequential, with compile / fit / evaluate / predict / summary.
+
+A model owns its backend, dtype (float32 by default) and an integer ``seed``. Every layer gets a deterministic seed
+derived from the model seed and its position, so two models built alike with the same seed start with identical
+weights, dropout masks and shuffling order. ``compile(seed=s)`` re-seeds the model and re-creates the weights.
+
+Non-finite loss: ``fit`` checks every batch loss before its update. A NaN/inf loss is never applied; with a
+``callbacks.TerminateOnNaN`` the training stops cleanly, otherwise :class:`NonFiniteLossError` is raised.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import backend as _backend
+from .. import callbacks as _callbacks
+from .. import losses as _losses
+from .. import metrics as _metrics
+from .. import optimizers as _optimizers
+from ..autograd import Tensor, no_grad
+from ..layers.base import (
+    Input,
+    Layer,
+    ShapeMismatchError,
+    SymbolicTensor,
+    _auto_name,
+    _fresh_seed,
+    as_symbolic,
+    derive_seed,
+    layer_class,
+    shape_str,
+)
+from . import persistence
+from .progress import ProgressBar
+from .summary import summary_text
+
+__all__ = ["Model", "Sequential", "NonFiniteLossError", "model_from_config"]
+
+_SHUFFLE_TAG = 0x5EED
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite (the offending update was not applied)."""
+
+
+def _topological_nodes(output: SymbolicTensor) -> list[SymbolicTensor]:
+    """Every node the output depends on, producers before consumers."""
+    order, seen, stack = [], set(), [(output, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((parent, False) for parent in reversed(node.parents) if id(parent) not in seen)
+    return order
+
+
+def _real_array(x, what: str) -> np.ndarray:
+    array = np.asarray(x)
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_) \
+            or np.iscomplexobj(array):
+        raise TypeError(f"{what} must be an array of real numbers (float or int), got dtype {array.dtype}")
+    return array
+
+
+class Model:
+    """A graph of layers from ``inputs`` (Input layers) to one ``outputs`` tensor."""
+
+    is_sequential = False
+
+    def __init__(self, inputs, outputs, name: str | None = None, seed: int | None = None, dtype="float32",
+                 backend=None):
+        self._init_common(name, seed, dtype, backend)
+        self._set_graph(inputs, outputs)
+
+    # ------------------------------------------------------------------------------------------ construction
+    def _init_common(self, name, seed, dtype, backend):
+        self.name = name or _auto_name(type(self))
+        self.seed = _fresh_seed() if seed is None else int(seed)
+        self.dtype = np.dtype(dtype)
+        if self.dtype not in (np.float32, np.float64):
+            raise TypeError(f"model {self.name!r}: dtype must be float32 or float64, got {self.dtype}")
+        self.xp = _backend.get(backend)
+        self.optimizer = self.loss = None
+        self.metrics: list = []
+        self.compiled = False
+        self.stop_training, self.stop_reason = False, None
+        self.epoch = 0
+        self.built = False
+        self.layers: list[Layer] = []
+        self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
+
+    def _set_graph(self, inputs, outputs):
+        inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
+        if isinstance(outputs, (list, tuple)):
+            if len(outputs) != 1:
+                raise ValueError(f"model {self.name!r}: exactly one output tensor is supported, got {len(outputs)}")
+            outputs = outputs[0]
+        for item in inputs:
+            if not isinstance(item, Input) and not (isinstance(item, SymbolicTensor) and isinstance(item.layer, Input)):
+                raise TypeError(f"model {self.name!r}: inputs must be Input layers, got {item!r}")
+        outputs = as_symbolic(outputs)
+        if not isinstance(outputs, SymbolicTensor):
+            raise TypeError(f"model {self.name!r}: outputs must be the result of calling layers on Inputs, "
+                            f"got {type(outputs).__name__}")
+        self.inputs = [as_symbolic(i) for i in inputs]
+        self.output = outputs
+        self.nodes = _topological_nodes(outputs)
+        for node in self.nodes:
+            if isinstance(node.layer, Input) and all(node is not i for i in self.inputs):
+                raise ValueError(f"model {self.name!r}: the output depends on Input {node.layer.name!r}, which is "
+                                 "not among the model inputs")
+        layers = [i.layer for i in self.inputs]
+        for node in self.nodes:
+            if all(node.layer is not known for known in layers):
+                layers.append(node.layer)
+        names = [layer.name for layer in layers]
+        duplicates = sorted({n for n in names if names.count(n) > 1})
+        if duplicates:
+            raise ValueError(f"model {self.name!r}: layer names must be unique, {duplicates} are used more than once")
+        self.layers = layers
+        self._configure_layers()
+        self.built = True
+
+    def _configure_layers(self):
+        """Give every layer the model's backend, dtype and a seed derived from the model seed; rebuild weights."""
+        for index, layer in enumerate(self.layers):
+            layer.configure(self.xp, self.dtype, derive_seed(self.seed, index))
+
+    def nodes_of(self, layer) -> list[SymbolicTensor]:
+        return [node for node in self.nodes if node.layer is layer]
+
+    @property
+    def input_shapes(self) -> list[tuple]:
+        return [node.shape for node in self.inputs]
+
+    @property
+    def output_shape(self) -> tuple:
+        return self.output.shape
+
+    def reseed(self, seed: int) -> None:
+        """Set a new model seed: re-create every weight, dropout stream and the shuffling order from it."""
+        self.seed = int(seed)
+        self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
+        if self.built:
+            self._configure_layers()
+
+    # ------------------------------------------------------------------------------------------ forward
+    def _forward(self, inputs: list[Tensor], training: bool) -> Tensor:
+        values = {}
+        feeds = {id(node): tensor for node, tensor in zip(self.inputs, inputs)}
+        for node in self.nodes:
+            if isinstance(node.layer, Input):
+                values[id(node)] = feeds[id(node)]
+                continue
+            args = [values[id(parent)] for parent in node.parents]
+            values[id(node)] = node.layer.call(args if node.many else args[0], training=training)
+        return values[id(self.output)]
+
+    def __call__(self, x, training: bool = False):
+        """Run the model eagerly on NumPy arrays or Tensors (one per input); returns a Tensor."""
+        if isinstance(x, (list, tuple)) and any(isinstance(i, Tensor) for i in x):
+            tensors = list(x)
+        elif isinstance(x, Tensor):
+            tensors = [x]
+        else:
+            tensors = [self._to_tensor(a) for a in self._input_arrays(x, "call")]
+        return self._forward(tensors, training)
+
+    def _to_tensor(self, array) -> Tensor:
+        return Tensor(self.xp.asarray(array, self.dtype), backend=self.xp)
+
+    # ------------------------------------------------------------------------------------------ weights
+    def parameters(self) -> list:
+        return [p for layer in self.layers for p in layer.parameters()]
+
+    def named_arrays(self) -> dict:
+        """Every weight and state array (backend arrays) by a position-based key ``layers.<i>.<name>``."""
+        out = {}
+        for index, layer in enumerate(self.layers):
+            for name, param in layer.weights.items():
+                out[f"layers.{index}.{name}"] = param.data
+            for name, array in layer.state.items():
+                out[f"layers.{index}.{name}"] = array
+        return out
+
+    def get_weights(self) -> list[np.ndarray]:
+        """Copies (NumPy) of every weight and state array, in layer order."""
+        return [np.array(self.xp.to_numpy(a)) for a in self.named_arrays().values()]
+
+    def set_weights(self, arrays) -> None:
+        keys = list(self.named_arrays())
+        arrays = list(arrays)
+        if len(arrays) != len(keys):
+            raise ValueError(f"model {self.name!r}: set_weights got {len(arrays)} arrays, expected {len(keys)}")
+        self._assign(dict(zip(keys, arrays)), "set_weights")
+
+    def _assign(self, arrays: dict, origin: str) -> None:
+        """Copy NumPy ``arrays`` (key -> array, keys as in ``named_arrays``) into the weights, checking shapes."""
+        for index, layer in enumerate(self.layers):
+            params, state = layer.weights, layer._state
+            for name in [*params, *state]:
+                key = f"layers.{index}.{name}"
+                if key not in arrays:
+                    raise persistence.ArchitectureMismatchError(
+                        f"{origin}: no array for {name!r} of layer {layer.name!r} ({type(layer).__name__})")
+                array = np.asarray(arrays[key])
+                current = params[name].data if name in params else state[name]
+                if tuple(array.shape) != tuple(current.shape):
+                    raise persistence.ArchitectureMismatchError(
+                        f"{origin}: {name!r} of layer {layer.name!r} ({type(layer).__name__}) has shape "
+                        f"{shape_str(array.shape)}, the model needs {shape_str(current.shape)}")
+                value = self.xp.asarray(np.array(array, dtype=layer.dtype))
+                if name in params:
+                    params[name].data = value
+                else:
+                    state[name] = value
+
+    def count_params(self) -> int:
+        return sum(layer.count_params() for layer in self.layers)
+
+    # ------------------------------------------------------------------------------------------ configuration
+    def get_config(self) -> dict:
+        index = {id(node): i for i, node in enumerate(self.nodes)}
+        layer_index = {id(layer): i for i, layer in enumerate(self.layers)}
+        return {
+            "class_name": "Model", "name": self.name, "seed": self.seed, "dtype": self.dtype.name,
+            "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()} for layer in self.layers],
+            "nodes": [{"layer": layer_index[id(node.layer)], "inputs": [index[id(p)] for p in node.parents],
+                       "many": node.many} for node in self.nodes],
+            "inputs": [index[id(node)] for node in self.inputs], "output": index[id(self.output)],
+        }
+
+    def architecture(self) -> list[dict]:
+        """Per layer: class, configuration without name/seed, weight shapes (what a weights file must match)."""
+        out = []
+        for layer in self.layers:
+            config = {k: v for k, v in layer.get_config().items() if k not in ("name", "seed", "dtype")}
+            shapes = {name: list(param.shape) for name, param in layer.weights.items()}
+            shapes.update({name: list(array.shape) for name, array in layer.state.items()})
+            out.append({"class_name": type(layer).__name__, "name": layer.name, "config": config, "weights": shapes})
+        return out
+
+    def summary(self, print_fn=print) -> str:
+        """The layer table (also printed through ``print_fn`` unless it is None)."""
+        self._require_built("summary")
+        text = summary_text(self)
+        if print_fn is not None:
+            print_fn(text)
+        return text
+
+    # ------------------------------------------------------------------------------------------ compile
+    def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None):
+        """Choose optimizer, loss and metrics. ``seed`` re-seeds and re-initializes the weights; ``device``
+        ("host"/"device") selects the backend (only before the weights exist, or when it is already the model's)."""
+        if device is not None:
+            self._select_backend(device)
+        if seed is not None:
+            self.reseed(seed)
+        self.optimizer = _optimizers.get(optimizer)
+        self.loss = _losses.get(loss)
+        if isinstance(metrics, (str, _metrics.Metric)):
+            metrics = [metrics]
+        self.metrics = [_metrics.get(m) for m in (metrics or [])]
+        self.compiled = True
+        return self
+
+    def _select_backend(self, device) -> None:
+        xp = _backend.get(device)
+        if xp is self.xp:
+            return
+        if self.built and self.parameters():
+            raise NotImplementedError(f"model {self.name!r} already holds weights on the {self.xp.name!r} backend; "
+                                      f"moving them is not supported: create the model with backend={xp.name!r}")
+        self.xp = xp
+        if self.built:
+            self._configure_layers()
+
+    def _require_compiled(self, what: str) -> None:
+        if not self.compiled:
+            raise RuntimeError(f"model {self.name!r}: call compile(optimizer, loss, metrics) before {what}()")
+
+    def _require_built(self, what: str) -> None:
+        if not self.built:
+            raise RuntimeError(f"model {self.name!r} is not built yet: give it an Input layer or call {what}() "
+                               "after fit/predict on data")
+
+    # ------------------------------------------------------------------------------------------ data checks
+    def _input_arrays(self, x, who: str) -> list[np.ndarray]:
+        arrays = list(x) if isinstance(x, (list, tuple)) else [x]
+        arrays = [_real_array(a, f"{who}: model input") for a in arrays]
+        if not self.built:
+            self._build_from_data(arrays)
+        if len(arrays) != len(self.inputs):
+            names = [node.layer.name for node in self.inputs]
+            raise ValueError(f"{who}: model {self.name!r} has {len(names)} inputs {names}, got {len(arrays)} arrays")
+        for node, array in zip(self.inputs, arrays):
+            if tuple(array.shape[1:]) != node.shape or array.ndim != len(node.shape) + 1:
+                raise ShapeMismatchError(
+                    f"{who}: input {node.layer.name!r} of model {self.name!r} expects batches of shape "
+                    f"(N, {', '.join(map(str, node.shape))}) (per-sample {shape_str(node.shape)}), got an array of "
+                    f"shape {shape_str(array.shape)}")
+        if len({a.shape[0] for a in arrays}) > 1:
+            raise ValueError(f"{who}: the input arrays have different sample counts {[a.shape[0] for a in arrays]}")
+        return arrays
+
+    def _build_from_data(self, arrays) -> None:
+        raise RuntimeError(f"model {self.name!r} is not built")
+
+    def _targets(self, y, n: int, who: str) -> np.ndarray:
+        if y is None:
+            raise ValueError(f"{who}: targets y are required")
+        y = _real_array(y, f"{who}: targets")
+        if y.ndim == 0 or y.shape[0] != n:
+            raise ValueError(f"{who}: x has {n} samples but y has shape {y.shape}")
+        self.loss.validate(y, self.output_shape)
+        return y
+
+    # ------------------------------------------------------------------------------------------ training
+    def train_on_batch(self, x, y) -> float:
+        """One optimizer step on one batch; returns the loss before the step (no metrics, no callbacks)."""
+        self._require_compiled("train_on_batch")
+        xs = self._input_arrays(x, "train_on_batch")
+        y = self._targets(y, xs[0].shape[0], "train_on_batch")
+        value, _ = self._train_step([a.astype(self.dtype, copy=False) for a in xs], y)
+        if not math.isfinite(value):
+            raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
+        return value
+
+    def _train_step(self, xs: list[np.ndarray], y: np.ndarray):
+        inputs = [self._to_tensor(a) for a in xs]
+        outputs = self._forward(inputs, training=True)
+        loss = self.loss(outputs, self.loss.prepare(y, self.xp, self.dtype))
+        value = loss.item()
+        if math.isfinite(value):
+            params = self.parameters()
+            loss.backward()
+            self.optimizer.step(params)
+            for param in params:
+                param.grad = None
+        return value, outputs.data
+
+    def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
+            validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
+            initial_epoch: int = 0) -> _callbacks.History:
+        """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
+
+        ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
+        (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``validation_split`` holds out the last fraction of
+        the samples (before shuffling); ``validation_data`` is ``(x_val, y_val)``.
+        """
+        self._require_compiled("fit")
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
+            raise ValueError(f"fit: batch_size must be a positive int, got {batch_size!r}")
+        if not 0.0 <= validation_split < 1.0:
+            raise ValueError(f"fit: validation_split must be in [0, 1), got {validation_split!r}")
+        if _is_batch_iterable(x):
+            if y is not None or validation_split:
+                raise ValueError("fit: with a batch iterable (DataLoader) pass y=None and use validation_data")
+            batches = x
+        else:
+            xs = [a.astype(self.dtype, copy=False) for a in self._input_arrays(x, "fit")]
+            y = self._targets(y, xs[0].shape[0], "fit")
+            n = xs[0].shape[0]
+            if validation_split:
+                n_val = int(round(n * validation_split))
+                if n_val < 1 or n_val >= n:
+                    raise ValueError(f"fit: validation_split={validation_split} of {n} samples leaves an empty split")
+                validation_data = ([a[n - n_val:] for a in xs], y[n - n_val:])
+                xs, y = [a[:n - n_val] for a in xs], y[:n - n_val]
+            batches = _ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
+        if validation_data is not None:
+            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+                raise ValueError("fit: validation_data must be a pair (x_val, y_val)")
+            x_val = self._input_arrays(validation_data[0], "fit (validation_data)")
+            y_val = self._targets(validation_data[1], x_val[0].shape[0], "fit (validation_data)")
+            validation_data = (x_val, y_val)
+
+        history = _callbacks.History()
+        cbs = _callbacks.CallbackList([history, *(callbacks or [])], self)
+        self.stop_training, self.stop_reason = False, None
+        cbs.on_train_begin({})
+        try:
+            for epoch in range(initial_epoch, epochs):
+                cbs.on_epoch_begin(epoch, {})
+                logs = self._fit_epoch(batches, batch_size, epoch, epochs, cbs, verbose, validation_data)
+                self.epoch = epoch + 1
+                cbs.on_epoch_end(epoch, logs)
+                if self.stop_training:
+                    if verbose and self.stop_reason:
+                        print(self.stop_reason)
+                    break
+        finally:
+            cbs.on_train_end({})
+        return history
+
+    def _fit_epoch(self, batches, batch_size, epoch, epochs, cbs, verbose, validation_data) -> dict:
+        for metric in self.metrics:
+            metric.reset()
+        bar = ProgressBar(epoch, epochs, len(batches) if hasattr(batches, "__len__") else None, verbose)
+        loss_sum, seen, done = 0.0, 0, 0
+        for index, (xb, yb) in enumerate(batches):
+            cbs.on_batch_begin(index, {})
+            if not isinstance(xb, list):  # a batch from a DataLoader
+                xb = [a.astype(self.dtype, copy=False) for a in self._input_arrays(xb, "fit")]
+                yb = self._targets(yb, xb[0].shape[0], "fit")
+            value, outputs = self._train_step(xb, yb)
+            m = xb[0].shape[0]
+            done += 1
+            if math.isfinite(value):
+                loss_sum += value * m
+                seen += m
+                for metric in self.metrics:
+                    metric.update(outputs, yb, self.xp)
+                bar.update(done, m, {"loss": loss_sum / seen, **{mt.name: mt.result() for mt in self.metrics}})
+            cbs.on_batch_end(index, {"loss": value})
+            if not math.isfinite(value):
+                if self.stop_training:
+                    return {"loss": value}
+                raise NonFiniteLossError(
+                    f"fit: the loss became {value} at epoch {epoch + 1}, batch {index + 1} (the update was not "
+                    "applied); lower the learning rate, check the data for NaN/inf, or pass "
+                    "callbacks=[TerminateOnNaN()] to stop training without an error")
+            if self.stop_training:
+                break
+        logs = {"loss": loss_sum / seen if seen else float("nan"), **{m.name: m.result() for m in self.metrics}}
+        if validation_data is not None:
+            results = self.evaluate(*validation_data, batch_size=batch_size)
+            logs.update({f"val_{k}": v for k, v in results.items()})
+        bar.finish(done, logs)
+        return logs
+
+    # ------------------------------------------------------------------------------------------ inference
+    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
+        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode."""
+        self._require_compiled("evaluate")
+        for metric in self.metrics:
+            metric.reset()
+        loss_sum, n = 0.0, 0
+        for xb, yb in self._inference_batches(x, y, batch_size, "evaluate"):
+            with no_grad():
+                outputs = self._forward([self._to_tensor(a) for a in xb], training=False)
+                loss = self.loss(outputs, self.loss.prepare(yb, self.xp, self.dtype))
+            m = xb[0].shape[0]
+            loss_sum += loss.item() * m
+            n += m
+            for metric in self.metrics:
+                metric.update(outputs.data, yb, self.xp)
+        results = {"loss": loss_sum / n if n else float("nan"), **{m.name: m.result() for m in self.metrics}}
+        if verbose:
+            print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
+        return results
+
+    def predict(self, x, batch_size: int = 32) -> np.ndarray:
+        """Model outputs (NumPy, model dtype) for every sample of ``x``, in inference mode."""
+        xs = self._input_arrays(x, "predict")
+        n = xs[0].shape[0]
+        result = np.empty((n, *self.output_shape), dtype=self.dtype)
+        for start in range(0, n, batch_size):
+            with no_grad():
+                out = self._forward([self._to_tensor(a[start:start + batch_size]) for a in xs], training=False)
+            result[start:start + batch_size] = self.xp.to_numpy(out.data)
+        return result
+
+    def _inference_batches(self, x, y, batch_size, who):
+        if _is_batch_iterable(x):
+            for xb, yb in x:
+                xs = self._input_arrays(xb, who)
+                yield xs, self._targets(yb, xs[0].shape[0], who)
+            return
+        xs = self._input_arrays(x, who)
+        y = self._targets(y, xs[0].shape[0], who)
+        for start in range(0, xs[0].shape[0], batch_size):
+            yield [a[start:start + batch_size] for a in xs], y[start:start + batch_size]
+
+    # ------------------------------------------------------------------------------------------ persistence
+    def save(self, path) -> str:
+        """Architecture (JSON) + weights to ``.safetensors`` or ``.npz`` (atomic write; never pickle)."""
+        return persistence.save_model(self, path)
+
+    def load_weights(self, path) -> None:
+        """Load weights from a model file or checkpoint of the same architecture (else ArchitectureMismatchError)."""
+        persistence.load_weights(self, path)
+
+    def save_checkpoint(self, path, epoch: int | None = None) -> str:
+        """Resumable checkpoint: weights, optimizer state, epoch and RNG states, written atomically."""
+        return persistence.save_checkpoint(self, path, self.epoch if epoch is None else epoch)
+
+    def load_checkpoint(self, path) -> int:
+        """Restore a checkpoint into this model; returns the epoch to pass to ``fit(initial_epoch=...)``."""
+        return persistence.load_checkpoint(self, path)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(name={self.name!r}, layers={len(self.layers)})"
+
+
+class Sequential(Model):
+    """A plain stack of layers. Starting with an ``Input`` builds it at once (shape errors show immediately);
+    otherwise it builds on the first data it sees."""
+
+    is_sequential = True
+
+    def __init__(self, layers=None, name: str | None = None, seed: int | None = None, dtype="float32",
+                 backend=None):
+        self._init_common(name, seed, dtype, backend)
+        self._stack: list[Layer] = []
+        for layer in layers or []:
+            self._append(layer)
+        if self._stack and isinstance(self._stack[0], Input):
+            self._build_chain()
+
+    def _append(self, layer) -> None:
+        if not isinstance(layer, Layer):
+            raise TypeError(f"Sequential {self.name!r}: expected Layer instances, got {type(layer).__name__}")
+        if isinstance(layer, Input) and self._stack:
+            raise ValueError(f"Sequential {self.name!r}: an Input layer can only come first")
+        self._stack.append(layer)
+
+    def add(self, layer: Layer) -> None:
+        """Append a layer (built at once when the model already knows its input shape)."""
+        self._append(layer)
+        if isinstance(self._stack[0], Input):
+            self._build_chain()
+
+    def _build_chain(self) -> None:
+        first = self._stack[0]
+        node = first.output
+        for layer in self._stack[1:]:
+            node = layer(node)
+        self._set_graph([first], node)
+
+    def _build_from_data(self, arrays) -> None:
+        if not self._stack:
+            raise RuntimeError(f"Sequential {self.name!r} has no layers")
+        if len(arrays) != 1:
+            raise ValueError(f"Sequential {self.name!r} takes one input array, got {len(arrays)}")
+        self.build(arrays[0].shape[1:])
+
+    def build(self, input_shape) -> None:
+        """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input first."""
+        if not self.built:
+            self._stack.insert(0, Input(tuple(input_shape)))
+            self._build_chain()
+
+    def get_config(self) -> dict:
+        return {"class_name": "Sequential", "name": self.name, "seed": self.seed, "dtype": self.dtype.name,
+                "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
+                           for layer in self.layers]}
+
+
+def model_from_config(config: dict, backend=None) -> Model:
+    """Rebuild an (untrained) model from ``get_config()`` output."""
+    try:
+        layers = [layer_class(entry["class_name"]).from_config(dict(entry["config"])) for entry in config["layers"]]
+        common = {"name": config["name"], "seed": config["seed"], "dtype": config["dtype"], "backend": backend}
+        if config["class_name"] == "Sequential":
+            return Sequential(layers, **common)
+        nodes = []
+        for entry in config["nodes"]:
+            layer = layers[entry["layer"]]
+            parents = [nodes[i] for i in entry["inputs"]]
+            if isinstance(layer, Input):
+                nodes.append(layer.output)
+            else:
+                nodes.append(layer(parents if entry["many"] else parents[0]))
+        return Model([nodes[i] for i in config["inputs"]], nodes[config["output"]], **common)
+    except (KeyError, IndexError, TypeError) as exc:
+        raise persistence.ModelFileError(f"damaged model configuration: {type(exc).__name__}: {exc}") from None
+
+
+def _is_batch_iterable(x) -> bool:
+    return not isinstance(x, (np.ndarray, list, tuple)) and hasattr(x, "__iter__") and not hasattr(x, "__array__")
+
+
+class _ArrayBatches:
+    """Batches of in-memory arrays; shuffled batches are gathered into buffers allocated once per fit."""
+
+    def __init__(self, xs, y, batch_size, shuffle, rng):
+        self.xs, self.y, self.batch_size, self.shuffle, self.rng = xs, y, batch_size, shuffle, rng
+        self.n = xs[0].shape[0]
+        self.buffers = None
+
+    def __len__(self):
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        if not self.shuffle:
+            for start in range(0, self.n, self.batch_size):
+                stop = start + self.batch_size
+                yield [a[start:stop] for a in self.xs], self.y[start:stop]
+            return
+        order = self.rng.permutation(self.n)
+        if self.buffers is None:
+            self.buffers = [np.empty((min(self.batch_size, self.n), *a.shape[1:]), dtype=a.dtype) for a in self.xs]
+        for start in range(0, self.n, self.batch_size):
+            index = order[start:start + self.batch_size]
+            m = index.shape[0]
+            batch = [np.take(a, index, axis=0, out=buf[:m], mode="clip") for a, buf in zip(self.xs, self.buffers)]
+            yield batch, self.y[index]

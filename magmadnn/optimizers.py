@@ -1,0 +1,198 @@
+"""Optimizers: SGD (momentum, Nesterov), AdaGrad, RMSProp, Adam, AdamW.
+
+``optimizer.step(params)`` updates every Parameter that has a gradient, in place, through the backend's ``*_update``
+ops; slot arrays (momentum, moments, accumulators) are allocated once per parameter with ``zeros_like`` and are
+indexed by the parameter's position in ``params`` (the model always passes the same ordered list).
+
+``lr`` is a number or a ``magmadnn.schedules`` schedule evaluated at the number of steps done so far.
+``state_dict()`` / ``load_state_dict()`` carry the step count, the current lr and the slot arrays (as backend
+arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the weight decay, ``t`` the step from 1):
+
+* SGD: ``g += wd p; v = momentum v + g; p -= lr (g + momentum v)`` if Nesterov else ``p -= lr v``.
+* AdaGrad: ``s += g^2; p -= lr g / (sqrt(s) + eps)``.
+* RMSProp: ``s = rho s + (1 - rho) g^2; p -= lr g / (sqrt(s) + eps)``.
+* Adam: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr m^ / (sqrt(v^) + eps)`` with the bias-corrected
+  ``m^ = m / (1 - b1^t)``, ``v^ = v / (1 - b2^t)``; ``wd`` is added to ``g`` (L2).
+* AdamW: Adam with decoupled weight decay ``p *= 1 - lr wd`` before the update.
+"""
+
+from __future__ import annotations
+
+import math
+
+from . import schedules
+
+__all__ = ["Optimizer", "SGD", "AdaGrad", "RMSProp", "Adam", "AdamW", "get"]
+
+
+def _check(name: str, value, low=0.0, high=None, open_low=False):
+    value = float(value)
+    if not math.isfinite(value) or value < low or (open_low and value == low) or (high is not None and value >= high):
+        bounds = f"{'(' if open_low else '['}{low}, {high if high is not None else 'inf'})"
+        raise ValueError(f"optimizer: {name} must be in {bounds}, got {value!r}")
+    return value
+
+
+class Optimizer:
+    """Base class. Subclasses list their slot names in ``slots`` and implement ``update(param, grad, state)``."""
+
+    slots: tuple[str, ...] = ()
+
+    def __init__(self, lr=0.01, weight_decay: float = 0.0):
+        self.lr = lr
+        self.weight_decay = _check("weight_decay", weight_decay)
+        self.iterations = 0
+        self._state: dict[int, dict] = {}
+        self._count = None
+
+    @property
+    def lr(self):
+        return self._lr
+
+    @lr.setter
+    def lr(self, value):
+        self._lr = schedules.get(value)
+
+    @property
+    def learning_rate(self) -> float:
+        """The learning rate the next step will use."""
+        return float(self._lr(self.iterations)) if callable(self._lr) else self._lr
+
+    def step(self, params) -> None:
+        """Apply one update to every parameter in ``params`` that has a gradient."""
+        params = list(params)
+        if self._count is None:
+            self._count = len(params)
+        elif len(params) != self._count:
+            raise ValueError(f"{type(self).__name__}.step: got {len(params)} parameters, but this optimizer was "
+                             f"used with {self._count}; use one optimizer per parameter list")
+        lr = self.learning_rate
+        self.iterations += 1
+        for index, param in enumerate(params):
+            if param.grad is None:
+                continue
+            state = self._state.get(index)
+            if state is None:
+                state = self._state[index] = {name: param.backend.zeros_like(param.data) for name in self.slots}
+            self.update(param.backend, param.data, param.grad, state, lr)
+
+    def update(self, xp, p, g, state, lr) -> None:
+        raise NotImplementedError
+
+    def zero_grad(self, params) -> None:
+        for param in params:
+            param.zero_grad()
+
+    # -- configuration and checkpoint state
+    def get_config(self) -> dict:
+        lr = self._lr.to_config() if isinstance(self._lr, schedules.Schedule) else self._lr
+        return {"lr": lr, "weight_decay": self.weight_decay}
+
+    def to_config(self) -> dict:
+        return {"class_name": type(self).__name__, "config": self.get_config()}
+
+    def state_dict(self) -> dict:
+        """``{"iterations", "lr", "slots": {index: {slot: backend array}}}`` (arrays are not copied)."""
+        return {"iterations": self.iterations, "lr": self.get_config()["lr"],
+                "slots": {index: dict(state) for index, state in self._state.items()}}
+
+    def load_state_dict(self, state: dict) -> None:
+        self.iterations = int(state["iterations"])
+        if "lr" in state:
+            self.lr = state["lr"]
+        self._state = {int(index): dict(slots) for index, slots in state.get("slots", {}).items()}
+        for index, slots in self._state.items():
+            if set(slots) != set(self.slots):
+                raise ValueError(f"{type(self).__name__}.load_state_dict: parameter {index} has slots "
+                                 f"{sorted(slots)}, expected {sorted(self.slots)}")
+
+    def __repr__(self):
+        return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
+
+
+class SGD(Optimizer):
+    def __init__(self, lr=0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0):
+        super().__init__(lr, weight_decay)
+        self.momentum = _check("momentum", momentum, 0.0, 1.0)
+        if nesterov and not self.momentum:
+            raise ValueError("SGD: nesterov=True needs a momentum > 0")
+        self.nesterov = bool(nesterov)
+        self.slots = ("velocity",) if self.momentum else ()
+
+    def update(self, xp, p, g, state, lr):
+        xp.sgd_update(p, g, state.get("velocity"), lr, momentum=self.momentum, nesterov=self.nesterov,
+                      weight_decay=self.weight_decay)
+
+    def get_config(self):
+        return {**super().get_config(), "momentum": self.momentum, "nesterov": self.nesterov}
+
+
+class AdaGrad(Optimizer):
+    slots = ("accumulator",)
+
+    def __init__(self, lr=0.01, eps: float = 1e-7, weight_decay: float = 0.0):
+        super().__init__(lr, weight_decay)
+        self.eps = _check("eps", eps, open_low=True)
+
+    def update(self, xp, p, g, state, lr):
+        xp.adagrad_update(p, g, state["accumulator"], lr, eps=self.eps, weight_decay=self.weight_decay)
+
+    def get_config(self):
+        return {**super().get_config(), "eps": self.eps}
+
+
+class RMSProp(Optimizer):
+    slots = ("mean_square",)
+
+    def __init__(self, lr=0.001, rho: float = 0.9, eps: float = 1e-7, weight_decay: float = 0.0):
+        super().__init__(lr, weight_decay)
+        self.rho = _check("rho", rho, 0.0, 1.0)
+        self.eps = _check("eps", eps, open_low=True)
+
+    def update(self, xp, p, g, state, lr):
+        xp.rmsprop_update(p, g, state["mean_square"], lr, rho=self.rho, eps=self.eps, weight_decay=self.weight_decay)
+
+    def get_config(self):
+        return {**super().get_config(), "rho": self.rho, "eps": self.eps}
+
+
+class Adam(Optimizer):
+    slots = ("m", "v")
+    decoupled = False
+
+    def __init__(self, lr=0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                 weight_decay: float = 0.0):
+        super().__init__(lr, weight_decay)
+        self.beta1 = _check("beta1", beta1, 0.0, 1.0)
+        self.beta2 = _check("beta2", beta2, 0.0, 1.0)
+        self.eps = _check("eps", eps, open_low=True)
+
+    def update(self, xp, p, g, state, lr):
+        xp.adam_update(p, g, state["m"], state["v"], self.iterations, lr, beta1=self.beta1, beta2=self.beta2,
+                       eps=self.eps, weight_decay=self.weight_decay, decoupled=self.decoupled)
+
+    def get_config(self):
+        return {**super().get_config(), "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
+
+
+class AdamW(Adam):
+    decoupled = True
+
+    def __init__(self, lr=0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                 weight_decay: float = 0.01):
+        super().__init__(lr, beta1, beta2, eps, weight_decay)
+
+
+_BY_NAME = {"sgd": SGD, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam, "adamw": AdamW}
+_BY_CLASS = {cls.__name__: cls for cls in _BY_NAME.values()}
+
+
+def get(identifier) -> Optimizer:
+    """An Optimizer from a name ("sgd", "adam", ...), an instance, or a ``{"class_name", "config"}`` dict."""
+    if isinstance(identifier, Optimizer):
+        return identifier
+    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
+        return _BY_NAME[identifier.lower()]()
+    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_CLASS:
+        return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
+    raise ValueError(f"unknown optimizer {identifier!r}; expected one of {sorted(_BY_NAME)} or an Optimizer")

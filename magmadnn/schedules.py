@@ -1,0 +1,95 @@
+"""Learning-rate schedules: callables ``schedule(t) -> lr`` of an integer counter ``t >= 0``.
+
+Given to an optimizer as ``lr``, ``t`` is the optimizer's step count (updates done so far); given to the
+``LearningRateScheduler`` callback, ``t`` is the epoch index. The formulas:
+
+* ``StepDecay(initial_lr, step_size, gamma=0.1)``: ``initial_lr * gamma ** (t // step_size)``.
+* ``CosineDecay(initial_lr, decay_steps, alpha=0.0, warmup_steps=0)``: linear warm-up from 0 over
+  ``warmup_steps``, then ``initial_lr * (alpha + (1 - alpha) * (1 + cos(pi * p)) / 2)`` with
+  ``p = min(t - warmup_steps, decay_steps) / decay_steps``; it stays at ``alpha * initial_lr`` afterwards.
+"""
+
+from __future__ import annotations
+
+import math
+
+__all__ = ["Schedule", "Constant", "StepDecay", "CosineDecay", "get"]
+
+
+def _check_positive(name: str, value, integer: bool = False):
+    if integer and (not isinstance(value, int) or isinstance(value, bool)):
+        raise TypeError(f"{name} must be an int, got {value!r}")
+    if not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value!r}")
+    return value
+
+
+class Schedule:
+    """Base class of learning-rate schedules."""
+
+    def __call__(self, t: int) -> float:
+        raise NotImplementedError
+
+    def get_config(self) -> dict:
+        return dict(vars(self))
+
+    def to_config(self) -> dict:
+        return {"class_name": type(self).__name__, "config": self.get_config()}
+
+    def __repr__(self) -> str:
+        args = ", ".join(f"{k}={v!r}" for k, v in self.get_config().items())
+        return f"{type(self).__name__}({args})"
+
+
+class Constant(Schedule):
+    def __init__(self, lr: float):
+        self.lr = float(_check_positive("lr", lr))
+
+    def __call__(self, t: int) -> float:
+        return self.lr
+
+
+class StepDecay(Schedule):
+    def __init__(self, initial_lr: float, step_size: int, gamma: float = 0.1):
+        self.initial_lr = float(_check_positive("initial_lr", initial_lr))
+        self.step_size = _check_positive("step_size", step_size, integer=True)
+        self.gamma = float(_check_positive("gamma", gamma))
+
+    def __call__(self, t: int) -> float:
+        return self.initial_lr * self.gamma ** (int(t) // self.step_size)
+
+
+class CosineDecay(Schedule):
+    def __init__(self, initial_lr: float, decay_steps: int, alpha: float = 0.0, warmup_steps: int = 0):
+        self.initial_lr = float(_check_positive("initial_lr", initial_lr))
+        self.decay_steps = _check_positive("decay_steps", decay_steps, integer=True)
+        if not 0.0 <= alpha <= 1.0:
+            raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
+        if not isinstance(warmup_steps, int) or warmup_steps < 0:
+            raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
+        self.alpha = float(alpha)
+        self.warmup_steps = warmup_steps
+
+    def __call__(self, t: int) -> float:
+        t = int(t)
+        if t < self.warmup_steps:
+            return self.initial_lr * t / self.warmup_steps
+        progress = min(t - self.warmup_steps, self.decay_steps) / self.decay_steps
+        cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+        return self.initial_lr * (self.alpha + (1.0 - self.alpha) * cosine)
+
+
+_BY_CLASS = {cls.__name__: cls for cls in (Constant, StepDecay, CosineDecay)}
+
+
+def get(lr):
+    """A float stays a float; a Schedule or a ``{"class_name", "config"}`` dict becomes a Schedule."""
+    if isinstance(lr, Schedule):
+        return lr
+    if isinstance(lr, dict) and lr.get("class_name") in _BY_CLASS:
+        return _BY_CLASS[lr["class_name"]](**lr.get("config", {}))
+    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
+        return float(_check_positive("lr", lr))
+    if callable(lr):
+        return lr
+    raise TypeError(f"learning rate must be a positive number or a Schedule, got {lr!r}")

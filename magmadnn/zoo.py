@@ -1,0 +1,106 @@
+"""Model zoo: the networks of the examples, the CLI and the benchmark, built from the public layers.
+
+Every builder takes the per-sample input shape (NCHW, no batch dimension) and the number of classes and returns an
+uncompiled model whose output is the class logits (train it with the "cross_entropy" loss).
+"""
+
+from __future__ import annotations
+
+from . import layers as L
+from .models import Model, Sequential
+
+__all__ = ["BUILDERS", "build", "lenet5", "mlp", "resnet_small", "small_cnn"]
+
+
+def mlp(input_shape=(1, 28, 28), num_classes: int = 10, hidden=(256, 128), activation: str = "relu",
+        dropout: float = 0.0, seed: int | None = None):
+    """Multi-layer perceptron: Flatten, then one Dense(+activation, +Dropout) per entry of `hidden`, then logits."""
+    stack = [L.Input(tuple(input_shape)), L.Flatten()]
+    for units in hidden:
+        stack.append(L.Dense(units, activation=activation))
+        if dropout:
+            stack.append(L.Dropout(dropout, seed=seed))
+    stack.append(L.Dense(num_classes))
+    return Sequential(stack, name="mlp")
+
+
+def lenet5(input_shape=(1, 28, 28), num_classes: int = 10):
+    """LeNet-5 (LeCun et al., 1998) with ReLU and max pooling: conv 6@5x5, pool, conv 16@5x5, pool, 120, 84, logits.
+
+    Images smaller than 32x32 (MNIST's 28x28) get 'same' padding in the first convolution, as in the original's
+    padded 32x32 input; the input must be at least 28x28 for the second convolution to fit.
+    """
+    channels, height, width = input_shape
+    if min(height, width) < 28:
+        raise ValueError(f"lenet5: needs images of at least 28x28, got {height}x{width}; use small_cnn for these")
+    first_padding = "same" if min(height, width) < 32 else "valid"
+    return Sequential(
+        [
+            L.Input(tuple(input_shape)),
+            L.Conv2D(6, 5, padding=first_padding, activation="relu"),
+            L.MaxPool2D(2),
+            L.Conv2D(16, 5, activation="relu"),
+            L.MaxPool2D(2),
+            L.Flatten(),
+            L.Dense(120, activation="relu"),
+            L.Dense(84, activation="relu"),
+            L.Dense(num_classes),
+        ],
+        name="lenet5",
+    )
+
+
+def small_cnn(input_shape=(1, 28, 28), num_classes: int = 10, filters=(32, 64), dense: int = 128,
+              batch_norm: bool = False, dropout: float = 0.0, seed: int | None = None):
+    """A VGG-style CNN: per entry of `filters` a 3x3 'same' convolution (+BatchNorm) + ReLU + 2x2 max pool, then a
+    hidden Dense layer and the logits. Two blocks fit 8x8 digits; three suit 32x32 CIFAR images."""
+    stack = [L.Input(tuple(input_shape))]
+    for count in filters:
+        if batch_norm:
+            stack += [L.Conv2D(count, 3, padding="same", use_bias=False), L.BatchNorm(), L.Activation("relu")]
+        else:
+            stack.append(L.Conv2D(count, 3, padding="same", activation="relu"))
+        stack.append(L.MaxPool2D(2))
+    stack += [L.Flatten(), L.Dense(dense, activation="relu")]
+    if dropout:
+        stack.append(L.Dropout(dropout, seed=seed))
+    stack.append(L.Dense(num_classes))
+    return Sequential(stack, name="small_cnn")
+
+
+def _conv_bn(x, filters: int, kernel: int, strides: int = 1):
+    x = L.Conv2D(filters, kernel, strides=strides, padding="same", use_bias=False)(x)
+    return L.BatchNorm()(x)
+
+
+def _residual_block(x, filters: int, strides: int, in_filters: int):
+    """conv-BN-ReLU-conv-BN plus a shortcut (identity, or 1x1 conv-BN when the shape changes), then ReLU."""
+    y = L.Activation("relu")(_conv_bn(x, filters, 3, strides))
+    y = _conv_bn(y, filters, 3)
+    shortcut = x if strides == 1 and in_filters == filters else _conv_bn(x, filters, 1, strides)
+    return L.Activation("relu")(L.Add()([y, shortcut]))
+
+
+def resnet_small(input_shape=(3, 32, 32), num_classes: int = 10, widths=(16, 32, 64), blocks_per_stage: int = 1):
+    """A small ResNet (He et al., 2016, CIFAR variant): a 3x3 stem, one stage per entry of `widths` (the first keeps
+    the resolution, each later one halves it) of `blocks_per_stage` residual blocks, global average pool, logits."""
+    inputs = L.Input(tuple(input_shape))
+    x = L.Activation("relu")(_conv_bn(inputs, widths[0], 3))
+    channels = widths[0]
+    for stage, width in enumerate(widths):
+        for block in range(blocks_per_stage):
+            strides = 2 if stage > 0 and block == 0 else 1
+            x = _residual_block(x, width, strides, channels)
+            channels = width
+    outputs = L.Dense(num_classes)(L.GlobalAvgPool2D()(x))
+    return Model(inputs, outputs, name="resnet_small")
+
+
+BUILDERS = {"lenet5": lenet5, "mlp": mlp, "cnn": small_cnn, "resnet": resnet_small}
+
+
+def build(name: str, input_shape, num_classes: int, **options):
+    """The zoo model called `name` (one of BUILDERS) for `input_shape` and `num_classes`."""
+    if name not in BUILDERS:
+        raise ValueError(f"zoo.build: unknown model {name!r}; expected one of {sorted(BUILDERS)}")
+    return BUILDERS[name](tuple(input_shape), num_classes, **options)

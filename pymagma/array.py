@@ -1,0 +1,390 @@
+"""``DeviceArray``: an n-dimensional array in GPU memory, C-ordered like NumPy, with zero-copy interop.
+
+Memory comes from the caching pool (:mod:`pymagma.memory`) and goes back when the last array viewing it dies.
+Views (``reshape`` of contiguous arrays, ``.T``, basic slicing) share memory.  ``__cuda_array_interface__`` (v3)
+and DLPack (``__dlpack__``/``__dlpack_device__``/``from_dlpack``) let CuPy and PyTorch tensors in and out without
+copies.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+
+import numpy as np
+
+from . import memory, runtime
+
+SUPPORTED_DTYPES = tuple(np.dtype(d) for d in (
+    "float32", "float64", "complex64", "complex128", "int32", "int64", "float16", "int8", "uint8", "bool"))
+
+
+def _check_dtype(dtype) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt not in SUPPORTED_DTYPES:
+        raise TypeError(f"unsupported dtype {dt}; expected one of {', '.join(str(d) for d in SUPPORTED_DTYPES)}")
+    return dt
+
+
+def _normalize_shape(shape) -> tuple[int, ...]:
+    if isinstance(shape, numbers.Integral):
+        shape = (shape,)
+    out = tuple(int(s) for s in shape)
+    if any(s < 0 for s in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-contiguous array."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def is_c_contiguous(shape, strides, itemsize) -> bool:
+    expected = c_strides(tuple(shape), itemsize)
+    return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
+
+
+def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
+    """(lowest, one-past-highest) byte offsets touched by a strided array, relative to element 0."""
+    if 0 in shape:
+        return 0, 0
+    lo = sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
+    hi = sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + itemsize
+    return lo, hi
+
+
+def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """Basic indexing (ints, slices, Ellipsis): (byte offset, new shape, new strides)."""
+    if not isinstance(key, tuple):
+        key = (key,)
+    if sum(k is Ellipsis for k in key) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if Ellipsis in key:
+        i = key.index(Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
+    if len(key) > len(shape):
+        raise IndexError(f"too many indices: array is {len(shape)}-dimensional, {len(key)} were indexed")
+    offset, new_shape, new_strides = 0, [], []
+    for axis, (n, s) in enumerate(zip(shape, strides)):
+        k = key[axis] if axis < len(key) else slice(None)
+        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            i = int(k) + n if k < 0 else int(k)
+            if not 0 <= i < n:
+                raise IndexError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")
+            offset += i * s
+        elif isinstance(k, slice):
+            start, _, step = k.indices(n)
+            length = len(range(*k.indices(n)))
+            offset += start * s if length else 0
+            new_shape.append(length)
+            new_strides.append(s * step)
+        else:
+            raise TypeError(f"DeviceArray supports basic indexing (ints, slices, ...), not {type(k).__name__}")
+    return offset, tuple(new_shape), tuple(new_strides)
+
+
+class DeviceArray:
+    """An array in device memory.  Build with :func:`asarray`, :func:`empty`, :func:`zeros`, :func:`ones`."""
+
+    __array_priority__ = 100
+
+    def __init__(self, shape, dtype, ptr: int, strides=None, owner=None, device: int = 0):
+        self.dtype = _check_dtype(dtype)
+        self.shape = _normalize_shape(shape)
+        self.strides = c_strides(self.shape, self.dtype.itemsize) if strides is None else tuple(map(int, strides))
+        if len(self.strides) != len(self.shape):
+            raise ValueError(f"strides {self.strides} do not match shape {self.shape}")
+        self.ptr = int(ptr)
+        self.owner = owner
+        self.device = int(device)
+
+    # ---------------------------------------------------------------------------------------------- properties
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    @property
+    def nbytes(self) -> int:
+        return self.size * self.itemsize
+
+    @property
+    def is_c_contiguous(self) -> bool:
+        return is_c_contiguous(self.shape, self.strides, self.itemsize)
+
+    @property
+    def queue(self):
+        from .queue import default_queue
+
+        return default_queue(self.device)
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d DeviceArray")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        return f"DeviceArray(shape={self.shape}, dtype={self.dtype}, device={self.device})"
+
+    # ---------------------------------------------------------------------------------------------- views
+    def _view(self, offset: int, shape, strides) -> DeviceArray:
+        return DeviceArray(shape, self.dtype, self.ptr + offset, strides, owner=self, device=self.device)
+
+    def __getitem__(self, key) -> DeviceArray:
+        offset, shape, strides = index_view(self.shape, self.strides, key)
+        return self._view(offset, shape, strides)
+
+    def reshape(self, *shape) -> DeviceArray:
+        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+            shape = tuple(shape[0])
+        shape = list(int(s) for s in shape)
+        if shape.count(-1) > 1:
+            raise ValueError("can only specify one unknown dimension (-1)")
+        if -1 in shape:
+            known = math.prod(s for s in shape if s != -1)
+            if known == 0 or self.size % known:
+                raise ValueError(f"cannot reshape array of size {self.size} into shape {tuple(shape)}")
+            shape[shape.index(-1)] = self.size // known
+        shape = _normalize_shape(shape)
+        if math.prod(shape) != self.size:
+            raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
+        base = self if self.is_c_contiguous else self.copy()
+        return base._view(0, shape, None)
+
+    def ravel(self) -> DeviceArray:
+        return self.reshape(-1)
+
+    @property
+    def T(self) -> DeviceArray:
+        return self.transpose()
+
+    def transpose(self, *axes) -> DeviceArray:
+        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+            axes = tuple(axes[0])
+        axes = tuple(range(self.ndim))[::-1] if not axes else tuple(int(a) % max(self.ndim, 1) for a in axes)
+        if sorted(axes) != list(range(self.ndim)):
+            raise ValueError(f"axes {axes} are not a permutation of {tuple(range(self.ndim))}")
+        return self._view(0, tuple(self.shape[a] for a in axes), tuple(self.strides[a] for a in axes))
+
+    @property
+    def mT(self) -> DeviceArray:
+        """Transpose of the last two axes (a view)."""
+        if self.ndim < 2:
+            raise ValueError("mT needs at least 2 dimensions")
+        axes = list(range(self.ndim))
+        axes[-2], axes[-1] = axes[-1], axes[-2]
+        return self.transpose(axes)
+
+    # ---------------------------------------------------------------------------------------------- data movement
+    def get(self) -> np.ndarray:
+        """Copy to a new NumPy array (after the array's queue has finished its work)."""
+        out = np.empty(self.shape, self.dtype)
+        if self.size == 0:
+            return out
+        self._sync()
+        if self.is_c_contiguous:
+            return runtime.memcpy_dtoh(out, self.ptr)
+        lo, hi = byte_extent(self.shape, self.strides, self.itemsize)
+        span = runtime.memcpy_dtoh(np.empty(hi - lo, np.uint8), self.ptr + lo)
+        out[...] = np.ndarray(self.shape, self.dtype, buffer=span, offset=-lo, strides=self.strides)
+        return out
+
+    def _sync(self) -> None:
+        from . import queue as queue_module
+
+        q = queue_module._DEFAULT.get(self.device)
+        if q is not None:
+            q.synchronize()
+
+    def set(self, host) -> DeviceArray:
+        """Copy a host array of the same shape into this (C-contiguous) array."""
+        host = np.ascontiguousarray(host, dtype=self.dtype)
+        if host.shape != self.shape:
+            raise ValueError(f"shape mismatch: host {host.shape} vs device {self.shape}")
+        if not self.is_c_contiguous:
+            raise ValueError("set() needs a C-contiguous DeviceArray")
+        self._sync()
+        runtime.memcpy_htod(self.ptr, host)
+        return self
+
+    def copy(self) -> DeviceArray:
+        """A C-contiguous copy on the device."""
+        out = empty(self.shape, self.dtype, device=self.device)
+        copy_into(out, self)
+        return out
+
+    def astype(self, dtype) -> DeviceArray:
+        dtype = _check_dtype(dtype)
+        if dtype == self.dtype:
+            return self.copy()
+        return asarray(self.get().astype(dtype), device=self.device)
+
+    def __array__(self, dtype=None, copy=None):
+        out = self.get()
+        return out if dtype is None else out.astype(dtype)
+
+    def __matmul__(self, other):
+        from . import blas
+
+        return blas.matmul(self, other)
+
+    def __rmatmul__(self, other):
+        from . import blas
+
+        return blas.matmul(other, self)
+
+    # ---------------------------------------------------------------------------------------------- interop
+    @property
+    def __cuda_array_interface__(self) -> dict:
+        from . import queue as queue_module
+
+        q = queue_module._DEFAULT.get(self.device)
+        iface = {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "data": (self.ptr, False),
+            "version": 3,
+            "strides": None if self.is_c_contiguous else self.strides,
+        }
+        if q is not None and q.stream:
+            iface["stream"] = q.stream
+        return iface
+
+    def __dlpack_device__(self) -> tuple[int, int]:
+        from . import _dlpack
+
+        return _dlpack.kDLCUDA, self.device
+
+    def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        from . import _dlpack
+
+        if copy:
+            raise BufferError("DeviceArray.__dlpack__ exports without copying (copy=True is not supported)")
+        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
+            raise BufferError(f"cannot export to device {dl_device}; the array is on {self.__dlpack_device__()}")
+        if stream != -1:
+            self._sync()
+        return _dlpack.to_capsule(self, _dlpack.kDLCUDA)
+
+
+def copy_into(dst: DeviceArray, src: DeviceArray) -> None:
+    """Copy ``src`` into C-contiguous ``dst`` of the same shape and dtype (strided sources allowed)."""
+    if dst.shape != src.shape or dst.dtype != src.dtype:
+        raise ValueError(f"copy_into: {src.shape} {src.dtype} into {dst.shape} {dst.dtype}")
+    if not dst.is_c_contiguous:
+        raise ValueError("copy_into needs a C-contiguous destination")
+    if src.size == 0:
+        return
+    if src.is_c_contiguous:
+        runtime.memcpy_dtod(dst.ptr, src.ptr, src.nbytes)
+        return
+    if src.strides[-1] == src.itemsize and src.ndim >= 2:
+        rows = src.shape[-2]
+        width = src.shape[-1] * src.itemsize
+        for idx in np.ndindex(*src.shape[:-2]):
+            s_off = sum(i * s for i, s in zip(idx, src.strides))
+            d_off = sum(i * s for i, s in zip(idx, dst.strides))
+            runtime.memcpy_2d(dst.ptr + d_off, width, src.ptr + s_off, src.strides[-2], width, rows)
+        return
+    dst.set(src.get())  # general strides: one host round trip
+
+
+# ---------------------------------------------------------------------------------------------------- creation
+def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
+    """An uninitialized C-contiguous device array."""
+    dtype, shape = _check_dtype(dtype), _normalize_shape(shape)
+    runtime.require_device()
+    device = runtime.get_device() if device is None else int(device)
+    alloc = memory.alloc(math.prod(shape) * dtype.itemsize, device)
+    return DeviceArray(shape, dtype, alloc.ptr, None, owner=alloc, device=device)
+
+
+def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
+    out = empty(shape, dtype, device)
+    runtime.memset(out.ptr, 0, out.nbytes)
+    return out
+
+
+def full(shape, value, dtype=np.float32, device: int | None = None) -> DeviceArray:
+    return asarray(np.full(_normalize_shape(shape), value, dtype=_check_dtype(dtype)), device=device)
+
+
+def ones(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
+    return full(shape, 1, dtype, device)
+
+
+def from_cuda_array_interface(obj) -> DeviceArray:
+    """Wrap an object exposing ``__cuda_array_interface__`` (CuPy, Numba, PyTorch) without copying."""
+    iface = obj.__cuda_array_interface__
+    if iface.get("mask") is not None:
+        raise ValueError("masked CUDA arrays are not supported")
+    shape = tuple(iface["shape"])
+    dtype = np.dtype(iface["typestr"])
+    stream = iface.get("stream")
+    if stream not in (None, 0):
+        runtime.Stream(handle=int(stream)).synchronize()
+    ptr = int(iface["data"][0] or 0)
+    device = _device_of(ptr)
+    return DeviceArray(shape, dtype, ptr, iface.get("strides"), owner=obj, device=device)
+
+
+def _device_of(ptr: int) -> int:
+    if not ptr:
+        return runtime.get_device()
+    rt = runtime._rt()
+    attrs = runtime.check(rt.cudaPointerGetAttributes(ptr), "cudaPointerGetAttributes")
+    return int(attrs.device)
+
+
+def from_dlpack(obj) -> DeviceArray:
+    """Import a CUDA tensor through DLPack (PyTorch, CuPy, JAX) without copying."""
+    from . import _dlpack
+
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"{type(obj).__name__} does not implement the DLPack protocol (__dlpack__)")
+    device_type, device_id = obj.__dlpack_device__()
+    if device_type not in (_dlpack.kDLCUDA, _dlpack.kDLCUDAManaged):
+        raise ValueError(f"from_dlpack needs a CUDA tensor; got DLPack device type {device_type} (use asarray for "
+                         "host data)")
+    from .queue import default_queue
+
+    stream = default_queue(device_id).stream or 1
+    return _dlpack.from_capsule(obj.__dlpack__(stream=stream), DeviceArray)
+
+
+def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
+    """A DeviceArray from a DeviceArray (no copy unless dtype differs), a CUDA array (CAI / DLPack, no copy) or any
+    host array-like (copied to the device)."""
+    if isinstance(obj, DeviceArray):
+        return obj if dtype is None or np.dtype(dtype) == obj.dtype else obj.astype(dtype)
+    if hasattr(obj, "__cuda_array_interface__"):
+        arr = from_cuda_array_interface(obj)
+        return arr if dtype is None or np.dtype(dtype) == arr.dtype else arr.astype(dtype)
+    if hasattr(obj, "__dlpack_device__") and not isinstance(obj, np.ndarray):
+        from . import _dlpack
+
+        if obj.__dlpack_device__()[0] in (_dlpack.kDLCUDA, _dlpack.kDLCUDAManaged):
+            arr = from_dlpack(obj)
+            return arr if dtype is None or np.dtype(dtype) == arr.dtype else arr.astype(dtype)
+    host = np.ascontiguousarray(obj, dtype=dtype)
+    _check_dtype(host.dtype)
+    out = empty(host.shape, host.dtype, device)
+    runtime.memcpy_htod(out.ptr, host)
+    return out
+
+
+def to_numpy(obj) -> np.ndarray:
+    """A NumPy array from a DeviceArray (copied) or anything NumPy accepts."""
+    return obj.get() if isinstance(obj, DeviceArray) else np.asarray(obj)

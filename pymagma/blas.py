@@ -1,0 +1,498 @@
+"""BLAS on DeviceArrays with NumPy's row-major semantics, mapped onto MAGMA's column-major BLAS without copies.
+
+A C-ordered ``r x c`` matrix with row stride ``ld`` is, read column-major, the ``c x r`` matrix ``X^T`` with leading
+dimension ``ld``; a transposed view is ``X`` itself.  Every routine first computes its column-major call with a pure
+*plan* function (flags, sizes, pointers, leading dimensions; tested on the CPU by interpreting the call with NumPy)
+and then executes it with the precision's MAGMA routine (``s``/``d``/``c``/``z`` by dtype).
+"""
+
+from __future__ import annotations
+
+import ctypes
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _magma
+from .array import DeviceArray, asarray, empty
+
+N, T = _magma.MagmaNoTrans, _magma.MagmaTrans
+UPPER, LOWER = _magma.MagmaUpper, _magma.MagmaLower
+LEFT, RIGHT = _magma.MagmaLeft, _magma.MagmaRight
+BLAS_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
+
+
+# ----------------------------------------------------------------------------------------------------- plans (pure)
+@dataclass(frozen=True)
+class Stored:
+    """A matrix as column-major BLAS sees it: ``rows x cols`` at ``ptr`` with leading dimension ``ld``."""
+
+    ptr: int
+    rows: int
+    cols: int
+    ld: int
+
+
+def stored(x) -> tuple[Stored, bool] | None:
+    """How a 2-D array (``ptr``, ``shape``, byte ``strides``, ``dtype``) is stored for BLAS: ``(S, transposed)``
+    with ``x == S`` or ``x == S^T``; ``None`` when the layout is not BLAS-compatible (needs a copy)."""
+    (r, c), (s0, s1), item = x.shape, x.strides, x.dtype.itemsize
+    if s0 % item or s1 % item:
+        return None
+    e0, e1 = s0 // item, s1 // item
+    if e1 == 1 or c <= 1:  # rows are contiguous: column-major storage of x^T
+        ld = e0 if r > 1 else max(c, 1)
+        if ld >= max(c, 1):
+            return Stored(x.ptr, c, r, ld), True
+    if e0 == 1 or r <= 1:  # columns are contiguous: column-major storage of x
+        ld = e1 if c > 1 else max(r, 1)
+        if ld >= max(r, 1):
+            return Stored(x.ptr, r, c, ld), False
+    return None
+
+
+def _stored_or_raise(x, what: str) -> tuple[Stored, bool]:
+    s = stored(x)
+    if s is None:
+        raise ValueError(f"{what} has strides {x.strides} that BLAS cannot address; pass a contiguous array "
+                         "(or a transposed view of one)")
+    return s
+
+
+@dataclass(frozen=True)
+class GemmCall:
+    """``C = alpha op(A) op(B) + beta C`` in column-major terms."""
+
+    transA: int
+    transB: int
+    m: int
+    n: int
+    k: int
+    A: Stored
+    B: Stored
+    C: Stored
+
+
+def plan_gemm(a, b, c) -> GemmCall:
+    """The column-major gemm that computes row-major ``c = a @ b`` (2-D operands)."""
+    (m, k), (_, n) = a.shape, b.shape
+    sa, at = _stored_or_raise(a, "A")
+    sb, bt = _stored_or_raise(b, "B")
+    sc, ct = _stored_or_raise(c, "C")
+    if not ct:  # C stored as itself: C = op(SA) op(SB)
+        return GemmCall(T if at else N, T if bt else N, m, n, k, sa, sb, sc)
+    # C stored transposed: C^T = B^T A^T, with B^T = SB when B is stored transposed
+    return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc)
+
+
+@dataclass(frozen=True)
+class GemvCall:
+    trans: int
+    m: int
+    n: int
+    A: Stored
+    x: int
+    incx: int
+    y: int
+    incy: int
+
+
+def _inc(v, what: str) -> int:
+    if v.shape[0] <= 1:
+        return 1
+    step = v.strides[0] // v.dtype.itemsize
+    if step <= 0 or v.strides[0] % v.dtype.itemsize:
+        raise ValueError(f"{what} needs a positive element stride, got {v.strides[0]} bytes")
+    return step
+
+
+def plan_gemv(a, x, y) -> GemvCall:
+    """The column-major gemv for row-major ``y = a @ x``."""
+    sa, at = _stored_or_raise(a, "A")
+    return GemvCall(T if at else N, sa.rows, sa.cols, sa, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"))
+
+
+@dataclass(frozen=True)
+class TrsmCall:
+    side: int
+    uplo: int
+    trans: int
+    diag: int
+    m: int
+    n: int
+    A: Stored
+    B: Stored
+
+
+def plan_trsm(a, b, left: bool, lower: bool, trans_a: bool, unit: bool) -> TrsmCall:
+    """Column-major trsm solving row-major ``op(a) X = B`` (left) or ``X op(a) = B`` (right) in place of ``b``."""
+    sa, at = _stored_or_raise(a, "A")
+    sb, bt = _stored_or_raise(b, "B")
+    side = LEFT if left != bt else RIGHT
+    uplo = LOWER if lower != at else UPPER
+    trans = T if (trans_a != at) != bt else N
+    return TrsmCall(side, uplo, trans, _magma.MagmaUnit if unit else _magma.MagmaNonUnit, sb.rows, sb.cols, sa, sb)
+
+
+@dataclass(frozen=True)
+class SyrkCall:
+    uplo: int
+    trans: int
+    n: int
+    k: int
+    A: Stored
+    C: Stored
+
+
+def plan_syrk(a, c, lower: bool, trans: bool) -> SyrkCall:
+    """Column-major syrk for row-major ``c = a @ a.T`` (``trans`` False) or ``a.T @ a``; only ``lower``/upper set."""
+    sa, at = _stored_or_raise(a, "A")
+    sc, ct = _stored_or_raise(c, "C")
+    op = T if at != trans else N  # op(SA) op(SA)^T must equal op(a) op(a)^T
+    k = sa.cols if op == N else sa.rows
+    return SyrkCall(LOWER if lower != ct else UPPER, op, c.shape[0], k, sa, sc)
+
+
+@dataclass(frozen=True)
+class BatchedGemm:
+    """One gemm shape over a batch: per-matrix pointers, and the common element strides when they are uniform."""
+
+    call: GemmCall
+    a_ptrs: tuple[int, ...]
+    b_ptrs: tuple[int, ...]
+    c_ptrs: tuple[int, ...]
+    strides: tuple[int, int, int] | None
+
+
+def _batch_offsets(shape, strides) -> list[int]:
+    return [sum(i * s for i, s in zip(idx, strides)) for idx in np.ndindex(*shape)]
+
+
+def _uniform_stride(offsets: list[int]) -> int | None:
+    if len(offsets) <= 1:
+        return 0
+    step = offsets[1] - offsets[0]
+    return step if all(o == offsets[0] + i * step for i, o in enumerate(offsets)) else None
+
+
+def plan_gemm_batched(a, b, c) -> BatchedGemm:
+    """Batched row-major ``c[i] = a[i] @ b[i]`` over broadcast leading dimensions (``c`` has the full batch)."""
+    batch = c.shape[:-2]
+    first = [x[(0,) * (x.ndim - 2)] if x.ndim > 2 else x for x in (a, b, c)]
+    call = plan_gemm(*first)
+    offsets = []
+    for x in (a, b, c):
+        lead = x.ndim - 2
+        bshape = (1,) * (len(batch) - lead) + tuple(x.shape[:lead])
+        bstrides = (0,) * (len(batch) - lead) + tuple(x.strides[:lead])
+        bstrides = tuple(0 if n == 1 else s for n, s in zip(bshape, bstrides))
+        offsets.append(_batch_offsets(batch, bstrides))
+    item = c.dtype.itemsize
+    uniform = [_uniform_stride(o) for o in offsets]
+    strides = None
+    if all(u is not None and u % item == 0 for u in uniform):
+        strides = tuple(u // item for u in uniform)
+    if call.A.ptr == first[1].ptr and call.B.ptr == first[0].ptr and first[0].ptr != first[1].ptr:
+        # C stored transposed: the column-major call takes B first, then A
+        offsets[0], offsets[1] = offsets[1], offsets[0]
+        if strides is not None:
+            strides = (strides[1], strides[0], strides[2])
+    ptrs = [tuple(base + o for o in offs) for base, offs in zip((call.A.ptr, call.B.ptr, call.C.ptr), offsets)]
+    return BatchedGemm(call, *ptrs, strides)
+
+
+# ----------------------------------------------------------------------------------------------------- execution
+def precision(*arrays) -> str:
+    """The MAGMA precision letter shared by ``arrays`` (a clear error on mixed or unsupported dtypes)."""
+    dtypes = {x.dtype for x in arrays}
+    if len(dtypes) != 1:
+        raise TypeError(f"operands have different dtypes {sorted(str(d) for d in dtypes)}; convert them to one of "
+                        "float32, float64, complex64, complex128 first")
+    return _magma.precision_of(dtypes.pop())
+
+
+def scalar(value, p: str):
+    """A Python number as the ctypes scalar MAGMA takes for precision ``p``."""
+    ctype = _magma.PRECISIONS[p][0]
+    if issubclass(ctype, ctypes.Structure):
+        v = complex(value)
+        return ctype(v.real, v.imag)
+    if isinstance(value, complex) and value.imag:
+        raise TypeError(f"a complex scalar {value} cannot be used with a real dtype")
+    return ctype(float(np.real(value)))
+
+
+def _real(value, p: str):
+    return _magma.PRECISIONS[p][1](float(np.real(value)))
+
+
+def _lib():
+    return _magma.initialized()
+
+
+def _same_device(*arrays) -> int:
+    devices = {x.device for x in arrays}
+    if len(devices) != 1:
+        raise ValueError(f"operands live on different devices {sorted(devices)}")
+    return devices.pop()
+
+
+def _device_arrays(*xs) -> list[DeviceArray]:
+    out = []
+    for x in xs:
+        if not isinstance(x, DeviceArray):
+            raise TypeError(f"expected a pymagma.DeviceArray, got {type(x).__name__} (use pymagma.asarray)")
+        out.append(x)
+    return out
+
+
+def _queue(x: DeviceArray):
+    return x.queue.handle
+
+
+def run_gemm(call: GemmCall, p: str, alpha, beta, queue) -> None:
+    getattr(_lib(), f"magma_{p}gemm")(
+        call.transA, call.transB, call.m, call.n, call.k, scalar(alpha, p), call.A.ptr, call.A.ld,
+        call.B.ptr, call.B.ld, scalar(beta, p), call.C.ptr, call.C.ld, queue)
+
+
+# ----------------------------------------------------------------------------------------------------- public API
+def _check_blas_dtype(*xs) -> str:
+    p = precision(*xs)
+    return p
+
+
+def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False) -> DeviceArray:
+    """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked, as a view)."""
+    a, b = _device_arrays(a, b)
+    if a.ndim != 2 or b.ndim != 2:
+        raise ValueError(f"gemm needs 2-D operands, got {a.ndim}-D and {b.ndim}-D (use matmul or gemm_batched)")
+    a = a.T if trans_a else a
+    b = b.T if trans_b else b
+    if a.shape[1] != b.shape[0]:
+        raise ValueError(f"gemm: inner dimensions differ: {a.shape} @ {b.shape}")
+    if out is None:
+        if beta != 0:
+            raise ValueError("beta != 0 needs an existing out array")
+        out = empty((a.shape[0], b.shape[1]), a.dtype, device=a.device)
+    elif out.shape != (a.shape[0], b.shape[1]):
+        raise ValueError(f"gemm: out has shape {out.shape}, expected {(a.shape[0], b.shape[1])}")
+    p = _check_blas_dtype(a, b, out)
+    _same_device(a, b, out)
+    if out.size == 0:
+        return out
+    if a.shape[1] == 0:
+        scal(beta, out.reshape(-1)) if beta != 0 else _zero(out)
+        return out
+    run_gemm(plan_gemm(a, b, out), p, alpha, beta, _queue(out))
+    return out
+
+
+def _zero(x: DeviceArray) -> None:
+    from . import runtime
+
+    runtime.memset(x.ptr, 0, x.nbytes)
+
+
+def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -> DeviceArray:
+    """Batched ``out[i] = alpha * a[i] @ b[i] + beta * out[i]`` over (broadcast) leading dimensions.
+
+    ``method``: ``"strided"`` (magmablas ?gemm_batched_strided, needs uniform batch strides), ``"pointers"``
+    (magmablas ?gemm_batched with device arrays of pointers) or ``"auto"`` (strided when possible).
+    """
+    a, b = _device_arrays(a, b)
+    if a.ndim < 2 or b.ndim < 2:
+        raise ValueError("gemm_batched needs operands with at least 2 dimensions")
+    if a.shape[-1] != b.shape[-2]:
+        raise ValueError(f"gemm_batched: inner dimensions differ: {a.shape} @ {b.shape}")
+    batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
+    shape = (*batch, a.shape[-2], b.shape[-1])
+    if out is None:
+        if beta != 0:
+            raise ValueError("beta != 0 needs an existing out array")
+        out = empty(shape, a.dtype, device=a.device)
+    elif out.shape != shape:
+        raise ValueError(f"gemm_batched: out has shape {out.shape}, expected {shape}")
+    p = _check_blas_dtype(a, b, out)
+    _same_device(a, b, out)
+    if out.size == 0:
+        return out
+    if a.shape[-1] == 0:
+        _zero(out)
+        return out
+    plan = plan_gemm_batched(a, b, out)
+    c, count, q = plan.call, len(plan.c_ptrs), _queue(out)
+    if method not in ("auto", "strided", "pointers"):
+        raise ValueError(f"method must be 'auto', 'strided' or 'pointers', got {method!r}")
+    if method == "strided" and plan.strides is None:
+        raise ValueError("the batch strides are not uniform; use method='pointers'")
+    if method != "pointers" and plan.strides is not None:
+        sa, sb, sc = plan.strides
+        getattr(_lib(), f"magmablas_{p}gemm_batched_strided")(
+            c.transA, c.transB, c.m, c.n, c.k, scalar(alpha, p), c.A.ptr, c.A.ld, sa, c.B.ptr, c.B.ld, sb,
+            scalar(beta, p), c.C.ptr, c.C.ld, sc, count, q)
+        return out
+    arrays = [pointer_array(ptrs, out.device) for ptrs in (plan.a_ptrs, plan.b_ptrs, plan.c_ptrs)]
+    getattr(_lib(), f"magmablas_{p}gemm_batched")(
+        c.transA, c.transB, c.m, c.n, c.k, scalar(alpha, p), arrays[0].ptr, c.A.ld, arrays[1].ptr, c.B.ld,
+        scalar(beta, p), arrays[2].ptr, c.C.ld, count, q)
+    out.queue.synchronize()  # the pointer arrays must outlive the kernel
+    return out
+
+
+def pointer_array(ptrs, device: int) -> DeviceArray:
+    """A device array of device pointers (what MAGMA's batched routines take)."""
+    return asarray(np.asarray(ptrs, dtype=np.uint64).view(np.int64), device=device)
+
+
+def matmul(a, b, out=None) -> DeviceArray:
+    """``a @ b`` with NumPy's rules: 1-D operands promoted and squeezed, leading dimensions broadcast."""
+    a, b = _device_arrays(asarray(a) if not isinstance(a, DeviceArray) else a,
+                          asarray(b) if not isinstance(b, DeviceArray) else b)
+    if a.ndim == 0 or b.ndim == 0:
+        raise ValueError("matmul: operands must not be scalars (0-d)")
+    squeeze = []
+    if a.ndim == 1:
+        a = a._view(0, (1, a.shape[0]), (a.shape[0] * a.itemsize, a.strides[0]))
+        squeeze.append(-2)
+    if b.ndim == 1:
+        b = b._view(0, (b.shape[0], 1), (b.strides[0], b.itemsize))
+        squeeze.append(-1)
+    result = gemm(a, b) if a.ndim == 2 and b.ndim == 2 else gemm_batched(a, b)
+    if squeeze:
+        shape = list(result.shape)
+        for axis in sorted(squeeze):
+            shape.pop(axis if axis == -1 else len(shape) - 2)
+        result = result.reshape(tuple(shape))
+    if out is not None:
+        from .array import copy_into
+
+        copy_into(out, result)
+        return out
+    return result
+
+
+def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
+    """``y = alpha * a @ x + beta * y`` for a 2-D ``a`` and 1-D ``x``."""
+    a, x = _device_arrays(a, x)
+    if a.ndim != 2 or x.ndim != 1 or a.shape[1] != x.shape[0]:
+        raise ValueError(f"gemv needs a (m, n) matrix and an (n,) vector, got {a.shape} and {x.shape}")
+    if y is None:
+        if beta != 0:
+            raise ValueError("beta != 0 needs an existing y")
+        y = empty((a.shape[0],), a.dtype, device=a.device)
+    elif y.shape != (a.shape[0],):
+        raise ValueError(f"gemv: y has shape {y.shape}, expected {(a.shape[0],)}")
+    p = _check_blas_dtype(a, x, y)
+    _same_device(a, x, y)
+    if y.size == 0:
+        return y
+    if x.size == 0:
+        _zero(y)
+        return y
+    c = plan_gemv(a, x, y)
+    getattr(_lib(), f"magma_{p}gemv")(c.trans, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld, c.x, c.incx,
+                                      scalar(beta, p), c.y, c.incy, _queue(y))
+    return y
+
+
+def _vector(x, what: str) -> DeviceArray:
+    if x.ndim != 1:
+        if not x.is_c_contiguous:
+            raise ValueError(f"{what} must be 1-D or contiguous, got shape {x.shape} strides {x.strides}")
+        x = x.reshape(-1)
+    return x
+
+
+def axpy(alpha, x, y) -> DeviceArray:
+    """``y += alpha * x`` in place (vectors, or contiguous arrays of the same size)."""
+    x, y = _device_arrays(x, y)
+    x, y = _vector(x, "x"), _vector(y, "y")
+    if x.shape != y.shape:
+        raise ValueError(f"axpy: sizes differ: {x.shape} vs {y.shape}")
+    p = _check_blas_dtype(x, y)
+    if x.size:
+        getattr(_lib(), f"magma_{p}axpy")(x.size, scalar(alpha, p), x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"),
+                                          _queue(y))
+    return y
+
+
+def scal(alpha, x) -> DeviceArray:
+    """``x *= alpha`` in place."""
+    (x,) = _device_arrays(x)
+    v = _vector(x, "x")
+    p = _check_blas_dtype(v)
+    if v.size:
+        getattr(_lib(), f"magma_{p}scal")(v.size, scalar(alpha, p), v.ptr, _inc(v, "x"), _queue(v))
+    return x
+
+
+def dot(x, y, *, conjugate: bool = False):
+    """``sum(x * y)`` (``conjugate``: ``sum(conj(x) * y)``, like ``numpy.vdot``) as a NumPy scalar."""
+    x, y = _device_arrays(x, y)
+    x, y = _vector(x, "x"), _vector(y, "y")
+    if x.shape != y.shape:
+        raise ValueError(f"dot: sizes differ: {x.shape} vs {y.shape}")
+    p = _check_blas_dtype(x, y)
+    name = f"magma_{p}dot" if p in "sd" else f"magma_{p}dot{'c' if conjugate else 'u'}"
+    r = getattr(_lib(), name)(x.size, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"), _queue(y))
+    return x.dtype.type(complex(r.real, r.imag) if p in "cz" else r)
+
+
+def nrm2(x):
+    """Euclidean norm of a vector (or of a contiguous array's elements)."""
+    (x,) = _device_arrays(x)
+    v = _vector(x, "x")
+    p = _check_blas_dtype(v)
+    name = {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"}[p]
+    return np.dtype(_magma.PRECISIONS[p][1]).type(getattr(_lib(), f"magma_{name}")(v.size, v.ptr, _inc(v, "x"),
+                                                                                   _queue(v)))
+
+
+def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, unit_diagonal: bool = False,
+         alpha=1.0) -> DeviceArray:
+    """Solve ``op(a) X = alpha b`` (``side='left'``) or ``X op(a) = alpha b`` for triangular ``a``; X overwrites b."""
+    a, b = _device_arrays(a, b)
+    if side not in ("left", "right"):
+        raise ValueError(f"side must be 'left' or 'right', got {side!r}")
+    if a.ndim != 2 or a.shape[0] != a.shape[1] or b.ndim != 2:
+        raise ValueError(f"trsm needs a square 2-D a and a 2-D b, got {a.shape} and {b.shape}")
+    need = b.shape[0] if side == "left" else b.shape[1]
+    if a.shape[0] != need:
+        raise ValueError(f"trsm: a is {a.shape} but b is {b.shape} (side={side})")
+    p = _check_blas_dtype(a, b)
+    _same_device(a, b)
+    if b.size == 0:
+        return b
+    c = plan_trsm(a, b, side == "left", lower, trans, unit_diagonal)
+    getattr(_lib(), f"magma_{p}trsm")(c.side, c.uplo, c.trans, c.diag, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld,
+                                      c.B.ptr, c.B.ld, _queue(b))
+    return b
+
+
+def syrk(a, out=None, *, lower: bool = True, trans: bool = False, alpha=1.0, beta=0.0) -> DeviceArray:
+    """``out = alpha * a @ a.T + beta * out`` (``trans``: ``a.T @ a``); only the ``lower`` (or upper) triangle is
+    written, as in BLAS."""
+    (a,) = _device_arrays(a)
+    if a.ndim != 2:
+        raise ValueError(f"syrk needs a 2-D a, got shape {a.shape}")
+    n = a.shape[1] if trans else a.shape[0]
+    if out is None:
+        if beta != 0:
+            raise ValueError("beta != 0 needs an existing out array")
+        out = zeros_like_shape((n, n), a)
+    elif out.shape != (n, n):
+        raise ValueError(f"syrk: out has shape {out.shape}, expected {(n, n)}")
+    p = _check_blas_dtype(a, out)
+    if n == 0:
+        return out
+    c = plan_syrk(a, out, lower, trans)
+    getattr(_lib(), f"magma_{p}syrk")(c.uplo, c.trans, c.n, c.k, scalar(alpha, p), c.A.ptr, c.A.ld,
+                                      scalar(beta, p), c.C.ptr, c.C.ld, _queue(out))
+    return out
+
+
+def zeros_like_shape(shape, like: DeviceArray) -> DeviceArray:
+    out = empty(shape, like.dtype, device=like.device)
+    _zero(out)
+    return out

@@ -1,0 +1,773 @@
+"""cuDNN 9 on DeviceArrays: convolution, pooling, activations, softmax, batch normalisation, dropout, tensor ops.
+
+Layout is NCHW (C-contiguous like NumPy).  One cuDNN handle per device, bound to that device's default queue's
+stream, so cuDNN work is ordered with MAGMA/cuBLAS work and pymagma's kernels.  Descriptors are cached by
+(shape, strides, dtype, parameters) and convolution algorithms by problem; workspaces come from the memory pool.
+float32 and float64 compute in their own type; float16 and bfloat16 compute in float32.
+
+Shape inference (:func:`conv2d_output_shape`, :func:`pool2d_output_shape`) is plain Python and needs no GPU.
+"""
+
+from __future__ import annotations
+
+import functools
+import threading
+from ctypes import byref, c_double, c_float, c_int, c_size_t, c_void_p
+from dataclasses import dataclass
+
+import numpy as np
+
+from . import _cudnn as cd
+
+#: Largest convolution workspace (bytes) an algorithm may use unless a call says otherwise.
+DEFAULT_WORKSPACE_LIMIT = 512 * 1024 * 1024
+#: Like torch.backends.cudnn.allow_tf32: float32 convolutions may use TF32 tensor cores (cuDNN's default math).
+allow_tf32 = True
+
+_DATA_TYPES = {"float32": cd.DataType.FLOAT, "float64": cd.DataType.DOUBLE, "float16": cd.DataType.HALF,
+               "bfloat16": cd.DataType.BFLOAT16}
+POOL_MODES = {"max": cd.PoolingMode.MAX, "avg": cd.PoolingMode.AVERAGE_COUNT_INCLUDE_PADDING,
+              "avg_include_pad": cd.PoolingMode.AVERAGE_COUNT_INCLUDE_PADDING,
+              "avg_exclude_pad": cd.PoolingMode.AVERAGE_COUNT_EXCLUDE_PADDING,
+              "max_deterministic": cd.PoolingMode.MAX_DETERMINISTIC}
+ACTIVATION_MODES = {"sigmoid": cd.ActivationMode.SIGMOID, "relu": cd.ActivationMode.RELU,
+                    "tanh": cd.ActivationMode.TANH, "clipped_relu": cd.ActivationMode.CLIPPED_RELU,
+                    "elu": cd.ActivationMode.ELU, "identity": cd.ActivationMode.IDENTITY,
+                    "swish": cd.ActivationMode.SWISH}
+SOFTMAX_MODES = {"instance": cd.SoftmaxMode.INSTANCE, "channel": cd.SoftmaxMode.CHANNEL}
+BN_MODES = {"spatial": cd.BatchNormMode.SPATIAL, "per_activation": cd.BatchNormMode.PER_ACTIVATION}
+
+
+# ------------------------------------------------------------------------------------------- shape inference
+def _tuple2(value, name: str) -> tuple[int, int]:
+    if isinstance(value, int | np.integer):
+        value = (int(value), int(value))
+    value = tuple(int(v) for v in value)
+    if len(value) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value}")
+    return value
+
+
+def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int = 1) -> tuple[int, ...]:
+    """Output shape (N, K, Ho, Wo) of a 2-D cross-correlation of x (N, C, H, W) with w (K, C/groups, kh, kw)."""
+    stride, padding, dilation = _tuple2(stride, "stride"), _tuple2(padding, "padding"), _tuple2(dilation, "dilation")
+    if len(x_shape) != 4 or len(w_shape) != 4:
+        raise ValueError(f"conv2d needs 4-D x (N, C, H, W) and w (K, C/groups, kh, kw); got {x_shape} and {w_shape}")
+    n, c, h, w = (int(v) for v in x_shape)
+    k, cg, kh, kw = (int(v) for v in w_shape)
+    if min(n, c, h, w, k, cg, kh, kw) <= 0:
+        raise ValueError(f"conv2d shapes must be positive: x {tuple(x_shape)}, w {tuple(w_shape)}")
+    if min(stride) <= 0 or min(dilation) <= 0 or min(padding) < 0:
+        raise ValueError(f"conv2d needs stride >= 1, dilation >= 1, padding >= 0; got {stride}, {dilation}, {padding}")
+    if groups <= 0 or c != cg * groups or k % groups:
+        raise ValueError(f"conv2d with groups={groups}: x has {c} channels, w expects {cg}*{groups}; "
+                         f"{k} filters must divide into the groups")
+    out = []
+    for size, kernel, s, p, d in zip((h, w), (kh, kw), stride, padding, dilation):
+        span = d * (kernel - 1) + 1
+        if size + 2 * p < span:
+            raise ValueError(f"conv2d: dilated kernel extent {span} exceeds the padded input {size + 2 * p}")
+        out.append((size + 2 * p - span) // s + 1)
+    return (n, k, *out)
+
+
+def pool2d_output_shape(x_shape, window, stride=None, padding=0) -> tuple[int, ...]:
+    """Output shape (N, C, Ho, Wo) of 2-D pooling (stride defaults to the window)."""
+    window = _tuple2(window, "window")
+    stride = window if stride is None else _tuple2(stride, "stride")
+    padding = _tuple2(padding, "padding")
+    if len(x_shape) != 4:
+        raise ValueError(f"pool2d needs a 4-D x (N, C, H, W), got {x_shape}")
+    if min(window) <= 0 or min(stride) <= 0 or min(padding) < 0:
+        raise ValueError(f"pool2d needs window >= 1, stride >= 1, padding >= 0; got {window}, {stride}, {padding}")
+    if min(x_shape) <= 0:
+        raise ValueError(f"pool2d shape must be positive, got {x_shape}")
+    n, c, h, w = (int(v) for v in x_shape)
+    out = []
+    for size, k, s, p in zip((h, w), window, stride, padding):
+        if size + 2 * p < k:
+            raise ValueError(f"pool2d: window {k} exceeds the padded input {size + 2 * p}")
+        out.append((size + 2 * p - k) // s + 1)
+    return (n, c, *out)
+
+
+# ------------------------------------------------------------------------------------------------ dtypes etc.
+def data_type(dtype) -> cd.DataType:
+    name = getattr(dtype, "name", None) or str(dtype)
+    try:
+        return _DATA_TYPES[name]
+    except KeyError:
+        raise TypeError(f"cuDNN functions take float32, float64, float16 or bfloat16 arrays, got {name}") from None
+
+
+def compute_type(dtype) -> cd.DataType:
+    return cd.DataType.DOUBLE if data_type(dtype) == cd.DataType.DOUBLE else cd.DataType.FLOAT
+
+
+def _scalar(dtype, value: float):
+    """alpha/beta scaling factors: double for double data, float otherwise (cuDNN's rule)."""
+    return c_double(value) if data_type(dtype) == cd.DataType.DOUBLE else c_float(value)
+
+
+def _math_type(dtype, math: str | None) -> cd.MathType:
+    if math is not None:
+        names = {"default": cd.MathType.DEFAULT, "tensor_op": cd.MathType.TENSOR_OP, "fma": cd.MathType.FMA,
+                 "tensor_op_allow_conversion": cd.MathType.TENSOR_OP_ALLOW_CONVERSION}
+        if math not in names:
+            raise ValueError(f"math must be one of {sorted(names)}, got {math!r}")
+        return names[math]
+    kind = data_type(dtype)
+    if kind in (cd.DataType.HALF, cd.DataType.BFLOAT16):
+        return cd.MathType.TENSOR_OP
+    if kind == cd.DataType.FLOAT and not allow_tf32:
+        return cd.MathType.FMA
+    return cd.MathType.DEFAULT
+
+
+# ------------------------------------------------------------------------------------- handles and caches
+_handles: dict[int, cd.Handle] = {}
+_lock = threading.Lock()
+
+
+def handle(device: int | None = None) -> cd.Handle:
+    """The cuDNN handle of ``device`` (created on first use, bound to the device's default queue's stream)."""
+    from . import queue, runtime
+
+    runtime.require_device()
+    device = runtime.get_device() if device is None else int(device)
+    with _lock:
+        h = _handles.get(device)
+        if h is None:
+            previous = runtime.get_device()
+            runtime.set_device(device)
+            try:
+                h = cd.Handle()
+                h.set_stream(queue.default_queue(device).stream)
+            finally:
+                runtime.set_device(previous)
+            _handles[device] = h
+    return h
+
+
+@functools.lru_cache(maxsize=1024)
+def tensor_descriptor(shape: tuple, strides: tuple, dtype: cd.DataType) -> cd.TensorDescriptor:
+    return cd.TensorDescriptor(shape, dtype, strides)
+
+
+@functools.lru_cache(maxsize=256)
+def filter_descriptor(shape: tuple, dtype: cd.DataType) -> cd.FilterDescriptor:
+    return cd.FilterDescriptor(shape, dtype)
+
+
+@functools.lru_cache(maxsize=256)
+def convolution_descriptor(padding, stride, dilation, groups, compute, math) -> cd.ConvolutionDescriptor:
+    return cd.ConvolutionDescriptor(padding, stride, dilation, compute, groups, math)
+
+
+@functools.lru_cache(maxsize=128)
+def pooling_descriptor(mode, window, padding, stride) -> cd.PoolingDescriptor:
+    return cd.PoolingDescriptor(mode, window, padding, stride)
+
+
+@functools.lru_cache(maxsize=64)
+def activation_descriptor(mode, coef: float) -> cd.ActivationDescriptor:
+    return cd.ActivationDescriptor(mode, coef)
+
+
+@functools.lru_cache(maxsize=64)
+def _bn_descriptor(x_key: tuple, mode) -> cd.TensorDescriptor:
+    return cd.derive_bn_descriptor(tensor_descriptor(*x_key), mode)
+
+
+def _desc_key(a, shape=None) -> tuple:
+    """(shape, element strides, cuDNN dtype) of ``a`` seen with ``shape``: its own, padded with trailing 1s, or
+    any reshape of a C-contiguous ``a``."""
+    own = tuple(a.shape)
+    shape = own if shape is None else tuple(shape)
+    elem = tuple(s // a.itemsize for s in a.strides)
+    if shape[: len(own)] == own and all(n == 1 for n in shape[len(own):]):
+        strides = elem + (1,) * (len(shape) - len(own))
+    elif a.is_c_contiguous:
+        strides = cd.contiguous_strides(shape)
+    else:
+        raise ValueError(f"cannot view a strided array of shape {own} as {shape}; copy it first")
+    if any(s <= 0 for s, n in zip(strides, shape) if n > 1):
+        raise ValueError(f"cuDNN needs positive strides; got strides {a.strides} for shape {own} (copy it first)")
+    strides = tuple(s if n > 1 else max(s, 1) for s, n in zip(strides, shape))
+    return shape, strides, data_type(a.dtype)
+
+
+def _tensor(a, shape=None) -> cd.TensorDescriptor:
+    return tensor_descriptor(*_desc_key(a, shape))
+
+
+def _as_4d(a) -> tuple:
+    """Shape used for a 1..4-D array in cuDNN: (N, C, H, W) padded with 1s (2-D (N, C) -> (N, C, 1, 1))."""
+    if not 1 <= a.ndim <= 8:
+        raise ValueError(f"cuDNN tensors have 1 to 8 dimensions, got shape {a.shape}")
+    return tuple(a.shape) + (1,) * max(0, 4 - a.ndim)
+
+
+def _empty(shape, like):
+    from . import array
+
+    return array.empty(tuple(shape), like.dtype, device=like.device)
+
+
+def _check_same(what: str, *arrays) -> None:
+    first = arrays[0]
+    for other in arrays[1:]:
+        if other.dtype != first.dtype:
+            raise TypeError(f"{what}: dtypes differ ({first.dtype} and {other.dtype})")
+        if other.device != first.device:
+            raise ValueError(f"{what}: arrays live on different devices ({first.device} and {other.device})")
+
+
+def _check_shape(what: str, a, shape) -> None:
+    if tuple(a.shape) != tuple(shape):
+        raise ValueError(f"{what}: expected shape {tuple(shape)}, got {tuple(a.shape)}")
+
+
+def _out(out, shape, like, what: str):
+    if out is None:
+        return _empty(shape, like)
+    _check_shape(f"{what} out", out, shape)
+    _check_same(what, like, out)
+    return out
+
+
+def _workspace(nbytes: int, device: int):
+    from . import memory
+
+    return memory.alloc(nbytes, device) if nbytes else None
+
+
+def _ptr(a) -> c_void_p:
+    return c_void_p(a.ptr) if a is not None and a.ptr else c_void_p()
+
+
+# ----------------------------------------------------------------------------------------------- convolution
+@dataclass(frozen=True)
+class ConvProblem:
+    """Everything that determines a convolution's descriptors and algorithm choice."""
+
+    x_shape: tuple
+    w_shape: tuple
+    y_shape: tuple
+    padding: tuple
+    stride: tuple
+    dilation: tuple
+    groups: int
+    dtype: cd.DataType
+    math: cd.MathType
+
+    @property
+    def descriptors(self):
+        compute = cd.DataType.DOUBLE if self.dtype == cd.DataType.DOUBLE else cd.DataType.FLOAT
+        return (tensor_descriptor(self.x_shape, cd.contiguous_strides(self.x_shape), self.dtype),
+                filter_descriptor(self.w_shape, self.dtype),
+                convolution_descriptor(self.padding, self.stride, self.dilation, self.groups, compute, self.math),
+                tensor_descriptor(self.y_shape, cd.contiguous_strides(self.y_shape), self.dtype))
+
+
+@dataclass(frozen=True)
+class AlgoChoice:
+    algo: int
+    workspace: int
+    time_ms: float = -1.0
+
+
+_algorithms: dict[tuple, AlgoChoice] = {}
+
+_ALGO_CALLS = {
+    # kind: (get_v7, find_ex, workspace_size, max_count, enum)
+    "forward": ("cudnnGetConvolutionForwardAlgorithm_v7", "cudnnFindConvolutionForwardAlgorithmEx",
+                "cudnnGetConvolutionForwardWorkspaceSize", "cudnnGetConvolutionForwardAlgorithmMaxCount",
+                cd.ConvFwdAlgo),
+    "backward_data": ("cudnnGetConvolutionBackwardDataAlgorithm_v7", "cudnnFindConvolutionBackwardDataAlgorithmEx",
+                      "cudnnGetConvolutionBackwardDataWorkspaceSize",
+                      "cudnnGetConvolutionBackwardDataAlgorithmMaxCount", cd.ConvBwdDataAlgo),
+    "backward_filter": ("cudnnGetConvolutionBackwardFilterAlgorithm_v7",
+                        "cudnnFindConvolutionBackwardFilterAlgorithmEx",
+                        "cudnnGetConvolutionBackwardFilterWorkspaceSize",
+                        "cudnnGetConvolutionBackwardFilterAlgorithmMaxCount", cd.ConvBwdFilterAlgo),
+}
+
+
+def _ordered_descs(kind: str, problem: ConvProblem):
+    """The four descriptors in the argument order cuDNN's calls for ``kind`` use."""
+    x, w, conv, y = problem.descriptors
+    return {"forward": (x, w, conv, y), "backward_data": (w, y, conv, x), "backward_filter": (x, y, conv, w)}[kind]
+
+
+def _ordered_ptrs(kind: str, x, w, y):
+    return {"forward": (x, w, y), "backward_data": (w, y, x), "backward_filter": (x, y, w)}[kind]
+
+
+def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_limit: int | None = None,
+                     autotune: bool = False, buffers=None) -> AlgoChoice:
+    """The algorithm for a convolution ``kind`` ("forward", "backward_data", "backward_filter"), cached by problem.
+
+    By default cuDNN's heuristics rank the algorithms (``cudnnGet*Algorithm_v7``); ``autotune`` times them on the
+    given ``buffers`` (x, w, y device arrays) with ``cudnnFind*AlgorithmEx``.  Either way the first algorithm that
+    succeeds and needs at most ``workspace_limit`` bytes is taken.
+    """
+    limit = DEFAULT_WORKSPACE_LIMIT if workspace_limit is None else int(workspace_limit)
+    key = (kind, device, problem, limit, bool(autotune))
+    hit = _algorithms.get(key)
+    if hit is not None:
+        return hit
+    get_v7, find_ex, ws_size, max_count, _ = _ALGO_CALLS[kind]
+    h = handle(device)
+    count = c_int()
+    cd.call(max_count, h.value, byref(count))
+    results = (cd._AlgoPerf * max(count.value, 1))()
+    returned = c_int()
+    descs = _ordered_descs(kind, problem)
+    if autotune:
+        if buffers is None:
+            raise ValueError("autotune needs the problem's buffers (x, w, y)")
+        space = _workspace(limit, device)
+        a, b, c = (_ptr(p) for p in _ordered_ptrs(kind, *buffers))
+        cd.call(find_ex, h.value, descs[0], a, descs[1], b, descs[2], descs[3], c, len(results), byref(returned),
+                results, _ptr(space), c_size_t(limit if space else 0))
+    else:
+        cd.call(get_v7, h.value, *descs, len(results), byref(returned), results)
+    for perf in results[: returned.value]:
+        if perf.status != 0 or perf.memory > limit:
+            continue
+        size = c_size_t()
+        if cd.lib.bind(ws_size)(h.value, *descs, perf.algo, byref(size)) != 0 or size.value > limit:
+            continue
+        choice = AlgoChoice(int(perf.algo), int(size.value), float(perf.time))
+        _algorithms[key] = choice
+        return choice
+    raise cd.CudnnError(int(cd.Status.NOT_SUPPORTED), cd.status_name(cd.Status.NOT_SUPPORTED),
+                        f"no {kind} convolution algorithm fits a workspace of {limit} bytes for {problem}",
+                        get_v7 if not autotune else find_ex)
+
+
+def _problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:
+    y_shape = conv2d_output_shape(x_shape, w_shape, stride, padding, dilation, groups)
+    return ConvProblem(tuple(x_shape), tuple(w_shape), y_shape, _tuple2(padding, "padding"),
+                       _tuple2(stride, "stride"), _tuple2(dilation, "dilation"), int(groups), data_type(dtype),
+                       _math_type(dtype, math))
+
+
+def _contiguous(a):
+    if a.is_c_contiguous:
+        return a
+    from . import kernels
+
+    return kernels.copy(a)
+
+
+def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, autotune, accumulate: bool = False):
+    device = x.device
+    choice = choose_algorithm(kind, problem, device=device, workspace_limit=workspace_limit, autotune=autotune,
+                              buffers=(x, w, y))
+    space = _workspace(choice.workspace, device)
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 1.0 if accumulate else 0.0)
+    d = _ordered_descs(kind, problem)
+    a, b, c = _ordered_ptrs(kind, x, w, y)
+    name = {"forward": "cudnnConvolutionForward", "backward_data": "cudnnConvolutionBackwardData",
+            "backward_filter": "cudnnConvolutionBackwardFilter"}[kind]
+    cd.call(name, handle(device).value, byref(alpha), d[0], _ptr(a), d[1], _ptr(b), d[2], choice.algo, _ptr(space),
+            choice.workspace, byref(beta), d[3], _ptr(c))
+
+
+def conv2d_forward(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups: int = 1, out=None,
+                   autotune: bool = False, workspace_limit: int | None = None, math: str | None = None):
+    """y = x ⋆ w (+ bias over channels): x (N, C, H, W), w (K, C/groups, kh, kw), bias (K,) -> y (N, K, Ho, Wo)."""
+    _check_same("conv2d_forward", x, w, *(b for b in (bias,) if b is not None))
+    problem = _problem(x.shape, w.shape, x.dtype, stride, padding, dilation, groups, math)
+    x, w = _contiguous(x), _contiguous(w)
+    y = _out(out, problem.y_shape, x, "conv2d_forward")
+    _conv_run("forward", problem, x, w, y, workspace_limit=workspace_limit, autotune=autotune)
+    if bias is not None:
+        _check_shape("conv2d_forward bias", bias, (problem.w_shape[0],))
+        add_tensor(bias.reshape(1, problem.w_shape[0], 1, 1), y)
+    return y
+
+
+def conv2d_backward_data(dy, w, x_shape, *, stride=1, padding=0, dilation=1, groups: int = 1, out=None,
+                         autotune: bool = False, workspace_limit: int | None = None, math: str | None = None):
+    """dx of a conv2d: the gradient with respect to the input of shape ``x_shape``."""
+    _check_same("conv2d_backward_data", dy, w)
+    problem = _problem(x_shape, w.shape, dy.dtype, stride, padding, dilation, groups, math)
+    _check_shape("conv2d_backward_data dy", dy, problem.y_shape)
+    dy, w = _contiguous(dy), _contiguous(w)
+    dx = _out(out, problem.x_shape, dy, "conv2d_backward_data")
+    _conv_run("backward_data", problem, dx, w, dy, workspace_limit=workspace_limit, autotune=autotune)
+    return dx
+
+
+def conv2d_backward_filter(x, dy, w_shape, *, stride=1, padding=0, dilation=1, groups: int = 1, out=None,
+                           autotune: bool = False, workspace_limit: int | None = None, math: str | None = None):
+    """dw of a conv2d: the gradient with respect to weights of shape ``w_shape``."""
+    _check_same("conv2d_backward_filter", x, dy)
+    problem = _problem(x.shape, w_shape, x.dtype, stride, padding, dilation, groups, math)
+    _check_shape("conv2d_backward_filter dy", dy, problem.y_shape)
+    x, dy = _contiguous(x), _contiguous(dy)
+    dw = _out(out, problem.w_shape, x, "conv2d_backward_filter")
+    _conv_run("backward_filter", problem, x, dw, dy, workspace_limit=workspace_limit, autotune=autotune)
+    return dw
+
+
+def conv2d_backward_bias(dy, out=None):
+    """db = sum of dy (N, K, Ho, Wo) over N, Ho, Wo -> (K,)."""
+    if dy.ndim != 4:
+        raise ValueError(f"conv2d_backward_bias needs a 4-D dy, got shape {dy.shape}")
+    db = _out(out, (dy.shape[1],), dy, "conv2d_backward_bias")
+    alpha, beta = _scalar(dy.dtype, 1.0), _scalar(dy.dtype, 0.0)
+    cd.call("cudnnConvolutionBackwardBias", handle(dy.device).value, byref(alpha), _tensor(dy), _ptr(dy),
+            byref(beta), _tensor(db, (1, dy.shape[1], 1, 1)), _ptr(db))
+    return db
+
+
+# --------------------------------------------------------------------------------------------------- pooling
+def _pool_desc(mode: str, window, stride, padding) -> cd.PoolingDescriptor:
+    if mode not in POOL_MODES:
+        raise ValueError(f"pooling mode must be one of {sorted(POOL_MODES)}, got {mode!r}")
+    window = _tuple2(window, "window")
+    stride = window if stride is None else _tuple2(stride, "stride")
+    return pooling_descriptor(POOL_MODES[mode], window, _tuple2(padding, "padding"), stride)
+
+
+def pool2d_forward(x, window, stride=None, padding=0, mode: str = "max", out=None):
+    """Max or average pooling of x (N, C, H, W); ``stride`` defaults to ``window``."""
+    shape = pool2d_output_shape(x.shape, window, stride, padding)
+    desc = _pool_desc(mode, window, stride, padding)
+    y = _out(out, shape, x, "pool2d_forward")
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnPoolingForward", handle(x.device).value, desc, byref(alpha), _tensor(x), _ptr(x), byref(beta),
+            _tensor(y), _ptr(y))
+    return y
+
+
+def pool2d_backward(y, dy, x, window, stride=None, padding=0, mode: str = "max", out=None):
+    """dx of pooling, from the forward input ``x``, output ``y`` and output gradient ``dy``."""
+    _check_same("pool2d_backward", x, y, dy)
+    shape = pool2d_output_shape(x.shape, window, stride, padding)
+    _check_shape("pool2d_backward y", y, shape)
+    _check_shape("pool2d_backward dy", dy, shape)
+    desc = _pool_desc(mode, window, stride, padding)
+    dx = _out(out, x.shape, x, "pool2d_backward")
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnPoolingBackward", handle(x.device).value, desc, byref(alpha), _tensor(y), _ptr(y), _tensor(dy),
+            _ptr(dy), _tensor(x), _ptr(x), byref(beta), _tensor(dx), _ptr(dx))
+    return dx
+
+
+# ------------------------------------------------------------------------------------------------ activation
+def _activation_desc(mode: str, coef: float) -> cd.ActivationDescriptor:
+    if mode not in ACTIVATION_MODES:
+        raise ValueError(f"activation must be one of {sorted(ACTIVATION_MODES)}, got {mode!r}")
+    return activation_descriptor(ACTIVATION_MODES[mode], float(coef))
+
+
+def activation_forward(x, mode: str = "relu", coef: float = 0.0, out=None):
+    """y = f(x) for sigmoid, relu, tanh, clipped_relu (ceiling ``coef``), elu (alpha ``coef``), swish, identity."""
+    desc = _activation_desc(mode, coef)
+    y = _out(out, x.shape, x, "activation_forward")
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnActivationForward", handle(x.device).value, desc, byref(alpha), _tensor(x, _as_4d(x)), _ptr(x),
+            byref(beta), _tensor(y, _as_4d(y)), _ptr(y))
+    return y
+
+
+def activation_backward(y, dy, x, mode: str = "relu", coef: float = 0.0, out=None):
+    """dx = f'(x) * dy from the forward input ``x`` and output ``y``."""
+    _check_same("activation_backward", x, y, dy)
+    for name, a in (("y", y), ("dy", dy)):
+        _check_shape(f"activation_backward {name}", a, x.shape)
+    desc = _activation_desc(mode, coef)
+    dx = _out(out, x.shape, x, "activation_backward")
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    s = _as_4d(x)
+    cd.call("cudnnActivationBackward", handle(x.device).value, desc, byref(alpha), _tensor(y, s), _ptr(y),
+            _tensor(dy, s), _ptr(dy), _tensor(x, s), _ptr(x), byref(beta), _tensor(dx, s), _ptr(dx))
+    return dx
+
+
+# --------------------------------------------------------------------------------------------------- softmax
+def _softmax_args(log: bool, mode: str):
+    if mode not in SOFTMAX_MODES:
+        raise ValueError(f"softmax mode must be 'instance' (all of C, H, W) or 'channel' (over C), got {mode!r}")
+    return int(cd.SoftmaxAlgorithm.LOG if log else cd.SoftmaxAlgorithm.ACCURATE), int(SOFTMAX_MODES[mode])
+
+
+def softmax_forward(x, log: bool = False, mode: str = "instance", out=None):
+    """Softmax (or log-softmax) of x (N, C[, H, W]) per sample ("instance") or per pixel over C ("channel")."""
+    algo, m = _softmax_args(log, mode)
+    y = _out(out, x.shape, x, "softmax_forward")
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnSoftmaxForward", handle(x.device).value, algo, m, byref(alpha), _tensor(x, _as_4d(x)), _ptr(x),
+            byref(beta), _tensor(y, _as_4d(y)), _ptr(y))
+    return y
+
+
+def softmax_backward(y, dy, log: bool = False, mode: str = "instance", out=None):
+    """dx of softmax (or log-softmax) from its output ``y`` and output gradient ``dy``."""
+    _check_same("softmax_backward", y, dy)
+    _check_shape("softmax_backward dy", dy, y.shape)
+    algo, m = _softmax_args(log, mode)
+    dx = _out(out, y.shape, y, "softmax_backward")
+    alpha, beta = _scalar(y.dtype, 1.0), _scalar(y.dtype, 0.0)
+    s = _as_4d(y)
+    cd.call("cudnnSoftmaxBackward", handle(y.device).value, algo, m, byref(alpha), _tensor(y, s), _ptr(y),
+            _tensor(dy, s), _ptr(dy), byref(beta), _tensor(dx, s), _ptr(dx))
+    return dx
+
+
+# ------------------------------------------------------------------------------------------------ batch norm
+def _bn_setup(x, mode: str):
+    if mode not in BN_MODES:
+        raise ValueError(f"batch-norm mode must be 'spatial' (per channel) or 'per_activation', got {mode!r}")
+    if x.ndim < 2:
+        raise ValueError(f"batch norm needs x of shape (N, C, ...), got {x.shape}")
+    key = _desc_key(x, _as_4d(x))
+    bn = _bn_descriptor(key, BN_MODES[mode])
+    param_shape = (x.shape[1],) if mode == "spatial" else tuple(x.shape[1:])
+    param_dtype = np.float64 if bn.dtype == cd.DataType.DOUBLE else np.float32
+    return tensor_descriptor(*key), bn, param_shape, np.dtype(param_dtype)
+
+
+def _check_params(what: str, shape, dtype, **params) -> None:
+    for name, a in params.items():
+        if a is None:
+            continue
+        if tuple(a.shape) != tuple(shape) or a.dtype != dtype or not a.is_c_contiguous:
+            raise ValueError(f"{what}: {name} must be a contiguous {dtype} array of shape {tuple(shape)}, "
+                             f"got {a.dtype} {tuple(a.shape)}")
+
+
+def _params_like(shape, dtype, device):
+    from . import array
+
+    return array.empty(shape, dtype, device=device)
+
+
+def batch_norm_forward_training(x, scale, bias, running_mean=None, running_var=None, *, momentum: float = 0.1,
+                                eps: float = 1e-5, mode: str = "spatial", out=None):
+    """Normalise with batch statistics; returns (y, save_mean, save_inv_std) for the backward pass.
+
+    ``running_mean``/``running_var`` (optional, updated in place) follow cuDNN: running = (1 - momentum) * running
+    + momentum * batch, the variance unbiased.  ``scale``/``bias`` are (C,) for "spatial", x.shape[1:] for
+    "per_activation"; they and the statistics are float32 for half inputs.
+    """
+    xd, bn, pshape, pdtype = _bn_setup(x, mode)
+    _check_params("batch_norm_forward_training", pshape, pdtype, scale=scale, bias=bias, running_mean=running_mean,
+                  running_var=running_var)
+    if (running_mean is None) != (running_var is None):
+        raise ValueError("give both running_mean and running_var, or neither")
+    y = _out(out, x.shape, x, "batch_norm_forward_training")
+    save_mean, save_inv = _params_like(pshape, pdtype, x.device), _params_like(pshape, pdtype, x.device)
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnBatchNormalizationForwardTraining", handle(x.device).value, int(BN_MODES[mode]), byref(alpha),
+            byref(beta), xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y), bn, _ptr(scale), _ptr(bias), float(momentum),
+            _ptr(running_mean),
+            _ptr(running_var), float(max(eps, cd.BN_MIN_EPSILON)), _ptr(save_mean), _ptr(save_inv))
+    return y, save_mean, save_inv
+
+
+def batch_norm_forward_inference(x, scale, bias, mean, var, *, eps: float = 1e-5, mode: str = "spatial", out=None):
+    """y = scale * (x - mean) / sqrt(var + eps) + bias with stored statistics."""
+    xd, bn, pshape, pdtype = _bn_setup(x, mode)
+    _check_params("batch_norm_forward_inference", pshape, pdtype, scale=scale, bias=bias, mean=mean, var=var)
+    y = _out(out, x.shape, x, "batch_norm_forward_inference")
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnBatchNormalizationForwardInference", handle(x.device).value, int(BN_MODES[mode]), byref(alpha),
+            byref(beta), xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y), bn, _ptr(scale), _ptr(bias), _ptr(mean),
+            _ptr(var), float(eps))
+    return y
+
+
+def batch_norm_backward(x, dy, scale, save_mean=None, save_inv_std=None, *, eps: float = 1e-5,
+                        mode: str = "spatial", out=None):
+    """(dx, dscale, dbias) of training-mode batch norm; pass the saved statistics of the forward call."""
+    _check_same("batch_norm_backward", x, dy)
+    _check_shape("batch_norm_backward dy", dy, x.shape)
+    xd, bn, pshape, pdtype = _bn_setup(x, mode)
+    _check_params("batch_norm_backward", pshape, pdtype, scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
+    dx = _out(out, x.shape, x, "batch_norm_backward")
+    dscale, dbias = _params_like(pshape, pdtype, x.device), _params_like(pshape, pdtype, x.device)
+    one, zero = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnBatchNormalizationBackward", handle(x.device).value, int(BN_MODES[mode]), byref(one), byref(zero),
+            byref(one), byref(zero), xd, _ptr(x), _tensor(dy, _as_4d(dy)), _ptr(dy), _tensor(dx, _as_4d(dx)), _ptr(dx),
+            bn, _ptr(scale), _ptr(dscale), _ptr(dbias), float(eps), _ptr(save_mean), _ptr(save_inv_std))
+    return dx, dscale, dbias
+
+
+# --------------------------------------------------------------------------------------------------- dropout
+class DropoutState:
+    """cuDNN's dropout generator for one device: its state buffer, seeded once, advancing with every forward."""
+
+    def __init__(self, seed: int = 0, device: int | None = None, rate: float = 0.5):
+        from . import memory, runtime
+
+        self.device = runtime.get_device() if device is None else int(device)
+        self.seed = int(seed)
+        h = handle(self.device)
+        size = c_size_t()
+        cd.call("cudnnDropoutGetStatesSize", h.value, byref(size))
+        self.states = memory.alloc(size.value, self.device)
+        self.descriptor = cd.DropoutDescriptor()
+        _check_rate(rate)
+        self.descriptor.set(h, rate, self.states.ptr, size.value, self.seed)
+        self.rate = float(rate)
+
+    def use(self, rate: float) -> cd.DropoutDescriptor:
+        """The descriptor with ``rate`` (re-bound without re-seeding when the rate changes)."""
+        _check_rate(rate)
+        if float(rate) != self.rate:
+            self.descriptor.restore(handle(self.device), rate, self.states.ptr, self.states.nbytes, self.seed)
+            self.rate = float(rate)
+        return self.descriptor
+
+
+def _check_rate(rate: float) -> None:
+    if not 0.0 <= float(rate) < 1.0:
+        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
+
+
+_dropout_states: dict[tuple[int, int], DropoutState] = {}
+
+
+def dropout_state(seed: int = 0, device: int | None = None) -> DropoutState:
+    """The shared dropout generator of (device, seed), created on first use."""
+    from . import runtime
+
+    device = runtime.get_device() if device is None else int(device)
+    state = _dropout_states.get((device, int(seed)))
+    if state is None:
+        state = _dropout_states[(device, int(seed))] = DropoutState(seed, device)
+    return state
+
+
+def dropout_forward(x, rate: float, *, seed: int = 0, state: DropoutState | None = None, out=None):
+    """Zero each element with probability ``rate`` and scale the rest by 1/(1-rate); returns (y, reserve).
+
+    ``reserve`` (a uint8 device array) records the mask for :func:`dropout_backward`.
+    """
+    from . import array
+
+    state = state or dropout_state(seed, x.device)
+    desc = state.use(rate)
+    key = _desc_key(x, _as_4d(x))
+    xd = tensor_descriptor(*key)
+    reserve = array.empty((cd.reserve_space_size(xd),), np.uint8, device=x.device)
+    y = _out(out, x.shape, x, "dropout_forward")
+    cd.call("cudnnDropoutForward", handle(x.device).value, desc, xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y),
+            _ptr(reserve), reserve.nbytes)
+    return y, reserve
+
+
+def dropout_backward(dy, reserve, rate: float, *, seed: int = 0, state: DropoutState | None = None, out=None):
+    """dx = dy * mask / (1 - rate), the mask read from the forward call's ``reserve``."""
+    state = state or dropout_state(seed, dy.device)
+    desc = state.use(rate)
+    dyd = _tensor(dy, _as_4d(dy))
+    if reserve.nbytes < cd.reserve_space_size(dyd):
+        raise ValueError(f"dropout reserve of {reserve.nbytes} bytes is too small for dy {dy.shape}")
+    dx = _out(out, dy.shape, dy, "dropout_backward")
+    cd.call("cudnnDropoutBackward", handle(dy.device).value, desc, dyd, _ptr(dy), _tensor(dx, _as_4d(dx)), _ptr(dx),
+            _ptr(reserve), reserve.nbytes)
+    return dx
+
+
+# ----------------------------------------------------------------------------------------------- tensor ops
+def _broadcast_desc(a, ndim: int) -> cd.TensorDescriptor:
+    shape = (1,) * (ndim - a.ndim) + tuple(a.shape)
+    return _tensor(a, _pad4(shape)) if a.is_c_contiguous else _tensor(a)
+
+
+def _pad4(shape) -> tuple:
+    return tuple(shape) + (1,) * max(0, 4 - len(shape))
+
+
+def add_tensor(a, c, alpha: float = 1.0, beta: float = 1.0):
+    """c = alpha * a + beta * c in place, ``a`` broadcast over ``c`` (e.g. a (1, C, 1, 1) bias); returns c."""
+    _check_same("add_tensor", a, c)
+    if a.ndim > c.ndim or any(n not in (1, m) for n, m in zip(reversed(a.shape), reversed(c.shape))):
+        raise ValueError(f"add_tensor: {a.shape} does not broadcast onto {c.shape}")
+    al, be = _scalar(c.dtype, alpha), _scalar(c.dtype, beta)
+    cd.call("cudnnAddTensor", handle(c.device).value, byref(al), _broadcast_desc(a, c.ndim), _ptr(a), byref(be),
+            _tensor(c, _as_4d(c)), _ptr(c))
+    return c
+
+
+OP_TENSOR_OPS = {"add": cd.OpTensorOp.ADD, "mul": cd.OpTensorOp.MUL, "min": cd.OpTensorOp.MIN,
+                 "max": cd.OpTensorOp.MAX, "sqrt": cd.OpTensorOp.SQRT, "not": cd.OpTensorOp.NOT}
+
+
+@functools.lru_cache(maxsize=64)
+def _op_descriptor(op, compute) -> cd.OpTensorDescriptor:
+    return cd.OpTensorDescriptor(op, compute)
+
+
+def op_tensor(op: str, a, b, *, alpha1: float = 1.0, alpha2: float = 1.0, beta: float = 0.0, out=None):
+    """out = op(alpha1 * a, alpha2 * b) + beta * out; ``b`` may broadcast over ``a`` (cudnnOpTensor)."""
+    if op not in OP_TENSOR_OPS:
+        raise ValueError(f"op must be one of {sorted(OP_TENSOR_OPS)}, got {op!r}")
+    _check_same("op_tensor", a, b)
+    c = _out(out, a.shape, a, "op_tensor")
+    desc = _op_descriptor(OP_TENSOR_OPS[op], compute_type(a.dtype))
+    s1, s2, s3 = (_scalar(a.dtype, v) for v in (alpha1, alpha2, beta))
+    cd.call("cudnnOpTensor", handle(a.device).value, desc, byref(s1), _tensor(a, _as_4d(a)), _ptr(a), byref(s2),
+            _broadcast_desc(b, a.ndim), _ptr(b), byref(s3), _tensor(c, _as_4d(c)), _ptr(c))
+    return c
+
+
+def scale_tensor(x, alpha: float):
+    """x *= alpha in place; returns x."""
+    a = _scalar(x.dtype, alpha)
+    cd.call("cudnnScaleTensor", handle(x.device).value, _tensor(x, _as_4d(x)), _ptr(x), byref(a))
+    return x
+
+
+def set_tensor(x, value: float):
+    """Every element of x = value, in place; returns x."""
+    v = _scalar(x.dtype, value)
+    cd.call("cudnnSetTensor", handle(x.device).value, _tensor(x, _as_4d(x)), _ptr(x), byref(v))
+    return x
+
+
+REDUCE_TENSOR_OPS = {"sum": cd.ReduceTensorOp.ADD, "prod": cd.ReduceTensorOp.MUL, "min": cd.ReduceTensorOp.MIN,
+                     "max": cd.ReduceTensorOp.MAX, "amax": cd.ReduceTensorOp.AMAX, "mean": cd.ReduceTensorOp.AVG,
+                     "norm1": cd.ReduceTensorOp.NORM1, "norm2": cd.ReduceTensorOp.NORM2}
+
+
+@functools.lru_cache(maxsize=64)
+def _reduce_descriptor(op, compute) -> cd.ReduceTensorDescriptor:
+    return cd.ReduceTensorDescriptor(op, compute)
+
+
+def reduce_tensor(op: str, x, axes):
+    """Reduce x over ``axes`` keeping them as size-1 dims (cudnnReduceTensor): sum, prod, min, max, amax, mean,
+    norm1, norm2."""
+    from . import memory
+
+    if op not in REDUCE_TENSOR_OPS:
+        raise ValueError(f"op must be one of {sorted(REDUCE_TENSOR_OPS)}, got {op!r}")
+    axes = {a % x.ndim for a in ((axes,) if isinstance(axes, int) else axes)}
+    shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
+    c = _empty(shape, x)
+    desc = _reduce_descriptor(REDUCE_TENSOR_OPS[op], compute_type(x.dtype))
+    xd, cdesc = _tensor(x, _as_4d(x)), _tensor(c, _pad4(shape))
+    h = handle(x.device).value
+    size = c_size_t()
+    cd.call("cudnnGetReductionWorkspaceSize", h, desc, xd, cdesc, byref(size))
+    space = memory.alloc(size.value, x.device) if size.value else None
+    a, b = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    cd.call("cudnnReduceTensor", h, desc, c_void_p(), 0, _ptr(space), size.value, byref(a), xd, _ptr(x), byref(b),
+            cdesc, _ptr(c))
+    return c
+
+
+def clear_caches() -> None:
+    """Drop cached descriptors and algorithm choices (handles and dropout states stay)."""
+    for cached in (tensor_descriptor, filter_descriptor, convolution_descriptor, pooling_descriptor,
+                   activation_descriptor, _bn_descriptor, _op_descriptor, _reduce_descriptor):
+        cached.cache_clear()
+    _algorithms.clear()

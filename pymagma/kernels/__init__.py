@@ -1,0 +1,453 @@
+"""GPU kernels no library provides, written in CUDA C++, compiled with NVRTC on first use and run on DeviceArrays.
+
+Every function runs on the default queue's stream of its operands' device.  Float kernels exist for float32,
+float64, float16 and bfloat16 (half types compute in float32).  Example::
+
+    from pymagma import array, kernels
+    x = array.asarray(np.random.rand(4, 3).astype(np.float32))
+    y = kernels.add(kernels.relu(x), array.asarray(np.ones(3, np.float32)))   # broadcasting
+    s = kernels.reduce("sum", y, axis=0)
+
+Compilation: :func:`compile_program` (explicit arch and output kind, no device needed) and the caches in
+:mod:`pymagma.kernels.compiler`.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+from ctypes import c_double, c_int, c_longlong, c_ulonglong, c_void_p
+
+import numpy as np
+
+from ..errors import KernelCompileError
+from . import compiler, programs
+from .compiler import CompiledProgram, compile_source, nvrtc_version
+from .launch import THREADS, compile_program, grid_for, launch
+from .programs import FLOAT_DTYPES, PROGRAMS
+
+UNARY_OPS = {
+    "negative": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "square": 5, "relu": 6, "sigmoid": 7, "tanh": 8,
+    "sign": 9, "reciprocal": 10, "affine": 11, "power": 12, "clip": 13, "elu": 14, "leaky_relu": 15, "rsqrt": 16,
+}
+BINARY_OPS = {
+    "add": 0, "subtract": 1, "multiply": 2, "divide": 3, "maximum": 4, "minimum": 5, "power": 6,
+    "relu_backward": 7, "sigmoid_backward": 8, "tanh_backward": 9, "equal": 10, "greater": 11, "less": 12,
+    "squared_difference": 13,
+}
+REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "sum_squares": 5}
+MAX_DIMS = 8
+
+__all__ = [
+    "UNARY_OPS", "BINARY_OPS", "REDUCE_OPS", "PROGRAMS", "FLOAT_DTYPES", "CompiledProgram", "KernelCompileError",
+    "compile_program", "compile_source", "nvrtc_version", "compiler", "programs",
+    "unary", "binary", "bias_add", "fill", "cast", "copy", "reduce", "argmax", "argmin", "softmax_cross_entropy",
+    "sgd_update", "adam_update", "adamw_update", "rmsprop_update", "adagrad_update", "uniform", "normal",
+    *UNARY_OPS, *(k for k in BINARY_OPS if k not in UNARY_OPS),
+]
+
+
+class Strides3(ctypes.Structure):
+    """Mirror of the ``Strides3`` struct in common.cuh: a shape and three stride sets in elements."""
+
+    _fields_ = [("ndim", c_int), ("shape", c_longlong * MAX_DIMS), ("s0", c_longlong * MAX_DIMS),
+                ("s1", c_longlong * MAX_DIMS), ("s2", c_longlong * MAX_DIMS)]
+
+
+def make_strides3(shape, *stride_sets) -> Strides3:
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"kernels handle at most {MAX_DIMS} dimensions, got shape {tuple(shape)}")
+    s = Strides3()
+    s.ndim = len(shape)
+    for d, n in enumerate(shape):
+        s.shape[d] = int(n)
+    for field, strides in zip(("s0", "s1", "s2"), stride_sets):
+        target = getattr(s, field)
+        for d, v in enumerate(strides):
+            target[d] = int(v)
+    return s
+
+
+# ------------------------------------------------------------------------------------------------------ helpers
+def _array_module():
+    from .. import array
+
+    return array
+
+
+def _elem_strides(a) -> tuple[int, ...]:
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def _contiguous_strides(shape) -> tuple[int, ...]:
+    out, step = [], 1
+    for n in reversed(tuple(shape)):
+        out.append(step)
+        step *= max(int(n), 1)
+    return tuple(reversed(out))
+
+
+def _float_dtype(a, what: str) -> str:
+    name = programs.dtype_name(a.dtype)
+    if name not in FLOAT_DTYPES:
+        raise TypeError(f"{what} needs a floating dtype ({', '.join(FLOAT_DTYPES)}), got {name}")
+    return name
+
+
+def _same(arrays, what: str):
+    first = arrays[0]
+    for other in arrays[1:]:
+        if other is None:
+            continue
+        if programs.dtype_name(other.dtype) != programs.dtype_name(first.dtype):
+            raise TypeError(f"{what}: dtypes differ ({first.dtype} and {other.dtype})")
+        if other.device != first.device:
+            raise ValueError(f"{what}: arrays live on different devices ({first.device} and {other.device})")
+
+
+def _run(program: str, expression: str, like, n_items: int, args, grid: int | None = None) -> None:
+    if n_items == 0:
+        return
+    grid = grid_for(n_items) if grid is None else grid
+    launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
+
+
+def _contiguous(a):
+    return a if a.is_c_contiguous else copy(a)
+
+
+def _out_for(out, shape, dtype, device, what: str):
+    if out is None:
+        return _array_module().empty(shape, dtype, device=device)
+    if tuple(out.shape) != tuple(shape) or programs.dtype_name(out.dtype) != programs.dtype_name(dtype):
+        raise ValueError(f"{what}: out has shape {out.shape} and dtype {out.dtype}, expected {tuple(shape)} {dtype}")
+    if not out.is_c_contiguous:
+        raise ValueError(f"{what}: out must be C-contiguous")
+    return out
+
+
+def _ptr(a) -> c_void_p:
+    return c_void_p(a.ptr if a is not None else None)
+
+
+# ------------------------------------------------------------------------------------------------ elementwise
+def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
+    """``out = op(x)`` elementwise; ``p``, ``q`` parameterise affine (p*x+q), power (x**p), clip ([p, q]), elu
+    (alpha p) and leaky_relu (slope p)."""
+    if op not in UNARY_OPS:
+        raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
+    dtype = _float_dtype(x, op)
+    x = _contiguous(x)
+    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    _run("elementwise", programs.expression("unary", dtype), x, x.size,
+         [c_int(UNARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(p), c_double(q)])
+    return out
+
+
+def _broadcast_strides(a, shape) -> tuple[int, ...]:
+    strides = (0,) * (len(shape) - a.ndim) + _elem_strides(a)
+    dims = (1,) * (len(shape) - a.ndim) + tuple(a.shape)
+    return tuple(0 if n == 1 else s for n, s in zip(dims, strides))
+
+
+def binary(op: str, a, b, out=None):
+    """``out = a op b`` elementwise with NumPy broadcasting (any strides on the inputs)."""
+    if op not in BINARY_OPS:
+        raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
+    dtype = _float_dtype(a, op)
+    _same([a, b], op)
+    try:
+        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+    out = _out_for(out, shape, a.dtype, a.device, op)
+    n = math.prod(shape)
+    if a.shape == b.shape == shape and a.is_c_contiguous and b.is_c_contiguous:
+        _run("elementwise", programs.expression("binary", dtype), a, n,
+             [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n)])
+        return out
+    s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _contiguous_strides(shape))
+    _run("elementwise", programs.expression("binary_strided", dtype), a, n,
+         [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n), s])
+    return out
+
+
+def _unary_function(op: str):
+    def function(x, out=None):
+        return unary(op, x, out=out)
+
+    function.__name__ = op
+    function.__doc__ = f"Elementwise {op} of a DeviceArray."
+    return function
+
+
+def _binary_function(op: str):
+    def function(a, b, out=None):
+        return binary(op, a, b, out=out)
+
+    function.__name__ = op
+    function.__doc__ = f"Elementwise {op} of two DeviceArrays with broadcasting."
+    return function
+
+
+for _op in UNARY_OPS:
+    if _op not in ("affine", "power", "clip", "elu", "leaky_relu"):
+        globals()[_op] = _unary_function(_op)
+for _op in BINARY_OPS:
+    if _op != "power":
+        globals()[_op] = _binary_function(_op)
+
+
+def affine(x, scale: float, shift: float = 0.0, out=None):
+    return unary("affine", x, scale, shift, out)
+
+
+def clip(x, low: float, high: float, out=None):
+    return unary("clip", x, low, high, out)
+
+
+def elu(x, alpha: float = 1.0, out=None):
+    return unary("elu", x, alpha, 0.0, out)
+
+
+def leaky_relu(x, slope: float = 0.01, out=None):
+    return unary("leaky_relu", x, slope, 0.0, out)
+
+
+def power(x, exponent, out=None):
+    """``x ** exponent`` for a float exponent or an array exponent (broadcast)."""
+    if isinstance(exponent, int | float):
+        return unary("power", x, float(exponent), 0.0, out)
+    return binary("power", x, exponent, out)
+
+
+def bias_add(x, bias, out=None):
+    """``x + bias`` with ``bias`` of shape (C,) over axis 1 of ``x`` (N, C, ...) -- NCHW channels or dense rows."""
+    dtype = _float_dtype(x, "bias_add")
+    _same([x, bias], "bias_add")
+    if x.ndim < 2 or tuple(bias.shape) != (x.shape[1],):
+        raise ValueError(f"bias_add: bias must have shape ({x.shape[1] if x.ndim > 1 else 'C'},) for x {x.shape}")
+    x, bias = _contiguous(x), _contiguous(bias)
+    out = _out_for(out, x.shape, x.dtype, x.device, "bias_add")
+    inner = math.prod(x.shape[2:])
+    _run("elementwise", programs.expression("bias_channels", dtype), x, x.size,
+         [_ptr(x), _ptr(bias), _ptr(out), c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])
+    return out
+
+
+def fill(x, value: float):
+    """Set every element of contiguous ``x`` to ``value`` (in place); returns ``x``."""
+    dtype = _float_dtype(x, "fill")
+    if not x.is_c_contiguous:
+        raise ValueError("fill needs a C-contiguous array")
+    _run("elementwise", programs.expression("fill", dtype), x, x.size, [_ptr(x), c_longlong(x.size), c_double(value)])
+    return x
+
+
+def cast(x, dtype, out=None):
+    """A contiguous copy of ``x`` converted to ``dtype`` (float <-> float/int; float -> int truncates)."""
+    src, dst = programs.dtype_name(x.dtype), programs.dtype_name(dtype)
+    if src not in programs.CAST_SOURCES or dst not in programs.CAST_TARGETS:
+        raise TypeError(f"cast from {src} to {dst} is not available; sources {programs.CAST_SOURCES}, "
+                        f"targets {programs.CAST_TARGETS}")
+    x = _contiguous(x)
+    out = _out_for(out, x.shape, np.dtype(dtype) if dst != "bfloat16" else dtype, x.device, "cast")
+    _run("elementwise", programs.expression("cast", src, dst), x, x.size, [_ptr(x), _ptr(out), c_longlong(x.size)])
+    return out
+
+
+def copy(x, out=None):
+    """A C-contiguous copy of any strided view ``x`` (transposes, slices, negative strides)."""
+    name = programs.dtype_name(x.dtype)
+    if name not in programs.COPY_DTYPES:
+        raise TypeError(f"copy does not handle dtype {name}; supported: {programs.COPY_DTYPES}")
+    out = _out_for(out, x.shape, x.dtype, x.device, "copy")
+    s = make_strides3(x.shape, _elem_strides(x), _contiguous_strides(x.shape))
+    _run("elementwise", programs.expression("copy_strided", name), x, x.size,
+         [_ptr(x), _ptr(out), c_longlong(x.size), s])
+    return out
+
+
+# ------------------------------------------------------------------------------------------------- reductions
+def _axes(axis, ndim: int) -> tuple[int, ...]:
+    if axis is None:
+        return tuple(range(ndim))
+    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    out = []
+    for a in axes:
+        if not -ndim <= a < ndim:
+            raise ValueError(f"axis {a} is out of range for an array of {ndim} dimensions")
+        out.append(a % ndim)
+    if len(set(out)) != len(out):
+        raise ValueError(f"repeated axis in {axis}")
+    return tuple(sorted(out))
+
+
+def reduce(op: str, x, axis=None, keepdims: bool = False):
+    """Reduce ``x`` over ``axis`` (int, tuple or None = all) with sum, mean, max, min, prod or sum_squares."""
+    if op not in REDUCE_OPS:
+        raise ValueError(f"unknown reduction {op!r}; known: {sorted(REDUCE_OPS)}")
+    dtype = _float_dtype(x, op)
+    axes = _axes(axis, x.ndim)
+    kept = [d for d in range(x.ndim) if d not in axes]
+    n_red = math.prod(x.shape[d] for d in axes)
+    if n_red == 0:
+        raise ValueError(f"{op} over an empty set of elements (shape {x.shape}, axis {axis})")
+    strides = _elem_strides(x)
+    kept_shape = tuple(x.shape[d] for d in kept)
+    out_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)) if keepdims else kept_shape
+    out = _array_module().empty(out_shape, x.dtype, device=x.device)
+    s = make_strides3(kept_shape, [strides[d] for d in kept], _contiguous_strides(kept_shape))
+    r = make_strides3(tuple(x.shape[d] for d in axes), [strides[d] for d in axes])
+    n_out = math.prod(kept_shape)
+    _run("reduce", programs.expression("reduce_axes", dtype), x, n_out,
+         [c_int(REDUCE_OPS[op]), _ptr(x), _ptr(out), c_longlong(n_out), c_longlong(n_red), s, r],
+         grid=min(n_out, 65535))
+    return out
+
+
+def _arg_reduce(want_max: bool, x, axis: int):
+    what = "argmax" if want_max else "argmin"
+    dtype = _float_dtype(x, what)
+    (axis,) = _axes(axis, x.ndim)
+    if x.shape[axis] == 0:
+        raise ValueError(f"{what} of an empty axis (shape {x.shape}, axis {axis})")
+    strides = _elem_strides(x)
+    kept = [d for d in range(x.ndim) if d != axis]
+    kept_shape = tuple(x.shape[d] for d in kept)
+    out = _array_module().empty(kept_shape, np.int64, device=x.device)
+    s = make_strides3(kept_shape, [strides[d] for d in kept], _contiguous_strides(kept_shape))
+    n_out = math.prod(kept_shape)
+    _run("reduce", programs.expression("arg_reduce", dtype), x, n_out,
+         [c_int(int(want_max)), _ptr(x), _ptr(out), c_longlong(n_out), c_longlong(x.shape[axis]),
+          c_longlong(strides[axis]), s], grid=min(n_out, 65535))
+    return out
+
+
+def argmax(x, axis: int = -1):
+    """Index of the largest element along ``axis`` (int64; first on ties; NaN counts as largest, like NumPy)."""
+    return _arg_reduce(True, x, axis)
+
+
+def argmin(x, axis: int = -1):
+    return _arg_reduce(False, x, axis)
+
+
+# ------------------------------------------------------------------------------------------------------- loss
+def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = True):
+    """Softmax over the last axis of (rows, classes) ``logits`` and cross-entropy against ``labels``.
+
+    ``labels``: int64 class indices of shape (rows,) or per-class probabilities shaped like ``logits``.
+    Returns ``(loss, dlogits)``: loss per row (reduction "none") or its "mean"/"sum" as a 0-d array, and the
+    gradient of that loss w.r.t. the logits (``None`` when ``grad`` is False).
+    """
+    dtype = _float_dtype(logits, "softmax_cross_entropy")
+    if logits.ndim != 2:
+        raise ValueError(f"softmax_cross_entropy needs 2-D (rows, classes) logits, got shape {logits.shape}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    rows, classes = logits.shape
+    logits = _contiguous(logits)
+    if programs.dtype_name(labels.dtype) == "int64":
+        if tuple(labels.shape) != (rows,):
+            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
+        kernel = "softmax_xent_index"
+    else:
+        _same([logits, labels], "softmax_cross_entropy")
+        if tuple(labels.shape) != (rows, classes):
+            raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
+        kernel = "softmax_xent_prob"
+    labels = _contiguous(labels)
+    arr = _array_module()
+    per_row = arr.empty((rows,), logits.dtype, device=logits.device)
+    dlogits = arr.empty(logits.shape, logits.dtype, device=logits.device) if grad else None
+    scale = 1.0 / rows if reduction == "mean" and rows else 1.0
+    _run("loss", programs.expression(kernel, dtype), logits, rows,
+         [_ptr(logits), _ptr(labels), _ptr(per_row), _ptr(dlogits), c_longlong(rows), c_longlong(classes),
+          c_double(scale)], grid=min(rows, 65535))
+    if reduction == "none":
+        return per_row, dlogits
+    return reduce(reduction, per_row), dlogits
+
+
+# ------------------------------------------------------------------------------------------------- optimizers
+def _check_update(what: str, param, grad, *states):
+    dtype = _float_dtype(param, what)
+    _same([param, grad, *states], what)
+    for a in (param, grad, *states):
+        if a is not None and (tuple(a.shape) != tuple(param.shape) or not a.is_c_contiguous):
+            raise ValueError(f"{what}: every buffer must be C-contiguous with the parameter's shape {param.shape}; "
+                             f"got {a.shape}")
+    return dtype
+
+
+def sgd_update(param, grad, velocity=None, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
+               nesterov: bool = False) -> None:
+    """In-place SGD step; ``velocity`` (needed when momentum > 0) is updated in place too."""
+    if momentum and velocity is None:
+        raise ValueError("sgd_update with momentum needs a velocity buffer")
+    dtype = _check_update("sgd_update", param, grad, velocity)
+    _run("optim", programs.expression("sgd", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(velocity if momentum else None), c_longlong(param.size), c_double(lr),
+          c_double(momentum), c_double(weight_decay), c_int(int(nesterov))])
+
+
+def adam_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, beta2: float = 0.999,
+                eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False) -> None:
+    """In-place Adam step number ``step`` (1-based); ``decoupled`` weight decay makes it AdamW."""
+    if step < 1:
+        raise ValueError(f"adam step count starts at 1, got {step}")
+    dtype = _check_update("adam_update", param, grad, m, v)
+    _run("optim", programs.expression("adam", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size), c_double(lr), c_double(beta1),
+          c_double(beta2), c_double(eps), c_double(weight_decay), c_int(int(decoupled)),
+          c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)])
+
+
+def adamw_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, beta2: float = 0.999,
+                 eps: float = 1e-8, weight_decay: float = 0.01) -> None:
+    adam_update(param, grad, m, v, step=step, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay,
+                decoupled=True)
+
+
+def rmsprop_update(param, grad, square_avg, *, lr: float, rho: float = 0.9, eps: float = 1e-8,
+                   weight_decay: float = 0.0) -> None:
+    dtype = _check_update("rmsprop_update", param, grad, square_avg)
+    _run("optim", programs.expression("rmsprop", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(square_avg), c_longlong(param.size), c_double(lr), c_double(rho),
+          c_double(eps), c_double(weight_decay)])
+
+
+def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+    dtype = _check_update("adagrad_update", param, grad, sum_squares)
+    _run("optim", programs.expression("adagrad", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size), c_double(lr), c_double(eps),
+          c_double(weight_decay)])
+
+
+# ----------------------------------------------------------------------------------------------------- random
+def _random(kernel: str, shape, a: float, b: float, seed: int, offset: int, dtype, out, device):
+    arr = _array_module()
+    if out is None:
+        out = arr.empty(shape, dtype, device=device)
+    name = _float_dtype(out, kernel)
+    if not out.is_c_contiguous:
+        raise ValueError(f"{kernel}: out must be C-contiguous")
+    if not 0 <= int(seed) < 2 ** 64 or not 0 <= int(offset) < 2 ** 64:
+        raise ValueError(f"seed and offset must be integers in [0, 2**64), got {seed}, {offset}")
+    n = out.size
+    _run("random", programs.expression(kernel, name), out, (n + 1) // 2,
+         [_ptr(out), c_longlong(n), c_ulonglong(int(seed)), c_ulonglong(int(offset)), c_double(a), c_double(b)])
+    return out
+
+
+def uniform(shape=None, low: float = 0.0, high: float = 1.0, *, seed: int, offset: int = 0, dtype=np.float32,
+            out=None, device=None):
+    """Uniform numbers in (low, high) from Philox4x32-10 keyed by ``seed``; ``offset`` selects another stream."""
+    return _random("uniform", shape, low, high, seed, offset, dtype, out, device)
+
+
+def normal(shape=None, mean: float = 0.0, std: float = 1.0, *, seed: int, offset: int = 0, dtype=np.float32,
+           out=None, device=None):
+    """Normal numbers (Box-Muller on Philox4x32-10 uniforms) with ``mean`` and ``std``."""
+    return _random("normal", shape, mean, std, seed, offset, dtype, out, device)

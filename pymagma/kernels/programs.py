@@ -1,0 +1,75 @@
+"""The kernel programs shipped with pymagma: which ``.cu`` file, which template instantiations (per dtype).
+
+Each program is one NVRTC compilation holding all of its instantiations, so a device compiles a program once.
+"""
+
+from __future__ import annotations
+
+import functools
+from importlib import resources
+
+import numpy as np
+
+#: Storage C type of every dtype the kernels know (bfloat16 is matched by name: NumPy has no native one).
+C_TYPES = {
+    "float32": "float", "float64": "double", "float16": "half_t", "bfloat16": "bf16_t",
+    "int32": "int", "int64": "i64", "uint8": "unsigned char", "bool": "unsigned char",
+}
+FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
+CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
+CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
+COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
+HEADERS = ("common.cuh",)
+
+
+def dtype_name(dtype) -> str:
+    """Canonical name of a NumPy (or ml_dtypes/torch-like) dtype: 'float32', 'bfloat16', ..."""
+    name = getattr(dtype, "name", None) or str(dtype)
+    if name not in C_TYPES:
+        try:
+            name = np.dtype(dtype).name
+        except TypeError:
+            pass
+    return name
+
+
+def c_type(dtype) -> str:
+    name = dtype_name(dtype)
+    try:
+        return C_TYPES[name]
+    except KeyError:
+        raise TypeError(f"dtype {name!r} is not supported by pymagma's kernels; supported: {sorted(C_TYPES)}") from None
+
+
+def _per_dtype(kernels, dtypes=FLOAT_DTYPES) -> tuple[str, ...]:
+    return tuple(f"{k}<{C_TYPES[d]}>" for k in kernels for d in dtypes)
+
+
+def _cast_pairs() -> tuple[str, ...]:
+    return tuple(f"cast<{C_TYPES[s]}, {C_TYPES[d]}>" for s in CAST_SOURCES for d in CAST_TARGETS)
+
+
+#: program name -> (source file, name expressions)
+PROGRAMS = {
+    "elementwise": ("elementwise.cu", _per_dtype(("unary", "binary", "binary_strided", "bias_channels", "fill"))
+                    + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
+    "reduce": ("reduce.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
+    "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob"))),
+    "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
+    "random": ("random.cu", _per_dtype(("uniform", "normal"))),
+}
+
+
+@functools.cache
+def read_text(filename: str) -> str:
+    """A kernel source shipped as package data."""
+    return resources.files(__package__).joinpath(filename).read_text()
+
+
+def headers() -> dict:
+    return {name: read_text(name) for name in HEADERS}
+
+
+def expression(kernel: str, *dtypes) -> str:
+    """The name expression of ``kernel`` instantiated for ``dtypes`` (e.g. ``cast<float, half_t>``)."""
+    return f"{kernel}<{', '.join(c_type(d) for d in dtypes)}>"

@@ -1,0 +1,70 @@
+"""MAGMA queues: a CUDA stream plus a cuBLAS handle, the context every MAGMA BLAS/batched call runs in.
+
+``default_queue(device)`` gives one lazily created queue per device; ``Queue.from_stream`` wraps a stream owned by
+someone else (PyTorch, CuPy) so MAGMA work is ordered with theirs.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import threading
+import weakref
+
+from . import _magma, runtime
+from .errors import MagmaError
+
+
+class Queue:
+    """A MAGMA queue on ``device`` (destroyed when the object dies).
+
+    ``handle`` is the ``magma_queue_t`` (a ``ctypes.c_void_p``); ``stream`` is its ``cudaStream_t`` as an int.
+    """
+
+    def __init__(self, device: int | None = None, *, _stream: int | None = None):
+        runtime.require_device()
+        self.device = runtime.get_device() if device is None else int(device)
+        lib = _magma.initialized()
+        handle = ctypes.c_void_p()
+        if _stream is None:
+            lib.magma_queue_create(self.device, ctypes.byref(handle), *_magma.internal_args())
+        else:
+            lib.magma_queue_create_from_cuda(self.device, _stream, None, None, ctypes.byref(handle),
+                                             *_magma.internal_args())
+        if not handle.value:
+            raise MagmaError(-1, "MAGMA returned a null queue", "magma_queue_create")
+        self.handle = handle
+        self.stream = int(lib.magma_queue_get_cuda_stream(handle) or 0)
+        self._finalizer = weakref.finalize(self, _destroy, handle.value)
+
+    @classmethod
+    def from_stream(cls, stream, device: int | None = None) -> Queue:
+        """A queue running on an existing CUDA stream (an int handle or an object with ``.handle``)."""
+        return cls(device, _stream=runtime._handle(stream))
+
+    def synchronize(self) -> None:
+        _magma.library().magma_queue_sync(self.handle, *_magma.internal_args())
+
+    def __repr__(self) -> str:
+        return f"Queue(device={self.device}, stream=0x{self.stream:x})"
+
+
+def _destroy(handle: int) -> None:
+    try:
+        _magma.library().magma_queue_destroy(ctypes.c_void_p(handle), *_magma.internal_args())
+    except Exception:  # pragma: no cover - interpreter shutdown
+        pass
+
+
+_DEFAULT: dict[int, Queue] = {}
+_LOCK = threading.Lock()
+
+
+def default_queue(device: int | None = None) -> Queue:
+    """The default queue of ``device`` (the current device when None), created on first use."""
+    runtime.require_device()
+    device = runtime.get_device() if device is None else int(device)
+    with _LOCK:
+        q = _DEFAULT.get(device)
+        if q is None:
+            q = _DEFAULT[device] = Queue(device)
+        return q

@@ -1,0 +1,321 @@
+"""The CUDA runtime through ``cuda.bindings.runtime``: devices, streams, events, memory and copies.
+
+Every call goes through :func:`check`, which turns a cuda.bindings result tuple into its values or a typed error.
+"No driver" and "no device" both become :class:`NoDeviceError` with one message, so callers handle one case.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import weakref
+
+import numpy as np
+
+from .errors import CudaError, DeviceMemoryError, NoDeviceError
+
+#: cudaError_t names that mean "there is no usable GPU here" rather than "this call failed".
+NO_DEVICE_ERRORS = frozenset({
+    "cudaErrorInsufficientDriver", "cudaErrorNoDevice", "cudaErrorInitializationError",
+    "cudaErrorStubLibrary", "cudaErrorDevicesUnavailable", "cudaErrorSystemDriverMismatch",
+    "cudaErrorCompatNotSupportedOnDevice", "cudaErrorInvalidDevice",
+})
+OUT_OF_MEMORY_ERRORS = frozenset({"cudaErrorMemoryAllocation"})
+
+NO_DEVICE_HINT = ("pymagma's device functions need an NVIDIA GPU and its driver; host-side functions "
+                  "(pymagma.info(), library discovery, MAGMA argument checks) still work without one")
+
+
+@functools.cache
+def _rt():
+    """The ``cuda.bindings.runtime`` module (imported on first use)."""
+    from cuda.bindings import runtime
+
+    return runtime
+
+
+def error_name(err) -> str:
+    """Symbolic name of a cudaError_t (or an int code)."""
+    rt = _rt()
+    try:
+        return rt.cudaError_t(int(err)).name
+    except ValueError:
+        return f"cudaError({int(err)})"
+
+
+def error_string(err) -> str:
+    rt = _rt()
+    try:
+        status, text = rt.cudaGetErrorString(rt.cudaError_t(int(err)))
+    except ValueError:
+        return ""
+    return text.decode() if isinstance(text, bytes) else str(text)
+
+
+def _raise_for(err, call: str):
+    name, text = error_name(err), error_string(err)
+    if name in NO_DEVICE_ERRORS:
+        raise NoDeviceError(f"no usable CUDA device ({name}: {text}) in {call}; {NO_DEVICE_HINT}")
+    if name in OUT_OF_MEMORY_ERRORS:
+        raise DeviceMemoryError(f"{call}: {name}: {text}")
+    raise CudaError(int(err), name, text, call)
+
+
+def check(result, call: str = "CUDA call"):
+    """Return the values of a cuda.bindings result ``(err, *values)`` (or a bare error code) or raise.
+
+    No value -> ``None``; one value -> that value; several -> a tuple.  A failing code raises
+    :class:`NoDeviceError` (no driver / no device), :class:`DeviceMemoryError` (out of memory) or
+    :class:`CudaError` (anything else), naming ``call``.
+    """
+    if isinstance(result, tuple):
+        err, values = result[0], result[1:]
+    else:
+        err, values = result, ()
+    if int(err) != 0:
+        _raise_for(err, call)
+    if not values:
+        return None
+    return values[0] if len(values) == 1 else values
+
+
+# ----------------------------------------------------------------------------------------------------- devices
+def no_device_reason() -> str | None:
+    """Why there is no usable device (``None`` when there is one)."""
+    try:
+        rt = _rt()
+    except ImportError:
+        return "cuda-python is not installed (pip install cuda-python)"
+    err, count = rt.cudaGetDeviceCount()
+    if int(err) != 0:
+        return f"{error_name(err)}: {error_string(err)}"
+    return None if count else "the driver reports no CUDA device"
+
+
+def device_count() -> int:
+    """Number of CUDA devices; 0 when there is no driver or no device."""
+    try:
+        rt = _rt()
+    except ImportError:
+        return 0
+    err, count = rt.cudaGetDeviceCount()
+    return int(count) if int(err) == 0 and count else 0
+
+
+def require_device() -> int:
+    """Raise :class:`NoDeviceError` unless a CUDA device is usable; return the device count."""
+    count = device_count()
+    if count == 0:
+        raise NoDeviceError(f"no usable CUDA device ({no_device_reason()}); {NO_DEVICE_HINT}")
+    return count
+
+
+def get_device() -> int:
+    require_device()
+    return int(check(_rt().cudaGetDevice(), "cudaGetDevice"))
+
+
+def set_device(device: int) -> None:
+    count = require_device()
+    if not 0 <= int(device) < count:
+        raise ValueError(f"device {device} does not exist: there are {count} device(s), numbered 0..{count - 1}")
+    check(_rt().cudaSetDevice(int(device)), "cudaSetDevice")
+
+
+def synchronize() -> None:
+    """Wait for all work on the current device."""
+    require_device()
+    check(_rt().cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+
+
+def device_properties(device: int | None = None) -> dict:
+    """A few properties of a device: name, compute capability, memory, multiprocessors."""
+    require_device()
+    device = get_device() if device is None else int(device)
+    p = check(_rt().cudaGetDeviceProperties(device), "cudaGetDeviceProperties")
+    name = p.name.split(b"\0", 1)[0].decode() if isinstance(p.name, bytes) else str(p.name)
+    return {"device": device, "name": name, "compute_capability": (p.major, p.minor),
+            "total_memory": int(p.totalGlobalMem), "multiprocessors": int(p.multiProcessorCount)}
+
+
+def mem_get_info() -> tuple[int, int]:
+    """(free, total) bytes of the current device."""
+    require_device()
+    free, total = check(_rt().cudaMemGetInfo(), "cudaMemGetInfo")
+    return int(free), int(total)
+
+
+def runtime_version() -> int:
+    return int(check(_rt().cudaRuntimeGetVersion(), "cudaRuntimeGetVersion"))
+
+
+def driver_version() -> int:
+    """CUDA driver version (0 when no driver is installed)."""
+    return int(check(_rt().cudaDriverGetVersion(), "cudaDriverGetVersion"))
+
+
+# ----------------------------------------------------------------------------------------------------- streams, events
+def _handle(obj) -> int:
+    """An int handle from a Stream/Event, a cuda.bindings handle object, an int or None (the legacy stream)."""
+    if obj is None:
+        return 0
+    if hasattr(obj, "handle"):
+        return int(obj.handle)
+    return int(obj)
+
+
+class Stream:
+    """A CUDA stream; ``Stream()`` creates one (destroyed when the object dies), ``Stream(handle=h)`` wraps one."""
+
+    def __init__(self, handle: int | None = None, non_blocking: bool = False):
+        if handle is not None:
+            self.handle, self.owned = int(handle), False
+            return
+        require_device()
+        rt = _rt()
+        flags = rt.cudaStreamNonBlocking if non_blocking else rt.cudaStreamDefault
+        stream = check(rt.cudaStreamCreateWithFlags(flags), "cudaStreamCreateWithFlags")
+        self.handle, self.owned = int(stream), True
+        self._finalizer = weakref.finalize(self, _destroy_stream, self.handle)
+
+    def synchronize(self) -> None:
+        check(_rt().cudaStreamSynchronize(self.handle), "cudaStreamSynchronize")
+
+    def wait(self, event: Event) -> None:
+        check(_rt().cudaStreamWaitEvent(self.handle, event.handle, 0), "cudaStreamWaitEvent")
+
+    def __int__(self) -> int:
+        return self.handle
+
+    def __repr__(self) -> str:
+        return f"Stream(0x{self.handle:x}{'' if self.owned else ', borrowed'})"
+
+
+def _destroy_stream(handle: int) -> None:
+    _rt().cudaStreamDestroy(handle)
+
+
+class Event:
+    """A CUDA event for ordering and timing."""
+
+    def __init__(self, timing: bool = True):
+        require_device()
+        rt = _rt()
+        flags = rt.cudaEventDefault if timing else rt.cudaEventDisableTiming
+        self.handle = int(check(rt.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags"))
+        self._finalizer = weakref.finalize(self, _destroy_event, self.handle)
+
+    def record(self, stream=None) -> Event:
+        check(_rt().cudaEventRecord(self.handle, _handle(stream)), "cudaEventRecord")
+        return self
+
+    def synchronize(self) -> None:
+        check(_rt().cudaEventSynchronize(self.handle), "cudaEventSynchronize")
+
+    def elapsed_ms(self, end: Event) -> float:
+        """Milliseconds from this event to ``end`` (both recorded)."""
+        return float(check(_rt().cudaEventElapsedTime(self.handle, end.handle), "cudaEventElapsedTime"))
+
+
+def _destroy_event(handle: int) -> None:
+    _rt().cudaEventDestroy(handle)
+
+
+# ----------------------------------------------------------------------------------------------------- memory
+def malloc(nbytes: int) -> int:
+    """Allocate ``nbytes`` of device memory (raw; prefer :func:`pymagma.memory.alloc`). 0 bytes -> pointer 0."""
+    nbytes = int(nbytes)
+    if nbytes < 0:
+        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+    require_device()
+    if nbytes == 0:
+        return 0
+    return int(check(_rt().cudaMalloc(nbytes), f"cudaMalloc({nbytes})"))
+
+
+def free(ptr: int) -> None:
+    if ptr:
+        check(_rt().cudaFree(int(ptr)), "cudaFree")
+
+
+def malloc_host(nbytes: int) -> int:
+    """Allocate page-locked (pinned) host memory."""
+    require_device()
+    return int(check(_rt().cudaMallocHost(max(int(nbytes), 1)), f"cudaMallocHost({nbytes})"))
+
+
+def free_host(ptr: int) -> None:
+    if ptr:
+        check(_rt().cudaFreeHost(int(ptr)), "cudaFreeHost")
+
+
+def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
+    """A NumPy array in pinned host memory (freed when the array and its views die)."""
+    dtype = np.dtype(dtype)
+    shape = (shape,) if np.isscalar(shape) else tuple(int(s) for s in shape)
+    nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    ptr = malloc_host(nbytes)
+    buf = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
+    weakref.finalize(buf, free_host, ptr)
+    return np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
+
+
+def _host_buffer(arr: np.ndarray, writable: bool) -> tuple[int, int]:
+    if not isinstance(arr, np.ndarray):
+        raise TypeError(f"expected a numpy.ndarray host buffer, got {type(arr).__name__}")
+    if not arr.flags.c_contiguous:
+        raise ValueError("the host array must be C-contiguous (use numpy.ascontiguousarray)")
+    if writable and not arr.flags.writeable:
+        raise ValueError("the host array must be writable")
+    return arr.ctypes.data, arr.nbytes
+
+
+def _copy(dst: int, src: int, nbytes: int, kind: str, stream, call: str) -> None:
+    rt = _rt()
+    kind_value = getattr(rt.cudaMemcpyKind, kind)
+    if nbytes == 0:
+        return
+    if stream is None:
+        check(rt.cudaMemcpy(dst, src, nbytes, kind_value), call)
+    else:
+        check(rt.cudaMemcpyAsync(dst, src, nbytes, kind_value, _handle(stream)), call + "Async")
+
+
+def memcpy_htod(dst: int, src: np.ndarray, stream=None) -> None:
+    """Copy a C-contiguous host array to device pointer ``dst`` (async on ``stream`` when given)."""
+    ptr, nbytes = _host_buffer(src, writable=False)
+    _copy(int(dst), ptr, nbytes, "cudaMemcpyHostToDevice", stream, "cudaMemcpy(HtoD)")
+
+
+def memcpy_dtoh(dst: np.ndarray, src: int, stream=None) -> np.ndarray:
+    """Copy ``dst.nbytes`` from device pointer ``src`` into the C-contiguous host array ``dst``; return ``dst``."""
+    ptr, nbytes = _host_buffer(dst, writable=True)
+    _copy(ptr, int(src), nbytes, "cudaMemcpyDeviceToHost", stream, "cudaMemcpy(DtoH)")
+    return dst
+
+
+def memcpy_dtod(dst: int, src: int, nbytes: int, stream=None) -> None:
+    _copy(int(dst), int(src), int(nbytes), "cudaMemcpyDeviceToDevice", stream, "cudaMemcpy(DtoD)")
+
+
+def memcpy_2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream=None) -> None:
+    """Strided device-to-device copy of ``height`` rows of ``width`` bytes."""
+    rt = _rt()
+    kind = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+    if width == 0 or height == 0:
+        return
+    if stream is None:
+        check(rt.cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind), "cudaMemcpy2D")
+    else:
+        check(rt.cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, _handle(stream)),
+              "cudaMemcpy2DAsync")
+
+
+def memset(ptr: int, value: int, nbytes: int, stream=None) -> None:
+    if nbytes == 0:
+        return
+    rt = _rt()
+    if stream is None:
+        check(rt.cudaMemset(int(ptr), int(value), int(nbytes)), "cudaMemset")
+    else:
+        check(rt.cudaMemsetAsync(int(ptr), int(value), int(nbytes), _handle(stream)), "cudaMemsetAsync")

@@ -1,0 +1,304 @@
+#!/usr/bin/env python3
+"""magmadnn against PyTorch on the same recipes, in the same process, alternating epoch by epoch.
+
+Recipes (MNIST, batch 64, SGD lr 0.05 momentum 0.9, 3 epochs):
+  mlp     784-512-256-10, ReLU
+  lenet5  conv 6@5x5 pad 2, ReLU, maxpool 2, conv 16@5x5, ReLU, maxpool 2, dense 120-84-10
+
+Training throughput is images/s over epochs 2..E (epoch 1 is the warm-up); the ratio column is
+magmadnn / PyTorch measured in this run.  ``--ops`` adds host op micro-benchmarks; ``--gpu`` adds the
+pymagma BLAS/LAPACK, cuDNN and kernel benchmarks (they need a CUDA device).
+
+    python scripts/bench.py                      # both recipes, real MNIST when ../shared/data/mnist exists
+    python scripts/bench.py --recipe mlp --repeats 3 --json bench.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import json
+import os
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
+BATCH, LR, MOMENTUM = 64, 0.05, 0.9
+
+
+def rss_mib() -> float:
+    """Resident set size of this process now, in MiB (Linux /proc; psutil elsewhere)."""
+    try:
+        with open("/proc/self/statm") as f:
+            return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE") / 2**20
+    except OSError:
+        import psutil
+
+        return psutil.Process().memory_info().rss / 2**20
+
+
+def peak_rss_mib() -> float:
+    import resource
+
+    return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
+
+
+def load_data(path: str | None, n_train: int = 8000, n_test: int = 2000, seed: int = 0):
+    """MNIST test set split 8,000 / 2,000 when a folder has it, otherwise generated data of the same shape."""
+    folder = Path(path) if path else DEFAULT_DATA
+    if (folder / "t10k-images-idx3-ubyte.gz").exists() or (folder / "t10k-images-idx3-ubyte").exists():
+        from magmadnn.data import load_mnist
+
+        (x_tr, y_tr), (x_te, y_te) = load_mnist(str(folder))
+        return x_tr.astype(np.float32), y_tr, x_te.astype(np.float32), y_te, f"MNIST ({folder.name})"
+    rng = np.random.default_rng(seed)
+    protos = rng.normal(size=(10, 1, 28, 28)).astype(np.float32)
+    y = rng.integers(0, 10, n_train + n_test)
+    x = (protos[y] + rng.normal(scale=1.0, size=(len(y), 1, 28, 28))).astype(np.float32)
+    return x[:n_train], y[:n_train], x[n_train:], y[n_train:], "generated"
+
+
+# ----------------------------------------------------------------------------------------------- recipes
+def magmadnn_model(recipe: str, seed: int):
+    from magmadnn import layers as L
+    from magmadnn.models import Sequential
+    from magmadnn.optimizers import SGD
+
+    if recipe == "mlp":
+        stack = [L.Input((1, 28, 28)), L.Flatten(), L.Dense(512, activation="relu"),
+                 L.Dense(256, activation="relu"), L.Dense(10)]
+    else:
+        stack = [L.Input((1, 28, 28)), L.Conv2D(6, 5, padding=2, activation="relu"), L.MaxPool2D(2),
+                 L.Conv2D(16, 5, activation="relu"), L.MaxPool2D(2), L.Flatten(),
+                 L.Dense(120, activation="relu"), L.Dense(84, activation="relu"), L.Dense(10)]
+    model = Sequential(stack)
+    model.compile(optimizer=SGD(LR, momentum=MOMENTUM), loss="cross_entropy", metrics=["accuracy"], seed=seed)
+    return model
+
+
+def torch_model(recipe: str, seed: int):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(seed)
+    if recipe == "mlp":
+        net = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
+                            nn.Linear(256, 10))
+    else:
+        net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
+                            nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(),
+                            nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    return net, torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
+
+
+class MagmadnnRunner:
+    name = "magmadnn"
+
+    def __init__(self, recipe, seed, data):
+        self.model = magmadnn_model(recipe, seed)
+        self.x, self.y, self.xt, self.yt = data
+
+    def epoch(self):
+        self.model.fit(self.x, self.y, batch_size=BATCH, epochs=1, shuffle=True, verbose=0)
+
+    def accuracy(self):
+        return float(self.model.evaluate(self.xt, self.yt, batch_size=1000)["accuracy"])
+
+
+class TorchRunner:
+    name = "pytorch"
+
+    def __init__(self, recipe, seed, data):
+        import torch
+
+        self.torch = torch
+        self.net, self.opt = torch_model(recipe, seed)
+        self.loss = torch.nn.CrossEntropyLoss()
+        self.gen = torch.Generator().manual_seed(seed)
+        x, y, xt, yt = data
+        self.x, self.y = torch.from_numpy(x), torch.from_numpy(np.asarray(y, dtype=np.int64))
+        self.xt, self.yt = torch.from_numpy(xt), torch.from_numpy(np.asarray(yt, dtype=np.int64))
+
+    def epoch(self):
+        self.net.train()
+        order = self.torch.randperm(len(self.x), generator=self.gen)
+        for i in range(0, len(order), BATCH):
+            idx = order[i:i + BATCH]
+            self.opt.zero_grad(set_to_none=True)
+            self.loss(self.net(self.x[idx]), self.y[idx]).backward()
+            self.opt.step()
+
+    def accuracy(self):
+        self.net.eval()
+        with self.torch.no_grad():
+            return float((self.net(self.xt).argmax(1) == self.yt).float().mean())
+
+
+def train_recipe(recipe: str, data, epochs: int, seed: int, frameworks: list[str]) -> list[dict]:
+    """Train each framework for ``epochs``, alternating epoch by epoch; time every epoch and note RSS."""
+    runners = []
+    for fw in frameworks:
+        runners.append((MagmadnnRunner if fw == "magmadnn" else TorchRunner)(recipe, seed, data))
+    times = {r.name: [] for r in runners}
+    rss = {r.name: [] for r in runners}
+    for _ in range(epochs):
+        for r in runners:
+            gc.collect()
+            t0 = time.perf_counter()
+            r.epoch()
+            times[r.name].append(time.perf_counter() - t0)
+            rss[r.name].append(rss_mib())
+    n = len(data[0])
+    rows = []
+    for r in runners:
+        steady = times[r.name][1:] or times[r.name]
+        rows.append({
+            "recipe": recipe, "framework": r.name, "epochs": epochs,
+            "images_per_s": n * len(steady) / sum(steady), "epoch_s": times[r.name],
+            "test_accuracy": r.accuracy(), "rss_mib_after_epoch": rss[r.name],
+        })
+    return rows
+
+
+def median_rows(runs: list[list[dict]]) -> list[dict]:
+    """Median images/s and accuracy over repeats, keeping the last run's other fields."""
+    out = []
+    for i, row in enumerate(runs[-1]):
+        row = dict(row)
+        row["images_per_s"] = statistics.median(run[i]["images_per_s"] for run in runs)
+        row["test_accuracy"] = statistics.median(run[i]["test_accuracy"] for run in runs)
+        row["repeats"] = len(runs)
+        out.append(row)
+    return out
+
+
+def add_ratios(rows: list[dict]) -> None:
+    torch_rate = {r["recipe"]: r["images_per_s"] for r in rows if r["framework"] == "pytorch"}
+    torch_acc = {r["recipe"]: r["test_accuracy"] for r in rows if r["framework"] == "pytorch"}
+    for r in rows:
+        if r["framework"] == "magmadnn" and r["recipe"] in torch_rate:
+            r["ratio"] = r["images_per_s"] / torch_rate[r["recipe"]]
+            r["accuracy_delta_points"] = 100 * (r["test_accuracy"] - torch_acc[r["recipe"]])
+
+
+def print_table(title: str, rows: list[dict], cols: list[str]) -> None:
+    if not rows:
+        return
+    print(f"\n{title}")
+    widths = [max(len(c), *(len(fmt(r.get(c))) for r in rows)) for c in cols]
+    print("  ".join(c.ljust(w) for c, w in zip(cols, widths)))
+    for r in rows:
+        print("  ".join(fmt(r.get(c)).ljust(w) for c, w in zip(cols, widths)))
+
+
+def fmt(v) -> str:
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        return f"{v:.4g}" if abs(v) < 1e4 else f"{v:.0f}"
+    if isinstance(v, list):
+        return ",".join(fmt(x) for x in v)
+    return str(v)
+
+
+def set_threads(n: int) -> dict:
+    """Same thread count for NumPy's BLAS and PyTorch; report the BLAS kernel NumPy runs."""
+    info = {"threads": n}
+    try:
+        import threadpoolctl
+
+        threadpoolctl.threadpool_limits(n)
+        blas = [i for i in threadpoolctl.threadpool_info() if i.get("user_api") == "blas"]
+        if blas:
+            info["numpy_blas"] = f"{blas[0]['internal_api']} {blas[0].get('version')} {blas[0].get('architecture')}"
+    except ImportError:
+        info["numpy_blas"] = "unknown (threadpoolctl not installed; BLAS threads not pinned)"
+    try:
+        import torch
+
+        torch.set_num_threads(n)
+        info["torch"] = torch.__version__
+    except ImportError:
+        info["torch"] = None
+    return info
+
+
+def environment(threads_info: dict, data_name: str) -> dict:
+    import magmadnn
+
+    return {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(), "machine": platform.machine(),
+            "cpu": platform.processor() or platform.machine(), "cores": os.cpu_count(), "numpy": np.__version__,
+            "magmadnn": magmadnn.__version__, "data": data_name, **threads_info}
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--recipe", default="mlp,lenet5", help="comma list of: mlp, lenet5")
+    p.add_argument("--data", default=None, help="folder with MNIST IDX files (default ../shared/data/mnist)")
+    p.add_argument("--epochs", type=int, default=3)
+    p.add_argument("--repeats", type=int, default=1, help="repeat each recipe; medians are reported")
+    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--frameworks", default="magmadnn,pytorch")
+    p.add_argument("--ops", action="store_true", help="add host op micro-benchmarks")
+    p.add_argument("--gpu", action="store_true", help="add pymagma GPU benchmarks (needs a CUDA device)")
+    p.add_argument("--train-size", type=int, default=None, help="use only the first N training images")
+    p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--json", default=None, help="write all rows and the environment to this file")
+    args = p.parse_args(argv)
+
+    frameworks = [f for f in args.frameworks.split(",") if f]
+    if "pytorch" in frameworks:
+        try:
+            import torch  # noqa: F401
+        except ImportError:
+            print("PyTorch is not importable: benchmarking magmadnn alone (no ratios).")
+            frameworks = [f for f in frameworks if f != "pytorch"]
+    env = set_threads(args.threads)
+    x, y, xt, yt, data_name = load_data(args.data)
+    if args.train_size:
+        x, y = x[:args.train_size], y[:args.train_size]
+    env = environment(env, data_name)
+    print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+
+    results = {"environment": env, "training": [], "ops": [], "gpu": []}
+    for recipe in [r for r in args.recipe.split(",") if r]:
+        if recipe not in ("mlp", "lenet5"):
+            p.error(f"unknown recipe {recipe!r}: expected mlp or lenet5")
+        runs = [train_recipe(recipe, (x, y, xt, yt), args.epochs, args.seed + k, frameworks)
+                for k in range(args.repeats)]
+        results["training"].extend(median_rows(runs))
+    add_ratios(results["training"])
+    results["peak_rss_mib"] = peak_rss_mib()
+    print_table(f"training ({args.epochs} epochs, images/s over epochs 2..{args.epochs}, median of "
+                f"{args.repeats}; peak RSS of the process {results['peak_rss_mib']:.0f} MiB)", results["training"],
+                ["recipe", "framework", "images_per_s", "ratio", "test_accuracy", "accuracy_delta_points",
+                 "rss_mib_after_epoch"])
+
+    if args.ops:
+        import bench_ops
+
+        results["ops"] = bench_ops.run(repeats=max(args.repeats, 5), threads=args.threads)
+        print_table("host op micro-benchmarks (ms; ratio = PyTorch time / magmadnn time, >1 is faster)",
+                    results["ops"], list(results["ops"][0]) if results["ops"] else [])
+    if args.gpu:
+        for mod in ("bench_pymagma", "bench_dnn"):
+            rows = __import__(mod).run(repeats=max(args.repeats, 5))
+            results["gpu"].extend(rows)
+            print_table(f"GPU: {mod}", rows, list(rows[0]) if rows else [])
+    if args.json:
+        Path(args.json).write_text(json.dumps(results, indent=2))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

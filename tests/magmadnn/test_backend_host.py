@@ -1,0 +1,655 @@
+"""Host backend op set against independent references written plainly here (Python loops, math module).
+
+Every op gets a hypothesis property on small random shapes; convolution and pooling are checked against direct
+nested loops. The op set is reached through ``backend.get("host")`` as the layers do.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+
+import numpy as np
+import pytest
+from hypothesis import assume, given
+from hypothesis import strategies as st
+
+from magmadnn import backend
+
+xp = backend.get("host")
+
+FLOATS = (np.float32, np.float64)
+
+
+def tol(dtype):
+    return {"rtol": 1e-4, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
+
+
+@st.composite
+def arrays(draw, shape=None, min_dims=1, max_dims=3, max_side=4, low=-3.0, high=3.0, dtype=None):
+    if shape is None:
+        shape = tuple(draw(st.lists(st.integers(1, max_side), min_size=min_dims, max_size=max_dims)))
+    dtype = dtype or draw(st.sampled_from(FLOATS))
+    seed = draw(st.integers(0, 2**31 - 1))
+    return np.random.default_rng(seed).uniform(low, high, size=shape).astype(dtype)
+
+
+def elementwise_reference(fn, *arrs):
+    """Apply a scalar Python function element by element (with NumPy broadcasting of the operands)."""
+    b = np.broadcast_arrays(*[np.asarray(a, dtype=np.float64) for a in arrs])
+    out = np.empty(b[0].shape)
+    for pos in np.ndindex(out.shape):
+        out[pos] = fn(*(float(a[pos]) for a in b))
+    return out
+
+
+# ------------------------------------------------------------------------------------------ creation/transfer
+
+
+def test_backend_get_and_names(monkeypatch):
+    assert backend.get() is xp and backend.get("host") is xp and xp.name == "host"
+    assert backend.get(xp) is xp
+    monkeypatch.setenv("MAGMADNN_BACKEND", "host")
+    assert backend.get() is xp
+    with pytest.raises(ValueError, match="unknown backend 'tpu'"):
+        backend.get("tpu")
+    with pytest.raises(TypeError, match="backend name"):
+        backend.get(3)
+
+
+def test_creation_ops():
+    assert xp.asarray([1.0, 2.0]).dtype == np.float32
+    assert xp.asarray(np.array([1.0, 2.0])).dtype == np.float64
+    assert xp.asarray(np.float64(2.0)).dtype == np.float64
+    assert xp.asarray([1, 2]).dtype.kind == "i"
+    assert xp.asarray([1, 2], dtype=np.float64).dtype == np.float64
+    z = xp.zeros((2, 3), np.float64)
+    assert z.shape == (2, 3) and z.dtype == np.float64 and not z.any()
+    assert xp.ones((2,), np.float32).tolist() == [1.0, 1.0]
+    assert xp.full((2, 2), 7.5, np.float32).tolist() == [[7.5, 7.5], [7.5, 7.5]]
+    a = np.arange(6.0).reshape(2, 3)
+    assert xp.zeros_like(a).shape == (2, 3) and xp.zeros_like(a).dtype == a.dtype
+    c = xp.copy(a)
+    c[0, 0] = 99
+    assert a[0, 0] == 0
+    assert isinstance(xp.to_numpy(a), np.ndarray)
+
+
+# ------------------------------------------------------------------------------------------------ elementwise
+
+BINARY = {
+    "add": lambda a, b: a + b,
+    "subtract": lambda a, b: a - b,
+    "multiply": lambda a, b: a * b,
+    "maximum": lambda a, b: a if a >= b else b,
+    "minimum": lambda a, b: a if a <= b else b,
+}
+UNARY = {
+    "negative": lambda a: -a,
+    "exp": math.exp,
+    "square": lambda a: a * a,
+    "abs": lambda a: a if a >= 0 else -a,
+}
+
+
+@pytest.mark.parametrize("op", sorted(BINARY))
+@given(data=st.data())
+def test_binary_elementwise_with_broadcasting(op, data):
+    a = data.draw(arrays(max_dims=3))
+    dtype = a.dtype
+    # b broadcasts against a: some axes of a replaced by 1, maybe fewer leading axes
+    b_shape = tuple(data.draw(st.sampled_from([1, n])) for n in a.shape)[data.draw(st.integers(0, a.ndim - 1)) :]
+    b = data.draw(arrays(shape=b_shape, dtype=dtype))
+    got = getattr(xp, op)(a, b)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, elementwise_reference(BINARY[op], a, b), **tol(dtype))
+
+
+@given(a=arrays(), data=st.data())
+def test_divide(a, data):
+    b = data.draw(arrays(shape=a.shape, low=0.5, high=3.0, dtype=a.dtype))
+    np.testing.assert_allclose(xp.divide(a, b), elementwise_reference(lambda u, v: u / v, a, b), **tol(a.dtype))
+
+
+@pytest.mark.parametrize("op", sorted(UNARY))
+@given(a=arrays())
+def test_unary_elementwise(op, a):
+    got = getattr(xp, op)(a)
+    assert got.dtype == a.dtype and got.shape == a.shape
+    np.testing.assert_allclose(got, elementwise_reference(UNARY[op], a), **tol(a.dtype))
+
+
+@given(a=arrays(low=0.1, high=5.0), p=st.sampled_from([0.5, 2.0, 3.0, -1.0]))
+def test_log_sqrt_power(a, p):
+    np.testing.assert_allclose(xp.log(a), elementwise_reference(math.log, a), **tol(a.dtype))
+    np.testing.assert_allclose(xp.sqrt(a), elementwise_reference(math.sqrt, a), **tol(a.dtype))
+    np.testing.assert_allclose(xp.power(a, p), elementwise_reference(lambda v: v**p, a), **tol(a.dtype))
+
+
+@given(a=arrays(), lo=st.floats(-2, 0), hi=st.floats(0, 2))
+def test_clip_where(a, lo, hi):
+    np.testing.assert_allclose(xp.clip(a, lo, hi), elementwise_reference(lambda v: min(max(v, lo), hi), a))
+    cond = a > 0
+    np.testing.assert_array_equal(xp.where(cond, a, -a), elementwise_reference(abs, a).astype(a.dtype))
+
+
+def test_isfinite_all():
+    assert xp.isfinite_all(np.ones(3, np.float32)) is True
+    assert xp.isfinite_all(np.array([1.0, np.nan])) is False
+    assert xp.isfinite_all(np.array([[1.0], [-np.inf]], np.float32)) is False
+
+
+# ---------------------------------------------------------------------------------------- reductions and shape
+
+
+def reduce_reference(a, axis, keepdims, fn):
+    """Reduce with a plain Python function over the flattened axes."""
+    axes = tuple(range(a.ndim)) if axis is None else tuple(ax % a.ndim for ax in np.atleast_1d(axis))
+    out_shape = tuple(1 if i in axes else n for i, n in enumerate(a.shape))
+    out = np.empty(out_shape)
+    for pos in np.ndindex(out_shape):
+        sel = tuple(slice(None) if i in axes else slice(p, p + 1) for i, p in enumerate(pos))
+        out[pos] = fn([float(v) for v in a[sel].ravel()])
+    return out if keepdims else out.reshape(tuple(n for i, n in enumerate(a.shape) if i not in axes))
+
+
+@given(a=arrays(max_dims=3), data=st.data(), keepdims=st.booleans())
+def test_sum_mean_max(a, data, keepdims):
+    axis = data.draw(st.one_of(st.none(), st.integers(-a.ndim, a.ndim - 1)))
+    t = tol(a.dtype)
+    np.testing.assert_allclose(xp.sum(a, axis, keepdims), reduce_reference(a, axis, keepdims, math.fsum), **t)
+    mean_ref = reduce_reference(a, axis, keepdims, lambda v: math.fsum(v) / len(v))
+    np.testing.assert_allclose(xp.mean(a, axis, keepdims), mean_ref, **t)
+    np.testing.assert_allclose(xp.max(a, axis, keepdims), reduce_reference(a, axis, keepdims, max), **t)
+
+
+@given(a=arrays(min_dims=2, max_dims=2))
+def test_argmax(a):
+    got = xp.argmax(a, axis=1)
+    for i in range(a.shape[0]):
+        row = list(a[i])
+        assert got[i] == row.index(max(row))
+
+
+@given(a=arrays(min_dims=2, max_dims=3))
+def test_reshape_transpose(a):
+    flat = [float(v) for v in a.ravel()]
+    assert [float(v) for v in xp.reshape(a, (-1,))] == flat
+    axes = tuple(reversed(range(a.ndim)))
+    t = xp.transpose(a, axes)
+    for pos in np.ndindex(a.shape):
+        assert t[tuple(reversed(pos))] == a[pos]
+
+
+@given(data=st.data())
+def test_sum_to_shape_undoes_broadcasting(data):
+    target = tuple(data.draw(st.lists(st.sampled_from([1, 2, 3]), min_size=1, max_size=3)))
+    lead = tuple(data.draw(st.lists(st.integers(1, 3), max_size=2)))
+    full = lead + tuple(n if n > 1 else data.draw(st.integers(1, 3)) for n in target)
+    a = data.draw(arrays(shape=full))
+    expected = np.zeros(target)
+    for pos in np.ndindex(full):
+        dst = tuple(0 if n == 1 else p for p, n in zip(pos[len(lead) :], target))
+        expected[dst] += float(a[pos])
+    got = xp.sum_to_shape(a, target)
+    assert got.shape == target
+    np.testing.assert_allclose(got, expected, **tol(a.dtype))
+
+
+def matmul_reference(a, b):
+    m, k = a.shape
+    n = b.shape[1]
+    return np.array(
+        [[math.fsum(float(a[i, p]) * float(b[p, j]) for p in range(k)) for j in range(n)] for i in range(m)]
+    )
+
+
+@given(m=st.integers(1, 4), k=st.integers(1, 4), n=st.integers(1, 4), ta=st.booleans(), tb=st.booleans(),
+       batch=st.sampled_from([(), (2,), (1, 2)]), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 999))  # fmt: skip
+def test_matmul_with_transposes_and_stacks(m, k, n, ta, tb, batch, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = rng.standard_normal(batch + ((k, m) if ta else (m, k))).astype(dtype)
+    b = rng.standard_normal(batch + ((n, k) if tb else (k, n))).astype(dtype)
+    got = xp.matmul(a, b, transpose_a=ta, transpose_b=tb)
+    assert got.shape == batch + (m, n) and got.dtype == dtype
+    for idx in np.ndindex(batch):
+        aa = a[idx].T if ta else a[idx]
+        bb = b[idx].T if tb else b[idx]
+        np.testing.assert_allclose(got[idx], matmul_reference(aa, bb), **tol(dtype))
+
+
+@given(x=arrays(min_dims=2, max_dims=4))
+def test_bias_add_and_grad(x):
+    c = x.shape[1]
+    bias = np.arange(c, dtype=x.dtype) - 1.5
+    got = xp.bias_add(x, bias)
+    expected_grad = np.zeros(c)
+    for pos in np.ndindex(x.shape):
+        assert got[pos] == pytest.approx(x[pos] + bias[pos[1]], rel=1e-6, abs=1e-6)
+        expected_grad[pos[1]] += float(x[pos])
+    np.testing.assert_allclose(xp.bias_grad(x), expected_grad, **tol(x.dtype))
+
+
+# ------------------------------------------------------------------------------------------------ activations
+
+
+def _gelu(v):
+    return 0.5 * v * (1 + math.tanh(math.sqrt(2 / math.pi) * (v + 0.044715 * v**3)))
+
+
+ACTIVATION_REFERENCE = {
+    "sigmoid": lambda v, a: 1 / (1 + math.exp(-v)) if v >= 0 else math.exp(v) / (1 + math.exp(v)),
+    "tanh": lambda v, a: math.tanh(v),
+    "relu": lambda v, a: v if v > 0 else 0.0,
+    "leaky_relu": lambda v, a: v if v > 0 else a * v,
+    "elu": lambda v, a: v if v > 0 else a * (math.exp(v) - 1),
+    "gelu": lambda v, a: _gelu(v),
+}
+
+
+def derivative(f, v, h=1e-6):
+    return (f(v + h) - f(v - h)) / (2 * h)
+
+
+@pytest.mark.parametrize("kind", sorted(ACTIVATION_REFERENCE))
+@given(x=arrays(low=-4, high=4), alpha=st.sampled_from([0.01, 0.2, 1.0]), seed=st.integers(0, 99))
+def test_activation_forward_backward(kind, x, alpha, seed):
+    x = np.where(np.abs(x) < 1e-3, 0.5, x).astype(x.dtype)  # keep clear of the kink at 0
+    ref = ACTIVATION_REFERENCE[kind]
+    y = xp.activation_forward(x, kind, alpha)
+    assert y.dtype == x.dtype and y.shape == x.shape
+    np.testing.assert_allclose(y, elementwise_reference(lambda v: ref(v, alpha), x), **tol(x.dtype))
+    dy = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)
+    dx = xp.activation_backward(dy, x, y, kind, alpha)
+    expected = elementwise_reference(lambda v, g: g * derivative(lambda u: ref(u, alpha), v), x, dy)
+    np.testing.assert_allclose(dx, expected, rtol=1e-4, atol=1e-4)
+
+
+def test_activation_extremes_are_finite_and_unknown_kind_rejected():
+    x = np.array([-1000.0, -50.0, 0.0, 50.0, 1000.0], np.float32)
+    for kind in ACTIVATION_REFERENCE:
+        assert np.isfinite(xp.activation_forward(x, kind, 0.1)).all(), kind
+    with pytest.raises(ValueError, match="unknown activation kind 'swish'"):
+        xp.activation_forward(x, "swish")
+
+
+# ---------------------------------------------------------------------------------------------------- softmax
+
+
+def softmax_rows(a):
+    out = np.empty(a.shape)
+    for i in range(a.shape[0]):
+        m = max(float(v) for v in a[i])
+        e = [math.exp(float(v) - m) for v in a[i]]
+        s = math.fsum(e)
+        out[i] = [v / s for v in e]
+    return out
+
+
+@given(x=arrays(min_dims=2, max_dims=2, low=-20, high=20), seed=st.integers(0, 99))
+def test_softmax_log_softmax_and_backward(x, seed):
+    p = softmax_rows(x)
+    np.testing.assert_allclose(xp.softmax(x, axis=1), p, **tol(x.dtype))
+    np.testing.assert_allclose(xp.log_softmax(x, axis=-1), np.log(p), rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(xp.softmax(x.T, axis=0), p.T, **tol(x.dtype))
+    dy = np.random.default_rng(seed).standard_normal(x.shape)
+    n, c = x.shape
+    jac_dx = np.array([[math.fsum(dy[r, j] * p[r, j] * ((i == j) - p[r, i]) for j in range(c)) for i in range(c)]
+                       for r in range(n)])  # fmt: skip
+    np.testing.assert_allclose(xp.softmax_backward(dy, p, axis=-1), jac_dx, atol=1e-9)
+    log_dx = np.array([[dy[r, i] - p[r, i] * math.fsum(dy[r]) for i in range(c)] for r in range(n)])
+    np.testing.assert_allclose(xp.log_softmax_backward(dy, np.log(p), axis=-1), log_dx, atol=1e-9)
+
+
+@given(x=arrays(min_dims=2, max_dims=2, low=-30, high=30), seed=st.integers(0, 999), soft=st.booleans())
+def test_softmax_cross_entropy(x, seed, soft):
+    n, c = x.shape
+    rng = np.random.default_rng(seed)
+    if soft:
+        labels = rng.uniform(0, 1, (n, c)).astype(x.dtype)
+        labels /= labels.sum(axis=1, keepdims=True)
+        target = labels.astype(np.float64)
+    else:
+        labels = rng.integers(0, c, n)
+        target = np.zeros((n, c))
+        target[np.arange(n), labels] = 1
+    loss, probs = xp.softmax_cross_entropy(x, labels)
+    assert loss.shape == (n,) and loss.dtype == x.dtype and probs.shape == (n, c)
+    p = softmax_rows(x)
+    expected = [math.fsum(-target[i, j] * (float(x[i, j]) - max(x[i]) - math.log(math.fsum(
+        math.exp(float(v) - max(x[i])) for v in x[i]))) for j in range(c)) for i in range(n)]  # fmt: skip
+    np.testing.assert_allclose(loss, expected, rtol=1e-4, atol=1e-4)
+    np.testing.assert_allclose(probs, p, **tol(x.dtype))
+    dloss = rng.uniform(0.5, 2.0, n)
+    d = xp.softmax_cross_entropy_backward(probs, labels, dloss)
+    np.testing.assert_allclose(d, (p - target) * dloss[:, None], rtol=1e-4, atol=1e-5)
+
+
+def test_softmax_cross_entropy_is_stable_for_huge_logits():
+    logits = np.array([[1e4, 0.0, -1e4], [-1e4, -1e4, 1e4]], np.float32)
+    loss, probs = xp.softmax_cross_entropy(logits, np.array([0, 0]))
+    assert np.isfinite(loss).all() and np.isfinite(probs).all()
+    assert loss[0] == pytest.approx(0.0, abs=1e-6) and loss[1] == pytest.approx(2e4, rel=1e-6)
+
+
+# ------------------------------------------------------------------------------------------------ convolution
+
+
+def conv_reference(x, w, stride, pads, dilation, groups):
+    """Direct nested loops over output pixels; zero padding handled by bounds checks."""
+    n, c, h, wd = x.shape
+    k, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (t, b, l, r) = stride, dilation, pads
+    ho = (h + t + b - dh * (kh - 1) - 1) // sh + 1
+    wo = (wd + l + r - dw * (kw - 1) - 1) // sw + 1
+    y = np.zeros((n, k, ho, wo))
+    kg = k // groups
+    for ni, ki, oi, oj in itertools.product(range(n), range(k), range(ho), range(wo)):
+        g = ki // kg
+        acc = 0.0
+        for ci, ri, si in itertools.product(range(cg), range(kh), range(kw)):
+            hi, wi = oi * sh + ri * dh - t, oj * sw + si * dw - l
+            if 0 <= hi < h and 0 <= wi < wd:
+                acc += float(x[ni, g * cg + ci, hi, wi]) * float(w[ki, ci, ri, si])
+        y[ni, ki, oi, oj] = acc
+    return y
+
+
+def conv_backward_reference(dy, x, w, stride, pads, dilation, groups):
+    """dx and dw by scattering every output gradient back through the same loops."""
+    n, c, h, wd = x.shape
+    k, cg, kh, kw = w.shape
+    (sh, sw), (dh, dw), (t, _, l, _) = stride, dilation, pads
+    dx, dwt = np.zeros(x.shape), np.zeros(w.shape)
+    kg = k // groups
+    for ni, ki, oi, oj in itertools.product(range(n), range(k), range(dy.shape[2]), range(dy.shape[3])):
+        g = ki // kg
+        for ci, ri, si in itertools.product(range(cg), range(kh), range(kw)):
+            hi, wi = oi * sh + ri * dh - t, oj * sw + si * dw - l
+            if 0 <= hi < h and 0 <= wi < wd:
+                dx[ni, g * cg + ci, hi, wi] += float(dy[ni, ki, oi, oj]) * float(w[ki, ci, ri, si])
+                dwt[ki, ci, ri, si] += float(dy[ni, ki, oi, oj]) * float(x[ni, g * cg + ci, hi, wi])
+    return dx, dwt
+
+
+@st.composite
+def conv_cases(draw):
+    groups = draw(st.sampled_from([1, 1, 2]))
+    cg, kg = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+    kh, kw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+    stride = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    dilation = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
+    pads = tuple(draw(st.integers(0, 2)) for _ in range(4))
+    h, w = draw(st.integers(3, 7)), draw(st.integers(3, 7))
+    assume(h + pads[0] + pads[1] >= dilation[0] * (kh - 1) + 1 and w + pads[2] + pads[3] >= dilation[1] * (kw - 1) + 1)
+    n = draw(st.integers(1, 2))
+    dtype = draw(st.sampled_from(FLOATS))
+    rng = np.random.default_rng(draw(st.integers(0, 9999)))
+    x = rng.standard_normal((n, cg * groups, h, w)).astype(dtype)
+    wt = rng.standard_normal((kg * groups, cg, kh, kw)).astype(dtype)
+    return x, wt, stride, pads, dilation, groups
+
+
+def _padding_arg(pads):
+    t, b, l, r = pads
+    return (t, l) if (t, l) == (b, r) else ((t, b), (l, r))
+
+
+@given(case=conv_cases(), with_bias=st.booleans())
+def test_conv2d_forward_against_loops(case, with_bias):
+    x, w, stride, pads, dilation, groups = case
+    bias = np.linspace(-1, 1, w.shape[0]).astype(x.dtype) if with_bias else None
+    y = xp.conv2d_forward(x, w, stride, _padding_arg(pads), dilation, groups, bias=bias)
+    ref = conv_reference(x, w, stride, pads, dilation, groups)
+    if with_bias:
+        ref = ref + bias.reshape(1, -1, 1, 1)
+    assert y.dtype == x.dtype and y.flags["C_CONTIGUOUS"]
+    np.testing.assert_allclose(y, ref, **tol(x.dtype))
+
+
+@given(case=conv_cases(), seed=st.integers(0, 99), reuse=st.booleans())
+def test_conv2d_backward_against_loops(case, seed, reuse):
+    x, w, stride, pads, dilation, groups = case
+    padding = _padding_arg(pads)
+    saved = {}
+    y = xp.conv2d_forward(x, w, stride, padding, dilation, groups, saved=saved if reuse else None)
+    dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
+    dx_ref, dw_ref = conv_backward_reference(dy, x, w, stride, pads, dilation, groups)
+    dx = xp.conv2d_backward_data(dy, w, x.shape, stride, padding, dilation, groups)
+    dw = xp.conv2d_backward_filter(dy, x, w.shape, stride, padding, dilation, groups, saved=saved if reuse else None)
+    assert dx.shape == x.shape and dw.shape == w.shape and dx.dtype == x.dtype
+    np.testing.assert_allclose(dx, dx_ref, **tol(x.dtype))
+    np.testing.assert_allclose(dw, dw_ref, **tol(x.dtype))
+    np.testing.assert_allclose(xp.conv2d_backward_bias(dy), dy.astype(np.float64).sum(axis=(0, 2, 3)), **tol(x.dtype))
+
+
+# ---------------------------------------------------------------------------------------------------- pooling
+
+
+def pool_reference(x, mode, window, stride, pads):
+    """Loops over output pixels; returns y and, for max, the (h, w) source of each output's first maximum."""
+    n, c, h, w = x.shape
+    (wh, ww), (sh, sw), (t, b, l, r) = window, stride, pads
+    ho, wo = (h + t + b - wh) // sh + 1, (w + l + r - ww) // sw + 1
+    y = np.zeros((n, c, ho, wo))
+    src = {}
+    for ni, ci, oi, oj in itertools.product(range(n), range(c), range(ho), range(wo)):
+        cells = [(oi * sh + i - t, oj * sw + j - l) for i in range(wh) for j in range(ww)]
+        cells = [(hi, wi) for hi, wi in cells if 0 <= hi < h and 0 <= wi < w]
+        vals = [float(x[ni, ci, hi, wi]) for hi, wi in cells]
+        if mode == "max":
+            best = vals.index(max(vals))
+            y[ni, ci, oi, oj] = vals[best]
+            src[ni, ci, oi, oj] = [cells[best]]
+        else:
+            y[ni, ci, oi, oj] = math.fsum(vals) / len(vals)
+            src[ni, ci, oi, oj] = cells
+    return y, src
+
+
+@st.composite
+def pool_cases(draw):
+    window = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
+    pads = (draw(st.integers(0, window[0] - 1)), 0, draw(st.integers(0, window[1] - 1)), 0)
+    pads = (pads[0], draw(st.integers(0, window[0] - 1)), pads[2], draw(st.integers(0, window[1] - 1)))
+    h, w = draw(st.integers(window[0], 7)), draw(st.integers(window[1], 7))
+    dtype = draw(st.sampled_from(FLOATS))
+    rng = np.random.default_rng(draw(st.integers(0, 9999)))
+    x = rng.standard_normal((draw(st.integers(1, 2)), draw(st.integers(1, 2)), h, w)).astype(dtype)
+    if draw(st.booleans()):
+        x = np.round(x).astype(dtype)  # many ties: the first maximum must get the gradient
+    return x, window, stride, pads
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@given(case=pool_cases(), seed=st.integers(0, 99))
+def test_pool2d_forward_backward_against_loops(mode, case, seed):
+    x, window, stride, pads = case
+    padding = _padding_arg(pads)
+    y, ctx = xp.pool2d_forward(x, mode, window, stride, padding)
+    y_ref, src = pool_reference(x, mode, window, stride, pads)
+    assert y.dtype == x.dtype
+    np.testing.assert_allclose(y, y_ref, **tol(x.dtype))
+    dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
+    dx_ref = np.zeros(x.shape)
+    for (ni, ci, oi, oj), cells in src.items():
+        for hi, wi in cells:
+            dx_ref[ni, ci, hi, wi] += float(dy[ni, ci, oi, oj]) / len(cells)
+    dx = xp.pool2d_backward(dy, x, y, ctx, mode, window, stride, padding)
+    assert dx.shape == x.shape
+    np.testing.assert_allclose(dx, dx_ref, **tol(x.dtype))
+
+
+def test_pool2d_unknown_mode():
+    with pytest.raises(ValueError, match="unknown mode 'min'"):
+        xp.pool2d_forward(np.zeros((1, 1, 2, 2)), "min", (2, 2), (2, 2))
+
+
+# ------------------------------------------------------------------------------------------------- batch norm
+
+
+@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
+def test_batch_norm_train_2d(data, momentum, seed):
+    x = data.draw(arrays(shape=(data.draw(st.integers(2, 6)), data.draw(st.integers(1, 4)))))
+    _check_batch_norm(x, momentum, seed)
+
+
+@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
+def test_batch_norm_train_4d(data, momentum, seed):
+    x = data.draw(arrays(shape=(data.draw(st.integers(2, 3)), data.draw(st.integers(1, 3)), 2, 3)))
+    _check_batch_norm(x, momentum, seed)
+
+
+def _check_batch_norm(x, momentum, seed):
+    rng = np.random.default_rng(seed)
+    c = x.shape[1]
+    gamma, beta = rng.uniform(0.5, 2, c).astype(x.dtype), rng.standard_normal(c).astype(x.dtype)
+    rm0, rv0 = rng.standard_normal(c).astype(x.dtype), rng.uniform(0.5, 2, c).astype(x.dtype)
+    rm, rv = rm0.copy(), rv0.copy()
+    eps = 1e-5
+    y, ctx = xp.batch_norm_train(x, gamma, beta, rm, rv, momentum, eps)
+    moved = np.moveaxis(x, 1, 0).reshape(c, -1).astype(np.float64)
+    m = moved.shape[1]
+    for ch in range(c):
+        vals = [float(v) for v in moved[ch]]
+        mu = math.fsum(vals) / m
+        var = math.fsum((v - mu) ** 2 for v in vals) / m
+        expected = [(v - mu) / math.sqrt(var + eps) * gamma[ch] + beta[ch] for v in vals]
+        np.testing.assert_allclose(np.moveaxis(y, 1, 0)[ch].ravel(), expected, rtol=1e-3, atol=1e-3)
+        assert rm[ch] == pytest.approx(momentum * rm0[ch] + (1 - momentum) * mu, rel=1e-4, abs=1e-5)
+        unbiased = var * m / (m - 1)
+        assert rv[ch] == pytest.approx(momentum * rv0[ch] + (1 - momentum) * unbiased, rel=1e-4, abs=1e-5)
+    # inference with the updated running statistics
+    yi = xp.batch_norm_infer(x, gamma, beta, rm, rv, eps)
+    for ch in range(c):
+        got = np.moveaxis(yi, 1, 0)[ch].ravel()
+        ref = [(v - rm[ch]) / math.sqrt(rv[ch] + eps) * gamma[ch] + beta[ch] for v in moved[ch]]
+        np.testing.assert_allclose(got, ref, rtol=1e-4, atol=1e-4)
+    # backward against central differences of the plain per-channel forward
+    dy = rng.standard_normal(x.shape)
+    dx, dgamma, dbeta = xp.batch_norm_backward(dy.astype(x.dtype), x, gamma, ctx)
+    dyc = np.moveaxis(dy, 1, 0).reshape(c, -1)
+    for ch in range(c):
+
+        def loss(vals, g, b, ch=ch):
+            mu = math.fsum(vals) / m
+            sd = math.sqrt(math.fsum((v - mu) ** 2 for v in vals) / m + eps)
+            return math.fsum(dyc[ch, i] * ((v - mu) / sd * g + b) for i, v in enumerate(vals))
+
+        vals, g, b = [float(v) for v in moved[ch]], float(gamma[ch]), float(beta[ch])
+        h = 1e-5
+        num_dx = [(loss(vals[:i] + [v + h] + vals[i + 1 :], g, b) - loss(vals[:i] + [v - h] + vals[i + 1 :], g, b))
+                  / (2 * h) for i, v in enumerate(vals)]  # fmt: skip
+        np.testing.assert_allclose(np.moveaxis(dx, 1, 0)[ch].ravel(), num_dx, rtol=2e-3, atol=2e-3)
+        assert dgamma[ch] == pytest.approx((loss(vals, g + h, b) - loss(vals, g - h, b)) / (2 * h), rel=1e-3, abs=1e-3)
+        assert dbeta[ch] == pytest.approx(math.fsum(dyc[ch]), rel=1e-4, abs=1e-4)
+
+
+def test_batch_norm_rejects_3d():
+    with pytest.raises(ValueError, match="2-D .* or 4-D"):
+        xp.batch_norm_train(np.zeros((2, 3, 4)), np.ones(3), np.zeros(3), np.zeros(3), np.ones(3), 0.9, 1e-5)
+
+
+# ---------------------------------------------------------------------------------------------------- dropout
+
+
+@given(x=arrays(shape=(40, 50), low=0.5, high=1.5), rate=st.sampled_from([0.0, 0.25, 0.5, 0.8]),
+       seed=st.integers(0, 999))  # fmt: skip
+def test_dropout(x, rate, seed):
+    y, mask = xp.dropout_forward(x, rate, xp.rng(seed))
+    scale = 1.0 / (1.0 - rate)
+    kept = mask != 0
+    np.testing.assert_allclose(mask[kept], scale, rtol=1e-6)
+    np.testing.assert_allclose(y, x * mask, rtol=1e-6)
+    assert abs(kept.mean() - (1 - rate)) < 0.07
+    y2, mask2 = xp.dropout_forward(x, rate, xp.rng(seed))
+    np.testing.assert_array_equal(mask, mask2)
+    dy = np.full(x.shape, 2.0, x.dtype)
+    np.testing.assert_allclose(xp.dropout_backward(dy, mask), 2.0 * mask)
+
+
+def test_dropout_rate_checked():
+    with pytest.raises(ValueError, match=r"rate must be in \[0, 1\), got 1.0"):
+        xp.dropout_forward(np.ones(3), 1.0, xp.rng(0))
+
+
+# ------------------------------------------------------------------------------------- in-place optimizer steps
+
+
+def _state(seed, n=5, dtype=np.float64):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n).astype(dtype) for _ in range(2)] + [rng.uniform(0.1, 1, n).astype(dtype)
+                                                                       for _ in range(2)]  # fmt: skip
+
+
+@given(seed=st.integers(0, 999), momentum=st.sampled_from([0.0, 0.9]), nesterov=st.booleans(),
+       wd=st.sampled_from([0.0, 0.01]), dtype=st.sampled_from(FLOATS))  # fmt: skip
+def test_sgd_update_one_step(seed, momentum, nesterov, wd, dtype):
+    p, g, v, _ = _state(seed, dtype=dtype)
+    p0, g0, v0 = p.copy(), g.copy(), v.copy()
+    lr = 0.1
+    xp.sgd_update(p, g, v, lr, momentum=momentum, nesterov=nesterov, weight_decay=wd)
+    for i in range(len(p)):
+        gi = float(g0[i]) + wd * float(p0[i])
+        if momentum:
+            vi = momentum * float(v0[i]) + gi
+            step = gi + momentum * vi if nesterov else vi
+            assert v[i] == pytest.approx(vi, rel=1e-5)
+        else:
+            step = gi
+        assert p[i] == pytest.approx(float(p0[i]) - lr * step, rel=1e-5, abs=1e-6)
+    np.testing.assert_array_equal(g, g0)  # the gradient is not modified
+
+
+@given(seed=st.integers(0, 999), step=st.integers(1, 5), wd=st.sampled_from([0.0, 0.1]), decoupled=st.booleans(),
+       dtype=st.sampled_from(FLOATS))  # fmt: skip
+def test_adam_update_one_step(seed, step, wd, decoupled, dtype):
+    p, g, m, v = _state(seed, dtype=dtype)
+    p0, g0, m0, v0 = p.copy(), g.copy(), m.copy(), v.copy()
+    lr, b1, b2, eps = 0.01, 0.9, 0.999, 1e-8
+    xp.adam_update(p, g, m, v, step, lr, b1, b2, eps, weight_decay=wd, decoupled=decoupled)
+    for i in range(len(p)):
+        pi, gi = float(p0[i]), float(g0[i])
+        if wd and decoupled:
+            pi = pi * (1 - lr * wd)
+        elif wd:
+            gi = gi + wd * pi
+        mi = b1 * float(m0[i]) + (1 - b1) * gi
+        vi = b2 * float(v0[i]) + (1 - b2) * gi * gi
+        expected = pi - lr * (mi / (1 - b1**step)) / (math.sqrt(vi / (1 - b2**step)) + eps)
+        assert m[i] == pytest.approx(mi, rel=1e-5) and v[i] == pytest.approx(vi, rel=1e-5)
+        assert p[i] == pytest.approx(expected, rel=1e-5, abs=1e-6)
+
+
+@given(seed=st.integers(0, 999), wd=st.sampled_from([0.0, 0.1]), dtype=st.sampled_from(FLOATS))
+def test_rmsprop_and_adagrad_one_step(seed, wd, dtype):
+    p, g, s, _ = _state(seed, dtype=dtype)
+    p0, g0, s0 = p.copy(), g.copy(), s.copy()
+    lr, rho, eps = 0.01, 0.9, 1e-7
+    xp.rmsprop_update(p, g, s, lr, rho, eps, weight_decay=wd)
+    for i in range(len(p)):
+        gi = float(g0[i]) + wd * float(p0[i])
+        si = rho * float(s0[i]) + (1 - rho) * gi * gi
+        assert s[i] == pytest.approx(si, rel=1e-5)
+        assert p[i] == pytest.approx(float(p0[i]) - lr * gi / (math.sqrt(si) + eps), rel=1e-5, abs=1e-6)
+    p, s = p0.copy(), s0.copy()
+    xp.adagrad_update(p, g, s, lr, eps, weight_decay=wd)
+    for i in range(len(p)):
+        gi = float(g0[i]) + wd * float(p0[i])
+        si = float(s0[i]) + gi * gi
+        assert s[i] == pytest.approx(si, rel=1e-5)
+        assert p[i] == pytest.approx(float(p0[i]) - lr * gi / (math.sqrt(si) + eps), rel=1e-5, abs=1e-6)
+
+
+# ----------------------------------------------------------------------------------------------------- random
+
+
+def test_random_is_seeded_and_in_range():
+    a = xp.uniform(xp.rng(3), (200,), -0.5, 0.25, np.float32)
+    b = xp.uniform(xp.rng(3), (200,), -0.5, 0.25, np.float32)
+    np.testing.assert_array_equal(a, b)
+    assert a.dtype == np.float32 and a.min() >= -0.5 and a.max() < 0.25
+    assert not np.array_equal(a, xp.uniform(xp.rng(4), (200,), -0.5, 0.25, np.float32))
+    n = xp.normal(xp.rng(0), (20000,), 2.0, 0.5, np.float64)
+    assert n.dtype == np.float64 and abs(n.mean() - 2.0) < 0.02 and abs(n.std() - 0.5) < 0.02

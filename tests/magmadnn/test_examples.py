@@ -1,0 +1,150 @@
+"""Smoke runs of every example and of the command line on tiny dataset files generated here (a few steps each)."""
+
+from __future__ import annotations
+
+import importlib.util
+import math
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from magmadnn import cli
+
+from .dataset_files import write_cifar10_folder, write_cifar100_folder, write_mnist_folder
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLES = ROOT / "examples"
+SMOKE = ["--epochs", "1", "--batch-size", "8", "--max-steps", "2", "--device", "host", "--quiet"]
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """Tiny MNIST (24 train / 16 test), CIFAR-10 (5x4 train / 8 test) and CIFAR-100 folders."""
+    root = tmp_path_factory.mktemp("datasets")
+    paths = {name: root / name for name in ("mnist", "cifar10", "cifar100", "empty")}
+    for path in paths.values():
+        path.mkdir()
+    write_mnist_folder(paths["mnist"], n_train=24, n_test=16)
+    write_cifar10_folder(paths["cifar10"], per_batch=4, n_test=8)
+    write_cifar100_folder(paths["cifar100"], n_train=16, n_test=8)
+    return paths
+
+
+def load_example(name: str):
+    spec = importlib.util.spec_from_file_location(f"example_{name}", EXAMPLES / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def check_report(report, n_epochs=1):
+    assert 0.0 <= report["test_accuracy"] <= 1.0
+    assert math.isfinite(report["test_loss"]) and report["samples_per_second"] > 0
+    losses = report["history"].history["loss"]
+    assert len(losses) == n_epochs and all(math.isfinite(v) for v in losses)
+
+
+@pytest.mark.parametrize(
+    "example, dataset",
+    [("mnist_mlp", "mnist"), ("lenet5", "mnist"), ("cnn_2d", "mnist"), ("cifar10_cnn", "cifar10"),
+     ("resnet_cifar10", "cifar10")],
+)
+def test_every_example_trains_a_few_steps(example, dataset, folders, capsys):
+    report = load_example(example).main(["--data", str(folders[dataset]), *SMOKE])
+    check_report(report)
+    out = capsys.readouterr().out
+    assert "test accuracy" in out and "samples/s" in out
+    assert "16 test samples" in out or "8 test samples" in out  # --max-steps 2 x batch 8 caps the test split
+
+
+def test_every_example_file_is_smoke_tested():
+    tested = {"mnist_mlp", "lenet5", "cnn_2d", "cifar10_cnn", "resnet_cifar10"}
+    assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
+
+
+@pytest.mark.parametrize(
+    "model, dataset",
+    [("lenet5", "mnist"), ("mlp", "fashion"), ("cnn", "cifar100"), ("resnet", "cifar10"), ("cnn", "digits")],
+)
+def test_cli_train_each_model(model, dataset, folders, capsys):
+    folder = {"fashion": "mnist"}.get(dataset, dataset)
+    data_args = [] if dataset == "digits" else ["--data", str(folders[folder])]
+    if dataset == "digits":
+        pytest.importorskip("sklearn")
+    assert cli.main(["train", "--model", model, "--dataset", dataset, *data_args, *SMOKE]) == 0
+    out = capsys.readouterr().out
+    assert f"model {model}" in out.replace("small_cnn", "cnn").replace("resnet_small", "resnet")
+    assert "test accuracy" in out
+
+
+def test_python_dash_m_entry_point_writes_the_curve(folders, tmp_path):
+    png = tmp_path / "curve.png"
+    env = {**os.environ, "MAGMADNN_DATA": str(folders["empty"])}
+    proc = subprocess.run(
+        [sys.executable, "-m", "magmadnn", "train", "--model", "mlp", "--dataset", "mnist",
+         "--data", str(folders["mnist"]), *SMOKE, "--plot", str(png)],
+        capture_output=True, text=True, cwd=ROOT, env=env, timeout=300,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "test accuracy" in proc.stdout
+    if importlib.util.find_spec("matplotlib") is not None:
+        assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    else:
+        assert "matplotlib is not installed" in proc.stdout
+
+
+def test_cli_reports_a_bad_folder_in_one_line(folders, capsys):
+    assert cli.main(["train", "--dataset", "mnist", "--data", str(folders["empty"]), *SMOKE]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("magmadnn: error: ") and "no mnist IDX files found" in err and "Traceback" not in err
+
+
+def test_cli_rejects_unknown_choices(capsys):
+    with pytest.raises(SystemExit):
+        cli.main(["train", "--model", "vgg19"])
+    assert "invalid choice: 'vgg19'" in capsys.readouterr().err
+
+
+def test_auto_dataset_prefers_given_or_cached_mnist(folders, tmp_path, monkeypatch):
+    monkeypatch.setenv("MAGMADNN_DATA", str(tmp_path))
+    assert cli.pick_dataset("auto", None) == "digits"
+    assert cli.pick_dataset("auto", str(folders["mnist"])) == "mnist"
+    (tmp_path / "mnist").mkdir()
+    write_mnist_folder(tmp_path / "mnist", 0, 4, with_train=False)
+    assert cli.pick_dataset("auto", None) == "mnist"
+    assert cli.pick_dataset("cifar10", None) == "cifar10"
+
+
+def test_auto_device_falls_back_to_host_without_a_gpu_backend():
+    from magmadnn import backend
+
+    expected = "device" if "device" in backend.available() else "host"
+    assert cli.resolve_device("auto") == expected
+    assert cli.resolve_device("host") == "host"
+    with pytest.raises(ValueError, match="--device must be one of"):
+        cli.resolve_device("tpu")
+
+
+def test_smoke_limit_keeps_the_first_samples():
+    x, y = np.arange(100), np.arange(100) % 10
+    (xa, ya), (xb, yb) = cli.limit_for_smoke_run(((x, y), (x[:50], y[:50])), max_steps=3, batch_size=4)
+    np.testing.assert_array_equal(xa, x[:12])
+    np.testing.assert_array_equal(xb, x[:12])
+    assert cli.limit_for_smoke_run(((x, y), (x, y)), None, 4)[0][0] is x
+
+
+def test_cnn_learns_the_embedded_digits(capsys):
+    """A real (short) training run: the demo's CNN must beat chance (10%) by a wide margin on held-out digits."""
+    pytest.importorskip("sklearn")
+    report = load_example_cli(["--model", "cnn", "--dataset", "digits", "--epochs", "2", "--batch-size", "32",
+                               "--device", "host", "--quiet"])
+    assert report["test_accuracy"] > 0.6
+
+
+def load_example_cli(argv):
+    args = cli.build_parser().parse_args(["train", *argv])
+    return cli.train_command(args)

@@ -1,0 +1,209 @@
+"""pymagma's kernel sources compiled with the real NVRTC on the CPU (no device needed), and the compile caches."""
+
+from __future__ import annotations
+
+import ctypes
+import re
+import time
+
+import numpy as np
+import pytest
+
+from pymagma import kernels
+from pymagma.errors import KernelCompileError
+from pymagma.kernels import compiler, programs
+
+pytestmark = pytest.mark.native
+
+
+@pytest.fixture(autouse=True)
+def fresh_cache(tmp_path, monkeypatch):
+    """Each test compiles into its own empty disk cache and starts with an empty memory cache."""
+    monkeypatch.setenv("PYMAGMA_CACHE", str(tmp_path))
+    compiler.clear_memory_cache()
+    try:
+        compiler.nvrtc_version()
+    except Exception as exc:
+        pytest.skip(f"NVRTC is not available: {exc}")
+    yield
+    compiler.clear_memory_cache()
+
+
+@pytest.mark.parametrize("kind", ["ptx", "cubin"])
+@pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
+def test_every_program_compiles_with_every_instantiation(arch, kind):
+    """One NVRTC call per program holds all of its dtype instantiations; every one must be in the image."""
+    start = time.perf_counter()
+    for name, (_, expressions) in kernels.PROGRAMS.items():
+        program = kernels.compile_program(name, arch, kind)
+        assert set(program.lowered) == set(expressions)
+        number = arch.split("_")[1]
+        if kind == "ptx":
+            text = program.image.decode()
+            assert re.search(rf"\.target\s+sm_{number}\b", text)
+            entries = set(re.findall(r"\.entry\s+(\S+?)\s*\(", text))
+            assert entries >= set(program.lowered.values())
+        else:
+            assert program.image[:4] == b"\x7fELF"
+            for symbol in program.lowered.values():
+                assert symbol.encode() in program.image
+    elapsed = time.perf_counter() - start
+    print(f"compiled all programs for {arch}/{kind} in {elapsed:.2f}s")
+
+
+def test_every_float_dtype_is_instantiated_for_every_float_kernel():
+    for _, expressions in kernels.PROGRAMS.values():
+        kernels_in = {e.split("<")[0] for e in expressions if e.split("<")[0] not in ("cast", "copy_strided")}
+        for kernel in kernels_in:
+            for dtype in programs.FLOAT_DTYPES:
+                assert programs.expression(kernel, dtype) in expressions
+    elementwise = kernels.PROGRAMS["elementwise"][1]
+    for src in programs.CAST_SOURCES:
+        for dst in programs.CAST_TARGETS:
+            assert programs.expression("cast", src, dst) in elementwise
+
+
+def test_broken_source_raises_kernel_compile_error_with_the_log():
+    source = "extern \"C\" __global__ void broken(float* x) { x[0] = undefined_name + 1; }\n"
+    with pytest.raises(KernelCompileError) as info:
+        kernels.compile_source(source, "broken", arch="sm_80", kind="ptx")
+    err = info.value
+    assert err.kernel == "broken"
+    assert "undefined_name" in err.log and "error" in err.log
+    assert "--gpu-architecture=compute_80" in err.options
+    assert err.log in str(err)
+
+
+def test_broken_template_instantiation_is_reported():
+    source = "template <typename T> __global__ void k(T* x) { x[0] = T::nope; }\n"
+    with pytest.raises(KernelCompileError, match="nope"):
+        kernels.compile_source(source, "tmpl", ["k<float>"], arch="sm_90", kind="cubin")
+
+
+def test_strides_struct_layout_matches_the_c_struct():
+    # The PTX of a kernel reading each field shows the offsets NVRTC gave them; they must match the ctypes mirror.
+    S = kernels.Strides3
+    source = ('#include "common.cuh"\n__global__ void probe(Strides3 s, i64* out) {\n'
+              "  out[0] = s.ndim; out[1] = s.shape[0]; out[2] = s.s0[0]; out[3] = s.s1[0]; out[4] = s.s2[0];\n}\n")
+    program = kernels.compile_source(source, "probe", arch="sm_80", kind="ptx", headers=programs.headers())
+    text = program.image.decode()
+    offsets = [int(m or 0) for m in re.findall(r"ld\.param\.\w+\s+%\w+, \[\w+_param_0(?:\+(\d+))?\]", text)]
+    assert offsets == [getattr(S, f).offset for f in ("ndim", "shape", "s0", "s1", "s2")]
+    size = int(re.search(r"\.param \.align \d+ \.b8 \w+_param_0\[(\d+)\]", text).group(1))
+    assert size == ctypes.sizeof(S)
+
+
+def test_compile_cache_memory_then_disk(tmp_path):
+    before = dict(compiler.stats)
+    first = kernels.compile_program("random", "sm_80", "ptx")
+    assert compiler.stats["compiles"] == before["compiles"] + 1
+    assert kernels.compile_program("random", "sm_80", "ptx") is first
+    assert compiler.stats["memory_hits"] == before["memory_hits"] + 1
+    assert list((tmp_path / "kernels").glob("*.ptx"))
+    compiler.clear_memory_cache()
+    again = kernels.compile_program("random", "sm_80", "ptx")
+    assert compiler.stats["disk_hits"] == before["disk_hits"] + 1
+    assert again.image == first.image and again.lowered == first.lowered
+
+
+def test_cache_key_depends_on_source_arch_kind_and_options():
+    base = compiler.cache_key("src", {}, ["k<float>"], ["-O3"], "sm_80", "cubin")
+    assert base == compiler.cache_key("src", {}, ["k<float>"], ["-O3"], "sm_80", "cubin")
+    others = [compiler.cache_key("src2", {}, ["k<float>"], ["-O3"], "sm_80", "cubin"),
+              compiler.cache_key("src", {"a.cuh": "x"}, ["k<float>"], ["-O3"], "sm_80", "cubin"),
+              compiler.cache_key("src", {}, ["k<double>"], ["-O3"], "sm_80", "cubin"),
+              compiler.cache_key("src", {}, ["k<float>"], [], "sm_80", "cubin"),
+              compiler.cache_key("src", {}, ["k<float>"], ["-O3"], "sm_90", "cubin"),
+              compiler.cache_key("src", {}, ["k<float>"], ["-O3"], "sm_80", "ptx")]
+    assert len({base, *others}) == 7
+
+
+def test_cache_key_includes_the_nvrtc_version(monkeypatch):
+    base = compiler.cache_key("src", {}, [], [], "sm_80", "ptx")
+    monkeypatch.setattr(compiler, "nvrtc_version", lambda: (99, 9))
+    assert compiler.cache_key("src", {}, [], [], "sm_80", "ptx") != base
+
+
+def test_unwritable_cache_dir_still_compiles(tmp_path, monkeypatch):
+    blocker = tmp_path / "file"
+    blocker.write_text("not a directory")
+    monkeypatch.setenv("PYMAGMA_CACHE", str(blocker))
+    program = kernels.compile_source("__global__ void k() {}", "k", arch="sm_80", kind="ptx")
+    assert b".entry" in program.image
+
+
+@pytest.mark.parametrize("arch, kind, expected", [
+    ("sm_80", "ptx", "compute_80"), ("sm_90", "cubin", "sm_90"), ("compute_90", "cubin", "sm_90"),
+    (86, "cubin", "sm_86"), ((9, 0), "ptx", "compute_90"), ("sm_90a", "cubin", "sm_90a")])
+def test_normalize_arch(arch, kind, expected):
+    assert compiler.normalize_arch(arch, kind) == expected
+
+
+@pytest.mark.parametrize("arch, kind", [("ampere", "ptx"), ("sm_80", "fatbin"), ("sm80", "ptx")])
+def test_bad_arch_or_kind_is_a_value_error(arch, kind):
+    with pytest.raises(ValueError):
+        compiler.normalize_arch(arch, kind)
+
+
+def test_nvrtc_supports_the_architectures_we_target():
+    assert {80, 90} <= set(compiler.supported_archs())
+
+
+def test_cold_and_warm_compile_times_are_measured(capsys):
+    start = time.perf_counter()
+    kernels.compile_program("elementwise", "sm_90", "ptx")
+    cold = time.perf_counter() - start
+    compiler.clear_memory_cache()
+    start = time.perf_counter()
+    kernels.compile_program("elementwise", "sm_90", "ptx")
+    disk = time.perf_counter() - start
+    start = time.perf_counter()
+    kernels.compile_program("elementwise", "sm_90", "ptx")
+    memory = time.perf_counter() - start
+    print(f"elementwise sm_90 PTX: cold {cold:.3f}s, disk cache {disk * 1e3:.2f}ms, memory cache {memory * 1e6:.1f}us")
+    assert disk < cold and memory < cold
+
+
+# ------------------------------------------------------------------------------ validation before any device use
+class FakeArray:
+    """Just the attributes the kernels' argument checks read (no device memory is touched)."""
+
+    def __init__(self, shape, dtype, device=0):
+        self.shape, self.dtype, self.device = tuple(shape), np.dtype(dtype), device
+        self.ndim, self.itemsize = len(shape), self.dtype.itemsize
+
+    is_c_contiguous = True
+
+
+def test_argument_errors_are_typed_and_explicit():
+    x = FakeArray((2, 3), np.float32)
+    with pytest.raises(ValueError, match="unknown unary op"):
+        kernels.unary("cube", x)
+    with pytest.raises(ValueError, match="unknown binary op"):
+        kernels.binary("hypot", x, x)
+    with pytest.raises(TypeError, match="floating dtype"):
+        kernels.unary("relu", FakeArray((2,), np.int32))
+    with pytest.raises(TypeError, match="dtypes differ"):
+        kernels.binary("add", x, FakeArray((2, 3), np.float64))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        kernels.binary("add", x, FakeArray((4,), np.float32))
+    with pytest.raises(ValueError, match="unknown reduction"):
+        kernels.reduce("median", x)
+    with pytest.raises(ValueError, match="out of range"):
+        kernels.reduce("sum", x, axis=2)
+    with pytest.raises(ValueError, match="bias must have shape"):
+        kernels.bias_add(x, FakeArray((2,), np.float32))
+    with pytest.raises(ValueError, match="velocity"):
+        kernels.sgd_update(x, x, lr=0.1, momentum=0.9)
+    with pytest.raises(ValueError, match="shape"):
+        kernels.adam_update(x, x, x, FakeArray((3, 2), np.float32), step=1, lr=0.1)
+    with pytest.raises(ValueError, match="step"):
+        kernels.adam_update(x, x, x, x, step=0, lr=0.1)
+    with pytest.raises(ValueError, match="2-D"):
+        kernels.softmax_cross_entropy(FakeArray((2, 3, 4), np.float32), FakeArray((2,), np.int64))
+    with pytest.raises(ValueError, match="labels must have shape"):
+        kernels.softmax_cross_entropy(x, FakeArray((3,), np.int64))
+    with pytest.raises(TypeError, match="cast from"):
+        kernels.cast(x, np.complex64)
+    with pytest.raises(TypeError, match="not supported"):
+        programs.c_type(np.complex64)

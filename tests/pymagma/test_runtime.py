@@ -1,0 +1,146 @@
+"""CUDA runtime wrapper, memory pool and queues: error mapping and the no-GPU behaviour (here), real use on a GPU."""
+
+from __future__ import annotations
+
+import gc
+
+import numpy as np
+import pytest
+from cuda.bindings import runtime as rt
+from hypothesis import given
+from hypothesis import strategies as st
+
+import pymagma
+from pymagma import memory, runtime
+from pymagma.errors import CudaError, DeviceMemoryError, NoDeviceError
+from tests.conftest import gpu_available
+
+HAS_GPU = gpu_available()[0]
+no_gpu_only = pytest.mark.skipif(HAS_GPU, reason="checks the behaviour without a GPU")
+
+
+# ----------------------------------------------------------------------------------------------------- check()
+def test_check_unpacks_values():
+    ok = rt.cudaError_t.cudaSuccess
+    assert runtime.check((ok,)) is None
+    assert runtime.check((ok, 7)) == 7
+    assert runtime.check((ok, 1, 2)) == (1, 2)
+    assert runtime.check(ok) is None
+
+
+@pytest.mark.parametrize(("name", "error"), [
+    ("cudaErrorInvalidValue", CudaError), ("cudaErrorLaunchFailure", CudaError),
+    ("cudaErrorInsufficientDriver", NoDeviceError), ("cudaErrorNoDevice", NoDeviceError),
+    ("cudaErrorMemoryAllocation", DeviceMemoryError),
+])
+def test_check_maps_errors(name, error):
+    code = getattr(rt.cudaError_t, name)
+    with pytest.raises(error) as err:
+        runtime.check((code, None), "cudaSomething")
+    assert "cudaSomething" in str(err.value) and name in str(err.value)
+    if error is CudaError:
+        assert err.value.code == int(code) and err.value.name == name and err.value.text
+
+
+# ----------------------------------------------------------------------------------------------------- no GPU
+@no_gpu_only
+def test_device_count_is_zero_without_a_device():
+    assert runtime.device_count() == 0
+    assert runtime.no_device_reason()
+
+
+@no_gpu_only
+@pytest.mark.parametrize("call", [
+    runtime.require_device, runtime.get_device, lambda: runtime.malloc(16), lambda: runtime.set_device(0),
+    runtime.Stream, runtime.Event, lambda: memory.alloc(16), lambda: pymagma.empty((2, 3)),
+    lambda: pymagma.zeros(4), lambda: pymagma.asarray(np.ones(3)), pymagma.default_queue, pymagma.Queue,
+    lambda: runtime.pinned_empty(8),
+])
+def test_device_work_without_a_device_raises_no_device_error(call):
+    with pytest.raises(NoDeviceError, match="no usable CUDA device"):
+        call()
+
+
+def test_bad_sizes_are_rejected_before_any_cuda_call():
+    with pytest.raises(ValueError, match="nbytes"):
+        runtime.malloc(-1)
+    with pytest.raises(ValueError, match="nbytes"):
+        memory.bucket_size(-5)
+
+
+# ----------------------------------------------------------------------------------------------------- pool sizing
+@given(st.integers(0, 1 << 34))
+def test_bucket_sizes_cover_the_request_with_bounded_waste(n):
+    b = memory.bucket_size(n)
+    assert b >= n
+    if n == 0:
+        assert b == 0
+    elif n <= 1 << 20:
+        assert b % memory.ALIGNMENT == 0 and b - n < memory.ALIGNMENT
+    else:
+        assert b - n <= n // 8 + 1  # at most 12.5% waste for large blocks
+        assert b % 512 == 0
+
+
+@given(st.integers(0, 1 << 30), st.integers(0, 1 << 30))
+def test_bucket_sizes_are_monotonic(a, b):
+    if a <= b:
+        assert memory.bucket_size(a) <= memory.bucket_size(b)
+
+
+# ----------------------------------------------------------------------------------------------------- GPU
+@pytest.mark.gpu
+def test_device_properties_and_streams():
+    assert runtime.device_count() >= 1
+    props = runtime.device_properties()
+    assert props["total_memory"] > 0 and props["compute_capability"][0] >= 3
+    s = runtime.Stream()
+    e1, e2 = runtime.Event().record(s), runtime.Event()
+    host = np.arange(1000, dtype=np.float32)
+    ptr = runtime.malloc(host.nbytes)
+    runtime.memcpy_htod(ptr, host, stream=s)
+    e2.record(s)
+    s.synchronize()
+    assert e1.elapsed_ms(e2) >= 0
+    back = runtime.memcpy_dtoh(np.empty_like(host), ptr)
+    runtime.free(ptr)
+    np.testing.assert_array_equal(back, host)
+
+
+@pytest.mark.gpu
+def test_pinned_buffers_round_trip():
+    pinned = runtime.pinned_empty((3, 5), np.float64)
+    pinned[...] = np.arange(15).reshape(3, 5)
+    d = pymagma.empty((3, 5), np.float64)
+    runtime.memcpy_htod(d.ptr, pinned)
+    np.testing.assert_array_equal(d.get(), pinned)
+
+
+@pytest.mark.gpu
+def test_memory_returns_to_baseline_after_many_cycles():
+    gc.collect()
+    memory.empty_cache()
+    free0, _ = runtime.mem_get_info()
+    stats0 = memory.pool_stats()
+    for i in range(1000):
+        a = pymagma.empty((256 + i % 7, 33), np.float32)
+        del a
+    gc.collect()
+    stats = memory.pool_stats()
+    assert stats["in_use_bytes"] == stats0["in_use_bytes"]
+    assert stats["hits"] - stats0["hits"] >= 990  # the pool served the cycles from its cache
+    memory.empty_cache()
+    free1, _ = runtime.mem_get_info()
+    assert abs(free1 - free0) < (4 << 20)
+
+
+@pytest.mark.gpu
+def test_queues():
+    q = pymagma.default_queue()
+    assert q is pymagma.default_queue()
+    assert q.handle.value and q.stream
+    q.synchronize()
+    s = runtime.Stream()
+    q2 = pymagma.Queue.from_stream(s)
+    assert q2.stream == s.handle
+    q2.synchronize()
