@@ -9,7 +9,7 @@ from magmadnn import cli, data, zoo
 
 
 def main(argv=None):
-    args = cli.example_parser(__doc__, epochs=3, batch_size=32, lr=1e-3).parse_args(argv)
+    args = cli.example_parser(__doc__, epochs=3, batch_size=32, lr=2e-3).parse_args(argv)
     split = data.load_mnist(args.data, download=args.download)
     split = cli.limit_for_smoke_run(split, args.max_steps, args.batch_size)
     model = zoo.lenet5(input_shape=split[0][0].shape[1:], num_classes=10)

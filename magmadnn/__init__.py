@@ -13,3 +13,16 @@ from .autograd import is_grad_enabled as is_grad_enabled  # noqa: E402
 from .autograd import no_grad as no_grad  # noqa: E402
 
 F = functional
+
+# user-facing (layers, models, training)
+from . import callbacks as callbacks  # noqa: E402
+from . import initializers as initializers  # noqa: E402
+from . import layers as layers  # noqa: E402
+from . import losses as losses  # noqa: E402
+from . import metrics as metrics  # noqa: E402
+from . import models as models  # noqa: E402
+from . import optimizers as optimizers  # noqa: E402
+from . import schedules as schedules  # noqa: E402
+from .models import Model as Model  # noqa: E402
+from .models import Sequential as Sequential  # noqa: E402
+from .models import load_model as load_model  # noqa: E402

@@ -269,25 +269,27 @@ class Function:
 
 
 def _topological_order(root: Function) -> list[Function]:
-    """Functions reachable from ``root``, every consumer before its producers."""
+    """Functions reachable from ``root``, every consumer before its producers (reversed DFS post-order)."""
     order: list[Function] = []
-    seen = {id(root)}
+    expanded: set[int] = set()
     stack = [(root, False)]
     while stack:
-        fn, expanded = stack.pop()
-        if expanded:
+        fn, done = stack.pop()
+        if done:
             order.append(fn)
+            continue
+        if id(fn) in expanded:
             continue
         if fn.released:
             raise GraphReleasedError(
                 f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
                 "compute the forward pass again before calling backward() a second time"
             )
+        expanded.add(id(fn))
         stack.append((fn, True))
         for t in fn.inputs:
             parent = t._fn
-            if parent is not None and id(parent) not in seen:
-                seen.add(id(parent))
+            if parent is not None and id(parent) not in expanded:
                 stack.append((parent, False))
     order.reverse()
     return order

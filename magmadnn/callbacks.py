@@ -114,7 +114,7 @@ class EarlyStopping(Callback):
                 self.best_weights = self.model.get_weights()
             return
         self.wait += 1
-        if self.wait > self.patience:
+        if self.wait >= self.patience:
             self.stopped_epoch = epoch
             self.model.stop_training = True
             self.model.stop_reason = (f"EarlyStopping: {self.monitor} did not improve for {self.wait} epochs "

@@ -37,6 +37,8 @@ def add_training_arguments(parser: argparse.ArgumentParser, *, epochs: int | Non
     parser.add_argument("--lr", type=float, default=lr, help=f"learning rate (default {lr})")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default=optimizer,
                         help=f"adam, or sgd with Nesterov momentum 0.9 (default {optimizer})")
+    parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
+                        help="learning rate: cosine decay to 0 over the run, or constant (default cosine)")
     parser.add_argument("--device", choices=DEVICES, default="auto",
                         help="host (NumPy), device (GPU), or auto: the GPU when available (default auto)")
     parser.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and dropout (default 0)")
@@ -110,9 +112,12 @@ def limit_for_smoke_run(split, max_steps: int | None, batch_size: int):
     return (x_train[:keep], y_train[:keep]), (x_test[:keep], y_test[:keep])
 
 
-def make_optimizer(name: str, lr: float):
-    from . import optimizers
+def make_optimizer(name: str, lr: float, schedule: str = "constant", total_steps: int | None = None):
+    """Adam, or SGD with Nesterov momentum 0.9; ``schedule="cosine"`` decays `lr` to 0 over `total_steps` updates."""
+    from . import optimizers, schedules
 
+    if schedule == "cosine":
+        lr = schedules.CosineDecay(lr, max(int(total_steps or 1), 1))
     if name == "sgd":
         return optimizers.SGD(lr, momentum=0.9, nesterov=True)
     return optimizers.Adam(lr)
@@ -148,7 +153,7 @@ def describe_data(name: str, split) -> str:
     return f"{name}: {len(x_train)} train / {len(x_test)} test samples of shape {tuple(x_train.shape[1:])}"
 
 
-def save_curve(history, path: str | Path) -> Path | None:
+def save_curve(history, path: str | Path, title: str | None = None) -> Path | None:
     """Plot loss and accuracy per epoch (train and validation) to a PNG; None when matplotlib is missing."""
     try:
         import matplotlib
@@ -168,6 +173,8 @@ def save_curve(history, path: str | Path) -> Path | None:
         ax.set_title(key)
         ax.grid(alpha=0.3)
         ax.legend()
+    if title:
+        fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -181,11 +188,14 @@ def fit_and_report(model, split, args, name: str) -> dict:
     test accuracy, the training throughput and (with ``--plot``) where the training curve went."""
     (x_train, y_train), (x_test, y_test) = split
     device = resolve_device(args.device)
-    model.compile(optimizer=make_optimizer(args.optimizer, args.lr), loss="cross_entropy", metrics=["accuracy"],
+    steps = args.epochs * -(-len(x_train) // args.batch_size)
+    optimizer = make_optimizer(args.optimizer, args.lr, args.schedule, steps)
+    model.compile(optimizer=optimizer, loss="cross_entropy", metrics=["accuracy"],
                   seed=args.seed, device=device)
     print(describe_data(name, split))
-    print(f"model {model.name} on {device}, {args.optimizer} lr={args.lr}, batch {args.batch_size}, "
-          f"{args.epochs} epoch(s)")
+    why = " (auto: no usable GPU backend here)" if args.device == "auto" and device == "host" else ""
+    print(f"model {model.name} on {device}{why}, {args.optimizer} lr={args.lr} ({args.schedule}), "
+          f"batch {args.batch_size}, {args.epochs} epoch(s)")
     timer = Throughput(len(x_train))
     history = model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs,
                         validation_data=(x_test, y_test), callbacks=[timer], verbose=0 if args.quiet else 1)
@@ -197,7 +207,7 @@ def fit_and_report(model, split, args, name: str) -> dict:
               "samples_per_second": timer.samples_per_second, "train_seconds": sum(timer.seconds),
               "history": history}
     if args.plot:
-        where = save_curve(history, args.plot)
+        where = save_curve(history, args.plot, f"{model.name} on {name} ({device})")
         print(f"training curve: {where}" if where else "training curve skipped: matplotlib is not installed")
     return report
 
@@ -212,7 +222,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--model", choices=sorted(zoo.BUILDERS), default="cnn", help="network (default cnn)")
     train.add_argument("--dataset", choices=DATASETS, default="auto",
                        help="dataset (default auto: MNIST when --data is given or cached, else the embedded digits)")
-    add_training_arguments(train, epochs=None)
+    add_training_arguments(train, epochs=None, lr=2e-3)
     return parser
 
 
@@ -222,6 +232,8 @@ def train_command(args) -> dict:
     split, num_classes = load_dataset(name, args.data, args.download)
     split = limit_for_smoke_run(split, args.max_steps, args.batch_size)
     model = zoo.build(args.model, split[0][0].shape[1:], num_classes)
+    if not args.quiet:
+        model.summary()
     return fit_and_report(model, split, args, name)
 
 

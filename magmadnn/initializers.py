@@ -72,19 +72,16 @@ class Constant(Initializer):
 
 
 class _VarianceScaling(Initializer):
-    """Draws with variance ``2 / fan`` (fan chosen by the subclass), uniform or normal."""
+    """Draws zero-mean values with the variance the subclass computes from the fans, uniform or normal."""
 
     distribution = "uniform"
 
-    def fan(self, shape) -> float:
+    def variance(self, shape) -> float:
         raise NotImplementedError
-
-    def std(self, shape) -> float:
-        return math.sqrt(2.0 / self.fan(shape))
 
     def __call__(self, shape, dtype, xp, rng):
         shape = tuple(shape)
-        std = self.std(shape)
+        std = math.sqrt(self.variance(shape))
         if self.distribution == "uniform":
             limit = math.sqrt(3.0) * std  # U(-l, l) has variance l^2 / 3
             return xp.uniform(rng, shape, -limit, limit, dtype)
@@ -92,9 +89,9 @@ class _VarianceScaling(Initializer):
 
 
 class GlorotUniform(_VarianceScaling):
-    def fan(self, shape):
+    def variance(self, shape):
         fan_in, fan_out = compute_fans(shape)
-        return (fan_in + fan_out) / 2.0
+        return 2.0 / (fan_in + fan_out)
 
 
 class GlorotNormal(GlorotUniform):
@@ -102,8 +99,8 @@ class GlorotNormal(GlorotUniform):
 
 
 class HeUniform(_VarianceScaling):
-    def fan(self, shape):
-        return float(compute_fans(shape)[0])
+    def variance(self, shape):
+        return 2.0 / compute_fans(shape)[0]
 
 
 class HeNormal(HeUniform):

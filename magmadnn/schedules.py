@@ -12,6 +12,7 @@ Given to an optimizer as ``lr``, ``t`` is the optimizer's step count (updates do
 from __future__ import annotations
 
 import math
+import numbers
 
 __all__ = ["Schedule", "Constant", "StepDecay", "CosineDecay", "get"]
 
@@ -83,13 +84,15 @@ _BY_CLASS = {cls.__name__: cls for cls in (Constant, StepDecay, CosineDecay)}
 
 
 def get(lr):
-    """A float stays a float; a Schedule or a ``{"class_name", "config"}`` dict becomes a Schedule."""
+    """A number >= 0 stays a float; a Schedule or a ``{"class_name", "config"}`` dict becomes a Schedule."""
     if isinstance(lr, Schedule):
         return lr
     if isinstance(lr, dict) and lr.get("class_name") in _BY_CLASS:
         return _BY_CLASS[lr["class_name"]](**lr.get("config", {}))
-    if isinstance(lr, (int, float)) and not isinstance(lr, bool):
-        return float(_check_positive("lr", lr))
+    if isinstance(lr, numbers.Real) and not isinstance(lr, bool):
+        if not (math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"learning rate lr must be a finite number >= 0, got {lr!r}")
+        return float(lr)
     if callable(lr):
         return lr
     raise TypeError(f"learning rate must be a positive number or a Schedule, got {lr!r}")

@@ -50,7 +50,7 @@ def lenet5(input_shape=(1, 28, 28), num_classes: int = 10):
     )
 
 
-def small_cnn(input_shape=(1, 28, 28), num_classes: int = 10, filters=(32, 64), dense: int = 128,
+def small_cnn(input_shape=(1, 28, 28), num_classes: int = 10, filters=(16, 32), dense: int = 128,
               batch_norm: bool = False, dropout: float = 0.0, seed: int | None = None):
     """A VGG-style CNN: per entry of `filters` a 3x3 'same' convolution (+BatchNorm) + ReLU + 2x2 max pool, then a
     hidden Dense layer and the logits. Two blocks fit 8x8 digits; three suit 32x32 CIFAR images."""

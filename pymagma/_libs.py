@@ -46,11 +46,11 @@ def nvidia_path(name: str) -> str:
 MAGMA_FILENAMES = ("libmagma.so", "libmagma.dylib", "magma.dll")
 MAGMA_DIR_VARIABLES = ("MAGMA_ROOT", "MAGMA_HOME", "MAGMA_DIR")
 TORCH_MAGMA_FILE = "libtorch_cuda_linalg.so"
-MAGMA_REMEDY = (
-    "install MAGMA (conda install -c conda-forge libmagma, or build it from https://icl.utk.edu/magma) and set "
-    "PYMAGMA_MAGMA_LIBRARY to libmagma.so or MAGMA_ROOT to its prefix; or pip install torch (its CUDA wheel "
-    "bundles a partial MAGMA 2.x)"
+FULL_MAGMA_REMEDY = (
+    "install MAGMA (conda install -c conda-forge magma, or build it from https://icl.utk.edu/magma) and set "
+    "PYMAGMA_MAGMA_LIBRARY to libmagma.so or MAGMA_ROOT to its prefix"
 )
+MAGMA_REMEDY = FULL_MAGMA_REMEDY + "; or pip install torch (its CUDA wheel bundles a partial MAGMA 2.x)"
 TORCH_PARTIAL_NOTE = (
     "PyTorch's bundled MAGMA: BLAS, batched gemm/trsm, the getrf family and sytrf only "
     "(no potrf, geqrf, getrs/gesv, syevd, gesdd, geev)"

@@ -319,7 +319,7 @@ def remedy() -> str:
             provider = f"the MAGMA in use ({p.path}) is partial: {p.note}; "
     except Exception:  # noqa: BLE001 - discovery errors are reported elsewhere; the remedy stays useful
         pass
-    return provider + "for the full library: " + _libs.MAGMA_REMEDY
+    return provider + "for the full library: " + _libs.FULL_MAGMA_REMEDY
 
 
 @functools.cache

@@ -209,14 +209,18 @@ class DeviceArray:
             q.synchronize()
 
     def set(self, host) -> DeviceArray:
-        """Copy a host array of the same shape into this (C-contiguous) array."""
-        host = np.ascontiguousarray(host, dtype=self.dtype)
+        """Copy a host array of the same shape into this array (any layout with unit stride along one of the
+        last two axes)."""
+        host = np.asarray(host, dtype=self.dtype)
         if host.shape != self.shape:
             raise ValueError(f"shape mismatch: host {host.shape} vs device {self.shape}")
-        if not self.is_c_contiguous:
-            raise ValueError("set() needs a C-contiguous DeviceArray")
         self._sync()
-        runtime.memcpy_htod(self.ptr, host)
+        if self.is_c_contiguous:
+            runtime.memcpy_htod(self.ptr, np.ascontiguousarray(host))
+        elif self.ndim >= 2 and self.strides[-1] != self.itemsize and self.strides[-2] == self.itemsize:
+            copy_into(self.mT, asarray(np.ascontiguousarray(np.swapaxes(host, -1, -2)), device=self.device))
+        else:
+            copy_into(self, asarray(np.ascontiguousarray(host), device=self.device))
         return self
 
     def copy(self) -> DeviceArray:
@@ -280,25 +284,32 @@ class DeviceArray:
 
 
 def copy_into(dst: DeviceArray, src: DeviceArray) -> None:
-    """Copy ``src`` into C-contiguous ``dst`` of the same shape and dtype (strided sources allowed)."""
+    """Copy ``src`` into ``dst`` (same shape and dtype) on the device.  Row-strided layouts (unit stride along the
+    last axis, any row pitch) copy with one 2-D memcpy per matrix; other source layouts go through the host once
+    into a C-contiguous ``dst``."""
     if dst.shape != src.shape or dst.dtype != src.dtype:
         raise ValueError(f"copy_into: {src.shape} {src.dtype} into {dst.shape} {dst.dtype}")
-    if not dst.is_c_contiguous:
-        raise ValueError("copy_into needs a C-contiguous destination")
     if src.size == 0:
         return
-    if src.is_c_contiguous:
+    if dst.is_c_contiguous and src.is_c_contiguous:
         runtime.memcpy_dtod(dst.ptr, src.ptr, src.nbytes)
         return
-    if src.strides[-1] == src.itemsize and src.ndim >= 2:
-        rows = src.shape[-2]
-        width = src.shape[-1] * src.itemsize
-        for idx in np.ndindex(*src.shape[:-2]):
-            s_off = sum(i * s for i, s in zip(idx, src.strides))
-            d_off = sum(i * s for i, s in zip(idx, dst.strides))
-            runtime.memcpy_2d(dst.ptr + d_off, width, src.ptr + s_off, src.strides[-2], width, rows)
+    item = src.itemsize
+    rows_ok = all(x.shape[-1] == 1 or x.strides[-1] == item for x in (dst, src)) if src.ndim else False
+    if rows_ok:
+        shape = (1, *src.shape) if src.ndim == 1 else src.shape
+        d_str = (0, *dst.strides) if dst.ndim == 1 else dst.strides
+        s_str = (0, *src.strides) if src.ndim == 1 else src.strides
+        width = shape[-1] * item
+        for idx in np.ndindex(*shape[:-2]):
+            s_off = sum(i * s for i, s in zip(idx, s_str))
+            d_off = sum(i * s for i, s in zip(idx, d_str))
+            runtime.memcpy_2d(dst.ptr + d_off, d_str[-2] if shape[-2] > 1 else width, src.ptr + s_off,
+                              s_str[-2] if shape[-2] > 1 else width, width, shape[-2])
         return
-    dst.set(src.get())  # general strides: one host round trip
+    if not dst.is_c_contiguous:
+        raise ValueError(f"copy_into cannot write strides {dst.strides} from strides {src.strides}")
+    dst.set(src.get())  # general source strides: one host round trip
 
 
 # ---------------------------------------------------------------------------------------------------- creation

@@ -9,6 +9,7 @@ and then executes it with the precision's MAGMA routine (``s``/``d``/``c``/``z``
 from __future__ import annotations
 
 import ctypes
+import functools
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +72,7 @@ class GemmCall:
     A: Stored
     B: Stored
     C: Stored
+    swapped: bool = False  # True when the call computes C^T = B^T A^T (B's matrix comes first)
 
 
 def plan_gemm(a, b, c) -> GemmCall:
@@ -82,7 +84,7 @@ def plan_gemm(a, b, c) -> GemmCall:
     if not ct:  # C stored as itself: C = op(SA) op(SB)
         return GemmCall(T if at else N, T if bt else N, m, n, k, sa, sb, sc)
     # C stored transposed: C^T = B^T A^T, with B^T = SB when B is stored transposed
-    return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc)
+    return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc, swapped=True)
 
 
 @dataclass(frozen=True)
@@ -187,16 +189,13 @@ def plan_gemm_batched(a, b, c) -> BatchedGemm:
         bstrides = (0,) * (len(batch) - lead) + tuple(x.strides[:lead])
         bstrides = tuple(0 if n == 1 else s for n, s in zip(bshape, bstrides))
         offsets.append(_batch_offsets(batch, bstrides))
+    if call.swapped:  # the column-major call takes B's matrices first, then A's
+        offsets[0], offsets[1] = offsets[1], offsets[0]
     item = c.dtype.itemsize
     uniform = [_uniform_stride(o) for o in offsets]
     strides = None
     if all(u is not None and u % item == 0 for u in uniform):
         strides = tuple(u // item for u in uniform)
-    if call.A.ptr == first[1].ptr and call.B.ptr == first[0].ptr and first[0].ptr != first[1].ptr:
-        # C stored transposed: the column-major call takes B first, then A
-        offsets[0], offsets[1] = offsets[1], offsets[0]
-        if strides is not None:
-            strides = (strides[1], strides[0], strides[2])
     ptrs = [tuple(base + o for o in offs) for base, offs in zip((call.A.ptr, call.B.ptr, call.C.ptr), offsets)]
     return BatchedGemm(call, *ptrs, strides)
 
@@ -220,10 +219,6 @@ def scalar(value, p: str):
     if isinstance(value, complex) and value.imag:
         raise TypeError(f"a complex scalar {value} cannot be used with a real dtype")
     return ctype(float(np.real(value)))
-
-
-def _real(value, p: str):
-    return _magma.PRECISIONS[p][1](float(np.real(value)))
 
 
 def _lib():
@@ -256,12 +251,36 @@ def run_gemm(call: GemmCall, p: str, alpha, beta, queue) -> None:
         call.B.ptr, call.B.ld, scalar(beta, p), call.C.ptr, call.C.ld, queue)
 
 
+class _Layout:
+    """Shape, strides and dtype of an operand at pointer 0: what a cached plan depends on."""
+
+    __slots__ = ("shape", "strides", "dtype", "ptr")
+
+    def __init__(self, shape, strides, dtype):
+        self.shape, self.strides, self.dtype, self.ptr = shape, strides, dtype, 0
+
+
+@functools.lru_cache(maxsize=4096)
+def _gemm_layout(a_key, b_key, c_key, dtype) -> GemmCall:
+    """``plan_gemm`` for operands at pointer 0, cached by layout (the per-call cost of a small gemm is Python)."""
+    return plan_gemm(*(_Layout(shape, strides, dtype) for shape, strides in (a_key, b_key, c_key)))
+
+
+_PRECISION = {np.dtype(d): p for p, (_, _, _, d) in _magma.PRECISIONS.items()}
+_SCALARS: dict = {}
+
+
+def _scalar_cached(value, p: str):
+    key = (value, p)
+    v = _SCALARS.get(key)
+    if v is None:
+        v = scalar(value, p)
+        if len(_SCALARS) < 64:
+            _SCALARS[key] = v
+    return v
+
+
 # ----------------------------------------------------------------------------------------------------- public API
-def _check_blas_dtype(*xs) -> str:
-    p = precision(*xs)
-    return p
-
-
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False) -> DeviceArray:
     """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked, as a view)."""
     a, b = _device_arrays(a, b)
@@ -277,14 +296,21 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         out = empty((a.shape[0], b.shape[1]), a.dtype, device=a.device)
     elif out.shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"gemm: out has shape {out.shape}, expected {(a.shape[0], b.shape[1])}")
-    p = _check_blas_dtype(a, b, out)
-    _same_device(a, b, out)
+    p = _PRECISION.get(a.dtype) if a.dtype == b.dtype == out.dtype else None
+    if p is None:
+        p = precision(a, b, out)
+    if not a.device == b.device == out.device:
+        _same_device(a, b, out)
     if out.size == 0:
         return out
-    if a.shape[1] == 0:
-        scal(beta, out.reshape(-1)) if beta != 0 else _zero(out)
+    if a.shape[1] == 0:  # an empty sum: out = beta * out
+        _scale_any(out, beta)
         return out
-    run_gemm(plan_gemm(a, b, out), p, alpha, beta, _queue(out))
+    c = _gemm_layout((a.shape, a.strides), (b.shape, b.strides), (out.shape, out.strides), a.dtype)
+    first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
+    _lib().bind(f"magma_{p}gemm")(
+        c.transA, c.transB, c.m, c.n, c.k, _scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,
+        _scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))
     return out
 
 
@@ -292,6 +318,14 @@ def _zero(x: DeviceArray) -> None:
     from . import runtime
 
     runtime.memset(x.ptr, 0, x.nbytes)
+
+
+def _scale_any(x: DeviceArray, beta) -> None:
+    """``x *= beta`` for any layout (a zero beta clears x, NaNs included, as BLAS does)."""
+    if x.is_c_contiguous:
+        _zero(x) if beta == 0 else scal(beta, x)
+    else:
+        x.set(np.zeros(x.shape, x.dtype) if beta == 0 else beta * x.get())
 
 
 def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -> DeviceArray:
@@ -313,12 +347,12 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
         out = empty(shape, a.dtype, device=a.device)
     elif out.shape != shape:
         raise ValueError(f"gemm_batched: out has shape {out.shape}, expected {shape}")
-    p = _check_blas_dtype(a, b, out)
+    p = precision(a, b, out)
     _same_device(a, b, out)
     if out.size == 0:
         return out
     if a.shape[-1] == 0:
-        _zero(out)
+        _scale_any(out, beta)
         return out
     plan = plan_gemm_batched(a, b, out)
     c, count, q = plan.call, len(plan.c_ptrs), _queue(out)
@@ -383,7 +417,7 @@ def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
         y = empty((a.shape[0],), a.dtype, device=a.device)
     elif y.shape != (a.shape[0],):
         raise ValueError(f"gemv: y has shape {y.shape}, expected {(a.shape[0],)}")
-    p = _check_blas_dtype(a, x, y)
+    p = precision(a, x, y)
     _same_device(a, x, y)
     if y.size == 0:
         return y
@@ -410,7 +444,7 @@ def axpy(alpha, x, y) -> DeviceArray:
     x, y = _vector(x, "x"), _vector(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"axpy: sizes differ: {x.shape} vs {y.shape}")
-    p = _check_blas_dtype(x, y)
+    p = precision(x, y)
     if x.size:
         getattr(_lib(), f"magma_{p}axpy")(x.size, scalar(alpha, p), x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"),
                                           _queue(y))
@@ -421,7 +455,7 @@ def scal(alpha, x) -> DeviceArray:
     """``x *= alpha`` in place."""
     (x,) = _device_arrays(x)
     v = _vector(x, "x")
-    p = _check_blas_dtype(v)
+    p = precision(v)
     if v.size:
         getattr(_lib(), f"magma_{p}scal")(v.size, scalar(alpha, p), v.ptr, _inc(v, "x"), _queue(v))
     return x
@@ -433,7 +467,7 @@ def dot(x, y, *, conjugate: bool = False):
     x, y = _vector(x, "x"), _vector(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"dot: sizes differ: {x.shape} vs {y.shape}")
-    p = _check_blas_dtype(x, y)
+    p = precision(x, y)
     name = f"magma_{p}dot" if p in "sd" else f"magma_{p}dot{'c' if conjugate else 'u'}"
     r = getattr(_lib(), name)(x.size, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"), _queue(y))
     return x.dtype.type(complex(r.real, r.imag) if p in "cz" else r)
@@ -443,7 +477,7 @@ def nrm2(x):
     """Euclidean norm of a vector (or of a contiguous array's elements)."""
     (x,) = _device_arrays(x)
     v = _vector(x, "x")
-    p = _check_blas_dtype(v)
+    p = precision(v)
     name = {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"}[p]
     return np.dtype(_magma.PRECISIONS[p][1]).type(getattr(_lib(), f"magma_{name}")(v.size, v.ptr, _inc(v, "x"),
                                                                                    _queue(v)))
@@ -460,7 +494,7 @@ def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, 
     need = b.shape[0] if side == "left" else b.shape[1]
     if a.shape[0] != need:
         raise ValueError(f"trsm: a is {a.shape} but b is {b.shape} (side={side})")
-    p = _check_blas_dtype(a, b)
+    p = precision(a, b)
     _same_device(a, b)
     if b.size == 0:
         return b
@@ -483,7 +517,7 @@ def syrk(a, out=None, *, lower: bool = True, trans: bool = False, alpha=1.0, bet
         out = zeros_like_shape((n, n), a)
     elif out.shape != (n, n):
         raise ValueError(f"syrk: out has shape {out.shape}, expected {(n, n)}")
-    p = _check_blas_dtype(a, out)
+    p = precision(a, out)
     if n == 0:
         return out
     c = plan_syrk(a, out, lower, trans)

@@ -1,9 +1,9 @@
 """A caching device-memory pool: ``alloc(nbytes)`` returns an :class:`Allocation` that goes back to the pool when it
 dies, so repeated allocate/free cycles (a training loop) do not pay ``cudaMalloc``/``cudaFree`` each time.
 
-Sizes are rounded up to a bucket (multiples of 512 bytes, then to an eighth of the power of two below the size above 1 MiB) and
-freed blocks are kept per (device, bucket).  When ``cudaMalloc`` runs out of memory the cache is released and the
-allocation retried once.
+Sizes are rounded up to a bucket (multiples of 512 bytes; above 1 MiB, multiples of an eighth of the power of two
+below the size) and freed blocks are kept per (device, bucket).  When ``cudaMalloc`` runs out of memory the cache
+is released and the allocation retried once.
 """
 
 from __future__ import annotations

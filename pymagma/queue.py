@@ -61,6 +61,9 @@ _LOCK = threading.Lock()
 
 def default_queue(device: int | None = None) -> Queue:
     """The default queue of ``device`` (the current device when None), created on first use."""
+    q = _DEFAULT.get(device)
+    if q is not None:  # the fast path of every BLAS call
+        return q
     runtime.require_device()
     device = runtime.get_device() if device is None else int(device)
     with _LOCK:

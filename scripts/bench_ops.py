@@ -147,22 +147,30 @@ def run(repeats: int = 10, threads: int | None = None) -> list[dict]:
             m_times.append(_time(m_fn, number))
             if t_fn:
                 t_times.append(_time(t_fn, number))
-        m_ms = statistics.median(m_times)
-        t_ms = statistics.median(t_times) if t_times else None
+        m_ms, m_min = statistics.median(m_times), min(m_times)
+        t_ms, t_min = (statistics.median(t_times), min(t_times)) if t_times else (None, None)
         rows.append({
             "op": name, "shape": shape, "threads": threads, "magmadnn_ms": round(m_ms, 4),
             "torch_ms": None if t_ms is None else round(t_ms, 4),
             "ratio": None if t_ms is None else round(t_ms / m_ms, 3),
+            # best repeat of each: less sensitive to other processes on a shared machine
+            "magmadnn_min_ms": round(m_min, 4), "torch_min_ms": None if t_min is None else round(t_min, 4),
+            "ratio_min": None if t_min is None else round(t_min / m_min, 3),
         })  # fmt: skip
     return rows
 
 
 def format_table(rows: list[dict]) -> str:
-    lines = [f"{'op':28s} {'magmadnn ms':>12s} {'torch ms':>10s} {'torch/magmadnn':>15s}"]
+    def num(v, fmt=".3f"):
+        return "-" if v is None else format(v, fmt)
+
+    lines = [f"{'op (median / best of repeats)':30s} {'magmadnn ms':>16s} {'torch ms':>16s} {'torch/magmadnn':>16s}"]
     for r in rows:
-        torch_ms = "-" if r["torch_ms"] is None else f"{r['torch_ms']:.3f}"
-        ratio = "-" if r["ratio"] is None else f"{r['ratio']:.2f}"
-        lines.append(f"{r['op']:28s} {r['magmadnn_ms']:12.3f} {torch_ms:>10s} {ratio:>15s}")
+        lines.append(
+            f"{r['op']:30s} {num(r['magmadnn_ms']):>7s} / {num(r['magmadnn_min_ms']):>6s} "
+            f"{num(r['torch_ms']):>7s} / {num(r['torch_min_ms']):>6s} {num(r['ratio'], '.2f'):>7s} / "
+            f"{num(r['ratio_min'], '.2f'):>6s}"
+        )
     return "\n".join(lines)
 
 

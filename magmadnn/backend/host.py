@@ -4,10 +4,11 @@ Layout is NCHW, float32 by default, float64 works everywhere (gradient checks us
 returning new arrays, except the ``*_update`` optimizer ops and ``batch_norm_train``'s running statistics, which
 update their arguments in place.
 
-Convolution is im2col + one BLAS matmul per call: the column matrix is gathered from a strided view of the padded
-input in a single copy, laid out (C*R*S, N*Ho*Wo) so that forward, backward-filter and backward-data are each one
-GEMM; col2im scatters back with a loop over the R*S kernel offsets only. Pooling loops over the window offsets
-only. No loop runs over the batch, channels or pixels.
+Convolution is im2col + one BLAS matmul per call: the input is copied once into a zero-padded batch-last
+(C, Hp, Wp, N) array, the column matrix (C*R*S, Ho*Wo*N) is gathered from a strided view of it in one copy of long
+contiguous runs, and forward, backward-filter and backward-data are each one GEMM; col2im scatters back with a loop
+over the R*S kernel offsets only. Pooling loops over the window offsets only. No loop runs over the batch, channels
+or pixels.
 
 GELU uses the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
 """
@@ -312,12 +313,12 @@ def _pad_input(x, pads, fill=0.0):
 
 
 class _ConvPlan:
-    """Geometry of one convolution and the flat zero-padded input buffer its column matrix is gathered from.
+    """Geometry of one convolution, and the batch-last working layout its gathers and scatters use.
 
-    The padded images lie back to back in one flat buffer (plus a little slack at the end). With a horizontal stride
-    of 1 the column matrix uses "wide" rows: every output row keeps all Wp padded columns, so that for a fixed
-    (c, r, s, n) the gathered elements form ONE contiguous run of Ho*Wp values (a memcpy, not Ho*Wo tiny copies).
-    The Wp - Wo extra columns per row are junk: cropped from the output and zero in dy, so they contribute nothing.
+    The input is copied once, zero-padded, into (C, Hp, Wp, N) order. A kernel offset (r, s) then selects, for every
+    (c, output row), one block of Wo*N values that are contiguous in memory when the horizontal stride is 1 (runs of
+    N otherwise), so im2col and col2im move long runs instead of Wo-sized snippets. The column matrix is
+    (C*R*S, Ho*Wo*N): forward, backward-filter and backward-data are each one GEMM against it.
     """
 
     def __init__(self, x_shape, w_shape, stride, padding, dilation):
@@ -329,63 +330,52 @@ class _ConvPlan:
         self.hp, self.wp = self.h + t + b, self.w + l + r
         self.ho = _out_size(self.h, self.kh, self.sh, t, b, self.dh)
         self.wo = _out_size(self.w, self.kw, self.sw, l, r, self.dw)
-        self.wide = self.sw == 1
-        self.wq = self.wp if self.wide else self.wo  # columns per output row in the column matrix
-        self.image = self.hp * self.wp
-        self.slack = (self.kw - 1) * self.dw if self.wide else 0
         self.crs = self.cg * self.kh * self.kw  # rows of the column matrix per group
 
-    def buffer(self, dtype):
-        """A zeroed flat buffer for N padded images and its (N, C, Hp, Wp) view."""
-        flat = np.zeros(self.n * self.c * self.image + self.slack, dtype=dtype)
-        return flat, flat[: self.n * self.c * self.image].reshape(self.n, self.c, self.hp, self.wp)
+    def offset(self, i, j):
+        """Index of the (C, Ho, Wo, N) block of the padded batch-last input under kernel offset (i, j)."""
+        hs = slice(i * self.dh, i * self.dh + self.sh * (self.ho - 1) + 1, self.sh)
+        ws = slice(j * self.dw, j * self.dw + self.sw * (self.wo - 1) + 1, self.sw)
+        return slice(None), hs, ws, slice(None)
 
-    def interior(self, a4):
+    def padded_chwn(self, x):
+        """x (N, C, H, W) copied into a zero-padded (C, Hp, Wp, N) array."""
         t, _, l, _ = self.pads
-        return a4[:, :, t : t + self.h, l : l + self.w]
-
-    def window_view(self, flat, i=None, j=None):
-        """Strided view of the flat buffer: (C, R, S, N, Ho, Wq), or (C, N, Ho, Wq) at kernel offset (i, j)."""
-        e = flat.itemsize
-        row = self.wp * e
-        step_w = e if self.wide else self.sw * e
-        tail = (self.c * self.image * e, self.sh * row, step_w)
-        if i is None:
-            shape = (self.c, self.kh, self.kw, self.n, self.ho, self.wq)
-            strides = (self.image * e, self.dh * row, self.dw * e) + tail
-            return as_strided(flat, shape=shape, strides=strides, writeable=False)
-        base = flat[i * self.dh * self.wp + j * self.dw :]
-        shape = (self.c, self.n, self.ho, self.wq)
-        return as_strided(base, shape=shape, strides=(self.image * e,) + tail)
+        make = np.zeros if any(self.pads) else np.empty
+        xt = make((self.c, self.hp, self.wp, self.n), dtype=x.dtype)
+        xt[:, t : t + self.h, l : l + self.w, :] = x.transpose(1, 2, 3, 0)
+        return xt
 
     def im2col(self, x):
-        """Column matrix (C*R*S, N*Ho*Wq) of x."""
-        flat, padded = self.buffer(x.dtype)
-        self.interior(padded)[...] = x
-        cols = np.empty((self.c, self.kh, self.kw, self.n, self.ho, self.wq), dtype=x.dtype)
-        np.copyto(cols, self.window_view(flat))
+        """Column matrix (C*R*S, Ho*Wo*N) of x."""
+        xt = self.padded_chwn(x)
+        sc, sh, sw, sn = xt.strides
+        view = as_strided(
+            xt,
+            shape=(self.c, self.kh, self.kw, self.ho, self.wo, self.n),
+            strides=(sc, sh * self.dh, sw * self.dw, sh * self.sh, sw * self.sw, sn),
+            writeable=False,
+        )
+        cols = np.empty(view.shape, dtype=x.dtype)
+        np.copyto(cols, view)
         return cols.reshape(self.c * self.kh * self.kw, -1)
 
     def col2im(self, dcols):
-        """Scatter-add (C*R*S, N*Ho*Wq) columns into an (N, C, H, W) array: a loop over the R*S offsets only."""
-        flat, padded = self.buffer(dcols.dtype)
-        d6 = dcols.reshape(self.c, self.kh, self.kw, self.n, self.ho, self.wq)
+        """Scatter-add columns (C*R*S, Ho*Wo*N) into dx (N, C, H, W): a loop over the R*S kernel offsets only."""
+        dxt = np.zeros((self.c, self.hp, self.wp, self.n), dtype=dcols.dtype)
+        d6 = dcols.reshape(self.c, self.kh, self.kw, self.ho, self.wo, self.n)
         for i in range(self.kh):
             for j in range(self.kw):
-                view = self.window_view(flat, i, j)
-                view += d6[:, i, j]
-        if any(self.pads):
-            return np.ascontiguousarray(self.interior(padded))
-        return padded
+                dxt[self.offset(i, j)] += d6[:, i, j]
+        t, _, l, _ = self.pads
+        dx = np.empty((self.n, self.c, self.h, self.w), dtype=dcols.dtype)
+        np.copyto(dx, dxt[:, t : t + self.h, l : l + self.w, :].transpose(3, 0, 1, 2))
+        return dx
 
     def dy_rows(self, dy, groups):
-        """dy (N, K, Ho, Wo) as (K, N*Ho*Wq) (junk columns zero), or (G, K/G, N*Ho*Wq) when grouped."""
-        if self.wq == self.wo:
-            rows = np.empty((self.k, self.n, self.ho, self.wo), dtype=dy.dtype)
-            np.copyto(rows, dy.transpose(1, 0, 2, 3))
-        else:
-            rows = np.zeros((self.k, self.n, self.ho, self.wq), dtype=dy.dtype)
-            rows[..., : self.wo] = dy.transpose(1, 0, 2, 3)
+        """dy (N, K, Ho, Wo) as (K, Ho*Wo*N), or (G, K/G, Ho*Wo*N) when grouped."""
+        rows = np.empty((self.k, self.ho, self.wo, self.n), dtype=dy.dtype)
+        np.copyto(rows, dy.transpose(1, 2, 3, 0))
         rows = rows.reshape(self.k, -1)
         return rows if groups == 1 else rows.reshape(groups, self.k // groups, -1)
 
@@ -405,7 +395,7 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         y = np.matmul(w.reshape(k, -1), cols)
     else:
         y = np.matmul(w.reshape(groups, k // groups, -1), cols.reshape(groups, plan.crs, -1))
-    y = y.reshape(k, plan.n, plan.ho, plan.wq)[..., : plan.wo].transpose(1, 0, 2, 3)
+    y = y.reshape(k, plan.ho, plan.wo, plan.n).transpose(3, 0, 1, 2)
     out = np.empty((plan.n, k, plan.ho, plan.wo), dtype=y.dtype)
     if bias is None:
         np.copyto(out, y)

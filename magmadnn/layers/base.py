@@ -108,12 +108,15 @@ class Layer:
         self._source = "its input"
 
     # -- configuration by the owning model
-    def configure(self, backend=None, dtype=None, seed: int | None = None) -> None:
-        """Set backend, dtype and seed (a dtype or seed given to the layer itself wins); a built layer is rebuilt,
-        so its weights are re-created from the new seed."""
-        self.xp = _backend.get(backend)
-        self.dtype = self._user_dtype if self._user_dtype is not None else np.dtype(dtype or np.float32)
-        self._build_seed = self.seed if self.seed is not None else seed
+    def configure(self, backend=None, dtype=None, seed: int | None = None, force: bool = False) -> None:
+        """Set backend, dtype and seed (a dtype or seed given to the layer itself wins). A built layer whose settings
+        change (or with ``force``) is rebuilt: its weights are re-created from the seed."""
+        xp = _backend.get(backend)
+        dtype = self._user_dtype if self._user_dtype is not None else np.dtype(dtype or np.float32)
+        seed = self.seed if self.seed is not None else seed
+        if self.built and not force and (xp, dtype, seed) == (self.xp, self.dtype, getattr(self, "_build_seed", None)):
+            return
+        self.xp, self.dtype, self._build_seed = xp, dtype, seed
         if self.built:
             self._params.clear()
             self._state.clear()

@@ -128,10 +128,11 @@ class Model:
         self._configure_layers()
         self.built = True
 
-    def _configure_layers(self):
-        """Give every layer the model's backend, dtype and a seed derived from the model seed; rebuild weights."""
+    def _configure_layers(self, force: bool = False):
+        """Give every layer the model's backend, dtype and a seed derived from the model seed (weights are re-created
+        where these change, or everywhere with ``force``)."""
         for index, layer in enumerate(self.layers):
-            layer.configure(self.xp, self.dtype, derive_seed(self.seed, index))
+            layer.configure(self.xp, self.dtype, derive_seed(self.seed, index), force=force)
 
     def nodes_of(self, layer) -> list[SymbolicTensor]:
         return [node for node in self.nodes if node.layer is layer]
@@ -149,7 +150,7 @@ class Model:
         self.seed = int(seed)
         self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
         if self.built:
-            self._configure_layers()
+            self._configure_layers(force=True)
 
     # ------------------------------------------------------------------------------------------ forward
     def _forward(self, inputs: list[Tensor], training: bool) -> Tensor:
@@ -293,7 +294,8 @@ class Model:
 
     # ------------------------------------------------------------------------------------------ data checks
     def _input_arrays(self, x, who: str) -> list[np.ndarray]:
-        arrays = list(x) if isinstance(x, (list, tuple)) else [x]
+        several = isinstance(x, (list, tuple)) and (len(self.inputs) > 1 or all(hasattr(a, "shape") for a in x))
+        arrays = list(x) if several else [x]
         arrays = [_real_array(a, f"{who}: model input") for a in arrays]
         if not self.built:
             self._build_from_data(arrays)
@@ -334,6 +336,10 @@ class Model:
         return value
 
     def _train_step(self, xs: list[np.ndarray], y: np.ndarray):
+        """Forward, loss, backward, update. A non-finite loss applies nothing: the state arrays that the forward
+        pass updates in place (BatchNorm running statistics, a few numbers per channel) are restored."""
+        stateful = [layer for layer in self.layers if layer._state]
+        saved = [{k: self.xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
         inputs = [self._to_tensor(a) for a in xs]
         outputs = self._forward(inputs, training=True)
         loss = self.loss(outputs, self.loss.prepare(y, self.xp, self.dtype))
@@ -344,6 +350,9 @@ class Model:
             self.optimizer.step(params)
             for param in params:
                 param.grad = None
+        else:
+            for layer, state in zip(stateful, saved):
+                layer._state.update(state)
         return value, outputs.data
 
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
@@ -383,7 +392,7 @@ class Model:
             validation_data = (x_val, y_val)
 
         history = _callbacks.History()
-        cbs = _callbacks.CallbackList([history, *(callbacks or [])], self)
+        cbs = _callbacks.CallbackList([*(callbacks or []), history], self)  # History last: sees every log key
         self.stop_training, self.stop_reason = False, None
         cbs.on_train_begin({})
         try:
@@ -429,6 +438,7 @@ class Model:
                     "callbacks=[TerminateOnNaN()] to stop training without an error")
             if self.stop_training:
                 break
+        bar.stop_clock()
         logs = {"loss": loss_sum / seen if seen else float("nan"), **{m.name: m.result() for m in self.metrics}}
         if validation_data is not None:
             results = self.evaluate(*validation_data, batch_size=batch_size)

@@ -72,8 +72,12 @@ def _check_architecture(model, stored: list, path) -> None:
         same = (theirs["class_name"] == ours["class_name"] and theirs["weights"] == ours["weights"]
                 and theirs["config"] == ours["config"])
         if not same:
-            detail = "" if theirs["config"] == ours["config"] or theirs["class_name"] != ours["class_name"] else (
-                f" (configuration {theirs['config']} vs {ours['config']})")
+            detail = ""
+            if theirs["class_name"] == ours["class_name"]:
+                keys = sorted(k for k in {*theirs["config"], *ours["config"]}
+                              if theirs["config"].get(k) != ours["config"].get(k))
+                detail = "".join(f"; {k}: {theirs['config'].get(k)!r} in the file, {ours['config'].get(k)!r} here"
+                                 for k in keys)
             raise ArchitectureMismatchError(
                 f"{where} holds a different architecture: layer {index} is {_describe(theirs)} in the file but "
                 f"{_describe(ours)} in model {model.name!r}{detail}")

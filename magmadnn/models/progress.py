@@ -23,6 +23,7 @@ class ProgressBar:
         self.verbose, self.stream, self.interval, self.width = verbose, stream or sys.stdout, interval, width
         self.start = time.perf_counter()
         self._last_draw = 0.0
+        self._stopped = None
         self.samples = 0
         self.live = verbose == 1 and hasattr(self.stream, "isatty") and self.stream.isatty()
         self.clear = "\033[K" if self.live else ""
@@ -31,8 +32,13 @@ class ProgressBar:
 
     @property
     def images_per_second(self) -> float:
-        elapsed = time.perf_counter() - self.start
+        """Training throughput (validation time excluded once ``stop_clock`` was called)."""
+        elapsed = (self._stopped or time.perf_counter()) - self.start
         return self.samples / elapsed if elapsed > 0 else 0.0
+
+    def stop_clock(self) -> None:
+        """Mark the end of the training batches of this epoch."""
+        self._stopped = time.perf_counter()
 
     def _bar(self, done: int) -> str:
         if not self.total:

@@ -23,7 +23,7 @@ import numpy as np
 from ..errors import KernelCompileError
 from . import compiler, programs
 from .compiler import CompiledProgram, compile_source, nvrtc_version
-from .launch import THREADS, compile_program, grid_for, launch
+from .loader import THREADS, compile_program, grid_for, launch
 from .programs import FLOAT_DTYPES, PROGRAMS
 
 UNARY_OPS = {

@@ -44,7 +44,9 @@ __global__ void softmax_xent_index(const T* __restrict__ logits, const i64* __re
         pm_row_logsumexp<T, A>(row, classes, shared, mx, lse);
         i64 label = labels[r];
         if (threadIdx.x == 0) {
-            A picked = (label >= 0 && label < classes) ? Traits<T>::load(row[label]) - mx : (A)pm_inf();
+            // an out-of-range label makes the row's loss NaN rather than a plausible number
+            A picked = (label >= 0 && label < classes) ? Traits<T>::load(row[label]) - mx
+                                                       : (A)__longlong_as_double(0x7ff8000000000000LL);
             loss[r] = Traits<T>::store(lse - picked);
         }
         if (grad) {

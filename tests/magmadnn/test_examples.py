@@ -148,3 +148,18 @@ def test_cnn_learns_the_embedded_digits(capsys):
 def load_example_cli(argv):
     args = cli.build_parser().parse_args(["train", *argv])
     return cli.train_command(args)
+
+
+def test_dataloader_feeds_model_fit_and_evaluate():
+    """The batches of magmadnn.data.DataLoader train a zoo model like in-memory arrays do."""
+    from magmadnn import data, zoo
+
+    rng = np.random.default_rng(0)
+    y = rng.integers(0, 3, 48)
+    x = rng.standard_normal((48, 1, 4, 4)).astype(np.float32) * 0.1
+    x[np.arange(48), 0, y, y] += 2.0  # the class marks one pixel: learnable
+    model = zoo.mlp(input_shape=(1, 4, 4), num_classes=3, hidden=(16,))
+    model.compile(optimizer=cli.make_optimizer("adam", 0.05), loss="cross_entropy", metrics=["accuracy"], seed=0)
+    history = model.fit(data.DataLoader(x, y, batch_size=8, seed=0), epochs=5, verbose=0)
+    assert len(history.history["loss"]) == 5 and history.history["loss"][-1] < history.history["loss"][0]
+    assert model.evaluate(data.DataLoader(x, y, batch_size=16, shuffle=False))["accuracy"] > 0.9

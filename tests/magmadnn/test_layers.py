@@ -154,6 +154,41 @@ def test_conv2d_forward_matches_direct_loops(padding, stride, dilation, pads):
     np.testing.assert_allclose(y.numpy(), expected, atol=1e-10)
 
 
+def same_pads(n, k, s, d):
+    """TensorFlow-style 'same': output ceil(n / s), the odd pixel of padding at the end."""
+    total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+    return (total // 2, total - total // 2)
+
+
+@given(c=st.integers(1, 2), k=st.integers(1, 3), h=st.integers(3, 7), w=st.integers(3, 7), r=st.integers(1, 3),
+       stride=st.integers(1, 2), dilation=st.integers(1, 2), padding=st.sampled_from(["valid", "same", 0, 1]))
+def test_conv2d_layer_forward_property(c, k, h, w, r, stride, dilation, padding):
+    if padding == "same":
+        pads = (same_pads(h, r, stride, dilation), same_pads(w, r, stride, dilation))
+    else:
+        p = 0 if padding == "valid" else padding
+        pads = ((p, p), (p, p))
+    if min(h + sum(pads[0]), w + sum(pads[1])) < dilation * (r - 1) + 1:
+        return
+    layer = built(L.Conv2D(k, r, strides=stride, padding=padding, dilation=dilation,
+                           bias_initializer="glorot_uniform"), (c, h, w))
+    x = np.random.default_rng(h * w).normal(size=(2, c, h, w))
+    expected = conv_reference(x, layer.weights["kernel"].data, layer.weights["bias"].data, (stride, stride), pads,
+                              (dilation, dilation))
+    assert layer.output_shape == expected.shape[1:]
+    np.testing.assert_allclose(layer(x).numpy(), expected, atol=1e-10)
+
+
+@given(n=st.integers(1, 3), c=st.integers(1, 3), h=st.integers(1, 4), w=st.integers(1, 4))
+def test_pooling_layers_forward_property(n, c, h, w):
+    x = np.random.default_rng(n * 100 + h * 10 + w).normal(size=(n, c, 2 * h, 2 * w))
+    blocks = x.reshape(n, c, h, 2, w, 2)
+    np.testing.assert_allclose(built(L.MaxPool2D(2), (c, 2 * h, 2 * w))(x).numpy(), blocks.max(axis=(3, 5)))
+    np.testing.assert_allclose(built(L.AvgPool2D(2), (c, 2 * h, 2 * w))(x).numpy(), blocks.mean(axis=(3, 5)))
+    np.testing.assert_allclose(built(L.GlobalAvgPool2D(), (c, 2 * h, 2 * w))(x).numpy(), x.mean(axis=(2, 3)))
+    np.testing.assert_array_equal(built(L.Flatten(), (c, 2 * h, 2 * w))(x).numpy(), x.reshape(n, -1))
+
+
 def test_dense_forward_matches_numpy():
     layer = built(L.Dense(5, activation="relu", bias_initializer="glorot_normal"), (3,))
     x = RNG.normal(size=(4, 3))

@@ -168,9 +168,10 @@ def test_cold_and_warm_compile_times_are_measured(capsys):
 class FakeArray:
     """Just the attributes the kernels' argument checks read (no device memory is touched)."""
 
-    def __init__(self, shape, dtype, device=0):
+    def __init__(self, shape, dtype, device=0, strides=None):
         self.shape, self.dtype, self.device = tuple(shape), np.dtype(dtype), device
         self.ndim, self.itemsize = len(shape), self.dtype.itemsize
+        self.strides = strides or np.empty(shape, dtype).strides
 
     is_c_contiguous = True
 
@@ -207,3 +208,34 @@ def test_argument_errors_are_typed_and_explicit():
         kernels.cast(x, np.complex64)
     with pytest.raises(TypeError, match="not supported"):
         programs.c_type(np.complex64)
+
+
+def test_broadcast_strides_and_strides3_packing():
+    a = FakeArray((3, 1), np.float32)  # broadcast to (2, 3, 4): leading axis new, last axis stretched
+    assert kernels._broadcast_strides(a, (2, 3, 4)) == (0, 1, 0)
+    t = FakeArray((4, 3), np.float64, strides=(8, 32))  # a transposed view
+    assert kernels._broadcast_strides(t, (4, 3)) == (1, 4)
+    s = kernels.make_strides3((2, 3), (3, 1), (0, 1), (3, 1))
+    assert s.ndim == 2 and list(s.shape[:2]) == [2, 3] and list(s.s1[:2]) == [0, 1]
+    with pytest.raises(ValueError, match="at most 8"):
+        kernels.make_strides3((1,) * 9)
+
+
+def test_axes_normalisation():
+    assert kernels._axes(None, 3) == (0, 1, 2)
+    assert kernels._axes(-1, 3) == (2,)
+    assert kernels._axes((2, 0), 3) == (0, 2)
+    with pytest.raises(ValueError, match="repeated"):
+        kernels._axes((1, -2), 3)
+
+
+def test_launch_grid_and_target_selection(monkeypatch):
+    from pymagma.kernels import loader
+
+    assert loader.grid_for(0) == 1 and loader.grid_for(256) == 1 and loader.grid_for(257) == 2
+    assert loader.grid_for(10**12) == loader.MAX_BLOCKS
+    monkeypatch.setattr(loader, "device_arch", lambda device: (9, 0))
+    assert loader.target_for(0) == ("sm_90", "cubin")
+    newest = max(compiler.supported_archs())
+    monkeypatch.setattr(loader, "device_arch", lambda device: (newest // 10 + 5, 0))
+    assert loader.target_for(0) == (f"compute_{newest}", "ptx")

@@ -144,3 +144,22 @@ def test_queues():
     q2 = pymagma.Queue.from_stream(s)
     assert q2.stream == s.handle
     q2.synchronize()
+
+
+@no_gpu_only
+@pytest.mark.parametrize("call", [
+    lambda: runtime.malloc(64), lambda: runtime.free(0x1000), lambda: runtime.malloc_host(64),
+    lambda: runtime.free_host(0x1000), lambda: runtime.memcpy_htod(0x1000, np.ones(4)),
+    lambda: runtime.memcpy_htod(0x1000, np.ones(4), stream=5), lambda: runtime.memcpy_dtoh(np.ones(4), 0x1000),
+    lambda: runtime.memcpy_dtod(0x1000, 0x2000, 16), lambda: runtime.memcpy_2d(0x1000, 32, 0x2000, 64, 32, 3),
+    lambda: runtime.memcpy_2d(0x1000, 32, 0x2000, 64, 32, 3, stream=5), lambda: runtime.memset(0x1000, 0, 8),
+    lambda: runtime.memset(0x1000, 0, 8, stream=5), lambda: runtime.Stream(non_blocking=True), runtime.Event,
+    lambda: runtime.Stream(handle=5).synchronize(), runtime.get_device, lambda: runtime.set_device(0),
+    runtime.synchronize, runtime.mem_get_info, lambda: runtime.device_properties(0),
+])
+def test_wrappers_pass_cuda_bindings_valid_arguments(call, monkeypatch):
+    """With the device check bypassed, every wrapper reaches cuda.bindings with arguments it accepts: the call
+    then fails only for lack of a driver (NoDeviceError), never with a TypeError from a wrong argument type."""
+    monkeypatch.setattr(runtime, "require_device", lambda: 1)
+    with pytest.raises(NoDeviceError):
+        call()

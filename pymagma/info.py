@@ -1,0 +1,183 @@
+"""``pymagma.info()``: every native provider (path, version, where it came from), the devices, and what is missing
+with how to install it.  Works on a machine without GPU, driver, MAGMA or cuDNN."""
+
+from __future__ import annotations
+
+import ctypes
+import importlib.metadata
+import importlib.util
+import os
+import platform
+import sys
+
+from . import _libs
+
+NVIDIA_LIBRARIES = ("cudart", "cublas", "cudnn", "nvrtc")
+
+
+class Info(dict):
+    """A dict of the environment report; ``str(info)`` is the human-readable report."""
+
+    def __str__(self) -> str:
+        return format_report(self)
+
+
+def _package_version(name: str) -> str | None:
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _nvidia_version(name: str, lib: ctypes.CDLL) -> str | None:
+    try:
+        if name == "cudnn":
+            lib.cudnnGetVersion.restype = ctypes.c_size_t
+            v = int(lib.cudnnGetVersion())
+            return f"{v // 10000}.{v // 100 % 100}.{v % 100}"
+        if name == "nvrtc":
+            major, minor = ctypes.c_int(), ctypes.c_int()
+            lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+            return f"{major.value}.{minor.value}"
+        if name == "cublas":
+            parts = []
+            for prop in range(3):  # MAJOR_VERSION, MINOR_VERSION, PATCH_LEVEL
+                value = ctypes.c_int()
+                lib.cublasGetProperty(prop, ctypes.byref(value))
+                parts.append(str(value.value))
+            return ".".join(parts)
+        if name == "cudart":
+            v = ctypes.c_int()
+            lib.cudaRuntimeGetVersion(ctypes.byref(v))
+            return f"{v.value // 1000}.{v.value % 1000 // 10}"
+    except AttributeError:
+        return None
+    return None
+
+
+def _magma_section(missing: list) -> dict:
+    from . import _magma
+
+    try:
+        provider = _libs.magma_provider()
+    except Exception as exc:  # noqa: BLE001 - report every discovery failure as "missing"
+        missing.append(("MAGMA", str(exc)))
+        return {"found": False, "error": str(exc)}
+    section = {"found": True, "path": provider.path, "source": provider.source, "partial": provider.partial,
+               "ilp64": _libs.magma_ilp64()}
+    try:
+        section["version"] = ".".join(map(str, _magma.version()))
+        lib = _magma.library()
+        absent = lib.missing()
+        families = sorted({_magma.SIGNATURES[n].family for n in absent})
+        section["missing_routines"] = families
+        section["bound_routines"] = len(_magma.SIGNATURES) - len(absent)
+    except Exception as exc:  # noqa: BLE001 - a library that is found but does not load is reported, not raised
+        section["error"] = str(exc)
+        missing.append(("MAGMA", str(exc)))
+        return section
+    if provider.partial:
+        section["note"] = provider.note
+        missing.append(("full MAGMA (potrf, geqrf, getrs/gesv, syevd, gesdd, geev)", _libs.FULL_MAGMA_REMEDY))
+    return section
+
+
+def _cuda_version(v: int) -> str | None:
+    return f"{v // 1000}.{v % 1000 // 10}" if v else None
+
+
+def _cuda_section(missing: list) -> dict:
+    from . import runtime
+
+    section: dict = {"cuda-python": _package_version("cuda-python") or _package_version("cuda-bindings")}
+    try:
+        section["runtime_version"] = _cuda_version(runtime.runtime_version())
+        section["driver_version"] = _cuda_version(runtime.driver_version())
+    except Exception as exc:  # noqa: BLE001
+        section["error"] = str(exc)
+    section["device_count"] = runtime.device_count()
+    if section["device_count"]:
+        section["devices"] = [runtime.device_properties(i) for i in range(section["device_count"])]
+    else:
+        section["no_device_reason"] = runtime.no_device_reason()
+        missing.append(("a CUDA device", "device functions need an NVIDIA GPU with a driver "
+                                         f"({section['no_device_reason']})"))
+    return section
+
+
+def _nvidia_section(missing: list) -> dict:
+    section = {}
+    for name in NVIDIA_LIBRARIES:
+        try:
+            lib = _libs.load_nvidia(name)
+        except Exception as exc:  # noqa: BLE001
+            section[name] = {"found": False}
+            missing.append((name, _libs.NVIDIA_REMEDIES.get(name, str(exc))))
+            continue
+        section[name] = {"found": True, "path": os.path.realpath(lib._name), "version": _nvidia_version(name, lib)}
+    return section
+
+
+def _python_packages() -> dict:
+    out = {}
+    for module, dist in (("numpy", "numpy"), ("torch", "torch"), ("cupy", "cupy")):
+        found = importlib.util.find_spec(module) is not None  # found, never imported
+        out[module] = _package_version(dist) if found else None
+        if module == "cupy" and found and out[module] is None:
+            out[module] = next((v for v in (_package_version(d) for d in ("cupy-cuda13x", "cupy-cuda12x")) if v),
+                               "installed")
+    return out
+
+
+def info() -> Info:
+    """Collect the report (nothing here raises: failures are reported as missing pieces)."""
+    from . import __version__
+
+    missing: list[tuple[str, str]] = []
+    report = Info(
+        pymagma=__version__,
+        python=sys.version.split()[0],
+        platform=platform.platform(),
+        packages=_python_packages(),
+        magma=_magma_section(missing),
+        cuda=_cuda_section(missing),
+        nvidia=_nvidia_section(missing),
+    )
+    report["missing"] = [{"what": what, "how": how} for what, how in missing]
+    return report
+
+
+def format_report(r: dict) -> str:
+    lines = [f"pymagma {r['pymagma']}  (Python {r['python']}, {r['platform']})"]
+    pk = r["packages"]
+    lines.append("packages: " + ", ".join(f"{k} {v or 'not installed'}" for k, v in pk.items()))
+    m = r["magma"]
+    if m.get("found"):
+        kind = "partial provider" if m.get("partial") else "full provider"
+        lines.append(f"MAGMA {m.get('version', '?')}: {m['path']}  (from {m['source']}; {kind}; "
+                     f"magma_int_t {'64' if m.get('ilp64') else '32'}-bit)")
+        if "bound_routines" in m:
+            lines.append(f"  routines available: {m['bound_routines']}; missing families: "
+                         + (", ".join(m["missing_routines"]) or "none"))
+        if m.get("note"):
+            lines.append(f"  note: {m['note']}")
+    else:
+        lines.append("MAGMA: not found")
+    c = r["cuda"]
+    lines.append(f"CUDA: cuda-python {c.get('cuda-python')}, runtime {c.get('runtime_version')}, "
+                 f"driver {c.get('driver_version') or 'none'}")
+    for d in c.get("devices", []):
+        lines.append(f"  device {d['device']}: {d['name']} (sm_{d['compute_capability'][0]}"
+                     f"{d['compute_capability'][1]}, {d['total_memory'] / 2**30:.1f} GiB, "
+                     f"{d['multiprocessors']} SMs)")
+    if not c.get("device_count"):
+        lines.append(f"  no device: {c.get('no_device_reason')}")
+    for name, lib in r["nvidia"].items():
+        lines.append(f"{name}: {lib['path']} (version {lib.get('version') or '?'})" if lib["found"]
+                     else f"{name}: not found")
+    if r["missing"]:
+        lines.append("missing:")
+        lines.extend(f"  - {m['what']}: {m['how']}" for m in r["missing"])
+    else:
+        lines.append("missing: nothing")
+    return "\n".join(lines)

@@ -1,0 +1,601 @@
+"""``numpy.linalg``-shaped linear algebra on MAGMA: NumPy in -> NumPy out, DeviceArray in -> DeviceArray out, stacks of
+matrices over leading dimensions.
+
+LAPACK routines work on column-major data, so each input matrix is transposed on the device once into a
+column-major work copy (results come back as views with column-major strides, no second copy).  Where the provider
+lacks a driver but has its parts (PyTorch's bundled MAGMA has getrf, laswp and trsm but no getrs/gesv) the solve
+is composed exactly from them.  ``info < 0`` becomes ``ValueError`` naming MAGMA's argument; ``info > 0`` becomes
+:class:`pymagma.LinAlgError` naming the failing pivot or minor.
+"""
+
+from __future__ import annotations
+
+import ctypes
+
+import numpy as np
+
+from . import _magma, blas
+from .array import DeviceArray, asarray, copy_into, empty
+from .errors import LinAlgError, MagmaError
+
+__all__ = ["solve", "lu_factor", "lu_solve", "inv", "det", "slogdet", "cholesky", "cho_solve", "qr", "lstsq",
+           "eigh", "svd", "eig", "LinAlgError"]
+
+
+# ----------------------------------------------------------------------------------------------------- input checks
+def _as_operand(a, what: str):
+    """(array, on_host): NumPy/array-likes stay on the host side until moved; dtypes follow numpy.linalg."""
+    if isinstance(a, DeviceArray):
+        if a.dtype not in blas.BLAS_DTYPES:
+            raise TypeError(f"{what} has dtype {a.dtype}; linalg needs float32, float64, complex64 or complex128")
+        return a, False
+    host = np.asarray(a)
+    if host.dtype.kind in "biu":
+        host = host.astype(np.float64)
+    if host.dtype not in blas.BLAS_DTYPES:
+        raise TypeError(f"{what} has dtype {host.dtype}; linalg needs float32, float64, complex64 or complex128")
+    return host, True
+
+
+def _square(a, what: str = "a") -> None:
+    if a.ndim < 2:
+        raise LinAlgError(f"{what} is {a.ndim}-dimensional; at least two dimensions are needed")
+    if a.shape[-1] != a.shape[-2]:
+        raise LinAlgError(f"last 2 dimensions of {what} must be square, got {a.shape[-2:]}")
+
+
+def check_info(info: int, routine: str, numerical: str | None = None) -> None:
+    """Turn MAGMA's ``info`` into an exception: <0 argument error (by MAGMA's name), >0 numerical failure."""
+    if info == 0:
+        return
+    sig = _magma.SIGNATURES.get(routine)
+    if info < 0 and sig is not None and -info <= len(sig.args):
+        raise ValueError(f"{routine}: argument {-info} ({sig.arg_names[-info - 1]}) had an illegal value")
+    if info < 0:
+        raise MagmaError(info, _magma.strerror(info), routine)
+    raise LinAlgError(f"{routine}: {numerical.format(info=info) if numerical else f'info = {info}'}")
+
+
+# ----------------------------------------------------------------------------------------------------- device helpers
+def _lib():
+    return _magma.initialized()
+
+
+def _sync(x: DeviceArray) -> None:
+    """LAPACK drivers run on MAGMA's own queues: finish our queue's work first."""
+    x.queue.synchronize()
+
+
+def colmajor_copy(a: DeviceArray) -> DeviceArray:
+    """A column-major copy of a 2-D DeviceArray, returned as a view with column-major strides (``x.T`` is
+    C-contiguous).  One device transpose (or one copy when ``a`` is already column-major)."""
+    m, n = a.shape
+    work = empty((n, m), a.dtype, device=a.device)
+    if m == 0 or n == 0:
+        return work.T
+    layout = blas.stored(a)
+    if layout is not None and not layout[1]:
+        copy_into(work, a.T)
+        return work.T
+    src = a if a.is_c_contiguous else a.copy()
+    p = blas.precision(a)
+    # read column-major, the C-ordered m x n matrix is n x m (= a^T); its transpose is a in column-major order
+    getattr(_lib(), f"magmablas_{p}transpose")(n, m, src.ptr, n, work.ptr, m, a.queue.handle)
+    return work.T
+
+
+def _ld(colmajor: DeviceArray) -> int:
+    return max(colmajor.strides[1] // colmajor.itemsize, 1)
+
+
+def _host_int_array(n: int):
+    return (_magma.MAGMA_INT * max(n, 1))()
+
+
+def _getrf(w: DeviceArray) -> tuple[np.ndarray, int]:
+    """LU of the column-major ``w`` in place (magma_?getrf_gpu); returns (1-based pivots, info)."""
+    m, n = w.shape
+    ipiv, info = _host_int_array(min(m, n)), _magma.MAGMA_INT(0)
+    if m and n:
+        _sync(w)
+        p = blas.precision(w)
+        getattr(_lib(), f"magma_{p}getrf_gpu")(m, n, w.ptr, _ld(w), ipiv, ctypes.byref(info))
+    return np.ctypeslib.as_array(ipiv)[: min(m, n)].astype(np.int32), int(info.value)
+
+
+def _laswp_rows(b: DeviceArray, piv1: np.ndarray) -> None:
+    """Apply LAPACK row interchanges (1-based ``piv1``, in order) to the rows of a C-contiguous 2-D ``b``."""
+    n, k = b.shape
+    if not n or not k:
+        return
+    ipiv = (_magma.MAGMA_INT * n)(*piv1.tolist())
+    p = blas.precision(b)
+    # magmablas_laswp works on a matrix stored row-wise: exactly a C-ordered b (ldda = its row length)
+    getattr(_lib(), f"magmablas_{p}laswp")(k, b.ptr, k, 1, n, ipiv, 1, b.queue.handle)
+
+
+def _solve_lu_device(lu: DeviceArray, piv1: np.ndarray, b: DeviceArray) -> DeviceArray:
+    """x = A^{-1} b from A's LU (column-major ``lu``, 1-based pivots): laswp + two trsm (no getrs needed)."""
+    x = b.copy()
+    _laswp_rows(x, piv1)
+    blas.trsm(lu, x, side="left", lower=True, unit_diagonal=True)
+    blas.trsm(lu, x, side="left", lower=False)
+    return x
+
+
+def _matrix(x, idx: tuple, batch: tuple, core: int = 2):
+    """The matrix (or, with ``core=1``, vector) of a stacked ``x`` at batch index ``idx``, broadcasting ``x``'s
+    leading dimensions against ``batch``."""
+    lead = x.ndim - core
+    sub = tuple(0 if x.shape[i] == 1 else idx[len(batch) - lead + i] for i in range(lead))
+    return x[sub] if sub else x
+
+
+def _stack_map(fn, *arrays):
+    """Apply ``fn`` to the matrices of stacked arrays (leading dimensions broadcast): (batch shape, results)."""
+    batch = np.broadcast_shapes(*(x.shape[:-2] for x in arrays))
+    return batch, [fn(*(_matrix(x, idx, batch) for x in arrays)) for idx in np.ndindex(*batch)]
+
+
+def _stack_device(batch, mats: list[DeviceArray]) -> DeviceArray:
+    """Stack equal-shaped DeviceArrays into one new array of shape batch + shape (column-major matrices stay
+    column-major: the result is then a view with the last two axes swapped)."""
+    if not batch:
+        return mats[0]
+    colmajor = mats[0].ndim == 2 and not mats[0].is_c_contiguous and mats[0].T.is_c_contiguous
+    shape = mats[0].T.shape if colmajor else mats[0].shape
+    out = empty((*batch, *shape), mats[0].dtype, device=mats[0].device)
+    for i, idx in enumerate(np.ndindex(*batch)):
+        copy_into(out[idx], mats[i].T if colmajor else mats[i])
+    return out.mT if colmajor else out
+
+
+def _to_device(x, on_host: bool) -> DeviceArray:
+    return asarray(np.ascontiguousarray(x)) if on_host else x
+
+
+def _result(x: DeviceArray, on_host: bool):
+    return x.get() if on_host else x
+
+
+# ----------------------------------------------------------------------------------------------------- LU family
+def lu_factor(a, *, check_singular: bool = True):
+    """LU with partial pivoting, ``P A = L U`` (like ``scipy.linalg.lu_factor``): returns ``(lu, piv)``, ``piv``
+    0-based row interchanges (a NumPy int32 array, ``(..., min(m, n))``).  ``lu`` is NumPy for NumPy input, else a
+    DeviceArray with column-major strides.  A singular matrix raises ``LinAlgError`` unless ``check_singular`` is
+    False."""
+    a, on_host = _as_operand(a, "a")
+    if a.ndim < 2:
+        raise LinAlgError(f"a is {a.ndim}-dimensional; at least two dimensions are needed")
+    dev = _to_device(a, on_host)
+
+    def one(m):
+        w = colmajor_copy(m)
+        piv, info = _getrf(w)
+        name = f"magma_{blas.precision(m)}getrf_gpu"
+        check_info(min(info, 0), name)
+        if check_singular:
+            check_info(info, name, "the matrix is singular: pivot {info} (U[{info}-1, {info}-1]) is exactly zero")
+        return w, piv
+
+    batch, results = _stack_map(one, dev)
+    lu = _stack_device(batch, [w for w, _ in results]) if batch else results[0][0]
+    piv = np.stack([p for _, p in results]).reshape(*batch, -1) - 1
+    return _result(lu, on_host), piv.astype(np.int32)
+
+
+def lu_solve(lu_and_piv, b):
+    """Solve ``A x = b`` from ``lu_factor(A)``; ``b`` is ``(..., n)`` or ``(..., n, k)``."""
+    lu, piv = lu_and_piv
+    lu, on_host = _as_operand(lu, "lu")
+    b, b_host = _as_operand(b, "b")
+    _square(lu, "lu")
+    piv = np.asarray(piv)
+    n = lu.shape[-1]
+    vector = b.ndim == 1
+    if b.shape[-1 if vector else -2] != n:
+        raise ValueError(f"b has shape {b.shape}; expected ({n},) or (..., {n}, k) to match lu {lu.shape}")
+    if piv.shape[-1] != n:
+        raise ValueError(f"piv has shape {piv.shape}; expected (..., {n})")
+    dlu = _to_device(lu, on_host)
+    db = _to_device(b, b_host)
+    if vector:
+        db = db.reshape(n, 1)
+    batch = np.broadcast_shapes(dlu.shape[:-2], db.shape[:-2], piv.shape[:-1])
+    xs = [_solve_lu_device(_matrix(dlu, idx, batch), _matrix(piv, idx, batch, core=1) + 1, _matrix(db, idx, batch))
+          for idx in np.ndindex(*batch)]
+    x = _stack_device(batch, xs)
+    if vector:
+        x = x.reshape(x.shape[:-1])
+    return _result(x, on_host and b_host)
+
+
+def solve(a, b):
+    """Solve ``a x = b`` (``numpy.linalg.solve`` semantics: ``b`` is a vector only when 1-D)."""
+    a, a_host = _as_operand(a, "a")
+    b, b_host = _as_operand(b, "b")
+    _square(a)
+    if a.dtype != b.dtype:
+        raise TypeError(f"a and b have different dtypes ({a.dtype}, {b.dtype})")
+    n = a.shape[-1]
+    vector = b.ndim == 1
+    if b.shape[-1 if vector else -2] != n:
+        raise ValueError(f"solve: b has shape {b.shape}, incompatible with a {a.shape}")
+    lu, piv = lu_factor(_to_device(a, a_host))
+    x = lu_solve((lu, piv), _to_device(b, b_host))
+    return _result(x, a_host and b_host)
+
+
+def inv(a):
+    """Inverse of square matrices (``solve(a, I)``)."""
+    a, on_host = _as_operand(a, "a")
+    _square(a)
+    eye = np.ascontiguousarray(np.broadcast_to(np.eye(a.shape[-1], dtype=a.dtype), a.shape))
+    return solve(a, eye if on_host else asarray(eye, device=a.device))
+
+
+def _lu_diag_and_sign(a):
+    a, on_host = _as_operand(a, "a")
+    _square(a)
+    lu, piv = lu_factor(_to_device(a, on_host), check_singular=False)
+    diag = np.diagonal(lu.get() if isinstance(lu, DeviceArray) else lu, axis1=-2, axis2=-1)
+    swaps = np.count_nonzero(piv != np.arange(piv.shape[-1]), axis=-1)
+    return diag, np.where(swaps % 2, -1, 1).astype(a.dtype), a.dtype
+
+
+def det(a):
+    """Determinant (from the LU factors; a NumPy value)."""
+    diag, sign, dtype = _lu_diag_and_sign(a)
+    return (sign * np.prod(diag, axis=-1)).astype(dtype)
+
+
+def slogdet(a):
+    """(sign, log|det|) like ``numpy.linalg.slogdet``."""
+    diag, sign, dtype = _lu_diag_and_sign(a)
+    absd = np.abs(diag)
+    phase = np.prod(np.where(absd == 0, 0, diag / np.where(absd == 0, 1, absd)), axis=-1)
+    with np.errstate(divide="ignore"):  # a zero pivot gives log|det| = -inf, as in NumPy
+        logdet = np.sum(np.log(absd), axis=-1)
+    return (sign * phase).astype(dtype), logdet.astype(np.finfo(dtype).dtype)
+
+
+# ----------------------------------------------------------------------------------------------------- Cholesky
+def _zero_strict_triangle(w: DeviceArray, upper: bool) -> None:
+    """Zero the strict upper (or lower) triangle of a column-major square ``w`` (laset also sets the diagonal,
+    so the diagonal is saved and restored around it)."""
+    n = w.shape[0]
+    if n < 2:
+        return
+    p, q, ld = blas.precision(w), w.queue.handle, _ld(w)
+    diag = empty((n,), w.dtype, device=w.device)
+    lib = _lib()
+    getattr(lib, f"magma_{p}copy")(n, w.ptr, ld + 1, diag.ptr, 1, q)
+    zero = blas.scalar(0, p)
+    getattr(lib, f"magmablas_{p}laset")(_magma.MagmaUpper if upper else _magma.MagmaLower, n, n, zero, zero,
+                                         w.ptr, ld, q)
+    getattr(lib, f"magma_{p}copy")(n, diag.ptr, 1, w.ptr, ld + 1, q)
+
+
+def cholesky(a):
+    """Lower Cholesky factor ``L`` with ``a = L L^H`` (magma_?potrf_gpu); not positive definite -> LinAlgError."""
+    a, on_host = _as_operand(a, "a")
+    _square(a)
+    dev = _to_device(a, on_host)
+
+    def one(m):
+        w = colmajor_copy(m)
+        n = w.shape[0]
+        info = _magma.MAGMA_INT(0)
+        p = blas.precision(w)
+        if n:
+            _sync(w)
+            getattr(_lib(), f"magma_{p}potrf_gpu")(_magma.MagmaLower, n, w.ptr, _ld(w), ctypes.byref(info))
+        check_info(int(info.value), f"magma_{p}potrf_gpu",
+                   "the matrix is not positive definite: the leading minor of order {info} is not positive")
+        if not on_host:
+            _zero_strict_triangle(w, upper=True)
+        return w
+
+    batch, results = _stack_map(one, dev)
+    out = _stack_device(batch, results) if batch else results[0]
+    return np.tril(out.get()) if on_host else out
+
+
+def cho_solve(c_and_lower, b):
+    """Solve ``a x = b`` from ``c = cholesky(a)`` (``(c, lower)`` like SciPy; ``lower`` must be True: our factors are
+    lower) with magma_?potrs_gpu."""
+    c, lower = c_and_lower if isinstance(c_and_lower, tuple) else (c_and_lower, True)
+    if not lower:
+        raise ValueError("cho_solve takes the lower factor from pymagma.linalg.cholesky (lower=True)")
+    c, c_host = _as_operand(c, "c")
+    b, b_host = _as_operand(b, "b")
+    _square(c, "c")
+    n = c.shape[-1]
+    vector = b.ndim == 1
+    if b.shape[-1 if vector else -2] != n:
+        raise ValueError(f"cho_solve: b has shape {b.shape}, incompatible with c {c.shape}")
+    dc, db = _to_device(c, c_host), _to_device(b, b_host)
+    if vector:
+        db = db.reshape(n, 1)
+
+    def one(cm, bm):
+        layout = blas.stored(cm)
+        w = cm if layout is not None and not layout[1] else colmajor_copy(cm)
+        x = colmajor_copy(bm)
+        info = _magma.MAGMA_INT(0)
+        p = blas.precision(w)
+        _sync(x)
+        getattr(_lib(), f"magma_{p}potrs_gpu")(_magma.MagmaLower, n, x.shape[1], w.ptr, _ld(w), x.ptr, _ld(x),
+                                               ctypes.byref(info))
+        check_info(int(info.value), f"magma_{p}potrs_gpu")
+        return x.copy()
+
+    batch, xs = _stack_map(one, dc, db)
+    x = _stack_device(batch, xs)
+    if vector:
+        x = x.reshape(x.shape[:-1])
+    return _result(x, c_host and b_host)
+
+
+# ----------------------------------------------------------------------------------------------------- QR, lstsq
+def _geqrf(w: DeviceArray):
+    """QR of column-major ``w`` in place (magma_?geqrf_gpu): returns (tau host array, dT workspace, nb)."""
+    m, n = w.shape
+    p = blas.precision(w)
+    lib = _lib()
+    nb = int(getattr(lib, f"magma_get_{p}geqrf_nb")(m, n))
+    k = min(m, n)
+    tau = np.zeros(max(k, 1), w.dtype)
+    dT = empty(((2 * k + -(-n // 32) * 32) * nb,), w.dtype, device=w.device)
+    info = _magma.MAGMA_INT(0)
+    _sync(w)
+    getattr(lib, f"magma_{p}geqrf_gpu")(m, n, w.ptr, _ld(w), tau.ctypes.data, dT.ptr, ctypes.byref(info))
+    check_info(int(info.value), f"magma_{p}geqrf_gpu")
+    return tau, dT, nb
+
+
+def qr(a, mode: str = "reduced"):
+    """QR decomposition (``mode`` 'reduced' -> (Q, R), or 'r' -> R), like ``numpy.linalg.qr``."""
+    if mode not in ("reduced", "r"):
+        raise ValueError(f"mode must be 'reduced' or 'r', got {mode!r}")
+    a, on_host = _as_operand(a, "a")
+    if a.ndim < 2:
+        raise LinAlgError("qr needs at least two dimensions")
+    dev = _to_device(a, on_host)
+
+    def one(mat):
+        m, n = mat.shape
+        k = min(m, n)
+        w = colmajor_copy(mat)
+        tau, dT, nb = _geqrf(w)
+        r = colmajor_copy(w[:k, :])
+        if on_host:
+            r_out = np.triu(r.get())
+        else:
+            r_out = r
+            _zero_strict_triangle(r[:, :k], upper=False)
+        if mode == "r":
+            return r_out, None
+        q = colmajor_copy(w[:, :k])
+        info = _magma.MAGMA_INT(0)
+        p = blas.precision(w)
+        getattr(_lib(), f"magma_{p}{'un' if p in 'cz' else 'or'}gqr_gpu")(
+            m, k, k, q.ptr, _ld(q), tau.ctypes.data, dT.ptr, nb, ctypes.byref(info))
+        check_info(int(info.value), f"magma_{p}{'un' if p in 'cz' else 'or'}gqr_gpu")
+        return r_out, (q.get() if on_host else q)
+
+    batch, results = _stack_map(one, dev)
+    if on_host:
+        rs = np.stack([r for r, _ in results]).reshape(*batch, *results[0][0].shape)
+        qs = None if mode == "r" else np.stack([q for _, q in results]).reshape(*batch, *results[0][1].shape)
+    else:
+        rs = _stack_device(batch, [r for r, _ in results]) if batch else results[0][0]
+        qs = None if mode == "r" else (_stack_device(batch, [q for _, q in results]) if batch else results[0][1])
+    return rs if mode == "r" else (qs, rs)
+
+
+def lstsq(a, b):
+    """Least squares ``min ||a x - b||`` for full-rank ``a`` with ``m >= n`` (magma_?gels_gpu; MAGMA's gels has no
+    m < n or rank-deficient path).  Returns ``(x, residuals, rank, None)`` — MAGMA's gels computes no singular
+    values."""
+    a, a_host = _as_operand(a, "a")
+    b, b_host = _as_operand(b, "b")
+    if a.ndim != 2:
+        raise LinAlgError(f"lstsq needs a 2-D a, got shape {a.shape}")
+    m, n = a.shape
+    vector = b.ndim == 1
+    if b.shape[0] != m or b.ndim > 2:
+        raise ValueError(f"lstsq: b has shape {b.shape}, expected ({m},) or ({m}, k)")
+    if m < n:
+        raise ValueError(f"MAGMA's gels solves only m >= n (got a {a.shape}); use svd for the minimum-norm solution")
+    da, db = _to_device(a, a_host), _to_device(b, b_host)
+    if vector:
+        db = db.reshape(m, 1)
+    nrhs = db.shape[1]
+    w, x = colmajor_copy(da), colmajor_copy(db)
+    p = blas.precision(w)
+    lib = _lib()
+    nb = int(getattr(lib, f"magma_get_{p}geqrf_nb")(m, n))
+    lwork = max(1, (m - n + nb) * (nrhs + nb) + nb * nb)
+    hwork = np.zeros(lwork, w.dtype)
+    info = _magma.MAGMA_INT(0)
+    _sync(w)
+    getattr(lib, f"magma_{p}gels_gpu")(_magma.MagmaNoTrans, m, n, nrhs, w.ptr, _ld(w), x.ptr, _ld(x),
+                                        hwork.ctypes.data, lwork, ctypes.byref(info))
+    check_info(int(info.value), f"magma_{p}gels_gpu")
+    full = x.get()
+    sol = x[:n, :].copy()
+    residuals = np.sum(np.abs(full[n:, :]) ** 2, axis=0) if m > n else np.zeros(0, full.real.dtype)
+    if vector:
+        sol = sol.reshape(n)
+        residuals = residuals[:1] if residuals.size else residuals
+    return _result(sol, a_host and b_host), residuals, n, None
+
+
+# ----------------------------------------------------------------------------------------------------- eigen, SVD
+def eigh(a, UPLO: str = "L"):
+    """Eigenvalues (ascending, NumPy) and eigenvectors (columns) of Hermitian matrices (magma_?syevd/heevd_gpu)."""
+    if UPLO not in ("L", "U"):
+        raise ValueError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
+    a, on_host = _as_operand(a, "a")
+    _square(a)
+    dev = _to_device(a, on_host)
+
+    def one(mat):
+        n = mat.shape[0]
+        w = colmajor_copy(mat)
+        p = blas.precision(w)
+        real = np.dtype(_magma.PRECISIONS[p][1])
+        vals = np.zeros(max(n, 1), real)
+        if n == 0:
+            return vals[:0], w
+        name = f"magma_{p}{'he' if p in 'cz' else 'sy'}evd_gpu"
+        fn = getattr(_lib(), name)
+        uplo = _magma.MagmaLower if UPLO == "L" else _magma.MagmaUpper
+        wa = np.zeros((n, n), w.dtype)
+        info = _magma.MAGMA_INT(0)
+        qwork, qrwork, qiwork = np.zeros(1, w.dtype), np.zeros(1, real), _host_int_array(1)
+
+        def call(work, lwork, rwork, lrwork, iwork, liwork):
+            args = [_magma.MagmaVec, uplo, n, w.ptr, _ld(w), vals.ctypes.data, wa.ctypes.data, n,
+                    work.ctypes.data, lwork]
+            if p in "cz":
+                args += [rwork.ctypes.data, lrwork]
+            fn(*args, iwork, liwork, ctypes.byref(info))
+
+        _sync(w)
+        call(qwork, -1, qrwork, -1, qiwork, -1)  # workspace query
+        check_info(int(info.value), name)
+        lwork, lrwork, liwork = int(qwork[0].real), int(qrwork[0]), int(qiwork[0])
+        work, rwork = np.zeros(max(lwork, 1), w.dtype), np.zeros(max(lrwork, 1), real)
+        call(work, lwork, rwork, lrwork, _host_int_array(liwork), liwork)
+        check_info(int(info.value), name, "the eigenvalue algorithm failed to converge ({info})")
+        return vals[:n], w
+
+    batch, results = _stack_map(one, dev)
+    vals = np.stack([v for v, _ in results]).reshape(*batch, a.shape[-1])
+    vecs = _stack_device(batch, [v for _, v in results]) if batch else results[0][1]
+    return (vals, vecs.get()) if on_host else (asarray(vals, device=dev.device), vecs)
+
+
+def _host_matrices(a, what):
+    a, on_host = _as_operand(a, what)
+    return (a if on_host else a.get()), on_host
+
+
+def svd(a, full_matrices: bool = True, compute_uv: bool = True):
+    """Singular value decomposition like ``numpy.linalg.svd`` (magma_?gesdd, MAGMA's CPU interface: the matrix
+    goes through host memory and MAGMA moves panels to the GPU itself)."""
+    host, on_host = _host_matrices(a, "a")
+    if host.ndim < 2:
+        raise LinAlgError("svd needs at least two dimensions")
+
+    def one(mat):
+        m, n = mat.shape
+        k = min(m, n)
+        p = _magma.precision_of(mat.dtype)
+        real = np.dtype(_magma.PRECISIONS[p][1])
+        A = np.asfortranarray(mat.copy())
+        s = np.zeros(max(k, 1), real)
+        if not compute_uv:
+            job, ucols, vtrows = _magma.MagmaNoVec, 1, 1
+        elif full_matrices:
+            job, ucols, vtrows = _magma.MagmaAllVec, m, n
+        else:
+            job, ucols, vtrows = _magma.MagmaSomeVec, k, k
+        U = np.zeros((max(m, 1), max(ucols, 1)), mat.dtype, order="F")
+        VT = np.zeros((max(vtrows, 1), max(n, 1)), mat.dtype, order="F")
+        iwork = _host_int_array(8 * k)
+        lrwork = max(1, 7 * k if job == _magma.MagmaNoVec else k * max(5 * k + 7, 2 * max(m, n) + 2 * k + 1))
+        rwork = np.zeros(lrwork, real)
+        info = _magma.MAGMA_INT(0)
+        name = f"magma_{p}gesdd"
+        fn = getattr(_lib(), name)
+
+        def call(work, lwork):
+            args = [job, m, n, A.ctypes.data, max(m, 1), s.ctypes.data, U.ctypes.data, U.shape[0], VT.ctypes.data,
+                    VT.shape[0], work.ctypes.data, lwork]
+            if p in "cz":
+                args.append(rwork.ctypes.data)
+            fn(*args, iwork, ctypes.byref(info))
+
+        query = np.zeros(1, mat.dtype)
+        call(query, -1)
+        check_info(int(info.value), name)
+        call(np.zeros(max(int(query[0].real), 1), mat.dtype), max(int(query[0].real), 1))
+        check_info(int(info.value), name, "the SVD did not converge ({info})")
+        return np.ascontiguousarray(U[:m, :ucols]), s[:k], np.ascontiguousarray(VT[:vtrows, :n])
+
+    batch = host.shape[:-2]
+    results = [one(host[idx]) for idx in np.ndindex(*batch)] if batch else [one(host)]
+    u, s, vt = (np.stack([r[i] for r in results]).reshape(*batch, *results[0][i].shape) for i in range(3))
+    if not compute_uv:
+        return s if on_host else asarray(s)
+    return (u, s, vt) if on_host else (asarray(u), asarray(s), asarray(vt))
+
+
+def eig(a):
+    """Eigenvalues and right eigenvectors of general square matrices like ``numpy.linalg.eig`` (magma_?geev, CPU
+    interface).  Real input gives complex results when any eigenvalue is complex, as in NumPy."""
+    host, on_host = _host_matrices(a, "a")
+    _square(host)
+
+    def one(mat):
+        n = mat.shape[0]
+        p = _magma.precision_of(mat.dtype)
+        real = np.dtype(_magma.PRECISIONS[p][1])
+        A = np.asfortranarray(mat.copy())
+        VR = np.zeros((max(n, 1), max(n, 1)), mat.dtype, order="F")
+        VL = np.zeros((1, 1), mat.dtype)
+        info = _magma.MAGMA_INT(0)
+        name = f"magma_{p}geev"
+        fn = getattr(_lib(), name)
+        if p in "cz":
+            w = np.zeros(max(n, 1), mat.dtype)
+            rwork = np.zeros(max(2 * n, 1), real)
+            head = [w.ctypes.data]
+        else:
+            wr, wi = np.zeros(max(n, 1), real), np.zeros(max(n, 1), real)
+            head = [wr.ctypes.data, wi.ctypes.data]
+
+        def call(work, lwork):
+            args = [_magma.MagmaNoVec, _magma.MagmaVec, n, A.ctypes.data, max(n, 1), *head, VL.ctypes.data, 1,
+                    VR.ctypes.data, max(n, 1), work.ctypes.data, lwork]
+            if p in "cz":
+                args.append(rwork.ctypes.data)
+            fn(*args, ctypes.byref(info))
+
+        query = np.zeros(1, mat.dtype)
+        call(query, -1)
+        check_info(int(info.value), name)
+        lwork = max(int(query[0].real), 1)
+        call(np.zeros(lwork, mat.dtype), lwork)
+        check_info(int(info.value), name, "the QR algorithm failed to compute all eigenvalues ({info})")
+        if p in "cz":
+            return w[:n], np.ascontiguousarray(VR[:n, :n])
+        return real_eigvecs(wr[:n], wi[:n], VR[:n, :n])
+
+    batch = host.shape[:-2]
+    results = [one(host[idx]) for idx in np.ndindex(*batch)] if batch else [one(host)]
+    w = np.stack([r[0] for r in results]).reshape(*batch, host.shape[-1])
+    v = np.stack([r[1] for r in results]).reshape(host.shape[:-2] + (host.shape[-1],) * 2)
+    if np.iscomplexobj(w) and not np.iscomplexobj(host) and not np.any(w.imag):
+        w, v = w.real, v.real
+    return (w, v) if on_host else (asarray(w), asarray(v))
+
+
+def real_eigvecs(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray):
+    """LAPACK's real geev output (pairs of columns for complex-conjugate eigenvalues) as NumPy returns it."""
+    w = wr + 1j * wi
+    if not np.any(wi):
+        return wr.copy(), vr.copy()
+    v = vr.astype(np.result_type(vr.dtype, np.complex64))
+    j = 0
+    while j < len(wr):
+        if wi[j] != 0 and j + 1 < len(wr):
+            v[:, j] = vr[:, j] + 1j * vr[:, j + 1]
+            v[:, j + 1] = vr[:, j] - 1j * vr[:, j + 1]
+            j += 2
+        else:
+            j += 1
+    return w, v

@@ -1,0 +1,179 @@
+#!/usr/bin/env python3
+"""pymagma BLAS/LAPACK against PyTorch on the same GPU, in the same process.
+
+``run(repeats)`` returns one dict per row with the keys bench, case, pymagma, torch, unit, ratio:
+  gemm      sgemm / dgemm N=8192, TFLOP/s; ratio = pymagma / torch.matmul (goal >= 0.95)
+  batched   10,000 x 32x32 sgemm (magmablas strided batched) vs torch.bmm, TFLOP/s
+  getrf     dgetrf N=8192 (magma_dgetrf_gpu) vs torch.linalg.lu_factor, seconds; ratio = torch / pymagma
+  overhead  Python time per call of a 4x4 sgemm into a preallocated output (no sync), microseconds
+            (goal <= 5 us); torch column: torch.matmul(out=) on the same sizes
+Without a CUDA device (or without PyTorch with CUDA) it returns no rows.  Run directly to print a table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+
+def row(bench, case, ours, theirs, unit, higher_is_better=True):
+    ratio = None
+    if ours and theirs:
+        ratio = round(ours / theirs if higher_is_better else theirs / ours, 3)
+    return {"bench": bench, "case": case, "pymagma": None if ours is None else round(ours, 4),
+            "torch": None if theirs is None else round(theirs, 4), "unit": unit, "ratio": ratio}
+
+
+def _time_ours(fn, queue, repeats: int) -> float:
+    """Median seconds of ``fn`` on the pymagma queue's stream, timed with CUDA events."""
+    from pymagma import runtime
+
+    fn()
+    queue.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = runtime.Event(), runtime.Event()
+        start.record(queue.stream)
+        fn()
+        end.record(queue.stream)
+        end.synchronize()
+        times.append(start.elapsed_ms(end) / 1e3)
+    return statistics.median(times)
+
+
+def _time_torch(torch, fn, repeats: int) -> float:
+    fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / 1e3)
+    return statistics.median(times)
+
+
+def gemm_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
+    import pymagma
+    from pymagma import blas
+
+    rows = []
+    for name, dtype, tdtype in (("sgemm", np.float32, torch.float32), ("dgemm", np.float64, torch.float64)):
+        a = pymagma.asarray(np.random.default_rng(0).standard_normal((n, n)).astype(dtype))
+        b = pymagma.asarray(np.random.default_rng(1).standard_normal((n, n)).astype(dtype))
+        c = pymagma.empty((n, n), dtype)
+        ours = _time_ours(lambda a=a, b=b, c=c: blas.gemm(a, b, out=c), c.queue, repeats)
+        ta, tb = torch.randn(n, n, dtype=tdtype, device="cuda"), torch.randn(n, n, dtype=tdtype, device="cuda")
+        theirs = _time_torch(torch, lambda ta=ta, tb=tb: torch.matmul(ta, tb), repeats)
+        flops = 2.0 * n**3
+        rows.append(row("gemm", f"{name} N={n}", flops / ours / 1e12, flops / theirs / 1e12, "TFLOP/s"))
+        del a, b, c, ta, tb
+    return rows
+
+
+def batched_rows(torch, repeats: int, batch: int = 10000, n: int = 32) -> list[dict]:
+    import pymagma
+    from pymagma import blas
+
+    rng = np.random.default_rng(0)
+    a = pymagma.asarray(rng.standard_normal((batch, n, n)).astype(np.float32))
+    b = pymagma.asarray(rng.standard_normal((batch, n, n)).astype(np.float32))
+    c = pymagma.empty((batch, n, n), np.float32)
+    ours = _time_ours(lambda: blas.gemm_batched(a, b, out=c), c.queue, repeats)
+    ta = torch.randn(batch, n, n, device="cuda")
+    tb = torch.randn(batch, n, n, device="cuda")
+    theirs = _time_torch(torch, lambda: torch.bmm(ta, tb), repeats)
+    flops = 2.0 * batch * n**3
+    return [row("batched", f"sgemm {batch} x {n}x{n}", flops / ours / 1e12, flops / theirs / 1e12, "TFLOP/s")]
+
+
+def getrf_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
+    import pymagma
+    from pymagma import linalg
+
+    host = np.random.default_rng(0).standard_normal((n, n)) + n * np.eye(n)
+    a = pymagma.asarray(host)
+    times = []
+    for _ in range(max(2, repeats // 3)):
+        copy = linalg.colmajor_copy(a)
+        copy.queue.synchronize()
+        t0 = time.perf_counter()
+        linalg._getrf(copy)
+        times.append(time.perf_counter() - t0)  # magma_dgetrf_gpu returns after synchronizing
+    ours = statistics.median(times)
+    ta = torch.from_numpy(host).cuda()
+    theirs = _time_torch(torch, lambda: torch.linalg.lu_factor(ta), max(2, repeats // 3))
+    return [row("getrf", f"dgetrf N={n}", ours, theirs, "s", higher_is_better=False)]
+
+
+def overhead_rows(torch, repeats: int, calls: int = 2000) -> list[dict]:
+    import pymagma
+    from pymagma import blas
+
+    a = pymagma.asarray(np.ones((4, 4), np.float32))
+    c = pymagma.empty((4, 4), np.float32)
+    blas.gemm(a, a, out=c)
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            blas.gemm(a, a, out=c)
+        samples.append((time.perf_counter() - t0) / calls)
+        c.queue.synchronize()
+    ta, tc = torch.ones(4, 4, device="cuda"), torch.empty(4, 4, device="cuda")
+    torch_samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            torch.matmul(ta, ta, out=tc)
+        torch_samples.append((time.perf_counter() - t0) / calls)
+        torch.cuda.synchronize()
+    return [row("overhead", "sgemm 4x4 per call", statistics.median(samples) * 1e6,
+                statistics.median(torch_samples) * 1e6, "us", higher_is_better=False)]
+
+
+def run(repeats: int = 10) -> list[dict]:
+    """All rows; none without a CUDA device or without PyTorch built with CUDA."""
+    from pymagma import runtime
+
+    if not runtime.device_count():
+        return []
+    try:
+        import torch
+    except ImportError:
+        return []
+    if not torch.cuda.is_available():
+        return []
+    rows = overhead_rows(torch, repeats)
+    rows += batched_rows(torch, repeats)
+    rows += gemm_rows(torch, repeats)
+    rows += getrf_rows(torch, repeats)
+    return rows
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=10)
+    args = parser.parse_args()
+    rows = run(args.repeats)
+    if not rows:
+        print("no CUDA device (or no PyTorch with CUDA): nothing to measure")
+        return 0
+    keys = list(rows[0])
+    print("  ".join(f"{k:>18}" for k in keys))
+    for r in rows:
+        print("  ".join(f"{'' if r[k] is None else r[k]!s:>18}" for k in keys))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,341 @@
+"""pymagma.kernels on a GPU against plain NumPy references (hypothesis-drawn shapes and values)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from .test_kernels_reference import reference_uniform_pairs
+
+pytestmark = pytest.mark.gpu
+FEW = settings(max_examples=8, deadline=None)
+
+DTYPES = [np.float32, np.float64, np.float16]
+RTOL = {np.float32: 2e-5, np.float64: 1e-12, np.float16: 4e-3}
+
+
+def dev(a):
+    from pymagma import array
+
+    return array.asarray(np.ascontiguousarray(a))
+
+
+def close(actual, expected, dtype, scale=1.0):
+    tol = RTOL[dtype] * scale
+    np.testing.assert_allclose(np.asarray(actual, np.float64), np.asarray(expected, np.float64), rtol=tol, atol=tol)
+
+
+def host_values(shape, seed, dtype, low=-3.0, high=3.0):
+    return np.random.default_rng(seed).uniform(low, high, shape).astype(dtype)
+
+
+# ---------------------------------------------------------------------------------------------- elementwise
+UNARY_REFERENCES = {
+    "negative": lambda x, p, q: -x, "abs": lambda x, p, q: np.abs(x), "exp": lambda x, p, q: np.exp(x),
+    "log": lambda x, p, q: np.log(x), "sqrt": lambda x, p, q: np.sqrt(x), "square": lambda x, p, q: x * x,
+    "relu": lambda x, p, q: np.maximum(x, 0), "sigmoid": lambda x, p, q: 1 / (1 + np.exp(-x)),
+    "tanh": lambda x, p, q: np.tanh(x), "sign": lambda x, p, q: np.sign(x), "reciprocal": lambda x, p, q: 1 / x,
+    "affine": lambda x, p, q: p * x + q, "power": lambda x, p, q: x ** p, "clip": lambda x, p, q: np.clip(x, p, q),
+    "elu": lambda x, p, q: np.where(x > 0, x, p * (np.exp(x) - 1)),
+    "leaky_relu": lambda x, p, q: np.where(x > 0, x, p * x),
+    "rsqrt": lambda x, p, q: 1 / np.sqrt(x),
+}
+POSITIVE_ONLY = {"log", "sqrt", "reciprocal", "power", "rsqrt"}
+
+
+def test_every_unary_op_has_a_reference():
+    from pymagma import kernels
+
+    assert set(UNARY_REFERENCES) == set(kernels.UNARY_OPS)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", sorted(UNARY_REFERENCES))
+@FEW
+@given(shape=hnp.array_shapes(max_dims=4, max_side=9), seed=st.integers(0, 2**31))
+def test_unary(op, dtype, shape, seed):
+    from pymagma import kernels
+
+    low = 0.2 if op in POSITIVE_ONLY else -3.0
+    x = host_values(shape, seed, dtype, low)
+    p, q = (1.5, 0.0) if op == "power" else (-0.5, 0.75) if op == "clip" else (0.3, -0.2)
+    y = kernels.unary(op, dev(x), p, q).get()
+    assert y.dtype == dtype and y.shape == x.shape
+    close(y, UNARY_REFERENCES[op](x.astype(np.float64), p, q).astype(dtype), dtype, 2.0)
+
+
+BINARY_REFERENCES = {
+    "add": np.add, "subtract": np.subtract, "multiply": np.multiply, "divide": np.divide, "maximum": np.maximum,
+    "minimum": np.minimum, "power": np.power, "relu_backward": lambda a, b: np.where(b > 0, a, 0),
+    "sigmoid_backward": lambda a, b: a * b * (1 - b), "tanh_backward": lambda a, b: a * (1 - b * b),
+    "equal": lambda a, b: (a == b).astype(a.dtype), "greater": lambda a, b: (a > b).astype(a.dtype),
+    "less": lambda a, b: (a < b).astype(a.dtype), "squared_difference": lambda a, b: (a - b) ** 2,
+}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", sorted(BINARY_REFERENCES))
+@FEW
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=4, max_side=6), seed=st.integers(0, 2**31),
+       transpose=st.booleans())
+def test_binary_with_broadcasting_and_strides(op, dtype, shapes, seed, transpose):
+    from pymagma import kernels
+
+    (sa, sb), _ = shapes
+    positive = op in ("power", "divide")
+    a = host_values(sa, seed, dtype, 0.2 if positive else -3.0)
+    b = host_values(sb, seed + 1, dtype, 0.2 if positive else -3.0)
+    if op in ("equal", "greater", "less"):
+        a, b = np.round(a), np.round(b)  # small integers, so equal elements occur
+    da = dev(a.T).T if transpose and a.ndim > 1 else dev(a)  # a transposed (non-contiguous) view
+    y = kernels.binary(op, da, dev(b)).get()
+    close(y, BINARY_REFERENCES[op](a.astype(np.float64), b.astype(np.float64)), dtype, 4.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 5), st.integers(1, 4), st.integers(1, 4)),
+       seed=st.integers(0, 2**31))
+def test_bias_add_over_nchw_channels_and_dense_rows(dtype, shape, seed):
+    from pymagma import kernels
+
+    x, bias = host_values(shape, seed, dtype), host_values((shape[1],), seed + 1, dtype)
+    close(kernels.bias_add(dev(x), dev(bias)).get(), x.astype(np.float64) + bias[None, :, None, None], dtype)
+    x2 = x.reshape(shape[0], -1)[:, : shape[1]].copy()
+    close(kernels.bias_add(dev(x2), dev(bias)).get(), x2.astype(np.float64) + bias, dtype)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_fill(dtype):
+    from pymagma import array, kernels
+
+    x = array.empty((5, 7), dtype)
+    np.testing.assert_array_equal(kernels.fill(x, 2.5).get(), np.full((5, 7), 2.5, dtype))
+
+
+CAST_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8]
+
+
+@pytest.mark.parametrize("src", CAST_DTYPES)
+@pytest.mark.parametrize("dst", CAST_DTYPES)
+def test_cast_between_all_pairs(src, dst):
+    from pymagma import kernels
+
+    x = np.arange(0, 200, 3.25).astype(src)
+    expected = x.astype(np.float64).astype(dst) if np.issubdtype(dst, np.integer) else x.astype(dst)
+    np.testing.assert_array_equal(kernels.cast(dev(x), dst).get(), expected)
+
+
+@given(shape=hnp.array_shapes(min_dims=2, max_dims=4, max_side=6), seed=st.integers(0, 2**31))
+def test_copy_of_transposed_and_reversed_views(shape, seed):
+    from pymagma import kernels
+
+    x = host_values(shape, seed, np.float32)
+    d = dev(x)
+    np.testing.assert_array_equal(kernels.copy(d.T).get(), x.T)
+    np.testing.assert_array_equal(kernels.copy(d[::-1, ::2]).get(), x[::-1, ::2])
+
+
+# ------------------------------------------------------------------------------------------------ reductions
+REDUCE_REFERENCES = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
+                     "sum_squares": lambda x, axis, keepdims: np.sum(x * x, axis=axis, keepdims=keepdims)}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", sorted(REDUCE_REFERENCES))
+@FEW
+@given(data=st.data(), keepdims=st.booleans())
+def test_reduce_over_axes(op, dtype, data, keepdims):
+    from pymagma import kernels
+
+    shape = data.draw(hnp.array_shapes(max_dims=4, max_side=7))
+    axis = data.draw(st.none() | st.integers(0, len(shape) - 1) |
+                     st.lists(st.integers(0, len(shape) - 1), min_size=1, unique=True).map(tuple))
+    low, high = (0.95, 1.05) if op == "prod" else (-3.0, 3.0)  # products stay well inside float16's range
+    x = host_values(shape, data.draw(st.integers(0, 2**31)), dtype, low, high)
+    y = kernels.reduce(op, dev(x), axis=axis, keepdims=keepdims).get()
+    expected = REDUCE_REFERENCES[op](x.astype(np.float64), axis=axis, keepdims=keepdims)
+    assert y.shape == np.shape(expected)
+    n = x.size if axis is None else np.prod([shape[a] for a in np.atleast_1d(axis)])
+    close(y, expected, dtype, scale=4.0 * max(1.0, np.sqrt(n)))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=3, max_side=9), seed=st.integers(0, 2**31), data=st.data())
+def test_argmax_argmin_with_ties(dtype, shape, seed, data):
+    from pymagma import kernels
+
+    axis = data.draw(st.integers(-len(shape), len(shape) - 1))
+    x = np.random.default_rng(seed).integers(-3, 4, shape).astype(dtype)  # small ints: many ties
+    np.testing.assert_array_equal(kernels.argmax(dev(x), axis).get(), np.argmax(x, axis))
+    np.testing.assert_array_equal(kernels.argmin(dev(x), axis).get(), np.argmin(x, axis))
+
+
+def test_argmax_nan_wins_like_numpy():
+    from pymagma import kernels
+
+    x = np.array([[1.0, np.nan, 5.0, np.nan], [2.0, 7.0, 7.0, 1.0]], np.float32)
+    np.testing.assert_array_equal(kernels.argmax(dev(x), 1).get(), np.argmax(x, 1))
+    np.testing.assert_array_equal(kernels.argmin(dev(x), 1).get(), np.argmin(x, 1))
+
+
+# ----------------------------------------------------------------------------------------------------- loss
+def xent_reference(logits, targets):
+    shifted = logits - logits.max(axis=1, keepdims=True)
+    logp = shifted - np.log(np.exp(shifted).sum(axis=1, keepdims=True))
+    return -(targets * logp).sum(axis=1), np.exp(logp) - targets
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("reduction", ["mean", "sum", "none"])
+@FEW
+@given(rows=st.integers(1, 40), classes=st.integers(1, 300), seed=st.integers(0, 2**31), indices=st.booleans())
+def test_softmax_cross_entropy(dtype, reduction, rows, classes, seed, indices):
+    from pymagma import kernels
+
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, classes)) * 4).astype(dtype)
+    labels = rng.integers(0, classes, rows)
+    targets = np.eye(classes)[labels] if indices else rng.dirichlet(np.ones(classes), rows)
+    given_labels = dev(labels.astype(np.int64)) if indices else dev(targets.astype(dtype))
+    loss, grad = kernels.softmax_cross_entropy(dev(logits), given_labels, reduction=reduction)
+    per_row, dlogits = xent_reference(logits.astype(np.float64), targets)
+    scale = 1.0 / rows if reduction == "mean" else 1.0
+    expected = {"none": per_row, "sum": per_row.sum(), "mean": per_row.mean()}[reduction]
+    close(loss.get(), expected, dtype, scale=10.0 * np.sqrt(classes))
+    close(grad.get(), dlogits * scale, dtype, scale=10.0)
+
+
+# ------------------------------------------------------------------------------------------------ optimizers
+def _optimizer_case(dtype, seed, n=1000):
+    rng = np.random.default_rng(seed)
+    return [rng.standard_normal(n).astype(dtype) for _ in range(4)]
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("nesterov", [False, True])
+@given(seed=st.integers(0, 2**31), momentum=st.sampled_from([0.0, 0.9]), wd=st.sampled_from([0.0, 1e-2]))
+def test_sgd_momentum_and_nesterov(dtype, nesterov, seed, momentum, wd):
+    from pymagma import kernels
+
+    p, g, v, _ = _optimizer_case(dtype, seed)
+    dp, dv = dev(p), dev(v)
+    for _ in range(3):
+        kernels.sgd_update(dp, dev(g), dv, lr=0.1, momentum=momentum, weight_decay=wd, nesterov=nesterov)
+        d = g.astype(np.float64) + wd * p
+        if momentum:
+            v = momentum * v + d
+            d = d + momentum * v if nesterov else v
+        p = p - 0.1 * d
+    close(dp.get(), p, dtype, 10)
+    if momentum:
+        close(dv.get(), v, dtype, 10)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("decoupled", [False, True])
+@given(seed=st.integers(0, 2**31), wd=st.sampled_from([0.0, 1e-2]))
+def test_adam_and_adamw(dtype, decoupled, seed, wd):
+    from pymagma import kernels
+
+    p, g, _, _ = _optimizer_case(dtype, seed)
+    m, v = np.zeros_like(p, np.float64), np.zeros_like(p, np.float64)
+    dp, dm, dv = dev(p), dev(m.astype(dtype)), dev(v.astype(dtype))
+    b1, b2, eps, lr = 0.9, 0.999, 1e-8, 1e-2
+    p = p.astype(np.float64)
+    for t in range(1, 4):
+        kernels.adam_update(dp, dev(g), dm, dv, step=t, lr=lr, weight_decay=wd, decoupled=decoupled)
+        d = g.astype(np.float64)
+        if decoupled:
+            p = p - lr * wd * p
+        else:
+            d = d + wd * p
+        m = b1 * m + (1 - b1) * d
+        v = b2 * v + (1 - b2) * d * d
+        p = p - lr * (m / (1 - b1 ** t)) / (np.sqrt(v / (1 - b2 ** t)) + eps)
+    close(dp.get(), p, dtype, 50)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@given(seed=st.integers(0, 2**31))
+def test_rmsprop_and_adagrad(dtype, seed):
+    from pymagma import kernels
+
+    p, g, _, _ = _optimizer_case(dtype, seed)
+    p1, p2 = p.astype(np.float64), p.astype(np.float64)
+    s1, s2 = np.zeros_like(p1), np.zeros_like(p1)
+    d1, d2, ds1, ds2 = dev(p), dev(p), dev(s1.astype(dtype)), dev(s2.astype(dtype))
+    for _ in range(3):
+        kernels.rmsprop_update(d1, dev(g), ds1, lr=0.01, rho=0.9, eps=1e-8)
+        kernels.adagrad_update(d2, dev(g), ds2, lr=0.01, eps=1e-10)
+        s1 = 0.9 * s1 + 0.1 * g.astype(np.float64) ** 2
+        p1 = p1 - 0.01 * g / (np.sqrt(s1) + 1e-8)
+        s2 = s2 + g.astype(np.float64) ** 2
+        p2 = p2 - 0.01 * g / (np.sqrt(s2) + 1e-10)
+    close(d1.get(), p1, dtype, 50)
+    close(d2.get(), p2, dtype, 50)
+
+
+# ----------------------------------------------------------------------------------------------------- random
+@given(n=st.integers(1, 5000), seed=st.integers(0, 2**64 - 1), offset=st.integers(0, 2**40))
+def test_uniform_is_philox_and_deterministic(n, seed, offset):
+    from pymagma import kernels
+
+    u0, u1 = reference_uniform_pairs(n, seed, offset)
+    expected = np.stack([u0, u1], axis=1).ravel()[:n] * 4.0 - 2.0
+    got = kernels.uniform((n,), -2.0, 2.0, seed=seed, offset=offset, dtype=np.float64).get()
+    np.testing.assert_allclose(got, expected, rtol=0, atol=1e-15)
+    again = kernels.uniform((n,), -2.0, 2.0, seed=seed, offset=offset, dtype=np.float64).get()
+    np.testing.assert_array_equal(got, again)
+
+
+def test_normal_is_box_muller_of_the_same_stream_and_has_the_right_moments():
+    from pymagma import kernels
+
+    n, seed = 1_000_001, 1234
+    u0, u1 = reference_uniform_pairs(n, seed, 0)
+    radius = np.sqrt(-2.0 * np.log(u0))
+    expected = np.stack([radius * np.cos(2 * np.pi * u1), radius * np.sin(2 * np.pi * u1)], axis=1).ravel()[:n]
+    got = kernels.normal((n,), 1.0, 2.0, seed=seed, dtype=np.float64).get()
+    np.testing.assert_allclose(got, 1.0 + 2.0 * expected, rtol=1e-12, atol=1e-12)
+    f32 = kernels.normal((n,), 0.0, 1.0, seed=seed, dtype=np.float32).get()
+    assert abs(f32.mean()) < 5e-3 and abs(f32.std() - 1.0) < 5e-3
+    assert not np.array_equal(f32[:100], kernels.normal((100,), seed=seed + 1).get())
+
+
+def test_uniform_statistics_for_every_float_dtype():
+    from pymagma import kernels
+
+    for dtype in DTYPES:
+        u = kernels.uniform((200_000,), seed=7, dtype=dtype).get().astype(np.float64)
+        assert u.min() >= 0.0 and u.max() <= 1.0
+        assert abs(u.mean() - 0.5) < 5e-3 and abs(u.var() - 1 / 12) < 5e-3
+
+
+# ------------------------------------------------------------------------------------------------- resources
+def test_no_device_memory_growth_over_1000_calls():
+    from pymagma import kernels, memory
+
+    x = dev(np.random.default_rng(0).standard_normal((64, 64)).astype(np.float32))
+    for _ in range(20):  # warm up the pool and the kernel caches
+        kernels.reduce("sum", kernels.add(kernels.relu(x), x), axis=0)
+    before = memory.pool_stats()
+    for _ in range(1000):
+        kernels.reduce("sum", kernels.add(kernels.relu(x), x), axis=0)
+    x.get()
+    after = memory.pool_stats()
+    assert after["in_use_bytes"] == before["in_use_bytes"]
+    assert after["mallocs"] == before["mallocs"]
+
+
+def test_out_of_range_label_gives_nan_loss():
+    from pymagma import kernels
+
+    logits = np.zeros((3, 4), np.float32)
+    loss, _ = kernels.softmax_cross_entropy(dev(logits), dev(np.array([0, 4, -1], np.int64)), reduction="none")
+    got = loss.get()
+    assert np.isclose(got[0], np.log(4)) and np.isnan(got[1]) and np.isnan(got[2])

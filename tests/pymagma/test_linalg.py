@@ -1,0 +1,231 @@
+"""pymagma.linalg: error mapping and input checks (CPU, before any native call), and every function against NumPy
+on a GPU (skipping routines the MAGMA provider does not export, with the reason)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pymagma
+from pymagma import _magma, linalg
+from pymagma.errors import LibraryNotFoundError, LinAlgError, MagmaError
+
+DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
+
+
+# ----------------------------------------------------------------------------------------------------- CPU
+def test_negative_info_names_magmas_argument():
+    with pytest.raises(ValueError, match=r"argument 4 \(ldda\)"):
+        linalg.check_info(-4, "magma_dgetrf_gpu")
+    with pytest.raises(ValueError, match=r"argument 1 \(uplo\)"):
+        linalg.check_info(-1, "magma_zpotrf_gpu")
+    linalg.check_info(0, "magma_dgetrf_gpu")
+
+
+def test_positive_info_is_a_numpy_linalg_error():
+    with pytest.raises(np.linalg.LinAlgError, match="pivot 3"):
+        linalg.check_info(3, "magma_sgetrf_gpu", "singular: pivot {info}")
+    assert issubclass(LinAlgError, np.linalg.LinAlgError)
+
+
+@pytest.mark.native
+def test_magma_error_codes_become_magma_errors_with_their_text():
+    try:
+        _magma.library().cdll  # noqa: B018
+    except LibraryNotFoundError:
+        pytest.skip("no MAGMA provider")
+    with pytest.raises(MagmaError, match="memory") as err:
+        linalg.check_info(-113, "magma_dgetrf_gpu")  # MAGMA_ERR_DEVICE_ALLOC, beyond the argument count
+    assert err.value.info == -113
+
+
+@pytest.mark.parametrize(("call", "error", "match"), [
+    (lambda: linalg.solve(np.ones((2, 3)), np.ones(2)), LinAlgError, "square"),
+    (lambda: linalg.solve(np.ones((3, 3)), np.ones(4)), ValueError, "incompatible"),
+    (lambda: linalg.solve(np.ones((3, 3), np.float32), np.ones(3)), TypeError, "different dtypes"),
+    (lambda: linalg.inv(np.ones(3)), LinAlgError, "two dimensions"),
+    (lambda: linalg.det(np.array([["a"]])), TypeError, "dtype"),
+    (lambda: linalg.cholesky(np.ones((2, 3))), LinAlgError, "square"),
+    (lambda: linalg.cho_solve((np.eye(2), False), np.ones(2)), ValueError, "lower"),
+    (lambda: linalg.lu_solve((np.eye(3), np.zeros(2, np.int32)), np.ones(3)), ValueError, "piv"),
+    (lambda: linalg.lstsq(np.ones((2, 3)), np.ones(2)), ValueError, "m >= n"),
+    (lambda: linalg.lstsq(np.ones((3, 2)), np.ones(4)), ValueError, "b has shape"),
+    (lambda: linalg.qr(np.ones((2, 2)), mode="complete"), ValueError, "mode"),
+    (lambda: linalg.eigh(np.eye(2), UPLO="X"), ValueError, "UPLO"),
+    (lambda: linalg.eig(np.ones((2, 3))), LinAlgError, "square"),
+    (lambda: linalg.svd(np.ones(3)), LinAlgError, "two dimensions"),
+])
+def test_bad_input_is_rejected_before_any_native_call(call, error, match):
+    with pytest.raises(error, match=match):
+        call()
+
+
+def test_real_geev_pairs_become_complex_eigenvectors():
+    rng = np.random.default_rng(3)
+    a = rng.standard_normal((5, 5))
+    w, v = np.linalg.eig(a)
+    # LAPACK's real layout: a complex pair (w, conj w) stores Re v and Im v of the first in two real columns
+    order = np.argsort(-w.imag)  # put each +imag partner first
+    wr, wi, vr = [], [], []
+    used = set()
+    for j in order:
+        if j in used:
+            continue
+        if w[j].imag > 0:
+            k = next(i for i in range(5) if i not in used and i != j and np.isclose(w[i], np.conj(w[j])))
+            used |= {j, k}
+            wr += [w[j].real, w[j].real]
+            wi += [w[j].imag, -w[j].imag]
+            vr += [v[:, j].real, v[:, j].imag]
+        elif w[j].imag == 0:
+            used.add(j)
+            wr.append(w[j].real)
+            wi.append(0.0)
+            vr.append(v[:, j].real)
+    got_w, got_v = linalg.real_eigvecs(np.array(wr), np.array(wi), np.stack(vr, axis=1))
+    np.testing.assert_allclose(a @ got_v, got_v * got_w, atol=1e-10)
+    assert np.iscomplexobj(got_v) == bool(np.any(np.array(wi)))
+
+
+# ----------------------------------------------------------------------------------------------------- GPU
+def needs(family: str, dtype) -> None:
+    """Skip (with the reason) when the MAGMA provider lacks the routine this function is built on."""
+    p = _magma.precision_of(dtype)
+    name = family.replace("?", p).replace("{sy}", "he" if p in "cz" else "sy").replace(
+        "{or}", "un" if p in "cz" else "or")
+    if not _magma.library().has(name):
+        pytest.skip(f"the MAGMA provider lacks {name} ({_magma.library().path})")
+
+
+def random_matrix(rng, shape, dtype):
+    x = rng.standard_normal(shape)
+    if np.issubdtype(dtype, np.complexfloating):
+        x = x + 1j * rng.standard_normal(shape)
+    return x.astype(dtype)
+
+
+def well_conditioned(rng, shape, dtype):
+    n = shape[-1]
+    return (random_matrix(rng, shape, dtype) + n * np.eye(n)).astype(dtype)
+
+
+def spd(rng, shape, dtype):
+    x = random_matrix(rng, shape, dtype)
+    return (x @ np.conj(np.swapaxes(x, -1, -2)) + shape[-1] * np.eye(shape[-1])).astype(dtype)
+
+
+def tol(dtype):
+    return {"rtol": 2e-3, "atol": 2e-3} if np.dtype(dtype) in (np.float32, np.complex64) else \
+        {"rtol": 1e-8, "atol": 1e-8}
+
+
+gpu_cases = settings(max_examples=15, deadline=None)
+shapes = st.tuples(st.lists(st.integers(1, 3), max_size=2), st.integers(1, 24))
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(shape=shapes, k=st.integers(1, 4), dtype=st.sampled_from(DTYPES), device=st.booleans(),
+       seed=st.integers(0, 999))
+def test_solve_inv_det_match_numpy(shape, k, dtype, device, seed):
+    rng = np.random.default_rng(seed)
+    batch, n = shape
+    a = well_conditioned(rng, (*batch, n, n), dtype)
+    b = random_matrix(rng, (*batch, n, k), dtype)
+    wrap = pymagma.asarray if device else (lambda x: x)
+    x = linalg.solve(wrap(a), wrap(b))
+    assert isinstance(x, pymagma.DeviceArray) == device
+    np.testing.assert_allclose(pymagma.to_numpy(x), np.linalg.solve(a, b), **tol(dtype))
+    np.testing.assert_allclose(pymagma.to_numpy(linalg.inv(wrap(a))), np.linalg.inv(a), **tol(dtype))
+    np.testing.assert_allclose(linalg.det(a), np.linalg.det(a), rtol=1e-2 if tol(dtype)["rtol"] > 1e-6 else 1e-8)
+    sign, logdet = linalg.slogdet(a)
+    esign, elogdet = np.linalg.slogdet(a)
+    np.testing.assert_allclose(sign, esign, **tol(dtype))
+    np.testing.assert_allclose(logdet, elogdet, **tol(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lu_factor_and_solve_vector(dtype):
+    rng = np.random.default_rng(0)
+    a, b = well_conditioned(rng, (7, 7), dtype), random_matrix(rng, (7,), dtype)
+    lu, piv = linalg.lu_factor(a)
+    perm = np.arange(7)
+    for i, p in enumerate(piv):
+        perm[[i, p]] = perm[[p, i]]
+    lower, upper = np.tril(lu, -1) + np.eye(7), np.triu(lu)
+    np.testing.assert_allclose(lower @ upper, a[perm], **tol(dtype))
+    np.testing.assert_allclose(linalg.lu_solve((lu, piv), b), np.linalg.solve(a, b), **tol(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_singular_matrix_raises_linalg_error(dtype):
+    a = np.array([[1, 2, 3], [2, 4, 6], [1, 0, 1]], dtype)
+    with pytest.raises(np.linalg.LinAlgError, match="singular"):
+        linalg.solve(a, np.ones(3, dtype))
+    assert linalg.det(np.zeros((3, 3), dtype)) == 0
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(n=st.integers(1, 20), dtype=st.sampled_from(DTYPES), device=st.booleans(), seed=st.integers(0, 999))
+def test_cholesky_and_cho_solve(n, dtype, device, seed):
+    needs("magma_?potrf_gpu", dtype)
+    rng = np.random.default_rng(seed)
+    a, b = spd(rng, (n, n), dtype), random_matrix(rng, (n, 2), dtype)
+    wrap = pymagma.asarray if device else (lambda x: x)
+    c = linalg.cholesky(wrap(a))
+    np.testing.assert_allclose(pymagma.to_numpy(c), np.linalg.cholesky(a), **tol(dtype))
+    np.testing.assert_allclose(pymagma.to_numpy(linalg.cho_solve((c, True), wrap(b))), np.linalg.solve(a, b),
+                               **tol(dtype))
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_not_positive_definite_raises(dtype):
+    needs("magma_?potrf_gpu", dtype)
+    with pytest.raises(np.linalg.LinAlgError, match="positive definite"):
+        linalg.cholesky(np.array([[1, 2], [2, 1]], dtype))
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(m=st.integers(1, 20), n=st.integers(1, 20), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_qr_and_lstsq(m, n, dtype, seed):
+    needs("magma_?geqrf_gpu", dtype)
+    rng = np.random.default_rng(seed)
+    a = random_matrix(rng, (m, n), dtype)
+    q, r = linalg.qr(a)
+    np.testing.assert_allclose(q @ r, a, **tol(dtype))
+    np.testing.assert_allclose(np.conj(q.T) @ q, np.eye(min(m, n)), **tol(dtype))
+    np.testing.assert_array_equal(np.tril(r, -1), 0)
+    if m >= n:
+        needs("magma_?gels_gpu", dtype)
+        b = random_matrix(rng, (m,), dtype)
+        x, res, rank, _ = linalg.lstsq(a, b)
+        np.testing.assert_allclose(x, np.linalg.lstsq(a, b, rcond=None)[0], **tol(dtype))
+        assert rank == n
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(n=st.integers(1, 20), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_eigh_svd_eig(n, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = spd(rng, (n, n), dtype)
+    needs("magma_?{sy}evd_gpu", dtype)
+    w, v = linalg.eigh(a)
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(a), **tol(dtype))
+    np.testing.assert_allclose(a @ v, v * w, **tol(dtype))
+    needs("magma_?gesdd", dtype)
+    g = random_matrix(rng, (n + 2, n), dtype)
+    u, s, vt = linalg.svd(g, full_matrices=False)
+    np.testing.assert_allclose(s, np.linalg.svd(g, compute_uv=False), **tol(dtype))
+    np.testing.assert_allclose((u * s) @ vt, g, **tol(dtype))
+    needs("magma_?geev", dtype)
+    h = random_matrix(rng, (n, n), dtype)
+    w, v = linalg.eig(h)
+    np.testing.assert_allclose(h @ v, v * w, **tol(dtype))
