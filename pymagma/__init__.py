@@ -1,6 +1,6 @@
 """pymagma: MAGMA and cuDNN from Python through ctypes and cuda-python."""
 
-from . import array, errors, memory, queue, runtime
+from . import array, blas, errors, linalg, memory, queue, runtime
 from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zeros
 from .errors import (
     CudaError,
@@ -14,6 +14,7 @@ from .errors import (
     NoDeviceError,
     PymagmaError,
 )
+from .info import info
 from .queue import Queue, default_queue
 from .runtime import device_count, require_device
 
@@ -23,5 +24,5 @@ __all__ = [
     "errors", "PymagmaError", "LibraryNotFoundError", "MissingSymbolError", "NoDeviceError", "CudaError",
     "CudnnError", "MagmaError", "DeviceMemoryError", "LinAlgError", "KernelCompileError",
     "array", "memory", "queue", "runtime", "DeviceArray", "asarray", "empty", "zeros", "ones", "from_dlpack",
-    "to_numpy", "Queue", "default_queue", "device_count", "require_device",
+    "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info",
 ]

@@ -236,6 +236,8 @@ routine("magmablas_{p}trsm_batched", "void",
 routine("magmablas_{p}laswp", "void", "I n, D dAT, I ldda, I k1, I k2, IH ipiv, I inci, Q queue")
 routine("magmablas_{p}laswp2", "void", "I n, D dAT, I ldda, I k1, I k2, ID d_ipiv, I inci, Q queue")
 routine("magmablas_{p}transpose", "void", "I m, I n, D dA, I ldda, D dAT, I lddat, Q queue")
+routine("magmablas_{p}transpose_batched", "void",
+        "I m, I n, DA dA_array, I ldda, DA dAT_array, I lddat, I batchCount, Q queue")
 routine("magmablas_{p}transpose_inplace", "void", "I n, D dA, I ldda, Q queue")
 routine("magmablas_{p}lacpy", "void", "E uplo, I m, I n, D dA, I ldda, D dB, I lddb, Q queue")
 routine("magmablas_{p}laset", "void", "E uplo, I m, I n, S offdiag, S diag, D dA, I ldda, Q queue")
@@ -251,6 +253,8 @@ routine("magma_{p}potrf_gpu", "I", "E uplo, I n, D dA, I ldda, IH info")
 routine("magma_{p}potrs_gpu", "I", "E uplo, I n, I nrhs, D dA, I ldda, D dB, I lddb, IH info")
 routine("magma_{p}posv_gpu", "I", "E uplo, I n, I nrhs, D dA, I ldda, D dB, I lddb, IH info")
 routine("magma_{p}geqrf_gpu", "I", "I m, I n, D dA, I ldda, H tau, D dT, IH info")
+routine("magma_{p}geqrf2_gpu", "I", "I m, I n, D dA, I ldda, H tau, IH info")
+routine("magma_{p}{or}gqr2", "I", "I m, I n, I k, H A, I lda, H tau, IH info")
 routine("magma_{p}{or}gqr_gpu", "I", "I m, I n, I k, D dA, I ldda, H tau, D dT, I nb, IH info")
 routine("magma_{p}{or}mqr_gpu", "I",
         "E side, E trans, I m, I n, I k, D dA, I ldda, H tau, D dC, I lddc, H hwork, I lwork, D dT, I nb, IH info")
@@ -296,7 +300,7 @@ TORCH_MISSING_FAMILIES = frozenset({
     "magma_?posv_gpu", "magma_?geqrf_gpu", "magma_?orgqr_gpu", "magma_?ormqr_gpu", "magma_?gels_gpu",
     "magma_?syevd_gpu", "magma_?gesvd", "magma_?gesdd", "magma_?geev", "magma_?getrs_batched",
     "magma_?gesv_batched", "magma_?potrf_batched", "magma_?potrs_batched", "magma_?posv_batched",
-    "magmablas_?lacpy",
+    "magmablas_?lacpy", "magma_?geqrf2_gpu", "magma_?orgqr2",
 })
 TORCH_MISSING_NAMES = frozenset({"magmablas_claset", "magmablas_zlaset"})
 

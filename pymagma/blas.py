@@ -245,12 +245,6 @@ def _queue(x: DeviceArray):
     return x.queue.handle
 
 
-def run_gemm(call: GemmCall, p: str, alpha, beta, queue) -> None:
-    getattr(_lib(), f"magma_{p}gemm")(
-        call.transA, call.transB, call.m, call.n, call.k, scalar(alpha, p), call.A.ptr, call.A.ld,
-        call.B.ptr, call.B.ld, scalar(beta, p), call.C.ptr, call.C.ld, queue)
-
-
 class _Layout:
     """Shape, strides and dtype of an operand at pointer 0: what a cached plan depends on."""
 

@@ -4,7 +4,6 @@ with how to install it.  Works on a machine without GPU, driver, MAGMA or cuDNN.
 from __future__ import annotations
 
 import ctypes
-import importlib.metadata
 import importlib.util
 import os
 import platform
@@ -23,6 +22,8 @@ class Info(dict):
 
 
 def _package_version(name: str) -> str | None:
+    import importlib.metadata
+
     try:
         return importlib.metadata.version(name)
     except importlib.metadata.PackageNotFoundError:
@@ -71,6 +72,7 @@ def _magma_section(missing: list) -> dict:
         absent = lib.missing()
         families = sorted({_magma.SIGNATURES[n].family for n in absent})
         section["missing_routines"] = families
+        section["partly_missing"] = [f for f in families if not set(_magma.names_for(f)) <= set(absent)]
         section["bound_routines"] = len(_magma.SIGNATURES) - len(absent)
     except Exception as exc:  # noqa: BLE001 - a library that is found but does not load is reported, not raised
         section["error"] = str(exc)
@@ -157,8 +159,9 @@ def format_report(r: dict) -> str:
         lines.append(f"MAGMA {m.get('version', '?')}: {m['path']}  (from {m['source']}; {kind}; "
                      f"magma_int_t {'64' if m.get('ilp64') else '32'}-bit)")
         if "bound_routines" in m:
-            lines.append(f"  routines available: {m['bound_routines']}; missing families: "
-                         + (", ".join(m["missing_routines"]) or "none"))
+            names = [f + (" (some precisions)" if f in m.get("partly_missing", ()) else "")
+                     for f in m["missing_routines"]]
+            lines.append(f"  routines available: {m['bound_routines']}; missing: " + (", ".join(names) or "none"))
         if m.get("note"):
             lines.append(f"  note: {m['note']}")
     else:

@@ -123,6 +123,32 @@ def _solve_lu_device(lu: DeviceArray, piv1: np.ndarray, b: DeviceArray) -> Devic
     return x
 
 
+def _solve_lu_batched(lu: DeviceArray, piv: np.ndarray, b: DeviceArray, batch: tuple) -> DeviceArray:
+    """Stacked ``lu_solve``: row interchanges per matrix (magmablas_?laswp), then the two triangular solves for
+    the whole stack at once (magmablas_?trsm_batched)."""
+    from .blas import pointer_array
+
+    n, k = lu.shape[-1], b.shape[-1]
+    x = empty((*batch, n, k), b.dtype, device=b.device)
+    lus, xs = [], []
+    for idx in np.ndindex(*batch):
+        xi = x[idx]
+        copy_into(xi, _matrix(b, idx, batch))
+        _laswp_rows(xi, _matrix(piv, idx, batch, core=1) + 1)
+        lus.append(_matrix(lu, idx, batch))
+        xs.append(xi)
+    p, q = blas.precision(lu), x.queue.handle
+    a_array = pointer_array([m.ptr for m in lus], x.device)
+    b_array = pointer_array([m.ptr for m in xs], x.device)
+    trsm = getattr(_lib(), f"magmablas_{p}trsm_batched")
+    for lower, unit in ((True, True), (False, False)):  # L y = P b, then U x = y
+        c = blas.plan_trsm(lus[0], xs[0], True, lower, False, unit)
+        trsm(c.side, c.uplo, c.trans, c.diag, c.m, c.n, blas.scalar(1, p), a_array.ptr, c.A.ld, b_array.ptr, c.B.ld,
+             len(xs), q)
+    x.queue.synchronize()  # the pointer arrays must outlive the kernels
+    return x
+
+
 def _matrix(x, idx: tuple, batch: tuple, core: int = 2):
     """The matrix (or, with ``core=1``, vector) of a stacked ``x`` at batch index ``idx``, broadcasting ``x``'s
     leading dimensions against ``batch``."""
@@ -178,10 +204,47 @@ def lu_factor(a, *, check_singular: bool = True):
             check_info(info, name, "the matrix is singular: pivot {info} (U[{info}-1, {info}-1]) is exactly zero")
         return w, piv
 
+    if dev.ndim > 2 and dev.size and _lib_has(f"magma_{blas.precision(dev)}getrf_batched"):
+        lu, piv, infos = _getrf_batched(dev)
+        for idx in np.ndindex(*infos.shape):
+            check_info(min(int(infos[idx]), 0), f"magma_{blas.precision(dev)}getrf_batched")
+            if check_singular and infos[idx] > 0:
+                raise LinAlgError(f"magma_{blas.precision(dev)}getrf_batched: matrix {idx} is singular: pivot "
+                                  f"{int(infos[idx])} is exactly zero")
+        return _result(lu, on_host), piv
     batch, results = _stack_map(one, dev)
     lu = _stack_device(batch, [w for w, _ in results]) if batch else results[0][0]
     piv = np.stack([p for _, p in results]).reshape(*batch, -1) - 1
     return _result(lu, on_host), piv.astype(np.int32)
+
+
+def _lib_has(name: str) -> bool:
+    return _lib().has(name)
+
+
+def _getrf_batched(stack: DeviceArray):
+    """LU of every matrix of a stack with MAGMA's batched routines: one batched transpose into column-major work
+    copies, then magma_?getrf_batched.  Returns (lu view with column-major strides, 0-based pivots, infos)."""
+    from .blas import pointer_array
+
+    batch, (m, n) = stack.shape[:-2], stack.shape[-2:]
+    count, k = int(np.prod(batch)), min(m, n)
+    src = stack if stack.is_c_contiguous else stack.copy()
+    p, item, q = blas.precision(stack), stack.itemsize, stack.queue.handle
+    work = empty((count, n, m), stack.dtype, device=stack.device)
+    a_ptrs = pointer_array([src.ptr + i * m * n * item for i in range(count)], stack.device)
+    w_ptrs = pointer_array([work.ptr + i * m * n * item for i in range(count)], stack.device)
+    lib = _lib()
+    getattr(lib, f"magmablas_{p}transpose_batched")(n, m, a_ptrs.ptr, n, w_ptrs.ptr, m, count, q)
+    int_dtype = np.dtype(_magma.MAGMA_INT)
+    ipiv = empty((count, max(k, 1)), int_dtype, device=stack.device)
+    ipiv_ptrs = pointer_array([ipiv.ptr + i * max(k, 1) * int_dtype.itemsize for i in range(count)], stack.device)
+    infos = empty((count,), int_dtype, device=stack.device)
+    status = getattr(lib, f"magma_{p}getrf_batched")(m, n, w_ptrs.ptr, m, ipiv_ptrs.ptr, infos.ptr, count, q)
+    check_info(int(status), f"magma_{p}getrf_batched")
+    stack.queue.synchronize()
+    piv = (ipiv.get()[:, :k] - 1).astype(np.int32).reshape(*batch, k)
+    return work.reshape(*batch, n, m).mT, piv, infos.get().reshape(batch)
 
 
 def lu_solve(lu_and_piv, b):
@@ -202,9 +265,12 @@ def lu_solve(lu_and_piv, b):
     if vector:
         db = db.reshape(n, 1)
     batch = np.broadcast_shapes(dlu.shape[:-2], db.shape[:-2], piv.shape[:-1])
-    xs = [_solve_lu_device(_matrix(dlu, idx, batch), _matrix(piv, idx, batch, core=1) + 1, _matrix(db, idx, batch))
-          for idx in np.ndindex(*batch)]
-    x = _stack_device(batch, xs)
+    if batch and _lib_has(f"magmablas_{blas.precision(dlu)}trsm_batched"):
+        x = _solve_lu_batched(dlu, piv, db, batch)
+    else:
+        xs = [_solve_lu_device(_matrix(dlu, idx, batch), _matrix(piv, idx, batch, core=1) + 1,
+                               _matrix(db, idx, batch)) for idx in np.ndindex(*batch)]
+        x = _stack_device(batch, xs)
     if vector:
         x = x.reshape(x.shape[:-1])
     return _result(x, on_host and b_host)
@@ -338,24 +404,12 @@ def cho_solve(c_and_lower, b):
 
 
 # ----------------------------------------------------------------------------------------------------- QR, lstsq
-def _geqrf(w: DeviceArray):
-    """QR of column-major ``w`` in place (magma_?geqrf_gpu): returns (tau host array, dT workspace, nb)."""
-    m, n = w.shape
-    p = blas.precision(w)
-    lib = _lib()
-    nb = int(getattr(lib, f"magma_get_{p}geqrf_nb")(m, n))
-    k = min(m, n)
-    tau = np.zeros(max(k, 1), w.dtype)
-    dT = empty(((2 * k + -(-n // 32) * 32) * nb,), w.dtype, device=w.device)
-    info = _magma.MAGMA_INT(0)
-    _sync(w)
-    getattr(lib, f"magma_{p}geqrf_gpu")(m, n, w.ptr, _ld(w), tau.ctypes.data, dT.ptr, ctypes.byref(info))
-    check_info(int(info.value), f"magma_{p}geqrf_gpu")
-    return tau, dT, nb
-
-
 def qr(a, mode: str = "reduced"):
-    """QR decomposition (``mode`` 'reduced' -> (Q, R), or 'r' -> R), like ``numpy.linalg.qr``."""
+    """QR decomposition (``mode`` 'reduced' -> (Q, R), or 'r' -> R), like ``numpy.linalg.qr``.
+
+    R comes from magma_?geqrf2_gpu (the LAPACK-compatible variant: R whole in the matrix, unlike geqrf_gpu which
+    keeps R's diagonal blocks inverted in its T workspace); Q from magma_?orgqr2/ungqr2 (CPU interface, on the
+    reflectors copied to the host)."""
     if mode not in ("reduced", "r"):
         raise ValueError(f"mode must be 'reduced' or 'r', got {mode!r}")
     a, on_host = _as_operand(a, "a")
@@ -366,8 +420,14 @@ def qr(a, mode: str = "reduced"):
     def one(mat):
         m, n = mat.shape
         k = min(m, n)
+        p = blas.precision(mat)
         w = colmajor_copy(mat)
-        tau, dT, nb = _geqrf(w)
+        tau = np.zeros(max(k, 1), w.dtype)
+        info = _magma.MAGMA_INT(0)
+        if k:
+            _sync(w)
+            getattr(_lib(), f"magma_{p}geqrf2_gpu")(m, n, w.ptr, _ld(w), tau.ctypes.data, ctypes.byref(info))
+            check_info(int(info.value), f"magma_{p}geqrf2_gpu")
         r = colmajor_copy(w[:k, :])
         if on_host:
             r_out = np.triu(r.get())
@@ -376,13 +436,13 @@ def qr(a, mode: str = "reduced"):
             _zero_strict_triangle(r[:, :k], upper=False)
         if mode == "r":
             return r_out, None
-        q = colmajor_copy(w[:, :k])
-        info = _magma.MAGMA_INT(0)
-        p = blas.precision(w)
-        getattr(_lib(), f"magma_{p}{'un' if p in 'cz' else 'or'}gqr_gpu")(
-            m, k, k, q.ptr, _ld(q), tau.ctypes.data, dT.ptr, nb, ctypes.byref(info))
-        check_info(int(info.value), f"magma_{p}{'un' if p in 'cz' else 'or'}gqr_gpu")
-        return r_out, (q.get() if on_host else q)
+        reflectors = np.asfortranarray(w[:, :k].get())
+        if k:
+            name = f"magma_{p}{'un' if p in 'cz' else 'or'}gqr2"
+            getattr(_lib(), name)(m, k, k, reflectors.ctypes.data, max(m, 1), tau.ctypes.data, ctypes.byref(info))
+            check_info(int(info.value), name)
+        q = np.ascontiguousarray(reflectors)
+        return r_out, (q if on_host else asarray(q, device=mat.device))
 
     batch, results = _stack_map(one, dev)
     if on_host:

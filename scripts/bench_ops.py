@@ -135,9 +135,22 @@ def run(repeats: int = 10, threads: int | None = None) -> list[dict]:
         torch.set_num_threads(threads)
     except ImportError:
         torch = None
-    rng = np.random.default_rng(0)
+    try:  # the same thread count for NumPy's BLAS
+        from threadpoolctl import threadpool_limits
+
+        limits = threadpool_limits(threads, user_api="blas")
+    except ImportError:
+        limits = None
+    try:
+        return _measure(_cases(xp, torch, np.random.default_rng(0)), repeats, threads)
+    finally:
+        if limits is not None:
+            limits.restore_original_limits()
+
+
+def _measure(cases, repeats: int, threads: int) -> list[dict]:
     rows = []
-    for name, shape, m_fn, t_fn in _cases(xp, torch, rng):
+    for name, shape, m_fn, t_fn in cases:
         number = 5
         m_fn()
         if t_fn:

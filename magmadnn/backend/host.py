@@ -16,6 +16,7 @@ GELU uses the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)
 from __future__ import annotations
 
 import math
+import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
@@ -596,16 +597,37 @@ def _decayed(g, p, weight_decay):
     return g + weight_decay * p if weight_decay else g
 
 
+_scratch = threading.local()
+
+
+def _workspace(shape, dtype) -> np.ndarray:
+    """A reusable per-thread scratch array (contents undefined) for the temporaries of the update ops."""
+    cache = getattr(_scratch, "arrays", None)
+    if cache is None:
+        cache = _scratch.arrays = {}
+    key = (tuple(shape), np.dtype(dtype).str)
+    buf = cache.get(key)
+    if buf is None:
+        buf = cache[key] = np.empty(shape, dtype=dtype)
+    return buf
+
+
 def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
     g = _decayed(g, p, weight_decay)
+    tmp = _workspace(p.shape, p.dtype)
     if momentum:
         v *= momentum
         v += g
-        step = g + momentum * v if nesterov else v
+        if nesterov:
+            np.multiply(v, momentum, out=tmp)
+            tmp += g
+            tmp *= lr
+        else:
+            np.multiply(v, lr, out=tmp)
     else:
-        step = g
-    p -= lr * step
+        np.multiply(g, lr, out=tmp)
+    p -= tmp
 
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):

@@ -57,6 +57,17 @@ def test_backend_get_and_names(monkeypatch):
         backend.get(3)
 
 
+def test_missing_device_backend_is_a_clear_error():
+    try:
+        import magmadnn.backend.device  # noqa: F401
+    except ImportError:
+        with pytest.raises(NotImplementedError, match="'device' .* not available yet"):
+            backend.get("device")
+        assert backend.available() == ["host"]
+    else:
+        pytest.skip("a device backend module exists; its own tests cover it")
+
+
 def test_creation_ops():
     assert xp.asarray([1.0, 2.0]).dtype == np.float32
     assert xp.asarray(np.array([1.0, 2.0])).dtype == np.float64

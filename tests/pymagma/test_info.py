@@ -9,13 +9,15 @@ import sys
 
 import pytest
 
-from pymagma import _libs, info, runtime
+import pymagma
+from pymagma import _libs, runtime
 from pymagma.errors import LibraryNotFoundError
+from pymagma.info import info as collect
 
 
 @pytest.mark.native
 def test_report_names_the_real_providers():
-    r = info.info()
+    r = collect()
     p = _libs.find_magma()
     assert r["magma"]["found"] and r["magma"]["path"] == p.path and r["magma"]["source"] == p.source
     assert r["magma"]["version"].startswith("2.")
@@ -39,7 +41,7 @@ def test_missing_nvidia_library_is_reported_with_its_install_command(monkeypatch
         return real(name)
 
     monkeypatch.setattr(_libs, "load_nvidia", fake)
-    r = info.info()
+    r = collect()
     assert r["nvidia"]["cudnn"] == {"found": False}
     assert {"what": "cudnn", "how": _libs.NVIDIA_REMEDIES["cudnn"]} in r["missing"]
     assert "cudnn: not found" in str(r)
@@ -64,3 +66,7 @@ def test_module_reports_json_and_a_missing_magma(tmp_path):
 def test_module_prints_the_text_report():
     out = _run_module()
     assert out.startswith("pymagma ") and "MAGMA " in out and "missing:" in out
+
+
+def test_info_is_the_package_level_function():
+    assert pymagma.info is collect

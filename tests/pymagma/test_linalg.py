@@ -195,7 +195,8 @@ def test_not_positive_definite_raises(dtype):
 @gpu_cases
 @given(m=st.integers(1, 20), n=st.integers(1, 20), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
 def test_qr_and_lstsq(m, n, dtype, seed):
-    needs("magma_?geqrf_gpu", dtype)
+    needs("magma_?geqrf2_gpu", dtype)
+    needs("magma_?{or}gqr2", dtype)
     rng = np.random.default_rng(seed)
     a = random_matrix(rng, (m, n), dtype)
     q, r = linalg.qr(a)

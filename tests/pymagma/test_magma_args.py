@@ -46,6 +46,7 @@ CHECKS = {
     "magmablas_?laswp": {"n": _NEG, "ldda": _LD, "k1": 0, "k2": 0, "inci": 0},
     "magmablas_?laswp2": {"n": _NEG, "k1": _NEG, "k2": _NEG, "inci": 0},
     "magmablas_?transpose": {"m": _NEG, "n": _NEG, "ldda": _LD, "lddat": _LD},
+    "magmablas_?transpose_batched": {"m": _NEG, "n": _NEG, "ldda": _LD, "lddat": _LD},
     "magmablas_?transpose_inplace": {"n": _NEG, "ldda": _LD},
     "magmablas_?laset": {"uplo": _BAD_TRANS, "m": _NEG, "n": _NEG, "ldda": _LD},
 }
