@@ -1,6 +1,6 @@
 """pymagma: MAGMA and cuDNN from Python through ctypes and cuda-python."""
 
-from . import array, blas, errors, linalg, memory, queue, runtime
+from . import array, blas, dnn, errors, kernels, linalg, memory, queue, runtime
 from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zeros
 from .errors import (
     CudaError,
@@ -24,5 +24,6 @@ __all__ = [
     "errors", "PymagmaError", "LibraryNotFoundError", "MissingSymbolError", "NoDeviceError", "CudaError",
     "CudnnError", "MagmaError", "DeviceMemoryError", "LinAlgError", "KernelCompileError",
     "array", "memory", "queue", "runtime", "DeviceArray", "asarray", "empty", "zeros", "ones", "from_dlpack",
-    "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info",
+    "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info", "dnn",
+    "kernels",
 ]
