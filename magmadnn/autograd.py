@@ -295,8 +295,23 @@ def _topological_order(root: Function) -> list[Function]:
     return order
 
 
-def _accumulate_leaf(t: Tensor, g) -> None:
-    t.grad = g if t.grad is None else t.grad + g
+def _memory_owner(a):
+    base = getattr(a, "base", None)
+    return a if base is None else base
+
+
+def _accumulate_leaf(t: Tensor, g, given: set[int] | None = None) -> None:
+    """Add ``g`` into ``t.grad``; a leaf never gets memory already handed to another leaf in this pass."""
+    if t.grad is not None:
+        t.grad = t.grad + g
+        return
+    if given is not None:
+        owner = id(_memory_owner(g))
+        if owner in given:
+            g = t.backend.copy(g)
+            owner = id(g)
+        given.add(owner)
+    t.grad = g
 
 
 def _run_backward(root: Tensor, grad) -> None:
@@ -305,6 +320,7 @@ def _run_backward(root: Tensor, grad) -> None:
         return
     order = _topological_order(root._fn)
     grads: dict[int, Any] = {id(root._fn): grad}
+    given: set[int] = set()  # memory owners already stored as some leaf's .grad
     try:
         for fn in order:
             g = grads.pop(id(fn), None)
@@ -326,7 +342,7 @@ def _run_backward(root: Tensor, grad) -> None:
                         f"for an input of shape {t.shape}"
                     )
                 if t._fn is None:
-                    _accumulate_leaf(t, gi)
+                    _accumulate_leaf(t, gi, given)
                 else:
                     key = id(t._fn)
                     prev = grads.get(key)

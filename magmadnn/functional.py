@@ -7,7 +7,6 @@ naming the function and the shapes or dtypes seen and expected.
 
 from __future__ import annotations
 
-import functools
 import math
 import numbers
 
@@ -428,29 +427,6 @@ def dense(x, w, b=None) -> Tensor:
 # --------------------------------------------------------------------------------------------- convolution
 
 
-def _hashable(v):
-    if isinstance(v, (list, tuple)):
-        return tuple(_hashable(e) for e in v)
-    return int(v) if isinstance(v, np.integer) else v
-
-
-def _cached(func):
-    """Memoise a geometry helper on its (hashable-ised) arguments; errors are raised, never cached."""
-    memo = functools.lru_cache(maxsize=1024)(func)
-
-    @functools.wraps(func)
-    def wrapper(*args):
-        args = tuple(_hashable(a) for a in args)
-        try:
-            hash(args)
-        except TypeError:
-            return func(*args)
-        return memo(*args)
-
-    return wrapper
-
-
-@_cached
 def conv2d_padding(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[tuple[int, int], tuple[int, int]]:
     """Resolve padding (int | pair | ((t, b), (l, r)) | "same" | "valid") to ((top, bottom), (left, right)).
 
@@ -490,7 +466,6 @@ def conv2d_padding(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[t
     return pads
 
 
-@_cached
 def conv2d_output_shape(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[int, int]:
     """Output (H, W) of a convolution (or pooling, with dilation 1) of an input of spatial size ``in_hw``."""
     (t, b), (l, r) = conv2d_padding(in_hw, kernel_hw, stride, padding, dilation)

@@ -56,6 +56,16 @@ def test_multi_use_node_and_residual_connection():
     np.testing.assert_allclose(a.grad, (dh * (1 - hv**2)) @ w.numpy().T, rtol=1e-6)
 
 
+def test_leaf_gradients_never_share_memory():
+    a, b = Parameter(np.ones((2, 3))), Parameter(np.ones((2, 3)))
+    c = Parameter(np.ones(6))
+    (a + b + c.reshape(2, 3)).sum().backward()
+    assert not np.shares_memory(a.grad, b.grad) and not np.shares_memory(a.grad, c.grad)
+    a.grad *= 5.0  # in-place edits of one gradient (e.g. clipping) leave the others alone
+    np.testing.assert_allclose(b.grad, 1.0)
+    np.testing.assert_allclose(c.grad, 1.0)
+
+
 def test_no_grad_records_nothing_and_restores_state():
     x = Parameter(np.ones(3))
     with no_grad():
