@@ -69,18 +69,10 @@ def load_data(path: str | None, n_train: int = 8000, n_test: int = 2000, seed: i
 
 # ----------------------------------------------------------------------------------------------- recipes
 def magmadnn_model(recipe: str, seed: int):
-    from magmadnn import layers as L
-    from magmadnn.models import Sequential
+    from magmadnn import zoo
     from magmadnn.optimizers import SGD
 
-    if recipe == "mlp":
-        stack = [L.Input((1, 28, 28)), L.Flatten(), L.Dense(512, activation="relu"),
-                 L.Dense(256, activation="relu"), L.Dense(10)]
-    else:
-        stack = [L.Input((1, 28, 28)), L.Conv2D(6, 5, padding=2, activation="relu"), L.MaxPool2D(2),
-                 L.Conv2D(16, 5, activation="relu"), L.MaxPool2D(2), L.Flatten(),
-                 L.Dense(120, activation="relu"), L.Dense(84, activation="relu"), L.Dense(10)]
-    model = Sequential(stack)
+    model = zoo.mlp(hidden=(512, 256)) if recipe == "mlp" else zoo.lenet5()
     model.compile(optimizer=SGD(LR, momentum=MOMENTUM), loss="cross_entropy", metrics=["accuracy"], seed=seed)
     return model
 
