@@ -303,7 +303,7 @@ def _memory_owner(a):
 def _accumulate_leaf(t: Tensor, g, given: set[int] | None = None) -> None:
     """Add ``g`` into ``t.grad``; a leaf never gets memory already handed to another leaf in this pass."""
     if t.grad is not None:
-        t.grad = t.grad + g
+        t.grad = t.backend.add(t.grad, g)
         return
     if given is not None:
         owner = id(_memory_owner(g))
@@ -346,7 +346,7 @@ def _run_backward(root: Tensor, grad) -> None:
                 else:
                     key = id(t._fn)
                     prev = grads.get(key)
-                    grads[key] = gi if prev is None else prev + gi
+                    grads[key] = gi if prev is None else fn.xp.add(prev, gi)
             fn.release()
     finally:
         for fn in order:

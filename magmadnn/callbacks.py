@@ -1,7 +1,7 @@
 """Training callbacks: History, EarlyStopping, ModelCheckpoint, LearningRateScheduler, CSVLogger, TerminateOnNaN.
 
 ``Model.fit`` calls ``on_train_begin(logs)``, then per epoch ``on_epoch_begin(epoch, logs)``, per batch
-``on_batch_begin(batch, logs)`` / ``on_batch_end(batch, logs)`` (logs: ``loss`` and metrics of that batch), and
+``on_batch_begin(batch, logs)`` / ``on_batch_end(batch, logs)`` (logs: that batch's ``loss``), and
 ``on_epoch_end(epoch, logs)`` (logs: epoch means, ``val_*`` entries when validating), then ``on_train_end(logs)``.
 A callback stops training by setting ``model.stop_training = True``.
 
@@ -187,6 +187,7 @@ class CSVLogger(Callback):
     def __init__(self, filename, separator=",", append=False):
         self.filename, self.separator, self.append = os.fspath(filename), separator, append
         self.keys = None
+        self._file = None
 
     def on_train_begin(self, logs=None):
         exists = self.append and os.path.exists(self.filename) and os.path.getsize(self.filename) > 0
@@ -207,7 +208,9 @@ class CSVLogger(Callback):
         self._file.flush()
 
     def on_train_end(self, logs=None):
-        self._file.close()
+        if self._file is not None:  # None when an earlier callback failed in on_train_begin
+            self._file.close()
+            self._file = None
 
 
 def _csv_value(value):
@@ -215,11 +218,20 @@ def _csv_value(value):
 
 
 class TerminateOnNaN(Callback):
-    """Stop training at the first batch whose loss is NaN or infinite (that batch's update is not applied)."""
+    """Stop training at the first batch whose loss is NaN or infinite (that batch's update is not applied).
+
+    The reason goes to ``model.stop_reason`` (epoch and batch counted from 1, as in fit's own error); ``fit``
+    prints it unless ``verbose=0``.
+    """
+
+    epoch = 0
+
+    def on_epoch_begin(self, epoch, logs=None):
+        self.epoch = epoch
 
     def on_batch_end(self, batch, logs=None):
         loss = (logs or {}).get("loss")
         if loss is not None and not math.isfinite(loss):
             self.model.stop_training = True
-            self.model.stop_reason = f"TerminateOnNaN: loss is {loss} at batch {batch}; training stopped"
-            print(self.model.stop_reason)
+            self.model.stop_reason = (f"TerminateOnNaN: loss is {loss} at epoch {self.epoch + 1}, batch {batch + 1}; "
+                                      "training stopped")

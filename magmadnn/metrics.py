@@ -56,7 +56,8 @@ class Accuracy(Metric):
 
 
 class TopK(Metric):
-    """Fraction of samples whose true class is among the ``k`` highest scores (ties count against)."""
+    """Fraction of samples whose true class is among the ``k`` highest scores: a sample counts when fewer than ``k``
+    classes score strictly higher than its true class (ties with the true class count in its favour)."""
 
     def __init__(self, k: int = 5):
         if not isinstance(k, int) or k < 1:

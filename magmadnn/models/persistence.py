@@ -55,13 +55,20 @@ def load_model(path, backend=None):
 
 
 def _describe(entry: dict) -> str:
-    shapes = ", ".join(f"{name} {tuple(shape)}" for name, shape in entry["weights"].items())
+    shapes = ", ".join(f"{name} {tuple(shape)}" for name, shape in sorted(entry["weights"].items()))
     return f"{entry['class_name']} {entry['name']!r}" + (f" with {shapes}" if shapes else "")
 
 
+def _comparable(config: dict) -> dict:
+    """A layer configuration without its initializers: they only shape fresh weights, never loaded ones."""
+    return {key: value for key, value in config.items() if not key.endswith("_initializer")}
+
+
 def _check_architecture(model, stored: list, path) -> None:
-    """Raise ArchitectureMismatchError unless ``stored`` describes the same layers and weight shapes."""
-    mine = model.architecture()
+    """Raise ArchitectureMismatchError unless ``stored`` describes the same layers and weight shapes (initializers
+    may differ)."""
+    mine = [{**entry, "config": _comparable(entry["config"])} for entry in model.architecture()]
+    stored = [{**entry, "config": _comparable(entry["config"])} for entry in stored]
     where = f"model file {str(path)!r}"
     if len(stored) != len(mine):
         raise ArchitectureMismatchError(

@@ -142,6 +142,16 @@ def test_csv_logger_rows_match_history(tmp_path):
     assert len(lines) == 5 and lines[0].startswith("epoch,")
 
 
+def test_csv_logger_does_not_hide_an_earlier_callback_failure(tmp_path):
+    class Broken(Callback):
+        def on_train_begin(self, logs=None):
+            raise RuntimeError("broken callback")
+
+    x, y = blobs(16)
+    with pytest.raises(RuntimeError, match="broken callback"):
+        mlp().fit(x, y, epochs=1, callbacks=[Broken(), CSVLogger(tmp_path / "log.csv")], verbose=0)
+
+
 # ---------------------------------------------------------------------------------------------- metrics
 
 

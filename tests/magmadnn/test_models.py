@@ -268,10 +268,12 @@ def test_terminate_on_nan_stops_cleanly(capsys):
     x[20] = np.inf
     model = compiled()
     history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, callbacks=[TerminateOnNaN()], verbose=0)
-    assert model.stop_training and "TerminateOnNaN" in model.stop_reason
-    assert "TerminateOnNaN" in capsys.readouterr().out
+    assert model.stop_training and model.stop_reason.startswith("TerminateOnNaN: loss is nan at epoch 1, batch 2")
+    assert capsys.readouterr().out == ""  # verbose=0 prints nothing
     assert len(history.epoch) == 1 and np.isnan(history.history["loss"][0])
     assert all(np.isfinite(w).all() for w in model.get_weights())
+    model.fit(x, y, batch_size=16, epochs=3, shuffle=False, callbacks=[TerminateOnNaN()], verbose=2)
+    assert capsys.readouterr().out.count("TerminateOnNaN: loss is nan at epoch 1, batch 2") == 1
 
 
 def test_adding_a_layer_keeps_trained_weights():

@@ -99,6 +99,16 @@ def test_weights_of_another_architecture_are_refused(tmp_path, fmt):
         other.load_weights(path)
 
 
+def test_initializers_are_not_part_of_the_architecture(tmp_path):
+    path = cnn().save(tmp_path / "m.npz")
+    other = Sequential([L.Input((2, 6, 6)), L.Conv2D(4, 3, padding="same", activation="relu",
+                                                     kernel_initializer="glorot_normal", bias_initializer="ones"),
+                        L.BatchNorm(), L.MaxPool2D(2), L.Flatten(), L.Dropout(0.25), L.Dense(4)], seed=7)
+    other.load_weights(path)
+    x, _ = data(8)
+    np.testing.assert_array_equal(other.predict(x), models.load(path).predict(x))
+
+
 def test_damaged_or_foreign_files(tmp_path):
     model = cnn()
     path = model.save(tmp_path / "m.npz")
@@ -139,6 +149,21 @@ def test_writes_are_atomic(tmp_path):
     assert os.listdir(tmp_path) == ["w.npz"]  # no temporary left behind
     with zipfile.ZipFile(io.BytesIO(target.read_bytes())) as z:
         assert sorted(z.namelist()) == ["__magmadnn__.npy", "a.npy"]
+
+
+def test_a_write_that_fails_midway_keeps_the_old_file(tmp_path, monkeypatch):
+    target = tmp_path / "w.safetensors"
+    saving.write_file(target, {"a": np.ones(3)}, {"kind": "x"})
+
+    def crash(fd):
+        raise OSError("disk full")
+
+    monkeypatch.setattr(saving.os, "fsync", crash)  # the new bytes are written under a temporary name, then this
+    with pytest.raises(OSError, match="disk full"):
+        saving.write_file(target, {"a": np.zeros(5)}, {"kind": "y"})
+    tensors, meta = saving.read_file(target)
+    np.testing.assert_array_equal(tensors["a"], np.ones(3))
+    assert meta["kind"] == "x" and os.listdir(tmp_path) == ["w.safetensors"]
 
 
 # ------------------------------------------------------------------------------------------------ checkpoints
