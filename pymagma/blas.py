@@ -1,9 +1,10 @@
 """BLAS on DeviceArrays with NumPy's row-major semantics, mapped onto MAGMA's column-major BLAS without copies.
 
 A C-ordered ``r x c`` matrix with row stride ``ld`` is, read column-major, the ``c x r`` matrix ``X^T`` with leading
-dimension ``ld``; a transposed view is ``X`` itself.  Every routine first computes its column-major call with a pure
-*plan* function (flags, sizes, pointers, leading dimensions; tested on the CPU by interpreting the call with NumPy)
-and then executes it with the precision's MAGMA routine (``s``/``d``/``c``/``z`` by dtype).
+dimension ``ld``; a transposed view is ``X`` itself.  Every matrix routine (gemm, gemm_batched, gemv, trsm, syrk)
+first computes its column-major call with a pure *plan* function (flags, sizes, pointers, leading dimensions; tested
+on the CPU by interpreting the call with NumPy) and then executes it with the precision's MAGMA routine
+(``s``/``d``/``c``/``z`` by dtype); the vector routines pass their element strides as increments.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _magma
-from .array import DeviceArray, asarray, empty
+from .array import DeviceArray, asarray, empty, require_device_array
 
 N, T = _magma.MagmaNoTrans, _magma.MagmaTrans
 UPPER, LOWER = _magma.MagmaUpper, _magma.MagmaLower
@@ -233,12 +234,7 @@ def _same_device(*arrays) -> int:
 
 
 def _device_arrays(*xs) -> list[DeviceArray]:
-    out = []
-    for x in xs:
-        if not isinstance(x, DeviceArray):
-            raise TypeError(f"expected a pymagma.DeviceArray, got {type(x).__name__} (use pymagma.asarray)")
-        out.append(x)
-    return out
+    return [require_device_array(x, "BLAS operand") for x in xs]
 
 
 def _queue(x: DeviceArray):
@@ -288,7 +284,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
         out = empty((a.shape[0], b.shape[1]), a.dtype, device=a.device)
-    elif out.shape != (a.shape[0], b.shape[1]):
+    elif _device_arrays(out)[0].shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"gemm: out has shape {out.shape}, expected {(a.shape[0], b.shape[1])}")
     p = _PRECISION.get(a.dtype) if a.dtype == b.dtype == out.dtype else None
     if p is None:
@@ -339,7 +335,7 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
         out = empty(shape, a.dtype, device=a.device)
-    elif out.shape != shape:
+    elif _device_arrays(out)[0].shape != shape:
         raise ValueError(f"gemm_batched: out has shape {out.shape}, expected {shape}")
     p = precision(a, b, out)
     _same_device(a, b, out)
@@ -409,7 +405,7 @@ def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing y")
         y = empty((a.shape[0],), a.dtype, device=a.device)
-    elif y.shape != (a.shape[0],):
+    elif _device_arrays(y)[0].shape != (a.shape[0],):
         raise ValueError(f"gemv: y has shape {y.shape}, expected {(a.shape[0],)}")
     p = precision(a, x, y)
     _same_device(a, x, y)
@@ -432,13 +428,20 @@ def _vector(x, what: str) -> DeviceArray:
     return x
 
 
-def axpy(alpha, x, y) -> DeviceArray:
-    """``y += alpha * x`` in place (vectors, or contiguous arrays of the same size)."""
+def _vector_pair(x, y, what: str) -> tuple[DeviceArray, DeviceArray, str]:
+    """Two same-size vectors on one device, and their MAGMA precision."""
     x, y = _device_arrays(x, y)
     x, y = _vector(x, "x"), _vector(y, "y")
     if x.shape != y.shape:
-        raise ValueError(f"axpy: sizes differ: {x.shape} vs {y.shape}")
+        raise ValueError(f"{what}: sizes differ: {x.shape} vs {y.shape}")
     p = precision(x, y)
+    _same_device(x, y)
+    return x, y, p
+
+
+def axpy(alpha, x, y) -> DeviceArray:
+    """``y += alpha * x`` in place (vectors, or contiguous arrays of the same size)."""
+    x, y, p = _vector_pair(x, y, "axpy")
     if x.size:
         getattr(_lib(), f"magma_{p}axpy")(x.size, scalar(alpha, p), x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"),
                                           _queue(y))
@@ -457,11 +460,7 @@ def scal(alpha, x) -> DeviceArray:
 
 def dot(x, y, *, conjugate: bool = False):
     """``sum(x * y)`` (``conjugate``: ``sum(conj(x) * y)``, like ``numpy.vdot``) as a NumPy scalar."""
-    x, y = _device_arrays(x, y)
-    x, y = _vector(x, "x"), _vector(y, "y")
-    if x.shape != y.shape:
-        raise ValueError(f"dot: sizes differ: {x.shape} vs {y.shape}")
-    p = precision(x, y)
+    x, y, p = _vector_pair(x, y, "dot")
     name = f"magma_{p}dot" if p in "sd" else f"magma_{p}dot{'c' if conjugate else 'u'}"
     r = getattr(_lib(), name)(x.size, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"), _queue(y))
     return x.dtype.type(complex(r.real, r.imag) if p in "cz" else r)
@@ -509,9 +508,10 @@ def syrk(a, out=None, *, lower: bool = True, trans: bool = False, alpha=1.0, bet
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
         out = zeros_like_shape((n, n), a)
-    elif out.shape != (n, n):
+    elif _device_arrays(out)[0].shape != (n, n):
         raise ValueError(f"syrk: out has shape {out.shape}, expected {(n, n)}")
     p = precision(a, out)
+    _same_device(a, out)
     if n == 0:
         return out
     c = plan_syrk(a, out, lower, trans)

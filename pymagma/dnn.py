@@ -3,7 +3,8 @@
 Layout is NCHW (C-contiguous like NumPy).  One cuDNN handle per device, bound to that device's default queue's
 stream, so cuDNN work is ordered with MAGMA/cuBLAS work and pymagma's kernels.  Descriptors are cached by
 (shape, strides, dtype, parameters) and convolution algorithms by problem; workspaces come from the memory pool.
-float32 and float64 compute in their own type; float16 and bfloat16 compute in float32.
+float32 and float64 compute in their own type; float16 computes in float32.  (bfloat16 is mapped to cuDNN's type,
+but a DeviceArray cannot hold bfloat16 data yet: NumPy has no such dtype.)
 
 Shape inference (:func:`conv2d_output_shape`, :func:`pool2d_output_shape`) is plain Python and needs no GPU.
 """
@@ -138,13 +139,9 @@ def handle(device: int | None = None) -> cd.Handle:
     with _lock:
         h = _handles.get(device)
         if h is None:
-            previous = runtime.get_device()
-            runtime.set_device(device)
-            try:
+            with runtime.on_device(device):
                 h = cd.Handle()
                 h.set_stream(queue.default_queue(device).stream)
-            finally:
-                runtime.set_device(previous)
             _handles[device] = h
     return h
 
@@ -182,6 +179,7 @@ def _bn_descriptor(x_key: tuple, mode) -> cd.TensorDescriptor:
 def _desc_key(a, shape=None) -> tuple:
     """(shape, element strides, cuDNN dtype) of ``a`` seen with ``shape``: its own, padded with trailing 1s, or
     any reshape of a C-contiguous ``a``."""
+    _device_array(a, "cuDNN tensor")
     own = tuple(a.shape)
     shape = own if shape is None else tuple(shape)
     elem = tuple(s // a.itemsize for s in a.strides)
@@ -208,13 +206,22 @@ def _as_4d(a) -> tuple:
     return tuple(a.shape) + (1,) * max(0, 4 - a.ndim)
 
 
+def _device_array(x, what: str):
+    from . import array
+
+    return array.require_device_array(x, what)
+
+
 def _empty(shape, like):
     from . import array
 
+    _device_array(like, "cuDNN operand")
     return array.empty(tuple(shape), like.dtype, device=like.device)
 
 
 def _check_same(what: str, *arrays) -> None:
+    for a in arrays:
+        _device_array(a, what)
     first = arrays[0]
     for other in arrays[1:]:
         if other.dtype != first.dtype:
@@ -537,6 +544,7 @@ def _check_params(what: str, shape, dtype, **params) -> None:
     for name, a in params.items():
         if a is None:
             continue
+        _device_array(a, f"{what} {name}")
         if tuple(a.shape) != tuple(shape) or a.dtype != dtype or not a.is_c_contiguous:
             raise ValueError(f"{what}: {name} must be a contiguous {dtype} array of shape {tuple(shape)}, "
                              f"got {a.dtype} {tuple(a.shape)}")
@@ -652,6 +660,7 @@ def dropout_forward(x, rate: float, *, seed: int = 0, state: DropoutState | None
     """
     from . import array
 
+    _check_same("dropout_forward", x)
     state = state or dropout_state(seed, x.device)
     desc = state.use(rate)
     key = _desc_key(x, _as_4d(x))
@@ -665,6 +674,8 @@ def dropout_forward(x, rate: float, *, seed: int = 0, state: DropoutState | None
 
 def dropout_backward(dy, reserve, rate: float, *, seed: int = 0, state: DropoutState | None = None, out=None):
     """dx = dy * mask / (1 - rate), the mask read from the forward call's ``reserve``."""
+    _check_same("dropout_backward", dy)
+    _device_array(reserve, "dropout_backward reserve")
     state = state or dropout_state(seed, dy.device)
     desc = state.use(rate)
     dyd = _tensor(dy, _as_4d(dy))
@@ -721,6 +732,7 @@ def op_tensor(op: str, a, b, *, alpha1: float = 1.0, alpha2: float = 1.0, beta: 
 
 def scale_tensor(x, alpha: float):
     """x *= alpha in place; returns x."""
+    _check_same("scale_tensor", x)
     a = _scalar(x.dtype, alpha)
     cd.call("cudnnScaleTensor", handle(x.device).value, _tensor(x, _as_4d(x)), _ptr(x), byref(a))
     return x
@@ -728,6 +740,7 @@ def scale_tensor(x, alpha: float):
 
 def set_tensor(x, value: float):
     """Every element of x = value, in place; returns x."""
+    _check_same("set_tensor", x)
     v = _scalar(x.dtype, value)
     cd.call("cudnnSetTensor", handle(x.device).value, _tensor(x, _as_4d(x)), _ptr(x), byref(v))
     return x

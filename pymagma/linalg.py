@@ -176,6 +176,21 @@ def _stack_device(batch, mats: list[DeviceArray]) -> DeviceArray:
     return out.mT if colmajor else out
 
 
+def _empty_stack(batch) -> bool:
+    """Whether a batch shape holds no matrix at all (then there is nothing to compute, as in NumPy)."""
+    return 0 in tuple(batch)
+
+
+def _empties(on_host: bool, device: int, *specs):
+    """Results of an empty stack, one per ``(shape, dtype)``: NumPy arrays or DeviceArrays."""
+    out = tuple(np.empty(shape, dtype) if on_host else empty(shape, dtype, device=device) for shape, dtype in specs)
+    return out if len(out) > 1 else out[0]
+
+
+def _real(dtype) -> np.dtype:
+    return np.dtype(_magma.PRECISIONS[_magma.precision_of(dtype)][1])
+
+
 def _to_device(x, on_host: bool) -> DeviceArray:
     return asarray(np.ascontiguousarray(x)) if on_host else x
 
@@ -194,6 +209,9 @@ def lu_factor(a, *, check_singular: bool = True):
     if a.ndim < 2:
         raise LinAlgError(f"a is {a.ndim}-dimensional; at least two dimensions are needed")
     dev = _to_device(a, on_host)
+    if _empty_stack(dev.shape[:-2]):
+        m, n = dev.shape[-2:]
+        return _empties(on_host, dev.device, (dev.shape, dev.dtype)), np.zeros((*dev.shape[:-2], min(m, n)), np.int32)
 
     def one(m):
         w = colmajor_copy(m)
@@ -222,20 +240,33 @@ def _lib_has(name: str) -> bool:
     return _lib().has(name)
 
 
+def _colmajor_stack(stack: DeviceArray):
+    """Column-major work copies of every matrix of a stack, made by one magmablas_?transpose_batched: returns
+    (the copies as a view of shape ``stack.shape`` with column-major strides, a device array of pointers to them,
+    the matrix count).  The caller synchronizes the queue before the pointer arrays die."""
+    from .blas import pointer_array
+
+    batch, (m, n) = stack.shape[:-2], stack.shape[-2:]
+    count, item = int(np.prod(batch)), stack.itemsize
+    src = stack if stack.is_c_contiguous else stack.copy()
+    work = empty((count, n, m), stack.dtype, device=stack.device)
+    a_ptrs = pointer_array([src.ptr + i * m * n * item for i in range(count)], stack.device)
+    w_ptrs = pointer_array([work.ptr + i * m * n * item for i in range(count)], stack.device)
+    getattr(_lib(), f"magmablas_{blas.precision(stack)}transpose_batched")(n, m, a_ptrs.ptr, n, w_ptrs.ptr, m,
+                                                                           count, stack.queue.handle)
+    stack.queue.synchronize()  # a_ptrs and src may die with this frame
+    return work.reshape(*batch, n, m).mT, w_ptrs, count
+
+
 def _getrf_batched(stack: DeviceArray):
     """LU of every matrix of a stack with MAGMA's batched routines: one batched transpose into column-major work
     copies, then magma_?getrf_batched.  Returns (lu view with column-major strides, 0-based pivots, infos)."""
     from .blas import pointer_array
 
     batch, (m, n) = stack.shape[:-2], stack.shape[-2:]
-    count, k = int(np.prod(batch)), min(m, n)
-    src = stack if stack.is_c_contiguous else stack.copy()
-    p, item, q = blas.precision(stack), stack.itemsize, stack.queue.handle
-    work = empty((count, n, m), stack.dtype, device=stack.device)
-    a_ptrs = pointer_array([src.ptr + i * m * n * item for i in range(count)], stack.device)
-    w_ptrs = pointer_array([work.ptr + i * m * n * item for i in range(count)], stack.device)
+    k, p, q = min(m, n), blas.precision(stack), stack.queue.handle
+    lu, w_ptrs, count = _colmajor_stack(stack)
     lib = _lib()
-    getattr(lib, f"magmablas_{p}transpose_batched")(n, m, a_ptrs.ptr, n, w_ptrs.ptr, m, count, q)
     int_dtype = np.dtype(_magma.MAGMA_INT)
     ipiv = empty((count, max(k, 1)), int_dtype, device=stack.device)
     ipiv_ptrs = pointer_array([ipiv.ptr + i * max(k, 1) * int_dtype.itemsize for i in range(count)], stack.device)
@@ -244,7 +275,7 @@ def _getrf_batched(stack: DeviceArray):
     check_info(int(status), f"magma_{p}getrf_batched")
     stack.queue.synchronize()
     piv = (ipiv.get()[:, :k] - 1).astype(np.int32).reshape(*batch, k)
-    return work.reshape(*batch, n, m).mT, piv, infos.get().reshape(batch)
+    return lu, piv, infos.get().reshape(batch)
 
 
 def lu_solve(lu_and_piv, b):
@@ -265,6 +296,8 @@ def lu_solve(lu_and_piv, b):
     if vector:
         db = db.reshape(n, 1)
     batch = np.broadcast_shapes(dlu.shape[:-2], db.shape[:-2], piv.shape[:-1])
+    if _empty_stack(batch):
+        return _empties(on_host and b_host, db.device, ((*batch, *((n,) if vector else db.shape[-2:])), db.dtype))
     if batch and _lib_has(f"magmablas_{blas.precision(dlu)}trsm_batched"):
         x = _solve_lu_batched(dlu, piv, db, batch)
     else:
@@ -347,6 +380,8 @@ def cholesky(a):
     a, on_host = _as_operand(a, "a")
     _square(a)
     dev = _to_device(a, on_host)
+    if _empty_stack(dev.shape[:-2]):
+        return _empties(on_host, dev.device, (dev.shape, dev.dtype))
 
     def one(m):
         w = colmajor_copy(m)
@@ -362,14 +397,37 @@ def cholesky(a):
             _zero_strict_triangle(w, upper=True)
         return w
 
-    batch, results = _stack_map(one, dev)
-    out = _stack_device(batch, results) if batch else results[0]
+    if dev.ndim > 2 and dev.size and _lib_has(f"magma_{blas.precision(dev)}potrf_batched"):
+        out = _potrf_batched(dev)
+        if not on_host:
+            for idx in np.ndindex(*out.shape[:-2]):
+                _zero_strict_triangle(out[idx], upper=True)
+    else:
+        batch, results = _stack_map(one, dev)
+        out = _stack_device(batch, results) if batch else results[0]
     return np.tril(out.get()) if on_host else out
+
+
+def _potrf_batched(stack: DeviceArray) -> DeviceArray:
+    """Lower Cholesky factors of a stack with magma_?potrf_batched (a view with column-major strides)."""
+    n, name = stack.shape[-1], f"magma_{blas.precision(stack)}potrf_batched"
+    factors, ptrs, count = _colmajor_stack(stack)
+    infos = empty((count,), _magma.MAGMA_INT, device=stack.device)
+    check_info(int(getattr(_lib(), name)(_magma.MagmaLower, n, ptrs.ptr, n, infos.ptr, count, stack.queue.handle)),
+               name)
+    stack.queue.synchronize()  # the pointer array must outlive the kernels
+    for i, info in enumerate(infos.get()):
+        check_info(min(int(info), 0), name)
+        if info > 0:
+            where = tuple(map(int, np.unravel_index(i, stack.shape[:-2])))
+            raise LinAlgError(f"{name}: matrix {where} is not positive definite: the leading minor of order "
+                              f"{int(info)} is not positive")
+    return factors
 
 
 def cho_solve(c_and_lower, b):
     """Solve ``a x = b`` from ``c = cholesky(a)`` (``(c, lower)`` like SciPy; ``lower`` must be True: our factors are
-    lower) with magma_?potrs_gpu."""
+    lower) with magma_?potrs_gpu, or magma_?potrs_batched for stacks where the provider has it."""
     c, lower = c_and_lower if isinstance(c_and_lower, tuple) else (c_and_lower, True)
     if not lower:
         raise ValueError("cho_solve takes the lower factor from pymagma.linalg.cholesky (lower=True)")
@@ -383,6 +441,9 @@ def cho_solve(c_and_lower, b):
     dc, db = _to_device(c, c_host), _to_device(b, b_host)
     if vector:
         db = db.reshape(n, 1)
+    batch = np.broadcast_shapes(dc.shape[:-2], db.shape[:-2])
+    if _empty_stack(batch):
+        return _empties(c_host and b_host, db.device, ((*batch, *((n,) if vector else db.shape[-2:])), db.dtype))
 
     def one(cm, bm):
         layout = blas.stored(cm)
@@ -396,11 +457,31 @@ def cho_solve(c_and_lower, b):
         check_info(int(info.value), f"magma_{p}potrs_gpu")
         return x.copy()
 
-    batch, xs = _stack_map(one, dc, db)
-    x = _stack_device(batch, xs)
+    if batch and _lib_has(f"magma_{blas.precision(dc)}potrs_batched"):
+        x = _potrs_batched(dc, db, batch)
+    else:
+        batch, xs = _stack_map(one, dc, db)
+        x = _stack_device(batch, xs)
     if vector:
         x = x.reshape(x.shape[:-1])
     return _result(x, c_host and b_host)
+
+
+def _potrs_batched(c: DeviceArray, b: DeviceArray, batch: tuple) -> DeviceArray:
+    """Stacked ``cho_solve``: column-major copies of every factor and right-hand side (leading dimensions
+    broadcast), then one magma_?potrs_batched for the whole stack."""
+    from .blas import pointer_array
+
+    idxs = list(np.ndindex(*batch))
+    factors = [colmajor_copy(_matrix(c, i, batch)) for i in idxs]
+    xs = [colmajor_copy(_matrix(b, i, batch)) for i in idxs]
+    name, q = f"magma_{blas.precision(c)}potrs_batched", b.queue.handle
+    a_ptrs, b_ptrs = (pointer_array([m.ptr for m in ms], b.device) for ms in (factors, xs))
+    n, nrhs = xs[0].shape
+    check_info(int(getattr(_lib(), name)(_magma.MagmaLower, n, nrhs, a_ptrs.ptr, _ld(factors[0]), b_ptrs.ptr,
+                                         _ld(xs[0]), len(xs), q)), name)
+    b.queue.synchronize()  # the pointer arrays must outlive the kernels
+    return _stack_device(batch, xs)
 
 
 # ----------------------------------------------------------------------------------------------------- QR, lstsq
@@ -416,6 +497,11 @@ def qr(a, mode: str = "reduced"):
     if a.ndim < 2:
         raise LinAlgError("qr needs at least two dimensions")
     dev = _to_device(a, on_host)
+    if _empty_stack(dev.shape[:-2]):
+        *batch, m, n = dev.shape
+        r = ((*batch, min(m, n), n), dev.dtype)
+        return _empties(on_host, dev.device, r) if mode == "r" else \
+            _empties(on_host, dev.device, ((*batch, m, min(m, n)), dev.dtype), r)
 
     def one(mat):
         m, n = mat.shape
@@ -500,6 +586,8 @@ def eigh(a, UPLO: str = "L"):
     a, on_host = _as_operand(a, "a")
     _square(a)
     dev = _to_device(a, on_host)
+    if _empty_stack(dev.shape[:-2]):
+        return _empties(on_host, dev.device, (dev.shape[:-1], _real(dev.dtype)), (dev.shape, dev.dtype))
 
     def one(mat):
         n = mat.shape[0]
@@ -539,16 +627,25 @@ def eigh(a, UPLO: str = "L"):
 
 
 def _host_matrices(a, what):
+    """(host copy, on_host, device of the results) for the routines with a CPU interface."""
     a, on_host = _as_operand(a, what)
-    return (a if on_host else a.get()), on_host
+    return (a, True, None) if on_host else (a.get(), False, a.device)
 
 
 def svd(a, full_matrices: bool = True, compute_uv: bool = True):
     """Singular value decomposition like ``numpy.linalg.svd`` (magma_?gesdd, MAGMA's CPU interface: the matrix
     goes through host memory and MAGMA moves panels to the GPU itself)."""
-    host, on_host = _host_matrices(a, "a")
+    host, on_host, device = _host_matrices(a, "a")
     if host.ndim < 2:
         raise LinAlgError("svd needs at least two dimensions")
+    if _empty_stack(host.shape[:-2]):
+        *batch, m, n = host.shape
+        k = min(m, n)
+        s_spec = ((*batch, k), _real(host.dtype))
+        if not compute_uv:
+            return _empties(on_host, device, s_spec)
+        ucols, vtrows = (m, n) if full_matrices else (k, k)
+        return _empties(on_host, device, ((*batch, m, ucols), host.dtype), s_spec, ((*batch, vtrows, n), host.dtype))
 
     def one(mat):
         m, n = mat.shape
@@ -590,15 +687,17 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True):
     results = [one(host[idx]) for idx in np.ndindex(*batch)] if batch else [one(host)]
     u, s, vt = (np.stack([r[i] for r in results]).reshape(*batch, *results[0][i].shape) for i in range(3))
     if not compute_uv:
-        return s if on_host else asarray(s)
-    return (u, s, vt) if on_host else (asarray(u), asarray(s), asarray(vt))
+        return s if on_host else asarray(s, device=device)
+    return (u, s, vt) if on_host else tuple(asarray(x, device=device) for x in (u, s, vt))
 
 
 def eig(a):
     """Eigenvalues and right eigenvectors of general square matrices like ``numpy.linalg.eig`` (magma_?geev, CPU
     interface).  Real input gives complex results when any eigenvalue is complex, as in NumPy."""
-    host, on_host = _host_matrices(a, "a")
+    host, on_host, device = _host_matrices(a, "a")
     _square(host)
+    if _empty_stack(host.shape[:-2]):  # NumPy: real results for real input when no eigenvalue is complex
+        return _empties(on_host, device, (host.shape[:-1], host.dtype), (host.shape, host.dtype))
 
     def one(mat):
         n = mat.shape[0]
@@ -641,7 +740,7 @@ def eig(a):
     v = np.stack([r[1] for r in results]).reshape(host.shape[:-2] + (host.shape[-1],) * 2)
     if np.iscomplexobj(w) and not np.iscomplexobj(host) and not np.any(w.imag):
         w, v = w.real, v.real
-    return (w, v) if on_host else (asarray(w), asarray(v))
+    return (w, v) if on_host else (asarray(w, device=device), asarray(v, device=device))
 
 
 def real_eigvecs(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray):

@@ -46,10 +46,10 @@ class _Pool:
                 self.stats["in_use_bytes"] += size
                 return blocks.pop()
         try:
-            ptr = runtime.malloc(size)
+            ptr = _malloc_on(device, size)
         except DeviceMemoryError:
             self.release_cached()
-            ptr = runtime.malloc(size)
+            ptr = _malloc_on(device, size)
         with self.lock:
             self.stats["mallocs"] += 1
             self.stats["in_use_bytes"] += size
@@ -74,11 +74,16 @@ class _Pool:
         return released
 
 
+def _malloc_on(device: int, size: int) -> int:
+    """cudaMalloc on ``device`` (which need not be the current one)."""
+    with runtime.on_device(device):
+        return runtime.malloc(size)
+
+
 def _free_on(device: int, ptr: int) -> None:
     try:
-        if runtime.get_device() != device:
-            runtime.set_device(device)
-        runtime.free(ptr)
+        with runtime.on_device(device):
+            runtime.free(ptr)
     except Exception:  # pragma: no cover - interpreter shutdown or a lost context: nothing left to free
         pass
 

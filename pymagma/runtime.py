@@ -6,6 +6,7 @@ Every call goes through :func:`check`, which turns a cuda.bindings result tuple 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import weakref
@@ -120,6 +121,20 @@ def set_device(device: int) -> None:
     if not 0 <= int(device) < count:
         raise ValueError(f"device {device} does not exist: there are {count} device(s), numbered 0..{count - 1}")
     check(_rt().cudaSetDevice(int(device)), "cudaSetDevice")
+
+
+@contextlib.contextmanager
+def on_device(device: int):
+    """Make ``device`` current for the block and restore the previous current device afterwards."""
+    previous = get_device()
+    if previous == int(device):
+        yield
+        return
+    set_device(device)
+    try:
+        yield
+    finally:
+        set_device(previous)
 
 
 def synchronize() -> None:

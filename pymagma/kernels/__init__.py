@@ -1,7 +1,9 @@
 """GPU kernels no library provides, written in CUDA C++, compiled with NVRTC on first use and run on DeviceArrays.
 
 Every function runs on the default queue's stream of its operands' device.  Float kernels exist for float32,
-float64, float16 and bfloat16 (half types compute in float32).  Example::
+float64, float16 and bfloat16 (half types compute in float32; the bfloat16 ones are compiled, but a DeviceArray cannot
+hold bfloat16 data yet: NumPy has no such dtype).  Operands must be DeviceArrays (NumPy input is a TypeError).
+Example::
 
     from pymagma import array, kernels
     x = array.asarray(np.random.rand(4, 3).astype(np.float32))
@@ -87,8 +89,12 @@ def _contiguous_strides(shape) -> tuple[int, ...]:
     return tuple(reversed(out))
 
 
+def _device_array(a, what: str):
+    return _array_module().require_device_array(a, what)
+
+
 def _float_dtype(a, what: str) -> str:
-    name = programs.dtype_name(a.dtype)
+    name = programs.dtype_name(_device_array(a, what).dtype)
     if name not in FLOAT_DTYPES:
         raise TypeError(f"{what} needs a floating dtype ({', '.join(FLOAT_DTYPES)}), got {name}")
     return name
@@ -99,6 +105,7 @@ def _same(arrays, what: str):
     for other in arrays[1:]:
         if other is None:
             continue
+        _device_array(other, what)
         if programs.dtype_name(other.dtype) != programs.dtype_name(first.dtype):
             raise TypeError(f"{what}: dtypes differ ({first.dtype} and {other.dtype})")
         if other.device != first.device:
@@ -119,6 +126,7 @@ def _contiguous(a):
 def _out_for(out, shape, dtype, device, what: str):
     if out is None:
         return _array_module().empty(shape, dtype, device=device)
+    _device_array(out, f"{what} out")
     if tuple(out.shape) != tuple(shape) or programs.dtype_name(out.dtype) != programs.dtype_name(dtype):
         raise ValueError(f"{what}: out has shape {out.shape} and dtype {out.dtype}, expected {tuple(shape)} {dtype}")
     if not out.is_c_contiguous:
@@ -246,7 +254,7 @@ def fill(x, value: float):
 
 def cast(x, dtype, out=None):
     """A contiguous copy of ``x`` converted to ``dtype`` (float <-> float/int; float -> int truncates)."""
-    src, dst = programs.dtype_name(x.dtype), programs.dtype_name(dtype)
+    src, dst = programs.dtype_name(_device_array(x, "cast").dtype), programs.dtype_name(dtype)
     if src not in programs.CAST_SOURCES or dst not in programs.CAST_TARGETS:
         raise TypeError(f"cast from {src} to {dst} is not available; sources {programs.CAST_SOURCES}, "
                         f"targets {programs.CAST_TARGETS}")
@@ -258,7 +266,7 @@ def cast(x, dtype, out=None):
 
 def copy(x, out=None):
     """A C-contiguous copy of any strided view ``x`` (transposes, slices, negative strides)."""
-    name = programs.dtype_name(x.dtype)
+    name = programs.dtype_name(_device_array(x, "copy").dtype)
     if name not in programs.COPY_DTYPES:
         raise TypeError(f"copy does not handle dtype {name}; supported: {programs.COPY_DTYPES}")
     out = _out_for(out, x.shape, x.dtype, x.device, "copy")
@@ -348,7 +356,7 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     rows, classes = logits.shape
     logits = _contiguous(logits)
-    if programs.dtype_name(labels.dtype) == "int64":
+    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
         if tuple(labels.shape) != (rows,):
             raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
         kernel = "softmax_xent_index"

@@ -68,10 +68,10 @@ class LoadedProgram:
 
     def __init__(self, program: compiler.CompiledProgram, device: int):
         driver = _driver()
-        runtime.set_device(device)
-        runtime.check(runtime._rt().cudaFree(0), "cudaFree(0)")  # makes the device's primary context current
         self.program, self.device = program, device
-        self.module = _dcheck(driver.cuModuleLoadData(program.image), "cuModuleLoadData")
+        with runtime.on_device(device):
+            runtime.check(runtime._rt().cudaFree(0), "cudaFree(0)")  # makes the device's primary context current
+            self.module = _dcheck(driver.cuModuleLoadData(program.image), "cuModuleLoadData")
         self._functions: dict = {}
 
     def function(self, expression: str):
@@ -110,5 +110,6 @@ def launch(program: str, expression: str, device: int, stream: int, grid: int, b
     holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
     pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
     driver = _driver()
-    _dcheck(driver.cuLaunchKernel(fn, int(grid), 1, 1, int(block), 1, 1, 0, driver.CUstream(int(stream)),
-                                  ctypes.addressof(pointers), 0), f"cuLaunchKernel({expression})")
+    with runtime.on_device(device):  # the module lives in the device's primary context
+        _dcheck(driver.cuLaunchKernel(fn, int(grid), 1, 1, int(block), 1, 1, 0, driver.CUstream(int(stream)),
+                                      ctypes.addressof(pointers), 0), f"cuLaunchKernel({expression})")

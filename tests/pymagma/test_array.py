@@ -77,6 +77,12 @@ def test_views_share_memory_and_follow_numpy():
         DeviceArray((2,), np.dtype("U3"), 0)
 
 
+def test_numpy_cannot_view_device_memory_without_a_copy():
+    d = host_view(np.ones(3))
+    with pytest.raises(ValueError, match="copy"):
+        np.asarray(d, copy=False)
+
+
 def test_cuda_array_interface_v3():
     base = np.zeros((3, 4), np.complex64)
     d = host_view(base)

@@ -11,6 +11,8 @@ from hypothesis import strategies as st
 from pymagma import _magma, blas
 from pymagma.array import DeviceArray
 
+from .helpers import random_values as values
+
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
@@ -100,13 +102,6 @@ def blas_syrk(mem, uplo, trans, n, k, alpha, a, lda, beta, c, ldc):
 layouts = st.sampled_from(["c", "f"])
 pads = st.integers(0, 2)
 dims = st.integers(1, 5)
-
-
-def values(rng, shape, dtype):
-    v = rng.standard_normal(shape)
-    if np.issubdtype(dtype, np.complexfloating):
-        v = v + 1j * rng.standard_normal(shape)
-    return v.astype(dtype)
 
 
 def tol(dtype):
@@ -230,6 +225,20 @@ def test_dtype_and_shape_errors_before_any_native_call():
         blas.gemm(ints, ints, out=ints)
     with pytest.raises(ValueError, match="side"):
         blas.trsm(mem64.place(np.eye(2)), mem64.place(np.ones((2, 2))), side="up")
+
+
+def test_host_outputs_and_mixed_devices_are_rejected_before_any_native_call():
+    mem = Memory(np.float64)
+    a, x = mem.place(np.ones((2, 2))), mem.place(np.ones((1, 2)))[0]
+    for call in (lambda: blas.gemm(a, a, out=np.zeros((2, 2))), lambda: blas.gemv(a, x, np.zeros(2)),
+                 lambda: blas.gemm_batched(a, a, out=np.zeros((2, 2))), lambda: blas.syrk(a, np.zeros((2, 2)))):
+        with pytest.raises(TypeError, match="DeviceArray"):
+            call()
+    elsewhere = DeviceArray(x.shape, x.dtype, x.ptr, x.strides, owner=x, device=1)
+    for call in (lambda: blas.axpy(1.0, x, elsewhere), lambda: blas.dot(x, elsewhere),
+                 lambda: blas.syrk(a, DeviceArray((2, 2), a.dtype, a.ptr, owner=a, device=1))):
+        with pytest.raises(ValueError, match="different devices"):
+            call()
 
 
 def test_scalars_follow_precision():

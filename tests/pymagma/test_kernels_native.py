@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from pymagma import kernels
+from pymagma.array import DeviceArray
 from pymagma.errors import KernelCompileError
 from pymagma.kernels import compiler, programs
 
@@ -165,45 +166,39 @@ def test_cold_and_warm_compile_times_are_measured(capsys):
 
 
 # ------------------------------------------------------------------------------ validation before any device use
-class FakeArray:
-    """Just the attributes the kernels' argument checks read (no device memory is touched)."""
-
-    def __init__(self, shape, dtype, device=0, strides=None):
-        self.shape, self.dtype, self.device = tuple(shape), np.dtype(dtype), device
-        self.ndim, self.itemsize = len(shape), self.dtype.itemsize
-        self.strides = strides or np.empty(shape, dtype).strides
-
-    is_c_contiguous = True
+def fake_array(shape, dtype, strides=None) -> DeviceArray:
+    """A DeviceArray at a null pointer: what the kernels' argument checks read (no device memory is touched)."""
+    return DeviceArray(shape, dtype, 0, strides)
 
 
 def test_argument_errors_are_typed_and_explicit():
-    x = FakeArray((2, 3), np.float32)
+    x = fake_array((2, 3), np.float32)
     with pytest.raises(ValueError, match="unknown unary op"):
         kernels.unary("cube", x)
     with pytest.raises(ValueError, match="unknown binary op"):
         kernels.binary("hypot", x, x)
     with pytest.raises(TypeError, match="floating dtype"):
-        kernels.unary("relu", FakeArray((2,), np.int32))
+        kernels.unary("relu", fake_array((2,), np.int32))
     with pytest.raises(TypeError, match="dtypes differ"):
-        kernels.binary("add", x, FakeArray((2, 3), np.float64))
+        kernels.binary("add", x, fake_array((2, 3), np.float64))
     with pytest.raises(ValueError, match="do not broadcast"):
-        kernels.binary("add", x, FakeArray((4,), np.float32))
+        kernels.binary("add", x, fake_array((4,), np.float32))
     with pytest.raises(ValueError, match="unknown reduction"):
         kernels.reduce("median", x)
     with pytest.raises(ValueError, match="out of range"):
         kernels.reduce("sum", x, axis=2)
     with pytest.raises(ValueError, match="bias must have shape"):
-        kernels.bias_add(x, FakeArray((2,), np.float32))
+        kernels.bias_add(x, fake_array((2,), np.float32))
     with pytest.raises(ValueError, match="velocity"):
         kernels.sgd_update(x, x, lr=0.1, momentum=0.9)
     with pytest.raises(ValueError, match="shape"):
-        kernels.adam_update(x, x, x, FakeArray((3, 2), np.float32), step=1, lr=0.1)
+        kernels.adam_update(x, x, x, fake_array((3, 2), np.float32), step=1, lr=0.1)
     with pytest.raises(ValueError, match="step"):
         kernels.adam_update(x, x, x, x, step=0, lr=0.1)
     with pytest.raises(ValueError, match="2-D"):
-        kernels.softmax_cross_entropy(FakeArray((2, 3, 4), np.float32), FakeArray((2,), np.int64))
+        kernels.softmax_cross_entropy(fake_array((2, 3, 4), np.float32), fake_array((2,), np.int64))
     with pytest.raises(ValueError, match="labels must have shape"):
-        kernels.softmax_cross_entropy(x, FakeArray((3,), np.int64))
+        kernels.softmax_cross_entropy(x, fake_array((3,), np.int64))
     with pytest.raises(TypeError, match="cast from"):
         kernels.cast(x, np.complex64)
     with pytest.raises(TypeError, match="not supported"):
@@ -211,9 +206,9 @@ def test_argument_errors_are_typed_and_explicit():
 
 
 def test_broadcast_strides_and_strides3_packing():
-    a = FakeArray((3, 1), np.float32)  # broadcast to (2, 3, 4): leading axis new, last axis stretched
+    a = fake_array((3, 1), np.float32)  # broadcast to (2, 3, 4): leading axis new, last axis stretched
     assert kernels._broadcast_strides(a, (2, 3, 4)) == (0, 1, 0)
-    t = FakeArray((4, 3), np.float64, strides=(8, 32))  # a transposed view
+    t = fake_array((4, 3), np.float64, strides=(8, 32))  # a transposed view
     assert kernels._broadcast_strides(t, (4, 3)) == (1, 4)
     s = kernels.make_strides3((2, 3), (3, 1), (0, 1), (3, 1))
     assert s.ndim == 2 and list(s.shape[:2]) == [2, 3] and list(s.s1[:2]) == [0, 1]
@@ -239,3 +234,59 @@ def test_launch_grid_and_target_selection(monkeypatch):
     newest = max(compiler.supported_archs())
     monkeypatch.setattr(loader, "device_arch", lambda device: (newest // 10 + 5, 0))
     assert loader.target_for(0) == (f"compute_{newest}", "ptx")
+
+
+# ------------------------------------------------------------------- launch arguments against the compiled kernels
+_PTX_PARAM = re.compile(r"\.param\s+(?:\.align\s+\d+\s+)?\.([a-z])(\d+)\s+\w+?(?:\[(\d+)\])?\s*[,)]")
+
+
+def ptx_parameters(program, expression: str) -> list[tuple[int, bool]]:
+    """(bytes, is_floating) of each parameter of a kernel, as NVRTC laid them out in the PTX of our sources."""
+    text = program.image.decode()
+    head = text[text.index(f".entry {program.symbol(expression)}("):]
+    head = head[: head.index("{")]
+    return [(int(count) if count else int(bits) // 8, kind == "f") for kind, bits, count in _PTX_PARAM.findall(head)]
+
+
+def launch_parameters(args) -> list[tuple[int, bool]]:
+    return [(ctypes.sizeof(type(a)), isinstance(a, ctypes.c_double | ctypes.c_float)) for a in args]
+
+
+def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch):
+    """What each public function passes to cuLaunchKernel, in order, has the size and kind (floating or not) of the
+    parameters of the kernel it launches: a missing, extra or swapped argument fails here, without a GPU."""
+    from pymagma import array
+
+    launches = []
+    monkeypatch.setattr(kernels, "_run", lambda program, expression, like, n, args, grid=None:
+                        launches.append((program, expression, args)))
+    monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None: fake_array(shape, dtype))
+    for dtype in (np.float32, np.float64, np.float16):
+        _launch_every_kernel(dtype)
+    launched = {expression.split("<")[0] for _, expression, _ in launches}
+    assert launched == {e.split("<")[0] for _, expressions in kernels.PROGRAMS.values() for e in expressions}
+    for program, expression, args in launches:
+        compiled = kernels.compile_program(program, "sm_80", "ptx")
+        assert launch_parameters(args) == ptx_parameters(compiled, expression), expression
+
+
+def _launch_every_kernel(dtype) -> None:
+    x, row = fake_array((4, 3), dtype), fake_array((3,), dtype)
+    kernels.relu(x)
+    kernels.affine(x, 2.0, 1.0)
+    kernels.add(x, x)
+    kernels.add(x, row)
+    kernels.bias_add(fake_array((2, 3, 5), dtype), row)
+    kernels.fill(x, 1.0)
+    kernels.cast(x, np.int32)
+    kernels.copy(x.T)
+    kernels.reduce("mean", x, axis=0)
+    kernels.argmax(x)
+    kernels.softmax_cross_entropy(x, fake_array((4,), np.int64))
+    kernels.softmax_cross_entropy(x, x, reduction="none")
+    kernels.sgd_update(x, x, x, lr=0.1, momentum=0.9, nesterov=True)
+    kernels.adam_update(x, x, x, x, step=2, lr=0.1)
+    kernels.rmsprop_update(x, x, x, lr=0.1)
+    kernels.adagrad_update(x, x, x, lr=0.1)
+    kernels.uniform(out=x, seed=1)
+    kernels.normal(out=x, seed=1)

@@ -12,6 +12,8 @@ import pymagma
 from pymagma import _magma, linalg
 from pymagma.errors import LibraryNotFoundError, LinAlgError, MagmaError
 
+from .helpers import random_values as random_matrix
+
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
@@ -97,13 +99,6 @@ def needs(family: str, dtype) -> None:
         "{or}", "un" if p in "cz" else "or")
     if not _magma.library().has(name):
         pytest.skip(f"the MAGMA provider lacks {name} ({_magma.library().path})")
-
-
-def random_matrix(rng, shape, dtype):
-    x = rng.standard_normal(shape)
-    if np.issubdtype(dtype, np.complexfloating):
-        x = x + 1j * rng.standard_normal(shape)
-    return x.astype(dtype)
 
 
 def well_conditioned(rng, shape, dtype):

@@ -88,6 +88,23 @@ def test_bucket_sizes_are_monotonic(a, b):
         assert memory.bucket_size(a) <= memory.bucket_size(b)
 
 
+def test_pool_allocates_and_frees_on_the_requested_device(monkeypatch):
+    """With two (simulated) devices and device 0 current, memory for device 1 is cudaMalloc'ed and cudaFree'd while
+    device 1 is current, and device 0 is current again afterwards."""
+    current, log = {"device": 0}, []
+    monkeypatch.setattr(runtime, "require_device", lambda: 2)
+    monkeypatch.setattr(runtime, "get_device", lambda: current["device"])
+    monkeypatch.setattr(runtime, "set_device", lambda d: current.update(device=int(d)))
+    monkeypatch.setattr(runtime, "malloc", lambda n: log.append(("malloc", current["device"], n)) or 0x1000)
+    monkeypatch.setattr(runtime, "free", lambda ptr: log.append(("free", current["device"], ptr)))
+    monkeypatch.setattr(memory, "_POOL", memory._Pool())
+    block = memory.alloc(100, device=1)
+    assert (block.device, log, current["device"]) == (1, [("malloc", 1, 512)], 0)
+    block.free()
+    assert memory.empty_cache() == 512
+    assert (log[-1], current["device"]) == (("free", 1, 0x1000), 0)
+
+
 # ----------------------------------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 def test_device_properties_and_streams():

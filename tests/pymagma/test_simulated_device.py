@@ -18,6 +18,8 @@ from pymagma import _magma, blas, linalg, memory
 from pymagma import queue as queue_module
 from pymagma import runtime as rt
 
+from .helpers import random_values as values
+
 M = _magma
 ENUMS = {M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull, M.MagmaUnit,
          M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaAllVec, M.MagmaSomeVec}
@@ -185,6 +187,13 @@ def potrf(k, dt):
     return 0
 
 
+def potrf_batched(k, dt):
+    count, item = k["batchCount"], np.dtype(M.MAGMA_INT).itemsize
+    for i, ptr in enumerate(view(k["dA_array"], (count,), (1,), np.int64)):
+        potrf(dict(k, dA=int(ptr), ldda=k["lda"], info=k["info_array"] + i * item), dt)
+    return 0
+
+
 def potrs(k, dt):
     assert k["uplo"] == M.MagmaLower
     n = k["n"]
@@ -192,6 +201,13 @@ def potrs(k, dt):
     B = cm(k["dB"], n, k["nrhs"], k["lddb"], dt)
     B[...] = np.linalg.solve(L @ np.conj(L.T), B)
     _ints(k["info"], 1)[0] = 0
+    return 0
+
+
+def potrs_batched(k, dt):
+    pairs = zip(*(view(k[f"d{x}_array"], (k["batchCount"],), (1,), np.int64) for x in "AB"))
+    for a, b in pairs:
+        potrs(dict(k, dA=int(a), dB=int(b), info=ctypes.byref(M.MAGMA_INT())), dt)
     return 0
 
 
@@ -323,6 +339,7 @@ MODEL = {
     "magma_?gemv": gemv, "magma_?trsm": trsm, "magma_?syrk": syrk, "magmablas_?transpose": transpose,
     "magmablas_?laswp": laswp, "magma_?getrf_gpu": getrf, "magmablas_?transpose_batched": transpose_batched,
     "magma_?getrf_batched": getrf_batched, "magmablas_?trsm_batched": trsm_batched, "magma_?potrf_gpu": potrf,
+    "magma_?potrf_batched": potrf_batched, "magma_?potrs_batched": potrs_batched,
     "magma_?potrs_gpu": potrs,
     "magmablas_?laset": laset, "magma_?geqrf2_gpu": geqrf2, "magma_?orgqr2": orgqr2, "magma_?gels_gpu": gels,
     "magma_get_?geqrf_nb": lambda k, dt: NB, "magma_?syevd_gpu": syevd, "magma_?gesdd": gesdd, "magma_?geev": geev,
@@ -420,6 +437,7 @@ def device(monkeypatch):
         return ctypes.addressof(buf)
 
     def copy2d(dst, dpitch, src, spitch, width, height, stream=None):
+        assert dpitch >= width and spitch >= width, "cudaMemcpy2D rejects a pitch below the row width"
         for r in range(height):
             ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
 
@@ -446,13 +464,6 @@ REUSE = [HealthCheck.function_scoped_fixture]  # the simulated device is statele
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
 
 
-def values(rng, shape, dtype):
-    v = rng.standard_normal(shape)
-    if np.issubdtype(dtype, np.complexfloating):
-        v = v + 1j * rng.standard_normal(shape)
-    return v.astype(dtype)
-
-
 def tol(dtype):
     return {"rtol": 1e-3, "atol": 1e-3} if np.dtype(dtype) in (np.float32, np.complex64) else \
         {"rtol": 1e-9, "atol": 1e-9}
@@ -467,6 +478,29 @@ def test_arrays_round_trip_through_simulated_memory(device):
     np.testing.assert_array_equal(pymagma.zeros((2, 2)).get(), 0)
     np.testing.assert_array_equal(pymagma.ones(3, np.complex64).get(), 1)
     assert memory.pool_stats()["in_use_bytes"] > 0
+
+
+def test_zero_dim_and_reversed_arrays(device):
+    assert pymagma.asarray(3.5).shape == () and pymagma.asarray(3.5).get().shape == ()
+    assert pymagma.ones((), np.float64).get().shape == ()
+    host = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    d = pymagma.asarray(host)
+    for key in ((slice(None), slice(None, None, -1)), (slice(None, None, -1), slice(None), slice(1, None)),
+                (Ellipsis, slice(None, None, -2))):
+        np.testing.assert_array_equal(d[key].copy().get(), host[key])
+
+
+@pytest.mark.parametrize("dtype", [*DTYPES, np.int32, np.float16])
+def test_column_major_copies_transpose_on_the_device(device, dtype):
+    host = np.arange(2 * 3 * 4).reshape(2, 3, 4).astype(dtype)
+    d = pymagma.asarray(host)
+    device.calls.clear()
+    part = host[:, :2, 1:]
+    for view, expected in ((d.mT, np.swapaxes(host, -1, -2)), (d[1].T, host[1].T),
+                           (d[:, :2, 1:].mT, np.swapaxes(part, -1, -2))):
+        np.testing.assert_array_equal(view.copy().get(), expected)
+    transposed = [c for c in device.calls if c.startswith("magmablas_") and c.endswith("transpose")]
+    assert len(transposed) == (5 if np.dtype(dtype) in DTYPES else 0)  # one per matrix; other dtypes via the host
 
 
 @settings(max_examples=20, deadline=None, suppress_health_check=REUSE)
@@ -604,6 +638,30 @@ def test_cholesky_family(device, n, on_device, dtype, seed):
         linalg.cholesky(np.array([[1, 2], [2, 1]], dtype))
 
 
+@settings(max_examples=10, deadline=None, suppress_health_check=REUSE)
+@given(batch=st.lists(st.integers(1, 3), min_size=1, max_size=2), n=st.integers(1, 5), on_device=st.booleans(),
+       batched=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_stacked_cholesky_and_cho_solve_use_batched_routines(device, batch, n, on_device, batched, dtype, seed):
+    device.hidden = set() if batched else {"magma_?potrf_batched", "magma_?potrs_batched"}
+    device.calls.clear()
+    rng = np.random.default_rng(seed)
+    g = values(rng, (*batch, n, n), dtype)
+    a = (g @ np.conj(np.swapaxes(g, -1, -2)) + n * np.eye(n)).astype(dtype)
+    wrap = pymagma.asarray if on_device else (lambda x: x)
+    c = linalg.cholesky(wrap(a))
+    assert isinstance(c, pymagma.DeviceArray) == on_device
+    np.testing.assert_allclose(pymagma.to_numpy(c), np.linalg.cholesky(a), **tol(dtype))
+    for b in (values(rng, (*batch, n, 2), dtype), values(rng, (n, 1), dtype)):  # a stack, and one b broadcast
+        x = linalg.cho_solve((c, True), wrap(b))
+        np.testing.assert_allclose(pymagma.to_numpy(x), np.linalg.solve(a, b), **tol(dtype))
+    assert any(name.endswith("potrf_batched") for name in device.calls) == batched
+    assert any(name.endswith("potrs_batched") for name in device.calls) == batched
+    bad = np.array(a)
+    bad[(0,) * len(batch)] = np.diag(np.r_[1.0, -1.0, np.ones(n)][:n]) if n > 1 else -1
+    with pytest.raises(np.linalg.LinAlgError, match=f"leading minor of order {min(n, 2)}"):
+        linalg.cholesky(bad)
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
 @given(m=st.integers(1, 6), n=st.integers(1, 6), on_device=st.booleans(), dtype=st.sampled_from(DTYPES),
        seed=st.integers(0, 999))
@@ -648,3 +706,34 @@ def test_eigh_svd_eig(device, n, on_device, dtype, seed):
     w, v = (pymagma.to_numpy(x) for x in linalg.eig(wrap(g)))
     np.testing.assert_allclose(g @ v, v * w, **tol(dtype))
     np.testing.assert_allclose(np.sort_complex(w), np.sort_complex(np.linalg.eigvals(g)), **tol(dtype))
+
+
+@pytest.mark.parametrize("on_device", [False, True])
+def test_empty_stacks_give_empty_results_like_numpy(device, on_device):
+    wrap = pymagma.asarray if on_device else (lambda x: x)
+    a, b, v = np.zeros((0, 3, 3)), np.zeros((0, 3, 2)), np.zeros(3)
+    expected = {
+        "solve vector": (linalg.solve(wrap(a), wrap(v)), np.linalg.solve(a, v)),
+        "cho_solve vector": (linalg.cho_solve((wrap(a), True), wrap(v)), np.linalg.solve(a, v)),
+        "solve": (linalg.solve(wrap(a), wrap(b)), np.linalg.solve(a, b)),
+        "inv": (linalg.inv(wrap(a)), np.linalg.inv(a)),
+        "det": (linalg.det(wrap(a)), np.linalg.det(a)),
+        "cholesky": (linalg.cholesky(wrap(a)), np.linalg.cholesky(a)),
+        "cho_solve": (linalg.cho_solve((wrap(a), True), wrap(b)), np.linalg.solve(a, b)),
+        "qr": (linalg.qr(wrap(b)), np.linalg.qr(b)),
+        "qr r": (linalg.qr(wrap(b), mode="r"), np.linalg.qr(b, mode="r")),
+        "eigh": (linalg.eigh(wrap(a)), np.linalg.eigh(a)),
+        "svd": (linalg.svd(wrap(b)), np.linalg.svd(b)),
+        "svd reduced": (linalg.svd(wrap(b), full_matrices=False), np.linalg.svd(b, full_matrices=False)),
+        "svd values": (linalg.svd(wrap(b), compute_uv=False), np.linalg.svd(b, compute_uv=False)),
+        "eig": (linalg.eig(wrap(a)), np.linalg.eig(a)),
+    }
+    lu, piv = linalg.lu_factor(wrap(a))
+    assert lu.shape == (0, 3, 3) and piv.shape == (0, 3)
+    expected["lu_solve"] = (linalg.lu_solve((lu, piv), wrap(b)), np.linalg.solve(a, b))
+    for name, (got, want) in expected.items():
+        got, want = (got, want) if isinstance(want, tuple) else ((got,), (want,))
+        for g, w in zip(got, want, strict=True):
+            assert isinstance(g, pymagma.DeviceArray) == (on_device and name != "det"), name
+            g = pymagma.to_numpy(g)
+            assert (g.shape, g.dtype) == (w.shape, w.dtype), name
