@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+from ._registry import resolve
+
 __all__ = [
     "Initializer", "Zeros", "Ones", "Constant", "GlorotUniform", "GlorotNormal", "HeUniform", "HeNormal",
     "compute_fans", "get",
@@ -112,18 +114,8 @@ _BY_NAME = {
     "glorot_uniform": GlorotUniform, "glorot_normal": GlorotNormal, "xavier_uniform": GlorotUniform,
     "xavier_normal": GlorotNormal, "he_uniform": HeUniform, "he_normal": HeNormal,
 }
-_BY_CLASS = {cls.__name__: cls for cls in set(_BY_NAME.values())}
 
 
 def get(identifier) -> Initializer:
     """An Initializer from a name ("he_uniform"), an instance, or a ``{"class_name", "config"}`` dict."""
-    if isinstance(identifier, Initializer):
-        return identifier
-    if isinstance(identifier, str):
-        try:
-            return _BY_NAME[identifier.lower()]()
-        except KeyError:
-            raise ValueError(f"unknown initializer {identifier!r}; expected one of {sorted(_BY_NAME)}") from None
-    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_CLASS:
-        return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
-    raise TypeError(f"initializer must be a name, an Initializer or a config dict, got {identifier!r}")
+    return resolve(identifier, Initializer, _BY_NAME, "initializer")

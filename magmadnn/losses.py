@@ -13,6 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional as F
+from ._registry import resolve
 from .layers.base import shape_str
 
 __all__ = ["Loss", "SoftmaxCrossEntropy", "MSE", "get"]
@@ -94,15 +95,8 @@ class MSE(Loss):
 _BY_NAME = {"cross_entropy": SoftmaxCrossEntropy, "softmax_cross_entropy": SoftmaxCrossEntropy,
             "categorical_crossentropy": SoftmaxCrossEntropy, "sparse_categorical_crossentropy": SoftmaxCrossEntropy,
             "mse": MSE, "mean_squared_error": MSE}
-_BY_CLASS = {"SoftmaxCrossEntropy": SoftmaxCrossEntropy, "MSE": MSE}
 
 
 def get(identifier) -> Loss:
     """A Loss from a name ("cross_entropy", "mse"), an instance, or a ``{"class_name", "config"}`` dict."""
-    if isinstance(identifier, Loss):
-        return identifier
-    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
-        return _BY_NAME[identifier.lower()]()
-    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_CLASS:
-        return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
-    raise ValueError(f"unknown loss {identifier!r}; expected 'cross_entropy', 'mse' or a Loss instance")
+    return resolve(identifier, Loss, _BY_NAME, "loss")

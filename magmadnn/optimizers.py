@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from . import schedules
+from ._registry import resolve
 
 __all__ = ["Optimizer", "SGD", "AdaGrad", "RMSProp", "Adam", "AdamW", "get"]
 
@@ -184,15 +185,8 @@ class AdamW(Adam):
 
 
 _BY_NAME = {"sgd": SGD, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam, "adamw": AdamW}
-_BY_CLASS = {cls.__name__: cls for cls in _BY_NAME.values()}
 
 
 def get(identifier) -> Optimizer:
     """An Optimizer from a name ("sgd", "adam", ...), an instance, or a ``{"class_name", "config"}`` dict."""
-    if isinstance(identifier, Optimizer):
-        return identifier
-    if isinstance(identifier, str) and identifier.lower() in _BY_NAME:
-        return _BY_NAME[identifier.lower()]()
-    if isinstance(identifier, dict) and identifier.get("class_name") in _BY_CLASS:
-        return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
-    raise ValueError(f"unknown optimizer {identifier!r}; expected one of {sorted(_BY_NAME)} or an Optimizer")
+    return resolve(identifier, Optimizer, _BY_NAME, "optimizer")
