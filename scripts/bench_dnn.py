@@ -12,7 +12,6 @@ Without a CUDA device only the compile rows are produced.  Run directly to print
 
 from __future__ import annotations
 
-import argparse
 import os
 import statistics
 import sys
@@ -24,6 +23,8 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
+from _gpu_bench import main, row, time_pymagma, time_torch  # noqa: E402
+
 LENET = [("lenet conv1", (64, 1, 28, 28), (6, 1, 5, 5), 1, 2),
          ("lenet conv2", (64, 6, 14, 14), (16, 6, 5, 5), 1, 0)]
 RESNET18 = [("resnet18 conv1", (32, 3, 224, 224), (64, 3, 7, 7), 2, 3),
@@ -32,14 +33,6 @@ RESNET18 = [("resnet18 conv1", (32, 3, 224, 224), (64, 3, 7, 7), 2, 3),
             ("resnet18 layer2", (32, 128, 28, 28), (128, 128, 3, 3), 1, 1),
             ("resnet18 layer3", (32, 256, 14, 14), (256, 256, 3, 3), 1, 1),
             ("resnet18 layer4", (32, 512, 7, 7), (512, 512, 3, 3), 1, 1)]
-
-
-def row(bench, case, ours, theirs, unit, higher_is_better=False):
-    ratio = None
-    if ours and theirs:
-        ratio = round(ours / theirs if higher_is_better else theirs / ours, 3)
-    return {"bench": bench, "case": case, "pymagma": None if ours is None else round(ours, 4),
-            "torch": None if theirs is None else round(theirs, 4), "unit": unit, "ratio": ratio}
 
 
 # --------------------------------------------------------------------------------------------------- compile
@@ -66,7 +59,8 @@ def compile_rows(repeats: int) -> list[dict]:
                     kernels.compile_program(name, arch, kind)
                     bucket.append((time.perf_counter() - start) * 1e3)
             for label, values in (("cold", cold), ("disk cache", disk), ("memory cache", mem)):
-                rows.append(row("compile", f"{name} {arch} {kind} {label}", statistics.median(values), None, "ms"))
+                rows.append(row("compile", f"{name} {arch} {kind} {label}", statistics.median(values), None, "ms",
+                                higher_is_better=False))
     finally:
         if saved is None:
             os.environ.pop("PYMAGMA_CACHE", None)
@@ -74,38 +68,6 @@ def compile_rows(repeats: int) -> list[dict]:
             os.environ["PYMAGMA_CACHE"] = saved
         compiler.clear_memory_cache()
     return rows
-
-
-# ----------------------------------------------------------------------------------------------------- timing
-def _time_pymagma(fn, repeats: int) -> float:
-    from pymagma import queue, runtime
-
-    stream = queue.default_queue().stream
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = runtime.Event(), runtime.Event()
-        start.record(stream)
-        fn()
-        end.record(stream)
-        end.synchronize()
-        times.append(start.elapsed_ms(end))
-    return statistics.median(times)
-
-
-def _time_torch(torch, fn, repeats: int) -> float:
-    for _ in range(3):
-        fn()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end))
-    return statistics.median(times)
 
 
 def _conv_case(torch, x, w, stride: int, pad: int, repeats: int) -> tuple[float, float]:
@@ -129,7 +91,7 @@ def _conv_case(torch, x, w, stride: int, pad: int, repeats: int) -> tuple[float,
         y = torch.nn.functional.conv2d(tx, tw, stride=stride, padding=pad)
         torch.autograd.grad(y, (tx, tw), tdy)
 
-    return _time_pymagma(ours, repeats), _time_torch(torch, theirs, repeats)
+    return time_pymagma(ours, repeats), time_torch(torch, theirs, repeats)
 
 
 def conv_rows(torch, repeats: int) -> list[dict]:
@@ -139,7 +101,8 @@ def conv_rows(torch, repeats: int) -> list[dict]:
         x = rng.standard_normal(x_shape).astype(np.float32)
         w = (rng.standard_normal(w_shape) / np.sqrt(np.prod(w_shape[1:]))).astype(np.float32)
         t_ours, t_theirs = _conv_case(torch, x, w, stride, pad, repeats)
-        rows.append(row("conv fwd+bwd", f"{name} x{x_shape} w{w_shape} s{stride} p{pad}", t_ours, t_theirs, "ms"))
+        rows.append(row("conv fwd+bwd", f"{name} x{x_shape} w{w_shape} s{stride} p{pad}", t_ours, t_theirs, "ms",
+                        higher_is_better=False))
     return rows
 
 
@@ -158,7 +121,7 @@ def kernel_rows(torch, repeats: int, n: int = 1 << 26) -> list[dict]:
              ("cast f32->f16", 6 * n, lambda: kernels.cast(a, np.float16, out=half), lambda: thalf.copy_(ta)),
              ("sum f32", 4 * n, lambda: kernels.reduce("sum", a), lambda: ta.sum())]
     for name, nbytes, ours, theirs in cases:
-        t_ours, t_theirs = _time_pymagma(ours, repeats), _time_torch(torch, theirs, repeats)
+        t_ours, t_theirs = time_pymagma(ours, repeats), time_torch(torch, theirs, repeats)
         rows.append(row("kernel", f"{name} n={n}", nbytes / t_ours / 1e6, nbytes / t_theirs / 1e6, "GB/s",
                         higher_is_better=True))
     return rows
@@ -180,17 +143,5 @@ def run(repeats: int = 10) -> list[dict]:
     return rows + conv_rows(torch, repeats) + kernel_rows(torch, repeats)
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    args = parser.parse_args()
-    rows = run(args.repeats)
-    keys = list(rows[0])
-    print("  ".join(f"{k:>12}" for k in keys))
-    for r in rows:
-        print("  ".join(f"{'' if r[k] is None else r[k]!s:>12}" for k in keys))
-    return 0
-
-
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(run, __doc__.splitlines()[0]))

@@ -12,7 +12,6 @@ Without a CUDA device (or without PyTorch with CUDA) it returns no rows.  Run di
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 import time
@@ -22,44 +21,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-
-def row(bench, case, ours, theirs, unit, higher_is_better=True):
-    ratio = None
-    if ours and theirs:
-        ratio = round(ours / theirs if higher_is_better else theirs / ours, 3)
-    return {"bench": bench, "case": case, "pymagma": None if ours is None else round(ours, 4),
-            "torch": None if theirs is None else round(theirs, 4), "unit": unit, "ratio": ratio}
-
-
-def _time_ours(fn, queue, repeats: int) -> float:
-    """Median seconds of ``fn`` on the pymagma queue's stream, timed with CUDA events."""
-    from pymagma import runtime
-
-    fn()
-    queue.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = runtime.Event(), runtime.Event()
-        start.record(queue.stream)
-        fn()
-        end.record(queue.stream)
-        end.synchronize()
-        times.append(start.elapsed_ms(end) / 1e3)
-    return statistics.median(times)
-
-
-def _time_torch(torch, fn, repeats: int) -> float:
-    fn()
-    torch.cuda.synchronize()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        fn()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / 1e3)
-    return statistics.median(times)
+from _gpu_bench import main, row, time_pymagma, time_torch  # noqa: E402
 
 
 def gemm_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
@@ -71,9 +33,9 @@ def gemm_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
         a = pymagma.asarray(np.random.default_rng(0).standard_normal((n, n)).astype(dtype))
         b = pymagma.asarray(np.random.default_rng(1).standard_normal((n, n)).astype(dtype))
         c = pymagma.empty((n, n), dtype)
-        ours = _time_ours(lambda a=a, b=b, c=c: blas.gemm(a, b, out=c), c.queue, repeats)
+        ours = time_pymagma(lambda a=a, b=b, c=c: blas.gemm(a, b, out=c), repeats, c.queue) / 1e3
         ta, tb = torch.randn(n, n, dtype=tdtype, device="cuda"), torch.randn(n, n, dtype=tdtype, device="cuda")
-        theirs = _time_torch(torch, lambda ta=ta, tb=tb: torch.matmul(ta, tb), repeats)
+        theirs = time_torch(torch, lambda ta=ta, tb=tb: torch.matmul(ta, tb), repeats) / 1e3
         flops = 2.0 * n**3
         rows.append(row("gemm", f"{name} N={n}", flops / ours / 1e12, flops / theirs / 1e12, "TFLOP/s"))
         del a, b, c, ta, tb
@@ -88,10 +50,10 @@ def batched_rows(torch, repeats: int, batch: int = 10000, n: int = 32) -> list[d
     a = pymagma.asarray(rng.standard_normal((batch, n, n)).astype(np.float32))
     b = pymagma.asarray(rng.standard_normal((batch, n, n)).astype(np.float32))
     c = pymagma.empty((batch, n, n), np.float32)
-    ours = _time_ours(lambda: blas.gemm_batched(a, b, out=c), c.queue, repeats)
+    ours = time_pymagma(lambda: blas.gemm_batched(a, b, out=c), repeats, c.queue) / 1e3
     ta = torch.randn(batch, n, n, device="cuda")
     tb = torch.randn(batch, n, n, device="cuda")
-    theirs = _time_torch(torch, lambda: torch.bmm(ta, tb), repeats)
+    theirs = time_torch(torch, lambda: torch.bmm(ta, tb), repeats) / 1e3
     flops = 2.0 * batch * n**3
     return [row("batched", f"sgemm {batch} x {n}x{n}", flops / ours / 1e12, flops / theirs / 1e12, "TFLOP/s")]
 
@@ -111,7 +73,7 @@ def getrf_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
         times.append(time.perf_counter() - t0)  # magma_dgetrf_gpu returns after synchronizing
     ours = statistics.median(times)
     ta = torch.from_numpy(host).cuda()
-    theirs = _time_torch(torch, lambda: torch.linalg.lu_factor(ta), max(2, repeats // 3))
+    theirs = time_torch(torch, lambda: torch.linalg.lu_factor(ta), max(2, repeats // 3)) / 1e3
     return [row("getrf", f"dgetrf N={n}", ours, theirs, "s", higher_is_better=False)]
 
 
@@ -160,20 +122,5 @@ def run(repeats: int = 10) -> list[dict]:
     return rows
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=10)
-    args = parser.parse_args()
-    rows = run(args.repeats)
-    if not rows:
-        print("no CUDA device (or no PyTorch with CUDA): nothing to measure")
-        return 0
-    keys = list(rows[0])
-    print("  ".join(f"{k:>18}" for k in keys))
-    for r in rows:
-        print("  ".join(f"{'' if r[k] is None else r[k]!s:>18}" for k in keys))
-    return 0
-
-
 if __name__ == "__main__":
-    raise SystemExit(main())
+    raise SystemExit(main(run, __doc__.splitlines()[0]))
