@@ -392,9 +392,7 @@ class Dense(Function):
     def forward(self, x, w, b=None):
         self.x, self.w, self.has_bias = x, w, b is not None
         y = self.xp.matmul(x, w)
-        if b is not None:
-            y += b
-        return y
+        return y if b is None else self.xp.bias_add(y, b)
 
     def backward(self, g):
         xp, need = self.xp, self.needs_input_grad
@@ -406,7 +404,7 @@ class Dense(Function):
 
 
 def dense(x, w, b=None) -> Tensor:
-    """x (N, in) @ w (in, out) + b (out,), bias fused into the matmul output."""
+    """x (N, in) @ w (in, out) + b (out,) through the backend's matmul and bias_add."""
     x, w = _as_tensor(x), _as_tensor(w)
     _need_ndim(x, 2, "dense", "x", "(N, in_features)")
     _need_ndim(w, 2, "dense", "w", "(in_features, out_features)")
@@ -472,19 +470,33 @@ def conv2d_output_shape(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tu
     kh, kw = _int_pair(kernel_hw, "kernel size", "conv2d_output_shape")
     sh, sw = _int_pair(stride, "stride", "conv2d_output_shape")
     dh, dw = _int_pair(dilation, "dilation", "conv2d_output_shape")
-    h, w = (int(v) for v in in_hw)
+    return _output_hw(in_hw, (kh, kw), (sh, sw), ((t, b), (l, r)), (dh, dw))
+
+
+def _output_hw(in_hw, kernel_hw, stride, pads, dilation) -> tuple[int, int]:
+    """The output size arithmetic alone, for arguments already validated (int pairs, resolved padding)."""
+    (h, w), (kh, kw), (sh, sw), ((t, b), (l, r)), (dh, dw) = in_hw, kernel_hw, stride, pads, dilation
     return (h + t + b - dh * (kh - 1) - 1) // sh + 1, (w + l + r - dw * (kw - 1) - 1) // sw + 1
 
 
 class Conv2d(Function):
-    def forward(self, x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1):
-        self.x, self.w, self.has_bias = x, w, b is not None
+    def forward(self, x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1,
+                activation=None):
+        self.x, self.w, self.has_bias, self.activation = x, w, b is not None, activation
         self.geom = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
         self.saved = {}
-        return self.xp.conv2d_forward(x, w, bias=b, saved=self.saved, **self.geom)
+        xp = self.xp
+        if activation is None or activation not in getattr(xp, "FUSED_ACTIVATIONS", ()):
+            y = xp.conv2d_forward(x, w, bias=b, saved=self.saved, **self.geom)
+            self.y = y if activation is None else xp.activation_forward(y, activation)
+        else:
+            self.y = xp.conv2d_forward(x, w, bias=b, saved=self.saved, activation=activation, **self.geom)
+        return self.y
 
     def backward(self, g):
         xp, need = self.xp, self.needs_input_grad
+        if self.activation is not None:  # fused activation: its backward needs only the output
+            g = xp.activation_backward(g, None, self.y, self.activation)
         gx = xp.conv2d_backward_data(g, self.w, self.x.shape, **self.geom) if need[0] else None
         gw = xp.conv2d_backward_filter(g, self.x, self.w.shape, saved=self.saved, **self.geom) if need[1] else None
         if not self.has_bias:
@@ -492,9 +504,18 @@ class Conv2d(Function):
         return gx, gw, (xp.conv2d_backward_bias(g) if need[2] else None)
 
 
-def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
-    """2-D cross-correlation, x (N, C, H, W), w (K, C/groups, R, S), b (K,) -> (N, K, Ho, Wo)."""
+FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")  # activations whose gradient needs only the output
+
+
+def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=None) -> Tensor:
+    """2-D cross-correlation, x (N, C, H, W), w (K, C/groups, R, S), b (K,) -> (N, K, Ho, Wo).
+
+    ``activation`` (relu, sigmoid or tanh) is applied inside the op: the same result as ``activation(conv2d(...))``
+    without a separate pass over the output.
+    """
     fn = "conv2d"
+    if activation is not None and activation not in FUSED_ACTIVATIONS:
+        raise ValueError(f"{fn}: activation must be one of {FUSED_ACTIVATIONS} or None, got {activation!r}")
     x, w = _as_tensor(x), _as_tensor(w)
     _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
     _need_ndim(w, 4, fn, "w", "(K, C/groups, R, S)")
@@ -508,7 +529,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
         )
     stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
     pads = conv2d_padding(x.shape[2:], (kh, kw), stride, padding, dilation)
-    ho, wo = conv2d_output_shape(x.shape[2:], (kh, kw), stride, pads, dilation)
+    ho, wo = _output_hw(x.shape[2:], (kh, kw), stride, pads, dilation)
     if ho < 1 or wo < 1:
         raise ValueError(
             f"{fn}: input of spatial size {x.shape[2:]} is too small for kernel {(kh, kw)} with dilation {dilation} "
@@ -522,7 +543,8 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1) -> Tensor:
         tensors["b"] = b
     _same_dtype(fn, **tensors)
     args = (x, w) if b is None else (x, w, b)
-    return Conv2d.apply(*args, stride=stride, padding=pads, dilation=dilation, groups=int(groups))
+    return Conv2d.apply(*args, stride=stride, padding=pads, dilation=dilation, groups=int(groups),
+                        activation=activation)
 
 
 # ------------------------------------------------------------------------------------------------- pooling
@@ -546,7 +568,7 @@ def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
     pads = conv2d_padding(x.shape[2:], window, stride, padding, 1)
     if max(pads[0]) >= window[0] or max(pads[1]) >= window[1]:
         raise ValueError(f"{fn}: padding {pads} must be smaller than the window {window}")
-    ho, wo = conv2d_output_shape(x.shape[2:], window, stride, pads, 1)
+    ho, wo = _output_hw(x.shape[2:], window, stride, pads, (1, 1))
     if ho < 1 or wo < 1:
         raise ValueError(f"{fn}: input of spatial size {x.shape[2:]} is smaller than the window {window}")
     _same_dtype(fn, x=x)

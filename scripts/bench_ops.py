@@ -1,7 +1,13 @@
-"""Op-level micro-benchmarks: magmadnn's host backend against PyTorch on the CPU, same process, alternating.
+"""Op-level micro-benchmarks: magmadnn's host backend against PyTorch on the CPU, in the same process.
 
-``run(repeats, threads)`` returns one dict per op: magmadnn and torch median milliseconds and their ratio
+``run(repeats, threads, rounds)`` returns one dict per op: magmadnn and torch median milliseconds and their ratio
 ``torch_ms / magmadnn_ms`` (above 1: magmadnn is faster). Shapes are LeNet-5 / MLP on MNIST at batch 64.
+
+Each framework is timed in blocks: all ``repeats`` of one framework, then all of the other, for ``rounds`` rounds
+(after a warm-up call at the start of every block). Alternating call by call would be unfair: PyTorch's OpenMP
+threads keep spinning for a while after each of its calls and steal the cores NumPy runs on next (and OpenBLAS's
+threads do the same to PyTorch); a short pause before each block lets them settle. Medians and minima are over
+every timed repeat of every round.
 Run directly to print a table: ``python scripts/bench_ops.py --repeats 20 --threads 2``.
 """
 
@@ -123,8 +129,8 @@ def _cases(xp, torch, rng):
     return cases
 
 
-def run(repeats: int = 10, threads: int | None = None) -> list[dict]:
-    """Time every op ``repeats`` times (alternating magmadnn and torch after a warm-up); one row per op."""
+def run(repeats: int = 10, threads: int | None = None, rounds: int = 3) -> list[dict]:
+    """Time every op in blocks of ``repeats`` per framework, ``rounds`` times (see the module docstring)."""
     from magmadnn import backend
 
     xp = backend.get("host")
@@ -142,28 +148,38 @@ def run(repeats: int = 10, threads: int | None = None) -> list[dict]:
     except ImportError:
         limits = None
     try:
-        return _measure(_cases(xp, torch, np.random.default_rng(0)), repeats, threads)
+        return _measure(_cases(xp, torch, np.random.default_rng(0)), repeats, threads, rounds)
     finally:
         if limits is not None:
             limits.restore_original_limits()
 
 
-def _measure(cases, repeats: int, threads: int) -> list[dict]:
+SETTLE_S = 0.1  # pause before each block: the other framework's spinning worker threads go back to sleep
+
+
+def _block(fn, repeats: int, number: int) -> list[float]:
+    """A settling pause and one warm-up call, then ``repeats`` timings of ``number`` calls each (ms per call)."""
+    time.sleep(SETTLE_S)
+    fn()
+    return [_time(fn, number) for _ in range(repeats)]
+
+
+def _measure(cases, repeats: int, threads: int, rounds: int = 3) -> list[dict]:
+    from magmadnn.backend import _host_jit
+
     rows = []
+    number = 5
+    jit = _host_jit.kernels is not None  # the optional numba kernels (``pip install magmadnn[jit]``)
     for name, shape, m_fn, t_fn in cases:
-        number = 5
-        m_fn()
-        if t_fn:
-            t_fn()
         m_times, t_times = [], []
-        for _ in range(repeats):
-            m_times.append(_time(m_fn, number))
+        for _ in range(max(rounds, 1)):
+            m_times += _block(m_fn, repeats, number)
             if t_fn:
-                t_times.append(_time(t_fn, number))
+                t_times += _block(t_fn, repeats, number)
         m_ms, m_min = statistics.median(m_times), min(m_times)
         t_ms, t_min = (statistics.median(t_times), min(t_times)) if t_times else (None, None)
         rows.append({
-            "op": name, "shape": shape, "threads": threads, "magmadnn_ms": round(m_ms, 4),
+            "op": name, "shape": shape, "threads": threads, "host_jit": jit, "magmadnn_ms": round(m_ms, 4),
             "torch_ms": None if t_ms is None else round(t_ms, 4),
             "ratio": None if t_ms is None else round(t_ms / m_ms, 3),
             # best repeat of each: less sensitive to other processes on a shared machine
@@ -177,7 +193,9 @@ def format_table(rows: list[dict]) -> str:
     def num(v, fmt=".3f"):
         return "-" if v is None else format(v, fmt)
 
-    lines = [f"{'op (median / best of repeats)':30s} {'magmadnn ms':>16s} {'torch ms':>16s} {'torch/magmadnn':>16s}"]
+    jit = "on" if rows and rows[0].get("host_jit") else "off"
+    header = f"{'op (median / best of repeats)':30s} {'magmadnn ms':>16s} {'torch ms':>16s} {'torch/magmadnn':>16s}"
+    lines = [f"host JIT kernels: {jit}", header]
     for r in rows:
         lines.append(
             f"{r['op']:30s} {num(r['magmadnn_ms']):>7s} / {num(r['magmadnn_min_ms']):>6s} "
@@ -191,8 +209,9 @@ def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=10)
     parser.add_argument("--threads", type=int, default=None)
+    parser.add_argument("--rounds", type=int, default=3, help="blocks per framework (alternating block by block)")
     args = parser.parse_args(argv)
-    print(format_table(run(args.repeats, args.threads)))
+    print(format_table(run(args.repeats, args.threads, args.rounds)))
 
 
 if __name__ == "__main__":

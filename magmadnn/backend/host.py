@@ -4,11 +4,18 @@ Layout is NCHW, float32 by default, float64 works everywhere (gradient checks us
 returning new arrays, except the ``*_update`` optimizer ops and ``batch_norm_train``'s running statistics, which
 update their arguments in place.
 
-Convolution is im2col + one BLAS matmul per call: the input is copied once into a zero-padded batch-last
-(C, Hp, Wp, N) array, the column matrix (C*R*S, Ho*Wo*N) is gathered from a strided view of it in one copy of long
-contiguous runs, and forward, backward-filter and backward-data are each one GEMM; col2im scatters back with a loop
-over the R*S kernel offsets only. Pooling loops over the window offsets only. No loop runs over the batch, channels
-or pixels.
+Convolution is im2col + BLAS: the input is copied once into a zero-padded batch-last (C, Hp, Wp, N) array, the
+column matrix (C*R*S, Ho*Wo*N) is gathered from a strided view of it in one copy of long contiguous runs, and
+forward, backward-filter and backward-data are GEMMs against it; col2im scatters back with a loop over the R*S kernel
+offsets only. Skinny GEMMs (few output rows and columns, a long shared axis, as in a first conv layer) are split into
+partial GEMMs of about a million multiply-adds (see ``_SPLIT_WORK``); the forward moves each partial output into NCHW
+order (with bias and a fused activation) while it is in cache. Pooling loops over the window offsets only. No loop
+runs over the batch, channels or pixels.
+
+With the optional ``jit`` extra (numba, see ``_host_jit``), the layout moves that NumPy can only do in short strided
+runs (GEMM output to NCHW, col2im) and 2x2 stride-2 max pooling run as compiled single-threaded kernels; results are
+the same either way. The kernels are serial on purpose: BLAS threads spin for a while after each call, and a second
+thread pool would fight them for the cores.
 
 GELU uses the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))``.
 """
@@ -20,6 +27,8 @@ import threading
 
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
+
+from . import _host_jit
 
 name = "host"
 float32 = np.float32
@@ -149,6 +158,35 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
     return np.matmul(a, b)
+
+
+# Skinny GEMMs (a few rows, a long axis) run as a loop of partial GEMMs of at most _SPLIT_WORK multiply-adds, with
+# at least _SPLIT_MIN elements of the long axis each: their operands stay in cache, BLAS can take its small-matrix path
+# (OpenBLAS's SkylakeX kernels are several times faster on them) and, in conv2d_forward, each partial output is moved
+# into NCHW order while it is still in cache.
+_SPLIT_WORK = 1_000_000
+_SPLIT_MIN = 2048
+
+
+def _matmul_nt(a, b):
+    """``a @ b.T`` for 2-D a (M, L), b (N, L) sharing a long axis L, as the conv backward-filter GEMM needs.
+
+    The operand with more rows goes first (BLAS threads split that side). When M*N is small and L long (a skinny
+    GEMM that BLAS cannot parallelise), L is split into chunks of about ``_SPLIT_WORK / (M*N)`` and the partial
+    products are summed: each chunk's operands stay in cache and BLAS can take its small-matrix path.
+    """
+    if a.shape[0] < b.shape[0]:
+        return _matmul_nt(b, a).T
+    m, n, length = a.shape[0], b.shape[0], a.shape[1]
+    chunk = _SPLIT_WORK // (m * n or 1)
+    if chunk < _SPLIT_MIN or length < 2 * chunk:
+        return a @ b.T
+    parts = -(-length // chunk)
+    chunk = -(-length // parts)
+    out = a[:, :chunk] @ b[:, :chunk].T
+    for s in range(chunk, length, chunk):
+        out += a[:, s : s + chunk] @ b[:, s : s + chunk].T
+    return out
 
 
 def _channel_shape(ndim: int, c: int) -> tuple[int, ...]:
@@ -363,8 +401,13 @@ class _ConvPlan:
 
     def col2im(self, dcols):
         """Scatter-add columns (C*R*S, Ho*Wo*N) into dx (N, C, H, W): a loop over the R*S kernel offsets only."""
-        dxt = np.zeros((self.c, self.hp, self.wp, self.n), dtype=dcols.dtype)
         d6 = dcols.reshape(self.c, self.kh, self.kw, self.ho, self.wo, self.n)
+        jit = _host_jit.kernels
+        if jit is not None:
+            dx = np.empty((self.n, self.c, self.h, self.w), dtype=dcols.dtype)
+            jit.col2im(d6, dx, self.sh, self.sw, self.dh, self.dw, self.pads[0], self.pads[2])
+            return dx
+        dxt = np.zeros((self.c, self.hp, self.wp, self.n), dtype=dcols.dtype)
         for i in range(self.kh):
             for j in range(self.kw):
                 dxt[self.offset(i, j)] += d6[:, i, j]
@@ -381,28 +424,85 @@ class _ConvPlan:
         return rows if groups == 1 else rows.reshape(groups, self.k // groups, -1)
 
 
-def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None):
+# Activations that conv2d_forward can apply in place on its output: their backward needs only the output y.
+FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+
+
+def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
+                   activation=None):
     """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo).
 
-    Extensions: ``bias`` (K,) is fused into the output copy; when ``saved`` is a dict the column matrix is kept in
-    it so that ``conv2d_backward_filter(..., saved=saved)`` skips a second im2col.
+    Extensions: ``bias`` (K,) is fused into the output copy; ``activation`` (one of ``FUSED_ACTIVATIONS``) is applied
+    to the output in place, so its backward is ``activation_backward(dy, None, y, kind)``; when ``saved`` is a dict
+    the column matrix is kept in it so that ``conv2d_backward_filter(..., saved=saved)`` skips a second im2col.
     """
+    if activation is not None and activation not in FUSED_ACTIVATIONS:
+        raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
+                         f"{FUSED_ACTIVATIONS} or None")
     plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
     cols = plan.im2col(x)
     if saved is not None:
         saved["cols"] = cols
     k = plan.k
-    if groups == 1:
-        y = np.matmul(w.reshape(k, -1), cols)
-    else:
+    out = np.empty((plan.n, k, plan.ho, plan.wo), dtype=np.result_type(x, w))
+    store = _OutputStore(out, bias, activation)
+    if groups > 1:
         y = np.matmul(w.reshape(groups, k // groups, -1), cols.reshape(groups, plan.crs, -1))
-    y = y.reshape(k, plan.ho, plan.wo, plan.n).transpose(3, 0, 1, 2)
-    out = np.empty((plan.n, k, plan.ho, plan.wo), dtype=y.dtype)
-    if bias is None:
-        np.copyto(out, y)
+        store(y.reshape(k, plan.ho, plan.wo, plan.n), 0)
     else:
-        np.add(y, bias.reshape(1, k, 1, 1), out=out)
+        w2 = w.reshape(k, -1)
+        run = plan.wo * plan.n  # columns per output row
+        band = _SPLIT_WORK // (k * plan.crs * run) if run else plan.ho  # output rows per partial GEMM
+        if band < 1 or band * run < _SPLIT_MIN:
+            band = plan.ho
+        for h0 in range(0, plan.ho, band):
+            h1 = h0 + band if h0 + band < plan.ho else plan.ho
+            y = np.matmul(w2, cols[:, h0 * run : h1 * run])
+            store(y.reshape(k, h1 - h0, plan.wo, plan.n), h0)
+    if activation is not None and not store.relu:  # the JIT store applies a ReLU itself
+        _activate_inplace(out, activation)
     return out
+
+
+class _OutputStore:
+    """Writes GEMM output bands (K, h, Wo, N) into rows h0:h0+h of the NCHW output, adding the bias.
+
+    The JIT kernel also applies a ReLU in the same pass; the NumPy path leaves activations to one in-place pass over
+    the whole output afterwards (cheaper than one per band on strided slices).
+    """
+
+    def __init__(self, out, bias, activation):
+        self.out = out
+        self.jit = _host_jit.kernels
+        self.relu = self.jit is not None and activation == "relu"
+        k = out.shape[1]
+        if self.jit is not None:
+            self.bias = np.zeros(k, out.dtype) if bias is None else np.ascontiguousarray(bias, dtype=out.dtype)
+        else:
+            self.bias = None if bias is None else bias.reshape(1, k, 1, 1)
+
+    def __call__(self, y, h0):
+        if self.jit is not None:
+            self.jit.store_nchw(y, self.out, h0, self.bias, self.relu)
+            return
+        o = self.out[:, :, h0 : h0 + y.shape[1]]
+        if self.bias is None:
+            np.copyto(o, y.transpose(3, 0, 1, 2))
+        else:
+            np.add(y.transpose(3, 0, 1, 2), self.bias, out=o)
+
+
+def _activate_inplace(a, kind):
+    """One of ``FUSED_ACTIVATIONS`` applied to ``a`` in place (the same formulas as ``activation_forward``)."""
+    if kind == "relu":
+        np.maximum(a, 0, out=a)
+    elif kind == "tanh":
+        np.tanh(a, out=a)
+    else:  # sigmoid(x) = (1 + tanh(x/2)) / 2
+        a *= 0.5
+        np.tanh(a, out=a)
+        a += 1
+        a *= 0.5
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
@@ -425,10 +525,11 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
         cols = plan.im2col(x)
     rows = plan.dy_rows(dy, groups)
     if groups == 1:
-        dw = np.matmul(rows, cols.T)
+        dw = _matmul_nt(rows, cols)
     else:
-        dw = np.matmul(rows, cols.reshape(groups, plan.crs, -1).transpose(0, 2, 1))
-    return dw.reshape(w_shape)
+        colg = cols.reshape(groups, plan.crs, -1)
+        dw = np.stack([_matmul_nt(rows[g], colg[g]) for g in range(groups)])
+    return np.ascontiguousarray(dw).reshape(w_shape)
 
 
 def conv2d_backward_bias(dy):
@@ -461,8 +562,17 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     if mode not in ("max", "avg"):
         raise ValueError(f"pool2d_forward: unknown mode {mode!r}; expected 'max' or 'avg'")
     (wh, ww), st, pads, ho, wo = _pool_geometry(x.shape, window, stride, padding)
-    xp = _pad_input(x, pads, fill=-np.inf if mode == "max" else 0.0)
-    views = [xp[_offset_slices(k // ww, k % ww, ho, wo, st)] for k in range(wh * ww)]
+    jit = _host_jit.kernels
+    if jit is not None and _is_max_2x2(mode, (wh, ww), st, pads):
+        y = np.empty((x.shape[0], x.shape[1], ho, wo), dtype=x.dtype)
+        idx = np.empty(y.shape, dtype=np.uint8)
+        jit.max_pool2x2_forward(np.ascontiguousarray(x), y, idx)
+        return y, idx
+    if st == (wh, ww) and not any(pads):
+        views = _window_planes(x, wh, ww, ho, wo)
+    else:
+        xp = _pad_input(x, pads, fill=-np.inf if mode == "max" else 0.0)
+        views = [xp[_offset_slices(k // ww, k % ww, ho, wo, st)] for k in range(wh * ww)]
     if mode == "avg":
         y = np.array(views[0])
         for v in views[1:]:
@@ -482,6 +592,22 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     return y, idx
 
 
+def _window_planes(x, wh, ww, ho, wo):
+    """Non-overlapping windows: the wh*ww window offsets of x as contiguous (N, C, Ho, Wo) planes, made by one
+    strided copy, so that the reductions after it run on contiguous arrays instead of short strided runs."""
+    n, c = x.shape[:2]
+    sn, sc, sh, sw = x.strides
+    view = as_strided(x, shape=(wh, ww, n, c, ho, wo), strides=(sh, sw, sn, sc, sh * wh, sw * ww), writeable=False)
+    planes = np.empty(view.shape, dtype=x.dtype)
+    np.copyto(planes, view)
+    return list(planes.reshape(wh * ww, n, c, ho, wo))
+
+
+def _is_max_2x2(mode, window, stride, pads) -> bool:
+    """The common max pooling that the optional JIT kernels cover: 2x2 windows, stride 2, no padding."""
+    return mode == "max" and tuple(window) == (2, 2) and tuple(stride) == (2, 2) and not any(pads)
+
+
 def _avg_counts(x_shape, window, stride, pads, ho, wo, dtype):
     if not any(pads):
         return np.asarray(window[0] * window[1], dtype=dtype)
@@ -497,6 +623,11 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     if mode not in ("max", "avg"):
         raise ValueError(f"pool2d_backward: unknown mode {mode!r}; expected 'max' or 'avg'")
     (wh, ww), st, pads, ho, wo = _pool_geometry(x.shape, window, stride, padding)
+    jit = _host_jit.kernels
+    if jit is not None and _is_max_2x2(mode, (wh, ww), st, pads):
+        dx = np.empty(x.shape, dtype=dy.dtype)
+        jit.max_pool2x2_backward(np.ascontiguousarray(dy), np.ascontiguousarray(ctx), dx)
+        return dx
     t, b, l, r = pads
     n, c, h, w = x.shape
     dxp = np.zeros((n, c, h + t + b, w + l + r), dtype=dy.dtype)

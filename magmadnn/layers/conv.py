@@ -69,9 +69,10 @@ class Conv2D(Layer):
             self.add_weight("bias", (self.filters,), self.bias_initializer)
 
     def call(self, x, training=False):
+        fused = self.activation if self.activation in F.FUSED_ACTIVATIONS else None
         y = F.conv2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides, padding=self.padding,
-                     dilation=self.dilation)
-        return apply_activation(y, self.activation)
+                     dilation=self.dilation, activation=fused)
+        return y if fused else apply_activation(y, self.activation)
 
     def get_config(self):
         return {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),

@@ -1,0 +1,135 @@
+"""Optional numba kernels for the host backend (``pip install magmadnn[jit]``).
+
+The host backend is complete without them: each kernel replaces a NumPy sequence of host.py that works in short
+strided runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im,
+and 2x2 stride-2 max pooling. ``kernels`` is None when numba is not installed or ``MAGMADNN_JIT=0`` is set; host.py
+then takes its NumPy path. Kernels compile on first use (cached on disk by numba) for float32 and float64 arrays.
+
+They are single-threaded on purpose: OpenBLAS's worker threads keep spinning for a while after each GEMM, and a
+parallel kernel right after one waits for cores those threads hold (measured: 3 ms instead of 0.05 ms per call).
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+
+import numpy as np
+
+__all__ = ["kernels", "enabled"]
+
+
+def enabled() -> bool:
+    """True unless ``MAGMADNN_JIT`` is set to 0/false/no/off (whether numba is installed is checked on import)."""
+    return os.environ.get("MAGMADNN_JIT", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+def _load():
+    """The compiled-on-demand kernels, or None when switched off or when numba is not installed."""
+    if not enabled():
+        return None
+    try:
+        numba = importlib.import_module("numba")
+    except ImportError:  # the extra is not installed: host.py uses NumPy only
+        return None
+    return _Kernels(_build(numba))
+
+
+def _build(numba):
+    njit = numba.njit
+
+    @njit(cache=True)
+    def store_nchw(y, out, h0, bias, relu):
+        """out[:, :, h0:h0+h] = y (K, h, Wo, N) moved to NCHW order, plus bias (K,), then max(., 0) when relu."""
+        k_, h_, wo_, n_ = y.shape
+        for row in range(k_ * h_):
+            k = row // h_
+            i = row - k * h_
+            b = bias[k]
+            for j in range(wo_):
+                for n in range(n_):
+                    v = y[k, i, j, n] + b
+                    if relu and v < 0:
+                        v = 0.0
+                    out[n, k, h0 + i, j] = v
+
+    @njit(cache=True)
+    def max_pool2x2_forward(x, y, idx):
+        """2x2 windows, stride 2, no padding: y = window max, idx = row-major offset (0..3) of its first maximum."""
+        n_, c_, ho, wo = y.shape
+        for n in range(n_):
+            for c in range(c_):
+                for oi in range(ho):
+                    r0, r1 = x[n, c, 2 * oi], x[n, c, 2 * oi + 1]
+                    yr, kr = y[n, c, oi], idx[n, c, oi]
+                    for oj in range(wo):
+                        a, b, d, e = r0[2 * oj], r0[2 * oj + 1], r1[2 * oj], r1[2 * oj + 1]
+                        right = b > a  # strict comparisons: ties keep the earlier offset
+                        top = b if right else a
+                        k_top = 1 if right else 0
+                        right = e > d
+                        bottom = e if right else d
+                        k_bottom = 3 if right else 2
+                        lower = bottom > top
+                        yr[oj] = bottom if lower else top
+                        kr[oj] = k_bottom if lower else k_top
+
+    @njit(cache=True)
+    def max_pool2x2_backward(dy, idx, dx):
+        """dx of ``max_pool2x2_forward``: every element of dx is written (rows/columns outside all windows get 0)."""
+        n_, c_, ho, wo = dy.shape
+        h_, w_ = dx.shape[2], dx.shape[3]
+        for n in range(n_):
+            for c in range(c_):
+                for oi in range(ho):
+                    g, kr = dy[n, c, oi], idx[n, c, oi]
+                    for a in range(2):
+                        row = dx[n, c, 2 * oi + a]
+                        for oj in range(wo):  # branch-free: gradient times (this offset is the maximum)
+                            row[2 * oj] = g[oj] * (kr[oj] == 2 * a)
+                            row[2 * oj + 1] = g[oj] * (kr[oj] == 2 * a + 1)
+                        for j in range(2 * wo, w_):
+                            row[j] = 0
+                for i in range(2 * ho, h_):
+                    dx[n, c, i, :] = 0
+
+    @njit(cache=True)
+    def col2im(d6, dx, sh, sw, dh, dw, pt, pl):
+        """dx (N, C, H, W) = sum of the columns d6 (C, R, S, Ho, Wo, N) that read each input pixel (padding pt, pl).
+
+        A gather: each pixel adds its (at most R*S) contributing column runs over N, then is written once; no
+        zero-filled scratch array and no separate transpose pass.
+        """
+        c_, r_, s_, ho_, wo_, n_ = d6.shape
+        h_, w_ = dx.shape[2], dx.shape[3]
+        acc = np.empty(n_, d6.dtype)
+        for c in range(c_):
+            for hi in range(h_):
+                for wi in range(w_):
+                    acc[:] = 0
+                    for r in range(r_):
+                        t = hi + pt - r * dh
+                        if t < 0 or t % sh or t // sh >= ho_:
+                            continue
+                        for s in range(s_):
+                            u = wi + pl - s * dw
+                            if u < 0 or u % sw or u // sw >= wo_:
+                                continue
+                            src = d6[c, r, s, t // sh, u // sw]
+                            for n in range(n_):
+                                acc[n] += src[n]
+                    for n in range(n_):
+                        dx[n, c, hi, wi] = acc[n]
+
+    return {"store_nchw": store_nchw, "col2im": col2im, "max_pool2x2_forward": max_pool2x2_forward,
+            "max_pool2x2_backward": max_pool2x2_backward}
+
+
+class _Kernels:
+    """Namespace of the compiled kernels."""
+
+    def __init__(self, table):
+        self.__dict__.update(table)
+
+
+kernels = _load()

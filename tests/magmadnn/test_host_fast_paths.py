@@ -1,0 +1,316 @@
+"""The host backend's fast paths: split GEMMs, banded convolution output, fused activations and the optional numba
+kernels. Each path is checked against plain loop references written here, with the JIT kernels both on and off
+(``jit`` fixture), and the fallback when numba is missing is simulated.
+"""
+
+from __future__ import annotations
+
+import importlib
+import itertools
+import sys
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, assume, given, settings
+from hypothesis import strategies as st
+
+from magmadnn import backend
+from magmadnn import functional as F
+from magmadnn.autograd import Tensor
+from magmadnn.backend import _host_jit
+
+xp = backend.get("host")
+FLOATS = (np.float32, np.float64)
+HAVE_NUMBA = _host_jit.kernels is not None
+# The fixtures below set module state for a whole test, the same for every generated example.
+fixture_state = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def tol(dtype):
+    return {"rtol": 1e-4, "atol": 1e-5} if dtype == np.float32 else {"rtol": 1e-10, "atol": 1e-12}
+
+
+@pytest.fixture(params=["numpy", pytest.param("jit", marks=pytest.mark.skipif(not HAVE_NUMBA, reason="no numba"))])
+def jit(request):
+    """Run the test once on the NumPy path and once with the numba kernels (when numba is installed)."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "numpy":
+            mp.setattr(_host_jit, "kernels", None)
+        yield request.param
+
+
+@pytest.fixture
+def tiny_split():
+    """Thresholds so small that the split/banded GEMM paths run on test-sized shapes."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(xp, "_SPLIT_WORK", 60)
+        mp.setattr(xp, "_SPLIT_MIN", 2)
+        yield
+
+
+def conv_loops(x, w, b, pad):
+    """Direct convolution (stride 1, symmetric zero padding) by loops over outputs."""
+    n, c, h, wd = x.shape
+    k, _, kh, kw = w.shape
+    ho, wo = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
+    y = np.zeros((n, k, ho, wo))
+    for ni, ki, oi, oj in itertools.product(range(n), range(k), range(ho), range(wo)):
+        acc = float(b[ki])
+        for ci, ri, si in itertools.product(range(c), range(kh), range(kw)):
+            hi, wi = oi + ri - pad, oj + si - pad
+            if 0 <= hi < h and 0 <= wi < wd:
+                acc += float(x[ni, ci, hi, wi]) * float(w[ki, ci, ri, si])
+        y[ni, ki, oi, oj] = acc
+    return y
+
+
+ACTS = {"relu": lambda v: max(v, 0.0), "tanh": np.tanh, "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)), None: None}
+
+
+@st.composite
+def conv_problems(draw):
+    dtype = draw(st.sampled_from(FLOATS))
+    rng = np.random.default_rng(draw(st.integers(0, 9999)))
+    n, c, k = draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
+    kh, kw, pad = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(0, 1))
+    h, w = draw(st.integers(3, 7)), draw(st.integers(3, 7))
+    x = rng.standard_normal((n, c, h, w)).astype(dtype)
+    wt = rng.standard_normal((k, c, kh, kw)).astype(dtype)
+    b = rng.standard_normal(k).astype(dtype)
+    return x, wt, b, pad
+
+
+@pytest.mark.parametrize("activation", list(ACTS))
+@fixture_state
+@given(problem=conv_problems())
+def test_banded_conv_forward_with_fused_activation(jit, tiny_split, activation, problem):
+    x, w, b, pad = problem
+    y = xp.conv2d_forward(x, w, padding=(pad, pad), bias=b, activation=activation)
+    ref = conv_loops(x, w, b, pad)
+    if activation is not None:
+        ref = np.vectorize(ACTS[activation])(ref)
+    assert y.dtype == x.dtype and y.flags["C_CONTIGUOUS"]
+    np.testing.assert_allclose(y, ref, **tol(x.dtype))
+
+
+def test_empty_batch_goes_through_every_path(jit, tiny_split):
+    x, w = np.zeros((0, 2, 5, 5), np.float32), np.ones((3, 2, 3, 3), np.float32)
+    y = xp.conv2d_forward(x, w, padding=(1, 1), bias=np.ones(3, np.float32), activation="relu")
+    assert y.shape == (0, 3, 5, 5)
+    assert xp.conv2d_backward_data(y, w, x.shape, padding=(1, 1)).shape == x.shape
+    assert xp.conv2d_backward_filter(y, x, w.shape, padding=(1, 1)).shape == w.shape
+    p, ctx = xp.pool2d_forward(y[:, :, :4, :4], "max", (2, 2), (2, 2))
+    assert p.shape == (0, 3, 2, 2)
+    assert xp.pool2d_backward(p, y[:, :, :4, :4], p, ctx, "max", (2, 2), (2, 2)).shape == (0, 3, 4, 4)
+
+
+def test_conv_forward_rejects_an_activation_it_cannot_fuse():
+    with pytest.raises(ValueError, match="activation 'gelu' cannot be fused"):
+        xp.conv2d_forward(np.ones((1, 1, 3, 3)), np.ones((1, 1, 2, 2)), activation="gelu")
+
+
+@fixture_state
+@given(problem=conv_problems(), seed=st.integers(0, 99))
+def test_split_backward_filter_matches_loops(tiny_split, problem, seed):
+    x, w, _, pad = problem
+    y = xp.conv2d_forward(x, w, padding=(pad, pad))
+    dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
+    ref = np.zeros(w.shape)
+    for ni, ki, oi, oj in itertools.product(*(range(s) for s in dy.shape)):
+        for ci, ri, si in itertools.product(*(range(s) for s in w.shape[1:])):
+            hi, wi = oi + ri - pad, oj + si - pad
+            if 0 <= hi < x.shape[2] and 0 <= wi < x.shape[3]:
+                ref[ki, ci, ri, si] += float(dy[ni, ki, oi, oj]) * float(x[ni, ci, hi, wi])
+    dw = xp.conv2d_backward_filter(dy, x, w.shape, padding=(pad, pad))
+    assert dw.shape == w.shape and dw.dtype == x.dtype
+    np.testing.assert_allclose(dw, ref, **tol(x.dtype))
+
+
+@fixture_state
+@given(data=st.data(), dtype=st.sampled_from(FLOATS))
+def test_backward_data_matches_loops(jit, data, dtype):
+    """col2im (JIT gather or NumPy scatter) with strides, dilation and asymmetric padding."""
+    n, c, k = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
+    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
+    (sh, sw), (dh, dw) = data.draw(st.tuples(st.integers(1, 2), st.integers(1, 2))), data.draw(
+        st.tuples(st.integers(1, 2), st.integers(1, 2)))
+    t, b, l, r = data.draw(st.tuples(*[st.integers(0, 2)] * 4))
+    h, w = data.draw(st.integers(dh * (kh - 1) + 1, 7)), data.draw(st.integers(dw * (kw - 1) + 1, 7))
+    rng = np.random.default_rng(data.draw(st.integers(0, 999)))
+    x, wt = rng.standard_normal((n, c, h, w)).astype(dtype), rng.standard_normal((k, c, kh, kw)).astype(dtype)
+    geom = {"stride": (sh, sw), "padding": ((t, b), (l, r)), "dilation": (dh, dw)}
+    dy = rng.standard_normal(xp.conv2d_forward(x, wt, **geom).shape).astype(dtype)
+    ref = np.zeros(x.shape)
+    for ni, ki, oi, oj in itertools.product(*(range(s) for s in dy.shape)):
+        for ci, ri, si in itertools.product(range(c), range(kh), range(kw)):
+            hi, wi = oi * sh + ri * dh - t, oj * sw + si * dw - l
+            if 0 <= hi < h and 0 <= wi < w:
+                ref[ni, ci, hi, wi] += float(dy[ni, ki, oi, oj]) * float(wt[ki, ci, ri, si])
+    dx = xp.conv2d_backward_data(dy, wt, x.shape, **geom)
+    assert dx.shape == x.shape and dx.dtype == dtype
+    np.testing.assert_allclose(dx, ref, **tol(dtype))
+
+
+@fixture_state
+@given(m=st.integers(1, 5), n=st.integers(1, 5), length=st.integers(1, 200), dtype=st.sampled_from(FLOATS),
+       seed=st.integers(0, 99))
+def test_split_matmul_nt_equals_plain_product(tiny_split, m, n, length, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((m, length)).astype(dtype), rng.standard_normal((n, length)).astype(dtype)
+    ref = [[sum(float(a[i, t]) * float(b[j, t]) for t in range(length)) for j in range(n)] for i in range(m)]
+    out = xp._matmul_nt(a, b)
+    assert out.shape == (m, n) and out.dtype == dtype
+    np.testing.assert_allclose(out, ref, **tol(dtype))
+
+
+# ------------------------------------------------------------------------------------------ 2x2 max pooling
+
+
+def max_pool_loops(x):
+    """2x2 stride 2 max pooling by loops: y and, per output, the (h, w) of the first maximum (row-major)."""
+    n, c, h, w = x.shape
+    y = np.zeros((n, c, h // 2, w // 2))
+    src = {}
+    for ni, ci, oi, oj in itertools.product(range(n), range(c), range(h // 2), range(w // 2)):
+        cells = [(2 * oi + a, 2 * oj + b) for a in range(2) for b in range(2)]
+        vals = [float(x[ni, ci, i, j]) for i, j in cells]
+        best = vals.index(max(vals))
+        y[ni, ci, oi, oj] = vals[best]
+        src[ni, ci, oi, oj] = cells[best]
+    return y, src
+
+
+@st.composite
+def pool_inputs(draw):
+    dtype = draw(st.sampled_from(FLOATS))
+    rng = np.random.default_rng(draw(st.integers(0, 9999)))
+    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(2, 7)), draw(st.integers(2, 7)))
+    x = rng.standard_normal(shape)
+    if draw(st.booleans()):
+        x = np.maximum(np.round(x), 0)  # ReLU-like inputs: many tied windows
+    return x.astype(dtype)
+
+
+@fixture_state
+@given(x=pool_inputs(), seed=st.integers(0, 99))
+def test_max_pool_2x2_matches_loops(jit, x, seed):
+    y, ctx = xp.pool2d_forward(x, "max", (2, 2), (2, 2))
+    y_ref, src = max_pool_loops(x)
+    assert y.dtype == x.dtype
+    np.testing.assert_array_equal(y, y_ref.astype(x.dtype))
+    dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
+    dx_ref = np.zeros(x.shape, dtype=x.dtype)
+    for pos, (hi, wi) in src.items():
+        dx_ref[pos[0], pos[1], hi, wi] = dy[pos]
+    np.testing.assert_array_equal(xp.pool2d_backward(dy, x, y, ctx, "max", (2, 2), (2, 2)), dx_ref)
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+@given(x=pool_inputs(), window=st.tuples(st.integers(1, 3), st.integers(1, 3)), seed=st.integers(0, 99))
+def test_non_overlapping_pooling_matches_loops(mode, x, window, seed):
+    """stride == window, no padding: the NumPy path reduces over contiguous window planes."""
+    wh, ww = window
+    assume(x.shape[2] >= wh and x.shape[3] >= ww)
+    y, ctx = xp.pool2d_forward(x, mode, window, window)
+    ho, wo = x.shape[2] // wh, x.shape[3] // ww
+    dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
+    y_ref, dx_ref = np.zeros(y.shape), np.zeros(x.shape)
+    for ni, ci, oi, oj in itertools.product(range(x.shape[0]), range(x.shape[1]), range(ho), range(wo)):
+        cells = [(oi * wh + a, oj * ww + b) for a in range(wh) for b in range(ww)]
+        vals = [float(x[ni, ci, i, j]) for i, j in cells]
+        if mode == "max":
+            y_ref[ni, ci, oi, oj] = max(vals)
+            hi, wi = cells[vals.index(max(vals))]
+            dx_ref[ni, ci, hi, wi] = dy[ni, ci, oi, oj]
+        else:
+            y_ref[ni, ci, oi, oj] = sum(vals) / len(vals)
+            for hi, wi in cells:
+                dx_ref[ni, ci, hi, wi] = dy[ni, ci, oi, oj] / len(vals)
+    np.testing.assert_allclose(y, y_ref, **tol(x.dtype))
+    np.testing.assert_allclose(xp.pool2d_backward(dy, x, y, ctx, mode, window, window), dx_ref, **tol(x.dtype))
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="no numba")
+@given(x=pool_inputs())
+def test_jit_and_numpy_pooling_contexts_are_interchangeable(x):
+    """A forward on one path and the backward on the other give the same gradient (the contexts agree)."""
+    y, ctx_jit = xp.pool2d_forward(x, "max", (2, 2), (2, 2))
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_host_jit, "kernels", None)
+        y_np, ctx_np = xp.pool2d_forward(x, "max", (2, 2), (2, 2))
+        dy = np.ones(y.shape, dtype=x.dtype)
+        dx_np = xp.pool2d_backward(dy, x, y, ctx_jit, "max", (2, 2), (2, 2))
+    np.testing.assert_array_equal(y, y_np)
+    np.testing.assert_array_equal(ctx_jit, ctx_np)
+    np.testing.assert_array_equal(xp.pool2d_backward(dy, x, y, ctx_np, "max", (2, 2), (2, 2)), dx_np)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="no numba")
+@given(k=st.integers(1, 3), h=st.integers(1, 4), wo=st.integers(1, 4), n=st.integers(1, 5), extra=st.integers(0, 2),
+       relu=st.booleans(), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 99))
+def test_jit_store_nchw_matches_a_loop(k, h, wo, n, extra, relu, dtype, seed):
+    rng = np.random.default_rng(seed)
+    y, bias = rng.standard_normal((k, h, wo, n)).astype(dtype), rng.standard_normal(k).astype(dtype)
+    out = np.full((n, k, h + extra, wo), 7.0, dtype=dtype)
+    _host_jit.kernels.store_nchw(y, out, extra, bias, relu)
+    ref = np.full(out.shape, 7.0, dtype=dtype)
+    for ki, i, j, ni in itertools.product(range(k), range(h), range(wo), range(n)):
+        v = float(y[ki, i, j, ni]) + float(bias[ki])
+        ref[ni, ki, extra + i, j] = max(v, 0.0) if relu else v
+    np.testing.assert_allclose(out, ref, **tol(dtype))
+
+
+# ------------------------------------------------------------------------------------------ numba missing
+
+
+def test_without_numba_the_jit_module_disables_itself_and_the_host_still_works(monkeypatch):
+    monkeypatch.setitem(sys.modules, "numba", None)  # "import numba" now raises ImportError
+    try:
+        module = importlib.reload(_host_jit)
+        assert module.kernels is None
+        x = np.maximum(np.random.default_rng(0).standard_normal((2, 3, 6, 6)), 0).astype(np.float32)
+        y, ctx = xp.pool2d_forward(x, "max", (2, 2), (2, 2))
+        np.testing.assert_array_equal(y, max_pool_loops(x)[0])
+        w, b = np.ones((2, 3, 3, 3), np.float32), np.zeros(2, np.float32)
+        out = xp.conv2d_forward(x, w, padding=(1, 1), bias=b, activation="relu")
+        np.testing.assert_allclose(out, np.maximum(conv_loops(x, w, b, 1), 0), rtol=1e-5)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(_host_jit)
+    assert (_host_jit.kernels is not None) == HAVE_NUMBA
+
+
+def test_jit_can_be_switched_off_by_environment(monkeypatch):
+    monkeypatch.setenv("MAGMADNN_JIT", "off")
+    try:
+        assert not _host_jit.enabled() and importlib.reload(_host_jit).kernels is None
+    finally:
+        monkeypatch.undo()
+        importlib.reload(_host_jit)
+    assert (_host_jit.kernels is not None) == HAVE_NUMBA
+
+
+# ------------------------------------------------------------------------------------------ functional fusion
+
+
+@pytest.mark.parametrize("kind", ["relu", "tanh", "sigmoid"])
+def test_functional_conv2d_fused_activation_matches_separate_ops(jit, kind):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((2, 2, 6, 6))
+    w, b = rng.standard_normal((3, 2, 3, 3)), rng.standard_normal(3)
+    grads = []
+    for fused in (True, False):
+        params = [Tensor(a, requires_grad=True) for a in (x, w, b)]
+        if fused:
+            y = F.conv2d(*params, padding=1, activation=kind)
+        else:
+            y = F.activation(F.conv2d(*params, padding=1), kind)
+        F.sum(F.multiply(y, y)).backward()
+        grads.append([y.numpy()] + [p.grad for p in params])
+    for fused_value, separate_value in zip(*grads):
+        np.testing.assert_allclose(fused_value, separate_value, rtol=1e-10, atol=1e-12)
+
+
+def test_functional_conv2d_rejects_unfusable_activation():
+    with pytest.raises(ValueError, match="conv2d: activation must be one of"):
+        F.conv2d(np.ones((1, 1, 4, 4)), np.ones((1, 1, 3, 3)), activation="gelu")
