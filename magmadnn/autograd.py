@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from . import backend as _backend
+from ._graph import postorder
 
 __all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError"]
 
@@ -269,30 +270,17 @@ class Function:
 
 
 def _topological_order(root: Function) -> list[Function]:
-    """Functions reachable from ``root``, every consumer before its producers (reversed DFS post-order)."""
-    order: list[Function] = []
-    expanded: set[int] = set()
-    stack = [(root, False)]
-    while stack:
-        fn, done = stack.pop()
-        if done:
-            order.append(fn)
-            continue
-        if id(fn) in expanded:
-            continue
+    """Functions reachable from ``root``, every consumer before its producers."""
+
+    def producers(fn: Function) -> list[Function]:
         if fn.released:
             raise GraphReleasedError(
                 f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
                 "compute the forward pass again before calling backward() a second time"
             )
-        expanded.add(id(fn))
-        stack.append((fn, True))
-        for t in fn.inputs:
-            parent = t._fn
-            if parent is not None and id(parent) not in expanded:
-                stack.append((parent, False))
-    order.reverse()
-    return order
+        return [t._fn for t in fn.inputs if t._fn is not None]
+
+    return postorder(root, producers)[::-1]
 
 
 def _memory_owner(a):

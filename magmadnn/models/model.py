@@ -19,6 +19,7 @@ from .. import callbacks as _callbacks
 from .. import losses as _losses
 from .. import metrics as _metrics
 from .. import optimizers as _optimizers
+from .._graph import postorder
 from ..autograd import Tensor, no_grad
 from ..layers.base import (
     Input,
@@ -47,18 +48,7 @@ class NonFiniteLossError(FloatingPointError):
 
 def _topological_nodes(output: SymbolicTensor) -> list[SymbolicTensor]:
     """Every node the output depends on, producers before consumers."""
-    order, seen, stack = [], set(), [(output, False)]
-    while stack:
-        node, expanded = stack.pop()
-        if expanded:
-            order.append(node)
-            continue
-        if id(node) in seen:
-            continue
-        seen.add(id(node))
-        stack.append((node, True))
-        stack.extend((parent, False) for parent in reversed(node.parents) if id(parent) not in seen)
-    return order
+    return postorder(output, lambda node: reversed(node.parents))
 
 
 def _real_array(x, what: str) -> np.ndarray:

@@ -1,0 +1,26 @@
+"""Graph walk shared by the autograd tape and the functional model: an iterative depth-first post-order."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+
+
+def postorder(root, parents: Callable[[object], Iterable]) -> list:
+    """Every node reachable from ``root`` through ``parents(node)``, each listed after all of its parents.
+
+    Iterative (deep graphs cannot overflow the Python stack); ``parents`` is called once per node.
+    """
+    order: list = []
+    seen: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        node, expanded = stack.pop()
+        if expanded:
+            order.append(node)
+            continue
+        if id(node) in seen:
+            continue
+        seen.add(id(node))
+        stack.append((node, True))
+        stack.extend((p, False) for p in parents(node) if id(p) not in seen)
+    return order
