@@ -86,7 +86,14 @@ class Optimizer:
 
     # -- configuration and checkpoint state
     def get_config(self) -> dict:
-        lr = self._lr.to_config() if isinstance(self._lr, schedules.Schedule) else self._lr
+        if isinstance(self._lr, schedules.Schedule):
+            lr = self._lr.to_config()
+        elif callable(self._lr):
+            raise TypeError(
+                f"{type(self).__name__}: a plain callable learning rate ({self._lr!r}) cannot be saved; use a "
+                "magmadnn.schedules Schedule (Constant, StepDecay, CosineDecay) or a LearningRateScheduler callback")
+        else:
+            lr = self._lr
         return {"lr": lr, "weight_decay": self.weight_decay}
 
     def to_config(self) -> dict:

@@ -178,3 +178,10 @@ def test_one_optimizer_per_parameter_list():
     run(opt, GRADS[:1])
     with pytest.raises(ValueError, match="got 2 parameters"):
         opt.step([Parameter(np.ones(2)), Parameter(np.ones(2))])
+
+
+def test_plain_callable_lr_trains_but_cannot_be_saved():
+    opt = optimizers.SGD(lambda t: 0.1 / (1 + t))
+    assert opt.learning_rate == pytest.approx(0.1)
+    with pytest.raises(TypeError, match="plain callable learning rate .* cannot be saved; use a magmadnn.schedules"):
+        opt.state_dict()
