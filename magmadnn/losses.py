@@ -16,7 +16,24 @@ from . import functional as F
 from ._registry import resolve
 from .layers.base import shape_str
 
-__all__ = ["Loss", "SoftmaxCrossEntropy", "MSE", "get"]
+__all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "get"]
+
+
+class EpochLoss:
+    """The loss over all samples seen so far, from batch losses: the sample mean for reduction "mean", the total
+    for "sum" (so the figure does not depend on the batch size)."""
+
+    def __init__(self, reduction: str = "mean"):
+        self.is_sum, self.total, self.samples = reduction == "sum", 0.0, 0
+
+    def update(self, value: float, batch_size: int) -> None:
+        self.total += value if self.is_sum else value * batch_size
+        self.samples += batch_size
+
+    def result(self) -> float:
+        if not self.samples:
+            return float("nan")
+        return self.total if self.is_sum else self.total / self.samples
 
 
 class Loss:
@@ -38,6 +55,10 @@ class Loss:
 
     def to_config(self) -> dict:
         return {"class_name": type(self).__name__, "config": {"reduction": self.reduction}}
+
+    def tracker(self) -> EpochLoss:
+        """A running epoch figure of this loss from its batch values."""
+        return EpochLoss(self.reduction)
 
 
 class SoftmaxCrossEntropy(Loss):

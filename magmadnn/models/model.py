@@ -403,7 +403,7 @@ class Model:
         for metric in self.metrics:
             metric.reset()
         bar = ProgressBar(epoch, epochs, len(batches) if hasattr(batches, "__len__") else None, verbose)
-        loss_sum, seen, done = 0.0, 0, 0
+        epoch_loss, done = self.loss.tracker(), 0
         for index, (xb, yb) in enumerate(batches):
             cbs.on_batch_begin(index, {})
             if not isinstance(xb, list):  # a batch from a DataLoader
@@ -413,11 +413,10 @@ class Model:
             m = xb[0].shape[0]
             done += 1
             if math.isfinite(value):
-                loss_sum += value * m
-                seen += m
+                epoch_loss.update(value, m)
                 for metric in self.metrics:
                     metric.update(outputs, yb, self.xp)
-                bar.update(done, m, {"loss": loss_sum / seen, **{mt.name: mt.result() for mt in self.metrics}})
+                bar.update(done, m, {"loss": epoch_loss.result(), **{mt.name: mt.result() for mt in self.metrics}})
             cbs.on_batch_end(index, {"loss": value})
             if not math.isfinite(value):
                 if self.stop_training:
@@ -429,7 +428,7 @@ class Model:
             if self.stop_training:
                 break
         bar.stop_clock()
-        logs = {"loss": loss_sum / seen if seen else float("nan"), **{m.name: m.result() for m in self.metrics}}
+        logs = {"loss": epoch_loss.result(), **{m.name: m.result() for m in self.metrics}}
         if validation_data is not None:
             results = self.evaluate(*validation_data, batch_size=batch_size)
             logs.update({f"val_{k}": v for k, v in results.items()})
@@ -442,17 +441,15 @@ class Model:
         self._require_compiled("evaluate")
         for metric in self.metrics:
             metric.reset()
-        loss_sum, n = 0.0, 0
+        epoch_loss = self.loss.tracker()
         for xb, yb in self._inference_batches(x, y, batch_size, "evaluate"):
             with no_grad():
                 outputs = self._forward([self._to_tensor(a) for a in xb], training=False)
                 loss = self.loss(outputs, self.loss.prepare(yb, self.xp, self.dtype))
-            m = xb[0].shape[0]
-            loss_sum += loss.item() * m
-            n += m
+            epoch_loss.update(loss.item(), xb[0].shape[0])
             for metric in self.metrics:
                 metric.update(outputs.data, yb, self.xp)
-        results = {"loss": loss_sum / n if n else float("nan"), **{m.name: m.result() for m in self.metrics}}
+        results = {"loss": epoch_loss.result(), **{m.name: m.result() for m in self.metrics}}
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
         return results

@@ -10,6 +10,7 @@ from magmadnn import Tensor, no_grad
 from magmadnn import layers as L
 from magmadnn.callbacks import TerminateOnNaN
 from magmadnn.data import DataLoader
+from magmadnn.losses import MSE
 from magmadnn.models import Model, NonFiniteLossError, Sequential
 
 from ._gradcheck import numerical_gradient
@@ -292,3 +293,18 @@ def test_adding_a_layer_keeps_trained_weights():
 def test_plain_python_lists_are_accepted_for_one_input():
     model = Sequential([L.Input((3,)), L.Dense(2)], seed=0)
     np.testing.assert_allclose(model.predict([[1.0, 2.0, 3.0]]), model.predict(np.array([[1.0, 2.0, 3.0]])))
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_reported_loss_does_not_depend_on_batch_size(reduction):
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((10, 3)).astype(np.float32)
+    y = rng.standard_normal((10, 2)).astype(np.float32)
+    model = Sequential([L.Input((3,)), L.Dense(2)])
+    model.compile(optimizer="sgd", loss=MSE(reduction=reduction), seed=0)
+    pred = model.predict(x)
+    per_element = (pred.astype(np.float64) - y) ** 2
+    # reference written plainly: "mean" = mean over every element, "sum" = total over the data set
+    expected = per_element.sum() if reduction == "sum" else per_element.mean()
+    for batch_size in (3, 4, 10):
+        assert model.evaluate(x, y, batch_size=batch_size)["loss"] == pytest.approx(expected, rel=1e-5)
