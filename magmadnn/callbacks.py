@@ -25,9 +25,11 @@ __all__ = [
 
 
 class Callback:
-    """Base class; every hook is a no-op. ``self.model`` is set by ``fit``."""
+    """Base class; every hook is a no-op. ``self.model`` is set by ``fit``. A callback that records the logs
+    (``records_logs = True``) runs after the others, so it sees every key they add (such as ``lr``)."""
 
     model = None
+    records_logs = False
 
     def set_model(self, model) -> None:
         self.model = model
@@ -41,14 +43,15 @@ class Callback:
 
 
 class CallbackList:
-    """Fans each hook out to a list of callbacks."""
+    """Fans each hook out to a list of callbacks, the log recorders last (otherwise in the order given)."""
 
     def __init__(self, callbacks, model):
-        self.callbacks = list(callbacks or [])
-        for cb in self.callbacks:
+        callbacks = list(callbacks or [])
+        for cb in callbacks:
             if not isinstance(cb, Callback):
                 raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
             cb.set_model(model)
+        self.callbacks = sorted(callbacks, key=lambda cb: cb.records_logs)
 
     def __getattr__(self, hook):
         if not hook.startswith("on_"):
@@ -62,6 +65,8 @@ class CallbackList:
 
 class History(Callback):
     """Records the epoch logs: ``history.history["loss"]`` is a list with one value per epoch."""
+
+    records_logs = True
 
     def __init__(self):
         self.history: dict[str, list] = {}
@@ -183,6 +188,8 @@ class LearningRateScheduler(Callback):
 
 class CSVLogger(Callback):
     """Append one CSV row per epoch (``epoch`` + every log key) to ``filename``; the header is written once."""
+
+    records_logs = True
 
     def __init__(self, filename, separator=",", append=False):
         self.filename, self.separator, self.append = os.fspath(filename), separator, append

@@ -186,3 +186,13 @@ def test_metrics_accumulate_over_batches_and_accept_one_hot():
         metrics.get("precision")
     with pytest.raises(ValueError, match="k >= 1"):
         metrics.TopK(0)
+
+
+def test_csv_logger_listed_first_still_records_the_scheduled_lr(tmp_path):
+    x, y = blobs(32)
+    path = tmp_path / "log.csv"
+    schedule = LearningRateScheduler(lambda epoch: 0.1 / (epoch + 1))
+    mlp().fit(x, y, epochs=2, callbacks=[CSVLogger(path), schedule], verbose=0)
+    with open(path, newline="") as f:
+        rows = list(csv.DictReader(f))
+    assert [float(r["lr"]) for r in rows] == pytest.approx([0.1, 0.05])
