@@ -77,30 +77,29 @@ def getrf_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
     return [row("getrf", f"dgetrf N={n}", ours, theirs, "s", higher_is_better=False)]
 
 
+def _per_call_us(fn, sync, repeats: int, calls: int) -> float:
+    """Median host-side microseconds per call of ``fn`` over ``calls`` back-to-back calls (launch overhead)."""
+    fn()
+    samples = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        samples.append((time.perf_counter() - t0) / calls)
+        sync()
+    return statistics.median(samples) * 1e6
+
+
 def overhead_rows(torch, repeats: int, calls: int = 2000) -> list[dict]:
     import pymagma
     from pymagma import blas
 
     a = pymagma.asarray(np.ones((4, 4), np.float32))
     c = pymagma.empty((4, 4), np.float32)
-    blas.gemm(a, a, out=c)
-    samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            blas.gemm(a, a, out=c)
-        samples.append((time.perf_counter() - t0) / calls)
-        c.queue.synchronize()
     ta, tc = torch.ones(4, 4, device="cuda"), torch.empty(4, 4, device="cuda")
-    torch_samples = []
-    for _ in range(repeats):
-        t0 = time.perf_counter()
-        for _ in range(calls):
-            torch.matmul(ta, ta, out=tc)
-        torch_samples.append((time.perf_counter() - t0) / calls)
-        torch.cuda.synchronize()
-    return [row("overhead", "sgemm 4x4 per call", statistics.median(samples) * 1e6,
-                statistics.median(torch_samples) * 1e6, "us", higher_is_better=False)]
+    ours = _per_call_us(lambda: blas.gemm(a, a, out=c), c.queue.synchronize, repeats, calls)
+    theirs = _per_call_us(lambda: torch.matmul(ta, ta, out=tc), torch.cuda.synchronize, repeats, calls)
+    return [row("overhead", "sgemm 4x4 per call", ours, theirs, "us", higher_is_better=False)]
 
 
 def run(repeats: int = 10) -> list[dict]:
