@@ -540,42 +540,93 @@ def qr(a, mode: str = "reduced"):
     return rs if mode == "r" else (qs, rs)
 
 
-def lstsq(a, b):
-    """Least squares ``min ||a x - b||`` for full-rank ``a`` with ``m >= n`` (magma_?gels_gpu; MAGMA's gels has no
-    m < n or rank-deficient path).  Returns ``(x, residuals, rank, None)`` — MAGMA's gels computes no singular
-    values."""
+def lstsq(a, b, rcond=None, *, method: str = "svd"):
+    """Least squares ``min ||a x - b||_2`` like ``numpy.linalg.lstsq``: returns ``(x, residuals, rank, s)``.
+
+    ``method="svd"`` (default, NumPy's semantics): any shape and rank, through magma_?gesdd (CPU interface);
+    singular values ``<= rcond * s.max()`` count as zero (``rcond=None``: machine epsilon times ``max(m, n)``) and
+    ``x`` is the minimum-norm solution.  ``method="qr"``: magma_?gels_gpu, all on the device and cheaper, for ``a``
+    of full column rank with ``m >= n`` only (MAGMA's gels has no other path and does not detect rank deficiency);
+    it reports rank ``n`` and ``s = None``.  ``residuals`` holds the squared 2-norm of each column of ``b - a x``
+    when the rank is ``n`` and ``m > n``, and is empty otherwise.
+    """
+    if method not in ("svd", "qr"):
+        raise ValueError(f"method must be 'svd' or 'qr', got {method!r}")
     a, a_host = _as_operand(a, "a")
     b, b_host = _as_operand(b, "b")
     if a.ndim != 2:
         raise LinAlgError(f"lstsq needs a 2-D a, got shape {a.shape}")
     m, n = a.shape
-    vector = b.ndim == 1
-    if b.shape[0] != m or b.ndim > 2:
+    if b.ndim not in (1, 2) or b.shape[0] != m:
         raise ValueError(f"lstsq: b has shape {b.shape}, expected ({m},) or ({m}, k)")
-    if m < n:
-        raise ValueError(f"MAGMA's gels solves only m >= n (got a {a.shape}); use svd for the minimum-norm solution")
-    da, db = _to_device(a, a_host), _to_device(b, b_host)
+    if a.dtype != b.dtype:
+        raise TypeError(f"lstsq: a and b have different dtypes ({a.dtype}, {b.dtype}); convert one of them")
+    on_host = a_host and b_host
+    device = None if on_host else (b if a_host else a).device
+    if method == "qr":
+        if m < n:
+            raise ValueError(f"method='qr' (MAGMA's gels) solves only m >= n, got a of shape {a.shape}; "
+                             "use method='svd' for the minimum-norm solution")
+        x, residuals = _lstsq_gels(_to_device(a, a_host), _to_device(b, b_host))
+        x, rank, s = _result(x, on_host), n, None
+    else:
+        a_h, b_h = (v if host else v.get() for v, host in ((a, a_host), (b, b_host)))
+        x, residuals, rank, s = _lstsq_svd(a_h, b_h, rcond)
+        if not on_host:
+            x, s = asarray(x, device=device), asarray(s, device=device)
+    if not on_host:
+        residuals = asarray(residuals, device=device)
+    return x, residuals, rank, s
+
+
+def _residuals(a: np.ndarray, x: np.ndarray, b: np.ndarray, rank: int) -> np.ndarray:
+    """NumPy's residuals: squared column norms of ``b - a x`` when rank == n < m, else an empty array."""
+    m, n = a.shape
+    real = _real(a.dtype)
+    if rank != n or m <= n:
+        return np.zeros(0, real)
+    r = b - a @ x
+    return np.sum((r * np.conj(r)).real, axis=0, dtype=real).reshape(-1)
+
+
+def _lstsq_svd(a: np.ndarray, b: np.ndarray, rcond):
+    m, n = a.shape
+    real = _real(a.dtype)
+    if min(m, n) == 0:
+        x = np.zeros((n, *b.shape[1:]), a.dtype)
+        return x, _residuals(a, x, b, 0), 0, np.zeros(0, real)
+    u, s, vt = svd(a, full_matrices=False)
+    cutoff = (np.finfo(real).eps * max(m, n) if rcond is None else float(rcond)) * s.max()
+    keep = s > cutoff
+    coeffs = np.conj(u[:, keep].T) @ b
+    coeffs = coeffs / (s[keep] if b.ndim == 1 else s[keep, None])
+    x = (np.conj(vt[keep].T) @ coeffs).astype(a.dtype, copy=False)
+    rank = int(keep.sum())
+    return x, _residuals(a, x, b, rank), rank, s
+
+
+def _lstsq_gels(a: DeviceArray, b: DeviceArray):
+    m, n = a.shape
+    vector = b.ndim == 1
     if vector:
-        db = db.reshape(m, 1)
-    nrhs = db.shape[1]
-    w, x = colmajor_copy(da), colmajor_copy(db)
+        b = b.reshape(m, 1)
+    nrhs = b.shape[1]
+    w, x = colmajor_copy(a), colmajor_copy(b)
     p = blas.precision(w)
     lib = _lib()
     nb = int(getattr(lib, f"magma_get_{p}geqrf_nb")(m, n))
     lwork = max(1, (m - n + nb) * (nrhs + nb) + nb * nb)
     hwork = np.zeros(lwork, w.dtype)
     info = _magma.MAGMA_INT(0)
-    _sync(w)
-    getattr(lib, f"magma_{p}gels_gpu")(_magma.MagmaNoTrans, m, n, nrhs, w.ptr, _ld(w), x.ptr, _ld(x),
-                                        hwork.ctypes.data, lwork, ctypes.byref(info))
-    check_info(int(info.value), f"magma_{p}gels_gpu")
-    full = x.get()
+    if min(m, n, nrhs):
+        _sync(w)
+        getattr(lib, f"magma_{p}gels_gpu")(_magma.MagmaNoTrans, m, n, nrhs, w.ptr, _ld(w), x.ptr, _ld(x),
+                                            hwork.ctypes.data, lwork, ctypes.byref(info))
+        check_info(int(info.value), f"magma_{p}gels_gpu")
+    tail = x[n:, :].get()  # rows n.. of the overwritten b: the residual in Q's coordinates
+    residuals = np.sum(np.abs(tail) ** 2, axis=0, dtype=_real(w.dtype)) if m > n else np.zeros(0, _real(w.dtype))
     sol = x[:n, :].copy()
-    residuals = np.sum(np.abs(full[n:, :]) ** 2, axis=0) if m > n else np.zeros(0, full.real.dtype)
-    if vector:
-        sol = sol.reshape(n)
-        residuals = residuals[:1] if residuals.size else residuals
-    return _result(sol, a_host and b_host), residuals, n, None
+    return (sol.reshape(n) if vector else sol), residuals
 
 
 # ----------------------------------------------------------------------------------------------------- eigen, SVD

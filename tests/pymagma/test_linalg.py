@@ -52,8 +52,11 @@ def test_magma_error_codes_become_magma_errors_with_their_text():
     (lambda: linalg.cholesky(np.ones((2, 3))), LinAlgError, "square"),
     (lambda: linalg.cho_solve((np.eye(2), False), np.ones(2)), ValueError, "lower"),
     (lambda: linalg.lu_solve((np.eye(3), np.zeros(2, np.int32)), np.ones(3)), ValueError, "piv"),
-    (lambda: linalg.lstsq(np.ones((2, 3)), np.ones(2)), ValueError, "m >= n"),
+    (lambda: linalg.lstsq(np.ones((2, 3)), np.ones(2), method="qr"), ValueError, "m >= n"),
     (lambda: linalg.lstsq(np.ones((3, 2)), np.ones(4)), ValueError, "b has shape"),
+    (lambda: linalg.lstsq(np.ones((3, 2)), np.ones((3, 1, 1))), ValueError, "b has shape"),
+    (lambda: linalg.lstsq(np.ones((3, 2)), np.ones(3), method="lu"), ValueError, "'svd' or 'qr'"),
+    (lambda: linalg.lstsq(np.ones((3, 2), np.float32), np.ones(3)), TypeError, "different dtypes"),
     (lambda: linalg.qr(np.ones((2, 2)), mode="complete"), ValueError, "mode"),
     (lambda: linalg.eigh(np.eye(2), UPLO="X"), ValueError, "UPLO"),
     (lambda: linalg.eig(np.ones((2, 3))), LinAlgError, "square"),
@@ -198,11 +201,20 @@ def test_qr_and_lstsq(m, n, dtype, seed):
     np.testing.assert_allclose(q @ r, a, **tol(dtype))
     np.testing.assert_allclose(np.conj(q.T) @ q, np.eye(min(m, n)), **tol(dtype))
     np.testing.assert_array_equal(np.tril(r, -1), 0)
+    a = (a + max(m, n) * np.eye(m, n)).astype(dtype)  # well conditioned, so float32 answers agree to tol
+    b = random_matrix(rng, (m,), dtype)
+    expected, eres, erank, es = np.linalg.lstsq(a, b, rcond=None)
+    needs("magma_?gesdd", dtype)
+    x, res, rank, s = linalg.lstsq(a, b)
+    np.testing.assert_allclose(x, expected, **tol(dtype))
+    np.testing.assert_allclose(res, eres, **tol(dtype))
+    np.testing.assert_allclose(s, es, **tol(dtype))
+    assert rank == erank
     if m >= n:
         needs("magma_?gels_gpu", dtype)
-        b = random_matrix(rng, (m,), dtype)
-        x, res, rank, _ = linalg.lstsq(a, b)
-        np.testing.assert_allclose(x, np.linalg.lstsq(a, b, rcond=None)[0], **tol(dtype))
+        x, res, rank, _ = linalg.lstsq(pymagma.asarray(a), pymagma.asarray(b), method="qr")
+        np.testing.assert_allclose(x.get(), expected, **tol(dtype))
+        np.testing.assert_allclose(res.get(), eres, **tol(dtype))
         assert rank == n
 
 

@@ -665,7 +665,7 @@ def test_stacked_cholesky_and_cho_solve_use_batched_routines(device, batch, n, o
 @settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
 @given(m=st.integers(1, 6), n=st.integers(1, 6), on_device=st.booleans(), dtype=st.sampled_from(DTYPES),
        seed=st.integers(0, 999))
-def test_qr_and_lstsq(device, m, n, on_device, dtype, seed):
+def test_qr(device, m, n, on_device, dtype, seed):
     rng = np.random.default_rng(seed)
     a = values(rng, (m, n), dtype)
     wrap = pymagma.asarray if on_device else (lambda x: x)
@@ -675,14 +675,33 @@ def test_qr_and_lstsq(device, m, n, on_device, dtype, seed):
     np.testing.assert_array_equal(np.tril(r, -1), 0)
     np.testing.assert_allclose(np.conj(q.T) @ q, np.eye(min(m, n)), **tol(dtype))
     np.testing.assert_allclose(pymagma.to_numpy(linalg.qr(wrap(a), mode="r")), r, **tol(dtype))
-    if m >= n:
-        b = values(rng, (m, 2), dtype)
-        x, res, rank, _ = linalg.lstsq(wrap(a), wrap(b))
-        ex, eres, erank, _ = np.linalg.lstsq(a, b, rcond=None)
-        np.testing.assert_allclose(pymagma.to_numpy(x), ex, **tol(dtype))
-        if m > n:
-            np.testing.assert_allclose(res, eres, **tol(dtype))
-        assert rank == erank
+
+
+@settings(max_examples=25, deadline=None, suppress_health_check=REUSE)
+@given(m=st.integers(1, 7), n=st.integers(1, 7), rank=st.integers(0, 7), vector=st.booleans(),
+       on_device=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_lstsq_matches_numpy_for_every_shape_and_rank(device, m, n, rank, vector, on_device, dtype, seed):
+    rng = np.random.default_rng(seed)
+    rank = min(rank, m, n)
+    a = (values(rng, (m, rank), dtype) @ values(rng, (rank, n), dtype)).astype(dtype)  # rank-deficient by design
+    b = values(rng, (m,) if vector else (m, 3), dtype)
+    rcond = 1e-3 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-9
+    wrap = pymagma.asarray if on_device else (lambda v: v)
+    x, res, r, s = linalg.lstsq(wrap(a), wrap(b), rcond=rcond)
+    ex, eres, erank, es = np.linalg.lstsq(a, b, rcond=rcond)
+    assert isinstance(x, pymagma.DeviceArray) == on_device
+    assert r == erank == rank
+    for got, want in ((x, ex), (res, eres), (s, es)):
+        got = pymagma.to_numpy(got)
+        assert got.shape == want.shape and got.dtype == want.dtype
+        np.testing.assert_allclose(got, want, **tol(dtype))
+    if rank == n <= m:  # full column rank: MAGMA's gels gives the same answer on the device
+        x, res, r, s = linalg.lstsq(wrap(a), wrap(b), method="qr")
+        assert (r, s) == (n, None)
+        for got, want in ((x, ex), (res, eres)):
+            got = pymagma.to_numpy(got)
+            assert got.shape == want.shape and got.dtype == want.dtype
+            np.testing.assert_allclose(got, want, **tol(dtype))
 
 
 @settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
