@@ -11,8 +11,10 @@ import weakref
 
 import numpy as np
 
+from . import dtypes
+
 kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
-kDLInt, kDLUInt, kDLFloat, kDLComplex, kDLBool = 0, 1, 2, 5, 6
+kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLComplex, kDLBool = 0, 1, 2, 4, 5, 6
 _KIND_TO_CODE = {"i": kDLInt, "u": kDLUInt, "f": kDLFloat, "c": kDLComplex, "b": kDLBool}
 _CODE_TO_KIND = {v: k for k, v in _KIND_TO_CODE.items()}
 
@@ -68,6 +70,8 @@ def _capsule_destructor(capsule) -> None:
 
 
 def dl_dtype(dtype) -> DLDataType:
+    if dtypes.is_bfloat16(dtype):
+        return DLDataType(kDLBfloat, 16, 1)
     dtype = np.dtype(dtype)
     if dtype.kind not in _KIND_TO_CODE:
         raise BufferError(f"dtype {dtype} has no DLPack equivalent")
@@ -75,6 +79,8 @@ def dl_dtype(dtype) -> DLDataType:
 
 
 def np_dtype(dt: DLDataType) -> np.dtype:
+    if (dt.code, dt.bits, dt.lanes) == (kDLBfloat, 16, 1):
+        return dtypes.bfloat16()
     if dt.lanes != 1 or dt.code not in _CODE_TO_KIND:
         raise BufferError(f"unsupported DLPack dtype (code={dt.code}, bits={dt.bits}, lanes={dt.lanes})")
     kind = _CODE_TO_KIND[dt.code]

@@ -13,17 +13,7 @@ import numbers
 
 import numpy as np
 
-from . import memory, runtime
-
-SUPPORTED_DTYPES = tuple(np.dtype(d) for d in (
-    "float32", "float64", "complex64", "complex128", "int32", "int64", "float16", "int8", "uint8", "bool"))
-
-
-def _check_dtype(dtype) -> np.dtype:
-    dt = np.dtype(dtype)
-    if dt not in SUPPORTED_DTYPES:
-        raise TypeError(f"unsupported dtype {dt}; expected one of {', '.join(str(d) for d in SUPPORTED_DTYPES)}")
-    return dt
+from . import dtypes, memory, runtime
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -94,7 +84,7 @@ class DeviceArray:
     __array_priority__ = 100
 
     def __init__(self, shape, dtype, ptr: int, strides=None, owner=None, device: int = 0):
-        self.dtype = _check_dtype(dtype)
+        self.dtype = dtypes.check(dtype)
         self.shape = _normalize_shape(shape)
         self.strides = c_strides(self.shape, self.dtype.itemsize) if strides is None else tuple(map(int, strides))
         if len(self.strides) != len(self.shape):
@@ -230,7 +220,7 @@ class DeviceArray:
         return out
 
     def astype(self, dtype) -> DeviceArray:
-        dtype = _check_dtype(dtype)
+        dtype = dtypes.check(dtype)
         if dtype == self.dtype:
             return self.copy()
         return asarray(self.get().astype(dtype), device=self.device)
@@ -257,6 +247,9 @@ class DeviceArray:
         from . import queue as queue_module
 
         q = queue_module._DEFAULT.get(self.device)
+        if dtypes.is_bfloat16(self.dtype):
+            raise TypeError("__cuda_array_interface__ has no typestr for bfloat16; exchange it through DLPack "
+                            "(torch.from_dlpack(x), pymagma.from_dlpack(t))")
         iface = {
             "shape": self.shape,
             "typestr": self.dtype.str,
@@ -366,7 +359,7 @@ def _transpose_into(dst: DeviceArray, src: DeviceArray) -> None:
 # ---------------------------------------------------------------------------------------------------- creation
 def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     """An uninitialized C-contiguous device array."""
-    dtype, shape = _check_dtype(dtype), _normalize_shape(shape)
+    dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
     runtime.require_device()
     device = runtime.get_device() if device is None else int(device)
     alloc = memory.alloc(math.prod(shape) * dtype.itemsize, device)
@@ -380,7 +373,7 @@ def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
 
 
 def full(shape, value, dtype=np.float32, device: int | None = None) -> DeviceArray:
-    return asarray(np.full(_normalize_shape(shape), value, dtype=_check_dtype(dtype)), device=device)
+    return asarray(np.full(_normalize_shape(shape), value, dtype=dtypes.check(dtype)), device=device)
 
 
 def ones(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
@@ -430,18 +423,18 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
     """A DeviceArray from a DeviceArray (no copy unless dtype differs), a CUDA array (CAI / DLPack, no copy) or any
     host array-like (copied to the device)."""
     if isinstance(obj, DeviceArray):
-        return obj if dtype is None or np.dtype(dtype) == obj.dtype else obj.astype(dtype)
+        return obj if dtype is None or dtypes.check(dtype) == obj.dtype else obj.astype(dtype)
     if hasattr(obj, "__cuda_array_interface__"):
         arr = from_cuda_array_interface(obj)
-        return arr if dtype is None or np.dtype(dtype) == arr.dtype else arr.astype(dtype)
+        return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
     if hasattr(obj, "__dlpack_device__") and not isinstance(obj, np.ndarray):
         from . import _dlpack
 
         if obj.__dlpack_device__()[0] in (_dlpack.kDLCUDA, _dlpack.kDLCUDAManaged):
             arr = from_dlpack(obj)
-            return arr if dtype is None or np.dtype(dtype) == arr.dtype else arr.astype(dtype)
-    host = np.asarray(obj, dtype=dtype, order="C")  # not ascontiguousarray: that turns 0-d into shape (1,)
-    _check_dtype(host.dtype)
+            return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
+    host = np.asarray(obj, dtype=None if dtype is None else dtypes.check(dtype), order="C")  # (0-d stays 0-d)
+    dtypes.check(host.dtype)
     out = empty(host.shape, host.dtype, device)
     runtime.memcpy_htod(out.ptr, host)
     return out

@@ -3,8 +3,7 @@
 Layout is NCHW (C-contiguous like NumPy).  One cuDNN handle per device, bound to that device's default queue's
 stream, so cuDNN work is ordered with MAGMA/cuBLAS work and pymagma's kernels.  Descriptors are cached by
 (shape, strides, dtype, parameters) and convolution algorithms by problem; workspaces come from the memory pool.
-float32 and float64 compute in their own type; float16 computes in float32.  (bfloat16 is mapped to cuDNN's type,
-but a DeviceArray cannot hold bfloat16 data yet: NumPy has no such dtype.)
+float32 and float64 compute in their own type; float16 and bfloat16 (arrays from ``ml_dtypes``) compute in float32.
 
 Shape inference (:func:`conv2d_output_shape`, :func:`pool2d_output_shape`) is plain Python and needs no GPU.
 """

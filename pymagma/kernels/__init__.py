@@ -1,8 +1,8 @@
 """GPU kernels no library provides, written in CUDA C++, compiled with NVRTC on first use and run on DeviceArrays.
 
 Every function runs on the default queue's stream of its operands' device.  Float kernels exist for float32,
-float64, float16 and bfloat16 (half types compute in float32; the bfloat16 ones are compiled, but a DeviceArray cannot
-hold bfloat16 data yet: NumPy has no such dtype).  Operands must be DeviceArrays (NumPy input is a TypeError).
+float64, float16 and bfloat16 (half types compute in float32; bfloat16 arrays need ``ml_dtypes``, see
+:mod:`pymagma.dtypes`).  Operands must be DeviceArrays (NumPy input is a TypeError).
 Example::
 
     from pymagma import array, kernels
@@ -259,7 +259,7 @@ def cast(x, dtype, out=None):
         raise TypeError(f"cast from {src} to {dst} is not available; sources {programs.CAST_SOURCES}, "
                         f"targets {programs.CAST_TARGETS}")
     x = _contiguous(x)
-    out = _out_for(out, x.shape, np.dtype(dtype) if dst != "bfloat16" else dtype, x.device, "cast")
+    out = _out_for(out, x.shape, dtype, x.device, "cast")
     _run("elementwise", programs.expression("cast", src, dst), x, x.size, [_ptr(x), _ptr(out), c_longlong(x.size)])
     return out
 

@@ -3,7 +3,9 @@ NumPy and PyTorch as independent consumers/producers, on host memory here), and 
 
 from __future__ import annotations
 
+import ctypes
 import importlib.util
+import sys
 
 import numpy as np
 import pytest
@@ -126,6 +128,32 @@ def test_dlpack_export_and_import_with_torch():
     assert imported.dtype == np.float32
 
 
+def test_bfloat16_arrays_through_ml_dtypes_and_dlpack():
+    torch = pytest.importorskip("torch")
+    bf16 = pymagma.dtypes.bfloat16()
+    base = np.array([[1.5, -2.0, 3.25], [0.5, 96.0, -0.125]], bf16)
+    view = host_view(base).T
+    t = torch.from_dlpack(_HostExporter(view))  # torch reads our kDLBfloat export
+    assert t.dtype == torch.bfloat16 and t.shape == (3, 2)
+    np.testing.assert_array_equal(t.float().numpy(), base.T.astype(np.float32))
+    src = torch.tensor([[1.0, 2.5], [-3.0, 0.75]], dtype=torch.bfloat16).T
+    imported = _dlpack.from_capsule(src.__dlpack__(), DeviceArray)
+    assert imported.dtype == bf16 and imported.strides == (2, 4)
+    raw = (ctypes.c_uint8 * src.untyped_storage().nbytes()).from_address(imported.ptr)
+    got = np.ndarray(imported.shape, imported.dtype, buffer=raw, strides=imported.strides)
+    np.testing.assert_array_equal(got.astype(np.float32), src.float().numpy())
+    with pytest.raises(TypeError, match="DLPack"):
+        _ = view.__cuda_array_interface__
+
+
+def test_bfloat16_without_ml_dtypes_names_the_package(monkeypatch):
+    monkeypatch.setitem(sys.modules, "ml_dtypes", None)  # as if it were not installed
+    with pytest.raises(TypeError, match="pip install ml_dtypes"):
+        pymagma.empty((2, 2), "bfloat16")
+    with pytest.raises(TypeError, match="pip install ml_dtypes"):
+        _dlpack.np_dtype(_dlpack.DLDataType(_dlpack.kDLBfloat, 16, 1))
+
+
 def test_dlpack_export_is_released_once_consumed_or_dropped():
     base = np.ones(5)
     before = len(_dlpack._EXPORTED)
@@ -148,8 +176,9 @@ def test_from_dlpack_rejects_host_tensors():
 # ----------------------------------------------------------------------------------------------------- GPU
 @pytest.mark.gpu
 @given(shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=5),
-       dtype=st.sampled_from([np.float32, np.float64, np.complex64, np.complex128, np.int32]))
+       dtype=st.sampled_from([np.float32, np.float64, np.complex64, np.complex128, np.int32, "bfloat16"]))
 def test_round_trip_and_views_on_device(shape, dtype):
+    dtype = pymagma.dtypes.check(dtype)
     host = (np.arange(int(np.prod(shape))) - 3).astype(dtype).reshape(shape)
     d = pymagma.asarray(host)
     np.testing.assert_array_equal(d.get(), host)
@@ -180,6 +209,11 @@ def test_torch_interop_both_ways():
     assert back.data_ptr() == t.data_ptr()
     np.testing.assert_array_equal(back.cpu().numpy(), t.T.cpu().numpy())
     torch.testing.assert_close(torch.as_tensor(d, device="cuda"), t)  # torch reads __cuda_array_interface__
+    half = torch.linspace(-4, 4, 12, device="cuda").to(torch.bfloat16).reshape(3, 4)
+    hd = pymagma.from_dlpack(half)
+    assert hd.dtype.name == "bfloat16" and hd.ptr == half.data_ptr()
+    np.testing.assert_array_equal(hd.get().astype(np.float32), half.float().cpu().numpy())
+    assert torch.equal(torch.from_dlpack(hd.T), half.T)
 
 
 @pytest.mark.gpu

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 
 from pymagma import _cudnn as cd
-from pymagma import array, dnn, memory
+from pymagma import array, dnn, dtypes, memory
 from pymagma.array import DeviceArray
 
 pytestmark = pytest.mark.native
@@ -114,8 +114,11 @@ def recorder(monkeypatch):
 def run_every_dnn_function(rec: Recorder, dtype) -> None:
     rng = np.random.default_rng(0)
 
-    def dev(*shape):
+    def dev(*shape, dtype=dtype):
         return rec.device_array(rng.standard_normal(shape).astype(dtype))
+
+    def param(*shape):  # batch-norm parameters: float32 for half-precision data, as cuDNN requires
+        return dev(*shape, dtype=np.float64 if dtype == np.float64 else np.float32)
 
     x, w, b = dev(2, 3, 7, 6), dev(4, 3, 3, 2), dev(4)
     y = dnn.conv2d_forward(x, w, b, stride=(2, 1), padding=1)
@@ -131,10 +134,11 @@ def run_every_dnn_function(rec: Recorder, dtype) -> None:
     s = dnn.softmax_forward(dev(5, 7), log=True)
     dnn.softmax_backward(s, s, log=True)
     for mode, pshape in (("spatial", (3,)), ("per_activation", (3, 7, 6))):
-        out, mean, inv = dnn.batch_norm_forward_training(x, dev(*pshape), dev(*pshape), dev(*pshape), dev(*pshape),
-                                                         mode=mode)
-        dnn.batch_norm_forward_inference(x, dev(*pshape), dev(*pshape), dev(*pshape), dev(*pshape), mode=mode)
-        dnn.batch_norm_backward(x, out, dev(*pshape), mean, inv, mode=mode)
+        out, mean, inv = dnn.batch_norm_forward_training(x, param(*pshape), param(*pshape), param(*pshape),
+                                                         param(*pshape), mode=mode)
+        dnn.batch_norm_forward_inference(x, param(*pshape), param(*pshape), param(*pshape), param(*pshape),
+                                         mode=mode)
+        dnn.batch_norm_backward(x, out, param(*pshape), mean, inv, mode=mode)
     d, reserve = dnn.dropout_forward(x, 0.25, seed=3)
     dnn.dropout_backward(d, reserve, 0.5, seed=3)
     dnn.add_tensor(dev(1, 3, 1, 1), x)
@@ -144,8 +148,9 @@ def run_every_dnn_function(rec: Recorder, dtype) -> None:
     dnn.reduce_tensor("sum", x, (0, 2))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, "bfloat16"])
 def test_every_cudnn_call_gets_matching_descriptors_pointers_and_scalars(recorder, dtype):
+    dtype = dtypes.check(dtype)
     run_every_dnn_function(recorder, dtype)
     names = {name for name, _ in recorder.calls}
     compute = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter",

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from pymagma import dtypes
+
 from .test_dnn_reference import (
     batch_norm_backward_ref,
     batch_norm_ref,
@@ -20,8 +22,11 @@ from .test_dnn_reference import (
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=10, deadline=None)
 # float32 convolutions may run on TF32 tensor cores (like PyTorch's default), so their tolerance is TF32's.
-TOL = {np.float64: 1e-10, np.float32: 2e-2, np.float16: 3e-2}
-STRICT_TOL = {np.float64: 1e-10, np.float32: 1e-4, np.float16: 3e-3}
+BF16 = dtypes.bfloat16().type  # needs ml_dtypes (installed with the native extra)
+TOL = {np.float64: 1e-10, np.float32: 2e-2, np.float16: 3e-2, BF16: 6e-2}
+STRICT_TOL = {np.float64: 1e-10, np.float32: 1e-4, np.float16: 3e-3, BF16: 2.5e-2}
+# cuDNN's batch norm and the max-pool arg-max test (distinct values) stay with the IEEE types.
+ALL = [np.float64, np.float32, np.float16, BF16]
 
 
 def dev(a):
@@ -50,7 +55,7 @@ def conv_problem(draw):
             rng.standard_normal(kg * groups), s, p, d, groups)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("dtype", ALL)
 @FEW
 @given(problem=conv_problem())
 def test_conv2d_forward_and_backward(dtype, problem):
@@ -154,7 +159,7 @@ ACTIVATIONS = {
 }
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("mode", sorted(ACTIVATIONS))
 @FEW
 @given(shape=st.sampled_from([(7,), (3, 5), (2, 3, 4), (2, 3, 4, 5)]), seed=st.integers(0, 2**31))
@@ -175,7 +180,7 @@ def test_activation_forward_and_backward(dtype, mode, shape, seed):
     close(dx.get(), dy * df(X, f(X)), STRICT_TOL[dtype], 3)
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("dtype", ALL)
 @pytest.mark.parametrize("log", [False, True])
 @pytest.mark.parametrize("mode", ["instance", "channel"])
 @FEW
@@ -271,7 +276,7 @@ def test_dropout_is_deterministic_for_a_seed():
     assert not np.array_equal(a, b)  # the generator advances between calls
 
 
-@pytest.mark.parametrize("dtype", [np.float64, np.float32, np.float16])
+@pytest.mark.parametrize("dtype", ALL)
 def test_tensor_ops(dtype):
     from pymagma import dnn
 

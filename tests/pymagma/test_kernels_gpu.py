@@ -8,13 +8,16 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from pymagma import dtypes
+
 from .test_kernels_reference import reference_uniform_pairs
 
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=8, deadline=None)
 
-DTYPES = [np.float32, np.float64, np.float16]
-RTOL = {np.float32: 2e-5, np.float64: 1e-12, np.float16: 4e-3}
+BF16 = dtypes.bfloat16().type  # needs ml_dtypes (installed with the native extra)
+DTYPES = [np.float32, np.float64, np.float16, BF16]
+RTOL = {np.float32: 2e-5, np.float64: 1e-12, np.float16: 4e-3, BF16: 3.2e-2}  # ~8 half-ulps of each type
 
 
 def dev(a):
@@ -116,7 +119,7 @@ def test_fill(dtype):
     np.testing.assert_array_equal(kernels.fill(x, 2.5).get(), np.full((5, 7), 2.5, dtype))
 
 
-CAST_DTYPES = [np.float32, np.float64, np.float16, np.int32, np.int64, np.uint8]
+CAST_DTYPES = [np.float32, np.float64, np.float16, BF16, np.int32, np.int64, np.uint8]
 
 
 @pytest.mark.parametrize("src", CAST_DTYPES)

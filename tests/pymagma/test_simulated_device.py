@@ -477,6 +477,10 @@ def test_arrays_round_trip_through_simulated_memory(device):
     np.testing.assert_array_equal(d[:, 1:, ::2].copy().get(), host[:, 1:, ::2])
     np.testing.assert_array_equal(pymagma.zeros((2, 2)).get(), 0)
     np.testing.assert_array_equal(pymagma.ones(3, np.complex64).get(), 1)
+    bf16 = d.astype("bfloat16")
+    assert bf16.dtype == pymagma.dtypes.bfloat16() and bf16.nbytes == host.size * 2
+    np.testing.assert_array_equal(bf16.T.get(), host.T.astype(bf16.dtype))
+    np.testing.assert_array_equal(bf16.astype(np.float32).get(), host)  # small integers are exact in bfloat16
     assert memory.pool_stats()["in_use_bytes"] > 0
 
 
@@ -490,8 +494,9 @@ def test_zero_dim_and_reversed_arrays(device):
         np.testing.assert_array_equal(d[key].copy().get(), host[key])
 
 
-@pytest.mark.parametrize("dtype", [*DTYPES, np.int32, np.float16])
+@pytest.mark.parametrize("dtype", [*DTYPES, np.int32, np.float16, "bfloat16"])
 def test_column_major_copies_transpose_on_the_device(device, dtype):
+    dtype = pymagma.dtypes.check(dtype)
     host = np.arange(2 * 3 * 4).reshape(2, 3, 4).astype(dtype)
     d = pymagma.asarray(host)
     device.calls.clear()

@@ -1,0 +1,36 @@
+"""The dtypes a DeviceArray can hold, with bfloat16 from the optional ``ml_dtypes`` package (NumPy has none).
+
+``ml_dtypes`` is imported on first use of bfloat16 only: importing it costs about half a second.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+SUPPORTED = tuple(np.dtype(d) for d in (
+    "float32", "float64", "complex64", "complex128", "int32", "int64", "float16", "int8", "uint8", "bool"))
+BFLOAT16_HINT = "bfloat16 needs the ml_dtypes package (NumPy has no bfloat16): pip install ml_dtypes"
+
+
+def bfloat16() -> np.dtype:
+    """ml_dtypes' bfloat16 as a NumPy dtype; TypeError naming what to install when ml_dtypes is absent."""
+    try:
+        import ml_dtypes
+    except ImportError:
+        raise TypeError(BFLOAT16_HINT) from None
+    return np.dtype(ml_dtypes.bfloat16)
+
+
+def is_bfloat16(dtype) -> bool:
+    return getattr(dtype, "name", None) == "bfloat16" or (isinstance(dtype, str) and dtype == "bfloat16")
+
+
+def check(dtype) -> np.dtype:
+    """``dtype`` as a NumPy dtype a DeviceArray supports, else TypeError listing the supported ones."""
+    if is_bfloat16(dtype):
+        return bfloat16()
+    dt = np.dtype(dtype)
+    if dt not in SUPPORTED:
+        raise TypeError(f"unsupported dtype {dt}; expected one of {', '.join(str(d) for d in SUPPORTED)} "
+                        "or bfloat16 (with ml_dtypes)")
+    return dt
