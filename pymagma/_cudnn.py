@@ -376,6 +376,9 @@ def call(name: str, *args) -> None:
 
 def _ints(values) -> ctypes.Array:
     values = [int(v) for v in values]
+    if any(abs(v) >= 2**31 for v in values):
+        raise ValueError(f"cuDNN takes 32-bit dimensions and strides; {values} has one beyond 2**31 - 1 "
+                         "(split the tensor)")
     return (c_int * len(values))(*values)
 
 

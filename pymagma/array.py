@@ -244,22 +244,19 @@ class DeviceArray:
     # ---------------------------------------------------------------------------------------------- interop
     @property
     def __cuda_array_interface__(self) -> dict:
-        from . import queue as queue_module
-
-        q = queue_module._DEFAULT.get(self.device)
-        if dtypes.is_bfloat16(self.dtype):
-            raise TypeError("__cuda_array_interface__ has no typestr for bfloat16; exchange it through DLPack "
-                            "(torch.from_dlpack(x), pymagma.from_dlpack(t))")
-        iface = {
+        if dtypes.is_bfloat16(self.dtype):  # AttributeError, so hasattr() probes fall back to DLPack
+            raise AttributeError("__cuda_array_interface__ has no typestr for bfloat16; exchange it through DLPack "
+                                 "(torch.from_dlpack(x), pymagma.from_dlpack(t))")
+        # Stream 1 is the legacy default stream: an event recorded there follows both the default queue's work
+        # (a blocking stream) and pymagma's legacy-stream copies and memsets, so consumers wait for all of it.
+        return {
             "shape": self.shape,
             "typestr": self.dtype.str,
             "data": (self.ptr, False),
             "version": 3,
             "strides": None if self.is_c_contiguous else self.strides,
+            "stream": 1,
         }
-        if q is not None and q.stream:
-            iface["stream"] = q.stream
-        return iface
 
     def __dlpack_device__(self) -> tuple[int, int]:
         from . import _dlpack
@@ -273,8 +270,9 @@ class DeviceArray:
             raise BufferError("DeviceArray.__dlpack__ exports without copying (copy=True is not supported)")
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export to device {dl_device}; the array is on {self.__dlpack_device__()}")
-        if stream != -1:
+        if stream != -1:  # the consumer reads on its stream: finish the queue's and the legacy stream's work
             self._sync()
+            runtime.Stream(handle=0).synchronize()
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA)
 
 

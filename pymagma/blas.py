@@ -411,8 +411,8 @@ def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
     _same_device(a, x, y)
     if y.size == 0:
         return y
-    if x.size == 0:
-        _zero(y)
+    if x.size == 0:  # a @ x is zero: y = beta * y, whatever y's layout
+        _scale_any(y, beta)
         return y
     c = plan_gemv(a, x, y)
     getattr(_lib(), f"magma_{p}gemv")(c.trans, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld, c.x, c.incx,

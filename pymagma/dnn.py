@@ -32,8 +32,9 @@ POOL_MODES = {"max": cd.PoolingMode.MAX, "avg": cd.PoolingMode.AVERAGE_COUNT_INC
               "max_deterministic": cd.PoolingMode.MAX_DETERMINISTIC}
 ACTIVATION_MODES = {"sigmoid": cd.ActivationMode.SIGMOID, "relu": cd.ActivationMode.RELU,
                     "tanh": cd.ActivationMode.TANH, "clipped_relu": cd.ActivationMode.CLIPPED_RELU,
-                    "elu": cd.ActivationMode.ELU, "identity": cd.ActivationMode.IDENTITY,
-                    "swish": cd.ActivationMode.SWISH}
+                    "elu": cd.ActivationMode.ELU, "swish": cd.ActivationMode.SWISH}
+# (cuDNN's IDENTITY mode works only inside cudnnConvolutionBiasActivationForward, so it is not offered here.)
+_ACTIVATION_COEF = {"elu": 1.0, "swish": 1.0}  # default alpha / beta; clipped_relu's ceiling has no default
 SOFTMAX_MODES = {"instance": cd.SoftmaxMode.INSTANCE, "channel": cd.SoftmaxMode.CHANNEL}
 BN_MODES = {"spatial": cd.BatchNormMode.SPATIAL, "per_activation": cd.BatchNormMode.PER_ACTIVATION}
 
@@ -239,6 +240,8 @@ def _out(out, shape, like, what: str):
         return _empty(shape, like)
     _check_shape(f"{what} out", out, shape)
     _check_same(what, like, out)
+    if not out.is_c_contiguous:
+        raise ValueError(f"{what}: out must be C-contiguous (cuDNN writes it densely), got strides {out.strides}")
     return out
 
 
@@ -368,12 +371,14 @@ def _contiguous(a):
     return kernels.copy(a)
 
 
-def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, autotune, accumulate: bool = False):
+def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, autotune):
+    """Run one convolution ``kind`` into its output (y, x or w by kind); autotuning may scribble on that output
+    first (cudnnFind*AlgorithmEx writes it), which the real call then overwrites (beta = 0)."""
     device = x.device
     choice = choose_algorithm(kind, problem, device=device, workspace_limit=workspace_limit, autotune=autotune,
                               buffers=(x, w, y))
     space = _workspace(choice.workspace, device)
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 1.0 if accumulate else 0.0)
+    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
     d = _ordered_descs(kind, problem)
     a, b, c = _ordered_ptrs(kind, x, w, y)
     name = {"forward": "cudnnConvolutionForward", "backward_data": "cudnnConvolutionBackwardData",
@@ -466,14 +471,19 @@ def pool2d_backward(y, dy, x, window, stride=None, padding=0, mode: str = "max",
 
 
 # ------------------------------------------------------------------------------------------------ activation
-def _activation_desc(mode: str, coef: float) -> cd.ActivationDescriptor:
+def _activation_desc(mode: str, coef: float | None) -> cd.ActivationDescriptor:
     if mode not in ACTIVATION_MODES:
         raise ValueError(f"activation must be one of {sorted(ACTIVATION_MODES)}, got {mode!r}")
+    if coef is None:
+        if mode == "clipped_relu":
+            raise ValueError("clipped_relu needs coef, its ceiling (e.g. coef=6.0 for ReLU6)")
+        coef = _ACTIVATION_COEF.get(mode, 0.0)
     return activation_descriptor(ACTIVATION_MODES[mode], float(coef))
 
 
-def activation_forward(x, mode: str = "relu", coef: float = 0.0, out=None):
-    """y = f(x) for sigmoid, relu, tanh, clipped_relu (ceiling ``coef``), elu (alpha ``coef``), swish, identity."""
+def activation_forward(x, mode: str = "relu", coef: float | None = None, out=None):
+    """y = f(x) for sigmoid, relu, tanh, clipped_relu (ceiling ``coef``, required), elu (alpha ``coef``, default 1)
+    and swish (beta ``coef``, default 1)."""
     desc = _activation_desc(mode, coef)
     y = _out(out, x.shape, x, "activation_forward")
     alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
@@ -482,7 +492,7 @@ def activation_forward(x, mode: str = "relu", coef: float = 0.0, out=None):
     return y
 
 
-def activation_backward(y, dy, x, mode: str = "relu", coef: float = 0.0, out=None):
+def activation_backward(y, dy, x, mode: str = "relu", coef: float | None = None, out=None):
     """dx = f'(x) * dy from the forward input ``x`` and output ``y``."""
     _check_same("activation_backward", x, y, dy)
     for name, a in (("y", y), ("dy", dy)):
@@ -740,8 +750,8 @@ def scale_tensor(x, alpha: float):
 def set_tensor(x, value: float):
     """Every element of x = value, in place; returns x."""
     _check_same("set_tensor", x)
-    v = _scalar(x.dtype, value)
-    cd.call("cudnnSetTensor", handle(x.device).value, _tensor(x, _as_4d(x)), _ptr(x), byref(v))
+    v = np.array([value], x.dtype)  # cuDNN reads the value in the tensor's own type (half for half data)
+    cd.call("cudnnSetTensor", handle(x.device).value, _tensor(x, _as_4d(x)), _ptr(x), c_void_p(v.ctypes.data))
     return x
 
 

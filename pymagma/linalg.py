@@ -612,17 +612,20 @@ def _lstsq_gels(a: DeviceArray, b: DeviceArray):
         b = b.reshape(m, 1)
     nrhs = b.shape[1]
     w, x = colmajor_copy(a), colmajor_copy(b)
-    p = blas.precision(w)
-    lib = _lib()
-    nb = int(getattr(lib, f"magma_get_{p}geqrf_nb")(m, n))
-    lwork = max(1, (m - n + nb) * (nrhs + nb) + nb * nb)
-    hwork = np.zeros(lwork, w.dtype)
-    info = _magma.MAGMA_INT(0)
+    name = f"magma_{blas.precision(w)}gels_gpu"
+    gels, info = getattr(_lib(), name), _magma.MAGMA_INT(0)
+
+    def call(work: np.ndarray, lwork: int) -> None:
+        gels(_magma.MagmaNoTrans, m, n, nrhs, w.ptr, _ld(w), x.ptr, _ld(x), work.ctypes.data, lwork,
+             ctypes.byref(info))
+        check_info(int(info.value), name)
+
     if min(m, n, nrhs):
+        query = np.zeros(1, w.dtype)
+        call(query, -1)  # MAGMA's own workspace size: its formula changed across versions
+        lwork = max(1, int(query[0].real))
         _sync(w)
-        getattr(lib, f"magma_{p}gels_gpu")(_magma.MagmaNoTrans, m, n, nrhs, w.ptr, _ld(w), x.ptr, _ld(x),
-                                            hwork.ctypes.data, lwork, ctypes.byref(info))
-        check_info(int(info.value), f"magma_{p}gels_gpu")
+        call(np.zeros(lwork, w.dtype), lwork)
     tail = x[n:, :].get()  # rows n.. of the overwritten b: the residual in Q's coordinates
     residuals = np.sum(np.abs(tail) ** 2, axis=0, dtype=_real(w.dtype)) if m > n else np.zeros(0, _real(w.dtype))
     sol = x[:n, :].copy()

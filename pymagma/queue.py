@@ -38,8 +38,11 @@ class Queue:
 
     @classmethod
     def from_stream(cls, stream, device: int | None = None) -> Queue:
-        """A queue running on an existing CUDA stream (an int handle or an object with ``.handle``)."""
-        return cls(device, _stream=runtime._handle(stream))
+        """A queue running on an existing CUDA stream (an int handle or an object with ``.handle``, which the queue
+        keeps alive: a stream object's finalizer would destroy the stream under it)."""
+        q = cls(device, _stream=runtime._handle(stream))
+        q._stream_owner = stream
+        return q
 
     def synchronize(self) -> None:
         _magma.library().magma_queue_sync(self.handle, *_magma.internal_args())

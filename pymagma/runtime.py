@@ -9,6 +9,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import functools
+import threading
 import weakref
 
 import numpy as np
@@ -123,18 +124,27 @@ def set_device(device: int) -> None:
     check(_rt().cudaSetDevice(int(device)), "cudaSetDevice")
 
 
+_thread = threading.local()
+
+
 @contextlib.contextmanager
 def on_device(device: int):
-    """Make ``device`` current for the block and restore the previous current device afterwards."""
-    previous = get_device()
-    if previous == int(device):
+    """Make ``device`` current for the block and restore the previous current device afterwards.
+
+    The first use on each thread always sets the device: that binds the device's primary context to the thread
+    (a new thread has none, and driver-API calls such as kernel launches need one), even when cudaGetDevice
+    already reports that device."""
+    previous, device = get_device(), int(device)
+    if previous == device and getattr(_thread, "bound", False):
         yield
         return
     set_device(device)
+    _thread.bound = True
     try:
         yield
     finally:
-        set_device(previous)
+        if previous != device:
+            set_device(previous)
 
 
 def synchronize() -> None:

@@ -451,7 +451,10 @@ def _random(kernel: str, shape, a: float, b: float, seed: int, offset: int, dtyp
 
 def uniform(shape=None, low: float = 0.0, high: float = 1.0, *, seed: int, offset: int = 0, dtype=np.float32,
             out=None, device=None):
-    """Uniform numbers in (low, high) from Philox4x32-10 keyed by ``seed``; ``offset`` selects another stream."""
+    """Uniform numbers in [low, high] from Philox4x32-10 keyed by ``seed``; ``offset`` selects another stream.
+
+    The underlying doubles lie in (0, 1), but rounding to the output dtype can reach either end (for float32 about
+    once in 3e7 draws), so do not rely on an open interval for float32/float16 output."""
     return _random("uniform", shape, low, high, seed, offset, dtype, out, device)
 
 

@@ -69,6 +69,19 @@ template <> struct Traits<unsigned char> {
     static __device__ __forceinline__ unsigned char store(float a) { return (unsigned char)a; }
 };
 
+// Convert<S, D>::run(v): float conversions go through the arithmetic type; integer to integer converts directly
+// (exact for int64 beyond 2^53, wrapping on narrowing like NumPy's astype).
+template <typename T> struct IsInt { static const bool value = false; };
+template <> struct IsInt<int> { static const bool value = true; };
+template <> struct IsInt<i64> { static const bool value = true; };
+template <> struct IsInt<unsigned char> { static const bool value = true; };
+template <typename S, typename D, bool Ints = IsInt<S>::value && IsInt<D>::value> struct Convert {
+    static __device__ __forceinline__ D run(S v) { return Traits<D>::store((typename Traits<D>::acc)Traits<S>::load(v)); }
+};
+template <typename S, typename D> struct Convert<S, D, true> {
+    static __device__ __forceinline__ D run(S v) { return (D)v; }
+};
+
 // Shape and up to three stride sets (in elements) of a strided / broadcast operation; stride 0 broadcasts.
 struct Strides3 {
     int ndim;

@@ -149,9 +149,9 @@ def _compile_uncached(source: str, name: str, headers: dict, expressions, option
         encoded = [o.encode() for o in options]
         (status,) = nvrtc.nvrtcCompileProgram(prog, len(encoded), encoded)
         size = _check(nvrtc.nvrtcGetProgramLogSize(prog), "nvrtcGetProgramLogSize")
-        log = b" " * size
+        log = bytearray(size)  # a writable buffer: b" " * 1 would be CPython's shared one-byte object
         _check(nvrtc.nvrtcGetProgramLog(prog, log), "nvrtcGetProgramLog")
-        log_text = log.rstrip(b"\0 ").decode(errors="replace")
+        log_text = bytes(log).rstrip(b"\0 ").decode(errors="replace")
         if int(status) != 0:
             raise KernelCompileError(name, log_text or str(status), tuple(options))
         lowered = {}
@@ -168,11 +168,11 @@ def _image(prog, kind: str) -> bytes:
     nvrtc = _nvrtc()
     if kind == "cubin":
         size = _check(nvrtc.nvrtcGetCUBINSize(prog), "nvrtcGetCUBINSize")
-        buf = b" " * size
+        buf = bytearray(size)
         _check(nvrtc.nvrtcGetCUBIN(prog, buf), "nvrtcGetCUBIN")
     else:
         size = _check(nvrtc.nvrtcGetPTXSize(prog), "nvrtcGetPTXSize")
-        buf = b" " * size
+        buf = bytearray(size)
         _check(nvrtc.nvrtcGetPTX(prog, buf), "nvrtcGetPTX")
     return bytes(buf)
 

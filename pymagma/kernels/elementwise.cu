@@ -90,7 +90,7 @@ template <typename T> __global__ void fill(T* __restrict__ y, i64 n, double valu
 
 template <typename S, typename D> __global__ void cast(const S* __restrict__ x, D* __restrict__ y, i64 n) {
     for (i64 i = pm_global_index(); i < n; i += pm_grid_stride())
-        y[i] = Traits<D>::store((typename Traits<D>::acc)Traits<S>::load(x[i]));
+        y[i] = Convert<S, D>::run(x[i]);
 }
 
 // y[s1] = x[s0]: gather a strided (transposed, sliced, broadcast) view into any layout.

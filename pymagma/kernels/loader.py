@@ -106,10 +106,11 @@ def grid_for(n: int, threads: int = THREADS, per_thread: int = 1) -> int:
 
 def launch(program: str, expression: str, device: int, stream: int, grid: int, block: int, args) -> None:
     """Launch ``expression`` of ``program`` with ``args``: a sequence of ctypes values (pointers as c_void_p)."""
-    fn = loaded_program(program, device).function(expression)
+    loaded = loaded_program(program, device)
     holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
     pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
     driver = _driver()
     with runtime.on_device(device):  # the module lives in the device's primary context
+        fn = loaded.function(expression)
         _dcheck(driver.cuLaunchKernel(fn, int(grid), 1, 1, int(block), 1, 1, 0, driver.CUstream(int(stream)),
                                       ctypes.addressof(pointers), 0), f"cuLaunchKernel({expression})")

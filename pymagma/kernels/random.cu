@@ -1,5 +1,5 @@
 // Counter-based random numbers: Philox4x32-10 keyed by the 64-bit seed, counter (pair index j, 64-bit offset).
-// Each counter gives four 32-bit words -> two 53-bit uniforms in (0, 1) -> outputs 2j and 2j+1; normals use
+// Each counter gives four 32-bit words -> two 53-bit uniforms in (0, 1] -> outputs 2j and 2j+1; normals use
 // Box-Muller on the same two uniforms.  The stream is therefore identical for every dtype and launch shape.
 #include "common.cuh"
 
@@ -14,7 +14,8 @@ __device__ __forceinline__ void pm_philox(u32 c[4], u32 k0, u32 k1) {
     }
 }
 
-// A double in (0, 1) from two words: 53 random bits, offset by half a step so neither end is reached.
+// A double in (0, 1] from two words: 53 random bits offset by half a step (the top value rounds up to 1.0, with
+// probability 2^-53); narrower output types can round to either end.
 __device__ __forceinline__ double pm_unit(u32 hi, u32 lo) {
     u64 bits = ((u64)(hi >> 5) << 26) | (u64)(lo >> 6);
     return ((double)bits + 0.5) * (1.0 / 9007199254740992.0);

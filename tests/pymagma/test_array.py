@@ -90,7 +90,7 @@ def test_cuda_array_interface_v3():
     d = host_view(base)
     iface = d.__cuda_array_interface__
     assert iface == {"shape": (3, 4), "typestr": "<c8", "data": (base.ctypes.data, False), "version": 3,
-                     "strides": None}
+                     "strides": None, "stream": 1}  # the legacy stream: consumers wait for all pending work
     assert d.T.__cuda_array_interface__["strides"] == (8, 32)
 
 
@@ -142,8 +142,9 @@ def test_bfloat16_arrays_through_ml_dtypes_and_dlpack():
     raw = (ctypes.c_uint8 * src.untyped_storage().nbytes()).from_address(imported.ptr)
     got = np.ndarray(imported.shape, imported.dtype, buffer=raw, strides=imported.strides)
     np.testing.assert_array_equal(got.astype(np.float32), src.float().numpy())
-    with pytest.raises(TypeError, match="DLPack"):
+    with pytest.raises(AttributeError, match="DLPack"):
         _ = view.__cuda_array_interface__
+    assert not hasattr(view, "__cuda_array_interface__")  # so CuPy/Numba-style probes fall back to DLPack
 
 
 def test_bfloat16_without_ml_dtypes_names_the_package(monkeypatch):

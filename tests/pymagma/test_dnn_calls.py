@@ -36,6 +36,7 @@ class Recorder:
         self.arrays: dict[int, DeviceArray] = {}
         self.buffers: list[np.ndarray] = []
         self.calls: list[tuple[str, tuple]] = []
+        self.set_values: list = []  # what cudnnSetTensor read through its value pointer, in the tensor's dtype
 
     def device_array(self, host: np.ndarray) -> DeviceArray:
         self.buffers.append(host)
@@ -51,6 +52,10 @@ class Recorder:
 
             def call(*args):
                 self.calls.append((name, args))
+                if name == "cudnnSetTensor":
+                    arr = self.arrays[args[2].value]
+                    raw = ctypes.string_at(args[3].value, arr.itemsize)
+                    self.set_values.append(np.frombuffer(raw, arr.dtype)[0])
                 ctypes.CFUNCTYPE(restype, *argtypes)(lambda *converted: 0)(*args)  # arity and ctypes types
                 self.answer_query(name, args)
                 return 0
@@ -144,7 +149,7 @@ def run_every_dnn_function(rec: Recorder, dtype) -> None:
     dnn.add_tensor(dev(1, 3, 1, 1), x)
     dnn.op_tensor("mul", x, dev(1, 3, 1, 1))
     dnn.scale_tensor(x, 0.5)
-    dnn.set_tensor(x, 1.0)
+    dnn.set_tensor(x, 1.5)
     dnn.reduce_tensor("sum", x, (0, 2))
 
 
@@ -161,9 +166,41 @@ def test_every_cudnn_call_gets_matching_descriptors_pointers_and_scalars(recorde
                "cudnnDropoutBackward", "cudnnRestoreDropoutDescriptor", "cudnnAddTensor", "cudnnOpTensor",
                "cudnnScaleTensor", "cudnnSetTensor", "cudnnReduceTensor"}
     assert compute <= names, sorted(compute - names)
+    assert [float(v) for v in recorder.set_values] == [1.5]  # read in the tensor's own type (2 bytes for halves)
     for name, args in recorder.calls:
         recorder.check_scalars(name, args, dtype)
         pairs = recorder.check_pairs(name, args)
         if name in compute - {"cudnnRestoreDropoutDescriptor"}:
             least = 1 if name in ("cudnnScaleTensor", "cudnnSetTensor") else 2  # in-place on one tensor
             assert pairs >= least, f"{name}: only {pairs} descriptor/array pairs recognised"
+
+
+def test_activation_coefficients_have_per_mode_defaults(monkeypatch):
+    seen = []
+    monkeypatch.setattr(dnn, "activation_descriptor", lambda mode, coef: seen.append((mode, coef)))
+    for mode in ("relu", "elu", "swish"):
+        dnn._activation_desc(mode, None)
+    dnn._activation_desc("clipped_relu", 6.0)
+    modes = cd.ActivationMode
+    assert seen == [(modes.RELU, 0.0), (modes.ELU, 1.0), (modes.SWISH, 1.0), (modes.CLIPPED_RELU, 6.0)]
+    with pytest.raises(ValueError, match="ceiling"):
+        dnn._activation_desc("clipped_relu", None)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        dnn._activation_desc("identity", None)  # cuDNN's IDENTITY fails in cudnnActivationForward
+
+
+def test_strided_out_is_refused_before_cudnn_writes_it(recorder):
+    x = recorder.device_array(np.ones((2, 3, 4, 4), np.float32))
+    out = recorder.device_array(np.zeros((2, 3, 4, 4), np.float32).transpose(0, 1, 3, 2))
+    with pytest.raises(ValueError, match="C-contiguous"):
+        dnn.activation_forward(x, "relu", out=out)
+    assert recorder.calls == []
+
+
+def test_dimensions_beyond_int32_are_a_clear_error():
+    try:
+        cd.lib.cdll  # noqa: B018
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"cuDNN is not installed: {exc}")
+    with pytest.raises(ValueError, match="32-bit"):
+        cd.TensorDescriptor((1, 1, 2, 2**31), cd.DataType.FLOAT, (2**32, 2**32, 2**31, 1))

@@ -132,6 +132,14 @@ def test_cast_between_all_pairs(src, dst):
     np.testing.assert_array_equal(kernels.cast(dev(x), dst).get(), expected)
 
 
+def test_integer_casts_are_exact_and_wrap_like_numpy():
+    from pymagma import kernels
+
+    big = np.array([2**53 + 1, -(2**62) - 3, 2**31 + 7, -1, 300], np.int64)  # beyond float64's integers
+    for dst in (np.int64, np.int32, np.uint8):
+        np.testing.assert_array_equal(kernels.cast(dev(big), dst).get(), big.astype(dst))
+
+
 @given(shape=hnp.array_shapes(min_dims=2, max_dims=4, max_side=6), seed=st.integers(0, 2**31))
 def test_copy_of_transposed_and_reversed_views(shape, seed):
     from pymagma import kernels

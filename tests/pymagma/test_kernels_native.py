@@ -75,6 +75,15 @@ def test_broken_source_raises_kernel_compile_error_with_the_log():
     assert err.log in str(err)
 
 
+def test_a_clean_compile_leaves_python_bytes_intact():
+    """NVRTC writes its log (one NUL byte after a clean compile) into our buffer: it must be a fresh, writable one,
+    not an immutable bytes object such as CPython's shared b" "."""
+    program = kernels.compile_source('extern "C" __global__ void ok(float* x) { x[0] = 1.0f; }\n', "ok",
+                                     arch="sm_80", kind="ptx", use_cache=False)
+    assert program.log == ""
+    assert bytes([32])[0] == 32 and b"a b".split(b" ") == [b"a", b"b"]
+
+
 def test_broken_template_instantiation_is_reported():
     source = "template <typename T> __global__ void k(T* x) { x[0] = T::nope; }\n"
     with pytest.raises(KernelCompileError, match="nope"):

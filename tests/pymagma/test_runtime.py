@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import gc
+import threading
 
 import numpy as np
 import pytest
@@ -103,6 +104,30 @@ def test_pool_allocates_and_frees_on_the_requested_device(monkeypatch):
     block.free()
     assert memory.empty_cache() == 512
     assert (log[-1], current["device"]) == (("free", 1, 0x1000), 0)
+
+
+def test_on_device_binds_a_context_once_per_thread(monkeypatch):
+    """cudaGetDevice reports device 0 on a fresh thread before any context is bound there; the first on_device of
+    each thread sets the device anyway (binding its primary context for the driver API), later ones do not."""
+    sets = []
+    monkeypatch.setattr(runtime, "require_device", lambda: 2)
+    monkeypatch.setattr(runtime, "get_device", lambda: sets[-1] if sets else 0)
+    monkeypatch.setattr(runtime, "set_device", lambda d: sets.append(int(d)))
+
+    def work():
+        for _ in range(3):
+            with runtime.on_device(0):
+                pass
+
+    for _ in range(2):
+        thread = threading.Thread(target=work)
+        thread.start()
+        thread.join()
+    assert sets == [0, 0]  # once per thread, though device 0 was already "current"
+    sets.clear()
+    with runtime.on_device(1):
+        assert runtime.get_device() == 1
+    assert sets == [1, 0]  # switched and restored
 
 
 # ----------------------------------------------------------------------------------------------------- GPU

@@ -246,8 +246,13 @@ def orgqr2(k, dt):
 
 
 def gels(k, dt):
-    assert k["trans"] == M.MagmaNoTrans and k["lwork"] >= 1
+    assert k["trans"] == M.MagmaNoTrans
     m, n = k["m"], k["n"]
+    need = (m - n + NB) * (k["nrhs"] + NB) + k["nrhs"] * NB  # MAGMA's minimum (m >= n), also its query answer
+    if k["lwork"] == -1:
+        view(address(k["hwork"]), (1,), (1,), dt)[0] = need
+        return _set_info(k, 0)
+    assert k["lwork"] >= need, f"hwork: {k['lwork']} < {need}"
     A = cm(k["dA"], m, n, k["ldda"], dt)
     B = cm(k["dB"], m, k["nrhs"], k["lddb"], dt)
     q, r = np.linalg.qr(A, mode="complete")
@@ -443,6 +448,7 @@ def device(monkeypatch):
 
     monkeypatch.setattr(rt, "require_device", lambda: 1)
     monkeypatch.setattr(rt, "get_device", lambda: 0)
+    monkeypatch.setattr(rt, "set_device", lambda device: None if device == 0 else pytest.fail(f"device {device}"))
     monkeypatch.setattr(rt, "malloc", malloc)
     monkeypatch.setattr(rt, "free", lambda ptr: blocks.pop(ptr, None))
     monkeypatch.setattr(rt, "memcpy_htod", lambda dst, src, stream=None: ctypes.memmove(dst, src.ctypes.data,
@@ -683,13 +689,17 @@ def test_qr(device, m, n, on_device, dtype, seed):
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=REUSE)
-@given(m=st.integers(1, 7), n=st.integers(1, 7), rank=st.integers(0, 7), vector=st.booleans(),
+@given(m=st.integers(1, 7), n=st.integers(1, 7), rank=st.integers(0, 7), cols=st.sampled_from([None, 3, 40]),
        on_device=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
-def test_lstsq_matches_numpy_for_every_shape_and_rank(device, m, n, rank, vector, on_device, dtype, seed):
+def test_lstsq_matches_numpy_for_every_shape_and_rank(device, m, n, rank, cols, on_device, dtype, seed):
     rng = np.random.default_rng(seed)
     rank = min(rank, m, n)
-    a = (values(rng, (m, rank), dtype) @ values(rng, (rank, n), dtype)).astype(dtype)  # rank-deficient by design
-    b = values(rng, (m,) if vector else (m, 3), dtype)
+    u, v = np.linalg.qr(values(rng, (m, m), np.complex128 if np.iscomplexobj(dtype(0)) else np.float64))[0], \
+        np.linalg.qr(values(rng, (n, n), np.complex128 if np.iscomplexobj(dtype(0)) else np.float64))[0]
+    sigma = np.zeros((m, n))
+    sigma[range(rank), range(rank)] = rng.uniform(1.0, 2.0, rank)  # exactly `rank` singular values, well apart
+    a = (u @ sigma @ v).astype(dtype)
+    b = values(rng, (m,) if cols is None else (m, cols), dtype)  # 40 columns: more than MAGMA's block size
     rcond = 1e-3 if np.dtype(dtype) in (np.float32, np.complex64) else 1e-9
     wrap = pymagma.asarray if on_device else (lambda v: v)
     x, res, r, s = linalg.lstsq(wrap(a), wrap(b), rcond=rcond)
