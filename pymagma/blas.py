@@ -318,6 +318,10 @@ def _scale_any(x: DeviceArray, beta) -> None:
         x.set(np.zeros(x.shape, x.dtype) if beta == 0 else beta * x.get())
 
 
+#: Largest element offset one strided-batched call may compute (MAGMA forms i * stride in 32-bit magma_int_t).
+MAX_BATCH_OFFSET = 2**31 - 1
+
+
 def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -> DeviceArray:
     """Batched ``out[i] = alpha * a[i] @ b[i] + beta * out[i]`` over (broadcast) leading dimensions.
 
@@ -352,9 +356,13 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
         raise ValueError("the batch strides are not uniform; use method='pointers'")
     if method != "pointers" and plan.strides is not None:
         sa, sb, sc = plan.strides
-        getattr(_lib(), f"magmablas_{p}gemm_batched_strided")(
-            c.transA, c.transB, c.m, c.n, c.k, scalar(alpha, p), c.A.ptr, c.A.ld, sa, c.B.ptr, c.B.ld, sb,
-            scalar(beta, p), c.C.ptr, c.C.ld, sc, count, q)
+        fn, size = getattr(_lib(), f"magmablas_{p}gemm_batched_strided"), out.itemsize
+        # MAGMA offsets each matrix by i * stride in magma_int_t: keep every offset of one call below its range.
+        step = max(1, MAX_BATCH_OFFSET // max(sa, sb, sc, 1))
+        for first in range(0, count, step):
+            fn(c.transA, c.transB, c.m, c.n, c.k, scalar(alpha, p), c.A.ptr + first * sa * size, c.A.ld, sa,
+               c.B.ptr + first * sb * size, c.B.ld, sb, scalar(beta, p), c.C.ptr + first * sc * size, c.C.ld, sc,
+               min(step, count - first), q)
         return out
     arrays = [pointer_array(ptrs, out.device) for ptrs in (plan.a_ptrs, plan.b_ptrs, plan.c_ptrs)]
     getattr(_lib(), f"magmablas_{p}gemm_batched")(

@@ -29,8 +29,8 @@ def check(dtype) -> np.dtype:
     """``dtype`` as a NumPy dtype a DeviceArray supports, else TypeError listing the supported ones."""
     if is_bfloat16(dtype):
         return bfloat16()
-    dt = np.dtype(dtype)
-    if dt not in SUPPORTED:
+    dt = np.dtype(dtype)  # also ml_dtypes.bfloat16 (the scalar type) once ml_dtypes is imported
+    if dt not in SUPPORTED and not is_bfloat16(dt):
         raise TypeError(f"unsupported dtype {dt}; expected one of {', '.join(str(d) for d in SUPPORTED)} "
                         "or bfloat16 (with ml_dtypes)")
     return dt

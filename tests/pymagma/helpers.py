@@ -3,6 +3,23 @@
 from __future__ import annotations
 
 import numpy as np
+import pytest
+
+from pymagma import dtypes
+
+
+def _bfloat16():
+    try:
+        return dtypes.bfloat16().type
+    except TypeError:
+        return None
+
+
+#: ml_dtypes' bfloat16 scalar type, or None where ml_dtypes is not installed.
+BF16 = _bfloat16()
+#: The bfloat16 case of a dtype parametrisation: the type, or a skip that names what to install.
+BF16_CASE = BF16 if BF16 is not None else pytest.param(None, id="bfloat16",
+                                                       marks=pytest.mark.skip(reason=dtypes.BFLOAT16_HINT))
 
 
 def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:

@@ -13,8 +13,10 @@ import numpy as np
 import pytest
 
 from pymagma import _cudnn as cd
-from pymagma import array, dnn, dtypes, memory
+from pymagma import array, dnn, memory
 from pymagma.array import DeviceArray
+
+from .helpers import BF16_CASE
 
 pytestmark = pytest.mark.native
 
@@ -153,9 +155,8 @@ def run_every_dnn_function(rec: Recorder, dtype) -> None:
     dnn.reduce_tensor("sum", x, (0, 2))
 
 
-@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, "bfloat16"])
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16, BF16_CASE])
 def test_every_cudnn_call_gets_matching_descriptors_pointers_and_scalars(recorder, dtype):
-    dtype = dtypes.check(dtype)
     run_every_dnn_function(recorder, dtype)
     names = {name for name, _ in recorder.calls}
     compute = {"cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter",

@@ -7,8 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pymagma import dtypes
-
+from .helpers import BF16, BF16_CASE
 from .test_dnn_reference import (
     batch_norm_backward_ref,
     batch_norm_ref,
@@ -22,11 +21,10 @@ from .test_dnn_reference import (
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=10, deadline=None)
 # float32 convolutions may run on TF32 tensor cores (like PyTorch's default), so their tolerance is TF32's.
-BF16 = dtypes.bfloat16().type  # needs ml_dtypes (installed with the native extra)
 TOL = {np.float64: 1e-10, np.float32: 2e-2, np.float16: 3e-2, BF16: 6e-2}
 STRICT_TOL = {np.float64: 1e-10, np.float32: 1e-4, np.float16: 3e-3, BF16: 2.5e-2}
 # cuDNN's batch norm and the max-pool arg-max test (distinct values) stay with the IEEE types.
-ALL = [np.float64, np.float32, np.float16, BF16]
+ALL = [np.float64, np.float32, np.float16, BF16_CASE]
 
 
 def dev(a):

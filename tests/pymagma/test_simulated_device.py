@@ -18,6 +18,7 @@ from pymagma import _magma, blas, linalg, memory
 from pymagma import queue as queue_module
 from pymagma import runtime as rt
 
+from .helpers import BF16_CASE
 from .helpers import random_values as values
 
 M = _magma
@@ -483,11 +484,16 @@ def test_arrays_round_trip_through_simulated_memory(device):
     np.testing.assert_array_equal(d[:, 1:, ::2].copy().get(), host[:, 1:, ::2])
     np.testing.assert_array_equal(pymagma.zeros((2, 2)).get(), 0)
     np.testing.assert_array_equal(pymagma.ones(3, np.complex64).get(), 1)
-    bf16 = d.astype("bfloat16")
+    assert memory.pool_stats()["in_use_bytes"] > 0
+
+
+def test_bfloat16_arrays_convert_and_round_trip(device):
+    pytest.importorskip("ml_dtypes")
+    host = np.arange(24, dtype=np.float64).reshape(2, 3, 4)
+    bf16 = pymagma.asarray(host).astype("bfloat16")
     assert bf16.dtype == pymagma.dtypes.bfloat16() and bf16.nbytes == host.size * 2
     np.testing.assert_array_equal(bf16.T.get(), host.T.astype(bf16.dtype))
     np.testing.assert_array_equal(bf16.astype(np.float32).get(), host)  # small integers are exact in bfloat16
-    assert memory.pool_stats()["in_use_bytes"] > 0
 
 
 def test_zero_dim_and_reversed_arrays(device):
@@ -500,9 +506,8 @@ def test_zero_dim_and_reversed_arrays(device):
         np.testing.assert_array_equal(d[key].copy().get(), host[key])
 
 
-@pytest.mark.parametrize("dtype", [*DTYPES, np.int32, np.float16, "bfloat16"])
+@pytest.mark.parametrize("dtype", [*DTYPES, np.int32, np.float16, BF16_CASE])
 def test_column_major_copies_transpose_on_the_device(device, dtype):
-    dtype = pymagma.dtypes.check(dtype)
     host = np.arange(2 * 3 * 4).reshape(2, 3, 4).astype(dtype)
     d = pymagma.asarray(host)
     device.calls.clear()
@@ -548,6 +553,17 @@ def test_batched_and_matmul(device, batch, m, k, n, method, bcast, dtype, seed):
     v = values(rng, (k,), dtype)
     np.testing.assert_allclose(blas.matmul(pymagma.asarray(a), pymagma.asarray(v)).get(), a @ v, **tol(dtype))
     np.testing.assert_allclose(blas.matmul(pymagma.asarray(v), pymagma.asarray(b)).get(), v @ b, **tol(dtype))
+
+
+def test_huge_strided_batches_are_split_below_magmas_offset_range(device, monkeypatch):
+    """MAGMA forms i * stride in 32-bit magma_int_t; with the limit shrunk to 50 elements, a batch of 7 (3, 4) @
+    (4, 2) products (largest stride 12) runs as calls of at most 4 matrices, with the same result."""
+    monkeypatch.setattr(blas, "MAX_BATCH_OFFSET", 50)
+    rng = np.random.default_rng(0)
+    a, b = values(rng, (7, 3, 4), np.float64), values(rng, (7, 4, 2), np.float64)
+    device.calls.clear()
+    np.testing.assert_allclose(blas.gemm_batched(pymagma.asarray(a), pymagma.asarray(b)).get(), a @ b, rtol=1e-12)
+    assert [c for c in device.calls if c.endswith("strided")] == ["magmablas_dgemm_batched_strided"] * 2
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
