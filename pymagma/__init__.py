@@ -1,6 +1,6 @@
 """pymagma: MAGMA and cuDNN from Python through ctypes and cuda-python."""
 
-from . import array, blas, dnn, errors, kernels, linalg, memory, queue, runtime
+from . import array, blas, dnn, dtypes, errors, kernels, linalg, memory, queue, runtime
 from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zeros
 from .errors import (
     CudaError,
@@ -25,5 +25,5 @@ __all__ = [
     "CudnnError", "MagmaError", "DeviceMemoryError", "LinAlgError", "KernelCompileError",
     "array", "memory", "queue", "runtime", "DeviceArray", "asarray", "empty", "zeros", "ones", "from_dlpack",
     "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info", "dnn",
-    "kernels",
+    "kernels", "dtypes",
 ]
