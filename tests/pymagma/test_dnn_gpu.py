@@ -154,6 +154,8 @@ ACTIVATIONS = {
     "tanh": (np.tanh, lambda x, y: 1 - y * y),
     "elu": (lambda x: np.where(x > 0, x, np.exp(x) - 1), lambda x, y: np.where(x > 0, 1.0, np.exp(x))),
     "clipped_relu": (lambda x: np.clip(x, 0, 1.0), lambda x, y: ((x > 0) & (x < 1.0)).astype(float)),
+    "swish": (lambda x: x / (1 + np.exp(-x)),
+              lambda x, y: 1 / (1 + np.exp(-x)) + x * np.exp(-x) / (1 + np.exp(-x)) ** 2),
 }
 
 
