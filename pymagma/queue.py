@@ -25,11 +25,12 @@ class Queue:
         self.device = runtime.get_device() if device is None else int(device)
         lib = _magma.initialized()
         handle = ctypes.c_void_p()
-        if _stream is None:
-            lib.magma_queue_create(self.device, ctypes.byref(handle), *_magma.internal_args())
-        else:
-            lib.magma_queue_create_from_cuda(self.device, _stream, None, None, ctypes.byref(handle),
-                                             *_magma.internal_args())
+        with runtime.on_device(self.device):  # MAGMA makes the queue's device current; restore the caller's
+            if _stream is None:
+                lib.magma_queue_create(self.device, ctypes.byref(handle), *_magma.internal_args())
+            else:
+                lib.magma_queue_create_from_cuda(self.device, _stream, None, None, ctypes.byref(handle),
+                                                 *_magma.internal_args())
         if not handle.value:
             raise MagmaError(-1, "MAGMA returned a null queue", "magma_queue_create")
         self.handle = handle
