@@ -272,7 +272,8 @@ class DeviceArray:
             raise BufferError(f"cannot export to device {dl_device}; the array is on {self.__dlpack_device__()}")
         if stream != -1:  # the consumer reads on its stream: finish the queue's and the legacy stream's work
             self._sync()
-            runtime.Stream(handle=0).synchronize()
+            with runtime.on_device(self.device):  # the legacy stream of the array's device
+                runtime.Stream(handle=0).synchronize()
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA)
 
 

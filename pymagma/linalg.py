@@ -544,10 +544,11 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
     """Least squares ``min ||a x - b||_2`` like ``numpy.linalg.lstsq``: returns ``(x, residuals, rank, s)``.
 
     ``method="svd"`` (default, NumPy's semantics): any shape and rank, through magma_?gesdd (CPU interface);
-    singular values ``<= rcond * s.max()`` count as zero (``rcond=None``: machine epsilon times ``max(m, n)``) and
-    ``x`` is the minimum-norm solution.  ``method="qr"``: magma_?gels_gpu, all on the device and cheaper, for ``a``
-    of full column rank with ``m >= n`` only (MAGMA's gels has no other path and does not detect rank deficiency);
-    it reports rank ``n`` and ``s = None``.  ``residuals`` holds the squared 2-norm of each column of ``b - a x``
+    singular values ``<= rcond * s.max()`` count as zero (``rcond=None``: machine epsilon times ``max(m, n)``; a
+    negative ``rcond``: machine epsilon, as in LAPACK) and ``x`` is the minimum-norm solution.  ``method="qr"``:
+    magma_?gels_gpu, all on the device and cheaper, for ``a`` of full column rank with ``m >= n`` only (gels has no
+    rank-revealing path, and MAGMA before 2.9 no m < n path); it takes no ``rcond`` and reports rank ``n`` and
+    ``s = None``.  ``residuals`` holds the squared 2-norm of each column of ``b - a x``
     when the rank is ``n`` and ``m > n``, and is empty otherwise.
     """
     if method not in ("svd", "qr"):
@@ -564,6 +565,8 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
     on_host = a_host and b_host
     device = None if on_host else (b if a_host else a).device
     if method == "qr":
+        if rcond is not None:
+            raise ValueError("rcond applies to method='svd' only (gels assumes full column rank)")
         if m < n:
             raise ValueError(f"method='qr' (MAGMA's gels) solves only m >= n, got a of shape {a.shape}; "
                              "use method='svd' for the minimum-norm solution")
@@ -596,7 +599,9 @@ def _lstsq_svd(a: np.ndarray, b: np.ndarray, rcond):
         x = np.zeros((n, *b.shape[1:]), a.dtype)
         return x, _residuals(a, x, b, 0), 0, np.zeros(0, real)
     u, s, vt = svd(a, full_matrices=False)
-    cutoff = (np.finfo(real).eps * max(m, n) if rcond is None else float(rcond)) * s.max()
+    eps = np.finfo(real).eps
+    relative = eps * max(m, n) if rcond is None else (eps if rcond < 0 else float(rcond))  # < 0: LAPACK's eps
+    cutoff = relative * s.max()
     keep = s > cutoff
     coeffs = np.conj(u[:, keep].T) @ b
     coeffs = coeffs / (s[keep] if b.ndim == 1 else s[keep, None])

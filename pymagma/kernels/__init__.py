@@ -453,8 +453,8 @@ def uniform(shape=None, low: float = 0.0, high: float = 1.0, *, seed: int, offse
             out=None, device=None):
     """Uniform numbers in [low, high] from Philox4x32-10 keyed by ``seed``; ``offset`` selects another stream.
 
-    The underlying doubles lie in (0, 1), but rounding to the output dtype can reach either end (for float32 about
-    once in 3e7 draws), so do not rely on an open interval for float32/float16 output."""
+    The underlying doubles lie in (0, 1] (1.0 with probability 2^-53), and rounding to the output dtype can reach
+    either end (for float32 about once in 3e7 draws): do not rely on an open interval."""
     return _random("uniform", shape, low, high, seed, offset, dtype, out, device)
 
 

@@ -57,6 +57,7 @@ def test_magma_error_codes_become_magma_errors_with_their_text():
     (lambda: linalg.lstsq(np.ones((3, 2)), np.ones((3, 1, 1))), ValueError, "b has shape"),
     (lambda: linalg.lstsq(np.ones((3, 2)), np.ones(3), method="lu"), ValueError, "'svd' or 'qr'"),
     (lambda: linalg.lstsq(np.ones((3, 2), np.float32), np.ones(3)), TypeError, "different dtypes"),
+    (lambda: linalg.lstsq(np.ones((3, 2)), np.ones(3), 1e-3, method="qr"), ValueError, "rcond"),
     (lambda: linalg.qr(np.ones((2, 2)), mode="complete"), ValueError, "mode"),
     (lambda: linalg.eigh(np.eye(2), UPLO="X"), ValueError, "UPLO"),
     (lambda: linalg.eig(np.ones((2, 3))), LinAlgError, "square"),

@@ -110,6 +110,7 @@ def test_on_device_binds_a_context_once_per_thread(monkeypatch):
     """cudaGetDevice reports device 0 on a fresh thread before any context is bound there; the first on_device of
     each thread sets the device anyway (binding its primary context for the driver API), later ones do not."""
     sets = []
+    monkeypatch.setattr(runtime, "_thread", threading.local())  # leave no "bound" flag behind
     monkeypatch.setattr(runtime, "require_device", lambda: 2)
     monkeypatch.setattr(runtime, "get_device", lambda: sets[-1] if sets else 0)
     monkeypatch.setattr(runtime, "set_device", lambda d: sets.append(int(d)))

@@ -7,6 +7,7 @@ ctypes).  This exercises every executor's argument order on the CPU; the real de
 from __future__ import annotations
 
 import ctypes
+import threading
 
 import numpy as np
 import pytest
@@ -450,6 +451,7 @@ def device(monkeypatch):
     monkeypatch.setattr(rt, "require_device", lambda: 1)
     monkeypatch.setattr(rt, "get_device", lambda: 0)
     monkeypatch.setattr(rt, "set_device", lambda device: None if device == 0 else pytest.fail(f"device {device}"))
+    monkeypatch.setattr(rt, "_thread", threading.local())  # no "context bound" flag survives the fake device
     monkeypatch.setattr(rt, "malloc", malloc)
     monkeypatch.setattr(rt, "free", lambda ptr: blocks.pop(ptr, None))
     monkeypatch.setattr(rt, "memcpy_htod", lambda dst, src, stream=None: ctypes.memmove(dst, src.ctypes.data,
@@ -553,6 +555,22 @@ def test_batched_and_matmul(device, batch, m, k, n, method, bcast, dtype, seed):
     v = values(rng, (k,), dtype)
     np.testing.assert_allclose(blas.matmul(pymagma.asarray(a), pymagma.asarray(v)).get(), a @ v, **tol(dtype))
     np.testing.assert_allclose(blas.matmul(pymagma.asarray(v), pymagma.asarray(b)).get(), v @ b, **tol(dtype))
+
+
+@pytest.mark.parametrize("rcond", [None, -1, 0.5])
+@pytest.mark.parametrize("on_device", [False, True])
+def test_lstsq_rcond_follows_numpy_including_negative(device, rcond, on_device):
+    a = np.zeros((4, 3))
+    a[[0, 1], [0, 1]] = 3.0, 1.0  # singular values 3, 1, 0 exactly; rcond=0.5 also drops the 1
+    b = np.arange(1.0, 5.0)
+    wrap = pymagma.asarray if on_device else (lambda v: v)
+    x, res, rank, s = (pymagma.to_numpy(v) if isinstance(v, pymagma.DeviceArray) else v
+                       for v in linalg.lstsq(wrap(a), wrap(b), rcond))
+    ex, eres, erank, es = np.linalg.lstsq(a, b, rcond)
+    assert rank == erank == (1 if rcond == 0.5 else 2)
+    np.testing.assert_allclose(x, ex, atol=1e-12)
+    assert res.shape == eres.shape == (0,)
+    np.testing.assert_allclose(s, es)
 
 
 def test_huge_strided_batches_are_split_below_magmas_offset_range(device, monkeypatch):
