@@ -8,6 +8,7 @@ copies.
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -275,6 +276,23 @@ class DeviceArray:
             with runtime.on_device(self.device):  # the legacy stream of the array's device
                 runtime.Stream(handle=0).synchronize()
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA)
+
+
+def on_arrays_device(fn):
+    """Decorator: with several GPUs, run ``fn`` with the device of its first DeviceArray argument current (MAGMA
+    queues, cuBLAS and cuDNN handles belong to one device), then restore the caller's device.  With one GPU, or
+    none (bad input is still reported before any device call), or no DeviceArray argument, ``fn`` runs as is."""
+
+    @functools.wraps(fn)
+    def run(*args, **kwargs):
+        if runtime.device_count() > 1:
+            for a in (*args, *kwargs.values()):
+                if isinstance(a, DeviceArray):
+                    with runtime.on_device(a.device):
+                        return fn(*args, **kwargs)
+        return fn(*args, **kwargs)
+
+    return run
 
 
 def _pitched_rows(x: DeviceArray) -> bool:

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _magma
-from .array import DeviceArray, asarray, empty, require_device_array
+from .array import DeviceArray, asarray, empty, on_arrays_device, require_device_array
 
 N, T = _magma.MagmaNoTrans, _magma.MagmaTrans
 UPPER, LOWER = _magma.MagmaUpper, _magma.MagmaLower
@@ -271,6 +271,7 @@ def _scalar_cached(value, p: str):
 
 
 # ----------------------------------------------------------------------------------------------------- public API
+@on_arrays_device
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False) -> DeviceArray:
     """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked, as a view)."""
     a, b = _device_arrays(a, b)
@@ -322,6 +323,7 @@ def _scale_any(x: DeviceArray, beta) -> None:
 MAX_BATCH_OFFSET = 2**31 - 1
 
 
+@on_arrays_device
 def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -> DeviceArray:
     """Batched ``out[i] = alpha * a[i] @ b[i] + beta * out[i]`` over (broadcast) leading dimensions.
 
@@ -404,6 +406,7 @@ def matmul(a, b, out=None) -> DeviceArray:
     return result
 
 
+@on_arrays_device
 def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
     """``y = alpha * a @ x + beta * y`` for a 2-D ``a`` and 1-D ``x``."""
     a, x = _device_arrays(a, x)
@@ -447,6 +450,7 @@ def _vector_pair(x, y, what: str) -> tuple[DeviceArray, DeviceArray, str]:
     return x, y, p
 
 
+@on_arrays_device
 def axpy(alpha, x, y) -> DeviceArray:
     """``y += alpha * x`` in place (vectors, or contiguous arrays of the same size)."""
     x, y, p = _vector_pair(x, y, "axpy")
@@ -456,6 +460,7 @@ def axpy(alpha, x, y) -> DeviceArray:
     return y
 
 
+@on_arrays_device
 def scal(alpha, x) -> DeviceArray:
     """``x *= alpha`` in place."""
     (x,) = _device_arrays(x)
@@ -466,6 +471,7 @@ def scal(alpha, x) -> DeviceArray:
     return x
 
 
+@on_arrays_device
 def dot(x, y, *, conjugate: bool = False):
     """``sum(x * y)`` (``conjugate``: ``sum(conj(x) * y)``, like ``numpy.vdot``) as a NumPy scalar."""
     x, y, p = _vector_pair(x, y, "dot")
@@ -474,6 +480,7 @@ def dot(x, y, *, conjugate: bool = False):
     return x.dtype.type(complex(r.real, r.imag) if p in "cz" else r)
 
 
+@on_arrays_device
 def nrm2(x):
     """Euclidean norm of a vector (or of a contiguous array's elements)."""
     (x,) = _device_arrays(x)
@@ -484,6 +491,7 @@ def nrm2(x):
                                                                                    _queue(v)))
 
 
+@on_arrays_device
 def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, unit_diagonal: bool = False,
          alpha=1.0) -> DeviceArray:
     """Solve ``op(a) X = alpha b`` (``side='left'``) or ``X op(a) = alpha b`` for triangular ``a``; X overwrites b."""
@@ -505,6 +513,7 @@ def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, 
     return b
 
 
+@on_arrays_device
 def syrk(a, out=None, *, lower: bool = True, trans: bool = False, alpha=1.0, beta=0.0) -> DeviceArray:
     """``out = alpha * a @ a.T + beta * out`` (``trans``: ``a.T @ a``); only the ``lower`` (or upper) triangle is
     written, as in BLAS."""

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _cudnn as cd
+from .array import on_arrays_device
 
 #: Largest convolution workspace (bytes) an algorithm may use unless a call says otherwise.
 DEFAULT_WORKSPACE_LIMIT = 512 * 1024 * 1024
@@ -387,6 +388,7 @@ def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, auto
             choice.workspace, byref(beta), d[3], _ptr(c))
 
 
+@on_arrays_device
 def conv2d_forward(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups: int = 1, out=None,
                    autotune: bool = False, workspace_limit: int | None = None, math: str | None = None):
     """y = x ⋆ w (+ bias over channels): x (N, C, H, W), w (K, C/groups, kh, kw), bias (K,) -> y (N, K, Ho, Wo)."""
@@ -401,6 +403,7 @@ def conv2d_forward(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups: 
     return y
 
 
+@on_arrays_device
 def conv2d_backward_data(dy, w, x_shape, *, stride=1, padding=0, dilation=1, groups: int = 1, out=None,
                          autotune: bool = False, workspace_limit: int | None = None, math: str | None = None):
     """dx of a conv2d: the gradient with respect to the input of shape ``x_shape``."""
@@ -413,6 +416,7 @@ def conv2d_backward_data(dy, w, x_shape, *, stride=1, padding=0, dilation=1, gro
     return dx
 
 
+@on_arrays_device
 def conv2d_backward_filter(x, dy, w_shape, *, stride=1, padding=0, dilation=1, groups: int = 1, out=None,
                            autotune: bool = False, workspace_limit: int | None = None, math: str | None = None):
     """dw of a conv2d: the gradient with respect to weights of shape ``w_shape``."""
@@ -425,6 +429,7 @@ def conv2d_backward_filter(x, dy, w_shape, *, stride=1, padding=0, dilation=1, g
     return dw
 
 
+@on_arrays_device
 def conv2d_backward_bias(dy, out=None):
     """db = sum of dy (N, K, Ho, Wo) over N, Ho, Wo -> (K,)."""
     if dy.ndim != 4:
@@ -445,6 +450,7 @@ def _pool_desc(mode: str, window, stride, padding) -> cd.PoolingDescriptor:
     return pooling_descriptor(POOL_MODES[mode], window, _tuple2(padding, "padding"), stride)
 
 
+@on_arrays_device
 def pool2d_forward(x, window, stride=None, padding=0, mode: str = "max", out=None):
     """Max or average pooling of x (N, C, H, W); ``stride`` defaults to ``window``."""
     shape = pool2d_output_shape(x.shape, window, stride, padding)
@@ -456,6 +462,7 @@ def pool2d_forward(x, window, stride=None, padding=0, mode: str = "max", out=Non
     return y
 
 
+@on_arrays_device
 def pool2d_backward(y, dy, x, window, stride=None, padding=0, mode: str = "max", out=None):
     """dx of pooling, from the forward input ``x``, output ``y`` and output gradient ``dy``."""
     _check_same("pool2d_backward", x, y, dy)
@@ -481,6 +488,7 @@ def _activation_desc(mode: str, coef: float | None) -> cd.ActivationDescriptor:
     return activation_descriptor(ACTIVATION_MODES[mode], float(coef))
 
 
+@on_arrays_device
 def activation_forward(x, mode: str = "relu", coef: float | None = None, out=None):
     """y = f(x) for sigmoid, relu, tanh, clipped_relu (ceiling ``coef``, required), elu (alpha ``coef``, default 1)
     and swish (beta ``coef``, default 1)."""
@@ -492,6 +500,7 @@ def activation_forward(x, mode: str = "relu", coef: float | None = None, out=Non
     return y
 
 
+@on_arrays_device
 def activation_backward(y, dy, x, mode: str = "relu", coef: float | None = None, out=None):
     """dx = f'(x) * dy from the forward input ``x`` and output ``y``."""
     _check_same("activation_backward", x, y, dy)
@@ -513,6 +522,7 @@ def _softmax_args(log: bool, mode: str):
     return int(cd.SoftmaxAlgorithm.LOG if log else cd.SoftmaxAlgorithm.ACCURATE), int(SOFTMAX_MODES[mode])
 
 
+@on_arrays_device
 def softmax_forward(x, log: bool = False, mode: str = "instance", out=None):
     """Softmax (or log-softmax) of x (N, C[, H, W]) per sample ("instance") or per pixel over C ("channel")."""
     algo, m = _softmax_args(log, mode)
@@ -523,6 +533,7 @@ def softmax_forward(x, log: bool = False, mode: str = "instance", out=None):
     return y
 
 
+@on_arrays_device
 def softmax_backward(y, dy, log: bool = False, mode: str = "instance", out=None):
     """dx of softmax (or log-softmax) from its output ``y`` and output gradient ``dy``."""
     _check_same("softmax_backward", y, dy)
@@ -565,6 +576,7 @@ def _params_like(shape, dtype, device):
     return array.empty(shape, dtype, device=device)
 
 
+@on_arrays_device
 def batch_norm_forward_training(x, scale, bias, running_mean=None, running_var=None, *, momentum: float = 0.1,
                                 eps: float = 1e-5, mode: str = "spatial", out=None):
     """Normalise with batch statistics; returns (y, save_mean, save_inv_std) for the backward pass.
@@ -588,6 +600,7 @@ def batch_norm_forward_training(x, scale, bias, running_mean=None, running_var=N
     return y, save_mean, save_inv
 
 
+@on_arrays_device
 def batch_norm_forward_inference(x, scale, bias, mean, var, *, eps: float = 1e-5, mode: str = "spatial", out=None):
     """y = scale * (x - mean) / sqrt(var + eps) + bias with stored statistics."""
     xd, bn, pshape, pdtype = _bn_setup(x, mode)
@@ -600,6 +613,7 @@ def batch_norm_forward_inference(x, scale, bias, mean, var, *, eps: float = 1e-5
     return y
 
 
+@on_arrays_device
 def batch_norm_backward(x, dy, scale, save_mean=None, save_inv_std=None, *, eps: float = 1e-5,
                         mode: str = "spatial", out=None):
     """(dx, dscale, dbias) of training-mode batch norm; pass the saved statistics of the forward call."""
@@ -662,6 +676,7 @@ def dropout_state(seed: int = 0, device: int | None = None) -> DropoutState:
     return state
 
 
+@on_arrays_device
 def dropout_forward(x, rate: float, *, seed: int = 0, state: DropoutState | None = None, out=None):
     """Zero each element with probability ``rate`` and scale the rest by 1/(1-rate); returns (y, reserve).
 
@@ -681,6 +696,7 @@ def dropout_forward(x, rate: float, *, seed: int = 0, state: DropoutState | None
     return y, reserve
 
 
+@on_arrays_device
 def dropout_backward(dy, reserve, rate: float, *, seed: int = 0, state: DropoutState | None = None, out=None):
     """dx = dy * mask / (1 - rate), the mask read from the forward call's ``reserve``."""
     _check_same("dropout_backward", dy)
@@ -706,6 +722,7 @@ def _pad4(shape) -> tuple:
     return tuple(shape) + (1,) * max(0, 4 - len(shape))
 
 
+@on_arrays_device
 def add_tensor(a, c, alpha: float = 1.0, beta: float = 1.0):
     """c = alpha * a + beta * c in place, ``a`` broadcast over ``c`` (e.g. a (1, C, 1, 1) bias); returns c."""
     _check_same("add_tensor", a, c)
@@ -726,6 +743,7 @@ def _op_descriptor(op, compute) -> cd.OpTensorDescriptor:
     return cd.OpTensorDescriptor(op, compute)
 
 
+@on_arrays_device
 def op_tensor(op: str, a, b, *, alpha1: float = 1.0, alpha2: float = 1.0, beta: float = 0.0, out=None):
     """out = op(alpha1 * a, alpha2 * b) + beta * out; ``b`` may broadcast over ``a`` (cudnnOpTensor)."""
     if op not in OP_TENSOR_OPS:
@@ -739,6 +757,7 @@ def op_tensor(op: str, a, b, *, alpha1: float = 1.0, alpha2: float = 1.0, beta: 
     return c
 
 
+@on_arrays_device
 def scale_tensor(x, alpha: float):
     """x *= alpha in place; returns x."""
     _check_same("scale_tensor", x)
@@ -747,6 +766,7 @@ def scale_tensor(x, alpha: float):
     return x
 
 
+@on_arrays_device
 def set_tensor(x, value: float):
     """Every element of x = value, in place; returns x."""
     _check_same("set_tensor", x)
@@ -765,6 +785,7 @@ def _reduce_descriptor(op, compute) -> cd.ReduceTensorDescriptor:
     return cd.ReduceTensorDescriptor(op, compute)
 
 
+@on_arrays_device
 def reduce_tensor(op: str, x, axes):
     """Reduce x over ``axes`` keeping them as size-1 dims (cudnnReduceTensor): sum, prod, min, max, amax, mean,
     norm1, norm2."""

@@ -15,7 +15,7 @@ import ctypes
 import numpy as np
 
 from . import _magma, blas
-from .array import DeviceArray, asarray, copy_into, empty
+from .array import DeviceArray, asarray, copy_into, empty, on_arrays_device
 from .errors import LinAlgError, MagmaError
 
 __all__ = ["solve", "lu_factor", "lu_solve", "inv", "det", "slogdet", "cholesky", "cho_solve", "qr", "lstsq",
@@ -200,6 +200,7 @@ def _result(x: DeviceArray, on_host: bool):
 
 
 # ----------------------------------------------------------------------------------------------------- LU family
+@on_arrays_device
 def lu_factor(a, *, check_singular: bool = True):
     """LU with partial pivoting, ``P A = L U`` (like ``scipy.linalg.lu_factor``): returns ``(lu, piv)``, ``piv``
     0-based row interchanges (a NumPy int32 array, ``(..., min(m, n))``).  ``lu`` is NumPy for NumPy input, else a
@@ -278,6 +279,7 @@ def _getrf_batched(stack: DeviceArray):
     return lu, piv, infos.get().reshape(batch)
 
 
+@on_arrays_device
 def lu_solve(lu_and_piv, b):
     """Solve ``A x = b`` from ``lu_factor(A)``; ``b`` is ``(..., n)`` or ``(..., n, k)``."""
     lu, piv = lu_and_piv
@@ -309,6 +311,7 @@ def lu_solve(lu_and_piv, b):
     return _result(x, on_host and b_host)
 
 
+@on_arrays_device
 def solve(a, b):
     """Solve ``a x = b`` (``numpy.linalg.solve`` semantics: ``b`` is a vector only when 1-D)."""
     a, a_host = _as_operand(a, "a")
@@ -325,6 +328,7 @@ def solve(a, b):
     return _result(x, a_host and b_host)
 
 
+@on_arrays_device
 def inv(a):
     """Inverse of square matrices (``solve(a, I)``)."""
     a, on_host = _as_operand(a, "a")
@@ -342,12 +346,14 @@ def _lu_diag_and_sign(a):
     return diag, np.where(swaps % 2, -1, 1).astype(a.dtype), a.dtype
 
 
+@on_arrays_device
 def det(a):
     """Determinant (from the LU factors; a NumPy value)."""
     diag, sign, dtype = _lu_diag_and_sign(a)
     return (sign * np.prod(diag, axis=-1)).astype(dtype)
 
 
+@on_arrays_device
 def slogdet(a):
     """(sign, log|det|) like ``numpy.linalg.slogdet``."""
     diag, sign, dtype = _lu_diag_and_sign(a)
@@ -375,6 +381,7 @@ def _zero_strict_triangle(w: DeviceArray, upper: bool) -> None:
     getattr(lib, f"magma_{p}copy")(n, diag.ptr, 1, w.ptr, ld + 1, q)
 
 
+@on_arrays_device
 def cholesky(a):
     """Lower Cholesky factor ``L`` with ``a = L L^H`` (magma_?potrf_gpu); not positive definite -> LinAlgError."""
     a, on_host = _as_operand(a, "a")
@@ -425,6 +432,7 @@ def _potrf_batched(stack: DeviceArray) -> DeviceArray:
     return factors
 
 
+@on_arrays_device
 def cho_solve(c_and_lower, b):
     """Solve ``a x = b`` from ``c = cholesky(a)`` (``(c, lower)`` like SciPy; ``lower`` must be True: our factors are
     lower) with magma_?potrs_gpu, or magma_?potrs_batched for stacks where the provider has it."""
@@ -485,6 +493,7 @@ def _potrs_batched(c: DeviceArray, b: DeviceArray, batch: tuple) -> DeviceArray:
 
 
 # ----------------------------------------------------------------------------------------------------- QR, lstsq
+@on_arrays_device
 def qr(a, mode: str = "reduced"):
     """QR decomposition (``mode`` 'reduced' -> (Q, R), or 'r' -> R), like ``numpy.linalg.qr``.
 
@@ -540,6 +549,7 @@ def qr(a, mode: str = "reduced"):
     return rs if mode == "r" else (qs, rs)
 
 
+@on_arrays_device
 def lstsq(a, b, rcond=None, *, method: str = "svd"):
     """Least squares ``min ||a x - b||_2`` like ``numpy.linalg.lstsq``: returns ``(x, residuals, rank, s)``.
 
@@ -638,6 +648,7 @@ def _lstsq_gels(a: DeviceArray, b: DeviceArray):
 
 
 # ----------------------------------------------------------------------------------------------------- eigen, SVD
+@on_arrays_device
 def eigh(a, UPLO: str = "L"):
     """Eigenvalues (ascending, NumPy) and eigenvectors (columns) of Hermitian matrices (magma_?syevd/heevd_gpu)."""
     if UPLO not in ("L", "U"):
@@ -691,6 +702,7 @@ def _host_matrices(a, what):
     return (a, True, None) if on_host else (a.get(), False, a.device)
 
 
+@on_arrays_device
 def svd(a, full_matrices: bool = True, compute_uv: bool = True):
     """Singular value decomposition like ``numpy.linalg.svd`` (magma_?gesdd, MAGMA's CPU interface: the matrix
     goes through host memory and MAGMA moves panels to the GPU itself)."""
@@ -750,6 +762,7 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True):
     return (u, s, vt) if on_host else tuple(asarray(x, device=device) for x in (u, s, vt))
 
 
+@on_arrays_device
 def eig(a):
     """Eigenvalues and right eigenvectors of general square matrices like ``numpy.linalg.eig`` (magma_?geev, CPU
     interface).  Real input gives complex results when any eigenvalue is complex, as in NumPy."""

@@ -205,3 +205,19 @@ def test_dimensions_beyond_int32_are_a_clear_error():
         pytest.skip(f"cuDNN is not installed: {exc}")
     with pytest.raises(ValueError, match="32-bit"):
         cd.TensorDescriptor((1, 1, 2, 2**31), cd.DataType.FLOAT, (2**32, 2**32, 2**31, 1))
+
+
+def test_cudnn_calls_run_on_the_arrays_device_when_there_are_several(recorder, monkeypatch):
+    current, seen = {"device": 0}, []
+    monkeypatch.setattr("pymagma.runtime.device_count", lambda: 2)
+    monkeypatch.setattr("pymagma.runtime.require_device", lambda: 2)
+    monkeypatch.setattr("pymagma.runtime.get_device", lambda: current["device"])
+    monkeypatch.setattr("pymagma.runtime.set_device", lambda d: current.update(device=int(d)))
+    monkeypatch.setattr(dnn, "handle", lambda device=None: seen.append((device, current["device"])) or
+                        SimpleNamespace(value=0x1000))
+    host = np.ones((2, 3, 4, 4), np.float32)
+    x = DeviceArray(host.shape, host.dtype, host.ctypes.data, owner=host, device=1)
+    out = DeviceArray(host.shape, host.dtype, recorder.device_array(np.zeros_like(host)).ptr, device=1)
+    dnn.activation_forward(x, "relu", out=out)
+    dnn.scale_tensor(x, 2.0)
+    assert seen == [(1, 1), (1, 1)] and current["device"] == 0

@@ -573,6 +573,29 @@ def test_lstsq_rcond_follows_numpy_including_negative(device, rcond, on_device):
     np.testing.assert_allclose(s, es)
 
 
+def test_magma_calls_run_on_the_arrays_device_when_there_are_several(device, monkeypatch):
+    """Two GPUs, device 0 current, arrays on device 1: each MAGMA call runs with device 1 current (its queue and
+    cuBLAS handle belong there) and device 0 is current again afterwards."""
+    current = {"device": 0}
+    monkeypatch.setattr(rt, "device_count", lambda: 2)
+    monkeypatch.setattr(rt, "require_device", lambda: 2)
+    monkeypatch.setattr(rt, "get_device", lambda: current["device"])
+    monkeypatch.setattr(rt, "set_device", lambda d: current.update(device=int(d)))
+
+    class DeviceLog(list):
+        def append(self, name):
+            super().append((name, current["device"]))
+
+    rng = np.random.default_rng(0)
+    a, b = values(rng, (4, 4), np.float64) + 4 * np.eye(4), values(rng, (4, 2), np.float64)
+    da, db = pymagma.asarray(a, device=1), pymagma.asarray(b, device=1)
+    device.calls = DeviceLog()
+    np.testing.assert_allclose((da @ db).get(), a @ b, rtol=1e-12)
+    np.testing.assert_allclose(linalg.solve(da, db).get(), np.linalg.solve(a, b), rtol=1e-10)
+    assert device.calls and {d for _, d in device.calls} == {1}, device.calls
+    assert current["device"] == 0
+
+
 def test_huge_strided_batches_are_split_below_magmas_offset_range(device, monkeypatch):
     """MAGMA forms i * stride in 32-bit magma_int_t; with the limit shrunk to 50 elements, a batch of 7 (3, 4) @
     (4, 2) products (largest stride 12) runs as calls of at most 4 matrices, with the same result."""
