@@ -637,16 +637,16 @@ class DropoutState:
     def __init__(self, seed: int = 0, device: int | None = None, rate: float = 0.5):
         from . import memory, runtime
 
+        _check_rate(rate)
         self.device = runtime.get_device() if device is None else int(device)
-        self.seed = int(seed)
+        self.seed, self.rate = int(seed), float(rate)
         h = handle(self.device)
         size = c_size_t()
-        cd.call("cudnnDropoutGetStatesSize", h.value, byref(size))
-        self.states = memory.alloc(size.value, self.device)
-        self.descriptor = cd.DropoutDescriptor()
-        _check_rate(rate)
-        self.descriptor.set(h, rate, self.states.ptr, size.value, self.seed)
-        self.rate = float(rate)
+        with runtime.on_device(self.device):  # cuDNN seeds the states with a kernel on the handle's device
+            cd.call("cudnnDropoutGetStatesSize", h.value, byref(size))
+            self.states = memory.alloc(size.value, self.device)
+            self.descriptor = cd.DropoutDescriptor()
+            self.descriptor.set(h, rate, self.states.ptr, size.value, self.seed)
 
     def use(self, rate: float) -> cd.DropoutDescriptor:
         """The descriptor with ``rate`` (re-bound without re-seeding when the rate changes)."""

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import math
+import threading
 from types import SimpleNamespace
 
 import numpy as np
@@ -115,6 +116,8 @@ def recorder(monkeypatch):
     monkeypatch.setattr(memory, "alloc", lambda nbytes, device=None:
                         SimpleNamespace(ptr=rec.device_array(np.zeros(max(nbytes, 1), np.uint8)).ptr, nbytes=nbytes))
     monkeypatch.setattr("pymagma.runtime.get_device", lambda: 0)
+    monkeypatch.setattr("pymagma.runtime.set_device", lambda d: None if d == 0 else pytest.fail(f"device {d}"))
+    monkeypatch.setattr("pymagma.runtime._thread", threading.local())
     return rec
 
 
