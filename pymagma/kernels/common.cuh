@@ -11,6 +11,19 @@ typedef unsigned int u32;
 struct half_t { unsigned short bits; };
 struct bf16_t { unsigned short bits; };
 
+#ifdef PM_HOST_EMULATION  // the tests run these kernels on the CPU: the host compiler's _Float16, same rounding
+__device__ __forceinline__ float pm_half_to_float(unsigned short h) {
+    _Float16 v;
+    __builtin_memcpy(&v, &h, 2);
+    return (float)v;
+}
+__device__ __forceinline__ unsigned short pm_float_to_half(float f) {
+    _Float16 v = (_Float16)f;
+    unsigned short h;
+    __builtin_memcpy(&h, &v, 2);
+    return h;
+}
+#else
 __device__ __forceinline__ float pm_half_to_float(unsigned short h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
@@ -21,6 +34,7 @@ __device__ __forceinline__ unsigned short pm_float_to_half(float f) {
     asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
 }
+#endif
 __device__ __forceinline__ float pm_bf16_to_float(unsigned short b) { return __uint_as_float(((u32)b) << 16); }
 __device__ __forceinline__ unsigned short pm_float_to_bf16(float f) {
     u32 u = __float_as_uint(f);

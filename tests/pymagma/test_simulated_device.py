@@ -436,6 +436,11 @@ class FakeQueue:
 @pytest.fixture
 def device(monkeypatch):
     """Host memory as device memory, the CUDA runtime as memmove, MAGMA as NumPy models."""
+    return simulate_device(monkeypatch)
+
+
+def simulate_device(monkeypatch) -> SimulatedMagma:
+    """Install the simulated device with ``monkeypatch`` (a pytest MonkeyPatch); returns the simulated MAGMA."""
     blocks: dict[int, ctypes.Array] = {}
 
     def malloc(nbytes):

@@ -1,0 +1,62 @@
+"""The GPU tests of pymagma.kernels, run on the CPU: every kernel program compiled by the host C++ compiler against
+a small emulation of CUDA (see kernel_emulator.py), on the simulated device, launched with the argument lists
+pymagma builds for the GPU.  This checks the kernels' arithmetic, indexing, broadcasting, reductions (threads and
+barriers) and the Python side that drives them; only the GPU itself (NVRTC's code, real launches) is left to the
+gpu-marked run."""
+
+from __future__ import annotations
+
+import pytest
+
+from pymagma import kernels
+
+from . import kernel_emulator
+from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
+    test_adam_and_adamw,
+    test_argmax_argmin_with_ties,
+    test_argmax_nan_wins_like_numpy,
+    test_bias_add_over_nchw_channels_and_dense_rows,
+    test_binary_with_broadcasting_and_strides,
+    test_cast_between_all_pairs,
+    test_copy_of_transposed_and_reversed_views,
+    test_every_unary_op_has_a_reference,
+    test_fill,
+    test_integer_casts_are_exact_and_wrap_like_numpy,
+    test_normal_is_box_muller_of_the_same_stream_and_has_the_right_moments,
+    test_out_of_range_label_gives_nan_loss,
+    test_reduce_over_axes,
+    test_rmsprop_and_adagrad,
+    test_sgd_momentum_and_nesterov,
+    test_softmax_cross_entropy,
+    test_unary,
+    test_uniform_and_normal_statistics_for_every_float_dtype,
+    test_uniform_is_philox_and_deterministic,
+)
+from .test_simulated_device import simulate_device
+
+pytestmark = pytest.mark.native
+
+
+@pytest.fixture(scope="module", autouse=True)
+def emulated_gpu(tmp_path_factory):
+    if kernel_emulator.compiler() is None:
+        pytest.skip("no host C++ compiler (g++ or clang++) to build the kernel emulation")
+    launcher = kernel_emulator.Launcher(tmp_path_factory.mktemp("kernels-on-cpu"))
+    with pytest.MonkeyPatch.context() as mp:
+        simulate_device(mp)
+        mp.setattr(kernels, "launch", launcher)
+        yield launcher
+
+
+#: Adam's second moment underflows in float16 (g = 1e-3 gives v = 1e-9, below float16's smallest subnormal), so
+#: Adam's float16 kernel has no NumPy-matching test: float16 training keeps float32 optimizer state.
+UNTESTED = {"adam<half_t>"}
+
+
+def test_every_kernel_instantiation_ran(emulated_gpu, request):
+    """Runs last in this module: the tests above launched every kernel the programs define, in every dtype."""
+    if request.config.option.keyword or getattr(request.config.option, "lf", False):
+        pytest.skip("counts the launches of a whole-module run")
+    expected = {e for _, expressions in kernels.PROGRAMS.values() for e in expressions}
+    missing = expected - set(emulated_gpu.launched)
+    assert missing == UNTESTED, " ".join(sorted(missing ^ UNTESTED))
