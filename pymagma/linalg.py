@@ -557,7 +557,7 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
     singular values ``<= rcond * s.max()`` count as zero (``rcond=None``: machine epsilon times ``max(m, n)``; a
     negative ``rcond``: machine epsilon, as in LAPACK) and ``x`` is the minimum-norm solution.  ``method="qr"``:
     magma_?gels_gpu, all on the device and cheaper, for ``a`` of full column rank with ``m >= n`` only (gels has no
-    rank-revealing path, and MAGMA before 2.9 no m < n path); it takes no ``rcond`` and reports rank ``n`` and
+    rank-revealing path, and the MAGMA 2.6.1 in PyTorch no m < n path); it takes no ``rcond`` and reports rank ``n`` and
     ``s = None``.  ``residuals`` holds the squared 2-norm of each column of ``b - a x``
     when the rank is ``n`` and ``m > n``, and is empty otherwise.
     """
