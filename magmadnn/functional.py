@@ -7,12 +7,12 @@ naming the function and the shapes or dtypes seen and expected.
 
 from __future__ import annotations
 
-import math
 import numbers
 
 import numpy as np
 
 from .autograd import Function, Tensor
+from .backend import geometry
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "power", "matmul", "sum", "mean", "reshape", "transpose",
@@ -21,7 +21,7 @@ __all__ = [
     "batch_norm", "dropout", "softmax_cross_entropy", "mse",
 ]  # fmt: skip
 
-ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
+ACTIVATIONS = geometry.ACTIVATIONS
 
 
 # ----------------------------------------------------------------------------------------------------- helpers
@@ -44,15 +44,7 @@ def _pair_of(a, b):
 
 
 def _int_pair(v, what: str, fn: str) -> tuple[int, int]:
-    if isinstance(v, numbers.Integral):
-        v = (int(v), int(v))
-    try:
-        a, b = (int(e) for e in v)
-    except (TypeError, ValueError):
-        raise TypeError(f"{fn}: {what} must be an int or a pair of ints, got {v!r}") from None
-    if a < 1 or b < 1:
-        raise ValueError(f"{fn}: {what} must be >= 1, got {(a, b)}")
-    return a, b
+    return geometry.int_pair(v, what, fn)
 
 
 def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
@@ -431,52 +423,18 @@ def conv2d_padding(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[t
     "same" gives an output of ceil(in / stride) with the extra pixel at the bottom/right (TensorFlow convention).
     """
     fn = "conv2d_padding"
-    kh, kw = _int_pair(kernel_hw, "kernel size", fn)
-    sh, sw = _int_pair(stride, "stride", fn)
-    dh, dw = _int_pair(dilation, "dilation", fn)
-    if isinstance(padding, str):
-        mode = padding.lower()
-        if mode == "valid":
-            return (0, 0), (0, 0)
-        if mode != "same":
-            raise ValueError(f"{fn}: padding must be 'same', 'valid', an int or pairs of ints, got {padding!r}")
-        h, w = (int(v) for v in in_hw)
-        pads = []
-        for n, k, s, d in ((h, kh, sh, dh), (w, kw, sw, dw)):
-            total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-            pads.append((total // 2, total - total // 2))
-        return pads[0], pads[1]
-    if isinstance(padding, numbers.Integral):
-        p = int(padding)
-        pads = ((p, p), (p, p))
-    else:
-        try:
-            ph, pw = padding
-            if isinstance(ph, numbers.Integral) and isinstance(pw, numbers.Integral):
-                pads = ((int(ph), int(ph)), (int(pw), int(pw)))
-            else:
-                pads = ((int(ph[0]), int(ph[1])), (int(pw[0]), int(pw[1])))
-        except (TypeError, ValueError, IndexError):
-            msg = f"{fn}: padding must be 'same', 'valid', an int or pairs of ints, got {padding!r}"
-            raise TypeError(msg) from None
-    if min(pads[0] + pads[1]) < 0:
-        raise ValueError(f"{fn}: padding must be >= 0, got {padding!r}")
-    return pads
+    kernel = _int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    return geometry.resolve_padding(in_hw, kernel, stride, padding, dilation, owner=fn)
 
 
 def conv2d_output_shape(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[int, int]:
     """Output (H, W) of a convolution (or pooling, with dilation 1) of an input of spatial size ``in_hw``."""
-    (t, b), (l, r) = conv2d_padding(in_hw, kernel_hw, stride, padding, dilation)
-    kh, kw = _int_pair(kernel_hw, "kernel size", "conv2d_output_shape")
-    sh, sw = _int_pair(stride, "stride", "conv2d_output_shape")
-    dh, dw = _int_pair(dilation, "dilation", "conv2d_output_shape")
-    return _output_hw(in_hw, (kh, kw), (sh, sw), ((t, b), (l, r)), (dh, dw))
-
-
-def _output_hw(in_hw, kernel_hw, stride, pads, dilation) -> tuple[int, int]:
-    """The output size arithmetic alone, for arguments already validated (int pairs, resolved padding)."""
-    (h, w), (kh, kw), (sh, sw), ((t, b), (l, r)), (dh, dw) = in_hw, kernel_hw, stride, pads, dilation
-    return (h + t + b - dh * (kh - 1) - 1) // sh + 1, (w + l + r - dw * (kw - 1) - 1) // sw + 1
+    fn = "conv2d_output_shape"
+    pads = conv2d_padding(in_hw, kernel_hw, stride, padding, dilation)
+    kernel = _int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    return geometry.output_hw(in_hw, kernel, stride, pads, dilation)
 
 
 class Conv2d(Function):
@@ -504,7 +462,7 @@ class Conv2d(Function):
         return gx, gw, (xp.conv2d_backward_bias(g) if need[2] else None)
 
 
-FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")  # activations whose gradient needs only the output
+FUSED_ACTIVATIONS = geometry.FUSED_ACTIVATIONS
 
 
 def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=None) -> Tensor:
@@ -529,7 +487,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
         )
     stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
     pads = conv2d_padding(x.shape[2:], (kh, kw), stride, padding, dilation)
-    ho, wo = _output_hw(x.shape[2:], (kh, kw), stride, pads, dilation)
+    ho, wo = geometry.output_hw(x.shape[2:], (kh, kw), stride, pads, dilation)
     if ho < 1 or wo < 1:
         raise ValueError(
             f"{fn}: input of spatial size {x.shape[2:]} is too small for kernel {(kh, kw)} with dilation {dilation} "
@@ -568,7 +526,7 @@ def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
     pads = conv2d_padding(x.shape[2:], window, stride, padding, 1)
     if max(pads[0]) >= window[0] or max(pads[1]) >= window[1]:
         raise ValueError(f"{fn}: padding {pads} must be smaller than the window {window}")
-    ho, wo = _output_hw(x.shape[2:], window, stride, pads, (1, 1))
+    ho, wo = geometry.output_hw(x.shape[2:], window, stride, pads, (1, 1))
     if ho < 1 or wo < 1:
         raise ValueError(f"{fn}: input of spatial size {x.shape[2:]} is smaller than the window {window}")
     _same_dtype(fn, x=x)

@@ -28,14 +28,15 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import _host_jit
+from . import _host_jit, geometry
+from .random import Stream, normal_doubles, uniform_doubles
 
 name = "host"
 float32 = np.float32
 float64 = np.float64
 ndarray = np.ndarray
 
-ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
+ACTIVATIONS = geometry.ACTIVATIONS
 
 # ----------------------------------------------------------------------------------------------- creation/transfer
 
@@ -211,14 +212,9 @@ def bias_grad(dy):
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
-def _check_kind(kind: str, fn: str) -> None:
-    if kind not in ACTIVATIONS:
-        raise ValueError(f"{fn}: unknown activation kind {kind!r}; expected one of {ACTIVATIONS}")
-
-
 def activation_forward(x, kind, alpha=0.0):
     """y = act(x) for kind in sigmoid, tanh, relu, leaky_relu, elu, gelu (tanh approximation)."""
-    _check_kind(kind, "activation_forward")
+    geometry.check_activation(kind, "activation_forward")
     if kind == "relu":
         return np.maximum(x, 0)
     if kind == "sigmoid":
@@ -239,7 +235,7 @@ def activation_forward(x, kind, alpha=0.0):
 
 def activation_backward(dy, x, y, kind, alpha=0.0):
     """dx for ``activation_forward``; ``y`` is the forward output (recomputed when None)."""
-    _check_kind(kind, "activation_backward")
+    geometry.check_activation(kind, "activation_backward")
     if y is None and kind in ("sigmoid", "tanh", "elu"):
         y = activation_forward(x, kind, alpha)
     if kind == "relu":
@@ -319,26 +315,10 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
 
 
 def _pair(v) -> tuple[int, int]:
-    if isinstance(v, (int, np.integer)):
-        return int(v), int(v)
-    a, b = v
-    return int(a), int(b)
+    return geometry.int_pair(v, "window size", "host backend", 0)
 
 
-def _pads(padding) -> tuple[int, int, int, int]:
-    """(top, bottom, left, right) from a pair of ints (symmetric) or ((top, bottom), (left, right))."""
-    if isinstance(padding, (int, np.integer)):
-        p = int(padding)
-        return p, p, p, p
-    ph, pw = padding
-    if isinstance(ph, (int, np.integer)) and isinstance(pw, (int, np.integer)):
-        return int(ph), int(ph), int(pw), int(pw)
-    (t, b), (l, r) = ph, pw
-    return int(t), int(b), int(l), int(r)
-
-
-def _out_size(n, k, s, lo, hi, d) -> int:
-    return (n + lo + hi - d * (k - 1) - 1) // s + 1
+_pads = geometry.pads4
 
 
 def _pad_input(x, pads, fill=0.0):
@@ -367,8 +347,8 @@ class _ConvPlan:
         self.pads = _pads(padding)
         t, b, l, r = self.pads
         self.hp, self.wp = self.h + t + b, self.w + l + r
-        self.ho = _out_size(self.h, self.kh, self.sh, t, b, self.dh)
-        self.wo = _out_size(self.w, self.kw, self.sw, l, r, self.dw)
+        self.ho, self.wo = geometry.output_hw((self.h, self.w), (self.kh, self.kw), (self.sh, self.sw),
+                                              ((t, b), (l, r)), (self.dh, self.dw))
         self.crs = self.cg * self.kh * self.kw  # rows of the column matrix per group
 
     def offset(self, i, j):
@@ -425,7 +405,7 @@ class _ConvPlan:
 
 
 # Activations that conv2d_forward can apply in place on its output: their backward needs only the output y.
-FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+FUSED_ACTIVATIONS = geometry.FUSED_ACTIVATIONS
 
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
@@ -542,8 +522,7 @@ def conv2d_backward_bias(dy):
 def _pool_geometry(x_shape, window, stride, padding):
     (wh, ww), (sh, sw), pads = _pair(window), _pair(stride), _pads(padding)
     t, b, l, r = pads
-    ho = _out_size(x_shape[2], wh, sh, t, b, 1)
-    wo = _out_size(x_shape[3], ww, sw, l, r, 1)
+    ho, wo = geometry.output_hw(x_shape[2:], (wh, ww), (sh, sw), ((t, b), (l, r)))
     return (wh, ww), (sh, sw), pads, ho, wo
 
 
@@ -708,12 +687,12 @@ def batch_norm_backward(dy, x, gamma, ctx):
 
 
 def dropout_forward(x, rate, rng):
-    """Inverted dropout: ``(x * mask, mask)`` with mask 0 or 1/(1-rate)."""
+    """Inverted dropout: ``(x * mask, mask)``; mask is 1/(1-rate) where the draw's uniform (x's dtype) >= rate."""
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout_forward: rate must be in [0, 1), got {rate}")
-    keep = rng.random(x.shape, dtype=np.float32) >= rate
-    mask = keep.astype(x.dtype)
-    mask *= 1.0 / (1.0 - rate)
+    u = uniform(rng, x.shape, 0.0, 1.0, x.dtype)
+    mask = np.greater_equal(u, x.dtype.type(rate)).astype(x.dtype)
+    mask *= x.dtype.type(1.0 / (1.0 - rate))
     return x * mask, mask
 
 
@@ -800,14 +779,20 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
 # --------------------------------------------------------------------------------------------------------- random
 
 
-def rng(seed=None):
-    """A seeded random generator (NumPy ``Generator``)."""
-    return np.random.default_rng(seed)
+def rng(seed=None) -> Stream:
+    """A counter-based random stream (the op set's RNG protocol, :mod:`magmadnn.backend.random`)."""
+    return Stream(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed)
 
 
 def uniform(rng, shape, low=0.0, high=1.0, dtype=np.float32):
-    return rng.uniform(low, high, size=shape).astype(dtype, copy=False)
+    """Draw ``rng.take()``: ``low + (high - low) * u`` for the stream's doubles u in (0, 1], rounded to ``dtype``."""
+    n = math.prod(shape)
+    u = uniform_doubles(n, rng.seed, rng.take())
+    return (low + (high - low) * u).astype(dtype).reshape(shape)
 
 
 def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
-    return rng.normal(mean, std, size=shape).astype(dtype, copy=False)
+    """Draw ``rng.take()``: ``mean + std * z`` for the stream's Box-Muller normals z, rounded to ``dtype``."""
+    n = math.prod(shape)
+    z = normal_doubles(n, rng.seed, rng.take())
+    return (mean + std * z).astype(dtype).reshape(shape)

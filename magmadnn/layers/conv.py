@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import functional as F
 from .. import initializers
+from ..backend import geometry
 from .base import Layer, register, shape_str
 from .core import apply_activation, check_activation
 
@@ -11,11 +12,10 @@ __all__ = ["Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D"]
 
 
 def _pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
-    pair = (value, value) if isinstance(value, int) else tuple(value) if isinstance(value, (tuple, list)) else None
-    if (pair is None or len(pair) != 2 or any(isinstance(v, bool) or not isinstance(v, int) for v in pair)
-            or min(pair) < minimum):
-        raise ValueError(f"{owner}: {what} must be an int >= {minimum} or a pair of them, got {value!r}")
-    return pair
+    try:
+        return geometry.int_pair(value, what, owner, minimum)
+    except TypeError as exc:  # layers report every bad size as a ValueError
+        raise ValueError(str(exc)) from None
 
 
 def _padding(value, owner: str):

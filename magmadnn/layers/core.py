@@ -6,12 +6,14 @@ import math
 
 from .. import functional as F
 from .. import initializers
+from ..backend import geometry
 from .base import Layer, ShapeMismatchError, derive_seed, register, shape_str
 
 __all__ = ["Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "Add", "ACTIVATIONS", "apply_activation"]
 
-ACTIVATIONS = ("linear", "sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu", "softmax")
-_DEFAULT_ALPHA = {"leaky_relu": 0.01, "elu": 1.0}
+#: Names a layer accepts: the op set's kinds plus "linear" (none) and "softmax" (over axis 1).
+ACTIVATIONS = ("linear",) + geometry.ACTIVATIONS + ("softmax",)
+_DEFAULT_ALPHA = geometry.DEFAULT_ALPHA
 
 
 def check_activation(kind, owner: str):

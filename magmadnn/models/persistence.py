@@ -110,6 +110,8 @@ def load_weights(model, path) -> None:
 
 
 def _rng_state(rng):
+    if hasattr(rng, "state") and hasattr(rng, "take"):  # a backend random Stream
+        return rng.state
     if hasattr(rng, "bit_generator"):
         return rng.bit_generator.state
     if hasattr(rng, "get_state"):
@@ -120,7 +122,9 @@ def _rng_state(rng):
 def _set_rng_state(rng, state) -> None:
     if state is None:
         return
-    if hasattr(rng, "bit_generator"):
+    if hasattr(rng, "state") and hasattr(rng, "take"):
+        rng.state = state
+    elif hasattr(rng, "bit_generator"):
         rng.bit_generator.state = state
     elif hasattr(rng, "set_state"):
         rng.set_state(state)

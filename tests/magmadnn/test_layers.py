@@ -102,7 +102,7 @@ def test_dropout_gradient_uses_the_forward_mask():
     layer = built(L.Dropout(0.4), (10,))
 
     def reset():
-        layer.rng = np.random.default_rng(7)
+        layer.rng = layer.xp.rng(7)
 
     check_layer_gradients(layer, RNG.normal(size=(3, 10)), training=True, reset=reset)
 

@@ -1,0 +1,85 @@
+"""Window geometry and activation names: the one home every layer, function and backend uses.
+
+Padding in the op set is always resolved to ``((top, bottom), (left, right))``; "same" puts the extra pixel at the
+bottom/right (TensorFlow's convention), so it may be asymmetric and every backend must accept that.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+
+#: Activation kinds of ``activation_forward``/``activation_backward``.
+ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
+#: Kinds that ``conv2d_forward`` may fuse: their backward needs only the output y.
+FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+#: The default slope/scale ``alpha`` of the kinds that take one.
+DEFAULT_ALPHA = {"leaky_relu": 0.01, "elu": 1.0}
+
+Pads = tuple[tuple[int, int], tuple[int, int]]
+
+
+def check_activation(kind, fn: str) -> str:
+    """``kind`` if it is one of :data:`ACTIVATIONS`, else a ValueError naming ``fn``."""
+    if kind not in ACTIVATIONS:
+        raise ValueError(f"{fn}: unknown activation kind {kind!r}; expected one of {ACTIVATIONS}")
+    return kind
+
+
+def _integer(value, what: str, owner: str) -> int:
+    if isinstance(value, bool):
+        raise TypeError(f"{owner}: {what} must be an integer, got {value!r}")
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{owner}: {what} must be an int or a pair of ints, got {value!r}") from None
+
+
+def int_pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
+    """``value`` (an integer or a pair of integers, NumPy integers included) as a pair, each >= ``minimum``."""
+    if isinstance(value, (tuple, list)):
+        if len(value) != 2:
+            raise TypeError(f"{owner}: {what} must be an int or a pair of ints, got {value!r}")
+        pair = (_integer(value[0], what, owner), _integer(value[1], what, owner))
+    else:
+        v = _integer(value, what, owner)
+        pair = (v, v)
+    if min(pair) < minimum:
+        raise ValueError(f"{owner}: {what} must be >= {minimum}, got {value!r}")
+    return pair
+
+
+def resolve_padding(in_hw, kernel_hw, stride, padding, dilation=(1, 1), owner: str = "padding") -> Pads:
+    """``padding`` (int | pair | ((t, b), (l, r)) | "same" | "valid") as ((top, bottom), (left, right)).
+
+    "same" gives an output of ceil(in / stride) per axis, the extra pixel at the bottom/right.
+    """
+    (kh, kw), (sh, sw), (dh, dw) = kernel_hw, stride, dilation
+    if isinstance(padding, str):
+        mode = padding.lower()
+        if mode == "valid":
+            return (0, 0), (0, 0)
+        if mode != "same":
+            raise ValueError(f"{owner}: padding must be 'same', 'valid', an int or pairs of ints, got {padding!r}")
+        pads = []
+        for n, k, s, d in ((in_hw[0], kh, sh, dh), (in_hw[1], kw, sw, dw)):
+            total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+            pads.append((total // 2, total - total // 2))
+        return pads[0], pads[1]
+    if isinstance(padding, (tuple, list)) and len(padding) == 2 and all(isinstance(p, (tuple, list))
+                                                                         for p in padding):
+        return int_pair(padding[0], "padding", owner, 0), int_pair(padding[1], "padding", owner, 0)
+    ph, pw = int_pair(padding, "padding", owner, 0)
+    return (ph, ph), (pw, pw)
+
+
+def pads4(padding) -> tuple[int, int, int, int]:
+    """(top, bottom, left, right) of an op-set padding: ((t, b), (l, r)), or an int / pair taken as symmetric."""
+    (t, b), (l, r) = resolve_padding((1, 1), (1, 1), (1, 1), padding, owner="pads4")
+    return t, b, l, r
+
+
+def output_hw(in_hw, kernel_hw, stride, pads: Pads, dilation=(1, 1)) -> tuple[int, int]:
+    """Output (H, W) of a window op: ``(n + lo + hi - d (k - 1) - 1) // s + 1`` per axis."""
+    (h, w), (kh, kw), (sh, sw), ((t, b), (l, r)), (dh, dw) = in_hw, kernel_hw, stride, pads, dilation
+    return (h + t + b - dh * (kh - 1) - 1) // sh + 1, (w + l + r - dw * (kw - 1) - 1) // sw + 1
