@@ -1,11 +1,15 @@
 """Training callbacks: History, EarlyStopping, ModelCheckpoint, LearningRateScheduler, CSVLogger, TerminateOnNaN.
 
 ``Model.fit`` calls ``on_train_begin(logs)``, then per epoch ``on_epoch_begin(epoch, logs)``, per batch
-``on_batch_begin(batch, logs)`` / ``on_batch_end(batch, logs)`` (logs: that batch's ``loss``), and
-``on_epoch_end(epoch, logs)`` (logs: epoch means, ``val_*`` entries when validating), then ``on_train_end(logs)``.
-A callback stops training by setting ``model.stop_training = True``.
+``on_batch_begin(batch, logs)`` / ``on_batch_end(batch, logs)``, and ``on_epoch_end(epoch, logs)`` (logs: epoch
+means, ``val_*`` entries when validating), then ``on_train_end(logs)``. A callback stops training by setting
+``model.stop_training = True``.
 
-Non-finite loss: ``fit`` never applies an update computed from a NaN/inf loss. With a ``TerminateOnNaN`` callback the
+Training never leaves the device: the batch logs hold that batch's ``loss`` on the host backend only (reading it on a
+GPU would stall it every batch); the epoch logs always hold every figure. No callback here reads a device array.
+
+Non-finite loss: ``fit`` never applies an update computed from a NaN/inf loss; it calls
+``on_nonfinite_loss(epoch, batch, loss)`` once for the offending batch. With a ``TerminateOnNaN`` callback the
 training stops cleanly (the History so far is returned, ``model.stop_reason`` says why); without one ``fit`` raises
 ``magmadnn.models.NonFiniteLossError``.
 """
@@ -40,6 +44,7 @@ class Callback:
     def on_epoch_end(self, epoch, logs=None): ...
     def on_batch_begin(self, batch, logs=None): ...
     def on_batch_end(self, batch, logs=None): ...
+    def on_nonfinite_loss(self, epoch, batch, loss): ...
 
 
 class CallbackList:
@@ -231,14 +236,7 @@ class TerminateOnNaN(Callback):
     prints it unless ``verbose=0``.
     """
 
-    epoch = 0
-
-    def on_epoch_begin(self, epoch, logs=None):
-        self.epoch = epoch
-
-    def on_batch_end(self, batch, logs=None):
-        loss = (logs or {}).get("loss")
-        if loss is not None and not math.isfinite(loss):
-            self.model.stop_training = True
-            self.model.stop_reason = (f"TerminateOnNaN: loss is {loss} at epoch {self.epoch + 1}, batch {batch + 1}; "
-                                      "training stopped")
+    def on_nonfinite_loss(self, epoch, batch, loss):
+        self.model.stop_training = True
+        self.model.stop_reason = (f"TerminateOnNaN: loss is {loss} at epoch {epoch + 1}, batch {batch + 1}; "
+                                  "training stopped")

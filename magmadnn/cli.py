@@ -17,7 +17,7 @@ from . import backend, data, zoo
 from .callbacks import Callback
 
 DATASETS = ("auto", "digits", "mnist", "fashion", "cifar10", "cifar100")
-DEVICES = ("auto", "host", "device")
+DEVICES = ("auto", "host", "cpu", "gpu", "gpu:N")
 DEFAULT_EPOCHS = {"digits": 10, "mnist": 3, "fashion": 3, "cifar10": 10, "cifar100": 10}
 
 
@@ -39,8 +39,9 @@ def add_training_arguments(parser: argparse.ArgumentParser, *, epochs: int | Non
                         help=f"adam, or sgd with Nesterov momentum 0.9 (default {optimizer})")
     parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
                         help="learning rate: cosine decay to 0 over the run, or constant (default cosine)")
-    parser.add_argument("--device", choices=DEVICES, default="auto",
-                        help="host (NumPy), device (GPU), or auto: the GPU when available (default auto)")
+    parser.add_argument("--device", type=device_name, default="auto", metavar="{host,gpu,gpu:N,auto}",
+                        help="host (NumPy), gpu (the current GPU), gpu:N (GPU number N), or auto: the GPU when "
+                             "pymagma finds one or its simulator is on (PYMAGMA_SIMULATOR=1), else host (default auto)")
     parser.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and dropout (default 0)")
     parser.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
                         help="smoke run: train on at most N batches per epoch and test on as many samples")
@@ -70,14 +71,26 @@ def example_parser(description: str | None, **defaults) -> argparse.ArgumentPars
 # ---------------------------------------------------------------------------------------------- data, device
 
 
+def device_name(text: str) -> str:
+    """``--device`` values: host, cpu, gpu, gpu:N or auto (checked for spelling only; see ``resolve_device``)."""
+    try:
+        if text.strip().lower() != "auto":
+            backend.resolve_device(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected one of host, gpu, gpu:N (N a GPU number) or auto, "
+                                         f"got {text!r}") from None
+    return text
+
+
 def resolve_device(name: str = "auto") -> str:
-    """The backend name for ``--device``: "auto" picks "device" when a GPU backend is usable, else "host"."""
-    if name not in DEVICES:
-        raise ValueError(f"--device must be one of {DEVICES}, got {name!r}")
-    if name == "auto":
-        return "device" if "device" in backend.available() else "host"
-    backend.get(name)  # raises a clear error when the device backend is not usable here
-    return name
+    """The device for ``--device``: "host", "gpu" or "gpu:N" ("auto": the GPU when usable, else "host"); a GPU
+    name that cannot run here raises ``backend.DeviceUnavailableError`` saying what was checked."""
+    try:
+        device = backend.resolve_device(name)
+    except ValueError:
+        raise ValueError(f"--device must be one of host, gpu, gpu:N (N a GPU number) or auto, got {name!r}") from None
+    backend.get(device)  # a clear error when the GPU backend is not usable here
+    return device
 
 
 def pick_dataset(name: str, path: str | None) -> str:
@@ -193,8 +206,8 @@ def fit_and_report(model, split, args, name: str) -> dict:
     model.compile(optimizer=optimizer, loss="cross_entropy", metrics=["accuracy"],
                   seed=args.seed, device=device)
     print(describe_data(name, split))
-    why = " (auto: no usable GPU backend here)" if args.device == "auto" and device == "host" else ""
-    print(f"model {model.name} on {device}{why}, {args.optimizer} lr={args.lr} ({args.schedule}), "
+    why = " (auto: no usable GPU here)" if args.device == "auto" and device == "host" else ""
+    print(f"model {model.name} on {model.device}{why}, {args.optimizer} lr={args.lr} ({args.schedule}), "
           f"batch {args.batch_size}, {args.epochs} epoch(s)")
     timer = Throughput(len(x_train))
     history = model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs,
@@ -207,7 +220,7 @@ def fit_and_report(model, split, args, name: str) -> dict:
               "samples_per_second": timer.samples_per_second, "train_seconds": sum(timer.seconds),
               "history": history}
     if args.plot:
-        where = save_curve(history, args.plot, f"{model.name} on {name} ({device})")
+        where = save_curve(history, args.plot, f"{model.name} on {name} ({model.device})")
         print(f"training curve: {where}" if where else "training curve skipped: matplotlib is not installed")
     return report
 
@@ -237,7 +250,7 @@ def train_command(args) -> dict:
     return fit_and_report(model, split, args, name)
 
 
-USER_ERRORS = (data.DatasetError, ImportError, NotImplementedError, ValueError)
+USER_ERRORS = (data.DatasetError, ImportError, NotImplementedError, ValueError, backend.DeviceUnavailableError)
 
 
 def run_guarded(entry, argv=None, prog: str = "magmadnn") -> int:

@@ -1,8 +1,12 @@
-"""Streaming classification metrics: accuracy and top-k accuracy.
+"""Streaming classification metrics: accuracy and top-k accuracy, computed with backend ops.
 
-A metric accumulates over batches with ``update(outputs, labels, xp)`` (``outputs``: backend array (N, C) of scores
-or logits; ``labels``: NumPy int (N,) or one-hot/soft (N, C)), and reports with ``result()``. Accuracy reduces on the
-backend (argmax) and moves only N integers to the host; top-k moves the (N, C) scores, which is small.
+``hits(outputs, labels, xp)`` is the number of correctly classified samples of one batch as a 0-d backend array in
+the outputs' dtype (``outputs``: backend array (N, C) of scores or logits; ``labels``: NumPy int (N,) or one-hot/soft
+(N, C)). Nothing is copied to the host: labels go to the backend, the comparisons run there, and ``Model.fit`` adds
+the hit counts into its on-device tally, read once per progress update.
+
+For use on their own, ``update(outputs, labels, xp)`` accumulates on the backend and ``result()`` reads the running
+fraction (one host read).
 """
 
 from __future__ import annotations
@@ -12,7 +16,7 @@ import numpy as np
 __all__ = ["Metric", "Accuracy", "TopK", "get"]
 
 
-def _class_indices(labels: np.ndarray) -> np.ndarray:
+def _class_indices(labels) -> np.ndarray:
     labels = np.asarray(labels)
     if labels.ndim == 2:
         return labels.argmax(axis=1)
@@ -21,8 +25,17 @@ def _class_indices(labels: np.ndarray) -> np.ndarray:
     raise ValueError(f"labels must be class indices (N,) or one-hot (N, C), got shape {labels.shape}")
 
 
+def _relu(xp, a):
+    return xp.activation_forward(a, "relu")
+
+
+def _at_most_one(xp, a):
+    """``min(a, 1)`` for ``a >= 0``, from the op set's relu."""
+    return xp.add(xp.negative(_relu(xp, xp.add(xp.negative(a), 1.0))), 1.0)
+
+
 class Metric:
-    """Base class: a running mean of per-sample scores."""
+    """Base class: a fraction of samples counted as hits, accumulated on the backend."""
 
     name = "metric"
 
@@ -30,34 +43,50 @@ class Metric:
         self.reset()
 
     def reset(self) -> None:
-        self.total = 0.0
-        self.count = 0
+        self._hits, self._xp, self.count = None, None, 0
 
-    def result(self) -> float:
-        return self.total / self.count if self.count else float("nan")
+    def hits(self, outputs, labels, xp):
+        """Hits of one batch: a 0-d backend array (outputs' dtype)."""
+        raise NotImplementedError
 
     def update(self, outputs, labels, xp) -> None:
-        raise NotImplementedError
+        outputs = xp.asarray(outputs)
+        batch = self.hits(outputs, labels, xp)
+        self._hits = batch if self._hits is None else xp.add(self._hits, batch)
+        self._xp = xp
+        self.count += int(outputs.shape[0])
+
+    def result(self) -> float:
+        if not self.count:
+            return float("nan")
+        return float(np.asarray(self._xp.to_numpy(self._hits))) / self.count
 
     def to_config(self) -> dict:
         return {"class_name": type(self).__name__, "config": {"k": self.k} if isinstance(self, TopK) else {}}
 
+    def _check(self, outputs) -> None:
+        if len(outputs.shape) != 2:
+            raise ValueError(f"{self.name} needs model outputs of shape (N, classes), got {tuple(outputs.shape)}")
+
 
 class Accuracy(Metric):
+    """Fraction of samples whose highest score (first one on ties) is the true class."""
+
     name = "accuracy"
 
-    def update(self, outputs, labels, xp) -> None:
-        if len(outputs.shape) != 2:
-            raise ValueError(f"accuracy needs model outputs of shape (N, classes), got {tuple(outputs.shape)}")
-        predicted = np.asarray(xp.to_numpy(xp.argmax(outputs, 1)))
-        truth = _class_indices(labels)
-        self.total += float(np.count_nonzero(predicted == truth))
-        self.count += truth.shape[0]
+    def hits(self, outputs, labels, xp):
+        self._check(outputs)
+        truth = xp.asarray(_class_indices(labels).astype(np.int64, copy=False))
+        miss = xp.asarray(xp.subtract(xp.argmax(outputs, 1), truth), outputs.dtype)  # 0 on a hit, else |.| >= 1
+        return xp.sum(_relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0)))
 
 
 class TopK(Metric):
     """Fraction of samples whose true class is among the ``k`` highest scores: a sample counts when fewer than ``k``
-    classes score strictly higher than its true class (ties with the true class count in its favour)."""
+    classes score strictly higher than its true class (ties with the true class count in its favour).
+
+    On the backend: "strictly higher" is ``relu(d) / (relu(d) + tiny)`` of the score difference ``d`` (exactly 0 or
+    1 unless ``0 < d`` is below about 1e-30 for float32), scores must be finite."""
 
     def __init__(self, k: int = 5):
         if not isinstance(k, int) or k < 1:
@@ -66,15 +95,15 @@ class TopK(Metric):
         self.name = f"top{k}_accuracy"
         super().__init__()
 
-    def update(self, outputs, labels, xp) -> None:
-        scores = np.asarray(xp.to_numpy(outputs))
-        if scores.ndim != 2:
-            raise ValueError(f"{self.name} needs model outputs of shape (N, classes), got {scores.shape}")
-        truth = _class_indices(labels)
-        true_score = scores[np.arange(scores.shape[0]), truth]
-        higher = np.count_nonzero(scores > true_score[:, None], axis=1)
-        self.total += float(np.count_nonzero(higher < self.k))
-        self.count += truth.shape[0]
+    def hits(self, outputs, labels, xp):
+        self._check(outputs)
+        n, c = (int(s) for s in outputs.shape)
+        onehot = np.zeros((n, c), dtype=outputs.dtype)
+        onehot[np.arange(n), _class_indices(labels)] = 1
+        true_score = xp.sum(xp.multiply(outputs, xp.asarray(onehot)), 1, True)
+        above = _relu(xp, xp.subtract(outputs, true_score))
+        higher = xp.sum(xp.divide(above, xp.add(above, float(np.finfo(outputs.dtype).tiny))), 1)
+        return xp.sum(_at_most_one(xp, _relu(xp, xp.add(xp.negative(higher), float(self.k)))))
 
 
 def get(identifier) -> Metric:

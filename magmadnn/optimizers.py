@@ -2,7 +2,8 @@
 
 ``optimizer.step(params)`` updates every Parameter that has a gradient, in place, through the backend's ``*_update``
 ops; slot arrays (momentum, moments, accumulators) are allocated once per parameter with ``zeros_like`` and are
-indexed by the parameter's position in ``params`` (the model always passes the same ordered list).
+indexed by the parameter's position in ``params`` (the model always passes the same ordered list). A step never reads
+a value back to the host: the learning rate and the step count are host numbers.
 
 ``lr`` is a number or a ``magmadnn.schedules`` schedule evaluated at the number of steps done so far.
 ``state_dict()`` / ``load_state_dict()`` carry the step count, the current lr and the slot arrays (as backend
@@ -98,6 +99,15 @@ class Optimizer:
 
     def to_config(self) -> dict:
         return {"class_name": type(self).__name__, "config": self.get_config()}
+
+    @property
+    def slot_arrays(self) -> dict[int, dict]:
+        """The live slot arrays, ``{parameter index: {slot: backend array}}`` (fit's rollback snapshot uses it)."""
+        return self._state
+
+    def move_slots(self, move) -> None:
+        """Replace every slot array ``a`` by ``move(a)`` (``Model.to`` moves them to another backend)."""
+        self._state = {index: {name: move(a) for name, a in slots.items()} for index, slots in self._state.items()}
 
     def state_dict(self) -> dict:
         """``{"iterations", "lr", "slots": {index: {slot: backend array}}}`` (arrays are not copied)."""

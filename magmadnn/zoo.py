@@ -1,7 +1,8 @@
 """Model zoo: the networks of the examples, the CLI and the benchmark, built from the public layers.
 
 Every builder takes the per-sample input shape (NCHW, no batch dimension) and the number of classes and returns an
-uncompiled model whose output is the class logits (train it with the "cross_entropy" loss).
+uncompiled model whose output is the class logits (train it with the "cross_entropy" loss). The weights are created
+on the default backend; ``compile(device=...)`` or ``model.to(device)`` moves them.
 """
 
 from __future__ import annotations
@@ -99,8 +100,10 @@ def resnet_small(input_shape=(3, 32, 32), num_classes: int = 10, widths=(16, 32,
 BUILDERS = {"lenet5": lenet5, "mlp": mlp, "cnn": small_cnn, "resnet": resnet_small}
 
 
-def build(name: str, input_shape, num_classes: int, **options):
-    """The zoo model called `name` (one of BUILDERS) for `input_shape` and `num_classes`."""
+def build(name: str, input_shape, num_classes: int, device=None, **options):
+    """The zoo model called `name` (one of BUILDERS) for `input_shape` and `num_classes`, on `device` ("host",
+    "gpu", "gpu:N", "auto"; default: the default backend). ``compile(device=...)`` or ``to()`` can move it later."""
     if name not in BUILDERS:
         raise ValueError(f"zoo.build: unknown model {name!r}; expected one of {sorted(BUILDERS)}")
-    return BUILDERS[name](tuple(input_shape), num_classes, **options)
+    model = BUILDERS[name](tuple(input_shape), num_classes, **options)
+    return model if device is None else model.to(device)

@@ -123,6 +123,15 @@ class Layer:
             self.built = False
             self.build(self.input_shape)
 
+    def move_to(self, backend, move) -> None:
+        """Put the weights and state arrays on ``backend`` as they are (``move(array)`` copies one array there);
+        gradients are dropped. The random streams are moved by the owning model."""
+        for param in self._params.values():
+            param.data, param.backend, param.grad = move(param.data), backend, None
+        for name, array in self._state.items():
+            self._state[name] = move(array)
+        self.xp = backend
+
     # -- building
     def build(self, input_shape) -> None:
         """Check ``input_shape`` (per sample, or a list of them), create the weights, fix the output shape."""

@@ -1,10 +1,22 @@
 """Model (functional graph of layers) and Sequential, with compile / fit / evaluate / predict / summary.
 
-A model owns its backend, dtype (float32 by default) and an integer ``seed``. Every layer gets a deterministic seed
-derived from the model seed and its position, so two models built alike with the same seed start with identical
-weights, dropout masks and shuffling order. ``compile(seed=s)`` re-seeds the model and re-creates the weights.
+A model owns its device (backend: ``device="host" | "gpu" | "gpu:N" | "auto"``, see :mod:`magmadnn.backend`),
+dtype (float32 by default) and an integer ``seed``. Every layer gets a deterministic seed derived from the model seed
+and its position, so two models built alike with the same seed start with identical weights, dropout masks and
+shuffling order. ``compile(seed=s)`` re-seeds the model and re-creates the weights. ``model.to(device)`` moves
+weights, BatchNorm statistics, optimizer state and dropout streams to another device; training goes on as if it had
+stayed (``compile(device=...)`` does the same).
 
-Non-finite loss: ``fit`` checks every batch loss before its update. A NaN/inf loss is never applied; with a
+Training never leaves the device. Inside ``fit`` the only device-to-host copy is one read of the running loss and
+metric sums (kept in one backend vector, see :mod:`.training`) per progress update: every ``progress_interval``
+seconds and at each epoch end (validation included in that read). Targets are checked once per ``fit`` call on the
+host arrays; metrics are computed with backend ops; the optimizer never reads values back. Per-batch callback logs
+hold the batch ``loss`` only on the host backend, where reading it is free.
+
+Non-finite loss: a NaN/inf loss is never applied. On the host each batch loss is checked before its update. On a
+device the check rides on the progress read: fit keeps a backend snapshot from the previous update and the batches
+since; when the read sum is not finite it restores the snapshot and replays those batches one by one (reading each
+loss: this error path alone costs extra reads) up to the offending one, which is not applied. Then, with a
 ``callbacks.TerminateOnNaN`` the training stops cleanly, otherwise :class:`NonFiniteLossError` is raised.
 """
 
@@ -21,6 +33,7 @@ from .. import metrics as _metrics
 from .. import optimizers as _optimizers
 from .._graph import postorder
 from ..autograd import Tensor, no_grad
+from ..backend import host as _host
 from ..layers.base import (
     Input,
     Layer,
@@ -34,8 +47,8 @@ from ..layers.base import (
     shape_str,
 )
 from . import persistence
-from .progress import ProgressBar
 from .summary import summary_text
+from .training import Epoch, Tally
 
 __all__ = ["Model", "Sequential", "NonFiniteLossError", "model_from_config"]
 
@@ -64,19 +77,25 @@ class Model:
 
     is_sequential = False
 
+    #: seconds between progress updates in ``fit`` (each is one host read of the running loss and metrics)
+    progress_interval = 0.1
+
     def __init__(self, inputs, outputs, name: str | None = None, seed: int | None = None, dtype="float32",
-                 backend=None):
-        self._init_common(name, seed, dtype, backend)
+                 device=None, backend=None):
+        self._init_common(name, seed, dtype, device, backend)
         self._set_graph(inputs, outputs)
 
     # ------------------------------------------------------------------------------------------ construction
-    def _init_common(self, name, seed, dtype, backend):
+    def _init_common(self, name, seed, dtype, device, backend):
         self.name = name or _auto_name(type(self))
         self.seed = _fresh_seed() if seed is None else int(seed)
         self.dtype = np.dtype(dtype)
         if self.dtype not in (np.float32, np.float64):
             raise TypeError(f"model {self.name!r}: dtype must be float32 or float64, got {self.dtype}")
-        self.xp = _backend.get(backend)
+        if device is not None and backend is not None and _backend.get(device) is not _backend.get(backend):
+            raise ValueError(f"model {self.name!r}: device={device!r} and backend={backend!r} disagree; "
+                             "pass device= only (backend= is its old name)")
+        self.xp = _backend.get(device if device is not None else backend)
         self.optimizer = self.loss = None
         self.metrics: list = []
         self.compiled = False
@@ -249,9 +268,9 @@ class Model:
     # ------------------------------------------------------------------------------------------ compile
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None):
         """Choose optimizer, loss and metrics. ``seed`` re-seeds and re-initializes the weights; ``device``
-        ("host"/"device") selects the backend (only before the weights exist, or when it is already the model's)."""
+        ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist already are moved, see ``to``)."""
         if device is not None:
-            self._select_backend(device)
+            self.to(device)
         if seed is not None:
             self.reseed(seed)
         self.optimizer = _optimizers.get(optimizer)
@@ -262,16 +281,32 @@ class Model:
         self.compiled = True
         return self
 
-    def _select_backend(self, device) -> None:
+    @property
+    def device(self) -> str:
+        """Where the model lives: "host" or "gpu:N"."""
+        return _backend.device_label(self.xp)
+
+    def to(self, device):
+        """Move the model to ``device`` ("host", "gpu", "gpu:N", "auto"): weights, BatchNorm statistics, optimizer
+        slots and dropout streams are copied there (through the host, once); returns the model."""
         xp = _backend.get(device)
-        if xp is self.xp:
-            return
-        if self.built and self.parameters():
-            raise NotImplementedError(f"model {self.name!r} already holds weights on the {self.xp.name!r} backend; "
-                                      f"moving them is not supported: create the model with backend={xp.name!r}")
-        self.xp = xp
+        old = self.xp
+        if xp is old:
+            return self
+
+        def move(array):
+            return xp.asarray(np.asarray(old.to_numpy(array)))
+
         if self.built:
-            self._configure_layers()
+            for layer in self.layers:
+                layer.move_to(xp, move)
+                stream = getattr(layer, "rng", None)
+                if stream is not None:
+                    layer.rng = _moved_stream(stream, xp, layer.name)
+        if self.optimizer is not None:
+            self.optimizer.move_slots(move)
+        self.xp = xp
+        return self
 
     def _require_compiled(self, what: str) -> None:
         if not self.compiled:
@@ -320,30 +355,47 @@ class Model:
         self._require_compiled("train_on_batch")
         xs = self._input_arrays(x, "train_on_batch")
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
-        value, _ = self._train_step([a.astype(self.dtype, copy=False) for a in xs], y)
+        value = self._train_step([a.astype(self.dtype, copy=False) for a in xs], y, check=True)
         if not math.isfinite(value):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
         return value
 
-    def _train_step(self, xs: list[np.ndarray], y: np.ndarray):
-        """Forward, loss, backward, update. A non-finite loss applies nothing: the state arrays that the forward
-        pass updates in place (BatchNorm running statistics, a few numbers per channel) are restored."""
-        stateful = [layer for layer in self.layers if layer._state]
+    def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
+        """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
+        return self.loss(outputs, self.loss.prepare(y, _host, self.dtype))
+
+    def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray) -> None:
+        m = int(y.shape[0])
+        weighted = loss_value if self.loss.reduction == "sum" else self.xp.multiply(loss_value, float(m))
+        tally.add(prefix + "loss", weighted, m)
+        for metric in self.metrics:
+            tally.add(prefix + metric.name, metric.hits(outputs, y, self.xp), m)
+
+    def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None):
+        """Forward, loss, backward, update, and the batch's loss and metrics added to ``tally``.
+
+        ``check``: read the loss (one host read) and apply nothing when it is not finite (the state arrays that the
+        forward pass updates in place, BatchNorm statistics, are restored); returns the loss. Without ``check``
+        nothing is read and None is returned (fit checks the tally at its next progress update)."""
+        stateful = [layer for layer in self.layers if layer._state] if check else []
         saved = [{k: self.xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
-        inputs = [self._to_tensor(a) for a in xs]
-        outputs = self._forward(inputs, training=True)
-        loss = self.loss(outputs, self.loss.prepare(y, self.xp, self.dtype))
-        value = loss.item()
-        if math.isfinite(value):
-            params = self.parameters()
-            loss.backward()
-            self.optimizer.step(params)
-            for param in params:
-                param.grad = None
-        else:
-            for layer, state in zip(stateful, saved):
-                layer._state.update(state)
-        return value, outputs.data
+        outputs = self._forward([self._to_tensor(a) for a in xs], training=True)
+        loss = self._loss_of(outputs, y)
+        value = None
+        if check:
+            value = loss.item()
+            if not math.isfinite(value):
+                for layer, state in zip(stateful, saved):
+                    layer._state.update(state)
+                return value
+        params = self.parameters()
+        loss.backward()
+        self.optimizer.step(params)
+        for param in params:
+            param.grad = None
+        if tally is not None:
+            self._tally_batch(tally, "", loss.data, outputs.data, y)
+        return value
 
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
@@ -352,7 +404,8 @@ class Model:
 
         ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
         (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``validation_split`` holds out the last fraction of
-        the samples (before shuffling); ``validation_data`` is ``(x_val, y_val)``.
+        the samples (before shuffling); ``validation_data`` is ``(x_val, y_val)``. With ``verbose >= 1`` the first
+        line names the device ("Training on gpu:0 (pymagma simulator)", "Training on host (NumPy)").
         """
         self._require_compiled("fit")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -362,7 +415,7 @@ class Model:
         if _is_batch_iterable(x):
             if y is not None or validation_split:
                 raise ValueError("fit: with a batch iterable (DataLoader) pass y=None and use validation_data")
-            batches = x
+            batches = _CheckedBatches(self, x)
         else:
             xs = [a.astype(self.dtype, copy=False) for a in self._input_arrays(x, "fit")]
             y = self._targets(y, xs[0].shape[0], "fit")
@@ -381,6 +434,8 @@ class Model:
             y_val = self._targets(validation_data[1], x_val[0].shape[0], "fit (validation_data)")
             validation_data = (x_val, y_val)
 
+        if verbose:
+            print(f"Training on {_backend.describe(self.xp)}")
         history = _callbacks.History()
         cbs = _callbacks.CallbackList([*(callbacks or []), history], self)  # History last: sees every log key
         self.stop_training, self.stop_reason = False, None
@@ -388,7 +443,7 @@ class Model:
         try:
             for epoch in range(initial_epoch, epochs):
                 cbs.on_epoch_begin(epoch, {})
-                logs = self._fit_epoch(batches, batch_size, epoch, epochs, cbs, verbose, validation_data)
+                logs = Epoch(self, batches, epoch, epochs, cbs, verbose, validation_data, batch_size).run()
                 self.epoch = epoch + 1
                 cbs.on_epoch_end(epoch, logs)
                 if self.stop_training:
@@ -399,57 +454,47 @@ class Model:
             cbs.on_train_end({})
         return history
 
-    def _fit_epoch(self, batches, batch_size, epoch, epochs, cbs, verbose, validation_data) -> dict:
-        for metric in self.metrics:
-            metric.reset()
-        bar = ProgressBar(epoch, epochs, len(batches) if hasattr(batches, "__len__") else None, verbose)
-        epoch_loss, done = self.loss.tracker(), 0
-        for index, (xb, yb) in enumerate(batches):
-            cbs.on_batch_begin(index, {})
-            if not isinstance(xb, list):  # a batch from a DataLoader
-                xb = [a.astype(self.dtype, copy=False) for a in self._input_arrays(xb, "fit")]
-                yb = self._targets(yb, xb[0].shape[0], "fit")
-            value, outputs = self._train_step(xb, yb)
-            m = xb[0].shape[0]
-            done += 1
-            if math.isfinite(value):
-                epoch_loss.update(value, m)
-                for metric in self.metrics:
-                    metric.update(outputs, yb, self.xp)
-                bar.update(done, m, {"loss": epoch_loss.result(), **{mt.name: mt.result() for mt in self.metrics}})
-            cbs.on_batch_end(index, {"loss": value})
-            if not math.isfinite(value):
-                if self.stop_training:
-                    return {"loss": value}
-                raise NonFiniteLossError(
-                    f"fit: the loss became {value} at epoch {epoch + 1}, batch {index + 1} (the update was not "
-                    "applied); lower the learning rate, check the data for NaN/inf, or pass "
-                    "callbacks=[TerminateOnNaN()] to stop training without an error")
-            if self.stop_training:
-                break
-        bar.stop_clock()
-        logs = {"loss": epoch_loss.result(), **{m.name: m.result() for m in self.metrics}}
-        if validation_data is not None:
-            results = self.evaluate(*validation_data, batch_size=batch_size)
-            logs.update({f"val_{k}": v for k, v in results.items()})
-        bar.finish(done, logs)
-        return logs
+    def _non_finite(self, cbs, epoch: int, index: int, value: float) -> dict:
+        """The batch ``index`` had loss ``value`` and was not applied: stop (TerminateOnNaN) or raise."""
+        cbs.on_nonfinite_loss(epoch, index, value)
+        if self.stop_training:
+            return {"loss": value}
+        raise NonFiniteLossError(
+            f"fit: the loss became {value} at epoch {epoch + 1}, batch {index + 1} (the update was not "
+            "applied); lower the learning rate, check the data for NaN/inf, or pass "
+            "callbacks=[TerminateOnNaN()] to stop training without an error")
+
+    def _tally_names(self, validating: bool) -> list[str]:
+        names = ["loss", *(m.name for m in self.metrics)]
+        return names + [f"val_{n}" for n in names] if validating else names
+
+    def _results(self, sums: dict, counts: dict, prefix: str = "") -> dict:
+        """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions."""
+        out = {}
+        for name in ["loss", *(m.name for m in self.metrics)]:
+            total, n = sums[prefix + name], counts[prefix + name]
+            if not n:
+                out[prefix + name] = float("nan")
+            elif name == "loss" and self.loss.reduction == "sum":
+                out[prefix + name] = total
+            else:
+                out[prefix + name] = total / n
+        return out
 
     # ------------------------------------------------------------------------------------------ inference
-    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
-        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode."""
-        self._require_compiled("evaluate")
-        for metric in self.metrics:
-            metric.reset()
-        epoch_loss = self.loss.tracker()
-        for xb, yb in self._inference_batches(x, y, batch_size, "evaluate"):
+    def _evaluate_into(self, tally: Tally, prefix: str, batches) -> None:
+        for xb, yb in batches:
             with no_grad():
                 outputs = self._forward([self._to_tensor(a) for a in xb], training=False)
-                loss = self.loss(outputs, self.loss.prepare(yb, self.xp, self.dtype))
-            epoch_loss.update(loss.item(), xb[0].shape[0])
-            for metric in self.metrics:
-                metric.update(outputs.data, yb, self.xp)
-        results = {"loss": epoch_loss.result(), **{m.name: m.result() for m in self.metrics}}
+                loss = self._loss_of(outputs, yb)
+            self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
+
+    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
+        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read)."""
+        self._require_compiled("evaluate")
+        tally = Tally(self.xp, self._tally_names(False), self.dtype)
+        self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"))
+        results = self._results(tally.read(), tally.counts)
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
         return results
@@ -465,7 +510,11 @@ class Model:
             result[start:start + batch_size] = self.xp.to_numpy(out.data)
         return result
 
-    def _inference_batches(self, x, y, batch_size, who):
+    def _inference_batches(self, x, y, batch_size, who, checked: bool = False):
+        if checked:  # arrays that fit checked already
+            for start in range(0, x[0].shape[0], batch_size):
+                yield [a[start:start + batch_size] for a in x], y[start:start + batch_size]
+            return
         if _is_batch_iterable(x):
             for xb, yb in x:
                 xs = self._input_arrays(xb, who)
@@ -504,8 +553,8 @@ class Sequential(Model):
     is_sequential = True
 
     def __init__(self, layers=None, name: str | None = None, seed: int | None = None, dtype="float32",
-                 backend=None):
-        self._init_common(name, seed, dtype, backend)
+                 device=None, backend=None):
+        self._init_common(name, seed, dtype, device, backend)
         self._stack: list[Layer] = []
         for layer in layers or []:
             self._append(layer)
@@ -551,11 +600,12 @@ class Sequential(Model):
                            for layer in self.layers]}
 
 
-def model_from_config(config: dict, backend=None) -> Model:
-    """Rebuild an (untrained) model from ``get_config()`` output."""
+def model_from_config(config: dict, device=None, backend=None) -> Model:
+    """Rebuild an (untrained) model from ``get_config()`` output on ``device`` (``backend``: its old name)."""
+    device = device if device is not None else backend
     try:
         layers = [layer_class(entry["class_name"]).from_config(dict(entry["config"])) for entry in config["layers"]]
-        common = {"name": config["name"], "seed": config["seed"], "dtype": config["dtype"], "backend": backend}
+        common = {"name": config["name"], "seed": config["seed"], "dtype": config["dtype"], "device": device}
         if config["class_name"] == "Sequential":
             return Sequential(layers, **common)
         nodes = []
@@ -569,6 +619,42 @@ def model_from_config(config: dict, backend=None) -> Model:
         return Model([nodes[i] for i in config["inputs"]], nodes[config["output"]], **common)
     except (KeyError, IndexError, TypeError) as exc:
         raise persistence.ModelFileError(f"damaged model configuration: {type(exc).__name__}: {exc}") from None
+
+
+def _moved_stream(stream, xp, layer_name: str):
+    """A random stream of backend ``xp`` in the state of ``stream`` (the same draws follow on either backend)."""
+    moved = xp.rng(0)
+    if type(moved) is not type(stream):
+        raise TypeError(f"Model.to: layer {layer_name!r} holds a {type(stream).__name__} random stream but the "
+                        f"{_backend.device_label(xp)} backend uses {type(moved).__name__}; it cannot be moved")
+    persistence._set_rng_state(moved, persistence._rng_state(stream))
+    return moved
+
+
+class _CheckedBatches:
+    """A batch iterable (DataLoader) for fit: inputs and targets checked once per fit when it exposes its arrays
+    (``x``, ``y``), else per batch (host checks only; nothing is read from the device)."""
+
+    def __init__(self, model, source):
+        self.model, self.source = model, source
+        self.whole = isinstance(getattr(source, "x", None), np.ndarray) and isinstance(getattr(source, "y", None),
+                                                                                          np.ndarray)
+        if self.whole:
+            arrays = model._input_arrays(source.x, "fit")
+            model._targets(source.y, arrays[0].shape[0], "fit")
+
+    def __len__(self):
+        return len(self.source)  # TypeError for an iterable without a length
+
+    def __iter__(self):
+        model = self.model
+        for xb, yb in self.source:
+            if self.whole:
+                xs = list(xb) if isinstance(xb, (list, tuple)) else [xb]
+                yield [np.asarray(a).astype(model.dtype, copy=False) for a in xs], np.asarray(yb)
+            else:
+                xs = [a.astype(model.dtype, copy=False) for a in model._input_arrays(xb, "fit")]
+                yield xs, model._targets(yb, xs[0].shape[0], "fit")
 
 
 def _is_batch_iterable(x) -> bool:

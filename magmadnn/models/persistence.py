@@ -43,12 +43,13 @@ def _read(path) -> tuple[dict, dict]:
     return tensors, meta
 
 
-def load_model(path, backend=None):
-    """Rebuild the model stored in ``path`` (a model file or a checkpoint) with its weights."""
+def load_model(path, device=None, backend=None):
+    """Rebuild the model stored in ``path`` (a model file or a checkpoint) with its weights, on ``device`` ("host",
+    "gpu", "gpu:N", "auto"; ``backend`` is its old name). Files hold host arrays: any device loads any file."""
     from .model import model_from_config
 
     tensors, meta = _read(path)
-    model = model_from_config(meta["model"], backend=backend)
+    model = model_from_config(meta["model"], device=device, backend=backend)
     _check_architecture(model, meta["architecture"], path)
     model._assign(tensors, f"loading {str(path)!r}")
     return model

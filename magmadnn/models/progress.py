@@ -22,7 +22,7 @@ class ProgressBar:
         self.epoch, self.epochs, self.total = epoch, epochs, total_batches
         self.verbose, self.stream, self.interval, self.width = verbose, stream or sys.stdout, interval, width
         self.start = time.perf_counter()
-        self._last_draw = 0.0
+        self._last_draw = self.start
         self._stopped = None
         self.samples = 0
         self.live = verbose == 1 and hasattr(self.stream, "isatty") and self.stream.isatty()
@@ -48,14 +48,22 @@ class ProgressBar:
         bar = "=" * filled + arrow + "." * (self.width - filled - len(arrow))
         return f"{done:>{len(str(self.total))}}/{self.total} [{bar}]"
 
-    def update(self, batches_done: int, samples: int, logs: dict) -> None:
+    def add_samples(self, samples: int) -> None:
         self.samples += samples
+
+    def due(self) -> bool:
+        """Whether a progress update is due (``interval`` seconds since the last one); the caller then reads the
+        running figures and calls ``draw``."""
+        now = time.perf_counter()
+        if now - self._last_draw < self.interval:
+            return False
+        self._last_draw = now
+        return True
+
+    def draw(self, batches_done: int, logs: dict) -> None:
+        """Redraw the bar in place (a live terminal with ``verbose=1`` only)."""
         if not self.live:
             return
-        now = time.perf_counter()
-        if now - self._last_draw < self.interval and batches_done != self.total:
-            return
-        self._last_draw = now
         self.stream.write(f"\r{self._bar(batches_done)} - {format_logs(logs)} - "
                           f"{self.images_per_second:,.0f} img/s{self.clear}")
         self.stream.flush()

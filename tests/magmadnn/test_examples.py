@@ -122,7 +122,7 @@ def test_auto_dataset_prefers_given_or_cached_mnist(folders, tmp_path, monkeypat
 def test_auto_device_falls_back_to_host_without_a_gpu_backend():
     from magmadnn import backend
 
-    expected = "device" if "device" in backend.available() else "host"
+    expected = "gpu" if backend.probe().usable else "host"
     assert cli.resolve_device("auto") == expected
     assert cli.resolve_device("host") == "host"
     with pytest.raises(ValueError, match="--device must be one of"):

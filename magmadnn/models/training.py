@@ -1,0 +1,161 @@
+"""What ``fit`` keeps on the backend between host reads: the running tally, and the snapshot it rolls back to.
+
+``Tally``: running sums (weighted loss, metric hits, their validation twins) in one backend vector; a batch adds to it
+with two backend ops per entry and ``read()`` copies the whole vector to the host in one transfer.
+
+``Snapshot``: copies (on the backend) of everything a training step changes (weights, BatchNorm statistics,
+optimizer slots and step count, dropout streams, the tally), taken at a progress update so that a non-finite loss
+found at the next one can be undone and the batches in between replayed one by one up to the offending one.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from ..backend import host as _host
+from . import persistence
+from .progress import ProgressBar
+
+__all__ = ["Tally", "Snapshot", "Epoch"]
+
+
+class Tally:
+    """Named running sums on the backend ``xp`` (dtype ``dtype``) with host-side sample counts."""
+
+    def __init__(self, xp, names, dtype):
+        self.xp, self.names, self.dtype = xp, list(names), np.dtype(dtype)
+        eye = np.eye(len(self.names), dtype=self.dtype)
+        self._basis = {name: xp.asarray(eye[i]) for i, name in enumerate(self.names)}
+        self.sums = xp.zeros((len(self.names),), self.dtype)
+        self.counts = dict.fromkeys(self.names, 0)
+
+    def add(self, name: str, value, count: int) -> None:
+        """Add the 0-d backend array ``value`` to entry ``name`` (``count`` samples), without leaving the backend."""
+        self.sums = self.xp.add(self.sums, self.xp.multiply(value, self._basis[name]))
+        self.counts[name] += int(count)
+
+    def read(self) -> dict[str, float]:
+        """Every sum, copied to the host in one transfer."""
+        host = np.asarray(self.xp.to_numpy(self.sums), dtype=np.float64).reshape(-1)
+        return {name: float(host[i]) for i, name in enumerate(self.names)}
+
+    def state(self):
+        return self.xp.copy(self.sums), dict(self.counts)
+
+    def restore(self, state) -> None:
+        self.sums, self.counts = state[0], dict(state[1])
+
+
+class Snapshot:
+    """Backend copies of a model's training state (and of a tally), restored by ``restore()``."""
+
+    def __init__(self, model, tally: Tally):
+        xp = model.xp
+        self.model, self.tally = model, tally
+        self.params = [(p, xp.copy(p.data)) for p in model.parameters()]
+        self.states = [(layer, {k: xp.copy(a) for k, a in layer._state.items()}) for layer in model.layers]
+        opt = model.optimizer
+        self.iterations = opt.iterations
+        self.slots = {i: {name: xp.copy(a) for name, a in slots.items()} for i, slots in opt.slot_arrays.items()}
+        self.rngs = [(layer, persistence._rng_state(layer.rng)) for layer in model.layers
+                     if getattr(layer, "rng", None) is not None]
+        self.tally_state = tally.state()
+
+    def restore(self) -> None:
+        for param, data in self.params:
+            param.data, param.grad = data, None
+        for layer, state in self.states:
+            layer._state.update(state)
+        opt = self.model.optimizer
+        opt.iterations = self.iterations
+        opt.slot_arrays.clear()
+        opt.slot_arrays.update(self.slots)
+        for layer, state in self.rngs:
+            persistence._set_rng_state(layer.rng, state)
+        self.tally.restore(self.tally_state)
+
+
+class Epoch:
+    """One epoch of ``Model.fit``: the batch loop, progress updates (the only host reads) and non-finite handling.
+
+    On the host backend (``eager``) every batch loss is read before its update, as reading it is free there. On any
+    other backend nothing is read per batch; each progress update reads the tally once, and a non-finite sum sends
+    the epoch back to the snapshot of the previous update to replay the batches since then eagerly.
+    """
+
+    def __init__(self, model, batches, epoch, epochs, cbs, verbose, validation_data, batch_size):
+        self.model, self.batches, self.epoch, self.cbs = model, batches, epoch, cbs
+        self.validation_data, self.batch_size = validation_data, batch_size
+        self.eager = model.xp is _host
+        self.tally = Tally(model.xp, model._tally_names(validation_data is not None), model.dtype)
+        try:
+            total = len(batches)
+        except TypeError:
+            total = None
+        self.bar = ProgressBar(epoch, epochs, total, verbose, interval=model.progress_interval)
+        self.snapshot, self.pending = None, []
+
+    def run(self) -> dict:
+        model, cbs = self.model, self.cbs
+        done = 0
+        for metric in model.metrics:
+            metric.reset()
+        for index, (xb, yb) in enumerate(self.batches):
+            cbs.on_batch_begin(index, {})
+            if not self.eager:
+                if self.snapshot is None:
+                    self.snapshot = Snapshot(model, self.tally)
+                self.pending.append((index, [np.array(a) for a in xb], np.array(yb)))
+            value = model._train_step(xb, yb, check=self.eager, tally=self.tally)
+            done += 1
+            self.bar.add_samples(int(yb.shape[0]))
+            if self.eager and not math.isfinite(value):
+                cbs.on_batch_end(index, {"loss": value})
+                return model._non_finite(cbs, self.epoch, index, value)
+            if self.bar.due():
+                bad = self._progress(done)
+                if bad is not None:
+                    return bad
+            cbs.on_batch_end(index, {"loss": value} if self.eager else {})
+            if model.stop_training:
+                break
+        self.bar.stop_clock()
+        if self.validation_data is not None:
+            model._evaluate_into(self.tally, "val_", model._inference_batches(
+                *self.validation_data, self.batch_size, "fit (validation_data)", checked=True))
+        logs, bad = self._read()
+        if bad is not None:
+            return bad
+        self.bar.finish(done, logs)
+        return logs
+
+    def _read(self):
+        """One host read of the tally: ``(logs, None)``, or ``(None, stop logs)`` after a non-finite loss."""
+        model = self.model
+        sums = self.tally.read()
+        if math.isfinite(sums["loss"]) or self.eager:
+            results = model._results(sums, self.tally.counts)
+            if self.validation_data is not None:
+                results.update(model._results(sums, self.tally.counts, "val_"))
+            self.snapshot, self.pending = None, []
+            return results, None
+        return None, self._replay()
+
+    def _progress(self, done: int):
+        logs, bad = self._read()
+        if bad is None:
+            self.bar.draw(done, {k: v for k, v in logs.items() if not k.startswith("val_")})
+        return bad
+
+    def _replay(self) -> dict:
+        """Back to the snapshot, then the pending batches one by one (one read each) up to the non-finite loss."""
+        model = self.model
+        self.snapshot.restore()
+        for index, xb, yb in self.pending:
+            value = model._train_step(xb, yb, check=True, tally=self.tally)
+            if not math.isfinite(value):
+                return model._non_finite(self.cbs, self.epoch, index, value)
+        raise FloatingPointError(f"fit: the running loss of epoch {self.epoch + 1} became non-finite but no batch "
+                                 "loss did when replayed (nondeterministic backend?)")
