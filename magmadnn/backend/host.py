@@ -32,9 +32,6 @@ from . import _host_jit, geometry
 from .random import Stream, normal_doubles, uniform_doubles
 
 name = "host"
-float32 = np.float32
-float64 = np.float64
-ndarray = np.ndarray
 
 ACTIVATIONS = geometry.ACTIVATIONS
 
@@ -81,30 +78,32 @@ def copy(a) -> np.ndarray:
 
 # ---------------------------------------------------------------------------------------------------- elementwise
 
-add = np.add
-subtract = np.subtract
-multiply = np.multiply
-divide = np.divide
-negative = np.negative
-exp = np.exp
-log = np.log
-sqrt = np.sqrt
-square = np.square
-maximum = np.maximum
-minimum = np.minimum
-abs = np.abs  # noqa: A001  (op-set name)
+def add(a, b):
+    return np.add(a, b)
+
+
+def subtract(a, b):
+    return np.subtract(a, b)
+
+
+def multiply(a, b):
+    return np.multiply(a, b)
+
+
+def divide(a, b):
+    return np.divide(a, b)
+
+
+def negative(a):
+    return np.negative(a)
 
 
 def power(a, p):
     return np.power(a, p)
 
 
-def clip(a, lo, hi):
-    return np.clip(a, lo, hi)
-
-
-def where(cond, a, b):
-    return np.where(cond, a, b)
+def sqrt(a):
+    return np.sqrt(a)
 
 
 def isfinite_all(a) -> bool:
@@ -121,10 +120,6 @@ def sum(a, axis=None, keepdims=False):  # noqa: A001
 
 def mean(a, axis=None, keepdims=False):
     return np.mean(a, axis=axis, keepdims=keepdims)
-
-
-def max(a, axis=None, keepdims=False):  # noqa: A001
-    return np.max(a, axis=axis, keepdims=keepdims)
 
 
 def argmax(a, axis=None):

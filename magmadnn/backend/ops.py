@@ -1,0 +1,374 @@
+"""The backend op set: every op's name, signature and semantics, written down once.
+
+A backend is a module (or module-like object) with a ``name`` and exactly these functions; :func:`check` proves it.
+Autograd, functional, layers, models, optimizers, losses and metrics touch backend arrays only through them, so a
+backend's arrays need not be NumPy arrays (the conformance suite runs one whose arrays refuse every NumPy call).
+
+Conventions every backend follows (and adapts its library to, in one place of its own module):
+
+- **Arrays**: C-ordered, NCHW for images; float32 by default, float64 everywhere (gradient checks use it). An array
+  exposes ``shape`` (tuple), ``dtype`` (NumPy dtype), ``ndim`` and ``size``; nothing else is assumed.
+- **Scalars and promotion**: a Python scalar operand takes the array operand's dtype; two arrays must share a dtype
+  (no silent promotion); integer label arrays are int64 (``asarray`` of host integers keeps their dtype).
+- **Results**: every op returns new arrays and never aliases an input, except the in-place ops, which are named
+  as such: the ``*_update`` optimizer ops (update their ``p`` and state arguments) and ``batch_norm_train`` (updates
+  ``running_mean``/``running_var``). ``reshape`` may return a view; callers never write through it.
+- **Padding** is ``((top, bottom), (left, right))``, resolved by :mod:`.geometry` ("same" may be asymmetric, with the
+  extra pixel bottom/right); a backend whose library pads symmetrically only pads explicitly.
+- **Pooling**: max ignores padding, its gradient goes to the first maximum of the window in row-major order;
+  average divides by the number of real (unpadded) elements of each window.
+- **Batch norm**: ``running = momentum * running + (1 - momentum) * batch``; the running variance takes the unbiased
+  batch variance, normalisation the biased one; ``eps`` is added to the variance.
+- **Activations**: kinds in :data:`.geometry.ACTIVATIONS`; GELU is the tanh approximation; ``alpha`` is the
+  leaky-ReLU slope / ELU scale.
+- **Random numbers**: ``rng(seed)`` is a :class:`.random.Stream`; each ``uniform``/``normal``/``dropout_forward``
+  call takes one offset and draws the Philox4x32-10 stream defined there, so the same seed gives the same numbers on
+  every backend (up to the final rounding of transcendental functions in ``normal``).
+- **Contexts**: ``ctx``/``saved`` values a forward returns are opaque to callers and handed back unchanged to the
+  matching backward of the same backend.
+"""
+
+from __future__ import annotations
+
+import inspect
+
+__all__ = ["OPS", "ATTRIBUTES", "OPTIONAL", "signature", "problems", "check"]
+
+_SPEC: dict[str, inspect.Signature] = {}
+
+
+def _op(fn):
+    _SPEC[fn.__name__] = inspect.signature(fn)
+    return fn
+
+
+# ----------------------------------------------------------------------------------------------- creation/transfer
+@_op
+def asarray(x, dtype=None):
+    """``x`` (host array, scalar, nested list or this backend's array) as this backend's array; host floats of
+    Python type become float32, NumPy arrays keep their dtype unless ``dtype`` is given."""
+
+
+@_op
+def to_numpy(a):
+    """A host NumPy copy of ``a``: the only op that moves data to the host."""
+
+
+@_op
+def zeros(shape, dtype=...):
+    """A new zero array (float32 by default)."""
+
+
+@_op
+def ones(shape, dtype=...):
+    """A new array of ones."""
+
+
+@_op
+def full(shape, value, dtype=...):
+    """A new array filled with ``value``."""
+
+
+@_op
+def zeros_like(a):
+    """Zeros of ``a``'s shape and dtype."""
+
+
+@_op
+def copy(a):
+    """A new array equal to ``a``."""
+
+
+# ----------------------------------------------------------------------------------------------------- elementwise
+@_op
+def add(a, b):
+    """``a + b`` with NumPy broadcasting (either may be a Python scalar)."""
+
+
+@_op
+def subtract(a, b):
+    """``a - b`` with broadcasting."""
+
+
+@_op
+def multiply(a, b):
+    """``a * b`` with broadcasting."""
+
+
+@_op
+def divide(a, b):
+    """``a / b`` with broadcasting."""
+
+
+@_op
+def negative(a):
+    """``-a``."""
+
+
+@_op
+def power(a, p):
+    """``a ** p`` for a scalar exponent ``p``."""
+
+
+@_op
+def sqrt(a):
+    """Elementwise square root."""
+
+
+@_op
+def isfinite_all(a):
+    """Python ``bool``: every element of ``a`` is finite (one scalar read for a device backend)."""
+
+
+# ------------------------------------------------------------------------------------------ reductions and shape
+@_op
+def sum(a, axis=None, keepdims=False):  # noqa: A001
+    """Sum over ``axis`` (None: all axes) as an array (0-d for a full reduction)."""
+
+
+@_op
+def mean(a, axis=None, keepdims=False):
+    """Mean over ``axis``."""
+
+
+@_op
+def argmax(a, axis=None):
+    """int64 indices of the first maximum along ``axis``."""
+
+
+@_op
+def reshape(a, shape):
+    """``a`` with a new shape of the same size (may be a view; never written through)."""
+
+
+@_op
+def transpose(a, axes=None):
+    """``a`` with permuted axes (reversed when None), as a new array."""
+
+
+@_op
+def sum_to_shape(a, shape):
+    """Sum ``a`` down to ``shape``, undoing broadcasting (leading axes and axes of size 1)."""
+
+
+@_op
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """``op(a) @ op(b)`` for 2-D or stacked (..., m, k) operands; transposes of the last two axes as flags."""
+
+
+@_op
+def bias_add(x, b):
+    """``x + b`` with ``b`` (C,) along axis 1 (dense rows or NCHW channels)."""
+
+
+@_op
+def bias_grad(dy):
+    """Sum of ``dy`` over every axis but 1."""
+
+
+# ------------------------------------------------------------------------------------------ activations, softmax
+@_op
+def activation_forward(x, kind, alpha=0.0):
+    """``act(x)`` for ``kind`` in :data:`.geometry.ACTIVATIONS`."""
+
+
+@_op
+def activation_backward(dy, x, y, kind, alpha=0.0):
+    """dx of ``activation_forward``; ``y`` is its output (``x`` may be None for relu/sigmoid/tanh, ``y`` may be None
+    for the others)."""
+
+
+@_op
+def softmax(x, axis=-1):
+    """Softmax along ``axis`` (stable for any input)."""
+
+
+@_op
+def log_softmax(x, axis=-1):
+    """Log-softmax along ``axis``."""
+
+
+@_op
+def softmax_backward(dy, y, axis=-1):
+    """dx of ``softmax`` given its output ``y``."""
+
+
+@_op
+def log_softmax_backward(dy, y, axis=-1):
+    """dx of ``log_softmax`` given its output ``y``."""
+
+
+@_op
+def softmax_cross_entropy(logits, labels):
+    """Per-sample cross entropy of softmax(logits (N, C)) with int labels (N,) or one-hot/soft labels (N, C):
+    ``(loss (N,), probs (N, C))``."""
+
+
+@_op
+def softmax_cross_entropy_backward(probs, labels, dloss):
+    """dlogits of ``softmax_cross_entropy`` for ``dloss`` (N,)."""
+
+
+# ----------------------------------------------------------------------------------------------------- convolution
+@_op
+def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
+                   activation=None):
+    """Cross-correlation of x (N, C, H, W) with w (K, C/groups, R, S) -> (N, K, Ho, Wo), plus ``bias`` (K,), then
+    ``activation`` (one of :data:`.geometry.FUSED_ACTIVATIONS`) when given. ``saved``, when a dict, may be filled with
+    whatever lets ``conv2d_backward_filter`` skip work."""
+
+
+@_op
+def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """dx (N, C, H, W) of ``conv2d_forward``."""
+
+
+@_op
+def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
+    """dw (K, C/groups, R, S) of ``conv2d_forward``; ``saved`` is the dict the forward filled (optional)."""
+
+
+@_op
+def conv2d_backward_bias(dy):
+    """db (K,) of ``conv2d_forward``."""
+
+
+@_op
+def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
+    """Max or average pooling of x (N, C, H, W) -> ``(y, ctx)``."""
+
+
+@_op
+def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
+    """dx of ``pool2d_forward``."""
+
+
+# ------------------------------------------------------------------------------------------ batch norm, dropout
+@_op
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
+    """Normalise x (N, F) or (N, C, H, W) with batch statistics -> ``(y, ctx)``; updates the running stats in place."""
+
+
+@_op
+def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
+    """Normalise with the running statistics."""
+
+
+@_op
+def batch_norm_backward(dy, x, gamma, ctx):
+    """``(dx, dgamma, dbeta)`` of ``batch_norm_train``."""
+
+
+@_op
+def dropout_forward(x, rate, rng):
+    """Inverted dropout -> ``(y, mask)``: one draw u of ``uniform(rng, x.shape, 0, 1, x.dtype)``, mask = 1/(1-rate)
+    where u >= rate (compared in x's dtype) else 0, y = x * mask."""
+
+
+@_op
+def dropout_backward(dy, mask):
+    """``dy * mask``."""
+
+
+# ------------------------------------------------------------------------------------ in-place optimizer updates
+@_op
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
+    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+
+
+@_op
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
+    """In place Adam (``decoupled``: AdamW, p *= 1 - lr wd first); bias-corrected, ``step`` counts from 1;
+    p -= lr/bc1 m / (sqrt(v/bc2) + eps)."""
+
+
+@_op
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
+    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps)."""
+
+
+@_op
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
+    """In place: s += g^2; p -= lr g / (sqrt(s) + eps)."""
+
+
+# --------------------------------------------------------------------------------------------------------- random
+@_op
+def rng(seed=None):
+    """A :class:`.random.Stream` keyed by ``seed`` (a fresh random key when None)."""
+
+
+@_op
+def uniform(rng, shape, low=0.0, high=1.0, dtype=...):
+    """One draw: ``low + (high - low) * u`` rounded to ``dtype``."""
+
+
+@_op
+def normal(rng, shape, mean=0.0, std=1.0, dtype=...):
+    """One draw: ``mean + std * z`` rounded to ``dtype``."""
+
+
+#: The op names, in the order above.
+OPS: tuple[str, ...] = tuple(_SPEC)
+#: Non-callable attributes every backend has.
+ATTRIBUTES = ("name",)
+#: What a backend may add: ``FUSED_ACTIVATIONS`` (kinds conv2d_forward fuses) and ``for_index(n)`` (the same
+#: backend bound to device ``n``, for backends with several devices).
+OPTIONAL = ("FUSED_ACTIVATIONS", "for_index")
+
+
+def signature(name: str) -> inspect.Signature:
+    """The signature of op ``name``."""
+    return _SPEC[name]
+
+
+def _compatible(spec: inspect.Signature, impl: inspect.Signature) -> bool:
+    """Same parameter names in the same order, the same ones with defaults (default values are not compared:
+    the dtype defaults are each backend's float32)."""
+    want = [(p.name, p.default is inspect.Parameter.empty) for p in spec.parameters.values()]
+    have = [(p.name, p.default is inspect.Parameter.empty) for p in impl.parameters.values()]
+    return want == have
+
+
+def problems(backend) -> list[str]:
+    """What keeps ``backend`` from implementing exactly the op set (empty when it does)."""
+    found = []
+    for attr in ATTRIBUTES:
+        if not isinstance(getattr(backend, attr, None), str):
+            found.append(f"missing attribute {attr!r}")
+    for name in OPS:
+        fn = getattr(backend, name, None)
+        if not callable(fn):
+            found.append(f"missing op {name!r}")
+            continue
+        try:
+            impl = inspect.signature(fn)
+        except (TypeError, ValueError):  # builtins such as NumPy ufuncs: checked by the conformance suite
+            continue
+        if not _compatible(_SPEC[name], impl):
+            found.append(f"op {name!r} has signature {impl}, the op set says {_SPEC[name]}")
+    found += [f"public function {n!r} is not in the op set (make it private or add it to ops.py)"
+              for n in sorted(_extra_functions(backend))]
+    return found
+
+
+def _extra_functions(backend) -> set[str]:
+    """Public functions of ``backend`` outside the op set (names a module file imported from elsewhere excepted)."""
+    own = getattr(backend, "__name__", None) if getattr(backend, "__file__", None) else None
+    extra = set()
+    for n in dir(backend):
+        value = getattr(backend, n)
+        if n.startswith("_") or n in OPS or n in OPTIONAL or not callable(value) or isinstance(value, type):
+            continue
+        if own is not None and getattr(value, "__module__", own) != own:
+            continue
+        extra.add(n)
+    return extra
+
+
+def check(backend) -> None:
+    """Raise ``TypeError`` listing every way ``backend`` departs from the op set."""
+    found = problems(backend)
+    if found:
+        label = getattr(backend, "name", backend)
+        raise TypeError(f"backend {label!r} does not implement the op set:\n  " + "\n  ".join(found))
