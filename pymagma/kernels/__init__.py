@@ -31,19 +31,23 @@ from .programs import FLOAT_DTYPES, PROGRAMS
 UNARY_OPS = {
     "negative": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "square": 5, "relu": 6, "sigmoid": 7, "tanh": 8,
     "sign": 9, "reciprocal": 10, "affine": 11, "power": 12, "clip": 13, "elu": 14, "leaky_relu": 15, "rsqrt": 16,
+    "gelu": 17,
 }
 BINARY_OPS = {
     "add": 0, "subtract": 1, "multiply": 2, "divide": 3, "maximum": 4, "minimum": 5, "power": 6,
     "relu_backward": 7, "sigmoid_backward": 8, "tanh_backward": 9, "equal": 10, "greater": 11, "less": 12,
-    "squared_difference": 13,
+    "squared_difference": 13, "greater_equal": 14, "less_equal": 15, "not_equal": 16,
 }
+#: Activation kinds of :func:`activation_backward` (codes of ``activation_grad`` in elementwise.cu).
+ACTIVATION_GRADS = {"relu": 0, "sigmoid": 1, "tanh": 2, "leaky_relu": 3, "elu": 4, "gelu": 5}
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "sum_squares": 5}
 MAX_DIMS = 8
 
 __all__ = [
     "UNARY_OPS", "BINARY_OPS", "REDUCE_OPS", "PROGRAMS", "FLOAT_DTYPES", "CompiledProgram", "KernelCompileError",
     "compile_program", "compile_source", "nvrtc_version", "compiler", "programs",
-    "unary", "binary", "bias_add", "fill", "cast", "copy", "reduce", "argmax", "argmin", "softmax_cross_entropy",
+    "ACTIVATION_GRADS", "unary", "binary", "where", "activation_backward", "bias_add", "fill", "cast", "copy",
+    "reduce", "argmax", "argmin", "softmax_cross_entropy", "softmax_cross_entropy_backward", "dropout",
     "sgd_update", "adam_update", "adamw_update", "rmsprop_update", "adagrad_update", "uniform", "normal",
     *UNARY_OPS, *(k for k in BINARY_OPS if k not in UNARY_OPS),
 ]
@@ -141,7 +145,8 @@ def _ptr(a) -> c_void_p:
 # ------------------------------------------------------------------------------------------------ elementwise
 def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
     """``out = op(x)`` elementwise; ``p``, ``q`` parameterise affine (p*x+q), power (x**p), clip ([p, q]), elu
-    (alpha p) and leaky_relu (slope p)."""
+    (alpha p) and leaky_relu (slope p).  ``gelu`` is the tanh approximation
+    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
     dtype = _float_dtype(x, op)
@@ -158,10 +163,30 @@ def _broadcast_strides(a, shape) -> tuple[int, ...]:
     return tuple(0 if n == 1 else s for n, s in zip(dims, strides))
 
 
+def _is_scalar(v) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+
+
+def _binary_scalar(op: str, x, s, scalar_first: bool, out):
+    dtype = _float_dtype(x, op)
+    x = _contiguous(x)
+    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    _run("elementwise", programs.expression("binary_scalar", dtype), x, x.size,
+         [c_int(BINARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(float(s)),
+          c_int(int(scalar_first))])
+    return out
+
+
 def binary(op: str, a, b, out=None):
-    """``out = a op b`` elementwise with NumPy broadcasting (any strides on the inputs)."""
+    """``out = a op b`` elementwise with NumPy broadcasting (any strides on the inputs).
+
+    One operand may be a Python (or NumPy) scalar: it is rounded to the array's dtype first, as NumPy does."""
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
+    if _is_scalar(b):
+        return _binary_scalar(op, a, b, False, out)
+    if _is_scalar(a):
+        return _binary_scalar(op, b, a, True, out)
     dtype = _float_dtype(a, op)
     _same([a, b], op)
     try:
@@ -177,6 +202,51 @@ def binary(op: str, a, b, out=None):
     s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _contiguous_strides(shape))
     _run("elementwise", programs.expression("binary_strided", dtype), a, n,
          [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n), s])
+    return out
+
+
+def where(cond, a, b, out=None):
+    """``cond != 0 ? a : b`` elementwise with broadcasting; ``cond`` has the dtype of ``a`` and ``b`` (cast
+    boolean masks first).  The result is C-contiguous."""
+    dtype = _float_dtype(a, "where")
+    _same([a, b, cond], "where")
+    try:
+        shape = np.broadcast_shapes(tuple(cond.shape), tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        raise ValueError(f"where: shapes {tuple(cond.shape)}, {tuple(a.shape)} and {tuple(b.shape)} do not "
+                         "broadcast") from None
+    out = _out_for(out, shape, a.dtype, a.device, "where")
+    s = make_strides3(shape, *(_broadcast_strides(v, shape) for v in (cond, a, b)))
+    _run("elementwise", programs.expression("select", dtype), a, out.size,
+         [_ptr(cond), _ptr(a), _ptr(b), _ptr(out), c_longlong(out.size), s])
+    return out
+
+
+#: What each kind of :func:`activation_backward` reads besides dy.
+_ACTIVATION_READS = {"relu": "x or y", "sigmoid": "y", "tanh": "y", "leaky_relu": "x", "elu": "x and y",
+                     "gelu": "x"}
+
+
+def activation_backward(kind: str, dy, x=None, y=None, alpha: float = 0.0, out=None):
+    """dx of an activation from ``dy`` and the forward input ``x`` and/or output ``y``: relu (x or y), sigmoid (y),
+    tanh (y), leaky_relu (x, slope ``alpha``), elu (x and y, ``alpha``), gelu (x, tanh approximation)."""
+    if kind not in ACTIVATION_GRADS:
+        raise ValueError(f"unknown activation {kind!r}; known: {sorted(ACTIVATION_GRADS)}")
+    reads = _ACTIVATION_READS[kind]
+    if kind == "relu" and x is None:
+        x = y
+    if (x is None and "x" in reads) or (y is None and "y" in reads and kind != "relu"):
+        raise ValueError(f"activation_backward of {kind} needs {reads}")
+    dtype = _float_dtype(dy, "activation_backward")
+    _same([dy, x, y], "activation_backward")
+    for name, v in (("x", x), ("y", y)):
+        if v is not None and tuple(v.shape) != tuple(dy.shape):
+            raise ValueError(f"activation_backward: {name} has shape {v.shape}, dy has {dy.shape}")
+    dy, x, y = (None if v is None else _contiguous(v) for v in (dy, x, y))
+    out = _out_for(out, dy.shape, dy.dtype, dy.device, "activation_backward")
+    _run("elementwise", programs.expression("activation_backward", dtype), dy, dy.size,
+         [c_int(ACTIVATION_GRADS[kind]), _ptr(dy), _ptr(x), _ptr(y), _ptr(out), c_longlong(dy.size),
+          c_double(alpha)])
     return out
 
 
@@ -265,12 +335,18 @@ def cast(x, dtype, out=None):
 
 
 def copy(x, out=None):
-    """A C-contiguous copy of any strided view ``x`` (transposes, slices, negative strides)."""
+    """A C-contiguous copy of any strided view ``x`` (transposes, slices, negative strides, broadcasts); ``out``
+    may be any non-overlapping strided view (e.g. the interior of a padded array)."""
     name = programs.dtype_name(_device_array(x, "copy").dtype)
     if name not in programs.COPY_DTYPES:
         raise TypeError(f"copy does not handle dtype {name}; supported: {programs.COPY_DTYPES}")
-    out = _out_for(out, x.shape, x.dtype, x.device, "copy")
-    s = make_strides3(x.shape, _elem_strides(x), _contiguous_strides(x.shape))
+    if out is None:
+        out = _array_module().empty(x.shape, x.dtype, device=x.device)
+    elif tuple(_device_array(out, "copy out").shape) != tuple(x.shape) or out.dtype != x.dtype:
+        raise ValueError(f"copy: out has shape {out.shape} and dtype {out.dtype}, expected {x.shape} {x.dtype}")
+    elif out.device != x.device:
+        raise ValueError(f"copy: out is on device {out.device}, x on {x.device}")
+    s = make_strides3(x.shape, _elem_strides(x), _elem_strides(out))
     _run("elementwise", programs.expression("copy_strided", name), x, x.size,
          [_ptr(x), _ptr(out), c_longlong(x.size), s])
     return out
@@ -342,12 +418,13 @@ def argmin(x, axis: int = -1):
 
 
 # ------------------------------------------------------------------------------------------------------- loss
-def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = True):
+def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = True, probs: bool = False):
     """Softmax over the last axis of (rows, classes) ``logits`` and cross-entropy against ``labels``.
 
     ``labels``: int64 class indices of shape (rows,) or per-class probabilities shaped like ``logits``.
     Returns ``(loss, dlogits)``: loss per row (reduction "none") or its "mean"/"sum" as a 0-d array, and the
-    gradient of that loss w.r.t. the logits (``None`` when ``grad`` is False).
+    gradient of that loss w.r.t. the logits (``None`` when ``grad`` is False).  With ``probs=True`` the second
+    result is the softmax itself, for :func:`softmax_cross_entropy_backward` later.
     """
     dtype = _float_dtype(logits, "softmax_cross_entropy")
     if logits.ndim != 2:
@@ -368,14 +445,41 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
     labels = _contiguous(labels)
     arr = _array_module()
     per_row = arr.empty((rows,), logits.dtype, device=logits.device)
-    dlogits = arr.empty(logits.shape, logits.dtype, device=logits.device) if grad else None
+    dlogits = arr.empty(logits.shape, logits.dtype, device=logits.device) if grad or probs else None
     scale = 1.0 / rows if reduction == "mean" and rows else 1.0
     _run("loss", programs.expression(kernel, dtype), logits, rows,
          [_ptr(logits), _ptr(labels), _ptr(per_row), _ptr(dlogits), c_longlong(rows), c_longlong(classes),
-          c_double(scale)], grid=min(rows, 65535))
+          c_double(scale), c_int(int(probs))], grid=min(rows, 65535))
     if reduction == "none":
         return per_row, dlogits
     return reduce(reduction, per_row), dlogits
+
+
+def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
+    """dlogits from saved softmax ``probs`` (rows, classes), the labels given to :func:`softmax_cross_entropy` and a
+    per-row upstream gradient ``dloss`` (rows,): ``(probs - onehot) * dloss`` for class indices,
+    ``(probs * sum(target) - target) * dloss`` for probability targets."""
+    dtype = _float_dtype(probs, "softmax_cross_entropy_backward")
+    if probs.ndim != 2:
+        raise ValueError(f"softmax_cross_entropy_backward needs 2-D probs, got shape {probs.shape}")
+    rows, classes = probs.shape
+    _same([probs, dloss], "softmax_cross_entropy_backward")
+    if tuple(dloss.shape) != (rows,):
+        raise ValueError(f"softmax_cross_entropy_backward: dloss must have shape ({rows},), got {dloss.shape}")
+    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy_backward labels").dtype) == "int64":
+        if tuple(labels.shape) != (rows,):
+            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
+        kernel, grid = "softmax_xent_index_backward", None
+    else:
+        _same([probs, labels], "softmax_cross_entropy_backward")
+        if tuple(labels.shape) != (rows, classes):
+            raise ValueError(f"probability labels must have the probs' shape {probs.shape}, got {labels.shape}")
+        kernel, grid = "softmax_xent_prob_backward", min(rows, 65535)
+    probs, labels, dloss = _contiguous(probs), _contiguous(labels), _contiguous(dloss)
+    out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
+    _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
+         [_ptr(probs), _ptr(labels), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(classes)], grid=grid)
+    return out
 
 
 # ------------------------------------------------------------------------------------------------- optimizers
@@ -456,6 +560,23 @@ def uniform(shape=None, low: float = 0.0, high: float = 1.0, *, seed: int, offse
     The underlying doubles lie in (0, 1] (1.0 with probability 2^-53), and rounding to the output dtype can reach
     either end (for float32 about once in 3e7 draws): do not rely on an open interval."""
     return _random("uniform", shape, low, high, seed, offset, dtype, out, device)
+
+
+def dropout(x, rate: float, *, seed: int, offset: int = 0):
+    """Inverted dropout of ``x`` on the :func:`uniform` stream of (seed, offset): returns ``(y, mask)`` with
+    u rounded to x's dtype, mask = (u >= rate) * (1 / (1 - rate)) and y = x * mask, all in x's dtype."""
+    dtype = _float_dtype(x, "dropout")
+    if not 0.0 <= float(rate) < 1.0:
+        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
+    if not 0 <= int(seed) < 2 ** 64 or not 0 <= int(offset) < 2 ** 64:
+        raise ValueError(f"seed and offset must be integers in [0, 2**64), got {seed}, {offset}")
+    x = _contiguous(x)
+    arr = _array_module()
+    y, mask = arr.empty(x.shape, x.dtype, device=x.device), arr.empty(x.shape, x.dtype, device=x.device)
+    _run("random", programs.expression("dropout", dtype), x, (x.size + 1) // 2,
+         [_ptr(x), _ptr(y), _ptr(mask), c_longlong(x.size), c_ulonglong(int(seed)), c_ulonglong(int(offset)),
+          c_double(float(rate))])
+    return y, mask
 
 
 def normal(shape=None, mean: float = 0.0, std: float = 1.0, *, seed: int, offset: int = 0, dtype=np.float32,

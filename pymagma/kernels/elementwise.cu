@@ -2,6 +2,8 @@
 // The operation is a runtime code, uniform over the launch, so each kernel is instantiated once per dtype.
 #include "common.cuh"
 
+#define PM_GELU_C 0.7978845608028654  // sqrt(2 / pi)
+
 // Unary op codes (keep in sync with pymagma.kernels.UNARY_OPS).
 template <typename A> __device__ __forceinline__ A unary_op(int op, A x, A p, A q) {
     switch (op) {
@@ -22,6 +24,7 @@ template <typename A> __device__ __forceinline__ A unary_op(int op, A x, A p, A 
         case 14: return x > A(0) ? x : p * (exp(x) - A(1));              // elu(alpha=p)
         case 15: return x > A(0) ? x : p * x;                            // leaky relu(slope=p)
         case 16: return A(1) / sqrt(x);
+        case 17: return A(0.5) * x * (A(1) + tanh(A(PM_GELU_C) * (x + A(0.044715) * x * x * x)));  // gelu (tanh)
         default: return x;
     }
 }
@@ -43,6 +46,9 @@ template <typename A> __device__ __forceinline__ A binary_op(int op, A a, A b) {
         case 11: return a > b ? A(1) : A(0);
         case 12: return a < b ? A(1) : A(0);
         case 13: return (a - b) * (a - b);
+        case 14: return a >= b ? A(1) : A(0);
+        case 15: return a <= b ? A(1) : A(0);
+        case 16: return a != b ? A(1) : A(0);
         default: return a;
     }
 }
@@ -70,6 +76,58 @@ __global__ void binary_strided(int op, const T* __restrict__ a, const T* __restr
         i64 oa, ob, oy;
         pm_offsets(s, i, oa, ob, oy);
         y[oy] = Traits<T>::store(binary_op<A>(op, Traits<T>::load(a[oa]), Traits<T>::load(b[ob])));
+    }
+}
+
+// y = x op s (or s op x when scalar_first) with the scalar s rounded to T first: a Python scalar takes the array's
+// dtype, as in NumPy.
+template <typename T>
+__global__ void binary_scalar(int op, const T* __restrict__ x, T* __restrict__ y, i64 n, double s, int scalar_first) {
+    typedef typename Traits<T>::acc A;
+    const A b = Traits<T>::load(Traits<T>::store((A)s));
+    for (i64 i = pm_global_index(); i < n; i += pm_grid_stride()) {
+        A a = Traits<T>::load(x[i]);
+        y[i] = Traits<T>::store(scalar_first ? binary_op<A>(op, b, a) : binary_op<A>(op, a, b));
+    }
+}
+
+// y (contiguous) = cond != 0 ? a : b over the broadcast shape (s.s0, s.s1, s.s2: strides of cond, a, b).
+template <typename T>
+__global__ void select(const T* __restrict__ cond, const T* __restrict__ a, const T* __restrict__ b,
+                       T* __restrict__ y, i64 n, Strides3 s) {
+    for (i64 i = pm_global_index(); i < n; i += pm_grid_stride()) {
+        i64 oc, oa, ob;
+        pm_offsets(s, i, oc, oa, ob);
+        y[i] = Traits<T>::load(cond[oc]) != 0 ? a[oa] : b[ob];
+    }
+}
+
+// Activation gradient codes (keep in sync with pymagma.kernels.ACTIVATION_GRADS): dx from dy, the forward input x
+// and output y (either may be null when the kind does not read it).
+template <typename A> __device__ __forceinline__ A activation_grad(int op, A dy, A x, A y, A alpha) {
+    switch (op) {
+        case 0: return x > A(0) ? dy : A(0);                            // relu (x or y)
+        case 1: return dy * (y * (A(1) - y));                           // sigmoid (y)
+        case 2: return dy * (A(1) - y * y);                             // tanh (y)
+        case 3: return x > A(0) ? dy : dy * alpha;                      // leaky relu (x)
+        case 4: return x > A(0) ? dy : dy * (y + alpha);                // elu (x, y)
+        case 5: {                                                       // gelu, tanh approximation (x)
+            A x2 = x * x;
+            A t = tanh(A(PM_GELU_C) * (x + A(0.044715) * x2 * x));
+            return dy * (A(0.5) * (A(1) + t) + A(0.5) * x * (A(1) - t * t) * (A(PM_GELU_C) * (A(1) + A(3 * 0.044715) * x2)));
+        }
+        default: return dy;
+    }
+}
+
+template <typename T>
+__global__ void activation_backward(int op, const T* __restrict__ dy, const T* __restrict__ x,
+                                    const T* __restrict__ y, T* __restrict__ dx, i64 n, double alpha) {
+    typedef typename Traits<T>::acc A;
+    for (i64 i = pm_global_index(); i < n; i += pm_grid_stride()) {
+        A xi = x ? Traits<T>::load(x[i]) : A(0);
+        A yi = y ? Traits<T>::load(y[i]) : A(0);
+        dx[i] = Traits<T>::store(activation_grad<A>(op, Traits<T>::load(dy[i]), xi, yi, (A)alpha));
     }
 }
 

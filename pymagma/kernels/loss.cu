@@ -1,5 +1,7 @@
 // Fused softmax + cross-entropy over the last axis of (rows, classes) logits: per-row loss and the gradient
-// (softmax - target) * grad_scale, one block per row.  Targets are class indices or per-class probabilities.
+// (softmax - target) * grad_scale (or, with probs_only, the softmax itself), one block per row.  Targets are class
+// indices or per-class probabilities.  The *_backward kernels turn saved probabilities and a per-row upstream
+// gradient into dlogits.
 #include "common.cuh"
 
 #define PM_LOSS_THREADS 256
@@ -35,7 +37,8 @@ __device__ void pm_row_logsumexp(const T* row, i64 classes, A* shared, A& mx, A&
 
 template <typename T>
 __global__ void softmax_xent_index(const T* __restrict__ logits, const i64* __restrict__ labels, T* __restrict__ loss,
-                                   T* __restrict__ grad, i64 rows, i64 classes, double grad_scale) {
+                                   T* __restrict__ grad, i64 rows, i64 classes, double grad_scale,
+                                   int probs_only) {
     typedef typename Traits<T>::acc A;
     __shared__ A shared[PM_LOSS_THREADS];
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -52,7 +55,7 @@ __global__ void softmax_xent_index(const T* __restrict__ logits, const i64* __re
         if (grad) {
             for (i64 j = threadIdx.x; j < classes; j += blockDim.x) {
                 A p = exp(Traits<T>::load(row[j]) - mx - lse);
-                grad[r * classes + j] = Traits<T>::store((p - (j == label ? A(1) : A(0))) * (A)grad_scale);
+                grad[r * classes + j] = Traits<T>::store(probs_only ? p : (p - (j == label ? A(1) : A(0))) * (A)grad_scale);
             }
         }
     }
@@ -60,7 +63,8 @@ __global__ void softmax_xent_index(const T* __restrict__ logits, const i64* __re
 
 template <typename T>
 __global__ void softmax_xent_prob(const T* __restrict__ logits, const T* __restrict__ target, T* __restrict__ loss,
-                                  T* __restrict__ grad, i64 rows, i64 classes, double grad_scale) {
+                                  T* __restrict__ grad, i64 rows, i64 classes, double grad_scale,
+                                   int probs_only) {
     typedef typename Traits<T>::acc A;
     __shared__ A shared[PM_LOSS_THREADS];
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -78,8 +82,39 @@ __global__ void softmax_xent_prob(const T* __restrict__ logits, const T* __restr
         if (grad) {
             for (i64 j = threadIdx.x; j < classes; j += blockDim.x) {
                 A p = exp(Traits<T>::load(row[j]) - mx - lse);
-                grad[r * classes + j] = Traits<T>::store((p - Traits<T>::load(t[j])) * (A)grad_scale);
+                grad[r * classes + j] = Traits<T>::store(probs_only ? p : (p - Traits<T>::load(t[j])) * (A)grad_scale);
             }
+        }
+    }
+}
+
+// dx = (probs - onehot(label)) * dloss[row], elementwise over (rows, classes).
+template <typename T>
+__global__ void softmax_xent_index_backward(const T* __restrict__ probs, const i64* __restrict__ labels,
+                                            const T* __restrict__ dloss, T* __restrict__ dx, i64 rows, i64 classes) {
+    typedef typename Traits<T>::acc A;
+    for (i64 i = pm_global_index(); i < rows * classes; i += pm_grid_stride()) {
+        i64 r = i / classes;
+        A d = Traits<T>::load(probs[i]) - (i - r * classes == labels[r] ? A(1) : A(0));
+        dx[i] = Traits<T>::store(d * Traits<T>::load(dloss[r]));
+    }
+}
+
+// dx = (probs * sum(target row) - target) * dloss[row], one block per row.
+template <typename T>
+__global__ void softmax_xent_prob_backward(const T* __restrict__ probs, const T* __restrict__ target,
+                                           const T* __restrict__ dloss, T* __restrict__ dx, i64 rows, i64 classes) {
+    typedef typename Traits<T>::acc A;
+    __shared__ A shared[PM_LOSS_THREADS];
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T* t = target + r * classes;
+        A part = A(0);
+        for (i64 j = threadIdx.x; j < classes; j += blockDim.x) part += Traits<T>::load(t[j]);
+        A total = pm_block_reduce<A>(part, false, shared);
+        A g = Traits<T>::load(dloss[r]);
+        for (i64 j = threadIdx.x; j < classes; j += blockDim.x) {
+            A d = Traits<T>::load(probs[r * classes + j]) * total - Traits<T>::load(t[j]);
+            dx[r * classes + j] = Traits<T>::store(d * g);
         }
     }
 }

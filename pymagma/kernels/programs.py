@@ -51,12 +51,14 @@ def _cast_pairs() -> tuple[str, ...]:
 
 #: program name -> (source file, name expressions)
 PROGRAMS = {
-    "elementwise": ("elementwise.cu", _per_dtype(("unary", "binary", "binary_strided", "bias_channels", "fill"))
+    "elementwise": ("elementwise.cu", _per_dtype(("unary", "binary", "binary_strided", "binary_scalar",
+                                                       "select", "activation_backward", "bias_channels", "fill"))
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
     "reduce": ("reduce.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
-    "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob"))),
+    "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
+                                     "softmax_xent_prob_backward"))),
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
-    "random": ("random.cu", _per_dtype(("uniform", "normal"))),
+    "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
 }
 
 

@@ -12,13 +12,19 @@ from pymagma import kernels
 
 from . import kernel_emulator
 from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
+    test_activation_backward,
+    test_activation_backward_names_what_it_needs,
     test_adam_and_adamw,
     test_argmax_argmin_with_ties,
     test_argmax_nan_wins_like_numpy,
     test_bias_add_over_nchw_channels_and_dense_rows,
+    test_binary_with_a_python_scalar_in_the_arrays_dtype,
     test_binary_with_broadcasting_and_strides,
     test_cast_between_all_pairs,
+    test_copy_into_a_strided_view_pads_without_the_host,
     test_copy_of_transposed_and_reversed_views,
+    test_dropout_is_the_uniform_stream_thresholded_in_the_arrays_dtype,
+    test_every_binary_op_has_a_reference,
     test_every_unary_op_has_a_reference,
     test_fill,
     test_integer_casts_are_exact_and_wrap_like_numpy,
@@ -28,9 +34,11 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_rmsprop_and_adagrad,
     test_sgd_momentum_and_nesterov,
     test_softmax_cross_entropy,
+    test_softmax_cross_entropy_probs_and_backward,
     test_unary,
     test_uniform_and_normal_statistics_for_every_float_dtype,
     test_uniform_is_philox_and_deterministic,
+    test_where_with_broadcasting,
 )
 from .test_simulated_device import simulate_device
 

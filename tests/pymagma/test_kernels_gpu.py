@@ -44,6 +44,7 @@ UNARY_REFERENCES = {
     "elu": lambda x, p, q: np.where(x > 0, x, p * (np.exp(x) - 1)),
     "leaky_relu": lambda x, p, q: np.where(x > 0, x, p * x),
     "rsqrt": lambda x, p, q: 1 / np.sqrt(x),
+    "gelu": lambda x, p, q: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
 }
 POSITIVE_ONLY = {"log", "sqrt", "reciprocal", "power", "rsqrt"}
 
@@ -75,7 +76,16 @@ BINARY_REFERENCES = {
     "sigmoid_backward": lambda a, b: a * b * (1 - b), "tanh_backward": lambda a, b: a * (1 - b * b),
     "equal": lambda a, b: (a == b).astype(a.dtype), "greater": lambda a, b: (a > b).astype(a.dtype),
     "less": lambda a, b: (a < b).astype(a.dtype), "squared_difference": lambda a, b: (a - b) ** 2,
+    "greater_equal": lambda a, b: (a >= b).astype(a.dtype), "less_equal": lambda a, b: (a <= b).astype(a.dtype),
+    "not_equal": lambda a, b: (a != b).astype(a.dtype),
 }
+COMPARISONS = ("equal", "greater", "less", "greater_equal", "less_equal", "not_equal")
+
+
+def test_every_binary_op_has_a_reference():
+    from pymagma import kernels
+
+    assert set(BINARY_REFERENCES) == set(kernels.BINARY_OPS)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -90,11 +100,87 @@ def test_binary_with_broadcasting_and_strides(op, dtype, shapes, seed, transpose
     positive = op in ("power", "divide")
     a = host_values(sa, seed, dtype, 0.2 if positive else -3.0)
     b = host_values(sb, seed + 1, dtype, 0.2 if positive else -3.0)
-    if op in ("equal", "greater", "less"):
+    if op in COMPARISONS:
         a, b = np.round(a), np.round(b)  # small integers, so equal elements occur
     da = dev(a.T).T if transpose and a.ndim > 1 else dev(a)  # a transposed (non-contiguous) view
     y = kernels.binary(op, da, dev(b)).get()
     close(y, BINARY_REFERENCES[op](a.astype(np.float64), b.astype(np.float64)), dtype, 4.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("op", ["subtract", "divide", "power", "maximum", "greater_equal"])
+@FEW
+@given(shape=hnp.array_shapes(max_dims=3, max_side=7), seed=st.integers(0, 2**31),
+       scalar=st.sampled_from([0.1, 2.0, 3]), scalar_first=st.booleans())
+def test_binary_with_a_python_scalar_in_the_arrays_dtype(op, dtype, shape, seed, scalar, scalar_first):
+    from pymagma import kernels
+
+    a = host_values(shape, seed, dtype, 0.2, 3.0)
+    s = np.asarray(scalar, dtype)  # the scalar takes the array's dtype, as in NumPy
+    got = (kernels.binary(op, scalar, dev(a)) if scalar_first else kernels.binary(op, dev(a), scalar)).get()
+    wide, ws = a.astype(np.float64), s.astype(np.float64)
+    expected = BINARY_REFERENCES[op](ws, wide) if scalar_first else BINARY_REFERENCES[op](wide, ws)
+    assert got.dtype == dtype and got.shape == a.shape
+    close(got, expected, dtype, 4.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(shapes=hnp.mutually_broadcastable_shapes(num_shapes=3, max_dims=4, max_side=5), seed=st.integers(0, 2**31))
+def test_where_with_broadcasting(dtype, shapes, seed):
+    from pymagma import kernels
+
+    (sc, sa, sb), _ = shapes
+    cond = (host_values(sc, seed, np.float64) > 0).astype(dtype)
+    a, b = host_values(sa, seed + 1, dtype), host_values(sb, seed + 2, dtype)
+    got = kernels.where(dev(cond), dev(a), dev(b)).get()
+    expected = np.where(cond != 0, a, b)
+    assert got.shape == np.broadcast_shapes(*(np.atleast_1d(v).shape for v in (cond, a, b)))  # dev() makes 0-d 1-D
+    np.testing.assert_array_equal(got, expected.reshape(got.shape))
+
+
+_GELU_C = np.sqrt(2 / np.pi)
+ACTIVATION_GRAD_REFERENCES = {  # (dy, x, y, alpha) -> dx, from the derivative of each forward formula
+    "relu": lambda dy, x, y, a: np.where(x > 0, dy, 0.0),
+    "sigmoid": lambda dy, x, y, a: dy * y * (1 - y),
+    "tanh": lambda dy, x, y, a: dy * (1 - y * y),
+    "leaky_relu": lambda dy, x, y, a: np.where(x > 0, dy, a * dy),
+    "elu": lambda dy, x, y, a: np.where(x > 0, dy, dy * a * np.exp(x)),
+    "gelu": lambda dy, x, y, a: dy * (0.5 * (1 + np.tanh(_GELU_C * (x + 0.044715 * x**3)))
+                                      + 0.5 * x * (1 - np.tanh(_GELU_C * (x + 0.044715 * x**3)) ** 2)
+                                      * _GELU_C * (1 + 3 * 0.044715 * x * x)),
+}
+ACTIVATION_FORWARD = {"relu": lambda x, a: np.maximum(x, 0), "sigmoid": lambda x, a: 1 / (1 + np.exp(-x)),
+                      "tanh": lambda x, a: np.tanh(x), "leaky_relu": lambda x, a: np.where(x > 0, x, a * x),
+                      "elu": lambda x, a: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0))),
+                      "gelu": lambda x, a: x}
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("kind", sorted(ACTIVATION_GRAD_REFERENCES))
+@FEW
+@given(shape=hnp.array_shapes(max_dims=3, max_side=8), seed=st.integers(0, 2**31))
+def test_activation_backward(kind, dtype, shape, seed):
+    from pymagma import kernels
+
+    assert set(ACTIVATION_GRAD_REFERENCES) == set(kernels.ACTIVATION_GRADS)
+    x, dy, alpha = host_values(shape, seed, dtype), host_values(shape, seed + 1, dtype), 0.3
+    y = ACTIVATION_FORWARD[kind](x.astype(np.float64), alpha).astype(dtype)
+    got = kernels.activation_backward(kind, dev(dy), dev(x), dev(y), alpha).get()
+    wide = [v.astype(np.float64) for v in (dy, x, y)]
+    close(got, ACTIVATION_GRAD_REFERENCES[kind](*wide, alpha), dtype, 8.0)
+    if kind in ("sigmoid", "tanh", "relu"):  # these need only the output (what a fused conv activation keeps)
+        close(kernels.activation_backward(kind, dev(dy), None, dev(y)).get(), got, dtype)
+
+
+def test_activation_backward_names_what_it_needs():
+    from pymagma import kernels
+
+    d = dev(np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="elu needs x and y"):
+        kernels.activation_backward("elu", d, d)
+    with pytest.raises(ValueError, match="unknown activation 'swish'"):
+        kernels.activation_backward("swish", d, d)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -150,6 +236,19 @@ def test_copy_of_transposed_and_reversed_views(dtype, shape, seed):
     d = dev(x)
     np.testing.assert_array_equal(kernels.copy(d.T).get(), x.T)
     np.testing.assert_array_equal(kernels.copy(d[::-1, ::2]).get(), x[::-1, ::2])
+
+
+def test_copy_into_a_strided_view_pads_without_the_host():
+    from pymagma import array, kernels
+
+    x = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    padded = kernels.fill(array.empty((2, 6, 5), np.float32), -1.0)
+    kernels.copy(dev(x), out=padded[:, 1:4, 1:])
+    expected = np.full((2, 6, 5), -1.0, np.float32)
+    expected[:, 1:4, 1:] = x
+    np.testing.assert_array_equal(padded.get(), expected)
+    with pytest.raises(ValueError, match="expected"):
+        kernels.copy(dev(x), out=padded[:, :2])
 
 
 # ------------------------------------------------------------------------------------------------ reductions
@@ -221,6 +320,31 @@ def test_softmax_cross_entropy(dtype, reduction, rows, classes, seed, indices):
     expected = {"none": per_row, "sum": per_row.sum(), "mean": per_row.mean()}[reduction]
     close(loss.get(), expected, dtype, scale=10.0 * np.sqrt(classes))
     close(grad.get(), dlogits * scale, dtype, scale=10.0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(rows=st.integers(1, 12), classes=st.integers(1, 40), seed=st.integers(0, 2**31), indices=st.booleans())
+def test_softmax_cross_entropy_probs_and_backward(dtype, rows, classes, seed, indices):
+    from pymagma import kernels
+
+    rng = np.random.default_rng(seed)
+    logits = (rng.standard_normal((rows, classes)) * 4).astype(dtype)
+    labels = rng.integers(0, classes, rows)
+    targets = np.eye(classes)[labels] if indices else rng.dirichlet(np.ones(classes), rows) * rng.uniform(0.5, 2)
+    given_labels = dev(labels.astype(np.int64)) if indices else dev(targets.astype(dtype))
+    loss, probs = kernels.softmax_cross_entropy(dev(logits), given_labels, reduction="none", probs=True)
+    per_row, _ = xent_reference(logits.astype(np.float64), targets)
+    wide = logits.astype(np.float64)
+    expected_probs = np.exp(wide - wide.max(1, keepdims=True))
+    expected_probs /= expected_probs.sum(1, keepdims=True)
+    close(loss.get(), per_row, dtype, scale=10.0 * np.sqrt(classes))
+    close(probs.get(), expected_probs, dtype, scale=10.0)
+    dloss = rng.uniform(-2, 2, rows).astype(dtype)
+    got = kernels.softmax_cross_entropy_backward(probs, given_labels, dev(dloss)).get()
+    p = probs.get().astype(np.float64)
+    expected = (p * targets.sum(1, keepdims=True) - targets) * dloss.astype(np.float64)[:, None]
+    close(got, expected, dtype, scale=10.0)
 
 
 # ------------------------------------------------------------------------------------------------ optimizers
@@ -329,6 +453,22 @@ def test_uniform_and_normal_statistics_for_every_float_dtype():
         assert abs(u.mean() - 0.5) < 5e-3 and abs(u.var() - 1 / 12) < 5e-3
         z = kernels.normal((200_000,), 1.0, 2.0, seed=7, dtype=dtype).get().astype(np.float64)
         assert abs(z.mean() - 1.0) < 2e-2 and abs(z.std() - 2.0) < 2e-2
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@settings(max_examples=4, deadline=None)
+@given(n=st.integers(1, 300), seed=st.integers(0, 2**64 - 1), offset=st.integers(0, 2**40),
+       rate=st.sampled_from([0.0, 0.1, 0.5, 0.9]))
+def test_dropout_is_the_uniform_stream_thresholded_in_the_arrays_dtype(dtype, n, seed, offset, rate):
+    from pymagma import kernels
+
+    x = host_values((n,), seed % 2**32, dtype)
+    y, mask = kernels.dropout(dev(x), rate, seed=seed, offset=offset)
+    u = kernels.uniform((n,), 0.0, 1.0, seed=seed, offset=offset, dtype=dtype).get()
+    keep = u >= np.asarray(rate, dtype)
+    expected_mask = keep.astype(dtype) * np.asarray(1.0 / (1.0 - rate), dtype)
+    np.testing.assert_array_equal(mask.get(), expected_mask)
+    np.testing.assert_array_equal(y.get(), (x * expected_mask).astype(dtype))
 
 
 # ------------------------------------------------------------------------------------------------- resources
