@@ -339,7 +339,7 @@ class ConvGeometry:
         return dxp[(slice(None), slice(None)) + tuple(slice(p, p + s) for p, s in zip(pads, self.x.shape[2:]))]
 
     def backward_filter(self, x: np.ndarray, dy: np.ndarray) -> np.ndarray:
-        dw = self.gradient_rows(dy).transpose(0, 2, 1) @ self.columns(x)  # (G, K/G, C/G * window)
+        dw = np.einsum("gpk,gpc->gkc", self.gradient_rows(dy), self.columns(x), optimize=True)  # (G, K/G, C/G*win)
         dw = dw.reshape(self.w.shape)
         if self.conv.mode == cd.ConvolutionMode.CONVOLUTION:
             dw = np.flip(dw, axis=tuple(range(2, dw.ndim)))
