@@ -6,6 +6,7 @@ beta = 0 never reading the output, the running statistics, dropout masks reused 
 from __future__ import annotations
 
 import ctypes
+import importlib
 from ctypes import byref, c_double, c_float, c_void_p
 
 import numpy as np
@@ -42,16 +43,24 @@ SCALARS = st.sampled_from([-1.5, -0.5, 0.0, 1.0, 2.0])  # exact in float32, as c
 
 @pytest.fixture
 def sim(monkeypatch):
-    """Host memory as device memory (the simulated device) and the simulated cuDNN."""
+    """Host memory as device memory and the simulated cuDNN: ``pymagma.simulator.simulated`` where it exists, else
+    the simulated device of test_simulated_device plus :func:`install`."""
     try:
         cd.lib.cdll  # noqa: B018
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"cuDNN is not installed: {exc}")
+    simulated = getattr(importlib.import_module("pymagma.simulator"), "simulated", None)
+    if simulated is not None:
+        with simulated("full") as simulation:
+            assert simulation.cudnn is not None, "pymagma.simulator did not install pymagma.simulator.cudnn"
+            yield simulation.cudnn
+        return
     simulate_device(monkeypatch)
     patches = Patches()
-    simulated = install(patches)
-    yield simulated
-    patches.undo()
+    try:
+        yield install(patches)
+    finally:
+        patches.undo()
 
 
 def tol(dtype) -> dict:
