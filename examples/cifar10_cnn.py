@@ -1,6 +1,6 @@
 """A VGG-style CNN with batch normalisation (three 3x3 conv-BN-ReLU-pool blocks) on CIFAR-10.
 
-    python examples/cifar10_cnn.py --data DIR [--epochs 10] [--device auto]
+    python examples/cifar10_cnn.py --data DIR [--epochs 10] [--device host|gpu|gpu:N|auto]
 
 DIR holds the binary version (data_batch_1..5.bin, test_batch.bin, directly or in cifar-10-batches-bin/);
 --download fetches and verifies the public archive into the cache.

@@ -1,6 +1,6 @@
 """A small 2-D CNN (two 3x3 conv + max-pool blocks, a 128-unit dense layer, dropout) on MNIST or Fashion-MNIST.
 
-    python examples/cnn_2d.py --data DIR [--fashion] [--epochs 3] [--device auto]
+    python examples/cnn_2d.py --data DIR [--fashion] [--epochs 3] [--device host|gpu|gpu:N|auto]
 
 Without --data it uses the cache ($MAGMADNN_DATA or ~/.cache/magmadnn; --download fills it).
 """

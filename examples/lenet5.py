@@ -1,6 +1,10 @@
 """LeNet-5 on MNIST: two 5x5 convolutions with max pooling, then 120-84-10 dense layers.
 
-    python examples/lenet5.py --data DIR [--epochs 3] [--batch-size 32] [--device auto]
+    python examples/lenet5.py --data DIR [--epochs 3] [--batch-size 32] [--device host|gpu|gpu:N|auto]
+                              [--max-steps N]
+
+--device gpu runs on the current GPU (on a CPU: PYMAGMA_SIMULATOR=1 runs pymagma's simulator); --max-steps N trains
+on at most N batches per epoch (a smoke run).
 
 DIR holds the IDX files (train-*/t10k-*, .gz or raw); a folder with only the t10k test set is split 8,000/2,000.
 """

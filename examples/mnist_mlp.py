@@ -1,6 +1,6 @@
 """A multi-layer perceptron (784-256-128-10, ReLU) on MNIST or Fashion-MNIST.
 
-    python examples/mnist_mlp.py --data DIR [--fashion] [--epochs 5] [--device auto]
+    python examples/mnist_mlp.py --data DIR [--fashion] [--epochs 5] [--device host|gpu|gpu:N|auto]
 
 DIR holds the IDX files (train-*/t10k-*, .gz or raw); a folder with only the t10k test set is split 8,000/2,000.
 """

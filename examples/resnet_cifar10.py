@@ -1,6 +1,6 @@
 """A small residual network (3 stages of 16/32/64 channels, BatchNorm, identity and 1x1 shortcuts) on CIFAR-10.
 
-    python examples/resnet_cifar10.py --data DIR [--epochs 10] [--blocks 1] [--device auto]
+    python examples/resnet_cifar10.py --data DIR [--epochs 10] [--blocks 1] [--device host|gpu|gpu:N|auto]
 
 Built with the functional API (Input, layers called on tensors, Add for the shortcuts); see magmadnn.zoo.
 """
