@@ -7,7 +7,9 @@ Recipes (MNIST, batch 64, SGD lr 0.05 momentum 0.9, 3 epochs):
 
 Training throughput is images/s over epochs 2..E (epoch 1 is the warm-up); the ratio column is
 magmadnn / PyTorch measured in this run.  ``--ops`` adds host op micro-benchmarks; ``--gpu`` adds the
-pymagma BLAS/LAPACK, cuDNN and kernel benchmarks (they need a CUDA device).
+pymagma BLAS/LAPACK, cuDNN and kernel benchmarks and GPU training (both recipes at batch 128: magmadnn's device
+backend against PyTorch eager on the same GPU); they need a CUDA device.  ``--dry-run`` checks the script's own
+logic on a CPU in seconds: tiny data, one epoch, the host backend standing in for the GPU.
 
     python scripts/bench.py                      # both recipes, real MNIST when ../shared/data/mnist exists
     python scripts/bench.py --recipe mlp --repeats 3 --json bench.json
@@ -33,6 +35,7 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
 BATCH, LR, MOMENTUM = 64, 0.05, 0.9
+GPU_BATCH = 128
 
 
 def rss_mib() -> float:
@@ -68,16 +71,17 @@ def load_data(path: str | None, n_train: int = 8000, n_test: int = 2000, seed: i
 
 
 # ----------------------------------------------------------------------------------------------- recipes
-def magmadnn_model(recipe: str, seed: int):
+def magmadnn_model(recipe: str, seed: int, device: str = "host"):
     from magmadnn import zoo
     from magmadnn.optimizers import SGD
 
     model = zoo.mlp(hidden=(512, 256)) if recipe == "mlp" else zoo.lenet5()
-    model.compile(optimizer=SGD(LR, momentum=MOMENTUM), loss="cross_entropy", metrics=["accuracy"], seed=seed)
+    model.compile(optimizer=SGD(LR, momentum=MOMENTUM), loss="cross_entropy", metrics=["accuracy"], seed=seed,
+                  device=device)
     return model
 
 
-def torch_model(recipe: str, seed: int):
+def torch_model(recipe: str, seed: int, device: str = "cpu"):
     import torch
     from torch import nn
 
@@ -89,18 +93,21 @@ def torch_model(recipe: str, seed: int):
         net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
                             nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(),
                             nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+    net = net.to(device)
     return net, torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
 
 
 class MagmadnnRunner:
     name = "magmadnn"
 
-    def __init__(self, recipe, seed, data):
-        self.model = magmadnn_model(recipe, seed)
+    def __init__(self, recipe, seed, data, batch=BATCH, gpu=False):
+        self.model = magmadnn_model(recipe, seed, "gpu" if gpu else "host")
         self.x, self.y, self.xt, self.yt = data
+        self.batch = batch
 
     def epoch(self):
-        self.model.fit(self.x, self.y, batch_size=BATCH, epochs=1, shuffle=True, verbose=0)
+        # fit returns after its last host read (the epoch's loss), so the device's work is finished
+        self.model.fit(self.x, self.y, batch_size=self.batch, epochs=1, shuffle=True, verbose=0)
 
     def accuracy(self):
         return float(self.model.evaluate(self.xt, self.yt, batch_size=1000)["accuracy"])
@@ -109,25 +116,31 @@ class MagmadnnRunner:
 class TorchRunner:
     name = "pytorch"
 
-    def __init__(self, recipe, seed, data):
+    def __init__(self, recipe, seed, data, batch=BATCH, gpu=False):
         import torch
 
-        self.torch = torch
-        self.net, self.opt = torch_model(recipe, seed)
+        self.torch, self.batch = torch, batch
+        self.device = "cuda" if gpu else "cpu"
+        self.net, self.opt = torch_model(recipe, seed, self.device)
         self.loss = torch.nn.CrossEntropyLoss()
         self.gen = torch.Generator().manual_seed(seed)
         x, y, xt, yt = data
-        self.x, self.y = torch.from_numpy(x), torch.from_numpy(np.asarray(y, dtype=np.int64))
-        self.xt, self.yt = torch.from_numpy(xt), torch.from_numpy(np.asarray(yt, dtype=np.int64))
+
+        def dev(a, dtype=None):
+            return torch.from_numpy(np.asarray(a, dtype=dtype)).to(self.device)
+
+        self.x, self.y, self.xt, self.yt = dev(x), dev(y, np.int64), dev(xt), dev(yt, np.int64)
 
     def epoch(self):
         self.net.train()
-        order = self.torch.randperm(len(self.x), generator=self.gen)
-        for i in range(0, len(order), BATCH):
-            idx = order[i:i + BATCH]
+        order = self.torch.randperm(len(self.x), generator=self.gen).to(self.device)
+        for i in range(0, len(order), self.batch):
+            idx = order[i:i + self.batch]
             self.opt.zero_grad(set_to_none=True)
             self.loss(self.net(self.x[idx]), self.y[idx]).backward()
             self.opt.step()
+        if self.device == "cuda":
+            self.torch.cuda.synchronize()
 
     def accuracy(self):
         self.net.eval()
@@ -135,11 +148,12 @@ class TorchRunner:
             return float((self.net(self.xt).argmax(1) == self.yt).float().mean())
 
 
-def train_recipe(recipe: str, data, epochs: int, seed: int, frameworks: list[str]) -> list[dict]:
+def train_recipe(recipe: str, data, epochs: int, seed: int, frameworks: list[str], batch: int = BATCH,
+                 gpu: bool = False) -> list[dict]:
     """Train each framework for ``epochs``, alternating epoch by epoch; time every epoch and note RSS."""
     runners = []
     for fw in frameworks:
-        runners.append((MagmadnnRunner if fw == "magmadnn" else TorchRunner)(recipe, seed, data))
+        runners.append((MagmadnnRunner if fw == "magmadnn" else TorchRunner)(recipe, seed, data, batch, gpu))
     times = {r.name: [] for r in runners}
     rss = {r.name: [] for r in runners}
     for _ in range(epochs):
@@ -154,7 +168,8 @@ def train_recipe(recipe: str, data, epochs: int, seed: int, frameworks: list[str
     for r in runners:
         steady = times[r.name][1:] or times[r.name]
         rows.append({
-            "recipe": recipe, "framework": r.name, "epochs": epochs,
+            "recipe": recipe, "framework": r.name, "device": "gpu" if gpu else "host", "batch": batch,
+            "epochs": epochs,
             "images_per_s": n * len(steady) / sum(steady), "epoch_s": times[r.name],
             "test_accuracy": r.accuracy(), "rss_mib_after_epoch": rss[r.name],
         })
@@ -180,6 +195,15 @@ def add_ratios(rows: list[dict]) -> None:
         if r["framework"] == "magmadnn" and r["recipe"] in torch_rate:
             r["ratio"] = r["images_per_s"] / torch_rate[r["recipe"]]
             r["accuracy_delta_points"] = 100 * (r["test_accuracy"] - torch_acc[r["recipe"]])
+
+
+def gpu_training(recipes, data, epochs: int, seed: int, frameworks: list[str], gpu: bool = True) -> list[dict]:
+    """Both recipes at batch 128 on the GPU: magmadnn's device backend against PyTorch eager on the same device."""
+    rows = []
+    for recipe in recipes:
+        rows.extend(train_recipe(recipe, data, epochs, seed, frameworks, batch=GPU_BATCH, gpu=gpu))
+    add_ratios(rows)
+    return rows
 
 
 def print_table(title: str, rows: list[dict], cols: list[str]) -> None:
@@ -245,7 +269,11 @@ def main(argv=None) -> int:
     p.add_argument("--train-size", type=int, default=None, help="use only the first N training images")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write all rows and the environment to this file")
+    p.add_argument("--dry-run", action="store_true",
+                   help="check this script on a CPU: 256 generated images, 1 epoch, host backend for the GPU rows")
     args = p.parse_args(argv)
+    if args.dry_run:
+        args.data, args.train_size, args.epochs, args.repeats = os.devnull, 256, 1, 1
 
     frameworks = [f for f in args.frameworks.split(",") if f]
     if "pytorch" in frameworks:
@@ -255,7 +283,7 @@ def main(argv=None) -> int:
             print("PyTorch is not importable: benchmarking magmadnn alone (no ratios).")
             frameworks = [f for f in frameworks if f != "pytorch"]
     env = set_threads(args.threads)
-    x, y, xt, yt, data_name = load_data(args.data)
+    x, y, xt, yt, data_name = load_data(args.data, *((256, 128) if args.dry_run else ()))
     if args.train_size:
         x, y = x[:args.train_size], y[:args.train_size]
     env = environment(env, data_name)
@@ -282,6 +310,13 @@ def main(argv=None) -> int:
         print_table("host op micro-benchmarks (ms; ratio = PyTorch time / magmadnn time, >1 is faster)",
                     results["ops"], list(results["ops"][0]) if results["ops"] else [])
     if args.gpu:
+        recipes = [r for r in args.recipe.split(",") if r] or ["mlp", "lenet5"]
+        results["gpu_training"] = gpu_training(recipes, (x, y, xt, yt), max(args.epochs, 2), args.seed, frameworks,
+                                               gpu=not args.dry_run)
+        print_table(f"GPU training (batch {GPU_BATCH}, images/s over epochs 2..; ratio = magmadnn / PyTorch eager)"
+                    + (" [dry run: host stands in for the GPU]" if args.dry_run else ""),
+                    results["gpu_training"], ["recipe", "framework", "images_per_s", "ratio", "test_accuracy"])
+    if args.gpu and not args.dry_run:
         for mod in ("bench_pymagma", "bench_dnn"):
             rows = __import__(mod).run(repeats=max(args.repeats, 5))
             results["gpu"].extend(rows)

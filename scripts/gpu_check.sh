@@ -1,23 +1,76 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one command (<= 8 minutes on one H200): the `gpu`-marked tests, then the GPU
-# benchmarks against PyTorch.  No network and no installs: it uses the machine's python3 as it is.
-# Logs and JSON go to $OUT (default ./gpu-out); record the outcome in docs/gpu-runs.md.
+# Everything that needs a GPU, in one command (<= 8 minutes on one H200):
+#   1. the `gpu`-marked tests: pymagma on the device, the op-set conformance suite and the host/device training
+#      parity on the real GPU;
+#   2. LeNet-5 trained 3 epochs on MNIST on the GPU (must reach >= 97 % test accuracy);
+#   3. the GPU benchmarks against PyTorch on the same GPU: training (MLP and LeNet-5, batch 128) and the pymagma
+#      BLAS/LAPACK, cuDNN and kernel micro-benchmarks.
+# No network and no installs: it uses the machine's python3 as it is. Logs and JSON go to $OUT (default ./gpu-out);
+# record the outcome in docs/gpu-runs.md.
+#
+#   scripts/gpu_check.sh [--data DIR]     # DIR: MNIST IDX files (default ../shared/data/mnist)
+#   scripts/gpu_check.sh --dry-run        # on a CPU, in seconds: collects every gpu test, imports and exercises
+#                                         # each step's own logic without a device (run in CI)
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
 OUT=${OUT:-gpu-out}
+DATA=../shared/data/mnist
+DRY=0
+while [ $# -gt 0 ]; do
+    case $1 in
+        --dry-run) DRY=1 ;;
+        --data) DATA=$2; shift ;;
+        *) echo "gpu_check.sh: unknown argument $1 (expected --dry-run or --data DIR)" >&2; exit 2 ;;
+    esac
+    shift
+done
 mkdir -p "$OUT"
-export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-dev}
+export PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH} HYPOTHESIS_PROFILE=${HYPOTHESIS_PROFILE:-ci}
+
+if [ "$DRY" = 1 ]; then
+    set -e
+    echo "dry run: no device is used"
+    "$PY" -m pymagma > "$OUT/environment.txt" 2>&1
+    count=$("$PY" -m pytest -m gpu --collect-only -q -p no:cacheprovider | tail -n 1)
+    echo "gpu tests collected: $count"
+    case $count in *" tests collected"*|*" test collected"*) ;; *) echo "no gpu test collected" >&2; exit 1 ;; esac
+    "$PY" examples/lenet5.py --help > /dev/null
+    "$PY" scripts/bench.py --recipe "" --gpu --dry-run --json "$OUT/bench-gpu-dry.json" > "$OUT/bench-gpu.log"
+    "$PY" -c "import json, sys; rows = json.load(open(sys.argv[1]))['gpu_training']; \
+assert {(r['recipe'], r['framework']) for r in rows} >= {('mlp', 'magmadnn'), ('lenet5', 'magmadnn')}, rows" \
+        "$OUT/bench-gpu-dry.json"
+    echo "dry run passed"
+    exit 0
+fi
+
 {
     echo "date: $(date -u +%FT%TZ)"
     echo "commit: $(git rev-parse --short HEAD 2>/dev/null || echo unknown)"
     nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>&1
     "$PY" -m pymagma 2>&1
 } | tee "$OUT/environment.txt"
-timeout 330 "$PY" -m pytest -m gpu -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 \
+
+timeout 300 "$PY" -m pytest -m gpu -q -rfEs -p no:cacheprovider --junitxml="$OUT/gpu-tests.xml" 2>&1 \
     | tee "$OUT/gpu-tests.log"
 tests_rc=${PIPESTATUS[0]}
-timeout 120 "$PY" scripts/bench.py --recipe "" --gpu --json "$OUT/bench-gpu.json" 2>&1 | tee "$OUT/bench-gpu.log"
+
+lenet_rc=0
+if [ -e "$DATA" ]; then
+    timeout 90 "$PY" examples/lenet5.py --data "$DATA" --device gpu --epochs 3 --quiet 2>&1 | tee "$OUT/lenet5-gpu.log"
+    lenet_rc=${PIPESTATUS[0]}
+    acc=$(sed -n 's/^test accuracy \([0-9.]*\).*/\1/p' "$OUT/lenet5-gpu.log")
+    if [ "$lenet_rc" = 0 ] && ! "$PY" -c "import sys; sys.exit(0 if float('${acc:-0}') >= 0.97 else 1)"; then
+        echo "LeNet-5 on the GPU reached ${acc:-no} test accuracy; expected >= 0.97"
+        lenet_rc=1
+    fi
+else
+    echo "LeNet-5 GPU run skipped: no MNIST at $DATA (pass --data DIR)" | tee "$OUT/lenet5-gpu.log"
+fi
+
+timeout 150 "$PY" scripts/bench.py --recipe "" --gpu --data "$DATA" --json "$OUT/bench-gpu.json" 2>&1 \
+    | tee "$OUT/bench-gpu.log"
 bench_rc=${PIPESTATUS[0]}
-echo "gpu tests exit $tests_rc, benchmarks exit $bench_rc"
-exit $(( tests_rc != 0 ? tests_rc : bench_rc ))
+echo "gpu tests exit $tests_rc, lenet5 exit $lenet_rc, benchmarks exit $bench_rc"
+for rc in $tests_rc $lenet_rc $bench_rc; do [ "$rc" = 0 ] || exit "$rc"; done
+exit 0
