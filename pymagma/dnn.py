@@ -95,7 +95,10 @@ def pool2d_output_shape(x_shape, window, stride=None, padding=0) -> tuple[int, .
 
 # ------------------------------------------------------------------------------------------------ dtypes etc.
 def data_type(dtype) -> cd.DataType:
-    name = getattr(dtype, "name", None) or str(dtype)
+    try:
+        name = np.dtype(dtype).name  # scalar types (np.float32), dtypes and names alike
+    except TypeError:
+        name = str(dtype)
     try:
         return _DATA_TYPES[name]
     except KeyError:
@@ -714,8 +717,12 @@ def dropout_backward(dy, reserve, rate: float, *, seed: int = 0, state: DropoutS
 
 # ----------------------------------------------------------------------------------------------- tensor ops
 def _broadcast_desc(a, ndim: int) -> cd.TensorDescriptor:
-    shape = (1,) * (ndim - a.ndim) + tuple(a.shape)
-    return _tensor(a, _pad4(shape)) if a.is_c_contiguous else _tensor(a)
+    """``a`` as a tensor of ``ndim`` (at least 4) dimensions, aligned to the right as NumPy broadcasting does."""
+    shape, strides, dt = _desc_key(a)
+    lead = ndim - a.ndim
+    shape, strides = (1,) * lead + shape, (max(a.size, 1),) * lead + strides
+    pad = max(0, 4 - len(shape))
+    return tensor_descriptor(shape + (1,) * pad, strides + (1,) * pad, dt)
 
 
 def _pad4(shape) -> tuple:

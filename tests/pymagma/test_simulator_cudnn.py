@@ -469,6 +469,22 @@ def test_add_tensor_broadcasts_and_blends(sim, shapes, dtype, alpha, beta, seed)
     np.testing.assert_allclose(c.get(), alpha * a + beta * c0, **tol(dtype))
 
 
+def test_strided_lower_rank_operands_broadcast_from_the_right(sim):
+    """A strided (3, 1, 1) view broadcasts over (2, 3, 4, 5) as NumPy aligns it: against the trailing axes."""
+    base = np.arange(6.0).reshape(3, 2)
+    a = dev(base.reshape(3, 2, 1))[:, :1]
+    assert not a.is_c_contiguous and a.shape == (3, 1, 1)
+    c = dev(np.zeros((2, 3, 4, 5)))
+    dnn.add_tensor(a, c, 1.0, 0.0)
+    np.testing.assert_array_equal(c.get(), np.broadcast_to(base[:, :1].reshape(3, 1, 1), (2, 3, 4, 5)))
+
+
+def test_data_type_accepts_scalar_types_and_names():
+    assert dnn.data_type(np.float32) == dnn.data_type(np.dtype("float32")) == dnn.data_type("float32")
+    with pytest.raises(TypeError, match="float32, float64, float16 or bfloat16 arrays, got int64"):
+        dnn.data_type(np.int64)
+
+
 @REUSE
 @given(BROADCASTS, st.sampled_from(sorted(dnn.OP_TENSOR_OPS)), FLOATS, SCALARS, SCALARS,
        st.sampled_from([0.0, 0.5]), st.integers(0, 2**32 - 1))
