@@ -76,8 +76,9 @@ class Accuracy(Metric):
 
     def hits(self, outputs, labels, xp):
         self._check(outputs)
-        truth = xp.asarray(_class_indices(labels).astype(np.int64, copy=False))
-        miss = xp.asarray(xp.subtract(xp.argmax(outputs, 1), truth), outputs.dtype)  # 0 on a hit, else |.| >= 1
+        dtype = outputs.dtype  # class numbers are exact in float32 up to 2**24; float ops run on every backend
+        truth = xp.asarray(_class_indices(labels).astype(dtype))
+        miss = xp.subtract(xp.asarray(xp.argmax(outputs, 1), dtype), truth)  # 0 on a hit, else |.| >= 1
         return xp.sum(_relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0)))
 
 

@@ -327,8 +327,10 @@ def test_simulated_gpu_trains_a_tiny_model_like_the_host(simulator, capsys):
     for device in ("host", "gpu"):
         model = models.Sequential([L.Input((1, 4, 4)), L.Flatten(), L.Dense(8, activation="relu"), L.Dense(3)],
                                   seed=0, device=device)
-        model.compile(optimizers.SGD(0.1, momentum=0.9), metrics=["accuracy"])
-        runs.append(model.fit(x, y, batch_size=8, epochs=1, verbose=1).history)
+        model.compile(optimizers.SGD(0.1, momentum=0.9), metrics=["accuracy", "top2"])
+        runs.append((model.fit(x, y, batch_size=8, epochs=1, verbose=1).history, model))
     assert "Training on gpu:0 (pymagma simulator)" in capsys.readouterr().out
-    assert runs[1]["loss"][0] == pytest.approx(runs[0]["loss"][0], rel=1e-4)
-    assert runs[1]["accuracy"] == runs[0]["accuracy"]
+    (host, on_host), (device, on_device) = runs
+    assert device["loss"][0] == pytest.approx(host["loss"][0], rel=1e-4)
+    assert device["accuracy"] == host["accuracy"] and device["top2_accuracy"] == host["top2_accuracy"]
+    np.testing.assert_allclose(on_device.to("host").predict(x), on_host.predict(x), rtol=1e-4, atol=1e-5)
