@@ -1,0 +1,586 @@
+"""Device backend: the magmadnn op set (:mod:`magmadnn.backend.ops`) on pymagma DeviceArrays.
+
+Every op runs on the device and returns DeviceArrays; only ``to_numpy`` copies data to the host, and
+``isfinite_all`` reads back one scalar. Parameters, gradients and optimizer state stay DeviceArrays, and the
+``*_update`` ops change them in place with one fused kernel each.
+
+What runs where:
+
+- matrix products: ``pymagma.blas`` (gemm on the row-major identity, transposes as flags, stacks by gemm_batched);
+- convolution (forward, backward data/filter/bias), pooling, softmax / log-softmax, batch norm, and the sigmoid, tanh,
+  ReLU and ELU activations: cuDNN through ``pymagma.dnn``;
+- everything else (broadcasting arithmetic, reductions, argmax, bias add, leaky ReLU, GELU, activation gradients
+  from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers):
+  ``pymagma.kernels``.
+
+Dropout is *not* cuDNN's: its generator cannot be reproduced on the host, and host/device parity tests train with
+the same seed and need the same masks. It is one fused kernel on the op set's Philox stream
+(:mod:`magmadnn.backend.random`): one ``rng.take()``, u rounded to x's dtype, keep = u >= rate in that dtype,
+mask = keep * (1 / (1 - rate)), y = x * mask.
+
+Operands: a Python scalar takes the array's dtype (rounded to it first, as in NumPy); two arrays must share a dtype.
+Module-level ops create arrays on the current GPU; :func:`for_index` gives the same op set creating them on GPU n.
+Ops on existing arrays run on the arrays' device.
+
+Where cuDNN's conventions differ from the op set, the op set wins: see the section "adapters" below.
+"""
+
+from __future__ import annotations
+
+import math
+import operator
+import types
+
+import numpy as np
+
+from pymagma import array as _array
+from pymagma import blas as _blas
+from pymagma import dnn as _dnn
+from pymagma import kernels as _k
+from pymagma.array import DeviceArray as _DeviceArray
+
+from . import geometry as _geometry
+from . import ops as _ops
+from .random import Stream as _Stream
+
+name = "device"
+FUSED_ACTIVATIONS = _geometry.FUSED_ACTIVATIONS
+
+# ------------------------------------------------------------------------------------------------------- helpers
+
+
+def _is_array(a) -> bool:
+    return isinstance(a, _DeviceArray)
+
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, (int, float, np.integer, np.floating)) and not isinstance(v, bool)
+
+
+def _contiguous(a):
+    return a if a.is_c_contiguous else _copy_any(a)
+
+
+def _copy_any(a):
+    """A C-contiguous device copy of any view (bool arrays copied as bytes)."""
+    if a.dtype == np.bool_:
+        return _retype(_k.copy(_retype(a, np.uint8)), np.bool_)
+    return _k.copy(a)
+
+
+def _retype(a, dtype):
+    """The same memory seen with another dtype of the same item size."""
+    return _DeviceArray(a.shape, dtype, a.ptr, a.strides, owner=a, device=a.device)
+
+
+def _same_dtype(fn: str, *arrays) -> None:
+    dtypes = {a.dtype for a in arrays if a is not None}
+    if len(dtypes) > 1:
+        raise TypeError(f"{fn}: operands have dtypes {sorted(str(d) for d in dtypes)}; the op set does not promote, "
+                        "convert one with asarray(x, dtype)")
+
+
+def _operand(v, like, fn: str):
+    """A binary op's operand: DeviceArrays and scalars as they are, host arrays moved to ``like``'s device."""
+    if _is_array(v) or _is_scalar(v):
+        return v
+    if isinstance(v, (np.ndarray, list, tuple)):
+        dtype = like.dtype if _is_array(like) else None
+        return _array.asarray(np.asarray(v, dtype=dtype), device=like.device if _is_array(like) else None)
+    raise TypeError(f"{fn}: expected a DeviceArray or a scalar, got {type(v).__name__}")
+
+
+def _binary(op: str, a, b):
+    a, b = _operand(a, b, op), _operand(b, a, op)
+    if not (_is_array(a) or _is_array(b)):
+        raise TypeError(f"{op}: at least one operand must be a DeviceArray, got {type(a).__name__} and "
+                        f"{type(b).__name__}")
+    if _is_array(a) and _is_array(b):
+        _same_dtype(op, a, b)
+    return _k.binary(op, a, b)
+
+
+def _shape(shape) -> tuple[int, ...]:
+    return (operator.index(shape),) if not isinstance(shape, (tuple, list)) else tuple(int(s) for s in shape)
+
+
+# ------------------------------------------------------------------------------------------- creation/transfer
+
+
+def _creation_ops(device: int | None) -> dict:
+    """The ops that make new arrays, allocating on GPU ``device`` (None: the current GPU)."""
+
+    def asarray(x, dtype=None):
+        """``x`` as a DeviceArray; host floats of Python type become float32, NumPy arrays keep their dtype."""
+        if _is_array(x):
+            if dtype is None or np.dtype(dtype) == x.dtype:
+                return x
+            return _k.cast(x, dtype)
+        if dtype is not None:
+            host = np.asarray(x, dtype=dtype)
+        elif isinstance(x, (np.ndarray, np.generic)):
+            host = np.asarray(x)
+        else:
+            host = np.asarray(x)
+            if host.dtype == np.float64:
+                host = host.astype(np.float32)
+        return _array.asarray(host, device=device)
+
+    def zeros(shape, dtype=np.float32):
+        return _array.zeros(_shape(shape), dtype, device=device)
+
+    def full(shape, value, dtype=np.float32):
+        if np.dtype(dtype).name in _k.FLOAT_DTYPES:
+            return _k.fill(_array.empty(_shape(shape), dtype, device=device), float(value))
+        return _array.full(_shape(shape), value, dtype, device=device)
+
+    def ones(shape, dtype=np.float32):
+        return full(shape, 1.0, dtype)
+
+    def uniform(rng, shape, low=0.0, high=1.0, dtype=np.float32):
+        """One draw (``rng.take()``) of the Philox stream: ``low + (high - low) * u`` rounded to ``dtype``."""
+        return _k.uniform(_shape(shape), low, high, seed=rng.seed, offset=rng.take(), dtype=dtype, device=device)
+
+    def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
+        """One draw (``rng.take()``): ``mean + std * z`` for the stream's Box-Muller normals z."""
+        return _k.normal(_shape(shape), mean, std, seed=rng.seed, offset=rng.take(), dtype=dtype, device=device)
+
+    return {"asarray": asarray, "zeros": zeros, "ones": ones, "full": full, "uniform": uniform, "normal": normal}
+
+
+globals().update(_creation_ops(None))
+
+
+def to_numpy(a) -> np.ndarray:
+    """A host copy of ``a`` (the only op that moves data to the host)."""
+    return a.get() if _is_array(a) else np.asarray(a)
+
+
+def zeros_like(a):
+    return _array.zeros(a.shape, a.dtype, device=a.device)
+
+
+def copy(a):
+    return _copy_any(a)
+
+
+# ----------------------------------------------------------------------------------------------------- elementwise
+
+
+def add(a, b):
+    return _binary("add", a, b)
+
+
+def subtract(a, b):
+    return _binary("subtract", a, b)
+
+
+def multiply(a, b):
+    return _binary("multiply", a, b)
+
+
+def divide(a, b):
+    return _binary("divide", a, b)
+
+
+def negative(a):
+    return _k.negative(a)
+
+
+def power(a, p):
+    if not _is_scalar(p):
+        raise TypeError(f"power: the exponent must be a scalar, got {type(p).__name__}")
+    return _k.unary("power", a, float(p))
+
+
+def sqrt(a):
+    return _k.sqrt(a)
+
+
+def isfinite_all(a) -> bool:
+    """True when every element of ``a`` is finite: 0 * x is NaN exactly at the non-finite x, their sum is NaN when
+    any is; one scalar comes back to the host."""
+    if a.size == 0 or a.dtype.name not in _k.FLOAT_DTYPES:
+        return True
+    probe = _k.reduce("sum", _k.affine(a, 0.0, 0.0))
+    return bool(np.isfinite(probe.get()))
+
+
+# ------------------------------------------------------------------------------------------- reductions and shape
+
+
+def sum(a, axis=None, keepdims=False):  # noqa: A001
+    return _k.reduce("sum", a, axis=axis, keepdims=keepdims)
+
+
+def mean(a, axis=None, keepdims=False):
+    return _k.reduce("mean", a, axis=axis, keepdims=keepdims)
+
+
+def argmax(a, axis=None):
+    if axis is None:
+        return _k.argmax(reshape(a, (-1,)), 0)
+    return _k.argmax(a, axis)
+
+
+def reshape(a, shape):
+    return _contiguous(a).reshape(shape)
+
+
+def transpose(a, axes=None):
+    return _copy_any(a.transpose() if axes is None else a.transpose(tuple(axes)))
+
+
+def sum_to_shape(a, shape):
+    """Sum ``a`` down to ``shape``: undoes broadcasting (leading axes and axes of size 1)."""
+    shape = tuple(shape)
+    if tuple(a.shape) == shape:
+        return a
+    lead = a.ndim - len(shape)
+    if lead < 0:
+        raise ValueError(f"sum_to_shape: cannot reduce shape {a.shape} to larger rank shape {shape}")
+    axes = tuple(range(lead)) + tuple(i + lead for i, n in enumerate(shape) if n == 1 and a.shape[i + lead] != 1)
+    out = _k.reduce("sum", a, axis=axes, keepdims=True) if axes else a
+    return reshape(out, shape)
+
+
+def _blas_operand(a):
+    """``a`` when BLAS can address its matrices (contiguous or a transposed view of contiguous), else a copy."""
+    if a.is_c_contiguous or (a.ndim >= 2 and a.mT.is_c_contiguous):
+        return a
+    return _k.copy(a)
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """``op(a) @ op(b)``: gemm for 2-D operands, gemm_batched for stacks; transposes are views BLAS takes as flags."""
+    _same_dtype("matmul", a, b)
+    a, b = _blas_operand(a), _blas_operand(b)
+    if a.ndim == 2 and b.ndim == 2:
+        return _blas.gemm(a, b, trans_a=bool(transpose_a), trans_b=bool(transpose_b))
+    a = a.mT if transpose_a else a
+    b = b.mT if transpose_b else b
+    if a.ndim < 2 or b.ndim < 2:
+        return _blas.matmul(a, b)
+    return _blas.gemm_batched(a, b)
+
+
+def bias_add(x, b):
+    _same_dtype("bias_add", x, b)
+    return _k.bias_add(x, b)
+
+
+def bias_grad(dy):
+    """Sum of ``dy`` over every axis but 1."""
+    return _k.reduce("sum", dy, axis=tuple(d for d in range(dy.ndim) if d != 1))
+
+
+# ------------------------------------------------------------------------------------------ activations, softmax
+
+#: Kinds cuDNN computes (forward, and backward when x is given); leaky ReLU and GELU are pymagma kernels.
+_CUDNN_ACTIVATIONS = ("relu", "sigmoid", "tanh", "elu")
+
+
+def activation_forward(x, kind, alpha=0.0):
+    """y = act(x); GELU is the tanh approximation; ``alpha`` is the leaky-ReLU slope / ELU scale."""
+    _geometry.check_activation(kind, "activation_forward")
+    if kind in _CUDNN_ACTIVATIONS:
+        return _dnn.activation_forward(_contiguous(x), kind, float(alpha) if kind == "elu" else None)
+    if kind == "leaky_relu":
+        return _k.leaky_relu(x, float(alpha))
+    return _k.gelu(x)
+
+
+def activation_backward(dy, x, y, kind, alpha=0.0):
+    """dx of ``activation_forward``. Without x (relu, sigmoid, tanh after a fused convolution) the gradient comes
+    from y alone with a kernel: cuDNN may derive it from x."""
+    _geometry.check_activation(kind, "activation_backward")
+    if x is None:
+        if kind not in FUSED_ACTIVATIONS:
+            raise ValueError(f"activation_backward: {kind} needs the forward input x")
+        return _k.activation_backward(kind, dy, None, y)
+    _same_dtype("activation_backward", dy, x, y)
+    if kind in _CUDNN_ACTIVATIONS:
+        x = _contiguous(x)
+        if y is None:
+            y = activation_forward(x, kind, alpha)
+        return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,
+                                        float(alpha) if kind == "elu" else None)
+    return _k.activation_backward(kind, dy, x, None, float(alpha))
+
+
+def _axis_as_channels(x, axis: int):
+    """``x`` seen as (outer, len(axis), inner, 1): cuDNN's CHANNEL mode then works along ``axis``."""
+    axis = operator.index(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"softmax: axis {axis} is out of range for shape {x.shape}")
+    axis %= x.ndim
+    outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+    return _contiguous(x).reshape(outer, x.shape[axis], inner, 1)
+
+
+def softmax(x, axis=-1):
+    return _dnn.softmax_forward(_axis_as_channels(x, axis), mode="channel").reshape(x.shape)
+
+
+def log_softmax(x, axis=-1):
+    return _dnn.softmax_forward(_axis_as_channels(x, axis), log=True, mode="channel").reshape(x.shape)
+
+
+def softmax_backward(dy, y, axis=-1):
+    _same_dtype("softmax_backward", dy, y)
+    return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),
+                                 mode="channel").reshape(y.shape)
+
+
+def log_softmax_backward(dy, y, axis=-1):
+    _same_dtype("log_softmax_backward", dy, y)
+    return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis), log=True,
+                                 mode="channel").reshape(y.shape)
+
+
+def _int64_labels(labels):
+    if labels.dtype.kind in "iu" and labels.dtype != np.int64:
+        return _k.cast(labels, np.int64)
+    return labels
+
+
+def softmax_cross_entropy(logits, labels):
+    """``(loss (N,), probs (N, C))``: one fused kernel, stable for any logits."""
+    return _k.softmax_cross_entropy(logits, _int64_labels(labels), reduction="none", grad=False, probs=True)
+
+
+def softmax_cross_entropy_backward(probs, labels, dloss):
+    return _k.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss)
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Adapters: where cuDNN's conventions differ from the op set, the op set wins, here and only here.
+#
+# - Padding: the op set pads ((top, bottom), (left, right)), cuDNN only symmetrically. cuDNN gets the symmetric part
+#   min(top, bottom), min(left, right); the rest is padded explicitly (a fill and a strided copy on the device):
+#   zeros for convolution and average pooling, -inf for max pooling. Gradients are computed on the padded input and
+#   the interior is copied out. The forward's ``saved`` dict keeps the padded input for backward-filter.
+# - Average pooling excludes padding from the count: cuDNN's AVERAGE_COUNT_EXCLUDE_PADDING when the padding is
+#   symmetric; otherwise cuDNN's include-padding average over the explicitly padded input (sum / window area) times
+#   area / (real elements of each window), a (Ho, Wo) factor computed from the geometry alone.
+# - Max pooling: cuDNN's MAX_DETERMINISTIC mode; the op set gives a tied window's gradient to its first maximum,
+#   which the simulator models but a GPU's cuDNN does not document.
+# - Batch norm: op set running = momentum * running + (1 - momentum) * batch; cuDNN's exponentialAverageFactor is the
+#   weight of the batch, so it gets 1 - momentum. Both take the unbiased batch variance for the running variance.
+#   ctx = (saved mean, saved inverse std, eps) for cudnnBatchNormalizationBackward.
+# - Argument order: pymagma's backward-filter takes (x, dy, w_shape), pooling backward (y, dy, x, ...), activation
+#   backward (y, dy, x, ...); the op set's orders are kept at this module's surface.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _split_pads(padding):
+    """(symmetric (ph, pw) for cuDNN, extra (top, bottom, left, right) to pad explicitly)."""
+    t, b, l, r = _geometry.pads4(padding)
+    ph, pw = min(t, b), min(l, r)
+    return (ph, pw), (t - ph, b - ph, l - pw, r - pw)
+
+
+def _pad(x, extra, value: float):
+    """``x`` (N, C, H, W) surrounded by ``extra`` (top, bottom, left, right) elements of ``value``, on the device."""
+    if not any(extra):
+        return x
+    t, b, l, r = extra
+    n, c, h, w = x.shape
+    out = _k.fill(_array.empty((n, c, h + t + b, w + l + r), x.dtype, device=x.device), value)
+    _k.copy(x, out=out[:, :, t:t + h, l:l + w])
+    return out
+
+
+def _crop(xp, extra, shape):
+    """The interior of shape ``shape`` of a gradient computed on the padded input."""
+    if not any(extra):
+        return xp
+    t, _, l, _ = extra
+    return _k.copy(xp[:, :, t:t + shape[2], l:l + shape[3]])
+
+
+def _pair(v) -> tuple[int, int]:
+    return _geometry.int_pair(v, "value", "device backend", minimum=0)
+
+
+def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
+                   activation=None):
+    """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo), + bias, then a fused activation."""
+    if activation is not None and activation not in FUSED_ACTIVATIONS:
+        raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
+                         f"{FUSED_ACTIVATIONS} or None")
+    _same_dtype("conv2d_forward", x, w, bias)
+    sym, extra = _split_pads(padding)
+    xin = _pad(_contiguous(x), extra, 0.0)
+    if saved is not None and any(extra):
+        saved["padded_x"] = xin
+    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=_pair(stride), padding=sym, dilation=_pair(dilation),
+                            groups=int(groups))
+    if activation is not None:
+        _dnn.activation_forward(y, activation, out=y)
+    return y
+
+
+def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    sym, extra = _split_pads(padding)
+    n, c, h, wd = (int(v) for v in x_shape)
+    t, b, l, r = extra
+    dxp = _dnn.conv2d_backward_data(_contiguous(dy), _contiguous(w), (n, c, h + t + b, wd + l + r),
+                                    stride=_pair(stride), padding=sym, dilation=_pair(dilation), groups=int(groups))
+    return _crop(dxp, extra, (n, c, h, wd))
+
+
+def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
+    sym, extra = _split_pads(padding)
+    xin = saved.get("padded_x") if saved else None
+    if xin is None:
+        xin = _pad(_contiguous(x), extra, 0.0)
+    return _dnn.conv2d_backward_filter(xin, _contiguous(dy), tuple(w_shape), stride=_pair(stride), padding=sym,
+                                       dilation=_pair(dilation), groups=int(groups))
+
+
+def conv2d_backward_bias(dy):
+    return _dnn.conv2d_backward_bias(_contiguous(dy))
+
+
+def _check_pool_mode(mode, fn: str) -> None:
+    if mode not in ("max", "avg"):
+        raise ValueError(f"{fn}: unknown mode {mode!r}; expected 'max' or 'avg'")
+
+
+def _avg_factor(x_shape, window, stride, padding, dtype, device):
+    """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone."""
+    (wh, ww), (sh, sw) = _pair(window), _pair(stride)
+    t, b, l, r = _geometry.pads4(padding)
+    per_axis = []
+    for size, k, s, lo, hi in ((x_shape[2], wh, sh, t, b), (x_shape[3], ww, sw, l, r)):
+        starts = np.arange((size + lo + hi - k) // s + 1) * s - lo
+        per_axis.append(np.minimum(starts + k, size) - np.maximum(starts, 0))
+    counts = np.multiply.outer(per_axis[0], per_axis[1])
+    return _array.asarray((wh * ww / counts).astype(dtype)[None, None], device=device)
+
+
+def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
+    """Max (padding ignored) or average (divided by the real elements of each window) pooling -> ``(y, ctx)``."""
+    _check_pool_mode(mode, "pool2d_forward")
+    window, stride = _pair(window), _pair(stride)
+    sym, extra = _split_pads(padding)
+    x = _contiguous(x)
+    if mode == "max":
+        xin = _pad(x, extra, -math.inf)
+        y = _dnn.pool2d_forward(xin, window, stride, sym, mode="max_deterministic")
+        return y, (xin if any(extra) else None)
+    if not any(extra):
+        return _dnn.pool2d_forward(x, window, stride, sym, mode="avg_exclude_pad"), None
+    xin = _pad(x, extra, 0.0)
+    y_area = _dnn.pool2d_forward(xin, window, stride, sym, mode="avg_include_pad")
+    factor = _avg_factor(x.shape, window, stride, padding, x.dtype, x.device)
+    return _k.multiply(y_area, factor), (xin, y_area, factor)
+
+
+def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
+    _check_pool_mode(mode, "pool2d_backward")
+    window, stride = _pair(window), _pair(stride)
+    sym, extra = _split_pads(padding)
+    dy, x = _contiguous(dy), _contiguous(x)
+    if mode == "max":
+        xin = x if ctx is None else ctx
+        dxp = _dnn.pool2d_backward(_contiguous(y), dy, xin, window, stride, sym, mode="max_deterministic")
+        return _crop(dxp, extra, x.shape)
+    if ctx is None:
+        return _dnn.pool2d_backward(_contiguous(y), dy, x, window, stride, sym, mode="avg_exclude_pad")
+    xin, y_area, factor = ctx
+    dxp = _dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin, window, stride, sym, mode="avg_include_pad")
+    return _crop(dxp, extra, x.shape)
+
+
+def _check_bn_input(x) -> None:
+    if x.ndim not in (2, 4):
+        raise ValueError(f"batch_norm: expected a 2-D (N, F) or 4-D (N, C, H, W) input, got shape {x.shape}")
+
+
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
+    """Normalise with batch statistics; running stats updated in place (op-set momentum, unbiased variance)."""
+    _check_bn_input(x)
+    y, mean_, inv_std = _dnn.batch_norm_forward_training(_contiguous(x), gamma, beta, running_mean, running_var,
+                                                         momentum=1.0 - float(momentum), eps=float(eps))
+    return y, (mean_, inv_std, float(eps))
+
+
+def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
+    _check_bn_input(x)
+    return _dnn.batch_norm_forward_inference(_contiguous(x), gamma, beta, running_mean, running_var, eps=float(eps))
+
+
+def batch_norm_backward(dy, x, gamma, ctx):
+    """(dx, dgamma, dbeta) of ``batch_norm_train``."""
+    mean_, inv_std, eps = ctx
+    return _dnn.batch_norm_backward(_contiguous(x), _contiguous(dy), gamma, mean_, inv_std, eps=eps)
+
+
+# -------------------------------------------------------------------------------------------------------- dropout
+
+
+def dropout_forward(x, rate, rng):
+    """Inverted dropout on the op set's Philox stream (one ``rng.take()``), not cuDNN's: see the module docstring."""
+    if not 0.0 <= rate < 1.0:
+        raise ValueError(f"dropout_forward: rate must be in [0, 1), got {rate}")
+    return _k.dropout(x, float(rate), seed=rng.seed, offset=rng.take())
+
+
+def dropout_backward(dy, mask):
+    return multiply(dy, mask)
+
+
+# ------------------------------------------------------------------------------------ in-place optimizer updates
+
+
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
+    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+    _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
+                  weight_decay=float(weight_decay), nesterov=bool(nesterov))
+
+
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
+    """In place Adam (``decoupled``: AdamW); ``step`` counts from 1."""
+    _k.adam_update(p, g, m, v, step=int(step), lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                   weight_decay=float(weight_decay), decoupled=bool(decoupled))
+
+
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
+    _k.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay))
+
+
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
+    _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
+
+
+# --------------------------------------------------------------------------------------------------------- random
+
+
+def rng(seed=None):
+    """A counter-based random stream (:class:`magmadnn.backend.random.Stream`); a fresh random key when None."""
+    return _Stream(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed)
+
+
+# ------------------------------------------------------------------------------------------------- several GPUs
+
+_VIEWS: dict[int, types.ModuleType] = {}
+
+
+def for_index(n):
+    """The op set with its creation ops allocating on GPU ``n`` (one cached object per GPU)."""
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"for_index: a GPU number must be >= 0, got {n}")
+    view = _VIEWS.get(n)
+    if view is None:
+        view = types.ModuleType(f"{__name__}.gpu{n}", f"magmadnn's device backend on GPU {n}")
+        for op in _ops.OPS:
+            setattr(view, op, globals()[op])
+        for op, fn in _creation_ops(n).items():
+            setattr(view, op, fn)
+        view.name, view.device_index = f"gpu:{n}", n
+        view.FUSED_ACTIVATIONS, view.for_index = FUSED_ACTIVATIONS, for_index
+        _VIEWS[n] = view
+    return view
