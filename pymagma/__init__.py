@@ -27,3 +27,7 @@ __all__ = [
     "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info", "dnn",
     "kernels", "dtypes",
 ]
+
+from . import simulator as _simulator  # noqa: E402  (last: it replaces the device layer imported above)
+
+_simulator._enable_from_environment()  # PYMAGMA_SIMULATOR=1|partial|full: once, at import

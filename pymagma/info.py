@@ -56,8 +56,17 @@ def _nvidia_version(name: str, lib: ctypes.CDLL) -> str | None:
     return None
 
 
-def _magma_section(missing: list) -> dict:
+def _magma_version(lib) -> tuple[int, int, int]:
     from . import _magma
+
+    parts = [_magma.MAGMA_INT() for _ in range(3)]
+    lib.magma_version(*(ctypes.byref(p) for p in parts))
+    return tuple(p.value for p in parts)
+
+
+def _magma_section(missing: list) -> dict:
+    """The real MAGMA provider (also when the simulator is on: then its MAGMA stands in for this one)."""
+    from . import _magma, simulator
 
     try:
         provider = _libs.magma_provider()
@@ -67,8 +76,8 @@ def _magma_section(missing: list) -> dict:
     section = {"found": True, "path": provider.path, "source": provider.source, "partial": provider.partial,
                "ilp64": _libs.magma_ilp64()}
     try:
-        section["version"] = ".".join(map(str, _magma.version()))
-        lib = _magma.library()
+        lib = simulator.current().real_magma if simulator.is_enabled() else _magma.library()
+        section["version"] = ".".join(map(str, _magma_version(lib)))
         absent = lib.missing()
         families = sorted({_magma.SIGNATURES[n].family for n in absent})
         section["missing_routines"] = families
@@ -120,6 +129,24 @@ def _nvidia_section(missing: list) -> dict:
     return section
 
 
+def _simulator_section(missing: list) -> dict:
+    from . import simulator
+
+    section: dict = {"enabled": simulator.is_enabled(), "mode": simulator.mode(),
+                     "environment": os.environ.get(simulator.ENV_VAR)}
+    active = simulator.current()
+    if active is None:
+        return section
+    from .simulator import kernels
+
+    compiler = kernels.compiler()
+    section.update(magma_routines=len(active.magma.exported()), magma_exports=active.magma.source,
+                   kernel_compiler=compiler, kernel_cache=str(kernels.cache_dir()), cudnn=active.cudnn is not None)
+    if compiler is None:
+        missing.append(("a host C++ compiler (the simulator's kernels)", kernels.INSTALL_HINT))
+    return section
+
+
 def _python_packages() -> dict:
     out = {}
     for module, dist in (("numpy", "numpy"), ("torch", "torch"), ("cupy", "cupy")):
@@ -141,6 +168,7 @@ def info() -> Info:
         python=sys.version.split()[0],
         platform=platform.platform(),
         packages=_python_packages(),
+        simulator=_simulator_section(missing),
         magma=_magma_section(missing),
         cuda=_cuda_section(missing),
         nvidia=_nvidia_section(missing),
@@ -153,6 +181,7 @@ def format_report(r: dict) -> str:
     lines = [f"pymagma {r['pymagma']}  (Python {r['python']}, {r['platform']})"]
     pk = r["packages"]
     lines.append("packages: " + ", ".join(f"{k} {v or 'not installed'}" for k, v in pk.items()))
+    lines.extend(_format_simulator(r.get("simulator", {})))
     m = r["magma"]
     if m.get("found"):
         kind = "partial provider" if m.get("partial") else "full provider"
@@ -184,3 +213,16 @@ def format_report(r: dict) -> str:
     else:
         lines.append("missing: nothing")
     return "\n".join(lines)
+
+
+def _format_simulator(sim: dict) -> list[str]:
+    if not sim.get("enabled"):
+        return ["simulator: off (PYMAGMA_SIMULATOR=1 or pymagma.simulator.enable() runs on the CPU simulator)"]
+    return [
+        f"SIMULATOR ON (mode {sim['mode']}): no GPU is used; device memory is host memory, the device below is "
+        "simulated",
+        f"  MAGMA: NumPy models of {sim['magma_routines']} routines (exports {sim['magma_exports']})",
+        f"  kernels: compiled by {sim['kernel_compiler'] or 'no host C++ compiler found'} "
+        f"(cache {sim['kernel_cache']})",
+        f"  cuDNN: {'NumPy models of the handle-taking calls' if sim['cudnn'] else 'not simulated'}",
+    ]

@@ -1,16 +1,16 @@
-"""The GPU tests of pymagma.kernels, run on the CPU: every kernel program compiled by the host C++ compiler against
-a small emulation of CUDA (see kernel_emulator.py), on the simulated device, launched with the argument lists
-pymagma builds for the GPU.  This checks the kernels' arithmetic, indexing, broadcasting, reductions (threads and
-barriers) and the Python side that drives them; only the GPU itself (NVRTC's code, real launches) is left to the
-gpu-marked run."""
+"""The GPU tests of pymagma.kernels, run on the CPU simulator (:mod:`pymagma.simulator`): every kernel program
+compiled by the host C++ compiler against a small emulation of CUDA (``pymagma/simulator/cuda_host.h``), launched
+with the argument lists pymagma builds for the GPU.  This checks the kernels' arithmetic, indexing, broadcasting,
+reductions (threads and barriers) and the Python side that drives them; only the GPU itself (NVRTC's code, real
+launches) is left to the gpu-marked run."""
 
 from __future__ import annotations
 
 import pytest
 
-from pymagma import kernels
+from pymagma import kernels, simulator
+from pymagma.simulator import kernels as simulated_kernels
 
-from . import kernel_emulator
 from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
     test_activation_backward,
     test_activation_backward_names_what_it_needs,
@@ -40,20 +40,17 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_uniform_is_philox_and_deterministic,
     test_where_with_broadcasting,
 )
-from .test_simulated_device import simulate_device
 
 pytestmark = pytest.mark.native
 
 
 @pytest.fixture(scope="module", autouse=True)
-def emulated_gpu(tmp_path_factory):
-    if kernel_emulator.compiler() is None:
+def emulated_gpu():
+    """The simulator for the whole module; yields its kernel launcher (``launched``: every expression run)."""
+    if simulated_kernels.compiler() is None:
         pytest.skip("no host C++ compiler (g++ or clang++) to build the kernel emulation")
-    launcher = kernel_emulator.Launcher(tmp_path_factory.mktemp("kernels-on-cpu"))
-    with pytest.MonkeyPatch.context() as mp:
-        simulate_device(mp)
-        mp.setattr(kernels, "launch", launcher)
-        yield launcher
+    with simulator.simulated("full") as simulation:
+        yield simulation.kernels
 
 
 #: Adam's second moment underflows in float16 (g = 1e-3 gives v = 1e-9, below float16's smallest subnormal), so

@@ -1,5 +1,5 @@
-// Just enough of CUDA's device language to run pymagma's kernels on the CPU, for the tests: every thread of a
-// block is a std::thread, __syncthreads() is a std::barrier, and the blocks of a launch run one after another
+// Just enough of CUDA's device language to run pymagma's kernels on the CPU (pymagma.simulator): every thread of
+// a block is a std::thread, __syncthreads() is a std::barrier, and the blocks of a launch run one after another
 // (a schedule CUDA allows), so __shared__ arrays can simply be static.
 #pragma once
 #include <barrier>

@@ -1,0 +1,169 @@
+"""pymagma's kernels on the simulator: each program's real CUDA C++ source compiled by the host C++ compiler against a
+small emulation of CUDA's device language (``cuda_host.h``: a std::thread per GPU thread, std::barrier for
+__syncthreads), launched with exactly the argument lists pymagma builds for cuLaunchKernel.
+
+A program is compiled on its first launch and cached on disk in ``$PYMAGMA_CACHE/simulator`` (default
+``~/.cache/pymagma/simulator``), keyed by a hash of the sources, the flags and the compiler.  Nothing here touches
+NVRTC or the CUDA driver.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import functools
+import hashlib
+import os
+import shutil
+import subprocess
+import threading
+from importlib import resources
+from pathlib import Path
+
+from ..errors import PymagmaError
+from ..kernels import programs
+
+PRELUDE = Path(__file__).with_name("cuda_host.h")
+COMPILERS = ("g++", "clang++")
+FLAGS = ("-std=c++20", "-O1", "-shared", "-fPIC", "-pthread", "-w")
+INSTALL_HINT = ("the simulator compiles pymagma's kernels with a host C++ compiler (g++ or clang++, C++20) and "
+                "found neither on PATH; install one: apt-get install g++ (Debian/Ubuntu package 'g++'; or 'clang')")
+MAX_THREADS_PER_BLOCK = 1024
+
+
+class SimulatorError(PymagmaError, RuntimeError):
+    """The simulator cannot do what was asked (no host compiler, a kernel that does not build, a driver call)."""
+
+
+def compiler() -> str | None:
+    """The host C++ compiler: ``$CXX`` when it names one on PATH, else g++, else clang++ (None: none found)."""
+    for name in (os.environ.get("CXX"), *COMPILERS):
+        found = shutil.which(name) if name else None
+        if found:
+            return found
+    return None
+
+
+@functools.cache
+def _compiler_identity(path: str) -> str:
+    try:
+        done = subprocess.run([path, "--version"], capture_output=True, text=True, timeout=60)
+    except (OSError, subprocess.SubprocessError):
+        return path
+    return path + "\n" + (done.stdout.splitlines() or [""])[0]
+
+
+def cache_dir() -> Path:
+    """Where compiled programs are kept: ``$PYMAGMA_CACHE/simulator`` (default ``~/.cache/pymagma/simulator``)."""
+    root = os.environ.get("PYMAGMA_CACHE") or os.path.join(os.path.expanduser("~"), ".cache", "pymagma")
+    return Path(root) / "simulator"
+
+
+def translation_unit(program: str) -> str:
+    """The C++ file compiled for ``program``: the emulation, the program's ``.cu`` and an ``extern "C"`` launcher
+    that maps each name expression to its instantiation."""
+    try:
+        filename, expressions = programs.PROGRAMS[program]
+    except KeyError:
+        raise KeyError(f"no kernel program {program!r}; programs: {sorted(programs.PROGRAMS)}") from None
+    table = ",\n".join(f'        {{"{e}", [](void** a) {{ pm_call(&{e}, a); }}}}' for e in expressions)
+    return f"""#include "{PRELUDE.name}"
+#include "{filename}"
+#include <map>
+#include <string>
+
+extern "C" int pm_launch(const char* expression, unsigned grid, unsigned block, void** args) {{
+    static const std::map<std::string, void (*)(void**)> kernels = {{
+{table}
+    }};
+    auto found = kernels.find(expression);
+    if (found == kernels.end()) return 1;
+    pm_run(found->second, args, grid, block);
+    return 0;
+}}
+"""
+
+
+def _flags(program: str) -> tuple[str, ...]:
+    barriers = "__syncthreads" in programs.read_text(programs.PROGRAMS[program][0])
+    return FLAGS if barriers else (*FLAGS, "-DPM_NO_BARRIERS")
+
+
+def build(program: str, directory: Path | None = None) -> ctypes.CDLL:
+    """Compile ``program`` for the CPU (or reuse the cached build in ``directory``) and load it."""
+    cxx = compiler()
+    if cxx is None:
+        raise SimulatorError(INSTALL_HINT)
+    source, flags = translation_unit(program), _flags(program)
+    filename = programs.PROGRAMS[program][0]
+    digest = hashlib.sha256("\0".join((
+        source, PRELUDE.read_text(), programs.read_text(filename), *map(programs.read_text, programs.HEADERS),
+        *flags, _compiler_identity(cxx))).encode()).hexdigest()[:20]
+    directory = cache_dir() if directory is None else Path(directory)
+    library = directory / f"{program}-{digest}.so"
+    if not library.exists():
+        directory.mkdir(parents=True, exist_ok=True)
+        unique = f"{os.getpid()}-{threading.get_ident()}"
+        cpp, partial = directory / f"{program}-{digest}-{unique}.cpp", directory / f"{program}-{digest}-{unique}.so"
+        cpp.write_text(source)
+        kernels_dir = Path(str(resources.files("pymagma.kernels")))
+        command = [cxx, *flags, "-I", str(PRELUDE.parent), "-I", str(kernels_dir), "-o", str(partial), str(cpp)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True)
+            if done.returncode != 0:
+                raise SimulatorError(f"{os.path.basename(cxx)} could not compile kernel program {program!r} for the "
+                                     f"simulator ({' '.join(command)}):\n{done.stderr}")
+            os.replace(partial, library)  # atomic: concurrent processes never load a half-written file
+        finally:
+            cpp.unlink(missing_ok=True)
+            partial.unlink(missing_ok=True)
+    lib = ctypes.CDLL(str(library))
+    lib.pm_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+    lib.pm_launch.restype = ctypes.c_int
+    return lib
+
+
+class Launcher:
+    """Stands in for :func:`pymagma.kernels.launch`: compiles each program on its first launch, then runs the
+    kernel on the calling thread.  ``launched`` holds every name expression launched so far."""
+
+    def __init__(self, directory: Path | None = None):
+        self.directory = directory
+        self.libraries: dict[str, ctypes.CDLL] = {}
+        self.launched: set[str] = set()
+        self._lock = threading.Lock()
+
+    def library(self, program: str) -> ctypes.CDLL:
+        lib = self.libraries.get(program)
+        if lib is None:
+            with self._lock:
+                lib = self.libraries.get(program)
+                if lib is None:
+                    lib = self.libraries[program] = build(program, self.directory)
+        return lib
+
+    def __call__(self, program: str, expression: str, device: int, stream: int, grid: int, block: int, args):
+        grid, block = int(grid), int(block)
+        if grid < 1 or not 1 <= block <= MAX_THREADS_PER_BLOCK:
+            raise ValueError(f"launch of {expression} with grid {grid}, block {block}: a grid needs at least one "
+                             f"block and a block 1..{MAX_THREADS_PER_BLOCK} threads (cudaErrorInvalidConfiguration)")
+        lib = self.library(program)
+        holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
+        pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
+        if lib.pm_launch(expression.encode(), grid, block, pointers) != 0:
+            raise LookupError(f"{expression} is not a kernel of program {program}")
+        self.launched.add(expression)
+
+
+def _no_driver_modules(name: str, device: int):
+    raise SimulatorError(f"kernel program {name!r}: the simulator launches kernels through the host compiler, "
+                         "never through NVRTC and the CUDA driver (pymagma.kernels.launch is the simulator's)")
+
+
+def install(patches, launcher: Launcher) -> None:
+    """Route pymagma's kernel launches to ``launcher``; driver module loading raises instead of hanging."""
+    from .. import kernels
+    from ..kernels import loader
+
+    patches.setattr(kernels, "launch", launcher)
+    patches.setattr(loader, "launch", launcher)
+    patches.setattr(loader, "loaded_program", _no_driver_modules)

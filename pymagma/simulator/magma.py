@@ -1,0 +1,563 @@
+"""MAGMA on the simulator: each routine pymagma binds is checked against pymagma's own prototype tables
+(:data:`pymagma._magma.SIGNATURES`: arity, integer sizes, enum values, scalar ctypes), passed through a real ctypes
+function pointer built from its prototype (so ctypes converts the arguments exactly as for the native library),
+then run by a NumPy model of MAGMA's documented column-major semantics on the simulated device memory.
+
+:class:`SimulatedMagma` stands in for the :class:`~pymagma._ffi.NativeLibrary` of ``_magma.library()``: ``has``,
+``bind``, ``missing`` and attribute calls.  It exports what the MAGMA provider pymagma found exports (mode
+``"partial"``) or every modelled routine (mode ``"full"``); ``hidden`` families are reported as not exported too
+(tests use it to exercise pymagma's fallbacks).
+"""
+
+from __future__ import annotations
+
+import collections
+import ctypes
+import functools
+import itertools
+import threading
+
+import numpy as np
+
+from .. import _libs
+from .. import _magma as M
+from ..errors import LibraryNotFoundError, MissingSymbolError, PymagmaError
+
+ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
+                   M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
+                   M.MagmaAllVec, M.MagmaSomeVec, M.MagmaOverwriteVec})
+INT_RANGE = (-(1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1)), 1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1))
+LIBRARY_NAME = "pymagma's simulated MAGMA"
+
+
+class MagmaCallError(PymagmaError, ValueError):
+    """A call the native MAGMA would reject or that the simulator does not model (bad arity, type, enum, size)."""
+
+
+def require(ok: bool, message: str) -> None:
+    if not ok:
+        raise MagmaCallError(message)
+
+
+# ----------------------------------------------------------------------------------------------------- memory model
+def view(ptr, shape, strides, dtype):
+    """A writable NumPy view of simulated device memory (shape and strides in elements)."""
+    dtype = np.dtype(dtype)
+    if 0 in shape:
+        return np.zeros(shape, dtype)
+    if not ptr:
+        raise MagmaCallError(f"a null pointer for a {shape} {dtype.name} operand")
+    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+    buf = (ctypes.c_char * (extent * dtype.itemsize)).from_address(ptr)
+    return np.ndarray(shape, dtype, buffer=buf, strides=tuple(s * dtype.itemsize for s in strides))
+
+
+def cm(ptr, rows, cols, ld, dtype):
+    """A column-major ``rows x cols`` matrix with leading dimension ``ld``."""
+    if ld < max(1, rows):
+        raise MagmaCallError(f"leading dimension {ld} < rows {rows}: MAGMA would reject this")
+    return view(ptr, (rows, cols), (1, ld), dtype)
+
+
+def op(x, trans):
+    """``x``, its transpose or its conjugate transpose, as MAGMA's ``trans`` says."""
+    return {M.MagmaNoTrans: x, M.MagmaTrans: x.T, M.MagmaConjTrans: np.conj(x.T)}[trans]
+
+
+def address(x) -> int:
+    """The address behind a pointer argument: an int, None, a ctypes object or ``ctypes.byref(...)``."""
+    if x is None:
+        return 0
+    if isinstance(x, int):
+        return x
+    if type(x).__name__ == "CArgObject":
+        return ctypes.addressof(x._obj)
+    return ctypes.addressof(x)
+
+
+def value(x):
+    """The Python value of a scalar argument (complex for MAGMA's complex structures)."""
+    if isinstance(x, ctypes.Structure):
+        return complex(x.real, x.imag)
+    return getattr(x, "value", x)
+
+
+# ----------------------------------------------------------------------------------------------------- MAGMA model
+def _ints(ptr, n):
+    return view(address(ptr), (n,), (1,), M.MAGMA_INT)
+
+
+def gemm(k, dt):  # as in BLAS, beta = 0 means C is not read (it may hold NaNs)
+    A = cm(k["dA"], *((k["m"], k["k"]) if k["transA"] == M.MagmaNoTrans else (k["k"], k["m"])), k["ldda"], dt)
+    B = cm(k["dB"], *((k["k"], k["n"]) if k["transB"] == M.MagmaNoTrans else (k["n"], k["k"])), k["lddb"], dt)
+    C = cm(k["dC"], k["m"], k["n"], k["lddc"], dt)
+    C[...] = k["alpha"] * (op(A, k["transA"]) @ op(B, k["transB"])) + (k["beta"] * C if k["beta"] else 0)
+
+
+def gemm_batched(k, dt):
+    ptrs = [view(k[f"d{x}_array"], (k["batchCount"],), (1,), np.int64) for x in "ABC"]
+    for a, b, c in zip(*ptrs):
+        gemm(dict(k, dA=int(a), dB=int(b), dC=int(c)), dt)
+
+
+def gemm_strided(k, dt):
+    item = np.dtype(dt).itemsize
+    for i in range(k["batchCount"]):
+        gemm(dict(k, dA=k["dA"] + i * k["strideA"] * item, dB=k["dB"] + i * k["strideB"] * item,
+                  dC=k["dC"] + i * k["strideC"] * item), dt)
+
+
+def gemv(k, dt):
+    A = cm(k["dA"], k["m"], k["n"], k["ldda"], dt)
+    lx, ly = (k["n"], k["m"]) if k["transA"] == M.MagmaNoTrans else (k["m"], k["n"])
+    x = view(k["dx"], (lx,), (k["incx"],), dt).copy()
+    y = view(k["dy"], (ly,), (k["incy"],), dt)
+    y[...] = k["alpha"] * (op(A, k["transA"]) @ x) + (k["beta"] * y if k["beta"] else 0)
+
+
+def trsm(k, dt):
+    na = k["m"] if k["side"] == M.MagmaLeft else k["n"]
+    A = cm(k["dA"], na, na, k["ldda"], dt).copy()
+    A = np.tril(A) if k["uplo"] == M.MagmaLower else np.triu(A)
+    if k["diag"] == M.MagmaUnit:
+        np.fill_diagonal(A, 1)
+    B = cm(k["dB"], k["m"], k["n"], k["lddb"], dt)
+    opA = op(A, k["trans"])
+    B[...] = np.linalg.solve(opA, k["alpha"] * B) if k["side"] == M.MagmaLeft else \
+        np.linalg.solve(opA.T, (k["alpha"] * B).T).T
+
+
+def syrk(k, dt):
+    n = k["n"]
+    A = cm(k["dA"], *((n, k["k"]) if k["trans"] == M.MagmaNoTrans else (k["k"], n)), k["ldda"], dt)
+    C = cm(k["dC"], n, n, k["lddc"], dt)
+    full = k["alpha"] * (A @ A.T if k["trans"] == M.MagmaNoTrans else A.T @ A) + (k["beta"] * C if k["beta"] else 0)
+    mask = np.tril(np.ones((n, n), bool)) if k["uplo"] == M.MagmaLower else np.triu(np.ones((n, n), bool))
+    C[mask] = full[mask]
+
+
+def transpose(k, dt):
+    src = cm(k["dA"], k["m"], k["n"], k["ldda"], dt)
+    cm(k["dAT"], k["n"], k["m"], k["lddat"], dt)[...] = src.T
+
+
+def laswp(k, dt):  # the matrix is stored row-wise: row i starts at dAT + i * ldda
+    require(k["ldda"] >= k["n"] and k["inci"] == 1, f"laswp: ldda {k['ldda']} < n {k['n']} or inci {k['inci']} != 1")
+    piv = view(address(k["ipiv"]), (k["k2"],), (1,), M.MAGMA_INT)
+    rows = view(k["dAT"], (k["k2"], k["n"]), (k["ldda"], 1), dt)
+    for i in range(k["k1"] - 1, k["k2"]):
+        j = piv[i] - 1
+        if j >= rows.shape[0]:
+            rows = view(k["dAT"], (j + 1, k["n"]), (k["ldda"], 1), dt)
+        rows[[i, j]] = rows[[j, i]]
+
+
+def getrf(k, dt):
+    m, n = k["m"], k["n"]
+    A = cm(k["dA"], m, n, k["ldda"], dt)
+    ipiv, info = _ints(k["ipiv"], min(m, n)), _ints(k["info"], 1)
+    info[0] = 0
+    for j in range(min(m, n)):
+        p = j + int(np.argmax(np.abs(A[j:, j])))
+        ipiv[j] = p + 1
+        A[[j, p]] = A[[p, j]]
+        if A[j, j] == 0:
+            info[0] = info[0] or j + 1
+            continue
+        A[j + 1:, j] /= A[j, j]
+        A[j + 1:, j + 1:] -= np.outer(A[j + 1:, j], A[j, j + 1:])
+    return int(info[0])
+
+
+def trsm_batched(k, dt):
+    a = view(k["dA_array"], (k["batchCount"],), (1,), np.int64)
+    b = view(k["dB_array"], (k["batchCount"],), (1,), np.int64)
+    for pa, pb in zip(a, b):
+        trsm(dict(k, dA=int(pa), dB=int(pb), trans=k["transA"]), dt)
+
+
+def transpose_batched(k, dt):
+    src = view(k["dA_array"], (k["batchCount"],), (1,), np.int64)
+    dst = view(k["dAT_array"], (k["batchCount"],), (1,), np.int64)
+    for a, at in zip(src, dst):
+        transpose(dict(k, dA=int(a), dAT=int(at)), dt)
+
+
+def getrf_batched(k, dt):
+    count, item = k["batchCount"], np.dtype(M.MAGMA_INT).itemsize
+    mats = view(k["dA_array"], (count,), (1,), np.int64)
+    pivs = view(k["ipiv_array"], (count,), (1,), np.int64)
+    for i in range(count):
+        getrf(dict(k, dA=int(mats[i]), ldda=k["lda"], ipiv=int(pivs[i]), info=k["info_array"] + i * item), dt)
+    return 0
+
+
+def potrf(k, dt):
+    require(k["uplo"] == M.MagmaLower, "only the lower triangle is modelled (uplo = MagmaLower)")
+    n = k["n"]
+    A = cm(k["dA"], n, n, k["ldda"], dt)
+    info = _ints(k["info"], 1)
+    for order in range(1, n + 1):
+        try:
+            np.linalg.cholesky(A[:order, :order])
+        except np.linalg.LinAlgError:
+            info[0] = order
+            return order
+    A[...] = np.where(np.tril(np.ones((n, n), bool)), np.linalg.cholesky(A), A)
+    info[0] = 0
+    return 0
+
+
+def potrf_batched(k, dt):
+    count, item = k["batchCount"], np.dtype(M.MAGMA_INT).itemsize
+    for i, ptr in enumerate(view(k["dA_array"], (count,), (1,), np.int64)):
+        potrf(dict(k, dA=int(ptr), ldda=k["lda"], info=k["info_array"] + i * item), dt)
+    return 0
+
+
+def potrs(k, dt):
+    require(k["uplo"] == M.MagmaLower, "only the lower triangle is modelled (uplo = MagmaLower)")
+    n = k["n"]
+    L = np.tril(cm(k["dA"], n, n, k["ldda"], dt))
+    B = cm(k["dB"], n, k["nrhs"], k["lddb"], dt)
+    B[...] = np.linalg.solve(L @ np.conj(L.T), B)
+    _ints(k["info"], 1)[0] = 0
+    return 0
+
+
+def potrs_batched(k, dt):
+    pairs = zip(*(view(k[f"d{x}_array"], (k["batchCount"],), (1,), np.int64) for x in "AB"))
+    for a, b in pairs:
+        potrs(dict(k, dA=int(a), dB=int(b), info=ctypes.byref(M.MAGMA_INT())), dt)
+    return 0
+
+
+def laset(k, dt):
+    A = cm(k["dA"], k["m"], k["n"], k["ldda"], dt)
+    r, c = np.indices(A.shape)
+    part = {M.MagmaLower: r > c, M.MagmaUpper: r < c, M.MagmaFull: r != c}[k["uplo"]]
+    A[part] = k["offdiag"]
+    np.fill_diagonal(A, k["diag"])
+
+
+# LAPACK drivers (the QR model keeps the Q that LAPACK would encode in the reflectors in a side table keyed by tau)
+_Q_BY_TAU: dict[int, np.ndarray] = {}
+NB = 32
+
+
+def _set_info(k, v):
+    _ints(k["info"], 1)[0] = v
+    return v
+
+
+def geqrf2(k, dt):
+    m, n = k["m"], k["n"]
+    A = cm(k["dA"], m, n, k["ldda"], dt)
+    q, r = np.linalg.qr(A)
+    _Q_BY_TAU[address(k["tau"])] = q
+    A[: r.shape[0], :] = np.where(np.triu(np.ones(r.shape, bool)), r, A[: r.shape[0], :])
+    return _set_info(k, 0)
+
+
+def orgqr2(k, dt):
+    q = _Q_BY_TAU[address(k["tau"])]
+    require((k["m"], k["k"]) == q.shape, f"orgqr2: m, k = {k['m']}, {k['k']}, but geqrf2 gave Q of shape {q.shape}")
+    cm(address(k["A"]), k["m"], k["n"], k["lda"], dt)[...] = q[:, : k["n"]]
+    return _set_info(k, 0)
+
+
+def gels(k, dt):
+    require(k["trans"] == M.MagmaNoTrans, "gels: only trans = MagmaNoTrans is modelled (as in MAGMA)")
+    m, n = k["m"], k["n"]
+    need = (m - n + NB) * (k["nrhs"] + NB) + k["nrhs"] * NB  # MAGMA's minimum (m >= n), also its query answer
+    if k["lwork"] == -1:
+        view(address(k["hwork"]), (1,), (1,), dt)[0] = need
+        return _set_info(k, 0)
+    require(k["lwork"] >= need, f"hwork: lwork {k['lwork']} < {need}")
+    A = cm(k["dA"], m, n, k["ldda"], dt)
+    B = cm(k["dB"], m, k["nrhs"], k["lddb"], dt)
+    q, r = np.linalg.qr(A, mode="complete")
+    qb = np.conj(q.T) @ B
+    B[:n] = np.linalg.solve(r[:n, :n], qb[:n])
+    B[n:] = qb[n:]
+    return _set_info(k, 0)
+
+
+def _query(k, sizes):
+    """Workspace query (lwork = -1): report sizes; otherwise check the caller gave at least that much."""
+    if k["lwork"] == -1:
+        for name, size in sizes.items():
+            view(address(k[name]), (1,), (1,), np.float64 if name == "rwork" else k["_dt"] if name == "work"
+                 else M.MAGMA_INT)[0] = size
+        return True
+    for name, size in sizes.items():
+        require(k["l" + name] >= size, f"{name}: l{name} {k['l' + name]} < {size}")
+    return False
+
+
+def syevd(k, dt):
+    n = k["n"]
+    real = np.float32 if np.dtype(dt) in (np.float32, np.complex64) else np.float64
+    k["_dt"] = dt
+    sizes = {"work": 2 * n * n + 6 * n + 1, "iwork": 5 * n + 3}
+    if np.iscomplexobj(np.zeros(1, dt)):
+        sizes["rwork"] = 2 * n * n + 5 * n + 1
+    if "rwork" in k and k["lwork"] == -1:
+        view(address(k["rwork"]), (1,), (1,), real)[0] = sizes.pop("rwork")
+    if _query(k, sizes):
+        return _set_info(k, 0)
+    require(k["ldwa"] >= n and k["jobz"] == M.MagmaVec, "syevd: ldwa < n, or jobz other than MagmaVec (not modelled)")
+    A = cm(k["dA"], n, n, k["ldda"], dt)
+    w, v = np.linalg.eigh(A, UPLO="L" if k["uplo"] == M.MagmaLower else "U")
+    view(address(k["w"]), (n,), (1,), real)[...] = w
+    A[...] = v
+    return _set_info(k, 0)
+
+
+def gesdd(k, dt):
+    m, n = k["m"], k["n"]
+    kk = min(m, n)
+    k["_dt"] = dt
+    if _query(k, {"work": 3 * kk + max(m, n) + 5 * kk * kk}):
+        return _set_info(k, 0)
+    real = np.float32 if np.dtype(dt) in (np.float32, np.complex64) else np.float64
+    A = cm(address(k["A"]), m, n, k["lda"], dt)
+    u, s, vt = np.linalg.svd(A, full_matrices=k["jobz"] == M.MagmaAllVec)
+    view(address(k["s"]), (kk,), (1,), real)[...] = s
+    if k["jobz"] != M.MagmaNoVec:
+        cm(address(k["U"]), m, u.shape[1], k["ldu"], dt)[...] = u
+        cm(address(k["VT"]), vt.shape[0], n, k["ldvt"], dt)[...] = vt
+    return _set_info(k, 0)
+
+
+def geev(k, dt):
+    n = k["n"]
+    k["_dt"] = dt
+    if _query(k, {"work": 4 * n + 1}):
+        return _set_info(k, 0)
+    require(k["jobvl"] == M.MagmaNoVec and k["jobvr"] == M.MagmaVec, "geev: only right eigenvectors are modelled")
+    A = cm(address(k["A"]), n, n, k["lda"], dt)
+    w, v = np.linalg.eig(A)
+    VR = cm(address(k["VR"]), n, n, k["ldvr"], dt)
+    if "w" in k:
+        view(address(k["w"]), (n,), (1,), dt)[...] = w
+        VR[...] = v
+        return _set_info(k, 0)
+    view(address(k["wr"]), (n,), (1,), dt)[...] = w.real
+    view(address(k["wi"]), (n,), (1,), dt)[...] = w.imag
+    j = 0
+    while j < n:  # LAPACK's real layout: a conjugate pair stores Re and Im of the first vector
+        if w[j].imag != 0:
+            VR[:, j], VR[:, j + 1] = v[:, j].real, v[:, j].imag
+            j += 2
+        else:
+            VR[:, j] = v[:, j].real
+            j += 1
+    return _set_info(k, 0)
+
+
+def vec(k, name, dt, n_key="n"):
+    return view(k[f"d{name}"], (k[n_key],), (k[f"inc{name}"],), dt)
+
+
+MODEL = {
+    "magma_?gemm": gemm, "magmablas_?gemm_batched": gemm_batched, "magmablas_?gemm_batched_strided": gemm_strided,
+    "magma_?gemv": gemv, "magma_?trsm": trsm, "magma_?syrk": syrk, "magmablas_?transpose": transpose,
+    "magmablas_?laswp": laswp, "magma_?getrf_gpu": getrf, "magmablas_?transpose_batched": transpose_batched,
+    "magma_?getrf_batched": getrf_batched, "magmablas_?trsm_batched": trsm_batched, "magma_?potrf_gpu": potrf,
+    "magma_?potrf_batched": potrf_batched, "magma_?potrs_batched": potrs_batched,
+    "magma_?potrs_gpu": potrs,
+    "magmablas_?laset": laset, "magma_?geqrf2_gpu": geqrf2, "magma_?orgqr2": orgqr2, "magma_?gels_gpu": gels,
+    "magma_get_?geqrf_nb": lambda k, dt: NB, "magma_?syevd_gpu": syevd, "magma_?gesdd": gesdd, "magma_?geev": geev,
+    "magma_?axpy": lambda k, dt: vec(k, "y", dt).__setitem__(Ellipsis, vec(k, "y", dt) + k["alpha"] * vec(k, "x", dt)),
+    "magma_?scal": lambda k, dt: vec(k, "x", dt).__setitem__(Ellipsis, k["alpha"] * vec(k, "x", dt)),
+    "magma_?copy": lambda k, dt: vec(k, "y", dt).__setitem__(Ellipsis, vec(k, "x", dt).copy()),
+    "magma_?dot": lambda k, dt: np.dot(vec(k, "x", dt), vec(k, "y", dt)).item(),
+    "magma_?dotu": lambda k, dt: np.dot(vec(k, "x", dt), vec(k, "y", dt)).item(),
+    "magma_?dotc": lambda k, dt: np.vdot(vec(k, "x", dt), vec(k, "y", dt)).item(),
+    "magma_?nrm2": lambda k, dt: float(np.linalg.norm(vec(k, "x", dt))),
+}
+
+
+# ----------------------------------------------------------------------------------------------------- auxiliary
+_QUEUES: dict[int, tuple[int, int]] = {}  # simulated magma_queue_t -> (device, cudaStream_t)
+_queue_handles = itertools.count(0x7100)
+
+
+def queue_create(k, dt, stream: int = 0):
+    handle = next(_queue_handles)
+    _QUEUES[handle] = (k["device"], stream)
+    view(address(k["queue_ptr"]), (1,), (1,), np.uintp)[0] = handle
+
+
+def _queue(k) -> tuple[int, int]:
+    return _QUEUES.get(address(k["queue"]), (0, 0))
+
+
+AUX_MODEL = {
+    "magma_init": lambda k, dt: 0,
+    "magma_finalize": lambda k, dt: 0,
+    "magma_strerror": lambda k, dt: f"MAGMA error {k['error']} (simulated: the simulator has no error texts)".encode(),
+    "magma_queue_create": queue_create,
+    "magma_queue_create_from_cuda": lambda k, dt: queue_create(k, dt, address(k["stream"])),
+    "magma_queue_destroy": lambda k, dt: _QUEUES.pop(address(k["queue"]), None) and None,
+    "magma_queue_sync": lambda k, dt: None,
+    "magma_queue_get_device": lambda k, dt: _queue(k)[0],
+    "magma_queue_get_cuda_stream": lambda k, dt: _queue(k)[1] or None,
+}
+MODEL.update(AUX_MODEL)
+
+
+# ----------------------------------------------------------------------------------------------------- the library
+_ADDRESS_TOKENS = frozenset({"D", "H", "DA", "IH", "ID", "IDA", "Q", "QP", "V", "VP", "ZP", "STREAM", "HANDLE"})
+
+
+def _kwargs(sig, values_):
+    """The model's view of a call: argument name -> Python value (scalars, ints) or address (pointers)."""
+    out = {}
+    for (token, arg), v in zip(sig.args, values_):
+        if token in ("S", "R"):
+            out[arg] = value(v)
+        elif token in _ADDRESS_TOKENS:
+            out[arg] = address(v)
+        else:
+            out[arg] = v
+    return out
+
+
+@functools.cache
+def provider_exports(library) -> tuple[frozenset[str] | None, str]:
+    """(table names the MAGMA provider pymagma finds exports, where from); ``(None, why)`` when there is none.
+
+    ``library`` is pymagma's real ``_magma.library()`` (the provider found as ``_libs`` finds it, its symbols
+    looked up as ``NativeLibrary.has`` does); read once per process."""
+    try:
+        provider = _libs.magma_provider()
+        names = frozenset(n for n in M.SIGNATURES if library.has(n))
+    except LibraryNotFoundError as exc:
+        return None, f"no MAGMA provider ({str(exc).split(';')[0]})"
+    kind = "partial provider" if provider.partial else "provider"
+    return names, f"the {kind} {provider.path} (from {provider.source})"
+
+
+class SimulatedMagma:
+    """The simulated MAGMA library: looks a routine up in pymagma's tables, checks each call against its
+    signature, runs the NumPy model.  ``exports`` (table names) limits what it exports (None: every modelled
+    routine); ``calls`` keeps the names of the latest calls (tests read it)."""
+
+    def __init__(self, exports: frozenset[str] | None = None, source: str = "every modelled routine"):
+        self.exports, self.source = exports, source
+        self._wrappers: dict[str, object] = {}
+        self._failure = threading.local()
+        self.reset()
+
+    def reset(self) -> None:
+        """Forget the recorded calls and hide nothing."""
+        self.calls: collections.deque[str] = collections.deque(maxlen=100_000)
+        self.hidden: set[str] = set()  # families to report as not exported (exercises fallbacks)
+
+    # ------------------------------------------------------------------------------------------------- lookup
+    @property
+    def path(self) -> str:
+        return LIBRARY_NAME
+
+    def symbol_name(self, name: str) -> str:
+        return M.SIGNATURES[name].symbol if name in M.SIGNATURES else name
+
+    def modelled(self, name: str) -> bool:
+        return name in M.SIGNATURES and M.SIGNATURES[name].family in MODEL
+
+    def has(self, name: str) -> bool:
+        return self.modelled(name) and (self.exports is None or name in self.exports) and \
+            M.SIGNATURES[name].family not in self.hidden
+
+    def missing(self) -> list[str]:
+        return sorted(n for n in M.SIGNATURES if not self.has(n))
+
+    def exported(self) -> list[str]:
+        return sorted(n for n in M.SIGNATURES if self.has(n))
+
+    def bind(self, name: str):
+        if name not in M.SIGNATURES:
+            raise AttributeError(f"MAGMA has no prototype for {name!r} in pymagma's tables")
+        if not self.has(name):
+            raise MissingSymbolError(self.symbol_name(name), LIBRARY_NAME, self._why_missing(name))
+        call = self._wrappers.get(name)
+        if call is None:
+            call = self._wrappers[name] = self._wrap(name)
+        return call
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.bind(name)
+
+    def _why_missing(self, name: str) -> str:
+        family = M.SIGNATURES[name].family
+        if family in self.hidden:
+            return f"{family} is hidden (SimulatedMagma.hidden)"
+        if not self.modelled(name):
+            return f"the simulator has no NumPy model of {family}"
+        return (f"the simulator in mode 'partial' exports what {self.source} exports; mode 'full' "
+                "(PYMAGMA_SIMULATOR=full or pymagma.simulator.enable('full')) simulates every modelled routine")
+
+    # ------------------------------------------------------------------------------------------------- calls
+    def _wrap(self, name: str):
+        """The callable for ``name``: checks, then the model behind a ctypes function pointer of the prototype."""
+        sig = M.SIGNATURES[name]
+        model = MODEL[sig.family]
+        dtype = np.dtype(M.PRECISIONS[sig.precision][3]) if sig.precision else None
+        restype, argtypes = sig.prototype()
+        scalars = {t: M.ctype_of(t, sig.precision) for t in ("S", "R") if sig.precision}
+        checks = tuple((i, arg, token, scalars.get(token)) for i, (token, arg) in enumerate(sig.args)
+                       if token in ("I", "E", "S", "R"))
+        arity, failure = len(sig.args), self._failure
+        structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
+
+        def check(args) -> None:
+            if len(args) != arity:
+                raise MagmaCallError(f"{name}: {len(args)} arguments, the table has {arity}")
+            for i, arg, token, scalar in checks:
+                v = args[i]
+                if scalar is not None:
+                    if type(v) is not scalar:
+                        raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected {scalar.__name__}")
+                elif not (type(v) is int or isinstance(v, np.integer)):
+                    raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected an int")
+                elif token == "E" and v not in ENUMS:
+                    raise MagmaCallError(f"{name}({arg}) = {v} is not a MAGMA enum value")
+                elif not INT_RANGE[0] <= v < INT_RANGE[1]:
+                    raise MagmaCallError(f"{name}({arg}) = {v} does not fit magma_int_t "
+                                         f"({8 * ctypes.sizeof(M.MAGMA_INT)}-bit)")
+
+        if structure or restype is ctypes.c_char_p:  # a callback cannot return these: call the model directly
+            def call(*args):
+                check(args)
+                self.calls.append(name)
+                result = model(_kwargs(sig, args), dtype)
+                return restype(result.real, result.imag) if structure else result
+
+            return call
+
+        def native(*converted):
+            try:
+                return model(_kwargs(sig, converted), dtype)
+            except BaseException as exc:  # ctypes would print and swallow it: keep it for the caller
+                failure.exc = exc
+                return None if restype is None else restype().value
+
+        pointer = ctypes.CFUNCTYPE(restype, *argtypes)(native)
+
+        def call(*args):
+            check(args)
+            self.calls.append(name)
+            failure.exc = None
+            result = pointer(*args)
+            exc, failure.exc = failure.exc, None
+            if exc is not None:
+                raise exc
+            return result
+
+        call.__name__ = call.__qualname__ = name
+        call.pointer = pointer  # keeps the callback alive as long as the wrapper
+        return call
