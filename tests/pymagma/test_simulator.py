@@ -1,0 +1,277 @@
+"""pymagma.simulator as a mode of the library: activation (environment variable, enable/disable, context manager),
+the MAGMA export policy (partial vs full), exact restoration of the real device layer, the info report, the checks
+the simulated runtime and MAGMA make, and the kernel launcher's compiler handling."""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import subprocess
+import sys
+import textwrap
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import pymagma
+from pymagma import _cudnn, _magma, array, dnn, kernels, linalg, memory, queue, simulator
+from pymagma import runtime as rt
+from pymagma.errors import DeviceMemoryError, MissingSymbolError
+from pymagma.kernels import loader
+from pymagma.simulator import kernels as sim_kernels
+from pymagma.simulator.magma import MODEL, MagmaCallError, provider_exports
+
+pytestmark = pytest.mark.native
+needs_compiler = pytest.mark.skipif(sim_kernels.compiler() is None, reason="no host C++ compiler (g++ or clang++)")
+
+
+def _run_python(code: str, value: str) -> subprocess.CompletedProcess:
+    env = dict(os.environ, PYMAGMA_SIMULATOR=value)
+    return subprocess.run([sys.executable, "-c", textwrap.dedent(code)], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+# ----------------------------------------------------------------------------------------------------- activation
+@needs_compiler
+def test_environment_variable_turns_it_on_at_import():
+    done = _run_python("""
+        import json
+        import numpy as np
+        import pymagma
+        from pymagma import kernels, simulator
+        rng = np.random.default_rng(0)
+        a, b = rng.standard_normal((3, 4)), rng.standard_normal((4, 2))
+        da = pymagma.asarray(a)
+        print(json.dumps({
+            "mode": simulator.mode(),
+            "round_trip": bool((da.get() == a).all()),
+            "gemm": float(abs((da @ pymagma.asarray(b)).get() - a @ b).max()),
+            "kernel": float(abs(kernels.add(da, da).get() - 2 * a).max()),
+            "device": pymagma.runtime.device_properties()["name"],
+            "report": str(pymagma.info()),
+        }))
+        """, "1")
+    assert done.returncode == 0, done.stderr
+    out = json.loads(done.stdout)
+    assert out["mode"] == "partial" and out["round_trip"] and out["device"] == "pymagma simulator"
+    assert out["gemm"] < 1e-12 and out["kernel"] == 0
+    assert "SIMULATOR ON (mode partial)" in out["report"]
+
+
+def test_bad_environment_value_is_a_clear_error_at_import():
+    done = _run_python("import pymagma", "yes")
+    assert done.returncode != 0
+    assert "ValueError: PYMAGMA_SIMULATOR='yes'" in done.stderr
+    for allowed in ("1", "partial", "full", "0"):
+        assert allowed in done.stderr.splitlines()[-1]
+
+
+@pytest.mark.parametrize(("raw", "expected"), [("", None), ("0", None), ("1", "partial"), ("partial", "partial"),
+                                               (" FULL ", "full"), (None, None)])
+def test_environment_values(raw, expected):
+    assert simulator.mode_from_environment({} if raw is None else {"PYMAGMA_SIMULATOR": raw}) == expected
+
+
+@pytest.mark.parametrize("raw", ["2", "true", "fulll", "cpu"])
+def test_other_environment_values_are_refused(raw):
+    with pytest.raises(ValueError, match=f"PYMAGMA_SIMULATOR='{raw}'.*1 or partial.*full.*0 / empty"):
+        simulator.mode_from_environment({"PYMAGMA_SIMULATOR": raw})
+
+
+def test_modes_nest_and_restore():
+    outer = simulator.mode()
+    with simulator.simulated("full") as sim:
+        assert simulator.is_enabled() and simulator.mode() == "full" and simulator.current() is sim
+        with simulator.simulated("partial") as inner:
+            assert inner is sim and simulator.mode() == "partial"  # the same device, another export policy
+        assert simulator.mode() == "full" and sim.magma.exports is None
+        assert simulator.enable("full") is sim  # enabling again changes nothing
+    assert simulator.mode() == outer
+    with pytest.raises(ValueError, match="one of .*'partial', 'full'"):
+        simulator.enable("everything")
+
+
+# ----------------------------------------------------------------------------------------------------- restoration
+PATCHED_MODULES = (rt, _magma, queue, memory, kernels, loader, array, dnn)
+
+
+def _snapshot():
+    return {m.__name__: dict(vars(m)) for m in PATCHED_MODULES} | {"cudnn lib": dict(vars(_cudnn.lib))}
+
+
+@needs_compiler
+def test_disable_restores_the_real_device_layer_exactly():
+    if simulator.is_enabled():
+        pytest.skip("the simulator is on for the whole session (PYMAGMA_SIMULATOR)")
+    before = _snapshot()
+    with simulator.simulated("full"):
+        assert rt.malloc is not before["pymagma.runtime"]["malloc"]
+        assert _magma.initialized is not before["pymagma._magma"]["initialized"]
+        assert kernels.launch is not before["pymagma.kernels"]["launch"]
+        host = np.arange(6.0).reshape(2, 3)
+        x = pymagma.asarray(host)
+        np.testing.assert_array_equal(kernels.add(x @ x.T, 1.0).get(), host @ host.T + 1)
+        del x
+    after = _snapshot()
+    for where, names in before.items():
+        assert set(after[where]) == set(names), where
+        changed = [n for n, v in names.items() if after[where][n] is not v]
+        assert not changed, f"{where}: {changed} not restored"
+
+
+# ----------------------------------------------------------------------------------------------------- export policy
+def test_full_mode_exports_every_modelled_routine_and_cholesky_works():
+    with simulator.simulated("full") as sim:
+        exported = set(sim.magma.exported())
+        assert exported == {n for n, s in _magma.SIGNATURES.items() if s.family in MODEL}
+        a = np.array([[4.0, 2.0], [2.0, 3.0]])
+        np.testing.assert_allclose(linalg.cholesky(a), np.linalg.cholesky(a), rtol=1e-12)
+
+
+def test_partial_mode_exports_what_the_provider_exports():
+    exports, source = provider_exports(_magma.library() if not simulator.is_enabled()
+                                       else simulator.current().real_magma)
+    a = np.array([[4.0, 2.0], [2.0, 3.0]])
+    with simulator.simulated("partial") as sim:
+        modelled = {n for n, s in _magma.SIGNATURES.items() if s.family in MODEL}
+        if exports is None:  # no provider: partial is full
+            assert set(sim.magma.exported()) == modelled and "no MAGMA provider" in sim.magma.source
+            np.testing.assert_allclose(linalg.cholesky(a), np.linalg.cholesky(a), rtol=1e-12)
+            return
+        assert source in sim.magma.source
+        if pymagma._libs.magma_provider().source == "torch":  # PyTorch's partial MAGMA 2.6.1 (known table)
+            assert set(sim.magma.exported()) == modelled - _magma.torch_missing()
+        if "magma_dpotrf_gpu" not in exports:
+            with pytest.raises(MissingSymbolError, match="magma_dpotrf_gpu.*mode 'full'"):
+                linalg.cholesky(a)
+        else:
+            np.testing.assert_allclose(linalg.cholesky(a), np.linalg.cholesky(a), rtol=1e-12)
+        if "magma_dgetrf_gpu" in exports:  # the LU family (in every provider pymagma knows) runs as on a GPU
+            b = np.array([1.0, 2.0])
+            np.testing.assert_allclose(linalg.solve(a, b), np.linalg.solve(a, b), rtol=1e-12)
+
+
+def test_hidden_families_are_not_exported():
+    with simulator.simulated("full") as sim:
+        sim.magma.hidden = {"magma_?potrf_gpu"}
+        assert not sim.magma.has("magma_dpotrf_gpu") and "magma_dpotrf_gpu" in sim.magma.missing()
+        with pytest.raises(MissingSymbolError, match="hidden"):
+            _magma.initialized().magma_dpotrf_gpu  # noqa: B018
+        sim.magma.reset()
+        assert sim.magma.has("magma_dpotrf_gpu")
+
+
+# ----------------------------------------------------------------------------------------------------- info
+def test_info_says_whether_the_simulator_is_on():
+    with simulator.simulated("full"):
+        report = pymagma.info()
+        assert report["simulator"]["enabled"] and report["simulator"]["mode"] == "full"
+        assert report["cuda"]["devices"][0]["name"] == "pymagma simulator"
+        assert report["cuda"]["devices"][0]["compute_capability"] == (9, 0)
+        routines = report["simulator"]["magma_routines"]
+        assert routines == len({n for n, s in _magma.SIGNATURES.items() if s.family in MODEL})
+        assert "SIMULATOR ON (mode full)" in str(report) and f"NumPy models of {routines} routines" in str(report)
+    if not simulator.is_enabled():
+        report = pymagma.info()
+        assert not report["simulator"]["enabled"] and report["simulator"]["mode"] is None
+        assert "simulator: off" in str(report)
+
+
+# ----------------------------------------------------------------------------------------------------- MAGMA checks
+def _gemm_args(m=2, n=2, k=2, ld=2, alpha=1.0, trans=_magma.MagmaNoTrans):
+    buf = [np.zeros(8) for _ in range(3)]
+    return [trans, _magma.MagmaNoTrans, m, n, k, ctypes.c_double(alpha), buf[0].ctypes.data, ld,
+            buf[1].ctypes.data, ld, ctypes.c_double(0.0), buf[2].ctypes.data, ld, None], buf
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    (lambda a: a[:-1], "13 arguments, the table has 14"),
+    (lambda a: a[:2] + [2.0] + a[3:], r"magma_dgemm\(m\) got float"),
+    (lambda a: [7] + a[1:], r"magma_dgemm\(transA\) = 7 is not a MAGMA enum"),
+    (lambda a: a[:2] + [2**31] + a[3:], r"magma_dgemm\(m\) = 2147483648 does not fit magma_int_t"),
+    (lambda a: a[:5] + [1.0] + a[6:], r"magma_dgemm\(alpha\) got float, expected c_double"),
+    (lambda a: a[:7] + [1] + a[8:], "leading dimension 1 < rows 2"),  # raised inside the model, through ctypes
+])
+def test_magma_calls_are_checked_against_the_tables(change, message):
+    with simulator.simulated("full"):
+        args, _ = _gemm_args()
+        if _magma.MAGMA_INT is ctypes.c_int64 and "does not fit" in message:
+            pytest.skip("ILP64: 2**31 fits")
+        with pytest.raises(MagmaCallError, match=message):
+            _magma.initialized().magma_dgemm(*change(args))
+
+
+@settings(max_examples=20, deadline=None)
+@given(m=st.integers(1, 4), n=st.integers(1, 4), k=st.integers(1, 4), alpha=st.floats(-2, 2), seed=st.integers(0, 99))
+def test_raw_gemm_model_matches_numpy_in_column_major(m, n, k, alpha, seed):
+    rng = np.random.default_rng(seed)
+    a, b = rng.standard_normal((m, k)), rng.standard_normal((k, n))
+    with simulator.simulated("full"):
+        A, B, C = np.asfortranarray(a), np.asfortranarray(b), np.zeros((m, n), order="F")
+        _magma.initialized().magma_dgemm(_magma.MagmaNoTrans, _magma.MagmaNoTrans, m, n, k, ctypes.c_double(alpha),
+                                         A.ctypes.data, m, B.ctypes.data, k, ctypes.c_double(0.0), C.ctypes.data,
+                                         m, None)
+    np.testing.assert_allclose(C, alpha * a @ b, rtol=1e-12, atol=1e-12)
+
+
+# ----------------------------------------------------------------------------------------------------- runtime checks
+def test_memory_is_host_memory_with_bounds_checks():
+    with simulator.simulated("full") as sim:
+        ptr = rt.malloc(16)
+        assert ptr in sim.runtime.blocks
+        rt.memcpy_htod(ptr, np.arange(2.0))
+        np.testing.assert_array_equal(rt.memcpy_dtoh(np.empty(2), ptr), [0.0, 1.0])
+        with pytest.raises(DeviceMemoryError, match="24 bytes at offset 0 overrun the simulated allocation of 16"):
+            rt.memcpy_htod(ptr, np.arange(3.0))
+        with pytest.raises(DeviceMemoryError, match="overrun"):
+            rt.memset(ptr + 8, 0, 9)
+        with pytest.raises(ValueError, match="device 1 does not exist"):
+            rt.set_device(1)
+        free, total = rt.mem_get_info()
+        assert 0 < free <= total
+        start = rt.Event().record()
+        rt.Stream().synchronize()
+        assert start.elapsed_ms(rt.Event().record()) >= 0
+        with pytest.raises(ValueError, match="both events recorded"):
+            start.elapsed_ms(rt.Event())
+        rt.free(ptr)
+        assert ptr not in sim.runtime.blocks
+
+
+# ----------------------------------------------------------------------------------------------------- kernels
+def test_no_host_compiler_is_a_clear_error_on_first_launch(tmp_path):
+    with simulator.simulated("full"), pytest.MonkeyPatch.context() as mp:  # undone before the simulator is
+        mp.setattr(sim_kernels.shutil, "which", lambda name: None)
+        mp.setattr(kernels, "launch", sim_kernels.Launcher(tmp_path))  # nothing compiled yet
+        x = pymagma.zeros(3)  # memory works without a compiler
+        with pytest.raises(sim_kernels.SimulatorError, match=r"g\+\+ or clang\+\+.*apt-get install g\+\+"):
+            kernels.add(x, x)
+        assert "a host C++ compiler (the simulator's kernels)" in {m["what"] for m in pymagma.info()["missing"]}
+
+
+def test_launch_configuration_and_driver_path_are_checked():
+    with simulator.simulated("full"):
+        with pytest.raises(ValueError, match="grid 1, block 0"):
+            kernels.launch("elementwise", "fill<float>", 0, 0, 1, 0, [])
+        with pytest.raises(KeyError, match="no kernel program 'nope'"):
+            kernels.launch("nope", "x", 0, 0, 1, 1, [])
+        with pytest.raises(sim_kernels.SimulatorError, match="never through NVRTC"):
+            loader.loaded_program("elementwise", 0)
+
+
+@needs_compiler
+def test_compiled_programs_are_cached_on_disk(monkeypatch, tmp_path):
+    monkeypatch.setenv("PYMAGMA_CACHE", str(tmp_path))
+    assert sim_kernels.cache_dir() == tmp_path / "simulator"
+    sim_kernels.build("optim")
+    built = list((tmp_path / "simulator").glob("optim-*.so"))
+    assert len(built) == 1 and not list((tmp_path / "simulator").glob("*.cpp"))
+
+    def no_compiler(*args, **kwargs):
+        raise AssertionError("compiled again")
+
+    monkeypatch.setattr(sim_kernels.subprocess, "run", no_compiler)
+    assert sim_kernels.build("optim").pm_launch is not None  # from the cache
