@@ -78,8 +78,8 @@ def _magma_for(mode_: str, real_magma):
 def install(patches, mode: str = "partial") -> Simulation:
     """Install the simulator with ``patches`` (a :class:`Patches`, or anything with the same ``setattr``, such as
     pytest's ``monkeypatch``): undoing the patches uninstalls it.  Prefer :func:`enable` / :func:`simulated`."""
-    from .. import _magma
-    from . import kernels, runtime
+    from .. import _magma, queue
+    from . import kernels, magma, runtime
 
     _check_mode(mode)
     real_magma = _magma.library()
@@ -87,6 +87,7 @@ def install(patches, mode: str = "partial") -> Simulation:
     sim_runtime.install(patches)
     patches.setattr(_magma, "library", lambda: sim_magma)
     patches.setattr(_magma, "initialized", lambda: sim_magma)
+    patches.setattr(queue, "_destroy", magma.destroy_queue)  # captured by the finalizers of simulated queues
     kernels.install(patches, launcher)
     try:
         cudnn = importlib.import_module(f"{__name__}.cudnn")

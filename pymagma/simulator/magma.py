@@ -390,6 +390,12 @@ def queue_create(k, dt, stream: int = 0):
     view(address(k["queue_ptr"]), (1,), (1,), np.uintp)[0] = handle
 
 
+def destroy_queue(handle: int) -> None:
+    """Stands in for ``pymagma.queue._destroy``: the finalizer of a Queue made on the simulator stays simulated
+    after the simulator is off (the real MAGMA never sees a simulated handle)."""
+    _QUEUES.pop(handle, None)
+
+
 def _queue(k) -> tuple[int, int]:
     return _QUEUES.get(address(k["queue"]), (0, 0))
 
@@ -400,7 +406,7 @@ AUX_MODEL = {
     "magma_strerror": lambda k, dt: f"MAGMA error {k['error']} (simulated: the simulator has no error texts)".encode(),
     "magma_queue_create": queue_create,
     "magma_queue_create_from_cuda": lambda k, dt: queue_create(k, dt, address(k["stream"])),
-    "magma_queue_destroy": lambda k, dt: _QUEUES.pop(address(k["queue"]), None) and None,
+    "magma_queue_destroy": lambda k, dt: destroy_queue(address(k["queue"])),
     "magma_queue_sync": lambda k, dt: None,
     "magma_queue_get_device": lambda k, dt: _queue(k)[0],
     "magma_queue_get_cuda_stream": lambda k, dt: _queue(k)[1] or None,

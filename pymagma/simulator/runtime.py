@@ -23,7 +23,7 @@ from ..errors import DeviceMemoryError
 
 DEVICE_NAME = "pymagma simulator"
 COMPUTE_CAPABILITY = (9, 0)
-DEVICE_COUNT = 1
+DEVICE_COUNT = 1  #: devices the simulator reports (all share host memory)
 MAX_THREADS_PER_BLOCK = 1024
 
 _handles = itertools.count(0x5100)  # fake stream/event/queue handles: distinct, never 0 (the legacy stream)
@@ -102,6 +102,7 @@ class SimulatedRuntime:
         self._starts: list[int] = []  # sorted block addresses, for the bounds checks
         self._lock = threading.Lock()
         self.queues: dict[int, FakeQueue] = {}
+        self._current = threading.local()
 
     # ------------------------------------------------------------------------------------------------- memory
     def malloc(self, nbytes: int) -> int:
@@ -175,15 +176,22 @@ class SimulatedRuntime:
 
     # ------------------------------------------------------------------------------------------------- device
     @staticmethod
-    def set_device(device: int) -> None:
-        if not 0 <= int(device) < DEVICE_COUNT:
-            raise ValueError(f"device {device} does not exist: the simulator has {DEVICE_COUNT} device, "
-                             f"numbered 0")
+    def check_device(device: int) -> int:
+        device = int(device)
+        if not 0 <= device < DEVICE_COUNT:
+            raise ValueError(f"device {device} does not exist: the simulator has {DEVICE_COUNT} device(s), "
+                             f"numbered 0..{DEVICE_COUNT - 1}")
+        return device
 
-    @staticmethod
-    def device_properties(device: int | None = None) -> dict:
-        device = rt.get_device() if device is None else int(device)
-        SimulatedRuntime.set_device(device)  # validates the number
+    def get_device(self) -> int:
+        """The calling thread's current device (0 until it sets another), as CUDA keeps it per thread."""
+        return getattr(self._current, "device", 0)
+
+    def set_device(self, device: int) -> None:
+        self._current.device = self.check_device(device)
+
+    def device_properties(self, device: int | None = None) -> dict:
+        device = rt.get_device() if device is None else self.check_device(device)
         return {"device": device, "name": DEVICE_NAME, "compute_capability": COMPUTE_CAPABILITY,
                 "total_memory": host_memory()[1], "multiprocessors": os.cpu_count() or 1}
 
@@ -199,9 +207,9 @@ class SimulatedRuntime:
         """Replace the runtime calls pymagma makes (``patches`` records each replacement for undo)."""
         replacements = {
             "no_device_reason": lambda: None,
-            "device_count": lambda: DEVICE_COUNT,
+            "device_count": lambda: DEVICE_COUNT,  # read at each call: tests may simulate several devices
             "require_device": lambda: DEVICE_COUNT,
-            "get_device": lambda: 0,
+            "get_device": self.get_device,
             "set_device": self.set_device,
             "_thread": threading.local(),  # no "context bound" flag of the real device carries over
             "synchronize": lambda: None,

@@ -275,3 +275,27 @@ def test_compiled_programs_are_cached_on_disk(monkeypatch, tmp_path):
 
     monkeypatch.setattr(sim_kernels.subprocess, "run", no_compiler)
     assert sim_kernels.build("optim").pm_launch is not None  # from the cache
+
+
+def test_current_device_is_per_thread_and_queues_work(monkeypatch):
+    import threading
+
+    from pymagma.simulator import runtime as sim_runtime
+
+    with simulator.simulated("full"), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sim_runtime, "DEVICE_COUNT", 2)
+        assert rt.device_count() == 2 and rt.get_device() == 0
+        with rt.on_device(1):
+            assert rt.get_device() == 1
+            seen = []
+            worker = threading.Thread(target=lambda: seen.append(rt.get_device()))
+            worker.start()
+            worker.join()
+            assert seen == [0]  # a new thread starts on device 0, as in CUDA
+            x = pymagma.zeros(2)
+        assert rt.get_device() == 0 and x.device == 1 and x.queue.device == 1
+        stream = rt.Stream()
+        q = queue.Queue.from_stream(stream)
+        assert q.stream == stream.handle and q.device == 0
+        q.synchronize()
+        assert pymagma.Queue(device=1).device == 1
