@@ -28,9 +28,11 @@ RECIPES = {
 
 
 def _batches(shape, seed=0):
+    """Learnable batches: noisy copies of one prototype image per class."""
     rng = np.random.default_rng(seed)
-    x = rng.normal(size=(STEPS, BATCH) + shape).astype(np.float32)
+    prototypes = rng.normal(size=(10,) + shape)
     y = rng.integers(0, 10, (STEPS, BATCH))
+    x = (prototypes[y] + 0.5 * rng.normal(size=(STEPS, BATCH) + shape)).astype(np.float32)
     return x, y
 
 
@@ -53,7 +55,7 @@ def device_backend(request):
 def test_host_and_device_train_to_the_same_losses(recipe, device_backend):
     host_losses, host_weights = _train(recipe, "host")
     device_losses, device_weights = _train(recipe, device_backend)
-    assert all(np.isfinite(host_losses)) and host_losses[-1] < host_losses[0]
+    assert all(np.isfinite(host_losses)) and np.mean(host_losses[-5:]) < np.mean(host_losses[:5])  # it learns
     np.testing.assert_allclose(device_losses, host_losses, rtol=2e-4, atol=2e-5)
     for dw, hw in zip(device_weights, host_weights, strict=True):
         np.testing.assert_allclose(dw, hw, rtol=2e-3, atol=2e-4)
