@@ -2,8 +2,9 @@
 
 The host backend is complete without them: each kernel replaces a NumPy sequence of host.py that works in short
 strided runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im,
-and 2x2 stride-2 max pooling. ``kernels`` is None when numba is not installed or ``MAGMADNN_JIT=0`` is set; host.py
-then takes its NumPy path. Kernels compile on first use (cached on disk by numba) for float32 and float64 arrays.
+and 2x2 stride-2 max pooling. Results equal the NumPy path's, NaN and infinities included. ``kernels`` is None when
+numba is not installed or ``MAGMADNN_JIT=0`` is set; host.py then takes its NumPy path. Kernels compile on first use
+(cached on disk by numba) for float32 and float64 arrays.
 
 They are single-threaded on purpose: OpenBLAS's worker threads keep spinning for a while after each GEMM, and a
 parallel kernel right after one waits for cores those threads hold (measured: 3 ms instead of 0.05 ms per call).
@@ -55,7 +56,11 @@ def _build(numba):
 
     @njit(cache=True)
     def max_pool2x2_forward(x, y, idx):
-        """2x2 windows, stride 2, no padding: y = window max, idx = row-major offset (0..3) of its first maximum."""
+        """2x2 windows, stride 2, no padding: y = window max, idx = row-major offset (0..3) of its first maximum.
+
+        A window with a NaN gives NaN and offset 3, exactly as host.py's NumPy path (np.maximum propagates NaN and
+        no element compares equal to it); the strict comparisons alone would drop a NaN.
+        """
         n_, c_, ho, wo = y.shape
         for n in range(n_):
             for c in range(c_):
@@ -73,6 +78,9 @@ def _build(numba):
                         lower = bottom > top
                         yr[oj] = bottom if lower else top
                         kr[oj] = k_bottom if lower else k_top
+                        if a != a or b != b or d != d or e != e:  # a NaN: the max is NaN, as np.maximum gives,
+                            yr[oj] = a + b + d + e  # and the offset is the NumPy path's (no element equals NaN)
+                            kr[oj] = 3
 
     @njit(cache=True)
     def max_pool2x2_backward(dy, idx, dx):

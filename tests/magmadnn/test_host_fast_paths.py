@@ -260,6 +260,68 @@ def test_jit_store_nchw_matches_a_loop(k, h, wo, n, extra, relu, dtype, seed):
     np.testing.assert_allclose(out, ref, **tol(dtype))
 
 
+# ------------------------------------------------------------------------------------------ NaN and infinities
+
+
+def sprinkle(x, seed, fraction=0.3):
+    """A copy of ``x`` with about ``fraction`` of its elements replaced by NaN, +inf or -inf."""
+    rng = np.random.default_rng(seed)
+    out = x.copy()
+    hit = rng.random(x.shape) < fraction
+    out[hit] = rng.choice(np.array([np.nan, np.inf, -np.inf]), size=int(hit.sum()))
+    return out
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@fixture_state
+@given(x=pool_inputs(), seed=st.integers(0, 999))
+def test_max_pool_2x2_propagates_nan_and_inf(jit, x, seed):
+    """NaN in a window gives NaN (np.max semantics, as PyTorch), infinities are ordinary maxima; the gradient of a
+    NaN window goes to offset 3 (the host convention: no element compares equal to NaN); NaN/inf in dy propagate."""
+    x = sprinkle(x, seed)
+    n, c, h, w = x.shape
+    y, ctx = xp.pool2d_forward(x, "max", (2, 2), (2, 2))
+    windows = x[:, :, : h // 2 * 2, : w // 2 * 2].reshape(n, c, h // 2, 2, w // 2, 2).transpose(0, 1, 2, 4, 3, 5)
+    windows = windows.reshape(n, c, h // 2, w // 2, 4)
+    y_ref = windows.max(axis=-1)  # NumPy's max propagates NaN
+    np.testing.assert_array_equal(y, y_ref)
+    first = np.argmax(windows == y_ref[..., None], axis=-1)
+    np.testing.assert_array_equal(ctx, np.where(np.isnan(y_ref), 3, first))
+    dy = sprinkle(np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype), seed + 1, 0.2)
+    dx_ref = np.zeros(x.shape, x.dtype)
+    for ni, ci, oi, oj in itertools.product(*(range(s) for s in y.shape)):
+        for k in range(4):  # dy times "this offset is the maximum", so NaN * 0 is NaN as in any product
+            dx_ref[ni, ci, 2 * oi + k // 2, 2 * oj + k % 2] = dy[ni, ci, oi, oj] * (ctx[ni, ci, oi, oj] == k)
+    np.testing.assert_array_equal(xp.pool2d_backward(dy, x, y, ctx, "max", (2, 2), (2, 2)), dx_ref)
+
+
+def _host_pipeline(x, w, b, dy_seed):
+    """Conv (bias + fused ReLU) -> 2x2 max pool, then both backward passes: every JIT-covered host kernel."""
+    y = xp.conv2d_forward(x, w, padding=(1, 1), bias=b, activation="relu")
+    p, ctx = xp.pool2d_forward(y, "max", (2, 2), (2, 2))
+    dp = sprinkle(np.random.default_rng(dy_seed).standard_normal(p.shape).astype(x.dtype), dy_seed, 0.1)
+    dy = xp.pool2d_backward(dp, y, p, ctx, "max", (2, 2), (2, 2))
+    dx = xp.conv2d_backward_data(dy, w, x.shape, padding=(1, 1))
+    return y, p, ctx, dy, dx
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@pytest.mark.skipif(not HAVE_NUMBA, reason="no numba")
+@given(problem=conv_problems(), seed=st.integers(0, 999))
+def test_jit_and_numpy_paths_agree_on_nan_and_inf(problem, seed):
+    """The same results with and without the optional numba kernels, forward and backward, on non-finite data."""
+    x, w, b, _ = problem
+    x = sprinkle(x, seed, 0.15)
+    with_jit = _host_pipeline(x, w, b, seed)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_host_jit, "kernels", None)
+        without = _host_pipeline(x, w, b, seed)
+    assert np.isnan(with_jit[0]).any() or not np.isnan(x).any()  # the data did reach the kernels as NaN
+    for name, a, e in zip(("conv", "pool", "pool offsets", "pool grad", "conv grad"), with_jit, without):
+        np.testing.assert_allclose(a, e, equal_nan=True, err_msg=name, **tol(x.dtype))
+        np.testing.assert_array_equal(np.isnan(a), np.isnan(e), err_msg=name)
+
+
 # ------------------------------------------------------------------------------------------ numba missing
 
 
