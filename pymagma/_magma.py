@@ -244,6 +244,7 @@ routine("magmablas_{p}laset", "void", "E uplo, I m, I n, S offdiag, S diag, D dA
 
 # ----------------------------------------------------------------------------------------------------- LAPACK (GPU)
 routine("magma_get_{p}geqrf_nb", "I", "I m, I n")
+routine("magma_get_{p}potrf_nb", "I", "I n")
 routine("magma_{p}getrf_gpu", "I", "I m, I n, D dA, I ldda, IH ipiv, IH info")
 routine("magma_{p}getrf_native", "I", "I m, I n, D dA, I ldda, IH ipiv, IH info")
 routine("magma_{p}getrs_gpu", "I", "E trans, I n, I nrhs, D dA, I ldda, IH ipiv, D dB, I lddb, IH info")

@@ -6,20 +6,48 @@ column-major work copy (results come back as views with column-major strides, no
 lacks a driver but has its parts (PyTorch's bundled MAGMA has getrf, laswp and trsm but no getrs/gesv) the solve
 is composed exactly from them.  ``info < 0`` becomes ``ValueError`` naming MAGMA's argument; ``info > 0`` becomes
 :class:`pymagma.LinAlgError` naming the failing pivot or minor.
+
+Where the provider lacks a driver entirely, ``cholesky``, ``cho_solve``, ``qr`` and ``lstsq(method="qr")`` run the
+hybrid CPU+GPU drivers of :mod:`pymagma.hybrid` (panels on the host, BLAS-3 updates on the device), and ``eigh``,
+``svd``, ``eig`` and ``lstsq(method="svd")`` run NumPy's LAPACK on the host.  ``method="native"|"hybrid"`` forces a
+path; :func:`paths` says which one ``"auto"`` takes for each function on the current provider.  Results are NumPy 2's
+named tuples (``EighResult``, ``SVDResult``, ...).
 """
 
 from __future__ import annotations
 
 import ctypes
+from collections import namedtuple
 
 import numpy as np
 
-from . import _magma, blas
+from . import _magma, blas, hybrid
 from .array import DeviceArray, asarray, copy_into, empty, on_arrays_device
 from .errors import LinAlgError, MagmaError
 
 __all__ = ["solve", "lu_factor", "lu_solve", "inv", "det", "slogdet", "cholesky", "cho_solve", "qr", "lstsq",
-           "eigh", "svd", "eig", "LinAlgError"]
+           "eigh", "svd", "eig", "paths", "LinAlgError", "EigResult", "EighResult", "QRResult", "SlogdetResult",
+           "SVDResult"]
+
+try:  # NumPy 2's own result types, so isinstance checks and field names match numpy.linalg exactly
+    from numpy.linalg._linalg import EighResult, EigResult, QRResult, SlogdetResult, SVDResult
+except ImportError:  # NumPy 1: the same field names
+    EigResult = namedtuple("EigResult", "eigenvalues eigenvectors")
+    EighResult = namedtuple("EighResult", "eigenvalues eigenvectors")
+    QRResult = namedtuple("QRResult", "Q R")
+    SlogdetResult = namedtuple("SlogdetResult", "sign logabsdet")
+    SVDResult = namedtuple("SVDResult", "U S Vh")
+
+METHODS = ("auto", "native", "hybrid")
+#: Per function: the MAGMA routines (``?`` = precision, ``{or}`` = or/un, ``{sy}`` = sy/he) its native path needs,
+#: and what runs when they are missing ("hybrid": pymagma.hybrid on the device; "host": NumPy's LAPACK).
+NATIVE_NEEDS = {
+    "solve": (("magma_?getrf_gpu",), "native"), "lu_factor": (("magma_?getrf_gpu",), "native"),
+    "cholesky": (("magma_?potrf_gpu",), "hybrid"), "cho_solve": (("magma_?potrs_gpu",), "hybrid"),
+    "qr": (("magma_?geqrf2_gpu", "magma_?{or}gqr2"), "hybrid"), "lstsq(method='qr')": (("magma_?gels_gpu",), "hybrid"),
+    "lstsq(method='svd')": (("magma_?gesdd",), "host"), "eigh": (("magma_?{sy}evd_gpu",), "host"),
+    "svd": (("magma_?gesdd",), "host"), "eig": (("magma_?geev",), "host"),
+}
 
 
 # ----------------------------------------------------------------------------------------------------- input checks
@@ -30,6 +58,8 @@ def _as_operand(a, what: str):
             raise TypeError(f"{what} has dtype {a.dtype}; linalg needs float32, float64, complex64 or complex128")
         return a, False
     host = np.asarray(a)
+    if not host.dtype.isnative:  # byte-swapped ('>f4' on little-endian): convert, as numpy.linalg does
+        host = host.astype(host.dtype.newbyteorder("="))
     if host.dtype.kind in "biu":
         host = host.astype(np.float64)
     if host.dtype not in blas.BLAS_DTYPES:
@@ -59,6 +89,34 @@ def check_info(info: int, routine: str, numerical: str | None = None) -> None:
 # ----------------------------------------------------------------------------------------------------- device helpers
 def _lib():
     return _magma.initialized()
+
+
+def _routine(family: str, p: str) -> str:
+    return family.replace("?", p).replace("{or}", "un" if p in "cz" else "or").replace(
+        "{sy}", "he" if p in "cz" else "sy")
+
+
+def _native(method: str, dtype, *families: str) -> bool:
+    """Whether to run the native MAGMA path: ``"auto"`` when the provider exports every routine, ``"native"``
+    always (a missing routine raises MissingSymbolError naming it), ``"hybrid"`` never."""
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
+    if method == "hybrid":
+        return False
+    names = [_routine(f, _magma.precision_of(dtype)) for f in families]
+    if method == "native":
+        for name in names:
+            _lib().bind(name)  # raises MissingSymbolError with the provider's path
+        return True
+    return all(_lib().has(name) for name in names)
+
+
+def paths(dtype=np.float64) -> dict[str, str]:
+    """Which path ``method="auto"`` takes per function on the current MAGMA provider for ``dtype``: "native"
+    (MAGMA's driver), "hybrid" (:mod:`pymagma.hybrid`: host panels, device BLAS-3) or "host" (NumPy's LAPACK)."""
+    p = _magma.precision_of(np.dtype(dtype))
+    return {fn: "native" if all(_lib().has(_routine(f, p)) for f in needs) else fallback
+            for fn, (needs, fallback) in NATIVE_NEEDS.items()}
 
 
 def _sync(x: DeviceArray) -> None:
@@ -140,6 +198,7 @@ def _solve_lu_batched(lu: DeviceArray, piv: np.ndarray, b: DeviceArray, batch: t
     p, q = blas.precision(lu), x.queue.handle
     a_array = pointer_array([m.ptr for m in lus], x.device)
     b_array = pointer_array([m.ptr for m in xs], x.device)
+    blas.check_native_sizes(f"magmablas_{p}trsm_batched", batch_count=len(xs))
     trsm = getattr(_lib(), f"magmablas_{p}trsm_batched")
     for lower, unit in ((True, True), (False, False)):  # L y = P b, then U x = y
         c = blas.plan_trsm(lus[0], xs[0], True, lower, False, unit)
@@ -249,6 +308,7 @@ def _colmajor_stack(stack: DeviceArray):
 
     batch, (m, n) = stack.shape[:-2], stack.shape[-2:]
     count, item = int(np.prod(batch)), stack.itemsize
+    blas.check_native_sizes("linalg batched routines", batch_count=count, m=m, n=n)
     src = stack if stack.is_c_contiguous else stack.copy()
     work = empty((count, n, m), stack.dtype, device=stack.device)
     a_ptrs = pointer_array([src.ptr + i * m * n * item for i in range(count)], stack.device)
@@ -355,13 +415,18 @@ def det(a):
 
 @on_arrays_device
 def slogdet(a):
-    """(sign, log|det|) like ``numpy.linalg.slogdet``."""
+    """``SlogdetResult(sign, logabsdet)`` like ``numpy.linalg.slogdet``.  The phase of a complex determinant is
+    accumulated in double precision and renormalized, so ``|sign|`` is 1 to the dtype's rounding."""
     diag, sign, dtype = _lu_diag_and_sign(a)
-    absd = np.abs(diag)
-    phase = np.prod(np.where(absd == 0, 0, diag / np.where(absd == 0, 1, absd)), axis=-1)
+    wide = diag.astype(np.complex128 if np.iscomplexobj(diag) else np.float64)
+    absd = np.abs(wide)
+    phase = np.prod(np.where(absd == 0, 0, wide / np.where(absd == 0, 1, absd)), axis=-1)
+    if np.iscomplexobj(phase):
+        mod = np.abs(phase)
+        phase = np.where(mod == 0, 0, phase / np.where(mod == 0, 1, mod))
     with np.errstate(divide="ignore"):  # a zero pivot gives log|det| = -inf, as in NumPy
         logdet = np.sum(np.log(absd), axis=-1)
-    return (sign * phase).astype(dtype), logdet.astype(np.finfo(dtype).dtype)
+    return SlogdetResult((sign * phase).astype(dtype), logdet.astype(np.finfo(dtype).dtype))
 
 
 # ----------------------------------------------------------------------------------------------------- Cholesky
@@ -381,11 +446,26 @@ def _zero_strict_triangle(w: DeviceArray, upper: bool) -> None:
     getattr(lib, f"magma_{p}copy")(n, diag.ptr, 1, w.ptr, ld + 1, q)
 
 
+_NOT_PD = "the matrix is not positive definite: the leading minor of order {info} is not positive"
+
+
+def _zero_upper(w: DeviceArray) -> None:
+    if _lib_has(f"magmablas_{blas.precision(w)}laset"):
+        _zero_strict_triangle(w, upper=True)
+    else:  # PyTorch's MAGMA has no complex laset
+        hybrid.zero_upper(w)
+
+
 @on_arrays_device
-def cholesky(a):
-    """Lower Cholesky factor ``L`` with ``a = L L^H`` (magma_?potrf_gpu); not positive definite -> LinAlgError."""
+def cholesky(a, /, *, upper: bool = False, method: str = "auto"):
+    """Cholesky factor like ``numpy.linalg.cholesky``: lower ``L`` with ``a = L L^H``, or with ``upper=True``
+    ``U = L^H`` (``a = U^H U``).  Not positive definite -> LinAlgError naming the leading minor.
+
+    ``method``: "native" (magma_?potrf_gpu, or potrf_batched for stacks), "hybrid" (:func:`pymagma.hybrid.potrf`:
+    diagonal blocks on the host, trsm + syrk/herk on the device), "auto" (native when the provider exports it)."""
     a, on_host = _as_operand(a, "a")
     _square(a)
+    native = _native(method, a.dtype, "magma_?potrf_gpu")
     dev = _to_device(a, on_host)
     if _empty_stack(dev.shape[:-2]):
         return _empties(on_host, dev.device, (dev.shape, dev.dtype))
@@ -393,26 +473,35 @@ def cholesky(a):
     def one(m):
         w = colmajor_copy(m)
         n = w.shape[0]
-        info = _magma.MAGMA_INT(0)
         p = blas.precision(w)
-        if n:
-            _sync(w)
-            getattr(_lib(), f"magma_{p}potrf_gpu")(_magma.MagmaLower, n, w.ptr, _ld(w), ctypes.byref(info))
-        check_info(int(info.value), f"magma_{p}potrf_gpu",
-                   "the matrix is not positive definite: the leading minor of order {info} is not positive")
+        if not native:
+            check_info(hybrid.potrf(w) if n else 0, "pymagma.hybrid.potrf", _NOT_PD)
+        else:
+            info = _magma.MAGMA_INT(0)
+            if n:
+                _sync(w)
+                getattr(_lib(), f"magma_{p}potrf_gpu")(_magma.MagmaLower, n, w.ptr, _ld(w), ctypes.byref(info))
+            check_info(int(info.value), f"magma_{p}potrf_gpu", _NOT_PD)
         if not on_host:
-            _zero_strict_triangle(w, upper=True)
+            _zero_upper(w)
         return w
 
-    if dev.ndim > 2 and dev.size and _lib_has(f"magma_{blas.precision(dev)}potrf_batched"):
+    if native and dev.ndim > 2 and dev.size and _lib_has(f"magma_{blas.precision(dev)}potrf_batched"):
         out = _potrf_batched(dev)
         if not on_host:
             for idx in np.ndindex(*out.shape[:-2]):
-                _zero_strict_triangle(out[idx], upper=True)
+                _zero_upper(out[idx])
     else:
         batch, results = _stack_map(one, dev)
         out = _stack_device(batch, results) if batch else results[0]
-    return np.tril(out.get()) if on_host else out
+    if on_host:
+        low = np.tril(out.get())
+        return np.conj(np.swapaxes(low, -1, -2)) if upper else low
+    if not upper:
+        return out
+    if np.iscomplexobj(np.zeros(0, out.dtype)):  # no device conjugation here: one round trip through the host
+        return asarray(np.ascontiguousarray(np.conj(np.swapaxes(out.get(), -1, -2))), device=out.device)
+    return out.mT
 
 
 def _potrf_batched(stack: DeviceArray) -> DeviceArray:
@@ -433,9 +522,10 @@ def _potrf_batched(stack: DeviceArray) -> DeviceArray:
 
 
 @on_arrays_device
-def cho_solve(c_and_lower, b):
+def cho_solve(c_and_lower, b, *, method: str = "auto"):
     """Solve ``a x = b`` from ``c = cholesky(a)`` (``(c, lower)`` like SciPy; ``lower`` must be True: our factors are
-    lower) with magma_?potrs_gpu, or magma_?potrs_batched for stacks where the provider has it."""
+    lower) with magma_?potrs_gpu, or magma_?potrs_batched for stacks where the provider has it; ``method="hybrid"``
+    (or "auto" without potrs): two device trsm (:func:`pymagma.hybrid.potrs`)."""
     c, lower = c_and_lower if isinstance(c_and_lower, tuple) else (c_and_lower, True)
     if not lower:
         raise ValueError("cho_solve takes the lower factor from pymagma.linalg.cholesky (lower=True)")
@@ -446,6 +536,7 @@ def cho_solve(c_and_lower, b):
     vector = b.ndim == 1
     if b.shape[-1 if vector else -2] != n:
         raise ValueError(f"cho_solve: b has shape {b.shape}, incompatible with c {c.shape}")
+    native = _native(method, c.dtype, "magma_?potrs_gpu")
     dc, db = _to_device(c, c_host), _to_device(b, b_host)
     if vector:
         db = db.reshape(n, 1)
@@ -457,6 +548,9 @@ def cho_solve(c_and_lower, b):
         layout = blas.stored(cm)
         w = cm if layout is not None and not layout[1] else colmajor_copy(cm)
         x = colmajor_copy(bm)
+        if not native:
+            hybrid.potrs(w, x)
+            return x.copy()
         info = _magma.MAGMA_INT(0)
         p = blas.precision(w)
         _sync(x)
@@ -465,7 +559,7 @@ def cho_solve(c_and_lower, b):
         check_info(int(info.value), f"magma_{p}potrs_gpu")
         return x.copy()
 
-    if batch and _lib_has(f"magma_{blas.precision(dc)}potrs_batched"):
+    if native and batch and _lib_has(f"magma_{blas.precision(dc)}potrs_batched"):
         x = _potrs_batched(dc, db, batch)
     else:
         batch, xs = _stack_map(one, dc, db)
@@ -486,6 +580,7 @@ def _potrs_batched(c: DeviceArray, b: DeviceArray, batch: tuple) -> DeviceArray:
     name, q = f"magma_{blas.precision(c)}potrs_batched", b.queue.handle
     a_ptrs, b_ptrs = (pointer_array([m.ptr for m in ms], b.device) for ms in (factors, xs))
     n, nrhs = xs[0].shape
+    blas.check_native_sizes(name, batch_count=len(xs), n=n, nrhs=nrhs)
     check_info(int(getattr(_lib(), name)(_magma.MagmaLower, n, nrhs, a_ptrs.ptr, _ld(factors[0]), b_ptrs.ptr,
                                          _ld(xs[0]), len(xs), q)), name)
     b.queue.synchronize()  # the pointer arrays must outlive the kernels
@@ -494,93 +589,129 @@ def _potrs_batched(c: DeviceArray, b: DeviceArray, batch: tuple) -> DeviceArray:
 
 # ----------------------------------------------------------------------------------------------------- QR, lstsq
 @on_arrays_device
-def qr(a, mode: str = "reduced"):
-    """QR decomposition (``mode`` 'reduced' -> (Q, R), or 'r' -> R), like ``numpy.linalg.qr``.
+def qr(a, mode: str = "reduced", *, method: str = "auto"):
+    """QR decomposition like ``numpy.linalg.qr``: ``mode`` 'reduced' / 'complete' -> ``QRResult(Q, R)``, 'r' -> R,
+    'raw' -> ``(h, tau)`` (LAPACK's reflectors, ``h`` transposed as NumPy returns it).
 
-    R comes from magma_?geqrf2_gpu (the LAPACK-compatible variant: R whole in the matrix, unlike geqrf_gpu which
-    keeps R's diagonal blocks inverted in its T workspace); Q from magma_?orgqr2/ungqr2 (CPU interface, on the
-    reflectors copied to the host)."""
-    if mode not in ("reduced", "r"):
-        raise ValueError(f"mode must be 'reduced' or 'r', got {mode!r}")
+    Native path: R from magma_?geqrf2_gpu (the LAPACK-compatible variant: R whole in the matrix, unlike geqrf_gpu
+    which keeps R's diagonal blocks inverted in its T workspace); Q from magma_?orgqr2/ungqr2 (CPU interface, on the
+    reflectors copied to the host).  Hybrid path (``method="hybrid"``, "auto" without those routines, and 'complete'
+    with m > n): :func:`pymagma.hybrid.geqrf` / :func:`~pymagma.hybrid.orgqr`, Q built on the device."""
+    if mode not in ("reduced", "complete", "r", "raw"):
+        raise ValueError(f"mode must be 'reduced', 'complete', 'r' or 'raw', got {mode!r}")
     a, on_host = _as_operand(a, "a")
     if a.ndim < 2:
         raise LinAlgError("qr needs at least two dimensions")
+    native = _native(method, a.dtype, "magma_?geqrf2_gpu", *(() if mode in ("r", "raw") else ("magma_?{or}gqr2",)))
     dev = _to_device(a, on_host)
-    if _empty_stack(dev.shape[:-2]):
-        *batch, m, n = dev.shape
-        r = ((*batch, min(m, n), n), dev.dtype)
+    *batch, m, n = dev.shape
+    k = min(m, n)
+    qcols = m if mode == "complete" else k
+    rrows = m if mode == "complete" else k
+    if _empty_stack(batch) or (mode == "raw" and k == 0):
+        if mode == "raw":
+            return _empties(on_host, dev.device, ((*batch, n, m), dev.dtype), ((*batch, k), dev.dtype))
+        r = ((*batch, rrows, n), dev.dtype)
         return _empties(on_host, dev.device, r) if mode == "r" else \
-            _empties(on_host, dev.device, ((*batch, m, min(m, n)), dev.dtype), r)
+            QRResult(*_empties(on_host, dev.device, ((*batch, m, qcols), dev.dtype), r))
 
     def one(mat):
-        m, n = mat.shape
-        k = min(m, n)
-        p = blas.precision(mat)
         w = colmajor_copy(mat)
-        tau = np.zeros(max(k, 1), w.dtype)
-        info = _magma.MAGMA_INT(0)
-        if k:
-            _sync(w)
-            getattr(_lib(), f"magma_{p}geqrf2_gpu")(m, n, w.ptr, _ld(w), tau.ctypes.data, ctypes.byref(info))
-            check_info(int(info.value), f"magma_{p}geqrf2_gpu")
-        r = colmajor_copy(w[:k, :])
-        if on_host:
-            r_out = np.triu(r.get())
-        else:
-            r_out = r
-            _zero_strict_triangle(r[:, :k], upper=False)
-        if mode == "r":
-            return r_out, None
-        reflectors = np.asfortranarray(w[:, :k].get())
-        if k:
-            name = f"magma_{p}{'un' if p in 'cz' else 'or'}gqr2"
-            getattr(_lib(), name)(m, k, k, reflectors.ctypes.data, max(m, 1), tau.ctypes.data, ctypes.byref(info))
-            check_info(int(info.value), name)
-        q = np.ascontiguousarray(reflectors)
-        return r_out, (q if on_host else asarray(q, device=mat.device))
+        if native and not (mode == "complete" and m > n):
+            return _qr_native(w, mode, on_host)
+        f = hybrid.geqrf(w)
+        if mode == "raw":
+            return w.T.get() if on_host else w.T.copy(), f.tau
+        q = None if mode == "r" else hybrid.orgqr(f, qcols)
+        r = np.triu(w[:rrows, :].get())
+        return (r if on_host else asarray(r, device=mat.device)), \
+            (None if q is None else (q.get() if on_host else q))
 
-    batch, results = _stack_map(one, dev)
+    batch_, results = _stack_map(one, dev)
+    if mode == "raw":
+        hs = _stack_any(batch_, [h for h, _ in results], on_host)
+        return hs, np.stack([t for _, t in results]).reshape(*batch_, k) if on_host else \
+            asarray(np.stack([t for _, t in results]).reshape(*batch_, k), device=dev.device)
+    rs = _stack_any(batch_, [r for r, _ in results], on_host)
+    if mode == "r":
+        return rs
+    return QRResult(_stack_any(batch_, [q for _, q in results], on_host), rs)
+
+
+def _stack_any(batch, mats, on_host: bool):
     if on_host:
-        rs = np.stack([r for r, _ in results]).reshape(*batch, *results[0][0].shape)
-        qs = None if mode == "r" else np.stack([q for _, q in results]).reshape(*batch, *results[0][1].shape)
+        return np.stack(mats).reshape(*batch, *mats[0].shape)
+    return _stack_device(batch, mats) if batch else mats[0]
+
+
+def _qr_native(w: DeviceArray, mode: str, on_host: bool):
+    """One matrix through magma_?geqrf2_gpu (+ magma_?orgqr2): (R, Q) or, for 'raw', (h, tau)."""
+    m, n = w.shape
+    k = min(m, n)
+    p = blas.precision(w)
+    tau = np.zeros(max(k, 1), w.dtype)
+    info = _magma.MAGMA_INT(0)
+    if k:
+        _sync(w)
+        getattr(_lib(), f"magma_{p}geqrf2_gpu")(m, n, w.ptr, _ld(w), tau.ctypes.data, ctypes.byref(info))
+        check_info(int(info.value), f"magma_{p}geqrf2_gpu")
+    if mode == "raw":
+        return (w.T.get() if on_host else w.T.copy()), tau[:k]
+    r = colmajor_copy(w[:k, :])
+    if on_host:
+        r_out = np.triu(r.get())
     else:
-        rs = _stack_device(batch, [r for r, _ in results]) if batch else results[0][0]
-        qs = None if mode == "r" else (_stack_device(batch, [q for _, q in results]) if batch else results[0][1])
-    return rs if mode == "r" else (qs, rs)
+        r_out = r
+        _zero_strict_triangle(r[:, :k], upper=False)
+    if mode == "r":
+        return r_out, None
+    reflectors = np.asfortranarray(w[:, :k].get())
+    if k:
+        name = f"magma_{p}{'un' if p in 'cz' else 'or'}gqr2"
+        getattr(_lib(), name)(m, k, k, reflectors.ctypes.data, max(m, 1), tau.ctypes.data, ctypes.byref(info))
+        check_info(int(info.value), name)
+    q = np.ascontiguousarray(reflectors)
+    return r_out, (q if on_host else asarray(q, device=w.device))
 
 
 @on_arrays_device
 def lstsq(a, b, rcond=None, *, method: str = "svd"):
     """Least squares ``min ||a x - b||_2`` like ``numpy.linalg.lstsq``: returns ``(x, residuals, rank, s)``.
 
-    ``method="svd"`` (default, NumPy's semantics): any shape and rank, through magma_?gesdd (CPU interface);
-    singular values ``<= rcond * s.max()`` count as zero (``rcond=None``: machine epsilon times ``max(m, n)``; a
-    negative ``rcond``: machine epsilon, as in LAPACK) and ``x`` is the minimum-norm solution.  ``method="qr"``:
-    magma_?gels_gpu, all on the device and cheaper, for ``a`` of full column rank with ``m >= n`` only (gels has no
-    rank-revealing path, and the MAGMA 2.6.1 in PyTorch no m < n path); it takes no ``rcond`` and reports rank ``n`` and
-    ``s = None``.  ``residuals`` holds the squared 2-norm of each column of ``b - a x``
+    ``method="svd"`` (default, NumPy's semantics): any shape and rank, through :func:`svd` (magma_?gesdd, or the
+    host's LAPACK where the provider lacks it); singular values ``<= rcond * s.max()`` count as zero (``rcond=None``:
+    machine epsilon times ``max(m, n)``; a negative ``rcond``: LAPACK's relative machine precision ``eps / 2``) and
+    ``x`` is the minimum-norm solution.  ``method="qr"``: magma_?gels_gpu, all on the device and cheaper, for ``a``
+    of full column rank with ``m >= n`` only (gels has no rank-revealing path); it takes no ``rcond`` and reports
+    rank ``n`` and ``s = None``.  Where the provider lacks gels, and with ``method="hybrid"``, the same is computed by
+    :func:`pymagma.hybrid.geqrf` + ``Q^H b`` on the device + a device ``trsm``.  Incompatible shapes raise
+    LinAlgError, as in NumPy.  ``residuals`` holds the squared 2-norm of each column of ``b - a x``
     when the rank is ``n`` and ``m > n``, and is empty otherwise.
     """
-    if method not in ("svd", "qr"):
-        raise ValueError(f"method must be 'svd' or 'qr', got {method!r}")
+    if method not in ("svd", "qr", "hybrid"):
+        raise ValueError(f"method must be 'svd', 'qr' or 'hybrid', got {method!r}")
     a, a_host = _as_operand(a, "a")
     b, b_host = _as_operand(b, "b")
     if a.ndim != 2:
         raise LinAlgError(f"lstsq needs a 2-D a, got shape {a.shape}")
     m, n = a.shape
     if b.ndim not in (1, 2) or b.shape[0] != m:
-        raise ValueError(f"lstsq: b has shape {b.shape}, expected ({m},) or ({m}, k)")
+        raise LinAlgError(f"lstsq: incompatible dimensions: b has shape {b.shape}, expected ({m},) or ({m}, k)")
     if a.dtype != b.dtype:
         raise TypeError(f"lstsq: a and b have different dtypes ({a.dtype}, {b.dtype}); convert one of them")
     on_host = a_host and b_host
     device = None if on_host else (b if a_host else a).device
-    if method == "qr":
+    if method in ("qr", "hybrid"):
         if rcond is not None:
             raise ValueError("rcond applies to method='svd' only (gels assumes full column rank)")
         if m < n:
-            raise ValueError(f"method='qr' (MAGMA's gels) solves only m >= n, got a of shape {a.shape}; "
-                             "use method='svd' for the minimum-norm solution")
-        x, residuals = _lstsq_gels(_to_device(a, a_host), _to_device(b, b_host))
+            raise ValueError(f"method={method!r} (QR, like MAGMA's gels) solves only m >= n, got a of shape "
+                             f"{a.shape}; use method='svd' for the minimum-norm solution")
+        da, db = _to_device(a, a_host), _to_device(b, b_host)
+        if method == "qr" and _native("auto", a.dtype, "magma_?gels_gpu"):
+            x, residuals = _lstsq_gels(da, db)
+        else:
+            x, residuals = _lstsq_hybrid(da, db)
         x, rank, s = _result(x, on_host), n, None
     else:
         a_h, b_h = (v if host else v.get() for v, host in ((a, a_host), (b, b_host)))
@@ -610,7 +741,7 @@ def _lstsq_svd(a: np.ndarray, b: np.ndarray, rcond):
         return x, _residuals(a, x, b, 0), 0, np.zeros(0, real)
     u, s, vt = svd(a, full_matrices=False)
     eps = np.finfo(real).eps
-    relative = eps * max(m, n) if rcond is None else (eps if rcond < 0 else float(rcond))  # < 0: LAPACK's eps
+    relative = eps * max(m, n) if rcond is None else (eps / 2 if rcond < 0 else float(rcond))  # LAPACK's dlamch('E')
     cutoff = relative * s.max()
     keep = s > cutoff
     coeffs = np.conj(u[:, keep].T) @ b
@@ -647,17 +778,53 @@ def _lstsq_gels(a: DeviceArray, b: DeviceArray):
     return (sol.reshape(n) if vector else sol), residuals
 
 
+def _lstsq_hybrid(a: DeviceArray, b: DeviceArray):
+    """Full-column-rank least squares by the hybrid QR: ``R x = (Q^H b)[:n]``; residuals from the rest."""
+    m, n = a.shape
+    vector = b.ndim == 1
+    x = colmajor_copy(b.reshape(m, 1) if vector else b)
+    real = _real(a.dtype)
+    if min(m, n, x.shape[1]):
+        f = hybrid.geqrf(colmajor_copy(a))
+        hybrid.ormqr_h(f, x)
+        hybrid.trsm(hybrid.LEFT, hybrid.UPPER, hybrid.N, 1.0, f.w[:n, :n], x[:n, :])
+    tail = x[n:, :].get()
+    residuals = np.sum(np.abs(tail) ** 2, axis=0, dtype=real) if m > n else np.zeros(0, real)
+    sol = x[:n, :].copy()
+    return (sol.reshape(n) if vector else sol), residuals
+
+
 # ----------------------------------------------------------------------------------------------------- eigen, SVD
+def _host_lapack(fn, a, on_host: bool, *args):
+    """Run a ``numpy.linalg`` function on the host (the fallback where the provider lacks MAGMA's driver): NumPy
+    results for NumPy input, DeviceArrays on ``a``'s device otherwise; the result type is NumPy's."""
+    res = fn(a if on_host else a.get(), *args)
+    if on_host:
+        return res
+    up = [asarray(np.ascontiguousarray(r), device=a.device) for r in (res if isinstance(res, tuple) else (res,))]
+    return type(res)(*up) if isinstance(res, tuple) else up[0]
+
+
+def _uplo(UPLO) -> str:
+    up = UPLO.upper() if isinstance(UPLO, str) else UPLO
+    if up not in ("L", "U"):
+        raise ValueError(f"UPLO must be 'L' or 'U' (either case), got {UPLO!r}")
+    return up
+
+
 @on_arrays_device
-def eigh(a, UPLO: str = "L"):
-    """Eigenvalues (ascending, NumPy) and eigenvectors (columns) of Hermitian matrices (magma_?syevd/heevd_gpu)."""
-    if UPLO not in ("L", "U"):
-        raise ValueError(f"UPLO must be 'L' or 'U', got {UPLO!r}")
+def eigh(a, UPLO: str = "L", *, method: str = "auto"):
+    """``EighResult(eigenvalues, eigenvectors)`` of Hermitian matrices like ``numpy.linalg.eigh`` (eigenvalues
+    ascending, eigenvectors in columns): magma_?syevd/heevd_gpu natively; ``method="hybrid"`` (and "auto" without
+    syevd) runs the host's LAPACK through ``numpy.linalg.eigh`` (no device tridiagonal reduction yet)."""
+    UPLO = _uplo(UPLO)
     a, on_host = _as_operand(a, "a")
     _square(a)
+    if not _native(method, a.dtype, "magma_?{sy}evd_gpu"):
+        return _host_lapack(np.linalg.eigh, a, on_host, UPLO)
     dev = _to_device(a, on_host)
     if _empty_stack(dev.shape[:-2]):
-        return _empties(on_host, dev.device, (dev.shape[:-1], _real(dev.dtype)), (dev.shape, dev.dtype))
+        return EighResult(*_empties(on_host, dev.device, (dev.shape[:-1], _real(dev.dtype)), (dev.shape, dev.dtype)))
 
     def one(mat):
         n = mat.shape[0]
@@ -693,7 +860,7 @@ def eigh(a, UPLO: str = "L"):
     batch, results = _stack_map(one, dev)
     vals = np.stack([v for v, _ in results]).reshape(*batch, a.shape[-1])
     vecs = _stack_device(batch, [v for _, v in results]) if batch else results[0][1]
-    return (vals, vecs.get()) if on_host else (asarray(vals, device=dev.device), vecs)
+    return EighResult(vals, vecs.get()) if on_host else EighResult(asarray(vals, device=dev.device), vecs)
 
 
 def _host_matrices(a, what):
@@ -702,13 +869,37 @@ def _host_matrices(a, what):
     return (a, True, None) if on_host else (a.get(), False, a.device)
 
 
+def _svd_hermitian(a, on_host: bool, compute_uv: bool, method: str):
+    """NumPy's ``svd(hermitian=True)`` from :func:`eigh`: |eigenvalues| descending, signs moved into ``Vh``."""
+    w, v = (x if on_host else x.get() for x in eigh(a, method=method))
+    sgn, s = np.sign(w), np.abs(w)
+    order = np.argsort(s, axis=-1)[..., ::-1]
+    s = np.take_along_axis(s, order, -1)
+    if not compute_uv:
+        return s if on_host else asarray(np.ascontiguousarray(s), device=a.device)
+    sgn = np.take_along_axis(sgn, order, -1)
+    u = np.take_along_axis(v, order[..., None, :], -1)
+    vt = np.conj(np.swapaxes(u * sgn[..., None, :], -1, -2))
+    res = SVDResult(u, s, vt)
+    return res if on_host else SVDResult(*(asarray(np.ascontiguousarray(x), device=a.device) for x in res))
+
+
 @on_arrays_device
-def svd(a, full_matrices: bool = True, compute_uv: bool = True):
-    """Singular value decomposition like ``numpy.linalg.svd`` (magma_?gesdd, MAGMA's CPU interface: the matrix
-    goes through host memory and MAGMA moves panels to the GPU itself)."""
-    host, on_host, device = _host_matrices(a, "a")
-    if host.ndim < 2:
+def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False, *, method: str = "auto"):
+    """Singular value decomposition like ``numpy.linalg.svd``: ``SVDResult(U, S, Vh)``, or ``S`` alone.
+
+    Native: magma_?gesdd (MAGMA's CPU interface: the matrix goes through host memory and MAGMA moves panels to the
+    GPU itself); ``method="hybrid"`` (and "auto" without gesdd) runs ``numpy.linalg.svd`` on the host.
+    ``hermitian=True`` takes the eigen-decomposition of :func:`eigh` as NumPy does."""
+    operand, operand_host = _as_operand(a, "a")
+    if operand.ndim < 2:
         raise LinAlgError("svd needs at least two dimensions")
+    if hermitian:
+        _square(operand)
+        return _svd_hermitian(operand, operand_host, compute_uv, method)
+    if not _native(method, operand.dtype, "magma_?gesdd"):
+        return _host_lapack(lambda x: np.linalg.svd(x, full_matrices, compute_uv), operand, operand_host)
+    host, on_host, device = _host_matrices(a, "a")
     if _empty_stack(host.shape[:-2]):
         *batch, m, n = host.shape
         k = min(m, n)
@@ -716,7 +907,8 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True):
         if not compute_uv:
             return _empties(on_host, device, s_spec)
         ucols, vtrows = (m, n) if full_matrices else (k, k)
-        return _empties(on_host, device, ((*batch, m, ucols), host.dtype), s_spec, ((*batch, vtrows, n), host.dtype))
+        return SVDResult(*_empties(on_host, device, ((*batch, m, ucols), host.dtype), s_spec,
+                                   ((*batch, vtrows, n), host.dtype)))
 
     def one(mat):
         m, n = mat.shape
@@ -759,17 +951,21 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True):
     u, s, vt = (np.stack([r[i] for r in results]).reshape(*batch, *results[0][i].shape) for i in range(3))
     if not compute_uv:
         return s if on_host else asarray(s, device=device)
-    return (u, s, vt) if on_host else tuple(asarray(x, device=device) for x in (u, s, vt))
+    return SVDResult(u, s, vt) if on_host else SVDResult(*(asarray(x, device=device) for x in (u, s, vt)))
 
 
 @on_arrays_device
-def eig(a):
-    """Eigenvalues and right eigenvectors of general square matrices like ``numpy.linalg.eig`` (magma_?geev, CPU
-    interface).  Real input gives complex results when any eigenvalue is complex, as in NumPy."""
+def eig(a, *, method: str = "auto"):
+    """``EigResult(eigenvalues, eigenvectors)`` of general square matrices like ``numpy.linalg.eig`` (magma_?geev,
+    CPU interface; ``method="hybrid"`` and "auto" without geev: ``numpy.linalg.eig`` on the host).  Real input gives
+    complex results when any eigenvalue is complex, as in NumPy."""
+    operand, operand_host = _as_operand(a, "a")
+    _square(operand)
+    if not _native(method, operand.dtype, "magma_?geev"):
+        return _host_lapack(np.linalg.eig, operand, operand_host)
     host, on_host, device = _host_matrices(a, "a")
-    _square(host)
     if _empty_stack(host.shape[:-2]):  # NumPy: real results for real input when no eigenvalue is complex
-        return _empties(on_host, device, (host.shape[:-1], host.dtype), (host.shape, host.dtype))
+        return EigResult(*_empties(on_host, device, (host.shape[:-1], host.dtype), (host.shape, host.dtype)))
 
     def one(mat):
         n = mat.shape[0]
@@ -812,7 +1008,7 @@ def eig(a):
     v = np.stack([r[1] for r in results]).reshape(host.shape[:-2] + (host.shape[-1],) * 2)
     if np.iscomplexobj(w) and not np.iscomplexobj(host) and not np.any(w.imag):
         w, v = w.real, v.real
-    return (w, v) if on_host else (asarray(w, device=device), asarray(v, device=device))
+    return EigResult(w, v) if on_host else EigResult(asarray(w, device=device), asarray(v, device=device))
 
 
 def real_eigvecs(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray):

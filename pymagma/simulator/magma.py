@@ -136,6 +136,27 @@ def syrk(k, dt):
     C[mask] = full[mask]
 
 
+def trmm(k, dt):
+    na = k["m"] if k["side"] == M.MagmaLeft else k["n"]
+    A = cm(k["dA"], na, na, k["ldda"], dt).copy()
+    A = np.tril(A) if k["uplo"] == M.MagmaLower else np.triu(A)
+    if k["diag"] == M.MagmaUnit:
+        np.fill_diagonal(A, 1)
+    B = cm(k["dB"], k["m"], k["n"], k["lddb"], dt)
+    B[...] = k["alpha"] * (op(A, k["trans"]) @ B if k["side"] == M.MagmaLeft else B @ op(A, k["trans"]))
+
+
+def herk(k, dt):  # C = alpha op(A) op(A)^H + beta C on one triangle; the diagonal's imaginary part is set to zero
+    n = k["n"]
+    A = cm(k["dA"], *((n, k["k"]) if k["trans"] == M.MagmaNoTrans else (k["k"], n)), k["ldda"], dt)
+    opA = A if k["trans"] == M.MagmaNoTrans else np.conj(A.T)
+    C = cm(k["dC"], n, n, k["lddc"], dt)
+    full = k["alpha"] * (opA @ np.conj(opA.T)) + (k["beta"] * C if k["beta"] else 0)
+    np.fill_diagonal(full, full.diagonal().real)
+    mask = np.tril(np.ones((n, n), bool)) if k["uplo"] == M.MagmaLower else np.triu(np.ones((n, n), bool))
+    C[mask] = full[mask]
+
+
 def transpose(k, dt):
     src = cm(k["dA"], k["m"], k["n"], k["ldda"], dt)
     cm(k["dAT"], k["n"], k["m"], k["lddat"], dt)[...] = src.T
@@ -368,7 +389,8 @@ MODEL = {
     "magma_?potrf_batched": potrf_batched, "magma_?potrs_batched": potrs_batched,
     "magma_?potrs_gpu": potrs,
     "magmablas_?laset": laset, "magma_?geqrf2_gpu": geqrf2, "magma_?orgqr2": orgqr2, "magma_?gels_gpu": gels,
-    "magma_get_?geqrf_nb": lambda k, dt: NB, "magma_?syevd_gpu": syevd, "magma_?gesdd": gesdd, "magma_?geev": geev,
+    "magma_get_?geqrf_nb": lambda k, dt: NB, "magma_get_?potrf_nb": lambda k, dt: NB,
+    "magma_?trmm": trmm, "magma_?herk": herk, "magma_?syevd_gpu": syevd, "magma_?gesdd": gesdd, "magma_?geev": geev,
     "magma_?axpy": lambda k, dt: vec(k, "y", dt).__setitem__(Ellipsis, vec(k, "y", dt) + k["alpha"] * vec(k, "x", dt)),
     "magma_?scal": lambda k, dt: vec(k, "x", dt).__setitem__(Ellipsis, k["alpha"] * vec(k, "x", dt)),
     "magma_?copy": lambda k, dt: vec(k, "y", dt).__setitem__(Ellipsis, vec(k, "x", dt).copy()),
