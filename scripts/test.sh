@@ -4,6 +4,6 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
-ensure_venv "test,native,examples,io,bench,jit"
+ensure_venv "test,native,examples,io,bench,jit,mpi"
 "$VENV/bin/ruff" check pymagma magmadnn tests examples scripts
 exec "$VENV/bin/python" -m pytest "$@"

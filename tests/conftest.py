@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import functools
+import importlib.util
 import os
 import shutil
+import sys
 
 import pytest
 from hypothesis import HealthCheck, settings
@@ -27,9 +29,15 @@ def gpu_available() -> tuple[bool, str]:
     return True, ""
 
 
+def mpiexec() -> str | None:
+    """The mpiexec next to this Python (a venv with the ``mpi`` extra), else the one on PATH."""
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
+
+
 def pytest_collection_modifyitems(config, items):
     ok, why = gpu_available()
-    have_mpi = shutil.which("mpiexec") is not None
+    have_mpi = mpiexec() is not None and importlib.util.find_spec("mpi4py") is not None
     for item in items:
         if "gpu" in item.keywords and not ok:
             item.add_marker(pytest.mark.skip(reason=f"gpu test: {why}"))
@@ -39,9 +47,10 @@ def pytest_collection_modifyitems(config, items):
 
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_makereport(item, call):
-    """In CI a real-library ("native") test that skips is a failure: that tier must actually run there."""
+    """In CI a real-library ("native") or "mpi" test that skips is a failure: those tiers must actually run there."""
     outcome = yield
     report = outcome.get_result()
-    if os.environ.get("CI") and "native" in item.keywords and report.skipped and "gpu" not in item.keywords:
+    tier = "native" in item.keywords or "mpi" in item.keywords
+    if os.environ.get("CI") and tier and report.skipped and "gpu" not in item.keywords:
         report.outcome = "failed"
-        report.longrepr = f"native-library test skipped in CI: {report.longrepr}"
+        report.longrepr = f"native-library or mpi test skipped in CI: {report.longrepr}"

@@ -28,6 +28,7 @@ import numpy as np
 
 from .. import backend as _backend
 from .. import callbacks as _callbacks
+from .. import distributed as _distributed
 from .. import losses as _losses
 from .. import metrics as _metrics
 from .. import optimizers as _optimizers
@@ -104,6 +105,7 @@ class Model:
         self.built = False
         self.layers: list[Layer] = []
         self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
+        self._parallel = None  # a distributed.DataParallel during fit(distributed=True)
 
     def _set_graph(self, inputs, outputs):
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
@@ -377,6 +379,8 @@ class Model:
         ``check``: read the loss (one host read) and apply nothing when it is not finite (the state arrays that the
         forward pass updates in place, BatchNorm statistics, are restored); returns the loss. Without ``check``
         nothing is read and None is returned (fit checks the tally at its next progress update)."""
+        if self._parallel is not None:
+            return self._parallel.train_step(self, xs, y, check, tally)
         stateful = [layer for layer in self.layers if layer._state] if check else []
         saved = [{k: self.xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
         outputs = self._forward([self._to_tensor(a) for a in xs], training=True)
@@ -399,13 +403,17 @@ class Model:
 
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
-            initial_epoch: int = 0) -> _callbacks.History:
+            initial_epoch: int = 0, distributed: bool = False) -> _callbacks.History:
         """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
 
         ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
         (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``validation_split`` holds out the last fraction of
         the samples (before shuffling); ``validation_data`` is ``(x_val, y_val)``. With ``verbose >= 1`` the first
         line names the device ("Training on gpu:0 (pymagma simulator)", "Training on host (NumPy)").
+
+        ``distributed=True`` (run under ``mpiexec -n N``, arrays only): data-parallel training over MPI with
+        ``batch_size`` samples per rank per step, as one process with batch ``N * batch_size`` would train; figures
+        are averaged over the ranks and only rank 0 prints and writes files (see :mod:`magmadnn.distributed`).
         """
         self._require_compiled("fit")
         if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
@@ -434,6 +442,9 @@ class Model:
             y_val = self._targets(validation_data[1], x_val[0].shape[0], "fit (validation_data)")
             validation_data = (x_val, y_val)
 
+        if distributed:
+            batches, validation_data, callbacks, verbose, self._parallel = _distributed.setup_fit(
+                self, batches, validation_data, callbacks, verbose)
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")
         history = _callbacks.History()
@@ -451,6 +462,7 @@ class Model:
                         print(self.stop_reason)
                     break
         finally:
+            self._parallel = None
             cbs.on_train_end({})
         return history
 

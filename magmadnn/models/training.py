@@ -24,12 +24,14 @@ __all__ = ["Tally", "Snapshot", "Epoch"]
 class Tally:
     """Named running sums on the backend ``xp`` (dtype ``dtype``) with host-side sample counts."""
 
-    def __init__(self, xp, names, dtype):
+    def __init__(self, xp, names, dtype, reduce=None):
         self.xp, self.names, self.dtype = xp, list(names), np.dtype(dtype)
+        self.reduce = reduce  # fit(distributed=True): (sums, counts) -> the same summed over every rank
         eye = np.eye(len(self.names), dtype=self.dtype)
         self._basis = {name: xp.asarray(eye[i]) for i, name in enumerate(self.names)}
         self.sums = xp.zeros((len(self.names),), self.dtype)
         self.counts = dict.fromkeys(self.names, 0)
+        self.read_counts = dict(self.counts)  # the sample counts of the last read (over every rank when reduced)
 
     def add(self, name: str, value, count: int) -> None:
         """Add the 0-d backend array ``value`` to entry ``name`` (``count`` samples), without leaving the backend."""
@@ -39,6 +41,9 @@ class Tally:
     def read(self) -> dict[str, float]:
         """Every sum, copied to the host in one transfer."""
         host = np.asarray(self.xp.to_numpy(self.sums), dtype=np.float64).reshape(-1)
+        self.read_counts = dict(self.counts)
+        if self.reduce is not None:
+            host, self.read_counts = self.reduce(host, self.counts)
         return {name: float(host[i]) for i, name in enumerate(self.names)}
 
     def state(self):
@@ -89,12 +94,15 @@ class Epoch:
         self.model, self.batches, self.epoch, self.cbs = model, batches, epoch, cbs
         self.validation_data, self.batch_size = validation_data, batch_size
         self.eager = model.xp is _host
-        self.tally = Tally(model.xp, model._tally_names(validation_data is not None), model.dtype)
+        parallel = model._parallel  # distributed: tallies summed over the ranks, read at epoch end only
+        self.tally = Tally(model.xp, model._tally_names(validation_data is not None), model.dtype,
+                           reduce=parallel.reduce_tally if parallel is not None else None)
         try:
             total = len(batches)
         except TypeError:
             total = None
-        self.bar = ProgressBar(epoch, epochs, total, verbose, interval=model.progress_interval)
+        interval = model.progress_interval if parallel is None else math.inf
+        self.bar = ProgressBar(epoch, epochs, total, verbose, interval=interval)
         self.snapshot, self.pending = None, []
 
     def run(self) -> dict:
@@ -136,9 +144,9 @@ class Epoch:
         model = self.model
         sums = self.tally.read()
         if math.isfinite(sums["loss"]) or self.eager:
-            results = model._results(sums, self.tally.counts)
+            results = model._results(sums, self.tally.read_counts)
             if self.validation_data is not None:
-                results.update(model._results(sums, self.tally.counts, "val_"))
+                results.update(model._results(sums, self.tally.read_counts, "val_"))
             self.snapshot, self.pending = None, []
             return results, None
         return None, self._replay()

@@ -1,0 +1,85 @@
+"""Run by the mpi tests under ``mpiexec -n N python _mpi_worker.py MODE OUT [args]`` (also usable by one process).
+
+train OUT N B EPOCHS: fit(distributed=True) a small MLP on N seeded samples, per-rank batch B; rank 0 writes the
+  per-batch losses, the epoch logs and the final weights to OUT (npz).
+fault OUT: rank 1 raises while rank 0 waits in a collective.  kill OUT: rank 1 kills itself (SIGKILL) instead.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import numpy as np
+
+
+def problem(n: int, seed: int = 3):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(size=(n, 6))
+    y = (x[:, :3].sum(axis=1) > 0).astype(np.int64) + (x[:, 3] > 1).astype(np.int64)
+    x_val = rng.normal(size=(11, 6))
+    y_val = (x_val[:, :3].sum(axis=1) > 0).astype(np.int64)
+    return x, y, x_val, y_val
+
+
+def build():
+    import magmadnn as mdnn
+    from magmadnn import layers
+
+    model = mdnn.Sequential([layers.Input((6,)), layers.Dense(8, activation="tanh"), layers.Dense(3)],
+                            seed=11, dtype="float64", device="host")
+    model.compile(optimizer=mdnn.optimizers.Adam(0.05), loss="cross_entropy", metrics=["accuracy"])
+    return model
+
+
+class BatchLosses:
+    """Callback recording the loss of every batch (host backend: fit puts it in the batch logs)."""
+
+    def __new__(cls):
+        from magmadnn.callbacks import Callback
+
+        class _Rec(Callback):
+            def __init__(self):
+                self.losses = []
+
+            def on_batch_end(self, batch, logs=None):
+                self.losses.append(logs["loss"])
+
+        return _Rec()
+
+
+def train(out, n, b, epochs, distributed=True):
+    x, y, x_val, y_val = problem(n)
+    model = build()
+    rec = BatchLosses()
+    history = model.fit(x, y, batch_size=b, epochs=epochs, validation_data=(x_val, y_val), callbacks=[rec],
+                        verbose=0, distributed=distributed)
+    from magmadnn import distributed as dist
+
+    if not distributed or dist.rank() == 0:
+        logs = {f"log_{k}": np.array(v) for k, v in history.history.items()}
+        np.savez(out, batch_losses=np.array(rec.losses), **logs,
+                 **{f"w{i}": w for i, w in enumerate(model.get_weights())})
+
+
+def fault(out, kill: bool):
+    from magmadnn import distributed as dist
+
+    world = dist.init()
+    if world.Get_rank() == 1:
+        if kill:
+            os.kill(os.getpid(), signal.SIGKILL)
+        raise RuntimeError("boom on rank 1")
+    world.Barrier()  # never completes: rank 1 is gone
+    open(out, "w").write("rank 0 passed the barrier\n")
+
+
+if __name__ == "__main__":
+    mode, out = sys.argv[1], sys.argv[2]
+    if mode == "train":
+        train(out, *map(int, sys.argv[3:6]))
+    elif mode in ("fault", "kill"):
+        fault(out, mode == "kill")
+    else:
+        raise SystemExit(f"unknown mode {mode!r}")

@@ -1,0 +1,122 @@
+"""magmadnn.distributed: sharding (property tests, no MPI), the missing-mpi4py error, and, under ``mpiexec -n 2``
+(marker ``mpi``), 2 ranks with per-rank batch b against one process with batch 2b, and the fault behaviour."""
+
+from __future__ import annotations
+
+import builtins
+import importlib
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from magmadnn import distributed
+
+from ..conftest import mpiexec
+from . import _mpi_worker as worker
+
+WORKER = Path(worker.__file__)
+TIMEOUT = 120
+
+
+def run_ranks(n_ranks: int, *args, expect_ok=True):
+    cmd = [mpiexec(), "-n", str(n_ranks), sys.executable, str(WORKER), *map(str, args)]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    if expect_ok:
+        assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+# ------------------------------------------------------------------------------------------------ no MPI needed
+
+
+@given(n=st.integers(0, 60), b=st.integers(1, 7), size=st.integers(1, 4), seed=st.integers(0, 2**16))
+def test_shards_partition_every_global_batch(n, b, size, seed):
+    order = np.random.default_rng(seed).permutation(n)
+    shards = [list(distributed.shard_indices(order, b, r, size)) for r in range(size)]
+    steps = -(-n // (b * size))
+    assert all(len(s) == steps for s in shards)  # every rank takes part in every step
+    for k in range(steps):
+        parts = [s[k] for s in shards]
+        assert all(len(p) <= b for p in parts)
+        np.testing.assert_array_equal(np.concatenate(parts), order[k * b * size:(k + 1) * b * size])
+
+
+def test_sharded_batches_reshuffle_each_epoch_from_the_shared_stream():
+    x, y = np.arange(10.0)[:, None], np.arange(10)
+    rngs = [np.random.default_rng(5) for _ in range(2)]
+    ranks = [distributed.ShardedBatches([x], y, 2, True, rngs[r], r, 2) for r in range(2)]
+    epochs = [[np.concatenate([yb for _, yb in batches]) for batches in ranks] for _ in range(2)]
+    for e in epochs:
+        assert sorted(np.concatenate(e)) == list(range(10)) and not set(e[0]) & set(e[1])
+    assert not np.array_equal(epochs[0][0], epochs[1][0])
+
+
+def test_without_mpi4py_the_error_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_mpi(name, *args, **kwargs):
+        if name.startswith("mpi4py"):
+            raise ImportError("No module named 'mpi4py'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_mpi)
+    module = importlib.reload(distributed)
+    try:
+        assert not module.is_available() and module.rank() == 0 and module.size() == 1
+        with pytest.raises(module.MPIUnavailableError, match=r"pip install magmadnn\[mpi\]"):
+            module.init()
+        x, y, _, _ = worker.problem(8)
+        with pytest.raises(ImportError, match=r"magmadnn\[mpi\]"):
+            worker.build().fit(x, y, batch_size=4, verbose=0, distributed=True)
+    finally:
+        monkeypatch.undo()
+        importlib.reload(distributed)
+
+
+# ------------------------------------------------------------------------------------------------ under mpiexec
+
+
+def reference(tmp_path, n, b, epochs):
+    out = tmp_path / "single.npz"
+    worker.train(out, n, 2 * b, epochs, distributed=False)
+    return np.load(out)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n, b, epochs", [(24, 4, 1), (22, 4, 2), (17, 4, 2)],
+                         ids=["even", "uneven-last-batch", "empty-shard-on-rank-1"])
+def test_two_ranks_train_like_one_process_with_twice_the_batch(tmp_path, n, b, epochs):
+    out = tmp_path / "ranks.npz"
+    run_ranks(2, "train", out, n, b, epochs)
+    got, want = np.load(out), reference(tmp_path, n, b, epochs)
+    assert sorted(got.files) == sorted(want.files)
+    assert len(got["batch_losses"]) == epochs * -(-n // (2 * b))
+    for key in want.files:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
+
+
+@pytest.mark.mpi
+def test_one_rank_without_mpiexec_trains_like_plain_fit(tmp_path):
+    out = tmp_path / "one.npz"
+    subprocess.run([sys.executable, str(WORKER), "train", str(out), "20", "4", "1"], check=True, timeout=TIMEOUT)
+    want = tmp_path / "plain.npz"
+    worker.train(want, 20, 4, 1, distributed=False)
+    got, want = np.load(out), np.load(want)
+    for key in want.files:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-12, atol=1e-14, err_msg=key)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("mode", ["fault", "kill"])
+def test_a_failing_rank_ends_the_whole_job(tmp_path, mode):
+    out = tmp_path / "reached.txt"
+    done = run_ranks(2, mode, out, expect_ok=False)
+    assert done.returncode != 0
+    assert not out.exists()  # rank 0 never got past the collective
+    if mode == "fault":
+        assert "[rank 1 of 2]" in done.stderr and "RuntimeError: boom on rank 1" in done.stderr
