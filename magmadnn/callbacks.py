@@ -19,8 +19,11 @@ from __future__ import annotations
 import csv
 import math
 import os
+import string
 
 import numpy as np
+
+from . import _checks
 
 __all__ = [
     "Callback", "CallbackList", "History", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler",
@@ -45,6 +48,7 @@ class Callback:
     def on_batch_begin(self, batch, logs=None): ...
     def on_batch_end(self, batch, logs=None): ...
     def on_nonfinite_loss(self, epoch, batch, loss): ...
+    def on_nonfinite_parameter(self, epoch, layer, name): ...
 
 
 class CallbackList:
@@ -138,28 +142,93 @@ class ModelCheckpoint(Callback):
 
     By default writes a resumable checkpoint (weights, optimizer state, epoch, RNG state; ``.npz`` or
     ``.safetensors``); with ``save_weights_only=True`` writes ``model.save`` files (architecture + weights).
-    With ``save_best_only=True`` only epochs that improve ``monitor`` are written.
+    With ``save_best_only=True`` only epochs that improve ``monitor`` are written; the file keeps the monitored
+    value, and a later run writing to the same (fixed) path starts from it, so a resumed run never overwrites the
+    best file with a worse epoch. ``initial_value_threshold`` (as in Keras) is a best value to beat from the start
+    (the better of it and the stored one counts). The filename keys and ``monitor`` are checked when training
+    begins, before any epoch runs.
     """
 
-    def __init__(self, filepath, monitor="val_loss", save_best_only=False, mode="auto", save_weights_only=False):
+    def __init__(self, filepath, monitor="val_loss", save_best_only=False, mode="auto", save_weights_only=False,
+                 initial_value_threshold=None):
         self.filepath, self.monitor = os.fspath(filepath), monitor
-        self.save_best_only, self.save_weights_only = save_best_only, save_weights_only
-        self.better, self.best = _improvement_test(monitor, mode, 0.0)
+        if not isinstance(monitor, str):
+            raise TypeError(f"ModelCheckpoint: monitor must be a log key (str), got {monitor!r}")
+        self.save_best_only, self.save_weights_only = bool(save_best_only), bool(save_weights_only)
+        self.mode = mode
+        self.better, self._worst = _improvement_test(monitor, mode, 0.0)
+        if initial_value_threshold is not None:
+            initial_value_threshold = _checks.real(initial_value_threshold, "initial_value_threshold",
+                                                   "ModelCheckpoint")
+        self.initial_value_threshold = initial_value_threshold
+        self.keys = _format_keys(self.filepath)
+        self.best = self._worst if initial_value_threshold is None else initial_value_threshold
         self.saved: list[str] = []
 
+    def on_train_begin(self, logs=None):
+        known = {"epoch", "lr", *getattr(self.model, "log_keys", ())}
+        missing = sorted(self.keys - known)
+        if missing:
+            raise KeyError(f"ModelCheckpoint: filepath {self.filepath!r} uses {missing} but the epoch logs will hold "
+                           f"only {sorted(known)}; validation figures ('val_*') need validation_split or "
+                           "validation_data")
+        if self.save_best_only and self.monitor not in known:
+            raise KeyError(f"ModelCheckpoint monitors {self.monitor!r} but the epoch logs will hold only "
+                           f"{sorted(known - {'epoch'})}; validation figures ('val_*') need validation_split or "
+                           "validation_data")
+        if self.save_best_only:
+            stored = self._stored_best()
+            if stored is not None and self.better(stored, self.best):
+                self.best = stored
+
+    def _stored_best(self):
+        """The monitored value kept in the existing file at a fixed ``filepath`` (None when there is none)."""
+        if self.keys or not os.path.isfile(self.filepath):
+            return None
+        from .saving import ModelFileError, read_file
+
+        try:
+            _, meta = read_file(self.filepath)
+        except ModelFileError:
+            return None
+        entry = meta.get("best")
+        if not isinstance(entry, dict) or entry.get("monitor") != self.monitor:
+            return None
+        value = entry.get("value")
+        return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
+
     def on_epoch_end(self, epoch, logs=None):
+        from .models import persistence
+
         logs = logs or {}
+        extra = None
         if self.save_best_only:
             current = _monitored(logs, self.monitor, "ModelCheckpoint")
             if not self.better(current, self.best):
                 return
             self.best = current
+            extra = {"best": {"monitor": self.monitor, "value": current}}
         path = self.filepath.format(epoch=epoch + 1, **logs)
         if self.save_weights_only:
-            self.model.save(path)
+            persistence.save_model(self.model, path, extra=extra)
         else:
-            self.model.save_checkpoint(path, epoch=epoch + 1)
+            persistence.save_checkpoint(self.model, path, epoch + 1, extra=extra)
         self.saved.append(path)
+
+
+def _format_keys(filepath: str) -> set:
+    """The field names of a ``str.format`` template (ValueError for a malformed one)."""
+    try:
+        fields = [field for _, field, _, _ in string.Formatter().parse(filepath) if field is not None]
+    except ValueError as exc:
+        raise ValueError(f"ModelCheckpoint: filepath {filepath!r} is not a valid format string: {exc}") from None
+    keys = set()
+    for field in fields:
+        if not field or field[0].isdigit():
+            raise ValueError(f"ModelCheckpoint: filepath {filepath!r} has a positional field {{{field}}}; use names "
+                             "such as {epoch} or {val_loss:.3f}")
+        keys.add(field.split(".")[0].split("[")[0])
+    return keys
 
 
 class LearningRateScheduler(Callback):
@@ -240,3 +309,8 @@ class TerminateOnNaN(Callback):
         self.model.stop_training = True
         self.model.stop_reason = (f"TerminateOnNaN: loss is {loss} at epoch {epoch + 1}, batch {batch + 1}; "
                                   "training stopped")
+
+    def on_nonfinite_parameter(self, epoch, layer, name):
+        self.model.stop_training = True
+        self.model.stop_reason = (f"TerminateOnNaN: parameter {name!r} of layer {layer!r} became NaN or infinite "
+                                  f"in epoch {epoch + 1}; training stopped")

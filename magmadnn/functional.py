@@ -648,41 +648,52 @@ class SoftmaxCrossEntropy(Function):
         return (self.xp.softmax_cross_entropy_backward(self.probs, self.labels, g),)
 
 
-def _labels_array(labels, logits: Tensor, fn: str):
+def _labels_array(labels, logits: Tensor, fn: str, check_values: bool = True):
+    """The labels as a backend array after checking shape and dtype; ``check_values`` also checks the class range
+    (a host read of device labels: callers that validated the whole target array once, as ``Model.fit`` does, pass
+    False so that no batch is read back)."""
     xp = logits.backend
     data = labels.data if isinstance(labels, Tensor) else labels
-    arr = np.asarray(xp.to_numpy(data)) if not isinstance(data, np.ndarray) else data
+    if not hasattr(data, "dtype") or not hasattr(data, "shape"):
+        data = np.asarray(data)
     n, c = logits.shape
-    kind = arr.dtype.kind
-    if arr.ndim == 1:
+    shape, dtype = tuple(data.shape), np.dtype(data.dtype)
+    kind = dtype.kind
+    if len(shape) == 1:
         if kind not in "iu":
-            raise TypeError(f"{fn}: labels of shape {arr.shape} must be integer class indices, got dtype {arr.dtype}")
-        if arr.shape[0] != n:
-            raise ValueError(f"{fn}: labels have shape {arr.shape}, expected ({n},) for logits of shape {logits.shape}")
-        if n and (arr.min() < 0 or arr.max() >= c):
+            raise TypeError(f"{fn}: labels of shape {shape} must be integer class indices, got dtype {dtype}")
+        if shape[0] != n:
+            raise ValueError(f"{fn}: labels have shape {shape}, expected ({n},) for logits of shape {logits.shape}")
+        arr = None
+        if check_values:
+            arr = data if isinstance(data, np.ndarray) else np.asarray(xp.to_numpy(data))
+        if arr is not None and n and (arr.min() < 0 or arr.max() >= c):
             raise ValueError(
                 f"{fn}: labels must be in [0, {c}) for logits of shape {logits.shape}, "
                 f"got values in [{arr.min()}, {arr.max()}]"
             )
         return xp.asarray(data)
-    if arr.ndim == 2:
-        if arr.shape != (n, c):
-            raise ValueError(f"{fn}: one-hot labels have shape {arr.shape}, expected {(n, c)} like the logits")
+    if len(shape) == 2:
+        if shape != (n, c):
+            raise ValueError(f"{fn}: one-hot labels have shape {shape}, expected {(n, c)} like the logits")
         if kind not in "iufb":
-            raise TypeError(f"{fn}: one-hot labels must be numeric, got dtype {arr.dtype}")
+            raise TypeError(f"{fn}: one-hot labels must be numeric, got dtype {dtype}")
         return xp.asarray(data, dtype=logits.dtype)
     raise ValueError(
-        f"{fn}: labels must be (N,) int or (N, C) one-hot, got shape {arr.shape} for logits of shape {logits.shape}"
+        f"{fn}: labels must be (N,) int or (N, C) one-hot, got shape {shape} for logits of shape {logits.shape}"
     )
 
 
-def softmax_cross_entropy(logits, labels, reduction="mean") -> Tensor:
-    """Cross entropy of softmax(logits) (N, C) with int labels (N,) or one-hot/soft labels (N, C); stable."""
+def softmax_cross_entropy(logits, labels, reduction="mean", check_labels: bool = True) -> Tensor:
+    """Cross entropy of softmax(logits) (N, C) with int labels (N,) or one-hot/soft labels (N, C); stable.
+
+    ``check_labels=False`` skips the class-range check of int labels (it reads device labels back to the host); only
+    for labels validated already, as ``Model.fit``/``evaluate`` do once per call."""
     fn = "softmax_cross_entropy"
     logits = _as_tensor(logits)
     _need_ndim(logits, 2, fn, "logits", "(N, C)")
     _same_dtype(fn, logits=logits)
-    lab = _labels_array(labels, logits, fn)
+    lab = _labels_array(labels, logits, fn, check_values=check_labels)
     return _reduce(SoftmaxCrossEntropy.apply(logits, labels=lab), reduction, fn)
 
 

@@ -47,6 +47,11 @@ class Loss:
     def __call__(self, outputs, targets):
         raise NotImplementedError
 
+    def checked(self, outputs, targets):
+        """The loss of targets that ``validate`` accepted already (the model validates once per call): a loss may
+        skip its per-batch value checks here."""
+        return self(outputs, targets)
+
     def validate(self, targets: np.ndarray, output_shape: tuple) -> None:
         """Check NumPy ``targets`` (N, ...) against the model's per-sample ``output_shape``."""
 
@@ -66,6 +71,9 @@ class SoftmaxCrossEntropy(Loss):
 
     def __call__(self, logits, targets):
         return F.softmax_cross_entropy(logits, targets, reduction=self.reduction)
+
+    def checked(self, logits, targets):
+        return F.softmax_cross_entropy(logits, targets, reduction=self.reduction, check_labels=False)
 
     def validate(self, targets, output_shape):
         targets = np.asarray(targets)
@@ -87,6 +95,10 @@ class SoftmaxCrossEntropy(Loss):
                                  f"{classes} outputs")
             if not np.issubdtype(targets.dtype, np.number) or np.iscomplexobj(targets):
                 raise TypeError(f"cross_entropy: one-hot targets must be real numbers, got dtype {targets.dtype}")
+            if targets.size and targets.min() < 0:
+                bad = tuple(int(i) for i in np.argwhere(targets < 0)[0])
+                raise ValueError(f"cross_entropy: one-hot / soft targets must be probabilities >= 0; found "
+                                 f"{targets[bad]} at index {bad}")
         else:
             raise ValueError(f"cross_entropy: targets must be int labels (N,) or one-hot (N, {classes}); got shape "
                              f"{targets.shape}")

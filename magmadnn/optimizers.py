@@ -20,6 +20,7 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
 from __future__ import annotations
 
 import math
+import numbers
 
 from . import schedules
 from ._registry import resolve
@@ -28,6 +29,8 @@ __all__ = ["Optimizer", "SGD", "AdaGrad", "RMSProp", "Adam", "AdamW", "get"]
 
 
 def _check(name: str, value, low=0.0, high=None, open_low=False):
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"optimizer: {name} must be a real number, got {value!r} ({type(value).__name__})")
     value = float(value)
     if not math.isfinite(value) or value < low or (open_low and value == low) or (high is not None and value >= high):
         bounds = f"{'(' if open_low else '['}{low}, {high if high is not None else 'inf'})"
@@ -69,6 +72,9 @@ class Optimizer:
             raise ValueError(f"{type(self).__name__}.step: got {len(params)} parameters, but this optimizer was "
                              f"used with {self._count}; use one optimizer per parameter list")
         lr = self.learning_rate
+        if not (math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"{type(self).__name__}.step: the learning rate at step {self.iterations} is {lr!r}; "
+                             "it must be a finite number >= 0 (check the schedule)")
         self.iterations += 1
         for index, param in enumerate(params):
             if param.grad is None:

@@ -114,6 +114,9 @@ def _read_safetensors(path, data: bytes):
 
 
 def _read_npz(path, data: bytes):
+    if not data.startswith(b"PK"):  # np.load would try .npy, then pickle, on anything that is not a zip archive
+        raise ModelFileError(f"{path!r} is not a valid .npz archive: it does not start with a zip signature "
+                             f"({len(data)} bytes, first {data[:4]!r})")
     try:
         with np.load(io.BytesIO(data), allow_pickle=False) as archive:
             tensors = {key: archive[key] for key in archive.files}
@@ -142,6 +145,9 @@ def read_file(path) -> tuple[dict, dict]:
         metadata = json.loads(text)
     except ValueError as exc:
         raise ModelFileError(f"{path!r} has damaged magmadnn metadata: {exc}") from None
+    if not isinstance(metadata, dict):
+        raise ModelFileError(f"{path!r} has damaged magmadnn metadata: a JSON {type(metadata).__name__}, not an "
+                             "object")
     if metadata.get("format") != FORMAT_NAME or not isinstance(metadata.get("version"), int):
         raise ModelFileError(f"{path!r} is not a magmadnn model file (format tag {metadata.get('format')!r})")
     if metadata["version"] > FORMAT_VERSION:

@@ -14,15 +14,16 @@ from __future__ import annotations
 import math
 import numbers
 
+from . import _checks
+
 __all__ = ["Schedule", "Constant", "StepDecay", "CosineDecay", "get"]
 
 
-def _check_positive(name: str, value, integer: bool = False):
-    if integer and (not isinstance(value, int) or isinstance(value, bool)):
-        raise TypeError(f"{name} must be an int, got {value!r}")
-    if not value > 0:
-        raise ValueError(f"{name} must be > 0, got {value!r}")
-    return value
+def _check_positive(name: str, value, integer: bool = False, who: str = "schedule"):
+    """A finite ``value > 0`` (an int, NumPy integers included, with ``integer``)."""
+    if integer:
+        return _checks.integer(value, name, who, minimum=1)
+    return _checks.real(value, name, who, low=0.0, open_low=True)
 
 
 class Schedule:
@@ -44,7 +45,7 @@ class Schedule:
 
 class Constant(Schedule):
     def __init__(self, lr: float):
-        self.lr = float(_check_positive("lr", lr))
+        self.lr = float(_check_positive("lr", lr, who="Constant"))
 
     def __call__(self, t: int) -> float:
         return self.lr
@@ -52,9 +53,9 @@ class Constant(Schedule):
 
 class StepDecay(Schedule):
     def __init__(self, initial_lr: float, step_size: int, gamma: float = 0.1):
-        self.initial_lr = float(_check_positive("initial_lr", initial_lr))
-        self.step_size = _check_positive("step_size", step_size, integer=True)
-        self.gamma = float(_check_positive("gamma", gamma))
+        self.initial_lr = float(_check_positive("initial_lr", initial_lr, who="StepDecay"))
+        self.step_size = _check_positive("step_size", step_size, integer=True, who="StepDecay")
+        self.gamma = float(_check_positive("gamma", gamma, who="StepDecay"))
 
     def __call__(self, t: int) -> float:
         return self.initial_lr * self.gamma ** (int(t) // self.step_size)
@@ -62,14 +63,10 @@ class StepDecay(Schedule):
 
 class CosineDecay(Schedule):
     def __init__(self, initial_lr: float, decay_steps: int, alpha: float = 0.0, warmup_steps: int = 0):
-        self.initial_lr = float(_check_positive("initial_lr", initial_lr))
-        self.decay_steps = _check_positive("decay_steps", decay_steps, integer=True)
-        if not 0.0 <= alpha <= 1.0:
-            raise ValueError(f"alpha must be in [0, 1], got {alpha!r}")
-        if not isinstance(warmup_steps, int) or warmup_steps < 0:
-            raise ValueError(f"warmup_steps must be an int >= 0, got {warmup_steps!r}")
-        self.alpha = float(alpha)
-        self.warmup_steps = warmup_steps
+        self.initial_lr = float(_check_positive("initial_lr", initial_lr, who="CosineDecay"))
+        self.decay_steps = _check_positive("decay_steps", decay_steps, integer=True, who="CosineDecay")
+        self.alpha = _checks.real(alpha, "alpha", "CosineDecay", 0.0, 1.0)
+        self.warmup_steps = _checks.integer(warmup_steps, "warmup_steps", "CosineDecay", minimum=0)
 
     def __call__(self, t: int) -> float:
         t = int(t)

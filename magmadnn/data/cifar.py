@@ -108,11 +108,12 @@ def load_cifar(
 ):
     """Shared body of `load_cifar10` and `load_cifar100`."""
     from .download import cache_dir as data_cache
-    from .splits import split_test_set, to_float
+    from .splits import check_split, split_test_set, to_float
 
     if label_mode not in layout.num_classes:
         modes = sorted(layout.num_classes)
         raise ValueError(f"load_{layout.key}: label_mode must be one of {modes}, got {label_mode!r}")
+    check_split(test_only_split, "test_only_split", f"load_{layout.key}")
     directory = Path(path) if path is not None else data_cache(cache_dir) / layout.key
     if download and not (_locate(directory, layout) / layout.test_file).is_file():
         _download(directory, layout)

@@ -7,6 +7,7 @@ then the values in C order (big-endian for multi-byte types).
 from __future__ import annotations
 
 import gzip
+import math
 import os
 import struct
 import zlib
@@ -55,7 +56,7 @@ def parse_idx(data: bytes, source: str = "<bytes>") -> np.ndarray:
     if len(data) < header:
         raise DatasetError(f"{source}: truncated IDX header: expected {header} bytes for {ndim} dims, got {len(data)}")
     shape = struct.unpack(f">{ndim}I", data[4:header])
-    expected = header + int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    expected = header + math.prod(shape) * dtype.itemsize  # Python ints: huge dimensions cannot overflow
     if len(data) != expected:
         kind = "truncated" if len(data) < expected else "trailing bytes in"
         raise DatasetError(
@@ -92,6 +93,9 @@ def read_image_label_pair(images_path: Path, labels_path: Path, num_classes: int
         raise DatasetError(
             f"{labels_path}: label count {len(labels)} does not match the {len(images)} images in {images_path}"
         )
+    if labels.dtype.kind not in "iu":
+        raise DatasetError(f"{labels_path}: labels must be integers, got IDX type {labels.dtype} (float labels are "
+                           "not truncated to class indices)")
     labels = labels.astype(np.int64)
     if labels.size and (labels.min() < 0 or labels.max() >= num_classes):
         raise DatasetError(
@@ -139,10 +143,11 @@ def load_mnist(
     with `split_test_set`: by default the first 8,000 of its 10,000 images train and the last 2,000 test.
     """
     from .download import RESOURCES, fetch
-    from .splits import split_test_set, to_float
+    from .splits import check_split, split_test_set, to_float
 
     if kind not in MNIST_KINDS:
         raise ValueError(f"load_mnist: kind must be one of {sorted(MNIST_KINDS)}, got {kind!r}")
+    check_split(test_only_split, "test_only_split", "load_mnist")
     directory = Path(path) if path is not None else mnist_dir(kind, cache_dir)
     if download:
         for stem in MNIST_FILES.values():

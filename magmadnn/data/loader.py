@@ -6,6 +6,8 @@ from collections.abc import Iterator
 
 import numpy as np
 
+from .. import _checks
+
 
 class DataLoader:
     """Iterate over ``(x_batch, y_batch)`` NumPy arrays of at most `batch_size` samples.
@@ -19,8 +21,10 @@ class DataLoader:
                  drop_last: bool = False):
         self.x = np.asarray(x)
         self.y = None if y is None else np.asarray(y)
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"DataLoader: batch_size must be a positive int, got {batch_size!r}")
+        batch_size = _checks.integer(batch_size, "batch_size", "DataLoader", minimum=1)
+        for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
+            if not isinstance(flag, (bool, np.bool_)):
+                raise TypeError(f"DataLoader: {name} must be True or False, got {flag!r}")
         if self.x.ndim == 0:
             raise ValueError("DataLoader: x must have a leading sample dimension, got a scalar")
         if self.y is not None and len(self.y) != len(self.x):

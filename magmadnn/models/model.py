@@ -32,6 +32,7 @@ from .. import distributed as _distributed
 from .. import losses as _losses
 from .. import metrics as _metrics
 from .. import optimizers as _optimizers
+from .._checks import callback_list, finite_array, integer, real
 from .._graph import postorder
 from ..autograd import Tensor, no_grad
 from ..backend import host as _host
@@ -51,13 +52,17 @@ from . import persistence
 from .summary import summary_text
 from .training import Epoch, Tally
 
-__all__ = ["Model", "Sequential", "NonFiniteLossError", "model_from_config"]
+__all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError", "model_from_config"]
 
 _SHUFFLE_TAG = 0x5EED
 
 
 class NonFiniteLossError(FloatingPointError):
     """The training loss became NaN or infinite (the offending update was not applied)."""
+
+
+class NonFiniteParameterError(FloatingPointError):
+    """An update left a parameter NaN or infinite (the message names the layer and the parameter)."""
 
 
 def _topological_nodes(output: SymbolicTensor) -> list[SymbolicTensor]:
@@ -214,25 +219,41 @@ class Model:
         self._assign(dict(zip(keys, arrays)), "set_weights")
 
     def _assign(self, arrays: dict, origin: str) -> None:
-        """Copy NumPy ``arrays`` (key -> array, keys as in ``named_arrays``) into the weights, checking shapes."""
+        """Copy NumPy ``arrays`` (key -> array, keys as in ``named_arrays``) into the weights: every array is checked
+        (name, shape, real dtype, finite values) and converted before the first is assigned (all or nothing)."""
+        self._commit(self._prepare_assign(arrays, origin))
+
+    def _prepare_assign(self, arrays: dict, origin: str) -> list:
+        """Checked, converted backend arrays for every weight and state array: ``[(layer, name, value)]``."""
+        plan = []
         for index, layer in enumerate(self.layers):
             params, state = layer.weights, layer._state
             for name in [*params, *state]:
                 key = f"layers.{index}.{name}"
+                where = f"{name!r} of layer {layer.name!r} ({type(layer).__name__})"
                 if key not in arrays:
-                    raise persistence.ArchitectureMismatchError(
-                        f"{origin}: no array for {name!r} of layer {layer.name!r} ({type(layer).__name__})")
+                    raise persistence.ArchitectureMismatchError(f"{origin}: no array for {where}")
                 array = np.asarray(arrays[key])
                 current = params[name].data if name in params else state[name]
                 if tuple(array.shape) != tuple(current.shape):
                     raise persistence.ArchitectureMismatchError(
-                        f"{origin}: {name!r} of layer {layer.name!r} ({type(layer).__name__}) has shape "
-                        f"{shape_str(array.shape)}, the model needs {shape_str(current.shape)}")
-                value = self.xp.asarray(np.array(array, dtype=layer.dtype))
-                if name in params:
-                    params[name].data = value
-                else:
-                    state[name] = value
+                        f"{origin}: {where} has shape {shape_str(array.shape)}, the model needs "
+                        f"{shape_str(current.shape)}")
+                if array.dtype.kind not in "iuf":
+                    raise persistence.ModelFileError(f"{origin}: {where} has dtype {array.dtype}; weights must be "
+                                                     "real numbers")
+                if array.dtype.kind == "f" and not np.isfinite(array).all():
+                    raise persistence.ModelFileError(f"{origin}: {where} holds non-finite values (NaN or inf)")
+                plan.append((layer, name, self.xp.asarray(np.array(array, dtype=layer.dtype))))
+        return plan
+
+    @staticmethod
+    def _commit(plan: list) -> None:
+        for layer, name, value in plan:
+            if name in layer._params:
+                layer._params[name].data = value
+            else:
+                layer._state[name] = value
 
     def count_params(self) -> int:
         return sum(layer.count_params() for layer in self.layers)
@@ -348,14 +369,25 @@ class Model:
         y = _real_array(y, f"{who}: targets")
         if y.ndim == 0 or y.shape[0] != n:
             raise ValueError(f"{who}: x has {n} samples but y has shape {y.shape}")
+        finite_array(y, "the targets y", who)
         self.loss.validate(y, self.output_shape)
         return y
+
+    def _training_inputs(self, x, who: str) -> list[np.ndarray]:
+        """Input arrays for fit/evaluate/train_on_batch: at least one sample, finite values (checked once)."""
+        arrays = self._input_arrays(x, who)
+        if arrays[0].shape[0] == 0:
+            raise ValueError(f"{who}: x holds no samples (shape {shape_str(arrays[0].shape)}); there is nothing to "
+                             f"{'evaluate' if who == 'evaluate' else 'train on'}")
+        for node, array in zip(self.inputs, arrays):
+            finite_array(array, f"the inputs x (input {node.layer.name!r})", who)
+        return arrays
 
     # ------------------------------------------------------------------------------------------ training
     def train_on_batch(self, x, y) -> float:
         """One optimizer step on one batch; returns the loss before the step (no metrics, no callbacks)."""
         self._require_compiled("train_on_batch")
-        xs = self._input_arrays(x, "train_on_batch")
+        xs = self._training_inputs(x, "train_on_batch")
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
         value = self._train_step([a.astype(self.dtype, copy=False) for a in xs], y, check=True)
         if not math.isfinite(value):
@@ -364,7 +396,7 @@ class Model:
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
-        return self.loss(outputs, self.loss.prepare(y, _host, self.dtype))
+        return self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype))
 
     def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray) -> None:
         m = int(y.shape[0])
@@ -416,16 +448,24 @@ class Model:
         are averaged over the ranks and only rank 0 prints and writes files (see :mod:`magmadnn.distributed`).
         """
         self._require_compiled("fit")
-        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"fit: batch_size must be a positive int, got {batch_size!r}")
-        if not 0.0 <= validation_split < 1.0:
-            raise ValueError(f"fit: validation_split must be in [0, 1), got {validation_split!r}")
+        batch_size = integer(batch_size, "batch_size", "fit", minimum=1)
+        epochs = integer(epochs, "epochs", "fit", minimum=0)
+        initial_epoch = integer(initial_epoch, "initial_epoch", "fit", minimum=0)
+        if epochs <= initial_epoch:
+            raise ValueError(f"fit: epochs={epochs} with initial_epoch={initial_epoch} runs no epoch; epochs is the "
+                             "index of the last epoch + 1 (train epochs initial_epoch .. epochs-1), so pass "
+                             f"epochs > {initial_epoch}")
+        validation_split = real(validation_split, "validation_split", "fit", 0.0, 1.0, open_high=True)
+        verbose = integer(int(verbose) if isinstance(verbose, bool) else verbose, "verbose", "fit", minimum=0)
+        if not isinstance(shuffle, (bool, np.bool_)):
+            raise TypeError(f"fit: shuffle must be True or False, got {shuffle!r}")
+        callbacks = callback_list(callbacks, "fit")
         if _is_batch_iterable(x):
             if y is not None or validation_split:
                 raise ValueError("fit: with a batch iterable (DataLoader) pass y=None and use validation_data")
             batches = _CheckedBatches(self, x)
         else:
-            xs = [a.astype(self.dtype, copy=False) for a in self._input_arrays(x, "fit")]
+            xs = [a.astype(self.dtype, copy=False) for a in self._training_inputs(x, "fit")]
             y = self._targets(y, xs[0].shape[0], "fit")
             n = xs[0].shape[0]
             if validation_split:
@@ -438,7 +478,7 @@ class Model:
         if validation_data is not None:
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
                 raise ValueError("fit: validation_data must be a pair (x_val, y_val)")
-            x_val = self._input_arrays(validation_data[0], "fit (validation_data)")
+            x_val = self._training_inputs(validation_data[0], "fit (validation_data)")
             y_val = self._targets(validation_data[1], x_val[0].shape[0], "fit (validation_data)")
             validation_data = (x_val, y_val)
 
@@ -448,7 +488,8 @@ class Model:
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")
         history = _callbacks.History()
-        cbs = _callbacks.CallbackList([*(callbacks or []), history], self)  # History last: sees every log key
+        cbs = _callbacks.CallbackList([*callbacks, history], self)  # History last: sees every log key
+        self.log_keys = tuple(self._tally_names(validation_data is not None))  # callbacks check their keys with it
         self.stop_training, self.stop_reason = False, None
         cbs.on_train_begin({})
         try:
@@ -466,8 +507,41 @@ class Model:
             cbs.on_train_end({})
         return history
 
+    def _param_probe(self):
+        """A 0-d backend value, 0 when every parameter is finite and NaN or inf otherwise (nothing is read)."""
+        total = None
+        for param in self.parameters():
+            term = self.xp.multiply(self.xp.sum(param.data), 0.0)
+            total = term if total is None else self.xp.add(total, term)
+        return total
+
+    def _nonfinite_parameter(self):
+        """``(layer, name)`` of the first parameter holding NaN/inf, else None (one read per parameter: only on
+        the error path)."""
+        for layer in self.layers:
+            for name, param in layer.weights.items():
+                if not self.xp.isfinite_all(param.data):
+                    return layer, name
+        return None
+
+    def _non_finite_parameters(self, cbs, epoch: int, found, batch: int | None, logs: dict) -> dict:
+        """An update left parameter ``found = (layer, name)`` non-finite: stop (TerminateOnNaN) or raise."""
+        layer, name = found
+        cbs.on_nonfinite_parameter(epoch, layer.name, name)
+        if self.stop_training:
+            return logs
+        where = f"after the update of batch {batch}" if batch else "during the epoch"
+        raise NonFiniteParameterError(
+            f"fit: parameter {name!r} of layer {layer.name!r} ({type(layer).__name__}) became NaN or infinite at "
+            f"epoch {epoch + 1}, {where} (learning rate {self.optimizer.learning_rate:.6g}); lower the learning "
+            "rate, check the data, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
+
     def _non_finite(self, cbs, epoch: int, index: int, value: float) -> dict:
-        """The batch ``index`` had loss ``value`` and was not applied: stop (TerminateOnNaN) or raise."""
+        """The batch ``index`` had loss ``value`` and was not applied: stop (TerminateOnNaN) or raise; when an
+        earlier update left a parameter non-finite (the usual cause), that is reported instead."""
+        found = self._nonfinite_parameter()
+        if found is not None:
+            return self._non_finite_parameters(cbs, epoch, found, index, {"loss": value})
         cbs.on_nonfinite_loss(epoch, index, value)
         if self.stop_training:
             return {"loss": value}
@@ -504,8 +578,11 @@ class Model:
     def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
         """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read)."""
         self._require_compiled("evaluate")
+        batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
         tally = Tally(self.xp, self._tally_names(False), self.dtype)
         self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"))
+        if not tally.counts["loss"]:
+            raise ValueError("evaluate: the batch iterable gave no samples; there is nothing to evaluate")
         results = self._results(tally.read(), tally.counts)
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
@@ -513,6 +590,7 @@ class Model:
 
     def predict(self, x, batch_size: int = 32) -> np.ndarray:
         """Model outputs (NumPy, model dtype) for every sample of ``x``, in inference mode."""
+        batch_size = integer(batch_size, "batch_size", "predict", minimum=1)
         xs = self._input_arrays(x, "predict")
         n = xs[0].shape[0]
         result = np.empty((n, *self.output_shape), dtype=self.dtype)
@@ -529,10 +607,10 @@ class Model:
             return
         if _is_batch_iterable(x):
             for xb, yb in x:
-                xs = self._input_arrays(xb, who)
+                xs = self._training_inputs(xb, who)
                 yield xs, self._targets(yb, xs[0].shape[0], who)
             return
-        xs = self._input_arrays(x, who)
+        xs = self._training_inputs(x, who)
         y = self._targets(y, xs[0].shape[0], who)
         for start in range(0, xs[0].shape[0], batch_size):
             yield [a[start:start + batch_size] for a in xs], y[start:start + batch_size]
@@ -652,7 +730,7 @@ class _CheckedBatches:
         self.whole = isinstance(getattr(source, "x", None), np.ndarray) and isinstance(getattr(source, "y", None),
                                                                                           np.ndarray)
         if self.whole:
-            arrays = model._input_arrays(source.x, "fit")
+            arrays = model._training_inputs(source.x, "fit")
             model._targets(source.y, arrays[0].shape[0], "fit")
 
     def __len__(self):
@@ -665,7 +743,7 @@ class _CheckedBatches:
                 xs = list(xb) if isinstance(xb, (list, tuple)) else [xb]
                 yield [np.asarray(a).astype(model.dtype, copy=False) for a in xs], np.asarray(yb)
             else:
-                xs = [a.astype(model.dtype, copy=False) for a in model._input_arrays(xb, "fit")]
+                xs = [a.astype(model.dtype, copy=False) for a in model._training_inputs(xb, "fit")]
                 yield xs, model._targets(yb, xs[0].shape[0], "fit")
 
 

@@ -30,17 +30,38 @@ def _metadata(model, kind: str) -> dict:
     return {"kind": kind, "model": model.get_config(), "architecture": model.architecture()}
 
 
-def save_model(model, path) -> str:
+def save_model(model, path, extra: dict | None = None) -> str:
+    """``extra``: more JSON metadata (``ModelCheckpoint`` keeps its best monitored value there)."""
     model._require_built("save")
-    return write_file(path, _weights(model), _metadata(model, "model"))
+    return write_file(path, _weights(model), {**_metadata(model, "model"), **(extra or {})})
 
 
 def _read(path) -> tuple[dict, dict]:
     tensors, meta = read_file(path)
-    if meta.get("kind") not in ("model", "checkpoint") or "model" not in meta or "architecture" not in meta:
+    if meta.get("kind") not in ("model", "checkpoint") or not isinstance(meta.get("model"), dict) \
+            or not isinstance(meta.get("architecture"), list):
         raise ModelFileError(f"{str(path)!r} is a magmadnn file but not a model or checkpoint "
                              f"(kind {meta.get('kind')!r})")
     return tensors, meta
+
+
+class _Damaged:
+    """Context manager: a KeyError/TypeError/IndexError/AttributeError/ValueError (not one of ours) raised while
+    reading the metadata of ``path`` becomes a ModelFileError saying the file is damaged."""
+
+    def __init__(self, path):
+        self.path = path
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, kind, exc, tb):
+        if kind is None or issubclass(kind, (ModelFileError, ArchitectureMismatchError)):
+            return False
+        if issubclass(kind, (KeyError, TypeError, IndexError, AttributeError, ValueError)):
+            raise ModelFileError(f"{str(self.path)!r} has damaged magmadnn metadata ({kind.__name__}: {exc})") \
+                from None
+        return False
 
 
 def load_model(path, device=None, backend=None):
@@ -50,7 +71,8 @@ def load_model(path, device=None, backend=None):
 
     tensors, meta = _read(path)
     model = model_from_config(meta["model"], device=device, backend=backend)
-    _check_architecture(model, meta["architecture"], path)
+    with _Damaged(path):
+        _check_architecture(model, meta["architecture"], path)
     model._assign(tensors, f"loading {str(path)!r}")
     return model
 
@@ -100,10 +122,20 @@ def _ensure_built(model, meta) -> None:
     model.build(tuple(first["config"]["shape"]))
 
 
+def _unknown_arrays(tensors: dict, model, path) -> None:
+    known = set(model.named_arrays())
+    extra = sorted(k for k in tensors if k not in known and not k.startswith(_OPT_PREFIX))
+    if extra:
+        raise ArchitectureMismatchError(f"{str(path)!r} holds arrays this model does not have: {extra[:5]}")
+
+
 def load_weights(model, path) -> None:
+    """All or nothing: every array is checked before the first weight changes."""
     tensors, meta = _read(path)
-    _ensure_built(model, meta)
-    _check_architecture(model, meta["architecture"], path)
+    with _Damaged(path):
+        _ensure_built(model, meta)
+        _check_architecture(model, meta["architecture"], path)
+    _unknown_arrays(tensors, model, path)
     model._assign(tensors, f"loading {str(path)!r}")
 
 
@@ -135,7 +167,7 @@ def _layer_rngs(model) -> dict:
     return {str(i): layer.rng for i, layer in enumerate(model.layers) if getattr(layer, "rng", None) is not None}
 
 
-def save_checkpoint(model, path, epoch: int) -> str:
+def save_checkpoint(model, path, epoch: int, extra: dict | None = None) -> str:
     model._require_compiled("save_checkpoint")
     model._require_built("save_checkpoint")
     tensors = _weights(model)
@@ -151,43 +183,98 @@ def save_checkpoint(model, path, epoch: int) -> str:
         "metrics": [m.to_config() for m in model.metrics],
         "rng": {"shuffle": _rng_state(model._shuffle_rng),
                 "layers": {i: _rng_state(rng) for i, rng in _layer_rngs(model).items()}},
-    })
+    }, **(extra or {}))
     return write_file(path, tensors, meta)
 
 
+def _checked_rng_state(make, state, what: str, path):
+    """``state`` after checking that a fresh stream from ``make()`` accepts it (nothing live is touched)."""
+    if state is None:
+        return None
+    try:
+        _set_rng_state(make(), state)
+    except (KeyError, TypeError, ValueError, AttributeError) as exc:
+        raise ModelFileError(f"checkpoint {str(path)!r}: the {what} random state is damaged ({exc})") from None
+    return state
+
+
+def _plan_optimizer(model, meta, tensors, path):
+    """The optimizer (the model's, or a new one when it is not compiled), loss, metrics and checked optimizer state
+    a checkpoint holds; nothing is assigned."""
+    from .. import optimizers as _optimizers
+
+    stored = meta["optimizer"]
+    if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
+        raise ModelFileError(f"checkpoint {str(path)!r}: damaged optimizer entry {stored!r}")
+    if model.compiled:
+        if type(model.optimizer).__name__ != stored["class_name"]:
+            raise ArchitectureMismatchError(
+                f"checkpoint {str(path)!r} was trained with {stored['class_name']} but model {model.name!r} is "
+                f"compiled with {type(model.optimizer).__name__}")
+        optimizer, loss, metrics = model.optimizer, model.loss, model.metrics
+    else:
+        optimizer = _optimizers.get({"class_name": stored["class_name"], "config": stored["config"]})
+        loss = _losses.get(meta["loss"])
+        metrics = [_metrics.get(m) for m in meta["metrics"]]
+    iterations = stored["iterations"]
+    if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
+        raise ModelFileError(f"checkpoint {str(path)!r}: optimizer step count must be an int >= 0, got {iterations!r}")
+    params = model.parameters()
+    slots: dict[int, dict] = {}
+    for key, array in tensors.items():
+        if not key.startswith(_OPT_PREFIX):
+            continue
+        index, _, slot = key[len(_OPT_PREFIX):].partition(".")
+        if not index.isdigit() or int(index) >= len(params) or slot not in optimizer.slots:
+            raise ArchitectureMismatchError(
+                f"checkpoint {str(path)!r}: optimizer array {key!r} matches no slot of {type(optimizer).__name__} "
+                f"(slots {list(optimizer.slots)}) for the model's {len(params)} parameters")
+        param = params[int(index)]
+        if tuple(array.shape) != tuple(param.shape):
+            raise ArchitectureMismatchError(
+                f"checkpoint {str(path)!r}: optimizer slot {key!r} has shape {tuple(array.shape)} but parameter "
+                f"{param.name!r} has shape {tuple(param.shape)}")
+        if array.dtype.kind not in "iuf" or (array.dtype.kind == "f" and not np.isfinite(array).all()):
+            raise ModelFileError(f"checkpoint {str(path)!r}: optimizer slot {key!r} has dtype {array.dtype} or "
+                                 "non-finite values")
+        slots.setdefault(int(index), {})[slot] = model.xp.asarray(np.array(array, dtype=param.dtype))
+    for index, found in slots.items():
+        if set(found) != set(optimizer.slots):
+            raise ArchitectureMismatchError(
+                f"checkpoint {str(path)!r}: parameter {index} has optimizer slots {sorted(found)}, "
+                f"{type(optimizer).__name__} needs {sorted(optimizer.slots)}")
+    state = {"iterations": iterations, "lr": stored["config"]["lr"], "slots": slots}
+    return optimizer, loss, metrics, state
+
+
 def load_checkpoint(model, path) -> int:
+    """All or nothing: weights, optimizer state, RNG states and the epoch are checked before anything changes."""
     tensors, meta = _read(path)
     if meta["kind"] != "checkpoint":
         raise ModelFileError(f"{str(path)!r} is a model file without training state; use load_weights() or "
                              "models.load() for it")
-    _ensure_built(model, meta)
-    _check_architecture(model, meta["architecture"], path)
-    stored_opt = meta["optimizer"]
-    if model.compiled and type(model.optimizer).__name__ != stored_opt["class_name"]:
-        raise ArchitectureMismatchError(
-            f"checkpoint {str(path)!r} was trained with {stored_opt['class_name']} but model {model.name!r} is "
-            f"compiled with {type(model.optimizer).__name__}")
+    with _Damaged(path):
+        _ensure_built(model, meta)
+        _check_architecture(model, meta["architecture"], path)
+        _unknown_arrays(tensors, model, path)
+        optimizer, loss, metrics, opt_state = _plan_optimizer(model, meta, tensors, path)
+        epoch = meta["epoch"]
+        if isinstance(epoch, bool) or not isinstance(epoch, int) or epoch < 0:
+            raise ModelFileError(f"checkpoint {str(path)!r}: epoch must be an int >= 0, got {epoch!r}")
+        rng = meta.get("rng") or {}
+        shuffle = _checked_rng_state(lambda: np.random.default_rng(0), rng.get("shuffle"), "shuffling", path)
+        layer_states = {index: _checked_rng_state(lambda: model.xp.rng(0), (rng.get("layers") or {}).get(index),
+                                                  f"layer {index} dropout", path)
+                        for index in _layer_rngs(model)}
+    plan = model._prepare_assign(tensors, f"loading {str(path)!r}")
+    # everything is checked: commit
     if not model.compiled:
-        model.compile(optimizer={"class_name": stored_opt["class_name"], "config": stored_opt["config"]},
-                      loss=_losses.get(meta["loss"]), metrics=[_metrics.get(m) for m in meta["metrics"]])
-    model._assign(tensors, f"loading {str(path)!r}")
-    params = model.parameters()
-    slots: dict[int, dict] = {}
-    for key, array in tensors.items():
-        if key.startswith(_OPT_PREFIX):
-            index, slot = key[len(_OPT_PREFIX):].split(".", 1)
-            index = int(index)
-            if index >= len(params) or tuple(array.shape) != params[index].shape:
-                raise ArchitectureMismatchError(f"checkpoint {str(path)!r}: optimizer slot {key!r} does not match "
-                                                f"the model's parameter {index}")
-            slots.setdefault(index, {})[slot] = model.xp.asarray(np.array(array, dtype=params[index].dtype))
-    model.optimizer.load_state_dict({"iterations": stored_opt["iterations"], "lr": stored_opt["config"]["lr"],
-                                     "slots": slots})
-    model.optimizer._count = len(params)
-    rng = meta.get("rng", {})
-    _set_rng_state(model._shuffle_rng, rng.get("shuffle"))
+        model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
+    model._commit(plan)
+    optimizer.load_state_dict(opt_state)
+    optimizer._count = len(model.parameters())
+    _set_rng_state(model._shuffle_rng, shuffle)
     for index, layer_rng in _layer_rngs(model).items():
-        _set_rng_state(layer_rng, rng.get("layers", {}).get(index))
-    model.epoch = int(meta["epoch"])
+        _set_rng_state(layer_rng, layer_states[index])
+    model.epoch = epoch
     return model.epoch
-

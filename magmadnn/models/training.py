@@ -20,6 +20,9 @@ from .progress import ProgressBar
 
 __all__ = ["Tally", "Snapshot", "Epoch"]
 
+#: the tally entry that carries the parameter finiteness flag (0, or NaN/inf) into each progress read
+_PARAMS = "__parameters__"
+
 
 class Tally:
     """Named running sums on the backend ``xp`` (dtype ``dtype``) with host-side sample counts."""
@@ -95,7 +98,7 @@ class Epoch:
         self.validation_data, self.batch_size = validation_data, batch_size
         self.eager = model.xp is _host
         parallel = model._parallel  # distributed: tallies summed over the ranks, read at epoch end only
-        self.tally = Tally(model.xp, model._tally_names(validation_data is not None), model.dtype,
+        self.tally = Tally(model.xp, [*model._tally_names(validation_data is not None), _PARAMS], model.dtype,
                            reduce=parallel.reduce_tally if parallel is not None else None)
         try:
             total = len(batches)
@@ -142,12 +145,19 @@ class Epoch:
     def _read(self):
         """One host read of the tally: ``(logs, None)``, or ``(None, stop logs)`` after a non-finite loss."""
         model = self.model
+        probe = model._param_probe()
+        if probe is not None:  # the finiteness of every parameter rides on the same read
+            self.tally.add(_PARAMS, probe, 0)
         sums = self.tally.read()
         if math.isfinite(sums["loss"]) or self.eager:
             results = model._results(sums, self.tally.read_counts)
             if self.validation_data is not None:
                 results.update(model._results(sums, self.tally.read_counts, "val_"))
             self.snapshot, self.pending = None, []
+            if not math.isfinite(sums[_PARAMS]):
+                found = model._nonfinite_parameter()
+                if found is not None:
+                    return None, model._non_finite_parameters(self.cbs, self.epoch, found, None, results)
             return results, None
         return None, self._replay()
 

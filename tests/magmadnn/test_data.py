@@ -320,8 +320,8 @@ def test_dataloader_shuffling_is_seeded_and_changes_per_epoch():
 def test_dataloader_rejects_bad_arguments():
     with pytest.raises(ValueError, match="x has 3 samples but y has 2"):
         DataLoader(np.zeros(3), np.zeros(2))
-    for bad in (0, -1, 2.5, True):
-        with pytest.raises(ValueError, match="batch_size must be a positive int"):
+    for bad, error in ((0, ValueError), (-1, ValueError), (2.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="batch_size must be an integer"):
             DataLoader(np.zeros(3), batch_size=bad)
 
 

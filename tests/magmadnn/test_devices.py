@@ -248,7 +248,7 @@ def test_non_finite_loss_on_a_device_is_never_applied(gpu, interval):
     """The guard rides on the progress read: the device model rolls back and replays to the bad batch, ending with
     exactly the host's weights (batches 1..2 applied, batch 3 not)."""
     x, y = data()
-    x[20] = np.nan  # batch 3 of 8 samples
+    x[20] = np.finfo(np.float32).max  # batch 3 of 8 samples (finite, overflows)
     ends = []
     for device in ("host", "gpu"):
         model = compiled(device)

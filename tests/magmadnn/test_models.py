@@ -252,7 +252,7 @@ def test_duplicate_layer_names_and_foreign_inputs():
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_non_finite_loss_raises_without_terminate_on_nan():
     x, y = bars(32)
-    x[20] = np.nan
+    x[20] = np.finfo(np.float32).max  # finite data (NaN data is rejected up front) that overflows
     model = compiled()
     model.fit(x[:16], y[:16], batch_size=16, epochs=1, shuffle=False, verbose=0)
     before = model.get_weights()
@@ -266,7 +266,7 @@ def test_non_finite_loss_raises_without_terminate_on_nan():
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")
 def test_terminate_on_nan_stops_cleanly(capsys):
     x, y = bars(48)
-    x[20] = np.inf
+    x[20] = -np.finfo(np.float32).max  # finite data (NaN data is rejected up front) that overflows
     model = compiled()
     history = model.fit(x, y, batch_size=16, epochs=3, shuffle=False, callbacks=[TerminateOnNaN()], verbose=0)
     assert model.stop_training and model.stop_reason.startswith("TerminateOnNaN: loss is nan at epoch 1, batch 2")

@@ -1,0 +1,73 @@
+"""Argument checks of the public API: each error names the argument, the value given and what is expected.
+
+Integers accept anything ``operator.index`` accepts (Python and NumPy integers) but never ``bool`` or floats (a float
+size is an error, not a truncation); real numbers accept Python/NumPy reals but never strings or ``bool``.
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import operator
+
+import numpy as np
+
+__all__ = ["integer", "real", "finite_array", "callback_list"]
+
+
+def integer(value, name: str, who: str, minimum: int | None = None) -> int:
+    """``value`` as a Python int (>= ``minimum`` when given); TypeError for a non-integer, ValueError below it."""
+    if isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{who}: {name} must be an integer, got {value!r}")
+    try:
+        result = operator.index(value)
+    except TypeError:
+        raise TypeError(f"{who}: {name} must be an integer, got {value!r} ({type(value).__name__})") from None
+    if minimum is not None and result < minimum:
+        raise ValueError(f"{who}: {name} must be an integer >= {minimum}, got {result}")
+    return result
+
+
+def real(value, name: str, who: str, low: float | None = None, high: float | None = None,
+         open_high: bool = False, open_low: bool = False) -> float:
+    """``value`` as a finite float in the given bounds; TypeError for a non-number, ValueError outside."""
+    if isinstance(value, (bool, np.bool_)) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{who}: {name} must be a real number, got {value!r} ({type(value).__name__})")
+    result = float(value)
+    below = low is not None and (result < low or (open_low and result == low))
+    above = high is not None and (result > high or (open_high and result == high))
+    if not math.isfinite(result) or below or above:
+        lo = "-inf" if low is None else low
+        hi = "inf" if high is None else high
+        bounds = f"{'(' if open_low else '['}{lo}, {hi}{')' if open_high else ']'}"
+        raise ValueError(f"{who}: {name} must be a finite number in {bounds}, got {value!r}")
+    return result
+
+
+def finite_array(array: np.ndarray, what: str, who: str) -> None:
+    """ValueError naming the first non-finite entry of a float host array (integer arrays pass at once)."""
+    if array.dtype.kind not in "fc" or array.size == 0:
+        return
+    finite = np.isfinite(array)
+    if not finite.all():
+        where = tuple(int(i) for i in np.argwhere(~finite)[0])
+        raise ValueError(f"{who}: {what} hold non-finite values ({int(array.size - finite.sum())} of {array.size}; "
+                         f"the first is {array[where]} at index {where}); clean the data before training")
+
+
+def callback_list(callbacks, who: str) -> list:
+    """``callbacks`` (None, a list or a tuple of Callback instances) as a list."""
+    from .callbacks import Callback
+
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, Callback):
+        name = type(callbacks).__name__
+        raise TypeError(f"{who}: callbacks must be a list of Callback instances, got a single {name}; pass "
+                        f"callbacks=[{name}(...)]")
+    if not isinstance(callbacks, (list, tuple)):
+        raise TypeError(f"{who}: callbacks must be a list of Callback instances, got {callbacks!r}")
+    for cb in callbacks:
+        if not isinstance(cb, Callback):
+            raise TypeError(f"{who}: callbacks must be Callback instances, got {cb!r} ({type(cb).__name__})")
+    return list(callbacks)
