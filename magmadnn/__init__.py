@@ -1,6 +1,20 @@
 """magmadnn: deep learning in Python on the host (NumPy) or a GPU (pymagma)."""
 
-from . import backend, callbacks, data, functional, initializers, layers, losses, metrics, models, optimizers, schedules
+from . import (
+    backend,
+    callbacks,
+    data,
+    distributed,
+    functional,
+    initializers,
+    layers,
+    losses,
+    metrics,
+    models,
+    optimizers,
+    schedules,
+    tuning,
+)
 from .autograd import Function, Parameter, Tensor, enable_grad, is_grad_enabled, no_grad
 from .models import Model, Sequential, load_model
 
@@ -10,5 +24,5 @@ F = functional
 __all__ = [
     "backend", "callbacks", "data", "functional", "F", "initializers", "layers", "losses", "metrics", "models",
     "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "is_grad_enabled", "no_grad",
-    "Model", "Sequential", "load_model",
+    "Model", "Sequential", "load_model", "distributed", "tuning",
 ]

@@ -2,6 +2,7 @@
 
 train OUT N B EPOCHS: fit(distributed=True) a small MLP on N seeded samples, per-rank batch B; rank 0 writes the
   per-batch losses, the epoch logs and the final weights to OUT (npz).
+tune OUT: grid_search (parallel="auto": over the ranks) of tune_build; rank 0 writes the table and best weights.
 fault OUT: rank 1 raises while rank 0 waits in a collective.  kill OUT: rank 1 kills itself (SIGKILL) instead.
 """
 
@@ -49,6 +50,38 @@ class BatchLosses:
         return _Rec()
 
 
+def tune_build(params, seed):
+    """A search's build_fn: hidden width and learning rate from params; ``fail=True`` raises (a failing trial)."""
+    import magmadnn as mdnn
+    from magmadnn import layers
+
+    if params.get("fail"):
+        raise RuntimeError("this configuration fails on purpose")
+    model = mdnn.Sequential([layers.Input((6,)), layers.Dense(params["units"], activation="tanh"), layers.Dense(3)],
+                            seed=seed, dtype="float64", device="host")
+    model.compile(optimizer=mdnn.optimizers.Adam(params["lr"]), loss="cross_entropy", metrics=["accuracy"])
+    return model
+
+
+TUNE_GRID = {"units": [4, 8], "lr": [0.01, 0.1], "fail": [False, True]}
+
+
+def tune(out, parallel="auto", workers=None):
+    from magmadnn import tuning
+
+    x, y, x_val, y_val = problem(24)
+    result = tuning.grid_search(tune_build, TUNE_GRID, ((x, y), (x_val, y_val)), fit_kwargs={"batch_size": 8,
+                                "epochs": 2}, seed=7, parallel=parallel, workers=workers)
+    from magmadnn import distributed as dist
+
+    if parallel != "mpi" or dist.rank() == 0:
+        np.savez(out, index=[t.index for t in result.trials], seed=[t.seed for t in result.trials],
+                 failed=[t.error is not None for t in result.trials],
+                 val_loss=[t.metrics.get("val_loss", np.nan) for t in result.trials],
+                 **{f"w{i}": w for i, w in enumerate(result.best_weights)})
+    return result
+
+
 def train(out, n, b, epochs, distributed=True):
     x, y, x_val, y_val = problem(n)
     model = build()
@@ -79,6 +112,8 @@ if __name__ == "__main__":
     mode, out = sys.argv[1], sys.argv[2]
     if mode == "train":
         train(out, *map(int, sys.argv[3:6]))
+    elif mode == "tune":
+        tune(out, "mpi")
     elif mode in ("fault", "kill"):
         fault(out, mode == "kill")
     else:
