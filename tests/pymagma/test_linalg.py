@@ -238,3 +238,58 @@ def test_eigh_svd_eig(n, dtype, seed):
     h = random_matrix(rng, (n, n), dtype)
     w, v = linalg.eig(h)
     np.testing.assert_allclose(h @ v, v * w, **tol(dtype))
+
+
+def _q_from_raw(h, tau):
+    """Q = H_1 ... H_k from ``qr(mode='raw')``'s (h, tau) (h transposed as NumPy returns it)."""
+    h = h.T
+    m = h.shape[0]
+    q = np.eye(m, dtype=np.result_type(h, np.float64))
+    for i in range(len(tau)):
+        v = np.zeros(m, q.dtype)
+        v[i], v[i + 1:] = 1, h[i + 1:, i]
+        q = q @ (np.eye(m) - tau[i] * np.outer(v, np.conj(v)))
+    return q
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(n=st.integers(1, 300), dtype=st.sampled_from(DTYPES), device=st.booleans(), seed=st.integers(0, 999))
+def test_hybrid_cholesky_and_cho_solve(n, dtype, device, seed):
+    rng = np.random.default_rng(seed)
+    a, b = spd(rng, (n, n), dtype), random_matrix(rng, (n, 2), dtype)
+    wrap = pymagma.asarray if device else (lambda x: x)
+    c = linalg.cholesky(wrap(a), method="hybrid")
+    np.testing.assert_allclose(pymagma.to_numpy(c), np.linalg.cholesky(a), **tol(dtype))
+    x = linalg.cho_solve((c, True), wrap(b), method="hybrid")
+    np.testing.assert_allclose(pymagma.to_numpy(x), np.linalg.solve(a, b), **tol(dtype))
+    np.testing.assert_allclose(pymagma.to_numpy(linalg.cholesky(wrap(a), upper=True, method="hybrid")),
+                               np.linalg.cholesky(a, upper=True), **tol(dtype))
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(m=st.integers(1, 200), n=st.integers(1, 200), dtype=st.sampled_from(DTYPES),
+       method=st.sampled_from(["auto", "hybrid"]), seed=st.integers(0, 999))
+def test_qr_every_mode_and_hybrid_lstsq(m, n, dtype, method, seed):
+    if method == "auto":
+        needs("magma_?geqrf2_gpu", dtype)
+        needs("magma_?{or}gqr2", dtype)
+    rng = np.random.default_rng(seed)
+    a = random_matrix(rng, (m, n), dtype)
+    k = min(m, n)
+    for mode in ("reduced", "complete"):
+        q, r = linalg.qr(a, mode=mode, method=method)
+        assert (q.shape, r.shape) == tuple(x.shape for x in np.linalg.qr(a, mode=mode))
+        np.testing.assert_allclose(q @ r, a, **tol(dtype))
+        np.testing.assert_allclose(np.conj(q.T) @ q, np.eye(q.shape[1]), **tol(dtype))
+    h, tau = linalg.qr(a, mode="raw", method=method)
+    np.testing.assert_allclose(_q_from_raw(h, tau)[:, :k] @ np.triu(h.T[:k]), a, **tol(dtype))
+    if m >= n:
+        a = (a + max(m, n) * np.eye(m, n)).astype(dtype)
+        b = random_matrix(rng, (m, 3), dtype)
+        ex, eres, _, _ = np.linalg.lstsq(a, b, rcond=None)
+        x, res, rank, _ = linalg.lstsq(pymagma.asarray(a), pymagma.asarray(b), method="hybrid")
+        np.testing.assert_allclose(x.get(), ex, **tol(dtype))
+        np.testing.assert_allclose(res.get(), eres, **tol(dtype))
+        assert rank == n
