@@ -120,3 +120,17 @@ def test_a_failing_rank_ends_the_whole_job(tmp_path, mode):
     assert not out.exists()  # rank 0 never got past the collective
     if mode == "fault":
         assert "[rank 1 of 2]" in done.stderr and "RuntimeError: boom on rank 1" in done.stderr
+
+
+@pytest.mark.mpi
+def test_distributed_mnist_example_reports_on_rank_0_only(tmp_path):
+    from .dataset_files import write_mnist_folder
+
+    write_mnist_folder(tmp_path, n_train=40, n_test=16)
+    example = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
+    cmd = [mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--epochs", "1",
+           "--batch-size", "4", "--device", "host", "--quiet"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert done.stdout.count("test accuracy") == 1 and "over 2 rank(s)" in done.stdout
+    assert "batch 4 per rank (8 per step)" in done.stdout and "5 steps" in done.stdout

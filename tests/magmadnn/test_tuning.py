@@ -101,3 +101,17 @@ def test_bad_arguments_are_named(call, match):
     x, y, x_val, y_val = worker.problem(8)
     with pytest.raises((ValueError, TypeError), match=match):
         call(((x, y), (x_val, y_val)))
+
+
+def test_grid_search_example_prints_the_table(capsys):
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "examples" / "grid_search.py"
+    spec = importlib.util.spec_from_file_location("example_grid_search", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    result = module.main(["--epochs", "1", "--workers", "1", "--max-steps", "4", "--batch-size", "16"])
+    out = capsys.readouterr().out
+    assert len(result.trials) == 8 and not result.failed
+    assert out.splitlines()[0].startswith("# | params") and "best: " in out
