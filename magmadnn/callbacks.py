@@ -102,6 +102,14 @@ def _improvement_test(monitor: str, mode: str, min_delta: float):
     return (lambda cur, best: cur > best + delta), -math.inf
 
 
+def _check_monitor(model, monitor, who):
+    """KeyError before the first epoch when ``fit`` says its epoch logs will not hold ``monitor``."""
+    known = getattr(model, "log_keys", None)
+    if known is not None and monitor not in (*known, "lr"):
+        raise KeyError(f"{who} monitors {monitor!r} but the epoch logs will hold only {sorted(known)}; validation "
+                       "figures ('val_*') need validation_split or validation_data")
+
+
 def _monitored(logs, monitor, who):
     if monitor not in (logs or {}):
         raise KeyError(f"{who} monitors {monitor!r} but the epoch logs hold only {sorted(logs or {})}; "
@@ -113,11 +121,16 @@ class EarlyStopping(Callback):
     """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs."""
 
     def __init__(self, monitor="val_loss", min_delta=0.0, patience=0, mode="auto", restore_best_weights=False):
-        self.monitor, self.patience, self.restore_best_weights = monitor, int(patience), restore_best_weights
+        if not isinstance(monitor, str):
+            raise TypeError(f"EarlyStopping: monitor must be a log key (str), got {monitor!r}")
+        self.monitor, self.restore_best_weights = monitor, bool(restore_best_weights)
+        self.patience = _checks.integer(patience, "patience", "EarlyStopping", minimum=0)
+        min_delta = _checks.real(min_delta, "min_delta", "EarlyStopping")
         self.better, self._initial_best = _improvement_test(monitor, mode, min_delta)
         self.stopped_epoch = None
 
     def on_train_begin(self, logs=None):
+        _check_monitor(self.model, self.monitor, "EarlyStopping")
         self.best, self.wait, self.best_weights, self.stopped_epoch = self._initial_best, 0, None, None
 
     def on_epoch_end(self, epoch, logs=None):
@@ -166,17 +179,15 @@ class ModelCheckpoint(Callback):
         self.saved: list[str] = []
 
     def on_train_begin(self, logs=None):
-        known = {"epoch", "lr", *getattr(self.model, "log_keys", ())}
-        missing = sorted(self.keys - known)
+        log_keys = getattr(self.model, "log_keys", None)
+        known = {"epoch", "lr", *(log_keys or ())}
+        missing = sorted(self.keys - known) if log_keys is not None else []
         if missing:
             raise KeyError(f"ModelCheckpoint: filepath {self.filepath!r} uses {missing} but the epoch logs will hold "
                            f"only {sorted(known)}; validation figures ('val_*') need validation_split or "
                            "validation_data")
-        if self.save_best_only and self.monitor not in known:
-            raise KeyError(f"ModelCheckpoint monitors {self.monitor!r} but the epoch logs will hold only "
-                           f"{sorted(known - {'epoch'})}; validation figures ('val_*') need validation_split or "
-                           "validation_data")
         if self.save_best_only:
+            _check_monitor(self.model, self.monitor, "ModelCheckpoint")
             stored = self._stored_best()
             if stored is not None and self.better(stored, self.best):
                 self.best = stored

@@ -7,6 +7,8 @@ are shared by the scripts in ``examples/`` so that each example only shows the m
 from __future__ import annotations
 
 import argparse
+import math
+import os
 import sys
 import time
 from pathlib import Path
@@ -15,6 +17,8 @@ import numpy as np
 
 from . import backend, data, zoo
 from .callbacks import Callback
+from .models import NonFiniteLossError, NonFiniteParameterError
+from .saving import ArchitectureMismatchError, ModelFileError
 
 DATASETS = ("auto", "digits", "mnist", "fashion", "cifar10", "cifar100")
 DEVICES = ("auto", "host", "cpu", "gpu", "gpu:N")
@@ -34,7 +38,7 @@ def add_training_arguments(parser: argparse.ArgumentParser, *, epochs: int | Non
                         help=f"passes over the data (default {epochs or 'by dataset: ' + _epoch_defaults()})")
     parser.add_argument("--batch-size", type=positive_int, default=batch_size,
                         help=f"samples per step (default {batch_size})")
-    parser.add_argument("--lr", type=float, default=lr, help=f"learning rate (default {lr})")
+    parser.add_argument("--lr", type=positive_float, default=lr, help=f"learning rate (default {lr})")
     parser.add_argument("--optimizer", choices=("adam", "sgd"), default=optimizer,
                         help=f"adam, or sgd with Nesterov momentum 0.9 (default {optimizer})")
     parser.add_argument("--schedule", choices=("cosine", "constant"), default="cosine",
@@ -48,6 +52,8 @@ def add_training_arguments(parser: argparse.ArgumentParser, *, epochs: int | Non
     parser.add_argument("--plot", metavar="PNG", default=None,
                         help="write the training curve here (needs matplotlib)")
     parser.add_argument("--quiet", action="store_true", help="no progress bar")
+    parser.add_argument("--debug", action="store_true",
+                        help="show the full traceback of every error (also MAGMADNN_DEBUG=1)")
     return parser
 
 
@@ -60,6 +66,31 @@ def positive_int(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"expected a positive integer, got {text}")
     return value
+
+
+def positive_float(text: str) -> float:
+    value = float(text)
+    if not (math.isfinite(value) and value > 0):
+        raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
+class OutputError(OSError):
+    """An output file (``--plot``) that cannot be written; the message says which and why."""
+
+
+def check_output_path(path, option: str) -> Path:
+    """``path`` can be written: not a folder, and its nearest existing parent is a writable folder (checked before
+    training so that a bad path costs no training time); OutputError otherwise."""
+    path = Path(path)
+    if path.is_dir():
+        raise OutputError(f"{option} {str(path)!r} is a folder; give a file name such as curve.png")
+    parent = path.parent
+    while not parent.exists() and parent != parent.parent:
+        parent = parent.parent
+    if not parent.is_dir() or not os.access(parent, os.W_OK | os.X_OK):
+        raise OutputError(f"{option} {str(path)!r} cannot be written: {str(parent)!r} is not a writable folder")
+    return path
 
 
 def example_parser(description: str | None, **defaults) -> argparse.ArgumentParser:
@@ -190,9 +221,13 @@ def save_curve(history, path: str | Path, title: str | None = None) -> Path | No
         fig.suptitle(title)
     fig.tight_layout()
     path = Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fig.savefig(path, dpi=100)
+    except OSError as exc:
+        raise OutputError(f"cannot write the training curve to {str(path)!r}: {exc.strerror or exc}") from None
+    finally:
+        plt.close(fig)
     return path
 
 
@@ -200,6 +235,8 @@ def fit_and_report(model, split, args, name: str) -> dict:
     """Compile with the chosen optimizer, fit with per-epoch validation on the test split, evaluate, and print the
     test accuracy, the training throughput and (with ``--plot``) where the training curve went."""
     (x_train, y_train), (x_test, y_test) = split
+    if args.plot:
+        check_output_path(args.plot, "--plot")
     device = resolve_device(args.device)
     steps = args.epochs * -(-len(x_train) // args.batch_size)
     optimizer = make_optimizer(args.optimizer, args.lr, args.schedule, steps)
@@ -250,15 +287,26 @@ def train_command(args) -> dict:
     return fit_and_report(model, split, args, name)
 
 
-USER_ERRORS = (data.DatasetError, ImportError, NotImplementedError, ValueError, backend.DeviceUnavailableError)
+#: The errors a user can act on: bad data, a missing optional package, no usable device, a diverging run, a
+#: damaged or foreign model file, an output that cannot be written. Anything else is a bug and keeps its traceback.
+USER_ERRORS = (data.DatasetError, ImportError, backend.DeviceUnavailableError, NonFiniteLossError,
+               NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError)
+
+
+def debugging(argv=None) -> bool:
+    """``--debug`` on the command line or ``MAGMADNN_DEBUG=1``: every error shows its full traceback."""
+    args = sys.argv[1:] if argv is None else list(argv)
+    return "--debug" in args or os.environ.get("MAGMADNN_DEBUG", "").strip().lower() in ("1", "true", "yes")
 
 
 def run_guarded(entry, argv=None, prog: str = "magmadnn") -> int:
-    """Run ``entry(argv)``; a bad dataset, a missing optional package or an unusable device prints one line on
-    stderr and gives exit status 2 instead of a traceback."""
+    """Run ``entry(argv)``; one of the ``USER_ERRORS`` prints one line on stderr and gives exit status 2 instead of
+    a traceback (unless debugging, see ``debugging``); any other exception propagates with its traceback."""
     try:
         entry(argv)
     except USER_ERRORS as exc:
+        if debugging(argv):
+            raise
         print(f"{prog}: error: {exc}", file=sys.stderr)
         return 2
     return 0

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 
+from . import _checks
 from ._registry import resolve
 
 __all__ = [
@@ -64,7 +65,7 @@ class Ones(Initializer):
 
 class Constant(Initializer):
     def __init__(self, value: float = 0.0):
-        self.value = float(value)
+        self.value = _checks.real(value, "value", "Constant initializer")
 
     def __call__(self, shape, dtype, xp, rng=None):
         return xp.full(tuple(shape), self.value, dtype)

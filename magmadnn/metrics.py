@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import _checks
+
 __all__ = ["Metric", "Accuracy", "TopK", "get"]
 
 
@@ -90,9 +92,7 @@ class TopK(Metric):
     1 unless ``0 < d`` is below about 1e-30 for float32), scores must be finite."""
 
     def __init__(self, k: int = 5):
-        if not isinstance(k, int) or k < 1:
-            raise ValueError(f"TopK needs an int k >= 1, got {k!r}")
-        self.k = k
+        self.k = _checks.integer(k, "k", "TopK", minimum=1)
         self.name = f"top{k}_accuracy"
         super().__init__()
 

@@ -14,8 +14,8 @@ from collections import Counter
 
 import numpy as np
 
+from .. import _checks, initializers
 from .. import backend as _backend
-from .. import initializers
 from ..autograd import Parameter, Tensor
 
 __all__ = ["Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "derive_seed", "register", "layer_class"]
@@ -266,12 +266,9 @@ class Input(Layer):
 
     def __init__(self, shape, name: str | None = None, dtype=None):
         super().__init__(name=name, dtype=dtype)
-        if isinstance(shape, int):
+        if not isinstance(shape, (tuple, list, np.ndarray)):
             shape = (shape,)
-        try:
-            shape = tuple(int(s) for s in shape)
-        except TypeError:
-            raise TypeError(f"Input: shape must be a tuple of ints (batch excluded), got {shape!r}") from None
+        shape = tuple(_checks.integer(s, "shape entry", f"Input (shape {shape!r}, batch excluded)") for s in shape)
         if not shape or any(s < 1 for s in shape):
             raise ValueError(f"Input: shape must be non-empty positive sizes (batch excluded), got {shape!r}")
         self.shape = shape

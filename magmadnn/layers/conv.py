@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
+from .. import _checks, initializers
 from .. import functional as F
-from .. import initializers
 from ..backend import geometry
 from .base import Layer, register, shape_str
 from .core import apply_activation, check_activation
@@ -44,9 +44,7 @@ class Conv2D(Layer):
                  use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
         owner = f"Conv2D {self.name!r}"
-        if isinstance(filters, bool) or not isinstance(filters, int) or filters < 1:
-            raise ValueError(f"{owner}: filters must be a positive int, got {filters!r}")
-        self.filters = filters
+        self.filters = _checks.integer(filters, "filters", owner, minimum=1)
         self.kernel_size = _pair(kernel_size, "kernel_size", owner)
         self.strides = _pair(strides, "strides", owner)
         self.padding = _padding(padding, owner)

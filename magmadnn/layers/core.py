@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
+from .. import _checks, initializers
 from .. import functional as F
-from .. import initializers
 from ..backend import geometry
 from .base import Layer, ShapeMismatchError, derive_seed, register, shape_str
 
@@ -42,9 +42,8 @@ class Dense(Layer):
     def __init__(self, units: int, activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
-        if isinstance(units, bool) or not isinstance(units, int) or units < 1:
-            raise ValueError(f"Dense {self.name!r}: units must be a positive int, got {units!r}")
-        self.units, self.use_bias = units, bool(use_bias)
+        self.units = _checks.integer(units, "units", f"Dense {self.name!r}", minimum=1)
+        self.use_bias = bool(use_bias)
         self.activation = check_activation(activation, f"Dense {self.name!r}")
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
@@ -81,7 +80,7 @@ class Activation(Layer):
         if kind is None:
             raise ValueError(f"Activation {self.name!r}: kind must be one of {ACTIVATIONS}")
         self.kind = check_activation(kind, f"Activation {self.name!r}")
-        self.alpha = None if alpha is None else float(alpha)
+        self.alpha = None if alpha is None else _checks.real(alpha, "alpha", f"Activation {self.name!r}")
 
     def check_input_shape(self, input_shape):
         if isinstance(input_shape, list):
@@ -100,9 +99,7 @@ class Dropout(Layer):
 
     def __init__(self, rate: float, **kwargs):
         super().__init__(**kwargs)
-        if not isinstance(rate, (int, float)) or not 0.0 <= rate < 1.0:
-            raise ValueError(f"Dropout {self.name!r}: rate must be a number in [0, 1), got {rate!r}")
-        self.rate = float(rate)
+        self.rate = _checks.real(rate, "rate", f"Dropout {self.name!r}", 0.0, 1.0, open_high=True)
         self.rng = None
 
     def check_input_shape(self, input_shape):
@@ -146,11 +143,9 @@ class BatchNorm(Layer):
 
     def __init__(self, momentum: float = 0.9, eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)
-        if not 0.0 <= momentum < 1.0:
-            raise ValueError(f"BatchNorm {self.name!r}: momentum must be in [0, 1), got {momentum!r}")
-        if not eps > 0:
-            raise ValueError(f"BatchNorm {self.name!r}: eps must be > 0, got {eps!r}")
-        self.momentum, self.eps = float(momentum), float(eps)
+        owner = f"BatchNorm {self.name!r}"
+        self.momentum = _checks.real(momentum, "momentum", owner, 0.0, 1.0, open_high=True)
+        self.eps = _checks.real(eps, "eps", owner, 0.0, open_low=True)
 
     def check_input_shape(self, input_shape):
         self.check_rank(input_shape, (1, 3), "a per-sample input (features,) or (C, H, W)")

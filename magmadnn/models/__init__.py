@@ -5,10 +5,10 @@ weights; see :mod:`.persistence` for the file contents and :mod:`magmadnn.saving
 """
 
 from ..saving import ArchitectureMismatchError, ModelFileError
-from .model import Model, NonFiniteLossError, Sequential, model_from_config
+from .model import Model, NonFiniteLossError, NonFiniteParameterError, Sequential, model_from_config
 from .persistence import load_model
 
 load = load_model
 
-__all__ = ["Model", "Sequential", "NonFiniteLossError", "ArchitectureMismatchError", "ModelFileError", "load",
-           "load_model", "model_from_config"]
+__all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError", "ArchitectureMismatchError",
+           "ModelFileError", "load", "load_model", "model_from_config"]

@@ -156,7 +156,7 @@ def test_csv_logger_does_not_hide_an_earlier_callback_failure(tmp_path):
 
 
 @given(scores=hnp.arrays(np.float64, st.tuples(st.integers(1, 12), st.integers(2, 6)),
-                         elements=st.floats(-5, 5, allow_nan=False)),
+                         elements=st.integers(-50, 50).map(lambda v: v / 8)),  # ties, no sub-1e-30 gaps
        data=st.data())
 def test_accuracy_and_top_k_against_a_plain_reference(scores, data):
     n, c = scores.shape
@@ -184,7 +184,7 @@ def test_metrics_accumulate_over_batches_and_accept_one_hot():
     assert metrics.get("top3").k == 3 and metrics.get("top3").name == "top3_accuracy"
     with pytest.raises(ValueError, match="unknown metric"):
         metrics.get("precision")
-    with pytest.raises(ValueError, match="k >= 1"):
+    with pytest.raises(ValueError, match="k must be an integer >= 1"):
         metrics.TopK(0)
 
 
