@@ -14,16 +14,23 @@ import numbers
 
 import numpy as np
 
-from . import dtypes, memory, runtime
+from . import _checks, dtypes, memory, runtime
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
-    if isinstance(shape, numbers.Integral):
-        shape = (shape,)
-    out = tuple(int(s) for s in shape)
+    """A shape as a tuple of non-negative ints (an int, or an iterable of ints; NumPy integers too, floats never)."""
+    try:
+        out = _checks.sizes(shape, "shape")
+    except TypeError as exc:
+        raise TypeError(f"{exc} (shape {shape!r})") from None
     if any(s < 0 for s in out):
         raise ValueError(f"negative dimension in shape {out}")
     return out
+
+
+def _device_index(device) -> int | None:
+    """``device`` as a non-negative int, or None (the current device)."""
+    return None if device is None else _checks.count(device, "device", maximum=_checks.INT32_MAX)
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
@@ -90,9 +97,9 @@ class DeviceArray:
         self.strides = c_strides(self.shape, self.dtype.itemsize) if strides is None else tuple(map(int, strides))
         if len(self.strides) != len(self.shape):
             raise ValueError(f"strides {self.strides} do not match shape {self.shape}")
-        self.ptr = int(ptr)
+        self.ptr = _checks.integer(ptr, "ptr")
         self.owner = owner
-        self.device = int(device)
+        self.device = _device_index(device)
 
     # ---------------------------------------------------------------------------------------------- properties
     @property
@@ -138,9 +145,9 @@ class DeviceArray:
         return self._view(offset, shape, strides)
 
     def reshape(self, *shape) -> DeviceArray:
-        if len(shape) == 1 and not isinstance(shape[0], numbers.Integral):
+        if len(shape) == 1 and hasattr(shape[0], "__iter__"):
             shape = tuple(shape[0])
-        shape = list(int(s) for s in shape)
+        shape = list(_checks.sizes(shape, "reshape: shape"))
         if shape.count(-1) > 1:
             raise ValueError("can only specify one unknown dimension (-1)")
         if -1 in shape:
@@ -162,9 +169,12 @@ class DeviceArray:
         return self.transpose()
 
     def transpose(self, *axes) -> DeviceArray:
-        if len(axes) == 1 and not isinstance(axes[0], numbers.Integral):
+        if len(axes) == 1 and hasattr(axes[0], "__iter__"):
             axes = tuple(axes[0])
-        axes = tuple(range(self.ndim))[::-1] if not axes else tuple(int(a) % max(self.ndim, 1) for a in axes)
+        axes = _checks.sizes(axes, "transpose: axes")
+        if any(not -self.ndim <= a < self.ndim for a in axes):
+            raise ValueError(f"transpose: axes {axes} out of range for a {self.ndim}-D array")
+        axes = tuple(range(self.ndim))[::-1] if not axes else tuple(a % self.ndim for a in axes)
         if sorted(axes) != list(range(self.ndim)):
             raise ValueError(f"axes {axes} are not a permutation of {tuple(range(self.ndim))}")
         return self._view(0, tuple(self.shape[a] for a in axes), tuple(self.strides[a] for a in axes))
@@ -200,8 +210,10 @@ class DeviceArray:
             q.synchronize()
 
     def set(self, host) -> DeviceArray:
-        """Copy a host array of the same shape into this array (any layout with unit stride along one of the
-        last two axes)."""
+        """Copy host data (anything ``numpy.asarray`` takes, cast to this dtype) of the same shape into this array;
+        returns ``self``.  A DeviceArray source is a TypeError: use :func:`copy_into` (device to device)."""
+        if isinstance(host, DeviceArray):
+            raise TypeError("DeviceArray.set takes host data; copy device to device with pymagma.array.copy_into")
         host = np.asarray(host, dtype=self.dtype)
         if host.shape != self.shape:
             raise ValueError(f"shape mismatch: host {host.shape} vs device {self.shape}")
@@ -227,10 +239,9 @@ class DeviceArray:
         return asarray(self.get().astype(dtype), device=self.device)
 
     def __array__(self, dtype=None, copy=None):
-        if copy is False:
-            raise ValueError("a DeviceArray lives in device memory: NumPy can only get a copy (use .get())")
-        out = self.get()
-        return out if dtype is None else out.astype(dtype)
+        """Refused, as CuPy does: an implicit copy to the host would hide a device synchronisation and a transfer."""
+        raise TypeError("implicit conversion of a DeviceArray to a NumPy array is not allowed: call .get() (or "
+                        "pymagma.to_numpy) to copy it to the host explicitly")
 
     def __matmul__(self, other):
         from . import blas
@@ -375,25 +386,30 @@ def _transpose_into(dst: DeviceArray, src: DeviceArray) -> None:
 
 # ---------------------------------------------------------------------------------------------------- creation
 def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
-    """An uninitialized C-contiguous device array."""
+    """An uninitialized C-contiguous DeviceArray.  ``shape``: an int or a sequence of non-negative ints (NumPy
+    integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
     dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
+    device = _device_index(device)
     runtime.require_device()
-    device = runtime.get_device() if device is None else int(device)
+    device = runtime.get_device() if device is None else device
     alloc = memory.alloc(math.prod(shape) * dtype.itemsize, device)
     return DeviceArray(shape, dtype, alloc.ptr, None, owner=alloc, device=device)
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
+    """A C-contiguous DeviceArray of zeros (arguments as :func:`empty`)."""
     out = empty(shape, dtype, device)
     runtime.memset(out.ptr, 0, out.nbytes)
     return out
 
 
 def full(shape, value, dtype=np.float32, device: int | None = None) -> DeviceArray:
+    """A C-contiguous DeviceArray filled with ``value`` (arguments as :func:`empty`)."""
     return asarray(np.full(_normalize_shape(shape), value, dtype=dtypes.check(dtype)), device=device)
 
 
 def ones(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
+    """A C-contiguous DeviceArray of ones (arguments as :func:`empty`)."""
     return full(shape, 1, dtype, device)
 
 
@@ -438,7 +454,8 @@ def from_dlpack(obj) -> DeviceArray:
 
 def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
     """A DeviceArray from a DeviceArray (no copy unless dtype differs), a CUDA array (CAI / DLPack, no copy) or any
-    host array-like (copied to the device)."""
+    host array-like that ``numpy.asarray`` takes (copied to the device, C-ordered).  ``dtype``: one pymagma supports
+    (a TypeError otherwise); ``device``: a device index or None for the current device."""
     if isinstance(obj, DeviceArray):
         return obj if dtype is None or dtypes.check(dtype) == obj.dtype else obj.astype(dtype)
     if hasattr(obj, "__cuda_array_interface__"):
@@ -458,5 +475,5 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
 
 
 def to_numpy(obj) -> np.ndarray:
-    """A NumPy array from a DeviceArray (copied) or anything NumPy accepts."""
+    """A NumPy array from a DeviceArray (an explicit copy, as ``.get()``) or anything NumPy accepts."""
     return obj.get() if isinstance(obj, DeviceArray) else np.asarray(obj)

@@ -5,17 +5,23 @@ dimension ``ld``; a transposed view is ``X`` itself.  Every matrix routine (gemm
 first computes its column-major call with a pure *plan* function (flags, sizes, pointers, leading dimensions; tested
 on the CPU by interpreting the call with NumPy) and then executes it with the precision's MAGMA routine
 (``s``/``d``/``c``/``z`` by dtype); the vector routines pass their element strides as increments.
+
+Every function takes ``DeviceArray`` operands only (host data is a ``TypeError`` that names ``pymagma.asarray``:
+no hidden upload) of one dtype among float32, float64, complex64, complex128, and returns a ``DeviceArray`` (``dot``
+and ``nrm2``: a NumPy scalar).  Every size, leading dimension, increment and batch count is checked to be a
+non-negative ``magma_int_t`` before MAGMA is called.
 """
 
 from __future__ import annotations
 
 import ctypes
 import functools
+import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _magma
+from . import _checks, _magma
 from .array import DeviceArray, asarray, empty, on_arrays_device, require_device_array
 
 N, T = _magma.MagmaNoTrans, _magma.MagmaTrans
@@ -213,6 +219,8 @@ def precision(*arrays) -> str:
 
 def scalar(value, p: str):
     """A Python number as the ctypes scalar MAGMA takes for precision ``p``."""
+    if not isinstance(value, numbers.Number) or isinstance(value, bool):
+        raise TypeError(f"alpha/beta must be a number, got {value!r} ({type(value).__name__})")
     ctype = _magma.PRECISIONS[p][0]
     if issubclass(ctype, ctypes.Structure):
         v = complex(value)
@@ -226,6 +234,18 @@ def _lib():
     return _magma.initialized()
 
 
+def check_native_sizes(routine: str, **sizes) -> None:
+    """Each of ``sizes`` (dimensions, leading dimensions, increments, batch counts) is an int in
+    ``0..magma_int_t max``: a negative or wrapped-around value never reaches MAGMA (a ValueError names it)."""
+    for name, value in sizes.items():
+        _checks.count(value, f"{routine}: {name}")
+
+
+def _check_gemm(routine: str, c: GemmCall) -> GemmCall:
+    check_native_sizes(routine, m=c.m, n=c.n, k=c.k, lda=c.A.ld, ldb=c.B.ld, ldc=c.C.ld)
+    return c
+
+
 def _same_device(*arrays) -> int:
     devices = {x.device for x in arrays}
     if len(devices) != 1:
@@ -233,8 +253,9 @@ def _same_device(*arrays) -> int:
     return devices.pop()
 
 
-def _device_arrays(*xs) -> list[DeviceArray]:
-    return [require_device_array(x, "BLAS operand") for x in xs]
+def _device_arrays(routine: str, **operands) -> list[DeviceArray]:
+    """The operands, each checked to be a DeviceArray (a TypeError names the routine, the argument and the fix)."""
+    return [require_device_array(x, f"{routine}: {name}") for name, x in operands.items()]
 
 
 def _queue(x: DeviceArray):
@@ -252,8 +273,9 @@ class _Layout:
 
 @functools.lru_cache(maxsize=4096)
 def _gemm_layout(a_key, b_key, c_key, dtype) -> GemmCall:
-    """``plan_gemm`` for operands at pointer 0, cached by layout (the per-call cost of a small gemm is Python)."""
-    return plan_gemm(*(_Layout(shape, strides, dtype) for shape, strides in (a_key, b_key, c_key)))
+    """``plan_gemm`` for operands at pointer 0, cached by layout (the per-call cost of a small gemm is Python), its
+    sizes checked once per layout."""
+    return _check_gemm("gemm", plan_gemm(*(_Layout(shape, strides, dtype) for shape, strides in (a_key, b_key, c_key))))
 
 
 _PRECISION = {np.dtype(d): p for p, (_, _, _, d) in _magma.PRECISIONS.items()}
@@ -274,7 +296,7 @@ def _scalar_cached(value, p: str):
 @on_arrays_device
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False) -> DeviceArray:
     """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked, as a view)."""
-    a, b = _device_arrays(a, b)
+    a, b = _device_arrays("gemm", a=a, b=b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm needs 2-D operands, got {a.ndim}-D and {b.ndim}-D (use matmul or gemm_batched)")
     a = a.T if trans_a else a
@@ -285,7 +307,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
         out = empty((a.shape[0], b.shape[1]), a.dtype, device=a.device)
-    elif _device_arrays(out)[0].shape != (a.shape[0], b.shape[1]):
+    elif _device_arrays("gemm", out=out)[0].shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"gemm: out has shape {out.shape}, expected {(a.shape[0], b.shape[1])}")
     p = _PRECISION.get(a.dtype) if a.dtype == b.dtype == out.dtype else None
     if p is None:
@@ -330,7 +352,7 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
     ``method``: ``"strided"`` (magmablas ?gemm_batched_strided, needs uniform batch strides), ``"pointers"``
     (magmablas ?gemm_batched with device arrays of pointers) or ``"auto"`` (strided when possible).
     """
-    a, b = _device_arrays(a, b)
+    a, b = _device_arrays("gemm_batched", a=a, b=b)
     if a.ndim < 2 or b.ndim < 2:
         raise ValueError("gemm_batched needs operands with at least 2 dimensions")
     if a.shape[-1] != b.shape[-2]:
@@ -341,7 +363,7 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
         out = empty(shape, a.dtype, device=a.device)
-    elif _device_arrays(out)[0].shape != shape:
+    elif _device_arrays("gemm_batched", out=out)[0].shape != shape:
         raise ValueError(f"gemm_batched: out has shape {out.shape}, expected {shape}")
     p = precision(a, b, out)
     _same_device(a, b, out)
@@ -350,14 +372,16 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
     if a.shape[-1] == 0:
         _scale_any(out, beta)
         return out
-    plan = plan_gemm_batched(a, b, out)
-    c, count, q = plan.call, len(plan.c_ptrs), _queue(out)
     if method not in ("auto", "strided", "pointers"):
         raise ValueError(f"method must be 'auto', 'strided' or 'pointers', got {method!r}")
+    plan = plan_gemm_batched(a, b, out)
+    c, count, q = _check_gemm("gemm_batched", plan.call), len(plan.c_ptrs), _queue(out)
+    check_native_sizes("gemm_batched", batch_count=count)
     if method == "strided" and plan.strides is None:
         raise ValueError("the batch strides are not uniform; use method='pointers'")
     if method != "pointers" and plan.strides is not None:
         sa, sb, sc = plan.strides
+        check_native_sizes("gemm_batched", stride_a=sa, stride_b=sb, stride_c=sc)
         fn, size = getattr(_lib(), f"magmablas_{p}gemm_batched_strided"), out.itemsize
         # MAGMA offsets each matrix by i * stride in magma_int_t: keep every offset of one call below its range.
         step = max(1, MAX_BATCH_OFFSET // max(sa, sb, sc, 1))
@@ -380,9 +404,11 @@ def pointer_array(ptrs, device: int) -> DeviceArray:
 
 
 def matmul(a, b, out=None) -> DeviceArray:
-    """``a @ b`` with NumPy's rules: 1-D operands promoted and squeezed, leading dimensions broadcast."""
-    a, b = _device_arrays(asarray(a) if not isinstance(a, DeviceArray) else a,
-                          asarray(b) if not isinstance(b, DeviceArray) else b)
+    """``a @ b`` with NumPy's rules for DeviceArrays ``a``, ``b`` (1-D operands promoted and squeezed, leading
+    dimensions broadcast); returns a new DeviceArray, or ``out`` (a DeviceArray of the result's shape) filled."""
+    a, b = _device_arrays("matmul", a=a, b=b)
+    if out is not None:
+        _device_arrays("matmul", out=out)
     if a.ndim == 0 or b.ndim == 0:
         raise ValueError("matmul: operands must not be scalars (0-d)")
     squeeze = []
@@ -409,14 +435,14 @@ def matmul(a, b, out=None) -> DeviceArray:
 @on_arrays_device
 def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
     """``y = alpha * a @ x + beta * y`` for a 2-D ``a`` and 1-D ``x``."""
-    a, x = _device_arrays(a, x)
+    a, x = _device_arrays("gemv", a=a, x=x)
     if a.ndim != 2 or x.ndim != 1 or a.shape[1] != x.shape[0]:
         raise ValueError(f"gemv needs a (m, n) matrix and an (n,) vector, got {a.shape} and {x.shape}")
     if y is None:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing y")
         y = empty((a.shape[0],), a.dtype, device=a.device)
-    elif _device_arrays(y)[0].shape != (a.shape[0],):
+    elif _device_arrays("gemv", y=y)[0].shape != (a.shape[0],):
         raise ValueError(f"gemv: y has shape {y.shape}, expected {(a.shape[0],)}")
     p = precision(a, x, y)
     _same_device(a, x, y)
@@ -426,6 +452,7 @@ def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
         _scale_any(y, beta)
         return y
     c = plan_gemv(a, x, y)
+    check_native_sizes("gemv", m=c.m, n=c.n, lda=c.A.ld, incx=c.incx, incy=c.incy)
     getattr(_lib(), f"magma_{p}gemv")(c.trans, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld, c.x, c.incx,
                                       scalar(beta, p), c.y, c.incy, _queue(y))
     return y
@@ -441,7 +468,7 @@ def _vector(x, what: str) -> DeviceArray:
 
 def _vector_pair(x, y, what: str) -> tuple[DeviceArray, DeviceArray, str]:
     """Two same-size vectors on one device, and their MAGMA precision."""
-    x, y = _device_arrays(x, y)
+    x, y = _device_arrays(what, x=x, y=y)
     x, y = _vector(x, "x"), _vector(y, "y")
     if x.shape != y.shape:
         raise ValueError(f"{what}: sizes differ: {x.shape} vs {y.shape}")
@@ -455,6 +482,7 @@ def axpy(alpha, x, y) -> DeviceArray:
     """``y += alpha * x`` in place (vectors, or contiguous arrays of the same size)."""
     x, y, p = _vector_pair(x, y, "axpy")
     if x.size:
+        check_native_sizes("axpy", n=x.size, incx=_inc(x, "x"), incy=_inc(y, "y"))
         getattr(_lib(), f"magma_{p}axpy")(x.size, scalar(alpha, p), x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"),
                                           _queue(y))
     return y
@@ -463,10 +491,11 @@ def axpy(alpha, x, y) -> DeviceArray:
 @on_arrays_device
 def scal(alpha, x) -> DeviceArray:
     """``x *= alpha`` in place."""
-    (x,) = _device_arrays(x)
+    (x,) = _device_arrays("scal", x=x)
     v = _vector(x, "x")
     p = precision(v)
     if v.size:
+        check_native_sizes("scal", n=v.size, incx=_inc(v, "x"))
         getattr(_lib(), f"magma_{p}scal")(v.size, scalar(alpha, p), v.ptr, _inc(v, "x"), _queue(v))
     return x
 
@@ -476,6 +505,7 @@ def dot(x, y, *, conjugate: bool = False):
     """``sum(x * y)`` (``conjugate``: ``sum(conj(x) * y)``, like ``numpy.vdot``) as a NumPy scalar."""
     x, y, p = _vector_pair(x, y, "dot")
     name = f"magma_{p}dot" if p in "sd" else f"magma_{p}dot{'c' if conjugate else 'u'}"
+    check_native_sizes("dot", n=x.size, incx=_inc(x, "x"), incy=_inc(y, "y"))
     r = getattr(_lib(), name)(x.size, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"), _queue(y))
     return x.dtype.type(complex(r.real, r.imag) if p in "cz" else r)
 
@@ -483,10 +513,11 @@ def dot(x, y, *, conjugate: bool = False):
 @on_arrays_device
 def nrm2(x):
     """Euclidean norm of a vector (or of a contiguous array's elements)."""
-    (x,) = _device_arrays(x)
+    (x,) = _device_arrays('nrm2', x=x)
     v = _vector(x, "x")
     p = precision(v)
     name = {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"}[p]
+    check_native_sizes("nrm2", n=v.size, incx=_inc(v, "x"))
     return np.dtype(_magma.PRECISIONS[p][1]).type(getattr(_lib(), f"magma_{name}")(v.size, v.ptr, _inc(v, "x"),
                                                                                    _queue(v)))
 
@@ -495,7 +526,7 @@ def nrm2(x):
 def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, unit_diagonal: bool = False,
          alpha=1.0) -> DeviceArray:
     """Solve ``op(a) X = alpha b`` (``side='left'``) or ``X op(a) = alpha b`` for triangular ``a``; X overwrites b."""
-    a, b = _device_arrays(a, b)
+    a, b = _device_arrays("trsm", a=a, b=b)
     if side not in ("left", "right"):
         raise ValueError(f"side must be 'left' or 'right', got {side!r}")
     if a.ndim != 2 or a.shape[0] != a.shape[1] or b.ndim != 2:
@@ -508,6 +539,7 @@ def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, 
     if b.size == 0:
         return b
     c = plan_trsm(a, b, side == "left", lower, trans, unit_diagonal)
+    check_native_sizes("trsm", m=c.m, n=c.n, lda=c.A.ld, ldb=c.B.ld)
     getattr(_lib(), f"magma_{p}trsm")(c.side, c.uplo, c.trans, c.diag, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld,
                                       c.B.ptr, c.B.ld, _queue(b))
     return b
@@ -517,7 +549,7 @@ def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, 
 def syrk(a, out=None, *, lower: bool = True, trans: bool = False, alpha=1.0, beta=0.0) -> DeviceArray:
     """``out = alpha * a @ a.T + beta * out`` (``trans``: ``a.T @ a``); only the ``lower`` (or upper) triangle is
     written, as in BLAS."""
-    (a,) = _device_arrays(a)
+    (a,) = _device_arrays("syrk", a=a)
     if a.ndim != 2:
         raise ValueError(f"syrk needs a 2-D a, got shape {a.shape}")
     n = a.shape[1] if trans else a.shape[0]
@@ -525,13 +557,14 @@ def syrk(a, out=None, *, lower: bool = True, trans: bool = False, alpha=1.0, bet
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
         out = zeros_like_shape((n, n), a)
-    elif _device_arrays(out)[0].shape != (n, n):
+    elif _device_arrays("syrk", out=out)[0].shape != (n, n):
         raise ValueError(f"syrk: out has shape {out.shape}, expected {(n, n)}")
     p = precision(a, out)
     _same_device(a, out)
     if n == 0:
         return out
     c = plan_syrk(a, out, lower, trans)
+    check_native_sizes("syrk", n=c.n, k=c.k, lda=c.A.ld, ldc=c.C.ld)
     getattr(_lib(), f"magma_{p}syrk")(c.uplo, c.trans, c.n, c.k, scalar(alpha, p), c.A.ptr, c.A.ld,
                                       scalar(beta, p), c.C.ptr, c.C.ld, _queue(out))
     return out

@@ -11,12 +11,14 @@ Shape inference (:func:`conv2d_output_shape`, :func:`pool2d_output_shape`) is pl
 from __future__ import annotations
 
 import functools
+import numbers
 import threading
 from ctypes import byref, c_double, c_float, c_int, c_size_t, c_void_p
 from dataclasses import dataclass
 
 import numpy as np
 
+from . import _checks
 from . import _cudnn as cd
 from .array import on_arrays_device
 
@@ -42,21 +44,27 @@ BN_MODES = {"spatial": cd.BatchNormMode.SPATIAL, "per_activation": cd.BatchNormM
 
 # ------------------------------------------------------------------------------------------- shape inference
 def _tuple2(value, name: str) -> tuple[int, int]:
-    if isinstance(value, int | np.integer):
-        value = (int(value), int(value))
-    value = tuple(int(v) for v in value)
-    if len(value) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value}")
-    return value
+    """An int or a pair of ints (NumPy integers too) as a pair; a float such as 1.5 is a TypeError, never truncated."""
+    try:
+        pair = _checks.sizes(value, name)
+    except TypeError as exc:
+        raise TypeError(f"{exc}; {name} must be an int or a pair of ints") from None
+    if not hasattr(value, "__iter__"):
+        pair = pair * 2
+    if len(pair) != 2:
+        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
+    return pair
 
 
 def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int = 1) -> tuple[int, ...]:
     """Output shape (N, K, Ho, Wo) of a 2-D cross-correlation of x (N, C, H, W) with w (K, C/groups, kh, kw)."""
     stride, padding, dilation = _tuple2(stride, "stride"), _tuple2(padding, "padding"), _tuple2(dilation, "dilation")
+    groups = _checks.integer(groups, "groups")
+    x_shape, w_shape = _checks.sizes(x_shape, "x shape"), _checks.sizes(w_shape, "w shape")
     if len(x_shape) != 4 or len(w_shape) != 4:
         raise ValueError(f"conv2d needs 4-D x (N, C, H, W) and w (K, C/groups, kh, kw); got {x_shape} and {w_shape}")
-    n, c, h, w = (int(v) for v in x_shape)
-    k, cg, kh, kw = (int(v) for v in w_shape)
+    n, c, h, w = x_shape
+    k, cg, kh, kw = w_shape
     if min(n, c, h, w, k, cg, kh, kw) <= 0:
         raise ValueError(f"conv2d shapes must be positive: x {tuple(x_shape)}, w {tuple(w_shape)}")
     if min(stride) <= 0 or min(dilation) <= 0 or min(padding) < 0:
@@ -78,13 +86,14 @@ def pool2d_output_shape(x_shape, window, stride=None, padding=0) -> tuple[int, .
     window = _tuple2(window, "window")
     stride = window if stride is None else _tuple2(stride, "stride")
     padding = _tuple2(padding, "padding")
+    x_shape = _checks.sizes(x_shape, "x shape")
     if len(x_shape) != 4:
         raise ValueError(f"pool2d needs a 4-D x (N, C, H, W), got {x_shape}")
     if min(window) <= 0 or min(stride) <= 0 or min(padding) < 0:
         raise ValueError(f"pool2d needs window >= 1, stride >= 1, padding >= 0; got {window}, {stride}, {padding}")
     if min(x_shape) <= 0:
         raise ValueError(f"pool2d shape must be positive, got {x_shape}")
-    n, c, h, w = (int(v) for v in x_shape)
+    n, c, h, w = x_shape
     out = []
     for size, k, s, p in zip((h, w), window, stride, padding):
         if size + 2 * p < k:
@@ -138,8 +147,9 @@ def handle(device: int | None = None) -> cd.Handle:
     """The cuDNN handle of ``device`` (created on first use, bound to the device's default queue's stream)."""
     from . import queue, runtime
 
+    device = None if device is None else _checks.count(device, "device")
     runtime.require_device()
-    device = runtime.get_device() if device is None else int(device)
+    device = runtime.get_device() if device is None else device
     with _lock:
         h = _handles.get(device)
         if h is None:
@@ -325,7 +335,8 @@ def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_
     given ``buffers`` (x, w, y device arrays) with ``cudnnFind*AlgorithmEx``.  Either way the first algorithm that
     succeeds and needs at most ``workspace_limit`` bytes is taken.
     """
-    limit = DEFAULT_WORKSPACE_LIMIT if workspace_limit is None else int(workspace_limit)
+    limit = DEFAULT_WORKSPACE_LIMIT if workspace_limit is None else _checks.count(
+        workspace_limit, "workspace_limit", maximum=2**63 - 1)
     key = (kind, device, problem, limit, bool(autotune))
     hit = _algorithms.get(key)
     if hit is not None:
@@ -362,8 +373,9 @@ def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_
 
 def _problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:
     y_shape = conv2d_output_shape(x_shape, w_shape, stride, padding, dilation, groups)
-    return ConvProblem(tuple(x_shape), tuple(w_shape), y_shape, _tuple2(padding, "padding"),
-                       _tuple2(stride, "stride"), _tuple2(dilation, "dilation"), int(groups), data_type(dtype),
+    return ConvProblem(_checks.sizes(x_shape, "x shape"), _checks.sizes(w_shape, "w shape"), y_shape,
+                       _tuple2(padding, "padding"), _tuple2(stride, "stride"), _tuple2(dilation, "dilation"),
+                       _checks.integer(groups, "groups"), data_type(dtype),
                        _math_type(dtype, math))
 
 
@@ -641,8 +653,8 @@ class DropoutState:
         from . import memory, runtime
 
         _check_rate(rate)
-        self.device = runtime.get_device() if device is None else int(device)
-        self.seed, self.rate = int(seed), float(rate)
+        self.device = runtime.get_device() if device is None else _checks.count(device, "device")
+        self.seed, self.rate = _checks.count(seed, "seed", maximum=2**64 - 1), float(rate)
         h = handle(self.device)
         size = c_size_t()
         with runtime.on_device(self.device):  # cuDNN seeds the states with a kernel on the handle's device
@@ -661,6 +673,8 @@ class DropoutState:
 
 
 def _check_rate(rate: float) -> None:
+    if not isinstance(rate, numbers.Real):
+        raise TypeError(f"dropout rate must be a real number, got {rate!r} ({type(rate).__name__})")
     if not 0.0 <= float(rate) < 1.0:
         raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
 
@@ -672,10 +686,11 @@ def dropout_state(seed: int = 0, device: int | None = None) -> DropoutState:
     """The shared dropout generator of (device, seed), created on first use."""
     from . import runtime
 
-    device = runtime.get_device() if device is None else int(device)
-    state = _dropout_states.get((device, int(seed)))
+    seed = _checks.count(seed, "seed", maximum=2**64 - 1)
+    device = runtime.get_device() if device is None else _checks.count(device, "device")
+    state = _dropout_states.get((device, seed))
     if state is None:
-        state = _dropout_states[(device, int(seed))] = DropoutState(seed, device)
+        state = _dropout_states[(device, seed)] = DropoutState(seed, device)
     return state
 
 

@@ -12,7 +12,7 @@ import threading
 import weakref
 from collections import defaultdict
 
-from . import runtime
+from . import _checks, runtime
 from .errors import DeviceMemoryError
 
 ALIGNMENT = 512
@@ -21,9 +21,7 @@ _LARGE = 1 << 20
 
 def bucket_size(nbytes: int) -> int:
     """The pool's size class for a request of ``nbytes`` (>= nbytes; 0 stays 0)."""
-    nbytes = int(nbytes)
-    if nbytes < 0:
-        raise ValueError(f"nbytes must be >= 0, got {nbytes}")
+    nbytes = _checks.count(nbytes, "nbytes", maximum=2**63 - 1)
     if nbytes <= _LARGE:
         return -(-nbytes // ALIGNMENT) * ALIGNMENT
     step = (1 << ((nbytes - 1).bit_length() - 1)) // 8  # an eighth of the power of two below: <= 12.5% waste
@@ -97,9 +95,11 @@ class Allocation:
     __slots__ = ("ptr", "nbytes", "device", "size", "_finalizer", "__weakref__")
 
     def __init__(self, nbytes: int, device: int | None = None):
+        nbytes = _checks.count(nbytes, "nbytes", maximum=2**63 - 1)
+        device = None if device is None else _checks.count(device, "device")
         runtime.require_device()
-        self.nbytes = int(nbytes)
-        self.device = runtime.get_device() if device is None else int(device)
+        self.nbytes = nbytes
+        self.device = runtime.get_device() if device is None else device
         self.size = bucket_size(self.nbytes)
         self.ptr = _POOL.take(self.device, self.size) if self.size else 0
         self._finalizer = weakref.finalize(self, _POOL.give_back, self.device, self.size, self.ptr) \
@@ -115,7 +115,8 @@ class Allocation:
 
 
 def alloc(nbytes: int, device: int | None = None) -> Allocation:
-    """Allocate device memory through the caching pool."""
+    """``nbytes`` (a non-negative int) of device memory on ``device`` (an index, or None for the current device)
+    through the caching pool; returns an :class:`Allocation`."""
     return Allocation(nbytes, device)
 
 

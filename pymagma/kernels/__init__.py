@@ -18,10 +18,12 @@ from __future__ import annotations
 
 import ctypes
 import math
+import numbers
 from ctypes import c_double, c_int, c_longlong, c_ulonglong, c_void_p
 
 import numpy as np
 
+from .. import _checks
 from ..errors import KernelCompileError
 from . import compiler, programs
 from .compiler import CompiledProgram, compile_source, nvrtc_version
@@ -356,7 +358,7 @@ def copy(x, out=None):
 def _axes(axis, ndim: int) -> tuple[int, ...]:
     if axis is None:
         return tuple(range(ndim))
-    axes = (axis,) if isinstance(axis, int) else tuple(axis)
+    axes = _checks.sizes(axis, "axis")
     out = []
     for a in axes:
         if not -ndim <= a < ndim:
@@ -483,6 +485,13 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
 
 
 # ------------------------------------------------------------------------------------------------- optimizers
+def _check_hyper(what: str, **values) -> None:
+    """Optimizer hyperparameters are finite real numbers (a NaN or infinite rate would spoil every parameter)."""
+    for name, v in values.items():
+        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
+            raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
+
+
 def _check_update(what: str, param, grad, *states):
     dtype = _float_dtype(param, what)
     _same([param, grad, *states], what)
@@ -496,6 +505,7 @@ def _check_update(what: str, param, grad, *states):
 def sgd_update(param, grad, velocity=None, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
                nesterov: bool = False) -> None:
     """In-place SGD step; ``velocity`` (needed when momentum > 0) is updated in place too."""
+    _check_hyper("sgd_update", lr=lr, momentum=momentum, weight_decay=weight_decay)
     if momentum and velocity is None:
         raise ValueError("sgd_update with momentum needs a velocity buffer")
     dtype = _check_update("sgd_update", param, grad, velocity)
@@ -507,8 +517,8 @@ def sgd_update(param, grad, velocity=None, *, lr: float, momentum: float = 0.0, 
 def adam_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, beta2: float = 0.999,
                 eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False) -> None:
     """In-place Adam step number ``step`` (1-based); ``decoupled`` weight decay makes it AdamW."""
-    if step < 1:
-        raise ValueError(f"adam step count starts at 1, got {step}")
+    step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
+    _check_hyper("adam_update", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adam_update", param, grad, m, v)
     _run("optim", programs.expression("adam", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size), c_double(lr), c_double(beta1),
@@ -524,6 +534,7 @@ def adamw_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9,
 
 def rmsprop_update(param, grad, square_avg, *, lr: float, rho: float = 0.9, eps: float = 1e-8,
                    weight_decay: float = 0.0) -> None:
+    _check_hyper("rmsprop_update", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("rmsprop_update", param, grad, square_avg)
     _run("optim", programs.expression("rmsprop", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(square_avg), c_longlong(param.size), c_double(lr), c_double(rho),
@@ -531,6 +542,7 @@ def rmsprop_update(param, grad, square_avg, *, lr: float, rho: float = 0.9, eps:
 
 
 def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+    _check_hyper("adagrad_update", lr=lr, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adagrad_update", param, grad, sum_squares)
     _run("optim", programs.expression("adagrad", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size), c_double(lr), c_double(eps),
@@ -538,6 +550,11 @@ def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, w
 
 
 # ----------------------------------------------------------------------------------------------------- random
+def _seed_and_offset(seed, offset) -> tuple[int, int]:
+    """Philox key and stream: integers in [0, 2**64) (a float such as 1.5 is a TypeError, not truncated)."""
+    return (_checks.count(seed, "seed", maximum=2**64 - 1), _checks.count(offset, "offset", maximum=2**64 - 1))
+
+
 def _random(kernel: str, shape, a: float, b: float, seed: int, offset: int, dtype, out, device):
     arr = _array_module()
     if out is None:
@@ -545,8 +562,7 @@ def _random(kernel: str, shape, a: float, b: float, seed: int, offset: int, dtyp
     name = _float_dtype(out, kernel)
     if not out.is_c_contiguous:
         raise ValueError(f"{kernel}: out must be C-contiguous")
-    if not 0 <= int(seed) < 2 ** 64 or not 0 <= int(offset) < 2 ** 64:
-        raise ValueError(f"seed and offset must be integers in [0, 2**64), got {seed}, {offset}")
+    seed, offset = _seed_and_offset(seed, offset)
     n = out.size
     _run("random", programs.expression(kernel, name), out, (n + 1) // 2,
          [_ptr(out), c_longlong(n), c_ulonglong(int(seed)), c_ulonglong(int(offset)), c_double(a), c_double(b)])
@@ -566,10 +582,9 @@ def dropout(x, rate: float, *, seed: int, offset: int = 0):
     """Inverted dropout of ``x`` on the :func:`uniform` stream of (seed, offset): returns ``(y, mask)`` with
     u rounded to x's dtype, mask = (u >= rate) * (1 / (1 - rate)) and y = x * mask, all in x's dtype."""
     dtype = _float_dtype(x, "dropout")
-    if not 0.0 <= float(rate) < 1.0:
-        raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
-    if not 0 <= int(seed) < 2 ** 64 or not 0 <= int(offset) < 2 ** 64:
-        raise ValueError(f"seed and offset must be integers in [0, 2**64), got {seed}, {offset}")
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0.0 <= float(rate) < 1.0:
+        raise ValueError(f"dropout rate must be a real number in [0, 1), got {rate!r}")
+    seed, offset = _seed_and_offset(seed, offset)
     x = _contiguous(x)
     arr = _array_module()
     y, mask = arr.empty(x.shape, x.dtype, device=x.device), arr.empty(x.shape, x.dtype, device=x.device)

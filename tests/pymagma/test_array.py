@@ -81,10 +81,14 @@ def test_views_share_memory_and_follow_numpy():
         DeviceArray((2,), np.dtype("U3"), 0)
 
 
-def test_numpy_cannot_view_device_memory_without_a_copy():
+@pytest.mark.parametrize("convert", [np.asarray, np.array, lambda d: np.asarray(d, copy=False),
+                                     lambda d: np.asarray(d, dtype=np.float32), lambda d: np.add(d, 1),
+                                     lambda d: np.testing.assert_array_equal(d, np.ones(3))])
+def test_numpy_never_converts_device_memory_implicitly(convert):
+    """As CuPy: an implicit device-to-host copy would hide a synchronisation and a transfer; .get() is explicit."""
     d = host_view(np.ones(3))
-    with pytest.raises(ValueError, match="copy"):
-        np.asarray(d, copy=False)
+    with pytest.raises(TypeError, match=r"implicit conversion.*\.get\(\)"):
+        convert(d)
 
 
 def test_cuda_array_interface_v3():

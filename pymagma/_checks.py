@@ -1,0 +1,47 @@
+"""Argument checks shared by the public modules: sizes are integers (never truncated), counts fit the native type.
+
+``integer`` accepts what ``operator.index`` accepts (Python and NumPy integers; not floats, not even 2.0) and
+raises a ``TypeError`` naming the argument otherwise; ``count`` also checks the range a native ``int`` (MAGMA's
+32-bit ``magma_int_t`` unless ILP64) can hold, so a negative or overflowing count never reaches a native call.
+"""
+
+from __future__ import annotations
+
+import operator
+
+#: Largest value of a 32-bit signed C int (magma_int_t without ILP64, cuDNN's int arguments).
+INT32_MAX = 2**31 - 1
+
+
+def integer(value, what: str) -> int:
+    """``value`` as a Python int, or a TypeError naming ``what`` (a float such as 2.5 or 2.0 is never truncated)."""
+    try:
+        return operator.index(value)
+    except TypeError:
+        raise TypeError(f"{what} must be an integer, got {value!r} ({type(value).__name__})") from None
+
+
+def count(value, what: str, *, minimum: int = 0, maximum: int | None = None) -> int:
+    """An integer ``value`` with ``minimum <= value <= maximum`` (default: the native magma_int_t's largest)."""
+    n = integer(value, what)
+    if maximum is None:
+        maximum = native_int_max()
+    if not minimum <= n <= maximum:
+        raise ValueError(f"{what} must be between {minimum} and {maximum}, got {n}")
+    return n
+
+
+def sizes(values, what: str) -> tuple[int, ...]:
+    """A tuple of integers from an integer or an iterable of integers (each checked with :func:`integer`)."""
+    if not isinstance(values, str) and hasattr(values, "__iter__"):
+        return tuple(integer(v, f"{what}[{i}]") for i, v in enumerate(values))
+    return (integer(values, what),)
+
+
+def native_int_max() -> int:
+    """The largest magma_int_t (2**31 - 1, or 2**63 - 1 with ``PYMAGMA_ILP64=1``)."""
+    import ctypes
+
+    from . import _magma
+
+    return (1 << (8 * ctypes.sizeof(_magma.MAGMA_INT) - 1)) - 1
