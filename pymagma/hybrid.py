@@ -25,7 +25,7 @@ N, T, C = _magma.MagmaNoTrans, _magma.MagmaTrans, _magma.MagmaConjTrans
 LEFT, RIGHT, LOWER, UPPER = _magma.MagmaLeft, _magma.MagmaRight, _magma.MagmaLower, _magma.MagmaUpper
 NONUNIT = _magma.MagmaNonUnit
 
-__all__ = ["DEFAULT_NB", "block_size", "potrf", "potrs", "geqrf", "orgqr", "ormqr_h", "QRFactors"]
+__all__ = ["DEFAULT_NB", "block_size", "potrf", "potrs", "geqrf", "orgqr", "ormqr_h", "QRFactors", "sytrd", "syevd"]
 
 
 # ----------------------------------------------------------------------------------------------------- device calls
@@ -95,6 +95,25 @@ def herk_lower(alpha: float, a: DeviceArray, beta: float, c: DeviceArray) -> Non
     (pa, la), (pc, lc) = _cm(a), _cm(c)
     getattr(_lib(), f"magma_{p}{'herk' if cplx else 'syrk'}")(
         LOWER, N, n, k, _scalar(alpha, p, cplx), pa, la, _scalar(beta, p, cplx), pc, lc, c.queue.handle)
+
+
+def hemv_lower(alpha, a: DeviceArray, x: DeviceArray, y: DeviceArray) -> None:
+    """``y = alpha a x`` for Hermitian ``a`` given by its lower triangle (``symv``/``hemv``); x, y are n x 1 views."""
+    n = a.shape[0]
+    p = _p(a)
+    (pa, la), (px, _), (py, _) = _cm(a), _cm(x), _cm(y)
+    getattr(_lib(), f"magma_{p}{'hemv' if p in 'cz' else 'symv'}")(
+        LOWER, n, _scalar(alpha, p), pa, la, px, 1, _scalar(0.0, p), py, 1, a.queue.handle)
+
+
+def her2k_lower(alpha, a: DeviceArray, b: DeviceArray, c: DeviceArray) -> None:
+    """Lower triangle of ``c += alpha a b^H + conj(alpha) b a^H`` (``syr2k``/``her2k``)."""
+    n, k = a.shape
+    p = _p(c)
+    cplx = p in "cz"
+    (pa, la), (pb, lb), (pc, lc) = _cm(a), _cm(b), _cm(c)
+    getattr(_lib(), f"magma_{p}{'her2k' if cplx else 'syr2k'}")(
+        LOWER, N, n, k, _scalar(alpha, p), pa, la, pb, lb, _scalar(1.0, p, cplx), pc, lc, c.queue.handle)
 
 
 def colmajor_empty(rows: int, cols: int, dtype, device: int) -> DeviceArray:
@@ -241,3 +260,94 @@ def ormqr_h(f: QRFactors, b: DeviceArray) -> None:
     """``b <- Q^H b`` in place (column-major ``b`` with ``m`` rows)."""
     for j, vd, td in f.blocks:
         _apply(vd, td, b[j:, :], conj=True)
+
+
+def _block_reflectors(v: np.ndarray, tau: np.ndarray, nb: int, offset: int, device: int) -> list:
+    """Device ``(row, V, T)`` blocks of ``nb`` reflectors from the unit lower trapezoidal host ``v`` (reflector
+    ``i`` in column ``i`` from row ``i``), acting on rows ``offset + i`` onwards."""
+    blocks = []
+    for j in range(0, v.shape[1], nb):
+        jb = min(nb, v.shape[1] - j)
+        vj = v[j:, j:j + jb]
+        blocks.append((offset + j, to_device_colmajor(vj, device), to_device_colmajor(larft(vj, tau[j:j + jb]),
+                                                                                     device)))
+    return blocks
+
+
+# ----------------------------------------------------------------------------------------------------- eigen
+def larfg(x: np.ndarray) -> tuple[complex, complex, np.ndarray]:
+    """LAPACK's elementary reflector for ``x``: ``(beta, tau, v)`` with ``v[0] = 1`` and
+    ``(I - tau v v^H)^H x = beta e_1``, ``beta`` real."""
+    alpha, rest = x[0], x[1:]
+    xnorm = float(np.linalg.norm(rest))
+    v = np.zeros_like(x)
+    v[0] = 1
+    if xnorm == 0 and np.imag(alpha) == 0:
+        return np.real(alpha), 0.0, v
+    beta = -np.copysign(float(np.linalg.norm([np.real(alpha), np.imag(alpha), xnorm])), np.real(alpha))
+    if np.iscomplexobj(x):
+        tau = (beta - np.real(alpha)) / beta - 1j * np.imag(alpha) / beta
+    else:
+        tau = (beta - alpha) / beta
+    v[1:] = rest / (alpha - beta)
+    return beta, tau, v
+
+
+def sytrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Reduce the Hermitian column-major ``w`` (lower triangle referenced, overwritten) to real tridiagonal form
+    ``Q^H A Q = T`` (LAPACK's ?sytd2/?hetd2: a host reflector per column, ``symv``/``hemv`` and a rank-2
+    ``syr2k``/``her2k`` update on the device).  Returns ``(d, e, v, tau)``: T's diagonal and subdiagonal, and the
+    reflectors (``v`` unit lower trapezoidal, ``(n-1) x (n-1)``) with ``Q = H_1 ... H_{n-1}`` acting on rows 1..."""
+    n = w.shape[0]
+    real = np.finfo(w.dtype).dtype
+    e = np.zeros(max(n - 1, 0), real)
+    v_all = np.zeros((max(n - 1, 0), max(n - 1, 0)), w.dtype)
+    taus = np.zeros(max(n - 1, 0), w.dtype)
+    for i in range(n - 1):
+        col = w[i + 1:, i:i + 1]
+        beta, tau, v = larfg(col.get()[:, 0])
+        e[i], taus[i], v_all[i:, i] = np.real(beta), tau, v
+        if tau == 0:
+            continue
+        col.set(np.r_[beta, np.zeros(n - i - 2)].astype(w.dtype)[:, None])
+        sub = w[i + 1:, i + 1:]
+        vd = to_device_colmajor(v[:, None].astype(w.dtype), w.device)
+        xd = colmajor_empty(n - i - 1, 1, w.dtype, w.device)
+        hemv_lower(tau, sub, vd, xd)
+        x = xd.get()[:, 0]
+        wv = x - 0.5 * tau * np.vdot(x, v) * v
+        her2k_lower(-1.0, vd, to_device_colmajor(wv[:, None].astype(w.dtype), w.device), sub)
+    d = np.real(np.diagonal(w.get())).astype(real) if n else np.zeros(0, real)
+    return d, e, v_all, taus
+
+
+def stedc(d: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigenvalues (ascending) and eigenvectors of the real symmetric tridiagonal (d, e) on the host: SciPy's
+    ``eigh_tridiagonal`` (LAPACK stemr) when SciPy is installed, else ``numpy.linalg.eigh`` of the dense T."""
+    if len(d) == 0:
+        return np.zeros(0, d.dtype), np.zeros((0, 0), d.dtype)
+    if len(d) > 1:
+        try:
+            from scipy.linalg import eigh_tridiagonal
+        except ImportError:
+            pass
+        else:
+            return eigh_tridiagonal(d, e)
+    return np.linalg.eigh(np.diag(d) + np.diag(e, -1) + np.diag(e, 1))
+
+
+def syevd(w: DeviceArray, nb: int | None = None, conj: bool = False) -> tuple[np.ndarray, DeviceArray]:
+    """Eigenvalues (ascending, host) and eigenvectors (a new column-major device matrix) of the Hermitian ``w``
+    (lower triangle; destroyed): :func:`sytrd` on the device, :func:`stedc` on the host, ``Q Z`` back-transformed on
+    the device with block reflectors (``gemm`` + ``trmm``).  ``conj``: return the conjugate eigenvectors (of
+    ``conj(A)``)."""
+    n = w.shape[0]
+    d, e, v, tau = sytrd(w)
+    vals, z = stedc(d, e)
+    vecs = to_device_colmajor(z.astype(w.dtype), w.device)
+    if conj:
+        v, tau = np.conj(v), np.conj(tau)
+    nb = nb or block_size("geqrf", w.dtype, n, n)
+    for row, vd, td in reversed(_block_reflectors(v, tau, nb, 1, w.device)):
+        _apply(vd, td, vecs[row:, :], conj=False)
+    return vals.astype(np.finfo(w.dtype).dtype), vecs

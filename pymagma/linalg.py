@@ -45,7 +45,7 @@ NATIVE_NEEDS = {
     "solve": (("magma_?getrf_gpu",), "native"), "lu_factor": (("magma_?getrf_gpu",), "native"),
     "cholesky": (("magma_?potrf_gpu",), "hybrid"), "cho_solve": (("magma_?potrs_gpu",), "hybrid"),
     "qr": (("magma_?geqrf2_gpu", "magma_?{or}gqr2"), "hybrid"), "lstsq(method='qr')": (("magma_?gels_gpu",), "hybrid"),
-    "lstsq(method='svd')": (("magma_?gesdd",), "host"), "eigh": (("magma_?{sy}evd_gpu",), "host"),
+    "lstsq(method='svd')": (("magma_?gesdd",), "host"), "eigh": (("magma_?{sy}evd_gpu",), "hybrid"),
     "svd": (("magma_?gesdd",), "host"), "eig": (("magma_?geev",), "host"),
 }
 
@@ -816,13 +816,14 @@ def _uplo(UPLO) -> str:
 def eigh(a, UPLO: str = "L", *, method: str = "auto"):
     """``EighResult(eigenvalues, eigenvectors)`` of Hermitian matrices like ``numpy.linalg.eigh`` (eigenvalues
     ascending, eigenvectors in columns): magma_?syevd/heevd_gpu natively; ``method="hybrid"`` (and "auto" without
-    syevd) runs the host's LAPACK through ``numpy.linalg.eigh`` (no device tridiagonal reduction yet)."""
+    syevd): :func:`pymagma.hybrid.syevd` (tridiagonal reduction with device symv/syr2k, tridiagonal eigensolver on
+    the host, back-transformation on the device)."""
     UPLO = _uplo(UPLO)
     a, on_host = _as_operand(a, "a")
     _square(a)
-    if not _native(method, a.dtype, "magma_?{sy}evd_gpu"):
-        return _host_lapack(np.linalg.eigh, a, on_host, UPLO)
     dev = _to_device(a, on_host)
+    if not _native(method, a.dtype, "magma_?{sy}evd_gpu"):
+        return _eigh_hybrid(dev, on_host, UPLO)
     if _empty_stack(dev.shape[:-2]):
         return EighResult(*_empties(on_host, dev.device, (dev.shape[:-1], _real(dev.dtype)), (dev.shape, dev.dtype)))
 
@@ -859,6 +860,19 @@ def eigh(a, UPLO: str = "L", *, method: str = "auto"):
 
     batch, results = _stack_map(one, dev)
     vals = np.stack([v for v, _ in results]).reshape(*batch, a.shape[-1])
+    vecs = _stack_device(batch, [v for _, v in results]) if batch else results[0][1]
+    return EighResult(vals, vecs.get()) if on_host else EighResult(asarray(vals, device=dev.device), vecs)
+
+
+def _eigh_hybrid(dev: DeviceArray, on_host: bool, UPLO: str):
+    """eigh through :func:`pymagma.hybrid.syevd`, one matrix at a time.  ``UPLO='U'`` reduces the lower triangle of
+    the transpose, which defines ``conj(A)``: same eigenvalues, conjugate eigenvectors (undone in the reflectors)."""
+    if _empty_stack(dev.shape[:-2]):
+        return EighResult(*_empties(on_host, dev.device, (dev.shape[:-1], _real(dev.dtype)), (dev.shape, dev.dtype)))
+    flip = UPLO == "U"
+    cplx = np.iscomplexobj(np.zeros(0, dev.dtype))
+    batch, results = _stack_map(lambda m: hybrid.syevd(colmajor_copy(m.T if flip else m), conj=flip and cplx), dev)
+    vals = np.stack([v for v, _ in results]).reshape(dev.shape[:-1])
     vecs = _stack_device(batch, [v for _, v in results]) if batch else results[0][1]
     return EighResult(vals, vecs.get()) if on_host else EighResult(asarray(vals, device=dev.device), vecs)
 

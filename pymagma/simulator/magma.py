@@ -157,6 +157,41 @@ def herk(k, dt):  # C = alpha op(A) op(A)^H + beta C on one triangle; the diagon
     C[mask] = full[mask]
 
 
+def _from_triangle(k, n, dt, hermitian: bool):
+    """The full symmetric (or Hermitian: conjugated mirror, real diagonal) matrix stored in one triangle of dA."""
+    A = cm(k["dA"], n, n, k["ldda"], dt)
+    tri = np.tril(A) if k["uplo"] == M.MagmaLower else np.triu(A)
+    mirror = np.conj(tri.T) if hermitian else tri.T
+    full = tri + mirror - np.diag(np.diag(tri))
+    if hermitian:
+        np.fill_diagonal(full, np.diag(tri).real)
+    return full
+
+
+def symv(k, dt, hermitian: bool = False):
+    n = k["n"]
+    x = view(k["dx"], (n,), (k["incx"],), dt).copy()
+    y = view(k["dy"], (n,), (k["incy"],), dt)
+    y[...] = k["alpha"] * (_from_triangle(k, n, dt, hermitian) @ x) + (k["beta"] * y if k["beta"] else 0)
+
+
+def syr2k(k, dt, hermitian: bool = False):
+    n = k["n"]
+    shape = (n, k["k"]) if k["trans"] == M.MagmaNoTrans else (k["k"], n)
+    A, B = cm(k["dA"], *shape, k["ldda"], dt), cm(k["dB"], *shape, k["lddb"], dt)
+    if k["trans"] != M.MagmaNoTrans:
+        A, B = (np.conj(A.T), np.conj(B.T)) if hermitian else (A.T, B.T)
+    adj = (lambda x: np.conj(x.T)) if hermitian else (lambda x: x.T)
+    alpha = k["alpha"]
+    C = cm(k["dC"], n, n, k["lddc"], dt)
+    full = alpha * (A @ adj(B)) + (np.conj(alpha) if hermitian else alpha) * (B @ adj(A)) + \
+        (k["beta"] * C if k["beta"] else 0)
+    if hermitian:
+        np.fill_diagonal(full, full.diagonal().real)
+    mask = np.tril(np.ones((n, n), bool)) if k["uplo"] == M.MagmaLower else np.triu(np.ones((n, n), bool))
+    C[mask] = full[mask]
+
+
 def transpose(k, dt):
     src = cm(k["dA"], k["m"], k["n"], k["ldda"], dt)
     cm(k["dAT"], k["n"], k["m"], k["lddat"], dt)[...] = src.T
@@ -390,7 +425,9 @@ MODEL = {
     "magma_?potrs_gpu": potrs,
     "magmablas_?laset": laset, "magma_?geqrf2_gpu": geqrf2, "magma_?orgqr2": orgqr2, "magma_?gels_gpu": gels,
     "magma_get_?geqrf_nb": lambda k, dt: NB, "magma_get_?potrf_nb": lambda k, dt: NB,
-    "magma_?trmm": trmm, "magma_?herk": herk, "magma_?syevd_gpu": syevd, "magma_?gesdd": gesdd, "magma_?geev": geev,
+    "magma_?trmm": trmm, "magma_?herk": herk, "magma_?symv": symv, "magma_?syr2k": syr2k,
+    "magma_?hemv": functools.partial(symv, hermitian=True), "magma_?her2k": functools.partial(syr2k, hermitian=True),
+    "magma_?syevd_gpu": syevd, "magma_?gesdd": gesdd, "magma_?geev": geev,
     "magma_?axpy": lambda k, dt: vec(k, "y", dt).__setitem__(Ellipsis, vec(k, "y", dt) + k["alpha"] * vec(k, "x", dt)),
     "magma_?scal": lambda k, dt: vec(k, "x", dt).__setitem__(Ellipsis, k["alpha"] * vec(k, "x", dt)),
     "magma_?copy": lambda k, dt: vec(k, "y", dt).__setitem__(Ellipsis, vec(k, "x", dt).copy()),

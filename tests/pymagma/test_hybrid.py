@@ -133,6 +133,40 @@ def test_block_size_comes_from_the_provider_when_exported(full):
     assert hybrid.block_size("geqrf", np.float32, 100, 100) == hybrid.DEFAULT_NB
 
 
+@cases
+@given(n=st.integers(0, 10), uplo=st.sampled_from("LUlu"), clustered=st.booleans(), on_device=st.booleans(),
+       dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_hybrid_eigh_residual_and_orthogonality(full, n, uplo, clustered, on_device, dtype, seed):
+    rng = np.random.default_rng(seed)
+    g = values(rng, (n, n), dtype)
+    h = g + np.conj(g.T)
+    if clustered:  # a double eigenvalue and a tiny gap: eigenvectors are ill-determined, the residual is not
+        q = np.linalg.qr(g + 3 * np.eye(n))[0] if n else g
+        h = q @ np.diag(np.r_[1.0, 1.0, 1 + 1e-6, np.arange(n)][:n]) @ np.conj(q.T)
+    h = h.astype(dtype)
+    stored = np.tril(h) if uplo in "Ll" else np.triu(h)
+    junk = stored + (np.triu(g, 1) if uplo in "Ll" else np.tril(g, -1)).astype(dtype)  # ignored triangle: garbage
+    w, v = linalg.eigh(wrapper(on_device)(junk), UPLO=uplo, method="hybrid")
+    w, v = pymagma.to_numpy(w), pymagma.to_numpy(v)
+    assert (w.dtype, v.dtype, v.shape) == (np.finfo(dtype).dtype, np.dtype(dtype), (n, n))
+    if n:
+        norm = max(np.linalg.norm(h), 1)
+        assert np.linalg.norm(h @ v - v * w) / norm < 30 * n * eps(dtype)
+        np.testing.assert_allclose(np.conj(v.T) @ v, np.eye(n), atol=30 * n * eps(dtype))
+        np.testing.assert_allclose(w, np.linalg.eigvalsh(h.astype(np.complex128)), atol=30 * n * eps(dtype) * norm)
+
+
+def test_tridiagonal_reduction_is_a_similarity(full):
+    rng = np.random.default_rng(5)
+    g = values(rng, (7, 7), np.complex128)
+    a = g + np.conj(g.T)
+    d, e, v, tau = hybrid.sytrd(device_colmajor(a))
+    q = np.eye(7, dtype=np.complex128)
+    q[1:, 1:] = q_from_reflectors(v, tau)
+    t = np.diag(d) + np.diag(e, -1) + np.diag(e, 1)
+    np.testing.assert_allclose(np.conj(q.T) @ a @ q, t, atol=1e-12)
+
+
 # ----------------------------------------------------------------------------------------------------- linalg paths
 @pytest.fixture
 def small_blocks(monkeypatch):

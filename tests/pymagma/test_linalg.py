@@ -293,3 +293,18 @@ def test_qr_every_mode_and_hybrid_lstsq(m, n, dtype, method, seed):
         np.testing.assert_allclose(x.get(), ex, **tol(dtype))
         np.testing.assert_allclose(res.get(), eres, **tol(dtype))
         assert rank == n
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(n=st.integers(1, 150), dtype=st.sampled_from(DTYPES), uplo=st.sampled_from("LU"), seed=st.integers(0, 999))
+def test_hybrid_eigh_and_hermitian_svd(n, dtype, uplo, seed):
+    rng = np.random.default_rng(seed)
+    g = random_matrix(rng, (n, n), dtype)
+    h = (g + np.conj(g.T)).astype(dtype)
+    w, v = linalg.eigh(pymagma.asarray(h), UPLO=uplo, method="hybrid")
+    w, v = w.get(), v.get()
+    np.testing.assert_allclose(w, np.linalg.eigvalsh(h), **tol(dtype))
+    np.testing.assert_allclose(h @ v, v * w, **tol(dtype))
+    np.testing.assert_allclose(linalg.svd(h, compute_uv=False, hermitian=True, method="hybrid"),
+                               np.linalg.svd(h, compute_uv=False), **tol(dtype))
