@@ -269,6 +269,8 @@ def main(argv=None) -> int:
     p.add_argument("--train-size", type=int, default=None, help="use only the first N training images")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--json", default=None, help="write all rows and the environment to this file")
+    p.add_argument("--distributed", action="store_true",
+                   help="instead: data-parallel throughput on 1 vs 2 MPI ranks (mpi extra; see bench_distributed.py)")
     p.add_argument("--dry-run", action="store_true",
                    help="check this script on a CPU: 256 generated images, 1 epoch, host backend for the GPU rows")
     args = p.parse_args(argv)
@@ -288,6 +290,8 @@ def main(argv=None) -> int:
         x, y = x[:args.train_size], y[:args.train_size]
     env = environment(env, data_name)
     print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    if args.distributed:
+        return distributed_bench(args, env)
 
     results = {"environment": env, "training": [], "ops": [], "gpu": []}
     for recipe in [r for r in args.recipe.split(",") if r]:
@@ -323,6 +327,22 @@ def main(argv=None) -> int:
             print_table(f"GPU: {mod}", rows, list(rows[0]) if rows else [])
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def distributed_bench(args, env: dict) -> int:
+    """``--distributed``: 1-rank vs 2-rank throughput of each recipe (fresh mpiexec jobs), scaling efficiency."""
+    import bench_distributed
+
+    rows = []
+    for recipe in [r for r in args.recipe.split(",") if r]:
+        rows += bench_distributed.run(recipe, args.data, args.epochs, BATCH, args.train_size)
+    print_table(f"data-parallel training on {env['cores']} cores (batch {BATCH} per rank, samples/s over epochs "
+                f"2..{args.epochs}; the ranks share the cores; efficiency = speedup / ranks)", rows,
+                bench_distributed.COLUMNS)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"environment": env, "distributed": rows}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

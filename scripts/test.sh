@@ -5,5 +5,6 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
 ensure_venv "test,native,examples,io,bench,jit,mpi"
+export PATH="$(cd "$VENV/bin" && pwd):$PATH"  # the venv's tools, mpiexec of the mpi extra included
 "$VENV/bin/ruff" check pymagma magmadnn tests examples scripts
 exec "$VENV/bin/python" -m pytest "$@"

@@ -9,10 +9,17 @@ fault OUT: rank 1 raises while rank 0 waits in a collective.  kill OUT: rank 1 k
 from __future__ import annotations
 
 import os
+import shutil
 import signal
 import sys
 
 import numpy as np
+
+
+def mpiexec() -> str | None:
+    """The mpiexec next to this Python (a venv with the ``mpi`` extra), else the one on PATH."""
+    local = os.path.join(os.path.dirname(sys.executable), "mpiexec")
+    return local if os.access(local, os.X_OK) else shutil.which("mpiexec")
 
 
 def problem(n: int, seed: int = 3):

@@ -16,7 +16,6 @@ from hypothesis import strategies as st
 
 from magmadnn import distributed
 
-from ..conftest import mpiexec
 from . import _mpi_worker as worker
 
 WORKER = Path(worker.__file__)
@@ -24,7 +23,7 @@ TIMEOUT = 120
 
 
 def run_ranks(n_ranks: int, *args, expect_ok=True):
-    cmd = [mpiexec(), "-n", str(n_ranks), sys.executable, str(WORKER), *map(str, args)]
+    cmd = [worker.mpiexec(), "-n", str(n_ranks), sys.executable, str(WORKER), *map(str, args)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     if expect_ok:
         assert done.returncode == 0, done.stdout + done.stderr
@@ -128,9 +127,28 @@ def test_distributed_mnist_example_reports_on_rank_0_only(tmp_path):
 
     write_mnist_folder(tmp_path, n_train=40, n_test=16)
     example = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
-    cmd = [mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--epochs", "1",
+    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--epochs", "1",
            "--batch-size", "4", "--device", "host", "--quiet"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
     assert done.stdout.count("test accuracy") == 1 and "over 2 rank(s)" in done.stdout
     assert "batch 4 per rank (8 per step)" in done.stdout and "5 steps" in done.stdout
+
+
+@pytest.mark.mpi
+def test_bench_distributed_dry_run_reports_both_rank_counts(tmp_path):
+    import json
+    import os
+
+    bench = Path(__file__).resolve().parents[2] / "scripts" / "bench.py"
+    out = tmp_path / "bench.json"
+    done = subprocess.run([sys.executable, str(bench), "--distributed", "--dry-run", "--recipe", "mlp", "--json",
+                           str(out)], capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = json.loads(out.read_text())["distributed"]
+    assert [r["ranks"] for r in rows] == [1, 2] and all(r["cores"] == os.cpu_count() for r in rows)
+    assert rows[1]["steps_per_epoch"] == -(-rows[0]["steps_per_epoch"] // 2)
+    for r in rows:
+        assert r["samples_per_s"] > 0 and r["allreduce_ms_per_step"] >= 0
+        assert r["efficiency"] == pytest.approx(r["samples_per_s"] / (r["ranks"] * rows[0]["samples_per_s"]))
+    assert "data-parallel training on" in done.stdout

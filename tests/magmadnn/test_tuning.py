@@ -12,7 +12,6 @@ import pytest
 
 from magmadnn import tuning
 
-from ..conftest import mpiexec
 from . import _mpi_worker as worker
 
 
@@ -62,7 +61,7 @@ def test_processes_give_the_serial_results(serial, tmp_path):
 def test_two_mpi_ranks_give_the_serial_results(serial, tmp_path):
     _, want = serial
     out = tmp_path / "mpi.npz"
-    cmd = [mpiexec(), "-n", "2", sys.executable, worker.__file__, "tune", str(out)]
+    cmd = [worker.mpiexec(), "-n", "2", sys.executable, worker.__file__, "tune", str(out)]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stdout + done.stderr
     got = np.load(out)
