@@ -5,6 +5,9 @@
   gemm      sgemm / dgemm N=8192, TFLOP/s; ratio = pymagma / torch.matmul (goal >= 0.95)
   batched   10,000 x 32x32 sgemm (magmablas strided batched) vs torch.bmm, TFLOP/s
   getrf     dgetrf N=8192 (magma_dgetrf_gpu) vs torch.linalg.lu_factor, seconds; ratio = torch / pymagma
+  hybrid    dpotrf / dgeqrf N=4096 and dsyevd N=2048 through pymagma.linalg (cholesky, qr mode 'r', eigh), each
+            path the provider allows ("hybrid": pymagma.hybrid, "native": MAGMA's driver) vs torch.linalg, wall
+            seconds; ratio = torch / pymagma (goals: cholesky and qr >= 0.8, eigh >= 0.5)
   overhead  Python time per call of a 4x4 sgemm into a preallocated output (no sync), microseconds
             (goal <= 5 us); torch column: torch.matmul(out=) on the same sizes
 Without a CUDA device (or without PyTorch with CUDA) it returns no rows.  Run directly to print a table.
@@ -77,6 +80,43 @@ def getrf_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
     return [row("getrf", f"dgetrf N={n}", ours, theirs, "s", higher_is_better=False)]
 
 
+def _wall_s(fn, sync, repeats: int) -> float:
+    """Median wall seconds of ``fn`` followed by ``sync`` (after one warm-up call)."""
+    fn()
+    sync()
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        sync()
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times)
+
+
+def hybrid_rows(torch, repeats: int, n: int = 4096, n_eigh: int = 2048) -> list[dict]:
+    import pymagma
+    from pymagma import linalg
+
+    rng = np.random.default_rng(0)
+    g = rng.standard_normal((n, n))
+    spd = g @ g.T + n * np.eye(n)
+    sym = g[:n_eigh, :n_eigh] + g[:n_eigh, :n_eigh].T
+    cases = [("cholesky", f"dpotrf N={n}", spd, lambda a, m: linalg.cholesky(a, method=m), torch.linalg.cholesky),
+             ("qr", f"dgeqrf N={n}", g, lambda a, m: linalg.qr(a, mode="r", method=m),
+              lambda t: torch.linalg.qr(t, mode="r")),
+             ("eigh", f"dsyevd N={n_eigh}", sym, lambda a, m: linalg.eigh(a, method=m), torch.linalg.eigh)]
+    paths = linalg.paths(np.float64)
+    rows = []
+    for name, case, host, ours_fn, theirs_fn in cases:
+        a, t = pymagma.asarray(host), torch.from_numpy(host).cuda()
+        reps = max(2, repeats // 3)
+        theirs = _wall_s(lambda t=t, f=theirs_fn: f(t), torch.cuda.synchronize, reps)
+        for method in ("hybrid", "native") if paths[name] == "native" else ("hybrid",):
+            ours = _wall_s(lambda a=a, f=ours_fn, m=method: f(a, m), a.queue.synchronize, reps)
+            rows.append(row("hybrid", f"{case} {method}", ours, theirs, "s", higher_is_better=False))
+    return rows
+
+
 def _per_call_us(fn, sync, repeats: int, calls: int) -> float:
     """Median host-side microseconds per call of ``fn`` over ``calls`` back-to-back calls (launch overhead)."""
     fn()
@@ -118,6 +158,7 @@ def run(repeats: int = 10) -> list[dict]:
     rows += batched_rows(torch, repeats)
     rows += gemm_rows(torch, repeats)
     rows += getrf_rows(torch, repeats)
+    rows += hybrid_rows(torch, repeats)
     return rows
 
 
