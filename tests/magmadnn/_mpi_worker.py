@@ -1,7 +1,7 @@
 """Run by the mpi tests under ``mpiexec -n N python _mpi_worker.py MODE OUT [args]`` (also usable by one process).
 
-train OUT N B EPOCHS: fit(distributed=True) a small MLP on N seeded samples, per-rank batch B; rank 0 writes the
-  per-batch losses, the epoch logs and the final weights to OUT (npz).
+train OUT N B EPOCHS [DEVICE]: fit(distributed=True) a small MLP on N seeded samples, per-rank batch B; rank 0
+  writes the per-batch losses, the epoch logs and the final weights to OUT (npz).
 tune OUT: grid_search (parallel="auto": over the ranks) of tune_build; rank 0 writes the table and best weights.
 fault OUT: rank 1 raises while rank 0 waits in a collective.  kill OUT: rank 1 kills itself (SIGKILL) instead.
 """
@@ -31,12 +31,12 @@ def problem(n: int, seed: int = 3):
     return x, y, x_val, y_val
 
 
-def build():
+def build(device="host"):
     import magmadnn as mdnn
     from magmadnn import layers
 
     model = mdnn.Sequential([layers.Input((6,)), layers.Dense(8, activation="tanh"), layers.Dense(3)],
-                            seed=11, dtype="float64", device="host")
+                            seed=11, dtype="float64", device=device)
     model.compile(optimizer=mdnn.optimizers.Adam(0.05), loss="cross_entropy", metrics=["accuracy"])
     return model
 
@@ -52,7 +52,8 @@ class BatchLosses:
                 self.losses = []
 
             def on_batch_end(self, batch, logs=None):
-                self.losses.append(logs["loss"])
+                if "loss" in logs:  # the host backend only
+                    self.losses.append(logs["loss"])
 
         return _Rec()
 
@@ -89,9 +90,9 @@ def tune(out, parallel="auto", workers=None):
     return result
 
 
-def train(out, n, b, epochs, distributed=True):
+def train(out, n, b, epochs, distributed=True, device="host"):
     x, y, x_val, y_val = problem(n)
-    model = build()
+    model = build(device)
     rec = BatchLosses()
     history = model.fit(x, y, batch_size=b, epochs=epochs, validation_data=(x_val, y_val), callbacks=[rec],
                         verbose=0, distributed=distributed)
@@ -118,7 +119,7 @@ def fault(out, kill: bool):
 if __name__ == "__main__":
     mode, out = sys.argv[1], sys.argv[2]
     if mode == "train":
-        train(out, *map(int, sys.argv[3:6]))
+        train(out, *map(int, sys.argv[3:6]), device=sys.argv[6] if len(sys.argv) > 6 else "host")
     elif mode == "tune":
         tune(out, "mpi")
     elif mode in ("fault", "kill"):
