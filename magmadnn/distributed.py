@@ -31,6 +31,7 @@ Without mpi4py importing this module still works; ``is_available()`` is False an
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 import traceback
@@ -39,7 +40,7 @@ import numpy as np
 
 __all__ = ["MPIUnavailableError", "is_available", "init", "comm", "rank", "size", "is_root", "install_abort_hook",
            "broadcast_model", "shard_indices", "ShardedBatches", "GradientAverager", "DataParallel", "barrier",
-           "setup_fit", "stats"]
+           "setup_fit", "stats", "launched"]
 
 _INSTALL = "pip install magmadnn[mpi] (mpi4py with an MPICH wheel), or mpi4py built against your cluster's MPI"
 
@@ -63,6 +64,14 @@ def is_available() -> bool:
     except (MPIUnavailableError, RuntimeError):
         return False
     return True
+
+
+_LAUNCHER_VARS = ("PMI_SIZE", "PMI_RANK", "PMIX_RANK", "OMPI_COMM_WORLD_SIZE", "MPI_LOCALNRANKS")
+
+
+def launched() -> bool:
+    """Whether an MPI launcher (mpiexec, srun) started this process, from its environment (MPI stays untouched)."""
+    return any(name in os.environ for name in _LAUNCHER_VARS)
 
 
 _hook_installed = False

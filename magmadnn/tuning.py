@@ -7,10 +7,11 @@ searched: params of those names go to ``fit``) and is scored by the last epoch's
 default; ``mode="max"`` for accuracies). A trial that raises is reported with its error and ranked last.
 
 Where the trials run (``parallel``): ``"serial"``; ``"processes"`` (``workers`` local processes, spawned, so
-``build_fn`` must be importable: a module-level function); ``"mpi"`` (trial ``i`` on rank ``i mod N``, results
-gathered on every rank, the best weights sent from their rank); ``"auto"`` (the default): MPI when the script runs
-under ``mpiexec`` with several ranks, else processes when ``workers > 1``, else serial. Each trial depends only on
-its params and seed, so the results are the same whichever way they ran.
+``build_fn`` must be importable: a module-level function or a ``functools.partial`` of one); ``"mpi"`` (trial ``i``
+on rank ``i mod N``, results gathered on every rank, the best weights sent from their rank); ``"auto"`` (the
+default): MPI when the script runs under ``mpiexec`` with several ranks (seen in the environment: MPI is not
+initialized otherwise), else processes when ``workers > 1``, else serial. Each trial depends only on its params and
+seed, so the results are the same whichever way they ran.
 """
 
 from __future__ import annotations
@@ -212,7 +213,7 @@ def _choose(parallel: str, workers) -> str:
         return parallel
     from . import distributed
 
-    if distributed.is_available() and distributed.size() > 1:
+    if distributed.launched() and distributed.is_available() and distributed.size() > 1:
         return "mpi"
     return "processes" if workers and workers > 1 else "serial"
 
