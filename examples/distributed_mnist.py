@@ -19,7 +19,10 @@ def main(argv=None):
     args = parser.parse_args(argv)
     world = distributed.init()  # any rank's uncaught exception now aborts the whole job
     rank, ranks = world.Get_rank(), world.Get_size()
-    split = data.load_mnist(args.data, download=args.download and rank == 0)
+    if args.download and rank == 0:
+        data.load_mnist(args.data, download=True)  # one rank fetches, the others wait and read the files
+    world.Barrier()
+    split = data.load_mnist(args.data)
     split = cli.limit_for_smoke_run(split, args.max_steps, args.batch_size * ranks)
     (x_train, y_train), (x_test, y_test) = split
     model = zoo.build(args.model, x_train.shape[1:], 10)
