@@ -351,3 +351,75 @@ def syevd(w: DeviceArray, nb: int | None = None, conj: bool = False) -> tuple[np
     for row, vd, td in reversed(_block_reflectors(v, tau, nb, 1, w.device)):
         _apply(vd, td, vecs[row:, :], conj=False)
     return vals.astype(np.finfo(w.dtype).dtype), vecs
+
+
+# ----------------------------------------------------------------------------------------------------- SVD
+def gebrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Reduce column-major ``w`` (m >= n, overwritten) to real upper bidiagonal ``B = Q^H A P`` (LAPACK's ?gebd2:
+    host reflectors, their application as ``gemm`` products on the device).  Returns ``(d, e, vq, tauq, vp,
+    taup)``: B's diagonal and superdiagonal; ``Q = H_1 ... H_n`` (``vq`` unit lower trapezoidal, m x n) and
+    ``P = G_1 ... G_{n-1}`` (``vp``, (n-1) x (n-1), acting on rows 1...)."""
+    m, n = w.shape
+    real = np.finfo(w.dtype).dtype
+    d, e = np.zeros(n, real), np.zeros(max(n - 1, 0), real)
+    vq, tauq = np.zeros((m, n), w.dtype), np.zeros(n, w.dtype)
+    vp, taup = np.zeros((max(n - 1, 0),) * 2, w.dtype), np.zeros(max(n - 1, 0), w.dtype)
+
+    def reflect_left(i):
+        col = w[i:, i:i + 1]
+        beta, tau, v = larfg(col.get()[:, 0])
+        d[i], tauq[i], vq[i:, i] = np.real(beta), tau, v
+        rest = w[i:, i + 1:]
+        if tau != 0 and rest.shape[1]:
+            vd = to_device_colmajor(v[:, None].astype(w.dtype), w.device)
+            y = colmajor_empty(rest.shape[1], 1, w.dtype, w.device)
+            gemm(C, N, 1.0, rest, vd, 0.0, y)  # y = A^H v
+            gemm(N, C, -np.conj(tau), vd, y, 1.0, rest)  # A -= conj(tau) v y^H
+
+    def reflect_right(i):
+        row = w[i:i + 1, i + 1:]
+        beta, tau, u = larfg(np.conj(row.get()[0]))
+        e[i], taup[i], vp[i:, i] = np.real(beta), tau, u
+        rest = w[i + 1:, i + 1:]
+        if tau != 0 and rest.shape[0]:
+            ud = to_device_colmajor(u[:, None].astype(w.dtype), w.device)
+            z = colmajor_empty(rest.shape[0], 1, w.dtype, w.device)
+            gemm(N, N, 1.0, rest, ud, 0.0, z)  # z = A u
+            gemm(N, C, -tau, z, ud, 1.0, rest)  # A -= tau z u^H
+
+    for i in range(n):
+        reflect_left(i)
+        if i < n - 1:
+            reflect_right(i)
+    return d, e, vq, tauq, vp, taup
+
+
+def _back_transform(z: np.ndarray, v: np.ndarray, tau: np.ndarray, offset: int, dtype, device: int,
+                    conj: bool, nb: int) -> DeviceArray:
+    """``Q z`` (or ``conj(Q) z``) on the device for ``Q`` given by reflectors ``(v, tau)`` acting from row
+    ``offset``; ``z`` a host matrix (conjugated first when ``conj``)."""
+    out = to_device_colmajor((np.conj(z) if conj else z).astype(dtype), device)
+    if conj:
+        v, tau = np.conj(v), np.conj(tau)
+    for row, vd, td in reversed(_block_reflectors(v, tau, nb, offset, device)):
+        _apply(vd, td, out[row:, :], conj=False)
+    return out
+
+
+def gesvd(w: DeviceArray, full_matrices: bool = True, compute_uv: bool = True, nb: int | None = None):
+    """SVD of column-major ``w`` (m >= n; destroyed): :func:`gebrd` on the device, the bidiagonal SVD on the host
+    (``numpy.linalg.svd`` of the n x n B), ``U = Q U_B`` and ``conj(V) = conj(P V_B)`` back-transformed on the
+    device.  Returns ``s`` (host, descending) or ``(U, s, conj(V))`` as column-major device matrices: ``Vh`` is
+    the transposed view of the last.  (For a wide ``A``, pass ``w = A^T``: ``A = conj(V) S U^T``.)"""
+    m, n = w.shape
+    d, e, vq, tauq, vp, taup = gebrd(w)
+    b = np.diag(d) + np.diag(e, 1) if n > 1 else np.diag(d)
+    if not compute_uv:
+        return np.linalg.svd(b, compute_uv=False)
+    ub, s, vbh = np.linalg.svd(b)
+    nb = nb or block_size("geqrf", w.dtype, m, n)
+    uz = np.eye(m, m if full_matrices else n, dtype=ub.dtype)
+    uz[:n, :n] = ub
+    u = _back_transform(uz, vq, tauq, 0, w.dtype, w.device, False, nb)
+    conj_v = _back_transform(np.conj(vbh.T), vp, taup, 1, w.dtype, w.device, True, nb)
+    return u, s, conj_v

@@ -45,8 +45,8 @@ NATIVE_NEEDS = {
     "solve": (("magma_?getrf_gpu",), "native"), "lu_factor": (("magma_?getrf_gpu",), "native"),
     "cholesky": (("magma_?potrf_gpu",), "hybrid"), "cho_solve": (("magma_?potrs_gpu",), "hybrid"),
     "qr": (("magma_?geqrf2_gpu", "magma_?{or}gqr2"), "hybrid"), "lstsq(method='qr')": (("magma_?gels_gpu",), "hybrid"),
-    "lstsq(method='svd')": (("magma_?gesdd",), "host"), "eigh": (("magma_?{sy}evd_gpu",), "hybrid"),
-    "svd": (("magma_?gesdd",), "host"), "eig": (("magma_?geev",), "host"),
+    "lstsq(method='svd')": (("magma_?gesdd",), "hybrid"), "eigh": (("magma_?{sy}evd_gpu",), "hybrid"),
+    "svd": (("magma_?gesdd",), "hybrid"), "eig": (("magma_?geev",), "host"),
 }
 
 
@@ -898,12 +898,38 @@ def _svd_hermitian(a, on_host: bool, compute_uv: bool, method: str):
     return res if on_host else SVDResult(*(asarray(np.ascontiguousarray(x), device=a.device) for x in res))
 
 
+def _svd_hybrid(dev: DeviceArray, on_host: bool, full_matrices: bool, compute_uv: bool):
+    """svd through :func:`pymagma.hybrid.gesvd`, one matrix at a time (a wide matrix through its transpose)."""
+    *batch, m, n = dev.shape
+    if _empty_stack(batch) or min(m, n) == 0:  # nothing to compute: NumPy's shapes and dtypes
+        return _host_lapack(lambda x: np.linalg.svd(x, full_matrices, compute_uv), dev.get() if on_host else dev,
+                            on_host)
+    wide = m < n
+
+    def one(mat):
+        res = hybrid.gesvd(colmajor_copy(mat.T if wide else mat), full_matrices, compute_uv)
+        if not compute_uv:
+            return (res,)
+        u, s, conj_v = res
+        return (conj_v, s, u.T) if wide else (u, s, conj_v.T)
+
+    batch, results = _stack_map(one, dev)
+    s = np.stack([r[1 if compute_uv else 0] for r in results]).reshape(*batch, min(m, n))
+    if not compute_uv:
+        return s if on_host else asarray(s, device=dev.device)
+    u, vh = (_stack_device(batch, [r[i] for r in results]) if batch else results[0][i] for i in (0, 2))
+    if on_host:
+        return SVDResult(u.get(), s, vh.get())
+    return SVDResult(u, asarray(s, device=dev.device), vh)
+
+
 @on_arrays_device
 def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False, *, method: str = "auto"):
     """Singular value decomposition like ``numpy.linalg.svd``: ``SVDResult(U, S, Vh)``, or ``S`` alone.
 
     Native: magma_?gesdd (MAGMA's CPU interface: the matrix goes through host memory and MAGMA moves panels to the
-    GPU itself); ``method="hybrid"`` (and "auto" without gesdd) runs ``numpy.linalg.svd`` on the host.
+    GPU itself); ``method="hybrid"`` (and "auto" without gesdd): :func:`pymagma.hybrid.gesvd` (bidiagonal reduction
+    on the device, bidiagonal SVD on the host, back-transformation on the device).
     ``hermitian=True`` takes the eigen-decomposition of :func:`eigh` as NumPy does."""
     operand, operand_host = _as_operand(a, "a")
     if operand.ndim < 2:
@@ -912,7 +938,7 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
         _square(operand)
         return _svd_hermitian(operand, operand_host, compute_uv, method)
     if not _native(method, operand.dtype, "magma_?gesdd"):
-        return _host_lapack(lambda x: np.linalg.svd(x, full_matrices, compute_uv), operand, operand_host)
+        return _svd_hybrid(_to_device(operand, operand_host), operand_host, full_matrices, compute_uv)
     host, on_host, device = _host_matrices(a, "a")
     if _empty_stack(host.shape[:-2]):
         *batch, m, n = host.shape

@@ -156,6 +156,38 @@ def test_hybrid_eigh_residual_and_orthogonality(full, n, uplo, clustered, on_dev
         np.testing.assert_allclose(w, np.linalg.eigvalsh(h.astype(np.complex128)), atol=30 * n * eps(dtype) * norm)
 
 
+@cases
+@given(batch=st.lists(st.integers(0, 2), max_size=1), m=st.integers(0, 9), n=st.integers(0, 9),
+       kind=st.sampled_from(["random", "rank-deficient", "graded"]), full_matrices=st.booleans(),
+       on_device=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_hybrid_svd_backward_error_and_orthogonality(full, small_blocks, batch, m, n, kind, full_matrices, on_device,
+                                                     dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = values(rng, (*batch, m, n), dtype)
+    if kind == "rank-deficient" and min(m, n) > 1:
+        a = values(rng, (*batch, m, 1), dtype) @ values(rng, (*batch, 1, n), dtype)
+    elif kind == "graded":
+        a = a * np.logspace(0, 4, n).astype(np.finfo(dtype).dtype)
+    a = a.astype(dtype)
+    wrap = wrapper(on_device)
+    got = linalg.svd(wrap(a), full_matrices=full_matrices, method="hybrid")
+    want = np.linalg.svd(a, full_matrices=full_matrices)
+    assert isinstance(got, np.linalg._linalg.SVDResult)
+    u, s, vh = (pymagma.to_numpy(x) for x in got)
+    for g, w in zip((u, s, vh), want, strict=True):
+        assert (g.shape, g.dtype) == (w.shape, w.dtype)
+    tol = 30 * max(m, n, 1) * eps(dtype)
+    k = min(m, n)
+    for idx in np.ndindex(*batch):
+        norm = max(np.linalg.norm(a[idx]), 1e-30)
+        np.testing.assert_allclose(s[idx], want.S[idx], atol=tol * norm)
+        assert np.linalg.norm((u[idx][:, :k] * s[idx]) @ vh[idx][:k] - a[idx]) <= tol * norm
+        np.testing.assert_allclose(np.conj(u[idx].T) @ u[idx], np.eye(u.shape[-1]), atol=tol)
+        np.testing.assert_allclose(vh[idx] @ np.conj(vh[idx].T), np.eye(vh.shape[-2]), atol=tol)
+    np.testing.assert_allclose(pymagma.to_numpy(linalg.svd(wrap(a), compute_uv=False, method="hybrid")), want.S,
+                               atol=tol * max(np.linalg.norm(a), 1))
+
+
 def test_tridiagonal_reduction_is_a_similarity(full):
     rng = np.random.default_rng(5)
     g = values(rng, (7, 7), np.complex128)
