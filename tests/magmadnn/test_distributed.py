@@ -163,3 +163,21 @@ def test_bench_distributed_dry_run_reports_both_rank_counts(tmp_path):
         assert r["samples_per_s"] > 0 and r["allreduce_ms_per_step"] >= 0
         assert r["efficiency"] == pytest.approx(r["samples_per_s"] / (r["ranks"] * rows[0]["samples_per_s"]))
     assert "data-parallel training on" in done.stdout
+
+
+def test_threads_per_rank_split_the_cores_unless_the_user_chose(monkeypatch):
+    threadpoolctl = pytest.importorskip("threadpoolctl")
+    calls = []
+    monkeypatch.setattr(threadpoolctl, "threadpool_limits", calls.append)
+    for name in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OMPI_COMM_WORLD_LOCAL_SIZE",
+                 "MV2_COMM_WORLD_LOCAL_SIZE"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 8)
+    monkeypatch.setenv("MPI_LOCALNRANKS", "3")
+    assert distributed.ranks_on_this_node() == 3
+    assert distributed.limit_threads_per_rank() == 2 and calls == [2]
+    assert distributed.limit_threads_per_rank(16) == 1 and calls == [2, 1]
+    monkeypatch.setenv("OPENBLAS_NUM_THREADS", "4")
+    assert distributed.limit_threads_per_rank() is None and calls == [2, 1]
+    monkeypatch.delenv("MPI_LOCALNRANKS")
+    assert distributed.ranks_on_this_node(default=5) == 5
