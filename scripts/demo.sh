@@ -9,7 +9,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
-ensure_venv "examples,io,jit"
+ensure_venv "native,examples,io,jit"
 data_args=()
 if [ $# -gt 0 ] && [ "${1#-}" = "$1" ]; then
     data_args=(--data "$1")

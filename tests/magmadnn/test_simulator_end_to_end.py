@@ -23,7 +23,8 @@ ROOT = Path(__file__).resolve().parents[2]
 
 
 def run(args, tmp_path, timeout=240):
-    env = {**os.environ, "PYMAGMA_SIMULATOR": "1", "MPLBACKEND": "Agg"}
+    # the demo script runs in the venv of this test run (scripts/test.sh's), not one of its own
+    env = {**os.environ, "PYMAGMA_SIMULATOR": "1", "MPLBACKEND": "Agg", "MAGMADNN_VENV": sys.prefix}
     done = subprocess.run(args, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     return done.stdout
