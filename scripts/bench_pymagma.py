@@ -5,9 +5,9 @@
   gemm      sgemm / dgemm N=8192, TFLOP/s; ratio = pymagma / torch.matmul (goal >= 0.95)
   batched   10,000 x 32x32 sgemm (magmablas strided batched) vs torch.bmm, TFLOP/s
   getrf     dgetrf N=8192 (magma_dgetrf_gpu) vs torch.linalg.lu_factor, seconds; ratio = torch / pymagma
-  hybrid    dpotrf / dgeqrf N=4096 and dsyevd N=2048 through pymagma.linalg (cholesky, qr mode 'r', eigh), each
-            path the provider allows ("hybrid": pymagma.hybrid, "native": MAGMA's driver) vs torch.linalg, wall
-            seconds; ratio = torch / pymagma (goals: cholesky and qr >= 0.8, eigh >= 0.5)
+  hybrid    dpotrf / dgeqrf N=4096, dsyevd / dgesdd N=2048 through pymagma.linalg (cholesky, qr mode 'r', eigh, svd),
+            each path the provider allows ("hybrid": pymagma.hybrid, "native": MAGMA's driver) vs torch.linalg,
+            wall seconds; ratio = torch / pymagma (goals: cholesky and qr >= 0.8, eigh and svd >= 0.5)
   overhead  Python time per call of a 4x4 sgemm into a preallocated output (no sync), microseconds
             (goal <= 5 us); torch column: torch.matmul(out=) on the same sizes
 Without a CUDA device (or without PyTorch with CUDA) it returns no rows.  Run directly to print a table.
@@ -104,7 +104,9 @@ def hybrid_rows(torch, repeats: int, n: int = 4096, n_eigh: int = 2048) -> list[
     cases = [("cholesky", f"dpotrf N={n}", spd, lambda a, m: linalg.cholesky(a, method=m), torch.linalg.cholesky),
              ("qr", f"dgeqrf N={n}", g, lambda a, m: linalg.qr(a, mode="r", method=m),
               lambda t: torch.linalg.qr(t, mode="r")),
-             ("eigh", f"dsyevd N={n_eigh}", sym, lambda a, m: linalg.eigh(a, method=m), torch.linalg.eigh)]
+             ("eigh", f"dsyevd N={n_eigh}", sym, lambda a, m: linalg.eigh(a, method=m), torch.linalg.eigh),
+             ("svd", f"dgesdd N={n_eigh}", g[:n_eigh, :n_eigh], lambda a, m: linalg.svd(a, method=m),
+              torch.linalg.svd)]
     paths = linalg.paths(np.float64)
     rows = []
     for name, case, host, ours_fn, theirs_fn in cases:
