@@ -28,3 +28,12 @@ def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     if np.issubdtype(dtype, np.complexfloating):
         v = v + 1j * rng.standard_normal(shape)
     return v.astype(dtype)
+
+
+def pivoting_matrices(rng: np.random.Generator, shape, dtype) -> np.ndarray:
+    """Well-conditioned square matrices (``shape[-2] == shape[-1] == n``) whose LU must swap rows: random values plus
+    ``2n`` on the diagonal, then the rows cyclically shifted by 1..n-1, so every column's large entry is off the
+    diagonal and partial pivoting swaps at the first step (n = 1 has nothing to swap)."""
+    n = shape[-1]
+    a = random_values(rng, shape, dtype) + (2 * n * np.eye(n)).astype(dtype)
+    return a if n < 2 else np.roll(a, int(rng.integers(1, n)), axis=-2)

@@ -10,6 +10,7 @@ from hypothesis import strategies as st
 
 from pymagma import _magma, blas
 from pymagma.array import DeviceArray
+from tests.conftest import examples
 
 from .helpers import random_values as values
 
@@ -257,7 +258,7 @@ def _gpu(x):
 
 
 @pytest.mark.gpu
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(m=st.integers(0, 40), k=st.integers(0, 40), n=st.integers(0, 40), ta=st.booleans(), tb=st.booleans(),
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 2**16))
 def test_gemm_matches_numpy(m, k, n, ta, tb, dtype, seed):
@@ -269,7 +270,7 @@ def test_gemm_matches_numpy(m, k, n, ta, tb, dtype, seed):
 
 
 @pytest.mark.gpu
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(batch=st.lists(st.integers(1, 4), min_size=1, max_size=2), m=dims, k=dims, n=dims,
        method=st.sampled_from(["auto", "pointers"]), bcast=st.booleans(), dtype=st.sampled_from(DTYPES),
        seed=st.integers(0, 2**16))

@@ -7,6 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests.conftest import examples
+
 from .helpers import BF16, BF16_CASE
 from .test_dnn_reference import (
     batch_norm_backward_ref,
@@ -19,7 +21,7 @@ from .test_dnn_reference import (
 )
 
 pytestmark = pytest.mark.gpu
-FEW = settings(max_examples=10, deadline=None)
+FEW = settings(max_examples=examples(10), deadline=None)
 # float32 convolutions may run on TF32 tensor cores (like PyTorch's default), so their tolerance is TF32's.
 TOL = {np.float64: 1e-10, np.float32: 2e-2, np.float16: 3e-2, BF16: 6e-2}
 STRICT_TOL = {np.float64: 1e-10, np.float32: 1e-4, np.float16: 3e-3, BF16: 2.5e-2}

@@ -8,11 +8,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
+from tests.conftest import examples
+
 from .helpers import BF16, BF16_CASE
 from .test_kernels_reference import reference_uniform_pairs
 
 pytestmark = pytest.mark.gpu
-FEW = settings(max_examples=8, deadline=None)
+FEW = settings(max_examples=examples(8), deadline=None)
 
 DTYPES = [np.float32, np.float64, np.float16, BF16_CASE]
 FLOATS = [np.float32, np.float64, np.float16] + ([BF16] if BF16 is not None else [])
@@ -457,7 +459,7 @@ def test_uniform_and_normal_statistics_for_every_float_dtype():
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
-@settings(max_examples=4, deadline=None)
+@settings(max_examples=examples(4), deadline=None)
 @given(n=st.integers(1, 300), seed=st.integers(0, 2**64 - 1), offset=st.integers(0, 2**40),
        rate=st.sampled_from([0.0, 0.1, 0.5, 0.9]))
 def test_dropout_is_the_uniform_stream_thresholded_in_the_arrays_dtype(dtype, n, seed, offset, rate):

@@ -17,8 +17,9 @@ from pymagma import _magma as M
 from pymagma import blas, linalg, memory, simulator
 from pymagma import runtime as rt
 from pymagma.simulator.magma import SimulatedMagma
+from tests.conftest import examples
 
-from .helpers import BF16_CASE
+from .helpers import BF16_CASE, pivoting_matrices
 from .helpers import random_values as values
 
 
@@ -91,7 +92,7 @@ def test_column_major_copies_transpose_on_the_device(device, dtype):
     assert len(transposed) == (5 if np.dtype(dtype) in DTYPES else 0)  # one per matrix; other dtypes via the host
 
 
-@settings(max_examples=20, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(20), deadline=None, suppress_health_check=REUSE)
 @given(m=st.integers(1, 6), k=st.integers(0, 6), n=st.integers(1, 6), ta=st.booleans(), tb=st.booleans(),
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
 def test_gemm_gemv(device, m, k, n, ta, tb, dtype, seed):
@@ -109,7 +110,7 @@ def test_gemm_gemv(device, m, k, n, ta, tb, dtype, seed):
         np.testing.assert_allclose(blas.gemv(pymagma.asarray(ea), pymagma.asarray(x)).get(), ea @ x, **tol(dtype))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=REUSE)
 @given(batch=st.lists(st.integers(1, 3), min_size=1, max_size=2), m=st.integers(1, 4), k=st.integers(1, 4),
        n=st.integers(1, 4), method=st.sampled_from(["auto", "pointers"]), bcast=st.booleans(),
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
@@ -193,7 +194,7 @@ def test_level1(device, dtype):
     np.testing.assert_allclose(blas.nrm2(pymagma.asarray(x)), np.linalg.norm(x), **tol(dtype))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=REUSE)
 @given(n=st.integers(1, 6), k=st.integers(1, 4), side=st.sampled_from(["left", "right"]), lower=st.booleans(),
        trans=st.booleans(), unit=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
 def test_trsm_syrk(device, n, k, side, lower, trans, unit, dtype, seed):
@@ -213,7 +214,7 @@ def test_trsm_syrk(device, n, k, side, lower, trans, unit, dtype, seed):
     np.testing.assert_allclose(t(c), t(b @ b.T), **tol(dtype))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=REUSE)
 @given(batch=st.lists(st.integers(1, 2), max_size=2), n=st.integers(1, 6), k=st.integers(1, 3),
        vector=st.booleans(), on_device=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999),
        batched=st.booleans())
@@ -221,7 +222,7 @@ def test_lu_family(device, batch, n, k, vector, on_device, dtype, seed, batched)
     device.hidden = set() if batched else {"magma_?getrf_batched", "magmablas_?trsm_batched"}
     device.calls.clear()
     rng = np.random.default_rng(seed)
-    a = values(rng, (*batch, n, n), dtype) + n * np.eye(n, dtype=dtype)
+    a = pivoting_matrices(rng, (*batch, n, n), dtype)
     b = values(rng, (n,) if vector else (*batch, n, k), dtype)
     wrap = pymagma.asarray if on_device else (lambda x: x)
     x = linalg.solve(wrap(a), wrap(b))
@@ -238,6 +239,7 @@ def test_lu_family(device, batch, n, k, vector, on_device, dtype, seed, batched)
     lu, piv = linalg.lu_factor(wrap(a))
     lu = pymagma.to_numpy(lu)
     assert piv.dtype == np.int32 and piv.shape == (*batch, n) and piv.min() >= 0
+    assert n < 2 or (piv[..., 0] != 0).all()  # the matrices need pivoting, and the factorization did pivot
     for idx in np.ndindex(*batch):  # P A = L U for every matrix
         perm = np.arange(n)
         for i, p in enumerate(piv[idx]):
@@ -260,7 +262,7 @@ def test_singular_matrix_names_the_pivot(device):
     assert sign == 0 and logdet == -np.inf
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=REUSE)
 @given(n=st.integers(1, 6), on_device=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
 def test_cholesky_family(device, n, on_device, dtype, seed):
     rng = np.random.default_rng(seed)
@@ -276,7 +278,7 @@ def test_cholesky_family(device, n, on_device, dtype, seed):
         linalg.cholesky(np.array([[1, 2], [2, 1]], dtype))
 
 
-@settings(max_examples=10, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(10), deadline=None, suppress_health_check=REUSE)
 @given(batch=st.lists(st.integers(1, 3), min_size=1, max_size=2), n=st.integers(1, 5), on_device=st.booleans(),
        batched=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
 def test_stacked_cholesky_and_cho_solve_use_batched_routines(device, batch, n, on_device, batched, dtype, seed):
@@ -300,7 +302,7 @@ def test_stacked_cholesky_and_cho_solve_use_batched_routines(device, batch, n, o
         linalg.cholesky(bad)
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=REUSE)
 @given(m=st.integers(1, 6), n=st.integers(1, 6), on_device=st.booleans(), dtype=st.sampled_from(DTYPES),
        seed=st.integers(0, 999))
 def test_qr(device, m, n, on_device, dtype, seed):
@@ -315,7 +317,7 @@ def test_qr(device, m, n, on_device, dtype, seed):
     np.testing.assert_allclose(pymagma.to_numpy(linalg.qr(wrap(a), mode="r")), r, **tol(dtype))
 
 
-@settings(max_examples=25, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(25), deadline=None, suppress_health_check=REUSE)
 @given(m=st.integers(1, 7), n=st.integers(1, 7), rank=st.integers(0, 7), cols=st.sampled_from([None, 3, 40]),
        on_device=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
 def test_lstsq_matches_numpy_for_every_shape_and_rank(device, m, n, rank, cols, on_device, dtype, seed):
@@ -346,7 +348,7 @@ def test_lstsq_matches_numpy_for_every_shape_and_rank(device, m, n, rank, cols, 
             np.testing.assert_allclose(got, want, **tol(dtype))
 
 
-@settings(max_examples=15, deadline=None, suppress_health_check=REUSE)
+@settings(max_examples=examples(15), deadline=None, suppress_health_check=REUSE)
 @given(n=st.integers(1, 6), on_device=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
 def test_eigh_svd_eig(device, n, on_device, dtype, seed):
     rng = np.random.default_rng(seed)

@@ -23,6 +23,7 @@ from pymagma.errors import DeviceMemoryError, MissingSymbolError
 from pymagma.kernels import loader
 from pymagma.simulator import kernels as sim_kernels
 from pymagma.simulator.magma import MODEL, MagmaCallError, provider_exports
+from tests.conftest import examples
 
 pytestmark = pytest.mark.native
 needs_compiler = pytest.mark.skipif(sim_kernels.compiler() is None, reason="no host C++ compiler (g++ or clang++)")
@@ -205,7 +206,7 @@ def test_magma_calls_are_checked_against_the_tables(change, message):
             _magma.initialized().magma_dgemm(*change(args))
 
 
-@settings(max_examples=20, deadline=None)
+@settings(max_examples=examples(20), deadline=None)
 @given(m=st.integers(1, 4), n=st.integers(1, 4), k=st.integers(1, 4), alpha=st.floats(-2, 2), seed=st.integers(0, 99))
 def test_raw_gemm_model_matches_numpy_in_column_major(m, n, k, alpha, seed):
     rng = np.random.default_rng(seed)
