@@ -175,6 +175,9 @@ class ModelCheckpoint(Callback):
                                                    "ModelCheckpoint")
         self.initial_value_threshold = initial_value_threshold
         self.keys = _format_keys(self.filepath)
+        from .saving import container_for
+
+        container_for(self.filepath)  # '.npz' or '.safetensors', checked now rather than after the first epoch
         self.best = self._worst if initial_value_threshold is None else initial_value_threshold
         self.saved: list[str] = []
 

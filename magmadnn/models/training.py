@@ -20,9 +20,6 @@ from .progress import ProgressBar
 
 __all__ = ["Tally", "Snapshot", "Epoch"]
 
-#: the tally entry that carries the parameter finiteness flag (0, or NaN/inf) into each progress read
-_PARAMS = "__parameters__"
-
 
 class Tally:
     """Named running sums on the backend ``xp`` (dtype ``dtype``) with host-side sample counts."""
@@ -98,7 +95,7 @@ class Epoch:
         self.validation_data, self.batch_size = validation_data, batch_size
         self.eager = model.xp is _host
         parallel = model._parallel  # distributed: tallies summed over the ranks, read at epoch end only
-        self.tally = Tally(model.xp, [*model._tally_names(validation_data is not None), _PARAMS], model.dtype,
+        self.tally = Tally(model.xp, model._tally_names(validation_data is not None), model.dtype,
                            reduce=parallel.reduce_tally if parallel is not None else None)
         try:
             total = len(batches)
@@ -107,6 +104,7 @@ class Epoch:
         interval = model.progress_interval if parallel is None else math.inf
         self.bar = ProgressBar(epoch, epochs, total, verbose, interval=interval)
         self.snapshot, self.pending = None, []
+        self.done = 0  # batches applied so far (the host names the last one when a parameter turns non-finite)
 
     def run(self) -> dict:
         model, cbs = self.model, self.cbs
@@ -121,6 +119,7 @@ class Epoch:
                 self.pending.append((index, [np.array(a) for a in xb], np.array(yb)))
             value = model._train_step(xb, yb, check=self.eager, tally=self.tally)
             done += 1
+            self.done = done
             self.bar.add_samples(int(yb.shape[0]))
             if self.eager and not math.isfinite(value):
                 cbs.on_batch_end(index, {"loss": value})
@@ -146,18 +145,19 @@ class Epoch:
         """One host read of the tally: ``(logs, None)``, or ``(None, stop logs)`` after a non-finite loss."""
         model = self.model
         probe = model._param_probe()
-        if probe is not None:  # the finiteness of every parameter rides on the same read
-            self.tally.add(_PARAMS, probe, 0)
+        if probe is not None:  # 0, or NaN/inf when a parameter is not finite: it rides on the same read
+            self.tally.add("loss", probe, 0)
         sums = self.tally.read()
+        if self.eager and not math.isfinite(sums["loss"]):  # batch losses were checked: a parameter is not finite
+            found = model._nonfinite_parameter()
+            if found is not None:
+                stop = model._non_finite_parameters(self.cbs, self.epoch, found, self.done, {"loss": sums["loss"]})
+                return None, stop
         if math.isfinite(sums["loss"]) or self.eager:
             results = model._results(sums, self.tally.read_counts)
             if self.validation_data is not None:
                 results.update(model._results(sums, self.tally.read_counts, "val_"))
             self.snapshot, self.pending = None, []
-            if not math.isfinite(sums[_PARAMS]):
-                found = model._nonfinite_parameter()
-                if found is not None:
-                    return None, model._non_finite_parameters(self.cbs, self.epoch, found, None, results)
             return results, None
         return None, self._replay()
 
@@ -175,5 +175,9 @@ class Epoch:
             value = model._train_step(xb, yb, check=True, tally=self.tally)
             if not math.isfinite(value):
                 return model._non_finite(self.cbs, self.epoch, index, value)
+        found = model._nonfinite_parameter()  # the last pending update left a parameter non-finite
+        if found is not None:
+            return model._non_finite_parameters(self.cbs, self.epoch, found, self.pending[-1][0] + 1,
+                                                {"loss": float("nan")})
         raise FloatingPointError(f"fit: the running loss of epoch {self.epoch + 1} became non-finite but no batch "
                                  "loss did when replayed (nondeterministic backend?)")
