@@ -185,11 +185,16 @@ def potrs(factor: DeviceArray, b: DeviceArray) -> None:
     trsm(LEFT, LOWER, C, 1.0, factor, b)
 
 
-def zero_upper(w: DeviceArray) -> None:
-    """Zero the strict upper triangle of a column-major square ``w`` (one upload per block column)."""
+def zero_upper(w: DeviceArray, nb: int = DEFAULT_NB) -> None:
+    """Zero the strict upper triangle of a column-major square ``w`` (for dtypes without ``laset``): per block
+    column, zeros above the diagonal block and the diagonal block's lower triangle put back."""
     n = w.shape[0]
-    for j in range(1, n):
-        w[:j, j:j + 1].set(np.zeros((j, 1), w.dtype))
+    for j in range(0, n, nb):
+        jb = min(nb, n - j)
+        if j:
+            w[:j, j:j + jb].set(np.zeros((j, jb), w.dtype))
+        diag = w[j:j + jb, j:j + jb]
+        diag.set(np.tril(diag.get()))
 
 
 # ----------------------------------------------------------------------------------------------------- QR

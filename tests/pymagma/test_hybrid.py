@@ -354,3 +354,11 @@ def test_lstsq_negative_rcond_cuts_at_half_eps(full):
     ex, _, erank, _ = np.linalg.lstsq(a, b, rcond=-1)
     assert rank == erank == 2
     np.testing.assert_allclose(x, ex)
+
+
+@pytest.mark.parametrize("nb", [1, 2, 4, 64])
+def test_zero_upper_keeps_the_lower_triangle(full, nb):
+    a = values(np.random.default_rng(nb), (7, 7), np.complex64)
+    w = device_colmajor(a)
+    hybrid.zero_upper(w, nb)
+    np.testing.assert_array_equal(w.get(), np.tril(a))
