@@ -18,6 +18,12 @@ device the check rides on the progress read: fit keeps a backend snapshot from t
 since; when the read sum is not finite it restores the snapshot and replays those batches one by one (reading each
 loss: this error path alone costs extra reads) up to the offending one, which is not applied. Then, with a
 ``callbacks.TerminateOnNaN`` the training stops cleanly, otherwise :class:`NonFiniteLossError` is raised.
+
+Non-finite parameters: each progress read also carries ``0 * sum(p)`` over the parameters (0, or NaN when an update
+left a weight NaN/inf), added to the running loss so that no extra read is made; when it is not finite the epoch
+finds the update (replaying on a device) and stops like a non-finite loss, with :class:`NonFiniteParameterError`
+naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or
+non-finite arrays, targets the loss accepts) are checked once per call before any batch runs.
 """
 
 from __future__ import annotations
