@@ -395,7 +395,7 @@ def reduce(op: str, x, axis=None, keepdims: bool = False):
 def _arg_reduce(want_max: bool, x, axis: int):
     what = "argmax" if want_max else "argmin"
     dtype = _float_dtype(x, what)
-    (axis,) = _axes(axis, x.ndim)
+    (axis,) = _axes(_checks.integer(axis, f"{what} axis"), x.ndim)
     if x.shape[axis] == 0:
         raise ValueError(f"{what} of an empty axis (shape {x.shape}, axis {axis})")
     strides = _elem_strides(x)
