@@ -26,8 +26,8 @@ from .array import DeviceArray, asarray, copy_into, empty, on_arrays_device
 from .errors import LinAlgError, MagmaError
 
 __all__ = ["solve", "lu_factor", "lu_solve", "inv", "det", "slogdet", "cholesky", "cho_solve", "qr", "lstsq",
-           "eigh", "svd", "eig", "paths", "LinAlgError", "EigResult", "EighResult", "QRResult", "SlogdetResult",
-           "SVDResult"]
+           "eigh", "svd", "eig", "eigvalsh", "eigvals", "pinv", "matrix_rank", "cond", "paths", "LinAlgError",
+           "EigResult", "EighResult", "QRResult", "SlogdetResult", "SVDResult"]
 
 try:  # NumPy 2's own result types, so isinstance checks and field names match numpy.linalg exactly
     from numpy.linalg._linalg import EighResult, EigResult, QRResult, SlogdetResult, SVDResult
@@ -1066,3 +1066,91 @@ def real_eigvecs(wr: np.ndarray, wi: np.ndarray, vr: np.ndarray):
         else:
             j += 1
     return w, v
+
+
+# ----------------------------------------------------------------------------------------------------- derived
+_UNSET = object()
+
+
+@on_arrays_device
+def eigvalsh(a, UPLO: str = "L", *, method: str = "auto"):
+    """Eigenvalues of Hermitian matrices, ascending, like ``numpy.linalg.eigvalsh`` (through :func:`eigh`)."""
+    return eigh(a, UPLO, method=method).eigenvalues
+
+
+@on_arrays_device
+def eigvals(a, *, method: str = "auto"):
+    """Eigenvalues of general square matrices like ``numpy.linalg.eigvals`` (through :func:`eig`)."""
+    return eig(a, method=method).eigenvalues
+
+
+def _svd_host(a, **kwargs):
+    return tuple(x if isinstance(x, np.ndarray) else x.get() for x in svd(a, **kwargs))
+
+
+@on_arrays_device
+def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_UNSET, method: str = "auto"):
+    """Moore-Penrose pseudo-inverse like ``numpy.linalg.pinv`` (same ``rcond``/``rtol`` rules): the SVD by
+    :func:`svd` (native or hybrid), the small-value cut and the product ``V S^+ U^H`` on the host.  A NumPy
+    array for NumPy input, else a DeviceArray."""
+    operand, on_host = _as_operand(a, "a")
+    if operand.ndim < 2:
+        raise LinAlgError(f"pinv needs at least two dimensions, got shape {operand.shape}")
+    *batch, m, n = operand.shape
+    if rcond is not None and rtol is not _UNSET:
+        raise ValueError("rtol and rcond can't be both set")
+    if rcond is None:
+        rcond = 1e-15 if rtol is _UNSET else (max(m, n) * np.finfo(operand.dtype).eps if rtol is None else rtol)
+    if _empty_stack(batch) or min(m, n) == 0:
+        out = np.zeros((*batch, n, m), operand.dtype)
+    else:
+        u, s, vh = _svd_host(operand, full_matrices=False, hermitian=hermitian, method=method)
+        large = s > np.asarray(rcond)[..., None] * np.max(s, axis=-1, keepdims=True)
+        inv_s = np.where(large, 1 / np.where(large, s, 1), 0).astype(s.dtype)
+        out = (np.conj(np.swapaxes(vh, -1, -2)) * inv_s[..., None, :]) @ np.conj(np.swapaxes(u, -1, -2))
+    return out if on_host else asarray(np.ascontiguousarray(out), device=operand.device)
+
+
+@on_arrays_device
+def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None, method: str = "auto"):
+    """Rank by the SVD like ``numpy.linalg.matrix_rank``: singular values above ``tol`` (default
+    ``S.max() * rtol``, ``rtol`` defaulting to ``max(m, n) * eps``).  Always NumPy integers."""
+    operand, on_host = _as_operand(A, "A")
+    if operand.ndim < 2:
+        host = operand if on_host else operand.get()
+        return int(not np.all(host == 0))
+    m, n = operand.shape[-2:]
+    s = svd(operand, compute_uv=False, hermitian=hermitian, method=method)
+    s = s if isinstance(s, np.ndarray) else s.get()
+    if tol is None:
+        rtol = max(m, n) * np.finfo(s.dtype).eps if rtol is None else np.asarray(rtol)[..., None]
+        tol = np.max(s, axis=-1, keepdims=True, initial=0) * rtol
+    else:
+        tol = np.asarray(tol)[..., None]
+    return np.count_nonzero(s > tol, axis=-1)
+
+
+@on_arrays_device
+def cond(x, p=None, *, method: str = "auto"):
+    """Condition number like ``numpy.linalg.cond`` (NumPy values): ``p`` None, 2 or -2 from the singular values;
+    any other norm as ``norm(x, p) * norm(inv(x), p)`` (inf for a singular matrix)."""
+    operand, on_host = _as_operand(x, "x")
+    if operand.ndim < 2:
+        raise LinAlgError(f"cond needs at least two dimensions, got shape {operand.shape}")
+    if p is None or p in (2, -2):
+        s = svd(operand, compute_uv=False, method=method)
+        s = s if isinstance(s, np.ndarray) else s.get()
+        with np.errstate(all="ignore"):
+            return s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+    _square(operand)
+    host = operand if on_host else operand.get()
+    flat = host.reshape(-1, *host.shape[-2:])
+    out = np.empty(len(flat), _real(host.dtype))
+    for i, mat in enumerate(flat):
+        try:
+            inverse = inv(mat)
+        except LinAlgError:
+            out[i] = np.inf
+            continue
+        out[i] = np.linalg.norm(mat, p) * np.linalg.norm(inverse, p)
+    return out.reshape(host.shape[:-2]) if host.ndim > 2 else out[0]

@@ -362,3 +362,41 @@ def test_zero_upper_keeps_the_lower_triangle(full, nb):
     w = device_colmajor(a)
     hybrid.zero_upper(w, nb)
     np.testing.assert_array_equal(w.get(), np.tril(a))
+
+
+# ----------------------------------------------------------------------------------------------------- derived
+@cases
+@given(batch=st.lists(st.integers(0, 2), max_size=1), m=st.integers(0, 6), n=st.integers(0, 6),
+       rank=st.integers(0, 6), hermitian=st.booleans(), on_device=st.booleans(),
+       method=st.sampled_from(["auto", "hybrid"]), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_pinv_matrix_rank_cond_eigvals_match_numpy(sim, batch, m, n, rank, hermitian, on_device, method, dtype,
+                                                    seed):
+    rng = np.random.default_rng(seed)
+    if hermitian:
+        m = n
+    rank = min(rank, m, n)
+    left, right = values(rng, (*batch, m, rank), dtype), values(rng, (*batch, rank, n), dtype)
+    a = (left @ right if not hermitian else left @ np.conj(np.swapaxes(left, -1, -2))).astype(dtype)
+    wrap = wrapper(on_device)
+    t = {"rtol": 5e-3, "atol": 5e-3} if eps(dtype) > 1e-10 else {"rtol": 1e-8, "atol": 1e-8}
+    got = linalg.pinv(wrap(a), hermitian=hermitian, rtol=None, method=method)
+    assert isinstance(got, pymagma.DeviceArray) == on_device
+    want = np.linalg.pinv(a, hermitian=hermitian, rtol=None)
+    got = pymagma.to_numpy(got)
+    assert (got.shape, got.dtype) == (want.shape, want.dtype)
+    np.testing.assert_allclose(got, want, **t)
+    np.testing.assert_array_equal(linalg.matrix_rank(wrap(a), hermitian=hermitian, method=method),
+                                  np.linalg.matrix_rank(a, hermitian=hermitian))
+    if m == n and n and rank == n and 0 not in batch:
+        for p in (None, -2, 1, "fro", np.inf):
+            np.testing.assert_allclose(linalg.cond(wrap(a), p, method=method), np.linalg.cond(a, p), rtol=0.05)
+        np.testing.assert_allclose(pymagma.to_numpy(linalg.eigvalsh(wrap(a), method=method)) if hermitian else 0,
+                                   np.linalg.eigvalsh(a) if hermitian else 0, **t)
+        np.testing.assert_allclose(np.sort_complex(pymagma.to_numpy(linalg.eigvals(wrap(a), method=method))),
+                                   np.sort_complex(np.linalg.eigvals(a)), rtol=0.05, atol=0.05)
+
+
+def test_cond_of_a_singular_matrix_is_inf(full):
+    a = np.array([[1.0, 2.0], [2.0, 4.0]])
+    assert linalg.cond(a, 1) == np.inf == np.linalg.cond(a, 1)
+    assert linalg.matrix_rank(np.zeros(3)) == 0 and linalg.matrix_rank(np.ones(3)) == 1
