@@ -339,7 +339,7 @@ def distributed_bench(args, env: dict) -> int:
     for recipe in [r for r in args.recipe.split(",") if r]:
         rows += bench_distributed.run(recipe, args.data, args.epochs, BATCH, args.train_size)
     print_table(f"data-parallel training on {env['cores']} cores (batch {BATCH} per rank, samples/s over epochs "
-                f"2..{args.epochs}; the ranks share the cores; efficiency = speedup / ranks)", rows,
+                f"2..{args.epochs}; each rank has cores/2 threads; efficiency = speedup / ranks)", rows,
                 bench_distributed.COLUMNS)
     if args.json:
         Path(args.json).write_text(json.dumps({"environment": env, "distributed": rows}, indent=2))

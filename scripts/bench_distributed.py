@@ -3,11 +3,11 @@
 
 Each configuration is a fresh ``mpiexec -n N`` job of this file (``--worker``) training a bench recipe with
 ``fit(distributed=True)`` at a fixed per-rank batch (weak scaling: 2 ranks take steps of twice the samples, each epoch
-covers the same data). The BLAS threads are split evenly: each rank gets ``cores // N`` of them, so the comparison
-is "the same cores, used by more ranks". Throughput is over epochs 2.. (epoch 1 warms up); speedup is
-``throughput(N) / throughput(1)``, scaling efficiency ``speedup / N``; Allreduce ms/step is rank 0's time in the
-fused gradient reduction (staging copies included, and the wait for the slower rank: on a busy machine that wait
-dominates).
+covers the same data). Every rank gets ``cores // max(ranks)`` BLAS threads in every run, so N ranks use N times
+the cores of one (the usual scaling measure, free of BLAS threading effects). Throughput is over epochs 2.. (epoch 1
+warms up); speedup is ``throughput(N) / throughput(1)``, scaling efficiency ``speedup / N``; Allreduce ms/step is
+rank 0's time in the fused gradient reduction (staging copies included, and the wait for the slower rank: on a busy
+machine that wait dominates).
 """
 
 from __future__ import annotations
@@ -41,8 +41,8 @@ def run(recipe: str, data: str | None, epochs: int, batch: int, train_size: int 
     """One row per rank count: samples/s, efficiency against 1 rank, Allreduce ms/step, cores, threads per rank."""
     cores = os.cpu_count() or 1
     rows = []
+    threads = max(1, cores // max(ranks))
     for n in ranks:
-        threads = max(1, cores // n)
         env = {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
         cmd = [mpiexec(), "-n", str(n), sys.executable, str(Path(__file__).resolve()), "--worker", "--recipe", recipe,
                "--epochs", str(epochs), "--batch", str(batch)]
