@@ -3,6 +3,8 @@
 train OUT N B EPOCHS [DEVICE]: fit(distributed=True) a small MLP on N seeded samples, per-rank batch B; rank 0
   writes the per-batch losses, the epoch logs and the final weights to OUT (npz).
 tune OUT: grid_search (parallel="auto": over the ranks) of tune_build; rank 0 writes the table and best weights.
+resume OUT DIR: 1 epoch with a ModelCheckpoint into DIR (rank 0 writes), then every rank loads it into a fresh model
+  and trains epoch 2; rank 0 writes the final weights and the files DIR holds to OUT.
 fault OUT: rank 1 raises while rank 0 waits in a collective.  kill OUT: rank 1 kills itself (SIGKILL) instead.
 """
 
@@ -104,6 +106,23 @@ def train(out, n, b, epochs, distributed=True, device="host"):
                  **{f"w{i}": w for i, w in enumerate(model.get_weights())})
 
 
+def resume(out, folder, n=22, b=4):
+    from magmadnn import distributed as dist
+    from magmadnn.callbacks import ModelCheckpoint
+
+    x, y, x_val, y_val = problem(n)
+    world = dist.init()
+    path = os.path.join(folder, "ckpt.npz")
+    build().fit(x, y, batch_size=b, epochs=1, verbose=0, distributed=True, callbacks=[ModelCheckpoint(path)])
+    world.Barrier()
+    files = sorted(os.listdir(folder))
+    model = build()
+    start = model.load_checkpoint(path)
+    model.fit(x, y, batch_size=b, epochs=2, initial_epoch=start, verbose=0, distributed=True)
+    if world.Get_rank() == 0:
+        np.savez(out, files=np.array(files), start=start, **{f"w{i}": w for i, w in enumerate(model.get_weights())})
+
+
 def fault(out, kill: bool):
     from magmadnn import distributed as dist
 
@@ -122,6 +141,8 @@ if __name__ == "__main__":
         train(out, *map(int, sys.argv[3:6]), device=sys.argv[6] if len(sys.argv) > 6 else "host")
     elif mode == "tune":
         tune(out, "mpi")
+    elif mode == "resume":
+        resume(out, sys.argv[3])
     elif mode in ("fault", "kill"):
         fault(out, mode == "kill")
     else:

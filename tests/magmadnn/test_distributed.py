@@ -112,6 +112,18 @@ def test_two_ranks_on_the_simulated_device_stage_through_the_host_alike(tmp_path
 
 
 @pytest.mark.mpi
+def test_rank_0_writes_the_checkpoint_and_every_rank_resumes_from_it(tmp_path):
+    folder = tmp_path / "ckpt"
+    folder.mkdir()
+    out = tmp_path / "resumed.npz"
+    run_ranks(2, "resume", out, folder)
+    got, want = np.load(out), reference(tmp_path, 22, 4, 2)
+    assert list(got["files"]) == ["ckpt.npz"] and int(got["start"]) == 1
+    for key in [k for k in want.files if k.startswith("w")]:
+        np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
+
+
+@pytest.mark.mpi
 def test_one_rank_without_mpiexec_trains_like_plain_fit(tmp_path):
     out = tmp_path / "one.npz"
     subprocess.run([sys.executable, str(WORKER), "train", str(out), "20", "4", "1"], check=True, timeout=TIMEOUT)
@@ -181,3 +193,13 @@ def test_threads_per_rank_split_the_cores_unless_the_user_chose(monkeypatch):
     assert distributed.limit_threads_per_rank() is None and calls == [2, 1]
     monkeypatch.delenv("MPI_LOCALNRANKS")
     assert distributed.ranks_on_this_node(default=5) == 5
+
+
+def test_only_rank_0_runs_the_file_writing_callbacks(tmp_path):
+    from magmadnn.callbacks import CSVLogger, EarlyStopping, ModelCheckpoint
+
+    given = [ModelCheckpoint(str(tmp_path / "c.npz")), CSVLogger(str(tmp_path / "log.csv")), EarlyStopping()]
+    for rank, kept in ((0, given), (1, given[2:])):
+        parallel = object.__new__(distributed.DataParallel)
+        parallel.rank = rank
+        assert parallel.callbacks(given) == kept
