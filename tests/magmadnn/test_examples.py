@@ -61,9 +61,15 @@ def test_every_example_trains_a_few_steps(example, dataset, folders, capsys):
     assert "16 test samples" in out or "8 test samples" in out  # --max-steps 2 x batch 8 caps the test split
 
 
+# Examples smoke-tested elsewhere, with the test module that runs them.
+TESTED_ELSEWHERE = {"distributed_mnist": "test_distributed.py", "grid_search": "test_tuning.py"}
+
+
 def test_every_example_file_is_smoke_tested():
     tested = {"mnist_mlp", "lenet5", "cnn_2d", "cifar10_cnn", "resnet_cifar10"}
-    assert {p.stem for p in EXAMPLES.glob("*.py")} == tested
+    assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
+    for example, module in TESTED_ELSEWHERE.items():
+        assert f'"{example}.py"' in (Path(__file__).parent / module).read_text()
 
 
 @pytest.mark.parametrize(
