@@ -115,12 +115,18 @@ def gemv(k, dt):
     y[...] = k["alpha"] * (op(A, k["transA"]) @ x) + (k["beta"] * y if k["beta"] else 0)
 
 
-def trsm(k, dt):
+def triangle(k, dt):
+    """The triangular operand of trsm/trmm as a dense copy (``uplo``'s triangle, unit diagonal when ``diag`` says)."""
     na = k["m"] if k["side"] == M.MagmaLeft else k["n"]
     A = cm(k["dA"], na, na, k["ldda"], dt).copy()
     A = np.tril(A) if k["uplo"] == M.MagmaLower else np.triu(A)
     if k["diag"] == M.MagmaUnit:
         np.fill_diagonal(A, 1)
+    return A
+
+
+def trsm(k, dt):
+    A = triangle(k, dt)
     B = cm(k["dB"], k["m"], k["n"], k["lddb"], dt)
     opA = op(A, k["trans"])
     B[...] = np.linalg.solve(opA, k["alpha"] * B) if k["side"] == M.MagmaLeft else \
@@ -137,11 +143,7 @@ def syrk(k, dt):
 
 
 def trmm(k, dt):
-    na = k["m"] if k["side"] == M.MagmaLeft else k["n"]
-    A = cm(k["dA"], na, na, k["ldda"], dt).copy()
-    A = np.tril(A) if k["uplo"] == M.MagmaLower else np.triu(A)
-    if k["diag"] == M.MagmaUnit:
-        np.fill_diagonal(A, 1)
+    A = triangle(k, dt)
     B = cm(k["dB"], k["m"], k["n"], k["lddb"], dt)
     B[...] = k["alpha"] * (op(A, k["trans"]) @ B if k["side"] == M.MagmaLeft else B @ op(A, k["trans"]))
 
