@@ -1,10 +1,21 @@
 """Hybrid CPU+GPU LAPACK drivers built only from what a partial MAGMA exports (PyTorch's bundled 2.6.1 has the BLAS,
-``laswp``, ``transpose`` and ``getrf`` but no ``potrf``/``potrs``/``geqrf``/``orgqr``/``gels``).
+``laswp``, ``transpose`` and ``getrf`` but no ``potrf``/``potrs``/``geqrf``/``orgqr``/``gels``/``syevd``/``gesdd``).
 
 As in MAGMA's own drivers, each small diagonal block or panel is factored on the host by NumPy's LAPACK and the
 large trailing updates run on the device with BLAS-3: ``trsm`` + ``syrk``/``herk`` for Cholesky, ``gemm`` + ``trmm``
-applying compact-WY block reflectors ``I - V T V^H`` for QR.  There is no look-ahead (the panel and the trailing
-update of one step do not overlap), so these drivers are correct everywhere but slower than MAGMA's for large n.
+applying compact-WY block reflectors ``I - V T V^H`` for QR.
+
+Look-ahead (:func:`potrf`, :func:`geqrf`, as MAGMA's potrf_gpu/geqrf_gpu): after panel ``j`` the device updates
+the next panel first, a second queue (:func:`pymagma.queue.transfer_queue`, ordered by events) copies it into
+pinned host memory, and the rest of the trailing update runs on the main queue while the host factors that next
+panel.  Panels go back to the device with asynchronous copies from pinned memory.  Correctness does not depend on
+timing: every dependency is an event or stream order (the simulator runs queued work as late as those allow).
+``lookahead=False`` runs the same steps on one queue.  The eigen/SVD reductions (:func:`sytrd`, :func:`gebrd`) are
+unblocked (a host reflector and device BLAS-2 per column) and have no look-ahead.
+
+:func:`host_seconds` / :func:`host_time` report the seconds spent in host-side work (panels, reflectors, the
+tridiagonal and bidiagonal solvers) across all drivers: compared with a driver's wall time it shows how host-bound
+it is.
 
 Every routine works in place on a column-major 2-D :class:`~pymagma.array.DeviceArray` view (``x.T`` C-ordered,
 as ``linalg.colmajor_copy`` makes them).  ``nb`` is the block size: by default the provider's ``magma_get_?*_nb``
@@ -13,11 +24,15 @@ answer when it exports one, else :data:`DEFAULT_NB`.
 
 from __future__ import annotations
 
+import contextlib
+import threading
+import time
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _magma
+from . import _magma, runtime
+from . import queue as queues_
 from .array import DeviceArray, empty
 
 DEFAULT_NB = 64
@@ -25,7 +40,65 @@ N, T, C = _magma.MagmaNoTrans, _magma.MagmaTrans, _magma.MagmaConjTrans
 LEFT, RIGHT, LOWER, UPPER = _magma.MagmaLeft, _magma.MagmaRight, _magma.MagmaLower, _magma.MagmaUpper
 NONUNIT = _magma.MagmaNonUnit
 
-__all__ = ["DEFAULT_NB", "block_size", "potrf", "potrs", "geqrf", "orgqr", "ormqr_h", "QRFactors", "sytrd", "syevd"]
+__all__ = ["DEFAULT_NB", "block_size", "potrf", "potrs", "geqrf", "orgqr", "ormqr_h", "QRFactors", "sytrd", "syevd",
+           "gebrd", "gesvd", "host_seconds", "reset_host_seconds", "host_time", "HostTime"]
+
+
+# ----------------------------------------------------------------------------------------------------- host time
+_host_total = 0.0  # seconds of host-side work since import (never reset: host_time() measures differences)
+_host_reset_at = 0.0
+_host_lock = threading.Lock()
+
+
+@contextlib.contextmanager
+def _on_host():
+    """Count the block as host-side work of a driver (its panel factorizations, reflectors, small solvers)."""
+    global _host_total
+    t0 = time.perf_counter()
+    try:
+        yield
+    finally:
+        dt = time.perf_counter() - t0
+        with _host_lock:
+            _host_total += dt
+
+
+def host_seconds() -> float:
+    """Seconds the hybrid drivers have spent in host-side work since import or the last :func:`reset_host_seconds`,
+    over all drivers and threads: NumPy's LAPACK on panels and diagonal blocks, building reflectors and their
+    triangular factors, the tridiagonal and bidiagonal solvers.  Transfers and waits for the device are not
+    counted; with look-ahead most of this time overlaps device work, without it all of it adds to the wall time."""
+    return _host_total - _host_reset_at
+
+
+def reset_host_seconds() -> None:
+    """Start :func:`host_seconds` again from zero."""
+    global _host_reset_at
+    with _host_lock:
+        _host_reset_at = _host_total
+
+
+class HostTime:
+    """What :func:`host_time` yields: ``seconds`` is the host-side work counted since the block began (frozen when
+    it ends); resets of :func:`host_seconds` do not affect it."""
+
+    def __init__(self):
+        self._start, self._end = _host_total, None
+
+    @property
+    def seconds(self) -> float:
+        return (_host_total if self._end is None else self._end) - self._start
+
+
+@contextlib.contextmanager
+def host_time():
+    """``with hybrid.host_time() as t: ...`` then ``t.seconds``: the hybrid drivers' host-side seconds (as
+    :func:`host_seconds` counts them) spent inside the block."""
+    t = HostTime()
+    try:
+        yield t
+    finally:
+        t._end = _host_total
 
 
 # ----------------------------------------------------------------------------------------------------- device calls
@@ -53,8 +126,9 @@ def _scalar(value, p: str, real: bool = False):
     return ctype(float(np.real(value)))
 
 
-def gemm(ta: int, tb: int, alpha, a: DeviceArray, b: DeviceArray, beta, c: DeviceArray) -> None:
-    """``c = alpha op(a) op(b) + beta c`` on column-major views."""
+def gemm(ta: int, tb: int, alpha, a: DeviceArray, b: DeviceArray, beta, c: DeviceArray, queue=None) -> None:
+    """``c = alpha op(a) op(b) + beta c`` on column-major views (on ``queue``, by default ``c``'s default queue;
+    likewise for the other device calls here)."""
     m, n = c.shape
     k = a.shape[1] if ta == N else a.shape[0]
     if m == 0 or n == 0:
@@ -62,30 +136,34 @@ def gemm(ta: int, tb: int, alpha, a: DeviceArray, b: DeviceArray, beta, c: Devic
     p = _p(c)
     (pa, la), (pb, lb), (pc, lc) = _cm(a), _cm(b), _cm(c)
     getattr(_lib(), f"magma_{p}gemm")(ta, tb, m, n, k, _scalar(alpha, p), pa, la, pb, lb, _scalar(beta, p), pc, lc,
-                                      c.queue.handle)
+                                      (queue or c.queue).handle)
 
 
-def trsm(side: int, uplo: int, trans: int, alpha, a: DeviceArray, b: DeviceArray, diag: int = NONUNIT) -> None:
+def trsm(side: int, uplo: int, trans: int, alpha, a: DeviceArray, b: DeviceArray, diag: int = NONUNIT,
+         queue=None) -> None:
     """Solve ``op(a) x = alpha b`` (LEFT) or ``x op(a) = alpha b`` (RIGHT) in place of ``b``."""
     m, n = b.shape
     if m == 0 or n == 0:
         return
     p = _p(b)
     (pa, la), (pb, lb) = _cm(a), _cm(b)
-    getattr(_lib(), f"magma_{p}trsm")(side, uplo, trans, diag, m, n, _scalar(alpha, p), pa, la, pb, lb, b.queue.handle)
+    getattr(_lib(), f"magma_{p}trsm")(side, uplo, trans, diag, m, n, _scalar(alpha, p), pa, la, pb, lb,
+                                      (queue or b.queue).handle)
 
 
-def trmm(side: int, uplo: int, trans: int, alpha, a: DeviceArray, b: DeviceArray, diag: int = NONUNIT) -> None:
+def trmm(side: int, uplo: int, trans: int, alpha, a: DeviceArray, b: DeviceArray, diag: int = NONUNIT,
+         queue=None) -> None:
     """``b = alpha op(a) b`` (LEFT) or ``alpha b op(a)`` (RIGHT) for triangular ``a``."""
     m, n = b.shape
     if m == 0 or n == 0:
         return
     p = _p(b)
     (pa, la), (pb, lb) = _cm(a), _cm(b)
-    getattr(_lib(), f"magma_{p}trmm")(side, uplo, trans, diag, m, n, _scalar(alpha, p), pa, la, pb, lb, b.queue.handle)
+    getattr(_lib(), f"magma_{p}trmm")(side, uplo, trans, diag, m, n, _scalar(alpha, p), pa, la, pb, lb,
+                                      (queue or b.queue).handle)
 
 
-def herk_lower(alpha: float, a: DeviceArray, beta: float, c: DeviceArray) -> None:
+def herk_lower(alpha: float, a: DeviceArray, beta: float, c: DeviceArray, queue=None) -> None:
     """Lower triangle of ``c = alpha a a^H + beta c`` (``syrk`` for real, ``herk`` for complex dtypes)."""
     n, k = a.shape
     if n == 0:
@@ -94,7 +172,7 @@ def herk_lower(alpha: float, a: DeviceArray, beta: float, c: DeviceArray) -> Non
     cplx = p in "cz"
     (pa, la), (pc, lc) = _cm(a), _cm(c)
     getattr(_lib(), f"magma_{p}{'herk' if cplx else 'syrk'}")(
-        LOWER, N, n, k, _scalar(alpha, p, cplx), pa, la, _scalar(beta, p, cplx), pc, lc, c.queue.handle)
+        LOWER, N, n, k, _scalar(alpha, p, cplx), pa, la, _scalar(beta, p, cplx), pc, lc, (queue or c.queue).handle)
 
 
 def hemv_lower(alpha, a: DeviceArray, x: DeviceArray, y: DeviceArray) -> None:
@@ -140,6 +218,45 @@ def block_size(kind: str, dtype, m: int, n: int) -> int:
     return DEFAULT_NB
 
 
+# ----------------------------------------------------------------------------------------------------- look-ahead
+def _queues(w: DeviceArray, lookahead: bool, queues) -> tuple:
+    """(main, side): the queue of the device work and the queue of the panel copies to the host.  With
+    look-ahead, ``queues`` or (``w``'s default queue, the device's transfer queue); without, one queue for both."""
+    main = queues[0] if queues else w.queue
+    if not lookahead:
+        return main, main
+    return main, queues[1] if queues else queues_.transfer_queue(w.device)
+
+
+def _staging(rows: int, cols: int, dtype) -> np.ndarray:
+    """A pinned host buffer for column-major blocks of up to ``rows * cols`` elements."""
+    return runtime.pinned_empty(max(rows * cols, 1), dtype)
+
+
+def _host_view(stage: np.ndarray, rows: int, cols: int) -> np.ndarray:
+    """A column-major ``rows x cols`` host matrix at the start of ``stage`` (the transpose of a C-ordered
+    ``cols x rows`` array: one column per row, as the 2-D copies move them)."""
+    return stage[:rows * cols].reshape(cols, rows).T
+
+
+def _upload(host: np.ndarray, x: DeviceArray, queue) -> None:
+    """Enqueue on ``queue`` the copy of ``host`` (a :func:`_host_view` of pinned memory) into the column-major
+    ``x``; ``host`` must not change until ``queue`` has run it."""
+    ptr, ld = _cm(x)
+    runtime.memcpy_2d_htod(ptr, ld * x.itemsize, host.T, stream=queue.stream)
+
+
+def _fetch(x: DeviceArray, stage: np.ndarray, main, side) -> tuple[np.ndarray, object]:
+    """Copy the column-major ``x`` into ``stage`` on ``side`` once ``main``'s work so far is done; returns the host
+    view and an event that completes with the copy (read the view after synchronizing it)."""
+    if side is not main:
+        side.wait_event(main.record_event())
+    host = _host_view(stage, *x.shape)
+    ptr, ld = _cm(x)
+    runtime.memcpy_2d_dtoh(host.T, ptr, ld * x.itemsize, stream=side.stream)
+    return host, side.record_event()
+
+
 # ----------------------------------------------------------------------------------------------------- Cholesky
 def host_potrf(a: np.ndarray) -> tuple[np.ndarray, int]:
     """Lower Cholesky factor of a small host block and LAPACK's ``info`` (the order of the first leading minor that
@@ -159,24 +276,50 @@ def host_potrf(a: np.ndarray) -> tuple[np.ndarray, int]:
     return a, bad
 
 
-def potrf(w: DeviceArray, nb: int | None = None) -> int:
+def potrf(w: DeviceArray, nb: int | None = None, *, lookahead: bool = True, queues=None) -> int:
     """Blocked right-looking lower Cholesky of column-major ``w`` in place; returns ``info`` (0, or the order of the
-    leading minor that is not positive).  The strict upper triangle is left as it was."""
+    leading minor that is not positive).  The strict upper triangle is left as it was.
+
+    Each diagonal block is factored on the host, the panel below it solved (``trsm``) and the trailing matrix
+    updated (``syrk``/``herk``, ``gemm``) on the device.  With ``lookahead`` (as MAGMA's potrf_gpu) the next
+    diagonal block is updated first and copied to the host on a second queue while the rest of the trailing update
+    runs, so the host factors it meanwhile.  ``queues``: (main, copies) instead of ``w``'s default queue and the
+    device's :func:`~pymagma.queue.transfer_queue`.  Returns once the device work is done."""
     n = w.shape[0]
-    nb = nb or block_size("potrf", w.dtype, n, n)
-    for j in range(0, n, nb):
-        jb = min(nb, n - j)
-        diag = w[j:j + jb, j:j + jb]
-        host = diag.get()
-        factor, info = host_potrf(host)
-        if info:
-            return j + info
-        diag.set(np.tril(factor) + np.triu(host, 1))
-        if j + jb < n:
-            panel, trailing = w[j + jb:, j:j + jb], w[j + jb:, j + jb:]
-            trsm(RIGHT, LOWER, C, 1.0, diag, panel)  # panel <- panel L_jj^{-H}
-            herk_lower(-1.0, panel, 1.0, trailing)
-    return 0
+    if n == 0:
+        return 0
+    nb = min(nb or block_size("potrf", w.dtype, n, n), n)
+    main, side = _queues(w, lookahead, queues)
+    stage = _staging(nb, nb, w.dtype)
+    try:
+        block, ready = _fetch(w[:nb, :nb], stage, main, side)
+        for j in range(0, n, nb):
+            jb = min(nb, n - j)
+            ready.synchronize()
+            with _on_host():
+                factor, info = host_potrf(block)
+                if info:
+                    return j + info
+                block[...] = np.tril(factor) + np.triu(block, 1)
+            diag = w[j:j + jb, j:j + jb]
+            _upload(block, diag, main)
+            nxt = j + jb
+            if nxt == n:
+                break
+            panel = w[nxt:, j:j + jb]
+            trsm(RIGHT, LOWER, C, 1.0, diag, panel, queue=main)  # panel <- panel L_jj^{-H}
+            nb2 = min(nb, n - nxt)
+            if lookahead:  # the next diagonal block first, then the rest while the host factors it
+                herk_lower(-1.0, panel[:nb2], 1.0, w[nxt:nxt + nb2, nxt:nxt + nb2], queue=main)
+                block, ready = _fetch(w[nxt:nxt + nb2, nxt:nxt + nb2], stage, main, side)
+                gemm(N, C, -1.0, panel[nb2:], panel[:nb2], 1.0, w[nxt + nb2:, nxt:nxt + nb2], queue=main)
+                herk_lower(-1.0, panel[nb2:], 1.0, w[nxt + nb2:, nxt + nb2:], queue=main)
+            else:
+                herk_lower(-1.0, panel, 1.0, w[nxt:, nxt:], queue=main)
+                block, ready = _fetch(w[nxt:nxt + nb2, nxt:nxt + nb2], stage, main, side)
+        return 0
+    finally:
+        main.synchronize()  # the last upload reads the pinned stage
 
 
 def potrs(factor: DeviceArray, b: DeviceArray) -> None:
@@ -219,37 +362,66 @@ class QRFactors:
     blocks: list
 
 
-def _apply(v: DeviceArray, t: DeviceArray, c: DeviceArray, conj: bool) -> None:
-    """``c <- (I - V T V^H) c`` (or with ``T^H`` when ``conj``: the adjoint of the block reflector)."""
+def _apply(v: DeviceArray, t: DeviceArray, c: DeviceArray, conj: bool, work: DeviceArray | None = None,
+           queue=None) -> None:
+    """``c <- (I - V T V^H) c`` (or with ``T^H`` when ``conj``: the adjoint of the block reflector); ``work``: a
+    column-major ``k x cols`` scratch matrix (``k`` reflectors; allocated when None)."""
     if c.shape[1] == 0:
         return
-    work = colmajor_empty(v.shape[1], c.shape[1], c.dtype, c.device)
-    gemm(C, N, 1.0, v, c, 0.0, work)
-    trmm(LEFT, UPPER, C if conj else N, 1.0, t, work)
-    gemm(N, N, -1.0, v, work, 1.0, c)
+    if work is None:
+        work = colmajor_empty(v.shape[1], c.shape[1], c.dtype, c.device)
+    gemm(C, N, 1.0, v, c, 0.0, work, queue=queue)
+    trmm(LEFT, UPPER, C if conj else N, 1.0, t, work, queue=queue)
+    gemm(N, N, -1.0, v, work, 1.0, c, queue=queue)
 
 
-def geqrf(w: DeviceArray, nb: int | None = None) -> QRFactors:
+def geqrf(w: DeviceArray, nb: int | None = None, *, lookahead: bool = True, queues=None) -> QRFactors:
     """Blocked Householder QR of column-major ``w`` in place (LAPACK's layout): each panel by the host's
-    ``geqrf``, the trailing matrix updated on the device with ``gemm`` + ``trmm``."""
+    ``geqrf``, the trailing matrix updated on the device with ``gemm`` + ``trmm``.
+
+    With ``lookahead`` (as MAGMA's geqrf_gpu) the block reflector is applied to the next panel first, which is
+    copied to the host on a second queue while the rest of the trailing matrix is updated, so the host factors it
+    meanwhile.  ``queues`` as for :func:`potrf`.  Returns once the device work is done."""
     m, n = w.shape
     k = min(m, n)
-    nb = nb or block_size("geqrf", w.dtype, m, n)
+    if k == 0:
+        return QRFactors(w, np.zeros(0, w.dtype), [])
+    nb = min(nb or block_size("geqrf", w.dtype, m, n), k)
+    main, side = _queues(w, lookahead, queues)
+    v_all = colmajor_empty(m, k, w.dtype, w.device)  # the block reflectors' V, one block column per panel
+    t_all = colmajor_empty(nb, k, w.dtype, w.device)  # and their triangular factors T
+    work = colmajor_empty(nb, n, w.dtype, w.device)
+    panel_stage, v_stage, t_stage = _staging(m, nb, w.dtype), _staging(m, nb, w.dtype), _staging(nb, nb, w.dtype)
     taus, blocks = [], []
-    for j in range(0, k, nb):
-        jb = min(nb, k - j)
-        panel = w[j:, j:j + jb]
-        h, tau = np.linalg.qr(panel.get(), mode="raw")
-        ref = h.T.astype(w.dtype)
-        tau = tau.astype(w.dtype)
-        panel.set(ref)
-        taus.append(tau)
-        v = np.tril(ref, -1)
-        v[np.arange(jb), np.arange(jb)] = 1
-        vd, td = to_device_colmajor(v, w.device), to_device_colmajor(larft(v, tau), w.device)
-        blocks.append((j, vd, td))
-        _apply(vd, td, w[j:, j + jb:], conj=True)
-    return QRFactors(w, np.concatenate(taus) if taus else np.zeros(0, w.dtype), blocks)
+    try:
+        panel, ready = _fetch(w[:, :nb], panel_stage, main, side)
+        for j in range(0, k, nb):
+            jb = min(nb, k - j)
+            ready.synchronize()
+            with _on_host():
+                h, tau = np.linalg.qr(panel, mode="raw")
+                panel[...] = h.T  # R above, the reflectors below the diagonal
+                tau = tau.astype(w.dtype)
+                v = _host_view(v_stage, m - j, jb)
+                v[...] = np.tril(panel, -1)
+                v[np.arange(jb), np.arange(jb)] = 1
+                t = _host_view(t_stage, jb, jb)
+                t[...] = larft(v, tau)
+            taus.append(tau)
+            vd, td = v_all[j:, j:j + jb], t_all[:jb, j:j + jb]
+            for host, dev in ((panel, w[j:, j:j + jb]), (v, vd), (t, td)):
+                _upload(host, dev, main)
+            blocks.append((j, vd, td))
+            nxt = j + jb
+            nb2 = min(nb, k - nxt)  # the next panel's width; 0: none
+            first = nxt + nb2 if lookahead else n  # columns updated before the next panel is copied
+            _apply(vd, td, w[j:, nxt:first], True, work[:jb, :first - nxt], main)
+            if nb2:
+                panel, ready = _fetch(w[nxt:, nxt:nxt + nb2], panel_stage, main, side)
+            _apply(vd, td, w[j:, first:], True, work[:jb, :n - first], main)
+    finally:
+        main.synchronize()  # the last uploads read the pinned stages
+    return QRFactors(w, np.concatenate(taus), blocks)
 
 
 def orgqr(f: QRFactors, cols: int) -> DeviceArray:
@@ -274,8 +446,9 @@ def _block_reflectors(v: np.ndarray, tau: np.ndarray, nb: int, offset: int, devi
     for j in range(0, v.shape[1], nb):
         jb = min(nb, v.shape[1] - j)
         vj = v[j:, j:j + jb]
-        blocks.append((offset + j, to_device_colmajor(vj, device), to_device_colmajor(larft(vj, tau[j:j + jb]),
-                                                                                     device)))
+        with _on_host():
+            tj = larft(vj, tau[j:j + jb])
+        blocks.append((offset + j, to_device_colmajor(vj, device), to_device_colmajor(tj, device)))
     return blocks
 
 
@@ -310,7 +483,9 @@ def sytrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
     taus = np.zeros(max(n - 1, 0), w.dtype)
     for i in range(n - 1):
         col = w[i + 1:, i:i + 1]
-        beta, tau, v = larfg(col.get()[:, 0])
+        x = col.get()[:, 0]
+        with _on_host():
+            beta, tau, v = larfg(x)
         e[i], taus[i], v_all[i:, i] = np.real(beta), tau, v
         if tau == 0:
             continue
@@ -320,7 +495,8 @@ def sytrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
         xd = colmajor_empty(n - i - 1, 1, w.dtype, w.device)
         hemv_lower(tau, sub, vd, xd)
         x = xd.get()[:, 0]
-        wv = x - 0.5 * tau * np.vdot(x, v) * v
+        with _on_host():
+            wv = x - 0.5 * tau * np.vdot(x, v) * v
         her2k_lower(-1.0, vd, to_device_colmajor(wv[:, None].astype(w.dtype), w.device), sub)
     d = np.real(np.diagonal(w.get())).astype(real) if n else np.zeros(0, real)
     return d, e, v_all, taus
@@ -348,7 +524,8 @@ def syevd(w: DeviceArray, nb: int | None = None, conj: bool = False) -> tuple[np
     ``conj(A)``)."""
     n = w.shape[0]
     d, e, v, tau = sytrd(w)
-    vals, z = stedc(d, e)
+    with _on_host():
+        vals, z = stedc(d, e)
     vecs = to_device_colmajor(z.astype(w.dtype), w.device)
     if conj:
         v, tau = np.conj(v), np.conj(tau)
@@ -372,7 +549,9 @@ def gebrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
 
     def reflect_left(i):
         col = w[i:, i:i + 1]
-        beta, tau, v = larfg(col.get()[:, 0])
+        x = col.get()[:, 0]
+        with _on_host():
+            beta, tau, v = larfg(x)
         d[i], tauq[i], vq[i:, i] = np.real(beta), tau, v
         rest = w[i:, i + 1:]
         if tau != 0 and rest.shape[1]:
@@ -383,7 +562,9 @@ def gebrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
 
     def reflect_right(i):
         row = w[i:i + 1, i + 1:]
-        beta, tau, u = larfg(np.conj(row.get()[0]))
+        x = np.conj(row.get()[0])
+        with _on_host():
+            beta, tau, u = larfg(x)
         e[i], taup[i], vp[i:, i] = np.real(beta), tau, u
         rest = w[i + 1:, i + 1:]
         if tau != 0 and rest.shape[0]:
@@ -419,9 +600,10 @@ def gesvd(w: DeviceArray, full_matrices: bool = True, compute_uv: bool = True, n
     m, n = w.shape
     d, e, vq, tauq, vp, taup = gebrd(w)
     b = np.diag(d) + np.diag(e, 1) if n > 1 else np.diag(d)
-    if not compute_uv:
-        return np.linalg.svd(b, compute_uv=False)
-    ub, s, vbh = np.linalg.svd(b)
+    with _on_host():
+        if not compute_uv:
+            return np.linalg.svd(b, compute_uv=False)
+        ub, s, vbh = np.linalg.svd(b)
     nb = nb or block_size("geqrf", w.dtype, m, n)
     uz = np.eye(m, m if full_matrices else n, dtype=ub.dtype)
     uz[:n, :n] = ub

@@ -1,7 +1,9 @@
 """MAGMA queues: a CUDA stream plus a cuBLAS handle, the context every MAGMA BLAS/batched call runs in.
 
 ``default_queue(device)`` gives one lazily created queue per device; ``Queue.from_stream`` wraps a stream owned by
-someone else (PyTorch, CuPy) so MAGMA work is ordered with theirs.
+someone else (PyTorch, CuPy) so MAGMA work is ordered with theirs.  ``transfer_queue(device)`` is a second queue
+per device whose work (copies, as the ``queues[1]`` of MAGMA's look-ahead drivers) overlaps the default queue's;
+``record_event`` / ``wait_event`` order the two.
 """
 
 from __future__ import annotations
@@ -48,8 +50,28 @@ class Queue:
     def synchronize(self) -> None:
         _magma.library().magma_queue_sync(self.handle, *_magma.internal_args())
 
+    def record_event(self) -> runtime.Event:
+        """A new event (without timing) recorded on this queue's stream: it completes when the work enqueued so far
+        has finished.  Wait for it on the host (``.synchronize()``) or on another queue (:meth:`wait_event`)."""
+        return record_event(self)
+
+    def wait_event(self, event: runtime.Event) -> None:
+        """Make the work enqueued on this queue from now on wait for ``event`` (``cudaStreamWaitEvent``; the host
+        does not wait)."""
+        wait_event(self, event)
+
     def __repr__(self) -> str:
         return f"Queue(device={self.device}, stream=0x{self.stream:x})"
+
+
+def record_event(q) -> runtime.Event:
+    """:meth:`Queue.record_event` for anything with a ``stream`` (the simulator's default queue uses it too)."""
+    return runtime.Event(timing=False).record(q.stream)
+
+
+def wait_event(q, event: runtime.Event) -> None:
+    """:meth:`Queue.wait_event` for anything with a ``stream``."""
+    runtime.Stream(handle=q.stream).wait(event)
 
 
 def _destroy(handle: int) -> None:
@@ -60,6 +82,7 @@ def _destroy(handle: int) -> None:
 
 
 _DEFAULT: dict[int, Queue] = {}
+_TRANSFER: dict[int, Queue] = {}
 _LOCK = threading.Lock()
 
 
@@ -74,4 +97,17 @@ def default_queue(device: int | None = None) -> Queue:
         q = _DEFAULT.get(device)
         if q is None:
             q = _DEFAULT[device] = Queue(device)
+        return q
+
+
+def transfer_queue(device: int | None = None) -> Queue:
+    """A second queue of ``device`` (the current device when None), created on first use: work enqueued there runs
+    concurrently with the default queue's unless ordered by events (:meth:`Queue.record_event`,
+    :meth:`Queue.wait_event`).  The hybrid drivers copy their next panel to the host on it (look-ahead)."""
+    runtime.require_device()
+    device = runtime.get_device() if device is None else int(device)
+    with _LOCK:
+        q = _TRANSFER.get(device)
+        if q is None:
+            q = _TRANSFER[device] = Queue(device)
         return q

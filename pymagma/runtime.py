@@ -323,17 +323,52 @@ def memcpy_dtod(dst: int, src: int, nbytes: int, stream=None) -> None:
     _copy(int(dst), int(src), int(nbytes), "cudaMemcpyDeviceToDevice", stream, "cudaMemcpy(DtoD)")
 
 
-def memcpy_2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream=None) -> None:
-    """Strided device-to-device copy of ``height`` rows of ``width`` bytes."""
-    rt = _rt()
-    kind = rt.cudaMemcpyKind.cudaMemcpyDeviceToDevice
+def _copy_2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, kind: str, stream,
+             call: str) -> None:
     if width == 0 or height == 0:
         return
+    rt = _rt()
+    kind_value = getattr(rt.cudaMemcpyKind, kind)
     if stream is None:
-        check(rt.cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind), "cudaMemcpy2D")
+        check(rt.cudaMemcpy2D(dst, dpitch, src, spitch, width, height, kind_value), call)
     else:
-        check(rt.cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind, _handle(stream)),
-              "cudaMemcpy2DAsync")
+        check(rt.cudaMemcpy2DAsync(dst, dpitch, src, spitch, width, height, kind_value, _handle(stream)),
+              call + "Async")
+
+
+def memcpy_2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream=None) -> None:
+    """Strided device-to-device copy of ``height`` rows of ``width`` bytes."""
+    _copy_2d(int(dst), int(dpitch), int(src), int(spitch), int(width), int(height), "cudaMemcpyDeviceToDevice",
+             stream, "cudaMemcpy2D")
+
+
+def memcpy_2d_dtoh(dst: np.ndarray, src: int, spitch: int, stream=None) -> np.ndarray:
+    """Copy the rows of the C-contiguous 2-D host array ``dst`` from device rows ``spitch`` bytes apart at ``src``
+    (a column-major device matrix lands transposed: one of its columns per row of ``dst``); return ``dst``.
+
+    With ``stream`` the copy is enqueued there and may still be running on return: read ``dst`` only after the
+    stream, or an event recorded on it after the copy, has been synchronized.  It overlaps other work only when
+    ``dst`` is pinned (:func:`pinned_empty`)."""
+    if np.ndim(dst) != 2:
+        raise ValueError(f"memcpy_2d_dtoh needs a 2-D host array, got shape {np.shape(dst)}")
+    ptr, _ = _host_buffer(dst, writable=True)
+    width = dst.shape[1] * dst.itemsize
+    _copy_2d(ptr, width, int(src), int(spitch), width, dst.shape[0], "cudaMemcpyDeviceToHost", stream,
+             "cudaMemcpy2D(DtoH)")
+    return dst
+
+
+def memcpy_2d_htod(dst: int, dpitch: int, src: np.ndarray, stream=None) -> None:
+    """Copy the rows of the C-contiguous 2-D host array ``src`` to device rows ``dpitch`` bytes apart at ``dst``.
+
+    With ``stream`` the copy is enqueued there: ``src`` must stay alive and unchanged until the stream has run it
+    (synchronize the stream or an event recorded after the copy before writing ``src`` again)."""
+    if np.ndim(src) != 2:
+        raise ValueError(f"memcpy_2d_htod needs a 2-D host array, got shape {np.shape(src)}")
+    ptr, _ = _host_buffer(src, writable=False)
+    width = src.shape[1] * src.itemsize
+    _copy_2d(int(dst), int(dpitch), ptr, width, width, src.shape[0], "cudaMemcpyHostToDevice", stream,
+             "cudaMemcpy2D(HtoD)")
 
 
 def memset(ptr: int, value: int, nbytes: int, stream=None) -> None:

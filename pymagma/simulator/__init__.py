@@ -85,6 +85,7 @@ def install(patches, mode: str = "partial") -> Simulation:
     real_magma = _magma.library()
     sim_runtime, sim_magma, launcher = runtime.SimulatedRuntime(), _magma_for(mode, real_magma), kernels.Launcher()
     sim_runtime.install(patches)
+    patches.setattr(magma, "STREAMS", sim_runtime)
     patches.setattr(_magma, "library", lambda: sim_magma)
     patches.setattr(_magma, "initialized", lambda: sim_magma)
     patches.setattr(queue, "_destroy", magma.destroy_queue)  # captured by the finalizers of simulated queues

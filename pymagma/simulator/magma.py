@@ -443,9 +443,15 @@ MODEL = {
 # ----------------------------------------------------------------------------------------------------- auxiliary
 _QUEUES: dict[int, tuple[int, int]] = {}  # simulated magma_queue_t -> (device, cudaStream_t)
 _queue_handles = itertools.count(0x7100)
+#: the simulated runtime whose streams queues run on (set by ``pymagma.simulator.install``)
+STREAMS = None
 
 
-def queue_create(k, dt, stream: int = 0):
+def queue_create(k, dt, stream: int | None = None):
+    """magma_queue_create makes a new stream (its work waits until ordered, see the simulated runtime);
+    magma_queue_create_from_cuda uses the given one."""
+    if stream is None:
+        stream = STREAMS.create_stream() if STREAMS is not None else 0
     handle = next(_queue_handles)
     _QUEUES[handle] = (k["device"], stream)
     view(address(k["queue_ptr"]), (1,), (1,), np.uintp)[0] = handle
@@ -453,8 +459,15 @@ def queue_create(k, dt, stream: int = 0):
 
 def destroy_queue(handle: int) -> None:
     """Stands in for ``pymagma.queue._destroy``: the finalizer of a Queue made on the simulator stays simulated
-    after the simulator is off (the real MAGMA never sees a simulated handle)."""
+    after the simulator is off (the real MAGMA never sees a simulated handle).  Enqueued work still runs."""
+    queue_sync(handle)
     _QUEUES.pop(handle, None)
+
+
+def queue_sync(handle: int) -> None:
+    stream = _QUEUES.get(handle, (0, 0))[1]
+    if STREAMS is not None and stream:
+        STREAMS.flush(stream)
 
 
 def _queue(k) -> tuple[int, int]:
@@ -468,7 +481,7 @@ AUX_MODEL = {
     "magma_queue_create": queue_create,
     "magma_queue_create_from_cuda": lambda k, dt: queue_create(k, dt, address(k["stream"])),
     "magma_queue_destroy": lambda k, dt: destroy_queue(address(k["queue"])),
-    "magma_queue_sync": lambda k, dt: None,
+    "magma_queue_sync": lambda k, dt: queue_sync(address(k["queue"])),
     "magma_queue_get_device": lambda k, dt: _queue(k)[0],
     "magma_queue_get_cuda_stream": lambda k, dt: _queue(k)[1] or None,
 }
@@ -580,6 +593,19 @@ class SimulatedMagma:
                        if token in ("I", "E", "S", "R"))
         arity, failure = len(sig.args), self._failure
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
+        on_queue = sig.family not in AUX_MODEL and any(token == "Q" for token, _ in sig.args)
+        deferrable = on_queue and restype is None  # BLAS-like: no result for the host, MAGMA enqueues it
+
+        def run(k):
+            """The model, in queue order: on a queue of a created stream, a routine without a host result is
+            enqueued there; one with a result (a LAPACK driver's info, a dot product) first runs the queue's work."""
+            stream = _queue(k)[1] if on_queue else 0
+            if stream and STREAMS is not None and STREAMS.position(stream) is not None:
+                if deferrable:
+                    STREAMS.submit(stream, functools.partial(model, k, dtype))
+                    return None
+                STREAMS.flush(stream)
+            return model(k, dtype)
 
         def check(args) -> None:
             if len(args) != arity:
@@ -601,14 +627,14 @@ class SimulatedMagma:
             def call(*args):
                 check(args)
                 self.calls.append(name)
-                result = model(_kwargs(sig, args), dtype)
+                result = run(_kwargs(sig, args))
                 return restype(result.real, result.imag) if structure else result
 
             return call
 
         def native(*converted):
             try:
-                return model(_kwargs(sig, converted), dtype)
+                return run(_kwargs(sig, converted))
             except BaseException as exc:  # ctypes would print and swallow it: keep it for the caller
                 failure.exc = exc
                 return None if restype is None else restype().value

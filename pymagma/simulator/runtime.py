@@ -1,5 +1,13 @@
 """The CUDA runtime of the simulator: one device whose memory is host memory, copies as ``memmove``, ``memset`` as
-``memset``, streams and events that are already complete, and a fake default MAGMA queue.
+``memset``, streams whose work runs as late as CUDA's ordering rules allow, events, and a fake default MAGMA queue.
+
+Streams: work on a stream the program created (``cudaStreamCreate``, or a MAGMA queue it created) is queued and runs
+only when something orders it: a synchronize of that stream or of an event recorded after it, another stream
+waiting on such an event (the waiting stream's later work runs after it), a synchronous copy or memset (the legacy
+default stream waits for blocking streams), a device synchronize, or freeing memory.  So a host that reads a buffer
+before waiting for the copy into it, or a stream that uses data without waiting for the event of the stream that
+produces it, sees stale data here too, whatever the timing.  The legacy stream and the default queue (standing for
+the stream MAGMA creates for it) run their work at once.
 
 Every block "cudaMalloc" hands out is a ctypes buffer kept alive in :attr:`SimulatedRuntime.blocks` until it is
 freed.  Copies and memsets that start inside a block must stay inside it (an overrun raises
@@ -10,11 +18,15 @@ allocate (foreign host memory handed in on purpose) are not checked.
 from __future__ import annotations
 
 import bisect
+import collections
 import ctypes
+import functools
 import itertools
 import os
+import sys
 import threading
 import time
+import weakref
 
 from .. import array, memory
 from .. import queue as queue_module
@@ -39,17 +51,22 @@ def host_memory() -> tuple[int, int]:
 
 
 class SimulatedStream:
-    """A stream whose work is always finished (every simulated call runs synchronously)."""
+    """A stream of the simulated device (:class:`SimulatedRuntime` binds ``runtime`` in a subclass): ``Stream()``
+    creates one whose work waits until ordered, ``Stream(handle=h)`` wraps an existing handle."""
+
+    runtime: SimulatedRuntime
 
     def __init__(self, handle: int | None = None, non_blocking: bool = False):
         self.owned = handle is None
-        self.handle = next(_handles) if handle is None else int(handle)
+        self.handle = self.runtime.create_stream(non_blocking) if handle is None else int(handle)
+        if self.owned:
+            weakref.finalize(self, self.runtime.destroy_stream, self.handle)
 
     def synchronize(self) -> None:
-        pass
+        self.runtime.flush(self.handle)
 
     def wait(self, event) -> None:
-        pass
+        self.runtime.wait(self.handle, event)
 
     def __int__(self) -> int:
         return self.handle
@@ -59,17 +76,22 @@ class SimulatedStream:
 
 
 class SimulatedEvent:
-    """An event that records the host clock: ``elapsed_ms`` is wall time between two records."""
+    """An event: it marks the work enqueued on its stream when recorded (synchronizing it runs that work), and the
+    host clock at that moment (``elapsed_ms`` is wall time between two records)."""
+
+    runtime: SimulatedRuntime
 
     def __init__(self, timing: bool = True):
-        self.handle, self.timing, self.time = next(_handles), timing, None
+        self.handle, self.timing, self.time, self.mark = next(_handles), timing, None, None
 
     def record(self, stream=None) -> SimulatedEvent:
         self.time = time.perf_counter()
+        self.mark = self.runtime.position(stream)
         return self
 
     def synchronize(self) -> None:
-        pass
+        if self.mark is not None:
+            self.runtime.flush(*self.mark)
 
     def elapsed_ms(self, end: SimulatedEvent) -> float:
         if not (self.timing and end.timing):
@@ -79,10 +101,21 @@ class SimulatedEvent:
         return (end.time - self.time) * 1e3
 
 
+class _Work:
+    """The work of one created stream not yet run: (sequence number, callable), oldest first."""
+
+    def __init__(self, blocking: bool):
+        self.blocking = blocking
+        self.pending: collections.deque = collections.deque()
+        self.enqueued = 0
+
+
 class FakeQueue:
-    """The default MAGMA queue of a simulated device: a null ``magma_queue_t`` on the legacy stream."""
+    """The default MAGMA queue of a simulated device: a null ``magma_queue_t`` whose work runs at once (it stands for
+    the stream MAGMA creates for a queue; its ``stream`` handle is the legacy stream's, 0)."""
 
     handle, stream = None, 0
+    record_event, wait_event = queue_module.record_event, queue_module.wait_event
 
     def __init__(self, device: int = 0):
         self.device = device
@@ -103,6 +136,74 @@ class SimulatedRuntime:
         self._lock = threading.Lock()
         self.queues: dict[int, FakeQueue] = {}
         self._current = threading.local()
+        self.work: dict[int, _Work] = {}  # created streams -> their work not yet run
+        self._order = threading.RLock()
+        self.Stream = type("SimulatedStream", (SimulatedStream,), {"runtime": self})
+        self.Event = type("SimulatedEvent", (SimulatedEvent,), {"runtime": self})
+
+    # ------------------------------------------------------------------------------------------------- streams
+    def create_stream(self, non_blocking: bool = False) -> int:
+        """A new stream handle whose work is queued (a non-blocking one is not waited for by the legacy stream)."""
+        handle = next(_handles)
+        with self._order:
+            self.work[handle] = _Work(blocking=not non_blocking)
+        return handle
+
+    def destroy_stream(self, handle: int) -> None:
+        """cudaStreamDestroy: work already enqueued still runs."""
+        self.flush(handle)
+        with self._order:
+            self.work.pop(handle, None)
+
+    def submit(self, stream, fn) -> None:
+        """Enqueue ``fn`` on ``stream``: queued on a created stream, run at once on any other (on the legacy stream
+        after the blocking streams' work, as CUDA's legacy default stream waits for them)."""
+        handle = rt._handle(stream)
+        with self._order:
+            work = self.work.get(handle)
+            if work is not None:
+                work.pending.append((work.enqueued, fn))
+                work.enqueued += 1
+                return
+            if handle == 0:
+                self.flush_blocking()
+            fn()
+
+    def position(self, stream) -> tuple[int, int] | None:
+        """(handle, work enqueued so far) of a created stream; None for streams whose work runs at once."""
+        handle = rt._handle(stream)
+        work = self.work.get(handle)
+        return None if work is None else (handle, work.enqueued)
+
+    def flush(self, stream, upto: int | None = None) -> None:
+        """Run the queued work of ``stream`` (all of it, or the work enqueued before position ``upto``)."""
+        with self._order:
+            work = self.work.get(rt._handle(stream))
+            while work is not None and work.pending and (upto is None or work.pending[0][0] < upto):
+                work.pending.popleft()[1]()
+
+    def flush_blocking(self) -> None:
+        """What the legacy stream waits for: the work of every blocking created stream."""
+        with self._order:
+            for handle, work in list(self.work.items()):
+                if work.blocking:
+                    self.flush(handle)
+
+    def flush_all(self) -> None:
+        with self._order:
+            for handle in list(self.work):
+                self.flush(handle)
+
+    def wait(self, stream, event) -> None:
+        """cudaStreamWaitEvent: ``stream``'s later work runs after the work ``event`` marks (an event never
+        recorded, or recorded on a stream that runs at once, is already complete)."""
+        if event.mark is None:
+            return
+        barrier = functools.partial(self.flush, *event.mark)
+        if rt._handle(stream) in self.work:
+            self.submit(stream, barrier)
+        else:
+            barrier()
 
     # ------------------------------------------------------------------------------------------------- memory
     def malloc(self, nbytes: int) -> int:
@@ -121,6 +222,7 @@ class SimulatedRuntime:
     def free(self, ptr: int) -> None:
         if not ptr:
             return
+        self.flush_all()  # cudaFree and cudaFreeHost wait for the device
         with self._lock:
             if self.blocks.pop(int(ptr), None) is not None:
                 del self._starts[bisect.bisect_left(self._starts, int(ptr))]
@@ -137,17 +239,22 @@ class SimulatedRuntime:
             raise DeviceMemoryError(f"{what}: {nbytes} bytes at offset {ptr - start} overrun the simulated "
                                     f"allocation of {size} bytes at 0x{start:x}")
 
+    def _enqueue(self, stream, fn, *keep) -> None:
+        """A copy or memset: synchronous (``stream`` None: the legacy stream, which waits for the blocking streams)
+        or enqueued on ``stream``; ``keep`` holds host buffers alive until it has run."""
+        self.submit(0 if stream is None else stream, lambda: (fn(), keep))
+
     def memcpy_htod(self, dst: int, src, stream=None) -> None:
         ptr, nbytes = rt._host_buffer(src, writable=False)
         if nbytes:
             self.check_range(int(dst), nbytes, "cudaMemcpy(HtoD)")
-            ctypes.memmove(int(dst), ptr, nbytes)
+            self._enqueue(stream, functools.partial(ctypes.memmove, int(dst), ptr, nbytes), src)
 
     def memcpy_dtoh(self, dst, src: int, stream=None):
         ptr, nbytes = rt._host_buffer(dst, writable=True)
         if nbytes:
             self.check_range(int(src), nbytes, "cudaMemcpy(DtoH)")
-            ctypes.memmove(ptr, int(src), nbytes)
+            self._enqueue(stream, functools.partial(ctypes.memmove, ptr, int(src), nbytes), dst)
         return dst
 
     def memcpy_dtod(self, dst: int, src: int, nbytes: int, stream=None) -> None:
@@ -155,24 +262,47 @@ class SimulatedRuntime:
         if nbytes:
             self.check_range(int(src), nbytes, "cudaMemcpy(DtoD) source")
             self.check_range(int(dst), nbytes, "cudaMemcpy(DtoD) destination")
-            ctypes.memmove(int(dst), int(src), nbytes)
+            self._enqueue(stream, functools.partial(ctypes.memmove, int(dst), int(src), nbytes))
 
-    def memcpy_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream=None):
+    def _copy_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream, call: str,
+                 *keep) -> None:
         if width == 0 or height == 0:
             return
         if dpitch < width or spitch < width:
-            raise ValueError(f"cudaMemcpy2D: pitch (dst {dpitch}, src {spitch}) below the row width {width} "
+            raise ValueError(f"{call}: pitch (dst {dpitch}, src {spitch}) below the row width {width} "
                              "(cudaErrorInvalidPitchValue on a device)")
-        self.check_range(int(src), (height - 1) * spitch + width, "cudaMemcpy2D source")
-        self.check_range(int(dst), (height - 1) * dpitch + width, "cudaMemcpy2D destination")
-        for r in range(height):
-            ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
+        self.check_range(int(src), (height - 1) * spitch + width, f"{call} source")
+        self.check_range(int(dst), (height - 1) * dpitch + width, f"{call} destination")
+
+        def copy():
+            for r in range(height):
+                ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
+
+        self._enqueue(stream, copy, *keep)
+
+    def memcpy_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream=None):
+        self._copy_2d(int(dst), int(dpitch), int(src), int(spitch), int(width), int(height), stream, "cudaMemcpy2D")
+
+    def memcpy_2d_dtoh(self, dst, src: int, spitch: int, stream=None):
+        if getattr(dst, "ndim", None) != 2:
+            raise ValueError(f"memcpy_2d_dtoh needs a 2-D host array, got shape {getattr(dst, 'shape', None)}")
+        ptr, _ = rt._host_buffer(dst, writable=True)
+        width = dst.shape[1] * dst.itemsize
+        self._copy_2d(ptr, width, int(src), int(spitch), width, dst.shape[0], stream, "cudaMemcpy2D(DtoH)", dst)
+        return dst
+
+    def memcpy_2d_htod(self, dst: int, dpitch: int, src, stream=None) -> None:
+        if getattr(src, "ndim", None) != 2:
+            raise ValueError(f"memcpy_2d_htod needs a 2-D host array, got shape {getattr(src, 'shape', None)}")
+        ptr, _ = rt._host_buffer(src, writable=False)
+        width = src.shape[1] * src.itemsize
+        self._copy_2d(int(dst), int(dpitch), ptr, width, width, src.shape[0], stream, "cudaMemcpy2D(HtoD)", src)
 
     def memset(self, ptr: int, value: int, nbytes: int, stream=None) -> None:
         nbytes = int(nbytes)
         if nbytes:
             self.check_range(int(ptr), nbytes, "cudaMemset")
-            ctypes.memset(int(ptr), int(value), nbytes)
+            self._enqueue(stream, functools.partial(ctypes.memset, int(ptr), int(value), nbytes))
 
     # ------------------------------------------------------------------------------------------------- device
     @staticmethod
@@ -212,11 +342,11 @@ class SimulatedRuntime:
             "get_device": self.get_device,
             "set_device": self.set_device,
             "_thread": threading.local(),  # no "context bound" flag of the real device carries over
-            "synchronize": lambda: None,
+            "synchronize": self.flush_all,
             "device_properties": self.device_properties,
             "mem_get_info": host_memory,
-            "Stream": SimulatedStream,
-            "Event": SimulatedEvent,
+            "Stream": self.Stream,
+            "Event": self.Event,
             "malloc": self.malloc,
             "free": self.free,
             "malloc_host": self.malloc,
@@ -225,11 +355,15 @@ class SimulatedRuntime:
             "memcpy_dtoh": self.memcpy_dtoh,
             "memcpy_dtod": self.memcpy_dtod,
             "memcpy_2d": self.memcpy_2d,
+            "memcpy_2d_dtoh": self.memcpy_2d_dtoh,
+            "memcpy_2d_htod": self.memcpy_2d_htod,
             "memset": self.memset,
         }
         for name, value in replacements.items():
             patches.setattr(rt, name, value)
         patches.setattr(queue_module, "default_queue", self.default_queue)
+        patches.setattr(sys.modules[queue_module.__package__], "default_queue", self.default_queue)  # pymagma.*
         patches.setattr(queue_module, "_DEFAULT", self.queues)  # DeviceArray._sync looks queues up there
+        patches.setattr(queue_module, "_TRANSFER", {})  # queues made on the simulator stay with it
         patches.setattr(memory, "_POOL", memory._Pool())
         patches.setattr(array, "_device_of", lambda ptr: rt.get_device())  # no cudaPointerGetAttributes

@@ -127,6 +127,117 @@ def q_from_reflectors(h: np.ndarray, tau: np.ndarray) -> np.ndarray:
     return q
 
 
+# ----------------------------------------------------------------------------------------------------- look-ahead
+def created_queues():
+    """Two queues made with magma_queue_create: on the simulator both run their work as late as events and stream
+    order allow, so a missing dependency shows up as a wrong result."""
+    return pymagma.Queue(0), pymagma.Queue(0)
+
+
+def factor(kind, a, nb, **kwargs):
+    """(device result as host arrays, info) of hybrid potrf ("chol") or geqrf ("qr") on a column-major copy of a."""
+    w = device_colmajor(a)
+    if kind == "chol":
+        info = hybrid.potrf(w, nb, **kwargs)
+        return w.get(), info
+    f = hybrid.geqrf(w, nb, **kwargs)
+    return np.concatenate([w.get().ravel(), f.tau]), f
+
+
+@cases
+@given(kind=st.sampled_from(["chol", "qr"]), m=st.integers(1, 14), n=st.integers(1, 14), nb=st.integers(1, 6),
+       created=st.booleans(), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_lookahead_matches_the_single_queue_path(full, kind, m, n, nb, created, dtype, seed):
+    rng = np.random.default_rng(seed)
+    a = spd(rng, (n, n), dtype) if kind == "chol" else values(rng, (m, n), dtype)
+    queues = created_queues() if created else None
+    got, extra = factor(kind, a, nb, lookahead=True, queues=queues)
+    want, _ = factor(kind, a, nb, lookahead=False)
+    # the same operations, with the trailing update split in two: equal up to rounding
+    np.testing.assert_allclose(got, want, rtol=0, atol=20 * n * eps(dtype) * max(np.abs(want).max(), 1))
+    if kind == "chol":
+        assert extra == 0
+        low = np.tril(got)
+        assert rel(low @ np.conj(low.T), a) < 10 * n * eps(dtype)
+        np.testing.assert_array_equal(np.triu(got, 1), np.triu(a, 1))
+    else:
+        k = min(m, n)
+        q = hybrid.orgqr(extra, k).get()
+        assert rel(q @ np.triu(extra.w.get()[:k]), a) < 20 * max(m, n) * eps(dtype)
+
+
+@cases
+@given(n=st.integers(1, 13), bad=st.integers(1, 13), nb=st.integers(1, 5), lookahead=st.booleans(),
+       created=st.booleans(), dtype=st.sampled_from(DTYPES))
+def test_lookahead_cholesky_info_is_exact(full, n, bad, nb, lookahead, created, dtype):
+    bad = min(bad, n)
+    a = spd(np.random.default_rng(bad), (n, n), dtype)
+    a[bad - 1, bad - 1] = -abs(a).sum()  # leading minors 1..bad-1 positive, minor `bad` not
+    queues = created_queues() if created else None
+    assert hybrid.potrf(device_colmajor(a), nb, lookahead=lookahead, queues=queues) == bad
+
+
+@pytest.mark.parametrize("kind", ["chol", "qr"])
+def test_the_simulator_catches_a_missing_dependency(full, monkeypatch, kind):
+    """The look-ahead is right because of its events, not because of timing: drop the wait of the copy queue for
+    the main queue, or the host's wait for the copy, and the simulated device hands the host a stale panel."""
+    from pymagma import runtime
+
+    rng = np.random.default_rng(7)
+    a = spd(rng, (12, 12), np.float64) if kind == "chol" else values(rng, (12, 10), np.float64)
+    want, _ = factor(kind, a, 3, lookahead=False)
+    np.testing.assert_allclose(factor(kind, a, 3, queues=created_queues())[0], want, atol=1e-12)
+    with monkeypatch.context() as mp:
+        mp.setattr(pymagma.Queue, "wait_event", lambda self, event: None)
+        assert not np.allclose(factor(kind, a, 3, queues=created_queues())[0], want)
+    with monkeypatch.context() as mp:
+        mp.setattr(runtime.Event, "synchronize", lambda self: None)
+        assert not np.allclose(factor(kind, a, 3, queues=created_queues())[0], want)
+
+
+def test_host_seconds_accumulate_over_drivers_and_reset(full):
+    a = spd(np.random.default_rng(0), (9, 9), np.float64)
+    hybrid.reset_host_seconds()
+    assert hybrid.host_seconds() == 0
+    with hybrid.host_time() as outer:
+        hybrid.potrf(device_colmajor(a), 2)
+        after_potrf = hybrid.host_seconds()
+        assert after_potrf > 0
+        hybrid.reset_host_seconds()  # resets the counter, not the blocks measuring with host_time
+        with hybrid.host_time() as inner:
+            hybrid.geqrf(device_colmajor(a), 2)
+            hybrid.syevd(device_colmajor(a))
+            hybrid.gesvd(device_colmajor(a))
+        assert 0 < inner.seconds == pytest.approx(hybrid.host_seconds())
+    assert outer.seconds == pytest.approx(after_potrf + inner.seconds)
+    frozen = outer.seconds
+    hybrid.potrf(device_colmajor(a), 2)
+    assert outer.seconds == frozen and hybrid.host_seconds() > inner.seconds
+    hybrid.reset_host_seconds()
+    assert hybrid.host_seconds() == 0
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_lookahead_on_the_gpu(dtype):
+    """The look-ahead drivers on a real device (two streams truly concurrent) against the single-queue path and
+    NumPy, for sizes around and across the block size."""
+    rng = np.random.default_rng(0)
+    for n in (1, 31, 32, 33, 100, 257):
+        a = spd(rng, (n, n), dtype)
+        got, info = factor("chol", a, 32)
+        want, _ = factor("chol", a, 32, lookahead=False)
+        assert info == 0
+        np.testing.assert_allclose(got, want, rtol=0, atol=50 * n * eps(dtype) * np.abs(want).max())
+        assert rel(np.tril(got) @ np.conj(np.tril(got).T), a) < 10 * n * eps(dtype)
+        g = values(rng, (n + 7, n), dtype)
+        got, f = factor("qr", g, 32)
+        want, _ = factor("qr", g, 32, lookahead=False)
+        np.testing.assert_allclose(got, want, rtol=0, atol=50 * n * eps(dtype) * np.abs(want).max())
+        q = hybrid.orgqr(f, n).get()
+        assert rel(q @ np.triu(f.w.get()[:n]), g) < 20 * n * eps(dtype)
+
+
 def test_block_size_comes_from_the_provider_when_exported(full):
     assert hybrid.block_size("potrf", np.float64, 100, 100) == 32  # the simulator's magma_get_dpotrf_nb
     full.hidden = {"magma_get_?geqrf_nb"}

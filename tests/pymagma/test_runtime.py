@@ -151,6 +151,25 @@ def test_device_properties_and_streams():
 
 
 @pytest.mark.gpu
+def test_async_2d_copies_ordered_by_events_across_queues():
+    """A column-major block out through the transfer queue after the default queue's write, and back in."""
+    main, side = pymagma.default_queue(), pymagma.queue.transfer_queue()
+    assert side is pymagma.queue.transfer_queue() and side.stream != main.stream
+    d = pymagma.asarray(np.arange(20.0).reshape(4, 5))  # C-ordered 4 x 5: as column-major, 5 x 4 with ld 5
+    host = runtime.pinned_empty((3, 2), np.float64)  # columns 1..3, rows 2..3 of the column-major view
+    side.wait_event(main.record_event())
+    runtime.memcpy_2d_dtoh(host, d.ptr + (5 + 2) * 8, 5 * 8, stream=side.stream)
+    side.record_event().synchronize()
+    np.testing.assert_array_equal(host, np.arange(20.0).reshape(4, 5)[1:4, 2:4])
+    host *= -1
+    runtime.memcpy_2d_htod(d.ptr + (5 + 2) * 8, 5 * 8, host, stream=main.stream)
+    main.synchronize()
+    want = np.arange(20.0).reshape(4, 5)
+    want[1:4, 2:4] *= -1
+    np.testing.assert_array_equal(d.get(), want)
+
+
+@pytest.mark.gpu
 def test_pinned_buffers_round_trip():
     pinned = runtime.pinned_empty((3, 5), np.float64)
     pinned[...] = np.arange(15).reshape(3, 5)
@@ -196,6 +215,10 @@ def test_queues():
     lambda: runtime.memcpy_htod(0x1000, np.ones(4), stream=5), lambda: runtime.memcpy_dtoh(np.ones(4), 0x1000),
     lambda: runtime.memcpy_dtod(0x1000, 0x2000, 16), lambda: runtime.memcpy_2d(0x1000, 32, 0x2000, 64, 32, 3),
     lambda: runtime.memcpy_2d(0x1000, 32, 0x2000, 64, 32, 3, stream=5), lambda: runtime.memset(0x1000, 0, 8),
+    lambda: runtime.memcpy_2d_dtoh(np.ones((3, 4)), 0x1000, 64),
+    lambda: runtime.memcpy_2d_dtoh(np.ones((3, 4)), 0x1000, 64, stream=5),
+    lambda: runtime.memcpy_2d_htod(0x1000, 64, np.ones((3, 4))),
+    lambda: runtime.memcpy_2d_htod(0x1000, 64, np.ones((3, 4)), stream=5),
     lambda: runtime.memset(0x1000, 0, 8, stream=5), lambda: runtime.Stream(non_blocking=True), runtime.Event,
     lambda: runtime.Stream(handle=5).synchronize(), runtime.get_device, lambda: runtime.set_device(0),
     runtime.synchronize, runtime.mem_get_info, lambda: runtime.device_properties(0),

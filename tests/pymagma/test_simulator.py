@@ -243,6 +243,59 @@ def test_memory_is_host_memory_with_bounds_checks():
         assert ptr not in sim.runtime.blocks
 
 
+def test_work_on_a_created_stream_runs_when_something_orders_it():
+    """cudaMemcpyAsync on a created stream completes only by the sync points CUDA documents: the stream's or an
+    event's synchronize, a wait on the event (the waiting stream's later work), a synchronous legacy-stream copy
+    (blocking streams only), a device synchronize."""
+    with simulator.simulated("full"):
+        dev = pymagma.zeros(4, np.float64)
+        host = rt.pinned_empty(4, np.float64)
+        s = rt.Stream()
+        rt.memcpy_htod(dev.ptr, np.arange(4.0), stream=s)
+        rt.memcpy_dtoh(host, dev.ptr, stream=s)
+        event = rt.Event(timing=False).record(s)
+        rt.memcpy_htod(dev.ptr, np.full(4, 7.0), stream=s)  # after the event
+        assert not host.any()
+        event.synchronize()
+        np.testing.assert_array_equal(host, np.arange(4.0))
+        assert rt.memcpy_dtoh(np.empty(4), dev.ptr)[0] == 7  # the legacy stream waits for blocking streams
+
+        quiet = rt.Stream(non_blocking=True)
+        rt.memset(dev.ptr, 0, 8, stream=quiet)
+        assert dev.get()[0] == 7  # a non-blocking stream is not waited for by the legacy stream
+        rt.synchronize()
+        assert dev.get()[0] == 0
+
+        first, second = rt.Stream(), rt.Stream()
+        rt.memcpy_2d_htod(dev.ptr, 16, np.array([[1.0], [2.0]]), stream=first)  # rows 16 bytes apart: dev[0], dev[2]
+        second.wait(rt.Event(timing=False).record(first))
+        out = rt.memcpy_2d_dtoh(np.zeros((2, 1)), dev.ptr, 16, stream=second)
+        rt.Event(timing=False).record(second).synchronize()  # runs `first` up to its event, then the copy
+        np.testing.assert_array_equal(out[:, 0], [1.0, 2.0])
+        with pytest.raises(DeviceMemoryError, match="overrun"):
+            rt.memcpy_2d_dtoh(np.zeros((2, 1)), dev.ptr, 1 << 20, stream=second)  # past the block
+
+
+def test_magma_blas_on_a_created_queue_runs_in_queue_order():
+    with simulator.simulated("full"):
+        q = pymagma.Queue(0)
+        assert q.stream  # a stream of its own, as magma_queue_create makes
+        x = pymagma.asarray(np.ones(3))
+        memory_now = np.ctypeslib.as_array((ctypes.c_double * 3).from_address(x.ptr))  # the device's view
+        scal = _magma.initialized().magma_dscal
+        scal(3, ctypes.c_double(2.0), x.ptr, 1, q.handle)
+        host = rt.pinned_empty(3, np.float64)
+        rt.memcpy_dtoh(host, x.ptr, stream=q.stream)
+        done = q.record_event()
+        scal(3, ctypes.c_double(2.0), x.ptr, 1, q.handle)  # after the event
+        assert not host.any() and (memory_now == 1).all()  # nothing has run yet
+        done.synchronize()
+        np.testing.assert_array_equal(host, [2.0] * 3)
+        assert (memory_now == 2).all()
+        pymagma.default_queue().wait_event(q.record_event())  # the default queue runs at once: so does q's work
+        assert (memory_now == 4).all()
+
+
 # ----------------------------------------------------------------------------------------------------- kernels
 def test_no_host_compiler_is_a_clear_error_on_first_launch(tmp_path):
     with simulator.simulated("full"), pytest.MonkeyPatch.context() as mp:  # undone before the simulator is
