@@ -6,13 +6,28 @@ import argparse
 import statistics
 
 
-def row(bench, case, ours, theirs, unit, higher_is_better=True) -> dict:
-    """One result; ``ratio`` is pymagma relative to PyTorch, above 1 meaning pymagma is better."""
+def row(bench, case, ours, theirs, unit, higher_is_better=True, **extra) -> dict:
+    """One result; ``ratio`` is pymagma relative to PyTorch, above 1 meaning pymagma is better; ``extra`` columns
+    follow."""
     ratio = None
     if ours and theirs:
         ratio = round(ours / theirs if higher_is_better else theirs / ours, 3)
     return {"bench": bench, "case": case, "pymagma": None if ours is None else round(ours, 4),
-            "torch": None if theirs is None else round(theirs, 4), "unit": unit, "ratio": ratio}
+            "torch": None if theirs is None else round(theirs, 4), "unit": unit, "ratio": ratio, **extra}
+
+
+def columns(rows: list[dict]) -> list[str]:
+    """Every key of the rows, in first-seen order (rows may carry extra columns)."""
+    return list(dict.fromkeys(k for r in rows for k in r))
+
+
+def print_rows(rows: list[dict]) -> None:
+    keys = columns(rows)
+    cells = [["" if r.get(k) is None else str(r[k]) for k in keys] for r in rows]
+    widths = [max(len(k), *(len(c[i]) for c in cells)) for i, k in enumerate(keys)]
+    print("  ".join(k.rjust(w) for k, w in zip(keys, widths)))
+    for c in cells:
+        print("  ".join(v.rjust(w) for v, w in zip(c, widths)))
 
 
 def _median_ms(fn, repeats: int, make_events, warmup) -> float:
@@ -69,9 +84,5 @@ def main(run, description: str) -> int:
     if not rows:
         print("no CUDA device (or no PyTorch with CUDA): nothing to measure")
         return 0
-    keys = list(rows[0])
-    widths = [max(len(k), *(len(str(r[k])) for r in rows)) for k in keys]
-    print("  ".join(k.rjust(w) for k, w in zip(keys, widths)))
-    for r in rows:
-        print("  ".join(("" if r[k] is None else str(r[k])).rjust(w) for k, w in zip(keys, widths)))
+    print_rows(rows)
     return 0

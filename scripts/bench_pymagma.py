@@ -5,16 +5,28 @@
   gemm      sgemm / dgemm N=8192, TFLOP/s; ratio = pymagma / torch.matmul (goal >= 0.95)
   batched   10,000 x 32x32 sgemm (magmablas strided batched) vs torch.bmm, TFLOP/s
   getrf     dgetrf N=8192 (magma_dgetrf_gpu) vs torch.linalg.lu_factor, seconds; ratio = torch / pymagma
-  hybrid    dpotrf / dgeqrf N=4096, dsyevd / dgesdd N=2048 through pymagma.linalg (cholesky, qr mode 'r', eigh, svd),
-            each path the provider allows ("hybrid": pymagma.hybrid, "native": MAGMA's driver) vs torch.linalg,
-            wall seconds; ratio = torch / pymagma (goals: cholesky and qr >= 0.8, eigh and svd >= 0.5)
   overhead  Python time per call of a 4x4 sgemm into a preallocated output (no sync), microseconds
             (goal <= 5 us); torch column: torch.matmul(out=) on the same sizes
-Without a CUDA device (or without PyTorch with CUDA) it returns no rows.  Run directly to print a table.
+``hybrid_run(repeats, sizes, eig_sizes)`` (``--hybrid``) returns the LAPACK driver rows, bench "hybrid":
+  cholesky, qr (mode 'r'), eigh, svd in float64 through pymagma.linalg, each path the provider allows ("hybrid":
+  pymagma.hybrid with look-ahead, "native": MAGMA's driver) vs torch.linalg on the same GPU, wall seconds per call
+  (median; inputs already on the device); ratio = torch / pymagma (goals: cholesky and qr >= 0.8, eigh and svd
+  >= 0.5); host_s = seconds per call the hybrid driver spent in host-side work (pymagma.hybrid.host_seconds:
+  panels, reflectors, the tridiagonal/bidiagonal solver; with look-ahead much of it overlaps the device).
+  Default sizes: cholesky and qr at N = 2048, 4096, 8192; eigh and svd at N = 2048 only (--eig-sizes to add
+  more).  Their reductions are unblocked (per column: a host reflector, device BLAS-2, host round trips) and the
+  host solves the N x N tridiagonal / bidiagonal problem with dense O(N^3) LAPACK when SciPy is absent, as on the
+  GPU machine: estimated ~10 s (eigh) and ~25 s (svd) per call at 4096 and minutes at 8192, three calls each,
+  which would take scripts/gpu_check.sh past its 8 minutes.  The default set is estimated at about a minute.
+Without a CUDA device (or without PyTorch with CUDA) both return no rows.  ``--hybrid --dry-run`` runs the hybrid
+rows' logic on the CPU in seconds: pymagma's simulator for the device, PyTorch on the CPU, tiny sizes.
+Run directly to print a table (``--json PATH`` writes the rows).
 """
 
 from __future__ import annotations
 
+import argparse
+import json
 import statistics
 import sys
 import time
@@ -24,7 +36,12 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from _gpu_bench import main, row, time_pymagma, time_torch  # noqa: E402
+from _gpu_bench import print_rows, row, time_pymagma, time_torch  # noqa: E402
+
+#: hybrid rows run by default: (cholesky, qr sizes), (eigh, svd sizes); see the module docstring for why
+HYBRID_SIZES, EIG_SIZES = (2048, 4096, 8192), (2048,)
+DRY_SIZES, DRY_EIG_SIZES = (48, 160), (40,)  # --dry-run: around and across the simulator's block sizes
+GOALS = {"cholesky": 0.8, "qr": 0.8, "eigh": 0.5, "svd": 0.5}
 
 
 def gemm_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
@@ -80,10 +97,11 @@ def getrf_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
     return [row("getrf", f"dgetrf N={n}", ours, theirs, "s", higher_is_better=False)]
 
 
-def _wall_s(fn, sync, repeats: int) -> float:
-    """Median wall seconds of ``fn`` followed by ``sync`` (after one warm-up call)."""
-    fn()
-    sync()
+def _wall_s(fn, sync, repeats: int, warmup: bool = True) -> float:
+    """Median wall seconds of ``fn`` followed by ``sync`` (after one warm-up call unless ``warmup`` is False)."""
+    if warmup:
+        fn()
+        sync()
     times = []
     for _ in range(repeats):
         t0 = time.perf_counter()
@@ -93,29 +111,50 @@ def _wall_s(fn, sync, repeats: int) -> float:
     return statistics.median(times)
 
 
-def hybrid_rows(torch, repeats: int, n: int = 4096, n_eigh: int = 2048) -> list[dict]:
-    import pymagma
+def _hybrid_cases(torch):
+    """(name, LAPACK routine, make input from a float64 torch matrix g, pymagma call, torch call)."""
     from pymagma import linalg
 
-    rng = np.random.default_rng(0)
-    g = rng.standard_normal((n, n))
-    spd = g @ g.T + n * np.eye(n)
-    sym = g[:n_eigh, :n_eigh] + g[:n_eigh, :n_eigh].T
-    cases = [("cholesky", f"dpotrf N={n}", spd, lambda a, m: linalg.cholesky(a, method=m), torch.linalg.cholesky),
-             ("qr", f"dgeqrf N={n}", g, lambda a, m: linalg.qr(a, mode="r", method=m),
-              lambda t: torch.linalg.qr(t, mode="r")),
-             ("eigh", f"dsyevd N={n_eigh}", sym, lambda a, m: linalg.eigh(a, method=m), torch.linalg.eigh),
-             ("svd", f"dgesdd N={n_eigh}", g[:n_eigh, :n_eigh], lambda a, m: linalg.svd(a, method=m),
-              torch.linalg.svd)]
+    n_eye = lambda g: torch.eye(g.shape[0], dtype=g.dtype, device=g.device)  # noqa: E731
+    return [
+        ("cholesky", "dpotrf", lambda g: g @ g.T + g.shape[0] * n_eye(g),
+         lambda a, m: linalg.cholesky(a, method=m), torch.linalg.cholesky),
+        ("qr", "dgeqrf", lambda g: g, lambda a, m: linalg.qr(a, mode="r", method=m),
+         lambda t: torch.linalg.qr(t, mode="r")),
+        ("eigh", "dsyevd", lambda g: g + g.T, lambda a, m: linalg.eigh(a, method=m), torch.linalg.eigh),
+        ("svd", "dgesdd", lambda g: g, lambda a, m: linalg.svd(a, method=m), torch.linalg.svd),
+    ]
+
+
+def hybrid_rows(torch, repeats: int, sizes=HYBRID_SIZES, eig_sizes=EIG_SIZES, device: str = "cuda") -> list[dict]:
+    """The hybrid LAPACK rows (see the module docstring).  ``device="cpu"``: PyTorch on the CPU and pymagma on
+    whatever device layer is active (the simulator in a dry run)."""
+    import pymagma
+    from pymagma import hybrid, linalg
+
     paths = linalg.paths(np.float64)
+    gen = torch.Generator(device=device).manual_seed(0)
+    sync_torch = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     rows = []
-    for name, case, host, ours_fn, theirs_fn in cases:
-        a, t = pymagma.asarray(host), torch.from_numpy(host).cuda()
-        reps = max(2, repeats // 3)
-        theirs = _wall_s(lambda t=t, f=theirs_fn: f(t), torch.cuda.synchronize, reps)
-        for method in ("hybrid", "native") if paths[name] == "native" else ("hybrid",):
-            ours = _wall_s(lambda a=a, f=ours_fn, m=method: f(a, m), a.queue.synchronize, reps)
-            rows.append(row("hybrid", f"{case} {method}", ours, theirs, "s", higher_is_better=False))
+    for name, routine, make, ours_fn, theirs_fn in _hybrid_cases(torch):
+        for n in (eig_sizes if name in ("eigh", "svd") else sizes):
+            t = make(torch.randn(n, n, dtype=torch.float64, device=device, generator=gen)).contiguous()
+            a = pymagma.asarray(t if device == "cuda" else t.numpy())  # the same matrix, no copy on a GPU
+            costly = name in ("eigh", "svd") and n > 2048  # one timed call, no warm-up (smaller sizes warmed up)
+            reps, warmup = (1, False) if costly else (max(2, repeats // 3), True)
+            theirs = _wall_s(lambda t=t, f=theirs_fn: f(t), sync_torch, reps, warmup)
+            for method in ("hybrid", "native") if paths[name] == "native" else ("hybrid",):
+                call = lambda a=a, f=ours_fn, m=method: f(a, m)  # noqa: E731
+                if warmup:
+                    call()
+                    a.queue.synchronize()
+                with hybrid.host_time() as host:
+                    ours = _wall_s(call, a.queue.synchronize, reps, warmup=False)
+                rows.append(row("hybrid", f"{name} {routine} N={n} {method}", ours, theirs, "s",
+                                higher_is_better=False,
+                                host_s=round(host.seconds / reps, 4) if method == "hybrid" else None,
+                                goal=GOALS[name]))
+            del a, t
     return rows
 
 
@@ -144,25 +183,80 @@ def overhead_rows(torch, repeats: int, calls: int = 2000) -> list[dict]:
     return [row("overhead", "sgemm 4x4 per call", ours, theirs, "us", higher_is_better=False)]
 
 
-def run(repeats: int = 10) -> list[dict]:
-    """All rows; none without a CUDA device or without PyTorch built with CUDA."""
+def _torch_cuda():
+    """PyTorch when it and a CUDA device are usable by both libraries, else None."""
     from pymagma import runtime
 
     if not runtime.device_count():
-        return []
+        return None
     try:
         import torch
     except ImportError:
-        return []
-    if not torch.cuda.is_available():
+        return None
+    return torch if torch.cuda.is_available() else None
+
+
+def run(repeats: int = 10) -> list[dict]:
+    """The BLAS, getrf and overhead rows; none without a CUDA device or without PyTorch built with CUDA."""
+    torch = _torch_cuda()
+    if torch is None:
         return []
     rows = overhead_rows(torch, repeats)
     rows += batched_rows(torch, repeats)
     rows += gemm_rows(torch, repeats)
     rows += getrf_rows(torch, repeats)
-    rows += hybrid_rows(torch, repeats)
     return rows
 
 
+def hybrid_run(repeats: int = 10, sizes=HYBRID_SIZES, eig_sizes=EIG_SIZES) -> list[dict]:
+    """The hybrid LAPACK rows on the GPU; none without a CUDA device or without PyTorch built with CUDA."""
+    torch = _torch_cuda()
+    return [] if torch is None else hybrid_rows(torch, repeats, sizes, eig_sizes)
+
+
+def dry_run(repeats: int = 2) -> list[dict]:
+    """The hybrid rows' logic on the CPU: the simulator (MAGMA exports as found) for the device, PyTorch on the
+    CPU, sizes around the block sizes.  The numbers mean nothing."""
+    import torch
+
+    from pymagma import simulator
+
+    with simulator.simulated("partial"):
+        return hybrid_rows(torch, repeats, DRY_SIZES, DRY_EIG_SIZES, device="cpu")
+
+
+def _sizes(text: str) -> tuple[int, ...]:
+    return tuple(int(v) for v in text.split(",") if v.strip())
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--repeats", type=int, default=10)
+    p.add_argument("--hybrid", action="store_true", help="the hybrid LAPACK rows instead of the BLAS rows")
+    p.add_argument("--sizes", type=_sizes, default=",".join(map(str, HYBRID_SIZES)),
+                   help="cholesky and qr sizes (default %(default)s)")
+    p.add_argument("--eig-sizes", type=_sizes, default=",".join(map(str, EIG_SIZES)),
+                   help="eigh and svd sizes (default %(default)s; 4096 adds ~2 minutes, 8192 more than 10)")
+    p.add_argument("--dry-run", action="store_true", help="with --hybrid: the rows' logic on the CPU simulator")
+    p.add_argument("--json", default=None, help="write the rows to this file")
+    args = p.parse_args(argv)
+    if args.dry_run and not args.hybrid:
+        p.error("--dry-run goes with --hybrid")
+    if args.hybrid:
+        rows = dry_run() if args.dry_run else hybrid_run(args.repeats, args.sizes, args.eig_sizes)
+        title = ("hybrid LAPACK vs torch.linalg (wall s per call; ratio = torch / pymagma; host_s = host-side "
+                 "seconds per call)" + (" [dry run: simulator and CPU, numbers mean nothing]" if args.dry_run else ""))
+    else:
+        rows, title = run(args.repeats), "pymagma vs PyTorch"
+    if not rows:
+        print("no CUDA device (or no PyTorch with CUDA): nothing to measure")
+    else:
+        print(title)
+        print_rows(rows)
+    if args.json:
+        Path(args.json).write_text(json.dumps(rows, indent=2))
+    return 0
+
+
 if __name__ == "__main__":
-    raise SystemExit(main(run, __doc__.splitlines()[0]))
+    raise SystemExit(main())

@@ -4,7 +4,10 @@
 #      parity on the real GPU;
 #   2. LeNet-5 trained 3 epochs on MNIST on the GPU (must reach >= 97 % test accuracy);
 #   3. the GPU benchmarks against PyTorch on the same GPU: training (MLP and LeNet-5, batch 128) and the pymagma
-#      BLAS/LAPACK, cuDNN and kernel micro-benchmarks.
+#      BLAS/LAPACK, cuDNN and kernel micro-benchmarks;
+#   4. the hybrid LAPACK drivers (cholesky, qr at N = 2048, 4096, 8192; eigh, svd at N = 2048: larger eigh/svd
+#      sizes take minutes each, see scripts/bench_pymagma.py) against torch.linalg, with host-side seconds per
+#      call (estimated ~1 minute; `scripts/bench_pymagma.py --hybrid --eig-sizes 2048,4096,8192` for the rest).
 # No network and no installs: it uses the machine's python3 as it is. Logs and JSON go to $OUT (default ./gpu-out);
 # record the outcome in docs/gpu-runs.md.
 #
@@ -40,6 +43,11 @@ if [ "$DRY" = 1 ]; then
     "$PY" -c "import json, sys; rows = json.load(open(sys.argv[1]))['gpu_training']; \
 assert {(r['recipe'], r['framework']) for r in rows} >= {('mlp', 'magmadnn'), ('lenet5', 'magmadnn')}, rows" \
         "$OUT/bench-gpu-dry.json"
+    "$PY" scripts/bench_pymagma.py --hybrid --dry-run --json "$OUT/bench-hybrid-dry.json" > "$OUT/bench-hybrid.log"
+    "$PY" -c "import json, sys; rows = json.load(open(sys.argv[1])); \
+assert {r['case'].split()[0] for r in rows} == {'cholesky', 'qr', 'eigh', 'svd'}, rows; \
+assert all(r['ratio'] and (r['host_s'] or 0) > 0 for r in rows if r['case'].endswith('hybrid')), rows" \
+        "$OUT/bench-hybrid-dry.json"
     echo "dry run passed"
     exit 0
 fi
@@ -71,6 +79,9 @@ fi
 timeout 150 "$PY" scripts/bench.py --recipe "" --gpu --data "$DATA" --json "$OUT/bench-gpu.json" 2>&1 \
     | tee "$OUT/bench-gpu.log"
 bench_rc=${PIPESTATUS[0]}
-echo "gpu tests exit $tests_rc, lenet5 exit $lenet_rc, benchmarks exit $bench_rc"
-for rc in $tests_rc $lenet_rc $bench_rc; do [ "$rc" = 0 ] || exit "$rc"; done
+
+timeout 150 "$PY" scripts/bench_pymagma.py --hybrid --json "$OUT/bench-hybrid.json" 2>&1 | tee "$OUT/bench-hybrid.log"
+hybrid_rc=${PIPESTATUS[0]}
+echo "gpu tests exit $tests_rc, lenet5 exit $lenet_rc, benchmarks exit $bench_rc, hybrid benchmark exit $hybrid_rc"
+for rc in $tests_rc $lenet_rc $bench_rc $hybrid_rc; do [ "$rc" = 0 ] || exit "$rc"; done
 exit 0

@@ -1,5 +1,6 @@
 """``scripts/gpu_check.sh --dry-run`` on the CPU: every gpu test collects, the example parses its arguments and the
-GPU benchmark's own logic (timing, rows, ratios, JSON) runs with the host standing in for the device."""
+GPU benchmark's own logic (timing, rows, ratios, JSON) runs with the host standing in for the device, and the hybrid
+LAPACK benchmark's on pymagma's simulator."""
 
 from __future__ import annotations
 
@@ -21,6 +22,9 @@ def test_gpu_check_dry_run(tmp_path):
     rows = json.loads((tmp_path / "bench-gpu-dry.json").read_text())["gpu_training"]
     ratios = [r["ratio"] for r in rows if r["framework"] == "magmadnn"]
     assert len(ratios) == 2 and all(r > 0 for r in ratios)
+    hybrid = json.loads((tmp_path / "bench-hybrid-dry.json").read_text())  # simulator rows: logic, not speed
+    assert {r["case"].split()[0] for r in hybrid} == {"cholesky", "qr", "eigh", "svd"}
+    assert all(r["host_s"] > 0 and r["ratio"] > 0 for r in hybrid if r["case"].endswith(" hybrid"))
 
 
 def test_gpu_check_rejects_unknown_arguments():
