@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _magma, runtime
+from . import _magma, memory, runtime
 from . import queue as queues_
 from .array import DeviceArray, empty
 
@@ -228,15 +228,28 @@ def _queues(w: DeviceArray, lookahead: bool, queues) -> tuple:
     return main, queues[1] if queues else queues_.transfer_queue(w.device)
 
 
-def _staging(rows: int, cols: int, dtype) -> np.ndarray:
-    """A pinned host buffer for column-major blocks of up to ``rows * cols`` elements."""
-    return runtime.pinned_empty(max(rows * cols, 1), dtype)
+@contextlib.contextmanager
+def _staging(dtype, *sizes: int):
+    """Pinned host buffers of ``sizes`` elements of ``dtype`` for the block (from the pool's cache), for column-major
+    blocks of up to that many elements."""
+    dtype = np.dtype(dtype)
+    ends = np.cumsum([0, *(max(n, 1) for n in sizes)])
+    with memory.pinned_buffer(int(ends[-1]) * dtype.itemsize) as raw:
+        flat = raw.view(dtype)
+        yield [flat[a:b] for a, b in zip(ends[:-1], ends[1:])]
 
 
 def _host_view(stage: np.ndarray, rows: int, cols: int) -> np.ndarray:
     """A column-major ``rows x cols`` host matrix at the start of ``stage`` (the transpose of a C-ordered
     ``cols x rows`` array: one column per row, as the 2-D copies move them)."""
     return stage[:rows * cols].reshape(cols, rows).T
+
+
+def _finish(main, side) -> None:
+    """Wait for both queues: the pinned stages go back to the pool, and the caller gets finished results."""
+    main.synchronize()
+    if side is not main:
+        side.synchronize()
 
 
 def _upload(host: np.ndarray, x: DeviceArray, queue) -> None:
@@ -290,36 +303,36 @@ def potrf(w: DeviceArray, nb: int | None = None, *, lookahead: bool = True, queu
         return 0
     nb = min(nb or block_size("potrf", w.dtype, n, n), n)
     main, side = _queues(w, lookahead, queues)
-    stage = _staging(nb, nb, w.dtype)
-    try:
-        block, ready = _fetch(w[:nb, :nb], stage, main, side)
-        for j in range(0, n, nb):
-            jb = min(nb, n - j)
-            ready.synchronize()
-            with _on_host():
-                factor, info = host_potrf(block)
-                if info:
-                    return j + info
-                block[...] = np.tril(factor) + np.triu(block, 1)
-            diag = w[j:j + jb, j:j + jb]
-            _upload(block, diag, main)
-            nxt = j + jb
-            if nxt == n:
-                break
-            panel = w[nxt:, j:j + jb]
-            trsm(RIGHT, LOWER, C, 1.0, diag, panel, queue=main)  # panel <- panel L_jj^{-H}
-            nb2 = min(nb, n - nxt)
-            if lookahead:  # the next diagonal block first, then the rest while the host factors it
-                herk_lower(-1.0, panel[:nb2], 1.0, w[nxt:nxt + nb2, nxt:nxt + nb2], queue=main)
-                block, ready = _fetch(w[nxt:nxt + nb2, nxt:nxt + nb2], stage, main, side)
-                gemm(N, C, -1.0, panel[nb2:], panel[:nb2], 1.0, w[nxt + nb2:, nxt:nxt + nb2], queue=main)
-                herk_lower(-1.0, panel[nb2:], 1.0, w[nxt + nb2:, nxt + nb2:], queue=main)
-            else:
-                herk_lower(-1.0, panel, 1.0, w[nxt:, nxt:], queue=main)
-                block, ready = _fetch(w[nxt:nxt + nb2, nxt:nxt + nb2], stage, main, side)
-        return 0
-    finally:
-        main.synchronize()  # the last upload reads the pinned stage
+    with _staging(w.dtype, nb * nb) as (stage,):
+        try:
+            block, ready = _fetch(w[:nb, :nb], stage, main, side)
+            for j in range(0, n, nb):
+                jb = min(nb, n - j)
+                ready.synchronize()
+                with _on_host():
+                    factor, info = host_potrf(block)
+                    if info:
+                        return j + info
+                    block[...] = np.tril(factor) + np.triu(block, 1)
+                diag = w[j:j + jb, j:j + jb]
+                _upload(block, diag, main)
+                nxt = j + jb
+                if nxt == n:
+                    break
+                panel = w[nxt:, j:j + jb]
+                trsm(RIGHT, LOWER, C, 1.0, diag, panel, queue=main)  # panel <- panel L_jj^{-H}
+                nb2 = min(nb, n - nxt)
+                if lookahead:  # the next diagonal block first, then the rest while the host factors it
+                    herk_lower(-1.0, panel[:nb2], 1.0, w[nxt:nxt + nb2, nxt:nxt + nb2], queue=main)
+                    block, ready = _fetch(w[nxt:nxt + nb2, nxt:nxt + nb2], stage, main, side)
+                    gemm(N, C, -1.0, panel[nb2:], panel[:nb2], 1.0, w[nxt + nb2:, nxt:nxt + nb2], queue=main)
+                    herk_lower(-1.0, panel[nb2:], 1.0, w[nxt + nb2:, nxt + nb2:], queue=main)
+                else:
+                    herk_lower(-1.0, panel, 1.0, w[nxt:, nxt:], queue=main)
+                    block, ready = _fetch(w[nxt:nxt + nb2, nxt:nxt + nb2], stage, main, side)
+            return 0
+        finally:
+            _finish(main, side)
 
 
 def potrs(factor: DeviceArray, b: DeviceArray) -> None:
@@ -391,36 +404,36 @@ def geqrf(w: DeviceArray, nb: int | None = None, *, lookahead: bool = True, queu
     v_all = colmajor_empty(m, k, w.dtype, w.device)  # the block reflectors' V, one block column per panel
     t_all = colmajor_empty(nb, k, w.dtype, w.device)  # and their triangular factors T
     work = colmajor_empty(nb, n, w.dtype, w.device)
-    panel_stage, v_stage, t_stage = _staging(m, nb, w.dtype), _staging(m, nb, w.dtype), _staging(nb, nb, w.dtype)
     taus, blocks = [], []
-    try:
-        panel, ready = _fetch(w[:, :nb], panel_stage, main, side)
-        for j in range(0, k, nb):
-            jb = min(nb, k - j)
-            ready.synchronize()
-            with _on_host():
-                h, tau = np.linalg.qr(panel, mode="raw")
-                panel[...] = h.T  # R above, the reflectors below the diagonal
-                tau = tau.astype(w.dtype)
-                v = _host_view(v_stage, m - j, jb)
-                v[...] = np.tril(panel, -1)
-                v[np.arange(jb), np.arange(jb)] = 1
-                t = _host_view(t_stage, jb, jb)
-                t[...] = larft(v, tau)
-            taus.append(tau)
-            vd, td = v_all[j:, j:j + jb], t_all[:jb, j:j + jb]
-            for host, dev in ((panel, w[j:, j:j + jb]), (v, vd), (t, td)):
-                _upload(host, dev, main)
-            blocks.append((j, vd, td))
-            nxt = j + jb
-            nb2 = min(nb, k - nxt)  # the next panel's width; 0: none
-            first = nxt + nb2 if lookahead else n  # columns updated before the next panel is copied
-            _apply(vd, td, w[j:, nxt:first], True, work[:jb, :first - nxt], main)
-            if nb2:
-                panel, ready = _fetch(w[nxt:, nxt:nxt + nb2], panel_stage, main, side)
-            _apply(vd, td, w[j:, first:], True, work[:jb, :n - first], main)
-    finally:
-        main.synchronize()  # the last uploads read the pinned stages
+    with _staging(w.dtype, m * nb, m * nb, nb * nb) as (panel_stage, v_stage, t_stage):
+        try:
+            panel, ready = _fetch(w[:, :nb], panel_stage, main, side)
+            for j in range(0, k, nb):
+                jb = min(nb, k - j)
+                ready.synchronize()
+                with _on_host():
+                    h, tau = np.linalg.qr(panel, mode="raw")
+                    panel[...] = h.T  # R above, the reflectors below the diagonal
+                    tau = tau.astype(w.dtype)
+                    v = _host_view(v_stage, m - j, jb)
+                    v[...] = np.tril(panel, -1)
+                    v[np.arange(jb), np.arange(jb)] = 1
+                    t = _host_view(t_stage, jb, jb)
+                    t[...] = larft(v, tau)
+                taus.append(tau)
+                vd, td = v_all[j:, j:j + jb], t_all[:jb, j:j + jb]
+                for host, dev in ((panel, w[j:, j:j + jb]), (v, vd), (t, td)):
+                    _upload(host, dev, main)
+                blocks.append((j, vd, td))
+                nxt = j + jb
+                nb2 = min(nb, k - nxt)  # the next panel's width; 0: none
+                first = nxt + nb2 if lookahead else n  # columns updated before the next panel is copied
+                _apply(vd, td, w[j:, nxt:first], True, work[:jb, :first - nxt], main)
+                if nb2:
+                    panel, ready = _fetch(w[nxt:, nxt:nxt + nb2], panel_stage, main, side)
+                _apply(vd, td, w[j:, first:], True, work[:jb, :n - first], main)
+        finally:
+            _finish(main, side)
     return QRFactors(w, np.concatenate(taus), blocks)
 
 

@@ -3,14 +3,18 @@ dies, so repeated allocate/free cycles (a training loop) do not pay ``cudaMalloc
 
 Sizes are rounded up to a bucket (multiples of 512 bytes; above 1 MiB, multiples of an eighth of the power of two
 below the size) and freed blocks are kept per (device, bucket).  When ``cudaMalloc`` runs out of memory the cache
-is released and the allocation retried once.
+is released and the allocation retried once.  :func:`pinned_buffer` caches page-locked host buffers the same way
+(``cudaMallocHost`` is slow and ``cudaFreeHost`` waits for the whole device).
 """
 
 from __future__ import annotations
 
+import contextlib
 import threading
 import weakref
 from collections import defaultdict
+
+import numpy as np
 
 from . import _checks, runtime
 from .errors import DeviceMemoryError
@@ -32,6 +36,7 @@ class _Pool:
     def __init__(self):
         self.lock = threading.Lock()
         self.free_blocks: dict[tuple[int, int], list[int]] = defaultdict(list)
+        self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
         self.stats = {"in_use_bytes": 0, "cached_bytes": 0, "mallocs": 0, "frees": 0, "hits": 0, "requests": 0}
 
     def take(self, device: int, size: int) -> int:
@@ -59,9 +64,22 @@ class _Pool:
             self.stats["in_use_bytes"] -= size
             self.stats["cached_bytes"] += size
 
-    def release_cached(self) -> int:
-        """cudaFree every cached block; return the bytes released."""
+    def take_pinned(self, size: int) -> np.ndarray:
         with self.lock:
+            buffers = self.free_pinned.get(size)
+            if buffers:
+                return buffers.pop()
+        return runtime.pinned_empty(size, np.uint8)
+
+    def give_back_pinned(self, size: int, buffer: np.ndarray) -> None:
+        with self.lock:
+            self.free_pinned[size].append(buffer)
+
+    def release_cached(self) -> int:
+        """cudaFree every cached block (and drop the cached pinned host buffers); return the device bytes
+        released."""
+        with self.lock:
+            self.free_pinned = defaultdict(list)  # each is freed (cudaFreeHost) when it is collected
             blocks, self.free_blocks = self.free_blocks, defaultdict(list)
             released = sum(size * len(ptrs) for (_, size), ptrs in blocks.items())
             self.stats["cached_bytes"] -= released
@@ -118,6 +136,19 @@ def alloc(nbytes: int, device: int | None = None) -> Allocation:
     """``nbytes`` (a non-negative int) of device memory on ``device`` (an index, or None for the current device)
     through the caching pool; returns an :class:`Allocation`."""
     return Allocation(nbytes, device)
+
+
+@contextlib.contextmanager
+def pinned_buffer(nbytes: int):
+    """A page-locked host buffer (uint8, at least ``nbytes`` long, page-aligned) for the block, taken from the pool's
+    cache and given back afterwards: every asynchronous copy from or into it must have finished when the block
+    ends."""
+    size = bucket_size(max(_checks.count(nbytes, "nbytes", maximum=2**63 - 1), 1))
+    buffer = _POOL.take_pinned(size)
+    try:
+        yield buffer[:nbytes]
+    finally:
+        _POOL.give_back_pinned(size, buffer)
 
 
 def pool_stats() -> dict:

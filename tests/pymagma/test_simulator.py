@@ -276,6 +276,18 @@ def test_work_on_a_created_stream_runs_when_something_orders_it():
             rt.memcpy_2d_dtoh(np.zeros((2, 1)), dev.ptr, 1 << 20, stream=second)  # past the block
 
 
+def test_pinned_buffers_are_cached_by_the_pool():
+    with simulator.simulated("full"):
+        with memory.pinned_buffer(1000) as a:
+            assert a.dtype == np.uint8 and a.shape == (1000,)
+            a[:] = 1
+        with memory.pinned_buffer(1000) as b, memory.pinned_buffer(1000) as c:
+            assert b.ctypes.data == a.ctypes.data != c.ctypes.data  # the cached one, then a new one
+        memory.empty_cache()
+        with memory.pinned_buffer(0) as d:
+            assert d.size == 0
+
+
 def test_magma_blas_on_a_created_queue_runs_in_queue_order():
     with simulator.simulated("full"):
         q = pymagma.Queue(0)
