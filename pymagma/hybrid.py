@@ -10,8 +10,9 @@ the next panel first, a second queue (:func:`pymagma.queue.transfer_queue`, orde
 pinned host memory, and the rest of the trailing update runs on the main queue while the host factors that next
 panel.  Panels go back to the device with asynchronous copies from pinned memory.  Correctness does not depend on
 timing: every dependency is an event or stream order (the simulator runs queued work as late as those allow).
-``lookahead=False`` runs the same steps on one queue.  The eigen/SVD reductions (:func:`sytrd`, :func:`gebrd`) are
-unblocked (a host reflector and device BLAS-2 per column) and have no look-ahead.
+``lookahead=False`` runs the same steps on one queue.  The tridiagonal reduction (:func:`sytrd`) is blocked as
+LAPACK's (per column a host reflector and a device ``symv``, per panel a device ``syr2k``); the bidiagonal one
+(:func:`gebrd`) is unblocked (per column a host reflector and device BLAS-2); neither has look-ahead.
 
 :func:`host_seconds` / :func:`host_time` report the seconds spent in host-side work (panels, reflectors, the
 tridiagonal and bidiagonal solvers) across all drivers: compared with a driver's wall time it shows how host-bound
@@ -206,16 +207,16 @@ def to_device_colmajor(host: np.ndarray, device: int) -> DeviceArray:
     return out
 
 
-def block_size(kind: str, dtype, m: int, n: int) -> int:
-    """MAGMA's block size for ``kind`` ("potrf" or "geqrf") from the provider's ``magma_get_?{kind}_nb``, or
-    :data:`DEFAULT_NB` where it exports none."""
+def block_size(kind: str, dtype, m: int, n: int, default: int = DEFAULT_NB) -> int:
+    """MAGMA's block size for ``kind`` ("potrf", "geqrf", "sytrd") from the provider's ``magma_get_?{kind}_nb``,
+    or ``default`` where it exports none (or pymagma's tables have no prototype)."""
     p = _magma.precision_of(dtype)
     name = f"magma_get_{p}{kind}_nb"
     lib = _lib()
     if name in _magma.SIGNATURES and lib.has(name):
         args = (m, n) if kind == "geqrf" else (n,)
         return max(int(getattr(lib, name)(*args)), 1)
-    return DEFAULT_NB
+    return default
 
 
 # ----------------------------------------------------------------------------------------------------- look-ahead
@@ -484,34 +485,47 @@ def larfg(x: np.ndarray) -> tuple[complex, complex, np.ndarray]:
     return beta, tau, v
 
 
-def sytrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Reduce the Hermitian column-major ``w`` (lower triangle referenced, overwritten) to real tridiagonal form
-    ``Q^H A Q = T`` (LAPACK's ?sytd2/?hetd2: a host reflector per column, ``symv``/``hemv`` and a rank-2
-    ``syr2k``/``her2k`` update on the device).  Returns ``(d, e, v, tau)``: T's diagonal and subdiagonal, and the
-    reflectors (``v`` unit lower trapezoidal, ``(n-1) x (n-1)``) with ``Q = H_1 ... H_{n-1}`` acting on rows 1..."""
+#: columns per panel of :func:`sytrd` (MAGMA's ``magma_get_?sytrd_nb`` answers 32)
+SYTRD_NB = 32
+
+
+def sytrd(w: DeviceArray, nb: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Reduce the Hermitian column-major ``w`` (lower triangle referenced, destroyed) to real tridiagonal form
+    ``Q^H A Q = T``, blocked as LAPACK's ?sytrd/?hetrd with ?latrd panels of ``nb`` columns (default
+    :data:`SYTRD_NB`): per column the host corrects the column and builds the reflector, the device multiplies the
+    trailing matrix by it (``symv``/``hemv``); per panel one rank-2nb update ``A -= V W^H + W V^H`` on the device
+    (``syr2k``/``her2k``).  Returns ``(d, e, v, tau)``: T's diagonal and subdiagonal, and the reflectors (``v``
+    unit lower trapezoidal, ``(n-1) x (n-1)``) with ``Q = H_1 ... H_{n-1}`` acting on rows 1..."""
     n = w.shape[0]
     real = np.finfo(w.dtype).dtype
-    e = np.zeros(max(n - 1, 0), real)
+    d, e = np.zeros(n, real), np.zeros(max(n - 1, 0), real)
     v_all = np.zeros((max(n - 1, 0), max(n - 1, 0)), w.dtype)
     taus = np.zeros(max(n - 1, 0), w.dtype)
-    for i in range(n - 1):
-        col = w[i + 1:, i:i + 1]
-        x = col.get()[:, 0]
-        with _on_host():
-            beta, tau, v = larfg(x)
-        e[i], taus[i], v_all[i:, i] = np.real(beta), tau, v
-        if tau == 0:
-            continue
-        col.set(np.r_[beta, np.zeros(n - i - 2)].astype(w.dtype)[:, None])
-        sub = w[i + 1:, i + 1:]
-        vd = to_device_colmajor(v[:, None].astype(w.dtype), w.device)
-        xd = colmajor_empty(n - i - 1, 1, w.dtype, w.device)
-        hemv_lower(tau, sub, vd, xd)
-        x = xd.get()[:, 0]
-        with _on_host():
-            wv = x - 0.5 * tau * np.vdot(x, v) * v
-        her2k_lower(-1.0, vd, to_device_colmajor(wv[:, None].astype(w.dtype), w.device), sub)
-    d = np.real(np.diagonal(w.get())).astype(real) if n else np.zeros(0, real)
+    nb = nb or block_size("sytrd", w.dtype, n, n, SYTRD_NB)
+    for i in range(0, n - 1, nb):
+        jb, m = min(nb, n - 1 - i), n - i  # the panel's columns; the order of the trailing matrix A = w[i:, i:]
+        vs, ws = np.zeros((m, jb), w.dtype), np.zeros((m, jb), w.dtype)  # the panel's reflectors and A v's
+        for c in range(jb):
+            col = w[i + c:, i + c:i + c + 1].get()[:, 0]  # column c of A from its diagonal, without the panel's
+            with _on_host():                                # updates so far: applied here
+                col -= vs[c:, :c] @ np.conj(ws[c, :c]) + ws[c:, :c] @ np.conj(vs[c, :c])
+                beta, tau, v = larfg(col[1:])
+            d[i + c], e[i + c], taus[i + c], v_all[i + c:, i + c] = np.real(col[0]), np.real(beta), tau, v
+            vs[c + 1:, c] = v
+            if tau == 0:
+                continue
+            y = colmajor_empty(m - c - 1, 1, w.dtype, w.device)
+            hemv_lower(1.0, w[i + c + 1:, i + c + 1:], to_device_colmajor(v[:, None].astype(w.dtype), w.device), y)
+            y = y.get()[:, 0]
+            with _on_host():  # w = tau (A - V W^H - W V^H) v, then w -= tau/2 (w^H v) v
+                vr, wr = vs[c + 1:, :c], ws[c + 1:, :c]
+                y = tau * (y - vr @ (np.conj(wr.T) @ v) - wr @ (np.conj(vr.T) @ v))
+                ws[c + 1:, c] = y - 0.5 * tau * np.vdot(y, v) * v
+        if m > jb:
+            her2k_lower(-1.0, to_device_colmajor(vs[jb:], w.device), to_device_colmajor(ws[jb:], w.device),
+                        w[i + jb:, i + jb:])
+    if n:
+        d[n - 1] = np.real(w[n - 1:, n - 1:].get()[0, 0])
     return d, e, v_all, taus
 
 

@@ -14,10 +14,11 @@
   >= 0.5); host_s = seconds per call the hybrid driver spent in host-side work (pymagma.hybrid.host_seconds:
   panels, reflectors, the tridiagonal/bidiagonal solver; with look-ahead much of it overlaps the device).
   Default sizes: cholesky and qr at N = 2048, 4096, 8192; eigh and svd at N = 2048 only (--eig-sizes to add
-  more).  Their reductions are unblocked (per column: a host reflector, device BLAS-2, host round trips) and the
-  host solves the N x N tridiagonal / bidiagonal problem with dense O(N^3) LAPACK when SciPy is absent, as on the
-  GPU machine: estimated ~10 s (eigh) and ~25 s (svd) per call at 4096 and minutes at 8192, three calls each,
-  which would take scripts/gpu_check.sh past its 8 minutes.  The default set is estimated at about a minute.
+  more).  Their reductions run a host reflector, a device BLAS-2 product and host round trips per column (svd's
+  unblocked, eigh's blocked with one syr2k per panel), and the host solves the N x N tridiagonal / bidiagonal
+  problem with dense O(N^3) LAPACK when SciPy is absent, as on the GPU machine: estimated ~10 s (eigh) and
+  ~25 s (svd) per call at 4096 and minutes at 8192, which would take scripts/gpu_check.sh past its 8 minutes.
+  The default set is estimated at about a minute.
 Without a CUDA device (or without PyTorch with CUDA) both return no rows.  ``--hybrid --dry-run`` runs the hybrid
 rows' logic on the CPU in seconds: pymagma's simulator for the device, PyTorch on the CPU, tiny sizes.
 Run directly to print a table (``--json PATH`` writes the rows).

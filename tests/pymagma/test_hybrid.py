@@ -247,7 +247,7 @@ def test_block_size_comes_from_the_provider_when_exported(full):
 @cases
 @given(n=st.integers(0, 10), uplo=st.sampled_from("LUlu"), clustered=st.booleans(), on_device=st.booleans(),
        dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
-def test_hybrid_eigh_residual_and_orthogonality(full, n, uplo, clustered, on_device, dtype, seed):
+def test_hybrid_eigh_residual_and_orthogonality(full, small_blocks, n, uplo, clustered, on_device, dtype, seed):
     rng = np.random.default_rng(seed)
     g = values(rng, (n, n), dtype)
     h = g + np.conj(g.T)
@@ -299,15 +299,17 @@ def test_hybrid_svd_backward_error_and_orthogonality(full, small_blocks, batch, 
                                atol=tol * max(np.linalg.norm(a), 1))
 
 
-def test_tridiagonal_reduction_is_a_similarity(full):
-    rng = np.random.default_rng(5)
-    g = values(rng, (7, 7), np.complex128)
-    a = g + np.conj(g.T)
-    d, e, v, tau = hybrid.sytrd(device_colmajor(a))
-    q = np.eye(7, dtype=np.complex128)
+@cases
+@given(n=st.integers(1, 13), nb=st.integers(1, 5), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+def test_tridiagonal_reduction_is_a_similarity(full, n, nb, dtype, seed):
+    g = values(np.random.default_rng(seed), (n, n), dtype)
+    a = (g + np.conj(g.T)).astype(dtype)
+    d, e, v, tau = hybrid.sytrd(device_colmajor(np.tril(a) + np.triu(g, 1)), nb)  # the upper triangle: ignored
+    q = np.eye(n, dtype=np.complex128)
     q[1:, 1:] = q_from_reflectors(v, tau)
     t = np.diag(d) + np.diag(e, -1) + np.diag(e, 1)
-    np.testing.assert_allclose(np.conj(q.T) @ a @ q, t, atol=1e-12)
+    assert (d.dtype, e.dtype) == (np.finfo(dtype).dtype,) * 2
+    np.testing.assert_allclose(np.conj(q.T) @ a @ q, t, atol=10 * n * eps(dtype) * max(np.abs(a).max(), 1))
 
 
 # ----------------------------------------------------------------------------------------------------- linalg paths
