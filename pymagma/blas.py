@@ -510,16 +510,26 @@ def dot(x, y, *, conjugate: bool = False):
     return x.dtype.type(complex(r.real, r.imag) if p in "cz" else r)
 
 
+def _real_reduction(x, what: str, names: dict):
+    """One BLAS-1 reduction with a real result (nrm2, asum) of a vector, as a NumPy scalar of the real dtype."""
+    (x,) = _device_arrays(what, x=x)
+    v = _vector(x, "x")
+    p = precision(v)
+    check_native_sizes(what, n=v.size, incx=_inc(v, "x"))
+    return np.dtype(_magma.PRECISIONS[p][1]).type(getattr(_lib(), f"magma_{names[p]}")(v.size, v.ptr, _inc(v, "x"),
+                                                                                       _queue(v)))
+
+
 @on_arrays_device
 def nrm2(x):
     """Euclidean norm of a vector (or of a contiguous array's elements)."""
-    (x,) = _device_arrays('nrm2', x=x)
-    v = _vector(x, "x")
-    p = precision(v)
-    name = {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"}[p]
-    check_native_sizes("nrm2", n=v.size, incx=_inc(v, "x"))
-    return np.dtype(_magma.PRECISIONS[p][1]).type(getattr(_lib(), f"magma_{name}")(v.size, v.ptr, _inc(v, "x"),
-                                                                                   _queue(v)))
+    return _real_reduction(x, "nrm2", {"s": "snrm2", "d": "dnrm2", "c": "scnrm2", "z": "dznrm2"})
+
+
+@on_arrays_device
+def asum(x):
+    """``sum(|x|)`` of a real vector (or contiguous array); for complex dtypes BLAS's ``sum(|Re x| + |Im x|)``."""
+    return _real_reduction(x, "asum", {"s": "sasum", "d": "dasum", "c": "scasum", "z": "dzasum"})
 
 
 @on_arrays_device

@@ -437,6 +437,7 @@ MODEL = {
     "magma_?dotu": lambda k, dt: np.dot(vec(k, "x", dt), vec(k, "y", dt)).item(),
     "magma_?dotc": lambda k, dt: np.vdot(vec(k, "x", dt), vec(k, "y", dt)).item(),
     "magma_?nrm2": lambda k, dt: float(np.linalg.norm(vec(k, "x", dt))),
+    "magma_?asum": lambda k, dt: float(np.sum(np.abs(vec(k, "x", dt).real)) + np.sum(np.abs(vec(k, "x", dt).imag))),
 }
 
 
