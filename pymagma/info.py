@@ -9,6 +9,8 @@ import os
 import platform
 import sys
 
+import numpy as np
+
 from . import _libs
 
 NVIDIA_LIBRARIES = ("cudart", "cublas", "cudnn", "nvrtc")
@@ -93,6 +95,25 @@ def _magma_section(missing: list) -> dict:
     return section
 
 
+#: the dtypes whose linalg paths the report compares with float64's
+LINALG_DTYPES = ("float32", "complex128", "complex64")
+PATH_KINDS = ("native", "hybrid", "host")
+
+
+def _linalg_section() -> dict:
+    """Which path ``method="auto"`` takes per linalg function on the MAGMA provider (the simulated exports when the
+    simulator is on): float64's, and per other dtype only the functions whose path differs."""
+    from . import linalg
+
+    try:
+        base = linalg.paths(np.float64)
+        differs = {name: {fn: path for fn, path in linalg.paths(name).items() if path != base[fn]}
+                   for name in LINALG_DTYPES}
+    except Exception as exc:  # noqa: BLE001 - no (loadable) MAGMA: reported, not raised
+        return {"error": str(exc)}
+    return {"float64": base, "differs": {name: d for name, d in differs.items() if d}}
+
+
 def _cuda_version(v: int) -> str | None:
     return f"{v // 1000}.{v % 1000 // 10}" if v else None
 
@@ -170,6 +191,7 @@ def info() -> Info:
         packages=_python_packages(),
         simulator=_simulator_section(missing),
         magma=_magma_section(missing),
+        linalg=_linalg_section(),
         cuda=_cuda_section(missing),
         nvidia=_nvidia_section(missing),
     )
@@ -195,6 +217,7 @@ def format_report(r: dict) -> str:
             lines.append(f"  note: {m['note']}")
     else:
         lines.append("MAGMA: not found")
+    lines.extend(_format_linalg(r.get("linalg", {})))
     c = r["cuda"]
     lines.append(f"CUDA: cuda-python {c.get('cuda-python')}, runtime {c.get('runtime_version')}, "
                  f"driver {c.get('driver_version') or 'none'}")
@@ -226,3 +249,21 @@ def _format_simulator(sim: dict) -> list[str]:
         f"(cache {sim['kernel_cache']})",
         f"  cuDNN: {'NumPy models of the handle-taking calls' if sim['cudnn'] else 'not simulated'}",
     ]
+
+
+def _format_linalg(section: dict) -> list[str]:
+    if "error" in section:
+        return [f"linalg paths (method='auto'): unknown ({section['error']})"]
+    if "float64" not in section:
+        return []
+    lines = ["linalg paths (method='auto', float64):"]
+    for kind in PATH_KINDS:
+        fns = [fn for fn, path in section["float64"].items() if path == kind]
+        if fns:
+            lines.append(f"  {kind}: " + ", ".join(fns))
+    differs = section.get("differs", {})
+    for name, diff in differs.items():
+        lines.append(f"  {name} differs: " + ", ".join(f"{fn} {path}" for fn, path in diff.items()))
+    if not differs:
+        lines.append(f"  {', '.join(LINALG_DTYPES)}: the same")
+    return lines

@@ -50,8 +50,11 @@ NATIVE_NEEDS = {
     "qr": (("magma_?geqrf2_gpu", "magma_?{or}gqr2"), "hybrid"), "lstsq(method='qr')": (("magma_?gels_gpu",), "hybrid"),
     "lstsq(method='svd')": (("magma_?gesdd",), "hybrid"), "eigh": (("magma_?{sy}evd_gpu",), "hybrid"),
     "svd": (("magma_?gesdd",), "hybrid"), "eig": (("magma_?geev",), "host"),
-    "norm(ord=2/-2/'nuc')": (("magma_?gesdd",), "hybrid"),
 }
+#: Functions that take the path of the one they are built on, and those built on MAGMA's BLAS alone (always native).
+BUILT_ON = {"inv": "solve", "det": "lu_factor", "slogdet": "lu_factor", "eigvalsh": "eigh", "eigvals": "eig",
+            "pinv": "svd", "matrix_rank": "svd", "cond": "svd", "norm(ord=2/-2/'nuc')": "svd"}
+BLAS_ONLY = ("lu_solve", "matrix_power", "multi_dot")
 
 
 # ----------------------------------------------------------------------------------------------------- input checks
@@ -117,10 +120,14 @@ def _native(method: str, dtype, *families: str) -> bool:
 
 def paths(dtype=np.float64) -> dict[str, str]:
     """Which path ``method="auto"`` takes per function on the current MAGMA provider for ``dtype``: "native"
-    (MAGMA's driver), "hybrid" (:mod:`pymagma.hybrid`: host panels, device BLAS-3) or "host" (NumPy's LAPACK)."""
+    (MAGMA's driver, or MAGMA's BLAS alone), "hybrid" (:mod:`pymagma.hybrid`: host panels, device BLAS-3) or "host"
+    (NumPy's LAPACK).  Functions built on another one (``inv`` on ``solve``, ``pinv`` on ``svd``, ...) take its
+    path.  Only symbols are looked up: no device is needed."""
     p, lib = _magma.precision_of(np.dtype(dtype)), _magma.library()  # symbols only: no magma_init, no device
-    return {fn: "native" if all(lib.has(_routine(f, p)) for f in needs) else fallback
-            for fn, (needs, fallback) in NATIVE_NEEDS.items()}
+    out = {fn: "native" if all(lib.has(_routine(f, p)) for f in needs) else fallback
+           for fn, (needs, fallback) in NATIVE_NEEDS.items()}
+    out.update({fn: out[base] for fn, base in BUILT_ON.items()})
+    return out | dict.fromkeys(BLAS_ONLY, "native")
 
 
 def _sync(x: DeviceArray) -> None:

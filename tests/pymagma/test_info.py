@@ -7,10 +7,11 @@ import os
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 import pymagma
-from pymagma import _libs, runtime
+from pymagma import _libs, linalg, runtime, simulator
 from pymagma.errors import LibraryNotFoundError
 from pymagma.info import info as collect
 
@@ -59,7 +60,47 @@ def test_module_reports_json_and_a_missing_magma(tmp_path):
     assert report["magma"]["found"] is False
     assert missing in report["magma"]["error"] and "not a file" in report["magma"]["error"]
     assert any(m["what"] == "MAGMA" for m in report["missing"])
-    assert set(report) >= {"pymagma", "packages", "magma", "cuda", "nvidia", "missing"}
+    assert set(report) >= {"pymagma", "packages", "magma", "linalg", "cuda", "nvidia", "missing"}
+    assert missing in report["linalg"]["error"]  # reported, not raised
+    text = _run_module(env_extra={"PYMAGMA_MAGMA_LIBRARY": missing})
+    assert "linalg paths (method='auto'): unknown" in text and "MAGMA: not found" in text
+
+
+@pytest.mark.parametrize("mode", ["full", "partial"])
+def test_report_shows_each_linalg_functions_path_on_the_simulated_exports(mode):
+    try:
+        _libs.magma_provider()
+    except LibraryNotFoundError:
+        pytest.skip("the simulator's partial mode exports what a found MAGMA provider exports")
+    with simulator.simulated(mode) as simulation:
+        r = collect()
+        expected = linalg.paths(np.float64)
+    section = r["linalg"]
+    assert section["float64"] == expected and set(expected) >= {"solve", "svd", "norm(ord=2/-2/'nuc')", "multi_dot"}
+    assert section["differs"] == {}  # MAGMA exports the LAPACK drivers in every precision or in none
+    if mode == "full":
+        assert set(expected.values()) == {"native"}
+    else:
+        assert expected["cholesky"] == ("native" if simulation.magma.has("magma_dpotrf_gpu") else "hybrid")
+    lines = str(r).splitlines()
+    start = lines.index("linalg paths (method='auto', float64):")
+    for kind in ("native", "hybrid", "host"):
+        fns = [fn for fn, path in expected.items() if path == kind]
+        assert (f"  {kind}: " + ", ".join(fns) in lines) == bool(fns), kind
+    assert "  float32, complex128, complex64: the same" in lines[start:]
+    assert json.loads(json.dumps(r, default=str))["linalg"] == section
+
+
+def test_report_names_the_dtypes_whose_paths_differ(monkeypatch):
+    def fake(dtype=np.float64):
+        host = np.dtype(dtype) == np.complex64
+        return {"solve": "native", "eig": "host" if host else "native"}
+
+    monkeypatch.setattr(linalg, "paths", fake)
+    r = collect()
+    assert r["linalg"] == {"float64": {"solve": "native", "eig": "native"}, "differs": {"complex64": {"eig": "host"}}}
+    text = str(r)
+    assert "  native: solve, eig\n  complex64 differs: eig host" in text and "the same" not in text
 
 
 @pytest.mark.native
