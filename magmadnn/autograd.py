@@ -140,8 +140,12 @@ class Tensor:
         self.grad = None
 
     # -- autograd
-    def backward(self, grad=None) -> None:
-        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``; then release this graph."""
+    def backward(self, grad=None, *, on_leaf_ready=None) -> None:
+        """Accumulate d(self)/d(leaf) into every leaf's ``.grad``; then release this graph.
+
+        ``on_leaf_ready(leaf)``, when given, is called once for every leaf that requires grad as soon as its
+        ``.grad`` is final for this pass (every Function using it has run its backward), in the order that happens;
+        data-parallel training starts reducing a bucket of gradients there while the rest of the pass runs."""
         if not self.requires_grad:
             raise RuntimeError(
                 f"backward: this tensor (shape {self.shape}) does not require grad; "
@@ -158,7 +162,7 @@ class Tensor:
             grad = grad.data if isinstance(grad, Tensor) else xp.asarray(grad, dtype=self.dtype)
             if tuple(grad.shape) != self.shape:
                 raise ValueError(f"backward: grad has shape {tuple(grad.shape)}, expected {self.shape}")
-        _run_backward(self, grad)
+        _run_backward(self, grad, on_leaf_ready)
 
     # -- operators (Tensor/scalar/array mixes, NumPy broadcasting)
     def __add__(self, other):
@@ -302,17 +306,35 @@ def _accumulate_leaf(t: Tensor, g, given: set[int] | None = None) -> None:
     t.grad = g
 
 
-def _run_backward(root: Tensor, grad) -> None:
+def _leaves_final_after(order: list[Function]) -> dict[int, list[Tensor]]:
+    """Position in ``order`` -> the leaves requiring grad whose last user is the Function at that position."""
+    last: dict[int, tuple[int, Tensor]] = {}
+    for i, fn in enumerate(order):
+        for t in fn.inputs:
+            if t._fn is None and t.requires_grad:
+                last[id(t)] = (i, t)
+    out: dict[int, list[Tensor]] = {}
+    for i, t in last.values():
+        out.setdefault(i, []).append(t)
+    return out
+
+
+def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
     if root._fn is None:
         _accumulate_leaf(root, grad)
+        if on_leaf_ready is not None:
+            on_leaf_ready(root)
         return
     order = _topological_order(root._fn)
+    final_after = _leaves_final_after(order) if on_leaf_ready is not None else {}
     grads: dict[int, Any] = {id(root._fn): grad}
     given: set[int] = set()  # memory owners already stored as some leaf's .grad
     try:
-        for fn in order:
+        for position, fn in enumerate(order):
             g = grads.pop(id(fn), None)
             if g is None:
+                for leaf in final_after.get(position, ()):
+                    on_leaf_ready(leaf)
                 continue
             in_grads = fn.backward(g)
             if not isinstance(in_grads, tuple):
@@ -336,6 +358,8 @@ def _run_backward(root: Tensor, grad) -> None:
                     prev = grads.get(key)
                     grads[key] = gi if prev is None else fn.xp.add(prev, gi)
             fn.release()
+            for leaf in final_after.get(position, ()):
+                on_leaf_ready(leaf)
     finally:
         for fn in order:
             fn.release()

@@ -42,7 +42,8 @@ import numpy as np
 
 __all__ = ["MPIUnavailableError", "is_available", "init", "comm", "rank", "size", "is_root", "install_abort_hook",
            "broadcast_model", "shard_indices", "ShardedBatches", "GradientAverager", "DataParallel", "barrier",
-           "setup_fit", "stats", "launched", "limit_threads_per_rank", "ranks_on_this_node"]
+           "setup_fit", "stats", "launched", "limit_threads_per_rank", "ranks_on_this_node", "Options",
+           "BatchNormGroup", "combine_moments", "cuda_aware_mpi", "plan_buckets"]
 
 _INSTALL = "pip install magmadnn[mpi] (mpi4py with an MPICH wheel), or mpi4py built against your cluster's MPI"
 
@@ -108,14 +109,20 @@ _last = None  # the DataParallel of the latest fit(distributed=True), for stats(
 
 
 def stats() -> dict:
-    """Figures of the latest ``fit(distributed=True)`` on this rank: ranks, steps, seconds in Allreduce (with the
-    host staging copies) and per step, fused buffer size in values."""
+    """Figures of the latest ``fit(distributed=...)`` on this rank: ranks, steps, seconds in the gradient reduction
+    (packing, staging copies, Allreduce and the wait for the other ranks) and per step, gradient values (with the
+    2-value header) and buckets, the staging, whether MPI was taken as CUDA-aware and why, and the synchronized
+    BatchNorm collectives (calls, seconds)."""
     if _last is None:
         return {}
-    a = _last.averager
+    a, group = _last.averager, _last.group
     return {"ranks": _last.size, "steps": a.steps, "allreduce_seconds": a.seconds,
             "allreduce_ms_per_step": 1e3 * a.seconds / a.steps if a.steps else float("nan"),
-            "buffer_values": int(a.buffer.size)}
+            "buffer_values": a.buffer_values, "buckets": len(a.buckets), "overlap": a.overlap,
+            "staging": a.staging, "cuda_aware_mpi": bool(_last.cuda_aware),
+            "cuda_aware_source": _last.cuda_aware_source,
+            "sync_batchnorm": group is not None, "batchnorm_sync_calls": group.calls if group else 0,
+            "batchnorm_sync_seconds": group.seconds if group else 0.0}
 
 
 def init():
@@ -222,52 +229,359 @@ class ShardedBatches:
             yield [np.take(a, index, axis=0) for a in self.xs], self.y[index]
 
 
-class GradientAverager:
-    """One fused host buffer ``[w*g_1, ..., w*g_k, w*loss, w]`` summed over the ranks by one in-place Allreduce.
+class Options:
+    """How ``fit(..., distributed=Options(...))`` trains (``distributed=True`` takes the defaults).
 
-    ``w`` is the rank's sample count for a mean-reduced loss (1 for a sum-reduced one, 0 for an empty shard), so the
-    result is the gradient and loss of the union of the shards. ``seconds`` accumulates the time spent in Allreduce
-    (including the host staging copies), ``steps`` counts the calls.
+    ``sync_batchnorm``: BatchNorm layers normalise with the statistics of the global batch (every rank's samples),
+    as one process with batch ``N*b`` would, instead of each rank's own; costs one small Allgather per BatchNorm
+    layer in the forward pass and one small Allreduce in the backward pass.
+    ``bucket_mb``: the gradients are summed in buckets of at most this many MiB (one Allreduce each; a parameter
+    larger than a bucket gets one of its own); ``None`` or ``math.inf``: one fused buffer.
+    ``overlap``: start each bucket's nonblocking Allreduce (``Iallreduce``) during the backward pass as soon as its
+    gradients are final, instead of after it.
+    ``cuda_aware``: whether the MPI library reads and writes GPU memory; None asks it (:func:`cuda_aware_mpi`). On a
+    GPU backend a CUDA-aware MPI reduces the gradient buckets in device memory; otherwise they are staged through
+    page-locked host buffers.
     """
 
-    def __init__(self, params, dtype, world):
-        self.world, self.MPI = world, _mpi()
-        self.shapes = [tuple(p.data.shape) for p in params]
-        self.sizes = [int(np.prod(s)) for s in self.shapes]
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
-        self.buffer = np.zeros(int(self.offsets[-1]) + 2, dtype=dtype)
-        self.mpi_type = _float_type(self.MPI, dtype)
-        self.seconds, self.steps = 0.0, 0
+    def __init__(self, sync_batchnorm: bool = False, bucket_mb: float | None = 25.0, overlap: bool = False,
+                 cuda_aware: bool | None = None):
+        if not isinstance(sync_batchnorm, (bool, np.bool_)) or not isinstance(overlap, (bool, np.bool_)):
+            raise TypeError(f"Options: sync_batchnorm and overlap must be True or False, got {sync_batchnorm!r}, "
+                            f"{overlap!r}")
+        if bucket_mb is not None and not (isinstance(bucket_mb, (int, float)) and bucket_mb > 0):
+            raise ValueError(f"Options: bucket_mb must be a positive number of MiB or None, got {bucket_mb!r}")
+        if cuda_aware not in (None, True, False):
+            raise TypeError(f"Options: cuda_aware must be None, True or False, got {cuda_aware!r}")
+        self.sync_batchnorm, self.overlap, self.cuda_aware = bool(sync_batchnorm), bool(overlap), cuda_aware
+        self.bucket_mb = math.inf if bucket_mb is None else float(bucket_mb)
 
-    def reduce(self, xp, grads, loss: float, weight: float, mean: bool):
-        """Gradients (backend arrays or None) and the loss of this rank -> ``(grads, loss)`` of all ranks."""
+    @property
+    def bucket_bytes(self) -> float:
+        return self.bucket_mb * 2**20
+
+    def __repr__(self) -> str:
+        return (f"Options(sync_batchnorm={self.sync_batchnorm}, bucket_mb={self.bucket_mb}, overlap={self.overlap}, "
+                f"cuda_aware={self.cuda_aware})")
+
+
+_CUDA_AWARE_VAR = "MAGMADNN_CUDA_AWARE_MPI"
+
+
+def _alloc_kinds_have_cuda_device(kinds: str) -> bool:
+    """Whether an MPI 4.1 ``mpi_memory_alloc_kinds`` value (``"mpi,system,cuda:device"``) admits CUDA device memory:
+    a ``cuda`` kind without restrictors admits every CUDA memory, ``cuda:...`` the restrictors it names."""
+    for kind in kinds.split(","):
+        name, *restrictors = kind.strip().lower().split(":")
+        if name == "cuda" and (not restrictors or "device" in restrictors):
+            return True
+    return False
+
+
+def cuda_aware_mpi(world=None) -> tuple[bool, str]:
+    """Whether the MPI library takes CUDA device buffers, and what said so.
+
+    In order: ``MAGMADNN_CUDA_AWARE_MPI`` (``1``/``0``: you know better than the library); the MPI 4.1 info key
+    ``mpi_memory_alloc_kinds`` of the communicator (MPICH 4.2+, Open MPI 6: a ``cuda`` kind); the
+    ``MPIX_Query_cuda_support()`` extension (MPICH 4+, Open MPI); else False."""
+    value = os.environ.get(_CUDA_AWARE_VAR, "").strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True, f"{_CUDA_AWARE_VAR}={value}"
+    if value in ("0", "false", "no", "off"):
+        return False, f"{_CUDA_AWARE_VAR}={value}"
+    MPI = _mpi()  # noqa: N806
+    world = world or init()
+    try:
+        info = world.Get_info()
+        try:
+            kinds = info.Get("mpi_memory_alloc_kinds")
+        finally:
+            info.Free()
+    except Exception:  # noqa: BLE001  (an MPI before 4.1: no such key)
+        kinds = None
+    if kinds is not None and _alloc_kinds_have_cuda_device(kinds):
+        return True, f"mpi_memory_alloc_kinds={kinds}"
+    try:
+        import ctypes
+
+        query = ctypes.CDLL(MPI.__file__).MPIX_Query_cuda_support  # found in the MPI library the module links
+        query.restype = ctypes.c_int
+        if query() == 1:
+            return True, "MPIX_Query_cuda_support()=1"
+        return False, "MPIX_Query_cuda_support()=0" + (f", mpi_memory_alloc_kinds={kinds}" if kinds else "")
+    except (OSError, AttributeError):
+        pass
+    return False, f"mpi_memory_alloc_kinds={kinds}" if kinds else "the MPI library reports no CUDA support"
+
+
+_COMMS: dict = {}
+
+
+def _dup(world, purpose: str):
+    """A duplicate of ``world`` for one purpose, made once per process (a collective call the first time), so that
+    the gradient buckets, the batch-norm statistics and fit's own collectives never share a message context."""
+    key = (world.py2f(), purpose)
+    if key not in _COMMS:
+        _COMMS[key] = world.Dup()
+    return _COMMS[key]
+
+
+def combine_moments(counts, means, m2s):
+    """Per-channel count, mean and sum of squared deviations of the union of groups (rows), in row order:
+    ``mean = sum(n_r mean_r) / n``, ``m2 = sum(m2_r + n_r (mean_r - mean)^2)`` (exact for exact inputs, no
+    cancellation of large sums of squares). Returns ``(n, mean, m2)``; zeros when every count is 0."""
+    counts = np.asarray(counts, dtype=np.float64).reshape(-1, 1)
+    means, m2s = np.asarray(means, dtype=np.float64), np.asarray(m2s, dtype=np.float64)
+    total = float(counts.sum())
+    if total == 0:
+        return 0, np.zeros(means.shape[1]), np.zeros(means.shape[1])
+    mean = (counts * means).sum(axis=0) / total
+    m2 = (m2s + counts * np.square(means - mean)).sum(axis=0)
+    return int(round(total)), mean, m2
+
+
+class BatchNormGroup:
+    """The ranks of a communicator normalising with shared batch statistics: ``F.batch_norm(..., sync=group)``
+    (what ``Options(sync_batchnorm=True)`` gives every BatchNorm layer during a training step).
+
+    ``weight``: this rank's share of the global loss in the current step (its sample count for a mean-reduced
+    loss, 1 for a sum-reduced one, 0 for a rank without samples; 1, as every rank's loss counts alike, when used by
+    hand). ``moments`` gathers every rank's per-channel ``(count, mean, m2)`` (one Allgather) and combines them
+    in rank order (:func:`combine_moments`), so every rank gets bit-identical statistics; ``sum`` is one Allreduce.
+    """
+
+    def __init__(self, world=None):
+        self.comm = world or init()
+        self.MPI = _mpi()
+        self.size = self.comm.Get_size()
+        self.weight = 1.0
+        self.seconds, self.calls = 0.0, 0
+
+    def moments(self, count: int, mean: np.ndarray, m2: np.ndarray):
         start = time.perf_counter()
-        buf, off = self.buffer, self.offsets
-        for i, g in enumerate(grads):
-            part = buf[off[i]:off[i + 1]]
-            if g is None or weight == 0:
-                part[:] = 0
+        c = int(np.size(mean))
+        local = np.concatenate([[float(count)], np.asarray(mean, np.float64).reshape(-1),
+                                np.asarray(m2, np.float64).reshape(-1)])
+        rows = np.empty((self.size, local.size))
+        self.comm.Allgather([local, self.MPI.DOUBLE], [rows, self.MPI.DOUBLE])
+        out = combine_moments(rows[:, 0], rows[:, 1:1 + c], rows[:, 1 + c:])
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return out
+
+    def sum(self, values: np.ndarray) -> np.ndarray:
+        start = time.perf_counter()
+        out = np.array(values, dtype=np.float64, copy=True)
+        self.comm.Allreduce(self.MPI.IN_PLACE, [out, self.MPI.DOUBLE], op=self.MPI.SUM)
+        self.seconds += time.perf_counter() - start
+        self.calls += 1
+        return out
+
+
+class _Bucket:
+    """Consecutive gradients (``params`` positions, sizes) in one flat buffer; the last bucket ends with the header
+    ``[w*loss, w]``."""
+
+    def __init__(self, positions, sizes, header: bool):
+        self.positions, self.sizes, self.header = list(positions), list(sizes), header
+        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
+        self.values = int(self.offsets[-1]) + (2 if header else 0)
+        self.buffer = None
+
+
+def plan_buckets(sizes, itemsize: int, bucket_bytes: float) -> list[list[int]]:
+    """Parameter positions per bucket: the parameters in reverse order (the backward pass finishes the last layer's
+    gradients first), each bucket filled up to ``bucket_bytes`` (a parameter larger than that alone), the last
+    bucket also holding the 2-value header."""
+    buckets, current, used = [], [], 0
+    for position in reversed(range(len(sizes))):
+        nbytes = sizes[position] * itemsize
+        if current and used + nbytes > bucket_bytes:
+            buckets.append(current)
+            current, used = [], 0
+        current.append(position)
+        used += nbytes
+    buckets.append(current)
+    return buckets
+
+
+class GradientAverager:
+    """The gradients and loss of every rank summed by Allreduce, in buckets of at most ``bucket_bytes``.
+
+    Each bucket is one flat buffer ``[w*g_i, ...]`` (the last one ends with ``[w*loss, w]``) summed over the ranks in
+    place; ``w`` is the rank's sample count for a mean-reduced loss (1 for a sum-reduced one, 0 for an empty shard),
+    so the result is the gradient and loss of the union of the shards. Buckets are reduced in one order on every
+    rank (the sum of each value over the ranks does not depend on the bucketing: with 2 ranks the result is
+    bit-identical to one fused buffer; with more, the MPI library may pick another summation order for another
+    message size, equal to rounding).
+
+    Staging: on the host backend the buffers are NumPy arrays the gradients are copied into (and read back from as
+    views); on a backend with ``host_empty``/``copy_to_host`` (the GPU backend) they are page-locked host buffers;
+    with ``direct`` (a CUDA-aware MPI and a backend with ``flat_pack``/``flat_unpack``) they are device arrays handed
+    to MPI by address. ``overlap``: ``ready(leaf)`` (the autograd hook) posts each bucket's ``Iallreduce`` as soon as
+    its gradients are final, buckets in order; ``finish`` posts the rest and waits. ``seconds`` accumulates the time
+    spent packing, reducing and unpacking (the wait for the other ranks included), ``steps`` counts the steps.
+    """
+
+    def __init__(self, params, dtype, world, xp=None, bucket_bytes: float = math.inf, overlap: bool = False,
+                 direct: bool = False):
+        self.world, self.MPI, self.xp = world, _mpi(), xp
+        self.params = list(params)
+        self.dtype = np.dtype(dtype)
+        self.shapes = [tuple(p.data.shape) for p in self.params]
+        self.sizes = [int(np.prod(s)) for s in self.shapes]
+        self.index = {id(p): i for i, p in enumerate(self.params)}
+        plan = plan_buckets(self.sizes, self.dtype.itemsize, bucket_bytes)
+        self.buckets = [_Bucket(pos, [self.sizes[i] for i in pos], header=k == len(plan) - 1)
+                        for k, pos in enumerate(plan)]
+        self.mpi_type = _float_type(self.MPI, dtype)
+        self.overlap, self.direct = bool(overlap), bool(direct)
+        pinned = xp is not None and hasattr(xp, "host_empty") and hasattr(xp, "copy_to_host")
+        for b in self.buckets:
+            if self.direct:
+                b.buffer = xp.zeros((b.values,), self.dtype)
+            elif pinned:
+                b.buffer = xp.host_empty((b.values,), self.dtype)
+                b.buffer[:] = 0
             else:
-                np.multiply(np.asarray(xp.to_numpy(g)).reshape(-1), weight, out=part)
-        buf[-2] = loss * weight if weight else 0.0
-        buf[-1] = weight
-        self.world.Allreduce(self.MPI.IN_PLACE, [buf, self.mpi_type], op=self.MPI.SUM)
-        total = float(buf[-1])
-        if mean and total > 0:
-            buf /= total
-        out = [xp.asarray(buf[off[i]:off[i + 1]].reshape(shape)) for i, shape in enumerate(self.shapes)]
+                b.buffer = np.zeros(b.values, dtype=self.dtype)
+        self.staging = ("device buffers (CUDA-aware MPI)" if self.direct else
+                        "page-locked host buffers" if pinned else "host buffers")
+        self._copy_to_host = xp.copy_to_host if pinned and not self.direct else None
+        self.seconds, self.steps = 0.0, 0
+        self._ready: set[int] = set()
+        self._next, self._requests = 0, []
+        self._weight, self._loss = 0.0, None
+
+    @property
+    def buffer_values(self) -> int:
+        return sum(b.values for b in self.buckets)
+
+    # -- one step: start, ready (from the backward pass, with overlap), finish
+    def start(self, weight: float, loss=None) -> None:
+        """A new step: this rank's weight and its loss (a 0-d backend array, read when the last bucket is packed)."""
+        self._weight, self._loss = float(weight), loss
+        self._ready, self._next, self._requests = set(), 0, []
+
+    def ready(self, leaf) -> None:
+        """Autograd hook: ``leaf``'s gradient is final; post every bucket (in order) whose gradients all are."""
+        start = time.perf_counter()
+        position = self.index.get(id(leaf))
+        if position is not None:
+            self._ready.add(position)
+            while self._next < len(self.buckets) and all(i in self._ready for i in self.buckets[self._next].positions):
+                self._post(self._next, nonblocking=True)
+                self._next += 1
+            if self._requests:
+                self.MPI.Request.Testall(self._requests)  # lets MPI progress the posted ones
+        self.seconds += time.perf_counter() - start
+
+    def _pack(self, b: _Bucket) -> None:
+        xp, w = self.xp, self._weight
+        grads = [self.params[i].grad for i in b.positions]
+        loss = 0.0
+        if b.header and w:
+            loss = float(np.asarray(xp.to_numpy(self._loss))) if self._loss is not None else 0.0
+        if self.direct:
+            arrays = [g if w and g is not None else xp.zeros(self.shapes[i], self.dtype)
+                      for i, g in zip(b.positions, grads)]
+            if b.header:
+                arrays.append(xp.asarray(np.array([loss, 1.0] if w else [0.0, 0.0], dtype=self.dtype)))
+            xp.flat_pack(arrays, w, b.buffer)  # returns with the buffer written: MPI may read it
+            return
+        buf, off = b.buffer, b.offsets
+        for k, g in enumerate(grads):
+            part = buf[off[k]:off[k + 1]]
+            if g is None or w == 0:
+                part[:] = 0
+            elif self._copy_to_host is not None:
+                self._copy_to_host(g, part)
+                if w != 1:
+                    part *= w
+            else:
+                np.multiply(np.asarray(xp.to_numpy(g)).reshape(-1), w, out=part)
+        if b.header:
+            buf[-2] = loss * w if w else 0.0
+            buf[-1] = w
+
+    def _target(self, b: _Bucket):
+        if self.direct:  # the device memory itself, by address (the CUDA array interface's pointer)
+            ptr = b.buffer.__cuda_array_interface__["data"][0]
+            return [self.MPI.buffer.fromaddress(ptr, b.values * self.dtype.itemsize), self.mpi_type]
+        return [b.buffer, self.mpi_type]
+
+    def _post(self, k: int, nonblocking: bool) -> None:
+        b = self.buckets[k]
+        self._pack(b)
+        if nonblocking:
+            self._requests.append(self.world.Iallreduce(self.MPI.IN_PLACE, self._target(b), op=self.MPI.SUM))
+        else:
+            self.world.Allreduce(self.MPI.IN_PLACE, self._target(b), op=self.MPI.SUM)
+
+    def finish(self, mean: bool):
+        """Post the buckets not posted yet, wait for all -> ``(gradients of all ranks, loss of all ranks)``."""
+        start = time.perf_counter()
+        for k in range(self._next, len(self.buckets)):
+            self._post(k, nonblocking=self.overlap)
+        self._next = len(self.buckets)
+        if self._requests:
+            self.MPI.Request.Waitall(self._requests)
+        self._requests = []
+        out = self._unpack(mean)
         self.seconds += time.perf_counter() - start
         self.steps += 1
-        return out, float(buf[-2])
+        self._loss = None
+        return out
+
+    def _unpack(self, mean: bool):
+        xp, last = self.xp, self.buckets[-1]
+        grads = [None] * len(self.params)
+        if self.direct:
+            header = np.asarray(xp.to_numpy(xp.flat_unpack(last.buffer, [(last.values,)], 1.0)[0]))[-2:]
+            total, loss = float(header[1]), float(header[0])
+            divisor = total if mean and total > 0 else 1.0
+            for b in self.buckets:
+                for i, g in zip(b.positions, xp.flat_unpack(b.buffer, [self.shapes[i] for i in b.positions], divisor)):
+                    grads[i] = g
+            return grads, loss / divisor
+        total = float(last.buffer[-1])
+        for b in self.buckets:
+            if mean and total > 0:
+                b.buffer /= total
+            for k, i in enumerate(b.positions):
+                grads[i] = xp.asarray(b.buffer[b.offsets[k]:b.offsets[k + 1]].reshape(self.shapes[i]))
+        return grads, float(last.buffer[-2])
+
+    def reduce(self, xp, grads, loss: float, weight: float, mean: bool):
+        """Gradients (backend arrays or None, in ``params`` order) and the loss of this rank -> ``(grads, loss)`` of
+        all ranks, without a backward-pass hook (every bucket after the fact)."""
+        self.xp = self.xp or xp
+        for p, g in zip(self.params, grads):
+            p.grad = g
+        self.start(weight, xp.asarray(np.array(loss, dtype=self.dtype)) if weight else None)
+        return self.finish(mean)
 
 
 class DataParallel:
-    """What ``fit(..., distributed=True)`` attaches to a model for the length of the call."""
+    """What ``fit(..., distributed=True | Options(...))`` attaches to a model for the length of the call."""
 
-    def __init__(self, model, world=None):
+    def __init__(self, model, world=None, options: Options | None = None):
+        from .layers import BatchNorm
+
         self.world = world or init()
+        self.options = options = options or Options()
         self.rank, self.size = self.world.Get_rank(), self.world.Get_size()
-        self.averager = GradientAverager(model.parameters(), model.dtype, self.world)
+        xp = model.xp
+        if options.cuda_aware is None:
+            self.cuda_aware, self.cuda_aware_source = cuda_aware_mpi(self.world)
+        else:
+            self.cuda_aware, self.cuda_aware_source = options.cuda_aware, "Options(cuda_aware=...)"
+        direct = self.cuda_aware and hasattr(xp, "flat_pack") and hasattr(xp, "flat_unpack")
+        self.averager = GradientAverager(model.parameters(), model.dtype, _dup(self.world, "gradients"), xp=xp,
+                                         bucket_bytes=options.bucket_bytes, overlap=options.overlap, direct=direct)
+        self.batchnorms = [layer for layer in model.layers if isinstance(layer, BatchNorm)]
+        self.group = (BatchNormGroup(_dup(self.world, "batchnorm"))
+                      if options.sync_batchnorm and self.batchnorms else None)
         if self.size > 1:
             self.threads = limit_threads_per_rank(ranks_on_this_node(default=self.size))
         global _last
@@ -315,20 +629,37 @@ class DataParallel:
     def train_step(self, model, xs, y, check: bool, tally=None):
         """``Model._train_step`` with the gradients (and the loss) averaged over the ranks before the update.
 
-        A non-finite global loss applies nothing on any rank (BatchNorm statistics restored when ``check``)."""
-        xp, params = model.xp, model.parameters()
+        A non-finite global loss applies nothing on any rank (BatchNorm statistics restored when ``check``). With
+        synchronized BatchNorm a rank without samples runs a one-sample stand-in batch of zeros with weight 0: it
+        counts for nothing but takes part in the layers' collectives, in the same order as the other ranks."""
+        xp, params, averager = model.xp, model.parameters(), self.averager
         m = int(y.shape[0])
         mean = model.loss.reduction != "sum"
+        weight = (m if mean else 1.0) if m else 0.0
         stateful = [layer for layer in model.layers if layer._state] if check else []
         saved = [{k: xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
-        local = 0.0
-        if m:
-            outputs = model._forward([model._to_tensor(a) for a in xs], training=True)
-            loss = model._loss_of(outputs, y)
-            loss.backward()
-            local = float(np.asarray(xp.to_numpy(loss.data)))
-        weight = (m if mean else 1.0) if m else 0.0
-        averaged, value = self.averager.reduce(xp, [p.grad for p in params], local, weight, mean)
+        run = m or self.group is not None
+        if run and not m:
+            xs = [np.zeros((1, *a.shape[1:]), dtype=a.dtype) for a in xs]
+            y_run = np.zeros((1, *y.shape[1:]), dtype=y.dtype)
+        else:
+            y_run = y
+        if self.group is not None:
+            self.group.weight = weight
+            for layer in self.batchnorms:
+                layer.sync = self.group
+        try:
+            if run:
+                outputs = model._forward([model._to_tensor(a) for a in xs], training=True)
+                loss = model._loss_of(outputs, y_run)
+                averager.start(weight, loss.data if m else None)
+                loss.backward(on_leaf_ready=averager.ready if averager.overlap else None)
+            else:
+                averager.start(weight, None)
+        finally:
+            for layer in self.batchnorms:
+                layer.sync = None
+        averaged, value = averager.finish(mean)
         if math.isfinite(value):
             for p, g in zip(params, averaged):
                 p.grad = g
@@ -343,13 +674,16 @@ class DataParallel:
         return value if check else None
 
 
-def setup_fit(model, batches, validation_data, callbacks, verbose):
-    """``fit(distributed=True)``'s set-up: ``(batches, validation_data, callbacks, verbose, DataParallel)`` for this
-    rank (the shard of each global batch, its part of the validation set, rank 0's printing and file writing)."""
+def setup_fit(model, batches, validation_data, callbacks, verbose, options: Options | None = None):
+    """``fit(distributed=True | Options)``'s set-up: ``(batches, validation_data, callbacks, verbose, DataParallel)``
+    for this rank (the shard of each global batch, its part of the validation set, rank 0's printing and file
+    writing)."""
     if not all(hasattr(batches, a) for a in ("xs", "y", "batch_size", "shuffle", "rng")):
         raise ValueError("fit(distributed=True) needs in-memory arrays x, y (not a batch iterable): every rank "
                          "passes the whole training set and takes its shard of each batch")
-    parallel = DataParallel(model)
+    if options is not None and not isinstance(options, Options):
+        raise TypeError(f"fit: distributed must be True, False or a magmadnn.distributed.Options, got {options!r}")
+    parallel = DataParallel(model, options=options)
     parallel.prepare(model, batches.n)
     sharded = parallel.batches(batches.xs, batches.y, batches.batch_size, batches.shuffle, batches.rng)
     if validation_data is not None:

@@ -563,6 +563,59 @@ class BatchNormTrain(Function):
         return self.xp.batch_norm_backward(g, self.x, self.gamma, self.ctx)
 
 
+class SyncBatchNormTrain(Function):
+    """Batch norm with the statistics of the global batch of a data-parallel group (``batch_norm(sync=group)``).
+
+    Written against the op set only, so every backend runs the same code: per-channel count, mean and sum of
+    squared deviations of the local batch (``bias_grad``), combined over the ranks on the host by
+    ``group.moments``; the output is ``batch_norm_infer`` with the global mean and biased variance; the running
+    statistics move by the op-set rule in place (``sgd_update`` with momentum 0: r -= (1 - momentum) (r - batch)).
+    Backward: the two per-channel sums (of dy and of dy * xhat) are summed over the ranks by ``group.sum``, each
+    rank's weighted by ``group.weight`` (its share of the global loss; see :mod:`magmadnn.distributed`).
+    A rank whose weight is 0 runs a stand-in batch: it counts for nothing but takes part in every collective.
+    """
+
+    def forward(self, x, gamma, beta, running_mean, running_var, momentum, eps, sync):
+        xp, c = self.xp, x.shape[1]
+        shape = (1, c) + (1,) * (x.ndim - 2)
+        n = x.size // c if sync.weight else 0
+        local_mean, local_m2 = np.zeros(c), np.zeros(c)
+        if n:
+            mean = xp.divide(xp.bias_grad(x), float(n))
+            centered = xp.subtract(x, xp.reshape(mean, shape))
+            local_mean = np.asarray(xp.to_numpy(mean), dtype=np.float64).reshape(c)
+            local_m2 = np.asarray(xp.to_numpy(xp.bias_grad(xp.multiply(centered, centered))), np.float64).reshape(c)
+        count, mean, m2 = sync.moments(n, local_mean, local_m2)
+        if count < 2:
+            raise ValueError(f"batch_norm: training needs more than one value per channel over the ranks, got {count}")
+        var = m2 / count
+        dtype = x.dtype
+        self.x, self.gamma, self.sync, self.count, self.shape = x, gamma, sync, count, shape
+        self.mean = xp.asarray(mean.astype(dtype))
+        self.inv_std = xp.asarray((1.0 / np.sqrt(var + eps)).astype(dtype))
+        y = xp.batch_norm_infer(x, gamma, beta, self.mean, xp.asarray(var.astype(dtype)), eps)
+        for running, batch in ((running_mean, self.mean), (running_var, xp.asarray((m2 / (count - 1)).astype(dtype)))):
+            xp.sgd_update(running, xp.subtract(running, batch), xp.zeros_like(running), 1.0 - momentum)
+        return y
+
+    def backward(self, g):
+        xp, need, sync, shape = self.xp, self.needs_input_grad, self.sync, self.shape
+        xhat = xp.multiply(xp.subtract(self.x, xp.reshape(self.mean, shape)), xp.reshape(self.inv_std, shape))
+        dbeta = xp.bias_grad(g)
+        dgamma = xp.bias_grad(xp.multiply(g, xhat))
+        gx = None
+        if need[0]:  # the same on every rank (one graph), so every rank joins this sum or none does
+            local = np.stack([np.asarray(xp.to_numpy(a), dtype=np.float64).reshape(-1) for a in (dbeta, dgamma)])
+            total = sync.sum(local * sync.weight)
+            if sync.weight:
+                a, b = (xp.reshape(xp.asarray((t / (sync.weight * self.count)).astype(g.dtype)), shape) for t in total)
+                scale = xp.reshape(xp.multiply(self.gamma, self.inv_std), shape)
+                gx = xp.multiply(xp.subtract(xp.subtract(g, a), xp.multiply(xhat, b)), scale)
+            else:
+                gx = xp.zeros_like(g)
+        return gx, (dgamma if need[1] else None), (dbeta if need[2] else None)
+
+
 class BatchNormInfer(Function):
     def forward(self, x, gamma, beta, running_mean, running_var, eps):
         xp = self.xp
@@ -582,8 +635,12 @@ class BatchNormInfer(Function):
         return gx, gg, (xp.bias_grad(g) if need[2] else None)
 
 
-def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9, eps=1e-5) -> Tensor:
-    """Batch normalisation over N (2-D) or N, H, W (4-D); running stats (backend arrays) update in place."""
+def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9, eps=1e-5, sync=None) -> Tensor:
+    """Batch normalisation over N (2-D) or N, H, W (4-D); running stats (backend arrays) update in place.
+
+    ``sync`` (training only): a data-parallel group (``magmadnn.distributed.BatchNormGroup``, or anything with
+    its ``weight``, ``moments`` and ``sum``) whose ranks normalise with the statistics of the global batch and
+    exchange the matching gradient sums, as one process with the whole batch would (every rank must call it)."""
     fn = "batch_norm"
     x, gamma, beta = _as_tensor(x), _as_tensor(gamma), _as_tensor(beta)
     if x.ndim not in (2, 4):
@@ -594,6 +651,9 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
         if tuple(arr.shape) != (c,):
             raise ValueError(f"{fn}: {what} has shape {tuple(arr.shape)}, expected ({c},) for x of shape {x.shape}")
     _same_dtype(fn, x=x, gamma=gamma, beta=beta)
+    if training and sync is not None:
+        return SyncBatchNormTrain.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
+                                        momentum=momentum, eps=eps, sync=sync)
     if training:
         if x.size // c < 2:
             raise ValueError(f"{fn}: training needs more than one value per channel, got x of shape {x.shape}")

@@ -313,8 +313,14 @@ OPS: tuple[str, ...] = tuple(_SPEC)
 #: Non-callable attributes every backend has.
 ATTRIBUTES = ("name",)
 #: What a backend may add: ``FUSED_ACTIVATIONS`` (kinds conv2d_forward fuses) and ``for_index(n)`` (the same
-#: backend bound to device ``n``, for backends with several devices).
-OPTIONAL = ("FUSED_ACTIVATIONS", "for_index")
+#: backend bound to device ``n``, for backends with several devices); for data-parallel gradient exchange
+#: (:mod:`magmadnn.distributed`), a backend whose arrays live in device memory may add ``host_empty(shape, dtype)``
+#: (a host NumPy array in the memory it copies fastest, page-locked), ``copy_to_host(a, out)`` (``a`` into the
+#: C-contiguous host array ``out`` of the same size, returns ``out``), ``flat_pack(arrays, scale, out)`` (``scale *
+#: a`` of each array, flattened, one after the other into the 1-D array ``out``; None writes zeros; returns once
+#: ``out`` is written, so that another library may read it) and ``flat_unpack(flat, shapes, divisor)`` (new arrays
+#: of ``shapes`` from consecutive values of ``flat``, divided by ``divisor``).
+OPTIONAL = ("FUSED_ACTIVATIONS", "for_index", "host_empty", "copy_to_host", "flat_pack", "flat_unpack")
 
 
 def signature(name: str) -> inspect.Signature:

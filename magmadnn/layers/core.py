@@ -138,7 +138,8 @@ class BatchNorm(Layer):
     """Batch normalisation over features (input (F,)) or channels (input (C, H, W), statistics over N, H, W).
 
     Training uses batch statistics and updates ``running = momentum * running + (1 - momentum) * batch``; evaluation
-    uses the running statistics.
+    uses the running statistics. ``sync``: None (statistics of the local batch), or a data-parallel group whose
+    ranks share the statistics of the global batch (set by ``fit(distributed=Options(sync_batchnorm=True))``).
     """
 
     def __init__(self, momentum: float = 0.9, eps: float = 1e-5, **kwargs):
@@ -146,6 +147,7 @@ class BatchNorm(Layer):
         owner = f"BatchNorm {self.name!r}"
         self.momentum = _checks.real(momentum, "momentum", owner, 0.0, 1.0, open_high=True)
         self.eps = _checks.real(eps, "eps", owner, 0.0, open_low=True)
+        self.sync = None
 
     def check_input_shape(self, input_shape):
         self.check_rank(input_shape, (1, 3), "a per-sample input (features,) or (C, H, W)")
@@ -159,7 +161,8 @@ class BatchNorm(Layer):
 
     def call(self, x, training=False):
         return F.batch_norm(x, self._params["gamma"], self._params["beta"], self._state["running_mean"],
-                            self._state["running_var"], training, momentum=self.momentum, eps=self.eps)
+                            self._state["running_var"], training, momentum=self.momentum, eps=self.eps,
+                            sync=self.sync)
 
     def get_config(self):
         return {"momentum": self.momentum, "eps": self.eps, **super().get_config()}

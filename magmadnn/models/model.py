@@ -441,7 +441,7 @@ class Model:
 
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
-            initial_epoch: int = 0, distributed: bool = False) -> _callbacks.History:
+            initial_epoch: int = 0, distributed=False) -> _callbacks.History:
         """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
 
         ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
@@ -452,6 +452,8 @@ class Model:
         ``distributed=True`` (run under ``mpiexec -n N``, arrays only): data-parallel training over MPI with
         ``batch_size`` samples per rank per step, as one process with batch ``N * batch_size`` would train; figures
         are averaged over the ranks and only rank 0 prints and writes files (see :mod:`magmadnn.distributed`).
+        ``distributed=magmadnn.distributed.Options(sync_batchnorm=True, bucket_mb=..., overlap=...)`` chooses
+        synchronized BatchNorm statistics, the gradient bucket size and overlap with the backward pass.
         """
         self._require_compiled("fit")
         batch_size = integer(batch_size, "batch_size", "fit", minimum=1)
@@ -489,8 +491,9 @@ class Model:
             validation_data = (x_val, y_val)
 
         if distributed:
+            options = None if isinstance(distributed, (bool, np.bool_)) else distributed
             batches, validation_data, callbacks, verbose, self._parallel = _distributed.setup_fit(
-                self, batches, validation_data, callbacks, verbose)
+                self, batches, validation_data, callbacks, verbose, options)
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")
         history = _callbacks.History()

@@ -1,7 +1,9 @@
 """Run by the mpi tests under ``mpiexec -n N python _mpi_worker.py MODE OUT [args]`` (also usable by one process).
 
-train OUT N B EPOCHS [DEVICE]: fit(distributed=True) a small MLP on N seeded samples, per-rank batch B; rank 0
-  writes the per-batch losses, the epoch logs and the final weights to OUT (npz).
+train OUT N B EPOCHS [DEVICE] [SPEC]: fit(distributed=True) a small MLP on N seeded samples, per-rank batch B; rank 0
+  writes the per-batch losses, the epoch logs and the final weights to OUT (npz). SPEC (comma-separated, see
+  ``options``): ``bn`` trains a conv + dense net with two BatchNorm layers instead, ``sync_bn``, ``bucket=MiB``,
+  ``overlap``, ``cuda_aware`` choose the distributed Options; rank 0 also writes ``stats()`` figures.
 tune OUT: grid_search (parallel="auto": over the ranks) of tune_build; rank 0 writes the table and best weights.
 resume OUT DIR: 1 epoch with a ModelCheckpoint into DIR (rank 0 writes), then every rank loads it into a fresh model
   and trains epoch 2; rank 0 writes the final weights and the files DIR holds to OUT.
@@ -41,6 +43,48 @@ def build(device="host"):
                             seed=11, dtype="float64", device=device)
     model.compile(optimizer=mdnn.optimizers.Adam(0.05), loss="cross_entropy", metrics=["accuracy"])
     return model
+
+
+def bn_problem(n: int, seed: int = 5):
+    """Images (n, 2, 4, 4) with a class from their mean brightness and a non-zero mean (batch statistics matter)."""
+    rng = np.random.default_rng(seed)
+    x = rng.normal(loc=0.7, scale=1.5, size=(n, 2, 4, 4))
+    y = np.digitize(x[:, 0].mean(axis=(1, 2)), [0.4, 1.0]).astype(np.int64)
+    x_val = rng.normal(loc=0.7, scale=1.5, size=(9, 2, 4, 4))
+    return x, y, x_val, np.digitize(x_val[:, 0].mean(axis=(1, 2)), [0.4, 1.0]).astype(np.int64)
+
+
+def build_bn(device="host"):
+    """Conv -> BatchNorm (4-D) -> tanh -> Flatten -> Dense -> BatchNorm (2-D) -> tanh -> Dense(3)."""
+    import magmadnn as mdnn
+    from magmadnn import layers
+
+    model = mdnn.Sequential([layers.Input((2, 4, 4)), layers.Conv2D(3, 3, padding="same"), layers.BatchNorm(0.8),
+                             layers.Activation("tanh"), layers.Flatten(), layers.Dense(8), layers.BatchNorm(0.7),
+                             layers.Activation("tanh"), layers.Dense(3)], seed=13, dtype="float64", device=device)
+    model.compile(optimizer=mdnn.optimizers.SGD(0.1, momentum=0.9), loss="cross_entropy", metrics=["accuracy"])
+    return model
+
+
+def options(spec: str):
+    """``distributed`` for fit from a SPEC string: True when it names no option, else an Options."""
+    from magmadnn import distributed as dist
+
+    words = [w for w in spec.split(",") if w and w != "bn"]
+    if not words:
+        return True
+    kwargs = {}
+    for word in words:
+        key, _, value = word.partition("=")
+        if key == "sync_bn":
+            kwargs["sync_batchnorm"] = True
+        elif key == "bucket":
+            kwargs["bucket_mb"] = float(value)
+        elif key in ("overlap", "cuda_aware"):
+            kwargs[key] = True
+        else:
+            raise SystemExit(f"unknown option {word!r}")
+    return dist.Options(**kwargs)
 
 
 class BatchLosses:
@@ -92,17 +136,21 @@ def tune(out, parallel="auto", workers=None):
     return result
 
 
-def train(out, n, b, epochs, distributed=True, device="host"):
-    x, y, x_val, y_val = problem(n)
-    model = build(device)
+def train(out, n, b, epochs, distributed=True, device="host", spec=""):
+    bn = "bn" in spec.split(",")
+    x, y, x_val, y_val = (bn_problem if bn else problem)(n)
+    model = (build_bn if bn else build)(device)
     rec = BatchLosses()
+    if distributed:
+        distributed = options(spec)
     history = model.fit(x, y, batch_size=b, epochs=epochs, validation_data=(x_val, y_val), callbacks=[rec],
                         verbose=0, distributed=distributed)
     from magmadnn import distributed as dist
 
     if not distributed or dist.rank() == 0:
         logs = {f"log_{k}": np.array(v) for k, v in history.history.items()}
-        np.savez(out, batch_losses=np.array(rec.losses), **logs,
+        figures = {f"stat_{k}": v for k, v in dist.stats().items()} if distributed else {}
+        np.savez(out, batch_losses=np.array(rec.losses), **logs, **figures,
                  **{f"w{i}": w for i, w in enumerate(model.get_weights())})
 
 
@@ -138,7 +186,8 @@ def fault(out, kill: bool):
 if __name__ == "__main__":
     mode, out = sys.argv[1], sys.argv[2]
     if mode == "train":
-        train(out, *map(int, sys.argv[3:6]), device=sys.argv[6] if len(sys.argv) > 6 else "host")
+        train(out, *map(int, sys.argv[3:6]), device=sys.argv[6] if len(sys.argv) > 6 else "host",
+              spec=sys.argv[7] if len(sys.argv) > 7 else "")
     elif mode == "tune":
         tune(out, "mpi")
     elif mode == "resume":
