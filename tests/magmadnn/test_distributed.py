@@ -94,7 +94,7 @@ def test_two_ranks_train_like_one_process_with_twice_the_batch(tmp_path, n, b, e
     out = tmp_path / "ranks.npz"
     run_ranks(2, "train", out, n, b, epochs)
     got, want = np.load(out), reference(tmp_path, n, b, epochs)
-    assert sorted(got.files) == sorted(want.files)
+    assert sorted(k for k in got.files if not k.startswith("stat_")) == sorted(want.files)
     assert len(got["batch_losses"]) == epochs * -(-n // (2 * b))
     for key in want.files:
         np.testing.assert_allclose(got[key], want[key], rtol=1e-10, atol=1e-12, err_msg=key)
