@@ -262,7 +262,7 @@ def _real(dtype) -> np.dtype:
 
 
 def _to_device(x, on_host: bool) -> DeviceArray:
-    return asarray(np.ascontiguousarray(x)) if on_host else x
+    return asarray(np.asarray(x, order="C")) if on_host else x
 
 
 def _result(x: DeviceArray, on_host: bool):
@@ -1193,27 +1193,34 @@ def _host_scalar_or_array(res, on_host: bool, device):
     return res if on_host else asarray(np.ascontiguousarray(res), device=device)
 
 
-def _flat(block: DeviceArray) -> DeviceArray:
-    """The elements of ``block`` as one vector BLAS-1 can walk: a 1-D view with a positive stride as is, a C- or
-    Fortran-ordered block reshaped (no copy), any other layout copied once on the device."""
-    if block.ndim == 1 and (block.shape[0] <= 1 or (block.strides[0] > 0 and block.strides[0] % block.itemsize == 0)):
-        return block
-    for view in (block, block.T):
-        if view.is_c_contiguous:
-            return view.reshape(-1)
-    return block.copy().reshape(-1)
+#: BLAS-1 reductions of :func:`norm`: the routine, and how the values of parts of one block combine.
+_BLAS1 = {"nrm2": (blas.nrm2, np.hypot.reduce), "asum": (blas.asum, np.sum)}
 
 
-def _blas1(d: DeviceArray, axes: tuple, routine) -> np.ndarray:
-    """``routine`` (:func:`pymagma.blas.nrm2` or :func:`~pymagma.blas.asum`) of every block of ``d`` over ``axes``,
-    one device call per block: a host array of the other axes' shape, in the real dtype."""
+def _reduce_block(block: DeviceArray, kind: str):
+    """nrm2 or asum of all elements of a non-empty ``block``, on the device: one call when its elements form one
+    strided vector (a 1-D view, or a block that is contiguous in some order of its axes; the order of the elements
+    does not matter), else one per sub-block along its largest stride, combined on the host."""
+    routine, combine = _BLAS1[kind]
+    if block.ndim == 1:
+        ok = block.shape[0] == 1 or (block.strides[0] > 0 and block.strides[0] % block.itemsize == 0)
+        return routine(block if ok else block.copy())
+    block = block.transpose(*np.argsort([-s for s in block.strides], kind="stable"))
+    if block.is_c_contiguous:
+        return routine(block.reshape(-1))
+    return combine(np.array([_reduce_block(block[i], kind) for i in range(block.shape[0])]))
+
+
+def _blas1(d: DeviceArray, axes: tuple, kind: str) -> np.ndarray:
+    """nrm2 or asum (``kind``) of every block of ``d`` over ``axes`` on the device: a host array of the other axes'
+    shape, in the real dtype."""
     kept = [i for i in range(d.ndim) if i not in axes]
     y = d.transpose(*kept, *axes) if d.ndim else d
     out = np.zeros(tuple(d.shape[i] for i in kept), _real(d.dtype))
     for idx in np.ndindex(*out.shape):
         block = y[idx] if idx else y
         if block.size:
-            out[idx] = routine(_flat(block))
+            out[idx] = _reduce_block(block.reshape(1) if block.ndim == 0 else block, kind)
     return out
 
 
@@ -1235,12 +1242,12 @@ def norm(x, ord=None, axis=None, keepdims=False):
     shapes, dtypes (the real dtype of ``x``; integers become float64) and errors.
 
     On the device: the 2-norm of vectors and the Frobenius norm (``ord`` None/2/'fro', and the default whole-array
-    norm) by MAGMA's nrm2, one call per vector or matrix (a matrix that is not one contiguous block is copied once
-    on the device first); for real dtypes the 1-norm of vectors and the column/row sums of the 1/-1/inf/-inf matrix
-    norms by MAGMA's asum, one call per vector, column or row, whose max/min is then taken on the host; 2/-2/'nuc'
-    from the singular values of :func:`svd` (native or hybrid), reduced on the host.  The other vector orders (inf,
-    -inf, 0, any p) and the complex 1/inf norms are computed by ``numpy.linalg.norm`` on the host after one copy of
-    ``x``, and so is host input of dtypes MAGMA has no routine for (float16, long double, object).
+    norm) by MAGMA's nrm2, one call per vector or matrix (per row of a matrix that is no contiguous block, the
+    parts combined on the host); for real dtypes the 1-norm of vectors and the column/row sums of the 1/-1/inf/-inf
+    matrix norms by MAGMA's asum, one call per vector, column or row, their max/min then taken on the host;
+    2/-2/'nuc' from the singular values of :func:`svd` (native or hybrid), reduced on the host.  The other vector
+    orders (inf, -inf, 0, any p) and the complex 1/inf norms are computed by ``numpy.linalg.norm`` on the host after
+    one copy of ``x``, and so is host input of dtypes MAGMA has no routine for (float16, long double, object).
 
     Returns a NumPy scalar where numpy.linalg does (a 0-d result), also for DeviceArray input; array results are
     NumPy arrays for NumPy input and DeviceArrays for DeviceArray input.  Unlike NumPy, ``axis`` must hold integers
@@ -1286,12 +1293,12 @@ def norm(x, ord=None, axis=None, keepdims=False):
 def _device_norm(d: DeviceArray, ord, kind: str, axes: tuple) -> np.ndarray:
     """The device part of :func:`norm` (``kind``: nrm2 / asum over ``axes``, sums = the 1/inf matrix norms, svd),
     as a host array shaped like NumPy's result without ``keepdims``."""
-    if kind in ("nrm2", "asum"):
-        return _blas1(d, axes, blas.nrm2 if kind == "nrm2" else blas.asum)
+    if kind in _BLAS1:
+        return _blas1(d, axes, kind)
     row, col = axes
     if kind == "sums":  # NumPy's formulation: abs sums along one axis, then max/min along the other
         summed, other = (row, col) if ord in (1, -1) else (col, row)
-        sums = _blas1(d, (summed,), blas.asum)
+        sums = _blas1(d, (summed,), "asum")
         other -= other > summed
         return sums.max(axis=other, initial=0) if ord > 0 else sums.min(axis=other)
     rest = [i for i in range(d.ndim) if i not in axes]
@@ -1364,9 +1371,10 @@ def multi_dot(arrays, *, out=None):
     """``arrays[0] @ arrays[1] @ ...`` like ``numpy.linalg.multi_dot``, in the cheapest order (NumPy's dynamic
     programming over the chain), each product a device gemm.  A 1-D first argument is a row vector and a 1-D last
     one a column vector (then the result is 1-D, or a NumPy scalar when both are); every other argument must be 2-D
-    (LinAlgError otherwise).  Mixed dtypes promote as in NumPy.  Any DeviceArray argument makes the result a
-    DeviceArray (on its device); host input of dtypes MAGMA has no gemm for (integers, bool, ...) is multiplied by
-    NumPy so the result keeps NumPy's dtype.
+    (LinAlgError otherwise).  Mixed dtypes promote as in NumPy (every operand is converted to the result's dtype
+    first, so a float32 pair in a float64 chain is multiplied in float64, not float32 as NumPy does).  Any
+    DeviceArray argument makes the result a DeviceArray (on its device); host input of dtypes MAGMA has no gemm for
+    (integers, bool, ...) is multiplied by NumPy so the result keeps NumPy's dtype.
 
     ``out``: a C-contiguous array of the result's dtype (NumPy for a NumPy result, DeviceArray for a DeviceArray
     one), shaped like the result or like the 2-D product before 1-D ends are dropped; it is filled and returned
@@ -1390,7 +1398,7 @@ def multi_dot(arrays, *, out=None):
                         "and complex128")
     device = None if on_host else next(x for x in arrays if isinstance(x, DeviceArray)).device
     mats = [x if isinstance(x, DeviceArray) and x.dtype == dtype else
-            x.astype(dtype) if isinstance(x, DeviceArray) else asarray(np.ascontiguousarray(x, dtype), device=device)
+            x.astype(dtype) if isinstance(x, DeviceArray) else asarray(np.asarray(x, dtype, order="C"), device=device)
             for x in arrays]
     if first == 1:
         mats[0] = mats[0].reshape(1, -1)
