@@ -310,3 +310,58 @@ def test_hybrid_eigh_and_hermitian_svd(n, dtype, uplo, seed):
     np.testing.assert_allclose(h @ v, v * w, **tol(dtype))
     np.testing.assert_allclose(linalg.svd(h, compute_uv=False, hermitian=True, method="hybrid"),
                                np.linalg.svd(h, compute_uv=False), **tol(dtype))
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(shape=st.lists(st.integers(0, 6), min_size=1, max_size=3), dtype=st.sampled_from(DTYPES),
+       device=st.booleans(), keepdims=st.booleans(), seed=st.integers(0, 999))
+def test_norm_matches_numpy(shape, dtype, device, keepdims, seed):
+    x = random_matrix(np.random.default_rng(seed), tuple(shape), dtype)
+    wrap = pymagma.asarray if device else (lambda v: v)
+    nd = len(shape)
+    cases = [(None, None), (2, -1), (1, 0), (np.inf, -1)]
+    if nd >= 2:
+        cases += [(p, (nd - 2, nd - 1)) for p in ("fro", "nuc", 1, 2, np.inf)]
+        cases += [(-1, (nd - 2, nd - 1)), (-2, (nd - 1, nd - 2))] * (min(shape[-2:]) > 0)  # NumPy: no min of nothing
+    for ord, axis in cases:
+        want = np.linalg.norm(x, ord, axis, keepdims)
+        got = linalg.norm(wrap(x), ord, axis, keepdims)
+        assert isinstance(got, pymagma.DeviceArray) == (device and np.ndim(want) > 0)
+        got = pymagma.to_numpy(got) if isinstance(got, pymagma.DeviceArray) else got
+        assert (np.shape(got), np.asarray(got).dtype) == (np.shape(want), np.asarray(want).dtype)
+        np.testing.assert_allclose(got, want, **tol(dtype))
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(shape=shapes, power=st.integers(-3, 9), dtype=st.sampled_from(DTYPES), device=st.booleans(),
+       seed=st.integers(0, 999))
+def test_matrix_power_matches_numpy(shape, power, dtype, device, seed):
+    batch, n = shape
+    a = (well_conditioned(np.random.default_rng(seed), (*batch, n, n), dtype) / (2 * n)).astype(dtype)
+    wrap = pymagma.asarray if device else (lambda v: v)
+    got = linalg.matrix_power(wrap(a), power)
+    assert isinstance(got, pymagma.DeviceArray) == device
+    want = np.linalg.matrix_power(a, power)
+    np.testing.assert_allclose(pymagma.to_numpy(got), want, rtol=tol(dtype)["rtol"],
+                               atol=tol(dtype)["atol"] * float(np.max(np.abs(want), initial=1)))
+
+
+@pytest.mark.gpu
+@gpu_cases
+@given(dims=st.lists(st.integers(1, 64), min_size=3, max_size=6), vector_ends=st.booleans(),
+       dtype=st.sampled_from(DTYPES), device=st.booleans(), seed=st.integers(0, 999))
+def test_multi_dot_matches_numpy(dims, vector_ends, dtype, device, seed):
+    rng = np.random.default_rng(seed)
+    arrays = [random_matrix(rng, (dims[i], dims[i + 1]), dtype) / np.sqrt(dims[i]) for i in range(len(dims) - 1)]
+    if vector_ends:
+        arrays[0], arrays[-1] = arrays[0][0], arrays[-1][:, 0]
+    arrays = [x.astype(dtype) for x in arrays]
+    wrap = pymagma.asarray if device else (lambda v: v)
+    got = linalg.multi_dot([wrap(x) for x in arrays])
+    want = np.linalg.multi_dot(arrays)
+    if np.ndim(want):
+        assert isinstance(got, pymagma.DeviceArray) == device
+    np.testing.assert_allclose(pymagma.to_numpy(got) if isinstance(got, pymagma.DeviceArray) else got, want,
+                               **tol(dtype))
