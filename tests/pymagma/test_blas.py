@@ -298,6 +298,9 @@ def test_level1_and_level2_match_numpy(dtype):
     np.testing.assert_allclose(blas.dot(_gpu(x), _gpu(y)), np.dot(x, y), **tol(dtype))
     np.testing.assert_allclose(blas.dot(_gpu(x), _gpu(y), conjugate=True), np.vdot(x, y), **tol(dtype))
     np.testing.assert_allclose(blas.nrm2(_gpu(x)), np.linalg.norm(x), **tol(dtype))
+    np.testing.assert_allclose(blas.asum(_gpu(x)), np.sum(np.abs(x.real) + np.abs(x.imag)), **tol(dtype))
+    np.testing.assert_allclose(blas.asum(_gpu(a)[:, 3]), np.sum(np.abs(a[:, 3].real) + np.abs(a[:, 3].imag)),
+                               **tol(dtype))
     np.testing.assert_allclose(blas.gemv(_gpu(a), _gpu(x)).get(), a @ x, **tol(dtype))
     np.testing.assert_allclose(blas.gemv(_gpu(a).T, _gpu(a[:, 0])).get(), a.T @ a[:, 0], **tol(dtype))
 

@@ -192,6 +192,7 @@ def test_level1(device, dtype):
     np.testing.assert_allclose(blas.dot(pymagma.asarray(x), pymagma.asarray(y), conjugate=True), np.vdot(x, y),
                                **tol(dtype))
     np.testing.assert_allclose(blas.nrm2(pymagma.asarray(x)), np.linalg.norm(x), **tol(dtype))
+    np.testing.assert_allclose(blas.asum(pymagma.asarray(x)), np.sum(np.abs(x.real) + np.abs(x.imag)), **tol(dtype))
 
 
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=REUSE)
