@@ -194,3 +194,32 @@ def test_two_layer_mlp_trains_by_hand_written_loop():
         acc = (logits(x).numpy().argmax(axis=1) == y).mean()
     assert loss.item() < 0.5 * first and acc > 0.9
     assert all(p.dtype == np.float32 for p in params)
+
+
+def test_leaf_ready_hook_fires_once_per_leaf_when_its_gradient_is_final():
+    """The data-parallel bucket hook: a shared weight is ready only after its last use; the leaf used last in the
+    forward pass (first in the backward pass) is ready first; constants are never reported."""
+    w1 = Parameter(np.array([[1.0, 2.0], [3.0, 4.0]]), name="w1")
+    w2 = Parameter(np.array([[0.5], [-1.0]]), name="w2")
+    b = Parameter(np.array([0.1, 0.2]), name="b")
+    unused = Parameter(np.ones(3), name="unused")
+    x = Tensor(np.array([[1.0, -1.0]]))
+    h = F.tanh(x @ w1 + b)
+    h = F.tanh(h @ w1)  # w1 used twice
+    loss = (h @ w2).sum()
+    seen = []
+
+    def ready(leaf):
+        seen.append((leaf.name, None if leaf.grad is None else leaf.grad.copy()))
+
+    loss.backward(on_leaf_ready=ready)
+    assert [name for name, _ in seen] == ["w2", "b", "w1"]  # w1 waits for its first use (x @ w1)
+    for name, grad in seen:
+        final = {"w1": w1, "w2": w2, "b": b}[name].grad
+        np.testing.assert_array_equal(grad, final)  # nothing was added after the hook saw it
+    assert unused.grad is None
+
+    leaf = Parameter(np.array(2.0), name="alone")
+    got = []
+    leaf.backward(on_leaf_ready=lambda t: got.append(t.name))
+    assert got == ["alone"]

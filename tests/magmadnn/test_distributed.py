@@ -203,3 +203,233 @@ def test_only_rank_0_runs_the_file_writing_callbacks(tmp_path):
         parallel = object.__new__(distributed.DataParallel)
         parallel.rank = rank
         assert parallel.callbacks(given) == kept
+
+
+# ------------------------------------------------------------------------------------------------ sync BatchNorm,
+# buckets, staging: the pieces without MPI
+
+
+@given(sizes=st.lists(st.integers(0, 9), min_size=1, max_size=5), channels=st.integers(1, 3),
+       seed=st.integers(0, 2**16))
+def test_combined_moments_are_those_of_the_concatenated_groups(sizes, channels, seed):
+    rng = np.random.default_rng(seed)
+    groups = [rng.normal(3.0, 2.0, size=(n, channels)) for n in sizes]
+    counts = [len(g) for g in groups]
+    means = [g.mean(axis=0) if len(g) else np.zeros(channels) for g in groups]
+    m2s = [((g - g.mean(axis=0)) ** 2).sum(axis=0) if len(g) else np.zeros(channels) for g in groups]
+    n, mean, m2 = distributed.combine_moments(counts, means, m2s)
+    everything = np.concatenate(groups)
+    assert n == len(everything)
+    if n:
+        np.testing.assert_allclose(mean, everything.mean(axis=0), rtol=1e-12, atol=1e-12)
+        np.testing.assert_allclose(m2, ((everything - everything.mean(axis=0)) ** 2).sum(axis=0), rtol=1e-10,
+                                   atol=1e-10)
+    else:
+        assert not mean.any() and not m2.any()
+
+
+class OneRank:
+    """A BatchNorm group of one rank (what BatchNormGroup computes for a world of size 1)."""
+
+    weight = 1.0
+
+    def moments(self, count, mean, m2):
+        return distributed.combine_moments([count], [mean], [m2])
+
+    def sum(self, values):
+        return np.array(values, dtype=np.float64)
+
+
+@pytest.mark.parametrize("device", ["host", "gpu"])
+@pytest.mark.parametrize("shape", [(7, 3), (4, 2, 3, 3)])
+def test_sync_batch_norm_of_one_rank_is_batch_norm(device, shape):
+    """The op-set implementation (every backend) against each backend's own batch-norm ops."""
+    import contextlib
+
+    from magmadnn import backend
+    from magmadnn import functional as F
+    from magmadnn.autograd import Tensor
+
+    with (_simulator() if device == "gpu" else contextlib.nullcontext()):
+        xp = backend.get(device)
+        rng = np.random.default_rng(1)
+        c = shape[1]
+        x0, dy = rng.normal(1.0, 2.0, shape), rng.normal(size=shape)
+        g0, b0 = rng.normal(1.0, 0.3, c), rng.normal(size=c)
+        results = []
+        for sync in (None, OneRank()):
+            x, gamma, beta = (Tensor(xp.asarray(a), requires_grad=True, backend=xp) for a in (x0, g0, b0))
+            mean, var = xp.asarray(np.full(c, 0.5)), xp.asarray(np.full(c, 2.0))
+            y = F.batch_norm(x, gamma, beta, mean, var, True, momentum=0.8, eps=1e-3, sync=sync)
+            y.backward(xp.asarray(dy))
+            results.append([xp.to_numpy(a) for a in (y.data, mean, var, x.grad, gamma.grad, beta.grad)])
+        for name, want, got in zip(["y", "running_mean", "running_var", "dx", "dgamma", "dbeta"], *results):
+            np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=name)
+
+
+def _simulator():
+    from pymagma import simulator
+
+    return simulator.simulated()
+
+
+def test_sync_batch_norm_checks_the_global_count():
+    from magmadnn import functional as F
+
+    class Alone(OneRank):
+        weight = 0.0  # a rank without samples, and no other rank: no value per channel at all
+
+    with pytest.raises(ValueError, match="more than one value per channel over the ranks, got 0"):
+        F.batch_norm(np.ones((1, 2)), np.ones(2), np.zeros(2), np.zeros(2), np.ones(2), True, sync=Alone())
+    with pytest.raises(ValueError, match="got 1"):  # one sample of 2 features
+        F.batch_norm(np.arange(2.0).reshape(1, 2), np.ones(2), np.zeros(2), np.zeros(2), np.ones(2), True,
+                     sync=OneRank())
+
+
+def test_buckets_take_the_parameters_last_first_up_to_the_size():
+    # sizes in values, 8 bytes each; buckets of 100 bytes hold 12 values
+    assert distributed.plan_buckets([3, 4, 20, 5, 6], 8, 100) == [[4, 3], [2], [1, 0]]
+    assert distributed.plan_buckets([3, 4, 20, 5, 6], 8, float("inf")) == [[4, 3, 2, 1, 0]]
+    assert distributed.plan_buckets([1], 4, 1) == [[0]]
+    with pytest.raises(ValueError, match="bucket_mb"):
+        distributed.Options(bucket_mb=0)
+    with pytest.raises(TypeError, match="sync_batchnorm"):
+        distributed.Options(sync_batchnorm="yes")
+    assert distributed.Options(bucket_mb=None).bucket_bytes == float("inf")
+    assert distributed.Options(bucket_mb=25).bucket_bytes == 25 * 2**20
+
+
+def test_fit_refuses_a_distributed_value_that_is_not_options():
+    x, y, _, _ = worker.problem(8)
+    with pytest.raises(TypeError, match="distributed must be True, False or a magmadnn.distributed.Options"):
+        worker.build().fit(x, y, batch_size=4, verbose=0, distributed="sync")
+
+
+@pytest.mark.parametrize("kinds, want", [("mpi,system", False), ("mpi,system,cuda", True), ("cuda:device", True),
+                                         ("system,cuda:host", False), ("cuda:host:device,mpi", True),
+                                         ("rocm:device", False), ("", False)])
+def test_memory_alloc_kinds_admit_cuda_device_memory(kinds, want):
+    assert distributed._alloc_kinds_have_cuda_device(kinds) is want
+
+
+@pytest.mark.mpi
+def test_cuda_aware_detection_reports_this_mpi_and_follows_the_override(monkeypatch):
+    pytest.importorskip("mpi4py")
+    monkeypatch.delenv("MAGMADNN_CUDA_AWARE_MPI", raising=False)
+    aware, why = distributed.cuda_aware_mpi()
+    assert aware is False and why  # the MPICH wheel of the mpi extra is built without CUDA
+    for value, want in (("1", True), ("0", False)):
+        monkeypatch.setenv("MAGMADNN_CUDA_AWARE_MPI", value)
+        assert distributed.cuda_aware_mpi() == (want, f"MAGMADNN_CUDA_AWARE_MPI={value}")
+
+
+def test_device_backend_stages_through_page_locked_memory_and_packs_flat_buffers():
+    from magmadnn import backend
+
+    with _simulator() as sim:
+        xp = backend.get("gpu")
+        host = xp.host_empty((5,), np.float64)
+        assert isinstance(host, np.ndarray) and host.shape == (5,)
+        a = xp.asarray(np.arange(6.0).reshape(2, 3))
+        out = xp.host_empty((6,), np.float64)
+        assert xp.copy_to_host(xp.multiply(a, 2.0), out) is out  # waits for the queued kernel
+        np.testing.assert_array_equal(out, 2 * np.arange(6.0))
+        with pytest.raises(ValueError, match="C-contiguous float64 host array of 6 values"):
+            xp.copy_to_host(a, np.empty(5))
+        flat = xp.zeros((8,), np.float64)
+        xp.flat_pack([a, xp.asarray(np.array([7.0, 8.0]))], 3.0, flat)
+        np.testing.assert_array_equal(xp.to_numpy(flat), 3 * np.array([0, 1, 2, 3, 4, 5, 7, 8.0]))
+        parts = xp.flat_unpack(flat, [(2, 3), (2,)], 3.0)
+        np.testing.assert_array_equal(xp.to_numpy(parts[0]), np.arange(6.0).reshape(2, 3))
+        np.testing.assert_array_equal(xp.to_numpy(parts[1]), [7.0, 8.0])
+        with pytest.raises(ValueError, match="hold 6 values, out 8"):
+            xp.flat_pack([a], 1.0, flat)
+        assert sim is not None
+
+
+# ------------------------------------------------------------------------------------------------ under mpiexec:
+# sync BatchNorm, buckets, staging
+
+
+def bn_reference(tmp_path, n, b, epochs):
+    out = tmp_path / "single-bn.npz"
+    worker.train(out, n, 2 * b, epochs, distributed=False, spec="bn")
+    return np.load(out)
+
+
+def assert_same_training(got, want, rtol=1e-10, atol=1e-12, skip_batch_losses=False):
+    for key in want.files:
+        if skip_batch_losses and key == "batch_losses":
+            continue
+        np.testing.assert_allclose(got[key], want[key], rtol=rtol, atol=atol, err_msg=key)
+
+
+@pytest.mark.mpi
+@pytest.mark.parametrize("n", [22, 19, 21], ids=["last-batch-4+2", "last-batch-3+0", "last-batch-4+1"])
+def test_two_ranks_with_sync_batchnorm_train_like_one_process_with_twice_the_batch(tmp_path, n):
+    """Conv + BatchNorm (4-D) + Dense + BatchNorm (2-D): losses, weights and running statistics of 2 ranks with batch
+    4 equal one process with batch 8 over 2 epochs; the last global batch leaves rank 1 two samples, none (a
+    stand-in batch joins the collectives) or one (too few for local statistics, enough for the global ones)."""
+    out = tmp_path / "sync.npz"
+    run_ranks(2, "train", out, n, 4, 2, "host", "bn,sync_bn")
+    got, want = np.load(out), bn_reference(tmp_path, n, 4, 2)
+    assert len(got["batch_losses"]) == 2 * -(-n // 8)
+    assert_same_training(got, want)
+    steps = len(got["batch_losses"])
+    assert bool(got["stat_sync_batchnorm"]) and int(got["stat_batchnorm_sync_calls"]) == 2 * 2 * steps
+
+
+@pytest.mark.mpi
+def test_local_batchnorm_statistics_differ_from_one_process(tmp_path):
+    out = tmp_path / "local.npz"
+    run_ranks(2, "train", out, 22, 4, 1, "host", "bn")
+    got, want = np.load(out), bn_reference(tmp_path, 22, 4, 1)
+    assert not np.allclose(got["batch_losses"], want["batch_losses"], rtol=1e-6)
+
+
+@pytest.mark.mpi
+def test_buckets_with_and_without_overlap_are_bit_identical_to_one_fused_buffer(tmp_path):
+    """2 ranks: each value is summed over the same two contributions whatever the bucketing (a + b = b + a)."""
+    runs = {}
+    for spec in ("bn,sync_bn,bucket=1000", "bn,sync_bn,bucket=0.0003", "bn,sync_bn,bucket=0.0003,overlap"):
+        out = tmp_path / f"{len(runs)}.npz"
+        run_ranks(2, "train", out, 19, 4, 2, "host", spec)
+        runs[spec] = np.load(out)
+    fused, *bucketed = runs.values()
+    assert int(fused["stat_buckets"]) == 1
+    for got in bucketed:
+        assert int(got["stat_buckets"]) >= 3 and int(got["stat_buffer_values"]) == int(fused["stat_buffer_values"])
+        for key in fused.files:
+            if not key.startswith("stat_"):
+                np.testing.assert_array_equal(got[key], fused[key], err_msg=key)
+    assert bool(bucketed[1]["stat_overlap"])
+
+
+@pytest.mark.mpi
+def test_sync_batchnorm_on_the_simulated_device_stages_through_page_locked_memory(tmp_path):
+    out = tmp_path / "device.npz"
+    env = {**os.environ, "PYMAGMA_SIMULATOR": "1"}
+    env.pop("MAGMADNN_CUDA_AWARE_MPI", None)
+    run_ranks(2, "train", out, 19, 4, 2, "gpu", "bn,sync_bn,bucket=0.0003,overlap", env=env)
+    got = np.load(out)
+    assert str(got["stat_staging"]) == "page-locked host buffers" and not bool(got["stat_cuda_aware_mpi"])
+    assert_same_training(got, bn_reference(tmp_path, 19, 4, 2), skip_batch_losses=True)
+
+
+@pytest.mark.mpi
+def test_a_cuda_aware_mpi_gets_device_buffers_with_the_same_sums(tmp_path):
+    """Forced on the simulator (device memory is host memory there, so this MPI can read the device buffers): the
+    device buffers handed to MPI give the staged run's results bit for bit."""
+    env = {**os.environ, "PYMAGMA_SIMULATOR": "1", "MAGMADNN_CUDA_AWARE_MPI": "1"}
+    direct, staged = tmp_path / "direct.npz", tmp_path / "staged.npz"
+    run_ranks(2, "train", direct, 19, 4, 2, "gpu", "bn,sync_bn,bucket=0.0003", env=env)
+    run_ranks(2, "train", staged, 19, 4, 2, "gpu", "bn,sync_bn,bucket=0.0003",
+              env={**env, "MAGMADNN_CUDA_AWARE_MPI": "0"})
+    got, want = np.load(direct), np.load(staged)
+    assert str(got["stat_staging"]) == "device buffers (CUDA-aware MPI)"
+    assert str(got["stat_cuda_aware_source"]) == "MAGMADNN_CUDA_AWARE_MPI=1"
+    assert str(want["stat_staging"]) == "page-locked host buffers"
+    for key in want.files:
+        if not key.startswith("stat_"):
+            np.testing.assert_array_equal(got[key], want[key], err_msg=key)
+    assert_same_training(got, bn_reference(tmp_path, 19, 4, 2), skip_batch_losses=True)
