@@ -1411,15 +1411,12 @@ def multi_dot(arrays, *, out=None):
     shape = () if first == last == 1 else (shape2d[1],) if first == 1 else (shape2d[0],) if last == 1 else shape2d
     target = None if out is None else _out_2d(out, on_host, dtype, shape, shape2d)
     split = _chain_order([mats[0].shape[0], *(m.shape[1] for m in mats)])
-    result = _chain_product(mats, split, 0, count - 1, None if on_host else target)
+    result = _chain_product(mats, split, 0, count - 1, None if on_host else target)  # the last gemm fills target
     if on_host:
         result = result.get()
         if target is not None:
             target[...] = result
             result = target
-    elif target is not None and result is not target:
-        copy_into(target, result)
-        result = target
     if first == last == 1:
         return (result if on_host else result.get())[0, 0]
     return result.reshape(shape)
