@@ -1,7 +1,12 @@
-"""DLPack (unversioned ``DLManagedTensor`` capsules) for :class:`pymagma.array.DeviceArray`, through ctypes.
+"""DLPack for :class:`pymagma.array.DeviceArray`, through ctypes: versioned (DLPack 1.x ``dltensor_versioned``)
+capsules for consumers that pass ``max_version``, unversioned ``dltensor`` capsules for the others.
 
 ``to_capsule`` exports an array (the capsule keeps it alive until the consumer calls the deleter);
-``from_capsule`` imports one (the producer's deleter runs when the last view of the imported array dies).
+``from_capsule`` imports either kind (the producer's deleter runs when the last view of the imported array dies).
+
+The destructor of an unconsumed capsule is a Python callback: a consumer that drops our capsule while its own
+exception is pending loses that exception (CPython's rule for callbacks); exporting the capsule kind the consumer
+asked for keeps well-behaved consumers off that path.
 """
 
 from __future__ import annotations
@@ -17,6 +22,8 @@ kDLCPU, kDLCUDA, kDLCUDAHost, kDLCUDAManaged = 1, 2, 3, 13
 kDLInt, kDLUInt, kDLFloat, kDLBfloat, kDLComplex, kDLBool = 0, 1, 2, 4, 5, 6
 _KIND_TO_CODE = {"i": kDLInt, "u": kDLUInt, "f": kDLFloat, "c": kDLComplex, "b": kDLBool}
 _CODE_TO_KIND = {v: k for k, v in _KIND_TO_CODE.items()}
+#: the DLPack ABI version of our versioned capsules; DLPACK_FLAG_BITMASK_READ_ONLY
+VERSION, FLAG_READ_ONLY = (1, 0), 1
 
 
 class DLDevice(ctypes.Structure):
@@ -33,24 +40,38 @@ class DLTensor(ctypes.Structure):
                 ("strides", ctypes.POINTER(ctypes.c_int64)), ("byte_offset", ctypes.c_uint64)]
 
 
+_DELETER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)  # void (*)(DLManagedTensor[Versioned]*)
+
+
+class DLPackVersion(ctypes.Structure):
+    _fields_ = [("major", ctypes.c_uint32), ("minor", ctypes.c_uint32)]
+
+
 class DLManagedTensor(ctypes.Structure):
-    pass
+    _fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
 
 
-_DELETER = ctypes.CFUNCTYPE(None, ctypes.POINTER(DLManagedTensor))
-DLManagedTensor._fields_ = [("dl_tensor", DLTensor), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER)]
+class DLManagedTensorVersioned(ctypes.Structure):
+    _fields_ = [("version", DLPackVersion), ("manager_ctx", ctypes.c_void_p), ("deleter", _DELETER),
+                ("flags", ctypes.c_uint64), ("dl_tensor", DLTensor)]
 
-_NAME = ctypes.create_string_buffer(b"dltensor")
-_USED_NAME = ctypes.create_string_buffer(b"used_dltensor")
+
+#: capsule name -> (its name once consumed, the struct it points to)
+_KINDS = {b"dltensor": (b"used_dltensor", DLManagedTensor),
+          b"dltensor_versioned": (b"used_dltensor_versioned", DLManagedTensorVersioned)}
+_NAMES = {name: ctypes.create_string_buffer(name) for pair in _KINDS.items() for name in (pair[0], pair[1][0])}
 _api = ctypes.pythonapi
 _api.PyCapsule_New.restype = ctypes.py_object
 _api.PyCapsule_New.argtypes = [ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p]
 _api.PyCapsule_IsValid.restype = ctypes.c_int
-_api.PyCapsule_IsValid.argtypes = [ctypes.c_void_p, ctypes.c_void_p]
+_api.PyCapsule_IsValid.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
-_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_void_p]
+_api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_void_p]
+# For the destructor: the dying capsule must not be turned into a new Python reference, so these take its address.
+_is_valid_at = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
+_pointer_at = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
 
 #: exported tensors still owned by a consumer: address -> (struct, shape, strides, array)
 _EXPORTED: dict[int, tuple] = {}
@@ -58,15 +79,15 @@ _EXPORTED: dict[int, tuple] = {}
 
 @_DELETER
 def _release(managed) -> None:
-    _EXPORTED.pop(ctypes.cast(managed, ctypes.c_void_p).value, None)
+    _EXPORTED.pop(managed, None)
 
 
 @ctypes.CFUNCTYPE(None, ctypes.c_void_p)
 def _capsule_destructor(capsule) -> None:
-    # A capsule still named "dltensor" was never consumed: release the export ourselves.
-    if _api.PyCapsule_IsValid(capsule, ctypes.addressof(_NAME)):
-        pointer = _api.PyCapsule_GetPointer(ctypes.cast(capsule, ctypes.py_object), ctypes.addressof(_NAME))
-        _EXPORTED.pop(pointer, None)
+    # A capsule still named "dltensor"/"dltensor_versioned" was never consumed: release the export ourselves.
+    for name in _KINDS:
+        if _is_valid_at(capsule, name):
+            _EXPORTED.pop(_pointer_at(capsule, name), None)
 
 
 def dl_dtype(dtype) -> DLDataType:
@@ -87,15 +108,19 @@ def np_dtype(dt: DLDataType) -> np.dtype:
     return np.dtype("bool") if kind == "b" else np.dtype(f"{kind}{dt.bits // 8}")
 
 
-def to_capsule(arr, device_type: int = kDLCUDA):
-    """A ``dltensor`` capsule viewing ``arr`` (needs ``ptr``, ``shape``, ``strides`` (bytes), ``dtype``, ``device``)."""
+def to_capsule(arr, device_type: int = kDLCUDA, versioned: bool = False):
+    """A capsule viewing ``arr`` (needs ``ptr``, ``shape``, ``strides`` (bytes), ``dtype``, ``device``):
+    ``dltensor_versioned`` (DLPack :data:`VERSION`, writable) when ``versioned``, else ``dltensor``."""
     itemsize = arr.dtype.itemsize
     if any(s % itemsize for s in arr.strides):
         raise BufferError(f"strides {arr.strides} are not multiples of the item size {itemsize}")
     ndim = len(arr.shape)
     shape = (ctypes.c_int64 * max(ndim, 1))(*arr.shape)
     strides = (ctypes.c_int64 * max(ndim, 1))(*(s // itemsize for s in arr.strides))
-    managed = DLManagedTensor()
+    name = b"dltensor_versioned" if versioned else b"dltensor"
+    managed = _KINDS[name][1]()
+    if versioned:
+        managed.version = DLPackVersion(*VERSION)
     t = managed.dl_tensor
     t.data, t.ndim, t.byte_offset = arr.ptr or None, ndim, 0
     t.device = DLDevice(device_type, arr.device if device_type != kDLCPU else 0)
@@ -105,27 +130,40 @@ def to_capsule(arr, device_type: int = kDLCUDA):
     managed.deleter = _release
     address = ctypes.addressof(managed)
     _EXPORTED[address] = (managed, shape, strides, arr)
-    return _api.PyCapsule_New(address, ctypes.addressof(_NAME), ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    return _api.PyCapsule_New(address, ctypes.addressof(_NAMES[name]),
+                              ctypes.cast(_capsule_destructor, ctypes.c_void_p))
 
 
 class _Imported:
     """Keeps an imported DLPack tensor alive; calls the producer's deleter when collected."""
 
-    def __init__(self, address: int, managed: DLManagedTensor, capsule):
+    def __init__(self, address: int, managed, capsule):
         self.capsule = capsule
         if managed.deleter:
-            weakref.finalize(self, managed.deleter, ctypes.cast(address, ctypes.POINTER(DLManagedTensor)))
+            weakref.finalize(self, managed.deleter, address)
 
 
 def from_capsule(capsule, array_type):
-    """Build ``array_type(shape, dtype, ptr, strides, owner, device)`` over the tensor in a ``dltensor`` capsule."""
-    address = _api.PyCapsule_GetPointer(capsule, ctypes.addressof(_NAME))
-    managed = DLManagedTensor.from_address(address)
+    """Build ``array_type(shape, dtype, ptr, strides, owner, device)`` over the tensor in a ``dltensor`` or
+    ``dltensor_versioned`` capsule (DLPack 1.x; a read-only export is refused: DeviceArrays are writable)."""
+    name = next((n for n in _KINDS if _api.PyCapsule_IsValid(capsule, n)), None)
+    if name is None:
+        raise BufferError("not an unconsumed DLPack capsule ('dltensor' or 'dltensor_versioned')")
+    used, struct = _KINDS[name]
+    address = _api.PyCapsule_GetPointer(capsule, name)
+    managed = struct.from_address(address)
+    if struct is DLManagedTensorVersioned:
+        if managed.version.major != VERSION[0]:
+            raise BufferError(f"DLPack version {managed.version.major}.{managed.version.minor} is not supported "
+                              f"(pymagma reads {VERSION[0]}.x)")
+        if managed.flags & FLAG_READ_ONLY:
+            raise BufferError("the DLPack export is read-only; pymagma arrays are writable (export a writable "
+                              "tensor, or copy it)")
     t = managed.dl_tensor
     dtype = np_dtype(t.dtype)
     shape = tuple(t.shape[i] for i in range(t.ndim))
     strides = None if not t.strides else tuple(t.strides[i] * dtype.itemsize for i in range(t.ndim))
     ptr = (t.data or 0) + t.byte_offset
-    _api.PyCapsule_SetName(capsule, ctypes.addressof(_USED_NAME))
+    _api.PyCapsule_SetName(capsule, ctypes.addressof(_NAMES[used]))
     owner = _Imported(address, managed, capsule)
     return array_type(shape, dtype, ptr, strides, owner=owner, device=t.device.device_id)

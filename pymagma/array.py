@@ -276,6 +276,8 @@ class DeviceArray:
         return _dlpack.kDLCUDA, self.device
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
+        """A DLPack capsule viewing this array: versioned (DLPack 1.0) when ``max_version`` allows it, else the
+        unversioned kind; the queue's work is finished first unless ``stream == -1``."""
         from . import _dlpack
 
         if copy:
@@ -286,7 +288,8 @@ class DeviceArray:
             self._sync()
             with runtime.on_device(self.device):  # the legacy stream of the array's device
                 runtime.Stream(handle=0).synchronize()
-        return _dlpack.to_capsule(self, _dlpack.kDLCUDA)
+        versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
+        return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
 
 
 def on_arrays_device(fn):
@@ -449,7 +452,11 @@ def from_dlpack(obj) -> DeviceArray:
     from .queue import default_queue
 
     stream = default_queue(device_id).stream or 1
-    return _dlpack.from_capsule(obj.__dlpack__(stream=stream), DeviceArray)
+    try:
+        capsule = obj.__dlpack__(stream=stream, max_version=_dlpack.VERSION)
+    except TypeError:  # a producer older than DLPack 1.0 takes no max_version
+        capsule = obj.__dlpack__(stream=stream)
+    return _dlpack.from_capsule(capsule, DeviceArray)
 
 
 def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:

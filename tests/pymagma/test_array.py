@@ -4,6 +4,7 @@ NumPy and PyTorch as independent consumers/producers, on host memory here), and 
 from __future__ import annotations
 
 import ctypes
+import gc
 import importlib.util
 import sys
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pymagma
-from pymagma import _dlpack
+from pymagma import _dlpack, simulator
 from pymagma.array import DeviceArray, byte_extent, c_strides, index_view
 
 from .helpers import BF16
@@ -103,22 +104,24 @@ def test_cuda_array_interface_v3():
 class _HostExporter:
     """Exports a host-backed DeviceArray as a kDLCPU capsule so NumPy/PyTorch can consume our struct layout."""
 
-    def __init__(self, arr):
-        self.arr = arr
+    def __init__(self, arr, versioned=True):
+        self.arr, self.versioned = arr, versioned
 
-    def __dlpack__(self, stream=None, **kwargs):
-        return _dlpack.to_capsule(self.arr, _dlpack.kDLCPU)
+    def __dlpack__(self, stream=None, max_version=None, **kwargs):
+        versioned = self.versioned and max_version is not None and max_version[0] >= 1
+        return _dlpack.to_capsule(self.arr, _dlpack.kDLCPU, versioned=versioned)
 
     def __dlpack_device__(self):
         return _dlpack.kDLCPU, 0
 
 
+@pytest.mark.parametrize("versioned", [True, False], ids=["dltensor_versioned", "dltensor"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128, np.int32, np.bool_])
-def test_dlpack_export_is_read_correctly_by_numpy(dtype):
+def test_dlpack_export_is_read_correctly_by_numpy(dtype, versioned):
     base = (np.arange(24) % 3).astype(dtype).reshape(4, 6)
     for view, expected in ((host_view(base), base), (host_view(base).T, base.T), (host_view(base)[1:, ::2],
                                                                                    base[1:, ::2])):
-        got = np.from_dlpack(_HostExporter(view))
+        got = np.from_dlpack(_HostExporter(view, versioned))
         np.testing.assert_array_equal(got, expected)
         assert got.ctypes.data == view.ptr  # zero copy
 
@@ -162,16 +165,61 @@ def test_bfloat16_without_ml_dtypes_names_the_package(monkeypatch):
         _dlpack.np_dtype(_dlpack.DLDataType(_dlpack.kDLBfloat, 16, 1))
 
 
-def test_dlpack_export_is_released_once_consumed_or_dropped():
+@pytest.mark.parametrize("versioned", [True, False])
+def test_dlpack_export_is_released_once_consumed_or_dropped(versioned):
     base = np.ones(5)
     before = len(_dlpack._EXPORTED)
-    cap = _dlpack.to_capsule(host_view(base), _dlpack.kDLCPU)
+    cap = _dlpack.to_capsule(host_view(base), _dlpack.kDLCPU, versioned=versioned)
     assert len(_dlpack._EXPORTED) == before + 1
     del cap  # never consumed: the capsule destructor releases it
     assert len(_dlpack._EXPORTED) == before
-    arr = np.from_dlpack(_HostExporter(host_view(base)))
+    arr = np.from_dlpack(_HostExporter(host_view(base), versioned))
     del arr  # consumed: NumPy calls the deleter
     assert len(_dlpack._EXPORTED) == before
+    imported = _dlpack.from_capsule(_dlpack.to_capsule(host_view(base), versioned=versioned), DeviceArray)
+    assert len(_dlpack._EXPORTED) == before + 1
+    del imported  # imported by pymagma itself: our finalizer calls our deleter
+    gc.collect()
+    assert len(_dlpack._EXPORTED) == before
+
+
+def test_device_arrays_export_the_capsule_kind_the_consumer_asks_for():
+    torch = pytest.importorskip("torch")
+    with simulator.simulated():
+        d = pymagma.asarray(np.arange(6.0).reshape(2, 3))
+        assert "dltensor_versioned" in repr(d.__dlpack__(max_version=(1, 0)))
+        assert "dltensor_versioned" in repr(d.__dlpack__(max_version=(2, 3)))  # we answer with 1.0, as allowed
+        assert '"dltensor"' in repr(d.__dlpack__()) and '"dltensor"' in repr(d.__dlpack__(max_version=(0, 8)))
+    src = torch.arange(6, dtype=torch.float64).reshape(2, 3)
+    for capsule in (src.__dlpack__(max_version=(1, 0)), src.__dlpack__()):
+        imported = _dlpack.from_capsule(capsule, DeviceArray)
+        assert imported.ptr == src.data_ptr() and imported.shape == (2, 3) and imported.dtype == np.float64
+
+
+def test_dlpack_import_refuses_read_only_other_versions_and_used_capsules():
+    base = np.ones(3)
+    for change, words in ((lambda m: setattr(m, "flags", _dlpack.FLAG_READ_ONLY), "read-only"),
+                          (lambda m: setattr(m.version, "major", 2), "version 2.0")):
+        capsule = _dlpack.to_capsule(host_view(base), _dlpack.kDLCPU, versioned=True)
+        change(next(reversed(_dlpack._EXPORTED.values()))[0])
+        with pytest.raises(BufferError, match=words):
+            _dlpack.from_capsule(capsule, DeviceArray)
+    capsule = _dlpack.to_capsule(host_view(base), _dlpack.kDLCPU)
+    _dlpack.from_capsule(capsule, DeviceArray)
+    with pytest.raises(BufferError, match="unconsumed DLPack capsule"):
+        _dlpack.from_capsule(capsule, DeviceArray)  # a capsule is consumed once
+
+
+def test_mpi4py_reduces_a_device_array_in_place_through_dlpack():
+    """mpi4py asks for a versioned capsule (it refuses an unversioned answer to max_version)."""
+    mpi = pytest.importorskip("mpi4py.MPI")
+    with simulator.simulated():
+        d = pymagma.asarray(np.arange(6.0))
+        mpi.COMM_SELF.Allreduce(mpi.IN_PLACE, d)
+        np.testing.assert_array_equal(d.get(), np.arange(6.0))
+        out = pymagma.empty(6, np.float64)
+        mpi.COMM_SELF.Allreduce(d, out)
+        np.testing.assert_array_equal(out.get(), np.arange(6.0))
 
 
 def test_from_dlpack_rejects_host_tensors():
