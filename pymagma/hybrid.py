@@ -140,28 +140,26 @@ def gemm(ta: int, tb: int, alpha, a: DeviceArray, b: DeviceArray, beta, c: Devic
                                       (queue or c.queue).handle)
 
 
-def trsm(side: int, uplo: int, trans: int, alpha, a: DeviceArray, b: DeviceArray, diag: int = NONUNIT,
-         queue=None) -> None:
-    """Solve ``op(a) x = alpha b`` (LEFT) or ``x op(a) = alpha b`` (RIGHT) in place of ``b``."""
+def _triangular(routine: str, side: int, uplo: int, trans: int, alpha, a, b, diag: int, queue) -> None:
     m, n = b.shape
     if m == 0 or n == 0:
         return
     p = _p(b)
     (pa, la), (pb, lb) = _cm(a), _cm(b)
-    getattr(_lib(), f"magma_{p}trsm")(side, uplo, trans, diag, m, n, _scalar(alpha, p), pa, la, pb, lb,
-                                      (queue or b.queue).handle)
+    getattr(_lib(), f"magma_{p}{routine}")(side, uplo, trans, diag, m, n, _scalar(alpha, p), pa, la, pb, lb,
+                                           (queue or b.queue).handle)
+
+
+def trsm(side: int, uplo: int, trans: int, alpha, a: DeviceArray, b: DeviceArray, diag: int = NONUNIT,
+         queue=None) -> None:
+    """Solve ``op(a) x = alpha b`` (LEFT) or ``x op(a) = alpha b`` (RIGHT) in place of ``b``."""
+    _triangular("trsm", side, uplo, trans, alpha, a, b, diag, queue)
 
 
 def trmm(side: int, uplo: int, trans: int, alpha, a: DeviceArray, b: DeviceArray, diag: int = NONUNIT,
          queue=None) -> None:
     """``b = alpha op(a) b`` (LEFT) or ``alpha b op(a)`` (RIGHT) for triangular ``a``."""
-    m, n = b.shape
-    if m == 0 or n == 0:
-        return
-    p = _p(b)
-    (pa, la), (pb, lb) = _cm(a), _cm(b)
-    getattr(_lib(), f"magma_{p}trmm")(side, uplo, trans, diag, m, n, _scalar(alpha, p), pa, la, pb, lb,
-                                      (queue or b.queue).handle)
+    _triangular("trmm", side, uplo, trans, alpha, a, b, diag, queue)
 
 
 def herk_lower(alpha: float, a: DeviceArray, beta: float, c: DeviceArray, queue=None) -> None:

@@ -91,12 +91,17 @@ def default_queue(device: int | None = None) -> Queue:
     q = _DEFAULT.get(device)
     if q is not None:  # the fast path of every BLAS call
         return q
+    return _cached(_DEFAULT, device)
+
+
+def _cached(table: dict, device: int | None) -> Queue:
+    """``table``'s queue of ``device`` (the current device when None), created under the lock on first use."""
     runtime.require_device()
     device = runtime.get_device() if device is None else int(device)
     with _LOCK:
-        q = _DEFAULT.get(device)
+        q = table.get(device)
         if q is None:
-            q = _DEFAULT[device] = Queue(device)
+            q = table[device] = Queue(device)
         return q
 
 
@@ -104,10 +109,4 @@ def transfer_queue(device: int | None = None) -> Queue:
     """A second queue of ``device`` (the current device when None), created on first use: work enqueued there runs
     concurrently with the default queue's unless ordered by events (:meth:`Queue.record_event`,
     :meth:`Queue.wait_event`).  The hybrid drivers copy their next panel to the host on it (look-ahead)."""
-    runtime.require_device()
-    device = runtime.get_device() if device is None else int(device)
-    with _LOCK:
-        q = _TRANSFER.get(device)
-        if q is None:
-            q = _TRANSFER[device] = Queue(device)
-        return q
+    return _cached(_TRANSFER, device)

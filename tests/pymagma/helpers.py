@@ -37,3 +37,14 @@ def pivoting_matrices(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     n = shape[-1]
     a = random_values(rng, shape, dtype) + (2 * n * np.eye(n)).astype(dtype)
     return a if n < 2 else np.roll(a, int(rng.integers(1, n)), axis=-2)
+
+
+def q_from_reflectors(h: np.ndarray, tau: np.ndarray) -> np.ndarray:
+    """The m x m ``Q = H_1 ... H_k`` of LAPACK's geqrf output, one reflector at a time (an independent oracle)."""
+    m = h.shape[0]
+    q = np.eye(m, dtype=np.result_type(h, np.float64))
+    for i in range(len(tau)):
+        v = np.zeros(m, q.dtype)
+        v[i], v[i + 1:] = 1, h[i + 1:, i]
+        q = q @ (np.eye(m) - tau[i] * np.outer(v, np.conj(v)))
+    return q

@@ -14,6 +14,7 @@ import pymagma
 from pymagma import hybrid, linalg, simulator
 from pymagma.errors import MissingSymbolError
 
+from .helpers import q_from_reflectors
 from .helpers import random_values as values
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
@@ -114,17 +115,6 @@ def test_blocked_qr_orthogonality_and_backward_error(full, m, n, nb, dtype, seed
     x = device_colmajor(b)
     hybrid.ormqr_h(f, x)
     np.testing.assert_allclose(x.get(), np.conj(q_from_reflectors(h, f.tau).T) @ b, atol=50 * max(m, 1) * eps(dtype))
-
-
-def q_from_reflectors(h: np.ndarray, tau: np.ndarray) -> np.ndarray:
-    """The m x m ``Q = H_1 ... H_k`` of LAPACK's geqrf output, one reflector at a time (an independent oracle)."""
-    m = h.shape[0]
-    q = np.eye(m, dtype=np.result_type(h, np.float64))
-    for i in range(len(tau)):
-        v = np.zeros(m, q.dtype)
-        v[i], v[i + 1:] = 1, h[i + 1:, i]
-        q = q @ (np.eye(m) - tau[i] * np.outer(v, np.conj(v)))
-    return q
 
 
 # ----------------------------------------------------------------------------------------------------- look-ahead

@@ -13,7 +13,7 @@ from pymagma import _magma, linalg
 from pymagma.errors import LibraryNotFoundError, LinAlgError, MagmaError
 from tests.conftest import examples
 
-from .helpers import pivoting_matrices
+from .helpers import pivoting_matrices, q_from_reflectors
 from .helpers import random_values as random_matrix
 
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
@@ -242,18 +242,6 @@ def test_eigh_svd_eig(n, dtype, seed):
     np.testing.assert_allclose(h @ v, v * w, **tol(dtype))
 
 
-def _q_from_raw(h, tau):
-    """Q = H_1 ... H_k from ``qr(mode='raw')``'s (h, tau) (h transposed as NumPy returns it)."""
-    h = h.T
-    m = h.shape[0]
-    q = np.eye(m, dtype=np.result_type(h, np.float64))
-    for i in range(len(tau)):
-        v = np.zeros(m, q.dtype)
-        v[i], v[i + 1:] = 1, h[i + 1:, i]
-        q = q @ (np.eye(m) - tau[i] * np.outer(v, np.conj(v)))
-    return q
-
-
 @pytest.mark.gpu
 @gpu_cases
 @given(n=st.integers(1, 300), dtype=st.sampled_from(DTYPES), device=st.booleans(), seed=st.integers(0, 999))
@@ -286,7 +274,7 @@ def test_qr_every_mode_and_hybrid_lstsq(m, n, dtype, method, seed):
         np.testing.assert_allclose(q @ r, a, **tol(dtype))
         np.testing.assert_allclose(np.conj(q.T) @ q, np.eye(q.shape[1]), **tol(dtype))
     h, tau = linalg.qr(a, mode="raw", method=method)
-    np.testing.assert_allclose(_q_from_raw(h, tau)[:, :k] @ np.triu(h.T[:k]), a, **tol(dtype))
+    np.testing.assert_allclose(q_from_reflectors(h.T, tau)[:, :k] @ np.triu(h.T[:k]), a, **tol(dtype))
     if m >= n:
         a = (a + max(m, n) * np.eye(m, n)).astype(dtype)
         b = random_matrix(rng, (m, 3), dtype)
