@@ -125,7 +125,7 @@ def limit_threads_per_rank(local_ranks: int | None = None) -> int | None:
 
 
 _hook_installed = False
-_last = None  # the DataParallel of the latest fit(distributed=True), for stats()
+_last = None  # for stats(): the DataParallel of the running fit(distributed=...), then its figures
 
 
 def stats() -> dict:
@@ -135,14 +135,7 @@ def stats() -> dict:
     BatchNorm collectives (calls, seconds)."""
     if _last is None:
         return {}
-    a, group = _last.averager, _last.group
-    return {"ranks": _last.size, "steps": a.steps, "allreduce_seconds": a.seconds,
-            "allreduce_ms_per_step": 1e3 * a.seconds / a.steps if a.steps else float("nan"),
-            "buffer_values": a.buffer_values, "buckets": len(a.buckets), "overlap": a.overlap,
-            "staging": a.staging, "cuda_aware_mpi": bool(_last.cuda_aware),
-            "cuda_aware_source": _last.cuda_aware_source,
-            "sync_batchnorm": group is not None, "batchnorm_sync_calls": group.calls if group else 0,
-            "batchnorm_sync_seconds": group.seconds if group else 0.0}
+    return dict(_last) if isinstance(_last, dict) else _last.stats()
 
 
 def init():
@@ -602,6 +595,22 @@ class DataParallel:
         global _last
         _last = self
 
+    def stats(self) -> dict:
+        a, group = self.averager, self.group
+        return {"ranks": self.size, "steps": a.steps, "allreduce_seconds": a.seconds,
+                "allreduce_ms_per_step": 1e3 * a.seconds / a.steps if a.steps else float("nan"),
+                "buffer_values": a.buffer_values, "buckets": len(a.buckets), "overlap": a.overlap,
+                "staging": a.staging, "cuda_aware_mpi": bool(self.cuda_aware),
+                "cuda_aware_source": self.cuda_aware_source,
+                "sync_batchnorm": group is not None, "batchnorm_sync_calls": group.calls if group else 0,
+                "batchnorm_sync_seconds": group.seconds if group else 0.0}
+
+    def close(self) -> None:
+        """The end of fit: ``stats()`` keeps the figures only, not the model's tensors nor the gradient buffers."""
+        global _last
+        if _last is self:
+            _last = self.stats()
+
     # -- fit set-up
     def prepare(self, model, n_train: int):
         """Broadcast weights and the shuffling stream from rank 0; check every rank has the same sample count."""
@@ -699,7 +708,11 @@ def setup_fit(model, batches, validation_data, callbacks, verbose, options: Opti
     if options is not None and not isinstance(options, Options):
         raise TypeError(f"fit: distributed must be True, False or a magmadnn.distributed.Options, got {options!r}")
     parallel = DataParallel(model, options=options)
-    parallel.prepare(model, batches.n)
+    try:
+        parallel.prepare(model, batches.n)
+    except BaseException:
+        parallel.close()
+        raise
     sharded = parallel.batches(batches.xs, batches.y, batches.batch_size, batches.shuffle, batches.rng)
     if validation_data is not None:
         validation_data = parallel.shard(validation_data)

@@ -512,7 +512,9 @@ class Model:
                         print(self.stop_reason)
                     break
         finally:
-            self._parallel = None
+            if self._parallel is not None:
+                self._parallel.close()
+                self._parallel = None
             cbs.on_train_end({})
         return history
 

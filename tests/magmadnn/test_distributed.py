@@ -323,6 +323,24 @@ def test_cuda_aware_detection_reports_this_mpi_and_follows_the_override(monkeypa
         assert distributed.cuda_aware_mpi() == (want, f"MAGMADNN_CUDA_AWARE_MPI={value}")
 
 
+@pytest.mark.mpi
+def test_after_fit_stats_keep_neither_the_parameters_nor_the_buffers_alive():
+    """One rank in this process: stats() outlives fit, the model's tensors and the gradient buckets do not."""
+    import gc
+    import weakref
+
+    pytest.importorskip("mpi4py")
+    x, y, _, _ = worker.problem(16)
+    model = worker.build()
+    model.fit(x, y, batch_size=4, verbose=0, distributed=distributed.Options(bucket_mb=0.0001))
+    param = weakref.ref(model.parameters()[0])
+    del model
+    gc.collect()
+    assert param() is None
+    figures = distributed.stats()
+    assert figures["steps"] == 4 and figures["buckets"] >= 2 and figures["ranks"] == 1
+
+
 def test_device_backend_stages_through_page_locked_memory_and_packs_flat_buffers():
     from magmadnn import backend
 
