@@ -396,13 +396,13 @@ class BatchNormGroup:
 
 
 class _Bucket:
-    """Consecutive gradients (``params`` positions, sizes) in one flat buffer; the last bucket ends with the header
-    ``[w*loss, w]``."""
+    """Consecutive gradients (``params`` positions, sizes) in one flat buffer; the last bucket starts with the header
+    ``[w*loss, w]`` (read back alone from a device buffer)."""
 
     def __init__(self, positions, sizes, header: bool):
         self.positions, self.sizes, self.header = list(positions), list(sizes), header
-        self.offsets = np.concatenate([[0], np.cumsum(self.sizes)]).astype(int)
-        self.values = int(self.offsets[-1]) + (2 if header else 0)
+        self.offsets = (np.concatenate([[0], np.cumsum(self.sizes)]) + (2 if header else 0)).astype(int)
+        self.values = int(self.offsets[-1])
         self.buffer = None
 
 
@@ -425,7 +425,7 @@ def plan_buckets(sizes, itemsize: int, bucket_bytes: float) -> list[list[int]]:
 class GradientAverager:
     """The gradients and loss of every rank summed by Allreduce, in buckets of at most ``bucket_bytes``.
 
-    Each bucket is one flat buffer ``[w*g_i, ...]`` (the last one ends with ``[w*loss, w]``) summed over the ranks in
+    Each bucket is one flat buffer ``[w*g_i, ...]`` (the last one starts with ``[w*loss, w]``) summed over the ranks in
     place; ``w`` is the rank's sample count for a mean-reduced loss (1 for a sum-reduced one, 0 for an empty shard),
     so the result is the gradient and loss of the union of the shards. Buckets are reduced in one order on every
     rank (the sum of each value over the ranks does not depend on the bucketing: with 2 ranks the result is
@@ -503,7 +503,7 @@ class GradientAverager:
             arrays = [g if w and g is not None else xp.zeros(self.shapes[i], self.dtype)
                       for i, g in zip(b.positions, grads)]
             if b.header:
-                arrays.append(xp.asarray(np.array([loss, 1.0] if w else [0.0, 0.0], dtype=self.dtype)))
+                arrays.insert(0, xp.asarray(np.array([loss, 1.0] if w else [0.0, 0.0], dtype=self.dtype)))
             xp.flat_pack(arrays, w, b.buffer)  # returns with the buffer written: MPI may read it
             return
         buf, off = b.buffer, b.offsets
@@ -518,8 +518,8 @@ class GradientAverager:
             else:
                 np.multiply(np.asarray(xp.to_numpy(g)).reshape(-1), w, out=part)
         if b.header:
-            buf[-2] = loss * w if w else 0.0
-            buf[-1] = w
+            buf[0] = loss * w if w else 0.0
+            buf[1] = w
 
     def _target(self, b: _Bucket):
         if self.direct:  # the device memory itself, by address (the CUDA array interface's pointer)
@@ -554,20 +554,20 @@ class GradientAverager:
         xp, last = self.xp, self.buckets[-1]
         grads = [None] * len(self.params)
         if self.direct:
-            header = np.asarray(xp.to_numpy(xp.flat_unpack(last.buffer, [(last.values,)], 1.0)[0]))[-2:]
-            total, loss = float(header[1]), float(header[0])
+            loss, total = np.asarray(xp.to_numpy(xp.flat_unpack(last.buffer, [(2,)], 1.0)[0])).tolist()
             divisor = total if mean and total > 0 else 1.0
             for b in self.buckets:
-                for i, g in zip(b.positions, xp.flat_unpack(b.buffer, [self.shapes[i] for i in b.positions], divisor)):
+                shapes = [(2,)] * b.header + [self.shapes[i] for i in b.positions]
+                for i, g in zip(b.positions, xp.flat_unpack(b.buffer, shapes, divisor)[int(b.header):]):
                     grads[i] = g
             return grads, loss / divisor
-        total = float(last.buffer[-1])
+        total = float(last.buffer[1])
         for b in self.buckets:
             if mean and total > 0:
                 b.buffer /= total
             for k, i in enumerate(b.positions):
                 grads[i] = xp.asarray(b.buffer[b.offsets[k]:b.offsets[k + 1]].reshape(self.shapes[i]))
-        return grads, float(last.buffer[-2])
+        return grads, float(last.buffer[0])
 
 
 class DataParallel:

@@ -319,7 +319,7 @@ ATTRIBUTES = ("name",)
 #: C-contiguous host array ``out`` of the same size, returns ``out``), ``flat_pack(arrays, scale, out)`` (``scale *
 #: a`` of each array, flattened, one after the other into the 1-D array ``out``; None writes zeros; returns once
 #: ``out`` is written, so that another library may read it) and ``flat_unpack(flat, shapes, divisor)`` (new arrays
-#: of ``shapes`` from consecutive values of ``flat``, divided by ``divisor``).
+#: of ``shapes`` from the consecutive values at the start of ``flat``, which may hold more, divided by ``divisor``).
 OPTIONAL = ("FUSED_ACTIVATIONS", "for_index", "host_empty", "copy_to_host", "flat_pack", "flat_unpack")
 
 

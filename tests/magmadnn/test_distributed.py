@@ -365,6 +365,30 @@ def test_device_backend_stages_through_page_locked_memory_and_packs_flat_buffers
         assert sim is not None
 
 
+@pytest.mark.mpi
+def test_device_buffers_come_back_to_the_host_as_the_header_only(monkeypatch):
+    """A CUDA-aware MPI (forced, one rank): the summed gradients stay on the device; the host reads the loss and
+    the sample count, not the bucket that holds them."""
+    MPI = pytest.importorskip("mpi4py.MPI")  # noqa: N806
+    from magmadnn import backend
+    from magmadnn.autograd import Tensor
+
+    with _simulator():
+        xp = backend.get("gpu")
+        params = [Tensor(xp.asarray(np.zeros((50, 4))), requires_grad=True, backend=xp) for _ in range(2)]
+        for k, p in enumerate(params):
+            p.grad = xp.asarray(np.full((50, 4), k + 1.0))
+        averager = distributed.GradientAverager(params, np.float64, MPI.COMM_SELF, xp=xp, direct=True)
+        assert len(averager.buckets) == 1
+        to_numpy, reads = xp.to_numpy, []
+        monkeypatch.setattr(xp, "to_numpy", lambda a: reads.append(a.size) or to_numpy(a))
+        averager.start(4.0, xp.asarray(np.float64(0.5)))
+        grads, loss = averager.finish(mean=True)
+        assert loss == 0.5 and reads and max(reads) <= 2
+        for k, g in enumerate(grads):
+            np.testing.assert_array_equal(to_numpy(g), np.full((50, 4), k + 1.0))
+
+
 # ------------------------------------------------------------------------------------------------ under mpiexec:
 # sync BatchNorm, buckets, staging
 
