@@ -310,17 +310,53 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=...):
 
 #: The op names, in the order above.
 OPS: tuple[str, ...] = tuple(_SPEC)
+
+
+# ------------------------------------------------------------------------------------------------- optional ops
+# A backend may add these; when it has one, it has it with this signature and meaning (``problems`` checks the
+# signature, the conformance suite the meaning). Who uses them falls back when a backend lacks them.
+_OPTIONAL_SPEC: dict[str, inspect.Signature] = {}
+
+
+def _optional(fn):
+    _OPTIONAL_SPEC[fn.__name__] = inspect.signature(fn)
+    return fn
+
+
+@_optional
+def for_index(n):
+    """The same backend bound to device ``n`` (a backend with several devices)."""
+
+
+# For data-parallel gradient exchange (:mod:`magmadnn.distributed`; without them it stages through NumPy arrays), a
+# backend whose arrays live in device memory may add:
+@_optional
+def host_empty(shape, dtype=...):
+    """A new C-contiguous host NumPy array in the memory this backend copies to fastest (page-locked)."""
+
+
+@_optional
+def copy_to_host(a, out):
+    """``a`` into the C-contiguous host NumPy array ``out`` of the same size and dtype, once the work queued on
+    ``a`` is done; returns ``out`` (``ValueError`` for another ``out``)."""
+
+
+@_optional
+def flat_pack(arrays, scale, out):
+    """``scale * a`` of each array, flattened, one after the other into the 1-D array ``out``, which they fill
+    (``ValueError`` otherwise); returns None once ``out`` is written, so that another library (MPI) may read it."""
+
+
+@_optional
+def flat_unpack(flat, shapes, divisor):
+    """New arrays of ``shapes`` from the consecutive values at the start of the 1-D array ``flat`` (which may hold
+    more), each divided by ``divisor``."""
+
+
 #: Non-callable attributes every backend has.
 ATTRIBUTES = ("name",)
-#: What a backend may add: ``FUSED_ACTIVATIONS`` (kinds conv2d_forward fuses) and ``for_index(n)`` (the same
-#: backend bound to device ``n``, for backends with several devices); for data-parallel gradient exchange
-#: (:mod:`magmadnn.distributed`), a backend whose arrays live in device memory may add ``host_empty(shape, dtype)``
-#: (a host NumPy array in the memory it copies fastest, page-locked), ``copy_to_host(a, out)`` (``a`` into the
-#: C-contiguous host array ``out`` of the same size, returns ``out``), ``flat_pack(arrays, scale, out)`` (``scale *
-#: a`` of each array, flattened, one after the other into the 1-D array ``out``; None writes zeros; returns once
-#: ``out`` is written, so that another library may read it) and ``flat_unpack(flat, shapes, divisor)`` (new arrays
-#: of ``shapes`` from the consecutive values at the start of ``flat``, which may hold more, divided by ``divisor``).
-OPTIONAL = ("FUSED_ACTIVATIONS", "for_index", "host_empty", "copy_to_host", "flat_pack", "flat_unpack")
+#: What a backend may add: ``FUSED_ACTIVATIONS`` (kinds conv2d_forward fuses) and the optional ops below.
+OPTIONAL = ("FUSED_ACTIVATIONS", *_OPTIONAL_SPEC)
 
 
 def signature(name: str) -> inspect.Signature:
@@ -353,6 +389,10 @@ def problems(backend) -> list[str]:
             continue
         if not _compatible(_SPEC[name], impl):
             found.append(f"op {name!r} has signature {impl}, the op set says {_SPEC[name]}")
+    for name, spec in _OPTIONAL_SPEC.items():
+        fn = getattr(backend, name, None)
+        if callable(fn) and not _compatible(spec, inspect.signature(fn)):
+            found.append(f"optional op {name!r} has signature {inspect.signature(fn)}, the op set says {spec}")
     found += [f"public function {n!r} is not in the op set (make it private or add it to ops.py)"
               for n in sorted(_extra_functions(backend))]
     return found
