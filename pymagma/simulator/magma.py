@@ -595,11 +595,12 @@ class SimulatedMagma:
         arity, failure = len(sig.args), self._failure
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
         on_queue = sig.family not in AUX_MODEL and any(token == "Q" for token, _ in sig.args)
-        deferrable = on_queue and restype is None  # BLAS-like: no result for the host, MAGMA enqueues it
+        # BLAS-like: no result for the host and no host array MAGMA reads at the call (laswp's pivots): enqueued
+        deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
 
         def run(k):
-            """The model, in queue order: on a queue of a created stream, a routine without a host result is
-            enqueued there; one with a result (a LAPACK driver's info, a dot product) first runs the queue's work."""
+            """The model, in queue order: on a queue of a created stream, a deferrable routine is enqueued there;
+            any other (a LAPACK driver's info, a dot product, host pivots) first runs the queue's work."""
             stream = _queue(k)[1] if on_queue else 0
             if stream and STREAMS is not None and STREAMS.position(stream) is not None:
                 if deferrable:

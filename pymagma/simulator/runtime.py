@@ -6,8 +6,9 @@ only when something orders it: a synchronize of that stream or of an event recor
 waiting on such an event (the waiting stream's later work runs after it), a synchronous copy or memset (the legacy
 default stream waits for blocking streams), a device synchronize, or freeing memory.  So a host that reads a buffer
 before waiting for the copy into it, or a stream that uses data without waiting for the event of the stream that
-produces it, sees stale data here too, whatever the timing.  The legacy stream and the default queue (standing for
-the stream MAGMA creates for it) run their work at once.
+produces it, sees stale data here too, whatever the timing (an asynchronous copy into pageable host memory returns
+once it is done, as CUDA documents; into pinned memory it waits like the rest).  The legacy stream and the default
+queue (standing for the stream MAGMA creates for it) run their work at once.
 
 Every block "cudaMalloc" hands out is a ctypes buffer kept alive in :attr:`SimulatedRuntime.blocks` until it is
 freed.  Copies and memsets that start inside a block must stay inside it (an overrun raises
@@ -239,10 +240,19 @@ class SimulatedRuntime:
             raise DeviceMemoryError(f"{what}: {nbytes} bytes at offset {ptr - start} overrun the simulated "
                                     f"allocation of {size} bytes at 0x{start:x}")
 
-    def _enqueue(self, stream, fn, *keep) -> None:
+    def pinned(self, ptr: int) -> bool:
+        """Whether the host address ``ptr`` lies in memory the simulator allocated (cudaMallocHost's, pinned)."""
+        with self._lock:
+            i = bisect.bisect_right(self._starts, ptr) - 1
+            return i >= 0 and ptr < self._starts[i] + len(self.blocks[self._starts[i]])
+
+    def _enqueue(self, stream, fn, *keep, to_host: int | None = None) -> None:
         """A copy or memset: synchronous (``stream`` None: the legacy stream, which waits for the blocking streams)
-        or enqueued on ``stream``; ``keep`` holds host buffers alive until it has run."""
+        or enqueued on ``stream``; ``keep`` holds host buffers alive until it has run.  An asynchronous copy to the
+        pageable host address ``to_host`` returns only once it has completed (as CUDA documents)."""
         self.submit(0 if stream is None else stream, lambda: (fn(), keep))
+        if stream is not None and to_host is not None and not self.pinned(to_host):
+            self.flush(stream)
 
     def memcpy_htod(self, dst: int, src, stream=None) -> None:
         ptr, nbytes = rt._host_buffer(src, writable=False)
@@ -254,7 +264,7 @@ class SimulatedRuntime:
         ptr, nbytes = rt._host_buffer(dst, writable=True)
         if nbytes:
             self.check_range(int(src), nbytes, "cudaMemcpy(DtoH)")
-            self._enqueue(stream, functools.partial(ctypes.memmove, ptr, int(src), nbytes), dst)
+            self._enqueue(stream, functools.partial(ctypes.memmove, ptr, int(src), nbytes), dst, to_host=ptr)
         return dst
 
     def memcpy_dtod(self, dst: int, src: int, nbytes: int, stream=None) -> None:
@@ -265,7 +275,7 @@ class SimulatedRuntime:
             self._enqueue(stream, functools.partial(ctypes.memmove, int(dst), int(src), nbytes))
 
     def _copy_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream, call: str,
-                 *keep) -> None:
+                 *keep, to_host: int | None = None) -> None:
         if width == 0 or height == 0:
             return
         if dpitch < width or spitch < width:
@@ -278,7 +288,7 @@ class SimulatedRuntime:
             for r in range(height):
                 ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
 
-        self._enqueue(stream, copy, *keep)
+        self._enqueue(stream, copy, *keep, to_host=to_host)
 
     def memcpy_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream=None):
         self._copy_2d(int(dst), int(dpitch), int(src), int(spitch), int(width), int(height), stream, "cudaMemcpy2D")
@@ -288,7 +298,8 @@ class SimulatedRuntime:
             raise ValueError(f"memcpy_2d_dtoh needs a 2-D host array, got shape {getattr(dst, 'shape', None)}")
         ptr, _ = rt._host_buffer(dst, writable=True)
         width = dst.shape[1] * dst.itemsize
-        self._copy_2d(ptr, width, int(src), int(spitch), width, dst.shape[0], stream, "cudaMemcpy2D(DtoH)", dst)
+        self._copy_2d(ptr, width, int(src), int(spitch), width, dst.shape[0], stream, "cudaMemcpy2D(DtoH)", dst,
+                      to_host=ptr)
         return dst
 
     def memcpy_2d_htod(self, dst: int, dpitch: int, src, stream=None) -> None:

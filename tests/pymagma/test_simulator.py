@@ -269,11 +269,45 @@ def test_work_on_a_created_stream_runs_when_something_orders_it():
         first, second = rt.Stream(), rt.Stream()
         rt.memcpy_2d_htod(dev.ptr, 16, np.array([[1.0], [2.0]]), stream=first)  # rows 16 bytes apart: dev[0], dev[2]
         second.wait(rt.Event(timing=False).record(first))
-        out = rt.memcpy_2d_dtoh(np.zeros((2, 1)), dev.ptr, 16, stream=second)
+        out = rt.memcpy_2d_dtoh(rt.pinned_empty((2, 1), np.float64), dev.ptr, 16, stream=second)
+        assert not out.any()
         rt.Event(timing=False).record(second).synchronize()  # runs `first` up to its event, then the copy
         np.testing.assert_array_equal(out[:, 0], [1.0, 2.0])
         with pytest.raises(DeviceMemoryError, match="overrun"):
             rt.memcpy_2d_dtoh(np.zeros((2, 1)), dev.ptr, 1 << 20, stream=second)  # past the block
+
+
+def test_async_copies_into_pageable_memory_return_when_done():
+    """CUDA's documented exception: cudaMemcpyAsync (and 2-D) from the device into pageable host memory returns
+    only once the copy has completed; into pinned memory it is enqueued like any other work."""
+    with simulator.simulated("full"):
+        dev = pymagma.asarray(np.arange(1.0, 5.0))
+        s = rt.Stream()
+        rt.memset(dev.ptr, 0, 8, stream=s)
+        np.testing.assert_array_equal(rt.memcpy_dtoh(np.empty(4), dev.ptr, stream=s), [0, 2, 3, 4])
+        rt.memset(dev.ptr + 16, 0, 8, stream=s)
+        np.testing.assert_array_equal(rt.memcpy_2d_dtoh(np.empty((2, 1)), dev.ptr + 8, 8, stream=s)[:, 0], [2, 0])
+        rt.memset(dev.ptr, 0, 32, stream=s)
+        pinned = rt.pinned_empty(4, np.float64)
+        pinned[:] = -1
+        rt.memcpy_dtoh(pinned, dev.ptr, stream=s)
+        assert (pinned == -1).all()
+        s.synchronize()
+        assert not pinned.any()
+
+
+def test_magma_reads_host_arguments_when_called_on_a_created_queue():
+    """magmablas_?laswp packs its host pivots into the kernel's arguments at the call, so the caller may reuse them
+    at once (the simulator runs such a routine at the call, after the queue's earlier work)."""
+    with simulator.simulated("full"):
+        q = pymagma.Queue(0)
+        rows = np.arange(6.0).reshape(3, 2)
+        x = pymagma.asarray(rows)
+        ipiv = (_magma.MAGMA_INT * 3)(3, 3, 3)  # 1-based: swap rows 1<->3, then 2<->3
+        _magma.initialized().magmablas_dlaswp(2, x.ptr, 2, 1, 3, ipiv, 1, q.handle)
+        ipiv[:] = [1, 2, 3]  # no swaps: must not matter any more
+        q.synchronize()
+        np.testing.assert_array_equal(x.get(), rows[[2, 0, 1]])
 
 
 def test_pinned_buffers_are_cached_by_the_pool():
