@@ -48,7 +48,9 @@ class Queue:
         return q
 
     def synchronize(self) -> None:
-        _magma.library().magma_queue_sync(self.handle, *_magma.internal_args())
+        """Wait for the queue's work (``cudaStreamSynchronize`` of its stream, as ``magma_queue_sync``, which only
+        prints a failure: here a failed launch or copy raises :class:`~pymagma.errors.CudaError`)."""
+        runtime.Stream(handle=self.stream).synchronize()
 
     def record_event(self) -> runtime.Event:
         """A new event (without timing) recorded on this queue's stream: it completes when the work enqueued so far

@@ -19,7 +19,7 @@ from hypothesis import strategies as st
 import pymagma
 from pymagma import _cudnn, _magma, array, dnn, kernels, linalg, memory, queue, simulator
 from pymagma import runtime as rt
-from pymagma.errors import DeviceMemoryError, MissingSymbolError
+from pymagma.errors import CudaError, DeviceMemoryError, MissingSymbolError
 from pymagma.kernels import loader
 from pymagma.simulator import kernels as sim_kernels
 from pymagma.simulator.magma import MODEL, MagmaCallError, provider_exports
@@ -308,6 +308,20 @@ def test_magma_reads_host_arguments_when_called_on_a_created_queue():
         ipiv[:] = [1, 2, 3]  # no swaps: must not matter any more
         q.synchronize()
         np.testing.assert_array_equal(x.get(), rows[[2, 0, 1]])
+
+
+def test_queue_synchronize_reports_a_failed_stream_as_cuda_error():
+    """magma_queue_sync only prints a failure of the queue's work; Queue.synchronize raises it."""
+    def failed(self):
+        raise CudaError(700, "cudaErrorIllegalAddress", "an illegal memory access was encountered",
+                        "cudaStreamSynchronize")
+
+    with simulator.simulated("full"):
+        q = pymagma.Queue(0)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(rt.Stream, "synchronize", failed)
+            with pytest.raises(CudaError, match="cudaErrorIllegalAddress"):
+                q.synchronize()
 
 
 def test_pinned_buffers_are_cached_by_the_pool():
