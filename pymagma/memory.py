@@ -69,7 +69,11 @@ class _Pool:
             buffers = self.free_pinned.get(size)
             if buffers:
                 return buffers.pop()
-        return runtime.pinned_empty(size, np.uint8)
+        try:
+            return runtime.pinned_empty(size, np.uint8)
+        except DeviceMemoryError:
+            self.release_cached()
+            return runtime.pinned_empty(size, np.uint8)
 
     def give_back_pinned(self, size: int, buffer: np.ndarray) -> None:
         with self.lock:
@@ -79,10 +83,11 @@ class _Pool:
         """cudaFree every cached block (and drop the cached pinned host buffers); return the device bytes
         released."""
         with self.lock:
-            self.free_pinned = defaultdict(list)  # each is freed (cudaFreeHost) when it is collected
+            pinned, self.free_pinned = self.free_pinned, defaultdict(list)
             blocks, self.free_blocks = self.free_blocks, defaultdict(list)
             released = sum(size * len(ptrs) for (_, size), ptrs in blocks.items())
             self.stats["cached_bytes"] -= released
+        del pinned  # each buffer is freed (cudaFreeHost) as it dies: outside the lock, which finalizers may take
         for (device, _), ptrs in blocks.items():
             for ptr in ptrs:
                 _free_on(device, ptr)

@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 import textwrap
+import weakref
 
 import numpy as np
 import pytest
@@ -322,6 +323,36 @@ def test_queue_synchronize_reports_a_failed_stream_as_cuda_error():
             mp.setattr(rt.Stream, "synchronize", failed)
             with pytest.raises(CudaError, match="cudaErrorIllegalAddress"):
                 q.synchronize()
+
+
+def test_cached_pinned_buffers_are_freed_outside_the_pool_lock():
+    """Dropping the cached pinned buffers runs cudaFreeHost (a device-wide wait, and any finalizer the garbage
+    collector runs meanwhile, such as a DeviceArray going back to the pool): never with the pool's lock held."""
+    with simulator.simulated("full"):
+        pool, seen = memory._POOL, []
+        with memory.pinned_buffer(100) as buffer:
+            weakref.finalize(buffer.base, lambda: seen.append(pool.lock.locked()))
+        del buffer
+        memory.empty_cache()
+        assert seen == [False]
+
+
+def test_pinned_allocation_failure_releases_the_cache_and_retries(monkeypatch):
+    with simulator.simulated("full"):
+        with memory.pinned_buffer(5000):
+            pass
+        real, calls = rt.pinned_empty, []
+
+        def pinned_empty(nbytes, dtype):
+            calls.append(len(memory._POOL.free_pinned[memory.bucket_size(5000)]))
+            if len(calls) == 1:
+                raise DeviceMemoryError("cudaMallocHost: cudaErrorMemoryAllocation")
+            return real(nbytes, dtype)
+
+        monkeypatch.setattr(rt, "pinned_empty", pinned_empty)
+        with memory.pinned_buffer(9000) as b:
+            assert b.size == 9000
+        assert calls == [1, 0]  # the second try after the cached buffer was dropped
 
 
 def test_pinned_buffers_are_cached_by_the_pool():
