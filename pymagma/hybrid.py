@@ -183,6 +183,17 @@ def hemv_lower(alpha, a: DeviceArray, x: DeviceArray, y: DeviceArray) -> None:
         LOWER, n, _scalar(alpha, p), pa, la, px, 1, _scalar(0.0, p), py, 1, a.queue.handle)
 
 
+def gemv(trans: int, alpha, a: DeviceArray, x: DeviceArray, beta, y: DeviceArray, queue=None) -> None:
+    """``y = alpha op(a) x + beta y`` (``gemv``); x, y are column vectors (k x 1 column-major views)."""
+    m, n = a.shape
+    if m == 0 or n == 0:
+        return
+    p = _p(a)
+    (pa, la), (px, _), (py, _) = _cm(a), _cm(x), _cm(y)
+    getattr(_lib(), f"magma_{p}gemv")(trans, m, n, _scalar(alpha, p), pa, la, px, 1, _scalar(beta, p), py, 1,
+                                      (queue or a.queue).handle)
+
+
 def her2k_lower(alpha, a: DeviceArray, b: DeviceArray, c: DeviceArray) -> None:
     """Lower triangle of ``c += alpha a b^H + conj(alpha) b a^H`` (``syr2k``/``her2k``)."""
     n, k = a.shape
@@ -256,6 +267,17 @@ def _upload(host: np.ndarray, x: DeviceArray, queue) -> None:
     ``x``; ``host`` must not change until ``queue`` has run it."""
     ptr, ld = _cm(x)
     runtime.memcpy_2d_htod(ptr, ld * x.itemsize, host.T, stream=queue.stream)
+
+
+def _download(x: DeviceArray, queue) -> np.ndarray:
+    """A host copy (column-major) of the column-major ``x`` once ``queue``'s work so far is done: one 2-D copy of
+    the block alone (``DeviceArray.get`` of a strided view copies its whole span)."""
+    host = np.empty(x.shape[::-1], x.dtype)
+    if host.size:
+        ptr, ld = _cm(x)
+        runtime.memcpy_2d_dtoh(host, ptr, ld * x.itemsize, stream=queue.stream)
+        queue.synchronize()
+    return host.T
 
 
 def _fetch(x: DeviceArray, stage: np.ndarray, main, side) -> tuple[np.ndarray, object]:
@@ -527,19 +549,104 @@ def sytrd(w: DeviceArray, nb: int | None = None) -> tuple[np.ndarray, np.ndarray
     return d, e, v_all, taus
 
 
+# ----------------------------------------------------------------------------------------------------- host solvers
+def _scipy_lapack():
+    """SciPy's LAPACK wrappers (``scipy.linalg.lapack``), or None without SciPy."""
+    try:
+        from scipy.linalg import lapack
+    except ImportError:
+        return None
+    return lapack
+
+
+#: the arguments of cython_lapack's ?bdsdc as its capsule names them: two chars, n, then pointers (int is 32-bit)
+_BDSDC_ARGS = ("char *", "char *", "int *", "R *", "R *", "R *", "int *", "R *", "int *", "R *", "int *", "R *",
+               "int *", "int *")
+
+
+def _cython_lapack(name: str, args: tuple[str, ...]):
+    """The LAPACK routine ``name`` from SciPy's ``scipy.linalg.cython_lapack`` (its exported function pointers: every
+    LAPACK routine, also those ``scipy.linalg.lapack`` does not wrap, such as ?bdsdc) as a ctypes function, or None
+    without SciPy or when the capsule's signature is not ``args`` (``R`` stands for the real type)."""
+    try:
+        from scipy.linalg import cython_lapack
+        capsule = cython_lapack.__pyx_capi__[name]
+    except (ImportError, AttributeError, KeyError):
+        return None
+    import ctypes
+
+    get_name = ctypes.pythonapi.PyCapsule_GetName
+    get_name.restype, get_name.argtypes = ctypes.c_char_p, [ctypes.py_object]
+    get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
+    get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
+    signature = get_name(capsule)
+    real = f"__pyx_t_5scipy_6linalg_13cython_lapack_{name[0]} *"
+    if signature is None or signature.decode() != f"void ({', '.join(a.replace('R *', real) for a in args)})":
+        return None
+    return ctypes.CFUNCTYPE(None, *(ctypes.c_void_p,) * len(args))(get_pointer(capsule, signature))
+
+
+def host_solvers() -> dict[str, str]:
+    """Which host solvers :func:`stedc` (tridiagonal eigenproblem) and :func:`bdsdc` (bidiagonal SVD) use here."""
+    lapack = _scipy_lapack()
+    return {
+        "tridiagonal": "SciPy ?stevd (LAPACK divide and conquer, ?stedc)" if lapack is not None and
+                       hasattr(lapack, "dstevd") else "numpy.linalg.eigh of the dense matrix (O(n^3))",
+        "bidiagonal": "SciPy cython_lapack ?bdsdc (LAPACK divide and conquer)" if _cython_lapack("dbdsdc", _BDSDC_ARGS)
+                      else "numpy.linalg.svd of the dense matrix (O(n^3))",
+    }
+
+
 def stedc(d: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigenvalues (ascending) and eigenvectors of the real symmetric tridiagonal (d, e) on the host: SciPy's
-    ``eigh_tridiagonal`` (LAPACK stemr) when SciPy is installed, else ``numpy.linalg.eigh`` of the dense T."""
-    if len(d) == 0:
+    """Eigenvalues (ascending) and eigenvectors of the real symmetric tridiagonal (d, e) on the host.
+
+    With SciPy: LAPACK's divide and conquer, ``scipy.linalg.lapack.?stevd`` (``?stedc`` after scaling; SciPy's
+    Python wrappers do not export ``?stedc`` itself), O(n^2) work when deflation is strong and BLAS-3 merges
+    otherwise.  Without SciPy, or where it reports a failure: ``numpy.linalg.eigh`` of the dense matrix (LAPACK
+    ``?syevd``: a dense tridiagonal reduction first, O(n^3))."""
+    n = len(d)
+    if n == 0:
         return np.zeros(0, d.dtype), np.zeros((0, 0), d.dtype)
-    if len(d) > 1:
-        try:
-            from scipy.linalg import eigh_tridiagonal
-        except ImportError:
-            pass
-        else:
-            return eigh_tridiagonal(d, e)
+    lapack = _scipy_lapack()
+    if n > 1 and lapack is not None and hasattr(lapack, "dstevd"):
+        routine = lapack.sstevd if d.dtype == np.float32 else lapack.dstevd
+        vals, vecs, info = routine(d, e, compute_v=1)
+        if info == 0:
+            return vals, vecs
     return np.linalg.eigh(np.diag(d) + np.diag(e, -1) + np.diag(e, 1))
+
+
+def bdsdc(d: np.ndarray, e: np.ndarray, compute_uv: bool = True):
+    """SVD of the real upper bidiagonal B (diagonal ``d``, superdiagonal ``e``) on the host: ``(U, s, Vh)`` with
+    ``B = U diag(s) Vh`` and ``s`` descending, or ``s`` alone.
+
+    With SciPy: LAPACK's divide and conquer ``?bdsdc`` (COMPQ='I'; 'N' for the values alone, by dqds), called
+    through ``scipy.linalg.cython_lapack``'s function pointer since ``scipy.linalg.lapack`` does not wrap it.
+    Without SciPy, or where it reports a failure: ``numpy.linalg.svd`` of the dense n x n B (LAPACK ``?gesdd``: a
+    dense bidiagonal reduction first, O(n^3))."""
+    n = len(d)
+    real = d.dtype
+    routine = _cython_lapack(("s" if real == np.float32 else "d") + "bdsdc", _BDSDC_ARGS) if n > 1 else None
+    if routine is not None:
+        ints = np.array([n, n, 0, 0], np.int32)  # n, ldu (= ldvt), info, a dummy for iq
+        dd, ee = np.array(d, real), np.zeros(n, real)
+        ee[:n - 1] = e
+        shape = (n, n) if compute_uv else (1, 1)
+        u, vt = np.zeros(shape, real, order="F"), np.zeros(shape, real, order="F")
+        if not compute_uv:
+            ints[1] = 1
+        work = np.zeros(3 * n * n + 4 * n if compute_uv else 4 * n, real)
+        iwork, q = np.zeros(8 * n, np.int32), np.zeros(1, real)
+        addr = ints.ctypes.data
+        routine(b"U", b"I" if compute_uv else b"N", addr, dd.ctypes.data, ee.ctypes.data, u.ctypes.data, addr + 4,
+                vt.ctypes.data, addr + 4, q.ctypes.data, addr + 12, work.ctypes.data, iwork.ctypes.data, addr + 8)
+        if ints[2] == 0:
+            order = np.argsort(-dd, kind="stable")  # ?bdsdc sorts them already; kept exact if it did not
+            if not compute_uv:
+                return dd[order]
+            return u[:, order], dd[order], vt[order]
+    b = np.diag(d) + np.diag(e, 1) if n > 1 else np.diag(d)
+    return np.linalg.svd(b, compute_uv=compute_uv)
 
 
 def syevd(w: DeviceArray, nb: int | None = None, conj: bool = False) -> tuple[np.ndarray, DeviceArray]:
@@ -561,47 +668,69 @@ def syevd(w: DeviceArray, nb: int | None = None, conj: bool = False) -> tuple[np
 
 
 # ----------------------------------------------------------------------------------------------------- SVD
-def gebrd(w: DeviceArray) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """Reduce column-major ``w`` (m >= n, overwritten) to real upper bidiagonal ``B = Q^H A P`` (LAPACK's ?gebd2:
-    host reflectors, their application as ``gemm`` products on the device).  Returns ``(d, e, vq, tauq, vp,
-    taup)``: B's diagonal and superdiagonal; ``Q = H_1 ... H_n`` (``vq`` unit lower trapezoidal, m x n) and
-    ``P = G_1 ... G_{n-1}`` (``vp``, (n-1) x (n-1), acting on rows 1...)."""
+#: columns (and rows) per panel of :func:`gebrd` (MAGMA's ``magma_get_?gebrd_nb`` answers 32)
+GEBRD_NB = 32
+
+
+def gebrd(w: DeviceArray, nb: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray,
+                                                          np.ndarray, np.ndarray]:
+    """Reduce column-major ``w`` (m >= n, overwritten) to real upper bidiagonal ``B = Q^H A P``, blocked as LAPACK's
+    ?gebrd with ?labrd panels of ``nb`` columns and rows (default :data:`GEBRD_NB`).
+
+    Per panel the host fetches its columns and rows once; per column it corrects the column (and then the row) with
+    the panel's reflectors and builds the left (right) reflector, and the device multiplies the trailing matrix,
+    as it was when the panel began, by it (two ``gemv``: ``A^H v`` and ``A u``, one round trip each).  After the
+    panel the trailing matrix is updated on the device with two ``gemm``: ``A -= V Y^H + X U^H``.  Returns ``(d, e,
+    vq, tauq, vp, taup)``: B's diagonal and superdiagonal; ``Q = H_1 ... H_n`` (``vq`` unit lower trapezoidal,
+    m x n) and ``P = G_1 ... G_{n-1}`` (``vp``, (n-1) x (n-1), acting on rows 1...)."""
     m, n = w.shape
-    real = np.finfo(w.dtype).dtype
+    dtype, real = w.dtype, np.finfo(w.dtype).dtype
     d, e = np.zeros(n, real), np.zeros(max(n - 1, 0), real)
-    vq, tauq = np.zeros((m, n), w.dtype), np.zeros(n, w.dtype)
-    vp, taup = np.zeros((max(n - 1, 0),) * 2, w.dtype), np.zeros(max(n - 1, 0), w.dtype)
-
-    def reflect_left(i):
-        col = w[i:, i:i + 1]
-        x = col.get()[:, 0]
-        with _on_host():
-            beta, tau, v = larfg(x)
-        d[i], tauq[i], vq[i:, i] = np.real(beta), tau, v
-        rest = w[i:, i + 1:]
-        if tau != 0 and rest.shape[1]:
-            vd = to_device_colmajor(v[:, None].astype(w.dtype), w.device)
-            y = colmajor_empty(rest.shape[1], 1, w.dtype, w.device)
-            gemm(C, N, 1.0, rest, vd, 0.0, y)  # y = A^H v
-            gemm(N, C, -np.conj(tau), vd, y, 1.0, rest)  # A -= conj(tau) v y^H
-
-    def reflect_right(i):
-        row = w[i:i + 1, i + 1:]
-        x = np.conj(row.get()[0])
-        with _on_host():
-            beta, tau, u = larfg(x)
-        e[i], taup[i], vp[i:, i] = np.real(beta), tau, u
-        rest = w[i + 1:, i + 1:]
-        if tau != 0 and rest.shape[0]:
-            ud = to_device_colmajor(u[:, None].astype(w.dtype), w.device)
-            z = colmajor_empty(rest.shape[0], 1, w.dtype, w.device)
-            gemm(N, N, 1.0, rest, ud, 0.0, z)  # z = A u
-            gemm(N, C, -tau, z, ud, 1.0, rest)  # A -= tau z u^H
-
-    for i in range(n):
-        reflect_left(i)
-        if i < n - 1:
-            reflect_right(i)
+    vq, tauq = np.zeros((m, n), dtype), np.zeros(n, dtype)
+    vp, taup = np.zeros((max(n - 1, 0),) * 2, dtype), np.zeros(max(n - 1, 0), dtype)
+    if n == 0:
+        return d, e, vq, tauq, vp, taup
+    nb = min(nb or block_size("gebrd", dtype, m, n, GEBRD_NB), n)
+    q = w.queue
+    dv, dy = colmajor_empty(m, 1, dtype, w.device), colmajor_empty(n, 1, dtype, w.device)  # gemv operands
+    try:
+        for i0 in range(0, n, nb):
+            jb, mt, nt = min(nb, n - i0), m - i0, n - i0  # the panel's width; the trailing matrix A is mt x nt
+            cols, rows = _download(w[i0:, i0:i0 + jb], q), _download(w[i0:i0 + jb, i0:], q)  # A's panel, unchanged
+            vs, xs = np.zeros((mt, jb), dtype), np.zeros((mt, jb), dtype)  # left reflectors V and X = tau_p A U
+            us, ys = np.zeros((nt, jb), dtype), np.zeros((nt, jb), dtype)  # right reflectors U and Y = tau_q A^H V
+            for j in range(jb):
+                i = i0 + j
+                with _on_host():  # column j of A - V Y^H - X U^H
+                    col = cols[j:, j] - vs[j:, :j] @ np.conj(ys[j, :j]) - xs[j:, :j] @ np.conj(us[j, :j])
+                    beta, tau, v = larfg(col)
+                d[i], tauq[i], vq[i:, i], vs[j:, j] = np.real(beta), tau, v, v
+                if i == n - 1:
+                    break
+                _upload(v[:, None], dv[:mt - j], q)
+                gemv(C, 1.0, w[i:, i + 1:], dv[:mt - j], 0.0, dy[:nt - j - 1], q)  # A^H v, A as the panel began
+                y = _download(dy[:nt - j - 1], q)[:, 0]
+                with _on_host():
+                    y = y - ys[j + 1:, :j] @ (np.conj(vs[j:, :j].T) @ v) - us[j + 1:, :j] @ (np.conj(xs[j:, :j].T) @ v)
+                    ys[j + 1:, j] = tau * y
+                    row = rows[j, j + 1:] - np.conj(ys[j + 1:, :j + 1]) @ vs[j, :j + 1] \
+                        - np.conj(us[j + 1:, :j]) @ xs[j, :j]  # row j of A - V Y^H - X U^H, left reflector j applied
+                    beta, tau, u = larfg(np.conj(row))
+                e[i], taup[i], vp[i:, i], us[j + 1:, j] = np.real(beta), tau, u, u
+                _upload(u[:, None], dy[:nt - j - 1], q)
+                gemv(N, 1.0, w[i + 1:, i + 1:], dy[:nt - j - 1], 0.0, dv[:mt - j - 1], q)  # A u
+                x = _download(dv[:mt - j - 1], q)[:, 0]
+                with _on_host():
+                    x = x - vs[j + 1:, :j + 1] @ (np.conj(ys[j + 1:, :j + 1].T) @ u) \
+                        - xs[j + 1:, :j] @ (np.conj(us[j + 1:, :j].T) @ u)
+                    xs[j + 1:, j] = tau * x
+            if nt > jb:  # the trailing matrix beyond the panel: A -= V Y^H + X U^H (two gemm)
+                trailing = w[i0 + jb:, i0 + jb:]
+                operands = [to_device_colmajor(x[jb:], w.device) for x in (vs, ys, xs, us)]
+                gemm(N, C, -1.0, operands[0], operands[1], 1.0, trailing, q)
+                gemm(N, C, -1.0, operands[2], operands[3], 1.0, trailing, q)
+    finally:
+        q.synchronize()
     return d, e, vq, tauq, vp, taup
 
 
@@ -619,16 +748,16 @@ def _back_transform(z: np.ndarray, v: np.ndarray, tau: np.ndarray, offset: int, 
 
 def gesvd(w: DeviceArray, full_matrices: bool = True, compute_uv: bool = True, nb: int | None = None):
     """SVD of column-major ``w`` (m >= n; destroyed): :func:`gebrd` on the device, the bidiagonal SVD on the host
-    (``numpy.linalg.svd`` of the n x n B), ``U = Q U_B`` and ``conj(V) = conj(P V_B)`` back-transformed on the
-    device.  Returns ``s`` (host, descending) or ``(U, s, conj(V))`` as column-major device matrices: ``Vh`` is
-    the transposed view of the last.  (For a wide ``A``, pass ``w = A^T``: ``A = conj(V) S U^T``.)"""
+    (:func:`bdsdc`: LAPACK's divide and conquer with SciPy, else a dense SVD of B), ``U = Q U_B`` and
+    ``conj(V) = conj(P V_B)`` back-transformed on the device.  Returns ``s`` (host, descending) or
+    ``(U, s, conj(V))`` as column-major device matrices: ``Vh`` is the transposed view of the last.  (For a wide
+    ``A``, pass ``w = A^T``: ``A = conj(V) S U^T``.)"""
     m, n = w.shape
     d, e, vq, tauq, vp, taup = gebrd(w)
-    b = np.diag(d) + np.diag(e, 1) if n > 1 else np.diag(d)
     with _on_host():
         if not compute_uv:
-            return np.linalg.svd(b, compute_uv=False)
-        ub, s, vbh = np.linalg.svd(b)
+            return bdsdc(d, e, compute_uv=False)
+        ub, s, vbh = bdsdc(d, e)
     nb = nb or block_size("geqrf", w.dtype, m, n)
     uz = np.eye(m, m if full_matrices else n, dtype=ub.dtype)
     uz[:n, :n] = ub
