@@ -67,8 +67,10 @@ class Queue:
 
 
 def record_event(q) -> runtime.Event:
-    """:meth:`Queue.record_event` for anything with a ``stream`` (the simulator's default queue uses it too)."""
-    return runtime.Event(timing=False).record(q.stream)
+    """:meth:`Queue.record_event` for anything with a ``stream`` and a ``device`` (the simulator's default queue
+    uses it too); the event is made on the queue's device, as ``cudaEventRecord`` needs."""
+    with runtime.on_device(q.device):
+        return runtime.Event(timing=False).record(q.stream)
 
 
 def wait_event(q, event: runtime.Event) -> None:

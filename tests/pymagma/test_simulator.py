@@ -325,6 +325,25 @@ def test_queue_synchronize_reports_a_failed_stream_as_cuda_error():
                 q.synchronize()
 
 
+def test_queue_events_are_made_on_the_queues_device():
+    """cudaEventRecord needs the event and the stream in one context: a queue of device 1 records with device 1
+    current, whatever the caller's device (cudaStreamWaitEvent may wait across devices)."""
+    from pymagma.simulator import runtime as sim_runtime
+
+    with simulator.simulated("full"), pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sim_runtime, "DEVICE_COUNT", 2)
+        q, made = pymagma.Queue(device=1), []
+
+        class Probe(rt.Event):
+            def __init__(self, timing=True):
+                made.append(rt.get_device())
+                super().__init__(timing)
+
+        mp.setattr(rt, "Event", Probe)
+        q.record_event()
+        assert made == [1] and rt.get_device() == 0
+
+
 def test_cached_pinned_buffers_are_freed_outside_the_pool_lock():
     """Dropping the cached pinned buffers runs cudaFreeHost (a device-wide wait, and any finalizer the garbage
     collector runs meanwhile, such as a DeviceArray going back to the pool): never with the pool's lock held."""
