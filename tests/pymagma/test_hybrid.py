@@ -5,6 +5,10 @@ potrf/geqrf/gels/syevd/gesdd/geev; "full" exports every modelled routine), and N
 
 from __future__ import annotations
 
+import collections
+import ctypes
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -300,6 +304,182 @@ def test_tridiagonal_reduction_is_a_similarity(full, n, nb, dtype, seed):
     t = np.diag(d) + np.diag(e, -1) + np.diag(e, 1)
     assert (d.dtype, e.dtype) == (np.finfo(dtype).dtype,) * 2
     np.testing.assert_allclose(np.conj(q.T) @ a @ q, t, atol=10 * n * eps(dtype) * max(np.abs(a).max(), 1))
+
+
+def bidiagonal_factors(a, nb):
+    """(Q, B, P, d, e) of hybrid gebrd on a copy of ``a`` (m >= n): Q and P from the reflectors by the oracle."""
+    m, n = a.shape
+    d, e, vq, tauq, vp, taup = hybrid.gebrd(device_colmajor(a), nb)
+    p = np.eye(n, dtype=np.complex128)
+    if n > 1:
+        p[1:, 1:] = q_from_reflectors(vp, taup)
+    b = np.zeros((m, n))
+    b[np.arange(n), np.arange(n)] = d
+    b[np.arange(n - 1), np.arange(1, n)] = e
+    return q_from_reflectors(vq, tauq), b, p, d, e
+
+
+@cases
+@given(m=st.integers(1, 14), n=st.integers(1, 14), nb=st.integers(1, 6), dtype=st.sampled_from(DTYPES),
+       seed=st.integers(0, 999))
+def test_bidiagonal_reduction_is_a_similarity(full, m, n, nb, dtype, seed):
+    m, n = max(m, n), min(m, n)
+    a = values(np.random.default_rng(seed), (m, n), dtype)
+    q, b, p, d, e = bidiagonal_factors(a, nb)
+    assert (d.dtype, e.dtype) == (np.finfo(dtype).dtype,) * 2
+    tol = 10 * m * eps(dtype) * max(np.abs(a).max(), 1)
+    np.testing.assert_allclose(np.conj(q.T) @ a @ p, b, atol=tol)  # Q^H A P = B: zeros off the two diagonals too
+    np.testing.assert_allclose(np.conj(q.T) @ q, np.eye(m), atol=tol)
+    np.testing.assert_allclose(np.conj(p.T) @ p, np.eye(n), atol=tol)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(31, 31), (32, 32), (33, 33), (64, 40), (70, 65), (97, 96)])
+def test_bidiagonal_reduction_across_the_default_block_size(full, shape, dtype):
+    """With the default block size (32 columns) the panels are full, split or single: the reduction is a
+    similarity, and B keeps A's singular values (B itself is not a well-conditioned function of A, so blocked and
+    unblocked B differ by more than rounding at these sizes in float32)."""
+    m, n = shape
+    a = values(np.random.default_rng(m * n), shape, dtype)
+    q, b, p, d, e = bidiagonal_factors(a, None)
+    scale = max(np.abs(a).max(), 1)
+    np.testing.assert_allclose(np.conj(q.T) @ a @ p, b, atol=10 * m * eps(dtype) * scale)
+    np.testing.assert_allclose(np.linalg.svd(b, compute_uv=False),
+                               np.linalg.svd(a.astype(np.complex128), compute_uv=False),
+                               atol=10 * m * eps(dtype) * np.linalg.norm(a))
+
+
+@pytest.mark.parametrize("m, n, nb", [(12, 12, 4), (20, 13, 5), (9, 9, 9), (9, 9, 1), (30, 7, 3)])
+def test_bidiagonal_reduction_is_blocked(full, m, n, nb):
+    """Device calls of gebrd: per column two gemv (A^H v, A u; none for the last column), per panel with columns
+    beyond it two gemm (A -= V Y^H + X U^H), nothing else."""
+    full.calls.clear()
+    bidiagonal_factors(values(np.random.default_rng(0), (m, n), np.complex128), nb)
+    panels_with_trailing = len([j for j in range(0, n, nb) if n - j > nb])
+    want = collections.Counter({"magma_zgemv": 2 * (n - 1), "magma_zgemm": 2 * panels_with_trailing})
+    assert collections.Counter(full.calls) == want
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("shape", [(33, 33), (65, 40), (40, 65), (64, 64)])
+def test_hybrid_svd_across_the_default_block_size_matches_numpy(full, shape, dtype):
+    a = values(np.random.default_rng(sum(shape)), shape, dtype)
+    u, s, vh = (pymagma.to_numpy(x) for x in linalg.svd(a, full_matrices=False, method="hybrid"))
+    want = np.linalg.svd(a.astype(np.complex128), compute_uv=False)
+    tol = 30 * max(shape) * eps(dtype)
+    norm = np.linalg.norm(a)
+    np.testing.assert_allclose(s, want, atol=tol * norm)
+    assert np.linalg.norm((u * s) @ vh - a) <= tol * norm
+    np.testing.assert_allclose(np.conj(u.T) @ u, np.eye(min(shape)), atol=tol)
+    np.testing.assert_allclose(vh @ np.conj(vh.T), np.eye(min(shape)), atol=tol)
+
+
+# ----------------------------------------------------------------------------------------------------- host solvers
+@pytest.fixture(params=["scipy", "numpy"])
+def solvers(request, monkeypatch):
+    """The host solvers with SciPy (LAPACK's divide and conquer) and with SciPy hidden (dense NumPy fallback)."""
+    if request.param == "numpy":
+        for name in [k for k in sys.modules if k == "scipy" or k.startswith("scipy.")] + ["scipy"]:
+            monkeypatch.setitem(sys.modules, name, None)
+    else:
+        pytest.importorskip("scipy.linalg")
+    kinds = hybrid.host_solvers()
+    assert all(("SciPy" in kind) == (request.param == "scipy") for kind in kinds.values()), kinds
+    return request.param
+
+
+def tridiagonal_cases(rng, n, dtype):
+    """(d, e) of a GOE-like tridiagonal, one with a zero off-diagonal (split) and one with equal diagonals."""
+    e = np.sqrt(rng.chisquare(np.arange(n - 1, 0, -1) + 1.0)) if n > 1 else np.zeros(0)
+    yield rng.standard_normal(n).astype(dtype), e.astype(dtype)
+    if n > 2:
+        split = e.copy()
+        split[n // 2] = 0
+        yield rng.standard_normal(n).astype(dtype), split.astype(dtype)
+        yield np.ones(n, dtype), np.full(n - 1, 1e-8, dtype)  # clustered eigenvalues
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 40, 130])
+def test_tridiagonal_solver_with_and_without_scipy(solvers, n, dtype):
+    for d, e in tridiagonal_cases(np.random.default_rng(n), n, dtype):
+        t = np.diag(d) + np.diag(e, 1) + np.diag(e, -1)
+        vals, vecs = hybrid.stedc(d, e)
+        assert (vals.dtype, vecs.dtype, vecs.shape) == (np.dtype(dtype), np.dtype(dtype), (n, n))
+        if n:
+            tol = 30 * n * eps(dtype) * max(np.abs(t).max(), 1)
+            assert np.all(np.diff(vals) >= 0)
+            np.testing.assert_allclose(vals, np.linalg.eigvalsh(t.astype(np.float64)), atol=tol)
+            np.testing.assert_allclose(t @ vecs, vecs * vals, atol=tol)
+            np.testing.assert_allclose(vecs.T @ vecs, np.eye(n), atol=tol)
+
+
+def bidiagonal_cases(rng, n, dtype):
+    """(d, e) of a Gaussian matrix's bidiagonal form, one with zeros on the diagonal (rank-deficient), one graded."""
+    d = np.sqrt(rng.chisquare(np.arange(n, 0, -1) + 1.0))
+    e = np.sqrt(rng.chisquare(np.arange(n - 1, 0, -1) + 1.0)) if n > 1 else np.zeros(0)
+    yield d.astype(dtype), e.astype(dtype)
+    if n > 2:
+        yield np.where(np.arange(n) % 3 == 1, 0, d).astype(dtype), e.astype(dtype)
+        yield (d * np.logspace(0, -6, n)).astype(dtype), (e * np.logspace(0, -6, n - 1)).astype(dtype)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("n", [0, 1, 2, 5, 40, 130])
+def test_bidiagonal_svd_with_and_without_scipy(solvers, n, dtype):
+    for d, e in bidiagonal_cases(np.random.default_rng(n), n, dtype):
+        b = np.diag(d) + np.diag(e, 1) if n else np.zeros((0, 0), dtype)
+        u, s, vh = hybrid.bdsdc(d, e)
+        assert (u.dtype, s.dtype, vh.dtype, u.shape, vh.shape) == ((np.dtype(dtype),) * 3 + ((n, n),) * 2)
+        if n:
+            tol = 30 * n * eps(dtype) * max(np.linalg.norm(b), 1)
+            assert np.all(np.diff(s) <= 0) and np.all(s >= 0)
+            np.testing.assert_allclose(s, np.linalg.svd(b.astype(np.float64), compute_uv=False), atol=tol)
+            np.testing.assert_allclose(hybrid.bdsdc(d, e, compute_uv=False), s, atol=tol)
+            np.testing.assert_allclose((u * s) @ vh, b, atol=tol)
+            np.testing.assert_allclose(u.T @ u, np.eye(n), atol=30 * n * eps(dtype))
+            np.testing.assert_allclose(vh @ vh.T, np.eye(n), atol=30 * n * eps(dtype))
+
+
+def test_scipy_solvers_replace_the_dense_ones(monkeypatch):
+    """With SciPy the dense NumPy solvers are not called; a reported failure (info > 0) falls back to them."""
+    pytest.importorskip("scipy.linalg")
+    d, e = next(bidiagonal_cases(np.random.default_rng(1), 30, np.float64))
+
+    def refuse(*args, **kwargs):
+        raise AssertionError("the dense solver was called")
+
+    with monkeypatch.context() as mp:
+        mp.setattr(np.linalg, "svd", refuse)
+        mp.setattr(np.linalg, "eigh", refuse)
+        hybrid.bdsdc(d, e)
+        hybrid.bdsdc(d, e, compute_uv=False)
+        hybrid.stedc(d, e)
+
+    def failing(routine):
+        def run(*args):
+            routine(*args)
+            ctypes.c_int.from_address(args[-1]).value = 1  # info: "failed to converge"
+        return run
+
+    real = hybrid._cython_lapack
+    monkeypatch.setattr(hybrid, "_cython_lapack", lambda *args: failing(real(*args)))
+    u, s, vh = hybrid.bdsdc(d, e)
+    np.testing.assert_allclose((u * s) @ vh, np.diag(d) + np.diag(e, 1), atol=1e-12 * np.linalg.norm(d))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_hybrid_eigh_and_svd_without_scipy(full, solvers, dtype):
+    rng = np.random.default_rng(3)
+    g = values(rng, (37, 35), dtype)
+    h = (g[:35] + np.conj(g[:35].T)).astype(dtype)
+    tol = 30 * 37 * eps(dtype)
+    w, v = linalg.eigh(h, method="hybrid")
+    np.testing.assert_allclose(h @ v, v * w, atol=tol * np.linalg.norm(h))
+    u, s, vh = linalg.svd(g, full_matrices=True, method="hybrid")
+    np.testing.assert_allclose(s, np.linalg.svd(g, compute_uv=False), atol=tol * np.linalg.norm(g))
+    np.testing.assert_allclose((u[:, :35] * s) @ vh, g, atol=tol * np.linalg.norm(g))
+    np.testing.assert_allclose(np.conj(u.T) @ u, np.eye(37), atol=tol)
 
 
 # ----------------------------------------------------------------------------------------------------- linalg paths
