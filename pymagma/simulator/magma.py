@@ -443,6 +443,7 @@ MODEL = {
 
 # ----------------------------------------------------------------------------------------------------- auxiliary
 _QUEUES: dict[int, tuple[int, int]] = {}  # simulated magma_queue_t -> (device, cudaStream_t)
+_OWN_STREAM: set[int] = set()  # the queues whose stream magma_queue_create made (destroyed with them)
 _queue_handles = itertools.count(0x7100)
 #: the simulated runtime whose streams queues run on (set by ``pymagma.simulator.install``)
 STREAMS = None
@@ -451,18 +452,24 @@ STREAMS = None
 def queue_create(k, dt, stream: int | None = None):
     """magma_queue_create makes a new stream (its work waits until ordered, see the simulated runtime);
     magma_queue_create_from_cuda uses the given one."""
+    handle = next(_queue_handles)
     if stream is None:
         stream = STREAMS.create_stream() if STREAMS is not None else 0
-    handle = next(_queue_handles)
+        _OWN_STREAM.add(handle)
     _QUEUES[handle] = (k["device"], stream)
     view(address(k["queue_ptr"]), (1,), (1,), np.uintp)[0] = handle
 
 
 def destroy_queue(handle: int) -> None:
     """Stands in for ``pymagma.queue._destroy``: the finalizer of a Queue made on the simulator stays simulated
-    after the simulator is off (the real MAGMA never sees a simulated handle).  Enqueued work still runs."""
+    after the simulator is off (the real MAGMA never sees a simulated handle).  Enqueued work still runs; the
+    stream magma_queue_create made goes with the queue."""
     queue_sync(handle)
-    _QUEUES.pop(handle, None)
+    stream = _QUEUES.pop(handle, (0, 0))[1]
+    if handle in _OWN_STREAM:
+        _OWN_STREAM.discard(handle)
+        if STREAMS is not None:
+            STREAMS.destroy_stream(stream)
 
 
 def queue_sync(handle: int) -> None:

@@ -325,6 +325,22 @@ def test_queue_synchronize_reports_a_failed_stream_as_cuda_error():
                 q.synchronize()
 
 
+def test_a_destroyed_queue_destroys_the_stream_it_made():
+    """magma_queue_destroy destroys the stream magma_queue_create made (its work still runs), not a borrowed one."""
+    with simulator.simulated("full") as sim:
+        q = pymagma.Queue(0)
+        x = pymagma.asarray(np.ones(2))
+        _magma.initialized().magma_dscal(2, ctypes.c_double(3.0), x.ptr, 1, q.handle)
+        made = q.stream
+        assert made in sim.runtime.work
+        q._finalizer()
+        assert made not in sim.runtime.work
+        np.testing.assert_array_equal(np.ctypeslib.as_array((ctypes.c_double * 2).from_address(x.ptr)), [3, 3])
+        borrowed = rt.Stream()
+        queue.Queue.from_stream(borrowed)._finalizer()
+        assert borrowed.handle in sim.runtime.work
+
+
 def test_queue_events_are_made_on_the_queues_device():
     """cudaEventRecord needs the event and the stream in one context: a queue of device 1 records with device 1
     current, whatever the caller's device (cudaStreamWaitEvent may wait across devices)."""
