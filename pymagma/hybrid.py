@@ -26,6 +26,7 @@ answer when it exports one, else :data:`DEFAULT_NB`.
 from __future__ import annotations
 
 import contextlib
+import re
 import threading
 import time
 from dataclasses import dataclass
@@ -580,8 +581,10 @@ def _cython_lapack(name: str, args: tuple[str, ...]):
     get_pointer = ctypes.pythonapi.PyCapsule_GetPointer
     get_pointer.restype, get_pointer.argtypes = ctypes.c_void_p, [ctypes.py_object, ctypes.c_char_p]
     signature = get_name(capsule)
-    real = f"__pyx_t_5scipy_6linalg_13cython_lapack_{name[0]} *"
-    if signature is None or signature.decode() != f"void ({', '.join(a.replace('R *', real) for a in args)})":
+    c_real = {"s": "float", "d": "double"}
+    got = re.sub(r"\b\w*cython_lapack_([sd])\b", lambda t: c_real[t[1]],
+                 (signature or b"").decode())  # Cython names the typedefs of cython_lapack.pxd after the module
+    if got != f"void ({', '.join(a.replace('R *', c_real[name[0]] + ' *') for a in args)})":
         return None
     return ctypes.CFUNCTYPE(None, *(ctypes.c_void_p,) * len(args))(get_pointer(capsule, signature))
 

@@ -462,6 +462,8 @@ def test_scipy_solvers_replace_the_dense_ones(monkeypatch):
             ctypes.c_int.from_address(args[-1]).value = 1  # info: "failed to converge"
         return run
 
+    assert hybrid._cython_lapack("dbdsdc", hybrid._BDSDC_ARGS[:-1]) is None  # another signature: not called
+    assert hybrid._cython_lapack("dnosuch", hybrid._BDSDC_ARGS) is None
     real = hybrid._cython_lapack
     monkeypatch.setattr(hybrid, "_cython_lapack", lambda *args: failing(real(*args)))
     u, s, vh = hybrid.bdsdc(d, e)
