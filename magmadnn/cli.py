@@ -75,6 +75,16 @@ def positive_float(text: str) -> float:
     return value
 
 
+def bucket_mb(text: str) -> float | None:
+    """``--bucket-mb`` values: a size in MiB (> 0), or ``fused`` (None: one buffer for all the gradients)."""
+    if text.strip().lower() in ("fused", "none"):
+        return None
+    try:
+        return positive_float(text)
+    except (argparse.ArgumentTypeError, ValueError):
+        raise argparse.ArgumentTypeError(f"expected a size in MiB (> 0) or fused, got {text}") from None
+
+
 class OutputError(OSError):
     """An output file (``--plot``) that cannot be written; the message says which and why."""
 

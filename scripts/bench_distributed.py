@@ -6,8 +6,12 @@ Each configuration is a fresh ``mpiexec -n N`` job of this file (``--worker``) t
 covers the same data). Every rank gets ``cores // max(ranks)`` BLAS threads in every run, so N ranks use N times
 the cores of one (the usual scaling measure, free of BLAS threading effects). Throughput is over epochs 2.. (epoch 1
 warms up); speedup is ``throughput(N) / throughput(1)``, scaling efficiency ``speedup / N``; Allreduce ms/step is
-rank 0's time in the fused gradient reduction (staging copies included, and the wait for the slower rank: on a busy
+rank 0's time in the gradient reduction (staging copies included, and the wait for the slower rank: on a busy
 machine that wait dominates).
+
+``--bucket-mb MB|fused`` and ``--overlap`` choose the ``distributed.Options`` of every run (default: buckets of
+25 MiB, no overlap; the bench recipes' gradients fit one); ``--compare-buckets MB[,MB...]`` runs the multi-rank job
+again with each of those bucket sizes, one row each, so that fused and bucketed Allreduce ms/step come from one run.
 """
 
 from __future__ import annotations
@@ -19,6 +23,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from magmadnn import cli
 
 HERE = Path(__file__).resolve().parent
 THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "NUMBA_NUM_THREADS")
@@ -37,22 +43,26 @@ def mpiexec() -> str:
 
 
 def run(recipe: str, data: str | None, epochs: int, batch: int, train_size: int | None, ranks=(1, 2),
-        timeout: float = 1200) -> list[dict]:
-    """One row per rank count: samples/s, efficiency against 1 rank, Allreduce ms/step, cores, threads per rank."""
+        timeout: float = 1200, bucket_mb: float | None = 25.0, overlap: bool = False, compare_buckets=()) -> list[dict]:
+    """One row per rank count (and per size of ``compare_buckets`` for several ranks): samples/s, efficiency against
+    1 rank, Allreduce ms/step, buckets, cores, threads per rank."""
     cores = os.cpu_count() or 1
     rows = []
     threads = max(1, cores // max(ranks))
     for n in ranks:
-        env = {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
-        cmd = [mpiexec(), "-n", str(n), sys.executable, str(Path(__file__).resolve()), "--worker", "--recipe", recipe,
-               "--epochs", str(epochs), "--batch", str(batch)]
-        cmd += ["--data", data] if data else []
-        cmd += ["--train-size", str(train_size)] if train_size else []
-        done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
-        if done.returncode != 0:
-            raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
-        row = json.loads(done.stdout.strip().splitlines()[-1])
-        rows.append({"recipe": recipe, "ranks": n, "cores": cores, "threads_per_rank": threads, **row})
+        for size in [bucket_mb, *(compare_buckets if n > 1 else ())]:
+            env = {**os.environ, **dict.fromkeys(THREAD_VARS, str(threads))}
+            cmd = [mpiexec(), "-n", str(n), sys.executable, str(Path(__file__).resolve()), "--worker", "--recipe",
+                   recipe, "--epochs", str(epochs), "--batch", str(batch), "--bucket-mb", str(size or "fused")]
+            cmd += ["--data", data] if data else []
+            cmd += ["--train-size", str(train_size)] if train_size else []
+            cmd += ["--overlap"] if overlap else []
+            done = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=timeout)
+            if done.returncode != 0:
+                raise RuntimeError(f"{' '.join(cmd)} failed ({done.returncode}):\n{done.stdout}\n{done.stderr}")
+            row = json.loads(done.stdout.strip().splitlines()[-1])
+            rows.append({"recipe": recipe, "ranks": n, "cores": cores, "threads_per_rank": threads,
+                         "bucket_mb": size, "overlap": overlap, **row})
     base = rows[0]["samples_per_s"]
     for row in rows:
         row["speedup"] = row["samples_per_s"] / base if base else float("nan")
@@ -60,8 +70,8 @@ def run(recipe: str, data: str | None, epochs: int, batch: int, train_size: int 
     return rows
 
 
-COLUMNS = ["recipe", "ranks", "cores", "threads_per_rank", "batch_per_rank", "samples_per_s", "speedup", "efficiency",
-           "allreduce_ms_per_step", "steps_per_epoch", "val_accuracy"]
+COLUMNS = ["recipe", "ranks", "cores", "threads_per_rank", "batch_per_rank", "bucket_mb", "buckets", "overlap",
+           "samples_per_s", "speedup", "efficiency", "allreduce_ms_per_step", "steps_per_epoch", "val_accuracy"]
 
 
 def worker(args) -> None:
@@ -88,12 +98,12 @@ def worker(args) -> None:
             times.append(time.perf_counter() - self.start)
 
     history = model.fit(x, y, batch_size=args.batch, epochs=args.epochs, validation_data=(xt, yt), callbacks=[Clock()],
-                        verbose=0, distributed=True)
+                        verbose=0, distributed=distributed.Options(bucket_mb=args.bucket_mb, overlap=args.overlap))
     steady = times[1:] or times
     figures = distributed.stats()
     if world.Get_rank() == 0:
         print(json.dumps({"batch_per_rank": args.batch, "samples_per_s": len(x) * len(steady) / sum(steady),
-                          "allreduce_ms_per_step": figures["allreduce_ms_per_step"],
+                          "allreduce_ms_per_step": figures["allreduce_ms_per_step"], "buckets": figures["buckets"],
                           "steps_per_epoch": figures["steps"] // args.epochs,
                           "val_accuracy": history.history["val_accuracy"][-1]}))
 
@@ -106,11 +116,17 @@ def main(argv=None) -> None:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--batch", type=int, default=64)
     p.add_argument("--train-size", type=int, default=None)
+    p.add_argument("--bucket-mb", type=cli.bucket_mb, default=25.0, metavar="MB|fused",
+                   help="gradient bucket size in MiB, or fused: one buffer (default 25)")
+    p.add_argument("--overlap", action="store_true", help="start each bucket's Allreduce during the backward pass")
+    p.add_argument("--compare-buckets", type=lambda t: [cli.bucket_mb(v) for v in t.split(",") if v], default=[],
+                   metavar="MB[,MB...]", help="also run the multi-rank job with each of these bucket sizes")
     args = p.parse_args(argv)
     if args.worker:
         worker(args)
     else:
-        for row in run(args.recipe, args.data, args.epochs, args.batch, args.train_size):
+        for row in run(args.recipe, args.data, args.epochs, args.batch, args.train_size, bucket_mb=args.bucket_mb,
+                       overlap=args.overlap, compare_buckets=args.compare_buckets):
             print(json.dumps(row))
 
 

@@ -160,6 +160,42 @@ def test_distributed_mnist_example_reports_on_rank_0_only(tmp_path):
 
 
 @pytest.mark.mpi
+def test_distributed_mnist_example_takes_the_distributed_options(tmp_path):
+    from .dataset_files import write_mnist_folder
+
+    write_mnist_folder(tmp_path, n_train=40, n_test=16)
+    example = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
+    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--epochs", "1",
+           "--batch-size", "4", "--device", "host", "--quiet", "--model", "cnn", "--sync-bn", "--bucket-mb", "0.1",
+           "--overlap"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "sync BatchNorm, buckets of 0.1 MiB, overlap" in done.stdout
+    buckets = int(done.stdout.split(" buckets, ")[0].rsplit(" ", 1)[1])
+    assert buckets >= 3 and "5 steps" in done.stdout
+    done = subprocess.run([sys.executable, str(example), "--data", str(tmp_path), "--sync-bn", "--model", "mlp"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 2 and "--sync-bn needs a model with BatchNorm layers" in done.stderr
+
+
+@pytest.mark.mpi
+def test_bench_distributed_compares_fused_and_bucketed_reduction_in_one_run():
+    import json
+
+    bench = Path(__file__).resolve().parents[2] / "scripts" / "bench_distributed.py"
+    done = subprocess.run([sys.executable, str(bench), "--data", os.devnull, "--train-size", "64", "--epochs", "2",
+                           "--batch", "16", "--bucket-mb", "fused", "--compare-buckets", "0.25", "--overlap"],
+                          capture_output=True, text=True, timeout=TIMEOUT)
+    assert done.returncode == 0, done.stdout + done.stderr
+    rows = [json.loads(line) for line in done.stdout.splitlines() if line.startswith("{")]
+    assert [(r["ranks"], r["bucket_mb"], r["overlap"]) for r in rows] == [(1, None, True), (2, None, True),
+                                                                          (2, 0.25, True)]
+    assert rows[0]["buckets"] == rows[1]["buckets"] == 1 and rows[2]["buckets"] >= 3
+    assert all(r["allreduce_ms_per_step"] >= 0 and r["samples_per_s"] > 0 for r in rows)
+    assert rows[1]["steps_per_epoch"] == rows[2]["steps_per_epoch"] == 2
+
+
+@pytest.mark.mpi
 def test_bench_distributed_dry_run_reports_both_rank_counts(tmp_path):
     import json
 
@@ -297,6 +333,17 @@ def test_buckets_take_the_parameters_last_first_up_to_the_size():
         distributed.Options(sync_batchnorm="yes")
     assert distributed.Options(bucket_mb=None).bucket_bytes == float("inf")
     assert distributed.Options(bucket_mb=25).bucket_bytes == 25 * 2**20
+
+
+def test_bucket_size_flag_takes_mib_or_fused():
+    import argparse
+
+    from magmadnn import cli
+
+    assert cli.bucket_mb("fused") is None and cli.bucket_mb("None") is None and cli.bucket_mb("0.5") == 0.5
+    for bad in ("0", "-1", "inf", "big"):
+        with pytest.raises(argparse.ArgumentTypeError, match="size in MiB"):
+            cli.bucket_mb(bad)
 
 
 def test_fit_refuses_a_distributed_value_that_is_not_options():
