@@ -53,6 +53,7 @@ Without mpi4py importing this module still works; ``is_available()`` is False an
 from __future__ import annotations
 
 import math
+import numbers
 import os
 import sys
 import time
@@ -265,7 +266,7 @@ class Options:
         if not isinstance(sync_batchnorm, (bool, np.bool_)) or not isinstance(overlap, (bool, np.bool_)):
             raise TypeError(f"Options: sync_batchnorm and overlap must be True or False, got {sync_batchnorm!r}, "
                             f"{overlap!r}")
-        if bucket_mb is not None and (isinstance(bucket_mb, bool) or not isinstance(bucket_mb, (int, float))
+        if bucket_mb is not None and (isinstance(bucket_mb, bool) or not isinstance(bucket_mb, numbers.Real)
                                       or not bucket_mb > 0):
             raise ValueError(f"Options: bucket_mb must be a positive number of MiB or None, got {bucket_mb!r}")
         if cuda_aware not in (None, True, False):

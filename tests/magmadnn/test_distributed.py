@@ -333,6 +333,11 @@ def test_buckets_take_the_parameters_last_first_up_to_the_size():
         distributed.Options(sync_batchnorm="yes")
     assert distributed.Options(bucket_mb=None).bucket_bytes == float("inf")
     assert distributed.Options(bucket_mb=25).bucket_bytes == 25 * 2**20
+    assert distributed.Options(bucket_mb=np.float32(0.5)).bucket_mb == 0.5  # a value from a NumPy grid
+    assert distributed.Options(bucket_mb=np.int64(4)).bucket_mb == 4.0
+    for bad in (True, np.bool_(True), "4", float("nan")):
+        with pytest.raises(ValueError, match="bucket_mb"):
+            distributed.Options(bucket_mb=bad)
 
 
 def test_bucket_size_flag_takes_mib_or_fused():
