@@ -433,17 +433,20 @@ class GradientAverager:
     bit-identical to one fused buffer; with more, the MPI library may pick another summation order for another
     message size, equal to rounding).
 
-    Staging: on the host backend the buffers are NumPy arrays the gradients are copied into (and read back from as
-    views); on a backend with ``host_empty``/``copy_to_host`` (the GPU backend) they are page-locked host buffers;
-    with ``direct`` (a CUDA-aware MPI and a backend with ``flat_pack``/``flat_unpack``) they are device arrays handed
-    to MPI by address. ``overlap``: ``ready(leaf)`` (the autograd hook) posts each bucket's ``Iallreduce`` as soon as
-    its gradients are final, buckets in order; ``finish`` posts the rest and waits. ``seconds`` accumulates the time
-    spent packing, reducing and unpacking (the wait for the other ranks included), ``steps`` counts the steps.
+    Staging (``xp``: the model's backend, the host when None): on the host backend the buffers are NumPy arrays the
+    gradients are copied into (and read back from as views); on a backend with ``host_empty``/``copy_to_host`` (the
+    GPU backend) they are page-locked host buffers; with ``direct`` (a CUDA-aware MPI and a backend with
+    ``flat_pack``/``flat_unpack``) they are device arrays handed to MPI by address. ``overlap``: ``ready(leaf)``
+    (the autograd hook) posts each bucket's ``Iallreduce`` as soon as its gradients are final, buckets in order;
+    ``finish`` posts the rest and waits. ``seconds`` accumulates the time spent packing, reducing and unpacking (the
+    wait for the other ranks included), ``steps`` counts the steps.
     """
 
     def __init__(self, params, dtype, world, xp=None, bucket_bytes: float = math.inf, overlap: bool = False,
                  direct: bool = False):
-        self.world, self.MPI, self.xp = world, _mpi(), xp
+        from . import backend
+
+        self.world, self.MPI, self.xp = world, _mpi(), backend.get("host") if xp is None else xp
         self.params = list(params)
         self.dtype = np.dtype(dtype)
         self.shapes = [tuple(p.data.shape) for p in self.params]

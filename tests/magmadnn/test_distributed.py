@@ -303,6 +303,22 @@ def test_sync_batch_norm_of_one_rank_is_batch_norm(device, shape):
             np.testing.assert_allclose(got, want, rtol=1e-10, atol=1e-12, err_msg=name)
 
 
+def test_sync_batch_norm_in_inference_uses_the_running_statistics_and_no_collective():
+    from magmadnn import functional as F
+
+    class Refuses(OneRank):
+        def moments(self, *args):
+            raise AssertionError("a collective in inference")
+
+        sum = moments
+
+    rng = np.random.default_rng(2)
+    x, gamma, beta = rng.normal(size=(5, 3)), rng.normal(size=3), rng.normal(size=3)
+    mean, var = rng.normal(size=3), rng.uniform(0.5, 2.0, 3)
+    got = F.batch_norm(x, gamma, beta, mean, var, False, sync=Refuses())
+    np.testing.assert_allclose(got.data, (x - mean) / np.sqrt(var + 1e-5) * gamma + beta, rtol=1e-12)
+
+
 def _simulator():
     from pymagma import simulator
 
@@ -439,6 +455,33 @@ def test_device_buffers_come_back_to_the_host_as_the_header_only(monkeypatch):
         assert loss == 0.5 and reads and max(reads) <= 2
         for k, g in enumerate(grads):
             np.testing.assert_array_equal(to_numpy(g), np.full((50, 4), k + 1.0))
+
+
+@pytest.mark.mpi
+def test_overlapped_buckets_are_posted_in_bucket_order_whatever_order_the_hook_fires():
+    MPI = pytest.importorskip("mpi4py.MPI")  # noqa: N806
+    from magmadnn.autograd import Tensor
+
+    posted = []
+
+    class Recorder:  # one rank; records which buffer each Iallreduce gets
+        def Iallreduce(self, sendbuf, recvbuf, op):  # noqa: N802
+            posted.append(recvbuf[0])
+            return MPI.COMM_SELF.Iallreduce(sendbuf, recvbuf, op=op)
+
+    params = [Tensor(np.zeros(4), requires_grad=True) for _ in range(4)]
+    averager = distributed.GradientAverager(params, np.float64, Recorder(), bucket_bytes=64, overlap=True)
+    assert [b.positions for b in averager.buckets] == [[3, 2], [1, 0]]
+    for k, p in enumerate(params):
+        p.grad = np.full(4, float(k))
+    averager.start(1.0, np.float64(0.5))
+    for k in (0, 1, 3):  # the second bucket complete first: nothing may go before the first
+        averager.ready(params[k])
+    assert posted == []
+    averager.ready(params[2])
+    assert [id(b) for b in posted] == [id(b.buffer) for b in averager.buckets]
+    grads, loss = averager.finish(mean=False)
+    assert loss == 0.5 and [float(g[0]) for g in grads] == [0.0, 1.0, 2.0, 3.0]
 
 
 # ------------------------------------------------------------------------------------------------ under mpiexec:
