@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import backend, data, zoo
+from . import backend, data, distributed, zoo
 from .callbacks import Callback
 from .models import NonFiniteLossError, NonFiniteParameterError
 from .saving import ArchitectureMismatchError, ModelFileError
@@ -311,13 +311,15 @@ def debugging(argv=None) -> bool:
 
 def run_guarded(entry, argv=None, prog: str = "magmadnn") -> int:
     """Run ``entry(argv)``; one of the ``USER_ERRORS`` prints one line on stderr and gives exit status 2 instead of
-    a traceback (unless debugging, see ``debugging``); any other exception propagates with its traceback."""
+    a traceback (unless debugging, see ``debugging``); any other exception propagates with its traceback. Under
+    ``mpiexec`` with several ranks such an error ends every rank (it may have happened on this one only)."""
     try:
         entry(argv)
     except USER_ERRORS as exc:
         if debugging(argv):
             raise
         print(f"{prog}: error: {exc}", file=sys.stderr)
+        distributed.abort_if_several_ranks(2)
         return 2
     return 0
 

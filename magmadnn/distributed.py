@@ -64,7 +64,7 @@ import numpy as np
 __all__ = ["MPIUnavailableError", "is_available", "init", "comm", "rank", "size", "is_root", "install_abort_hook",
            "broadcast_model", "shard_indices", "ShardedBatches", "GradientAverager", "DataParallel", "barrier",
            "setup_fit", "stats", "launched", "limit_threads_per_rank", "ranks_on_this_node", "Options",
-           "BatchNormGroup", "combine_moments", "cuda_aware_mpi", "plan_buckets"]
+           "BatchNormGroup", "combine_moments", "cuda_aware_mpi", "plan_buckets", "abort_if_several_ranks"]
 
 _INSTALL = "pip install magmadnn[mpi] (mpi4py with an MPICH wheel), or mpi4py built against your cluster's MPI"
 
@@ -192,6 +192,18 @@ def install_abort_hook() -> None:
 
     sys.excepthook = hook
     _hook_installed = True
+
+
+def abort_if_several_ranks(status: int) -> None:
+    """When this process is one of several MPI ranks (mpi4py imported, MPI running): ``Abort(status)`` the whole
+    job. For an error handled on one rank (a one-line message instead of a traceback): leaving alone, that rank
+    would leave the others waiting in their next collective call for ever. Nothing happens without MPI."""
+    MPI = sys.modules.get("mpi4py.MPI")  # noqa: N806  (never imported here)
+    if MPI is None or not MPI.Is_initialized() or MPI.Is_finalized() or MPI.COMM_WORLD.Get_size() == 1:
+        return
+    sys.stderr.flush()
+    sys.stdout.flush()
+    MPI.COMM_WORLD.Abort(status)
 
 
 def _float_type(MPI, dtype):  # noqa: N803

@@ -196,6 +196,20 @@ def test_bench_distributed_compares_fused_and_bucketed_reduction_in_one_run():
 
 
 @pytest.mark.mpi
+def test_a_user_error_on_one_rank_ends_the_whole_job(tmp_path):
+    """--download fails on rank 0 only (the rank that downloads; no network through a closed proxy port): the
+    example prints the one-line error and must end every rank, not leave rank 1 waiting at its barrier."""
+    example = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
+    env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "https_proxy", "http_proxy")}
+    env.update(https_proxy="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
+    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--download",
+           "--device", "host", "--quiet"]
+    done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
+    assert done.returncode != 0
+    assert "magmadnn: error: " in done.stderr and "could not download" in done.stderr
+
+
+@pytest.mark.mpi
 def test_bench_distributed_dry_run_reports_both_rank_counts(tmp_path):
     import json
 
