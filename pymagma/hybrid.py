@@ -680,12 +680,14 @@ def gebrd(w: DeviceArray, nb: int | None = None) -> tuple[np.ndarray, np.ndarray
     """Reduce column-major ``w`` (m >= n, overwritten) to real upper bidiagonal ``B = Q^H A P``, blocked as LAPACK's
     ?gebrd with ?labrd panels of ``nb`` columns and rows (default :data:`GEBRD_NB`).
 
-    Per panel the host fetches its columns and rows once; per column it corrects the column (and then the row) with
-    the panel's reflectors and builds the left (right) reflector, and the device multiplies the trailing matrix,
-    as it was when the panel began, by it (two ``gemv``: ``A^H v`` and ``A u``, one round trip each).  After the
-    panel the trailing matrix is updated on the device with two ``gemm``: ``A -= V Y^H + X U^H``.  Returns ``(d, e,
-    vq, tauq, vp, taup)``: B's diagonal and superdiagonal; ``Q = H_1 ... H_n`` (``vq`` unit lower trapezoidal,
-    m x n) and ``P = G_1 ... G_{n-1}`` (``vp``, (n-1) x (n-1), acting on rows 1...)."""
+    Per panel the host fetches its columns and rows once.  Per column it corrects the column (then the row) with
+    the panel's reflectors, builds the left (right) reflector, and the device multiplies the trailing matrix, as it
+    was when the panel began, by it (``gemv``: ``A^H v``, then ``A u``; one round trip each), while the host
+    computes the panel's share of that product (as MAGMA's labrd overlaps them).  After the panel the device
+    updates the trailing matrix with ``A -= V Y^H + X U^H``: one rank-2nb ``gemm`` (LAPACK's two, with ``[V X]``
+    and ``[Y U]`` kept side by side).  Returns ``(d, e, vq, tauq, vp, taup)``: B's diagonal and superdiagonal;
+    ``Q = H_1 ... H_n`` (``vq`` unit lower trapezoidal, m x n) and ``P = G_1 ... G_{n-1}`` (``vp``,
+    (n-1) x (n-1), acting on rows 1...)."""
     m, n = w.shape
     dtype, real = w.dtype, np.finfo(w.dtype).dtype
     d, e = np.zeros(n, real), np.zeros(max(n - 1, 0), real)
@@ -694,46 +696,52 @@ def gebrd(w: DeviceArray, nb: int | None = None) -> tuple[np.ndarray, np.ndarray
     if n == 0:
         return d, e, vq, tauq, vp, taup
     nb = min(nb or block_size("gebrd", dtype, m, n, GEBRD_NB), n)
+    cj = np.conj if np.iscomplexobj(vq) else (lambda x: x)
     q = w.queue
     dv, dy = colmajor_empty(m, 1, dtype, w.device), colmajor_empty(n, 1, dtype, w.device)  # gemv operands
-    try:
-        for i0 in range(0, n, nb):
-            jb, mt, nt = min(nb, n - i0), m - i0, n - i0  # the panel's width; the trailing matrix A is mt x nt
-            cols, rows = _download(w[i0:, i0:i0 + jb], q), _download(w[i0:i0 + jb, i0:], q)  # A's panel, unchanged
-            vs, xs = np.zeros((mt, jb), dtype), np.zeros((mt, jb), dtype)  # left reflectors V and X = tau_p A U
-            us, ys = np.zeros((nt, jb), dtype), np.zeros((nt, jb), dtype)  # right reflectors U and Y = tau_q A^H V
-            for j in range(jb):
-                i = i0 + j
-                with _on_host():  # column j of A - V Y^H - X U^H
-                    col = cols[j:, j] - vs[j:, :j] @ np.conj(ys[j, :j]) - xs[j:, :j] @ np.conj(us[j, :j])
-                    beta, tau, v = larfg(col)
-                d[i], tauq[i], vq[i:, i], vs[j:, j] = np.real(beta), tau, v, v
-                if i == n - 1:
-                    break
-                _upload(v[:, None], dv[:mt - j], q)
-                gemv(C, 1.0, w[i:, i + 1:], dv[:mt - j], 0.0, dy[:nt - j - 1], q)  # A^H v, A as the panel began
-                y = _download(dy[:nt - j - 1], q)[:, 0]
-                with _on_host():
-                    y = y - ys[j + 1:, :j] @ (np.conj(vs[j:, :j].T) @ v) - us[j + 1:, :j] @ (np.conj(xs[j:, :j].T) @ v)
-                    ys[j + 1:, j] = tau * y
-                    row = rows[j, j + 1:] - np.conj(ys[j + 1:, :j + 1]) @ vs[j, :j + 1] \
-                        - np.conj(us[j + 1:, :j]) @ xs[j, :j]  # row j of A - V Y^H - X U^H, left reflector j applied
-                    beta, tau, u = larfg(np.conj(row))
-                e[i], taup[i], vp[i:, i], us[j + 1:, j] = np.real(beta), tau, u, u
-                _upload(u[:, None], dy[:nt - j - 1], q)
-                gemv(N, 1.0, w[i + 1:, i + 1:], dy[:nt - j - 1], 0.0, dv[:mt - j - 1], q)  # A u
-                x = _download(dv[:mt - j - 1], q)[:, 0]
-                with _on_host():
-                    x = x - vs[j + 1:, :j + 1] @ (np.conj(ys[j + 1:, :j + 1].T) @ u) \
-                        - xs[j + 1:, :j] @ (np.conj(us[j + 1:, :j].T) @ u)
-                    xs[j + 1:, j] = tau * x
-            if nt > jb:  # the trailing matrix beyond the panel: A -= V Y^H + X U^H (two gemm)
-                trailing = w[i0 + jb:, i0 + jb:]
-                operands = [to_device_colmajor(x[jb:], w.device) for x in (vs, ys, xs, us)]
-                gemm(N, C, -1.0, operands[0], operands[1], 1.0, trailing, q)
-                gemm(N, C, -1.0, operands[2], operands[3], 1.0, trailing, q)
-    finally:
-        q.synchronize()
+
+    def product(trans, a, x, dx, dout, stage):
+        """Enqueue ``op(a) x`` on the device and its copy into the pinned ``stage`` (read after q.synchronize)."""
+        _upload(x[:, None], dx, q)
+        gemv(trans, 1.0, a, dx, 0.0, dout, q)
+        runtime.memcpy_2d_dtoh(stage[None, :len(dout)], dout.ptr, len(dout) * dout.itemsize, stream=q.stream)
+        return stage[:len(dout)]
+
+    with _staging(dtype, n, m) as (ystage, xstage):
+        try:
+            for i0 in range(0, n, nb):
+                jb, mt, nt = min(nb, n - i0), m - i0, n - i0  # the panel's width; the trailing matrix A: mt x nt
+                cols, rows = _download(w[i0:, i0:i0 + jb], q), _download(w[i0:i0 + jb, i0:], q)  # A's panel
+                # [V X] and [Y U] with columns interleaved (v_0, x_0, v_1, ...; y_0, u_0, y_1, ...): the first 2j
+                # columns hold the panel's first j steps, and A - V Y^H - X U^H = A - VX YU^H
+                vx, yu = np.zeros((mt, 2 * jb), dtype, order="F"), np.zeros((nt, 2 * jb), dtype, order="F")
+                for j in range(jb):
+                    i, k = i0 + j, 2 * j
+                    with _on_host():  # column j of A - VX YU^H
+                        beta, tau, v = larfg(cols[j:, j] - vx[j:, :k] @ cj(yu[j, :k]))
+                    d[i], tauq[i], vq[i:, i], vx[j:, k] = np.real(beta), tau, v, v
+                    if i == n - 1:
+                        break
+                    y = product(C, w[i:, i + 1:], v, dv[:mt - j], dy[:nt - j - 1], ystage)  # A^H v on the device
+                    with _on_host():  # meanwhile the panel's share: (VX YU^H)^H v = YU (VX^H v)
+                        share = yu[j + 1:, :k] @ (cj(vx[j:, :k].T) @ v)
+                    q.synchronize()
+                    with _on_host():
+                        yu[j + 1:, k] = tau * (y - share)
+                        row = rows[j, j + 1:] - cj(yu[j + 1:, :k + 1]) @ vx[j, :k + 1]  # left reflector j applied
+                        beta, tau, u = larfg(cj(row))
+                    e[i], taup[i], vp[i:, i], yu[j + 1:, k + 1] = np.real(beta), tau, u, u
+                    x = product(N, w[i + 1:, i + 1:], u, dy[:nt - j - 1], dv[:mt - j - 1], xstage)  # A u
+                    with _on_host():
+                        share = vx[j + 1:, :k + 1] @ (cj(yu[j + 1:, :k + 1].T) @ u)
+                    q.synchronize()
+                    with _on_host():
+                        vx[j + 1:, k + 1] = tau * (x - share)
+                if nt > jb:  # the trailing matrix beyond the panel: A -= [V X] [Y U]^H
+                    left, right = (to_device_colmajor(h[jb:], w.device) for h in (vx, yu))
+                    gemm(N, C, -1.0, left, right, 1.0, w[i0 + jb:, i0 + jb:], q)
+        finally:
+            q.synchronize()
     return d, e, vq, tauq, vp, taup
 
 
