@@ -513,40 +513,56 @@ SYTRD_NB = 32
 def sytrd(w: DeviceArray, nb: int | None = None) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Reduce the Hermitian column-major ``w`` (lower triangle referenced, destroyed) to real tridiagonal form
     ``Q^H A Q = T``, blocked as LAPACK's ?sytrd/?hetrd with ?latrd panels of ``nb`` columns (default
-    :data:`SYTRD_NB`): per column the host corrects the column and builds the reflector, the device multiplies the
-    trailing matrix by it (``symv``/``hemv``); per panel one rank-2nb update ``A -= V W^H + W V^H`` on the device
-    (``syr2k``/``her2k``).  Returns ``(d, e, v, tau)``: T's diagonal and subdiagonal, and the reflectors (``v``
-    unit lower trapezoidal, ``(n-1) x (n-1)``) with ``Q = H_1 ... H_{n-1}`` acting on rows 1..."""
+    :data:`SYTRD_NB`): per panel the host fetches its columns once; per column it corrects the column and builds
+    the reflector, and the device multiplies the trailing matrix, as it was when the panel began, by it
+    (``symv``/``hemv``, one round trip) while the host computes the panel's share of that product; per panel one
+    rank-2nb update ``A -= V W^H + W V^H`` on the device (``syr2k``/``her2k``).  Returns ``(d, e, v, tau)``: T's
+    diagonal and subdiagonal, and the reflectors (``v`` unit lower trapezoidal, ``(n-1) x (n-1)``) with
+    ``Q = H_1 ... H_{n-1}`` acting on rows 1..."""
     n = w.shape[0]
-    real = np.finfo(w.dtype).dtype
+    dtype, real = w.dtype, np.finfo(w.dtype).dtype
     d, e = np.zeros(n, real), np.zeros(max(n - 1, 0), real)
-    v_all = np.zeros((max(n - 1, 0), max(n - 1, 0)), w.dtype)
-    taus = np.zeros(max(n - 1, 0), w.dtype)
-    nb = nb or block_size("sytrd", w.dtype, n, n, SYTRD_NB)
-    for i in range(0, n - 1, nb):
-        jb, m = min(nb, n - 1 - i), n - i  # the panel's columns; the order of the trailing matrix A = w[i:, i:]
-        vs, ws = np.zeros((m, jb), w.dtype), np.zeros((m, jb), w.dtype)  # the panel's reflectors and A v's
-        for c in range(jb):
-            col = w[i + c:, i + c:i + c + 1].get()[:, 0]  # column c of A from its diagonal, without the panel's
-            with _on_host():                                # updates so far: applied here
-                col -= vs[c:, :c] @ np.conj(ws[c, :c]) + ws[c:, :c] @ np.conj(vs[c, :c])
-                beta, tau, v = larfg(col[1:])
-            d[i + c], e[i + c], taus[i + c], v_all[i + c:, i + c] = np.real(col[0]), np.real(beta), tau, v
-            vs[c + 1:, c] = v
-            if tau == 0:
-                continue
-            y = colmajor_empty(m - c - 1, 1, w.dtype, w.device)
-            hemv_lower(1.0, w[i + c + 1:, i + c + 1:], to_device_colmajor(v[:, None].astype(w.dtype), w.device), y)
-            y = y.get()[:, 0]
-            with _on_host():  # w = tau (A - V W^H - W V^H) v, then w -= tau/2 (w^H v) v
-                vr, wr = vs[c + 1:, :c], ws[c + 1:, :c]
-                y = tau * (y - vr @ (np.conj(wr.T) @ v) - wr @ (np.conj(vr.T) @ v))
-                ws[c + 1:, c] = y - 0.5 * tau * np.vdot(y, v) * v
-        if m > jb:
-            her2k_lower(-1.0, to_device_colmajor(vs[jb:], w.device), to_device_colmajor(ws[jb:], w.device),
-                        w[i + jb:, i + jb:])
-    if n:
-        d[n - 1] = np.real(w[n - 1:, n - 1:].get()[0, 0])
+    v_all = np.zeros((max(n - 1, 0), max(n - 1, 0)), dtype)
+    taus = np.zeros(max(n - 1, 0), dtype)
+    nb = nb or block_size("sytrd", dtype, n, n, SYTRD_NB)
+    cj = np.conj if np.iscomplexobj(v_all) else (lambda x: x)
+    q = w.queue
+    dv, dy = colmajor_empty(n, 1, dtype, w.device), colmajor_empty(n, 1, dtype, w.device)  # hemv operands
+    with _staging(dtype, n) as (stage,):
+        try:
+            for i in range(0, n - 1, nb):
+                jb, m = min(nb, n - 1 - i), n - i  # the panel's columns; the order of the trailing matrix A
+                panel = _download(w[i:, i:i + jb], q)  # A's panel (lower triangle), unchanged by the panel's steps
+                # [V W] and [W V] with columns interleaved (v_0, w_0, v_1, ...; w_0, v_0, w_1, ...): the first 2c
+                # columns hold the panel's first c steps, and A - V W^H - W V^H = A - VW WV^H
+                vw, wv = np.zeros((m, 2 * jb), dtype, order="F"), np.zeros((m, 2 * jb), dtype, order="F")
+                for c in range(jb):
+                    k = 2 * c
+                    with _on_host():  # column c of A - VW WV^H from its diagonal
+                        col = panel[c:, c] - vw[c:, :k] @ cj(wv[c, :k])
+                        beta, tau, v = larfg(col[1:])
+                    d[i + c], e[i + c], taus[i + c], v_all[i + c:, i + c] = np.real(col[0]), np.real(beta), tau, v
+                    vw[c + 1:, k], wv[c + 1:, k + 1] = v, v
+                    if tau == 0:
+                        continue
+                    size = m - c - 1
+                    _upload(v[:, None], dv[:size], q)
+                    hemv_lower(1.0, w[i + c + 1:, i + c + 1:], dv[:size], dy[:size])  # A v on the device
+                    runtime.memcpy_2d_dtoh(stage[None, :size], dy.ptr, size * dy.itemsize, stream=q.stream)
+                    with _on_host():  # meanwhile the panel's share: (V W^H + W V^H) v = VW (WV^H v)
+                        share = vw[c + 1:, :k] @ (cj(wv[c + 1:, :k].T) @ v)
+                    q.synchronize()
+                    with _on_host():  # w = tau (A - V W^H - W V^H) v, then w -= tau/2 (w^H v) v
+                        y = tau * (stage[:size] - share)
+                        y = y - 0.5 * tau * np.vdot(y, v) * v
+                    vw[c + 1:, k + 1], wv[c + 1:, k] = y, y
+                if m > jb:
+                    her2k_lower(-1.0, to_device_colmajor(vw[jb:, 0::2], w.device),
+                                to_device_colmajor(vw[jb:, 1::2], w.device), w[i + jb:, i + jb:])
+            if n:
+                d[n - 1] = np.real(_download(w[n - 1:, n - 1:], q)[0, 0])
+        finally:
+            q.synchronize()
     return d, e, v_all, taus
 
 

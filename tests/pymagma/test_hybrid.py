@@ -484,6 +484,17 @@ def test_hybrid_eigh_and_svd_without_scipy(full, solvers, dtype):
     np.testing.assert_allclose(np.conj(u.T) @ u, np.eye(37), atol=tol)
 
 
+@pytest.mark.parametrize("n, nb", [(12, 4), (13, 5), (9, 9), (9, 1), (2, 3)])
+def test_tridiagonal_reduction_is_blocked(full, n, nb):
+    """Device calls of sytrd: one symv per reflector (n - 2 of them: the last real one is the identity), one syr2k
+    per panel (every panel has rows below it)."""
+    g = values(np.random.default_rng(0), (n, n), np.float64)
+    full.calls.clear()
+    hybrid.sytrd(device_colmajor(g + g.T), nb)
+    want = collections.Counter({"magma_dsymv": n - 2, "magma_dsyr2k": len(range(0, n - 1, nb))})
+    assert collections.Counter(full.calls) == want
+
+
 # ----------------------------------------------------------------------------------------------------- linalg paths
 @pytest.fixture
 def small_blocks(monkeypatch):
