@@ -377,13 +377,15 @@ def zero_upper(w: DeviceArray, nb: int = DEFAULT_NB) -> None:
 
 # ----------------------------------------------------------------------------------------------------- QR
 def larft(v: np.ndarray, tau: np.ndarray) -> np.ndarray:
-    """The upper triangular ``T`` of the compact-WY form ``H_1 ... H_k = I - V T V^H`` (forward, columnwise)."""
+    """The upper triangular ``T`` of the compact-WY form ``H_1 ... H_k = I - V T V^H`` (forward, columnwise): the
+    products ``V^H v_i`` of all columns at once (one ``gemm``), then LAPACK's recurrence on k x k blocks."""
     k = v.shape[1]
+    g = np.conj(v.T) @ v
     t = np.zeros((k, k), v.dtype)
     for i in range(k):
         t[i, i] = tau[i]
         if i:
-            t[:i, i] = -tau[i] * (t[:i, :i] @ (np.conj(v[:, :i].T) @ v[:, i]))
+            t[:i, i] = -tau[i] * (t[:i, :i] @ g[:i, i])
     return t
 
 
