@@ -13,12 +13,17 @@
   (median; inputs already on the device); ratio = torch / pymagma (goals: cholesky and qr >= 0.8, eigh and svd
   >= 0.5); host_s = seconds per call the hybrid driver spent in host-side work (pymagma.hybrid.host_seconds:
   panels, reflectors, the tridiagonal/bidiagonal solver; with look-ahead much of it overlaps the device).
-  Default sizes: cholesky and qr at N = 2048, 4096, 8192; eigh and svd at N = 2048 only (--eig-sizes to add
-  more).  Their reductions run a host reflector, a device BLAS-2 product and host round trips per column (svd's
-  unblocked, eigh's blocked with one syr2k per panel), and the host solves the N x N tridiagonal / bidiagonal
-  problem with dense O(N^3) LAPACK when SciPy is absent, as on the GPU machine: estimated ~10 s (eigh) and
-  ~25 s (svd) per call at 4096 and minutes at 8192, which would take scripts/gpu_check.sh past its 8 minutes.
-  The default set is estimated at about a minute.
+  Default sizes: cholesky and qr at N = 2048, 4096, 8192; eigh and svd at N = 2048, 4096 (--eig-sizes for
+  more; above 2048 one timed call each, without warm-up, after every other row).  Their reductions are blocked
+  (panels of 32) but still make two host round trips per column (svd; eigh one), and the host then solves the
+  N x N tridiagonal / bidiagonal problem: with SciPy (the run prints which solvers it found) by LAPACK's divide
+  and conquer, measured on 2 CPU cores (--host-solvers) at 2.0 s (tridiagonal) and 5.3 s (bidiagonal) for N = 4096,
+  6x faster than the dense NumPy fallback (12 s, 32 s); the reductions' host work was ~165 us (eigh) and ~250 us
+  (svd) per column at N = 2048 on the simulator.  Estimated on the GPU machine: ~3 s (eigh) and ~5 s (svd) per
+  call at 4096, plus torch's; 8192 (~4x the host work per call, and torch's own svd) stays opt-in.  The default
+  set is estimated at ~40 s (no GPU run yet); the JSON is rewritten after every row, so a time limit loses only
+  the rows not yet run.
+``host_solver_rows(sizes)`` (``--host-solvers``, CPU only) times the eigh/svd host solvers with SciPy and without.
 Without a CUDA device (or without PyTorch with CUDA) both return no rows.  ``--hybrid --dry-run`` runs the hybrid
 rows' logic on the CPU in seconds: pymagma's simulator for the device, PyTorch on the CPU, tiny sizes.
 Run directly to print a table (``--json PATH`` writes the rows).
@@ -28,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import statistics
 import sys
 import time
@@ -40,8 +46,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from _gpu_bench import print_rows, row, time_pymagma, time_torch  # noqa: E402
 
 #: hybrid rows run by default: (cholesky, qr sizes), (eigh, svd sizes); see the module docstring for why
-HYBRID_SIZES, EIG_SIZES = (2048, 4096, 8192), (2048,)
+HYBRID_SIZES, EIG_SIZES = (2048, 4096, 8192), (2048, 4096)
 DRY_SIZES, DRY_EIG_SIZES = (48, 160), (40,)  # --dry-run: around and across the simulator's block sizes
+HOST_SOLVER_SIZES = (1024, 2048, 4096)  # --host-solvers (CPU only)
 GOALS = {"cholesky": 0.8, "qr": 0.8, "eigh": 0.5, "svd": 0.5}
 
 
@@ -127,9 +134,10 @@ def _hybrid_cases(torch):
     ]
 
 
-def hybrid_rows(torch, repeats: int, sizes=HYBRID_SIZES, eig_sizes=EIG_SIZES, device: str = "cuda") -> list[dict]:
+def hybrid_rows(torch, repeats: int, sizes=HYBRID_SIZES, eig_sizes=EIG_SIZES, device: str = "cuda",
+                on_row=None) -> list[dict]:
     """The hybrid LAPACK rows (see the module docstring).  ``device="cpu"``: PyTorch on the CPU and pymagma on
-    whatever device layer is active (the simulator in a dry run)."""
+    whatever device layer is active (the simulator in a dry run).  ``on_row(rows)`` after every row."""
     import pymagma
     from pymagma import hybrid, linalg
 
@@ -137,25 +145,28 @@ def hybrid_rows(torch, repeats: int, sizes=HYBRID_SIZES, eig_sizes=EIG_SIZES, de
     gen = torch.Generator(device=device).manual_seed(0)
     sync_torch = torch.cuda.synchronize if device == "cuda" else (lambda: None)
     rows = []
-    for name, routine, make, ours_fn, theirs_fn in _hybrid_cases(torch):
-        for n in (eig_sizes if name in ("eigh", "svd") else sizes):
-            t = make(torch.randn(n, n, dtype=torch.float64, device=device, generator=gen)).contiguous()
-            a = pymagma.asarray(t if device == "cuda" else t.numpy())  # the same matrix, no copy on a GPU
-            costly = name in ("eigh", "svd") and n > 2048  # one timed call, no warm-up (smaller sizes warmed up)
-            reps, warmup = (1, False) if costly else (max(2, repeats // 3), True)
-            theirs = _wall_s(lambda t=t, f=theirs_fn: f(t), sync_torch, reps, warmup)
-            for method in ("hybrid", "native") if paths[name] == "native" else ("hybrid",):
-                call = lambda a=a, f=ours_fn, m=method: f(a, m)  # noqa: E731
-                if warmup:
-                    call()
-                    a.queue.synchronize()
-                with hybrid.host_time() as host:
-                    ours = _wall_s(call, a.queue.synchronize, reps, warmup=False)
-                rows.append(row("hybrid", f"{name} {routine} N={n} {method}", ours, theirs, "s",
-                                higher_is_better=False,
-                                host_s=round(host.seconds / reps, 4) if method == "hybrid" else None,
-                                goal=GOALS[name]))
-            del a, t
+    jobs = [(case, n) for case in _hybrid_cases(torch) for n in (eig_sizes if case[0] in ("eigh", "svd") else sizes)]
+    costly = lambda name, n: name in ("eigh", "svd") and n > 2048  # noqa: E731
+    for (name, routine, make, ours_fn, theirs_fn), n in sorted(jobs, key=lambda job: costly(job[0][0], job[1])):
+        t = make(torch.randn(n, n, dtype=torch.float64, device=device, generator=gen)).contiguous()
+        a = pymagma.asarray(t if device == "cuda" else t.numpy())  # the same matrix, no copy on a GPU
+        # the costly sizes run last, one timed call without warm-up (the smaller ones warmed everything up)
+        reps, warmup = (1, False) if costly(name, n) else (max(2, repeats // 3), True)
+        theirs = _wall_s(lambda t=t, f=theirs_fn: f(t), sync_torch, reps, warmup)
+        for method in ("hybrid", "native") if paths[name] == "native" else ("hybrid",):
+            call = lambda a=a, f=ours_fn, m=method: f(a, m)  # noqa: E731
+            if warmup:
+                call()
+                a.queue.synchronize()
+            with hybrid.host_time() as host:
+                ours = _wall_s(call, a.queue.synchronize, reps, warmup=False)
+            rows.append(row("hybrid", f"{name} {routine} N={n} {method}", ours, theirs, "s",
+                            higher_is_better=False,
+                            host_s=round(host.seconds / reps, 4) if method == "hybrid" else None,
+                            goal=GOALS[name]))
+            if on_row is not None:
+                on_row(rows)
+        del a, t
     return rows
 
 
@@ -209,13 +220,13 @@ def run(repeats: int = 10) -> list[dict]:
     return rows
 
 
-def hybrid_run(repeats: int = 10, sizes=HYBRID_SIZES, eig_sizes=EIG_SIZES) -> list[dict]:
+def hybrid_run(repeats: int = 10, sizes=HYBRID_SIZES, eig_sizes=EIG_SIZES, on_row=None) -> list[dict]:
     """The hybrid LAPACK rows on the GPU; none without a CUDA device or without PyTorch built with CUDA."""
     torch = _torch_cuda()
-    return [] if torch is None else hybrid_rows(torch, repeats, sizes, eig_sizes)
+    return [] if torch is None else hybrid_rows(torch, repeats, sizes, eig_sizes, on_row=on_row)
 
 
-def dry_run(repeats: int = 2) -> list[dict]:
+def dry_run(repeats: int = 2, on_row=None) -> list[dict]:
     """The hybrid rows' logic on the CPU: the simulator (MAGMA exports as found) for the device, PyTorch on the
     CPU, sizes around the block sizes.  The numbers mean nothing."""
     import torch
@@ -223,7 +234,55 @@ def dry_run(repeats: int = 2) -> list[dict]:
     from pymagma import simulator
 
     with simulator.simulated("partial"):
-        return hybrid_rows(torch, repeats, DRY_SIZES, DRY_EIG_SIZES, device="cpu")
+        return hybrid_rows(torch, repeats, DRY_SIZES, DRY_EIG_SIZES, device="cpu", on_row=on_row)
+
+
+def _without_scipy():
+    """A context in which ``import scipy`` fails (pymagma.hybrid's host solvers take their NumPy fallbacks)."""
+    import contextlib
+
+    @contextlib.contextmanager
+    def hidden():
+        saved = {k: v for k, v in sys.modules.items() if k == "scipy" or k.startswith("scipy.")}
+        sys.modules.update(dict.fromkeys({*saved, "scipy"}))
+        try:
+            yield
+        finally:
+            for k in {*saved, "scipy"}:
+                del sys.modules[k]
+            sys.modules.update(saved)
+
+    return hidden()
+
+
+def host_solver_rows(sizes=HOST_SOLVER_SIZES, repeats: int = 1) -> list[dict]:
+    """Seconds (best of ``repeats``) of the hybrid eigh/svd's host solvers on the CPU, float64, with SciPy (LAPACK
+    divide and conquer: ?stevd, ?bdsdc) and without it (dense numpy.linalg.eigh / svd of the n x n matrix), on the
+    tridiagonal and bidiagonal forms of random matrices (GOE and Gaussian: chi-distributed off-diagonals)."""
+    from pymagma import hybrid
+
+    rng = np.random.default_rng(0)
+
+    def best(fn):
+        times = []
+        for _ in range(repeats):
+            t0 = time.perf_counter()
+            fn()
+            times.append(time.perf_counter() - t0)
+        return min(times)
+
+    rows = []
+    for n in sizes:
+        off = np.sqrt(rng.chisquare(np.arange(n - 1, 0, -1)))
+        cases = [("tridiagonal (eigh)", hybrid.stedc, (rng.standard_normal(n) * np.sqrt(2), off)),
+                 ("bidiagonal (svd)", hybrid.bdsdc, (np.sqrt(rng.chisquare(np.arange(n, 0, -1))), off))]
+        for name, solver, args in cases:
+            dc = best(lambda solver=solver, args=args: solver(*args))
+            with _without_scipy():
+                dense = best(lambda solver=solver, args=args: solver(*args))
+            rows.append({"bench": "host", "case": f"{name} N={n}", "scipy_dc_s": round(dc, 3),
+                         "numpy_dense_s": round(dense, 3), "speedup": round(dense / dc, 1)})
+    return rows
 
 
 def _sizes(text: str) -> tuple[int, ...]:
@@ -237,16 +296,29 @@ def main(argv=None) -> int:
     p.add_argument("--sizes", type=_sizes, default=",".join(map(str, HYBRID_SIZES)),
                    help="cholesky and qr sizes (default %(default)s)")
     p.add_argument("--eig-sizes", type=_sizes, default=",".join(map(str, EIG_SIZES)),
-                   help="eigh and svd sizes (default %(default)s; 4096 adds ~2 minutes, 8192 more than 10)")
+                   help="eigh and svd sizes (default %(default)s; 8192 adds minutes)")
     p.add_argument("--dry-run", action="store_true", help="with --hybrid: the rows' logic on the CPU simulator")
+    p.add_argument("--host-solvers", type=_sizes, nargs="?", const=HOST_SOLVER_SIZES, default=None, metavar="SIZES",
+                   help="CPU only: the eigh/svd host solvers with and without SciPy (sizes default "
+                        f"{','.join(map(str, HOST_SOLVER_SIZES))})")
     p.add_argument("--json", default=None, help="write the rows to this file")
     args = p.parse_args(argv)
     if args.dry_run and not args.hybrid:
         p.error("--dry-run goes with --hybrid")
-    if args.hybrid:
-        rows = dry_run() if args.dry_run else hybrid_run(args.repeats, args.sizes, args.eig_sizes)
+    if args.host_solvers:
+        rows = host_solver_rows(args.host_solvers, max(1, min(args.repeats, 3)))
+        title = f"host solvers on the CPU, float64, {os.cpu_count()} cores (seconds per call)"
+    elif args.hybrid:
+        def save(rows):  # after every row: a time limit keeps the rows measured so far
+            if args.json:
+                Path(args.json).write_text(json.dumps(rows, indent=2))
+
+        rows = dry_run(on_row=save) if args.dry_run else hybrid_run(args.repeats, args.sizes, args.eig_sizes, save)
+        from pymagma import hybrid
+
         title = ("hybrid LAPACK vs torch.linalg (wall s per call; ratio = torch / pymagma; host_s = host-side "
-                 "seconds per call)" + (" [dry run: simulator and CPU, numbers mean nothing]" if args.dry_run else ""))
+                 "seconds per call)" + (" [dry run: simulator and CPU, numbers mean nothing]" if args.dry_run else "")
+                 + "\nhost solvers: " + "; ".join(f"{k}: {v}" for k, v in hybrid.host_solvers().items()))
     else:
         rows, title = run(args.repeats), "pymagma vs PyTorch"
     if not rows:

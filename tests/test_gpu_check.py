@@ -31,3 +31,21 @@ def test_gpu_check_rejects_unknown_arguments():
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2 and "unknown argument --bogus" in done.stderr
+
+
+def test_host_solver_rows_time_both_solvers_and_restore_scipy():
+    """bench_pymagma --host-solvers on the CPU: the SciPy and NumPy host solvers per size; SciPy is back after."""
+    import pytest
+
+    pytest.importorskip("scipy.linalg")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_pymagma
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    before = {k: v for k, v in sys.modules.items() if k.startswith("scipy")}
+    rows = bench_pymagma.host_solver_rows((16, 40))
+    assert [r["case"] for r in rows] == ["tridiagonal (eigh) N=16", "bidiagonal (svd) N=16",
+                                         "tridiagonal (eigh) N=40", "bidiagonal (svd) N=40"]
+    assert all(r["scipy_dc_s"] >= 0 and r["numpy_dense_s"] >= 0 for r in rows)
+    assert {k: v for k, v in sys.modules.items() if k.startswith("scipy")} == before
