@@ -10,9 +10,17 @@ the next panel first, a second queue (:func:`pymagma.queue.transfer_queue`, orde
 pinned host memory, and the rest of the trailing update runs on the main queue while the host factors that next
 panel.  Panels go back to the device with asynchronous copies from pinned memory.  Correctness does not depend on
 timing: every dependency is an event or stream order (the simulator runs queued work as late as those allow).
-``lookahead=False`` runs the same steps on one queue.  The tridiagonal reduction (:func:`sytrd`) is blocked as
-LAPACK's (per column a host reflector and a device ``symv``, per panel a device ``syr2k``); the bidiagonal one
-(:func:`gebrd`) is unblocked (per column a host reflector and device BLAS-2); neither has look-ahead.
+``lookahead=False`` runs the same steps on one queue.
+
+eigh and svd (:func:`syevd`, :func:`gesvd`) reduce on the device, solve on the host and back-transform on the
+device.  The reductions are blocked as LAPACK's: :func:`sytrd` (?latrd panels: per column a host reflector and a
+device ``symv``, per panel a device ``syr2k``) and :func:`gebrd` (?labrd panels: per column two host reflectors
+and two device ``gemv``, per panel one rank-2nb ``gemm``); per column the host computes the panel's share of each
+product while the device runs it, but there is no look-ahead across panels.  The host solvers are LAPACK's divide
+and conquer when SciPy is installed (:func:`stedc`: ``?stevd``; :func:`bdsdc`: ``?bdsdc`` through
+``scipy.linalg.cython_lapack``), else a dense NumPy eigh/svd of the n x n tridiagonal/bidiagonal matrix (O(n^3),
+about 6x slower at n = 4096); :func:`host_solvers` says which.  The back-transformations apply block reflectors
+(``gemm`` + ``trmm``).
 
 :func:`host_seconds` / :func:`host_time` report the seconds spent in host-side work (panels, reflectors, the
 tridiagonal and bidiagonal solvers) across all drivers: compared with a driver's wall time it shows how host-bound
@@ -20,7 +28,7 @@ it is.
 
 Every routine works in place on a column-major 2-D :class:`~pymagma.array.DeviceArray` view (``x.T`` C-ordered,
 as ``linalg.colmajor_copy`` makes them).  ``nb`` is the block size: by default the provider's ``magma_get_?*_nb``
-answer when it exports one, else :data:`DEFAULT_NB`.
+answer when it exports one, else :data:`DEFAULT_NB` (:data:`SYTRD_NB`, :data:`GEBRD_NB` for the reductions).
 """
 
 from __future__ import annotations
@@ -42,8 +50,9 @@ N, T, C = _magma.MagmaNoTrans, _magma.MagmaTrans, _magma.MagmaConjTrans
 LEFT, RIGHT, LOWER, UPPER = _magma.MagmaLeft, _magma.MagmaRight, _magma.MagmaLower, _magma.MagmaUpper
 NONUNIT = _magma.MagmaNonUnit
 
-__all__ = ["DEFAULT_NB", "block_size", "potrf", "potrs", "geqrf", "orgqr", "ormqr_h", "QRFactors", "sytrd", "syevd",
-           "gebrd", "gesvd", "host_seconds", "reset_host_seconds", "host_time", "HostTime"]
+__all__ = ["DEFAULT_NB", "SYTRD_NB", "GEBRD_NB", "block_size", "potrf", "potrs", "geqrf", "orgqr", "ormqr_h",
+           "QRFactors", "sytrd", "stedc", "syevd", "gebrd", "bdsdc", "gesvd", "host_solvers", "host_seconds",
+           "reset_host_seconds", "host_time", "HostTime"]
 
 
 # ----------------------------------------------------------------------------------------------------- host time
