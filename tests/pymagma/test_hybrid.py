@@ -374,6 +374,30 @@ def test_hybrid_svd_across_the_default_block_size_matches_numpy(full, shape, dty
     np.testing.assert_allclose(vh @ np.conj(vh.T), np.eye(min(shape)), atol=tol)
 
 
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reductions_and_hybrid_eigh_svd_on_the_gpu(dtype):
+    """The blocked sytrd/gebrd on a real device (pinned copies on the device's stream, gemv/symv while the host
+    computes the panel's share) for sizes around and across their 32-column panels, and eigh/svd against NumPy."""
+    rng = np.random.default_rng(0)
+    for m, n in ((31, 31), (33, 33), (100, 70), (257, 257)):
+        a = values(rng, (m, n), dtype)
+        tol = 30 * m * eps(dtype)
+        q, b, p, _, _ = bidiagonal_factors(a, None)
+        np.testing.assert_allclose(np.conj(q.T) @ a @ p, b, atol=tol * max(np.abs(a).max(), 1))
+        h = (a[:n] + np.conj(a[:n].T)).astype(dtype)
+        d, e, v, tau = hybrid.sytrd(device_colmajor(h))
+        qt = np.eye(n, dtype=np.complex128)
+        qt[1:, 1:] = q_from_reflectors(v, tau)
+        np.testing.assert_allclose(np.conj(qt.T) @ h @ qt, np.diag(d) + np.diag(e, -1) + np.diag(e, 1),
+                                   atol=tol * max(np.abs(h).max(), 1))
+        w, vecs = (pymagma.to_numpy(x) for x in linalg.eigh(h, method="hybrid"))
+        assert np.linalg.norm(h @ vecs - vecs * w) <= tol * np.linalg.norm(h)
+        u, s, vh = (pymagma.to_numpy(x) for x in linalg.svd(a, full_matrices=False, method="hybrid"))
+        np.testing.assert_allclose(s, np.linalg.svd(a, compute_uv=False), atol=tol * np.linalg.norm(a))
+        assert np.linalg.norm((u * s) @ vh - a) <= tol * np.linalg.norm(a)
+
+
 # ----------------------------------------------------------------------------------------------------- host solvers
 @pytest.fixture(params=["scipy", "numpy"])
 def solvers(request, monkeypatch):
