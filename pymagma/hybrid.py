@@ -43,7 +43,7 @@ import numpy as np
 
 from . import _magma, memory, runtime
 from . import queue as queues_
-from .array import DeviceArray, empty
+from .array import DeviceArray, empty, on_arrays_device
 
 DEFAULT_NB = 64
 N, T, C = _magma.MagmaNoTrans, _magma.MagmaTrans, _magma.MagmaConjTrans
@@ -243,6 +243,8 @@ def _queues(w: DeviceArray, lookahead: bool, queues) -> tuple:
     """(main, side): the queue of the device work and the queue of the panel copies to the host.  With
     look-ahead, ``queues`` or (``w``'s default queue, the device's transfer queue); without, one queue for both."""
     main = queues[0] if queues else w.queue
+    if main is not w.queue:  # work still pending on w's queue (e.g. the copy that made w) comes first
+        main.wait_event(w.queue.record_event())
     if not lookahead:
         return main, main
     return main, queues[1] if queues else queues_.transfer_queue(w.device)
@@ -320,6 +322,7 @@ def host_potrf(a: np.ndarray) -> tuple[np.ndarray, int]:
     return a, bad
 
 
+@on_arrays_device
 def potrf(w: DeviceArray, nb: int | None = None, *, lookahead: bool = True, queues=None) -> int:
     """Blocked right-looking lower Cholesky of column-major ``w`` in place; returns ``info`` (0, or the order of the
     leading minor that is not positive).  The strict upper triangle is left as it was.
@@ -421,6 +424,7 @@ def _apply(v: DeviceArray, t: DeviceArray, c: DeviceArray, conj: bool, work: Dev
     gemm(N, N, -1.0, v, work, 1.0, c, queue=queue)
 
 
+@on_arrays_device
 def geqrf(w: DeviceArray, nb: int | None = None, *, lookahead: bool = True, queues=None) -> QRFactors:
     """Blocked Householder QR of column-major ``w`` in place (LAPACK's layout): each panel by the host's
     ``geqrf``, the trailing matrix updated on the device with ``gemm`` + ``trmm``.

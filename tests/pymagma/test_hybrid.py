@@ -189,6 +189,19 @@ def test_the_simulator_catches_a_missing_dependency(full, monkeypatch, kind):
         assert not np.allclose(factor(kind, a, 3, queues=created_queues())[0], want)
 
 
+@pytest.mark.parametrize("kind", ["chol", "qr"])
+@pytest.mark.parametrize("lookahead", [True, False])
+def test_given_queues_first_wait_for_the_work_pending_on_the_arrays_queue(full, kind, lookahead, monkeypatch):
+    """A copy that made ``w`` may still run on its default queue: the caller's main queue waits for it before the
+    driver's first device call (the simulated default queue runs at once, so this is checked on the waits)."""
+    waits, real = [], pymagma.Queue.wait_event
+    monkeypatch.setattr(pymagma.Queue, "wait_event", lambda self, event: (waits.append(self), real(self, event)))
+    main, side = created_queues()
+    a = spd(np.random.default_rng(3), (8, 8), np.float64)
+    factor(kind, a, 3, lookahead=lookahead, queues=(main, side))
+    assert waits and waits[0] is main
+
+
 def test_host_seconds_accumulate_over_drivers_and_reset(full):
     a = spd(np.random.default_rng(0), (9, 9), np.float64)
     hybrid.reset_host_seconds()
