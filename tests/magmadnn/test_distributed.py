@@ -145,35 +145,35 @@ def test_a_failing_rank_ends_the_whole_job(tmp_path, mode):
         assert "[rank 1 of 2]" in done.stderr and "RuntimeError: boom on rank 1" in done.stderr
 
 
-@pytest.mark.mpi
-def test_distributed_mnist_example_reports_on_rank_0_only(tmp_path):
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
+
+
+def run_example(tmp_path, *options):
+    """``mpiexec -n 2`` the example for one epoch on a tiny MNIST folder (40 train / 16 test, batch 4 per rank)."""
     from .dataset_files import write_mnist_folder
 
     write_mnist_folder(tmp_path, n_train=40, n_test=16)
-    example = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
-    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--epochs", "1",
-           "--batch-size", "4", "--device", "host", "--quiet"]
+    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(EXAMPLE), "--data", str(tmp_path), "--epochs", "1",
+           "--batch-size", "4", "--device", "host", "--quiet", *options]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 0, done.stdout + done.stderr
+    return done
+
+
+@pytest.mark.mpi
+def test_distributed_mnist_example_reports_on_rank_0_only(tmp_path):
+    done = run_example(tmp_path)
     assert done.stdout.count("test accuracy") == 1 and "over 2 rank(s)" in done.stdout
     assert "batch 4 per rank (8 per step)" in done.stdout and "5 steps" in done.stdout
 
 
 @pytest.mark.mpi
 def test_distributed_mnist_example_takes_the_distributed_options(tmp_path):
-    from .dataset_files import write_mnist_folder
-
-    write_mnist_folder(tmp_path, n_train=40, n_test=16)
-    example = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
-    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--epochs", "1",
-           "--batch-size", "4", "--device", "host", "--quiet", "--model", "cnn", "--sync-bn", "--bucket-mb", "0.1",
-           "--overlap"]
-    done = subprocess.run(cmd, capture_output=True, text=True, timeout=TIMEOUT)
-    assert done.returncode == 0, done.stdout + done.stderr
+    done = run_example(tmp_path, "--model", "cnn", "--sync-bn", "--bucket-mb", "0.1", "--overlap")
     assert "sync BatchNorm, buckets of 0.1 MiB, overlap" in done.stdout
     buckets = int(done.stdout.split(" buckets, ")[0].rsplit(" ", 1)[1])
     assert buckets >= 3 and "5 steps" in done.stdout
-    done = subprocess.run([sys.executable, str(example), "--data", str(tmp_path), "--sync-bn", "--model", "mlp"],
+    done = subprocess.run([sys.executable, str(EXAMPLE), "--data", str(tmp_path), "--sync-bn", "--model", "mlp"],
                           capture_output=True, text=True, timeout=TIMEOUT)
     assert done.returncode == 2 and "--sync-bn needs a model with BatchNorm layers" in done.stderr
 
@@ -199,10 +199,9 @@ def test_bench_distributed_compares_fused_and_bucketed_reduction_in_one_run():
 def test_a_user_error_on_one_rank_ends_the_whole_job(tmp_path):
     """--download fails on rank 0 only (the rank that downloads; no network through a closed proxy port): the
     example prints the one-line error and must end every rank, not leave rank 1 waiting at its barrier."""
-    example = Path(__file__).resolve().parents[2] / "examples" / "distributed_mnist.py"
     env = {k: v for k, v in os.environ.items() if k.lower() not in ("no_proxy", "https_proxy", "http_proxy")}
     env.update(https_proxy="http://127.0.0.1:9", http_proxy="http://127.0.0.1:9")
-    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(example), "--data", str(tmp_path), "--download",
+    cmd = [worker.mpiexec(), "-n", "2", sys.executable, str(EXAMPLE), "--data", str(tmp_path), "--download",
            "--device", "host", "--quiet"]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=60, env=env)
     assert done.returncode != 0
