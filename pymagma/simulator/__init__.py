@@ -83,7 +83,8 @@ def install(patches, mode: str = "partial") -> Simulation:
 
     _check_mode(mode)
     real_magma = _magma.library()
-    sim_runtime, sim_magma, launcher = runtime.SimulatedRuntime(), _magma_for(mode, real_magma), kernels.Launcher()
+    sim_runtime, sim_magma = runtime.SimulatedRuntime(), _magma_for(mode, real_magma)
+    launcher = kernels.Launcher(streams=sim_runtime)  # launches are queued on their stream
     sim_runtime.install(patches)
     patches.setattr(magma, "STREAMS", sim_runtime)
     patches.setattr(_magma, "library", lambda: sim_magma)
@@ -96,7 +97,7 @@ def install(patches, mode: str = "partial") -> Simulation:
         if exc.name != f"{__name__}.cudnn":
             raise
         cudnn = None
-    sim_cudnn = cudnn.install(patches) if hasattr(cudnn, "install") else None
+    sim_cudnn = cudnn.install(patches, sim_runtime) if hasattr(cudnn, "install") else None
     simulation = Simulation(mode, sim_runtime, sim_magma, launcher, sim_cudnn, real_magma, patches)
     patches.setattr(sys.modules[__name__], "_ACTIVE", simulation)
     return simulation

@@ -8,6 +8,12 @@ strides, data types, padding, stride, dilation, groups and modes are read back f
 NumPy views on the (host) device pointers with the descriptors' strides; alpha/beta are read through their pointers
 as float (half/float data) or double (double data).
 
+Stream order: a model that touches device data is a generator.  Up to its ``yield`` it runs at the call (argument
+and descriptor checks, descriptor reads, alpha/beta and other host values, as cuDNN reads them when called); the rest
+(the device work) is queued on the stream the handle was given with ``cudnnSetStream`` and runs when the simulated
+runtime orders it.  ``cudnnFind*AlgorithmEx``, which returns once it has run the algorithms, first runs the work
+queued before it.
+
 Semantics chosen where cuDNN leaves them open (a GPU may differ in these, and only in these):
 
 * ``y = alpha * op(...) + beta * y``; with ``beta == 0`` the output is never read (it may hold NaN).
@@ -23,6 +29,7 @@ Semantics chosen where cuDNN leaves them open (a GPU may differ in these, and on
 from __future__ import annotations
 
 import ctypes
+import inspect
 import math
 import threading
 from ctypes import POINTER, c_double, c_float, c_int, c_size_t, c_void_p
@@ -175,8 +182,9 @@ class DropoutConfig:
 class Descriptors:
     """Reads descriptors back from the real libcudnn."""
 
-    def __init__(self, real_bind):
+    def __init__(self, real_bind, streams=None):
         self._real_bind = real_bind
+        self.streams = streams  #: the simulated runtime whose streams the device work is queued on
         self._getters: dict[str, object] = {}
 
     def call(self, name: str, *args) -> None:
@@ -410,8 +418,9 @@ def _broadcasts(small: Tensor, big: Tensor, what: str) -> None:
 class SimulatedCudnn:
     """The handle-taking cuDNN calls as NumPy models; :meth:`bind` stands in for ``pymagma._cudnn.lib.bind``."""
 
-    def __init__(self, real_bind):
+    def __init__(self, real_bind, streams=None):
         self._real_bind = real_bind
+        self.streams = streams  #: the simulated runtime whose streams the device work is queued on
         self.desc = Descriptors(real_bind)
         self.calls: list[str] = []
         self.handles: dict[int, int] = {}  # handle -> stream
@@ -439,29 +448,53 @@ class SimulatedCudnn:
             return self._real_bind(name)
         restype, argtypes = cd.PROTOTYPES[name]
         prototype = ctypes.CFUNCTYPE(restype, *argtypes)
+        queued = inspect.isgeneratorfunction(model)  # checks, then yields: the device work follows the yield
+        at = list(inspect.signature(model).parameters).index("handle") if queued else None
+
+        def native(*converted):
+            try:
+                with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
+                    work = model(*converted)
+                    if queued and next(work, True) is None:
+                        self._enqueue(converted[at], work)
+            except ModelError as exc:
+                self._local.error = f"{name}: {exc}"
+                return int(exc.status)
+            except BaseException as exc:  # ctypes would only print it: keep it for the caller
+                self._local.failure = exc
+                return int(Status.INTERNAL_ERROR)
+            return 0
+
+        callback = prototype(native)
 
         def call(*args):
             self.calls.append(name)
-            failure = []
-
-            def native(*converted):
-                try:
-                    with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
-                        model(*converted)
-                except ModelError as exc:
-                    self._local.error = f"{name}: {exc}"
-                    return int(exc.status)
-                except BaseException as exc:  # ctypes would only print it: keep it for the caller
-                    failure.append(exc)
-                    return int(Status.INTERNAL_ERROR)
-                return 0
-
-            status = prototype(native)(*args)
-            if failure:
-                raise failure[0]
+            self._local.failure = None
+            status = callback(*args)
+            failure, self._local.failure = self._local.failure, None
+            if failure is not None:
+                raise failure
             return status
 
+        call.callback = callback  # alive as long as the wrapper
         return call
+
+    def _enqueue(self, handle, work) -> None:
+        """Run the rest of a model (its device work, after its ``yield``) in the order of the handle's stream."""
+        def run():
+            with np.errstate(all="ignore"):
+                next(work, None)
+
+        stream = self.handles.get(int(handle), 0)
+        if self.streams is None:
+            run()
+        else:
+            self.streams.submit(stream, run)
+
+    def _sync(self, handle) -> None:
+        """A call that returns once its device work is done (cudnnFind*AlgorithmEx): the handle's stream first."""
+        if self.streams is not None:
+            self.streams.flush(self.handles.get(int(handle), 0))
 
     def _last_error_string(self, buf, size) -> None:
         message = getattr(self._local, "error", "")
@@ -567,6 +600,12 @@ class SimulatedCudnn:
             _blend(geom.w.view(wp, "dw"), value, alpha, beta)
 
     @staticmethod
+    def _views(geom: ConvGeometry, ptrs) -> None:
+        """Refuse null data pointers at the call (before the work is queued)."""
+        for t, p, what in zip((geom.x, geom.w, geom.y), ptrs, "xwy"):
+            t.view(p, what)
+
+    @staticmethod
     def _data_ptrs(kind: str, p0, p1, p3):
         """(x, w, y) pointers from a call's argument order."""
         return {"forward": (p0, p1, p3), "backward_data": (p3, p0, p1), "backward_filter": (p0, p3, p1)}[kind]
@@ -580,8 +619,10 @@ class SimulatedCudnn:
             _require(ws_size >= need and (bool(workspace) or need == 0),
                      f"algorithm {algo} needs {need} bytes of workspace, got {ws_size} at {workspace}")
             dt = geom.x.data_type
-            self._run_conv(kind, geom, self._data_ptrs(kind, p0, p1, p3), _scalar(alpha, dt, "alpha"),
-                           _scalar(beta, dt, "beta"))
+            ptrs, scale = self._data_ptrs(kind, p0, p1, p3), (_scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta"))
+            self._views(geom, ptrs)
+            yield
+            self._run_conv(kind, geom, ptrs, *scale)
 
         return run
 
@@ -607,6 +648,7 @@ class SimulatedCudnn:
             fits = [a for a in self._algorithm_list(kind)
                     if self.workspace_size(kind, a) <= (ws_size if workspace else 0)]
             self._fill_perf(kind, conv, requested, returned, perf, fits, timed=True)
+            self._sync(handle)  # Find*Ex runs the algorithms before it returns
             self._run_conv(kind, geom, self._data_ptrs(kind, p0, p1, p3), 1.0, 0.0)  # Find* writes the output
 
         return find
@@ -627,9 +669,10 @@ class SimulatedCudnn:
                  and all(n == 1 for i, n in enumerate(dbt.shape) if i != 1),
                  f"db {dbt.shape} must be (1, K, 1, ...) for dy {dyt.shape}")
         axes = tuple(i for i in range(len(dyt.shape)) if i != 1)
-        value = dyt.read(dy, "dy").sum(axis=axes, keepdims=True)
         dt = dyt.data_type
-        _blend(dbt.view(db, "db"), value, _scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta"))
+        src, out, a, b = dyt.view(dy, "dy"), dbt.view(db, "db"), _scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta")
+        yield
+        _blend(out, src.astype(dyt.compute).sum(axis=axes, keepdims=True), a, b)
 
     # ---------------------------------------------------------------------------------------- pooling
     def _pool_setup(self, pool_desc, x_desc, y_desc) -> tuple[Pooling, Tensor, Tensor]:
@@ -651,7 +694,10 @@ class SimulatedCudnn:
     def _model_cudnnPoolingForward(self, handle, pool_desc, alpha, x_desc, x, beta, y_desc, y) -> None:
         self._handle(handle)
         pool, xt, yt = self._pool_setup(pool_desc, x_desc, y_desc)
-        data = xt.read(x, "x")
+        dt = xt.data_type
+        src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), _scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta")
+        yield
+        data = src.astype(xt.compute)
         sd, out = len(pool.window), yt.shape[2:]
         window_axes = tuple(range(2 + sd, 2 + 2 * sd))
         if self._is_max(pool):
@@ -662,8 +708,7 @@ class SimulatedCudnn:
         else:
             win = _windows(_pad(data, pool.pads), pool.window, pool.strides, (1,) * sd, out)
             value = win.sum(axis=window_axes) / self._pool_divisor(pool, xt)
-        dt = xt.data_type
-        _blend(yt.view(y, "y"), value, _scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta"))
+        _blend(dst, value, a, b)
 
     @staticmethod
     def _pool_divisor(pool: Pooling, x: Tensor):
@@ -679,9 +724,13 @@ class SimulatedCudnn:
         _require(dyt.shape == yt.shape and dxt.shape == xt.shape,
                  f"dy {dyt.shape} / dx {dxt.shape} must match y {yt.shape} / x {xt.shape}")
         yt.view(y, "y")  # cuDNN reads y; a null pointer is refused here too
-        grad = dyt.read(dy, "dy")
+        dt = xt.data_type
+        dys, xs, dst = dyt.view(dy, "dy"), xt.view(x, "x"), dxt.view(dx, "dx")
+        a, b = _scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta")
+        yield
+        grad = dys.astype(dyt.compute)
         sd, out = len(pool.window), yt.shape[2:]
-        data = xt.read(x, "x")
+        data = xs.astype(xt.compute)
         padded = tuple(s + 2 * p for s, p in zip(xt.shape[2:], pool.pads))
         dxp = np.zeros(xt.shape[:2] + padded, grad.dtype)
         if self._is_max(pool):
@@ -698,11 +747,14 @@ class SimulatedCudnn:
             cols = np.broadcast_to(share[(Ellipsis,) + (None,) * sd], share.shape + tuple(pool.window))
             _scatter_windows(dxp, cols, pool.strides, (1,) * sd, out)
         crop = tuple(slice(p, p + s) for p, s in zip(pool.pads, xt.shape[2:]))
-        dt = xt.data_type
-        _blend(dxt.view(dx, "dx"), dxp[(slice(None), slice(None)) + crop].astype(grad.dtype),
-               _scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta"))
+        _blend(dst, dxp[(slice(None), slice(None)) + crop].astype(grad.dtype), a, b)
 
     # ------------------------------------------------------------------------------------- activation
+    @staticmethod
+    def _alpha_beta(alpha, beta, data_type: int) -> tuple[float, float]:
+        """The scaling parameters, read from host memory at the call, as cuDNN does."""
+        return _scalar(alpha, data_type, "alpha"), _scalar(beta, data_type, "beta")
+
     def _same_shapes(self, **tensors) -> None:
         shapes = {name: t.shape for name, t in tensors.items()}
         _require(len(set(shapes.values())) == 1, f"shapes differ: {shapes}")
@@ -712,8 +764,10 @@ class SimulatedCudnn:
         mode, _, coef = self.desc.activation(act_desc)
         xt, yt = self.desc.tensor(x_desc, "x"), self.desc.tensor(y_desc, "y")
         self._same_shapes(x=xt, y=yt)
-        value = _activation(mode, coef, xt.read(x, "x"))
-        _blend(yt.view(y, "y"), value, _scalar(alpha, xt.data_type, "alpha"), _scalar(beta, xt.data_type, "beta"))
+        _activation(mode, coef, np.zeros(0))  # refuses a mode the call does not support
+        src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
+        yield
+        _blend(dst, _activation(mode, coef, src.astype(xt.compute)), a, b)
 
     def _model_cudnnActivationBackward(self, handle, act_desc, alpha, y_desc, y, dy_desc, dy, x_desc, x, beta,
                                        dx_desc, dx) -> None:
@@ -723,8 +777,11 @@ class SimulatedCudnn:
         xt, dxt = self.desc.tensor(x_desc, "x"), self.desc.tensor(dx_desc, "dx")
         self._same_shapes(y=yt, dy=dyt, x=xt, dx=dxt)
         yt.view(y, "y")
-        value = _activation_grad(mode, coef, xt.read(x, "x"), dyt.read(dy, "dy"))
-        _blend(dxt.view(dx, "dx"), value, _scalar(alpha, xt.data_type, "alpha"), _scalar(beta, xt.data_type, "beta"))
+        _activation(mode, coef, np.zeros(0))  # refuses a mode the call does not support
+        xs, dys, dst = xt.view(x, "x"), dyt.view(dy, "dy"), dxt.view(dx, "dx")
+        a, b = self._alpha_beta(alpha, beta, xt.data_type)
+        yield
+        _blend(dst, _activation_grad(mode, coef, xs.astype(xt.compute), dys.astype(dyt.compute)), a, b)
 
     # ---------------------------------------------------------------------------------------- softmax
     def _model_cudnnSoftmaxForward(self, handle, algo, mode, alpha, x_desc, x, beta, y_desc, y) -> None:
@@ -732,7 +789,10 @@ class SimulatedCudnn:
         xt, yt = self.desc.tensor(x_desc, "x"), self.desc.tensor(y_desc, "y")
         self._same_shapes(x=xt, y=yt)
         axes = _softmax_axes(mode, len(xt.shape))
-        data = xt.read(x, "x")
+        _require(algo in {int(a) for a in cd.SoftmaxAlgorithm}, f"softmax algorithm {algo} is not an algorithm")
+        src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
+        yield
+        data = src.astype(xt.compute)
         with np.errstate(over="ignore", invalid="ignore"):
             if algo == cd.SoftmaxAlgorithm.FAST:  # no max subtraction: may overflow, as documented
                 e = np.exp(data)
@@ -741,9 +801,9 @@ class SimulatedCudnn:
                 shifted = data - data.max(axis=axes, keepdims=True)
                 logs = shifted - np.log(np.exp(shifted).sum(axis=axes, keepdims=True))
                 value = logs if algo == cd.SoftmaxAlgorithm.LOG else np.exp(logs)
-            else:
+            else:  # pragma: no cover - checked at the call
                 raise ModelError(Status.BAD_PARAM, f"softmax algorithm {algo} is not an algorithm")
-        _blend(yt.view(y, "y"), value, _scalar(alpha, xt.data_type, "alpha"), _scalar(beta, xt.data_type, "beta"))
+        _blend(dst, value, a, b)
 
     def _model_cudnnSoftmaxBackward(self, handle, algo, mode, alpha, y_desc, y, dy_desc, dy, beta, dx_desc,
                                     dx) -> None:
@@ -752,12 +812,15 @@ class SimulatedCudnn:
         self._same_shapes(y=yt, dy=dyt, dx=dxt)
         _require(algo in {int(a) for a in cd.SoftmaxAlgorithm}, f"softmax algorithm {algo} is not an algorithm")
         axes = _softmax_axes(mode, len(yt.shape))
-        out, grad = yt.read(y, "y"), dyt.read(dy, "dy")
+        ys, dys, dst = yt.view(y, "y"), dyt.view(dy, "dy"), dxt.view(dx, "dx")
+        a, b = self._alpha_beta(alpha, beta, yt.data_type)
+        yield
+        out, grad = ys.astype(yt.compute), dys.astype(dyt.compute)
         if algo == cd.SoftmaxAlgorithm.LOG:
             value = grad - np.exp(out) * grad.sum(axis=axes, keepdims=True)
         else:
             value = out * (grad - (grad * out).sum(axis=axes, keepdims=True))
-        _blend(dxt.view(dx, "dx"), value, _scalar(alpha, yt.data_type, "alpha"), _scalar(beta, yt.data_type, "beta"))
+        _blend(dst, value, a, b)
 
     # ------------------------------------------------------------------------------------- batch norm
     def _bn_setup(self, mode: int, x_desc, bn_desc) -> tuple[Tensor, Tensor, tuple]:
@@ -787,13 +850,16 @@ class SimulatedCudnn:
         self._epsilon(eps)
         _require(bool(running_mean) == bool(running_var), "give both running mean and variance, or neither")
         _require(bool(save_mean) == bool(save_inv_var), "give both saved mean and inverse variance, or neither")
-        data = xt.read(x, "x")
+        src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
+        scale_view, bias_view = bn.view(scale, "bnScale"), bn.view(bias, "bnBias")
+        yield
+        data = src.astype(xt.compute)
         mean = data.mean(axis=axes, keepdims=True)
         var = data.var(axis=axes, keepdims=True)
         inv = 1 / np.sqrt(var + eps)
-        gamma, shift = bn.read(scale, "bnScale"), bn.read(bias, "bnBias")
+        gamma, shift = scale_view.astype(bn.compute), bias_view.astype(bn.compute)
         value = gamma * (data - mean) * inv + shift
-        _blend(yt.view(y, "y"), value, _scalar(alpha, xt.data_type, "alpha"), _scalar(beta, xt.data_type, "beta"))
+        _blend(dst, value, a, b)
         if running_mean:
             count = math.prod(xt.shape[a] for a in axes)
             unbiased = var * count / max(count - 1, 1)
@@ -812,10 +878,13 @@ class SimulatedCudnn:
         yt = self.desc.tensor(y_desc, "y")
         self._same_shapes(x=xt, y=yt)
         self._epsilon(eps)
-        inv = 1 / np.sqrt(bn.read(var, "estimatedVariance") + eps)
-        value = bn.read(scale, "bnScale") * (xt.read(x, "x") - bn.read(mean, "estimatedMean")) * inv \
-            + bn.read(bias, "bnBias")
-        _blend(yt.view(y, "y"), value, _scalar(alpha, xt.data_type, "alpha"), _scalar(beta, xt.data_type, "beta"))
+        params = [bn.view(p, w) for p, w in ((var, "estimatedVariance"), (scale, "bnScale"), (mean, "estimatedMean"),
+                                             (bias, "bnBias"))]
+        src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
+        yield
+        v, gamma, m, shift = (p.astype(bn.compute) for p in params)
+        value = gamma * (src.astype(xt.compute) - m) * (1 / np.sqrt(v + eps)) + shift
+        _blend(dst, value, a, b)
 
     def _model_cudnnBatchNormalizationBackward(self, handle, mode, alpha_data, beta_data, alpha_param, beta_param,
                                                x_desc, x, dy_desc, dy, dx_desc, dx, bn_desc, scale, dscale, dbias,
@@ -826,7 +895,13 @@ class SimulatedCudnn:
         self._same_shapes(x=xt, dy=dyt, dx=dxt)
         self._epsilon(eps)
         _require(bool(save_mean) == bool(save_inv_var), "give both saved mean and inverse variance, or neither")
-        data, grad = xt.read(x, "x"), dyt.read(dy, "dy")
+        dt = xt.data_type
+        xs, dys, dst, scale_view = xt.view(x, "x"), dyt.view(dy, "dy"), dxt.view(dx, "dx"), bn.view(scale, "bnScale")
+        ad, bd = _scalar(alpha_data, dt, "alphaDataDiff"), _scalar(beta_data, dt, "betaDataDiff")
+        a, b = _scalar(alpha_param, dt, "alphaParamDiff"), _scalar(beta_param, dt, "betaParamDiff")
+        dscale_view, dbias_view = bn.view(dscale, "resultBnScaleDiff"), bn.view(dbias, "resultBnBiasDiff")
+        yield
+        data, grad = xs.astype(xt.compute), dys.astype(dyt.compute)
         if save_mean:
             mean, inv = bn.read(save_mean, "savedMean"), bn.read(save_inv_var, "savedInvVariance")
         else:
@@ -836,13 +911,10 @@ class SimulatedCudnn:
         xhat = (data - mean) * inv
         gbias = grad.sum(axis=axes, keepdims=True)
         gscale = (grad * xhat).sum(axis=axes, keepdims=True)
-        gx = bn.read(scale, "bnScale") * inv / count * (count * grad - gbias - xhat * gscale)
-        dt = xt.data_type
-        _blend(dxt.view(dx, "dx"), gx, _scalar(alpha_data, dt, "alphaDataDiff"),
-               _scalar(beta_data, dt, "betaDataDiff"))
-        a, b = _scalar(alpha_param, dt, "alphaParamDiff"), _scalar(beta_param, dt, "betaParamDiff")
-        _blend(bn.view(dscale, "resultBnScaleDiff"), gscale, a, b)
-        _blend(bn.view(dbias, "resultBnBiasDiff"), gbias, a, b)
+        gx = scale_view.astype(bn.compute) * inv / count * (count * grad - gbias - xhat * gscale)
+        _blend(dst, gx, ad, bd)
+        _blend(dscale_view, gscale, a, b)
+        _blend(dbias_view, gbias, a, b)
 
     # ---------------------------------------------------------------------------------------- dropout
     def _model_cudnnDropoutGetStatesSize(self, handle, out) -> None:
@@ -866,8 +938,10 @@ class SimulatedCudnn:
 
     def _model_cudnnSetDropoutDescriptor(self, desc, handle, rate, states, states_bytes, seed) -> None:
         config = self._dropout_settings(desc, handle, rate, states, states_bytes, seed)
-        if config.states:  # seeding the generator: the states start over
-            self._states(config)[...] = (_STATES_MAGIC, config.seed, 0)
+        if config.states:  # seeding the generator: the states start over (on the device, in stream order)
+            view = self._states(config)
+            yield
+            view[...] = (_STATES_MAGIC, config.seed, 0)
 
     def _model_cudnnRestoreDropoutDescriptor(self, desc, handle, rate, states, states_bytes, seed) -> None:
         self._dropout_settings(desc, handle, rate, states, states_bytes, seed)
@@ -888,32 +962,37 @@ class SimulatedCudnn:
 
     def _model_cudnnDropoutForward(self, handle, desc, x_desc, x, y_desc, y, reserve, reserve_bytes) -> None:
         config, xt, yt, mask_bytes = self._dropout_setup(handle, desc, x_desc, y_desc, reserve, reserve_bytes)
-        states = self._states(config)
-        _require(int(states[0]) == _STATES_MAGIC, "the dropout states were never initialised",
-                 Status.BAD_PARAM_NOT_FINALIZED)
+        states, src, dst = self._states(config), xt.view(x, "x"), yt.view(y, "y")
+        yield
+        if int(states[0]) != _STATES_MAGIC:  # device memory: checked in stream order, as a kernel would
+            raise ModelError(Status.BAD_PARAM_NOT_FINALIZED, "cudnnDropoutForward: the dropout states were never "
+                                                             "initialised")
         generator = np.random.Generator(np.random.Philox(key=int(states[1]), counter=[0, 0, 0, int(states[2])]))
         states[2] += 1
         keep = generator.random(xt.shape) >= config.rate
         packed = np.packbits(keep.ravel())
         mask_bytes[: packed.size] = packed
-        data = xt.read(x, "x")
+        data = src.astype(xt.compute)
         scale = 1.0 / (1.0 - config.rate) if config.rate < 1 else 0.0
-        yt.view(y, "y")[...] = np.where(keep, data * scale, 0)
+        dst[...] = np.where(keep, data * scale, 0)
 
     def _model_cudnnDropoutBackward(self, handle, desc, dy_desc, dy, dx_desc, dx, reserve, reserve_bytes) -> None:
         config, dyt, dxt, mask_bytes = self._dropout_setup(handle, desc, dy_desc, dx_desc, reserve, reserve_bytes)
+        src, dst = dyt.view(dy, "dy"), dxt.view(dx, "dx")
+        yield
         count = math.prod(dyt.shape)
         keep = np.unpackbits(mask_bytes, count=count).reshape(dyt.shape).astype(bool)
         scale = 1.0 / (1.0 - config.rate) if config.rate < 1 else 0.0
-        dxt.view(dx, "dx")[...] = np.where(keep, dyt.read(dy, "dy") * scale, 0)
+        dst[...] = np.where(keep, src.astype(dyt.compute) * scale, 0)
 
     # ----------------------------------------------------------------------------------- tensor arithmetic
     def _model_cudnnAddTensor(self, handle, alpha, a_desc, a, beta, c_desc, c) -> None:
         self._handle(handle)
         at, ct = self.desc.tensor(a_desc, "A"), self.desc.tensor(c_desc, "C")
         _broadcasts(at, ct, "cudnnAddTensor A")
-        value = np.broadcast_to(at.read(a, "A"), ct.shape).astype(ct.compute)
-        _blend(ct.view(c, "C"), value, _scalar(alpha, ct.data_type, "alpha"), _scalar(beta, ct.data_type, "beta"))
+        src, dst, al, be = at.view(a, "A"), ct.view(c, "C"), *self._alpha_beta(alpha, beta, ct.data_type)
+        yield
+        _blend(dst, np.broadcast_to(src.astype(at.compute), ct.shape).astype(ct.compute), al, be)
 
     def _model_cudnnOpTensor(self, handle, op_desc, alpha1, a_desc, a, alpha2, b_desc, b, beta, c_desc, c) -> None:
         self._handle(handle)
@@ -922,31 +1001,40 @@ class SimulatedCudnn:
         _require(at.shape == ct.shape, f"cudnnOpTensor: A {at.shape} must have C's shape {ct.shape}")
         ctype = _compute(compute)
         dt = ct.data_type
-        lhs = _scalar(alpha1, dt, "alpha1") * at.view(a, "A").astype(ctype)
         ops = cd.OpTensorOp
-        if op in (ops.SQRT, ops.NOT):
-            value = np.sqrt(lhs) if op == ops.SQRT else (lhs == 0).astype(ctype)
-        else:
+        unary = op in (ops.SQRT, ops.NOT)
+        if not unary:
             _require(op in (ops.ADD, ops.MUL, ops.MIN, ops.MAX), f"op-tensor operation {op} is not an operation")
             _broadcasts(bt, ct, "cudnnOpTensor B")
-            rhs = _scalar(alpha2, dt, "alpha2") * bt.view(b, "B").astype(ctype)
+        a1, a2 = _scalar(alpha1, dt, "alpha1"), None if unary else _scalar(alpha2, dt, "alpha2")
+        av, bv = at.view(a, "A"), None if unary else bt.view(b, "B")
+        dst, be = ct.view(c, "C"), _scalar(beta, dt, "beta")
+        yield
+        lhs = a1 * av.astype(ctype)
+        if unary:
+            value = np.sqrt(lhs) if op == ops.SQRT else (lhs == 0).astype(ctype)
+        else:
+            rhs = a2 * bv.astype(ctype)
             propagate = nan == cd.NanPropagation.PROPAGATE
             fn = {ops.ADD: np.add, ops.MUL: np.multiply, ops.MIN: np.minimum if propagate else np.fmin,
                   ops.MAX: np.maximum if propagate else np.fmax}[op]
             value = fn(lhs, rhs)
-        _blend(ct.view(c, "C"), value.astype(ctype), 1.0, _scalar(beta, dt, "beta"))
+        _blend(dst, value.astype(ctype), 1.0, be)
 
     def _model_cudnnScaleTensor(self, handle, y_desc, y, alpha) -> None:
         self._handle(handle)
         yt = self.desc.tensor(y_desc, "y")
-        view = yt.view(y, "y")
-        view[...] = view.astype(yt.compute) * _scalar(alpha, yt.data_type, "alpha")
+        view, factor = yt.view(y, "y"), _scalar(alpha, yt.data_type, "alpha")
+        yield
+        view[...] = view.astype(yt.compute) * factor
 
     def _model_cudnnSetTensor(self, handle, y_desc, y, value) -> None:
         self._handle(handle)
         yt = self.desc.tensor(y_desc, "y")
         _require(bool(value), "valuePtr is a null pointer", Status.BAD_PARAM_NULL_POINTER)
-        yt.view(y, "y")[...] = host_view(value, (1,), (1,), yt.dtype, "valuePtr")[0]
+        dst, fill = yt.view(y, "y"), host_view(value, (1,), (1,), yt.dtype, "valuePtr")[0].copy()  # host, at the call
+        yield
+        dst[...] = fill
 
     # -------------------------------------------------------------------------------------- reductions
     def _reduce_setup(self, reduce_desc, a_desc, c_desc):
@@ -983,13 +1071,16 @@ class SimulatedCudnn:
         _require(ws_bytes >= need and (bool(workspace) or need == 0),
                  f"workspace of {ws_bytes} bytes at {workspace}, {need} needed")
         axes = tuple(i for i, m in enumerate(ct.shape) if m == 1)
-        data = at.view(a, "A").astype(_compute(compute))
-        value, where = _reduce(op, nan, data, axes)
-        dt = ct.data_type
-        _blend(ct.view(c, "C"), value, _scalar(alpha, dt, "alpha"), _scalar(beta, dt, "beta"))
         if wants_indices:
             _require(indices_bytes >= 4 * math.prod(ct.shape) and bool(indices), "the indices buffer is too small")
-            host_view(indices, ct.shape, cd.contiguous_strides(ct.shape), np.uint32, "indices")[...] = where
+            where_view = host_view(indices, ct.shape, cd.contiguous_strides(ct.shape), np.uint32, "indices")
+        dt = ct.data_type
+        src, dst, al, be = at.view(a, "A"), ct.view(c, "C"), *self._alpha_beta(alpha, beta, dt)
+        yield
+        value, where = _reduce(op, nan, src.astype(_compute(compute)), axes)
+        _blend(dst, value, al, be)
+        if wants_indices:
+            where_view[...] = where
 
 
 def _reduce(op: int, nan: int, data: np.ndarray, axes: tuple):
@@ -1014,12 +1105,12 @@ def _reduce(op: int, nan: int, data: np.ndarray, axes: tuple):
     return reducers[op](data), None
 
 
-def install(patches) -> SimulatedCudnn:
+def install(patches, streams=None) -> SimulatedCudnn:
     """Route pymagma's handle-taking cuDNN calls to NumPy models (reversibly, through ``patches``); descriptor calls
     still reach the real libcudnn.  Also gives ``pymagma.dnn`` fresh handle, algorithm and dropout caches."""
     from .. import dnn
 
-    sim = SimulatedCudnn(cd.lib.bind)
+    sim = SimulatedCudnn(cd.lib.bind, streams)
     patches.setattr(cd.lib, "bind", sim.bind)
     for cache in ("_handles", "_algorithms", "_dropout_states"):
         patches.setattr(dnn, cache, {})

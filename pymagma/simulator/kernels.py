@@ -124,10 +124,13 @@ def build(program: str, directory: Path | None = None) -> ctypes.CDLL:
 
 class Launcher:
     """Stands in for :func:`pymagma.kernels.launch`: compiles each program on its first launch, then runs the
-    kernel on the calling thread.  ``launched`` holds every name expression launched so far."""
+    kernel on the calling thread in the order of its launch stream (queued on a stream the program created, see
+    :mod:`pymagma.simulator.runtime`; at once without ``streams``).  ``launched`` holds every name expression
+    launched so far."""
 
-    def __init__(self, directory: Path | None = None):
+    def __init__(self, directory: Path | None = None, streams=None):
         self.directory = directory
+        self.streams = streams  #: the simulated runtime whose streams the launches are queued on
         self.libraries: dict[str, ctypes.CDLL] = {}
         self.launched: set[str] = set()
         self._lock = threading.Lock()
@@ -147,10 +150,21 @@ class Launcher:
             raise ValueError(f"launch of {expression} with grid {grid}, block {block}: a grid needs at least one "
                              f"block and a block 1..{MAX_THREADS_PER_BLOCK} threads (cudaErrorInvalidConfiguration)")
         lib = self.library(program)
+        if expression not in programs.PROGRAMS[program][1]:
+            raise LookupError(f"{expression} is not a kernel of program {program}")
+        # the arguments are copied at the launch, as cuLaunchKernel does: the holders go with the queued work
         holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
         pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
-        if lib.pm_launch(expression.encode(), grid, block, pointers) != 0:
-            raise LookupError(f"{expression} is not a kernel of program {program}")
+
+        def run():
+            if lib.pm_launch(expression.encode(), grid, block, pointers) != 0:  # pragma: no cover - checked above
+                raise LookupError(f"{expression} is not a kernel of program {program}")
+            del holders[:]  # after the launch: keeps them alive until then
+
+        if self.streams is None:
+            run()
+        else:
+            self.streams.submit(stream, run)
         self.launched.add(expression)
 
 

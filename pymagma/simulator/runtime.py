@@ -1,14 +1,15 @@
 """The CUDA runtime of the simulator: one device whose memory is host memory, copies as ``memmove``, ``memset`` as
-``memset``, streams whose work runs as late as CUDA's ordering rules allow, events, and a fake default MAGMA queue.
+``memset``, streams whose work runs as late as CUDA's ordering rules allow, and events.
 
-Streams: work on a stream the program created (``cudaStreamCreate``, or a MAGMA queue it created) is queued and runs
-only when something orders it: a synchronize of that stream or of an event recorded after it, another stream
-waiting on such an event (the waiting stream's later work runs after it), a synchronous copy or memset (the legacy
-default stream waits for blocking streams), a device synchronize, or freeing memory.  So a host that reads a buffer
-before waiting for the copy into it, or a stream that uses data without waiting for the event of the stream that
-produces it, sees stale data here too, whatever the timing (an asynchronous copy into pageable host memory returns
-once it is done, as CUDA documents; into pinned memory it waits like the rest).  The legacy stream and the default
-queue (standing for the stream MAGMA creates for it) run their work at once.
+Streams: work on a stream the program created (``cudaStreamCreate``, or a MAGMA queue, the default queue included)
+is queued and runs only when something orders it: a synchronize of that stream or of an event recorded after it,
+another stream waiting on such an event (the waiting stream's later work runs after it), a synchronous copy or
+memset or an event recorded on the legacy stream (the legacy default stream waits for blocking streams, and
+``default_queue``'s stream is one, as the stream ``magma_queue_create`` makes), a device synchronize, or freeing
+memory.  So a host that reads a buffer before waiting for the copy into it, or a stream that uses data without
+waiting for the event of the stream that produces it, sees stale data here too, whatever the timing (an
+asynchronous copy into pageable host memory returns once it is done, as CUDA documents; into pinned memory it
+waits like the rest).  Work on the legacy stream runs at once, after the blocking streams' work.
 
 Every block "cudaMalloc" hands out is a ctypes buffer kept alive in :attr:`SimulatedRuntime.blocks` until it is
 freed.  Copies and memsets that start inside a block must stay inside it (an overrun raises
@@ -40,6 +41,7 @@ DEVICE_COUNT = 1  #: devices the simulator reports (all share host memory)
 MAX_THREADS_PER_BLOCK = 1024
 
 _handles = itertools.count(0x5100)  # fake stream/event/queue handles: distinct, never 0 (the legacy stream)
+LEGACY = (0, 1)  #: handles of the legacy default stream (0, and cudaStreamLegacy)
 
 
 def host_memory() -> tuple[int, int]:
@@ -64,6 +66,8 @@ class SimulatedStream:
             weakref.finalize(self, self.runtime.destroy_stream, self.handle)
 
     def synchronize(self) -> None:
+        if self.handle in LEGACY:  # the legacy stream's work started after the blocking streams' work
+            self.runtime.flush_blocking()
         self.runtime.flush(self.handle)
 
     def wait(self, event) -> None:
@@ -88,6 +92,8 @@ class SimulatedEvent:
     def record(self, stream=None) -> SimulatedEvent:
         self.time = time.perf_counter()
         self.mark = self.runtime.position(stream)
+        if self.mark is None and rt._handle(stream) in LEGACY:  # a legacy-stream record waits for blocking streams
+            self.runtime.flush_blocking()
         return self
 
     def synchronize(self) -> None:
@@ -111,23 +117,6 @@ class _Work:
         self.enqueued = 0
 
 
-class FakeQueue:
-    """The default MAGMA queue of a simulated device: a null ``magma_queue_t`` whose work runs at once (it stands for
-    the stream MAGMA creates for a queue; its ``stream`` handle is the legacy stream's, 0)."""
-
-    handle, stream = None, 0
-    record_event, wait_event = queue_module.record_event, queue_module.wait_event
-
-    def __init__(self, device: int = 0):
-        self.device = device
-
-    def synchronize(self) -> None:
-        pass
-
-    def __repr__(self) -> str:
-        return f"FakeQueue(device={self.device})"
-
-
 class SimulatedRuntime:
     """The replacements of :mod:`pymagma.runtime`'s device calls; :meth:`install` puts them in place."""
 
@@ -135,7 +124,7 @@ class SimulatedRuntime:
         self.blocks: dict[int, ctypes.Array] = {}
         self._starts: list[int] = []  # sorted block addresses, for the bounds checks
         self._lock = threading.Lock()
-        self.queues: dict[int, FakeQueue] = {}
+        self.queues: dict[int, queue_module.Queue] = {}  # the default queue of each device
         self._current = threading.local()
         self.work: dict[int, _Work] = {}  # created streams -> their work not yet run
         self._order = threading.RLock()
@@ -166,7 +155,7 @@ class SimulatedRuntime:
                 work.pending.append((work.enqueued, fn))
                 work.enqueued += 1
                 return
-            if handle == 0:
+            if handle in LEGACY:
                 self.flush_blocking()
             fn()
 
@@ -336,12 +325,11 @@ class SimulatedRuntime:
         return {"device": device, "name": DEVICE_NAME, "compute_capability": COMPUTE_CAPABILITY,
                 "total_memory": host_memory()[1], "multiprocessors": os.cpu_count() or 1}
 
-    def default_queue(self, device: int | None = None) -> FakeQueue:
-        device = rt.get_device() if device is None else int(device)
+    def default_queue(self, device: int | None = None) -> queue_module.Queue:
+        """The default queue of ``device``: a MAGMA queue made by the simulated ``magma_queue_create``, so its
+        stream is a created blocking stream whose work waits until ordered, like the real default queue's."""
         q = self.queues.get(device)
-        if q is None:
-            q = self.queues[device] = FakeQueue(device)
-        return q
+        return q if q is not None else queue_module._cached(self.queues, device)
 
     # ------------------------------------------------------------------------------------------------- install
     def install(self, patches) -> None:

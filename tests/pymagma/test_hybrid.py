@@ -366,6 +366,7 @@ def test_bidiagonal_reduction_across_the_default_block_size(full, shape, dtype):
 def test_bidiagonal_reduction_is_blocked(full, m, n, nb):
     """Device calls of gebrd: per column two gemv (A^H v, A u; none for the last column), per panel with columns
     beyond it one rank-2nb gemm (A -= [V X] [Y U]^H), nothing else."""
+    pymagma.default_queue()  # made before counting: its magma_queue_create is not the reduction's
     full.calls.clear()
     bidiagonal_factors(values(np.random.default_rng(0), (m, n), np.complex128), nb)
     panels_with_trailing = len([j for j in range(0, n, nb) if n - j > nb])
@@ -526,6 +527,7 @@ def test_tridiagonal_reduction_is_blocked(full, n, nb):
     """Device calls of sytrd: one symv per reflector (n - 2 of them: the last real one is the identity), one syr2k
     per panel (every panel has rows below it)."""
     g = values(np.random.default_rng(0), (n, n), np.float64)
+    pymagma.default_queue()  # made before counting: its magma_queue_create is not the reduction's
     full.calls.clear()
     hybrid.sytrd(device_colmajor(g + g.T), nb)
     want = collections.Counter({"magma_dsymv": n - 2, "magma_dsyr2k": len(range(0, n - 1, nb))})

@@ -418,8 +418,45 @@ def test_magma_blas_on_a_created_queue_runs_in_queue_order():
         done.synchronize()
         np.testing.assert_array_equal(host, [2.0] * 3)
         assert (memory_now == 2).all()
-        pymagma.default_queue().wait_event(q.record_event())  # the default queue runs at once: so does q's work
+        main = pymagma.default_queue()
+        assert main.stream in simulator.current().runtime.work  # a created stream too: waiting runs nothing yet
+        main.wait_event(q.record_event())
+        assert (memory_now == 2).all()
+        main.synchronize()  # the default queue's work, and before it q's
         assert (memory_now == 4).all()
+
+
+def test_a_queue_reading_the_default_queues_data_needs_its_event():
+    """The default queue has a blocking stream of its own, as magma_queue_create makes on a GPU: a second queue that
+    copies out what it produced without waiting for its event copies stale data; with wait_event the result."""
+    with simulator.simulated("full"):
+        main, q = pymagma.default_queue(), pymagma.Queue(0)
+        x = pymagma.asarray(np.ones(3))
+        _magma.initialized().magma_dscal(3, ctypes.c_double(2.0), x.ptr, 1, main.handle)
+        stale, fresh = rt.pinned_empty(3, np.float64), rt.pinned_empty(3, np.float64)
+        rt.memcpy_dtoh(stale, x.ptr, stream=q.stream)  # no wait: the scal is still pending on the default queue
+        q.synchronize()
+        np.testing.assert_array_equal(stale, [1.0] * 3)
+        q.wait_event(main.record_event())
+        rt.memcpy_dtoh(fresh, x.ptr, stream=q.stream)
+        q.synchronize()
+        np.testing.assert_array_equal(fresh, [2.0] * 3)
+        np.testing.assert_array_equal(x.get(), [2.0] * 3)
+
+
+@needs_compiler
+def test_kernels_and_cudnn_calls_run_in_their_streams_order():
+    """A kernel launch and a cuDNN call are queued on their stream (the default queue's, which the cuDNN handle is
+    bound to): the device memory changes only once something orders them, here the legacy-stream copy of get()."""
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.array([-1.0, 2.0], np.float32))
+        y = kernels.unary("negative", x)
+        z = dnn.activation_forward(y, "relu")
+        memory_now = np.ctypeslib.as_array((ctypes.c_float * 2).from_address(z.ptr))
+        assert sim.runtime.work[pymagma.default_queue().stream].pending  # neither has run yet
+        np.testing.assert_array_equal(z.get(), [1.0, 0.0])
+        np.testing.assert_array_equal(memory_now, [1.0, 0.0])
+        assert not sim.runtime.work[pymagma.default_queue().stream].pending
 
 
 # ----------------------------------------------------------------------------------------------------- kernels
