@@ -54,28 +54,18 @@ class Queue:
 
     def record_event(self) -> runtime.Event:
         """A new event (without timing) recorded on this queue's stream: it completes when the work enqueued so far
-        has finished.  Wait for it on the host (``.synchronize()``) or on another queue (:meth:`wait_event`)."""
-        return record_event(self)
+        has finished.  Wait for it on the host (``.synchronize()``) or on another queue (:meth:`wait_event`).  The
+        event is made on the queue's device, as ``cudaEventRecord`` needs."""
+        with runtime.on_device(self.device):
+            return runtime.Event(timing=False).record(self.stream)
 
     def wait_event(self, event: runtime.Event) -> None:
         """Make the work enqueued on this queue from now on wait for ``event`` (``cudaStreamWaitEvent``; the host
         does not wait)."""
-        wait_event(self, event)
+        runtime.Stream(handle=self.stream).wait(event)
 
     def __repr__(self) -> str:
         return f"Queue(device={self.device}, stream=0x{self.stream:x})"
-
-
-def record_event(q) -> runtime.Event:
-    """:meth:`Queue.record_event` for anything with a ``stream`` and a ``device`` (the simulator's default queue
-    uses it too); the event is made on the queue's device, as ``cudaEventRecord`` needs."""
-    with runtime.on_device(q.device):
-        return runtime.Event(timing=False).record(q.stream)
-
-
-def wait_event(q, event: runtime.Event) -> None:
-    """:meth:`Queue.wait_event` for anything with a ``stream``."""
-    runtime.Stream(handle=q.stream).wait(event)
 
 
 def _destroy(handle: int) -> None:
