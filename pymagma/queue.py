@@ -12,7 +12,7 @@ import ctypes
 import threading
 import weakref
 
-from . import _magma, runtime
+from . import _checks, _magma, runtime
 from .errors import MagmaError
 
 
@@ -91,7 +91,7 @@ def default_queue(device: int | None = None) -> Queue:
 def _cached(table: dict, device: int | None) -> Queue:
     """``table``'s queue of ``device`` (the current device when None), created under the lock on first use."""
     runtime.require_device()
-    device = runtime.get_device() if device is None else int(device)
+    device = runtime.get_device() if device is None else _checks.count(device, "device")  # 1.5 is not device 1
     with _LOCK:
         q = table.get(device)
         if q is None:

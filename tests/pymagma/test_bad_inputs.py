@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pymagma
-from pymagma import array, blas, dnn, kernels, linalg, memory, simulator
+from pymagma import array, blas, dnn, kernels, linalg, memory, queue, simulator
 from pymagma.array import copy_into
 from pymagma.errors import LinAlgError
 
@@ -49,6 +49,10 @@ ROWS = [
     ("memory negative", lambda d: memory.alloc(-1), ValueError, ["nbytes must be between 0", "-1"]),
     ("memory float", lambda d: memory.alloc(1.5), TypeError, ["nbytes must be an integer", "1.5"]),
     ("bucket negative", lambda d: memory.bucket_size(-5), ValueError, ["nbytes", "-5"]),
+    ("transfer_queue float device", lambda d: queue.transfer_queue(1.5), TypeError,
+     ["device must be an integer", "1.5"]),
+    ("transfer_queue missing device", lambda d: queue.transfer_queue(5), ValueError, ["device 5 does not exist"]),
+    ("default_queue negative device", lambda d: queue.default_queue(-1), ValueError, ["device", "-1"]),
     # ------------------------------------------------------------------------------------------- views, transfer
     ("reshape float", lambda d: d.a.reshape(2.5, 4), TypeError, ["reshape: shape[0] must be an integer"]),
     ("reshape size", lambda d: d.a.reshape(5, 5), ValueError, ["cannot reshape", "size 8"]),
