@@ -62,6 +62,9 @@ class Queue:
     def wait_event(self, event: runtime.Event) -> None:
         """Make the work enqueued on this queue from now on wait for ``event`` (``cudaStreamWaitEvent``; the host
         does not wait)."""
+        if not isinstance(event, runtime.Event):
+            raise TypeError(f"wait_event: event must be a pymagma.runtime.Event (from record_event), got "
+                            f"{type(event).__name__}")
         runtime.Stream(handle=self.stream).wait(event)
 
     def __repr__(self) -> str:

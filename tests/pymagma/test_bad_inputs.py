@@ -53,6 +53,8 @@ ROWS = [
      ["device must be an integer", "1.5"]),
     ("transfer_queue missing device", lambda d: queue.transfer_queue(5), ValueError, ["device 5 does not exist"]),
     ("default_queue negative device", lambda d: queue.default_queue(-1), ValueError, ["device", "-1"]),
+    ("wait_event None", lambda d: queue.default_queue().wait_event(None), TypeError,
+     ["wait_event: event must be", "NoneType"]),
     # ------------------------------------------------------------------------------------------- views, transfer
     ("reshape float", lambda d: d.a.reshape(2.5, 4), TypeError, ["reshape: shape[0] must be an integer"]),
     ("reshape size", lambda d: d.a.reshape(5, 5), ValueError, ["cannot reshape", "size 8"]),
