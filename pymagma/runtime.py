@@ -342,6 +342,14 @@ def memcpy_2d(dst: int, dpitch: int, src: int, spitch: int, width: int, height: 
              stream, "cudaMemcpy2D")
 
 
+def _host_rows(arr: np.ndarray, call: str, writable: bool) -> tuple[int, int, int]:
+    """(address, row width in bytes, rows) of the C-contiguous 2-D host array of a 2-D copy (also the simulator's)."""
+    if np.ndim(arr) != 2:
+        raise ValueError(f"{call} needs a 2-D host array, got shape {np.shape(arr)}")
+    ptr, _ = _host_buffer(arr, writable=writable)
+    return ptr, arr.shape[1] * arr.itemsize, arr.shape[0]
+
+
 def memcpy_2d_dtoh(dst: np.ndarray, src: int, spitch: int, stream=None) -> np.ndarray:
     """Copy the rows of the C-contiguous 2-D host array ``dst`` from device rows ``spitch`` bytes apart at ``src``
     (a column-major device matrix lands transposed: one of its columns per row of ``dst``); return ``dst``.
@@ -349,12 +357,8 @@ def memcpy_2d_dtoh(dst: np.ndarray, src: int, spitch: int, stream=None) -> np.nd
     With ``stream`` the copy is enqueued there and may still be running on return: read ``dst`` only after the
     stream, or an event recorded on it after the copy, has been synchronized.  It overlaps other work only when
     ``dst`` is pinned (:func:`pinned_empty`)."""
-    if np.ndim(dst) != 2:
-        raise ValueError(f"memcpy_2d_dtoh needs a 2-D host array, got shape {np.shape(dst)}")
-    ptr, _ = _host_buffer(dst, writable=True)
-    width = dst.shape[1] * dst.itemsize
-    _copy_2d(ptr, width, int(src), int(spitch), width, dst.shape[0], "cudaMemcpyDeviceToHost", stream,
-             "cudaMemcpy2D(DtoH)")
+    ptr, width, height = _host_rows(dst, "memcpy_2d_dtoh", writable=True)
+    _copy_2d(ptr, width, int(src), int(spitch), width, height, "cudaMemcpyDeviceToHost", stream, "cudaMemcpy2D(DtoH)")
     return dst
 
 
@@ -363,12 +367,8 @@ def memcpy_2d_htod(dst: int, dpitch: int, src: np.ndarray, stream=None) -> None:
 
     With ``stream`` the copy is enqueued there: ``src`` must stay alive and unchanged until the stream has run it
     (synchronize the stream or an event recorded after the copy before writing ``src`` again)."""
-    if np.ndim(src) != 2:
-        raise ValueError(f"memcpy_2d_htod needs a 2-D host array, got shape {np.shape(src)}")
-    ptr, _ = _host_buffer(src, writable=False)
-    width = src.shape[1] * src.itemsize
-    _copy_2d(int(dst), int(dpitch), ptr, width, width, src.shape[0], "cudaMemcpyHostToDevice", stream,
-             "cudaMemcpy2D(HtoD)")
+    ptr, width, height = _host_rows(src, "memcpy_2d_htod", writable=False)
+    _copy_2d(int(dst), int(dpitch), ptr, width, width, height, "cudaMemcpyHostToDevice", stream, "cudaMemcpy2D(HtoD)")
 
 
 def memset(ptr: int, value: int, nbytes: int, stream=None) -> None:

@@ -283,20 +283,13 @@ class SimulatedRuntime:
         self._copy_2d(int(dst), int(dpitch), int(src), int(spitch), int(width), int(height), stream, "cudaMemcpy2D")
 
     def memcpy_2d_dtoh(self, dst, src: int, spitch: int, stream=None):
-        if getattr(dst, "ndim", None) != 2:
-            raise ValueError(f"memcpy_2d_dtoh needs a 2-D host array, got shape {getattr(dst, 'shape', None)}")
-        ptr, _ = rt._host_buffer(dst, writable=True)
-        width = dst.shape[1] * dst.itemsize
-        self._copy_2d(ptr, width, int(src), int(spitch), width, dst.shape[0], stream, "cudaMemcpy2D(DtoH)", dst,
-                      to_host=ptr)
+        ptr, width, height = rt._host_rows(dst, "memcpy_2d_dtoh", writable=True)
+        self._copy_2d(ptr, width, int(src), int(spitch), width, height, stream, "cudaMemcpy2D(DtoH)", dst, to_host=ptr)
         return dst
 
     def memcpy_2d_htod(self, dst: int, dpitch: int, src, stream=None) -> None:
-        if getattr(src, "ndim", None) != 2:
-            raise ValueError(f"memcpy_2d_htod needs a 2-D host array, got shape {getattr(src, 'shape', None)}")
-        ptr, _ = rt._host_buffer(src, writable=False)
-        width = src.shape[1] * src.itemsize
-        self._copy_2d(int(dst), int(dpitch), ptr, width, width, src.shape[0], stream, "cudaMemcpy2D(HtoD)", src)
+        ptr, width, height = rt._host_rows(src, "memcpy_2d_htod", writable=False)
+        self._copy_2d(int(dst), int(dpitch), ptr, width, width, height, stream, "cudaMemcpy2D(HtoD)", src)
 
     def memset(self, ptr: int, value: int, nbytes: int, stream=None) -> None:
         nbytes = int(nbytes)
