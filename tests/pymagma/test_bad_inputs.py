@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pymagma
-from pymagma import array, blas, dnn, kernels, linalg, memory, queue, simulator
+from pymagma import array, blas, dnn, kernels, linalg, memory, queue, runtime, simulator
 from pymagma.array import copy_into
 from pymagma.errors import LinAlgError
 
@@ -49,6 +49,20 @@ ROWS = [
     ("memory negative", lambda d: memory.alloc(-1), ValueError, ["nbytes must be between 0", "-1"]),
     ("memory float", lambda d: memory.alloc(1.5), TypeError, ["nbytes must be an integer", "1.5"]),
     ("bucket negative", lambda d: memory.bucket_size(-5), ValueError, ["nbytes", "-5"]),
+    ("pinned_buffer negative", lambda d: memory.pinned_buffer(-1).__enter__(), ValueError,
+     ["nbytes must be between 0", "-1"]),
+    ("pinned_buffer float", lambda d: memory.pinned_buffer(1.5).__enter__(), TypeError,
+     ["nbytes must be an integer", "1.5"]),
+    ("2-D copy to 1-D host", lambda d: runtime.memcpy_2d_dtoh(np.ones(3), d.a.ptr, 16), ValueError,
+     ["memcpy_2d_dtoh needs a 2-D host array", "(3,)"]),
+    ("2-D copy to read-only host", lambda d: runtime.memcpy_2d_dtoh(np.broadcast_to(np.ones((2, 2)), (2, 2)),
+                                                                    d.a.ptr, 16), ValueError, ["must be writable"]),
+    ("2-D copy to strided host", lambda d: runtime.memcpy_2d_dtoh(np.ones((2, 4))[:, ::2], d.a.ptr, 16), ValueError,
+     ["C-contiguous"]),
+    ("2-D copy from 1-D host", lambda d: runtime.memcpy_2d_htod(d.a.ptr, 16, np.ones(3)), ValueError,
+     ["memcpy_2d_htod needs a 2-D host array", "(3,)"]),
+    ("2-D copy from list", lambda d: runtime.memcpy_2d_htod(d.a.ptr, 16, [[1.0, 2.0]]), TypeError,
+     ["numpy.ndarray host buffer", "list"]),
     ("transfer_queue float device", lambda d: queue.transfer_queue(1.5), TypeError,
      ["device must be an integer", "1.5"]),
     ("transfer_queue missing device", lambda d: queue.transfer_queue(5), ValueError, ["device 5 does not exist"]),
@@ -99,6 +113,8 @@ ROWS = [
     ("dot host", lambda d: blas.dot(np.ones(3), d.v3), TypeError, ["dot: x", "pymagma.asarray"]),
     ("scal host", lambda d: blas.scal(2.0, np.ones(3)), TypeError, ["scal: x"]),
     ("nrm2 int", lambda d: blas.nrm2(d.i32), TypeError, ["int32"]),
+    ("asum int", lambda d: blas.asum(d.i32), TypeError, ["int32", "float32"]),
+    ("asum host", lambda d: blas.asum(np.ones(3)), TypeError, ["asum: x", "pymagma.asarray"]),
     ("trsm side", lambda d: blas.trsm(d.sq, d.b[:3], side="up"), ValueError, ["side must be", "'up'"]),
     ("trsm not square", lambda d: blas.trsm(d.a, d.b), ValueError, ["square 2-D a"]),
     ("syrk out shape", lambda d: blas.syrk(d.a, out=d.sq), ValueError, ["syrk: out has shape (3, 3)", "(2, 2)"]),
