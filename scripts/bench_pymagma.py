@@ -32,6 +32,7 @@ Run directly to print a table (``--json PATH`` writes the rows).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -237,22 +238,17 @@ def dry_run(repeats: int = 2, on_row=None) -> list[dict]:
         return hybrid_rows(torch, repeats, DRY_SIZES, DRY_EIG_SIZES, device="cpu", on_row=on_row)
 
 
+@contextlib.contextmanager
 def _without_scipy():
     """A context in which ``import scipy`` fails (pymagma.hybrid's host solvers take their NumPy fallbacks)."""
-    import contextlib
-
-    @contextlib.contextmanager
-    def hidden():
-        saved = {k: v for k, v in sys.modules.items() if k == "scipy" or k.startswith("scipy.")}
-        sys.modules.update(dict.fromkeys({*saved, "scipy"}))
-        try:
-            yield
-        finally:
-            for k in {*saved, "scipy"}:
-                del sys.modules[k]
-            sys.modules.update(saved)
-
-    return hidden()
+    saved = {k: v for k, v in sys.modules.items() if k == "scipy" or k.startswith("scipy.")}
+    sys.modules.update(dict.fromkeys({*saved, "scipy"}))
+    try:
+        yield
+    finally:
+        for k in {*saved, "scipy"}:
+            del sys.modules[k]
+        sys.modules.update(saved)
 
 
 def host_solver_rows(sizes=HOST_SOLVER_SIZES, repeats: int = 1) -> list[dict]:
