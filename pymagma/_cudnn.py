@@ -12,6 +12,7 @@ import enum
 import weakref
 from ctypes import POINTER, c_char_p, c_double, c_float, c_int, c_size_t, c_ulonglong, c_void_p
 
+from . import _native
 from ._ffi import NativeLibrary
 from ._libs import NVIDIA_REMEDIES, load_nvidia
 from .errors import CudnnError, NoDeviceError
@@ -329,13 +330,19 @@ PROTOTYPES = {
 }
 
 lib = NativeLibrary("cuDNN", lambda: load_nvidia("cudnn"), PROTOTYPES,
-                    remedy=f"cuDNN 9 is required: {NVIDIA_REMEDIES['cudnn']}")
+                    remedy=f"cuDNN 9 is required: {NVIDIA_REMEDIES['cudnn']}")  #: the real libcudnn
+_native.register("cudnn", lambda: lib, lambda: tuple(PROTOTYPES))
+
+
+def library():
+    """The cuDNN in use (the simulator's when it is on)."""
+    return _native.current.cudnn
 
 
 # -------------------------------------------------------------------------------------------------- statuses
 def version() -> int:
     """cuDNN's version as an int (major*10000 + minor*100 + patch for cuDNN 9)."""
-    return int(lib.cudnnGetVersion())
+    return int(library().cudnnGetVersion())
 
 
 def version_tuple() -> tuple[int, int, int]:
@@ -352,14 +359,14 @@ def status_name(status: int) -> str:
 
 def error_string(status: int) -> str:
     """cuDNN's own name for a status code (cudnnGetErrorString)."""
-    text = lib.cudnnGetErrorString(int(status))
+    text = library().cudnnGetErrorString(int(status))
     return text.decode() if text else status_name(status)
 
 
 def last_error_string() -> str:
     """The message cuDNN recorded for its most recent failure on this thread (may be empty)."""
     buf = ctypes.create_string_buffer(4096)
-    lib.cudnnGetLastErrorString(buf, len(buf))
+    library().cudnnGetLastErrorString(buf, len(buf))
     return buf.value.decode(errors="replace").strip()
 
 
@@ -371,7 +378,7 @@ def check(status: int, call: str) -> None:
 
 def call(name: str, *args) -> None:
     """Call a status-returning cuDNN function and check its result."""
-    check(lib.bind(name)(*args), name)
+    check(library().bind(name)(*args), name)
 
 
 def _ints(values) -> ctypes.Array:
@@ -394,7 +401,8 @@ class Handle:
 
     def __init__(self):
         handle = c_void_p()
-        status = lib.cudnnCreate(ctypes.byref(handle))
+        cudnn = library()
+        status = cudnn.cudnnCreate(ctypes.byref(handle))
         if status != 0:
             message = last_error_string()
             if _device_count() == 0:
@@ -402,7 +410,7 @@ class Handle:
                                     "there is no usable CUDA device or driver")
             raise CudnnError(status, status_name(status), message, "cudnnCreate")
         self.value = handle.value
-        self._finalizer = weakref.finalize(self, lib.cudnnDestroy, c_void_p(handle.value))
+        self._finalizer = weakref.finalize(self, cudnn.cudnnDestroy, c_void_p(handle.value))  # the cuDNN that made it
 
     def set_stream(self, stream: int) -> None:
         call("cudnnSetStream", self.value, c_void_p(int(stream) or None))
@@ -421,7 +429,8 @@ class Descriptor:
         desc = c_void_p()
         call(f"cudnnCreate{self.kind}Descriptor", ctypes.byref(desc))
         self.value = desc.value
-        self._finalizer = weakref.finalize(self, lib.bind(f"cudnnDestroy{self.kind}Descriptor"), c_void_p(desc.value))
+        destroy = library().bind(f"cudnnDestroy{self.kind}Descriptor")  # the cuDNN that made it destroys it
+        self._finalizer = weakref.finalize(self, destroy, c_void_p(desc.value))
 
     @property
     def _as_parameter_(self):

@@ -17,11 +17,13 @@ take three extra arguments (func, file, line); :func:`internal_args` supplies th
 from __future__ import annotations
 
 import ctypes
-import functools
 from dataclasses import dataclass
 
-from . import _libs
+import numpy as np
+
+from . import _libs, _native
 from ._ffi import NativeLibrary
+from .errors import MagmaError
 
 MAGMA_INT = ctypes.c_int64 if _libs.magma_ilp64() else ctypes.c_int32
 
@@ -327,8 +329,7 @@ def remedy() -> str:
     return provider + "for the full library: " + _libs.FULL_MAGMA_REMEDY
 
 
-@functools.cache
-def library() -> NativeLibrary:
+def _real_library() -> NativeLibrary:
     """The MAGMA library with every table entry, loaded and bound lazily."""
     return NativeLibrary(
         "MAGMA", _libs.load_magma, {n: s.prototype() for n, s in SIGNATURES.items()}, remedy(),
@@ -336,16 +337,26 @@ def library() -> NativeLibrary:
     )
 
 
-@functools.cache
-def initialized() -> NativeLibrary:
-    """The MAGMA library after ``magma_init()`` (once per process)."""
-    lib = library()
+_native.register("magma", _real_library, lambda: tuple(SIGNATURES))
+
+
+def library() -> NativeLibrary:
+    """The MAGMA library in use (the simulator's when it is on); nothing is called on it."""
+    return _native.current.magma
+
+
+@_native.resource("magma_initialized")
+def _initialize(libraries) -> NativeLibrary:
+    lib = libraries.magma
     status = lib.magma_init()
     if status != 0:
-        from .errors import MagmaError
-
         raise MagmaError(status, strerror(status), "magma_init")
     return lib
+
+
+def initialized() -> NativeLibrary:
+    """The MAGMA library in use after ``magma_init()`` (once per set of native libraries)."""
+    return _native.current.magma_initialized
 
 
 def strerror(code: int) -> str:
@@ -366,8 +377,6 @@ def names_for(family: str) -> list[str]:
 
 def precision_of(dtype) -> str:
     """MAGMA precision letter of a NumPy dtype (float32 s, float64 d, complex64 c, complex128 z)."""
-    import numpy as np
-
     name = np.dtype(dtype).name
     for letter, (_, _, _, dname) in PRECISIONS.items():
         if dname == name:

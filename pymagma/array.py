@@ -14,7 +14,7 @@ import numbers
 
 import numpy as np
 
-from . import _checks, dtypes, memory, runtime
+from . import _checks, _native, dtypes, memory, runtime
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -203,9 +203,7 @@ class DeviceArray:
         return out
 
     def _sync(self) -> None:
-        from . import queue as queue_module
-
-        q = queue_module._DEFAULT.get(self.device)
+        q = _native.current.default_queues.get(self.device)
         if q is not None:
             q.synchronize()
 

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks
+from . import _checks, _native
 from . import _cudnn as cd
 from .array import on_arrays_device
 
@@ -139,7 +139,7 @@ def _math_type(dtype, math: str | None) -> cd.MathType:
 
 
 # ------------------------------------------------------------------------------------- handles and caches
-_handles: dict[int, cd.Handle] = {}
+_native.resource("cudnn_handles")(lambda libraries: {})  # device -> its cuDNN handle
 _lock = threading.Lock()
 
 
@@ -150,13 +150,14 @@ def handle(device: int | None = None) -> cd.Handle:
     device = None if device is None else _checks.count(device, "device")
     runtime.require_device()
     device = runtime.get_device() if device is None else device
+    handles = _native.current.cudnn_handles
     with _lock:
-        h = _handles.get(device)
+        h = handles.get(device)
         if h is None:
             with runtime.on_device(device):
                 h = cd.Handle()
                 h.set_stream(queue.default_queue(device).stream)
-            _handles[device] = h
+            handles[device] = h
     return h
 
 
@@ -300,7 +301,7 @@ class AlgoChoice:
     time_ms: float = -1.0
 
 
-_algorithms: dict[tuple, AlgoChoice] = {}
+_native.resource("cudnn_algorithms")(lambda libraries: {})  # problem key -> AlgoChoice
 
 _ALGO_CALLS = {
     # kind: (get_v7, find_ex, workspace_size, max_count, enum)
@@ -338,7 +339,8 @@ def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_
     limit = DEFAULT_WORKSPACE_LIMIT if workspace_limit is None else _checks.count(
         workspace_limit, "workspace_limit", maximum=2**63 - 1)
     key = (kind, device, problem, limit, bool(autotune))
-    hit = _algorithms.get(key)
+    algorithms = _native.current.cudnn_algorithms
+    hit = algorithms.get(key)
     if hit is not None:
         return hit
     get_v7, find_ex, ws_size, max_count, _ = _ALGO_CALLS[kind]
@@ -361,10 +363,10 @@ def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_
         if perf.status != 0 or perf.memory > limit:
             continue
         size = c_size_t()
-        if cd.lib.bind(ws_size)(h.value, *descs, perf.algo, byref(size)) != 0 or size.value > limit:
+        if cd.library().bind(ws_size)(h.value, *descs, perf.algo, byref(size)) != 0 or size.value > limit:
             continue
         choice = AlgoChoice(int(perf.algo), int(size.value), float(perf.time))
-        _algorithms[key] = choice
+        algorithms[key] = choice
         return choice
     raise cd.CudnnError(int(cd.Status.NOT_SUPPORTED), cd.status_name(cd.Status.NOT_SUPPORTED),
                         f"no {kind} convolution algorithm fits a workspace of {limit} bytes for {problem}",
@@ -679,7 +681,7 @@ def _check_rate(rate: float) -> None:
         raise ValueError(f"dropout rate must be in [0, 1), got {rate}")
 
 
-_dropout_states: dict[tuple[int, int], DropoutState] = {}
+_native.resource("cudnn_dropout_states")(lambda libraries: {})  # (device, seed) -> DropoutState
 
 
 def dropout_state(seed: int = 0, device: int | None = None) -> DropoutState:
@@ -688,9 +690,10 @@ def dropout_state(seed: int = 0, device: int | None = None) -> DropoutState:
 
     seed = _checks.count(seed, "seed", maximum=2**64 - 1)
     device = runtime.get_device() if device is None else _checks.count(device, "device")
-    state = _dropout_states.get((device, seed))
+    states = _native.current.cudnn_dropout_states
+    state = states.get((device, seed))
     if state is None:
-        state = _dropout_states[(device, seed)] = DropoutState(seed, device)
+        state = states[(device, seed)] = DropoutState(seed, device)
     return state
 
 
@@ -835,4 +838,4 @@ def clear_caches() -> None:
     for cached in (tensor_descriptor, filter_descriptor, convolution_descriptor, pooling_descriptor,
                    activation_descriptor, _bn_descriptor, _op_descriptor, _reduce_descriptor):
         cached.cache_clear()
-    _algorithms.clear()
+    _native.current.cudnn_algorithms.clear()

@@ -67,3 +67,7 @@ class KernelCompileError(PymagmaError, RuntimeError):
     def __init__(self, name: str, log: str, options: tuple = ()):
         self.kernel, self.log, self.options = name, log, tuple(options)
         super().__init__(f"NVRTC could not compile {name!r} (options {list(self.options)}):\n{log}")
+
+
+class NotSimulatedError(PymagmaError, NotImplementedError):
+    """A native call the simulator does not model (pymagma reached a native function outside its declared seam)."""

@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import _checks, runtime
+from . import _checks, _native, runtime
 from .errors import DeviceMemoryError
 
 ALIGNMENT = 512
@@ -109,7 +109,11 @@ def _free_on(device: int, ptr: int) -> None:
         pass
 
 
-_POOL = _Pool()
+_native.resource("memory_pool")(lambda libraries: _Pool())  # the pool of each set of native libraries
+
+
+def _pool() -> _Pool:
+    return _native.current.memory_pool
 
 
 class Allocation:
@@ -124,8 +128,9 @@ class Allocation:
         self.nbytes = nbytes
         self.device = runtime.get_device() if device is None else device
         self.size = bucket_size(self.nbytes)
-        self.ptr = _POOL.take(self.device, self.size) if self.size else 0
-        self._finalizer = weakref.finalize(self, _POOL.give_back, self.device, self.size, self.ptr) \
+        pool = _native.current.memory_pool
+        self.ptr = pool.take(self.device, self.size) if self.size else 0
+        self._finalizer = weakref.finalize(self, pool.give_back, self.device, self.size, self.ptr) \
             if self.size else None
 
     def free(self) -> None:
@@ -149,19 +154,21 @@ def pinned_buffer(nbytes: int):
     cache and given back afterwards: every asynchronous copy from or into it must have finished when the block
     ends."""
     size = bucket_size(max(_checks.count(nbytes, "nbytes", maximum=2**63 - 1), 1))
-    buffer = _POOL.take_pinned(size)
+    pool = _pool()
+    buffer = pool.take_pinned(size)
     try:
         yield buffer[:nbytes]
     finally:
-        _POOL.give_back_pinned(size, buffer)
+        pool.give_back_pinned(size, buffer)
 
 
 def pool_stats() -> dict:
     """Bytes in use and cached, and counts of cudaMalloc calls, cudaFree calls, requests and pool hits."""
-    with _POOL.lock:
-        return dict(_POOL.stats)
+    pool = _pool()
+    with pool.lock:
+        return dict(pool.stats)
 
 
 def empty_cache() -> int:
     """Free every cached (unused) block; return the bytes released."""
-    return _POOL.release_cached()
+    return _pool().release_cached()

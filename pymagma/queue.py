@@ -12,7 +12,7 @@ import ctypes
 import threading
 import weakref
 
-from . import _checks, _magma, runtime
+from . import _checks, _magma, _native, runtime
 from .errors import MagmaError
 
 
@@ -37,7 +37,7 @@ class Queue:
             raise MagmaError(-1, "MAGMA returned a null queue", "magma_queue_create")
         self.handle = handle
         self.stream = int(lib.magma_queue_get_cuda_stream(handle) or 0)
-        self._finalizer = weakref.finalize(self, _destroy, handle.value)
+        self._finalizer = weakref.finalize(self, _destroy, lib, handle.value)  # by the MAGMA that made it
 
     @classmethod
     def from_stream(cls, stream, device: int | None = None) -> Queue:
@@ -71,24 +71,25 @@ class Queue:
         return f"Queue(device={self.device}, stream=0x{self.stream:x})"
 
 
-def _destroy(handle: int) -> None:
+def _destroy(lib, handle: int) -> None:
     try:
-        _magma.library().magma_queue_destroy(ctypes.c_void_p(handle), *_magma.internal_args())
+        lib.magma_queue_destroy(ctypes.c_void_p(handle), *_magma.internal_args())
     except Exception:  # pragma: no cover - interpreter shutdown
         pass
 
 
-_DEFAULT: dict[int, Queue] = {}
-_TRANSFER: dict[int, Queue] = {}
+_native.resource("default_queues")(lambda libraries: {})  # device -> its default Queue
+_native.resource("transfer_queues")(lambda libraries: {})  # device -> its second Queue
 _LOCK = threading.Lock()
 
 
 def default_queue(device: int | None = None) -> Queue:
     """The default queue of ``device`` (the current device when None), created on first use."""
-    q = _DEFAULT.get(device)
+    table = _native.current.default_queues
+    q = table.get(device)
     if q is not None:  # the fast path of every BLAS call
         return q
-    return _cached(_DEFAULT, device)
+    return _cached(table, device)
 
 
 def _cached(table: dict, device: int | None) -> Queue:
@@ -106,4 +107,4 @@ def transfer_queue(device: int | None = None) -> Queue:
     """A second queue of ``device`` (the current device when None), created on first use: work enqueued there runs
     concurrently with the default queue's unless ordered by events (:meth:`Queue.record_event`,
     :meth:`Queue.wait_event`).  The hybrid drivers copy their next panel to the host on it (look-ahead)."""
-    return _cached(_TRANSFER, device)
+    return _cached(_native.current.transfer_queues, device)

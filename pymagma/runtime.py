@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import functools
 import threading
+import types
 import weakref
 
 import numpy as np
 
+from . import _native
 from .errors import CudaError, DeviceMemoryError, NoDeviceError
 
 #: cudaError_t names that mean "there is no usable GPU here" rather than "this call failed".
@@ -28,12 +29,20 @@ NO_DEVICE_HINT = ("pymagma's device functions need an NVIDIA GPU and its driver;
                   "(pymagma.info(), library discovery, MAGMA argument checks) still work without one")
 
 
-@functools.cache
-def _rt():
-    """The ``cuda.bindings.runtime`` module (imported on first use)."""
+def _real_cudart():
+    """``cuda.bindings.runtime`` limited to the entry points and data pymagma declares (imported on first use)."""
     from cuda.bindings import runtime
 
-    return runtime
+    names = _native.CUDART_ENTRY_POINTS + _native.CUDART_DATA
+    return types.SimpleNamespace(**{name: getattr(runtime, name) for name in names})
+
+
+_native.register("cudart", _real_cudart, lambda: _native.CUDART_ENTRY_POINTS)
+
+
+def _rt():
+    """The CUDA runtime in use (``cuda.bindings.runtime``'s shape; the simulator's when it is on)."""
+    return _native.current.cudart
 
 
 def error_name(err) -> str:
@@ -135,11 +144,11 @@ def on_device(device: int):
     (a new thread has none, and driver-API calls such as kernel launches need one), even when cudaGetDevice
     already reports that device."""
     previous, device = get_device(), int(device)
-    if previous == device and getattr(_thread, "bound", False):
+    if previous == device and getattr(_thread, "bound", None) is _native.current:
         yield
         return
     set_device(device)
-    _thread.bound = True
+    _thread.bound = _native.current  # bound for these libraries: the simulator's binding is not the device's
     try:
         yield
     finally:
@@ -201,7 +210,7 @@ class Stream:
         flags = rt.cudaStreamNonBlocking if non_blocking else rt.cudaStreamDefault
         stream = check(rt.cudaStreamCreateWithFlags(flags), "cudaStreamCreateWithFlags")
         self.handle, self.owned = int(stream), True
-        self._finalizer = weakref.finalize(self, _destroy_stream, self.handle)
+        self._finalizer = weakref.finalize(self, rt.cudaStreamDestroy, self.handle)  # by the runtime that made it
 
     def synchronize(self) -> None:
         check(_rt().cudaStreamSynchronize(self.handle), "cudaStreamSynchronize")
@@ -216,8 +225,6 @@ class Stream:
         return f"Stream(0x{self.handle:x}{'' if self.owned else ', borrowed'})"
 
 
-def _destroy_stream(handle: int) -> None:
-    _rt().cudaStreamDestroy(handle)
 
 
 class Event:
@@ -228,7 +235,7 @@ class Event:
         rt = _rt()
         flags = rt.cudaEventDefault if timing else rt.cudaEventDisableTiming
         self.handle = int(check(rt.cudaEventCreateWithFlags(flags), "cudaEventCreateWithFlags"))
-        self._finalizer = weakref.finalize(self, _destroy_event, self.handle)
+        self._finalizer = weakref.finalize(self, rt.cudaEventDestroy, self.handle)
 
     def record(self, stream=None) -> Event:
         check(_rt().cudaEventRecord(self.handle, _handle(stream)), "cudaEventRecord")
@@ -240,10 +247,6 @@ class Event:
     def elapsed_ms(self, end: Event) -> float:
         """Milliseconds from this event to ``end`` (both recorded)."""
         return float(check(_rt().cudaEventElapsedTime(self.handle, end.handle), "cudaEventElapsedTime"))
-
-
-def _destroy_event(handle: int) -> None:
-    _rt().cudaEventDestroy(handle)
 
 
 # ----------------------------------------------------------------------------------------------------- memory
@@ -281,7 +284,7 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     ptr = malloc_host(nbytes)
     buf = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
-    weakref.finalize(buf, free_host, ptr)
+    weakref.finalize(buf, _rt().cudaFreeHost, ptr)  # the runtime that allocated it frees it
     return np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
 
 

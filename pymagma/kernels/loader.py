@@ -11,7 +11,7 @@ import ctypes
 import functools
 import threading
 
-from .. import runtime
+from .. import _native, runtime
 from ..errors import CudaError
 from . import compiler, programs
 
@@ -83,20 +83,9 @@ class LoadedProgram:
         return fn
 
 
-_loaded: dict[tuple[str, int], LoadedProgram] = {}
-_lock = threading.Lock()
-
-
 def loaded_program(name: str, device: int) -> LoadedProgram:
-    key = (name, device)
-    with _lock:
-        loaded = _loaded.get(key)
-    if loaded is None:
-        arch, kind = target_for(device)
-        loaded = LoadedProgram(compile_program(name, arch, kind), device)
-        with _lock:
-            _loaded.setdefault(key, loaded)
-    return loaded
+    """Program ``name`` loaded on ``device`` by the launcher in use (compiled and loaded on first use)."""
+    return _native.current.launcher.program(name, device)
 
 
 def grid_for(n: int, threads: int = THREADS, per_thread: int = 1) -> int:
@@ -104,13 +93,40 @@ def grid_for(n: int, threads: int = THREADS, per_thread: int = 1) -> int:
     return max(1, min(MAX_BLOCKS, -(-int(n) // (threads * per_thread))))
 
 
+class DriverLauncher:
+    """The real kernel launcher: NVRTC-compiled programs loaded with the CUDA driver (once per program and device),
+    kernels launched with ``cuLaunchKernel``."""
+
+    def __init__(self):
+        self._loaded: dict[tuple[str, int], LoadedProgram] = {}
+        self._lock = threading.Lock()
+
+    def program(self, name: str, device: int) -> LoadedProgram:
+        key = (name, device)
+        with self._lock:
+            loaded = self._loaded.get(key)
+        if loaded is None:
+            arch, kind = target_for(device)
+            loaded = LoadedProgram(compile_program(name, arch, kind), device)
+            with self._lock:
+                loaded = self._loaded.setdefault(key, loaded)
+        return loaded
+
+    def launch(self, program: str, expression: str, device: int, stream: int, grid: int, block: int, args) -> None:
+        loaded = self.program(program, device)
+        holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
+        pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
+        driver = _driver()
+        with runtime.on_device(device):  # the module lives in the device's primary context
+            fn = loaded.function(expression)
+            _dcheck(driver.cuLaunchKernel(fn, int(grid), 1, 1, int(block), 1, 1, 0, driver.CUstream(int(stream)),
+                                          ctypes.addressof(pointers), 0), f"cuLaunchKernel({expression})")
+
+
+_native.register("launcher", DriverLauncher, lambda: ("launch",))
+
+
 def launch(program: str, expression: str, device: int, stream: int, grid: int, block: int, args) -> None:
-    """Launch ``expression`` of ``program`` with ``args``: a sequence of ctypes values (pointers as c_void_p)."""
-    loaded = loaded_program(program, device)
-    holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
-    pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
-    driver = _driver()
-    with runtime.on_device(device):  # the module lives in the device's primary context
-        fn = loaded.function(expression)
-        _dcheck(driver.cuLaunchKernel(fn, int(grid), 1, 1, int(block), 1, 1, 0, driver.CUstream(int(stream)),
-                                      ctypes.addressof(pointers), 0), f"cuLaunchKernel({expression})")
+    """Launch ``expression`` of ``program`` with ``args``: a sequence of ctypes values (pointers as c_void_p), through
+    the launcher in use (the simulator's when it is on)."""
+    _native.current.launcher.launch(program, expression, device, stream, grid, block, args)

@@ -1,9 +1,12 @@
 """pymagma's CPU simulator of the device, opt-in (like Numba's ``NUMBA_ENABLE_CUDASIM=1``).
 
-Device memory is host memory, the CUDA runtime calls are memmove/memset, MAGMA routines are NumPy models of their
-documented semantics checked against pymagma's prototype tables, pymagma's kernels are their real ``.cu`` sources
-compiled by the host C++ compiler, and (when :mod:`pymagma.simulator.cudnn` is present) the cuDNN calls pymagma
-makes are NumPy models.  It proves plumbing and conventions; only a GPU proves speed, concurrency and NVRTC code.
+It stands in for pymagma's native seam (:mod:`pymagma._native`) as a whole: one simulated object per native
+library, nothing else replaced.  Device memory is host memory and the CUDA runtime calls are memmove/memset
+(:mod:`.runtime`), MAGMA routines are NumPy models of their documented semantics checked against pymagma's prototype
+tables (:mod:`.magma`), the cuDNN calls that touch the device are NumPy models (:mod:`.cudnn`), and pymagma's
+kernels are their real ``.cu`` sources compiled by the host C++ compiler (:mod:`.kernels`).  A native function
+pymagma declares but the simulator does not model raises :class:`~pymagma.errors.NotSimulatedError`.  It proves
+plumbing and conventions; only a GPU proves speed, concurrency and NVRTC code.
 
 Turn it on with ``PYMAGMA_SIMULATOR=1`` (or ``partial``; ``full``) before ``import pymagma``, or in code::
 
@@ -19,34 +22,47 @@ modelled routine.
 from __future__ import annotations
 
 import contextlib
-import importlib
 import os
-import sys
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from ._patch import Patches
+from .. import _native
+from . import cudnn, kernels, magma, runtime
 
 ENV_VAR = "PYMAGMA_SIMULATOR"
 MODES = ("partial", "full")
 _ENV_VALUES = {"": None, "0": None, "1": "partial", "partial": "partial", "full": "full"}
 
 __all__ = ["ENV_VAR", "MODES", "Simulation", "enable", "disable", "is_enabled", "mode", "simulated", "current",
-           "install", "mode_from_environment"]
+           "mode_from_environment"]
 
 
 @dataclass
 class Simulation:
-    """What :func:`enable` installed: the mode, the simulated runtime, MAGMA, kernel launcher and cuDNN (None when
-    :mod:`pymagma.simulator.cudnn` is absent), the real MAGMA library object, and the patches that undo it all."""
+    """What :func:`enable` put in place: the mode, the simulated libraries (``libraries``, a
+    :class:`pymagma._native.Libraries`: runtime, MAGMA, kernel launcher, cuDNN), the real MAGMA library object,
+    and the libraries that were in use before."""
 
     mode: str
-    runtime: object
-    magma: object
-    kernels: object
-    cudnn: object
+    libraries: _native.Libraries
     real_magma: object
-    patches: object
+    previous: _native.Libraries
+
+    @property
+    def runtime(self) -> runtime.SimulatedCudart:
+        return self.libraries.cudart
+
+    @property
+    def magma(self) -> magma.SimulatedMagma:
+        return self.libraries.magma
+
+    @property
+    def kernels(self) -> kernels.Launcher:
+        return self.libraries.launcher
+
+    @property
+    def cudnn(self) -> cudnn.SimulatedCudnn:
+        return self.libraries.cudnn
 
 
 _ACTIVE: Simulation | None = None
@@ -68,63 +84,44 @@ def mode_from_environment(environ: Mapping[str, str] | None = None) -> str | Non
                          "provider exports), full (every modelled routine), or 0 / empty (off)") from None
 
 
-def _magma_for(mode_: str, real_magma):
-    from . import magma
+def _exports(mode_: str, real_magma) -> tuple[frozenset[str] | None, str]:
+    if mode_ != "partial":
+        return None, "every modelled routine"
+    exports, source = magma.provider_exports(real_magma)
+    return exports, (source if exports is not None else f"every modelled routine ({source})")
 
-    exports, source = magma.provider_exports(real_magma) if mode_ == "partial" else (None, "every modelled routine")
-    return magma.SimulatedMagma(exports, source if exports is not None else f"every modelled routine ({source})")
 
-
-def install(patches, mode: str = "partial") -> Simulation:
-    """Install the simulator with ``patches`` (a :class:`Patches`, or anything with the same ``setattr``, such as
-    pytest's ``monkeypatch``): undoing the patches uninstalls it.  Prefer :func:`enable` / :func:`simulated`."""
-    from .. import _magma, queue
-    from . import kernels, magma, runtime
-
+def libraries(mode: str = "partial") -> _native.Libraries:
+    """A fresh set of simulated native libraries in ``mode`` (not in use until :func:`pymagma._native.use`)."""
     _check_mode(mode)
-    real_magma = _magma.library()
-    sim_runtime, sim_magma = runtime.SimulatedRuntime(), _magma_for(mode, real_magma)
-    launcher = kernels.Launcher(streams=sim_runtime)  # launches are queued on their stream
-    sim_runtime.install(patches)
-    patches.setattr(magma, "STREAMS", sim_runtime)
-    patches.setattr(_magma, "library", lambda: sim_magma)
-    patches.setattr(_magma, "initialized", lambda: sim_magma)
-    patches.setattr(queue, "_destroy", magma.destroy_queue)  # captured by the finalizers of simulated queues
-    kernels.install(patches, launcher)
-    try:
-        cudnn = importlib.import_module(f"{__name__}.cudnn")
-    except ModuleNotFoundError as exc:  # not written yet: the simulator runs without cuDNN models
-        if exc.name != f"{__name__}.cudnn":
-            raise
-        cudnn = None
-    sim_cudnn = cudnn.install(patches, sim_runtime) if hasattr(cudnn, "install") else None
-    simulation = Simulation(mode, sim_runtime, sim_magma, launcher, sim_cudnn, real_magma, patches)
-    patches.setattr(sys.modules[__name__], "_ACTIVE", simulation)
-    return simulation
+    cudart = runtime.SimulatedCudart()
+    exports, source = _exports(mode, _native.real().magma)
+    return _native.Libraries("simulator", cudart=cudart, magma=magma.SimulatedMagma(exports, source, streams=cudart),
+                             cudnn=cudnn.SimulatedCudnn(streams=cudart), launcher=kernels.Launcher(streams=cudart))
 
 
 def enable(mode: str = "partial") -> Simulation:
     """Turn the simulator on in ``mode`` ("partial" or "full").  When it is already on, only the MAGMA export
     policy changes (memory and compiled kernels are kept)."""
+    global _ACTIVE
     _check_mode(mode)
     if _ACTIVE is not None:
         if _ACTIVE.mode != mode:
-            magma = _magma_for(mode, _ACTIVE.real_magma)
-            _ACTIVE.magma.exports, _ACTIVE.magma.source, _ACTIVE.mode = magma.exports, magma.source, mode
+            _ACTIVE.magma.exports, _ACTIVE.magma.source = _exports(mode, _ACTIVE.real_magma)
+            _ACTIVE.mode = mode
         return _ACTIVE
-    patches = Patches()
-    try:
-        return install(patches, mode)
-    except BaseException:
-        patches.undo()
-        raise
+    simulated_libraries = libraries(mode)
+    _ACTIVE = Simulation(mode, simulated_libraries, _native.real().magma, _native.use(simulated_libraries))
+    return _ACTIVE
 
 
 def disable() -> None:
     """Turn the simulator off: every replaced function is the original again and the simulated memory is freed
     (DeviceArrays made on the simulator must not be used afterwards).  Nothing happens when it is off."""
+    global _ACTIVE
     if _ACTIVE is not None:
-        _ACTIVE.patches.undo()
+        _native.use(_ACTIVE.previous)
+        _ACTIVE = None
 
 
 def is_enabled() -> bool:

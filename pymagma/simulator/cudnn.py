@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from .. import _cudnn as cd
+from ..errors import NotSimulatedError
 
 Status = cd.Status
 _ip = POINTER(c_int)
@@ -415,17 +416,45 @@ def _broadcasts(small: Tensor, big: Tensor, what: str) -> None:
 
 
 # --------------------------------------------------------------------------------------------------- model
-class SimulatedCudnn:
-    """The handle-taking cuDNN calls as NumPy models; :meth:`bind` stands in for ``pymagma._cudnn.lib.bind``."""
+def is_host_call(name: str) -> bool:
+    """Whether a cuDNN function runs on the host alone (no handle argument: descriptors, sizes, versions, texts),
+    so that the real libcudnn answers it on the simulator too."""
+    return name in HOST_CALLS
 
-    def __init__(self, real_bind, streams=None):
-        self._real_bind = real_bind
+
+_KINDS = ("Tensor", "Filter", "Convolution", "Pooling", "Activation", "Dropout", "OpTensor", "ReduceTensor")
+#: The cuDNN functions that take no handle and touch no device memory: the real libcudnn runs them here too.
+#: Every other function pymagma declares is modelled, or NotSimulatedError.
+HOST_CALLS = frozenset(
+    [f"cudnn{verb}{kind}Descriptor" for verb in ("Create", "Destroy") for kind in _KINDS]
+    + [f"cudnnSet{name}" for name in (
+        "ActivationDescriptor", "ActivationDescriptorSwishBeta", "Convolution2dDescriptor", "ConvolutionGroupCount",
+        "ConvolutionMathType", "ConvolutionNdDescriptor", "Filter4dDescriptor", "FilterNdDescriptor",
+        "OpTensorDescriptor", "Pooling2dDescriptor", "PoolingNdDescriptor", "ReduceTensorDescriptor",
+        "Tensor4dDescriptor", "Tensor4dDescriptorEx", "TensorNdDescriptor")]
+    + [f"cudnnGet{name}" for name in (
+        "Convolution2dForwardOutputDim", "ConvolutionGroupCount", "ConvolutionMathType",
+        "ConvolutionNdForwardOutputDim", "CudartVersion", "ErrorString", "Filter4dDescriptor", "LastErrorString",
+        "Pooling2dForwardOutputDim", "PoolingNdForwardOutputDim", "Tensor4dDescriptor", "TensorNdDescriptor",
+        "TensorSizeInBytes", "Version")]
+    + ["cudnnDeriveBNTensorDescriptor", "cudnnDropoutGetReserveSpaceSize"])
+
+
+class SimulatedCudnn:
+    """The simulated cuDNN: the calls that touch the device (they take a handle) as NumPy models; the host-side calls
+    (descriptors, sizes, versions, error texts) run in the real libcudnn, which works without a GPU.  Stands in for
+    the :class:`~pymagma._ffi.NativeLibrary` of ``pymagma._cudnn.library()``."""
+
+    def __init__(self, real=None, streams=None):
+        self.real = cd.lib if real is None else real
+        real_bind = self._real_bind = self.real.bind
         self.streams = streams  #: the simulated runtime whose streams the device work is queued on
         self.desc = Descriptors(real_bind)
         self.calls: list[str] = []
         self.handles: dict[int, int] = {}  # handle -> stream
         self.dropouts: dict[int, DropoutConfig] = {}  # dropout descriptor -> its settings
         self._handle_memory: dict[int, ctypes.Array] = {}
+        self._bound: dict[str, object] = {}
         self._local = threading.local()
         self._models = {name[len("_model_"):]: getattr(self, name) for name in dir(self) if name.startswith("_model_")}
         for kind, names in _CONV_CALLS.items():
@@ -439,12 +468,44 @@ class SimulatedCudnn:
         return frozenset(self._models)
 
     def bind(self, name: str):
+        """The callable for ``name``: its model, the real library's function for a host-side call, or
+        :class:`NotSimulatedError` for a call that would touch the device without a model."""
+        call = self._bound.get(name)
+        if call is None:
+            call = self._bound[name] = self._binding(name)
+        return call
+
+    def __getattr__(self, name: str):
+        if name.startswith("_"):
+            raise AttributeError(name)
+        return self.bind(name)
+
+    @property
+    def cdll(self):
+        return self.real.cdll
+
+    @property
+    def path(self) -> str:
+        return self.real.path
+
+    def has(self, name: str) -> bool:
+        return name in self._models or (is_host_call(name) and self.real.has(name))
+
+    def missing(self) -> list[str]:
+        return sorted(n for n in cd.PROTOTYPES if not self.has(n))
+
+    def _binding(self, name: str):
+        if name not in cd.PROTOTYPES:
+            raise AttributeError(f"cuDNN has no prototype for {name!r} in pymagma's tables")
         if name == "cudnnGetLastErrorString":
             return self._last_error_string
         if name == "cudnnDestroyDropoutDescriptor":
             return self._destroy_dropout_descriptor(self._real_bind(name))
         model = self._models.get(name)
         if model is None:
+            if not is_host_call(name):
+                raise NotSimulatedError(f"{name} is not simulated: it takes a cuDNN handle (device work) and "
+                                        "pymagma.simulator.cudnn has no model of it")
             return self._real_bind(name)
         restype, argtypes = cd.PROTOTYPES[name]
         prototype = ctypes.CFUNCTYPE(restype, *argtypes)
@@ -1103,15 +1164,3 @@ def _reduce(op: int, nan: int, data: np.ndarray, axes: tuple):
                 r.NORM2: lambda d: np.sqrt((d * d).sum(axes, keepdims=True)),
                 r.MUL_NO_ZEROS: lambda d: np.where(d == 0, 1, d).prod(axes, keepdims=True)}
     return reducers[op](data), None
-
-
-def install(patches, streams=None) -> SimulatedCudnn:
-    """Route pymagma's handle-taking cuDNN calls to NumPy models (reversibly, through ``patches``); descriptor calls
-    still reach the real libcudnn.  Also gives ``pymagma.dnn`` fresh handle, algorithm and dropout caches."""
-    from .. import dnn
-
-    sim = SimulatedCudnn(cd.lib.bind, streams)
-    patches.setattr(cd.lib, "bind", sim.bind)
-    for cache in ("_handles", "_algorithms", "_dropout_states"):
-        patches.setattr(dnn, cache, {})
-    return sim

@@ -123,10 +123,10 @@ def build(program: str, directory: Path | None = None) -> ctypes.CDLL:
 
 
 class Launcher:
-    """Stands in for :func:`pymagma.kernels.launch`: compiles each program on its first launch, then runs the
-    kernel on the calling thread in the order of its launch stream (queued on a stream the program created, see
-    :mod:`pymagma.simulator.runtime`; at once without ``streams``).  ``launched`` holds every name expression
-    launched so far."""
+    """Stands in for the kernel launcher (:class:`pymagma.kernels.loader.DriverLauncher`): compiles each program
+    on its first launch, then runs the kernel on the calling thread in the order of its launch stream (queued on a
+    stream the program created, see :mod:`pymagma.simulator.runtime`; at once without ``streams``).  ``launched``
+    holds every name expression launched so far."""
 
     def __init__(self, directory: Path | None = None, streams=None):
         self.directory = directory
@@ -144,7 +144,12 @@ class Launcher:
                     lib = self.libraries[program] = build(program, self.directory)
         return lib
 
-    def __call__(self, program: str, expression: str, device: int, stream: int, grid: int, block: int, args):
+    def program(self, name: str, device: int):
+        """Never: the simulator builds programs with the host compiler, not NVRTC and the CUDA driver."""
+        raise SimulatorError(f"kernel program {name!r}: the simulator launches kernels through the host compiler, "
+                             "never through NVRTC and the CUDA driver")
+
+    def launch(self, program: str, expression: str, device: int, stream: int, grid: int, block: int, args):
         grid, block = int(grid), int(block)
         if grid < 1 or not 1 <= block <= MAX_THREADS_PER_BLOCK:
             raise ValueError(f"launch of {expression} with grid {grid}, block {block}: a grid needs at least one "
@@ -166,18 +171,3 @@ class Launcher:
         else:
             self.streams.submit(stream, run)
         self.launched.add(expression)
-
-
-def _no_driver_modules(name: str, device: int):
-    raise SimulatorError(f"kernel program {name!r}: the simulator launches kernels through the host compiler, "
-                         "never through NVRTC and the CUDA driver (pymagma.kernels.launch is the simulator's)")
-
-
-def install(patches, launcher: Launcher) -> None:
-    """Route pymagma's kernel launches to ``launcher``; driver module loading raises instead of hanging."""
-    from .. import kernels
-    from ..kernels import loader
-
-    patches.setattr(kernels, "launch", launcher)
-    patches.setattr(loader, "launch", launcher)
-    patches.setattr(loader, "loaded_program", _no_driver_modules)

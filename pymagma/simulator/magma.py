@@ -442,58 +442,11 @@ MODEL = {
 
 
 # ----------------------------------------------------------------------------------------------------- auxiliary
-_QUEUES: dict[int, tuple[int, int]] = {}  # simulated magma_queue_t -> (device, cudaStream_t)
-_OWN_STREAM: set[int] = set()  # the queues whose stream magma_queue_create made (destroyed with them)
 _queue_handles = itertools.count(0x7100)
-#: the simulated runtime whose streams queues run on (set by ``pymagma.simulator.install``)
-STREAMS = None
-
-
-def queue_create(k, dt, stream: int | None = None):
-    """magma_queue_create makes a new stream (its work waits until ordered, see the simulated runtime);
-    magma_queue_create_from_cuda uses the given one."""
-    handle = next(_queue_handles)
-    if stream is None:
-        stream = STREAMS.create_stream() if STREAMS is not None else 0
-        _OWN_STREAM.add(handle)
-    _QUEUES[handle] = (k["device"], stream)
-    view(address(k["queue_ptr"]), (1,), (1,), np.uintp)[0] = handle
-
-
-def destroy_queue(handle: int) -> None:
-    """Stands in for ``pymagma.queue._destroy``: the finalizer of a Queue made on the simulator stays simulated
-    after the simulator is off (the real MAGMA never sees a simulated handle).  Enqueued work still runs; the
-    stream magma_queue_create made goes with the queue."""
-    queue_sync(handle)
-    stream = _QUEUES.pop(handle, (0, 0))[1]
-    if handle in _OWN_STREAM:
-        _OWN_STREAM.discard(handle)
-        if STREAMS is not None:
-            STREAMS.destroy_stream(stream)
-
-
-def queue_sync(handle: int) -> None:
-    stream = _QUEUES.get(handle, (0, 0))[1]
-    if STREAMS is not None and stream:
-        STREAMS.flush(stream)
-
-
-def _queue(k) -> tuple[int, int]:
-    return _QUEUES.get(address(k["queue"]), (0, 0))
-
-
-AUX_MODEL = {
-    "magma_init": lambda k, dt: 0,
-    "magma_finalize": lambda k, dt: 0,
-    "magma_strerror": lambda k, dt: f"MAGMA error {k['error']} (simulated: the simulator has no error texts)".encode(),
-    "magma_queue_create": queue_create,
-    "magma_queue_create_from_cuda": lambda k, dt: queue_create(k, dt, address(k["stream"])),
-    "magma_queue_destroy": lambda k, dt: destroy_queue(address(k["queue"])),
-    "magma_queue_sync": lambda k, dt: queue_sync(address(k["queue"])),
-    "magma_queue_get_device": lambda k, dt: _queue(k)[0],
-    "magma_queue_get_cuda_stream": lambda k, dt: _queue(k)[1] or None,
-}
-MODEL.update(AUX_MODEL)
+#: the auxiliary routines, modelled by :class:`SimulatedMagma` itself (queues live on its simulated runtime)
+AUX_FAMILIES = frozenset({"magma_init", "magma_finalize", "magma_strerror", "magma_queue_create",
+                          "magma_queue_create_from_cuda", "magma_queue_destroy", "magma_queue_sync",
+                          "magma_queue_get_device", "magma_queue_get_cuda_stream"})
 
 
 # ----------------------------------------------------------------------------------------------------- the library
@@ -533,11 +486,54 @@ class SimulatedMagma:
     signature, runs the NumPy model.  ``exports`` (table names) limits what it exports (None: every modelled
     routine); ``calls`` keeps the names of the latest calls (tests read it)."""
 
-    def __init__(self, exports: frozenset[str] | None = None, source: str = "every modelled routine"):
+    def __init__(self, exports: frozenset[str] | None = None, source: str = "every modelled routine", streams=None):
         self.exports, self.source = exports, source
+        self.streams = streams  #: the simulated CUDA runtime whose streams queues run on (None: work runs at once)
+        self.queues: dict[int, tuple[int, int]] = {}  # simulated magma_queue_t -> (device, cudaStream_t)
+        self._own_stream: set[int] = set()  # the queues whose stream magma_queue_create made (destroyed with them)
         self._wrappers: dict[str, object] = {}
         self._failure = threading.local()
+        self._aux = {
+            "magma_init": lambda k, dt: 0,
+            "magma_finalize": lambda k, dt: 0,
+            "magma_strerror": lambda k, dt: f"MAGMA error {k['error']} (simulated: the simulator has no error "
+                                            "texts)".encode(),
+            "magma_queue_create": self._queue_create,
+            "magma_queue_create_from_cuda": lambda k, dt: self._queue_create(k, dt, address(k["stream"])),
+            "magma_queue_destroy": lambda k, dt: self.destroy_queue(address(k["queue"])),
+            "magma_queue_sync": lambda k, dt: self._queue_sync(address(k["queue"])),
+            "magma_queue_get_device": lambda k, dt: self._queue(k)[0],
+            "magma_queue_get_cuda_stream": lambda k, dt: self._queue(k)[1] or None,
+        }
         self.reset()
+
+    # ------------------------------------------------------------------------------------------------- queues
+    def _queue_create(self, k, dt, stream: int | None = None):
+        """magma_queue_create makes a new stream (its work waits until ordered, see the simulated runtime);
+        magma_queue_create_from_cuda uses the given one."""
+        handle = next(_queue_handles)
+        if stream is None:
+            stream = self.streams.create_stream() if self.streams is not None else 0
+            self._own_stream.add(handle)
+        self.queues[handle] = (k["device"], stream)
+        view(address(k["queue_ptr"]), (1,), (1,), np.uintp)[0] = handle
+
+    def destroy_queue(self, handle: int) -> None:
+        """Enqueued work still runs; the stream magma_queue_create made goes with the queue."""
+        self._queue_sync(handle)
+        stream = self.queues.pop(handle, (0, 0))[1]
+        if handle in self._own_stream:
+            self._own_stream.discard(handle)
+            if self.streams is not None:
+                self.streams.destroy_stream(stream)
+
+    def _queue_sync(self, handle: int) -> None:
+        stream = self.queues.get(handle, (0, 0))[1]
+        if self.streams is not None and stream:
+            self.streams.flush(stream)
+
+    def _queue(self, k) -> tuple[int, int]:
+        return self.queues.get(address(k["queue"]), (0, 0))
 
     def reset(self) -> None:
         """Forget the recorded calls and hide nothing."""
@@ -553,7 +549,7 @@ class SimulatedMagma:
         return M.SIGNATURES[name].symbol if name in M.SIGNATURES else name
 
     def modelled(self, name: str) -> bool:
-        return name in M.SIGNATURES and M.SIGNATURES[name].family in MODEL
+        return name in M.SIGNATURES and (M.SIGNATURES[name].family in MODEL or M.SIGNATURES[name].family in self._aux)
 
     def has(self, name: str) -> bool:
         return self.modelled(name) and (self.exports is None or name in self.exports) and \
@@ -593,27 +589,27 @@ class SimulatedMagma:
     def _wrap(self, name: str):
         """The callable for ``name``: checks, then the model behind a ctypes function pointer of the prototype."""
         sig = M.SIGNATURES[name]
-        model = MODEL[sig.family]
+        model = self._aux.get(sig.family) or MODEL[sig.family]
         dtype = np.dtype(M.PRECISIONS[sig.precision][3]) if sig.precision else None
         restype, argtypes = sig.prototype()
         scalars = {t: M.ctype_of(t, sig.precision) for t in ("S", "R") if sig.precision}
         checks = tuple((i, arg, token, scalars.get(token)) for i, (token, arg) in enumerate(sig.args)
                        if token in ("I", "E", "S", "R"))
-        arity, failure = len(sig.args), self._failure
+        arity, failure, streams = len(sig.args), self._failure, self.streams
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
-        on_queue = sig.family not in AUX_MODEL and any(token == "Q" for token, _ in sig.args)
+        on_queue = sig.family not in AUX_FAMILIES and any(token == "Q" for token, _ in sig.args)
         # BLAS-like: no result for the host and no host array MAGMA reads at the call (laswp's pivots): enqueued
         deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
 
         def run(k):
             """The model, in queue order: on a queue of a created stream, a deferrable routine is enqueued there;
             any other (a LAPACK driver's info, a dot product, host pivots) first runs the queue's work."""
-            stream = _queue(k)[1] if on_queue else 0
-            if stream and STREAMS is not None and STREAMS.position(stream) is not None:
+            stream = self._queue(k)[1] if on_queue else 0
+            if stream and streams is not None and streams.position(stream) is not None:
                 if deferrable:
-                    STREAMS.submit(stream, functools.partial(model, k, dtype))
+                    streams.submit(stream, functools.partial(model, k, dtype))
                     return None
-                STREAMS.flush(stream)
+                streams.flush(stream)
             return model(k, dtype)
 
         def check(args) -> None:

@@ -1,5 +1,6 @@
-"""The CUDA runtime of the simulator: one device whose memory is host memory, copies as ``memmove``, ``memset`` as
-``memset``, streams whose work runs as late as CUDA's ordering rules allow, and events.
+"""The CUDA runtime of the simulator, shaped like ``cuda.bindings.runtime``: one device (or a few) whose memory is host
+memory, copies as ``memmove``, ``memset`` as ``memset``, streams whose work runs as late as CUDA's ordering rules
+allow, and events.  pymagma's own :mod:`pymagma.runtime` runs unchanged on top of it.
 
 Streams: work on a stream the program created (``cudaStreamCreate``, or a MAGMA queue, the default queue included)
 is queued and runs only when something orders it: a synchronize of that stream or of an event recorded after it,
@@ -11,8 +12,9 @@ waiting for the event of the stream that produces it, sees stale data here too, 
 asynchronous copy into pageable host memory returns once it is done, as CUDA documents; into pinned memory it
 waits like the rest).  Work on the legacy stream runs at once, after the blocking streams' work.
 
-Every block "cudaMalloc" hands out is a ctypes buffer kept alive in :attr:`SimulatedRuntime.blocks` until it is
-freed.  Copies and memsets that start inside a block must stay inside it (an overrun raises
+Every block "cudaMalloc" hands out is a ctypes buffer kept alive in :attr:`SimulatedCudart.blocks` until it is
+freed; freeing a pointer it did not hand out (or a pinned one with cudaFree) is cudaErrorInvalidValue.
+Copies and memsets that start inside a block must stay inside it (an overrun raises
 :class:`~pymagma.errors.DeviceMemoryError` instead of corrupting the host heap); pointers the simulator did not
 allocate (foreign host memory handed in on purpose) are not checked.
 """
@@ -25,15 +27,14 @@ import ctypes
 import functools
 import itertools
 import os
-import sys
 import threading
 import time
-import weakref
+import types
 
-from .. import array, memory
-from .. import queue as queue_module
-from .. import runtime as rt
-from ..errors import DeviceMemoryError
+from cuda.bindings import runtime as _CUDA  # its enums and flags only: data, no native call
+
+from .. import _native
+from ..errors import DeviceMemoryError, NotSimulatedError
 
 DEVICE_NAME = "pymagma simulator"
 COMPUTE_CAPABILITY = (9, 0)
@@ -42,6 +43,17 @@ MAX_THREADS_PER_BLOCK = 1024
 
 _handles = itertools.count(0x5100)  # fake stream/event/queue handles: distinct, never 0 (the legacy stream)
 LEGACY = (0, 1)  #: handles of the legacy default stream (0, and cudaStreamLegacy)
+SIMULATED_DRIVER_VERSION = 13000  #: what cudaDriverGetVersion answers
+_KINDS = {int(_CUDA.cudaMemcpyKind.cudaMemcpyHostToDevice): (True, False),  # kind -> (from host, to host)
+          int(_CUDA.cudaMemcpyKind.cudaMemcpyDeviceToHost): (False, True),
+          int(_CUDA.cudaMemcpyKind.cudaMemcpyDeviceToDevice): (False, False),
+          int(_CUDA.cudaMemcpyKind.cudaMemcpyHostToHost): (True, True),
+          int(_CUDA.cudaMemcpyKind.cudaMemcpyDefault): (False, False)}
+
+
+def _handle(obj) -> int:
+    """An int handle from an int, None (the legacy stream) or a handle object."""
+    return 0 if obj is None else int(obj)
 
 
 def host_memory() -> tuple[int, int]:
@@ -53,61 +65,6 @@ def host_memory() -> tuple[int, int]:
         return 1 << 34, 1 << 34
 
 
-class SimulatedStream:
-    """A stream of the simulated device (:class:`SimulatedRuntime` binds ``runtime`` in a subclass): ``Stream()``
-    creates one whose work waits until ordered, ``Stream(handle=h)`` wraps an existing handle."""
-
-    runtime: SimulatedRuntime
-
-    def __init__(self, handle: int | None = None, non_blocking: bool = False):
-        self.owned = handle is None
-        self.handle = self.runtime.create_stream(non_blocking) if handle is None else int(handle)
-        if self.owned:
-            weakref.finalize(self, self.runtime.destroy_stream, self.handle)
-
-    def synchronize(self) -> None:
-        if self.handle in LEGACY:  # the legacy stream's work started after the blocking streams' work
-            self.runtime.flush_blocking()
-        self.runtime.flush(self.handle)
-
-    def wait(self, event) -> None:
-        self.runtime.wait(self.handle, event)
-
-    def __int__(self) -> int:
-        return self.handle
-
-    def __repr__(self) -> str:
-        return f"SimulatedStream(0x{self.handle:x})"
-
-
-class SimulatedEvent:
-    """An event: it marks the work enqueued on its stream when recorded (synchronizing it runs that work), and the
-    host clock at that moment (``elapsed_ms`` is wall time between two records)."""
-
-    runtime: SimulatedRuntime
-
-    def __init__(self, timing: bool = True):
-        self.handle, self.timing, self.time, self.mark = next(_handles), timing, None, None
-
-    def record(self, stream=None) -> SimulatedEvent:
-        self.time = time.perf_counter()
-        self.mark = self.runtime.position(stream)
-        if self.mark is None and rt._handle(stream) in LEGACY:  # a legacy-stream record waits for blocking streams
-            self.runtime.flush_blocking()
-        return self
-
-    def synchronize(self) -> None:
-        if self.mark is not None:
-            self.runtime.flush(*self.mark)
-
-    def elapsed_ms(self, end: SimulatedEvent) -> float:
-        if not (self.timing and end.timing):
-            raise ValueError("elapsed_ms needs two events created with timing=True")
-        if self.time is None or end.time is None:
-            raise ValueError("elapsed_ms needs both events recorded (cudaErrorNotReady on a device)")
-        return (end.time - self.time) * 1e3
-
-
 class _Work:
     """The work of one created stream not yet run: (sequence number, callable), oldest first."""
 
@@ -117,19 +74,51 @@ class _Work:
         self.enqueued = 0
 
 
-class SimulatedRuntime:
-    """The replacements of :mod:`pymagma.runtime`'s device calls; :meth:`install` puts them in place."""
 
-    def __init__(self):
+class _Event:
+    """A simulated event: the work it marks on its stream when recorded (synchronizing it runs that work), and the
+    host clock at that moment (``cudaEventElapsedTime`` is wall time between two records)."""
+
+    def __init__(self, timing: bool):
+        self.timing, self.time, self.mark, self.recorded = timing, None, None, False
+
+
+def _status(name: str):
+    return getattr(_CUDA.cudaError_t, name)
+
+
+def _ok(*values):
+    return (_CUDA.cudaError_t.cudaSuccess, *values)
+
+
+class SimulatedCudart:
+    """The CUDA runtime of the simulated device, shaped like ``cuda.bindings.runtime``: each function of
+    :data:`pymagma._native.CUDART_ENTRY_POINTS` takes the same arguments and returns ``(cudaError_t, *values)``;
+    the enums and flags are the real module's.  Any other runtime function raises :class:`NotSimulatedError`.
+
+    Besides the CUDA functions it offers the stream machinery the other simulated libraries queue work with:
+    :meth:`submit`, :meth:`flush`, :meth:`position`, :meth:`create_stream`, :meth:`destroy_stream`."""
+
+    def __init__(self, device_count: int = DEVICE_COUNT):
+        self.device_count = device_count
         self.blocks: dict[int, ctypes.Array] = {}
+        self.devices: dict[int, int] = {}  # device block -> the device it was allocated on
+        self.pinned_blocks: set[int] = set()  # the blocks cudaMallocHost made
         self._starts: list[int] = []  # sorted block addresses, for the bounds checks
         self._lock = threading.Lock()
-        self.queues: dict[int, queue_module.Queue] = {}  # the default queue of each device
         self._current = threading.local()
         self.work: dict[int, _Work] = {}  # created streams -> their work not yet run
+        self.events: dict[int, _Event] = {}
         self._order = threading.RLock()
-        self.Stream = type("SimulatedStream", (SimulatedStream,), {"runtime": self})
-        self.Event = type("SimulatedEvent", (SimulatedEvent,), {"runtime": self})
+        for name in _native.CUDART_DATA:
+            setattr(self, name, getattr(_CUDA, name))
+
+    def __getattr__(self, name: str):
+        if name.startswith("cuda"):
+            raise NotSimulatedError(f"{name} is not simulated: the simulator models the CUDA runtime functions "
+                                    "in pymagma._native.CUDART_ENTRY_POINTS only (add it there and model it in "
+                                    "pymagma.simulator.runtime)")
+        raise AttributeError(name)
 
     # ------------------------------------------------------------------------------------------------- streams
     def create_stream(self, non_blocking: bool = False) -> int:
@@ -148,7 +137,7 @@ class SimulatedRuntime:
     def submit(self, stream, fn) -> None:
         """Enqueue ``fn`` on ``stream``: queued on a created stream, run at once on any other (on the legacy stream
         after the blocking streams' work, as CUDA's legacy default stream waits for them)."""
-        handle = rt._handle(stream)
+        handle = _handle(stream)
         with self._order:
             work = self.work.get(handle)
             if work is not None:
@@ -161,14 +150,14 @@ class SimulatedRuntime:
 
     def position(self, stream) -> tuple[int, int] | None:
         """(handle, work enqueued so far) of a created stream; None for streams whose work runs at once."""
-        handle = rt._handle(stream)
+        handle = _handle(stream)
         work = self.work.get(handle)
         return None if work is None else (handle, work.enqueued)
 
     def flush(self, stream, upto: int | None = None) -> None:
         """Run the queued work of ``stream`` (all of it, or the work enqueued before position ``upto``)."""
         with self._order:
-            work = self.work.get(rt._handle(stream))
+            work = self.work.get(_handle(stream))
             while work is not None and work.pending and (upto is None or work.pending[0][0] < upto):
                 work.pending.popleft()[1]()
 
@@ -184,38 +173,128 @@ class SimulatedRuntime:
             for handle in list(self.work):
                 self.flush(handle)
 
-    def wait(self, stream, event) -> None:
-        """cudaStreamWaitEvent: ``stream``'s later work runs after the work ``event`` marks (an event never
-        recorded, or recorded on a stream that runs at once, is already complete)."""
-        if event.mark is None:
-            return
-        barrier = functools.partial(self.flush, *event.mark)
-        if rt._handle(stream) in self.work:
-            self.submit(stream, barrier)
-        else:
-            barrier()
+    def cudaStreamCreateWithFlags(self, flags):
+        return _ok(self.create_stream(non_blocking=bool(int(flags) & int(_CUDA.cudaStreamNonBlocking))))
+
+    def cudaStreamDestroy(self, stream):
+        if _handle(stream) not in self.work:
+            return (_status("cudaErrorInvalidResourceHandle"),)
+        self.destroy_stream(_handle(stream))
+        return _ok()
+
+    def cudaStreamSynchronize(self, stream):
+        if _handle(stream) in LEGACY:  # the legacy stream's work started after the blocking streams' work
+            self.flush_blocking()
+        self.flush(stream)
+        return _ok()
+
+    def cudaStreamWaitEvent(self, stream, event, flags=0):
+        """``stream``'s later work runs after the work ``event`` marks (an event never recorded, or recorded on a
+        stream that runs at once, is already complete)."""
+        state = self.events.get(_handle(event))
+        if state is None:
+            return (_status("cudaErrorInvalidResourceHandle"),)
+        if state.mark is not None:
+            barrier = functools.partial(self.flush, *state.mark)
+            if _handle(stream) in self.work:
+                self.submit(stream, barrier)
+            else:
+                barrier()
+        return _ok()
+
+    # ------------------------------------------------------------------------------------------------- events
+    def cudaEventCreateWithFlags(self, flags):
+        handle = next(_handles)
+        self.events[handle] = _Event(timing=not int(flags) & int(_CUDA.cudaEventDisableTiming))
+        return _ok(handle)
+
+    def cudaEventDestroy(self, event):
+        return _ok() if self.events.pop(_handle(event), None) is not None else \
+            (_status("cudaErrorInvalidResourceHandle"),)
+
+    def cudaEventRecord(self, event, stream=0):
+        state = self.events.get(_handle(event))
+        if state is None:
+            return (_status("cudaErrorInvalidResourceHandle"),)
+        state.time, state.recorded = time.perf_counter(), True
+        state.mark = self.position(stream)
+        if state.mark is None and _handle(stream) in LEGACY:  # a legacy-stream record waits for blocking streams
+            self.flush_blocking()
+        return _ok()
+
+    def cudaEventSynchronize(self, event):
+        state = self.events.get(_handle(event))
+        if state is None:
+            return (_status("cudaErrorInvalidResourceHandle"),)
+        if state.mark is not None:
+            self.flush(*state.mark)
+        return _ok()
+
+    def cudaEventElapsedTime(self, start, end):
+        """As CUDA documents: an event created without timing, or one never recorded, is
+        cudaErrorInvalidResourceHandle."""
+        a, b = self.events.get(_handle(start)), self.events.get(_handle(end))
+        if a is None or b is None or not (a.timing and b.timing) or not (a.recorded and b.recorded):
+            return (_status("cudaErrorInvalidResourceHandle"), 0.0)
+        return _ok((b.time - a.time) * 1e3)
 
     # ------------------------------------------------------------------------------------------------- memory
-    def malloc(self, nbytes: int) -> int:
-        nbytes = int(nbytes)
-        if nbytes < 0:
-            raise ValueError(f"nbytes must be >= 0, got {nbytes}")
-        if nbytes == 0:
-            return 0
-        buf = (ctypes.c_char * nbytes)()
+    def _allocate(self, nbytes: int) -> int:
+        buf = (ctypes.c_char * max(int(nbytes), 1))()
         ptr = ctypes.addressof(buf)
         with self._lock:
             self.blocks[ptr] = buf
             bisect.insort(self._starts, ptr)
         return ptr
 
-    def free(self, ptr: int) -> None:
+    def _release(self, ptr: int, pinned: bool):
+        """cudaFree / cudaFreeHost: wait for the device, then drop the block (a pointer of the other kind, or one
+        the simulator did not allocate, is cudaErrorInvalidValue)."""
+        ptr = int(ptr)
         if not ptr:
-            return
+            return _ok()
+        with self._lock:
+            if ptr not in self.blocks or (ptr in self.pinned_blocks) != pinned:
+                return (_status("cudaErrorInvalidValue"),)
         self.flush_all()  # cudaFree and cudaFreeHost wait for the device
         with self._lock:
-            if self.blocks.pop(int(ptr), None) is not None:
-                del self._starts[bisect.bisect_left(self._starts, int(ptr))]
+            if self.blocks.pop(ptr, None) is not None:
+                del self._starts[bisect.bisect_left(self._starts, ptr)]
+                self.pinned_blocks.discard(ptr)
+                self.devices.pop(ptr, None)
+        return _ok()
+
+    def cudaMalloc(self, nbytes):
+        ptr = self._allocate(nbytes)
+        self.devices[ptr] = self.current_device()
+        return _ok(ptr)
+
+    def cudaFree(self, ptr):
+        return self._release(ptr, pinned=False)
+
+    def cudaMallocHost(self, nbytes):
+        ptr = self._allocate(nbytes)
+        self.pinned_blocks.add(ptr)
+        return _ok(ptr)
+
+    def cudaFreeHost(self, ptr):
+        return self._release(ptr, pinned=True)
+
+    def cudaPointerGetAttributes(self, ptr):
+        """The device a block was allocated on (the current device for memory the simulator did not allocate:
+        foreign host memory handed in on purpose stands for device memory)."""
+        start = self._block_of(int(ptr))
+        pinned = start is not None and start in self.pinned_blocks
+        kind = _CUDA.cudaMemoryType.cudaMemoryTypeHost if pinned else _CUDA.cudaMemoryType.cudaMemoryTypeDevice
+        device = self.devices.get(start, self.current_device()) if start is not None else self.current_device()
+        return _ok(types.SimpleNamespace(type=kind, device=device, devicePointer=int(ptr), hostPointer=0))
+
+    def _block_of(self, ptr: int) -> int | None:
+        with self._lock:
+            i = bisect.bisect_right(self._starts, ptr) - 1
+            if i >= 0 and ptr < self._starts[i] + len(self.blocks[self._starts[i]]):
+                return self._starts[i]
+        return None
 
     def check_range(self, ptr: int, nbytes: int, what: str) -> None:
         """Raise DeviceMemoryError when ``[ptr, ptr + nbytes)`` starts in a simulated block and runs past its end."""
@@ -230,132 +309,108 @@ class SimulatedRuntime:
                                     f"allocation of {size} bytes at 0x{start:x}")
 
     def pinned(self, ptr: int) -> bool:
-        """Whether the host address ``ptr`` lies in memory the simulator allocated (cudaMallocHost's, pinned)."""
-        with self._lock:
-            i = bisect.bisect_right(self._starts, ptr) - 1
-            return i >= 0 and ptr < self._starts[i] + len(self.blocks[self._starts[i]])
+        """Whether the host address ``ptr`` lies in page-locked memory (cudaMallocHost's)."""
+        start = self._block_of(ptr)
+        return start is not None and start in self.pinned_blocks
 
-    def _enqueue(self, stream, fn, *keep, to_host: int | None = None) -> None:
-        """A copy or memset: synchronous (``stream`` None: the legacy stream, which waits for the blocking streams)
-        or enqueued on ``stream``; ``keep`` holds host buffers alive until it has run.  An asynchronous copy to the
-        pageable host address ``to_host`` returns only once it has completed (as CUDA documents)."""
-        self.submit(0 if stream is None else stream, lambda: (fn(), keep))
-        if stream is not None and to_host is not None and not self.pinned(to_host):
-            self.flush(stream)
-
-    def memcpy_htod(self, dst: int, src, stream=None) -> None:
-        ptr, nbytes = rt._host_buffer(src, writable=False)
-        if nbytes:
-            self.check_range(int(dst), nbytes, "cudaMemcpy(HtoD)")
-            self._enqueue(stream, functools.partial(ctypes.memmove, int(dst), ptr, nbytes), src)
-
-    def memcpy_dtoh(self, dst, src: int, stream=None):
-        ptr, nbytes = rt._host_buffer(dst, writable=True)
-        if nbytes:
-            self.check_range(int(src), nbytes, "cudaMemcpy(DtoH)")
-            self._enqueue(stream, functools.partial(ctypes.memmove, ptr, int(src), nbytes), dst, to_host=ptr)
-        return dst
-
-    def memcpy_dtod(self, dst: int, src: int, nbytes: int, stream=None) -> None:
-        nbytes = int(nbytes)
-        if nbytes:
-            self.check_range(int(src), nbytes, "cudaMemcpy(DtoD) source")
-            self.check_range(int(dst), nbytes, "cudaMemcpy(DtoD) destination")
-            self._enqueue(stream, functools.partial(ctypes.memmove, int(dst), int(src), nbytes))
-
-    def _copy_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream, call: str,
-                 *keep, to_host: int | None = None) -> None:
-        if width == 0 or height == 0:
-            return
+    # ------------------------------------------------------------------------------------------------- copies
+    def _copy(self, rows: int, width: int, dst: int, dpitch: int, src: int, spitch: int, kind, stream, call: str):
+        """A copy of ``rows`` rows of ``width`` bytes, synchronous (``stream`` None: the legacy stream, which waits
+        for the blocking streams) or enqueued on ``stream``.  As CUDA documents for asynchronous copies: from
+        pageable host memory, the source is staged at the call; into pageable host memory, the call returns once
+        the copy has completed; pinned host memory is read and written when the copy runs."""
+        kind = int(kind)
+        if kind not in _KINDS:
+            return (_status("cudaErrorInvalidMemcpyDirection"),)
+        if rows == 0 or width == 0:
+            return _ok()
         if dpitch < width or spitch < width:
-            raise ValueError(f"{call}: pitch (dst {dpitch}, src {spitch}) below the row width {width} "
-                             "(cudaErrorInvalidPitchValue on a device)")
-        self.check_range(int(src), (height - 1) * spitch + width, f"{call} source")
-        self.check_range(int(dst), (height - 1) * dpitch + width, f"{call} destination")
+            return (_status("cudaErrorInvalidPitchValue"),)
+        from_host, to_host = _KINDS[kind]
+        extent = (rows - 1) * spitch + width, (rows - 1) * dpitch + width
+        self.check_range(src, extent[0], f"{call} source")
+        self.check_range(dst, extent[1], f"{call} destination")
+        if from_host and stream is not None and not self.pinned(src):
+            staged = ctypes.create_string_buffer(ctypes.string_at(src, extent[0]), extent[0])
+            src = ctypes.addressof(staged)
+        else:
+            staged = None
 
         def copy():
-            for r in range(height):
+            for r in range(rows):
                 ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
+            del staged_ref[:]
 
-        self._enqueue(stream, copy, *keep, to_host=to_host)
+        staged_ref = [staged]  # the staging buffer lives until the copy has run
+        self.submit(0 if stream is None else stream, copy)
+        if stream is not None and to_host and not self.pinned(dst):
+            self.flush(stream)
+        return _ok()
 
-    def memcpy_2d(self, dst: int, dpitch: int, src: int, spitch: int, width: int, height: int, stream=None):
-        self._copy_2d(int(dst), int(dpitch), int(src), int(spitch), int(width), int(height), stream, "cudaMemcpy2D")
+    def cudaMemcpy(self, dst, src, nbytes, kind):
+        return self._copy(1, int(nbytes), int(dst), int(nbytes), int(src), int(nbytes), kind, None, "cudaMemcpy")
 
-    def memcpy_2d_dtoh(self, dst, src: int, spitch: int, stream=None):
-        ptr, width, height = rt._host_rows(dst, "memcpy_2d_dtoh", writable=True)
-        self._copy_2d(ptr, width, int(src), int(spitch), width, height, stream, "cudaMemcpy2D(DtoH)", dst, to_host=ptr)
-        return dst
+    def cudaMemcpyAsync(self, dst, src, nbytes, kind, stream):
+        return self._copy(1, int(nbytes), int(dst), int(nbytes), int(src), int(nbytes), kind, stream,
+                          "cudaMemcpyAsync")
 
-    def memcpy_2d_htod(self, dst: int, dpitch: int, src, stream=None) -> None:
-        ptr, width, height = rt._host_rows(src, "memcpy_2d_htod", writable=False)
-        self._copy_2d(int(dst), int(dpitch), ptr, width, width, height, stream, "cudaMemcpy2D(HtoD)", src)
+    def cudaMemcpy2D(self, dst, dpitch, src, spitch, width, height, kind):
+        return self._copy(int(height), int(width), int(dst), int(dpitch), int(src), int(spitch), kind, None,
+                          "cudaMemcpy2D")
 
-    def memset(self, ptr: int, value: int, nbytes: int, stream=None) -> None:
-        nbytes = int(nbytes)
+    def cudaMemcpy2DAsync(self, dst, dpitch, src, spitch, width, height, kind, stream):
+        return self._copy(int(height), int(width), int(dst), int(dpitch), int(src), int(spitch), kind, stream,
+                          "cudaMemcpy2DAsync")
+
+    def _memset(self, ptr: int, value: int, nbytes: int, stream):
         if nbytes:
-            self.check_range(int(ptr), nbytes, "cudaMemset")
-            self._enqueue(stream, functools.partial(ctypes.memset, int(ptr), int(value), nbytes))
+            self.check_range(ptr, nbytes, "cudaMemset")
+            self.submit(0 if stream is None else stream, functools.partial(ctypes.memset, ptr, value, nbytes))
+        return _ok()
+
+    def cudaMemset(self, ptr, value, nbytes):
+        return self._memset(int(ptr), int(value), int(nbytes), None)
+
+    def cudaMemsetAsync(self, ptr, value, nbytes, stream):
+        return self._memset(int(ptr), int(value), int(nbytes), stream)
 
     # ------------------------------------------------------------------------------------------------- device
-    @staticmethod
-    def check_device(device: int) -> int:
-        device = int(device)
-        if not 0 <= device < DEVICE_COUNT:
-            raise ValueError(f"device {device} does not exist: the simulator has {DEVICE_COUNT} device(s), "
-                             f"numbered 0..{DEVICE_COUNT - 1}")
-        return device
-
-    def get_device(self) -> int:
+    def current_device(self) -> int:
         """The calling thread's current device (0 until it sets another), as CUDA keeps it per thread."""
         return getattr(self._current, "device", 0)
 
-    def set_device(self, device: int) -> None:
-        self._current.device = self.check_device(device)
+    def cudaGetDeviceCount(self):
+        return _ok(self.device_count)
 
-    def device_properties(self, device: int | None = None) -> dict:
-        device = rt.get_device() if device is None else self.check_device(device)
-        return {"device": device, "name": DEVICE_NAME, "compute_capability": COMPUTE_CAPABILITY,
-                "total_memory": host_memory()[1], "multiprocessors": os.cpu_count() or 1}
+    def cudaGetDevice(self):
+        return _ok(self.current_device())
 
-    def default_queue(self, device: int | None = None) -> queue_module.Queue:
-        """The default queue of ``device``: a MAGMA queue made by the simulated ``magma_queue_create``, so its
-        stream is a created blocking stream whose work waits until ordered, like the real default queue's."""
-        q = self.queues.get(device)
-        return q if q is not None else queue_module._cached(self.queues, device)
+    def cudaSetDevice(self, device):
+        if not 0 <= int(device) < self.device_count:
+            return (_status("cudaErrorInvalidDevice"),)
+        self._current.device = int(device)
+        return _ok()
 
-    # ------------------------------------------------------------------------------------------------- install
-    def install(self, patches) -> None:
-        """Replace the runtime calls pymagma makes (``patches`` records each replacement for undo)."""
-        replacements = {
-            "no_device_reason": lambda: None,
-            "device_count": lambda: DEVICE_COUNT,  # read at each call: tests may simulate several devices
-            "require_device": lambda: DEVICE_COUNT,
-            "get_device": self.get_device,
-            "set_device": self.set_device,
-            "_thread": threading.local(),  # no "context bound" flag of the real device carries over
-            "synchronize": self.flush_all,
-            "device_properties": self.device_properties,
-            "mem_get_info": host_memory,
-            "Stream": self.Stream,
-            "Event": self.Event,
-            "malloc": self.malloc,
-            "free": self.free,
-            "malloc_host": self.malloc,
-            "free_host": self.free,
-            "memcpy_htod": self.memcpy_htod,
-            "memcpy_dtoh": self.memcpy_dtoh,
-            "memcpy_dtod": self.memcpy_dtod,
-            "memcpy_2d": self.memcpy_2d,
-            "memcpy_2d_dtoh": self.memcpy_2d_dtoh,
-            "memcpy_2d_htod": self.memcpy_2d_htod,
-            "memset": self.memset,
-        }
-        for name, value in replacements.items():
-            patches.setattr(rt, name, value)
-        patches.setattr(queue_module, "default_queue", self.default_queue)
-        patches.setattr(sys.modules[queue_module.__package__], "default_queue", self.default_queue)  # pymagma.*
-        patches.setattr(queue_module, "_DEFAULT", self.queues)  # DeviceArray._sync looks queues up there
-        patches.setattr(queue_module, "_TRANSFER", {})  # queues made on the simulator stay with it
-        patches.setattr(memory, "_POOL", memory._Pool())
-        patches.setattr(array, "_device_of", lambda ptr: rt.get_device())  # no cudaPointerGetAttributes
+    def cudaDeviceSynchronize(self):
+        self.flush_all()
+        return _ok()
+
+    def cudaGetDeviceProperties(self, device):
+        if not 0 <= int(device) < self.device_count:
+            return (_status("cudaErrorInvalidDevice"), None)
+        major, minor = COMPUTE_CAPABILITY
+        return _ok(types.SimpleNamespace(name=DEVICE_NAME.encode(), major=major, minor=minor,
+                                         totalGlobalMem=host_memory()[1], multiProcessorCount=os.cpu_count() or 1,
+                                         maxThreadsPerBlock=MAX_THREADS_PER_BLOCK))
+
+    def cudaMemGetInfo(self):
+        return _ok(*host_memory())
+
+    def cudaRuntimeGetVersion(self):
+        return _CUDA.cudaRuntimeGetVersion()  # a host query: the installed runtime's answer
+
+    def cudaDriverGetVersion(self):
+        return _ok(SIMULATED_DRIVER_VERSION)
+
+    def cudaGetErrorString(self, error):
+        return _CUDA.cudaGetErrorString(error)  # a host query: the installed runtime's text

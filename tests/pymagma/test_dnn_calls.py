@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from pymagma import _cudnn as cd
-from pymagma import array, dnn, memory
+from pymagma import _native, array, dnn, memory
 from pymagma.array import DeviceArray
 
 from .helpers import BF16_CASE
@@ -109,8 +109,8 @@ def recorder(monkeypatch):
     rec = Recorder()
     monkeypatch.setattr(cd.lib, "bind", rec.bind(cd.lib.bind))
     monkeypatch.setattr(dnn, "handle", lambda device=None: SimpleNamespace(value=0x1000))
-    monkeypatch.setattr(dnn, "_algorithms", {})
-    monkeypatch.setattr(dnn, "_dropout_states", {})
+    monkeypatch.setattr(_native.current, "cudnn_algorithms", {})
+    monkeypatch.setattr(_native.current, "cudnn_dropout_states", {})
     monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None:
                         rec.device_array(np.zeros(shape, dtype)))
     monkeypatch.setattr(memory, "alloc", lambda nbytes, device=None:

@@ -18,13 +18,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import pymagma
-from pymagma import _cudnn, _magma, array, dnn, kernels, linalg, memory, queue, simulator
+from pymagma import _cudnn, _magma, _native, array, dnn, kernels, linalg, memory, queue, simulator
 from pymagma import runtime as rt
 from pymagma.errors import CudaError, DeviceMemoryError, MissingSymbolError
 from pymagma.kernels import loader
 from pymagma.simulator import kernels as sim_kernels
-from pymagma.simulator.magma import MODEL, MagmaCallError, provider_exports
+from pymagma.simulator.magma import AUX_FAMILIES, MODEL, MagmaCallError, provider_exports
 from tests.conftest import examples
+
+MODELLED = set(MODEL) | AUX_FAMILIES  # the MAGMA families the simulator models
 
 pytestmark = pytest.mark.native
 needs_compiler = pytest.mark.skipif(sim_kernels.compiler() is None, reason="no host C++ compiler (g++ or clang++)")
@@ -97,22 +99,30 @@ def test_modes_nest_and_restore():
 
 
 # ----------------------------------------------------------------------------------------------------- restoration
-PATCHED_MODULES = (rt, _magma, queue, memory, kernels, loader, array, dnn)
+DEVICE_LAYER = (rt, _magma, _cudnn, queue, memory, kernels, loader, array, dnn, _native)
 
 
 def _snapshot():
-    return {m.__name__: dict(vars(m)) for m in PATCHED_MODULES} | {"cudnn lib": dict(vars(_cudnn.lib))}
+    return {m.__name__: dict(vars(m)) for m in DEVICE_LAYER} | {"cudnn lib": dict(vars(_cudnn.lib))}
 
 
 @needs_compiler
-def test_disable_restores_the_real_device_layer_exactly():
+def test_the_simulator_replaces_the_native_seam_and_nothing_else():
+    """On: every native library object is the simulator's and no module attribute of the device layer changed
+    (but the seam's ``current``).  Off: the real libraries are back and nothing else moved."""
     if simulator.is_enabled():
         pytest.skip("the simulator is on for the whole session (PYMAGMA_SIMULATOR)")
     before = _snapshot()
-    with simulator.simulated("full"):
-        assert rt.malloc is not before["pymagma.runtime"]["malloc"]
-        assert _magma.initialized is not before["pymagma._magma"]["initialized"]
-        assert kernels.launch is not before["pymagma.kernels"]["launch"]
+    with simulator.simulated("full") as sim:
+        assert _native.current is sim.libraries and _native.current is not _native.real()
+        assert isinstance(_native.current.cudart, simulator.runtime.SimulatedCudart)
+        assert isinstance(_magma.library(), simulator.magma.SimulatedMagma)
+        assert isinstance(_cudnn.library(), simulator.cudnn.SimulatedCudnn)
+        assert isinstance(_native.current.launcher, simulator.kernels.Launcher)
+        during = _snapshot()
+        for where, names in before.items():
+            moved = [n for n, v in names.items() if during[where].get(n) is not v and n != "current"]
+            assert not moved, f"{where}: {moved} replaced by the simulator outside the seam"
         host = np.arange(6.0).reshape(2, 3)
         x = pymagma.asarray(host)
         np.testing.assert_array_equal(kernels.add(x @ x.T, 1.0).get(), host @ host.T + 1)
@@ -128,7 +138,7 @@ def test_disable_restores_the_real_device_layer_exactly():
 def test_full_mode_exports_every_modelled_routine_and_cholesky_works():
     with simulator.simulated("full") as sim:
         exported = set(sim.magma.exported())
-        assert exported == {n for n, s in _magma.SIGNATURES.items() if s.family in MODEL}
+        assert exported == {n for n, s in _magma.SIGNATURES.items() if s.family in MODELLED}
         a = np.array([[4.0, 2.0], [2.0, 3.0]])
         np.testing.assert_allclose(linalg.cholesky(a), np.linalg.cholesky(a), rtol=1e-12)
 
@@ -138,7 +148,7 @@ def test_partial_mode_exports_what_the_provider_exports():
                                        else simulator.current().real_magma)
     a = np.array([[4.0, 2.0], [2.0, 3.0]])
     with simulator.simulated("partial") as sim:
-        modelled = {n for n, s in _magma.SIGNATURES.items() if s.family in MODEL}
+        modelled = {n for n, s in _magma.SIGNATURES.items() if s.family in MODELLED}
         if exports is None:  # no provider: partial is full
             assert set(sim.magma.exported()) == modelled and "no MAGMA provider" in sim.magma.source
             np.testing.assert_allclose(linalg.cholesky(a), np.linalg.cholesky(a), rtol=1e-12)
@@ -175,7 +185,7 @@ def test_info_says_whether_the_simulator_is_on():
         assert report["cuda"]["devices"][0]["name"] == "pymagma simulator"
         assert report["cuda"]["devices"][0]["compute_capability"] == (9, 0)
         routines = report["simulator"]["magma_routines"]
-        assert routines == len({n for n, s in _magma.SIGNATURES.items() if s.family in MODEL})
+        assert routines == len({n for n, s in _magma.SIGNATURES.items() if s.family in MODELLED})
         assert "SIMULATOR ON (mode full)" in str(report) and f"NumPy models of {routines} routines" in str(report)
     if not simulator.is_enabled():
         report = pymagma.info()
@@ -238,7 +248,7 @@ def test_memory_is_host_memory_with_bounds_checks():
         start = rt.Event().record()
         rt.Stream().synchronize()
         assert start.elapsed_ms(rt.Event().record()) >= 0
-        with pytest.raises(ValueError, match="both events recorded"):
+        with pytest.raises(CudaError, match="cudaErrorInvalidResourceHandle"):  # as CUDA documents: never recorded
             start.elapsed_ms(rt.Event())
         rt.free(ptr)
         assert ptr not in sim.runtime.blocks
@@ -344,10 +354,9 @@ def test_a_destroyed_queue_destroys_the_stream_it_made():
 def test_queue_events_are_made_on_the_queues_device():
     """cudaEventRecord needs the event and the stream in one context: a queue of device 1 records with device 1
     current, whatever the caller's device (cudaStreamWaitEvent may wait across devices)."""
-    from pymagma.simulator import runtime as sim_runtime
 
-    with simulator.simulated("full"), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sim_runtime, "DEVICE_COUNT", 2)
+    with simulator.simulated("full") as sim, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sim.runtime, "device_count", 2)
         q, made = pymagma.Queue(device=1), []
 
         class Probe(rt.Event):
@@ -364,7 +373,7 @@ def test_cached_pinned_buffers_are_freed_outside_the_pool_lock():
     """Dropping the cached pinned buffers runs cudaFreeHost (a device-wide wait, and any finalizer the garbage
     collector runs meanwhile, such as a DeviceArray going back to the pool): never with the pool's lock held."""
     with simulator.simulated("full"):
-        pool, seen = memory._POOL, []
+        pool, seen = memory._pool(), []
         with memory.pinned_buffer(100) as buffer:
             weakref.finalize(buffer.base, lambda: seen.append(pool.lock.locked()))
         del buffer
@@ -379,7 +388,7 @@ def test_pinned_allocation_failure_releases_the_cache_and_retries(monkeypatch):
         real, calls = rt.pinned_empty, []
 
         def pinned_empty(nbytes, dtype):
-            calls.append(len(memory._POOL.free_pinned[memory.bucket_size(5000)]))
+            calls.append(len(memory._pool().free_pinned[memory.bucket_size(5000)]))
             if len(calls) == 1:
                 raise DeviceMemoryError("cudaMallocHost: cudaErrorMemoryAllocation")
             return real(nbytes, dtype)
@@ -463,7 +472,7 @@ def test_kernels_and_cudnn_calls_run_in_their_streams_order():
 def test_no_host_compiler_is_a_clear_error_on_first_launch(tmp_path):
     with simulator.simulated("full"), pytest.MonkeyPatch.context() as mp:  # undone before the simulator is
         mp.setattr(sim_kernels.shutil, "which", lambda name: None)
-        mp.setattr(kernels, "launch", sim_kernels.Launcher(tmp_path))  # nothing compiled yet
+        mp.setattr(simulator.current().libraries, "launcher", sim_kernels.Launcher(tmp_path))  # nothing compiled
         x = pymagma.zeros(3)  # memory works without a compiler
         with pytest.raises(sim_kernels.SimulatorError, match=r"g\+\+ or clang\+\+.*apt-get install g\+\+"):
             kernels.add(x, x)
@@ -498,10 +507,9 @@ def test_compiled_programs_are_cached_on_disk(monkeypatch, tmp_path):
 def test_current_device_is_per_thread_and_queues_work(monkeypatch):
     import threading
 
-    from pymagma.simulator import runtime as sim_runtime
 
-    with simulator.simulated("full"), pytest.MonkeyPatch.context() as mp:
-        mp.setattr(sim_runtime, "DEVICE_COUNT", 2)
+    with simulator.simulated("full") as sim, pytest.MonkeyPatch.context() as mp:
+        mp.setattr(sim.runtime, "device_count", 2)
         assert rt.device_count() == 2 and rt.get_device() == 0
         with rt.on_device(1):
             assert rt.get_device() == 1

@@ -6,7 +6,6 @@ beta = 0 never reading the output, the running statistics, dropout masks reused 
 from __future__ import annotations
 
 import ctypes
-import importlib
 from ctypes import byref, c_double, c_float, c_void_p
 
 import numpy as np
@@ -17,9 +16,9 @@ from hypothesis import strategies as st
 import pymagma
 from pymagma import _cudnn as cd
 from pymagma import dnn
-from pymagma.errors import CudnnError
-from pymagma.simulator._patch import Patches
-from pymagma.simulator.cudnn import install
+from pymagma.errors import CudnnError, NotSimulatedError
+from pymagma.simulator import simulated
+from pymagma.simulator.cudnn import HOST_CALLS
 
 from .helpers import BF16_CASE
 from .test_dnn_calls import run_every_dnn_function
@@ -33,7 +32,6 @@ from .test_dnn_reference import (
     pool2d_ref,
     softmax_ref,
 )
-from .test_simulated_device import simulate_device
 
 pytestmark = pytest.mark.native
 REUSE = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -42,25 +40,14 @@ SCALARS = st.sampled_from([-1.5, -0.5, 0.0, 1.0, 2.0])  # exact in float32, as c
 
 
 @pytest.fixture
-def sim(monkeypatch):
-    """Host memory as device memory and the simulated cuDNN: ``pymagma.simulator.simulated`` where it exists, else
-    the simulated device of test_simulated_device plus :func:`install`."""
+def sim():
+    """Host memory as device memory and the simulated cuDNN (the simulator in mode "full")."""
     try:
         cd.lib.cdll  # noqa: B018
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"cuDNN is not installed: {exc}")
-    simulated = getattr(importlib.import_module("pymagma.simulator"), "simulated", None)
-    if simulated is not None:
-        with simulated("full") as simulation:
-            assert simulation.cudnn is not None, "pymagma.simulator did not install pymagma.simulator.cudnn"
-            yield simulation.cudnn
-        return
-    simulate_device(monkeypatch)
-    patches = Patches()
-    try:
-        yield install(patches)
-    finally:
-        patches.undo()
+    with simulated("full") as simulation:
+        yield simulation.cudnn
 
 
 def tol(dtype) -> dict:
@@ -605,11 +592,15 @@ def test_every_dnn_function_runs_on_the_simulator(sim, dtype):
             "cudnnReduceTensor"} <= set(sim.calls)
 
 
-def test_install_is_undone_by_the_patches():
-    handles = dnn._handles
-    patches = Patches()
-    simulated = install(patches)
-    assert cd.lib.bind == simulated.bind and dnn._handles is not handles
-    assert "cudnnConvolutionForward" in simulated.names and "cudnnSetTensorNdDescriptor" not in simulated.names
-    patches.undo()
-    assert cd.lib.bind == type(cd.lib).bind.__get__(cd.lib) and dnn._handles is handles
+def test_the_simulated_cudnn_models_device_calls_and_lets_the_real_library_answer_host_calls(sim):
+    """Handle-taking calls are models; descriptor, size and version calls are the real libcudnn's; a declared
+    function in neither list is NotSimulatedError, never a silent call into the real library."""
+    assert cd.library() is sim and sim.real is cd.lib
+    assert "cudnnConvolutionForward" in sim.names and "cudnnSetTensorNdDescriptor" in HOST_CALLS
+    assert sim.bind("cudnnSetTensorNdDescriptor") is not None and sim.has("cudnnConvolutionForward")
+    assert not sim.names & HOST_CALLS
+    sim._models.pop("cudnnAddTensor")
+    sim._bound.pop("cudnnAddTensor", None)
+    with pytest.raises(NotSimulatedError, match="cudnnAddTensor is not simulated"):
+        sim.bind("cudnnAddTensor")
+    assert "cudnnAddTensor" in sim.missing()
