@@ -1,6 +1,7 @@
 """pymagma: MAGMA and cuDNN from Python through ctypes and cuda-python."""
 
 from . import array, blas, dnn, dtypes, errors, kernels, linalg, memory, queue, runtime
+from ._version import __version__
 from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zeros
 from .errors import (
     CudaError,
@@ -12,22 +13,21 @@ from .errors import (
     MagmaError,
     MissingSymbolError,
     NoDeviceError,
+    NotSimulatedError,
     PymagmaError,
 )
 from .info import info
 from .queue import Queue, default_queue
 from .runtime import device_count, require_device
 
-__version__ = "0.1.0"
-
 __all__ = [
     "errors", "PymagmaError", "LibraryNotFoundError", "MissingSymbolError", "NoDeviceError", "CudaError",
     "CudnnError", "MagmaError", "DeviceMemoryError", "LinAlgError", "KernelCompileError",
     "array", "memory", "queue", "runtime", "DeviceArray", "asarray", "empty", "zeros", "ones", "from_dlpack",
     "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info", "dnn",
-    "kernels", "dtypes",
+    "kernels", "dtypes", "NotSimulatedError", "__version__",
 ]
 
-from . import simulator as _simulator  # noqa: E402  (last: it replaces the device layer imported above)
+from . import simulator as _simulator  # noqa: E402  (last: it stands in for the native seam of the modules above)
 
 _simulator._enable_from_environment()  # PYMAGMA_SIMULATOR=1|partial|full: once, at import

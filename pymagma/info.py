@@ -12,6 +12,7 @@ import sys
 import numpy as np
 
 from . import _libs
+from ._version import __version__
 
 NVIDIA_LIBRARIES = ("cudart", "cublas", "cudnn", "nvrtc")
 
@@ -181,8 +182,6 @@ def _python_packages() -> dict:
 
 def info() -> Info:
     """Collect the report (nothing here raises: failures are reported as missing pieces)."""
-    from . import __version__
-
     missing: list[tuple[str, str]] = []
     report = Info(
         pymagma=__version__,

@@ -21,7 +21,7 @@ import numpy as np
 
 from .. import _libs
 from .. import _magma as M
-from ..errors import LibraryNotFoundError, MissingSymbolError, PymagmaError
+from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError, PymagmaError
 
 ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
                    M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
@@ -564,6 +564,9 @@ class SimulatedMagma:
     def bind(self, name: str):
         if name not in M.SIGNATURES:
             raise AttributeError(f"MAGMA has no prototype for {name!r} in pymagma's tables")
+        if not self.modelled(name):
+            raise NotSimulatedError(f"{name} is not simulated: pymagma.simulator.magma has no NumPy model of "
+                                    f"{M.SIGNATURES[name].family}")
         if not self.has(name):
             raise MissingSymbolError(self.symbol_name(name), LIBRARY_NAME, self._why_missing(name))
         call = self._wrappers.get(name)

@@ -99,8 +99,8 @@ class SimulatedCudart:
     Besides the CUDA functions it offers the stream machinery the other simulated libraries queue work with:
     :meth:`submit`, :meth:`flush`, :meth:`position`, :meth:`create_stream`, :meth:`destroy_stream`."""
 
-    def __init__(self, device_count: int = DEVICE_COUNT):
-        self.device_count = device_count
+    def __init__(self, device_count: int | None = None):
+        self.device_count = device_count  #: None: DEVICE_COUNT, read at each call
         self.blocks: dict[int, ctypes.Array] = {}
         self.devices: dict[int, int] = {}  # device block -> the device it was allocated on
         self.pinned_blocks: set[int] = set()  # the blocks cudaMallocHost made
@@ -379,14 +379,17 @@ class SimulatedCudart:
         """The calling thread's current device (0 until it sets another), as CUDA keeps it per thread."""
         return getattr(self._current, "device", 0)
 
+    def devices_simulated(self) -> int:
+        return DEVICE_COUNT if self.device_count is None else self.device_count
+
     def cudaGetDeviceCount(self):
-        return _ok(self.device_count)
+        return _ok(self.devices_simulated())
 
     def cudaGetDevice(self):
         return _ok(self.current_device())
 
     def cudaSetDevice(self, device):
-        if not 0 <= int(device) < self.device_count:
+        if not 0 <= int(device) < self.devices_simulated():
             return (_status("cudaErrorInvalidDevice"),)
         self._current.device = int(device)
         return _ok()
@@ -396,7 +399,7 @@ class SimulatedCudart:
         return _ok()
 
     def cudaGetDeviceProperties(self, device):
-        if not 0 <= int(device) < self.device_count:
+        if not 0 <= int(device) < self.devices_simulated():
             return (_status("cudaErrorInvalidDevice"), None)
         major, minor = COMPUTE_CAPABILITY
         return _ok(types.SimpleNamespace(name=DEVICE_NAME.encode(), major=major, minor=minor,

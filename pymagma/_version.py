@@ -1,0 +1,3 @@
+"""The package version (its one home)."""
+
+__version__ = "0.1.0"
