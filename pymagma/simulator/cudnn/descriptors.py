@@ -1,0 +1,222 @@
+"""The simulated cuDNN's view of its inputs: descriptors read back from the real libcudnn, host views of device
+pointers with the descriptors' strides, alpha/beta read as cuDNN reads them, and the error every model raises."""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import POINTER, c_double, c_float, c_int, c_void_p
+from dataclasses import dataclass
+
+import numpy as np
+
+from ... import _cudnn as cd
+from ... import dtypes
+
+Status = cd.Status
+_ip = POINTER(c_int)
+
+#: Descriptor getters pymagma's table lacks, bound here from the real library (no handle needed).
+GETTERS = {
+    "cudnnGetFilterNdDescriptor": (c_int, (c_void_p, c_int, _ip, _ip, _ip, _ip)),
+    "cudnnGetConvolutionNdDescriptor": (c_int, (c_void_p, c_int, _ip, _ip, _ip, _ip, _ip, _ip)),
+    "cudnnGetPoolingNdDescriptor": (c_int, (c_void_p, c_int, _ip, _ip, _ip, _ip, _ip, _ip)),
+    "cudnnGetActivationDescriptor": (c_int, (c_void_p, _ip, _ip, POINTER(c_double))),
+    "cudnnGetActivationDescriptorSwishBeta": (c_int, (c_void_p, POINTER(c_double))),
+    "cudnnGetOpTensorDescriptor": (c_int, (c_void_p, _ip, _ip, _ip)),
+    "cudnnGetReduceTensorDescriptor": (c_int, (c_void_p, _ip, _ip, _ip, _ip, _ip)),
+}
+
+
+class ModelError(Exception):
+    """A call the library would refuse: becomes its status, and the text cudnnGetLastErrorString returns."""
+
+    def __init__(self, status: Status, message: str):
+        super().__init__(message)
+        self.status = status
+
+
+def status_of(code: int) -> Status:
+    try:
+        return Status(int(code))
+    except ValueError:
+        return Status.INTERNAL_ERROR
+
+
+def require(condition: bool, message: str, status: Status = Status.BAD_PARAM) -> None:
+    if not condition:
+        raise ModelError(status, message)
+
+
+# ------------------------------------------------------------------------------------------------ memory
+def numpy_dtype(data_type: int) -> np.dtype:
+    """The NumPy dtype of a cudnnDataType_t (bfloat16 through ml_dtypes)."""
+    kind = cd.DataType(data_type)
+    if kind == cd.DataType.BFLOAT16:
+        return dtypes.bfloat16()
+    names = {cd.DataType.FLOAT: "float32", cd.DataType.DOUBLE: "float64", cd.DataType.HALF: "float16",
+             cd.DataType.INT8: "int8", cd.DataType.INT32: "int32", cd.DataType.UINT8: "uint8",
+             cd.DataType.INT64: "int64", cd.DataType.BOOLEAN: "bool"}
+    return np.dtype(names[kind])
+
+
+def host_view(ptr: int | None, shape, strides, dtype, what: str) -> np.ndarray:
+    """A writable NumPy view of simulated device memory (strides in elements)."""
+    require(bool(ptr), f"{what} is a null pointer", Status.BAD_PARAM_NULL_POINTER)
+    dtype = np.dtype(dtype)
+    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + 1
+    buf = (ctypes.c_char * (extent * dtype.itemsize)).from_address(int(ptr))
+    return np.ndarray(tuple(shape), dtype, buffer=buf, strides=tuple(s * dtype.itemsize for s in strides))
+
+
+def read_scalar(ptr: int | None, data_type: int, what: str) -> float:
+    """alpha/beta: double for double data, float otherwise (cuDNN's rule for scaling parameters)."""
+    require(bool(ptr), f"{what} is a null pointer", Status.BAD_PARAM_NULL_POINTER)
+    kind = c_double if data_type == cd.DataType.DOUBLE else c_float
+    return float(kind.from_address(int(ptr)).value)
+
+
+def compute_dtype(data_type: int) -> np.dtype:
+    return np.dtype(np.float64 if data_type == cd.DataType.DOUBLE else np.float32)
+
+
+def blend(out: np.ndarray, value: np.ndarray, alpha: float, beta: float) -> None:
+    """out = alpha * value + beta * out; out is not read when beta is 0."""
+    result = alpha * value if alpha != 1 else value
+    if beta != 0:
+        result = result + beta * out.astype(value.dtype)
+    out[...] = result
+
+
+# ----------------------------------------------------------------------------------------------- descriptors
+@dataclass(frozen=True)
+class Tensor:
+    data_type: int
+    shape: tuple
+    strides: tuple
+
+    @property
+    def dtype(self) -> np.dtype:
+        return numpy_dtype(self.data_type)
+
+    @property
+    def compute(self) -> np.dtype:
+        return compute_dtype(self.data_type)
+
+    def view(self, ptr, what: str) -> np.ndarray:
+        return host_view(ptr, self.shape, self.strides, self.dtype, what)
+
+    def read(self, ptr, what: str) -> np.ndarray:
+        """The data as a fresh array in the compute type."""
+        return self.view(ptr, what).astype(self.compute)
+
+
+@dataclass(frozen=True)
+class Convolution:
+    pads: tuple
+    strides: tuple
+    dilations: tuple
+    mode: int
+    compute_type: int
+    groups: int
+
+
+@dataclass(frozen=True)
+class Pooling:
+    mode: int
+    nan: int
+    window: tuple
+    pads: tuple
+    strides: tuple
+
+
+@dataclass(frozen=True)
+class DropoutConfig:
+    rate: float
+    states: int
+    states_bytes: int
+    seed: int
+
+
+class Descriptors:
+    """Reads descriptors back from the real libcudnn."""
+
+    def __init__(self, real_bind, streams=None):
+        self._real_bind = real_bind
+        self.streams = streams  #: the simulated runtime whose streams the device work is queued on
+        self._getters: dict[str, object] = {}
+
+    def call(self, name: str, *args) -> None:
+        fn = self._getters.get(name)
+        if fn is None:
+            if name in GETTERS:
+                restype, argtypes = GETTERS[name]
+                fn = ctypes.CFUNCTYPE(restype, *argtypes)((name, cd.lib.cdll))
+            else:
+                fn = self._real_bind(name)
+            self._getters[name] = fn
+        status = fn(*args)
+        require(status == 0, f"{name} refused the descriptor ({cd.status_name(status)})", status_of(status))
+
+    def tensor(self, desc, what: str) -> Tensor:
+        require(bool(desc), f"{what} descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        dtype, nd = c_int(), c_int()
+        dims, strides = (c_int * 8)(), (c_int * 8)()
+        self.call("cudnnGetTensorNdDescriptor", c_void_p(desc), 8, ctypes.byref(dtype), ctypes.byref(nd), dims,
+                  strides)
+        require(nd.value > 0, f"{what} descriptor was never set", Status.BAD_PARAM_NOT_FINALIZED)
+        return Tensor(dtype.value, tuple(dims[: nd.value]), tuple(strides[: nd.value]))
+
+    def filter(self, desc) -> Tensor:
+        require(bool(desc), "filter descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        dtype, fmt, nd, dims = c_int(), c_int(), c_int(), (c_int * 8)()
+        self.call("cudnnGetFilterNdDescriptor", c_void_p(desc), 8, ctypes.byref(dtype), ctypes.byref(fmt),
+                  ctypes.byref(nd), dims)
+        require(nd.value > 0, "filter descriptor was never set", Status.BAD_PARAM_NOT_FINALIZED)
+        require(fmt.value == cd.TensorFormat.NCHW, f"filter format {fmt.value}: only NCHW filters are simulated",
+                 Status.NOT_SUPPORTED)
+        shape = tuple(dims[: nd.value])
+        return Tensor(dtype.value, shape, cd.contiguous_strides(shape))
+
+    def convolution(self, desc) -> Convolution:
+        require(bool(desc), "convolution descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        n, mode, compute, groups = c_int(), c_int(), c_int(), c_int()
+        pads, strides, dilations = (c_int * 6)(), (c_int * 6)(), (c_int * 6)()
+        self.call("cudnnGetConvolutionNdDescriptor", c_void_p(desc), 6, ctypes.byref(n), pads, strides, dilations,
+                  ctypes.byref(mode), ctypes.byref(compute))
+        self.call("cudnnGetConvolutionGroupCount", c_void_p(desc), ctypes.byref(groups))
+        k = n.value
+        return Convolution(tuple(pads[:k]), tuple(strides[:k]), tuple(dilations[:k]), mode.value, compute.value,
+                           groups.value)
+
+    def pooling(self, desc) -> Pooling:
+        require(bool(desc), "pooling descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        mode, nan, n = c_int(), c_int(), c_int()
+        window, pads, strides = (c_int * 6)(), (c_int * 6)(), (c_int * 6)()
+        self.call("cudnnGetPoolingNdDescriptor", c_void_p(desc), 6, ctypes.byref(mode), ctypes.byref(nan),
+                  ctypes.byref(n), window, pads, strides)
+        k = n.value
+        return Pooling(mode.value, nan.value, tuple(window[:k]), tuple(pads[:k]), tuple(strides[:k]))
+
+    def activation(self, desc) -> tuple[int, int, float]:
+        """(mode, nan propagation, coef) where coef is swish's beta for SWISH."""
+        require(bool(desc), "activation descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        mode, nan, coef = c_int(), c_int(), c_double()
+        self.call("cudnnGetActivationDescriptor", c_void_p(desc), ctypes.byref(mode), ctypes.byref(nan),
+                  ctypes.byref(coef))
+        if mode.value == cd.ActivationMode.SWISH:
+            self.call("cudnnGetActivationDescriptorSwishBeta", c_void_p(desc), ctypes.byref(coef))
+        return mode.value, nan.value, coef.value
+
+    def op_tensor(self, desc) -> tuple[int, int, int]:
+        require(bool(desc), "op-tensor descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        op, compute, nan = c_int(), c_int(), c_int()
+        self.call("cudnnGetOpTensorDescriptor", c_void_p(desc), ctypes.byref(op), ctypes.byref(compute),
+                  ctypes.byref(nan))
+        return op.value, compute.value, nan.value
+
+    def reduce_tensor(self, desc) -> tuple[int, int, int, int, int]:
+        """(op, compute type, nan propagation, indices mode, indices type)."""
+        require(bool(desc), "reduce-tensor descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        vals = [c_int() for _ in range(5)]
+        self.call("cudnnGetReduceTensorDescriptor", c_void_p(desc), *(ctypes.byref(v) for v in vals))
+        return tuple(v.value for v in vals)
