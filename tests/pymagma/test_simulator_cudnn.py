@@ -604,3 +604,37 @@ def test_the_simulated_cudnn_models_device_calls_and_lets_the_real_library_answe
     with pytest.raises(NotSimulatedError, match="cudnnAddTensor is not simulated"):
         sim.bind("cudnnAddTensor")
     assert "cudnnAddTensor" in sim.missing()
+
+
+# ---------------------------------------------------------------------------------- every input read, y included
+@pytest.mark.parametrize("mode", ["relu", "sigmoid", "tanh", "elu"])
+def test_activation_backward_refuses_a_y_that_is_not_the_forward_of_x(sim, mode):
+    """cuDNN reads y (sigmoid's and tanh's derivatives come from it): a binding that passes x or dy in y's place
+    would train wrongly on a GPU, so the model checks y against the forward of x and names the call."""
+    from pymagma.simulator.cudnn import ModelError
+
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((2, 3, 4, 4)).astype(np.float32)
+    dy = rng.standard_normal(x.shape).astype(np.float32)
+    dx, ddy = dev(x), dev(dy)
+    y = dnn.activation_forward(dx, mode)
+    good = dnn.activation_backward(y, ddy, dx, mode).get()  # the true forward passes
+    assert np.isfinite(good).all()
+    for wrong in (dx, ddy):
+        with pytest.raises(ModelError, match="cudnnActivationBackward: y is not the forward of x"):
+            dnn.activation_backward(wrong, ddy, dx, mode).get()
+
+
+@pytest.mark.parametrize("mode", ["max", "avg"])
+def test_pooling_backward_reads_y_and_refuses_one_that_is_not_the_forward(sim, mode):
+    from pymagma.simulator.cudnn import ModelError
+
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((1, 2, 4, 4)).astype(np.float32)
+    dx = dev(x)
+    y = dnn.pool2d_forward(dx, (2, 2), mode=mode)
+    dy = dev(np.ones(y.shape, np.float32))
+    assert np.isfinite(dnn.pool2d_backward(y, dy, dx, (2, 2), mode=mode).get()).all()
+    shifted = dev(y.get() + 1.0)
+    with pytest.raises(ModelError, match="cudnnPoolingBackward: y is not the forward of x"):
+        dnn.pool2d_backward(shifted, dy, dx, (2, 2), mode=mode).get()

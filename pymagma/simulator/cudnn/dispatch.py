@@ -388,18 +388,18 @@ class SimulatedCudnn:
         src, dst = xt.view(x, "x"), yt.view(y, "y")
         a, b = read_scalar(alpha, dt, "alpha"), read_scalar(beta, dt, "beta")
         yield
-        data = src.astype(xt.compute)
-        sd, out = len(pool.window), yt.shape[2:]
+        blend(dst, self._pool_forward(pool, xt, src.astype(xt.compute), yt.shape[2:]), a, b)
+
+    def _pool_forward(self, pool: Pooling, xt: Tensor, data: np.ndarray, out) -> np.ndarray:
+        sd = len(pool.window)
         window_axes = tuple(range(2 + sd, 2 + 2 * sd))
         if self._is_max(pool):
             if pool.nan == cd.NanPropagation.NOT_PROPAGATE:
                 data = np.where(np.isnan(data), -np.inf, data)
             win = num.windows(num.pad(data, pool.pads, -np.inf), pool.window, pool.strides, (1,) * sd, out)
-            value = win.max(axis=window_axes)
-        else:
-            win = num.windows(num.pad(data, pool.pads), pool.window, pool.strides, (1,) * sd, out)
-            value = win.sum(axis=window_axes) / self._pool_divisor(pool, xt)
-        blend(dst, value, a, b)
+            return win.max(axis=window_axes)
+        win = num.windows(num.pad(data, pool.pads), pool.window, pool.strides, (1,) * sd, out)
+        return win.sum(axis=window_axes) / self._pool_divisor(pool, xt)
 
     @staticmethod
     def _pool_divisor(pool: Pooling, x: Tensor):
@@ -414,9 +414,8 @@ class SimulatedCudnn:
         dyt, dxt = self.desc.tensor(dy_desc, "dy"), self.desc.tensor(dx_desc, "dx")
         require(dyt.shape == yt.shape and dxt.shape == xt.shape,
                  f"dy {dyt.shape} / dx {dxt.shape} must match y {yt.shape} / x {xt.shape}")
-        yt.view(y, "y")  # cuDNN reads y; a null pointer is refused here too
         dt = xt.data_type
-        dys, xs, dst = dyt.view(dy, "dy"), xt.view(x, "x"), dxt.view(dx, "dx")
+        ys, dys, xs, dst = yt.view(y, "y"), dyt.view(dy, "dy"), xt.view(x, "x"), dxt.view(dx, "dx")
         a, b = read_scalar(alpha, dt, "alpha"), read_scalar(beta, dt, "beta")
         yield
         grad = dys.astype(dyt.compute)
@@ -424,10 +423,16 @@ class SimulatedCudnn:
         data = xs.astype(xt.compute)
         padded = tuple(s + 2 * p for s, p in zip(xt.shape[2:], pool.pads))
         dxp = np.zeros(xt.shape[:2] + padded, grad.dtype)
+        forward = self._pool_forward(pool, xt, data, yt.shape[2:])
+        self._check_forward("cudnnPoolingBackward", forward, ys.astype(yt.compute), yt)
         if self._is_max(pool):
+            # cuDNN finds each window's maximum by comparing x with y: the gradient goes to a position where x
+            # equals y (which of several tied positions cuDNN picks is not documented: see the op set)
             win = num.windows(num.pad(data, pool.pads, -np.inf), pool.window, pool.strides, (1,) * sd, out)
             flat = win.reshape(win.shape[: 2 + sd] + (-1,))
-            first = np.argmax(np.where(np.isnan(flat), -np.inf, flat), axis=-1)  # first maximum in the window
+            target = ys.astype(yt.compute)[..., None]
+            hits = (flat == target) | (np.isnan(flat) & np.isnan(target))
+            first = np.argmax(hits, axis=-1)
             offsets = np.unravel_index(first, pool.window)
             grids = np.meshgrid(*(np.arange(n) for n in grad.shape), indexing="ij", sparse=True)
             coords = list(grids[:2]) + [grids[2 + i] * pool.strides[i] + offsets[i] for i in range(sd)]
@@ -467,12 +472,26 @@ class SimulatedCudnn:
         yt, dyt = self.desc.tensor(y_desc, "y"), self.desc.tensor(dy_desc, "dy")
         xt, dxt = self.desc.tensor(x_desc, "x"), self.desc.tensor(dx_desc, "dx")
         self._same_shapes(y=yt, dy=dyt, x=xt, dx=dxt)
-        yt.view(y, "y")
         num.activation(mode, coef, np.zeros(0))  # refuses a mode the call does not support
-        xs, dys, dst = xt.view(x, "x"), dyt.view(dy, "dy"), dxt.view(dx, "dx")
+        ys, xs, dys, dst = yt.view(y, "y"), xt.view(x, "x"), dyt.view(dy, "dy"), dxt.view(dx, "dx")
         a, b = self._alpha_beta(alpha, beta, xt.data_type)
         yield
-        blend(dst, num.activation_grad(mode, coef, xs.astype(xt.compute), dys.astype(dyt.compute)), a, b)
+        data = xs.astype(xt.compute)
+        # cuDNN reads y (its formulas for sigmoid and tanh use it) but does not document which input each mode's
+        # derivative comes from: y must be the forward of x, or the call is refused here
+        self._check_forward("cudnnActivationBackward", num.activation(mode, coef, data), ys, yt)
+        blend(dst, num.activation_grad(mode, coef, data, dys.astype(dyt.compute)), a, b)
+
+    @staticmethod
+    def _check_forward(call: str, expected: np.ndarray, given: np.ndarray, desc: Tensor) -> None:
+        """Refuse a backward call whose ``y`` is not the forward of its ``x`` (a binding that passes another array in
+        ``y``'s place would compute a wrong gradient on a GPU)."""
+        ok = num.consistent(expected, given, desc.dtype)
+        if not ok.all():
+            at = tuple(int(i) for i in np.argwhere(~ok)[0])
+            raise ModelError(Status.BAD_PARAM, f"{call}: y is not the forward of x with this descriptor (at {at}: "
+                                               f"y = {given[at]!r}, the forward of x gives {expected[at]!r}); cuDNN "
+                                               "reads y, so y must be the output of the forward call on x")
 
     # ---------------------------------------------------------------------------------------- softmax
     def _model_cudnnSoftmaxForward(self, handle, algo, mode, alpha, x_desc, x, beta, y_desc, y) -> None:

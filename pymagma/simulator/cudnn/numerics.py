@@ -151,6 +151,17 @@ def activation_grad(mode: int, coef: float, x: np.ndarray, dy: np.ndarray) -> np
     return activation(mode, coef, x)  # raises NOT_SUPPORTED
 
 
+def consistent(expected: np.ndarray, given: np.ndarray, dtype) -> np.ndarray:
+    """Where ``given`` agrees with ``expected`` within the rounding of ``dtype`` (a few units in the last place of
+    the larger magnitude; NaN agrees with NaN)."""
+    eps = 8 * float(np.finfo(np.float16 if np.dtype(dtype).itemsize <= 2 else dtype).eps)
+    if np.dtype(dtype).itemsize <= 2 and np.dtype(dtype) != np.float16:  # bfloat16: 8 bits of mantissa
+        eps = 8 * 2.0 ** -7
+    expected, given = np.asarray(expected, np.float64), np.asarray(given, np.float64)
+    scale = np.maximum(np.abs(expected), 1.0)
+    return (np.abs(expected - given) <= eps * scale) | (np.isnan(expected) & np.isnan(given)) | (expected == given)
+
+
 def softmax_axes(mode: int, ndim: int) -> tuple:
     require(mode in (cd.SoftmaxMode.INSTANCE, cd.SoftmaxMode.CHANNEL), f"softmax mode {mode} is not a mode")
     return tuple(range(1, ndim)) if mode == cd.SoftmaxMode.INSTANCE else (1,)
