@@ -97,7 +97,20 @@ def libraries(mode: str = "partial") -> _native.Libraries:
     cudart = runtime.SimulatedCudart()
     exports, source = _exports(mode, _native.real().magma)
     return _native.Libraries("simulator", cudart=cudart, magma=magma.SimulatedMagma(exports, source, streams=cudart),
-                             cudnn=cudnn.SimulatedCudnn(streams=cudart), launcher=kernels.Launcher(streams=cudart))
+                             cudnn=cudnn.SimulatedCudnn(streams=cudart),
+                             launcher=kernels.Launcher(streams=cudart, seed=seed_from_environment()))
+
+
+SEED_VAR = "PYMAGMA_SIMULATOR_SEED"
+
+
+def seed_from_environment() -> int:
+    """The seed of the simulated kernels' block orders: ``PYMAGMA_SIMULATOR_SEED`` (an integer), default 0."""
+    raw = os.environ.get(SEED_VAR, "").strip() or "0"
+    try:
+        return int(raw)
+    except ValueError:
+        raise ValueError(f"{SEED_VAR}={raw!r} is not an integer seed") from None
 
 
 def enable(mode: str = "partial") -> Simulation:

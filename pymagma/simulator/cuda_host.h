@@ -121,15 +121,16 @@ template <typename... A> void pm_call(void (*k)(A...), void** args) {
     pm_call(k, args, std::index_sequence_for<A...>{});
 }
 
-// Run body(args) as a <<<grid, block>>> launch.
-inline void pm_run(void (*body)(void**), void** args, unsigned grid, unsigned block) {
+// Run body(args) as a <<<grid, block>>> launch; the blocks run one after another in the order ``order`` gives
+// (a permutation of 0..grid-1; nullptr: ascending), as CUDA promises no order between blocks.
+inline void pm_run(void (*body)(void**), void** args, unsigned grid, unsigned block, const unsigned* order) {
     std::lock_guard<std::mutex> lock(pm_launch_lock);
     gridDim = {grid, 1, 1};
     blockDim = {block, 1, 1};
 #ifdef PM_NO_BARRIERS
-    for (unsigned b = 0; b < grid; ++b)
+    for (unsigned i = 0; i < grid; ++i)
         for (unsigned t = 0; t < block; ++t) {
-            blockIdx = {b, 0, 0};
+            blockIdx = {order ? order[i] : i, 0, 0};
             threadIdx = {t, 0, 0};
             body(args);
         }
@@ -142,8 +143,8 @@ inline void pm_run(void (*body)(void**), void** args, unsigned grid, unsigned bl
     f.done.assign(block, 0);
     f.body = body;
     f.args = args;
-    for (unsigned b = 0; b < grid; ++b) {
-        blockIdx = {b, 0, 0};
+    for (unsigned i = 0; i < grid; ++i) {
+        blockIdx = {order ? order[i] : i, 0, 0};
         for (unsigned t = 0; t < block; ++t) {
             pm_start(f.contexts[t], f.stacks[t].get(), pm_fibers::stack_bytes, pm_fiber_main);
             f.done[t] = 0;

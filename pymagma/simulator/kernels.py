@@ -5,6 +5,10 @@ __syncthreads), launched with exactly the argument lists pymagma builds for cuLa
 A program is compiled on its first launch and cached on disk in ``$PYMAGMA_CACHE/simulator`` (default
 ``~/.cache/pymagma/simulator``), keyed by a hash of the sources, the flags and the compiler.  Nothing here touches
 NVRTC or the CUDA driver.
+
+CUDA promises no order between the blocks of a launch: here they run one after another in a shuffled order, a new one
+per launch, drawn from a seeded generator (``Launcher(seed=...)``, default ``PYMAGMA_SIMULATOR_SEED`` or 0), so a
+kernel that depends on block order fails here, reproducibly.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import subprocess
 import threading
 from importlib import resources
 from pathlib import Path
+
+import numpy as np
 
 from ..errors import PymagmaError
 from ..kernels import programs
@@ -71,13 +77,13 @@ def translation_unit(program: str) -> str:
 #include <map>
 #include <string>
 
-extern "C" int pm_launch(const char* expression, unsigned grid, unsigned block, void** args) {{
+extern "C" int pm_launch(const char* expression, unsigned grid, unsigned block, void** args, const unsigned* order) {{
     static const std::map<std::string, void (*)(void**)> kernels = {{
 {table}
     }};
     auto found = kernels.find(expression);
     if (found == kernels.end()) return 1;
-    pm_run(found->second, args, grid, block);
+    pm_run(found->second, args, grid, block, order);
     return 0;
 }}
 """
@@ -117,7 +123,7 @@ def build(program: str, directory: Path | None = None) -> ctypes.CDLL:
             cpp.unlink(missing_ok=True)
             partial.unlink(missing_ok=True)
     lib = ctypes.CDLL(str(library))
-    lib.pm_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p]
+    lib.pm_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
     lib.pm_launch.restype = ctypes.c_int
     return lib
 
@@ -125,15 +131,16 @@ def build(program: str, directory: Path | None = None) -> ctypes.CDLL:
 class Launcher:
     """Stands in for the kernel launcher (:class:`pymagma.kernels.loader.DriverLauncher`): compiles each program
     on its first launch, then runs the kernel on the calling thread in the order of its launch stream (queued on a
-    stream the program created, see :mod:`pymagma.simulator.runtime`; at once without ``streams``).  ``launched``
-    holds every name expression launched so far."""
+    stream the program created, see :mod:`pymagma.simulator.runtime`; at once without ``streams``), its blocks in
+    a shuffled order (``seed``; None: ascending).  ``launched`` holds every name expression launched so far."""
 
-    def __init__(self, directory: Path | None = None, streams=None):
+    def __init__(self, directory: Path | None = None, streams=None, seed: int | None = 0):
         self.directory = directory
         self.streams = streams  #: the simulated runtime whose streams the launches are queued on
         self.libraries: dict[str, ctypes.CDLL] = {}
         self.launched: set[str] = set()
         self._lock = threading.Lock()
+        self._orders = None if seed is None else np.random.default_rng(seed)
 
     def library(self, program: str) -> ctypes.CDLL:
         lib = self.libraries.get(program)
@@ -160,9 +167,14 @@ class Launcher:
         # the arguments are copied at the launch, as cuLaunchKernel does: the holders go with the queued work
         holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
         pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
+        order = None
+        if self._orders is not None and grid > 1:
+            with self._lock:
+                order = np.ascontiguousarray(self._orders.permutation(grid), np.uint32)
 
         def run():
-            if lib.pm_launch(expression.encode(), grid, block, pointers) != 0:  # pragma: no cover - checked above
+            at = None if order is None else order.ctypes.data
+            if lib.pm_launch(expression.encode(), grid, block, pointers, at) != 0:  # pragma: no cover - checked
                 raise LookupError(f"{expression} is not a kernel of program {program}")
             del holders[:]  # after the launch: keeps them alive until then
 
