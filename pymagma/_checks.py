@@ -31,6 +31,13 @@ def count(value, what: str, *, minimum: int = 0, maximum: int | None = None) -> 
     return n
 
 
+def native_sizes(routine: str, **sizes) -> None:
+    """Each of ``sizes`` (dimensions, leading dimensions, increments, batch counts of ``routine``) checked with
+    :func:`count`: a negative or wrapped-around value never reaches a native call (a ValueError names it)."""
+    for name, value in sizes.items():
+        count(value, f"{routine}: {name}")
+
+
 def sizes(values, what: str) -> tuple[int, ...]:
     """A tuple of integers from an integer or an iterable of integers (each checked with :func:`integer`)."""
     if not isinstance(values, str) and hasattr(values, "__iter__"):

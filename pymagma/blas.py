@@ -1,10 +1,12 @@
 """BLAS on DeviceArrays with NumPy's row-major semantics, mapped onto MAGMA's column-major BLAS without copies.
 
 A C-ordered ``r x c`` matrix with row stride ``ld`` is, read column-major, the ``c x r`` matrix ``X^T`` with leading
-dimension ``ld``; a transposed view is ``X`` itself.  Every matrix routine (gemm, gemm_batched, gemv, trsm, syrk)
-first computes its column-major call with a pure *plan* function (flags, sizes, pointers, leading dimensions; tested
-on the CPU by interpreting the call with NumPy) and then executes it with the precision's MAGMA routine
-(``s``/``d``/``c``/``z`` by dtype); the vector routines pass their element strides as increments.
+dimension ``ld``; a transposed view is ``X`` itself (:func:`stored`, from the column-major face
+:mod:`pymagma._colmajor` that linalg and the hybrid drivers call MAGMA through).  Every matrix routine (gemm,
+gemm_batched, gemv, trsm, syrk) first computes its column-major call with a pure *plan* function (flags, sizes,
+pointers, leading dimensions; tested on the CPU by interpreting the call with NumPy) and then executes it with the
+precision's MAGMA routine (``s``/``d``/``c``/``z`` by dtype); the vector routines pass their element strides as
+increments.
 
 Every function takes ``DeviceArray`` operands only (host data is a ``TypeError`` that names ``pymagma.asarray``:
 no hidden upload) of one dtype among float32, float64, complex64, complex128, and returns a ``DeviceArray`` (``dot``
@@ -14,51 +16,21 @@ non-negative ``magma_int_t`` before MAGMA is called.
 
 from __future__ import annotations
 
-import ctypes
 import functools
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks, _magma
-from .array import DeviceArray, asarray, empty, on_arrays_device, require_device_array
+from . import _colmajor, _magma
+from ._checks import native_sizes as check_native_sizes
+from ._colmajor import LEFT, LOWER, RIGHT, UPPER, N, Stored, T, magma, pointer_array, stored
+from .array import DeviceArray, empty, on_arrays_device, require_device_array
 
-N, T = _magma.MagmaNoTrans, _magma.MagmaTrans
-UPPER, LOWER = _magma.MagmaUpper, _magma.MagmaLower
-LEFT, RIGHT = _magma.MagmaLeft, _magma.MagmaRight
 BLAS_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
 
 
 # ----------------------------------------------------------------------------------------------------- plans (pure)
-@dataclass(frozen=True)
-class Stored:
-    """A matrix as column-major BLAS sees it: ``rows x cols`` at ``ptr`` with leading dimension ``ld``."""
-
-    ptr: int
-    rows: int
-    cols: int
-    ld: int
-
-
-def stored(x) -> tuple[Stored, bool] | None:
-    """How a 2-D array (``ptr``, ``shape``, byte ``strides``, ``dtype``) is stored for BLAS: ``(S, transposed)``
-    with ``x == S`` or ``x == S^T``; ``None`` when the layout is not BLAS-compatible (needs a copy)."""
-    (r, c), (s0, s1), item = x.shape, x.strides, x.dtype.itemsize
-    if s0 % item or s1 % item:
-        return None
-    e0, e1 = s0 // item, s1 // item
-    if e1 == 1 or c <= 1:  # rows are contiguous: column-major storage of x^T
-        ld = e0 if r > 1 else max(c, 1)
-        if ld >= max(c, 1):
-            return Stored(x.ptr, c, r, ld), True
-    if e0 == 1 or r <= 1:  # columns are contiguous: column-major storage of x
-        ld = e1 if c > 1 else max(r, 1)
-        if ld >= max(r, 1):
-            return Stored(x.ptr, r, c, ld), False
-    return None
-
-
 def _stored_or_raise(x, what: str) -> tuple[Stored, bool]:
     s = stored(x)
     if s is None:
@@ -221,24 +193,9 @@ def scalar(value, p: str):
     """A Python number as the ctypes scalar MAGMA takes for precision ``p``."""
     if not isinstance(value, numbers.Number) or isinstance(value, bool):
         raise TypeError(f"alpha/beta must be a number, got {value!r} ({type(value).__name__})")
-    ctype = _magma.PRECISIONS[p][0]
-    if issubclass(ctype, ctypes.Structure):
-        v = complex(value)
-        return ctype(v.real, v.imag)
-    if isinstance(value, complex) and value.imag:
+    if p in "sd" and isinstance(value, complex) and value.imag:
         raise TypeError(f"a complex scalar {value} cannot be used with a real dtype")
-    return ctype(float(np.real(value)))
-
-
-def _lib():
-    return _magma.initialized()
-
-
-def check_native_sizes(routine: str, **sizes) -> None:
-    """Each of ``sizes`` (dimensions, leading dimensions, increments, batch counts) is an int in
-    ``0..magma_int_t max``: a negative or wrapped-around value never reaches MAGMA (a ValueError names it)."""
-    for name, value in sizes.items():
-        _checks.count(value, f"{routine}: {name}")
+    return _colmajor.scalar(value, p)
 
 
 def _check_gemm(routine: str, c: GemmCall) -> GemmCall:
@@ -321,7 +278,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         return out
     c = _gemm_layout((a.shape, a.strides), (b.shape, b.strides), (out.shape, out.strides), a.dtype)
     first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
-    _lib().bind(f"magma_{p}gemm")(
+    magma().bind(f"magma_{p}gemm")(
         c.transA, c.transB, c.m, c.n, c.k, _scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,
         _scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))
     return out
@@ -382,7 +339,7 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
     if method != "pointers" and plan.strides is not None:
         sa, sb, sc = plan.strides
         check_native_sizes("gemm_batched", stride_a=sa, stride_b=sb, stride_c=sc)
-        fn, size = getattr(_lib(), f"magmablas_{p}gemm_batched_strided"), out.itemsize
+        fn, size = getattr(magma(), f"magmablas_{p}gemm_batched_strided"), out.itemsize
         # MAGMA offsets each matrix by i * stride in magma_int_t: keep every offset of one call below its range.
         step = max(1, MAX_BATCH_OFFSET // max(sa, sb, sc, 1))
         for first in range(0, count, step):
@@ -391,16 +348,11 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
                min(step, count - first), q)
         return out
     arrays = [pointer_array(ptrs, out.device) for ptrs in (plan.a_ptrs, plan.b_ptrs, plan.c_ptrs)]
-    getattr(_lib(), f"magmablas_{p}gemm_batched")(
+    getattr(magma(), f"magmablas_{p}gemm_batched")(
         c.transA, c.transB, c.m, c.n, c.k, scalar(alpha, p), arrays[0].ptr, c.A.ld, arrays[1].ptr, c.B.ld,
         scalar(beta, p), arrays[2].ptr, c.C.ld, count, q)
     out.queue.synchronize()  # the pointer arrays must outlive the kernel
     return out
-
-
-def pointer_array(ptrs, device: int) -> DeviceArray:
-    """A device array of device pointers (what MAGMA's batched routines take)."""
-    return asarray(np.asarray(ptrs, dtype=np.uint64).view(np.int64), device=device)
 
 
 def matmul(a, b, out=None) -> DeviceArray:
@@ -453,7 +405,7 @@ def gemv(a, x, y=None, *, alpha=1.0, beta=0.0) -> DeviceArray:
         return y
     c = plan_gemv(a, x, y)
     check_native_sizes("gemv", m=c.m, n=c.n, lda=c.A.ld, incx=c.incx, incy=c.incy)
-    getattr(_lib(), f"magma_{p}gemv")(c.trans, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld, c.x, c.incx,
+    getattr(magma(), f"magma_{p}gemv")(c.trans, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld, c.x, c.incx,
                                       scalar(beta, p), c.y, c.incy, _queue(y))
     return y
 
@@ -483,7 +435,7 @@ def axpy(alpha, x, y) -> DeviceArray:
     x, y, p = _vector_pair(x, y, "axpy")
     if x.size:
         check_native_sizes("axpy", n=x.size, incx=_inc(x, "x"), incy=_inc(y, "y"))
-        getattr(_lib(), f"magma_{p}axpy")(x.size, scalar(alpha, p), x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"),
+        getattr(magma(), f"magma_{p}axpy")(x.size, scalar(alpha, p), x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"),
                                           _queue(y))
     return y
 
@@ -496,7 +448,7 @@ def scal(alpha, x) -> DeviceArray:
     p = precision(v)
     if v.size:
         check_native_sizes("scal", n=v.size, incx=_inc(v, "x"))
-        getattr(_lib(), f"magma_{p}scal")(v.size, scalar(alpha, p), v.ptr, _inc(v, "x"), _queue(v))
+        getattr(magma(), f"magma_{p}scal")(v.size, scalar(alpha, p), v.ptr, _inc(v, "x"), _queue(v))
     return x
 
 
@@ -506,7 +458,7 @@ def dot(x, y, *, conjugate: bool = False):
     x, y, p = _vector_pair(x, y, "dot")
     name = f"magma_{p}dot" if p in "sd" else f"magma_{p}dot{'c' if conjugate else 'u'}"
     check_native_sizes("dot", n=x.size, incx=_inc(x, "x"), incy=_inc(y, "y"))
-    r = getattr(_lib(), name)(x.size, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"), _queue(y))
+    r = getattr(magma(), name)(x.size, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"), _queue(y))
     return x.dtype.type(complex(r.real, r.imag) if p in "cz" else r)
 
 
@@ -516,7 +468,7 @@ def _real_reduction(x, what: str, names: dict):
     v = _vector(x, "x")
     p = precision(v)
     check_native_sizes(what, n=v.size, incx=_inc(v, "x"))
-    return np.dtype(_magma.PRECISIONS[p][1]).type(getattr(_lib(), f"magma_{names[p]}")(v.size, v.ptr, _inc(v, "x"),
+    return np.dtype(_magma.PRECISIONS[p][1]).type(getattr(magma(), f"magma_{names[p]}")(v.size, v.ptr, _inc(v, "x"),
                                                                                        _queue(v)))
 
 
@@ -550,7 +502,7 @@ def trsm(a, b, *, side: str = "left", lower: bool = False, trans: bool = False, 
         return b
     c = plan_trsm(a, b, side == "left", lower, trans, unit_diagonal)
     check_native_sizes("trsm", m=c.m, n=c.n, lda=c.A.ld, ldb=c.B.ld)
-    getattr(_lib(), f"magma_{p}trsm")(c.side, c.uplo, c.trans, c.diag, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld,
+    getattr(magma(), f"magma_{p}trsm")(c.side, c.uplo, c.trans, c.diag, c.m, c.n, scalar(alpha, p), c.A.ptr, c.A.ld,
                                       c.B.ptr, c.B.ld, _queue(b))
     return b
 
@@ -575,7 +527,7 @@ def syrk(a, out=None, *, lower: bool = True, trans: bool = False, alpha=1.0, bet
         return out
     c = plan_syrk(a, out, lower, trans)
     check_native_sizes("syrk", n=c.n, k=c.k, lda=c.A.ld, ldc=c.C.ld)
-    getattr(_lib(), f"magma_{p}syrk")(c.uplo, c.trans, c.n, c.k, scalar(alpha, p), c.A.ptr, c.A.ld,
+    getattr(magma(), f"magma_{p}syrk")(c.uplo, c.trans, c.n, c.k, scalar(alpha, p), c.A.ptr, c.A.ld,
                                       scalar(beta, p), c.C.ptr, c.C.ld, _queue(out))
     return out
 

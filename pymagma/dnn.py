@@ -6,6 +6,10 @@ stream, so cuDNN work is ordered with MAGMA/cuBLAS work and pymagma's kernels.  
 float32 and float64 compute in their own type; float16 and bfloat16 (arrays from ``ml_dtypes``) compute in float32.
 
 Shape inference (:func:`conv2d_output_shape`, :func:`pool2d_output_shape`) is plain Python and needs no GPU.
+
+Argument orders are cuDNN's: ``conv2d_backward_filter(x, dy, w_shape)``, ``pool2d_backward(y, dy, x, ...)``,
+``activation_backward(y, dy, x, ...)``, ``softmax_backward(y, dy, ...)``, ``batch_norm_backward(x, dy, ...)``
+(magmadnn's op set puts ``dy`` first; its device backend maps the two in its adapter section).
 """
 
 from __future__ import annotations
@@ -18,7 +22,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks, _native
+from . import _checks, _native, kernels
 from . import _cudnn as cd
 from .array import on_arrays_device
 
@@ -381,14 +385,6 @@ def _problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -
                        _math_type(dtype, math))
 
 
-def _contiguous(a):
-    if a.is_c_contiguous:
-        return a
-    from . import kernels
-
-    return kernels.copy(a)
-
-
 def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, autotune):
     """Run one convolution ``kind`` into its output (y, x or w by kind); autotuning may scribble on that output
     first (cudnnFind*AlgorithmEx writes it), which the real call then overwrites (beta = 0)."""
@@ -411,7 +407,7 @@ def conv2d_forward(x, w, bias=None, *, stride=1, padding=0, dilation=1, groups: 
     """y = x ⋆ w (+ bias over channels): x (N, C, H, W), w (K, C/groups, kh, kw), bias (K,) -> y (N, K, Ho, Wo)."""
     _check_same("conv2d_forward", x, w, *(b for b in (bias,) if b is not None))
     problem = _problem(x.shape, w.shape, x.dtype, stride, padding, dilation, groups, math)
-    x, w = _contiguous(x), _contiguous(w)
+    x, w = kernels.contiguous(x), kernels.contiguous(w)
     y = _out(out, problem.y_shape, x, "conv2d_forward")
     _conv_run("forward", problem, x, w, y, workspace_limit=workspace_limit, autotune=autotune)
     if bias is not None:
@@ -427,7 +423,7 @@ def conv2d_backward_data(dy, w, x_shape, *, stride=1, padding=0, dilation=1, gro
     _check_same("conv2d_backward_data", dy, w)
     problem = _problem(x_shape, w.shape, dy.dtype, stride, padding, dilation, groups, math)
     _check_shape("conv2d_backward_data dy", dy, problem.y_shape)
-    dy, w = _contiguous(dy), _contiguous(w)
+    dy, w = kernels.contiguous(dy), kernels.contiguous(w)
     dx = _out(out, problem.x_shape, dy, "conv2d_backward_data")
     _conv_run("backward_data", problem, dx, w, dy, workspace_limit=workspace_limit, autotune=autotune)
     return dx
@@ -440,7 +436,7 @@ def conv2d_backward_filter(x, dy, w_shape, *, stride=1, padding=0, dilation=1, g
     _check_same("conv2d_backward_filter", x, dy)
     problem = _problem(x.shape, w_shape, x.dtype, stride, padding, dilation, groups, math)
     _check_shape("conv2d_backward_filter dy", dy, problem.y_shape)
-    x, dy = _contiguous(x), _contiguous(dy)
+    x, dy = kernels.contiguous(x), kernels.contiguous(dy)
     dw = _out(out, problem.w_shape, x, "conv2d_backward_filter")
     _conv_run("backward_filter", problem, x, dw, dy, workspace_limit=workspace_limit, autotune=autotune)
     return dw
@@ -818,7 +814,7 @@ def reduce_tensor(op: str, x, axes):
 
     if op not in REDUCE_TENSOR_OPS:
         raise ValueError(f"op must be one of {sorted(REDUCE_TENSOR_OPS)}, got {op!r}")
-    axes = {a % x.ndim for a in ((axes,) if isinstance(axes, int) else axes)}
+    axes = {a % x.ndim for a in _checks.sizes(axes, "axes")}
     shape = tuple(1 if d in axes else n for d, n in enumerate(x.shape))
     c = _empty(shape, x)
     desc = _reduce_descriptor(REDUCE_TENSOR_OPS[op], compute_type(x.dtype))

@@ -2,10 +2,11 @@
 matrices over leading dimensions.
 
 LAPACK routines work on column-major data, so each input matrix is transposed on the device once into a
-column-major work copy (results come back as views with column-major strides, no second copy).  Where the provider
-lacks a driver but has its parts (PyTorch's bundled MAGMA has getrf, laswp and trsm but no getrs/gesv) the solve
-is composed exactly from them.  ``info < 0`` becomes ``ValueError`` naming MAGMA's argument; ``info > 0`` becomes
-:class:`pymagma.LinAlgError` naming the failing pivot or minor.
+column-major work copy (results come back as views with column-major strides, no second copy); the copies, leading
+dimensions and BLAS calls on them are the column-major face :mod:`pymagma._colmajor`, shared with the hybrid
+drivers.  Where the provider lacks a driver but has its parts (PyTorch's bundled MAGMA has getrf, laswp and trsm but
+no getrs/gesv) the solve is composed exactly from them.  ``info < 0`` becomes ``ValueError`` naming MAGMA's
+argument; ``info > 0`` becomes :class:`pymagma.LinAlgError` naming the failing pivot or minor.
 
 Where the provider lacks a driver entirely, ``cholesky``, ``cho_solve``, ``qr``, ``lstsq``, ``eigh`` and ``svd`` run
 the hybrid CPU+GPU drivers of :mod:`pymagma.hybrid` (panels and small dense solvers on the host, BLAS updates on the
@@ -18,12 +19,14 @@ asum, gemm) and on :func:`svd` / :func:`inv`.
 from __future__ import annotations
 
 import ctypes
-import operator
 from collections import namedtuple
 
 import numpy as np
 
-from . import _checks, _magma, blas, hybrid
+from . import _checks, _colmajor, _magma, blas, hybrid
+from ._colmajor import copy as colmajor_copy
+from ._colmajor import ld as _ld
+from ._colmajor import magma, pointer_array
 from .array import DeviceArray, asarray, copy_into, empty, on_arrays_device
 from .errors import LinAlgError, MagmaError
 
@@ -94,10 +97,6 @@ def check_info(info: int, routine: str, numerical: str | None = None) -> None:
 
 
 # ----------------------------------------------------------------------------------------------------- device helpers
-def _lib():
-    return _magma.initialized()
-
-
 def _routine(family: str, p: str) -> str:
     return family.replace("?", p).replace("{or}", "un" if p in "cz" else "or").replace(
         "{sy}", "he" if p in "cz" else "sy")
@@ -113,9 +112,9 @@ def _native(method: str, dtype, *families: str) -> bool:
     names = [_routine(f, _magma.precision_of(dtype)) for f in families]
     if method == "native":
         for name in names:
-            _lib().bind(name)  # raises MissingSymbolError with the provider's path
+            magma().bind(name)  # raises MissingSymbolError with the provider's path
         return True
-    return all(_lib().has(name) for name in names)
+    return all(magma().has(name) for name in names)
 
 
 def paths(dtype=np.float64) -> dict[str, str]:
@@ -135,28 +134,6 @@ def _sync(x: DeviceArray) -> None:
     x.queue.synchronize()
 
 
-def colmajor_copy(a: DeviceArray) -> DeviceArray:
-    """A column-major copy of a 2-D DeviceArray, returned as a view with column-major strides (``x.T`` is
-    C-contiguous).  One device transpose (or one copy when ``a`` is already column-major)."""
-    m, n = a.shape
-    work = empty((n, m), a.dtype, device=a.device)
-    if m == 0 or n == 0:
-        return work.T
-    layout = blas.stored(a)
-    if layout is not None and not layout[1]:
-        copy_into(work, a.T)
-        return work.T
-    src = a if a.is_c_contiguous else a.copy()
-    p = blas.precision(a)
-    # read column-major, the C-ordered m x n matrix is n x m (= a^T); its transpose is a in column-major order
-    getattr(_lib(), f"magmablas_{p}transpose")(n, m, src.ptr, n, work.ptr, m, a.queue.handle)
-    return work.T
-
-
-def _ld(colmajor: DeviceArray) -> int:
-    return max(colmajor.strides[1] // colmajor.itemsize, 1)
-
-
 def _host_int_array(n: int):
     return (_magma.MAGMA_INT * max(n, 1))()
 
@@ -168,7 +145,7 @@ def _getrf(w: DeviceArray) -> tuple[np.ndarray, int]:
     if m and n:
         _sync(w)
         p = blas.precision(w)
-        getattr(_lib(), f"magma_{p}getrf_gpu")(m, n, w.ptr, _ld(w), ipiv, ctypes.byref(info))
+        getattr(magma(), f"magma_{p}getrf_gpu")(m, n, w.ptr, _ld(w), ipiv, ctypes.byref(info))
     return np.ctypeslib.as_array(ipiv)[: min(m, n)].astype(np.int32), int(info.value)
 
 
@@ -180,7 +157,7 @@ def _laswp_rows(b: DeviceArray, piv1: np.ndarray) -> None:
     ipiv = (_magma.MAGMA_INT * n)(*piv1.tolist())
     p = blas.precision(b)
     # magmablas_laswp works on a matrix stored row-wise: exactly a C-ordered b (ldda = its row length)
-    getattr(_lib(), f"magmablas_{p}laswp")(k, b.ptr, k, 1, n, ipiv, 1, b.queue.handle)
+    getattr(magma(), f"magmablas_{p}laswp")(k, b.ptr, k, 1, n, ipiv, 1, b.queue.handle)
 
 
 def _solve_lu_device(lu: DeviceArray, piv1: np.ndarray, b: DeviceArray) -> DeviceArray:
@@ -195,8 +172,6 @@ def _solve_lu_device(lu: DeviceArray, piv1: np.ndarray, b: DeviceArray) -> Devic
 def _solve_lu_batched(lu: DeviceArray, piv: np.ndarray, b: DeviceArray, batch: tuple) -> DeviceArray:
     """Stacked ``lu_solve``: row interchanges per matrix (magmablas_?laswp), then the two triangular solves for
     the whole stack at once (magmablas_?trsm_batched)."""
-    from .blas import pointer_array
-
     n, k = lu.shape[-1], b.shape[-1]
     x = empty((*batch, n, k), b.dtype, device=b.device)
     lus, xs = [], []
@@ -209,8 +184,8 @@ def _solve_lu_batched(lu: DeviceArray, piv: np.ndarray, b: DeviceArray, batch: t
     p, q = blas.precision(lu), x.queue.handle
     a_array = pointer_array([m.ptr for m in lus], x.device)
     b_array = pointer_array([m.ptr for m in xs], x.device)
-    blas.check_native_sizes(f"magmablas_{p}trsm_batched", batch_count=len(xs))
-    trsm = getattr(_lib(), f"magmablas_{p}trsm_batched")
+    _checks.native_sizes(f"magmablas_{p}trsm_batched", batch_count=len(xs))
+    trsm = getattr(magma(), f"magmablas_{p}trsm_batched")
     for lower, unit in ((True, True), (False, False)):  # L y = P b, then U x = y
         c = blas.plan_trsm(lus[0], xs[0], True, lower, False, unit)
         trsm(c.side, c.uplo, c.trans, c.diag, c.m, c.n, blas.scalar(1, p), a_array.ptr, c.A.ld, b_array.ptr, c.B.ld,
@@ -308,37 +283,16 @@ def lu_factor(a, *, check_singular: bool = True):
 
 
 def _lib_has(name: str) -> bool:
-    return _lib().has(name)
-
-
-def _colmajor_stack(stack: DeviceArray):
-    """Column-major work copies of every matrix of a stack, made by one magmablas_?transpose_batched: returns
-    (the copies as a view of shape ``stack.shape`` with column-major strides, a device array of pointers to them,
-    the matrix count).  The caller synchronizes the queue before the pointer arrays die."""
-    from .blas import pointer_array
-
-    batch, (m, n) = stack.shape[:-2], stack.shape[-2:]
-    count, item = int(np.prod(batch)), stack.itemsize
-    blas.check_native_sizes("linalg batched routines", batch_count=count, m=m, n=n)
-    src = stack if stack.is_c_contiguous else stack.copy()
-    work = empty((count, n, m), stack.dtype, device=stack.device)
-    a_ptrs = pointer_array([src.ptr + i * m * n * item for i in range(count)], stack.device)
-    w_ptrs = pointer_array([work.ptr + i * m * n * item for i in range(count)], stack.device)
-    getattr(_lib(), f"magmablas_{blas.precision(stack)}transpose_batched")(n, m, a_ptrs.ptr, n, w_ptrs.ptr, m,
-                                                                           count, stack.queue.handle)
-    stack.queue.synchronize()  # a_ptrs and src may die with this frame
-    return work.reshape(*batch, n, m).mT, w_ptrs, count
+    return magma().has(name)
 
 
 def _getrf_batched(stack: DeviceArray):
     """LU of every matrix of a stack with MAGMA's batched routines: one batched transpose into column-major work
     copies, then magma_?getrf_batched.  Returns (lu view with column-major strides, 0-based pivots, infos)."""
-    from .blas import pointer_array
-
     batch, (m, n) = stack.shape[:-2], stack.shape[-2:]
     k, p, q = min(m, n), blas.precision(stack), stack.queue.handle
-    lu, w_ptrs, count = _colmajor_stack(stack)
-    lib = _lib()
+    lu, w_ptrs, count = _colmajor.copy_stack(stack)
+    lib = magma()
     int_dtype = np.dtype(_magma.MAGMA_INT)
     ipiv = empty((count, max(k, 1)), int_dtype, device=stack.device)
     ipiv_ptrs = pointer_array([ipiv.ptr + i * max(k, 1) * int_dtype.itemsize for i in range(count)], stack.device)
@@ -441,28 +395,12 @@ def slogdet(a):
 
 
 # ----------------------------------------------------------------------------------------------------- Cholesky
-def _zero_strict_triangle(w: DeviceArray, upper: bool) -> None:
-    """Zero the strict upper (or lower) triangle of a column-major square ``w`` (laset also sets the diagonal,
-    so the diagonal is saved and restored around it)."""
-    n = w.shape[0]
-    if n < 2:
-        return
-    p, q, ld = blas.precision(w), w.queue.handle, _ld(w)
-    diag = empty((n,), w.dtype, device=w.device)
-    lib = _lib()
-    getattr(lib, f"magma_{p}copy")(n, w.ptr, ld + 1, diag.ptr, 1, q)
-    zero = blas.scalar(0, p)
-    getattr(lib, f"magmablas_{p}laset")(_magma.MagmaUpper if upper else _magma.MagmaLower, n, n, zero, zero,
-                                         w.ptr, ld, q)
-    getattr(lib, f"magma_{p}copy")(n, diag.ptr, 1, w.ptr, ld + 1, q)
-
-
 _NOT_PD = "the matrix is not positive definite: the leading minor of order {info} is not positive"
 
 
 def _zero_upper(w: DeviceArray) -> None:
     if _lib_has(f"magmablas_{blas.precision(w)}laset"):
-        _zero_strict_triangle(w, upper=True)
+        _colmajor.zero_strict_triangle(w, upper=True)
     else:  # PyTorch's MAGMA has no complex laset
         hybrid.zero_upper(w)
 
@@ -491,7 +429,7 @@ def cholesky(a, /, *, upper: bool = False, method: str = "auto"):
             info = _magma.MAGMA_INT(0)
             if n:
                 _sync(w)
-                getattr(_lib(), f"magma_{p}potrf_gpu")(_magma.MagmaLower, n, w.ptr, _ld(w), ctypes.byref(info))
+                getattr(magma(), f"magma_{p}potrf_gpu")(_magma.MagmaLower, n, w.ptr, _ld(w), ctypes.byref(info))
             check_info(int(info.value), f"magma_{p}potrf_gpu", _NOT_PD)
         if not on_host:
             _zero_upper(w)
@@ -518,9 +456,9 @@ def cholesky(a, /, *, upper: bool = False, method: str = "auto"):
 def _potrf_batched(stack: DeviceArray) -> DeviceArray:
     """Lower Cholesky factors of a stack with magma_?potrf_batched (a view with column-major strides)."""
     n, name = stack.shape[-1], f"magma_{blas.precision(stack)}potrf_batched"
-    factors, ptrs, count = _colmajor_stack(stack)
+    factors, ptrs, count = _colmajor.copy_stack(stack)
     infos = empty((count,), _magma.MAGMA_INT, device=stack.device)
-    check_info(int(getattr(_lib(), name)(_magma.MagmaLower, n, ptrs.ptr, n, infos.ptr, count, stack.queue.handle)),
+    check_info(int(getattr(magma(), name)(_magma.MagmaLower, n, ptrs.ptr, n, infos.ptr, count, stack.queue.handle)),
                name)
     stack.queue.synchronize()  # the pointer array must outlive the kernels
     for i, info in enumerate(infos.get()):
@@ -556,7 +494,7 @@ def cho_solve(c_and_lower, b, *, method: str = "auto"):
         return _empties(c_host and b_host, db.device, ((*batch, *((n,) if vector else db.shape[-2:])), db.dtype))
 
     def one(cm, bm):
-        layout = blas.stored(cm)
+        layout = _colmajor.stored(cm)
         w = cm if layout is not None and not layout[1] else colmajor_copy(cm)
         x = colmajor_copy(bm)
         if not native:
@@ -565,7 +503,7 @@ def cho_solve(c_and_lower, b, *, method: str = "auto"):
         info = _magma.MAGMA_INT(0)
         p = blas.precision(w)
         _sync(x)
-        getattr(_lib(), f"magma_{p}potrs_gpu")(_magma.MagmaLower, n, x.shape[1], w.ptr, _ld(w), x.ptr, _ld(x),
+        getattr(magma(), f"magma_{p}potrs_gpu")(_magma.MagmaLower, n, x.shape[1], w.ptr, _ld(w), x.ptr, _ld(x),
                                                ctypes.byref(info))
         check_info(int(info.value), f"magma_{p}potrs_gpu")
         return x.copy()
@@ -583,16 +521,14 @@ def cho_solve(c_and_lower, b, *, method: str = "auto"):
 def _potrs_batched(c: DeviceArray, b: DeviceArray, batch: tuple) -> DeviceArray:
     """Stacked ``cho_solve``: column-major copies of every factor and right-hand side (leading dimensions
     broadcast), then one magma_?potrs_batched for the whole stack."""
-    from .blas import pointer_array
-
     idxs = list(np.ndindex(*batch))
     factors = [colmajor_copy(_matrix(c, i, batch)) for i in idxs]
     xs = [colmajor_copy(_matrix(b, i, batch)) for i in idxs]
     name, q = f"magma_{blas.precision(c)}potrs_batched", b.queue.handle
     a_ptrs, b_ptrs = (pointer_array([m.ptr for m in ms], b.device) for ms in (factors, xs))
     n, nrhs = xs[0].shape
-    blas.check_native_sizes(name, batch_count=len(xs), n=n, nrhs=nrhs)
-    check_info(int(getattr(_lib(), name)(_magma.MagmaLower, n, nrhs, a_ptrs.ptr, _ld(factors[0]), b_ptrs.ptr,
+    _checks.native_sizes(name, batch_count=len(xs), n=n, nrhs=nrhs)
+    check_info(int(getattr(magma(), name)(_magma.MagmaLower, n, nrhs, a_ptrs.ptr, _ld(factors[0]), b_ptrs.ptr,
                                          _ld(xs[0]), len(xs), q)), name)
     b.queue.synchronize()  # the pointer arrays must outlive the kernels
     return _stack_device(batch, xs)
@@ -664,7 +600,7 @@ def _qr_native(w: DeviceArray, mode: str, on_host: bool):
     info = _magma.MAGMA_INT(0)
     if k:
         _sync(w)
-        getattr(_lib(), f"magma_{p}geqrf2_gpu")(m, n, w.ptr, _ld(w), tau.ctypes.data, ctypes.byref(info))
+        getattr(magma(), f"magma_{p}geqrf2_gpu")(m, n, w.ptr, _ld(w), tau.ctypes.data, ctypes.byref(info))
         check_info(int(info.value), f"magma_{p}geqrf2_gpu")
     if mode == "raw":
         return (w.T.get() if on_host else w.T.copy()), tau[:k]
@@ -673,13 +609,13 @@ def _qr_native(w: DeviceArray, mode: str, on_host: bool):
         r_out = np.triu(r.get())
     else:
         r_out = r
-        _zero_strict_triangle(r[:, :k], upper=False)
+        _colmajor.zero_strict_triangle(r[:, :k], upper=False)
     if mode == "r":
         return r_out, None
     reflectors = np.asfortranarray(w[:, :k].get())
     if k:
         name = f"magma_{p}{'un' if p in 'cz' else 'or'}gqr2"
-        getattr(_lib(), name)(m, k, k, reflectors.ctypes.data, max(m, 1), tau.ctypes.data, ctypes.byref(info))
+        getattr(magma(), name)(m, k, k, reflectors.ctypes.data, max(m, 1), tau.ctypes.data, ctypes.byref(info))
         check_info(int(info.value), name)
     q = np.ascontiguousarray(reflectors)
     return r_out, (q if on_host else asarray(q, device=w.device))
@@ -770,7 +706,7 @@ def _lstsq_gels(a: DeviceArray, b: DeviceArray):
     nrhs = b.shape[1]
     w, x = colmajor_copy(a), colmajor_copy(b)
     name = f"magma_{blas.precision(w)}gels_gpu"
-    gels, info = getattr(_lib(), name), _magma.MAGMA_INT(0)
+    gels, info = getattr(magma(), name), _magma.MAGMA_INT(0)
 
     def call(work: np.ndarray, lwork: int) -> None:
         gels(_magma.MagmaNoTrans, m, n, nrhs, w.ptr, _ld(w), x.ptr, _ld(x), work.ctypes.data, lwork,
@@ -798,7 +734,7 @@ def _lstsq_hybrid(a: DeviceArray, b: DeviceArray):
     if min(m, n, x.shape[1]):
         f = hybrid.geqrf(colmajor_copy(a))
         hybrid.ormqr_h(f, x)
-        hybrid.trsm(hybrid.LEFT, hybrid.UPPER, hybrid.N, 1.0, f.w[:n, :n], x[:n, :])
+        _colmajor.trsm(_colmajor.LEFT, _colmajor.UPPER, _colmajor.N, 1.0, f.w[:n, :n], x[:n, :])
     tail = x[n:, :].get()
     residuals = np.sum(np.abs(tail) ** 2, axis=0, dtype=real) if m > n else np.zeros(0, real)
     sol = x[:n, :].copy()
@@ -847,7 +783,7 @@ def eigh(a, UPLO: str = "L", *, method: str = "auto"):
         if n == 0:
             return vals[:0], w
         name = f"magma_{p}{'he' if p in 'cz' else 'sy'}evd_gpu"
-        fn = getattr(_lib(), name)
+        fn = getattr(magma(), name)
         uplo = _magma.MagmaLower if UPLO == "L" else _magma.MagmaUpper
         wa = np.zeros((n, n), w.dtype)
         info = _magma.MAGMA_INT(0)
@@ -981,7 +917,7 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
         rwork = np.zeros(lrwork, real)
         info = _magma.MAGMA_INT(0)
         name = f"magma_{p}gesdd"
-        fn = getattr(_lib(), name)
+        fn = getattr(magma(), name)
 
         def call(work, lwork):
             args = [job, m, n, A.ctypes.data, max(m, 1), s.ctypes.data, U.ctypes.data, U.shape[0], VT.ctypes.data,
@@ -1027,7 +963,7 @@ def eig(a, *, method: str = "auto"):
         VL = np.zeros((1, 1), mat.dtype)
         info = _magma.MAGMA_INT(0)
         name = f"magma_{p}geev"
-        fn = getattr(_lib(), name)
+        fn = getattr(magma(), name)
         if p in "cz":
             w = np.zeros(max(n, 1), mat.dtype)
             rwork = np.zeros(max(2 * n, 1), real)
@@ -1231,7 +1167,7 @@ def _norm_axes(axis, nd: int) -> tuple:
     if isinstance(axis, tuple):
         return tuple(_checks.integer(a, f"axis[{i}]") for i, a in enumerate(axis))
     try:
-        return (operator.index(axis),)
+        return (_checks.integer(axis, "axis"),)
     except TypeError:
         raise TypeError(f"'axis' must be None, an integer or a tuple of integers, got {axis!r}") from None
 
@@ -1321,10 +1257,7 @@ def matrix_power(a, n):
         return np.linalg.matrix_power(a, n)
     op, on_host = _as_operand(a, "a")
     _square(op)
-    try:
-        n = operator.index(n)
-    except TypeError:
-        raise TypeError(f"exponent must be an integer, got {n!r} ({type(n).__name__})") from None
+    n = _checks.integer(n, "exponent")
     if n == 0:
         eye = np.broadcast_to(np.eye(op.shape[-1], dtype=op.dtype), op.shape)
         return eye.copy() if on_host else asarray(np.ascontiguousarray(eye), device=op.device)

@@ -369,8 +369,10 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
 # - Batch norm: op set running = momentum * running + (1 - momentum) * batch; cuDNN's exponentialAverageFactor is the
 #   weight of the batch, so it gets 1 - momentum. Both take the unbiased batch variance for the running variance.
 #   ctx = (saved mean, saved inverse std, eps) for cudnnBatchNormalizationBackward.
-# - Argument order: pymagma's backward-filter takes (x, dy, w_shape), pooling backward (y, dy, x, ...), activation
-#   backward (y, dy, x, ...); the op set's orders are kept at this module's surface.
+# - Argument order: pymagma.dnn binds cuDNN and keeps cuDNN's orders: conv2d_backward_filter(x, dy, w_shape),
+#   pool2d_backward(y, dy, x, ...), activation_backward(y, dy, x, ...), softmax_backward(y, dy, ...),
+#   batch_norm_backward(x, dy, scale, ...); the op set puts dy first (conv2d_backward_filter(dy, x, w_shape), ...).
+#   This module keeps the op set's orders at its surface and maps them here; the conv calls name their arguments.
 # ---------------------------------------------------------------------------------------------------------------
 
 
@@ -426,7 +428,7 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     sym, extra = _split_pads(padding)
     n, c, h, wd = (int(v) for v in x_shape)
     t, b, l, r = extra
-    dxp = _dnn.conv2d_backward_data(_contiguous(dy), _contiguous(w), (n, c, h + t + b, wd + l + r),
+    dxp = _dnn.conv2d_backward_data(dy=_contiguous(dy), w=_contiguous(w), x_shape=(n, c, h + t + b, wd + l + r),
                                     stride=_pair(stride), padding=sym, dilation=_pair(dilation), groups=int(groups))
     return _crop(dxp, extra, (n, c, h, wd))
 
@@ -436,8 +438,8 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
     xin = saved.get("padded_x") if saved else None
     if xin is None:
         xin = _pad(_contiguous(x), extra, 0.0)
-    return _dnn.conv2d_backward_filter(xin, _contiguous(dy), tuple(w_shape), stride=_pair(stride), padding=sym,
-                                       dilation=_pair(dilation), groups=int(groups))
+    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape), stride=_pair(stride),
+                                       padding=sym, dilation=_pair(dilation), groups=int(groups))
 
 
 def conv2d_backward_bias(dy):

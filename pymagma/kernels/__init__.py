@@ -49,6 +49,7 @@ __all__ = [
     "UNARY_OPS", "BINARY_OPS", "REDUCE_OPS", "PROGRAMS", "FLOAT_DTYPES", "CompiledProgram", "KernelCompileError",
     "compile_program", "compile_source", "nvrtc_version", "compiler", "programs",
     "ACTIVATION_GRADS", "unary", "binary", "where", "activation_backward", "bias_add", "fill", "cast", "copy",
+    "contiguous",
     "reduce", "argmax", "argmin", "softmax_cross_entropy", "softmax_cross_entropy_backward", "dropout",
     "sgd_update", "adam_update", "adamw_update", "rmsprop_update", "adagrad_update", "uniform", "normal",
     *UNARY_OPS, *(k for k in BINARY_OPS if k not in UNARY_OPS),
@@ -87,12 +88,9 @@ def _elem_strides(a) -> tuple[int, ...]:
     return tuple(s // a.itemsize for s in a.strides)
 
 
-def _contiguous_strides(shape) -> tuple[int, ...]:
-    out, step = [], 1
-    for n in reversed(tuple(shape)):
-        out.append(step)
-        step *= max(int(n), 1)
-    return tuple(reversed(out))
+def _c_strides(shape) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    return _array_module().c_strides(tuple(shape), 1)
 
 
 def _device_array(a, what: str):
@@ -125,8 +123,9 @@ def _run(program: str, expression: str, like, n_items: int, args, grid: int | No
     launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
 
 
-def _contiguous(a):
-    return a if a.is_c_contiguous else copy(a)
+def contiguous(x):
+    """``x`` itself when it is C-contiguous, else a C-contiguous copy (:func:`copy`)."""
+    return x if x.is_c_contiguous else copy(x)
 
 
 def _out_for(out, shape, dtype, device, what: str):
@@ -152,7 +151,7 @@ def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
     dtype = _float_dtype(x, op)
-    x = _contiguous(x)
+    x = contiguous(x)
     out = _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("unary", dtype), x, x.size,
          [c_int(UNARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(p), c_double(q)])
@@ -171,7 +170,7 @@ def _is_scalar(v) -> bool:
 
 def _binary_scalar(op: str, x, s, scalar_first: bool, out):
     dtype = _float_dtype(x, op)
-    x = _contiguous(x)
+    x = contiguous(x)
     out = _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("binary_scalar", dtype), x, x.size,
          [c_int(BINARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(float(s)),
@@ -201,7 +200,7 @@ def binary(op: str, a, b, out=None):
         _run("elementwise", programs.expression("binary", dtype), a, n,
              [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n)])
         return out
-    s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _contiguous_strides(shape))
+    s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _c_strides(shape))
     _run("elementwise", programs.expression("binary_strided", dtype), a, n,
          [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n), s])
     return out
@@ -244,7 +243,7 @@ def activation_backward(kind: str, dy, x=None, y=None, alpha: float = 0.0, out=N
     for name, v in (("x", x), ("y", y)):
         if v is not None and tuple(v.shape) != tuple(dy.shape):
             raise ValueError(f"activation_backward: {name} has shape {v.shape}, dy has {dy.shape}")
-    dy, x, y = (None if v is None else _contiguous(v) for v in (dy, x, y))
+    dy, x, y = (None if v is None else contiguous(v) for v in (dy, x, y))
     out = _out_for(out, dy.shape, dy.dtype, dy.device, "activation_backward")
     _run("elementwise", programs.expression("activation_backward", dtype), dy, dy.size,
          [c_int(ACTIVATION_GRADS[kind]), _ptr(dy), _ptr(x), _ptr(y), _ptr(out), c_longlong(dy.size),
@@ -307,7 +306,7 @@ def bias_add(x, bias, out=None):
     _same([x, bias], "bias_add")
     if x.ndim < 2 or tuple(bias.shape) != (x.shape[1],):
         raise ValueError(f"bias_add: bias must have shape ({x.shape[1] if x.ndim > 1 else 'C'},) for x {x.shape}")
-    x, bias = _contiguous(x), _contiguous(bias)
+    x, bias = contiguous(x), contiguous(bias)
     out = _out_for(out, x.shape, x.dtype, x.device, "bias_add")
     inner = math.prod(x.shape[2:])
     _run("elementwise", programs.expression("bias_channels", dtype), x, x.size,
@@ -330,7 +329,7 @@ def cast(x, dtype, out=None):
     if src not in programs.CAST_SOURCES or dst not in programs.CAST_TARGETS:
         raise TypeError(f"cast from {src} to {dst} is not available; sources {programs.CAST_SOURCES}, "
                         f"targets {programs.CAST_TARGETS}")
-    x = _contiguous(x)
+    x = contiguous(x)
     out = _out_for(out, x.shape, dtype, x.device, "cast")
     _run("elementwise", programs.expression("cast", src, dst), x, x.size, [_ptr(x), _ptr(out), c_longlong(x.size)])
     return out
@@ -383,7 +382,7 @@ def reduce(op: str, x, axis=None, keepdims: bool = False):
     kept_shape = tuple(x.shape[d] for d in kept)
     out_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)) if keepdims else kept_shape
     out = _array_module().empty(out_shape, x.dtype, device=x.device)
-    s = make_strides3(kept_shape, [strides[d] for d in kept], _contiguous_strides(kept_shape))
+    s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
     r = make_strides3(tuple(x.shape[d] for d in axes), [strides[d] for d in axes])
     n_out = math.prod(kept_shape)
     _run("reduce", programs.expression("reduce_axes", dtype), x, n_out,
@@ -402,7 +401,7 @@ def _arg_reduce(want_max: bool, x, axis: int):
     kept = [d for d in range(x.ndim) if d != axis]
     kept_shape = tuple(x.shape[d] for d in kept)
     out = _array_module().empty(kept_shape, np.int64, device=x.device)
-    s = make_strides3(kept_shape, [strides[d] for d in kept], _contiguous_strides(kept_shape))
+    s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
     n_out = math.prod(kept_shape)
     _run("reduce", programs.expression("arg_reduce", dtype), x, n_out,
          [c_int(int(want_max)), _ptr(x), _ptr(out), c_longlong(n_out), c_longlong(x.shape[axis]),
@@ -434,7 +433,7 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
     if reduction not in ("mean", "sum", "none"):
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     rows, classes = logits.shape
-    logits = _contiguous(logits)
+    logits = contiguous(logits)
     if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
         if tuple(labels.shape) != (rows,):
             raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
@@ -444,7 +443,7 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
         if tuple(labels.shape) != (rows, classes):
             raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
         kernel = "softmax_xent_prob"
-    labels = _contiguous(labels)
+    labels = contiguous(labels)
     arr = _array_module()
     per_row = arr.empty((rows,), logits.dtype, device=logits.device)
     dlogits = arr.empty(logits.shape, logits.dtype, device=logits.device) if grad or probs else None
@@ -477,7 +476,7 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
         if tuple(labels.shape) != (rows, classes):
             raise ValueError(f"probability labels must have the probs' shape {probs.shape}, got {labels.shape}")
         kernel, grid = "softmax_xent_prob_backward", min(rows, 65535)
-    probs, labels, dloss = _contiguous(probs), _contiguous(labels), _contiguous(dloss)
+    probs, labels, dloss = contiguous(probs), contiguous(labels), contiguous(dloss)
     out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
     _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
          [_ptr(probs), _ptr(labels), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(classes)], grid=grid)
@@ -585,7 +584,7 @@ def dropout(x, rate: float, *, seed: int, offset: int = 0):
     if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0.0 <= float(rate) < 1.0:
         raise ValueError(f"dropout rate must be a real number in [0, 1), got {rate!r}")
     seed, offset = _seed_and_offset(seed, offset)
-    x = _contiguous(x)
+    x = contiguous(x)
     arr = _array_module()
     y, mask = arr.empty(x.shape, x.dtype, device=x.device), arr.empty(x.shape, x.dtype, device=x.device)
     _run("random", programs.expression("dropout", dtype), x, (x.size + 1) // 2,

@@ -500,10 +500,11 @@ def test_scipy_solvers_replace_the_dense_ones(monkeypatch):
             ctypes.c_int.from_address(args[-1]).value = 1  # info: "failed to converge"
         return run
 
-    assert hybrid._cython_lapack("dbdsdc", hybrid._BDSDC_ARGS[:-1]) is None  # another signature: not called
-    assert hybrid._cython_lapack("dnosuch", hybrid._BDSDC_ARGS) is None
-    real = hybrid._cython_lapack
-    monkeypatch.setattr(hybrid, "_cython_lapack", lambda *args: failing(real(*args)))
+    module = hybrid._host_solvers
+    assert module._cython_lapack("dbdsdc", module._BDSDC_ARGS[:-1]) is None  # another signature: not called
+    assert module._cython_lapack("dnosuch", module._BDSDC_ARGS) is None
+    real = module._cython_lapack
+    monkeypatch.setattr(module, "_cython_lapack", lambda *args: failing(real(*args)))
     u, s, vh = hybrid.bdsdc(d, e)
     np.testing.assert_allclose((u * s) @ vh, np.diag(d) + np.diag(e, 1), atol=1e-12 * np.linalg.norm(d))
 
@@ -538,7 +539,7 @@ def test_tridiagonal_reduction_is_blocked(full, n, nb):
 @pytest.fixture
 def small_blocks(monkeypatch):
     """Block size 3 so that the small matrices of the tests have several blocks."""
-    monkeypatch.setattr(hybrid, "block_size", lambda *args: 3)
+    monkeypatch.setattr(hybrid._block_size, "block_size", lambda *args: 3)
 
 
 @cases
