@@ -1,4 +1,4 @@
-"""pymagma.dnn on a GPU against the plain NumPy references of test_dnn_reference (hypothesis-drawn problems)."""
+"""pymagma.dnn on a GPU against the NumPy references of tests/reference.py (hypothesis-drawn problems)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import examples
-
-from .helpers import BF16, BF16_CASE
-from .test_dnn_reference import (
+from tests.reference import (
     batch_norm_backward_ref,
     batch_norm_ref,
     conv2d_backward_ref,
@@ -19,6 +17,9 @@ from .test_dnn_reference import (
     pool2d_ref,
     softmax_ref,
 )
+from tests.strategies import conv_cases, pool_cases
+
+from .helpers import BF16, BF16_CASE
 
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=examples(10), deadline=None)
@@ -39,20 +40,8 @@ def close(actual, expected, tol, magnitude=1.0):
     np.testing.assert_allclose(np.asarray(actual, np.float64), expected, rtol=tol, atol=tol * magnitude)
 
 
-@st.composite
-def conv_problem(draw):
-    groups = draw(st.sampled_from([1, 2, 3]))
-    cg, kg = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    p = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
-    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    h = draw(st.integers(max(1, d[0] * (kh - 1) + 1 - 2 * p[0]), 11))
-    w = draw(st.integers(max(1, d[1] * (kw - 1) + 1 - 2 * p[1]), 11))
-    n = draw(st.integers(1, 3))
-    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
-    return (rng.standard_normal((n, cg * groups, h, w)), rng.standard_normal((kg * groups, cg, kh, kw)),
-            rng.standard_normal(kg * groups), s, p, d, groups)
+def conv_problem():
+    return conv_cases(groups=(1, 2, 3), channels=3, filters=3, kernel=4, stride=3, batch=3, side=(1, 11))
 
 
 @pytest.mark.parametrize("dtype", ALL)
@@ -121,16 +110,9 @@ def test_algorithms_are_cached_by_problem():
     assert len(dnn._algorithms) == n + 1
 
 
-@st.composite
-def pool_problem(draw):
-    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    p = (draw(st.integers(0, k[0] // 2)), draw(st.integers(0, k[1] // 2)))
-    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(k[0], 10)),
-             draw(st.integers(k[1], 10)))
+def pool_problem():
     # distinct values so the arg-max of every window is unique
-    x = np.random.default_rng(draw(st.integers(0, 2**31))).permutation(np.prod(shape)).reshape(shape) / 7.0
-    return x, k, s, p
+    return pool_cases(values="distinct", pad_limit=lambda k: k // 2, batch=3, channels=4, side=10)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])

@@ -1,7 +1,8 @@
 """pymagma.dnn end to end on the simulated device with the simulated cuDNN (pymagma.simulator.cudnn): results
-against the independent loop references of test_dnn_reference (checked against PyTorch there), NumPy definitions
-and finite differences; plus what the models promise: descriptors read from the real libcudnn, alpha/beta blending,
-beta = 0 never reading the output, the running statistics, dropout masks reused by backward, cuDNN statuses."""
+against the independent references of tests/reference.py (checked against PyTorch in test_dnn_reference), NumPy
+definitions and finite differences; plus what the models promise: descriptors read from the real libcudnn,
+alpha/beta blending, beta = 0 never reading the output, the running statistics, dropout masks reused by backward,
+cuDNN statuses."""
 
 from __future__ import annotations
 
@@ -20,19 +21,19 @@ from pymagma import dnn
 from pymagma.errors import CudnnError
 from pymagma.simulator._patch import Patches
 from pymagma.simulator.cudnn import install
-
-from .helpers import BF16_CASE
-from .test_dnn_calls import run_every_dnn_function
-from .test_dnn_reference import (
+from tests.reference import (
     batch_norm_backward_ref,
     batch_norm_ref,
     conv2d_backward_ref,
     conv2d_ref,
-    conv_case,
     pool2d_backward_ref,
     pool2d_ref,
     softmax_ref,
 )
+from tests.strategies import conv_cases, pool_cases
+
+from .helpers import BF16_CASE
+from .test_dnn_calls import run_every_dnn_function
 from .test_simulated_device import simulate_device
 
 pytestmark = pytest.mark.native
@@ -95,9 +96,9 @@ def numerical_grad(f, x, dy, h=1e-6):
 
 # ----------------------------------------------------------------------------------------------- convolution
 @REUSE
-@given(conv_case(), FLOATS, st.booleans())
+@given(conv_cases(), FLOATS, st.booleans())
 def test_conv2d_matches_the_reference(sim, case, dtype, autotune):
-    x, w, s, p, d, g = case
+    x, w, _, s, p, d, g = case
     x, w = x.astype(dtype), w.astype(dtype)
     kw = {"stride": s, "padding": p, "dilation": d, "groups": g, "autotune": autotune}
     y = dnn.conv2d_forward(dev(x), dev(w), **kw).get()
@@ -142,12 +143,12 @@ def _read(buf, shape, strides):
 
 
 @REUSE
-@given(conv_case(), FLOATS, st.sampled_from([(0, 1, 2, 3), (0, 2, 3, 1), (1, 0, 3, 2)]),
+@given(conv_cases(), FLOATS, st.sampled_from([(0, 1, 2, 3), (0, 2, 3, 1), (1, 0, 3, 2)]),
        st.sampled_from([cd.ConvolutionMode.CROSS_CORRELATION, cd.ConvolutionMode.CONVOLUTION]),
        SCALARS, st.sampled_from([0.0, 0.5]))
 def test_convolution_calls_follow_their_descriptors(sim, case, dtype, order, mode, alpha, beta):
     """Direct cuDNN calls: strided (e.g. NHWC) tensors, true convolution (flipped filter), alpha/beta blending."""
-    x, w, s, p, d, g = case
+    x, w, _, s, p, d, g = case
     x, w = x.astype(dtype), w.astype(dtype)
     flip = w[:, :, ::-1, ::-1] if mode == cd.ConvolutionMode.CONVOLUTION else w
     y_ref = conv2d_ref(x, flip, s, p, d, g)
@@ -233,46 +234,17 @@ def test_wrong_output_shape_and_foreign_handles_are_cudnn_errors(sim):
 
 
 # ---------------------------------------------------------------------------------------------------- pooling
-def avg_exclude_pad_ref(x, window, stride, padding):
-    """Average pooling over the in-bounds elements of each window only."""
-    n, c, h, w = x.shape
-    ho = (h + 2 * padding[0] - window[0]) // stride[0] + 1
-    wo = (w + 2 * padding[1] - window[1]) // stride[1] + 1
-    y = np.zeros((n, c, ho, wo))
-    for i, j in np.ndindex(ho, wo):
-        r0, c0 = i * stride[0] - padding[0], j * stride[1] - padding[1]
-        patch = x[:, :, max(r0, 0):min(r0 + window[0], h), max(c0, 0):min(c0 + window[1], w)]
-        y[:, :, i, j] = patch.mean(axis=(2, 3))
-    return y
-
-
-@st.composite
-def pool_case(draw):
-    window = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    padding = tuple(draw(st.integers(0, (k - 1) // 2 + 0)) for k in window)
-    h, w = draw(st.integers(window[0], 7)), draw(st.integers(window[1], 7))
-    x = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).standard_normal((2, 3, h, w))
-    return x, window, stride, padding
-
-
 @REUSE
-@given(pool_case(), FLOATS, st.sampled_from(["max", "avg", "avg_exclude_pad"]), st.booleans())
+@given(pool_cases(pad_limit=lambda k: (k - 1) // 2, batch=2, channels=3), FLOATS,
+       st.sampled_from(["max", "avg", "avg_exclude_pad"]), st.booleans())
 def test_pooling_matches_the_reference(sim, case, dtype, mode, transposed):
     x, window, stride, padding = case
     x = x.astype(dtype)
     xa = dev(x.transpose(0, 1, 3, 2).copy()).transpose(0, 1, 3, 2) if transposed else dev(x)  # strided x
     y = dnn.pool2d_forward(xa, window, stride, padding, mode).get()
-    if mode == "avg_exclude_pad":
-        np.testing.assert_allclose(y, avg_exclude_pad_ref(x, window, stride, padding), **tol(dtype))
-        dy = np.random.default_rng(5).standard_normal(y.shape)
-        # the backward of a linear map is its transpose: <dy, pool(e_i)> for each unit input e_i
-        dx_ref = numerical_grad(lambda v: avg_exclude_pad_ref(v, window, stride, padding), x.astype(np.float64), dy)
-    else:
-        ref_mode = "max" if mode == "max" else "avg"
-        np.testing.assert_allclose(y, pool2d_ref(x, window, stride, padding, ref_mode), **tol(dtype))
-        dy = np.random.default_rng(5).standard_normal(y.shape)
-        dx_ref = pool2d_backward_ref(x, dy, window, stride, padding, ref_mode)
+    np.testing.assert_allclose(y, pool2d_ref(x, window, stride, padding, mode), **tol(dtype))
+    dy = np.random.default_rng(5).standard_normal(y.shape)
+    dx_ref = pool2d_backward_ref(x, dy, window, stride, padding, mode)
     dx = dnn.pool2d_backward(dev(y), dev(dy.astype(dtype)), xa, window, stride, padding, mode).get()
     np.testing.assert_allclose(dx, dx_ref, **{k: max(v, 1e-5) for k, v in tol(dtype).items()})
 
