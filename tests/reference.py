@@ -130,6 +130,32 @@ def pool2d_backward_ref(x, dy, window, stride, padding, mode):
     return _crop(dxp, padding, np.shape(x))
 
 
+# ---------------------------------------------------------------------------------------------- activations
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_ACTIVATIONS = {
+    "sigmoid": lambda x, a: _sigmoid(x),
+    "tanh": lambda x, a: np.tanh(x),
+    "relu": lambda x, a: np.where(x > 0, x, 0.0),
+    "leaky_relu": lambda x, a: np.where(x > 0, x, a * x),
+    "elu": lambda x, a: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0))),
+    "gelu": lambda x, a: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),  # tanh form
+    "clipped_relu": lambda x, a: np.clip(x, 0, a),
+    "swish": lambda x, a: x * _sigmoid(a * x),
+}
+#: Every activation :func:`activation_ref` knows (the op set's and cuDNN's names).
+ACTIVATION_KINDS = tuple(sorted(_ACTIVATIONS))
+
+
+def activation_ref(kind, x, alpha=0.0):
+    """An elementwise activation; ``alpha`` is leaky_relu's slope, elu's scale, clipped_relu's ceiling and swish's
+    beta (cuDNN's ``coef``)."""
+    return _ACTIVATIONS[kind](np.asarray(x, np.float64), alpha)
+
+
 # ---------------------------------------------------------------------------------- softmax and batch norm
 def softmax_ref(x, axes, log=False):
     """Softmax (or log-softmax) over the axes in ``axes`` (a tuple)."""

@@ -8,7 +8,9 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tests.reference import (
+    ACTIVATION_KINDS,
     POOL_MODES,
+    activation_ref,
     batch_norm_backward_ref,
     batch_norm_ref,
     conv2d_backward_ref,
@@ -79,3 +81,15 @@ def test_reference_softmax_and_batch_norm_match_torch(seed, log):
     np.testing.assert_allclose(dx, tx.grad.numpy(), rtol=1e-8, atol=1e-10)
     np.testing.assert_allclose(dscale.ravel(), ts.grad.numpy(), rtol=1e-10, atol=1e-10)
     np.testing.assert_allclose(dbias.ravel(), tb.grad.numpy(), rtol=1e-10, atol=1e-10)
+
+
+@given(st.sampled_from(ACTIVATION_KINDS), st.sampled_from([0.2, 1.0, 2.5]), st.integers(0, 2**32 - 1))
+def test_reference_activations_match_torch(kind, alpha, seed):
+    torch, F = _torch()
+    x = np.random.default_rng(seed).standard_normal(50) * 4
+    t = torch.tensor(x)
+    expected = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": F.relu,
+                "leaky_relu": lambda v: F.leaky_relu(v, alpha), "elu": lambda v: F.elu(v, alpha),
+                "gelu": lambda v: F.gelu(v, approximate="tanh"), "clipped_relu": lambda v: F.hardtanh(v, 0.0, alpha),
+                "swish": lambda v: v * torch.sigmoid(alpha * v)}[kind](t).numpy()
+    np.testing.assert_allclose(activation_ref(kind, x, alpha), expected, rtol=1e-12, atol=1e-12)
