@@ -7,7 +7,6 @@ cuDNN statuses."""
 from __future__ import annotations
 
 import ctypes
-import importlib
 from ctypes import byref, c_double, c_float, c_void_p
 
 import numpy as np
@@ -17,7 +16,7 @@ from hypothesis import strategies as st
 
 import pymagma
 from pymagma import _cudnn as cd
-from pymagma import dnn
+from pymagma import dnn, simulator
 from pymagma.errors import CudnnError
 from pymagma.simulator._patch import Patches
 from pymagma.simulator.cudnn import install
@@ -35,7 +34,6 @@ from tests.strategies import conv_cases, pool_cases
 
 from .helpers import BF16_CASE
 from .test_dnn_calls import run_every_dnn_function
-from .test_simulated_device import simulate_device
 
 pytestmark = pytest.mark.native
 REUSE = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -44,25 +42,15 @@ SCALARS = st.sampled_from([-1.5, -0.5, 0.0, 1.0, 2.0])  # exact in float32, as c
 
 
 @pytest.fixture
-def sim(monkeypatch):
-    """Host memory as device memory and the simulated cuDNN: ``pymagma.simulator.simulated`` where it exists, else
-    the simulated device of test_simulated_device plus :func:`install`."""
+def sim():
+    """Host memory as device memory and the simulated cuDNN (``pymagma.simulator.simulated("full")``)."""
     try:
         cd.lib.cdll  # noqa: B018
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"cuDNN is not installed: {exc}")
-    simulated = getattr(importlib.import_module("pymagma.simulator"), "simulated", None)
-    if simulated is not None:
-        with simulated("full") as simulation:
-            assert simulation.cudnn is not None, "pymagma.simulator did not install pymagma.simulator.cudnn"
-            yield simulation.cudnn
-        return
-    simulate_device(monkeypatch)
-    patches = Patches()
-    try:
-        yield install(patches)
-    finally:
-        patches.undo()
+    with simulator.simulated("full") as simulation:
+        assert simulation.cudnn is not None, "pymagma.simulator did not install pymagma.simulator.cudnn"
+        yield simulation.cudnn
 
 
 def tol(dtype) -> dict:
