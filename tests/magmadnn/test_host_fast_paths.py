@@ -1,6 +1,6 @@
 """The host backend's fast paths: split GEMMs, banded convolution output, fused activations and the optional numba
-kernels. Each path is checked against plain loop references written here, with the JIT kernels both on and off
-(``jit`` fixture), and the fallback when numba is missing is simulated.
+kernels. Each path is checked against the references of ``tests/reference.py`` (or plain loops written here), with the
+JIT kernels both on and off (``jit`` fixture), and the fallback when numba is missing is simulated.
 """
 
 from __future__ import annotations
@@ -18,9 +18,10 @@ from magmadnn import backend
 from magmadnn import functional as F
 from magmadnn.autograd import Tensor
 from magmadnn.backend import _host_jit
+from tests.reference import activation_ref, conv2d_backward_ref, conv2d_ref, pool2d_backward_ref, pool2d_ref
+from tests.strategies import FLOATS, conv_cases
 
 xp = backend.get("host")
-FLOATS = (np.float32, np.float64)
 HAVE_NUMBA = _host_jit.kernels is not None
 # The fixtures below set module state for a whole test, the same for every generated example.
 fixture_state = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -48,47 +49,28 @@ def tiny_split():
         yield
 
 
-def conv_loops(x, w, b, pad):
-    """Direct convolution (stride 1, symmetric zero padding) by loops over outputs."""
-    n, c, h, wd = x.shape
-    k, _, kh, kw = w.shape
-    ho, wo = h + 2 * pad - kh + 1, wd + 2 * pad - kw + 1
-    y = np.zeros((n, k, ho, wo))
-    for ni, ki, oi, oj in itertools.product(range(n), range(k), range(ho), range(wo)):
-        acc = float(b[ki])
-        for ci, ri, si in itertools.product(range(c), range(kh), range(kw)):
-            hi, wi = oi + ri - pad, oj + si - pad
-            if 0 <= hi < h and 0 <= wi < wd:
-                acc += float(x[ni, ci, hi, wi]) * float(w[ki, ci, ri, si])
-        y[ni, ki, oi, oj] = acc
-    return y
+def conv_with_bias(x, w, b, padding):
+    """The convolution reference (stride 1) plus the bias."""
+    return conv2d_ref(x, w, padding=padding) + b.astype(np.float64)[None, :, None, None]
 
 
-ACTS = {"relu": lambda v: max(v, 0.0), "tanh": np.tanh, "sigmoid": lambda v: 1.0 / (1.0 + np.exp(-v)), None: None}
+FUSED = ["relu", "tanh", "sigmoid", None]
 
 
-@st.composite
-def conv_problems(draw):
-    dtype = draw(st.sampled_from(FLOATS))
-    rng = np.random.default_rng(draw(st.integers(0, 9999)))
-    n, c, k = draw(st.integers(1, 3)), draw(st.integers(1, 2)), draw(st.integers(1, 3))
-    kh, kw, pad = draw(st.integers(1, 3)), draw(st.integers(1, 3)), draw(st.integers(0, 1))
-    h, w = draw(st.integers(3, 7)), draw(st.integers(3, 7))
-    x = rng.standard_normal((n, c, h, w)).astype(dtype)
-    wt = rng.standard_normal((k, c, kh, kw)).astype(dtype)
-    b = rng.standard_normal(k).astype(dtype)
-    return x, wt, b, pad
+def conv_problems():
+    """Stride 1, no dilation, one group, symmetric zero padding up to 1: what the banded and split paths take."""
+    return conv_cases(dtypes=FLOATS, groups=(1,), filters=3, stride=1, dilation=1, padding=1, batch=3, side=(3, 7))
 
 
-@pytest.mark.parametrize("activation", list(ACTS))
+@pytest.mark.parametrize("activation", FUSED)
 @fixture_state
 @given(problem=conv_problems())
 def test_banded_conv_forward_with_fused_activation(jit, tiny_split, activation, problem):
-    x, w, b, pad = problem
-    y = xp.conv2d_forward(x, w, padding=(pad, pad), bias=b, activation=activation)
-    ref = conv_loops(x, w, b, pad)
+    x, w, b, _, padding, _, _ = problem
+    y = xp.conv2d_forward(x, w, padding=padding, bias=b, activation=activation)
+    ref = conv_with_bias(x, w, b, padding)
     if activation is not None:
-        ref = np.vectorize(ACTS[activation])(ref)
+        ref = activation_ref(activation, ref)
     assert y.dtype == x.dtype and y.flags["C_CONTIGUOUS"]
     np.testing.assert_allclose(y, ref, **tol(x.dtype))
 
@@ -112,16 +94,11 @@ def test_conv_forward_rejects_an_activation_it_cannot_fuse():
 @fixture_state
 @given(problem=conv_problems(), seed=st.integers(0, 99))
 def test_split_backward_filter_matches_loops(tiny_split, problem, seed):
-    x, w, _, pad = problem
-    y = xp.conv2d_forward(x, w, padding=(pad, pad))
+    x, w, _, _, padding, _, _ = problem
+    y = xp.conv2d_forward(x, w, padding=padding)
     dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
-    ref = np.zeros(w.shape)
-    for ni, ki, oi, oj in itertools.product(*(range(s) for s in dy.shape)):
-        for ci, ri, si in itertools.product(*(range(s) for s in w.shape[1:])):
-            hi, wi = oi + ri - pad, oj + si - pad
-            if 0 <= hi < x.shape[2] and 0 <= wi < x.shape[3]:
-                ref[ki, ci, ri, si] += float(dy[ni, ki, oi, oj]) * float(x[ni, ci, hi, wi])
-    dw = xp.conv2d_backward_filter(dy, x, w.shape, padding=(pad, pad))
+    _, ref, _ = conv2d_backward_ref(x, w, dy, padding=padding)
+    dw = xp.conv2d_backward_filter(dy, x, w.shape, padding=padding)
     assert dw.shape == w.shape and dw.dtype == x.dtype
     np.testing.assert_allclose(dw, ref, **tol(x.dtype))
 
@@ -130,22 +107,12 @@ def test_split_backward_filter_matches_loops(tiny_split, problem, seed):
 @given(data=st.data(), dtype=st.sampled_from(FLOATS))
 def test_backward_data_matches_loops(jit, data, dtype):
     """col2im (JIT gather or NumPy scatter) with strides, dilation and asymmetric padding."""
-    n, c, k = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 2)), data.draw(st.integers(1, 2))
-    kh, kw = data.draw(st.integers(1, 3)), data.draw(st.integers(1, 3))
-    (sh, sw), (dh, dw) = data.draw(st.tuples(st.integers(1, 2), st.integers(1, 2))), data.draw(
-        st.tuples(st.integers(1, 2), st.integers(1, 2)))
-    t, b, l, r = data.draw(st.tuples(*[st.integers(0, 2)] * 4))
-    h, w = data.draw(st.integers(dh * (kh - 1) + 1, 7)), data.draw(st.integers(dw * (kw - 1) + 1, 7))
+    x, wt, _, stride, padding, dilation, _ = data.draw(conv_cases(dtypes=(dtype,), groups=(1,), batch=3,
+                                                                  asymmetric=True))
+    geom = {"stride": stride, "padding": padding, "dilation": dilation}
     rng = np.random.default_rng(data.draw(st.integers(0, 999)))
-    x, wt = rng.standard_normal((n, c, h, w)).astype(dtype), rng.standard_normal((k, c, kh, kw)).astype(dtype)
-    geom = {"stride": (sh, sw), "padding": ((t, b), (l, r)), "dilation": (dh, dw)}
     dy = rng.standard_normal(xp.conv2d_forward(x, wt, **geom).shape).astype(dtype)
-    ref = np.zeros(x.shape)
-    for ni, ki, oi, oj in itertools.product(*(range(s) for s in dy.shape)):
-        for ci, ri, si in itertools.product(range(c), range(kh), range(kw)):
-            hi, wi = oi * sh + ri * dh - t, oj * sw + si * dw - l
-            if 0 <= hi < h and 0 <= wi < w:
-                ref[ni, ci, hi, wi] += float(dy[ni, ki, oi, oj]) * float(wt[ki, ci, ri, si])
+    ref, _, _ = conv2d_backward_ref(x, wt, dy, **geom)
     dx = xp.conv2d_backward_data(dy, wt, x.shape, **geom)
     assert dx.shape == x.shape and dx.dtype == dtype
     np.testing.assert_allclose(dx, ref, **tol(dtype))
@@ -166,20 +133,6 @@ def test_split_matmul_nt_equals_plain_product(tiny_split, m, n, length, dtype, s
 # ------------------------------------------------------------------------------------------ 2x2 max pooling
 
 
-def max_pool_loops(x):
-    """2x2 stride 2 max pooling by loops: y and, per output, the (h, w) of the first maximum (row-major)."""
-    n, c, h, w = x.shape
-    y = np.zeros((n, c, h // 2, w // 2))
-    src = {}
-    for ni, ci, oi, oj in itertools.product(range(n), range(c), range(h // 2), range(w // 2)):
-        cells = [(2 * oi + a, 2 * oj + b) for a in range(2) for b in range(2)]
-        vals = [float(x[ni, ci, i, j]) for i, j in cells]
-        best = vals.index(max(vals))
-        y[ni, ci, oi, oj] = vals[best]
-        src[ni, ci, oi, oj] = cells[best]
-    return y, src
-
-
 @st.composite
 def pool_inputs(draw):
     dtype = draw(st.sampled_from(FLOATS))
@@ -195,13 +148,11 @@ def pool_inputs(draw):
 @given(x=pool_inputs(), seed=st.integers(0, 99))
 def test_max_pool_2x2_matches_loops(jit, x, seed):
     y, ctx = xp.pool2d_forward(x, "max", (2, 2), (2, 2))
-    y_ref, src = max_pool_loops(x)
+    y_ref = pool2d_ref(x, (2, 2), (2, 2), (0, 0), "max")
     assert y.dtype == x.dtype
     np.testing.assert_array_equal(y, y_ref.astype(x.dtype))
     dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
-    dx_ref = np.zeros(x.shape, dtype=x.dtype)
-    for pos, (hi, wi) in src.items():
-        dx_ref[pos[0], pos[1], hi, wi] = dy[pos]
+    dx_ref = pool2d_backward_ref(x, dy, (2, 2), (2, 2), (0, 0), "max").astype(x.dtype)  # to the first maximum
     np.testing.assert_array_equal(xp.pool2d_backward(dy, x, y, ctx, "max", (2, 2), (2, 2)), dx_ref)
 
 
@@ -212,20 +163,9 @@ def test_non_overlapping_pooling_matches_loops(mode, x, window, seed):
     wh, ww = window
     assume(x.shape[2] >= wh and x.shape[3] >= ww)
     y, ctx = xp.pool2d_forward(x, mode, window, window)
-    ho, wo = x.shape[2] // wh, x.shape[3] // ww
     dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
-    y_ref, dx_ref = np.zeros(y.shape), np.zeros(x.shape)
-    for ni, ci, oi, oj in itertools.product(range(x.shape[0]), range(x.shape[1]), range(ho), range(wo)):
-        cells = [(oi * wh + a, oj * ww + b) for a in range(wh) for b in range(ww)]
-        vals = [float(x[ni, ci, i, j]) for i, j in cells]
-        if mode == "max":
-            y_ref[ni, ci, oi, oj] = max(vals)
-            hi, wi = cells[vals.index(max(vals))]
-            dx_ref[ni, ci, hi, wi] = dy[ni, ci, oi, oj]
-        else:
-            y_ref[ni, ci, oi, oj] = sum(vals) / len(vals)
-            for hi, wi in cells:
-                dx_ref[ni, ci, hi, wi] = dy[ni, ci, oi, oj] / len(vals)
+    y_ref = pool2d_ref(x, window, window, (0, 0), mode)
+    dx_ref = pool2d_backward_ref(x, dy, window, window, (0, 0), mode)
     np.testing.assert_allclose(y, y_ref, **tol(x.dtype))
     np.testing.assert_allclose(xp.pool2d_backward(dy, x, y, ctx, mode, window, window), dx_ref, **tol(x.dtype))
 
@@ -310,7 +250,7 @@ def _host_pipeline(x, w, b, dy_seed):
 @given(problem=conv_problems(), seed=st.integers(0, 999))
 def test_jit_and_numpy_paths_agree_on_nan_and_inf(problem, seed):
     """The same results with and without the optional numba kernels, forward and backward, on non-finite data."""
-    x, w, b, _ = problem
+    x, w, b = problem[:3]
     x = sprinkle(x, seed, 0.15)
     with_jit = _host_pipeline(x, w, b, seed)
     with pytest.MonkeyPatch.context() as mp:
@@ -332,10 +272,10 @@ def test_without_numba_the_jit_module_disables_itself_and_the_host_still_works(m
         assert module.kernels is None
         x = np.maximum(np.random.default_rng(0).standard_normal((2, 3, 6, 6)), 0).astype(np.float32)
         y, ctx = xp.pool2d_forward(x, "max", (2, 2), (2, 2))
-        np.testing.assert_array_equal(y, max_pool_loops(x)[0])
+        np.testing.assert_array_equal(y, pool2d_ref(x, (2, 2), (2, 2), (0, 0), "max"))
         w, b = np.ones((2, 3, 3, 3), np.float32), np.zeros(2, np.float32)
         out = xp.conv2d_forward(x, w, padding=(1, 1), bias=b, activation="relu")
-        np.testing.assert_allclose(out, np.maximum(conv_loops(x, w, b, 1), 0), rtol=1e-5)
+        np.testing.assert_allclose(out, np.maximum(conv_with_bias(x, w, b, (1, 1)), 0), rtol=1e-5)
     finally:
         monkeypatch.undo()
         importlib.reload(_host_jit)

@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from magmadnn import Tensor, no_grad
 from magmadnn import layers as L
 from magmadnn.models import Model, Sequential
+from tests.reference import conv2d_ref, same_pads
 
 from ._gradcheck import numerical_gradient, spread_values
 
@@ -120,21 +121,8 @@ def test_add_gradients_reach_every_input():
 
 
 def conv_reference(x, w, b, stride, pads, dilation):
-    """Direct loops: cross-correlation with zero padding ((top, bottom), (left, right))."""
-    n, c, h, wd = x.shape
-    k, _, r, s = w.shape
-    xp = np.zeros((n, c, h + sum(pads[0]), wd + sum(pads[1])))
-    xp[:, :, pads[0][0]:pads[0][0] + h, pads[1][0]:pads[1][0] + wd] = x
-    ho = (xp.shape[2] - dilation[0] * (r - 1) - 1) // stride[0] + 1
-    wo = (xp.shape[3] - dilation[1] * (s - 1) - 1) // stride[1] + 1
-    y = np.zeros((n, k, ho, wo))
-    for i in range(ho):
-        for j in range(wo):
-            for dr in range(r):
-                for ds in range(s):
-                    patch = xp[:, :, i * stride[0] + dr * dilation[0], j * stride[1] + ds * dilation[1]]
-                    y[:, :, i, j] += patch @ w[:, :, dr, ds].T
-    return y + b[None, :, None, None]
+    """The convolution reference plus the bias."""
+    return conv2d_ref(x, w, stride, pads, dilation) + b[None, :, None, None]
 
 
 @pytest.mark.parametrize("padding, stride, dilation, pads", [
@@ -152,12 +140,6 @@ def test_conv2d_forward_matches_direct_loops(padding, stride, dilation, pads):
     y = layer(x)
     assert layer.output_shape == expected.shape[1:]
     np.testing.assert_allclose(y.numpy(), expected, atol=1e-10)
-
-
-def same_pads(n, k, s, d):
-    """TensorFlow-style 'same': output ceil(n / s), the odd pixel of padding at the end."""
-    total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
-    return (total // 2, total - total // 2)
 
 
 @given(c=st.integers(1, 2), k=st.integers(1, 3), h=st.integers(3, 7), w=st.integers(3, 7), r=st.integers(1, 3),

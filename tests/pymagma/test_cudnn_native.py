@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from pymagma import _cudnn as cd
 from pymagma import dnn
 from pymagma.errors import CudnnError, NoDeviceError
-
-from .test_dnn_reference import conv2d_ref, pool2d_ref
+from tests.reference import conv2d_ref, pool2d_ref
+from tests.strategies import conv_geometries, pool_geometries
 
 pytestmark = pytest.mark.native
 
@@ -128,20 +128,10 @@ def test_convolution_nd_output_dim_for_three_spatial_dims():
 
 
 # ----------------------------------------------------------------------- shape inference: ours == cuDNN == NumPy
-@st.composite
-def conv_params(draw, valid_only=False):
-    groups = draw(st.integers(1, 3))
-    c, k = groups * draw(st.integers(1, 2)), groups * draw(st.integers(1, 2))
-    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    padding = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
-    dilation = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    low = (dilation[0] * (kh - 1) + 1 - 2 * padding[0], dilation[1] * (kw - 1) + 1 - 2 * padding[1])
-    if valid_only:
-        h, w = (draw(st.integers(max(1, lo), max(1, lo) + 5)) for lo in low)
-    else:
-        h, w = draw(st.integers(1, 9)), draw(st.integers(1, 9))
-    return (draw(st.integers(1, 2)), c, h, w), (k, c // groups, kh, kw), stride, padding, dilation, groups
+def conv_params(valid_only=False):
+    """Valid geometries, or (not ``valid_only``) any sizes from 1 to 9, some too small for the window."""
+    side = (1, 15) if valid_only else (1, 9)
+    return conv_geometries(groups=(1, 2, 3), kernel=4, stride=3, dilation=3, side=side, valid=valid_only)
 
 
 def _cudnn_conv_shape(x_shape, w_shape, stride, padding, dilation, groups):
@@ -172,13 +162,8 @@ def test_conv_shape_inference_rejects_exactly_what_cudnn_rejects(params):
         assert dnn.conv2d_output_shape(*params) == expected
 
 
-@st.composite
-def pool_params(draw):
-    window = (draw(st.integers(1, 4)), draw(st.integers(1, 4)))
-    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    padding = (draw(st.integers(0, window[0] - 1)), draw(st.integers(0, window[1] - 1)))
-    shape = (draw(st.integers(1, 2)), draw(st.integers(1, 3)), draw(st.integers(1, 9)), draw(st.integers(1, 9)))
-    return shape, window, stride, padding
+def pool_params():
+    return pool_geometries(window=4, channels=3, side=9, valid=False)
 
 
 @given(pool_params(), st.sampled_from(["max", "avg"]))

@@ -1,4 +1,4 @@
-"""pymagma.dnn on a GPU against the plain NumPy references of test_dnn_reference (hypothesis-drawn problems)."""
+"""pymagma.dnn on a GPU against the NumPy references of tests/reference.py (hypothesis-drawn problems)."""
 
 from __future__ import annotations
 
@@ -8,9 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.conftest import examples
-
-from .helpers import BF16, BF16_CASE
-from .test_dnn_reference import (
+from tests.reference import (
+    activation_ref,
     batch_norm_backward_ref,
     batch_norm_ref,
     conv2d_backward_ref,
@@ -19,6 +18,9 @@ from .test_dnn_reference import (
     pool2d_ref,
     softmax_ref,
 )
+from tests.strategies import conv_cases, pool_cases
+
+from .helpers import BF16, BF16_CASE
 
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=examples(10), deadline=None)
@@ -39,20 +41,8 @@ def close(actual, expected, tol, magnitude=1.0):
     np.testing.assert_allclose(np.asarray(actual, np.float64), expected, rtol=tol, atol=tol * magnitude)
 
 
-@st.composite
-def conv_problem(draw):
-    groups = draw(st.sampled_from([1, 2, 3]))
-    cg, kg = draw(st.integers(1, 3)), draw(st.integers(1, 3))
-    kh, kw = draw(st.integers(1, 4)), draw(st.integers(1, 4))
-    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    p = (draw(st.integers(0, 2)), draw(st.integers(0, 2)))
-    d = (draw(st.integers(1, 2)), draw(st.integers(1, 2)))
-    h = draw(st.integers(max(1, d[0] * (kh - 1) + 1 - 2 * p[0]), 11))
-    w = draw(st.integers(max(1, d[1] * (kw - 1) + 1 - 2 * p[1]), 11))
-    n = draw(st.integers(1, 3))
-    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
-    return (rng.standard_normal((n, cg * groups, h, w)), rng.standard_normal((kg * groups, cg, kh, kw)),
-            rng.standard_normal(kg * groups), s, p, d, groups)
+def conv_problem():
+    return conv_cases(groups=(1, 2, 3), channels=3, filters=3, kernel=4, stride=3, batch=3, side=(1, 11))
 
 
 @pytest.mark.parametrize("dtype", ALL)
@@ -121,16 +111,9 @@ def test_algorithms_are_cached_by_problem():
     assert len(dnn._algorithms) == n + 1
 
 
-@st.composite
-def pool_problem(draw):
-    k = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    s = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    p = (draw(st.integers(0, k[0] // 2)), draw(st.integers(0, k[1] // 2)))
-    shape = (draw(st.integers(1, 3)), draw(st.integers(1, 4)), draw(st.integers(k[0], 10)),
-             draw(st.integers(k[1], 10)))
+def pool_problem():
     # distinct values so the arg-max of every window is unique
-    x = np.random.default_rng(draw(st.integers(0, 2**31))).permutation(np.prod(shape)).reshape(shape) / 7.0
-    return x, k, s, p
+    return pool_cases(values="distinct", pad_limit=lambda k: k // 2, batch=3, channels=4, side=10)
 
 
 @pytest.mark.parametrize("dtype", [np.float64, np.float32])
@@ -150,25 +133,24 @@ def test_pool2d_forward_and_backward(dtype, mode, problem):
           STRICT_TOL[dtype], 10)
 
 
-ACTIVATIONS = {
-    "relu": (lambda x: np.maximum(x, 0), lambda x, y: (x > 0).astype(float)),
-    "sigmoid": (lambda x: 1 / (1 + np.exp(-x)), lambda x, y: y * (1 - y)),
-    "tanh": (np.tanh, lambda x, y: 1 - y * y),
-    "elu": (lambda x: np.where(x > 0, x, np.exp(x) - 1), lambda x, y: np.where(x > 0, 1.0, np.exp(x))),
-    "clipped_relu": (lambda x: np.clip(x, 0, 1.0), lambda x, y: ((x > 0) & (x < 1.0)).astype(float)),
-    "swish": (lambda x: x / (1 + np.exp(-x)),
-              lambda x, y: 1 / (1 + np.exp(-x)) + x * np.exp(-x) / (1 + np.exp(-x)) ** 2),
+DERIVATIVES = {  # (x, y) -> dy/dx with coef 1 (the forward is tests/reference.py's)
+    "relu": lambda x, y: (x > 0).astype(float),
+    "sigmoid": lambda x, y: y * (1 - y),
+    "tanh": lambda x, y: 1 - y * y,
+    "elu": lambda x, y: np.where(x > 0, 1.0, np.exp(x)),
+    "clipped_relu": lambda x, y: ((x > 0) & (x < 1.0)).astype(float),
+    "swish": lambda x, y: 1 / (1 + np.exp(-x)) + x * np.exp(-x) / (1 + np.exp(-x)) ** 2,
 }
 
 
 @pytest.mark.parametrize("dtype", ALL)
-@pytest.mark.parametrize("mode", sorted(ACTIVATIONS))
+@pytest.mark.parametrize("mode", sorted(DERIVATIVES))
 @FEW
 @given(shape=st.sampled_from([(7,), (3, 5), (2, 3, 4), (2, 3, 4, 5)]), seed=st.integers(0, 2**31))
 def test_activation_forward_and_backward(dtype, mode, shape, seed):
     from pymagma import dnn
 
-    f, df = ACTIVATIONS[mode]
+    df = DERIVATIVES[mode]
     rng = np.random.default_rng(seed)
     x = rng.uniform(-3, 3, shape)
     x = np.where(np.abs(x) < 1e-2, 0.5, x).astype(dtype)  # away from the kinks
@@ -176,10 +158,11 @@ def test_activation_forward_and_backward(dtype, mode, shape, seed):
     coef = 1.0
     y = dnn.activation_forward(dev(x), mode, coef)
     X = x.astype(np.float64)
-    close(y.get(), f(X), STRICT_TOL[dtype], 3)
+    y_ref = activation_ref(mode, X, coef)
+    close(y.get(), y_ref, STRICT_TOL[dtype], 3)
     dy = rng.standard_normal(shape).astype(dtype)
     dx = dnn.activation_backward(y, dev(dy), dev(x), mode, coef)
-    close(dx.get(), dy * df(X, f(X)), STRICT_TOL[dtype], 3)
+    close(dx.get(), dy * df(X, y_ref), STRICT_TOL[dtype], 3)
 
 
 @pytest.mark.parametrize("dtype", ALL)

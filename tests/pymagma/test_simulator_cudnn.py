@@ -1,7 +1,8 @@
 """pymagma.dnn end to end on the simulated device with the simulated cuDNN (pymagma.simulator.cudnn): results
-against the independent loop references of test_dnn_reference (checked against PyTorch there), NumPy definitions
-and finite differences; plus what the models promise: descriptors read from the real libcudnn, alpha/beta blending,
-beta = 0 never reading the output, the running statistics, dropout masks reused by backward, cuDNN statuses."""
+against the independent references of tests/reference.py (checked against PyTorch in test_dnn_reference), NumPy
+definitions and finite differences; plus what the models promise: descriptors read from the real libcudnn,
+alpha/beta blending, beta = 0 never reading the output, the running statistics, dropout masks reused by backward,
+cuDNN statuses."""
 
 from __future__ import annotations
 
@@ -15,23 +16,23 @@ from hypothesis import strategies as st
 
 import pymagma
 from pymagma import _cudnn as cd
-from pymagma import dnn
+from pymagma import dnn, simulator
 from pymagma.errors import CudnnError, NotSimulatedError
-from pymagma.simulator import simulated
 from pymagma.simulator.cudnn import HOST_CALLS
-
-from .helpers import BF16_CASE
-from .test_dnn_calls import run_every_dnn_function
-from .test_dnn_reference import (
+from tests.reference import (
+    activation_ref,
     batch_norm_backward_ref,
     batch_norm_ref,
     conv2d_backward_ref,
     conv2d_ref,
-    conv_case,
     pool2d_backward_ref,
     pool2d_ref,
     softmax_ref,
 )
+from tests.strategies import conv_cases, pool_cases
+
+from .helpers import BF16_CASE
+from .test_dnn_calls import run_every_dnn_function
 
 pytestmark = pytest.mark.native
 REUSE = settings(suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -41,12 +42,12 @@ SCALARS = st.sampled_from([-1.5, -0.5, 0.0, 1.0, 2.0])  # exact in float32, as c
 
 @pytest.fixture
 def sim():
-    """Host memory as device memory and the simulated cuDNN (the simulator in mode "full")."""
+    """Host memory as device memory and the simulated cuDNN (``pymagma.simulator.simulated("full")``)."""
     try:
         cd.lib.cdll  # noqa: B018
     except Exception as exc:  # noqa: BLE001
         pytest.skip(f"cuDNN is not installed: {exc}")
-    with simulated("full") as simulation:
+    with simulator.simulated("full") as simulation:
         yield simulation.cudnn
 
 
@@ -82,9 +83,9 @@ def numerical_grad(f, x, dy, h=1e-6):
 
 # ----------------------------------------------------------------------------------------------- convolution
 @REUSE
-@given(conv_case(), FLOATS, st.booleans())
+@given(conv_cases(), FLOATS, st.booleans())
 def test_conv2d_matches_the_reference(sim, case, dtype, autotune):
-    x, w, s, p, d, g = case
+    x, w, _, s, p, d, g = case
     x, w = x.astype(dtype), w.astype(dtype)
     kw = {"stride": s, "padding": p, "dilation": d, "groups": g, "autotune": autotune}
     y = dnn.conv2d_forward(dev(x), dev(w), **kw).get()
@@ -129,12 +130,12 @@ def _read(buf, shape, strides):
 
 
 @REUSE
-@given(conv_case(), FLOATS, st.sampled_from([(0, 1, 2, 3), (0, 2, 3, 1), (1, 0, 3, 2)]),
+@given(conv_cases(), FLOATS, st.sampled_from([(0, 1, 2, 3), (0, 2, 3, 1), (1, 0, 3, 2)]),
        st.sampled_from([cd.ConvolutionMode.CROSS_CORRELATION, cd.ConvolutionMode.CONVOLUTION]),
        SCALARS, st.sampled_from([0.0, 0.5]))
 def test_convolution_calls_follow_their_descriptors(sim, case, dtype, order, mode, alpha, beta):
     """Direct cuDNN calls: strided (e.g. NHWC) tensors, true convolution (flipped filter), alpha/beta blending."""
-    x, w, s, p, d, g = case
+    x, w, _, s, p, d, g = case
     x, w = x.astype(dtype), w.astype(dtype)
     flip = w[:, :, ::-1, ::-1] if mode == cd.ConvolutionMode.CONVOLUTION else w
     y_ref = conv2d_ref(x, flip, s, p, d, g)
@@ -220,46 +221,17 @@ def test_wrong_output_shape_and_foreign_handles_are_cudnn_errors(sim):
 
 
 # ---------------------------------------------------------------------------------------------------- pooling
-def avg_exclude_pad_ref(x, window, stride, padding):
-    """Average pooling over the in-bounds elements of each window only."""
-    n, c, h, w = x.shape
-    ho = (h + 2 * padding[0] - window[0]) // stride[0] + 1
-    wo = (w + 2 * padding[1] - window[1]) // stride[1] + 1
-    y = np.zeros((n, c, ho, wo))
-    for i, j in np.ndindex(ho, wo):
-        r0, c0 = i * stride[0] - padding[0], j * stride[1] - padding[1]
-        patch = x[:, :, max(r0, 0):min(r0 + window[0], h), max(c0, 0):min(c0 + window[1], w)]
-        y[:, :, i, j] = patch.mean(axis=(2, 3))
-    return y
-
-
-@st.composite
-def pool_case(draw):
-    window = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    stride = (draw(st.integers(1, 3)), draw(st.integers(1, 3)))
-    padding = tuple(draw(st.integers(0, (k - 1) // 2 + 0)) for k in window)
-    h, w = draw(st.integers(window[0], 7)), draw(st.integers(window[1], 7))
-    x = np.random.default_rng(draw(st.integers(0, 2**32 - 1))).standard_normal((2, 3, h, w))
-    return x, window, stride, padding
-
-
 @REUSE
-@given(pool_case(), FLOATS, st.sampled_from(["max", "avg", "avg_exclude_pad"]), st.booleans())
+@given(pool_cases(pad_limit=lambda k: (k - 1) // 2, batch=2, channels=3), FLOATS,
+       st.sampled_from(["max", "avg", "avg_exclude_pad"]), st.booleans())
 def test_pooling_matches_the_reference(sim, case, dtype, mode, transposed):
     x, window, stride, padding = case
     x = x.astype(dtype)
     xa = dev(x.transpose(0, 1, 3, 2).copy()).transpose(0, 1, 3, 2) if transposed else dev(x)  # strided x
     y = dnn.pool2d_forward(xa, window, stride, padding, mode).get()
-    if mode == "avg_exclude_pad":
-        np.testing.assert_allclose(y, avg_exclude_pad_ref(x, window, stride, padding), **tol(dtype))
-        dy = np.random.default_rng(5).standard_normal(y.shape)
-        # the backward of a linear map is its transpose: <dy, pool(e_i)> for each unit input e_i
-        dx_ref = numerical_grad(lambda v: avg_exclude_pad_ref(v, window, stride, padding), x.astype(np.float64), dy)
-    else:
-        ref_mode = "max" if mode == "max" else "avg"
-        np.testing.assert_allclose(y, pool2d_ref(x, window, stride, padding, ref_mode), **tol(dtype))
-        dy = np.random.default_rng(5).standard_normal(y.shape)
-        dx_ref = pool2d_backward_ref(x, dy, window, stride, padding, ref_mode)
+    np.testing.assert_allclose(y, pool2d_ref(x, window, stride, padding, mode), **tol(dtype))
+    dy = np.random.default_rng(5).standard_normal(y.shape)
+    dx_ref = pool2d_backward_ref(x, dy, window, stride, padding, mode)
     dx = dnn.pool2d_backward(dev(y), dev(dy.astype(dtype)), xa, window, stride, padding, mode).get()
     np.testing.assert_allclose(dx, dx_ref, **{k: max(v, 1e-5) for k, v in tol(dtype).items()})
 
@@ -281,13 +253,6 @@ def test_max_pooling_never_picks_padding(sim):
 
 
 # ------------------------------------------------------------------------------------------------- activation
-def activation_ref(mode, coef, x):
-    return {"sigmoid": lambda: 1 / (1 + np.exp(-x)), "relu": lambda: np.where(x > 0, x, 0.0),
-            "tanh": lambda: np.tanh(x), "clipped_relu": lambda: np.clip(x, 0, coef),
-            "elu": lambda: np.where(x > 0, x, coef * (np.exp(x) - 1)),
-            "swish": lambda: x * (1 / (1 + np.exp(-coef * x)))}[mode]()
-
-
 @REUSE
 @given(st.sampled_from(sorted(dnn.ACTIVATION_MODES)), st.floats(0.25, 3), FLOATS, st.booleans(),
        st.integers(0, 2**32 - 1))
@@ -300,10 +265,10 @@ def test_activations_and_their_gradients(sim, mode, coef, dtype, sliced, seed):
     xa = full[:, :, ::2] if sliced else dev(x.astype(dtype))  # strided input, read through its descriptor
     xs = np.concatenate([x, x], axis=2)[:, :, ::2] if sliced else x
     y = dnn.activation_forward(xa, mode, coef).get()
-    np.testing.assert_allclose(y, activation_ref(mode, coef, xs), **tol(dtype))
+    np.testing.assert_allclose(y, activation_ref(mode, xs, coef), **tol(dtype))
     dy = rng.standard_normal(xs.shape)
     dx = dnn.activation_backward(dev(y), dev(dy.astype(dtype)), xa, mode, coef).get()
-    expected = numerical_grad(lambda v: activation_ref(mode, coef, v), xs, dy)
+    expected = numerical_grad(lambda v: activation_ref(mode, v, coef), xs, dy)
     np.testing.assert_allclose(dx, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -568,7 +533,7 @@ def test_alpha_and_beta_blend_pooling_activation_and_softmax(sim, dtype):
     pool = cd.PoolingDescriptor(cd.PoolingMode.MAX, (2, 2), (0, 0), (2, 2))
     cases = [("cudnnPoolingForward", (pool,), (2, 3, 2, 2), pool2d_ref(x, (2, 2), (2, 2), (0, 0), "max")),
              ("cudnnActivationForward", (cd.ActivationDescriptor(cd.ActivationMode.SIGMOID),), x.shape,
-              activation_ref("sigmoid", 0, x)),
+              activation_ref("sigmoid", x)),
              ("cudnnSoftmaxForward", (int(cd.SoftmaxAlgorithm.ACCURATE), int(cd.SoftmaxMode.CHANNEL)), x.shape,
               softmax_ref(x, (1,)))]
     for name, head, shape, value in cases:

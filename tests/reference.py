@@ -1,0 +1,189 @@
+"""Independent NumPy references for the dnn tests (magmadnn's op set, pymagma.dnn, the simulated cuDNN).
+
+Written from the definitions (loops over output positions, textbook formulas), computed in float64 and never with
+the code under test; ``tests/pymagma/test_dnn_reference.py`` checks them against PyTorch. Tensors are NCHW. A
+``padding`` is ``(ph, pw)`` (both sides) or ``((top, bottom), (left, right))``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+# ------------------------------------------------------------------------------------------------- geometry
+def pads2d(padding) -> tuple[tuple[int, int], tuple[int, int]]:
+    """``padding`` as ((top, bottom), (left, right))."""
+    rows, cols = padding
+    return tuple(np.broadcast_to(rows, 2).tolist()), tuple(np.broadcast_to(cols, 2).tolist())
+
+
+def conv_out_size(size, k, s, p, d=1):
+    """Output length of a window ``k`` (dilation ``d``, stride ``s``) over ``size`` padded by ``p`` on each side."""
+    return (size + 2 * p - d * (k - 1) - 1) // s + 1
+
+
+def same_pads(n, k, s, d=1):
+    """TensorFlow-style 'same' padding (before, after) of one axis: output ceil(n / s), the odd pixel at the end."""
+    total = max((-(-n // s) - 1) * s + (k - 1) * d + 1 - n, 0)
+    return (total // 2, total - total // 2)
+
+
+def _pad(x, padding, value=0.0):
+    (t, b), (l, r) = pads2d(padding)
+    return np.pad(np.asarray(x, np.float64), ((0, 0), (0, 0), (t, b), (l, r)), constant_values=value)
+
+
+def _crop(xp, padding, shape):
+    (t, _), (l, _) = pads2d(padding)
+    return xp[:, :, t:t + shape[2], l:l + shape[3]]
+
+
+def _windows(h_out, w_out, k, s, d):
+    """For each output position, the row and column slices of the (padded) input it reads."""
+    for oh in range(h_out):
+        for ow in range(w_out):
+            rows = slice(oh * s[0], oh * s[0] + d[0] * (k[0] - 1) + 1, d[0])
+            cols = slice(ow * s[1], ow * s[1] + d[1] * (k[1] - 1) + 1, d[1])
+            yield oh, ow, rows, cols
+
+
+# ---------------------------------------------------------------------------------------------- convolution
+def conv2d_ref(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """Cross-correlation with zero padding: y[n, k, oh, ow] = sum over c, i, j of x_pad[n, c, oh*s + i*d, ...] *
+    w[k, c, i, j], the channels split into ``groups``."""
+    w = np.asarray(w, np.float64)
+    xp = _pad(x, padding)
+    kf, cg, kh, kw = w.shape
+    ho = conv_out_size(xp.shape[2], kh, stride[0], 0, dilation[0])
+    wo = conv_out_size(xp.shape[3], kw, stride[1], 0, dilation[1])
+    y = np.zeros((xp.shape[0], kf, ho, wo))
+    kg = kf // groups
+    for oh, ow, rows, cols in _windows(ho, wo, (kh, kw), stride, dilation):
+        for g in range(groups):
+            patch = xp[:, g * cg:(g + 1) * cg, rows, cols]
+            y[:, g * kg:(g + 1) * kg, oh, ow] = np.einsum("ncij,kcij->nk", patch, w[g * kg:(g + 1) * kg])
+    return y
+
+
+def conv2d_backward_ref(x, w, dy, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    """(dx, dw, db) of :func:`conv2d_ref` for the output gradient ``dy``, accumulated window by window."""
+    w, dy = np.asarray(w, np.float64), np.asarray(dy, np.float64)
+    kf, cg, kh, kw = w.shape
+    xp = _pad(x, padding)
+    dxp, dw = np.zeros_like(xp), np.zeros(w.shape)
+    kg = kf // groups
+    for oh, ow, rows, cols in _windows(dy.shape[2], dy.shape[3], (kh, kw), stride, dilation):
+        for g in range(groups):
+            ks, cs = slice(g * kg, (g + 1) * kg), slice(g * cg, (g + 1) * cg)
+            dxp[:, cs, rows, cols] += np.einsum("nk,kcij->ncij", dy[:, ks, oh, ow], w[ks])
+            dw[ks] += np.einsum("nk,ncij->kcij", dy[:, ks, oh, ow], xp[:, cs, rows, cols])
+    return _crop(dxp, padding, np.shape(x)), dw, dy.sum(axis=(0, 2, 3))
+
+
+# -------------------------------------------------------------------------------------------------- pooling
+#: Pooling modes (cuDNN's): "max" (padding never wins), "avg" (the padded zeros count), "avg_exclude_pad" (the
+#: mean of the real elements of each window; magmadnn's op set calls this one "avg").
+POOL_MODES = ("max", "avg", "avg_exclude_pad")
+
+
+def _pool_windows(x, window, stride, padding, mode):
+    """The padded input, the real-element mask and the output size of a pooling."""
+    if mode not in POOL_MODES:
+        raise ValueError(f"unknown pooling mode {mode!r}")
+    xp = _pad(x, padding, -np.inf if mode == "max" else 0.0)
+    real = _pad(np.ones(np.shape(x)), padding)
+    ho = (xp.shape[2] - window[0]) // stride[0] + 1
+    wo = (xp.shape[3] - window[1]) // stride[1] + 1
+    return xp, real, ho, wo
+
+
+def pool2d_ref(x, window, stride, padding, mode):
+    """Max or average pooling (``mode`` one of :data:`POOL_MODES`)."""
+    xp, real, ho, wo = _pool_windows(x, window, stride, padding, mode)
+    y = np.zeros((xp.shape[0], xp.shape[1], ho, wo))
+    for oh, ow, rows, cols in _windows(ho, wo, window, stride, (1, 1)):
+        patch = xp[:, :, rows, cols]
+        if mode == "max":
+            y[:, :, oh, ow] = patch.max(axis=(2, 3))
+        else:
+            count = real[:, :, rows, cols].sum(axis=(2, 3)) if mode == "avg_exclude_pad" else window[0] * window[1]
+            y[:, :, oh, ow] = patch.sum(axis=(2, 3)) / count
+    return y
+
+
+def pool2d_backward_ref(x, dy, window, stride, padding, mode):
+    """dx of :func:`pool2d_ref`: max routes dy to the first maximum of each window (row-major order, as cuDNN and
+    the op set break ties); average spreads it evenly over the window (its real elements for avg_exclude_pad)."""
+    dy = np.asarray(dy, np.float64)
+    xp, real, _, _ = _pool_windows(x, window, stride, padding, mode)
+    dxp = np.zeros_like(xp)
+    for oh, ow, rows, cols in _windows(dy.shape[2], dy.shape[3], window, stride, (1, 1)):
+        patch = xp[:, :, rows, cols]
+        if mode == "max":
+            flat = patch.reshape(patch.shape[0], patch.shape[1], -1)
+            first = np.arange(flat.shape[2]) == flat.argmax(axis=2)[..., None]
+            dxp[:, :, rows, cols] += (first * dy[:, :, oh, ow][..., None]).reshape(patch.shape)
+        else:
+            cells = real[:, :, rows, cols]
+            count = cells.sum(axis=(2, 3)) if mode == "avg_exclude_pad" else window[0] * window[1]
+            dxp[:, :, rows, cols] += cells * (dy[:, :, oh, ow] / count)[..., None, None]
+    return _crop(dxp, padding, np.shape(x))
+
+
+# ---------------------------------------------------------------------------------------------- activations
+def _sigmoid(x):
+    e = np.exp(-np.abs(x))  # never overflows
+    return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
+
+
+_ACTIVATIONS = {
+    "sigmoid": lambda x, a: _sigmoid(x),
+    "tanh": lambda x, a: np.tanh(x),
+    "relu": lambda x, a: np.where(x > 0, x, 0.0),
+    "leaky_relu": lambda x, a: np.where(x > 0, x, a * x),
+    "elu": lambda x, a: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0))),
+    "gelu": lambda x, a: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),  # tanh form
+    "clipped_relu": lambda x, a: np.clip(x, 0, a),
+    "swish": lambda x, a: x * _sigmoid(a * x),
+}
+#: Every activation :func:`activation_ref` knows (the op set's and cuDNN's names).
+ACTIVATION_KINDS = tuple(sorted(_ACTIVATIONS))
+
+
+def activation_ref(kind, x, alpha=0.0):
+    """An elementwise activation; ``alpha`` is leaky_relu's slope, elu's scale, clipped_relu's ceiling and swish's
+    beta (cuDNN's ``coef``)."""
+    return _ACTIVATIONS[kind](np.asarray(x, np.float64), alpha)
+
+
+# ---------------------------------------------------------------------------------- softmax and batch norm
+def softmax_ref(x, axes, log=False):
+    """Softmax (or log-softmax) over the axes in ``axes`` (a tuple)."""
+    x = np.asarray(x, np.float64)
+    shifted = x - x.max(axis=axes, keepdims=True)
+    logs = shifted - np.log(np.exp(shifted).sum(axis=axes, keepdims=True))
+    return logs if log else np.exp(logs)
+
+
+def batch_norm_ref(x, scale, bias, eps, axes):
+    """Training-mode batch norm over ``axes``: (y, mean, inv_std, unbiased var)."""
+    x = np.asarray(x, np.float64)
+    mean = x.mean(axis=axes, keepdims=True)
+    var = x.var(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(var + eps)
+    count = np.prod([x.shape[a] for a in axes])
+    y = scale * (x - mean) * inv + bias
+    return y, mean, inv, var * count / max(count - 1, 1)
+
+
+def batch_norm_backward_ref(x, dy, scale, eps, axes):
+    """(dx, dscale, dbias) of training-mode batch norm, from the textbook formula."""
+    x, dy = np.asarray(x, np.float64), np.asarray(dy, np.float64)
+    count = np.prod([x.shape[a] for a in axes])
+    mean = x.mean(axis=axes, keepdims=True)
+    inv = 1.0 / np.sqrt(x.var(axis=axes, keepdims=True) + eps)
+    xhat = (x - mean) * inv
+    dbias = dy.sum(axis=axes, keepdims=True)
+    dscale = (dy * xhat).sum(axis=axes, keepdims=True)
+    dx = scale * inv / count * (count * dy - dbias - xhat * dscale)
+    return dx, dscale, dbias
