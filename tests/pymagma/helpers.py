@@ -32,10 +32,12 @@ def random_values(rng: np.random.Generator, shape, dtype) -> np.ndarray:
 
 def pivoting_matrices(rng: np.random.Generator, shape, dtype) -> np.ndarray:
     """Well-conditioned square matrices (``shape[-2] == shape[-1] == n``) whose LU must swap rows: random values plus
-    ``2n`` on the diagonal, then the rows cyclically shifted by 1..n-1, so every column's large entry is off the
-    diagonal and partial pivoting swaps at the first step (n = 1 has nothing to swap)."""
+    ``2n + 3 max|value|`` on the diagonal (dominant by modulus and by |Re| + |Im| alike, complex values included),
+    then the rows cyclically shifted by 1..n-1, so every column's large entry is off the diagonal and partial
+    pivoting swaps at the first step (n = 1 has nothing to swap)."""
     n = shape[-1]
-    a = random_values(rng, shape, dtype) + (2 * n * np.eye(n)).astype(dtype)
+    v = random_values(rng, shape, dtype)
+    a = v + ((2 * n + 3 * float(np.abs(v).max(initial=0.0))) * np.eye(n)).astype(dtype)
     return a if n < 2 else np.roll(a, int(rng.integers(1, n)), axis=-2)
 
 
