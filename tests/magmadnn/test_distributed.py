@@ -390,7 +390,7 @@ def test_fit_refuses_a_distributed_value_that_is_not_options():
                                          ("system,cuda:host", False), ("cuda:host:device,mpi", True),
                                          ("rocm:device", False), ("", False)])
 def test_memory_alloc_kinds_admit_cuda_device_memory(kinds, want):
-    assert distributed._alloc_kinds_have_cuda_device(kinds) is want
+    assert distributed.cuda_aware._alloc_kinds_have_cuda_device(kinds) is want
 
 
 @pytest.mark.mpi
