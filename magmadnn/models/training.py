@@ -25,7 +25,7 @@ from ..backend import host as _host
 from . import persistence
 from .progress import ProgressBar
 
-__all__ = ["Tally", "Snapshot", "Epoch", "StepHook", "train_step", "register_data_parallel"]
+__all__ = ["Tally", "Snapshot", "Epoch", "StepHook", "train_step", "register_data_parallel", "setup_data_parallel"]
 
 
 class StepHook:
