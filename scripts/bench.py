@@ -33,8 +33,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-DEFAULT_DATA = ROOT.parent / "shared" / "data" / "mnist"
-BATCH, LR, MOMENTUM = 64, 0.05, 0.9
+from _bench_common import BATCH, LR, MOMENTUM, load_data, magmadnn_model  # noqa: E402
+
 GPU_BATCH = 128
 
 
@@ -55,32 +55,7 @@ def peak_rss_mib() -> float:
     return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 
 
-def load_data(path: str | None, n_train: int = 8000, n_test: int = 2000, seed: int = 0):
-    """MNIST test set split 8,000 / 2,000 when a folder has it, otherwise generated data of the same shape."""
-    folder = Path(path) if path else DEFAULT_DATA
-    if (folder / "t10k-images-idx3-ubyte.gz").exists() or (folder / "t10k-images-idx3-ubyte").exists():
-        from magmadnn.data import load_mnist
-
-        (x_tr, y_tr), (x_te, y_te) = load_mnist(str(folder))
-        return x_tr.astype(np.float32), y_tr, x_te.astype(np.float32), y_te, f"MNIST ({folder.name})"
-    rng = np.random.default_rng(seed)
-    protos = rng.normal(size=(10, 1, 28, 28)).astype(np.float32)
-    y = rng.integers(0, 10, n_train + n_test)
-    x = (protos[y] + rng.normal(scale=1.0, size=(len(y), 1, 28, 28))).astype(np.float32)
-    return x[:n_train], y[:n_train], x[n_train:], y[n_train:], "generated"
-
-
 # ----------------------------------------------------------------------------------------------- recipes
-def magmadnn_model(recipe: str, seed: int, device: str = "host"):
-    from magmadnn import zoo
-    from magmadnn.optimizers import SGD
-
-    model = zoo.mlp(hidden=(512, 256)) if recipe == "mlp" else zoo.lenet5()
-    model.compile(optimizer=SGD(LR, momentum=MOMENTUM), loss="cross_entropy", metrics=["accuracy"], seed=seed,
-                  device=device)
-    return model
-
-
 def torch_model(recipe: str, seed: int, device: str = "cpu"):
     import torch
     from torch import nn

@@ -76,15 +76,15 @@ COLUMNS = ["recipe", "ranks", "cores", "threads_per_rank", "batch_per_rank", "bu
 
 def worker(args) -> None:
     sys.path.insert(0, str(HERE))
-    import bench
+    from _bench_common import load_data, magmadnn_model
 
     from magmadnn import distributed
 
     world = distributed.init()
-    x, y, xt, yt, _ = bench.load_data(args.data)
+    x, y, xt, yt, _ = load_data(args.data)
     if args.train_size:
         x, y = x[:args.train_size], y[:args.train_size]
-    model = bench.magmadnn_model(args.recipe, seed=0)
+    model = magmadnn_model(args.recipe, seed=0)
     times = []
 
     from magmadnn.callbacks import Callback

@@ -34,7 +34,6 @@ import numpy as np
 
 from .. import backend as _backend
 from .. import callbacks as _callbacks
-from .. import distributed as _distributed
 from .. import losses as _losses
 from .. import metrics as _metrics
 from .. import optimizers as _optimizers
@@ -56,7 +55,7 @@ from ..layers.base import (
 )
 from . import persistence
 from .summary import summary_text
-from .training import Epoch, Tally
+from .training import Epoch, Tally, setup_data_parallel, train_step
 
 __all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError", "model_from_config"]
 
@@ -116,7 +115,7 @@ class Model:
         self.built = False
         self.layers: list[Layer] = []
         self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
-        self._parallel = None  # a distributed.DataParallel during fit(distributed=True)
+        self._parallel = None  # during fit(distributed=...): a training.StepHook (magmadnn.distributed)
 
     def _set_graph(self, inputs, outputs):
         inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
@@ -412,32 +411,8 @@ class Model:
             tally.add(prefix + metric.name, metric.hits(outputs, y, self.xp), m)
 
     def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None):
-        """Forward, loss, backward, update, and the batch's loss and metrics added to ``tally``.
-
-        ``check``: read the loss (one host read) and apply nothing when it is not finite (the state arrays that the
-        forward pass updates in place, BatchNorm statistics, are restored); returns the loss. Without ``check``
-        nothing is read and None is returned (fit checks the tally at its next progress update)."""
-        if self._parallel is not None:
-            return self._parallel.train_step(self, xs, y, check, tally)
-        stateful = [layer for layer in self.layers if layer._state] if check else []
-        saved = [{k: self.xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
-        outputs = self._forward([self._to_tensor(a) for a in xs], training=True)
-        loss = self._loss_of(outputs, y)
-        value = None
-        if check:
-            value = loss.item()
-            if not math.isfinite(value):
-                for layer, state in zip(stateful, saved):
-                    layer._state.update(state)
-                return value
-        params = self.parameters()
-        loss.backward()
-        self.optimizer.step(params)
-        for param in params:
-            param.grad = None
-        if tally is not None:
-            self._tally_batch(tally, "", loss.data, outputs.data, y)
-        return value
+        """One training step on one batch (see :func:`.training.train_step`)."""
+        return train_step(self, xs, y, check, tally)
 
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
@@ -492,7 +467,7 @@ class Model:
 
         if distributed:
             options = None if isinstance(distributed, (bool, np.bool_)) else distributed
-            batches, validation_data, callbacks, verbose, self._parallel = _distributed.setup_fit(
+            batches, validation_data, callbacks, verbose, self._parallel = setup_data_parallel(
                 self, batches, validation_data, callbacks, verbose, options)
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")

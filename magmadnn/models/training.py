@@ -1,4 +1,10 @@
-"""What ``fit`` keeps on the backend between host reads: the running tally, and the snapshot it rolls back to.
+"""The training step, and what ``fit`` keeps on the backend between host reads: the running tally, and the snapshot
+it rolls back to.
+
+``train_step``: the one training step (forward, loss, backward, update) of ``fit`` and ``train_on_batch``.
+Data-parallel training joins in through a :class:`StepHook` (gradient reduction between backward and the update,
+the batch this process runs); it is registered by :mod:`magmadnn.distributed`, which sits above the models and is
+never imported by them.
 
 ``Tally``: running sums (weighted loss, metric hits, their validation twins) in one backend vector; a batch adds to it
 with two backend ops per entry and ``read()`` copies the whole vector to the host in one transfer.
@@ -11,6 +17,7 @@ found at the next one can be undone and the batches in between replayed one by o
 from __future__ import annotations
 
 import math
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -18,7 +25,98 @@ from ..backend import host as _host
 from . import persistence
 from .progress import ProgressBar
 
-__all__ = ["Tally", "Snapshot", "Epoch"]
+__all__ = ["Tally", "Snapshot", "Epoch", "StepHook", "train_step", "register_data_parallel", "setup_data_parallel"]
+
+
+class StepHook:
+    """What ``fit(distributed=...)`` plugs into the training step and the epoch loop (``model._parallel``; None in
+    one process). The step itself stays :func:`train_step`; a hook
+
+    * ``step(xs, y)``: a context manager around forward and backward, entered as the batch this process runs:
+      ``(xs, y)``, a stand-in batch (its shard of the global batch is empty but its layers take part in
+      collectives), or None (run nothing);
+    * ``backward_hook(loss)``: the loss about to be back-propagated (None when nothing ran); returns the
+      ``on_leaf_ready`` callback for ``Tensor.backward``, or None;
+    * ``reduce(params)``: between backward and the update, sets each parameter's ``.grad`` to the gradient of the
+      global batch and returns the global loss, which the step checks instead of the local one;
+    * ``reduce_tally(sums, counts)``: the running sums and sample counts of every process (the epoch reads its
+      tally at its end only).
+    """
+
+    def step(self, xs, y):
+        raise NotImplementedError
+
+    def backward_hook(self, loss):
+        raise NotImplementedError
+
+    def reduce(self, params) -> float:
+        raise NotImplementedError
+
+    def reduce_tally(self, sums, counts):
+        raise NotImplementedError
+
+
+_data_parallel = None  # fit(distributed=...)'s set-up, registered by magmadnn.distributed
+
+
+def register_data_parallel(setup) -> None:
+    """Register ``fit(distributed=...)``'s set-up: ``setup(model, batches, validation_data, callbacks, verbose,
+    options) -> (batches, validation_data, callbacks, verbose, hook)`` (``magmadnn.distributed`` does on import)."""
+    global _data_parallel
+    _data_parallel = setup
+
+
+def setup_data_parallel(model, batches, validation_data, callbacks, verbose, options):
+    """The registered data-parallel set-up for this ``fit`` (see :func:`register_data_parallel`)."""
+    if _data_parallel is None:
+        raise RuntimeError("fit(distributed=...) needs magmadnn.distributed: import it first")
+    return _data_parallel(model, batches, validation_data, callbacks, verbose, options)
+
+
+def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=None):
+    """Forward, loss, backward, update, and the batch's loss and metrics added to ``tally``.
+
+    ``check``: read the loss (one host read) and apply nothing when it is not finite (the state arrays that the
+    forward pass updates in place, BatchNorm statistics, are restored); returns the loss. Without ``check``
+    nothing is read and None is returned (fit checks the tally at its next progress update).
+
+    With a :class:`StepHook` (``model._parallel``) the hook picks the batch this process runs and surrounds forward
+    and backward; between backward and the update it reduces the gradients over the processes, and the loss checked
+    is the global one it returns (read after the reduction, whatever ``check``). A batch without samples adds
+    nothing to ``tally``."""
+    xp, hook = model.xp, model._parallel
+    stateful = [layer for layer in model.layers if layer._state] if check else []
+    saved = [{k: xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
+    outputs = loss = value = None
+    with nullcontext((xs, y)) if hook is None else hook.step(xs, y) as run:
+        if run is not None:
+            outputs = model._forward([model._to_tensor(a) for a in run[0]], training=True)
+            loss = model._loss_of(outputs, run[1])
+        if check and hook is None:
+            value = loss.item()
+            if not math.isfinite(value):
+                _restore(stateful, saved)
+                return value
+        on_leaf_ready = None if hook is None else hook.backward_hook(loss)
+        if loss is not None:
+            loss.backward(on_leaf_ready=on_leaf_ready)
+    params = model.parameters()
+    if hook is not None:
+        value = hook.reduce(params)
+    if value is None or math.isfinite(value):
+        model.optimizer.step(params)
+    else:  # applied nowhere; the device path finds it in the tally at its next read and replays from there
+        _restore(stateful, saved)
+    for param in params:
+        param.grad = None
+    if tally is not None and y.shape[0]:
+        model._tally_batch(tally, "", loss.data, outputs.data, y)
+    return value if check else None
+
+
+def _restore(layers, states) -> None:
+    for layer, state in zip(layers, states):
+        layer._state.update(state)
 
 
 class Tally:

@@ -244,6 +244,29 @@ def test_threads_per_rank_split_the_cores_unless_the_user_chose(monkeypatch):
     assert distributed.ranks_on_this_node(default=5) == 5
 
 
+def test_nothing_below_distributed_imports_it():
+    """The layering: data parallelism joins the models' training step through a hook registered on import; the
+    models, layers, functional, autograd, callbacks and backends never import ``magmadnn.distributed``."""
+    import ast
+
+    root = Path(distributed.__file__).resolve().parents[1]
+    below = [*root.glob("models/*.py"), *root.glob("layers/*.py"), *root.glob("backend/*.py"),
+             *(root / f"{name}.py" for name in ("functional", "autograd", "callbacks", "losses", "metrics",
+                                                 "optimizers", "initializers", "schedules", "saving"))]
+    offenders = []
+    for path in below:
+        for node in ast.walk(ast.parse(path.read_text(), str(path))):
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                names = [node.module or ""] + [f"{node.module or ''}.{a.name}" for a in node.names]
+            else:
+                continue
+            if any("distributed" in name.split(".") for name in names):
+                offenders.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert len(below) > 10 and not offenders
+
+
 def test_only_rank_0_runs_the_file_writing_callbacks(tmp_path):
     from magmadnn.callbacks import CSVLogger, EarlyStopping, ModelCheckpoint
 
@@ -390,7 +413,7 @@ def test_fit_refuses_a_distributed_value_that_is_not_options():
                                          ("system,cuda:host", False), ("cuda:host:device,mpi", True),
                                          ("rocm:device", False), ("", False)])
 def test_memory_alloc_kinds_admit_cuda_device_memory(kinds, want):
-    assert distributed._alloc_kinds_have_cuda_device(kinds) is want
+    assert distributed.cuda_aware._alloc_kinds_have_cuda_device(kinds) is want
 
 
 @pytest.mark.mpi
