@@ -99,8 +99,9 @@ class SimulatedCudart:
     Besides the CUDA functions it offers the stream machinery the other simulated libraries queue work with:
     :meth:`submit`, :meth:`flush`, :meth:`position`, :meth:`create_stream`, :meth:`destroy_stream`."""
 
-    def __init__(self, device_count: int | None = None):
+    def __init__(self, device_count: int | None = None, compute_capability: tuple[int, int] = COMPUTE_CAPABILITY):
         self.device_count = device_count  #: None: DEVICE_COUNT, read at each call
+        self.compute_capability = tuple(compute_capability)  #: the architecture it pretends to be (Hopper: 9.0)
         self.blocks: dict[int, ctypes.Array] = {}
         self.devices: dict[int, int] = {}  # device block -> the device it was allocated on
         self.pinned_blocks: set[int] = set()  # the blocks cudaMallocHost made
@@ -401,7 +402,7 @@ class SimulatedCudart:
     def cudaGetDeviceProperties(self, device):
         if not 0 <= int(device) < self.devices_simulated():
             return (_status("cudaErrorInvalidDevice"), None)
-        major, minor = COMPUTE_CAPABILITY
+        major, minor = self.compute_capability
         return _ok(types.SimpleNamespace(name=DEVICE_NAME.encode(), major=major, minor=minor,
                                          totalGlobalMem=host_memory()[1], multiProcessorCount=os.cpu_count() or 1,
                                          maxThreadsPerBlock=MAX_THREADS_PER_BLOCK))

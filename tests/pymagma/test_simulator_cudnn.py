@@ -603,3 +603,39 @@ def test_pooling_backward_reads_y_and_refuses_one_that_is_not_the_forward(sim, m
     shifted = dev(y.get() + 1.0)
     with pytest.raises(ModelError, match="cudnnPoolingBackward: y is not the forward of x"):
         dnn.pool2d_backward(shifted, dy, dx, (2, 2), mode=mode).get()
+
+
+@pytest.mark.parametrize("capability, winograd", [((9, 0), False), ((8, 0), True)])
+def test_algorithm_availability_follows_the_simulated_architecture(sim, capability, winograd):
+    """cuDNN 9's header: Winograd forward and backward-data do not run on Hopper and newer (the simulator's default
+    device); the heuristics report them NOT_SUPPORTED there (listed first: the caller must read the status) and a
+    call that insists fails; on Ampere they run."""
+    simulator.current().runtime.compute_capability = capability
+    problem = dnn._problem((2, 3, 6, 6), (4, 3, 3, 3), np.dtype(np.float32), 1, 1, 1, 1, None)
+    h = handle()
+    for kind, algo in (("forward", cd.ConvFwdAlgo.WINOGRAD), ("backward_data", cd.ConvBwdDataAlgo.WINOGRAD)):
+        get_v7, max_count = dnn._ALGO_CALLS[kind][0], dnn._ALGO_CALLS[kind][3]
+        count, returned = ctypes.c_int(), ctypes.c_int()
+        cd.call(max_count, h, byref(count))
+        results = (cd._AlgoPerf * count.value)()
+        cd.call(get_v7, h, *dnn._ordered_descs(kind, problem), count.value, byref(returned), results)
+        status = {int(r.algo): int(r.status) for r in results[: returned.value]}
+        assert (status[int(algo)] == 0) == winograd
+        assert dnn.choose_algorithm(kind, problem, device=0).algo != (-1 if winograd else int(algo))
+    x, w = dev(np.ones((2, 3, 6, 6), np.float32)), dev(np.ones((4, 3, 3, 3), np.float32))
+    xd, wd, conv, yd = problem.descriptors
+    y = pymagma.empty(problem.y_shape)
+    space = pymagma.empty((4096,), np.uint8)
+    one, zero = c_float(1), c_float(0)
+
+    def run():
+        cd.call("cudnnConvolutionForward", h, byref(one), xd, c_void_p(x.ptr), wd, c_void_p(w.ptr), conv,
+                int(cd.ConvFwdAlgo.WINOGRAD), c_void_p(space.ptr), 4096, byref(zero), yd, c_void_p(y.ptr))
+        return y.get()
+
+    if winograd:
+        np.testing.assert_allclose(run()[0, 0, 1:-1, 1:-1], 27.0)
+    else:
+        with pytest.raises(CudnnError, match="WINOGRAD does not run on compute capability") as err:
+            run()
+        assert err.value.status == cd.Status.NOT_SUPPORTED

@@ -13,6 +13,7 @@ import numpy as np
 
 from ... import _cudnn as cd
 from ...errors import NotSimulatedError
+from ..runtime import COMPUTE_CAPABILITY
 from . import numerics as num
 from .descriptors import (
     Descriptors,
@@ -30,6 +31,10 @@ from .descriptors import (
 from .numerics import ConvGeometry
 
 _ALGOS = {"forward": cd.ConvFwdAlgo, "backward_data": cd.ConvBwdDataAlgo, "backward_filter": cd.ConvBwdFilterAlgo}
+#: (kind, algorithm) -> the first compute capability that lacks it, as cuDNN 9's header documents
+UNSUPPORTED_FROM = {("forward", int(cd.ConvFwdAlgo.WINOGRAD)): (9, 0),
+                    ("backward_data", int(cd.ConvBwdDataAlgo.WINOGRAD)): (9, 0),
+                    ("backward_filter", int(cd.ConvBwdFilterAlgo.WINOGRAD)): (0, 0)}  # not implemented anywhere
 _STATES_BYTES = 64  # what cudnnDropoutGetStatesSize answers: room for (magic, seed, forward count)
 _STATES_MAGIC = 0x53494D44524F5055  # marks a states buffer set up by cudnnSetDropoutDescriptor
 
@@ -257,8 +262,25 @@ class SimulatedCudnn:
         return 256 * int(algo)
 
     def _algorithm_list(self, kind: str) -> list[int]:
+        """The heuristics' order: an algorithm the device cannot run first (its status says so: a caller must read
+        it), then one that needs a workspace (a caller must size it), then the rest."""
         algos = [int(a) for a in _ALGOS[kind]]
-        return [1, 0] + [a for a in algos if a not in (0, 1)]  # one with a workspace first: exercises the caller
+        unsupported = [a for a in algos if not self.supported(kind, a)]
+        return unsupported + [1, 0] + [a for a in algos if a not in (0, 1) and a not in unsupported]
+
+    def compute_capability(self) -> tuple[int, int]:
+        """The architecture of the device the simulator pretends to be (its simulated runtime's)."""
+        return tuple(getattr(self.streams, "compute_capability", COMPUTE_CAPABILITY))
+
+    def supported(self, kind: str, algo: int) -> bool:
+        """Whether cuDNN 9 runs ``algo`` on the simulated device's architecture (its header: Winograd forward and
+        backward-data not on Hopper and newer, Winograd backward-filter not implemented)."""
+        since = UNSUPPORTED_FROM.get((kind, int(algo)))
+        return since is None or self.compute_capability() < since
+
+    def _require_supported(self, kind: str, algo: int) -> None:
+        require(self.supported(kind, algo), f"{kind} algorithm {_ALGOS[kind](algo).name} does not run on compute "
+                f"capability {self.compute_capability()}", Status.NOT_SUPPORTED)
 
     def _fill_perf(self, kind: str, conv_desc, requested: int, returned, perf, algos, timed: bool) -> None:
         """Write cudnnConvolution*AlgoPerf_t results: every listed algorithm succeeds (timed ones get made-up,
@@ -268,7 +290,8 @@ class SimulatedCudnn:
         self.desc.call("cudnnGetConvolutionMathType", c_void_p(conv_desc), ctypes.byref(math_type))
         algos = algos[:requested]
         for i, algo in enumerate(algos):
-            perf[i].algo, perf[i].status, perf[i].memory = algo, 0, self.workspace_size(kind, algo)
+            status = 0 if self.supported(kind, algo) else int(Status.NOT_SUPPORTED)
+            perf[i].algo, perf[i].status, perf[i].memory = algo, status, self.workspace_size(kind, algo)
             perf[i].time = 0.01 * (i + 1) if timed else -1.0
             perf[i].determinism, perf[i].mathType = int(cd.Determinism.DETERMINISTIC), math_type.value
         returned[0] = len(algos)
@@ -303,6 +326,7 @@ class SimulatedCudnn:
             self._handle(handle)
             geom = self._geometry(*self._order(kind, d0, d1, conv, d3))
             require(algo in {int(a) for a in _ALGOS[kind]}, f"{algo} is not a {kind} convolution algorithm")
+            self._require_supported(kind, algo)
             need = self.workspace_size(kind, algo)
             require(ws_size >= need and (bool(workspace) or need == 0),
                      f"algorithm {algo} needs {need} bytes of workspace, got {ws_size} at {workspace}")
@@ -347,6 +371,7 @@ class SimulatedCudnn:
             self._handle(handle)
             self._geometry(*self._order(kind, d0, d1, conv, d3))
             require(algo in {int(a) for a in _ALGOS[kind]}, f"{algo} is not a {kind} convolution algorithm")
+            self._require_supported(kind, algo)
             out[0] = self.workspace_size(kind, algo)
 
         return size
