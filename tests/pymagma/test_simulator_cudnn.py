@@ -639,3 +639,25 @@ def test_algorithm_availability_follows_the_simulated_architecture(sim, capabili
         with pytest.raises(CudnnError, match="WINOGRAD does not run on compute capability") as err:
             run()
         assert err.value.status == cd.Status.NOT_SUPPORTED
+
+
+def test_tf32_rounding_of_float32_convolutions_is_modelled_on_request(sim, monkeypatch):
+    """With the simulator's TF32 option on, float32 convolutions whose math type allows it read their operands as
+    TF32 (10 mantissa bits), as Ampere+ tensor cores do; pymagma.dnn.allow_tf32 = False (FMA math) keeps them exact."""
+    from pymagma.simulator.cudnn.numerics import tf32
+
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    exact = conv2d_ref(x, w)
+    rounded = conv2d_ref(tf32(x), tf32(w))
+    assert np.abs(exact - rounded).max() > 1e-4  # TF32 is visibly coarser than float32
+    assert sim.tf32 is False
+    np.testing.assert_allclose(dnn.conv2d_forward(dev(x), dev(w)).get(), exact, rtol=1e-5, atol=1e-5)  # off: exact
+    sim.tf32 = True
+    dnn.clear_caches()
+    np.testing.assert_allclose(dnn.conv2d_forward(dev(x), dev(w)).get(), rounded, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(dnn, "allow_tf32", False)
+    dnn.clear_caches()
+    np.testing.assert_allclose(dnn.conv2d_forward(dev(x), dev(w)).get(), exact, rtol=1e-5, atol=1e-5)
+    assert tf32(np.float32([1 + 2**-11, 1 + 3 * 2**-11, np.inf])).tolist() == [1.0, 1 + 2**-9, np.inf]  # ties to even

@@ -118,6 +118,7 @@ class Convolution:
     mode: int
     compute_type: int
     groups: int
+    math: int = 0  #: cudnnMathType_t
 
 
 @dataclass(frozen=True)
@@ -184,9 +185,11 @@ class Descriptors:
         self.call("cudnnGetConvolutionNdDescriptor", c_void_p(desc), 6, ctypes.byref(n), pads, strides, dilations,
                   ctypes.byref(mode), ctypes.byref(compute))
         self.call("cudnnGetConvolutionGroupCount", c_void_p(desc), ctypes.byref(groups))
+        math = c_int()
+        self.call("cudnnGetConvolutionMathType", c_void_p(desc), ctypes.byref(math))
         k = n.value
         return Convolution(tuple(pads[:k]), tuple(strides[:k]), tuple(dilations[:k]), mode.value, compute.value,
-                           groups.value)
+                           groups.value, math.value)
 
     def pooling(self, desc) -> Pooling:
         require(bool(desc), "pooling descriptor is null", Status.BAD_PARAM_NULL_POINTER)

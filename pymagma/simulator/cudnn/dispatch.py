@@ -87,6 +87,7 @@ class SimulatedCudnn:
         self.dropouts: dict[int, DropoutConfig] = {}  # dropout descriptor -> its settings
         self._handle_memory: dict[int, ctypes.Array] = {}
         self._bound: dict[str, object] = {}
+        self.tf32 = False  #: model TF32 tensor-core rounding of float32 convolution operands where cuDNN may use it
         self._local = threading.local()
         self._models = {name[len("_model_"):]: getattr(self, name) for name in dir(self) if name.startswith("_model_")}
         for kind, names in _CONV_CALLS.items():
@@ -296,18 +297,31 @@ class SimulatedCudnn:
             perf[i].determinism, perf[i].mathType = int(cd.Determinism.DETERMINISTIC), math_type.value
         returned[0] = len(algos)
 
+    def uses_tf32(self, geom: ConvGeometry) -> bool:
+        """Whether the convolution reads its float32 operands as TF32: only with :attr:`tf32` on (the simulator's
+        option, off by default), on Ampere or newer, for float data whose math type allows it (DEFAULT, TENSOR_OP,
+        TENSOR_OP_ALLOW_CONVERSION; FMA never)."""
+        return (self.tf32 and self.compute_capability() >= (8, 0) and geom.x.data_type == cd.DataType.FLOAT
+                and geom.conv.math != int(cd.MathType.FMA))
+
     def _run_conv(self, kind: str, geom: ConvGeometry, ptrs, alpha: float, beta: float) -> None:
         """ptrs: (x, w, y) data pointers; writes the kind's output (y, x or w)."""
         xp, wp, yp = ptrs
         ct = compute_dtype(geom.conv.compute_type)
+        rounded = self.uses_tf32(geom)
+
+        def operand(tensor: Tensor, ptr, what: str) -> np.ndarray:
+            data = tensor.view(ptr, what)
+            return (num.tf32(data) if rounded else data).astype(ct)
+
         if kind == "forward":
-            value = geom.forward(geom.x.view(xp, "x").astype(ct), geom.w.view(wp, "w").astype(ct))
+            value = geom.forward(operand(geom.x, xp, "x"), operand(geom.w, wp, "w"))
             blend(geom.y.view(yp, "y"), value, alpha, beta)
         elif kind == "backward_data":
-            value = geom.backward_data(geom.y.view(yp, "dy").astype(ct), geom.w.view(wp, "w").astype(ct))
+            value = geom.backward_data(operand(geom.y, yp, "dy"), operand(geom.w, wp, "w"))
             blend(geom.x.view(xp, "dx"), value, alpha, beta)
         else:
-            value = geom.backward_filter(geom.x.view(xp, "x").astype(ct), geom.y.view(yp, "dy").astype(ct))
+            value = geom.backward_filter(operand(geom.x, xp, "x"), operand(geom.y, yp, "dy"))
             blend(geom.w.view(wp, "dw"), value, alpha, beta)
 
     @staticmethod

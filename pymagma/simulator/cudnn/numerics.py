@@ -151,6 +151,16 @@ def activation_grad(mode: int, coef: float, x: np.ndarray, dy: np.ndarray) -> np
     return activation(mode, coef, x)  # raises NOT_SUPPORTED
 
 
+def tf32(a: np.ndarray) -> np.ndarray:
+    """float32 values rounded to TensorFloat-32 (10 mantissa bits, round to nearest even), as tensor cores read
+    float32 operands."""
+    bits = np.ascontiguousarray(a, np.float32).view(np.uint32)
+    lsb = (bits >> 13) & 1
+    rounded = (bits + 0x0FFF + lsb) & np.uint32(0xFFFFE000)
+    finite = np.isfinite(np.asarray(a, np.float32))
+    return np.where(finite, rounded.view(np.float32), a).astype(np.float32)
+
+
 def consistent(expected: np.ndarray, given: np.ndarray, dtype) -> np.ndarray:
     """Where ``given`` agrees with ``expected`` within the rounding of ``dtype`` (a few units in the last place of
     the larger magnitude; NaN agrees with NaN)."""
