@@ -1,5 +1,8 @@
 """Window geometry and activation names: the one home every layer, function and backend uses.
 
+Activation kinds (:data:`ACTIVATIONS`) are what the op set computes; :data:`ACTIVATION_NAMES` adds the two names
+layers and ``functional.activation`` accept on top: "linear" (the identity) and "softmax".
+
 Padding in the op set is always resolved to ``((top, bottom), (left, right))``; "same" puts the extra pixel at the
 bottom/right (TensorFlow's convention), so it may be asymmetric and every backend must accept that.
 """
@@ -11,6 +14,8 @@ import operator
 
 #: Activation kinds of ``activation_forward``/``activation_backward``.
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
+#: Names layers and ``functional.activation`` accept: the kinds plus "linear" (identity) and "softmax".
+ACTIVATION_NAMES = ("linear",) + ACTIVATIONS + ("softmax",)
 #: Kinds that ``conv2d_forward`` may fuse: their backward needs only the output y.
 FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")
 #: The default slope/scale ``alpha`` of the kinds that take one.
@@ -24,6 +29,17 @@ def check_activation(kind, fn: str) -> str:
     if kind not in ACTIVATIONS:
         raise ValueError(f"{fn}: unknown activation kind {kind!r}; expected one of {ACTIVATIONS}")
     return kind
+
+
+def activation_name(kind, owner: str):
+    """A user-given activation name (any case, from :data:`ACTIVATION_NAMES`; None means linear) as a lower-case
+    name, or None for linear; else a ValueError naming ``owner``."""
+    if kind is None:
+        return None
+    if not isinstance(kind, str) or kind.lower() not in ACTIVATION_NAMES:
+        raise ValueError(f"{owner}: unknown activation {kind!r}; expected one of {ACTIVATION_NAMES} or None")
+    kind = kind.lower()
+    return None if kind == "linear" else kind
 
 
 def _integer(value, what: str, owner: str) -> int:

@@ -33,7 +33,6 @@ from .random import Stream, normal_doubles, uniform_doubles
 
 name = "host"
 
-ACTIVATIONS = geometry.ACTIVATIONS
 
 # ----------------------------------------------------------------------------------------------- creation/transfer
 

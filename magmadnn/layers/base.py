@@ -124,7 +124,7 @@ class Layer:
         """Put the weights and state arrays on ``backend`` as they are (``move(array)`` copies one array there);
         gradients are dropped. The random streams are moved by the owning model."""
         for param in self._params.values():
-            param.data, param.backend, param.grad = move(param.data), backend, None
+            param.data, param.xp, param.grad = move(param.data), backend, None
         for name, array in self._state.items():
             self._state[name] = move(array)
         self.xp = backend

@@ -6,7 +6,7 @@ from .. import _checks, initializers
 from .. import functional as F
 from ..backend import geometry
 from .base import Layer, register, shape_str
-from .core import apply_activation, check_activation
+from .core import apply_activation
 
 __all__ = ["Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D"]
 
@@ -49,7 +49,7 @@ class Conv2D(Layer):
         self.strides = _pair(strides, "strides", owner)
         self.padding = _padding(padding, owner)
         self.dilation = _pair(dilation, "dilation", owner)
-        self.activation = check_activation(activation, owner)
+        self.activation = geometry.activation_name(activation, owner)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
@@ -67,7 +67,7 @@ class Conv2D(Layer):
             self.add_weight("bias", (self.filters,), self.bias_initializer)
 
     def call(self, x, training=False):
-        fused = self.activation if self.activation in F.FUSED_ACTIVATIONS else None
+        fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
         y = F.conv2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides, padding=self.padding,
                      dilation=self.dilation, activation=fused)
         return y if fused else apply_activation(y, self.activation)
