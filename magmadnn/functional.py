@@ -41,10 +41,6 @@ def _pair_of(a, b):
     return _as_tensor(a, like), _as_tensor(b, like)
 
 
-def _int_pair(v, what: str, fn: str) -> tuple[int, int]:
-    return geometry.int_pair(v, what, fn)
-
-
 def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
     if x.ndim != ndim:
         raise ValueError(f"{fn}: {what} must be {ndim}-D {layout}, got shape {x.shape}")
@@ -421,8 +417,8 @@ def conv2d_padding(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[t
     "same" gives an output of ceil(in / stride) with the extra pixel at the bottom/right (TensorFlow convention).
     """
     fn = "conv2d_padding"
-    kernel = _int_pair(kernel_hw, "kernel size", fn)
-    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    kernel = geometry.int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
     return geometry.resolve_padding(in_hw, kernel, stride, padding, dilation, owner=fn)
 
 
@@ -430,8 +426,8 @@ def conv2d_output_shape(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tu
     """Output (H, W) of a convolution (or pooling, with dilation 1) of an input of spatial size ``in_hw``."""
     fn = "conv2d_output_shape"
     pads = conv2d_padding(in_hw, kernel_hw, stride, padding, dilation)
-    kernel = _int_pair(kernel_hw, "kernel size", fn)
-    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    kernel = geometry.int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
     return geometry.output_hw(in_hw, kernel, stride, pads, dilation)
 
 
@@ -480,7 +476,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
             f"{fn}: x has shape {x.shape} (C={x.shape[1]}) and w has shape {w.shape} with groups={groups}; "
             f"expected C = {cg * groups} and K divisible by groups"
         )
-    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
     pads = conv2d_padding(x.shape[2:], (kh, kw), stride, padding, dilation)
     ho, wo = geometry.output_hw(x.shape[2:], (kh, kw), stride, pads, dilation)
     if ho < 1 or wo < 1:
@@ -516,8 +512,8 @@ class Pool2dFunction(Function):
 def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
     x = _as_tensor(x)
     _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
-    window = _int_pair(window, "window", fn)
-    stride = window if stride is None else _int_pair(stride, "stride", fn)
+    window = geometry.int_pair(window, "window", fn)
+    stride = window if stride is None else geometry.int_pair(stride, "stride", fn)
     pads = conv2d_padding(x.shape[2:], window, stride, padding, 1)
     if max(pads[0]) >= window[0] or max(pads[1]) >= window[1]:
         raise ValueError(f"{fn}: padding {pads} must be smaller than the window {window}")

@@ -400,9 +400,6 @@ def _crop(xp, extra, shape):
     return _k.copy(xp[:, :, t:t + shape[2], l:l + shape[3]])
 
 
-def _pair(v) -> tuple[int, int]:
-    return _geometry.int_pair(v, "value", "device backend", minimum=0)
-
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
                    activation=None):
@@ -415,8 +412,8 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     xin = _pad(_contiguous(x), extra, 0.0)
     if saved is not None and any(extra):
         saved["padded_x"] = xin
-    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=_pair(stride), padding=sym, dilation=_pair(dilation),
-                            groups=int(groups))
+    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=_geometry.pair(stride), padding=sym,
+                            dilation=_geometry.pair(dilation), groups=int(groups))
     if activation is not None:
         _dnn.activation_forward(y, activation, out=y)
     return y
@@ -427,7 +424,8 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     n, c, h, wd = (int(v) for v in x_shape)
     t, b, l, r = extra
     dxp = _dnn.conv2d_backward_data(_contiguous(dy), _contiguous(w), (n, c, h + t + b, wd + l + r),
-                                    stride=_pair(stride), padding=sym, dilation=_pair(dilation), groups=int(groups))
+                                    stride=_geometry.pair(stride), padding=sym, dilation=_geometry.pair(dilation),
+                                    groups=int(groups))
     return _crop(dxp, extra, (n, c, h, wd))
 
 
@@ -436,8 +434,8 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
     xin = saved.get("padded_x") if saved else None
     if xin is None:
         xin = _pad(_contiguous(x), extra, 0.0)
-    return _dnn.conv2d_backward_filter(xin, _contiguous(dy), tuple(w_shape), stride=_pair(stride), padding=sym,
-                                       dilation=_pair(dilation), groups=int(groups))
+    return _dnn.conv2d_backward_filter(xin, _contiguous(dy), tuple(w_shape), stride=_geometry.pair(stride), padding=sym,
+                                       dilation=_geometry.pair(dilation), groups=int(groups))
 
 
 def conv2d_backward_bias(dy):
@@ -451,7 +449,7 @@ def _check_pool_mode(mode, fn: str) -> None:
 
 def _avg_factor(x_shape, window, stride, padding, dtype, device):
     """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone."""
-    (wh, ww), (sh, sw) = _pair(window), _pair(stride)
+    (wh, ww), (sh, sw) = _geometry.pair(window), _geometry.pair(stride)
     t, b, l, r = _geometry.pads4(padding)
     per_axis = []
     for size, k, s, lo, hi in ((x_shape[2], wh, sh, t, b), (x_shape[3], ww, sw, l, r)):
@@ -464,7 +462,7 @@ def _avg_factor(x_shape, window, stride, padding, dtype, device):
 def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     """Max (padding ignored) or average (divided by the real elements of each window) pooling -> ``(y, ctx)``."""
     _check_pool_mode(mode, "pool2d_forward")
-    window, stride = _pair(window), _pair(stride)
+    window, stride = _geometry.pair(window), _geometry.pair(stride)
     sym, extra = _split_pads(padding)
     x = _contiguous(x)
     if mode == "max":
@@ -481,7 +479,7 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
 
 def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     _check_pool_mode(mode, "pool2d_backward")
-    window, stride = _pair(window), _pair(stride)
+    window, stride = _geometry.pair(window), _geometry.pair(stride)
     sym, extra = _split_pads(padding)
     dy, x = _contiguous(dy), _contiguous(x)
     if mode == "max":

@@ -10,7 +10,8 @@ bottom/right (TensorFlow's convention), so it may be asymmetric and every backen
 from __future__ import annotations
 
 import math
-import operator
+
+from .._checks import integer
 
 #: Activation kinds of ``activation_forward``/``activation_backward``.
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
@@ -42,27 +43,23 @@ def activation_name(kind, owner: str):
     return None if kind == "linear" else kind
 
 
-def _integer(value, what: str, owner: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{owner}: {what} must be an integer, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{owner}: {what} must be an int or a pair of ints, got {value!r}") from None
-
-
 def int_pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
     """``value`` (an integer or a pair of integers, NumPy integers included) as a pair, each >= ``minimum``."""
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise TypeError(f"{owner}: {what} must be an int or a pair of ints, got {value!r}")
-        pair = (_integer(value[0], what, owner), _integer(value[1], what, owner))
+        pair = (integer(value[0], what, owner), integer(value[1], what, owner))
     else:
-        v = _integer(value, what, owner)
+        v = integer(value, what, owner)
         pair = (v, v)
     if min(pair) < minimum:
         raise ValueError(f"{owner}: {what} must be >= {minimum}, got {value!r}")
     return pair
+
+
+def pair(value) -> tuple[int, int]:
+    """An op-set size argument (stride, dilation, window: an int or a pair, checked by the caller) as a pair."""
+    return int_pair(value, "size", "op set", 0)
 
 
 def resolve_padding(in_hw, kernel_hw, stride, padding, dilation=(1, 1), owner: str = "padding") -> Pads:

@@ -308,9 +308,6 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
 # ---------------------------------------------------------------------------------------------------- convolution
 
 
-def _pair(v) -> tuple[int, int]:
-    return geometry.int_pair(v, "window size", "host backend", 0)
-
 
 _pads = geometry.pads4
 
@@ -337,7 +334,7 @@ class _ConvPlan:
     def __init__(self, x_shape, w_shape, stride, padding, dilation):
         self.n, self.c, self.h, self.w = x_shape
         self.k, self.cg, self.kh, self.kw = w_shape
-        (self.sh, self.sw), (self.dh, self.dw) = _pair(stride), _pair(dilation)
+        (self.sh, self.sw), (self.dh, self.dw) = geometry.pair(stride), geometry.pair(dilation)
         self.pads = _pads(padding)
         t, b, l, r = self.pads
         self.hp, self.wp = self.h + t + b, self.w + l + r
@@ -514,7 +511,7 @@ def conv2d_backward_bias(dy):
 
 
 def _pool_geometry(x_shape, window, stride, padding):
-    (wh, ww), (sh, sw), pads = _pair(window), _pair(stride), _pads(padding)
+    (wh, ww), (sh, sw), pads = geometry.pair(window), geometry.pair(stride), _pads(padding)
     t, b, l, r = pads
     ho, wo = geometry.output_hw(x_shape[2:], (wh, ww), (sh, sw), ((t, b), (l, r)))
     return (wh, ww), (sh, sw), pads, ho, wo
