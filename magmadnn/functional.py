@@ -558,9 +558,9 @@ class SyncBatchNormTrainFunction(Function):
     """Batch norm with the statistics of the global batch of a data-parallel group (``batch_norm(sync=group)``).
 
     Written against the op set only, so every backend runs the same code: per-channel count, mean and sum of
-    squared deviations of the local batch (``bias_grad``), combined over the ranks on the host by
+    squared deviations of the local batch (``channel_sum``), combined over the ranks on the host by
     ``group.moments``; the output is ``batch_norm_infer`` with the global mean and biased variance; the running
-    statistics move by the op-set rule in place (``sgd_update`` with momentum 0: r -= (1 - momentum) (r - batch)).
+    statistics move by the op-set rule in place (``running_stat_update``).
     Backward: the two per-channel sums (of dy and of dy * xhat) are summed over the ranks by ``group.sum``, each
     rank's weighted by ``group.weight`` (its share of the global loss; see :mod:`magmadnn.distributed`).
     A rank whose weight is 0 runs a stand-in batch: it counts for nothing but takes part in every collective.
@@ -572,10 +572,10 @@ class SyncBatchNormTrainFunction(Function):
         n = x.size // c if sync.weight else 0
         local_mean, local_m2 = np.zeros(c), np.zeros(c)
         if n:
-            mean = xp.divide(xp.bias_grad(x), float(n))
+            mean = xp.divide(xp.channel_sum(x), float(n))
             centered = xp.subtract(x, xp.reshape(mean, shape))
             local_mean = np.asarray(xp.to_numpy(mean), dtype=np.float64).reshape(c)
-            local_m2 = np.asarray(xp.to_numpy(xp.bias_grad(xp.multiply(centered, centered))), np.float64).reshape(c)
+            local_m2 = np.asarray(xp.to_numpy(xp.channel_sum(xp.multiply(centered, centered))), np.float64).reshape(c)
         count, mean, m2 = sync.moments(n, local_mean, local_m2)
         if count < 2:
             raise ValueError(f"batch_norm: training needs more than one value per channel over the ranks, got {count}")
@@ -586,14 +586,14 @@ class SyncBatchNormTrainFunction(Function):
         self.inv_std = xp.asarray((1.0 / np.sqrt(var + eps)).astype(dtype))
         y = xp.batch_norm_infer(x, gamma, beta, self.mean, xp.asarray(var.astype(dtype)), eps)
         for running, batch in ((running_mean, self.mean), (running_var, xp.asarray((m2 / (count - 1)).astype(dtype)))):
-            xp.sgd_update(running, xp.subtract(running, batch), xp.zeros_like(running), 1.0 - momentum)
+            xp.running_stat_update(running, batch, momentum)
         return y
 
     def backward(self, g):
         xp, need, sync, shape = self.xp, self.needs_input_grad, self.sync, self.shape
         xhat = xp.multiply(xp.subtract(self.x, xp.reshape(self.mean, shape)), xp.reshape(self.inv_std, shape))
         dbeta = xp.bias_grad(g)
-        dgamma = xp.bias_grad(xp.multiply(g, xhat))
+        dgamma = xp.channel_sum(xp.multiply(g, xhat))
         gx = None
         if need[0]:  # the same on every rank (one graph), so every rank joins this sum or none does
             local = np.stack([np.asarray(xp.to_numpy(a), dtype=np.float64).reshape(-1) for a in (dbeta, dgamma)])
@@ -622,7 +622,7 @@ class BatchNormInferFunction(Function):
         gg = None
         if need[1]:
             xhat = xp.multiply(xp.subtract(self.x, xp.reshape(self.mean, shape)), inv)
-            gg = xp.bias_grad(xp.multiply(g, xhat))
+            gg = xp.channel_sum(xp.multiply(g, xhat))
         return gx, gg, (xp.bias_grad(g) if need[2] else None)
 
 

@@ -270,9 +270,14 @@ def bias_add(x, b):
     return _k.bias_add(x, b)
 
 
+def channel_sum(a):
+    """Sum of ``a`` over every axis but 1."""
+    return _k.reduce("sum", a, axis=tuple(d for d in range(a.ndim) if d != 1))
+
+
 def bias_grad(dy):
-    """Sum of ``dy`` over every axis but 1."""
-    return _k.reduce("sum", dy, axis=tuple(d for d in range(dy.ndim) if d != 1))
+    """The gradient of ``bias_add`` with respect to ``b``."""
+    return channel_sum(dy)
 
 
 # ------------------------------------------------------------------------------------------ activations, softmax
@@ -538,6 +543,13 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
     _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
                   weight_decay=float(weight_decay), nesterov=bool(nesterov))
+
+
+def running_stat_update(running, batch, momentum):
+    """In place: running -= (1 - momentum) (running - batch) (the SGD kernel's ``p -= lr g`` step)."""
+    _same_dtype("running_stat_update", running, batch)
+    _k.sgd_update(running, subtract(running, batch), None, lr=1.0 - float(momentum), momentum=0.0,
+                  weight_decay=0.0, nesterov=False)
 
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):

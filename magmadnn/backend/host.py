@@ -193,12 +193,17 @@ def bias_add(x, b):
     return x + b.reshape(_channel_shape(x.ndim, b.shape[0]))
 
 
+def channel_sum(a):
+    """Sum of ``a`` over every axis but 1."""
+    if a.ndim == 2:
+        return a.sum(axis=0)
+    n, c = a.shape[:2]
+    return a.reshape(n, c, -1).sum(axis=2).sum(axis=0)
+
+
 def bias_grad(dy):
-    """Sum of ``dy`` over every axis but 1."""
-    if dy.ndim == 2:
-        return dy.sum(axis=0)
-    n, c = dy.shape[:2]
-    return dy.reshape(n, c, -1).sum(axis=2).sum(axis=0)
+    """The gradient of ``bias_add`` with respect to ``b``."""
+    return channel_sum(dy)
 
 
 # ----------------------------------------------------------------------------------------------------- activation
@@ -729,6 +734,11 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     else:
         np.multiply(g, lr, out=tmp)
     p -= tmp
+
+
+def running_stat_update(running, batch, momentum):
+    """In place: running -= (1 - momentum) (running - batch)."""
+    running -= (running - batch) * (1.0 - momentum)
 
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
