@@ -2,6 +2,7 @@
 
 Integers accept anything ``operator.index`` accepts (Python and NumPy integers) but never ``bool`` or floats (a float
 size is an error, not a truncation); real numbers accept Python/NumPy reals but never strings or ``bool``.
+Shapes in messages are written by :func:`shape_str`.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["integer", "real", "finite_array", "callback_list"]
+__all__ = ["integer", "real", "finite_array", "shape_str"]
 
 
 def integer(value, name: str, who: str, minimum: int | None = None) -> int:
@@ -57,19 +58,6 @@ def finite_array(array: np.ndarray, what: str, who: str) -> None:
                          f"the first is {array[where]} at index {where}); clean the data before training")
 
 
-def callback_list(callbacks, who: str) -> list:
-    """``callbacks`` (None, a list or a tuple of Callback instances) as a list."""
-    from .callbacks import Callback
-
-    if callbacks is None:
-        return []
-    if isinstance(callbacks, Callback):
-        name = type(callbacks).__name__
-        raise TypeError(f"{who}: callbacks must be a list of Callback instances, got a single {name}; pass "
-                        f"callbacks=[{name}(...)]")
-    if not isinstance(callbacks, (list, tuple)):
-        raise TypeError(f"{who}: callbacks must be a list of Callback instances, got {callbacks!r}")
-    for cb in callbacks:
-        if not isinstance(cb, Callback):
-            raise TypeError(f"{who}: callbacks must be Callback instances, got {cb!r} ({type(cb).__name__})")
-    return list(callbacks)
+def shape_str(shape) -> str:
+    """A shape as error messages write it: ``(3,)``, ``(1, 28, 28)``."""
+    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"

@@ -81,15 +81,24 @@ class Tensor:
 
     def __init__(self, data: Any, requires_grad: bool = False, backend=None):
         if isinstance(data, Tensor):
-            xp = data.backend if backend is None else _backend.get(backend)
+            xp = data.xp if backend is None else _backend.get(backend)
             data = data.data
         else:
             xp = _backend.get(backend)
-        self.backend = xp
+        self.xp = xp  # the backend module (op set) holding ``data``
         self.data = xp.asarray(data)
         self.grad = None
         self.requires_grad = bool(requires_grad)
         self._fn: Function | None = None
+
+    @property
+    def backend(self):
+        """The old name of :attr:`xp` (the backend holding ``data``)."""
+        return self.xp
+
+    @backend.setter
+    def backend(self, xp) -> None:
+        self.xp = xp
 
     # -- array facts
     @property
@@ -121,11 +130,11 @@ class Tensor:
 
     def __repr__(self) -> str:
         flag = ", requires_grad=True" if self.requires_grad else ""
-        return f"Tensor(shape={self.shape}, dtype={self.dtype}, backend={self.backend.name}{flag})"
+        return f"Tensor(shape={self.shape}, dtype={self.dtype}, backend={self.xp.name}{flag})"
 
     # -- conversion
     def numpy(self) -> np.ndarray:
-        return self.backend.to_numpy(self.data)
+        return self.xp.to_numpy(self.data)
 
     def item(self) -> float:
         if self.size != 1:
@@ -134,7 +143,7 @@ class Tensor:
 
     def detach(self) -> Tensor:
         """The same data, cut from the graph (no grad)."""
-        return Tensor(self.data, requires_grad=False, backend=self.backend)
+        return Tensor(self.data, requires_grad=False, backend=self.xp)
 
     def zero_grad(self) -> None:
         self.grad = None
@@ -151,7 +160,7 @@ class Tensor:
                 f"backward: this tensor (shape {self.shape}) does not require grad; "
                 "it was computed from inputs without requires_grad or inside no_grad()"
             )
-        xp = self.backend
+        xp = self.xp
         if grad is None:
             if self.size != 1:
                 raise ValueError(
@@ -231,7 +240,7 @@ class Parameter(Tensor):
 
     def __repr__(self) -> str:
         label = f"{self.name!r}, " if self.name else ""
-        return f"Parameter({label}shape={self.shape}, dtype={self.dtype}, backend={self.backend.name})"
+        return f"Parameter({label}shape={self.shape}, dtype={self.dtype}, backend={self.xp.name})"
 
 
 class Function:
@@ -248,7 +257,7 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params) -> Tensor:
         """Run the op on ``inputs`` (Tensors, or arrays/scalars taken as constants); record it when needed."""
-        xp = next((t.backend for t in inputs if isinstance(t, Tensor)), None) or _backend.get()
+        xp = next((t.xp for t in inputs if isinstance(t, Tensor)), None) or _backend.get()
         tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs)
         fn = cls()
         fn.xp = xp
@@ -295,12 +304,12 @@ def _memory_owner(a):
 def _accumulate_leaf(t: Tensor, g, given: set[int] | None = None) -> None:
     """Add ``g`` into ``t.grad``; a leaf never gets memory already handed to another leaf in this pass."""
     if t.grad is not None:
-        t.grad = t.backend.add(t.grad, g)
+        t.grad = t.xp.add(t.grad, g)
         return
     if given is not None:
         owner = id(_memory_owner(g))
         if owner in given:
-            g = t.backend.copy(g)
+            g = t.xp.copy(g)
             owner = id(g)
         given.add(owner)
     t.grad = g

@@ -72,6 +72,22 @@ class CallbackList:
         return fan_out
 
 
+def callback_list(callbacks, who: str) -> list:
+    """``callbacks`` (None, a list or a tuple of Callback instances) as a list."""
+    if callbacks is None:
+        return []
+    if isinstance(callbacks, Callback):
+        name = type(callbacks).__name__
+        raise TypeError(f"{who}: callbacks must be a list of Callback instances, got a single {name}; pass "
+                        f"callbacks=[{name}(...)]")
+    if not isinstance(callbacks, (list, tuple)):
+        raise TypeError(f"{who}: callbacks must be a list of Callback instances, got {callbacks!r}")
+    for cb in callbacks:
+        if not isinstance(cb, Callback):
+            raise TypeError(f"{who}: callbacks must be Callback instances, got {cb!r} ({type(cb).__name__})")
+    return list(callbacks)
+
+
 class History(Callback):
     """Records the epoch logs: ``history.history["loss"]`` is a list with one value per epoch."""
 
@@ -212,8 +228,6 @@ class ModelCheckpoint(Callback):
         return float(value) if isinstance(value, (int, float)) and math.isfinite(value) else None
 
     def on_epoch_end(self, epoch, logs=None):
-        from .models import persistence
-
         logs = logs or {}
         extra = None
         if self.save_best_only:
@@ -224,9 +238,9 @@ class ModelCheckpoint(Callback):
             extra = {"best": {"monitor": self.monitor, "value": current}}
         path = self.filepath.format(epoch=epoch + 1, **logs)
         if self.save_weights_only:
-            persistence.save_model(self.model, path, extra=extra)
+            self.model.save(path, extra=extra)
         else:
-            persistence.save_checkpoint(self.model, path, epoch + 1, extra=extra)
+            self.model.save_checkpoint(path, epoch + 1, extra=extra)
         self.saved.append(path)
 
 

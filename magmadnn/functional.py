@@ -1,6 +1,7 @@
 """Differentiable functions on Tensors (import as ``F``).
 
-Each op is one small :class:`~magmadnn.autograd.Function` subclass written only against the backend op set, plus a
+Each op is one small :class:`~magmadnn.autograd.Function` subclass (``<Op>Function``, never the name of a layer or a
+loss) written only against the backend op set, plus a
 lower-case wrapper that validates its arguments: a shape or dtype mismatch raises ``ValueError``/``TypeError``
 naming the function and the shapes or dtypes seen and expected.
 """
@@ -21,9 +22,6 @@ __all__ = [
     "batch_norm", "dropout", "softmax_cross_entropy", "mse",
 ]  # fmt: skip
 
-ACTIVATIONS = geometry.ACTIVATIONS
-
-
 # ----------------------------------------------------------------------------------------------------- helpers
 
 
@@ -31,9 +29,9 @@ def _as_tensor(x, like: Tensor | None = None) -> Tensor:
     """Tensors pass through; scalars take ``like``'s dtype; arrays become constant Tensors."""
     if isinstance(x, Tensor):
         return x
-    backend = like.backend if like is not None else None
+    backend = like.xp if like is not None else None
     if like is not None and isinstance(x, numbers.Number) and np.dtype(like.dtype).kind == "f":
-        return Tensor(like.backend.asarray(x, dtype=like.dtype), backend=backend)
+        return Tensor(like.xp.asarray(x, dtype=like.dtype), backend=backend)
     return Tensor(x, backend=backend)
 
 
@@ -41,10 +39,6 @@ def _pair_of(a, b):
     """Both operands as Tensors; a Python scalar takes the dtype of the other operand."""
     like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
     return _as_tensor(a, like), _as_tensor(b, like)
-
-
-def _int_pair(v, what: str, fn: str) -> tuple[int, int]:
-    return geometry.int_pair(v, what, fn)
 
 
 def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
@@ -77,7 +71,7 @@ def _expand(xp, g, shape, axis, keepdims):
 # -------------------------------------------------------------------------------------------- elementwise binary
 
 
-class Add(Function):
+class AddFunction(Function):
     def forward(self, a, b):
         self.shapes = (a.shape, b.shape)
         return self.xp.add(a, b)
@@ -87,7 +81,7 @@ class Add(Function):
         return (xp.sum_to_shape(g, sa) if na else None, xp.sum_to_shape(g, sb) if nb else None)
 
 
-class Subtract(Function):
+class SubtractFunction(Function):
     def forward(self, a, b):
         self.shapes = (a.shape, b.shape)
         return self.xp.subtract(a, b)
@@ -97,7 +91,7 @@ class Subtract(Function):
         return (xp.sum_to_shape(g, sa) if na else None, xp.negative(xp.sum_to_shape(g, sb)) if nb else None)
 
 
-class Multiply(Function):
+class MultiplyFunction(Function):
     def forward(self, a, b):
         self.a, self.b = a, b
         return self.xp.multiply(a, b)
@@ -110,7 +104,7 @@ class Multiply(Function):
         )
 
 
-class Divide(Function):
+class DivideFunction(Function):
     def forward(self, a, b):
         self.a, self.b = a, b
         return self.xp.divide(a, b)
@@ -140,13 +134,13 @@ def _binary(cls, name):
     return op
 
 
-add = _binary(Add, "add")
-subtract = _binary(Subtract, "subtract")
-multiply = _binary(Multiply, "multiply")
-divide = _binary(Divide, "divide")
+add = _binary(AddFunction, "add")
+subtract = _binary(SubtractFunction, "subtract")
+multiply = _binary(MultiplyFunction, "multiply")
+divide = _binary(DivideFunction, "divide")
 
 
-class Negative(Function):
+class NegativeFunction(Function):
     def forward(self, a):
         return self.xp.negative(a)
 
@@ -155,10 +149,10 @@ class Negative(Function):
 
 
 def negative(x) -> Tensor:
-    return Negative.apply(_as_tensor(x))
+    return NegativeFunction.apply(_as_tensor(x))
 
 
-class Power(Function):
+class PowerFunction(Function):
     def forward(self, a, p):
         self.a, self.p = a, p
         return self.xp.power(a, p)
@@ -172,13 +166,13 @@ def power(x, p) -> Tensor:
     """x ** p for a constant scalar exponent p."""
     if not isinstance(p, numbers.Real):
         raise TypeError(f"power: the exponent must be a Python number, got {type(p).__name__}")
-    return Power.apply(_as_tensor(x), p=p)
+    return PowerFunction.apply(_as_tensor(x), p=p)
 
 
 # --------------------------------------------------------------------------------------------------- matmul
 
 
-class MatMul(Function):
+class MatMulFunction(Function):
     def forward(self, a, b):
         self.a, self.b = a, b
         return self.xp.matmul(a, b)
@@ -204,13 +198,13 @@ def matmul(a, b) -> Tensor:
         np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     except ValueError:
         raise ValueError(f"matmul: batch dimensions of shapes {a.shape} and {b.shape} do not broadcast") from None
-    return MatMul.apply(a, b)
+    return MatMulFunction.apply(a, b)
 
 
 # ------------------------------------------------------------------------------------- reductions and reshapes
 
 
-class Sum(Function):
+class SumFunction(Function):
     def forward(self, a, axis=None, keepdims=False):
         self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
         return self.xp.asarray(self.xp.sum(a, axis=axis, keepdims=keepdims))
@@ -219,7 +213,7 @@ class Sum(Function):
         return (_expand(self.xp, g, self.shape, self.axis, self.keepdims),)
 
 
-class Mean(Function):
+class MeanFunction(Function):
     def forward(self, a, axis=None, keepdims=False):
         self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
         out = self.xp.asarray(self.xp.mean(a, axis=axis, keepdims=keepdims))
@@ -241,16 +235,16 @@ def _check_axis(fn: str, x: Tensor, axis) -> None:
 def sum(x, axis=None, keepdims=False) -> Tensor:  # noqa: A001
     x = _as_tensor(x)
     _check_axis("sum", x, axis)
-    return Sum.apply(x, axis=axis, keepdims=keepdims)
+    return SumFunction.apply(x, axis=axis, keepdims=keepdims)
 
 
 def mean(x, axis=None, keepdims=False) -> Tensor:
     x = _as_tensor(x)
     _check_axis("mean", x, axis)
-    return Mean.apply(x, axis=axis, keepdims=keepdims)
+    return MeanFunction.apply(x, axis=axis, keepdims=keepdims)
 
 
-class Reshape(Function):
+class ReshapeFunction(Function):
     def forward(self, a, shape):
         self.shape = a.shape
         return self.xp.reshape(a, shape)
@@ -266,7 +260,7 @@ def reshape(x, shape) -> Tensor:
         np.empty(x.shape, dtype=np.uint8).reshape(shape)
     except ValueError:
         raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} into shape {shape}") from None
-    return Reshape.apply(x, shape=shape)
+    return ReshapeFunction.apply(x, shape=shape)
 
 
 def flatten(x) -> Tensor:
@@ -277,7 +271,7 @@ def flatten(x) -> Tensor:
     return reshape(x, (x.shape[0], -1))
 
 
-class Transpose(Function):
+class TransposeFunction(Function):
     def forward(self, a, axes=None):
         self.axes = axes
         return self.xp.transpose(a, axes)
@@ -291,13 +285,13 @@ def transpose(x, axes=None) -> Tensor:
     x = _as_tensor(x)
     if axes is not None and sorted(int(a) % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of the {x.ndim} axes of shape {x.shape}")
-    return Transpose.apply(x, axes=None if axes is None else tuple(int(a) for a in axes))
+    return TransposeFunction.apply(x, axes=None if axes is None else tuple(int(a) for a in axes))
 
 
 # ----------------------------------------------------------------------------------------------- activations
 
 
-class Activation(Function):
+class ActivationFunction(Function):
     def forward(self, x, kind, alpha=0.0):
         self.x, self.kind, self.alpha = x, kind, alpha
         self.y = self.xp.activation_forward(x, kind, alpha)
@@ -314,10 +308,10 @@ def activation(x, kind, alpha=0.0) -> Tensor:
         return x
     if kind == "softmax":
         return softmax(x)
-    if kind not in ACTIVATIONS:
-        raise ValueError(f"activation: unknown kind {kind!r}; expected one of {ACTIVATIONS + ('softmax', 'linear')}")
+    if kind not in geometry.ACTIVATIONS:
+        raise ValueError(f"activation: unknown kind {kind!r}; expected one of {geometry.ACTIVATION_NAMES}")
     _same_dtype("activation", x=x)
-    return Activation.apply(x, kind=kind, alpha=float(alpha))
+    return ActivationFunction.apply(x, kind=kind, alpha=float(alpha))
 
 
 def relu(x) -> Tensor:
@@ -345,7 +339,7 @@ def gelu(x) -> Tensor:
     return activation(x, "gelu")
 
 
-class Softmax(Function):
+class SoftmaxFunction(Function):
     def forward(self, x, axis=-1):
         self.axis = axis
         self.y = self.xp.softmax(x, axis=axis)
@@ -355,7 +349,7 @@ class Softmax(Function):
         return (self.xp.softmax_backward(g, self.y, axis=self.axis),)
 
 
-class LogSoftmax(Function):
+class LogSoftmaxFunction(Function):
     def forward(self, x, axis=-1):
         self.axis = axis
         self.y = self.xp.log_softmax(x, axis=axis)
@@ -368,19 +362,19 @@ class LogSoftmax(Function):
 def softmax(x, axis=-1) -> Tensor:
     x = _as_tensor(x)
     _check_axis("softmax", x, axis)
-    return Softmax.apply(x, axis=axis)
+    return SoftmaxFunction.apply(x, axis=axis)
 
 
 def log_softmax(x, axis=-1) -> Tensor:
     x = _as_tensor(x)
     _check_axis("log_softmax", x, axis)
-    return LogSoftmax.apply(x, axis=axis)
+    return LogSoftmaxFunction.apply(x, axis=axis)
 
 
 # --------------------------------------------------------------------------------------------------- dense
 
 
-class Dense(Function):
+class DenseFunction(Function):
     def forward(self, x, w, b=None):
         self.x, self.w, self.has_bias = x, w, b is not None
         y = self.xp.matmul(x, w)
@@ -406,12 +400,12 @@ def dense(x, w, b=None) -> Tensor:
         )
     if b is None:
         _same_dtype("dense", x=x, w=w)
-        return Dense.apply(x, w)
+        return DenseFunction.apply(x, w)
     b = _as_tensor(b)
     if b.shape != (w.shape[1],):
         raise ValueError(f"dense: b has shape {b.shape}, expected ({w.shape[1]},) for w of shape {w.shape}")
     _same_dtype("dense", x=x, w=w, b=b)
-    return Dense.apply(x, w, b)
+    return DenseFunction.apply(x, w, b)
 
 
 # --------------------------------------------------------------------------------------------- convolution
@@ -423,8 +417,8 @@ def conv2d_padding(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[t
     "same" gives an output of ceil(in / stride) with the extra pixel at the bottom/right (TensorFlow convention).
     """
     fn = "conv2d_padding"
-    kernel = _int_pair(kernel_hw, "kernel size", fn)
-    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    kernel = geometry.int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
     return geometry.resolve_padding(in_hw, kernel, stride, padding, dilation, owner=fn)
 
 
@@ -432,12 +426,12 @@ def conv2d_output_shape(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tu
     """Output (H, W) of a convolution (or pooling, with dilation 1) of an input of spatial size ``in_hw``."""
     fn = "conv2d_output_shape"
     pads = conv2d_padding(in_hw, kernel_hw, stride, padding, dilation)
-    kernel = _int_pair(kernel_hw, "kernel size", fn)
-    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    kernel = geometry.int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
     return geometry.output_hw(in_hw, kernel, stride, pads, dilation)
 
 
-class Conv2d(Function):
+class Conv2dFunction(Function):
     def forward(self, x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1,
                 activation=None):
         self.x, self.w, self.has_bias, self.activation = x, w, b is not None, activation
@@ -462,9 +456,6 @@ class Conv2d(Function):
         return gx, gw, (xp.conv2d_backward_bias(g) if need[2] else None)
 
 
-FUSED_ACTIVATIONS = geometry.FUSED_ACTIVATIONS
-
-
 def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=None) -> Tensor:
     """2-D cross-correlation, x (N, C, H, W), w (K, C/groups, R, S), b (K,) -> (N, K, Ho, Wo).
 
@@ -472,8 +463,8 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
     without a separate pass over the output.
     """
     fn = "conv2d"
-    if activation is not None and activation not in FUSED_ACTIVATIONS:
-        raise ValueError(f"{fn}: activation must be one of {FUSED_ACTIVATIONS} or None, got {activation!r}")
+    if activation is not None and activation not in geometry.FUSED_ACTIVATIONS:
+        raise ValueError(f"{fn}: activation must be one of {geometry.FUSED_ACTIVATIONS} or None, got {activation!r}")
     x, w = _as_tensor(x), _as_tensor(w)
     _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
     _need_ndim(w, 4, fn, "w", "(K, C/groups, R, S)")
@@ -485,7 +476,7 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
             f"{fn}: x has shape {x.shape} (C={x.shape[1]}) and w has shape {w.shape} with groups={groups}; "
             f"expected C = {cg * groups} and K divisible by groups"
         )
-    stride, dilation = _int_pair(stride, "stride", fn), _int_pair(dilation, "dilation", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
     pads = conv2d_padding(x.shape[2:], (kh, kw), stride, padding, dilation)
     ho, wo = geometry.output_hw(x.shape[2:], (kh, kw), stride, pads, dilation)
     if ho < 1 or wo < 1:
@@ -501,14 +492,14 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
         tensors["b"] = b
     _same_dtype(fn, **tensors)
     args = (x, w) if b is None else (x, w, b)
-    return Conv2d.apply(*args, stride=stride, padding=pads, dilation=dilation, groups=int(groups),
+    return Conv2dFunction.apply(*args, stride=stride, padding=pads, dilation=dilation, groups=int(groups),
                         activation=activation)
 
 
 # ------------------------------------------------------------------------------------------------- pooling
 
 
-class Pool2d(Function):
+class Pool2dFunction(Function):
     def forward(self, x, mode, window, stride, padding):
         self.x, self.args = x, (mode, window, stride, padding)
         self.y, self.ctx = self.xp.pool2d_forward(x, mode, window, stride, padding)
@@ -521,8 +512,8 @@ class Pool2d(Function):
 def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
     x = _as_tensor(x)
     _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
-    window = _int_pair(window, "window", fn)
-    stride = window if stride is None else _int_pair(stride, "stride", fn)
+    window = geometry.int_pair(window, "window", fn)
+    stride = window if stride is None else geometry.int_pair(stride, "stride", fn)
     pads = conv2d_padding(x.shape[2:], window, stride, padding, 1)
     if max(pads[0]) >= window[0] or max(pads[1]) >= window[1]:
         raise ValueError(f"{fn}: padding {pads} must be smaller than the window {window}")
@@ -530,7 +521,7 @@ def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
     if ho < 1 or wo < 1:
         raise ValueError(f"{fn}: input of spatial size {x.shape[2:]} is smaller than the window {window}")
     _same_dtype(fn, x=x)
-    return Pool2d.apply(x, mode=mode, window=window, stride=stride, padding=pads)
+    return Pool2dFunction.apply(x, mode=mode, window=window, stride=stride, padding=pads)
 
 
 def max_pool2d(x, window, stride=None, padding=0) -> Tensor:
@@ -547,13 +538,13 @@ def global_avg_pool2d(x) -> Tensor:
     """(N, C, H, W) -> (N, C): mean over the spatial axes."""
     x = _as_tensor(x)
     _need_ndim(x, 4, "global_avg_pool2d", "x", "(N, C, H, W)")
-    return Mean.apply(x, axis=(2, 3), keepdims=False)
+    return MeanFunction.apply(x, axis=(2, 3), keepdims=False)
 
 
 # ---------------------------------------------------------------------------------------------- batch norm
 
 
-class BatchNormTrain(Function):
+class BatchNormTrainFunction(Function):
     def forward(self, x, gamma, beta, running_mean, running_var, momentum, eps):
         self.x, self.gamma = x, gamma
         y, self.ctx = self.xp.batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps)
@@ -563,13 +554,13 @@ class BatchNormTrain(Function):
         return self.xp.batch_norm_backward(g, self.x, self.gamma, self.ctx)
 
 
-class SyncBatchNormTrain(Function):
+class SyncBatchNormTrainFunction(Function):
     """Batch norm with the statistics of the global batch of a data-parallel group (``batch_norm(sync=group)``).
 
     Written against the op set only, so every backend runs the same code: per-channel count, mean and sum of
-    squared deviations of the local batch (``bias_grad``), combined over the ranks on the host by
+    squared deviations of the local batch (``channel_sum``), combined over the ranks on the host by
     ``group.moments``; the output is ``batch_norm_infer`` with the global mean and biased variance; the running
-    statistics move by the op-set rule in place (``sgd_update`` with momentum 0: r -= (1 - momentum) (r - batch)).
+    statistics move by the op-set rule in place (``running_stat_update``).
     Backward: the two per-channel sums (of dy and of dy * xhat) are summed over the ranks by ``group.sum``, each
     rank's weighted by ``group.weight`` (its share of the global loss; see :mod:`magmadnn.distributed`).
     A rank whose weight is 0 runs a stand-in batch: it counts for nothing but takes part in every collective.
@@ -581,10 +572,10 @@ class SyncBatchNormTrain(Function):
         n = x.size // c if sync.weight else 0
         local_mean, local_m2 = np.zeros(c), np.zeros(c)
         if n:
-            mean = xp.divide(xp.bias_grad(x), float(n))
+            mean = xp.divide(xp.channel_sum(x), float(n))
             centered = xp.subtract(x, xp.reshape(mean, shape))
             local_mean = np.asarray(xp.to_numpy(mean), dtype=np.float64).reshape(c)
-            local_m2 = np.asarray(xp.to_numpy(xp.bias_grad(xp.multiply(centered, centered))), np.float64).reshape(c)
+            local_m2 = np.asarray(xp.to_numpy(xp.channel_sum(xp.multiply(centered, centered))), np.float64).reshape(c)
         count, mean, m2 = sync.moments(n, local_mean, local_m2)
         if count < 2:
             raise ValueError(f"batch_norm: training needs more than one value per channel over the ranks, got {count}")
@@ -595,14 +586,14 @@ class SyncBatchNormTrain(Function):
         self.inv_std = xp.asarray((1.0 / np.sqrt(var + eps)).astype(dtype))
         y = xp.batch_norm_infer(x, gamma, beta, self.mean, xp.asarray(var.astype(dtype)), eps)
         for running, batch in ((running_mean, self.mean), (running_var, xp.asarray((m2 / (count - 1)).astype(dtype)))):
-            xp.sgd_update(running, xp.subtract(running, batch), xp.zeros_like(running), 1.0 - momentum)
+            xp.running_stat_update(running, batch, momentum)
         return y
 
     def backward(self, g):
         xp, need, sync, shape = self.xp, self.needs_input_grad, self.sync, self.shape
         xhat = xp.multiply(xp.subtract(self.x, xp.reshape(self.mean, shape)), xp.reshape(self.inv_std, shape))
         dbeta = xp.bias_grad(g)
-        dgamma = xp.bias_grad(xp.multiply(g, xhat))
+        dgamma = xp.channel_sum(xp.multiply(g, xhat))
         gx = None
         if need[0]:  # the same on every rank (one graph), so every rank joins this sum or none does
             local = np.stack([np.asarray(xp.to_numpy(a), dtype=np.float64).reshape(-1) for a in (dbeta, dgamma)])
@@ -616,7 +607,7 @@ class SyncBatchNormTrain(Function):
         return gx, (dgamma if need[1] else None), (dbeta if need[2] else None)
 
 
-class BatchNormInfer(Function):
+class BatchNormInferFunction(Function):
     def forward(self, x, gamma, beta, running_mean, running_var, eps):
         xp = self.xp
         self.x, self.gamma, self.mean = x, gamma, running_mean
@@ -631,7 +622,7 @@ class BatchNormInfer(Function):
         gg = None
         if need[1]:
             xhat = xp.multiply(xp.subtract(self.x, xp.reshape(self.mean, shape)), inv)
-            gg = xp.bias_grad(xp.multiply(g, xhat))
+            gg = xp.channel_sum(xp.multiply(g, xhat))
         return gx, gg, (xp.bias_grad(g) if need[2] else None)
 
 
@@ -652,21 +643,21 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
             raise ValueError(f"{fn}: {what} has shape {tuple(arr.shape)}, expected ({c},) for x of shape {x.shape}")
     _same_dtype(fn, x=x, gamma=gamma, beta=beta)
     if training and sync is not None:
-        return SyncBatchNormTrain.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
+        return SyncBatchNormTrainFunction.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
                                         momentum=momentum, eps=eps, sync=sync)
     if training:
         if x.size // c < 2:
             raise ValueError(f"{fn}: training needs more than one value per channel, got x of shape {x.shape}")
-        return BatchNormTrain.apply(
+        return BatchNormTrainFunction.apply(
             x, gamma, beta, running_mean=running_mean, running_var=running_var, momentum=momentum, eps=eps
         )
-    return BatchNormInfer.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var, eps=eps)
+    return BatchNormInferFunction.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var, eps=eps)
 
 
 # ------------------------------------------------------------------------------------------------- dropout
 
 
-class Dropout(Function):
+class DropoutFunction(Function):
     def forward(self, x, rate, rng):
         y, self.mask = self.xp.dropout_forward(x, rate, rng)
         return y
@@ -682,7 +673,7 @@ def dropout(x, rate, training, rng) -> Tensor:
         raise ValueError(f"dropout: rate must be in [0, 1), got {rate}")
     if not training or rate == 0.0:
         return x
-    return Dropout.apply(x, rate=float(rate), rng=rng)
+    return DropoutFunction.apply(x, rate=float(rate), rng=rng)
 
 
 # --------------------------------------------------------------------------------------------------- losses
@@ -698,7 +689,7 @@ def _reduce(loss: Tensor, reduction: str, fn: str) -> Tensor:
     raise ValueError(f"{fn}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
 
 
-class SoftmaxCrossEntropy(Function):
+class SoftmaxCrossEntropyFunction(Function):
     def forward(self, logits, labels):
         self.labels = labels
         loss, self.probs = self.xp.softmax_cross_entropy(logits, labels)
@@ -712,7 +703,7 @@ def _labels_array(labels, logits: Tensor, fn: str, check_values: bool = True):
     """The labels as a backend array after checking shape and dtype; ``check_values`` also checks the class range
     (a host read of device labels: callers that validated the whole target array once, as ``Model.fit`` does, pass
     False so that no batch is read back)."""
-    xp = logits.backend
+    xp = logits.xp
     data = labels.data if isinstance(labels, Tensor) else labels
     if not hasattr(data, "dtype") or not hasattr(data, "shape"):
         data = np.asarray(data)
@@ -754,7 +745,7 @@ def softmax_cross_entropy(logits, labels, reduction="mean", check_labels: bool =
     _need_ndim(logits, 2, fn, "logits", "(N, C)")
     _same_dtype(fn, logits=logits)
     lab = _labels_array(labels, logits, fn, check_values=check_labels)
-    return _reduce(SoftmaxCrossEntropy.apply(logits, labels=lab), reduction, fn)
+    return _reduce(SoftmaxCrossEntropyFunction.apply(logits, labels=lab), reduction, fn)
 
 
 def mse(pred, target, reduction="mean") -> Tensor:

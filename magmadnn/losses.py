@@ -13,8 +13,8 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional as F
+from ._checks import shape_str
 from ._registry import resolve
-from .layers.base import shape_str
 
 __all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "get"]
 

@@ -81,8 +81,8 @@ class Optimizer:
                 continue
             state = self._state.get(index)
             if state is None:
-                state = self._state[index] = {name: param.backend.zeros_like(param.data) for name in self.slots}
-            self.update(param.backend, param.data, param.grad, state, lr)
+                state = self._state[index] = {name: param.xp.zeros_like(param.data) for name in self.slots}
+            self.update(param.xp, param.data, param.grad, state, lr)
 
     def update(self, xp, p, g, state, lr) -> None:
         raise NotImplementedError

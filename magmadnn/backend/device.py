@@ -270,9 +270,14 @@ def bias_add(x, b):
     return _k.bias_add(x, b)
 
 
+def channel_sum(a):
+    """Sum of ``a`` over every axis but 1."""
+    return _k.reduce("sum", a, axis=tuple(d for d in range(a.ndim) if d != 1))
+
+
 def bias_grad(dy):
-    """Sum of ``dy`` over every axis but 1."""
-    return _k.reduce("sum", dy, axis=tuple(d for d in range(dy.ndim) if d != 1))
+    """The gradient of ``bias_add`` with respect to ``b``."""
+    return channel_sum(dy)
 
 
 # ------------------------------------------------------------------------------------------ activations, softmax
@@ -402,9 +407,6 @@ def _crop(xp, extra, shape):
     return _k.copy(xp[:, :, t:t + shape[2], l:l + shape[3]])
 
 
-def _pair(v) -> tuple[int, int]:
-    return _geometry.int_pair(v, "value", "device backend", minimum=0)
-
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
                    activation=None):
@@ -417,8 +419,8 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     xin = _pad(_contiguous(x), extra, 0.0)
     if saved is not None and any(extra):
         saved["padded_x"] = xin
-    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=_pair(stride), padding=sym, dilation=_pair(dilation),
-                            groups=int(groups))
+    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=_geometry.pair(stride), padding=sym,
+                            dilation=_geometry.pair(dilation), groups=int(groups))
     if activation is not None:
         _dnn.activation_forward(y, activation, out=y)
     return y
@@ -429,7 +431,8 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     n, c, h, wd = (int(v) for v in x_shape)
     t, b, l, r = extra
     dxp = _dnn.conv2d_backward_data(dy=_contiguous(dy), w=_contiguous(w), x_shape=(n, c, h + t + b, wd + l + r),
-                                    stride=_pair(stride), padding=sym, dilation=_pair(dilation), groups=int(groups))
+                                    stride=_geometry.pair(stride), padding=sym, dilation=_geometry.pair(dilation),
+                                    groups=int(groups))
     return _crop(dxp, extra, (n, c, h, wd))
 
 
@@ -438,8 +441,9 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
     xin = saved.get("padded_x") if saved else None
     if xin is None:
         xin = _pad(_contiguous(x), extra, 0.0)
-    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape), stride=_pair(stride),
-                                       padding=sym, dilation=_pair(dilation), groups=int(groups))
+    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape),
+                                       stride=_geometry.pair(stride), padding=sym, dilation=_geometry.pair(dilation),
+                                       groups=int(groups))
 
 
 def conv2d_backward_bias(dy):
@@ -453,7 +457,7 @@ def _check_pool_mode(mode, fn: str) -> None:
 
 def _avg_factor(x_shape, window, stride, padding, dtype, device):
     """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone."""
-    (wh, ww), (sh, sw) = _pair(window), _pair(stride)
+    (wh, ww), (sh, sw) = _geometry.pair(window), _geometry.pair(stride)
     t, b, l, r = _geometry.pads4(padding)
     per_axis = []
     for size, k, s, lo, hi in ((x_shape[2], wh, sh, t, b), (x_shape[3], ww, sw, l, r)):
@@ -466,7 +470,7 @@ def _avg_factor(x_shape, window, stride, padding, dtype, device):
 def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     """Max (padding ignored) or average (divided by the real elements of each window) pooling -> ``(y, ctx)``."""
     _check_pool_mode(mode, "pool2d_forward")
-    window, stride = _pair(window), _pair(stride)
+    window, stride = _geometry.pair(window), _geometry.pair(stride)
     sym, extra = _split_pads(padding)
     x = _contiguous(x)
     if mode == "max":
@@ -483,7 +487,7 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
 
 def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     _check_pool_mode(mode, "pool2d_backward")
-    window, stride = _pair(window), _pair(stride)
+    window, stride = _geometry.pair(window), _geometry.pair(stride)
     sym, extra = _split_pads(padding)
     dy, x = _contiguous(dy), _contiguous(x)
     if mode == "max":
@@ -542,6 +546,13 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
     _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
                   weight_decay=float(weight_decay), nesterov=bool(nesterov))
+
+
+def running_stat_update(running, batch, momentum):
+    """In place: running -= (1 - momentum) (running - batch) (the SGD kernel's ``p -= lr g`` step)."""
+    _same_dtype("running_stat_update", running, batch)
+    _k.sgd_update(running, subtract(running, batch), None, lr=1.0 - float(momentum), momentum=0.0,
+                  weight_decay=0.0, nesterov=False)
 
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):

@@ -1,5 +1,8 @@
 """Window geometry and activation names: the one home every layer, function and backend uses.
 
+Activation kinds (:data:`ACTIVATIONS`) are what the op set computes; :data:`ACTIVATION_NAMES` adds the two names
+layers and ``functional.activation`` accept on top: "linear" (the identity) and "softmax".
+
 Padding in the op set is always resolved to ``((top, bottom), (left, right))``; "same" puts the extra pixel at the
 bottom/right (TensorFlow's convention), so it may be asymmetric and every backend must accept that.
 """
@@ -7,10 +10,13 @@ bottom/right (TensorFlow's convention), so it may be asymmetric and every backen
 from __future__ import annotations
 
 import math
-import operator
+
+from .._checks import integer
 
 #: Activation kinds of ``activation_forward``/``activation_backward``.
 ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
+#: Names layers and ``functional.activation`` accept: the kinds plus "linear" (identity) and "softmax".
+ACTIVATION_NAMES = ("linear",) + ACTIVATIONS + ("softmax",)
 #: Kinds that ``conv2d_forward`` may fuse: their backward needs only the output y.
 FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")
 #: The default slope/scale ``alpha`` of the kinds that take one.
@@ -26,13 +32,15 @@ def check_activation(kind, fn: str) -> str:
     return kind
 
 
-def _integer(value, what: str, owner: str) -> int:
-    if isinstance(value, bool):
-        raise TypeError(f"{owner}: {what} must be an integer, got {value!r}")
-    try:
-        return operator.index(value)
-    except TypeError:
-        raise TypeError(f"{owner}: {what} must be an int or a pair of ints, got {value!r}") from None
+def activation_name(kind, owner: str):
+    """A user-given activation name (any case, from :data:`ACTIVATION_NAMES`; None means linear) as a lower-case
+    name, or None for linear; else a ValueError naming ``owner``."""
+    if kind is None:
+        return None
+    if not isinstance(kind, str) or kind.lower() not in ACTIVATION_NAMES:
+        raise ValueError(f"{owner}: unknown activation {kind!r}; expected one of {ACTIVATION_NAMES} or None")
+    kind = kind.lower()
+    return None if kind == "linear" else kind
 
 
 def int_pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
@@ -40,13 +48,18 @@ def int_pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise TypeError(f"{owner}: {what} must be an int or a pair of ints, got {value!r}")
-        pair = (_integer(value[0], what, owner), _integer(value[1], what, owner))
+        pair = (integer(value[0], what, owner), integer(value[1], what, owner))
     else:
-        v = _integer(value, what, owner)
+        v = integer(value, what, owner)
         pair = (v, v)
     if min(pair) < minimum:
         raise ValueError(f"{owner}: {what} must be >= {minimum}, got {value!r}")
     return pair
+
+
+def pair(value) -> tuple[int, int]:
+    """An op-set size argument (stride, dilation, window: an int or a pair, checked by the caller) as a pair."""
+    return int_pair(value, "size", "op set", 0)
 
 
 def resolve_padding(in_hw, kernel_hw, stride, padding, dilation=(1, 1), owner: str = "padding") -> Pads:

@@ -33,7 +33,6 @@ from .random import Stream, normal_doubles, uniform_doubles
 
 name = "host"
 
-ACTIVATIONS = geometry.ACTIVATIONS
 
 # ----------------------------------------------------------------------------------------------- creation/transfer
 
@@ -194,12 +193,17 @@ def bias_add(x, b):
     return x + b.reshape(_channel_shape(x.ndim, b.shape[0]))
 
 
+def channel_sum(a):
+    """Sum of ``a`` over every axis but 1."""
+    if a.ndim == 2:
+        return a.sum(axis=0)
+    n, c = a.shape[:2]
+    return a.reshape(n, c, -1).sum(axis=2).sum(axis=0)
+
+
 def bias_grad(dy):
-    """Sum of ``dy`` over every axis but 1."""
-    if dy.ndim == 2:
-        return dy.sum(axis=0)
-    n, c = dy.shape[:2]
-    return dy.reshape(n, c, -1).sum(axis=2).sum(axis=0)
+    """The gradient of ``bias_add`` with respect to ``b``."""
+    return channel_sum(dy)
 
 
 # ----------------------------------------------------------------------------------------------------- activation
@@ -309,9 +313,6 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
 # ---------------------------------------------------------------------------------------------------- convolution
 
 
-def _pair(v) -> tuple[int, int]:
-    return geometry.int_pair(v, "window size", "host backend", 0)
-
 
 _pads = geometry.pads4
 
@@ -338,7 +339,7 @@ class _ConvPlan:
     def __init__(self, x_shape, w_shape, stride, padding, dilation):
         self.n, self.c, self.h, self.w = x_shape
         self.k, self.cg, self.kh, self.kw = w_shape
-        (self.sh, self.sw), (self.dh, self.dw) = _pair(stride), _pair(dilation)
+        (self.sh, self.sw), (self.dh, self.dw) = geometry.pair(stride), geometry.pair(dilation)
         self.pads = _pads(padding)
         t, b, l, r = self.pads
         self.hp, self.wp = self.h + t + b, self.w + l + r
@@ -515,7 +516,7 @@ def conv2d_backward_bias(dy):
 
 
 def _pool_geometry(x_shape, window, stride, padding):
-    (wh, ww), (sh, sw), pads = _pair(window), _pair(stride), _pads(padding)
+    (wh, ww), (sh, sw), pads = geometry.pair(window), geometry.pair(stride), _pads(padding)
     t, b, l, r = pads
     ho, wo = geometry.output_hw(x_shape[2:], (wh, ww), (sh, sw), ((t, b), (l, r)))
     return (wh, ww), (sh, sw), pads, ho, wo
@@ -733,6 +734,11 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     else:
         np.multiply(g, lr, out=tmp)
     p -= tmp
+
+
+def running_stat_update(running, batch, momentum):
+    """In place: running -= (1 - momentum) (running - batch)."""
+    running -= (running - batch) * (1.0 - momentum)
 
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):

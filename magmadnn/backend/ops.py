@@ -11,8 +11,9 @@ Conventions every backend follows (and adapts its library to, in one place of it
 - **Scalars and promotion**: a Python scalar operand takes the array operand's dtype; two arrays must share a dtype
   (no silent promotion); integer label arrays are int64 (``asarray`` of host integers keeps their dtype).
 - **Results**: every op returns new arrays and never aliases an input, except the in-place ops, which are named
-  as such: the ``*_update`` optimizer ops (update their ``p`` and state arguments) and ``batch_norm_train`` (updates
-  ``running_mean``/``running_var``). ``reshape`` may return a view; callers never write through it.
+  as such: the ``*_update`` ops (the optimizer ones update their ``p`` and state arguments,
+  ``running_stat_update`` its ``running``) and ``batch_norm_train`` (updates ``running_mean``/``running_var``).
+  ``reshape`` may return a view; callers never write through it.
 - **Padding** is ``((top, bottom), (left, right))``, resolved by :mod:`.geometry` ("same" may be asymmetric, with the
   extra pixel bottom/right); a backend whose library pads symmetrically only pads explicitly.
 - **Pooling**: max ignores padding, its gradient goes to the first maximum of the window in row-major order;
@@ -163,7 +164,12 @@ def bias_add(x, b):
 
 @_op
 def bias_grad(dy):
-    """Sum of ``dy`` over every axis but 1."""
+    """The gradient of ``bias_add`` with respect to ``b``: ``channel_sum(dy)``."""
+
+
+@_op
+def channel_sum(a):
+    """Sum of ``a`` over every axis but 1: the per-channel totals, shape (C,)."""
 
 
 # ------------------------------------------------------------------------------------------ activations, softmax
@@ -290,6 +296,12 @@ def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
 @_op
 def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
     """In place: s += g^2; p -= lr g / (sqrt(s) + eps)."""
+
+
+@_op
+def running_stat_update(running, batch, momentum):
+    """In place: the batch-norm rule ``running = momentum running + (1 - momentum) batch``, computed as
+    ``running -= (1 - momentum) (running - batch)``."""
 
 
 # --------------------------------------------------------------------------------------------------------- random

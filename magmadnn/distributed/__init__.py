@@ -39,7 +39,7 @@ the same values) and its backward pass sums the two per-channel gradient sums ov
 rank's weighted by its share of the loss; N ranks then train exactly as one process with batch ``N*b``, running
 statistics included (the same on every rank), uneven last batches too: a rank without samples runs a one-sample
 stand-in batch of weight 0 to take part in the layers' collectives. The layer math is written once against the op
-set (``functional.SyncBatchNormTrain``), so every backend runs the same code; the per-channel statistics go
+set (``functional.SyncBatchNormTrainFunction``), so every backend runs the same code; the per-channel statistics go
 through the host. Dropout streams are identical on every rank. Resume: every rank calls ``load_checkpoint`` on the
 same file before ``fit(..., distributed=True)``.
 

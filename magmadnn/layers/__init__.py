@@ -4,15 +4,26 @@ Per-sample shapes exclude the batch dimension and use NCHW (``Input((1, 28, 28))
 layers build, name and seed themselves.
 """
 
+from ..backend.geometry import ACTIVATION_NAMES
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
-from .core import ACTIVATIONS, Activation, Add, BatchNorm, Dense, Dropout, Flatten
+from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
 
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
 
 __all__ = [
-    "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATIONS",
+    "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATION_NAMES",
     "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
 ]
+
+
+def __getattr__(name):
+    if name == "ACTIVATIONS":  # its old name (op-set code uses ACTIVATIONS for the kinds, without linear/softmax)
+        import warnings  # noqa: PLC0415
+
+        warnings.warn("magmadnn.layers.ACTIVATIONS is now magmadnn.layers.ACTIVATION_NAMES", DeprecationWarning,
+                      stacklevel=2)
+        return ACTIVATION_NAMES
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

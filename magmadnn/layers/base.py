@@ -16,6 +16,7 @@ import numpy as np
 
 from .. import _checks, initializers
 from .. import backend as _backend
+from .._checks import shape_str
 from ..autograd import Parameter, Tensor
 
 __all__ = ["Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "derive_seed", "register", "layer_class"]
@@ -60,10 +61,6 @@ def derive_seed(seed: int, *tags: int) -> int:
 
 def _fresh_seed() -> int:
     return int(np.random.SeedSequence().generate_state(1)[0])
-
-
-def shape_str(shape) -> str:
-    return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
 
 
 class SymbolicTensor:
@@ -127,7 +124,7 @@ class Layer:
         """Put the weights and state arrays on ``backend`` as they are (``move(array)`` copies one array there);
         gradients are dropped. The random streams are moved by the owning model."""
         for param in self._params.values():
-            param.data, param.backend, param.grad = move(param.data), backend, None
+            param.data, param.xp, param.grad = move(param.data), backend, None
         for name, array in self._state.items():
             self._state[name] = move(array)
         self.xp = backend

@@ -6,12 +6,13 @@ from .. import _checks, initializers
 from .. import functional as F
 from ..backend import geometry
 from .base import Layer, register, shape_str
-from .core import apply_activation, check_activation
+from .core import apply_activation
 
 __all__ = ["Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D"]
 
 
-def _pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
+def _sizes(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
+    """:func:`geometry.int_pair`, with every bad value a ValueError (as layers report bad sizes)."""
     try:
         return geometry.int_pair(value, what, owner, minimum)
     except TypeError as exc:  # layers report every bad size as a ValueError
@@ -23,7 +24,7 @@ def _padding(value, owner: str):
         if value.lower() not in ("same", "valid"):
             raise ValueError(f"{owner}: padding must be 'same', 'valid', an int or a pair, got {value!r}")
         return value.lower()
-    return _pair(value, "padding", owner, minimum=0)
+    return _sizes(value, "padding", owner, minimum=0)
 
 
 def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
@@ -45,11 +46,11 @@ class Conv2D(Layer):
         super().__init__(**kwargs)
         owner = f"Conv2D {self.name!r}"
         self.filters = _checks.integer(filters, "filters", owner, minimum=1)
-        self.kernel_size = _pair(kernel_size, "kernel_size", owner)
-        self.strides = _pair(strides, "strides", owner)
+        self.kernel_size = _sizes(kernel_size, "kernel_size", owner)
+        self.strides = _sizes(strides, "strides", owner)
         self.padding = _padding(padding, owner)
-        self.dilation = _pair(dilation, "dilation", owner)
-        self.activation = check_activation(activation, owner)
+        self.dilation = _sizes(dilation, "dilation", owner)
+        self.activation = geometry.activation_name(activation, owner)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
@@ -67,7 +68,7 @@ class Conv2D(Layer):
             self.add_weight("bias", (self.filters,), self.bias_initializer)
 
     def call(self, x, training=False):
-        fused = self.activation if self.activation in F.FUSED_ACTIVATIONS else None
+        fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
         y = F.conv2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides, padding=self.padding,
                      dilation=self.dilation, activation=fused)
         return y if fused else apply_activation(y, self.activation)
@@ -86,8 +87,8 @@ class _Pool2D(Layer):
     def __init__(self, pool_size=2, strides=None, padding="valid", **kwargs):
         super().__init__(**kwargs)
         owner = f"{type(self).__name__} {self.name!r}"
-        self.pool_size = _pair(pool_size, "pool_size", owner)
-        self.strides = self.pool_size if strides is None else _pair(strides, "strides", owner)
+        self.pool_size = _sizes(pool_size, "pool_size", owner)
+        self.strides = self.pool_size if strides is None else _sizes(strides, "strides", owner)
         self.padding = _padding(padding, owner)
 
     def check_input_shape(self, input_shape):

@@ -9,21 +9,9 @@ from .. import functional as F
 from ..backend import geometry
 from .base import Layer, ShapeMismatchError, derive_seed, register, shape_str
 
-__all__ = ["Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "Add", "ACTIVATIONS", "apply_activation"]
+__all__ = ["Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "Add", "apply_activation"]
 
-#: Names a layer accepts: the op set's kinds plus "linear" (none) and "softmax" (over axis 1).
-ACTIVATIONS = ("linear",) + geometry.ACTIVATIONS + ("softmax",)
 _DEFAULT_ALPHA = geometry.DEFAULT_ALPHA
-
-
-def check_activation(kind, owner: str):
-    """Validate an activation name (None means linear) and return it normalised."""
-    if kind is None:
-        return None
-    if not isinstance(kind, str) or kind.lower() not in ACTIVATIONS:
-        raise ValueError(f"{owner}: unknown activation {kind!r}; expected one of {ACTIVATIONS} or None")
-    kind = kind.lower()
-    return None if kind == "linear" else kind
 
 
 def apply_activation(x, kind, alpha=None):
@@ -44,7 +32,7 @@ class Dense(Layer):
         super().__init__(**kwargs)
         self.units = _checks.integer(units, "units", f"Dense {self.name!r}", minimum=1)
         self.use_bias = bool(use_bias)
-        self.activation = check_activation(activation, f"Dense {self.name!r}")
+        self.activation = geometry.activation_name(activation, f"Dense {self.name!r}")
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
 
@@ -78,8 +66,8 @@ class Activation(Layer):
     def __init__(self, kind: str, alpha: float | None = None, **kwargs):
         super().__init__(**kwargs)
         if kind is None:
-            raise ValueError(f"Activation {self.name!r}: kind must be one of {ACTIVATIONS}")
-        self.kind = check_activation(kind, f"Activation {self.name!r}")
+            raise ValueError(f"Activation {self.name!r}: kind must be one of {geometry.ACTIVATION_NAMES}")
+        self.kind = geometry.activation_name(kind, f"Activation {self.name!r}")
         self.alpha = None if alpha is None else _checks.real(alpha, "alpha", f"Activation {self.name!r}")
 
     def check_input_shape(self, input_shape):

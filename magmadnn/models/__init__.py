@@ -5,8 +5,8 @@ weights; see :mod:`.persistence` for the file contents and :mod:`magmadnn.saving
 """
 
 from ..saving import ArchitectureMismatchError, ModelFileError
-from .model import Model, NonFiniteLossError, NonFiniteParameterError, Sequential, model_from_config
-from .persistence import load_model
+from .config import load_model, model_from_config
+from .model import Model, NonFiniteLossError, NonFiniteParameterError, Sequential
 
 load = load_model
 

@@ -5,7 +5,8 @@ the model configuration (``kind: "model"``) and a per-layer architecture descrip
 optimizer (class, configuration, step count, slot arrays ``optimizer.<param index>.<slot>``), the loss and metrics,
 the number of completed epochs and the RNG states (shuffling and dropout streams) (``kind: "checkpoint"``).
 Loading compares the stored architecture with the model's and raises ``ArchitectureMismatchError`` naming the first
-difference.
+difference. :class:`Persistence` gives ``Model`` its ``save``/``load_weights``/``save_checkpoint``/``load_checkpoint``
+methods; rebuilding a model from a file is :func:`magmadnn.models.config.load_model`.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import numpy as np
 
 from .. import losses as _losses
 from .. import metrics as _metrics
+from .. import optimizers as _optimizers
 from ..saving import ArchitectureMismatchError, ModelFileError, read_file, write_file
+from . import rng as _rng
 
-__all__ = ["save_model", "load_model", "load_weights", "save_checkpoint", "load_checkpoint",
+__all__ = ["Persistence", "save_model", "read", "restore", "load_weights", "save_checkpoint", "load_checkpoint",
            "ArchitectureMismatchError", "ModelFileError"]
 
 _OPT_PREFIX = "optimizer."
@@ -36,7 +39,8 @@ def save_model(model, path, extra: dict | None = None) -> str:
     return write_file(path, _weights(model), {**_metadata(model, "model"), **(extra or {})})
 
 
-def _read(path) -> tuple[dict, dict]:
+def read(path) -> tuple[dict, dict]:
+    """The arrays and metadata of a model file or checkpoint (ModelFileError for any other magmadnn file)."""
     tensors, meta = read_file(path)
     if meta.get("kind") not in ("model", "checkpoint") or not isinstance(meta.get("model"), dict) \
             or not isinstance(meta.get("architecture"), list):
@@ -64,17 +68,11 @@ class _Damaged:
         return False
 
 
-def load_model(path, device=None, backend=None):
-    """Rebuild the model stored in ``path`` (a model file or a checkpoint) with its weights, on ``device`` ("host",
-    "gpu", "gpu:N", "auto"; ``backend`` is its old name). Files hold host arrays: any device loads any file."""
-    from .model import model_from_config
-
-    tensors, meta = _read(path)
-    model = model_from_config(meta["model"], device=device, backend=backend)
+def restore(model, tensors: dict, meta: dict, path) -> None:
+    """Check that ``model`` (just rebuilt from ``meta``) has the stored architecture, then assign the weights."""
     with _Damaged(path):
         _check_architecture(model, meta["architecture"], path)
     model._assign(tensors, f"loading {str(path)!r}")
-    return model
 
 
 def _describe(entry: dict) -> str:
@@ -131,7 +129,7 @@ def _unknown_arrays(tensors: dict, model, path) -> None:
 
 def load_weights(model, path) -> None:
     """All or nothing: every array is checked before the first weight changes."""
-    tensors, meta = _read(path)
+    tensors, meta = read(path)
     with _Damaged(path):
         _ensure_built(model, meta)
         _check_architecture(model, meta["architecture"], path)
@@ -140,27 +138,6 @@ def load_weights(model, path) -> None:
 
 
 # ------------------------------------------------------------------------------------------------ checkpoints
-
-
-def _rng_state(rng):
-    if hasattr(rng, "state") and hasattr(rng, "take"):  # a backend random Stream
-        return rng.state
-    if hasattr(rng, "bit_generator"):
-        return rng.bit_generator.state
-    if hasattr(rng, "get_state"):
-        return rng.get_state()
-    return None
-
-
-def _set_rng_state(rng, state) -> None:
-    if state is None:
-        return
-    if hasattr(rng, "state") and hasattr(rng, "take"):
-        rng.state = state
-    elif hasattr(rng, "bit_generator"):
-        rng.bit_generator.state = state
-    elif hasattr(rng, "set_state"):
-        rng.set_state(state)
 
 
 def _layer_rngs(model) -> dict:
@@ -181,8 +158,8 @@ def save_checkpoint(model, path, epoch: int, extra: dict | None = None) -> str:
         "optimizer": {**model.optimizer.to_config(), "iterations": state["iterations"]},
         "loss": model.loss.to_config(),
         "metrics": [m.to_config() for m in model.metrics],
-        "rng": {"shuffle": _rng_state(model._shuffle_rng),
-                "layers": {i: _rng_state(rng) for i, rng in _layer_rngs(model).items()}},
+        "rng": {"shuffle": _rng.get_state(model._shuffle_rng),
+                "layers": {i: _rng.get_state(rng) for i, rng in _layer_rngs(model).items()}},
     }, **(extra or {}))
     return write_file(path, tensors, meta)
 
@@ -192,7 +169,7 @@ def _checked_rng_state(make, state, what: str, path):
     if state is None:
         return None
     try:
-        _set_rng_state(make(), state)
+        _rng.set_state(make(), state)
     except (KeyError, TypeError, ValueError, AttributeError) as exc:
         raise ModelFileError(f"checkpoint {str(path)!r}: the {what} random state is damaged ({exc})") from None
     return state
@@ -201,8 +178,6 @@ def _checked_rng_state(make, state, what: str, path):
 def _plan_optimizer(model, meta, tensors, path):
     """The optimizer (the model's, or a new one when it is not compiled), loss, metrics and checked optimizer state
     a checkpoint holds; nothing is assigned."""
-    from .. import optimizers as _optimizers
-
     stored = meta["optimizer"]
     if not isinstance(stored, dict) or not isinstance(stored.get("config"), dict):
         raise ModelFileError(f"checkpoint {str(path)!r}: damaged optimizer entry {stored!r}")
@@ -249,7 +224,7 @@ def _plan_optimizer(model, meta, tensors, path):
 
 def load_checkpoint(model, path) -> int:
     """All or nothing: weights, optimizer state, RNG states and the epoch are checked before anything changes."""
-    tensors, meta = _read(path)
+    tensors, meta = read(path)
     if meta["kind"] != "checkpoint":
         raise ModelFileError(f"{str(path)!r} is a model file without training state; use load_weights() or "
                              "models.load() for it")
@@ -273,8 +248,30 @@ def load_checkpoint(model, path) -> int:
     model._commit(plan)
     optimizer.load_state_dict(opt_state)
     optimizer._count = len(model.parameters())
-    _set_rng_state(model._shuffle_rng, shuffle)
+    _rng.set_state(model._shuffle_rng, shuffle)
     for index, layer_rng in _layer_rngs(model).items():
-        _set_rng_state(layer_rng, layer_states[index])
+        _rng.set_state(layer_rng, layer_states[index])
     model.epoch = epoch
     return model.epoch
+
+
+class Persistence:
+    """The saving and loading methods of ``Model``."""
+
+    def save(self, path, extra: dict | None = None) -> str:
+        """Architecture (JSON) + weights to ``.safetensors`` or ``.npz`` (atomic write; never pickle); ``extra``:
+        more JSON metadata."""
+        return save_model(self, path, extra=extra)
+
+    def load_weights(self, path) -> None:
+        """Load weights from a model file or checkpoint of the same architecture (else ArchitectureMismatchError)."""
+        load_weights(self, path)
+
+    def save_checkpoint(self, path, epoch: int | None = None, extra: dict | None = None) -> str:
+        """Resumable checkpoint: weights, optimizer state, epoch and RNG states, written atomically; ``extra``: more
+        JSON metadata."""
+        return save_checkpoint(self, path, self.epoch if epoch is None else epoch, extra=extra)
+
+    def load_checkpoint(self, path) -> int:
+        """Restore a checkpoint into this model; returns the epoch to pass to ``fit(initial_epoch=...)``."""
+        return load_checkpoint(self, path)

@@ -22,7 +22,7 @@ from contextlib import nullcontext
 import numpy as np
 
 from ..backend import host as _host
-from . import persistence
+from . import rng as _rng
 from .progress import ProgressBar
 
 __all__ = ["Tally", "Snapshot", "Epoch", "StepHook", "train_step", "register_data_parallel", "setup_data_parallel"]
@@ -162,7 +162,7 @@ class Snapshot:
         opt = model.optimizer
         self.iterations = opt.iterations
         self.slots = {i: {name: xp.copy(a) for name, a in slots.items()} for i, slots in opt.slot_arrays.items()}
-        self.rngs = [(layer, persistence._rng_state(layer.rng)) for layer in model.layers
+        self.rngs = [(layer, _rng.get_state(layer.rng)) for layer in model.layers
                      if getattr(layer, "rng", None) is not None]
         self.tally_state = tally.state()
 
@@ -176,7 +176,7 @@ class Snapshot:
         opt.slot_arrays.clear()
         opt.slot_arrays.update(self.slots)
         for layer, state in self.rngs:
-            persistence._set_rng_state(layer.rng, state)
+            _rng.set_state(layer.rng, state)
         self.tally.restore(self.tally_state)
 
 

@@ -281,6 +281,16 @@ def test_bias_add_and_grad(xp, x):
     np.testing.assert_allclose(get(xp, xp.bias_grad(put(xp, x))), expected_grad, **tol(x.dtype))
 
 
+
+@given(x=arrays(min_dims=2, max_dims=4))
+def test_channel_sum(xp, x):
+    expected = np.zeros(x.shape[1])
+    for pos in np.ndindex(x.shape):
+        expected[pos[1]] += float(x[pos])
+    got = get(xp, xp.channel_sum(put(xp, x)))
+    assert got.shape == (x.shape[1],) and got.dtype == x.dtype
+    np.testing.assert_allclose(got, expected, **tol(x.dtype))
+
 # ------------------------------------------------------------------------------------------------ activations
 
 
@@ -539,6 +549,17 @@ def test_sgd_update_one_step(xp, seed, momentum, nesterov, wd, dtype):
             step = gi
         assert p[i] == pytest.approx(float(p0[i]) - lr * step, rel=1e-5, abs=1e-6)
     np.testing.assert_array_equal(g, g0)  # the gradient is not modified
+
+
+@given(seed=st.integers(0, 999), momentum=st.sampled_from([0.0, 0.1, 0.9, 0.99]), dtype=st.sampled_from(FLOATS))
+def test_running_stat_update_is_the_batch_norm_rule_in_place(xp, seed, momentum, dtype):
+    r0, b0, _, _ = _state(seed, dtype=dtype)
+    running, batch = put(xp, r0, b0)
+    assert xp.running_stat_update(running, batch, momentum) is None
+    running, batch = get(xp, running, batch)
+    expected = [momentum * float(r) + (1 - momentum) * float(b) for r, b in zip(r0, b0)]
+    np.testing.assert_allclose(running, expected, **tol(dtype))
+    np.testing.assert_array_equal(batch, b0)  # the batch statistics are not modified
 
 
 @given(seed=st.integers(0, 999), step=st.integers(1, 5), wd=st.sampled_from([0.0, 0.1]), decoupled=st.booleans(),

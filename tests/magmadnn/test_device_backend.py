@@ -69,7 +69,8 @@ def _elementwise(xp, a, b, c):
 def _reductions(xp, a, b, c):
     return (xp.sum(a), xp.sum(a, 1), xp.mean(a, (0, 2), True), xp.argmax(a, 1), xp.argmax(a),
             xp.reshape(xp.transpose(a, (2, 0, 1)), (-1, 2)), xp.transpose(c), xp.sum_to_shape(a, (1, 4, 1)),
-            xp.sum_to_shape(a, (4, 5)), xp.bias_add(a, xp.reshape(xp.sum(b, (0, 2)), (4,))), xp.bias_grad(a))
+            xp.sum_to_shape(a, (4, 5)), xp.bias_add(a, xp.reshape(xp.sum(b, (0, 2)), (4,))), xp.bias_grad(a),
+            xp.channel_sum(a), xp.channel_sum(c))
 
 
 def _matmul(xp, a, b, c):
@@ -157,6 +158,7 @@ def _updates(xp, p, g, a, b):
         xp.adam_update(ps[2], g, am, av, 2, 0.01, weight_decay=0.1, decoupled=True)
         xp.rmsprop_update(ps[3], g, rs, 0.01, weight_decay=0.01)
         xp.adagrad_update(ps[4], g, gs, 0.01)
+        xp.running_stat_update(ps[5], g, 0.9)
     return (*ps, sv, av, am, rs, gs)
 
 

@@ -1,0 +1,64 @@
+"""Batch iterators of ``fit``: in-memory arrays (shuffled into buffers allocated once) and checked batch iterables."""
+
+from __future__ import annotations
+
+import numpy as np
+
+__all__ = ["ArrayBatches", "CheckedBatches", "is_batch_iterable"]
+
+
+class CheckedBatches:
+    """A batch iterable (DataLoader) for fit: inputs and targets checked once per fit when it exposes its arrays
+    (``x``, ``y``), else per batch (host checks only; nothing is read from the device)."""
+
+    def __init__(self, model, source):
+        self.model, self.source = model, source
+        self.whole = isinstance(getattr(source, "x", None), np.ndarray) and isinstance(getattr(source, "y", None),
+                                                                                         np.ndarray)
+        if self.whole:
+            arrays = model._training_inputs(source.x, "fit")
+            model._targets(source.y, arrays[0].shape[0], "fit")
+
+    def __len__(self):
+        return len(self.source)  # TypeError for an iterable without a length
+
+    def __iter__(self):
+        model = self.model
+        for xb, yb in self.source:
+            if self.whole:
+                xs = list(xb) if isinstance(xb, (list, tuple)) else [xb]
+                yield [np.asarray(a).astype(model.dtype, copy=False) for a in xs], np.asarray(yb)
+            else:
+                xs = [a.astype(model.dtype, copy=False) for a in model._training_inputs(xb, "fit")]
+                yield xs, model._targets(yb, xs[0].shape[0], "fit")
+
+
+def is_batch_iterable(x) -> bool:
+    return not isinstance(x, (np.ndarray, list, tuple)) and hasattr(x, "__iter__") and not hasattr(x, "__array__")
+
+
+class ArrayBatches:
+    """Batches of in-memory arrays; shuffled batches are gathered into buffers allocated once per fit."""
+
+    def __init__(self, xs, y, batch_size, shuffle, rng):
+        self.xs, self.y, self.batch_size, self.shuffle, self.rng = xs, y, batch_size, shuffle, rng
+        self.n = xs[0].shape[0]
+        self.buffers = None
+
+    def __len__(self):
+        return -(-self.n // self.batch_size)
+
+    def __iter__(self):
+        if not self.shuffle:
+            for start in range(0, self.n, self.batch_size):
+                stop = start + self.batch_size
+                yield [a[start:stop] for a in self.xs], self.y[start:stop]
+            return
+        order = self.rng.permutation(self.n)
+        if self.buffers is None:
+            self.buffers = [np.empty((min(self.batch_size, self.n), *a.shape[1:]), dtype=a.dtype) for a in self.xs]
+        for start in range(0, self.n, self.batch_size):
+            index = order[start:start + self.batch_size]
+            m = index.shape[0]
+            batch = [np.take(a, index, axis=0, out=buf[:m], mode="clip") for a, buf in zip(self.xs, self.buffers)]
+            yield batch, self.y[index]

@@ -1,0 +1,47 @@
+"""The inference methods of ``Model``: ``evaluate`` (loss and metrics, one host read) and ``predict``."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._checks import integer
+from ..autograd import no_grad
+from .training import Tally
+
+__all__ = ["Inference"]
+
+
+class Inference:
+    """Evaluation and prediction in inference mode (no gradients, BatchNorm running statistics, no dropout)."""
+
+    def _evaluate_into(self, tally: Tally, prefix: str, batches) -> None:
+        for xb, yb in batches:
+            with no_grad():
+                outputs = self._forward([self._to_tensor(a) for a in xb], training=False)
+                loss = self._loss_of(outputs, yb)
+            self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
+
+    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
+        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read)."""
+        self._require_compiled("evaluate")
+        batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
+        tally = Tally(self.xp, self._tally_names(False), self.dtype)
+        self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"))
+        if not tally.counts["loss"]:
+            raise ValueError("evaluate: the batch iterable gave no samples; there is nothing to evaluate")
+        results = self._results(tally.read(), tally.counts)
+        if verbose:
+            print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
+        return results
+
+    def predict(self, x, batch_size: int = 32) -> np.ndarray:
+        """Model outputs (NumPy, model dtype) for every sample of ``x``, in inference mode."""
+        batch_size = integer(batch_size, "batch_size", "predict", minimum=1)
+        xs = self._input_arrays(x, "predict")
+        n = xs[0].shape[0]
+        result = np.empty((n, *self.output_shape), dtype=self.dtype)
+        for start in range(0, n, batch_size):
+            with no_grad():
+                out = self._forward([self._to_tensor(a[start:start + batch_size]) for a in xs], training=False)
+            result[start:start + batch_size] = self.xp.to_numpy(out.data)
+        return result

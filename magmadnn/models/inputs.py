@@ -1,0 +1,81 @@
+"""The data checks of ``Model``: input arrays and targets are checked (shape, real dtype, finite values, what the
+loss accepts) once per call on the host, before any batch runs."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .._checks import finite_array, shape_str
+from ..layers.base import ShapeMismatchError
+from .batches import is_batch_iterable
+
+__all__ = ["InputChecks", "real_array"]
+
+
+def real_array(x, what: str) -> np.ndarray:
+    array = np.asarray(x)
+    if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_) \
+            or np.iscomplexobj(array):
+        raise TypeError(f"{what} must be an array of real numbers (float or int), got dtype {array.dtype}")
+    return array
+
+
+class InputChecks:
+    """Input and target arrays checked against the model's inputs and loss."""
+
+    def _input_arrays(self, x, who: str) -> list[np.ndarray]:
+        several = isinstance(x, (list, tuple)) and (len(self.inputs) > 1 or all(hasattr(a, "shape") for a in x))
+        arrays = list(x) if several else [x]
+        arrays = [real_array(a, f"{who}: model input") for a in arrays]
+        if not self.built:
+            self._build_from_data(arrays)
+        if len(arrays) != len(self.inputs):
+            names = [node.layer.name for node in self.inputs]
+            raise ValueError(f"{who}: model {self.name!r} has {len(names)} inputs {names}, got {len(arrays)} arrays")
+        for node, array in zip(self.inputs, arrays):
+            if tuple(array.shape[1:]) != node.shape or array.ndim != len(node.shape) + 1:
+                raise ShapeMismatchError(
+                    f"{who}: input {node.layer.name!r} of model {self.name!r} expects batches of shape "
+                    f"(N, {', '.join(map(str, node.shape))}) (per-sample {shape_str(node.shape)}), got an array of "
+                    f"shape {shape_str(array.shape)}")
+        if len({a.shape[0] for a in arrays}) > 1:
+            raise ValueError(f"{who}: the input arrays have different sample counts {[a.shape[0] for a in arrays]}")
+        return arrays
+
+    def _build_from_data(self, arrays) -> None:
+        raise RuntimeError(f"model {self.name!r} is not built")
+
+    def _targets(self, y, n: int, who: str) -> np.ndarray:
+        if y is None:
+            raise ValueError(f"{who}: targets y are required")
+        y = real_array(y, f"{who}: targets")
+        if y.ndim == 0 or y.shape[0] != n:
+            raise ValueError(f"{who}: x has {n} samples but y has shape {y.shape}")
+        finite_array(y, "the targets y", who)
+        self.loss.validate(y, self.output_shape)
+        return y
+
+    def _training_inputs(self, x, who: str) -> list[np.ndarray]:
+        """Input arrays for fit/evaluate/train_on_batch: at least one sample, finite values (checked once)."""
+        arrays = self._input_arrays(x, who)
+        if arrays[0].shape[0] == 0:
+            raise ValueError(f"{who}: x holds no samples (shape {shape_str(arrays[0].shape)}); there is nothing to "
+                             f"{'evaluate' if who == 'evaluate' else 'train on'}")
+        for node, array in zip(self.inputs, arrays):
+            finite_array(array, f"the inputs x (input {node.layer.name!r})", who)
+        return arrays
+
+    def _inference_batches(self, x, y, batch_size, who, checked: bool = False):
+        if checked:  # arrays that fit checked already
+            for start in range(0, x[0].shape[0], batch_size):
+                yield [a[start:start + batch_size] for a in x], y[start:start + batch_size]
+            return
+        if is_batch_iterable(x):
+            for xb, yb in x:
+                xs = self._training_inputs(xb, who)
+                yield xs, self._targets(yb, xs[0].shape[0], who)
+            return
+        xs = self._training_inputs(x, who)
+        y = self._targets(y, xs[0].shape[0], who)
+        for start in range(0, xs[0].shape[0], batch_size):
+            yield [a[start:start + batch_size] for a in xs], y[start:start + batch_size]

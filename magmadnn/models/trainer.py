@@ -1,0 +1,235 @@
+"""The training methods of ``Model``: ``compile``, ``fit``, ``train_on_batch`` and the one training step.
+
+Training never leaves the device. Inside ``fit`` the only device-to-host copy is one read of the running loss and
+metric sums (kept in one backend vector, see :mod:`.training`) per progress update: every ``progress_interval``
+seconds and at each epoch end (validation included in that read). Targets are checked once per ``fit`` call on the
+host arrays; metrics are computed with backend ops; the optimizer never reads values back. Per-batch callback logs
+hold the batch ``loss`` only on the host backend, where reading it is free.
+
+Non-finite loss: a NaN/inf loss is never applied. On the host each batch loss is checked before its update. On a
+device the check rides on the progress read: fit keeps a backend snapshot from the previous update and the batches
+since; when the read sum is not finite it restores the snapshot and replays those batches one by one (reading each
+loss: this error path alone costs extra reads) up to the offending one, which is not applied. Then, with a
+``callbacks.TerminateOnNaN`` the training stops cleanly, otherwise :class:`NonFiniteLossError` is raised.
+
+Non-finite parameters: each progress read also carries ``0 * sum(p)`` over the parameters (0, or NaN when an update
+left a weight NaN/inf), added to the running loss so that no extra read is made; when it is not finite the epoch
+finds the update (replaying on a device) and stops like a non-finite loss, with :class:`NonFiniteParameterError`
+naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or
+non-finite arrays, targets the loss accepts) are checked once per call before any batch runs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from .. import backend as _backend
+from .. import callbacks as _callbacks
+from .. import losses as _losses
+from .. import metrics as _metrics
+from .. import optimizers as _optimizers
+from .._checks import integer, real
+from ..autograd import Tensor
+from ..backend import host as _host
+from ..callbacks import callback_list
+from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
+from .training import Epoch, Tally, setup_data_parallel, train_step
+
+__all__ = ["Trainer", "NonFiniteLossError", "NonFiniteParameterError"]
+
+
+class NonFiniteLossError(FloatingPointError):
+    """The training loss became NaN or infinite (the offending update was not applied)."""
+
+
+class NonFiniteParameterError(FloatingPointError):
+    """An update left a parameter NaN or infinite (the message names the layer and the parameter)."""
+
+
+class Trainer:
+    """Compiling and training a model."""
+
+    def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None):
+        """Choose optimizer, loss and metrics. ``seed`` re-seeds and re-initializes the weights; ``device``
+        ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist already are moved, see ``to``)."""
+        if device is not None:
+            self.to(device)
+        if seed is not None:
+            self.reseed(seed)
+        self.optimizer = _optimizers.get(optimizer)
+        self.loss = _losses.get(loss)
+        if isinstance(metrics, (str, _metrics.Metric)):
+            metrics = [metrics]
+        self.metrics = [_metrics.get(m) for m in (metrics or [])]
+        self.compiled = True
+        return self
+
+    def _require_compiled(self, what: str) -> None:
+        if not self.compiled:
+            raise RuntimeError(f"model {self.name!r}: call compile(optimizer, loss, metrics) before {what}()")
+
+    def train_on_batch(self, x, y) -> float:
+        """One optimizer step on one batch; returns the loss before the step (no metrics, no callbacks)."""
+        self._require_compiled("train_on_batch")
+        xs = self._training_inputs(x, "train_on_batch")
+        y = self._targets(y, xs[0].shape[0], "train_on_batch")
+        value = self._train_step([a.astype(self.dtype, copy=False) for a in xs], y, check=True)
+        if not math.isfinite(value):
+            raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
+        return value
+
+    def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
+        """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
+        return self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype))
+
+    def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray) -> None:
+        m = int(y.shape[0])
+        weighted = loss_value if self.loss.reduction == "sum" else self.xp.multiply(loss_value, float(m))
+        tally.add(prefix + "loss", weighted, m)
+        for metric in self.metrics:
+            tally.add(prefix + metric.name, metric.hits(outputs, y, self.xp), m)
+
+    def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None):
+        """One training step on one batch (see :func:`.training.train_step`)."""
+        return train_step(self, xs, y, check, tally)
+
+    def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
+            validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
+            initial_epoch: int = 0, distributed=False) -> _callbacks.History:
+        """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
+
+        ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
+        (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``validation_split`` holds out the last fraction of
+        the samples (before shuffling); ``validation_data`` is ``(x_val, y_val)``. With ``verbose >= 1`` the first
+        line names the device ("Training on gpu:0 (pymagma simulator)", "Training on host (NumPy)").
+
+        ``distributed=True`` (run under ``mpiexec -n N``, arrays only): data-parallel training over MPI with
+        ``batch_size`` samples per rank per step, as one process with batch ``N * batch_size`` would train; figures
+        are averaged over the ranks and only rank 0 prints and writes files (see :mod:`magmadnn.distributed`).
+        ``distributed=magmadnn.distributed.Options(sync_batchnorm=True, bucket_mb=..., overlap=...)`` chooses
+        synchronized BatchNorm statistics, the gradient bucket size and overlap with the backward pass.
+        """
+        self._require_compiled("fit")
+        batch_size = integer(batch_size, "batch_size", "fit", minimum=1)
+        epochs = integer(epochs, "epochs", "fit", minimum=0)
+        initial_epoch = integer(initial_epoch, "initial_epoch", "fit", minimum=0)
+        if epochs <= initial_epoch:
+            raise ValueError(f"fit: epochs={epochs} with initial_epoch={initial_epoch} runs no epoch; epochs is the "
+                             "index of the last epoch + 1 (train epochs initial_epoch .. epochs-1), so pass "
+                             f"epochs > {initial_epoch}")
+        validation_split = real(validation_split, "validation_split", "fit", 0.0, 1.0, open_high=True)
+        verbose = integer(int(verbose) if isinstance(verbose, bool) else verbose, "verbose", "fit", minimum=0)
+        if not isinstance(shuffle, (bool, np.bool_)):
+            raise TypeError(f"fit: shuffle must be True or False, got {shuffle!r}")
+        callbacks = callback_list(callbacks, "fit")
+        if is_batch_iterable(x):
+            if y is not None or validation_split:
+                raise ValueError("fit: with a batch iterable (DataLoader) pass y=None and use validation_data")
+            batches = CheckedBatches(self, x)
+        else:
+            xs = [a.astype(self.dtype, copy=False) for a in self._training_inputs(x, "fit")]
+            y = self._targets(y, xs[0].shape[0], "fit")
+            n = xs[0].shape[0]
+            if validation_split:
+                n_val = int(round(n * validation_split))
+                if n_val < 1 or n_val >= n:
+                    raise ValueError(f"fit: validation_split={validation_split} of {n} samples leaves an empty split")
+                validation_data = ([a[n - n_val:] for a in xs], y[n - n_val:])
+                xs, y = [a[:n - n_val] for a in xs], y[:n - n_val]
+            batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
+        if validation_data is not None:
+            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
+                raise ValueError("fit: validation_data must be a pair (x_val, y_val)")
+            x_val = self._training_inputs(validation_data[0], "fit (validation_data)")
+            y_val = self._targets(validation_data[1], x_val[0].shape[0], "fit (validation_data)")
+            validation_data = (x_val, y_val)
+
+        if distributed:
+            options = None if isinstance(distributed, (bool, np.bool_)) else distributed
+            batches, validation_data, callbacks, verbose, self._parallel = setup_data_parallel(
+                self, batches, validation_data, callbacks, verbose, options)
+        if verbose:
+            print(f"Training on {_backend.describe(self.xp)}")
+        history = _callbacks.History()
+        cbs = _callbacks.CallbackList([*callbacks, history], self)  # History last: sees every log key
+        self.log_keys = tuple(self._tally_names(validation_data is not None))  # callbacks check their keys with it
+        self.stop_training, self.stop_reason = False, None
+        cbs.on_train_begin({})
+        try:
+            for epoch in range(initial_epoch, epochs):
+                cbs.on_epoch_begin(epoch, {})
+                logs = Epoch(self, batches, epoch, epochs, cbs, verbose, validation_data, batch_size).run()
+                self.epoch = epoch + 1
+                cbs.on_epoch_end(epoch, logs)
+                if self.stop_training:
+                    if verbose and self.stop_reason:
+                        print(self.stop_reason)
+                    break
+        finally:
+            if self._parallel is not None:
+                self._parallel.close()
+                self._parallel = None
+            cbs.on_train_end({})
+        return history
+
+    def _param_probe(self):
+        """A 0-d backend value, 0 when every parameter is finite and NaN or inf otherwise (nothing is read)."""
+        total = None
+        for param in self.parameters():
+            term = self.xp.multiply(self.xp.sum(param.data), 0.0)
+            total = term if total is None else self.xp.add(total, term)
+        return total
+
+    def _nonfinite_parameter(self):
+        """``(layer, name)`` of the first parameter holding NaN/inf, else None (one read per parameter: only on
+        the error path)."""
+        for layer in self.layers:
+            for name, param in layer.weights.items():
+                if not self.xp.isfinite_all(param.data):
+                    return layer, name
+        return None
+
+    def _non_finite_parameters(self, cbs, epoch: int, found, batch: int | None, logs: dict) -> dict:
+        """An update left parameter ``found = (layer, name)`` non-finite: stop (TerminateOnNaN) or raise."""
+        layer, name = found
+        cbs.on_nonfinite_parameter(epoch, layer.name, name)
+        if self.stop_training:
+            return logs
+        where = f"after the update of batch {batch}" if batch else "during the epoch"
+        raise NonFiniteParameterError(
+            f"fit: parameter {name!r} of layer {layer.name!r} ({type(layer).__name__}) became NaN or infinite at "
+            f"epoch {epoch + 1}, {where} (learning rate {self.optimizer.learning_rate:.6g}); lower the learning "
+            "rate, check the data, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
+
+    def _non_finite(self, cbs, epoch: int, index: int, value: float) -> dict:
+        """The batch ``index`` had loss ``value`` and was not applied: stop (TerminateOnNaN) or raise; when an
+        earlier update left a parameter non-finite (the usual cause), that is reported instead."""
+        found = self._nonfinite_parameter()
+        if found is not None:
+            return self._non_finite_parameters(cbs, epoch, found, index, {"loss": value})
+        cbs.on_nonfinite_loss(epoch, index, value)
+        if self.stop_training:
+            return {"loss": value}
+        raise NonFiniteLossError(
+            f"fit: the loss became {value} at epoch {epoch + 1}, batch {index + 1} (the update was not "
+            "applied); lower the learning rate, check the data for NaN/inf, or pass "
+            "callbacks=[TerminateOnNaN()] to stop training without an error")
+
+    def _tally_names(self, validating: bool) -> list[str]:
+        names = ["loss", *(m.name for m in self.metrics)]
+        return names + [f"val_{n}" for n in names] if validating else names
+
+    def _results(self, sums: dict, counts: dict, prefix: str = "") -> dict:
+        """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions."""
+        out = {}
+        for name in ["loss", *(m.name for m in self.metrics)]:
+            total, n = sums[prefix + name], counts[prefix + name]
+            if not n:
+                out[prefix + name] = float("nan")
+            elif name == "loss" and self.loss.reduction == "sum":
+                out[prefix + name] = total
+            else:
+                out[prefix + name] = total / n
+        return out
