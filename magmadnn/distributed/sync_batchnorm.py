@@ -2,10 +2,11 @@
 
 ``Options(sync_batchnorm=True)`` gives every BatchNorm layer a :class:`BatchNormGroup` for the length of a training
 step (``layer.sync``); the layer passes it to ``functional.batch_norm(..., sync=group)``, whose autograd function
-(``functional.SyncBatchNormTrainFunction``, written against the op set like every Function, so every backend runs
-it) asks the group for the two collectives: ``moments`` in the forward pass (every rank's per-channel count, mean and sum of
-squared deviations by one Allgather, combined in rank order so that every rank gets the same values) and ``sum`` in
-the backward pass (the two per-channel gradient sums, one Allreduce), each rank's weighted by its share of the loss.
+(``functional.SyncBatchNormTrainFunction``, written against the op set like every Function, so every backend runs it)
+asks the group for the two collectives: ``moments`` in the forward pass (every rank's per-channel count, mean and sum
+of squared deviations by one Allgather, combined in rank order so that every rank gets the same values) and ``sum``
+in the backward pass (the two per-channel gradient sums, one Allreduce), each rank's weighted by its share of the
+loss.
 """
 
 from __future__ import annotations
