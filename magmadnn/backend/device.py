@@ -7,10 +7,10 @@ Every op runs on the device and returns DeviceArrays; only ``to_numpy`` copies d
 What runs where:
 
 - matrix products: ``pymagma.blas`` (gemm on the row-major identity, transposes as flags, stacks by gemm_batched);
-- convolution (forward, backward data/filter/bias), pooling, softmax / log-softmax, batch norm, and the sigmoid, tanh,
-  ReLU and ELU activations: cuDNN through ``pymagma.dnn``;
+- convolution (forward, backward data/filter/bias), average pooling, softmax / log-softmax, batch norm, and the
+  sigmoid, tanh, ReLU and ELU activations: cuDNN through ``pymagma.dnn``;
 - everything else (broadcasting arithmetic, reductions, argmax, bias add, leaky ReLU, GELU, activation gradients
-  from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers):
+  from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers, max pooling):
   ``pymagma.kernels``.
 
 Dropout is *not* cuDNN's: its generator cannot be reproduced on the host, and host/device parity tests train with
@@ -364,13 +364,16 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
 #
 # - Padding: the op set pads ((top, bottom), (left, right)), cuDNN only symmetrically. cuDNN gets the symmetric part
 #   min(top, bottom), min(left, right); the rest is padded explicitly (a fill and a strided copy on the device):
-#   zeros for convolution and average pooling, -inf for max pooling. Gradients are computed on the padded input and
-#   the interior is copied out. The forward's ``saved`` dict keeps the padded input for backward-filter.
+#   zeros for convolution and average pooling. Gradients are computed on the padded input and the interior is copied
+#   out. The forward's ``saved`` dict keeps the padded input for backward-filter.
 # - Average pooling excludes padding from the count: cuDNN's AVERAGE_COUNT_EXCLUDE_PADDING when the padding is
 #   symmetric; otherwise cuDNN's include-padding average over the explicitly padded input (sum / window area) times
 #   area / (real elements of each window), a (Ho, Wo) factor computed from the geometry alone.
-# - Max pooling: cuDNN's MAX_DETERMINISTIC mode; the op set gives a tied window's gradient to its first maximum,
-#   which the simulator models but a GPU's cuDNN does not document.
+# - Max pooling is not cuDNN's: the op set gives a tied window's gradient to its first maximum, and cuDNN does not
+#   document which tied maximum its backward picks. pymagma.kernels.max_pool2d saves the offset of each window's
+#   first maximum (asymmetric padding handled in the kernel, never read) and max_pool2d_backward gathers the
+#   gradient from those offsets, one thread per input element: the convention holds on any GPU by construction, and
+#   the sum is deterministic.
 # - Batch norm: op set running = momentum * running + (1 - momentum) * batch; cuDNN's exponentialAverageFactor is the
 #   weight of the batch, so it gets 1 - momentum. Both take the unbiased batch variance for the running variance.
 #   ctx = (saved mean, saved inverse std, eps) for cudnnBatchNormalizationBackward.
@@ -473,10 +476,9 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     window, stride = _geometry.pair(window), _geometry.pair(stride)
     sym, extra = _split_pads(padding)
     x = _contiguous(x)
-    if mode == "max":
-        xin = _pad(x, extra, -math.inf)
-        y = _dnn.pool2d_forward(xin, window, stride, sym, mode="max_deterministic")
-        return y, (xin if any(extra) else None)
+    if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
+        t, b, l, r = _geometry.pads4(padding)
+        return _k.max_pool2d(x, window, stride, ((t, b), (l, r)))
     if not any(extra):
         return _dnn.pool2d_forward(x, window, stride, sym, mode="avg_exclude_pad"), None
     xin = _pad(x, extra, 0.0)
@@ -490,10 +492,9 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     window, stride = _geometry.pair(window), _geometry.pair(stride)
     sym, extra = _split_pads(padding)
     dy, x = _contiguous(dy), _contiguous(x)
-    if mode == "max":
-        xin = x if ctx is None else ctx
-        dxp = _dnn.pool2d_backward(_contiguous(y), dy, xin, window, stride, sym, mode="max_deterministic")
-        return _crop(dxp, extra, x.shape)
+    if mode == "max":  # ctx: the offsets of the maxima the forward found
+        t, b, l, r = _geometry.pads4(padding)
+        return _k.max_pool2d_backward(dy, ctx, x.shape, window, stride, ((t, b), (l, r)))
     if ctx is None:
         return _dnn.pool2d_backward(_contiguous(y), dy, x, window, stride, sym, mode="avg_exclude_pad")
     xin, y_area, factor = ctx

@@ -16,8 +16,10 @@ Conventions every backend follows (and adapts its library to, in one place of it
   ``reshape`` may return a view; callers never write through it.
 - **Padding** is ``((top, bottom), (left, right))``, resolved by :mod:`.geometry` ("same" may be asymmetric, with the
   extra pixel bottom/right); a backend whose library pads symmetrically only pads explicitly.
-- **Pooling**: max ignores padding, its gradient goes to the first maximum of the window in row-major order;
-  average divides by the number of real (unpadded) elements of each window.
+- **Pooling**: max ignores padding, its gradient goes to the first maximum of the window in row-major order (as
+  PyTorch's; a backend whose library leaves ties undocumented, as cuDNN does, saves the offsets of the maxima in the
+  forward and scatters from them, so the rule holds on every device); average divides by the number of real
+  (unpadded) elements of each window.
 - **Batch norm**: ``running = momentum * running + (1 - momentum) * batch``; the running variance takes the unbiased
   batch variance, normalisation the biased one; ``eps`` is added to the variance.
 - **Activations**: kinds in :data:`.geometry.ACTIVATIONS`; GELU is the tanh approximation; ``alpha`` is the

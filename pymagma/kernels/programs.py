@@ -59,6 +59,7 @@ PROGRAMS = {
                                      "softmax_xent_prob_backward"))),
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
     "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
+    "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
 }
 
 

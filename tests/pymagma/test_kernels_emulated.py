@@ -28,6 +28,8 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_every_unary_op_has_a_reference,
     test_fill,
     test_integer_casts_are_exact_and_wrap_like_numpy,
+    test_max_pool2d_gives_the_gradient_to_the_first_maximum,
+    test_max_pool2d_propagates_nan_and_refuses_bad_geometry,
     test_normal_is_box_muller_of_the_same_stream_and_has_the_right_moments,
     test_out_of_range_label_gives_nan_loss,
     test_reduce_over_axes,

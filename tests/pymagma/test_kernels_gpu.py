@@ -9,6 +9,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tests.conftest import examples
+from tests.reference import pool2d_backward_ref, pool2d_ref
+from tests.strategies import pool_cases
 
 from .helpers import BF16, BF16_CASE
 from .test_kernels_reference import reference_uniform_pairs
@@ -497,3 +499,35 @@ def test_out_of_range_label_gives_nan_loss():
     loss, _ = kernels.softmax_cross_entropy(dev(logits), dev(np.array([0, 4, -1], np.int64)), reduction="none")
     got = loss.get()
     assert np.isclose(got[0], np.log(4)) and np.isnan(got[1]) and np.isnan(got[2])
+
+
+# ---------------------------------------------------------------------------------------------- max pooling
+@FEW
+@given(case=pool_cases(dtypes=FLOATS, values="ties", asymmetric=True, pad_limit=lambda k: k - 1))
+def test_max_pool2d_gives_the_gradient_to_the_first_maximum(case):
+    """The kernel pair behind the device backend's max pooling: y and the gradient against the independent reference
+    (first maximum of each window in row-major order, padding never a maximum), ties included."""
+    from pymagma import kernels
+
+    x, window, stride, padding = case
+    y, offsets = kernels.max_pool2d(dev(x), window, stride, padding)
+    xf = x.astype(np.float64)
+    expected = pool2d_ref(xf, window, stride, padding, "max")
+    close(y.get(), expected, x.dtype.type)
+    dy = np.random.default_rng(0).standard_normal(expected.shape).astype(x.dtype)
+    dx = kernels.max_pool2d_backward(dev(dy), offsets, x.shape, window, stride, padding).get()
+    close(dx, pool2d_backward_ref(xf, dy, window, stride, padding, "max"), x.dtype.type, scale=4)
+
+
+def test_max_pool2d_propagates_nan_and_refuses_bad_geometry():
+    from pymagma import kernels
+
+    x = np.arange(16, dtype=np.float32).reshape(1, 1, 4, 4)
+    x[0, 0, 0, 1] = np.nan
+    y, offsets = kernels.max_pool2d(dev(x), (2, 2), (2, 2))
+    assert np.isnan(y.get()[0, 0, 0, 0]) and y.get()[0, 0, 1, 1] == 15 and offsets.get()[0, 0, 1, 1] == 3
+    with pytest.raises(ValueError, match="smaller than the window"):
+        kernels.max_pool2d(dev(x), (2, 2), (1, 1), ((2, 0), (0, 0)))
+    with pytest.raises(TypeError, match="int32"):
+        kernels.max_pool2d_backward(dev(np.ones((1, 1, 2, 2), np.float32)), dev(np.zeros((1, 1, 2, 2))), x.shape,
+                                    (2, 2), (2, 2))
