@@ -87,6 +87,7 @@ class SimulatedCudnn:
         self.dropouts: dict[int, DropoutConfig] = {}  # dropout descriptor -> its settings
         self._handle_memory: dict[int, ctypes.Array] = {}
         self._bound: dict[str, object] = {}
+        self._ties = np.random.default_rng(0)  # which tied maximum max-pool backward picks (undocumented)
         self.tf32 = False  #: model TF32 tensor-core rounding of float32 convolution operands where cuDNN may use it
         self._local = threading.local()
         self._models = {name[len("_model_"):]: getattr(self, name) for name in dir(self) if name.startswith("_model_")}
@@ -466,13 +467,14 @@ class SimulatedCudnn:
         self._check_forward("cudnnPoolingBackward", forward, ys.astype(yt.compute), yt)
         if self._is_max(pool):
             # cuDNN finds each window's maximum by comparing x with y: the gradient goes to a position where x
-            # equals y (which of several tied positions cuDNN picks is not documented: see the op set)
+            # equals y.  Which of several tied positions it picks is not documented, so the model picks one at
+            # random (seeded, a new draw per call): a caller that relies on a tie rule fails here, not on a GPU
             win = num.windows(num.pad(data, pool.pads, -np.inf), pool.window, pool.strides, (1,) * sd, out)
             flat = win.reshape(win.shape[: 2 + sd] + (-1,))
             target = ys.astype(yt.compute)[..., None]
             hits = (flat == target) | (np.isnan(flat) & np.isnan(target))
-            first = np.argmax(hits, axis=-1)
-            offsets = np.unravel_index(first, pool.window)
+            chosen = np.argmax(hits * (1.0 + self._ties.random(hits.shape)), axis=-1)
+            offsets = np.unravel_index(chosen, pool.window)
             grids = np.meshgrid(*(np.arange(n) for n in grad.shape), indexing="ij", sparse=True)
             coords = list(grids[:2]) + [grids[2 + i] * pool.strides[i] + offsets[i] for i in range(sd)]
             flat_index = np.ravel_multi_index(coords, dxp.shape)
