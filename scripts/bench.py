@@ -248,7 +248,15 @@ def main(argv=None) -> int:
                    help="instead: data-parallel throughput on 1 vs 2 MPI ranks (mpi extra; see bench_distributed.py)")
     p.add_argument("--dry-run", action="store_true",
                    help="check this script on a CPU: 256 generated images, 1 epoch, host backend for the GPU rows")
+    p.add_argument("--overhead", action="store_true",
+                   help="instead: host cost of the GPU path per step on pymagma's null device (no GPU needed), "
+                        "native calls per step, Python per call, and PyTorch CPU's batch-1 step in the same run")
+    p.add_argument("--models", default="mlp,lenet5,resnet_small", help="--overhead: comma list of models")
+    p.add_argument("--batches", default="1,128", help="--overhead: comma list of batch sizes")
+    p.add_argument("--steps", type=int, default=20, help="--overhead: timed steps per measurement")
     args = p.parse_args(argv)
+    if args.overhead:
+        return overhead_bench(args)
     if args.dry_run:
         args.data, args.train_size, args.epochs, args.repeats = os.devnull, 256, 1, 1
 
@@ -302,6 +310,26 @@ def main(argv=None) -> int:
             print_table(f"GPU: {mod}", rows, list(rows[0]) if rows else [])
     if args.json:
         Path(args.json).write_text(json.dumps(results, indent=2))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def overhead_bench(args) -> int:
+    """``--overhead``: the host's cost of driving the device, per step, on the null device (see _overhead.py)."""
+    import _overhead
+
+    models = [m for m in args.models.split(",") if m]
+    unknown = sorted(set(models) - set(_overhead.MODELS))
+    if unknown:
+        raise SystemExit(f"--models: unknown {unknown}; expected some of {list(_overhead.MODELS)}")
+    batches = [int(b) for b in args.batches.split(",") if b]
+    env = environment(set_threads(1), "generated")
+    print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    rows = _overhead.run(models, batches, args.steps)
+    print_table("host cost of the GPU path on the null device (us per step; calls per training step; "
+                "ratio = magmadnn train_us / PyTorch CPU eager batch-1 step, 1 thread)", rows, _overhead.COLUMNS)
+    if args.json:
+        Path(args.json).write_text(json.dumps({"environment": env, "overhead": rows}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

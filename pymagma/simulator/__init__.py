@@ -8,7 +8,7 @@ kernels are their real ``.cu`` sources compiled by the host C++ compiler (:mod:`
 pymagma declares but the simulator does not model raises :class:`~pymagma.errors.NotSimulatedError`.  It proves
 plumbing and conventions; only a GPU proves speed, concurrency and NVRTC code.
 
-Turn it on with ``PYMAGMA_SIMULATOR=1`` (or ``partial``; ``full``) before ``import pymagma``, or in code::
+Turn it on with ``PYMAGMA_SIMULATOR=1`` (or ``partial``; ``full``; ``null``) before ``import pymagma``, or in code::
 
     import pymagma.simulator as sim
     with sim.simulated("full"):
@@ -16,7 +16,10 @@ Turn it on with ``PYMAGMA_SIMULATOR=1`` (or ``partial``; ``full``) before ``impo
 
 Modes: ``"partial"`` exports exactly the MAGMA routines the provider pymagma finds exports (so a partial MAGMA
 such as PyTorch's exercises pymagma's fallbacks; with no provider it is ``"full"``); ``"full"`` exports every
-modelled routine.
+modelled routine; ``"null"`` is ``"full"`` with a device that does nothing: every native call is checked exactly as
+in the other modes and then returns without computing (copies, memsets, MAGMA routines, the device work of cuDNN
+calls and kernel launches are dropped; results are undefined).  It measures the host's cost of driving the device
+(``scripts/bench.py --overhead``).
 """
 
 from __future__ import annotations
@@ -30,8 +33,8 @@ from .. import _native
 from . import cudnn, kernels, magma, runtime
 
 ENV_VAR = "PYMAGMA_SIMULATOR"
-MODES = ("partial", "full")
-_ENV_VALUES = {"": None, "0": None, "1": "partial", "partial": "partial", "full": "full"}
+MODES = ("partial", "full", "null")
+_ENV_VALUES = {"": None, "0": None, "1": "partial", "partial": "partial", "full": "full", "null": "null"}
 
 __all__ = ["ENV_VAR", "MODES", "Simulation", "enable", "disable", "is_enabled", "mode", "simulated", "current",
            "mode_from_environment"]
@@ -81,7 +84,8 @@ def mode_from_environment(environ: Mapping[str, str] | None = None) -> str | Non
         return _ENV_VALUES[raw.strip().lower()]
     except KeyError:
         raise ValueError(f"{ENV_VAR}={raw!r} is not a simulator setting; use 1 or partial (the MAGMA routines the "
-                         "provider exports), full (every modelled routine), or 0 / empty (off)") from None
+                         "provider exports), full (every modelled routine), null (a device that does nothing: host "
+                         "cost only), or 0 / empty (off)") from None
 
 
 def _exports(mode_: str, real_magma) -> tuple[frozenset[str] | None, str]:
@@ -94,11 +98,12 @@ def _exports(mode_: str, real_magma) -> tuple[frozenset[str] | None, str]:
 def libraries(mode: str = "partial") -> _native.Libraries:
     """A fresh set of simulated native libraries in ``mode`` (not in use until :func:`pymagma._native.use`)."""
     _check_mode(mode)
-    cudart = runtime.SimulatedCudart()
+    null = mode == "null"
+    cudart = runtime.SimulatedCudart(null=null)
     exports, source = _exports(mode, _native.real().magma)
     return _native.Libraries("simulator", cudart=cudart, magma=magma.SimulatedMagma(exports, source, streams=cudart),
                              cudnn=cudnn.SimulatedCudnn(streams=cudart),
-                             launcher=kernels.Launcher(streams=cudart, seed=seed_from_environment()))
+                             launcher=kernels.Launcher(streams=cudart, seed=seed_from_environment(), null=null))
 
 
 SEED_VAR = "PYMAGMA_SIMULATOR_SEED"
@@ -114,10 +119,13 @@ def seed_from_environment() -> int:
 
 
 def enable(mode: str = "partial") -> Simulation:
-    """Turn the simulator on in ``mode`` ("partial" or "full").  When it is already on, only the MAGMA export
-    policy changes (memory and compiled kernels are kept)."""
+    """Turn the simulator on in ``mode`` ("partial", "full" or "null").  When it is already on, only the MAGMA export
+    policy changes (memory and compiled kernels are kept), except into or out of "null", which starts a fresh
+    simulated device (arrays made before must not be used)."""
     global _ACTIVE
     _check_mode(mode)
+    if _ACTIVE is not None and (_ACTIVE.mode == "null") != (mode == "null"):
+        disable()
     if _ACTIVE is not None:
         if _ACTIVE.mode != mode:
             _ACTIVE.magma.exports, _ACTIVE.magma.source = _exports(mode, _ACTIVE.real_magma)
@@ -142,7 +150,7 @@ def is_enabled() -> bool:
 
 
 def mode() -> str | None:
-    """The active mode ("partial" or "full"), or None when the simulator is off."""
+    """The active mode ("partial", "full" or "null"), or None when the simulator is off."""
     return None if _ACTIVE is None else _ACTIVE.mode
 
 

@@ -134,13 +134,14 @@ class Launcher:
     stream the program created, see :mod:`pymagma.simulator.runtime`; at once without ``streams``), its blocks in
     a shuffled order (``seed``; None: ascending).  ``launched`` holds every name expression launched so far."""
 
-    def __init__(self, directory: Path | None = None, streams=None, seed: int | None = 0):
+    def __init__(self, directory: Path | None = None, streams=None, seed: int | None = 0, null: bool = False):
         self.directory = directory
         self.streams = streams  #: the simulated runtime whose streams the launches are queued on
         self.libraries: dict[str, ctypes.CDLL] = {}
         self.launched: set[str] = set()
         self._lock = threading.Lock()
         self._orders = None if seed is None else np.random.default_rng(seed)
+        self.null = null  #: check each launch, then drop it (nothing compiled, nothing run)
 
     def library(self, program: str) -> ctypes.CDLL:
         lib = self.libraries.get(program)
@@ -161,9 +162,12 @@ class Launcher:
         if grid < 1 or not 1 <= block <= MAX_THREADS_PER_BLOCK:
             raise ValueError(f"launch of {expression} with grid {grid}, block {block}: a grid needs at least one "
                              f"block and a block 1..{MAX_THREADS_PER_BLOCK} threads (cudaErrorInvalidConfiguration)")
-        lib = self.library(program)
         if expression not in programs.PROGRAMS[program][1]:
             raise LookupError(f"{expression} is not a kernel of program {program}")
+        self.launched.add(expression)
+        if self.null:
+            return
+        lib = self.library(program)
         # the arguments are copied at the launch, as cuLaunchKernel does: the holders go with the queued work
         holders = [a if isinstance(a, ctypes._SimpleCData | ctypes.Structure) else ctypes.c_void_p(a) for a in args]
         pointers = (ctypes.c_void_p * len(holders))(*(ctypes.addressof(h) for h in holders))
@@ -182,4 +186,3 @@ class Launcher:
             run()
         else:
             self.streams.submit(stream, run)
-        self.launched.add(expression)

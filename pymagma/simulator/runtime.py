@@ -99,8 +99,10 @@ class SimulatedCudart:
     Besides the CUDA functions it offers the stream machinery the other simulated libraries queue work with:
     :meth:`submit`, :meth:`flush`, :meth:`position`, :meth:`create_stream`, :meth:`destroy_stream`."""
 
-    def __init__(self, device_count: int | None = None, compute_capability: tuple[int, int] = COMPUTE_CAPABILITY):
+    def __init__(self, device_count: int | None = None, compute_capability: tuple[int, int] = COMPUTE_CAPABILITY,
+                 null: bool = False):
         self.device_count = device_count  #: None: DEVICE_COUNT, read at each call
+        self.null = null  #: a device that does nothing: work submitted to any stream is checked, then dropped
         self.compute_capability = tuple(compute_capability)  #: the architecture it pretends to be (Hopper: 9.0)
         self.blocks: dict[int, ctypes.Array] = {}
         self.devices: dict[int, int] = {}  # device block -> the device it was allocated on
@@ -138,6 +140,8 @@ class SimulatedCudart:
     def submit(self, stream, fn) -> None:
         """Enqueue ``fn`` on ``stream``: queued on a created stream, run at once on any other (on the legacy stream
         after the blocking streams' work, as CUDA's legacy default stream waits for them)."""
+        if self.null:
+            return
         handle = _handle(stream)
         with self._order:
             work = self.work.get(handle)
@@ -331,7 +335,7 @@ class SimulatedCudart:
         extent = (rows - 1) * spitch + width, (rows - 1) * dpitch + width
         self.check_range(src, extent[0], f"{call} source")
         self.check_range(dst, extent[1], f"{call} destination")
-        if from_host and stream is not None and not self.pinned(src):
+        if from_host and stream is not None and not self.null and not self.pinned(src):
             staged = ctypes.create_string_buffer(ctypes.string_at(src, extent[0]), extent[0])
             src = ctypes.addressof(staged)
         else:

@@ -1,0 +1,227 @@
+"""Host cost of the GPU path, measured without a GPU: ``python scripts/bench.py --overhead``.
+
+On a GPU a small model's step is a few hundred microseconds of device work; how fast the host issues that work
+decides the speed.  This runs magmadnn's device backend on pymagma's simulator in mode ``null`` (every native call
+checked, nothing computed) and measures, per model and batch size:
+
+- host microseconds per training step (forward, loss, backward, optimizer update) and per inference step;
+- native calls per step, by library (CUDA runtime, MAGMA, cuDNN, kernel launches), counted in a second pass with
+  every native call wrapped;
+- microseconds of Python per native call: (step time - time inside the native calls) / calls — what pymagma and
+  magmadnn cost around each call (the simulator's own time, inside the calls, is subtracted);
+- PyTorch CPU eager's whole training step for the same model at batch 1 on one thread, in the same run: the
+  reference for dispatch cost (its kernels included).
+
+No timing is asserted anywhere; CI runs it as a smoke test with a few steps.
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+
+import numpy as np
+
+MODELS = ("mlp", "lenet5", "resnet_small")
+INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32)}
+LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
+COLUMNS = ["model", "batch", "train_us", "infer_us", "calls_per_train_step", "cudart", "magma", "cudnn", "launcher",
+           "python_us_per_call", "torch_cpu_step_us", "ratio_to_torch"]
+
+
+# --------------------------------------------------------------------------------------------- counting calls
+class Meter:
+    """Counts and times every call into the native libraries in use (``pymagma._native.current``)."""
+
+    def __init__(self):
+        self.calls = dict.fromkeys(LIBRARIES, 0)
+        self.seconds = 0.0
+        self._saved = None
+
+    def __enter__(self):
+        from pymagma import _native
+
+        libs = _native.current
+        self._saved = {name: getattr(libs, name) for name in LIBRARIES}
+        self._saved["magma_initialized"] = libs.magma_initialized  # what MAGMA's callers hold after magma_init
+        for name in LIBRARIES:
+            setattr(libs, name, _Metered(self._saved[name], name, self))
+        libs.magma_initialized = libs.magma
+        return self
+
+    def __exit__(self, *exc):
+        from pymagma import _native
+
+        for name, target in self._saved.items():
+            setattr(_native.current, name, target)
+
+    def reset(self):
+        self.calls = dict.fromkeys(LIBRARIES, 0)
+        self.seconds = 0.0
+
+
+class _Metered:
+    """A native library whose function calls are counted and timed by a :class:`Meter`."""
+
+    def __init__(self, target, library: str, meter: Meter):
+        self._target, self._library, self._meter = target, library, meter
+
+    def _wrap(self, fn):
+        meter, library = self._meter, self._library
+
+        def call(*args):
+            start = time.perf_counter()
+            try:
+                return fn(*args)
+            finally:
+                meter.seconds += time.perf_counter() - start
+                meter.calls[library] += 1
+
+        return call
+
+    def __getattr__(self, name: str):
+        value = getattr(self._target, name)
+        if name == "bind":
+            return lambda symbol: self._wrap(value(symbol))
+        if callable(value) and not isinstance(value, type) and (
+                name.startswith(("cuda", "magma", "cudnn")) or name in ("launch", "program")):
+            return self._wrap(value)
+        return value
+
+
+# --------------------------------------------------------------------------------------------- magmadnn steps
+def magmadnn_model(name: str, device: str):
+    from magmadnn import zoo
+    from magmadnn.optimizers import SGD
+
+    model = zoo.build(name if name != "resnet_small" else "resnet", INPUTS[name], 10)
+    model.compile(optimizer=SGD(0.01, momentum=0.9), loss="cross_entropy", seed=0, device=device)
+    return model
+
+
+def _batch(name: str, batch: int, seed: int = 0):
+    rng = np.random.default_rng(seed)
+    return rng.standard_normal((batch, *INPUTS[name])).astype(np.float32), rng.integers(0, 10, batch)
+
+
+def magmadnn_steps(model, x, y):
+    """(training step, inference step) callables: what ``fit``/``predict`` run per batch, without the host reads of
+    progress updates."""
+    from magmadnn.autograd import no_grad
+
+    def train():
+        model._train_step([x], y, check=False)
+
+    def infer():
+        with no_grad():
+            model._forward([model._to_tensor(x)], training=False)
+
+    return train, infer
+
+
+def _per_step_seconds(step, steps: int, repeats: int = 3) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        for _ in range(steps):
+            step()
+        times.append((time.perf_counter() - start) / steps)
+    return statistics.median(times)
+
+
+def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
+    """Host cost of ``name`` at ``batch`` on the null device (the simulator must be on in mode "null")."""
+    model = magmadnn_model(name, "gpu")
+    x, y = _batch(name, batch)
+    train, infer = magmadnn_steps(model, x, y)
+    for _ in range(warmup):
+        train()
+        infer()
+    train_s, infer_s = _per_step_seconds(train, steps), _per_step_seconds(infer, steps)
+    with Meter() as meter:
+        for _ in range(steps):
+            train()
+        calls = {k: v / steps for k, v in meter.calls.items()}
+        native_s = meter.seconds / steps
+    total_calls = sum(calls.values())
+    python_s = max(train_s - native_s, 0.0)
+    return {"model": name, "batch": batch, "train_us": train_s * 1e6, "infer_us": infer_s * 1e6,
+            "calls_per_train_step": total_calls, **calls, "native_us_per_train_step": native_s * 1e6,
+            "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None}
+
+
+# --------------------------------------------------------------------------------------------- PyTorch reference
+def torch_model(name: str):
+    import torch
+    from torch import nn
+
+    torch.manual_seed(0)
+    if name == "mlp":
+        return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
+                             nn.Linear(128, 10))
+    if name == "lenet5":
+        return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
+                             nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(),
+                             nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
+
+    def conv_bn(cin, cout, k, stride=1):
+        return nn.Sequential(nn.Conv2d(cin, cout, k, stride, padding=k // 2, bias=False), nn.BatchNorm2d(cout))
+
+    class Block(nn.Module):  # as magmadnn.zoo's residual block
+        def __init__(self, cin, cout, stride):
+            super().__init__()
+            self.a, self.b = conv_bn(cin, cout, 3, stride), conv_bn(cout, cout, 3)
+            self.short = nn.Identity() if stride == 1 and cin == cout else conv_bn(cin, cout, 1, stride)
+
+        def forward(self, x):
+            return torch.relu(self.b(torch.relu(self.a(x))) + self.short(x))
+
+    return nn.Sequential(conv_bn(3, 16, 3), nn.ReLU(), Block(16, 16, 1), Block(16, 32, 2), Block(32, 64, 2),
+                         nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+
+def torch_step_seconds(name: str, steps: int) -> float | None:
+    """PyTorch CPU eager's whole training step at batch 1 on one thread (None without PyTorch)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        net = torch_model(name)
+        opt = torch.optim.SGD(net.parameters(), lr=0.01, momentum=0.9)
+        x, y = _batch(name, 1)
+        xt, yt = torch.from_numpy(x), torch.from_numpy(y)
+        loss_fn = torch.nn.CrossEntropyLoss()
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            loss_fn(net(xt), yt).backward()
+            opt.step()
+
+        for _ in range(2):
+            step()
+        return _per_step_seconds(step, steps)
+    finally:
+        torch.set_num_threads(threads)
+
+
+# --------------------------------------------------------------------------------------------- the table
+def run(models=MODELS, batches=(1, 128), steps: int = 20) -> list[dict]:
+    """One row per (model, batch): magmadnn's host cost on the null device and PyTorch CPU's batch-1 step."""
+    from pymagma import simulator
+
+    torch_us = {}
+    for name in models:
+        seconds = torch_step_seconds(name, steps)
+        torch_us[name] = None if seconds is None else seconds * 1e6
+    rows = []
+    with simulator.simulated("null"):
+        for name in models:
+            for batch in batches:
+                row = measure(name, batch, steps)
+                row["torch_cpu_step_us"] = torch_us[name]
+                row["ratio_to_torch"] = row["train_us"] / torch_us[name] if torch_us[name] else None
+                rows.append(row)
+    return rows
