@@ -50,6 +50,18 @@ SELECTION_SKIPS = re.compile(r"counts the \w+ of a whole-module run|the simulato
                              r"ILP64: 2\*\*31 fits")
 
 
+@pytest.fixture(autouse=True)
+def _no_rejected_magma_call():
+    """A MAGMA call the simulator saw rejected (``magma_xerbla``, or a cuBLAS status MAGMA's wrapper drops) fails
+    the test that made it: on a GPU it would have computed nothing, silently.  A test that expects one takes it
+    with ``pymagma.simulator.magma.take_rejected()``."""
+    yield
+    magma = sys.modules.get("pymagma.simulator.magma")
+    left = magma.take_rejected() if magma is not None else []
+    if left:
+        pytest.fail("rejected MAGMA calls (nothing computed):\n" + "\n".join(map(str, left)), pytrace=False)
+
+
 @functools.cache
 def gpu_available() -> tuple[bool, str]:
     try:

@@ -1,7 +1,9 @@
 """MAGMA on the simulator: each routine pymagma binds is checked against pymagma's own prototype tables
 (:data:`pymagma._magma.SIGNATURES`: arity, integer sizes, enum values, scalar ctypes), passed through a real ctypes
 function pointer built from its prototype (so ctypes converts the arguments exactly as for the native library),
-then run by a NumPy model of MAGMA's documented column-major semantics on the simulated device memory.
+then checked as MAGMA checks it (:mod:`.magma_args`: a bad argument k computes nothing and is recorded in
+``xerbla_calls``, with ``info = -k`` where the routine reports one), then run by a NumPy model of MAGMA's documented
+column-major semantics on the simulated device memory.
 
 :class:`SimulatedMagma` stands in for the :class:`~pymagma._ffi.NativeLibrary` of ``_magma.library()``: ``has``,
 ``bind``, ``missing`` and attribute calls.  It exports what the MAGMA provider pymagma found exports (mode
@@ -16,12 +18,15 @@ import ctypes
 import functools
 import itertools
 import threading
+import weakref
+from dataclasses import dataclass
 
 import numpy as np
 
 from .. import _libs
 from .. import _magma as M
 from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError, PymagmaError
+from . import magma_args
 
 ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
                    M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
@@ -53,8 +58,9 @@ def view(ptr, shape, strides, dtype):
 
 
 def cm(ptr, rows, cols, ld, dtype):
-    """A column-major ``rows x cols`` matrix with leading dimension ``ld``."""
-    if ld < max(1, rows):
+    """A column-major ``rows x cols`` matrix with leading dimension ``ld`` (the argument checks rejected a short
+    ``ld`` before any model runs: here it is the simulator's own guard)."""
+    if rows and cols and ld < rows:
         raise MagmaCallError(f"leading dimension {ld} < rows {rows}: MAGMA would reject this")
     return view(ptr, (rows, cols), (1, ld), dtype)
 
@@ -125,12 +131,26 @@ def triangle(k, dt):
     return A
 
 
+def solve_triangular(T, B, lower: bool):
+    """``T X = B`` by substitution, as cuBLAS: a zero on the diagonal gives inf/NaN, no error."""
+    X = np.array(B, dtype=np.result_type(T, B))
+    rows = range(T.shape[0]) if lower else range(T.shape[0] - 1, -1, -1)
+    with np.errstate(all="ignore"):
+        for i in rows:
+            done = slice(0, i) if lower else slice(i + 1, None)
+            X[i] = (X[i] - T[i, done] @ X[done]) / T[i, i]
+    return X
+
+
 def trsm(k, dt):
     A = triangle(k, dt)
     B = cm(k["dB"], k["m"], k["n"], k["lddb"], dt)
     opA = op(A, k["trans"])
-    B[...] = np.linalg.solve(opA, k["alpha"] * B) if k["side"] == M.MagmaLeft else \
-        np.linalg.solve(opA.T, (k["alpha"] * B).T).T
+    lower = (k["uplo"] == M.MagmaLower) == (k["trans"] == M.MagmaNoTrans)  # op(A)'s triangle
+    if k["side"] == M.MagmaLeft:
+        B[...] = solve_triangular(opA, k["alpha"] * B, lower)
+    else:  # X op(A) = alpha B  <=>  op(A)^T X^T = alpha B^T
+        B[...] = solve_triangular(opA.T, (k["alpha"] * B).T, not lower).T
 
 
 def syrk(k, dt):
@@ -200,7 +220,7 @@ def transpose(k, dt):
 
 
 def laswp(k, dt):  # the matrix is stored row-wise: row i starts at dAT + i * ldda
-    require(k["ldda"] >= k["n"] and k["inci"] == 1, f"laswp: ldda {k['ldda']} < n {k['n']} or inci {k['inci']} != 1")
+    require(k["inci"] == 1, f"laswp: inci {k['inci']} != 1 is not modelled")
     piv = view(address(k["ipiv"]), (k["k2"],), (1,), M.MAGMA_INT)
     rows = view(k["dAT"], (k["k2"], k["n"]), (k["ldda"], 1), dt)
     for i in range(k["k1"] - 1, k["k2"]):
@@ -215,8 +235,8 @@ def getrf(k, dt):
     A = cm(k["dA"], m, n, k["ldda"], dt)
     ipiv, info = _ints(k["ipiv"], min(m, n)), _ints(k["info"], 1)
     info[0] = 0
-    for j in range(min(m, n)):
-        p = j + int(np.argmax(np.abs(A[j:, j])))
+    for j in range(min(m, n)):  # the pivot as i?amax picks it: the largest |Re| + |Im| (the first of equals)
+        p = j + int(np.argmax(np.abs(A[j:, j].real) + np.abs(A[j:, j].imag)))
         ipiv[j] = p + 1
         A[[j, p]] = A[[p, j]]
         if A[j, j] == 0:
@@ -298,9 +318,8 @@ def laset(k, dt):
     np.fill_diagonal(A, k["diag"])
 
 
-# LAPACK drivers (the QR model keeps the Q that LAPACK would encode in the reflectors in a side table keyed by tau)
-_Q_BY_TAU: dict[int, np.ndarray] = {}
-NB = 32
+# LAPACK drivers
+NB = magma_args.NB
 
 
 def _set_info(k, v):
@@ -308,30 +327,45 @@ def _set_info(k, v):
     return v
 
 
+def _real(dt):
+    return np.float32 if np.dtype(dt) in (np.float32, np.complex64) else np.float64
+
+
 def geqrf2(k, dt):
+    """LAPACK's geqrf: R on and above the diagonal, the Householder vectors (unit first entry implied) below it,
+    their scalars in ``tau`` (a host array)."""
     m, n = k["m"], k["n"]
-    A = cm(k["dA"], m, n, k["ldda"], dt)
-    q, r = np.linalg.qr(A)
-    _Q_BY_TAU[address(k["tau"])] = q
-    A[: r.shape[0], :] = np.where(np.triu(np.ones(r.shape, bool)), r, A[: r.shape[0], :])
+    kk = min(m, n)
+    if kk:
+        A = cm(k["dA"], m, n, k["ldda"], dt)
+        h, tau = np.linalg.qr(A, mode="raw")  # LAPACK's geqrf output, h transposed
+        A[...] = h.T
+        view(address(k["tau"]), (kk,), (1,), dt)[...] = tau[:kk]
     return _set_info(k, 0)
 
 
 def orgqr2(k, dt):
-    q = _Q_BY_TAU[address(k["tau"])]
-    require((k["m"], k["k"]) == q.shape, f"orgqr2: m, k = {k['m']}, {k['k']}, but geqrf2 gave Q of shape {q.shape}")
-    cm(address(k["A"]), k["m"], k["n"], k["lda"], dt)[...] = q[:, : k["n"]]
+    """LAPACK's orgqr/ungqr: the first ``n`` columns of ``Q = H(1) ... H(k)``, each ``H(i) = I - tau[i] v v^H``
+    read from column ``i`` of ``A`` below the diagonal and from ``tau`` (nothing else is read)."""
+    m, n, kk = k["m"], k["n"], k["k"]
+    if n <= 0:
+        return _set_info(k, 0)
+    A = cm(address(k["A"]), m, n, k["lda"], dt)
+    tau = view(address(k["tau"]), (kk,), (1,), dt).copy()
+    V = np.tril(A[:, :kk], -1) + np.eye(m, kk, dtype=dt)
+    Q = np.eye(m, n, dtype=dt)
+    for i in range(kk - 1, -1, -1):
+        v = V[i:, i]
+        Q[i:, :] -= tau[i] * np.outer(v, np.conj(v) @ Q[i:, :])
+    A[...] = Q
     return _set_info(k, 0)
 
 
 def gels(k, dt):
-    require(k["trans"] == M.MagmaNoTrans, "gels: only trans = MagmaNoTrans is modelled (as in MAGMA)")
     m, n = k["m"], k["n"]
-    need = (m - n + NB) * (k["nrhs"] + NB) + k["nrhs"] * NB  # MAGMA's minimum (m >= n), also its query answer
-    if k["lwork"] == -1:
-        view(address(k["hwork"]), (1,), (1,), dt)[0] = need
+    view(address(k["hwork"]), (1,), (1,), dt)[0] = magma_args.workspace("magma_?gels_gpu", k)["work"]
+    if k["lwork"] == -1 or min(m, n, k["nrhs"]) == 0:
         return _set_info(k, 0)
-    require(k["lwork"] >= need, f"hwork: lwork {k['lwork']} < {need}")
     A = cm(k["dA"], m, n, k["ldda"], dt)
     B = cm(k["dB"], m, k["nrhs"], k["lddb"], dt)
     q, r = np.linalg.qr(A, mode="complete")
@@ -341,47 +375,42 @@ def gels(k, dt):
     return _set_info(k, 0)
 
 
-def _query(k, sizes):
-    """Workspace query (lwork = -1): report sizes; otherwise check the caller gave at least that much."""
-    if k["lwork"] == -1:
-        for name, size in sizes.items():
-            view(address(k[name]), (1,), (1,), np.float64 if name == "rwork" else k["_dt"] if name == "work"
-                 else M.MAGMA_INT)[0] = size
-        return True
+def _answer_query(k, dt, sizes) -> None:
+    """A workspace query's answer in ``work[0]`` (``rwork[0]``, ``iwork[0]``)."""
+    types = {"work": dt, "rwork": _real(dt), "iwork": M.MAGMA_INT}
     for name, size in sizes.items():
-        require(k["l" + name] >= size, f"{name}: l{name} {k['l' + name]} < {size}")
-    return False
+        view(address(k[name]), (1,), (1,), types[name])[0] = size
 
 
 def syevd(k, dt):
     n = k["n"]
-    real = np.float32 if np.dtype(dt) in (np.float32, np.complex64) else np.float64
-    k["_dt"] = dt
-    sizes = {"work": 2 * n * n + 6 * n + 1, "iwork": 5 * n + 3}
-    if np.iscomplexobj(np.zeros(1, dt)):
-        sizes["rwork"] = 2 * n * n + 5 * n + 1
-    if "rwork" in k and k["lwork"] == -1:
-        view(address(k["rwork"]), (1,), (1,), real)[0] = sizes.pop("rwork")
-    if _query(k, sizes):
+    complex_ = np.issubdtype(dt, np.complexfloating)
+    _answer_query(k, dt, magma_args.workspace("magma_?syevd_gpu", k, complex_))
+    if magma_args.syevd_query(k) or n == 0:
         return _set_info(k, 0)
-    require(k["ldwa"] >= n and k["jobz"] == M.MagmaVec, "syevd: ldwa < n, or jobz other than MagmaVec (not modelled)")
     A = cm(k["dA"], n, n, k["ldda"], dt)
-    w, v = np.linalg.eigh(A, UPLO="L" if k["uplo"] == M.MagmaLower else "U")
-    view(address(k["w"]), (n,), (1,), real)[...] = w
-    A[...] = v
+    uplo = "L" if k["uplo"] == M.MagmaLower else "U"
+    if k["jobz"] == M.MagmaNoVec:
+        w = np.linalg.eigvalsh(A, UPLO=uplo)
+    else:
+        w, v = np.linalg.eigh(A, UPLO=uplo)
+        A[...] = v
+    view(address(k["w"]), (n,), (1,), _real(dt))[...] = w
     return _set_info(k, 0)
 
 
 def gesdd(k, dt):
     m, n = k["m"], k["n"]
     kk = min(m, n)
-    k["_dt"] = dt
-    if _query(k, {"work": 3 * kk + max(m, n) + 5 * kk * kk}):
+    if k["lwork"] < 0:
+        _answer_query(k, dt, magma_args.workspace("magma_?gesdd", k))
         return _set_info(k, 0)
-    real = np.float32 if np.dtype(dt) in (np.float32, np.complex64) else np.float64
+    require(k["jobz"] != M.MagmaOverwriteVec, "gesdd: jobz = MagmaOverwriteVec is not modelled")
+    if kk == 0:
+        return _set_info(k, 0)
     A = cm(address(k["A"]), m, n, k["lda"], dt)
     u, s, vt = np.linalg.svd(A, full_matrices=k["jobz"] == M.MagmaAllVec)
-    view(address(k["s"]), (kk,), (1,), real)[...] = s
+    view(address(k["s"]), (kk,), (1,), _real(dt))[...] = s
     if k["jobz"] != M.MagmaNoVec:
         cm(address(k["U"]), m, u.shape[1], k["ldu"], dt)[...] = u
         cm(address(k["VT"]), vt.shape[0], n, k["ldvt"], dt)[...] = vt
@@ -390,21 +419,24 @@ def gesdd(k, dt):
 
 def geev(k, dt):
     n = k["n"]
-    k["_dt"] = dt
-    if _query(k, {"work": 4 * n + 1}):
+    if k["lwork"] == -1:
+        _answer_query(k, dt, magma_args.workspace("magma_?geev", k, "w" in k))
         return _set_info(k, 0)
-    require(k["jobvl"] == M.MagmaNoVec and k["jobvr"] == M.MagmaVec, "geev: only right eigenvectors are modelled")
+    if n == 0:
+        return _set_info(k, 0)
+    require(k["jobvl"] == M.MagmaNoVec, "geev: only right eigenvectors are modelled")
     A = cm(address(k["A"]), n, n, k["lda"], dt)
     w, v = np.linalg.eig(A)
-    VR = cm(address(k["VR"]), n, n, k["ldvr"], dt)
+    VR = cm(address(k["VR"]), n, n, k["ldvr"], dt) if k["jobvr"] == M.MagmaVec else None
     if "w" in k:
         view(address(k["w"]), (n,), (1,), dt)[...] = w
-        VR[...] = v
+        if VR is not None:
+            VR[...] = v
         return _set_info(k, 0)
     view(address(k["wr"]), (n,), (1,), dt)[...] = w.real
     view(address(k["wi"]), (n,), (1,), dt)[...] = w.imag
     j = 0
-    while j < n:  # LAPACK's real layout: a conjugate pair stores Re and Im of the first vector
+    while VR is not None and j < n:  # LAPACK's real layout: a conjugate pair stores Re and Im of the first vector
         if w[j].imag != 0:
             VR[:, j], VR[:, j + 1] = v[:, j].real, v[:, j].imag
             j += 2
@@ -439,6 +471,36 @@ MODEL = {
     "magma_?nrm2": lambda k, dt: float(np.linalg.norm(vec(k, "x", dt))),
     "magma_?asum": lambda k, dt: float(np.sum(np.abs(vec(k, "x", dt).real)) + np.sum(np.abs(vec(k, "x", dt).imag))),
 }
+
+
+# ----------------------------------------------------------------------------------------------------- rejected calls
+@dataclass(frozen=True)
+class Rejected:
+    """A call MAGMA rejected: ``magma_xerbla`` was called (``by="magma"``) or cuBLAS answered
+    CUBLAS_STATUS_INVALID_VALUE, which MAGMA's BLAS wrapper drops (``by="cublas"``).  Nothing was computed."""
+
+    routine: str
+    arg: int  #: MAGMA's (or BLAS's) 1-based number of the bad argument
+    name: str
+    value: object
+    by: str
+
+    def __str__(self) -> str:
+        who = "magma_xerbla" if self.by == "magma" else "cuBLAS (status dropped by MAGMA's wrapper)"
+        return f"{self.routine}: argument {self.arg} ({self.name} = {self.value!r}) rejected by {who}"
+
+
+_LIBRARIES: weakref.WeakSet = weakref.WeakSet()  # every SimulatedMagma made (their records, for the tests)
+
+
+def take_rejected() -> list[Rejected]:
+    """Every rejected call recorded by any simulated MAGMA since the last take, oldest first; the records are
+    cleared (tests check that none was left unexpected)."""
+    out = []
+    for library in list(_LIBRARIES):
+        out += library.xerbla_calls
+        library.xerbla_calls.clear()
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------- auxiliary
@@ -493,6 +555,8 @@ class SimulatedMagma:
         self._own_stream: set[int] = set()  # the queues whose stream magma_queue_create made (destroyed with them)
         self._wrappers: dict[str, object] = {}
         self._failure = threading.local()
+        self.xerbla_calls: list[Rejected] = []  #: the calls MAGMA or cuBLAS rejected (nothing computed)
+        _LIBRARIES.add(self)
         self._aux = {
             "magma_init": lambda k, dt: 0,
             "magma_finalize": lambda k, dt: 0,
@@ -594,6 +658,9 @@ class SimulatedMagma:
         sig = M.SIGNATURES[name]
         model = self._aux.get(sig.family) or MODEL[sig.family]
         dtype = np.dtype(M.PRECISIONS[sig.precision][3]) if sig.precision else None
+        who, arguments = magma_args.checker(sig.family, dtype) or (None, None)
+        has_info = "info" in sig.arg_names
+        records = self.xerbla_calls
         restype, argtypes = sig.prototype()
         scalars = {t: M.ctype_of(t, sig.precision) for t in ("S", "R") if sig.precision}
         checks = tuple((i, arg, token, scalars.get(token)) for i, (token, arg) in enumerate(sig.args)
@@ -606,7 +673,14 @@ class SimulatedMagma:
 
         def run(k):
             """The model, in queue order: on a queue of a created stream, a deferrable routine is enqueued there;
-            any other (a LAPACK driver's info, a dot product, host pivots) first runs the queue's work."""
+            any other (a LAPACK driver's info, a dot product, host pivots) first runs the queue's work.  A call
+            whose arguments MAGMA (or cuBLAS) rejects computes nothing: recorded, info = -k where there is one."""
+            bad = arguments(k) if arguments is not None else None
+            if bad is not None:
+                records.append(Rejected(name, bad[0], bad[1], k[bad[1]], who))
+                if has_info:
+                    _set_info(k, -bad[0])
+                return -bad[0] if sig.restype == "I" else None
             stream = self._queue(k)[1] if on_queue else 0
             if stream and streams is not None and streams.position(stream) is not None:
                 if deferrable:

@@ -206,7 +206,6 @@ def _gemm_args(m=2, n=2, k=2, ld=2, alpha=1.0, trans=_magma.MagmaNoTrans):
     (lambda a: [7] + a[1:], r"magma_dgemm\(transA\) = 7 is not a MAGMA enum"),
     (lambda a: a[:2] + [2**31] + a[3:], r"magma_dgemm\(m\) = 2147483648 does not fit magma_int_t"),
     (lambda a: a[:5] + [1.0] + a[6:], r"magma_dgemm\(alpha\) got float, expected c_double"),
-    (lambda a: a[:7] + [1] + a[8:], "leading dimension 1 < rows 2"),  # raised inside the model, through ctypes
 ])
 def test_magma_calls_are_checked_against_the_tables(change, message):
     with simulator.simulated("full"):
@@ -215,6 +214,19 @@ def test_magma_calls_are_checked_against_the_tables(change, message):
             pytest.skip("ILP64: 2**31 fits")
         with pytest.raises(MagmaCallError, match=message):
             _magma.initialized().magma_dgemm(*change(args))
+
+
+def test_a_short_leading_dimension_computes_nothing_and_is_recorded():
+    """cuBLAS answers CUBLAS_STATUS_INVALID_VALUE for lda < m, which MAGMA's magma_dgemm drops: C is untouched."""
+    with simulator.simulated("full") as sim:
+        args, (_, _, c) = _gemm_args()
+        c[:] = 7.0
+        args[0:8] = [*args[:7], 1]
+        _magma.initialized().magma_dgemm(*args)
+        assert [(r.routine, r.arg, r.name, r.value, r.by) for r in sim.magma.xerbla_calls] == \
+            [("magma_dgemm", 8, "ldda", 1, "cublas")]
+        assert (c == 7.0).all()
+        assert "argument 8 (ldda = 1)" in str(simulator.magma.take_rejected()[0])
 
 
 @settings(max_examples=examples(20), deadline=None)
