@@ -4,6 +4,7 @@ counts the calls by library, and PyTorch's batch-1 step is timed in the same run
 
 from __future__ import annotations
 
+import ctypes
 import json
 import subprocess
 import sys
@@ -42,7 +43,7 @@ def test_the_null_device_computes_nothing_but_checks_everything():
         out = (a @ a).get()
         assert out.shape == (4, 4)  # results are undefined on the null device, shapes are not
         try:
-            sim.magma.magmablas_sgemm(999, 999, 4, 4, 4, 1.0, a.ptr, 4, a.ptr, 4, 0.0, a.ptr, 4,
+            sim.magma.magma_sgemm(999, 999, 4, 4, 4, ctypes.c_float(1), a.ptr, 4, a.ptr, 4, ctypes.c_float(0), a.ptr, 4,
                                       pymagma.default_queue().handle)
         except MagmaCallError as exc:  # a bad enum is refused as in every mode
             assert "not a MAGMA enum value" in str(exc)

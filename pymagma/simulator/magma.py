@@ -666,6 +666,7 @@ class SimulatedMagma:
         checks = tuple((i, arg, token, scalars.get(token)) for i, (token, arg) in enumerate(sig.args)
                        if token in ("I", "E", "S", "R"))
         arity, failure, streams = len(sig.args), self._failure, self.streams
+        null, aux = bool(getattr(streams, "null", False)), sig.family in AUX_FAMILIES
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
         on_queue = sig.family not in AUX_FAMILIES and any(token == "Q" for token, _ in sig.args)
         # BLAS-like: no result for the host and no host array MAGMA reads at the call (laswp's pivots): enqueued
@@ -681,6 +682,8 @@ class SimulatedMagma:
                 if has_info:
                     _set_info(k, -bad[0])
                 return -bad[0] if sig.restype == "I" else None
+            if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
+                return 0 if restype is not None else None
             stream = self._queue(k)[1] if on_queue else 0
             if stream and streams is not None and streams.position(stream) is not None:
                 if deferrable:
