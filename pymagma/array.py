@@ -101,6 +101,14 @@ class DeviceArray:
         self.owner = owner
         self.device = _device_index(device)
 
+    @classmethod
+    def _trusted(cls, shape: tuple, dtype: np.dtype, ptr: int, strides: tuple, owner, device: int) -> DeviceArray:
+        """An array from values pymagma itself checked or computed (the hot path of every op's output and view):
+        no argument checks again."""
+        a = object.__new__(cls)
+        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, shape, strides, ptr, owner, device
+        return a
+
     # ---------------------------------------------------------------------------------------------- properties
     @property
     def ndim(self) -> int:
@@ -138,7 +146,10 @@ class DeviceArray:
 
     # ---------------------------------------------------------------------------------------------- views
     def _view(self, offset: int, shape, strides) -> DeviceArray:
-        return DeviceArray(shape, self.dtype, self.ptr + offset, strides, owner=self, device=self.device)
+        """A view of this array; ``shape`` and ``strides`` (None: C-contiguous) are ints its caller computed."""
+        shape = tuple(shape)
+        strides = c_strides(shape, self.dtype.itemsize) if strides is None else tuple(strides)
+        return DeviceArray._trusted(shape, self.dtype, self.ptr + offset, strides, self, self.device)
 
     def __getitem__(self, key) -> DeviceArray:
         offset, shape, strides = index_view(self.shape, self.strides, key)
@@ -390,11 +401,9 @@ def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     """An uninitialized C-contiguous DeviceArray.  ``shape``: an int or a sequence of non-negative ints (NumPy
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
     dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
-    device = _device_index(device)
-    runtime.require_device()
-    device = runtime.get_device() if device is None else device
-    alloc = memory.alloc(math.prod(shape) * dtype.itemsize, device)
-    return DeviceArray(shape, dtype, alloc.ptr, None, owner=alloc, device=device)
+    device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
+    alloc = memory.Allocation(math.prod(shape) * dtype.itemsize, device)
+    return DeviceArray._trusted(shape, dtype, alloc.ptr, c_strides(shape, dtype.itemsize), alloc, device)
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:

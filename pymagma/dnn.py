@@ -109,6 +109,22 @@ def pool2d_output_shape(x_shape, window, stride=None, padding=0) -> tuple[int, .
 # ------------------------------------------------------------------------------------------------ dtypes etc.
 def data_type(dtype) -> cd.DataType:
     try:
+        return _DATA_TYPE_OF[dtype]
+    except (KeyError, TypeError):
+        pass
+    kind = _data_type(dtype)
+    try:
+        _DATA_TYPE_OF[dtype] = kind
+    except TypeError:
+        pass
+    return kind
+
+
+_DATA_TYPE_OF: dict = {}  # data_type's answers by argument
+
+
+def _data_type(dtype) -> cd.DataType:
+    try:
         name = np.dtype(dtype).name  # scalar types (np.float32), dtypes and names alike
     except TypeError:
         name = str(dtype)

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import weakref
 from collections import defaultdict
 
 import numpy as np
@@ -25,7 +24,10 @@ _LARGE = 1 << 20
 
 def bucket_size(nbytes: int) -> int:
     """The pool's size class for a request of ``nbytes`` (>= nbytes; 0 stays 0)."""
-    nbytes = _checks.count(nbytes, "nbytes", maximum=2**63 - 1)
+    return _bucket(_checks.count(nbytes, "nbytes", maximum=2**63 - 1))
+
+
+def _bucket(nbytes: int) -> int:
     if nbytes <= _LARGE:
         return -(-nbytes // ALIGNMENT) * ALIGNMENT
     step = (1 << ((nbytes - 1).bit_length() - 1)) // 8  # an eighth of the power of two below: <= 12.5% waste
@@ -117,26 +119,31 @@ def _pool() -> _Pool:
 
 
 class Allocation:
-    """``nbytes`` of device memory at ``ptr`` on ``device``; returned to the pool when the object is collected."""
+    """``nbytes`` of device memory at ``ptr`` on ``device``; returned to the pool (of the native libraries that made
+    it) when the object is collected or :meth:`free` is called."""
 
-    __slots__ = ("ptr", "nbytes", "device", "size", "_finalizer", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "device", "size", "_pool", "__weakref__")
 
     def __init__(self, nbytes: int, device: int | None = None):
-        nbytes = _checks.count(nbytes, "nbytes", maximum=2**63 - 1)
-        device = None if device is None else _checks.count(device, "device")
-        runtime.require_device()
-        self.nbytes = nbytes
-        self.device = runtime.get_device() if device is None else device
-        self.size = bucket_size(self.nbytes)
+        self.nbytes = _checks.count(nbytes, "nbytes", maximum=2**63 - 1)
+        # the current device needs a device; an explicit one is reached by cudaMalloc, which checks for one
+        self.device = runtime.get_device() if device is None else _checks.count(device, "device")
+        self.size = _bucket(self.nbytes)
         pool = _native.current.memory_pool
         self.ptr = pool.take(self.device, self.size) if self.size else 0
-        self._finalizer = weakref.finalize(self, pool.give_back, self.device, self.size, self.ptr) \
-            if self.size else None
+        self._pool = pool if self.size else None
 
     def free(self) -> None:
         """Return the memory to the pool now (idempotent)."""
-        if self._finalizer is not None:
-            self._finalizer()
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.give_back(self.device, self.size, self.ptr)
+
+    def __del__(self):  # cheaper than a weakref.finalize per allocation
+        try:
+            self.free()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
 
     def __repr__(self) -> str:
         return f"Allocation(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, device={self.device})"

@@ -24,6 +24,7 @@ from ctypes import c_double, c_int, c_longlong, c_ulonglong, c_void_p
 import numpy as np
 
 from .. import _checks
+from .. import array as _array
 from ..errors import KernelCompileError
 from . import compiler, programs
 from .compiler import CompiledProgram, compile_source, nvrtc_version
@@ -86,23 +87,17 @@ class PoolGeometry(ctypes.Structure):
 
 
 # ------------------------------------------------------------------------------------------------------ helpers
-def _array_module():
-    from .. import array
-
-    return array
-
-
 def _elem_strides(a) -> tuple[int, ...]:
     return tuple(s // a.itemsize for s in a.strides)
 
 
 def _c_strides(shape) -> tuple[int, ...]:
     """Element strides of a C-contiguous array of ``shape``."""
-    return _array_module().c_strides(tuple(shape), 1)
+    return _array.c_strides(tuple(shape), 1)
 
 
 def _device_array(a, what: str):
-    return _array_module().require_device_array(a, what)
+    return _array.require_device_array(a, what)
 
 
 def _float_dtype(a, what: str) -> str:
@@ -138,7 +133,7 @@ def contiguous(x):
 
 def _out_for(out, shape, dtype, device, what: str):
     if out is None:
-        return _array_module().empty(shape, dtype, device=device)
+        return _array.empty(shape, dtype, device=device)
     _device_array(out, f"{what} out")
     if tuple(out.shape) != tuple(shape) or programs.dtype_name(out.dtype) != programs.dtype_name(dtype):
         raise ValueError(f"{what}: out has shape {out.shape} and dtype {out.dtype}, expected {tuple(shape)} {dtype}")
@@ -350,7 +345,7 @@ def copy(x, out=None):
     if name not in programs.COPY_DTYPES:
         raise TypeError(f"copy does not handle dtype {name}; supported: {programs.COPY_DTYPES}")
     if out is None:
-        out = _array_module().empty(x.shape, x.dtype, device=x.device)
+        out = _array.empty(x.shape, x.dtype, device=x.device)
     elif tuple(_device_array(out, "copy out").shape) != tuple(x.shape) or out.dtype != x.dtype:
         raise ValueError(f"copy: out has shape {out.shape} and dtype {out.dtype}, expected {x.shape} {x.dtype}")
     elif out.device != x.device:
@@ -389,7 +384,7 @@ def reduce(op: str, x, axis=None, keepdims: bool = False):
     strides = _elem_strides(x)
     kept_shape = tuple(x.shape[d] for d in kept)
     out_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)) if keepdims else kept_shape
-    out = _array_module().empty(out_shape, x.dtype, device=x.device)
+    out = _array.empty(out_shape, x.dtype, device=x.device)
     s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
     r = make_strides3(tuple(x.shape[d] for d in axes), [strides[d] for d in axes])
     n_out = math.prod(kept_shape)
@@ -408,7 +403,7 @@ def _arg_reduce(want_max: bool, x, axis: int):
     strides = _elem_strides(x)
     kept = [d for d in range(x.ndim) if d != axis]
     kept_shape = tuple(x.shape[d] for d in kept)
-    out = _array_module().empty(kept_shape, np.int64, device=x.device)
+    out = _array.empty(kept_shape, np.int64, device=x.device)
     s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
     n_out = math.prod(kept_shape)
     _run("reduce", programs.expression("arg_reduce", dtype), x, n_out,
@@ -452,7 +447,7 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
             raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
         kernel = "softmax_xent_prob"
     labels = contiguous(labels)
-    arr = _array_module()
+    arr = _array
     per_row = arr.empty((rows,), logits.dtype, device=logits.device)
     dlogits = arr.empty(logits.shape, logits.dtype, device=logits.device) if grad or probs else None
     scale = 1.0 / rows if reduction == "mean" and rows else 1.0
@@ -563,7 +558,7 @@ def _seed_and_offset(seed, offset) -> tuple[int, int]:
 
 
 def _random(kernel: str, shape, a: float, b: float, seed: int, offset: int, dtype, out, device):
-    arr = _array_module()
+    arr = _array
     if out is None:
         out = arr.empty(shape, dtype, device=device)
     name = _float_dtype(out, kernel)
@@ -593,7 +588,7 @@ def dropout(x, rate: float, *, seed: int, offset: int = 0):
         raise ValueError(f"dropout rate must be a real number in [0, 1), got {rate!r}")
     seed, offset = _seed_and_offset(seed, offset)
     x = contiguous(x)
-    arr = _array_module()
+    arr = _array
     y, mask = arr.empty(x.shape, x.dtype, device=x.device), arr.empty(x.shape, x.dtype, device=x.device)
     _run("random", programs.expression("dropout", dtype), x, (x.size + 1) // 2,
          [_ptr(x), _ptr(y), _ptr(mask), c_longlong(x.size), c_ulonglong(int(seed)), c_ulonglong(int(offset)),
@@ -643,7 +638,7 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     dtype = _float_dtype(x, "max_pool2d")
     g = _pool_geometry(x.shape, window, stride, padding, "max_pool2d")
     x = contiguous(x)
-    module = _array_module()
+    module = _array
     y = module.empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, device=x.device)
     offsets = module.empty(y.shape, np.int32, device=x.device)
     _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [_ptr(x), _ptr(y), _ptr(offsets), g])
@@ -666,6 +661,6 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
         raise ValueError(f"max_pool2d_backward: dy and offsets live on different devices ({dy.device} and "
                          f"{offsets.device})")
     dy, offsets = contiguous(dy), contiguous(offsets)
-    dx = _array_module().empty(tuple(int(d) for d in x_shape), dy.dtype, device=dy.device)
+    dx = _array.empty(tuple(int(d) for d in x_shape), dy.dtype, device=dy.device)
     _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [_ptr(dy), _ptr(offsets), _ptr(dx), g])
     return dx

@@ -22,8 +22,24 @@ COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 HEADERS = ("common.cuh",)
 
 
+_NAMES: dict = {}  # dtype_name's answers by argument: a dict lookup per call, no NumPy attribute work
+
+
 def dtype_name(dtype) -> str:
     """Canonical name of a NumPy (or ml_dtypes/torch-like) dtype: 'float32', 'bfloat16', ..."""
+    try:
+        return _NAMES[dtype]
+    except (KeyError, TypeError):
+        pass
+    name = _dtype_name(dtype)
+    try:
+        _NAMES[dtype] = name
+    except TypeError:
+        pass
+    return name
+
+
+def _dtype_name(dtype) -> str:
     name = getattr(dtype, "name", None) or str(dtype)
     if name not in C_TYPES:
         try:

@@ -162,6 +162,8 @@ class Launcher:
         if grid < 1 or not 1 <= block <= MAX_THREADS_PER_BLOCK:
             raise ValueError(f"launch of {expression} with grid {grid}, block {block}: a grid needs at least one "
                              f"block and a block 1..{MAX_THREADS_PER_BLOCK} threads (cudaErrorInvalidConfiguration)")
+        if program not in programs.PROGRAMS:
+            raise KeyError(f"no kernel program {program!r}; programs: {sorted(programs.PROGRAMS)}")
         if expression not in programs.PROGRAMS[program][1]:
             raise LookupError(f"{expression} is not a kernel of program {program}")
         self.launched.add(expression)
