@@ -668,3 +668,19 @@ def test_tf32_rounding_of_float32_convolutions_is_modelled_on_request(sim, monke
     dnn.clear_caches()
     np.testing.assert_allclose(dnn.conv2d_forward(dev(x), dev(w)).get(), exact, rtol=1e-5, atol=1e-5)
     assert tf32(np.float32([1 + 2**-11, 1 + 3 * 2**-11, np.inf])).tolist() == [1.0, 1 + 2**-9, np.inf]  # ties to even
+
+
+def test_batch_norm_backward_refuses_saved_statistics_that_are_not_the_forwards(sim):
+    """cuDNN reads savedMean/savedInvVariance as the forward's cache for this x: swapped or stale ones would give
+    wrong gradients on a GPU, so the model checks them against the batch and names the argument."""
+    from pymagma.simulator.cudnn import ModelError
+
+    rng = np.random.default_rng(4)
+    x = dev(rng.standard_normal((4, 3, 2, 2)).astype(np.float32) * 3 + 1)
+    dy = dev(rng.standard_normal((4, 3, 2, 2)).astype(np.float32))
+    scale, bias = dev(np.ones(3, np.float32)), dev(np.zeros(3, np.float32))
+    _, mean, inv = dnn.batch_norm_forward_training(x, scale, bias)
+    dx, _, _ = dnn.batch_norm_backward(x, dy, scale, mean, inv)
+    assert np.isfinite(dx.get()).all()
+    with pytest.raises(ModelError, match="savedMean is not the forward's"):
+        dnn.batch_norm_backward(x, dy, scale, inv, mean)[0].get()

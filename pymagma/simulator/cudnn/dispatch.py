@@ -654,11 +654,17 @@ class SimulatedCudnn:
         dscale_view, dbias_view = bn.view(dscale, "resultBnScaleDiff"), bn.view(dbias, "resultBnBiasDiff")
         yield
         data, grad = xs.astype(xt.compute), dys.astype(dyt.compute)
-        if save_mean:
+        batch_mean = data.mean(axis=axes, keepdims=True)
+        batch_inv = 1 / np.sqrt(data.var(axis=axes, keepdims=True) + eps)
+        if save_mean:  # cuDNN's cache of the forward: it must be the forward's, for this x and eps
             mean, inv = bn.read(save_mean, "savedMean"), bn.read(save_inv_var, "savedInvVariance")
+            for what, given, expected in (("savedMean", mean, batch_mean), ("savedInvVariance", inv, batch_inv)):
+                if not num.consistent(expected, given, np.float32).all():
+                    raise ModelError(Status.BAD_PARAM, f"cudnnBatchNormalizationBackward: {what} is not the forward's "
+                                                       f"for this x and epsilon (got {np.ravel(given)[:4]}, the batch "
+                                                       f"gives {np.ravel(expected)[:4]})")
         else:
-            mean = data.mean(axis=axes, keepdims=True)
-            inv = 1 / np.sqrt(data.var(axis=axes, keepdims=True) + eps)
+            mean, inv = batch_mean, batch_inv
         count = math.prod(xt.shape[a] for a in axes)
         xhat = (data - mean) * inv
         gbias = grad.sum(axis=axes, keepdims=True)
