@@ -7,7 +7,10 @@ raises a ``TypeError`` naming the argument otherwise; ``count`` also checks the 
 
 from __future__ import annotations
 
+import functools
 import operator
+
+from . import _libs
 
 #: Largest value of a 32-bit signed C int (magma_int_t without ILP64, cuDNN's int arguments).
 INT32_MAX = 2**31 - 1
@@ -45,10 +48,7 @@ def sizes(values, what: str) -> tuple[int, ...]:
     return (integer(values, what),)
 
 
+@functools.cache
 def native_int_max() -> int:
-    """The largest magma_int_t (2**31 - 1, or 2**63 - 1 with ``PYMAGMA_ILP64=1``)."""
-    import ctypes
-
-    from . import _magma
-
-    return (1 << (8 * ctypes.sizeof(_magma.MAGMA_INT) - 1)) - 1
+    """The largest magma_int_t (2**31 - 1, or 2**63 - 1 with ``PYMAGMA_ILP64=1``), read once."""
+    return 2**63 - 1 if _libs.magma_ilp64() else INT32_MAX  # as _magma.MAGMA_INT, fixed at import

@@ -126,8 +126,8 @@ class DeviceArray:
     def nbytes(self) -> int:
         return self.size * self.itemsize
 
-    @property
-    def is_c_contiguous(self) -> bool:
+    @functools.cached_property
+    def is_c_contiguous(self) -> bool:  # shape and strides never change: computed once
         return is_c_contiguous(self.shape, self.strides, self.itemsize)
 
     @property

@@ -22,8 +22,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import _checks, _native, kernels
+from . import _checks, _native, kernels, memory, queue, runtime
 from . import _cudnn as cd
+from . import array as _array
 from .array import on_arrays_device
 
 #: Largest convolution workspace (bytes) an algorithm may use unless a call says otherwise.
@@ -165,12 +166,13 @@ _lock = threading.Lock()
 
 def handle(device: int | None = None) -> cd.Handle:
     """The cuDNN handle of ``device`` (created on first use, bound to the device's default queue's stream)."""
-    from . import queue, runtime
-
+    handles = _native.current.cudnn_handles
+    h = handles.get(device) if device is not None else None
+    if h is not None:  # the fast path of every cuDNN call: a device that already has its handle
+        return h
     device = None if device is None else _checks.count(device, "device")
     runtime.require_device()
     device = runtime.get_device() if device is None else device
-    handles = _native.current.cudnn_handles
     with _lock:
         h = handles.get(device)
         if h is None:
@@ -242,16 +244,12 @@ def _as_4d(a) -> tuple:
 
 
 def _device_array(x, what: str):
-    from . import array
-
-    return array.require_device_array(x, what)
+    return _array.require_device_array(x, what)
 
 
 def _empty(shape, like):
-    from . import array
-
     _device_array(like, "cuDNN operand")
-    return array.empty(tuple(shape), like.dtype, device=like.device)
+    return _array.empty(tuple(shape), like.dtype, device=like.device)
 
 
 def _check_same(what: str, *arrays) -> None:
@@ -281,8 +279,6 @@ def _out(out, shape, like, what: str):
 
 
 def _workspace(nbytes: int, device: int):
-    from . import memory
-
     return memory.alloc(nbytes, device) if nbytes else None
 
 
@@ -600,9 +596,7 @@ def _check_params(what: str, shape, dtype, **params) -> None:
 
 
 def _params_like(shape, dtype, device):
-    from . import array
-
-    return array.empty(shape, dtype, device=device)
+    return _array.empty(shape, dtype, device=device)
 
 
 @on_arrays_device
@@ -664,8 +658,6 @@ class DropoutState:
     """cuDNN's dropout generator for one device: its state buffer, seeded once, advancing with every forward."""
 
     def __init__(self, seed: int = 0, device: int | None = None, rate: float = 0.5):
-        from . import memory, runtime
-
         _check_rate(rate)
         self.device = runtime.get_device() if device is None else _checks.count(device, "device")
         self.seed, self.rate = _checks.count(seed, "seed", maximum=2**64 - 1), float(rate)
@@ -698,8 +690,6 @@ _native.resource("cudnn_dropout_states")(lambda libraries: {})  # (device, seed)
 
 def dropout_state(seed: int = 0, device: int | None = None) -> DropoutState:
     """The shared dropout generator of (device, seed), created on first use."""
-    from . import runtime
-
     seed = _checks.count(seed, "seed", maximum=2**64 - 1)
     device = runtime.get_device() if device is None else _checks.count(device, "device")
     states = _native.current.cudnn_dropout_states
@@ -715,14 +705,12 @@ def dropout_forward(x, rate: float, *, seed: int = 0, state: DropoutState | None
 
     ``reserve`` (a uint8 device array) records the mask for :func:`dropout_backward`.
     """
-    from . import array
-
     _check_same("dropout_forward", x)
     state = state or dropout_state(seed, x.device)
     desc = state.use(rate)
     key = _desc_key(x, _as_4d(x))
     xd = tensor_descriptor(*key)
-    reserve = array.empty((cd.reserve_space_size(xd),), np.uint8, device=x.device)
+    reserve = _array.empty((cd.reserve_space_size(xd),), np.uint8, device=x.device)
     y = _out(out, x.shape, x, "dropout_forward")
     cd.call("cudnnDropoutForward", handle(x.device).value, desc, xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y),
             _ptr(reserve), reserve.nbytes)
@@ -826,8 +814,6 @@ def _reduce_descriptor(op, compute) -> cd.ReduceTensorDescriptor:
 def reduce_tensor(op: str, x, axes):
     """Reduce x over ``axes`` keeping them as size-1 dims (cudnnReduceTensor): sum, prod, min, max, amax, mean,
     norm1, norm2."""
-    from . import memory
-
     if op not in REDUCE_TENSOR_OPS:
         raise ValueError(f"op must be one of {sorted(REDUCE_TENSOR_OPS)}, got {op!r}")
     axes = {a % x.ndim for a in _checks.sizes(axes, "axes")}
