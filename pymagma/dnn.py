@@ -26,6 +26,7 @@ from . import _checks, _native, kernels, memory, queue, runtime
 from . import _cudnn as cd
 from . import array as _array
 from .array import on_arrays_device
+from .dtypes import answered_once
 
 #: Largest convolution workspace (bytes) an algorithm may use unless a call says otherwise.
 DEFAULT_WORKSPACE_LIMIT = 512 * 1024 * 1024
@@ -108,23 +109,8 @@ def pool2d_output_shape(x_shape, window, stride=None, padding=0) -> tuple[int, .
 
 
 # ------------------------------------------------------------------------------------------------ dtypes etc.
+@answered_once
 def data_type(dtype) -> cd.DataType:
-    try:
-        return _DATA_TYPE_OF[dtype]
-    except (KeyError, TypeError):
-        pass
-    kind = _data_type(dtype)
-    try:
-        _DATA_TYPE_OF[dtype] = kind
-    except TypeError:
-        pass
-    return kind
-
-
-_DATA_TYPE_OF: dict = {}  # data_type's answers by argument
-
-
-def _data_type(dtype) -> cd.DataType:
     try:
         name = np.dtype(dtype).name  # scalar types (np.float32), dtypes and names alike
     except TypeError:

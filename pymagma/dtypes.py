@@ -5,6 +5,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 SUPPORTED = tuple(np.dtype(d) for d in (
@@ -25,24 +27,30 @@ def is_bfloat16(dtype) -> bool:
     return getattr(dtype, "name", None) == "bfloat16" or (isinstance(dtype, str) and dtype == "bfloat16")
 
 
-_CHECKED: dict = {}  # what check() answered, by its argument (dtypes, scalar types, names): no NumPy work per call
+def answered_once(fn):
+    """Decorator for a function of one dtype-like argument: each argument's answer is computed once and then read
+    from a dict (no NumPy dtype work per call on the hot path); errors and unhashable arguments are never cached."""
+    answers: dict = {}
+
+    @functools.wraps(fn)
+    def call(dtype):
+        try:
+            return answers[dtype]
+        except (KeyError, TypeError):  # not seen yet, or unhashable
+            pass
+        result = fn(dtype)
+        try:
+            answers[dtype] = result
+        except TypeError:
+            pass
+        return result
+
+    return call
 
 
+@answered_once
 def check(dtype) -> np.dtype:
     """``dtype`` as a NumPy dtype a DeviceArray supports, else TypeError listing the supported ones."""
-    try:
-        return _CHECKED[dtype]
-    except (KeyError, TypeError):  # not seen yet, or unhashable
-        pass
-    result = _check(dtype)
-    try:
-        _CHECKED[dtype] = result
-    except TypeError:
-        pass
-    return result
-
-
-def _check(dtype) -> np.dtype:
     if is_bfloat16(dtype):
         return bfloat16()
     dt = np.dtype(dtype)  # also ml_dtypes.bfloat16 (the scalar type) once ml_dtypes is imported

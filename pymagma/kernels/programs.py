@@ -10,6 +10,8 @@ from importlib import resources
 
 import numpy as np
 
+from ..dtypes import answered_once
+
 #: Storage C type of every dtype the kernels know (bfloat16 is matched by name: NumPy has no native one).
 C_TYPES = {
     "float32": "float", "float64": "double", "float16": "half_t", "bfloat16": "bf16_t",
@@ -22,24 +24,9 @@ COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 HEADERS = ("common.cuh",)
 
 
-_NAMES: dict = {}  # dtype_name's answers by argument: a dict lookup per call, no NumPy attribute work
-
-
+@answered_once
 def dtype_name(dtype) -> str:
     """Canonical name of a NumPy (or ml_dtypes/torch-like) dtype: 'float32', 'bfloat16', ..."""
-    try:
-        return _NAMES[dtype]
-    except (KeyError, TypeError):
-        pass
-    name = _dtype_name(dtype)
-    try:
-        _NAMES[dtype] = name
-    except TypeError:
-        pass
-    return name
-
-
-def _dtype_name(dtype) -> str:
     name = getattr(dtype, "name", None) or str(dtype)
     if name not in C_TYPES:
         try:

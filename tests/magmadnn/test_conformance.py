@@ -18,16 +18,7 @@ from hypothesis import strategies as st
 
 from magmadnn import backend
 from magmadnn.backend import ops
-from tests.reference import (
-    activation_ref,
-    batch_norm_backward_ref,
-    batch_norm_ref,
-    conv2d_backward_ref,
-    conv2d_ref,
-    pool2d_backward_ref,
-    pool2d_ref,
-    softmax_ref,
-)
+from tests import reference
 from tests.strategies import FLOATS, conv_cases, pool_cases
 
 from .backends import HOST, PARAMS, open_backend
@@ -308,10 +299,10 @@ def test_activation_forward_backward(xp, kind, x, alpha, seed):
     x = np.where(np.abs(x) < 1e-3, 0.5, x).astype(x.dtype)  # keep clear of the kink at 0
     y = xp.activation_forward(put(xp, x), kind, alpha)
     assert y.dtype == x.dtype and y.shape == x.shape
-    np.testing.assert_allclose(get(xp, y), activation_ref(kind, x, alpha), **tol(x.dtype))
+    np.testing.assert_allclose(get(xp, y), reference.activation_ref(kind, x, alpha), **tol(x.dtype))
     dy = np.random.default_rng(seed).standard_normal(x.shape).astype(x.dtype)
     dx = get(xp, xp.activation_backward(*put(xp, dy, x), y, kind, alpha))
-    expected = dy * derivative(lambda u: activation_ref(kind, u, alpha), x.astype(np.float64))
+    expected = dy * derivative(lambda u: reference.activation_ref(kind, u, alpha), x.astype(np.float64))
     np.testing.assert_allclose(dx, expected, rtol=1e-4, atol=1e-4)
     if kind in xp.FUSED_ACTIVATIONS:  # these need only the output
         np.testing.assert_allclose(get(xp, xp.activation_backward(put(xp, dy), None, y, kind)), expected,
@@ -331,7 +322,7 @@ def test_activation_extremes_are_finite_and_unknown_kind_rejected(xp):
 
 @given(x=arrays(min_dims=2, max_dims=2, low=-20, high=20), seed=st.integers(0, 99))
 def test_softmax_log_softmax_and_backward(xp, x, seed):
-    p = softmax_ref(x, (1,))
+    p = reference.softmax_ref(x, (1,))
     d = put(xp, x)
     np.testing.assert_allclose(get(xp, xp.softmax(d, axis=1)), p, **tol(x.dtype))
     np.testing.assert_allclose(get(xp, xp.log_softmax(d, axis=-1)), np.log(p), rtol=1e-4, atol=1e-4)
@@ -360,7 +351,7 @@ def test_softmax_cross_entropy(xp, x, seed, soft):
     d_labels = put(xp, labels)
     loss, probs = xp.softmax_cross_entropy(put(xp, x), d_labels)
     assert loss.shape == (n,) and loss.dtype == x.dtype and probs.shape == (n, c)
-    p = softmax_ref(x, (1,))
+    p = reference.softmax_ref(x, (1,))
     expected = [math.fsum(-target[i, j] * (float(x[i, j]) - max(x[i]) - math.log(math.fsum(
         math.exp(float(v) - max(x[i])) for v in x[i]))) for j in range(c)) for i in range(n)]  # fmt: skip
     np.testing.assert_allclose(get(xp, loss), expected, rtol=1e-4, atol=1e-4)
@@ -390,11 +381,11 @@ def test_conv2d_forward_against_loops(xp, case, with_bias, fused):
     x, w, _, stride, padding, dilation, groups = case
     bias = np.linspace(-1, 1, w.shape[0]).astype(x.dtype) if with_bias else None
     y = xp.conv2d_forward(*put(xp, x, w), stride, padding, dilation, groups, bias=put(xp, bias), activation=fused)
-    ref = conv2d_ref(x, w, stride, padding, dilation, groups)
+    ref = reference.conv2d_ref(x, w, stride, padding, dilation, groups)
     if with_bias:
         ref = ref + bias.reshape(1, -1, 1, 1)
     if fused is not None:
-        ref = activation_ref(fused, ref)
+        ref = reference.activation_ref(fused, ref)
     assert y.dtype == x.dtype and y.shape == ref.shape
     np.testing.assert_allclose(get(xp, y), ref, **tol(x.dtype))
 
@@ -406,7 +397,7 @@ def test_conv2d_backward_against_loops(xp, case, seed, reuse):
     dx_, dw_ = put(xp, x, w)
     y = xp.conv2d_forward(dx_, dw_, stride, padding, dilation, groups, saved=saved if reuse else None)
     dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
-    dx_ref, dw_ref, _ = conv2d_backward_ref(x, w, dy, stride, padding, dilation, groups)
+    dx_ref, dw_ref, _ = reference.conv2d_backward_ref(x, w, dy, stride, padding, dilation, groups)
     ddy = put(xp, dy)
     dx = xp.conv2d_backward_data(ddy, dw_, x.shape, stride, padding, dilation, groups)
     dw = xp.conv2d_backward_filter(ddy, dx_, w.shape, stride, padding, dilation, groups,
@@ -433,9 +424,9 @@ def test_pool2d_forward_backward_against_loops(xp, mode, case, seed):
     dx_ = put(xp, x)
     y, ctx = xp.pool2d_forward(dx_, mode, window, stride, padding)
     assert y.dtype == x.dtype
-    np.testing.assert_allclose(get(xp, y), pool2d_ref(x, window, stride, padding, ref_mode), **tol(x.dtype))
+    np.testing.assert_allclose(get(xp, y), reference.pool2d_ref(x, window, stride, padding, ref_mode), **tol(x.dtype))
     dy = np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype)
-    dx_ref = pool2d_backward_ref(x, dy, window, stride, padding, ref_mode)  # ties: the first maximum gets it
+    dx_ref = reference.pool2d_backward_ref(x, dy, window, stride, padding, ref_mode)  # ties: the first maximum gets it
     dx = xp.pool2d_backward(put(xp, dy), dx_, y, ctx, mode, window, stride, padding)
     assert dx.shape == x.shape
     np.testing.assert_allclose(get(xp, dx), dx_ref, **tol(x.dtype))
@@ -472,7 +463,7 @@ def _check_batch_norm(xp, x, momentum, seed):
     y, rm, rv = get(xp, y, d_rm, d_rv)
     axes, shape = (0, *range(2, x.ndim)), (1, c) + (1,) * (x.ndim - 2)  # per channel
     g64, b64 = gamma.astype(np.float64).reshape(shape), beta.astype(np.float64).reshape(shape)
-    y_ref, mean, _, unbiased = batch_norm_ref(x, g64, b64, eps, axes)
+    y_ref, mean, _, unbiased = reference.batch_norm_ref(x, g64, b64, eps, axes)
     np.testing.assert_allclose(y, y_ref, rtol=1e-3, atol=1e-3)
     for ch in range(c):
         assert rm[ch] == pytest.approx(momentum * rm0[ch] + (1 - momentum) * mean.ravel()[ch], rel=1e-4, abs=1e-5)
@@ -485,7 +476,7 @@ def _check_batch_norm(xp, x, momentum, seed):
     # backward
     dy = rng.standard_normal(x.shape)
     dx, dgamma, dbeta = get(xp, *xp.batch_norm_backward(put(xp, dy.astype(x.dtype)), d_x, d_gamma, ctx))
-    dx_ref, dgamma_ref, dbeta_ref = batch_norm_backward_ref(x, dy, g64, eps, axes)
+    dx_ref, dgamma_ref, dbeta_ref = reference.batch_norm_backward_ref(x, dy, g64, eps, axes)
     np.testing.assert_allclose(dx, dx_ref, rtol=2e-3, atol=2e-3)
     for ch in range(c):
         assert dgamma[ch] == pytest.approx(dgamma_ref.ravel()[ch], rel=1e-3, abs=1e-3)

@@ -7,17 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from tests import reference
 from tests.conftest import examples
-from tests.reference import (
-    activation_ref,
-    batch_norm_backward_ref,
-    batch_norm_ref,
-    conv2d_backward_ref,
-    conv2d_ref,
-    pool2d_backward_ref,
-    pool2d_ref,
-    softmax_ref,
-)
 from tests.strategies import conv_cases, pool_cases
 
 from .helpers import BF16, BF16_CASE
@@ -55,13 +46,13 @@ def test_conv2d_forward_and_backward(dtype, problem):
     x, w, b = x.astype(dtype), w.astype(dtype), b.astype(dtype)
     kw = dict(stride=s, padding=p, dilation=d, groups=g)
     X, W = x.astype(np.float64), w.astype(np.float64)
-    ref = conv2d_ref(X, W, s, p, d, g) + b.astype(np.float64)[None, :, None, None]
+    ref = reference.conv2d_ref(X, W, s, p, d, g) + b.astype(np.float64)[None, :, None, None]
     fan_in = w[0].size
     y = dnn.conv2d_forward(dev(x), dev(w), dev(b), **kw)
     assert y.shape == ref.shape and y.dtype == dtype
     close(y.get(), ref, TOL[dtype], np.sqrt(fan_in))
     dy = np.random.default_rng(0).standard_normal(ref.shape).astype(dtype)
-    dx_ref, dw_ref, db_ref = conv2d_backward_ref(X, W, dy.astype(np.float64), s, p, d, g)
+    dx_ref, dw_ref, db_ref = reference.conv2d_backward_ref(X, W, dy.astype(np.float64), s, p, d, g)
     close(dnn.conv2d_backward_data(dev(dy), dev(w), x.shape, **kw).get(), dx_ref, TOL[dtype], np.sqrt(fan_in))
     count = dy[:, 0].size
     close(dnn.conv2d_backward_filter(dev(x), dev(dy), w.shape, **kw).get(), dw_ref, TOL[dtype], np.sqrt(count))
@@ -75,7 +66,7 @@ def test_conv2d_float32_without_tf32_is_accurate(monkeypatch):
     rng = np.random.default_rng(3)
     x, w = rng.standard_normal((2, 3, 9, 9)).astype(np.float32), rng.standard_normal((4, 3, 3, 3)).astype(np.float32)
     y = dnn.conv2d_forward(dev(x), dev(w), padding=1).get()
-    close(y, conv2d_ref(x.astype(np.float64), w.astype(np.float64), (1, 1), (1, 1)), 1e-4, 5.0)
+    close(y, reference.conv2d_ref(x.astype(np.float64), w.astype(np.float64), (1, 1), (1, 1)), 1e-4, 5.0)
 
 
 @pytest.mark.parametrize("kind", ["forward", "backward_data", "backward_filter"])
@@ -126,10 +117,10 @@ def test_pool2d_forward_and_backward(dtype, mode, problem):
     x, k, s, p = problem
     x = x.astype(dtype)
     y = dnn.pool2d_forward(dev(x), k, s, p, mode)
-    close(y.get(), pool2d_ref(x.astype(np.float64), k, s, p, mode), STRICT_TOL[dtype], 10)
+    close(y.get(), reference.pool2d_ref(x.astype(np.float64), k, s, p, mode), STRICT_TOL[dtype], 10)
     dy = np.random.default_rng(1).standard_normal(y.shape).astype(dtype)
     dx = dnn.pool2d_backward(y, dev(dy), dev(x), k, s, p, mode)
-    close(dx.get(), pool2d_backward_ref(x.astype(np.float64), dy.astype(np.float64), k, s, p, mode),
+    close(dx.get(), reference.pool2d_backward_ref(x.astype(np.float64), dy.astype(np.float64), k, s, p, mode),
           STRICT_TOL[dtype], 10)
 
 
@@ -158,7 +149,7 @@ def test_activation_forward_and_backward(dtype, mode, shape, seed):
     coef = 1.0
     y = dnn.activation_forward(dev(x), mode, coef)
     X = x.astype(np.float64)
-    y_ref = activation_ref(mode, X, coef)
+    y_ref = reference.activation_ref(mode, X, coef)
     close(y.get(), y_ref, STRICT_TOL[dtype], 3)
     dy = rng.standard_normal(shape).astype(dtype)
     dx = dnn.activation_backward(y, dev(dy), dev(x), mode, coef)
@@ -176,7 +167,7 @@ def test_softmax_forward_and_backward(dtype, log, mode, shape, seed):
     rng = np.random.default_rng(seed)
     x = (rng.standard_normal(shape) * 3).astype(dtype)
     axes = tuple(range(1, len(shape))) if mode == "instance" else (1,)
-    ref = softmax_ref(x.astype(np.float64), axes, log)
+    ref = reference.softmax_ref(x.astype(np.float64), axes, log)
     y = dnn.softmax_forward(dev(x), log=log, mode=mode)
     close(y.get(), ref, STRICT_TOL[dtype], 10)
     dy = rng.standard_normal(shape)
@@ -209,7 +200,7 @@ def test_batch_norm_training_inference_backward(dtype, mode, shape, seed):
     d_rmean, d_rvar = dev(rmean), dev(rvar)
     eps, momentum = 1e-5, 0.1
     X = x.astype(np.float64)
-    y_ref, mean, inv, var_unbiased = batch_norm_ref(X, scale.reshape(bshape), bias.reshape(bshape), eps, axes)
+    y_ref, mean, inv, var_unbiased = reference.batch_norm_ref(X, scale.reshape(bshape), bias.reshape(bshape), eps, axes)
     y, save_mean, save_inv = dnn.batch_norm_forward_training(dev(x), dev(scale), dev(bias), d_rmean, d_rvar,
                                                              momentum=momentum, eps=eps, mode=mode)
     close(y.get(), y_ref, STRICT_TOL[dtype], 10)
@@ -222,8 +213,8 @@ def test_batch_norm_training_inference_backward(dtype, mode, shape, seed):
     close(y_inf.get(), scale.reshape(bshape) * (X - rm) / np.sqrt(rv + eps) + bias.reshape(bshape),
           STRICT_TOL[dtype], 10)
     dy = rng.standard_normal(shape).astype(dtype)
-    dx_ref, dscale_ref, dbias_ref = batch_norm_backward_ref(X, dy.astype(np.float64), scale.reshape(bshape), eps,
-                                                            axes)
+    dx_ref, dscale_ref, dbias_ref = reference.batch_norm_backward_ref(X, dy.astype(np.float64), scale.reshape(bshape),
+                                                                      eps, axes)
     dx, dscale, dbias = dnn.batch_norm_backward(dev(x), dev(dy), dev(scale), save_mean, save_inv, eps=eps, mode=mode)
     close(dx.get(), dx_ref, STRICT_TOL[dtype] * 10, 10)
     close(dscale.get(), dscale_ref.reshape(pshape), STRICT_TOL[dtype] * 10, 10)

@@ -19,16 +19,7 @@ from pymagma import _cudnn as cd
 from pymagma import dnn, simulator
 from pymagma.errors import CudnnError, NotSimulatedError
 from pymagma.simulator.cudnn import HOST_CALLS
-from tests.reference import (
-    activation_ref,
-    batch_norm_backward_ref,
-    batch_norm_ref,
-    conv2d_backward_ref,
-    conv2d_ref,
-    pool2d_backward_ref,
-    pool2d_ref,
-    softmax_ref,
-)
+from tests import reference
 from tests.strategies import conv_cases, pool_cases
 
 from .helpers import BF16_CASE
@@ -89,9 +80,9 @@ def test_conv2d_matches_the_reference(sim, case, dtype, autotune):
     x, w = x.astype(dtype), w.astype(dtype)
     kw = {"stride": s, "padding": p, "dilation": d, "groups": g, "autotune": autotune}
     y = dnn.conv2d_forward(dev(x), dev(w), **kw).get()
-    np.testing.assert_allclose(y, conv2d_ref(x, w, s, p, d, g), **tol(dtype))
+    np.testing.assert_allclose(y, reference.conv2d_ref(x, w, s, p, d, g), **tol(dtype))
     dy = np.random.default_rng(1).standard_normal(y.shape).astype(dtype)
-    dx_ref, dw_ref, db_ref = conv2d_backward_ref(x, w, dy, s, p, d, g)
+    dx_ref, dw_ref, db_ref = reference.conv2d_backward_ref(x, w, dy, s, p, d, g)
     np.testing.assert_allclose(dnn.conv2d_backward_data(dev(dy), dev(w), x.shape, **kw).get(), dx_ref, **tol(dtype))
     np.testing.assert_allclose(dnn.conv2d_backward_filter(dev(x), dev(dy), w.shape, **kw).get(), dw_ref,
                                **tol(dtype))
@@ -102,7 +93,7 @@ def test_conv2d_bias_is_added_per_channel(sim):
     rng = np.random.default_rng(0)
     x, w, b = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)
     y = dnn.conv2d_forward(dev(x), dev(w), dev(b), padding=1).get()
-    np.testing.assert_allclose(y, conv2d_ref(x, w, padding=(1, 1)) + b[None, :, None, None], rtol=1e-10)
+    np.testing.assert_allclose(y, reference.conv2d_ref(x, w, padding=(1, 1)) + b[None, :, None, None], rtol=1e-10)
 
 
 def _layout(shape, order):
@@ -138,9 +129,9 @@ def test_convolution_calls_follow_their_descriptors(sim, case, dtype, order, mod
     x, w, _, s, p, d, g = case
     x, w = x.astype(dtype), w.astype(dtype)
     flip = w[:, :, ::-1, ::-1] if mode == cd.ConvolutionMode.CONVOLUTION else w
-    y_ref = conv2d_ref(x, flip, s, p, d, g)
+    y_ref = reference.conv2d_ref(x, flip, s, p, d, g)
     dy = np.random.default_rng(2).standard_normal(y_ref.shape).astype(dtype)
-    dx_ref, dw_ref, _ = conv2d_backward_ref(x, flip, dy, s, p, d, g)
+    dx_ref, dw_ref, _ = reference.conv2d_backward_ref(x, flip, dy, s, p, d, g)
     if mode == cd.ConvolutionMode.CONVOLUTION:
         dw_ref = dw_ref[:, :, ::-1, ::-1]
     kind = cudnn_type(dtype)
@@ -229,9 +220,9 @@ def test_pooling_matches_the_reference(sim, case, dtype, mode, transposed):
     x = x.astype(dtype)
     xa = dev(x.transpose(0, 1, 3, 2).copy()).transpose(0, 1, 3, 2) if transposed else dev(x)  # strided x
     y = dnn.pool2d_forward(xa, window, stride, padding, mode).get()
-    np.testing.assert_allclose(y, pool2d_ref(x, window, stride, padding, mode), **tol(dtype))
+    np.testing.assert_allclose(y, reference.pool2d_ref(x, window, stride, padding, mode), **tol(dtype))
     dy = np.random.default_rng(5).standard_normal(y.shape)
-    dx_ref = pool2d_backward_ref(x, dy, window, stride, padding, mode)
+    dx_ref = reference.pool2d_backward_ref(x, dy, window, stride, padding, mode)
     dx = dnn.pool2d_backward(dev(y), dev(dy.astype(dtype)), xa, window, stride, padding, mode).get()
     np.testing.assert_allclose(dx, dx_ref, **{k: max(v, 1e-5) for k, v in tol(dtype).items()})
 
@@ -272,10 +263,10 @@ def test_activations_and_their_gradients(sim, mode, coef, dtype, sliced, seed):
     xa = full[:, :, ::2] if sliced else dev(x.astype(dtype))  # strided input, read through its descriptor
     xs = np.concatenate([x, x], axis=2)[:, :, ::2] if sliced else x
     y = dnn.activation_forward(xa, mode, coef).get()
-    np.testing.assert_allclose(y, activation_ref(mode, xs, coef), **tol(dtype))
+    np.testing.assert_allclose(y, reference.activation_ref(mode, xs, coef), **tol(dtype))
     dy = rng.standard_normal(xs.shape)
     dx = dnn.activation_backward(dev(y), dev(dy.astype(dtype)), xa, mode, coef).get()
-    expected = numerical_grad(lambda v: activation_ref(mode, v, coef), xs, dy)
+    expected = numerical_grad(lambda v: reference.activation_ref(mode, v, coef), xs, dy)
     np.testing.assert_allclose(dx, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -299,10 +290,10 @@ def test_softmax_and_its_gradient(sim, shape, mode, log, dtype, seed):
     x = rng.standard_normal(shape) * 3
     axes = tuple(range(1, len(shape))) if mode == "instance" else (1,)
     y = dnn.softmax_forward(dev(x.astype(dtype)), log=log, mode=mode).get()
-    np.testing.assert_allclose(y, softmax_ref(x, axes, log), **tol(dtype))
+    np.testing.assert_allclose(y, reference.softmax_ref(x, axes, log), **tol(dtype))
     dy = rng.standard_normal(shape)
     dx = dnn.softmax_backward(dev(y), dev(dy.astype(dtype)), log=log, mode=mode).get()
-    expected = numerical_grad(lambda v: softmax_ref(v, axes, log), x, dy)
+    expected = numerical_grad(lambda v: reference.softmax_ref(v, axes, log), x, dy)
     np.testing.assert_allclose(dx, expected, rtol=1e-4, atol=1e-4)
 
 
@@ -315,7 +306,7 @@ def test_fast_softmax_skips_the_max_shift(sim):
         cd.call("cudnnSoftmaxForward", handle(), int(cd.SoftmaxAlgorithm.FAST), int(cd.SoftmaxMode.INSTANCE),
                 byref(one), xd, c_void_p(x.ptr), byref(zero), xd, c_void_p(y.ptr))
         if finite:
-            np.testing.assert_allclose(y.get().ravel(), softmax_ref(values, (1,)).ravel(), rtol=1e-6)
+            np.testing.assert_allclose(y.get().ravel(), reference.softmax_ref(values, (1,)).ravel(), rtol=1e-6)
         else:  # exp(100) overflows float32 without the shift cuDNN's FAST algorithm omits
             assert not np.isfinite(y.get()).all()
 
@@ -335,7 +326,7 @@ def test_batch_norm_training_inference_and_backward(sim, mode, dtype, momentum, 
     rm, rv = dev(rmean, dtype), dev(rvar, dtype)
     y, save_mean, save_inv = dnn.batch_norm_forward_training(dev(x, dtype), dev(scale, dtype), dev(bias, dtype),
                                                              rm, rv, momentum=momentum, eps=eps, mode=mode)
-    y_ref, mean, inv, unbiased = batch_norm_ref(x, scale.reshape(kshape), bias.reshape(kshape), eps, axes)
+    y_ref, mean, inv, unbiased = reference.batch_norm_ref(x, scale.reshape(kshape), bias.reshape(kshape), eps, axes)
     np.testing.assert_allclose(y.get(), y_ref, **tol(dtype))
     np.testing.assert_allclose(save_mean.get(), mean.reshape(pshape), **tol(dtype))
     np.testing.assert_allclose(save_inv.get(), inv.reshape(pshape), **tol(dtype))  # 1/sqrt(biased var + eps)
@@ -349,7 +340,7 @@ def test_batch_norm_training_inference_and_backward(sim, mode, dtype, momentum, 
     np.testing.assert_allclose(inferred, expected, **tol(dtype))
 
     dy = rng.standard_normal(x.shape)
-    dx_ref, dscale_ref, dbias_ref = batch_norm_backward_ref(x, dy, scale.reshape(kshape), eps, axes)
+    dx_ref, dscale_ref, dbias_ref = reference.batch_norm_backward_ref(x, dy, scale.reshape(kshape), eps, axes)
     for saved in ((save_mean, save_inv), (None, None)):  # with the saved statistics, and recomputed from x
         dx, dscale, dbias = dnn.batch_norm_backward(dev(x, dtype), dev(dy, dtype), dev(scale, dtype), *saved,
                                                     eps=eps, mode=mode)
@@ -370,7 +361,7 @@ def test_batch_norm_backward_blends_data_and_parameter_gradients(sim):
     cd.call("cudnnBatchNormalizationBackward", handle(), int(cd.BatchNormMode.SPATIAL), byref(ad), byref(bd),
             byref(ap), byref(bp), xd, c_void_p(xb.ptr), xd, c_void_p(dyb.ptr), xd, c_void_p(dxb.ptr), bn,
             c_void_p(sb.ptr), c_void_p(dsb.ptr), c_void_p(dbb.ptr), 1e-5, c_void_p(), c_void_p())
-    dx_ref, ds_ref, db_ref = batch_norm_backward_ref(x, dy, scale.reshape(1, 3, 1, 1), 1e-5, (0, 2, 3))
+    dx_ref, ds_ref, db_ref = reference.batch_norm_backward_ref(x, dy, scale.reshape(1, 3, 1, 1), 1e-5, (0, 2, 3))
     np.testing.assert_allclose(dxb.get(), 2.0 * dx_ref + 0.5 * old_dx, rtol=1e-10)
     np.testing.assert_allclose(dsb.get(), -ds_ref.ravel() + 3.0 * old_ds, rtol=1e-10)
     np.testing.assert_allclose(dbb.get(), -db_ref.ravel() + 3.0 * old_db, rtol=1e-10)
@@ -538,11 +529,11 @@ def test_alpha_and_beta_blend_pooling_activation_and_softmax(sim, dtype):
     xd, xb = cd.TensorDescriptor(x.shape, kind), dev(x)
     alpha, beta = scalar(dtype, 1.5), scalar(dtype, -0.25)
     pool = cd.PoolingDescriptor(cd.PoolingMode.MAX, (2, 2), (0, 0), (2, 2))
-    cases = [("cudnnPoolingForward", (pool,), (2, 3, 2, 2), pool2d_ref(x, (2, 2), (2, 2), (0, 0), "max")),
+    cases = [("cudnnPoolingForward", (pool,), (2, 3, 2, 2), reference.pool2d_ref(x, (2, 2), (2, 2), (0, 0), "max")),
              ("cudnnActivationForward", (cd.ActivationDescriptor(cd.ActivationMode.SIGMOID),), x.shape,
-              activation_ref("sigmoid", x)),
+              reference.activation_ref("sigmoid", x)),
              ("cudnnSoftmaxForward", (int(cd.SoftmaxAlgorithm.ACCURATE), int(cd.SoftmaxMode.CHANNEL)), x.shape,
-              softmax_ref(x, (1,)))]
+              reference.softmax_ref(x, (1,)))]
     for name, head, shape, value in cases:
         y0 = rng.standard_normal(shape).astype(dtype)
         y = dev(y0)
@@ -656,8 +647,8 @@ def test_tf32_rounding_of_float32_convolutions_is_modelled_on_request(sim, monke
     rng = np.random.default_rng(3)
     x = rng.standard_normal((1, 2, 5, 5)).astype(np.float32)
     w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
-    exact = conv2d_ref(x, w)
-    rounded = conv2d_ref(tf32(x), tf32(w))
+    exact = reference.conv2d_ref(x, w)
+    rounded = reference.conv2d_ref(tf32(x), tf32(w))
     assert np.abs(exact - rounded).max() > 1e-4  # TF32 is visibly coarser than float32
     assert sim.tf32 is False
     np.testing.assert_allclose(dnn.conv2d_forward(dev(x), dev(w)).get(), exact, rtol=1e-5, atol=1e-5)  # off: exact
