@@ -33,10 +33,12 @@ CUDART_ENTRY_POINTS = (
     "cudaEventCreateWithFlags", "cudaEventDestroy", "cudaEventRecord", "cudaEventSynchronize", "cudaEventElapsedTime",
     "cudaMalloc", "cudaFree", "cudaMallocHost", "cudaFreeHost", "cudaPointerGetAttributes",
     "cudaMemcpy", "cudaMemcpyAsync", "cudaMemcpy2D", "cudaMemcpy2DAsync", "cudaMemset", "cudaMemsetAsync",
+    "cudaStreamBeginCapture", "cudaStreamEndCapture", "cudaStreamIsCapturing", "cudaThreadExchangeStreamCaptureMode",
+    "cudaGraphInstantiate", "cudaGraphLaunch", "cudaGraphExecDestroy", "cudaGraphDestroy",
 )
 #: The data (enums and flags, no native call) of ``cuda.bindings.runtime`` that pymagma reads.
 CUDART_DATA = ("cudaError_t", "cudaMemcpyKind", "cudaMemoryType", "cudaStreamDefault", "cudaStreamNonBlocking",
-               "cudaEventDefault", "cudaEventDisableTiming")
+               "cudaEventDefault", "cudaEventDisableTiming", "cudaStreamCaptureMode", "cudaStreamCaptureStatus")
 
 _FACTORIES: dict[str, Callable[[], object]] = {}  # library name -> the real object's factory
 _ENTRY_POINTS: dict[str, Callable[[], tuple[str, ...]]] = {}

@@ -202,6 +202,7 @@ class DeviceArray:
     # ---------------------------------------------------------------------------------------------- data movement
     def get(self) -> np.ndarray:
         """Copy to a new NumPy array (after the array's queue has finished its work)."""
+        runtime.refuse_during_capture("DeviceArray.get (a host read of device memory)")
         out = np.empty(self.shape, self.dtype)
         if self.size == 0:
             return out
@@ -223,6 +224,7 @@ class DeviceArray:
         returns ``self``.  A DeviceArray source is a TypeError: use :func:`copy_into` (device to device)."""
         if isinstance(host, DeviceArray):
             raise TypeError("DeviceArray.set takes host data; copy device to device with pymagma.array.copy_into")
+        runtime.refuse_during_capture("DeviceArray.set (a host write of device memory)")
         host = np.asarray(host, dtype=self.dtype)
         if host.shape != self.shape:
             raise ValueError(f"shape mismatch: host {host.shape} vs device {self.shape}")
@@ -483,6 +485,7 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
             return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
     host = np.asarray(obj, dtype=None if dtype is None else dtypes.check(dtype), order="C")  # (0-d stays 0-d)
     dtypes.check(host.dtype)
+    runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
     out = empty(host.shape, host.dtype, device)
     runtime.memcpy_htod(out.ptr, host)
     return out

@@ -71,3 +71,8 @@ class KernelCompileError(PymagmaError, RuntimeError):
 
 class NotSimulatedError(PymagmaError, NotImplementedError):
     """A native call the simulator does not model (pymagma reached a native function outside its declared seam)."""
+
+
+class GraphCaptureError(CudaError):
+    """An operation that cannot be part of a CUDA graph ran while one was being captured (a synchronize, a host read,
+    a pageable copy, an allocation outside the graph's memory pool): the capture is invalid from then on."""

@@ -34,8 +34,12 @@ def _bucket(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
-class _Pool:
-    def __init__(self):
+class Pool:
+    """Cached device blocks by (device, size class), and cached pinned host buffers.  ``relaxed``: its cudaMalloc
+    runs in the relaxed capture mode (the pool of a CUDA graph allocates while the graph is being captured)."""
+
+    def __init__(self, relaxed: bool = False):
+        self.relaxed = relaxed
         self.lock = threading.Lock()
         self.free_blocks: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
@@ -51,14 +55,20 @@ class _Pool:
                 self.stats["in_use_bytes"] += size
                 return blocks.pop()
         try:
-            ptr = _malloc_on(device, size)
+            ptr = self._malloc(device, size)
         except DeviceMemoryError:
             self.release_cached()
-            ptr = _malloc_on(device, size)
+            ptr = self._malloc(device, size)
         with self.lock:
             self.stats["mallocs"] += 1
             self.stats["in_use_bytes"] += size
         return ptr
+
+    def _malloc(self, device: int, size: int) -> int:
+        if not self.relaxed:
+            return _malloc_on(device, size)
+        with runtime.relaxed_capture():
+            return _malloc_on(device, size)
 
     def give_back(self, device: int, size: int, ptr: int) -> None:
         with self.lock:
@@ -111,11 +121,25 @@ def _free_on(device: int, ptr: int) -> None:
         pass
 
 
-_native.resource("memory_pool")(lambda libraries: _Pool())  # the pool of each set of native libraries
+_native.resource("memory_pool")(lambda libraries: Pool())  # the pool of each set of native libraries
+_override = threading.local()  # a pool that takes the allocations of this thread for a while (using_pool)
 
 
-def _pool() -> _Pool:
-    return _native.current.memory_pool
+def _pool() -> Pool:
+    return getattr(_override, "pool", None) or _native.current.memory_pool
+
+
+@contextlib.contextmanager
+def using_pool(pool: Pool, relaxed: bool = False):
+    """The calling thread's allocations come from ``pool`` in the block (a CUDA graph's pool while it is captured;
+    ``relaxed`` marks the pool as allocating in the relaxed capture mode)."""
+    previous = getattr(_override, "pool", None)
+    pool.relaxed = pool.relaxed or relaxed
+    _override.pool = pool
+    try:
+        yield pool
+    finally:
+        _override.pool = previous
 
 
 class Allocation:
@@ -129,7 +153,7 @@ class Allocation:
         # the current device needs a device; an explicit one is reached by cudaMalloc, which checks for one
         self.device = runtime.get_device() if device is None else _checks.count(device, "device")
         self.size = _bucket(self.nbytes)
-        pool = _native.current.memory_pool
+        pool = getattr(_override, "pool", None) or _native.current.memory_pool
         self.ptr = pool.take(self.device, self.size) if self.size else 0
         self._pool = pool if self.size else None
 

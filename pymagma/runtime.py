@@ -15,7 +15,7 @@ import weakref
 import numpy as np
 
 from . import _native
-from .errors import CudaError, DeviceMemoryError, NoDeviceError
+from .errors import CudaError, DeviceMemoryError, GraphCaptureError, NoDeviceError
 
 #: cudaError_t names that mean "there is no usable GPU here" rather than "this call failed".
 NO_DEVICE_ERRORS = frozenset({
@@ -24,6 +24,15 @@ NO_DEVICE_ERRORS = frozenset({
     "cudaErrorCompatNotSupportedOnDevice", "cudaErrorInvalidDevice",
 })
 OUT_OF_MEMORY_ERRORS = frozenset({"cudaErrorMemoryAllocation"})
+#: cudaError_t names of an operation that a stream capture in progress forbids (or of a capture it invalidated).
+CAPTURE_ERRORS = frozenset({
+    "cudaErrorStreamCaptureUnsupported", "cudaErrorStreamCaptureInvalidated", "cudaErrorStreamCaptureImplicit",
+    "cudaErrorCapturedEvent", "cudaErrorStreamCaptureIsolation", "cudaErrorStreamCaptureWrongThread",
+    "cudaErrorStreamCaptureMerge", "cudaErrorStreamCaptureUnmatched", "cudaErrorStreamCaptureUnjoined",
+})
+CAPTURE_HINT = ("a CUDA graph is being captured: synchronizes, host reads and writes of device memory, pageable "
+                "copies and allocations outside the graph's memory pool cannot be part of it; the capture is invalid "
+                "from here (pymagma.graphs)")
 
 NO_DEVICE_HINT = ("pymagma's device functions need an NVIDIA GPU and its driver; host-side functions "
                   "(pymagma.info(), library discovery, MAGMA argument checks) still work without one")
@@ -69,6 +78,8 @@ def _raise_for(err, call: str):
         raise NoDeviceError(f"no usable CUDA device ({name}: {text}) in {call}; {NO_DEVICE_HINT}")
     if name in OUT_OF_MEMORY_ERRORS:
         raise DeviceMemoryError(f"{call}: {name}: {text}")
+    if name in CAPTURE_ERRORS:
+        raise GraphCaptureError(int(err), name, f"{text}; {CAPTURE_HINT}", call)
     raise CudaError(int(err), name, text, call)
 
 
@@ -382,3 +393,64 @@ def memset(ptr: int, value: int, nbytes: int, stream=None) -> None:
         check(rt.cudaMemset(int(ptr), int(value), int(nbytes)), "cudaMemset")
     else:
         check(rt.cudaMemsetAsync(int(ptr), int(value), int(nbytes), _handle(stream)), "cudaMemsetAsync")
+
+
+# ----------------------------------------------------------------------------------------------------- graphs
+CAPTURE_MODES = ("global", "thread_local", "relaxed")
+capture_state = threading.local()  # ``graph``: what this thread is capturing (set by pymagma.graphs.capture)
+
+
+def refuse_during_capture(what: str) -> None:
+    """A GraphCaptureError naming ``what`` when the calling thread is capturing a CUDA graph (host reads and
+    writes of device memory cannot be part of one)."""
+    if getattr(capture_state, "graph", None) is not None:
+        raise GraphCaptureError(int(_rt().cudaError_t.cudaErrorStreamCaptureUnsupported),
+                                "cudaErrorStreamCaptureUnsupported", CAPTURE_HINT, what)
+
+
+def _capture_mode(mode: str):
+    rt = _rt()
+    try:
+        return {"global": rt.cudaStreamCaptureMode.cudaStreamCaptureModeGlobal,
+                "thread_local": rt.cudaStreamCaptureMode.cudaStreamCaptureModeThreadLocal,
+                "relaxed": rt.cudaStreamCaptureMode.cudaStreamCaptureModeRelaxed}[mode]
+    except KeyError:
+        raise ValueError(f"capture mode must be one of {CAPTURE_MODES}, got {mode!r}") from None
+
+
+def begin_capture(stream, mode: str = "global") -> None:
+    """Start capturing the work enqueued on ``stream`` (a created stream) into a CUDA graph."""
+    check(_rt().cudaStreamBeginCapture(_handle(stream), _capture_mode(mode)), "cudaStreamBeginCapture")
+
+
+def end_capture(stream) -> int:
+    """End the capture of ``stream``: the graph handle (GraphCaptureError when the capture was invalidated)."""
+    return int(check(_rt().cudaStreamEndCapture(_handle(stream)), "cudaStreamEndCapture"))
+
+
+def is_capturing(stream) -> bool:
+    """Whether ``stream`` is capturing (an invalidated capture counts: it has not ended)."""
+    rt = _rt()
+    status = check(rt.cudaStreamIsCapturing(_handle(stream)), "cudaStreamIsCapturing")
+    return int(status) != int(rt.cudaStreamCaptureStatus.cudaStreamCaptureStatusNone)
+
+
+@contextlib.contextmanager
+def relaxed_capture():
+    """The calling thread's capture mode relaxed for the block (as a graph's memory pool allocates with
+    cudaMalloc while its graph is being captured), then restored."""
+    rt = _rt()
+    previous = check(rt.cudaThreadExchangeStreamCaptureMode(_capture_mode("relaxed")),
+                     "cudaThreadExchangeStreamCaptureMode")
+    try:
+        yield
+    finally:
+        check(rt.cudaThreadExchangeStreamCaptureMode(previous), "cudaThreadExchangeStreamCaptureMode")
+
+
+def graph_instantiate(graph: int) -> int:
+    return int(check(_rt().cudaGraphInstantiate(graph, 0), "cudaGraphInstantiate"))
+
+
+def graph_launch(graph_exec: int, stream) -> None:
+    check(_rt().cudaGraphLaunch(graph_exec, _handle(stream)), "cudaGraphLaunch")

@@ -178,11 +178,10 @@ class Launcher:
             with self._lock:
                 order = np.ascontiguousarray(self._orders.permutation(grid), np.uint32)
 
-        def run():
+        def run(_keep=holders):  # the holders live as long as the launch (a graph node runs again at each replay)
             at = None if order is None else order.ctypes.data
             if lib.pm_launch(expression.encode(), grid, block, pointers, at) != 0:  # pragma: no cover - checked
                 raise LookupError(f"{expression} is not a kernel of program {program}")
-            del holders[:]  # after the launch: keeps them alive until then
 
         if self.streams is None:
             run()

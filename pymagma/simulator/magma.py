@@ -685,6 +685,11 @@ class SimulatedMagma:
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
                 return 0 if restype is not None else None
             stream = self._queue(k)[1] if on_queue else 0
+            if stream and streams is not None and not deferrable and streams.capturing(stream):
+                streams.refuse_in_capture(stream, name)
+            if stream and streams is not None and streams.capturing(stream):
+                streams.submit(stream, functools.partial(model, k, dtype))  # captured: a node of the graph
+                return None
             if stream and streams is not None and streams.position(stream) is not None:
                 if deferrable:
                     streams.submit(stream, functools.partial(model, k, dtype))

@@ -34,7 +34,7 @@ import types
 from cuda.bindings import runtime as _CUDA  # its enums and flags only: data, no native call
 
 from .. import _native
-from ..errors import DeviceMemoryError, NotSimulatedError
+from ..errors import DeviceMemoryError, GraphCaptureError, NotSimulatedError
 
 DEVICE_NAME = "pymagma simulator"
 COMPUTE_CAPABILITY = (9, 0)
@@ -81,6 +81,18 @@ class _Event:
 
     def __init__(self, timing: bool):
         self.timing, self.time, self.mark, self.recorded = timing, None, None, False
+        self.captured: int | None = None  # the stream whose capture it was last recorded in
+
+
+class _Capture:
+    """A stream capture in progress: its mode, the thread that began it, the work recorded (the graph's nodes, in
+    order), the blocks allocated while it ran (the graph's memory), and whether an invalid operation spoiled it."""
+
+    def __init__(self, mode: int, thread: int):
+        self.mode, self.thread = mode, thread
+        self.nodes: list = []
+        self.blocks: set[int] = set()
+        self.invalid = False
 
 
 def _status(name: str):
@@ -112,6 +124,8 @@ class SimulatedCudart:
         self._current = threading.local()
         self.work: dict[int, _Work] = {}  # created streams -> their work not yet run
         self.events: dict[int, _Event] = {}
+        self.captures: dict[int, _Capture] = {}  # streams being captured -> what they recorded so far
+        self.graphs: dict[int, list] = {}  # cudaGraph_t and cudaGraphExec_t handles -> (nodes, blocks)
         self._order = threading.RLock()
         for name in _native.CUDART_DATA:
             setattr(self, name, getattr(_CUDA, name))
@@ -140,9 +154,13 @@ class SimulatedCudart:
     def submit(self, stream, fn) -> None:
         """Enqueue ``fn`` on ``stream``: queued on a created stream, run at once on any other (on the legacy stream
         after the blocking streams' work, as CUDA's legacy default stream waits for them)."""
+        handle = _handle(stream)
+        capture = self.captures.get(handle)
+        if capture is not None:  # captured, not run: a node of the graph
+            capture.nodes.append(fn)
+            return
         if self.null:
             return
-        handle = _handle(stream)
         with self._order:
             work = self.work.get(handle)
             if work is not None:
@@ -188,6 +206,11 @@ class SimulatedCudart:
         return _ok()
 
     def cudaStreamSynchronize(self, stream):
+        capture = self.captures.get(_handle(stream))
+        if capture is not None:
+            return self._refuse("cudaErrorStreamCaptureUnsupported", [capture])
+        if _handle(stream) in LEGACY and self.captures:
+            return self._legacy_use()
         if _handle(stream) in LEGACY:  # the legacy stream's work started after the blocking streams' work
             self.flush_blocking()
         self.flush(stream)
@@ -199,6 +222,13 @@ class SimulatedCudart:
         state = self.events.get(_handle(event))
         if state is None:
             return (_status("cudaErrorInvalidResourceHandle"),)
+        if state.captured is not None:  # a captured event: same capture is a no-op, another stream would join it
+            if state.captured == _handle(stream):
+                return _ok()
+            return self._refuse("cudaErrorStreamCaptureUnsupported", [self.captures[state.captured]]) \
+                if state.captured in self.captures else (_status("cudaErrorStreamCaptureUnsupported"),)
+        if _handle(stream) in LEGACY and self.captures:
+            return self._legacy_use()
         if state.mark is not None:
             barrier = functools.partial(self.flush, *state.mark)
             if _handle(stream) in self.work:
@@ -206,6 +236,118 @@ class SimulatedCudart:
             else:
                 barrier()
         return _ok()
+
+    # ------------------------------------------------------------------------------------------------- capture
+    # CUDA's rules (programming guide, "Prohibited and Unhandled Operations"): while a stream is captured, its work
+    # is recorded, not run; synchronizing or querying it, using the legacy stream (synchronous copies and memsets
+    # included), and "potentially unsafe" calls (cudaMalloc, cudaFree, cudaMallocHost, cudaDeviceSynchronize) under
+    # a global or the thread's own capture (unless the thread exchanged its mode to relaxed) fail and invalidate the
+    # capture; cudaStreamEndCapture then fails too.  Not modelled (refused as unsupported): another stream joining
+    # a capture by waiting on a captured event; copies to or from pageable host memory inside a capture.
+    def _mode(self, name: str) -> int:
+        return int(getattr(_CUDA.cudaStreamCaptureMode, name))
+
+    def _refuse(self, error: str, captures):
+        for capture in captures:
+            capture.invalid = True
+        return (_status(error),)
+
+    def _unsafe_call(self):
+        """The status of a potentially unsafe call now: success, or the error of the captures it would spoil."""
+        if not self.captures:
+            return None
+        me = threading.get_ident()
+        if getattr(self._current, "capture_mode", self._mode("cudaStreamCaptureModeGlobal")) == \
+                self._mode("cudaStreamCaptureModeRelaxed"):
+            return None
+        relaxed, global_ = self._mode("cudaStreamCaptureModeRelaxed"), self._mode("cudaStreamCaptureModeGlobal")
+        spoiled = [c for c in self.captures.values()
+                   if (c.thread == me and c.mode != relaxed) or (c.thread != me and c.mode == global_)]
+        return self._refuse("cudaErrorStreamCaptureUnsupported", spoiled) if spoiled else None
+
+    def _legacy_use(self):
+        """The status of using the legacy stream now (it would join every blocking stream being captured)."""
+        spoiled = [c for h, c in self.captures.items() if self.work.get(h) is None or self.work[h].blocking]
+        return self._refuse("cudaErrorStreamCaptureImplicit", spoiled) if spoiled else None
+
+    def capturing(self, stream) -> bool:
+        """Whether ``stream`` is being captured (for the other simulated libraries: what they may not do then)."""
+        return _handle(stream) in self.captures
+
+    def refuse_in_capture(self, stream, what: str) -> None:
+        """Called by the other simulated libraries for work a capture cannot hold (a result the host reads at the
+        call): invalidates the capture and raises the error CUDA would report."""
+        capture = self.captures.get(_handle(stream))
+        if capture is not None:
+            capture.invalid = True
+            raise GraphCaptureError(int(_status("cudaErrorStreamCaptureUnsupported")),
+                                    "cudaErrorStreamCaptureUnsupported",
+                                    f"{what} returns a result to the host at the call: it cannot be captured", what)
+
+    def cudaStreamBeginCapture(self, stream, mode):
+        handle = _handle(stream)
+        if handle in LEGACY:
+            return (_status("cudaErrorStreamCaptureUnsupported"),)
+        if handle in self.captures:
+            return (_status("cudaErrorIllegalState"),)
+        self.captures[handle] = _Capture(int(mode), threading.get_ident())
+        return _ok()
+
+    def cudaStreamEndCapture(self, stream):
+        handle = _handle(stream)
+        capture = self.captures.get(handle)
+        if capture is None:
+            return (_status("cudaErrorIllegalState"), None)
+        if capture.thread != threading.get_ident() and capture.mode != self._mode("cudaStreamCaptureModeRelaxed"):
+            return (_status("cudaErrorStreamCaptureWrongThread"), None)
+        del self.captures[handle]
+        if capture.invalid:
+            return (_status("cudaErrorStreamCaptureInvalidated"), None)
+        graph = next(_handles)
+        self.graphs[graph] = [list(capture.nodes), set(capture.blocks)]
+        return _ok(graph)
+
+    def cudaStreamIsCapturing(self, stream):
+        capture = self.captures.get(_handle(stream))
+        status = _CUDA.cudaStreamCaptureStatus
+        if capture is None:
+            return _ok(status.cudaStreamCaptureStatusNone)
+        invalid = capture.invalid
+        return _ok(status.cudaStreamCaptureStatusInvalidated if invalid else status.cudaStreamCaptureStatusActive)
+
+    def cudaThreadExchangeStreamCaptureMode(self, mode):
+        previous = getattr(self._current, "capture_mode", self._mode("cudaStreamCaptureModeGlobal"))
+        self._current.capture_mode = int(mode)
+        return _ok(_CUDA.cudaStreamCaptureMode(previous))
+
+    def cudaGraphInstantiate(self, graph, flags=0):
+        recorded = self.graphs.get(_handle(graph))
+        if recorded is None:
+            return (_status("cudaErrorInvalidValue"), None)
+        executable = next(_handles)
+        self.graphs[executable] = [list(recorded[0]), set(recorded[1])]
+        return _ok(executable)
+
+    def cudaGraphLaunch(self, graph_exec, stream):
+        recorded = self.graphs.get(_handle(graph_exec))
+        if recorded is None:
+            return (_status("cudaErrorInvalidValue"),)
+        nodes, blocks = recorded
+        freed = sorted(b for b in blocks if b not in self.blocks)
+        if freed:
+            raise DeviceMemoryError(f"cudaGraphLaunch: the graph uses memory freed since its capture (blocks at "
+                                    f"{', '.join(hex(b) for b in freed[:3])}): keep the graph's memory pool alive")
+        if _handle(stream) in LEGACY and self.captures:
+            return self._legacy_use()
+        self.submit(stream, lambda: [node() for node in nodes])
+        return _ok()
+
+    def cudaGraphExecDestroy(self, graph_exec):
+        return _ok() if self.graphs.pop(_handle(graph_exec), None) is not None else \
+            (_status("cudaErrorInvalidValue"),)
+
+    def cudaGraphDestroy(self, graph):
+        return self.cudaGraphExecDestroy(graph)
 
     # ------------------------------------------------------------------------------------------------- events
     def cudaEventCreateWithFlags(self, flags):
@@ -221,9 +363,16 @@ class SimulatedCudart:
         state = self.events.get(_handle(event))
         if state is None:
             return (_status("cudaErrorInvalidResourceHandle"),)
+        handle = _handle(stream)
+        if handle in self.captures:  # a captured event: a node of the graph, not a point in time
+            state.captured, state.mark, state.time, state.recorded = handle, None, None, True
+            return _ok()
+        if handle in LEGACY and self.captures:
+            return self._legacy_use()
+        state.captured = None
         state.time, state.recorded = time.perf_counter(), True
         state.mark = self.position(stream)
-        if state.mark is None and _handle(stream) in LEGACY:  # a legacy-stream record waits for blocking streams
+        if state.mark is None and handle in LEGACY:  # a legacy-stream record waits for blocking streams
             self.flush_blocking()
         return _ok()
 
@@ -231,6 +380,8 @@ class SimulatedCudart:
         state = self.events.get(_handle(event))
         if state is None:
             return (_status("cudaErrorInvalidResourceHandle"),)
+        if state.captured is not None:
+            return (_status("cudaErrorCapturedEvent"),)
         if state.mark is not None:
             self.flush(*state.mark)
         return _ok()
@@ -239,7 +390,10 @@ class SimulatedCudart:
         """As CUDA documents: an event created without timing, or one never recorded, is
         cudaErrorInvalidResourceHandle."""
         a, b = self.events.get(_handle(start)), self.events.get(_handle(end))
-        if a is None or b is None or not (a.timing and b.timing) or not (a.recorded and b.recorded):
+        if a is None or b is None or a.captured is not None or b.captured is not None:
+            return (_status("cudaErrorCapturedEvent" if a is not None and b is not None else
+                            "cudaErrorInvalidResourceHandle"), 0.0)
+        if not (a.timing and b.timing) or not (a.recorded and b.recorded):
             return (_status("cudaErrorInvalidResourceHandle"), 0.0)
         return _ok((b.time - a.time) * 1e3)
 
@@ -258,6 +412,9 @@ class SimulatedCudart:
         ptr = int(ptr)
         if not ptr:
             return _ok()
+        refused = self._unsafe_call()
+        if refused is not None:
+            return refused
         with self._lock:
             if ptr not in self.blocks or (ptr in self.pinned_blocks) != pinned:
                 return (_status("cudaErrorInvalidValue"),)
@@ -270,14 +427,24 @@ class SimulatedCudart:
         return _ok()
 
     def cudaMalloc(self, nbytes):
+        refused = self._unsafe_call()
+        if refused is not None:
+            return (*refused, None)
         ptr = self._allocate(nbytes)
         self.devices[ptr] = self.current_device()
+        me = threading.get_ident()
+        for capture in self.captures.values():  # allocated while capturing (relaxed): the graph's memory
+            if capture.thread == me:
+                capture.blocks.add(ptr)
         return _ok(ptr)
 
     def cudaFree(self, ptr):
         return self._release(ptr, pinned=False)
 
     def cudaMallocHost(self, nbytes):
+        refused = self._unsafe_call()
+        if refused is not None:
+            return (*refused, None)
         ptr = self._allocate(nbytes)
         self.pinned_blocks.add(ptr)
         return _ok(ptr)
@@ -335,6 +502,13 @@ class SimulatedCudart:
         extent = (rows - 1) * spitch + width, (rows - 1) * dpitch + width
         self.check_range(src, extent[0], f"{call} source")
         self.check_range(dst, extent[1], f"{call} destination")
+        if self.captures:
+            capture = self.captures.get(_handle(stream)) if stream is not None else None
+            refused = self._legacy_use() if stream is None or _handle(stream) in LEGACY else None
+            if refused is not None:
+                return refused
+            if capture is not None and ((from_host and not self.pinned(src)) or (to_host and not self.pinned(dst))):
+                return self._refuse("cudaErrorStreamCaptureUnsupported", [capture])  # pageable: not modelled
         if from_host and stream is not None and not self.null and not self.pinned(src):
             staged = ctypes.create_string_buffer(ctypes.string_at(src, extent[0]), extent[0])
             src = ctypes.addressof(staged)
@@ -368,6 +542,10 @@ class SimulatedCudart:
                           "cudaMemcpy2DAsync")
 
     def _memset(self, ptr: int, value: int, nbytes: int, stream):
+        if self.captures and (stream is None or _handle(stream) in LEGACY):
+            refused = self._legacy_use()
+            if refused is not None:
+                return refused
         if nbytes:
             self.check_range(ptr, nbytes, "cudaMemset")
             self.submit(0 if stream is None else stream, functools.partial(ctypes.memset, ptr, value, nbytes))
@@ -400,6 +578,8 @@ class SimulatedCudart:
         return _ok()
 
     def cudaDeviceSynchronize(self):
+        if self.captures:
+            return self._refuse("cudaErrorStreamCaptureUnsupported", list(self.captures.values()))
         self.flush_all()
         return _ok()
 

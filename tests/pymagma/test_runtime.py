@@ -98,7 +98,7 @@ def test_pool_allocates_and_frees_on_the_requested_device(monkeypatch):
     monkeypatch.setattr(runtime, "set_device", lambda d: current.update(device=int(d)))
     monkeypatch.setattr(runtime, "malloc", lambda n: log.append(("malloc", current["device"], n)) or 0x1000)
     monkeypatch.setattr(runtime, "free", lambda ptr: log.append(("free", current["device"], ptr)))
-    monkeypatch.setattr(_native.current, "memory_pool", memory._Pool())
+    monkeypatch.setattr(_native.current, "memory_pool", memory.Pool())
     block = memory.alloc(100, device=1)
     assert (block.device, log, current["device"]) == (1, [("malloc", 1, 512)], 0)
     block.free()

@@ -143,14 +143,14 @@ class SimulatedCudnn:
             return self._real_bind(name)
         restype, argtypes = cd.PROTOTYPES[name]
         prototype = ctypes.CFUNCTYPE(restype, *argtypes)
-        queued = inspect.isgeneratorfunction(model)  # checks, then yields: the device work follows the yield
+        queued = "handle" in inspect.signature(model).parameters  # checks, then returns its device work
         at = list(inspect.signature(model).parameters).index("handle") if queued else None
 
         def native(*converted):
             try:
                 with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
                     work = model(*converted)
-                    if queued and next(work, True) is None:
+                    if queued and callable(work):
                         self._enqueue(converted[at], work)
             except ModelError as exc:
                 self._local.error = f"{name}: {exc}"
@@ -175,10 +175,10 @@ class SimulatedCudnn:
         return call
 
     def _enqueue(self, handle, work) -> None:
-        """Run the rest of a model (its device work, after its ``yield``) in the order of the handle's stream."""
+        """Run a model's device work (the function it returned) in the order of the handle's stream."""
         def run():
             with np.errstate(all="ignore"):
-                next(work, None)
+                work()
 
         stream = self.handles.get(int(handle), 0)
         if self.streams is None:
@@ -188,6 +188,8 @@ class SimulatedCudnn:
 
     def _sync(self, handle) -> None:
         """A call that returns once its device work is done (cudnnFind*AlgorithmEx): the handle's stream first."""
+        if self.streams is not None and self.streams.capturing(self.handles.get(int(handle), 0)):
+            self.streams.refuse_in_capture(self.handles.get(int(handle), 0), "cudnnFind*AlgorithmEx")
         if self.streams is not None:
             self.streams.flush(self.handles.get(int(handle), 0))
 
@@ -349,8 +351,10 @@ class SimulatedCudnn:
             ptrs = self._data_ptrs(kind, p0, p1, p3)
             scale = read_scalar(alpha, dt, "alpha"), read_scalar(beta, dt, "beta")
             self._views(geom, ptrs)
-            yield
-            self._run_conv(kind, geom, ptrs, *scale)
+            def work():  # the device work, run in stream order (again at each replay of a graph)
+                self._run_conv(kind, geom, ptrs, *scale)
+
+            return work
 
         return run
 
@@ -402,8 +406,10 @@ class SimulatedCudnn:
         dt = dyt.data_type
         src, out = dyt.view(dy, "dy"), dbt.view(db, "db")
         a, b = read_scalar(alpha, dt, "alpha"), read_scalar(beta, dt, "beta")
-        yield
-        blend(out, src.astype(dyt.compute).sum(axis=axes, keepdims=True), a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            blend(out, src.astype(dyt.compute).sum(axis=axes, keepdims=True), a, b)
+
+        return work
 
     # ---------------------------------------------------------------------------------------- pooling
     def _pool_setup(self, pool_desc, x_desc, y_desc) -> tuple[Pooling, Tensor, Tensor]:
@@ -428,8 +434,10 @@ class SimulatedCudnn:
         dt = xt.data_type
         src, dst = xt.view(x, "x"), yt.view(y, "y")
         a, b = read_scalar(alpha, dt, "alpha"), read_scalar(beta, dt, "beta")
-        yield
-        blend(dst, self._pool_forward(pool, xt, src.astype(xt.compute), yt.shape[2:]), a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            blend(dst, self._pool_forward(pool, xt, src.astype(xt.compute), yt.shape[2:]), a, b)
+
+        return work
 
     def _pool_forward(self, pool: Pooling, xt: Tensor, data: np.ndarray, out) -> np.ndarray:
         sd = len(pool.window)
@@ -458,34 +466,36 @@ class SimulatedCudnn:
         dt = xt.data_type
         ys, dys, xs, dst = yt.view(y, "y"), dyt.view(dy, "dy"), xt.view(x, "x"), dxt.view(dx, "dx")
         a, b = read_scalar(alpha, dt, "alpha"), read_scalar(beta, dt, "beta")
-        yield
-        grad = dys.astype(dyt.compute)
-        sd, out = len(pool.window), yt.shape[2:]
-        data = xs.astype(xt.compute)
-        padded = tuple(s + 2 * p for s, p in zip(xt.shape[2:], pool.pads))
-        dxp = np.zeros(xt.shape[:2] + padded, grad.dtype)
-        forward = self._pool_forward(pool, xt, data, yt.shape[2:])
-        self._check_forward("cudnnPoolingBackward", forward, ys.astype(yt.compute), yt)
-        if self._is_max(pool):
-            # cuDNN finds each window's maximum by comparing x with y: the gradient goes to a position where x
-            # equals y.  Which of several tied positions it picks is not documented, so the model picks one at
-            # random (seeded, a new draw per call): a caller that relies on a tie rule fails here, not on a GPU
-            win = num.windows(num.pad(data, pool.pads, -np.inf), pool.window, pool.strides, (1,) * sd, out)
-            flat = win.reshape(win.shape[: 2 + sd] + (-1,))
-            target = ys.astype(yt.compute)[..., None]
-            hits = (flat == target) | (np.isnan(flat) & np.isnan(target))
-            chosen = np.argmax(hits * (1.0 + self._ties.random(hits.shape)), axis=-1)
-            offsets = np.unravel_index(chosen, pool.window)
-            grids = np.meshgrid(*(np.arange(n) for n in grad.shape), indexing="ij", sparse=True)
-            coords = list(grids[:2]) + [grids[2 + i] * pool.strides[i] + offsets[i] for i in range(sd)]
-            flat_index = np.ravel_multi_index(coords, dxp.shape)
-            dxp = np.bincount(flat_index.ravel(), weights=grad.ravel(), minlength=dxp.size).reshape(dxp.shape)
-        else:
-            share = grad / self._pool_divisor(pool, xt)
-            cols = np.broadcast_to(share[(Ellipsis,) + (None,) * sd], share.shape + tuple(pool.window))
-            num.scatter_windows(dxp, cols, pool.strides, (1,) * sd, out)
-        crop = tuple(slice(p, p + s) for p, s in zip(pool.pads, xt.shape[2:]))
-        blend(dst, dxp[(slice(None), slice(None)) + crop].astype(grad.dtype), a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            grad = dys.astype(dyt.compute)
+            sd, out = len(pool.window), yt.shape[2:]
+            data = xs.astype(xt.compute)
+            padded = tuple(s + 2 * p for s, p in zip(xt.shape[2:], pool.pads))
+            dxp = np.zeros(xt.shape[:2] + padded, grad.dtype)
+            forward = self._pool_forward(pool, xt, data, yt.shape[2:])
+            self._check_forward("cudnnPoolingBackward", forward, ys.astype(yt.compute), yt)
+            if self._is_max(pool):
+                # cuDNN finds each window's maximum by comparing x with y: the gradient goes to a position where x
+                # equals y.  Which of several tied positions it picks is not documented, so the model picks one at
+                # random (seeded, a new draw per call): a caller that relies on a tie rule fails here, not on a GPU
+                win = num.windows(num.pad(data, pool.pads, -np.inf), pool.window, pool.strides, (1,) * sd, out)
+                flat = win.reshape(win.shape[: 2 + sd] + (-1,))
+                target = ys.astype(yt.compute)[..., None]
+                hits = (flat == target) | (np.isnan(flat) & np.isnan(target))
+                chosen = np.argmax(hits * (1.0 + self._ties.random(hits.shape)), axis=-1)
+                offsets = np.unravel_index(chosen, pool.window)
+                grids = np.meshgrid(*(np.arange(n) for n in grad.shape), indexing="ij", sparse=True)
+                coords = list(grids[:2]) + [grids[2 + i] * pool.strides[i] + offsets[i] for i in range(sd)]
+                flat_index = np.ravel_multi_index(coords, dxp.shape)
+                dxp = np.bincount(flat_index.ravel(), weights=grad.ravel(), minlength=dxp.size).reshape(dxp.shape)
+            else:
+                share = grad / self._pool_divisor(pool, xt)
+                cols = np.broadcast_to(share[(Ellipsis,) + (None,) * sd], share.shape + tuple(pool.window))
+                num.scatter_windows(dxp, cols, pool.strides, (1,) * sd, out)
+            crop = tuple(slice(p, p + s) for p, s in zip(pool.pads, xt.shape[2:]))
+            blend(dst, dxp[(slice(None), slice(None)) + crop].astype(grad.dtype), a, b)
+
+        return work
 
     # ------------------------------------------------------------------------------------- activation
     @staticmethod
@@ -504,8 +514,10 @@ class SimulatedCudnn:
         self._same_shapes(x=xt, y=yt)
         num.activation(mode, coef, np.zeros(0))  # refuses a mode the call does not support
         src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
-        yield
-        blend(dst, num.activation(mode, coef, src.astype(xt.compute)), a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            blend(dst, num.activation(mode, coef, src.astype(xt.compute)), a, b)
+
+        return work
 
     def _model_cudnnActivationBackward(self, handle, act_desc, alpha, y_desc, y, dy_desc, dy, x_desc, x, beta,
                                        dx_desc, dx) -> None:
@@ -517,12 +529,14 @@ class SimulatedCudnn:
         num.activation(mode, coef, np.zeros(0))  # refuses a mode the call does not support
         ys, xs, dys, dst = yt.view(y, "y"), xt.view(x, "x"), dyt.view(dy, "dy"), dxt.view(dx, "dx")
         a, b = self._alpha_beta(alpha, beta, xt.data_type)
-        yield
-        data = xs.astype(xt.compute)
-        # cuDNN reads y (its formulas for sigmoid and tanh use it) but does not document which input each mode's
-        # derivative comes from: y must be the forward of x, or the call is refused here
-        self._check_forward("cudnnActivationBackward", num.activation(mode, coef, data), ys, yt)
-        blend(dst, num.activation_grad(mode, coef, data, dys.astype(dyt.compute)), a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            data = xs.astype(xt.compute)
+            # cuDNN reads y (its formulas for sigmoid and tanh use it) but does not document which input each mode's
+            # derivative comes from: y must be the forward of x, or the call is refused here
+            self._check_forward("cudnnActivationBackward", num.activation(mode, coef, data), ys, yt)
+            blend(dst, num.activation_grad(mode, coef, data, dys.astype(dyt.compute)), a, b)
+
+        return work
 
     @staticmethod
     def _check_forward(call: str, expected: np.ndarray, given: np.ndarray, desc: Tensor) -> None:
@@ -543,19 +557,21 @@ class SimulatedCudnn:
         axes = num.softmax_axes(mode, len(xt.shape))
         require(algo in {int(a) for a in cd.SoftmaxAlgorithm}, f"softmax algorithm {algo} is not an algorithm")
         src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
-        yield
-        data = src.astype(xt.compute)
-        with np.errstate(over="ignore", invalid="ignore"):
-            if algo == cd.SoftmaxAlgorithm.FAST:  # no max subtraction: may overflow, as documented
-                e = np.exp(data)
-                value = e / e.sum(axis=axes, keepdims=True)
-            elif algo in (cd.SoftmaxAlgorithm.ACCURATE, cd.SoftmaxAlgorithm.LOG):
-                shifted = data - data.max(axis=axes, keepdims=True)
-                logs = shifted - np.log(np.exp(shifted).sum(axis=axes, keepdims=True))
-                value = logs if algo == cd.SoftmaxAlgorithm.LOG else np.exp(logs)
-            else:  # pragma: no cover - checked at the call
-                raise ModelError(Status.BAD_PARAM, f"softmax algorithm {algo} is not an algorithm")
-        blend(dst, value, a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            data = src.astype(xt.compute)
+            with np.errstate(over="ignore", invalid="ignore"):
+                if algo == cd.SoftmaxAlgorithm.FAST:  # no max subtraction: may overflow, as documented
+                    e = np.exp(data)
+                    value = e / e.sum(axis=axes, keepdims=True)
+                elif algo in (cd.SoftmaxAlgorithm.ACCURATE, cd.SoftmaxAlgorithm.LOG):
+                    shifted = data - data.max(axis=axes, keepdims=True)
+                    logs = shifted - np.log(np.exp(shifted).sum(axis=axes, keepdims=True))
+                    value = logs if algo == cd.SoftmaxAlgorithm.LOG else np.exp(logs)
+                else:  # pragma: no cover - checked at the call
+                    raise ModelError(Status.BAD_PARAM, f"softmax algorithm {algo} is not an algorithm")
+            blend(dst, value, a, b)
+
+        return work
 
     def _model_cudnnSoftmaxBackward(self, handle, algo, mode, alpha, y_desc, y, dy_desc, dy, beta, dx_desc,
                                     dx) -> None:
@@ -566,13 +582,15 @@ class SimulatedCudnn:
         axes = num.softmax_axes(mode, len(yt.shape))
         ys, dys, dst = yt.view(y, "y"), dyt.view(dy, "dy"), dxt.view(dx, "dx")
         a, b = self._alpha_beta(alpha, beta, yt.data_type)
-        yield
-        out, grad = ys.astype(yt.compute), dys.astype(dyt.compute)
-        if algo == cd.SoftmaxAlgorithm.LOG:
-            value = grad - np.exp(out) * grad.sum(axis=axes, keepdims=True)
-        else:
-            value = out * (grad - (grad * out).sum(axis=axes, keepdims=True))
-        blend(dst, value, a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            out, grad = ys.astype(yt.compute), dys.astype(dyt.compute)
+            if algo == cd.SoftmaxAlgorithm.LOG:
+                value = grad - np.exp(out) * grad.sum(axis=axes, keepdims=True)
+            else:
+                value = out * (grad - (grad * out).sum(axis=axes, keepdims=True))
+            blend(dst, value, a, b)
+
+        return work
 
     # ------------------------------------------------------------------------------------- batch norm
     def _bn_setup(self, mode: int, x_desc, bn_desc) -> tuple[Tensor, Tensor, tuple]:
@@ -604,24 +622,26 @@ class SimulatedCudnn:
         require(bool(save_mean) == bool(save_inv_var), "give both saved mean and inverse variance, or neither")
         src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
         scale_view, bias_view = bn.view(scale, "bnScale"), bn.view(bias, "bnBias")
-        yield
-        data = src.astype(xt.compute)
-        mean = data.mean(axis=axes, keepdims=True)
-        var = data.var(axis=axes, keepdims=True)
-        inv = 1 / np.sqrt(var + eps)
-        gamma, shift = scale_view.astype(bn.compute), bias_view.astype(bn.compute)
-        value = gamma * (data - mean) * inv + shift
-        blend(dst, value, a, b)
-        if running_mean:
-            count = math.prod(xt.shape[a] for a in axes)
-            unbiased = var * count / max(count - 1, 1)
-            for ptr, batch, what in ((running_mean, mean, "resultRunningMean"),
-                                     (running_var, unbiased, "resultRunningVariance")):
-                stat = bn.view(ptr, what)
-                stat[...] = (1 - factor) * stat + factor * batch
-        if save_mean:
-            bn.view(save_mean, "resultSaveMean")[...] = mean
-            bn.view(save_inv_var, "resultSaveInvVariance")[...] = inv
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            data = src.astype(xt.compute)
+            mean = data.mean(axis=axes, keepdims=True)
+            var = data.var(axis=axes, keepdims=True)
+            inv = 1 / np.sqrt(var + eps)
+            gamma, shift = scale_view.astype(bn.compute), bias_view.astype(bn.compute)
+            value = gamma * (data - mean) * inv + shift
+            blend(dst, value, a, b)
+            if running_mean:
+                count = math.prod(xt.shape[a] for a in axes)
+                unbiased = var * count / max(count - 1, 1)
+                for ptr, batch, what in ((running_mean, mean, "resultRunningMean"),
+                                         (running_var, unbiased, "resultRunningVariance")):
+                    stat = bn.view(ptr, what)
+                    stat[...] = (1 - factor) * stat + factor * batch
+            if save_mean:
+                bn.view(save_mean, "resultSaveMean")[...] = mean
+                bn.view(save_inv_var, "resultSaveInvVariance")[...] = inv
+
+        return work
 
     def _model_cudnnBatchNormalizationForwardInference(self, handle, mode, alpha, beta, x_desc, x, y_desc, y, bn_desc,
                                                        scale, bias, mean, var, eps) -> None:
@@ -633,10 +653,12 @@ class SimulatedCudnn:
         params = [bn.view(p, w) for p, w in ((var, "estimatedVariance"), (scale, "bnScale"), (mean, "estimatedMean"),
                                              (bias, "bnBias"))]
         src, dst, a, b = xt.view(x, "x"), yt.view(y, "y"), *self._alpha_beta(alpha, beta, xt.data_type)
-        yield
-        v, gamma, m, shift = (p.astype(bn.compute) for p in params)
-        value = gamma * (src.astype(xt.compute) - m) * (1 / np.sqrt(v + eps)) + shift
-        blend(dst, value, a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            v, gamma, m, shift = (p.astype(bn.compute) for p in params)
+            value = gamma * (src.astype(xt.compute) - m) * (1 / np.sqrt(v + eps)) + shift
+            blend(dst, value, a, b)
+
+        return work
 
     def _model_cudnnBatchNormalizationBackward(self, handle, mode, alpha_data, beta_data, alpha_param, beta_param,
                                                x_desc, x, dy_desc, dy, dx_desc, dx, bn_desc, scale, dscale, dbias,
@@ -652,27 +674,31 @@ class SimulatedCudnn:
         ad, bd = read_scalar(alpha_data, dt, "alphaDataDiff"), read_scalar(beta_data, dt, "betaDataDiff")
         a, b = read_scalar(alpha_param, dt, "alphaParamDiff"), read_scalar(beta_param, dt, "betaParamDiff")
         dscale_view, dbias_view = bn.view(dscale, "resultBnScaleDiff"), bn.view(dbias, "resultBnBiasDiff")
-        yield
-        data, grad = xs.astype(xt.compute), dys.astype(dyt.compute)
-        batch_mean = data.mean(axis=axes, keepdims=True)
-        batch_inv = 1 / np.sqrt(data.var(axis=axes, keepdims=True) + eps)
-        if save_mean:  # cuDNN's cache of the forward: it must be the forward's, for this x and eps
-            mean, inv = bn.read(save_mean, "savedMean"), bn.read(save_inv_var, "savedInvVariance")
-            for what, given, expected in (("savedMean", mean, batch_mean), ("savedInvVariance", inv, batch_inv)):
-                if not num.consistent(expected, given, np.float32).all():
-                    raise ModelError(Status.BAD_PARAM, f"cudnnBatchNormalizationBackward: {what} is not the forward's "
-                                                       f"for this x and epsilon (got {np.ravel(given)[:4]}, the batch "
-                                                       f"gives {np.ravel(expected)[:4]})")
-        else:
-            mean, inv = batch_mean, batch_inv
-        count = math.prod(xt.shape[a] for a in axes)
-        xhat = (data - mean) * inv
-        gbias = grad.sum(axis=axes, keepdims=True)
-        gscale = (grad * xhat).sum(axis=axes, keepdims=True)
-        gx = scale_view.astype(bn.compute) * inv / count * (count * grad - gbias - xhat * gscale)
-        blend(dst, gx, ad, bd)
-        blend(dscale_view, gscale, a, b)
-        blend(dbias_view, gbias, a, b)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            data, grad = xs.astype(xt.compute), dys.astype(dyt.compute)
+            batch_mean = data.mean(axis=axes, keepdims=True)
+            batch_inv = 1 / np.sqrt(data.var(axis=axes, keepdims=True) + eps)
+            if save_mean:  # cuDNN's cache of the forward: it must be the forward's, for this x and eps
+                mean, inv = bn.read(save_mean, "savedMean"), bn.read(save_inv_var, "savedInvVariance")
+                saved = (("savedMean", mean, batch_mean), ("savedInvVariance", inv, batch_inv))
+                for what, given, expected in saved:
+                    if not num.consistent(expected, given, np.float32).all():
+                        raise ModelError(Status.BAD_PARAM, f"cudnnBatchNormalizationBackward: {what} is not the "
+                                                           f"forward's for this x and epsilon (got "
+                                                           f"{np.ravel(given)[:4]}, the batch gives "
+                                                           f"{np.ravel(expected)[:4]})")
+            else:
+                mean, inv = batch_mean, batch_inv
+            count = math.prod(xt.shape[a] for a in axes)
+            xhat = (data - mean) * inv
+            gbias = grad.sum(axis=axes, keepdims=True)
+            gscale = (grad * xhat).sum(axis=axes, keepdims=True)
+            gx = scale_view.astype(bn.compute) * inv / count * (count * grad - gbias - xhat * gscale)
+            blend(dst, gx, ad, bd)
+            blend(dscale_view, gscale, a, b)
+            blend(dbias_view, gbias, a, b)
+
+        return work
 
     # ---------------------------------------------------------------------------------------- dropout
     def _model_cudnnDropoutGetStatesSize(self, handle, out) -> None:
@@ -698,8 +724,10 @@ class SimulatedCudnn:
         config = self._dropout_settings(desc, handle, rate, states, states_bytes, seed)
         if config.states:  # seeding the generator: the states start over (on the device, in stream order)
             view = self._states(config)
-            yield
-            view[...] = (_STATES_MAGIC, config.seed, 0)
+            def work():  # the device work, run in stream order (again at each replay of a graph)
+                view[...] = (_STATES_MAGIC, config.seed, 0)
+
+            return work
 
     def _model_cudnnRestoreDropoutDescriptor(self, desc, handle, rate, states, states_bytes, seed) -> None:
         self._dropout_settings(desc, handle, rate, states, states_bytes, seed)
@@ -721,27 +749,31 @@ class SimulatedCudnn:
     def _model_cudnnDropoutForward(self, handle, desc, x_desc, x, y_desc, y, reserve, reserve_bytes) -> None:
         config, xt, yt, mask_bytes = self._dropout_setup(handle, desc, x_desc, y_desc, reserve, reserve_bytes)
         states, src, dst = self._states(config), xt.view(x, "x"), yt.view(y, "y")
-        yield
-        if int(states[0]) != _STATES_MAGIC:  # device memory: checked in stream order, as a kernel would
-            raise ModelError(Status.BAD_PARAM_NOT_FINALIZED, "cudnnDropoutForward: the dropout states were never "
-                                                             "initialised")
-        generator = np.random.Generator(np.random.Philox(key=int(states[1]), counter=[0, 0, 0, int(states[2])]))
-        states[2] += 1
-        keep = generator.random(xt.shape) >= config.rate
-        packed = np.packbits(keep.ravel())
-        mask_bytes[: packed.size] = packed
-        data = src.astype(xt.compute)
-        scale = 1.0 / (1.0 - config.rate) if config.rate < 1 else 0.0
-        dst[...] = np.where(keep, data * scale, 0)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            if int(states[0]) != _STATES_MAGIC:  # device memory: checked in stream order, as a kernel would
+                raise ModelError(Status.BAD_PARAM_NOT_FINALIZED, "cudnnDropoutForward: the dropout states were never "
+                                                                 "initialised")
+            generator = np.random.Generator(np.random.Philox(key=int(states[1]), counter=[0, 0, 0, int(states[2])]))
+            states[2] += 1
+            keep = generator.random(xt.shape) >= config.rate
+            packed = np.packbits(keep.ravel())
+            mask_bytes[: packed.size] = packed
+            data = src.astype(xt.compute)
+            scale = 1.0 / (1.0 - config.rate) if config.rate < 1 else 0.0
+            dst[...] = np.where(keep, data * scale, 0)
+
+        return work
 
     def _model_cudnnDropoutBackward(self, handle, desc, dy_desc, dy, dx_desc, dx, reserve, reserve_bytes) -> None:
         config, dyt, dxt, mask_bytes = self._dropout_setup(handle, desc, dy_desc, dx_desc, reserve, reserve_bytes)
         src, dst = dyt.view(dy, "dy"), dxt.view(dx, "dx")
-        yield
-        count = math.prod(dyt.shape)
-        keep = np.unpackbits(mask_bytes, count=count).reshape(dyt.shape).astype(bool)
-        scale = 1.0 / (1.0 - config.rate) if config.rate < 1 else 0.0
-        dst[...] = np.where(keep, src.astype(dyt.compute) * scale, 0)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            count = math.prod(dyt.shape)
+            keep = np.unpackbits(mask_bytes, count=count).reshape(dyt.shape).astype(bool)
+            scale = 1.0 / (1.0 - config.rate) if config.rate < 1 else 0.0
+            dst[...] = np.where(keep, src.astype(dyt.compute) * scale, 0)
+
+        return work
 
     # ----------------------------------------------------------------------------------- tensor arithmetic
     def _model_cudnnAddTensor(self, handle, alpha, a_desc, a, beta, c_desc, c) -> None:
@@ -749,8 +781,10 @@ class SimulatedCudnn:
         at, ct = self.desc.tensor(a_desc, "A"), self.desc.tensor(c_desc, "C")
         num.check_broadcast(at, ct, "cudnnAddTensor A")
         src, dst, al, be = at.view(a, "A"), ct.view(c, "C"), *self._alpha_beta(alpha, beta, ct.data_type)
-        yield
-        blend(dst, np.broadcast_to(src.astype(at.compute), ct.shape).astype(ct.compute), al, be)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            blend(dst, np.broadcast_to(src.astype(at.compute), ct.shape).astype(ct.compute), al, be)
+
+        return work
 
     def _model_cudnnOpTensor(self, handle, op_desc, alpha1, a_desc, a, alpha2, b_desc, b, beta, c_desc, c) -> None:
         self._handle(handle)
@@ -767,32 +801,38 @@ class SimulatedCudnn:
         a1, a2 = read_scalar(alpha1, dt, "alpha1"), None if unary else read_scalar(alpha2, dt, "alpha2")
         av, bv = at.view(a, "A"), None if unary else bt.view(b, "B")
         dst, be = ct.view(c, "C"), read_scalar(beta, dt, "beta")
-        yield
-        lhs = a1 * av.astype(ctype)
-        if unary:
-            value = np.sqrt(lhs) if op == ops.SQRT else (lhs == 0).astype(ctype)
-        else:
-            rhs = a2 * bv.astype(ctype)
-            propagate = nan == cd.NanPropagation.PROPAGATE
-            fn = {ops.ADD: np.add, ops.MUL: np.multiply, ops.MIN: np.minimum if propagate else np.fmin,
-                  ops.MAX: np.maximum if propagate else np.fmax}[op]
-            value = fn(lhs, rhs)
-        blend(dst, value.astype(ctype), 1.0, be)
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            lhs = a1 * av.astype(ctype)
+            if unary:
+                value = np.sqrt(lhs) if op == ops.SQRT else (lhs == 0).astype(ctype)
+            else:
+                rhs = a2 * bv.astype(ctype)
+                propagate = nan == cd.NanPropagation.PROPAGATE
+                fn = {ops.ADD: np.add, ops.MUL: np.multiply, ops.MIN: np.minimum if propagate else np.fmin,
+                      ops.MAX: np.maximum if propagate else np.fmax}[op]
+                value = fn(lhs, rhs)
+            blend(dst, value.astype(ctype), 1.0, be)
+
+        return work
 
     def _model_cudnnScaleTensor(self, handle, y_desc, y, alpha) -> None:
         self._handle(handle)
         yt = self.desc.tensor(y_desc, "y")
         view, factor = yt.view(y, "y"), read_scalar(alpha, yt.data_type, "alpha")
-        yield
-        view[...] = view.astype(yt.compute) * factor
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            view[...] = view.astype(yt.compute) * factor
+
+        return work
 
     def _model_cudnnSetTensor(self, handle, y_desc, y, value) -> None:
         self._handle(handle)
         yt = self.desc.tensor(y_desc, "y")
         require(bool(value), "valuePtr is a null pointer", Status.BAD_PARAM_NULL_POINTER)
         dst, fill = yt.view(y, "y"), host_view(value, (1,), (1,), yt.dtype, "valuePtr")[0].copy()  # host, at the call
-        yield
-        dst[...] = fill
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            dst[...] = fill
+
+        return work
 
     # -------------------------------------------------------------------------------------- reductions
     def _reduce_setup(self, reduce_desc, a_desc, c_desc):
@@ -834,8 +874,10 @@ class SimulatedCudnn:
             where_view = host_view(indices, ct.shape, cd.contiguous_strides(ct.shape), np.uint32, "indices")
         dt = ct.data_type
         src, dst, al, be = at.view(a, "A"), ct.view(c, "C"), *self._alpha_beta(alpha, beta, dt)
-        yield
-        value, where = num.reduce(op, nan, src.astype(compute_dtype(compute)), axes)
-        blend(dst, value, al, be)
-        if wants_indices:
-            where_view[...] = where
+        def work():  # the device work, run in stream order (again at each replay of a graph)
+            value, where = num.reduce(op, nan, src.astype(compute_dtype(compute)), axes)
+            blend(dst, value, al, be)
+            if wants_indices:
+                where_view[...] = where
+
+        return work

@@ -1,0 +1,112 @@
+"""CUDA graphs: record the work a queue receives once, then replay it with one launch.
+
+::
+
+    x = pymagma.asarray(first_batch)                 # static buffers: allocated before the capture
+    with pymagma.graphs.capture() as graph:          # on the default queue of the current device
+        y = kernels.relu(x @ w)                      # recorded, not run; y comes from the graph's memory pool
+    for batch in batches:
+        x.set(batch)                                 # new data into the static input
+        graph.launch()                               # the recorded work, in order, on the queue's stream
+        use(y)
+
+During the capture, MAGMA routines, cuDNN calls and pymagma's kernels are recorded on the queue's stream; what
+cannot be recorded — a synchronize, a read or write of device memory by the host (``get``, ``set``, ``asarray``),
+a copy from or to pageable host memory, a routine that returns a result to the host at the call (LAPACK drivers
+with ``info``, dot products, the hybrid drivers), an allocation outside the graph's pool — raises
+:class:`~pymagma.errors.GraphCaptureError` naming the operation, and the capture is invalid from then on (ending it
+raises too).  Arrays allocated during the capture come from a memory pool that belongs to the graph: their
+addresses are what the graph reads and writes, so the pool is handed to no one else while the graph lives, and a
+replay never allocates.  Replaying a graph equals running the captured work again with whatever the static
+buffers hold then.
+"""
+
+from __future__ import annotations
+
+import contextlib
+
+from . import _native, memory, runtime
+from .errors import GraphCaptureError
+from .queue import Queue, default_queue
+
+__all__ = ["Graph", "capture", "capturing"]
+
+_state = runtime.capture_state  # ``graph``: what this thread is capturing (None when none)
+
+
+def capturing() -> Graph | None:
+    """The graph the calling thread is capturing now, or None."""
+    return getattr(_state, "graph", None)
+
+
+class Graph:
+    """A captured CUDA graph, instantiated and ready to :meth:`launch`; it owns the memory pool of the arrays made
+    while it was captured.  Made by :func:`capture`."""
+
+    def __init__(self, queue: Queue, mode: str):
+        self.queue, self.mode = queue, mode
+        self.pool = memory.Pool()  # the graph's memory: allocations during the capture, never shared
+        self._cudart = _native.current.cudart  # the runtime that captured it destroys it
+        self._graph = self._exec = None
+        self.launches = 0
+
+    def launch(self, queue: Queue | None = None) -> None:
+        """Enqueue the recorded work on ``queue``'s stream (default: the queue it was captured on); the host does
+        not wait."""
+        if self._exec is None:
+            raise GraphCaptureError(0, "cudaErrorInvalidValue", "the graph was destroyed or never captured",
+                                    "Graph.launch")
+        q = self.queue if queue is None else queue
+        runtime.graph_launch(self._exec, q.stream)
+        self.launches += 1
+
+    def destroy(self) -> None:
+        """Destroy the graph and free its memory pool (idempotent); arrays made during its capture must not be used
+        afterwards."""
+        if self._exec is not None:
+            self._cudart.cudaGraphExecDestroy(self._exec)
+        if self._graph is not None:
+            self._cudart.cudaGraphDestroy(self._graph)
+        self._exec = self._graph = None
+        self.pool.release_cached()
+
+    def __del__(self):
+        try:
+            self.destroy()
+        except Exception:  # pragma: no cover - interpreter shutdown
+            pass
+
+    def __repr__(self) -> str:
+        state = "ready" if self._exec is not None else "empty"
+        return f"Graph({state}, queue={self.queue!r}, launches={self.launches})"
+
+
+@contextlib.contextmanager
+def capture(queue: Queue | None = None, mode: str = "global"):
+    """Capture the work enqueued on ``queue`` (default: the current device's default queue) in the block into a
+    :class:`Graph`, instantiated when the block ends.  ``mode``: CUDA's capture mode, "global" (default: any
+    thread's unsafe call fails), "thread_local" or "relaxed".  Captures do not nest."""
+    if capturing() is not None:
+        raise GraphCaptureError(0, "cudaErrorIllegalState", "a capture is already in progress on this thread",
+                                "pymagma.graphs.capture")
+    q = default_queue() if queue is None else queue
+    graph = Graph(q, mode)
+    runtime.begin_capture(q.stream, mode)
+    _state.graph = graph
+    try:
+        with memory.using_pool(graph.pool, relaxed=True):
+            yield graph
+    except BaseException:
+        _state.graph = None
+        status, handle = _native.current.cudart.cudaStreamEndCapture(q.stream)  # out of capture mode
+        if int(status) == 0 and handle is not None:
+            _native.current.cudart.cudaGraphDestroy(handle)
+        graph.destroy()
+        raise
+    _state.graph = None
+    try:
+        graph._graph = runtime.end_capture(q.stream)  # GraphCaptureError when an operation invalidated it
+        graph._exec = runtime.graph_instantiate(graph._graph)
+    except BaseException:
+        graph.destroy()
+        raise
