@@ -9,6 +9,8 @@ checked, nothing computed) and measures, per model and batch size:
   every native call wrapped;
 - microseconds of Python per native call: (step time - time inside the native calls) / calls — what pymagma and
   magmadnn cost around each call (the simulator's own time, inside the calls, is subtracted);
+- host microseconds per inference step replayed as a CUDA graph (``pymagma.graphs``: the forward captured once on
+  static input buffers, then one graph launch per step);
 - PyTorch CPU eager's whole training step for the same model at batch 1 on one thread, in the same run: the
   reference for dispatch cost (its kernels included).
 
@@ -25,8 +27,8 @@ import numpy as np
 MODELS = ("mlp", "lenet5", "resnet_small")
 INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32)}
 LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
-COLUMNS = ["model", "batch", "train_us", "infer_us", "calls_per_train_step", "cudart", "magma", "cudnn", "launcher",
-           "python_us_per_call", "torch_cpu_step_us", "ratio_to_torch"]
+COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_infer_us", "calls_per_train_step", "cudart", "magma",
+           "cudnn", "launcher", "python_us_per_call", "torch_cpu_step_us", "ratio_to_torch"]
 
 
 # --------------------------------------------------------------------------------------------- counting calls
@@ -119,6 +121,17 @@ def magmadnn_steps(model, x, y):
     return train, infer
 
 
+def replayed_inference(model, x):
+    """A step callable that replays the model's forward, captured once as a CUDA graph on a static input."""
+    from magmadnn.autograd import no_grad
+    from pymagma import graphs
+
+    static = model.xp.asarray(x, model.dtype)
+    with no_grad(), graphs.capture() as graph:
+        model._forward([model._to_tensor(static)], training=False)
+    return graph.launch
+
+
 def _per_step_seconds(step, steps: int, repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
@@ -138,6 +151,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
         train()
         infer()
     train_s, infer_s = _per_step_seconds(train, steps), _per_step_seconds(infer, steps)
+    replay_s = _per_step_seconds(replayed_inference(model, x), steps)
     with Meter() as meter:
         for _ in range(steps):
             train()
@@ -146,6 +160,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     total_calls = sum(calls.values())
     python_s = max(train_s - native_s, 0.0)
     return {"model": name, "batch": batch, "train_us": train_s * 1e6, "infer_us": infer_s * 1e6,
+            "replayed_infer_us": replay_s * 1e6,
             "calls_per_train_step": total_calls, **calls, "native_us_per_train_step": native_s * 1e6,
             "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None}
 
