@@ -110,6 +110,36 @@ def test_gemm_gemv(device, m, k, n, ta, tb, dtype, seed):
         np.testing.assert_allclose(blas.gemv(pymagma.asarray(ea), pymagma.asarray(x)).get(), ea @ x, **tol(dtype))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("layout", ["rows", "columns"])
+def test_views_into_bigger_arrays_pass_their_own_leading_dimensions_and_increments(device, layout, dtype):
+    """gemm and gemv on blocks of bigger arrays (rows contiguous, or columns: transposed views) and on vectors with
+    an element stride: lda, ldb, ldc and incx, incy are the views' own, and what lies around the output block
+    stays as it was."""
+    rng = np.random.default_rng(11)
+    m, k, n, pad = 3, 4, 5, 2
+
+    def block(whole, rows, cols):  # the same rows x cols block of a host or device array
+        return whole[:rows, :cols] if layout == "rows" else whole[:cols, :rows].T
+
+    def padded(rows, cols):
+        host = values(rng, (rows + pad, cols + pad) if layout == "rows" else (cols + pad, rows + pad), dtype)
+        return host, pymagma.asarray(host)
+
+    (a, da), (b, db), (c, dc) = padded(m, k), padded(k, n), padded(m, n)
+    blas.gemm(block(da, m, k), block(db, k, n), out=block(dc, m, n), alpha=2.0, beta=-1.0)
+    expected = c.copy()
+    block(expected, m, n)[...] = 2 * block(a, m, k) @ block(b, k, n) - block(c, m, n)
+    np.testing.assert_allclose(dc.get(), expected, **tol(dtype))
+
+    x, y = values(rng, (2 * k,), dtype), values(rng, (2 * m,), dtype)
+    dy = pymagma.asarray(y)
+    blas.gemv(block(da, m, k), pymagma.asarray(x)[::2], dy[1::2], alpha=1.0, beta=0.5)
+    expected = y.copy()
+    expected[1::2] = block(a, m, k) @ x[::2] + 0.5 * y[1::2]
+    np.testing.assert_allclose(dy.get(), expected, **tol(dtype))
+
+
 @settings(max_examples=examples(15), deadline=None, suppress_health_check=REUSE)
 @given(batch=st.lists(st.integers(1, 3), min_size=1, max_size=2), m=st.integers(1, 4), k=st.integers(1, 4),
        n=st.integers(1, 4), method=st.sampled_from(["auto", "pointers"]), bcast=st.booleans(),

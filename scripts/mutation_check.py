@@ -1,0 +1,494 @@
+#!/usr/bin/env python3
+"""A mutation check of our own conventions: does the simulator catch the bugs a reviewer would most likely miss?
+
+Each mutant below is one plausible convention bug in the binding (``pymagma/``) or the device backend
+(``magmadnn/backend/device.py``): an argument in the wrong role or order, alpha and beta swapped, a momentum factor
+taken the wrong way round, saved statistics swapped, pivots in the wrong base, a leading dimension, transpose flag,
+stride, descriptor or launch size that is wrong.  It is an exact source snippet (``old``, which must occur exactly
+once in its file: a stale or ambiguous mutant is refused before anything runs) and its replacement (``new``), with
+the simulator tests that should catch it (``tests``: pytest arguments, files and a ``-k`` expression, which applies
+to every file of the selection).
+
+For each mutant the repository's ``pymagma``, ``magmadnn``, ``tests`` and ``pyproject.toml`` are copied to a
+temporary directory, the mutation is applied there, and pytest runs the mutant's tests in that copy (``-x``, a fixed
+hypothesis seed, ``MAGMADNN_REQUIRE=native`` so that a skipped native test fails rather than passes vacuously, a
+time limit per mutant).  The working tree is never modified, even when the script is killed.  Every distinct test
+selection first runs unmutated ("the baseline must pass").
+
+The table gives each mutant's first failing test ("caught by") or SURVIVED.  Exit status 1 when the baseline fails or
+a mutant survives, times out or breaks the import (a mutant must be a valid program that computes the wrong thing);
+2 for a stale mutant or a bad option.  Too slow for ``scripts/test.sh`` (minutes): run it with the project's
+virtual environment before resolving a change to the conventions or the simulator::
+
+    .venv/bin/python scripts/mutation_check.py [--jobs 2] [--only ID[,ID]] [--list] [--json PATH]
+
+A mutant that survives is a gap: add a simulator test, against an independent NumPy reference, that catches it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+#: What each temporary copy holds: the packages, the tests and the pytest configuration.
+COPIED = ("pymagma", "magmadnn", "tests", "pyproject.toml")
+IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest_cache")
+PYTEST_OPTIONS = ("-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rfE", "--hypothesis-seed=0")
+
+# ------------------------------------------------------------------------------------------------ test selections
+SIM_DEVICE = ("tests/pymagma/test_simulated_device.py",)
+ARRAYS = ("tests/pymagma/test_simulated_device.py", "tests/pymagma/test_array.py")
+HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/test_simulated_device.py")
+CUDNN = ("tests/pymagma/test_simulator_cudnn.py",)
+KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
+BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
+
+
+@dataclass(frozen=True)
+class Mutant:
+    id: str
+    what: str
+    file: str
+    old: str
+    new: str
+    tests: tuple[str, ...]
+
+
+MUTANTS = [
+    # --------------------------------------------------------------------- row-major BLAS on column-major MAGMA
+    Mutant("gemm-operands-unswapped", "gemm passes A then B even when the plan computes C^T = B^T A^T",
+           "pymagma/blas.py",
+           "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)",
+           "first, second = a.ptr, b.ptr", SIM_DEVICE),
+    Mutant("gemm-swapped-flags-crossed", "C^T = B^T A^T: transA taken from A's layout, transB from B's",
+           "pymagma/blas.py",
+           "return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc, swapped=True)",
+           "return GemmCall(N if at else T, N if bt else T, n, m, k, sb, sa, sc, swapped=True)", SIM_DEVICE),
+    Mutant("gemm-colmajor-out-flags", "column-major C: a transposed-stored operand gets NoTrans, a plain one Trans",
+           "pymagma/blas.py",
+           "return GemmCall(T if at else N, T if bt else N, m, n, k, sa, sb, sc)",
+           "return GemmCall(N if at else T, N if bt else T, m, n, k, sa, sb, sc)", SIM_DEVICE),
+    Mutant("gemm-alpha-beta-swapped", "gemm passes beta where alpha goes and alpha where beta goes",
+           "pymagma/blas.py",
+           "_scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,\n"
+           "        _scalar_cached(beta, p), out.ptr",
+           "_scalar_cached(beta, p), first, c.A.ld, second, c.B.ld,\n"
+           "        _scalar_cached(alpha, p), out.ptr", SIM_DEVICE),
+    Mutant("gemm-lda-is-rows", "gemm's lda is the stored matrix's row count, not its leading dimension",
+           "pymagma/blas.py",
+           "first, c.A.ld, second, c.B.ld,",
+           "first, c.A.rows, second, c.B.ld,", SIM_DEVICE),
+    Mutant("gemm-ldc-is-rows", "gemm's ldc is the output's row count, not its leading dimension",
+           "pymagma/blas.py",
+           "_scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))",
+           "_scalar_cached(beta, p), out.ptr, c.C.rows, _queue(out))", SIM_DEVICE),
+    Mutant("batched-stride-b-is-a", "strided batched gemm: B's batch stride given as A's",
+           "pymagma/blas.py",
+           "c.B.ptr + first * sb * size, c.B.ld, sb,",
+           "c.B.ptr + first * sb * size, c.B.ld, sa,", SIM_DEVICE),
+    Mutant("batched-beta-one", "pointer-array batched gemm accumulates into the output (beta 1 instead of beta)",
+           "pymagma/blas.py",
+           "scalar(beta, p), arrays[2].ptr, c.C.ld, count, q)",
+           "scalar(1.0, p), arrays[2].ptr, c.C.ld, count, q)", SIM_DEVICE),
+    Mutant("gemv-trans-flag", "gemv: NoTrans for a transposed-stored matrix and Trans for a plain one",
+           "pymagma/blas.py",
+           "return GemvCall(T if at else N, sa.rows, sa.cols,",
+           "return GemvCall(N if at else T, sa.rows, sa.cols,", SIM_DEVICE),
+    Mutant("gemv-incx-one", "gemv passes incx = 1 whatever x's element stride",
+           "pymagma/blas.py",
+           "c.A.ptr, c.A.ld, c.x, c.incx,",
+           "c.A.ptr, c.A.ld, c.x, 1,", SIM_DEVICE),
+    Mutant("trsm-uplo-ignores-layout", "trsm: uplo not flipped when A is stored transposed",
+           "pymagma/blas.py",
+           "uplo = LOWER if lower != at else UPPER",
+           "uplo = LOWER if lower else UPPER", SIM_DEVICE),
+    Mutant("trsm-side-ignores-layout", "trsm: side not flipped when B is stored transposed",
+           "pymagma/blas.py",
+           "side = LEFT if left != bt else RIGHT",
+           "side = LEFT if left else RIGHT", SIM_DEVICE),
+    Mutant("trsm-diag-inverted", "trsm: MagmaUnit for a non-unit diagonal and MagmaNonUnit for a unit one",
+           "pymagma/blas.py",
+           "_magma.MagmaUnit if unit else _magma.MagmaNonUnit",
+           "_magma.MagmaNonUnit if unit else _magma.MagmaUnit", SIM_DEVICE),
+    Mutant("syrk-uplo-ignores-layout", "syrk: uplo not flipped when C is stored transposed",
+           "pymagma/blas.py",
+           "return SyrkCall(LOWER if lower != ct else UPPER,",
+           "return SyrkCall(LOWER if lower else UPPER,", SIM_DEVICE),
+    # ------------------------------------------------------------------------------------ the column-major face
+    Mutant("colmajor-transpose-dims", "column-major copy: magmablas transpose given m x n for the n x m source",
+           "pymagma/_colmajor.py",
+           'transpose")(n, m, src.ptr, n, work.ptr, m, a.queue.handle)',
+           'transpose")(m, n, src.ptr, m, work.ptr, n, a.queue.handle)', HYBRID),
+    Mutant("colmajor-gemm-k", "column-major gemm: k read from the wrong dimension of op(A)",
+           "pymagma/_colmajor.py",
+           "k = a.shape[1] if ta == N else a.shape[0]",
+           "k = a.shape[0] if ta == N else a.shape[1]", HYBRID),
+    Mutant("herk-upper", "herk_lower updates the upper triangle",
+           "pymagma/_colmajor.py",
+           "LOWER, N, n, k, scalar(alpha, p, cplx)",
+           "UPPER, N, n, k, scalar(alpha, p, cplx)", HYBRID),
+    Mutant("diagonal-stride", "zero_strict_triangle saves the first row (stride lda) instead of the diagonal",
+           "pymagma/_colmajor.py",
+           'getattr(lib, f"magma_{p}copy")(n, w.ptr, lda + 1, diag.ptr, 1, q)',
+           'getattr(lib, f"magma_{p}copy")(n, w.ptr, lda, diag.ptr, 1, q)', SIM_DEVICE),
+    # ------------------------------------------------------------------------------------------------- LAPACK
+    Mutant("getrf-pivots-1-based", "lu_factor returns MAGMA's 1-based pivots (SciPy's are 0-based)",
+           "pymagma/linalg.py",
+           "piv = np.stack([p for _, p in results]).reshape(*batch, -1) - 1",
+           "piv = np.stack([p for _, p in results]).reshape(*batch, -1)", SIM_DEVICE),
+    Mutant("getrf-batched-pivots-1-based", "getrf_batched's 1-based pivots returned as they are",
+           "pymagma/linalg.py",
+           "piv = (ipiv.get()[:, :k] - 1).astype(np.int32)",
+           "piv = ipiv.get()[:, :k].astype(np.int32)", SIM_DEVICE),
+    Mutant("laswp-k1-0-based", "laswp called with 0-based k1, k2 (LAPACK counts rows from 1)",
+           "pymagma/linalg.py",
+           "(k, b.ptr, k, 1, n, ipiv, 1, b.queue.handle)",
+           "(k, b.ptr, k, 0, n - 1, ipiv, 1, b.queue.handle)", SIM_DEVICE),
+    Mutant("lu-solve-pivots-0-based", "lu_solve hands SciPy's 0-based pivots to laswp, which wants 1-based",
+           "pymagma/linalg.py",
+           "xs = [_solve_lu_device(_matrix(dlu, idx, batch), _matrix(piv, idx, batch, core=1) + 1,",
+           "xs = [_solve_lu_device(_matrix(dlu, idx, batch), _matrix(piv, idx, batch, core=1),", SIM_DEVICE),
+    Mutant("lu-solve-l-nonunit", "lu_solve's forward substitution uses L's stored diagonal (U's) instead of ones",
+           "pymagma/linalg.py",
+           'blas.trsm(lu, x, side="left", lower=True, unit_diagonal=True)',
+           'blas.trsm(lu, x, side="left", lower=True, unit_diagonal=False)', SIM_DEVICE),
+    Mutant("lu-solve-batched-u-first", "batched lu_solve solves with U before L",
+           "pymagma/linalg.py",
+           "for lower, unit in ((True, True), (False, False)):",
+           "for lower, unit in ((False, False), (True, True)):", SIM_DEVICE),
+    Mutant("potrf-upper", "cholesky asks potrf for the upper factor",
+           "pymagma/linalg.py",
+           'getattr(magma(), f"magma_{p}potrf_gpu")(_magma.MagmaLower,',
+           'getattr(magma(), f"magma_{p}potrf_gpu")(_magma.MagmaUpper,', SIM_DEVICE),
+    Mutant("potrs-upper", "cho_solve tells potrs the factor is upper",
+           "pymagma/linalg.py",
+           'getattr(magma(), f"magma_{p}potrs_gpu")(_magma.MagmaLower,',
+           'getattr(magma(), f"magma_{p}potrs_gpu")(_magma.MagmaUpper,', SIM_DEVICE),
+    Mutant("getrf-without-sync", "lu_factor calls getrf_gpu (on MAGMA's own queues) before our queue's copy is done",
+           "pymagma/linalg.py",
+           "        _sync(w)\n        p = blas.precision(w)\n        getattr(magma(), f\"magma_{p}getrf_gpu\")",
+           "        p = blas.precision(w)\n        getattr(magma(), f\"magma_{p}getrf_gpu\")", SIM_DEVICE),
+    # ------------------------------------------------------------------------------------------ hybrid drivers
+    Mutant("hybrid-potrf-panel-notrans", "hybrid Cholesky solves the panel with L_jj^{-1} instead of L_jj^{-H}",
+           "pymagma/hybrid/_cholesky.py",
+           "trsm(RIGHT, LOWER, C, 1.0, diag, panel, queue=main)",
+           "trsm(RIGHT, LOWER, N, 1.0, diag, panel, queue=main)", HYBRID),
+    Mutant("hybrid-potrf-unfinished-copy", "hybrid Cholesky factors a diagonal block before its copy to the host ends",
+           "pymagma/hybrid/_cholesky.py",
+           "                ready.synchronize()\n                with on_host():\n                    factor, info",
+           "                with on_host():\n                    factor, info", HYBRID),
+    Mutant("hybrid-potrs-second-notrans", "hybrid potrs solves L x = y twice instead of L^H x = y",
+           "pymagma/hybrid/_cholesky.py",
+           "trsm(LEFT, LOWER, C, 1.0, factor, b)",
+           "trsm(LEFT, LOWER, N, 1.0, factor, b)", HYBRID),
+    Mutant("reflector-trmm-conj-inverted", "block reflector applies T where T^H is asked and T^H where T is",
+           "pymagma/hybrid/_reflectors.py",
+           "trmm(LEFT, UPPER, C if conj else N, 1.0, t, work, queue=queue)",
+           "trmm(LEFT, UPPER, N if conj else C, 1.0, t, work, queue=queue)", HYBRID),
+    # -------------------------------------------------------------------------------------------------- cuDNN
+    Mutant("conv-descriptor-stride-first", "cudnnSetConvolution2dDescriptor given the stride before the padding",
+           "pymagma/_cudnn.py",
+           "self, *padding, *stride, *dilation, int(mode), int(compute))",
+           "self, *stride, *padding, *dilation, int(mode), int(compute))", CUDNN),
+    Mutant("pool-descriptor-stride-first", "cudnnSetPooling2dDescriptor given the stride before the padding",
+           "pymagma/_cudnn.py",
+           "int(mode), int(nan), *window, *padding, *stride)",
+           "int(mode), int(nan), *window, *stride, *padding)", CUDNN),
+    Mutant("conv-bwd-filter-x-dy-swapped", "backward filter passes dy's data where x goes and x's where dy goes",
+           "pymagma/dnn.py",
+           '"backward_filter": (x, y, w)}[kind]',
+           '"backward_filter": (y, x, w)}[kind]', CUDNN),
+    Mutant("conv-bwd-data-descriptors", "backward data passes the dx descriptor where dy's goes, and dy's for dx",
+           "pymagma/dnn.py",
+           '"backward_data": (w, y, conv, x)',
+           '"backward_data": (w, x, conv, y)', CUDNN),
+    Mutant("pool-bwd-x-y-swapped", "cudnnPoolingBackward gets x where y goes and y where x goes",
+           "pymagma/dnn.py",
+           "byref(alpha), _tensor(y), _ptr(y), _tensor(dy),\n            _ptr(dy), _tensor(x), _ptr(x), byref(beta)",
+           "byref(alpha), _tensor(x), _ptr(x), _tensor(dy),\n            _ptr(dy), _tensor(y), _ptr(y), byref(beta)",
+           CUDNN),
+    Mutant("activation-bwd-x-y-swapped", "cudnnActivationBackward gets x where y goes and y where x goes",
+           "pymagma/dnn.py",
+           "byref(alpha), _tensor(y, s), _ptr(y),\n            _tensor(dy, s), _ptr(dy), _tensor(x, s), _ptr(x),",
+           "byref(alpha), _tensor(x, s), _ptr(x),\n            _tensor(dy, s), _ptr(dy), _tensor(y, s), _ptr(y),",
+           CUDNN),
+    Mutant("pool-window-stride-swapped", "the pooling descriptor gets the stride as window and the window as stride",
+           "pymagma/dnn.py",
+           'return pooling_descriptor(POOL_MODES[mode], window, _tuple2(padding, "padding"), stride)',
+           'return pooling_descriptor(POOL_MODES[mode], stride, _tuple2(padding, "padding"), window)', CUDNN),
+    Mutant("softmax-modes-swapped", "softmax 'instance' is cuDNN's CHANNEL mode and 'channel' its INSTANCE mode",
+           "pymagma/dnn.py",
+           'SOFTMAX_MODES = {"instance": cd.SoftmaxMode.INSTANCE, "channel": cd.SoftmaxMode.CHANNEL}',
+           'SOFTMAX_MODES = {"instance": cd.SoftmaxMode.CHANNEL, "channel": cd.SoftmaxMode.INSTANCE}', CUDNN),
+    Mutant("bn-saved-mean-invstd-swapped", "batch-norm training writes the saved mean and inverse std swapped",
+           "pymagma/dnn.py",
+           "_ptr(save_mean), _ptr(save_inv))",
+           "_ptr(save_inv), _ptr(save_mean))", CUDNN),
+    Mutant("bn-inference-default-eps", "batch-norm inference ignores the caller's epsilon (always 1e-5)",
+           "pymagma/dnn.py",
+           "_ptr(var), float(eps))",
+           "_ptr(var), 1e-5)", CUDNN),
+    # ------------------------------------------------------------------------------ magmadnn's device adapters
+    Mutant("bn-momentum-not-complemented", "cuDNN's exponentialAverageFactor given the op set's momentum as it is",
+           "magmadnn/backend/device.py",
+           "momentum=1.0 - float(momentum), eps=float(eps))",
+           "momentum=float(momentum), eps=float(eps))", BACKEND),
+    Mutant("bn-backward-saved-swapped", "batch-norm backward gets the saved inverse std as the mean and vice versa",
+           "magmadnn/backend/device.py",
+           "gamma, mean_, inv_std, eps=eps)",
+           "gamma, inv_std, mean_, eps=eps)", BACKEND),
+    Mutant("pads-width-height-order", "asymmetric padding: the explicit extra pads taken as (left, right, top, bottom)",
+           "magmadnn/backend/device.py",
+           "return (ph, pw), (t - ph, b - ph, l - pw, r - pw)",
+           "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
+    Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
+           "magmadnn/backend/device.py",
+           "return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,",
+           "return _dnn.activation_backward(_contiguous(dy), _contiguous(y), x, kind,", BACKEND),
+    Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
+           "magmadnn/backend/device.py",
+           "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"
+           '                                 mode="channel")',
+           "return _dnn.softmax_backward(_axis_as_channels(dy, axis), _axis_as_channels(y, axis),\n"
+           '                                 mode="channel")', BACKEND),
+    Mutant("matmul-transpose-flags-crossed", "matmul gives transpose_b to A and transpose_a to B",
+           "magmadnn/backend/device.py",
+           "trans_a=bool(transpose_a), trans_b=bool(transpose_b)",
+           "trans_a=bool(transpose_b), trans_b=bool(transpose_a)", BACKEND),
+    Mutant("avg-pool-bwd-no-factor", "padded average pooling backward forgets the real-element count factor",
+           "magmadnn/backend/device.py",
+           "_dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin,",
+           "_dnn.pool2d_backward(y_area, dy, xin,", BACKEND),
+    # ----------------------------------------------------------------------------------------------- kernels
+    Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
+           "pymagma/kernels/__init__.py",
+           "c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)",
+           "c_double(1.0 - beta1 ** (step + 1)), c_double(1.0 - beta2 ** (step + 1))", KERNELS),
+    Mutant("sgd-momentum-wd-order", "the SGD kernel gets weight decay where momentum goes and vice versa",
+           "pymagma/kernels/__init__.py",
+           "c_double(momentum), c_double(weight_decay), c_int(int(nesterov))",
+           "c_double(weight_decay), c_double(momentum), c_int(int(nesterov))", KERNELS),
+    Mutant("rmsprop-rho-eps-order", "the RMSprop kernel gets eps where rho goes and vice versa",
+           "pymagma/kernels/__init__.py",
+           "c_double(lr), c_double(rho),\n          c_double(eps)",
+           "c_double(lr), c_double(eps),\n          c_double(rho)", KERNELS),
+    Mutant("dropout-keep-probability", "dropout's kernel given the keep probability 1 - rate as its rate",
+           "pymagma/kernels/__init__.py",
+           "c_double(float(rate))])",
+           "c_double(1.0 - float(rate))])", KERNELS),
+    Mutant("random-launch-half-short", "random kernels launched for n // 2 pairs (the last odd element unset)",
+           "pymagma/kernels/__init__.py",
+           'programs.expression(kernel, name), out, (n + 1) // 2,',
+           'programs.expression(kernel, name), out, n // 2,', KERNELS),
+    Mutant("copy-ignores-out-strides", "the strided copy writes out as if it were C-contiguous",
+           "pymagma/kernels/__init__.py",
+           "s = make_strides3(x.shape, _elem_strides(x), _elem_strides(out))",
+           "s = make_strides3(x.shape, _elem_strides(x), _c_strides(x.shape))", KERNELS),
+    Mutant("reduce-assumes-contiguous", "reductions read the kept axes with C-contiguous strides",
+           "pymagma/kernels/__init__.py",
+           "s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))\n    r = ",
+           "s = make_strides3(kept_shape, _c_strides(kept_shape), _c_strides(kept_shape))\n    r = ", KERNELS),
+    Mutant("bias-add-channels-inner-swapped", "bias_add passes the inner size where the channel count goes",
+           "pymagma/kernels/__init__.py",
+           "c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])",
+           "c_longlong(x.size), c_longlong(inner), c_longlong(x.shape[1])])", KERNELS),
+    # ------------------------------------------------------------------------------------------- DeviceArrays
+    Mutant("transpose-into-dims", "copy_into's device transpose given cols x rows and the wrong output ld",
+           "pymagma/array.py",
+           "transpose(rows, cols, src.ptr + s_off, max(ld, 1), dst.ptr + d_off, max(cols, 1), q)",
+           "transpose(cols, rows, src.ptr + s_off, max(ld, 1), dst.ptr + d_off, max(rows, 1), q)", ARRAYS),
+    Mutant("memcpy2d-pitches-swapped", "copy_into's 2-D memcpy gets the source pitch for the destination and back",
+           "pymagma/array.py",
+           "d_str[-2] if shape[-2] > 1 else width, src.ptr + s_off,\n"
+           "                              s_str[-2] if shape[-2] > 1 else width,",
+           "s_str[-2] if shape[-2] > 1 else width, src.ptr + s_off,\n"
+           "                              d_str[-2] if shape[-2] > 1 else width,", ARRAYS),
+]
+
+
+# --------------------------------------------------------------------------------------------------- running
+@dataclass
+class Outcome:
+    status: str  # "caught", "SURVIVED", "TIMEOUT", "BROKEN" (collection/import error), "ERROR" (pytest itself)
+    caught_by: str
+    seconds: float
+    output: str
+
+
+def check_mutants(mutants) -> list[str]:
+    """Problems that make a mutant stale or ambiguous (its snippet not exactly once in its file, or a no-op)."""
+    problems, seen = [], set()
+    for m in mutants:
+        if m.id in seen:
+            problems.append(f"{m.id}: duplicate id")
+        seen.add(m.id)
+        path = ROOT / m.file
+        if not path.is_file():
+            problems.append(f"{m.id}: {m.file} does not exist")
+            continue
+        count = path.read_text().count(m.old)
+        if count != 1:
+            problems.append(f"{m.id}: its snippet occurs {count} times in {m.file} (must be exactly once): "
+                            f"{m.old!r}")
+        if m.old == m.new:
+            problems.append(f"{m.id}: the replacement equals the snippet")
+        for arg in m.tests:
+            if arg.startswith("tests/") and not (ROOT / arg.split("::")[0]).exists():
+                problems.append(f"{m.id}: test selection {arg} does not exist")
+    return problems
+
+
+def _copy_tree(dest: Path) -> None:
+    for name in COPIED:
+        src = ROOT / name
+        if src.is_dir():
+            shutil.copytree(src, dest / name, ignore=IGNORED)
+        else:
+            shutil.copy2(src, dest / name)
+
+
+def _environment(copy: Path) -> dict:
+    env = dict(os.environ)
+    env["PYTHONPATH"] = str(copy) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    env["PYTHONDONTWRITEBYTECODE"] = "1"
+    env["MAGMADNN_REQUIRE"] = "native"  # a skipped native test fails: no mutant survives by skipping
+    env.pop("PYMAGMA_SIMULATOR", None)  # the tests turn the simulator on themselves
+    return env
+
+
+def _first_failure(output: str) -> str:
+    match = re.search(r"^(?:FAILED|ERROR) (\S+)", output, re.MULTILINE)
+    return match.group(1) if match else ""
+
+
+def run(mutant: Mutant | None, tests: tuple[str, ...], timeout: float) -> Outcome:
+    """pytest ``tests`` in a fresh copy of the repository, with ``mutant`` applied (None: unmutated)."""
+    start = time.monotonic()
+    with tempfile.TemporaryDirectory(prefix="mutant-") as tmp:
+        copy = Path(tmp)
+        _copy_tree(copy)
+        if mutant is not None:
+            path = copy / mutant.file
+            path.write_text(path.read_text().replace(mutant.old, mutant.new, 1))
+        probe = subprocess.run([sys.executable, "-c", "import pymagma, magmadnn; print(pymagma.__file__); "
+                                "print(magmadnn.__file__)"], cwd=copy, env=_environment(copy),
+                               capture_output=True, text=True, timeout=120)
+        if probe.returncode != 0 or any(not Path(p).resolve().is_relative_to(copy.resolve())
+                                        for p in probe.stdout.split()):
+            return Outcome("BROKEN" if probe.returncode else "ERROR",
+                           "import failed" if probe.returncode else "the copy's packages are not the ones imported",
+                           time.monotonic() - start, probe.stdout + probe.stderr)
+        try:
+            done = subprocess.run([sys.executable, "-m", "pytest", *PYTEST_OPTIONS, *tests], cwd=copy,
+                                  env=_environment(copy), capture_output=True, text=True, timeout=timeout)
+        except subprocess.TimeoutExpired as exc:
+            out = (exc.stdout or b"").decode(errors="replace") if isinstance(exc.stdout, bytes) else (exc.stdout or "")
+            return Outcome("TIMEOUT", f"no result within {timeout:.0f} s", time.monotonic() - start, out)
+    output = done.stdout + done.stderr
+    seconds = time.monotonic() - start
+    if done.returncode == 0:
+        return Outcome("SURVIVED" if mutant else "passed", "", seconds, output)
+    failure = _first_failure(output)
+    if done.returncode == 1:
+        return Outcome("caught", failure or "(a failure; no test id found)", seconds, output)
+    if "ERROR collecting" in output or "ImportError" in output or "SyntaxError" in output:
+        return Outcome("BROKEN", failure or "collection error", seconds, output)
+    return Outcome("ERROR", f"pytest exit status {done.returncode}", seconds, output)
+
+
+def _table(rows) -> str:
+    headers = ("ID", "WHAT", "FILE", "CAUGHT BY")
+    cells = [headers] + [(m.id, m.what, m.file, o.caught_by if o.status == "caught" else
+                          f"{o.status}: {o.caught_by}" if o.caught_by else o.status) for m, o in rows]
+    widths = [max(len(r[i]) for r in cells) for i in range(3)]
+    lines = []
+    for r in cells:
+        lines.append("  ".join(c.ljust(w) for c, w in zip(r[:3], widths)) + "  " + r[3])
+    lines.insert(1, "  ".join("-" * w for w in widths) + "  " + "-" * len(headers[3]))
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--only", help="comma-separated mutant ids to run (default: all)")
+    parser.add_argument("--list", action="store_true", help="list the mutants and their tests, run nothing")
+    parser.add_argument("--jobs", type=int, default=1, help="mutants run at once (default 1)")
+    parser.add_argument("--timeout", type=float, default=600.0, help="seconds per test run (default 600)")
+    parser.add_argument("--json", metavar="PATH", help="also write the results as JSON")
+    args = parser.parse_args(argv)
+
+    mutants = MUTANTS
+    if args.only:
+        wanted = [i.strip() for i in args.only.split(",") if i.strip()]
+        unknown = sorted(set(wanted) - {m.id for m in MUTANTS})
+        if unknown:
+            parser.error(f"unknown mutant ids: {', '.join(unknown)}")
+        mutants = [m for m in MUTANTS if m.id in wanted]
+    if args.jobs < 1:
+        parser.error("--jobs must be at least 1")
+    problems = check_mutants(mutants)
+    if problems:
+        print("stale or ambiguous mutants (update their snippets to the current source):", file=sys.stderr)
+        for p in problems:
+            print(f"  {p}", file=sys.stderr)
+        return 2
+    if args.list:
+        for m in mutants:
+            print(f"{m.id:34} {m.file:30} {m.what}\n{'':34} tests: {' '.join(m.tests)}")
+        print(f"{len(mutants)} mutants")
+        return 0
+
+    started = time.monotonic()
+    selections = sorted({m.tests for m in mutants})
+    print(f"baseline: {len(selections)} test selections, unmutated", flush=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        baselines = list(pool.map(lambda t: run(None, t, args.timeout), selections))
+    failed = [(t, o) for t, o in zip(selections, baselines) if o.status != "passed"]
+    for tests, outcome in zip(selections, baselines):
+        print(f"  {outcome.status:8} {outcome.seconds:6.1f} s  {' '.join(tests)}", flush=True)
+    if failed:
+        for tests, outcome in failed:
+            print(f"\nthe baseline must pass: {' '.join(tests)}: {outcome.status} {outcome.caught_by}\n"
+                  f"{outcome.output[-3000:]}", file=sys.stderr)
+        return 1
+
+    def one(m: Mutant) -> Outcome:
+        outcome = run(m, m.tests, args.timeout)
+        print(f"  {m.id:34} {outcome.status:8} {outcome.seconds:6.1f} s  {outcome.caught_by}", flush=True)
+        return outcome
+
+    print(f"{len(mutants)} mutants, {args.jobs} at a time", flush=True)
+    with ThreadPoolExecutor(args.jobs) as pool:
+        outcomes = list(pool.map(one, mutants))
+    rows = list(zip(mutants, outcomes))
+    elapsed = time.monotonic() - started
+    print()
+    print(_table(rows))
+    bad = [(m, o) for m, o in rows if o.status != "caught"]
+    print(f"\n{len(rows) - len(bad)} of {len(rows)} mutants caught in {elapsed:.0f} s ({args.jobs} jobs)")
+    for m, o in bad:
+        print(f"\n{m.id}: {o.status}\n{o.output[-2000:]}", file=sys.stderr)
+    if args.json:
+        Path(args.json).write_text(json.dumps({
+            "seconds": round(elapsed, 1), "jobs": args.jobs,
+            "baseline": [{"tests": list(t), "status": o.status, "seconds": round(o.seconds, 1)}
+                         for t, o in zip(selections, baselines)],
+            "mutants": [{"id": m.id, "what": m.what, "file": m.file, "tests": list(m.tests), "status": o.status,
+                         "caught_by": o.caught_by, "seconds": round(o.seconds, 1)} for m, o in rows],
+        }, indent=2) + "\n")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
