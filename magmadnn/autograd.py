@@ -9,6 +9,7 @@ the gradients of multi-use nodes, adds leaf gradients into ``.grad`` and then re
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -126,7 +127,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.data.shape, dtype=np.int64))
+        return int(math.prod(self.data.shape))
 
     @property
     def is_leaf(self) -> bool:
