@@ -22,5 +22,7 @@ def postorder(root, parents: Callable[[object], Iterable]) -> list:
             continue
         seen.add(id(node))
         stack.append((node, True))
-        stack.extend((p, False) for p in parents(node) if id(p) not in seen)
+        for parent in parents(node):
+            if id(parent) not in seen:
+                stack.append((parent, False))
     return order

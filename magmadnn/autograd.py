@@ -9,6 +9,7 @@ the gradients of multi-use nodes, adds leaf gradients into ``.grad`` and then re
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -24,19 +25,23 @@ class GraphReleasedError(RuntimeError):
     """backward() went through a part of the graph whose saved values were already released."""
 
 
-_state = threading.local()
+class _GradState(threading.local):
+    enabled = True  # every thread starts recording
+
+
+_state = _GradState()
 
 
 def is_grad_enabled() -> bool:
     """Whether operations are being recorded for backward (False inside ``no_grad()``)."""
-    return getattr(_state, "enabled", True)
+    return _state.enabled
 
 
 class _GradMode:
     enabled = True
 
     def __enter__(self):
-        self._prev = is_grad_enabled()
+        self._prev = _state.enabled
         _state.enabled = self.enabled
         return self
 
@@ -91,6 +96,13 @@ class Tensor:
         self.requires_grad = bool(requires_grad)
         self._fn: Function | None = None
 
+    @classmethod
+    def _of(cls, data, xp) -> Tensor:
+        """A Tensor of ``xp.asarray(data)`` on the backend ``xp`` known to be one (no backend lookup), no grad."""
+        t = cls.__new__(cls)
+        t.xp, t.data, t.grad, t.requires_grad, t._fn = xp, xp.asarray(data), None, False, None
+        return t
+
     @property
     def backend(self):
         """The old name of :attr:`xp` (the backend holding ``data``)."""
@@ -115,7 +127,7 @@ class Tensor:
 
     @property
     def size(self) -> int:
-        return int(np.prod(self.data.shape, dtype=np.int64))
+        return int(math.prod(self.data.shape))
 
     @property
     def is_leaf(self) -> bool:
@@ -247,6 +259,7 @@ class Function:
     """One differentiable op: subclass and implement ``forward`` and ``backward`` with the backend op set."""
 
     xp: Any = None
+    _released = False
 
     def forward(self, *arrays, **params):
         raise NotImplementedError
@@ -257,21 +270,31 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params) -> Tensor:
         """Run the op on ``inputs`` (Tensors, or arrays/scalars taken as constants); record it when needed."""
-        xp = next((t.xp for t in inputs if isinstance(t, Tensor)), None) or _backend.get()
-        tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs)
+        xp, constants, needs = None, False, []
+        for t in inputs:
+            if isinstance(t, Tensor):
+                if xp is None:
+                    xp = t.xp
+                needs.append(t.requires_grad)
+            else:
+                constants = True
+                needs.append(False)
+        if xp is None:
+            xp = _backend.get()
+        tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs) if constants else inputs
         fn = cls()
         fn.xp = xp
-        out = Tensor(fn.forward(*(t.data for t in tensors), **params), backend=xp)
-        if is_grad_enabled() and any(t.requires_grad for t in tensors):
+        out = Tensor._of(fn.forward(*[t.data for t in tensors], **params), xp)
+        if _state.enabled and any(needs):
             fn.inputs = tensors
-            fn.needs_input_grad = tuple(t.requires_grad for t in tensors)
+            fn.needs_input_grad = tuple(needs)
             out.requires_grad = True
             out._fn = fn
         return out
 
     @property
     def released(self) -> bool:
-        return getattr(self, "_released", False)
+        return self._released
 
     def release(self) -> None:
         """Drop the inputs and every saved array; the Function can no longer run backward."""
@@ -286,7 +309,7 @@ def _topological_order(root: Function) -> list[Function]:
     """Functions reachable from ``root``, every consumer before its producers."""
 
     def producers(fn: Function) -> list[Function]:
-        if fn.released:
+        if fn._released:
             raise GraphReleasedError(
                 f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
                 "compute the forward pass again before calling backward() a second time"
@@ -296,18 +319,14 @@ def _topological_order(root: Function) -> list[Function]:
     return postorder(root, producers)[::-1]
 
 
-def _memory_owner(a):
-    base = getattr(a, "base", None)
-    return a if base is None else base
-
-
 def _accumulate_leaf(t: Tensor, g, given: set[int] | None = None) -> None:
     """Add ``g`` into ``t.grad``; a leaf never gets memory already handed to another leaf in this pass."""
     if t.grad is not None:
         t.grad = t.xp.add(t.grad, g)
         return
     if given is not None:
-        owner = id(_memory_owner(g))
+        base = getattr(g, "base", None)  # the array owning g's memory
+        owner = id(g if base is None else base)
         if owner in given:
             g = t.xp.copy(g)
             owner = id(g)
@@ -338,37 +357,44 @@ def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
     final_after = _leaves_final_after(order) if on_leaf_ready is not None else {}
     grads: dict[int, Any] = {id(root._fn): grad}
     given: set[int] = set()  # memory owners already stored as some leaf's .grad
+    done = False
     try:
         for position, fn in enumerate(order):
             g = grads.pop(id(fn), None)
-            if g is None:
+            if g is not None:
+                _backward_one(fn, g, grads, given)
+            fn.release()  # nothing flows into fn any more: consumers come before their producers in ``order``
+            if final_after:
                 for leaf in final_after.get(position, ()):
                     on_leaf_ready(leaf)
-                continue
-            in_grads = fn.backward(g)
-            if not isinstance(in_grads, tuple):
-                in_grads = (in_grads,)
-            if len(in_grads) != len(fn.inputs):
-                raise RuntimeError(
-                    f"{type(fn).__name__}.backward returned {len(in_grads)} gradients for {len(fn.inputs)} inputs"
-                )
-            for t, gi in zip(fn.inputs, in_grads):
-                if gi is None or not t.requires_grad:
-                    continue
-                if tuple(gi.shape) != t.shape:
-                    raise RuntimeError(
-                        f"{type(fn).__name__}.backward returned a gradient of shape {tuple(gi.shape)} "
-                        f"for an input of shape {t.shape}"
-                    )
-                if t._fn is None:
-                    _accumulate_leaf(t, gi, given)
-                else:
-                    key = id(t._fn)
-                    prev = grads.get(key)
-                    grads[key] = gi if prev is None else fn.xp.add(prev, gi)
-            fn.release()
-            for leaf in final_after.get(position, ()):
-                on_leaf_ready(leaf)
+        done = True
     finally:
-        for fn in order:
-            fn.release()
+        if not done:
+            for fn in order:
+                fn.release()
+
+
+def _backward_one(fn: Function, g, grads: dict[int, Any], given: set[int]) -> None:
+    """Run ``fn.backward(g)``; add each input's gradient into ``grads`` (by producer) or into its leaf's ``.grad``."""
+    in_grads = fn.backward(g)
+    if not isinstance(in_grads, tuple):
+        in_grads = (in_grads,)
+    inputs = fn.inputs
+    if len(in_grads) != len(inputs):
+        raise RuntimeError(f"{type(fn).__name__}.backward returned {len(in_grads)} gradients for {len(inputs)} inputs")
+    for t, gi in zip(inputs, in_grads):
+        if gi is None or not t.requires_grad:
+            continue
+        shape = gi.shape
+        if shape != t.data.shape and tuple(shape) != t.shape:
+            raise RuntimeError(
+                f"{type(fn).__name__}.backward returned a gradient of shape {tuple(shape)} "
+                f"for an input of shape {t.shape}"
+            )
+        producer = t._fn
+        if producer is None:
+            _accumulate_leaf(t, gi, given)
+        else:
+            key = id(producer)
+            prev = grads.get(key)
+            grads[key] = gi if prev is None else fn.xp.add(prev, gi)

@@ -8,6 +8,8 @@ naming the function and the shapes or dtypes seen and expected.
 
 from __future__ import annotations
 
+import functools
+import math
 import numbers
 
 import numpy as np
@@ -46,7 +48,23 @@ def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
         raise ValueError(f"{fn}: {what} must be {ndim}-D {layout}, got shape {x.shape}")
 
 
+#: The floating dtypes: a call whose inputs all hold the same one of them passes ``_same_dtype`` at once.
+_FLOATING = frozenset(np.dtype(c) for c in np.typecodes["Float"])
+
+
 def _same_dtype(fn: str, **tensors: Tensor) -> None:
+    first = None
+    for t in tensors.values():
+        if t is None:
+            continue
+        if first is None:
+            first = t.dtype
+            if first not in _FLOATING:
+                break
+        elif t.dtype is not first:
+            break
+    else:
+        return
     dtypes = {name: t.dtype for name, t in tensors.items() if t is not None}
     if len(set(dtypes.values())) > 1:
         seen = ", ".join(f"{n}={d}" for n, d in dtypes.items())
@@ -116,11 +134,19 @@ class DivideFunction(Function):
         return (xp.sum_to_shape(ga, a.shape) if na else None, xp.sum_to_shape(gb, b.shape) if nb else None)
 
 
-def _check_broadcast(fn: str, a: Tensor, b: Tensor) -> None:
+@functools.lru_cache(maxsize=1024)
+def _broadcasts(a: tuple[int, ...], b: tuple[int, ...]) -> bool:
+    """Whether shapes ``a`` and ``b`` broadcast together (answered once per pair of shapes)."""
     try:
-        np.broadcast_shapes(a.shape, b.shape)
+        np.broadcast_shapes(a, b)
     except ValueError:
-        raise ValueError(f"{fn}: shapes {a.shape} and {b.shape} do not broadcast together") from None
+        return False
+    return True
+
+
+def _check_broadcast(fn: str, a: Tensor, b: Tensor) -> None:
+    if not _broadcasts(a.shape, b.shape):
+        raise ValueError(f"{fn}: shapes {a.shape} and {b.shape} do not broadcast together")
 
 
 def _binary(cls, name):
@@ -194,10 +220,8 @@ def matmul(a, b) -> Tensor:
             f"matmul: inner dimensions differ: a has shape {a.shape} (k={a.shape[-1]}), "
             f"b has shape {b.shape} (k={b.shape[-2]})"
         )
-    try:
-        np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
-    except ValueError:
-        raise ValueError(f"matmul: batch dimensions of shapes {a.shape} and {b.shape} do not broadcast") from None
+    if not _broadcasts(a.shape[:-2], b.shape[:-2]):
+        raise ValueError(f"matmul: batch dimensions of shapes {a.shape} and {b.shape} do not broadcast")
     return MatMulFunction.apply(a, b)
 
 
@@ -217,7 +241,7 @@ class MeanFunction(Function):
     def forward(self, a, axis=None, keepdims=False):
         self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
         out = self.xp.asarray(self.xp.mean(a, axis=axis, keepdims=keepdims))
-        self.count = max(1, int(np.prod(a.shape, dtype=np.int64)) // max(1, int(np.prod(out.shape, dtype=np.int64))))
+        self.count = max(1, math.prod(a.shape) // max(1, math.prod(out.shape)))
         return out
 
     def backward(self, g):
@@ -256,11 +280,19 @@ class ReshapeFunction(Function):
 def reshape(x, shape) -> Tensor:
     x = _as_tensor(x)
     shape = tuple(int(s) for s in shape)
-    try:
-        np.empty(x.shape, dtype=np.uint8).reshape(shape)
-    except ValueError:
-        raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} into shape {shape}") from None
+    if not _reshapes(x.shape, shape):
+        raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} into shape {shape}")
     return ReshapeFunction.apply(x, shape=shape)
+
+
+@functools.lru_cache(maxsize=1024)
+def _reshapes(old: tuple[int, ...], new: tuple[int, ...]) -> bool:
+    """Whether NumPy reshapes ``old`` into ``new`` (-1 included; answered once per pair of shapes, no data)."""
+    try:
+        np.empty(old, dtype=np.uint8).reshape(new)
+    except ValueError:
+        return False
+    return True
 
 
 def flatten(x) -> Tensor:

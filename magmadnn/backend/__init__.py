@@ -122,10 +122,16 @@ def _is_backend(obj) -> bool:
     return all(hasattr(obj, attr) for attr in ("name", "asarray", "to_numpy"))
 
 
+_SEEN: dict[int, object] = {id(host): host}  # backends that passed _is_backend (held, so that no id is reused)
+
+
 def get(name=None):
     """The backend for a device name (see the module docstring); a backend (module or object) passes through."""
     if name is not None and not isinstance(name, str):
+        if _SEEN.get(id(name)) is name:
+            return name
         if _is_backend(name):
+            _SEEN[id(name)] = name
             return name
         what = getattr(name, "__name__", type(name).__name__)
         raise TypeError(f"backend.get: expected a backend name {NAMES} or a backend, got {what!r} (not a magmadnn "

@@ -75,6 +75,12 @@ def _retype(a, dtype):
 
 
 def _same_dtype(fn: str, *arrays) -> None:
+    first = arrays[0].dtype if arrays[0] is not None else None
+    for a in arrays:
+        if a is not None and a.dtype is not first:
+            break
+    else:
+        return  # one dtype object: the common case, answered without building a set
     dtypes = {a.dtype for a in arrays if a is not None}
     if len(dtypes) > 1:
         raise TypeError(f"{fn}: operands have dtypes {sorted(str(d) for d in dtypes)}; the op set does not promote, "
@@ -92,13 +98,29 @@ def _operand(v, like, fn: str):
 
 
 def _binary(op: str, a, b):
-    a, b = _operand(a, b, op), _operand(b, a, op)
-    if not (_is_array(a) or _is_array(b)):
-        raise TypeError(f"{op}: at least one operand must be a DeviceArray, got {type(a).__name__} and "
-                        f"{type(b).__name__}")
-    if _is_array(a) and _is_array(b):
+    a_array, b_array = isinstance(a, _DeviceArray), isinstance(b, _DeviceArray)
+    if not (a_array and b_array):
+        a, b = _operand(a, b, op), _operand(b, a, op)
+        a_array, b_array = isinstance(a, _DeviceArray), isinstance(b, _DeviceArray)
+        if not (a_array or b_array):
+            raise TypeError(f"{op}: at least one operand must be a DeviceArray, got {type(a).__name__} and "
+                            f"{type(b).__name__}")
+    if a_array and b_array and a.dtype is not b.dtype:
         _same_dtype(op, a, b)
     return _k.binary(op, a, b)
+
+
+_FLOAT: dict = {}  # dtype argument -> whether pymagma's kernels take it as a floating dtype
+
+
+def _is_float(dtype) -> bool:
+    try:
+        return _FLOAT[dtype]
+    except KeyError:
+        found = _FLOAT[dtype] = np.dtype(dtype).name in _k.FLOAT_DTYPES
+        return found
+    except TypeError:  # an unhashable dtype description
+        return np.dtype(dtype).name in _k.FLOAT_DTYPES
 
 
 def _shape(shape) -> tuple[int, ...]:
@@ -113,7 +135,7 @@ def _creation_ops(device: int | None) -> dict:
 
     def asarray(x, dtype=None):
         """``x`` as a DeviceArray; host floats of Python type become float32, NumPy arrays keep their dtype."""
-        if _is_array(x):
+        if isinstance(x, _DeviceArray):
             if dtype is None or np.dtype(dtype) == x.dtype:
                 return x
             return _k.cast(x, dtype)
@@ -131,7 +153,7 @@ def _creation_ops(device: int | None) -> dict:
         return _array.zeros(_shape(shape), dtype, device=device)
 
     def full(shape, value, dtype=np.float32):
-        if np.dtype(dtype).name in _k.FLOAT_DTYPES:
+        if _is_float(dtype):
             return _k.fill(_array.empty(_shape(shape), dtype, device=device), float(value))
         return _array.full(_shape(shape), value, dtype, device=device)
 
@@ -154,7 +176,7 @@ globals().update(_creation_ops(None))
 
 def to_numpy(a) -> np.ndarray:
     """A host copy of ``a`` (the only op that moves data to the host)."""
-    return a.get() if _is_array(a) else np.asarray(a)
+    return a.get() if isinstance(a, _DeviceArray) else np.asarray(a)
 
 
 def zeros_like(a):
@@ -254,7 +276,8 @@ def _blas_operand(a):
 
 def matmul(a, b, transpose_a=False, transpose_b=False):
     """``op(a) @ op(b)``: gemm for 2-D operands, gemm_batched for stacks; transposes are views BLAS takes as flags."""
-    _same_dtype("matmul", a, b)
+    if a.dtype is not b.dtype:
+        _same_dtype("matmul", a, b)
     a, b = _blas_operand(a), _blas_operand(b)
     if a.ndim == 2 and b.ndim == 2:
         return _blas.gemm(a, b, trans_a=bool(transpose_a), trans_b=bool(transpose_b))
@@ -266,7 +289,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
 
 
 def bias_add(x, b):
-    _same_dtype("bias_add", x, b)
+    if x.dtype is not b.dtype:
+        _same_dtype("bias_add", x, b)
     return _k.bias_add(x, b)
 
 

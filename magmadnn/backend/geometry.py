@@ -9,6 +9,7 @@ bottom/right (TensorFlow's convention), so it may be asymmetric and every backen
 
 from __future__ import annotations
 
+import functools
 import math
 
 from .._checks import integer
@@ -45,6 +46,13 @@ def activation_name(kind, owner: str):
 
 def int_pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
     """``value`` (an integer or a pair of integers, NumPy integers included) as a pair, each >= ``minimum``."""
+    kind = type(value)
+    if kind is tuple and len(value) == 2:  # the checked form layers keep: returned as it is
+        a, b = value
+        if type(a) is int and type(b) is int and a >= minimum and b >= minimum:
+            return value
+    elif kind is int and value >= minimum:
+        return value, value
     if isinstance(value, (tuple, list)):
         if len(value) != 2:
             raise TypeError(f"{owner}: {what} must be an int or a pair of ints, got {value!r}")
@@ -59,6 +67,9 @@ def int_pair(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
 
 def pair(value) -> tuple[int, int]:
     """An op-set size argument (stride, dilation, window: an int or a pair, checked by the caller) as a pair."""
+    if type(value) is tuple and len(value) == 2 and type(value[0]) is int and type(value[1]) is int \
+            and value[0] >= 0 and value[1] >= 0:
+        return value  # the checked form, as int_pair returns it
     return int_pair(value, "size", "op set", 0)
 
 
@@ -74,11 +85,7 @@ def resolve_padding(in_hw, kernel_hw, stride, padding, dilation=(1, 1), owner: s
             return (0, 0), (0, 0)
         if mode != "same":
             raise ValueError(f"{owner}: padding must be 'same', 'valid', an int or pairs of ints, got {padding!r}")
-        pads = []
-        for n, k, s, d in ((in_hw[0], kh, sh, dh), (in_hw[1], kw, sw, dw)):
-            total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
-            pads.append((total // 2, total - total // 2))
-        return pads[0], pads[1]
+        return _same_padding(int(in_hw[0]), int(in_hw[1]), kh, kw, sh, sw, dh, dw)
     if isinstance(padding, (tuple, list)) and len(padding) == 2 and all(isinstance(p, (tuple, list))
                                                                          for p in padding):
         return int_pair(padding[0], "padding", owner, 0), int_pair(padding[1], "padding", owner, 0)
@@ -86,8 +93,25 @@ def resolve_padding(in_hw, kernel_hw, stride, padding, dilation=(1, 1), owner: s
     return (ph, ph), (pw, pw)
 
 
+@functools.lru_cache(maxsize=256)
+def _same_padding(h: int, w: int, kh: int, kw: int, sh: int, sw: int, dh: int, dw: int) -> Pads:
+    """The padding "same" of checked sizes: an output of ceil(in / stride), the extra pixel at the bottom/right."""
+    pads = []
+    for n, k, s, d in ((h, kh, sh, dh), (w, kw, sw, dw)):
+        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        pads.append((total // 2, total - total // 2))
+    return pads[0], pads[1]
+
+
 def pads4(padding) -> tuple[int, int, int, int]:
     """(top, bottom, left, right) of an op-set padding: ((t, b), (l, r)), or an int / pair taken as symmetric."""
+    if type(padding) is tuple and len(padding) == 2:  # the resolved form: ints >= 0 pass as they are
+        vertical, horizontal = padding
+        if type(vertical) is tuple and type(horizontal) is tuple and len(vertical) == 2 and len(horizontal) == 2:
+            t, b = vertical
+            l, r = horizontal
+            if type(t) is int and type(b) is int and type(l) is int and type(r) is int and min(t, b, l, r) >= 0:
+                return t, b, l, r
     (t, b), (l, r) = resolve_padding((1, 1), (1, 1), (1, 1), padding, owner="pads4")
     return t, b, l, r
 
