@@ -691,7 +691,8 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
                               f"{v.shape})")
     m, n = a.shape
     if b.shape[0] != m:
-        raise LinAlgError(f"Incompatible dimensions: b has shape {b.shape}, expected ({m},) or ({m}, k)")
+        raise LinAlgError(f"Incompatible dimensions: b has shape {b.shape}, incompatible with a of shape {a.shape} "
+                          f"(b needs {m} rows)")
     if a.dtype != b.dtype:
         raise TypeError(f"lstsq: a and b have different dtypes ({a.dtype}, {b.dtype}); convert one of them")
     on_host = a_host and b_host
@@ -715,7 +716,7 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
             x, s = asarray(x, device=device), asarray(s, device=device)
     if not on_host:
         residuals = asarray(residuals, device=device)
-    return x, residuals, rank, s
+    return x, residuals, np.int32(rank), s  # NumPy's rank is an int32 too
 
 
 def _residuals(a: np.ndarray, x: np.ndarray, b: np.ndarray, rank: int) -> np.ndarray:
