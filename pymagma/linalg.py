@@ -12,8 +12,9 @@ Where the provider lacks a driver entirely, ``cholesky``, ``cho_solve``, ``qr``,
 the hybrid CPU+GPU drivers of :mod:`pymagma.hybrid` (panels and small dense solvers on the host, BLAS updates on the
 device) and ``eig`` runs NumPy's LAPACK on the host.  ``method="native"|"hybrid"`` forces a path; :func:`paths` says
 which one ``"auto"`` takes for each function on the current provider.  Results are NumPy 2's named tuples
-(``EighResult``, ``SVDResult``, ...).  ``norm``, ``matrix_power`` and ``multi_dot`` are built on MAGMA's BLAS (nrm2,
-asum, gemm) and on :func:`svd` / :func:`inv`.
+(``EighResult``, ``SVDResult``, ...); NumPy results keep an input's ndarray subclass where numpy.linalg does, and
+dtypes numpy.linalg refuses are its TypeError.  ``norm``, ``matrix_power`` and ``multi_dot`` are built on MAGMA's
+BLAS (nrm2, asum, gemm) and on :func:`svd` / :func:`inv`.
 """
 
 from __future__ import annotations
@@ -1395,7 +1396,8 @@ def multi_dot(arrays, *, out=None):
     (LinAlgError otherwise).  Mixed dtypes promote as in NumPy (every operand is converted to the result's dtype
     first, so a float32 pair in a float64 chain is multiplied in float64, not float32 as NumPy does).  Any
     DeviceArray argument makes the result a DeviceArray (on its device); host input of dtypes MAGMA has no gemm for
-    (integers, bool, ...) is multiplied by NumPy so the result keeps NumPy's dtype.
+    (integers, bool, ...) is multiplied by NumPy so the result keeps NumPy's dtype.  A host result keeps the
+    ndarray subclass of the first array, as with NumPy's ``dot``.
 
     ``out``: a C-contiguous array of the result's dtype (NumPy for a NumPy result, DeviceArray for a DeviceArray
     one), shaped like the result or like the 2-D product before 1-D ends are dropped; it is filled and returned
@@ -1442,7 +1444,10 @@ def multi_dot(arrays, *, out=None):
         return (result if on_host else result.get())[0, 0]
     if out is not None and len(shape) == 2:
         return out  # the array passed, as NumPy returns it
-    return result.reshape(shape)
+    result, first = result.reshape(shape), arrays[0]
+    if type(result) is np.ndarray and isinstance(first, np.ndarray) and type(first) is not np.ndarray:
+        result = first.__array_wrap__(result)  # the first array's subclass, as the outermost numpy.dot gives
+    return result
 
 
 def _out_2d(out, on_host: bool, dtype, shape: tuple, shape2d: tuple):

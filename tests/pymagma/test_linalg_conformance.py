@@ -56,6 +56,9 @@ def _subclass_calls(n: int, batch: tuple):
              ("svd", (spd,), {"hermitian": True}), ("eig", (spd,), {}), ("pinv", (spd,), {}),
              ("matrix_power", (spd, 3), {}), ("matrix_power", (spd, 0), {})]
     calls += [("qr", (spd,), {"mode": mode}) for mode in ("reduced", "complete", "r", "raw")]
+    calls += [("eigvals", (spd,), {}), ("eigvalsh", (spd,), {}), ("det", (spd,), {}), ("cond", (spd, 1), {}),
+              ("norm", (spd,), {"axis": (-2, -1)})] * (bool(batch) and n > 0)  # never wrapped
+    calls += [("multi_dot", ([np.asarray(spd), spd, np.asarray(spd)],), {})] * (not batch)
     if not batch:
         calls.append(("lstsq", (np.asarray(spd), b), {"rcond": None}))
     return calls
@@ -73,7 +76,7 @@ def test_subclasses_are_kept_where_numpy_keeps_them(method, n, batch):
         want, got = (want, got) if isinstance(want, tuple) else ((want,), (got,))
         assert [type(x) for x in got] == [type(x) for x in want], (name, kwargs)
         for g, w in zip(got, want, strict=True):
-            if isinstance(w, np.ndarray) and name not in ("eig", "eigh", "svd", "qr"):  # these: up to signs
+            if isinstance(w, np.ndarray) and name not in ("eig", "eigh", "svd", "qr", "eigvals"):  # up to signs
                 np.testing.assert_allclose(g, w, rtol=1e-9, atol=1e-12, err_msg=name)
 
 
