@@ -12,13 +12,15 @@ Where the provider lacks a driver entirely, ``cholesky``, ``cho_solve``, ``qr``,
 the hybrid CPU+GPU drivers of :mod:`pymagma.hybrid` (panels and small dense solvers on the host, BLAS updates on the
 device) and ``eig`` runs NumPy's LAPACK on the host.  ``method="native"|"hybrid"`` forces a path; :func:`paths` says
 which one ``"auto"`` takes for each function on the current provider.  Results are NumPy 2's named tuples
-(``EighResult``, ``SVDResult``, ...).  ``norm``, ``matrix_power`` and ``multi_dot`` are built on MAGMA's BLAS (nrm2,
-asum, gemm) and on :func:`svd` / :func:`inv`.
+(``EighResult``, ``SVDResult``, ...); NumPy results keep an input's ndarray subclass where numpy.linalg does, and
+dtypes numpy.linalg refuses are its TypeError.  ``norm``, ``matrix_power`` and ``multi_dot`` are built on MAGMA's
+BLAS (nrm2, asum, gemm) and on :func:`svd` / :func:`inv`.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 from collections import namedtuple
 
 import numpy as np
@@ -61,11 +63,18 @@ BLAS_ONLY = ("lu_solve", "matrix_power", "multi_dot")
 
 
 # ----------------------------------------------------------------------------------------------------- input checks
+def _unsupported(dtype, what: str) -> TypeError:
+    """numpy.linalg's refusal of a dtype ("array type float16 is unsupported in linalg"), naming the argument."""
+    return TypeError(f"array type {dtype.name} is unsupported in linalg ({what} has dtype {dtype}; MAGMA computes "
+                     "float32, float64, complex64 and complex128)")
+
+
 def _as_operand(a, what: str):
-    """(array, on_host): NumPy/array-likes stay on the host side until moved; dtypes follow numpy.linalg."""
+    """(array, on_host): NumPy/array-likes stay on the host side until moved; dtypes follow numpy.linalg (integers
+    and bool become float64; float16, long double, object, strings, ... are a TypeError)."""
     if isinstance(a, DeviceArray):
         if a.dtype not in blas.BLAS_DTYPES:
-            raise TypeError(f"{what} has dtype {a.dtype}; linalg needs float32, float64, complex64 or complex128")
+            raise _unsupported(a.dtype, what)
         return a, False
     host = np.asarray(a)
     if not host.dtype.isnative:  # byte-swapped ('>f4' on little-endian): convert, as numpy.linalg does
@@ -73,8 +82,40 @@ def _as_operand(a, what: str):
     if host.dtype.kind in "biu":
         host = host.astype(np.float64)
     if host.dtype not in blas.BLAS_DTYPES:
-        raise TypeError(f"{what} has dtype {host.dtype}; linalg needs float32, float64, complex64 or complex128")
+        raise _unsupported(host.dtype, what)
     return host, True
+
+
+#: The fields of NumPy's result tuples that numpy.linalg passes through ``wrap`` (the others stay ndarrays).
+_WRAPPED_FIELDS = {QRResult: (0, 1), SVDResult: (0, 2), EighResult: (1,), EigResult: (1,)}
+
+
+def _keeps_subclass(name: str, position: int, *, tuple_fields: tuple = (0,), whole: bool = True):
+    """Decorator: NumPy's result wrapping (``_makearray``).  When argument ``name`` (at ``position``) is an ndarray
+    subclass (``np.matrix``, ...), the NumPy arrays of the result go through its ``__array_wrap__`` as in
+    numpy.linalg: an array result (if ``whole``), the fields of a NumPy result tuple that NumPy wraps
+    (``_WRAPPED_FIELDS``) and the entries ``tuple_fields`` of a plain tuple.  DeviceArrays are never wrapped."""
+
+    def decorate(fn):
+        @functools.wraps(fn)
+        def run(*args, **kwargs):
+            res = fn(*args, **kwargs)
+            src = args[position] if len(args) > position else kwargs.get(name)
+            if not isinstance(src, np.ndarray) or type(src) is np.ndarray:
+                return res
+
+            def wrap(r):
+                return src.__array_wrap__(r) if type(r) is np.ndarray else r
+
+            if type(res) in _WRAPPED_FIELDS or type(res) is tuple:
+                fields = _WRAPPED_FIELDS.get(type(res), tuple_fields)
+                items = [wrap(r) if i in fields else r for i, r in enumerate(res)]
+                return tuple(items) if type(res) is tuple else type(res)(*items)
+            return wrap(res) if whole else res
+
+        return run
+
+    return decorate
 
 
 def _square(a, what: str = "a") -> None:
@@ -337,6 +378,7 @@ def lu_solve(lu_and_piv, b):
 
 
 @on_arrays_device
+@_keeps_subclass("b", 1)
 def solve(a, b):
     """Solve ``a x = b`` (``numpy.linalg.solve`` semantics: ``b`` is a vector only when 1-D)."""
     a, a_host = _as_operand(a, "a")
@@ -354,6 +396,7 @@ def solve(a, b):
 
 
 @on_arrays_device
+@_keeps_subclass("a", 0)
 def inv(a):
     """Inverse of square matrices (``solve(a, I)``)."""
     a, on_host = _as_operand(a, "a")
@@ -406,6 +449,7 @@ def _zero_upper(w: DeviceArray) -> None:
 
 
 @on_arrays_device
+@_keeps_subclass("a", 0)
 def cholesky(a, /, *, upper: bool = False, method: str = "auto"):
     """Cholesky factor like ``numpy.linalg.cholesky``: lower ``L`` with ``a = L L^H``, or with ``upper=True``
     ``U = L^H`` (``a = U^H U``).  Not positive definite -> LinAlgError naming the leading minor.
@@ -536,6 +580,7 @@ def _potrs_batched(c: DeviceArray, b: DeviceArray, batch: tuple) -> DeviceArray:
 
 # ----------------------------------------------------------------------------------------------------- QR, lstsq
 @on_arrays_device
+@_keeps_subclass("a", 0)
 def qr(a, mode: str = "reduced", *, method: str = "auto"):
     """QR decomposition like ``numpy.linalg.qr``: ``mode`` 'reduced' / 'complete' -> ``QRResult(Q, R)``, 'r' -> R,
     'raw' -> ``(h, tau)`` (LAPACK's reflectors, ``h`` transposed as NumPy returns it).
@@ -622,13 +667,15 @@ def _qr_native(w: DeviceArray, mode: str, on_host: bool):
 
 
 @on_arrays_device
+@_keeps_subclass("b", 1, tuple_fields=(0, 1))
 def lstsq(a, b, rcond=None, *, method: str = "svd"):
     """Least squares ``min ||a x - b||_2`` like ``numpy.linalg.lstsq``: returns ``(x, residuals, rank, s)``.
 
     ``method="svd"`` (default, NumPy's semantics): any shape and rank, through :func:`svd` (magma_?gesdd, or the
-    host's LAPACK where the provider lacks it); singular values ``<= rcond * s.max()`` count as zero (``rcond=None``:
+    hybrid SVD where the provider lacks it); singular values ``<= rcond * s.max()`` count as zero (``rcond=None``:
     machine epsilon times ``max(m, n)``; a negative ``rcond``: LAPACK's relative machine precision ``eps / 2``) and
-    ``x`` is the minimum-norm solution.  ``method="qr"``: magma_?gels_gpu, all on the device and cheaper, for ``a``
+    ``x`` is the minimum-norm solution.  As in NumPy, float32 and complex64 are solved in double precision (with
+    double's epsilon) and rounded.  ``method="qr"``: magma_?gels_gpu, all on the device and cheaper, for ``a``
     of full column rank with ``m >= n`` only (gels has no rank-revealing path); it takes no ``rcond`` and reports
     rank ``n`` and ``s = None``.  Where the provider lacks gels, and with ``method="hybrid"``, the same is computed by
     :func:`pymagma.hybrid.geqrf` + ``Q^H b`` on the device + a device ``trsm``.  Incompatible shapes raise
@@ -639,11 +686,14 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
         raise ValueError(f"method must be 'svd', 'qr' or 'hybrid', got {method!r}")
     a, a_host = _as_operand(a, "a")
     b, b_host = _as_operand(b, "b")
-    if a.ndim != 2:
-        raise LinAlgError(f"lstsq needs a 2-D a, got shape {a.shape}")
+    for what, v in (("a", a), ("b", b)):
+        if v.ndim != 2 and not (what == "b" and v.ndim == 1):
+            raise LinAlgError(f"{v.ndim}-dimensional array given. Array must be two-dimensional ({what} has shape "
+                              f"{v.shape})")
     m, n = a.shape
-    if b.ndim not in (1, 2) or b.shape[0] != m:
-        raise LinAlgError(f"lstsq: incompatible dimensions: b has shape {b.shape}, expected ({m},) or ({m}, k)")
+    if b.shape[0] != m:
+        raise LinAlgError(f"Incompatible dimensions: b has shape {b.shape}, incompatible with a of shape {a.shape} "
+                          f"(b needs {m} rows)")
     if a.dtype != b.dtype:
         raise TypeError(f"lstsq: a and b have different dtypes ({a.dtype}, {b.dtype}); convert one of them")
     on_host = a_host and b_host
@@ -667,7 +717,7 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
             x, s = asarray(x, device=device), asarray(s, device=device)
     if not on_host:
         residuals = asarray(residuals, device=device)
-    return x, residuals, rank, s
+    return x, residuals, np.int32(rank), s  # NumPy's rank is an int32 too
 
 
 def _residuals(a: np.ndarray, x: np.ndarray, b: np.ndarray, rank: int) -> np.ndarray:
@@ -681,21 +731,25 @@ def _residuals(a: np.ndarray, x: np.ndarray, b: np.ndarray, rank: int) -> np.nda
 
 
 def _lstsq_svd(a: np.ndarray, b: np.ndarray, rcond):
+    """NumPy's lstsq by the SVD of ``a`` (:func:`svd`).  Single precision is solved in double and rounded, as
+    numpy.linalg does (its dgelsd/zgelsd runs in double for every dtype): the same default cut (double ``eps *
+    max(m, n)``), rank decisions and accuracy."""
+    dtype, real = a.dtype, _real(a.dtype)
+    wide = np.result_type(dtype, np.float64)  # float32 -> float64, complex64 -> complex128
+    a, b = a.astype(wide, copy=False), b.astype(wide, copy=False)
     m, n = a.shape
-    real = _real(a.dtype)
     if min(m, n) == 0:
-        x = np.zeros((n, *b.shape[1:]), a.dtype)
-        return x, _residuals(a, x, b, 0), 0, np.zeros(0, real)
+        x = np.zeros((n, *b.shape[1:]), dtype)
+        return x, _residuals(a, x, b, 0).astype(real), 0, np.zeros(0, real)
     u, s, vt = svd(a, full_matrices=False)
-    eps = np.finfo(real).eps
+    eps = np.finfo(_real(wide)).eps
     relative = eps * max(m, n) if rcond is None else (eps / 2 if rcond < 0 else float(rcond))  # LAPACK's dlamch('E')
-    cutoff = relative * s.max()
-    keep = s > cutoff
+    keep = s > relative * s.max()
     coeffs = np.conj(u[:, keep].T) @ b
     coeffs = coeffs / (s[keep] if b.ndim == 1 else s[keep, None])
-    x = (np.conj(vt[keep].T) @ coeffs).astype(a.dtype, copy=False)
+    x = np.conj(vt[keep].T) @ coeffs
     rank = int(keep.sum())
-    return x, _residuals(a, x, b, rank), rank, s
+    return x.astype(dtype), _residuals(a, x, b, rank).astype(real), rank, s.astype(real)
 
 
 def _lstsq_gels(a: DeviceArray, b: DeviceArray):
@@ -760,6 +814,7 @@ def _uplo(UPLO) -> str:
 
 
 @on_arrays_device
+@_keeps_subclass("a", 0)
 def eigh(a, UPLO: str = "L", *, method: str = "auto"):
     """``EighResult(eigenvalues, eigenvectors)`` of Hermitian matrices like ``numpy.linalg.eigh`` (eigenvalues
     ascending, eigenvectors in columns): magma_?syevd/heevd_gpu natively; ``method="hybrid"`` (and "auto" without
@@ -833,7 +888,7 @@ def _host_matrices(a, what):
 def _svd_hermitian(a, on_host: bool, compute_uv: bool, method: str):
     """NumPy's ``svd(hermitian=True)`` from :func:`eigh`: |eigenvalues| descending, signs moved into ``Vh``."""
     w, v = (x if on_host else x.get() for x in eigh(a, method=method))
-    sgn, s = np.sign(w), np.abs(w)
+    sgn, s = np.copysign(1.0, w).astype(w.dtype), np.abs(w)  # a zero eigenvalue keeps its vector (unitary Vh)
     order = np.argsort(s, axis=-1)[..., ::-1]
     s = np.take_along_axis(s, order, -1)
     if not compute_uv:
@@ -845,12 +900,25 @@ def _svd_hermitian(a, on_host: bool, compute_uv: bool, method: str):
     return res if on_host else SVDResult(*(asarray(np.ascontiguousarray(x), device=a.device) for x in res))
 
 
+def _svd_empty(host: np.ndarray, on_host: bool, device, full_matrices: bool, compute_uv: bool):
+    """svd with nothing to compute (an empty stack, or m or n zero) as NumPy gives it: no singular values and, for
+    ``full_matrices``, identities in ``U`` (n == 0) or ``Vh`` (m == 0)."""
+    *batch, m, n = host.shape
+    k = min(m, n)
+    s = np.zeros((*batch, k), _real(host.dtype))
+    if not compute_uv:
+        return s if on_host else asarray(s, device=device)
+    ucols, vtrows = (m, n) if full_matrices else (k, k)
+    u, vh = (np.ascontiguousarray(np.broadcast_to(np.eye(rows, cols, dtype=host.dtype), (*batch, rows, cols)))
+             for rows, cols in ((m, ucols), (vtrows, n)))
+    return SVDResult(u, s, vh) if on_host else SVDResult(*(asarray(x, device=device) for x in (u, s, vh)))
+
+
 def _svd_hybrid(dev: DeviceArray, on_host: bool, full_matrices: bool, compute_uv: bool):
     """svd through :func:`pymagma.hybrid.gesvd`, one matrix at a time (a wide matrix through its transpose)."""
     *batch, m, n = dev.shape
-    if _empty_stack(batch) or min(m, n) == 0:  # nothing to compute: NumPy's shapes and dtypes
-        return _host_lapack(lambda x: np.linalg.svd(x, full_matrices, compute_uv), dev.get() if on_host else dev,
-                            on_host)
+    if _empty_stack(batch) or min(m, n) == 0:
+        return _svd_empty(np.empty(dev.shape, dev.dtype), on_host, dev.device, full_matrices, compute_uv)
     wide = m < n
 
     def one(mat):
@@ -871,6 +939,7 @@ def _svd_hybrid(dev: DeviceArray, on_host: bool, full_matrices: bool, compute_uv
 
 
 @on_arrays_device
+@_keeps_subclass("a", 0, whole=False)
 def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool = False, *, method: str = "auto"):
     """Singular value decomposition like ``numpy.linalg.svd``: ``SVDResult(U, S, Vh)``, or ``S`` alone.
 
@@ -887,15 +956,8 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
     if not _native(method, operand.dtype, "magma_?gesdd"):
         return _svd_hybrid(_to_device(operand, operand_host), operand_host, full_matrices, compute_uv)
     host, on_host, device = _host_matrices(a, "a")
-    if _empty_stack(host.shape[:-2]):
-        *batch, m, n = host.shape
-        k = min(m, n)
-        s_spec = ((*batch, k), _real(host.dtype))
-        if not compute_uv:
-            return _empties(on_host, device, s_spec)
-        ucols, vtrows = (m, n) if full_matrices else (k, k)
-        return SVDResult(*_empties(on_host, device, ((*batch, m, ucols), host.dtype), s_spec,
-                                   ((*batch, vtrows, n), host.dtype)))
+    if _empty_stack(host.shape[:-2]) or min(host.shape[-2:]) == 0:
+        return _svd_empty(host, on_host, device, full_matrices, compute_uv)
 
     def one(mat):
         m, n = mat.shape
@@ -942,6 +1004,7 @@ def svd(a, full_matrices: bool = True, compute_uv: bool = True, hermitian: bool 
 
 
 @on_arrays_device
+@_keeps_subclass("a", 0)
 def eig(a, *, method: str = "auto"):
     """``EigResult(eigenvalues, eigenvectors)`` of general square matrices like ``numpy.linalg.eig`` (magma_?geev,
     CPU interface; ``method="hybrid"`` and "auto" without geev: ``numpy.linalg.eig`` on the host).  Real input gives
@@ -1036,6 +1099,7 @@ def _svd_host(a, **kwargs):
 
 
 @on_arrays_device
+@_keeps_subclass("a", 0)
 def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_UNSET, method: str = "auto"):
     """Moore-Penrose pseudo-inverse like ``numpy.linalg.pinv`` (same ``rcond``/``rtol`` rules): the SVD by
     :func:`svd` (native or hybrid), the small-value cut and the product ``V S^+ U^H`` on the host.  A NumPy
@@ -1045,7 +1109,7 @@ def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_UNSET, method: str = "
         raise LinAlgError(f"pinv needs at least two dimensions, got shape {operand.shape}")
     *batch, m, n = operand.shape
     if rcond is not None and rtol is not _UNSET:
-        raise ValueError("rtol and rcond can't be both set")
+        raise ValueError("`rtol` and `rcond` can't be both set.")
     if rcond is None:
         rcond = 1e-15 if rtol is _UNSET else (max(m, n) * np.finfo(operand.dtype).eps if rtol is None else rtol)
     if _empty_stack(batch) or min(m, n) == 0:
@@ -1062,6 +1126,8 @@ def pinv(a, rcond=None, hermitian: bool = False, *, rtol=_UNSET, method: str = "
 def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None, method: str = "auto"):
     """Rank by the SVD like ``numpy.linalg.matrix_rank``: singular values above ``tol`` (default
     ``S.max() * rtol``, ``rtol`` defaulting to ``max(m, n) * eps``).  Always NumPy integers."""
+    if rtol is not None and tol is not None:
+        raise ValueError("`tol` and `rtol` can't be both set.")
     operand, on_host = _as_operand(A, "A")
     if operand.ndim < 2:
         host = operand if on_host else operand.get()
@@ -1079,27 +1145,47 @@ def matrix_rank(A, tol=None, hermitian: bool = False, *, rtol=None, method: str 
 
 @on_arrays_device
 def cond(x, p=None, *, method: str = "auto"):
-    """Condition number like ``numpy.linalg.cond`` (NumPy values): ``p`` None, 2 or -2 from the singular values;
-    any other norm as ``norm(x, p) * norm(inv(x), p)`` (inf for a singular matrix)."""
+    """Condition number like ``numpy.linalg.cond`` (NumPy values): ``p`` None, 2 or -2 from the singular values of
+    :func:`svd`; any other norm as ``norm(x, p) * norm(inv(x), p)`` (:func:`inv` of the whole stack, or matrix by
+    matrix when one is singular).  As in NumPy, a singular matrix (a NaN ratio, or a failed inverse) gives inf
+    unless it holds NaNs, and empty matrices raise LinAlgError."""
     operand, on_host = _as_operand(x, "x")
     if operand.ndim < 2:
-        raise LinAlgError(f"cond needs at least two dimensions, got shape {operand.shape}")
+        raise LinAlgError(f"{operand.ndim}-dimensional array given. Array must be at least two-dimensional")
+    if operand.size == 0 and 0 in operand.shape[-2:]:
+        raise LinAlgError("cond is not defined on empty arrays")
+    host = operand if on_host else operand.get()
     if p is None or p in (2, -2):
         s = svd(operand, compute_uv=False, method=method)
         s = s if isinstance(s, np.ndarray) else s.get()
         with np.errstate(all="ignore"):
-            return s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
-    _square(operand)
-    host = operand if on_host else operand.get()
-    flat = host.reshape(-1, *host.shape[-2:])
-    out = np.empty(len(flat), _real(host.dtype))
-    for i, mat in enumerate(flat):
+            r = s[..., -1] / s[..., 0] if p == -2 else s[..., 0] / s[..., -1]
+    else:
+        _square(operand)
+        r = _cond_by_inverse(host, p)
+    nan = np.isnan(r) & ~np.isnan(host).any(axis=(-2, -1))
+    if np.ndim(r):
+        r[nan] = np.inf
+    elif nan:
+        r = r.dtype.type(np.inf)
+    return r
+
+
+def _cond_by_inverse(host: np.ndarray, p):
+    """``norm(a, p) * norm(inv(a), p)`` per matrix of a non-empty stack (NaN where the inverse fails)."""
+    real = _real(host.dtype)
+    with np.errstate(all="ignore"):
         try:
-            inverse = inv(mat)
+            return (np.linalg.norm(host, p, axis=(-2, -1)) * np.linalg.norm(inv(host), p, axis=(-2, -1))).astype(real)
         except LinAlgError:
-            out[i] = np.inf
-            continue
-        out[i] = np.linalg.norm(mat, p) * np.linalg.norm(inverse, p)
+            pass
+        flat = host.reshape(-1, *host.shape[-2:])
+        out = np.empty(len(flat), real)
+        for i, mat in enumerate(flat):
+            try:
+                out[i] = np.linalg.norm(mat, p) * np.linalg.norm(inv(mat), p)
+            except LinAlgError:
+                out[i] = np.nan
     return out.reshape(host.shape[:-2]) if host.ndim > 2 else out[0]
 
 
@@ -1135,16 +1221,18 @@ _BLAS1 = {"nrm2": (blas.nrm2, np.hypot.reduce), "asum": (blas.asum, np.sum)}
 
 def _reduce_block(block: DeviceArray, kind: str):
     """nrm2 or asum of all elements of a non-empty ``block``, on the device: one call when its elements form one
-    strided vector (a 1-D view, or a block that is contiguous in some order of its axes; the order of the elements
-    does not matter), else one per sub-block along its largest stride, combined on the host."""
+    strided vector (a 1-D view, or a block whose axes, by decreasing stride, each step over the next one's whole
+    length, e.g. a contiguous block or every k-th element of one; the order of the elements does not matter), else
+    one per sub-block along its largest stride, combined on the host in double."""
     routine, combine = _BLAS1[kind]
     if block.ndim == 1:
         ok = block.shape[0] == 1 or (block.strides[0] > 0 and block.strides[0] % block.itemsize == 0)
         return routine(block if ok else block.copy())
-    block = block.transpose(*np.argsort([-s for s in block.strides], kind="stable"))
-    if block.is_c_contiguous:
-        return routine(block.reshape(-1))
-    return combine(np.array([_reduce_block(block[i], kind) for i in range(block.shape[0])]))
+    dims = sorted(((n, st) for n, st in zip(block.shape, block.strides) if n != 1), key=lambda d: -d[1])
+    if all(outer[1] == inner[1] * inner[0] for outer, inner in zip(dims, dims[1:])):
+        return _reduce_block(block._view(0, (block.size,), (dims[-1][1] if dims else block.itemsize,)), kind)
+    block = block.transpose(*np.argsort([-st for st in block.strides], kind="stable"))
+    return combine(np.array([_reduce_block(block[i], kind) for i in range(block.shape[0])], np.float64))
 
 
 def _blas1(d: DeviceArray, axes: tuple, kind: str) -> np.ndarray:
@@ -1246,6 +1334,7 @@ def _device_norm(d: DeviceArray, ord, kind: str, axes: tuple) -> np.ndarray:
 
 
 @on_arrays_device
+@_keeps_subclass("a", 0)
 def matrix_power(a, n):
     """``a`` to the integer power ``n`` like ``numpy.linalg.matrix_power``, for square matrices and stacks of them:
     repeated squaring with device gemm (:func:`pymagma.blas.matmul`, batched for stacks); ``n < 0`` inverts first
@@ -1307,7 +1396,8 @@ def multi_dot(arrays, *, out=None):
     (LinAlgError otherwise).  Mixed dtypes promote as in NumPy (every operand is converted to the result's dtype
     first, so a float32 pair in a float64 chain is multiplied in float64, not float32 as NumPy does).  Any
     DeviceArray argument makes the result a DeviceArray (on its device); host input of dtypes MAGMA has no gemm for
-    (integers, bool, ...) is multiplied by NumPy so the result keeps NumPy's dtype.
+    (integers, bool, ...) is multiplied by NumPy so the result keeps NumPy's dtype.  A host result keeps the
+    ndarray subclass of the first array, as with NumPy's ``dot``.
 
     ``out``: a C-contiguous array of the result's dtype (NumPy for a NumPy result, DeviceArray for a DeviceArray
     one), shaped like the result or like the 2-D product before 1-D ends are dropped; it is filled and returned
@@ -1352,7 +1442,12 @@ def multi_dot(arrays, *, out=None):
             result = target
     if first == last == 1:
         return (result if on_host else result.get())[0, 0]
-    return result.reshape(shape)
+    if out is not None and len(shape) == 2:
+        return out  # the array passed, as NumPy returns it
+    result, first = result.reshape(shape), arrays[0]
+    if type(result) is np.ndarray and isinstance(first, np.ndarray) and type(first) is not np.ndarray:
+        result = first.__array_wrap__(result)  # the first array's subclass, as the outermost numpy.dot gives
+    return result
 
 
 def _out_2d(out, on_host: bool, dtype, shape: tuple, shape2d: tuple):
