@@ -586,59 +586,6 @@ class BatchNormTrainFunction(Function):
         return self.xp.batch_norm_backward(g, self.x, self.gamma, self.ctx)
 
 
-class SyncBatchNormTrainFunction(Function):
-    """Batch norm with the statistics of the global batch of a data-parallel group (``batch_norm(sync=group)``).
-
-    Written against the op set only, so every backend runs the same code: per-channel count, mean and sum of
-    squared deviations of the local batch (``channel_sum``), combined over the ranks on the host by
-    ``group.moments``; the output is ``batch_norm_infer`` with the global mean and biased variance; the running
-    statistics move by the op-set rule in place (``running_stat_update``).
-    Backward: the two per-channel sums (of dy and of dy * xhat) are summed over the ranks by ``group.sum``, each
-    rank's weighted by ``group.weight`` (its share of the global loss; see :mod:`magmadnn.distributed`).
-    A rank whose weight is 0 runs a stand-in batch: it counts for nothing but takes part in every collective.
-    """
-
-    def forward(self, x, gamma, beta, running_mean, running_var, momentum, eps, sync):
-        xp, c = self.xp, x.shape[1]
-        shape = (1, c) + (1,) * (x.ndim - 2)
-        n = x.size // c if sync.weight else 0
-        local_mean, local_m2 = np.zeros(c), np.zeros(c)
-        if n:
-            mean = xp.divide(xp.channel_sum(x), float(n))
-            centered = xp.subtract(x, xp.reshape(mean, shape))
-            local_mean = np.asarray(xp.to_numpy(mean), dtype=np.float64).reshape(c)
-            local_m2 = np.asarray(xp.to_numpy(xp.channel_sum(xp.multiply(centered, centered))), np.float64).reshape(c)
-        count, mean, m2 = sync.moments(n, local_mean, local_m2)
-        if count < 2:
-            raise ValueError(f"batch_norm: training needs more than one value per channel over the ranks, got {count}")
-        var = m2 / count
-        dtype = x.dtype
-        self.x, self.gamma, self.sync, self.count, self.shape = x, gamma, sync, count, shape
-        self.mean = xp.asarray(mean.astype(dtype))
-        self.inv_std = xp.asarray((1.0 / np.sqrt(var + eps)).astype(dtype))
-        y = xp.batch_norm_infer(x, gamma, beta, self.mean, xp.asarray(var.astype(dtype)), eps)
-        for running, batch in ((running_mean, self.mean), (running_var, xp.asarray((m2 / (count - 1)).astype(dtype)))):
-            xp.running_stat_update(running, batch, momentum)
-        return y
-
-    def backward(self, g):
-        xp, need, sync, shape = self.xp, self.needs_input_grad, self.sync, self.shape
-        xhat = xp.multiply(xp.subtract(self.x, xp.reshape(self.mean, shape)), xp.reshape(self.inv_std, shape))
-        dbeta = xp.bias_grad(g)
-        dgamma = xp.channel_sum(xp.multiply(g, xhat))
-        gx = None
-        if need[0]:  # the same on every rank (one graph), so every rank joins this sum or none does
-            local = np.stack([np.asarray(xp.to_numpy(a), dtype=np.float64).reshape(-1) for a in (dbeta, dgamma)])
-            total = sync.sum(local * sync.weight)
-            if sync.weight:
-                a, b = (xp.reshape(xp.asarray((t / (sync.weight * self.count)).astype(g.dtype)), shape) for t in total)
-                scale = xp.reshape(xp.multiply(self.gamma, self.inv_std), shape)
-                gx = xp.multiply(xp.subtract(xp.subtract(g, a), xp.multiply(xhat, b)), scale)
-            else:
-                gx = xp.zeros_like(g)
-        return gx, (dgamma if need[1] else None), (dbeta if need[2] else None)
-
-
 class BatchNormInferFunction(Function):
     def forward(self, x, gamma, beta, running_mean, running_var, eps):
         xp = self.xp
@@ -658,6 +605,15 @@ class BatchNormInferFunction(Function):
         return gx, gg, (xp.bias_grad(g) if need[2] else None)
 
 
+_SYNC_BATCH_NORM = None  # the synchronized batch norm's Function, registered by magmadnn.distributed.sync_batchnorm
+
+
+def register_sync_batch_norm(function) -> None:
+    """Called by :mod:`magmadnn.distributed.sync_batchnorm`: the Function ``batch_norm(sync=group)`` applies."""
+    global _SYNC_BATCH_NORM
+    _SYNC_BATCH_NORM = function
+
+
 def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9, eps=1e-5, sync=None) -> Tensor:
     """Batch normalisation over N (2-D) or N, H, W (4-D); running stats (backend arrays) update in place.
 
@@ -675,8 +631,10 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
             raise ValueError(f"{fn}: {what} has shape {tuple(arr.shape)}, expected ({c},) for x of shape {x.shape}")
     _same_dtype(fn, x=x, gamma=gamma, beta=beta)
     if training and sync is not None:
-        return SyncBatchNormTrainFunction.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
-                                        momentum=momentum, eps=eps, sync=sync)
+        if _SYNC_BATCH_NORM is None:  # pragma: no cover - magmadnn's __init__ imports magmadnn.distributed
+            raise RuntimeError(f"{fn}(sync=...) needs magmadnn.distributed: import it first")
+        return _SYNC_BATCH_NORM.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
+                                      momentum=momentum, eps=eps, sync=sync)
     if training:
         if x.size // c < 2:
             raise ValueError(f"{fn}: training needs more than one value per channel, got x of shape {x.shape}")

@@ -39,8 +39,8 @@ the same values) and its backward pass sums the two per-channel gradient sums ov
 rank's weighted by its share of the loss; N ranks then train exactly as one process with batch ``N*b``, running
 statistics included (the same on every rank), uneven last batches too: a rank without samples runs a one-sample
 stand-in batch of weight 0 to take part in the layers' collectives. The layer math is written once against the op
-set (``functional.SyncBatchNormTrainFunction``), so every backend runs the same code; the per-channel statistics go
-through the host. Dropout streams are identical on every rank. Resume: every rank calls ``load_checkpoint`` on the
+set (``sync_batchnorm.SyncBatchNormTrainFunction``), so every backend runs the same code; the per-channel statistics
+go through the host. Dropout streams are identical on every rank. Resume: every rank calls ``load_checkpoint`` on the
 same file before ``fit(..., distributed=True)``.
 
 Faults: :func:`install_abort_hook` (called by ``init``) makes an uncaught exception on any rank print that rank's
@@ -51,7 +51,7 @@ Without mpi4py importing this package still works; ``is_available()`` is False a
 
 One idea a module: :mod:`.environment` (MPI, ranks, threads per rank, abort), :mod:`.cuda_aware` (CUDA-aware MPI
 detection), :mod:`.sharding` (each rank's part of a batch), :mod:`.buckets` (gradient buckets and the averager),
-:mod:`.sync_batchnorm` (the BatchNorm group), :mod:`.data_parallel` (``Options``, fit's set-up and the hook of the
+:mod:`.sync_batchnorm` (the BatchNorm group and its autograd function), :mod:`.data_parallel` (``Options``, fit's set-up and the hook of the
 training step). There is one training step, ``Model``'s (``models.training.train_step``): data parallelism joins it
 through a ``models.training.StepHook`` registered here on import (the models never import this package).
 """
