@@ -27,9 +27,12 @@ def is_bfloat16(dtype) -> bool:
     return getattr(dtype, "name", None) == "bfloat16" or (isinstance(dtype, str) and dtype == "bfloat16")
 
 
-def answered_once(fn):
+def answered_once(fn=None, *, keep=None):
     """Decorator for a function of one dtype-like argument: each argument's answer is computed once and then read
-    from a dict (no NumPy dtype work per call on the hot path); errors and unhashable arguments are never cached."""
+    from a dict (no NumPy dtype work per call on the hot path); errors, unhashable arguments and answers ``keep``
+    refuses are never cached."""
+    if fn is None:
+        return functools.partial(answered_once, keep=keep)
     answers: dict = {}
 
     @functools.wraps(fn)
@@ -39,16 +42,17 @@ def answered_once(fn):
         except (KeyError, TypeError):  # not seen yet, or unhashable
             pass
         result = fn(dtype)
-        try:
-            answers[dtype] = result
-        except TypeError:
-            pass
+        if keep is None or keep(result):
+            try:
+                answers[dtype] = result
+            except TypeError:
+                pass
         return result
 
     return call
 
 
-@answered_once
+@answered_once(keep=lambda dt: not is_bfloat16(dt))  # bfloat16 asks for ml_dtypes each time (it may go missing)
 def check(dtype) -> np.dtype:
     """``dtype`` as a NumPy dtype a DeviceArray supports, else TypeError listing the supported ones."""
     if is_bfloat16(dtype):
