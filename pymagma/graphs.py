@@ -45,7 +45,7 @@ class Graph:
 
     def __init__(self, queue: Queue, mode: str):
         self.queue, self.mode = queue, mode
-        self.pool = memory.Pool()  # the graph's memory: allocations during the capture, never shared
+        self.pool = memory.Pool(relaxed=True)  # the graph's memory: allocations during the capture, never shared
         self._cudart = _native.current.cudart  # the runtime that captured it destroys it
         self._graph = self._exec = None
         self.launches = 0
@@ -68,7 +68,7 @@ class Graph:
         if self._graph is not None:
             self._cudart.cudaGraphDestroy(self._graph)
         self._exec = self._graph = None
-        self.pool.release_cached()
+        self.pool.close()  # cached blocks freed now, blocks of arrays still alive freed when they die
 
     def __del__(self):
         try:
@@ -94,7 +94,7 @@ def capture(queue: Queue | None = None, mode: str = "global"):
     runtime.begin_capture(q.stream, mode)
     _state.graph = graph
     try:
-        with memory.using_pool(graph.pool, relaxed=True):
+        with memory.using_pool(graph.pool):
             yield graph
     except BaseException:
         _state.graph = None

@@ -9,6 +9,7 @@ is released and the allocation retried once.  :func:`pinned_buffer` caches page-
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import threading
 from collections import defaultdict
@@ -35,18 +36,43 @@ def _bucket(nbytes: int) -> int:
 
 
 class Pool:
-    """Cached device blocks by (device, size class), and cached pinned host buffers.  ``relaxed``: its cudaMalloc
-    runs in the relaxed capture mode (the pool of a CUDA graph allocates while the graph is being captured)."""
+    """Cached device blocks by (device, size class), and cached pinned host buffers, of the native libraries in use
+    when it was made (it frees through them, whatever is current then).  ``relaxed``: the pool of a CUDA graph — its
+    cudaMalloc runs in the relaxed capture mode, it never frees its own cache to retry an allocation (the graph's
+    recorded work uses those blocks), and once closed (:meth:`close`) it frees every block given back."""
 
     def __init__(self, relaxed: bool = False):
-        self.relaxed = relaxed
+        self.relaxed, self.closed = relaxed, False
+        self.cudart = _native.current.cudart  # the runtime its blocks come from, and go back to
         self.lock = threading.Lock()
+        # blocks of collected Allocations, given back without the lock (a collection can run while it is held) and
+        # taken into the cache by the next call that holds it
+        self.returned: collections.deque = collections.deque()
         self.free_blocks: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
         self.stats = {"in_use_bytes": 0, "cached_bytes": 0, "mallocs": 0, "frees": 0, "hits": 0, "requests": 0}
 
+    def _drain(self) -> None:
+        """Under the lock: the blocks of collected Allocations into the cache."""
+        while self.returned:
+            device, size, ptr = self.returned.popleft()
+            self.free_blocks[(device, size)].append(ptr)
+            self.stats["in_use_bytes"] -= size
+            self.stats["cached_bytes"] += size
+
+    def collected(self, device: int, size: int, ptr: int) -> None:
+        """A block of an Allocation the garbage collector took: queued without any lock (freed at once when the
+        pool is closed)."""
+        if self.closed:
+            self.stats["in_use_bytes"] -= size
+            self.stats["frees"] += 1
+            self._free(device, ptr)
+        else:
+            self.returned.append((device, size, ptr))
+
     def take(self, device: int, size: int) -> int:
         with self.lock:
+            self._drain()
             self.stats["requests"] += 1
             blocks = self.free_blocks.get((device, size))
             if blocks:
@@ -57,6 +83,8 @@ class Pool:
         try:
             ptr = self._malloc(device, size)
         except DeviceMemoryError:
+            if self.relaxed:  # a graph's pool: its cached blocks are in the graph; the error says what ran out
+                raise
             self.release_cached()
             ptr = self._malloc(device, size)
         with self.lock:
@@ -72,9 +100,27 @@ class Pool:
 
     def give_back(self, device: int, size: int, ptr: int) -> None:
         with self.lock:
-            self.free_blocks[(device, size)].append(ptr)
+            self._drain()
             self.stats["in_use_bytes"] -= size
-            self.stats["cached_bytes"] += size
+            if not self.closed:
+                self.free_blocks[(device, size)].append(ptr)
+                self.stats["cached_bytes"] += size
+                return
+            self.stats["frees"] += 1
+        self._free(device, ptr)  # a closed pool (its graph destroyed) keeps nothing
+
+    def close(self) -> None:
+        """Free every cached block now and every block given back from now on (a destroyed graph's pool)."""
+        with self.lock:
+            self._drain()
+            self.closed = True
+        self.release_cached()
+
+    def _free(self, device: int, ptr: int) -> None:
+        if self.cudart is _native.current.cudart:
+            _free_on(device, ptr)
+        else:  # made by other libraries (the simulator, since turned off): freed by them, never by the current ones
+            self.cudart.cudaFree(ptr)
 
     def take_pinned(self, size: int) -> np.ndarray:
         with self.lock:
@@ -95,6 +141,7 @@ class Pool:
         """cudaFree every cached block (and drop the cached pinned host buffers); return the device bytes
         released."""
         with self.lock:
+            self._drain()
             pinned, self.free_pinned = self.free_pinned, defaultdict(list)
             blocks, self.free_blocks = self.free_blocks, defaultdict(list)
             released = sum(size * len(ptrs) for (_, size), ptrs in blocks.items())
@@ -102,7 +149,7 @@ class Pool:
         del pinned  # each buffer is freed (cudaFreeHost) as it dies: outside the lock, which finalizers may take
         for (device, _), ptrs in blocks.items():
             for ptr in ptrs:
-                _free_on(device, ptr)
+                self._free(device, ptr)
                 self.stats["frees"] += 1
         return released
 
@@ -133,13 +180,13 @@ def _pool() -> Pool:
 def using_pool(pool: Pool, relaxed: bool = False):
     """The calling thread's allocations come from ``pool`` in the block (a CUDA graph's pool while it is captured;
     ``relaxed`` marks the pool as allocating in the relaxed capture mode)."""
-    previous = getattr(_override, "pool", None)
-    pool.relaxed = pool.relaxed or relaxed
+    previous, was_relaxed = getattr(_override, "pool", None), pool.relaxed
+    pool.relaxed = was_relaxed or relaxed
     _override.pool = pool
     try:
         yield pool
     finally:
-        _override.pool = previous
+        _override.pool, pool.relaxed = previous, was_relaxed
 
 
 class Allocation:
@@ -163,11 +210,13 @@ class Allocation:
         if pool is not None:
             pool.give_back(self.device, self.size, self.ptr)
 
-    def __del__(self):  # cheaper than a weakref.finalize per allocation
-        try:
-            self.free()
-        except Exception:  # pragma: no cover - interpreter shutdown
-            pass
+    def __del__(self):  # cheaper than a weakref.finalize per allocation; takes no lock (see Pool.collected)
+        pool, self._pool = getattr(self, "_pool", None), None  # (None when __init__ failed)
+        if pool is not None:
+            try:
+                pool.collected(self.device, self.size, self.ptr)
+            except Exception:  # pragma: no cover - interpreter shutdown
+                pass
 
     def __repr__(self) -> str:
         return f"Allocation(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, device={self.device})"
@@ -197,6 +246,7 @@ def pool_stats() -> dict:
     """Bytes in use and cached, and counts of cudaMalloc calls, cudaFree calls, requests and pool hits."""
     pool = _pool()
     with pool.lock:
+        pool._drain()
         return dict(pool.stats)
 
 

@@ -140,3 +140,46 @@ def test_global_capture_forbids_another_threads_allocation_and_relaxed_allows_it
                 assert refused  # the global capture was invalidated by the other thread's cudaMalloc
             assert bool(errors) == refused, mode
         assert not sim.runtime.captures
+
+
+def test_a_destroyed_graphs_memory_is_freed_when_its_last_array_dies():
+    """Blocks of arrays that outlive their graph go back to a closed pool, which frees them (no leak)."""
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.ones((4, 4), np.float32))
+        with graphs.capture() as graph:
+            y = kernels.relu(x @ x)
+        pool, ptr = graph.pool, y.ptr
+        graph.destroy()
+        assert ptr in sim.runtime.blocks  # y still uses it
+        del y
+        assert ptr not in sim.runtime.blocks and not any(pool.free_blocks.values()) and not pool.returned
+
+
+def test_running_out_of_memory_while_capturing_is_a_memory_error_not_a_spoiled_capture(monkeypatch):
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.ones(8, np.float32))
+        blocks = len(sim.runtime.blocks)
+
+        def out_of_memory(nbytes):
+            return (runtime._rt().cudaError_t.cudaErrorMemoryAllocation, None)
+
+        with pytest.raises(DeviceMemoryError):
+            with graphs.capture():
+                kernels.relu(x)
+                monkeypatch.setattr(sim.runtime, "cudaMalloc", out_of_memory)
+                kernels.relu(pymagma.empty((1 << 16,), np.float32))
+        monkeypatch.undo()
+        assert not sim.runtime.captures and len(sim.runtime.blocks) == blocks  # nothing leaked
+
+
+def test_a_graph_made_on_the_simulator_is_freed_by_the_simulator_after_it_is_turned_off():
+    if simulator.is_enabled():
+        pytest.skip("the simulator is on for the whole session (PYMAGMA_SIMULATOR)")
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.ones(8, np.float32))
+        with graphs.capture() as graph:
+            kernels.relu(kernels.relu(x))  # a temporary cached in the graph's pool
+        cached = [p for ptrs in graph.pool.free_blocks.values() for p in ptrs] + [p for *_, p in graph.pool.returned]
+        assert cached and all(p in sim.runtime.blocks for p in cached)
+    graph.destroy()  # after disable: freed through the simulated runtime that made them, not the real one
+    assert not any(p in sim.runtime.blocks for p in cached)
