@@ -177,16 +177,15 @@ def _pool() -> Pool:
 
 
 @contextlib.contextmanager
-def using_pool(pool: Pool, relaxed: bool = False):
-    """The calling thread's allocations come from ``pool`` in the block (a CUDA graph's pool while it is captured;
-    ``relaxed`` marks the pool as allocating in the relaxed capture mode)."""
-    previous, was_relaxed = getattr(_override, "pool", None), pool.relaxed
-    pool.relaxed = was_relaxed or relaxed
+def using_pool(pool: Pool):
+    """The calling thread's allocations come from ``pool`` in the block (a CUDA graph's pool while it is
+    captured)."""
+    previous = getattr(_override, "pool", None)
     _override.pool = pool
     try:
         yield pool
     finally:
-        _override.pool, pool.relaxed = previous, was_relaxed
+        _override.pool = previous
 
 
 class Allocation:
@@ -200,7 +199,7 @@ class Allocation:
         # the current device needs a device; an explicit one is reached by cudaMalloc, which checks for one
         self.device = runtime.get_device() if device is None else _checks.count(device, "device")
         self.size = _bucket(self.nbytes)
-        pool = getattr(_override, "pool", None) or _native.current.memory_pool
+        pool = _pool()
         self.ptr = pool.take(self.device, self.size) if self.size else 0
         self._pool = pool if self.size else None
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 import pymagma
-from pymagma import array, blas, dnn, kernels, linalg, memory, queue, runtime, simulator
+from pymagma import array, blas, dnn, graphs, kernels, linalg, memory, queue, runtime, simulator
 from pymagma.array import copy_into
 from pymagma.errors import LinAlgError
 
@@ -209,9 +209,33 @@ ROWS = [
     ("unary op", lambda d: kernels.unary("nope", d.a), ValueError, ["unknown unary op", "'nope'"]),
     ("binary dtypes", lambda d: kernels.add(d.a, d.a64), TypeError, ["dtypes differ"]),
     ("kernel host input", lambda d: kernels.relu(np.ones(3, np.float32)), TypeError, ["pymagma.asarray"]),
+    ("max_pool2d 2-D input", lambda d: kernels.max_pool2d(d.a, (2, 2), (2, 2)), ValueError, ["(N, C, H, W)", "(2, 4)"]),
+    ("max_pool2d float window", lambda d: kernels.max_pool2d(d.x, (2.5, 2), (1, 1)), TypeError,
+     ["window[0] must be an integer", "2.5"]),
+    ("max_pool2d int window", lambda d: kernels.max_pool2d(d.x, 2, (1, 1)), ValueError, ["window must be a pair", "2"]),
+    ("max_pool2d zero stride", lambda d: kernels.max_pool2d(d.x, (2, 2), (0, 1)), ValueError, ["positive"]),
+    ("max_pool2d padding", lambda d: kernels.max_pool2d(d.x, (2, 2), (1, 1), ((2, 0), (0, 0))), ValueError,
+     ["smaller than the window"]),
+    ("max_pool2d window too big", lambda d: kernels.max_pool2d(d.x, (5, 5), (1, 1)), ValueError, ["does not fit"]),
+    ("max_pool2d_backward offsets", lambda d: kernels.max_pool2d_backward(d.x[:, :, :2, :2], d.x[:, :, :2, :2],
+                                                                          X4, (2, 2), (2, 2)), TypeError, ["int32"]),
+    ("max_pool2d_backward shape", lambda d: kernels.max_pool2d_backward(d.x, d.i32, X4, (2, 2), (2, 2)), ValueError,
+     ["pooled shape", "(1, 2, 2, 2)"]),
+    ("max_pool2d int input", lambda d: kernels.max_pool2d(d.i32.reshape(1, 1, 2, 2), (1, 1), (1, 1)), TypeError,
+     ["floating dtype"]),
+    # ------------------------------------------------------------------------------------------- graphs
+    ("graph capture mode", lambda d: graphs.capture(mode="loose").__enter__(), ValueError,
+     ["capture mode", "'loose'"]),
+    ("graph host read", lambda d: _in_capture(lambda: d.a.get()), pymagma.GraphCaptureError,
+     ["DeviceArray.get", "CUDA graph"]),
     # ------------------------------------------------------------------------------------------- simulator
     ("simulator mode", lambda d: simulator.enable("bogus"), ValueError, ["simulator mode", "'bogus'"]),
 ]
+
+
+def _in_capture(action):
+    with graphs.capture():
+        action()
 
 
 @pytest.mark.parametrize(("call", "error", "words"), [pytest.param(c, e, w, id=i) for i, c, e, w in ROWS])

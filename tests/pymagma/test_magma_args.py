@@ -66,8 +66,8 @@ def _scalar(token: str, precision: str):
     return ctype(1.0, 0.0) if issubclass(ctype, ctypes.Structure) else ctype(1.0)
 
 
-def build_call(sig: _magma.Signature, overrides: dict):
-    """Arguments for ``sig`` (valid sizes, NULL device pointers) with ``overrides``, and the info cell."""
+def build_call(sig: _magma.Signature, overrides: dict, valid: dict = VALID):
+    """Arguments for ``sig`` (``valid`` sizes, NULL device pointers) with ``overrides``, and the info cell."""
     info = _magma.MAGMA_INT(0)
     host_ints = (_magma.MAGMA_INT * 64)()
     args = []
@@ -75,7 +75,7 @@ def build_call(sig: _magma.Signature, overrides: dict):
         if name in overrides:
             args.append(overrides[name])
         elif token in ("I", "E"):
-            args.append(VALID[name])
+            args.append(valid[name])
         elif token in ("S", "R"):
             args.append(_scalar(token, sig.precision))
         elif token == "IH":

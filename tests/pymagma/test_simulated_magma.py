@@ -25,6 +25,7 @@ from pymagma.simulator import magma_args
 
 from .helpers import q_from_reflectors, random_values
 from .test_magma_args import CHECKS as REAL_LIBRARY_CHECKS
+from .test_magma_args import build_call
 
 M = _magma
 DTYPES = [np.float32, np.float64, np.complex64, np.complex128]
@@ -100,22 +101,8 @@ def _bad_enum(arg: str) -> int:
 
 
 def _call_args(sig, overrides):
-    info = M.MAGMA_INT(0)
-    valid = {**VALID, **FAMILY_VALID.get(sig.family, {})}
-    args = []
-    for token, name in sig.args:
-        if name in overrides:
-            args.append(overrides[name])
-        elif token in ("I", "E"):
-            args.append(valid[name])
-        elif token in ("S", "R"):
-            ctype = M.ctype_of(token, sig.precision)
-            args.append(ctype(1.0, 0.0) if issubclass(ctype, ctypes.Structure) else ctype(1.0))
-        elif token == "IH" and name == "info":
-            args.append(ctypes.byref(info))
-        else:
-            args.append(None)  # a rejected call reads no pointer
-    return args, info
+    """test_magma_args' call builder with the sizes this family's model needs to be valid."""
+    return build_call(sig, overrides, {**VALID, **FAMILY_VALID.get(sig.family, {})})
 
 
 def test_every_modelled_family_with_arguments_has_magmas_checks():
