@@ -602,6 +602,21 @@ def rng(seed=None):
     return _Stream(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed)
 
 
+# ------------------------------------------------------------------------------------------ attention (group A)
+
+
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Scale, causal and key masks and softmax of attention scores in one kernel."""
+    if mask is not None and mask.dtype is not x.dtype:
+        _same_dtype("masked_softmax", x, mask)
+    return _k.masked_softmax(x, mask, float(scale), bool(causal))
+
+
+def masked_softmax_backward(dy, y, scale=1.0):
+    _same_dtype("masked_softmax_backward", dy, y)
+    return _k.masked_softmax_backward(dy, y, float(scale))
+
+
 # ------------------------------------------------------------------------- data-parallel gradient exchange (optional)
 # Not ops: what magmadnn.distributed uses, when a backend has it, to stage gradients through page-locked host memory
 # or to hand device buffers to a CUDA-aware MPI (see OPTIONAL in ops.py).

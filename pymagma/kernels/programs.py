@@ -63,6 +63,8 @@ PROGRAMS = {
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
     "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
+    # attention (group A)
+    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
 }
 
 
