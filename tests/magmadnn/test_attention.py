@@ -203,8 +203,11 @@ def test_save_load_round_trip_and_training_lowers_the_loss(tmp_path):
     assert loaded.layers[2].get_config() == model.layers[2].get_config()
 
 
-@pytest.mark.native
-def test_host_and_simulated_device_train_to_the_same_losses():
+@pytest.mark.parametrize("where", [pytest.param("simulator", marks=pytest.mark.native),
+                                   pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_host_and_device_train_to_the_same_losses(where):
+    import contextlib
+
     from pymagma import simulator
 
     xs, y = attention_data(n=16)
@@ -215,7 +218,7 @@ def test_host_and_simulated_device_train_to_the_same_losses():
         return [model.train_on_batch([xs[0][i::2], xs[1][i::2]], y[i::2]) for i in (0, 1, 0, 1)], model.get_weights()
 
     host_losses, host_weights = train("host")
-    with simulator.simulated():
+    with simulator.simulated() if where == "simulator" else contextlib.nullcontext():
         device_losses, device_weights = train("gpu")
     np.testing.assert_allclose(device_losses, host_losses, rtol=1e-4)
     for a, b in zip(device_weights, host_weights):
