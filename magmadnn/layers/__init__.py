@@ -9,6 +9,7 @@ from .attention import MultiHeadAttention
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
 from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
+from .position import PositionEmbedding
 
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
@@ -30,4 +31,4 @@ def __getattr__(name):
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 # attention (group A)
-__all__ += ["MultiHeadAttention"]
+__all__ += ["MultiHeadAttention", "PositionEmbedding"]

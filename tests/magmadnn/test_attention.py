@@ -173,6 +173,21 @@ def test_dense_acts_on_the_last_axis_of_any_rank(lead, features, units, seed):
                                rtol=1e-10, atol=1e-12)
 
 
+def test_position_embedding_adds_one_learned_vector_per_position():
+    rng = np.random.default_rng(5)
+    x = _rand(rng, 3, 4, 2)
+    layer = L.PositionEmbedding(dtype="float64")
+    assert layer(x).shape == (3, 4, 2) and layer.weights["embeddings"].shape == (4, 2)
+    w = _layer_weights(layer, rng)
+    np.testing.assert_allclose(layer(x).numpy(), x + w["embeddings"][None], rtol=1e-12)
+
+    def run(a, e):
+        layer._params["embeddings"] = e
+        return layer(a)
+
+    check_gradients(run, x, w["embeddings"])
+
+
 # ---------------------------------------------------------------------------------------------- models
 def attention_model(seed=0, t=6, d=8, classes=3, dropout=0.0):
     """Self-attention with a key mask, a token-wise GELU MLP, a residual sum; flattened into a classifier."""

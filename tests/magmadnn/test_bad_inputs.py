@@ -437,6 +437,8 @@ ROWS = [
      ["masked_softmax", "4-D", "(2, 3)"]),
     ("masked-softmax-mask", lambda t: functional.masked_softmax(np.zeros((2, 1, 3, 3)), np.ones((2, 4))), ValueError,
      ["key_mask", "(2, 3)", "(2, 4)"]),
+    ("position-rank", lambda t: L.PositionEmbedding()(L.Input((4, 2, 2))), ShapeMismatchError,
+     ["PositionEmbedding", "(time, features)", "(4, 2, 2)"]),
     ("attention-shapes", lambda t: functional.scaled_dot_product_attention(
         np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 4)), np.zeros((1, 1, 2, 3))), ValueError,
      ["scaled_dot_product_attention", "(1, 1, 2, 4)"]),
