@@ -123,6 +123,29 @@ def test_a_query_without_any_key_attends_to_nothing():
     np.testing.assert_allclose(p[0, 0, 1:].sum(axis=-1), 1.0)
 
 
+@pytest.mark.parametrize("where", [pytest.param("simulator", marks=pytest.mark.native),
+                                   pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_the_fused_kernel_handles_rows_longer_than_a_block_in_every_float_dtype(where):
+    import contextlib
+
+    from magmadnn import backend
+    from pymagma import simulator
+
+    rng = np.random.default_rng(6)
+    x, dy = 4 * _rand(rng, 2, 1, 3, 300), _rand(rng, 2, 1, 3, 300)
+    mask = (rng.uniform(size=(2, 300)) < 0.5).astype(np.float64)
+    host = backend.get("host")
+    p = host.masked_softmax(x, mask, 0.3, True)
+    dx = host.masked_softmax_backward(dy, p, 0.3)
+    with simulator.simulated() if where == "simulator" else contextlib.nullcontext():
+        dev = backend.get("gpu")
+        for dtype, tol in ((np.float64, 1e-12), (np.float32, 1e-6), (np.float16, 2e-3)):
+            got = dev.masked_softmax(dev.asarray(x.astype(dtype)), dev.asarray(mask.astype(dtype)), 0.3, True)
+            np.testing.assert_allclose(dev.to_numpy(got), p, atol=tol)
+            grad = dev.masked_softmax_backward(dev.asarray(dy.astype(dtype)), dev.asarray(p.astype(dtype)), 0.3)
+            np.testing.assert_allclose(dev.to_numpy(grad), dx, atol=tol)
+
+
 # ------------------------------------------------------------------------------------------------ gradients
 @pytest.mark.parametrize("causal, masked", [(False, False), (True, False), (True, True)])
 def test_masked_softmax_and_attention_gradients(causal, masked):
@@ -260,3 +283,4 @@ def test_training_and_inference_on_the_device_read_it_only_for_progress_and_resu
         reads.clear()
         out = model.predict(xs, batch_size=8)
         assert out.shape == (16, 3) and len(reads) == 2, reads  # one read of each batch's result
+
