@@ -211,6 +211,31 @@ def test_position_embedding_adds_one_learned_vector_per_position():
     check_gradients(run, x, w["embeddings"])
 
 
+@pytest.mark.parametrize("where", [pytest.param("simulator", marks=pytest.mark.native),
+                                   pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_dense_and_activations_on_rank_3_match_the_host_on_the_device(where):
+    import contextlib
+
+    from magmadnn import Tensor, backend
+    from pymagma import simulator
+
+    rng = np.random.default_rng(7)
+    x, w, b = (rng.standard_normal(s).astype(np.float32) for s in ((2, 3, 5), (5, 4), (4,)))
+    host = backend.get("host")
+
+    def run(xp, kind):
+        tensors = [Tensor(xp.asarray(a), backend=xp, requires_grad=True) for a in (x, w, b)]
+        y = L.Activation(kind).call(F.dense(*tensors))
+        y.backward(xp.asarray(np.linspace(-1, 1, y.size, dtype=np.float32).reshape(y.shape)))
+        return [xp.to_numpy(t) for t in (y.data, *(t.grad for t in tensors))]
+
+    with simulator.simulated() if where == "simulator" else contextlib.nullcontext():
+        dev = backend.get("gpu")
+        for kind in ("relu", "sigmoid", "tanh", "elu", "leaky_relu", "gelu", "softmax"):
+            for got, expected in zip(run(dev, kind), run(host, kind)):
+                np.testing.assert_allclose(got, expected, rtol=1e-5, atol=1e-6, err_msg=kind)
+
+
 # ---------------------------------------------------------------------------------------------- models
 def attention_model(seed=0, t=6, d=8, classes=3, dropout=0.0):
     """Self-attention with a key mask, a token-wise GELU MLP, a residual sum; flattened into a classifier."""
