@@ -746,3 +746,135 @@ def mse(pred, target, reduction="mean") -> Tensor:
         raise ValueError(f"mse: pred has shape {pred.shape} but target has shape {target.shape}; they must match")
     diff = subtract(pred, target)
     return _reduce(multiply(diff, diff), reduction, "mse")
+
+
+# ------------------------------------------------------------- shape, routing, transposed convolution (group C)
+
+__all__ += ["concatenate", "upsample_nearest2d", "global_max_pool2d", "conv_transpose2d",
+            "conv_transpose2d_geometry"]
+
+
+class ConcatenateFunction(Function):
+    def forward(self, *arrays, axis):
+        self.axis, self.sizes = axis, [a.shape[axis] for a in arrays]
+        return self.xp.concatenate(list(arrays), axis)
+
+    def backward(self, g):
+        pieces = self.xp.split(g, self.sizes, self.axis)
+        return tuple(p if need else None for p, need in zip(pieces, self.needs_input_grad))
+
+
+def concatenate(tensors, axis=-1) -> Tensor:
+    """The tensors (a list, shapes equal but along ``axis``) joined along ``axis``; the gradient is split back."""
+    fn = "concatenate"
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"{fn}: expected a non-empty list of tensors, got {tensors!r}")
+    like = next((t for t in tensors if isinstance(t, Tensor)), None)
+    tensors = [_as_tensor(t, like) for t in tensors]
+    first = tensors[0]
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"{fn}: axis must be an int, got {axis!r}")
+    _check_axis(fn, first, axis)
+    axis = int(axis) % first.ndim
+    for t in tensors:
+        if t.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            raise ValueError(f"{fn}: shapes {[t.shape for t in tensors]} must be equal except along axis {axis}")
+    _same_dtype(fn, **{f"tensors[{i}]": t for i, t in enumerate(tensors)})
+    return ConcatenateFunction.apply(*tensors, axis=axis)
+
+
+class UpsampleNearest2dFunction(Function):
+    def forward(self, x, size):
+        self.size = size
+        return self.xp.upsample_nearest2d(x, size)
+
+    def backward(self, g):
+        return (self.xp.upsample_nearest2d_backward(g, self.size),)
+
+
+def upsample_nearest2d(x, size=2) -> Tensor:
+    """Nearest-neighbour upsampling of x (N, C, H, W) by integer factors ``size`` (int or pair)."""
+    fn = "upsample_nearest2d"
+    x = _as_tensor(x)
+    _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
+    size = geometry.int_pair(size, "size", fn)
+    _same_dtype(fn, x=x)
+    return UpsampleNearest2dFunction.apply(x, size=size)
+
+
+def global_max_pool2d(x) -> Tensor:
+    """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent (max pooling with the whole window)."""
+    x = _as_tensor(x)
+    _need_ndim(x, 4, "global_max_pool2d", "x", "(N, C, H, W)")
+    n, c, h, w = x.shape
+    return reshape(max_pool2d(x, (h, w)), (n, c))
+
+
+def conv_transpose2d_geometry(in_hw, kernel_hw, stride=1, padding=0, output_padding=0, dilation=1):
+    """``(pads, (Ho, Wo))`` of a transposed convolution of an input of spatial size ``in_hw``.
+
+    Padding is the padding of the convolution it transposes: int | pair | ((t, b), (l, r)) | "valid" | "same".
+    "same" gives an output of ``in * stride`` (Keras), padded as a "same" convolution of that output would be;
+    otherwise the output is ``(in - 1) stride - top - bottom + dilation (k - 1) + 1 + output_padding`` (PyTorch),
+    with ``0 <= output_padding < stride``.
+    """
+    fn = "conv_transpose2d"
+    kernel = geometry.int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
+    extra = geometry.int_pair(output_padding, "output_padding", fn, 0)
+    if extra[0] >= stride[0] or extra[1] >= stride[1]:
+        raise ValueError(f"{fn}: output_padding {extra} must be smaller than the stride {stride}")
+    if isinstance(padding, str) and padding.lower() == "same":
+        if any(extra):
+            raise ValueError(f"{fn}: output_padding must be 0 with padding 'same' (the output is input * stride)")
+        out = (int(in_hw[0]) * stride[0], int(in_hw[1]) * stride[1])
+        return geometry.resolve_padding(out, kernel, stride, "same", dilation, owner=fn), out
+    pads = geometry.resolve_padding(in_hw, kernel, stride, padding, dilation, owner=fn)
+    out = tuple(int((n - 1) * s - lo - hi + d * (k - 1) + 1 + e) for n, s, (lo, hi), d, k, e
+                in zip(in_hw, stride, pads, dilation, kernel, extra))
+    return pads, out
+
+
+class ConvTranspose2dFunction(Function):
+    """The adjoint of a convolution: forward is its backward-data, backward its forward and backward-filter."""
+
+    def forward(self, x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), out_shape=None):
+        self.x, self.w, self.has_bias = x, w, b is not None
+        self.geom = {"stride": stride, "padding": padding, "dilation": dilation}
+        y = self.xp.conv2d_backward_data(x, w, out_shape, **self.geom)
+        return y if b is None else self.xp.bias_add(y, b)
+
+    def backward(self, g):
+        xp, need = self.xp, self.needs_input_grad
+        gx = xp.conv2d_forward(g, self.w, **self.geom) if need[0] else None
+        gw = xp.conv2d_backward_filter(self.x, g, self.w.shape, **self.geom) if need[1] else None
+        if not self.has_bias:
+            return gx, gw
+        return gx, gw, (xp.conv2d_backward_bias(g) if need[2] else None)
+
+
+def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, dilation=1) -> Tensor:
+    """Transposed convolution, x (N, C_in, H, W), w (C_in, C_out, R, S) (PyTorch's layout), b (C_out,) ->
+    (N, C_out, Ho, Wo); geometry as :func:`conv_transpose2d_geometry` (PyTorch's ``conv_transpose2d``)."""
+    fn = "conv_transpose2d"
+    x, w = _as_tensor(x), _as_tensor(w)
+    _need_ndim(x, 4, fn, "x", "(N, C_in, H, W)")
+    _need_ndim(w, 4, fn, "w", "(C_in, C_out, R, S)")
+    if x.shape[1] != w.shape[0]:
+        raise ValueError(f"{fn}: x has shape {x.shape} but w has shape {w.shape}; expected x of shape "
+                         f"(N, {w.shape[0]}, H, W)")
+    pads, (ho, wo) = conv_transpose2d_geometry(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
+    if ho < 1 or wo < 1:
+        raise ValueError(f"{fn}: input of spatial size {x.shape[2:]} with kernel {w.shape[2:]} and padding {pads} "
+                         f"gives an empty output {(ho, wo)}")
+    tensors = {"x": x, "w": w}
+    if b is not None:
+        b = _as_tensor(b)
+        if b.shape != (w.shape[1],):
+            raise ValueError(f"{fn}: b has shape {b.shape}, expected ({w.shape[1]},) for w of shape {w.shape}")
+        tensors["b"] = b
+    _same_dtype(fn, **tensors)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
+    args = (x, w) if b is None else (x, w, b)
+    return ConvTranspose2dFunction.apply(*args, stride=stride, padding=pads, dilation=dilation,
+                                         out_shape=(x.shape[0], w.shape[1], ho, wo))

@@ -602,6 +602,76 @@ def rng(seed=None):
     return _Stream(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed)
 
 
+# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+# Strided copies (pymagma.kernels.copy) into and out of views of one array: no new kernel, no host round trip.
+
+
+def _along(axis: int, start: int, stop: int) -> tuple:
+    """The index of ``start:stop`` along ``axis``."""
+    return (slice(None),) * axis + (slice(start, stop),)
+
+
+def concatenate(arrays, axis):
+    """The arrays joined along ``axis``: one strided copy of each into its slice of the result."""
+    arrays = list(arrays)
+    _same_dtype("concatenate", *arrays)
+    first = arrays[0]
+    axis = operator.index(axis)
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"concatenate: axis {axis} is out of range for arrays of {first.ndim} dimensions")
+    axis %= first.ndim
+    for a in arrays:
+        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
+            raise ValueError(f"concatenate: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
+    total = math.fsum(a.shape[axis] for a in arrays)
+    shape = tuple(int(total) if d == axis else n for d, n in enumerate(first.shape))
+    out = _array.empty(shape, first.dtype, device=first.device)
+    offset = 0
+    for a in arrays:
+        n = a.shape[axis]
+        if n:
+            _copy_into(a, out[_along(axis, offset, offset + n)])
+        offset += n
+    return out
+
+
+def _copy_into(a, view) -> None:
+    if a.dtype == np.bool_:
+        _k.copy(_retype(a, np.uint8), out=_retype(view, np.uint8))
+    else:
+        _k.copy(a, out=view)
+
+
+def split(a, sizes, axis):
+    """Contiguous copies of the pieces of ``a`` along ``axis``."""
+    sizes = [operator.index(s) for s in sizes]
+    axis = operator.index(axis) % a.ndim
+    if math.fsum(sizes) != a.shape[axis] or min(sizes) < 0:
+        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    out, offset = [], 0
+    for n in sizes:
+        out.append(_copy_any(a[_along(axis, offset, offset + n)]))
+        offset += n
+    return tuple(out)
+
+
+def upsample_nearest2d(x, size):
+    """One strided copy of x seen as (N, C, H, sh, W, sw) with zero strides along the repeats."""
+    sh, sw = _geometry.pair(size)
+    n, c, h, w = x.shape
+    x6 = _contiguous(x).reshape(n, c, h, 1, w, 1)
+    strides = tuple(0 if d in (3, 5) else s for d, s in enumerate(x6.strides))
+    repeated = _DeviceArray((n, c, h, sh, w, sw), x.dtype, x6.ptr, strides, owner=x6, device=x.device)
+    return _k.copy(repeated).reshape(n, c, h * sh, w * sw)
+
+
+def upsample_nearest2d_backward(dy, size):
+    """One reduction over the repeat axes of dy seen as (N, C, H, sh, W, sw)."""
+    sh, sw = _geometry.pair(size)
+    n, c, h, w = dy.shape
+    return _k.reduce("sum", _contiguous(dy).reshape(n, c, h // sh, sh, w // sw, sw), axis=(3, 5))
+
+
 # ------------------------------------------------------------------------- data-parallel gradient exchange (optional)
 # Not ops: what magmadnn.distributed uses, when a backend has it, to stage gradients through page-locked host memory
 # or to hand device buffers to a CUDA-aware MPI (see OPTIONAL in ops.py).

@@ -797,3 +797,52 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
     n = math.prod(shape)
     z = normal_doubles(n, rng.seed, rng.take())
     return (mean + std * z).astype(dtype).reshape(shape)
+
+
+# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+
+
+def _check_concatenate(arrays, axis, fn: str) -> int:
+    """``axis`` normalised after checking that ``arrays`` share a dtype, a rank and every size but ``axis``."""
+    first = arrays[0]
+    if any(a.dtype != first.dtype for a in arrays):
+        raise TypeError(f"{fn}: arrays have dtypes {sorted({str(a.dtype) for a in arrays})}; the op set does not "
+                        "promote")
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of range for arrays of {first.ndim} dimensions")
+    axis %= first.ndim
+    for a in arrays:
+        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
+            raise ValueError(f"{fn}: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
+    return axis
+
+
+def concatenate(arrays, axis):
+    """The arrays joined along ``axis``."""
+    arrays = [np.asarray(a) for a in arrays]
+    return np.concatenate(arrays, axis=_check_concatenate(arrays, int(axis), "concatenate"))
+
+
+def split(a, sizes, axis):
+    """Contiguous pieces of ``a``, ``sizes[i]`` long along ``axis``."""
+    sizes = [int(s) for s in sizes]
+    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
+        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(np.ascontiguousarray(p) for p in np.split(a, bounds, axis=axis))
+
+
+def upsample_nearest2d(x, size):
+    """(N, C, H, W) -> (N, C, H sh, W sw), each pixel repeated over an sh x sw block."""
+    sh, sw = geometry.pair(size)
+    n, c, h, w = x.shape
+    out = np.empty((n, c, h, sh, w, sw), x.dtype)
+    out[...] = x[:, :, :, None, :, None]
+    return out.reshape(n, c, h * sh, w * sw)
+
+
+def upsample_nearest2d_backward(dy, size):
+    """The sum of each sh x sw block of ``dy``."""
+    sh, sw = geometry.pair(size)
+    n, c, h, w = dy.shape
+    return dy.reshape(n, c, h // sh, sh, w // sw, sw).sum(axis=(3, 5))

@@ -322,6 +322,29 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=...):
     """One draw: ``mean + std * z`` rounded to ``dtype``."""
 
 
+# ---------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+@_op
+def concatenate(arrays, axis):
+    """The arrays (a list of one dtype, shapes equal but along ``axis``) joined along ``axis`` into a new array."""
+
+
+@_op
+def split(a, sizes, axis):
+    """The inverse of ``concatenate``: a tuple of new arrays, ``sizes[i]`` long along ``axis`` (the sizes sum to
+    ``a.shape[axis]``)."""
+
+
+@_op
+def upsample_nearest2d(x, size):
+    """Nearest-neighbour upsampling of x (N, C, H, W) by integer factors ``size`` (sh, sw) -> (N, C, H sh, W sw):
+    ``y[n, c, i, j] = x[n, c, i // sh, j // sw]``."""
+
+
+@_op
+def upsample_nearest2d_backward(dy, size):
+    """dx of ``upsample_nearest2d``: each input pixel's gradient is the sum of its sh x sw output block."""
+
+
 #: The op names, in the order above.
 OPS: tuple[str, ...] = tuple(_SPEC)
 

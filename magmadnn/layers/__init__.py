@@ -12,11 +12,19 @@ from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
 
+# -- conv/shape layers (group C)
+from .conv import Conv2DTranspose, DepthwiseConv2D, GlobalMaxPool2D  # noqa: E402
+from .reshaping import Concatenate, Permute, Reshape, UpSampling2D  # noqa: E402
+
+GlobalMaxPool = GlobalMaxPool2D
+
 __all__ = [
     "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATION_NAMES",
     "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
 ]
+__all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxPool", "Concatenate", "Permute",
+            "Reshape", "UpSampling2D"]  # group C
 
 
 def __getattr__(name):
