@@ -187,3 +187,49 @@ def batch_norm_backward_ref(x, dy, scale, eps, axes):
     dscale = (dy * xhat).sum(axis=axes, keepdims=True)
     dx = scale * inv / count * (count * dy - dbias - xhat * dscale)
     return dx, dscale, dbias
+
+
+# ------------------------------------------------------------------ transposed convolution, shape (group C)
+def conv_transpose2d_ref(x, w, stride=(1, 1), pads=((0, 0), (0, 0)), dilation=(1, 1), out_hw=None):
+    """Transposed convolution by its definition: every input pixel x[n, c, i, j] scatters x * w[c, :, a, b] to
+    position (i s + a d, j s + b d) of a full output, which is then cropped by ``pads`` (top/left) to ``out_hw``
+    (rows and columns past the full output are zeros). w is (C_in, C_out, R, S)."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    n, _, h, wd = x.shape
+    _, co, kh, kw = w.shape
+    (t, _), (l, _) = pads2d(pads)
+    full_h, full_w = (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1, (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1
+    out_h, out_w = out_hw
+    y = np.zeros((n, co, max(full_h, t + out_h), max(full_w, l + out_w)))
+    for i in range(h):
+        for j in range(wd):
+            for a in range(kh):
+                for b in range(kw):
+                    y[:, :, i * stride[0] + a * dilation[0], j * stride[1] + b * dilation[1]] += \
+                        x[:, :, i, j] @ w[:, :, a, b]
+    return y[:, :, t:t + out_h, l:l + out_w]
+
+
+def upsample_nearest2d_ref(x, size):
+    """y[n, c, i, j] = x[n, c, i // sh, j // sw], position by position."""
+    x = np.asarray(x)
+    sh, sw = size
+    n, c, h, w = x.shape
+    y = np.zeros((n, c, h * sh, w * sw), x.dtype)
+    for i in range(h * sh):
+        for j in range(w * sw):
+            y[:, :, i, j] = x[:, :, i // sh, j // sw]
+    return y
+
+
+def concatenate_ref(arrays, axis):
+    """The arrays placed one after the other along ``axis`` by slice assignment."""
+    shape = list(arrays[0].shape)
+    shape[axis] = sum(a.shape[axis] for a in arrays)
+    out, start = np.zeros(shape, arrays[0].dtype), 0
+    for a in arrays:
+        index = [slice(None)] * len(shape)
+        index[axis] = slice(start, start + a.shape[axis])
+        out[tuple(index)] = a
+        start += a.shape[axis]
+    return out
