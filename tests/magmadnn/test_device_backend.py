@@ -181,6 +181,7 @@ def _inputs(kind, rng, dtype):
         "batch_norm": lambda: [r(3, 4, 2, 3), r(5, 4), r(4, low=0.5), r(4), r(4), r(4, low=0.5, high=2), r(3, 4, 2, 3)],
         "dropout_and_random": lambda: [r(10, 9)],
         "updates": lambda: [r(50), r(50), r(50), r(50, low=0.1, high=1)],
+        "shape_routing": lambda: [r(2, 3, 4, 2), r(2, 1, 4, 2), r(2, 4, 3, 2)],  # group C
     }[kind]()
 
 
@@ -188,6 +189,19 @@ CASES = {"creation": _creation, "elementwise": _elementwise, "reductions": _redu
          "activations": _activations, "softmax": _softmax, "cross_entropy": _cross_entropy,
          "convolution": _convolution, "pooling": _pooling, "batch_norm": _batch_norm,
          "dropout_and_random": _dropout_and_random, "updates": _updates}
+
+
+# -- shape and routing (group C)
+def _shape_routing(xp, a, b, c):
+    joined, last = xp.concatenate([a, b, a], 1), xp.concatenate([xp.transpose(c, (0, 2, 1, 3)), a], 1)
+    up = xp.upsample_nearest2d(a, (2, 3))
+    return (joined, *xp.split(joined, [3, 1, 3], 1), last, *xp.split(last, [1, 0, 1], 3), up,
+            xp.upsample_nearest2d_backward(up, (2, 3)), xp.upsample_nearest2d_backward(up, (1, 2)))
+
+
+CASES["shape_routing"] = _shape_routing
+
+# -- end of group C
 EXACT = {"dropout_and_random"}  # the same Philox stream on both: bit for bit (normal up to libm's last bits)
 
 
