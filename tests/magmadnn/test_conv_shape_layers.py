@@ -276,3 +276,16 @@ def test_training_and_inference_of_every_layer_stay_on_the_device(monkeypatch):
         reads.clear()
         out = model.predict(x[0], batch_size=8)
         assert out.shape == (8, 3) and reads == [out.nbytes], f"inference read {reads}"
+
+
+# --------------------------------------------------------------------------------------------------- the zoo
+
+
+@pytest.mark.parametrize("name, convs", [("vgg", 13), ("alexnet", 5)])
+@pytest.mark.parametrize("shape", [(3, 32, 32), (1, 8, 8)])
+def test_vgg_and_alexnet_fit_any_image_size(name, convs, shape):
+    from magmadnn import zoo
+
+    model = zoo.build(name, shape, 7, width=0.0625)
+    assert sum(type(la).__name__ == "Conv2D" for la in model.layers) == convs
+    assert model.predict(RNG.standard_normal((2, *shape)).astype(np.float32)).shape == (2, 7)
