@@ -623,8 +623,8 @@ def concatenate(arrays, axis):
     for a in arrays:
         if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
             raise ValueError(f"concatenate: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
-    total = math.fsum(a.shape[axis] for a in arrays)
-    shape = tuple(int(total) if d == axis else n for d, n in enumerate(first.shape))
+    total = int(np.sum([a.shape[axis] for a in arrays]))
+    shape = tuple(total if d == axis else n for d, n in enumerate(first.shape))
     out = _array.empty(shape, first.dtype, device=first.device)
     offset = 0
     for a in arrays:
@@ -646,7 +646,7 @@ def split(a, sizes, axis):
     """Contiguous copies of the pieces of ``a`` along ``axis``."""
     sizes = [operator.index(s) for s in sizes]
     axis = operator.index(axis) % a.ndim
-    if math.fsum(sizes) != a.shape[axis] or min(sizes) < 0:
+    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
         raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
     out, offset = [], 0
     for n in sizes:
