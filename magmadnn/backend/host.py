@@ -829,7 +829,7 @@ def split(a, sizes, axis):
     if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
         raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
     bounds = np.cumsum(sizes)[:-1]
-    return tuple(np.ascontiguousarray(p) for p in np.split(a, bounds, axis=axis))
+    return tuple(p.copy() for p in np.split(a, bounds, axis=axis))  # copies: never views of ``a``
 
 
 def upsample_nearest2d(x, size):

@@ -671,8 +671,12 @@ def test_concatenate_and_split(xp, data, rank, dtype):
     expected = reference.concatenate_ref(parts, axis % rank)
     assert joined.dtype == dtype
     np.testing.assert_array_equal(get(xp, joined), expected)
-    pieces = xp.split(put(xp, expected), sizes, axis % rank)
+    whole = put(xp, expected)
+    pieces = xp.split(whole, sizes, axis % rank)
     assert len(pieces) == len(parts)
+    for piece, part in zip(pieces, parts):
+        np.testing.assert_array_equal(get(xp, piece), part)
+    xp.sgd_update(whole, xp.ones(whole.shape, dtype), None, 1.0)  # the pieces are new arrays, not views
     for piece, part in zip(pieces, parts):
         np.testing.assert_array_equal(get(xp, piece), part)
 
