@@ -348,7 +348,8 @@ def embedding_forward(table, indices):
 @_op
 def embedding_backward(dy, indices, num_rows):
     """The table gradient (num_rows, D) of ``embedding_forward``: each row the sum of the rows of ``dy`` whose index
-    it is, added in the order of the indices (the same bits on every run); indices outside the table add nothing."""
+    it is, added in an order fixed by the indices (the same bits on every run; the device adds them in index
+    order); indices outside the table add nothing."""
 
 
 @_op

@@ -720,7 +720,8 @@ def layer_norm_backward(dy, x, gamma, mean, rstd, *, rms: bool = False):
 
 
 def layer_norm_param_grads(dy, x, mean, rstd):
-    """``(dgamma, dbeta)`` of :func:`layer_norm`: the column sums of dy * xhat and of dy, rows summed in order."""
+    """``(dgamma, dbeta)`` of :func:`layer_norm`: the column sums of dy * xhat and of dy in two deterministic
+    stages (parts of rows summed in order, then the parts in order)."""
     dtype = _float_dtype(dy, "layer_norm_param_grads")
     _same([dy, x, mean, rstd], "layer_norm_param_grads")
     rows, cols = _rows_of(x, "layer_norm_param_grads")
@@ -730,9 +731,22 @@ def layer_norm_param_grads(dy, x, mean, rstd):
     dy, x, mean, rstd = contiguous(dy), contiguous(x), contiguous(mean), contiguous(rstd)
     dgamma = _array.empty((cols,), x.dtype, device=x.device)
     dbeta = _array.empty((cols,), x.dtype, device=x.device)
-    _run("norm", programs.expression("norm_param_grad", dtype), x, cols,
-         [_ptr(dy), _ptr(x), _ptr(mean), _ptr(rstd), _ptr(dgamma), _ptr(dbeta), c_longlong(rows), c_longlong(cols)])
+    parts = max(1, min(_NORM_PARTS, rows // _NORM_PART_ROWS))  # stage 1: parts of >= _NORM_PART_ROWS rows
+    part_rows = -(-rows // parts)
+    pg = _array.empty((parts, cols), x.dtype, device=x.device)
+    pb = _array.empty((parts, cols), x.dtype, device=x.device)
+    blocks = parts * -(-cols // THREADS)
+    _run("norm", programs.expression("norm_param_grad", dtype), x, blocks,
+         [_ptr(dy), _ptr(x), _ptr(mean), _ptr(rstd), _ptr(pg), _ptr(pb), c_longlong(rows), c_longlong(cols),
+          c_longlong(part_rows), c_longlong(parts)], grid=min(blocks, 65535))
+    _run("norm", programs.expression("norm_param_sum", dtype), x, cols,
+         [_ptr(pg), _ptr(pb), _ptr(dgamma), _ptr(dbeta), c_longlong(parts), c_longlong(cols)])
     return dgamma, dbeta
+
+
+#: The parameter sums of :func:`layer_norm_param_grads` split the rows into at most this many parts of at least
+#: _NORM_PART_ROWS rows each (a fixed split for a shape: the same bits on every run).
+_NORM_PARTS, _NORM_PART_ROWS = 64, 32
 
 
 def _indices(indices, what: str):

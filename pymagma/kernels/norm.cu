@@ -83,18 +83,42 @@ __global__ void norm_backward(const T* __restrict__ dy, const T* __restrict__ x,
     }
 }
 
-// dgamma[j] = sum over rows of dy * xhat, dbeta[j] = sum over rows of dy: one thread per column, rows in order.
+// The parameter gradients in two deterministic stages.  Stage 1: block b takes part p = b / col_blocks (rows
+// [p * part_rows, (p + 1) * part_rows)) and one thread per column of its column block, and writes the part's sums of
+// dy * xhat and of dy to pg[p, j] and pb[p, j].  Stage 2 (norm_param_sum): one thread per column adds the parts in
+// order.  Every sum has a fixed order, and the rows are spread over parts * col_blocks blocks instead of cols threads.
 template <typename T>
 __global__ void norm_param_grad(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ mean,
-                                const T* __restrict__ rstd, T* __restrict__ dgamma, T* __restrict__ dbeta, i64 rows,
-                                i64 cols) {
+                                const T* __restrict__ rstd, T* __restrict__ pg, T* __restrict__ pb, i64 rows,
+                                i64 cols, i64 part_rows, i64 parts) {
     typedef typename Traits<T>::acc A;
-    for (i64 j = pm_global_index(); j < cols; j += pm_grid_stride()) {
+    i64 col_blocks = (cols + blockDim.x - 1) / blockDim.x;
+    for (i64 b = blockIdx.x; b < parts * col_blocks; b += gridDim.x) {
+        i64 p = b / col_blocks;
+        i64 j = (b - p * col_blocks) * blockDim.x + threadIdx.x;
+        if (j >= cols) continue;
+        i64 end = (p + 1) * part_rows < rows ? (p + 1) * part_rows : rows;
         A sg = A(0), sb = A(0);
-        for (i64 r = 0; r < rows; ++r) {
+        for (i64 r = p * part_rows; r < end; ++r) {
             A d = Traits<T>::load(dy[r * cols + j]);
             sb += d;
             sg += d * (Traits<T>::load(x[r * cols + j]) - Traits<T>::load(mean[r])) * Traits<T>::load(rstd[r]);
+        }
+        pg[p * cols + j] = Traits<T>::store(sg);
+        pb[p * cols + j] = Traits<T>::store(sb);
+    }
+}
+
+// dgamma[j] = sum over parts (in order) of pg[p, j], dbeta[j] likewise.
+template <typename T>
+__global__ void norm_param_sum(const T* __restrict__ pg, const T* __restrict__ pb, T* __restrict__ dgamma,
+                               T* __restrict__ dbeta, i64 parts, i64 cols) {
+    typedef typename Traits<T>::acc A;
+    for (i64 j = pm_global_index(); j < cols; j += pm_grid_stride()) {
+        A sg = A(0), sb = A(0);
+        for (i64 p = 0; p < parts; ++p) {
+            sg += Traits<T>::load(pg[p * cols + j]);
+            sb += Traits<T>::load(pb[p * cols + j]);
         }
         dgamma[j] = Traits<T>::store(sg);
         dbeta[j] = Traits<T>::store(sb);
