@@ -242,12 +242,14 @@ class Sequential(Model):
             raise RuntimeError(f"Sequential {self.name!r} has no layers")
         if len(arrays) != 1:
             raise ValueError(f"Sequential {self.name!r} takes one input array, got {len(arrays)}")
-        self.build(arrays[0].shape[1:])
+        ids = arrays[0].dtype.kind in "iu" and hasattr(self._stack[0], "check_input_values")  # integer ids: int64
+        self.build(arrays[0].shape[1:], "int64" if ids else None)
 
-    def build(self, input_shape) -> None:
-        """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input first."""
+    def build(self, input_shape, dtype=None) -> None:
+        """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input (of ``dtype``: None for the
+        model's, "int64" for token ids) first."""
         if not self.built:
-            self._stack.insert(0, Input(tuple(input_shape)))
+            self._stack.insert(0, Input(tuple(input_shape), dtype=dtype))
             self._build_chain()
 
     def get_config(self) -> dict:

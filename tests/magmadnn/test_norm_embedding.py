@@ -104,6 +104,14 @@ def test_integer_inputs_stay_integer_and_configs_round_trip():
         assert layer_class(type(layer).__name__).from_config(config).get_config() == config
 
 
+def test_a_sequential_starting_with_embedding_builds_an_int64_input_from_its_data():
+    model = models.Sequential([L.Embedding(9, 4), L.LayerNorm(), L.Flatten(), L.Dense(3)], seed=0)
+    model.compile("sgd", "cross_entropy")
+    ids, y = token_data()
+    model.fit(ids, y[:, 0] % 3, batch_size=8, epochs=1, verbose=0)
+    assert model.layers[0].dtype == np.int64 and model.predict(ids).shape == (16, 3)
+
+
 @pytest.mark.parametrize("fmt", ["npz", "safetensors"])
 def test_save_load_round_trip(tmp_path, fmt):
     pytest.importorskip("safetensors") if fmt == "safetensors" else None
