@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magmadnn import F, backend
+from magmadnn import layers as L
 
 from ._gradcheck import check_gradients, spread_values
 
@@ -187,3 +188,15 @@ def test_token_cross_entropy(smoothing, ignore, reduction):
 def test_binary_cross_entropy_with_logits():
     targets = np.random.default_rng(1).uniform(0, 1, (3, 4))
     check_gradients(lambda a: F.binary_cross_entropy_with_logits(a, targets), rand(0, 3, 4, low=-4, high=4))
+
+
+@pytest.mark.parametrize("make", [lambda: L.LayerNorm(axis=1, eps=1e-3, dtype="float64"),
+                                  lambda: L.RMSNorm(eps=1e-3, axis=2, dtype="float64"),
+                                  lambda: L.GroupNorm(3, eps=1e-3, dtype="float64")])
+def test_normalization_layers_on_any_axis(make):
+    layer = make()
+    x = rand(0, 2, 6, 2, 3, low=-2, high=2)
+    layer(x)
+    for name, param in layer.weights.items():  # weights other than ones and zeros: the affine part counts
+        param.data = rand(len(name), *param.shape, low=0.5, high=1.5)
+    check_gradients(lambda a: layer(a), x, atol=1e-5)
