@@ -187,7 +187,7 @@ class BinaryCrossEntropy(Loss):
 
     def __init__(self, from_logits: bool = True, reduction: str = "mean"):
         super().__init__(reduction)
-        if from_logits is not True:
+        if not isinstance(from_logits, (bool, np.bool_)) or not from_logits:
             raise ValueError("BinaryCrossEntropy: only from_logits=True is supported (the stable form); drop the "
                              f"final sigmoid and train on the logits, got from_logits={from_logits!r}")
         self.from_logits = True
