@@ -871,8 +871,8 @@ def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_
     """PyTorch's ``cross_entropy`` for logits (N, C) or (N, T, C) (classes last, as Keras) and integer labels (N,) /
     (N, T) or probabilities shaped like the logits. ``label_smoothing`` e mixes the target with the uniform
     distribution, ``(1 - e) target + e / C``; labels equal to ``ignore_index`` count for nothing and "mean" divides
-    by the labels counted (NaN when none is). Integer labels with either option are prepared on the host (the model
-    passes NumPy labels; backend labels are read back once)."""
+    by the labels counted (NaN when none is). Labels may be NumPy or backend arrays: the mask of counted labels is
+    computed on the backend, so nothing is read back unless ``check_labels`` (the class range of a user's call)."""
     fn = "cross_entropy"
     logits = _as_tensor(logits)
     if logits.ndim not in (2, 3):
@@ -906,35 +906,36 @@ def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_
                          f"{logits.shape} (probabilities) for logits of shape {logits.shape}")
     if np.dtype(data.dtype).kind not in "iu":
         raise TypeError(f"{fn}: labels of shape {shape} must be integer class indices, got dtype {data.dtype}")
-    if not smoothing and ignore_index is None:
-        if check_labels:
-            host = _host_labels(xp, data)
-            if host.size and (host.min() < 0 or host.max() >= classes):
-                raise ValueError(f"{fn}: labels must be in [0, {classes}) for logits of shape {logits.shape}, got "
-                                 f"values in [{host.min()}, {host.max()}]")
-        per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=xp.reshape(xp.asarray(data), (-1,)))
+    if check_labels:  # a user's call; Model validates its targets once per call and passes check_labels=False
+        host = _host_labels(xp, data)
+        counted = host if ignore_index is None else host[host != ignore_index]
+        if counted.size and (counted.min() < 0 or counted.max() >= classes):
+            extra = "" if ignore_index is None else f" (or ignore_index={ignore_index})"
+            raise ValueError(f"{fn}: labels must be in [0, {classes}){extra} for logits of shape {logits.shape}, got "
+                             f"values in [{counted.min()}, {counted.max()}]")
+    labels_flat = xp.reshape(xp.asarray(data), (-1,))
+    weights = None
+    if ignore_index is not None:  # on the backend, from the labels alone: nothing is read back
+        weights, labels_flat = _counted(xp, labels_flat, ignore_index, logits.dtype)
+    per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=labels_flat)
+    if smoothing:  # (1 - e) nll + e mean_c(-log p_c): PyTorch's label smoothing, through the fused op and log_softmax
+        uniform = negative(mean(log_softmax(flat, axis=-1), axis=-1))
+        per_row = add(multiply(per_row, 1.0 - smoothing), multiply(uniform, float(smoothing)))
+    if weights is None:
         return _reduce(per_row if logits.ndim == 2 else reshape(per_row, shape), reduction, fn)
-    host = _host_labels(xp, data).reshape(-1).astype(np.int64, copy=False)
-    counted = np.ones(host.shape, bool) if ignore_index is None else host != ignore_index
-    if counted.any() and (host[counted].min() < 0 or host[counted].max() >= classes):
-        bad = host[counted & ((host < 0) | (host >= classes))][0]
-        raise ValueError(f"{fn}: label {bad} is out of range for logits of shape {logits.shape}; expected labels in "
-                         f"[0, {classes}){'' if ignore_index is None else f' or ignore_index={ignore_index}'}")
-    safe = np.where(counted, host, 0)
-    if smoothing:
-        target = np.full((host.size, classes), smoothing / classes, dtype=logits.dtype)
-        target[np.arange(host.size), safe] += 1.0 - smoothing
-        per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=xp.asarray(target))
-    else:
-        per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=xp.asarray(safe))
-    if ignore_index is None:
-        return _reduce(per_row if logits.ndim == 2 else reshape(per_row, shape), reduction, fn)
-    weights = counted.astype(logits.dtype)
     if reduction == "mean":
-        with np.errstate(invalid="ignore", divide="ignore"):
-            weights = weights / weights.sum(dtype=logits.dtype)
-    weighted = multiply(per_row, Tensor(xp.asarray(weights), backend=xp))
+        weights = xp.divide(weights, xp.sum(weights))  # 0 / 0 = NaN when no label counts, as PyTorch
+    weighted = multiply(per_row, Tensor(weights, backend=xp))
     return reshape(weighted, shape) if reduction == "none" else sum(weighted)
+
+
+def _counted(xp, labels, ignore_index: int, dtype):
+    """``(mask, safe labels)`` of int labels on the backend: mask (dtype) 1 where a label is not ``ignore_index``
+    (min((label - ignore)^2, 1), exact for integers), safe labels with 0 in the ignored places (int64)."""
+    as_float = xp.asarray(labels, dtype=dtype)
+    d = xp.subtract(as_float, float(ignore_index))
+    mask = xp.subtract(1.0, xp.activation_forward(xp.subtract(1.0, xp.multiply(d, d)), "relu"))
+    return mask, xp.asarray(xp.multiply(as_float, mask), dtype=np.int64)
 
 
 def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tensor:

@@ -151,6 +151,7 @@ def test_cross_entropy_is_pytorchs(shape, reduction, ignore, smoothing):
         np.testing.assert_allclose(loss(Tensor(logits), labels).numpy(), want, rtol=1e-12)
 
 
+@pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's 0 / 0
 def test_cross_entropy_mean_of_only_ignored_tokens_is_nan_as_pytorch():
     labels = np.full((2, 3), 7)
     assert math.isnan(float(F.cross_entropy(Tensor(np.zeros((2, 3, 4))), labels, ignore_index=7).numpy()))
@@ -245,3 +246,22 @@ def test_training_and_inference_never_read_the_device(recipe, monkeypatch):
         reads["n"] = 0
         model.evaluate(x, y, batch_size=4)
         assert reads["n"] == 1, "evaluate read the device more than once"
+
+
+@pytest.mark.native
+def test_token_cross_entropy_of_device_labels_reads_nothing(monkeypatch):
+    from pymagma import runtime, simulator
+
+    rng = np.random.default_rng(2)
+    logits, labels = rng.normal(size=(3, 4, 5)).astype(np.float32), rng.integers(0, 5, (3, 4))
+    labels[0, :2] = -1
+    want = F.cross_entropy(Tensor(logits), labels, "mean", 0.2, -1).numpy()
+    with simulator.simulated():
+        gpu = backend.get("gpu")
+        x = Tensor(gpu.asarray(logits), requires_grad=True, backend=gpu)
+        y = gpu.asarray(labels)
+        monkeypatch.setattr(runtime, "memcpy_dtoh", lambda *a, **k: pytest.fail("the loss read the device"))
+        loss = F.cross_entropy(x, y, "mean", 0.2, -1, check_labels=False)
+        loss.backward()
+        monkeypatch.undo()
+        np.testing.assert_allclose(loss.numpy(), want, rtol=1e-5)
