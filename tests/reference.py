@@ -233,3 +233,77 @@ def concatenate_ref(arrays, axis):
         out[tuple(index)] = a
         start += a.shape[axis]
     return out
+
+# ------------------------------------------------------------------ group N: normalization, embeddings, clipping
+def layer_norm_ref(x, gamma=None, beta=None, eps=1e-5, rms=False):
+    """Each row over its last axis, in float64: (x - mean) / sqrt(var + eps) * gamma + beta (rms: no mean)."""
+    x = np.asarray(x, np.float64)
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.empty_like(rows)
+    for r, row in enumerate(rows):
+        mu = 0.0 if rms else sum(row) / len(row)
+        var = sum((v - mu) ** 2 for v in row) / len(row)
+        out[r] = (row - mu) / np.sqrt(var + eps)
+    out = out.reshape(x.shape)
+    if gamma is not None:
+        out = out * np.asarray(gamma, np.float64)
+    if beta is not None:
+        out = out + np.asarray(beta, np.float64)
+    return out
+
+
+def layer_norm_backward_ref(x, dy, gamma=None, eps=1e-5, rms=False):
+    """(dx, dgamma, dbeta) of :func:`layer_norm_ref` through each row's explicit Jacobian
+    d xhat_i / d x_j = rstd (delta_ij - 1/n - xhat_i xhat_j / n) (rms: without the 1/n)."""
+    x, dy = np.asarray(x, np.float64), np.asarray(dy, np.float64)
+    n = x.shape[-1]
+    g = dy * (1.0 if gamma is None else np.asarray(gamma, np.float64))
+    rows, grows = x.reshape(-1, n), g.reshape(-1, n)
+    dx, xhat = np.empty_like(rows), np.empty_like(rows)
+    for r, (row, gr) in enumerate(zip(rows, grows)):
+        mu = 0.0 if rms else row.mean()
+        rstd = 1.0 / np.sqrt(((row - mu) ** 2).mean() + eps)
+        xhat[r] = (row - mu) * rstd
+        jac = rstd * (np.eye(n) - (0.0 if rms else 1.0 / n) - np.outer(xhat[r], xhat[r]) / n)
+        dx[r] = jac.T @ gr
+    flat_dy = dy.reshape(-1, n)
+    return dx.reshape(x.shape), (flat_dy * xhat).sum(axis=0), flat_dy.sum(axis=0)
+
+
+def group_norm_ref(x, groups, gamma, beta, eps=1e-5):
+    """x (N, C, ...): each sample's channel group normalised over its channels and positions, then per channel
+    ``* gamma + beta``."""
+    x = np.asarray(x, np.float64)
+    n, c = x.shape[:2]
+    out = np.empty_like(x)
+    size = c // groups
+    for i in range(n):
+        for k in range(groups):
+            block = x[i, k * size:(k + 1) * size]
+            out[i, k * size:(k + 1) * size] = (block - block.mean()) / np.sqrt(block.var() + eps)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    return out * np.reshape(gamma, shape) + np.reshape(beta, shape)
+
+
+def embedding_ref(table, ids):
+    """out[pos] = table[ids[pos]] position by position."""
+    table = np.asarray(table, np.float64)
+    out = np.empty(np.shape(ids) + (table.shape[1],))
+    for pos in np.ndindex(np.shape(ids)):
+        out[pos] = table[ids[pos]]
+    return out
+
+
+def embedding_backward_ref(dy, ids, rows):
+    """d table: dy[pos] added to row ids[pos], position by position."""
+    dy = np.asarray(dy, np.float64)
+    out = np.zeros((rows, dy.shape[-1]))
+    for pos in np.ndindex(np.shape(ids)):
+        out[ids[pos]] += dy[pos]
+    return out
+
+
+def clip_scale_ref(arrays, max_norm):
+    """Keras' clip_by_global_norm factor ``max_norm / max(global L2 norm, max_norm)``."""
+    norm = np.sqrt(sum(float(np.sum(np.square(np.asarray(a, np.float64)))) for a in arrays))
+    return max_norm / max(norm, max_norm)

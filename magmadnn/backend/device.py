@@ -594,6 +594,52 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
     _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
 
 
+# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+# Kernels of pymagma/kernels/norm.cu and embedding.cu. Out-of-range embedding indices are not checked here (that
+# would read the indices back): the kernel never reads outside the table and writes NaN rows there, and Model checks
+# its host data against every Embedding once per call, before any batch runs.
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """One block per row: ``(y, (mean, rstd))``."""
+    _same_dtype("layer_norm_forward", x, gamma, beta)
+    y, mean_, rstd = _k.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
+    return y, (mean_, rstd)
+
+
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
+    mean_, rstd = ctx
+    _same_dtype("layer_norm_backward", dy, x, gamma)
+    dx = _k.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms))
+    if gamma is None:
+        return dx, None, None
+    dgamma, dbeta = _k.layer_norm_param_grads(dy, x, mean_, rstd)
+    return dx, dgamma, dbeta
+
+
+def embedding_forward(table, indices):
+    """The gather kernel (NaN rows for indices outside the table, never a read outside it)."""
+    return _k.embedding(table, _int64_labels(indices))
+
+
+def embedding_backward(dy, indices, num_rows):
+    """The deterministic scatter-add kernel (one block per table row, indices in order)."""
+    return _k.embedding_backward(dy, _int64_labels(indices), int(num_rows))
+
+
+def clip_norm_scale(arrays, max_norm):
+    """``max_norm / max(norm, max_norm)`` as clip(max_norm * rsqrt(sum of squares), 0, 1): rsqrt(0) = inf clips to
+    1, a NaN norm stays NaN; four small kernels per call, nothing read back."""
+    _same_dtype("clip_norm_scale", *arrays)
+    total = None
+    for a in arrays:
+        part = _k.reduce("sum_squares", a)
+        total = part if total is None else _k.binary("add", total, part)
+    scale = _k.unary("affine", _k.unary("rsqrt", total), float(max_norm), 0.0)
+    return _k.unary("clip", scale, 0.0, 1.0)
+
+
 # --------------------------------------------------------------------------------------------------------- random
 
 

@@ -474,6 +474,74 @@ ROWS = [
 ]
 
 
+# -- group N: normalization, embeddings, token losses, clipping
+def token_model(loss="cross_entropy", ids_dtype="int64"):
+    x = L.Input((5,), dtype=ids_dtype)
+    model = models.Model(x, L.LayerNorm()(L.Embedding(7, 4, name="tokens")(x)), seed=0)  # (N, 5, 4) logits
+    return model.compile("adam", loss)
+
+
+def token_data(n=4, high=7):
+    rng = np.random.default_rng(0)
+    return rng.integers(0, high, (n, 5)), rng.integers(0, 4, (n, 5))
+
+
+ROWS += [
+    ("layernorm-eps-0", lambda t: L.LayerNorm(eps=0), ValueError, ["LayerNorm", "eps", "0"]),
+    ("layernorm-axis-float", lambda t: L.LayerNorm(axis=1.5), TypeError, ["LayerNorm", "axis", "1.5"]),
+    ("layernorm-axis-batch", lambda t: Sequential([L.Input((3, 4)), L.LayerNorm(axis=0)]), ShapeMismatchError,
+     ["LayerNorm", "axis=0", "non-batch axis"]),
+    ("layernorm-axis-beyond", lambda t: Sequential([L.Input((3, 4)), L.LayerNorm(axis=3)]), ShapeMismatchError,
+     ["LayerNorm", "axis=3", "[1, 2]"]),
+    ("rmsnorm-eps-negative", lambda t: L.RMSNorm(eps=-1e-6), ValueError, ["RMSNorm", "eps"]),
+    ("groupnorm-groups-0", lambda t: L.GroupNorm(0), ValueError, ["GroupNorm", "groups", ">= 1"]),
+    ("groupnorm-groups-float", lambda t: L.GroupNorm(2.0), TypeError, ["GroupNorm", "groups", "2.0"]),
+    ("groupnorm-indivisible", lambda t: Sequential([L.Input((6, 4, 4)), L.GroupNorm(4)]), ShapeMismatchError,
+     ["GroupNorm", "divisible by groups=4", "(6, 4, 4)"]),
+    ("groupnorm-flat", lambda t: Sequential([L.Input((6,)), L.GroupNorm(2)]), ShapeMismatchError,
+     ["GroupNorm", "(C, H, W)"]),
+    ("layer-norm-gamma-shape", lambda t: functional.layer_norm(np.zeros((2, 4)), np.ones(3)), ValueError,
+     ["layer_norm", "gamma", "(4,)"]),
+    ("group-norm-groups", lambda t: functional.group_norm(np.zeros((2, 6, 2, 2)), 4), ValueError,
+     ["group_norm", "groups", "dividing the 6 channels"]),
+    ("embedding-input-dim-0", lambda t: L.Embedding(0, 4), ValueError, ["Embedding", "input_dim", ">= 1"]),
+    ("embedding-output-dim-float", lambda t: L.Embedding(5, 2.5), TypeError, ["Embedding", "output_dim", "2.5"]),
+    ("embedding-id-out-of-range", lambda t: token_model().fit(*token_data(high=9), verbose=0), ValueError,
+     ["Embedding layer 'tokens'", "input_dim=7", "[0, 7)", "got id"]),
+    ("embedding-negative-id", lambda t: token_model().predict(-token_data()[0] - 1), ValueError,
+     ["Embedding layer 'tokens'", "[0, 7)", "got id -"]),
+    ("embedding-float-input", lambda t: token_model(ids_dtype=None).fit(*token_data(), verbose=0), TypeError,
+     ["Embedding layer 'tokens'", "integer ids", "dtype='int64'"]),
+    ("int-input-float-data", lambda t: token_model().predict(token_data()[0] + 0.5), TypeError,
+     ["int64", "dtype float64"]),
+    ("embedding-float-ids", lambda t: functional.embedding(np.zeros((3, 2)), np.zeros(4)), TypeError,
+     ["embedding", "integers", "float64"]),
+    ("embedding-eager-id", lambda t: L.Embedding(3, 2)(np.array([[0, 3]])), ValueError,
+     ["Embedding layer", "input_dim=3", "got id 3"]),
+    ("xent-smoothing", lambda t: losses.SoftmaxCrossEntropy(label_smoothing=1.5), ValueError,
+     ["label_smoothing", "1.5"]),
+    ("xent-ignore-float", lambda t: losses.SoftmaxCrossEntropy(ignore_index=0.5), TypeError, ["ignore_index", "0.5"]),
+    ("xent-token-labels-shape", lambda t: token_model().fit(token_data()[0], np.zeros((4, 4), np.int64),
+                                                            verbose=0), ValueError,
+     ["cross_entropy", "(N, 5)", "(4, 4)"]),
+    ("xent-token-label-range", lambda t: token_model(losses.SoftmaxCrossEntropy(ignore_index=-100)).fit(
+        token_data()[0], np.full((4, 5), 9), verbose=0), ValueError, ["labels must be in [0, 4)", "ignore_index=-100",
+                                                                      "found label 9"]),
+    ("xent-logits-rank", lambda t: functional.cross_entropy(np.zeros(3), np.zeros(3, np.int64)), ValueError,
+     ["cross_entropy", "(N, C) or (N, T, C)"]),
+    ("bce-not-from-logits", lambda t: losses.BinaryCrossEntropy(from_logits=False), ValueError,
+     ["from_logits=True", "sigmoid"]),
+    ("bce-targets-range", lambda t: mlp(loss="binary_cross_entropy").fit(xy()[0], np.full((16, 3), 2.0), verbose=0),
+     ValueError, ["binary_cross_entropy", "[0, 1]"]),
+    ("bce-targets-shape", lambda t: functional.binary_cross_entropy_with_logits(np.zeros((2, 3)), np.zeros(6)),
+     ValueError, ["binary_cross_entropy_with_logits", "(2, 3)"]),
+    ("clipnorm-0", lambda t: optimizers.SGD(clipnorm=0), ValueError, ["clipnorm", "(0.0, inf)"]),
+    ("global-clipnorm-str", lambda t: optimizers.Adam(global_clipnorm="1"), TypeError, ["global_clipnorm", "'1'"]),
+    ("clipnorm-both", lambda t: optimizers.RMSProp(clipnorm=1.0, global_clipnorm=1.0), ValueError,
+     ["clipnorm", "global_clipnorm", "not both"]),
+]
+
+
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])
 def test_bad_input_gives_a_clear_typed_error(call, error, words, tmp_path):
     with pytest.raises(error) as caught:

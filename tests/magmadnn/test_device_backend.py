@@ -162,6 +162,19 @@ def _updates(xp, p, g, a, b):
     return (*ps, sv, av, am, rs, gs)
 
 
+def _norms_and_embeddings(xp, x, gamma, beta, dy, table, ids, dids):  # group N
+    y, ctx = xp.layer_norm_forward(x, gamma, beta, 1e-5)
+    dx, dgamma, dbeta = xp.layer_norm_backward(dy, x, gamma, ctx)
+    r, rctx = xp.layer_norm_forward(x, gamma, None, 1e-6, rms=True)
+    dr = xp.layer_norm_backward(dy, x, gamma, rctx, rms=True)
+    g, gctx = xp.layer_norm_forward(xp.reshape(x, (6, 4)), None, None, 1e-5)  # GroupNorm's rows: no parameters
+    dg = xp.layer_norm_backward(xp.reshape(dy, (6, 4)), xp.reshape(x, (6, 4)), None, gctx)[0]
+    e = xp.embedding_forward(table, ids)
+    de = xp.embedding_backward(dids, ids, 5)
+    scale = xp.clip_norm_scale([dy, table], 0.5)
+    return (y, dx, dgamma, dbeta, r, *dr, g, dg, e, de, scale, xp.clip_norm_scale([xp.multiply(dy, 1e-3)], 1.0))
+
+
 def _inputs(kind, rng, dtype):
     def r(*shape, low=-2.0, high=2.0):
         return rng.uniform(low, high, shape).astype(dtype)
@@ -182,13 +195,16 @@ def _inputs(kind, rng, dtype):
         "dropout_and_random": lambda: [r(10, 9)],
         "updates": lambda: [r(50), r(50), r(50), r(50, low=0.1, high=1)],
         "shape_routing": lambda: [r(2, 3, 4, 2), r(2, 1, 4, 2), r(2, 4, 3, 2)],  # group C
+        "norms_and_embeddings": lambda: [r(3, 8, low=-3, high=5), r(8, low=0.5, high=1.5), r(8), r(3, 8), r(5, 4),
+                                         rng.integers(0, 5, (3, 6)), r(3, 6, 4)],
     }[kind]()
 
 
 CASES = {"creation": _creation, "elementwise": _elementwise, "reductions": _reductions, "matmul": _matmul,
          "activations": _activations, "softmax": _softmax, "cross_entropy": _cross_entropy,
          "convolution": _convolution, "pooling": _pooling, "batch_norm": _batch_norm,
-         "dropout_and_random": _dropout_and_random, "updates": _updates}
+         "dropout_and_random": _dropout_and_random, "updates": _updates,
+         "norms_and_embeddings": _norms_and_embeddings}
 
 
 # -- shape and routing (group C)

@@ -310,3 +310,9 @@ def _launch_every_kernel(dtype) -> None:
     kernels.max_pool2d(fake_array((2, 3, 4, 4), dtype), (2, 2), (2, 2), ((1, 0), (0, 1)))
     kernels.max_pool2d_backward(fake_array((2, 3, 2, 2), dtype), fake_array((2, 3, 2, 2), np.int32), (2, 3, 4, 4),
                                 (2, 2), (2, 2))
+    # group N: norm.cu, embedding.cu
+    kernels.layer_norm(x, row, row, eps=1e-5)
+    kernels.layer_norm_backward(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype), rms=True)
+    kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
+    kernels.embedding(x, fake_array((2, 5), np.int64))
+    kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
