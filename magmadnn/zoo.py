@@ -149,3 +149,62 @@ def vit_tiny(input_shape=(3, 32, 32), num_classes: int = 10, patch: int = 4, dim
 
 BUILDERS.update({"char_transformer": char_transformer, "vit_tiny": vit_tiny})
 __all__ += ["char_transformer", "vit_tiny"]
+
+
+# --------------------------------------------------------------------- MagmaDNN's VGG and AlexNet (group C)
+__all__ += ["alexnet_small", "vgg_small"]
+
+#: VGG-16's convolution stages (channels of each 3x3 convolution), as in MagmaDNN's ``examples/vgg16.cpp``.
+VGG16_STAGES = ((64, 64), (128, 128), (256, 256, 256), (512, 512, 512), (512, 512, 512))
+
+
+def _scaled(count: int, width: float) -> int:
+    return max(1, round(count * width))
+
+
+def vgg_small(input_shape=(3, 32, 32), num_classes: int = 10, stages=VGG16_STAGES, width: float = 1.0,
+              dense: int = 512, batch_norm: bool = True, dropout: float = 0.4, seed: int | None = None):
+    """VGG-16 for CIFAR (Simonyan & Zisserman, 2015; MagmaDNN's ``vgg16`` example): per stage 3x3 'same'
+    convolutions (+BatchNorm) + ReLU with Dropout(``dropout``) between the convolutions of a stage, a 2x2 max pool
+    ('same': any image size works), then Dropout(0.5), Dense(``dense``) + ReLU, Dropout(0.5) and the logits.
+    ``width`` scales every stage's channels (0.25: a CPU-sized VGG)."""
+    stack = [L.Input(tuple(input_shape))]
+    for stage in stages:
+        for i, count in enumerate(stage):
+            count = _scaled(count, width)
+            if batch_norm:
+                stack += [L.Conv2D(count, 3, padding="same", use_bias=False), L.BatchNorm(), L.Activation("relu")]
+            else:
+                stack.append(L.Conv2D(count, 3, padding="same", activation="relu"))
+            if dropout and i < len(stage) - 1:
+                stack.append(L.Dropout(dropout, seed=seed))
+        stack.append(L.MaxPool2D(2, padding="same"))
+    stack += [L.Dropout(0.5, seed=seed), L.Flatten(), L.Dense(_scaled(dense, width), activation="relu"),
+              L.Dropout(0.5, seed=seed), L.Dense(num_classes)]
+    return Sequential(stack, name="vgg_small")
+
+
+def alexnet_small(input_shape=(3, 32, 32), num_classes: int = 10, width: float = 1.0, dense=(1024, 1024),
+                  dropout: float = 0.5, seed: int | None = None):
+    """AlexNet (Krizhevsky et al., 2012; MagmaDNN's ``alexnet`` example) scaled for 32x32 images: five convolutions
+    of 64, 192, 384, 256 and 256 channels (times ``width``; 5x5 stride 2, 5x5, then 3x3, all zero-padded) with ReLU,
+    3x3 stride-2 max pools ('same': any image size works) after the first, second and fifth, then the ``dense``
+    hidden layers (ReLU, Dropout(``dropout``)) and the logits."""
+    c = [_scaled(n, width) for n in (64, 192, 384, 256, 256)]
+    pool = lambda: L.MaxPool2D(3, strides=2, padding="same")  # noqa: E731
+    stack = [L.Input(tuple(input_shape)),
+             L.Conv2D(c[0], 5, strides=2, padding=2, activation="relu"), pool(),
+             L.Conv2D(c[1], 5, padding=2, activation="relu"), pool(),
+             L.Conv2D(c[2], 3, padding=1, activation="relu"),
+             L.Conv2D(c[3], 3, padding=1, activation="relu"),
+             L.Conv2D(c[4], 3, padding=1, activation="relu"), pool(),
+             L.Flatten()]
+    for units in dense:
+        stack.append(L.Dense(_scaled(units, width), activation="relu"))
+        if dropout:
+            stack.append(L.Dropout(dropout, seed=seed))
+    stack.append(L.Dense(num_classes))
+    return Sequential(stack, name="alexnet_small")
+
+
+BUILDERS.update({"vgg": vgg_small, "alexnet": alexnet_small})

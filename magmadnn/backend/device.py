@@ -594,6 +594,52 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
     _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
 
 
+# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+# Kernels of pymagma/kernels/norm.cu and embedding.cu. Out-of-range embedding indices are not checked here (that
+# would read the indices back): the kernel never reads outside the table and writes NaN rows there, and Model checks
+# its host data against every Embedding once per call, before any batch runs.
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """One block per row: ``(y, (mean, rstd))``."""
+    _same_dtype("layer_norm_forward", x, gamma, beta)
+    y, mean_, rstd = _k.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
+    return y, (mean_, rstd)
+
+
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
+    mean_, rstd = ctx
+    _same_dtype("layer_norm_backward", dy, x, gamma)
+    dx = _k.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms))
+    if gamma is None:
+        return dx, None, None
+    dgamma, dbeta = _k.layer_norm_param_grads(dy, x, mean_, rstd)
+    return dx, dgamma, dbeta
+
+
+def embedding_forward(table, indices):
+    """The gather kernel (NaN rows for indices outside the table, never a read outside it)."""
+    return _k.embedding(table, _int64_labels(indices))
+
+
+def embedding_backward(dy, indices, num_rows):
+    """The deterministic scatter-add kernel (one block per table row, indices in order)."""
+    return _k.embedding_backward(dy, _int64_labels(indices), int(num_rows))
+
+
+def clip_norm_scale(arrays, max_norm):
+    """``max_norm / max(norm, max_norm)`` as clip(max_norm * rsqrt(sum of squares), 0, 1): rsqrt(0) = inf clips to
+    1, a NaN norm stays NaN; four small kernels per call, nothing read back."""
+    _same_dtype("clip_norm_scale", *arrays)
+    total = None
+    for a in arrays:
+        part = _k.reduce("sum_squares", a)
+        total = part if total is None else _k.binary("add", total, part)
+    scale = _k.unary("affine", _k.unary("rsqrt", total), float(max_norm), 0.0)
+    return _k.unary("clip", scale, 0.0, 1.0)
+
+
 # --------------------------------------------------------------------------------------------------------- random
 
 
@@ -615,6 +661,77 @@ def masked_softmax(x, mask=None, scale=1.0, causal=False):
 def masked_softmax_backward(dy, y, scale=1.0):
     _same_dtype("masked_softmax_backward", dy, y)
     return _k.masked_softmax_backward(dy, y, float(scale))
+
+
+
+# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+# Strided copies (pymagma.kernels.copy) into and out of views of one array: no new kernel, no host round trip.
+
+
+def _along(axis: int, start: int, stop: int) -> tuple:
+    """The index of ``start:stop`` along ``axis``."""
+    return (slice(None),) * axis + (slice(start, stop),)
+
+
+def concatenate(arrays, axis):
+    """The arrays joined along ``axis``: one strided copy of each into its slice of the result."""
+    arrays = list(arrays)
+    _same_dtype("concatenate", *arrays)
+    first = arrays[0]
+    axis = operator.index(axis)
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"concatenate: axis {axis} is out of range for arrays of {first.ndim} dimensions")
+    axis %= first.ndim
+    for a in arrays:
+        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
+            raise ValueError(f"concatenate: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
+    total = int(np.sum([a.shape[axis] for a in arrays]))
+    shape = tuple(total if d == axis else n for d, n in enumerate(first.shape))
+    out = _array.empty(shape, first.dtype, device=first.device)
+    offset = 0
+    for a in arrays:
+        n = a.shape[axis]
+        if n:
+            _copy_into(a, out[_along(axis, offset, offset + n)])
+        offset += n
+    return out
+
+
+def _copy_into(a, view) -> None:
+    if a.dtype == np.bool_:
+        _k.copy(_retype(a, np.uint8), out=_retype(view, np.uint8))
+    else:
+        _k.copy(a, out=view)
+
+
+def split(a, sizes, axis):
+    """Contiguous copies of the pieces of ``a`` along ``axis``."""
+    sizes = [operator.index(s) for s in sizes]
+    axis = operator.index(axis) % a.ndim
+    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
+        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    out, offset = [], 0
+    for n in sizes:
+        out.append(_copy_any(a[_along(axis, offset, offset + n)]))
+        offset += n
+    return tuple(out)
+
+
+def upsample_nearest2d(x, size):
+    """One strided copy of x seen as (N, C, H, sh, W, sw) with zero strides along the repeats."""
+    sh, sw = _geometry.pair(size)
+    n, c, h, w = x.shape
+    x6 = _contiguous(x).reshape(n, c, h, 1, w, 1)
+    strides = tuple(0 if d in (3, 5) else s for d, s in enumerate(x6.strides))
+    repeated = _DeviceArray((n, c, h, sh, w, sw), x.dtype, x6.ptr, strides, owner=x6, device=x.device)
+    return _k.copy(repeated).reshape(n, c, h * sh, w * sw)
+
+
+def upsample_nearest2d_backward(dy, size):
+    """One reduction over the repeat axes of dy seen as (N, C, H, sh, W, sw)."""
+    sh, sw = _geometry.pair(size)
+    n, c, h, w = dy.shape
+    return _k.reduce("sum", _contiguous(dy).reshape(n, c, h // sh, sh, w // sw, sw), axis=(3, 5))
 
 
 # ------------------------------------------------------------------------- data-parallel gradient exchange (optional)

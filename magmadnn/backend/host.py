@@ -804,6 +804,81 @@ def masked_softmax_backward(dy, y, scale=1.0):
     return dx
 
 
+
+# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """Rows over the last axis: y = (x - mean) * rstd * gamma + beta (``rms``: mean 0, var = mean(x^2))."""
+    mu = np.zeros(x.shape[:-1] + (1,), x.dtype) if rms else x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=-1, keepdims=True) + x.dtype.type(eps))
+    y = xc * rstd
+    if gamma is not None:
+        y *= gamma
+    if beta is not None:
+        y += beta
+    return y, (mu, rstd)
+
+
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """(dx, dgamma, dbeta) of ``layer_norm_forward``; dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma."""
+    mu, rstd = ctx
+    xhat = (x - mu) * rstd
+    g = dy * gamma if gamma is not None else dy
+    dx = g - xhat * np.mean(g * xhat, axis=-1, keepdims=True)
+    if not rms:
+        dx -= np.mean(g, axis=-1, keepdims=True)
+    dx *= rstd
+    if gamma is None:
+        return dx, None, None
+    cols = x.shape[-1]
+    return dx, (dy * xhat).reshape(-1, cols).sum(axis=0), dy.reshape(-1, cols).sum(axis=0)
+
+
+def _check_indices(indices, rows, fn):
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: indices must be an integer array, got dtype {indices.dtype}")
+    if indices.size and (indices.min() < 0 or indices.max() >= rows):
+        bad = indices[(indices < 0) | (indices >= rows)].flat[0]
+        raise ValueError(f"{fn}: index {bad} is out of range for a table of {rows} rows; expected indices in "
+                         f"[0, {rows})")
+
+
+def embedding_forward(table, indices):
+    """``table[indices]``: an index outside [0, V) is a ValueError."""
+    _check_indices(indices, table.shape[0], "embedding_forward")
+    return np.take(table, indices, axis=0)
+
+
+def embedding_backward(dy, indices, num_rows):
+    """Rows of dy summed per index: a stable sort of the indices, then one ``np.add.reduceat`` over the runs of equal
+    indices (a fixed order, so the same bits every run; about 3x faster than ``np.add.at``)."""
+    dim = dy.shape[-1]
+    flat, rows = indices.reshape(-1), dy.reshape(-1, dim)
+    keep = (flat >= 0) & (flat < num_rows)
+    if not keep.all():
+        flat, rows = flat[keep], rows[keep]
+    out = np.zeros((num_rows, dim), dtype=dy.dtype)
+    if flat.size:
+        order = np.argsort(flat, kind="stable")
+        ids = flat[order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        out[ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+    return out
+
+
+def clip_norm_scale(arrays, max_norm):
+    """0-d ``max_norm / max(norm, max_norm)`` for the global L2 norm of ``arrays``."""
+    dtype = arrays[0].dtype
+    total = np.zeros((), dtype)
+    for a in arrays:
+        total += np.vdot(a, a)
+    with np.errstate(divide="ignore"):
+        scale = dtype.type(max_norm) / np.sqrt(total)  # a zero norm gives inf, clipped to 1; NaN stays NaN
+    return np.asarray(np.minimum(scale, dtype.type(1)), dtype=dtype)
+
+
 # --------------------------------------------------------------------------------------------------------- random
 
 
@@ -824,3 +899,52 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
     n = math.prod(shape)
     z = normal_doubles(n, rng.seed, rng.take())
     return (mean + std * z).astype(dtype).reshape(shape)
+
+
+# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+
+
+def _check_concatenate(arrays, axis, fn: str) -> int:
+    """``axis`` normalised after checking that ``arrays`` share a dtype, a rank and every size but ``axis``."""
+    first = arrays[0]
+    if any(a.dtype != first.dtype for a in arrays):
+        raise TypeError(f"{fn}: arrays have dtypes {sorted({str(a.dtype) for a in arrays})}; the op set does not "
+                        "promote")
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of range for arrays of {first.ndim} dimensions")
+    axis %= first.ndim
+    for a in arrays:
+        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
+            raise ValueError(f"{fn}: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
+    return axis
+
+
+def concatenate(arrays, axis):
+    """The arrays joined along ``axis``."""
+    arrays = [np.asarray(a) for a in arrays]
+    return np.concatenate(arrays, axis=_check_concatenate(arrays, int(axis), "concatenate"))
+
+
+def split(a, sizes, axis):
+    """Contiguous pieces of ``a``, ``sizes[i]`` long along ``axis``."""
+    sizes = [int(s) for s in sizes]
+    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
+        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(p.copy() for p in np.split(a, bounds, axis=axis))  # copies: never views of ``a``
+
+
+def upsample_nearest2d(x, size):
+    """(N, C, H, W) -> (N, C, H sh, W sw), each pixel repeated over an sh x sw block."""
+    sh, sw = geometry.pair(size)
+    n, c, h, w = x.shape
+    out = np.empty((n, c, h, sh, w, sw), x.dtype)
+    out[...] = x[:, :, :, None, :, None]
+    return out.reshape(n, c, h * sh, w * sw)
+
+
+def upsample_nearest2d_backward(dy, size):
+    """The sum of each sh x sw block of ``dy``."""
+    sh, sw = geometry.pair(size)
+    n, c, h, w = dy.shape
+    return dy.reshape(n, c, h // sh, sh, w // sw, sw).sum(axis=(3, 5))

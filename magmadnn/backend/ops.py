@@ -335,6 +335,66 @@ def masked_softmax_backward(dy, y, scale=1.0):
     """dx of ``masked_softmax`` from its output ``y``: ``scale * y * (dy - sum(dy * y, axis=-1))``."""
 
 
+
+# ---------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+@_op
+def concatenate(arrays, axis):
+    """The arrays (a list of one dtype, shapes equal but along ``axis``) joined along ``axis`` into a new array."""
+
+
+@_op
+def split(a, sizes, axis):
+    """The inverse of ``concatenate``: a tuple of new arrays, ``sizes[i]`` long along ``axis`` (the sizes sum to
+    ``a.shape[axis]``)."""
+
+
+@_op
+def upsample_nearest2d(x, size):
+    """Nearest-neighbour upsampling of x (N, C, H, W) by integer factors ``size`` (sh, sw) -> (N, C, H sh, W sw):
+    ``y[n, c, i, j] = x[n, c, i // sh, j // sw]``."""
+
+
+@_op
+def upsample_nearest2d_backward(dy, size):
+    """dx of ``upsample_nearest2d``: each input pixel's gradient is the sum of its sh x sw output block."""
+
+# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+@_op
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """Each row of ``x`` normalised over its last axis -> ``(y, ctx)``: ``y = (x - mean) / sqrt(var + eps) * gamma +
+    beta`` with the biased variance of the row; ``rms``: ``y = x / sqrt(mean(x^2) + eps) * gamma + beta`` (no
+    centring). ``gamma`` and ``beta`` (F,) of the last axis may each be None (no scale, no shift). Other axes are
+    normalised by moving them last; GroupNorm normalises (N * groups, rest) rows."""
+
+
+@_op
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """``(dx, dgamma, dbeta)`` of ``layer_norm_forward``: dgamma = column sums of dy * xhat, dbeta = column sums of
+    dy, each summed over the rows in order (deterministic); both None when ``gamma`` is None."""
+
+
+@_op
+def embedding_forward(table, indices):
+    """The rows of ``table`` (V, D) picked by the int64 array ``indices`` (any shape) -> ``indices.shape + (D,)``. An
+    index outside [0, V) is a ``ValueError`` where the indices can be checked without a device read (the host); a
+    device backend never reads outside the table and gives that position a NaN row (a loss over it is NaN, so fit
+    refuses the update; ``Model`` checks host data against every ``Embedding`` before a batch runs)."""
+
+
+@_op
+def embedding_backward(dy, indices, num_rows):
+    """The table gradient (num_rows, D) of ``embedding_forward``: each row the sum of the rows of ``dy`` whose index
+    it is, added in an order fixed by the indices (the same bits on every run; the device adds them in index
+    order); indices outside the table add nothing."""
+
+
+@_op
+def clip_norm_scale(arrays, max_norm):
+    """A 0-d array in the arrays' dtype: ``max_norm / max(norm, max_norm)`` with ``norm`` the L2 norm of every element
+    of ``arrays`` together (a list), i.e. the factor that clips their global norm to ``max_norm`` (1 below it; NaN
+    when the norm is NaN). Computed where the arrays live: nothing is read back."""
+
+
 #: The op names, in the order above.
 OPS: tuple[str, ...] = tuple(_SPEC)
 

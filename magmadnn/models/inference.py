@@ -17,7 +17,7 @@ class Inference:
     def _evaluate_into(self, tally: Tally, prefix: str, batches) -> None:
         for xb, yb in batches:
             with no_grad():
-                outputs = self._forward([self._to_tensor(a) for a in xb], training=False)
+                outputs = self._forward(self._input_tensors(xb), training=False)
                 loss = self._loss_of(outputs, yb)
             self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
 
@@ -42,6 +42,6 @@ class Inference:
         result = np.empty((n, *self.output_shape), dtype=self.dtype)
         for start in range(0, n, batch_size):
             with no_grad():
-                out = self._forward([self._to_tensor(a[start:start + batch_size]) for a in xs], training=False)
+                out = self._forward(self._input_tensors([a[start:start + batch_size] for a in xs]), training=False)
             result[start:start + batch_size] = self.xp.to_numpy(out.data)
         return result

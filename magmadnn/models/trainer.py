@@ -75,7 +75,7 @@ class Trainer:
         self._require_compiled("train_on_batch")
         xs = self._training_inputs(x, "train_on_batch")
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
-        value = self._train_step([a.astype(self.dtype, copy=False) for a in xs], y, check=True)
+        value = self._train_step(self._cast_inputs(xs), y, check=True)
         if not math.isfinite(value):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
         return value
@@ -129,7 +129,7 @@ class Trainer:
                 raise ValueError("fit: with a batch iterable (DataLoader) pass y=None and use validation_data")
             batches = CheckedBatches(self, x)
         else:
-            xs = [a.astype(self.dtype, copy=False) for a in self._training_inputs(x, "fit")]
+            xs = self._cast_inputs(self._training_inputs(x, "fit"))
             y = self._targets(y, xs[0].shape[0], "fit")
             n = xs[0].shape[0]
             if validation_split:

@@ -55,6 +55,7 @@ __all__ = [
     "sgd_update", "adam_update", "adamw_update", "rmsprop_update", "adagrad_update", "uniform", "normal",
     "max_pool2d", "max_pool2d_backward",
     "masked_softmax", "masked_softmax_backward",
+    "layer_norm", "layer_norm_backward", "layer_norm_param_grads", "embedding", "embedding_backward",
     *UNARY_OPS, *(k for k in BINARY_OPS if k not in UNARY_OPS),
 ]
 
@@ -707,3 +708,129 @@ def masked_softmax_backward(dy, y, scale: float = 1.0):
     _run("attention", programs.expression("masked_softmax_backward", dtype), y, rows,
          [_ptr(dy), _ptr(y), _ptr(dx), c_longlong(rows), c_longlong(tk), c_double(scale)], grid=min(rows, 65535))
     return dx
+
+
+# ------------------------------------------------------------------------------- normalization and embeddings
+def _rows_of(x, what: str) -> tuple[int, int]:
+    if x.ndim < 1 or x.shape[-1] < 1:
+        raise ValueError(f"{what}: expected an array with a non-empty last axis, got shape {x.shape}")
+    return x.size // x.shape[-1], int(x.shape[-1])
+
+
+def _norm_params(x, gamma, beta, what: str) -> None:
+    for name, p in (("gamma", gamma), ("beta", beta)):
+        if p is not None and tuple(p.shape) != (x.shape[-1],):
+            raise ValueError(f"{what}: {name} must have shape ({x.shape[-1]},) for x of shape {x.shape}, got "
+                             f"{p.shape}")
+
+
+def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False):
+    """Each row of ``x`` normalised over its last axis -> ``(y, mean, rstd)``: y = (x - mean) * rstd * gamma + beta
+    with rstd = 1 / sqrt(var + eps) (biased variance); ``rms``: no centring (mean 0, var = mean(x^2)).  ``gamma`` and
+    ``beta`` (cols,) may be None; ``mean`` and ``rstd`` (one per row, x's dtype) are what the backward needs."""
+    dtype = _float_dtype(x, "layer_norm")
+    _same([x, gamma, beta], "layer_norm")
+    _check_hyper("layer_norm", eps=eps)
+    rows, cols = _rows_of(x, "layer_norm")
+    _norm_params(x, gamma, beta, "layer_norm")
+    x = contiguous(x)
+    gamma, beta = (None if p is None else contiguous(p) for p in (gamma, beta))
+    y = _array.empty(x.shape, x.dtype, device=x.device)
+    mean = _array.empty(x.shape[:-1], x.dtype, device=x.device)
+    rstd = _array.empty(x.shape[:-1], x.dtype, device=x.device)
+    _run("norm", programs.expression("norm_forward", dtype), x, rows,
+         [_ptr(x), _ptr(gamma), _ptr(beta), _ptr(y), _ptr(mean), _ptr(rstd), c_longlong(rows), c_longlong(cols),
+          c_double(eps), c_int(int(rms))], grid=min(rows, 65535))
+    return y, mean, rstd
+
+
+def layer_norm_backward(dy, x, gamma, mean, rstd, *, rms: bool = False):
+    """dx of :func:`layer_norm` from its saved ``mean`` and ``rstd`` (one block per row)."""
+    dtype = _float_dtype(dy, "layer_norm_backward")
+    _same([dy, x, gamma, mean, rstd], "layer_norm_backward")
+    rows, cols = _rows_of(x, "layer_norm_backward")
+    if tuple(dy.shape) != tuple(x.shape) or mean.size != rows or rstd.size != rows:
+        raise ValueError(f"layer_norm_backward: dy {dy.shape} must match x {x.shape}, mean and rstd hold one value "
+                         f"per row ({rows})")
+    _norm_params(x, gamma, None, "layer_norm_backward")
+    dy, x, mean, rstd = contiguous(dy), contiguous(x), contiguous(mean), contiguous(rstd)
+    gamma = None if gamma is None else contiguous(gamma)
+    dx = _array.empty(x.shape, x.dtype, device=x.device)
+    _run("norm", programs.expression("norm_backward", dtype), x, rows,
+         [_ptr(dy), _ptr(x), _ptr(gamma), _ptr(mean), _ptr(rstd), _ptr(dx), c_longlong(rows), c_longlong(cols),
+          c_int(int(rms))], grid=min(rows, 65535))
+    return dx
+
+
+def layer_norm_param_grads(dy, x, mean, rstd):
+    """``(dgamma, dbeta)`` of :func:`layer_norm`: the column sums of dy * xhat and of dy in two deterministic
+    stages (parts of rows summed in order, then the parts in order)."""
+    dtype = _float_dtype(dy, "layer_norm_param_grads")
+    _same([dy, x, mean, rstd], "layer_norm_param_grads")
+    rows, cols = _rows_of(x, "layer_norm_param_grads")
+    if tuple(dy.shape) != tuple(x.shape) or mean.size != rows or rstd.size != rows:
+        raise ValueError(f"layer_norm_param_grads: dy {dy.shape} must match x {x.shape}, mean and rstd hold one "
+                         f"value per row ({rows})")
+    dy, x, mean, rstd = contiguous(dy), contiguous(x), contiguous(mean), contiguous(rstd)
+    dgamma = _array.empty((cols,), x.dtype, device=x.device)
+    dbeta = _array.empty((cols,), x.dtype, device=x.device)
+    parts = max(1, min(_NORM_PARTS, rows // _NORM_PART_ROWS))  # stage 1: parts of >= _NORM_PART_ROWS rows
+    part_rows = -(-rows // parts)
+    pg = _array.empty((parts, cols), x.dtype, device=x.device)
+    pb = _array.empty((parts, cols), x.dtype, device=x.device)
+    blocks = parts * -(-cols // THREADS)
+    _run("norm", programs.expression("norm_param_grad", dtype), x, blocks,
+         [_ptr(dy), _ptr(x), _ptr(mean), _ptr(rstd), _ptr(pg), _ptr(pb), c_longlong(rows), c_longlong(cols),
+          c_longlong(part_rows), c_longlong(parts)], grid=min(blocks, 65535))
+    _run("norm", programs.expression("norm_param_sum", dtype), x, cols,
+         [_ptr(pg), _ptr(pb), _ptr(dgamma), _ptr(dbeta), c_longlong(parts), c_longlong(cols)])
+    return dgamma, dbeta
+
+
+#: The parameter sums of :func:`layer_norm_param_grads` split the rows into at most this many parts of at least
+#: _NORM_PART_ROWS rows each (a fixed split for a shape: the same bits on every run).
+_NORM_PARTS, _NORM_PART_ROWS = 64, 32
+
+
+def _indices(indices, what: str):
+    if programs.dtype_name(_device_array(indices, f"{what} indices").dtype) != "int64":
+        raise TypeError(f"{what}: indices must be an int64 DeviceArray, got {indices.dtype}")
+    return contiguous(indices)
+
+
+def embedding(table, indices):
+    """Rows of ``table`` (rows, dim) picked by the int64 ``indices`` (any shape) -> ``indices.shape + (dim,)``.  An
+    index outside [0, rows) is never read: its output row is NaN."""
+    dtype = _float_dtype(table, "embedding")
+    if table.ndim != 2:
+        raise ValueError(f"embedding: the table must be 2-D (rows, dim), got shape {table.shape}")
+    indices = _indices(indices, "embedding")
+    if indices.device != table.device:
+        raise ValueError(f"embedding: table and indices live on different devices ({table.device} and "
+                         f"{indices.device})")
+    table = contiguous(table)
+    rows, dim = table.shape
+    out = _array.empty(tuple(indices.shape) + (dim,), table.dtype, device=table.device)
+    _run("embedding", programs.expression("embedding_gather", dtype), table, out.size,
+         [_ptr(table), _ptr(indices), _ptr(out), c_longlong(indices.size), c_longlong(rows), c_longlong(dim)])
+    return out
+
+
+def embedding_backward(dy, indices, rows: int):
+    """The table gradient (rows, dim) of :func:`embedding`: each row the sum of the rows of ``dy`` whose index it is,
+    added in the order of the indices (deterministic: one block per table row, no atomics)."""
+    dtype = _float_dtype(dy, "embedding_backward")
+    indices = _indices(indices, "embedding_backward")
+    rows = _checks.count(rows, "rows", minimum=1, maximum=2**63 - 1)
+    if tuple(dy.shape[:-1]) != tuple(indices.shape) or dy.ndim < 1:
+        raise ValueError(f"embedding_backward: dy {dy.shape} must be the indices' shape {indices.shape} + (dim,)")
+    if indices.device != dy.device:
+        raise ValueError(f"embedding_backward: dy and indices live on different devices ({dy.device} and "
+                         f"{indices.device})")
+    dy = contiguous(dy)
+    dim = int(dy.shape[-1])
+    dtable = _array.empty((rows, dim), dy.dtype, device=dy.device)
+    _run("embedding", programs.expression("embedding_scatter_add", dtype), dy, rows,
+         [_ptr(dy), _ptr(indices), _ptr(dtable), c_longlong(indices.size), c_longlong(rows), c_longlong(dim)],
+         grid=min(rows, 65535))
+    return dtable

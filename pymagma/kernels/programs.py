@@ -65,6 +65,9 @@ PROGRAMS = {
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
     # attention (group A)
     "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
+    # group N: normalization and embeddings
+    "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
+    "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
 }
 
 

@@ -61,12 +61,21 @@ def test_every_example_trains_a_few_steps(example, dataset, folders, capsys):
     assert "16 test samples" in out or "8 test samples" in out  # --max-steps 2 x batch 8 caps the test split
 
 
+# -- group C: MagmaDNN's VGG-16 and AlexNet examples, at a sixteenth of their width
+@pytest.mark.parametrize("example", ["vgg_cifar10", "alexnet_cifar10"])
+def test_magmadnn_cnn_examples_train_a_few_steps(example, folders, capsys):
+    report = load_example(example).main(["--data", str(folders["cifar10"]), *SMOKE, "--width", "0.0625"])
+    check_report(report)
+    assert "test accuracy" in capsys.readouterr().out
+
+
 # Examples smoke-tested elsewhere, with the test module that runs them.
 TESTED_ELSEWHERE = {"distributed_mnist": "test_distributed.py", "grid_search": "test_tuning.py"}
 
 
 def test_every_example_file_is_smoke_tested():
     tested = {"mnist_mlp", "lenet5", "cnn_2d", "cifar10_cnn", "resnet_cifar10"}
+    tested |= {"vgg_cifar10", "alexnet_cifar10"}  # group C
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
     for example, module in TESTED_ELSEWHERE.items():
         assert f'"{example}.py"' in (Path(__file__).parent / module).read_text()

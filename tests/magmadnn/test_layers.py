@@ -307,3 +307,11 @@ def test_functional_graph_of_shared_and_residual_layers_runs():
     w, b = (p.numpy() for p in dense.parameters())
     first = np.ones((2, 4)) @ w + b + 1.0
     np.testing.assert_allclose(out, first @ w + b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("cls, expected", [("Conv2DTranspose", "conv2d_transpose"), ("BatchNorm", "batch_norm"),
+                                           ("GlobalMaxPool2D", "global_max_pool2d"), ("Dense", "dense")])
+def test_default_layer_names_follow_keras(cls, expected):
+    from magmadnn.layers.base import _snake
+
+    assert _snake(cls) == expected

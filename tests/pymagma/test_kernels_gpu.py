@@ -533,3 +533,70 @@ def test_max_pool2d_propagates_nan_and_refuses_bad_geometry():
     with pytest.raises(TypeError, match="int32"):
         kernels.max_pool2d_backward(dev(np.ones((1, 1, 2, 2), np.float32)), dev(np.zeros((1, 1, 2, 2))), x.shape,
                                     (2, 2), (2, 2))
+
+
+# ------------------------------------------------------------------------ group N: norm.cu and embedding.cu
+@pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(rows=st.integers(1, 70), cols=st.integers(1, 300), affine=st.booleans(), seed=st.integers(0, 2**31))
+def test_layer_norm_forward_backward_and_parameter_sums(dtype, rms, rows, cols, affine, seed):
+    from pymagma import kernels
+
+    rng = np.random.default_rng(seed)
+    x = (rng.standard_normal((rows, cols)) * 2 + 1).astype(dtype)
+    dy = rng.standard_normal((rows, cols)).astype(dtype)
+    gamma = rng.uniform(0.5, 1.5, cols).astype(dtype) if affine else None
+    beta = rng.standard_normal(cols).astype(dtype) if affine else None
+    y, mean, rstd = kernels.layer_norm(dev(x), None if gamma is None else dev(gamma),
+                                       None if beta is None else dev(beta), eps=1e-3, rms=rms)
+    wide = x.astype(np.float64)
+    mu = np.zeros((rows, 1)) if rms else wide.mean(axis=1, keepdims=True)
+    inv = 1.0 / np.sqrt(((wide - mu) ** 2).mean(axis=1, keepdims=True) + 1e-3)
+    xhat = (wide - mu) * inv
+    g = np.ones(cols) if gamma is None else gamma.astype(np.float64)
+    b = np.zeros(cols) if beta is None else beta.astype(np.float64)
+    close(y.get(), xhat * g + b, dtype, scale=10.0)
+    close(mean.get(), mu[:, 0], dtype, scale=10.0)
+    close(rstd.get(), inv[:, 0], dtype, scale=10.0)
+    dx = kernels.layer_norm_backward(dev(dy), dev(x), None if gamma is None else dev(gamma), mean, rstd, rms=rms)
+    gg = dy.astype(np.float64) * g
+    want = inv * (gg - (0 if rms else gg.mean(axis=1, keepdims=True)) - xhat * (gg * xhat).mean(axis=1, keepdims=True))
+    close(dx.get(), want, dtype, scale=40.0 * np.sqrt(cols))
+    dgamma, dbeta = kernels.layer_norm_param_grads(dev(dy), dev(x), mean, rstd)
+    close(dgamma.get(), (dy.astype(np.float64) * xhat).sum(axis=0), dtype, scale=20.0 * np.sqrt(rows))
+    close(dbeta.get(), dy.astype(np.float64).sum(axis=0), dtype, scale=20.0 * np.sqrt(rows))
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(rows=st.integers(1, 9), dim=st.integers(1, 40), n=st.integers(1, 60), seed=st.integers(0, 2**31))
+def test_embedding_gather_and_deterministic_scatter_add(dtype, rows, dim, n, seed):
+    from pymagma import kernels
+
+    rng = np.random.default_rng(seed)
+    table = rng.standard_normal((rows, dim)).astype(dtype)
+    ids = rng.integers(-1, rows + 1, n)  # some outside the table
+    dy = rng.standard_normal((n, dim)).astype(dtype)
+    out = kernels.embedding(dev(table), dev(ids.astype(np.int64))).get().astype(np.float64)
+    inside = (ids >= 0) & (ids < rows)
+    np.testing.assert_array_equal(out[inside], table[ids[inside]].astype(np.float64))
+    assert np.isnan(out[~inside]).all()  # never a read outside the table
+    dtable = [kernels.embedding_backward(dev(dy), dev(ids.astype(np.int64)), rows).get() for _ in range(2)]
+    expected = np.zeros((rows, dim))
+    for i in np.flatnonzero(inside):
+        expected[ids[i]] += dy[i].astype(np.float64)
+    close(dtable[0], expected, dtype, scale=4.0 * np.sqrt(n))
+    np.testing.assert_array_equal(np.asarray(dtable[0], np.float64), np.asarray(dtable[1], np.float64))
+
+
+def test_norm_and_embedding_arguments_are_checked():
+    from pymagma import kernels
+
+    x = dev(np.zeros((2, 3), np.float32))
+    with pytest.raises(ValueError, match="gamma must have shape"):
+        kernels.layer_norm(x, dev(np.ones(2, np.float32)))
+    with pytest.raises(TypeError, match="int64"):
+        kernels.embedding(x, dev(np.zeros(2, np.int32)))
+    with pytest.raises(ValueError, match="indices' shape"):
+        kernels.embedding_backward(x, dev(np.zeros(3, np.int64)), 4)

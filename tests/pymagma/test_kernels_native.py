@@ -314,3 +314,9 @@ def _launch_every_kernel(dtype) -> None:
     scores = fake_array((2, 2, 3, 4), dtype)
     kernels.masked_softmax(scores, fake_array((2, 4), dtype), 0.5, causal=True)
     kernels.masked_softmax_backward(scores, scores, 0.5)
+    # group N: norm.cu, embedding.cu
+    kernels.layer_norm(x, row, row, eps=1e-5)
+    kernels.layer_norm_backward(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype), rms=True)
+    kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
+    kernels.embedding(x, fake_array((2, 5), np.int64))
+    kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
