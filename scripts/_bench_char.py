@@ -20,7 +20,7 @@ def text_windows(dry_run: bool, n_train: int = 1024, n_val: int = 256, seed: int
     """(x, y, x_val, y_val, vocab): int64 windows of CONTEXT characters and the next character at each position."""
     if dry_run:
         rng = np.random.default_rng(seed)
-        text = "".join(rng.choice(list("abcdefgh ."), 8 * (n_train + n_val) + CONTEXT + 1))
+        text = "".join(rng.choice(list("abcdefgh ."), 10 * (n_val + 2) * CONTEXT))  # 10 %: n_val windows
     else:
         import pydoc_data.topics as topics
 
