@@ -123,6 +123,9 @@ def char_transformer(input_shape=(64,), num_classes: int = 128, dim: int = 64, h
     """A GPT-style character model: int64 tokens (context,) -> token + learned position embeddings, `blocks` causal
     pre-LayerNorm attention blocks with GELU MLPs, a final LayerNorm and the next-token logits (context, vocab);
     `num_classes` is the vocabulary size."""
+    if len(tuple(input_shape)) != 1:
+        raise ValueError(f"char_transformer: input_shape must be (context,) for windows of token ids, got "
+                         f"{tuple(input_shape)}; it is a language model (examples/char_transformer.py trains it)")
     tokens = L.Input(tuple(input_shape), dtype="int64")
     x = L.PositionEmbedding()(L.Embedding(num_classes, dim)(tokens))
     for _ in range(blocks):

@@ -16,7 +16,7 @@ import struct
 import numpy as np
 import pytest
 
-from magmadnn import cli, data, functional, initializers, losses, metrics, models, optimizers, saving, schedules
+from magmadnn import cli, data, functional, initializers, losses, metrics, models, optimizers, saving, schedules, zoo
 from magmadnn import layers as L
 from magmadnn.callbacks import Callback, EarlyStopping, LearningRateScheduler, ModelCheckpoint, TerminateOnNaN
 from magmadnn.data import DataLoader, DatasetError
@@ -488,6 +488,8 @@ ROWS = [
      ["key_mask", "(2, 3)", "(2, 4)"]),
     ("position-rank", lambda t: L.PositionEmbedding()(L.Input((4, 2, 2))), ShapeMismatchError,
      ["PositionEmbedding", "(time, features)", "(4, 2, 2)"]),
+    ("zoo-char-transformer-images", lambda t: zoo.build("char_transformer", (1, 28, 28), 10), ValueError,
+     ["char_transformer", "(context,)", "(1, 28, 28)"]),
     ("attention-shapes", lambda t: functional.scaled_dot_product_attention(
         np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 4)), np.zeros((1, 1, 2, 3))), ValueError,
      ["scaled_dot_product_attention", "(1, 1, 2, 4)"]),
