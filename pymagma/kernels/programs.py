@@ -21,7 +21,7 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-HEADERS = ("common.cuh",)
+HEADERS = ("common.cuh", "random.cu")  # random.cu: step.cu draws from its Philox stream
 
 
 @answered_once
@@ -63,6 +63,8 @@ PROGRAMS = {
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
     "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
+    # graph replay (group G): per-step values read from device memory
+    "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
 
 
