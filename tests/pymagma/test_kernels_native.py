@@ -310,3 +310,10 @@ def _launch_every_kernel(dtype) -> None:
     kernels.max_pool2d(fake_array((2, 3, 4, 4), dtype), (2, 2), (2, 2), ((1, 0), (0, 1)))
     kernels.max_pool2d_backward(fake_array((2, 3, 2, 2), dtype), fake_array((2, 3, 2, 2), np.int32), (2, 3, 4, 4),
                                 (2, 2), (2, 2))
+    # graph replay (group G): per-step values read from device memory
+    values, offsets = fake_array((3,), np.float64), fake_array((4,), np.int64)
+    kernels.sgd_update_at(x, x, x, values=values, momentum=0.9, nesterov=True)
+    kernels.adam_update_at(x, x, x, x, values=values)
+    kernels.rmsprop_update_at(x, x, x, values=values)
+    kernels.adagrad_update_at(x, x, x, values=values)
+    kernels.dropout_at(x, 0.5, seed=1, offsets=offsets, slot=3)

@@ -1,0 +1,149 @@
+"""Graph replay (``compile(graph=True)``): a replayed step equals an eager step bit for bit, on the simulated device
+(which models stream capture as CUDA documents it) and, as gpu twins, on a GPU."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import magmadnn as mdnn
+from magmadnn import layers as L
+from magmadnn import metrics, schedules, zoo
+from magmadnn.models import graphed
+from magmadnn.models.training import Tally
+from pymagma import memory, simulator
+
+
+@pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    if request.param == "gpu":
+        yield "gpu"
+        return
+    with simulator.simulated("full"):
+        yield "gpu"
+
+
+def _models():
+    return {
+        "lenet5": (lambda: zoo.lenet5(), (1, 28, 28), 2, mdnn.optimizers.Adam),
+        "mlp_dropout": (lambda: zoo.mlp((1, 8, 8), hidden=(16, 16), dropout=0.25), (1, 8, 8), 8,
+                        lambda lr: mdnn.optimizers.AdamW(lr, weight_decay=0.01)),
+        "bn_cnn": (lambda: zoo.small_cnn((1, 8, 8), filters=(4, 8), dense=16, batch_norm=True), (1, 8, 8), 6,
+                   lambda lr: mdnn.optimizers.SGD(lr, momentum=0.9, nesterov=True)),
+    }
+
+
+def _compiled(name, graph, device):
+    build, _, _, optimizer = _models()[name]
+    model = build()
+    model.compile(optimizer(schedules.CosineDecay(0.02, decay_steps=25, warmup_steps=3)), "cross_entropy",
+                  ["accuracy", "top2"], seed=7, device=device, graph=graph)
+    return model
+
+
+def _arrays(model) -> list[np.ndarray]:
+    out = [p.data.get() for p in model.parameters()]
+    out += [a.get() for layer in model.layers for a in layer._state.values()]
+    out += [a.get() for slots in model.optimizer.slot_arrays.values() for a in slots.values()]
+    return out
+
+
+@pytest.mark.parametrize("name", list(_models()))
+def test_thirty_replayed_steps_equal_eager_steps_bit_for_bit(device, name):
+    """30 steps (two epochs of 14 full batches and a partial last one: the partial batch runs eagerly in the first
+    epoch and replays its own graph in the second), a cosine schedule with warm-up, validation and every metric."""
+    _, shape, batch, _ = _models()[name]
+    rng = np.random.default_rng(1)
+    n = 14 * batch + batch // 2
+    x = rng.standard_normal((n, *shape)).astype(np.float32)
+    y = rng.integers(0, 10, n)
+    val = (x[:batch + 1], y[:batch + 1])
+    histories, states = [], []
+    for graph in (False, True):
+        model = _compiled(name, graph, device)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")  # a step that cannot be captured warns: none may here
+            history = model.fit(x, y, batch_size=batch, epochs=2, validation_data=val, verbose=0)
+        histories.append(history.history)
+        states.append(_arrays(model) + [model.optimizer.iterations] +
+                      [layer.rng.offset for layer in model.layers if getattr(layer, "rng", None) is not None])
+        if graph:
+            steps = [s for s in model._graphs.steps.values() if isinstance(s, graphed._Step)]
+            train = [s for s in steps if s.kind == "train"]
+            assert len(train) == 2 and all(s.graph.launches for s in train)  # full and partial batch shapes
+            assert sum(s.graph.launches for s in train) == 30 - 2 * graphed.WARMUP
+            assert any(s.kind == "evaluate" for s in steps)  # validation: one full batch and one partial
+    assert histories[0] == histories[1]
+    for eager, replayed in zip(*states):
+        np.testing.assert_array_equal(eager, replayed)
+
+
+def test_evaluate_and_predict_replay_equal_eager(device):
+    rng = np.random.default_rng(2)
+    x, y = rng.standard_normal((23, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 23)
+    eager, replayed = _compiled("bn_cnn", False, device), _compiled("bn_cnn", True, device)
+    for model in (eager, replayed):
+        model.fit(x, y, batch_size=6, epochs=1, verbose=0, shuffle=False)
+    for _ in range(2):  # the first call warms up and captures, the second replays only
+        assert eager.evaluate(x, y, batch_size=5) == replayed.evaluate(x, y, batch_size=5)
+        np.testing.assert_array_equal(eager.predict(x, batch_size=5), replayed.predict(x, batch_size=5))
+    launches = {"evaluate": 0, "predict": 0}
+    for step in replayed._graphs.steps.values():
+        if isinstance(step, graphed._Step) and step.kind in launches:
+            launches[step.kind] += step.graph.launches
+    assert launches == {"evaluate": 8, "predict": 8}  # 4 batches of 5 (1 eager) and 3 (eager, then captured) x 2
+
+
+def test_arrays_rebound_outside_the_graph_are_what_the_next_replay_reads():
+    """set_weights rebinds the parameters: the next replay copies them into the graph's arrays first."""
+    with simulator.simulated("full"):
+        rng = np.random.default_rng(3)
+        x, y = rng.standard_normal((16, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 16)
+        models = [_compiled("mlp_dropout", graph, "gpu") for graph in (False, True)]
+        for model in models:
+            model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
+            model.set_weights([w * 0.5 for w in model.get_weights()])
+            model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
+        for a, b in zip(*map(_arrays, models)):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_what_cannot_be_captured_says_so_once_and_trains_eagerly():
+    rng = np.random.default_rng(4)
+    x, y = rng.standard_normal((12, 4)).astype(np.float32), rng.integers(0, 3, 12)
+    host = mdnn.Sequential([L.Input((4,)), L.Dense(3)]).compile("sgd", seed=1, device="host", graph=True)
+    with pytest.warns(RuntimeWarning, match="graph=True: the host backend has no CUDA graphs; running eagerly") as w:
+        host.fit(x, y, batch_size=4, epochs=2, verbose=0)
+        host.evaluate(x, y)
+    assert len(w) == 1
+    class Peeking(metrics.Accuracy):  # host control flow: reads its labels back in the middle of the step
+        name = "peeking"
+
+        def hits_of(self, outputs, truth, xp):
+            return xp.asarray(float(np.asarray(xp.to_numpy(truth)).sum()), outputs.dtype)
+
+    with simulator.simulated("full"):
+        model = mdnn.Sequential([L.Input((4,)), L.Dense(3)])
+        model.compile("adam", metrics=[Peeking()], seed=1, device="gpu", graph=True)
+        with pytest.warns(RuntimeWarning, match="the train step could not be captured .*GraphCaptureError"):
+            history = model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+        assert np.isfinite(history.history["loss"]).all() and model.optimizer.iterations == 6
+
+
+def test_replays_allocate_nothing_on_the_null_device():
+    """1,000 replayed training steps: no device allocation after the capture (the graph's pool stays flat)."""
+    with simulator.simulated("null"):
+        model = _compiled("mlp_dropout", True, "gpu")
+        x, y = np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.int64)
+        tally = Tally(model.xp, model._tally_names(False), model.dtype)
+        for _ in range(graphed.WARMUP + 1):
+            model._train_step([x], y, False, tally)
+        (step,) = model._graphs.steps.values()
+        before, pool = memory.pool_stats(), dict(step.graph.pool.stats)
+        for _ in range(1000):
+            model._train_step([x], y, False, tally)
+        assert step.graph.launches == 1001 and model.optimizer.iterations == 1001 + graphed.WARMUP
+        assert memory.pool_stats()["requests"] == before["requests"] and step.graph.pool.stats == pool
+        assert tally.counts["loss"] == 4 * (1001 + graphed.WARMUP)
