@@ -147,3 +147,19 @@ def test_replays_allocate_nothing_on_the_null_device():
         assert step.graph.launches == 1001 and model.optimizer.iterations == 1001 + graphed.WARMUP
         assert memory.pool_stats()["requests"] == before["requests"] and step.graph.pool.stats == pool
         assert tally.counts["loss"] == 4 * (1001 + graphed.WARMUP)
+
+
+def test_replayed_training_reads_the_device_once_per_epoch(monkeypatch):
+    """No host round trip in a replayed step: the one device-to-host copy is the tally's, at each epoch end."""
+    from pymagma import runtime
+
+    with simulator.simulated("null"):
+        model = _compiled("mlp_dropout", True, "gpu")
+        model.progress_interval = float("inf")
+        reads = []
+        original = runtime.memcpy_dtoh
+        monkeypatch.setattr(runtime, "memcpy_dtoh", lambda *a, **k: reads.append(1) or original(*a, **k))
+        x, y = np.zeros((40, 1, 8, 8), np.float32), np.zeros(40, np.int64)
+        model.fit(x, y, batch_size=4, epochs=3, verbose=0)
+        assert len(reads) == 3
+        assert sum(s.graph.launches for s in model._graphs.steps.values()) == 30 - graphed.WARMUP
