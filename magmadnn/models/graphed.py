@@ -96,7 +96,7 @@ class _Step:
             raise _NotCapturable("a model without parameters")
         self.staging = self.xp.staging_buffer(layout, like)
         self._capture(like, y)
-        self._run(host)
+        self._run(xs, y)
 
     def _host_arrays(self, xs, y) -> list[np.ndarray]:
         """The batch as the host arrays an eager step would upload, in the staging buffer's order."""
@@ -186,7 +186,7 @@ class _Step:
             tally.sums = self.sums
         return True
 
-    def _run(self, host: list[np.ndarray]):
+    def _run(self, xs, y):
         views = self.staging.host()
         if self.kind == "train":
             opt = self.model.optimizer
@@ -195,8 +195,7 @@ class _Step:
             offsets = views[1].view(np.uint64)
             for slot, stream in enumerate(self.takes):
                 offsets[slot] = stream.take()
-        for view, a in zip(views[2:], host):
-            np.copyto(view, a)
+        self._fill(views, xs, y)
         self.staging.upload()
         self.graph.launch()
         if self.tally is not None:
@@ -204,9 +203,22 @@ class _Step:
                 self.tally.counts[name] += n
         return self.output
 
+    def _fill(self, views, xs, y) -> None:
+        """The batch into the host views, as :meth:`_host_arrays` makes it (casts as ``astype`` casts)."""
+        model, k = self.model, 2
+        for a in xs:
+            np.copyto(views[k], a, casting="unsafe")
+            k += 1
+        if self.kind != "predict":
+            np.copyto(views[k], model.loss.prepare(y, _host, model.dtype), casting="unsafe")
+            if model.metrics:
+                shape = (int(y.shape[0]), *model.output_shape)
+                for view, metric in zip(views[k + 1:], model.metrics):
+                    np.copyto(view, metric.stage(y, shape, model.dtype), casting="unsafe")
+
     def replay(self, xs, y, tally):
         self.tally = tally
-        return self._run(self._host_arrays(xs, y))
+        return self._run(xs, y)
 
     def destroy(self) -> None:
         if self.graph is not None:
