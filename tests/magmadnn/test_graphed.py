@@ -163,3 +163,29 @@ def test_replayed_training_reads_the_device_once_per_epoch(monkeypatch):
         model.fit(x, y, batch_size=4, epochs=3, verbose=0)
         assert len(reads) == 3
         assert sum(s.graph.launches for s in model._graphs.steps.values()) == 30 - graphed.WARMUP
+
+
+def test_a_non_finite_loss_rolls_back_and_stops_as_in_eager_mode():
+    """The rollback to the last progress snapshot rebinds the weights and slots; the eager replay of the pending
+    batches then finds the batch whose loss is not finite: the same batch, weights and logs as eager training."""
+    from magmadnn.callbacks import TerminateOnNaN
+
+    with simulator.simulated("full"):
+        rng = np.random.default_rng(5)
+        x, y = rng.standard_normal((40, 1, 8, 8)).astype(np.float32) * 10, rng.integers(0, 10, 40)
+        results = []
+        for graph in (False, True):
+            model = zoo.mlp((1, 8, 8), hidden=(16,))
+            model.compile(mdnn.optimizers.SGD(100.0), "cross_entropy", seed=3, device="gpu", graph=graph)
+            model.progress_interval = float("inf")  # one read, at the epoch's end: all ten batches are pending
+            with np.errstate(over="ignore", invalid="ignore"):  # the simulator's NumPy models overflow, as intended
+                history = model.fit(x, y, batch_size=4, epochs=1, verbose=0, callbacks=[TerminateOnNaN()])
+            if graph:
+                (step,) = model._graphs.steps.values()
+                assert step.graph.launches == 9  # batches 2-10 replayed before the read found the loss not finite
+            results.append((history.history, model.stop_reason, _arrays(model), model.optimizer.iterations))
+            assert model.stop_training
+        assert results[0][1] == results[1][1] and results[0][3] == results[1][3] == 8  # batch 9's loss: NaN
+        assert np.isnan(results[0][0]["loss"]).all() and np.isnan(results[1][0]["loss"]).all()
+        for a, b in zip(results[0][2], results[1][2]):
+            np.testing.assert_array_equal(a, b)
