@@ -19,6 +19,7 @@ an op that reads the device from the host) runs eagerly after one warning saying
 
 from __future__ import annotations
 
+import operator
 import warnings
 
 import numpy as np
@@ -31,6 +32,7 @@ __all__ = ["GraphedSteps", "WARMUP"]
 
 WARMUP = 1  # eager steps of a batch shape before it is captured
 VALUES = 8  # float64 slots for Optimizer.step_values
+_NONE: dict = {}  # a parameter index without slots
 OFFSETS = 32  # 64-bit slots for dropout offsets: random draws per captured training step at most
 
 
@@ -87,6 +89,12 @@ class _Step:
             opt = model.optimizer
             for index, slots in opt.slot_arrays.items():
                 self.bindings += [_dict_binding(lambda i=index: opt.slot_arrays[i], name) for name in slots]
+        self.fast_layers = [(layer, layer._params, len(layer._params)) for layer in model.layers]
+        self.fast_params = [(layer._params, name, p, p.data) for layer in model.layers
+                            for name, p in layer._params.items()]
+        self.fast_states = [(layer, k, a) for layer in model.layers for k, a in layer._state.items()]
+        self.fast_slots = [] if kind != "train" else [
+            (i, name, a) for i, slots in model.optimizer.slot_arrays.items() for name, a in slots.items()]
         self.tally, self.takes, self.streams, self.graph, self.output = tally, [], [], None, None
         host = self._host_arrays(xs, y)
         # step values, dropout offsets (uint64 bits), then the batch
@@ -169,13 +177,17 @@ class _Step:
         """Whether the graph still fits the model; arrays rebound since the last launch are copied into the
         graph's (False, and nothing is changed, when the model's structure or arrays' shapes changed)."""
         model = self.model
-        params = model.parameters()
-        if model.xp is not self.xp or len(params) != len(self.params) or any(
-                p is not q for p, q in zip(params, self.params)):
+        if model.xp is not self.xp:
             return False
         if any(layer.rng is not stream or stream.seed != seed for layer, stream, seed in self.streams):
             return False
-        moved = [(b, b.get()) for b in self.bindings if b.get() is not b.array]
+        if self._unchanged():
+            moved = []
+        else:
+            params = model.parameters()
+            if len(params) != len(self.params) or not all(map(operator.is_, params, self.params)):
+                return False
+            moved = [(b, b.get()) for b in self.bindings if b.get() is not b.array]
         if any(a.shape != b.array.shape or a.dtype != b.array.dtype for b, a in moved):
             return False
         for b, a in moved:
@@ -185,6 +197,17 @@ class _Step:
             self.xp.copy_into(self.sums, tally.sums)
             tally.sums = self.sums
         return True
+
+    def _unchanged(self) -> bool:
+        """The quick test of :meth:`current`: the layers hold the same parameters, and every array the graph reads
+        is still bound where it was."""
+        if any(layer._params is not d or len(d) != n for layer, d, n in self.fast_layers) or any(
+                d.get(name) is not p or p.data is not a for d, name, p, a in self.fast_params):
+            return False
+        if any(layer._state.get(k) is not a for layer, k, a in self.fast_states):
+            return False
+        slots = self.model.optimizer.slot_arrays
+        return not any(slots.get(i, _NONE).get(name) is not a for i, name, a in self.fast_slots)
 
     def _run(self, xs, y):
         views = self.staging.host()
