@@ -170,6 +170,7 @@ class _Step:
                 self.delta = {k: tally.counts[k] - counts[k] for k in counts if tally.counts[k] != counts[k]}
                 tally.counts, tally.sums = counts, sums
         self.graph, self.sums = graph, sums
+        self.captured_tally = tally  # its basis vectors are read by the graph: they live as long as it does
         self.streams = [(layer, layer.rng, layer.rng.seed) for layer in layers]
 
     # -- replay
