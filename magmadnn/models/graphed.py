@@ -107,9 +107,10 @@ class _Step:
         self._run(xs, y)
 
     def _host_arrays(self, xs, y) -> list[np.ndarray]:
-        """The batch as the host arrays an eager step would upload, in the staging buffer's order."""
+        """The batch as the host arrays an eager step would upload, in the staging buffer's order (the inputs as
+        they come: ``model._to_tensor`` converts them on the device as it converts them eagerly)."""
         model = self.model
-        arrays = [np.ascontiguousarray(a, dtype=model.dtype) for a in xs]
+        arrays = [np.ascontiguousarray(a) for a in xs]
         if self.kind != "predict":
             arrays.append(np.ascontiguousarray(model.loss.prepare(y, _host, model.dtype)))
             shape = (int(y.shape[0]), *model.output_shape)
@@ -283,7 +284,7 @@ class GraphedSteps:
         if reason is not None:
             self.say(reason)
             return None
-        key = (kind, prefix, tuple(a.shape for a in xs), None if y is None else (y.shape, y.dtype.str),
+        key = (kind, prefix, tuple((a.shape, a.dtype.str) for a in xs), None if y is None else (y.shape, y.dtype.str),
                None if tally is None else tuple(tally.names))
         step = self.steps.get(key, 0)
         if step is False:

@@ -89,11 +89,13 @@ def test_evaluate_and_predict_replay_equal_eager(device):
     for _ in range(2):  # the first call warms up and captures, the second replays only
         assert eager.evaluate(x, y, batch_size=5) == replayed.evaluate(x, y, batch_size=5)
         np.testing.assert_array_equal(eager.predict(x, batch_size=5), replayed.predict(x, batch_size=5))
+        wide = x.astype(np.float64) / 3  # converted to float32 on the device when replayed, on the host eagerly
+        np.testing.assert_array_equal(eager.predict(wide, batch_size=5), replayed.predict(wide, batch_size=5))
     launches = {"evaluate": 0, "predict": 0}
     for step in replayed._graphs.steps.values():
         if isinstance(step, graphed._Step) and step.kind in launches:
             launches[step.kind] += step.graph.launches
-    assert launches == {"evaluate": 8, "predict": 8}  # 4 batches of 5 (1 eager) and 3 (eager, then captured) x 2
+    assert launches == {"evaluate": 8, "predict": 16}  # 4 batches of 5 (1 eager) and 3 (eager, then captured) x 2
 
 
 def test_arrays_rebound_outside_the_graph_are_what_the_next_replay_reads():
