@@ -31,6 +31,7 @@ from ..backend import host as _host
 __all__ = ["GraphedSteps", "WARMUP"]
 
 WARMUP = 1  # eager steps of a batch shape before it is captured
+MAX_GRAPHS = 16  # captured steps a model holds at most (each holds its memory): further batch shapes run eagerly
 VALUES = 8  # float64 slots for Optimizer.step_values
 _NONE: dict = {}  # a parameter index without slots
 OFFSETS = 32  # 64-bit slots for dropout offsets: random draws per captured training step at most
@@ -272,7 +273,7 @@ class GraphedSteps:
         return None
 
     def say(self, reason: str) -> None:
-        """One warning per compiled model: graph replay is off, and why."""
+        """One warning per compiled model: what runs eagerly, and why."""
         if not self.said:
             self.said = True
             warnings.warn(f"graph=True: {reason}; running eagerly", RuntimeWarning, stacklevel=4)
@@ -297,6 +298,10 @@ class GraphedSteps:
             step = 0
         if step < WARMUP:
             self.steps[key] = step + 1
+            return None
+        if sum(isinstance(s, _Step) for s in self.steps.values()) >= MAX_GRAPHS:
+            self.steps[key] = False
+            self.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes")
             return None
         try:
             self.steps[key] = step = _Step(self.model, kind, xs, y, tally, prefix)

@@ -191,3 +191,15 @@ def test_a_non_finite_loss_rolls_back_and_stops_as_in_eager_mode():
         assert np.isnan(results[0][0]["loss"]).all() and np.isnan(results[1][0]["loss"]).all()
         for a, b in zip(results[0][2], results[1][2]):
             np.testing.assert_array_equal(a, b)
+
+
+def test_a_model_holds_at_most_max_graphs(monkeypatch):
+    monkeypatch.setattr(graphed, "MAX_GRAPHS", 2)
+    with simulator.simulated("null"):
+        model = _compiled("mlp_dropout", True, "gpu")
+        x = np.zeros((8, 1, 8, 8), np.float32)
+        with pytest.warns(RuntimeWarning, match="2 graphs .batch shapes. are held already, new batch shapes; running"):
+            for batch in (8, 7, 6, 5):  # two calls each: warm-up, then capture
+                for _ in range(2):
+                    model.predict(x, batch_size=batch)
+        assert sum(isinstance(s, graphed._Step) for s in model._graphs.steps.values()) == 2
