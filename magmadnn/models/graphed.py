@@ -27,6 +27,7 @@ import numpy as np
 from .. import optimizers as _optimizers
 from ..autograd import no_grad
 from ..backend import host as _host
+from ..backend import random as _random
 
 __all__ = ["GraphedSteps", "WARMUP"]
 
@@ -135,6 +136,8 @@ class _Step:
                 for layer in layers:
                     layer.rng = _CapturedStream(layer.rng, offsets, self.takes)
                 opt._device_values = values
+            _random._refusal = ("a random draw outside the model's dropout layers (its offset would be fixed in the "
+                                "graph)")
             with xp.graph_capture(like) as graph:
                 xs = [model._to_tensor(a) for a in inputs]
                 if kind == "predict":
@@ -160,6 +163,7 @@ class _Step:
                     if b.get() is not b.array:
                         xp.copy_into(b.array, b.get())
         finally:
+            _random._refusal = None
             opt._device_values = None
             for layer, stream in zip(layers, streams):
                 layer.rng = stream

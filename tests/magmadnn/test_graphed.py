@@ -203,3 +203,24 @@ def test_a_model_holds_at_most_max_graphs(monkeypatch):
                 for _ in range(2):
                     model.predict(x, batch_size=batch)
         assert sum(isinstance(s, graphed._Step) for s in model._graphs.steps.values()) == 2
+
+
+def test_a_random_draw_the_graph_would_fix_is_refused_during_the_capture():
+    """A layer drawing from a stream that is not its own dropout stream (here: a dropout layer sharing another
+    layer's stream) would replay the same numbers every step: the capture refuses it and the model runs eagerly."""
+    with simulator.simulated("null"):
+        model = _compiled("mlp_dropout", True, "gpu")
+        x, y = np.zeros((8, 1, 8, 8), np.float32), np.zeros(8, np.int64)
+        model.fit(x, y, batch_size=4, epochs=1, verbose=0)  # built: each dropout layer has its stream
+        dropouts = [layer for layer in model.layers if isinstance(layer, L.Dropout)]
+        shared = mdnn.backend.random.Stream(5)
+
+        class Borrowing(L.Dropout):  # draws from a stream it does not hold as ``rng``
+            def call(self, x, training=False):
+                return mdnn.functional.dropout(x, self.rate, training, shared)
+
+        dropouts[0].__class__ = Borrowing
+        model.compile(model.optimizer, model.loss, graph=True)
+        with pytest.warns(RuntimeWarning, match="could not be captured .*random draw outside"):
+            model.fit(x, y, batch_size=4, epochs=2, verbose=0)
+        assert shared.offset == 4  # every step drew eagerly
