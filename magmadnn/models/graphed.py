@@ -97,6 +97,8 @@ class _Step:
         self.fast_states = [(layer, k, a) for layer in model.layers for k, a in layer._state.items()]
         self.fast_slots = [] if kind != "train" else [
             (i, name, a) for i, slots in model.optimizer.slot_arrays.items() for name, a in slots.items()]
+        self.hyper = [k for k in model.optimizer.get_config() if k != "lr"] if kind == "train" else []
+        self.hyper_values = self._hyper()  # the optimizer's other hyperparameters are constants of the graph
         self.tally, self.takes, self.streams, self.graph, self.output = tally, [], [], None, None
         host = self._host_arrays(xs, y)
         # step values, dropout offsets (uint64 bits), then the batch
@@ -188,6 +190,8 @@ class _Step:
             return False
         if any(layer.rng is not stream or stream.seed != seed for layer, stream, seed in self.streams):
             return False
+        if self.hyper and self._hyper() != self.hyper_values:
+            return False
         if self._unchanged():
             moved = []
         else:
@@ -204,6 +208,10 @@ class _Step:
             self.xp.copy_into(self.sums, tally.sums)
             tally.sums = self.sums
         return True
+
+    def _hyper(self) -> list:
+        opt = self.model.optimizer
+        return [getattr(opt, k, None) for k in self.hyper]
 
     def _unchanged(self) -> bool:
         """The quick test of :meth:`current`: the layers hold the same parameters, and every array the graph reads

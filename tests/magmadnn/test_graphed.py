@@ -99,7 +99,8 @@ def test_evaluate_and_predict_replay_equal_eager(device):
 
 
 def test_arrays_rebound_outside_the_graph_are_what_the_next_replay_reads():
-    """set_weights rebinds the parameters: the next replay copies them into the graph's arrays first."""
+    """set_weights rebinds the parameters: the next replay copies them into the graph's arrays first; a changed
+    hyperparameter other than the learning rate (a constant of the graph) makes the step captured anew."""
     with simulator.simulated("full"):
         rng = np.random.default_rng(3)
         x, y = rng.standard_normal((16, 1, 8, 8)).astype(np.float32), rng.integers(0, 10, 16)
@@ -107,6 +108,8 @@ def test_arrays_rebound_outside_the_graph_are_what_the_next_replay_reads():
         for model in models:
             model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
             model.set_weights([w * 0.5 for w in model.get_weights()])
+            model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
+            model.optimizer.weight_decay = 0.1  # a constant of the graph: captured anew
             model.fit(x, y, batch_size=4, epochs=1, verbose=0, shuffle=False)
         for a, b in zip(*map(_arrays, models)):
             np.testing.assert_array_equal(a, b)
