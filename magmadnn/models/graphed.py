@@ -158,7 +158,8 @@ class _Step:
                     opt.step(params)
                     for param in params:
                         param.grad = None
-                    model._tally_batch(tally, "", loss.data, outputs.data, y, staged=rest[1:])
+                    if tally is not None:
+                        model._tally_batch(tally, "", loss.data, outputs.data, y, staged=rest[1:])
                 if tally is not None and tally.sums is not sums:  # the graph ends by writing the new sums back
                     xp.copy_into(sums, tally.sums)
                 for b in self.bindings:

@@ -152,6 +152,9 @@ def test_replays_allocate_nothing_on_the_null_device():
         assert step.graph.launches == 1001 and model.optimizer.iterations == 1001 + graphed.WARMUP
         assert memory.pool_stats()["requests"] == before["requests"] and step.graph.pool.stats == pool
         assert tally.counts["loss"] == 4 * (1001 + graphed.WARMUP)
+        for _ in range(3):  # without a tally (as train_on_batch's callers may step): a graph of its own
+            model._train_step([x], y, False)
+        assert sum(isinstance(s, graphed._Step) for s in model._graphs.steps.values()) == 2
 
 
 def test_replayed_training_reads_the_device_once_per_epoch(monkeypatch):
