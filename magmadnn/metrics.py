@@ -49,6 +49,15 @@ class Metric:
 
     def hits(self, outputs, labels, xp):
         """Hits of one batch: a 0-d backend array (outputs' dtype)."""
+        self._check(outputs)
+        return self.hits_of(outputs, xp.asarray(self.stage(labels, outputs.shape, outputs.dtype)), xp)
+
+    def stage(self, labels, shape, dtype) -> np.ndarray:
+        """The host array of ``labels`` that :meth:`hits_of` takes on the backend (outputs of ``shape``, ``dtype``)."""
+        raise NotImplementedError
+
+    def hits_of(self, outputs, staged, xp):
+        """:meth:`hits` from the labels staged on the backend (a replayed graph feeds them from its static buffer)."""
         raise NotImplementedError
 
     def update(self, outputs, labels, xp) -> None:
@@ -76,10 +85,12 @@ class Accuracy(Metric):
 
     name = "accuracy"
 
-    def hits(self, outputs, labels, xp):
+    def stage(self, labels, shape, dtype):
+        return _class_indices(labels).astype(dtype)  # class numbers are exact in float32 up to 2**24
+
+    def hits_of(self, outputs, truth, xp):
         self._check(outputs)
-        dtype = outputs.dtype  # class numbers are exact in float32 up to 2**24; float ops run on every backend
-        truth = xp.asarray(_class_indices(labels).astype(dtype))
+        dtype = outputs.dtype  # float ops run on every backend
         miss = xp.subtract(xp.asarray(xp.argmax(outputs, 1), dtype), truth)  # 0 on a hit, else |.| >= 1
         return xp.sum(_relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0)))
 
@@ -96,12 +107,15 @@ class TopK(Metric):
         self.name = f"top{k}_accuracy"
         super().__init__()
 
-    def hits(self, outputs, labels, xp):
-        self._check(outputs)
-        n, c = (int(s) for s in outputs.shape)
-        onehot = np.zeros((n, c), dtype=outputs.dtype)
+    def stage(self, labels, shape, dtype):
+        n, c = (int(s) for s in shape)
+        onehot = np.zeros((n, c), dtype=dtype)
         onehot[np.arange(n), _class_indices(labels)] = 1
-        true_score = xp.sum(xp.multiply(outputs, xp.asarray(onehot)), 1, True)
+        return onehot
+
+    def hits_of(self, outputs, onehot, xp):
+        self._check(outputs)
+        true_score = xp.sum(xp.multiply(outputs, onehot), 1, True)
         above = _relu(xp, xp.subtract(outputs, true_score))
         higher = xp.sum(xp.divide(above, xp.add(above, float(np.finfo(outputs.dtype).tiny))), 1)
         return xp.sum(_at_most_one(xp, _relu(xp, xp.add(xp.negative(higher), float(self.k)))))

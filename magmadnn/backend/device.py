@@ -557,6 +557,8 @@ def dropout_forward(x, rate, rng):
     """Inverted dropout on the op set's Philox stream (one ``rng.take()``), not cuDNN's: see the module docstring."""
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout_forward: rate must be in [0, 1), got {rate}")
+    if hasattr(rng, "take_slot"):  # graph capture: the offset is read from device memory (models/graphed.py)
+        return _k.dropout_at(x, float(rate), seed=rng.seed, offsets=rng.offsets, slot=rng.take_slot())
     return _k.dropout(x, float(rate), seed=rng.seed, offset=rng.take())
 
 
@@ -569,6 +571,9 @@ def dropout_backward(dy, mask):
 
 def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory (see _k.sgd_update_at)
+        return _k.sgd_update_at(p, g, v if momentum else None, values=lr, momentum=float(momentum),
+                                weight_decay=float(weight_decay), nesterov=bool(nesterov))
     _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
                   weight_decay=float(weight_decay), nesterov=bool(nesterov))
 
@@ -582,15 +587,23 @@ def running_stat_update(running, batch, momentum):
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
     """In place Adam (``decoupled``: AdamW); ``step`` counts from 1."""
+    if isinstance(lr, _DeviceArray):  # graph capture: {lr, bias corrections} read from device memory
+        return _k.adam_update_at(p, g, m, v, values=lr, beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                                 weight_decay=float(weight_decay), decoupled=bool(decoupled))
     _k.adam_update(p, g, m, v, step=int(step), lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
                    weight_decay=float(weight_decay), decoupled=bool(decoupled))
 
 
 def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
+        return _k.rmsprop_update_at(p, g, s, values=lr, rho=float(rho), eps=float(eps),
+                                    weight_decay=float(weight_decay))
     _k.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay))
 
 
 def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
+        return _k.adagrad_update_at(p, g, s, values=lr, eps=float(eps), weight_decay=float(weight_decay))
     _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
 
 
@@ -762,6 +775,14 @@ def flat_unpack(flat, shapes, divisor) -> list:
     return out
 
 
+# ------------------------------------------------------------------------------- graph replay (optional; group G)
+# Capture, static buffers fed from page-locked memory, device-to-device copies: magmadnn.models.graphed.
+
+from .device_graphs import copy_into, graph_capture, staging_buffer  # noqa: E402, F401
+
+_GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")
+
+
 # ------------------------------------------------------------------------------------------------- several GPUs
 
 _VIEWS: dict[int, types.ModuleType] = {}
@@ -782,6 +803,8 @@ def for_index(n):
         view.name, view.device_index = f"gpu:{n}", n
         view.FUSED_ACTIVATIONS, view.for_index = FUSED_ACTIVATIONS, for_index
         for name_ in ("host_empty", "copy_to_host", "flat_pack", "flat_unpack"):
+            setattr(view, name_, globals()[name_])
+        for name_ in _GRAPH_OPS:
             setattr(view, name_, globals()[name_])
         _VIEWS[n] = view
     return view

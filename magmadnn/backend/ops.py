@@ -426,6 +426,26 @@ def flat_unpack(flat, shapes, divisor):
     more), each divided by ``divisor``."""
 
 
+# Graph replay (group G; :mod:`magmadnn.models.graphed`, ``compile(graph=True)``): a backend that can capture its
+# work as CUDA graphs adds:
+@_optional
+def graph_capture(like):
+    """A context manager capturing the work queued in its block on ``like``'s queue as a graph with ``launch()``
+    and ``destroy()``; work that cannot be captured raises an error naming it, and the block's arrays belong to the
+    graph."""
+
+
+@_optional
+def staging_buffer(layout, like):
+    """Static device arrays ``views`` of ``layout`` ``[(shape, dtype), ...]`` with host arrays to fill (``host()``)
+    and ``upload()``, which queues their copy to the device on ``like``'s queue."""
+
+
+@_optional
+def copy_into(dst, src):
+    """``src`` into the existing array ``dst`` of the same shape and dtype, queued on the device."""
+
+
 #: Non-callable attributes every backend has.
 ATTRIBUTES = ("name",)
 #: What a backend may add: ``FUSED_ACTIVATIONS`` (kinds conv2d_forward fuses) and the optional ops below.

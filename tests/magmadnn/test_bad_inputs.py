@@ -471,6 +471,10 @@ ROWS = [
     ("cli-plot-under-file", lambda t: cli.check_output_path(write_bytes(t, "f", b"") / "c.png", "--plot"),
      cli.OutputError, ["not a writable folder"]),
     ("cli-device", lambda t: cli.resolve_device("tpu"), ValueError, ["--device", "'tpu'"]),
+    # -- graph replay (group G)
+    ("compile-graph", lambda t: mlp().compile("sgd", graph="yes"), TypeError, ["compile", "graph", "'yes'"]),
+    ("dropout-at-offsets", lambda t: _dropout_at(np.float64), ValueError, ["dropout_at", "offsets", "int64"]),
+    ("adam-at-values", lambda t: _adam_at(2), ValueError, ["adam_update_at", "values", "at least 3"]),
 ]
 
 
@@ -540,6 +544,23 @@ ROWS += [
     ("clipnorm-both", lambda t: optimizers.RMSProp(clipnorm=1.0, global_clipnorm=1.0), ValueError,
      ["clipnorm", "global_clipnorm", "not both"]),
 ]
+
+def _dropout_at(dtype):
+    import pymagma
+    from pymagma import kernels, simulator
+
+    with simulator.simulated("full"):
+        x = pymagma.asarray(np.ones(4, np.float32))
+        kernels.dropout_at(x, 0.5, seed=1, offsets=pymagma.asarray(np.zeros(2, dtype)), slot=0)
+
+
+def _adam_at(size):
+    import pymagma
+    from pymagma import kernels, simulator
+
+    with simulator.simulated("full"):
+        p = pymagma.asarray(np.ones(4, np.float32))
+        kernels.adam_update_at(p, p, p, p, values=pymagma.asarray(np.ones(size, np.float64)))
 
 
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])

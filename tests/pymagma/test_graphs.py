@@ -4,6 +4,7 @@ order), with a gpu twin of the replay test."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
@@ -183,3 +184,62 @@ def test_a_graph_made_on_the_simulator_is_freed_by_the_simulator_after_it_is_tur
         assert cached and all(p in sim.runtime.blocks for p in cached)
     graph.destroy()  # after disable: freed through the simulated runtime that made them, not the real one
     assert not any(p in sim.runtime.blocks for p in cached)
+
+
+def test_what_the_garbage_collector_frees_during_a_capture_is_freed_after_it():
+    """A graph, its arrays and page-locked buffers collected while another graph is captured (cudaFree and
+    cudaFreeHost cannot be captured) are freed when that capture ends, and the capture stays valid."""
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.ones((4, 4), np.float32))
+        with graphs.capture() as old:
+            kept = kernels.relu(x)
+        pinned = runtime.pinned_empty((64,), np.uint8)
+        with graphs.capture() as graph:
+            y = kernels.relu(x)
+            blocks = len(sim.runtime.blocks)
+            del old, kept, pinned
+            gc.collect()
+            assert len(sim.runtime.blocks) == blocks  # nothing freed inside the capture
+        assert len(sim.runtime.blocks) == blocks - 2  # the old graph's block and the pinned buffer: freed after it
+        graph.launch()
+        np.testing.assert_array_equal(y.get(), np.ones((4, 4), np.float32))
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64, np.float16])
+def test_the_step_kernels_equal_the_eager_kernels_bit_for_bit(device, dtype):
+    """step.cu's updates and dropout, their per-step values read from device memory, against optim.cu's and
+    random.cu's with the same values as arguments (what makes a replayed training step equal an eager one)."""
+    rng = np.random.default_rng(6)
+    lr, t, offset = 0.03, 7, 2**40 + 3
+    values = pymagma.asarray(np.array([lr, 1 - 0.9**t, 1 - 0.999**t], np.float64))
+    offsets = pymagma.asarray(np.array([5, offset], np.uint64).view(np.int64))
+
+    def fresh(k):
+        return [pymagma.asarray(rng.standard_normal(37).astype(dtype) * (0.1 if i else 1)) for i in range(k)]
+
+    cases = {
+        "sgd": (3, lambda p, g, v: kernels.sgd_update(p, g, v, lr=lr, momentum=0.9, weight_decay=0.01, nesterov=True),
+                lambda p, g, v: kernels.sgd_update_at(p, g, v, values=values, momentum=0.9, weight_decay=0.01,
+                                                      nesterov=True)),
+        "adamw": (4, lambda p, g, m, v: kernels.adam_update(p, g, m, v, step=t, lr=lr, weight_decay=0.01,
+                                                            decoupled=True),
+                  lambda p, g, m, v: kernels.adam_update_at(p, g, m, v, values=values, weight_decay=0.01,
+                                                            decoupled=True)),
+        "rmsprop": (3, lambda p, g, s: kernels.rmsprop_update(p, g, s, lr=lr, weight_decay=0.01),
+                    lambda p, g, s: kernels.rmsprop_update_at(p, g, s, values=values, weight_decay=0.01)),
+        "adagrad": (3, lambda p, g, s: kernels.adagrad_update(p, g, s, lr=lr),
+                    lambda p, g, s: kernels.adagrad_update_at(p, g, s, values=values)),
+    }
+    for k, eager, at in cases.values():
+        first = fresh(k)
+        if k == 4:  # Adam's second moment is a mean of squares: >= 0
+            first[3] = pymagma.asarray(np.abs(first[3].get()))
+        second = [a.copy() for a in first]
+        eager(*first)
+        at(*second)
+        for a, b in zip(first, second):
+            np.testing.assert_array_equal(a.get(), b.get())
+    x = fresh(1)[0]
+    for got, want in zip(kernels.dropout_at(x, 0.3, seed=11, offsets=offsets, slot=1),
+                         kernels.dropout(x, 0.3, seed=11, offset=offset)):
+        np.testing.assert_array_equal(got.get(), want.get())

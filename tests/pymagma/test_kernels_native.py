@@ -316,3 +316,11 @@ def _launch_every_kernel(dtype) -> None:
     kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
     kernels.embedding(x, fake_array((2, 5), np.int64))
     kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
+
+    # graph replay (group G): per-step values read from device memory
+    values, offsets = fake_array((3,), np.float64), fake_array((4,), np.int64)
+    kernels.sgd_update_at(x, x, x, values=values, momentum=0.9, nesterov=True)
+    kernels.adam_update_at(x, x, x, x, values=values)
+    kernels.rmsprop_update_at(x, x, x, values=values)
+    kernels.adagrad_update_at(x, x, x, values=values)
+    kernels.dropout_at(x, 0.5, seed=1, offsets=offsets, slot=3)
