@@ -230,3 +230,26 @@ def test_a_random_draw_the_graph_would_fix_is_refused_during_the_capture():
         with pytest.warns(RuntimeWarning, match="could not be captured .*random draw outside"):
             model.fit(x, y, batch_size=4, epochs=2, verbose=0)
         assert shared.offset == 4  # every step drew eagerly
+
+
+def test_token_model_with_global_clipnorm_replays_bit_for_bit(device):
+    """Integer inputs are staged as int64 and the clipping factor is computed inside the graph: replay == eager."""
+    rng = np.random.default_rng(3)
+    x, y = rng.integers(0, 7, (40, 5)), rng.integers(0, 10, 40)
+    results = []
+    for graph in (False, True):
+        ids = L.Input((5,), dtype="int64")
+        out = L.Dense(10)(L.Flatten()(L.LayerNorm()(L.Embedding(7, 4)(ids))))
+        model = mdnn.models.Model(ids, out)
+        model.compile(mdnn.optimizers.Adam(0.05, global_clipnorm=0.5), "cross_entropy", seed=5, device=device,
+                      graph=graph)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            history = model.fit(x, y, batch_size=8, epochs=2, verbose=0)
+        if graph:
+            assert sum(s.graph.launches for s in model._graphs.steps.values()
+                       if isinstance(s, graphed._Step) and s.kind == "train") == 10 - graphed.WARMUP
+        results.append((history.history, [p.data.get() for p in model.parameters()], model.predict(x)))
+    assert results[0][0] == results[1][0]
+    for eager, replayed in zip(results[0][1] + [results[0][2]], results[1][1] + [results[1][2]]):
+        np.testing.assert_array_equal(eager, replayed)
