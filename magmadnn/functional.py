@@ -422,14 +422,19 @@ class DenseFunction(Function):
 
 
 def dense(x, w, b=None) -> Tensor:
-    """x (N, in) @ w (in, out) + b (out,) through the backend's matmul and bias_add."""
+    """x (..., in) @ w (in, out) + b (out,) through the backend's matmul and bias_add, on the last axis of x of any
+    rank >= 2 (the leading axes are taken as rows of one matrix product)."""
     x, w = _as_tensor(x), _as_tensor(w)
-    _need_ndim(x, 2, "dense", "x", "(N, in_features)")
+    if x.ndim < 2:
+        raise ValueError(f"dense: x must be at least 2-D (N, ..., in_features), got shape {x.shape}")
     _need_ndim(w, 2, "dense", "w", "(in_features, out_features)")
-    if x.shape[1] != w.shape[0]:
+    if x.shape[-1] != w.shape[0]:
         raise ValueError(
-            f"dense: x has shape {x.shape} but w has shape {w.shape}; expected x of shape (N, {w.shape[0]})"
+            f"dense: x has shape {x.shape} but w has shape {w.shape}; expected x of shape (N, ..., {w.shape[0]})"
         )
+    if x.ndim > 2:
+        lead = x.shape[:-1]
+        return reshape(dense(reshape(x, (math.prod(lead), x.shape[-1])), w, b), (*lead, w.shape[1]))
     if b is None:
         _same_dtype("dense", x=x, w=w)
         return DenseFunction.apply(x, w)
@@ -746,6 +751,84 @@ def mse(pred, target, reduction="mean") -> Tensor:
         raise ValueError(f"mse: pred has shape {pred.shape} but target has shape {target.shape}; they must match")
     diff = subtract(pred, target)
     return _reduce(multiply(diff, diff), reduction, "mse")
+
+
+# --------------------------------------------------------------------------------------- attention (group A)
+__all__ += ["matmul_nt", "masked_softmax", "scaled_dot_product_attention"]
+
+
+class MatMulNTFunction(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self.xp.matmul(a, b, transpose_b=True)
+
+    def backward(self, g):
+        xp, need = self.xp, self.needs_input_grad
+        return (xp.matmul(g, self.b) if need[0] else None,
+                xp.matmul(g, self.a, transpose_a=True) if need[1] else None)
+
+
+def matmul_nt(a, b) -> Tensor:
+    """a (..., m, k) @ b (..., n, k) transposed, for stacks of the same leading shape (no copy of b)."""
+    a, b = _pair_of(a, b)
+    if a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"matmul_nt: expected a (..., m, k) and b (..., n, k) with the same leading axes, got shapes "
+                         f"{a.shape} and {b.shape}")
+    _same_dtype("matmul_nt", a=a, b=b)
+    return MatMulNTFunction.apply(a, b)
+
+
+class MaskedSoftmaxFunction(Function):
+    def forward(self, x, mask=None, scale=1.0, causal=False):
+        self.scale = scale
+        self.y = self.xp.masked_softmax(x, mask, scale, causal)
+        return self.y
+
+    def backward(self, g):
+        return (self.xp.masked_softmax_backward(g, self.y, self.scale),)
+
+
+def _key_mask(key_mask, like: Tensor, fn: str):
+    """The key mask as a backend array of ``like``'s dtype, checked against scores ``like`` (B, H, Tq, Tk)."""
+    if key_mask is None:
+        return None
+    data = key_mask.data if isinstance(key_mask, Tensor) else key_mask
+    if not hasattr(data, "shape"):
+        data = np.asarray(data)
+    want = (like.shape[0], like.shape[-1])
+    if tuple(data.shape) != want:
+        raise ValueError(f"{fn}: key_mask must have shape (batch, key_time) = {want}, got {tuple(data.shape)}")
+    if np.dtype(data.dtype) != np.dtype(like.dtype):
+        data = like.xp.asarray(data if isinstance(data, np.ndarray) else like.xp.to_numpy(data), dtype=like.dtype)
+    return data
+
+
+def masked_softmax(x, key_mask=None, scale=1.0, causal=False) -> Tensor:
+    """Attention probabilities from scores x (B, H, Tq, Tk): softmax of ``scale * x`` over the keys, key j masked
+    when ``causal`` and j > i, or where ``key_mask`` (B, Tk) is 0; a row with no key left is zeros."""
+    fn = "masked_softmax"
+    x = _as_tensor(x)
+    _need_ndim(x, 4, fn, "x", "(batch, heads, query_time, key_time)")
+    _same_dtype(fn, x=x)
+    return MaskedSoftmaxFunction.apply(x, mask=_key_mask(key_mask, x, fn), scale=float(scale), causal=bool(causal))
+
+
+def scaled_dot_product_attention(q, k, v, key_mask=None, causal=False, scale=None, dropout_rate=0.0,
+                                 training=False, rng=None) -> Tensor:
+    """softmax(q k^T * scale, masked) v for q (B, H, Tq, dk), k (B, H, Tk, dk), v (B, H, Tk, dv) -> (B, H, Tq, dv);
+    ``scale`` defaults to 1/sqrt(dk); dropout on the probabilities while training (as PyTorch's function)."""
+    fn = "scaled_dot_product_attention"
+    q, k, v = _as_tensor(q), _as_tensor(k), _as_tensor(v)
+    for what, t in (("q", q), ("k", k), ("v", v)):
+        _need_ndim(t, 4, fn, what, "(batch, heads, time, features)")
+    if k.shape[:2] != q.shape[:2] or v.shape[:3] != k.shape[:3] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"{fn}: expected q (B, H, Tq, dk), k (B, H, Tk, dk) and v (B, H, Tk, dv), got shapes "
+                         f"{q.shape}, {k.shape} and {v.shape}")
+    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
+    p = masked_softmax(matmul_nt(q, k), key_mask, scale, causal)
+    p = dropout(p, dropout_rate, training, rng)
+    return matmul(p, v)
+
 
 
 # ------------------------------------------------------------- shape, routing, transposed convolution (group C)

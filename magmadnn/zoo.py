@@ -31,7 +31,7 @@ def lenet5(input_shape=(1, 28, 28), num_classes: int = 10):
     Images smaller than 32x32 (MNIST's 28x28) get 'same' padding in the first convolution, as in the original's
     padded 32x32 input; the input must be at least 28x28 for the second convolution to fit.
     """
-    channels, height, width = input_shape
+    _, height, width = input_shape
     if min(height, width) < 28:
         raise ValueError(f"lenet5: needs images of at least 28x28, got {height}x{width}; use small_cnn for these")
     first_padding = "same" if min(height, width) < 32 else "valid"
@@ -107,6 +107,48 @@ def build(name: str, input_shape, num_classes: int, device=None, **options):
         raise ValueError(f"zoo.build: unknown model {name!r}; expected one of {sorted(BUILDERS)}")
     model = BUILDERS[name](tuple(input_shape), num_classes, **options)
     return model if device is None else model.to(device)
+
+
+# ------------------------------------------------------------------------------------------ transformers (group A)
+def _transformer_block(x, dim: int, heads: int, mlp_ratio: int, causal: bool, dropout: float):
+    """Pre-LayerNorm block: x + attention(LayerNorm(x)), then + Dense(GELU) MLP of LayerNorm of that."""
+    a = L.MultiHeadAttention(heads, dim // heads, dropout=dropout, causal=causal)(L.LayerNorm()(x))
+    x = L.Add()([x, a])
+    m = L.Dense(dim)(L.Dense(mlp_ratio * dim, activation="gelu")(L.LayerNorm()(x)))
+    return L.Add()([x, m])
+
+
+def char_transformer(input_shape=(64,), num_classes: int = 128, dim: int = 64, heads: int = 4, blocks: int = 2,
+                     mlp_ratio: int = 4, dropout: float = 0.0):
+    """A GPT-style character model: int64 tokens (context,) -> token + learned position embeddings, `blocks` causal
+    pre-LayerNorm attention blocks with GELU MLPs, a final LayerNorm and the next-token logits (context, vocab);
+    `num_classes` is the vocabulary size."""
+    tokens = L.Input(tuple(input_shape), dtype="int64")
+    x = L.PositionEmbedding()(L.Embedding(num_classes, dim)(tokens))
+    for _ in range(blocks):
+        x = _transformer_block(x, dim, heads, mlp_ratio, True, dropout)
+    return Model(tokens, L.Dense(num_classes)(L.LayerNorm()(x)), name="char_transformer")
+
+
+def vit_tiny(input_shape=(3, 32, 32), num_classes: int = 10, patch: int = 4, dim: int = 64, heads: int = 4,
+             blocks: int = 4, mlp_ratio: int = 2, dropout: float = 0.0):
+    """A small Vision Transformer (Dosovitskiy et al., 2021): patches embedded by a Conv2D of stride `patch`, one
+    token per patch (Reshape + Permute) with learned position embeddings, `blocks` pre-LayerNorm attention blocks, a
+    final LayerNorm, the mean over the tokens and the logits."""
+    _, height, width = input_shape
+    inputs = L.Input(tuple(input_shape))
+    grid = (height // patch, width // patch)
+    x = L.Conv2D(dim, patch, strides=patch)(inputs)  # (dim, h, w)
+    x = L.Permute((2, 1))(L.Reshape((dim, grid[0] * grid[1]))(x))  # (tokens, dim)
+    x = L.PositionEmbedding()(x)
+    for _ in range(blocks):
+        x = _transformer_block(x, dim, heads, mlp_ratio, False, dropout)
+    x = L.Reshape((dim, *grid))(L.Permute((2, 1))(L.LayerNorm()(x)))  # back to (dim, h, w) to pool the tokens
+    return Model(inputs, L.Dense(num_classes)(L.GlobalAvgPool2D()(x)), name="vit_tiny")
+
+
+BUILDERS.update({"char_transformer": char_transformer, "vit_tiny": vit_tiny})
+__all__ += ["char_transformer", "vit_tiny"]
 
 
 # --------------------------------------------------------------------- MagmaDNN's VGG and AlexNet (group C)

@@ -189,6 +189,46 @@ def batch_norm_backward_ref(x, dy, scale, eps, axes):
     return dx, dscale, dbias
 
 
+# ------------------------------------------------------------------------------------------ attention (group A)
+def attention_ref(q, k, v, key_mask=None, causal=False, scale=None):
+    """softmax(scale q.k) v query by query: q (B, H, Tq, dk), k (B, H, Tk, dk), v (B, H, Tk, dv); key j is dropped when
+    ``causal`` and j > i or ``key_mask[b, j] == 0``; a query with no key left gives zeros."""
+    b_, h_, tq, dk = q.shape
+    tk = k.shape[2]
+    scale = 1.0 / np.sqrt(dk) if scale is None else scale
+    out = np.zeros((b_, h_, tq, v.shape[3]))
+    for b in range(b_):
+        for h in range(h_):
+            for i in range(tq):
+                keys = [j for j in range(tk) if not (causal and j > i) and (key_mask is None or key_mask[b, j] != 0)]
+                if not keys:
+                    continue
+                s = np.array([scale * float(np.dot(q[b, h, i], k[b, h, j])) for j in keys])
+                w = np.exp(s - s.max())
+                w /= w.sum()
+                out[b, h, i] = sum(wj * v[b, h, j] for wj, j in zip(w, keys))
+    return out
+
+
+def multi_head_attention_ref(query, key, value, weights, heads, key_mask=None, causal=False):
+    """Keras/PyTorch multi-head attention with ``weights`` {query,key,value,output}_{kernel,bias} (biases optional):
+    project, split the heads, ``attention_ref``, join the heads, project out."""
+
+    def project(x, name):
+        y = np.einsum("btd,de->bte", x, weights[f"{name}_kernel"])
+        return y + weights[f"{name}_bias"] if f"{name}_bias" in weights else y
+
+    def split(y):
+        b, t, e = y.shape
+        return y.reshape(b, t, heads, e // heads).transpose(0, 2, 1, 3)
+
+    o = attention_ref(split(project(query, "query")), split(project(key, "key")), split(project(value, "value")),
+                      key_mask, causal)
+    b, h, t, dv = o.shape
+    return project(o.transpose(0, 2, 1, 3).reshape(b, t, h * dv), "output")
+
+
+
 # ------------------------------------------------------------------ transposed convolution, shape (group C)
 def conv_transpose2d_ref(x, w, stride=(1, 1), pads=((0, 0), (0, 0)), dilation=(1, 1), out_hw=None):
     """Transposed convolution by its definition: every input pixel x[n, c, i, j] scatters x * w[c, :, a, b] to

@@ -661,6 +661,22 @@ def rng(seed=None):
     return _Stream(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed)
 
 
+# ------------------------------------------------------------------------------------------ attention (group A)
+
+
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Scale, causal and key masks and softmax of attention scores in one kernel."""
+    if mask is not None and mask.dtype is not x.dtype:
+        _same_dtype("masked_softmax", x, mask)
+    return _k.masked_softmax(x, mask, float(scale), bool(causal))
+
+
+def masked_softmax_backward(dy, y, scale=1.0):
+    _same_dtype("masked_softmax_backward", dy, y)
+    return _k.masked_softmax_backward(dy, y, float(scale))
+
+
+
 # ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
 # Strided copies (pymagma.kernels.copy) into and out of views of one array: no new kernel, no host round trip.
 

@@ -777,6 +777,34 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
     p -= lr * g / denom
 
 
+# ------------------------------------------------------------------------------------------ attention (group A)
+
+
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Softmax over the last axis of ``scale * x`` (B, H, Tq, Tk) with causal and key masks; empty rows are 0."""
+    s = np.multiply(x, x.dtype.type(scale))
+    keep = np.tri(x.shape[2], x.shape[3], dtype=bool) if causal else None
+    if mask is not None:
+        keys = (mask != 0)[:, None, None, :]
+        keep = keys if keep is None else keep & keys
+    if keep is not None:
+        s = np.where(keep, s, -np.inf).astype(x.dtype, copy=False)
+    top = np.max(s, axis=-1, keepdims=True)
+    s -= np.where(np.isfinite(top), top, 0).astype(x.dtype, copy=False)
+    np.exp(s, out=s)
+    total = np.sum(s, axis=-1, keepdims=True)
+    return np.divide(s, total, out=np.zeros_like(s), where=total > 0)
+
+
+def masked_softmax_backward(dy, y, scale=1.0):
+    """dx of ``masked_softmax``: ``scale * y * (dy - sum(dy * y))`` along the last axis."""
+    dx = dy - np.sum(dy * y, axis=-1, keepdims=True)
+    dx *= y
+    dx *= y.dtype.type(scale)
+    return dx
+
+
+
 # ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
 
 

@@ -5,11 +5,13 @@ layers build, name and seed themselves.
 """
 
 from ..backend.geometry import ACTIVATION_NAMES
+from .attention import MultiHeadAttention
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
 from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
 from .embedding import Embedding  # group N
 from .normalization import GroupNorm, LayerNorm, RMSNorm  # group N
+from .position import PositionEmbedding
 
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
@@ -39,3 +41,6 @@ def __getattr__(name):
                       stacklevel=2)
         return ACTIVATION_NAMES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+# attention (group A)
+__all__ += ["MultiHeadAttention", "PositionEmbedding"]

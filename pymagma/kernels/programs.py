@@ -63,6 +63,8 @@ PROGRAMS = {
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
     "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
+    # attention (group A)
+    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
     # group N: normalization and embeddings
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
     "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),

@@ -186,7 +186,8 @@ ROWS = [
     ("input-empty", lambda t: L.Input(()), ValueError, ["shape", "non-empty"]),
     ("input-str", lambda t: L.Input("abc"), TypeError, ["shape", "'abc'"]),
     ("layer-name", lambda t: L.Dense(3, name=""), TypeError, ["name", "non-empty"]),
-    ("dense-rank", lambda t: Sequential([L.Input((2, 3)), L.Dense(3)]), ShapeMismatchError, ["Flatten", "(2, 3)"]),
+    ("dense-list", lambda t: L.Dense(3)([L.Input((3,)), L.Input((3,))]), ShapeMismatchError,
+     ["Dense", "one input", "(3,)"]),
     ("conv-rank", lambda t: Sequential([L.Input((8,)), L.Conv2D(2, 3)]), ShapeMismatchError, ["(C, H, W)", "(8,)"]),
     ("conv-too-small", lambda t: Sequential([L.Input((1, 2, 2)), L.Conv2D(1, 3)]), ShapeMismatchError,
      ["kernel", "(3, 3)"]),
@@ -475,6 +476,25 @@ ROWS = [
     ("compile-graph", lambda t: mlp().compile("sgd", graph="yes"), TypeError, ["compile", "graph", "'yes'"]),
     ("dropout-at-offsets", lambda t: _dropout_at(np.float64), ValueError, ["dropout_at", "offsets", "int64"]),
     ("adam-at-values", lambda t: _adam_at(2), ValueError, ["adam_update_at", "values", "at least 3"]),
+    # -- attention (group A)
+    ("mha-heads-0", lambda t: L.MultiHeadAttention(0, 4), ValueError, ["MultiHeadAttention", "num_heads", ">= 1"]),
+    ("mha-key-dim-float", lambda t: L.MultiHeadAttention(2, 2.5), TypeError, ["key_dim", "2.5"]),
+    ("mha-dropout-1", lambda t: L.MultiHeadAttention(2, 4, dropout=1.0), ValueError, ["dropout", "1.0"]),
+    ("mha-rank", lambda t: L.MultiHeadAttention(2, 4)(L.Input((8,))), ShapeMismatchError,
+     ["MultiHeadAttention", "(time, features)", "(8,)"]),
+    ("mha-key-value-time", lambda t: L.MultiHeadAttention(2, 4)([L.Input((3, 4)), L.Input((5, 4)), L.Input((6, 4))]),
+     ShapeMismatchError, ["key and value", "(5, 4)", "(6, 4)"]),
+    ("mha-mask-time", lambda t: L.MultiHeadAttention(2, 4)([L.Input((3, 4)), L.Input((4,))]), ShapeMismatchError,
+     ["key mask", "(3,)", "(4,)"]),
+    ("masked-softmax-rank", lambda t: functional.masked_softmax(np.zeros((2, 3))), ValueError,
+     ["masked_softmax", "4-D", "(2, 3)"]),
+    ("masked-softmax-mask", lambda t: functional.masked_softmax(np.zeros((2, 1, 3, 3)), np.ones((2, 4))), ValueError,
+     ["key_mask", "(2, 3)", "(2, 4)"]),
+    ("position-rank", lambda t: L.PositionEmbedding()(L.Input((4, 2, 2))), ShapeMismatchError,
+     ["PositionEmbedding", "(time, features)", "(4, 2, 2)"]),
+    ("attention-shapes", lambda t: functional.scaled_dot_product_attention(
+        np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 4)), np.zeros((1, 1, 2, 3))), ValueError,
+     ["scaled_dot_product_attention", "(1, 1, 2, 4)"]),
 ]
 
 

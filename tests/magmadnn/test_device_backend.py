@@ -179,6 +179,8 @@ def _inputs(kind, rng, dtype):
     def r(*shape, low=-2.0, high=2.0):
         return rng.uniform(low, high, shape).astype(dtype)
 
+    if kind in _ATTENTION_INPUTS:  # group A
+        return [a.astype(dtype) for a in _ATTENTION_INPUTS[kind](r)]
     return {
         "creation": lambda: [r(2, 3)],
         "elementwise": lambda: [r(3, 4), r(4), r(3, 1)],
@@ -200,11 +202,22 @@ def _inputs(kind, rng, dtype):
     }[kind]()
 
 
+# attention (group A)
+def _attention(xp, x, mask, dy):
+    y = xp.masked_softmax(x, mask, 0.5, True)
+    return y, xp.masked_softmax(x, None, 1.0, False), xp.masked_softmax_backward(dy, y, 0.5)
+
+
+_ATTENTION_INPUTS = {"attention": lambda r: [r(2, 3, 4, 5, low=-6, high=6), (r(2, 5, low=0, high=1) > 0.3) * 1.0,
+                                             r(2, 3, 4, 5)]}
+
+
 CASES = {"creation": _creation, "elementwise": _elementwise, "reductions": _reductions, "matmul": _matmul,
          "activations": _activations, "softmax": _softmax, "cross_entropy": _cross_entropy,
          "convolution": _convolution, "pooling": _pooling, "batch_norm": _batch_norm,
          "dropout_and_random": _dropout_and_random, "updates": _updates,
          "norms_and_embeddings": _norms_and_embeddings}
+CASES["attention"] = _attention  # group A
 
 
 # -- shape and routing (group C)

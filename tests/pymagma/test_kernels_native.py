@@ -310,6 +310,10 @@ def _launch_every_kernel(dtype) -> None:
     kernels.max_pool2d(fake_array((2, 3, 4, 4), dtype), (2, 2), (2, 2), ((1, 0), (0, 1)))
     kernels.max_pool2d_backward(fake_array((2, 3, 2, 2), dtype), fake_array((2, 3, 2, 2), np.int32), (2, 3, 4, 4),
                                 (2, 2), (2, 2))
+    # attention (group A)
+    scores = fake_array((2, 2, 3, 4), dtype)
+    kernels.masked_softmax(scores, fake_array((2, 4), dtype), 0.5, causal=True)
+    kernels.masked_softmax_backward(scores, scores, 0.5)
     # group N: norm.cu, embedding.cu
     kernels.layer_norm(x, row, row, eps=1e-5)
     kernels.layer_norm_backward(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype), rms=True)
