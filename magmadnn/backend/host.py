@@ -797,3 +797,119 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
     n = math.prod(shape)
     z = normal_doubles(n, rng.seed, rng.take())
     return (mean + std * z).astype(dtype).reshape(shape)
+
+
+# ------------------------------------------------------------------------------------ recurrent layers (group R)
+# The recurrence runs in time-major buffers of T + 1 states (state 0 is the zero initial state), so that the
+# recurrent kernel's gradient is one product over all steps: h[0:T]^T @ dgates.
+
+
+def _sigmoid_inplace(a):
+    """sigmoid(a) = (1 + tanh(a / 2)) / 2 in place: stable for any a."""
+    a *= 0.5
+    np.tanh(a, out=a)
+    a += 1.0
+    a *= 0.5
+    return a
+
+
+def _sequence_output(hs, return_sequences):
+    """Every step's state (N, T, u) or the last one (N, u), as a new array."""
+    return np.ascontiguousarray(hs[1:].transpose(1, 0, 2)) if return_sequences else hs[-1].copy()
+
+
+def _dy_at(dy, step, steps, return_sequences):
+    """The output gradient that reaches step ``step`` directly (None when none does)."""
+    if return_sequences:
+        return dy[:, step]
+    return dy if step == steps - 1 else None
+
+
+def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
+    n, steps, four = x_proj.shape
+    u = four // 4
+    hs, cs = np.zeros((steps + 1, n, u), x_proj.dtype), np.zeros((steps + 1, n, u), x_proj.dtype)
+    gates = np.empty((steps, n, four), x_proj.dtype)
+    for t in range(steps):
+        g = gates[t]
+        np.matmul(hs[t], recurrent_kernel, out=g)
+        g += x_proj[:, t]
+        _sigmoid_inplace(g[:, :2 * u])
+        np.tanh(g[:, 2 * u:3 * u], out=g[:, 2 * u:3 * u])
+        _sigmoid_inplace(g[:, 3 * u:])
+        c = cs[t + 1]
+        np.multiply(g[:, u:2 * u], cs[t], out=c)
+        c += g[:, :u] * g[:, 2 * u:3 * u]
+        np.multiply(g[:, 3 * u:], np.tanh(c), out=hs[t + 1])
+    return _sequence_output(hs, return_sequences), (hs, cs, gates, bool(return_sequences))
+
+
+def lstm_backward(dy, recurrent_kernel, ctx):
+    hs, cs, gates, return_sequences = ctx
+    steps, n, four = gates.shape
+    u = four // 4
+    dgates = np.empty_like(gates)
+    dh, dc = np.zeros((n, u), gates.dtype), np.zeros((n, u), gates.dtype)
+    for t in range(steps - 1, -1, -1):
+        direct = _dy_at(dy, t, steps, return_sequences)
+        if direct is not None:
+            dh += direct
+        i, f, g, o = gates[t, :, :u], gates[t, :, u:2 * u], gates[t, :, 2 * u:3 * u], gates[t, :, 3 * u:]
+        tc = np.tanh(cs[t + 1])
+        dg = dgates[t]
+        np.multiply(dh * tc, o * (1.0 - o), out=dg[:, 3 * u:])
+        dc += dh * o * (1.0 - tc * tc)
+        np.multiply(dc * g, i * (1.0 - i), out=dg[:, :u])
+        np.multiply(dc * cs[t], f * (1.0 - f), out=dg[:, u:2 * u])
+        np.multiply(dc * i, 1.0 - g * g, out=dg[:, 2 * u:3 * u])
+        dc *= f
+        dh = np.matmul(dg, recurrent_kernel.T)
+    dw = np.matmul(hs[:-1].reshape(steps * n, u).T, dgates.reshape(steps * n, four))
+    return np.ascontiguousarray(dgates.transpose(1, 0, 2)), dw
+
+
+def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True):
+    n, steps, three = x_proj.shape
+    u = three // 3
+    hs = np.zeros((steps + 1, n, u), x_proj.dtype)
+    gates, qn = np.empty((steps, n, three), x_proj.dtype), np.empty((steps, n, u), x_proj.dtype)
+    for t in range(steps):
+        q = np.matmul(hs[t], recurrent_kernel)
+        q += recurrent_bias
+        x, g = x_proj[:, t], gates[t]
+        np.add(x[:, :2 * u], q[:, :2 * u], out=g[:, :2 * u])
+        _sigmoid_inplace(g[:, :2 * u])
+        qn[t] = q[:, 2 * u:]
+        nn = g[:, 2 * u:]
+        np.multiply(g[:, :u], qn[t], out=nn)
+        nn += x[:, 2 * u:]
+        np.tanh(nn, out=nn)
+        h = hs[t + 1]
+        np.subtract(hs[t], nn, out=h)
+        h *= g[:, u:2 * u]
+        h += nn
+    return _sequence_output(hs, return_sequences), (hs, gates, qn, bool(return_sequences))
+
+
+def gru_backward(dy, recurrent_kernel, ctx):
+    hs, gates, qn, return_sequences = ctx
+    steps, n, three = gates.shape
+    u = three // 3
+    dx, dq = np.empty_like(gates), np.empty_like(gates)
+    dh = np.zeros((n, u), gates.dtype)
+    for t in range(steps - 1, -1, -1):
+        direct = _dy_at(dy, t, steps, return_sequences)
+        if direct is not None:
+            dh += direct
+        r, z, nn = gates[t, :, :u], gates[t, :, u:2 * u], gates[t, :, 2 * u:]
+        dn = dh * (1.0 - z) * (1.0 - nn * nn)
+        dx[t, :, 2 * u:] = dn
+        np.multiply(dn * qn[t], r * (1.0 - r), out=dx[t, :, :u])
+        np.multiply(dh * (hs[t] - nn), z * (1.0 - z), out=dx[t, :, u:2 * u])
+        dq[t, :, :2 * u] = dx[t, :, :2 * u]
+        np.multiply(dn, r, out=dq[t, :, 2 * u:])
+        dh = dh * z
+        dh += np.matmul(dq[t], recurrent_kernel.T)
+    flat = dq.reshape(steps * n, three)
+    dw = np.matmul(hs[:-1].reshape(steps * n, u).T, flat)
+    return np.ascontiguousarray(dx.transpose(1, 0, 2)), dw, flat.sum(axis=0)

@@ -9,6 +9,9 @@ from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class,
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
 from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
 
+# -- recurrent layers (group R)
+from .recurrent import GRU, LSTM  # noqa: E402
+
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
 
@@ -17,6 +20,8 @@ __all__ = [
     "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
 ]
+
+__all__ += ["LSTM", "GRU"]  # recurrent layers (group R)
 
 
 def __getattr__(name):

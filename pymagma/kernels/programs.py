@@ -64,6 +64,9 @@ PROGRAMS = {
     "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
 }
+# -- recurrent layers (group R)
+PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
+                                                      "gru_gates_backward")))
 
 
 @functools.cache
