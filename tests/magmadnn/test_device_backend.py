@@ -181,6 +181,7 @@ def _inputs(kind, rng, dtype):
         "batch_norm": lambda: [r(3, 4, 2, 3), r(5, 4), r(4, low=0.5), r(4), r(4), r(4, low=0.5, high=2), r(3, 4, 2, 3)],
         "dropout_and_random": lambda: [r(10, 9)],
         "updates": lambda: [r(50), r(50), r(50), r(50, low=0.1, high=1)],
+        "recurrent": lambda: [r(3, 5, 8), r(2, 8), r(3, 5, 6), r(2, 6), r(6), r(3, 5, 2), r(3, 2)],  # group R
     }[kind]()
 
 
@@ -188,6 +189,20 @@ CASES = {"creation": _creation, "elementwise": _elementwise, "reductions": _redu
          "activations": _activations, "softmax": _softmax, "cross_entropy": _cross_entropy,
          "convolution": _convolution, "pooling": _pooling, "batch_norm": _batch_norm,
          "dropout_and_random": _dropout_and_random, "updates": _updates}
+
+
+# -- recurrent layers (group R): every step's output and the last one's, forward and backpropagation through time
+def _recurrent(xp, lstm_x, lstm_w, gru_x, gru_w, gru_b, dy_seq, dy_last):
+    out = []
+    for seq, dy in ((True, dy_seq), (False, dy_last)):
+        y, ctx = xp.lstm_forward(lstm_x, lstm_w, seq)
+        out += [y, *xp.lstm_backward(dy, lstm_w, ctx)]
+        y, ctx = xp.gru_forward(gru_x, gru_w, gru_b, seq)
+        out += [y, *xp.gru_backward(dy, gru_w, ctx)]
+    return tuple(out)
+
+
+CASES["recurrent"] = _recurrent
 EXACT = {"dropout_and_random"}  # the same Philox stream on both: bit for bit (normal up to libm's last bits)
 
 
