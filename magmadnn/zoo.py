@@ -107,3 +107,23 @@ def build(name: str, input_shape, num_classes: int, device=None, **options):
         raise ValueError(f"zoo.build: unknown model {name!r}; expected one of {sorted(BUILDERS)}")
     model = BUILDERS[name](tuple(input_shape), num_classes, **options)
     return model if device is None else model.to(device)
+
+
+# -- recurrent models (group R)
+def lstm_classifier(input_shape=(28, 28), num_classes: int = 10, units: int = 128, layers: int = 1,
+                    cell: str = "lstm"):
+    """A sequence classifier: ``layers`` stacked LSTM (or GRU, ``cell="gru"``) layers of ``units`` over
+    (time, features) inputs (MNIST read row by row: (28, 28)), the last step's state, then the logits."""
+    if cell not in ("lstm", "gru"):
+        raise ValueError(f"lstm_classifier: cell must be 'lstm' or 'gru', got {cell!r}")
+    if len(tuple(input_shape)) != 2:
+        raise ValueError(f"lstm_classifier: input_shape must be (time, features), got {tuple(input_shape)}")
+    layer = L.LSTM if cell == "lstm" else L.GRU
+    stack = [L.Input(tuple(input_shape))]
+    stack += [layer(units, return_sequences=i < layers - 1) for i in range(layers)]
+    stack.append(L.Dense(num_classes))
+    return Sequential(stack, name="lstm_classifier")
+
+
+__all__ += ["lstm_classifier"]
+BUILDERS["lstm_classifier"] = lstm_classifier
