@@ -125,5 +125,5 @@ def lstm_classifier(input_shape=(28, 28), num_classes: int = 10, units: int = 12
     return Sequential(stack, name="lstm_classifier")
 
 
+# Not in BUILDERS: the CLI's datasets are images (C, H, W); this model takes (time, features) sequences.
 __all__ += ["lstm_classifier"]
-BUILDERS["lstm_classifier"] = lstm_classifier

@@ -67,6 +67,7 @@ TESTED_ELSEWHERE = {"distributed_mnist": "test_distributed.py", "grid_search": "
 
 def test_every_example_file_is_smoke_tested():
     tested = {"mnist_mlp", "lenet5", "cnn_2d", "cifar10_cnn", "resnet_cifar10"}
+    tested |= {"lstm_mnist_rows"}  # group R, below
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
     for example, module in TESTED_ELSEWHERE.items():
         assert f'"{example}.py"' in (Path(__file__).parent / module).read_text()
@@ -169,3 +170,11 @@ def test_dataloader_feeds_model_fit_and_evaluate():
     history = model.fit(data.DataLoader(x, y, batch_size=8, seed=0), epochs=5, verbose=0)
     assert len(history.history["loss"]) == 5 and history.history["loss"][-1] < history.history["loss"][0]
     assert model.evaluate(data.DataLoader(x, y, batch_size=16, shuffle=False))["accuracy"] > 0.9
+
+
+# -- recurrent (group R)
+def test_lstm_mnist_rows_example_trains_a_few_steps(folders, capsys):
+    report = load_example("lstm_mnist_rows").main(["--data", str(folders["mnist"]), "--units", "8", *SMOKE])
+    check_report(report)
+    out = capsys.readouterr().out
+    assert "lstm_classifier" in out and "of shape (28, 28)" in out and "test accuracy" in out
