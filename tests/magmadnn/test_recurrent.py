@@ -200,3 +200,26 @@ def test_training_and_evaluation_on_the_device_never_copy_to_the_host(device_bac
     reads.clear()
     model.evaluate(x, y, batch_size=8)
     assert len(reads) == 1, f"{len(reads)} device-to-host copies in one evaluation: {reads}"
+
+
+
+def test_bench_row_lstm_recipe_runs():
+    """``scripts/bench.py``'s row-LSTM recipe on 16 generated images (its logic, never its timings)."""
+    import importlib.util
+    import sys
+    from pathlib import Path
+
+    scripts = Path(__file__).resolve().parents[2] / "scripts"
+    sys.path.insert(0, str(scripts))
+    try:
+        spec = importlib.util.spec_from_file_location("bench_script", scripts / "bench.py")
+        bench = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(bench)
+    finally:
+        sys.path.remove(str(scripts))
+    rng = np.random.default_rng(0)
+    data = (rng.random((16, 1, 28, 28), np.float32), rng.integers(0, 10, 16), rng.random((8, 1, 28, 28), np.float32),
+            rng.integers(0, 10, 8))
+    rows = bench.train_recipe("row_lstm", data, 1, 0, ["magmadnn"], batch=8)  # PyTorch's import alone takes seconds
+    assert [r["framework"] for r in rows] == ["magmadnn"]
+    assert all(r["images_per_s"] > 0 and 0 <= r["test_accuracy"] <= 1 for r in rows)
