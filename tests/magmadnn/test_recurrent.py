@@ -223,3 +223,22 @@ def test_bench_row_lstm_recipe_runs():
     rows = bench.train_recipe("row_lstm", data, 1, 0, ["magmadnn"], batch=8)  # PyTorch's import alone takes seconds
     assert [r["framework"] for r in rows] == ["magmadnn"]
     assert all(r["images_per_s"] > 0 and 0 <= r["test_accuracy"] <= 1 for r in rows)
+
+
+def test_gate_kernels_name_a_wrong_buffer():
+    """pymagma's gate kernels check every buffer before a launch (arrays at a null pointer: nothing runs)."""
+    from pymagma import kernels
+    from pymagma.array import DeviceArray
+
+    def fake(*shape, dtype=np.float32):
+        return DeviceArray(shape, dtype, 0, None)
+
+    x, rec, state, gates = fake(2, 3, 16), fake(2, 16), fake(4, 2, 4), fake(3, 2, 16)
+    with pytest.raises(ValueError, match=r"lstm_gates_forward: cs must be a C-contiguous array of shape \(4, 2, 4\)"):
+        kernels.lstm_gates_forward(x, rec, fake(3, 2, 4), state, gates, None, 0)
+    with pytest.raises(ValueError, match="step 3 is outside the sequence of 3 steps"):
+        kernels.lstm_gates_forward(x, rec, state, state, gates, None, 3)
+    with pytest.raises(ValueError, match=r"x_proj must be \(N, T, 3 units\)"):
+        kernels.gru_gates_forward(fake(2, 3, 16), rec, fake(16), state, gates, state, None, 0)
+    with pytest.raises(TypeError, match="dtypes differ"):
+        kernels.lstm_gates_forward(x, fake(2, 16, dtype=np.float64), state, state, gates, None, 0)
