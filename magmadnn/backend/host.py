@@ -825,45 +825,67 @@ def _dy_at(dy, step, steps, return_sequences):
     return dy if step == steps - 1 else None
 
 
+def _lstm_scale(u, dtype):
+    """Per column of the gates (i, f, g, o): 1/2 for the sigmoid blocks, 1 for the tanh block, since
+    sigmoid(z) = tanh(z / 2) / 2 + 1/2: one tanh over all four blocks, then ``scale * t + shift``."""
+    scale = np.full(4 * u, 0.5, dtype)
+    scale[2 * u:3 * u] = 1.0
+    return scale, 1.0 - scale  # shift: 1/2 for the sigmoid blocks, 0 for the tanh block
+
+
 def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
     n, steps, four = x_proj.shape
-    u = four // 4
-    hs, cs = np.zeros((steps + 1, n, u), x_proj.dtype), np.zeros((steps + 1, n, u), x_proj.dtype)
-    gates = np.empty((steps, n, four), x_proj.dtype)
+    u, dt = four // 4, x_proj.dtype
+    scale, shift = _lstm_scale(u, dt)
+    xs = np.empty((steps, n, four), dt)  # time-major, scaled: each step reads one contiguous block
+    np.multiply(x_proj.transpose(1, 0, 2), scale, out=xs)
+    w = recurrent_kernel * scale
+    hs, cs = np.zeros((steps + 1, n, u), dt), np.zeros((steps + 1, n, u), dt)
+    tcs, gates, ig = np.empty((steps, n, u), dt), np.empty((steps, n, four), dt), np.empty((n, u), dt)
     for t in range(steps):
         g = gates[t]
-        np.matmul(hs[t], recurrent_kernel, out=g)
-        g += x_proj[:, t]
-        _sigmoid_inplace(g[:, :2 * u])
-        np.tanh(g[:, 2 * u:3 * u], out=g[:, 2 * u:3 * u])
-        _sigmoid_inplace(g[:, 3 * u:])
-        c = cs[t + 1]
-        np.multiply(g[:, u:2 * u], cs[t], out=c)
-        c += g[:, :u] * g[:, 2 * u:3 * u]
-        np.multiply(g[:, 3 * u:], np.tanh(c), out=hs[t + 1])
-    return _sequence_output(hs, return_sequences), (hs, cs, gates, bool(return_sequences))
+        np.matmul(hs[t], w, out=g)
+        g += xs[t]
+        np.tanh(g, out=g)
+        g *= scale
+        g += shift
+        np.multiply(g[:, u:2 * u], cs[t], out=cs[t + 1])
+        np.multiply(g[:, :u], g[:, 2 * u:3 * u], out=ig)
+        cs[t + 1] += ig
+        np.tanh(cs[t + 1], out=tcs[t])
+        np.multiply(g[:, 3 * u:], tcs[t], out=hs[t + 1])
+    return _sequence_output(hs, return_sequences), (hs, cs, tcs, gates, bool(return_sequences))
 
 
 def lstm_backward(dy, recurrent_kernel, ctx):
-    hs, cs, gates, return_sequences = ctx
+    hs, cs, tcs, gates, return_sequences = ctx
     steps, n, four = gates.shape
     u = four // 4
+    # whole-sequence factors, each one large op: the gates' derivatives, and d c / d h through o tanh(c)
+    deriv = np.subtract(1.0, gates)
+    deriv *= gates  # sigmoid: s (1 - s)
+    np.multiply(gates[..., 2 * u:3 * u], gates[..., 2 * u:3 * u], out=deriv[..., 2 * u:3 * u])
+    np.subtract(1.0, deriv[..., 2 * u:3 * u], out=deriv[..., 2 * u:3 * u])  # tanh: 1 - g^2
+    dc_dh = np.multiply(tcs, tcs)
+    np.subtract(1.0, dc_dh, out=dc_dh)
+    dc_dh *= gates[..., 3 * u:]
     dgates = np.empty_like(gates)
-    dh, dc = np.zeros((n, u), gates.dtype), np.zeros((n, u), gates.dtype)
+    dh, dc, tmp = np.zeros((n, u), gates.dtype), np.zeros((n, u), gates.dtype), np.empty((n, u), gates.dtype)
     for t in range(steps - 1, -1, -1):
         direct = _dy_at(dy, t, steps, return_sequences)
         if direct is not None:
             dh += direct
-        i, f, g, o = gates[t, :, :u], gates[t, :, u:2 * u], gates[t, :, 2 * u:3 * u], gates[t, :, 3 * u:]
-        tc = np.tanh(cs[t + 1])
-        dg = dgates[t]
-        np.multiply(dh * tc, o * (1.0 - o), out=dg[:, 3 * u:])
-        dc += dh * o * (1.0 - tc * tc)
-        np.multiply(dc * g, i * (1.0 - i), out=dg[:, :u])
-        np.multiply(dc * cs[t], f * (1.0 - f), out=dg[:, u:2 * u])
-        np.multiply(dc * i, 1.0 - g * g, out=dg[:, 2 * u:3 * u])
-        dc *= f
-        dh = np.matmul(dg, recurrent_kernel.T)
+        g, dg = gates[t], dgates[t]
+        np.multiply(dh, dc_dh[t], out=tmp)
+        dc += tmp
+        np.multiply(dh, tcs[t], out=dg[:, 3 * u:])
+        np.multiply(dc, g[:, 2 * u:3 * u], out=dg[:, :u])
+        np.multiply(dc, cs[t], out=dg[:, u:2 * u])
+        np.multiply(dc, g[:, :u], out=dg[:, 2 * u:3 * u])
+        dg *= deriv[t]
+        dc *= g[:, u:2 * u]
+        if t:
+            np.matmul(dg, recurrent_kernel.T, out=dh)
     dw = np.matmul(hs[:-1].reshape(steps * n, u).T, dgates.reshape(steps * n, four))
     return np.ascontiguousarray(dgates.transpose(1, 0, 2)), dw
 
