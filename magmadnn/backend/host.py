@@ -861,7 +861,31 @@ def lstm_backward(dy, recurrent_kernel, ctx):
     hs, cs, tcs, gates, return_sequences = ctx
     steps, n, four = gates.shape
     u = four // 4
-    # whole-sequence factors, each one large op: the gates' derivatives, and d c / d h through o tanh(c)
+    step = _lstm_backward_step(gates, tcs)
+    dgates = np.empty_like(gates)
+    dh, dc = np.zeros((n, u), gates.dtype), np.zeros((n, u), gates.dtype)
+    for t in range(steps - 1, -1, -1):
+        direct = _dy_at(dy, t, steps, return_sequences)
+        if direct is not None:
+            dh += direct
+        step(t, dh, dc, gates[t], tcs[t], cs[t], dgates[t])
+        if t:
+            np.matmul(dgates[t], recurrent_kernel.T, out=dh)
+    dw = np.matmul(hs[:-1].reshape(steps * n, u).T, dgates.reshape(steps * n, four))
+    return np.ascontiguousarray(dgates.transpose(1, 0, 2)), dw
+
+
+def _lstm_backward_step(gates, tcs):
+    """``step(t, dh, dc, gates[t], tanh_c[t], c_prev, dgates[t])``: one step of the LSTM backward, in place on dc
+    and dgates[t]; ``_host_jit``'s fused loop when numba is there, else NumPy with the gates' derivatives and the
+    cell path's factor o (1 - tanh(c)^2) computed for the whole sequence up front, in a few large ops."""
+    jit = _host_jit.kernels
+    if jit is not None:
+        def fused(t, *arrays):
+            jit.lstm_backward_step(*arrays)
+
+        return fused
+    u = gates.shape[2] // 4
     deriv = np.subtract(1.0, gates)
     deriv *= gates  # sigmoid: s (1 - s)
     np.multiply(gates[..., 2 * u:3 * u], gates[..., 2 * u:3 * u], out=deriv[..., 2 * u:3 * u])
@@ -869,25 +893,19 @@ def lstm_backward(dy, recurrent_kernel, ctx):
     dc_dh = np.multiply(tcs, tcs)
     np.subtract(1.0, dc_dh, out=dc_dh)
     dc_dh *= gates[..., 3 * u:]
-    dgates = np.empty_like(gates)
-    dh, dc, tmp = np.zeros((n, u), gates.dtype), np.zeros((n, u), gates.dtype), np.empty((n, u), gates.dtype)
-    for t in range(steps - 1, -1, -1):
-        direct = _dy_at(dy, t, steps, return_sequences)
-        if direct is not None:
-            dh += direct
-        g, dg = gates[t], dgates[t]
+    tmp = np.empty(tcs.shape[1:], tcs.dtype)
+
+    def step(t, dh, dc, g, tanh_c, c_prev, dg):
         np.multiply(dh, dc_dh[t], out=tmp)
         dc += tmp
-        np.multiply(dh, tcs[t], out=dg[:, 3 * u:])
+        np.multiply(dh, tanh_c, out=dg[:, 3 * u:])
         np.multiply(dc, g[:, 2 * u:3 * u], out=dg[:, :u])
-        np.multiply(dc, cs[t], out=dg[:, u:2 * u])
+        np.multiply(dc, c_prev, out=dg[:, u:2 * u])
         np.multiply(dc, g[:, :u], out=dg[:, 2 * u:3 * u])
         dg *= deriv[t]
         dc *= g[:, u:2 * u]
-        if t:
-            np.matmul(dg, recurrent_kernel.T, out=dh)
-    dw = np.matmul(hs[:-1].reshape(steps * n, u).T, dgates.reshape(steps * n, four))
-    return np.ascontiguousarray(dgates.transpose(1, 0, 2)), dw
+
+    return step
 
 
 def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True):

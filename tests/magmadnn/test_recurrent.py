@@ -242,3 +242,25 @@ def test_gate_kernels_name_a_wrong_buffer():
         kernels.gru_gates_forward(fake(2, 3, 16), rec, fake(16), state, gates, state, None, 0)
     with pytest.raises(TypeError, match="dtypes differ"):
         kernels.lstm_gates_forward(x, fake(2, 16, dtype=np.float64), state, state, gates, None, 0)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("return_sequences", [True, False])
+def test_host_lstm_backward_is_the_same_with_and_without_numba(dtype, return_sequences, monkeypatch):
+    """The host's fused backward step (``_host_jit``, when numba is installed) against its NumPy path."""
+    from magmadnn.backend import _host_jit
+    from magmadnn.backend import host as H
+
+    if _host_jit.kernels is None:
+        pytest.skip("numba is not installed: only the NumPy path exists")
+    rng = np.random.default_rng(0)
+    x_proj, w = rng.uniform(-2, 2, (3, 5, 16)).astype(dtype), rng.uniform(-1, 1, (4, 16)).astype(dtype)
+    y, ctx = H.lstm_forward(x_proj, w, return_sequences)
+    dy = rng.standard_normal(y.shape).astype(dtype)
+    fused = H.lstm_backward(dy, w, ctx)
+    monkeypatch.setattr(_host_jit, "kernels", None)
+    plain = H.lstm_backward(dy, w, ctx)
+    for a, b in zip(fused, plain, strict=True):
+        assert a.dtype == dtype
+        close = {"rtol": 1e-5, "atol": 1e-6} if dtype == np.float32 else {"rtol": 1e-12, "atol": 1e-14}
+        np.testing.assert_allclose(a, b, **close)
