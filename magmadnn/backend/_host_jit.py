@@ -1,10 +1,11 @@
 """Optional numba kernels for the host backend (``pip install magmadnn[jit]``).
 
-The host backend is complete without them: each kernel replaces a NumPy sequence of host.py that works in short
-strided runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im,
-and 2x2 stride-2 max pooling; and one that fuses the dozen small products of an LSTM step's backward. Results equal the NumPy path's, NaN and infinities included. ``kernels`` is None when
-numba is not installed or ``MAGMADNN_JIT=0`` is set; host.py then takes its NumPy path. Kernels compile on first use
-(cached on disk by numba) for float32 and float64 arrays.
+The host backend is complete without them: each kernel replaces a NumPy sequence of host.py that works in short strided
+runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im, and 2x2
+stride-2 max pooling; and one that fuses the dozen small products of an LSTM step's backward. Results equal the NumPy
+path's, NaN and infinities included. ``kernels`` is None when numba is not installed or ``MAGMADNN_JIT=0`` is set;
+host.py then takes its NumPy path. Kernels compile on first use (cached on disk by numba) for float32 and float64
+arrays.
 
 They are single-threaded on purpose: OpenBLAS's worker threads keep spinning for a while after each GEMM, and a
 parallel kernel right after one waits for cores those threads hold (measured: 3 ms instead of 0.05 ms per call).

@@ -22,6 +22,7 @@ GELU uses the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 
@@ -804,6 +805,25 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
 # recurrent kernel's gradient is one product over all steps: h[0:T]^T @ dgates.
 
 
+_BLAS = []  # [threadpoolctl's BLAS controller or None], found on first use
+
+
+def _serial_blas():
+    """A context in which BLAS uses one thread (threadpoolctl's limit when it is installed, else no change).
+
+    A recurrence alternates a small GEMM with a few small NumPy ops, step after step: BLAS's worker threads spin
+    after each GEMM and hold the cores the next ops need (measured on 2 cores: the LSTM step loop runs 1.5-2.5x
+    slower with two BLAS threads than with one)."""
+    if not _BLAS:
+        try:
+            from threadpoolctl import ThreadpoolController  # noqa: PLC0415 (optional, found once)
+
+            _BLAS.append(ThreadpoolController().select(user_api="blas"))
+        except ImportError:
+            _BLAS.append(None)
+    return _BLAS[0].limit(limits=1) if _BLAS[0] is not None else contextlib.nullcontext()
+
+
 def _sigmoid_inplace(a):
     """sigmoid(a) = (1 + tanh(a / 2)) / 2 in place: stable for any a."""
     a *= 0.5
@@ -842,7 +862,14 @@ def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
     w = recurrent_kernel * scale
     hs, cs = np.zeros((steps + 1, n, u), dt), np.zeros((steps + 1, n, u), dt)
     tcs, gates, ig = np.empty((steps, n, u), dt), np.empty((steps, n, four), dt), np.empty((n, u), dt)
-    for t in range(steps):
+    with _serial_blas():
+        _lstm_steps(xs, w, scale, shift, hs, cs, tcs, gates, ig)
+    return _sequence_output(hs, return_sequences), (hs, cs, tcs, gates, bool(return_sequences))
+
+
+def _lstm_steps(xs, w, scale, shift, hs, cs, tcs, gates, ig):
+    u = ig.shape[1]
+    for t in range(len(xs)):
         g = gates[t]
         np.matmul(hs[t], w, out=g)
         g += xs[t]
@@ -854,7 +881,6 @@ def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
         cs[t + 1] += ig
         np.tanh(cs[t + 1], out=tcs[t])
         np.multiply(g[:, 3 * u:], tcs[t], out=hs[t + 1])
-    return _sequence_output(hs, return_sequences), (hs, cs, tcs, gates, bool(return_sequences))
 
 
 def lstm_backward(dy, recurrent_kernel, ctx):
@@ -864,14 +890,15 @@ def lstm_backward(dy, recurrent_kernel, ctx):
     step = _lstm_backward_step(gates, tcs)
     dgates = np.empty_like(gates)
     dh, dc = np.zeros((n, u), gates.dtype), np.zeros((n, u), gates.dtype)
-    for t in range(steps - 1, -1, -1):
-        direct = _dy_at(dy, t, steps, return_sequences)
-        if direct is not None:
-            dh += direct
-        step(t, dh, dc, gates[t], tcs[t], cs[t], dgates[t])
-        if t:
-            np.matmul(dgates[t], recurrent_kernel.T, out=dh)
-    dw = np.matmul(hs[:-1].reshape(steps * n, u).T, dgates.reshape(steps * n, four))
+    with _serial_blas():
+        for t in range(steps - 1, -1, -1):
+            direct = _dy_at(dy, t, steps, return_sequences)
+            if direct is not None:
+                dh += direct
+            step(t, dh, dc, gates[t], tcs[t], cs[t], dgates[t])
+            if t:
+                np.matmul(dgates[t], recurrent_kernel.T, out=dh)
+        dw = np.matmul(hs[:-1].reshape(steps * n, u).T, dgates.reshape(steps * n, four))
     return np.ascontiguousarray(dgates.transpose(1, 0, 2)), dw
 
 
