@@ -13,6 +13,9 @@ from .embedding import Embedding  # group N
 from .normalization import GroupNorm, LayerNorm, RMSNorm  # group N
 from .position import PositionEmbedding
 
+# -- recurrent layers (group R)
+from .recurrent import GRU, LSTM  # noqa: E402
+
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
 LayerNormalization, GroupNormalization = LayerNorm, GroupNorm  # group N: Keras' long names
@@ -31,6 +34,8 @@ __all__ = [
 ]
 __all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxPool", "Concatenate", "Permute",
             "Reshape", "UpSampling2D"]  # group C
+
+__all__ += ["LSTM", "GRU"]  # recurrent layers (group R)
 
 
 def __getattr__(name):

@@ -71,6 +71,9 @@ PROGRAMS = {
     # graph replay (group G): per-step values read from device memory
     "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
+# -- recurrent layers (group R)
+PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
+                                                      "gru_gates_backward")))
 
 
 @functools.cache

@@ -497,6 +497,33 @@ ROWS = [
      ["scaled_dot_product_attention", "(1, 1, 2, 4)"]),
 ]
 
+# -- recurrent layers (group R)
+_Z = np.zeros
+ROWS += [
+    ("lstm-units-0", lambda t: L.LSTM(0), ValueError, ["LSTM", "units", ">= 1", "0"]),
+    ("gru-units-float", lambda t: L.GRU(2.5), TypeError, ["GRU", "units", "2.5", "integer"]),
+    ("lstm-return-sequences", lambda t: L.LSTM(3, return_sequences="yes"), TypeError,
+     ["LSTM", "return_sequences", "'yes'", "True or False"]),
+    ("gru-initializer", lambda t: L.GRU(3, recurrent_initializer="orthogonalish"), ValueError,
+     ["initializer", "orthogonalish"]),
+    ("lstm-rank", lambda t: Sequential([L.Input((8,)), L.LSTM(3)]), ShapeMismatchError,
+     ["LSTM", "(time, features)", "(8,)"]),
+    ("gru-rank-image", lambda t: Sequential([L.Input((1, 4, 4)), L.GRU(3)]), ShapeMismatchError,
+     ["GRU", "(time, features)", "(1, 4, 4)"]),
+    ("lstm-x-2d", lambda t: functional.lstm(_Z((2, 4)), _Z((4, 8)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "x", "(batch, time, features)", "(2, 4)"]),
+    ("lstm-kernel-rows", lambda t: functional.lstm(_Z((2, 3, 4)), _Z((5, 8)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "kernel", "(5, 8)", "(4, 8)"]),
+    ("lstm-kernel-columns", lambda t: functional.lstm(_Z((2, 3, 4)), _Z((4, 6)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "kernel", "4 * units"]),
+    ("gru-recurrent-bias", lambda t: functional.gru(_Z((2, 3, 4)), _Z((4, 6)), _Z((2, 6)), _Z(6), _Z(3)),
+     ValueError, ["gru", "recurrent_bias", "(3,)", "(6,)"]),
+    ("gru-recurrent-kernel", lambda t: functional.gru(_Z((2, 3, 4)), _Z((4, 6)), _Z((3, 6)), _Z(6), _Z(6)),
+     ValueError, ["gru", "recurrent_kernel", "(3, 6)", "(2, 6)"]),
+    ("lstm-dtypes", lambda t: functional.lstm(_Z((2, 3, 4), np.float32), _Z((4, 8)), _Z((2, 8)), _Z(8)), TypeError,
+     ["lstm", "same floating dtype", "float32", "float64"]),
+]
+
 
 # -- group N: normalization, embeddings, token losses, clipping
 def token_model(loss="cross_entropy", ids_dtype="int64"):

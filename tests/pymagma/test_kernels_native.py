@@ -328,3 +328,14 @@ def _launch_every_kernel(dtype) -> None:
     kernels.rmsprop_update_at(x, x, x, values=values)
     kernels.adagrad_update_at(x, x, x, values=values)
     kernels.dropout_at(x, 0.5, seed=1, offsets=offsets, slot=3)
+
+    # -- recurrent gates (group R): N=2, T=3, u=4
+    seq, state, last = fake_array((2, 3, 4), dtype), fake_array((4, 2, 4), dtype), fake_array((2, 4), dtype)
+    kernels.lstm_gates_forward(fake_array((2, 3, 16), dtype), fake_array((2, 16), dtype), state, state,
+                               fake_array((3, 2, 16), dtype), seq, 1)
+    kernels.lstm_gates_backward(last, last, last, fake_array((3, 2, 16), dtype), state, fake_array((3, 2, 16), dtype),
+                                fake_array((2, 3, 16), dtype), 2)
+    kernels.gru_gates_forward(fake_array((2, 3, 12), dtype), fake_array((2, 12), dtype), fake_array((12,), dtype),
+                              state, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), None, 0)
+    kernels.gru_gates_backward(seq, last, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), state,
+                               fake_array((3, 2, 12), dtype), fake_array((2, 3, 12), dtype), 1)
