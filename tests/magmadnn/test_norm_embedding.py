@@ -152,9 +152,14 @@ def test_cross_entropy_is_pytorchs(shape, reduction, ignore, smoothing):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's 0 / 0
-def test_cross_entropy_mean_of_only_ignored_tokens_is_nan_as_pytorch():
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+def test_cross_entropy_mean_of_only_ignored_tokens_is_nan_with_zero_gradients_as_pytorch(smoothing):
     labels = np.full((2, 3), 7)
-    assert math.isnan(float(F.cross_entropy(Tensor(np.zeros((2, 3, 4))), labels, ignore_index=7).numpy()))
+    logits = Tensor(np.random.default_rng(3).normal(size=(2, 3, 4)), requires_grad=True)
+    loss = F.cross_entropy(logits, labels, label_smoothing=smoothing, ignore_index=7)
+    loss.backward()
+    assert math.isnan(float(loss.numpy()))
+    np.testing.assert_array_equal(logits.grad, np.zeros((2, 3, 4)))  # PyTorch's gradient: no label, no push
 
 
 def test_binary_cross_entropy_is_pytorchs_and_stable():
