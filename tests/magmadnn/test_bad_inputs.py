@@ -498,8 +498,8 @@ ROWS += [
     ("groupnorm-groups-float", lambda t: L.GroupNorm(2.0), TypeError, ["GroupNorm", "groups", "2.0"]),
     ("groupnorm-indivisible", lambda t: Sequential([L.Input((6, 4, 4)), L.GroupNorm(4)]), ShapeMismatchError,
      ["GroupNorm", "divisible by groups=4", "(6, 4, 4)"]),
-    ("groupnorm-flat", lambda t: Sequential([L.Input((6,)), L.GroupNorm(2)]), ShapeMismatchError,
-     ["GroupNorm", "(C, H, W)"]),
+    ("groupnorm-empty-axis", lambda t: L.GroupNorm(2)(np.zeros((2, 4, 0))), ShapeMismatchError,
+     ["GroupNorm", "sizes >= 1", "(4, 0)"]),
     ("layer-norm-gamma-shape", lambda t: functional.layer_norm(np.zeros((2, 4)), np.ones(3)), ValueError,
      ["layer_norm", "gamma", "(4,)"]),
     ("group-norm-groups", lambda t: functional.group_norm(np.zeros((2, 6, 2, 2)), 4), ValueError,
@@ -541,6 +541,27 @@ ROWS += [
      ["clipnorm", "global_clipnorm", "not both"]),
 ]
 
+
+# -- review of the conv/shape and normalisation layers: empty axes, bool ids, targets a loss cannot use
+ROWS += [
+    ("conv2d-zero-channels", lambda t: L.Conv2D(2, 1)(np.zeros((2, 0, 4, 4))), ShapeMismatchError,
+     ["Conv2D", "sizes >= 1", "(0, 4, 4)"]),
+    ("depthwise-zero-width", lambda t: L.DepthwiseConv2D(1)(np.zeros((2, 3, 4, 0))), ShapeMismatchError,
+     ["DepthwiseConv2D", "sizes >= 1", "(3, 4, 0)"]),
+    ("convt-zero-height", lambda t: L.Conv2DTranspose(2, 3)(np.zeros((1, 1, 0, 2))), ShapeMismatchError,
+     ["Conv2DTranspose", "sizes >= 1", "(1, 0, 2)"]),
+    ("global-max-pool-empty", lambda t: L.GlobalMaxPool2D()(np.zeros((1, 2, 0, 3))), ShapeMismatchError,
+     ["GlobalMaxPool2D", "sizes >= 1"]),
+    ("layernorm-empty-axis", lambda t: L.LayerNorm()(np.zeros((2, 3, 0))), ShapeMismatchError,
+     ["LayerNorm", "axis=-1", "size >= 1"]),
+    ("embedding-bool-ids", lambda t: L.Embedding(3, 2)(np.ones((2, 2), bool)), TypeError,
+     ["Embedding layer", "integer ids", "dtype bool"]),
+    ("xent-onehot-ignore-index", lambda t: mlp(loss=losses.SoftmaxCrossEntropy(ignore_index=0)).fit(
+        xy()[0], np.eye(3)[xy()[1]], verbose=0), ValueError, ["ignore_index", "integer targets", "(16, 3)"]),
+    ("xent-soft-token-targets-negative", lambda t: token_model().fit(token_data()[0], -np.ones((4, 5, 4)),
+                                                                     verbose=0), ValueError,
+     ["cross_entropy", "soft token targets", ">= 0"]),
+]
 
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])
 def test_bad_input_gives_a_clear_typed_error(call, error, words, tmp_path):
