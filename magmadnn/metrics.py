@@ -2,8 +2,9 @@
 
 ``hits(outputs, labels, xp)`` is the number of correctly classified samples of one batch as a 0-d backend array in
 the outputs' dtype (``outputs``: backend array (N, C) of scores or logits; ``labels``: NumPy int (N,) or one-hot/soft
-(N, C)). Nothing is copied to the host: labels go to the backend, the comparisons run there, and ``Model.fit`` adds
-the hit counts into its on-device tally, read once per progress update.
+(N, C); ``Accuracy`` also takes token outputs (N, T, C) with labels (N, T) or (N, T, C)). Nothing is copied to the
+host: labels go to the backend, the comparisons run there, and ``Model.fit`` adds the hit counts into its on-device
+tally, read once per progress update.
 
 For use on their own, ``update(outputs, labels, xp)`` accumulates on the backend and ``result()`` reads the running
 fraction (one host read).
@@ -18,13 +19,16 @@ from . import _checks
 __all__ = ["Metric", "Accuracy", "TopK", "get"]
 
 
-def _class_indices(labels) -> np.ndarray:
-    labels = np.asarray(labels)
-    if labels.ndim == 2:
-        return labels.argmax(axis=1)
-    if labels.ndim == 1:
+def _class_indices(labels, output_shape) -> np.ndarray:
+    """Host class indices shaped like the outputs without their class axis: int labels of that shape as they are,
+    or the argmax of one-hot / soft labels shaped like the outputs."""
+    labels, shape = np.asarray(labels), tuple(output_shape)
+    if labels.shape == shape:
+        return labels.argmax(axis=-1)
+    if labels.shape == shape[:-1]:
         return labels.astype(np.int64, copy=False)
-    raise ValueError(f"labels must be class indices (N,) or one-hot (N, C), got shape {labels.shape}")
+    expected = "(N,) or one-hot (N, C)" if len(shape) == 2 else "(N, T) or one-hot (N, T, C)"
+    raise ValueError(f"labels must be class indices {expected} for outputs {shape}, got shape {labels.shape}")
 
 
 def _relu(xp, a):
@@ -72,16 +76,45 @@ class Metric:
 
 
 class Accuracy(Metric):
-    """Fraction of samples whose highest score (first one on ties) is the true class."""
+    """Fraction of samples whose highest score (first one on ties) is the true class.
+
+    Token outputs (N, T, C) with targets (N, T) (or one-hot (N, T, C)): the fraction of tokens. ``ignore_index``
+    (pass the loss's, e.g. ``Accuracy(ignore_index=-100)``): targets equal to it are not counted, for (N,) targets
+    too. Batches are tallied by their samples, so a batch's hits are its fraction of counted tokens times its sample
+    count: the epoch figure is exactly the token accuracy when every batch counts as many tokens per sample (always
+    without ``ignore_index``), else the sample-weighted mean of the batch accuracies (a batch with nothing counted
+    adds 0)."""
 
     name = "accuracy"
 
+    def __init__(self, ignore_index: int | None = None):
+        self.ignore_index = None if ignore_index is None else _checks.integer(ignore_index, "ignore_index",
+                                                                              "Accuracy")
+        super().__init__()
+
+    def to_config(self) -> dict:
+        config = super().to_config()
+        if self.ignore_index is not None:
+            config["config"]["ignore_index"] = self.ignore_index
+        return config
+
     def hits(self, outputs, labels, xp):
-        self._check(outputs)
+        shape = tuple(int(s) for s in outputs.shape)
+        if len(shape) not in (2, 3):
+            raise ValueError(f"accuracy needs model outputs (N, classes) or token outputs (N, T, classes), got "
+                             f"{shape}")
+        truth = _class_indices(labels, shape).reshape(-1)  # host labels: counting them reads nothing back
+        rows, counted = truth.size, truth.size
+        if self.ignore_index is not None:
+            kept = truth != self.ignore_index
+            counted, truth = int(kept.sum()), np.where(kept, truth, -1)  # -1 never equals an argmax
+        scores = outputs if len(shape) == 2 else xp.reshape(outputs, (rows, shape[-1]))
         dtype = outputs.dtype  # class numbers are exact in float32 up to 2**24; float ops run on every backend
-        truth = xp.asarray(_class_indices(labels).astype(dtype))
-        miss = xp.subtract(xp.asarray(xp.argmax(outputs, 1), dtype), truth)  # 0 on a hit, else |.| >= 1
-        return xp.sum(_relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0)))
+        miss = xp.subtract(xp.asarray(xp.argmax(scores, 1), dtype), xp.asarray(truth.astype(dtype)))
+        found = xp.sum(_relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0)))  # 0 on a miss, 1 on a hit
+        if counted == rows == shape[0]:
+            return found
+        return xp.multiply(found, shape[0] / counted if counted else 0.0)
 
 
 class TopK(Metric):
@@ -100,7 +133,7 @@ class TopK(Metric):
         self._check(outputs)
         n, c = (int(s) for s in outputs.shape)
         onehot = np.zeros((n, c), dtype=outputs.dtype)
-        onehot[np.arange(n), _class_indices(labels)] = 1
+        onehot[np.arange(n), _class_indices(labels, (n, c))] = 1
         true_score = xp.sum(xp.multiply(outputs, xp.asarray(onehot)), 1, True)
         above = _relu(xp, xp.subtract(outputs, true_score))
         higher = xp.sum(xp.divide(above, xp.add(above, float(np.finfo(outputs.dtype).tiny))), 1)

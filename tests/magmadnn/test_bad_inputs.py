@@ -18,6 +18,7 @@ import pytest
 
 from magmadnn import cli, data, functional, initializers, losses, metrics, models, optimizers, saving, schedules
 from magmadnn import layers as L
+from magmadnn.backend import get as backend_get  # the host backend of the metric rows
 from magmadnn.callbacks import Callback, EarlyStopping, LearningRateScheduler, ModelCheckpoint, TerminateOnNaN
 from magmadnn.data import DataLoader, DatasetError
 from magmadnn.layers.base import Layer, ShapeMismatchError
@@ -558,6 +559,14 @@ ROWS += [
      ["Embedding layer", "integer ids", "dtype bool"]),
     ("xent-onehot-ignore-index", lambda t: mlp(loss=losses.SoftmaxCrossEntropy(ignore_index=0)).fit(
         xy()[0], np.eye(3)[xy()[1]], verbose=0), ValueError, ["ignore_index", "integer targets", "(16, 3)"]),
+    ("accuracy-ignore-index-float", lambda t: metrics.Accuracy(ignore_index=0.5), TypeError,
+     ["Accuracy", "ignore_index", "0.5"]),
+    ("accuracy-outputs-rank", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int),
+                                                                  backend_get("host")), ValueError,
+     ["accuracy", "(N, T, classes)", "(2, 3, 4, 5)"]),
+    ("accuracy-token-labels-shape", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4)), np.zeros(2, int),
+                                                                        backend_get("host")), ValueError,
+     ["labels", "(N, T) or one-hot (N, T, C)", "(2,)"]),
     ("xent-soft-token-targets-negative", lambda t: token_model().fit(token_data()[0], -np.ones((4, 5, 4)),
                                                                      verbose=0), ValueError,
      ["cross_entropy", "soft token targets", ">= 0"]),
