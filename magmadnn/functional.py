@@ -1137,10 +1137,15 @@ def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_
         per_row = add(multiply(per_row, 1.0 - smoothing), multiply(uniform, float(smoothing)))
     if weights is None:
         return _reduce(per_row if logits.ndim == 2 else reshape(per_row, shape), reduction, fn)
-    if reduction == "mean":
-        weights = xp.divide(weights, xp.sum(weights))  # 0 / 0 = NaN when no label counts, as PyTorch
+    nan_if_none = None
+    if reduction == "mean":  # as PyTorch: NaN when no label counts, yet zero gradients (0 / 0 only in the value)
+        count = xp.sum(weights, 0, True)  # (1,): activations need an axis on the device
+        weights = xp.divide(weights, xp.add(count, xp.activation_forward(xp.subtract(1.0, count), "relu")))
+        nan_if_none = Tensor(xp.reshape(xp.divide(xp.subtract(count, count), count), ()), backend=xp)
     weighted = multiply(per_row, Tensor(weights, backend=xp))
-    return reshape(weighted, shape) if reduction == "none" else sum(weighted)
+    if reduction == "none":
+        return reshape(weighted, shape)
+    return sum(weighted) if nan_if_none is None else add(sum(weighted), nan_if_none)
 
 
 def _counted(xp, labels, ignore_index: int, dtype):

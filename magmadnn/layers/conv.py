@@ -39,6 +39,13 @@ def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
     return tuple(int(v) for v in out)
 
 
+def _check_chw(layer, input_shape) -> None:
+    """A per-sample (C, H, W) input with no empty axis (a zero-size axis has nothing to convolve or pool)."""
+    layer.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+    if min(input_shape) < 1:
+        raise layer.shape_error("a per-sample input (C, H, W) with sizes >= 1", input_shape)
+
+
 @register
 class Conv2D(Layer):
     """2-D cross-correlation with ``filters`` kernels of ``kernel_size``; kernel (K, C/groups, R, S), bias (K,).
@@ -67,7 +74,7 @@ class Conv2D(Layer):
     kernel_name = "kernel"
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
         if input_shape[0] % self.groups:
             raise self.shape_error(f"a number of input channels divisible by groups={self.groups}", input_shape)
 
@@ -172,7 +179,7 @@ class DepthwiseConv2D(Conv2D):
         self.filters = self.depth_multiplier
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
         # groups and filters follow the input's channels
         self.groups, self.filters = input_shape[0], input_shape[0] * self.depth_multiplier
 
@@ -215,7 +222,7 @@ class Conv2DTranspose(Layer):
         self.bias_initializer = initializers.get(bias_initializer)
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
 
     def compute_output_shape(self, input_shape):
         _, out = F.conv_transpose2d_geometry(input_shape[1:], self.kernel_size, self.strides, self.padding,
@@ -249,7 +256,7 @@ class GlobalMaxPool2D(Layer):
     """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent."""
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0],)

@@ -18,6 +18,7 @@ import pytest
 
 from magmadnn import cli, data, functional, initializers, losses, metrics, models, optimizers, saving, schedules
 from magmadnn import layers as L
+from magmadnn.backend import get as backend_get  # the host backend of the metric rows
 from magmadnn.callbacks import Callback, EarlyStopping, LearningRateScheduler, ModelCheckpoint, TerminateOnNaN
 from magmadnn.data import DataLoader, DatasetError
 from magmadnn.layers.base import Layer, ShapeMismatchError
@@ -549,8 +550,8 @@ ROWS += [
     ("groupnorm-groups-float", lambda t: L.GroupNorm(2.0), TypeError, ["GroupNorm", "groups", "2.0"]),
     ("groupnorm-indivisible", lambda t: Sequential([L.Input((6, 4, 4)), L.GroupNorm(4)]), ShapeMismatchError,
      ["GroupNorm", "divisible by groups=4", "(6, 4, 4)"]),
-    ("groupnorm-flat", lambda t: Sequential([L.Input((6,)), L.GroupNorm(2)]), ShapeMismatchError,
-     ["GroupNorm", "(C, H, W)"]),
+    ("groupnorm-empty-axis", lambda t: L.GroupNorm(2)(np.zeros((2, 4, 0))), ShapeMismatchError,
+     ["GroupNorm", "sizes >= 1", "(4, 0)"]),
     ("layer-norm-gamma-shape", lambda t: functional.layer_norm(np.zeros((2, 4)), np.ones(3)), ValueError,
      ["layer_norm", "gamma", "(4,)"]),
     ("group-norm-groups", lambda t: functional.group_norm(np.zeros((2, 6, 2, 2)), 4), ValueError,
@@ -609,6 +610,35 @@ def _adam_at(size):
         p = pymagma.asarray(np.ones(4, np.float32))
         kernels.adam_update_at(p, p, p, p, values=pymagma.asarray(np.ones(size, np.float64)))
 
+
+# -- review of the conv/shape and normalisation layers: empty axes, bool ids, targets a loss cannot use
+ROWS += [
+    ("conv2d-zero-channels", lambda t: L.Conv2D(2, 1)(np.zeros((2, 0, 4, 4))), ShapeMismatchError,
+     ["Conv2D", "sizes >= 1", "(0, 4, 4)"]),
+    ("depthwise-zero-width", lambda t: L.DepthwiseConv2D(1)(np.zeros((2, 3, 4, 0))), ShapeMismatchError,
+     ["DepthwiseConv2D", "sizes >= 1", "(3, 4, 0)"]),
+    ("convt-zero-height", lambda t: L.Conv2DTranspose(2, 3)(np.zeros((1, 1, 0, 2))), ShapeMismatchError,
+     ["Conv2DTranspose", "sizes >= 1", "(1, 0, 2)"]),
+    ("global-max-pool-empty", lambda t: L.GlobalMaxPool2D()(np.zeros((1, 2, 0, 3))), ShapeMismatchError,
+     ["GlobalMaxPool2D", "sizes >= 1"]),
+    ("layernorm-empty-axis", lambda t: L.LayerNorm()(np.zeros((2, 3, 0))), ShapeMismatchError,
+     ["LayerNorm", "axis=-1", "size >= 1"]),
+    ("embedding-bool-ids", lambda t: L.Embedding(3, 2)(np.ones((2, 2), bool)), TypeError,
+     ["Embedding layer", "integer ids", "dtype bool"]),
+    ("xent-onehot-ignore-index", lambda t: mlp(loss=losses.SoftmaxCrossEntropy(ignore_index=0)).fit(
+        xy()[0], np.eye(3)[xy()[1]], verbose=0), ValueError, ["ignore_index", "integer targets", "(16, 3)"]),
+    ("accuracy-ignore-index-float", lambda t: metrics.Accuracy(ignore_index=0.5), TypeError,
+     ["Accuracy", "ignore_index", "0.5"]),
+    ("accuracy-outputs-rank", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int),
+                                                                  backend_get("host")), ValueError,
+     ["accuracy", "(N, T, classes)", "(2, 3, 4, 5)"]),
+    ("accuracy-token-labels-shape", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4)), np.zeros(2, int),
+                                                                        backend_get("host")), ValueError,
+     ["labels", "(N, T) or one-hot (N, T, C)", "(2,)"]),
+    ("xent-soft-token-targets-negative", lambda t: token_model().fit(token_data()[0], -np.ones((4, 5, 4)),
+                                                                     verbose=0), ValueError,
+     ["cross_entropy", "soft token targets", ">= 0"]),
+]
 
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])
 def test_bad_input_gives_a_clear_typed_error(call, error, words, tmp_path):
