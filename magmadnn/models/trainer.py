@@ -73,6 +73,10 @@ class Trainer:
         if isinstance(metrics, (str, _metrics.Metric)):
             metrics = [metrics]
         self.metrics = [_metrics.get(m) for m in (metrics or [])]
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"compile: metrics {names} repeat a name; each metric's results are reported under its "
+                             "name, so give each metric once")
         if self._graphs is not None:
             self._graphs.clear()
         self._graphs = _graphed.GraphedSteps(self) if graph else None

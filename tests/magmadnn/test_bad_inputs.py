@@ -474,6 +474,8 @@ ROWS = [
      cli.OutputError, ["not a writable folder"]),
     ("cli-device", lambda t: cli.resolve_device("tpu"), ValueError, ["--device", "'tpu'"]),
     # -- graph replay (group G)
+    ("compile-metric-twice", lambda t: mlp().compile("sgd", metrics=["accuracy", metrics.Accuracy(ignore_index=3)]),
+     ValueError, ["compile", "repeat a name", "accuracy"]),
     ("compile-graph", lambda t: mlp().compile("sgd", graph="yes"), TypeError, ["compile", "graph", "'yes'"]),
     ("dropout-at-offsets", lambda t: _dropout_at(np.float64), ValueError, ["dropout_at", "offsets", "int64"]),
     ("adam-at-values", lambda t: _adam_at(2), ValueError, ["adam_update_at", "values", "at least 3"]),
