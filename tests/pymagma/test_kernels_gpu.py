@@ -721,7 +721,7 @@ def _recurrent_pass(kind, x_proj, w, b, dy, sequences):
     return [array.to_numpy(a).astype(np.float64) for a in out]
 
 
-@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d is not np.float64])  # float64 is the reference run
 @pytest.mark.parametrize("kind", ["lstm", "gru"])
 @pytest.mark.parametrize("sequences", [False, True])
 def test_recurrent_gate_kernels_in_every_dtype_match_their_float64_run(dtype, kind, sequences):
