@@ -801,7 +801,7 @@ def _key_mask(key_mask, like: Tensor, fn: str):
     if isinstance(data, np.ndarray):
         check_key_mask_values(data, fn)
     if np.dtype(data.dtype) != np.dtype(like.dtype):
-        data = like.xp.asarray(data if isinstance(data, np.ndarray) else like.xp.to_numpy(data), dtype=like.dtype)
+        data = like.xp.asarray(data, dtype=like.dtype)  # a backend array is cast where it lives (no host copy)
     return data
 
 

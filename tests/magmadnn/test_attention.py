@@ -401,3 +401,31 @@ def test_attention_dropout_is_inactive_in_predict_and_evaluate_and_draws_per_see
     layer = model.layers[2]
     sample = [xs[0][:2], xs[1][:2]]
     assert not np.array_equal(layer(sample, training=True).numpy(), layer(sample, training=True).numpy())
+
+
+@pytest.mark.native
+def test_an_integer_key_mask_input_is_cast_on_the_device_without_a_host_copy(monkeypatch):
+    from pymagma import runtime, simulator
+
+    reads = []
+    copy = runtime.memcpy_dtoh
+    monkeypatch.setattr(runtime, "memcpy_dtoh", lambda dst, src, stream=None: reads.append(dst.nbytes)
+                        or copy(dst, src, stream))
+    (x, mask), y = attention_data(n=8)
+
+    def model_with(dtype):
+        xi, mi = L.Input(x.shape[1:]), L.Input(mask.shape[1:], dtype=dtype)
+        model = models.Model([xi, mi], L.Dense(3)(L.Flatten()(L.MultiHeadAttention(2, 4)([xi, mi]))), seed=8)
+        model.compile(optimizers.SGD(0.1), device="gpu")
+        model.progress_interval = float("inf")
+        return model
+
+    with simulator.simulated():
+        ints, floats = model_with("int64"), model_with("float32")
+        ints.fit([x, mask.astype(np.int64)], y, batch_size=4, epochs=1, verbose=0)  # builds: reads allowed
+        floats.fit([x, mask], y, batch_size=4, epochs=1, verbose=0)
+        np.testing.assert_allclose(ints.predict([x, mask.astype(np.int64)]), floats.predict([x, mask]), rtol=1e-6,
+                                   atol=1e-7)
+        reads.clear()
+        ints.fit([x, mask.astype(np.int64)], y, batch_size=4, epochs=1, verbose=0)
+        assert len(reads) == 1, f"{len(reads)} device-to-host copies in one epoch of 2 steps: {reads}"
