@@ -37,6 +37,9 @@ class MultiHeadAttention(Layer):
         self.value_dim = self.key_dim if value_dim is None else _checks.integer(value_dim, "value_dim", owner,
                                                                                 minimum=1)
         self.dropout = _checks.real(dropout, "dropout", owner, 0.0, 1.0, open_high=True)
+        for name, flag in (("causal", causal), ("use_bias", use_bias)):
+            if not isinstance(flag, (bool, np.bool_)):  # bool("False") would be True
+                raise TypeError(f"{owner}: {name} must be True or False, got {flag!r}")
         self.causal = bool(causal)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)

@@ -670,6 +670,8 @@ ROWS += [
      ShapeMismatchError, ["MultiHeadAttention", "at least one query and one key", "(0, 4)"]),
     ("mha-no-inputs", lambda t: L.MultiHeadAttention(2, 4)([]), ShapeMismatchError,
      ["MultiHeadAttention", "[query, key, value]"]),
+    ("mha-causal-string", lambda t: L.MultiHeadAttention(2, 4, causal="False"), TypeError,
+     ["MultiHeadAttention", "causal", "True or False", "'False'"]),
 ]
 
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])
