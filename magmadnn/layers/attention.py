@@ -75,6 +75,12 @@ class MultiHeadAttention(Layer):
     def compute_output_shape(self, input_shape):
         return self._split(input_shape)[1]
 
+    def __call__(self, inputs, training: bool = False):
+        last = inputs[-1] if isinstance(inputs, (list, tuple)) and len(inputs) > 1 else None
+        if isinstance(last, np.ndarray) and last.ndim == 2:  # a host key mask, checked before a device holds it
+            self.check_key_mask(last, "call")
+        return super().__call__(inputs, training=training)
+
     def check_key_mask(self, mask, who: str) -> None:
         """A host key mask against what a mask holds (the model calls it on the input data the mask comes from)."""
         F.check_key_mask_values(mask, f"{who}: MultiHeadAttention layer {self.name!r}")

@@ -429,3 +429,16 @@ def test_an_integer_key_mask_input_is_cast_on_the_device_without_a_host_copy(mon
         reads.clear()
         ints.fit([x, mask.astype(np.int64)], y, batch_size=4, epochs=1, verbose=0)
         assert len(reads) == 1, f"{len(reads)} device-to-host copies in one epoch of 2 steps: {reads}"
+
+
+@pytest.mark.native
+def test_an_eager_call_on_the_device_checks_a_host_key_mask():
+    from pymagma import simulator
+
+    with simulator.simulated():
+        layer = L.MultiHeadAttention(2, 2)
+        layer.configure("gpu", "float32", 0)
+        x = np.zeros((1, 3, 4), np.float32)
+        assert layer([x, np.ones((1, 3), np.float32)]).shape == (1, 3, 4)
+        with pytest.raises(ValueError, match="MultiHeadAttention layer .* key mask .* got 0.5"):
+            layer([x, np.array([[1.0, 0.5, 0.0]])])
