@@ -754,7 +754,7 @@ def mse(pred, target, reduction="mean") -> Tensor:
 
 
 # --------------------------------------------------------------------------------------- attention (group A)
-__all__ += ["matmul_nt", "masked_softmax", "scaled_dot_product_attention"]
+__all__ += ["matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values"]
 
 
 class MatMulNTFunction(Function):
@@ -798,9 +798,26 @@ def _key_mask(key_mask, like: Tensor, fn: str):
     want = (like.shape[0], like.shape[-1])
     if tuple(data.shape) != want:
         raise ValueError(f"{fn}: key_mask must have shape (batch, key_time) = {want}, got {tuple(data.shape)}")
+    if isinstance(data, np.ndarray):
+        check_key_mask_values(data, fn)
     if np.dtype(data.dtype) != np.dtype(like.dtype):
-        data = like.xp.asarray(data if isinstance(data, np.ndarray) else like.xp.to_numpy(data), dtype=like.dtype)
+        data = like.xp.asarray(data, dtype=like.dtype)  # a backend array is cast where it lives (no host copy)
     return data
+
+
+def check_key_mask_values(mask: np.ndarray, who: str) -> None:
+    """A key mask holds booleans or the numbers 1 (attend) and 0 (padding): anything else (0.5, NaN, PyTorch's
+    additive 0/-inf masks, which would read inverted) is a ValueError naming ``who``."""
+    mask = np.asarray(mask)
+    if mask.dtype.kind == "b":
+        return
+    if mask.dtype.kind not in "iuf":
+        raise TypeError(f"{who}: a key mask must be bool or numeric (1: attend, 0: padding), got dtype {mask.dtype}")
+    bad = (mask != 0) & (mask != 1)
+    if bad.any():
+        raise ValueError(f"{who}: a key mask holds 1 (attend) or 0 (padding) or booleans, got "
+                         f"{mask[bad].flat[0].item()!r}; for PyTorch's key_padding_mask pass its negation, an additive "
+                         "mask (0/-inf) is not a mask")
 
 
 def masked_softmax(x, key_mask=None, scale=1.0, causal=False) -> Tensor:
@@ -809,6 +826,9 @@ def masked_softmax(x, key_mask=None, scale=1.0, causal=False) -> Tensor:
     fn = "masked_softmax"
     x = _as_tensor(x)
     _need_ndim(x, 4, fn, "x", "(batch, heads, query_time, key_time)")
+    if x.shape[2] == 0 or x.shape[3] == 0:
+        raise ValueError(f"{fn}: x needs at least one query and one key (batch, heads, query_time, key_time), got "
+                         f"shape {x.shape}")
     _same_dtype(fn, x=x)
     return MaskedSoftmaxFunction.apply(x, mask=_key_mask(key_mask, x, fn), scale=float(scale), causal=bool(causal))
 

@@ -642,6 +642,38 @@ ROWS += [
      ["cross_entropy", "soft token targets", ">= 0"]),
 ]
 
+
+# -- review of attention: what a key mask holds, empty sequences
+def masked_attention(mask_value):
+    """A self-attention model with a key mask input, fit on a mask holding ``mask_value``."""
+    x, mask = L.Input((3, 4)), L.Input((3,))
+    model = models.Model([x, mask], L.Flatten()(L.MultiHeadAttention(2, 2, name="mha")([x, mask])))
+    model.compile(optimizers.SGD(0.1), loss="mse")
+    keys = np.ones((4, 3))
+    keys[0, 1] = mask_value
+    return model.fit([np.zeros((4, 3, 4)), keys], np.zeros((4, 12)), verbose=0)
+
+
+ROWS += [
+    ("mha-mask-half", lambda t: L.MultiHeadAttention(2, 4)([np.zeros((2, 3, 4)), np.full((2, 3), 0.5)]), ValueError,
+     ["MultiHeadAttention layer", "key mask", "1 (attend) or 0 (padding)", "0.5"]),
+    ("mha-mask-additive", lambda t: L.MultiHeadAttention(2, 4)([np.zeros((1, 2, 4)), np.array([[0.0, -np.inf]])]),
+     ValueError, ["key mask", "-inf", "additive"]),
+    ("mha-mask-in-fit", lambda t: masked_attention(2.0), ValueError, ["fit", "MultiHeadAttention layer 'mha'", "2.0"]),
+    ("masked-softmax-mask-values", lambda t: functional.masked_softmax(np.zeros((1, 1, 2, 3)), np.full((1, 3), -1.0)),
+     ValueError, ["masked_softmax", "key mask", "-1.0"]),
+    ("masked-softmax-no-keys", lambda t: functional.masked_softmax(np.zeros((1, 1, 2, 0))), ValueError,
+     ["masked_softmax", "at least one query and one key", "(1, 1, 2, 0)"]),
+    ("mha-zero-time", lambda t: L.MultiHeadAttention(2, 4)(np.zeros((2, 0, 4))), ShapeMismatchError,
+     ["MultiHeadAttention", "at least one query and one key", "(0, 4)"]),
+    ("mha-zero-key-time", lambda t: L.MultiHeadAttention(2, 4)([np.zeros((2, 3, 4)), np.zeros((2, 0, 4))]),
+     ShapeMismatchError, ["MultiHeadAttention", "at least one query and one key", "(0, 4)"]),
+    ("mha-no-inputs", lambda t: L.MultiHeadAttention(2, 4)([]), ShapeMismatchError,
+     ["MultiHeadAttention", "[query, key, value]"]),
+    ("mha-causal-string", lambda t: L.MultiHeadAttention(2, 4, causal="False"), TypeError,
+     ["MultiHeadAttention", "causal", "True or False", "'False'"]),
+]
+
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])
 def test_bad_input_gives_a_clear_typed_error(call, error, words, tmp_path):
     with pytest.raises(error) as caught:
