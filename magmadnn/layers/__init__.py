@@ -9,6 +9,9 @@ from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class,
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
 from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
 
+# -- group X (ONNX): softmax over any axis
+from .softmax import LogSoftmax, Softmax  # noqa: E402
+
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
 
@@ -17,6 +20,7 @@ __all__ = [
     "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
 ]
+__all__ += ["Softmax", "LogSoftmax"]  # group X (ONNX)
 
 
 def __getattr__(name):
