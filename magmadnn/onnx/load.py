@@ -1,0 +1,92 @@
+"""``load(path, device=...)``: an ONNX file as a functional :class:`~magmadnn.models.Model` with its weights.
+
+The graph is walked node by node (ONNX keeps them in topological order); each node is turned into layers by its
+entry in :mod:`.importers`. Nothing outside the new model is touched, and the weights are checked all together
+before the first is set, so loading either returns a complete model or raises (all or nothing).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..models import Model
+from ._proto import default_opset, onnx, read
+from .errors import OnnxImportError, UnsupportedOnnxError
+from .graph import DTYPES, Graph, Value
+from .importers import IMPORTERS, supported_operators
+
+__all__ = ["load", "convert"]
+
+
+def _model_dtype(proto):
+    initializers = {i.name for i in proto.graph.initializer}
+    kinds = {i.type.tensor_type.elem_type for i in proto.graph.input if i.name not in initializers}
+    if len(kinds) == 1 and next(iter(kinds)) in DTYPES:
+        return DTYPES[next(iter(kinds))]
+    return np.float32  # input_layer names the offending input
+
+
+def _constants(graph: Graph, proto) -> None:
+    numpy_helper = onnx().numpy_helper
+    for init in proto.graph.initializer:
+        try:
+            graph.values[init.name] = np.asarray(numpy_helper.to_array(init))
+        except Exception as exc:  # noqa: BLE001 - damaged tensor bytes
+            raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from None
+
+
+def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
+    """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
+    graph = Graph(proto, default_opset(proto), _model_dtype(proto))
+    _constants(graph, proto)
+    inputs = []
+    for spec in proto.graph.input:
+        if spec.name not in graph.values:
+            value = graph.input_layer(spec)
+            graph.values[spec.name] = value
+            inputs.append(value.tensor)
+    if not inputs:
+        raise UnsupportedOnnxError("the graph has no input that is not a constant")
+    for node in proto.graph.node:
+        if id(node) in graph.absorbed:
+            continue
+        if node.domain not in ("", "ai.onnx"):
+            raise graph.error(node, f"operators of domain {node.domain!r} are not supported",
+                              "the default ONNX domain")
+        convert_node = IMPORTERS.get(node.op_type)
+        if convert_node is None:
+            raise graph.error(node, "this operator is not supported", ", ".join(supported_operators()))
+        outputs = convert_node(graph, node)
+        for out_name, value in zip(node.output, outputs):
+            if out_name:
+                graph.values[out_name] = value
+    if len(proto.graph.output) != 1:
+        raise UnsupportedOnnxError(f"the graph has {len(proto.graph.output)} outputs; magmadnn models have one")
+    out_name = proto.graph.output[0].name
+    result = graph.values.get(out_name)
+    if not isinstance(result, Value):
+        raise UnsupportedOnnxError(f"graph output {out_name!r} is a constant, not computed from the inputs")
+    if result.shape != tuple(result.tensor.shape):
+        raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N, {', '.join(map(str, result.shape))}), "
+                                   f"which magmadnn holds as (N, {', '.join(map(str, result.tensor.shape))}); "
+                                   "end the graph with a Flatten or Reshape")
+    model = Model(inputs, result.tensor, name=name or proto.graph.name or "onnx_model", seed=seed,
+                  dtype=graph.dtype, device=device)
+    index = {id(layer): i for i, layer in enumerate(model.layers)}
+    arrays = {f"layers.{index[id(layer)]}.{key}": array for layer, weights in graph.weights
+              if id(layer) in index for key, array in weights.items()}
+    model._assign(arrays, "ONNX import")
+    return model
+
+
+def load(path, device=None, name: str | None = None, seed: int | None = None) -> Model:
+    """The model in the ONNX file ``path`` (from ``torch.onnx.export``, ``Model.export`` or any ONNX writer using
+    the operators of :data:`magmadnn.onnx.importers.IMPORTERS`) as a functional Model with its weights, on
+    ``device`` ("host", "gpu", "gpu:N", "auto"; default: the current default). ``seed`` seeds its dropout and
+    shuffling. Raises OnnxImportError for a file that cannot be read and UnsupportedOnnxError naming the node, op
+    type and what is supported for anything magmadnn has no form for."""
+    proto = read(path)
+    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    return convert(proto, name=proto.graph.name or stem, device=device, seed=seed)
