@@ -12,6 +12,7 @@ import os
 import numpy as np
 
 from ..models import Model
+from ..saving import ArchitectureMismatchError, ModelFileError
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .graph import DTYPES, Graph, Value
@@ -77,7 +78,10 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
     index = {id(layer): i for i, layer in enumerate(model.layers)}
     arrays = {f"layers.{index[id(layer)]}.{key}": array for layer, weights in graph.weights
               if id(layer) in index for key, array in weights.items()}
-    model._assign(arrays, "ONNX import")
+    try:
+        model._assign(arrays, "ONNX import")
+    except (ModelFileError, ArchitectureMismatchError) as exc:  # a weight the layer cannot take: the file's fault
+        raise OnnxImportError(str(exc)) from None
     return model
 
 
