@@ -127,3 +127,21 @@ def test_without_onnx_installed_export_says_what_to_install(tmp_path, monkeypatc
         m.Model(x, L.Dense(2)(x)).export(tmp_path / "m.onnx")
     with pytest.raises(ImportError, match=r"pip install 'magmadnn\[onnx\]'"):
         monnx.load(tmp_path / "m.onnx")
+
+
+def test_cli_exports_imports_and_describes(tmp_path, capsys):
+    from magmadnn.cli import main
+
+    model = zoo.build("cnn", (1, 12, 12), 3, filters=(4, 8), dense=16)
+    saved = model.save(tmp_path / "cnn.npz")
+    onnx_path, back = str(tmp_path / "cnn.onnx"), str(tmp_path / "back.safetensors")
+    assert main(["export", saved, onnx_path]) == 0
+    assert main(["info", onnx_path]) == 0
+    assert main(["import", onnx_path, back]) == 0
+    out = capsys.readouterr().out
+    assert "importable: yes" in out and "opset 17" in out and f"wrote {back}" in out
+    x = np.random.default_rng(4).standard_normal((2, 1, 12, 12)).astype(np.float32)
+    np.testing.assert_allclose(m.load_model(back).predict(x), model.predict(x), rtol=RTOL, atol=ATOL)
+    (tmp_path / "junk.onnx").write_bytes(b"junk")
+    assert main(["import", str(tmp_path / "junk.onnx"), back]) == 2  # one line on stderr, no traceback
+    assert "is not a readable ONNX file" in capsys.readouterr().err
