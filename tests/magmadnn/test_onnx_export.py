@@ -145,3 +145,23 @@ def test_cli_exports_imports_and_describes(tmp_path, capsys):
     (tmp_path / "junk.onnx").write_bytes(b"junk")
     assert main(["import", str(tmp_path / "junk.onnx"), back]) == 2  # one line on stderr, no traceback
     assert "is not a readable ONNX file" in capsys.readouterr().err
+
+
+@pytest.mark.native
+def test_an_imported_model_trains_on_the_device_without_host_reads(tmp_path, monkeypatch):
+    """Every layer an import makes (Softmax/LogSoftmax included) keeps training on the device: one read an epoch."""
+    path = every_layer_model().export(tmp_path / "m.onnx")
+    from pymagma import runtime, simulator
+
+    with simulator.simulated():
+        model = monnx.load(path, device="gpu", seed=0)
+        reads = []
+        copy = runtime.memcpy_dtoh
+        monkeypatch.setattr(runtime, "memcpy_dtoh", lambda dst, src, stream=None: reads.append(dst.nbytes)
+                            or copy(dst, src, stream))
+        rng = np.random.default_rng(5)
+        x, y = rng.standard_normal((16, 2, 11, 10)).astype(np.float32), rng.integers(0, 4, 16)
+        model.compile(m.optimizers.SGD(1e-2), "cross_entropy", device="gpu")
+        model.progress_interval = float("inf")
+        model.fit(x, y, batch_size=8, epochs=1, verbose=0)
+        assert len(reads) == 1, f"{len(reads)} device-to-host copies in one epoch of 2 steps: {reads}"
