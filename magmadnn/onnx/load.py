@@ -89,7 +89,7 @@ def load(path, device=None, name: str | None = None, seed: int | None = None) ->
     """The model in the ONNX file ``path`` (from ``torch.onnx.export``, ``Model.export`` or any ONNX writer using
     the operators of :data:`magmadnn.onnx.importers.IMPORTERS`) as a functional Model with its weights, on
     ``device`` ("host", "gpu", "gpu:N", "auto"; default: the current default). ``seed`` seeds its dropout and
-    shuffling. Raises OnnxImportError for a file that cannot be read and UnsupportedOnnxError naming the node, op
+    shuffling (compile it without ``seed=``, which would re-create the weights). Raises OnnxImportError for a file that cannot be read and UnsupportedOnnxError naming the node, op
     type and what is supported for anything magmadnn has no form for."""
     proto = read(path)
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
