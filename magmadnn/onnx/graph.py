@@ -12,9 +12,11 @@ from ..layers.base import Input
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 
-__all__ = ["Value", "Graph", "DTYPES"]
+__all__ = ["Value", "Graph", "DTYPES", "BATCH"]
 
 DTYPES = {1: np.float32, 11: np.float64}  # TensorProto.FLOAT, DOUBLE
+#: the batch size where a shape computed from the graph holds it (Shape of a computed tensor): unknown until run
+BATCH = np.int64(-(1 << 40))
 
 
 class Value:

@@ -13,7 +13,7 @@ import numpy as np
 
 from .. import layers as L
 from ._proto import onnx
-from .graph import Value
+from .graph import BATCH, Value
 
 __all__ = ["IMPORTERS", "supported_operators", "pool_geometry"]
 
@@ -359,6 +359,11 @@ def reshape(graph, node):
     target = [int(v) for v in graph.constant(node, 1, "shape").reshape(-1)]
     if allow_zero and 0 in target:
         raise graph.error(node, "allowzero=1 with a 0 in the shape is not supported", "allowzero=0")
+    if target and target[0] == BATCH:  # the batch size taken from the input's Shape: keep it
+        target[0] = 0
+    if any(v < -1 for v in target):
+        raise graph.error(node, "a shape computed from the batch size (other than copying it first) is not "
+                                "supported", "shapes whose first entry is 0, -1 or the input's batch size")
     if not target or target[0] not in (0, -1) or (target[0] == -1 and -1 in target[1:]):
         raise graph.error(node, f"shape {target} is not supported",
                           "a shape that keeps the dynamic batch axis first (0 or -1) and fixes the others")
@@ -378,6 +383,25 @@ def reshape(graph, node):
                       "reshapes that flatten the sample or keep its shape")
 
 
+def shape(graph, node):
+    attrs = graph.attrs(node, {"start": 0, "end": None})
+    x = graph.value(node, 0)
+    full = np.array([BATCH, *x.shape], np.int64)
+    return [full[attrs["start"]:attrs["end"]]]
+
+
+def reduce_mean(graph, node):
+    attrs = graph.attrs(node, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0})
+    x = graph.value(node, 0)
+    axes = attrs["axes"] if graph.opset < 18 or not graph.has(node, 1) else graph.constant(node, 1, "axes")
+    rank = len(x.shape) + 1
+    if rank != 4 or axes is None or sorted(int(a) % rank for a in np.ravel(axes)) != [2, 3]:
+        raise graph.error(node, f"a mean over axes {None if axes is None else list(np.ravel(axes))} of a rank-{rank}"
+                                " input is not supported", "the mean over the spatial axes [2, 3] of (N, C, H, W)")
+    value = graph.layer(node, L.GlobalAvgPool2D, graph.materialize(node, x))
+    return [Value(value.tensor, (x.shape[0], 1, 1) if attrs["keepdims"] else (x.shape[0],))]
+
+
 def constant(graph, node):
     attrs = graph.attrs(node, {"value": None})
     if attrs["value"] is None:
@@ -390,7 +414,7 @@ IMPORTERS = {
     "GlobalAveragePool": global_average_pool, "BatchNormalization": batch_normalization,
     **dict.fromkeys(_ACTIVATIONS, activation), "Softmax": softmax, "LogSoftmax": log_softmax, "Add": add,
     "Sum": add, "Identity": identity, "Dropout": dropout, "Flatten": flatten, "Reshape": reshape,
-    "Constant": constant,
+    "Constant": constant, "Shape": shape, "ReduceMean": reduce_mean,
 }
 
 

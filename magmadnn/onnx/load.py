@@ -38,6 +38,23 @@ def _constants(graph: Graph, proto) -> None:
             raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from None
 
 
+def _fold(graph: Graph, node) -> list:
+    """The outputs of a node whose inputs are all constants, computed by onnx's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    helper = onnx().helper
+    untyped = helper.make_empty_tensor_value_info
+    one = helper.make_graph([node], "fold", [untyped(n) for n in node.input if n],
+                            [untyped(n) for n in node.output if n])
+    proto = helper.make_model(one, opset_imports=[helper.make_opsetid("", graph.opset)])
+    try:
+        results = ReferenceEvaluator(proto).run(None, {n: graph.values[n] for n in node.input if n})
+    except Exception as exc:  # noqa: BLE001 - the evaluator raises what its operator raises
+        raise graph.error(node, f"computing it from its constant inputs failed: {type(exc).__name__}: {exc}",
+                          "constant inputs the ONNX reference evaluator computes") from None
+    return [np.asarray(r) for r in results]
+
+
 def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
     """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
     graph = Graph(proto, default_opset(proto), _model_dtype(proto))
@@ -56,6 +73,12 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
         if node.domain not in ("", "ai.onnx"):
             raise graph.error(node, f"operators of domain {node.domain!r} are not supported",
                               "the default ONNX domain")
+        if node.input and node.op_type != "Constant" and all(
+                isinstance(graph.values.get(n), np.ndarray) for n in node.input if n):
+            outputs = _fold(graph, node)  # a node of constants only (shape arithmetic, weight transposes)
+            for out_name, value in zip(node.output, outputs):
+                graph.values[out_name] = value
+            continue
         convert_node = IMPORTERS.get(node.op_type)
         if convert_node is None:
             raise graph.error(node, "this operator is not supported", ", ".join(supported_operators()))
@@ -89,8 +112,9 @@ def load(path, device=None, name: str | None = None, seed: int | None = None) ->
     """The model in the ONNX file ``path`` (from ``torch.onnx.export``, ``Model.export`` or any ONNX writer using
     the operators of :data:`magmadnn.onnx.importers.IMPORTERS`) as a functional Model with its weights, on
     ``device`` ("host", "gpu", "gpu:N", "auto"; default: the current default). ``seed`` seeds its dropout and
-    shuffling (compile it without ``seed=``, which would re-create the weights). Raises OnnxImportError for a file that cannot be read and UnsupportedOnnxError naming the node, op
-    type and what is supported for anything magmadnn has no form for."""
+    shuffling (compile it without ``seed=``, which would re-create the weights). Raises OnnxImportError for a
+    file that cannot be read and UnsupportedOnnxError naming the node, op type and what is supported for anything
+    magmadnn has no form for."""
     proto = read(path)
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
     return convert(proto, name=proto.graph.name or stem, device=device, seed=seed)

@@ -14,12 +14,15 @@ from magmadnn import onnx as monnx  # noqa: E402
 RTOL, ATOL = 2e-4, 2e-5
 
 
-def graph(nodes, inputs: dict, initializers: dict | None = None, output: str = "y", opset: int = 17):
-    """A checked ModelProto: ``inputs`` name -> per-sample shape (a dynamic batch axis "N" is put first)."""
+def graph(nodes, inputs: dict, initializers: dict | None = None, output: str = "y", opset: int = 17,
+          output_shape=None):
+    """A checked ModelProto: ``inputs`` name -> per-sample shape (a dynamic batch axis "N" is put first); the
+    output's shape is inferred unless given (per sample)."""
     ins = [helper.make_tensor_value_info(name, TensorProto.FLOAT, ["N", *shape]) for name, shape in inputs.items()]
     inits = [numpy_helper.from_array(np.asarray(v, np.float32) if np.asarray(v).dtype.kind == "f" else np.asarray(v),
                                      k) for k, v in (initializers or {}).items()]
-    out = helper.make_tensor_value_info(output, TensorProto.FLOAT, None)
+    out = helper.make_tensor_value_info(output, TensorProto.FLOAT, None if output_shape is None
+                                        else ["N", *output_shape])
     proto = helper.make_model(helper.make_graph(nodes, "g", ins, [out], inits),
                               opset_imports=[helper.make_opsetid("", opset)], ir_version=9 if opset >= 19 else 8)
     proto = onnx.shape_inference.infer_shapes(proto, strict_mode=True)  # gives the output its shape

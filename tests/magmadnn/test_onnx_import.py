@@ -220,3 +220,33 @@ def test_global_average_pool_then_flatten_or_reshape(c, h, w, seed, tail, device
     nodes = [helper.make_node("GlobalAveragePool", ["x"], ["p"]), helper.make_node("Relu", ["p"], ["r"]), last]
     nodes[-1].input[0] = "r"
     assert_matches_ort(graph(nodes, {"x": (c, h, w)}, inits), _x(rng, (c, h, w)), device)
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=REUSE)
+@given(c=st.integers(1, 3), hw=st.integers(2, 4), seed=st.integers(0, 2**31), opset=st.sampled_from([13, 17]))
+def test_flatten_by_the_input_shape_as_pytorch_writes_view(c, hw, seed, opset, device):
+    """``x.view(x.size(0), -1)``: Shape -> Gather(0) -> Unsqueeze -> Concat(-1) -> Reshape, folded to a Flatten."""
+    rng = np.random.default_rng(seed)
+    inits = {"zero": np.array(0, np.int64), "axes": np.array([0], np.int64), "rest": np.array([-1], np.int64)}
+    nodes = [helper.make_node("Shape", ["x"], ["s"]), helper.make_node("Gather", ["s", "zero"], ["n"], axis=0),
+             helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
+             helper.make_node("Concat", ["n1", "rest"], ["target"], axis=0),
+             helper.make_node("Reshape", ["x", "target"], ["y"])]
+    proto = graph(nodes, {"x": (c, hw, hw)}, inits, opset=opset, output_shape=(c * hw * hw,))
+    model = assert_matches_ort(proto, _x(rng, (c, hw, hw)), device)
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "Flatten"]
+
+
+@settings(max_examples=examples(8), deadline=None, suppress_health_check=REUSE)
+@given(c=st.integers(1, 3), h=st.integers(1, 4), w=st.integers(1, 4), keepdims=st.integers(0, 1),
+       opset=st.sampled_from([17, 18]), seed=st.integers(0, 2**31))
+def test_spatial_reduce_mean_is_global_average_pooling(c, h, w, keepdims, opset, seed, device):
+    rng = np.random.default_rng(seed)
+    axes = [2, 3] if rng.integers(2) else [-1, -2]
+    if opset >= 18:
+        node, inits = helper.make_node("ReduceMean", ["x", "axes"], ["m"], keepdims=keepdims), {
+            "axes": np.array(axes, np.int64)}
+    else:
+        node, inits = helper.make_node("ReduceMean", ["x"], ["m"], axes=axes, keepdims=keepdims), {}
+    nodes = [node, helper.make_node("Flatten", ["m"], ["y"])]
+    assert_matches_ort(graph(nodes, {"x": (c, h, w)}, inits, opset=opset), _x(rng, (c, h, w)), device)
