@@ -38,6 +38,14 @@ def _constants(graph: Graph, proto) -> None:
             raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from None
 
 
+def _hint(proto) -> str:
+    """What an unsupported node is likely part of, where the graph shows it."""
+    if any(node.op_type == "Erf" for node in proto.graph.node):
+        return (" (the graph computes the exact, erf-based GELU; magmadnn's GELU is the tanh approximation: export "
+                "nn.GELU(approximate='tanh') with opset 20)")
+    return ""
+
+
 def _fold(graph: Graph, node) -> list:
     """The outputs of a node whose inputs are all constants, computed by onnx's reference evaluator."""
     from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
@@ -81,7 +89,7 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             continue
         convert_node = IMPORTERS.get(node.op_type)
         if convert_node is None:
-            raise graph.error(node, "this operator is not supported", ", ".join(supported_operators()))
+            raise graph.error(node, "this operator is not supported" + _hint(proto), ", ".join(supported_operators()))
         outputs = convert_node(graph, node)
         for out_name, value in zip(node.output, outputs):
             if out_name:

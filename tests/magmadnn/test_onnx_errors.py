@@ -41,8 +41,11 @@ def _conv_graph(**attrs):
      r"'rs' \(Reshape\): shape \[4, 6\] is not supported; supported: a shape that keeps the dynamic batch"),
     (lambda: graph([helper.make_node("MatMul", ["x", "x"], ["y"], name="mm")], {"x": (3, 3)}),
      r"'mm' \(MatMul\): an input of shape \(N, 3, 3\) is not supported"),
+    (lambda: graph([helper.make_node("Erf", ["x"], ["e"], name="erf"), helper.make_node("Relu", ["e"], ["y"])],
+                   {"x": (3,)}), r"'erf' \(Erf\): this operator is not supported \(the graph computes the exact, "
+                                 r"erf-based GELU.*approximate='tanh'"),
 ], ids=["operator", "conv-group", "gemm-transA", "exact-gelu", "count-include-pad", "attribute", "flatten-axis",
-        "softmax-batch-axis", "add-constant", "reshape-batch", "matmul-activations"])
+        "softmax-batch-axis", "add-constant", "reshape-batch", "matmul-activations", "erf-gelu"])
 def test_unsupported_nodes_are_named(proto, message, tmp_path):
     path = save(proto(), tmp_path)
     with pytest.raises(Unsupported, match=message):
