@@ -12,7 +12,7 @@ from ..layers.base import Input
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 
-__all__ = ["Value", "Graph", "DTYPES", "BATCH"]
+__all__ = ["Value", "BatchZeros", "Graph", "DTYPES", "BATCH"]
 
 DTYPES = {1: np.float32, 11: np.float64}  # TensorProto.FLOAT, DOUBLE
 #: the batch size where a shape computed from the graph holds it (Shape of a computed tensor): unknown until run
@@ -21,12 +21,25 @@ BATCH = np.int64(-(1 << 40))
 
 class Value:
     """An activation of the graph: the magmadnn tensor that holds it and its ONNX per-sample shape (the same size;
-    they differ where magmadnn drops unit axes, e.g. GlobalAveragePool's (C, 1, 1) is magmadnn's (C,))."""
+    they differ where magmadnn drops unit axes, e.g. GlobalAveragePool's (C, 1, 1) is magmadnn's (C,)).
 
-    __slots__ = ("tensor", "shape", "name")
+    ``layout`` says where ONNX keeps the batch axis when it is not first (the tensor always has it first):
+    "time_major" (T, N, ...) around recurrent operators, "sequence" a recurrent output Y (T, 1, N, H), "state" a
+    final recurrent state (1, N, H). Such values feed only the operators that undo the layout."""
 
-    def __init__(self, tensor, shape=None, name: str = ""):
+    __slots__ = ("tensor", "shape", "name", "layout")
+
+    def __init__(self, tensor, shape=None, name: str = "", layout: str | None = None):
         self.tensor, self.shape, self.name = tensor, tuple(tensor.shape if shape is None else shape), name
+        self.layout = layout
+
+
+class BatchZeros:
+    """A constant of zeros whose shape holds the batch size (ConstantOfShape of a Shape): a recurrent operator's
+    zero initial state, as PyTorch writes it."""
+
+    def __init__(self, shape):
+        self.shape = tuple(int(s) for s in shape)
 
 
 class Graph:
@@ -70,14 +83,6 @@ class Graph:
     def has(self, node, index: int) -> bool:
         return len(node.input) > index and bool(node.input[index])
 
-    def value(self, node, index: int = 0) -> Value:
-        name = node.input[index] if len(node.input) > index else ""
-        found = self.values.get(name)
-        if not isinstance(found, Value):
-            what = "a constant" if isinstance(found, np.ndarray) else "missing"
-            raise self.error(node, f"input {index} ({name!r}) must be a computed tensor of the batch, it is {what}")
-        return found
-
     def constant(self, node, index: int, what: str) -> np.ndarray:
         name = node.input[index] if len(node.input) > index else ""
         found = self.values.get(name)
@@ -90,6 +95,19 @@ class Graph:
         if len(value.shape) + 1 not in ranks:
             raise self.error(node, f"an input of shape (N, {', '.join(map(str, value.shape))}) is not supported",
                              f"inputs {layout}")
+
+    def value(self, node, index: int = 0, layouts: tuple = (None,)) -> Value:
+        name = node.input[index] if len(node.input) > index else ""
+        found = self.values.get(name)
+        if not isinstance(found, Value):
+            what = "a constant" if isinstance(found, (np.ndarray, BatchZeros)) else "missing"
+            raise self.error(node, f"input {index} ({name!r}) must be a computed tensor of the batch, it is {what}")
+        if found.layout not in layouts:
+            where = {"time_major": "(time, batch, ...)", "sequence": "(time, 1, batch, units)",
+                     "state": "(1, batch, units)"}.get(found.layout, "(batch, ...)")
+            raise self.error(node, f"input {index} ({name!r}) has its batch axis inside, as {where}; such a value "
+                                   "is supported only where it is put back batch first (Transpose, Squeeze, Gather)")
+        return found
 
     def materialize(self, node, value: Value):
         """The magmadnn tensor of ``value`` in its ONNX shape (an error where the two differ)."""

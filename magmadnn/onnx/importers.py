@@ -1,6 +1,6 @@
 """ONNX operators -> magmadnn layers: one function per operator, ``f(graph, node) -> [output values]``.
 
-``graph`` is the :class:`.load.Graph` of the import: it gives a node's inputs (computed Values or constants), its
+``graph`` is the :class:`.graph.Graph` of the import: it gives a node's inputs (computed Values or constants), its
 attributes (an attribute not listed with its default is an error), makes layers and reports what is not supported.
 Only per-sample axes are mapped: the first axis of every computed tensor is the (dynamic) batch.
 """
@@ -13,6 +13,7 @@ import numpy as np
 
 from .. import layers as L
 from ._proto import onnx
+from .errors import UnsupportedOnnxError
 from .graph import BATCH, Value
 
 __all__ = ["IMPORTERS", "supported_operators", "pool_geometry"]
@@ -49,7 +50,7 @@ def _fuse_activation(graph, output_name: str, layer_kwargs: dict, allow_softmax:
     else:
         try:
             kind, alpha = _activation_of(graph, reader)
-        except Exception:  # noqa: BLE001 - the node reports its own error when converted on its own
+        except UnsupportedOnnxError:  # the node reports its own error when converted on its own
             return output_name
         default = _FUSABLE[kind]
         if default is not None and not math.isclose(alpha, default, rel_tol=1e-6):
@@ -402,6 +403,74 @@ def reduce_mean(graph, node):
     return [Value(value.tensor, (x.shape[0], 1, 1) if attrs["keepdims"] else (x.shape[0],))]
 
 
+def _axes(graph, node, what: str = "axes"):
+    """The ``axes`` of Squeeze/Unsqueeze: an attribute before opset 13, an input since."""
+    attrs = graph.attrs(node, {"axes": None})
+    if graph.opset >= 13 and graph.has(node, 1):
+        return [int(a) for a in graph.constant(node, 1, what).reshape(-1)]
+    if attrs["axes"] is None:
+        raise graph.error(node, "squeezing every unit axis (no axes) is not supported", "explicit axes")
+    return [int(a) for a in attrs["axes"]]
+
+
+def transpose(graph, node):
+    x = graph.value(node, 0, layouts=(None, "time_major"))
+    rank = len(x.shape) + 1
+    perm = [int(p) for p in graph.attrs(node, {"perm": None})["perm"] or reversed(range(rank))]
+    if rank == 3 and perm == [1, 0, 2]:  # batch first <-> time first, around recurrent operators
+        return [Value(x.tensor, x.shape, layout=None if x.layout == "time_major" else "time_major")]
+    if x.layout is not None:
+        raise graph.error(node, f"perm {perm} of a (time, batch, features) tensor is not supported", "[1, 0, 2]")
+    if perm == list(range(rank)):
+        return [x]
+    if perm[0] != 0:
+        raise graph.error(node, f"perm {perm} moves the batch axis", "permutations that keep axis 0 first")
+    return [_permute(graph, node, x, perm)]
+
+
+def _permute(graph, node, x, perm):
+    raise graph.error(node, f"perm {perm} is not supported", "[1, 0, 2] around recurrent operators")
+
+
+def squeeze(graph, node):
+    x = graph.value(node, 0, layouts=(None, "sequence", "state"))
+    axes = sorted(a % (len(x.shape) + 1 + (x.layout is not None)) for a in _axes(graph, node))
+    if x.layout == "sequence" and axes == [1]:  # Y (T, 1, N, H) -> (T, N, H)
+        return [Value(x.tensor, x.shape, layout="time_major")]
+    if x.layout == "state" and axes == [0]:  # Y_h (1, N, H) -> (N, H)
+        return [Value(x.tensor, x.shape)]
+    if x.layout is not None or 0 in axes or any(x.shape[a - 1] != 1 for a in axes):
+        raise graph.error(node, f"squeezing axes {axes} is not supported",
+                          "unit axes other than the batch axis, or the direction axis of a recurrent output")
+    return [Value(x.tensor, tuple(d for i, d in enumerate(x.shape, start=1) if i not in axes))]
+
+
+def unsqueeze(graph, node):
+    x = graph.value(node, 0)
+    rank = len(x.shape) + 1 + len(_axes(graph, node))
+    axes = sorted(a % rank for a in _axes(graph, node))
+    if 0 in axes:
+        raise graph.error(node, "inserting an axis before the batch axis is not supported", "axes >= 1")
+    shape = list(x.shape)
+    for a in axes:
+        shape.insert(a - 1, 1)
+    return [Value(x.tensor, tuple(shape))]
+
+
+def gather(graph, node):
+    axis = graph.attrs(node, {"axis": 0})["axis"]
+    data = graph.values.get(node.input[0])
+    if isinstance(data, Value) and data.layout == "state" and axis == 0:  # h[-1] of a final state (1, N, H)
+        index = graph.constant(node, 1, "indices")
+        if index.shape == () and int(index) in (0, -1):
+            return [Value(data.tensor, data.shape)]
+    return [_gather_rows(graph, node, data, axis)]
+
+
+def _gather_rows(graph, node, data, axis):
+    raise graph.error(node, "this Gather is not supported", "the last layer of a recurrent final state (axis 0)")
+
+
 def constant(graph, node):
     attrs = graph.attrs(node, {"value": None})
     if attrs["value"] is None:
@@ -414,7 +483,8 @@ IMPORTERS = {
     "GlobalAveragePool": global_average_pool, "BatchNormalization": batch_normalization,
     **dict.fromkeys(_ACTIVATIONS, activation), "Softmax": softmax, "LogSoftmax": log_softmax, "Add": add,
     "Sum": add, "Identity": identity, "Dropout": dropout, "Flatten": flatten, "Reshape": reshape,
-    "Constant": constant, "Shape": shape, "ReduceMean": reduce_mean,
+    "Constant": constant, "Shape": shape, "ReduceMean": reduce_mean, "Transpose": transpose, "Squeeze": squeeze,
+    "Unsqueeze": unsqueeze, "Gather": gather,
 }
 
 

@@ -15,7 +15,7 @@ from ..models import Model
 from ..saving import ArchitectureMismatchError, ModelFileError
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
-from .graph import DTYPES, Graph, Value
+from .graph import BATCH, DTYPES, BatchZeros, Graph, Value
 from .importers import IMPORTERS, supported_operators
 
 __all__ = ["load", "convert"]
@@ -44,6 +44,15 @@ def _hint(proto) -> str:
         return (" (the graph computes the exact, erf-based GELU; magmadnn's GELU is the tanh approximation: export "
                 "nn.GELU(approximate='tanh') with opset 20)")
     return ""
+
+
+def _batch_zeros(graph: Graph, node) -> BatchZeros:
+    """ConstantOfShape of a shape holding the batch size: zeros (a recurrent initial state) are supported."""
+    fill = graph.attrs(node, {"value": None})["value"]
+    if fill is not None and np.any(onnx().numpy_helper.to_array(fill)):
+        raise graph.error(node, "a non-zero constant whose shape holds the batch size is not supported",
+                          "zeros (a recurrent operator's initial state)")
+    return BatchZeros(graph.values[node.input[0]])
 
 
 def _fold(graph: Graph, node) -> list:
@@ -83,7 +92,10 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
                               "the default ONNX domain")
         if node.input and node.op_type != "Constant" and all(
                 isinstance(graph.values.get(n), np.ndarray) for n in node.input if n):
-            outputs = _fold(graph, node)  # a node of constants only (shape arithmetic, weight transposes)
+            if node.op_type == "ConstantOfShape" and np.any(graph.values[node.input[0]] == BATCH):
+                outputs = [_batch_zeros(graph, node)]
+            else:  # a node of constants only (shape arithmetic, weight transposes)
+                outputs = _fold(graph, node)
             for out_name, value in zip(node.output, outputs):
                 graph.values[out_name] = value
             continue

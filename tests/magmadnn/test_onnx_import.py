@@ -250,3 +250,23 @@ def test_spatial_reduce_mean_is_global_average_pooling(c, h, w, keepdims, opset,
         node, inits = helper.make_node("ReduceMean", ["x"], ["m"], axes=axes, keepdims=keepdims), {}
     nodes = [node, helper.make_node("Flatten", ["m"], ["y"])]
     assert_matches_ort(graph(nodes, {"x": (c, h, w)}, inits, opset=opset), _x(rng, (c, h, w)), device)
+
+
+@settings(max_examples=examples(6), deadline=None, suppress_health_check=REUSE)
+@given(t=st.integers(1, 4), f=st.integers(1, 4), seed=st.integers(0, 2**31), opset=st.sampled_from([11, 17]))
+def test_unit_axes_and_time_major_round_trips(t, f, seed, opset, device):
+    """Unsqueeze/Squeeze of unit axes and a time-major round trip (Transpose [1, 0, 2] twice) leave the data."""
+    rng = np.random.default_rng(seed)
+    if opset >= 13:
+        inits = {"axes": np.array([2], np.int64)}
+        unsq, sq = helper.make_node("Unsqueeze", ["r", "axes"], ["u"]), helper.make_node("Squeeze", ["e", "axes"],
+                                                                                          ["s"])
+    else:
+        inits = {}
+        unsq, sq = (helper.make_node("Unsqueeze", ["r"], ["u"], axes=[2]),
+                    helper.make_node("Squeeze", ["e"], ["s"], axes=[2]))
+    nodes = [helper.make_node("Transpose", ["x"], ["tm"], perm=[1, 0, 2]),
+             helper.make_node("Transpose", ["tm"], ["bf"], perm=[1, 0, 2]), helper.make_node("Relu", ["bf"], ["r"]),
+             unsq, helper.make_node("Elu", ["u"], ["e"]), sq, helper.make_node("Flatten", ["s"], ["y"])]
+    model = assert_matches_ort(graph(nodes, {"x": (t, f)}, inits, opset=opset), _x(rng, (t, f)), device)
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "Activation", "Activation", "Flatten"]
