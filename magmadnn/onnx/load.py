@@ -104,7 +104,7 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             raise graph.error(node, "this operator is not supported" + _hint(proto), ", ".join(supported_operators()))
         outputs = convert_node(graph, node)
         for out_name, value in zip(node.output, outputs):
-            if out_name:
+            if out_name and value is not None:  # None: an output nobody reads
                 graph.values[out_name] = value
     if len(proto.graph.output) != 1:
         raise UnsupportedOnnxError(f"the graph has {len(proto.graph.output)} outputs; magmadnn models have one")
@@ -112,6 +112,9 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
     result = graph.values.get(out_name)
     if not isinstance(result, Value):
         raise UnsupportedOnnxError(f"graph output {out_name!r} is a constant, not computed from the inputs")
+    if result.layout is not None:
+        raise UnsupportedOnnxError(f"graph output {out_name!r} keeps its batch axis inside ({result.layout}); "
+                                   "end the graph batch first")
     if result.shape != tuple(result.tensor.shape):
         raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N, {', '.join(map(str, result.shape))}), "
                                    f"which magmadnn holds as (N, {', '.join(map(str, result.tensor.shape))}); "
