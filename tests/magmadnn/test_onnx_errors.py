@@ -100,3 +100,25 @@ def test_info_describes_a_file_and_what_it_lacks(tmp_path):
     text = monnx.info(save(proto, tmp_path))
     assert "inputs: x (N, 3)" in text and "Gemm x1" in text and "weights: 1 tensors, 6 values" in text
     assert "importable: no, unsupported operators: Cos" in text
+
+
+def test_cut_or_flipped_bytes_never_crash(tmp_path):
+    """Any prefix of a file, or the file with one byte flipped, is a model or an OnnxImportError."""
+    w = np.arange(24, dtype=np.float32).reshape(4, 6) / 10
+    proto = graph([helper.make_node("Gemm", ["x", "W"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["y"])],
+                  {"x": (6,)}, {"W": w})
+    data = open(save(proto, tmp_path, "good.onnx"), "rb").read()
+    rng = np.random.default_rng(0)
+    damaged = [data[:cut] for cut in rng.integers(1, len(data), 30)]
+    for where in rng.integers(0, len(data), 30):
+        flipped = bytearray(data)
+        flipped[where] ^= 0xFF
+        damaged.append(bytes(flipped))
+    path = tmp_path / "damaged.onnx"
+    for blob in damaged:
+        path.write_bytes(blob)
+        try:
+            model = monnx.load(path)
+        except monnx.OnnxImportError:
+            continue
+        assert model.predict(np.ones((1, 6), np.float32)).shape[0] == 1
