@@ -422,14 +422,19 @@ class DenseFunction(Function):
 
 
 def dense(x, w, b=None) -> Tensor:
-    """x (N, in) @ w (in, out) + b (out,) through the backend's matmul and bias_add."""
+    """x (..., in) @ w (in, out) + b (out,) through the backend's matmul and bias_add, on the last axis of x of any
+    rank >= 2 (the leading axes are taken as rows of one matrix product)."""
     x, w = _as_tensor(x), _as_tensor(w)
-    _need_ndim(x, 2, "dense", "x", "(N, in_features)")
+    if x.ndim < 2:
+        raise ValueError(f"dense: x must be at least 2-D (N, ..., in_features), got shape {x.shape}")
     _need_ndim(w, 2, "dense", "w", "(in_features, out_features)")
-    if x.shape[1] != w.shape[0]:
+    if x.shape[-1] != w.shape[0]:
         raise ValueError(
-            f"dense: x has shape {x.shape} but w has shape {w.shape}; expected x of shape (N, {w.shape[0]})"
+            f"dense: x has shape {x.shape} but w has shape {w.shape}; expected x of shape (N, ..., {w.shape[0]})"
         )
+    if x.ndim > 2:
+        lead = x.shape[:-1]
+        return reshape(dense(reshape(x, (math.prod(lead), x.shape[-1])), w, b), (*lead, w.shape[1]))
     if b is None:
         _same_dtype("dense", x=x, w=w)
         return DenseFunction.apply(x, w)
@@ -746,3 +751,508 @@ def mse(pred, target, reduction="mean") -> Tensor:
         raise ValueError(f"mse: pred has shape {pred.shape} but target has shape {target.shape}; they must match")
     diff = subtract(pred, target)
     return _reduce(multiply(diff, diff), reduction, "mse")
+
+
+# --------------------------------------------------------------------------------------- attention (group A)
+__all__ += ["matmul_nt", "masked_softmax", "scaled_dot_product_attention"]
+
+
+class MatMulNTFunction(Function):
+    def forward(self, a, b):
+        self.a, self.b = a, b
+        return self.xp.matmul(a, b, transpose_b=True)
+
+    def backward(self, g):
+        xp, need = self.xp, self.needs_input_grad
+        return (xp.matmul(g, self.b) if need[0] else None,
+                xp.matmul(g, self.a, transpose_a=True) if need[1] else None)
+
+
+def matmul_nt(a, b) -> Tensor:
+    """a (..., m, k) @ b (..., n, k) transposed, for stacks of the same leading shape (no copy of b)."""
+    a, b = _pair_of(a, b)
+    if a.ndim < 2 or a.ndim != b.ndim or a.shape[:-2] != b.shape[:-2] or a.shape[-1] != b.shape[-1]:
+        raise ValueError(f"matmul_nt: expected a (..., m, k) and b (..., n, k) with the same leading axes, got shapes "
+                         f"{a.shape} and {b.shape}")
+    _same_dtype("matmul_nt", a=a, b=b)
+    return MatMulNTFunction.apply(a, b)
+
+
+class MaskedSoftmaxFunction(Function):
+    def forward(self, x, mask=None, scale=1.0, causal=False):
+        self.scale = scale
+        self.y = self.xp.masked_softmax(x, mask, scale, causal)
+        return self.y
+
+    def backward(self, g):
+        return (self.xp.masked_softmax_backward(g, self.y, self.scale),)
+
+
+def _key_mask(key_mask, like: Tensor, fn: str):
+    """The key mask as a backend array of ``like``'s dtype, checked against scores ``like`` (B, H, Tq, Tk)."""
+    if key_mask is None:
+        return None
+    data = key_mask.data if isinstance(key_mask, Tensor) else key_mask
+    if not hasattr(data, "shape"):
+        data = np.asarray(data)
+    want = (like.shape[0], like.shape[-1])
+    if tuple(data.shape) != want:
+        raise ValueError(f"{fn}: key_mask must have shape (batch, key_time) = {want}, got {tuple(data.shape)}")
+    if np.dtype(data.dtype) != np.dtype(like.dtype):
+        data = like.xp.asarray(data if isinstance(data, np.ndarray) else like.xp.to_numpy(data), dtype=like.dtype)
+    return data
+
+
+def masked_softmax(x, key_mask=None, scale=1.0, causal=False) -> Tensor:
+    """Attention probabilities from scores x (B, H, Tq, Tk): softmax of ``scale * x`` over the keys, key j masked
+    when ``causal`` and j > i, or where ``key_mask`` (B, Tk) is 0; a row with no key left is zeros."""
+    fn = "masked_softmax"
+    x = _as_tensor(x)
+    _need_ndim(x, 4, fn, "x", "(batch, heads, query_time, key_time)")
+    _same_dtype(fn, x=x)
+    return MaskedSoftmaxFunction.apply(x, mask=_key_mask(key_mask, x, fn), scale=float(scale), causal=bool(causal))
+
+
+def scaled_dot_product_attention(q, k, v, key_mask=None, causal=False, scale=None, dropout_rate=0.0,
+                                 training=False, rng=None) -> Tensor:
+    """softmax(q k^T * scale, masked) v for q (B, H, Tq, dk), k (B, H, Tk, dk), v (B, H, Tk, dv) -> (B, H, Tq, dv);
+    ``scale`` defaults to 1/sqrt(dk); dropout on the probabilities while training (as PyTorch's function)."""
+    fn = "scaled_dot_product_attention"
+    q, k, v = _as_tensor(q), _as_tensor(k), _as_tensor(v)
+    for what, t in (("q", q), ("k", k), ("v", v)):
+        _need_ndim(t, 4, fn, what, "(batch, heads, time, features)")
+    if k.shape[:2] != q.shape[:2] or v.shape[:3] != k.shape[:3] or k.shape[3] != q.shape[3]:
+        raise ValueError(f"{fn}: expected q (B, H, Tq, dk), k (B, H, Tk, dk) and v (B, H, Tk, dv), got shapes "
+                         f"{q.shape}, {k.shape} and {v.shape}")
+    scale = 1.0 / math.sqrt(q.shape[3]) if scale is None else float(scale)
+    p = masked_softmax(matmul_nt(q, k), key_mask, scale, causal)
+    p = dropout(p, dropout_rate, training, rng)
+    return matmul(p, v)
+
+
+
+# ------------------------------------------------------------- shape, routing, transposed convolution (group C)
+
+__all__ += ["concatenate", "upsample_nearest2d", "global_max_pool2d", "conv_transpose2d",
+            "conv_transpose2d_geometry"]
+
+
+class ConcatenateFunction(Function):
+    def forward(self, *arrays, axis):
+        self.axis, self.sizes = axis, [a.shape[axis] for a in arrays]
+        return self.xp.concatenate(list(arrays), axis)
+
+    def backward(self, g):
+        pieces = self.xp.split(g, self.sizes, self.axis)
+        return tuple(p if need else None for p, need in zip(pieces, self.needs_input_grad))
+
+
+def concatenate(tensors, axis=-1) -> Tensor:
+    """The tensors (a list, shapes equal but along ``axis``) joined along ``axis``; the gradient is split back."""
+    fn = "concatenate"
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"{fn}: expected a non-empty list of tensors, got {tensors!r}")
+    like = next((t for t in tensors if isinstance(t, Tensor)), None)
+    tensors = [_as_tensor(t, like) for t in tensors]
+    first = tensors[0]
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"{fn}: axis must be an int, got {axis!r}")
+    _check_axis(fn, first, axis)
+    axis = int(axis) % first.ndim
+    for t in tensors:
+        if t.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            raise ValueError(f"{fn}: shapes {[t.shape for t in tensors]} must be equal except along axis {axis}")
+    _same_dtype(fn, **{f"tensors[{i}]": t for i, t in enumerate(tensors)})
+    return ConcatenateFunction.apply(*tensors, axis=axis)
+
+
+class UpsampleNearest2dFunction(Function):
+    def forward(self, x, size):
+        self.size = size
+        return self.xp.upsample_nearest2d(x, size)
+
+    def backward(self, g):
+        return (self.xp.upsample_nearest2d_backward(g, self.size),)
+
+
+def upsample_nearest2d(x, size=2) -> Tensor:
+    """Nearest-neighbour upsampling of x (N, C, H, W) by integer factors ``size`` (int or pair)."""
+    fn = "upsample_nearest2d"
+    x = _as_tensor(x)
+    _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
+    size = geometry.int_pair(size, "size", fn)
+    _same_dtype(fn, x=x)
+    return UpsampleNearest2dFunction.apply(x, size=size)
+
+
+def global_max_pool2d(x) -> Tensor:
+    """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent (max pooling with the whole window)."""
+    x = _as_tensor(x)
+    _need_ndim(x, 4, "global_max_pool2d", "x", "(N, C, H, W)")
+    n, c, h, w = x.shape
+    return reshape(max_pool2d(x, (h, w)), (n, c))
+
+
+def conv_transpose2d_geometry(in_hw, kernel_hw, stride=1, padding=0, output_padding=0, dilation=1):
+    """``(pads, (Ho, Wo))`` of a transposed convolution of an input of spatial size ``in_hw``.
+
+    Padding is the padding of the convolution it transposes: int | pair | ((t, b), (l, r)) | "valid" | "same".
+    "same" gives an output of ``in * stride`` (Keras), padded as a "same" convolution of that output would be;
+    otherwise the output is ``(in - 1) stride - top - bottom + dilation (k - 1) + 1 + output_padding`` (PyTorch),
+    with ``0 <= output_padding < stride``.
+    """
+    fn = "conv_transpose2d"
+    kernel = geometry.int_pair(kernel_hw, "kernel size", fn)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
+    extra = geometry.int_pair(output_padding, "output_padding", fn, 0)
+    if extra[0] >= stride[0] or extra[1] >= stride[1]:
+        raise ValueError(f"{fn}: output_padding {extra} must be smaller than the stride {stride}")
+    if isinstance(padding, str) and padding.lower() == "same":
+        if any(extra):
+            raise ValueError(f"{fn}: output_padding must be 0 with padding 'same' (the output is input * stride)")
+        out = (int(in_hw[0]) * stride[0], int(in_hw[1]) * stride[1])
+        return geometry.resolve_padding(out, kernel, stride, "same", dilation, owner=fn), out
+    pads = geometry.resolve_padding(in_hw, kernel, stride, padding, dilation, owner=fn)
+    out = tuple(int((n - 1) * s - lo - hi + d * (k - 1) + 1 + e) for n, s, (lo, hi), d, k, e
+                in zip(in_hw, stride, pads, dilation, kernel, extra))
+    return pads, out
+
+
+class ConvTranspose2dFunction(Function):
+    """The adjoint of a convolution: forward is its backward-data, backward its forward and backward-filter."""
+
+    def forward(self, x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), out_shape=None):
+        self.x, self.w, self.has_bias = x, w, b is not None
+        self.geom = {"stride": stride, "padding": padding, "dilation": dilation}
+        y = self.xp.conv2d_backward_data(x, w, out_shape, **self.geom)
+        return y if b is None else self.xp.bias_add(y, b)
+
+    def backward(self, g):
+        xp, need = self.xp, self.needs_input_grad
+        gx = xp.conv2d_forward(g, self.w, **self.geom) if need[0] else None
+        gw = xp.conv2d_backward_filter(self.x, g, self.w.shape, **self.geom) if need[1] else None
+        if not self.has_bias:
+            return gx, gw
+        return gx, gw, (xp.conv2d_backward_bias(g) if need[2] else None)
+
+
+def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, dilation=1) -> Tensor:
+    """Transposed convolution, x (N, C_in, H, W), w (C_in, C_out, R, S) (PyTorch's layout), b (C_out,) ->
+    (N, C_out, Ho, Wo); geometry as :func:`conv_transpose2d_geometry` (PyTorch's ``conv_transpose2d``)."""
+    fn = "conv_transpose2d"
+    x, w = _as_tensor(x), _as_tensor(w)
+    _need_ndim(x, 4, fn, "x", "(N, C_in, H, W)")
+    _need_ndim(w, 4, fn, "w", "(C_in, C_out, R, S)")
+    if x.shape[1] != w.shape[0]:
+        raise ValueError(f"{fn}: x has shape {x.shape} but w has shape {w.shape}; expected x of shape "
+                         f"(N, {w.shape[0]}, H, W)")
+    pads, (ho, wo) = conv_transpose2d_geometry(x.shape[2:], w.shape[2:], stride, padding, output_padding, dilation)
+    if ho < 1 or wo < 1:
+        raise ValueError(f"{fn}: input of spatial size {x.shape[2:]} with kernel {w.shape[2:]} and padding {pads} "
+                         f"gives an empty output {(ho, wo)}")
+    tensors = {"x": x, "w": w}
+    if b is not None:
+        b = _as_tensor(b)
+        if b.shape != (w.shape[1],):
+            raise ValueError(f"{fn}: b has shape {b.shape}, expected ({w.shape[1]},) for w of shape {w.shape}")
+        tensors["b"] = b
+    _same_dtype(fn, **tensors)
+    stride, dilation = geometry.int_pair(stride, "stride", fn), geometry.int_pair(dilation, "dilation", fn)
+    args = (x, w) if b is None else (x, w, b)
+    return ConvTranspose2dFunction.apply(*args, stride=stride, padding=pads, dilation=dilation,
+                                         out_shape=(x.shape[0], w.shape[1], ho, wo))
+
+# ---------------------------------------------------------------- group N: normalization, embeddings, token losses
+__all__ += ["layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits"]
+
+
+class LayerNormFunction(Function):
+    """Rows normalised over the last axis; inputs ``x``, then optionally ``gamma`` and ``beta``."""
+
+    def forward(self, x, *params, eps=1e-5, rms=False):
+        self.x, self.rms = x, rms
+        self.gamma = params[0] if params else None
+        y, self.ctx = self.xp.layer_norm_forward(x, self.gamma, params[1] if len(params) > 1 else None, eps, rms)
+        self.count = len(params)
+        return y
+
+    def backward(self, g):
+        dx, dgamma, dbeta = self.xp.layer_norm_backward(g, self.x, self.gamma, self.ctx, self.rms)
+        return (dx, dgamma, dbeta)[: 1 + self.count]
+
+
+def _norm_params(fn: str, x: Tensor, size: int, **params) -> list[Tensor]:
+    given = {}
+    for what, p in params.items():
+        if p is None:
+            continue
+        p = given[what] = _as_tensor(p, x)
+        if p.shape != (size,):
+            raise ValueError(f"{fn}: {what} has shape {p.shape}, expected ({size},) for x of shape {x.shape}")
+    _same_dtype(fn, x=x, **given)
+    return list(given.values())
+
+
+def _check_eps(fn: str, eps) -> float:
+    if isinstance(eps, bool) or not isinstance(eps, numbers.Real) or not (math.isfinite(eps) and eps > 0):
+        raise ValueError(f"{fn}: eps must be a finite number > 0, got {eps!r}")
+    return float(eps)
+
+
+def layer_norm(x, gamma=None, beta=None, eps=1e-5) -> Tensor:
+    """Layer normalisation over the last axis (biased variance, ``eps`` added to it), then ``* gamma + beta``."""
+    fn = "layer_norm"
+    x = _as_tensor(x)
+    if x.ndim < 1:
+        raise ValueError(f"{fn}: x must have at least one axis, got shape {x.shape}")
+    if beta is not None and gamma is None:
+        raise ValueError(f"{fn}: beta needs gamma (pass ones for no scaling)")
+    params = _norm_params(fn, x, x.shape[-1], gamma=gamma, beta=beta)
+    return LayerNormFunction.apply(x, *params, eps=_check_eps(fn, eps), rms=False)
+
+
+def rms_norm(x, gamma=None, eps=1e-6) -> Tensor:
+    """RMS normalisation over the last axis: ``x / sqrt(mean(x^2) + eps) * gamma`` (no centring)."""
+    fn = "rms_norm"
+    x = _as_tensor(x)
+    if x.ndim < 1:
+        raise ValueError(f"{fn}: x must have at least one axis, got shape {x.shape}")
+    params = _norm_params(fn, x, x.shape[-1], gamma=gamma)
+    return LayerNormFunction.apply(x, *params, eps=_check_eps(fn, eps), rms=True)
+
+
+def group_norm(x, groups, gamma=None, beta=None, eps=1e-5) -> Tensor:
+    """Group normalisation of x (N, C, ...): the channels split into ``groups`` consecutive groups, each sample's group
+    normalised over its channels and positions, then ``* gamma + beta`` per channel (PyTorch's GroupNorm)."""
+    fn = "group_norm"
+    x = _as_tensor(x)
+    if x.ndim < 2:
+        raise ValueError(f"{fn}: x must be (N, C, ...), got shape {x.shape}")
+    n, c = x.shape[:2]
+    if isinstance(groups, bool) or not isinstance(groups, numbers.Integral) or groups < 1 or c % groups:
+        raise ValueError(f"{fn}: groups must be a positive int dividing the {c} channels of x {x.shape}, "
+                         f"got {groups!r}")
+    params = _norm_params(fn, x, c, gamma=gamma, beta=beta)
+    rows = reshape(x, (n * int(groups), -1))
+    y = reshape(LayerNormFunction.apply(rows, eps=_check_eps(fn, eps), rms=False), x.shape)
+    per_channel = (1, c) + (1,) * (x.ndim - 2)
+    if params:
+        y = multiply(y, reshape(params[0], per_channel))
+    if len(params) > 1:
+        y = add(y, reshape(params[1], per_channel))
+    return y
+
+
+class EmbeddingFunction(Function):
+    def forward(self, table, indices):
+        self.indices, self.rows = indices, table.shape[0]
+        return self.xp.embedding_forward(table, indices)
+
+    def backward(self, g):
+        return self.xp.embedding_backward(g, self.indices, self.rows), None
+
+
+def embedding(table, indices) -> Tensor:
+    """Rows of ``table`` (V, D) picked by integer ``indices`` of any shape -> ``indices.shape + (D,)``; the gradient
+    is a deterministic scatter-add. NumPy indices are checked on the host (an index outside [0, V) is a ValueError);
+    device indices are not read back (see ``embedding_forward`` in the op set)."""
+    fn = "embedding"
+    table = _as_tensor(table)
+    _need_ndim(table, 2, fn, "table", "(input_dim, output_dim)")
+    _same_dtype(fn, table=table)
+    data = indices.data if isinstance(indices, Tensor) else indices
+    if not hasattr(data, "dtype"):
+        data = np.asarray(data)
+    if np.dtype(data.dtype).kind not in "iu":
+        raise TypeError(f"{fn}: indices must be integers (token ids), got dtype {data.dtype}")
+    if isinstance(data, np.ndarray):
+        rows = table.shape[0]
+        if data.size and (data.min() < 0 or data.max() >= rows):
+            bad = data[(data < 0) | (data >= rows)].flat[0]
+            raise ValueError(f"{fn}: index {bad} is out of range for a table of {rows} rows; expected indices in "
+                             f"[0, {rows})")
+        data = data.astype(np.int64, copy=False)
+    return EmbeddingFunction.apply(table, table.xp.asarray(data))
+
+
+def _host_labels(xp, data) -> np.ndarray:
+    """Labels as a host array: NumPy ones as they are (what Model passes); backend ones read back (one copy)."""
+    return data if isinstance(data, np.ndarray) else np.asarray(xp.to_numpy(data))
+
+
+def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_index=None,
+                  check_labels: bool = True) -> Tensor:
+    """PyTorch's ``cross_entropy`` for logits (N, C) or (N, T, C) (classes last, as Keras) and integer labels (N,) /
+    (N, T) or probabilities shaped like the logits. ``label_smoothing`` e mixes the target with the uniform
+    distribution, ``(1 - e) target + e / C``; labels equal to ``ignore_index`` count for nothing and "mean" divides
+    by the labels counted (NaN when none is). Labels may be NumPy or backend arrays: the mask of counted labels is
+    computed on the backend, so nothing is read back unless ``check_labels`` (the class range of a user's call)."""
+    fn = "cross_entropy"
+    logits = _as_tensor(logits)
+    if logits.ndim not in (2, 3):
+        raise ValueError(f"{fn}: logits must be (N, C) or (N, T, C), got shape {logits.shape}")
+    _same_dtype(fn, logits=logits)
+    smoothing = label_smoothing
+    if isinstance(smoothing, bool) or not isinstance(smoothing, numbers.Real) or not 0.0 <= smoothing <= 1.0:
+        raise ValueError(f"{fn}: label_smoothing must be a number in [0, 1], got {label_smoothing!r}")
+    if ignore_index is not None and (isinstance(ignore_index, bool) or not isinstance(ignore_index, numbers.Integral)):
+        raise TypeError(f"{fn}: ignore_index must be an int or None, got {ignore_index!r}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"{fn}: reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    xp, classes = logits.xp, logits.shape[-1]
+    data = labels.data if isinstance(labels, Tensor) else labels
+    if not hasattr(data, "dtype"):
+        data = np.asarray(data)
+    shape = tuple(data.shape)
+    flat = reshape(logits, (-1, classes)) if logits.ndim == 3 else logits
+    if shape == logits.shape:  # probabilities
+        if ignore_index is not None:
+            raise ValueError(f"{fn}: ignore_index needs integer labels, got probabilities of shape {shape}")
+        if np.dtype(data.dtype).kind not in "iufb":
+            raise TypeError(f"{fn}: probability labels must be numeric, got dtype {data.dtype}")
+        target = xp.reshape(xp.asarray(data, dtype=logits.dtype), flat.shape)
+        if smoothing:
+            target = xp.add(xp.multiply(target, 1.0 - smoothing), smoothing / classes)
+        per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=target)
+        return _reduce(per_row if logits.ndim == 2 else reshape(per_row, shape[:-1]), reduction, fn)
+    if shape != logits.shape[:-1]:
+        raise ValueError(f"{fn}: labels have shape {shape}; expected {logits.shape[:-1]} (class indices) or "
+                         f"{logits.shape} (probabilities) for logits of shape {logits.shape}")
+    if np.dtype(data.dtype).kind not in "iu":
+        raise TypeError(f"{fn}: labels of shape {shape} must be integer class indices, got dtype {data.dtype}")
+    if check_labels:  # a user's call; Model validates its targets once per call and passes check_labels=False
+        host = _host_labels(xp, data)
+        counted = host if ignore_index is None else host[host != ignore_index]
+        if counted.size and (counted.min() < 0 or counted.max() >= classes):
+            extra = "" if ignore_index is None else f" (or ignore_index={ignore_index})"
+            raise ValueError(f"{fn}: labels must be in [0, {classes}){extra} for logits of shape {logits.shape}, got "
+                             f"values in [{counted.min()}, {counted.max()}]")
+    labels_flat = xp.reshape(xp.asarray(data), (-1,))
+    weights = None
+    if ignore_index is not None:  # on the backend, from the labels alone: nothing is read back
+        weights, labels_flat = _counted(xp, labels_flat, ignore_index, logits.dtype)
+    per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=labels_flat)
+    if smoothing:  # (1 - e) nll + e mean_c(-log p_c): PyTorch's label smoothing, through the fused op and log_softmax
+        uniform = negative(mean(log_softmax(flat, axis=-1), axis=-1))
+        per_row = add(multiply(per_row, 1.0 - smoothing), multiply(uniform, float(smoothing)))
+    if weights is None:
+        return _reduce(per_row if logits.ndim == 2 else reshape(per_row, shape), reduction, fn)
+    nan_if_none = None
+    if reduction == "mean":  # as PyTorch: NaN when no label counts, yet zero gradients (0 / 0 only in the value)
+        count = xp.sum(weights, 0, True)  # (1,): activations need an axis on the device
+        weights = xp.divide(weights, xp.add(count, xp.activation_forward(xp.subtract(1.0, count), "relu")))
+        nan_if_none = Tensor(xp.reshape(xp.divide(xp.subtract(count, count), count), ()), backend=xp)
+    weighted = multiply(per_row, Tensor(weights, backend=xp))
+    if reduction == "none":
+        return reshape(weighted, shape)
+    return sum(weighted) if nan_if_none is None else add(sum(weighted), nan_if_none)
+
+
+def _counted(xp, labels, ignore_index: int, dtype):
+    """``(mask, safe labels)`` of int labels on the backend: mask (dtype) 1 where a label is not ``ignore_index``
+    (min((label - ignore)^2, 1), exact for integers), safe labels with 0 in the ignored places (int64)."""
+    as_float = xp.asarray(labels, dtype=dtype)
+    d = xp.subtract(as_float, float(ignore_index))
+    mask = xp.subtract(1.0, xp.activation_forward(xp.subtract(1.0, xp.multiply(d, d)), "relu"))
+    return mask, xp.asarray(xp.multiply(as_float, mask), dtype=np.int64)
+
+
+def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tensor:
+    """Binary cross entropy of sigmoid(logits) against ``targets`` in [0, 1] of the same shape, stable for any logits:
+    each element is a two-class softmax cross entropy of the logits (0, x) against (1 - t, t), the fused op."""
+    fn = "binary_cross_entropy_with_logits"
+    logits = _as_tensor(logits)
+    _same_dtype(fn, logits=logits)
+    data = targets.data if isinstance(targets, Tensor) else targets
+    if not hasattr(data, "dtype"):
+        data = np.asarray(data)
+    if tuple(data.shape) != logits.shape:
+        raise ValueError(f"{fn}: targets have shape {tuple(data.shape)}, expected the logits' shape {logits.shape}")
+    if np.dtype(data.dtype).kind not in "iufb":
+        raise TypeError(f"{fn}: targets must be numbers in [0, 1], got dtype {data.dtype}")
+    xp, m = logits.xp, math.prod(logits.shape)
+    lift = xp.asarray(np.array([[0.0, 1.0]], dtype=logits.dtype))  # x -> (0, x)
+    pair = matmul(reshape(logits, (m, 1)), Tensor(lift, backend=xp))
+    t = xp.reshape(xp.asarray(data, dtype=logits.dtype), (m, 1))
+    both = xp.add(xp.matmul(t, xp.asarray(np.array([[-1.0, 1.0]], dtype=logits.dtype))),
+                  xp.asarray(np.array([1.0, 0.0], dtype=logits.dtype)))  # t -> (1 - t, t)
+    per_element = SoftmaxCrossEntropyFunction.apply(pair, labels=both)
+    return _reduce(reshape(per_element, logits.shape) if reduction == "none" else per_element, reduction, fn)
+
+# --------------------------------------------------------------------------------- recurrent layers (group R)
+# One Function per layer call over the whole sequence: the input projection of every step is one matrix product,
+# the recurrence and its backpropagation through time are one op each (``lstm_forward``/``lstm_backward``, ...).
+
+__all__ += ["lstm", "gru"]
+
+
+class _RecurrentFunction(Function):
+    """x (N, T, F) @ kernel (F, G u) + bias, then the backend's recurrence ``forward_op``/``backward_op``."""
+
+    forward_op = backward_op = ""
+
+    def forward(self, x, kernel, recurrent_kernel, bias, *extra, return_sequences=False):
+        xp = self.xp
+        n, steps, features = x.shape
+        self.flat_x, self.kernel, self.recurrent_kernel = xp.reshape(x, (n * steps, features)), kernel, recurrent_kernel
+        proj = xp.bias_add(xp.matmul(self.flat_x, kernel), bias)
+        y, self.ctx = getattr(xp, self.forward_op)(xp.reshape(proj, (n, steps, kernel.shape[1])), recurrent_kernel,
+                                                   *extra, return_sequences)
+        self.x_shape = x.shape
+        return y
+
+    def backward(self, g):
+        xp, need = self.xp, self.needs_input_grad
+        dproj, drec, *dextra = getattr(xp, self.backward_op)(g, self.recurrent_kernel, self.ctx)
+        n, steps, features = self.x_shape
+        flat = xp.reshape(dproj, (n * steps, dproj.shape[2]))
+        dx = xp.reshape(xp.matmul(flat, self.kernel, transpose_b=True), self.x_shape) if need[0] else None
+        dk = xp.matmul(self.flat_x, flat, transpose_a=True) if need[1] else None
+        return (dx, dk, drec, xp.bias_grad(flat) if need[3] else None, *dextra)
+
+
+class LSTMFunction(_RecurrentFunction):
+    forward_op, backward_op = "lstm_forward", "lstm_backward"
+
+
+class GRUFunction(_RecurrentFunction):
+    forward_op, backward_op = "gru_forward", "gru_backward"
+
+
+def _recurrent_args(fn: str, gates: int, x, weights: dict) -> list:
+    """The Tensors of a recurrent call, checked: x (N, T, F), kernel (F, gates u), the others (u, gates u) or
+    (gates u,)."""
+    x = _as_tensor(x)
+    _need_ndim(x, 3, fn, "x", "(batch, time, features)")
+    tensors = {name: _as_tensor(w) for name, w in weights.items()}
+    kernel = tensors["kernel"]
+    _need_ndim(kernel, 2, fn, "kernel", f"(features, {gates} * units)")
+    width = kernel.shape[1]
+    if width % gates or width == 0:
+        raise ValueError(f"{fn}: kernel has shape {kernel.shape}; its columns must be {gates} * units")
+    units = width // gates
+    expected = {"kernel": (x.shape[2], width), "recurrent_kernel": (units, width), "bias": (width,),
+                "recurrent_bias": (width,)}
+    for name, t in tensors.items():
+        if t.shape != expected[name]:
+            raise ValueError(f"{fn}: {name} has shape {t.shape}, expected {expected[name]} for x of shape "
+                             f"{x.shape} and {units} units")
+    if x.shape[1] < 1:
+        raise ValueError(f"{fn}: x must hold at least one time step, got shape {x.shape}")
+    _same_dtype(fn, x=x, **tensors)
+    return [x, *tensors.values()]
+
+
+def lstm(x, kernel, recurrent_kernel, bias, return_sequences=False) -> Tensor:
+    """LSTM over x (N, T, F) from a zero state: kernel (F, 4u), recurrent_kernel (u, 4u), bias (4u,), gates in the
+    order i, f, g, o; every step's hidden state (N, T, u) or the last one (N, u)."""
+    args = _recurrent_args("lstm", 4, x, {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias})
+    return LSTMFunction.apply(*args, return_sequences=bool(return_sequences))
+
+
+def gru(x, kernel, recurrent_kernel, bias, recurrent_bias, return_sequences=False) -> Tensor:
+    """GRU over x (N, T, F) from a zero state: kernel (F, 3u), recurrent_kernel (u, 3u), bias and recurrent_bias
+    (3u,), gates r, z, n with the reset gate on the recurrent product plus its bias (cuDNN, PyTorch)."""
+    args = _recurrent_args("gru", 3, x, {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias,
+                                         "recurrent_bias": recurrent_bias})
+    return GRUFunction.apply(*args, return_sequences=bool(return_sequences))

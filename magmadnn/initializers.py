@@ -120,3 +120,38 @@ _BY_NAME = {
 def get(identifier) -> Initializer:
     """An Initializer from a name ("he_uniform"), an instance, or a ``{"class_name", "config"}`` dict."""
     return resolve(identifier, Initializer, _BY_NAME, "initializer")
+
+
+# ---------------------------------------------------------------------- group N: fixed-scale random (embeddings)
+class RandomUniform(Initializer):
+    """U(minval, maxval) (Keras' "uniform", the default of its Embedding)."""
+
+    def __init__(self, minval: float = -0.05, maxval: float = 0.05):
+        self.minval = _checks.real(minval, "minval", "RandomUniform initializer")
+        self.maxval = _checks.real(maxval, "maxval", "RandomUniform initializer")
+        if self.maxval < self.minval:
+            raise ValueError(f"RandomUniform initializer: maxval {maxval} is below minval {minval}")
+
+    def __call__(self, shape, dtype, xp, rng):
+        return xp.uniform(rng, tuple(shape), self.minval, self.maxval, dtype)
+
+    def get_config(self) -> dict:
+        return {"minval": self.minval, "maxval": self.maxval}
+
+
+class RandomNormal(Initializer):
+    """N(mean, stddev^2) (PyTorch's Embedding draws N(0, 1))."""
+
+    def __init__(self, mean: float = 0.0, stddev: float = 0.05):
+        self.mean = _checks.real(mean, "mean", "RandomNormal initializer")
+        self.stddev = _checks.real(stddev, "stddev", "RandomNormal initializer", 0.0)
+
+    def __call__(self, shape, dtype, xp, rng):
+        return xp.normal(rng, tuple(shape), self.mean, self.stddev, dtype)
+
+    def get_config(self) -> dict:
+        return {"mean": self.mean, "stddev": self.stddev}
+
+
+_BY_NAME.update({"uniform": RandomUniform, "random_uniform": RandomUniform, "normal": RandomNormal,
+                 "random_normal": RandomNormal})

@@ -1,7 +1,9 @@
 """Losses: ``loss(outputs, targets) -> scalar Tensor`` (mean over the batch by default).
 
 * ``SoftmaxCrossEntropy`` ("cross_entropy"): from logits, numerically stable (log-sum-exp), targets as int class
-  indices (N,) or one-hot / soft (N, C).
+  indices (N,) or one-hot / soft (N, C); token logits (N, T, C) with int targets (N, T); ``label_smoothing`` and
+  ``ignore_index`` as PyTorch's ``cross_entropy``.
+* ``BinaryCrossEntropy`` ("binary_cross_entropy"): sigmoid cross entropy from logits, stable, mean over elements.
 * ``MSE`` ("mse"): mean of squared differences.
 
 ``validate(targets, output_shape)`` checks a whole NumPy target array once (before training) and raises a clear
@@ -13,10 +15,10 @@ from __future__ import annotations
 import numpy as np
 
 from . import functional as F
-from ._checks import shape_str
+from ._checks import integer, real, shape_str
 from ._registry import resolve
 
-__all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "get"]
+__all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "BinaryCrossEntropy", "get"]
 
 
 class EpochLoss:
@@ -67,21 +69,49 @@ class Loss:
 
 
 class SoftmaxCrossEntropy(Loss):
+    """Softmax cross entropy of logits (N, C), or of token logits (N, T, C) with integer targets (N, T), exactly as
+    PyTorch's ``cross_entropy``: ``label_smoothing`` e trains against ``(1 - e) onehot + e / C``; targets equal to
+    ``ignore_index`` (padding) count for nothing and "mean" is over the counted targets."""
+
     name = "cross_entropy"
 
+    def __init__(self, reduction: str = "mean", label_smoothing: float = 0.0, ignore_index: int | None = None):
+        super().__init__(reduction)
+        self.label_smoothing = real(label_smoothing, "label_smoothing", "SoftmaxCrossEntropy", 0.0, 1.0)
+        self.ignore_index = None if ignore_index is None else integer(ignore_index, "ignore_index",
+                                                                      "SoftmaxCrossEntropy")
+
+    def _plain(self) -> bool:
+        return not self.label_smoothing and self.ignore_index is None
+
     def __call__(self, logits, targets):
-        return F.softmax_cross_entropy(logits, targets, reduction=self.reduction)
+        if self._plain() and len(logits.shape) == 2:
+            return F.softmax_cross_entropy(logits, targets, reduction=self.reduction)
+        return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index)
 
     def checked(self, logits, targets):
-        return F.softmax_cross_entropy(logits, targets, reduction=self.reduction, check_labels=False)
+        if self._plain() and len(logits.shape) == 2:
+            return F.softmax_cross_entropy(logits, targets, reduction=self.reduction, check_labels=False)
+        return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index,
+                               check_labels=False)
+
+    def to_config(self) -> dict:
+        config = super().to_config()
+        config["config"].update(label_smoothing=self.label_smoothing, ignore_index=self.ignore_index)
+        return config
 
     def validate(self, targets, output_shape):
         targets = np.asarray(targets)
+        if len(output_shape) == 2:  # token logits (T, C)
+            self._validate_tokens(targets, output_shape)
+            return
         if len(output_shape) != 1:
-            raise ValueError(f"cross_entropy needs model outputs (N, classes); the model outputs per-sample shape "
-                             f"{shape_str(output_shape)}: add Flatten()/Dense(classes) at the end")
+            raise ValueError(f"cross_entropy needs model outputs (N, classes) or (N, T, classes); the model outputs "
+                             f"per-sample shape {shape_str(output_shape)}: add Flatten()/Dense(classes) at the end")
         classes = output_shape[0]
-        if targets.ndim == 1:
+        if targets.ndim == 1 and self.ignore_index is not None and np.issubdtype(targets.dtype, np.integer):
+            self._validate_tokens(targets, output_shape)
+        elif targets.ndim == 1:
             if not np.issubdtype(targets.dtype, np.integer):
                 raise TypeError(f"cross_entropy: 1-D targets must be integer class indices, got dtype "
                                 f"{targets.dtype}; pass int labels (N,) or one-hot (N, {classes})")
@@ -95,6 +125,9 @@ class SoftmaxCrossEntropy(Loss):
                                  f"{classes} outputs")
             if not np.issubdtype(targets.dtype, np.number) or np.iscomplexobj(targets):
                 raise TypeError(f"cross_entropy: one-hot targets must be real numbers, got dtype {targets.dtype}")
+            if self.ignore_index is not None:
+                raise ValueError("cross_entropy: ignore_index needs integer targets (N,), got probabilities of shape "
+                                 f"{targets.shape}")
             if targets.size and targets.min() < 0:
                 bad = tuple(int(i) for i in np.argwhere(targets < 0)[0])
                 raise ValueError(f"cross_entropy: one-hot / soft targets must be probabilities >= 0; found "
@@ -103,10 +136,38 @@ class SoftmaxCrossEntropy(Loss):
             raise ValueError(f"cross_entropy: targets must be int labels (N,) or one-hot (N, {classes}); got shape "
                              f"{targets.shape}")
 
+    def _validate_tokens(self, targets, output_shape):
+        """Integer targets of shape (N,) + output_shape[:-1], in [0, classes) or equal to ignore_index."""
+        classes = output_shape[-1]
+        expected = output_shape[:-1]
+        if targets.ndim == len(output_shape) + 1 and tuple(targets.shape[1:]) == tuple(output_shape):
+            if self.ignore_index is not None:
+                raise ValueError("cross_entropy: ignore_index needs integer targets, got probabilities of shape "
+                                 f"{targets.shape}")
+            if not np.issubdtype(targets.dtype, np.number) or np.iscomplexobj(targets):
+                raise TypeError(f"cross_entropy: soft token targets must be real numbers, got dtype {targets.dtype}")
+            if targets.size and targets.min() < 0:
+                raise ValueError(f"cross_entropy: soft token targets must be probabilities >= 0; found "
+                                 f"{targets.min()}")
+            return
+        if tuple(targets.shape[1:]) != tuple(expected):
+            raise ValueError(f"cross_entropy: the model outputs per-sample logits {shape_str(output_shape)}, so "
+                             f"integer targets must be (N, {', '.join(map(str, expected))}) or probabilities "
+                             f"(N, {', '.join(map(str, output_shape))}); got shape {targets.shape}")
+        if not np.issubdtype(targets.dtype, np.integer):
+            raise TypeError(f"cross_entropy: targets of shape {targets.shape} must be integer class indices, got "
+                            f"dtype {targets.dtype}")
+        counted = targets if self.ignore_index is None else targets[targets != self.ignore_index]
+        if counted.size and (counted.min() < 0 or counted.max() >= classes):
+            bad = counted[(counted < 0) | (counted >= classes)][0]
+            extra = "" if self.ignore_index is None else f" (or ignore_index={self.ignore_index})"
+            raise ValueError(f"cross_entropy: labels must be in [0, {classes}){extra} for a model with {classes} "
+                             f"outputs; found label {bad}")
+
     def prepare(self, targets, xp, dtype):
         targets = np.asarray(targets)
-        if targets.ndim == 1:
-            return xp.asarray(targets.astype(np.int64, copy=False))
+        if np.issubdtype(targets.dtype, np.integer):  # class indices (N,) / (N, T), or integer one-hot (the loss
+            return xp.asarray(targets.astype(np.int64, copy=False))  # converts those to the logits' dtype)
         return xp.asarray(targets, dtype)
 
 
@@ -125,9 +186,44 @@ class MSE(Loss):
                              f"outputs {shape_str(output_shape)}")
 
 
+class BinaryCrossEntropy(Loss):
+    """Binary cross entropy of sigmoid(logits) against targets in [0, 1] shaped like the model output, mean over every
+    element (PyTorch's ``binary_cross_entropy_with_logits``), in the stable form. Only ``from_logits=True``: end the
+    model with the logits (no sigmoid layer); ``from_logits=False`` is refused with that advice."""
+
+    name = "binary_cross_entropy"
+
+    def __init__(self, from_logits: bool = True, reduction: str = "mean"):
+        super().__init__(reduction)
+        if not isinstance(from_logits, (bool, np.bool_)) or not from_logits:
+            raise ValueError("BinaryCrossEntropy: only from_logits=True is supported (the stable form); drop the "
+                             f"final sigmoid and train on the logits, got from_logits={from_logits!r}")
+        self.from_logits = True
+
+    def __call__(self, logits, targets):
+        return F.binary_cross_entropy_with_logits(logits, targets, reduction=self.reduction)
+
+    def to_config(self) -> dict:
+        config = super().to_config()
+        config["config"]["from_logits"] = self.from_logits
+        return config
+
+    def validate(self, targets, output_shape):
+        targets = np.asarray(targets)
+        if not (np.issubdtype(targets.dtype, np.number) or targets.dtype == np.bool_) or np.iscomplexobj(targets):
+            raise TypeError(f"binary_cross_entropy: targets must be real numbers in [0, 1], got dtype {targets.dtype}")
+        if tuple(targets.shape[1:]) != tuple(output_shape):
+            raise ValueError(f"binary_cross_entropy: targets have per-sample shape {shape_str(targets.shape[1:])} but "
+                             f"the model outputs {shape_str(output_shape)}")
+        if targets.size and (targets.min() < 0 or targets.max() > 1):
+            raise ValueError(f"binary_cross_entropy: targets must be in [0, 1], got values in [{targets.min()}, "
+                             f"{targets.max()}]")
+
+
 _BY_NAME = {"cross_entropy": SoftmaxCrossEntropy, "softmax_cross_entropy": SoftmaxCrossEntropy,
             "categorical_crossentropy": SoftmaxCrossEntropy, "sparse_categorical_crossentropy": SoftmaxCrossEntropy,
-            "mse": MSE, "mean_squared_error": MSE}
+            "mse": MSE, "mean_squared_error": MSE,
+            "binary_cross_entropy": BinaryCrossEntropy, "binary_crossentropy": BinaryCrossEntropy}
 
 
 def get(identifier) -> Loss:

@@ -15,6 +15,9 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
 * Adam: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr m^ / (sqrt(v^) + eps)`` with the bias-corrected
   ``m^ = m / (1 - b1^t)``, ``v^ = v / (1 - b2^t)``; ``wd`` is added to ``g`` (L2).
 * AdamW: Adam with decoupled weight decay ``p *= 1 - lr wd`` before the update.
+
+Every optimizer takes Keras' ``clipnorm=c`` (each gradient scaled by ``c / max(||g||, c)``) or ``global_clipnorm=c``
+(all scaled by ``c / max(||all||, c)``), applied before the update on the backend, without a host read.
 """
 
 from __future__ import annotations
@@ -43,9 +46,11 @@ class Optimizer:
 
     slots: tuple[str, ...] = ()
 
-    def __init__(self, lr=0.01, weight_decay: float = 0.0):
+    def __init__(self, lr=0.01, weight_decay: float = 0.0, clipnorm: float | None = None,
+                 global_clipnorm: float | None = None):
         self.lr = lr
         self.weight_decay = _check("weight_decay", weight_decay)
+        self.clipnorm, self.global_clipnorm = _clip_options(clipnorm, global_clipnorm)
         self.iterations = 0
         self._state: dict[int, dict] = {}
         self._count = None
@@ -71,21 +76,57 @@ class Optimizer:
         elif len(params) != self._count:
             raise ValueError(f"{type(self).__name__}.step: got {len(params)} parameters, but this optimizer was "
                              f"used with {self._count}; use one optimizer per parameter list")
-        lr = self.learning_rate
-        if not (math.isfinite(lr) and lr >= 0):
-            raise ValueError(f"{type(self).__name__}.step: the learning rate at step {self.iterations} is {lr!r}; "
-                             "it must be a finite number >= 0 (check the schedule)")
-        self.iterations += 1
+        lr = self._advance()
+        if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
+            lr = self._device_values
+        grads = self._clipped_grads(params)
         for index, param in enumerate(params):
             if param.grad is None:
                 continue
             state = self._state.get(index)
             if state is None:
                 state = self._state[index] = {name: param.xp.zeros_like(param.data) for name in self.slots}
-            self.update(param.xp, param.data, param.grad, state, lr)
+            self.update(param.xp, param.data, grads[index], state, lr)
 
     def update(self, xp, p, g, state, lr) -> None:
         raise NotImplementedError
+
+    # -- group N: gradient clipping
+    def _clipped_grads(self, params) -> list:
+        """The gradients the update uses (None where a parameter has none): as they are, or times
+        ``c / max(norm, c)`` for the norm of each (``clipnorm``) or of all together (``global_clipnorm``), Keras'
+        ``clip_by_norm`` / ``clip_by_global_norm``. The factor is computed on the backend (``clip_norm_scale``): nothing
+        is read back."""
+        grads = [param.grad for param in params]
+        if self.clipnorm is None and self.global_clipnorm is None:
+            return grads
+        present = [(i, p.xp, g) for i, (p, g) in enumerate(zip(params, grads)) if g is not None]
+        if self.global_clipnorm is not None and present:
+            xp = present[0][1]
+            scale = xp.clip_norm_scale([g for _, _, g in present], self.global_clipnorm)
+            for i, xp, g in present:
+                grads[i] = xp.multiply(g, scale)
+        elif self.clipnorm is not None:
+            for i, xp, g in present:
+                grads[i] = xp.multiply(g, xp.clip_norm_scale([g], self.clipnorm))
+        return grads
+
+    # -- device-resident step values (graph replay, magmadnn.models.graphed)
+    _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
+
+    def _advance(self) -> float:
+        """Check the learning rate of the next step, count the step and return the rate."""
+        lr = self.learning_rate
+        if not (math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"{type(self).__name__}.step: the learning rate at step {self.iterations} is {lr!r}; "
+                             "it must be a finite number >= 0 (check the schedule)")
+        self.iterations += 1
+        return lr
+
+    def step_values(self, lr: float) -> tuple[float, ...]:
+        """What the update kernels read from device memory in a replayed step (after :meth:`_advance`):
+        ``(lr,)``; Adam adds its bias corrections."""
+        return (lr,)
 
     def zero_grad(self, params) -> None:
         for param in params:
@@ -101,7 +142,11 @@ class Optimizer:
                 "magmadnn.schedules Schedule (Constant, StepDecay, CosineDecay) or a LearningRateScheduler callback")
         else:
             lr = self._lr
-        return {"lr": lr, "weight_decay": self.weight_decay}
+        config = {"lr": lr, "weight_decay": self.weight_decay}
+        for name in ("clipnorm", "global_clipnorm"):  # group N: only when set, so older configs read the same
+            if getattr(self, name) is not None:
+                config[name] = getattr(self, name)
+        return config
 
     def to_config(self) -> dict:
         return {"class_name": type(self).__name__, "config": self.get_config()}
@@ -134,9 +179,18 @@ class Optimizer:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
 
 
+# ------------------------------------------------------------------------------------- group N: gradient clipping
+def _clip_options(clipnorm, global_clipnorm) -> tuple[float | None, float | None]:
+    """Keras' clipping options: each None or a finite number > 0, not both."""
+    if clipnorm is not None and global_clipnorm is not None:
+        raise ValueError("optimizer: pass clipnorm (per tensor) or global_clipnorm (over all), not both")
+    return tuple(None if v is None else _check(name, v, open_low=True)
+                 for name, v in (("clipnorm", clipnorm), ("global_clipnorm", global_clipnorm)))
+
+
 class SGD(Optimizer):
-    def __init__(self, lr=0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0):
-        super().__init__(lr, weight_decay)
+    def __init__(self, lr=0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0, **clip):
+        super().__init__(lr, weight_decay, **clip)
         self.momentum = _check("momentum", momentum, 0.0, 1.0)
         if nesterov and not self.momentum:
             raise ValueError("SGD: nesterov=True needs a momentum > 0")
@@ -154,8 +208,8 @@ class SGD(Optimizer):
 class AdaGrad(Optimizer):
     slots = ("accumulator",)
 
-    def __init__(self, lr=0.01, eps: float = 1e-7, weight_decay: float = 0.0):
-        super().__init__(lr, weight_decay)
+    def __init__(self, lr=0.01, eps: float = 1e-7, weight_decay: float = 0.0, **clip):
+        super().__init__(lr, weight_decay, **clip)
         self.eps = _check("eps", eps, open_low=True)
 
     def update(self, xp, p, g, state, lr):
@@ -168,8 +222,8 @@ class AdaGrad(Optimizer):
 class RMSProp(Optimizer):
     slots = ("mean_square",)
 
-    def __init__(self, lr=0.001, rho: float = 0.9, eps: float = 1e-7, weight_decay: float = 0.0):
-        super().__init__(lr, weight_decay)
+    def __init__(self, lr=0.001, rho: float = 0.9, eps: float = 1e-7, weight_decay: float = 0.0, **clip):
+        super().__init__(lr, weight_decay, **clip)
         self.rho = _check("rho", rho, 0.0, 1.0)
         self.eps = _check("eps", eps, open_low=True)
 
@@ -185,11 +239,15 @@ class Adam(Optimizer):
     decoupled = False
 
     def __init__(self, lr=0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.0):
-        super().__init__(lr, weight_decay)
+                 weight_decay: float = 0.0, **clip):
+        super().__init__(lr, weight_decay, **clip)
         self.beta1 = _check("beta1", beta1, 0.0, 1.0)
         self.beta2 = _check("beta2", beta2, 0.0, 1.0)
         self.eps = _check("eps", eps, open_low=True)
+
+    def step_values(self, lr):
+        t = self.iterations
+        return lr, 1.0 - self.beta1 ** t, 1.0 - self.beta2 ** t  # as pymagma.kernels.adam_update computes them
 
     def update(self, xp, p, g, state, lr):
         xp.adam_update(p, g, state["m"], state["v"], self.iterations, lr, beta1=self.beta1, beta2=self.beta2,
@@ -203,8 +261,8 @@ class AdamW(Adam):
     decoupled = True
 
     def __init__(self, lr=0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.01):
-        super().__init__(lr, beta1, beta2, eps, weight_decay)
+                 weight_decay: float = 0.01, **clip):
+        super().__init__(lr, beta1, beta2, eps, weight_decay, **clip)
 
 
 _BY_NAME = {"sgd": SGD, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam, "adamw": AdamW}

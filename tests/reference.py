@@ -187,3 +187,197 @@ def batch_norm_backward_ref(x, dy, scale, eps, axes):
     dscale = (dy * xhat).sum(axis=axes, keepdims=True)
     dx = scale * inv / count * (count * dy - dbias - xhat * dscale)
     return dx, dscale, dbias
+
+
+# ------------------------------------------------------------------------------------------ attention (group A)
+def attention_ref(q, k, v, key_mask=None, causal=False, scale=None):
+    """softmax(scale q.k) v query by query: q (B, H, Tq, dk), k (B, H, Tk, dk), v (B, H, Tk, dv); key j is dropped when
+    ``causal`` and j > i or ``key_mask[b, j] == 0``; a query with no key left gives zeros."""
+    b_, h_, tq, dk = q.shape
+    tk = k.shape[2]
+    scale = 1.0 / np.sqrt(dk) if scale is None else scale
+    out = np.zeros((b_, h_, tq, v.shape[3]))
+    for b in range(b_):
+        for h in range(h_):
+            for i in range(tq):
+                keys = [j for j in range(tk) if not (causal and j > i) and (key_mask is None or key_mask[b, j] != 0)]
+                if not keys:
+                    continue
+                s = np.array([scale * float(np.dot(q[b, h, i], k[b, h, j])) for j in keys])
+                w = np.exp(s - s.max())
+                w /= w.sum()
+                out[b, h, i] = sum(wj * v[b, h, j] for wj, j in zip(w, keys))
+    return out
+
+
+def multi_head_attention_ref(query, key, value, weights, heads, key_mask=None, causal=False):
+    """Keras/PyTorch multi-head attention with ``weights`` {query,key,value,output}_{kernel,bias} (biases optional):
+    project, split the heads, ``attention_ref``, join the heads, project out."""
+
+    def project(x, name):
+        y = np.einsum("btd,de->bte", x, weights[f"{name}_kernel"])
+        return y + weights[f"{name}_bias"] if f"{name}_bias" in weights else y
+
+    def split(y):
+        b, t, e = y.shape
+        return y.reshape(b, t, heads, e // heads).transpose(0, 2, 1, 3)
+
+    o = attention_ref(split(project(query, "query")), split(project(key, "key")), split(project(value, "value")),
+                      key_mask, causal)
+    b, h, t, dv = o.shape
+    return project(o.transpose(0, 2, 1, 3).reshape(b, t, h * dv), "output")
+
+
+
+# ------------------------------------------------------------------ transposed convolution, shape (group C)
+def conv_transpose2d_ref(x, w, stride=(1, 1), pads=((0, 0), (0, 0)), dilation=(1, 1), out_hw=None):
+    """Transposed convolution by its definition: every input pixel x[n, c, i, j] scatters x * w[c, :, a, b] to
+    position (i s + a d, j s + b d) of a full output, which is then cropped by ``pads`` (top/left) to ``out_hw``
+    (rows and columns past the full output are zeros). w is (C_in, C_out, R, S)."""
+    x, w = np.asarray(x, np.float64), np.asarray(w, np.float64)
+    n, _, h, wd = x.shape
+    _, co, kh, kw = w.shape
+    (t, _), (l, _) = pads2d(pads)
+    full_h, full_w = (h - 1) * stride[0] + dilation[0] * (kh - 1) + 1, (wd - 1) * stride[1] + dilation[1] * (kw - 1) + 1
+    out_h, out_w = out_hw
+    y = np.zeros((n, co, max(full_h, t + out_h), max(full_w, l + out_w)))
+    for i in range(h):
+        for j in range(wd):
+            for a in range(kh):
+                for b in range(kw):
+                    y[:, :, i * stride[0] + a * dilation[0], j * stride[1] + b * dilation[1]] += \
+                        x[:, :, i, j] @ w[:, :, a, b]
+    return y[:, :, t:t + out_h, l:l + out_w]
+
+
+def upsample_nearest2d_ref(x, size):
+    """y[n, c, i, j] = x[n, c, i // sh, j // sw], position by position."""
+    x = np.asarray(x)
+    sh, sw = size
+    n, c, h, w = x.shape
+    y = np.zeros((n, c, h * sh, w * sw), x.dtype)
+    for i in range(h * sh):
+        for j in range(w * sw):
+            y[:, :, i, j] = x[:, :, i // sh, j // sw]
+    return y
+
+
+def concatenate_ref(arrays, axis):
+    """The arrays placed one after the other along ``axis`` by slice assignment."""
+    shape = list(arrays[0].shape)
+    shape[axis] = sum(a.shape[axis] for a in arrays)
+    out, start = np.zeros(shape, arrays[0].dtype), 0
+    for a in arrays:
+        index = [slice(None)] * len(shape)
+        index[axis] = slice(start, start + a.shape[axis])
+        out[tuple(index)] = a
+        start += a.shape[axis]
+    return out
+
+# ------------------------------------------------------------------ group N: normalization, embeddings, clipping
+def layer_norm_ref(x, gamma=None, beta=None, eps=1e-5, rms=False):
+    """Each row over its last axis, in float64: (x - mean) / sqrt(var + eps) * gamma + beta (rms: no mean)."""
+    x = np.asarray(x, np.float64)
+    rows = x.reshape(-1, x.shape[-1])
+    out = np.empty_like(rows)
+    for r, row in enumerate(rows):
+        mu = 0.0 if rms else sum(row) / len(row)
+        var = sum((v - mu) ** 2 for v in row) / len(row)
+        out[r] = (row - mu) / np.sqrt(var + eps)
+    out = out.reshape(x.shape)
+    if gamma is not None:
+        out = out * np.asarray(gamma, np.float64)
+    if beta is not None:
+        out = out + np.asarray(beta, np.float64)
+    return out
+
+
+def layer_norm_backward_ref(x, dy, gamma=None, eps=1e-5, rms=False):
+    """(dx, dgamma, dbeta) of :func:`layer_norm_ref` through each row's explicit Jacobian
+    d xhat_i / d x_j = rstd (delta_ij - 1/n - xhat_i xhat_j / n) (rms: without the 1/n)."""
+    x, dy = np.asarray(x, np.float64), np.asarray(dy, np.float64)
+    n = x.shape[-1]
+    g = dy * (1.0 if gamma is None else np.asarray(gamma, np.float64))
+    rows, grows = x.reshape(-1, n), g.reshape(-1, n)
+    dx, xhat = np.empty_like(rows), np.empty_like(rows)
+    for r, (row, gr) in enumerate(zip(rows, grows)):
+        mu = 0.0 if rms else row.mean()
+        rstd = 1.0 / np.sqrt(((row - mu) ** 2).mean() + eps)
+        xhat[r] = (row - mu) * rstd
+        jac = rstd * (np.eye(n) - (0.0 if rms else 1.0 / n) - np.outer(xhat[r], xhat[r]) / n)
+        dx[r] = jac.T @ gr
+    flat_dy = dy.reshape(-1, n)
+    return dx.reshape(x.shape), (flat_dy * xhat).sum(axis=0), flat_dy.sum(axis=0)
+
+
+def group_norm_ref(x, groups, gamma, beta, eps=1e-5):
+    """x (N, C, ...): each sample's channel group normalised over its channels and positions, then per channel
+    ``* gamma + beta``."""
+    x = np.asarray(x, np.float64)
+    n, c = x.shape[:2]
+    out = np.empty_like(x)
+    size = c // groups
+    for i in range(n):
+        for k in range(groups):
+            block = x[i, k * size:(k + 1) * size]
+            out[i, k * size:(k + 1) * size] = (block - block.mean()) / np.sqrt(block.var() + eps)
+    shape = (1, c) + (1,) * (x.ndim - 2)
+    return out * np.reshape(gamma, shape) + np.reshape(beta, shape)
+
+
+def embedding_ref(table, ids):
+    """out[pos] = table[ids[pos]] position by position."""
+    table = np.asarray(table, np.float64)
+    out = np.empty(np.shape(ids) + (table.shape[1],))
+    for pos in np.ndindex(np.shape(ids)):
+        out[pos] = table[ids[pos]]
+    return out
+
+
+def embedding_backward_ref(dy, ids, rows):
+    """d table: dy[pos] added to row ids[pos], position by position."""
+    dy = np.asarray(dy, np.float64)
+    out = np.zeros((rows, dy.shape[-1]))
+    for pos in np.ndindex(np.shape(ids)):
+        out[ids[pos]] += dy[pos]
+    return out
+
+
+def clip_scale_ref(arrays, max_norm):
+    """Keras' clip_by_global_norm factor ``max_norm / max(global L2 norm, max_norm)``."""
+    norm = np.sqrt(sum(float(np.sum(np.square(np.asarray(a, np.float64)))) for a in arrays))
+    return max_norm / max(norm, max_norm)
+
+# ---------------------------------------------------------------------------------- recurrent layers (group R)
+def lstm_ref(x_proj, recurrent_kernel):
+    """Every step's hidden state (N, T, u) of an LSTM from a zero state, step by step from the textbook gates
+    i, f, g, o (input, forget, cell, output) in float64; ``x_proj`` (N, T, 4u) is the input projection."""
+    x_proj, w = np.asarray(x_proj, np.float64), np.asarray(recurrent_kernel, np.float64)
+    n, steps, four = x_proj.shape
+    u = four // 4
+    h, c, out = np.zeros((n, u)), np.zeros((n, u)), []
+    for t in range(steps):
+        z = x_proj[:, t] + h @ w
+        i, f, g, o = (z[:, k * u:(k + 1) * u] for k in range(4))
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        h = _sigmoid(o) * np.tanh(c)
+        out.append(h)
+    return np.stack(out, axis=1)
+
+
+def gru_ref(x_proj, recurrent_kernel, recurrent_bias):
+    """Every step's hidden state (N, T, u) of a GRU from a zero state (gates r, z, n; the reset gate scales the
+    recurrent product plus its bias, as cuDNN and PyTorch do), in float64."""
+    x_proj, w = np.asarray(x_proj, np.float64), np.asarray(recurrent_kernel, np.float64)
+    b = np.asarray(recurrent_bias, np.float64)
+    n, steps, three = x_proj.shape
+    u = three // 3
+    h, out = np.zeros((n, u)), []
+    for t in range(steps):
+        x, q = x_proj[:, t], h @ w + b
+        r = _sigmoid(x[:, :u] + q[:, :u])
+        z = _sigmoid(x[:, u:2 * u] + q[:, u:2 * u])
+        cand = np.tanh(x[:, 2 * u:] + r * q[:, 2 * u:])
+        h = (1 - z) * cand + z * h
+        out.append(h)
+    return np.stack(out, axis=1)

@@ -557,6 +557,8 @@ def dropout_forward(x, rate, rng):
     """Inverted dropout on the op set's Philox stream (one ``rng.take()``), not cuDNN's: see the module docstring."""
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout_forward: rate must be in [0, 1), got {rate}")
+    if hasattr(rng, "take_slot"):  # graph capture: the offset is read from device memory (models/graphed.py)
+        return _k.dropout_at(x, float(rate), seed=rng.seed, offsets=rng.offsets, slot=rng.take_slot())
     return _k.dropout(x, float(rate), seed=rng.seed, offset=rng.take())
 
 
@@ -569,6 +571,9 @@ def dropout_backward(dy, mask):
 
 def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory (see _k.sgd_update_at)
+        return _k.sgd_update_at(p, g, v if momentum else None, values=lr, momentum=float(momentum),
+                                weight_decay=float(weight_decay), nesterov=bool(nesterov))
     _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
                   weight_decay=float(weight_decay), nesterov=bool(nesterov))
 
@@ -582,16 +587,70 @@ def running_stat_update(running, batch, momentum):
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
     """In place Adam (``decoupled``: AdamW); ``step`` counts from 1."""
+    if isinstance(lr, _DeviceArray):  # graph capture: {lr, bias corrections} read from device memory
+        return _k.adam_update_at(p, g, m, v, values=lr, beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                                 weight_decay=float(weight_decay), decoupled=bool(decoupled))
     _k.adam_update(p, g, m, v, step=int(step), lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
                    weight_decay=float(weight_decay), decoupled=bool(decoupled))
 
 
 def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
+        return _k.rmsprop_update_at(p, g, s, values=lr, rho=float(rho), eps=float(eps),
+                                    weight_decay=float(weight_decay))
     _k.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay))
 
 
 def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
+        return _k.adagrad_update_at(p, g, s, values=lr, eps=float(eps), weight_decay=float(weight_decay))
     _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
+
+
+# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+# Kernels of pymagma/kernels/norm.cu and embedding.cu. Out-of-range embedding indices are not checked here (that
+# would read the indices back): the kernel never reads outside the table and writes NaN rows there, and Model checks
+# its host data against every Embedding once per call, before any batch runs.
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """One block per row: ``(y, (mean, rstd))``."""
+    _same_dtype("layer_norm_forward", x, gamma, beta)
+    y, mean_, rstd = _k.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
+    return y, (mean_, rstd)
+
+
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
+    mean_, rstd = ctx
+    _same_dtype("layer_norm_backward", dy, x, gamma)
+    dx = _k.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms))
+    if gamma is None:
+        return dx, None, None
+    dgamma, dbeta = _k.layer_norm_param_grads(dy, x, mean_, rstd)
+    return dx, dgamma, dbeta
+
+
+def embedding_forward(table, indices):
+    """The gather kernel (NaN rows for indices outside the table, never a read outside it)."""
+    return _k.embedding(table, _int64_labels(indices))
+
+
+def embedding_backward(dy, indices, num_rows):
+    """The deterministic scatter-add kernel (one block per table row, indices in order)."""
+    return _k.embedding_backward(dy, _int64_labels(indices), int(num_rows))
+
+
+def clip_norm_scale(arrays, max_norm):
+    """``max_norm / max(norm, max_norm)`` as clip(max_norm * rsqrt(sum of squares), 0, 1): rsqrt(0) = inf clips to
+    1, a NaN norm stays NaN; four small kernels per call, nothing read back."""
+    _same_dtype("clip_norm_scale", *arrays)
+    total = None
+    for a in arrays:
+        part = _k.reduce("sum_squares", a)
+        total = part if total is None else _k.binary("add", total, part)
+    scale = _k.unary("affine", _k.unary("rsqrt", total), float(max_norm), 0.0)
+    return _k.unary("clip", scale, 0.0, 1.0)
 
 
 # --------------------------------------------------------------------------------------------------------- random
@@ -600,6 +659,92 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
 def rng(seed=None):
     """A counter-based random stream (:class:`magmadnn.backend.random.Stream`); a fresh random key when None."""
     return _Stream(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed)
+
+
+# ------------------------------------------------------------------------------------------ attention (group A)
+
+
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Scale, causal and key masks and softmax of attention scores in one kernel."""
+    if mask is not None and mask.dtype is not x.dtype:
+        _same_dtype("masked_softmax", x, mask)
+    return _k.masked_softmax(x, mask, float(scale), bool(causal))
+
+
+def masked_softmax_backward(dy, y, scale=1.0):
+    _same_dtype("masked_softmax_backward", dy, y)
+    return _k.masked_softmax_backward(dy, y, float(scale))
+
+
+
+# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+# Strided copies (pymagma.kernels.copy) into and out of views of one array: no new kernel, no host round trip.
+
+
+def _along(axis: int, start: int, stop: int) -> tuple:
+    """The index of ``start:stop`` along ``axis``."""
+    return (slice(None),) * axis + (slice(start, stop),)
+
+
+def concatenate(arrays, axis):
+    """The arrays joined along ``axis``: one strided copy of each into its slice of the result."""
+    arrays = list(arrays)
+    _same_dtype("concatenate", *arrays)
+    first = arrays[0]
+    axis = operator.index(axis)
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"concatenate: axis {axis} is out of range for arrays of {first.ndim} dimensions")
+    axis %= first.ndim
+    for a in arrays:
+        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
+            raise ValueError(f"concatenate: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
+    total = int(np.sum([a.shape[axis] for a in arrays]))
+    shape = tuple(total if d == axis else n for d, n in enumerate(first.shape))
+    out = _array.empty(shape, first.dtype, device=first.device)
+    offset = 0
+    for a in arrays:
+        n = a.shape[axis]
+        if n:
+            _copy_into(a, out[_along(axis, offset, offset + n)])
+        offset += n
+    return out
+
+
+def _copy_into(a, view) -> None:
+    if a.dtype == np.bool_:
+        _k.copy(_retype(a, np.uint8), out=_retype(view, np.uint8))
+    else:
+        _k.copy(a, out=view)
+
+
+def split(a, sizes, axis):
+    """Contiguous copies of the pieces of ``a`` along ``axis``."""
+    sizes = [operator.index(s) for s in sizes]
+    axis = operator.index(axis) % a.ndim
+    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
+        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    out, offset = [], 0
+    for n in sizes:
+        out.append(_copy_any(a[_along(axis, offset, offset + n)]))
+        offset += n
+    return tuple(out)
+
+
+def upsample_nearest2d(x, size):
+    """One strided copy of x seen as (N, C, H, sh, W, sw) with zero strides along the repeats."""
+    sh, sw = _geometry.pair(size)
+    n, c, h, w = x.shape
+    x6 = _contiguous(x).reshape(n, c, h, 1, w, 1)
+    strides = tuple(0 if d in (3, 5) else s for d, s in enumerate(x6.strides))
+    repeated = _DeviceArray((n, c, h, sh, w, sw), x.dtype, x6.ptr, strides, owner=x6, device=x.device)
+    return _k.copy(repeated).reshape(n, c, h * sh, w * sw)
+
+
+def upsample_nearest2d_backward(dy, size):
+    """One reduction over the repeat axes of dy seen as (N, C, H, sh, W, sw)."""
+    sh, sw = _geometry.pair(size)
+    n, c, h, w = dy.shape
+    return _k.reduce("sum", _contiguous(dy).reshape(n, c, h // sh, sh, w // sw, sw), axis=(3, 5))
 
 
 # ------------------------------------------------------------------------- data-parallel gradient exchange (optional)
@@ -646,6 +791,83 @@ def flat_unpack(flat, shapes, divisor) -> list:
     return out
 
 
+# ------------------------------------------------------------------------------- graph replay (optional; group G)
+# Capture, static buffers fed from page-locked memory, device-to-device copies: magmadnn.models.graphed.
+
+from .device_graphs import copy_into, graph_capture, staging_buffer  # noqa: E402, F401
+
+_GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")
+
+# ------------------------------------------------------------------------------------ recurrent layers (group R)
+# Per time step one gemm (the recurrent product, into a reused buffer) and one fused gate kernel
+# (pymagma.kernels.lstm_gates_forward, ...); backpropagation through time runs the backward kernels in reverse with
+# one gemm per step for the state gradient, and the recurrent kernel's gradient is one gemm over all steps.
+# ctx: the time-major states (T + 1, N, u), state 0 zero, and the saved gates.
+
+
+def _recurrent_buffers(x_proj, gates: int, return_sequences):
+    n, steps, width = x_proj.shape
+    u, dt, dev = width // gates, x_proj.dtype, x_proj.device
+    hs = _array.zeros((steps + 1, n, u), dt, device=dev)
+    y = _array.empty((n, steps, u), dt, device=dev) if return_sequences else None
+    return n, steps, u, hs, _array.empty((steps, n, width), dt, device=dev), _array.empty((n, width), dt, device=dev), y
+
+
+def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
+    _same_dtype("lstm_forward", x_proj, recurrent_kernel)
+    x_proj, w = _contiguous(x_proj), _contiguous(recurrent_kernel)
+    n, steps, u, hs, gates, rec, y = _recurrent_buffers(x_proj, 4, return_sequences)
+    cs = _array.zeros(hs.shape, hs.dtype, device=hs.device)
+    for t in range(steps):
+        _blas.gemm(hs[t], w, out=rec)
+        _k.lstm_gates_forward(x_proj, rec, cs, hs, gates, y, t)
+    return (y if y is not None else _k.copy(hs[steps])), (hs, cs, gates, bool(return_sequences))
+
+
+def lstm_backward(dy, recurrent_kernel, ctx):
+    hs, cs, gates, _ = ctx
+    _same_dtype("lstm_backward", dy, recurrent_kernel, gates)
+    dy, w = _contiguous(dy), _contiguous(recurrent_kernel)
+    steps, n, four = gates.shape
+    dh, dc = (_array.zeros((n, four // 4), gates.dtype, device=gates.device) for _ in range(2))
+    dgates, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
+        (n, steps, four), gates.dtype, device=gates.device)
+    for t in range(steps - 1, -1, -1):
+        _k.lstm_gates_backward(dy, dh, dc, gates, cs, dgates, dx, t)
+        if t:
+            _blas.gemm(dgates[t], w, out=dh, trans_b=True)
+    dw = _blas.gemm(hs[0:steps].reshape(steps * n, four // 4), dgates.reshape(steps * n, four), trans_a=True)
+    return dx, dw
+
+
+def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True):
+    _same_dtype("gru_forward", x_proj, recurrent_kernel, recurrent_bias)
+    x_proj, w, b = _contiguous(x_proj), _contiguous(recurrent_kernel), _contiguous(recurrent_bias)
+    n, steps, u, hs, gates, rec, y = _recurrent_buffers(x_proj, 3, return_sequences)
+    qn = _array.empty((steps, n, u), hs.dtype, device=hs.device)
+    for t in range(steps):
+        _blas.gemm(hs[t], w, out=rec)
+        _k.gru_gates_forward(x_proj, rec, b, hs, gates, qn, y, t)
+    return (y if y is not None else _k.copy(hs[steps])), (hs, gates, qn, bool(return_sequences))
+
+
+def gru_backward(dy, recurrent_kernel, ctx):
+    hs, gates, qn, _ = ctx
+    _same_dtype("gru_backward", dy, recurrent_kernel, gates)
+    dy, w = _contiguous(dy), _contiguous(recurrent_kernel)
+    steps, n, three = gates.shape
+    dh = _array.zeros((n, three // 3), gates.dtype, device=gates.device)
+    dq, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
+        (n, steps, three), gates.dtype, device=gates.device)
+    for t in range(steps - 1, -1, -1):
+        _k.gru_gates_backward(dy, dh, gates, qn, hs, dq, dx, t)
+        if t:
+            _blas.gemm(dq[t], w, out=dh, beta=1.0, trans_b=True)
+    flat = dq.reshape(steps * n, three)
+    dw = _blas.gemm(hs[0:steps].reshape(steps * n, three // 3), flat, trans_a=True)
+    return dx, dw, _k.reduce("sum", flat, axis=0)
+
+
 # ------------------------------------------------------------------------------------------------- several GPUs
 
 _VIEWS: dict[int, types.ModuleType] = {}
@@ -666,6 +888,8 @@ def for_index(n):
         view.name, view.device_index = f"gpu:{n}", n
         view.FUSED_ACTIVATIONS, view.for_index = FUSED_ACTIVATIONS, for_index
         for name_ in ("host_empty", "copy_to_host", "flat_pack", "flat_unpack"):
+            setattr(view, name_, globals()[name_])
+        for name_ in _GRAPH_OPS:
             setattr(view, name_, globals()[name_])
         _VIEWS[n] = view
     return view

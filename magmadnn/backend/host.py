@@ -22,6 +22,7 @@ GELU uses the tanh approximation ``0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)
 
 from __future__ import annotations
 
+import contextlib
 import math
 import threading
 
@@ -777,6 +778,108 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
     p -= lr * g / denom
 
 
+# ------------------------------------------------------------------------------------------ attention (group A)
+
+
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Softmax over the last axis of ``scale * x`` (B, H, Tq, Tk) with causal and key masks; empty rows are 0."""
+    s = np.multiply(x, x.dtype.type(scale))
+    keep = np.tri(x.shape[2], x.shape[3], dtype=bool) if causal else None
+    if mask is not None:
+        keys = (mask != 0)[:, None, None, :]
+        keep = keys if keep is None else keep & keys
+    if keep is not None:
+        s = np.where(keep, s, -np.inf).astype(x.dtype, copy=False)
+    top = np.max(s, axis=-1, keepdims=True)
+    s -= np.where(np.isfinite(top), top, 0).astype(x.dtype, copy=False)
+    np.exp(s, out=s)
+    total = np.sum(s, axis=-1, keepdims=True)
+    return np.divide(s, total, out=np.zeros_like(s), where=total > 0)
+
+
+def masked_softmax_backward(dy, y, scale=1.0):
+    """dx of ``masked_softmax``: ``scale * y * (dy - sum(dy * y))`` along the last axis."""
+    dx = dy - np.sum(dy * y, axis=-1, keepdims=True)
+    dx *= y
+    dx *= y.dtype.type(scale)
+    return dx
+
+
+
+# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """Rows over the last axis: y = (x - mean) * rstd * gamma + beta (``rms``: mean 0, var = mean(x^2))."""
+    mu = np.zeros(x.shape[:-1] + (1,), x.dtype) if rms else x.mean(axis=-1, keepdims=True)
+    xc = x - mu
+    rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=-1, keepdims=True) + x.dtype.type(eps))
+    y = xc * rstd
+    if gamma is not None:
+        y *= gamma
+    if beta is not None:
+        y += beta
+    return y, (mu, rstd)
+
+
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """(dx, dgamma, dbeta) of ``layer_norm_forward``; dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma."""
+    mu, rstd = ctx
+    xhat = (x - mu) * rstd
+    g = dy * gamma if gamma is not None else dy
+    dx = g - xhat * np.mean(g * xhat, axis=-1, keepdims=True)
+    if not rms:
+        dx -= np.mean(g, axis=-1, keepdims=True)
+    dx *= rstd
+    if gamma is None:
+        return dx, None, None
+    cols = x.shape[-1]
+    return dx, (dy * xhat).reshape(-1, cols).sum(axis=0), dy.reshape(-1, cols).sum(axis=0)
+
+
+def _check_indices(indices, rows, fn):
+    if indices.dtype.kind not in "iu":
+        raise TypeError(f"{fn}: indices must be an integer array, got dtype {indices.dtype}")
+    if indices.size and (indices.min() < 0 or indices.max() >= rows):
+        bad = indices[(indices < 0) | (indices >= rows)].flat[0]
+        raise ValueError(f"{fn}: index {bad} is out of range for a table of {rows} rows; expected indices in "
+                         f"[0, {rows})")
+
+
+def embedding_forward(table, indices):
+    """``table[indices]``: an index outside [0, V) is a ValueError."""
+    _check_indices(indices, table.shape[0], "embedding_forward")
+    return np.take(table, indices, axis=0)
+
+
+def embedding_backward(dy, indices, num_rows):
+    """Rows of dy summed per index: a stable sort of the indices, then one ``np.add.reduceat`` over the runs of equal
+    indices (a fixed order, so the same bits every run; about 3x faster than ``np.add.at``)."""
+    dim = dy.shape[-1]
+    flat, rows = indices.reshape(-1), dy.reshape(-1, dim)
+    keep = (flat >= 0) & (flat < num_rows)
+    if not keep.all():
+        flat, rows = flat[keep], rows[keep]
+    out = np.zeros((num_rows, dim), dtype=dy.dtype)
+    if flat.size:
+        order = np.argsort(flat, kind="stable")
+        ids = flat[order]
+        starts = np.flatnonzero(np.r_[True, ids[1:] != ids[:-1]])
+        out[ids[starts]] = np.add.reduceat(rows[order], starts, axis=0)
+    return out
+
+
+def clip_norm_scale(arrays, max_norm):
+    """0-d ``max_norm / max(norm, max_norm)`` for the global L2 norm of ``arrays``."""
+    dtype = arrays[0].dtype
+    total = np.zeros((), dtype)
+    for a in arrays:
+        total += np.vdot(a, a)
+    with np.errstate(divide="ignore"):
+        scale = dtype.type(max_norm) / np.sqrt(total)  # a zero norm gives inf, clipped to 1; NaN stays NaN
+    return np.asarray(np.minimum(scale, dtype.type(1)), dtype=dtype)
+
+
 # --------------------------------------------------------------------------------------------------------- random
 
 
@@ -797,3 +900,233 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
     n = math.prod(shape)
     z = normal_doubles(n, rng.seed, rng.take())
     return (mean + std * z).astype(dtype).reshape(shape)
+
+
+# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+
+
+def _check_concatenate(arrays, axis, fn: str) -> int:
+    """``axis`` normalised after checking that ``arrays`` share a dtype, a rank and every size but ``axis``."""
+    first = arrays[0]
+    if any(a.dtype != first.dtype for a in arrays):
+        raise TypeError(f"{fn}: arrays have dtypes {sorted({str(a.dtype) for a in arrays})}; the op set does not "
+                        "promote")
+    if not -first.ndim <= axis < first.ndim:
+        raise ValueError(f"{fn}: axis {axis} is out of range for arrays of {first.ndim} dimensions")
+    axis %= first.ndim
+    for a in arrays:
+        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
+            raise ValueError(f"{fn}: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
+    return axis
+
+
+def concatenate(arrays, axis):
+    """The arrays joined along ``axis``."""
+    arrays = [np.asarray(a) for a in arrays]
+    return np.concatenate(arrays, axis=_check_concatenate(arrays, int(axis), "concatenate"))
+
+
+def split(a, sizes, axis):
+    """Contiguous pieces of ``a``, ``sizes[i]`` long along ``axis``."""
+    sizes = [int(s) for s in sizes]
+    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
+        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    bounds = np.cumsum(sizes)[:-1]
+    return tuple(p.copy() for p in np.split(a, bounds, axis=axis))  # copies: never views of ``a``
+
+
+def upsample_nearest2d(x, size):
+    """(N, C, H, W) -> (N, C, H sh, W sw), each pixel repeated over an sh x sw block."""
+    sh, sw = geometry.pair(size)
+    n, c, h, w = x.shape
+    out = np.empty((n, c, h, sh, w, sw), x.dtype)
+    out[...] = x[:, :, :, None, :, None]
+    return out.reshape(n, c, h * sh, w * sw)
+
+
+def upsample_nearest2d_backward(dy, size):
+    """The sum of each sh x sw block of ``dy``."""
+    sh, sw = geometry.pair(size)
+    n, c, h, w = dy.shape
+    return dy.reshape(n, c, h // sh, sh, w // sw, sw).sum(axis=(3, 5))
+
+# ------------------------------------------------------------------------------------ recurrent layers (group R)
+# The recurrence runs in time-major buffers of T + 1 states (state 0 is the zero initial state), so that the
+# recurrent kernel's gradient is one product over all steps: h[0:T]^T @ dgates.
+
+
+_BLAS = []  # [threadpoolctl's BLAS controller or None], found on first use
+
+
+def _serial_blas():
+    """A context in which BLAS uses one thread (threadpoolctl's limit when it is installed, else no change).
+
+    A recurrence alternates a small GEMM with a few small NumPy ops, step after step: BLAS's worker threads spin
+    after each GEMM and hold the cores the next ops need (measured on 2 cores: the LSTM step loop runs 1.5-2.5x
+    slower with two BLAS threads than with one)."""
+    if not _BLAS:
+        try:
+            from threadpoolctl import ThreadpoolController  # noqa: PLC0415 (optional, found once)
+
+            _BLAS.append(ThreadpoolController().select(user_api="blas"))
+        except ImportError:
+            _BLAS.append(None)
+    return _BLAS[0].limit(limits=1) if _BLAS[0] is not None else contextlib.nullcontext()
+
+
+def _sigmoid_inplace(a):
+    """sigmoid(a) = (1 + tanh(a / 2)) / 2 in place: stable for any a."""
+    a *= 0.5
+    np.tanh(a, out=a)
+    a += 1.0
+    a *= 0.5
+    return a
+
+
+def _sequence_output(hs, return_sequences):
+    """Every step's state (N, T, u) or the last one (N, u), as a new array."""
+    return np.ascontiguousarray(hs[1:].transpose(1, 0, 2)) if return_sequences else hs[-1].copy()
+
+
+def _dy_at(dy, step, steps, return_sequences):
+    """The output gradient that reaches step ``step`` directly (None when none does)."""
+    if return_sequences:
+        return dy[:, step]
+    return dy if step == steps - 1 else None
+
+
+def _lstm_scale(u, dtype):
+    """Per column of the gates (i, f, g, o): 1/2 for the sigmoid blocks, 1 for the tanh block, since
+    sigmoid(z) = tanh(z / 2) / 2 + 1/2: one tanh over all four blocks, then ``scale * t + shift``."""
+    scale = np.full(4 * u, 0.5, dtype)
+    scale[2 * u:3 * u] = 1.0
+    return scale, 1.0 - scale  # shift: 1/2 for the sigmoid blocks, 0 for the tanh block
+
+
+def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
+    n, steps, four = x_proj.shape
+    u, dt = four // 4, x_proj.dtype
+    scale, shift = _lstm_scale(u, dt)
+    xs = np.empty((steps, n, four), dt)  # time-major, scaled: each step reads one contiguous block
+    np.multiply(x_proj.transpose(1, 0, 2), scale, out=xs)
+    w = recurrent_kernel * scale
+    hs, cs = np.zeros((steps + 1, n, u), dt), np.zeros((steps + 1, n, u), dt)
+    tcs, gates, ig = np.empty((steps, n, u), dt), np.empty((steps, n, four), dt), np.empty((n, u), dt)
+    with _serial_blas():
+        _lstm_steps(xs, w, scale, shift, hs, cs, tcs, gates, ig)
+    return _sequence_output(hs, return_sequences), (hs, cs, tcs, gates, bool(return_sequences))
+
+
+def _lstm_steps(xs, w, scale, shift, hs, cs, tcs, gates, ig):
+    u = ig.shape[1]
+    for t in range(len(xs)):
+        g = gates[t]
+        np.matmul(hs[t], w, out=g)
+        g += xs[t]
+        np.tanh(g, out=g)
+        g *= scale
+        g += shift
+        np.multiply(g[:, u:2 * u], cs[t], out=cs[t + 1])
+        np.multiply(g[:, :u], g[:, 2 * u:3 * u], out=ig)
+        cs[t + 1] += ig
+        np.tanh(cs[t + 1], out=tcs[t])
+        np.multiply(g[:, 3 * u:], tcs[t], out=hs[t + 1])
+
+
+def lstm_backward(dy, recurrent_kernel, ctx):
+    hs, cs, tcs, gates, return_sequences = ctx
+    steps, n, four = gates.shape
+    u = four // 4
+    step = _lstm_backward_step(gates, tcs)
+    dgates = np.empty_like(gates)
+    dh, dc = np.zeros((n, u), gates.dtype), np.zeros((n, u), gates.dtype)
+    with _serial_blas():
+        for t in range(steps - 1, -1, -1):
+            direct = _dy_at(dy, t, steps, return_sequences)
+            if direct is not None:
+                dh += direct
+            step(t, dh, dc, gates[t], tcs[t], cs[t], dgates[t])
+            if t:
+                np.matmul(dgates[t], recurrent_kernel.T, out=dh)
+        dw = np.matmul(hs[:-1].reshape(steps * n, u).T, dgates.reshape(steps * n, four))
+    return np.ascontiguousarray(dgates.transpose(1, 0, 2)), dw
+
+
+def _lstm_backward_step(gates, tcs):
+    """``step(t, dh, dc, gates[t], tanh_c[t], c_prev, dgates[t])``: one step of the LSTM backward, in place on dc
+    and dgates[t]; ``_host_jit``'s fused loop when numba is there, else NumPy with the gates' derivatives and the
+    cell path's factor o (1 - tanh(c)^2) computed for the whole sequence up front, in a few large ops."""
+    jit = _host_jit.kernels
+    if jit is not None:
+        def fused(t, *arrays):
+            jit.lstm_backward_step(*arrays)
+
+        return fused
+    u = gates.shape[2] // 4
+    deriv = np.subtract(1.0, gates)
+    deriv *= gates  # sigmoid: s (1 - s)
+    np.multiply(gates[..., 2 * u:3 * u], gates[..., 2 * u:3 * u], out=deriv[..., 2 * u:3 * u])
+    np.subtract(1.0, deriv[..., 2 * u:3 * u], out=deriv[..., 2 * u:3 * u])  # tanh: 1 - g^2
+    dc_dh = np.multiply(tcs, tcs)
+    np.subtract(1.0, dc_dh, out=dc_dh)
+    dc_dh *= gates[..., 3 * u:]
+    tmp = np.empty(tcs.shape[1:], tcs.dtype)
+
+    def step(t, dh, dc, g, tanh_c, c_prev, dg):
+        np.multiply(dh, dc_dh[t], out=tmp)
+        dc += tmp
+        np.multiply(dh, tanh_c, out=dg[:, 3 * u:])
+        np.multiply(dc, g[:, 2 * u:3 * u], out=dg[:, :u])
+        np.multiply(dc, c_prev, out=dg[:, u:2 * u])
+        np.multiply(dc, g[:, :u], out=dg[:, 2 * u:3 * u])
+        dg *= deriv[t]
+        dc *= g[:, u:2 * u]
+
+    return step
+
+
+def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True):
+    n, steps, three = x_proj.shape
+    u = three // 3
+    hs = np.zeros((steps + 1, n, u), x_proj.dtype)
+    gates, qn = np.empty((steps, n, three), x_proj.dtype), np.empty((steps, n, u), x_proj.dtype)
+    for t in range(steps):
+        q = np.matmul(hs[t], recurrent_kernel)
+        q += recurrent_bias
+        x, g = x_proj[:, t], gates[t]
+        np.add(x[:, :2 * u], q[:, :2 * u], out=g[:, :2 * u])
+        _sigmoid_inplace(g[:, :2 * u])
+        qn[t] = q[:, 2 * u:]
+        nn = g[:, 2 * u:]
+        np.multiply(g[:, :u], qn[t], out=nn)
+        nn += x[:, 2 * u:]
+        np.tanh(nn, out=nn)
+        h = hs[t + 1]
+        np.subtract(hs[t], nn, out=h)
+        h *= g[:, u:2 * u]
+        h += nn
+    return _sequence_output(hs, return_sequences), (hs, gates, qn, bool(return_sequences))
+
+
+def gru_backward(dy, recurrent_kernel, ctx):
+    hs, gates, qn, return_sequences = ctx
+    steps, n, three = gates.shape
+    u = three // 3
+    dx, dq = np.empty_like(gates), np.empty_like(gates)
+    dh = np.zeros((n, u), gates.dtype)
+    for t in range(steps - 1, -1, -1):
+        direct = _dy_at(dy, t, steps, return_sequences)
+        if direct is not None:
+            dh += direct
+        r, z, nn = gates[t, :, :u], gates[t, :, u:2 * u], gates[t, :, 2 * u:]
+        dn = dh * (1.0 - z) * (1.0 - nn * nn)
+        dx[t, :, 2 * u:] = dn
+        np.multiply(dn * qn[t], r * (1.0 - r), out=dx[t, :, :u])
+        np.multiply(dh * (hs[t] - nn), z * (1.0 - z), out=dx[t, :, u:2 * u])
+        dq[t, :, :2 * u] = dx[t, :, :2 * u]
+        np.multiply(dn, r, out=dq[t, :, 2 * u:])
+        dh = dh * z
+        dh += np.matmul(dq[t], recurrent_kernel.T)
+    flat = dq.reshape(steps * n, three)
+    dw = np.matmul(hs[:-1].reshape(steps * n, u).T, flat)
+    return np.ascontiguousarray(dx.transpose(1, 0, 2)), dw, flat.sum(axis=0)

@@ -322,6 +322,107 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=...):
     """One draw: ``mean + std * z`` rounded to ``dtype``."""
 
 
+# ------------------------------------------------------------------------------------------ attention (group A)
+@_op
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Attention probabilities from scores x (B, H, Tq, Tk): softmax over the last axis of ``scale * x`` where key j
+    is kept when ``causal`` is False or j <= i (query i; PyTorch's ``is_causal``) and ``mask`` (B, Tk, x's dtype;
+    None: every key) is nonzero at j. A row with no key kept is all zeros."""
+
+
+@_op
+def masked_softmax_backward(dy, y, scale=1.0):
+    """dx of ``masked_softmax`` from its output ``y``: ``scale * y * (dy - sum(dy * y, axis=-1))``."""
+
+
+
+# ---------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+@_op
+def concatenate(arrays, axis):
+    """The arrays (a list of one dtype, shapes equal but along ``axis``) joined along ``axis`` into a new array."""
+
+
+@_op
+def split(a, sizes, axis):
+    """The inverse of ``concatenate``: a tuple of new arrays, ``sizes[i]`` long along ``axis`` (the sizes sum to
+    ``a.shape[axis]``)."""
+
+
+@_op
+def upsample_nearest2d(x, size):
+    """Nearest-neighbour upsampling of x (N, C, H, W) by integer factors ``size`` (sh, sw) -> (N, C, H sh, W sw):
+    ``y[n, c, i, j] = x[n, c, i // sh, j // sw]``."""
+
+
+@_op
+def upsample_nearest2d_backward(dy, size):
+    """dx of ``upsample_nearest2d``: each input pixel's gradient is the sum of its sh x sw output block."""
+
+# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+@_op
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """Each row of ``x`` normalised over its last axis -> ``(y, ctx)``: ``y = (x - mean) / sqrt(var + eps) * gamma +
+    beta`` with the biased variance of the row; ``rms``: ``y = x / sqrt(mean(x^2) + eps) * gamma + beta`` (no
+    centring). ``gamma`` and ``beta`` (F,) of the last axis may each be None (no scale, no shift). Other axes are
+    normalised by moving them last; GroupNorm normalises (N * groups, rest) rows."""
+
+
+@_op
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """``(dx, dgamma, dbeta)`` of ``layer_norm_forward``: dgamma = column sums of dy * xhat, dbeta = column sums of
+    dy, each summed over the rows in order (deterministic); both None when ``gamma`` is None."""
+
+
+@_op
+def embedding_forward(table, indices):
+    """The rows of ``table`` (V, D) picked by the int64 array ``indices`` (any shape) -> ``indices.shape + (D,)``. An
+    index outside [0, V) is a ``ValueError`` where the indices can be checked without a device read (the host); a
+    device backend never reads outside the table and gives that position a NaN row (a loss over it is NaN, so fit
+    refuses the update; ``Model`` checks host data against every ``Embedding`` before a batch runs)."""
+
+
+@_op
+def embedding_backward(dy, indices, num_rows):
+    """The table gradient (num_rows, D) of ``embedding_forward``: each row the sum of the rows of ``dy`` whose index
+    it is, added in an order fixed by the indices (the same bits on every run; the device adds them in index
+    order); indices outside the table add nothing."""
+
+
+@_op
+def clip_norm_scale(arrays, max_norm):
+    """A 0-d array in the arrays' dtype: ``max_norm / max(norm, max_norm)`` with ``norm`` the L2 norm of every element
+    of ``arrays`` together (a list), i.e. the factor that clips their global norm to ``max_norm`` (1 below it; NaN
+    when the norm is NaN). Computed where the arrays live: nothing is read back."""
+
+# ------------------------------------------------------------------------------- recurrent layers (group R)
+# Sequences are batch-major (N, T, F). ``x_proj`` is the input projection of every step, ``x @ kernel + bias``
+# (one matrix product for the whole sequence, made by the caller); the ops run the recurrence from a zero state.
+@_op
+def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
+    """LSTM over x_proj (N, T, 4u) with recurrent_kernel (u, 4u), gates in the order i, f, g, o:
+    z = x_proj[:, t] + h @ recurrent_kernel; i, f, o = sigmoid, g = tanh of their quarters of z;
+    c = f c + i g; h = o tanh(c) -> ``(y, ctx)``, y every step's h (N, T, u) or the last one (N, u)."""
+
+
+@_op
+def lstm_backward(dy, recurrent_kernel, ctx):
+    """``(dx_proj (N, T, 4u), drecurrent_kernel (u, 4u))`` of ``lstm_forward`` for dy of y's shape
+    (backpropagation through time)."""
+
+
+@_op
+def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True):
+    """GRU over x_proj (N, T, 3u) with recurrent_kernel (u, 3u) and recurrent_bias (3u,), gates r, z, n (cuDNN's
+    and PyTorch's formulation): q = h @ recurrent_kernel + recurrent_bias; r, z = sigmoid of x_proj's first two
+    thirds + q's; n = tanh(x_proj's last third + r q's last third); h = (1 - z) n + z h -> ``(y, ctx)`` as
+    ``lstm_forward``'s."""
+
+
+@_op
+def gru_backward(dy, recurrent_kernel, ctx):
+    """``(dx_proj (N, T, 3u), drecurrent_kernel (u, 3u), drecurrent_bias (3u,))`` of ``gru_forward``."""
+
+
 #: The op names, in the order above.
 OPS: tuple[str, ...] = tuple(_SPEC)
 
@@ -365,6 +466,26 @@ def flat_pack(arrays, scale, out):
 def flat_unpack(flat, shapes, divisor):
     """New arrays of ``shapes`` from the consecutive values at the start of the 1-D array ``flat`` (which may hold
     more), each divided by ``divisor``."""
+
+
+# Graph replay (group G; :mod:`magmadnn.models.graphed`, ``compile(graph=True)``): a backend that can capture its
+# work as CUDA graphs adds:
+@_optional
+def graph_capture(like):
+    """A context manager capturing the work queued in its block on ``like``'s queue as a graph with ``launch()``
+    and ``destroy()``; work that cannot be captured raises an error naming it, and the block's arrays belong to the
+    graph."""
+
+
+@_optional
+def staging_buffer(layout, like):
+    """Static device arrays ``views`` of ``layout`` ``[(shape, dtype), ...]`` with host arrays to fill (``host()``)
+    and ``upload()``, which queues their copy to the device on ``like``'s queue."""
+
+
+@_optional
+def copy_into(dst, src):
+    """``src`` into the existing array ``dst`` of the same shape and dtype, queued on the device."""
 
 
 #: Non-callable attributes every backend has.

@@ -5,22 +5,41 @@ layers build, name and seed themselves.
 """
 
 from ..backend.geometry import ACTIVATION_NAMES
+from .attention import MultiHeadAttention
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
 from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
+from .embedding import Embedding  # group N
+from .normalization import GroupNorm, LayerNorm, RMSNorm  # group N
+from .position import PositionEmbedding
+
+# -- recurrent layers (group R)
+from .recurrent import GRU, LSTM  # noqa: E402
 
 # -- group X (ONNX): softmax over any axis
 from .softmax import LogSoftmax, Softmax  # noqa: E402
 
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
+LayerNormalization, GroupNormalization = LayerNorm, GroupNorm  # group N: Keras' long names
+
+# -- conv/shape layers (group C)
+from .conv import Conv2DTranspose, DepthwiseConv2D, GlobalMaxPool2D  # noqa: E402
+from .reshaping import Concatenate, Permute, Reshape, UpSampling2D  # noqa: E402
+
+GlobalMaxPool = GlobalMaxPool2D
 
 __all__ = [
     "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATION_NAMES",
     "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
+    "LayerNorm", "LayerNormalization", "RMSNorm", "GroupNorm", "GroupNormalization", "Embedding",  # group N
 ]
 __all__ += ["Softmax", "LogSoftmax"]  # group X (ONNX)
+__all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxPool", "Concatenate", "Permute",
+            "Reshape", "UpSampling2D"]  # group C
+
+__all__ += ["LSTM", "GRU"]  # recurrent layers (group R)
 
 
 def __getattr__(name):
@@ -31,3 +50,6 @@ def __getattr__(name):
                       stacklevel=2)
         return ACTIVATION_NAMES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
+# attention (group A)
+__all__ += ["MultiHeadAttention", "PositionEmbedding"]

@@ -44,7 +44,9 @@ def layer_class(name: str) -> type:
 
 
 def _snake(name: str) -> str:
-    return re.sub(r"(?<=[a-z])(?=[A-Z])", "_", name).lower()
+    """Keras' default layer names: ``Conv2DTranspose`` -> ``conv2d_transpose``, ``RMSNorm`` -> ``rms_norm``."""
+    words = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
+    return re.sub(r"([a-z])([A-Z])", r"\1_\2", words).lower()
 
 
 def _auto_name(cls) -> str:

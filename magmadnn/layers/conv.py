@@ -1,4 +1,5 @@
-"""Conv2D, MaxPool2D, AvgPool2D and GlobalAvgPool2D (NCHW; per-sample input shape (C, H, W))."""
+"""Conv2D, DepthwiseConv2D, Conv2DTranspose, MaxPool2D, AvgPool2D, GlobalAvgPool2D and GlobalMaxPool2D (NCHW;
+per-sample input shape (C, H, W))."""
 
 from __future__ import annotations
 
@@ -8,7 +9,8 @@ from ..backend import geometry
 from .base import Layer, register, shape_str
 from .core import apply_activation
 
-__all__ = ["Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D"]
+__all__ = ["Conv2D", "DepthwiseConv2D", "Conv2DTranspose", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D",
+           "GlobalMaxPool2D"]
 
 
 def _sizes(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
@@ -47,15 +49,29 @@ def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
     return tuple(int(v) for v in out)
 
 
+def _check_chw(layer, input_shape) -> None:
+    """A per-sample (C, H, W) input with no empty axis (a zero-size axis has nothing to convolve or pool)."""
+    layer.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+    if min(input_shape) < 1:
+        raise layer.shape_error("a per-sample input (C, H, W) with sizes >= 1", input_shape)
+
+
 @register
 class Conv2D(Layer):
-    """2-D cross-correlation with ``filters`` kernels of ``kernel_size``; kernel (K, C, R, S), bias (K,)."""
+    """2-D cross-correlation with ``filters`` kernels of ``kernel_size``; kernel (K, C/groups, R, S), bias (K,).
+
+    ``groups``: the input channels and the filters split into that many groups, each group of filters seeing only
+    its group of channels (PyTorch's ``groups``); C and K must be multiples of it."""
 
     def __init__(self, filters: int, kernel_size, strides=1, padding="valid", dilation=1, activation=None,
-                 use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros", **kwargs):
+                 use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros", groups: int = 1,
+                 **kwargs):
         super().__init__(**kwargs)
-        owner = f"Conv2D {self.name!r}"
+        owner = f"{type(self).__name__} {self.name!r}"
         self.filters = _checks.integer(filters, "filters", owner, minimum=1)
+        self.groups = _checks.integer(groups, "groups", owner, minimum=1)
+        if self.filters % self.groups:
+            raise ValueError(f"{owner}: filters ({self.filters}) must be a multiple of groups ({self.groups})")
         self.kernel_size = _sizes(kernel_size, "kernel_size", owner)
         self.strides = _sizes(strides, "strides", owner)
         self.padding = _padding(padding, owner)
@@ -65,30 +81,38 @@ class Conv2D(Layer):
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
 
+    kernel_name = "kernel"
+
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
+        if input_shape[0] % self.groups:
+            raise self.shape_error(f"a number of input channels divisible by groups={self.groups}", input_shape)
 
     def compute_output_shape(self, input_shape):
         hw = _output_hw(self, input_shape, self.kernel_size, self.strides, self.padding, self.dilation, "kernel")
         return (self.filters, *hw)
 
     def create_weights(self, input_shape):
-        self.add_weight("kernel", (self.filters, input_shape[0], *self.kernel_size), self.kernel_initializer)
+        kernel = (self.filters, input_shape[0] // self.groups, *self.kernel_size)
+        self.add_weight(self.kernel_name, kernel, self.kernel_initializer)
         if self.use_bias:
             self.add_weight("bias", (self.filters,), self.bias_initializer)
 
     def call(self, x, training=False):
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
-        y = F.conv2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides, padding=self.padding,
-                     dilation=self.dilation, activation=fused)
+        y = F.conv2d(x, self._params[self.kernel_name], self._params.get("bias"), stride=self.strides,
+                     padding=self.padding, dilation=self.dilation, groups=self.groups, activation=fused)
         return y if fused else apply_activation(y, self.activation)
 
     def get_config(self):
-        return {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
-                "padding": _padding_config(self.padding),
-                "dilation": list(self.dilation), "activation": self.activation, "use_bias": self.use_bias,
-                "kernel_initializer": self.kernel_initializer.to_config(),
-                "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
+        config = {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
+                  "padding": _padding_config(self.padding),
+                  "dilation": list(self.dilation), "activation": self.activation, "use_bias": self.use_bias,
+                  "kernel_initializer": self.kernel_initializer.to_config(),
+                  "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
+        if self.groups != 1:
+            config["groups"] = self.groups
+        return config
 
 
 class _Pool2D(Layer):
@@ -144,3 +168,108 @@ class GlobalAvgPool2D(Layer):
 
     def call(self, x, training=False):
         return F.global_avg_pool2d(x)
+
+
+@register
+class DepthwiseConv2D(Conv2D):
+    """A convolution of each input channel with its own ``depth_multiplier`` kernels (``Conv2D`` with groups = C):
+    depthwise_kernel (C * depth_multiplier, 1, R, S) (PyTorch's layout), bias (C * depth_multiplier,); output
+    channel ``c * depth_multiplier + m`` is input channel c's m-th kernel."""
+
+    kernel_name = "depthwise_kernel"
+
+    def __init__(self, kernel_size, depth_multiplier: int = 1, strides=1, padding="valid", dilation=1,
+                 activation=None, use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros",
+                 **kwargs):
+        super().__init__(1, kernel_size, strides=strides, padding=padding, dilation=dilation, activation=activation,
+                         use_bias=use_bias, kernel_initializer=kernel_initializer,
+                         bias_initializer=bias_initializer, **kwargs)
+        self.depth_multiplier = _checks.integer(depth_multiplier, "depth_multiplier", f"DepthwiseConv2D {self.name!r}",
+                                                minimum=1)
+        self.filters = self.depth_multiplier
+
+    def check_input_shape(self, input_shape):
+        _check_chw(self, input_shape)
+        # groups and filters follow the input's channels
+        self.groups, self.filters = input_shape[0], input_shape[0] * self.depth_multiplier
+
+    def get_config(self):
+        config = super().get_config()
+        for key in ("filters", "groups"):
+            config.pop(key, None)
+        return {"depth_multiplier": self.depth_multiplier, **config}
+
+
+@register
+class Conv2DTranspose(Layer):
+    """Transposed convolution (the gradient of a convolution with respect to its input), upsampling by ``strides``:
+    kernel (C_in, filters, R, S) (PyTorch's ConvTranspose2d layout), bias (filters,).
+
+    ``padding``: "valid", "same" (output = input * strides, as Keras) or an int / pair (PyTorch's ``padding``: the
+    output is ``(in - 1) * stride - 2 * padding + dilation * (k - 1) + 1 + output_padding``); ``output_padding``
+    (smaller than the stride) adds rows and columns at the bottom/right.
+    """
+
+    def __init__(self, filters: int, kernel_size, strides=1, padding="valid", output_padding=0, dilation=1,
+                 activation=None, use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros",
+                 **kwargs):
+        super().__init__(**kwargs)
+        owner = f"Conv2DTranspose {self.name!r}"
+        self.filters = _checks.integer(filters, "filters", owner, minimum=1)
+        self.kernel_size = _sizes(kernel_size, "kernel_size", owner)
+        self.strides = _sizes(strides, "strides", owner)
+        self.padding = _padding(padding, owner)
+        self.output_padding = _sizes(output_padding, "output_padding", owner, minimum=0)
+        self.dilation = _sizes(dilation, "dilation", owner)
+        if any(e >= s for e, s in zip(self.output_padding, self.strides)):
+            raise ValueError(f"{owner}: output_padding must be smaller than strides {self.strides}, got "
+                             f"{self.output_padding}")
+        if self.padding == "same" and any(self.output_padding):
+            raise ValueError(f"{owner}: output_padding must be 0 with padding 'same' (the output is input * strides)")
+        self.activation = geometry.activation_name(activation, owner)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+
+    def check_input_shape(self, input_shape):
+        _check_chw(self, input_shape)
+
+    def compute_output_shape(self, input_shape):
+        _, out = F.conv_transpose2d_geometry(input_shape[1:], self.kernel_size, self.strides, self.padding,
+                                             self.output_padding, self.dilation)
+        if min(out) < 1:
+            raise self.shape_error(f"an input whose output is not empty (kernel {shape_str(self.kernel_size)}, "
+                                   f"padding {self.padding!r}); the output would be {shape_str(out)}", input_shape)
+        return (self.filters, *out)
+
+    def create_weights(self, input_shape):
+        self.add_weight("kernel", (input_shape[0], self.filters, *self.kernel_size), self.kernel_initializer)
+        if self.use_bias:
+            self.add_weight("bias", (self.filters,), self.bias_initializer)
+
+    def call(self, x, training=False):
+        y = F.conv_transpose2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides,
+                               padding=self.padding, output_padding=self.output_padding, dilation=self.dilation)
+        return apply_activation(y, self.activation)
+
+    def get_config(self):
+        return {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
+                "padding": _padding_config(self.padding),
+                "output_padding": list(self.output_padding), "dilation": list(self.dilation),
+                "activation": self.activation, "use_bias": self.use_bias,
+                "kernel_initializer": self.kernel_initializer.to_config(),
+                "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
+
+
+@register
+class GlobalMaxPool2D(Layer):
+    """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent."""
+
+    def check_input_shape(self, input_shape):
+        _check_chw(self, input_shape)
+
+    def compute_output_shape(self, input_shape):
+        return (input_shape[0],)
+
+    def call(self, x, training=False):
+        return F.global_max_pool2d(x)

@@ -14,18 +14,20 @@ __all__ = ["Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "Add", "app
 _DEFAULT_ALPHA = geometry.DEFAULT_ALPHA
 
 
-def apply_activation(x, kind, alpha=None):
-    """``kind`` applied to the Tensor ``x``; softmax runs over axis 1 (features, or channels in NCHW)."""
+def apply_activation(x, kind, alpha=None, axis=None):
+    """``kind`` applied to the Tensor ``x``; softmax runs over ``axis``, by default the channels of NCHW (axis 1)
+    input and the last axis (features) of any other rank."""
     if kind is None:
         return x
     if kind == "softmax":
-        return F.softmax(x, axis=1)
+        return F.softmax(x, axis=(1 if x.ndim == 4 else -1) if axis is None else axis)
     return F.activation(x, kind, _DEFAULT_ALPHA.get(kind, 0.0) if alpha is None else alpha)
 
 
 @register
 class Dense(Layer):
-    """``y = act(x @ kernel + bias)`` with kernel (in, units); input per-sample shape (in,)."""
+    """``y = act(x @ kernel + bias)`` with kernel (in, units) on the last axis of the input, of any rank (Keras):
+    per-sample shape (..., in) -> (..., units)."""
 
     def __init__(self, units: int, activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
@@ -37,21 +39,21 @@ class Dense(Layer):
         self.bias_initializer = initializers.get(bias_initializer)
 
     def check_input_shape(self, input_shape):
-        if isinstance(input_shape, list) or len(input_shape) != 1:
-            raise self.shape_error("a rank-1 per-sample input (features,), i.e. batches (N, features); "
-                                   "put a Flatten() layer before it", input_shape)
+        if isinstance(input_shape, list) or len(input_shape) < 1:
+            raise self.shape_error("one input of per-sample shape (..., features), i.e. batches (N, ..., features)",
+                                   input_shape)
 
     def compute_output_shape(self, input_shape):
-        return (self.units,)
+        return (*input_shape[:-1], self.units)
 
     def create_weights(self, input_shape):
-        self.add_weight("kernel", (input_shape[0], self.units), self.kernel_initializer)
+        self.add_weight("kernel", (input_shape[-1], self.units), self.kernel_initializer)
         if self.use_bias:
             self.add_weight("bias", (self.units,), self.bias_initializer)
 
     def call(self, x, training=False):
         y = F.dense(x, self._params["kernel"], self._params.get("bias"))
-        return apply_activation(y, self.activation)
+        return apply_activation(y, self.activation, axis=-1)
 
     def get_config(self):
         return {"units": self.units, "activation": self.activation, "use_bias": self.use_bias,
@@ -61,7 +63,8 @@ class Dense(Layer):
 
 @register
 class Activation(Layer):
-    """An activation function as a layer: sigmoid, tanh, relu, leaky_relu, elu, gelu, softmax (axis 1)."""
+    """An activation function as a layer: sigmoid, tanh, relu, leaky_relu, elu, gelu, softmax (over the channels of
+    NCHW input, the last axis of any other rank), on inputs of any rank."""
 
     def __init__(self, kind: str, alpha: float | None = None, **kwargs):
         super().__init__(**kwargs)

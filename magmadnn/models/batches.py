@@ -27,9 +27,9 @@ class CheckedBatches:
         for xb, yb in self.source:
             if self.whole:
                 xs = list(xb) if isinstance(xb, (list, tuple)) else [xb]
-                yield [np.asarray(a).astype(model.dtype, copy=False) for a in xs], np.asarray(yb)
+                yield model._cast_inputs([np.asarray(a) for a in xs]), np.asarray(yb)
             else:
-                xs = [a.astype(model.dtype, copy=False) for a in model._training_inputs(xb, "fit")]
+                xs = model._cast_inputs(model._training_inputs(xb, "fit"))
                 yield xs, model._targets(yb, xs[0].shape[0], "fit")
 
 

@@ -40,7 +40,25 @@ class InputChecks:
                     f"shape {shape_str(array.shape)}")
         if len({a.shape[0] for a in arrays}) > 1:
             raise ValueError(f"{who}: the input arrays have different sample counts {[a.shape[0] for a in arrays]}")
+        self._check_integer_inputs(arrays, who)
         return arrays
+
+    def _check_integer_inputs(self, arrays, who: str) -> None:
+        """Group N: an integer Input takes integer arrays, and every layer reading an input directly that checks
+        values (Embedding: ids inside its table) sees the whole host array once, before any batch runs."""
+        for node, array in zip(self.inputs, arrays):
+            dtype = node.layer.dtype
+            if dtype is not None and dtype.kind in "iu" and array.dtype.kind not in "iub":
+                raise TypeError(f"{who}: input {node.layer.name!r} of model {self.name!r} is {dtype} (Input(..., "
+                                f"dtype={dtype.name!r})), got an array of dtype {array.dtype}")
+            for consumer in self.nodes:
+                check = getattr(consumer.layer, "check_input_values", None)
+                if check is not None and any(parent is node for parent in consumer.parents):
+                    if dtype is None or dtype.kind not in "iu":
+                        raise TypeError(f"{who}: {type(consumer.layer).__name__} layer {consumer.layer.name!r} reads "
+                                        f"integer ids from input {node.layer.name!r}, which is {dtype}; make it "
+                                        "Input(shape, dtype='int64')")
+                    check(array, who)
 
     def _build_from_data(self, arrays) -> None:
         raise RuntimeError(f"model {self.name!r} is not built")

@@ -143,11 +143,23 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         elif isinstance(x, Tensor):
             tensors = [x]
         else:
-            tensors = [self._to_tensor(a) for a in self._input_arrays(x, "call")]
+            tensors = self._input_tensors(self._input_arrays(x, "call"))
         return self._forward(tensors, training)
 
-    def _to_tensor(self, array) -> Tensor:
-        return Tensor(self.xp.asarray(array, self.dtype), backend=self.xp)
+    # -- integer inputs (group N): an Input made with an integer dtype (token ids) keeps it; the others take the
+    # model's dtype
+    def _input_dtypes(self) -> list[np.dtype]:
+        """Per model input: its Input's integer dtype (token ids for an Embedding), else the model's dtype."""
+        return [node.layer.dtype if node.layer.dtype is not None and node.layer.dtype.kind in "iu" else self.dtype
+                for node in self.inputs]
+
+    def _cast_inputs(self, arrays) -> list[np.ndarray]:
+        """Host input arrays in their inputs' dtypes."""
+        return [a.astype(dtype, copy=False) for a, dtype in zip(arrays, self._input_dtypes())]
+
+    def _input_tensors(self, arrays) -> list[Tensor]:
+        """Host input arrays as Tensors on the model's backend, each in its input's dtype."""
+        return [Tensor(self.xp.asarray(a, dtype), backend=self.xp) for a, dtype in zip(arrays, self._input_dtypes())]
 
     def get_config(self) -> dict:
         index = {id(node): i for i, node in enumerate(self.nodes)}
@@ -227,12 +239,14 @@ class Sequential(Model):
             raise RuntimeError(f"Sequential {self.name!r} has no layers")
         if len(arrays) != 1:
             raise ValueError(f"Sequential {self.name!r} takes one input array, got {len(arrays)}")
-        self.build(arrays[0].shape[1:])
+        ids = arrays[0].dtype.kind in "iu" and hasattr(self._stack[0], "check_input_values")  # integer ids: int64
+        self.build(arrays[0].shape[1:], "int64" if ids else None)
 
-    def build(self, input_shape) -> None:
-        """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input first."""
+    def build(self, input_shape, dtype=None) -> None:
+        """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input (of ``dtype``: None for the
+        model's, "int64" for token ids) first."""
         if not self.built:
-            self._stack.insert(0, Input(tuple(input_shape)))
+            self._stack.insert(0, Input(tuple(input_shape), dtype=dtype))
             self._build_chain()
 
     def get_config(self) -> dict:

@@ -90,7 +90,7 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     outputs = loss = value = None
     with nullcontext((xs, y)) if hook is None else hook.step(xs, y) as run:
         if run is not None:
-            outputs = model._forward([model._to_tensor(a) for a in run[0]], training=True)
+            outputs = model._forward(model._input_tensors(run[0]), training=True)
             loss = model._loss_of(outputs, run[1])
         if check and hook is None:
             value = loss.item()

@@ -18,6 +18,7 @@ import pytest
 
 from magmadnn import cli, data, functional, initializers, losses, metrics, models, optimizers, saving, schedules
 from magmadnn import layers as L
+from magmadnn.backend import get as backend_get  # the host backend of the metric rows
 from magmadnn.callbacks import Callback, EarlyStopping, LearningRateScheduler, ModelCheckpoint, TerminateOnNaN
 from magmadnn.data import DataLoader, DatasetError
 from magmadnn.layers.base import Layer, ShapeMismatchError
@@ -186,12 +187,62 @@ ROWS = [
     ("input-empty", lambda t: L.Input(()), ValueError, ["shape", "non-empty"]),
     ("input-str", lambda t: L.Input("abc"), TypeError, ["shape", "'abc'"]),
     ("layer-name", lambda t: L.Dense(3, name=""), TypeError, ["name", "non-empty"]),
-    ("dense-rank", lambda t: Sequential([L.Input((2, 3)), L.Dense(3)]), ShapeMismatchError, ["Flatten", "(2, 3)"]),
+    ("dense-list", lambda t: L.Dense(3)([L.Input((3,)), L.Input((3,))]), ShapeMismatchError,
+     ["Dense", "one input", "(3,)"]),
     ("conv-rank", lambda t: Sequential([L.Input((8,)), L.Conv2D(2, 3)]), ShapeMismatchError, ["(C, H, W)", "(8,)"]),
     ("conv-too-small", lambda t: Sequential([L.Input((1, 2, 2)), L.Conv2D(1, 3)]), ShapeMismatchError,
      ["kernel", "(3, 3)"]),
     ("add-shapes", lambda t: L.Add()([L.Input((3,)), L.Input((4,))]), ShapeMismatchError, ["one shape", "(4,)"]),
     ("add-one-input", lambda t: L.Add()(L.Input((3,))), ShapeMismatchError, ["at least two"]),
+    # -- conv/shape layers (group C)
+    ("convt-filters-0", lambda t: L.Conv2DTranspose(0, 3), ValueError, ["Conv2DTranspose", "filters", ">= 1"]),
+    ("convt-output-padding", lambda t: L.Conv2DTranspose(2, 3, strides=2, output_padding=2), ValueError,
+     ["Conv2DTranspose", "output_padding", "smaller than strides (2, 2)"]),
+    ("convt-same-output-padding", lambda t: L.Conv2DTranspose(2, 3, strides=2, padding="same", output_padding=1),
+     ValueError, ["Conv2DTranspose", "output_padding must be 0", "'same'"]),
+    ("convt-padding-name", lambda t: L.Conv2DTranspose(2, 3, padding="full"), ValueError,
+     ["Conv2DTranspose", "padding", "'full'"]),
+    ("convt-rank", lambda t: Sequential([L.Input((8,)), L.Conv2DTranspose(2, 3)]), ShapeMismatchError,
+     ["Conv2DTranspose", "(C, H, W)", "(8,)"]),
+    ("convt-channels", lambda t: functional.conv_transpose2d(np.zeros((1, 2, 3, 3)), np.zeros((3, 1, 2, 2))),
+     ValueError, ["conv_transpose2d", "expected x of shape (N, 3, H, W)"]),
+    ("conv-groups-0", lambda t: L.Conv2D(4, 3, groups=0), ValueError, ["Conv2D", "groups", ">= 1"]),
+    ("conv-groups-filters", lambda t: L.Conv2D(3, 3, groups=2), ValueError,
+     ["Conv2D", "filters (3)", "multiple of groups (2)"]),
+    ("conv-groups-channels", lambda t: Sequential([L.Input((3, 5, 5)), L.Conv2D(4, 3, groups=2)]),
+     ShapeMismatchError, ["Conv2D", "divisible by groups=2", "(3, 5, 5)"]),
+    ("depthwise-multiplier-0", lambda t: L.DepthwiseConv2D(3, depth_multiplier=0), ValueError,
+     ["DepthwiseConv2D", "depth_multiplier", ">= 1"]),
+    ("depthwise-rank", lambda t: Sequential([L.Input((4, 4)), L.DepthwiseConv2D(3)]), ShapeMismatchError,
+     ["DepthwiseConv2D", "(C, H, W)", "(4, 4)"]),
+    ("concatenate-batch-axis", lambda t: L.Concatenate(axis=0), ValueError, ["Concatenate", "axis 0", "batch axis"]),
+    ("concatenate-axis-float", lambda t: L.Concatenate(axis=1.0), TypeError, ["Concatenate", "axis", "1.0"]),
+    ("concatenate-shapes", lambda t: L.Concatenate(axis=1)([L.Input((2, 3)), L.Input((2, 4))]), ShapeMismatchError,
+     ["Concatenate", "match except along axis 1", "(2, 4)"]),
+    ("concatenate-axis-range", lambda t: L.Concatenate(axis=3)([L.Input((2,)), L.Input((2,))]), ShapeMismatchError,
+     ["Concatenate", "axis 3", "(2,)"]),
+    ("concatenate-one-input", lambda t: L.Concatenate()(L.Input((3,))), ShapeMismatchError,
+     ["Concatenate", "at least two"]),
+    ("concatenate-function-shapes", lambda t: functional.concatenate([np.zeros((2, 3)), np.zeros((3, 4))], axis=1),
+     ValueError, ["concatenate", "equal except along axis 1"]),
+    ("reshape-two-unknown", lambda t: L.Reshape((-1, -1)), ValueError, ["Reshape", "target_shape", "at most one -1"]),
+    ("reshape-zero", lambda t: L.Reshape((0, 4)), ValueError, ["Reshape", "target_shape", ">= 1"]),
+    ("reshape-str", lambda t: L.Reshape("3x4"), TypeError, ["Reshape", "target_shape", "'3x4'"]),
+    ("reshape-size", lambda t: Sequential([L.Input((3, 4)), L.Reshape((5, 2))]), ShapeMismatchError,
+     ["Reshape", "10 values per sample", "(5, 2)", "(3, 4)"]),
+    ("reshape-unknown-size", lambda t: Sequential([L.Input((3, 4)), L.Reshape((-1, 5))]), ShapeMismatchError,
+     ["Reshape", "a multiple of 5", "(3, 4)"]),
+    ("permute-zero-based", lambda t: L.Permute((0, 1)), ValueError, ["Permute", "dims", "permutation of 1..2"]),
+    ("permute-repeated", lambda t: L.Permute((1, 1, 2)), ValueError, ["Permute", "dims", "(1, 1, 2)"]),
+    ("permute-rank", lambda t: Sequential([L.Input((3, 4)), L.Permute((2, 3, 1))]), ShapeMismatchError,
+     ["Permute", "rank 3", "(3, 4)"]),
+    ("upsampling-interpolation", lambda t: L.UpSampling2D(2, interpolation="bilinear"), ValueError,
+     ["UpSampling2D", "interpolation", "'nearest'", "'bilinear'"]),
+    ("upsampling-size-0", lambda t: L.UpSampling2D(0), ValueError, ["UpSampling2D", "size", ">= 1"]),
+    ("upsampling-rank", lambda t: Sequential([L.Input((4, 4)), L.UpSampling2D()]), ShapeMismatchError,
+     ["UpSampling2D", "(C, H, W)", "(4, 4)"]),
+    ("global-max-pool-rank", lambda t: Sequential([L.Input((4,)), L.GlobalMaxPool2D()]), ShapeMismatchError,
+     ["GlobalMaxPool2D", "(C, H, W)", "(4,)"]),
     # -- models: construction and compile
     ("sequential-not-layer", lambda t: Sequential([L.Dense(3), "relu"]), TypeError, ["Layer instances", "str"]),
     ("sequential-input-later", lambda t: Sequential([L.Dense(3), L.Input((3,))]), ValueError, ["Input", "first"]),
@@ -431,8 +482,174 @@ ROWS = [
     ("conv-padding-pairs", lambda t: L.Conv2D(2, 3, padding=((1, -1), (0, 0))), ValueError, ["padding", ">= 0"]),
     ("pool-padding-triple", lambda t: L.MaxPool2D(2, padding=((1, 0, 1), (0, 0))), ValueError,
      ["padding", "pair"]),
+    # -- graph replay (group G)
+    ("compile-metric-twice", lambda t: mlp().compile("sgd", metrics=["accuracy", metrics.Accuracy(ignore_index=3)]),
+     ValueError, ["compile", "repeat a name", "accuracy"]),
+    ("compile-graph", lambda t: mlp().compile("sgd", graph="yes"), TypeError, ["compile", "graph", "'yes'"]),
+    ("dropout-at-offsets", lambda t: _dropout_at(np.float64), ValueError, ["dropout_at", "offsets", "int64"]),
+    ("adam-at-values", lambda t: _adam_at(2), ValueError, ["adam_update_at", "values", "at least 3"]),
+    # -- attention (group A)
+    ("mha-heads-0", lambda t: L.MultiHeadAttention(0, 4), ValueError, ["MultiHeadAttention", "num_heads", ">= 1"]),
+    ("mha-key-dim-float", lambda t: L.MultiHeadAttention(2, 2.5), TypeError, ["key_dim", "2.5"]),
+    ("mha-dropout-1", lambda t: L.MultiHeadAttention(2, 4, dropout=1.0), ValueError, ["dropout", "1.0"]),
+    ("mha-rank", lambda t: L.MultiHeadAttention(2, 4)(L.Input((8,))), ShapeMismatchError,
+     ["MultiHeadAttention", "(time, features)", "(8,)"]),
+    ("mha-key-value-time", lambda t: L.MultiHeadAttention(2, 4)([L.Input((3, 4)), L.Input((5, 4)), L.Input((6, 4))]),
+     ShapeMismatchError, ["key and value", "(5, 4)", "(6, 4)"]),
+    ("mha-mask-time", lambda t: L.MultiHeadAttention(2, 4)([L.Input((3, 4)), L.Input((4,))]), ShapeMismatchError,
+     ["key mask", "(3,)", "(4,)"]),
+    ("masked-softmax-rank", lambda t: functional.masked_softmax(np.zeros((2, 3))), ValueError,
+     ["masked_softmax", "4-D", "(2, 3)"]),
+    ("masked-softmax-mask", lambda t: functional.masked_softmax(np.zeros((2, 1, 3, 3)), np.ones((2, 4))), ValueError,
+     ["key_mask", "(2, 3)", "(2, 4)"]),
+    ("position-rank", lambda t: L.PositionEmbedding()(L.Input((4, 2, 2))), ShapeMismatchError,
+     ["PositionEmbedding", "(time, features)", "(4, 2, 2)"]),
+    ("attention-shapes", lambda t: functional.scaled_dot_product_attention(
+        np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 4)), np.zeros((1, 1, 2, 3))), ValueError,
+     ["scaled_dot_product_attention", "(1, 1, 2, 4)"]),
 ]
 
+# -- recurrent layers (group R)
+_Z = np.zeros
+ROWS += [
+    ("lstm-units-0", lambda t: L.LSTM(0), ValueError, ["LSTM", "units", ">= 1", "0"]),
+    ("gru-units-float", lambda t: L.GRU(2.5), TypeError, ["GRU", "units", "2.5", "integer"]),
+    ("lstm-return-sequences", lambda t: L.LSTM(3, return_sequences="yes"), TypeError,
+     ["LSTM", "return_sequences", "'yes'", "True or False"]),
+    ("gru-initializer", lambda t: L.GRU(3, recurrent_initializer="orthogonalish"), ValueError,
+     ["initializer", "orthogonalish"]),
+    ("lstm-rank", lambda t: Sequential([L.Input((8,)), L.LSTM(3)]), ShapeMismatchError,
+     ["LSTM", "(time, features)", "(8,)"]),
+    ("gru-rank-image", lambda t: Sequential([L.Input((1, 4, 4)), L.GRU(3)]), ShapeMismatchError,
+     ["GRU", "(time, features)", "(1, 4, 4)"]),
+    ("lstm-x-2d", lambda t: functional.lstm(_Z((2, 4)), _Z((4, 8)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "x", "(batch, time, features)", "(2, 4)"]),
+    ("lstm-kernel-rows", lambda t: functional.lstm(_Z((2, 3, 4)), _Z((5, 8)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "kernel", "(5, 8)", "(4, 8)"]),
+    ("lstm-kernel-columns", lambda t: functional.lstm(_Z((2, 3, 4)), _Z((4, 6)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "kernel", "4 * units"]),
+    ("gru-recurrent-bias", lambda t: functional.gru(_Z((2, 3, 4)), _Z((4, 6)), _Z((2, 6)), _Z(6), _Z(3)),
+     ValueError, ["gru", "recurrent_bias", "(3,)", "(6,)"]),
+    ("gru-recurrent-kernel", lambda t: functional.gru(_Z((2, 3, 4)), _Z((4, 6)), _Z((3, 6)), _Z(6), _Z(6)),
+     ValueError, ["gru", "recurrent_kernel", "(3, 6)", "(2, 6)"]),
+    ("lstm-dtypes", lambda t: functional.lstm(_Z((2, 3, 4), np.float32), _Z((4, 8)), _Z((2, 8)), _Z(8)), TypeError,
+     ["lstm", "same floating dtype", "float32", "float64"]),
+]
+
+
+# -- group N: normalization, embeddings, token losses, clipping
+def token_model(loss="cross_entropy", ids_dtype="int64"):
+    x = L.Input((5,), dtype=ids_dtype)
+    model = models.Model(x, L.LayerNorm()(L.Embedding(7, 4, name="tokens")(x)), seed=0)  # (N, 5, 4) logits
+    return model.compile("adam", loss)
+
+
+def token_data(n=4, high=7):
+    rng = np.random.default_rng(0)
+    return rng.integers(0, high, (n, 5)), rng.integers(0, 4, (n, 5))
+
+
+ROWS += [
+    ("layernorm-eps-0", lambda t: L.LayerNorm(eps=0), ValueError, ["LayerNorm", "eps", "0"]),
+    ("layernorm-axis-float", lambda t: L.LayerNorm(axis=1.5), TypeError, ["LayerNorm", "axis", "1.5"]),
+    ("layernorm-axis-batch", lambda t: Sequential([L.Input((3, 4)), L.LayerNorm(axis=0)]), ShapeMismatchError,
+     ["LayerNorm", "axis=0", "non-batch axis"]),
+    ("layernorm-axis-beyond", lambda t: Sequential([L.Input((3, 4)), L.LayerNorm(axis=3)]), ShapeMismatchError,
+     ["LayerNorm", "axis=3", "[1, 2]"]),
+    ("rmsnorm-eps-negative", lambda t: L.RMSNorm(eps=-1e-6), ValueError, ["RMSNorm", "eps"]),
+    ("groupnorm-groups-0", lambda t: L.GroupNorm(0), ValueError, ["GroupNorm", "groups", ">= 1"]),
+    ("groupnorm-groups-float", lambda t: L.GroupNorm(2.0), TypeError, ["GroupNorm", "groups", "2.0"]),
+    ("groupnorm-indivisible", lambda t: Sequential([L.Input((6, 4, 4)), L.GroupNorm(4)]), ShapeMismatchError,
+     ["GroupNorm", "divisible by groups=4", "(6, 4, 4)"]),
+    ("groupnorm-empty-axis", lambda t: L.GroupNorm(2)(np.zeros((2, 4, 0))), ShapeMismatchError,
+     ["GroupNorm", "sizes >= 1", "(4, 0)"]),
+    ("layer-norm-gamma-shape", lambda t: functional.layer_norm(np.zeros((2, 4)), np.ones(3)), ValueError,
+     ["layer_norm", "gamma", "(4,)"]),
+    ("group-norm-groups", lambda t: functional.group_norm(np.zeros((2, 6, 2, 2)), 4), ValueError,
+     ["group_norm", "groups", "dividing the 6 channels"]),
+    ("embedding-input-dim-0", lambda t: L.Embedding(0, 4), ValueError, ["Embedding", "input_dim", ">= 1"]),
+    ("embedding-output-dim-float", lambda t: L.Embedding(5, 2.5), TypeError, ["Embedding", "output_dim", "2.5"]),
+    ("embedding-id-out-of-range", lambda t: token_model().fit(*token_data(high=9), verbose=0), ValueError,
+     ["Embedding layer 'tokens'", "input_dim=7", "[0, 7)", "got id"]),
+    ("embedding-negative-id", lambda t: token_model().predict(-token_data()[0] - 1), ValueError,
+     ["Embedding layer 'tokens'", "[0, 7)", "got id -"]),
+    ("embedding-float-input", lambda t: token_model(ids_dtype=None).fit(*token_data(), verbose=0), TypeError,
+     ["Embedding layer 'tokens'", "integer ids", "dtype='int64'"]),
+    ("int-input-float-data", lambda t: token_model().predict(token_data()[0] + 0.5), TypeError,
+     ["int64", "dtype float64"]),
+    ("embedding-float-ids", lambda t: functional.embedding(np.zeros((3, 2)), np.zeros(4)), TypeError,
+     ["embedding", "integers", "float64"]),
+    ("embedding-eager-id", lambda t: L.Embedding(3, 2)(np.array([[0, 3]])), ValueError,
+     ["Embedding layer", "input_dim=3", "got id 3"]),
+    ("xent-smoothing", lambda t: losses.SoftmaxCrossEntropy(label_smoothing=1.5), ValueError,
+     ["label_smoothing", "1.5"]),
+    ("xent-ignore-float", lambda t: losses.SoftmaxCrossEntropy(ignore_index=0.5), TypeError, ["ignore_index", "0.5"]),
+    ("xent-token-labels-shape", lambda t: token_model().fit(token_data()[0], np.zeros((4, 4), np.int64),
+                                                            verbose=0), ValueError,
+     ["cross_entropy", "(N, 5)", "(4, 4)"]),
+    ("xent-token-label-range", lambda t: token_model(losses.SoftmaxCrossEntropy(ignore_index=-100)).fit(
+        token_data()[0], np.full((4, 5), 9), verbose=0), ValueError, ["labels must be in [0, 4)", "ignore_index=-100",
+                                                                      "found label 9"]),
+    ("xent-logits-rank", lambda t: functional.cross_entropy(np.zeros(3), np.zeros(3, np.int64)), ValueError,
+     ["cross_entropy", "(N, C) or (N, T, C)"]),
+    ("bce-not-from-logits", lambda t: losses.BinaryCrossEntropy(from_logits=False), ValueError,
+     ["from_logits=True", "sigmoid"]),
+    ("bce-targets-range", lambda t: mlp(loss="binary_cross_entropy").fit(xy()[0], np.full((16, 3), 2.0), verbose=0),
+     ValueError, ["binary_cross_entropy", "[0, 1]"]),
+    ("bce-targets-shape", lambda t: functional.binary_cross_entropy_with_logits(np.zeros((2, 3)), np.zeros(6)),
+     ValueError, ["binary_cross_entropy_with_logits", "(2, 3)"]),
+    ("clipnorm-0", lambda t: optimizers.SGD(clipnorm=0), ValueError, ["clipnorm", "(0.0, inf)"]),
+    ("global-clipnorm-str", lambda t: optimizers.Adam(global_clipnorm="1"), TypeError, ["global_clipnorm", "'1'"]),
+    ("clipnorm-both", lambda t: optimizers.RMSProp(clipnorm=1.0, global_clipnorm=1.0), ValueError,
+     ["clipnorm", "global_clipnorm", "not both"]),
+]
+
+def _dropout_at(dtype):
+    import pymagma
+    from pymagma import kernels, simulator
+
+    with simulator.simulated("full"):
+        x = pymagma.asarray(np.ones(4, np.float32))
+        kernels.dropout_at(x, 0.5, seed=1, offsets=pymagma.asarray(np.zeros(2, dtype)), slot=0)
+
+
+def _adam_at(size):
+    import pymagma
+    from pymagma import kernels, simulator
+
+    with simulator.simulated("full"):
+        p = pymagma.asarray(np.ones(4, np.float32))
+        kernels.adam_update_at(p, p, p, p, values=pymagma.asarray(np.ones(size, np.float64)))
+
+
+# -- review of the conv/shape and normalisation layers: empty axes, bool ids, targets a loss cannot use
+ROWS += [
+    ("conv2d-zero-channels", lambda t: L.Conv2D(2, 1)(np.zeros((2, 0, 4, 4))), ShapeMismatchError,
+     ["Conv2D", "sizes >= 1", "(0, 4, 4)"]),
+    ("depthwise-zero-width", lambda t: L.DepthwiseConv2D(1)(np.zeros((2, 3, 4, 0))), ShapeMismatchError,
+     ["DepthwiseConv2D", "sizes >= 1", "(3, 4, 0)"]),
+    ("convt-zero-height", lambda t: L.Conv2DTranspose(2, 3)(np.zeros((1, 1, 0, 2))), ShapeMismatchError,
+     ["Conv2DTranspose", "sizes >= 1", "(1, 0, 2)"]),
+    ("global-max-pool-empty", lambda t: L.GlobalMaxPool2D()(np.zeros((1, 2, 0, 3))), ShapeMismatchError,
+     ["GlobalMaxPool2D", "sizes >= 1"]),
+    ("layernorm-empty-axis", lambda t: L.LayerNorm()(np.zeros((2, 3, 0))), ShapeMismatchError,
+     ["LayerNorm", "axis=-1", "size >= 1"]),
+    ("embedding-bool-ids", lambda t: L.Embedding(3, 2)(np.ones((2, 2), bool)), TypeError,
+     ["Embedding layer", "integer ids", "dtype bool"]),
+    ("xent-onehot-ignore-index", lambda t: mlp(loss=losses.SoftmaxCrossEntropy(ignore_index=0)).fit(
+        xy()[0], np.eye(3)[xy()[1]], verbose=0), ValueError, ["ignore_index", "integer targets", "(16, 3)"]),
+    ("accuracy-ignore-index-float", lambda t: metrics.Accuracy(ignore_index=0.5), TypeError,
+     ["Accuracy", "ignore_index", "0.5"]),
+    ("accuracy-outputs-rank", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int),
+                                                                  backend_get("host")), ValueError,
+     ["accuracy", "(N, T, classes)", "(2, 3, 4, 5)"]),
+    ("accuracy-token-labels-shape", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4)), np.zeros(2, int),
+                                                                        backend_get("host")), ValueError,
+     ["labels", "(N, T) or one-hot (N, T, C)", "(2,)"]),
+    ("xent-soft-token-targets-negative", lambda t: token_model().fit(token_data()[0], -np.ones((4, 5, 4)),
+                                                                     verbose=0), ValueError,
+     ["cross_entropy", "soft token targets", ">= 0"]),
+]
 
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])
 def test_bad_input_gives_a_clear_typed_error(call, error, words, tmp_path):

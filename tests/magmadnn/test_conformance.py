@@ -13,12 +13,13 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import given
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from magmadnn import backend
 from magmadnn.backend import ops
 from tests import reference
+from tests.conftest import examples
 from tests.strategies import FLOATS, conv_cases, pool_cases
 
 from .backends import HOST, PARAMS, open_backend
@@ -655,3 +656,227 @@ def test_flat_pack_and_unpack(xp, dtype):
     np.testing.assert_array_equal(get(xp, six), np.zeros(6))
     with pytest.raises(ValueError, match="flat_pack"):
         xp.flat_pack([put(xp, a)], 1.0, flat)  # 6 values into 8
+
+
+# ------------------------------------------------------------------------------------------ attention (group A)
+
+
+def masked_softmax_reference(x, mask, scale, causal):
+    """Row by row with the math module: keys kept by the causal rule and the mask, exp over their sum."""
+    out = np.zeros(x.shape)
+    for b, h, i in np.ndindex(x.shape[:3]):
+        keys = [j for j in range(x.shape[3]) if not (causal and j > i) and (mask is None or mask[b, j] != 0)]
+        if keys:
+            top = max(scale * float(x[b, h, i, j]) for j in keys)
+            e = {j: math.exp(scale * float(x[b, h, i, j]) - top) for j in keys}
+            total = math.fsum(e.values())
+            for j in keys:
+                out[b, h, i, j] = e[j] / total
+    return out
+
+
+@given(x=arrays(min_dims=4, max_dims=4, max_side=5, low=-6, high=6), causal=st.booleans(), masked=st.booleans(),
+       scale=st.sampled_from([1.0, 0.5, 0.125]), seed=st.integers(0, 999))
+def test_masked_softmax_and_backward(xp, x, causal, masked, scale, seed):
+    rng = np.random.default_rng(seed)
+    mask = (rng.uniform(size=(x.shape[0], x.shape[3])) < 0.6).astype(x.dtype) if masked else None
+    p = masked_softmax_reference(x, mask, scale, causal)
+    y = xp.masked_softmax(put(xp, x), put(xp, mask), scale, causal)
+    np.testing.assert_allclose(get(xp, y), p, **tol(x.dtype))
+    dy = rng.standard_normal(x.shape).astype(x.dtype)
+    dx = np.zeros(x.shape)
+    for row in np.ndindex(x.shape[:3]):
+        dot = math.fsum(float(dy[row][j]) * p[row][j] for j in range(x.shape[3]))
+        dx[row] = [scale * p[row][j] * (float(dy[row][j]) - dot) for j in range(x.shape[3])]
+    got = get(xp, xp.masked_softmax_backward(put(xp, dy), put(xp, p.astype(x.dtype)), scale))
+    np.testing.assert_allclose(got, dx, **tol(x.dtype))
+
+
+
+# ------------------------------------------------------------------------------- shape and routing (group C)
+
+
+@given(data=st.data(), rank=st.integers(1, 4), dtype=st.sampled_from(FLOATS))
+def test_concatenate_and_split(xp, data, rank, dtype):
+    axis = data.draw(st.integers(-rank, rank - 1))
+    base = data.draw(st.lists(st.integers(1, 3), min_size=rank, max_size=rank))
+    sizes = data.draw(st.lists(st.integers(0, 3), min_size=1, max_size=3).filter(lambda s: sum(s) > 0))
+    parts = [data.draw(arrays(shape=tuple(n if d != axis % rank else s for d, n in enumerate(base)), dtype=dtype))
+             for s in sizes]
+    joined = xp.concatenate([put(xp, p) for p in parts], axis)
+    expected = reference.concatenate_ref(parts, axis % rank)
+    assert joined.dtype == dtype
+    np.testing.assert_array_equal(get(xp, joined), expected)
+    whole = put(xp, expected)
+    pieces = xp.split(whole, sizes, axis % rank)
+    assert len(pieces) == len(parts)
+    for piece, part in zip(pieces, parts):
+        np.testing.assert_array_equal(get(xp, piece), part)
+    xp.sgd_update(whole, xp.ones(whole.shape, dtype), None, 1.0)  # the pieces are new arrays, not views
+    for piece, part in zip(pieces, parts):
+        np.testing.assert_array_equal(get(xp, piece), part)
+
+
+def test_concatenate_and_split_reject_what_does_not_fit(xp):
+    a, b = put(xp, np.zeros((2, 3)), np.zeros((3, 3)))
+    with pytest.raises(ValueError, match="concatenate"):
+        xp.concatenate([a, b], 1)
+    with pytest.raises(TypeError, match="concatenate"):
+        xp.concatenate([a, put(xp, np.zeros((2, 3), np.float32))], 0)
+    with pytest.raises(ValueError, match="split"):
+        xp.split(a, [1, 1], 1)
+
+
+@given(x=arrays(min_dims=4, max_dims=4), size=st.tuples(st.integers(1, 3), st.integers(1, 3)), seed=st.integers(0, 99))
+def test_upsample_nearest2d_and_backward(xp, x, size, seed):
+    y = xp.upsample_nearest2d(put(xp, x), size)
+    np.testing.assert_array_equal(get(xp, y), reference.upsample_nearest2d_ref(x, size))
+    dy = np.random.default_rng(seed).uniform(-1, 1, y.shape).astype(x.dtype)
+    expected = np.zeros(x.shape)
+    for i in range(dy.shape[2]):
+        for j in range(dy.shape[3]):
+            expected[:, :, i // size[0], j // size[1]] += dy[:, :, i, j]
+    dx = xp.upsample_nearest2d_backward(put(xp, dy), size)
+    assert dx.dtype == x.dtype
+    np.testing.assert_allclose(get(xp, dx), expected, **tol(x.dtype))
+
+# ---------------------------------------------------------------- group N: normalization, embeddings, clipping
+@st.composite
+def norm_cases(draw):
+    shape = tuple(draw(st.lists(st.integers(1, 4), min_size=0, max_size=2))) + (draw(st.integers(2, 9)),)
+    return shape, draw(st.sampled_from(FLOATS)), draw(st.booleans()), draw(st.sampled_from(["both", "gamma", None]))
+
+
+@settings(max_examples=examples(12))
+@given(case=norm_cases(), seed=st.integers(0, 2**31 - 1))
+def test_layer_norm_forward_backward(xp, case, seed):
+    shape, dtype, rms, params = case
+    rng = np.random.default_rng(seed)
+    x = (rng.normal(size=shape) * 3 + rng.normal()).astype(dtype)
+    dy = rng.normal(size=shape).astype(dtype)
+    gamma = rng.uniform(0.5, 1.5, shape[-1]).astype(dtype) if params else None
+    beta = rng.normal(size=shape[-1]).astype(dtype) if params == "both" else None
+    y, ctx = xp.layer_norm_forward(put(xp, x), put(xp, gamma), put(xp, beta), 1e-3, rms)
+    assert y.shape == shape and y.dtype == dtype
+    np.testing.assert_allclose(get(xp, y), reference.layer_norm_ref(x, gamma, beta, 1e-3, rms), **tol(dtype))
+    dx, dgamma, dbeta = xp.layer_norm_backward(put(xp, dy), put(xp, x), put(xp, gamma), ctx, rms)
+    want_dx, want_dgamma, want_dbeta = reference.layer_norm_backward_ref(x, dy, gamma, 1e-3, rms)
+    loose = {"rtol": 1e-3, "atol": 1e-4} if dtype == np.float32 else tol(dtype)
+    np.testing.assert_allclose(get(xp, dx), want_dx, **loose)
+    if gamma is None:
+        assert dgamma is None and dbeta is None
+    else:
+        np.testing.assert_allclose(get(xp, dgamma), want_dgamma, **loose)
+        np.testing.assert_allclose(get(xp, dbeta), want_dbeta, **loose)
+
+
+@settings(max_examples=examples(12))
+@given(dtype=st.sampled_from(FLOATS), rows=st.integers(1, 7), dim=st.integers(1, 5),
+       ids_shape=st.lists(st.integers(1, 4), min_size=1, max_size=2), seed=st.integers(0, 2**31 - 1))
+def test_embedding_forward_backward(xp, dtype, rows, dim, ids_shape, seed):
+    rng = np.random.default_rng(seed)
+    table = rng.normal(size=(rows, dim)).astype(dtype)
+    ids = rng.integers(0, rows, tuple(ids_shape))
+    dy = rng.normal(size=tuple(ids_shape) + (dim,)).astype(dtype)
+    y = xp.embedding_forward(put(xp, table), put(xp, ids))
+    assert y.shape == tuple(ids_shape) + (dim,) and y.dtype == dtype
+    np.testing.assert_array_equal(get(xp, y), reference.embedding_ref(table, ids).astype(dtype))
+    dtable = xp.embedding_backward(put(xp, dy), put(xp, ids), rows)
+    assert dtable.shape == (rows, dim) and dtable.dtype == dtype
+    np.testing.assert_allclose(get(xp, dtable), reference.embedding_backward_ref(dy, ids, rows), **tol(dtype))
+
+
+def test_embedding_gradient_is_the_same_every_run(xp):
+    rng = np.random.default_rng(3)
+    ids, dy = rng.integers(0, 3, 300), rng.normal(size=(300, 4)).astype(np.float32)  # many repeats of 3 rows
+    runs = [get(xp, xp.embedding_backward(put(xp, dy), put(xp, ids), 3)) for _ in range(3)]
+    for other in runs[1:]:
+        np.testing.assert_array_equal(other, runs[0])
+
+
+def test_embedding_index_out_of_range(xp):
+    table, ids = np.arange(8.0).reshape(4, 2), np.array([0, 4, -1, 3])
+    if xp.name in ("host", "strict"):
+        with pytest.raises(ValueError, match=r"index 4 is out of range for a table of 4 rows.*\[0, 4\)"):
+            xp.embedding_forward(put(xp, table), put(xp, ids))
+        return
+    y = get(xp, xp.embedding_forward(put(xp, table), put(xp, ids)))  # never a read outside the table: NaN rows
+    assert np.isnan(y[1:3]).all() and (y[[0, 3]] == table[[0, 3]]).all()
+    dtable = get(xp, xp.embedding_backward(put(xp, np.ones((4, 2))), put(xp, ids), 4))
+    np.testing.assert_array_equal(dtable, [[1, 1], [0, 0], [0, 0], [1, 1]])  # outside ids add nothing
+
+
+@settings(max_examples=examples(12))
+@given(dtype=st.sampled_from(FLOATS), scale=st.sampled_from([1e-3, 0.3, 1.0, 50.0]), count=st.integers(1, 3),
+       max_norm=st.sampled_from([0.5, 1.0, 4.0]), seed=st.integers(0, 2**31 - 1))
+def test_clip_norm_scale(xp, dtype, scale, count, max_norm, seed):
+    rng = np.random.default_rng(seed)
+    arrays = [(rng.normal(size=rng.integers(1, 6, rng.integers(1, 3))) * scale).astype(dtype) for _ in range(count)]
+    got = xp.clip_norm_scale([put(xp, a) for a in arrays], max_norm)
+    assert got.shape == () and got.dtype == dtype
+    np.testing.assert_allclose(get(xp, got), reference.clip_scale_ref(arrays, max_norm), **tol(dtype))
+
+
+def test_clip_norm_scale_of_zeros_is_one_and_of_nan_is_nan(xp):
+    assert get(xp, xp.clip_norm_scale([xp.zeros((3,), np.float32)], 1.0)) == 1.0
+    assert np.isnan(get(xp, xp.clip_norm_scale([put(xp, np.array([1.0, np.nan]))], 1.0)))
+
+# ---------------------------------------------------------------------------------- recurrent layers (group R)
+# The forward against tests/reference.py's step-by-step LSTM/GRU; the backward against central differences of that
+# reference (float64, so the check is tight), on every backend.
+
+RECURRENT = {"lstm": (4, reference.lstm_ref), "gru": (3, reference.gru_ref)}
+
+
+def _recurrent_case(kind, n, steps, units, features_seed):
+    gates, ref = RECURRENT[kind]
+    rng = np.random.default_rng(features_seed)
+    args = [rng.uniform(-2, 2, (n, steps, gates * units)), rng.uniform(-1, 1, (units, gates * units))]
+    if kind == "gru":
+        args.append(rng.uniform(-1, 1, gates * units))
+    return args, ref
+
+
+def _recurrent_vjp_reference(ref, args, dy, return_sequences, eps=1e-6):
+    """Central differences of sum(ref(args) * dy) with respect to every argument."""
+    def scalar(values):
+        y = ref(*values)
+        return float(np.sum((y if return_sequences else y[:, -1]) * dy))
+
+    grads = []
+    for k, a in enumerate(args):
+        g = np.zeros_like(a)
+        for pos in np.ndindex(a.shape):
+            plus, minus = [v.copy() for v in args], [v.copy() for v in args]
+            plus[k][pos] += eps
+            minus[k][pos] -= eps
+            g[pos] = (scalar(plus) - scalar(minus)) / (2 * eps)
+        grads.append(g)
+    return grads
+
+
+@pytest.mark.parametrize("kind", sorted(RECURRENT))
+@given(n=st.integers(1, 3), steps=st.integers(1, 4), units=st.integers(1, 3), seed=st.integers(0, 999),
+       sequences=st.booleans(), dtype=st.sampled_from(FLOATS))
+def test_recurrent_forward_against_the_reference(xp, kind, n, steps, units, seed, sequences, dtype):
+    args, ref = _recurrent_case(kind, n, steps, units, seed)
+    y, _ = getattr(xp, f"{kind}_forward")(*put(xp, *[a.astype(dtype) for a in args]), return_sequences=sequences)
+    expected = ref(*[a.astype(dtype) for a in args])
+    got = get(xp, y)
+    assert got.dtype == dtype
+    np.testing.assert_allclose(got, expected if sequences else expected[:, -1], **tol(dtype))
+
+
+@pytest.mark.parametrize("kind", sorted(RECURRENT))
+@given(n=st.integers(1, 2), steps=st.integers(1, 3), units=st.integers(1, 2), seed=st.integers(0, 999),
+       sequences=st.booleans())
+def test_recurrent_backward_against_differences_of_the_reference(xp, kind, n, steps, units, seed, sequences):
+    args, ref = _recurrent_case(kind, n, steps, units, seed)
+    dy = np.random.default_rng(seed + 1).standard_normal((n, steps, units) if sequences else (n, units))
+    moved = put(xp, *args)
+    _, ctx = getattr(xp, f"{kind}_forward")(*moved, return_sequences=sequences)
+    grads = getattr(xp, f"{kind}_backward")(put(xp, dy), moved[1], ctx)
+    expected = _recurrent_vjp_reference(ref, args, dy, sequences)
+    assert len(grads) == len(expected)
+    for g, e in zip(grads, expected):
+        np.testing.assert_allclose(get(xp, g), e, rtol=1e-6, atol=1e-8)

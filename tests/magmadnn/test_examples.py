@@ -61,12 +61,24 @@ def test_every_example_trains_a_few_steps(example, dataset, folders, capsys):
     assert "16 test samples" in out or "8 test samples" in out  # --max-steps 2 x batch 8 caps the test split
 
 
+# -- group C: MagmaDNN's VGG-16 and AlexNet examples, at a sixteenth of their width
+@pytest.mark.parametrize("example", ["vgg_cifar10", "alexnet_cifar10"])
+def test_magmadnn_cnn_examples_train_a_few_steps(example, folders, capsys):
+    report = load_example(example).main(["--data", str(folders["cifar10"]), *SMOKE, "--width", "0.0625"])
+    check_report(report)
+    assert "test accuracy" in capsys.readouterr().out
+
+
 # Examples smoke-tested elsewhere, with the test module that runs them.
 TESTED_ELSEWHERE = {"distributed_mnist": "test_distributed.py", "grid_search": "test_tuning.py"}
 
 
 def test_every_example_file_is_smoke_tested():
     tested = {"mnist_mlp", "lenet5", "cnn_2d", "cifar10_cnn", "resnet_cifar10"}
+    tested |= {"vgg_cifar10", "alexnet_cifar10"}  # group C
+    tested |= {"char_transformer"}  # group A
+
+    tested |= {"lstm_mnist_rows"}  # group R, below
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
     for example, module in TESTED_ELSEWHERE.items():
         assert f'"{example}.py"' in (Path(__file__).parent / module).read_text()
@@ -169,3 +181,24 @@ def test_dataloader_feeds_model_fit_and_evaluate():
     history = model.fit(data.DataLoader(x, y, batch_size=8, seed=0), epochs=5, verbose=0)
     assert len(history.history["loss"]) == 5 and history.history["loss"][-1] < history.history["loss"][0]
     assert model.evaluate(data.DataLoader(x, y, batch_size=16, shuffle=False))["accuracy"] > 0.9
+
+
+# ------------------------------------------------------------------------------------------ attention (group A)
+def test_char_transformer_trains_reports_the_baselines_and_samples(tmp_path, capsys):
+    text = tmp_path / "tiny.txt"
+    text.write_text("the quick brown fox jumps over the lazy dog. " * 12, encoding="utf-8")
+    report = load_example("char_transformer").main(
+        ["--data", str(text), "--context", "8", "--dim", "8", "--heads", "2", "--blocks", "1", "--sample-chars", "5",
+         *SMOKE])
+    out = capsys.readouterr().out
+    assert "bigram" in out and "unigram" in out and "--- sample" in out
+    assert math.isfinite(report["val_loss"]) and 0 < report["bigram"] < report["unigram"]
+    assert len(report["sample"]) == 5 and set(report["sample"]) <= set(text.read_text())
+    assert len(report["history"].history["loss"]) == 1
+
+# -- recurrent (group R)
+def test_lstm_mnist_rows_example_trains_a_few_steps(folders, capsys):
+    report = load_example("lstm_mnist_rows").main(["--data", str(folders["mnist"]), "--units", "8", *SMOKE])
+    check_report(report)
+    out = capsys.readouterr().out
+    assert "lstm_classifier" in out and "of shape (28, 28)" in out and "test accuracy" in out

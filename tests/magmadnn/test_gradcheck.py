@@ -8,6 +8,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from magmadnn import F, backend
+from magmadnn import layers as L
 
 from ._gradcheck import check_gradients, spread_values
 
@@ -153,3 +154,49 @@ def test_mse(reduction):
     target = rand(9, 4, 3)
     check_gradients(lambda a: F.mse(a, target, reduction=reduction), rand(0, 4, 3))
     check_gradients(lambda a, b: F.mse(a, b, reduction=reduction), rand(1, 4, 3), rand(2, 4, 3))
+
+
+# ---------------------------------------------------------------- group N: normalization, embeddings, token losses
+@pytest.mark.parametrize("shape", [(4, 5), (2, 3, 6)])
+def test_layer_norm_and_rms_norm(shape):
+    f = shape[-1]
+    check_gradients(lambda a, g, b: F.layer_norm(a, g, b, eps=1e-3), rand(0, *shape, low=-2, high=2),
+                    rand(1, f, low=0.5, high=1.5), rand(2, f), atol=1e-5)
+    check_gradients(lambda a: F.layer_norm(a, eps=1e-3), rand(3, *shape), atol=1e-5)
+    check_gradients(lambda a, g: F.rms_norm(a, g, eps=1e-3), rand(4, *shape, low=-2, high=2),
+                    rand(5, f, low=0.5, high=1.5), atol=1e-5)
+
+
+def test_group_norm():
+    check_gradients(lambda a, g, b: F.group_norm(a, 2, g, b, eps=1e-3), rand(0, 2, 4, 3, 2, low=-2, high=2),
+                    rand(1, 4, low=0.5, high=1.5), rand(2, 4), atol=1e-5)
+
+
+def test_embedding_table_gradient_with_repeated_ids():
+    ids = np.array([[1, 4, 1], [0, 1, 3]])  # id 1 three times: its rows add up
+    check_gradients(lambda t: F.multiply(F.embedding(t, ids), rand(9, 2, 3, 2)), rand(0, 5, 2))
+
+
+@pytest.mark.parametrize("smoothing,ignore", [(0.0, None), (0.1, None), (0.0, 2), (0.2, 2)])
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_token_cross_entropy(smoothing, ignore, reduction):
+    labels = np.array([[0, 2, 1], [2, 3, 2]])
+    check_gradients(lambda a: F.cross_entropy(a, labels, reduction, smoothing, ignore), rand(0, 2, 3, 4, low=-3,
+                                                                                               high=3))
+
+
+def test_binary_cross_entropy_with_logits():
+    targets = np.random.default_rng(1).uniform(0, 1, (3, 4))
+    check_gradients(lambda a: F.binary_cross_entropy_with_logits(a, targets), rand(0, 3, 4, low=-4, high=4))
+
+
+@pytest.mark.parametrize("make", [lambda: L.LayerNorm(axis=1, eps=1e-3, dtype="float64"),
+                                  lambda: L.RMSNorm(eps=1e-3, axis=2, dtype="float64"),
+                                  lambda: L.GroupNorm(3, eps=1e-3, dtype="float64")])
+def test_normalization_layers_on_any_axis(make):
+    layer = make()
+    x = rand(0, 2, 6, 2, 3, low=-2, high=2)
+    layer(x)
+    for name, param in layer.weights.items():  # weights other than ones and zeros: the affine part counts
+        param.data = rand(len(name), *param.shape, low=0.5, high=1.5)
+    check_gradients(lambda a: layer(a), x, atol=1e-5)

@@ -240,12 +240,13 @@ def test_pooling_and_flatten_shapes():
     assert L.Flatten()(x).shape == (189,)
 
 
-def test_dense_after_conv_without_flatten_names_both_layers_and_shapes():
-    with pytest.raises(L.ShapeMismatchError) as info:
-        Sequential([L.Input((1, 8, 8)), L.Conv2D(4, 3, name="features"), L.Dense(10, name="classifier")])
-    message = str(info.value)
-    for part in ("classifier", "features", "(4, 6, 6)", "Flatten"):
-        assert part in message
+def test_dense_after_conv_without_flatten_acts_on_the_last_axis_and_the_loss_names_flatten():
+    model = Sequential([L.Input((1, 8, 8)), L.Conv2D(4, 3, name="features"), L.Dense(10, name="classifier")])
+    assert model.output_shape == (4, 6, 10)  # Keras: Dense on the last axis of any rank
+    model.compile("sgd")
+    with pytest.raises(ValueError) as info:
+        model.fit(np.zeros((2, 1, 8, 8), np.float32), np.zeros(2, int), verbose=0)
+    assert "Flatten" in str(info.value)
 
 
 def test_conv_on_flat_input_is_a_rank_error():
@@ -306,3 +307,11 @@ def test_functional_graph_of_shared_and_residual_layers_runs():
     w, b = (p.numpy() for p in dense.parameters())
     first = np.ones((2, 4)) @ w + b + 1.0
     np.testing.assert_allclose(out, first @ w + b, rtol=1e-6)
+
+
+@pytest.mark.parametrize("cls, expected", [("Conv2DTranspose", "conv2d_transpose"), ("BatchNorm", "batch_norm"),
+                                           ("GlobalMaxPool2D", "global_max_pool2d"), ("Dense", "dense")])
+def test_default_layer_names_follow_keras(cls, expected):
+    from magmadnn.layers.base import _snake
+
+    assert _snake(cls) == expected

@@ -1,0 +1,101 @@
+"""MultiHeadAttention: Keras' layer and weight names, PyTorch's math (``scaled_dot_product_attention``)."""
+
+from __future__ import annotations
+
+from .. import _checks, initializers
+from .. import functional as F
+from .base import Layer, derive_seed, register
+
+__all__ = ["MultiHeadAttention"]
+
+
+@register
+class MultiHeadAttention(Layer):
+    """Multi-head scaled dot-product attention over sequences (batch, time, features).
+
+    Called on ``query`` (self-attention), ``[query, value]`` or ``[query, key, value]`` (key defaults to value),
+    optionally followed by a key mask of per-sample shape (key_time,): 1 where a key is a real token, 0 where it is
+    padding (Keras' convention; PyTorch's ``key_padding_mask`` is its negation). Weights: ``query_kernel``
+    (d_query, heads*key_dim), ``key_kernel`` (d_key, heads*key_dim), ``value_kernel`` (d_value, heads*value_dim),
+    ``output_kernel`` (heads*value_dim, d_query) and the matching ``*_bias``; scores are scaled by 1/sqrt(key_dim),
+    ``causal`` lets query i see keys j <= i, ``dropout`` drops attention probabilities while training. The output
+    has the query's shape. Memory: the (batch, heads, query_time, key_time) scores and probabilities.
+    """
+
+    def __init__(self, num_heads: int, key_dim: int, value_dim: int | None = None, dropout: float = 0.0,
+                 causal: bool = False, use_bias: bool = True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        owner = f"MultiHeadAttention {self.name!r}"
+        self.num_heads = _checks.integer(num_heads, "num_heads", owner, minimum=1)
+        self.key_dim = _checks.integer(key_dim, "key_dim", owner, minimum=1)
+        self.value_dim = self.key_dim if value_dim is None else _checks.integer(value_dim, "value_dim", owner,
+                                                                                minimum=1)
+        self.dropout = _checks.real(dropout, "dropout", owner, 0.0, 1.0, open_high=True)
+        self.causal = bool(causal)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
+        self.rng = None
+
+    @staticmethod
+    def _split(input_shape):
+        """(query, key, value, key mask or None) per-sample shapes from what the layer was called on."""
+        shapes = input_shape if isinstance(input_shape, list) else [input_shape]
+        mask = shapes[-1] if len(shapes) > 1 and len(shapes[-1]) == 1 else None
+        seqs = shapes[:-1] if mask is not None else shapes
+        query, value = seqs[0], seqs[-1]
+        key = seqs[1] if len(seqs) == 3 else value
+        return seqs, query, key, value, mask
+
+    def check_input_shape(self, input_shape):
+        expected = ("query, [query, value] or [query, key, value] of per-sample shape (time, features), "
+                    "optionally followed by a key mask (key_time,)")
+        seqs, query, key, value, mask = self._split(input_shape)
+        if not 1 <= len(seqs) <= 3 or any(len(s) != 2 for s in seqs):
+            raise self.shape_error(expected, input_shape)
+        if key[0] != value[0]:
+            raise self.shape_error(f"key and value of one length (key_time); {expected}", input_shape)
+        if mask is not None and mask[0] != key[0]:
+            raise self.shape_error(f"a key mask of per-sample shape ({key[0]},), the keys' time; {expected}",
+                                   input_shape)
+
+    def compute_output_shape(self, input_shape):
+        return self._split(input_shape)[1]
+
+    def create_weights(self, input_shape):
+        _, query, key, value, _ = self._split(input_shape)
+        inner_k, inner_v = self.num_heads * self.key_dim, self.num_heads * self.value_dim
+        for name, rows, cols in (("query", query[1], inner_k), ("key", key[1], inner_k),
+                                 ("value", value[1], inner_v), ("output", inner_v, query[1])):
+            self.add_weight(f"{name}_kernel", (rows, cols), self.kernel_initializer)
+            if self.use_bias:
+                self.add_weight(f"{name}_bias", (cols,), self.bias_initializer)
+        self.rng = self.xp.rng(derive_seed(self._build_seed, 1))
+
+    def _heads(self, x, which: str, size: int):
+        """Project (B, T, d) with ``which``'s kernel and split the heads: (B, H, T, size)."""
+        p = self._params
+        y = F.dense(x, p[f"{which}_kernel"], p.get(f"{which}_bias"))
+        return F.transpose(F.reshape(y, (y.shape[0], y.shape[1], self.num_heads, size)), (0, 2, 1, 3))
+
+    def call(self, x, training=False):
+        seqs = x if isinstance(x, list) else [x]
+        mask = seqs[-1] if len(seqs) > 1 and seqs[-1].ndim == 2 else None
+        seqs = seqs[:-1] if mask is not None else seqs
+        query, value = seqs[0], seqs[-1]
+        key = seqs[1] if len(seqs) == 3 else value
+        q = self._heads(query, "query", self.key_dim)
+        k = self._heads(key, "key", self.key_dim)
+        v = self._heads(value, "value", self.value_dim)
+        o = F.scaled_dot_product_attention(q, k, v, key_mask=mask, causal=self.causal,
+                                           dropout_rate=self.dropout, training=training, rng=self.rng)
+        b, t = query.shape[0], query.shape[1]
+        o = F.reshape(F.transpose(o, (0, 2, 1, 3)), (b, t, self.num_heads * self.value_dim))
+        return F.dense(o, self._params["output_kernel"], self._params.get("output_bias"))
+
+    def get_config(self):
+        return {"num_heads": self.num_heads, "key_dim": self.key_dim, "value_dim": self.value_dim,
+                "dropout": self.dropout, "causal": self.causal, "use_bias": self.use_bias,
+                "kernel_initializer": self.kernel_initializer.to_config(),
+                "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}

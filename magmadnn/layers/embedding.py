@@ -1,0 +1,64 @@
+"""Embedding: integer token ids of any per-sample shape -> their rows of a learned table."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _checks, initializers
+from .. import functional as F
+from ..autograd import Tensor
+from .base import Layer, register
+
+__all__ = ["Embedding"]
+
+
+@register
+class Embedding(Layer):
+    """``embeddings[ids]``: ids (N, ...) of an integer Input (``Input((T,), dtype="int64")``) -> (N, ..., output_dim).
+
+    Weight ``embeddings`` (input_dim, output_dim), Keras' uniform(-0.05, 0.05) by default. An id outside
+    [0, input_dim) is a ValueError naming the layer before any batch runs (the model checks its host data once per
+    call); the device kernel never reads outside the table either. The gradient is a deterministic scatter-add.
+    """
+
+    def __init__(self, input_dim: int, output_dim: int, embeddings_initializer="uniform", **kwargs):
+        super().__init__(**kwargs)
+        owner = f"Embedding {self.name!r}"
+        self.input_dim = _checks.integer(input_dim, "input_dim", owner, minimum=1)
+        self.output_dim = _checks.integer(output_dim, "output_dim", owner, minimum=1)
+        self.embeddings_initializer = initializers.get(embeddings_initializer)
+
+    def check_input_shape(self, input_shape):
+        if isinstance(input_shape, list):
+            raise self.shape_error("one input of integer ids", input_shape)
+
+    def compute_output_shape(self, input_shape):
+        return (*input_shape, self.output_dim)
+
+    def create_weights(self, input_shape):
+        self.add_weight("embeddings", (self.input_dim, self.output_dim), self.embeddings_initializer)
+
+    def check_input_values(self, ids: np.ndarray, who: str) -> None:
+        """Host ids against the table (called by the model on its input data before any batch)."""
+        if ids.dtype.kind not in "iu":
+            raise TypeError(f"{who}: Embedding layer {self.name!r} takes integer ids, got dtype {ids.dtype}; use "
+                            "Input(shape, dtype='int64')")
+        if ids.size and (ids.min() < 0 or ids.max() >= self.input_dim):
+            bad = ids[(ids < 0) | (ids >= self.input_dim)].flat[0]
+            raise ValueError(f"{who}: Embedding layer {self.name!r} has input_dim={self.input_dim}, so ids must be in "
+                             f"[0, {self.input_dim}); got id {bad}")
+
+    def _as_tensor(self, x):
+        """Eager calls keep integer ids integer (the base class would make them floats)."""
+        if isinstance(x, Tensor):
+            return x
+        array = np.asarray(x)
+        self.check_input_values(array, "call")  # float or bool ids: a TypeError naming the layer and their dtype
+        return Tensor(array.astype(np.int64, copy=False), backend=self.xp)
+
+    def call(self, x, training=False):
+        return F.embedding(self._params["embeddings"], x)
+
+    def get_config(self):
+        return {"input_dim": self.input_dim, "output_dim": self.output_dim,
+                "embeddings_initializer": self.embeddings_initializer.to_config(), **super().get_config()}
