@@ -82,7 +82,8 @@ def to_proto(model, opset: int | None = None, output_name: str = "output", produ
     inputs = []
     for node in model.inputs:
         names[id(node)] = b.unique(node.layer.name)
-        inputs.append(_value_info(names[id(node)], elem, node.shape))
+        integer = node.layer.dtype is not None and np.dtype(node.layer.dtype).kind in "iu"
+        inputs.append(_value_info(names[id(node)], 7 if integer else elem, node.shape))  # 7: INT64 ids
     for node in model.nodes:
         if id(node) in names:
             continue

@@ -15,6 +15,7 @@ from .errors import UnsupportedOnnxError
 __all__ = ["Value", "BatchZeros", "Graph", "DTYPES", "BATCH"]
 
 DTYPES = {1: np.float32, 11: np.float64}  # TensorProto.FLOAT, DOUBLE
+INTEGERS = (6, 7)  # INT32, INT64: ids for embeddings
 #: the batch size where a shape computed from the graph holds it (Shape of a computed tensor): unknown until run
 BATCH = np.int64(-(1 << 40))
 
@@ -113,9 +114,9 @@ class Graph:
         """The magmadnn tensor of ``value`` in its ONNX shape (an error where the two differ)."""
         if value.shape == tuple(value.tensor.shape):
             return value.tensor
-        raise self.error(node, f"its input has ONNX shape (N, {', '.join(map(str, value.shape))}), which magmadnn "
-                               f"holds as (N, {', '.join(map(str, value.tensor.shape))}); such a value is supported "
-                               "only before Flatten, a flattening Reshape or element-wise activations")
+        from .. import layers  # noqa: PLC0415
+
+        return self.layer(node, layers.Reshape, value.tensor, value.shape, name=f"{self._name(node)}_reshape").tensor
 
     # -- what a node makes
     def sole_consumer(self, name: str, op_types: tuple[str, ...]):
@@ -128,11 +129,11 @@ class Graph:
     def absorb(self, node) -> None:
         self.absorbed.add(id(node))
 
-    def layer(self, node, cls, inputs, *args, weights=None, shape=None, **kwargs) -> Value:
+    def layer(self, node, cls, inputs, *args, weights=None, shape=None, name=None, **kwargs) -> Value:
         """Make ``cls(*args, **kwargs)`` named after ``node``, call it on ``inputs`` (tensors), remember its
         weights; the Value of its output (``shape``: its ONNX shape, when it differs)."""
         try:
-            layer = cls(*args, name=self._name(node), **kwargs)
+            layer = cls(*args, name=name or self._name(node), **kwargs)
             tensor = layer(inputs)
         except (ValueError, TypeError) as exc:
             raise self.error(node, str(exc)) from None
@@ -152,9 +153,11 @@ class Graph:
     def input_layer(self, spec) -> Value:
         """An Input layer for a graph input: float, a batch axis first, every other dimension fixed."""
         tensor_type = spec.type.tensor_type
-        if spec.type.WhichOneof("value") != "tensor_type" or tensor_type.elem_type not in DTYPES:
-            raise UnsupportedOnnxError(f"graph input {spec.name!r}: only float32 or float64 tensors are supported")
-        if np.dtype(DTYPES[tensor_type.elem_type]) != self.dtype:
+        integer = tensor_type.elem_type in INTEGERS
+        if spec.type.WhichOneof("value") != "tensor_type" or tensor_type.elem_type not in DTYPES and not integer:
+            raise UnsupportedOnnxError(f"graph input {spec.name!r}: only float32, float64 or integer (ids) tensors "
+                                       "are supported")
+        if not integer and np.dtype(DTYPES[tensor_type.elem_type]) != self.dtype:
             raise UnsupportedOnnxError(f"graph input {spec.name!r}: every input must have the model's dtype "
                                        f"{self.dtype}")
         dims = tensor_type.shape.dim
@@ -167,5 +170,5 @@ class Graph:
                 raise UnsupportedOnnxError(f"graph input {spec.name!r}: dimension {axis} ({label!r}) is dynamic; only "
                                            "the batch axis (0) may be dynamic, give the others fixed sizes")
             shape.append(int(dim.dim_value))
-        layer = Input(tuple(shape), name=self._unique(spec.name))
+        layer = Input(tuple(shape), name=self._unique(spec.name), dtype="int64" if integer else None)
         return Value(layer.output, name=spec.name)

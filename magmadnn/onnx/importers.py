@@ -14,7 +14,7 @@ import numpy as np
 from .. import layers as L
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
-from .graph import BATCH, Value
+from .graph import BATCH, BatchZeros, Value
 
 __all__ = ["IMPORTERS", "supported_operators", "pool_geometry"]
 
@@ -35,7 +35,7 @@ def _activation_of(graph, node):
     return kind, float(attrs.get("alpha", 0.0))
 
 
-def _fuse_activation(graph, output_name: str, layer_kwargs: dict, allow_softmax: bool = False):
+def _fuse_activation(graph, output_name: str, layer_kwargs: dict, allow_softmax: bool = False, rank: int = 2):
     """Fold the one activation node reading ``output_name`` into the layer about to be made (``activation=``);
     returns the ONNX name of the fused output (``output_name`` when nothing was folded)."""
     ops = tuple(_ACTIVATIONS) + (("Softmax",) if allow_softmax else ())
@@ -44,7 +44,7 @@ def _fuse_activation(graph, output_name: str, layer_kwargs: dict, allow_softmax:
         return output_name
     if reader.op_type == "Softmax":
         axis = graph.attrs(reader, {"axis": -1 if graph.opset >= 13 else 1})["axis"]
-        if axis not in (1, -1):
+        if axis % rank != rank - 1 or rank == 4:  # Dense's softmax: the last axis (but NCHW's channels)
             return output_name
         kind = "softmax"
     else:
@@ -103,11 +103,11 @@ def gemm(graph, node):
 def matmul(graph, node):
     graph.attrs(node, {})
     x = graph.value(node, 0)
-    graph.rank(node, x, (2,), "(N, features) times a constant 2-D matrix")
+    graph.rank(node, x, (2, 3, 4), "(N, ..., features) times a constant 2-D matrix")
     w = graph.constant(node, 1, "the weights")
-    if w.ndim != 2 or w.shape[0] != x.shape[0]:
-        raise graph.error(node, f"weights of shape {w.shape} for an input of {x.shape[0]} features",
-                          f"a constant matrix ({x.shape[0]}, units)")
+    if w.ndim != 2 or w.shape[0] != x.shape[-1]:
+        raise graph.error(node, f"weights of shape {w.shape} for an input of {x.shape[-1]} features",
+                          f"a constant matrix ({x.shape[-1]}, units)")
     weights, out = {"kernel": w}, node.output[0]
     add = graph.sole_consumer(out, ("Add",))
     if add is not None:  # MatMul + Add(constant bias) is one Dense
@@ -118,8 +118,9 @@ def matmul(graph, node):
             graph.absorb(add)
             out = add.output[0]
     kwargs = {}
-    fused = _fuse_activation(graph, out, kwargs, allow_softmax=True)
-    value = graph.layer(node, L.Dense, x.tensor, w.shape[1], use_bias="bias" in weights, weights=weights, **kwargs)
+    fused = _fuse_activation(graph, out, kwargs, allow_softmax=True, rank=len(x.shape) + 1)
+    value = graph.layer(node, L.Dense, graph.materialize(node, x), w.shape[1], use_bias="bias" in weights,
+                        weights=weights, **kwargs)
     _alias(graph, node.output[0], out, value)
     return [_alias(graph, node.output[0], fused, value)]
 
@@ -198,8 +199,6 @@ def conv(graph, node):
     if kernel != w.shape[2:]:
         raise graph.error(node, f"kernel_shape {list(kernel)} differs from the kernel's {list(w.shape[2:])}")
     group = int(attrs["group"])
-    if group != 1:
-        raise graph.error(node, f"group={group} is not supported", "group=1")
     if w.shape[1] * group != x.shape[0]:
         raise graph.error(node, f"a kernel of shape {w.shape} for an input of {x.shape[0]} channels")
     tensor = graph.materialize(node, x)
@@ -209,8 +208,14 @@ def conv(graph, node):
         weights["bias"] = graph.constant(node, 2, "B, the bias").reshape(-1)
     kwargs = {}
     out = _fuse_activation(graph, node.output[0], kwargs)
-    value = graph.layer(node, L.Conv2D, tensor, w.shape[0], kernel, strides=strides, padding=_pad_arg(pads),
-                        dilation=dilations, use_bias="bias" in weights, weights=weights, **kwargs)
+    geometry = {"strides": strides, "padding": _pad_arg(pads), "dilation": dilations, "use_bias": "bias" in weights}
+    if group > 1 and group == x.shape[0] and w.shape[1] == 1:  # one group per channel: depthwise
+        weights["depthwise_kernel"] = weights.pop("kernel")
+        value = graph.layer(node, L.DepthwiseConv2D, tensor, kernel, depth_multiplier=w.shape[0] // group,
+                            weights=weights, **geometry, **kwargs)
+    else:
+        value = graph.layer(node, L.Conv2D, tensor, w.shape[0], kernel, groups=group, weights=weights, **geometry,
+                            **kwargs)
     return [_alias(graph, node.output[0], out, value)]
 
 
@@ -303,6 +308,13 @@ def log_softmax(graph, node):
 
 def add(graph, node):
     graph.attrs(node, {})
+    constants = [n for n in node.input if isinstance(graph.values.get(n), np.ndarray)]
+    if node.op_type == "Add" and len(node.input) == 2 and len(constants) == 1:  # x + a learned (time, features)
+        x = graph.value(node, 1 - list(node.input).index(constants[0]))
+        table = graph.values[constants[0]]
+        if len(x.shape) == 2 and table.shape in (x.shape, (1, *x.shape)):
+            return [graph.layer(node, L.PositionEmbedding, graph.materialize(node, x),
+                                weights={"embeddings": table.reshape(x.shape)})]
     if len(node.input) < 2 or not all(isinstance(graph.values.get(n), Value) for n in node.input):
         raise graph.error(node, "adding a constant is not supported", "sums of computed tensors of one shape (a "
                           "constant only as the bias of a MatMul)")
@@ -380,8 +392,7 @@ def reshape(graph, node):
         return [Value(x.tensor, dims)]
     if len(dims) == 1:
         return [_flat(graph, node, x)]
-    raise graph.error(node, f"reshaping a sample of shape {x.shape} to {dims} is not supported",
-                      "reshapes that flatten the sample or keep its shape")
+    return [graph.layer(node, L.Reshape, x.tensor, dims)]
 
 
 def shape(graph, node):
@@ -429,7 +440,7 @@ def transpose(graph, node):
 
 
 def _permute(graph, node, x, perm):
-    raise graph.error(node, f"perm {perm} is not supported", "[1, 0, 2] around recurrent operators")
+    return graph.layer(node, L.Permute, graph.materialize(node, x), tuple(perm[1:]))
 
 
 def squeeze(graph, node):
@@ -468,7 +479,12 @@ def gather(graph, node):
 
 
 def _gather_rows(graph, node, data, axis):
-    raise graph.error(node, "this Gather is not supported", "the last layer of a recurrent final state (axis 0)")
+    if not isinstance(data, np.ndarray) or data.ndim != 2 or axis != 0:
+        raise graph.error(node, "gathering from a computed tensor, along axis != 0 or from a table that is not 2-D "
+                                "is not supported", "rows of a constant 2-D table (an embedding) by integer ids; "
+                          "the last layer of a recurrent final state")
+    ids = graph.value(node, 1)
+    return graph.layer(node, L.Embedding, ids.tensor, data.shape[0], data.shape[1], weights={"embeddings": data})
 
 
 def constant(graph, node):
@@ -476,6 +492,231 @@ def constant(graph, node):
     if attrs["value"] is None:
         raise graph.error(node, "a constant without a tensor 'value' is not supported", "value=tensor")
     return [np.asarray(onnx().numpy_helper.to_array(attrs["value"]))]
+
+
+# ----------------------------------------------------------------------------------------------- group X, phase 2:
+# the layers of the modern-networks issue (groups, transposed convolution, normalisations, embeddings, shapes)
+
+
+def conv_transpose(graph, node):
+    attrs = graph.attrs(node, {"auto_pad": "NOTSET", "dilations": None, "group": 1, "kernel_shape": None,
+                               "output_padding": None, "output_shape": None, "pads": None, "strides": None})
+    x = graph.value(node, 0)
+    graph.rank(node, x, (4,), "(N, C, H, W)")
+    w = graph.constant(node, 1, "W, the kernel")
+    if w.ndim != 4 or w.shape[0] != x.shape[0]:
+        raise graph.error(node, f"a kernel of shape {w.shape} for an input of {x.shape[0]} channels",
+                          f"a 4-D ({x.shape[0]}, M, R, S) kernel")
+    kernel, strides, dilations = _window(graph, node, attrs, w.shape[2:])
+    if int(attrs["group"]) != 1 or attrs["output_shape"] is not None:
+        raise graph.error(node, "group != 1 or an output_shape attribute is not supported",
+                          "group=1 with pads / output_padding")
+    if attrs["auto_pad"] not in ("NOTSET", "VALID"):
+        raise graph.error(node, f"auto_pad={attrs['auto_pad']!r} is not supported", "NOTSET or VALID")
+    p = list(attrs["pads"] or [0, 0, 0, 0]) if attrs["auto_pad"] == "NOTSET" else [0, 0, 0, 0]
+    if (p[0], p[1]) != (p[2], p[3]):
+        raise graph.error(node, f"asymmetric pads {p} are not supported", "pads with begin == end per axis")
+    output_padding = tuple(attrs["output_padding"] or (0, 0))
+    weights = {"kernel": w}
+    if graph.has(node, 2):
+        weights["bias"] = graph.constant(node, 2, "B, the bias").reshape(-1)
+    kwargs = {}
+    out = _fuse_activation(graph, node.output[0], kwargs)
+    value = graph.layer(node, L.Conv2DTranspose, graph.materialize(node, x), w.shape[1], kernel, strides=strides,
+                        padding=(p[0], p[1]), output_padding=output_padding, dilation=dilations,
+                        use_bias="bias" in weights, weights=weights, **kwargs)
+    return [_alias(graph, node.output[0], out, value)]
+
+
+def global_max_pool(graph, node):
+    graph.attrs(node, {})
+    x = graph.value(node, 0)
+    graph.rank(node, x, (4,), "(N, C, H, W)")
+    value = graph.layer(node, L.GlobalMaxPool2D, graph.materialize(node, x))
+    return [Value(value.tensor, (x.shape[0], 1, 1))]
+
+
+def _full_axis(graph, node, axis: int, rank: int) -> int:
+    if not -rank <= axis < rank or axis % rank == 0:
+        raise graph.error(node, f"axis={axis} (the batch axis, or outside rank {rank}) is not supported",
+                          "any axis but the batch axis")
+    return axis % rank
+
+
+def concat(graph, node):
+    axis = graph.attrs(node, {"axis": None})["axis"]
+    if not all(isinstance(graph.values.get(n), Value) for n in node.input):
+        raise graph.error(node, "joining constants is not supported", "computed tensors only")
+    values = [graph.value(node, i) for i in range(len(node.input))]
+    axis = _full_axis(graph, node, axis, len(values[0].shape) + 1)
+    tensors = [graph.materialize(node, v) for v in values]
+    if len(tensors) == 1:
+        return [values[0]]
+    return [graph.layer(node, L.Concatenate, tensors, axis=axis)]
+
+
+_COORDINATES = {
+    "half_pixel": lambda i, s, n: (i + 0.5) / s - 0.5,
+    "pytorch_half_pixel": lambda i, s, n: (i + 0.5) / s - 0.5 if n * s > 1 else 0.0,
+    "asymmetric": lambda i, s, n: i / s,
+    "tf_half_pixel_for_nearest": lambda i, s, n: (i + 0.5) / s,
+    "align_corners": lambda i, s, n: i * (n - 1) / (n * s - 1) if n * s > 1 else 0.0,
+}
+_ROUNDING = {
+    "round_prefer_floor": lambda v: math.ceil(v - 0.5), "round_prefer_ceil": lambda v: math.floor(v + 0.5),
+    "floor": math.floor, "ceil": math.ceil,
+}
+
+
+def resize(graph, node):
+    attrs = graph.attrs(node, {"mode": "nearest", "coordinate_transformation_mode": "half_pixel",
+                               "nearest_mode": "round_prefer_floor", "cubic_coeff_a": -0.75, "exclude_outside": 0,
+                               "extrapolation_value": 0.0, "antialias": 0, "axes": None,
+                               "keep_aspect_ratio_policy": "stretch"})
+    x = graph.value(node, 0)
+    graph.rank(node, x, (4,), "(N, C, H, W)")
+    mode, where, rounding = attrs["mode"], attrs["coordinate_transformation_mode"], attrs["nearest_mode"]
+    supported = "mode='nearest' with integer scales [1, 1, sh, sw] (pixel repetition)"
+    if mode != "nearest" or attrs["axes"] is not None or where not in _COORDINATES or not graph.has(node, 2):
+        raise graph.error(node, f"mode={mode!r}, coordinate_transformation_mode={where!r} or sizes instead of "
+                                "scales is not supported", supported)
+    scales = [float(s) for s in graph.constant(node, 2, "scales").reshape(-1)]
+    if len(scales) != 4 or scales[:2] != [1.0, 1.0] or any(s < 1 or s != int(s) for s in scales[2:]):
+        raise graph.error(node, f"scales {scales} are not supported", supported)
+    size = (int(scales[2]), int(scales[3]))
+    for n, s in zip(x.shape[1:], size):  # the source pixel of every output pixel must be i // s
+        source = [min(max(_ROUNDING[rounding](_COORDINATES[where](i, s, n)), 0), n - 1) for i in range(n * s)]
+        if source != [i // s for i in range(n * s)]:
+            raise graph.error(node, f"coordinate_transformation_mode={where!r} with nearest_mode={rounding!r} does "
+                                    "not repeat pixels", supported + ", e.g. asymmetric + floor")
+    return [graph.layer(node, L.UpSampling2D, graph.materialize(node, x), size)]
+
+
+def layer_normalization(graph, node):
+    attrs = graph.attrs(node, {"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+    x = graph.value(node, 0)
+    rank = len(x.shape) + 1
+    if _full_axis(graph, node, attrs["axis"], rank) != rank - 1 or any(graph.consumers.get(o) for o in node.output[1:]
+                                                                        if o):
+        raise graph.error(node, f"normalising from axis {attrs['axis']} of a rank-{rank} input (or the mean / "
+                                "inverse deviation outputs) is not supported", "axis=-1 (the last axis), one output")
+    gamma = graph.constant(node, 1, "Scale").reshape(-1)
+    beta = graph.constant(node, 2, "B").reshape(-1) if graph.has(node, 2) else np.zeros_like(gamma)
+    return [graph.layer(node, L.LayerNorm, graph.materialize(node, x), axis=-1, eps=float(attrs["epsilon"]),
+                        weights={"gamma": gamma, "beta": beta})]
+
+
+def rms_normalization(graph, node):
+    attrs = graph.attrs(node, {"axis": -1, "epsilon": 1e-5, "stash_type": 1})
+    x = graph.value(node, 0)
+    rank = len(x.shape) + 1
+    if _full_axis(graph, node, attrs["axis"], rank) != rank - 1:
+        raise graph.error(node, f"normalising from axis {attrs['axis']} of a rank-{rank} input is not supported",
+                          "axis=-1 (the last axis)")
+    gamma = graph.constant(node, 1, "scale").reshape(-1)
+    return [graph.layer(node, L.RMSNorm, graph.materialize(node, x), eps=float(attrs["epsilon"]), axis=-1,
+                        weights={"gamma": gamma})]
+
+
+def group_normalization(graph, node):
+    attrs = graph.attrs(node, {"epsilon": 1e-5, "num_groups": None, "stash_type": 1})
+    x = graph.value(node, 0)
+    graph.rank(node, x, (3, 4, 5), "(N, C, ...)")
+    groups, channels = int(attrs["num_groups"]), x.shape[0]
+    scale, bias = graph.constant(node, 1, "scale").reshape(-1), graph.constant(node, 2, "bias").reshape(-1)
+    if scale.shape != (channels,) or bias.shape != (channels,):  # opset 18's per-group form (deprecated)
+        raise graph.error(node, f"scale and bias of shape {scale.shape} are not supported",
+                          f"one value per channel ({channels},), opset 21")
+    return [graph.layer(node, L.GroupNorm, graph.materialize(node, x), groups, eps=float(attrs["epsilon"]),
+                        weights={"gamma": scale, "beta": bias})]
+
+
+
+# ----------------------------------------------------------------------------------------------- recurrent
+
+
+#: ONNX gate blocks in magmadnn's order (LSTM: ONNX i, o, f, c -> i, f, g, o; GRU: ONNX z, r, h -> r, z, n)
+_GATE_ORDER = {"LSTM": (0, 2, 3, 1), "GRU": (1, 0, 2)}
+
+
+def _gates(array, op: str, units: int):
+    """ONNX (blocks * units, ...) rows in magmadnn's block order."""
+    blocks = [array[i * units:(i + 1) * units] for i in range(len(_GATE_ORDER[op]))]
+    return np.concatenate([blocks[i] for i in _GATE_ORDER[op]], axis=0)
+
+
+def _last_step(graph, y_name: str, steps: int):
+    """Y -> Squeeze(1) -> Transpose([1, 0, 2]) -> Gather(axis 1, the last step): that Gather (the layer then
+    returns its last state only), else None."""
+    squeeze_node = graph.sole_consumer(y_name, ("Squeeze",))
+    back = squeeze_node and graph.sole_consumer(squeeze_node.output[0], ("Transpose",))
+    pick = back and graph.sole_consumer(back.output[0], ("Gather",))
+    if not pick or graph.attrs(pick, {"axis": 0})["axis"] != 1 or list(graph.attrs(back, {"perm": None})["perm"] or
+                                                                         []) != [1, 0, 2]:
+        return None
+    axes = graph.values.get(squeeze_node.input[1]) if graph.has(squeeze_node, 1) else \
+        graph.attrs(squeeze_node, {"axes": None})["axes"]
+    index = graph.values.get(pick.input[1])
+    if axes is None or list(np.ravel(axes)) != [1] or not isinstance(index, np.ndarray) or index.shape != () or \
+            int(index) not in (-1, steps - 1):
+        return None
+    for absorbed in (squeeze_node, back, pick):
+        graph.absorb(absorbed)
+    return pick
+
+
+def recurrent(graph, node):
+    op = node.op_type
+    defaults = {"activation_alpha": None, "activation_beta": None, "activations": None, "clip": None,
+                "direction": "forward", "hidden_size": None, "layout": 0}
+    defaults.update({"input_forget": 0} if op == "LSTM" else {"linear_before_reset": 0})
+    attrs = graph.attrs(node, defaults)
+    standard = ["Sigmoid", "Tanh", "Tanh"] if op == "LSTM" else ["Sigmoid", "Tanh"]
+    if attrs["direction"] != "forward" or attrs["clip"] is not None or attrs.get("input_forget") or \
+            (attrs["activations"] is not None and [a.decode() if isinstance(a, bytes) else a
+                                                   for a in attrs["activations"]] != standard):
+        raise graph.error(node, "direction, clip, input_forget or activations other than the defaults are not "
+                                "supported", f"a forward {op} with the standard activations")
+    if op == "GRU" and not attrs["linear_before_reset"]:
+        raise graph.error(node, "linear_before_reset=0 is not supported",
+                          "linear_before_reset=1 (PyTorch's and cuDNN's GRU)")
+    x = graph.value(node, 0, layouts=("time_major",) if attrs["layout"] == 0 else (None,))
+    if len(x.shape) != 2:
+        raise graph.error(node, f"an input of per-sample shape {x.shape} is not supported", "(time, features)")
+    units, gates = int(attrs["hidden_size"]), len(_GATE_ORDER[op])
+    w, r = graph.constant(node, 1, "W")[0], graph.constant(node, 2, "R")[0]
+    b = graph.constant(node, 3, "B")[0] if graph.has(node, 3) else np.zeros(2 * gates * units, w.dtype)
+    for index in (4, 5, 6):  # sequence_lens, initial_h, initial_c, peepholes
+        if graph.has(node, index) and not (index > 4 and _zeros(graph.values.get(node.input[index]))):
+            raise graph.error(node, f"input {index} ({node.input[index]!r}) is not supported",
+                              "full sequences from a zero initial state, no peepholes")
+    if graph.has(node, 7):
+        raise graph.error(node, "peepholes are not supported", "no P input")
+    weights = {"kernel": _gates(w, op, units).T, "recurrent_kernel": _gates(r, op, units).T}
+    if op == "LSTM":
+        weights["bias"] = _gates(b[:4 * units] + b[4 * units:], op, units)
+    else:
+        weights["bias"], weights["recurrent_bias"] = _gates(b[:3 * units], op, units), _gates(b[3 * units:], op, units)
+    outputs = [name if name and graph.consumers.get(name) or name in graph.outputs else "" for name in node.output]
+    if len(outputs) > 2 and outputs[2] or (outputs[0] and outputs[1]):
+        raise graph.error(node, "reading both Y and Y_h (or Y_c) is not supported", "Y or Y_h")
+    last = _last_step(graph, node.output[0], x.shape[0]) if outputs[0] and attrs["layout"] == 0 else None
+    cls = L.LSTM if op == "LSTM" else L.GRU
+    value = graph.layer(node, cls, x.tensor, units, return_sequences=bool(outputs[0]) and last is None,
+                        weights=weights)
+    if last is not None:
+        graph.values[last.output[0]] = Value(value.tensor)
+        return []
+    if outputs[0]:
+        return [Value(value.tensor, layout="sequence" if attrs["layout"] == 0 else None,
+                      shape=value.tensor.shape if attrs["layout"] == 0 else (x.shape[0], 1, units))]
+    return ["", Value(value.tensor, layout="state" if attrs["layout"] == 0 else None,
+                      shape=value.tensor.shape if attrs["layout"] == 0 else (1, units))]
+
+
+def _zeros(value) -> bool:
+    return isinstance(value, BatchZeros) or (isinstance(value, np.ndarray) and not np.any(value))
+
 
 
 IMPORTERS = {
@@ -486,6 +727,11 @@ IMPORTERS = {
     "Constant": constant, "Shape": shape, "ReduceMean": reduce_mean, "Transpose": transpose, "Squeeze": squeeze,
     "Unsqueeze": unsqueeze, "Gather": gather,
 }
+IMPORTERS.update({  # group X, phase 2
+    "ConvTranspose": conv_transpose, "GlobalMaxPool": global_max_pool, "Concat": concat, "Resize": resize,
+    "LayerNormalization": layer_normalization, "RMSNormalization": rms_normalization,
+    "GroupNormalization": group_normalization, "LSTM": recurrent, "GRU": recurrent,
+})
 
 
 def supported_operators() -> list[str]:

@@ -23,7 +23,7 @@ __all__ = ["load", "convert"]
 
 def _model_dtype(proto):
     initializers = {i.name for i in proto.graph.initializer}
-    kinds = {i.type.tensor_type.elem_type for i in proto.graph.input if i.name not in initializers}
+    kinds = {i.type.tensor_type.elem_type for i in proto.graph.input if i.name not in initializers} - {6, 7}
     if len(kinds) == 1 and next(iter(kinds)) in DTYPES:
         return DTYPES[next(iter(kinds))]
     return np.float32  # input_layer names the offending input

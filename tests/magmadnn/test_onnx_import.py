@@ -84,8 +84,8 @@ def pool_cases(draw):
     if attrs.get("auto_pad", "NOTSET") == "NOTSET":
         attrs["ceil_mode"] = draw(st.integers(0, 1))
     if op == "AveragePool":
-        attrs["count_include_pad"] = 0 if any(attrs.get("pads", [])) or "auto_pad" in attrs \
-            else draw(st.integers(0, 1))
+        padded = any(attrs.get("pads", [])) or "auto_pad" in attrs or attrs.get("ceil_mode")  # ceil may pad
+        attrs["count_include_pad"] = 0 if padded else draw(st.integers(0, 1))
     return op, c, in_hw, attrs, draw(st.integers(0, 2**31))
 
 
