@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import functional as F
 from .. import layers as L
 from ..backend import geometry
 from ._proto import onnx
@@ -116,8 +117,6 @@ def log_softmax(b, layer, inputs, node):
 
 
 def conv2d_transpose(b, layer, inputs, node):
-    from .. import functional as F  # noqa: PLC0415
-
     (t, bottom), (left, r) = F.conv_transpose2d_geometry(node.parents[0].shape[1:], layer.kernel_size, layer.strides,
                                                          layer.padding, layer.output_padding, layer.dilation)[0]
     weights = [b.weight(layer, "kernel")] + ([b.weight(layer, "bias")] if layer.use_bias else [])
@@ -193,8 +192,7 @@ def _onnx_gates(array, op: str, units: int):
 def recurrent(b, layer, inputs, node):
     op = "LSTM" if isinstance(layer, L.LSTM) else "GRU"
     units = layer.units
-    arrays = {k: np.asarray(layer.weights[k].data if b.model.xp is None else b.model.xp.to_numpy(
-        layer.weights[k].data)) for k in layer.weights}
+    arrays = {k: np.asarray(b.model.xp.to_numpy(p.data)) for k, p in layer.weights.items()}
     w = b.constant(f"{layer.name}/W", _onnx_gates(arrays["kernel"], op, units).T[None], b.dtype)
     r = b.constant(f"{layer.name}/R", _onnx_gates(arrays["recurrent_kernel"], op, units).T[None], b.dtype)
     second = arrays["recurrent_bias"] if op == "GRU" else np.zeros_like(arrays["bias"])

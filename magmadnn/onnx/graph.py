@@ -9,6 +9,7 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from ..layers.base import Input
+from ..layers.reshaping import Reshape
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 
@@ -114,9 +115,7 @@ class Graph:
         """The magmadnn tensor of ``value`` in its ONNX shape (an error where the two differ)."""
         if value.shape == tuple(value.tensor.shape):
             return value.tensor
-        from .. import layers  # noqa: PLC0415
-
-        return self.layer(node, layers.Reshape, value.tensor, value.shape, name=f"{self._name(node)}_reshape").tensor
+        return self.layer(node, Reshape, value.tensor, value.shape, name=f"{self._name(node)}_reshape").tensor
 
     # -- what a node makes
     def sole_consumer(self, name: str, op_types: tuple[str, ...]):

@@ -237,3 +237,14 @@ def test_pytorch_lstm_and_gru_import_predict_and_fine_tune(device, tmp_path):
     before = model.evaluate(x, labels)["loss"]
     model.fit(x, labels, batch_size=8, epochs=3, verbose=0)
     assert model.evaluate(x, labels)["loss"] < before
+
+
+def test_recurrent_layers_read_back_as_themselves(device, tmp_path):
+    x_in = L.Input((5, 3), name="seq")
+    h = L.LSTM(4, return_sequences=True, name="lstm")(x_in)
+    h = L.GRU(3, name="gru")(h)
+    model = m.Model(x_in, L.Dense(2, name="out")(h), seed=8, device=device)
+    x = np.random.default_rng(8).standard_normal((4, 5, 3)).astype(np.float32)
+    back = monnx.load(model.export(tmp_path / "rnn.onnx"), device=device)
+    assert [type(layer).__name__ for layer in back.layers] == ["Input", "LSTM", "GRU", "Dense"]
+    np.testing.assert_allclose(back.predict(x), model.predict(x), rtol=RTOL, atol=ATOL)
