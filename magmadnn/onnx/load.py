@@ -84,6 +84,10 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             inputs.append(value.tensor)
     if not inputs:
         raise UnsupportedOnnxError("the graph has no input that is not a constant")
+    constants = [node for node in proto.graph.node if node.op_type == "Constant" and node.domain in ("", "ai.onnx")]
+    for node in constants:  # first: a pattern (an LSTM's last step) may look at constants written after it
+        graph.values[node.output[0]] = IMPORTERS["Constant"](graph, node)[0]
+        graph.absorb(node)
     for node in proto.graph.node:
         if id(node) in graph.absorbed:
             continue

@@ -248,3 +248,50 @@ def test_recurrent_layers_read_back_as_themselves(device, tmp_path):
     back = monnx.load(model.export(tmp_path / "rnn.onnx"), device=device)
     assert [type(layer).__name__ for layer in back.layers] == ["Input", "LSTM", "GRU", "Dense"]
     np.testing.assert_allclose(back.predict(x), model.predict(x), rtol=RTOL, atol=ATOL)
+
+
+def _torch_export(module, x, path):
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), (x,), str(path), input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamo=False, dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        with torch.no_grad():
+            return str(path), module(x).numpy()
+
+
+def test_pytorch_decoder_and_token_models_import(device, tmp_path):
+    """Depthwise and transposed convolutions, nearest upsampling and a join; Embedding, LayerNorm and a GRU's last
+    step (y[:, -1]) as PyTorch writes them."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.depthwise = nn.Conv2d(4, 8, 3, padding=1, groups=4)
+            self.deconv = nn.ConvTranspose2d(8, 3, 3, stride=2, padding=1, output_padding=1)
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+
+        def forward(self, x):
+            return torch.cat([self.deconv(torch.relu(self.depthwise(x))), self.up(x)], 1).flatten(1)
+
+    class Tokens(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.norm = nn.Embedding(11, 8), nn.LayerNorm(8)
+            self.gru, self.head = nn.GRU(8, 6, batch_first=True), nn.Linear(6, 3)
+
+        def forward(self, x):
+            y, _ = self.gru(self.norm(self.embed(x)))
+            return self.head(y[:, -1])
+
+    torch.manual_seed(2)
+    cases = [(Decoder(), torch.randn(3, 4, 5, 5), ["Input", "DepthwiseConv2D", "Conv2DTranspose", "UpSampling2D",
+                                                    "Concatenate", "Flatten"]),
+             (Tokens(), torch.randint(0, 11, (3, 7)), ["Input", "Embedding", "LayerNorm", "GRU", "Dense"])]
+    for i, (module, x, kinds) in enumerate(cases):
+        path, expected = _torch_export(module, x, tmp_path / f"m{i}.onnx")
+        model = monnx.load(path, device=device)
+        assert [type(layer).__name__ for layer in model.layers] == kinds
+        np.testing.assert_allclose(model.predict(x.numpy()), expected, rtol=1e-4, atol=1e-5)
