@@ -24,9 +24,19 @@ def _sizes(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
 def _padding(value, owner: str):
     if isinstance(value, str):
         if value.lower() not in ("same", "valid"):
-            raise ValueError(f"{owner}: padding must be 'same', 'valid', an int or a pair, got {value!r}")
+            raise ValueError(f"{owner}: padding must be 'same', 'valid', an int, a pair or ((top, bottom), "
+                             f"(left, right)), got {value!r}")
         return value.lower()
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, (tuple, list)) for v in value):
+        return _sizes(value[0], "padding", owner, minimum=0), _sizes(value[1], "padding", owner, minimum=0)
     return _sizes(value, "padding", owner, minimum=0)
+
+
+def _padding_config(padding):
+    """``padding`` as JSON: the mode, ``[ph, pw]`` or ``[[top, bottom], [left, right]]``."""
+    if isinstance(padding, str):
+        return padding
+    return [list(p) if isinstance(p, tuple) else p for p in padding]
 
 
 def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
@@ -96,7 +106,7 @@ class Conv2D(Layer):
 
     def get_config(self):
         config = {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
-                  "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                  "padding": _padding_config(self.padding),
                   "dilation": list(self.dilation), "activation": self.activation, "use_bias": self.use_bias,
                   "kernel_initializer": self.kernel_initializer.to_config(),
                   "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
@@ -128,7 +138,7 @@ class _Pool2D(Layer):
 
     def get_config(self):
         return {"pool_size": list(self.pool_size), "strides": list(self.strides),
-                "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                "padding": _padding_config(self.padding),
                 **super().get_config()}
 
 
@@ -244,7 +254,7 @@ class Conv2DTranspose(Layer):
 
     def get_config(self):
         return {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
-                "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                "padding": _padding_config(self.padding),
                 "output_padding": list(self.output_padding), "dilation": list(self.dilation),
                 "activation": self.activation, "use_bias": self.use_bias,
                 "kernel_initializer": self.kernel_initializer.to_config(),

@@ -473,6 +473,15 @@ ROWS = [
     ("cli-plot-under-file", lambda t: cli.check_output_path(write_bytes(t, "f", b"") / "c.png", "--plot"),
      cli.OutputError, ["not a writable folder"]),
     ("cli-device", lambda t: cli.resolve_device("tpu"), ValueError, ["--device", "'tpu'"]),
+    # -- group X (ONNX): softmax layers over an axis, explicit asymmetric padding
+    ("softmax-batch-axis", lambda t: Sequential([L.Input((3,)), L.Softmax(axis=0)]), ShapeMismatchError,
+     ["Softmax", "axis 0", "other than the batch axis"]),
+    ("log-softmax-axis-range", lambda t: Sequential([L.Input((3,)), L.LogSoftmax(axis=2)]), ShapeMismatchError,
+     ["LogSoftmax", "axis 2"]),
+    ("softmax-axis-str", lambda t: L.Softmax(axis="1"), TypeError, ["axis", "'1'"]),
+    ("conv-padding-pairs", lambda t: L.Conv2D(2, 3, padding=((1, -1), (0, 0))), ValueError, ["padding", ">= 0"]),
+    ("pool-padding-triple", lambda t: L.MaxPool2D(2, padding=((1, 0, 1), (0, 0))), ValueError,
+     ["padding", "pair"]),
     # -- graph replay (group G)
     ("compile-metric-twice", lambda t: mlp().compile("sgd", metrics=["accuracy", metrics.Accuracy(ignore_index=3)]),
      ValueError, ["compile", "repeat a name", "accuracy"]),
