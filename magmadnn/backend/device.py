@@ -805,10 +805,15 @@ _GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")
 # ctx: the time-major states (T + 1, N, u), state 0 zero, and the saved gates.
 
 
+def _filled_zeros(shape, dtype, device):
+    """Zeros written by a kernel on the queue's stream (ordered with the steps' work, capturable in a graph)."""
+    return _k.fill(_array.empty(shape, dtype, device=device), 0.0)
+
+
 def _recurrent_buffers(x_proj, gates: int, return_sequences):
     n, steps, width = x_proj.shape
     u, dt, dev = width // gates, x_proj.dtype, x_proj.device
-    hs = _array.zeros((steps + 1, n, u), dt, device=dev)
+    hs = _filled_zeros((steps + 1, n, u), dt, dev)
     y = _array.empty((n, steps, u), dt, device=dev) if return_sequences else None
     return n, steps, u, hs, _array.empty((steps, n, width), dt, device=dev), _array.empty((n, width), dt, device=dev), y
 
@@ -817,7 +822,7 @@ def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
     _same_dtype("lstm_forward", x_proj, recurrent_kernel)
     x_proj, w = _contiguous(x_proj), _contiguous(recurrent_kernel)
     n, steps, u, hs, gates, rec, y = _recurrent_buffers(x_proj, 4, return_sequences)
-    cs = _array.zeros(hs.shape, hs.dtype, device=hs.device)
+    cs = _filled_zeros(hs.shape, hs.dtype, hs.device)
     for t in range(steps):
         _blas.gemm(hs[t], w, out=rec)
         _k.lstm_gates_forward(x_proj, rec, cs, hs, gates, y, t)
@@ -829,7 +834,7 @@ def lstm_backward(dy, recurrent_kernel, ctx):
     _same_dtype("lstm_backward", dy, recurrent_kernel, gates)
     dy, w = _contiguous(dy), _contiguous(recurrent_kernel)
     steps, n, four = gates.shape
-    dh, dc = (_array.zeros((n, four // 4), gates.dtype, device=gates.device) for _ in range(2))
+    dh, dc = (_filled_zeros((n, four // 4), gates.dtype, gates.device) for _ in range(2))
     dgates, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
         (n, steps, four), gates.dtype, device=gates.device)
     for t in range(steps - 1, -1, -1):
@@ -856,7 +861,7 @@ def gru_backward(dy, recurrent_kernel, ctx):
     _same_dtype("gru_backward", dy, recurrent_kernel, gates)
     dy, w = _contiguous(dy), _contiguous(recurrent_kernel)
     steps, n, three = gates.shape
-    dh = _array.zeros((n, three // 3), gates.dtype, device=gates.device)
+    dh = _filled_zeros((n, three // 3), gates.dtype, gates.device)
     dq, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
         (n, steps, three), gates.dtype, device=gates.device)
     for t in range(steps - 1, -1, -1):

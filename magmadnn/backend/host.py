@@ -1090,21 +1090,22 @@ def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True)
     u = three // 3
     hs = np.zeros((steps + 1, n, u), x_proj.dtype)
     gates, qn = np.empty((steps, n, three), x_proj.dtype), np.empty((steps, n, u), x_proj.dtype)
-    for t in range(steps):
-        q = np.matmul(hs[t], recurrent_kernel)
-        q += recurrent_bias
-        x, g = x_proj[:, t], gates[t]
-        np.add(x[:, :2 * u], q[:, :2 * u], out=g[:, :2 * u])
-        _sigmoid_inplace(g[:, :2 * u])
-        qn[t] = q[:, 2 * u:]
-        nn = g[:, 2 * u:]
-        np.multiply(g[:, :u], qn[t], out=nn)
-        nn += x[:, 2 * u:]
-        np.tanh(nn, out=nn)
-        h = hs[t + 1]
-        np.subtract(hs[t], nn, out=h)
-        h *= g[:, u:2 * u]
-        h += nn
+    with _serial_blas():
+        for t in range(steps):
+            q = np.matmul(hs[t], recurrent_kernel)
+            q += recurrent_bias
+            x, g = x_proj[:, t], gates[t]
+            np.add(x[:, :2 * u], q[:, :2 * u], out=g[:, :2 * u])
+            _sigmoid_inplace(g[:, :2 * u])
+            qn[t] = q[:, 2 * u:]
+            nn = g[:, 2 * u:]
+            np.multiply(g[:, :u], qn[t], out=nn)
+            nn += x[:, 2 * u:]
+            np.tanh(nn, out=nn)
+            h = hs[t + 1]
+            np.subtract(hs[t], nn, out=h)
+            h *= g[:, u:2 * u]
+            h += nn
     return _sequence_output(hs, return_sequences), (hs, gates, qn, bool(return_sequences))
 
 
@@ -1114,19 +1115,20 @@ def gru_backward(dy, recurrent_kernel, ctx):
     u = three // 3
     dx, dq = np.empty_like(gates), np.empty_like(gates)
     dh = np.zeros((n, u), gates.dtype)
-    for t in range(steps - 1, -1, -1):
-        direct = _dy_at(dy, t, steps, return_sequences)
-        if direct is not None:
-            dh += direct
-        r, z, nn = gates[t, :, :u], gates[t, :, u:2 * u], gates[t, :, 2 * u:]
-        dn = dh * (1.0 - z) * (1.0 - nn * nn)
-        dx[t, :, 2 * u:] = dn
-        np.multiply(dn * qn[t], r * (1.0 - r), out=dx[t, :, :u])
-        np.multiply(dh * (hs[t] - nn), z * (1.0 - z), out=dx[t, :, u:2 * u])
-        dq[t, :, :2 * u] = dx[t, :, :2 * u]
-        np.multiply(dn, r, out=dq[t, :, 2 * u:])
-        dh = dh * z
-        dh += np.matmul(dq[t], recurrent_kernel.T)
-    flat = dq.reshape(steps * n, three)
-    dw = np.matmul(hs[:-1].reshape(steps * n, u).T, flat)
+    with _serial_blas():
+        for t in range(steps - 1, -1, -1):
+            direct = _dy_at(dy, t, steps, return_sequences)
+            if direct is not None:
+                dh += direct
+            r, z, nn = gates[t, :, :u], gates[t, :, u:2 * u], gates[t, :, 2 * u:]
+            dn = dh * (1.0 - z) * (1.0 - nn * nn)
+            dx[t, :, 2 * u:] = dn
+            np.multiply(dn * qn[t], r * (1.0 - r), out=dx[t, :, :u])
+            np.multiply(dh * (hs[t] - nn), z * (1.0 - z), out=dx[t, :, u:2 * u])
+            dq[t, :, :2 * u] = dx[t, :, :2 * u]
+            np.multiply(dn, r, out=dq[t, :, 2 * u:])
+            dh = dh * z
+            dh += np.matmul(dq[t], recurrent_kernel.T)
+        flat = dq.reshape(steps * n, three)
+        dw = np.matmul(hs[:-1].reshape(steps * n, u).T, flat)
     return np.ascontiguousarray(dx.transpose(1, 0, 2)), dw, flat.sum(axis=0)

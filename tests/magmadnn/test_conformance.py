@@ -825,6 +825,10 @@ def test_clip_norm_scale_of_zeros_is_one_and_of_nan_is_nan(xp):
 # The forward against tests/reference.py's step-by-step LSTM/GRU; the backward against central differences of that
 # reference (float64, so the check is tight), on every backend.
 
+from hypothesis import settings  # noqa: E402
+
+from tests.conftest import examples  # noqa: E402
+
 RECURRENT = {"lstm": (4, reference.lstm_ref), "gru": (3, reference.gru_ref)}
 
 
@@ -868,6 +872,7 @@ def test_recurrent_forward_against_the_reference(xp, kind, n, steps, units, seed
 
 
 @pytest.mark.parametrize("kind", sorted(RECURRENT))
+@settings(max_examples=examples(10))  # each example differentiates the reference numerically
 @given(n=st.integers(1, 2), steps=st.integers(1, 3), units=st.integers(1, 2), seed=st.integers(0, 999),
        sequences=st.booleans())
 def test_recurrent_backward_against_differences_of_the_reference(xp, kind, n, steps, units, seed, sequences):
