@@ -7,6 +7,8 @@ gate blocks side by side (LSTM: i, f, g, o; GRU: r, z, n, plus ``recurrent_bias`
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _checks, initializers
 from .. import functional as F
 from .base import Layer, register
@@ -20,7 +22,7 @@ class _Recurrent(Layer):
     gates = 0
 
     def __init__(self, units: int, return_sequences: bool = False, kernel_initializer="glorot_uniform",
-                 recurrent_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+                 recurrent_initializer="orthogonal", bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
         who = f"{type(self).__name__} {self.name!r}"
         self.units = _checks.integer(units, "units", who, minimum=1)
@@ -57,6 +59,23 @@ class LSTM(_Recurrent):
     c = f c + i g, h = o tanh(c). Output: the last h (units,) or every step's (time, units)."""
 
     gates = 4
+
+    def __init__(self, units: int, return_sequences: bool = False, unit_forget_bias: bool = True, **kwargs):
+        super().__init__(units, return_sequences, **kwargs)
+        if not isinstance(unit_forget_bias, bool):
+            raise TypeError(f"LSTM {self.name!r}: unit_forget_bias must be True or False, got {unit_forget_bias!r}")
+        self.unit_forget_bias = unit_forget_bias
+
+    def create_weights(self, input_shape):
+        super().create_weights(input_shape)
+        if self.unit_forget_bias:  # Keras: the forget gate's bias starts at 1 (Jozefowicz et al., 2015)
+            bias = self._params["bias"]
+            host = np.array(self.xp.to_numpy(bias.data))
+            host[self.units:2 * self.units] = 1.0
+            bias.data = self.xp.asarray(host, self.dtype)
+
+    def get_config(self):
+        return {**super().get_config(), "unit_forget_bias": self.unit_forget_bias}
 
     def call(self, x, training=False):
         p = self._params
