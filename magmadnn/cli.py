@@ -18,6 +18,8 @@ import numpy as np
 from . import backend, data, distributed, zoo
 from .callbacks import Callback
 from .models import NonFiniteLossError, NonFiniteParameterError
+from .onnx import OnnxExportError
+from .onnx import commands as onnx_commands
 from .saving import ArchitectureMismatchError, ModelFileError
 
 DATASETS = ("auto", "digits", "mnist", "fashion", "cifar10", "cifar100")
@@ -283,6 +285,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--dataset", choices=DATASETS, default="auto",
                        help="dataset (default auto: MNIST when --data is given or cached, else the embedded digits)")
     add_training_arguments(train, epochs=None, lr=2e-3)
+    onnx_commands.add_parsers(commands)  # group X (ONNX): export, import, info
     return parser
 
 
@@ -300,7 +303,7 @@ def train_command(args) -> dict:
 #: The errors a user can act on: bad data, a missing optional package, no usable device, a diverging run, a
 #: damaged or foreign model file, an output that cannot be written. Anything else is a bug and keeps its traceback.
 USER_ERRORS = (data.DatasetError, ImportError, backend.DeviceUnavailableError, NonFiniteLossError,
-               NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError)
+               NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError, OnnxExportError)
 
 
 def debugging(argv=None) -> bool:
@@ -328,6 +331,8 @@ def _dispatch(argv) -> None:
     args = build_parser().parse_args(argv)
     if args.command == "train":
         train_command(args)
+    elif args.command in onnx_commands.COMMANDS:  # group X (ONNX)
+        onnx_commands.run(args)
 
 
 def main(argv=None) -> int:

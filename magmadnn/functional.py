@@ -754,7 +754,7 @@ def mse(pred, target, reduction="mean") -> Tensor:
 
 
 # --------------------------------------------------------------------------------------- attention (group A)
-__all__ += ["matmul_nt", "masked_softmax", "scaled_dot_product_attention"]
+__all__ += ["matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values"]
 
 
 class MatMulNTFunction(Function):
@@ -798,9 +798,26 @@ def _key_mask(key_mask, like: Tensor, fn: str):
     want = (like.shape[0], like.shape[-1])
     if tuple(data.shape) != want:
         raise ValueError(f"{fn}: key_mask must have shape (batch, key_time) = {want}, got {tuple(data.shape)}")
+    if isinstance(data, np.ndarray):
+        check_key_mask_values(data, fn)
     if np.dtype(data.dtype) != np.dtype(like.dtype):
-        data = like.xp.asarray(data if isinstance(data, np.ndarray) else like.xp.to_numpy(data), dtype=like.dtype)
+        data = like.xp.asarray(data, dtype=like.dtype)  # a backend array is cast where it lives (no host copy)
     return data
+
+
+def check_key_mask_values(mask: np.ndarray, who: str) -> None:
+    """A key mask holds booleans or the numbers 1 (attend) and 0 (padding): anything else (0.5, NaN, PyTorch's
+    additive 0/-inf masks, which would read inverted) is a ValueError naming ``who``."""
+    mask = np.asarray(mask)
+    if mask.dtype.kind == "b":
+        return
+    if mask.dtype.kind not in "iuf":
+        raise TypeError(f"{who}: a key mask must be bool or numeric (1: attend, 0: padding), got dtype {mask.dtype}")
+    bad = (mask != 0) & (mask != 1)
+    if bad.any():
+        raise ValueError(f"{who}: a key mask holds 1 (attend) or 0 (padding) or booleans, got "
+                         f"{mask[bad].flat[0].item()!r}; for PyTorch's key_padding_mask pass its negation, an additive "
+                         "mask (0/-inf) is not a mask")
 
 
 def masked_softmax(x, key_mask=None, scale=1.0, causal=False) -> Tensor:
@@ -809,6 +826,9 @@ def masked_softmax(x, key_mask=None, scale=1.0, causal=False) -> Tensor:
     fn = "masked_softmax"
     x = _as_tensor(x)
     _need_ndim(x, 4, fn, "x", "(batch, heads, query_time, key_time)")
+    if x.shape[2] == 0 or x.shape[3] == 0:
+        raise ValueError(f"{fn}: x needs at least one query and one key (batch, heads, query_time, key_time), got "
+                         f"shape {x.shape}")
     _same_dtype(fn, x=x)
     return MaskedSoftmaxFunction.apply(x, mask=_key_mask(key_mask, x, fn), scale=float(scale), causal=bool(causal))
 
@@ -1137,10 +1157,15 @@ def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_
         per_row = add(multiply(per_row, 1.0 - smoothing), multiply(uniform, float(smoothing)))
     if weights is None:
         return _reduce(per_row if logits.ndim == 2 else reshape(per_row, shape), reduction, fn)
-    if reduction == "mean":
-        weights = xp.divide(weights, xp.sum(weights))  # 0 / 0 = NaN when no label counts, as PyTorch
+    nan_if_none = None
+    if reduction == "mean":  # as PyTorch: NaN when no label counts, yet zero gradients (0 / 0 only in the value)
+        count = xp.sum(weights, 0, True)  # (1,): activations need an axis on the device
+        weights = xp.divide(weights, xp.add(count, xp.activation_forward(xp.subtract(1.0, count), "relu")))
+        nan_if_none = Tensor(xp.reshape(xp.divide(xp.subtract(count, count), count), ()), backend=xp)
     weighted = multiply(per_row, Tensor(weights, backend=xp))
-    return reshape(weighted, shape) if reduction == "none" else sum(weighted)
+    if reduction == "none":
+        return reshape(weighted, shape)
+    return sum(weighted) if nan_if_none is None else add(sum(weighted), nan_if_none)
 
 
 def _counted(xp, labels, ignore_index: int, dtype):
@@ -1173,3 +1198,81 @@ def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tenso
                   xp.asarray(np.array([1.0, 0.0], dtype=logits.dtype)))  # t -> (1 - t, t)
     per_element = SoftmaxCrossEntropyFunction.apply(pair, labels=both)
     return _reduce(reshape(per_element, logits.shape) if reduction == "none" else per_element, reduction, fn)
+
+# --------------------------------------------------------------------------------- recurrent layers (group R)
+# One Function per layer call over the whole sequence: the input projection of every step is one matrix product,
+# the recurrence and its backpropagation through time are one op each (``lstm_forward``/``lstm_backward``, ...).
+
+__all__ += ["lstm", "gru"]
+
+
+class _RecurrentFunction(Function):
+    """x (N, T, F) @ kernel (F, G u) + bias, then the backend's recurrence ``forward_op``/``backward_op``."""
+
+    forward_op = backward_op = ""
+
+    def forward(self, x, kernel, recurrent_kernel, bias, *extra, return_sequences=False):
+        xp = self.xp
+        n, steps, features = x.shape
+        self.flat_x, self.kernel, self.recurrent_kernel = xp.reshape(x, (n * steps, features)), kernel, recurrent_kernel
+        proj = xp.bias_add(xp.matmul(self.flat_x, kernel), bias)
+        y, self.ctx = getattr(xp, self.forward_op)(xp.reshape(proj, (n, steps, kernel.shape[1])), recurrent_kernel,
+                                                   *extra, return_sequences)
+        self.x_shape = x.shape
+        return y
+
+    def backward(self, g):
+        xp, need = self.xp, self.needs_input_grad
+        dproj, drec, *dextra = getattr(xp, self.backward_op)(g, self.recurrent_kernel, self.ctx)
+        n, steps, features = self.x_shape
+        flat = xp.reshape(dproj, (n * steps, dproj.shape[2]))
+        dx = xp.reshape(xp.matmul(flat, self.kernel, transpose_b=True), self.x_shape) if need[0] else None
+        dk = xp.matmul(self.flat_x, flat, transpose_a=True) if need[1] else None
+        return (dx, dk, drec, xp.bias_grad(flat) if need[3] else None, *dextra)
+
+
+class LSTMFunction(_RecurrentFunction):
+    forward_op, backward_op = "lstm_forward", "lstm_backward"
+
+
+class GRUFunction(_RecurrentFunction):
+    forward_op, backward_op = "gru_forward", "gru_backward"
+
+
+def _recurrent_args(fn: str, gates: int, x, weights: dict) -> list:
+    """The Tensors of a recurrent call, checked: x (N, T, F), kernel (F, gates u), the others (u, gates u) or
+    (gates u,)."""
+    x = _as_tensor(x)
+    _need_ndim(x, 3, fn, "x", "(batch, time, features)")
+    tensors = {name: _as_tensor(w) for name, w in weights.items()}
+    kernel = tensors["kernel"]
+    _need_ndim(kernel, 2, fn, "kernel", f"(features, {gates} * units)")
+    width = kernel.shape[1]
+    if width % gates or width == 0:
+        raise ValueError(f"{fn}: kernel has shape {kernel.shape}; its columns must be {gates} * units")
+    units = width // gates
+    expected = {"kernel": (x.shape[2], width), "recurrent_kernel": (units, width), "bias": (width,),
+                "recurrent_bias": (width,)}
+    for name, t in tensors.items():
+        if t.shape != expected[name]:
+            raise ValueError(f"{fn}: {name} has shape {t.shape}, expected {expected[name]} for x of shape "
+                             f"{x.shape} and {units} units")
+    if x.shape[1] < 1:
+        raise ValueError(f"{fn}: x must hold at least one time step, got shape {x.shape}")
+    _same_dtype(fn, x=x, **tensors)
+    return [x, *tensors.values()]
+
+
+def lstm(x, kernel, recurrent_kernel, bias, return_sequences=False) -> Tensor:
+    """LSTM over x (N, T, F) from a zero state: kernel (F, 4u), recurrent_kernel (u, 4u), bias (4u,), gates in the
+    order i, f, g, o; every step's hidden state (N, T, u) or the last one (N, u)."""
+    args = _recurrent_args("lstm", 4, x, {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias})
+    return LSTMFunction.apply(*args, return_sequences=bool(return_sequences))
+
+
+def gru(x, kernel, recurrent_kernel, bias, recurrent_bias, return_sequences=False) -> Tensor:
+    """GRU over x (N, T, F) from a zero state: kernel (F, 3u), recurrent_kernel (u, 3u), bias and recurrent_bias
+    (3u,), gates r, z, n with the reset gate on the recurrent product plus its bias (cuDNN, PyTorch)."""
+    args = _recurrent_args("gru", 3, x, {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias,
+                                         "recurrent_bias": recurrent_bias})
+    return GRUFunction.apply(*args, return_sequences=bool(return_sequences))

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
+
 from . import _checks
 from ._registry import resolve
 
@@ -155,3 +157,30 @@ class RandomNormal(Initializer):
 
 _BY_NAME.update({"uniform": RandomUniform, "random_uniform": RandomUniform, "normal": RandomNormal,
                  "random_normal": RandomNormal})
+
+
+class Orthogonal(Initializer):
+    """A (semi-)orthogonal matrix times ``gain`` (Saxe et al., 2014; Keras' default for recurrent kernels): the Q of
+    a QR factorisation of a standard normal draw, its columns' signs fixed by R's diagonal. A weight of more than two
+    axes is flattened to (prod(shape[:-1]), shape[-1]); rows or columns are orthonormal, whichever are fewer. The
+    draw is on the backend's stream; the factorisation runs once on the host (initialisation, not training)."""
+
+    def __init__(self, gain: float = 1.0):
+        self.gain = _checks.real(gain, "gain", "Orthogonal initializer")
+
+    def __call__(self, shape, dtype, xp, rng):
+        shape = tuple(shape)
+        rows, cols = math.prod(shape[:-1]), (shape[-1] if shape else 1)
+        tall = (max(rows, cols), min(rows, cols))
+        q, r = np.linalg.qr(np.asarray(xp.to_numpy(xp.normal(rng, tall, 0.0, 1.0, np.float64)), np.float64))
+        q = q * np.where(np.diag(r) < 0, -1.0, 1.0)
+        if rows < cols:
+            q = q.T
+        return xp.asarray((self.gain * q).reshape(shape), dtype)
+
+    def get_config(self) -> dict:
+        return {"gain": self.gain}
+
+
+_BY_NAME["orthogonal"] = Orthogonal
+__all__ += ["Orthogonal", "RandomUniform", "RandomNormal"]

@@ -125,6 +125,9 @@ class SoftmaxCrossEntropy(Loss):
                                  f"{classes} outputs")
             if not np.issubdtype(targets.dtype, np.number) or np.iscomplexobj(targets):
                 raise TypeError(f"cross_entropy: one-hot targets must be real numbers, got dtype {targets.dtype}")
+            if self.ignore_index is not None:
+                raise ValueError("cross_entropy: ignore_index needs integer targets (N,), got probabilities of shape "
+                                 f"{targets.shape}")
             if targets.size and targets.min() < 0:
                 bad = tuple(int(i) for i in np.argwhere(targets < 0)[0])
                 raise ValueError(f"cross_entropy: one-hot / soft targets must be probabilities >= 0; found "
@@ -141,6 +144,11 @@ class SoftmaxCrossEntropy(Loss):
             if self.ignore_index is not None:
                 raise ValueError("cross_entropy: ignore_index needs integer targets, got probabilities of shape "
                                  f"{targets.shape}")
+            if not np.issubdtype(targets.dtype, np.number) or np.iscomplexobj(targets):
+                raise TypeError(f"cross_entropy: soft token targets must be real numbers, got dtype {targets.dtype}")
+            if targets.size and targets.min() < 0:
+                raise ValueError(f"cross_entropy: soft token targets must be probabilities >= 0; found "
+                                 f"{targets.min()}")
             return
         if tuple(targets.shape[1:]) != tuple(expected):
             raise ValueError(f"cross_entropy: the model outputs per-sample logits {shape_str(output_shape)}, so "

@@ -2,8 +2,9 @@
 
 ``hits(outputs, labels, xp)`` is the number of correctly classified samples of one batch as a 0-d backend array in
 the outputs' dtype (``outputs``: backend array (N, C) of scores or logits; ``labels``: NumPy int (N,) or one-hot/soft
-(N, C)). Nothing is copied to the host: labels go to the backend, the comparisons run there, and ``Model.fit`` adds
-the hit counts into its on-device tally, read once per progress update.
+(N, C); ``Accuracy`` also takes token outputs (N, T, C) with labels (N, T) or (N, T, C)). Nothing is copied to the
+host: labels go to the backend, the comparisons run there, and ``Model.fit`` adds the hit counts into its on-device
+tally, read once per progress update.
 
 For use on their own, ``update(outputs, labels, xp)`` accumulates on the backend and ``result()`` reads the running
 fraction (one host read).
@@ -18,13 +19,16 @@ from . import _checks
 __all__ = ["Metric", "Accuracy", "TopK", "get"]
 
 
-def _class_indices(labels) -> np.ndarray:
-    labels = np.asarray(labels)
-    if labels.ndim == 2:
-        return labels.argmax(axis=1)
-    if labels.ndim == 1:
+def _class_indices(labels, output_shape) -> np.ndarray:
+    """Host class indices shaped like the outputs without their class axis: int labels of that shape as they are,
+    or the argmax of one-hot / soft labels shaped like the outputs."""
+    labels, shape = np.asarray(labels), tuple(output_shape)
+    if labels.shape == shape:
+        return labels.argmax(axis=-1)
+    if labels.shape == shape[:-1]:
         return labels.astype(np.int64, copy=False)
-    raise ValueError(f"labels must be class indices (N,) or one-hot (N, C), got shape {labels.shape}")
+    expected = "(N,) or one-hot (N, C)" if len(shape) == 2 else "(N, T) or one-hot (N, T, C)"
+    raise ValueError(f"labels must be class indices {expected} for outputs {shape}, got shape {labels.shape}")
 
 
 def _relu(xp, a):
@@ -49,6 +53,15 @@ class Metric:
 
     def hits(self, outputs, labels, xp):
         """Hits of one batch: a 0-d backend array (outputs' dtype)."""
+        self._check(outputs)
+        return self.hits_of(outputs, xp.asarray(self.stage(labels, outputs.shape, outputs.dtype)), xp)
+
+    def stage(self, labels, shape, dtype) -> np.ndarray:
+        """The host array of ``labels`` that :meth:`hits_of` takes on the backend (outputs of ``shape``, ``dtype``)."""
+        raise NotImplementedError
+
+    def hits_of(self, outputs, staged, xp):
+        """:meth:`hits` from the labels staged on the backend (a replayed graph feeds them from its static buffer)."""
         raise NotImplementedError
 
     def update(self, outputs, labels, xp) -> None:
@@ -72,16 +85,58 @@ class Metric:
 
 
 class Accuracy(Metric):
-    """Fraction of samples whose highest score (first one on ties) is the true class."""
+    """Fraction of samples whose highest score (first one on ties) is the true class.
+
+    Token outputs (N, T, C) with targets (N, T) (or one-hot (N, T, C)): the fraction of tokens. ``ignore_index``
+    (pass the loss's, e.g. ``Accuracy(ignore_index=-100)``): targets equal to it are not counted, for (N,) targets
+    too. Batches are tallied by their samples, so a batch's hits are its fraction of counted tokens times its sample
+    count: the epoch figure is exactly the token accuracy when every batch counts as many tokens per sample (always
+    without ``ignore_index``), else the sample-weighted mean of the batch accuracies (a batch with nothing counted
+    adds 0)."""
 
     name = "accuracy"
 
-    def hits(self, outputs, labels, xp):
+    def __init__(self, ignore_index: int | None = None):
+        self.ignore_index = None if ignore_index is None else _checks.integer(ignore_index, "ignore_index",
+                                                                              "Accuracy")
+        super().__init__()
+
+    def to_config(self) -> dict:
+        config = super().to_config()
+        if self.ignore_index is not None:
+            config["config"]["ignore_index"] = self.ignore_index
+        return config
+
+    def _check(self, outputs) -> None:
+        if len(outputs.shape) not in (2, 3):
+            raise ValueError(f"accuracy needs model outputs (N, classes) or token outputs (N, T, classes), got "
+                             f"{tuple(outputs.shape)}")
+
+    def stage(self, labels, shape, dtype):
+        """The true class of every row (sample or token), as floats (class numbers are exact in float32 up to
+        2**24); with ``ignore_index``, stacked over each row's weight: N / counted rows, 0 for an ignored one (-1 as
+        its class, which never equals an argmax)."""
+        truth = _class_indices(labels, shape).reshape(-1)  # host labels: counting them reads nothing back
+        if self.ignore_index is None:
+            return truth.astype(dtype)
+        kept = truth != self.ignore_index
+        counted = int(kept.sum())
+        weight = np.where(kept, int(shape[0]) / counted if counted else 0.0, 0.0)
+        return np.stack([np.where(kept, truth, -1), weight]).astype(dtype)
+
+    def hits_of(self, outputs, staged, xp):
         self._check(outputs)
-        dtype = outputs.dtype  # class numbers are exact in float32 up to 2**24; float ops run on every backend
-        truth = xp.asarray(_class_indices(labels).astype(dtype))
-        miss = xp.subtract(xp.asarray(xp.argmax(outputs, 1), dtype), truth)  # 0 on a hit, else |.| >= 1
-        return xp.sum(_relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0)))
+        shape, rows = tuple(int(s) for s in outputs.shape), int(staged.shape[-1])
+        scores = outputs if len(shape) == 2 else xp.reshape(outputs, (rows, shape[-1]))
+        weight = None
+        if len(staged.shape) == 2:
+            staged, weight = (xp.reshape(part, (rows,)) for part in xp.split(staged, [1, 1], 0))
+        miss = xp.subtract(xp.asarray(xp.argmax(scores, 1), outputs.dtype), staged)  # 0 on a hit, else |.| >= 1
+        hit = _relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0))  # 1 on a hit, 0 on a miss
+        if weight is not None:
+            return xp.sum(xp.multiply(hit, weight))
+        found = xp.sum(hit)
+        return found if rows == shape[0] else xp.multiply(found, shape[0] / rows)
 
 
 class TopK(Metric):
@@ -96,12 +151,15 @@ class TopK(Metric):
         self.name = f"top{k}_accuracy"
         super().__init__()
 
-    def hits(self, outputs, labels, xp):
+    def stage(self, labels, shape, dtype):
+        n, c = (int(s) for s in shape)
+        onehot = np.zeros((n, c), dtype=dtype)
+        onehot[np.arange(n), _class_indices(labels, (n, c))] = 1
+        return onehot
+
+    def hits_of(self, outputs, onehot, xp):
         self._check(outputs)
-        n, c = (int(s) for s in outputs.shape)
-        onehot = np.zeros((n, c), dtype=outputs.dtype)
-        onehot[np.arange(n), _class_indices(labels)] = 1
-        true_score = xp.sum(xp.multiply(outputs, xp.asarray(onehot)), 1, True)
+        true_score = xp.sum(xp.multiply(outputs, onehot), 1, True)
         above = _relu(xp, xp.subtract(outputs, true_score))
         higher = xp.sum(xp.divide(above, xp.add(above, float(np.finfo(outputs.dtype).tiny))), 1)
         return xp.sum(_at_most_one(xp, _relu(xp, xp.add(xp.negative(higher), float(self.k)))))

@@ -76,11 +76,9 @@ class Optimizer:
         elif len(params) != self._count:
             raise ValueError(f"{type(self).__name__}.step: got {len(params)} parameters, but this optimizer was "
                              f"used with {self._count}; use one optimizer per parameter list")
-        lr = self.learning_rate
-        if not (math.isfinite(lr) and lr >= 0):
-            raise ValueError(f"{type(self).__name__}.step: the learning rate at step {self.iterations} is {lr!r}; "
-                             "it must be a finite number >= 0 (check the schedule)")
-        self.iterations += 1
+        lr = self._advance()
+        if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
+            lr = self._device_values
         grads = self._clipped_grads(params)
         for index, param in enumerate(params):
             if param.grad is None:
@@ -112,6 +110,23 @@ class Optimizer:
             for i, xp, g in present:
                 grads[i] = xp.multiply(g, xp.clip_norm_scale([g], self.clipnorm))
         return grads
+
+    # -- device-resident step values (graph replay, magmadnn.models.graphed)
+    _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
+
+    def _advance(self) -> float:
+        """Check the learning rate of the next step, count the step and return the rate."""
+        lr = self.learning_rate
+        if not (math.isfinite(lr) and lr >= 0):
+            raise ValueError(f"{type(self).__name__}.step: the learning rate at step {self.iterations} is {lr!r}; "
+                             "it must be a finite number >= 0 (check the schedule)")
+        self.iterations += 1
+        return lr
+
+    def step_values(self, lr: float) -> tuple[float, ...]:
+        """What the update kernels read from device memory in a replayed step (after :meth:`_advance`):
+        ``(lr,)``; Adam adds its bias corrections."""
+        return (lr,)
 
     def zero_grad(self, params) -> None:
         for param in params:
@@ -229,6 +244,10 @@ class Adam(Optimizer):
         self.beta1 = _check("beta1", beta1, 0.0, 1.0)
         self.beta2 = _check("beta2", beta2, 0.0, 1.0)
         self.eps = _check("eps", eps, open_low=True)
+
+    def step_values(self, lr):
+        t = self.iterations
+        return lr, 1.0 - self.beta1 ** t, 1.0 - self.beta2 ** t  # as pymagma.kernels.adam_update computes them
 
     def update(self, xp, p, g, state, lr):
         xp.adam_update(p, g, state["m"], state["v"], self.iterations, lr, beta1=self.beta1, beta2=self.beta2,

@@ -211,3 +211,22 @@ def alexnet_small(input_shape=(3, 32, 32), num_classes: int = 10, width: float =
 
 
 BUILDERS.update({"vgg": vgg_small, "alexnet": alexnet_small})
+
+# -- recurrent models (group R)
+def lstm_classifier(input_shape=(28, 28), num_classes: int = 10, units: int = 128, layers: int = 1,
+                    cell: str = "lstm"):
+    """A sequence classifier: ``layers`` stacked LSTM (or GRU, ``cell="gru"``) layers of ``units`` over
+    (time, features) inputs (MNIST read row by row: (28, 28)), the last step's state, then the logits."""
+    if cell not in ("lstm", "gru"):
+        raise ValueError(f"lstm_classifier: cell must be 'lstm' or 'gru', got {cell!r}")
+    if len(tuple(input_shape)) != 2:
+        raise ValueError(f"lstm_classifier: input_shape must be (time, features), got {tuple(input_shape)}")
+    layer = L.LSTM if cell == "lstm" else L.GRU
+    stack = [L.Input(tuple(input_shape))]
+    stack += [layer(units, return_sequences=i < layers - 1) for i in range(layers)]
+    stack.append(L.Dense(num_classes))
+    return Sequential(stack, name="lstm_classifier")
+
+
+# Not in BUILDERS: the CLI's datasets are images (C, H, W); this model takes (time, features) sequences.
+__all__ += ["lstm_classifier"]

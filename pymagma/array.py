@@ -411,7 +411,8 @@ def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     """A C-contiguous DeviceArray of zeros (arguments as :func:`empty`)."""
     out = empty(shape, dtype, device)
-    runtime.memset(out.ptr, 0, out.nbytes)
+    if out.nbytes:  # on the array's queue: ordered with its kernels, no legacy-stream sync, capturable
+        runtime.memset(out.ptr, 0, out.nbytes, stream=out.queue.stream)
     return out
 
 

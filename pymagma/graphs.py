@@ -32,6 +32,13 @@ from .queue import Queue, default_queue
 __all__ = ["Graph", "capture", "capturing"]
 
 _state = runtime.capture_state  # ``graph``: what this thread is capturing (None when none)
+_deferred: list = []  # graphs destroyed during a capture, destroyed when it ends
+
+
+def _destroy_deferred() -> None:
+    while _deferred:
+        _deferred.pop().destroy()
+    runtime.run_after_capture()
 
 
 def capturing() -> Graph | None:
@@ -62,7 +69,11 @@ class Graph:
 
     def destroy(self) -> None:
         """Destroy the graph and free its memory pool (idempotent); arrays made during its capture must not be used
-        afterwards."""
+        afterwards.  During another capture on this thread (a garbage collection can run then) it is done when that
+        capture ends: freeing memory cannot be captured."""
+        if capturing() is not None:
+            _deferred.append(self)
+            return
         if self._exec is not None:
             self._cudart.cudaGraphExecDestroy(self._exec)
         if self._graph is not None:
@@ -98,6 +109,7 @@ def capture(queue: Queue | None = None, mode: str = "global"):
             yield graph
     except BaseException:
         _state.graph = None
+        _destroy_deferred()
         status, handle = _native.current.cudart.cudaStreamEndCapture(q.stream)  # out of capture mode
         if int(status) == 0 and handle is not None:
             _native.current.cudart.cudaGraphDestroy(handle)
@@ -105,7 +117,8 @@ def capture(queue: Queue | None = None, mode: str = "global"):
         raise
     _state.graph = None
     try:
-        graph._graph = runtime.end_capture(q.stream)  # GraphCaptureError when an operation invalidated it
+        graph._graph = runtime.end_capture(q.stream)
+        _destroy_deferred()  # GraphCaptureError when an operation invalidated it
         graph._exec = runtime.graph_instantiate(graph._graph)
     except BaseException:
         graph.destroy()

@@ -117,6 +117,9 @@ class Pool:
         self.release_cached()
 
     def _free(self, device: int, ptr: int) -> None:
+        if getattr(runtime.capture_state, "graph", None) is not None:  # cudaFree cannot be captured: after it ends
+            runtime.after_capture(self._free, device, ptr)
+            return
         if self.cudart is _native.current.cudart:
             _free_on(device, ptr)
         else:  # made by other libraries (the simulator, since turned off): freed by them, never by the current ones

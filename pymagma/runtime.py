@@ -295,7 +295,7 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     ptr = malloc_host(nbytes)
     buf = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
-    weakref.finalize(buf, _rt().cudaFreeHost, ptr)  # the runtime that allocated it frees it
+    weakref.finalize(buf, after_capture, _rt().cudaFreeHost, ptr)  # the runtime that allocated it frees it
     return np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
 
 
@@ -398,6 +398,23 @@ def memset(ptr: int, value: int, nbytes: int, stream=None) -> None:
 # ----------------------------------------------------------------------------------------------------- graphs
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 capture_state = threading.local()  # ``graph``: what this thread is capturing (set by pymagma.graphs.capture)
+_after_capture: list = []  # (fn, args): frees made while this thread captured (a collected array), made after it
+
+
+def after_capture(fn, *args) -> None:
+    """``fn(*args)`` now, or when this thread's capture has ended if it is capturing (for frees, which cannot be
+    captured, made by whatever the garbage collector collects during a capture)."""
+    if getattr(capture_state, "graph", None) is not None:
+        _after_capture.append((fn, args))
+    else:
+        fn(*args)
+
+
+def run_after_capture() -> None:
+    """Make the calls :func:`after_capture` held back (pymagma.graphs calls it when a capture has ended)."""
+    while _after_capture:
+        fn, args = _after_capture.pop(0)
+        fn(*args)
 
 
 def refuse_during_capture(what: str) -> None:

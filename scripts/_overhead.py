@@ -10,8 +10,11 @@ checked, nothing computed) and measures, per model and batch size:
 - microseconds of Python per native call: (step time - time inside the native calls) / calls, both timed in the
   metered pass — what pymagma and magmadnn cost around each call (the simulator's own time, inside the calls, is
   subtracted);
-- host microseconds per inference step replayed as a CUDA graph (``pymagma.graphs``: the forward captured once on
-  static input buffers, then one graph launch per step);
+- host microseconds per training and per inference step replayed as a CUDA graph (``compile(graph=True)``,
+  :mod:`magmadnn.models.graphed`: the step captured once, then per step the host writes the batch and the step's
+  values into page-locked memory, queues one copy and one graph launch, and adds the tally's sample counts):
+  the time outside the native calls (the simulator's replay of the graph's recorded work, inside
+  ``cudaGraphLaunch``, grows with the graph; a GPU's launch does not), and the native calls per replayed step;
 - PyTorch CPU eager's whole training step for the same model at batch 1 on one thread, in the same run: the
   reference for dispatch cost (its kernels included).
 
@@ -28,8 +31,9 @@ import numpy as np
 MODELS = ("mlp", "lenet5", "resnet_small")
 INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32)}
 LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
-COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_infer_us", "calls_per_train_step", "cudart", "magma",
-           "cudnn", "launcher", "python_us_per_call", "torch_cpu_step_us", "ratio_to_torch"]
+COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_train_us", "replayed_infer_us", "replayed_calls",
+           "calls_per_train_step", "cudart", "magma", "cudnn", "launcher", "python_us_per_call", "torch_cpu_step_us",
+           "ratio_to_torch"]
 
 
 # --------------------------------------------------------------------------------------------- counting calls
@@ -93,12 +97,12 @@ class _Metered:
 
 
 # --------------------------------------------------------------------------------------------- magmadnn steps
-def magmadnn_model(name: str, device: str):
+def magmadnn_model(name: str, device: str, graph: bool = False):
     from magmadnn import zoo
     from magmadnn.optimizers import SGD
 
     model = zoo.build(name if name != "resnet_small" else "resnet", INPUTS[name], 10)
-    model.compile(optimizer=SGD(0.01, momentum=0.9), loss="cross_entropy", seed=0, device=device)
+    model.compile(optimizer=SGD(0.01, momentum=0.9), loss="cross_entropy", seed=0, device=device, graph=graph)
     return model
 
 
@@ -117,20 +121,32 @@ def magmadnn_steps(model, x, y):
 
     def infer():
         with no_grad():
-            model._forward([model._to_tensor(x)], training=False)
+            model._forward(model._input_tensors([x]), training=False)
 
     return train, infer
 
 
-def replayed_inference(model, x):
-    """A step callable that replays the model's forward, captured once as a CUDA graph on a static input."""
-    from magmadnn.autograd import no_grad
-    from pymagma import graphs
+def replayed_steps(model, x, y):
+    """(training step, inference step) callables of a model compiled with ``graph=True``, each step captured
+    already: what ``fit``/``predict`` run per batch once a batch shape is captured (the progress reads and predict's
+    copy of the outputs to the host left out)."""
+    from magmadnn.models import graphed
+    from magmadnn.models.training import Tally
 
-    static = model.xp.asarray(x, model.dtype)
-    with no_grad(), graphs.capture() as graph:
-        model._forward([model._to_tensor(static)], training=False)
-    return graph.launch
+    tally = Tally(model.xp, model._tally_names(False), model.dtype)
+
+    def train():
+        model._train_step([x], y, check=False, tally=tally)
+
+    def infer():
+        model._graphs.run("predict", [x])
+
+    for _ in range(graphed.WARMUP + 1):
+        train()
+        infer()
+    if not all(isinstance(s, graphed._Step) for s in model._graphs.steps.values()):
+        raise RuntimeError(f"{model.name}: a step was not captured")
+    return train, infer
 
 
 def _per_step_seconds(step, steps: int, repeats: int = 3) -> float:
@@ -143,6 +159,20 @@ def _per_step_seconds(step, steps: int, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
+def _outside_calls(step, steps: int, repeats: int = 3) -> tuple[float, float]:
+    """(seconds per step outside the native calls, native calls per step): the median of ``repeats`` metered
+    passes."""
+    times = []
+    with Meter() as meter:
+        for _ in range(repeats):
+            meter.reset()
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            times.append((time.perf_counter() - start - meter.seconds) / steps)
+    return statistics.median(times), sum(meter.calls.values()) / steps
+
+
 def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     """Host cost of ``name`` at ``batch`` on the null device (the simulator must be on in mode "null")."""
     model = magmadnn_model(name, "gpu")
@@ -152,7 +182,9 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
         train()
         infer()
     train_s, infer_s = _per_step_seconds(train, steps), _per_step_seconds(infer, steps)
-    replay_s = _per_step_seconds(replayed_inference(model, x), steps)
+    replay_train, replay_infer = replayed_steps(magmadnn_model(name, "gpu", graph=True), x, y)
+    replay_train_s, replay_calls = _outside_calls(replay_train, steps)
+    replay_infer_s, _ = _outside_calls(replay_infer, steps)
     with Meter() as meter:  # one pass: its own step time, less the time inside the calls (both under the meter)
         start = time.perf_counter()
         for _ in range(steps):
@@ -163,7 +195,8 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     total_calls = sum(calls.values())
     python_s = metered_s - native_s  # includes the meter's own wrapper (well under a microsecond per call)
     return {"model": name, "batch": batch, "train_us": train_s * 1e6, "infer_us": infer_s * 1e6,
-            "replayed_infer_us": replay_s * 1e6,
+            "replayed_train_us": replay_train_s * 1e6, "replayed_infer_us": replay_infer_s * 1e6,
+            "replayed_calls": replay_calls,
             "calls_per_train_step": total_calls, **calls, "native_us_per_train_step": native_s * 1e6,
             "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None}
 

@@ -4,6 +4,7 @@
 Recipes (MNIST, batch 64, SGD lr 0.05 momentum 0.9, 3 epochs):
   mlp     784-512-256-10, ReLU
   lenet5  conv 6@5x5 pad 2, ReLU, maxpool 2, conv 16@5x5, ReLU, maxpool 2, dense 120-84-10
+  row_lstm  LSTM(128) over the 28 rows of 28 pixels, the last state into dense 10 (not in the default list)
 and (host only) char_transformer: zoo.char_transformer on pydoc_data.topics, 1,024 windows of 64 characters an
 epoch, batch 32, Adam 3e-3 (see _bench_char.py; sequences/s, next-character accuracy).
 
@@ -70,12 +71,40 @@ def torch_model(recipe: str, seed: int, device: str = "cpu"):
     if recipe == "mlp":
         net = nn.Sequential(nn.Flatten(), nn.Linear(784, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(),
                             nn.Linear(256, 10))
+    elif recipe == "row_lstm":
+        net = torch_row_lstm()
     else:
         net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
                             nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(),
                             nn.Linear(120, 84), nn.ReLU(), nn.Linear(84, 10))
     net = net.to(device)
     return net, torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
+
+
+# -- row LSTM (group R): MNIST read row by row, 28 steps of 28 pixels
+ROW_LSTM_UNITS = 128
+
+
+def torch_row_lstm():
+    from torch import nn
+
+    class RowLSTM(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm, self.out = nn.LSTM(28, ROW_LSTM_UNITS, batch_first=True), nn.Linear(ROW_LSTM_UNITS, 10)
+
+        def forward(self, x):
+            return self.out(self.lstm(x)[0][:, -1])
+
+    return RowLSTM()
+
+
+def recipe_data(recipe: str, data):
+    """The recipe's inputs: the images as they are, or (N, 28, 28) rows for the row LSTM."""
+    if recipe != "row_lstm":
+        return data
+    x, y, xt, yt = data
+    return x.reshape(len(x), 28, 28), y, xt.reshape(len(xt), 28, 28), yt
 
 
 class MagmadnnRunner:
@@ -132,6 +161,7 @@ class TorchRunner:
 def train_recipe(recipe: str, data, epochs: int, seed: int, frameworks: list[str], batch: int = BATCH,
                  gpu: bool = False) -> list[dict]:
     """Train each framework for ``epochs``, alternating epoch by epoch; time every epoch and note RSS."""
+    data = recipe_data(recipe, data)
     runners = []
     for fw in frameworks:
         if recipe in SEQUENCE_RECIPES:
@@ -243,7 +273,7 @@ def environment(threads_info: dict, data_name: str) -> dict:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--recipe", default="mlp,lenet5,char_transformer",
-                   help="comma list of: mlp, lenet5, char_transformer")
+                   help="comma list of: mlp, lenet5, row_lstm, char_transformer")
     p.add_argument("--data", default=None, help="folder with MNIST IDX files (default ../shared/data/mnist)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--repeats", type=int, default=1, help="repeat each recipe; medians are reported")
@@ -288,8 +318,8 @@ def main(argv=None) -> int:
 
     results = {"environment": env, "training": [], "ops": [], "gpu": []}
     for recipe in [r for r in args.recipe.split(",") if r]:
-        if recipe not in ("mlp", "lenet5", *SEQUENCE_RECIPES):
-            p.error(f"unknown recipe {recipe!r}: expected mlp, lenet5 or {', '.join(SEQUENCE_RECIPES)}")
+        if recipe not in ("mlp", "lenet5", "row_lstm", *SEQUENCE_RECIPES):
+            p.error(f"unknown recipe {recipe!r}: expected mlp, lenet5, row_lstm or {', '.join(SEQUENCE_RECIPES)}")
         data = (x, y, xt, yt)
         if recipe in SEQUENCE_RECIPES:
             data = SEQUENCE_RECIPES[recipe][1](args.dry_run, *((64, 32) if args.dry_run else ()))

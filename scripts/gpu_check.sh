@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Everything that needs a GPU, in one command (<= 8 minutes on one H200: the steps' time limits, 240 + 60 + 100 +
-# 80 s, add up to 8 minutes, so a slow step cannot push the others out of a 10-minute call):
+# Everything that needs a GPU, in one command (<= 9 minutes on one H200: the steps' time limits, 240 + 60 + 100 +
+# 80 + 40 s, add up to 8 min 40 s, so a slow step cannot push the others out of a 10-minute call):
 #   1. the `gpu`-marked tests: pymagma on the device, the op-set conformance suite and the host/device training
 #      parity on the real GPU;
 #   2. LeNet-5 trained 3 epochs on MNIST on the GPU (must reach >= 97 % test accuracy);
@@ -9,7 +9,9 @@
 #   4. the hybrid LAPACK drivers (cholesky, qr at N = 2048, 4096, 8192; eigh, svd at N = 2048, 4096, the 4096
 #      rows last and timed once) against torch.linalg, with host-side seconds per call (estimated at ~40 s of its
 #      80 with SciPy's divide-and-conquer host solvers, see scripts/bench_pymagma.py; its JSON is rewritten after
-#      every row, so the time limit keeps what was measured; `--eig-sizes 2048,4096,8192` for more).
+#      every row, so the time limit keeps what was measured; `--eig-sizes 2048,4096,8192` for more);
+#   5. one training step of the MLP and LeNet-5 at batch 128: magmadnn eager, magmadnn graph replay
+#      (compile(graph=True)), PyTorch eager and torch.cuda.CUDAGraph on the same GPU (scripts/bench_graphs.py).
 # No network and no installs: it uses the machine's python3 as it is. Logs and JSON go to $OUT (default ./gpu-out);
 # record the outcome in docs/gpu-runs.md.
 #
@@ -50,6 +52,10 @@ assert {(r['recipe'], r['framework']) for r in rows} >= {('mlp', 'magmadnn'), ('
 assert {r['case'].split()[0] for r in rows} == {'cholesky', 'qr', 'eigh', 'svd'}, rows; \
 assert all(r['ratio'] and (r['host_s'] or 0) > 0 for r in rows if r['case'].endswith('hybrid')), rows" \
         "$OUT/bench-hybrid-dry.json"
+    "$PY" scripts/bench_graphs.py --dry-run --json "$OUT/bench-graphs-dry.json" > "$OUT/bench-graphs.log"
+    "$PY" -c "import json, sys; rows = json.load(open(sys.argv[1])); \
+assert [r['recipe'] for r in rows] == ['mlp', 'lenet5'] and all(r['magmadnn_graph_ms'] > 0 for r in rows), rows" \
+        "$OUT/bench-graphs-dry.json"
     echo "dry run passed"
     exit 0
 fi
@@ -84,7 +90,11 @@ bench_rc=${PIPESTATUS[0]}
 
 timeout 80 "$PY" scripts/bench_pymagma.py --hybrid --json "$OUT/bench-hybrid.json" 2>&1 | tee "$OUT/bench-hybrid.log"
 hybrid_rc=${PIPESTATUS[0]}
+
+timeout 40 "$PY" scripts/bench_graphs.py --json "$OUT/bench-graphs.json" 2>&1 | tee "$OUT/bench-graphs.log"
+graphs_rc=${PIPESTATUS[0]}
 echo "wall time ${SECONDS} s"
-echo "gpu tests exit $tests_rc, lenet5 exit $lenet_rc, benchmarks exit $bench_rc, hybrid benchmark exit $hybrid_rc"
-for rc in $tests_rc $lenet_rc $bench_rc $hybrid_rc; do [ "$rc" = 0 ] || exit "$rc"; done
+echo "gpu tests exit $tests_rc, lenet5 exit $lenet_rc, benchmarks exit $bench_rc, hybrid benchmark exit $hybrid_rc," \
+     "graph replay benchmark exit $graphs_rc"
+for rc in $tests_rc $lenet_rc $bench_rc $hybrid_rc $graphs_rc; do [ "$rc" = 0 ] || exit "$rc"; done
 exit 0

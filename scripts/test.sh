@@ -4,7 +4,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 source scripts/_venv.sh
-ensure_venv "test,native,examples,io,bench,jit,mpi"
+ensure_venv "test,native,examples,io,bench,jit,mpi,onnx"
 export PATH="$(cd "$VENV/bin" && pwd):$PATH"  # the venv's tools, mpiexec of the mpi extra included
 "$VENV/bin/ruff" check pymagma magmadnn tests examples scripts
 export MAGMADNN_REQUIRE="${MAGMADNN_REQUIRE:-native,mpi}"  # tests/conftest.py: a skipped native/mpi test fails

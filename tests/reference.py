@@ -347,3 +347,37 @@ def clip_scale_ref(arrays, max_norm):
     """Keras' clip_by_global_norm factor ``max_norm / max(global L2 norm, max_norm)``."""
     norm = np.sqrt(sum(float(np.sum(np.square(np.asarray(a, np.float64)))) for a in arrays))
     return max_norm / max(norm, max_norm)
+
+# ---------------------------------------------------------------------------------- recurrent layers (group R)
+def lstm_ref(x_proj, recurrent_kernel):
+    """Every step's hidden state (N, T, u) of an LSTM from a zero state, step by step from the textbook gates
+    i, f, g, o (input, forget, cell, output) in float64; ``x_proj`` (N, T, 4u) is the input projection."""
+    x_proj, w = np.asarray(x_proj, np.float64), np.asarray(recurrent_kernel, np.float64)
+    n, steps, four = x_proj.shape
+    u = four // 4
+    h, c, out = np.zeros((n, u)), np.zeros((n, u)), []
+    for t in range(steps):
+        z = x_proj[:, t] + h @ w
+        i, f, g, o = (z[:, k * u:(k + 1) * u] for k in range(4))
+        c = _sigmoid(f) * c + _sigmoid(i) * np.tanh(g)
+        h = _sigmoid(o) * np.tanh(c)
+        out.append(h)
+    return np.stack(out, axis=1)
+
+
+def gru_ref(x_proj, recurrent_kernel, recurrent_bias):
+    """Every step's hidden state (N, T, u) of a GRU from a zero state (gates r, z, n; the reset gate scales the
+    recurrent product plus its bias, as cuDNN and PyTorch do), in float64."""
+    x_proj, w = np.asarray(x_proj, np.float64), np.asarray(recurrent_kernel, np.float64)
+    b = np.asarray(recurrent_bias, np.float64)
+    n, steps, three = x_proj.shape
+    u = three // 3
+    h, out = np.zeros((n, u)), []
+    for t in range(steps):
+        x, q = x_proj[:, t], h @ w + b
+        r = _sigmoid(x[:, :u] + q[:, :u])
+        z = _sigmoid(x[:, u:2 * u] + q[:, u:2 * u])
+        cand = np.tanh(x[:, 2 * u:] + r * q[:, 2 * u:])
+        h = (1 - z) * cand + z * h
+        out.append(h)
+    return np.stack(out, axis=1)

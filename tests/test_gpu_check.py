@@ -25,6 +25,8 @@ def test_gpu_check_dry_run(tmp_path):
     hybrid = json.loads((tmp_path / "bench-hybrid-dry.json").read_text())  # simulator rows: logic, not speed
     assert {r["case"].split()[0] for r in hybrid} == {"cholesky", "qr", "eigh", "svd"}
     assert all(r["host_s"] > 0 and r["ratio"] > 0 for r in hybrid if r["case"].endswith(" hybrid"))
+    graphs = json.loads((tmp_path / "bench-graphs-dry.json").read_text())  # null device: logic, not speed
+    assert all(r["magmadnn_eager_ms"] > 0 and r["magmadnn_graph_ms"] > 0 for r in graphs)
 
 
 def test_gpu_check_rejects_unknown_arguments():

@@ -1,10 +1,11 @@
 """Optional numba kernels for the host backend (``pip install magmadnn[jit]``).
 
-The host backend is complete without them: each kernel replaces a NumPy sequence of host.py that works in short
-strided runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im,
-and 2x2 stride-2 max pooling. Results equal the NumPy path's, NaN and infinities included. ``kernels`` is None when
-numba is not installed or ``MAGMADNN_JIT=0`` is set; host.py then takes its NumPy path. Kernels compile on first use
-(cached on disk by numba) for float32 and float64 arrays.
+The host backend is complete without them: each kernel replaces a NumPy sequence of host.py that works in short strided
+runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im, and 2x2
+stride-2 max pooling; and one that fuses the dozen small products of an LSTM step's backward. Results equal the NumPy
+path's, NaN and infinities included. ``kernels`` is None when numba is not installed or ``MAGMADNN_JIT=0`` is set;
+host.py then takes its NumPy path. Kernels compile on first use (cached on disk by numba) for float32 and float64
+arrays.
 
 They are single-threaded on purpose: OpenBLAS's worker threads keep spinning for a while after each GEMM, and a
 parallel kernel right after one waits for cores those threads hold (measured: 3 ms instead of 0.05 ms per call).
@@ -129,8 +130,27 @@ def _build(numba):
                     for n in range(n_):
                         dx[n, c, hi, wi] = acc[n]
 
+    # -- recurrent layers (group R)
+    @njit(cache=True)
+    def lstm_backward_step(dh, dc, gates, tanh_c, c_prev, dgates):
+        """One LSTM step backward, in one pass: from dh (N, u), the carried dc (N, u, updated in place), the gates
+        (i, f, g, o) (N, 4u), tanh of the step's cell and the previous cell, the pre-activation gradients
+        (N, 4u). Plain products, no transcendental function: the NumPy path's result in one loop."""
+        n_, u_ = dh.shape
+        for b in range(n_):
+            gb, db = gates[b], dgates[b]
+            for j in range(u_):
+                i, f, g, o = gb[j], gb[u_ + j], gb[2 * u_ + j], gb[3 * u_ + j]
+                tc, h = tanh_c[b, j], dh[b, j]
+                c = dc[b, j] + h * (o * (1 - tc * tc))
+                db[j] = c * g * (i * (1 - i))
+                db[u_ + j] = c * c_prev[b, j] * (f * (1 - f))
+                db[2 * u_ + j] = c * i * (1 - g * g)
+                db[3 * u_ + j] = h * tc * (o * (1 - o))
+                dc[b, j] = c * f
+
     return {"store_nchw": store_nchw, "col2im": col2im, "max_pool2x2_forward": max_pool2x2_forward,
-            "max_pool2x2_backward": max_pool2x2_backward}
+            "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
 
 
 class _Kernels:

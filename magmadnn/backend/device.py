@@ -557,6 +557,8 @@ def dropout_forward(x, rate, rng):
     """Inverted dropout on the op set's Philox stream (one ``rng.take()``), not cuDNN's: see the module docstring."""
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout_forward: rate must be in [0, 1), got {rate}")
+    if hasattr(rng, "take_slot"):  # graph capture: the offset is read from device memory (models/graphed.py)
+        return _k.dropout_at(x, float(rate), seed=rng.seed, offsets=rng.offsets, slot=rng.take_slot())
     return _k.dropout(x, float(rate), seed=rng.seed, offset=rng.take())
 
 
@@ -569,6 +571,9 @@ def dropout_backward(dy, mask):
 
 def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory (see _k.sgd_update_at)
+        return _k.sgd_update_at(p, g, v if momentum else None, values=lr, momentum=float(momentum),
+                                weight_decay=float(weight_decay), nesterov=bool(nesterov))
     _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
                   weight_decay=float(weight_decay), nesterov=bool(nesterov))
 
@@ -582,15 +587,23 @@ def running_stat_update(running, batch, momentum):
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
     """In place Adam (``decoupled``: AdamW); ``step`` counts from 1."""
+    if isinstance(lr, _DeviceArray):  # graph capture: {lr, bias corrections} read from device memory
+        return _k.adam_update_at(p, g, m, v, values=lr, beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                                 weight_decay=float(weight_decay), decoupled=bool(decoupled))
     _k.adam_update(p, g, m, v, step=int(step), lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
                    weight_decay=float(weight_decay), decoupled=bool(decoupled))
 
 
 def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
+        return _k.rmsprop_update_at(p, g, s, values=lr, rho=float(rho), eps=float(eps),
+                                    weight_decay=float(weight_decay))
     _k.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay))
 
 
 def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
+        return _k.adagrad_update_at(p, g, s, values=lr, eps=float(eps), weight_decay=float(weight_decay))
     _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
 
 
@@ -778,6 +791,88 @@ def flat_unpack(flat, shapes, divisor) -> list:
     return out
 
 
+# ------------------------------------------------------------------------------- graph replay (optional; group G)
+# Capture, static buffers fed from page-locked memory, device-to-device copies: magmadnn.models.graphed.
+
+from .device_graphs import copy_into, graph_capture, staging_buffer  # noqa: E402, F401
+
+_GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")
+
+# ------------------------------------------------------------------------------------ recurrent layers (group R)
+# Per time step one gemm (the recurrent product, into a reused buffer) and one fused gate kernel
+# (pymagma.kernels.lstm_gates_forward, ...); backpropagation through time runs the backward kernels in reverse with
+# one gemm per step for the state gradient, and the recurrent kernel's gradient is one gemm over all steps.
+# ctx: the time-major states (T + 1, N, u), state 0 zero, and the saved gates.
+
+
+def _filled_zeros(shape, dtype, device):
+    """Zeros written by a kernel on the queue's stream (ordered with the steps' work, capturable in a graph)."""
+    return _k.fill(_array.empty(shape, dtype, device=device), 0.0)
+
+
+def _recurrent_buffers(x_proj, gates: int, return_sequences):
+    n, steps, width = x_proj.shape
+    u, dt, dev = width // gates, x_proj.dtype, x_proj.device
+    hs = _filled_zeros((steps + 1, n, u), dt, dev)
+    y = _array.empty((n, steps, u), dt, device=dev) if return_sequences else None
+    return n, steps, u, hs, _array.empty((steps, n, width), dt, device=dev), _array.empty((n, width), dt, device=dev), y
+
+
+def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
+    _same_dtype("lstm_forward", x_proj, recurrent_kernel)
+    x_proj, w = _contiguous(x_proj), _contiguous(recurrent_kernel)
+    n, steps, u, hs, gates, rec, y = _recurrent_buffers(x_proj, 4, return_sequences)
+    cs = _filled_zeros(hs.shape, hs.dtype, hs.device)
+    for t in range(steps):
+        _blas.gemm(hs[t], w, out=rec)
+        _k.lstm_gates_forward(x_proj, rec, cs, hs, gates, y, t)
+    return (y if y is not None else _k.copy(hs[steps])), (hs, cs, gates, bool(return_sequences))
+
+
+def lstm_backward(dy, recurrent_kernel, ctx):
+    hs, cs, gates, _ = ctx
+    _same_dtype("lstm_backward", dy, recurrent_kernel, gates)
+    dy, w = _contiguous(dy), _contiguous(recurrent_kernel)
+    steps, n, four = gates.shape
+    dh, dc = (_filled_zeros((n, four // 4), gates.dtype, gates.device) for _ in range(2))
+    dgates, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
+        (n, steps, four), gates.dtype, device=gates.device)
+    for t in range(steps - 1, -1, -1):
+        _k.lstm_gates_backward(dy, dh, dc, gates, cs, dgates, dx, t)
+        if t:
+            _blas.gemm(dgates[t], w, out=dh, trans_b=True)
+    dw = _blas.gemm(hs[0:steps].reshape(steps * n, four // 4), dgates.reshape(steps * n, four), trans_a=True)
+    return dx, dw
+
+
+def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True):
+    _same_dtype("gru_forward", x_proj, recurrent_kernel, recurrent_bias)
+    x_proj, w, b = _contiguous(x_proj), _contiguous(recurrent_kernel), _contiguous(recurrent_bias)
+    n, steps, u, hs, gates, rec, y = _recurrent_buffers(x_proj, 3, return_sequences)
+    qn = _array.empty((steps, n, u), hs.dtype, device=hs.device)
+    for t in range(steps):
+        _blas.gemm(hs[t], w, out=rec)
+        _k.gru_gates_forward(x_proj, rec, b, hs, gates, qn, y, t)
+    return (y if y is not None else _k.copy(hs[steps])), (hs, gates, qn, bool(return_sequences))
+
+
+def gru_backward(dy, recurrent_kernel, ctx):
+    hs, gates, qn, _ = ctx
+    _same_dtype("gru_backward", dy, recurrent_kernel, gates)
+    dy, w = _contiguous(dy), _contiguous(recurrent_kernel)
+    steps, n, three = gates.shape
+    dh = _filled_zeros((n, three // 3), gates.dtype, gates.device)
+    dq, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
+        (n, steps, three), gates.dtype, device=gates.device)
+    for t in range(steps - 1, -1, -1):
+        _k.gru_gates_backward(dy, dh, gates, qn, hs, dq, dx, t)
+        if t:
+            _blas.gemm(dq[t], w, out=dh, beta=1.0, trans_b=True)
+    flat = dq.reshape(steps * n, three)
+    dw = _blas.gemm(hs[0:steps].reshape(steps * n, three // 3), flat, trans_a=True)
+    return dx, dw, _k.reduce("sum", flat, axis=0)
+
+
 # ------------------------------------------------------------------------------------------------- several GPUs
 
 _VIEWS: dict[int, types.ModuleType] = {}
@@ -798,6 +893,8 @@ def for_index(n):
         view.name, view.device_index = f"gpu:{n}", n
         view.FUSED_ACTIVATIONS, view.for_index = FUSED_ACTIVATIONS, for_index
         for name_ in ("host_empty", "copy_to_host", "flat_pack", "flat_unpack"):
+            setattr(view, name_, globals()[name_])
+        for name_ in _GRAPH_OPS:
             setattr(view, name_, globals()[name_])
         _VIEWS[n] = view
     return view

@@ -394,6 +394,34 @@ def clip_norm_scale(arrays, max_norm):
     of ``arrays`` together (a list), i.e. the factor that clips their global norm to ``max_norm`` (1 below it; NaN
     when the norm is NaN). Computed where the arrays live: nothing is read back."""
 
+# ------------------------------------------------------------------------------- recurrent layers (group R)
+# Sequences are batch-major (N, T, F). ``x_proj`` is the input projection of every step, ``x @ kernel + bias``
+# (one matrix product for the whole sequence, made by the caller); the ops run the recurrence from a zero state.
+@_op
+def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
+    """LSTM over x_proj (N, T, 4u) with recurrent_kernel (u, 4u), gates in the order i, f, g, o:
+    z = x_proj[:, t] + h @ recurrent_kernel; i, f, o = sigmoid, g = tanh of their quarters of z;
+    c = f c + i g; h = o tanh(c) -> ``(y, ctx)``, y every step's h (N, T, u) or the last one (N, u)."""
+
+
+@_op
+def lstm_backward(dy, recurrent_kernel, ctx):
+    """``(dx_proj (N, T, 4u), drecurrent_kernel (u, 4u))`` of ``lstm_forward`` for dy of y's shape
+    (backpropagation through time)."""
+
+
+@_op
+def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True):
+    """GRU over x_proj (N, T, 3u) with recurrent_kernel (u, 3u) and recurrent_bias (3u,), gates r, z, n (cuDNN's
+    and PyTorch's formulation): q = h @ recurrent_kernel + recurrent_bias; r, z = sigmoid of x_proj's first two
+    thirds + q's; n = tanh(x_proj's last third + r q's last third); h = (1 - z) n + z h -> ``(y, ctx)`` as
+    ``lstm_forward``'s."""
+
+
+@_op
+def gru_backward(dy, recurrent_kernel, ctx):
+    """``(dx_proj (N, T, 3u), drecurrent_kernel (u, 3u), drecurrent_bias (3u,))`` of ``gru_forward``."""
+
 
 #: The op names, in the order above.
 OPS: tuple[str, ...] = tuple(_SPEC)
@@ -438,6 +466,26 @@ def flat_pack(arrays, scale, out):
 def flat_unpack(flat, shapes, divisor):
     """New arrays of ``shapes`` from the consecutive values at the start of the 1-D array ``flat`` (which may hold
     more), each divided by ``divisor``."""
+
+
+# Graph replay (group G; :mod:`magmadnn.models.graphed`, ``compile(graph=True)``): a backend that can capture its
+# work as CUDA graphs adds:
+@_optional
+def graph_capture(like):
+    """A context manager capturing the work queued in its block on ``like``'s queue as a graph with ``launch()``
+    and ``destroy()``; work that cannot be captured raises an error naming it, and the block's arrays belong to the
+    graph."""
+
+
+@_optional
+def staging_buffer(layout, like):
+    """Static device arrays ``views`` of ``layout`` ``[(shape, dtype), ...]`` with host arrays to fill (``host()``)
+    and ``upload()``, which queues their copy to the device on ``like``'s queue."""
+
+
+@_optional
+def copy_into(dst, src):
+    """``src`` into the existing array ``dst`` of the same shape and dtype, queued on the device."""
 
 
 #: Non-callable attributes every backend has.

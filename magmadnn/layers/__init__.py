@@ -13,6 +13,12 @@ from .embedding import Embedding  # group N
 from .normalization import GroupNorm, LayerNorm, RMSNorm  # group N
 from .position import PositionEmbedding
 
+# -- recurrent layers (group R)
+from .recurrent import GRU, LSTM  # noqa: E402
+
+# -- group X (ONNX): softmax over any axis
+from .softmax import LogSoftmax, Softmax  # noqa: E402
+
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
 LayerNormalization, GroupNormalization = LayerNorm, GroupNorm  # group N: Keras' long names
@@ -29,8 +35,11 @@ __all__ = [
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
     "LayerNorm", "LayerNormalization", "RMSNorm", "GroupNorm", "GroupNormalization", "Embedding",  # group N
 ]
+__all__ += ["Softmax", "LogSoftmax"]  # group X (ONNX)
 __all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxPool", "Concatenate", "Permute",
             "Reshape", "UpSampling2D"]  # group C
+
+__all__ += ["LSTM", "GRU"]  # recurrent layers (group R)
 
 
 def __getattr__(name):

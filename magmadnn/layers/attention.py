@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from .. import _checks, initializers
 from .. import functional as F
 from .base import Layer, derive_seed, register
@@ -15,11 +17,14 @@ class MultiHeadAttention(Layer):
 
     Called on ``query`` (self-attention), ``[query, value]`` or ``[query, key, value]`` (key defaults to value),
     optionally followed by a key mask of per-sample shape (key_time,): 1 where a key is a real token, 0 where it is
-    padding (Keras' convention; PyTorch's ``key_padding_mask`` is its negation). Weights: ``query_kernel``
-    (d_query, heads*key_dim), ``key_kernel`` (d_key, heads*key_dim), ``value_kernel`` (d_value, heads*value_dim),
-    ``output_kernel`` (heads*value_dim, d_query) and the matching ``*_bias``; scores are scaled by 1/sqrt(key_dim),
-    ``causal`` lets query i see keys j <= i, ``dropout`` drops attention probabilities while training. The output
-    has the query's shape. Memory: the (batch, heads, query_time, key_time) scores and probabilities.
+    padding (Keras' convention; PyTorch's ``key_padding_mask`` is its negation), booleans or numbers 0 and 1 only
+    (an additive mask of 0 and -inf is refused; host masks are checked, on the device where a model reads them from
+    its input data). A query with no key left (all padding, or causal) attends to nothing: zeros. Weights:
+    ``query_kernel`` (d_query, heads*key_dim), ``key_kernel`` (d_key, heads*key_dim), ``value_kernel`` (d_value,
+    heads*value_dim), ``output_kernel`` (heads*value_dim, d_query) and the matching ``*_bias``; scores are scaled by
+    1/sqrt(key_dim), ``causal`` lets query i see keys j <= i, ``dropout`` drops attention probabilities while
+    training. The output has the query's shape. Memory: the (batch, heads, query_time, key_time) scores and
+    probabilities.
     """
 
     def __init__(self, num_heads: int, key_dim: int, value_dim: int | None = None, dropout: float = 0.0,
@@ -32,6 +37,9 @@ class MultiHeadAttention(Layer):
         self.value_dim = self.key_dim if value_dim is None else _checks.integer(value_dim, "value_dim", owner,
                                                                                 minimum=1)
         self.dropout = _checks.real(dropout, "dropout", owner, 0.0, 1.0, open_high=True)
+        for name, flag in (("causal", causal), ("use_bias", use_bias)):
+            if not isinstance(flag, (bool, np.bool_)):  # bool("False") would be True
+                raise TypeError(f"{owner}: {name} must be True or False, got {flag!r}")
         self.causal = bool(causal)
         self.use_bias = bool(use_bias)
         self.kernel_initializer = initializers.get(kernel_initializer)
@@ -51,9 +59,13 @@ class MultiHeadAttention(Layer):
     def check_input_shape(self, input_shape):
         expected = ("query, [query, value] or [query, key, value] of per-sample shape (time, features), "
                     "optionally followed by a key mask (key_time,)")
+        if input_shape == []:
+            raise self.shape_error(expected, input_shape)
         seqs, query, key, value, mask = self._split(input_shape)
         if not 1 <= len(seqs) <= 3 or any(len(s) != 2 for s in seqs):
             raise self.shape_error(expected, input_shape)
+        if query[0] == 0 or key[0] == 0:
+            raise self.shape_error(f"at least one query and one key time step; {expected}", input_shape)
         if key[0] != value[0]:
             raise self.shape_error(f"key and value of one length (key_time); {expected}", input_shape)
         if mask is not None and mask[0] != key[0]:
@@ -62,6 +74,16 @@ class MultiHeadAttention(Layer):
 
     def compute_output_shape(self, input_shape):
         return self._split(input_shape)[1]
+
+    def __call__(self, inputs, training: bool = False):
+        last = inputs[-1] if isinstance(inputs, (list, tuple)) and len(inputs) > 1 else None
+        if isinstance(last, np.ndarray) and last.ndim == 2:  # a host key mask, checked before a device holds it
+            self.check_key_mask(last, "call")
+        return super().__call__(inputs, training=training)
+
+    def check_key_mask(self, mask, who: str) -> None:
+        """A host key mask against what a mask holds (the model calls it on the input data the mask comes from)."""
+        F.check_key_mask_values(mask, f"{who}: MultiHeadAttention layer {self.name!r}")
 
     def create_weights(self, input_shape):
         _, query, key, value, _ = self._split(input_shape)
@@ -85,6 +107,8 @@ class MultiHeadAttention(Layer):
         seqs = seqs[:-1] if mask is not None else seqs
         query, value = seqs[0], seqs[-1]
         key = seqs[1] if len(seqs) == 3 else value
+        if mask is not None and isinstance(mask.data, np.ndarray):
+            self.check_key_mask(mask.data, "call")
         q = self._heads(query, "query", self.key_dim)
         k = self._heads(key, "key", self.key_dim)
         v = self._heads(value, "value", self.value_dim)

@@ -24,9 +24,19 @@ def _sizes(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
 def _padding(value, owner: str):
     if isinstance(value, str):
         if value.lower() not in ("same", "valid"):
-            raise ValueError(f"{owner}: padding must be 'same', 'valid', an int or a pair, got {value!r}")
+            raise ValueError(f"{owner}: padding must be 'same', 'valid', an int, a pair or ((top, bottom), "
+                             f"(left, right)), got {value!r}")
         return value.lower()
+    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, (tuple, list)) for v in value):
+        return _sizes(value[0], "padding", owner, minimum=0), _sizes(value[1], "padding", owner, minimum=0)
     return _sizes(value, "padding", owner, minimum=0)
+
+
+def _padding_config(padding):
+    """``padding`` as JSON: the mode, ``[ph, pw]`` or ``[[top, bottom], [left, right]]``."""
+    if isinstance(padding, str):
+        return padding
+    return [list(p) if isinstance(p, tuple) else p for p in padding]
 
 
 def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
@@ -37,6 +47,13 @@ def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
                                 f"{shape_str(dilation)}, padding {padding!r}); the output would be {shape_str(out)}",
                                 input_shape)
     return tuple(int(v) for v in out)
+
+
+def _check_chw(layer, input_shape) -> None:
+    """A per-sample (C, H, W) input with no empty axis (a zero-size axis has nothing to convolve or pool)."""
+    layer.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+    if min(input_shape) < 1:
+        raise layer.shape_error("a per-sample input (C, H, W) with sizes >= 1", input_shape)
 
 
 @register
@@ -67,7 +84,7 @@ class Conv2D(Layer):
     kernel_name = "kernel"
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
         if input_shape[0] % self.groups:
             raise self.shape_error(f"a number of input channels divisible by groups={self.groups}", input_shape)
 
@@ -89,7 +106,7 @@ class Conv2D(Layer):
 
     def get_config(self):
         config = {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
-                  "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                  "padding": _padding_config(self.padding),
                   "dilation": list(self.dilation), "activation": self.activation, "use_bias": self.use_bias,
                   "kernel_initializer": self.kernel_initializer.to_config(),
                   "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
@@ -121,7 +138,7 @@ class _Pool2D(Layer):
 
     def get_config(self):
         return {"pool_size": list(self.pool_size), "strides": list(self.strides),
-                "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                "padding": _padding_config(self.padding),
                 **super().get_config()}
 
 
@@ -172,7 +189,7 @@ class DepthwiseConv2D(Conv2D):
         self.filters = self.depth_multiplier
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
         # groups and filters follow the input's channels
         self.groups, self.filters = input_shape[0], input_shape[0] * self.depth_multiplier
 
@@ -215,7 +232,7 @@ class Conv2DTranspose(Layer):
         self.bias_initializer = initializers.get(bias_initializer)
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
 
     def compute_output_shape(self, input_shape):
         _, out = F.conv_transpose2d_geometry(input_shape[1:], self.kernel_size, self.strides, self.padding,
@@ -237,7 +254,7 @@ class Conv2DTranspose(Layer):
 
     def get_config(self):
         return {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
-                "padding": self.padding if isinstance(self.padding, str) else list(self.padding),
+                "padding": _padding_config(self.padding),
                 "output_padding": list(self.output_padding), "dilation": list(self.dilation),
                 "activation": self.activation, "use_bias": self.use_bias,
                 "kernel_initializer": self.kernel_initializer.to_config(),
@@ -249,7 +266,7 @@ class GlobalMaxPool2D(Layer):
     """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent."""
 
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
+        _check_chw(self, input_shape)
 
     def compute_output_shape(self, input_shape):
         return (input_shape[0],)

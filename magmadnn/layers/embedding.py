@@ -53,10 +53,8 @@ class Embedding(Layer):
         if isinstance(x, Tensor):
             return x
         array = np.asarray(x)
-        if array.dtype.kind in "iu":
-            self.check_input_values(array, "call")
-            return Tensor(array.astype(np.int64, copy=False), backend=self.xp)
-        return super()._as_tensor(array)
+        self.check_input_values(array, "call")  # float or bool ids: a TypeError naming the layer and their dtype
+        return Tensor(array.astype(np.int64, copy=False), backend=self.xp)
 
     def call(self, x, training=False):
         return F.embedding(self._params["embeddings"], x)

@@ -26,6 +26,8 @@ class _LastAxisNorm(Layer):
         if not (-rank <= self.axis < rank) or self.axis % rank == 0:
             raise self.shape_error(f"axis={self.axis} to be a non-batch axis of its (N, ...) input, i.e. in "
                                    f"[1, {rank - 1}] or [-{rank - 1}, -1]", input_shape)
+        if self._size(input_shape) < 1:
+            raise self.shape_error(f"a normalised axis (axis={self.axis}) of size >= 1", input_shape)
 
     def _normalised_axis(self, ndim: int) -> int:
         return self.axis % ndim
@@ -79,8 +81,9 @@ class RMSNorm(_LastAxisNorm):
 
 @register
 class GroupNorm(Layer):
-    """Group normalisation of (C, H, W) (or (C, ...)) samples: the C channels in ``groups`` consecutive groups, each
-    normalised over its channels and positions, then ``* gamma + beta`` per channel (weights of shape (C,))."""
+    """Group normalisation of (C, H, W) (or (C, ...), or (C,) as PyTorch) samples: the C channels in ``groups``
+    consecutive groups, each normalised over its channels and positions, then ``* gamma + beta`` per channel
+    (weights of shape (C,))."""
 
     def __init__(self, groups: int, eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)
@@ -89,8 +92,9 @@ class GroupNorm(Layer):
         self.eps = _checks.real(eps, "eps", owner, 0.0, open_low=True)
 
     def check_input_shape(self, input_shape):
-        if isinstance(input_shape, list) or len(input_shape) < 2:
-            raise self.shape_error("a per-sample input (C, H, W) (channels first, at least 2-D)", input_shape)
+        if isinstance(input_shape, list) or len(input_shape) < 1 or min(input_shape) < 1:
+            raise self.shape_error("a per-sample input (C,) or (C, H, W, ...) (channels first) with sizes >= 1",
+                                   input_shape)
         if input_shape[0] % self.groups:
             raise self.shape_error(f"a channel count divisible by groups={self.groups}", input_shape)
 

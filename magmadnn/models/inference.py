@@ -15,7 +15,10 @@ class Inference:
     """Evaluation and prediction in inference mode (no gradients, BatchNorm running statistics, no dropout)."""
 
     def _evaluate_into(self, tally: Tally, prefix: str, batches) -> None:
+        graphs = self._graphs
         for xb, yb in batches:
+            if graphs is not None and graphs.run("evaluate", xb, yb, tally, prefix) is not None:
+                continue
             with no_grad():
                 outputs = self._forward(self._input_tensors(xb), training=False)
                 loss = self._loss_of(outputs, yb)
@@ -40,8 +43,12 @@ class Inference:
         xs = self._input_arrays(x, "predict")
         n = xs[0].shape[0]
         result = np.empty((n, *self.output_shape), dtype=self.dtype)
+        graphs = self._graphs
         for start in range(0, n, batch_size):
-            with no_grad():
-                out = self._forward(self._input_tensors([a[start:start + batch_size] for a in xs]), training=False)
-            result[start:start + batch_size] = self.xp.to_numpy(out.data)
+            batch = [a[start:start + batch_size] for a in xs]
+            out = None if graphs is None else graphs.run("predict", batch)
+            if out is None:
+                with no_grad():
+                    out = self._forward(self._input_tensors(batch), training=False).data
+            result[start:start + batch_size] = self.xp.to_numpy(out)
         return result

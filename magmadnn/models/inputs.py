@@ -41,6 +41,7 @@ class InputChecks:
         if len({a.shape[0] for a in arrays}) > 1:
             raise ValueError(f"{who}: the input arrays have different sample counts {[a.shape[0] for a in arrays]}")
         self._check_integer_inputs(arrays, who)
+        self._check_key_masks(arrays, who)
         return arrays
 
     def _check_integer_inputs(self, arrays, who: str) -> None:
@@ -58,6 +59,18 @@ class InputChecks:
                         raise TypeError(f"{who}: {type(consumer.layer).__name__} layer {consumer.layer.name!r} reads "
                                         f"integer ids from input {node.layer.name!r}, which is {dtype}; make it "
                                         "Input(shape, dtype='int64')")
+                    check(array, who)
+
+    def _check_key_masks(self, arrays, who: str) -> None:
+        """Attention key masks read directly from an input (a layer's last parent of per-sample shape (key_time,),
+        MultiHeadAttention's ``check_key_mask``) are checked on the whole host array once: the device never reads
+        them back."""
+        for consumer in self.nodes:
+            check = getattr(consumer.layer, "check_key_mask", None)
+            if check is None or len(consumer.parents) < 2 or len(consumer.parents[-1].shape) != 1:
+                continue
+            for node, array in zip(self.inputs, arrays):
+                if consumer.parents[-1] is node:
                     check(array, who)
 
     def _build_from_data(self, arrays) -> None:

@@ -146,9 +146,6 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             tensors = self._input_tensors(self._input_arrays(x, "call"))
         return self._forward(tensors, training)
 
-    def _to_tensor(self, array) -> Tensor:
-        return Tensor(self.xp.asarray(array, self.dtype), backend=self.xp)
-
     # -- integer inputs (group N): an Input made with an integer dtype (token ids) keeps it; the others take the
     # model's dtype
     def _input_dtypes(self) -> list[np.dtype]:

@@ -275,3 +275,11 @@ class Persistence:
     def load_checkpoint(self, path) -> int:
         """Restore a checkpoint into this model; returns the epoch to pass to ``fit(initial_epoch=...)``."""
         return load_checkpoint(self, path)
+
+    # -- group X (ONNX)
+    def export(self, path, opset: int | None = None, output_name: str = "output") -> str:
+        """Write the model as ONNX to ``path`` (see :func:`magmadnn.onnx.export`; needs ``pip install
+        'magmadnn[onnx]'``): opset 17+, named inputs and output, a dynamic batch axis."""
+        from ..onnx.export import export  # noqa: PLC0415 - the onnx package is optional
+
+        return export(self, path, opset=opset, output_name=output_name)

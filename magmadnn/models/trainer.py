@@ -34,6 +34,7 @@ from .._checks import integer, real
 from ..autograd import Tensor
 from ..backend import host as _host
 from ..callbacks import callback_list
+from . import graphed as _graphed
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
 from .training import Epoch, Tally, setup_data_parallel, train_step
 
@@ -51,9 +52,18 @@ class NonFiniteParameterError(FloatingPointError):
 class Trainer:
     """Compiling and training a model."""
 
-    def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None):
+    _graphs = None  # compile(graph=True): the captured steps (graphed.GraphedSteps)
+
+    def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
+                graph: bool = False):
         """Choose optimizer, loss and metrics. ``seed`` re-seeds and re-initializes the weights; ``device``
-        ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist already are moved, see ``to``)."""
+        ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist already are moved, see ``to``).
+
+        ``graph=True``: on a GPU, ``fit``, ``evaluate`` and ``predict`` capture their step once per batch shape as
+        a CUDA graph (after one eager step) and replay it; results equal eager ones bit for bit (see
+        :mod:`.graphed`). Where a step cannot be captured, one warning says why and it runs eagerly."""
+        if not isinstance(graph, (bool, np.bool_)):
+            raise TypeError(f"compile: graph must be True or False, got {graph!r}")
         if device is not None:
             self.to(device)
         if seed is not None:
@@ -63,6 +73,13 @@ class Trainer:
         if isinstance(metrics, (str, _metrics.Metric)):
             metrics = [metrics]
         self.metrics = [_metrics.get(m) for m in (metrics or [])]
+        names = [m.name for m in self.metrics]
+        if len(set(names)) != len(names):
+            raise ValueError(f"compile: metrics {names} repeat a name; each metric's results are reported under its "
+                             "name, so give each metric once")
+        if self._graphs is not None:
+            self._graphs.clear()
+        self._graphs = _graphed.GraphedSteps(self) if graph else None
         self.compiled = True
         return self
 
@@ -84,15 +101,20 @@ class Trainer:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
         return self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype))
 
-    def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray) -> None:
+    def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None) -> None:
+        """``staged``: each metric's labels on the backend already (a captured step), else None."""
         m = int(y.shape[0])
         weighted = loss_value if self.loss.reduction == "sum" else self.xp.multiply(loss_value, float(m))
         tally.add(prefix + "loss", weighted, m)
-        for metric in self.metrics:
-            tally.add(prefix + metric.name, metric.hits(outputs, y, self.xp), m)
+        for i, metric in enumerate(self.metrics):
+            hits = metric.hits(outputs, y, self.xp) if staged is None else metric.hits_of(outputs, staged[i], self.xp)
+            tally.add(prefix + metric.name, hits, m)
 
     def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None):
-        """One training step on one batch (see :func:`.training.train_step`)."""
+        """One training step on one batch (see :func:`.training.train_step`), replayed as a graph when compiled
+        with ``graph=True`` and nothing is read back (``check`` False)."""
+        if self._graphs is not None and not check and self._graphs.run("train", xs, y, tally) is not None:
+            return None
         return train_step(self, xs, y, check, tally)
 
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
@@ -152,6 +174,8 @@ class Trainer:
                 self, batches, validation_data, callbacks, verbose, options)
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")
+        if self._graphs is not None and self._graphs.unavailable() is not None:
+            self._graphs.say(self._graphs.unavailable())
         history = _callbacks.History()
         cbs = _callbacks.CallbackList([*callbacks, history], self)  # History last: sees every log key
         self.log_keys = tuple(self._tally_names(validation_data is not None))  # callbacks check their keys with it

@@ -834,3 +834,159 @@ def embedding_backward(dy, indices, rows: int):
          [_ptr(dy), _ptr(indices), _ptr(dtable), c_longlong(indices.size), c_longlong(rows), c_longlong(dim)],
          grid=min(rows, 65535))
     return dtable
+
+# ------------------------------------------------------------------ per-step values in device memory (graph replay)
+# The updates and dropout above with what changes from step to step read from device memory when the kernel runs
+# (step.cu), so that a step captured as a CUDA graph replays with the values the host writes there before each
+# launch.  ``values``: float64 device vector {lr, bc1 = 1 - beta1^t, bc2 = 1 - beta2^t} (the last two for Adam);
+# ``offsets``: int64 device vector holding the bits of uint64 Philox offsets, ``offsets[slot]`` that of the draw.
+def _step_values(values, needed: int, what: str):
+    _device_array(values, f"{what} values")
+    if values.dtype != np.float64 or values.size < needed or not values.is_c_contiguous:
+        raise ValueError(f"{what}: values must be a C-contiguous float64 device vector of at least {needed} "
+                         f"elements, got {values.dtype} {values.shape}")
+    return values
+
+
+def sgd_update_at(param, grad, velocity=None, *, values, momentum: float = 0.0, weight_decay: float = 0.0,
+                  nesterov: bool = False) -> None:
+    """:func:`sgd_update` with the learning rate read from ``values[0]`` on the device."""
+    _check_hyper("sgd_update_at", momentum=momentum, weight_decay=weight_decay)
+    if momentum and velocity is None:
+        raise ValueError("sgd_update_at with momentum needs a velocity buffer")
+    dtype = _check_update("sgd_update_at", param, grad, velocity)
+    _run("step", programs.expression("sgd_at", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(velocity if momentum else None), c_longlong(param.size),
+          _ptr(_step_values(values, 1, "sgd_update_at")), c_double(momentum), c_double(weight_decay),
+          c_int(int(nesterov))])
+
+
+def adam_update_at(param, grad, m, v, *, values, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
+                   weight_decay: float = 0.0, decoupled: bool = False) -> None:
+    """:func:`adam_update` with lr and the bias corrections read from ``values[0:3]`` on the device."""
+    _check_hyper("adam_update_at", beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    dtype = _check_update("adam_update_at", param, grad, m, v)
+    _run("step", programs.expression("adam_at", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size),
+          _ptr(_step_values(values, 3, "adam_update_at")), c_double(beta1), c_double(beta2), c_double(eps),
+          c_double(weight_decay), c_int(int(decoupled))])
+
+
+def rmsprop_update_at(param, grad, square_avg, *, values, rho: float = 0.9, eps: float = 1e-8,
+                      weight_decay: float = 0.0) -> None:
+    """:func:`rmsprop_update` with the learning rate read from ``values[0]`` on the device."""
+    _check_hyper("rmsprop_update_at", rho=rho, eps=eps, weight_decay=weight_decay)
+    dtype = _check_update("rmsprop_update_at", param, grad, square_avg)
+    _run("step", programs.expression("rmsprop_at", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(square_avg), c_longlong(param.size),
+          _ptr(_step_values(values, 1, "rmsprop_update_at")), c_double(rho), c_double(eps),
+          c_double(weight_decay)])
+
+
+def adagrad_update_at(param, grad, sum_squares, *, values, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+    """:func:`adagrad_update` with the learning rate read from ``values[0]`` on the device."""
+    _check_hyper("adagrad_update_at", eps=eps, weight_decay=weight_decay)
+    dtype = _check_update("adagrad_update_at", param, grad, sum_squares)
+    _run("step", programs.expression("adagrad_at", dtype), param, param.size,
+         [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size),
+          _ptr(_step_values(values, 1, "adagrad_update_at")), c_double(eps), c_double(weight_decay)])
+
+
+def dropout_at(x, rate: float, *, seed: int, offsets, slot: int):
+    """:func:`dropout` with the offset read from ``offsets[slot]`` (an int64 device vector holding uint64 bits)
+    when the kernel runs."""
+    dtype = _float_dtype(x, "dropout_at")
+    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0.0 <= float(rate) < 1.0:
+        raise ValueError(f"dropout rate must be a real number in [0, 1), got {rate!r}")
+    seed = _checks.count(seed, "seed", maximum=2**64 - 1)
+    _device_array(offsets, "dropout_at offsets")
+    slot = _checks.count(slot, "slot", maximum=offsets.size - 1)
+    if offsets.dtype != np.int64 or not offsets.is_c_contiguous:
+        raise ValueError(f"dropout_at: offsets must be a C-contiguous int64 device vector, got {offsets.dtype}")
+    x = contiguous(x)
+    y, mask = _array.empty(x.shape, x.dtype, device=x.device), _array.empty(x.shape, x.dtype, device=x.device)
+    _run("step", programs.expression("dropout_at", dtype), x, (x.size + 1) // 2,
+         [_ptr(x), _ptr(y), _ptr(mask), c_longlong(x.size), c_ulonglong(int(seed)), _ptr(offsets),
+          c_longlong(slot), c_double(float(rate))])
+    return y, mask
+
+# ---------------------------------------------------------------------------------- recurrent gates (group R)
+# One launch per time step of an LSTM/GRU, one thread per (batch row, unit); recurrent.cu says the layouts. The
+# state buffers are written in place; the caller runs the recurrent gemm of each step between the launches.
+__all__ += ["lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward", "gru_gates_backward"]
+
+
+def _check_recurrent(what: str, step: int, x_shape, arrays: dict):
+    """``x_shape`` = (N, T, G u); each named array must be a C-contiguous DeviceArray of the shape given with it,
+    all of one float dtype and device; ``step`` in [0, T). Returns the dtype name."""
+    items = [(name, a, shape) for name, (a, shape) in arrays.items() if a is not None]
+    dtype = _float_dtype(items[0][1], what)
+    _same([a for _, a, _ in items], what)
+    for name, a, shape in items:
+        if tuple(a.shape) != tuple(shape) or not a.is_c_contiguous:
+            raise ValueError(f"{what}: {name} must be a C-contiguous array of shape {tuple(shape)}, got "
+                             f"{tuple(a.shape)}{'' if a.is_c_contiguous else ' (strided)'}")
+    if not 0 <= step < x_shape[1]:
+        raise ValueError(f"{what}: step {step} is outside the sequence of {x_shape[1]} steps")
+    return dtype
+
+
+def _recurrent_geometry(x_proj, gates: int, what: str):
+    if _device_array(x_proj, what).ndim != 3 or x_proj.shape[2] % gates:
+        raise ValueError(f"{what}: x_proj must be (N, T, {gates} units), got shape {tuple(x_proj.shape)}")
+    n, steps, width = (int(d) for d in x_proj.shape)
+    return n, steps, width // gates
+
+
+def lstm_gates_forward(x_proj, rec, cs, hs, gates, y, step: int) -> None:
+    """LSTM step ``step``: gates of x_proj[:, step] + rec (N, 4u) into ``gates`` (T, N, 4u), cell and hidden state
+    step + 1 into ``cs``/``hs`` (T + 1, N, u), and h into ``y`` (N, T, u) unless y is None."""
+    n, steps, u = _recurrent_geometry(x_proj, 4, "lstm_gates_forward")
+    dtype = _check_recurrent("lstm_gates_forward", step, x_proj.shape, {
+        "x_proj": (x_proj, x_proj.shape), "rec": (rec, (n, 4 * u)), "cs": (cs, (steps + 1, n, u)),
+        "hs": (hs, (steps + 1, n, u)), "gates": (gates, (steps, n, 4 * u)), "y": (y, (n, steps, u))})
+    _run("recurrent", programs.expression("lstm_gates_forward", dtype), x_proj, n * u,
+         [_ptr(x_proj), _ptr(rec), _ptr(cs), _ptr(hs), _ptr(gates), _ptr(y), c_longlong(n), c_longlong(steps),
+          c_longlong(u), c_longlong(step), c_int(int(y is not None))])
+
+
+def lstm_gates_backward(dy, dh, dc, gates, cs, dgates, dx_proj, step: int) -> None:
+    """LSTM backward step ``step``: from dh (N, u, the recurrent part), dy ((N, T, u), or (N, u) for the last
+    step only) and the carried cell gradient dc (N, u, updated in place), the gate gradients into ``dgates``
+    (T, N, 4u) and ``dx_proj`` (N, T, 4u)."""
+    n, steps, u = _recurrent_geometry(dx_proj, 4, "lstm_gates_backward")
+    dy_seq = getattr(dy, "ndim", 0) == 3
+    dtype = _check_recurrent("lstm_gates_backward", step, dx_proj.shape, {
+        "dy": (dy, (n, steps, u) if dy_seq else (n, u)), "dh": (dh, (n, u)), "dc": (dc, (n, u)),
+        "gates": (gates, (steps, n, 4 * u)), "cs": (cs, (steps + 1, n, u)), "dgates": (dgates, (steps, n, 4 * u)),
+        "dx_proj": (dx_proj, dx_proj.shape)})
+    _run("recurrent", programs.expression("lstm_gates_backward", dtype), dx_proj, n * u,
+         [_ptr(dy), _ptr(dh), _ptr(dc), _ptr(gates), _ptr(cs), _ptr(dgates), _ptr(dx_proj), c_longlong(n),
+          c_longlong(steps), c_longlong(u), c_longlong(step), c_int(int(dy_seq))])
+
+
+def gru_gates_forward(x_proj, rec, bias, hs, gates, qn, y, step: int) -> None:
+    """GRU step ``step``: from x_proj[:, step] and rec = h U (N, 3u) plus ``bias`` (3u,), the gates r, z, n into
+    ``gates`` (T, N, 3u), q_n into ``qn`` (T, N, u), state step + 1 into ``hs`` and h into ``y`` unless None."""
+    n, steps, u = _recurrent_geometry(x_proj, 3, "gru_gates_forward")
+    dtype = _check_recurrent("gru_gates_forward", step, x_proj.shape, {
+        "x_proj": (x_proj, x_proj.shape), "rec": (rec, (n, 3 * u)), "bias": (bias, (3 * u,)),
+        "hs": (hs, (steps + 1, n, u)), "gates": (gates, (steps, n, 3 * u)), "qn": (qn, (steps, n, u)),
+        "y": (y, (n, steps, u))})
+    _run("recurrent", programs.expression("gru_gates_forward", dtype), x_proj, n * u,
+         [_ptr(x_proj), _ptr(rec), _ptr(bias), _ptr(hs), _ptr(gates), _ptr(qn), _ptr(y), c_longlong(n),
+          c_longlong(steps), c_longlong(u), c_longlong(step), c_int(int(y is not None))])
+
+
+def gru_gates_backward(dy, dh, gates, qn, hs, dq, dx_proj, step: int) -> None:
+    """GRU backward step ``step``: from dh (N, u, in place: replaced by its direct part z dh) and dy, the gate
+    gradients into ``dx_proj`` (N, T, 3u) and the recurrent product's into ``dq`` (T, N, 3u)."""
+    n, steps, u = _recurrent_geometry(dx_proj, 3, "gru_gates_backward")
+    dy_seq = getattr(dy, "ndim", 0) == 3
+    dtype = _check_recurrent("gru_gates_backward", step, dx_proj.shape, {
+        "dy": (dy, (n, steps, u) if dy_seq else (n, u)), "dh": (dh, (n, u)), "gates": (gates, (steps, n, 3 * u)),
+        "qn": (qn, (steps, n, u)), "hs": (hs, (steps + 1, n, u)), "dq": (dq, (steps, n, 3 * u)),
+        "dx_proj": (dx_proj, dx_proj.shape)})
+    _run("recurrent", programs.expression("gru_gates_backward", dtype), dx_proj, n * u,
+         [_ptr(dy), _ptr(dh), _ptr(gates), _ptr(qn), _ptr(hs), _ptr(dq), _ptr(dx_proj), c_longlong(n),
+          c_longlong(steps), c_longlong(u), c_longlong(step), c_int(int(dy_seq))])

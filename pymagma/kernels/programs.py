@@ -21,7 +21,7 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-HEADERS = ("common.cuh",)
+HEADERS = ("common.cuh", "random.cu")  # random.cu: step.cu draws from its Philox stream
 
 
 @answered_once
@@ -68,7 +68,12 @@ PROGRAMS = {
     # group N: normalization and embeddings
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
     "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
+    # graph replay (group G): per-step values read from device memory
+    "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
+# -- recurrent layers (group R)
+PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
+                                                      "gru_gates_backward")))
 
 
 @functools.cache

@@ -9,7 +9,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magmadnn import F, models, optimizers
+from magmadnn import F, Tensor, models, optimizers
 from magmadnn import layers as L
 from tests import reference
 from tests.conftest import examples
@@ -309,3 +309,136 @@ def test_training_and_inference_on_the_device_read_it_only_for_progress_and_resu
         out = model.predict(xs, batch_size=8)
         assert out.shape == (16, 3) and len(reads) == 2, reads  # one read of each batch's result
 
+
+
+# ------------------------------------------------------------------------ review: masks, empty rows, dropout
+def _torch_mha_grads(query, value, w, heads, key_mask, causal, u):
+    """Output and gradients (query, value, every weight) of PyTorch's attention, a query with no key left attending
+    to nothing (PyTorch gives NaN there; magmadnn's documented zeros): all keys allowed, then the row zeroed."""
+    t = {k: torch.tensor(a, requires_grad=True) for k, a in {**w, "query": query, "value": value}.items()}
+
+    def project(x, name):
+        y = x @ t[f"{name}_kernel"] + t[f"{name}_bias"]
+        return y.reshape(x.shape[0], x.shape[1], heads, -1).transpose(1, 2)
+
+    q, k, v = project(t["query"], "query"), project(t["value"], "key"), project(t["value"], "value")
+    allowed = torch.from_numpy(key_mask != 0)[:, None, None, :].expand(-1, 1, q.shape[2], -1)
+    if causal:
+        allowed = allowed & torch.tril(torch.ones(q.shape[2], k.shape[2], dtype=torch.bool))
+    some = allowed.any(-1, keepdim=True)
+    o = torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=allowed | ~some) * some
+    o = o.transpose(1, 2).reshape(query.shape[0], query.shape[1], -1) @ t["output_kernel"] + t["output_bias"]
+    (o * torch.from_numpy(u)).sum().backward()
+    return o.detach().numpy(), {k: a.grad.numpy() for k, a in t.items()}
+
+
+@pytest.mark.parametrize("causal", [False, True])
+def test_a_sample_of_padding_only_matches_pytorch_with_its_rows_zeroed_forward_and_backward(causal):
+    rng = np.random.default_rng(8)
+    query, value = _rand(rng, 3, 4, 5), _rand(rng, 3, 3, 6)
+    key_mask = np.array([[1.0, 0.0, 1.0], [0.0, 0.0, 0.0], [0.0, 1.0, 1.0]])  # sample 1: every key is padding
+    layer = L.MultiHeadAttention(3, 2, 4, causal=causal, dtype="float64")
+    layer([query, value, key_mask])
+    w = _layer_weights(layer, rng)
+    tq, tv = Tensor(query.copy(), requires_grad=True), Tensor(value.copy(), requires_grad=True)
+    y = layer([tq, tv, key_mask])
+    u = _rand(rng, *y.shape)
+    y.backward(u)
+    expected, grads = _torch_mha_grads(query, value, w, 3, key_mask, causal, u)
+    np.testing.assert_allclose(y.numpy(), expected, rtol=1e-10, atol=1e-12)
+    np.testing.assert_allclose(y.numpy()[1], np.broadcast_to(w["output_bias"], (4, 5)), rtol=1e-12)
+    np.testing.assert_allclose(np.asarray(tq.grad), grads["query"], rtol=1e-9, atol=1e-11)
+    np.testing.assert_allclose(np.asarray(tv.grad), grads["value"], rtol=1e-9, atol=1e-11)
+    for name, param in layer.weights.items():
+        np.testing.assert_allclose(np.asarray(param.grad), grads[name], rtol=1e-9, atol=1e-11, err_msg=name)
+
+
+def test_a_key_mask_of_booleans_or_integers_is_the_float_mask():
+    rng = np.random.default_rng(9)
+    x = _rand(rng, 2, 4, 3)
+    keys = np.array([[1, 0, 1, 1], [0, 1, 1, 0]])
+    layer = L.MultiHeadAttention(2, 2, causal=True, dtype="float64")
+    expected = layer([x, keys.astype(np.float64)]).numpy()
+    scores = _rand(rng, 2, 1, 4, 4)
+    for mask in (keys.astype(bool), keys, keys.astype(np.float32)):
+        np.testing.assert_array_equal(layer([x, mask]).numpy(), expected)
+        np.testing.assert_array_equal(F.masked_softmax(scores, mask).numpy(),
+                                      F.masked_softmax(scores, keys.astype(np.float64)).numpy())
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("value", [0.5, -np.inf, np.nan])
+def test_a_device_model_refuses_a_mask_that_is_not_0_or_1_before_any_step(value):
+    from pymagma import simulator
+
+    xs, y = attention_data(n=8)
+    xs[1][3, 1] = value
+    with simulator.simulated():
+        model = attention_model(seed=7)
+        model.compile(optimizers.SGD(0.1), device="gpu")
+        before = model.get_weights()
+        with pytest.raises(ValueError, match="key mask holds 1 .attend. or 0 .padding."):
+            model.fit(xs, y, batch_size=4, epochs=1, verbose=0)
+        for a, b in zip(model.get_weights(), before):
+            np.testing.assert_array_equal(a, b)
+
+
+def test_attention_dropout_is_inactive_in_predict_and_evaluate_and_draws_per_seed():
+    xs, y = attention_data(n=16)
+
+    def trained(seed):
+        model = attention_model(seed=seed, dropout=0.5)
+        model.compile(optimizers.SGD(0.05), seed=seed + 1)
+        return model, [model.train_on_batch(xs, y) for _ in range(2)]
+
+    model, losses = trained(3)
+    assert trained(3)[1] == losses and trained(4)[1] != losses  # the dropout draws follow the seed
+    plain = attention_model(seed=3, dropout=0.0)
+    plain.compile(optimizers.SGD(0.05))
+    plain.set_weights(model.get_weights())
+    np.testing.assert_array_equal(model.predict(xs), plain.predict(xs))
+    assert model.evaluate(xs, y, verbose=0) == plain.evaluate(xs, y, verbose=0)
+    layer = model.layers[2]
+    sample = [xs[0][:2], xs[1][:2]]
+    assert not np.array_equal(layer(sample, training=True).numpy(), layer(sample, training=True).numpy())
+
+
+@pytest.mark.native
+def test_an_integer_key_mask_input_is_cast_on_the_device_without_a_host_copy(monkeypatch):
+    from pymagma import runtime, simulator
+
+    reads = []
+    copy = runtime.memcpy_dtoh
+    monkeypatch.setattr(runtime, "memcpy_dtoh", lambda dst, src, stream=None: reads.append(dst.nbytes)
+                        or copy(dst, src, stream))
+    (x, mask), y = attention_data(n=8)
+
+    def model_with(dtype):
+        xi, mi = L.Input(x.shape[1:]), L.Input(mask.shape[1:], dtype=dtype)
+        model = models.Model([xi, mi], L.Dense(3)(L.Flatten()(L.MultiHeadAttention(2, 4)([xi, mi]))), seed=8)
+        model.compile(optimizers.SGD(0.1), device="gpu")
+        model.progress_interval = float("inf")
+        return model
+
+    with simulator.simulated():
+        ints, floats = model_with("int64"), model_with("float32")
+        ints.fit([x, mask.astype(np.int64)], y, batch_size=4, epochs=1, verbose=0)  # builds: reads allowed
+        floats.fit([x, mask], y, batch_size=4, epochs=1, verbose=0)
+        np.testing.assert_allclose(ints.predict([x, mask.astype(np.int64)]), floats.predict([x, mask]), rtol=1e-6,
+                                   atol=1e-7)
+        reads.clear()
+        ints.fit([x, mask.astype(np.int64)], y, batch_size=4, epochs=1, verbose=0)
+        assert len(reads) == 1, f"{len(reads)} device-to-host copies in one epoch of 2 steps: {reads}"
+
+
+@pytest.mark.native
+def test_an_eager_call_on_the_device_checks_a_host_key_mask():
+    from pymagma import simulator
+
+    with simulator.simulated():
+        layer = L.MultiHeadAttention(2, 2)
+        layer.configure("gpu", "float32", 0)
+        x = np.zeros((1, 3, 4), np.float32)
+        assert layer([x, np.ones((1, 3), np.float32)]).shape == (1, 3, 4)
+        with pytest.raises(ValueError, match="MultiHeadAttention layer .* key mask .* got 0.5"):
+            layer([x, np.array([[1.0, 0.5, 0.0]])])

@@ -18,6 +18,7 @@ import pytest
 
 from magmadnn import cli, data, functional, initializers, losses, metrics, models, optimizers, saving, schedules, zoo
 from magmadnn import layers as L
+from magmadnn.backend import get as backend_get  # the host backend of the metric rows
 from magmadnn.callbacks import Callback, EarlyStopping, LearningRateScheduler, ModelCheckpoint, TerminateOnNaN
 from magmadnn.data import DataLoader, DatasetError
 from magmadnn.layers.base import Layer, ShapeMismatchError
@@ -472,6 +473,21 @@ ROWS = [
     ("cli-plot-under-file", lambda t: cli.check_output_path(write_bytes(t, "f", b"") / "c.png", "--plot"),
      cli.OutputError, ["not a writable folder"]),
     ("cli-device", lambda t: cli.resolve_device("tpu"), ValueError, ["--device", "'tpu'"]),
+    # -- group X (ONNX): softmax layers over an axis, explicit asymmetric padding
+    ("softmax-batch-axis", lambda t: Sequential([L.Input((3,)), L.Softmax(axis=0)]), ShapeMismatchError,
+     ["Softmax", "axis 0", "other than the batch axis"]),
+    ("log-softmax-axis-range", lambda t: Sequential([L.Input((3,)), L.LogSoftmax(axis=2)]), ShapeMismatchError,
+     ["LogSoftmax", "axis 2"]),
+    ("softmax-axis-str", lambda t: L.Softmax(axis="1"), TypeError, ["axis", "'1'"]),
+    ("conv-padding-pairs", lambda t: L.Conv2D(2, 3, padding=((1, -1), (0, 0))), ValueError, ["padding", ">= 0"]),
+    ("pool-padding-triple", lambda t: L.MaxPool2D(2, padding=((1, 0, 1), (0, 0))), ValueError,
+     ["padding", "pair"]),
+    # -- graph replay (group G)
+    ("compile-metric-twice", lambda t: mlp().compile("sgd", metrics=["accuracy", metrics.Accuracy(ignore_index=3)]),
+     ValueError, ["compile", "repeat a name", "accuracy"]),
+    ("compile-graph", lambda t: mlp().compile("sgd", graph="yes"), TypeError, ["compile", "graph", "'yes'"]),
+    ("dropout-at-offsets", lambda t: _dropout_at(np.float64), ValueError, ["dropout_at", "offsets", "int64"]),
+    ("adam-at-values", lambda t: _adam_at(2), ValueError, ["adam_update_at", "values", "at least 3"]),
     # -- attention (group A)
     ("mha-heads-0", lambda t: L.MultiHeadAttention(0, 4), ValueError, ["MultiHeadAttention", "num_heads", ">= 1"]),
     ("mha-key-dim-float", lambda t: L.MultiHeadAttention(2, 2.5), TypeError, ["key_dim", "2.5"]),
@@ -493,6 +509,33 @@ ROWS = [
     ("attention-shapes", lambda t: functional.scaled_dot_product_attention(
         np.zeros((1, 1, 2, 3)), np.zeros((1, 1, 2, 4)), np.zeros((1, 1, 2, 3))), ValueError,
      ["scaled_dot_product_attention", "(1, 1, 2, 4)"]),
+]
+
+# -- recurrent layers (group R)
+_Z = np.zeros
+ROWS += [
+    ("lstm-units-0", lambda t: L.LSTM(0), ValueError, ["LSTM", "units", ">= 1", "0"]),
+    ("gru-units-float", lambda t: L.GRU(2.5), TypeError, ["GRU", "units", "2.5", "integer"]),
+    ("lstm-return-sequences", lambda t: L.LSTM(3, return_sequences="yes"), TypeError,
+     ["LSTM", "return_sequences", "'yes'", "True or False"]),
+    ("gru-initializer", lambda t: L.GRU(3, recurrent_initializer="orthogonalish"), ValueError,
+     ["initializer", "orthogonalish"]),
+    ("lstm-rank", lambda t: Sequential([L.Input((8,)), L.LSTM(3)]), ShapeMismatchError,
+     ["LSTM", "(time, features)", "(8,)"]),
+    ("gru-rank-image", lambda t: Sequential([L.Input((1, 4, 4)), L.GRU(3)]), ShapeMismatchError,
+     ["GRU", "(time, features)", "(1, 4, 4)"]),
+    ("lstm-x-2d", lambda t: functional.lstm(_Z((2, 4)), _Z((4, 8)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "x", "(batch, time, features)", "(2, 4)"]),
+    ("lstm-kernel-rows", lambda t: functional.lstm(_Z((2, 3, 4)), _Z((5, 8)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "kernel", "(5, 8)", "(4, 8)"]),
+    ("lstm-kernel-columns", lambda t: functional.lstm(_Z((2, 3, 4)), _Z((4, 6)), _Z((2, 8)), _Z(8)), ValueError,
+     ["lstm", "kernel", "4 * units"]),
+    ("gru-recurrent-bias", lambda t: functional.gru(_Z((2, 3, 4)), _Z((4, 6)), _Z((2, 6)), _Z(6), _Z(3)),
+     ValueError, ["gru", "recurrent_bias", "(3,)", "(6,)"]),
+    ("gru-recurrent-kernel", lambda t: functional.gru(_Z((2, 3, 4)), _Z((4, 6)), _Z((3, 6)), _Z(6), _Z(6)),
+     ValueError, ["gru", "recurrent_kernel", "(3, 6)", "(2, 6)"]),
+    ("lstm-dtypes", lambda t: functional.lstm(_Z((2, 3, 4), np.float32), _Z((4, 8)), _Z((2, 8)), _Z(8)), TypeError,
+     ["lstm", "same floating dtype", "float32", "float64"]),
 ]
 
 
@@ -520,8 +563,8 @@ ROWS += [
     ("groupnorm-groups-float", lambda t: L.GroupNorm(2.0), TypeError, ["GroupNorm", "groups", "2.0"]),
     ("groupnorm-indivisible", lambda t: Sequential([L.Input((6, 4, 4)), L.GroupNorm(4)]), ShapeMismatchError,
      ["GroupNorm", "divisible by groups=4", "(6, 4, 4)"]),
-    ("groupnorm-flat", lambda t: Sequential([L.Input((6,)), L.GroupNorm(2)]), ShapeMismatchError,
-     ["GroupNorm", "(C, H, W)"]),
+    ("groupnorm-empty-axis", lambda t: L.GroupNorm(2)(np.zeros((2, 4, 0))), ShapeMismatchError,
+     ["GroupNorm", "sizes >= 1", "(4, 0)"]),
     ("layer-norm-gamma-shape", lambda t: functional.layer_norm(np.zeros((2, 4)), np.ones(3)), ValueError,
      ["layer_norm", "gamma", "(4,)"]),
     ("group-norm-groups", lambda t: functional.group_norm(np.zeros((2, 6, 2, 2)), 4), ValueError,
@@ -563,6 +606,84 @@ ROWS += [
      ["clipnorm", "global_clipnorm", "not both"]),
 ]
 
+def _dropout_at(dtype):
+    import pymagma
+    from pymagma import kernels, simulator
+
+    with simulator.simulated("full"):
+        x = pymagma.asarray(np.ones(4, np.float32))
+        kernels.dropout_at(x, 0.5, seed=1, offsets=pymagma.asarray(np.zeros(2, dtype)), slot=0)
+
+
+def _adam_at(size):
+    import pymagma
+    from pymagma import kernels, simulator
+
+    with simulator.simulated("full"):
+        p = pymagma.asarray(np.ones(4, np.float32))
+        kernels.adam_update_at(p, p, p, p, values=pymagma.asarray(np.ones(size, np.float64)))
+
+
+# -- review of the conv/shape and normalisation layers: empty axes, bool ids, targets a loss cannot use
+ROWS += [
+    ("conv2d-zero-channels", lambda t: L.Conv2D(2, 1)(np.zeros((2, 0, 4, 4))), ShapeMismatchError,
+     ["Conv2D", "sizes >= 1", "(0, 4, 4)"]),
+    ("depthwise-zero-width", lambda t: L.DepthwiseConv2D(1)(np.zeros((2, 3, 4, 0))), ShapeMismatchError,
+     ["DepthwiseConv2D", "sizes >= 1", "(3, 4, 0)"]),
+    ("convt-zero-height", lambda t: L.Conv2DTranspose(2, 3)(np.zeros((1, 1, 0, 2))), ShapeMismatchError,
+     ["Conv2DTranspose", "sizes >= 1", "(1, 0, 2)"]),
+    ("global-max-pool-empty", lambda t: L.GlobalMaxPool2D()(np.zeros((1, 2, 0, 3))), ShapeMismatchError,
+     ["GlobalMaxPool2D", "sizes >= 1"]),
+    ("layernorm-empty-axis", lambda t: L.LayerNorm()(np.zeros((2, 3, 0))), ShapeMismatchError,
+     ["LayerNorm", "axis=-1", "size >= 1"]),
+    ("embedding-bool-ids", lambda t: L.Embedding(3, 2)(np.ones((2, 2), bool)), TypeError,
+     ["Embedding layer", "integer ids", "dtype bool"]),
+    ("xent-onehot-ignore-index", lambda t: mlp(loss=losses.SoftmaxCrossEntropy(ignore_index=0)).fit(
+        xy()[0], np.eye(3)[xy()[1]], verbose=0), ValueError, ["ignore_index", "integer targets", "(16, 3)"]),
+    ("accuracy-ignore-index-float", lambda t: metrics.Accuracy(ignore_index=0.5), TypeError,
+     ["Accuracy", "ignore_index", "0.5"]),
+    ("accuracy-outputs-rank", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4, 5)), np.zeros((2, 3, 4), int),
+                                                                  backend_get("host")), ValueError,
+     ["accuracy", "(N, T, classes)", "(2, 3, 4, 5)"]),
+    ("accuracy-token-labels-shape", lambda t: metrics.Accuracy().update(np.zeros((2, 3, 4)), np.zeros(2, int),
+                                                                        backend_get("host")), ValueError,
+     ["labels", "(N, T) or one-hot (N, T, C)", "(2,)"]),
+    ("xent-soft-token-targets-negative", lambda t: token_model().fit(token_data()[0], -np.ones((4, 5, 4)),
+                                                                     verbose=0), ValueError,
+     ["cross_entropy", "soft token targets", ">= 0"]),
+]
+
+
+# -- review of attention: what a key mask holds, empty sequences
+def masked_attention(mask_value):
+    """A self-attention model with a key mask input, fit on a mask holding ``mask_value``."""
+    x, mask = L.Input((3, 4)), L.Input((3,))
+    model = models.Model([x, mask], L.Flatten()(L.MultiHeadAttention(2, 2, name="mha")([x, mask])))
+    model.compile(optimizers.SGD(0.1), loss="mse")
+    keys = np.ones((4, 3))
+    keys[0, 1] = mask_value
+    return model.fit([np.zeros((4, 3, 4)), keys], np.zeros((4, 12)), verbose=0)
+
+
+ROWS += [
+    ("mha-mask-half", lambda t: L.MultiHeadAttention(2, 4)([np.zeros((2, 3, 4)), np.full((2, 3), 0.5)]), ValueError,
+     ["MultiHeadAttention layer", "key mask", "1 (attend) or 0 (padding)", "0.5"]),
+    ("mha-mask-additive", lambda t: L.MultiHeadAttention(2, 4)([np.zeros((1, 2, 4)), np.array([[0.0, -np.inf]])]),
+     ValueError, ["key mask", "-inf", "additive"]),
+    ("mha-mask-in-fit", lambda t: masked_attention(2.0), ValueError, ["fit", "MultiHeadAttention layer 'mha'", "2.0"]),
+    ("masked-softmax-mask-values", lambda t: functional.masked_softmax(np.zeros((1, 1, 2, 3)), np.full((1, 3), -1.0)),
+     ValueError, ["masked_softmax", "key mask", "-1.0"]),
+    ("masked-softmax-no-keys", lambda t: functional.masked_softmax(np.zeros((1, 1, 2, 0))), ValueError,
+     ["masked_softmax", "at least one query and one key", "(1, 1, 2, 0)"]),
+    ("mha-zero-time", lambda t: L.MultiHeadAttention(2, 4)(np.zeros((2, 0, 4))), ShapeMismatchError,
+     ["MultiHeadAttention", "at least one query and one key", "(0, 4)"]),
+    ("mha-zero-key-time", lambda t: L.MultiHeadAttention(2, 4)([np.zeros((2, 3, 4)), np.zeros((2, 0, 4))]),
+     ShapeMismatchError, ["MultiHeadAttention", "at least one query and one key", "(0, 4)"]),
+    ("mha-no-inputs", lambda t: L.MultiHeadAttention(2, 4)([]), ShapeMismatchError,
+     ["MultiHeadAttention", "[query, key, value]"]),
+    ("mha-causal-string", lambda t: L.MultiHeadAttention(2, 4, causal="False"), TypeError,
+     ["MultiHeadAttention", "causal", "True or False", "'False'"]),
+]
 
 @pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in ROWS])
 def test_bad_input_gives_a_clear_typed_error(call, error, words, tmp_path):

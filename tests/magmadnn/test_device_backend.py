@@ -199,6 +199,7 @@ def _inputs(kind, rng, dtype):
         "shape_routing": lambda: [r(2, 3, 4, 2), r(2, 1, 4, 2), r(2, 4, 3, 2)],  # group C
         "norms_and_embeddings": lambda: [r(3, 8, low=-3, high=5), r(8, low=0.5, high=1.5), r(8), r(3, 8), r(5, 4),
                                          rng.integers(0, 5, (3, 6)), r(3, 6, 4)],
+        "recurrent": lambda: [r(3, 5, 8), r(2, 8), r(3, 5, 6), r(2, 6), r(6), r(3, 5, 2), r(3, 2)],  # group R
     }[kind]()
 
 
@@ -231,6 +232,20 @@ def _shape_routing(xp, a, b, c):
 CASES["shape_routing"] = _shape_routing
 
 # -- end of group C
+
+
+# -- recurrent layers (group R): every step's output and the last one's, forward and backpropagation through time
+def _recurrent(xp, lstm_x, lstm_w, gru_x, gru_w, gru_b, dy_seq, dy_last):
+    out = []
+    for seq, dy in ((True, dy_seq), (False, dy_last)):
+        y, ctx = xp.lstm_forward(lstm_x, lstm_w, seq)
+        out += [y, *xp.lstm_backward(dy, lstm_w, ctx)]
+        y, ctx = xp.gru_forward(gru_x, gru_w, gru_b, seq)
+        out += [y, *xp.gru_backward(dy, gru_w, ctx)]
+    return tuple(out)
+
+
+CASES["recurrent"] = _recurrent
 EXACT = {"dropout_and_random"}  # the same Philox stream on both: bit for bit (normal up to libm's last bits)
 
 

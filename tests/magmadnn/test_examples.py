@@ -77,6 +77,8 @@ def test_every_example_file_is_smoke_tested():
     tested = {"mnist_mlp", "lenet5", "cnn_2d", "cifar10_cnn", "resnet_cifar10"}
     tested |= {"vgg_cifar10", "alexnet_cifar10"}  # group C
     tested |= {"char_transformer"}  # group A
+
+    tested |= {"lstm_mnist_rows"}  # group R, below
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
     for example, module in TESTED_ELSEWHERE.items():
         assert f'"{example}.py"' in (Path(__file__).parent / module).read_text()
@@ -193,3 +195,10 @@ def test_char_transformer_trains_reports_the_baselines_and_samples(tmp_path, cap
     assert math.isfinite(report["val_loss"]) and 0 < report["bigram"] < report["unigram"]
     assert len(report["sample"]) == 5 and set(report["sample"]) <= set(text.read_text())
     assert len(report["history"].history["loss"]) == 1
+
+# -- recurrent (group R)
+def test_lstm_mnist_rows_example_trains_a_few_steps(folders, capsys):
+    report = load_example("lstm_mnist_rows").main(["--data", str(folders["mnist"]), "--units", "8", *SMOKE])
+    check_report(report)
+    out = capsys.readouterr().out
+    assert "lstm_classifier" in out and "of shape (28, 28)" in out and "test accuracy" in out

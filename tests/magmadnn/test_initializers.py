@@ -102,3 +102,33 @@ def test_unknown_initializer():
         initializers.get("lecun")
     with pytest.raises(TypeError):
         initializers.get(3)
+
+
+@pytest.mark.parametrize("shape", [(4, 4), (3, 12), (12, 3), (2, 3, 5)])
+def test_orthogonal_rows_or_columns_are_orthonormal_times_the_gain(shape):
+    from magmadnn.backend import host
+
+    w = initializers.Orthogonal(gain=1.5)(shape, np.float64, host, host.rng(3))
+    flat = w.reshape(-1, shape[-1])
+    small = flat @ flat.T if flat.shape[0] <= flat.shape[1] else flat.T @ flat
+    np.testing.assert_allclose(small, 2.25 * np.eye(len(small)), atol=1e-12)
+    again = initializers.Orthogonal(gain=1.5)(shape, np.float64, host, host.rng(3))
+    np.testing.assert_array_equal(w, again)  # seeded: the same draw
+    assert initializers.get("orthogonal").to_config() == {"class_name": "Orthogonal", "config": {"gain": 1.0}}
+
+
+def test_lstm_defaults_follow_keras_orthogonal_recurrent_kernel_and_unit_forget_bias():
+    from magmadnn import layers as L
+    from magmadnn import models
+
+    x = L.Input((5, 3))
+    model = models.Model(x, L.LSTM(4)(L.GRU(4, return_sequences=True)(x)), seed=2)
+    gru, lstm = model.layers[1], model.layers[2]
+    for layer in (gru, lstm):
+        u = layer._params["recurrent_kernel"].data
+        np.testing.assert_allclose(u @ u.T, np.eye(4), atol=1e-6)  # (units, G units): orthonormal rows
+    bias = lstm._params["bias"].data
+    np.testing.assert_array_equal(bias, np.r_[np.zeros(4), np.ones(4), np.zeros(8)])
+    assert not L.LSTM(4, unit_forget_bias=False).get_config()["unit_forget_bias"]
+    with pytest.raises(TypeError, match="unit_forget_bias must be True or False"):
+        L.LSTM(4, unit_forget_bias=1)

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from magmadnn import F, Tensor, backend, losses, models, optimizers
+from magmadnn import F, Tensor, backend, losses, metrics, models, optimizers
 from magmadnn import layers as L
 from magmadnn.layers import layer_class
 from tests import reference
@@ -48,9 +48,9 @@ def test_layer_norm_and_rms_norm_over_any_axis(shape, axis, rms, seed):
 
 
 @settings(max_examples=examples(10))
-@given(groups=st.sampled_from([1, 2, 3, 6]), hw=st.tuples(st.integers(1, 3), st.integers(1, 3)),
+@given(groups=st.sampled_from([1, 2, 3, 6]), hw=st.lists(st.integers(1, 3), min_size=0, max_size=2),
        seed=st.integers(0, 2**31 - 1))
-def test_group_norm_matches_the_reference(groups, hw, seed):
+def test_group_norm_matches_the_reference(groups, hw, seed):  # (C,) samples too, as PyTorch's GroupNorm
     rng = np.random.default_rng(seed)
     x = rng.normal(1.0, 2.0, (3, 6, *hw))
     layer = L.GroupNorm(groups, eps=1e-4, dtype="float64")
@@ -152,9 +152,14 @@ def test_cross_entropy_is_pytorchs(shape, reduction, ignore, smoothing):
 
 
 @pytest.mark.filterwarnings("ignore::RuntimeWarning")  # NumPy's 0 / 0
-def test_cross_entropy_mean_of_only_ignored_tokens_is_nan_as_pytorch():
+@pytest.mark.parametrize("smoothing", [0.0, 0.3])
+def test_cross_entropy_mean_of_only_ignored_tokens_is_nan_with_zero_gradients_as_pytorch(smoothing):
     labels = np.full((2, 3), 7)
-    assert math.isnan(float(F.cross_entropy(Tensor(np.zeros((2, 3, 4))), labels, ignore_index=7).numpy()))
+    logits = Tensor(np.random.default_rng(3).normal(size=(2, 3, 4)), requires_grad=True)
+    loss = F.cross_entropy(logits, labels, label_smoothing=smoothing, ignore_index=7)
+    loss.backward()
+    assert math.isnan(float(loss.numpy()))
+    np.testing.assert_array_equal(logits.grad, np.zeros((2, 3, 4)))  # PyTorch's gradient: no label, no push
 
 
 def test_binary_cross_entropy_is_pytorchs_and_stable():
@@ -230,7 +235,8 @@ def test_training_and_inference_never_read_the_device(recipe, monkeypatch):
     build, make_data, loss, optimizer = RECIPES[recipe]
     with simulator.simulated():
         model = build(seed=1)
-        model.compile(optimizer(), loss(), device="gpu")
+        model.compile(optimizer(), loss(), device="gpu",
+                      metrics=[metrics.Accuracy(ignore_index=3)] if recipe == "tokens" else None)  # token accuracy
         model.progress_interval = math.inf
         x, y = make_data()
         reads = {"n": 0}
@@ -265,3 +271,58 @@ def test_token_cross_entropy_of_device_labels_reads_nothing(monkeypatch):
         loss.backward()
         monkeypatch.undo()
         np.testing.assert_allclose(loss.numpy(), want, rtol=1e-5)
+
+
+# ----------------------------------------------------------------------------------- accuracy of token outputs
+def _token_hits(scores, labels, ignore=None):
+    """(hits, counted) by definition: a token counts unless its label is ``ignore``; a hit when the label is the
+    first class of highest score."""
+    hits = counted = 0
+    for row, label in zip(scores.reshape(-1, scores.shape[-1]), labels.reshape(-1)):
+        if label == ignore:
+            continue
+        counted += 1
+        hits += int(label == min(i for i, v in enumerate(row) if v == row.max()))
+    return hits, counted
+
+
+@settings(max_examples=examples(20))
+@given(n=st.integers(1, 4), t=st.integers(1, 4), c=st.integers(1, 5), ignore=st.sampled_from([None, -100, 0]),
+       one_hot=st.booleans(), seed=st.integers(0, 2**31 - 1))
+def test_accuracy_of_token_outputs_counts_tokens(n, t, c, ignore, one_hot, seed):
+    rng = np.random.default_rng(seed)
+    scores = [rng.integers(-3, 4, (n, t, c)) / 2.0 for _ in range(2)]  # ties: the first highest class wins
+    labels = [rng.integers(0, c, (n, t)) for _ in range(2)]
+    if ignore is not None:
+        labels[0][rng.random((n, t)) < 0.4] = ignore
+        labels[1] = labels[0].copy()  # as many counted tokens in both batches: the figure is exact
+    acc = metrics.Accuracy(ignore_index=ignore)
+    for s, y in zip(scores, labels):
+        acc.update(s, np.eye(c)[y] if one_hot and ignore is None else y, HOST)
+    hits, counted = (sum(v) for v in zip(*(_token_hits(s, y, ignore) for s, y in zip(scores, labels))))
+    assert acc.count == 2 * n
+    if counted:
+        assert acc.result() == pytest.approx(hits / counted, abs=1e-12)
+    else:
+        assert acc.result() == 0.0
+
+
+def test_token_accuracy_weights_batches_by_their_samples_when_counts_differ():
+    scores = np.eye(3)[[[0, 1], [2, 2]]]  # (2, 2, 3): predictions 0 1 / 2 2
+    acc = metrics.Accuracy(ignore_index=-1)
+    acc.update(scores, np.array([[0, -1], [-1, -1]]), HOST)  # 1 of 1 counted token
+    acc.update(scores, np.array([[0, 0], [0, 2]]), HOST)  # 2 of 4
+    assert acc.result() == pytest.approx((2 * 1.0 + 2 * 0.5) / 4)  # as documented, not 3 / 5
+
+
+def test_fit_and_evaluate_report_token_accuracy_honoring_ignore_index():
+    ids, labels = token_data(n=12)
+    labels[::3, :2] = 3
+    model = token_model(seed=2)
+    model.compile("adam", losses.SoftmaxCrossEntropy(ignore_index=3), metrics=[metrics.Accuracy(ignore_index=3)])
+    history = model.fit(ids, labels, batch_size=4, epochs=2, verbose=0)
+    assert 0.0 <= history.history["accuracy"][-1] <= 1.0
+    result = model.evaluate(ids, labels, batch_size=12)  # one batch: exactly the token accuracy
+    hits, counted = _token_hits(model.predict(ids), labels, 3)
+    assert result["accuracy"] == pytest.approx(hits / counted, rel=1e-6)
+    assert metrics.get(model.metrics[0].to_config()).ignore_index == 3  # what a checkpoint stores

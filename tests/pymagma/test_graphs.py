@@ -4,6 +4,7 @@ order), with a gpu twin of the replay test."""
 
 from __future__ import annotations
 
+import gc
 import threading
 
 import numpy as np
@@ -183,3 +184,22 @@ def test_a_graph_made_on_the_simulator_is_freed_by_the_simulator_after_it_is_tur
         assert cached and all(p in sim.runtime.blocks for p in cached)
     graph.destroy()  # after disable: freed through the simulated runtime that made them, not the real one
     assert not any(p in sim.runtime.blocks for p in cached)
+
+
+def test_what_the_garbage_collector_frees_during_a_capture_is_freed_after_it():
+    """A graph, its arrays and page-locked buffers collected while another graph is captured (cudaFree and
+    cudaFreeHost cannot be captured) are freed when that capture ends, and the capture stays valid."""
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.ones((4, 4), np.float32))
+        with graphs.capture() as old:
+            kept = kernels.relu(x)
+        pinned = runtime.pinned_empty((64,), np.uint8)
+        with graphs.capture() as graph:
+            y = kernels.relu(x)
+            blocks = len(sim.runtime.blocks)
+            del old, kept, pinned
+            gc.collect()
+            assert len(sim.runtime.blocks) == blocks  # nothing freed inside the capture
+        assert len(sim.runtime.blocks) == blocks - 2  # the old graph's block and the pinned buffer: freed after it
+        graph.launch()
+        np.testing.assert_array_equal(y.get(), np.ones((4, 4), np.float32))

@@ -30,16 +30,19 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_fill,
     test_integer_casts_are_exact_and_wrap_like_numpy,
     test_layer_norm_forward_backward_and_parameter_sums,
+    test_masked_softmax_forward_and_backward,
     test_max_pool2d_gives_the_gradient_to_the_first_maximum,
     test_max_pool2d_propagates_nan_and_refuses_bad_geometry,
     test_norm_and_embedding_arguments_are_checked,
     test_normal_is_box_muller_of_the_same_stream_and_has_the_right_moments,
     test_out_of_range_label_gives_nan_loss,
+    test_recurrent_gate_kernels_in_every_dtype_match_their_float64_run,
     test_reduce_over_axes,
     test_rmsprop_and_adagrad,
     test_sgd_momentum_and_nesterov,
     test_softmax_cross_entropy,
     test_softmax_cross_entropy_probs_and_backward,
+    test_the_step_kernels_equal_the_eager_kernels_bit_for_bit,
     test_unary,
     test_uniform_and_normal_statistics_for_every_float_dtype,
     test_uniform_is_philox_and_deterministic,
@@ -60,7 +63,7 @@ def emulated_gpu():
 
 #: Adam's second moment underflows in float16 (g = 1e-3 gives v = 1e-9, below float16's smallest subnormal), so
 #: Adam's float16 kernel has no NumPy-matching test: float16 training keeps float32 optimizer state.
-UNTESTED = {"adam<half_t>"}
+UNTESTED = {"adam<half_t>", "adam_at<half_t>"}
 
 
 def test_every_kernel_instantiation_ran(emulated_gpu, request):

@@ -600,3 +600,141 @@ def test_norm_and_embedding_arguments_are_checked():
         kernels.embedding(x, dev(np.zeros(2, np.int32)))
     with pytest.raises(ValueError, match="indices' shape"):
         kernels.embedding_backward(x, dev(np.zeros(3, np.int64)), 4)
+
+
+# ------------------------------------------------------------------ per-step values in device memory (step.cu)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_the_step_kernels_equal_the_eager_kernels_bit_for_bit(dtype):
+    """step.cu's updates and dropout, their per-step values read from device memory, against optim.cu's and
+    random.cu's with the same values as arguments (what makes a replayed training step equal an eager one)."""
+    from pymagma import kernels
+
+    rng = np.random.default_rng(6)
+    lr, t, offset = 0.03, 7, 2**40 + 3
+    values = dev(np.array([lr, 1 - 0.9**t, 1 - 0.999**t], np.float64))
+    offsets = dev(np.array([5, offset], np.uint64).view(np.int64))
+
+    def fresh(k):
+        return [dev((rng.standard_normal(37) * (0.1 if i else 1)).astype(dtype)) for i in range(k)]
+
+    cases = {
+        "sgd": (3, lambda p, g, v: kernels.sgd_update(p, g, v, lr=lr, momentum=0.9, weight_decay=0.01, nesterov=True),
+                lambda p, g, v: kernels.sgd_update_at(p, g, v, values=values, momentum=0.9, weight_decay=0.01,
+                                                      nesterov=True)),
+        "adamw": (4, lambda p, g, m, v: kernels.adam_update(p, g, m, v, step=t, lr=lr, weight_decay=0.01,
+                                                            decoupled=True),
+                  lambda p, g, m, v: kernels.adam_update_at(p, g, m, v, values=values, weight_decay=0.01,
+                                                            decoupled=True)),
+        "rmsprop": (3, lambda p, g, s: kernels.rmsprop_update(p, g, s, lr=lr, weight_decay=0.01),
+                    lambda p, g, s: kernels.rmsprop_update_at(p, g, s, values=values, weight_decay=0.01)),
+        "adagrad": (3, lambda p, g, s: kernels.adagrad_update(p, g, s, lr=lr),
+                    lambda p, g, s: kernels.adagrad_update_at(p, g, s, values=values)),
+    }
+    if dtype is np.float16:
+        del cases["adamw"]  # float16 Adam state is not offered (see test_adam_and_adamw)
+    for k, eager, at in cases.values():
+        first = fresh(k)
+        if k == 4:  # Adam's second moment is a mean of squares: >= 0
+            first[3] = dev(np.abs(first[3].get()))
+        second = [a.copy() for a in first]
+        eager(*first)
+        at(*second)
+        for a, b in zip(first, second):
+            np.testing.assert_array_equal(a.get(), b.get())
+    x = fresh(1)[0]
+    for got, want in zip(kernels.dropout_at(x, 0.3, seed=11, offsets=offsets, slot=1),
+                         kernels.dropout(x, 0.3, seed=11, offset=offset)):
+        np.testing.assert_array_equal(got.get(), want.get())
+
+
+# ------------------------------------------------------------------------------- attention (attention.cu)
+def _masked_softmax_ref(x, mask, scale, causal):
+    s = x.astype(np.float64) * scale
+    keep = np.ones(s.shape, bool)
+    if causal:
+        keep &= np.tril(np.ones(s.shape[-2:], bool))
+    if mask is not None:
+        keep &= (mask != 0)[:, None, None, :]
+    s = np.where(keep, s, -np.inf)
+    top = s.max(axis=-1, keepdims=True)
+    e = np.where(keep, np.exp(s - np.where(np.isfinite(top), top, 0)), 0.0)
+    total = e.sum(axis=-1, keepdims=True)
+    return np.divide(e, total, out=np.zeros_like(e), where=total > 0)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(shape=st.tuples(st.integers(1, 3), st.integers(1, 3), st.integers(1, 6), st.integers(1, 9)),
+       causal=st.booleans(), masked=st.booleans(), scale=st.sampled_from([1.0, 0.35]), seed=st.integers(0, 2**31))
+def test_masked_softmax_forward_and_backward(dtype, shape, causal, masked, scale, seed):
+    """One fused kernel: scale, causal and key masks (a row with no key left is zeros), softmax; its backward
+    ``scale * y * (dy - sum(dy * y))``."""
+    from pymagma import kernels
+
+    rng = np.random.default_rng(seed)
+    x = rng.uniform(-4, 4, shape).astype(dtype)
+    mask = (rng.uniform(size=(shape[0], shape[3])) > 0.3).astype(dtype) if masked else None
+    y = kernels.masked_softmax(dev(x), None if mask is None else dev(mask), scale, causal=causal)
+    want = _masked_softmax_ref(x, mask, scale, causal)
+    close(y.get(), want, dtype, scale=4.0)
+    dy = rng.standard_normal(shape).astype(dtype)
+    yh = y.get().astype(np.float64)
+    dx = kernels.masked_softmax_backward(dev(dy), y, scale)
+    d = dy.astype(np.float64)
+    close(dx.get(), scale * yh * (d - (d * yh).sum(axis=-1, keepdims=True)), dtype, scale=8.0 * shape[3])
+
+
+# ----------------------------------------------------------------------------- recurrent gates (recurrent.cu)
+def _recurrent_pass(kind, x_proj, w, b, dy, sequences):
+    """A whole sequence through the gate kernels as the device backend drives them, with the recurrent products
+    (``h @ w``, ``dgates @ w.T``) computed on the host in float64 and rounded to the arrays' dtype: returns every
+    buffer the kernels wrote, as float64."""
+    from pymagma import array, kernels
+
+    dtype = x_proj.dtype
+    n, steps, width = x_proj.shape
+    gates_per = 4 if kind == "lstm" else 3
+    u = width // gates_per
+    up = lambda a: dev(np.asarray(a).astype(dtype))  # noqa: E731
+    xd, hs = up(x_proj), dev(np.zeros((steps + 1, n, u), dtype))
+    gates, y = dev(np.zeros((steps, n, width), dtype)), (dev(np.zeros((n, steps, u), dtype)) if sequences else None)
+    cs, qn = dev(np.zeros((steps + 1, n, u), dtype)), dev(np.zeros((steps, n, u), dtype))
+    for t in range(steps):
+        rec = up(hs.get()[t].astype(np.float64) @ w)
+        if kind == "lstm":
+            kernels.lstm_gates_forward(xd, rec, cs, hs, gates, y, t)
+        else:
+            kernels.gru_gates_forward(xd, rec, up(b), hs, gates, qn, y, t)
+    dyd = up(dy)
+    dh, dc = dev(np.zeros((n, u), dtype)), dev(np.zeros((n, u), dtype))
+    dgates, dx = dev(np.zeros((steps, n, width), dtype)), dev(np.zeros((n, steps, width), dtype))
+    for t in range(steps - 1, -1, -1):
+        if kind == "lstm":
+            kernels.lstm_gates_backward(dyd, dh, dc, gates, cs, dgates, dx, t)
+            carried = 0.0
+        else:
+            kernels.gru_gates_backward(dyd, dh, gates, qn, hs, dgates, dx, t)
+            carried = dh.get().astype(np.float64)
+        if t:
+            dh = up(carried + dgates.get()[t].astype(np.float64) @ w.T)
+    out = [hs, gates, dgates, dx] + ([y] if sequences else []) + ([cs] if kind == "lstm" else [qn])
+    return [array.to_numpy(a).astype(np.float64) for a in out]
+
+
+@pytest.mark.parametrize("dtype", [d for d in DTYPES if d is not np.float64])  # float64 is the reference run
+@pytest.mark.parametrize("kind", ["lstm", "gru"])
+@pytest.mark.parametrize("sequences", [False, True])
+def test_recurrent_gate_kernels_in_every_dtype_match_their_float64_run(dtype, kind, sequences):
+    """The gate kernels' float64 instantiation is checked against the NumPy LSTM/GRU by the device-backend tests;
+    here every other instantiation must compute the same function on the same (rounded) inputs."""
+    rng = np.random.default_rng(11)
+    n, steps, u = 2, 4, 3
+    width = (4 if kind == "lstm" else 3) * u
+    lowp = lambda a: a.astype(dtype).astype(np.float64)  # noqa: E731
+    x_proj, w, b = lowp(rng.uniform(-1, 1, (n, steps, width))), lowp(rng.uniform(-0.5, 0.5, (u, width))), lowp(
+        rng.uniform(-0.5, 0.5, width))
+    dy = lowp(rng.standard_normal((n, steps, u) if sequences else (n, u)))
+    got = _recurrent_pass(kind, x_proj.astype(dtype), w, b, dy, sequences)
+    want = _recurrent_pass(kind, x_proj, w, b, dy, sequences)
+    for g, e in zip(got, want):
+        close(g, e, dtype, scale=16.0 * steps)

@@ -320,3 +320,22 @@ def _launch_every_kernel(dtype) -> None:
     kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
     kernels.embedding(x, fake_array((2, 5), np.int64))
     kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
+
+    # graph replay (group G): per-step values read from device memory
+    values, offsets = fake_array((3,), np.float64), fake_array((4,), np.int64)
+    kernels.sgd_update_at(x, x, x, values=values, momentum=0.9, nesterov=True)
+    kernels.adam_update_at(x, x, x, x, values=values)
+    kernels.rmsprop_update_at(x, x, x, values=values)
+    kernels.adagrad_update_at(x, x, x, values=values)
+    kernels.dropout_at(x, 0.5, seed=1, offsets=offsets, slot=3)
+
+    # -- recurrent gates (group R): N=2, T=3, u=4
+    seq, state, last = fake_array((2, 3, 4), dtype), fake_array((4, 2, 4), dtype), fake_array((2, 4), dtype)
+    kernels.lstm_gates_forward(fake_array((2, 3, 16), dtype), fake_array((2, 16), dtype), state, state,
+                               fake_array((3, 2, 16), dtype), seq, 1)
+    kernels.lstm_gates_backward(last, last, last, fake_array((3, 2, 16), dtype), state, fake_array((3, 2, 16), dtype),
+                                fake_array((2, 3, 16), dtype), 2)
+    kernels.gru_gates_forward(fake_array((2, 3, 12), dtype), fake_array((2, 12), dtype), fake_array((12,), dtype),
+                              state, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), None, 0)
+    kernels.gru_gates_backward(seq, last, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), state,
+                               fake_array((3, 2, 12), dtype), fake_array((2, 3, 12), dtype), 1)

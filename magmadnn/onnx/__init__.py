@@ -1,0 +1,14 @@
+"""ONNX in and out: ``magmadnn.onnx.load("m.onnx", device=...)`` builds a Model from an ONNX file (written by
+``torch.onnx.export`` or by us), ``model.export("m.onnx")`` (:func:`export`) writes one that onnxruntime runs.
+
+The ``onnx`` package is imported on first use (``pip install 'magmadnn[onnx]'``). Modules: :mod:`.load` (the
+graph walk), :mod:`.importers` (ONNX operator -> layers), :mod:`.export` and :mod:`.exporters` (layer -> ONNX
+nodes), :mod:`.info` (what a file holds), :mod:`._proto` (reading and checking files), :mod:`.errors`.
+"""
+
+from .errors import OnnxExportError, OnnxImportError, UnsupportedOnnxError
+from .export import export
+from .info import info
+from .load import load
+
+__all__ = ["load", "export", "info", "OnnxImportError", "UnsupportedOnnxError", "OnnxExportError"]

@@ -1,0 +1,267 @@
+"""magmadnn layers -> ONNX nodes: one function per layer class, ``f(builder, layer, inputs, node) -> output name``.
+
+``inputs`` are the ONNX names of the layer's inputs, ``node`` its SymbolicTensor (per-sample shapes are known: only
+the batch axis is dynamic). ``builder`` (:class:`.export.Builder`) adds nodes and weights.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import functional as F
+from .. import layers as L
+from ..backend import geometry
+from ._proto import onnx
+from .errors import OnnxExportError
+
+__all__ = ["EXPORTERS", "ACTIVATION_OPS", "exportable_layers"]
+
+#: magmadnn activation kind -> (ONNX op, attributes given the layer's alpha, the opset it needs)
+ACTIVATION_OPS = {
+    "relu": ("Relu", lambda a: {}, 17), "sigmoid": ("Sigmoid", lambda a: {}, 17), "tanh": ("Tanh", lambda a: {}, 17),
+    "leaky_relu": ("LeakyRelu", lambda a: {"alpha": a}, 17), "elu": ("Elu", lambda a: {"alpha": a}, 17),
+    "gelu": ("Gelu", lambda a: {"approximate": "tanh"}, 20), "softmax": ("Softmax", lambda a: {}, 17),
+}
+
+
+def _activation(b, layer, x: str, kind, alpha=None, name: str | None = None, rank: int = 2) -> str:
+    if kind is None:
+        return x
+    op, attrs, opset = ACTIVATION_OPS[kind]
+    b.need_opset(opset, f"{type(layer).__name__} layer {layer.name!r} (activation {kind})")
+    if alpha is None:
+        alpha = geometry.DEFAULT_ALPHA.get(kind, 0.0)
+    if kind == "softmax":  # as apply_activation: the channels of NCHW, else the last axis
+        return b.node(op, [x], name or f"{layer.name}/{kind}", axis=1 if rank == 4 else -1)
+    return b.node(op, [x], name or f"{layer.name}/{kind}", **attrs(float(alpha)))
+
+
+def dense(b, layer, inputs, node):
+    weights = [b.weight(layer, "kernel")] + ([b.weight(layer, "bias")] if layer.use_bias else [])
+    if len(node.parents[0].shape) == 1:
+        y = b.node("Gemm", [inputs[0], *weights], layer.name)
+    else:  # Gemm takes matrices only: (N, ..., in) @ kernel (+ bias) on the last axis
+        y = b.node("MatMul", [inputs[0], weights[0]], f"{layer.name}/matmul" if layer.use_bias else layer.name)
+        if layer.use_bias:
+            y = b.node("Add", [y, weights[1]], layer.name)
+    return _activation(b, layer, y, layer.activation, rank=len(node.shape) + 1)
+
+
+def activation(b, layer, inputs, node):
+    if layer.kind is None:
+        return b.node("Identity", inputs, layer.name)
+    return _activation(b, layer, inputs[0], layer.kind, layer.alpha, name=layer.name, rank=len(node.shape) + 1)
+
+
+def _pads(layer, node, kernel, dilation=(1, 1)):
+    in_hw = node.parents[0].shape[1:]
+    (t, bottom), (left, r) = geometry.resolve_padding(in_hw, kernel, layer.strides, layer.padding, dilation)
+    return [t, left, bottom, r]
+
+
+def conv2d(b, layer, inputs, node):
+    weights = [b.weight(layer, getattr(layer, "kernel_name", "kernel"))]  # DepthwiseConv2D: depthwise_kernel
+    weights += [b.weight(layer, "bias")] if layer.use_bias else []
+    y = b.node("Conv", [inputs[0], *weights], layer.name, kernel_shape=list(layer.kernel_size),
+               strides=list(layer.strides), dilations=list(layer.dilation),
+               pads=_pads(layer, node, layer.kernel_size, layer.dilation), group=int(getattr(layer, "groups", 1)))
+    return _activation(b, layer, y, layer.activation)
+
+
+def max_pool2d(b, layer, inputs, node):
+    return b.node("MaxPool", inputs, layer.name, kernel_shape=list(layer.pool_size), strides=list(layer.strides),
+                  pads=_pads(layer, node, layer.pool_size))
+
+
+def avg_pool2d(b, layer, inputs, node):
+    return b.node("AveragePool", inputs, layer.name, kernel_shape=list(layer.pool_size),
+                  strides=list(layer.strides), pads=_pads(layer, node, layer.pool_size), count_include_pad=0)
+
+
+def global_avg_pool2d(b, layer, inputs, node):
+    y = b.node("GlobalAveragePool", inputs, f"{layer.name}/pool")
+    return b.node("Flatten", [y], layer.name, axis=1)
+
+
+def batch_norm(b, layer, inputs, node):
+    names = [b.weight(layer, n) for n in ("gamma", "beta", "running_mean", "running_var")]
+    return b.node("BatchNormalization", [inputs[0], *names], layer.name, epsilon=float(layer.eps),
+                  momentum=float(layer.momentum))
+
+
+def dropout(b, layer, inputs, node):
+    ratio = b.constant(f"{layer.name}/ratio", layer.rate)
+    return b.node("Dropout", [inputs[0], ratio], layer.name)
+
+
+def flatten(b, layer, inputs, node):
+    return b.node("Flatten", inputs, layer.name, axis=1)
+
+
+def add(b, layer, inputs, node):
+    total = inputs[0]
+    for i, other in enumerate(inputs[1:], start=1):
+        total = b.node("Add", [total, other], layer.name if i == len(inputs) - 1 else f"{layer.name}/{i}")
+    return total
+
+
+def softmax(b, layer, inputs, node):
+    return b.node("Softmax", inputs, layer.name, axis=int(layer.axis))
+
+
+def log_softmax(b, layer, inputs, node):
+    return b.node("LogSoftmax", inputs, layer.name, axis=int(layer.axis))
+
+
+# ----------------------------------------------------------------------------------------------- group X, phase 2
+
+
+def conv2d_transpose(b, layer, inputs, node):
+    (t, bottom), (left, r) = F.conv_transpose2d_geometry(node.parents[0].shape[1:], layer.kernel_size, layer.strides,
+                                                         layer.padding, layer.output_padding, layer.dilation)[0]
+    weights = [b.weight(layer, "kernel")] + ([b.weight(layer, "bias")] if layer.use_bias else [])
+    y = b.node("ConvTranspose", [inputs[0], *weights], layer.name, kernel_shape=list(layer.kernel_size),
+               strides=list(layer.strides), dilations=list(layer.dilation), pads=[t, left, bottom, r],
+               output_padding=list(layer.output_padding))
+    return _activation(b, layer, y, layer.activation)
+
+
+def global_max_pool2d(b, layer, inputs, node):
+    y = b.node("GlobalMaxPool", inputs, f"{layer.name}/pool")
+    return b.node("Flatten", [y], layer.name, axis=1)
+
+
+def concatenate(b, layer, inputs, node):
+    rank = len(node.shape) + 1
+    return b.node("Concat", inputs, layer.name, axis=int(layer.axis) % rank)
+
+
+def reshape(b, layer, inputs, node):
+    shape = b.constant(f"{layer.name}/shape", [0, *layer.output_shape], np.int64)
+    return b.node("Reshape", [inputs[0], shape], layer.name)
+
+
+def permute(b, layer, inputs, node):
+    return b.node("Transpose", inputs, layer.name, perm=[0, *(int(d) for d in layer.dims)])
+
+
+def upsampling2d(b, layer, inputs, node):
+    scales = b.constant(f"{layer.name}/scales", [1.0, 1.0, *layer.size], np.float32)
+    return b.node("Resize", [inputs[0], "", scales], layer.name, mode="nearest",
+                  coordinate_transformation_mode="asymmetric", nearest_mode="floor")
+
+
+def _last_axis(layer, node):
+    rank = len(node.parents[0].shape) + 1
+    if int(layer.axis) % rank != rank - 1:
+        raise OnnxExportError(f"{type(layer).__name__} layer {layer.name!r}: normalising axis {layer.axis} (not the "
+                              "last) has no ONNX form; ONNX normalises from an axis to the end")
+
+
+def layer_norm(b, layer, inputs, node):
+    _last_axis(layer, node)
+    return b.node("LayerNormalization", [inputs[0], b.weight(layer, "gamma"), b.weight(layer, "beta")], layer.name,
+                  axis=-1, epsilon=float(layer.eps))
+
+
+def rms_norm(b, layer, inputs, node):
+    _last_axis(layer, node)
+    b.need_opset(23, f"RMSNorm layer {layer.name!r}")
+    return b.node("RMSNormalization", [inputs[0], b.weight(layer, "gamma")], layer.name, axis=-1,
+                  epsilon=float(layer.eps))
+
+
+def group_norm(b, layer, inputs, node):
+    b.need_opset(21, f"GroupNorm layer {layer.name!r}")  # per-channel scale and bias
+    return b.node("GroupNormalization", [inputs[0], b.weight(layer, "gamma"), b.weight(layer, "beta")], layer.name,
+                  num_groups=int(layer.groups), epsilon=float(layer.eps))
+
+
+def embedding(b, layer, inputs, node):
+    return b.node("Gather", [b.weight(layer, "embeddings"), inputs[0]], layer.name, axis=0)
+
+
+_ONNX_GATES = {"LSTM": (0, 3, 1, 2), "GRU": (1, 0, 2)}  # magmadnn blocks in ONNX's order (i o f c / z r h)
+
+
+def _onnx_gates(array, op: str, units: int):
+    blocks = [array[..., i * units:(i + 1) * units] for i in range(len(_ONNX_GATES[op]))]
+    return np.concatenate([blocks[i] for i in _ONNX_GATES[op]], axis=-1)
+
+
+def recurrent(b, layer, inputs, node):
+    op = "LSTM" if isinstance(layer, L.LSTM) else "GRU"
+    units = layer.units
+    arrays = {k: np.asarray(b.model.xp.to_numpy(p.data)) for k, p in layer.weights.items()}
+    w = b.constant(f"{layer.name}/W", _onnx_gates(arrays["kernel"], op, units).T[None], b.dtype)
+    r = b.constant(f"{layer.name}/R", _onnx_gates(arrays["recurrent_kernel"], op, units).T[None], b.dtype)
+    second = arrays["recurrent_bias"] if op == "GRU" else np.zeros_like(arrays["bias"])
+    bias = np.concatenate([_onnx_gates(arrays["bias"], op, units), _onnx_gates(second, op, units)])[None]
+    bias_name = b.constant(f"{layer.name}/B", bias, b.dtype)
+    x = b.node("Transpose", inputs, f"{layer.name}/time_major", perm=[1, 0, 2])
+    extra = {"linear_before_reset": 1} if op == "GRU" else {}
+    y, y_h = b.unique(f"{layer.name}/Y"), b.unique(f"{layer.name}/Y_h")
+    b.nodes.append(onnx().helper.make_node(op, [x, w, r, bias_name], [y, y_h], name=f"{layer.name}/{op}",
+                                           hidden_size=units, **extra))
+    if layer.return_sequences:
+        seq = b.node("Squeeze", [y, b.constant(f"{layer.name}/axes1", [1], np.int64)], f"{layer.name}/squeeze")
+        return b.node("Transpose", [seq], layer.name, perm=[1, 0, 2])
+    return b.node("Squeeze", [y_h, b.constant(f"{layer.name}/axes0", [0], np.int64)], layer.name)
+
+
+def _project(b, layer, x: str, which: str, base: str) -> str:
+    y = b.node("MatMul", [x, b.weight(layer, f"{which}_kernel")], f"{base}/matmul" if layer.use_bias else base)
+    return b.node("Add", [y, b.weight(layer, f"{which}_bias")], base) if layer.use_bias else y
+
+
+def multi_head_attention(b, layer, inputs, node):
+    shapes = [p.shape for p in node.parents]
+    if len(shapes) > 1 and len(shapes[-1]) == 1:
+        raise OnnxExportError(f"MultiHeadAttention layer {layer.name!r}: a key mask input has no ONNX export; "
+                              "export the model without it (or with causal=True)")
+    query, value = inputs[0], inputs[-1]
+    key = inputs[1] if len(inputs) == 3 else value
+    tq, tk = shapes[0][0], shapes[-1][0]
+    name, heads = layer.name, layer.num_heads
+
+    def split(x, which, size, steps):
+        y = _project(b, layer, x, which, f"{name}/{which}")
+        shape = b.constant(f"{name}/{which}_heads", [0, steps, heads, size], np.int64)
+        return b.node("Transpose", [b.node("Reshape", [y, shape], f"{name}/{which}_split")], f"{name}/{which}_t",
+                      perm=[0, 2, 1, 3])
+
+    q, k, v = split(query, "query", layer.key_dim, tq), split(key, "key", layer.key_dim, tk), \
+        split(value, "value", layer.value_dim, tk)
+    kt = b.node("Transpose", [k], f"{name}/key_tt", perm=[0, 1, 3, 2])
+    scale = b.constant(f"{name}/scale", 1.0 / np.sqrt(layer.key_dim), b.dtype)
+    scores = b.node("Mul", [b.node("MatMul", [q, kt], f"{name}/scores"), scale], f"{name}/scaled")
+    if layer.causal:
+        mask = np.where(np.triu(np.ones((tq, tk), bool), 1), -np.inf, 0.0)
+        scores = b.node("Add", [scores, b.constant(f"{name}/causal", mask, b.dtype)], f"{name}/masked")
+    probs = b.node("Softmax", [scores], f"{name}/probs", axis=-1)
+    o = b.node("Transpose", [b.node("MatMul", [probs, v], f"{name}/mix")], f"{name}/mix_t", perm=[0, 2, 1, 3])
+    merged = b.node("Reshape", [o, b.constant(f"{name}/merge", [0, tq, heads * layer.value_dim], np.int64)],
+                    f"{name}/merged")
+    return _project(b, layer, merged, "output", name)
+
+
+def position_embedding(b, layer, inputs, node):
+    return b.node("Add", [inputs[0], b.weight(layer, "embeddings")], layer.name)
+
+
+EXPORTERS = {
+    L.Dense: dense, L.Activation: activation, L.Conv2D: conv2d, L.MaxPool2D: max_pool2d, L.AvgPool2D: avg_pool2d,
+    L.GlobalAvgPool2D: global_avg_pool2d, L.BatchNorm: batch_norm, L.Dropout: dropout, L.Flatten: flatten,
+    L.Add: add, L.Softmax: softmax, L.LogSoftmax: log_softmax,
+}
+EXPORTERS.update({  # group X, phase 2
+    L.DepthwiseConv2D: conv2d, L.Conv2DTranspose: conv2d_transpose, L.GlobalMaxPool2D: global_max_pool2d,
+    L.Concatenate: concatenate, L.Reshape: reshape, L.Permute: permute, L.UpSampling2D: upsampling2d,
+    L.LayerNorm: layer_norm, L.RMSNorm: rms_norm, L.GroupNorm: group_norm, L.Embedding: embedding,
+    L.LSTM: recurrent, L.GRU: recurrent, L.MultiHeadAttention: multi_head_attention,
+    L.PositionEmbedding: position_embedding,
+})
+
+
+def exportable_layers() -> list[str]:
+    return sorted(cls.__name__ for cls in EXPORTERS)

@@ -1,0 +1,38 @@
+"""``info(path)``: what an ONNX file holds (producer, opset, inputs, output, operators) and which of its operators
+magmadnn imports, as text."""
+
+from __future__ import annotations
+
+import math
+from collections import Counter
+
+from ._proto import default_opset, read
+from .importers import IMPORTERS
+
+__all__ = ["info"]
+
+
+def _shape(spec) -> str:
+    dims = spec.type.tensor_type.shape.dim
+    return "(" + ", ".join(d.dim_param or str(d.dim_value) if d.WhichOneof("value") else "?" for d in dims) + ")"
+
+
+def info(path) -> str:
+    """A few lines describing the ONNX file ``path`` (read and checked as :func:`magmadnn.onnx.load` does)."""
+    proto = read(path)
+    graph = proto.graph
+    weights = {i.name for i in graph.initializer}
+    params = sum(math.prod(i.dims) for i in graph.initializer)
+    ops = Counter(node.op_type for node in graph.node)
+    missing = sorted(op for op in ops if op not in IMPORTERS)
+    lines = [
+        f"file: {path}",
+        f"producer: {proto.producer_name or '?'} {proto.producer_version}".rstrip(),
+        f"IR version {proto.ir_version}, opset {default_opset(proto)}",
+        "inputs: " + ", ".join(f"{i.name} {_shape(i)}" for i in graph.input if i.name not in weights),
+        "outputs: " + ", ".join(f"{o.name} {_shape(o)}" for o in graph.output),
+        f"weights: {len(weights)} tensors, {params:,} values",
+        "operators: " + ", ".join(f"{op} x{n}" for op, n in sorted(ops.items())),
+        "importable: yes" if not missing else f"importable: no, unsupported operators: {', '.join(missing)}",
+    ]
+    return "\n".join(lines)

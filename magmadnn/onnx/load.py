@@ -1,0 +1,147 @@
+"""``load(path, device=...)``: an ONNX file as a functional :class:`~magmadnn.models.Model` with its weights.
+
+The graph is walked node by node (ONNX keeps them in topological order); each node is turned into layers by its
+entry in :mod:`.importers`. Nothing outside the new model is touched, and the weights are checked all together
+before the first is set, so loading either returns a complete model or raises (all or nothing).
+"""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+
+from ..models import Model
+from ..saving import ArchitectureMismatchError, ModelFileError
+from ._proto import default_opset, onnx, read
+from .errors import OnnxImportError, UnsupportedOnnxError
+from .graph import BATCH, DTYPES, BatchZeros, Graph, Value
+from .importers import IMPORTERS, supported_operators
+
+__all__ = ["load", "convert"]
+
+
+def _model_dtype(proto):
+    initializers = {i.name for i in proto.graph.initializer}
+    kinds = {i.type.tensor_type.elem_type for i in proto.graph.input if i.name not in initializers} - {6, 7}
+    if len(kinds) == 1 and next(iter(kinds)) in DTYPES:
+        return DTYPES[next(iter(kinds))]
+    return np.float32  # input_layer names the offending input
+
+
+def _constants(graph: Graph, proto) -> None:
+    numpy_helper = onnx().numpy_helper
+    for init in proto.graph.initializer:
+        try:
+            graph.values[init.name] = np.asarray(numpy_helper.to_array(init))
+        except Exception as exc:  # noqa: BLE001 - damaged tensor bytes
+            raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from None
+
+
+def _hint(proto) -> str:
+    """What an unsupported node is likely part of, where the graph shows it."""
+    if any(node.op_type == "Erf" for node in proto.graph.node):
+        return (" (the graph computes the exact, erf-based GELU; magmadnn's GELU is the tanh approximation: export "
+                "nn.GELU(approximate='tanh') with opset 20)")
+    return ""
+
+
+def _batch_zeros(graph: Graph, node) -> BatchZeros:
+    """ConstantOfShape of a shape holding the batch size: zeros (a recurrent initial state) are supported."""
+    fill = graph.attrs(node, {"value": None})["value"]
+    if fill is not None and np.any(onnx().numpy_helper.to_array(fill)):
+        raise graph.error(node, "a non-zero constant whose shape holds the batch size is not supported",
+                          "zeros (a recurrent operator's initial state)")
+    return BatchZeros(graph.values[node.input[0]])
+
+
+def _fold(graph: Graph, node) -> list:
+    """The outputs of a node whose inputs are all constants, computed by onnx's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    helper = onnx().helper
+    untyped = helper.make_empty_tensor_value_info
+    one = helper.make_graph([node], "fold", [untyped(n) for n in node.input if n],
+                            [untyped(n) for n in node.output if n])
+    proto = helper.make_model(one, opset_imports=[helper.make_opsetid("", graph.opset)])
+    try:
+        results = ReferenceEvaluator(proto).run(None, {n: graph.values[n] for n in node.input if n})
+    except Exception as exc:  # noqa: BLE001 - the evaluator raises what its operator raises
+        raise graph.error(node, f"computing it from its constant inputs failed: {type(exc).__name__}: {exc}",
+                          "constant inputs the ONNX reference evaluator computes") from None
+    return [np.asarray(r) for r in results]
+
+
+def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
+    """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
+    graph = Graph(proto, default_opset(proto), _model_dtype(proto))
+    _constants(graph, proto)
+    inputs = []
+    for spec in proto.graph.input:
+        if spec.name not in graph.values:
+            value = graph.input_layer(spec)
+            graph.values[spec.name] = value
+            inputs.append(value.tensor)
+    if not inputs:
+        raise UnsupportedOnnxError("the graph has no input that is not a constant")
+    constants = [node for node in proto.graph.node if node.op_type == "Constant" and node.domain in ("", "ai.onnx")]
+    for node in constants:  # first: a pattern (an LSTM's last step) may look at constants written after it
+        graph.values[node.output[0]] = IMPORTERS["Constant"](graph, node)[0]
+        graph.absorb(node)
+    for node in proto.graph.node:
+        if id(node) in graph.absorbed:
+            continue
+        if node.domain not in ("", "ai.onnx"):
+            raise graph.error(node, f"operators of domain {node.domain!r} are not supported",
+                              "the default ONNX domain")
+        if node.input and node.op_type != "Constant" and all(
+                isinstance(graph.values.get(n), np.ndarray) for n in node.input if n):
+            if node.op_type == "ConstantOfShape" and np.any(graph.values[node.input[0]] == BATCH):
+                outputs = [_batch_zeros(graph, node)]
+            else:  # a node of constants only (shape arithmetic, weight transposes)
+                outputs = _fold(graph, node)
+            for out_name, value in zip(node.output, outputs):
+                graph.values[out_name] = value
+            continue
+        convert_node = IMPORTERS.get(node.op_type)
+        if convert_node is None:
+            raise graph.error(node, "this operator is not supported" + _hint(proto), ", ".join(supported_operators()))
+        outputs = convert_node(graph, node)
+        for out_name, value in zip(node.output, outputs):
+            if out_name and value is not None:  # None: an output nobody reads
+                graph.values[out_name] = value
+    if len(proto.graph.output) != 1:
+        raise UnsupportedOnnxError(f"the graph has {len(proto.graph.output)} outputs; magmadnn models have one")
+    out_name = proto.graph.output[0].name
+    result = graph.values.get(out_name)
+    if not isinstance(result, Value):
+        raise UnsupportedOnnxError(f"graph output {out_name!r} is a constant, not computed from the inputs")
+    if result.layout is not None:
+        raise UnsupportedOnnxError(f"graph output {out_name!r} keeps its batch axis inside ({result.layout}); "
+                                   "end the graph batch first")
+    if result.shape != tuple(result.tensor.shape):
+        raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N, {', '.join(map(str, result.shape))}), "
+                                   f"which magmadnn holds as (N, {', '.join(map(str, result.tensor.shape))}); "
+                                   "end the graph with a Flatten or Reshape")
+    model = Model(inputs, result.tensor, name=name or proto.graph.name or "onnx_model", seed=seed,
+                  dtype=graph.dtype, device=device)
+    index = {id(layer): i for i, layer in enumerate(model.layers)}
+    arrays = {f"layers.{index[id(layer)]}.{key}": array for layer, weights in graph.weights
+              if id(layer) in index for key, array in weights.items()}
+    try:
+        model._assign(arrays, "ONNX import")
+    except (ModelFileError, ArchitectureMismatchError) as exc:  # a weight the layer cannot take: the file's fault
+        raise OnnxImportError(str(exc)) from None
+    return model
+
+
+def load(path, device=None, name: str | None = None, seed: int | None = None) -> Model:
+    """The model in the ONNX file ``path`` (from ``torch.onnx.export``, ``Model.export`` or any ONNX writer using
+    the operators of :data:`magmadnn.onnx.importers.IMPORTERS`) as a functional Model with its weights, on
+    ``device`` ("host", "gpu", "gpu:N", "auto"; default: the current default). ``seed`` seeds its dropout and
+    shuffling (compile it without ``seed=``, which would re-create the weights). Raises OnnxImportError for a
+    file that cannot be read and UnsupportedOnnxError naming the node, op type and what is supported for anything
+    magmadnn has no form for."""
+    proto = read(path)
+    stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
+    return convert(proto, name=proto.graph.name or stem, device=device, seed=seed)

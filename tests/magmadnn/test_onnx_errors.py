@@ -1,0 +1,125 @@
+"""ONNX files magmadnn cannot take: each is one clear error (the node, its op type and what is supported; or what is
+wrong with the file), never a crash, and no half-built model."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from ._onnx_helpers import graph, helper, monnx, onnx, save
+
+Unsupported = monnx.UnsupportedOnnxError
+
+
+def _conv_graph(**attrs):
+    w = np.ones((2, 2, 3, 3), np.float32)
+    return graph([helper.make_node("Conv", ["x", "W"], ["y"], name="conv_1", **attrs)], {"x": (4, 6, 6)},
+                 {"W": w})
+
+
+@pytest.mark.parametrize("proto, message", [
+    (lambda: graph([helper.make_node("Cos", ["x"], ["y"], name="cosine")], {"x": (3,)}),
+     r"ONNX node 'cosine' \(Cos\): this operator is not supported; supported: .*Conv.*Gemm"),
+    (lambda: graph([helper.make_node("ConvTranspose", ["x", "W"], ["y"], name="up", group=2)], {"x": (4, 3, 3)},
+                   {"W": np.ones((4, 1, 2, 2))}), r"'up' \(ConvTranspose\): group != 1 .* supported: group=1"),
+    (lambda: graph([helper.make_node("Gemm", ["x", "W"], ["y"], name="fc", transA=1)], {"x": (3,)},
+                   {"W": np.ones((3, 2))}), r"'fc' \(Gemm\): transA=1 .* supported: transA=0"),
+    (lambda: graph([helper.make_node("Gelu", ["x"], ["y"], name="act")], {"x": (3,)}, opset=20),
+     r"'act' \(Gelu\): approximate='none' .* supported: approximate='tanh'"),
+    (lambda: graph([helper.make_node("AveragePool", ["x"], ["y"], name="avg", kernel_shape=[2, 2],
+                                     pads=[1, 1, 1, 1], count_include_pad=1)], {"x": (1, 4, 4)}),
+     r"'avg' \(AveragePool\): count_include_pad=1 with padding is not supported"),
+    (lambda: graph([helper.make_node("MaxPool", ["x"], ["y"], name="mp", kernel_shape=[2, 2], storage_order=1)],
+                   {"x": (1, 4, 4)}), r"'mp' \(MaxPool\): storage_order=1 is not supported"),
+    (lambda: graph([helper.make_node("Flatten", ["x"], ["y"], name="f", axis=2)], {"x": (2, 3)}),
+     r"'f' \(Flatten\): axis=2 .* supported: axis=1"),
+    (lambda: graph([helper.make_node("Softmax", ["x"], ["y"], name="s", axis=0)], {"x": (3,)}),
+     r"'s' \(Softmax\): axis=0 \(the batch axis\)"),
+    (lambda: graph([helper.make_node("Add", ["x", "c"], ["y"], name="plus")], {"x": (3,)}, {"c": np.ones(3)}),
+     r"'plus' \(Add\): adding a constant is not supported"),
+    (lambda: graph([helper.make_node("Reshape", ["x", "s"], ["y"], name="rs")], {"x": (6,)},
+                   {"s": np.array([4, 6], np.int64)}),
+     r"'rs' \(Reshape\): shape \[4, 6\] is not supported; supported: a shape that keeps the dynamic batch"),
+    (lambda: graph([helper.make_node("MatMul", ["x", "x"], ["y"], name="mm")], {"x": (3, 3)}),
+     r"'mm' \(MatMul\): input 1 \(the weights, 'x'\) must be a constant"),
+    (lambda: graph([helper.make_node("Erf", ["x"], ["e"], name="erf"), helper.make_node("Relu", ["e"], ["y"])],
+                   {"x": (3,)}), r"'erf' \(Erf\): this operator is not supported \(the graph computes the exact, "
+                                 r"erf-based GELU.*approximate='tanh'"),
+], ids=["operator", "deconv-group", "gemm-transA", "exact-gelu", "count-include-pad", "attribute", "flatten-axis",
+        "softmax-batch-axis", "add-constant", "reshape-batch", "matmul-activations", "erf-gelu"])
+def test_unsupported_nodes_are_named(proto, message, tmp_path):
+    path = save(proto(), tmp_path)
+    with pytest.raises(Unsupported, match=message):
+        monnx.load(path)
+
+
+def test_a_dynamic_dimension_other_than_the_batch_is_refused(tmp_path):
+    x = helper.make_tensor_value_info("x", onnx.TensorProto.FLOAT, ["N", "width"])
+    y = helper.make_tensor_value_info("y", onnx.TensorProto.FLOAT, ["N", "width"])
+    proto = helper.make_model(helper.make_graph([helper.make_node("Relu", ["x"], ["y"])], "g", [x], [y]),
+                              opset_imports=[helper.make_opsetid("", 17)], ir_version=8)
+    with pytest.raises(Unsupported, match=r"graph input 'x': dimension 1 \('width'\) is dynamic; only the batch"):
+        monnx.load(save(proto, tmp_path))
+
+
+def test_files_that_are_not_onnx_are_clear_errors(tmp_path):
+    good = save(graph([helper.make_node("Relu", ["x"], ["y"])], {"x": (3,)},
+                      {"unused": np.ones((64, 64))}), tmp_path, "good.onnx")
+    data = open(good, "rb").read()
+    truncated, garbage, empty = tmp_path / "cut.onnx", tmp_path / "junk.onnx", tmp_path / "empty.onnx"
+    truncated.write_bytes(data[: len(data) // 2])
+    garbage.write_bytes(b"\x00\xff not an onnx file" * 10)
+    empty.write_bytes(b"")
+    for path in (truncated, garbage, empty):
+        with pytest.raises(monnx.OnnxImportError, match=str(path.name)):
+            monnx.load(path)
+    with pytest.raises(monnx.OnnxImportError, match="does not exist"):
+        monnx.load(tmp_path / "missing.onnx")
+
+
+def test_a_file_failing_the_checker_is_refused(tmp_path):
+    proto = graph([helper.make_node("Relu", ["x"], ["y"])], {"x": (3,)})
+    proto.graph.node[0].input[0] = "nowhere"  # reads a tensor nobody makes
+    path = str(tmp_path / "bad.onnx")
+    onnx.save(proto, path)
+    with pytest.raises(monnx.OnnxImportError, match="fails onnx.checker"):
+        monnx.load(path)
+
+
+def test_loading_is_all_or_nothing(tmp_path):
+    """A weight holding NaN is found before any model is handed out."""
+    w = np.ones((3, 2), np.float32)
+    w[1, 1] = np.nan
+    proto = graph([helper.make_node("Gemm", ["x", "W"], ["y"])], {"x": (3,)}, {"W": w})
+    with pytest.raises(monnx.OnnxImportError, match="non-finite"):
+        monnx.load(save(proto, tmp_path))
+
+
+def test_info_describes_a_file_and_what_it_lacks(tmp_path):
+    proto = graph([helper.make_node("Gemm", ["x", "W"], ["h"]), helper.make_node("Cos", ["h"], ["y"])], {"x": (3,)},
+                  {"W": np.ones((3, 2))})
+    text = monnx.info(save(proto, tmp_path))
+    assert "inputs: x (N, 3)" in text and "Gemm x1" in text and "weights: 1 tensors, 6 values" in text
+    assert "importable: no, unsupported operators: Cos" in text
+
+
+def test_cut_or_flipped_bytes_never_crash(tmp_path):
+    """Any prefix of a file, or the file with one byte flipped, is a model or an OnnxImportError."""
+    w = np.arange(24, dtype=np.float32).reshape(4, 6) / 10
+    proto = graph([helper.make_node("Gemm", ["x", "W"], ["h"], transB=1), helper.make_node("Relu", ["h"], ["y"])],
+                  {"x": (6,)}, {"W": w})
+    data = open(save(proto, tmp_path, "good.onnx"), "rb").read()
+    rng = np.random.default_rng(0)
+    damaged = [data[:cut] for cut in rng.integers(1, len(data), 30)]
+    for where in rng.integers(0, len(data), 30):
+        flipped = bytearray(data)
+        flipped[where] ^= 0xFF
+        damaged.append(bytes(flipped))
+    path = tmp_path / "damaged.onnx"
+    for blob in damaged:
+        path.write_bytes(blob)
+        try:
+            model = monnx.load(path)
+        except monnx.OnnxImportError:
+            continue
+        assert model.predict(np.ones((1, 6), np.float32)).shape[0] == 1

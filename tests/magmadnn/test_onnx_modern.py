@@ -1,0 +1,297 @@
+"""ONNX forms of the modern-networks layers: grouped and transposed convolutions, global max pooling, joins and
+shape layers, nearest upsampling, layer/group/RMS normalisation, embeddings, attention, LSTM and GRU. Imported
+graphs (host and simulated device) predict what onnxruntime computes; exported models run in onnxruntime and read
+back; PyTorch's LSTM and GRU import, predict and fine-tune."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import magmadnn as m
+from magmadnn import layers as L
+from tests.conftest import examples
+
+from ._onnx_helpers import RTOL, TensorProto, assert_matches_ort, graph, helper, imported, monnx, onnx, run_ort
+from .backends import open_backend
+
+REUSE = [HealthCheck.function_scoped_fixture]
+ATOL = 5e-5
+
+
+@pytest.fixture(scope="module", params=["host", pytest.param("device", marks=pytest.mark.native)])
+def device(request):
+    yield from open_backend(request.param)
+
+
+def _x(rng, shape, n=3):
+    return rng.standard_normal((n, *shape)).astype(np.float32)
+
+
+# ---------------------------------------------------------------------------------------------------- import
+
+
+@st.composite
+def image_cases(draw):
+    """One operator on (N, C, H, W) with drawn attributes: (nodes, per-sample shape, initializers, opset)."""
+    op = draw(st.sampled_from(["GroupConv", "Depthwise", "ConvTranspose", "GlobalMaxPool", "Concat", "Transpose",
+                               "Reshape", "Resize", "GroupNormalization"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    g = draw(st.integers(1, 3))
+    c, h, w = g * draw(st.integers(1, 2)), draw(st.integers(2, 5)), draw(st.integers(2, 5))
+    inits, opset, tail = {}, 17, []
+    if op in ("GroupConv", "Depthwise"):
+        k = c * draw(st.integers(1, 2)) if op == "Depthwise" else g * draw(st.integers(1, 2))
+        groups = c if op == "Depthwise" else g
+        inits = {"W": rng.standard_normal((k, c // groups, 2, 2)), "B": rng.standard_normal(k)}
+        nodes = [helper.make_node("Conv", ["x", "W", "B"], ["y"], group=groups, pads=[1, 0, 1, 0],
+                                  strides=[draw(st.integers(1, 2)), 1])]
+    elif op == "ConvTranspose":
+        s, d = draw(st.integers(1, 2)), draw(st.integers(1, 2))
+        p = draw(st.integers(0, 1))
+        inits = {"W": rng.standard_normal((c, draw(st.integers(1, 3)), 2, 3))}
+        nodes = [helper.make_node("ConvTranspose", ["x", "W"], ["y"], strides=[s, s], dilations=[d, 1],
+                                  pads=[p, 0, p, 0], output_padding=[draw(st.integers(0, s - 1)), 0])]
+    elif op == "GlobalMaxPool":
+        nodes = [helper.make_node("GlobalMaxPool", ["x"], ["p"]), helper.make_node("Flatten", ["p"], ["y"])]
+    elif op == "Concat":
+        axis = draw(st.integers(1, 3))
+        inits = {"W": rng.standard_normal((c, c, 1, 1))}
+        nodes = [helper.make_node("Conv", ["x", "W"], ["c"]), helper.make_node("Concat", ["x", "c"], ["y"],
+                                                                               axis=axis - 4 * draw(st.integers(0, 1)))]
+    elif op == "Transpose":
+        perm = [0, *draw(st.permutations([1, 2, 3]))]
+        nodes = [helper.make_node("Transpose", ["x"], ["y"], perm=perm)]
+    elif op == "Reshape":
+        target = draw(st.sampled_from([[0, -1, w], [-1, h, c * w], [0, c * h, w, 1], [0, 0, -1]]))
+        inits = {"s": np.array(target, np.int64)}
+        nodes = [helper.make_node("Reshape", ["x", "s"], ["y"])]
+    elif op == "Resize":
+        sh, sw = draw(st.integers(1, 3)), draw(st.integers(1, 3))
+        where, rounding = draw(st.sampled_from([("asymmetric", "floor"), ("half_pixel", "round_prefer_floor"),
+                                                ("pytorch_half_pixel", "round_prefer_ceil")]))
+        inits = {"scales": np.array([1, 1, sh, sw], np.float32)}
+        nodes = [helper.make_node("Resize", ["x", "", "scales"], ["y"], mode="nearest",
+                                  coordinate_transformation_mode=where, nearest_mode=rounding)]
+    else:
+        opset, inits = 21, {"s": rng.standard_normal(c), "b": rng.standard_normal(c)}
+        nodes = [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=g, epsilon=1e-3)]
+    out = (c, h, w) if op == "GroupNormalization" else None  # shape inference leaves it out
+    return op, nodes + tail, (c, h, w), inits, opset, out, rng
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=REUSE)
+@given(case=image_cases())
+def test_image_operators(case, device):
+    op, nodes, shape, inits, opset, out, rng = case
+    proto = graph(nodes, {"x": shape}, inits, opset=opset, output_shape=out)
+    assert_matches_ort(proto, _x(rng, shape), device)
+
+
+@st.composite
+def sequence_cases(draw):
+    op = draw(st.sampled_from(["LayerNormalization", "RMSNormalization", "MatMul+Add", "PositionAdd", "LSTM",
+                               "GRU"]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**31)))
+    t, f, u = draw(st.integers(1, 4)), draw(st.integers(1, 4)), draw(st.integers(1, 3))
+    inits, opset = {}, 17
+    if op == "LayerNormalization":
+        inits = {"s": rng.standard_normal(f), "b": rng.standard_normal(f)}
+        nodes = [helper.make_node(op, ["x", "s", "b"], ["y"], axis=-1, epsilon=1e-3)]
+    elif op == "RMSNormalization":
+        opset, inits = 23, {"s": rng.standard_normal(f)}
+        nodes = [helper.make_node(op, ["x", "s"], ["y"], axis=-1, epsilon=1e-3)]
+    elif op == "MatMul+Add":
+        inits = {"W": rng.standard_normal((f, u)), "B": rng.standard_normal(u)}
+        nodes = [helper.make_node("MatMul", ["x", "W"], ["m"]), helper.make_node("Add", ["m", "B"], ["y"])]
+    elif op == "PositionAdd":
+        inits = {"P": rng.standard_normal((1, t, f) if draw(st.booleans()) else (t, f))}
+        nodes = [helper.make_node("Add", ["x", "P"], ["y"])]
+    else:
+        gates = 4 if op == "LSTM" else 3
+        inits = {"W": rng.standard_normal((1, gates * u, f)) * 0.5, "R": rng.standard_normal((1, gates * u, u)) * 0.5,
+                 "B": rng.standard_normal((1, 2 * gates * u)) * 0.5}
+        extra = {"linear_before_reset": 1} if op == "GRU" else {}
+        nodes = [helper.make_node("Transpose", ["x"], ["tm"], perm=[1, 0, 2]),
+                 helper.make_node(op, ["tm", "W", "R", "B"], ["Y", "Y_h"], hidden_size=u, **extra)]
+        if draw(st.booleans()):  # every step, batch first again
+            inits["axes"] = np.array([1], np.int64)
+            nodes += [helper.make_node("Squeeze", ["Y", "axes"], ["s"]),
+                      helper.make_node("Transpose", ["s"], ["y"], perm=[1, 0, 2])]
+        else:  # the last state
+            inits["axes"] = np.array([0], np.int64)
+            nodes[-1].output[0] = ""
+            nodes += [helper.make_node("Squeeze", ["Y_h", "axes"], ["y"])]
+    return nodes, (t, f), inits, opset, rng
+
+
+@settings(max_examples=examples(30), deadline=None, suppress_health_check=REUSE)
+@given(case=sequence_cases())
+def test_sequence_operators(case, device):
+    nodes, shape, inits, opset, rng = case
+    assert_matches_ort(graph(nodes, {"x": shape}, inits, opset=opset), _x(rng, shape), device, atol=1e-4)
+
+
+def test_gather_of_integer_ids_is_an_embedding(device):
+    rng = np.random.default_rng(0)
+    ids = helper.make_tensor_value_info("x", TensorProto.INT64, ["N", 5])
+    out = helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 5, 3])
+    table = onnx.numpy_helper.from_array(rng.standard_normal((7, 3)).astype(np.float32), "table")
+    proto = helper.make_model(helper.make_graph([helper.make_node("Gather", ["table", "x"], ["y"])], "g", [ids],
+                                                [out], [table]), opset_imports=[helper.make_opsetid("", 17)])
+    x = rng.integers(0, 7, (4, 5))
+    model = imported(proto, device)
+    np.testing.assert_allclose(model.predict(x), run_ort(proto, {"x": x}), rtol=RTOL, atol=1e-6)
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "Embedding"]
+
+
+# ---------------------------------------------------------------------------------------------------- export
+
+
+def image_model(device=None):
+    x = L.Input((4, 6, 6), name="image")
+    h = L.Conv2D(6, 3, padding="same", groups=2, activation="relu", name="grouped")(x)
+    d = L.DepthwiseConv2D(3, depth_multiplier=2, padding=1, name="depthwise")(x)
+    h = L.Concatenate(axis=1, name="join")([h, L.Conv2D(6, 1, name="mix")(d)])
+    h = L.GroupNorm(3, name="gn")(h)
+    up = L.UpSampling2D(2, name="up")(h)
+    h = L.Conv2DTranspose(3, 3, strides=2, padding=1, output_padding=1, name="deconv")(h)
+    h = L.Add(name="skip")([h, L.Conv2D(3, 1, name="proj")(up)])
+    g = L.GlobalMaxPool2D(name="gmp")(h)
+    h = L.Permute((2, 3, 1), name="nhwc")(h)
+    h = L.Reshape((144, 3), name="tokens")(h)
+    h = L.LayerNorm(name="ln")(h)
+    h = L.Flatten(name="flat")(h)
+    h = L.Concatenate(name="features")([h, g])
+    return m.Model(x, L.Dense(5, name="logits")(h), seed=4, device=device)
+
+
+def sequence_model(device=None):
+    ids = L.Input((6,), dtype="int64", name="tokens")
+    h = L.Embedding(11, 8, name="embed")(ids)
+    h = L.PositionEmbedding(name="pos")(h)
+    a = L.MultiHeadAttention(2, 4, causal=True, name="attn")(h)
+    h = L.Add(name="res")([h, a])
+    h = L.RMSNorm(name="rms")(h)
+    h = L.Dense(8, activation="gelu", name="ffn")(h)
+    h = L.LSTM(5, return_sequences=True, name="lstm")(h)
+    h = L.GRU(4, name="gru")(h)
+    return m.Model(ids, L.Dense(3, name="logits")(h), seed=5, device=device)
+
+
+@pytest.mark.parametrize("build, shape", [(image_model, (4, 6, 6)), (sequence_model, (6,))], ids=["image", "seq"])
+def test_modern_layers_round_trip_through_onnxruntime(build, shape, device, tmp_path):
+    model = build(device)
+    rng = np.random.default_rng(6)
+    x = rng.integers(0, 11, (4, *shape)) if build is sequence_model else _x(rng, shape, 4)
+    path = model.export(tmp_path / "m.onnx")
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    expected = model.predict(x)
+    got = run_ort(path, {model.inputs[0].layer.name: x})
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
+    if build is image_model:  # attention reads back as its parts; the rest as the same layers
+        back = monnx.load(path, device=device)
+        np.testing.assert_allclose(back.predict(x), expected, rtol=RTOL, atol=ATOL)
+        assert sorted(type(layer).__name__ for layer in back.layers) == sorted(
+            type(layer).__name__ for layer in model.layers)
+
+
+# ---------------------------------------------------------------------------------------------------- PyTorch
+
+
+def test_pytorch_lstm_and_gru_import_predict_and_fine_tune(device, tmp_path):
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.lstm, self.gru = nn.LSTM(4, 6, batch_first=True), nn.GRU(6, 5, batch_first=True)
+            self.head = nn.Linear(5, 3)
+
+        def forward(self, x):
+            y, _ = self.lstm(x)
+            _, h = self.gru(y)
+            return self.head(h[-1])
+
+    torch.manual_seed(0)
+    module = Net().eval()
+    path = str(tmp_path / "rnn.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.zeros(2, 7, 4),), path, input_names=["x"], output_names=["y"],
+                          opset_version=17, dynamo=False, dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+    rng = np.random.default_rng(7)
+    x = rng.standard_normal((8, 7, 4)).astype(np.float32)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    model = monnx.load(path, device=device, seed=0)
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "LSTM", "GRU", "Dense"]
+    np.testing.assert_allclose(model.predict(x), expected, rtol=1e-4, atol=1e-5)
+    labels = rng.integers(0, 3, 8)
+    model.compile(m.optimizers.Adam(1e-2), "cross_entropy", device=device)
+    before = model.evaluate(x, labels)["loss"]
+    model.fit(x, labels, batch_size=8, epochs=3, verbose=0)
+    assert model.evaluate(x, labels)["loss"] < before
+
+
+def test_recurrent_layers_read_back_as_themselves(device, tmp_path):
+    x_in = L.Input((5, 3), name="seq")
+    h = L.LSTM(4, return_sequences=True, name="lstm")(x_in)
+    h = L.GRU(3, name="gru")(h)
+    model = m.Model(x_in, L.Dense(2, name="out")(h), seed=8, device=device)
+    x = np.random.default_rng(8).standard_normal((4, 5, 3)).astype(np.float32)
+    back = monnx.load(model.export(tmp_path / "rnn.onnx"), device=device)
+    assert [type(layer).__name__ for layer in back.layers] == ["Input", "LSTM", "GRU", "Dense"]
+    np.testing.assert_allclose(back.predict(x), model.predict(x), rtol=RTOL, atol=ATOL)
+
+
+def _torch_export(module, x, path):
+    torch = pytest.importorskip("torch")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module.eval(), (x,), str(path), input_names=["x"], output_names=["y"], opset_version=17,
+                          dynamo=False, dynamic_axes={"x": {0: "batch"}, "y": {0: "batch"}})
+        with torch.no_grad():
+            return str(path), module(x).numpy()
+
+
+def test_pytorch_decoder_and_token_models_import(device, tmp_path):
+    """Depthwise and transposed convolutions, nearest upsampling and a join; Embedding, LayerNorm and a GRU's last
+    step (y[:, -1]) as PyTorch writes them."""
+    torch = pytest.importorskip("torch")
+    nn = torch.nn
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.depthwise = nn.Conv2d(4, 8, 3, padding=1, groups=4)
+            self.deconv = nn.ConvTranspose2d(8, 3, 3, stride=2, padding=1, output_padding=1)
+            self.up = nn.Upsample(scale_factor=2, mode="nearest")
+
+        def forward(self, x):
+            return torch.cat([self.deconv(torch.relu(self.depthwise(x))), self.up(x)], 1).flatten(1)
+
+    class Tokens(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed, self.norm = nn.Embedding(11, 8), nn.LayerNorm(8)
+            self.gru, self.head = nn.GRU(8, 6, batch_first=True), nn.Linear(6, 3)
+
+        def forward(self, x):
+            y, _ = self.gru(self.norm(self.embed(x)))
+            return self.head(y[:, -1])
+
+    torch.manual_seed(2)
+    cases = [(Decoder(), torch.randn(3, 4, 5, 5), ["Input", "DepthwiseConv2D", "Conv2DTranspose", "UpSampling2D",
+                                                    "Concatenate", "Flatten"]),
+             (Tokens(), torch.randint(0, 11, (3, 7)), ["Input", "Embedding", "LayerNorm", "GRU", "Dense"])]
+    for i, (module, x, kinds) in enumerate(cases):
+        path, expected = _torch_export(module, x, tmp_path / f"m{i}.onnx")
+        model = monnx.load(path, device=device)
+        assert [type(layer).__name__ for layer in model.layers] == kinds
+        np.testing.assert_allclose(model.predict(x.numpy()), expected, rtol=1e-4, atol=1e-5)

@@ -1,0 +1,111 @@
+"""Models exported by PyTorch (``torch.onnx.export``) import, predict like PyTorch and onnxruntime, fine-tune with
+``fit`` and save in magmadnn's own format: LeNet-5 and a ResNet block (BatchNorm kept, a strided 1x1 shortcut)."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import magmadnn as m
+
+from ._onnx_helpers import monnx, run_ort
+from .backends import open_backend
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+
+
+@pytest.fixture(scope="module", params=["host", pytest.param("device", marks=pytest.mark.native)])
+def device(request):
+    yield from open_backend(request.param)
+
+
+class LeNet5(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2),
+                                      nn.Conv2d(6, 16, 5), nn.ReLU(), nn.MaxPool2d(2))
+        self.classifier = nn.Sequential(nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                                        nn.Linear(84, 10))
+
+    def forward(self, x):
+        return self.classifier(torch.flatten(self.features(x), 1))
+
+
+class ResNetBlock(nn.Module):
+    """A strided basic block (two 3x3 convolutions, a 1x1 shortcut, BatchNorm) and a classifier head."""
+
+    def __init__(self, cin=3, cout=8, classes=5):
+        super().__init__()
+        self.conv1, self.bn1 = nn.Conv2d(cin, cout, 3, stride=2, padding=1, bias=False), nn.BatchNorm2d(cout)
+        self.conv2, self.bn2 = nn.Conv2d(cout, cout, 3, padding=1, bias=False), nn.BatchNorm2d(cout)
+        self.short = nn.Sequential(nn.Conv2d(cin, cout, 1, stride=2, bias=False), nn.BatchNorm2d(cout))
+        self.head = nn.Linear(cout, classes)
+
+    def forward(self, x):
+        y = torch.relu(self.bn1(self.conv1(x)))
+        y = torch.relu(self.bn2(self.conv2(y)) + self.short(x))
+        return self.head(torch.flatten(nn.functional.adaptive_avg_pool2d(y, 1), 1))
+
+
+def _randomize_batch_norm(module, seed=0):
+    gen = torch.Generator().manual_seed(seed)
+    for layer in module.modules():
+        if isinstance(layer, nn.BatchNorm2d):
+            layer.running_mean.copy_(torch.randn(layer.num_features, generator=gen) * 0.3)
+            layer.running_var.copy_(torch.rand(layer.num_features, generator=gen) + 0.5)
+            layer.weight.data.copy_(torch.rand(layer.num_features, generator=gen) + 0.5)
+            layer.bias.data.copy_(torch.randn(layer.num_features, generator=gen) * 0.1)
+
+
+def _export(module, shape, path, fold=True):
+    module.eval()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (torch.zeros(2, *shape),), str(path), input_names=["x"], output_names=["logits"],
+                          opset_version=17, dynamo=False, do_constant_folding=fold,
+                          dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
+    return str(path)
+
+
+def _check_import_and_fine_tune(module, shape, path, device, tmp_path):
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((8, *shape)).astype(np.float32)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(run_ort(path, {"x": x}), expected, rtol=1e-4, atol=1e-5)
+    model = monnx.load(path, device=device, seed=0)
+    np.testing.assert_allclose(model.predict(x), expected, rtol=1e-4, atol=1e-4)
+    # fine-tune: a few steps on one batch bring its loss down
+    labels = rng.integers(0, expected.shape[1], len(x))
+    model.compile(m.optimizers.Adam(3e-3), "cross_entropy", device=device)
+    before = model.evaluate(x, labels)["loss"]
+    model.fit(x, labels, batch_size=8, epochs=4, verbose=0)
+    after = model.evaluate(x, labels)["loss"]
+    assert np.isfinite(after) and after < before
+    # ... and is saved in magmadnn's own format
+    saved = model.save(tmp_path / "tuned.npz")
+    np.testing.assert_allclose(m.load_model(saved, device=device).predict(x), model.predict(x), rtol=1e-5,
+                               atol=1e-6)
+    return model
+
+
+def test_pytorch_lenet5_imports_predicts_and_fine_tunes(device, tmp_path):
+    torch.manual_seed(0)
+    module = LeNet5()
+    path = _export(module, (1, 28, 28), tmp_path / "lenet5.onnx")
+    model = _check_import_and_fine_tune(module, (1, 28, 28), path, device, tmp_path)
+    assert [type(layer).__name__ for layer in model.layers] == [
+        "Input", "Conv2D", "MaxPool2D", "Conv2D", "MaxPool2D", "Flatten", "Dense", "Dense", "Dense"]
+
+
+def test_pytorch_resnet_block_imports_predicts_and_fine_tunes(device, tmp_path):
+    torch.manual_seed(1)
+    module = ResNetBlock()
+    _randomize_batch_norm(module)
+    path = _export(module, (3, 10, 10), tmp_path / "block.onnx", fold=False)
+    model = _check_import_and_fine_tune(module, (3, 10, 10), path, device, tmp_path)
+    names = [type(layer).__name__ for layer in model.layers]
+    assert names.count("BatchNorm") == 3 and names.count("Add") == 1 and "GlobalAvgPool2D" in names
