@@ -229,8 +229,17 @@ def activation_forward(x, kind, alpha=0.0):
         return np.where(x > 0, x, x * alpha)
     if kind == "elu":
         return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
-    inner = np.tanh(_GELU_C * (x + 0.044715 * x * x * x))
-    return 0.5 * x * (1 + inner)
+    one = x.dtype.type  # 0.5 x (1 + tanh(c x (1 + k x^2))), in place on one temporary
+    y = np.multiply(x, x)
+    y *= one(0.044715)
+    y += 1
+    y *= x
+    y *= one(_GELU_C)
+    np.tanh(y, out=y)
+    y += 1
+    y *= x
+    y *= one(0.5)
+    return y
 
 
 def activation_backward(dy, x, y, kind, alpha=0.0):
