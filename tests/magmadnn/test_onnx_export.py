@@ -79,7 +79,7 @@ ZOO = {"lenet5": ((1, 28, 28), {}), "mlp": ((1, 12, 12), {}), "cnn": ((1, 12, 12
        "resnet": ((3, 16, 16), {}), "vgg": ((3, 32, 32), {"width": 0.125}),
        "alexnet": ((3, 32, 32), {"width": 0.125, "dense": (32, 32)}),
        "char_transformer": ((8,), {"dim": 16, "heads": 2, "blocks": 1}),
-       "vit_tiny": ((3, 16, 16), {"dim": 16, "heads": 2})}
+       "vit_tiny": ((3, 16, 16), {"dim": 16, "heads": 2}), "lstm": ((1, 6, 5), {"units": 4, "layers": 2})}
 
 
 @pytest.mark.parametrize("name", sorted(zoo.BUILDERS))
