@@ -13,7 +13,7 @@ from ..layers.reshaping import Reshape
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 
-__all__ = ["Value", "BatchZeros", "Graph", "DTYPES", "BATCH"]
+__all__ = ["Value", "BatchZeros", "Pending", "Graph", "DTYPES", "BATCH"]
 
 DTYPES = {1: np.float32, 11: np.float64}  # TensorProto.FLOAT, DOUBLE
 INTEGERS = (6, 7)  # INT32, INT64: ids for embeddings
@@ -44,6 +44,16 @@ class BatchZeros:
         self.shape = tuple(int(s) for s in shape)
 
 
+class Pending:
+    """A value inside an attention pattern (see :mod:`.attention`): its ONNX per-sample shape and the node that
+    made it; no layer until the pattern's output projection."""
+
+    __slots__ = ("shape", "node")
+
+    def __init__(self, shape, node):
+        self.shape, self.node = tuple(int(s) for s in shape), node
+
+
 class Graph:
     """The state of one import: values by ONNX name, the layers made so far and their weights."""
 
@@ -55,6 +65,7 @@ class Graph:
         self.outputs = {o.name for o in proto.graph.output}
         self.absorbed: set[int] = set()  # ids of nodes folded into an earlier node's layer
         self._names: Counter = Counter()
+        self.producers = {name: node for node in proto.graph.node for name in node.output if name}
         for node in proto.graph.node:
             for name in node.input:
                 if name:
@@ -101,6 +112,9 @@ class Graph:
     def value(self, node, index: int = 0, layouts: tuple = (None,)) -> Value:
         name = node.input[index] if len(node.input) > index else ""
         found = self.values.get(name)
+        if isinstance(found, Pending):
+            raise self.error(node, f"input {index} ({name!r}) is an intermediate of an attention pattern (made by "
+                                   f"{self.where(found.node)}), which only the rest of that pattern may read")
         if not isinstance(found, Value):
             what = "a constant" if isinstance(found, (np.ndarray, BatchZeros)) else "missing"
             raise self.error(node, f"input {index} ({name!r}) must be a computed tensor of the batch, it is {what}")

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import layers as L
+from . import attention
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 from .graph import BATCH, BatchZeros, Value
@@ -102,6 +103,8 @@ def gemm(graph, node):
 
 def matmul(graph, node):
     graph.attrs(node, {})
+    if len(node.input) > 1 and not isinstance(graph.values.get(node.input[1]), np.ndarray):
+        return attention.product(graph, node)  # two activations: attention's scores or mix
     x = graph.value(node, 0)
     graph.rank(node, x, (2, 3, 4), "(N, ..., features) times a constant 2-D matrix")
     w = graph.constant(node, 1, "the weights")
@@ -367,8 +370,18 @@ def flatten(graph, node):
 
 
 def reshape(graph, node):
-    allow_zero = graph.attrs(node, {"allowzero": 0})["allowzero"]
     x = graph.value(node, 0)
+    dims = reshape_dims(graph, node, x)
+    if dims == x.shape or dims == tuple(x.tensor.shape):
+        return [Value(x.tensor, dims)]
+    if len(dims) == 1:
+        return [_flat(graph, node, x)]
+    return [graph.layer(node, L.Reshape, x.tensor, dims)]
+
+
+def reshape_dims(graph, node, x) -> tuple:
+    """The per-sample shape a Reshape node gives ``x`` (a Value or an attention Pending)."""
+    allow_zero = graph.attrs(node, {"allowzero": 0})["allowzero"]
     target = [int(v) for v in graph.constant(node, 1, "shape").reshape(-1)]
     if allow_zero and 0 in target:
         raise graph.error(node, "allowzero=1 with a 0 in the shape is not supported", "allowzero=0")
@@ -387,12 +400,7 @@ def reshape(graph, node):
         dims[dims.index(-1)] = size // known if known and size % known == 0 else -1
     if math.prod(dims) != size or min(dims, default=1) < 1:
         raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}")
-    dims = tuple(dims)
-    if dims == x.shape or dims == tuple(x.tensor.shape):
-        return [Value(x.tensor, dims)]
-    if len(dims) == 1:
-        return [_flat(graph, node, x)]
-    return [graph.layer(node, L.Reshape, x.tensor, dims)]
+    return tuple(dims)
 
 
 def shape(graph, node):
@@ -731,6 +739,12 @@ IMPORTERS.update({  # group X, phase 2
     "ConvTranspose": conv_transpose, "GlobalMaxPool": global_max_pool, "Concat": concat, "Resize": resize,
     "LayerNormalization": layer_normalization, "RMSNormalization": rms_normalization,
     "GroupNormalization": group_normalization, "LSTM": recurrent, "GRU": recurrent,
+})
+
+
+IMPORTERS.update({  # group X, phase 3: attention as PyTorch writes it (see .attention)
+    "Split": attention.split, "Slice": attention.slice_, "Mul": attention.scale, "Div": attention.scale,
+    "Where": attention.where,
 })
 
 
