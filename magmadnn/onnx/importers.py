@@ -103,8 +103,9 @@ def gemm(graph, node):
 
 def matmul(graph, node):
     graph.attrs(node, {})
-    if len(node.input) > 1 and not isinstance(graph.values.get(node.input[1]), np.ndarray):
-        return attention.product(graph, node)  # two activations: attention's scores or mix
+    second = graph.values.get(node.input[1]) if len(node.input) > 1 else None
+    if isinstance(second, Value) and len(second.shape) == 3:
+        return attention.product(graph, node)  # two activations of (heads, T, d): attention's scores or mix
     x = graph.value(node, 0)
     graph.rank(node, x, (2, 3, 4), "(N, ..., features) times a constant 2-D matrix")
     w = graph.constant(node, 1, "the weights")
