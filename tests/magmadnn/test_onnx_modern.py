@@ -193,11 +193,10 @@ def test_modern_layers_round_trip_through_onnxruntime(build, shape, device, tmp_
     expected = model.predict(x)
     got = run_ort(path, {model.inputs[0].layer.name: x})
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
-    if build is image_model:  # attention reads back as its parts; the rest as the same layers
-        back = monnx.load(path, device=device)
-        np.testing.assert_allclose(back.predict(x), expected, rtol=RTOL, atol=ATOL)
-        assert sorted(type(layer).__name__ for layer in back.layers) == sorted(
-            type(layer).__name__ for layer in model.layers)
+    back = monnx.load(path, device=device)  # every layer, attention included, reads back as itself
+    np.testing.assert_allclose(back.predict(x), expected, rtol=RTOL, atol=ATOL)
+    assert sorted(type(layer).__name__ for layer in back.layers) == sorted(
+        type(layer).__name__ for layer in model.layers)
 
 
 # ---------------------------------------------------------------------------------------------------- PyTorch
