@@ -116,12 +116,13 @@ def test_pytorch_resnet_block_imports_predicts_and_fine_tunes(device, tmp_path):
 
 
 class CausalSelfAttention(nn.Module):
-    """nanoGPT's attention: one fused q/k/v Linear split in three (or three Linears), heads by view + transpose,
-    the causal mask a registered tril buffer (masked_fill) or ``scaled_dot_product_attention(is_causal=True)``."""
+    """nanoGPT's attention: one fused q/k/v Linear split in three (``fused="slice"``: sliced) or three Linears, heads
+    by view + transpose, the causal mask a registered tril buffer (masked_fill) or
+    ``scaled_dot_product_attention(is_causal=True)``; ``scale`` multiplies the scores, ``divide`` divides them."""
 
-    def __init__(self, width, heads, steps, fused=True, sdpa=False, scale=None, mask=None):
+    def __init__(self, width, heads, steps, fused=True, sdpa=False, scale=None, mask=None, divide=None):
         super().__init__()
-        self.heads, self.fused, self.sdpa, self.scale = heads, fused, sdpa, scale
+        self.heads, self.fused, self.sdpa, self.scale, self.divide = heads, fused, sdpa, scale, divide
         if fused:
             self.c_attn = nn.Linear(width, 3 * width)
         else:
@@ -132,12 +133,17 @@ class CausalSelfAttention(nn.Module):
 
     def forward(self, x):
         b, t, c = x.size()
-        q, k, v = self.c_attn(x).split(c, dim=2) if self.fused else (self.q(x), self.k(x), self.v(x))
+        if self.fused == "slice":
+            qkv = self.c_attn(x)
+            q, k, v = qkv[..., :c], qkv[..., c:2 * c], qkv[..., 2 * c:]
+        else:
+            q, k, v = self.c_attn(x).split(c, dim=2) if self.fused else (self.q(x), self.k(x), self.v(x))
         q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
         if self.sdpa:
             y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
         else:
-            att = (q @ k.transpose(-2, -1)) * (self.scale or k.size(-1) ** -0.5)
+            att = q @ k.transpose(-2, -1)
+            att = att / self.divide if self.divide else att * (self.scale or k.size(-1) ** -0.5)
             att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
             y = torch.softmax(att, dim=-1) @ v
         return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
@@ -177,10 +183,11 @@ def test_pytorch_attention_scale_is_folded_and_other_masks_refused(tmp_path):
     node, never a different model."""
     torch.manual_seed(4)
     x = np.random.default_rng(4).standard_normal((3, 5, 8)).astype(np.float32)
-    module = TransformerBlock(scale=0.3).eval()
-    model = monnx.load(_export(module, (5, 8), tmp_path / "scaled.onnx", opset=20))
-    with torch.no_grad():
-        np.testing.assert_allclose(model.predict(x), module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-5)
+    for i, module in enumerate([TransformerBlock(scale=0.3), TransformerBlock(fused="slice", divide=1.7)]):
+        model = monnx.load(_export(module, (5, 8), tmp_path / f"scaled{i}.onnx", opset=20))
+        assert "MultiHeadAttention" in [type(layer).__name__ for layer in model.layers]
+        with torch.no_grad():
+            np.testing.assert_allclose(model.predict(x), module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-5)
     banded = torch.tril(torch.ones(5, 5)) - torch.tril(torch.ones(5, 5), -2)  # a sliding window of 2 keys
     path = _export(TransformerBlock(mask=banded), (5, 8), tmp_path / "banded.onnx", opset=20)
     with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Where\): attention pattern: this mask is not supported"):
