@@ -153,8 +153,9 @@ def follow(graph, node):
         return [Pending(_reshaped(graph, node, x), node)]
     if op == "Transpose":
         perm = [int(p) for p in graph.attrs(node, {"perm": None})["perm"] or reversed(range(len(x.shape) + 1))]
-        if perm[0] != 0:
-            raise graph.error(node, f"perm {perm} moves the batch axis", "permutations that keep axis 0 first")
+        if sorted(perm) != list(range(len(x.shape) + 1)) or perm[0] != 0:
+            raise graph.error(node, f"perm {perm} of a rank-{len(x.shape) + 1} tensor is not supported",
+                              "permutations that keep axis 0 first")
         return [Pending(tuple(x.shape[p - 1] for p in perm[1:]), node)]
     if op in ("Mul", "Div"):
         return scale(graph, node)
