@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from .. import layers as L
-from .graph import BATCH, Pending, Value
+from .graph import BATCH, Pending, Value, reshape_dims
 
 __all__ = ["product", "scale", "split", "slice_", "where", "follow", "build"]
 
@@ -133,12 +133,6 @@ def where(graph, node):
 # ----------------------------------------------------------------------------------------------- Pending path
 
 
-def _reshaped(graph, node, x):
-    from .importers import reshape_dims  # noqa: PLC0415 - importers imports this module
-
-    return reshape_dims(graph, node, x)
-
-
 def follow(graph, node):
     """A node reading a Pending value: the next Pending of the pattern, or the finished attention layer."""
     op = node.op_type
@@ -150,7 +144,7 @@ def follow(graph, node):
         return [x]
     if op == "Reshape":
         graph.attrs(node, {"allowzero": 0})
-        return [Pending(_reshaped(graph, node, x), node)]
+        return [Pending(reshape_dims(graph, node, x), node)]
     if op == "Transpose":
         perm = [int(p) for p in graph.attrs(node, {"perm": None})["perm"] or reversed(range(len(x.shape) + 1))]
         if sorted(perm) != list(range(len(x.shape) + 1)) or perm[0] != 0:

@@ -3,6 +3,7 @@ errors that name the node, its op type and what is supported."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 
@@ -13,7 +14,7 @@ from ..layers.reshaping import Reshape
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 
-__all__ = ["Value", "BatchZeros", "Pending", "Graph", "DTYPES", "BATCH"]
+__all__ = ["Value", "BatchZeros", "Pending", "Graph", "DTYPES", "BATCH", "reshape_dims"]
 
 DTYPES = {1: np.float32, 11: np.float64}  # TensorProto.FLOAT, DOUBLE
 INTEGERS = (6, 7)  # INT32, INT64: ids for embeddings
@@ -185,3 +186,27 @@ class Graph:
             shape.append(int(dim.dim_value))
         layer = Input(tuple(shape), name=self._unique(spec.name), dtype="int64" if integer else None)
         return Value(layer.output, name=spec.name)
+
+
+def reshape_dims(graph, node, x) -> tuple:
+    """The per-sample shape a Reshape node gives ``x`` (a Value or an attention Pending)."""
+    allow_zero = graph.attrs(node, {"allowzero": 0})["allowzero"]
+    target = [int(v) for v in graph.constant(node, 1, "shape").reshape(-1)]
+    if allow_zero and 0 in target:
+        raise graph.error(node, "allowzero=1 with a 0 in the shape is not supported", "allowzero=0")
+    if target and target[0] == BATCH:  # the batch size taken from the input's Shape: keep it
+        target[0] = 0
+    if any(v < -1 for v in target):
+        raise graph.error(node, "a shape computed from the batch size (other than copying it first) is not "
+                                "supported", "shapes whose first entry is 0, -1 or the input's batch size")
+    if not target or target[0] not in (0, -1) or (target[0] == -1 and -1 in target[1:]):
+        raise graph.error(node, f"shape {target} is not supported",
+                          "a shape that keeps the dynamic batch axis first (0 or -1) and fixes the others")
+    dims = [x.shape[i - 1] if v == 0 and i > 0 else v for i, v in enumerate(target)][1:]
+    size = math.prod(x.shape)
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        dims[dims.index(-1)] = size // known if known and size % known == 0 else -1
+    if math.prod(dims) != size or min(dims, default=1) < 1:
+        raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}")
+    return tuple(dims)
