@@ -67,6 +67,11 @@ class Graph:
         self.absorbed: set[int] = set()  # ids of nodes folded into an earlier node's layer
         self._names: Counter = Counter()
         self.producers = {name: node for node in proto.graph.node for name in node.output if name}
+        self.hint = ""  # added to every node error where the graph shows what it comes from
+        if any(init.name.endswith("in_proj_bias") for init in proto.graph.initializer):
+            self.hint = (" (the graph looks like PyTorch's nn.MultiheadAttention, whose export folds the batch into "
+                         "the heads axis: write the heads by hand or with F.scaled_dot_product_attention, which "
+                         "import as MultiHeadAttention)")
         for node in proto.graph.node:
             for name in node.input:
                 if name:
@@ -79,7 +84,7 @@ class Graph:
 
     def error(self, node, what: str, supported: str | None = None) -> UnsupportedOnnxError:
         tail = f"; supported: {supported}" if supported else ""
-        return UnsupportedOnnxError(f"{self.where(node)}: {what}{tail}")
+        return UnsupportedOnnxError(f"{self.where(node)}: {what}{tail}{self.hint}")
 
     # -- inputs of a node
     def attrs(self, node, defaults: dict) -> dict:
