@@ -109,7 +109,7 @@ def _slice_range(graph, node, width: int):
     axes = graph.constant(node, 3, "axes").reshape(-1) if graph.has(node, 3) else np.arange(len(starts))
     steps = graph.constant(node, 4, "steps").reshape(-1) if graph.has(node, 4) else np.ones_like(starts)
     if len(starts) != 1 or int(axes[0]) not in (-1, 2) or int(steps[0]) != 1:
-        raise graph.error(node, f"slicing axes {list(axes)} with steps {list(steps)} is not supported",
+        raise graph.error(node, f"slicing axes {axes.tolist()} with steps {steps.tolist()} is not supported",
                           "one slice of the last axis, step 1 (a fused q/k/v projection)")
     begin, end, _ = slice(int(starts[0]), int(ends[0])).indices(width)
     if end <= begin:
@@ -180,9 +180,8 @@ def follow(graph, node):
 class _Chain:
     """Reads the pattern back from the output projection, naming the node where it differs."""
 
-    def __init__(self, graph, start):
-        self.graph, self.start = graph, start
-        self.producers = graph.producers
+    def __init__(self, graph):
+        self.graph, self.producers = graph, graph.producers
 
     def node(self, name: str, ops: tuple, reader, what: str):
         found = self.producers.get(name)
@@ -308,7 +307,7 @@ def _causal(graph, node, scores_name: str, tq: int, tk: int) -> bool:
 def build(graph, node):
     """The MultiHeadAttention layer ending at the output projection ``node`` (MatMul(merged heads, W_o))."""
     graph.attrs(node, {})
-    chain = _Chain(graph, node)
+    chain = _Chain(graph)
     w_o = graph.values[node.input[1]]
     merge = chain.node(node.input[0], ("Reshape",), node, "the output projection's input")
     back = chain.node(merge.input[0], ("Transpose",), merge, "the merged heads")
