@@ -1,5 +1,6 @@
 """Models exported by PyTorch (``torch.onnx.export``) import, predict like PyTorch and onnxruntime, fine-tune with
-``fit`` and save in magmadnn's own format: LeNet-5 and a ResNet block (BatchNorm kept, a strided 1x1 shortcut)."""
+``fit`` and save in magmadnn's own format: LeNet-5, a ResNet block (BatchNorm kept, a strided 1x1 shortcut) and a
+pre-LayerNorm transformer block whose hand-written attention becomes one MultiHeadAttention."""
 
 from __future__ import annotations
 
@@ -60,12 +61,12 @@ def _randomize_batch_norm(module, seed=0):
             layer.bias.data.copy_(torch.randn(layer.num_features, generator=gen) * 0.1)
 
 
-def _export(module, shape, path, fold=True):
+def _export(module, shape, path, fold=True, opset=17):
     module.eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(module, (torch.zeros(2, *shape),), str(path), input_names=["x"], output_names=["logits"],
-                          opset_version=17, dynamo=False, do_constant_folding=fold,
+                          opset_version=opset, dynamo=False, do_constant_folding=fold,
                           dynamic_axes={"x": {0: "batch"}, "logits": {0: "batch"}})
     return str(path)
 
@@ -109,3 +110,102 @@ def test_pytorch_resnet_block_imports_predicts_and_fine_tunes(device, tmp_path):
     model = _check_import_and_fine_tune(module, (3, 10, 10), path, device, tmp_path)
     names = [type(layer).__name__ for layer in model.layers]
     assert names.count("BatchNorm") == 3 and names.count("Add") == 1 and "GlobalAvgPool2D" in names
+
+
+# ---------------------------------------------------------------------------------------------------- attention
+
+
+class CausalSelfAttention(nn.Module):
+    """nanoGPT's attention: one fused q/k/v Linear split in three (``fused="slice"``: sliced) or three Linears, heads
+    by view + transpose, the causal mask a registered tril buffer (masked_fill) or
+    ``scaled_dot_product_attention(is_causal=True)``; ``scale`` multiplies the scores, ``divide`` divides them."""
+
+    def __init__(self, width, heads, steps, fused=True, sdpa=False, scale=None, mask=None, divide=None):
+        super().__init__()
+        self.heads, self.fused, self.sdpa, self.scale, self.divide = heads, fused, sdpa, scale, divide
+        if fused:
+            self.c_attn = nn.Linear(width, 3 * width)
+        else:
+            self.q, self.k, self.v = (nn.Linear(width, width) for _ in range(3))
+        self.c_proj = nn.Linear(width, width)
+        tril = torch.tril(torch.ones(steps, steps)) if mask is None else mask
+        self.register_buffer("bias", tril.view(1, 1, steps, steps))
+
+    def forward(self, x):
+        b, t, c = x.size()
+        if self.fused == "slice":
+            qkv = self.c_attn(x)
+            q, k, v = qkv[..., :c], qkv[..., c:2 * c], qkv[..., 2 * c:]
+        else:
+            q, k, v = self.c_attn(x).split(c, dim=2) if self.fused else (self.q(x), self.k(x), self.v(x))
+        q, k, v = (z.view(b, t, self.heads, c // self.heads).transpose(1, 2) for z in (q, k, v))
+        if self.sdpa:
+            y = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True)
+        else:
+            att = q @ k.transpose(-2, -1)
+            att = att / self.divide if self.divide else att * (self.scale or k.size(-1) ** -0.5)
+            att = att.masked_fill(self.bias[:, :, :t, :t] == 0, float("-inf"))
+            y = torch.softmax(att, dim=-1) @ v
+        return self.c_proj(y.transpose(1, 2).contiguous().view(b, t, c))
+
+
+class TransformerBlock(nn.Module):
+    """Pre-LayerNorm block (attention, a tanh-GELU MLP, residual Adds) and a classifier head."""
+
+    def __init__(self, width=8, heads=2, steps=5, classes=4, **attention):
+        super().__init__()
+        self.ln_1, self.ln_2 = nn.LayerNorm(width), nn.LayerNorm(width)
+        self.attn = CausalSelfAttention(width, heads, steps, **attention)
+        self.mlp = nn.Sequential(nn.Linear(width, 4 * width), nn.GELU(approximate="tanh"), nn.Linear(4 * width, width))
+        self.head = nn.Linear(steps * width, classes)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        x = x + self.mlp(self.ln_2(x))
+        return self.head(x.flatten(1))
+
+
+@pytest.mark.parametrize("attention", [{"fused": True}, {"fused": False, "sdpa": True}],
+                         ids=["fused-masked_fill", "separate-sdpa"])
+def test_pytorch_transformer_block_imports_predicts_and_fine_tunes(attention, device, tmp_path):
+    torch.manual_seed(3)
+    module = TransformerBlock(**attention)
+    path = _export(module, (5, 8), tmp_path / "block.onnx", opset=20)  # opset 20: Gelu(approximate="tanh")
+    model = _check_import_and_fine_tune(module, (5, 8), path, device, tmp_path)
+    assert [type(layer).__name__ for layer in model.layers] == [
+        "Input", "LayerNorm", "MultiHeadAttention", "Add", "LayerNorm", "Dense", "Dense", "Add", "Flatten", "Dense"]
+    attn = model.layers[2]
+    assert (attn.num_heads, attn.key_dim, attn.causal) == (2, 4, True)
+
+
+def test_pytorch_attention_scale_is_folded_and_other_masks_refused(tmp_path):
+    """Any scale is exact (folded into the query projection); a mask that is not causal is an error naming the
+    node, never a different model."""
+    torch.manual_seed(4)
+    x = np.random.default_rng(4).standard_normal((3, 5, 8)).astype(np.float32)
+    for i, module in enumerate([TransformerBlock(scale=0.3), TransformerBlock(fused="slice", divide=1.7)]):
+        model = monnx.load(_export(module, (5, 8), tmp_path / f"scaled{i}.onnx", opset=20))
+        assert "MultiHeadAttention" in [type(layer).__name__ for layer in model.layers]
+        with torch.no_grad():
+            np.testing.assert_allclose(model.predict(x), module(torch.from_numpy(x)).numpy(), rtol=1e-4, atol=1e-5)
+    banded = torch.tril(torch.ones(5, 5)) - torch.tril(torch.ones(5, 5), -2)  # a sliding window of 2 keys
+    path = _export(TransformerBlock(mask=banded), (5, 8), tmp_path / "banded.onnx", opset=20)
+    with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Where\): attention pattern: this mask is not supported"):
+        monnx.load(path)
+
+
+def test_pytorch_multihead_attention_module_is_a_clear_error(tmp_path):
+    """nn.MultiheadAttention's legacy export folds the batch into the heads (time-major): refused by node."""
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+
+        def forward(self, x):
+            return self.attn(x, x, x, need_weights=False)[0].flatten(1)
+
+    path = _export(Net(), (5, 8), tmp_path / "mha.onnx", opset=20)
+    with pytest.raises(monnx.UnsupportedOnnxError, match=r"ONNX node '[^']+' \(\w+\): .*looks like PyTorch's "
+                                                         r"nn.MultiheadAttention.*scaled_dot_product_attention"):
+        monnx.load(path)
