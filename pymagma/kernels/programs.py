@@ -21,7 +21,7 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-HEADERS = ("common.cuh", "random.cu")  # random.cu: step.cu draws from its Philox stream
+HEADERS = ("common.cuh", "random.cu", "optim.cu")  # step.cu includes optim.cu and random.cu (their rules)
 
 
 @answered_once
