@@ -537,3 +537,21 @@ def test_current_device_is_per_thread_and_queues_work(monkeypatch):
         assert q.stream == stream.handle and q.device == 0
         q.synchronize()
         assert pymagma.Queue(device=1).device == 1
+
+
+def test_every_barrier_helper_of_common_cuh_marks_its_programs_as_using_barriers():
+    """The emulation runs a program's threads one after another unless it meets at barriers: a helper of
+    common.cuh that calls __syncthreads must be listed, or a program using it would run without them."""
+    import re
+
+    from pymagma.kernels import programs
+    from pymagma.simulator import kernels as simulated_kernels
+
+    text = programs.read_text("common.cuh")
+    helpers = set()
+    for match in re.finditer(r"__device__[^(;{]*?\b(\w+)\s*\(", text):
+        body = text[match.end():text.find("\n}\n", match.end())]
+        if "__syncthreads" in body:
+            helpers.add(match.group(1))
+    assert "pm_block_reduce" in helpers
+    assert helpers <= set(simulated_kernels.BARRIER_CALLS)
