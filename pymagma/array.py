@@ -132,6 +132,9 @@ class DeviceArray:
 
     @property
     def queue(self):
+        q = _native.current.default_queues.get(self.device)  # the fast path of every kernel and BLAS call
+        if q is not None:
+            return q
         from .queue import default_queue
 
         return default_queue(self.device)
