@@ -407,8 +407,18 @@ def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
     dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
     device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
-    alloc = memory.Allocation(math.prod(shape) * dtype.itemsize, device)
-    return DeviceArray._trusted(shape, dtype, alloc.ptr, c_strides(shape, dtype.itemsize), alloc, device)
+    return _empty(shape, dtype, device)
+
+
+def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
+    """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
+    ``np.dtype``) and device come from checked arrays: nothing is checked again."""
+    itemsize = dtype.itemsize
+    alloc = memory.Allocation.trusted(math.prod(shape) * itemsize, device)
+    return DeviceArray._trusted(shape, dtype, alloc.ptr, _c_strides_cached(shape, itemsize), alloc, device)
+
+
+_c_strides_cached = functools.lru_cache(maxsize=1024)(c_strides)  # (shape tuple, itemsize) -> byte strides
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:

@@ -235,6 +235,8 @@ def _device_array(x, what: str):
 
 def _empty(shape, like):
     _device_array(like, "cuDNN operand")
+    if shape is like.shape:  # an operand's own (checked) shape
+        return _array._empty(shape, like.dtype, like.device)
     return _array.empty(tuple(shape), like.dtype, device=like.device)
 
 

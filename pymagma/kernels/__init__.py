@@ -134,6 +134,8 @@ def contiguous(x):
 
 def _out_for(out, shape, dtype, device, what: str):
     if out is None:
+        if isinstance(dtype, np.dtype) and type(shape) is tuple:  # an operand's own (checked) shape and dtype
+            return _array._empty(shape, dtype, device)
         return _array.empty(shape, dtype, device=device)
     _device_array(out, f"{what} out")
     if tuple(out.shape) != tuple(shape) or programs.dtype_name(out.dtype) != programs.dtype_name(dtype):
@@ -385,7 +387,7 @@ def reduce(op: str, x, axis=None, keepdims: bool = False):
     strides = _elem_strides(x)
     kept_shape = tuple(x.shape[d] for d in kept)
     out_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)) if keepdims else kept_shape
-    out = _array.empty(out_shape, x.dtype, device=x.device)
+    out = _array._empty(out_shape, x.dtype, x.device)
     s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
     r = make_strides3(tuple(x.shape[d] for d in axes), [strides[d] for d in axes])
     n_out = math.prod(kept_shape)
