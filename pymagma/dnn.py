@@ -126,8 +126,18 @@ def compute_type(dtype) -> cd.DataType:
 
 
 def _scalar(dtype, value: float):
-    """alpha/beta scaling factors: double for double data, float otherwise (cuDNN's rule)."""
-    return c_double(value) if data_type(dtype) == cd.DataType.DOUBLE else c_float(value)
+    """alpha/beta scaling factors: double for double data, float otherwise (cuDNN's rule); the usual 0 and 1 are
+    made once per dtype (shared, never written: cuDNN only reads them)."""
+    key = (dtype, value)
+    made = _SCALARS.get(key)
+    if made is None:
+        made = c_double(value) if data_type(dtype) == cd.DataType.DOUBLE else c_float(value)
+        if value in (0.0, 1.0):
+            _SCALARS[key] = made
+    return made
+
+
+_SCALARS: dict = {}  # (dtype, 0.0 or 1.0) -> its ctypes scalar
 
 
 def _math_type(dtype, math: str | None) -> cd.MathType:
@@ -201,8 +211,25 @@ def _bn_descriptor(x_key: tuple, mode) -> cd.TensorDescriptor:
 
 def _desc_key(a, shape=None) -> tuple:
     """(shape, element strides, cuDNN dtype) of ``a`` seen with ``shape``: its own, padded with trailing 1s, or
-    any reshape of a C-contiguous ``a``."""
+    any reshape of a C-contiguous ``a``; worked out once per layout."""
     _device_array(a, "cuDNN tensor")
+    layout = (a.shape, a.strides, a.dtype, shape)
+    try:
+        return _DESC_KEYS[layout]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable shape (a list): worked out each time
+        return _work_out_desc_key(a, shape)
+    key = _DESC_KEYS[layout] = _work_out_desc_key(a, shape)  # (raises for a layout cuDNN cannot take)
+    if len(_DESC_KEYS) > 4096:
+        _DESC_KEYS.clear()
+    return key
+
+
+_DESC_KEYS: dict = {}  # (shape, byte strides, dtype, seen-as shape) -> _desc_key's answer
+
+
+def _work_out_desc_key(a, shape) -> tuple:
     own = tuple(a.shape)
     shape = own if shape is None else tuple(shape)
     elem = tuple(s // a.itemsize for s in a.strides)
@@ -378,6 +405,26 @@ def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_
 
 
 def _problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:
+    """The checked :class:`ConvProblem` of a call, worked out once per distinct arguments (their types too: a
+    float stride equal to an int one is still refused)."""
+    args = (x_shape, w_shape, dtype, stride, padding, dilation, groups, math)
+    key = (*args, allow_tf32, *(type(v) if type(v) is not tuple else tuple(map(type, v)) for v in args))
+    try:
+        return _PROBLEMS[key]
+    except KeyError:
+        pass
+    except TypeError:  # unhashable arguments (lists): checked each time
+        return _work_out_problem(*args)
+    problem = _PROBLEMS[key] = _work_out_problem(*args)
+    if len(_PROBLEMS) > 1024:
+        _PROBLEMS.clear()
+    return problem
+
+
+_PROBLEMS: dict = {}
+
+
+def _work_out_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:
     y_shape = conv2d_output_shape(x_shape, w_shape, stride, padding, dilation, groups)
     return ConvProblem(_checks.sizes(x_shape, "x shape"), _checks.sizes(w_shape, "w shape"), y_shape,
                        _tuple2(padding, "padding"), _tuple2(stride, "stride"), _tuple2(dilation, "dilation"),
