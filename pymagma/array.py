@@ -47,6 +47,9 @@ def is_c_contiguous(shape, strides, itemsize) -> bool:
     return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
 
 
+_is_c_contiguous_cached = functools.lru_cache(maxsize=1024)(is_c_contiguous)  # (shape, strides, itemsize) -> bool
+
+
 def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
     """(lowest, one-past-highest) byte offsets touched by a strided array, relative to element 0."""
     if 0 in shape:
@@ -128,7 +131,7 @@ class DeviceArray:
 
     @functools.cached_property
     def is_c_contiguous(self) -> bool:  # shape and strides never change: computed once
-        return is_c_contiguous(self.shape, self.strides, self.itemsize)
+        return _is_c_contiguous_cached(self.shape, self.strides, self.dtype.itemsize)
 
     @property
     def queue(self):
@@ -415,7 +418,9 @@ def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     ``np.dtype``) and device come from checked arrays: nothing is checked again."""
     itemsize = dtype.itemsize
     alloc = memory.Allocation.trusted(math.prod(shape) * itemsize, device)
-    return DeviceArray._trusted(shape, dtype, alloc.ptr, _c_strides_cached(shape, itemsize), alloc, device)
+    out = DeviceArray._trusted(shape, dtype, alloc.ptr, _c_strides_cached(shape, itemsize), alloc, device)
+    out.is_c_contiguous = True  # (the cached property, known)
+    return out
 
 
 _c_strides_cached = functools.lru_cache(maxsize=1024)(c_strides)  # (shape tuple, itemsize) -> byte strides

@@ -262,7 +262,7 @@ def _device_array(x, what: str):
 
 def _empty(shape, like):
     _device_array(like, "cuDNN operand")
-    if shape is like.shape:  # an operand's own (checked) shape
+    if type(shape) is tuple:  # an operand's own shape, or one worked out from checked sizes
         return _array._empty(shape, like.dtype, like.device)
     return _array.empty(tuple(shape), like.dtype, device=like.device)
 
@@ -405,23 +405,13 @@ def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_
 
 
 def _problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:
-    """The checked :class:`ConvProblem` of a call, worked out once per distinct arguments (their types too: a
-    float stride equal to an int one is still refused)."""
-    args = (x_shape, w_shape, dtype, stride, padding, dilation, groups, math)
-    key = (*args, allow_tf32, *(type(v) if type(v) is not tuple else tuple(map(type, v)) for v in args))
-    try:
-        return _PROBLEMS[key]
-    except KeyError:
-        pass
-    except TypeError:  # unhashable arguments (lists): checked each time
-        return _work_out_problem(*args)
-    problem = _PROBLEMS[key] = _work_out_problem(*args)
-    if len(_PROBLEMS) > 1024:
-        _PROBLEMS.clear()
-    return problem
+    """The checked :class:`ConvProblem` of a call, worked out once per distinct arguments."""
+    return _checked_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math, allow_tf32)
 
 
-_PROBLEMS: dict = {}
+@_checks.once_per_arguments
+def _checked_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math, tf32) -> ConvProblem:
+    return _work_out_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math)
 
 
 def _work_out_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:

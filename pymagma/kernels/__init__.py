@@ -606,6 +606,10 @@ def normal(shape=None, mean: float = 0.0, std: float = 1.0, *, seed: int, offset
 
 
 # ------------------------------------------------------------------------------------------------------ pooling
+_INT32 = np.dtype(np.int32)
+
+
+@_checks.once_per_arguments
 def _pool_geometry(shape, window, stride, padding, what: str) -> PoolGeometry:
     """The geometry of 2-D pooling over NCHW ``shape``: ``window`` and ``stride`` pairs of positive ints, ``padding``
     ``((top, bottom), (left, right))`` of non-negative ints smaller than the window."""
@@ -641,9 +645,8 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     dtype = _float_dtype(x, "max_pool2d")
     g = _pool_geometry(x.shape, window, stride, padding, "max_pool2d")
     x = contiguous(x)
-    module = _array
-    y = module.empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, device=x.device)
-    offsets = module.empty(y.shape, np.int32, device=x.device)
+    y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
+    offsets = _array._empty(y.shape, _INT32, x.device)
     _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [_ptr(x), _ptr(y), _ptr(offsets), g])
     return y, offsets
 
