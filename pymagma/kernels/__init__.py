@@ -114,7 +114,7 @@ def _same(arrays, what: str):
         if other is None:
             continue
         _device_array(other, what)
-        if programs.dtype_name(other.dtype) != programs.dtype_name(first.dtype):
+        if other.dtype != first.dtype and programs.dtype_name(other.dtype) != programs.dtype_name(first.dtype):
             raise TypeError(f"{what}: dtypes differ ({first.dtype} and {other.dtype})")
         if other.device != first.device:
             raise ValueError(f"{what}: arrays live on different devices ({first.device} and {other.device})")
@@ -374,23 +374,30 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+@_checks.once_per_arguments
+def _reduce_plan(op: str, shape: tuple, strides: tuple, itemsize: int, axis, keepdims: bool) -> tuple:
+    """(output shape, outputs, elements reduced per output, kept strides, reduced strides) of a reduction."""
+    ndim = len(shape)
+    axes = _axes(axis, ndim)
+    kept = [d for d in range(ndim) if d not in axes]
+    n_red = math.prod(shape[d] for d in axes)
+    if n_red == 0:
+        raise ValueError(f"{op} over an empty set of elements (shape {shape}, axis {axis})")
+    strides = tuple(s // itemsize for s in strides)
+    kept_shape = tuple(shape[d] for d in kept)
+    out_shape = tuple(1 if d in axes else shape[d] for d in range(ndim)) if keepdims else kept_shape
+    s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
+    r = make_strides3(tuple(shape[d] for d in axes), [strides[d] for d in axes])
+    return out_shape, math.prod(kept_shape), n_red, s, r
+
+
 def reduce(op: str, x, axis=None, keepdims: bool = False):
     """Reduce ``x`` over ``axis`` (int, tuple or None = all) with sum, mean, max, min, prod or sum_squares."""
     if op not in REDUCE_OPS:
         raise ValueError(f"unknown reduction {op!r}; known: {sorted(REDUCE_OPS)}")
     dtype = _float_dtype(x, op)
-    axes = _axes(axis, x.ndim)
-    kept = [d for d in range(x.ndim) if d not in axes]
-    n_red = math.prod(x.shape[d] for d in axes)
-    if n_red == 0:
-        raise ValueError(f"{op} over an empty set of elements (shape {x.shape}, axis {axis})")
-    strides = _elem_strides(x)
-    kept_shape = tuple(x.shape[d] for d in kept)
-    out_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)) if keepdims else kept_shape
+    out_shape, n_out, n_red, s, r = _reduce_plan(op, x.shape, x.strides, x.itemsize, axis, keepdims)
     out = _array._empty(out_shape, x.dtype, x.device)
-    s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
-    r = make_strides3(tuple(x.shape[d] for d in axes), [strides[d] for d in axes])
-    n_out = math.prod(kept_shape)
     _run("reduce", programs.expression("reduce_axes", dtype), x, n_out,
          [c_int(REDUCE_OPS[op]), _ptr(x), _ptr(out), c_longlong(n_out), c_longlong(n_red), s, r],
          grid=min(n_out, 65535))
