@@ -55,8 +55,9 @@ def native_int_max() -> int:
     return 2**63 - 1 if _libs.magma_ilp64() else INT32_MAX  # as _magma.MAGMA_INT, fixed at import
 
 
-def _kind(value):
-    return tuple(map(_kind, value)) if type(value) is tuple else type(value)
+def _kind(values: tuple) -> tuple:
+    """The types in ``values``, nested tuples as tuples of their types."""
+    return tuple([type(v) if type(v) is not tuple else _kind(v) for v in values])
 
 
 def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:

@@ -316,8 +316,8 @@ class ConvProblem:
     dtype: cd.DataType
     math: cd.MathType
 
-    @property
-    def descriptors(self):
+    @functools.cached_property
+    def descriptors(self):  # made once per problem (problems are cached)
         compute = cd.DataType.DOUBLE if self.dtype == cd.DataType.DOUBLE else cd.DataType.FLOAT
         return (tensor_descriptor(self.x_shape, cd.contiguous_strides(self.x_shape), self.dtype),
                 filter_descriptor(self.w_shape, self.dtype),

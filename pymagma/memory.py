@@ -72,7 +72,8 @@ class Pool:
 
     def take(self, device: int, size: int) -> int:
         with self.lock:
-            self._drain()
+            if self.returned:
+                self._drain()
             self.stats["requests"] += 1
             blocks = self.free_blocks.get((device, size))
             if blocks:
@@ -212,8 +213,8 @@ class Allocation:
         ``device``): the hot path of every op's output, no argument checks again."""
         a = object.__new__(cls)
         a.nbytes, a.device = nbytes, device
-        a.size = size = _bucket(nbytes)
-        pool = _pool()
+        a.size = size = -(-nbytes // ALIGNMENT) * ALIGNMENT if nbytes <= _LARGE else _bucket(nbytes)
+        pool = getattr(_override, "pool", None) or _native.current.memory_pool
         a.ptr = pool.take(device, size) if size else 0
         a._pool = pool if size else None
         return a
