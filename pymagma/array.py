@@ -28,6 +28,23 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     return out
 
 
+@_checks.once_per_arguments
+def _reshaped(size: int, shape: tuple) -> tuple[int, ...]:
+    """``shape`` (ints, one of them possibly -1) checked as a new shape for ``size`` elements, -1 resolved."""
+    shape = list(_checks.sizes(shape, "reshape: shape"))
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension (-1)")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {tuple(shape)}")
+        shape[shape.index(-1)] = size // known
+    shape = _normalize_shape(shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
 def _device_index(device) -> int | None:
     """``device`` as a non-negative int, or None (the current device)."""
     return None if device is None else _checks.count(device, "device", maximum=_checks.INT32_MAX)
@@ -164,19 +181,9 @@ class DeviceArray:
     def reshape(self, *shape) -> DeviceArray:
         if len(shape) == 1 and hasattr(shape[0], "__iter__"):
             shape = tuple(shape[0])
-        shape = list(_checks.sizes(shape, "reshape: shape"))
-        if shape.count(-1) > 1:
-            raise ValueError("can only specify one unknown dimension (-1)")
-        if -1 in shape:
-            known = math.prod(s for s in shape if s != -1)
-            if known == 0 or self.size % known:
-                raise ValueError(f"cannot reshape array of size {self.size} into shape {tuple(shape)}")
-            shape[shape.index(-1)] = self.size // known
-        shape = _normalize_shape(shape)
-        if math.prod(shape) != self.size:
-            raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
+        shape = _reshaped(math.prod(self.shape), shape)
         base = self if self.is_c_contiguous else self.copy()
-        return base._view(0, shape, None)
+        return base._view(0, shape, _c_strides_cached(shape, self.dtype.itemsize))
 
     def ravel(self) -> DeviceArray:
         return self.reshape(-1)

@@ -500,8 +500,12 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
 def _check_hyper(what: str, **values) -> None:
     """Optimizer hyperparameters are finite real numbers (a NaN or infinite rate would spoil every parameter)."""
     for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-            raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
+        if type(v) is float or type(v) is int:  # the common case, without an abstract-class check
+            if math.isfinite(v):
+                continue
+        elif not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v):
+            continue
+        raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
 
 
 def _check_update(what: str, param, grad, *states):
