@@ -212,7 +212,8 @@ def _same_device(*arrays) -> int:
 
 def _device_arrays(routine: str, **operands) -> list[DeviceArray]:
     """The operands, each checked to be a DeviceArray (a TypeError names the routine, the argument and the fix)."""
-    return [require_device_array(x, f"{routine}: {name}") for name, x in operands.items()]
+    return [x if isinstance(x, DeviceArray) else require_device_array(x, f"{routine}: {name}")
+            for name, x in operands.items()]
 
 
 def _queue(x: DeviceArray):

@@ -256,8 +256,7 @@ def _as_4d(a) -> tuple:
     return tuple(a.shape) + (1,) * max(0, 4 - a.ndim)
 
 
-def _device_array(x, what: str):
-    return _array.require_device_array(x, what)
+_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument
 
 
 def _empty(shape, like):

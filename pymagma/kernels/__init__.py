@@ -97,8 +97,7 @@ def _c_strides(shape) -> tuple[int, ...]:
     return _array.c_strides(tuple(shape), 1)
 
 
-def _device_array(a, what: str):
-    return _array.require_device_array(a, what)
+_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument
 
 
 def _float_dtype(a, what: str) -> str:
