@@ -57,7 +57,10 @@ def native_int_max() -> int:
 
 def _kind(values: tuple) -> tuple:
     """The types in ``values``, nested tuples as tuples of their types."""
-    return tuple([type(v) if type(v) is not tuple else _kind(v) for v in values])
+    kinds = tuple(map(type, values))
+    if tuple in kinds:
+        kinds = tuple([_kind(v) if k is tuple else k for v, k in zip(values, kinds)])
+    return kinds
 
 
 def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:

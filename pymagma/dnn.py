@@ -293,7 +293,8 @@ def _out(out, shape, like, what: str):
 
 
 def _workspace(nbytes: int, device: int):
-    return memory.alloc(nbytes, device) if nbytes else None
+    """A workspace of ``nbytes`` (an algorithm's size, from cuDNN) on an operand's ``device``."""
+    return memory.Allocation.trusted(nbytes, device) if nbytes else None
 
 
 def _ptr(a) -> c_void_p:
@@ -771,11 +772,17 @@ def _pad4(shape) -> tuple:
     return tuple(shape) + (1,) * max(0, 4 - len(shape))
 
 
+@functools.lru_cache(maxsize=1024)
+def _broadcasts(a_shape: tuple, c_shape: tuple) -> bool:
+    """Whether an array of ``a_shape`` broadcasts onto ``c_shape`` (NumPy's rule, aligned to the right)."""
+    return len(a_shape) <= len(c_shape) and all(n in (1, m) for n, m in zip(reversed(a_shape), reversed(c_shape)))
+
+
 @on_arrays_device
 def add_tensor(a, c, alpha: float = 1.0, beta: float = 1.0):
     """c = alpha * a + beta * c in place, ``a`` broadcast over ``c`` (e.g. a (1, C, 1, 1) bias); returns c."""
     _check_same("add_tensor", a, c)
-    if a.ndim > c.ndim or any(n not in (1, m) for n, m in zip(reversed(a.shape), reversed(c.shape))):
+    if not _broadcasts(a.shape, c.shape):
         raise ValueError(f"add_tensor: {a.shape} does not broadcast onto {c.shape}")
     al, be = _scalar(c.dtype, alpha), _scalar(c.dtype, beta)
     cd.call("cudnnAddTensor", handle(c.device).value, byref(al), _broadcast_desc(a, c.ndim), _ptr(a), byref(be),
