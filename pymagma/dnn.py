@@ -293,8 +293,7 @@ def _out(out, shape, like, what: str):
 
 
 def _workspace(nbytes: int, device: int):
-    """A workspace of ``nbytes`` (an algorithm's size, from cuDNN) on an operand's ``device``."""
-    return memory.Allocation.trusted(nbytes, device) if nbytes else None
+    return memory.alloc(nbytes, device) if nbytes else None
 
 
 def _ptr(a) -> c_void_p:
