@@ -23,12 +23,13 @@ from ctypes import c_double, c_int, c_longlong, c_ulonglong, c_void_p
 
 import numpy as np
 
-from .. import _checks
+from .. import _checks, _native
 from .. import array as _array
 from ..errors import KernelCompileError
 from . import compiler, programs
 from .compiler import CompiledProgram, compile_source, nvrtc_version
-from .loader import THREADS, compile_program, grid_for, launch
+from .loader import MAX_BLOCKS as _MAX_BLOCKS
+from .loader import THREADS, compile_program, grid_for, launch  # noqa: F401 (kernels.launch is public)
 from .programs import FLOAT_DTYPES, PROGRAMS
 
 UNARY_OPS = {
@@ -122,8 +123,9 @@ def _same(arrays, what: str):
 def _run(program: str, expression: str, like, n_items: int, args, grid: int | None = None) -> None:
     if n_items == 0:
         return
-    grid = grid_for(n_items) if grid is None else grid
-    launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
+    if grid is None:  # grid_for(n_items), inline: every kernel launch passes here
+        grid = max(1, min(_MAX_BLOCKS, -(-n_items // THREADS)))
+    _native.current.launcher.launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
 
 
 def contiguous(x):
