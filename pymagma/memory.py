@@ -229,7 +229,10 @@ class Allocation:
         pool, self._pool = getattr(self, "_pool", None), None  # (None when __init__ failed)
         if pool is not None:
             try:
-                pool.collected(self.device, self.size, self.ptr)
+                if pool.closed:
+                    pool.collected(self.device, self.size, self.ptr)
+                else:  # Pool.collected's common case, without the call
+                    pool.returned.append((self.device, self.size, self.ptr))
             except Exception:  # pragma: no cover - interpreter shutdown
                 pass
 
