@@ -600,3 +600,34 @@ def test_norm_and_embedding_arguments_are_checked():
         kernels.embedding(x, dev(np.zeros(2, np.int32)))
     with pytest.raises(ValueError, match="indices' shape"):
         kernels.embedding_backward(x, dev(np.zeros(3, np.int64)), 4)
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_step_kernels_read_their_values_from_the_device_like_the_eager_ones_take_them(dtype):
+    """Graph replay's kernels (step.cu): each optimizer update with the learning rate and Adam's bias corrections read
+    from a device vector, and dropout with its Philox offset read from one, give bit for bit what the eager kernels
+    give with the same values as arguments (what a replayed step equal to an eager one needs)."""
+    from pymagma import kernels
+
+    lr, b1, b2, t = 0.05, 0.9, 0.999, 3
+    values, offsets = dev(np.array([lr, 1 - b1**t, 1 - b2**t])), dev(np.array([7, 12345], np.int64))
+    p, g, s1, s2 = _optimizer_case(dtype, 5, n=300)
+    s1, s2 = np.abs(s1), np.abs(s2)  # second moments and sums of squares are never negative
+    eager, at = [dev(a) for a in (p, s1, s2)], [dev(a) for a in (p, s1, s2)]
+    kernels.sgd_update(eager[0], dev(g), eager[1], lr=lr, momentum=0.9, weight_decay=0.01, nesterov=True)
+    kernels.sgd_update_at(at[0], dev(g), at[1], values=values, momentum=0.9, weight_decay=0.01, nesterov=True)
+    kernels.adam_update(eager[0], dev(g), eager[1], eager[2], step=t, lr=lr, beta1=b1, beta2=b2, decoupled=True,
+                        weight_decay=0.01)
+    kernels.adam_update_at(at[0], dev(g), at[1], at[2], values=values, beta1=b1, beta2=b2, decoupled=True,
+                           weight_decay=0.01)
+    kernels.rmsprop_update(eager[0], dev(g), eager[2], lr=lr, rho=0.8)
+    kernels.rmsprop_update_at(at[0], dev(g), at[2], values=values, rho=0.8)
+    kernels.adagrad_update(eager[0], dev(g), eager[1], lr=lr)
+    kernels.adagrad_update_at(at[0], dev(g), at[1], values=values)
+    for e, a in zip(eager, at):
+        np.testing.assert_array_equal(a.get(), e.get())
+    assert not np.array_equal(eager[0].get(), p)  # the updates did move the parameter
+    x = dev(p)
+    for got, want in zip(kernels.dropout_at(x, 0.3, seed=11, offsets=offsets, slot=1),
+                         kernels.dropout(x, 0.3, seed=11, offset=12345)):
+        np.testing.assert_array_equal(got.get(), want.get())
