@@ -193,6 +193,8 @@ class DeviceArray:
         return self.transpose()
 
     def transpose(self, *axes) -> DeviceArray:
+        if not axes:  # all axes reversed (.T): nothing to check
+            return DeviceArray._trusted(self.shape[::-1], self.dtype, self.ptr, self.strides[::-1], self, self.device)
         if len(axes) == 1 and hasattr(axes[0], "__iter__"):
             axes = tuple(axes[0])
         axes = _checks.sizes(axes, "transpose: axes")
