@@ -86,6 +86,7 @@ def headers() -> dict:
     return {name: read_text(name) for name in HEADERS}
 
 
+@functools.lru_cache(maxsize=1024)
 def expression(kernel: str, *dtypes) -> str:
     """The name expression of ``kernel`` instantiated for ``dtypes`` (e.g. ``cast<float, half_t>``)."""
     return f"{kernel}<{', '.join(c_type(d) for d in dtypes)}>"
