@@ -121,6 +121,8 @@ def follow(graph, node):
         return [_folded(node, _reshaped(graph, node, x.full))]
     if op == "Transpose":
         perm = [int(p) for p in graph.attrs(node, {"perm": None})["perm"] or reversed(range(len(x.full)))]
+        if sorted(perm) != list(range(len(x.full))):
+            raise graph.error(node, f"perm {perm} of {_show(x.full)}", "a permutation of its axes")
         return [_folded(node, tuple(x.full[p] for p in perm))]
     if op == "Unsqueeze":
         full = list(x.full)
