@@ -285,7 +285,8 @@ def test_pytorch_multihead_attention_module_imports(kind, tmp_path):
 
 
 @pytest.mark.parametrize("kind,node", [("weights", r"MatMul_1' \(MatMul\): this product is not one of attention's"),
-                                       ("band", r"Add_2' \(Add\): attention pattern: this mask is not supported")])
+                                       ("band", r"Add_2' \(Add\): attention pattern: this mask is not supported")],
+                         ids=["need_weights", "band_mask"])
 def test_pytorch_multihead_attention_other_chains_are_clear_errors(kind, node, tmp_path):
     """need_weights=True (the weights averaged over heads) and a mask that is not causal: refused by node."""
     path = _export(_Attention(kind), (5, 8), tmp_path / "mha.onnx", opset=20)
