@@ -25,7 +25,7 @@ import numpy as np
 from .. import layers as L
 from .graph import BATCH, Pending, Value, reshape_dims
 
-__all__ = ["product", "scale", "split", "slice_", "where", "follow", "build"]
+__all__ = ["product", "scale", "split", "slice_", "where", "follow", "build", "make_layer", "causal_mask"]
 
 #: what a Pending value may feed (named in errors)
 _PATH = ("Reshape, Transpose, Mul/Div by a constant scalar, MatMul, Where/Add of a causal mask, Softmax on the "
@@ -276,7 +276,7 @@ class _Chain:
         return found.input[0], kernel, bias
 
 
-def _causal(graph, node, scores_name: str, tq: int, tk: int) -> bool:
+def causal_mask(graph, node, scores_name: str, tq: int, tk: int) -> bool:
     """Whether a Where/Add mask node is the causal mask (an error for any other mask)."""
     values = graph.values
     if node.op_type == "Where":
@@ -334,7 +334,7 @@ def build(graph, node):
     if (heads_k, dk_k) != (heads, dk) or (heads_v, tv) != (heads, tk):
         raise graph.error(scores, f"attention pattern: queries of {heads} heads x {dk}, keys of {heads_k} x {dk_k}"
                                   f" and values of {heads_v} heads over {tv} steps do not match", _PATH)
-    causal = mask is not None and _causal(graph, mask, masked, tq, tk)
+    causal = mask is not None and causal_mask(graph, mask, masked, tq, tk)
     if graph.values[merge.output[0]].shape != (tq, heads * dv):
         raise graph.error(merge, f"attention pattern: merging heads into {graph.values[merge.output[0]].shape}",
                           f"(T, heads * d) = ({tq}, {heads * dv})")
@@ -352,6 +352,22 @@ def build(graph, node):
             bias_o = other[0].reshape(width)
             graph.absorb(add)
             out = add.output[0]
+    q, k, v = (name for name, _, _ in inputs)
+    names = [q] if q == k == v else [q, v] if k == v else [q, k, v]  # the layer's call forms
+    parts = [graph.materialize(node, graph.values[n]) for n in names]
+    value = make_layer(graph, node, parts, inputs, (heads, dk, dv), causal, factor, w_o, bias_o)
+    result = Value(value.tensor)
+    if out != node.output[0]:
+        graph.values[out] = result
+    return [result]
+
+
+def make_layer(graph, node, parts, inputs, sizes, causal, factor, w_o, bias_o):
+    """The MultiHeadAttention layer called on ``parts`` (its call form) with the weights of ``inputs`` ((input
+    name, kernel, bias or None) of q, k, v), ``sizes`` (heads, key dim, value dim), the output projection and the
+    scores' scale ``factor`` (folded into the queries)."""
+    heads, dk, dv = sizes
+    width = w_o.shape[1]
     weights = {}
     rescale = factor * math.sqrt(dk)  # the layer scales by 1/sqrt(dk): fold the rest into the queries
     for (_, kernel, bias), which, k in zip(inputs, ("query", "key", "value"), (rescale, 1.0, 1.0)):
@@ -362,12 +378,5 @@ def build(graph, node):
     use_bias = any(b is not None for _, _, b in inputs) or bias_o is not None
     if not use_bias:
         weights = {k: v for k, v in weights.items() if k.endswith("kernel")}
-    q, k, v = (name for name, _, _ in inputs)
-    names = [q] if q == k == v else [q, v] if k == v else [q, k, v]  # the layer's call forms
-    parts = [graph.materialize(node, graph.values[n]) for n in names]
-    value = graph.layer(node, L.MultiHeadAttention, parts[0] if len(parts) == 1 else parts, heads, dk,
-                        value_dim=dv, causal=causal, use_bias=use_bias, weights=weights)
-    result = Value(value.tensor)
-    if out != node.output[0]:
-        graph.values[out] = result
-    return [result]
+    return graph.layer(node, L.MultiHeadAttention, parts[0] if len(parts) == 1 else parts, heads, dk,
+                       value_dim=dv, causal=causal, use_bias=use_bias, weights=weights)

@@ -47,12 +47,16 @@ class BatchZeros:
 
 class Pending:
     """A value inside an attention pattern (see :mod:`.attention`): its ONNX per-sample shape and the node that
-    made it; no layer until the pattern's output projection."""
+    made it; no layer until the pattern's output projection. ``full``: the whole ONNX shape where the batch is
+    folded into other axes (:mod:`.folded_attention`; batch factors are multiples of ``BATCH``), else None;
+    ``result``: the layer's Value once the output projection is read."""
 
-    __slots__ = ("shape", "node")
+    __slots__ = ("shape", "node", "full", "result")
 
-    def __init__(self, shape, node):
+    def __init__(self, shape, node, full=None, result=None):
         self.shape, self.node = tuple(int(s) for s in shape), node
+        self.full = None if full is None else tuple(int(s) for s in full)
+        self.result = result
 
 
 class Graph:
@@ -68,10 +72,10 @@ class Graph:
         self._names: Counter = Counter()
         self.producers = {name: node for node in proto.graph.node for name in node.output if name}
         self.hint = ""  # added to every node error where the graph shows what it comes from
-        if any(init.name.endswith("in_proj_bias") for init in proto.graph.initializer):
-            self.hint = (" (the graph looks like PyTorch's nn.MultiheadAttention, whose export folds the batch into "
-                         "the heads axis: write the heads by hand or with F.scaled_dot_product_attention, which "
-                         "import as MultiHeadAttention)")
+        if any("in_proj" in init.name for init in proto.graph.initializer):
+            self.hint = (" (the graph looks like PyTorch's nn.MultiheadAttention, which imports as MultiHeadAttention "
+                         "for self-attention called with need_weights=False, no key_padding_mask and no mask or the "
+                         "causal one)")
         for node in proto.graph.node:
             for name in node.input:
                 if name:

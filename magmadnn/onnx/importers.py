@@ -12,7 +12,7 @@ import math
 import numpy as np
 
 from .. import layers as L
-from . import attention
+from . import attention, folded_attention
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 from .graph import BATCH, BatchZeros, Value, reshape_dims
@@ -106,7 +106,7 @@ def matmul(graph, node):
     second = graph.values.get(node.input[1]) if len(node.input) > 1 else None
     if isinstance(second, Value) and len(second.shape) == 3:
         return attention.product(graph, node)  # two activations of (heads, T, d): attention's scores or mix
-    x = graph.value(node, 0)
+    x = graph.value(node, 0, layouts=(None, "time_major"))  # per position: time-major stays time-major
     graph.rank(node, x, (2, 3, 4), "(N, ..., features) times a constant 2-D matrix")
     w = graph.constant(node, 1, "the weights")
     if w.ndim != 2 or w.shape[0] != x.shape[-1]:
@@ -125,6 +125,7 @@ def matmul(graph, node):
     fused = _fuse_activation(graph, out, kwargs, allow_softmax=True, rank=len(x.shape) + 1)
     value = graph.layer(node, L.Dense, graph.materialize(node, x), w.shape[1], use_bias="bias" in weights,
                         weights=weights, **kwargs)
+    value.layout = x.layout
     _alias(graph, node.output[0], out, value)
     return [_alias(graph, node.output[0], fused, value)]
 
@@ -371,6 +372,9 @@ def flatten(graph, node):
 
 
 def reshape(graph, node):
+    found = graph.values.get(node.input[0])
+    if isinstance(found, Value) and found.layout == "time_major":  # nn.MultiheadAttention's packed q/k/v
+        return folded_attention.unfold(graph, node, found)
     x = graph.value(node, 0)
     dims = reshape_dims(graph, node, x)
     if dims == x.shape or dims == tuple(x.tensor.shape):
@@ -382,8 +386,8 @@ def reshape(graph, node):
 
 def shape(graph, node):
     attrs = graph.attrs(node, {"start": 0, "end": None})
-    x = graph.value(node, 0)
-    full = np.array([BATCH, *x.shape], np.int64)
+    x = graph.value(node, 0, layouts=(None, "time_major"))
+    full = np.array([BATCH, *x.shape] if x.layout is None else [x.shape[0], BATCH, *x.shape[1:]], np.int64)
     return [full[attrs["start"]:attrs["end"]]]
 
 

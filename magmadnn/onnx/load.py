@@ -13,7 +13,7 @@ import numpy as np
 
 from ..models import Model
 from ..saving import ArchitectureMismatchError, ModelFileError
-from . import attention
+from . import attention, folded_attention
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .graph import BATCH, DTYPES, BatchZeros, Graph, Pending, Value
@@ -105,8 +105,9 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
                 graph.values[out_name] = value
             continue
         convert_node = IMPORTERS.get(node.op_type)
-        if any(isinstance(graph.values.get(n), Pending) for n in node.input):
-            convert_node = attention.follow  # inside an attention pattern
+        pending = [v for v in map(graph.values.get, node.input) if isinstance(v, Pending)]
+        if pending:  # inside an attention pattern (nn.MultiheadAttention's folds the batch into other axes)
+            convert_node = folded_attention.follow if any(v.full is not None for v in pending) else attention.follow
         if convert_node is None:
             raise graph.error(node, "this operator is not supported" + _hint(proto), ", ".join(supported_operators()))
         outputs = convert_node(graph, node)

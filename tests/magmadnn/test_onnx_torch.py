@@ -1,6 +1,7 @@
 """Models exported by PyTorch (``torch.onnx.export``) import, predict like PyTorch and onnxruntime, fine-tune with
-``fit`` and save in magmadnn's own format: LeNet-5, a ResNet block (BatchNorm kept, a strided 1x1 shortcut) and a
-pre-LayerNorm transformer block whose hand-written attention becomes one MultiHeadAttention."""
+``fit`` and save in magmadnn's own format: LeNet-5, a ResNet block (BatchNorm kept, a strided 1x1 shortcut), a
+pre-LayerNorm transformer block whose hand-written attention becomes one MultiHeadAttention, and
+nn.TransformerEncoderLayer / nn.MultiheadAttention (the batch folded into the heads) as one MultiHeadAttention."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import pytest
 import magmadnn as m
 
 from ._onnx_helpers import monnx, run_ort
-from .backends import open_backend
+from .backends import HOST, open_backend
 
 torch = pytest.importorskip("torch")
 nn = torch.nn
@@ -194,18 +195,101 @@ def test_pytorch_attention_scale_is_folded_and_other_masks_refused(tmp_path):
         monnx.load(path)
 
 
-def test_pytorch_multihead_attention_module_is_a_clear_error(tmp_path):
-    """nn.MultiheadAttention's legacy export folds the batch into the heads (time-major): refused by node."""
+# ---------------------------------------------------------------------------------- nn.MultiheadAttention
+
+
+def _randomize(module, seed=5):
+    """Non-zero biases and norms (PyTorch starts the attention biases at zero, which would hide their order)."""
+    gen = torch.Generator().manual_seed(seed)
+    with torch.no_grad():
+        for name, p in module.named_parameters():
+            if p.ndim == 1:
+                p.copy_(torch.randn(p.shape, generator=gen) * 0.5 + (1.0 if "norm" in name and "weight" in name
+                                                                      else 0.0))
+
+
+def test_pytorch_transformer_encoder_layer_imports_predicts_and_fine_tunes(device, tmp_path):
+    """nn.TransformerEncoderLayer(batch_first=True, norm_first=True, tanh GELU): its nn.MultiheadAttention (the
+    batch folded into the heads) becomes one MultiHeadAttention; dropout in eval exports as nothing."""
+    _check_encoder_layer(True, "gelu_tanh", device, tmp_path)
+
+
+def test_pytorch_post_norm_relu_encoder_layer_imports_and_fine_tunes(tmp_path):
+    _check_encoder_layer(False, "relu", HOST, tmp_path)
+
+
+def _check_encoder_layer(norm_first, activation, device, tmp_path):
 
     class Net(nn.Module):
         def __init__(self):
             super().__init__()
-            self.attn = nn.MultiheadAttention(8, 2, batch_first=True)
+            act = nn.GELU(approximate="tanh") if activation == "gelu_tanh" else "relu"
+            self.block = nn.TransformerEncoderLayer(8, 2, 16, dropout=0.1, activation=act, batch_first=True,
+                                                    norm_first=norm_first)
+            self.head = nn.Linear(5 * 8, 4)
 
         def forward(self, x):
-            return self.attn(x, x, x, need_weights=False)[0].flatten(1)
+            return self.head(self.block(x).flatten(1))
 
-    path = _export(Net(), (5, 8), tmp_path / "mha.onnx", opset=20)
-    with pytest.raises(monnx.UnsupportedOnnxError, match=r"ONNX node '[^']+' \(\w+\): .*looks like PyTorch's "
-                                                         r"nn.MultiheadAttention.*scaled_dot_product_attention"):
+    torch.manual_seed(6)
+    module = Net()
+    _randomize(module)
+    path = _export(module, (5, 8), tmp_path / "encoder.onnx", opset=20)
+    fast = torch.backends.mha.get_fastpath_enabled()
+    torch.backends.mha.set_fastpath_enabled(False)  # the fused eval path computes the exact GELU even for "tanh"
+    try:
+        model = _check_import_and_fine_tune(module, (5, 8), path, device, tmp_path)
+    finally:
+        torch.backends.mha.set_fastpath_enabled(fast)
+    names = [type(layer).__name__ for layer in model.layers]
+    assert names.count("MultiHeadAttention") == 1 and names.count("LayerNorm") == 2 and "Dropout" not in names
+    attn = model.layers[names.index("MultiHeadAttention")]
+    assert (attn.num_heads, attn.key_dim, attn.causal) == (2, 4, False)
+
+
+class _Attention(nn.Module):
+    """nn.MultiheadAttention in a wrapper: batch first, time-major (transposed around it), causal or not."""
+
+    def __init__(self, kind):
+        super().__init__()
+        self.kind = kind
+        self.attn = nn.MultiheadAttention(8, 2, batch_first=kind != "time_major")
+
+    def forward(self, x):
+        if self.kind == "time_major":
+            x = x.transpose(0, 1)
+            return self.attn(x, x, x, need_weights=False)[0].transpose(0, 1).flatten(1)
+        if self.kind == "weights":  # need_weights=True (the default): another chain, refused
+            return self.attn(x, x, x)[0].flatten(1)
+        mask = nn.Transformer.generate_square_subsequent_mask(5)
+        if self.kind == "band":  # a window of 2 keys: refused
+            mask = torch.triu(torch.full((5, 5), float("-inf")), 1) + torch.tril(torch.full((5, 5), float("-inf")), -2)
+        return self.attn(x, x, x, need_weights=False, attn_mask=mask, is_causal=self.kind == "causal")[0].flatten(1)
+
+
+@pytest.mark.parametrize("kind", ["time_major", "causal", "mask"])
+def test_pytorch_multihead_attention_module_imports(kind, tmp_path):
+    """batch_first=False in a transposing wrapper, is_causal=True, and a causal attn_mask (a -inf triangle)."""
+    torch.manual_seed(7)
+    module = _Attention(kind).eval()
+    _randomize(module)
+    path = _export(module, (5, 8), tmp_path / "mha.onnx", opset=20)
+    x = np.random.default_rng(7).standard_normal((3, 5, 8)).astype(np.float32)
+    with torch.no_grad():
+        expected = module(torch.from_numpy(x)).numpy()
+    np.testing.assert_allclose(run_ort(path, {"x": x}), expected, rtol=1e-4, atol=1e-5)
+    model = monnx.load(path)
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "MultiHeadAttention", "Flatten"]
+    assert model.layers[1].causal == (kind != "time_major")
+    np.testing.assert_allclose(model.predict(x), expected, rtol=1e-4, atol=1e-5)
+
+
+@pytest.mark.parametrize("kind,node", [("weights", r"MatMul_1' \(MatMul\): this product is not one of attention's"),
+                                       ("band", r"Add_2' \(Add\): attention pattern: this mask is not supported")],
+                         ids=["need_weights", "band_mask"])
+def test_pytorch_multihead_attention_other_chains_are_clear_errors(kind, node, tmp_path):
+    """need_weights=True (the weights averaged over heads) and a mask that is not causal: refused by node."""
+    path = _export(_Attention(kind), (5, 8), tmp_path / "mha.onnx", opset=20)
+    with pytest.raises(monnx.UnsupportedOnnxError, match=rf"ONNX node '[^']+{node}.*looks like PyTorch's "
+                                                         r"nn.MultiheadAttention.*need_weights=False"):
         monnx.load(path)
