@@ -281,7 +281,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="magmadnn", description="magmadnn: deep learning on the host or a GPU")
     commands = parser.add_subparsers(dest="command", required=True)
     train = commands.add_parser("train", help="train a zoo model on a dataset and report test accuracy")
-    train.add_argument("--model", choices=sorted(zoo.BUILDERS), default="cnn", help="network (default cnn)")
+    train.add_argument("--model", choices=sorted(set(zoo.BUILDERS) - set(zoo.TOKEN_MODELS)), default="cnn",
+                       help="network (default cnn; char_transformer: examples/char_transformer.py)")
     train.add_argument("--dataset", choices=DATASETS, default="auto",
                        help="dataset (default auto: MNIST when --data is given or cached, else the embedded digits)")
     add_training_arguments(train, epochs=None, lr=2e-3)

@@ -216,17 +216,25 @@ BUILDERS.update({"vgg": vgg_small, "alexnet": alexnet_small})
 def lstm_classifier(input_shape=(28, 28), num_classes: int = 10, units: int = 128, layers: int = 1,
                     cell: str = "lstm"):
     """A sequence classifier: ``layers`` stacked LSTM (or GRU, ``cell="gru"``) layers of ``units`` over
-    (time, features) inputs (MNIST read row by row: (28, 28)), the last step's state, then the logits."""
+    (time, features) inputs (MNIST read row by row: (28, 28)), the last step's state, then the logits. Images
+    (C, H, W) are read row by row too: H steps of C * W features."""
     if cell not in ("lstm", "gru"):
         raise ValueError(f"lstm_classifier: cell must be 'lstm' or 'gru', got {cell!r}")
-    if len(tuple(input_shape)) != 2:
-        raise ValueError(f"lstm_classifier: input_shape must be (time, features), got {tuple(input_shape)}")
+    shape = tuple(input_shape)
+    if len(shape) not in (2, 3):
+        raise ValueError(f"lstm_classifier: input_shape must be (time, features) or an image (C, H, W), got {shape}")
     layer = L.LSTM if cell == "lstm" else L.GRU
-    stack = [L.Input(tuple(input_shape))]
+    stack = [L.Input(shape)]
+    if len(shape) == 3:
+        channels, height, width = shape
+        stack += [L.Permute((2, 1, 3)), L.Reshape((height, channels * width))]  # rows as time steps
     stack += [layer(units, return_sequences=i < layers - 1) for i in range(layers)]
     stack.append(L.Dense(num_classes))
     return Sequential(stack, name="lstm_classifier")
 
 
-# Not in BUILDERS: the CLI's datasets are images (C, H, W); this model takes (time, features) sequences.
+BUILDERS["lstm"] = lstm_classifier
+#: The builders whose input is token ids (time,), not images: the CLI's image datasets do not offer them.
+TOKEN_MODELS = ("char_transformer",)
+__all__ += ["TOKEN_MODELS"]
 __all__ += ["lstm_classifier"]

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import functools
 import operator
+from collections.abc import Callable
 
 from . import _libs
 
@@ -52,3 +53,34 @@ def sizes(values, what: str) -> tuple[int, ...]:
 def native_int_max() -> int:
     """The largest magma_int_t (2**31 - 1, or 2**63 - 1 with ``PYMAGMA_ILP64=1``), read once."""
     return 2**63 - 1 if _libs.magma_ilp64() else INT32_MAX  # as _magma.MAGMA_INT, fixed at import
+
+
+def _kind(values: tuple) -> tuple:
+    """The types in ``values``, nested tuples as tuples of their types."""
+    kinds = tuple(map(type, values))
+    if tuple in kinds:
+        kinds = tuple([_kind(v) if k is tuple else k for v, k in zip(values, kinds)])
+    return kinds
+
+
+def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
+    """``fn`` (a pure function of hashable arguments: checks and derived sizes) answered once per distinct arguments,
+    their types included (a float 2.0 is not the int 2, so its TypeError is still raised); errors and unhashable
+    arguments (lists) are never cached.  At most ``limit`` answers are kept."""
+    answers: dict = {}
+
+    @functools.wraps(fn)
+    def call(*args):
+        key = (args, _kind(args))
+        try:
+            return answers[key]
+        except KeyError:
+            pass
+        except TypeError:
+            return fn(*args)
+        if len(answers) >= limit:
+            answers.clear()
+        answer = answers[key] = fn(*args)
+        return answer
+
+    return call

@@ -28,6 +28,23 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     return out
 
 
+@_checks.once_per_arguments
+def _reshaped(size: int, shape: tuple) -> tuple[int, ...]:
+    """``shape`` (ints, one of them possibly -1) checked as a new shape for ``size`` elements, -1 resolved."""
+    shape = list(_checks.sizes(shape, "reshape: shape"))
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension (-1)")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {tuple(shape)}")
+        shape[shape.index(-1)] = size // known
+    shape = _normalize_shape(shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
+
+
 def _device_index(device) -> int | None:
     """``device`` as a non-negative int, or None (the current device)."""
     return None if device is None else _checks.count(device, "device", maximum=_checks.INT32_MAX)
@@ -45,6 +62,9 @@ def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
 def is_c_contiguous(shape, strides, itemsize) -> bool:
     expected = c_strides(tuple(shape), itemsize)
     return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
+
+
+_is_c_contiguous_cached = functools.lru_cache(maxsize=1024)(is_c_contiguous)  # (shape, strides, itemsize) -> bool
 
 
 def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
@@ -128,10 +148,13 @@ class DeviceArray:
 
     @functools.cached_property
     def is_c_contiguous(self) -> bool:  # shape and strides never change: computed once
-        return is_c_contiguous(self.shape, self.strides, self.itemsize)
+        return _is_c_contiguous_cached(self.shape, self.strides, self.dtype.itemsize)
 
     @property
     def queue(self):
+        q = _native.current.default_queues.get(self.device)  # the fast path of every kernel and BLAS call
+        if q is not None:
+            return q
         from .queue import default_queue
 
         return default_queue(self.device)
@@ -158,19 +181,9 @@ class DeviceArray:
     def reshape(self, *shape) -> DeviceArray:
         if len(shape) == 1 and hasattr(shape[0], "__iter__"):
             shape = tuple(shape[0])
-        shape = list(_checks.sizes(shape, "reshape: shape"))
-        if shape.count(-1) > 1:
-            raise ValueError("can only specify one unknown dimension (-1)")
-        if -1 in shape:
-            known = math.prod(s for s in shape if s != -1)
-            if known == 0 or self.size % known:
-                raise ValueError(f"cannot reshape array of size {self.size} into shape {tuple(shape)}")
-            shape[shape.index(-1)] = self.size // known
-        shape = _normalize_shape(shape)
-        if math.prod(shape) != self.size:
-            raise ValueError(f"cannot reshape array of size {self.size} into shape {shape}")
+        shape = _reshaped(math.prod(self.shape), shape)
         base = self if self.is_c_contiguous else self.copy()
-        return base._view(0, shape, None)
+        return base._view(0, shape, _c_strides_cached(shape, self.dtype.itemsize))
 
     def ravel(self) -> DeviceArray:
         return self.reshape(-1)
@@ -180,6 +193,8 @@ class DeviceArray:
         return self.transpose()
 
     def transpose(self, *axes) -> DeviceArray:
+        if not axes:  # all axes reversed (.T): nothing to check
+            return DeviceArray._trusted(self.shape[::-1], self.dtype, self.ptr, self.strides[::-1], self, self.device)
         if len(axes) == 1 and hasattr(axes[0], "__iter__"):
             axes = tuple(axes[0])
         axes = _checks.sizes(axes, "transpose: axes")
@@ -404,8 +419,20 @@ def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
     dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
     device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
-    alloc = memory.Allocation(math.prod(shape) * dtype.itemsize, device)
-    return DeviceArray._trusted(shape, dtype, alloc.ptr, c_strides(shape, dtype.itemsize), alloc, device)
+    return _empty(shape, dtype, device)
+
+
+def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
+    """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
+    ``np.dtype``) and device come from checked arrays: nothing is checked again."""
+    itemsize = dtype.itemsize
+    alloc = memory.Allocation.trusted(math.prod(shape) * itemsize, device)
+    out = DeviceArray._trusted(shape, dtype, alloc.ptr, _c_strides_cached(shape, itemsize), alloc, device)
+    out.is_c_contiguous = True  # (the cached property, known)
+    return out
+
+
+_c_strides_cached = functools.lru_cache(maxsize=1024)(c_strides)  # (shape tuple, itemsize) -> byte strides
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:

@@ -25,7 +25,7 @@ import numpy as np
 from . import _colmajor, _magma
 from ._checks import native_sizes as check_native_sizes
 from ._colmajor import LEFT, LOWER, RIGHT, UPPER, N, Stored, T, magma, pointer_array, stored
-from .array import DeviceArray, empty, on_arrays_device, require_device_array
+from .array import DeviceArray, _empty, empty, on_arrays_device, require_device_array
 
 BLAS_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
 
@@ -212,7 +212,8 @@ def _same_device(*arrays) -> int:
 
 def _device_arrays(routine: str, **operands) -> list[DeviceArray]:
     """The operands, each checked to be a DeviceArray (a TypeError names the routine, the argument and the fix)."""
-    return [require_device_array(x, f"{routine}: {name}") for name, x in operands.items()]
+    return [x if isinstance(x, DeviceArray) else require_device_array(x, f"{routine}: {name}")
+            for name, x in operands.items()]
 
 
 def _queue(x: DeviceArray):
@@ -263,7 +264,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     if out is None:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
-        out = empty((a.shape[0], b.shape[1]), a.dtype, device=a.device)
+        out = _empty((a.shape[0], b.shape[1]), a.dtype, a.device)  # sizes of checked operands
     elif _device_arrays("gemm", out=out)[0].shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"gemm: out has shape {out.shape}, expected {(a.shape[0], b.shape[1])}")
     p = _PRECISION.get(a.dtype) if a.dtype == b.dtype == out.dtype else None

@@ -126,8 +126,18 @@ def compute_type(dtype) -> cd.DataType:
 
 
 def _scalar(dtype, value: float):
-    """alpha/beta scaling factors: double for double data, float otherwise (cuDNN's rule)."""
-    return c_double(value) if data_type(dtype) == cd.DataType.DOUBLE else c_float(value)
+    """alpha/beta scaling factors: double for double data, float otherwise (cuDNN's rule); the usual 0 and 1 are
+    made once per dtype (shared, never written: cuDNN only reads them)."""
+    key = (dtype, value)
+    made = _SCALARS.get(key)
+    if made is None:
+        made = c_double(value) if data_type(dtype) == cd.DataType.DOUBLE else c_float(value)
+        if value in (0.0, 1.0):
+            _SCALARS[key] = made
+    return made
+
+
+_SCALARS: dict = {}  # (dtype, 0.0 or 1.0) -> its ctypes scalar
 
 
 def _math_type(dtype, math: str | None) -> cd.MathType:
@@ -201,8 +211,25 @@ def _bn_descriptor(x_key: tuple, mode) -> cd.TensorDescriptor:
 
 def _desc_key(a, shape=None) -> tuple:
     """(shape, element strides, cuDNN dtype) of ``a`` seen with ``shape``: its own, padded with trailing 1s, or
-    any reshape of a C-contiguous ``a``."""
+    any reshape of a C-contiguous ``a``; worked out once per layout."""
     _device_array(a, "cuDNN tensor")
+    layout = (a.shape, a.strides, a.dtype, shape)
+    try:
+        return _DESC_KEYS[layout]
+    except KeyError:
+        pass
+    except TypeError:  # an unhashable shape (a list): worked out each time
+        return _work_out_desc_key(a, shape)
+    key = _DESC_KEYS[layout] = _work_out_desc_key(a, shape)  # (raises for a layout cuDNN cannot take)
+    if len(_DESC_KEYS) > 4096:
+        _DESC_KEYS.clear()
+    return key
+
+
+_DESC_KEYS: dict = {}  # (shape, byte strides, dtype, seen-as shape) -> _desc_key's answer
+
+
+def _work_out_desc_key(a, shape) -> tuple:
     own = tuple(a.shape)
     shape = own if shape is None else tuple(shape)
     elem = tuple(s // a.itemsize for s in a.strides)
@@ -229,12 +256,13 @@ def _as_4d(a) -> tuple:
     return tuple(a.shape) + (1,) * max(0, 4 - a.ndim)
 
 
-def _device_array(x, what: str):
-    return _array.require_device_array(x, what)
+_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument
 
 
 def _empty(shape, like):
     _device_array(like, "cuDNN operand")
+    if type(shape) is tuple:  # an operand's own shape, or one worked out from checked sizes
+        return _array._empty(shape, like.dtype, like.device)
     return _array.empty(tuple(shape), like.dtype, device=like.device)
 
 
@@ -287,8 +315,8 @@ class ConvProblem:
     dtype: cd.DataType
     math: cd.MathType
 
-    @property
-    def descriptors(self):
+    @functools.cached_property
+    def descriptors(self):  # made once per problem (problems are cached)
         compute = cd.DataType.DOUBLE if self.dtype == cd.DataType.DOUBLE else cd.DataType.FLOAT
         return (tensor_descriptor(self.x_shape, cd.contiguous_strides(self.x_shape), self.dtype),
                 filter_descriptor(self.w_shape, self.dtype),
@@ -376,6 +404,16 @@ def choose_algorithm(kind: str, problem: ConvProblem, *, device: int, workspace_
 
 
 def _problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:
+    """The checked :class:`ConvProblem` of a call, worked out once per distinct arguments."""
+    return _checked_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math, allow_tf32)
+
+
+@_checks.once_per_arguments
+def _checked_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math, tf32) -> ConvProblem:
+    return _work_out_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math)
+
+
+def _work_out_problem(x_shape, w_shape, dtype, stride, padding, dilation, groups, math) -> ConvProblem:
     y_shape = conv2d_output_shape(x_shape, w_shape, stride, padding, dilation, groups)
     return ConvProblem(_checks.sizes(x_shape, "x shape"), _checks.sizes(w_shape, "w shape"), y_shape,
                        _tuple2(padding, "padding"), _tuple2(stride, "stride"), _tuple2(dilation, "dilation"),
@@ -733,11 +771,17 @@ def _pad4(shape) -> tuple:
     return tuple(shape) + (1,) * max(0, 4 - len(shape))
 
 
+@functools.lru_cache(maxsize=1024)
+def _broadcasts(a_shape: tuple, c_shape: tuple) -> bool:
+    """Whether an array of ``a_shape`` broadcasts onto ``c_shape`` (NumPy's rule, aligned to the right)."""
+    return len(a_shape) <= len(c_shape) and all(n in (1, m) for n, m in zip(reversed(a_shape), reversed(c_shape)))
+
+
 @on_arrays_device
 def add_tensor(a, c, alpha: float = 1.0, beta: float = 1.0):
     """c = alpha * a + beta * c in place, ``a`` broadcast over ``c`` (e.g. a (1, C, 1, 1) bias); returns c."""
     _check_same("add_tensor", a, c)
-    if a.ndim > c.ndim or any(n not in (1, m) for n, m in zip(reversed(a.shape), reversed(c.shape))):
+    if not _broadcasts(a.shape, c.shape):
         raise ValueError(f"add_tensor: {a.shape} does not broadcast onto {c.shape}")
     al, be = _scalar(c.dtype, alpha), _scalar(c.dtype, beta)
     cd.call("cudnnAddTensor", handle(c.device).value, byref(al), _broadcast_desc(a, c.ndim), _ptr(a), byref(be),

@@ -72,7 +72,8 @@ class Pool:
 
     def take(self, device: int, size: int) -> int:
         with self.lock:
-            self._drain()
+            if self.returned:
+                self._drain()
             self.stats["requests"] += 1
             blocks = self.free_blocks.get((device, size))
             if blocks:
@@ -206,6 +207,18 @@ class Allocation:
         self.ptr = pool.take(self.device, self.size) if self.size else 0
         self._pool = pool if self.size else None
 
+    @classmethod
+    def trusted(cls, nbytes: int, device: int) -> Allocation:
+        """An Allocation of sizes pymagma computed from checked arrays (a non-negative int ``nbytes``, an existing
+        ``device``): the hot path of every op's output, no argument checks again."""
+        a = object.__new__(cls)
+        a.nbytes, a.device = nbytes, device
+        a.size = size = -(-nbytes // ALIGNMENT) * ALIGNMENT if nbytes <= _LARGE else _bucket(nbytes)
+        pool = getattr(_override, "pool", None) or _native.current.memory_pool
+        a.ptr = pool.take(device, size) if size else 0
+        a._pool = pool if size else None
+        return a
+
     def free(self) -> None:
         """Return the memory to the pool now (idempotent)."""
         pool, self._pool = self._pool, None
@@ -216,7 +229,10 @@ class Allocation:
         pool, self._pool = getattr(self, "_pool", None), None  # (None when __init__ failed)
         if pool is not None:
             try:
-                pool.collected(self.device, self.size, self.ptr)
+                if pool.closed:
+                    pool.collected(self.device, self.size, self.ptr)
+                else:  # Pool.collected's common case, without the call
+                    pool.returned.append((self.device, self.size, self.ptr))
             except Exception:  # pragma: no cover - interpreter shutdown
                 pass
 

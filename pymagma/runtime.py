@@ -114,14 +114,21 @@ def no_device_reason() -> str | None:
     return None if count else "the driver reports no CUDA device"
 
 
+@_native.resource("device_count")
+def _ask_device_count(libraries) -> int:
+    """The device count a set of native libraries reports, asked once (CUDA fixes the visible devices for the life
+    of a process); 0 when there is no driver or no device."""
+    err, count = libraries.cudart.cudaGetDeviceCount()
+    return int(count) if int(err) == 0 and count else 0
+
+
 def device_count() -> int:
-    """Number of CUDA devices; 0 when there is no driver or no device."""
+    """Number of CUDA devices; 0 when there is no driver or no device.  Read once per set of native libraries (a
+    resource of :mod:`pymagma._native`): a test that changes a simulated count deletes ``current.device_count``."""
     try:
-        rt = _rt()
+        return _native.current.device_count
     except ImportError:
         return 0
-    err, count = rt.cudaGetDeviceCount()
-    return int(count) if int(err) == 0 and count else 0
 
 
 def require_device() -> int:

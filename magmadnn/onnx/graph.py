@@ -3,6 +3,7 @@ errors that name the node, its op type and what is supported."""
 
 from __future__ import annotations
 
+import math
 import re
 from collections import Counter, defaultdict
 
@@ -13,7 +14,7 @@ from ..layers.reshaping import Reshape
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 
-__all__ = ["Value", "BatchZeros", "Graph", "DTYPES", "BATCH"]
+__all__ = ["Value", "BatchZeros", "Pending", "Graph", "DTYPES", "BATCH", "reshape_dims"]
 
 DTYPES = {1: np.float32, 11: np.float64}  # TensorProto.FLOAT, DOUBLE
 INTEGERS = (6, 7)  # INT32, INT64: ids for embeddings
@@ -44,6 +45,20 @@ class BatchZeros:
         self.shape = tuple(int(s) for s in shape)
 
 
+class Pending:
+    """A value inside an attention pattern (see :mod:`.attention`): its ONNX per-sample shape and the node that
+    made it; no layer until the pattern's output projection. ``full``: the whole ONNX shape where the batch is
+    folded into other axes (:mod:`.folded_attention`; batch factors are multiples of ``BATCH``), else None;
+    ``result``: the layer's Value once the output projection is read."""
+
+    __slots__ = ("shape", "node", "full", "result")
+
+    def __init__(self, shape, node, full=None, result=None):
+        self.shape, self.node = tuple(int(s) for s in shape), node
+        self.full = None if full is None else tuple(int(s) for s in full)
+        self.result = result
+
+
 class Graph:
     """The state of one import: values by ONNX name, the layers made so far and their weights."""
 
@@ -55,6 +70,12 @@ class Graph:
         self.outputs = {o.name for o in proto.graph.output}
         self.absorbed: set[int] = set()  # ids of nodes folded into an earlier node's layer
         self._names: Counter = Counter()
+        self.producers = {name: node for node in proto.graph.node for name in node.output if name}
+        self.hint = ""  # added to every node error where the graph shows what it comes from
+        if any("in_proj" in init.name for init in proto.graph.initializer):
+            self.hint = (" (the graph looks like PyTorch's nn.MultiheadAttention, which imports as MultiHeadAttention "
+                         "for self-attention called with need_weights=False, no key_padding_mask and no mask or the "
+                         "causal one)")
         for node in proto.graph.node:
             for name in node.input:
                 if name:
@@ -67,7 +88,7 @@ class Graph:
 
     def error(self, node, what: str, supported: str | None = None) -> UnsupportedOnnxError:
         tail = f"; supported: {supported}" if supported else ""
-        return UnsupportedOnnxError(f"{self.where(node)}: {what}{tail}")
+        return UnsupportedOnnxError(f"{self.where(node)}: {what}{tail}{self.hint}")
 
     # -- inputs of a node
     def attrs(self, node, defaults: dict) -> dict:
@@ -101,6 +122,9 @@ class Graph:
     def value(self, node, index: int = 0, layouts: tuple = (None,)) -> Value:
         name = node.input[index] if len(node.input) > index else ""
         found = self.values.get(name)
+        if isinstance(found, Pending):
+            raise self.error(node, f"input {index} ({name!r}) is an intermediate of an attention pattern (made by "
+                                   f"{self.where(found.node)}), which only the rest of that pattern may read")
         if not isinstance(found, Value):
             what = "a constant" if isinstance(found, (np.ndarray, BatchZeros)) else "missing"
             raise self.error(node, f"input {index} ({name!r}) must be a computed tensor of the batch, it is {what}")
@@ -171,3 +195,27 @@ class Graph:
             shape.append(int(dim.dim_value))
         layer = Input(tuple(shape), name=self._unique(spec.name), dtype="int64" if integer else None)
         return Value(layer.output, name=spec.name)
+
+
+def reshape_dims(graph, node, x) -> tuple:
+    """The per-sample shape a Reshape node gives ``x`` (a Value or an attention Pending)."""
+    allow_zero = graph.attrs(node, {"allowzero": 0})["allowzero"]
+    target = [int(v) for v in graph.constant(node, 1, "shape").reshape(-1)]
+    if allow_zero and 0 in target:
+        raise graph.error(node, "allowzero=1 with a 0 in the shape is not supported", "allowzero=0")
+    if target and target[0] == BATCH:  # the batch size taken from the input's Shape: keep it
+        target[0] = 0
+    if any(v < -1 for v in target):
+        raise graph.error(node, "a shape computed from the batch size (other than copying it first) is not "
+                                "supported", "shapes whose first entry is 0, -1 or the input's batch size")
+    if not target or target[0] not in (0, -1) or (target[0] == -1 and -1 in target[1:]):
+        raise graph.error(node, f"shape {target} is not supported",
+                          "a shape that keeps the dynamic batch axis first (0 or -1) and fixes the others")
+    dims = [x.shape[i - 1] if v == 0 and i > 0 else v for i, v in enumerate(target)][1:]
+    size = math.prod(x.shape)
+    if -1 in dims:
+        known = math.prod(d for d in dims if d != -1)
+        dims[dims.index(-1)] = size // known if known and size % known == 0 else -1
+    if math.prod(dims) != size or min(dims, default=1) < 1:
+        raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}")
+    return tuple(dims)

@@ -12,9 +12,10 @@ import math
 import numpy as np
 
 from .. import layers as L
+from . import attention, folded_attention
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
-from .graph import BATCH, BatchZeros, Value
+from .graph import BATCH, BatchZeros, Value, reshape_dims
 
 __all__ = ["IMPORTERS", "supported_operators", "pool_geometry"]
 
@@ -102,7 +103,10 @@ def gemm(graph, node):
 
 def matmul(graph, node):
     graph.attrs(node, {})
-    x = graph.value(node, 0)
+    second = graph.values.get(node.input[1]) if len(node.input) > 1 else None
+    if isinstance(second, Value) and len(second.shape) == 3:
+        return attention.product(graph, node)  # two activations of (heads, T, d): attention's scores or mix
+    x = graph.value(node, 0, layouts=(None, "time_major"))  # per position: time-major stays time-major
     graph.rank(node, x, (2, 3, 4), "(N, ..., features) times a constant 2-D matrix")
     w = graph.constant(node, 1, "the weights")
     if w.ndim != 2 or w.shape[0] != x.shape[-1]:
@@ -121,6 +125,7 @@ def matmul(graph, node):
     fused = _fuse_activation(graph, out, kwargs, allow_softmax=True, rank=len(x.shape) + 1)
     value = graph.layer(node, L.Dense, graph.materialize(node, x), w.shape[1], use_bias="bias" in weights,
                         weights=weights, **kwargs)
+    value.layout = x.layout
     _alias(graph, node.output[0], out, value)
     return [_alias(graph, node.output[0], fused, value)]
 
@@ -367,27 +372,11 @@ def flatten(graph, node):
 
 
 def reshape(graph, node):
-    allow_zero = graph.attrs(node, {"allowzero": 0})["allowzero"]
+    found = graph.values.get(node.input[0])
+    if isinstance(found, Value) and found.layout == "time_major":  # nn.MultiheadAttention's packed q/k/v
+        return folded_attention.unfold(graph, node, found)
     x = graph.value(node, 0)
-    target = [int(v) for v in graph.constant(node, 1, "shape").reshape(-1)]
-    if allow_zero and 0 in target:
-        raise graph.error(node, "allowzero=1 with a 0 in the shape is not supported", "allowzero=0")
-    if target and target[0] == BATCH:  # the batch size taken from the input's Shape: keep it
-        target[0] = 0
-    if any(v < -1 for v in target):
-        raise graph.error(node, "a shape computed from the batch size (other than copying it first) is not "
-                                "supported", "shapes whose first entry is 0, -1 or the input's batch size")
-    if not target or target[0] not in (0, -1) or (target[0] == -1 and -1 in target[1:]):
-        raise graph.error(node, f"shape {target} is not supported",
-                          "a shape that keeps the dynamic batch axis first (0 or -1) and fixes the others")
-    dims = [x.shape[i - 1] if v == 0 and i > 0 else v for i, v in enumerate(target)][1:]
-    size = math.prod(x.shape)
-    if -1 in dims:
-        known = math.prod(d for d in dims if d != -1)
-        dims[dims.index(-1)] = size // known if known and size % known == 0 else -1
-    if math.prod(dims) != size or min(dims, default=1) < 1:
-        raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}")
-    dims = tuple(dims)
+    dims = reshape_dims(graph, node, x)
     if dims == x.shape or dims == tuple(x.tensor.shape):
         return [Value(x.tensor, dims)]
     if len(dims) == 1:
@@ -397,8 +386,8 @@ def reshape(graph, node):
 
 def shape(graph, node):
     attrs = graph.attrs(node, {"start": 0, "end": None})
-    x = graph.value(node, 0)
-    full = np.array([BATCH, *x.shape], np.int64)
+    x = graph.value(node, 0, layouts=(None, "time_major"))
+    full = np.array([BATCH, *x.shape] if x.layout is None else [x.shape[0], BATCH, *x.shape[1:]], np.int64)
     return [full[attrs["start"]:attrs["end"]]]
 
 
@@ -731,6 +720,12 @@ IMPORTERS.update({  # group X, phase 2
     "ConvTranspose": conv_transpose, "GlobalMaxPool": global_max_pool, "Concat": concat, "Resize": resize,
     "LayerNormalization": layer_normalization, "RMSNormalization": rms_normalization,
     "GroupNormalization": group_normalization, "LSTM": recurrent, "GRU": recurrent,
+})
+
+
+IMPORTERS.update({  # group X, phase 3: attention as PyTorch writes it (see .attention)
+    "Split": attention.split, "Slice": attention.slice_, "Mul": attention.scale, "Div": attention.scale,
+    "Where": attention.where,
 })
 
 

@@ -13,9 +13,10 @@ import numpy as np
 
 from ..models import Model
 from ..saving import ArchitectureMismatchError, ModelFileError
+from . import attention, folded_attention
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
-from .graph import BATCH, DTYPES, BatchZeros, Graph, Value
+from .graph import BATCH, DTYPES, BatchZeros, Graph, Pending, Value
 from .importers import IMPORTERS, supported_operators
 
 __all__ = ["load", "convert"]
@@ -104,6 +105,9 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
                 graph.values[out_name] = value
             continue
         convert_node = IMPORTERS.get(node.op_type)
+        pending = [v for v in map(graph.values.get, node.input) if isinstance(v, Pending)]
+        if pending:  # inside an attention pattern (nn.MultiheadAttention's folds the batch into other axes)
+            convert_node = folded_attention.follow if any(v.full is not None for v in pending) else attention.follow
         if convert_node is None:
             raise graph.error(node, "this operator is not supported" + _hint(proto), ", ".join(supported_operators()))
         outputs = convert_node(graph, node)
@@ -114,6 +118,9 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
         raise UnsupportedOnnxError(f"the graph has {len(proto.graph.output)} outputs; magmadnn models have one")
     out_name = proto.graph.output[0].name
     result = graph.values.get(out_name)
+    if isinstance(result, Pending):
+        raise UnsupportedOnnxError(f"graph output {out_name!r} is an intermediate of an attention pattern (made by "
+                                   f"{graph.where(result.node)}); end attention with its output projection")
     if not isinstance(result, Value):
         raise UnsupportedOnnxError(f"graph output {out_name!r} is a constant, not computed from the inputs")
     if result.layout is not None:

@@ -23,12 +23,13 @@ from ctypes import c_double, c_int, c_longlong, c_ulonglong, c_void_p
 
 import numpy as np
 
-from .. import _checks
+from .. import _checks, _native
 from .. import array as _array
 from ..errors import KernelCompileError
 from . import compiler, programs
 from .compiler import CompiledProgram, compile_source, nvrtc_version
-from .loader import THREADS, compile_program, grid_for, launch
+from .loader import MAX_BLOCKS as _MAX_BLOCKS
+from .loader import THREADS, compile_program, grid_for, launch  # noqa: F401 (kernels.launch is public)
 from .programs import FLOAT_DTYPES, PROGRAMS
 
 UNARY_OPS = {
@@ -98,8 +99,7 @@ def _c_strides(shape) -> tuple[int, ...]:
     return _array.c_strides(tuple(shape), 1)
 
 
-def _device_array(a, what: str):
-    return _array.require_device_array(a, what)
+_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument
 
 
 def _float_dtype(a, what: str) -> str:
@@ -115,7 +115,7 @@ def _same(arrays, what: str):
         if other is None:
             continue
         _device_array(other, what)
-        if programs.dtype_name(other.dtype) != programs.dtype_name(first.dtype):
+        if other.dtype != first.dtype and programs.dtype_name(other.dtype) != programs.dtype_name(first.dtype):
             raise TypeError(f"{what}: dtypes differ ({first.dtype} and {other.dtype})")
         if other.device != first.device:
             raise ValueError(f"{what}: arrays live on different devices ({first.device} and {other.device})")
@@ -124,8 +124,9 @@ def _same(arrays, what: str):
 def _run(program: str, expression: str, like, n_items: int, args, grid: int | None = None) -> None:
     if n_items == 0:
         return
-    grid = grid_for(n_items) if grid is None else grid
-    launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
+    if grid is None:  # grid_for(n_items), inline: every kernel launch passes here
+        grid = max(1, min(_MAX_BLOCKS, -(-n_items // THREADS)))
+    _native.current.launcher.launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
 
 
 def contiguous(x):
@@ -135,6 +136,8 @@ def contiguous(x):
 
 def _out_for(out, shape, dtype, device, what: str):
     if out is None:
+        if isinstance(dtype, np.dtype) and type(shape) is tuple:  # an operand's own (checked) shape and dtype
+            return _array._empty(shape, dtype, device)
         return _array.empty(shape, dtype, device=device)
     _device_array(out, f"{what} out")
     if tuple(out.shape) != tuple(shape) or programs.dtype_name(out.dtype) != programs.dtype_name(dtype):
@@ -373,23 +376,30 @@ def _axes(axis, ndim: int) -> tuple[int, ...]:
     return tuple(sorted(out))
 
 
+@_checks.once_per_arguments
+def _reduce_plan(op: str, shape: tuple, strides: tuple, itemsize: int, axis, keepdims: bool) -> tuple:
+    """(output shape, outputs, elements reduced per output, kept strides, reduced strides) of a reduction."""
+    ndim = len(shape)
+    axes = _axes(axis, ndim)
+    kept = [d for d in range(ndim) if d not in axes]
+    n_red = math.prod(shape[d] for d in axes)
+    if n_red == 0:
+        raise ValueError(f"{op} over an empty set of elements (shape {shape}, axis {axis})")
+    strides = tuple(s // itemsize for s in strides)
+    kept_shape = tuple(shape[d] for d in kept)
+    out_shape = tuple(1 if d in axes else shape[d] for d in range(ndim)) if keepdims else kept_shape
+    s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
+    r = make_strides3(tuple(shape[d] for d in axes), [strides[d] for d in axes])
+    return out_shape, math.prod(kept_shape), n_red, s, r
+
+
 def reduce(op: str, x, axis=None, keepdims: bool = False):
     """Reduce ``x`` over ``axis`` (int, tuple or None = all) with sum, mean, max, min, prod or sum_squares."""
     if op not in REDUCE_OPS:
         raise ValueError(f"unknown reduction {op!r}; known: {sorted(REDUCE_OPS)}")
     dtype = _float_dtype(x, op)
-    axes = _axes(axis, x.ndim)
-    kept = [d for d in range(x.ndim) if d not in axes]
-    n_red = math.prod(x.shape[d] for d in axes)
-    if n_red == 0:
-        raise ValueError(f"{op} over an empty set of elements (shape {x.shape}, axis {axis})")
-    strides = _elem_strides(x)
-    kept_shape = tuple(x.shape[d] for d in kept)
-    out_shape = tuple(1 if d in axes else x.shape[d] for d in range(x.ndim)) if keepdims else kept_shape
-    out = _array.empty(out_shape, x.dtype, device=x.device)
-    s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
-    r = make_strides3(tuple(x.shape[d] for d in axes), [strides[d] for d in axes])
-    n_out = math.prod(kept_shape)
+    out_shape, n_out, n_red, s, r = _reduce_plan(op, x.shape, x.strides, x.itemsize, axis, keepdims)
+    out = _array._empty(out_shape, x.dtype, x.device)
     _run("reduce", programs.expression("reduce_axes", dtype), x, n_out,
          [c_int(REDUCE_OPS[op]), _ptr(x), _ptr(out), c_longlong(n_out), c_longlong(n_red), s, r],
          grid=min(n_out, 65535))
@@ -492,8 +502,12 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
 def _check_hyper(what: str, **values) -> None:
     """Optimizer hyperparameters are finite real numbers (a NaN or infinite rate would spoil every parameter)."""
     for name, v in values.items():
-        if isinstance(v, bool) or not isinstance(v, numbers.Real) or not math.isfinite(v):
-            raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
+        if type(v) is float or type(v) is int:  # the common case, without an abstract-class check
+            if math.isfinite(v):
+                continue
+        elif not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v):
+            continue
+        raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
 
 
 def _check_update(what: str, param, grad, *states):
@@ -605,6 +619,10 @@ def normal(shape=None, mean: float = 0.0, std: float = 1.0, *, seed: int, offset
 
 
 # ------------------------------------------------------------------------------------------------------ pooling
+_INT32 = np.dtype(np.int32)
+
+
+@_checks.once_per_arguments
 def _pool_geometry(shape, window, stride, padding, what: str) -> PoolGeometry:
     """The geometry of 2-D pooling over NCHW ``shape``: ``window`` and ``stride`` pairs of positive ints, ``padding``
     ``((top, bottom), (left, right))`` of non-negative ints smaller than the window."""
@@ -640,9 +658,8 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     dtype = _float_dtype(x, "max_pool2d")
     g = _pool_geometry(x.shape, window, stride, padding, "max_pool2d")
     x = contiguous(x)
-    module = _array
-    y = module.empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, device=x.device)
-    offsets = module.empty(y.shape, np.int32, device=x.device)
+    y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
+    offsets = _array._empty(y.shape, _INT32, x.device)
     _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [_ptr(x), _ptr(y), _ptr(offsets), g])
     return y, offsets
 

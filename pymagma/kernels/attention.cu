@@ -5,21 +5,6 @@
 
 #define PM_ATTN_THREADS 256
 
-template <typename A> __device__ A pm_attn_reduce(A v, bool take_max, A* shared) {
-    shared[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) {
-            A o = shared[threadIdx.x + w];
-            shared[threadIdx.x] = take_max ? (o > shared[threadIdx.x] ? o : shared[threadIdx.x]) : shared[threadIdx.x] + o;
-        }
-        __syncthreads();
-    }
-    A result = shared[0];
-    __syncthreads();
-    return result;
-}
-
 // rows = batch * heads * tq; row r belongs to batch r / per_batch (per_batch = heads * tq) and query r % tq.
 template <typename T>
 __global__ void masked_softmax(const T* __restrict__ x, const T* __restrict__ mask, T* __restrict__ y, i64 rows,
@@ -38,7 +23,7 @@ __global__ void masked_softmax(const T* __restrict__ x, const T* __restrict__ ma
             A v = Traits<T>::load(row[j]) * s;
             m = v > m ? v : m;
         }
-        m = pm_attn_reduce<A>(m, true, shared);
+        m = pm_block_reduce<A>(m, true, shared);
         A part = A(0);
         if (m != -(A)pm_inf()) {
             for (i64 j = threadIdx.x; j < limit; j += blockDim.x) {
@@ -46,7 +31,7 @@ __global__ void masked_softmax(const T* __restrict__ x, const T* __restrict__ ma
                 part += exp(Traits<T>::load(row[j]) * s - m);
             }
         }
-        A total = pm_attn_reduce<A>(part, false, shared);
+        A total = pm_block_reduce<A>(part, false, shared);
         for (i64 j = threadIdx.x; j < tk; j += blockDim.x) {
             bool kept = j < limit && !(keys && Traits<T>::load(keys[j]) == A(0)) && total > A(0);
             y[r * tk + j] = Traits<T>::store(kept ? exp(Traits<T>::load(row[j]) * s - m) / total : A(0));
@@ -64,7 +49,7 @@ __global__ void masked_softmax_backward(const T* __restrict__ dy, const T* __res
         A part = A(0);
         for (i64 j = threadIdx.x; j < tk; j += blockDim.x)
             part += Traits<T>::load(dy[r * tk + j]) * Traits<T>::load(y[r * tk + j]);
-        A dot = pm_attn_reduce<A>(part, false, shared);
+        A dot = pm_block_reduce<A>(part, false, shared);
         for (i64 j = threadIdx.x; j < tk; j += blockDim.x) {
             A p = Traits<T>::load(y[r * tk + j]);
             dx[r * tk + j] = Traits<T>::store((A)scale * p * (Traits<T>::load(dy[r * tk + j]) - dot));

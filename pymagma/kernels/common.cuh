@@ -120,3 +120,20 @@ __device__ __forceinline__ void pm_offsets(const Strides3& s, i64 i, i64& o0, i6
         i = q;
     }
 }
+
+// A block-wide sum (or max, with take_max) of one value per thread through `shared` (blockDim.x entries, a power
+// of two); every thread gets the result.  The tree's order is fixed, so the result is the same on every run.
+template <typename A> __device__ A pm_block_reduce(A v, bool take_max, A* shared) {
+    shared[threadIdx.x] = v;
+    __syncthreads();
+    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
+        if (threadIdx.x < w) {
+            A o = shared[threadIdx.x + w];
+            shared[threadIdx.x] = take_max ? (o > shared[threadIdx.x] ? o : shared[threadIdx.x]) : shared[threadIdx.x] + o;
+        }
+        __syncthreads();
+    }
+    A result = shared[0];
+    __syncthreads();
+    return result;
+}

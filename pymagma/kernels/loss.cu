@@ -6,21 +6,6 @@
 
 #define PM_LOSS_THREADS 256
 
-template <typename A> __device__ A pm_block_reduce(A v, bool take_max, A* shared) {
-    shared[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) {
-            A o = shared[threadIdx.x + w];
-            shared[threadIdx.x] = take_max ? (o > shared[threadIdx.x] ? o : shared[threadIdx.x]) : shared[threadIdx.x] + o;
-        }
-        __syncthreads();
-    }
-    A result = shared[0];
-    __syncthreads();
-    return result;
-}
-
 // Row statistics: max and log(sum(exp(x - max))).
 template <typename T, typename A>
 __device__ void pm_row_logsumexp(const T* row, i64 classes, A* shared, A& mx, A& lse) {

@@ -6,18 +6,6 @@
 
 #define PM_NORM_THREADS 256
 
-template <typename A> __device__ A pm_norm_block_sum(A v, A* shared) {
-    shared[threadIdx.x] = v;
-    __syncthreads();
-    for (int w = blockDim.x / 2; w > 0; w >>= 1) {
-        if (threadIdx.x < w) shared[threadIdx.x] += shared[threadIdx.x + w];
-        __syncthreads();
-    }
-    A result = shared[0];
-    __syncthreads();
-    return result;
-}
-
 // y = (x - mean) * rstd * gamma + beta with rstd = 1 / sqrt(var + eps) (biased variance, two passes); with rms the
 // mean is 0 and var is mean(x^2).  gamma and beta may be null (no scale, no shift); mean and rstd (rows,) are saved.
 template <typename T>
@@ -32,14 +20,14 @@ __global__ void norm_forward(const T* __restrict__ x, const T* __restrict__ gamm
         if (!rms) {
             A s = A(0);
             for (i64 j = threadIdx.x; j < cols; j += blockDim.x) s += Traits<T>::load(row[j]);
-            mu = pm_norm_block_sum<A>(s, shared) / (A)cols;
+            mu = pm_block_reduce<A>(s, false, shared) / (A)cols;
         }
         A q = A(0);
         for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
             A d = Traits<T>::load(row[j]) - mu;
             q += d * d;
         }
-        A rstd = A(1) / sqrt(pm_norm_block_sum<A>(q, shared) / (A)cols + (A)eps);
+        A rstd = A(1) / sqrt(pm_block_reduce<A>(q, false, shared) / (A)cols + (A)eps);
         for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
             A v = (Traits<T>::load(row[j]) - mu) * rstd;
             if (gamma) v *= Traits<T>::load(gamma[j]);
@@ -72,8 +60,8 @@ __global__ void norm_backward(const T* __restrict__ dy, const T* __restrict__ x,
             sg += g;
             sgx += g * (Traits<T>::load(xr[j]) - mu) * rs;
         }
-        A mg = rms ? A(0) : pm_norm_block_sum<A>(sg, shared) / (A)cols;
-        A mgx = pm_norm_block_sum<A>(sgx, shared) / (A)cols;
+        A mg = rms ? A(0) : pm_block_reduce<A>(sg, false, shared) / (A)cols;
+        A mgx = pm_block_reduce<A>(sgx, false, shared) / (A)cols;
         for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
             A g = Traits<T>::load(dr[j]);
             if (gamma) g *= Traits<T>::load(gamma[j]);

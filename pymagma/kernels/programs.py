@@ -21,7 +21,7 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-HEADERS = ("common.cuh", "random.cu")  # random.cu: step.cu draws from its Philox stream
+HEADERS = ("common.cuh", "random.cu", "optim.cu")  # step.cu includes optim.cu and random.cu (their rules)
 
 
 @answered_once
@@ -86,6 +86,7 @@ def headers() -> dict:
     return {name: read_text(name) for name in HEADERS}
 
 
+@functools.lru_cache(maxsize=1024)
 def expression(kernel: str, *dtypes) -> str:
     """The name expression of ``kernel`` instantiated for ``dtypes`` (e.g. ``cast<float, half_t>``)."""
     return f"{kernel}<{', '.join(c_type(d) for d in dtypes)}>"

@@ -54,9 +54,10 @@ __global__ void normal(T* __restrict__ y, i64 n, u64 seed, u64 offset, double me
 
 // Inverted dropout on the uniform stream of (seed, offset): u rounded to T, keep = u >= rate (in T),
 // mask = keep * (1 / (1 - rate)) in T, y = x * mask.  The host can reproduce it exactly from the same stream.
+// The grid-stride loop of dropout, shared with step.cu's dropout_at.
 template <typename T>
-__global__ void dropout(const T* __restrict__ x, T* __restrict__ y, T* __restrict__ mask, i64 n, u64 seed,
-                        u64 offset, double rate) {
+__device__ __forceinline__ void dropout_elements(const T* x, T* y, T* mask, i64 n, u64 seed, u64 offset,
+                                                 double rate) {
     typedef typename Traits<T>::acc A;
     const A threshold = Traits<T>::load(Traits<T>::store((A)rate));
     const A scale = Traits<T>::load(Traits<T>::store((A)(1.0 / (1.0 - rate))));
@@ -70,4 +71,10 @@ __global__ void dropout(const T* __restrict__ x, T* __restrict__ y, T* __restric
             y[i] = Traits<T>::store(Traits<T>::load(x[i]) * m);
         }
     }
+}
+
+template <typename T>
+__global__ void dropout(const T* __restrict__ x, T* __restrict__ y, T* __restrict__ mask, i64 n, u64 seed,
+                        u64 offset, double rate) {
+    dropout_elements(x, y, mask, n, seed, offset, rate);
 }

@@ -89,8 +89,13 @@ extern "C" int pm_launch(const char* expression, unsigned grid, unsigned block, 
 """
 
 
+#: What marks a program whose threads meet at barriers: __syncthreads itself, or common.cuh's helpers that call it.
+BARRIER_CALLS = ("__syncthreads", "pm_block_reduce")
+
+
 def _flags(program: str) -> tuple[str, ...]:
-    barriers = "__syncthreads" in programs.read_text(programs.PROGRAMS[program][0])
+    source = programs.read_text(programs.PROGRAMS[program][0])
+    barriers = any(call in source for call in BARRIER_CALLS)
     return FLAGS if barriers else (*FLAGS, "-DPM_NO_BARRIERS")
 
 

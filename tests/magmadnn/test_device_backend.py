@@ -335,9 +335,11 @@ def test_updates_change_their_arguments_in_place(dev, reads):
 
 # -------------------------------------------------------------------------------------------------- several GPUs
 def test_for_index_creates_on_its_gpu_and_is_cached(dev, monkeypatch):
+    from pymagma import _native
     from pymagma.simulator import runtime as simulated_runtime
 
     monkeypatch.setattr(simulated_runtime, "DEVICE_COUNT", 2)
+    monkeypatch.delattr(_native.current, "device_count", raising=False)  # read once per set of libraries
     view = dev.for_index(1)
     assert view is dev.for_index(1) and view.name == "gpu:1" and backend.device_label(view) == "gpu:1"
     assert ops.problems(view) == []

@@ -45,8 +45,29 @@ def _conv_graph(**attrs):
     (lambda: graph([helper.make_node("Erf", ["x"], ["e"], name="erf"), helper.make_node("Relu", ["e"], ["y"])],
                    {"x": (3,)}), r"'erf' \(Erf\): this operator is not supported \(the graph computes the exact, "
                                  r"erf-based GELU.*approximate='tanh'"),
+    # group X, phase 3: operators supported only inside an attention pattern
+    (lambda: graph([helper.make_node("Mul", ["x", "c"], ["y"], name="times")], {"x": (3,)}, {"c": np.ones(3)}),
+     r"'times' \(Mul\): this operator is supported only as the scaling inside an attention pattern"),
+    (lambda: graph([helper.make_node("Mul", ["x", "c"], ["m"], name="scale"), helper.make_node("Relu", ["m"], ["y"],
+                                                                                              name="act")],
+                   {"x": (3,)}, {"c": np.float32(2.0)}),
+     r"'act' \(Relu\): .*intermediate of an attention pattern \(made by ONNX node 'scale' \(Mul\)\)"),
+    (lambda: graph([helper.make_node("Split", ["x"], ["a", "b"], name="halves", axis=1, num_outputs=2),
+                    helper.make_node("Add", ["a", "b"], ["y"])], {"x": (4, 6)}, opset=18),
+     r"'halves' \(Split\): axis=1 is not supported; supported: axis=-1"),
+    (lambda: graph([helper.make_node("Where", ["c", "x", "x"], ["y"], name="pick")], {"x": (3,)},
+                   {"c": np.ones(3, bool)}), r"'pick' \(Where\): .*only as the mask of attention scores"),
+    (lambda: graph([helper.make_node("Transpose", ["x"], ["k"], perm=[0, 1, 3, 2]),
+                    helper.make_node("MatMul", ["x", "k"], ["s"], name="scores"),
+                    helper.make_node("Softmax", ["s"], ["p"]), helper.make_node("MatMul", ["p", "x"], ["o"]),
+                    helper.make_node("Reshape", ["o", "shape"], ["r"], name="merge"),
+                    helper.make_node("MatMul", ["r", "W"], ["y"], name="proj")], {"x": (2, 3, 4)},
+                   {"shape": np.array([0, 3, 8], np.int64), "W": np.ones((8, 8))}),
+     r"'merge' \(Reshape\): attention pattern: the merged heads should come from Transpose, it comes from "
+     r"ONNX node '[^']*' \(MatMul\)"),
 ], ids=["operator", "deconv-group", "gemm-transA", "exact-gelu", "count-include-pad", "attribute", "flatten-axis",
-        "softmax-batch-axis", "add-constant", "reshape-batch", "matmul-activations", "erf-gelu"])
+        "softmax-batch-axis", "add-constant", "reshape-batch", "matmul-activations", "erf-gelu", "mul-tensor",
+        "attention-intermediate", "split-axis", "where", "attention-chain"])
 def test_unsupported_nodes_are_named(proto, message, tmp_path):
     path = save(proto(), tmp_path)
     with pytest.raises(Unsupported, match=message):

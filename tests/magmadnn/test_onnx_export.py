@@ -79,7 +79,7 @@ ZOO = {"lenet5": ((1, 28, 28), {}), "mlp": ((1, 12, 12), {}), "cnn": ((1, 12, 12
        "resnet": ((3, 16, 16), {}), "vgg": ((3, 32, 32), {"width": 0.125}),
        "alexnet": ((3, 32, 32), {"width": 0.125, "dense": (32, 32)}),
        "char_transformer": ((8,), {"dim": 16, "heads": 2, "blocks": 1}),
-       "vit_tiny": ((3, 16, 16), {"dim": 16, "heads": 2})}
+       "vit_tiny": ((3, 16, 16), {"dim": 16, "heads": 2}), "lstm": ((1, 6, 5), {"units": 4, "layers": 2})}
 
 
 @pytest.mark.parametrize("name", sorted(zoo.BUILDERS))
@@ -91,8 +91,10 @@ def test_zoo_models_export(name, tmp_path):
     integer = np.dtype(model.inputs[0].layer.dtype).kind in "iu"
     x = rng.integers(0, 5, (3, *shape)) if integer else rng.standard_normal((3, *shape)).astype(np.float32)
     path, expected = _export_and_compare(model, x, tmp_path)
-    if all(type(layer).__name__ != "MultiHeadAttention" for layer in model.layers):  # attention: export only
-        np.testing.assert_allclose(monnx.load(path).predict(x), expected, rtol=RTOL, atol=ATOL)
+    back = monnx.load(path)  # and reads back (attention as MultiHeadAttention, not its parts)
+    np.testing.assert_allclose(back.predict(x), expected, rtol=RTOL, atol=ATOL)
+    attention = [[type(layer).__name__ for layer in mdl.layers].count("MultiHeadAttention") for mdl in (model, back)]
+    assert attention[0] == attention[1]
 
 
 def test_a_trained_model_runs_in_onnxruntime_after_fit(tmp_path):

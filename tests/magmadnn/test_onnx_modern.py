@@ -183,7 +183,16 @@ def sequence_model(device=None):
     return m.Model(ids, L.Dense(3, name="logits")(h), seed=5, device=device)
 
 
-@pytest.mark.parametrize("build, shape", [(image_model, (4, 6, 6)), (sequence_model, (6,))], ids=["image", "seq"])
+def cross_model(device=None):
+    """Cross-attention (queries from one projection of the input, keys and values from another), no mask."""
+    x = L.Input((5, 6), name="seq")
+    memory = L.Dense(7, name="memory")(x)
+    h = L.MultiHeadAttention(3, 2, value_dim=4, name="cross")([x, memory])
+    return m.Model(x, L.Flatten(name="flat")(h), seed=9, device=device)
+
+
+@pytest.mark.parametrize("build, shape", [(image_model, (4, 6, 6)), (sequence_model, (6,)), (cross_model, (5, 6))],
+                         ids=["image", "seq", "cross"])
 def test_modern_layers_round_trip_through_onnxruntime(build, shape, device, tmp_path):
     model = build(device)
     rng = np.random.default_rng(6)
@@ -193,11 +202,10 @@ def test_modern_layers_round_trip_through_onnxruntime(build, shape, device, tmp_
     expected = model.predict(x)
     got = run_ort(path, {model.inputs[0].layer.name: x})
     np.testing.assert_allclose(got, expected, rtol=RTOL, atol=ATOL)
-    if build is image_model:  # attention reads back as its parts; the rest as the same layers
-        back = monnx.load(path, device=device)
-        np.testing.assert_allclose(back.predict(x), expected, rtol=RTOL, atol=ATOL)
-        assert sorted(type(layer).__name__ for layer in back.layers) == sorted(
-            type(layer).__name__ for layer in model.layers)
+    back = monnx.load(path, device=device)  # every layer, attention included, reads back as itself
+    np.testing.assert_allclose(back.predict(x), expected, rtol=RTOL, atol=ATOL)
+    assert sorted(type(layer).__name__ for layer in back.layers) == sorted(
+        type(layer).__name__ for layer in model.layers)
 
 
 # ---------------------------------------------------------------------------------------------------- PyTorch

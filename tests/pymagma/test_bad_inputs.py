@@ -260,3 +260,38 @@ def test_numpy_integers_are_accepted_wherever_a_size_is(d):
     assert dnn.conv2d_output_shape(X4, W4, stride=(i(1), np.int16(2)), groups=np.uint8(1)) == (1, 3, 3, 2)
     assert dnn.pool2d_output_shape(X4, i(2)) == (1, 2, 2, 2)
     assert kernels.reduce("sum", d.a, axis=i(1)).shape == (2,)
+
+
+def test_checks_answered_once_per_arguments_still_refuse_an_equal_float(d):
+    """Shapes, geometries and plans are checked once per distinct arguments and cached: a float equal to an int
+    that passed (2.0 == 2, same hash) is still a TypeError, as on a first call."""
+    cases = [
+        (lambda: d.a.reshape(4, 2), lambda: d.a.reshape(4.0, 2)),
+        (lambda: dnn.conv2d_forward(d.x, d.w, stride=1), lambda: dnn.conv2d_forward(d.x, d.w, stride=1.0)),
+        (lambda: dnn.conv2d_forward(d.x, d.w, padding=(1, 1)), lambda: dnn.conv2d_forward(d.x, d.w, padding=(1, 1.0))),
+        (lambda: kernels.reduce("sum", d.a, axis=1), lambda: kernels.reduce("sum", d.a, axis=1.0)),
+        (lambda: kernels.max_pool2d(d.x, (2, 2), (2, 2)), lambda: kernels.max_pool2d(d.x, (2, 2.0), (2, 2))),
+        (lambda: kernels.max_pool2d(d.x, (2, 2), (2, 2), ((0, 0), (0, 0))),
+         lambda: kernels.max_pool2d(d.x, (2, 2), (2, 2), ((0, 0), (0, 0.0)))),
+    ]
+    for good, bad in cases:
+        good()
+        good()  # answered from the cache
+        with pytest.raises(TypeError, match="integer"):
+            bad()
+
+
+def test_the_device_count_is_asked_once_per_set_of_libraries(d):
+    """``on_arrays_device`` asks for the device count before every call; the runtime is asked once."""
+    cudart = pymagma._native.current.cudart
+    asked = []
+    real = cudart.cudaGetDeviceCount
+    cudart.cudaGetDeviceCount = lambda: asked.append(1) or real()
+    try:
+        del pymagma._native.current.device_count  # forgotten: asked again once
+        for _ in range(3):
+            kernels.reduce("sum", blas.gemm(d.a, d.b), axis=0)
+            dnn.activation_forward(d.x, "relu")
+    finally:
+        del cudart.cudaGetDeviceCount
+    assert len(asked) == 1 and runtime.device_count() == 1

@@ -113,6 +113,7 @@ def recorder(monkeypatch):
     monkeypatch.setattr(_native.current, "cudnn_dropout_states", {})
     monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None:
                         rec.device_array(np.zeros(shape, dtype)))
+    monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: rec.device_array(np.zeros(shape, dtype)))
     monkeypatch.setattr(memory, "alloc", lambda nbytes, device=None:
                         SimpleNamespace(ptr=rec.device_array(np.zeros(max(nbytes, 1), np.uint8)).ptr, nbytes=nbytes))
     monkeypatch.setattr("pymagma.runtime.get_device", lambda: 0)

@@ -369,6 +369,7 @@ def test_queue_events_are_made_on_the_queues_device():
 
     with simulator.simulated("full") as sim, pytest.MonkeyPatch.context() as mp:
         mp.setattr(sim.runtime, "device_count", 2)
+        mp.delattr(sim.libraries, "device_count", raising=False)  # read once per set of libraries
         q, made = pymagma.Queue(device=1), []
 
         class Probe(rt.Event):
@@ -522,6 +523,7 @@ def test_current_device_is_per_thread_and_queues_work(monkeypatch):
 
     with simulator.simulated("full") as sim, pytest.MonkeyPatch.context() as mp:
         mp.setattr(sim.runtime, "device_count", 2)
+        mp.delattr(sim.libraries, "device_count", raising=False)  # read once per set of libraries
         assert rt.device_count() == 2 and rt.get_device() == 0
         with rt.on_device(1):
             assert rt.get_device() == 1
@@ -537,3 +539,21 @@ def test_current_device_is_per_thread_and_queues_work(monkeypatch):
         assert q.stream == stream.handle and q.device == 0
         q.synchronize()
         assert pymagma.Queue(device=1).device == 1
+
+
+def test_every_barrier_helper_of_common_cuh_marks_its_programs_as_using_barriers():
+    """The emulation runs a program's threads one after another unless it meets at barriers: a helper of
+    common.cuh that calls __syncthreads must be listed, or a program using it would run without them."""
+    import re
+
+    from pymagma.kernels import programs
+    from pymagma.simulator import kernels as simulated_kernels
+
+    text = programs.read_text("common.cuh")
+    helpers = set()
+    for match in re.finditer(r"__device__[^(;{]*?\b(\w+)\s*\(", text):
+        body = text[match.end():text.find("\n}\n", match.end())]
+        if "__syncthreads" in body:
+            helpers.add(match.group(1))
+    assert "pm_block_reduce" in helpers
+    assert helpers <= set(simulated_kernels.BARRIER_CALLS)
