@@ -286,7 +286,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--dataset", choices=DATASETS, default="auto",
                        help="dataset (default auto: MNIST when --data is given or cached, else the embedded digits)")
     add_training_arguments(train, epochs=None, lr=2e-3)
-    onnx_commands.add_parsers(commands)  # group X (ONNX): export, import, info
+    onnx_commands.add_parsers(commands)  # ONNX: export, import, info
     return parser
 
 
@@ -332,7 +332,7 @@ def _dispatch(argv) -> None:
     args = build_parser().parse_args(argv)
     if args.command == "train":
         train_command(args)
-    elif args.command in onnx_commands.COMMANDS:  # group X (ONNX)
+    elif args.command in onnx_commands.COMMANDS:
         onnx_commands.run(args)
 
 

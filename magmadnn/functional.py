@@ -753,7 +753,7 @@ def mse(pred, target, reduction="mean") -> Tensor:
     return _reduce(multiply(diff, diff), reduction, "mse")
 
 
-# --------------------------------------------------------------------------------------- attention (group A)
+# --------------------------------------------------------------------------------------- attention
 __all__ += ["matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values"]
 
 
@@ -851,7 +851,7 @@ def scaled_dot_product_attention(q, k, v, key_mask=None, causal=False, scale=Non
 
 
 
-# ------------------------------------------------------------- shape, routing, transposed convolution (group C)
+# ------------------------------------------------------------- shape, routing, transposed convolution
 
 __all__ += ["concatenate", "upsample_nearest2d", "global_max_pool2d", "conv_transpose2d",
             "conv_transpose2d_geometry"]
@@ -982,7 +982,7 @@ def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, dilati
     return ConvTranspose2dFunction.apply(*args, stride=stride, padding=pads, dilation=dilation,
                                          out_shape=(x.shape[0], w.shape[1], ho, wo))
 
-# ---------------------------------------------------------------- group N: normalization, embeddings, token losses
+# ---------------------------------------------------------------- normalization, embeddings, token losses
 __all__ += ["layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits"]
 
 
@@ -1199,7 +1199,7 @@ def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tenso
     per_element = SoftmaxCrossEntropyFunction.apply(pair, labels=both)
     return _reduce(reshape(per_element, logits.shape) if reduction == "none" else per_element, reduction, fn)
 
-# --------------------------------------------------------------------------------- recurrent layers (group R)
+# --------------------------------------------------------------------------------- recurrent layers
 # One Function per layer call over the whole sequence: the input projection of every step is one matrix product,
 # the recurrence and its backpropagation through time are one op each (``lstm_forward``/``lstm_backward``, ...).
 

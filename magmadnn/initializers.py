@@ -124,7 +124,7 @@ def get(identifier) -> Initializer:
     return resolve(identifier, Initializer, _BY_NAME, "initializer")
 
 
-# ---------------------------------------------------------------------- group N: fixed-scale random (embeddings)
+# ---------------------------------------------------------------------- fixed-scale random (embeddings)
 class RandomUniform(Initializer):
     """U(minval, maxval) (Keras' "uniform", the default of its Embedding)."""
 

@@ -91,7 +91,7 @@ class Optimizer:
     def update(self, xp, p, g, state, lr) -> None:
         raise NotImplementedError
 
-    # -- group N: gradient clipping
+    # -- gradient clipping
     def _clipped_grads(self, params) -> list:
         """The gradients the update uses (None where a parameter has none): as they are, or times
         ``c / max(norm, c)`` for the norm of each (``clipnorm``) or of all together (``global_clipnorm``), Keras'
@@ -143,7 +143,7 @@ class Optimizer:
         else:
             lr = self._lr
         config = {"lr": lr, "weight_decay": self.weight_decay}
-        for name in ("clipnorm", "global_clipnorm"):  # group N: only when set, so older configs read the same
+        for name in ("clipnorm", "global_clipnorm"):  # only when set, so older configs read the same
             if getattr(self, name) is not None:
                 config[name] = getattr(self, name)
         return config
@@ -179,7 +179,7 @@ class Optimizer:
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
 
 
-# ------------------------------------------------------------------------------------- group N: gradient clipping
+# ------------------------------------------------------------------------------------- gradient clipping
 def _clip_options(clipnorm, global_clipnorm) -> tuple[float | None, float | None]:
     """Keras' clipping options: each None or a finite number > 0, not both."""
     if clipnorm is not None and global_clipnorm is not None:

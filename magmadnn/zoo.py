@@ -109,7 +109,7 @@ def build(name: str, input_shape, num_classes: int, device=None, **options):
     return model if device is None else model.to(device)
 
 
-# ------------------------------------------------------------------------------------------ transformers (group A)
+# ------------------------------------------------------------------------------------------ transformers
 def _transformer_block(x, dim: int, heads: int, mlp_ratio: int, causal: bool, dropout: float):
     """Pre-LayerNorm block: x + attention(LayerNorm(x)), then + Dense(GELU) MLP of LayerNorm of that."""
     a = L.MultiHeadAttention(heads, dim // heads, dropout=dropout, causal=causal)(L.LayerNorm()(x))
@@ -154,7 +154,7 @@ BUILDERS.update({"char_transformer": char_transformer, "vit_tiny": vit_tiny})
 __all__ += ["char_transformer", "vit_tiny"]
 
 
-# --------------------------------------------------------------------- MagmaDNN's VGG and AlexNet (group C)
+# --------------------------------------------------------------------- MagmaDNN's VGG and AlexNet
 __all__ += ["alexnet_small", "vgg_small"]
 
 #: VGG-16's convolution stages (channels of each 3x3 convolution), as in MagmaDNN's ``examples/vgg16.cpp``.
@@ -212,7 +212,7 @@ def alexnet_small(input_shape=(3, 32, 32), num_classes: int = 10, width: float =
 
 BUILDERS.update({"vgg": vgg_small, "alexnet": alexnet_small})
 
-# -- recurrent models (group R)
+# -- recurrent models
 def lstm_classifier(input_shape=(28, 28), num_classes: int = 10, units: int = 128, layers: int = 1,
                     cell: str = "lstm"):
     """A sequence classifier: ``layers`` stacked LSTM (or GRU, ``cell="gru"``) layers of ``units`` over

@@ -30,7 +30,7 @@ def magmadnn_model(recipe: str, seed: int, device: str = "host"):
     from magmadnn import zoo
     from magmadnn.optimizers import SGD
 
-    if recipe == "row_lstm":  # group R: MNIST rows, 28 steps of 28 pixels
+    if recipe == "row_lstm":  # MNIST rows, 28 steps of 28 pixels
         model = zoo.lstm_classifier((28, 28), 10, units=128)
     else:
         model = zoo.mlp(hidden=(512, 256)) if recipe == "mlp" else zoo.lenet5()

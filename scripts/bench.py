@@ -36,7 +36,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import _bench_char  # noqa: E402  (group A)
+import _bench_char  # noqa: E402
 from _bench_common import BATCH, LR, MOMENTUM, load_data, magmadnn_model  # noqa: E402
 
 #: Recipes with data and runners of their own module: recipe -> (runners by framework, data(dry_run)).
@@ -81,7 +81,7 @@ def torch_model(recipe: str, seed: int, device: str = "cpu"):
     return net, torch.optim.SGD(net.parameters(), lr=LR, momentum=MOMENTUM)
 
 
-# -- row LSTM (group R): MNIST read row by row, 28 steps of 28 pixels
+# -- row LSTM: MNIST read row by row, 28 steps of 28 pixels
 ROW_LSTM_UNITS = 128
 
 

@@ -189,7 +189,7 @@ def batch_norm_backward_ref(x, dy, scale, eps, axes):
     return dx, dscale, dbias
 
 
-# ------------------------------------------------------------------------------------------ attention (group A)
+# ------------------------------------------------------------------------------------------ attention
 def attention_ref(q, k, v, key_mask=None, causal=False, scale=None):
     """softmax(scale q.k) v query by query: q (B, H, Tq, dk), k (B, H, Tk, dk), v (B, H, Tk, dv); key j is dropped when
     ``causal`` and j > i or ``key_mask[b, j] == 0``; a query with no key left gives zeros."""
@@ -229,7 +229,7 @@ def multi_head_attention_ref(query, key, value, weights, heads, key_mask=None, c
 
 
 
-# ------------------------------------------------------------------ transposed convolution, shape (group C)
+# ------------------------------------------------------------------ transposed convolution, shape
 def conv_transpose2d_ref(x, w, stride=(1, 1), pads=((0, 0), (0, 0)), dilation=(1, 1), out_hw=None):
     """Transposed convolution by its definition: every input pixel x[n, c, i, j] scatters x * w[c, :, a, b] to
     position (i s + a d, j s + b d) of a full output, which is then cropped by ``pads`` (top/left) to ``out_hw``
@@ -274,7 +274,7 @@ def concatenate_ref(arrays, axis):
         start += a.shape[axis]
     return out
 
-# ------------------------------------------------------------------ group N: normalization, embeddings, clipping
+# ------------------------------------------------------------------ normalization, embeddings, clipping
 def layer_norm_ref(x, gamma=None, beta=None, eps=1e-5, rms=False):
     """Each row over its last axis, in float64: (x - mean) / sqrt(var + eps) * gamma + beta (rms: no mean)."""
     x = np.asarray(x, np.float64)
@@ -348,7 +348,7 @@ def clip_scale_ref(arrays, max_norm):
     norm = np.sqrt(sum(float(np.sum(np.square(np.asarray(a, np.float64)))) for a in arrays))
     return max_norm / max(norm, max_norm)
 
-# ---------------------------------------------------------------------------------- recurrent layers (group R)
+# ---------------------------------------------------------------------------------- recurrent layers
 def lstm_ref(x_proj, recurrent_kernel):
     """Every step's hidden state (N, T, u) of an LSTM from a zero state, step by step from the textbook gates
     i, f, g, o (input, forget, cell, output) in float64; ``x_proj`` (N, T, 4u) is the input projection."""

@@ -130,7 +130,7 @@ def _build(numba):
                     for n in range(n_):
                         dx[n, c, hi, wi] = acc[n]
 
-    # -- recurrent layers (group R)
+    # -- recurrent layers
     @njit(cache=True)
     def lstm_backward_step(dh, dc, gates, tanh_c, c_prev, dgates):
         """One LSTM step backward, in one pass: from dh (N, u), the carried dc (N, u, updated in place), the gates

@@ -607,7 +607,7 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
     _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
 
 
-# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+# ------------------------------------------------------------- normalization, embeddings, gradient clipping
 # Kernels of pymagma/kernels/norm.cu and embedding.cu. Out-of-range embedding indices are not checked here (that
 # would read the indices back): the kernel never reads outside the table and writes NaN rows there, and Model checks
 # its host data against every Embedding once per call, before any batch runs.
@@ -661,7 +661,7 @@ def rng(seed=None):
     return _Stream(np.random.SeedSequence().generate_state(1, np.uint64)[0] if seed is None else seed)
 
 
-# ------------------------------------------------------------------------------------------ attention (group A)
+# ------------------------------------------------------------------------------------------ attention
 
 
 def masked_softmax(x, mask=None, scale=1.0, causal=False):
@@ -677,7 +677,7 @@ def masked_softmax_backward(dy, y, scale=1.0):
 
 
 
-# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+# ----------------------------------------------------------------------------- shape and routing
 # Strided copies (pymagma.kernels.copy) into and out of views of one array: no new kernel, no host round trip.
 
 
@@ -791,14 +791,14 @@ def flat_unpack(flat, shapes, divisor) -> list:
     return out
 
 
-# ------------------------------------------------------------------------------- graph replay (optional; group G)
+# ------------------------------------------------------------------------------- graph replay (optional)
 # Capture, static buffers fed from page-locked memory, device-to-device copies: magmadnn.models.graphed.
 
 from .device_graphs import copy_into, graph_capture, staging_buffer  # noqa: E402, F401
 
 _GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")
 
-# ------------------------------------------------------------------------------------ recurrent layers (group R)
+# ------------------------------------------------------------------------------------ recurrent layers
 # Per time step one gemm (the recurrent product, into a reused buffer) and one fused gate kernel
 # (pymagma.kernels.lstm_gates_forward, ...); backpropagation through time runs the backward kernels in reverse with
 # one gemm per step for the state gradient, and the recurrent kernel's gradient is one gemm over all steps.

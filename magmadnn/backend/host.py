@@ -807,7 +807,7 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
     p -= lr * g / denom
 
 
-# ------------------------------------------------------------------------------------------ attention (group A)
+# ------------------------------------------------------------------------------------------ attention
 
 
 _CAUSAL_BIAS: dict = {}
@@ -851,7 +851,7 @@ def masked_softmax_backward(dy, y, scale=1.0):
 
 
 
-# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+# ------------------------------------------------------------- normalization, embeddings, gradient clipping
 
 
 def layer_norm_forward(x, gamma, beta, eps, rms=False):
@@ -947,7 +947,7 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
     return (mean + std * z).astype(dtype).reshape(shape)
 
 
-# ----------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+# ----------------------------------------------------------------------------- shape and routing
 
 
 def _check_concatenate(arrays, axis, fn: str) -> int:
@@ -995,7 +995,7 @@ def upsample_nearest2d_backward(dy, size):
     n, c, h, w = dy.shape
     return dy.reshape(n, c, h // sh, sh, w // sw, sw).sum(axis=(3, 5))
 
-# ------------------------------------------------------------------------------------ recurrent layers (group R)
+# ------------------------------------------------------------------------------------ recurrent layers
 # The recurrence runs in time-major buffers of T + 1 states (state 0 is the zero initial state), so that the
 # recurrent kernel's gradient is one product over all steps: h[0:T]^T @ dgates.
 

@@ -322,7 +322,7 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=...):
     """One draw: ``mean + std * z`` rounded to ``dtype``."""
 
 
-# ------------------------------------------------------------------------------------------ attention (group A)
+# ------------------------------------------------------------------------------------------ attention
 @_op
 def masked_softmax(x, mask=None, scale=1.0, causal=False):
     """Attention probabilities from scores x (B, H, Tq, Tk): softmax over the last axis of ``scale * x`` where key j
@@ -336,7 +336,7 @@ def masked_softmax_backward(dy, y, scale=1.0):
 
 
 
-# ---------------------------------------------------------------------------- shape and routing (group C: conv/shape)
+# ---------------------------------------------------------------------------- shape and routing
 @_op
 def concatenate(arrays, axis):
     """The arrays (a list of one dtype, shapes equal but along ``axis``) joined along ``axis`` into a new array."""
@@ -358,7 +358,7 @@ def upsample_nearest2d(x, size):
 def upsample_nearest2d_backward(dy, size):
     """dx of ``upsample_nearest2d``: each input pixel's gradient is the sum of its sh x sw output block."""
 
-# ------------------------------------------------------------- group N: normalization, embeddings, gradient clipping
+# ------------------------------------------------------------- normalization, embeddings, gradient clipping
 @_op
 def layer_norm_forward(x, gamma, beta, eps, rms=False):
     """Each row of ``x`` normalised over its last axis -> ``(y, ctx)``: ``y = (x - mean) / sqrt(var + eps) * gamma +
@@ -394,7 +394,7 @@ def clip_norm_scale(arrays, max_norm):
     of ``arrays`` together (a list), i.e. the factor that clips their global norm to ``max_norm`` (1 below it; NaN
     when the norm is NaN). Computed where the arrays live: nothing is read back."""
 
-# ------------------------------------------------------------------------------- recurrent layers (group R)
+# ------------------------------------------------------------------------------- recurrent layers
 # Sequences are batch-major (N, T, F). ``x_proj`` is the input projection of every step, ``x @ kernel + bias``
 # (one matrix product for the whole sequence, made by the caller); the ops run the recurrence from a zero state.
 @_op
@@ -468,7 +468,7 @@ def flat_unpack(flat, shapes, divisor):
     more), each divided by ``divisor``."""
 
 
-# Graph replay (group G; :mod:`magmadnn.models.graphed`, ``compile(graph=True)``): a backend that can capture its
+# Graph replay (:mod:`magmadnn.models.graphed`, ``compile(graph=True)``): a backend that can capture its
 # work as CUDA graphs adds:
 @_optional
 def graph_capture(like):

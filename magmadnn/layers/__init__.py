@@ -9,21 +9,21 @@ from .attention import MultiHeadAttention
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
 from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
-from .embedding import Embedding  # group N
-from .normalization import GroupNorm, LayerNorm, RMSNorm  # group N
+from .embedding import Embedding
+from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .position import PositionEmbedding
 
-# -- recurrent layers (group R)
+# -- recurrent layers
 from .recurrent import GRU, LSTM  # noqa: E402
 
-# -- group X (ONNX): softmax over any axis
+# -- softmax over any axis
 from .softmax import LogSoftmax, Softmax  # noqa: E402
 
 GlobalAvgPool = GlobalAvgPool2D
 BatchNormalization = BatchNorm
-LayerNormalization, GroupNormalization = LayerNorm, GroupNorm  # group N: Keras' long names
+LayerNormalization, GroupNormalization = LayerNorm, GroupNorm  # Keras' long names
 
-# -- conv/shape layers (group C)
+# -- conv/shape layers
 from .conv import Conv2DTranspose, DepthwiseConv2D, GlobalMaxPool2D  # noqa: E402
 from .reshaping import Concatenate, Permute, Reshape, UpSampling2D  # noqa: E402
 
@@ -33,13 +33,13 @@ __all__ = [
     "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATION_NAMES",
     "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
-    "LayerNorm", "LayerNormalization", "RMSNorm", "GroupNorm", "GroupNormalization", "Embedding",  # group N
+    "LayerNorm", "LayerNormalization", "RMSNorm", "GroupNorm", "GroupNormalization", "Embedding",
 ]
-__all__ += ["Softmax", "LogSoftmax"]  # group X (ONNX)
+__all__ += ["Softmax", "LogSoftmax"]
 __all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxPool", "Concatenate", "Permute",
-            "Reshape", "UpSampling2D"]  # group C
+            "Reshape", "UpSampling2D"]
 
-__all__ += ["LSTM", "GRU"]  # recurrent layers (group R)
+__all__ += ["LSTM", "GRU"]  # recurrent layers
 
 
 def __getattr__(name):
@@ -51,5 +51,5 @@ def __getattr__(name):
         return ACTIVATION_NAMES
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
-# attention (group A)
+# attention
 __all__ += ["MultiHeadAttention", "PositionEmbedding"]

@@ -146,7 +146,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             tensors = self._input_tensors(self._input_arrays(x, "call"))
         return self._forward(tensors, training)
 
-    # -- integer inputs (group N): an Input made with an integer dtype (token ids) keeps it; the others take the
+    # -- integer inputs: an Input made with an integer dtype (token ids) keeps it; the others take the
     # model's dtype
     def _input_dtypes(self) -> list[np.dtype]:
         """Per model input: its Input's integer dtype (token ids for an Embedding), else the model's dtype."""

@@ -276,7 +276,7 @@ class Persistence:
         """Restore a checkpoint into this model; returns the epoch to pass to ``fit(initial_epoch=...)``."""
         return load_checkpoint(self, path)
 
-    # -- group X (ONNX)
+    # -- ONNX
     def export(self, path, opset: int | None = None, output_name: str = "output") -> str:
         """Write the model as ONNX to ``path`` (see :func:`magmadnn.onnx.export`; needs ``pip install
         'magmadnn[onnx]'``): opset 17+, named inputs and output, a dynamic batch axis."""

@@ -113,7 +113,7 @@ def log_softmax(b, layer, inputs, node):
     return b.node("LogSoftmax", inputs, layer.name, axis=int(layer.axis))
 
 
-# ----------------------------------------------------------------------------------------------- group X, phase 2
+# ---------------------------------------------------------------------------------------------- the modern layers
 
 
 def conv2d_transpose(b, layer, inputs, node):
@@ -254,7 +254,7 @@ EXPORTERS = {
     L.GlobalAvgPool2D: global_avg_pool2d, L.BatchNorm: batch_norm, L.Dropout: dropout, L.Flatten: flatten,
     L.Add: add, L.Softmax: softmax, L.LogSoftmax: log_softmax,
 }
-EXPORTERS.update({  # group X, phase 2
+EXPORTERS.update({  # the modern layers
     L.DepthwiseConv2D: conv2d, L.Conv2DTranspose: conv2d_transpose, L.GlobalMaxPool2D: global_max_pool2d,
     L.Concatenate: concatenate, L.Reshape: reshape, L.Permute: permute, L.UpSampling2D: upsampling2d,
     L.LayerNorm: layer_norm, L.RMSNorm: rms_norm, L.GroupNorm: group_norm, L.Embedding: embedding,

@@ -483,7 +483,7 @@ def constant(graph, node):
     return [np.asarray(onnx().numpy_helper.to_array(attrs["value"]))]
 
 
-# ----------------------------------------------------------------------------------------------- group X, phase 2:
+# ---------------------------------------------------------------------------------- the modern layers' operators:
 # the layers of the modern-networks issue (groups, transposed convolution, normalisations, embeddings, shapes)
 
 
@@ -716,14 +716,14 @@ IMPORTERS = {
     "Constant": constant, "Shape": shape, "ReduceMean": reduce_mean, "Transpose": transpose, "Squeeze": squeeze,
     "Unsqueeze": unsqueeze, "Gather": gather,
 }
-IMPORTERS.update({  # group X, phase 2
+IMPORTERS.update({  # the modern layers
     "ConvTranspose": conv_transpose, "GlobalMaxPool": global_max_pool, "Concat": concat, "Resize": resize,
     "LayerNormalization": layer_normalization, "RMSNormalization": rms_normalization,
     "GroupNormalization": group_normalization, "LSTM": recurrent, "GRU": recurrent,
 })
 
 
-IMPORTERS.update({  # group X, phase 3: attention as PyTorch writes it (see .attention)
+IMPORTERS.update({  # attention as PyTorch writes it (see .attention)
     "Split": attention.split, "Slice": attention.slice_, "Mul": attention.scale, "Div": attention.scale,
     "Where": attention.where,
 })

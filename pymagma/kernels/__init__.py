@@ -927,7 +927,7 @@ def dropout_at(x, rate: float, *, seed: int, offsets, slot: int):
           c_longlong(slot), c_double(float(rate))])
     return y, mask
 
-# ---------------------------------------------------------------------------------- recurrent gates (group R)
+# ---------------------------------------------------------------------------------- recurrent gates
 # One launch per time step of an LSTM/GRU, one thread per (batch row, unit); recurrent.cu says the layouts. The
 # state buffers are written in place; the caller runs the recurrent gemm of each step between the launches.
 __all__ += ["lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward", "gru_gates_backward"]

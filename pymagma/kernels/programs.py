@@ -63,15 +63,15 @@ PROGRAMS = {
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
     "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
-    # attention (group A)
+    # attention
     "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
-    # group N: normalization and embeddings
+    # normalization and embeddings
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
     "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
-    # graph replay (group G): per-step values read from device memory
+    # graph replay: per-step values read from device memory
     "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
-# -- recurrent layers (group R)
+# -- recurrent layers
 PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))
 

@@ -194,7 +194,7 @@ ROWS = [
      ["kernel", "(3, 3)"]),
     ("add-shapes", lambda t: L.Add()([L.Input((3,)), L.Input((4,))]), ShapeMismatchError, ["one shape", "(4,)"]),
     ("add-one-input", lambda t: L.Add()(L.Input((3,))), ShapeMismatchError, ["at least two"]),
-    # -- conv/shape layers (group C)
+    # -- conv/shape layers
     ("convt-filters-0", lambda t: L.Conv2DTranspose(0, 3), ValueError, ["Conv2DTranspose", "filters", ">= 1"]),
     ("convt-output-padding", lambda t: L.Conv2DTranspose(2, 3, strides=2, output_padding=2), ValueError,
      ["Conv2DTranspose", "output_padding", "smaller than strides (2, 2)"]),
@@ -473,7 +473,7 @@ ROWS = [
     ("cli-plot-under-file", lambda t: cli.check_output_path(write_bytes(t, "f", b"") / "c.png", "--plot"),
      cli.OutputError, ["not a writable folder"]),
     ("cli-device", lambda t: cli.resolve_device("tpu"), ValueError, ["--device", "'tpu'"]),
-    # -- group X (ONNX): softmax layers over an axis, explicit asymmetric padding
+    # -- softmax layers over an axis, explicit asymmetric padding
     ("softmax-batch-axis", lambda t: Sequential([L.Input((3,)), L.Softmax(axis=0)]), ShapeMismatchError,
      ["Softmax", "axis 0", "other than the batch axis"]),
     ("log-softmax-axis-range", lambda t: Sequential([L.Input((3,)), L.LogSoftmax(axis=2)]), ShapeMismatchError,
@@ -482,13 +482,13 @@ ROWS = [
     ("conv-padding-pairs", lambda t: L.Conv2D(2, 3, padding=((1, -1), (0, 0))), ValueError, ["padding", ">= 0"]),
     ("pool-padding-triple", lambda t: L.MaxPool2D(2, padding=((1, 0, 1), (0, 0))), ValueError,
      ["padding", "pair"]),
-    # -- graph replay (group G)
+    # -- graph replay
     ("compile-metric-twice", lambda t: mlp().compile("sgd", metrics=["accuracy", metrics.Accuracy(ignore_index=3)]),
      ValueError, ["compile", "repeat a name", "accuracy"]),
     ("compile-graph", lambda t: mlp().compile("sgd", graph="yes"), TypeError, ["compile", "graph", "'yes'"]),
     ("dropout-at-offsets", lambda t: _dropout_at(np.float64), ValueError, ["dropout_at", "offsets", "int64"]),
     ("adam-at-values", lambda t: _adam_at(2), ValueError, ["adam_update_at", "values", "at least 3"]),
-    # -- attention (group A)
+    # -- attention
     ("mha-heads-0", lambda t: L.MultiHeadAttention(0, 4), ValueError, ["MultiHeadAttention", "num_heads", ">= 1"]),
     ("mha-key-dim-float", lambda t: L.MultiHeadAttention(2, 2.5), TypeError, ["key_dim", "2.5"]),
     ("mha-dropout-1", lambda t: L.MultiHeadAttention(2, 4, dropout=1.0), ValueError, ["dropout", "1.0"]),
@@ -511,7 +511,7 @@ ROWS = [
      ["scaled_dot_product_attention", "(1, 1, 2, 4)"]),
 ]
 
-# -- recurrent layers (group R)
+# -- recurrent layers
 _Z = np.zeros
 ROWS += [
     ("lstm-units-0", lambda t: L.LSTM(0), ValueError, ["LSTM", "units", ">= 1", "0"]),
@@ -539,7 +539,7 @@ ROWS += [
 ]
 
 
-# -- group N: normalization, embeddings, token losses, clipping
+# -- normalization, embeddings, token losses, clipping
 def token_model(loss="cross_entropy", ids_dtype="int64"):
     x = L.Input((5,), dtype=ids_dtype)
     model = models.Model(x, L.LayerNorm()(L.Embedding(7, 4, name="tokens")(x)), seed=0)  # (N, 5, 4) logits

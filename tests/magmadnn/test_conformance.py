@@ -658,7 +658,7 @@ def test_flat_pack_and_unpack(xp, dtype):
         xp.flat_pack([put(xp, a)], 1.0, flat)  # 6 values into 8
 
 
-# ------------------------------------------------------------------------------------------ attention (group A)
+# ------------------------------------------------------------------------------------------ attention
 
 
 def masked_softmax_reference(x, mask, scale, causal):
@@ -693,7 +693,7 @@ def test_masked_softmax_and_backward(xp, x, causal, masked, scale, seed):
 
 
 
-# ------------------------------------------------------------------------------- shape and routing (group C)
+# ------------------------------------------------------------------------------- shape and routing
 
 
 @given(data=st.data(), rank=st.integers(1, 4), dtype=st.sampled_from(FLOATS))
@@ -740,7 +740,7 @@ def test_upsample_nearest2d_and_backward(xp, x, size, seed):
     assert dx.dtype == x.dtype
     np.testing.assert_allclose(get(xp, dx), expected, **tol(x.dtype))
 
-# ---------------------------------------------------------------- group N: normalization, embeddings, clipping
+# ---------------------------------------------------------------- normalization, embeddings, clipping
 @st.composite
 def norm_cases(draw):
     shape = tuple(draw(st.lists(st.integers(1, 4), min_size=0, max_size=2))) + (draw(st.integers(2, 9)),)
@@ -821,7 +821,7 @@ def test_clip_norm_scale_of_zeros_is_one_and_of_nan_is_nan(xp):
     assert get(xp, xp.clip_norm_scale([xp.zeros((3,), np.float32)], 1.0)) == 1.0
     assert np.isnan(get(xp, xp.clip_norm_scale([put(xp, np.array([1.0, np.nan]))], 1.0)))
 
-# ---------------------------------------------------------------------------------- recurrent layers (group R)
+# ---------------------------------------------------------------------------------- recurrent layers
 # The forward against tests/reference.py's step-by-step LSTM/GRU; the backward against central differences of that
 # reference (float64, so the check is tight), on every backend.
 

@@ -162,7 +162,7 @@ def _updates(xp, p, g, a, b):
     return (*ps, sv, av, am, rs, gs)
 
 
-def _norms_and_embeddings(xp, x, gamma, beta, dy, table, ids, dids):  # group N
+def _norms_and_embeddings(xp, x, gamma, beta, dy, table, ids, dids):
     y, ctx = xp.layer_norm_forward(x, gamma, beta, 1e-5)
     dx, dgamma, dbeta = xp.layer_norm_backward(dy, x, gamma, ctx)
     r, rctx = xp.layer_norm_forward(x, gamma, None, 1e-6, rms=True)
@@ -179,7 +179,7 @@ def _inputs(kind, rng, dtype):
     def r(*shape, low=-2.0, high=2.0):
         return rng.uniform(low, high, shape).astype(dtype)
 
-    if kind in _ATTENTION_INPUTS:  # group A
+    if kind in _ATTENTION_INPUTS:
         return [a.astype(dtype) for a in _ATTENTION_INPUTS[kind](r)]
     return {
         "creation": lambda: [r(2, 3)],
@@ -196,14 +196,14 @@ def _inputs(kind, rng, dtype):
         "batch_norm": lambda: [r(3, 4, 2, 3), r(5, 4), r(4, low=0.5), r(4), r(4), r(4, low=0.5, high=2), r(3, 4, 2, 3)],
         "dropout_and_random": lambda: [r(10, 9)],
         "updates": lambda: [r(50), r(50), r(50), r(50, low=0.1, high=1)],
-        "shape_routing": lambda: [r(2, 3, 4, 2), r(2, 1, 4, 2), r(2, 4, 3, 2)],  # group C
+        "shape_routing": lambda: [r(2, 3, 4, 2), r(2, 1, 4, 2), r(2, 4, 3, 2)],
         "norms_and_embeddings": lambda: [r(3, 8, low=-3, high=5), r(8, low=0.5, high=1.5), r(8), r(3, 8), r(5, 4),
                                          rng.integers(0, 5, (3, 6)), r(3, 6, 4)],
-        "recurrent": lambda: [r(3, 5, 8), r(2, 8), r(3, 5, 6), r(2, 6), r(6), r(3, 5, 2), r(3, 2)],  # group R
+        "recurrent": lambda: [r(3, 5, 8), r(2, 8), r(3, 5, 6), r(2, 6), r(6), r(3, 5, 2), r(3, 2)],
     }[kind]()
 
 
-# attention (group A)
+# attention
 def _attention(xp, x, mask, dy):
     y = xp.masked_softmax(x, mask, 0.5, True)
     return y, xp.masked_softmax(x, None, 1.0, False), xp.masked_softmax_backward(dy, y, 0.5)
@@ -218,10 +218,10 @@ CASES = {"creation": _creation, "elementwise": _elementwise, "reductions": _redu
          "convolution": _convolution, "pooling": _pooling, "batch_norm": _batch_norm,
          "dropout_and_random": _dropout_and_random, "updates": _updates,
          "norms_and_embeddings": _norms_and_embeddings}
-CASES["attention"] = _attention  # group A
+CASES["attention"] = _attention
 
 
-# -- shape and routing (group C)
+# -- shape and routing
 def _shape_routing(xp, a, b, c):
     joined, last = xp.concatenate([a, b, a], 1), xp.concatenate([xp.transpose(c, (0, 2, 1, 3)), a], 1)
     up = xp.upsample_nearest2d(a, (2, 3))
@@ -231,10 +231,9 @@ def _shape_routing(xp, a, b, c):
 
 CASES["shape_routing"] = _shape_routing
 
-# -- end of group C
 
 
-# -- recurrent layers (group R): every step's output and the last one's, forward and backpropagation through time
+# -- recurrent layers: every step's output and the last one's, forward and backpropagation through time
 def _recurrent(xp, lstm_x, lstm_w, gru_x, gru_w, gru_b, dy_seq, dy_last):
     out = []
     for seq, dy in ((True, dy_seq), (False, dy_last)):

@@ -61,7 +61,7 @@ def test_every_example_trains_a_few_steps(example, dataset, folders, capsys):
     assert "16 test samples" in out or "8 test samples" in out  # --max-steps 2 x batch 8 caps the test split
 
 
-# -- group C: MagmaDNN's VGG-16 and AlexNet examples, at a sixteenth of their width
+# -- MagmaDNN's VGG-16 and AlexNet examples, at a sixteenth of their width
 @pytest.mark.parametrize("example", ["vgg_cifar10", "alexnet_cifar10"])
 def test_magmadnn_cnn_examples_train_a_few_steps(example, folders, capsys):
     report = load_example(example).main(["--data", str(folders["cifar10"]), *SMOKE, "--width", "0.0625"])
@@ -75,10 +75,10 @@ TESTED_ELSEWHERE = {"distributed_mnist": "test_distributed.py", "grid_search": "
 
 def test_every_example_file_is_smoke_tested():
     tested = {"mnist_mlp", "lenet5", "cnn_2d", "cifar10_cnn", "resnet_cifar10"}
-    tested |= {"vgg_cifar10", "alexnet_cifar10"}  # group C
-    tested |= {"char_transformer"}  # group A
+    tested |= {"vgg_cifar10", "alexnet_cifar10"}
+    tested |= {"char_transformer"}
 
-    tested |= {"lstm_mnist_rows"}  # group R, below
+    tested |= {"lstm_mnist_rows"}
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
     for example, module in TESTED_ELSEWHERE.items():
         assert f'"{example}.py"' in (Path(__file__).parent / module).read_text()
@@ -183,7 +183,7 @@ def test_dataloader_feeds_model_fit_and_evaluate():
     assert model.evaluate(data.DataLoader(x, y, batch_size=16, shuffle=False))["accuracy"] > 0.9
 
 
-# ------------------------------------------------------------------------------------------ attention (group A)
+# ------------------------------------------------------------------------------------------ attention
 def test_char_transformer_trains_reports_the_baselines_and_samples(tmp_path, capsys):
     text = tmp_path / "tiny.txt"
     text.write_text("the quick brown fox jumps over the lazy dog. " * 12, encoding="utf-8")
@@ -196,7 +196,7 @@ def test_char_transformer_trains_reports_the_baselines_and_samples(tmp_path, cap
     assert len(report["sample"]) == 5 and set(report["sample"]) <= set(text.read_text())
     assert len(report["history"].history["loss"]) == 1
 
-# -- recurrent (group R)
+# -- recurrent
 def test_lstm_mnist_rows_example_trains_a_few_steps(folders, capsys):
     report = load_example("lstm_mnist_rows").main(["--data", str(folders["mnist"]), "--units", "8", *SMOKE])
     check_report(report)

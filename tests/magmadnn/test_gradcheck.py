@@ -156,7 +156,7 @@ def test_mse(reduction):
     check_gradients(lambda a, b: F.mse(a, b, reduction=reduction), rand(1, 4, 3), rand(2, 4, 3))
 
 
-# ---------------------------------------------------------------- group N: normalization, embeddings, token losses
+# ---------------------------------------------------------------- normalization, embeddings, token losses
 @pytest.mark.parametrize("shape", [(4, 5), (2, 3, 6)])
 def test_layer_norm_and_rms_norm(shape):
     f = shape[-1]

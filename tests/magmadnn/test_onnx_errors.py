@@ -45,7 +45,7 @@ def _conv_graph(**attrs):
     (lambda: graph([helper.make_node("Erf", ["x"], ["e"], name="erf"), helper.make_node("Relu", ["e"], ["y"])],
                    {"x": (3,)}), r"'erf' \(Erf\): this operator is not supported \(the graph computes the exact, "
                                  r"erf-based GELU.*approximate='tanh'"),
-    # group X, phase 3: operators supported only inside an attention pattern
+    # operators supported only inside an attention pattern
     (lambda: graph([helper.make_node("Mul", ["x", "c"], ["y"], name="times")], {"x": (3,)}, {"c": np.ones(3)}),
      r"'times' \(Mul\): this operator is supported only as the scaling inside an attention pattern"),
     (lambda: graph([helper.make_node("Mul", ["x", "c"], ["m"], name="scale"), helper.make_node("Relu", ["m"], ["y"],

@@ -311,18 +311,18 @@ def _launch_every_kernel(dtype) -> None:
     kernels.max_pool2d(fake_array((2, 3, 4, 4), dtype), (2, 2), (2, 2), ((1, 0), (0, 1)))
     kernels.max_pool2d_backward(fake_array((2, 3, 2, 2), dtype), fake_array((2, 3, 2, 2), np.int32), (2, 3, 4, 4),
                                 (2, 2), (2, 2))
-    # attention (group A)
+    # attention
     scores = fake_array((2, 2, 3, 4), dtype)
     kernels.masked_softmax(scores, fake_array((2, 4), dtype), 0.5, causal=True)
     kernels.masked_softmax_backward(scores, scores, 0.5)
-    # group N: norm.cu, embedding.cu
+    # norm.cu, embedding.cu
     kernels.layer_norm(x, row, row, eps=1e-5)
     kernels.layer_norm_backward(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype), rms=True)
     kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
     kernels.embedding(x, fake_array((2, 5), np.int64))
     kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
 
-    # graph replay (group G): per-step values read from device memory
+    # graph replay: per-step values read from device memory
     values, offsets = fake_array((3,), np.float64), fake_array((4,), np.int64)
     kernels.sgd_update_at(x, x, x, values=values, momentum=0.9, nesterov=True)
     kernels.adam_update_at(x, x, x, x, values=values)
@@ -330,7 +330,7 @@ def _launch_every_kernel(dtype) -> None:
     kernels.adagrad_update_at(x, x, x, values=values)
     kernels.dropout_at(x, 0.5, seed=1, offsets=offsets, slot=3)
 
-    # -- recurrent gates (group R): N=2, T=3, u=4
+    # -- recurrent gates: N=2, T=3, u=4
     seq, state, last = fake_array((2, 3, 4), dtype), fake_array((4, 2, 4), dtype), fake_array((2, 4), dtype)
     kernels.lstm_gates_forward(fake_array((2, 3, 16), dtype), fake_array((2, 16), dtype), state, state,
                                fake_array((3, 2, 16), dtype), seq, 1)
