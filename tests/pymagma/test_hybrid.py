@@ -11,7 +11,7 @@ import sys
 
 import numpy as np
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 import pymagma
@@ -705,6 +705,7 @@ def test_zero_upper_keeps_the_lower_triangle(full, nb):
 @given(batch=st.lists(st.integers(0, 2), max_size=1), m=st.integers(0, 6), n=st.integers(0, 6),
        rank=st.integers(0, 6), hermitian=st.booleans(), on_device=st.booleans(),
        method=st.sampled_from(["auto", "hybrid"]), dtype=st.sampled_from(DTYPES), seed=st.integers(0, 999))
+@example(batch=[], m=4, n=4, rank=4, hermitian=True, on_device=False, method="hybrid", dtype=np.float32, seed=72)
 def test_pinv_matrix_rank_cond_eigvals_match_numpy(sim, batch, m, n, rank, hermitian, on_device, method, dtype,
                                                     seed):
     rng = np.random.default_rng(seed)
@@ -720,7 +721,14 @@ def test_pinv_matrix_rank_cond_eigvals_match_numpy(sim, batch, m, n, rank, hermi
     want = np.linalg.pinv(a, hermitian=hermitian, rtol=None)
     got = pymagma.to_numpy(got)
     assert (got.shape, got.dtype) == (want.shape, want.dtype)
-    np.testing.assert_allclose(got, want, **t)
+    # a pseudo-inverse is as accurate as its conditioning allows: kappa * eps of the pinv's own size, where kappa is
+    # the ratio of the largest to the smallest singular value kept (the two float32 answers may differ by that much)
+    s = np.linalg.svd(a.astype(np.complex128), compute_uv=False) if a.size else np.zeros((*batch, 0))
+    kept = s[s > s.max(initial=0.0) * max(m, n) * eps(dtype)] if s.size else s
+    kappa = kept.max() / kept.min() if kept.size else 1.0
+    scale = max(1.0, float(np.abs(want).max(initial=0.0)))
+    pinv_tol = max(t["rtol"], 100 * eps(dtype) * kappa)
+    np.testing.assert_allclose(got, want, rtol=pinv_tol, atol=pinv_tol * scale)
     np.testing.assert_array_equal(linalg.matrix_rank(wrap(a), hermitian=hermitian, method=method),
                                   np.linalg.matrix_rank(a, hermitian=hermitian))
     if m == n and n and rank == n and 0 not in batch:
