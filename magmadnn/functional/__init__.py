@@ -14,8 +14,8 @@ import numbers
 
 import numpy as np
 
-from .autograd import Function, Tensor
-from .backend import geometry
+from ..autograd import Function, Tensor
+from ..backend import geometry
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "power", "matmul", "sum", "mean", "reshape", "transpose",
