@@ -74,9 +74,9 @@ class enable_grad(_GradMode):  # noqa: N801
 
 
 def _functional():
-    from . import functional  # noqa: PLC0415  (functional imports this module)
+    from .functional import operators  # noqa: PLC0415  (functional imports this module)
 
-    return functional
+    return operators
 
 
 class Tensor:

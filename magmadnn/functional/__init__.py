@@ -1,0 +1,105 @@
+"""Differentiable functions on Tensors (import as ``F``).
+
+Each op is one small :class:`~magmadnn.autograd.Function` subclass (``<Op>Function``, never the name of a layer or a
+loss) written only against the backend op set, plus a
+lower-case wrapper that validates its arguments: a shape or dtype mismatch raises ``ValueError``/``TypeError``
+naming the function and the shapes or dtypes seen and expected.
+
+One idea a module: ``operators`` (what Tensor's operators and methods call), ``activations``, ``linear``, ``conv``,
+``pooling``, ``normalization``, ``regularization`` (dropout), ``losses``, ``attention``, ``shapes``, ``embeddings``,
+``recurrent``; ``_base`` holds the checks they share. This package re-exports them all.
+"""
+
+# ruff: noqa: F401  (re-exports: the Function classes are public names of the package, as they were of the module)
+from __future__ import annotations
+
+from .activations import (
+    ActivationFunction,
+    LogSoftmaxFunction,
+    SoftmaxFunction,
+    activation,
+    elu,
+    gelu,
+    leaky_relu,
+    log_softmax,
+    relu,
+    sigmoid,
+    softmax,
+    tanh,
+)
+from .attention import (
+    MaskedSoftmaxFunction,
+    MatMulNTFunction,
+    check_key_mask_values,
+    masked_softmax,
+    matmul_nt,
+    scaled_dot_product_attention,
+)
+from .conv import (
+    Conv2dFunction,
+    ConvTranspose2dFunction,
+    conv2d,
+    conv2d_output_shape,
+    conv2d_padding,
+    conv_transpose2d,
+    conv_transpose2d_geometry,
+)
+from .embeddings import EmbeddingFunction, embedding
+from .linear import DenseFunction, dense
+from .losses import (
+    SoftmaxCrossEntropyFunction,
+    binary_cross_entropy_with_logits,
+    cross_entropy,
+    mse,
+    softmax_cross_entropy,
+)
+from .normalization import (
+    BatchNormInferFunction,
+    BatchNormTrainFunction,
+    LayerNormFunction,
+    batch_norm,
+    group_norm,
+    layer_norm,
+    register_sync_batch_norm,
+    rms_norm,
+)
+from .operators import (
+    AddFunction,
+    DivideFunction,
+    MatMulFunction,
+    MeanFunction,
+    MultiplyFunction,
+    NegativeFunction,
+    PowerFunction,
+    ReshapeFunction,
+    SubtractFunction,
+    SumFunction,
+    TransposeFunction,
+    add,
+    divide,
+    flatten,
+    matmul,
+    mean,
+    multiply,
+    negative,
+    power,
+    reshape,
+    subtract,
+    sum,
+    transpose,
+)
+from .pooling import Pool2dFunction, avg_pool2d, global_avg_pool2d, global_max_pool2d, max_pool2d
+from .recurrent import GRUFunction, LSTMFunction, gru, lstm
+from .regularization import DropoutFunction, dropout
+from .shapes import ConcatenateFunction, UpsampleNearest2dFunction, concatenate, upsample_nearest2d
+
+__all__ = [
+    "add", "subtract", "multiply", "divide", "negative", "power", "matmul", "sum", "mean", "reshape", "transpose",
+    "flatten", "activation", "relu", "sigmoid", "tanh", "leaky_relu", "elu", "gelu", "softmax", "log_softmax",
+    "dense", "conv2d", "conv2d_output_shape", "conv2d_padding", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
+    "batch_norm", "dropout", "softmax_cross_entropy", "mse",
+    "matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values",
+    "concatenate", "upsample_nearest2d", "global_max_pool2d", "conv_transpose2d", "conv_transpose2d_geometry",
+    "layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits",
+    "lstm", "gru",
+]  # fmt: skip

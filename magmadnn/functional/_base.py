@@ -1,0 +1,64 @@
+"""The checks and conversions every function of the package shares: operands as Tensors, dtypes, ranks, axes."""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+from ..autograd import Tensor
+
+
+def _as_tensor(x, like: Tensor | None = None) -> Tensor:
+    """Tensors pass through; scalars take ``like``'s dtype; arrays become constant Tensors."""
+    if isinstance(x, Tensor):
+        return x
+    backend = like.xp if like is not None else None
+    if like is not None and isinstance(x, numbers.Number) and np.dtype(like.dtype).kind == "f":
+        return Tensor(like.xp.asarray(x, dtype=like.dtype), backend=backend)
+    return Tensor(x, backend=backend)
+
+
+def _pair_of(a, b):
+    """Both operands as Tensors; a Python scalar takes the dtype of the other operand."""
+    like = a if isinstance(a, Tensor) else b if isinstance(b, Tensor) else None
+    return _as_tensor(a, like), _as_tensor(b, like)
+
+
+def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
+    if x.ndim != ndim:
+        raise ValueError(f"{fn}: {what} must be {ndim}-D {layout}, got shape {x.shape}")
+
+
+#: The floating dtypes: a call whose inputs all hold the same one of them passes ``_same_dtype`` at once.
+_FLOATING = frozenset(np.dtype(c) for c in np.typecodes["Float"])
+
+
+def _same_dtype(fn: str, **tensors: Tensor) -> None:
+    first = None
+    for t in tensors.values():
+        if t is None:
+            continue
+        if first is None:
+            first = t.dtype
+            if first not in _FLOATING:
+                break
+        elif t.dtype is not first:
+            break
+    else:
+        return
+    dtypes = {name: t.dtype for name, t in tensors.items() if t is not None}
+    if len(set(dtypes.values())) > 1:
+        seen = ", ".join(f"{n}={d}" for n, d in dtypes.items())
+        raise TypeError(f"{fn}: all inputs must have the same floating dtype, got {seen}")
+    for name, d in dtypes.items():
+        if np.dtype(d).kind != "f":
+            raise TypeError(f"{fn}: {name} must be a floating array (float32 or float64), got {d}")
+
+
+def _check_axis(fn: str, x: Tensor, axis) -> None:
+    if axis is None:
+        return
+    for a in (axis,) if isinstance(axis, numbers.Integral) else axis:
+        if not -x.ndim <= int(a) < x.ndim:
+            raise ValueError(f"{fn}: axis {a} is out of range for a tensor of shape {x.shape}")

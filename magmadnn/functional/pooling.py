@@ -1,0 +1,61 @@
+"""Pooling: max and average windows, global average and global max over the spatial axes."""
+
+from __future__ import annotations
+
+from ..autograd import Function, Tensor
+from ..backend import geometry
+from ._base import _as_tensor, _need_ndim, _same_dtype
+from .conv import conv2d_padding
+from .operators import MeanFunction, reshape
+
+__all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d", "global_max_pool2d"]
+
+
+class Pool2dFunction(Function):
+    def forward(self, x, mode, window, stride, padding):
+        self.x, self.args = x, (mode, window, stride, padding)
+        self.y, self.ctx = self.xp.pool2d_forward(x, mode, window, stride, padding)
+        return self.y
+
+    def backward(self, g):
+        return (self.xp.pool2d_backward(g, self.x, self.y, self.ctx, *self.args),)
+
+
+def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
+    x = _as_tensor(x)
+    _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
+    window = geometry.int_pair(window, "window", fn)
+    stride = window if stride is None else geometry.int_pair(stride, "stride", fn)
+    pads = conv2d_padding(x.shape[2:], window, stride, padding, 1)
+    if max(pads[0]) >= window[0] or max(pads[1]) >= window[1]:
+        raise ValueError(f"{fn}: padding {pads} must be smaller than the window {window}")
+    ho, wo = geometry.output_hw(x.shape[2:], window, stride, pads, (1, 1))
+    if ho < 1 or wo < 1:
+        raise ValueError(f"{fn}: input of spatial size {x.shape[2:]} is smaller than the window {window}")
+    _same_dtype(fn, x=x)
+    return Pool2dFunction.apply(x, mode=mode, window=window, stride=stride, padding=pads)
+
+
+def max_pool2d(x, window, stride=None, padding=0) -> Tensor:
+    """Max pooling over (H, W); stride defaults to the window; padding int | pair | "same" | "valid"."""
+    return _pool("max_pool2d", "max", x, window, stride, padding)
+
+
+def avg_pool2d(x, window, stride=None, padding=0) -> Tensor:
+    """Average pooling over (H, W); padded positions are not counted in the average."""
+    return _pool("avg_pool2d", "avg", x, window, stride, padding)
+
+
+def global_avg_pool2d(x) -> Tensor:
+    """(N, C, H, W) -> (N, C): mean over the spatial axes."""
+    x = _as_tensor(x)
+    _need_ndim(x, 4, "global_avg_pool2d", "x", "(N, C, H, W)")
+    return MeanFunction.apply(x, axis=(2, 3), keepdims=False)
+
+
+def global_max_pool2d(x) -> Tensor:
+    """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent (max pooling with the whole window)."""
+    x = _as_tensor(x)
+    _need_ndim(x, 4, "global_max_pool2d", "x", "(N, C, H, W)")
+    n, c, h, w = x.shape
+    return reshape(max_pool2d(x, (h, w)), (n, c))

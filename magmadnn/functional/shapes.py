@@ -1,0 +1,59 @@
+"""Joining and resizing: concatenation along an axis, nearest-neighbour upsampling."""
+
+from __future__ import annotations
+
+import numbers
+
+from ..autograd import Function, Tensor
+from ..backend import geometry
+from ._base import _as_tensor, _check_axis, _need_ndim, _same_dtype
+
+__all__ = ["concatenate", "upsample_nearest2d"]
+
+
+class ConcatenateFunction(Function):
+    def forward(self, *arrays, axis):
+        self.axis, self.sizes = axis, [a.shape[axis] for a in arrays]
+        return self.xp.concatenate(list(arrays), axis)
+
+    def backward(self, g):
+        pieces = self.xp.split(g, self.sizes, self.axis)
+        return tuple(p if need else None for p, need in zip(pieces, self.needs_input_grad))
+
+
+def concatenate(tensors, axis=-1) -> Tensor:
+    """The tensors (a list, shapes equal but along ``axis``) joined along ``axis``; the gradient is split back."""
+    fn = "concatenate"
+    if not isinstance(tensors, (list, tuple)) or not tensors:
+        raise TypeError(f"{fn}: expected a non-empty list of tensors, got {tensors!r}")
+    like = next((t for t in tensors if isinstance(t, Tensor)), None)
+    tensors = [_as_tensor(t, like) for t in tensors]
+    first = tensors[0]
+    if not isinstance(axis, numbers.Integral) or isinstance(axis, bool):
+        raise TypeError(f"{fn}: axis must be an int, got {axis!r}")
+    _check_axis(fn, first, axis)
+    axis = int(axis) % first.ndim
+    for t in tensors:
+        if t.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(t.shape, first.shape)) if d != axis):
+            raise ValueError(f"{fn}: shapes {[t.shape for t in tensors]} must be equal except along axis {axis}")
+    _same_dtype(fn, **{f"tensors[{i}]": t for i, t in enumerate(tensors)})
+    return ConcatenateFunction.apply(*tensors, axis=axis)
+
+
+class UpsampleNearest2dFunction(Function):
+    def forward(self, x, size):
+        self.size = size
+        return self.xp.upsample_nearest2d(x, size)
+
+    def backward(self, g):
+        return (self.xp.upsample_nearest2d_backward(g, self.size),)
+
+
+def upsample_nearest2d(x, size=2) -> Tensor:
+    """Nearest-neighbour upsampling of x (N, C, H, W) by integer factors ``size`` (int or pair)."""
+    fn = "upsample_nearest2d"
+    x = _as_tensor(x)
+    _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
+    size = geometry.int_pair(size, "size", fn)
+    _same_dtype(fn, x=x)
+    return UpsampleNearest2dFunction.apply(x, size=size)
