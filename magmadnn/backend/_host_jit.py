@@ -206,7 +206,19 @@ def _build_rows(numba):
                 xh = (x[r, j] - m) * s
                 dx[r, j] = s * (dy[r, j] * gamma[j] - sg - xh * sgx)
 
-    return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward}
+    @njit
+    def masked_softmax_backward(dy, y, scale, dx):
+        """dx = scale y (dy - sum(dy y)) along the last axis; arrays viewed as rows (R, T)."""
+        rows, cols = y.shape
+        for r in range(rows):
+            s = 0.0
+            for j in range(cols):
+                s += dy[r, j] * y[r, j]
+            for j in range(cols):
+                dx[r, j] = (dy[r, j] - s) * y[r, j] * scale
+
+    return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
+            "masked_softmax_backward": masked_softmax_backward}
 
 
 class _Kernels:

@@ -855,6 +855,12 @@ def masked_softmax(x, mask=None, scale=1.0, causal=False):
 
 def masked_softmax_backward(dy, y, scale=1.0):
     """dx of ``masked_softmax``: ``scale * y * (dy - sum(dy * y))`` along the last axis."""
+    if _fused_rows(y, dy):
+        dx = np.empty_like(y)
+        rows = (-1, y.shape[-1])
+        _host_jit.kernels.masked_softmax_backward(dy.reshape(rows), y.reshape(rows), y.dtype.type(scale),
+                                                  dx.reshape(rows))
+        return dx
     dx = dy - np.sum(dy * y, axis=-1, keepdims=True)
     dx *= y
     dx *= y.dtype.type(scale)

@@ -13,7 +13,7 @@ from hypothesis import strategies as st
 
 from magmadnn.backend import _host_jit
 from magmadnn.backend import host as xp
-from tests.reference import layer_norm_backward_ref, layer_norm_ref
+from tests.reference import layer_norm_backward_ref, layer_norm_ref, softmax_ref
 
 numba = pytest.importorskip("numba", reason="the parallel kernels need the jit extra (numba)")
 pytestmark = pytest.mark.skipif(_host_jit.kernels is None, reason="numba kernels switched off (MAGMADNN_JIT=0)")
@@ -62,6 +62,29 @@ def test_layer_norm_forward_and_backward(seed, dtype, rows, cols, rms):
     for name, a, e, r in zip(("dx", "dgamma", "dbeta"), grads, grads_np, refs):
         assert_same(a, e, dtype, name)
         np.testing.assert_allclose(a, r, err_msg=name, **{k: 10 * v for k, v in tol(dtype).items()})
+
+
+def softmax_expected(x, mask, scale, causal):
+    """float64: scale x plus -inf at the masked keys, softmax over the keys, rows with no key left at 0."""
+    keep = np.ones(x.shape, bool)
+    if causal:
+        keep &= np.tri(x.shape[2], x.shape[3], dtype=bool)
+    if mask is not None:
+        keep &= (mask != 0)[:, None, None, :]
+    s = np.where(keep, scale * x.astype(np.float64), -np.inf)
+    empty = ~keep.any(axis=-1, keepdims=True)
+    return np.where(empty, 0.0, softmax_ref(np.where(empty, 0.0, s), (3,)))
+
+
+@fixture_state
+@given(seed=st.integers(0, 999), dtype=DTYPES, shape=st.tuples(*(st.integers(1, 5),) * 4), causal=st.booleans(),
+       masked=st.booleans())
+def test_masked_softmax_backward(seed, dtype, shape, causal, masked):
+    x, dy = data(seed, shape, dtype), data(seed + 1, shape, dtype)
+    mask = (np.random.default_rng(seed).random((shape[0], shape[3])) > 0.4).astype(np.int64) if masked else None
+    y = xp.masked_softmax(x, mask, 0.5, causal)
+    np.testing.assert_allclose(y, softmax_expected(x, mask, 0.5, causal), **tol(dtype))
+    assert_same(*both_paths(lambda: xp.masked_softmax_backward(dy, y, 0.5)), dtype)
 
 
 def test_non_contiguous_arrays_take_the_numpy_path():
