@@ -14,6 +14,7 @@ parallel kernel right after one waits for cores those threads hold (measured: 3 
 from __future__ import annotations
 
 import importlib
+import math
 import os
 
 import numpy as np
@@ -149,8 +150,75 @@ def _build(numba):
                 db[3 * u_ + j] = h * tc * (o * (1 - o))
                 dc[b, j] = c * f
 
-    return {"store_nchw": store_nchw, "col2im": col2im, "max_pool2x2_forward": max_pool2x2_forward,
-            "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
+    table = {"store_nchw": store_nchw, "col2im": col2im, "max_pool2x2_forward": max_pool2x2_forward,
+             "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
+    table.update(_build_rows(numba))
+    return table
+
+
+def _build_rows(numba):
+    """Fused row kernels of a transformer step (LayerNorm forward and backward, the masked softmax's backward): one
+    pass over the data where NumPy makes several. The arithmetic is float64 for float32 arrays too, so the last
+    bits can differ from NumPy's float32 path. Serial like the kernels above: on 2 shared cores numba's thread
+    pool (prange) cost more than it saved, and its per-element tanh/exp/sqrt lost to NumPy's SIMD ones (GELU,
+    softmax, Adam)."""
+    njit = numba.njit(cache=True)
+
+    @njit
+    def layer_norm_forward(x, gamma, beta, eps, rms, y, mu, rstd):
+        """Rows of x (R, C): mu, rstd (R,) and y = (x - mu) rstd gamma + beta (``rms``: mu = 0)."""
+        rows, cols = x.shape
+        for r in range(rows):
+            xr = x[r]
+            m = 0.0
+            if not rms:
+                for j in range(cols):
+                    m += xr[j]
+                m /= cols
+            var = 0.0
+            for j in range(cols):
+                d = xr[j] - m
+                var += d * d
+            s = 1.0 / math.sqrt(var / cols + eps)
+            mu[r], rstd[r] = m, s
+            for j in range(cols):
+                y[r, j] = (xr[j] - m) * s * gamma[j] + beta[j]
+
+    @njit
+    def layer_norm_backward(dy, x, gamma, mu, rstd, rms, dx, dgamma, dbeta):
+        """dx (R, C) = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma; adds the column sums of dy xhat and dy
+        to dgamma, dbeta (C,)."""
+        rows, cols = x.shape
+        for r in range(rows):
+            m, s = mu[r], rstd[r]
+            sg = 0.0
+            sgx = 0.0
+            for j in range(cols):
+                xh = (x[r, j] - m) * s
+                g = dy[r, j] * gamma[j]
+                sg += g
+                sgx += g * xh
+                dgamma[j] += dy[r, j] * xh
+                dbeta[j] += dy[r, j]
+            sg = 0.0 if rms else sg / cols
+            sgx /= cols
+            for j in range(cols):
+                xh = (x[r, j] - m) * s
+                dx[r, j] = s * (dy[r, j] * gamma[j] - sg - xh * sgx)
+
+    @njit
+    def masked_softmax_backward(dy, y, scale, dx):
+        """dx = scale y (dy - sum(dy y)) along the last axis; arrays viewed as rows (R, T)."""
+        rows, cols = y.shape
+        for r in range(rows):
+            s = 0.0
+            for j in range(cols):
+                s += dy[r, j] * y[r, j]
+            for j in range(cols):
+                dx[r, j] = (dy[r, j] - s) * y[r, j] * scale
+
+    return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
+            "masked_softmax_backward": masked_softmax_backward}
 
 
 class _Kernels:

@@ -212,6 +212,17 @@ def bias_grad(dy):
 _GELU_C = math.sqrt(2.0 / math.pi)
 
 
+def _fused_rows(x, *same, small=()) -> bool:
+    """True when ``_host_jit``'s fused row kernels take these arrays: numba there, ``same`` of x's shape, all of
+    one float dtype and C-contiguous (``small``: any shape). Serial kernels: a numba thread pool (prange) measured
+    slower on 2 shared cores, its waking threads contending with OpenBLAS's spinning ones after each GEMM."""
+    if _host_jit.kernels is None or x.dtype not in (np.float32, np.float64):
+        return False
+    arrays = (x, *same, *small)
+    return (all(b.shape == x.shape for b in same)
+            and all(isinstance(b, np.ndarray) and b.dtype == x.dtype and b.flags.c_contiguous for b in arrays))
+
+
 def activation_forward(x, kind, alpha=0.0):
     """y = act(x) for kind in sigmoid, tanh, relu, leaky_relu, elu, gelu (tanh approximation)."""
     geometry.check_activation(kind, "activation_forward")
@@ -844,6 +855,12 @@ def masked_softmax(x, mask=None, scale=1.0, causal=False):
 
 def masked_softmax_backward(dy, y, scale=1.0):
     """dx of ``masked_softmax``: ``scale * y * (dy - sum(dy * y))`` along the last axis."""
+    if _fused_rows(y, dy):
+        dx = np.empty_like(y)
+        rows = (-1, y.shape[-1])
+        _host_jit.kernels.masked_softmax_backward(dy.reshape(rows), y.reshape(rows), y.dtype.type(scale),
+                                                  dx.reshape(rows))
+        return dx
     dx = dy - np.sum(dy * y, axis=-1, keepdims=True)
     dx *= y
     dx *= y.dtype.type(scale)
@@ -856,6 +873,12 @@ def masked_softmax_backward(dy, y, scale=1.0):
 
 def layer_norm_forward(x, gamma, beta, eps, rms=False):
     """Rows over the last axis: y = (x - mean) * rstd * gamma + beta (``rms``: mean 0, var = mean(x^2))."""
+    if gamma is not None and beta is not None and _fused_rows(x, small=(gamma, beta)):
+        rows = (-1, x.shape[-1])
+        y, mu, rstd = np.empty_like(x), np.empty(x.shape[:-1] + (1,), x.dtype), np.empty(x.shape[:-1] + (1,), x.dtype)
+        _host_jit.kernels.layer_norm_forward(x.reshape(rows), gamma, beta, float(eps), bool(rms), y.reshape(rows),
+                                             mu.reshape(-1), rstd.reshape(-1))
+        return y, (mu, rstd)
     mu = np.zeros(x.shape[:-1] + (1,), x.dtype) if rms else x.mean(axis=-1, keepdims=True)
     xc = x - mu
     rstd = 1.0 / np.sqrt(np.mean(xc * xc, axis=-1, keepdims=True) + x.dtype.type(eps))
@@ -870,6 +893,12 @@ def layer_norm_forward(x, gamma, beta, eps, rms=False):
 def layer_norm_backward(dy, x, gamma, ctx, rms=False):
     """(dx, dgamma, dbeta) of ``layer_norm_forward``; dx = rstd (g - mean(g) - xhat mean(g xhat)), g = dy gamma."""
     mu, rstd = ctx
+    if gamma is not None and _fused_rows(x, dy, small=(gamma, mu, rstd)):
+        cols = x.shape[-1]
+        dx, sums = np.empty_like(x), np.zeros((2, cols), np.float64)
+        _host_jit.kernels.layer_norm_backward(dy.reshape(-1, cols), x.reshape(-1, cols), gamma, mu.reshape(-1),
+                                              rstd.reshape(-1), bool(rms), dx.reshape(-1, cols), sums[0], sums[1])
+        return dx, sums[0].astype(x.dtype), sums[1].astype(x.dtype)
     xhat = (x - mu) * rstd
     g = dy * gamma if gamma is not None else dy
     dx = g - xhat * np.mean(g * xhat, axis=-1, keepdims=True)
