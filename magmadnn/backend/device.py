@@ -691,13 +691,7 @@ def concatenate(arrays, axis):
     arrays = list(arrays)
     _same_dtype("concatenate", *arrays)
     first = arrays[0]
-    axis = operator.index(axis)
-    if not -first.ndim <= axis < first.ndim:
-        raise ValueError(f"concatenate: axis {axis} is out of range for arrays of {first.ndim} dimensions")
-    axis %= first.ndim
-    for a in arrays:
-        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
-            raise ValueError(f"concatenate: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
+    axis = _geometry.concat_axis([a.shape for a in arrays], axis)
     total = int(np.sum([a.shape[axis] for a in arrays]))
     shape = tuple(total if d == axis else n for d, n in enumerate(first.shape))
     out = _array.empty(shape, first.dtype, device=first.device)
@@ -719,10 +713,7 @@ def _copy_into(a, view) -> None:
 
 def split(a, sizes, axis):
     """Contiguous copies of the pieces of ``a`` along ``axis``."""
-    sizes = [operator.index(s) for s in sizes]
-    axis = operator.index(axis) % a.ndim
-    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
-        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    sizes, axis = _geometry.split_sizes(a.shape, sizes, axis)
     out, offset = [], 0
     for n in sizes:
         out.append(_copy_any(a[_along(axis, offset, offset + n)]))

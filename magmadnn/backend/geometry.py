@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 
 from .._checks import integer
 
@@ -120,3 +121,27 @@ def output_hw(in_hw, kernel_hw, stride, pads: Pads, dilation=(1, 1)) -> tuple[in
     """Output (H, W) of a window op: ``(n + lo + hi - d (k - 1) - 1) // s + 1`` per axis."""
     (h, w), (kh, kw), (sh, sw), ((t, b), (l, r)), (dh, dw) = in_hw, kernel_hw, stride, pads, dilation
     return (h + t + b - dh * (kh - 1) - 1) // sh + 1, (w + l + r - dw * (kw - 1) - 1) // sw + 1
+
+
+def concat_axis(shapes, axis, fn: str = "concatenate") -> int:
+    """``axis`` normalised to ``[0, ndim)`` after checking that the ``shapes`` share a rank and every size but
+    ``axis`` (what ``concatenate`` needs on every backend)."""
+    first = tuple(shapes[0])
+    axis = operator.index(axis)
+    if not -len(first) <= axis < len(first):
+        raise ValueError(f"{fn}: axis {axis} is out of range for arrays of {len(first)} dimensions")
+    axis %= len(first)
+    for shape in shapes:
+        if len(shape) != len(first) or any(n != m for d, (n, m) in enumerate(zip(shape, first)) if d != axis):
+            raise ValueError(f"{fn}: shapes {[tuple(b) for b in shapes]} differ outside axis {axis}")
+    return axis
+
+
+def split_sizes(shape, sizes, axis, fn: str = "split") -> tuple[list[int], int]:
+    """``(sizes, axis)`` checked for splitting an array of ``shape``: integer sizes >= 0 adding up to its length
+    along ``axis`` (normalised to ``[0, ndim)``)."""
+    sizes = [operator.index(n) for n in sizes]
+    axis = operator.index(axis) % len(shape)
+    if sum(sizes) != shape[axis] or min(sizes) < 0:
+        raise ValueError(f"{fn}: sizes {sizes} do not add up to {shape[axis]} (axis {axis} of shape {tuple(shape)})")
+    return sizes, axis

@@ -979,32 +979,19 @@ def normal(rng, shape, mean=0.0, std=1.0, dtype=np.float32):
 # ----------------------------------------------------------------------------- shape and routing
 
 
-def _check_concatenate(arrays, axis, fn: str) -> int:
-    """``axis`` normalised after checking that ``arrays`` share a dtype, a rank and every size but ``axis``."""
-    first = arrays[0]
-    if any(a.dtype != first.dtype for a in arrays):
-        raise TypeError(f"{fn}: arrays have dtypes {sorted({str(a.dtype) for a in arrays})}; the op set does not "
-                        "promote")
-    if not -first.ndim <= axis < first.ndim:
-        raise ValueError(f"{fn}: axis {axis} is out of range for arrays of {first.ndim} dimensions")
-    axis %= first.ndim
-    for a in arrays:
-        if a.ndim != first.ndim or any(n != m for d, (n, m) in enumerate(zip(a.shape, first.shape)) if d != axis):
-            raise ValueError(f"{fn}: shapes {[tuple(b.shape) for b in arrays]} differ outside axis {axis}")
-    return axis
-
-
 def concatenate(arrays, axis):
     """The arrays joined along ``axis``."""
     arrays = [np.asarray(a) for a in arrays]
-    return np.concatenate(arrays, axis=_check_concatenate(arrays, int(axis), "concatenate"))
+    first = arrays[0]
+    if any(a.dtype != first.dtype for a in arrays):
+        raise TypeError(f"concatenate: arrays have dtypes {sorted({str(a.dtype) for a in arrays})}; the op set does "
+                        "not promote")
+    return np.concatenate(arrays, axis=geometry.concat_axis([a.shape for a in arrays], axis))
 
 
 def split(a, sizes, axis):
     """Contiguous pieces of ``a``, ``sizes[i]`` long along ``axis``."""
-    sizes = [int(s) for s in sizes]
-    if int(np.sum(sizes)) != a.shape[axis] or min(sizes) < 0:
-        raise ValueError(f"split: sizes {sizes} do not add up to {a.shape[axis]} (axis {axis} of shape {a.shape})")
+    sizes, axis = geometry.split_sizes(a.shape, sizes, axis)
     bounds = np.cumsum(sizes)[:-1]
     return tuple(p.copy() for p in np.split(a, bounds, axis=axis))  # copies: never views of ``a``
 
