@@ -34,6 +34,17 @@ __global__ void lstm_gates_forward(const T* __restrict__ x_proj, const T* __rest
     }
 }
 
+// The gradient reaching state h_t of sample b, unit j (k = b * u + j): the recurrent part dh plus the output's own
+// (dy_seq: dy (N, T, u) at every step; else dy (N, u) at the last step only).
+template <typename T, typename A>
+__device__ __forceinline__ A pm_state_grad(const T* dy, const T* dh, i64 k, i64 b, i64 j, i64 steps, i64 u, i64 t,
+                                           int dy_seq) {
+    A h_grad = Traits<T>::load(dh[k]);
+    if (dy_seq) h_grad += Traits<T>::load(dy[(b * steps + t) * u + j]);
+    else if (t == steps - 1) h_grad += Traits<T>::load(dy[k]);
+    return h_grad;
+}
+
 // LSTM backward, step t. dh (N, u) holds the gradient reaching h' through the recurrence (the gemm of step t + 1;
 // zero at the last step); dy adds the output's own (dy_seq: dy (N, T, u), else dy (N, u) at the last step only).
 // dc (N, u) carries the cell gradient from step to step, in place. Writes the pre-activation gate gradients to
@@ -45,9 +56,7 @@ __global__ void lstm_gates_backward(const T* __restrict__ dy, const T* __restric
     typedef typename Traits<T>::acc A;
     for (i64 k = pm_global_index(); k < n * u; k += pm_grid_stride()) {
         i64 b = k / u, j = k - b * u;
-        A h_grad = Traits<T>::load(dh[k]);
-        if (dy_seq) h_grad += Traits<T>::load(dy[(b * steps + t) * u + j]);
-        else if (t == steps - 1) h_grad += Traits<T>::load(dy[k]);
+        A h_grad = pm_state_grad<T, A>(dy, dh, k, b, j, steps, u, t, dy_seq);
         const T* g = gates + (t * n + b) * 4 * u;
         A i = Traits<T>::load(g[j]), f = Traits<T>::load(g[u + j]);
         A c = Traits<T>::load(g[2 * u + j]), o = Traits<T>::load(g[3 * u + j]);
@@ -103,9 +112,7 @@ __global__ void gru_gates_backward(const T* __restrict__ dy, T* __restrict__ dh,
     typedef typename Traits<T>::acc A;
     for (i64 k = pm_global_index(); k < n * u; k += pm_grid_stride()) {
         i64 b = k / u, j = k - b * u;
-        A h_grad = Traits<T>::load(dh[k]);
-        if (dy_seq) h_grad += Traits<T>::load(dy[(b * steps + t) * u + j]);
-        else if (t == steps - 1) h_grad += Traits<T>::load(dy[k]);
+        A h_grad = pm_state_grad<T, A>(dy, dh, k, b, j, steps, u, t, dy_seq);
         const T* g = gates + (t * n + b) * 3 * u;
         A r = Traits<T>::load(g[j]), z = Traits<T>::load(g[u + j]), c = Traits<T>::load(g[2 * u + j]);
         A dn = h_grad * (A(1) - z) * (A(1) - c * c);
