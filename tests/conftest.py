@@ -20,6 +20,9 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, settings
 
+# Keras 3 is a test reference (the "Keras habits" tests); it runs on the torch backend on the CPU.
+os.environ.setdefault("KERAS_BACKEND", "torch")
+
 settings.register_profile("ci", max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("dev", max_examples=50, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("thorough", max_examples=500, deadline=None, suppress_health_check=[HealthCheck.too_slow])
