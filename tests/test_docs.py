@@ -19,7 +19,8 @@ PAGES = [README, *sorted((ROOT / "docs").glob("*.md"))]
 MAX_README_LINES = 200
 
 _FENCE = re.compile(r"^(`{3,})([^\n`]*)\n(.*?)^\1[ \t]*$", re.S | re.M)
-_LINK = re.compile(r"\[[^\]]*\]\(([^)\s#]+)(?:#[^)]*)?\)")
+_LINK = re.compile(r"\[[^\]]*\]\(([^)\s#]+)(?:#([^)]*))?\)")
+_REPO_PATH = re.compile(r"\b(?:scripts|examples|tests|pymagma|magmadnn|docs)/[\w./*-]+\.(?:py|sh|cu|md)\b")
 _ENV_NAME = re.compile(r"\b(?:PYMAGMA|MAGMADNN)_[A-Z0-9_]*[A-Z0-9]\b")
 
 
@@ -28,16 +29,22 @@ def _name(page: Path) -> str:
 
 
 def python_blocks(text: str) -> list[tuple[int, str]]:
-    """(line number, source) of each ```python block, in order."""
+    """(line of the block's first source line, source) of each ```python block, in order."""
     return [(text.count("\n", 0, m.start()) + 2, m.group(3)) for m in _FENCE.finditer(text)
             if m.group(2).strip().lower() == "python"]
 
 
-def local_links(page: Path) -> list[Path]:
-    """The files this page links to by relative path (web addresses and pure anchors left out)."""
+def local_links(page: Path) -> list[tuple[Path, str]]:
+    """(file, anchor) of each link of this page by relative path (web addresses and pure anchors left out)."""
     text = _FENCE.sub("", page.read_text(encoding="utf-8"))
-    return [(page.parent / target).resolve() for target in _LINK.findall(text) if "://" not in target
-            and not target.startswith("mailto:")]
+    return [((page.parent / target).resolve(), anchor) for target, anchor in _LINK.findall(text)
+            if "://" not in target and not target.startswith("mailto:")]
+
+
+def anchors(page: Path) -> set[str]:
+    """The anchors GitHub gives the page's headings: lower case, punctuation dropped, spaces as hyphens."""
+    text = _FENCE.sub("", page.read_text(encoding="utf-8"))
+    return {re.sub(r"[^\w\- ]", "", h.strip().lower()).replace(" ", "-") for h in re.findall(r"^#+ (.*)$", text, re.M)}
 
 
 def test_readme_is_short():
@@ -49,15 +56,22 @@ def test_every_doc_page_is_reachable_from_the_readme_and_links_resolve():
     seen, todo, broken = {README.resolve()}, [README.resolve()], []
     while todo:
         page = todo.pop()
-        for target in local_links(page):
-            if not target.exists():
-                broken.append(f"{_name(page)} -> {target.relative_to(ROOT) if target.is_relative_to(ROOT) else target}")
+        for target, anchor in local_links(page):
+            if not target.exists() or (anchor and target.suffix == ".md" and anchor not in anchors(target)):
+                where = target.relative_to(ROOT) if target.is_relative_to(ROOT) else target
+                broken.append(f"{_name(page)} -> {where}{'#' + anchor if anchor else ''}")
             elif target.suffix == ".md" and target not in seen:
                 seen.add(target)
                 todo.append(target)
-    assert not broken, f"links to files that do not exist: {broken}"
+    assert not broken, f"links to files or headings that do not exist: {broken}"
     unreachable = [_name(p) for p in PAGES if p.resolve() not in seen]
     assert not unreachable, f"pages no link path from README.md reaches: {unreachable}"
+
+
+def test_every_file_the_pages_name_exists():
+    missing = sorted({f"{_name(page)}: {path}" for page in PAGES
+                      for path in _REPO_PATH.findall(page.read_text(encoding="utf-8")) if not any(ROOT.glob(path))})
+    assert not missing, f"the pages name scripts, examples or modules that do not exist: {missing}"
 
 
 # Runs one page's blocks in order in one namespace, as a reader pasting them into one interpreter; on the first error it
@@ -70,7 +84,7 @@ for line, source in blocks:
     try:
         exec(compile(source, f"{page}, block at line {line}", "exec"), namespace)
     except BaseException:
-        print(f"{page}: the ```python block at line {line} failed:", file=sys.stderr)
+        print(f"{page}: the ```python block starting at line {line} failed:", file=sys.stderr)
         traceback.print_exc()
         sys.exit(1)
 """
