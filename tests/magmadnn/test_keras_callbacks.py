@@ -105,8 +105,8 @@ def test_on_batch_hooks_alias_the_train_batch_hooks_as_in_keras():
                                                                         keras_model())):
         calls = []
         cls = type("Batches", (base,), {
-            "on_batch_begin": lambda self, batch, logs=None: calls.append(("begin", batch)),
-            "on_batch_end": lambda self, batch, logs=None: calls.append(("end", batch, sorted(logs)))})
+            "on_batch_begin": lambda self, batch, logs=None, calls=calls: calls.append(("begin", batch)),
+            "on_batch_end": lambda self, batch, logs=None, calls=calls: calls.append(("end", batch, sorted(logs)))})
         model.fit(x, y, batch_size=4, epochs=1, validation_split=0.3, shuffle=False, callbacks=[cls()], verbose=0)
         model.evaluate(x, y, batch_size=4, callbacks=[cls()], verbose=0)
         model.predict(x, batch_size=4, callbacks=[cls()], verbose=0) if name == "keras" else \
@@ -121,8 +121,8 @@ def test_callbacks_get_params_and_the_last_epoch_logs_at_train_end():
     params = {}
     for name, base, model in (("ours", C.Callback, magmadnn_model()), ("keras", keras.callbacks.Callback,
                                                                         keras_model())):
-        cls = type("Params", (base,), {"on_train_begin": lambda self, logs=None: params.__setitem__(name, dict(
-            (k, self.params[k]) for k in ("epochs", "steps", "verbose")))})
+        cls = type("Params", (base,), {"on_train_begin": lambda self, logs=None, name=name: params.__setitem__(
+            name, {k: self.params[k] for k in ("epochs", "steps", "verbose")})})
         model.fit(x, y, batch_size=4, epochs=3, callbacks=[cls()], verbose=0)
     assert params["ours"] == params["keras"] == {"epochs": 3, "steps": 3, "verbose": 0}
 
