@@ -173,8 +173,14 @@ def simulated():
     return simulator.simulated("full")
 
 
+@pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def on_device(request):
+    """A context manager factory: the simulated device, or (gpu twin) the real GPU as it is."""
+    return simulated if request.param == "simulator" else _nothing
+
+
 @pytest.mark.parametrize("graph", [False, True])
-def test_device_batch_logs_equal_the_host_ones_and_are_read_only_when_looked_at(graph, monkeypatch):
+def test_device_batch_logs_equal_the_host_ones_and_are_read_only_when_looked_at(graph, monkeypatch, on_device):
     """On the simulated device (eager and graph replay) the batch logs equal the host's; a callback overriding a
     batch hook without reading the logs adds no device-to-host copy; reading them adds one per batch."""
     from pymagma import runtime
@@ -183,7 +189,7 @@ def test_device_batch_logs_equal_the_host_ones_and_are_read_only_when_looked_at(
     host_rec = recorder(C.Callback)()
     magmadnn_model().fit(x, y, batch_size=4, epochs=2, shuffle=False, validation_split=0.25,
                          callbacks=[host_rec], verbose=0)
-    with simulated():
+    with on_device():
         reads = []
         original = runtime.memcpy_dtoh
         monkeypatch.setattr(runtime, "memcpy_dtoh", lambda *a, **k: reads.append(1) or original(*a, **k))
@@ -348,7 +354,9 @@ def test_early_stopping_restores_the_best_weights_at_train_end_without_stopping(
     assert not np.array_equal(snapshots[1][0], snapshots[3][0])
 
 
-@pytest.mark.parametrize("where", ["host", "simulator eager", "simulator graph"])
+@pytest.mark.parametrize("where", ["host", "simulator eager", "simulator graph",
+                                   pytest.param("gpu eager", marks=pytest.mark.gpu),
+                                   pytest.param("gpu graph", marks=pytest.mark.gpu)])
 def test_reduce_lr_on_plateau_reaches_every_training_step(where):
     """The rates ReduceLROnPlateau sets are the ones the next epoch's steps use, in replayed graphs too: the
     weights equal those of a run given the same rates by a LearningRateScheduler."""
@@ -359,7 +367,7 @@ def test_reduce_lr_on_plateau_reaches_every_training_step(where):
     expected = [round(logs["learning_rate"], 8) for logs in keras_logs]  # Keras' float32 rates, as decimals
     assert len(set(expected)) >= 4
     device, graph = ("host", False) if where == "host" else ("gpu", where.endswith("graph"))
-    with simulated() if device == "gpu" else _nothing():
+    with simulated() if where.startswith("simulator") else _nothing():
         plateau = magmadnn_model(device, graph)
         history = plateau.fit(x, y, batch_size=8, epochs=6, shuffle=False, verbose=0,
                               callbacks=[Forced(forced), C.ReduceLROnPlateau(monitor="loss", factor=0.5,
