@@ -116,9 +116,15 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     return value if check else None
 
 
-def running_logs(model, tally, prefix: str = ""):
+def running_logs(model, tally, prefix: str = "", training: bool = False):
     """Keras' batch logs: the running ``loss`` and metrics of the ``prefix`` entries, as a lazy
-    :class:`~magmadnn.callbacks.BatchLogs` (a backend copy of the sums now, read on the first look)."""
+    :class:`~magmadnn.callbacks.BatchLogs` (a backend copy of the sums now, read on the first look). In
+    data-parallel training the training figures are the global ones, read at once: the read is a collective, which
+    every rank makes alike (each runs every global step and the same batch hooks); validation batch logs, whose
+    count differs between the ranks' shards, are this rank's."""
+    if training and tally.reduce is not None:
+        sums = tally.read()
+        return {key[len(prefix):]: value for key, value in model._results(sums, tally.read_counts, prefix).items()}
     read_later = tally.deferred()
 
     def read():
@@ -250,7 +256,7 @@ class Epoch:
                 bad = self._progress(done)
                 if bad is not None:
                     return bad
-            cbs.on_train_batch_end(index, running_logs(model, self.tally) if batch_logs else {})
+            cbs.on_train_batch_end(index, running_logs(model, self.tally, training=True) if batch_logs else {})
             if model.stop_training:
                 break
         self.bar.stop_clock()
