@@ -21,6 +21,7 @@ class Inference:
         ``on_test_batch_*`` hooks of ``cbs`` (a CallbackList, or None)."""
         graphs = self._graphs
         logs = cbs is not None and cbs.wants_batch_logs("test")
+        self.stop_evaluating = False
         for index, (xb, yb) in enumerate(batches):
             if cbs is not None:
                 cbs.on_test_batch_begin(index, {})
@@ -31,12 +32,15 @@ class Inference:
                 self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
             if cbs is not None:
                 cbs.on_test_batch_end(index, running_logs(self, tally, prefix) if logs else {})
+                if self.stop_evaluating:  # a callback ends the evaluation early (Keras' stop_evaluating)
+                    break
 
     def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0, callbacks=None) -> dict:
         """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read).
 
         ``callbacks``: their ``on_test_begin``, ``on_test_batch_begin`` / ``on_test_batch_end`` and
-        ``on_test_end`` (with the results) hooks are called, as in Keras."""
+        ``on_test_end`` (with the results) hooks are called, as in Keras; one setting ``model.stop_evaluating =
+        True`` ends the evaluation after that batch (the results cover the batches run)."""
         self._require_compiled("evaluate")
         batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
         cbs = CallbackList(callback_list(callbacks, "evaluate"), self, verbose=verbose, epochs=1,
@@ -56,7 +60,8 @@ class Inference:
         """Model outputs (NumPy, model dtype) for every sample of ``x``, in inference mode.
 
         ``callbacks``: their ``on_predict_*`` hooks are called, as in Keras; ``on_predict_batch_end`` gets
-        ``{"outputs": the batch's outputs}`` (a NumPy view of the result)."""
+        ``{"outputs": the batch's outputs}`` (a NumPy view of the result). A callback setting
+        ``model.stop_predicting = True`` ends it after that batch (the outputs so far are returned)."""
         batch_size = integer(batch_size, "batch_size", "predict", minimum=1)
         callbacks = callback_list(callbacks, "predict")
         xs = self._input_arrays(x, "predict")
@@ -64,7 +69,9 @@ class Inference:
         cbs = CallbackList(callbacks, self, verbose=0, epochs=1, steps=-(-n // batch_size))
         result = np.empty((n, *self.output_shape), dtype=self.dtype)
         graphs = self._graphs
+        self.stop_predicting = False
         cbs.on_predict_begin({})
+        done = n
         for index, start in enumerate(range(0, n, batch_size)):
             cbs.on_predict_batch_begin(index, {})
             batch = [a[start:start + batch_size] for a in xs]
@@ -74,8 +81,11 @@ class Inference:
                     out = self._forward(self._input_tensors(batch), training=False).data
             result[start:start + batch_size] = self.xp.to_numpy(out)
             cbs.on_predict_batch_end(index, {"outputs": result[start:start + batch_size]})
+            if self.stop_predicting:  # a callback ends the prediction early (Keras' stop_predicting)
+                done = min(start + batch_size, n)
+                break
         cbs.on_predict_end({})
-        return result
+        return result if done == n else result[:done].copy()
 
 
 def _steps(x, batch_size: int):

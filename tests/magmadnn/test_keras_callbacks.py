@@ -416,3 +416,23 @@ def test_validation_split_counts_as_keras(n, split):
     assert (train, val) == (len(keras_train), len(keras_val))
     held_out = model.evaluate(x[train:], y[train:])
     assert history.history["val_loss"][0] == pytest.approx(held_out["loss"])
+
+
+def test_stop_evaluating_and_stop_predicting_end_early_as_in_keras():
+    x, y = data(12)
+    results = {}
+    for name, base, model in (("ours", C.Callback, magmadnn_model()), ("keras", keras.callbacks.Callback,
+                                                                        keras_model())):
+        stop = type("Stop", (base,), {
+            "on_test_batch_end": lambda self, batch, logs=None: setattr(self.model, "stop_evaluating", batch == 1),
+            "on_predict_batch_end": lambda self, batch, logs=None: setattr(self.model, "stop_predicting",
+                                                                           batch == 0)})
+        kwargs = {} if name == "ours" else {"verbose": 0}
+        evaluated = model.evaluate(x, y, batch_size=4, callbacks=[stop()], **kwargs)
+        if name == "keras":
+            evaluated = dict(zip(["loss", "accuracy"], evaluated))
+        results[name] = (evaluated, model.predict(x, batch_size=4, callbacks=[stop()], **kwargs))
+    assert results["ours"][0] == pytest.approx(results["keras"][0], rel=1e-5)
+    np.testing.assert_allclose(results["ours"][1], results["keras"][1], rtol=1e-5, atol=1e-6)
+    assert results["ours"][1].shape == (4, 3)
+    assert results["ours"][0] == pytest.approx(magmadnn_model().evaluate(x[:8], y[:8]), rel=1e-6)
