@@ -15,7 +15,8 @@ metric, as Keras does; ``on_*_batch_begin`` gets ``{}``. Training never leaves t
 (:class:`BatchLogs`): when some callback overrides a batch-end hook, each batch makes a backend copy of the running
 sums (no host read), and the first look into the logs reads it (one device-to-host copy, the synchronization Keras
 makes at every batch). A callback that only counts or times batches reads nothing. On the host backend reads are
-free. No built-in callback reads batch logs.
+free. In data-parallel training the training batch logs hold the global figures (one collective per batch, only
+when a callback overrides a train batch hook). No built-in callback reads batch logs.
 
 Non-finite loss: ``fit`` never applies an update computed from a NaN/inf loss; it calls
 ``on_nonfinite_loss(epoch, batch, loss)`` once for the offending batch. With a ``TerminateOnNaN`` callback the
@@ -221,7 +222,8 @@ def callback_list(callbacks, who: str) -> list:
 
 
 class History(Callback):
-    """Records the epoch logs: ``history.history["loss"]`` is a list with one value per epoch."""
+    """Records the epoch logs: ``history.history["loss"]`` is a list with one value per epoch; after an epoch
+    ``model.history`` is this History (as in Keras)."""
 
     records_logs = True
 
@@ -233,6 +235,8 @@ class History(Callback):
         self.epoch.append(epoch)
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(value)
+        if self.model is not None:
+            self.model.history = self
 
     def __repr__(self):
         return f"History(epochs={len(self.epoch)}, keys={sorted(self.history)})"

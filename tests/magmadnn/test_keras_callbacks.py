@@ -125,6 +125,9 @@ def test_callbacks_get_params_and_the_last_epoch_logs_at_train_end():
             name, {k: self.params[k] for k in ("epochs", "steps", "verbose")})})
         model.fit(x, y, batch_size=4, epochs=3, callbacks=[cls()], verbose=0)
     assert params["ours"] == params["keras"] == {"epochs": 3, "steps": 3, "verbose": 0}
+    model = magmadnn_model()
+    history = model.fit(x, y, epochs=2, verbose=0)
+    assert model.history is history and history.params == {"epochs": 2, "steps": 1, "verbose": 0}
 
 
 def test_evaluate_and_predict_check_their_callbacks():
