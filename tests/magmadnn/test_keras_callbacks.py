@@ -196,8 +196,8 @@ def test_device_batch_logs_equal_the_host_ones_and_are_read_only_when_looked_at(
         reads = []
         original = runtime.memcpy_dtoh
         monkeypatch.setattr(runtime, "memcpy_dtoh", lambda *a, **k: reads.append(1) or original(*a, **k))
-        counts = []
-        for callbacks in ([], [Stash()]):
+        counts, stash = [], Stash()
+        for callbacks in ([], [stash]):
             model = magmadnn_model("gpu", graph)
             model.progress_interval = float("inf")
             reads.clear()
@@ -205,6 +205,10 @@ def test_device_batch_logs_equal_the_host_ones_and_are_read_only_when_looked_at(
                       verbose=0)
             counts.append(len(reads))
         assert counts[0] == counts[1]
+        host_batches = [logs for hook, _, logs in host_rec.seq if hook == "on_train_batch_end"]
+        for kept, want in zip(stash.kept, host_batches, strict=True):  # read after fit: still each batch's figures
+            assert sorted(kept) == sorted(want) and [kept[k] for k in want] == pytest.approx(list(want.values()),
+                                                                                               rel=1e-5)
         rec = recorder(C.Callback)()
         model = magmadnn_model("gpu", graph)
         model.progress_interval = float("inf")
