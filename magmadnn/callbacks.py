@@ -1,12 +1,22 @@
-"""Training callbacks: History, EarlyStopping, ModelCheckpoint, LearningRateScheduler, CSVLogger, TerminateOnNaN.
+"""Training callbacks: History, EarlyStopping, ReduceLROnPlateau, ModelCheckpoint, LearningRateScheduler, CSVLogger,
+TerminateOnNaN.
 
-``Model.fit`` calls ``on_train_begin(logs)``, then per epoch ``on_epoch_begin(epoch, logs)``, per batch
-``on_batch_begin(batch, logs)`` / ``on_batch_end(batch, logs)``, and ``on_epoch_end(epoch, logs)`` (logs: epoch
-means, ``val_*`` entries when validating), then ``on_train_end(logs)``. A callback stops training by setting
-``model.stop_training = True``.
+The hooks and their order are Keras 3's. ``fit``: ``on_train_begin``, then per epoch ``on_epoch_begin``, per batch
+``on_train_batch_begin`` / ``on_train_batch_end``, with validation ``on_test_begin``, ``on_test_batch_begin`` /
+``on_test_batch_end`` and ``on_test_end``, then ``on_epoch_end`` (epoch figures, ``val_*`` when validating), and
+``on_train_end`` (the last epoch's logs). ``evaluate``: the ``on_test_*`` hooks; ``predict``: the ``on_predict_*``
+hooks (``on_predict_batch_end`` logs hold ``{"outputs": that batch's NumPy outputs}``). ``on_batch_begin`` /
+``on_batch_end`` are what the base class's ``on_train_batch_begin`` / ``on_train_batch_end`` call, as in Keras. A
+callback stops training by setting ``model.stop_training = True``; ``self.params`` holds ``epochs``, ``steps`` and
+``verbose``.
 
-Training never leaves the device: the batch logs hold that batch's ``loss`` on the host backend only (reading it on a
-GPU would stall it every batch); the epoch logs always hold every figure. No callback here reads a device array.
+Batch logs: ``on_*_batch_end`` gets the running means since the epoch (or evaluation) began, ``loss`` and every
+metric, as Keras does; ``on_*_batch_begin`` gets ``{}``. Training never leaves the device, so these logs are lazy
+(:class:`BatchLogs`): when some callback overrides a batch-end hook, each batch makes a backend copy of the running
+sums (no host read), and the first look into the logs reads it (one device-to-host copy, the synchronization Keras
+makes at every batch). A callback that only counts or times batches reads nothing. On the host backend reads are
+free. In data-parallel training the training batch logs hold the global figures (one collective per batch, only
+when a callback overrides a train batch hook). No built-in callback reads batch logs.
 
 Non-finite loss: ``fit`` never applies an update computed from a NaN/inf loss; it calls
 ``on_nonfinite_loss(epoch, batch, loss)`` once for the offending batch. With a ``TerminateOnNaN`` callback the
@@ -26,20 +36,28 @@ import numpy as np
 from . import _checks
 
 __all__ = [
-    "Callback", "CallbackList", "History", "EarlyStopping", "ModelCheckpoint", "LearningRateScheduler",
-    "CSVLogger", "TerminateOnNaN",
+    "Callback", "CallbackList", "BatchLogs", "History", "EarlyStopping", "ReduceLROnPlateau", "ModelCheckpoint",
+    "LearningRateScheduler", "CSVLogger", "TerminateOnNaN",
 ]
+
+LR_KEY = "learning_rate"  # the logs' learning-rate key (Keras 3's)
 
 
 class Callback:
-    """Base class; every hook is a no-op. ``self.model`` is set by ``fit``. A callback that records the logs
-    (``records_logs = True``) runs after the others, so it sees every key they add (such as ``lr``)."""
+    """Base class; every hook is a no-op except ``on_train_batch_begin`` / ``on_train_batch_end``, which call
+    ``on_batch_begin`` / ``on_batch_end`` (as in Keras). ``self.model`` and ``self.params`` are set by ``fit``,
+    ``evaluate`` and ``predict``. A callback that records the logs (``records_logs = True``) runs after the others,
+    so it sees every key they add (such as ``learning_rate``)."""
 
     model = None
+    params: dict = {}
     records_logs = False
 
     def set_model(self, model) -> None:
         self.model = model
+
+    def set_params(self, params) -> None:
+        self.params = params
 
     def on_train_begin(self, logs=None): ...
     def on_train_end(self, logs=None): ...
@@ -47,20 +65,47 @@ class Callback:
     def on_epoch_end(self, epoch, logs=None): ...
     def on_batch_begin(self, batch, logs=None): ...
     def on_batch_end(self, batch, logs=None): ...
+
+    def on_train_batch_begin(self, batch, logs=None):
+        self.on_batch_begin(batch, logs=logs)
+
+    def on_train_batch_end(self, batch, logs=None):
+        self.on_batch_end(batch, logs=logs)
+
+    def on_test_begin(self, logs=None): ...
+    def on_test_end(self, logs=None): ...
+    def on_test_batch_begin(self, batch, logs=None): ...
+    def on_test_batch_end(self, batch, logs=None): ...
+    def on_predict_begin(self, logs=None): ...
+    def on_predict_end(self, logs=None): ...
+    def on_predict_batch_begin(self, batch, logs=None): ...
+    def on_predict_batch_end(self, batch, logs=None): ...
     def on_nonfinite_loss(self, epoch, batch, loss): ...
     def on_nonfinite_parameter(self, epoch, layer, name): ...
+
+
+_BATCH_END = {"train": ("on_train_batch_end", "on_batch_end"), "test": ("on_test_batch_end",),
+              "predict": ("on_predict_batch_end",)}
 
 
 class CallbackList:
     """Fans each hook out to a list of callbacks, the log recorders last (otherwise in the order given)."""
 
-    def __init__(self, callbacks, model):
+    def __init__(self, callbacks, model, **params):
         callbacks = list(callbacks or [])
         for cb in callbacks:
             if not isinstance(cb, Callback):
                 raise TypeError(f"callbacks must be Callback instances, got {type(cb).__name__}")
             cb.set_model(model)
+            if params:
+                cb.set_params(dict(params))
         self.callbacks = sorted(callbacks, key=lambda cb: cb.records_logs)
+
+    def wants_batch_logs(self, kind: str) -> bool:
+        """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"): only then are
+        batch logs made."""
+        return any(getattr(type(cb), hook) is not getattr(Callback, hook)
+                   for cb in self.callbacks for hook in _BATCH_END[kind])
 
     def __getattr__(self, hook):
         if not hook.startswith("on_"):
@@ -70,6 +115,94 @@ class CallbackList:
             for cb in self.callbacks:
                 getattr(cb, hook)(*args)
         return fan_out
+
+
+class BatchLogs(dict):
+    """A batch's logs, read on first look: ``read()`` gives the figures (one device-to-host copy on a device).
+
+    A dict in every way a callback uses one (``logs["loss"]``, ``get``, ``in``, iteration, ``dict(logs)``,
+    ``json.dumps``, ``print``); keys written before the first look are kept."""
+
+    __slots__ = ("_read",)
+
+    def __init__(self, read):
+        super().__init__()
+        self._read = read
+
+    def _load(self):
+        read = self._read
+        if read is not None:
+            self._read = None
+            own = dict.copy(self)
+            dict.update(self, read())
+            dict.update(self, own)
+        return self
+
+    def __getitem__(self, key):
+        return dict.__getitem__(self._load(), key)
+
+    def __setitem__(self, key, value):
+        dict.__setitem__(self._load(), key, value)
+
+    def __delitem__(self, key):
+        dict.__delitem__(self._load(), key)
+
+    def __contains__(self, key):
+        return dict.__contains__(self._load(), key)
+
+    def __iter__(self):
+        return dict.__iter__(self._load())
+
+    def __len__(self):
+        return dict.__len__(self._load())
+
+    def __eq__(self, other):
+        return dict.__eq__(self._load(), other)
+
+    __hash__ = None
+
+    def __repr__(self):
+        return dict.__repr__(self._load())
+
+    def __reduce__(self):
+        return dict, (dict(self._load()),)
+
+    def get(self, key, default=None):
+        return dict.get(self._load(), key, default)
+
+    def keys(self):
+        return dict.keys(self._load())
+
+    def values(self):
+        return dict.values(self._load())
+
+    def items(self):
+        return dict.items(self._load())
+
+    def copy(self):
+        return dict(self._load())
+
+    def pop(self, key, *default):
+        return dict.pop(self._load(), key, *default)
+
+    def setdefault(self, key, default=None):
+        return dict.setdefault(self._load(), key, default)
+
+    def update(self, *args, **kwargs):
+        dict.update(self._load(), *args, **kwargs)
+
+    def __ne__(self, other):
+        return dict.__ne__(self._load(), other)
+
+    def __or__(self, other):
+        return dict(self._load()) | other
+
+    def popitem(self):
+        return dict.popitem(self._load())
+
+    def clear(self):
+        self._read = None
+        dict.clear(self)
 
 
 def callback_list(callbacks, who: str) -> list:
@@ -89,7 +222,8 @@ def callback_list(callbacks, who: str) -> list:
 
 
 class History(Callback):
-    """Records the epoch logs: ``history.history["loss"]`` is a list with one value per epoch."""
+    """Records the epoch logs: ``history.history["loss"]`` is a list with one value per epoch; after an epoch
+    ``model.history`` is this History (as in Keras)."""
 
     records_logs = True
 
@@ -101,6 +235,8 @@ class History(Callback):
         self.epoch.append(epoch)
         for key, value in (logs or {}).items():
             self.history.setdefault(key, []).append(value)
+        if self.model is not None:
+            self.model.history = self
 
     def __repr__(self):
         return f"History(epochs={len(self.epoch)}, keys={sorted(self.history)})"
@@ -121,7 +257,7 @@ def _improvement_test(monitor: str, mode: str, min_delta: float):
 def _check_monitor(model, monitor, who):
     """KeyError before the first epoch when ``fit`` says its epoch logs will not hold ``monitor``."""
     known = getattr(model, "log_keys", None)
-    if known is not None and monitor not in (*known, "lr"):
+    if known is not None and monitor not in (*known, LR_KEY):
         raise KeyError(f"{who} monitors {monitor!r} but the epoch logs will hold only {sorted(known)}; validation "
                        "figures ('val_*') need validation_split or validation_data")
 
@@ -133,37 +269,162 @@ def _monitored(logs, monitor, who):
     return float(logs[monitor])
 
 
-class EarlyStopping(Callback):
-    """Stop when ``monitor`` has not improved by ``min_delta`` for ``patience`` epochs."""
+_RISING = ("acc", "top", "precision", "recall", "auc")  # metric names whose figure improves upward
+_FALLING = ("loss", "error", "mae", "mse", "rmse", "mape", "msle", "crossentropy", "hinge", "divergence", "huber",
+            "cosh")
 
-    def __init__(self, monitor="val_loss", min_delta=0.0, patience=0, mode="auto", restore_best_weights=False):
+
+def _monitor_mode(model, monitor: str, mode: str, who: str) -> str:
+    """"min" or "max" for ``mode`` ("auto": as Keras 3 infers it, from the monitored metric's direction)."""
+    if mode != "auto":
+        return mode
+    name = monitor.removeprefix("val_")
+    if name == "loss":
+        return "min"
+    for metric in getattr(model, "metrics", None) or []:
+        if getattr(metric, "name", None) == name and getattr(metric, "direction", None) in ("up", "down"):
+            return "max" if metric.direction == "up" else "min"
+    if any(word in name for word in _RISING):
+        return "max"
+    if any(word in name for word in _FALLING):
+        return "min"
+    raise ValueError(f"{who}: cannot tell whether {monitor!r} should rise or fall; pass mode='max' or mode='min'")
+
+
+class _Monitor(Callback):
+    """A monitored log figure compared as Keras 3 compares it: ``current`` improves on ``reference`` when
+    ``current - min_delta`` beats it (``current + min_delta`` for "min"); any value improves on None."""
+
+    def __init__(self, monitor, mode, min_delta, who):
         if not isinstance(monitor, str):
-            raise TypeError(f"EarlyStopping: monitor must be a log key (str), got {monitor!r}")
-        self.monitor, self.restore_best_weights = monitor, bool(restore_best_weights)
+            raise TypeError(f"{who}: monitor must be a log key (str), got {monitor!r}")
+        if mode not in ("auto", "min", "max"):
+            raise ValueError(f"{who}: mode must be 'auto', 'min' or 'max', got {mode!r}")
+        self.monitor, self.mode, self.who = monitor, mode, who
+        self.min_delta = abs(_checks.real(min_delta, "min_delta", who))
+        self._resolved = None
+
+    def _begin(self) -> None:
+        _check_monitor(self.model, self.monitor, self.who)
+        self._resolved = _monitor_mode(self.model, self.monitor, self.mode, self.who)
+
+    def _is_improvement(self, current, reference) -> bool:
+        if reference is None:
+            return True
+        if self._resolved == "min":
+            return current + self.min_delta < reference
+        return current - self.min_delta > reference
+
+
+class EarlyStopping(_Monitor):
+    """Stop training when ``monitor`` has not improved by more than ``min_delta`` for ``patience`` epochs (Keras 3).
+
+    ``baseline``: the wait restarts only on epochs that beat both the best so far and the baseline.
+    ``restore_best_weights``: at the end of training the weights of the best epoch are set back, whether or not the
+    training stopped early (from the first epoch counted). ``start_from_epoch``: epochs before it are not counted.
+    ``stopped_epoch`` (0 when never stopped), ``best``, ``best_epoch`` and ``wait`` are read as in Keras."""
+
+    def __init__(self, monitor="val_loss", min_delta=0, patience=0, verbose=0, mode="auto", baseline=None,
+                 restore_best_weights=False, start_from_epoch=0):
+        super().__init__(monitor, mode, min_delta, "EarlyStopping")
         self.patience = _checks.integer(patience, "patience", "EarlyStopping", minimum=0)
-        min_delta = _checks.real(min_delta, "min_delta", "EarlyStopping")
-        self.better, self._initial_best = _improvement_test(monitor, mode, min_delta)
-        self.stopped_epoch = None
+        self.verbose = verbose
+        self.baseline = None if baseline is None else _checks.real(baseline, "baseline", "EarlyStopping")
+        self.restore_best_weights = bool(restore_best_weights)
+        self.start_from_epoch = _checks.integer(start_from_epoch, "start_from_epoch", "EarlyStopping", minimum=0)
+        self.wait, self.stopped_epoch, self.best, self.best_weights, self.best_epoch = 0, 0, None, None, 0
 
     def on_train_begin(self, logs=None):
-        _check_monitor(self.model, self.monitor, "EarlyStopping")
-        self.best, self.wait, self.best_weights, self.stopped_epoch = self._initial_best, 0, None, None
+        self._begin()
+        self.wait, self.stopped_epoch, self.best, self.best_weights, self.best_epoch = 0, 0, None, None, 0
 
     def on_epoch_end(self, epoch, logs=None):
         current = _monitored(logs, self.monitor, "EarlyStopping")
-        if self.better(current, self.best):
-            self.best, self.wait = current, 0
+        if epoch < self.start_from_epoch:
+            return
+        if self.restore_best_weights and self.best_weights is None:
+            self.best_weights, self.best_epoch = self.model.get_weights(), epoch
+        self.wait += 1
+        if self._is_improvement(current, self.best):
+            self.best, self.best_epoch = current, epoch
             if self.restore_best_weights:
                 self.best_weights = self.model.get_weights()
+            if self.baseline is None or self._is_improvement(current, self.baseline):
+                self.wait = 0
             return
-        self.wait += 1
-        if self.wait >= self.patience:
+        if self.wait >= self.patience and epoch > 0:
             self.stopped_epoch = epoch
             self.model.stop_training = True
             self.model.stop_reason = (f"EarlyStopping: {self.monitor} did not improve for {self.wait} epochs "
-                                      f"(best {self.best:.6g})")
-            if self.best_weights is not None:
-                self.model.set_weights(self.best_weights)
+                                      f"(best {self.best:.6g} at epoch {self.best_epoch + 1})")
+
+    def on_train_end(self, logs=None):
+        if self.stopped_epoch > 0 and self.verbose > 0:
+            print(f"Epoch {self.stopped_epoch + 1}: early stopping")
+        if self.restore_best_weights and self.best_weights is not None:
+            if self.verbose > 0:
+                print(f"Restoring model weights from the end of the best epoch: {self.best_epoch + 1}.")
+            self.model.set_weights(self.best_weights)
+
+
+class ReduceLROnPlateau(_Monitor):
+    """Multiply the learning rate by ``factor`` (floored at ``min_lr``) when ``monitor`` has not improved by more
+    than ``min_delta`` for ``patience`` epochs; then wait ``cooldown`` epochs before counting again (Keras 3).
+
+    Each epoch's logs get ``learning_rate``, the rate that epoch ran with. The new rate is the optimizer's
+    ``lr``, which every step, eager or replayed as a graph, reads afresh. An optimizer with a schedule is refused
+    (as Keras refuses to set it)."""
+
+    def __init__(self, monitor="val_loss", factor=0.1, patience=10, verbose=0, mode="auto", min_delta=1e-4,
+                 cooldown=0, min_lr=0.0, **kwargs):
+        if kwargs:
+            raise TypeError(f"ReduceLROnPlateau: unexpected arguments {sorted(kwargs)}")
+        super().__init__(monitor, mode, min_delta, "ReduceLROnPlateau")
+        self.factor = _checks.real(factor, "factor", "ReduceLROnPlateau")
+        if not 0 <= self.factor < 1.0:
+            raise ValueError(f"ReduceLROnPlateau: factor must be in [0, 1), got {factor!r}")
+        self.patience = _checks.integer(patience, "patience", "ReduceLROnPlateau", minimum=0)
+        self.cooldown = _checks.integer(cooldown, "cooldown", "ReduceLROnPlateau", minimum=0)
+        self.min_lr = _checks.real(min_lr, "min_lr", "ReduceLROnPlateau")
+        if not (math.isfinite(self.min_lr) and self.min_lr >= 0):
+            raise ValueError(f"ReduceLROnPlateau: min_lr must be a finite number >= 0, got {min_lr!r}")
+        self.verbose = verbose
+        self.best, self.wait, self.cooldown_counter = None, 0, 0
+
+    def on_train_begin(self, logs=None):
+        self._begin()
+        if callable(self.model.optimizer.lr):
+            raise TypeError(f"ReduceLROnPlateau: the optimizer's learning rate is a schedule "
+                            f"({type(self.model.optimizer.lr).__name__}), which it cannot lower; give the optimizer "
+                            "a constant learning rate")
+        self.best, self.wait, self.cooldown_counter = None, 0, 0
+
+    def in_cooldown(self) -> bool:
+        return self.cooldown_counter > 0
+
+    def on_epoch_end(self, epoch, logs=None):
+        optimizer = self.model.optimizer
+        if logs is not None:
+            logs[LR_KEY] = float(optimizer.learning_rate)
+        current = _monitored(logs, self.monitor, "ReduceLROnPlateau")
+        if self.in_cooldown():
+            self.cooldown_counter -= 1
+            self.wait = 0
+        if self._is_improvement(current, self.best):
+            self.best, self.wait = current, 0
+            return
+        if self.in_cooldown():
+            return
+        self.wait += 1
+        if self.wait < self.patience:
+            return
+        old = float(optimizer.learning_rate)
+        if old > self.min_lr:
+            new = max(old * self.factor, self.min_lr)
+            optimizer.lr = new
+            if self.verbose > 0:
+                print(f"Epoch {epoch + 1}: ReduceLROnPlateau reducing learning rate to {new:.6g}.")
+            self.cooldown_counter, self.wait = self.cooldown, 0
 
 
 class ModelCheckpoint(Callback):
@@ -199,7 +460,7 @@ class ModelCheckpoint(Callback):
 
     def on_train_begin(self, logs=None):
         log_keys = getattr(self.model, "log_keys", None)
-        known = {"epoch", "lr", *(log_keys or ())}
+        known = {"epoch", LR_KEY, *(log_keys or ())}
         missing = sorted(self.keys - known) if log_keys is not None else []
         if missing:
             raise KeyError(f"ModelCheckpoint: filepath {self.filepath!r} uses {missing} but the epoch logs will hold "
@@ -262,7 +523,8 @@ def _format_keys(filepath: str) -> set:
 class LearningRateScheduler(Callback):
     """Set the optimizer's learning rate at each epoch start to ``schedule(epoch)`` or ``schedule(epoch, lr)``.
 
-    A ``magmadnn.schedules.Schedule`` works here with the epoch as its counter. The lr is logged as ``lr``.
+    A ``magmadnn.schedules.Schedule`` works here with the epoch as its counter. The rate is logged as
+    ``learning_rate`` (Keras 3's key).
     """
 
     def __init__(self, schedule, verbose=0):
@@ -285,7 +547,7 @@ class LearningRateScheduler(Callback):
 
     def on_epoch_end(self, epoch, logs=None):
         if logs is not None:
-            logs["lr"] = self.model.optimizer.learning_rate
+            logs[LR_KEY] = float(self.model.optimizer.learning_rate)
 
 
 class CSVLogger(Callback):

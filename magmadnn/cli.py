@@ -48,6 +48,10 @@ def add_training_arguments(parser: argparse.ArgumentParser, *, epochs: int | Non
     parser.add_argument("--device", type=device_name, default="auto", metavar="{host,gpu,gpu:N,auto}",
                         help="host (NumPy), gpu (the current GPU), gpu:N (GPU number N), or auto: the GPU when "
                              "pymagma finds one or its simulator is on (PYMAGMA_SIMULATOR=1), else host (default auto)")
+    parser.add_argument("--validation-split", type=fraction, default=0.1, metavar="F",
+                        help="validate each epoch on the last fraction F of the training samples, as Keras' "
+                             "validation_split (0: no validation; the test set is only for the final report; "
+                             "default 0.1)")
     parser.add_argument("--seed", type=int, default=0, help="seed of weights, shuffling and dropout (default 0)")
     parser.add_argument("--max-steps", type=positive_int, default=None, metavar="N",
                         help="smoke run: train on at most N batches per epoch and test on as many samples")
@@ -74,6 +78,13 @@ def positive_float(text: str) -> float:
     value = float(text)
     if not (math.isfinite(value) and value > 0):
         raise argparse.ArgumentTypeError(f"expected a finite number > 0, got {text}")
+    return value
+
+
+def fraction(text: str) -> float:
+    value = float(text)
+    if not (0.0 <= value < 1.0):
+        raise argparse.ArgumentTypeError(f"expected a fraction in [0, 1), got {text}")
     return value
 
 
@@ -190,13 +201,13 @@ class Throughput(Callback):
         self.seconds: list[float] = []
 
     def on_epoch_begin(self, epoch, logs=None):
-        self._start = self._last = time.perf_counter()
+        self._start, self._last = time.perf_counter(), None
 
-    def on_batch_end(self, batch, logs=None):
+    def on_test_begin(self, logs=None):  # validation starts: the training batches are done (no batch hook needed)
         self._last = time.perf_counter()
 
     def on_epoch_end(self, epoch, logs=None):
-        self.seconds.append(self._last - self._start)
+        self.seconds.append((self._last or time.perf_counter()) - self._start)
 
     @property
     def samples_per_second(self) -> float:
@@ -224,7 +235,7 @@ def save_curve(history, path: str | Path, title: str | None = None) -> Path | No
     for ax, key in zip(axes, ("loss", "accuracy")):
         for prefix, style in (("", "-o"), ("val_", "--s")):
             if prefix + key in logs:
-                ax.plot(epochs, logs[prefix + key], style, label=("test " if prefix else "train ") + key)
+                ax.plot(epochs, logs[prefix + key], style, label=("validation " if prefix else "train ") + key)
         ax.set_xlabel("epoch")
         ax.set_title(key)
         ax.grid(alpha=0.3)
@@ -244,13 +255,16 @@ def save_curve(history, path: str | Path, title: str | None = None) -> Path | No
 
 
 def fit_and_report(model, split, args, name: str) -> dict:
-    """Compile with the chosen optimizer, fit with per-epoch validation on the test split, evaluate, and print the
-    test accuracy, the training throughput and (with ``--plot``) where the training curve went."""
+    """Compile with the chosen optimizer, fit with per-epoch validation on the last ``--validation-split`` of the
+    training split (never on the test split), evaluate on the test split, and print the test accuracy, the
+    training throughput and (with ``--plot``) where the training curve went."""
     (x_train, y_train), (x_test, y_test) = split
     if args.plot:
         check_output_path(args.plot, "--plot")
     device = resolve_device(args.device)
-    steps = args.epochs * -(-len(x_train) // args.batch_size)
+    validation_split = getattr(args, "validation_split", 0.0)
+    n_train = math.floor(len(x_train) * (1.0 - validation_split)) if validation_split else len(x_train)
+    steps = args.epochs * -(-n_train // args.batch_size)
     optimizer = make_optimizer(args.optimizer, args.lr, args.schedule, steps)
     model.compile(optimizer=optimizer, loss="cross_entropy", metrics=["accuracy"],
                   seed=args.seed, device=device)
@@ -258,9 +272,11 @@ def fit_and_report(model, split, args, name: str) -> dict:
     why = " (auto: no usable GPU here)" if args.device == "auto" and device == "host" else ""
     print(f"model {model.name} on {model.device}{why}, {args.optimizer} lr={args.lr} ({args.schedule}), "
           f"batch {args.batch_size}, {args.epochs} epoch(s)")
-    timer = Throughput(len(x_train))
+    if validation_split:
+        print(f"validation: the last {len(x_train) - n_train} of the {len(x_train)} training samples")
+    timer = Throughput(n_train)
     history = model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs,
-                        validation_data=(x_test, y_test), callbacks=[timer], verbose=0 if args.quiet else 1)
+                        validation_split=validation_split, callbacks=[timer], verbose=0 if args.quiet else 1)
     results = model.evaluate(x_test, y_test, batch_size=max(args.batch_size, 256))
     accuracy = float(results["accuracy"])
     print(f"test accuracy {accuracy:.4f} ({accuracy * 100:.2f}%), test loss {float(results['loss']):.4f}")

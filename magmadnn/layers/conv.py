@@ -1,7 +1,14 @@
 """Conv2D, DepthwiseConv2D, Conv2DTranspose, MaxPool2D, AvgPool2D, GlobalAvgPool2D and GlobalMaxPool2D (NCHW;
-per-sample input shape (C, H, W))."""
+per-sample input shape (C, H, W)).
+
+Images are NCHW (cuDNN's and PyTorch's layout), never channels-last. An input that looks channels-last (last axis 1
+or 3, first axis more than 4) is named in every shape error of these layers with the transpose that fixes it, and
+when it comes straight from the data or an ``Input`` without an error (the window still fits), a warning says so.
+"""
 
 from __future__ import annotations
+
+import warnings
 
 from .. import _checks, initializers
 from .. import functional as F
@@ -49,6 +56,37 @@ def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
     return tuple(int(v) for v in out)
 
 
+def looks_channels_last(shape) -> bool:
+    """A per-sample image shape that reads as (H, W, C) with 1 or 3 channels rather than (C, H, W)."""
+    return (isinstance(shape, tuple) and len(shape) == 3 and shape[-1] in (1, 3) and shape[0] > 4)
+
+
+def layout_hint(shape) -> str:
+    """The sentence that names the NCHW layout and the transpose, for a ``shape`` that looks channels-last."""
+    h, w, c = shape
+    return (f". Images here are NCHW, per-sample (C, H, W); {shape_str(shape)} looks channels-last (H, W, C) as "
+            f"in Keras: transpose the batches with x.transpose(0, 3, 1, 2) (giving per-sample ({c}, {h}, {w})) and "
+            f"declare Input(({c}, {h}, {w}))")
+
+
+class _NCHW:
+    """Mixin: shape errors that name the NCHW layout when the input looks channels-last, and a warning when such
+    an input comes from the data or an Input and builds without an error."""
+
+    def shape_error(self, expected, got):
+        error = super().shape_error(expected, got)
+        if looks_channels_last(got):
+            error.args = (error.args[0] + layout_hint(got),)
+        return error
+
+    def _warn_layout(self, input_shape) -> None:
+        source = getattr(self, "_source", "")
+        if looks_channels_last(input_shape) and (source == "the data" or source.endswith("(Input)")):
+            warnings.warn(f"{type(self).__name__} layer {self.name!r} reads per-sample shape "
+                          f"{shape_str(input_shape)} from {source} as {input_shape[0]} channels of "
+                          f"{input_shape[1]}x{input_shape[2]} images" + layout_hint(input_shape), stacklevel=4)
+
+
 def _check_chw(layer, input_shape) -> None:
     """A per-sample (C, H, W) input with no empty axis (a zero-size axis has nothing to convolve or pool)."""
     layer.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
@@ -57,7 +95,7 @@ def _check_chw(layer, input_shape) -> None:
 
 
 @register
-class Conv2D(Layer):
+class Conv2D(_NCHW, Layer):
     """2-D cross-correlation with ``filters`` kernels of ``kernel_size``; kernel (K, C/groups, R, S), bias (K,).
 
     ``groups``: the input channels and the filters split into that many groups, each group of filters seeing only
@@ -90,6 +128,7 @@ class Conv2D(Layer):
 
     def compute_output_shape(self, input_shape):
         hw = _output_hw(self, input_shape, self.kernel_size, self.strides, self.padding, self.dilation, "kernel")
+        self._warn_layout(input_shape)
         return (self.filters, *hw)
 
     def create_weights(self, input_shape):
@@ -115,7 +154,7 @@ class Conv2D(Layer):
         return config
 
 
-class _Pool2D(Layer):
+class _Pool2D(_NCHW, Layer):
     mode = "max"
 
     def __init__(self, pool_size=2, strides=None, padding="valid", **kwargs):
@@ -130,6 +169,7 @@ class _Pool2D(Layer):
 
     def compute_output_shape(self, input_shape):
         hw = _output_hw(self, input_shape, self.pool_size, self.strides, self.padding, (1, 1), "pooling window")
+        self._warn_layout(input_shape)
         return (input_shape[0], *hw)
 
     def call(self, x, training=False):
@@ -157,7 +197,7 @@ class AvgPool2D(_Pool2D):
 
 
 @register
-class GlobalAvgPool2D(Layer):
+class GlobalAvgPool2D(_NCHW, Layer):
     """(N, C, H, W) -> (N, C): the mean over each channel's spatial extent."""
 
     def check_input_shape(self, input_shape):
@@ -201,7 +241,7 @@ class DepthwiseConv2D(Conv2D):
 
 
 @register
-class Conv2DTranspose(Layer):
+class Conv2DTranspose(_NCHW, Layer):
     """Transposed convolution (the gradient of a convolution with respect to its input), upsampling by ``strides``:
     kernel (C_in, filters, R, S) (PyTorch's ConvTranspose2d layout), bias (filters,).
 
@@ -262,7 +302,7 @@ class Conv2DTranspose(Layer):
 
 
 @register
-class GlobalMaxPool2D(Layer):
+class GlobalMaxPool2D(_NCHW, Layer):
     """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent."""
 
     def check_input_shape(self, input_shape):

@@ -1,4 +1,5 @@
-"""The inference methods of ``Model``: ``evaluate`` (loss and metrics, one host read) and ``predict``."""
+"""The inference methods of ``Model``: ``evaluate`` (loss and metrics, one host read) and ``predict``, each calling
+Keras' callback hooks (``on_test_*``, ``on_predict_*``; see :mod:`magmadnn.callbacks` for the batch logs)."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ import numpy as np
 
 from .._checks import integer
 from ..autograd import no_grad
-from .training import Tally
+from ..callbacks import CallbackList, callback_list
+from .training import Tally, running_logs
 
 __all__ = ["Inference"]
 
@@ -14,41 +16,84 @@ __all__ = ["Inference"]
 class Inference:
     """Evaluation and prediction in inference mode (no gradients, BatchNorm running statistics, no dropout)."""
 
-    def _evaluate_into(self, tally: Tally, prefix: str, batches) -> None:
+    def _evaluate_into(self, tally: Tally, prefix: str, batches, cbs=None) -> None:
+        """Add the loss and metrics of ``batches`` to the ``prefix`` entries of ``tally``, calling the
+        ``on_test_batch_*`` hooks of ``cbs`` (a CallbackList, or None)."""
         graphs = self._graphs
-        for xb, yb in batches:
-            if graphs is not None and graphs.run("evaluate", xb, yb, tally, prefix) is not None:
-                continue
-            with no_grad():
-                outputs = self._forward(self._input_tensors(xb), training=False)
-                loss = self._loss_of(outputs, yb)
-            self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
+        logs = cbs is not None and cbs.wants_batch_logs("test")
+        self.stop_evaluating = False
+        for index, (xb, yb) in enumerate(batches):
+            if cbs is not None:
+                cbs.on_test_batch_begin(index, {})
+            if graphs is None or graphs.run("evaluate", xb, yb, tally, prefix) is None:
+                with no_grad():
+                    outputs = self._forward(self._input_tensors(xb), training=False)
+                    loss = self._loss_of(outputs, yb)
+                self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
+            if cbs is not None:
+                cbs.on_test_batch_end(index, running_logs(self, tally, prefix) if logs else {})
+                if self.stop_evaluating:  # a callback ends the evaluation early (Keras' stop_evaluating)
+                    break
 
-    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
-        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read)."""
+    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0, callbacks=None) -> dict:
+        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read).
+
+        ``callbacks``: their ``on_test_begin``, ``on_test_batch_begin`` / ``on_test_batch_end`` and
+        ``on_test_end`` (with the results) hooks are called, as in Keras; one setting ``model.stop_evaluating =
+        True`` ends the evaluation after that batch (the results cover the batches run)."""
         self._require_compiled("evaluate")
         batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
+        cbs = CallbackList(callback_list(callbacks, "evaluate"), self, verbose=verbose, epochs=1,
+                           steps=_steps(x, batch_size))
         tally = Tally(self.xp, self._tally_names(False), self.dtype)
-        self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"))
+        cbs.on_test_begin({})
+        self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"), cbs)
         if not tally.counts["loss"]:
             raise ValueError("evaluate: the batch iterable gave no samples; there is nothing to evaluate")
         results = self._results(tally.read(), tally.counts)
+        cbs.on_test_end(dict(results))
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
         return results
 
-    def predict(self, x, batch_size: int = 32) -> np.ndarray:
-        """Model outputs (NumPy, model dtype) for every sample of ``x``, in inference mode."""
+    def predict(self, x, batch_size: int = 32, callbacks=None) -> np.ndarray:
+        """Model outputs (NumPy, model dtype) for every sample of ``x``, in inference mode.
+
+        ``callbacks``: their ``on_predict_*`` hooks are called, as in Keras; ``on_predict_batch_end`` gets
+        ``{"outputs": the batch's outputs}`` (a NumPy view of the result). A callback setting
+        ``model.stop_predicting = True`` ends it after that batch (the outputs so far are returned)."""
         batch_size = integer(batch_size, "batch_size", "predict", minimum=1)
+        callbacks = callback_list(callbacks, "predict")
         xs = self._input_arrays(x, "predict")
         n = xs[0].shape[0]
+        cbs = CallbackList(callbacks, self, verbose=0, epochs=1, steps=-(-n // batch_size))
         result = np.empty((n, *self.output_shape), dtype=self.dtype)
         graphs = self._graphs
-        for start in range(0, n, batch_size):
+        self.stop_predicting = False
+        cbs.on_predict_begin({})
+        done = n
+        for index, start in enumerate(range(0, n, batch_size)):
+            cbs.on_predict_batch_begin(index, {})
             batch = [a[start:start + batch_size] for a in xs]
             out = None if graphs is None else graphs.run("predict", batch)
             if out is None:
                 with no_grad():
                     out = self._forward(self._input_tensors(batch), training=False).data
             result[start:start + batch_size] = self.xp.to_numpy(out)
-        return result
+            cbs.on_predict_batch_end(index, {"outputs": result[start:start + batch_size]})
+            if self.stop_predicting:  # a callback ends the prediction early (Keras' stop_predicting)
+                done = min(start + batch_size, n)
+                break
+        cbs.on_predict_end({})
+        return result if done == n else result[:done].copy()
+
+
+def _steps(x, batch_size: int):
+    """Batches per pass over ``x`` (arrays, or a batch iterable with a length), else None."""
+    first = x[0] if isinstance(x, (list, tuple)) and x and hasattr(x[0], "shape") else x
+    if hasattr(first, "shape") and getattr(first, "ndim", 0):
+        return -(-first.shape[0] // batch_size)
+    try:
+        return len(x)
+    except TypeError:
+        return None

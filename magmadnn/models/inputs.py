@@ -7,6 +7,7 @@ import numpy as np
 
 from .._checks import finite_array, shape_str
 from ..layers.base import ShapeMismatchError
+from ..layers.conv import layout_hint
 from .batches import is_batch_iterable
 
 __all__ = ["InputChecks", "real_array"]
@@ -34,10 +35,12 @@ class InputChecks:
             raise ValueError(f"{who}: model {self.name!r} has {len(names)} inputs {names}, got {len(arrays)} arrays")
         for node, array in zip(self.inputs, arrays):
             if tuple(array.shape[1:]) != node.shape or array.ndim != len(node.shape) + 1:
+                got = tuple(array.shape[1:])
+                nhwc = len(node.shape) == 3 and got == (*node.shape[1:], node.shape[0])  # (H, W, C) for (C, H, W)
                 raise ShapeMismatchError(
                     f"{who}: input {node.layer.name!r} of model {self.name!r} expects batches of shape "
                     f"(N, {', '.join(map(str, node.shape))}) (per-sample {shape_str(node.shape)}), got an array of "
-                    f"shape {shape_str(array.shape)}")
+                    f"shape {shape_str(array.shape)}" + (layout_hint(got) if nhwc else ""))
         if len({a.shape[0] for a in arrays}) > 1:
             raise ValueError(f"{who}: the input arrays have different sample counts {[a.shape[0] for a in arrays]}")
         self._check_integer_inputs(arrays, who)

@@ -4,7 +4,8 @@ Training never leaves the device. Inside ``fit`` the only device-to-host copy is
 metric sums (kept in one backend vector, see :mod:`.training`) per progress update: every ``progress_interval``
 seconds and at each epoch end (validation included in that read). Targets are checked once per ``fit`` call on the
 host arrays; metrics are computed with backend ops; the optimizer never reads values back. Per-batch callback logs
-hold the batch ``loss`` only on the host backend, where reading it is free.
+(Keras' running loss and metrics) are made only when a callback overrides a batch-end hook, and read from the device
+only when the callback looks into them (see :mod:`magmadnn.callbacks`).
 
 Non-finite loss: a NaN/inf loss is never applied. On the host each batch loss is checked before its update. On a
 device the check rides on the progress read: fit keeps a backend snapshot from the previous update and the batches
@@ -123,8 +124,10 @@ class Trainer:
         """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
 
         ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
-        (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``validation_split`` holds out the last fraction of
-        the samples (before shuffling); ``validation_data`` is ``(x_val, y_val)``. With ``verbose >= 1`` the first
+        (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``validation_split`` holds out the last samples
+        (before shuffling) as Keras 3 counts them: the first ``floor(n * (1 - validation_split))`` train;
+        ``validation_data`` is ``(x_val, y_val)``. ``callbacks``: Keras' hooks and logs (see
+        :mod:`magmadnn.callbacks`). With ``verbose >= 1`` the first
         line names the device ("Training on gpu:0 (pymagma simulator)", "Training on host (NumPy)").
 
         ``distributed=True`` (run under ``mpiexec -n N``, arrays only): data-parallel training over MPI with
@@ -155,11 +158,12 @@ class Trainer:
             y = self._targets(y, xs[0].shape[0], "fit")
             n = xs[0].shape[0]
             if validation_split:
-                n_val = int(round(n * validation_split))
-                if n_val < 1 or n_val >= n:
-                    raise ValueError(f"fit: validation_split={validation_split} of {n} samples leaves an empty split")
-                validation_data = ([a[n - n_val:] for a in xs], y[n - n_val:])
-                xs, y = [a[:n - n_val] for a in xs], y[:n - n_val]
+                split_at = math.floor(n * (1.0 - validation_split))  # Keras 3's count: the last samples validate
+                if split_at == 0 or split_at == n:
+                    raise ValueError(f"fit: validation_split={validation_split} of {n} samples leaves an empty split "
+                                     f"(training on the first floor({n} * (1 - {validation_split})) = {split_at})")
+                validation_data = ([a[split_at:] for a in xs], y[split_at:])
+                xs, y = [a[:split_at] for a in xs], y[:split_at]
             batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
         if validation_data is not None:
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
@@ -177,9 +181,15 @@ class Trainer:
         if self._graphs is not None and self._graphs.unavailable() is not None:
             self._graphs.say(self._graphs.unavailable())
         history = _callbacks.History()
-        cbs = _callbacks.CallbackList([*callbacks, history], self)  # History last: sees every log key
+        try:
+            steps = len(batches)
+        except TypeError:
+            steps = None
+        # History last: it sees every log key
+        cbs = _callbacks.CallbackList([*callbacks, history], self, verbose=verbose, epochs=epochs, steps=steps)
         self.log_keys = tuple(self._tally_names(validation_data is not None))  # callbacks check their keys with it
         self.stop_training, self.stop_reason = False, None
+        logs = {}
         cbs.on_train_begin({})
         try:
             for epoch in range(initial_epoch, epochs):
@@ -195,7 +205,7 @@ class Trainer:
             if self._parallel is not None:
                 self._parallel.close()
                 self._parallel = None
-            cbs.on_train_end({})
+            cbs.on_train_end(dict(logs))
         return history
 
     def _param_probe(self):

@@ -22,10 +22,12 @@ from contextlib import nullcontext
 import numpy as np
 
 from ..backend import host as _host
+from ..callbacks import BatchLogs
 from . import rng as _rng
 from .progress import ProgressBar
 
-__all__ = ["Tally", "Snapshot", "Epoch", "StepHook", "train_step", "register_data_parallel", "setup_data_parallel"]
+__all__ = ["Tally", "Snapshot", "Epoch", "StepHook", "train_step", "running_logs", "register_data_parallel",
+           "setup_data_parallel"]
 
 
 class StepHook:
@@ -114,6 +116,23 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     return value if check else None
 
 
+def running_logs(model, tally, prefix: str = "", training: bool = False):
+    """Keras' batch logs: the running ``loss`` and metrics of the ``prefix`` entries, as a lazy
+    :class:`~magmadnn.callbacks.BatchLogs` (a backend copy of the sums now, read on the first look). In
+    data-parallel training the training figures are the global ones, read at once: the read is a collective, which
+    every rank makes alike (each runs every global step and the same batch hooks); validation batch logs, whose
+    count differs between the ranks' shards, are this rank's."""
+    if training and tally.reduce is not None:
+        sums = tally.read()
+        return {key[len(prefix):]: value for key, value in model._results(sums, tally.read_counts, prefix).items()}
+    read_later = tally.deferred()
+
+    def read():
+        sums, counts = read_later()
+        return {key[len(prefix):]: value for key, value in model._results(sums, counts, prefix).items()}
+    return BatchLogs(read)
+
+
 def _restore(layers, states) -> None:
     for layer, state in zip(layers, states):
         layer._state.update(state)
@@ -146,6 +165,16 @@ class Tally:
 
     def state(self):
         return self.xp.copy(self.sums), dict(self.counts)
+
+    def deferred(self):
+        """``read_later()``: the sums and counts as they are now (a backend copy; nothing is read until it is
+        called, then one transfer)."""
+        sums, counts = self.xp.copy(self.sums), dict(self.counts)
+
+        def read_later():
+            host = np.asarray(self.xp.to_numpy(sums), dtype=np.float64).reshape(-1)
+            return {name: float(host[i]) for i, name in enumerate(self.names)}, counts
+        return read_later
 
     def restore(self, state) -> None:
         self.sums, self.counts = state[0], dict(state[1])
@@ -209,8 +238,9 @@ class Epoch:
         done = 0
         for metric in model.metrics:
             metric.reset()
+        batch_logs = cbs.wants_batch_logs("train")
         for index, (xb, yb) in enumerate(self.batches):
-            cbs.on_batch_begin(index, {})
+            cbs.on_train_batch_begin(index, {})
             if not self.eager:
                 if self.snapshot is None:
                     self.snapshot = Snapshot(model, self.tally)
@@ -220,22 +250,25 @@ class Epoch:
             self.done = done
             self.bar.add_samples(int(yb.shape[0]))
             if self.eager and not math.isfinite(value):
-                cbs.on_batch_end(index, {"loss": value})
+                cbs.on_train_batch_end(index, {"loss": value})
                 return model._non_finite(cbs, self.epoch, index, value)
             if self.bar.due():
                 bad = self._progress(done)
                 if bad is not None:
                     return bad
-            cbs.on_batch_end(index, {"loss": value} if self.eager else {})
+            cbs.on_train_batch_end(index, running_logs(model, self.tally, training=True) if batch_logs else {})
             if model.stop_training:
                 break
         self.bar.stop_clock()
         if self.validation_data is not None:
+            cbs.on_test_begin({})
             model._evaluate_into(self.tally, "val_", model._inference_batches(
-                *self.validation_data, self.batch_size, "fit (validation_data)", checked=True))
+                *self.validation_data, self.batch_size, "fit (validation_data)", checked=True), cbs)
         logs, bad = self._read()
         if bad is not None:
             return bad
+        if self.validation_data is not None:
+            cbs.on_test_end({key[4:]: value for key, value in logs.items() if key.startswith("val_")})
         self.bar.finish(done, logs)
         return logs
 

@@ -272,7 +272,7 @@ ROWS = [
     ("fit-split-1", lambda t: fit(validation_split=1.0), ValueError, ["validation_split", "1.0"]),
     ("fit-split-negative", lambda t: fit(validation_split=-0.1), ValueError, ["validation_split", "-0.1"]),
     ("fit-split-nan", lambda t: fit(validation_split=NAN), ValueError, ["validation_split", "nan"]),
-    ("fit-split-empty", lambda t: fit(validation_split=0.01), ValueError, ["validation_split", "empty split"]),
+    ("fit-split-empty", lambda t: fit(validation_split=0.99), ValueError, ["validation_split", "empty split"]),
     ("fit-callbacks-single", lambda t: fit(callbacks=EarlyStopping("loss")), TypeError,
      ["callbacks", "list", "EarlyStopping"]),
     ("fit-callbacks-str", lambda t: fit(callbacks="history"), TypeError, ["callbacks", "'history'"]),

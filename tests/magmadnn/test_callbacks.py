@@ -56,9 +56,10 @@ def test_hook_order_and_logs():
     rec = Recorder()
     mlp().fit(x, y, batch_size=16, epochs=2, validation_data=(x, y), callbacks=[rec], verbose=0)
     assert rec.events == [
-        "train_begin", "epoch_begin 0", "batch 0 ['loss']", "batch 1 ['loss']",
-        "epoch_end 0 ['accuracy', 'loss', 'val_accuracy', 'val_loss']", "epoch_begin 1", "batch 0 ['loss']",
-        "batch 1 ['loss']", "epoch_end 1 ['accuracy', 'loss', 'val_accuracy', 'val_loss']", "train_end"]
+        "train_begin", "epoch_begin 0", "batch 0 ['accuracy', 'loss']", "batch 1 ['accuracy', 'loss']",
+        "epoch_end 0 ['accuracy', 'loss', 'val_accuracy', 'val_loss']", "epoch_begin 1",
+        "batch 0 ['accuracy', 'loss']", "batch 1 ['accuracy', 'loss']",
+        "epoch_end 1 ['accuracy', 'loss', 'val_accuracy', 'val_loss']", "train_end"]
 
 
 def test_early_stopping_stops_after_patience_and_restores_best():
@@ -120,7 +121,7 @@ def test_learning_rate_scheduler_sets_and_logs_the_rate():
     history = model.fit(x, y, epochs=4, verbose=0,
                         callbacks=[LearningRateScheduler(schedules.StepDecay(0.2, step_size=2, gamma=0.1)), Spy()])
     assert seen == pytest.approx([0.2, 0.2, 0.02, 0.02])
-    assert history.history["lr"] == pytest.approx([0.2, 0.2, 0.02, 0.02])
+    assert history.history["learning_rate"] == pytest.approx([0.2, 0.2, 0.02, 0.02])
     model.fit(x, y, epochs=2, verbose=0, callbacks=[LearningRateScheduler(lambda epoch, lr: lr * 0.5)])
     assert model.optimizer.learning_rate == pytest.approx(0.02 * 0.25)
     with pytest.raises(ValueError, match="invalid learning rate"):
@@ -195,4 +196,4 @@ def test_csv_logger_listed_first_still_records_the_scheduled_lr(tmp_path):
     mlp().fit(x, y, epochs=2, callbacks=[CSVLogger(path), schedule], verbose=0)
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
-    assert [float(r["lr"]) for r in rows] == pytest.approx([0.1, 0.05])
+    assert [float(r["learning_rate"]) for r in rows] == pytest.approx([0.1, 0.05])

@@ -202,3 +202,33 @@ def test_lstm_mnist_rows_example_trains_a_few_steps(folders, capsys):
     check_report(report)
     out = capsys.readouterr().out
     assert "lstm_classifier" in out and "of shape (28, 28)" in out and "test accuracy" in out
+
+
+def test_cli_validates_on_the_training_split_never_on_the_test_set(folders, capsys, monkeypatch):
+    """fit gets the training samples only, holding out their last --validation-split as Keras' validation_split;
+    the test samples reach evaluate alone."""
+    from magmadnn.models import Model
+
+    seen = {}
+    original_fit, original_evaluate = Model.fit, Model.evaluate
+
+    def fit(self, x=None, y=None, **kwargs):
+        seen["fit"] = (len(x), kwargs.get("validation_split"), kwargs.get("validation_data"))
+        return original_fit(self, x, y, **kwargs)
+
+    def evaluate(self, x, y=None, **kwargs):
+        seen["evaluate"] = len(x)
+        return original_evaluate(self, x, y, **kwargs)
+
+    monkeypatch.setattr(Model, "fit", fit)
+    monkeypatch.setattr(Model, "evaluate", evaluate)
+    args = ["--model", "mlp", "--dataset", "mnist", "--data", str(folders["mnist"]), "--epochs", "1",
+            "--batch-size", "4", "--device", "host", "--quiet"]
+    report = load_example_cli(args)
+    assert seen == {"fit": (24, 0.1, None), "evaluate": 16}
+    assert "validation: the last 3 of the 24 training samples" in capsys.readouterr().out
+    assert {"val_loss", "val_accuracy"} <= set(report["history"].history)
+    report = load_example_cli([*args, "--validation-split", "0"])
+    assert seen["fit"] == (24, 0.0, None) and "val_loss" not in report["history"].history
+    with pytest.raises(SystemExit):
+        cli.build_parser().parse_args(["train", "--validation-split", "1"])
