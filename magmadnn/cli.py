@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import backend, data, distributed, zoo
+from ._atomic import atomic_write
 from .callbacks import Callback
 from .models import NonFiniteLossError, NonFiniteParameterError
 from .onnx import OnnxExportError
@@ -235,9 +236,12 @@ def save_curve(history, path: str | Path, title: str | None = None) -> Path | No
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
+        with atomic_write(path) as handle:  # a failed write keeps the file that was there
+            fig.savefig(handle, dpi=100, format=path.suffix[1:].lower() or "png")
     except OSError as exc:
         raise OutputError(f"cannot write the training curve to {str(path)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # matplotlib: an image format it does not write
+        raise OutputError(f"cannot write the training curve to {str(path)!r}: {exc} (use a .png name)") from None
     finally:
         plt.close(fig)
     return path
@@ -304,7 +308,8 @@ def train_command(args) -> dict:
 #: The errors a user can act on: bad data, a missing optional package, no usable device, a diverging run, a
 #: damaged or foreign model file, an output that cannot be written. Anything else is a bug and keeps its traceback.
 USER_ERRORS = (data.DatasetError, ImportError, backend.DeviceUnavailableError, NonFiniteLossError,
-               NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError, OnnxExportError)
+               NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError, OnnxExportError,
+               onnx_commands.CommandError)
 
 
 def debugging(argv=None) -> bool:
