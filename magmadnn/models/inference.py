@@ -14,25 +14,28 @@ __all__ = ["Inference"]
 class Inference:
     """Evaluation and prediction in inference mode (no gradients, BatchNorm running statistics, no dropout)."""
 
-    def _evaluate_into(self, tally: Tally, prefix: str, batches) -> None:
-        graphs = self._graphs
+    def _evaluate_into(self, tally: Tally, prefix: str, batches) -> int:
+        """Tally every batch; returns the number of samples seen."""
+        graphs, seen = self._graphs, 0
         for xb, yb in batches:
+            seen += int(yb.shape[0])
             if graphs is not None and graphs.run("evaluate", xb, yb, tally, prefix) is not None:
                 continue
             with no_grad():
                 outputs = self._forward(self._input_tensors(xb), training=False)
                 loss = self._loss_of(outputs, yb)
             self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
+        return seen
 
     def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
         """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read)."""
         self._require_compiled("evaluate")
         batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
         tally = Tally(self.xp, self._tally_names(False), self.dtype)
-        self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"))
-        if not tally.counts["loss"]:
+        seen = self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"))
+        if not seen:
             raise ValueError("evaluate: the batch iterable gave no samples; there is nothing to evaluate")
-        results = self._results(tally.read(), tally.counts)
+        results = self._results(tally.read(), tally.counts, who="evaluate")
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
         return results
