@@ -249,12 +249,14 @@ class Trainer:
         names = ["loss", *(m.name for m in self.metrics)]
         return names + [f"val_{n}" for n in names] if validating else names
 
-    def _results(self, sums: dict, counts: dict, prefix: str = "", who: str = "fit") -> dict:
-        """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions."""
+    def _results(self, sums: dict, counts: dict, prefix: str = "", who: str | None = None) -> dict:
+        """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions.
+        ``who`` (the final figures of ``fit``/``evaluate``): an entry whose targets all equal ``ignore_index`` is a
+        ValueError naming it (mid-epoch reads give NaN)."""
         out = {}
         for name, part in [("loss", self.loss), *((m.name, m) for m in self.metrics)]:
             total, n = sums[prefix + name], counts[prefix + name]
-            if not n and getattr(part, "ignore_index", None) is not None:
+            if not n and who is not None and getattr(part, "ignore_index", None) is not None:
                 where = "the validation data" if prefix else "the data"
                 raise ValueError(f"{who}: every target of {where} equals ignore_index={part.ignore_index} "
                                  f"({type(part).__name__}): no target counts, so {prefix + name} is undefined; "

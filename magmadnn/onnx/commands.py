@@ -4,6 +4,7 @@ magmadnn model file) and ``info`` (what an ONNX file holds and whether it import
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 
 __all__ = ["add_parsers", "run", "CommandError", "check_paths"]
@@ -76,6 +77,17 @@ def _opset(text: str) -> int:
             from None
 
 
+@contextlib.contextmanager
+def _writing(args):
+    """A failed write (disk full, file-size limit, no permission) as one CommandError line: the write is atomic, so
+    the file that was there is unchanged."""
+    try:
+        yield
+    except OSError as exc:
+        raise CommandError(f"{args.command}: cannot write {args.output!r}: {exc.strerror or exc}; nothing was "
+                           "written (a file that was there is unchanged)") from None
+
+
 def run(args) -> None:
     from ..models import load_model  # noqa: PLC0415
     from . import export, info, load  # noqa: PLC0415
@@ -84,11 +96,15 @@ def run(args) -> None:
         check_paths(args.command, getattr(args, "model", None) or args.onnx, args.output)
     if args.command == "export":
         model = load_model(args.model, device="host")
-        print(f"wrote {export(model, args.output, opset=args.opset)} ({len(model.layers)} layers)")
+        with _writing(args):
+            written = export(model, args.output, opset=args.opset)
+        print(f"wrote {written} ({len(model.layers)} layers)")
     elif args.command == "import":
         model = load(args.onnx, device="host")
         if args.summary:
             model.summary()
-        print(f"wrote {model.save(args.output)} ({len(model.layers)} layers, {model.count_params():,} parameters)")
+        with _writing(args):
+            written = model.save(args.output)
+        print(f"wrote {written} ({len(model.layers)} layers, {model.count_params():,} parameters)")
     else:
         print(info(args.onnx))

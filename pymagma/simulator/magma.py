@@ -370,9 +370,19 @@ def gels(k, dt):
     B = cm(k["dB"], m, k["nrhs"], k["lddb"], dt)
     q, r = np.linalg.qr(A, mode="complete")
     qb = np.conj(q.T) @ B
-    B[:n] = np.linalg.solve(r[:n, :n], qb[:n])
+    with np.errstate(all="ignore"):  # a singular R gives what a triangular solve gives: huge or non-finite entries
+        B[:n] = _triangular_solve(r[:n, :n], qb[:n])
     B[n:] = qb[n:]
+    A[...] = np.linalg.qr(A, mode="raw")[0].T  # as geqrf leaves it: R on and above the diagonal, reflectors below
     return _set_info(k, 0)
+
+
+def _triangular_solve(r, b):
+    """``r x = b`` for upper triangular ``r`` by back substitution (no pivoting, no singularity check)."""
+    x = np.zeros_like(b)
+    for i in range(r.shape[0] - 1, -1, -1):
+        x[i] = (b[i] - r[i, i + 1:] @ x[i + 1:]) / r[i, i]
+    return x
 
 
 def _answer_query(k, dt, sizes) -> None:
