@@ -88,6 +88,10 @@ def bucket_mb(text: str) -> float | None:
         raise argparse.ArgumentTypeError(f"expected a size in MiB (> 0) or fused, got {text}") from None
 
 
+#: the image files ``--plot`` writes (formats matplotlib's Agg backend saves)
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
 class OutputError(OSError):
     """An output file (``--plot``) that cannot be written; the message says which and why."""
 
@@ -98,6 +102,9 @@ def check_output_path(path, option: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{option} {str(path)!r} is a folder; give a file name such as curve.png")
+    if option == "--plot" and path.suffix.lower() not in PLOT_SUFFIXES:
+        raise OutputError(f"{option} {str(path)!r} must name an image ending in {', '.join(PLOT_SUFFIXES)} (such as "
+                          "curve.png)")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent

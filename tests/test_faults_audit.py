@@ -235,6 +235,7 @@ CLI_MISTAKES = [
     (["import", ".", "m2.npz"], ["is a folder, not a file"]),
     (["info", "m.npz"], ["not a readable ONNX file", "magmadnn model file"]),
     (["info", "gone.onnx"], ["does not exist"]),
+    (["train", "--plot", "m.npz", "--epochs", "1", "--quiet"], ["--plot 'm.npz' must name an image"]),
 ]
 
 
