@@ -677,8 +677,9 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
     ``x`` is the minimum-norm solution.  As in NumPy, float32 and complex64 are solved in double precision (with
     double's epsilon) and rounded.  ``method="qr"``: magma_?gels_gpu, all on the device and cheaper, for ``a``
     of full column rank with ``m >= n`` only: the rank is checked on R's diagonal (``|R_ii| > max(m, n) * eps *
-    max|R_ii|``, NumPy's matrix_rank tolerance) and a rank-deficient ``a`` is a LinAlgError naming the rank (no
-    silent fallback: use ``method="svd"``); it takes no ``rcond`` and reports rank ``n`` and ``s = None``.  Where
+    max|R_ii|``, NumPy's matrix_rank tolerance; with gels this costs one more QR, as gels keeps R's diagonal blocks
+    in a workspace it frees) and a rank-deficient ``a`` is a LinAlgError naming the rank (no silent fallback: use
+    ``method="svd"``); it takes no ``rcond`` and reports rank ``n`` and ``s = None``.  Where
     the provider lacks gels, and with ``method="hybrid"``, the same is computed by :func:`pymagma.hybrid.geqrf` +
     ``Q^H b`` on the device + a device ``trsm``.  Incompatible shapes raise LinAlgError, as in NumPy.  ``residuals``
     holds the squared 2-norm of each column of ``b - a x`` when the rank is ``n`` and ``m > n``, and is empty
@@ -708,6 +709,10 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
                              f"{a.shape}; use method='svd' for the minimum-norm solution")
         da, db = _to_device(a, a_host), _to_device(b, b_host)
         if method == "qr" and _native("auto", a.dtype, "magma_?gels_gpu"):
+            # gels factors with geqrf_gpu, which keeps R's diagonal blocks (inverted) in a workspace it frees: the
+            # rank is read from R of a separate factorization (geqrf2, or the hybrid one), before solving
+            if min(m, n):
+                _check_rank(qr(da, mode="r"), a.shape)
             x, residuals = _lstsq_gels(da, db)
         else:
             x, residuals = _lstsq_hybrid(da, db)
@@ -775,7 +780,6 @@ def _lstsq_gels(a: DeviceArray, b: DeviceArray):
         lwork = max(1, int(query[0].real))
         _sync(w)
         call(np.zeros(lwork, w.dtype), lwork)
-        _check_rank(w, a.shape)
     tail = x[n:, :].get()  # rows n.. of the overwritten b: the residual in Q's coordinates
     residuals = np.sum(np.abs(tail) ** 2, axis=0, dtype=_real(w.dtype)) if m > n else np.zeros(0, _real(w.dtype))
     sol = x[:n, :].copy()
