@@ -78,8 +78,16 @@ _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_void_p]
 
 #: exports not released yet: address -> (struct, shape, strides, array, capsule)
 _EXPORTED: dict[int, tuple] = {}
-#: sys.getrefcount of a capsule held only by its _EXPORTED entry, seen from sweep's loop (entry, local, argument)
-_ONLY_OURS = 3
+
+
+def _references(entry: tuple) -> int:
+    """``sys.getrefcount`` of an entry's capsule, measured the same way for the calibration below and in sweep."""
+    return sys.getrefcount(entry[4])
+
+
+#: what _references gives for a capsule held by nothing but its _EXPORTED entry (calibrated: the interpreter's
+#: own temporary references differ between Python versions)
+_ONLY_OURS = _references((None, None, None, None, object()))
 
 
 @_DELETER
@@ -92,11 +100,9 @@ def sweep() -> int:
     still "dltensor"/"dltensor_versioned"); returns how many were released."""
     released = 0
     for address, entry in list(_EXPORTED.items()):
-        capsule = entry[4]
-        if sys.getrefcount(capsule) <= _ONLY_OURS and any(_api.PyCapsule_IsValid(capsule, n) for n in _KINDS):
+        if _references(entry) <= _ONLY_OURS and any(_api.PyCapsule_IsValid(entry[4], n) for n in _KINDS):
             _EXPORTED.pop(address, None)
             released += 1
-        del capsule
     return released
 
 
