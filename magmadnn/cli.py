@@ -313,10 +313,11 @@ def train_command(args) -> dict:
 
 
 #: The errors a user can act on: bad data, a missing optional package, no usable device, a diverging run, a
-#: damaged or foreign model file, an output that cannot be written. Anything else is a bug and keeps its traceback.
+#: damaged or foreign model file, a path mistake, a file that cannot be read or written (OSError: permissions, a full
+#: disk). Anything else is a bug and keeps its traceback.
 USER_ERRORS = (data.DatasetError, ImportError, backend.DeviceUnavailableError, NonFiniteLossError,
                NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError, OnnxExportError,
-               onnx_commands.CommandError)
+               onnx_commands.CommandError, OSError)
 
 
 def debugging(argv=None) -> bool:
