@@ -59,7 +59,10 @@ def default_opset(proto) -> int:
 def check_opset(proto, path, newest: int) -> int:
     """The file's default opset, or UnsupportedOnnxError when it is older than :data:`OLDEST_OPSET` or newer than the
     installed onnx package knows (``newest``, ``onnx.defs.onnx_opset_version()``): neither can be checked nor run."""
-    version = default_opset(proto)
+    try:
+        version = default_opset(proto)
+    except UnsupportedOnnxError as exc:
+        raise UnsupportedOnnxError(f"{os.fspath(path)!r}: {exc}") from None
     if version > newest:
         raise UnsupportedOnnxError(f"{os.fspath(path)!r} uses ONNX opset {version}, newer than the installed onnx "
                                    f"package knows (opsets up to {newest}): upgrade onnx (pip install -U onnx), or "
