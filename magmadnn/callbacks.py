@@ -27,6 +27,7 @@ training stops cleanly (the History so far is returned, ``model.stop_reason`` sa
 from __future__ import annotations
 
 import csv
+import io
 import math
 import os
 import string
@@ -34,6 +35,7 @@ import string
 import numpy as np
 
 from . import _checks
+from ._atomic import write_text
 
 __all__ = [
     "Callback", "CallbackList", "BatchLogs", "History", "EarlyStopping", "ReduceLROnPlateau", "ModelCheckpoint",
@@ -551,37 +553,38 @@ class LearningRateScheduler(Callback):
 
 
 class CSVLogger(Callback):
-    """Append one CSV row per epoch (``epoch`` + every log key) to ``filename``; the header is written once."""
+    """One CSV row per epoch (``epoch`` + every log key) in ``filename``; the header is written once.
+
+    The file is rewritten atomically at each epoch end (a temporary file renamed over it, see
+    :mod:`magmadnn._atomic`): a crash or a full disk leaves the rows of the last complete epoch, never a torn line.
+    With ``append=True`` the rows already in the file are kept and the new ones follow them."""
 
     records_logs = True
 
     def __init__(self, filename, separator=",", append=False):
         self.filename, self.separator, self.append = os.fspath(filename), separator, append
         self.keys = None
-        self._file = None
+        self._kept, self._rows = "", []
 
     def on_train_begin(self, logs=None):
-        exists = self.append and os.path.exists(self.filename) and os.path.getsize(self.filename) > 0
-        self._file = open(self.filename, "a" if self.append else "w", newline="")
-        self._writer = csv.writer(self._file, delimiter=self.separator)
-        self.keys = None
-        if exists:
-            with open(self.filename, newline="") as f:
-                header = next(csv.reader(f, delimiter=self.separator), None)
+        self.keys, self._kept, self._rows = None, "", []
+        if self.append and os.path.isfile(self.filename) and os.path.getsize(self.filename) > 0:
+            with open(self.filename, newline="", encoding="utf-8") as f:
+                self._kept = f.read()
+            header = next(csv.reader(io.StringIO(self._kept), delimiter=self.separator), None)
             self.keys = header[1:] if header else None
+            if not self._kept.endswith(("\n", "\r")):
+                self._kept += "\r\n"
 
     def on_epoch_end(self, epoch, logs=None):
         logs = logs or {}
         if self.keys is None:
             self.keys = sorted(logs)
-            self._writer.writerow(["epoch", *self.keys])
-        self._writer.writerow([epoch, *(_csv_value(logs.get(k, "")) for k in self.keys)])
-        self._file.flush()
-
-    def on_train_end(self, logs=None):
-        if self._file is not None:  # None when an earlier callback failed in on_train_begin
-            self._file.close()
-            self._file = None
+            self._rows.append(["epoch", *self.keys])
+        self._rows.append([epoch, *(_csv_value(logs.get(k, "")) for k in self.keys)])
+        buffer = io.StringIO()
+        csv.writer(buffer, delimiter=self.separator).writerows(self._rows)
+        write_text(self.filename, self._kept + buffer.getvalue())
 
 
 def _csv_value(value):

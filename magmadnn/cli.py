@@ -16,6 +16,7 @@ from pathlib import Path
 import numpy as np
 
 from . import backend, data, distributed, zoo
+from ._atomic import atomic_write
 from .callbacks import Callback
 from .models import NonFiniteLossError, NonFiniteParameterError
 from .onnx import OnnxExportError
@@ -98,6 +99,10 @@ def bucket_mb(text: str) -> float | None:
         raise argparse.ArgumentTypeError(f"expected a size in MiB (> 0) or fused, got {text}") from None
 
 
+#: the image files ``--plot`` writes (formats matplotlib's Agg backend saves)
+PLOT_SUFFIXES = (".png", ".pdf", ".svg", ".jpg", ".jpeg")
+
+
 class OutputError(OSError):
     """An output file (``--plot``) that cannot be written; the message says which and why."""
 
@@ -108,6 +113,9 @@ def check_output_path(path, option: str) -> Path:
     path = Path(path)
     if path.is_dir():
         raise OutputError(f"{option} {str(path)!r} is a folder; give a file name such as curve.png")
+    if option == "--plot" and path.suffix.lower() not in PLOT_SUFFIXES:
+        raise OutputError(f"{option} {str(path)!r} must name an image ending in {', '.join(PLOT_SUFFIXES)} (such as "
+                          "curve.png)")
     parent = path.parent
     while not parent.exists() and parent != parent.parent:
         parent = parent.parent
@@ -246,9 +254,12 @@ def save_curve(history, path: str | Path, title: str | None = None) -> Path | No
     path = Path(path)
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        fig.savefig(path, dpi=100)
+        with atomic_write(path) as handle:  # a failed write keeps the file that was there
+            fig.savefig(handle, dpi=100, format=path.suffix[1:].lower() or "png")
     except OSError as exc:
         raise OutputError(f"cannot write the training curve to {str(path)!r}: {exc.strerror or exc}") from None
+    except ValueError as exc:  # matplotlib: an image format it does not write
+        raise OutputError(f"cannot write the training curve to {str(path)!r}: {exc} (use a .png name)") from None
     finally:
         plt.close(fig)
     return path
@@ -318,9 +329,11 @@ def train_command(args) -> dict:
 
 
 #: The errors a user can act on: bad data, a missing optional package, no usable device, a diverging run, a
-#: damaged or foreign model file, an output that cannot be written. Anything else is a bug and keeps its traceback.
+#: damaged or foreign model file, a path mistake, a file that cannot be read or written (OSError: permissions, a full
+#: disk). Anything else is a bug and keeps its traceback.
 USER_ERRORS = (data.DatasetError, ImportError, backend.DeviceUnavailableError, NonFiniteLossError,
-               NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError, OnnxExportError)
+               NonFiniteParameterError, ModelFileError, ArchitectureMismatchError, OutputError, OnnxExportError,
+               onnx_commands.CommandError, OSError)
 
 
 def debugging(argv=None) -> bool:

@@ -63,6 +63,11 @@ class Loss:
     def to_config(self) -> dict:
         return {"class_name": type(self).__name__, "config": {"reduction": self.reduction}}
 
+    def counted(self, targets) -> int | None:
+        """The number of targets a batch's value is averaged over when it is not its sample count (``ignore_index``);
+        None: the batch counts by its samples."""
+        return None
+
     def tracker(self) -> EpochLoss:
         """A running epoch figure of this loss from its batch values."""
         return EpochLoss(self.reduction)
@@ -93,7 +98,15 @@ class SoftmaxCrossEntropy(Loss):
         if self._plain() and len(logits.shape) == 2:
             return F.softmax_cross_entropy(logits, targets, reduction=self.reduction, check_labels=False)
         return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index,
-                               check_labels=False)
+                               check_labels=False, nan_if_empty=False)
+
+    def counted(self, targets) -> int | None:
+        """With ``ignore_index``: how many of the host ``targets`` count (a batch's weight in the epoch figure, which
+        is the loss over every counted target of every batch); None (count samples) otherwise."""
+        targets = np.asarray(targets)
+        if self.ignore_index is None or not np.issubdtype(targets.dtype, np.integer):
+            return None
+        return int(np.count_nonzero(targets != self.ignore_index))
 
     def to_config(self) -> dict:
         config = super().to_config()

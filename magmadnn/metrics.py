@@ -56,6 +56,11 @@ class Metric:
         self._check(outputs)
         return self.hits_of(outputs, xp.asarray(self.stage(labels, outputs.shape, outputs.dtype)), xp)
 
+    def counted(self, labels, shape) -> int | None:
+        """The number of targets a batch's hits (outputs of ``shape``) are counted over when it is not its sample
+        count; None: samples."""
+        return None
+
     def stage(self, labels, shape, dtype) -> np.ndarray:
         """The host array of ``labels`` that :meth:`hits_of` takes on the backend (outputs of ``shape``, ``dtype``)."""
         raise NotImplementedError
@@ -69,9 +74,13 @@ class Metric:
         batch = self.hits(outputs, labels, xp)
         self._hits = batch if self._hits is None else xp.add(self._hits, batch)
         self._xp = xp
-        self.count += int(outputs.shape[0])
+        counted = self.counted(labels, tuple(outputs.shape))
+        self.count += int(outputs.shape[0]) if counted is None else counted
 
     def result(self) -> float:
+        if not self.count and self._xp is not None and getattr(self, "ignore_index", None) is not None:
+            raise ValueError(f"{type(self).__name__}: every target seen equals ignore_index={self.ignore_index}: no "
+                             "target counts, so the figure is undefined")
         if not self.count:
             return float("nan")
         return float(np.asarray(self._xp.to_numpy(self._hits))) / self.count
@@ -89,10 +98,9 @@ class Accuracy(Metric):
 
     Token outputs (N, T, C) with targets (N, T) (or one-hot (N, T, C)): the fraction of tokens. ``ignore_index``
     (pass the loss's, e.g. ``Accuracy(ignore_index=-100)``): targets equal to it are not counted, for (N,) targets
-    too. Batches are tallied by their samples, so a batch's hits are its fraction of counted tokens times its sample
-    count: the epoch figure is exactly the token accuracy when every batch counts as many tokens per sample (always
-    without ``ignore_index``), else the sample-weighted mean of the batch accuracies (a batch with nothing counted
-    adds 0)."""
+    too. The epoch figure is the token accuracy over the whole set: hits over every counted token of every batch
+    divided by their count (with ``ignore_index`` a batch is tallied by its counted tokens, so a batch with none
+    adds nothing; a set with none is a ValueError naming ``ignore_index``)."""
 
     name = "accuracy"
 
@@ -114,15 +122,20 @@ class Accuracy(Metric):
 
     def stage(self, labels, shape, dtype):
         """The true class of every row (sample or token), as floats (class numbers are exact in float32 up to
-        2**24); with ``ignore_index``, stacked over each row's weight: N / counted rows, 0 for an ignored one (-1 as
-        its class, which never equals an argmax)."""
+        2**24); with ``ignore_index``, stacked over each row's weight: 1 for a counted row, 0 for an ignored one
+        (-1 as its class, which never equals an argmax), so the hits are the counted rows' (see :meth:`counted`)."""
         truth = _class_indices(labels, shape).reshape(-1)  # host labels: counting them reads nothing back
         if self.ignore_index is None:
             return truth.astype(dtype)
         kept = truth != self.ignore_index
-        counted = int(kept.sum())
-        weight = np.where(kept, int(shape[0]) / counted if counted else 0.0, 0.0)
-        return np.stack([np.where(kept, truth, -1), weight]).astype(dtype)
+        return np.stack([np.where(kept, truth, -1), kept]).astype(dtype)
+
+    def counted(self, labels, shape) -> int | None:
+        """With ``ignore_index``: the number of counted targets in the host ``labels`` (the batch's weight) for
+        outputs of ``shape``; None (count samples) otherwise."""
+        if self.ignore_index is None:
+            return None
+        return int(np.count_nonzero(_class_indices(labels, shape) != self.ignore_index))
 
     def hits_of(self, outputs, staged, xp):
         self._check(outputs)

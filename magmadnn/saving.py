@@ -7,8 +7,9 @@ Two containers, chosen by the file extension:
 * ``.npz``: a plain ``numpy.savez`` archive read back with ``allow_pickle=False``; the JSON is stored as UTF-8 bytes
   in the uint8 array ``__magmadnn__``.
 
-Writes are atomic: the file is written under a temporary name in the same directory, flushed to disk, then moved
-over the destination with ``os.replace``, so a crash never leaves a half-written model or checkpoint.
+Writes are atomic (:mod:`magmadnn._atomic`): the file is written under a temporary name in the same directory,
+flushed to disk, then moved over the destination with ``os.replace``, so a crash or a full disk never leaves a
+half-written model or checkpoint, nor damages the file that was there.
 
 The model code (``magmadnn.models``) decides what the arrays and the metadata hold; this module only stores them and
 raises :class:`ModelFileError` for a file that is missing, damaged or not written by magmadnn, and
@@ -23,6 +24,8 @@ import os
 import struct
 
 import numpy as np
+
+from ._atomic import write_bytes
 
 __all__ = [
     "FORMAT_NAME", "FORMAT_VERSION", "ModelFileError", "ArchitectureMismatchError", "write_file", "read_file",
@@ -50,7 +53,8 @@ def container_for(path) -> str:
         return "safetensors"
     if ext == ".npz":
         return "npz"
-    raise ValueError(f"model files must end in '.safetensors' or '.npz', got {os.fspath(path)!r}")
+    hint = "; ONNX files are written by model.export and read by magmadnn.onnx.load" if ext == ".onnx" else ""
+    raise ValueError(f"model files must end in '.safetensors' or '.npz', got {os.fspath(path)!r}{hint}")
 
 
 def _safetensors_numpy():
@@ -83,19 +87,8 @@ def write_file(path, tensors: dict, metadata: dict) -> str:
     """Atomically write ``tensors`` (name -> NumPy array) and the JSON-able ``metadata`` dict to ``path``."""
     path = os.fspath(path)
     payload = _encode(tensors, metadata, container_for(path))
-    directory = os.path.dirname(os.path.abspath(path))
-    os.makedirs(directory, exist_ok=True)
-    tmp = os.path.join(directory, f".{os.path.basename(path)}.tmp{os.getpid()}")
-    try:
-        with open(tmp, "wb") as f:
-            f.write(payload)
-            f.flush()
-            os.fsync(f.fileno())
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
-    return path
+    os.makedirs(os.path.dirname(os.path.abspath(path)), exist_ok=True)
+    return write_bytes(path, payload)
 
 
 def _read_safetensors(path, data: bytes):

@@ -4,14 +4,20 @@ capsules for consumers that pass ``max_version``, unversioned ``dltensor`` capsu
 ``to_capsule`` exports an array (the capsule keeps it alive until the consumer calls the deleter);
 ``from_capsule`` imports either kind (the producer's deleter runs when the last view of the imported array dies).
 
-The destructor of an unconsumed capsule is a Python callback: a consumer that drops our capsule while its own
-exception is pending loses that exception (CPython's rule for callbacks); exporting the capsule kind the consumer
-asked for keeps well-behaved consumers off that path.
+No Python code runs in a capsule's destructor: a consumer that refuses a capsule (``np.from_dlpack`` of device
+memory) drops it while its own exception is pending, and a Python (ctypes) callback run then loses that exception
+(the consumer ends in ``SystemError: returned NULL without setting an exception``). The DLPack reference destructor
+saves and restores the error state around its work (``PyErr_Fetch``/``PyErr_Restore``), which a ctypes callback
+cannot do after it returns. So our capsules have no destructor: this module holds each capsule it made, and
+:func:`sweep` (run at each export and after each garbage collection) releases the exports whose capsule nobody else
+holds any more, unconsumed. A consumed capsule's export is released by its ``deleter`` (:func:`_release`).
 """
 
 from __future__ import annotations
 
 import ctypes
+import gc
+import sys
 import weakref
 
 import numpy as np
@@ -69,12 +75,19 @@ _api.PyCapsule_GetPointer.restype = ctypes.c_void_p
 _api.PyCapsule_GetPointer.argtypes = [ctypes.py_object, ctypes.c_char_p]
 _api.PyCapsule_SetName.restype = ctypes.c_int
 _api.PyCapsule_SetName.argtypes = [ctypes.py_object, ctypes.c_void_p]
-# For the destructor: the dying capsule must not be turned into a new Python reference, so these take its address.
-_is_valid_at = ctypes.PYFUNCTYPE(ctypes.c_int, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_IsValid", _api))
-_pointer_at = ctypes.PYFUNCTYPE(ctypes.c_void_p, ctypes.c_void_p, ctypes.c_char_p)(("PyCapsule_GetPointer", _api))
 
-#: exported tensors still owned by a consumer: address -> (struct, shape, strides, array)
+#: exports not released yet: address -> (struct, shape, strides, array, capsule)
 _EXPORTED: dict[int, tuple] = {}
+
+
+def _references(entry: tuple) -> int:
+    """``sys.getrefcount`` of an entry's capsule, measured the same way for the calibration below and in sweep."""
+    return sys.getrefcount(entry[4])
+
+
+#: what _references gives for a capsule held by nothing but its _EXPORTED entry (calibrated: the interpreter's
+#: own temporary references differ between Python versions)
+_ONLY_OURS = _references((None, None, None, None, object()))
 
 
 @_DELETER
@@ -82,12 +95,23 @@ def _release(managed) -> None:
     _EXPORTED.pop(managed, None)
 
 
-@ctypes.CFUNCTYPE(None, ctypes.c_void_p)
-def _capsule_destructor(capsule) -> None:
-    # A capsule still named "dltensor"/"dltensor_versioned" was never consumed: release the export ourselves.
-    for name in _KINDS:
-        if _is_valid_at(capsule, name):
-            _EXPORTED.pop(_pointer_at(capsule, name), None)
+def sweep() -> int:
+    """Release the exports whose capsule is held by nobody but this module and was never consumed (its name is
+    still "dltensor"/"dltensor_versioned"); returns how many were released."""
+    released = 0
+    for address, entry in list(_EXPORTED.items()):
+        if _references(entry) <= _ONLY_OURS and any(_api.PyCapsule_IsValid(entry[4], n) for n in _KINDS):
+            _EXPORTED.pop(address, None)
+            released += 1
+    return released
+
+
+def _after_collection(phase, info) -> None:
+    if phase == "stop" and _EXPORTED:
+        sweep()
+
+
+gc.callbacks.append(_after_collection)
 
 
 def dl_dtype(dtype) -> DLDataType:
@@ -129,9 +153,10 @@ def to_capsule(arr, device_type: int = kDLCUDA, versioned: bool = False):
     t.strides = ctypes.cast(strides, ctypes.POINTER(ctypes.c_int64))
     managed.deleter = _release
     address = ctypes.addressof(managed)
-    _EXPORTED[address] = (managed, shape, strides, arr)
-    return _api.PyCapsule_New(address, ctypes.addressof(_NAMES[name]),
-                              ctypes.cast(_capsule_destructor, ctypes.c_void_p))
+    sweep()
+    capsule = _api.PyCapsule_New(address, ctypes.addressof(_NAMES[name]), None)  # no destructor: see the docstring
+    _EXPORTED[address] = (managed, shape, strides, arr, capsule)
+    return capsule
 
 
 class _Imported:

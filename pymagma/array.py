@@ -16,6 +16,10 @@ import numpy as np
 
 from . import _checks, _native, dtypes, memory, runtime
 
+_COMPARE_REFUSED = ("DeviceArray {op} is not supported (no elementwise comparison on the device yet, and comparing "
+                    "identity would be silently wrong): compare on the host, np.array_equal(a.get(), b.get()), or use "
+                    "'a is b' for identity")
+
 
 def _normalize_shape(shape) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints (an int, or an iterable of ints; NumPy integers too, floats never)."""
@@ -268,6 +272,16 @@ class DeviceArray:
         """Refused, as CuPy does: an implicit copy to the host would hide a device synchronisation and a transfer."""
         raise TypeError("implicit conversion of a DeviceArray to a NumPy array is not allowed: call .get() (or "
                         "pymagma.to_numpy) to copy it to the host explicitly")
+
+    def __eq__(self, other):
+        """Refused: elementwise comparison has no kernel yet, and identity (Python's default) would answer silently
+        wrong; a TypeError says what to use instead."""
+        raise TypeError(_COMPARE_REFUSED.format(op="=="))
+
+    def __ne__(self, other):
+        raise TypeError(_COMPARE_REFUSED.format(op="!="))
+
+    __hash__ = object.__hash__  # arrays stay usable as dict keys and set members (by identity), as before
 
     def __matmul__(self, other):
         from . import blas

@@ -277,12 +277,28 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     if a.shape[1] == 0:  # an empty sum: out = beta * out
         _scale_any(out, beta)
         return out
-    c = _gemm_layout((a.shape, a.strides), (b.shape, b.strides), (out.shape, out.strides), a.dtype)
+    try:
+        c = _gemm_layout((a.shape, a.strides), (b.shape, b.strides), (out.shape, out.strides), a.dtype)
+    except ValueError:  # a layout BLAS cannot address: work on contiguous copies (CuPy's way), off the hot path
+        return _gemm_on_copies(gemm, a, b, out, alpha=alpha, beta=beta)
     first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
     magma().bind(f"magma_{p}gemm")(
         c.transA, c.transB, c.m, c.n, c.k, _scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,
         _scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))
     return out
+
+
+def _gemm_on_copies(routine, a, b, out, **options):
+    """``routine(a, b, out)`` where ``a`` or ``b`` has strides BLAS cannot address (``a[::2]``, ``b[:, ::2]``): those
+    operands in contiguous work copies, as CuPy does. ``out`` is written in place, so it must be addressable."""
+
+    def addressable(x):
+        return stored(_Layout(x.shape[-2:], x.strides[-2:], x.dtype)) is not None
+
+    if not addressable(out):
+        raise ValueError(f"out has strides {out.strides} that BLAS cannot write; pass a contiguous out (or a "
+                         "transposed view of one)")
+    return routine(a if addressable(a) else a.copy(), b if addressable(b) else b.copy(), out, **options)
 
 
 def _zero(x: DeviceArray) -> None:
@@ -332,7 +348,10 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
         return out
     if method not in ("auto", "strided", "pointers"):
         raise ValueError(f"method must be 'auto', 'strided' or 'pointers', got {method!r}")
-    plan = plan_gemm_batched(a, b, out)
+    try:
+        plan = plan_gemm_batched(a, b, out)
+    except ValueError:  # a layout BLAS cannot address: work on contiguous copies (CuPy's way)
+        return _gemm_on_copies(gemm_batched, a, b, out, alpha=alpha, beta=beta, method=method)
     c, count, q = _check_gemm("gemm_batched", plan.call), len(plan.c_ptrs), _queue(out)
     check_native_sizes("gemm_batched", batch_count=count)
     if method == "strided" and plan.strides is None:

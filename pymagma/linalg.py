@@ -676,11 +676,14 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
     machine epsilon times ``max(m, n)``; a negative ``rcond``: LAPACK's relative machine precision ``eps / 2``) and
     ``x`` is the minimum-norm solution.  As in NumPy, float32 and complex64 are solved in double precision (with
     double's epsilon) and rounded.  ``method="qr"``: magma_?gels_gpu, all on the device and cheaper, for ``a``
-    of full column rank with ``m >= n`` only (gels has no rank-revealing path); it takes no ``rcond`` and reports
-    rank ``n`` and ``s = None``.  Where the provider lacks gels, and with ``method="hybrid"``, the same is computed by
-    :func:`pymagma.hybrid.geqrf` + ``Q^H b`` on the device + a device ``trsm``.  Incompatible shapes raise
-    LinAlgError, as in NumPy.  ``residuals`` holds the squared 2-norm of each column of ``b - a x``
-    when the rank is ``n`` and ``m > n``, and is empty otherwise.
+    of full column rank with ``m >= n`` only: the rank is checked on R's diagonal (``|R_ii| > max(m, n) * eps *
+    max|R_ii|``, NumPy's matrix_rank tolerance; with gels this costs one more QR, as gels keeps R's diagonal blocks
+    in a workspace it frees) and a rank-deficient ``a`` is a LinAlgError naming the rank (no silent fallback: use
+    ``method="svd"``); it takes no ``rcond`` and reports rank ``n`` and ``s = None``.  Where
+    the provider lacks gels, and with ``method="hybrid"``, the same is computed by :func:`pymagma.hybrid.geqrf` +
+    ``Q^H b`` on the device + a device ``trsm``.  Incompatible shapes raise LinAlgError, as in NumPy.  ``residuals``
+    holds the squared 2-norm of each column of ``b - a x`` when the rank is ``n`` and ``m > n``, and is empty
+    otherwise.
     """
     if method not in ("svd", "qr", "hybrid"):
         raise ValueError(f"method must be 'svd', 'qr' or 'hybrid', got {method!r}")
@@ -706,6 +709,10 @@ def lstsq(a, b, rcond=None, *, method: str = "svd"):
                              f"{a.shape}; use method='svd' for the minimum-norm solution")
         da, db = _to_device(a, a_host), _to_device(b, b_host)
         if method == "qr" and _native("auto", a.dtype, "magma_?gels_gpu"):
+            # gels factors with geqrf_gpu, which keeps R's diagonal blocks (inverted) in a workspace it frees: the
+            # rank is read from R of a separate factorization (geqrf2, or the hybrid one), before solving
+            if min(m, n):
+                _check_rank(qr(da, mode="r"), a.shape)
             x, residuals = _lstsq_gels(da, db)
         else:
             x, residuals = _lstsq_hybrid(da, db)
@@ -779,6 +786,20 @@ def _lstsq_gels(a: DeviceArray, b: DeviceArray):
     return (sol.reshape(n) if vector else sol), residuals
 
 
+def _check_rank(w, shape) -> None:
+    """LinAlgError when the QR factor in ``w`` (R in its upper n x n triangle) shows ``a`` rank-deficient: rank =
+    the count of ``|R_ii| > max(m, n) * eps * max|R_ii|`` (NumPy's matrix_rank tolerance, on R's diagonal)."""
+    m, n = shape
+    diagonal = np.abs(np.diagonal(w[:n, :n].get()))
+    top = float(diagonal.max()) if diagonal.size else 0.0
+    tol = max(m, n) * float(np.finfo(_real(w.dtype)).eps) * top
+    rank = int(np.count_nonzero(diagonal > tol))
+    if rank < n:
+        raise LinAlgError(f"lstsq(method='qr'): a of shape {shape} has rank {rank} < {n} columns (|R_ii| <= {tol:.3g} "
+                          f"on R's diagonal); QR least squares needs full column rank: use method='svd' for the "
+                          "minimum-norm solution")
+
+
 def _lstsq_hybrid(a: DeviceArray, b: DeviceArray):
     """Full-column-rank least squares by the hybrid QR: ``R x = (Q^H b)[:n]``; residuals from the rest."""
     m, n = a.shape
@@ -787,6 +808,7 @@ def _lstsq_hybrid(a: DeviceArray, b: DeviceArray):
     real = _real(a.dtype)
     if min(m, n, x.shape[1]):
         f = hybrid.geqrf(colmajor_copy(a))
+        _check_rank(f.w, a.shape)
         hybrid.ormqr_h(f, x)
         _colmajor.trsm(_colmajor.LEFT, _colmajor.UPPER, _colmajor.N, 1.0, f.w[:n, :n], x[:n, :])
     tail = x[n:, :].get()

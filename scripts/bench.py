@@ -39,6 +39,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 import _bench_char  # noqa: E402
 from _bench_common import BATCH, LR, MOMENTUM, load_data, magmadnn_model  # noqa: E402
 
+from magmadnn._atomic import write_text  # noqa: E402
+
 #: Recipes with data and runners of their own module: recipe -> (runners by framework, data(dry_run)).
 SEQUENCE_RECIPES = {"char_transformer": (_bench_char.RUNNERS, _bench_char.text_windows)}
 
@@ -352,7 +354,7 @@ def main(argv=None) -> int:
             results["gpu"].extend(rows)
             print_table(f"GPU: {mod}", rows, list(rows[0]) if rows else [])
     if args.json:
-        Path(args.json).write_text(json.dumps(results, indent=2))
+        write_text(args.json, json.dumps(results, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 
@@ -372,7 +374,7 @@ def overhead_bench(args) -> int:
     print_table("host cost of the GPU path on the null device (us per step; calls per training step; "
                 "ratio = magmadnn train_us / PyTorch CPU eager batch-1 step, 1 thread)", rows, _overhead.COLUMNS)
     if args.json:
-        Path(args.json).write_text(json.dumps({"environment": env, "overhead": rows}, indent=2))
+        write_text(args.json, json.dumps({"environment": env, "overhead": rows}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 
@@ -388,7 +390,7 @@ def distributed_bench(args, env: dict) -> int:
                 f"2..{args.epochs}; each rank has cores/2 threads; efficiency = speedup / ranks)", rows,
                 bench_distributed.COLUMNS)
     if args.json:
-        Path(args.json).write_text(json.dumps({"environment": env, "distributed": rows}, indent=2))
+        write_text(args.json, json.dumps({"environment": env, "distributed": rows}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

@@ -27,6 +27,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from _bench_common import LR, MOMENTUM, magmadnn_model  # noqa: E402
 from _gpu_bench import print_rows  # noqa: E402
 
+from magmadnn._atomic import write_text  # noqa: E402
+
 RECIPES = ("mlp", "lenet5")
 BATCH = 128
 
@@ -156,7 +158,7 @@ def main() -> int:
         rows = run(args.steps, args.repeats, False)
     print_rows(rows)
     if args.json:
-        args.json.write_text(json.dumps(rows, indent=2))
+        write_text(args.json, json.dumps(rows, indent=2))
     return 0
 
 

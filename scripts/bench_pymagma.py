@@ -46,6 +46,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from _gpu_bench import print_rows, row, time_pymagma, time_torch  # noqa: E402
 
+from magmadnn._atomic import write_text  # noqa: E402
+
 #: hybrid rows run by default: (cholesky, qr sizes), (eigh, svd sizes); see the module docstring for why
 HYBRID_SIZES, EIG_SIZES = (2048, 4096, 8192), (2048, 4096)
 DRY_SIZES, DRY_EIG_SIZES = (48, 160), (40,)  # --dry-run: around and across the simulator's block sizes
@@ -307,7 +309,7 @@ def main(argv=None) -> int:
     elif args.hybrid:
         def save(rows):  # after every row: a time limit keeps the rows measured so far
             if args.json:
-                Path(args.json).write_text(json.dumps(rows, indent=2))
+                write_text(args.json, json.dumps(rows, indent=2))
 
         rows = dry_run(on_row=save) if args.dry_run else hybrid_run(args.repeats, args.sizes, args.eig_sizes, save)
         from pymagma import hybrid
@@ -323,7 +325,7 @@ def main(argv=None) -> int:
         print(title)
         print_rows(rows)
     if args.json:
-        Path(args.json).write_text(json.dumps(rows, indent=2))
+        write_text(args.json, json.dumps(rows, indent=2))
     return 0
 
 

@@ -480,7 +480,10 @@ def main(argv=None) -> int:
     for m, o in bad:
         print(f"\n{m.id}: {o.status}\n{o.output[-2000:]}", file=sys.stderr)
     if args.json:
-        Path(args.json).write_text(json.dumps({
+        sys.path.insert(0, str(ROOT))
+        from magmadnn._atomic import write_text  # noqa: PLC0415 - an atomic write: a failed one keeps the old file
+
+        write_text(args.json, json.dumps({
             "seconds": round(elapsed, 1), "jobs": args.jobs,
             "baseline": [{"tests": list(t), "status": o.status, "seconds": round(o.seconds, 1)}
                          for t, o in zip(selections, baselines)],

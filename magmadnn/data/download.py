@@ -233,6 +233,8 @@ def extract_members(archive: Path, members: dict[str, str], directory: Path) -> 
                 try:
                     with os.fdopen(fd, "wb") as out:
                         shutil.copyfileobj(source, out, CHUNK)
+                        out.flush()
+                        os.fsync(out.fileno())
                     os.chmod(tmp, 0o644)
                     os.replace(tmp, directory / out_name)
                 except BaseException:

@@ -101,12 +101,14 @@ def _host_labels(xp, data) -> np.ndarray:
 
 
 def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_index=None,
-                  check_labels: bool = True) -> Tensor:
+                  check_labels: bool = True, nan_if_empty: bool = True) -> Tensor:
     """PyTorch's ``cross_entropy`` for logits (N, C) or (N, T, C) (classes last, as Keras) and integer labels (N,) /
     (N, T) or probabilities shaped like the logits. ``label_smoothing`` e mixes the target with the uniform
     distribution, ``(1 - e) target + e / C``; labels equal to ``ignore_index`` count for nothing and "mean" divides
     by the labels counted (NaN when none is). Labels may be NumPy or backend arrays: the mask of counted labels is
-    computed on the backend, so nothing is read back unless ``check_labels`` (the class range of a user's call)."""
+    computed on the backend, so nothing is read back unless ``check_labels`` (the class range of a user's call).
+    ``nan_if_empty=False`` (Model's batches): "mean" of a batch with no counted label is 0, not NaN (the epoch figure
+    is the sum over the counted labels of every batch divided by their count)."""
     fn = "cross_entropy"
     logits = _as_tensor(logits)
     if logits.ndim not in (2, 3):
@@ -161,7 +163,8 @@ def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_
     if reduction == "mean":  # as PyTorch: NaN when no label counts, yet zero gradients (0 / 0 only in the value)
         count = xp.sum(weights, 0, True)  # (1,): activations need an axis on the device
         weights = xp.divide(weights, xp.add(count, xp.activation_forward(xp.subtract(1.0, count), "relu")))
-        nan_if_none = Tensor(xp.reshape(xp.divide(xp.subtract(count, count), count), ()), backend=xp)
+        if nan_if_empty:
+            nan_if_none = Tensor(xp.reshape(xp.divide(xp.subtract(count, count), count), ()), backend=xp)
     weighted = multiply(per_row, Tensor(weights, backend=xp))
     if reduction == "none":
         return reshape(weighted, shape)

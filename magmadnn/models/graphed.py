@@ -82,6 +82,10 @@ class _Step:
 
     def __init__(self, model, kind: str, xs, y, tally, prefix: str):
         self.model, self.kind, self.prefix, self.xp = model, kind, prefix, model.xp
+        counting = [part for part in (model.loss, *model.metrics) if getattr(part, "ignore_index", None) is not None]
+        if kind != "predict" and counting:  # the tally weighs each batch by a host count the graph would fix
+            raise _NotCapturable(f"{type(counting[0]).__name__}(ignore_index={counting[0].ignore_index}): each batch "
+                                 "weighs in the epoch figures by its number of counted targets")
         self.params = model.parameters()
         self.bindings = []
         for layer in model.layers:

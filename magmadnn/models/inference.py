@@ -16,13 +16,14 @@ __all__ = ["Inference"]
 class Inference:
     """Evaluation and prediction in inference mode (no gradients, BatchNorm running statistics, no dropout)."""
 
-    def _evaluate_into(self, tally: Tally, prefix: str, batches, cbs=None) -> None:
+    def _evaluate_into(self, tally: Tally, prefix: str, batches, cbs=None) -> int:
         """Add the loss and metrics of ``batches`` to the ``prefix`` entries of ``tally``, calling the
-        ``on_test_batch_*`` hooks of ``cbs`` (a CallbackList, or None)."""
-        graphs = self._graphs
+        ``on_test_batch_*`` hooks of ``cbs`` (a CallbackList, or None); returns the number of samples seen."""
+        graphs, seen = self._graphs, 0
         logs = cbs is not None and cbs.wants_batch_logs("test")
         self.stop_evaluating = False
         for index, (xb, yb) in enumerate(batches):
+            seen += int(yb.shape[0])
             if cbs is not None:
                 cbs.on_test_batch_begin(index, {})
             if graphs is None or graphs.run("evaluate", xb, yb, tally, prefix) is None:
@@ -34,6 +35,7 @@ class Inference:
                 cbs.on_test_batch_end(index, running_logs(self, tally, prefix) if logs else {})
                 if self.stop_evaluating:  # a callback ends the evaluation early (Keras' stop_evaluating)
                     break
+        return seen
 
     def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0, callbacks=None) -> dict:
         """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read).
@@ -47,10 +49,10 @@ class Inference:
                            steps=_steps(x, batch_size))
         tally = Tally(self.xp, self._tally_names(False), self.dtype)
         cbs.on_test_begin({})
-        self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"), cbs)
-        if not tally.counts["loss"]:
+        seen = self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"), cbs)
+        if not seen:
             raise ValueError("evaluate: the batch iterable gave no samples; there is nothing to evaluate")
-        results = self._results(tally.read(), tally.counts)
+        results = self._results(tally.read(), tally.counts, who="evaluate")
         cbs.on_test_end(dict(results))
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))

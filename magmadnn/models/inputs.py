@@ -3,6 +3,8 @@ loss accepts) once per call on the host, before any batch runs."""
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+
 import numpy as np
 
 from .._checks import finite_array, shape_str
@@ -25,6 +27,8 @@ class InputChecks:
     """Input and target arrays checked against the model's inputs and loss."""
 
     def _input_arrays(self, x, who: str) -> list[np.ndarray]:
+        if isinstance(x, Mapping):
+            x = self._named_inputs(x, who)
         several = isinstance(x, (list, tuple)) and (len(self.inputs) > 1 or all(hasattr(a, "shape") for a in x))
         arrays = list(x) if several else [x]
         arrays = [real_array(a, f"{who}: model input") for a in arrays]
@@ -46,6 +50,19 @@ class InputChecks:
         self._check_integer_inputs(arrays, who)
         self._check_key_masks(arrays, who)
         return arrays
+
+    def _named_inputs(self, x: Mapping, who: str) -> list:
+        """``{input_name: array}`` (Keras' dict of inputs, onnxruntime's feed) as the arrays in input order; a
+        missing or unknown name is a ValueError listing the model's input names."""
+        names = [node.layer.name for node in self.inputs]
+        unknown = [key for key in x if key not in names]
+        missing = [name for name in names if name not in x]
+        if unknown or missing:
+            parts = ([f"unknown name(s) {unknown}"] if unknown else []) + ([f"no array for {missing}"] if missing
+                                                                             else [])
+            raise ValueError(f"{who}: model {self.name!r} takes the inputs {names}; the dict of inputs has "
+                           f"{' and '.join(parts)}")
+        return [np.asarray(x[name]) for name in names]
 
     def _check_integer_inputs(self, arrays, who: str) -> None:
         """Group N: an integer Input takes integer arrays, and every layer reading an input directly that checks

@@ -105,11 +105,15 @@ class Trainer:
     def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None) -> None:
         """``staged``: each metric's labels on the backend already (a captured step), else None."""
         m = int(y.shape[0])
-        weighted = loss_value if self.loss.reduction == "sum" else self.xp.multiply(loss_value, float(m))
-        tally.add(prefix + "loss", weighted, m)
+        n = getattr(self.loss, "counted", lambda _: None)(y)  # ignore_index: counted targets
+        n = m if n is None else n
+        weighted = loss_value if self.loss.reduction == "sum" else self.xp.multiply(loss_value, float(n))
+        tally.add(prefix + "loss", weighted, n)
+        shape = (m, *self.output_shape)
         for i, metric in enumerate(self.metrics):
             hits = metric.hits(outputs, y, self.xp) if staged is None else metric.hits_of(outputs, staged[i], self.xp)
-            tally.add(prefix + metric.name, hits, m)
+            counted = getattr(metric, "counted", lambda *_: None)(y, shape)
+            tally.add(prefix + metric.name, hits, m if counted is None else counted)
 
     def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None):
         """One training step on one batch (see :func:`.training.train_step`), replayed as a graph when compiled
@@ -255,11 +259,18 @@ class Trainer:
         names = ["loss", *(m.name for m in self.metrics)]
         return names + [f"val_{n}" for n in names] if validating else names
 
-    def _results(self, sums: dict, counts: dict, prefix: str = "") -> dict:
-        """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions."""
+    def _results(self, sums: dict, counts: dict, prefix: str = "", who: str | None = None) -> dict:
+        """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions.
+        ``who`` (the final figures of ``fit``/``evaluate``): an entry whose targets all equal ``ignore_index`` is a
+        ValueError naming it (mid-epoch reads give NaN)."""
         out = {}
-        for name in ["loss", *(m.name for m in self.metrics)]:
+        for name, part in [("loss", self.loss), *((m.name, m) for m in self.metrics)]:
             total, n = sums[prefix + name], counts[prefix + name]
+            if not n and who is not None and getattr(part, "ignore_index", None) is not None:
+                where = "the validation data" if prefix else "the data"
+                raise ValueError(f"{who}: every target of {where} equals ignore_index={part.ignore_index} "
+                                 f"({type(part).__name__}): no target counts, so {prefix + name} is undefined; "
+                                 "check the targets or the ignore_index")
             if not n:
                 out[prefix + name] = float("nan")
             elif name == "loss" and self.loss.reduction == "sum":

@@ -264,7 +264,7 @@ class Epoch:
             cbs.on_test_begin({})
             model._evaluate_into(self.tally, "val_", model._inference_batches(
                 *self.validation_data, self.batch_size, "fit (validation_data)", checked=True), cbs)
-        logs, bad = self._read()
+        logs, bad = self._read(final=True)
         if bad is not None:
             return bad
         if self.validation_data is not None:
@@ -272,8 +272,9 @@ class Epoch:
         self.bar.finish(done, logs)
         return logs
 
-    def _read(self):
-        """One host read of the tally: ``(logs, None)``, or ``(None, stop logs)`` after a non-finite loss."""
+    def _read(self, final: bool = False):
+        """One host read of the tally: ``(logs, None)``, or ``(None, stop logs)`` after a non-finite loss; ``final``:
+        the epoch's figures (a figure with no counted target is then an error naming ``ignore_index``)."""
         model = self.model
         probe = model._param_probe()
         if probe is not None:  # 0, or NaN/inf when a parameter is not finite: it rides on the same read
@@ -285,9 +286,10 @@ class Epoch:
                 stop = model._non_finite_parameters(self.cbs, self.epoch, found, self.done, {"loss": sums["loss"]})
                 return None, stop
         if math.isfinite(sums["loss"]) or self.eager:
-            results = model._results(sums, self.tally.read_counts)
+            who = "fit" if final else None
+            results = model._results(sums, self.tally.read_counts, who=who)
             if self.validation_data is not None:
-                results.update(model._results(sums, self.tally.read_counts, "val_"))
+                results.update(model._results(sums, self.tally.read_counts, "val_", who=who))
             self.snapshot, self.pending = None, []
             return results, None
         return None, self._replay()

@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from .._atomic import write_bytes
 from ..layers.base import Input
 from ._proto import onnx
 from .errors import OnnxExportError
@@ -98,10 +99,7 @@ def to_proto(model, opset: int | None = None, output_name: str = "output", produ
         last = b.node("Identity", [last], f"{output_name}/identity")
     _rename(b.nodes, last, output_name)
     if opset is not None:
-        if int(opset) < b.opset:
-            needs = "; ".join(f"{what} needs opset {v}" for v, what in b.needs if v > int(opset))
-            raise OnnxExportError(f"model {model.name!r} cannot be written with opset {opset}: {needs}")
-        b.opset = int(opset)
+        b.opset = _checked_opset(model, opset, b, module.defs.onnx_opset_version())
     graph = helper.make_graph(b.nodes, model.name, inputs, [_value_info(output_name, elem, model.output.shape)],
                               b.initializers)
     opsets = [helper.make_opsetid("", b.opset)]
@@ -112,6 +110,24 @@ def to_proto(model, opset: int | None = None, output_name: str = "output", produ
     except Exception as exc:  # noqa: BLE001 - a failing check is a bug of an exporter: say which model
         raise OnnxExportError(f"model {model.name!r}: the ONNX graph fails onnx.checker: {exc}") from exc
     return proto
+
+
+def _checked_opset(model, opset, b: Builder, newest: int) -> int:
+    """The opset asked for, or an OnnxExportError saying why it cannot be (too old for magmadnn or for one of the
+    model's layers, newer than the installed onnx knows, not an integer)."""
+    if isinstance(opset, bool) or not isinstance(opset, (int, np.integer)):
+        raise OnnxExportError(f"opset must be an integer (an ONNX opset version such as {MIN_OPSET}), got {opset!r}")
+    opset = int(opset)
+    if opset > newest:
+        raise OnnxExportError(f"model {model.name!r} cannot be written with opset {opset}: the installed onnx "
+                              f"package knows opsets up to {newest}; ask for {b.opset} to {newest}, or upgrade onnx")
+    if opset < b.opset:
+        needs = [f"{what} needs opset {v}" for v, what in b.needs if v > opset]
+        if MIN_OPSET > opset:
+            needs.insert(0, f"magmadnn writes opset {MIN_OPSET} or newer")
+        raise OnnxExportError(f"model {model.name!r} cannot be written with opset {opset}: {'; '.join(needs)}; "
+                              f"ask for {b.opset} to {newest}, or leave opset unset")
+    return opset
 
 
 def _rename(nodes, old: str, new: str) -> None:
@@ -128,7 +144,9 @@ def export(model, path, opset: int | None = None, output_name: str = "output"):
     """Write ``model`` to the ONNX file ``path`` (opset 17 by default, higher where a layer needs it; ``opset`` to
     ask for a newer one); returns the path. Input names are the Input layers' names, the output is
     ``output_name``, the batch axis is dynamic. A layer with no ONNX form is an OnnxExportError naming it."""
-    proto = to_proto(model, opset=opset, output_name=output_name)
     path = os.fspath(path)
-    onnx().save(proto, path)
-    return path
+    if os.path.splitext(path)[1].lower() in (".safetensors", ".npz"):
+        raise OnnxExportError(f"{path!r} names a magmadnn model file (.safetensors/.npz), which model.save writes; "
+                              "give the ONNX file a name ending in .onnx")
+    proto = to_proto(model, opset=opset, output_name=output_name)
+    return write_bytes(path, proto.SerializeToString())

@@ -12,11 +12,11 @@ import hashlib
 import json
 import os
 import re
-import tempfile
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
+from .._atomic import write_bytes
 from ..errors import KernelCompileError, LibraryNotFoundError
 
 #: Options every pymagma kernel is compiled with.
@@ -129,10 +129,7 @@ def _write_disk(key: str, program: CompiledProgram) -> None:
     try:
         folder.mkdir(parents=True, exist_ok=True)
         for suffix, data in ((program.kind, program.image), ("json", json.dumps(program.lowered).encode())):
-            fd, tmp = tempfile.mkstemp(dir=folder, prefix=key, suffix=".tmp")
-            with os.fdopen(fd, "wb") as handle:
-                handle.write(data)
-            os.replace(tmp, folder / f"{key}.{suffix}")
+            write_bytes(folder / f"{key}.{suffix}", data)  # atomic: a full disk never leaves a torn cache entry
     except OSError:  # a read-only or full cache directory only costs a recompile next time
         pass
 

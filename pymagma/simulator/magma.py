@@ -370,9 +370,37 @@ def gels(k, dt):
     B = cm(k["dB"], m, k["nrhs"], k["lddb"], dt)
     q, r = np.linalg.qr(A, mode="complete")
     qb = np.conj(q.T) @ B
-    B[:n] = np.linalg.solve(r[:n, :n], qb[:n])
+    with np.errstate(all="ignore"):  # a singular R gives what a triangular solve gives: huge or non-finite entries
+        B[:n] = _triangular_solve(r[:n, :n], qb[:n])
     B[n:] = qb[n:]
+    _geqrf_gpu_factor(A, dt)
     return _set_info(k, 0)
+
+
+#: the block size of the simulated geqrf_gpu (MAGMA's depends on the size and the GPU; any value models the layout)
+GEQRF_NB = 32
+
+
+def _geqrf_gpu_factor(A, dt) -> None:
+    """``A`` as magma_?geqrf_gpu (inside gels_gpu) leaves it: LAPACK's factor, except that each nb x nb diagonal
+    block holds only its reflectors (0 above, 1 on the diagonal): R's diagonal blocks go, inverted, to the dT
+    workspace (freed by gels). Code reading R's diagonal from dA after gels reads ones."""
+    factor = np.linalg.qr(A, mode="raw")[0].T
+    k = min(A.shape)
+    for start in range(0, k, GEQRF_NB):
+        stop = min(start + GEQRF_NB, k)
+        block = factor[start:stop, start:stop]
+        block[np.triu_indices(stop - start, 1)] = 0
+        np.fill_diagonal(block, 1)
+    A[...] = factor.astype(dt, copy=False)
+
+
+def _triangular_solve(r, b):
+    """``r x = b`` for upper triangular ``r`` by back substitution (no pivoting, no singularity check)."""
+    x = np.zeros_like(b)
+    for i in range(r.shape[0] - 1, -1, -1):
+        x[i] = (b[i] - r[i, i + 1:] @ x[i + 1:]) / r[i, i]
+    return x
 
 
 def _answer_query(k, dt, sizes) -> None:

@@ -168,10 +168,12 @@ def test_bfloat16_without_ml_dtypes_names_the_package(monkeypatch):
 @pytest.mark.parametrize("versioned", [True, False])
 def test_dlpack_export_is_released_once_consumed_or_dropped(versioned):
     base = np.ones(5)
+    gc.collect()  # earlier tests' dropped capsules are released now, not during this test
     before = len(_dlpack._EXPORTED)
     cap = _dlpack.to_capsule(host_view(base), _dlpack.kDLCPU, versioned=versioned)
     assert len(_dlpack._EXPORTED) == before + 1
-    del cap  # never consumed: the capsule destructor releases it
+    del cap  # never consumed: the next sweep (an export, a garbage collection) releases it
+    gc.collect()
     assert len(_dlpack._EXPORTED) == before
     arr = np.from_dlpack(_HostExporter(host_view(base), versioned))
     del arr  # consumed: NumPy calls the deleter
