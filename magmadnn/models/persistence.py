@@ -24,8 +24,8 @@ from .. import optimizers as _optimizers
 from ..saving import ArchitectureMismatchError, ModelFileError, read_file, write_file
 from . import rng as _rng
 
-__all__ = ["Persistence", "save_model", "read", "restore", "restore_training", "load_weights", "save_checkpoint", "load_checkpoint",
-           "ArchitectureMismatchError", "ModelFileError"]
+__all__ = ["Persistence", "save_model", "read", "restore", "restore_training", "load_weights", "save_checkpoint",
+           "load_checkpoint", "ArchitectureMismatchError", "ModelFileError"]
 
 _OPT_PREFIX = "optimizer."
 
