@@ -30,7 +30,8 @@ def _readable(size: float) -> str:
 def summary_text(model) -> str:
     """Layer (type), output shape (None = batch), parameter count (every weight, BatchNorm statistics included) and,
     for graph models, the inbound layers; then Keras' totals: trainable, non-trainable (frozen layers' weights and
-    BatchNorm statistics) and, once the optimizer has slots, the optimizer's, all in the total."""
+    BatchNorm statistics) and, once the optimizer has slots, the optimizer's (its slots, step count and learning
+    rate, as Keras counts them), all in the total."""
     show_inbound = not model.is_sequential
     rows = []
     for layer in model.layers:
@@ -49,6 +50,8 @@ def summary_text(model) -> str:
     held = model.optimizer.slot_arrays.values() if model.optimizer is not None else ()
     slots = [array for arrays in held for array in arrays.values()]
     optimizer, optimizer_bytes = _size(slots)
+    if slots:  # Keras counts the optimizer's step count and learning rate too (two 4-byte variables)
+        optimizer, optimizer_bytes = optimizer + 2, optimizer_bytes + 8
     total, total_bytes = trainable + frozen + optimizer, trainable_bytes + frozen_bytes + optimizer_bytes
     out = [f'Model: "{model.name}"', rule, line(header), "=" * len(rule), *(line(r) for r in rows), "=" * len(rule),
            f" Total params: {total:,} ({_readable(total_bytes)})",
