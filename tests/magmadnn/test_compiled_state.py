@@ -17,10 +17,10 @@ X = RNG.standard_normal((40, 6)).astype(np.float32)
 Y = RNG.integers(0, 3, 40)
 
 
-@pytest.fixture(params=["host", "simulator"])
+@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param == "host":
-        yield "host"
+    if request.param in ("host", "gpu"):
+        yield request.param
         return
     with simulator.simulated("full"):
         yield "gpu"

@@ -61,10 +61,10 @@ class Doubled(L.Layer):
         return F.concatenate([inputs, inputs], axis=-1)
 
 
-@pytest.fixture(params=["host", "simulator"])
+@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param == "host":
-        yield "host"
+    if request.param in ("host", "gpu"):
+        yield request.param
         return
     with simulator.simulated("full"):
         yield "gpu"

@@ -18,10 +18,10 @@ X = RNG.standard_normal((24, 4)).astype(np.float32)
 Y = RNG.standard_normal((24, 2)).astype(np.float32)
 
 
-@pytest.fixture(params=["host", "simulator"])
+@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param == "host":
-        yield "host"
+    if request.param in ("host", "gpu"):
+        yield request.param
         return
     with simulator.simulated("full"):
         yield "gpu"
@@ -255,3 +255,21 @@ def test_compile_keeps_trained_weights_and_seed_needs_reinitialize():
     _same(model.get_weights(), trained, rtol=0, atol=0)
     model.reinitialize(3)
     assert not np.allclose(model.get_weights()[0], trained[0])
+
+
+def test_weights_assign_and_bad_flags():
+    model, _, weights = _bn_pair()
+    bn = model.layers[1]
+    moving_var = bn.weights[3]
+    moving_var.assign(np.full(3, 2.0, np.float32))
+    np.testing.assert_array_equal(bn.state["running_var"], 2.0)
+    bn.weights[0].assign(0.5)  # a number fills the weight
+    np.testing.assert_array_equal(bn.params["gamma"].numpy(), 0.5)
+    with pytest.raises(TypeError, match="trainable must be True or False"):
+        bn.trainable = "no"
+    with pytest.raises(TypeError, match="trainable must be True or False"):
+        model.trainable = 0
+    frozen = L.Dense(2, trainable=False)  # Keras' constructor argument
+    Sequential([L.Input((3,)), frozen])
+    assert frozen.trainable_weights == [] and len(frozen.non_trainable_weights) == 2
+    assert frozen.get_config()["trainable"] is False
