@@ -29,7 +29,7 @@ class Weights:
         if not isinstance(value, (bool, np.bool_)):
             raise TypeError(f"model {self.name!r}: trainable must be True or False, got {value!r}")
         self._trainable = bool(value)
-        for layer in self._all_layers:
+        for layer in self.layers:  # a Sequential not built yet: the layers given to it
             layer.trainable = self._trainable
 
     @property

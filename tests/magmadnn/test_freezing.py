@@ -273,3 +273,15 @@ def test_weights_assign_and_bad_flags():
     Sequential([L.Input((3,)), frozen])
     assert frozen.trainable_weights == [] and len(frozen.non_trainable_weights) == 2
     assert frozen.get_config()["trainable"] is False
+
+
+def test_freezing_a_sequential_before_it_is_built_freezes_its_layers():
+    model = Sequential([L.Dense(3), L.BatchNorm(), L.Dense(2)], seed=0)
+    model.trainable = False
+    model.compile(O.SGD(0.1), "mse")
+    model.predict(X)  # builds
+    start = model.get_weights()
+    model.fit(X, Y, epochs=1, verbose=0)
+    assert model.trainable_weights == [] and all(not la.trainable for la in model.layers)
+    for a, b in zip(model.get_weights(), start):
+        np.testing.assert_array_equal(a, b)
