@@ -285,3 +285,12 @@ def test_freezing_a_sequential_before_it_is_built_freezes_its_layers():
     assert model.trainable_weights == [] and all(not la.trainable for la in model.layers)
     for a, b in zip(model.get_weights(), start):
         np.testing.assert_array_equal(a, b)
+
+
+def test_onnx_export_is_the_same_for_a_frozen_model(tmp_path):
+    pytest.importorskip("onnx")
+    model, _, _ = _bn_pair()
+    plain = (tmp_path / "a.onnx").read_bytes() if model.export(tmp_path / "a.onnx") else b""
+    model.trainable = False
+    frozen = (tmp_path / "b.onnx").read_bytes() if model.export(tmp_path / "b.onnx") else b""
+    assert plain and plain == frozen
