@@ -39,7 +39,13 @@ def register(cls=None, *, package: str | None = None, name: str | None = None):
     def add(cls):
         if not (isinstance(cls, type) and issubclass(cls, Layer)):
             raise TypeError(f"register: expected a Layer subclass, got {cls!r}")
-        _REGISTRY[name or cls.__name__] = cls
+        for key in {cls.__name__, name or cls.__name__}:  # files store the class name; ``name`` is an alias
+            known = _REGISTRY.get(key)
+            if known is not None and known.__module__.startswith("magmadnn.") and \
+                    not cls.__module__.startswith("magmadnn."):
+                raise ValueError(f"register: {key!r} is magmadnn's built-in {known.__module__}.{key}; give the "
+                                 "custom layer class another name")
+            _REGISTRY[key] = cls
         return cls
 
     return add if cls is None else add(cls)

@@ -149,3 +149,17 @@ def test_add_weight_forms_and_errors():
 
     with pytest.raises(TypeError, match=r"\['regularizer'\] are not supported"):
         Bad()(np.zeros((1, 2), np.float32))
+
+
+def test_register_keeps_the_built_in_names():
+    class Dense(L.Layer):
+        def call(self, inputs):
+            return inputs
+
+    with pytest.raises(ValueError, match="'Dense' is magmadnn's built-in"):
+        L.register(Dense)
+    with pytest.raises(TypeError, match="expected a Layer subclass"):
+        L.register(int)
+    assert L.layer_class("Dense") is L.Dense
+    assert L.register(name="LinearAlias")(Linear) is Linear
+    assert L.layer_class("LinearAlias") is L.layer_class("Linear") is Linear
