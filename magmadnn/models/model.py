@@ -116,6 +116,22 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         out)."""
         return list(self._all_layers)
 
+    def get_layer(self, name: str | None = None, index: int | None = None) -> Layer:
+        """A layer by ``name`` or by ``index`` into :attr:`layers` (Keras' ``get_layer``)."""
+        if (name is None) == (index is None):
+            raise ValueError("get_layer: give either name= or index=, exactly one")
+        layers = self.layers
+        if index is not None:
+            if not isinstance(index, int) or not -len(layers) <= index < len(layers):
+                raise ValueError(f"get_layer: index {index!r} is out of range; model {self.name!r} has "
+                                 f"{len(layers)} layers")
+            return layers[index]
+        for layer in layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"get_layer: no layer named {name!r}; model {self.name!r} has "
+                         f"{[layer.name for layer in layers]}")
+
     def nodes_of(self, layer) -> list[SymbolicTensor]:
         return [node for node in self.nodes if node.layer is layer]
 

@@ -119,7 +119,7 @@ def test_save_and_load_a_registered_layer_and_one_given_by_custom_objects(tmp_pa
         models.load_model(tmp_path / "m.npz")
     loaded = models.load_model(tmp_path / "m.npz", custom_objects={"Scale": Scale})
     np.testing.assert_array_equal(loaded.predict(X), model.predict(X))
-    assert [la.units for la in loaded.layers if la.name == "lin"] == [4]
+    assert loaded.get_layer("lin").units == 4
 
 
 def test_add_weight_forms_and_errors():

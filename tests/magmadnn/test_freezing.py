@@ -294,3 +294,14 @@ def test_onnx_export_is_the_same_for_a_frozen_model(tmp_path):
     model.trainable = False
     frozen = (tmp_path / "b.onnx").read_bytes() if model.export(tmp_path / "b.onnx") else b""
     assert plain and plain == frozen
+
+
+def test_get_layer_by_name_or_index_as_keras():
+    model = Sequential([L.Input((4,)), L.Dense(5, name="hidden"), L.Dense(2, name="out")])
+    k = keras.Sequential([keras.Input((4,)), KL.Dense(5, name="hidden"), KL.Dense(2, name="out")])
+    for m in (model, k):
+        assert m.get_layer("out") is m.layers[1] and m.get_layer(index=0) is m.layers[0]
+    with pytest.raises(ValueError, match=r"no layer named 'nope'; model .* has \['hidden', 'out'\]"):
+        model.get_layer("nope")
+    with pytest.raises(ValueError, match="exactly one"):
+        model.get_layer()
