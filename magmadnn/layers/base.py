@@ -8,6 +8,7 @@ a Tensor / NumPy batch). Layers compute only through ``magmadnn.functional`` so 
 
 from __future__ import annotations
 
+import functools
 import inspect
 import math
 import re
@@ -146,6 +147,22 @@ def _overrides(cls, method: str) -> bool:
     return getattr(cls, method) is not getattr(Layer, method)
 
 
+def _framed(build):
+    """A Keras-style ``build``: called by the layer's own building (batch-included shapes) it runs as written;
+    called by hand (``layer.build((None, 4))``, as in Keras) it builds the layer through the framework."""
+    @functools.wraps(build)
+    def framed(self, input_shape):
+        if self._in_build:
+            return build(self, input_shape)
+        many = isinstance(input_shape, list) and all(isinstance(s, (tuple, list)) for s in input_shape)
+        shapes = _normalise_shapes([list(s)[1:] for s in input_shape] if many else tuple(input_shape)[1:])
+        if not self.built:
+            self._build(shapes)
+        return None
+
+    return framed
+
+
 class Layer:
     """Base class.
 
@@ -160,6 +177,7 @@ class Layer:
 
     _keras_style = False
     _call_takes_training = True
+    _in_build = False
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -167,6 +185,8 @@ class Layer:
         cls._call_takes_training = "training" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
         cls._keras_style = (not cls.__module__.startswith("magmadnn.") and not _overrides(cls, "create_weights")
                             and not _overrides(cls, "check_input_shape"))
+        if cls._keras_style and "build" in cls.__dict__:
+            cls.build = _framed(cls.__dict__["build"])
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True):
         if name is not None and (not isinstance(name, str) or not name):
@@ -176,6 +196,7 @@ class Layer:
         self.name = name or _auto_name(type(self))
         self._trainable = bool(trainable)
         self._fixed: set[str] = set()  # weights created with add_weight(trainable=False)
+        self._early: dict[str, tuple] = {}  # weights created before build (in __init__): re-made at each build
         self._user_dtype = None if dtype is None else np.dtype(dtype)
         self.dtype = self._user_dtype
         self.seed = seed
@@ -202,7 +223,7 @@ class Layer:
             self._state.clear()
             self._fixed.clear()
             self.built = False
-            self._build(self.input_shape)
+            self._build(self.input_shape, remake=True)
 
     def move_to(self, backend, move) -> None:
         """Put the weights and state arrays on ``backend`` as they are (``move(array)`` copies one array there);
@@ -230,23 +251,41 @@ class Layer:
             self._build_seed = _fresh_seed()
         self._init_rng = self.xp.rng(derive_seed(self._build_seed, 0))
 
-    def _build(self, input_shape) -> None:
-        """Check ``input_shape`` (per sample, or a list of them), create the weights, fix the output shape."""
+    def _build(self, input_shape, remake: bool = False) -> None:
+        """Check ``input_shape`` (per sample, or a list of them), create the weights, fix the output shape
+        (``remake``: the weights made before build are drawn again, on the current backend, dtype and seed)."""
         self._setup()
+        self._remake_early(remake)
         input_shape = _normalise_shapes(input_shape)
-        if self._keras_style:
-            self._build_keras(input_shape)
-            return
-        self.check_input_shape(input_shape)
-        output_shape = self.compute_output_shape(input_shape)
-        self.create_weights(input_shape)
-        self.input_shape, self.output_shape, self.built = input_shape, output_shape, True
+        self._in_build = True
+        try:
+            if self._keras_style:
+                self._build_keras(input_shape)
+                return
+            self.check_input_shape(input_shape)
+            output_shape = self.compute_output_shape(input_shape)
+            self.create_weights(input_shape)
+            self.input_shape, self.output_shape, self.built = input_shape, output_shape, True
+        finally:
+            self._in_build = False
+
+    def _remake_early(self, remake: bool) -> None:
+        """Put the weights made before build (Keras lets ``__init__`` make them) back first, in the same Parameter
+        objects; drawn again from the layer's seed where the backend, dtype or seed changed or ``remake``."""
+        for name, (param, shape, initializer, given, made) in self._early.items():
+            dtype = self.dtype if given is None else given
+            now = (self.xp, dtype, self._build_seed)
+            if remake or made != now:
+                param.data, param.xp, param.grad = initializers.get(initializer)(shape, dtype, self.xp,
+                                                                                 self._init_rng), self.xp, None
+                self._early[name] = (param, shape, initializer, given, now)
+            self._params[name] = param
 
     def _build_keras(self, input_shape) -> None:
         """A Keras-style layer: ``build`` and ``compute_output_shape`` see batch-included shapes; without
         ``compute_output_shape`` the output shape is that of one call on zeros (batch of 1)."""
         batched = [(None, *s) for s in input_shape] if isinstance(input_shape, list) else (None, *input_shape)
-        if _overrides(type(self), "build") and not self._params and not self._state:  # not built by hand already
+        if _overrides(type(self), "build"):
             type(self).build(self, batched)
         self.input_shape, self.built = input_shape, True
         if _overrides(type(self), "compute_output_shape"):
@@ -328,14 +367,17 @@ class Layer:
                              "already")
         if not isinstance(trainable, (bool, np.bool_)):
             raise TypeError(f"add_weight: trainable must be True or False, got {trainable!r}")
-        dtype = self.dtype if dtype is None else np.dtype(dtype)
-        data = initializers.get("glorot_uniform" if initializer is None else initializer)(
-            shape, dtype, self.xp, self._init_rng)
+        given = None if dtype is None else np.dtype(dtype)
+        dtype = self.dtype if given is None else given
+        initializer = "glorot_uniform" if initializer is None else initializer
+        data = initializers.get(initializer)(shape, dtype, self.xp, self._init_rng)
         param = Parameter(data, name=f"{self.name}/{name}", backend=self.xp,
                           trainable=bool(trainable) and self._trainable)
         self._params[name] = param
         if not trainable:
             self._fixed.add(name)
+        if not self._in_build and not self.built:
+            self._early[name] = (param, shape, initializer, given, (self.xp, dtype, self._build_seed))
         return param
 
     def add_state(self, name: str, array) -> None:

@@ -163,3 +163,53 @@ def test_register_keeps_the_built_in_names():
     assert L.layer_class("Dense") is L.Dense
     assert L.register(name="LinearAlias")(Linear) is Linear
     assert L.layer_class("LinearAlias") is L.layer_class("Linear") is Linear
+
+
+class InitLinear(L.Layer):
+    """Keras' subclassing guide's first layer: weights made in ``__init__``, no build."""
+
+    def __init__(self, units=3, input_dim=4):
+        super().__init__()
+        self.w = self.add_weight(shape=(input_dim, units), initializer="random_normal", trainable=True)
+        self.b = self.add_weight(shape=(units,), initializer="zeros", trainable=True)
+
+    def call(self, inputs):
+        return F.matmul(inputs, self.w) + self.b
+
+
+class KerasInitLinear(keras.layers.Layer):
+    def __init__(self, units=3, input_dim=4):
+        super().__init__()
+        self.w = self.add_weight(shape=(input_dim, units), initializer="random_normal", trainable=True)
+        self.b = self.add_weight(shape=(units,), initializer="zeros", trainable=True)
+
+    def call(self, inputs):
+        return keras.ops.matmul(inputs, self.w) + self.b
+
+
+def test_weights_made_in_init_train_as_in_keras_and_follow_the_model(device):
+    layer = InitLinear(2)
+    model = Sequential([L.Input((4,)), layer], seed=3, device=device)
+    k = keras.Sequential([keras.Input((4,)), KerasInitLinear(2)])
+    assert layer.w.xp is model.xp and [p is q for p, q in zip(model.parameters(), (layer.w, layer.b))] == [True] * 2
+    assert abs(float(np.std(layer.w.numpy())) - 0.05) < 0.04  # Keras' random_normal: stddev 0.05
+    k.set_weights(model.get_weights())
+    model.compile(O.SGD(0.1), "mse")
+    k.compile(keras.optimizers.SGD(0.1), "mse")
+    model.fit(X, Y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    k.fit(X, Y, batch_size=8, epochs=2, shuffle=False, verbose=0)
+    for a, b in zip(model.get_weights(), k.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-5)
+    trained = model.get_weights()
+    model.reinitialize(3)  # drawn again from the model's seed, into the same Parameters the layer uses
+    assert not np.allclose(layer.w.numpy(), trained[0]) and model.parameters()[0] is layer.w
+    twin = Sequential([L.Input((4,)), InitLinear(2)], seed=3, device=device)
+    np.testing.assert_array_equal(twin.get_weights()[0], model.get_weights()[0])
+
+
+def test_build_called_by_hand_with_a_keras_shape():
+    layer = Linear(3)
+    layer.build((None, 4))
+    assert layer.built and layer.input_shape == (4,) and layer.output_shape == (3,) and layer.seen == (None, 4)
+    assert layer(np.ones((2, 4), np.float32)).shape == (2, 3)
+    assert len(layer.weights) == 3
