@@ -518,7 +518,15 @@ class Layer:
 
     @classmethod
     def from_config(cls, config: dict):
-        return cls(**config)
+        try:
+            return cls(**config)
+        except TypeError as exc:
+            if cls.__module__.startswith("magmadnn."):
+                raise
+            raise ValueError(f"{cls.__name__}.from_config: its constructor does not take the configuration "
+                             f"{sorted(config)} ({exc}); let __init__ take **kwargs and pass them to "
+                             "super().__init__(**kwargs), and return the other arguments from get_config (or override "
+                             "from_config)") from None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"

@@ -213,3 +213,11 @@ def test_build_called_by_hand_with_a_keras_shape():
     assert layer.built and layer.input_shape == (4,) and layer.output_shape == (3,) and layer.seen == (None, 4)
     assert layer(np.ones((2, 4), np.float32)).shape == (2, 3)
     assert len(layer.weights) == 3
+
+
+def test_a_constructor_that_rejects_its_config_is_named_at_load(tmp_path):
+    model = Sequential([L.Input((4,)), InitLinear(2)], seed=0)
+    model.save(tmp_path / "m.npz")
+    with pytest.raises(ValueError, match=r"InitLinear.from_config: its constructor does not take the configuration "
+                                         r".*\*\*kwargs"):
+        models.load_model(tmp_path / "m.npz", custom_objects={"InitLinear": InitLinear})
