@@ -283,10 +283,11 @@ class Parameter(Tensor):
 
     def assign(self, value) -> None:
         """Replace the values (same shape) with ``value`` (an array, Tensor or number), as Keras' ``assign``."""
-        value = value.data if isinstance(value, Tensor) else value
-        array = self.xp.asarray(np.broadcast_to(np.asarray(self.xp.to_numpy(self.xp.asarray(value))), self.shape)
-                                .astype(self.dtype))
-        self.data = array
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        elif not isinstance(value, (np.ndarray, np.generic, int, float, list, tuple)):
+            value = self.xp.to_numpy(value)  # a backend array
+        self.data = self.xp.asarray(np.ascontiguousarray(np.broadcast_to(np.asarray(value, self.dtype), self.shape)))
 
     def __repr__(self) -> str:
         label = f"{self.name!r}, " if self.name else ""
