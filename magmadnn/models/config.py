@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..layers.base import Input, layer_class
 from ..saving import ModelFileError
 from . import persistence
@@ -39,15 +41,18 @@ def model_from_config(config: dict, device=None, backend=None, custom_objects: d
         raise ModelFileError(f"damaged model configuration: {type(exc).__name__}: {exc}") from None
 
 
-def load_model(path, device=None, backend=None, custom_objects: dict | None = None) -> Model:
+def load_model(path, device=None, backend=None, custom_objects: dict | None = None, compile: bool = True) -> Model:  # noqa: A002 - Keras' name
     """Rebuild the model stored in ``path`` (a model file or a checkpoint) with its weights, on ``device`` ("host",
     "gpu", "gpu:N", "auto"; ``backend`` is its old name). Files hold host arrays: any device loads any file.
     A model saved compiled comes back compiled (optimizer and its slots, loss, metrics, epoch, random streams):
     ``evaluate`` works at once and ``fit`` continues where the saved model stopped. ``custom_objects``:
-    ``{class name: Layer subclass}`` for custom layers not registered with ``@magmadnn.layers.register``."""
+    ``{class name: Layer subclass}`` for custom layers not registered with ``@magmadnn.layers.register``.
+    ``compile=False`` (Keras' argument): the weights only, the model is left uncompiled."""
+    if not isinstance(compile, (bool, np.bool_)):
+        raise TypeError(f"load_model: compile must be True or False, got {compile!r}")
     tensors, meta = persistence.read(path)
     model = model_from_config(meta["model"], device=device, backend=backend, custom_objects=custom_objects)
-    if "optimizer" in meta:
+    if compile and "optimizer" in meta:
         persistence.restore_training(model, tensors, meta, path)
     else:
         persistence.restore(model, tensors, meta, path)

@@ -55,7 +55,8 @@ class Trainer:
     _graphs = None  # compile(graph=True): the captured steps (graphed.GraphedSteps)
 
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
-                graph: bool = False, reinitialize: bool = False):
+                graph: bool = False, reinitialize: bool = False, run_eagerly: bool | None = None,
+                jit_compile="auto"):
         """Choose optimizer, loss and metrics; the weights are kept (compile again to change the optimizer or its
         learning rate, as in Keras). ``seed`` re-seeds the model and re-creates its weights: allowed on a model
         never trained nor loaded; on a trained one pass ``reinitialize=True`` too (or call ``reinitialize(seed)``),
@@ -64,7 +65,14 @@ class Trainer:
 
         ``graph=True``: on a GPU, ``fit``, ``evaluate`` and ``predict`` capture their step once per batch shape as
         a CUDA graph (after one eager step) and replay it; results equal eager ones bit for bit (see
-        :mod:`.graphed`). Where a step cannot be captured, one warning says why and it runs eagerly."""
+        :mod:`.graphed`). Where a step cannot be captured, one warning says why and it runs eagerly.
+
+        Keras' ``run_eagerly`` and ``jit_compile`` are accepted and change nothing: steps run eagerly unless
+        ``graph=True`` (the results are the same either way)."""
+        if run_eagerly is not None and not isinstance(run_eagerly, (bool, np.bool_)):
+            raise TypeError(f"compile: run_eagerly must be True, False or None, got {run_eagerly!r}")
+        if jit_compile not in ("auto", True, False):
+            raise TypeError(f"compile: jit_compile must be 'auto', True or False, got {jit_compile!r}")
         if not isinstance(graph, (bool, np.bool_)):
             raise TypeError(f"compile: graph must be True or False, got {graph!r}")
         if not isinstance(reinitialize, (bool, np.bool_)):

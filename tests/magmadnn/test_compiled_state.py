@@ -86,3 +86,15 @@ def test_a_compiled_state_that_cannot_be_written_is_left_out_with_a_warning(tmp_
     assert not loaded.compiled
     with pytest.raises(RuntimeError, match="compile"):
         loaded.evaluate(X, Y, verbose=0)
+
+
+def test_load_model_compile_false_and_keras_compile_arguments(tmp_path):
+    model = _model("host")
+    model.compile(O.Adam(0.01), "cross_entropy", ["accuracy"], run_eagerly=True, jit_compile=False)
+    model.fit(X, Y, batch_size=8, epochs=1, verbose=0)
+    model.save(tmp_path / "m.npz")
+    bare = models.load_model(tmp_path / "m.npz", compile=False)
+    assert not bare.compiled
+    np.testing.assert_array_equal(bare.predict(X), model.predict(X))
+    with pytest.raises(TypeError, match="jit_compile must be"):
+        model.compile("sgd", jit_compile="xla")
