@@ -305,3 +305,19 @@ def test_get_layer_by_name_or_index_as_keras():
         model.get_layer("nope")
     with pytest.raises(ValueError, match="exactly one"):
         model.get_layer()
+
+
+@pytest.mark.parametrize("cls", [L.BatchNorm, L.BatchNormalization])
+def test_both_batchnorm_names_run_in_inference_mode_when_frozen(cls):
+    model = Sequential([L.Input((4,)), cls()], seed=0)
+    layer = model.layers[0]
+    layer.set_weights([np.full(4, 1.5, np.float32), np.full(4, 0.1, np.float32), np.full(4, 0.3, np.float32),
+                       np.full(4, 2.0, np.float32)])
+    layer.trainable = False
+    stats = [a.copy() for a in layer.get_weights()[2:]]
+    x = RNG.standard_normal((8, 4)).astype(np.float32)
+    np.testing.assert_allclose(model(x, training=True).numpy(), model(x, training=False).numpy(), rtol=1e-6)
+    for a, b in zip(layer.get_weights()[2:], stats):
+        np.testing.assert_array_equal(a, b)
+    layer.trainable = True
+    assert not np.allclose(model(x, training=True).numpy(), model(x, training=False).numpy())
