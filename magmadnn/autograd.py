@@ -243,12 +243,51 @@ class Tensor:
     __hash__ = object.__hash__
 
 
-class Parameter(Tensor):
-    """A trainable leaf tensor (requires_grad=True) with an optional name."""
+_trainable_changes = 0  # counts changes of any Parameter's ``trainable`` (a captured step checks it)
 
-    def __init__(self, data: Any, name: str | None = None, backend=None):
+
+def trainable_changes() -> int:
+    """How many times a ``trainable`` flag changed in this process (graph replay recaptures when it moves)."""
+    return _trainable_changes
+
+
+def note_trainable_change() -> None:
+    global _trainable_changes
+    _trainable_changes += 1
+
+
+class Parameter(Tensor):
+    """A weight: a leaf tensor (requires_grad=True) with an optional name and a ``trainable`` flag (Keras'
+    ``Variable.trainable``: optimizers leave a weight whose flag is False unchanged)."""
+
+    def __init__(self, data: Any, name: str | None = None, backend=None, trainable: bool = True):
         super().__init__(data, requires_grad=True, backend=backend)
         self.name = name
+        self._trainable = bool(trainable)
+
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value) -> None:
+        value = bool(value)
+        if value != self._trainable:
+            self._trainable = value
+            note_trainable_change()
+
+    @property
+    def path(self) -> str | None:
+        """Keras' name for the full name ``"<layer>/<weight>"``."""
+        return self.name
+
+    def assign(self, value) -> None:
+        """Replace the values (same shape) with ``value`` (an array, Tensor or number), as Keras' ``assign``."""
+        if isinstance(value, Tensor):
+            value = value.numpy()
+        elif not isinstance(value, (np.ndarray, np.generic, int, float, list, tuple)):
+            value = self.xp.to_numpy(value)  # a backend array
+        self.data = self.xp.asarray(np.ascontiguousarray(np.broadcast_to(np.asarray(value, self.dtype), self.shape)))
 
     def __repr__(self) -> str:
         label = f"{self.name!r}, " if self.name else ""

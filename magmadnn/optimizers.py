@@ -1,6 +1,8 @@
 """Optimizers: SGD (momentum, Nesterov), AdaGrad, RMSProp, Adam, AdamW.
 
-``optimizer.step(params)`` updates every Parameter that has a gradient, in place, through the backend's ``*_update``
+``optimizer.step(params)`` updates every trainable Parameter that has a gradient, in place (a Parameter whose
+``trainable`` is False, a frozen layer's, is left as it is: no update, weight decay or slot; clipping norms count
+the trainable gradients only), through the backend's ``*_update``
 ops; slot arrays (momentum, moments, accumulators) are allocated once per parameter with ``zeros_like`` and are
 indexed by the parameter's position in ``params`` (the model always passes the same ordered list). A step never reads
 a value back to the host: the learning rate and the step count are host numbers.
@@ -81,7 +83,7 @@ class Optimizer:
             lr = self._device_values
         grads = self._clipped_grads(params)
         for index, param in enumerate(params):
-            if param.grad is None:
+            if grads[index] is None:
                 continue
             state = self._state.get(index)
             if state is None:
@@ -97,7 +99,7 @@ class Optimizer:
         ``c / max(norm, c)`` for the norm of each (``clipnorm``) or of all together (``global_clipnorm``), Keras'
         ``clip_by_norm`` / ``clip_by_global_norm``. The factor is computed on the backend (``clip_norm_scale``): nothing
         is read back."""
-        grads = [param.grad for param in params]
+        grads = [param.grad if getattr(param, "trainable", True) else None for param in params]
         if self.clipnorm is None and self.global_clipnorm is None:
             return grads
         present = [(i, p.xp, g) for i, (p, g) in enumerate(zip(params, grads)) if g is not None]

@@ -69,7 +69,7 @@ def _safetensors_numpy():
 def _encode(tensors: dict, metadata: dict, container: str) -> bytes:
     arrays = {}
     for key, value in tensors.items():
-        array = np.ascontiguousarray(value)
+        array = np.ascontiguousarray(value).reshape(np.shape(value))  # keeps 0-d weights 0-d
         if array.dtype == object:
             raise TypeError(f"array {key!r} has dtype object; model files hold numeric arrays only")
         arrays[key] = array

@@ -101,7 +101,7 @@ def test_model_save_on_a_full_disk_keeps_the_saved_model(tmp_path, monkeypatch, 
     model = _mlp()
     model.save(path)
     before = path.read_bytes()
-    model.layers[-1].weights["kernel"].data[...] = 7.0
+    model.layers[-1].params["kernel"].data[...] = 7.0
     _disk_full(monkeypatch)
     with pytest.raises(OSError):
         model.save(path)

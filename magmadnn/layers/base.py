@@ -8,6 +8,8 @@ a Tensor / NumPy batch). Layers compute only through ``magmadnn.functional`` so 
 
 from __future__ import annotations
 
+import functools
+import inspect
 import math
 import re
 from collections import Counter
@@ -17,9 +19,10 @@ import numpy as np
 from .. import _checks, initializers
 from .. import backend as _backend
 from .._checks import shape_str
-from ..autograd import Parameter, Tensor
+from ..autograd import Parameter, Tensor, no_grad, note_trainable_change
 
-__all__ = ["Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "derive_seed", "register", "layer_class"]
+__all__ = ["Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "StateWeight", "derive_seed", "register",
+           "layer_class"]
 
 
 class ShapeMismatchError(ValueError):
@@ -30,17 +33,36 @@ _REGISTRY: dict[str, type] = {}
 _NAME_COUNTS: Counter = Counter()
 
 
-def register(cls):
-    """Class decorator: make a layer class known to ``layer_class`` (used when rebuilding models from JSON)."""
-    _REGISTRY[cls.__name__] = cls
-    return cls
+def register(cls=None, *, package: str | None = None, name: str | None = None):
+    """Class decorator: make a layer class known by its class name to ``layer_class`` (used when rebuilding models
+    from a configuration or a file). ``@register`` and ``@register()`` both work (Keras'
+    ``@keras.saving.register_keras_serializable()``; ``package`` is accepted and unused: files store class names)."""
+    def add(cls):
+        if not (isinstance(cls, type) and issubclass(cls, Layer)):
+            raise TypeError(f"register: expected a Layer subclass, got {cls!r}")
+        for key in {cls.__name__, name or cls.__name__}:  # files store the class name; ``name`` is an alias
+            known = _REGISTRY.get(key)
+            if known is not None and known.__module__.startswith("magmadnn.") and \
+                    not cls.__module__.startswith("magmadnn."):
+                raise ValueError(f"register: {key!r} is magmadnn's built-in {known.__module__}.{key}; give the "
+                                 "custom layer class another name")
+            _REGISTRY[key] = cls
+        return cls
+
+    return add if cls is None else add(cls)
 
 
-def layer_class(name: str) -> type:
+def layer_class(name: str, custom_objects: dict | None = None) -> type:
+    """The layer class stored under ``name``: from ``custom_objects`` first, then the registered classes."""
+    if custom_objects and name in custom_objects:
+        return custom_objects[name]
     try:
         return _REGISTRY[name]
     except KeyError:
-        raise ValueError(f"unknown layer class {name!r}; known layers: {sorted(_REGISTRY)}") from None
+        raise ValueError(
+            f"unknown layer class {name!r}: decorate its class with @magmadnn.layers.register (before loading), or "
+            f"pass custom_objects={{{name!r}: {name}}} to load_model / model_from_config; known layers: "
+            f"{sorted(_REGISTRY)}") from None
 
 
 def _snake(name: str) -> str:
@@ -87,14 +109,94 @@ def _is_symbolic(obj) -> bool:
     return isinstance(obj, (SymbolicTensor, Input))
 
 
-class Layer:
-    """Base class. Subclasses implement ``check_input_shape``, ``create_weights``, ``compute_output_shape`` and
-    ``call(x, training)``; ``get_config`` returns the constructor arguments."""
+class StateWeight:
+    """A non-trainable state array of a layer (BatchNorm's running statistics) seen as a weight, as in Keras'
+    ``layer.weights``: a view of ``layer.state[key]`` (it follows the array when the layer replaces it)."""
 
-    def __init__(self, name: str | None = None, dtype=None, seed: int | None = None):
+    trainable = False
+
+    def __init__(self, layer, key: str):
+        self._layer, self._key = layer, key
+        self.name = f"{layer.name}/{key}"
+
+    path = property(lambda self: self.name)
+
+    @property
+    def data(self):
+        return self._layer._state[self._key]
+
+    @data.setter
+    def data(self, array) -> None:
+        self._layer._state[self._key] = array
+
+    shape = property(lambda self: tuple(self.data.shape))
+    dtype = property(lambda self: self.data.dtype)
+
+    def numpy(self) -> np.ndarray:
+        return self._layer.xp.to_numpy(self.data)
+
+    def assign(self, value) -> None:
+        value = np.broadcast_to(np.asarray(value.numpy() if hasattr(value, "numpy") else value), self.shape)
+        self.data = self._layer.xp.asarray(np.array(value, dtype=self.dtype))
+
+    def __repr__(self) -> str:
+        return f"StateWeight({self.name!r}, shape={self.shape}, trainable=False)"
+
+
+def _overrides(cls, method: str) -> bool:
+    return getattr(cls, method) is not getattr(Layer, method)
+
+
+def _framed(build):
+    """A Keras-style ``build``: called by the layer's own building (batch-included shapes) it runs as written;
+    called by hand (``layer.build((None, 4))``, as in Keras) it builds the layer through the framework."""
+    @functools.wraps(build)
+    def framed(self, input_shape):
+        if self._in_build:
+            return build(self, input_shape)
+        many = isinstance(input_shape, list) and all(isinstance(s, (tuple, list)) for s in input_shape)
+        shapes = _normalise_shapes([list(s)[1:] for s in input_shape] if many else tuple(input_shape)[1:])
+        if not self.built:
+            self._build(shapes)
+        return None
+
+    return framed
+
+
+class Layer:
+    """Base class.
+
+    magmadnn's own layers implement ``check_input_shape``, ``create_weights``, ``compute_output_shape`` (per-sample
+    shapes, batch excluded) and ``call(x, training)``. A subclass defined outside magmadnn that does not implement
+    ``create_weights`` is a Keras-style layer: ``build(input_shape)`` creates its weights with
+    ``self.add_weight(shape=, initializer=, trainable=, name=)``, ``call(inputs)`` or ``call(inputs, training)``
+    computes, and ``compute_output_shape`` is optional (without it the output shape comes from one call on zeros at
+    build time); the shapes these methods see include the batch, ``(None, ...)``, as in Keras. ``get_config``
+    returns the constructor arguments.
+    """
+
+    _keras_style = False
+    _call_takes_training = True
+    _in_build = False
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        params = inspect.signature(cls.call).parameters
+        cls._call_takes_training = "training" in params or any(p.kind is p.VAR_KEYWORD for p in params.values())
+        cls._keras_style = (not cls.__module__.startswith("magmadnn.") and not _overrides(cls, "create_weights")
+                            and not _overrides(cls, "check_input_shape"))
+        if cls._keras_style and "build" in cls.__dict__:
+            cls.build = _framed(cls.__dict__["build"])
+
+    def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True):
         if name is not None and (not isinstance(name, str) or not name):
             raise TypeError(f"{type(self).__name__}: name must be a non-empty str, got {name!r}")
+        if not isinstance(trainable, (bool, np.bool_)):
+            raise TypeError(f"{type(self).__name__}: trainable must be True or False, got {trainable!r}")
         self.name = name or _auto_name(type(self))
+        self._trainable = bool(trainable)
+        self._fixed: set[str] = set()  # weights created with add_weight(trainable=False)
+        self._early: dict[str, tuple] = {}  # weights created before build (in __init__): re-made at each build
         self._user_dtype = None if dtype is None else np.dtype(dtype)
         self.dtype = self._user_dtype
         self.seed = seed
@@ -119,8 +221,9 @@ class Layer:
         if self.built:
             self._params.clear()
             self._state.clear()
+            self._fixed.clear()
             self.built = False
-            self.build(self.input_shape)
+            self._build(self.input_shape, remake=True)
 
     def move_to(self, backend, move) -> None:
         """Put the weights and state arrays on ``backend`` as they are (``move(array)`` copies one array there);
@@ -133,19 +236,78 @@ class Layer:
 
     # -- building
     def build(self, input_shape) -> None:
-        """Check ``input_shape`` (per sample, or a list of them), create the weights, fix the output shape."""
+        """magmadnn's layers: build for the per-sample ``input_shape`` (see :meth:`_build`). A Keras-style layer
+        overrides it to create its weights (``input_shape`` then includes the batch: ``(None, ...)``)."""
+        if not self._keras_style:
+            self._build(input_shape)
+
+    def _setup(self) -> None:
+        """Backend, dtype, seed and the initializers' stream (before any weight is made)."""
         if self.xp is None:
             self.xp = _backend.get()
         if self.dtype is None:
             self.dtype = np.dtype(np.float32)
         if getattr(self, "_build_seed", None) is None:
             self._build_seed = _fresh_seed()
-        input_shape = _normalise_shapes(input_shape)
-        self.check_input_shape(input_shape)
-        output_shape = self.compute_output_shape(input_shape)
         self._init_rng = self.xp.rng(derive_seed(self._build_seed, 0))
-        self.create_weights(input_shape)
-        self.input_shape, self.output_shape, self.built = input_shape, output_shape, True
+
+    def _build(self, input_shape, remake: bool = False) -> None:
+        """Check ``input_shape`` (per sample, or a list of them), create the weights, fix the output shape
+        (``remake``: the weights made before build are drawn again, on the current backend, dtype and seed)."""
+        self._setup()
+        self._remake_early(remake)
+        input_shape = _normalise_shapes(input_shape)
+        self._in_build = True
+        try:
+            if self._keras_style:
+                self._build_keras(input_shape)
+                return
+            self.check_input_shape(input_shape)
+            output_shape = self.compute_output_shape(input_shape)
+            self.create_weights(input_shape)
+            self.input_shape, self.output_shape, self.built = input_shape, output_shape, True
+        finally:
+            self._in_build = False
+
+    def _remake_early(self, remake: bool) -> None:
+        """Put the weights made before build (Keras lets ``__init__`` make them) back first, in the same Parameter
+        objects; drawn again from the layer's seed where the backend, dtype or seed changed or ``remake``."""
+        for name, (param, shape, initializer, given, made) in self._early.items():
+            dtype = self.dtype if given is None else given
+            now = (self.xp, dtype, self._build_seed)
+            if remake or made != now:
+                param.data, param.xp, param.grad = initializers.get(initializer)(shape, dtype, self.xp,
+                                                                                 self._init_rng), self.xp, None
+                self._early[name] = (param, shape, initializer, given, now)
+            self._params[name] = param
+
+    def _build_keras(self, input_shape) -> None:
+        """A Keras-style layer: ``build`` and ``compute_output_shape`` see batch-included shapes; without
+        ``compute_output_shape`` the output shape is that of one call on zeros (batch of 1)."""
+        batched = [(None, *s) for s in input_shape] if isinstance(input_shape, list) else (None, *input_shape)
+        if _overrides(type(self), "build"):
+            type(self).build(self, batched)
+        self.input_shape, self.built = input_shape, True
+        if _overrides(type(self), "compute_output_shape"):
+            out = self.compute_output_shape(batched)
+        else:
+            shapes = input_shape if isinstance(input_shape, list) else [input_shape]
+            zeros = [Tensor(self.xp.zeros((1, *s), self.dtype), backend=self.xp) for s in shapes]
+            with no_grad():
+                y = self._run(zeros if isinstance(input_shape, list) else zeros[0], False)
+            if not isinstance(y, Tensor):
+                self.built = False
+                raise TypeError(f"{type(self).__name__} layer {self.name!r}: call() must return one Tensor, got "
+                                f"{type(y).__name__}")
+            out = y.shape
+        out = tuple(out)
+        if not out or (out[0] is not None and out[0] != 1 and not _overrides(type(self), "compute_output_shape")):
+            raise ValueError(f"{type(self).__name__} layer {self.name!r}: output shape {out} has no batch axis")
+        self.output_shape = tuple(int(s) for s in out[1:])
+
+    def _run(self, x, training: bool):
+        """``call``, with ``training`` only when the layer's ``call`` takes it."""
+        return self.call(x, training=training) if self._call_takes_training else self.call(x)
 
     def check_input_shape(self, input_shape) -> None:
         """Raise ShapeMismatchError (via ``self.shape_error``) for an input this layer cannot take."""
@@ -167,10 +329,55 @@ class Layer:
         if isinstance(input_shape, list) or len(input_shape) not in ranks:
             raise self.shape_error(what, input_shape)
 
-    def add_weight(self, name: str, shape, initializer) -> Parameter:
-        data = initializers.get(initializer)(tuple(shape), self.dtype, self.xp, self._init_rng)
-        param = Parameter(data, name=f"{self.name}/{name}", backend=self.xp)
+    def add_weight(self, *args, shape=None, initializer=None, dtype=None, trainable: bool = True,
+                   name: str | None = None, **keras_only) -> Parameter:
+        """Create a weight (call it from ``build`` / ``create_weights``) and return it (a Parameter).
+
+        Keras' form: ``add_weight(shape=, initializer="glorot_uniform", dtype=None, trainable=True, name=None)``
+        (``shape`` and ``initializer`` may be positional); magmadnn's: ``add_weight(name, shape, initializer)``
+        (a str first). ``trainable=False``: the optimizer never changes it (update it yourself with ``assign``)."""
+        unsupported = sorted(k for k, v in keras_only.items() if v is not None and not (k == "autocast" and v))
+        if unsupported:
+            raise TypeError(f"{type(self).__name__}.add_weight: {unsupported} are not supported by magmadnn")
+        if args and isinstance(args[0], str):  # add_weight(name, shape, initializer)
+            if name is not None or len(args) > 3:
+                raise TypeError("add_weight(name, shape, initializer): give the name once, at most 3 positional "
+                                "arguments")
+            name, args = args[0], args[1:]
+        if len(args) > 3:
+            raise TypeError(f"add_weight takes at most 3 positional arguments (shape, initializer, dtype), got "
+                            f"{len(args)}")
+        for i, (key, value) in enumerate(zip(("shape", "initializer", "dtype"), args)):
+            if {"shape": shape, "initializer": initializer, "dtype": dtype}[key] is not None:
+                raise TypeError(f"add_weight: {key} given both by position and by name")
+            shape, initializer, dtype = (value, initializer, dtype) if i == 0 else \
+                ((shape, value, dtype) if i == 1 else (shape, initializer, value))
+        if getattr(self, "_init_rng", None) is None or self.xp is None:
+            self._setup()
+        shape = () if shape is None else (tuple(int(s) for s in shape) if isinstance(shape, (tuple, list))
+                                          else (int(shape),))
+        if any(s is None or s < 0 for s in shape):
+            raise ValueError(f"add_weight: shape must be fully defined sizes >= 0, got {shape}")
+        if name is None:
+            name = "variable"
+            while name in self._params:
+                name = f"variable_{len([k for k in self._params if k.startswith('variable')])}"
+        if not isinstance(name, str) or not name or name in self._params:
+            raise ValueError(f"{type(self).__name__} layer {self.name!r}: weight name {name!r} is empty or used "
+                             "already")
+        if not isinstance(trainable, (bool, np.bool_)):
+            raise TypeError(f"add_weight: trainable must be True or False, got {trainable!r}")
+        given = None if dtype is None else np.dtype(dtype)
+        dtype = self.dtype if given is None else given
+        initializer = "glorot_uniform" if initializer is None else initializer
+        data = initializers.get(initializer)(shape, dtype, self.xp, self._init_rng)
+        param = Parameter(data, name=f"{self.name}/{name}", backend=self.xp,
+                          trainable=bool(trainable) and self._trainable)
         self._params[name] = param
+        if not trainable:
+            self._fixed.add(name)
+        if not self._in_build and not self.built:
+            self._early[name] = (param, shape, initializer, given, (self.xp, dtype, self._build_seed))
         return param
 
     def add_state(self, name: str, array) -> None:
@@ -192,7 +399,7 @@ class Layer:
         tensors = [self._as_tensor(i) for i in items]
         shapes = [t.shape[1:] for t in tensors]
         self._ensure_built(shapes if many else shapes[0], "the data")
-        return self.call(tensors if many else tensors[0], training=training)
+        return self._run(tensors if many else tensors[0], training)
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):
@@ -204,7 +411,7 @@ class Layer:
         input_shape = _normalise_shapes(input_shape)
         self._source = source
         if not self.built:
-            self.build(input_shape)
+            self._build(input_shape)
         elif input_shape != self.input_shape:
             expected = (", ".join(shape_str(s) for s in self.input_shape) if isinstance(self.input_shape, list)
                         else shape_str(self.input_shape))
@@ -213,11 +420,48 @@ class Layer:
     def call(self, x, training: bool = False):
         raise NotImplementedError
 
+    # -- trainable (Keras: a frozen layer's weights are never changed by training; a frozen BatchNorm normalises
+    # with its moving statistics and leaves them unchanged)
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value) -> None:
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"layer {self.name!r}: trainable must be True or False, got {value!r}")
+        self._trainable = bool(value)
+        for name, param in self._params.items():
+            if name not in self._fixed:
+                param.trainable = self._trainable
+        note_trainable_change()
+
     # -- weights
     @property
-    def weights(self) -> dict[str, Parameter]:
-        """Trainable parameters by short name ("kernel", "bias", ...)."""
+    def params(self) -> dict[str, Parameter]:
+        """The Parameters by short name ("kernel", "bias", ...), trainable or not (not the state arrays)."""
         return dict(self._params)
+
+    def named_weights(self) -> list[tuple[str, object]]:
+        """``(short name, weight)`` in Keras' order: weights created trainable, those created with
+        ``trainable=False``, then the state arrays (as :class:`StateWeight`)."""
+        out = [(k, p) for k, p in self._params.items() if k not in self._fixed]
+        out += [(k, p) for k, p in self._params.items() if k in self._fixed]
+        return out + [(k, StateWeight(self, k)) for k in self._state]
+
+    @property
+    def weights(self) -> list:
+        """Every weight, Keras' ``layer.weights``: Parameters, then the state arrays as :class:`StateWeight`
+        views (each has ``name``, ``shape``, ``trainable``, ``numpy()``, ``assign()``)."""
+        return [w for _, w in self.named_weights()]
+
+    @property
+    def trainable_weights(self) -> list:
+        return [w for w in self.weights if w.trainable] if self._trainable else []
+
+    @property
+    def non_trainable_weights(self) -> list:
+        return [w for w in self.weights if not w.trainable] if self._trainable else self.weights
 
     @property
     def state(self) -> dict[str, object]:
@@ -225,17 +469,47 @@ class Layer:
         return dict(self._state)
 
     def parameters(self) -> list[Parameter]:
+        """Every Parameter (frozen ones too: optimizers skip those whose ``trainable`` is False)."""
         return list(self._params.values())
 
+    def get_weights(self) -> list[np.ndarray]:
+        """Copies (NumPy) of :attr:`weights`, in that order (Keras' ``get_weights``)."""
+        return [np.array(w.numpy()) for w in self.weights]
+
+    def set_weights(self, arrays) -> None:
+        """Assign NumPy arrays in the order of :attr:`weights` (all checked before the first is assigned)."""
+        weights, arrays = self.weights, list(arrays)
+        if len(arrays) != len(weights):
+            raise ValueError(f"layer {self.name!r}: set_weights got {len(arrays)} arrays, the layer has "
+                             f"{len(weights)} weights ({[w.name for w in weights]})")
+        plan = []
+        for w, a in zip(weights, arrays):
+            a = np.asarray(a)
+            if tuple(a.shape) != tuple(w.shape):
+                raise ValueError(f"layer {self.name!r}: weight {w.name!r} has shape {shape_str(w.shape)}, the "
+                                 f"array given has shape {shape_str(a.shape)}")
+            if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and not np.isfinite(a).all()):
+                raise ValueError(f"layer {self.name!r}: the array for {w.name!r} must hold finite real numbers")
+            plan.append((w, self.xp.asarray(np.array(a, dtype=w.dtype))))
+        for w, value in plan:
+            w.data = value
+
+    def _require_built(self, what: str) -> None:
+        if not self.built:
+            raise ValueError(f"layer {self.name!r} ({type(self).__name__}) is not built yet, so {what} is not "
+                             "known: call it on an input (or an Input) first")
+
     def count_params(self) -> int:
-        return sum(math.prod(p.shape) for p in self._params.values())
+        """Every weight, the state arrays included (Keras' ``count_params``)."""
+        self._require_built("count_params()")
+        return sum(math.prod(w.shape) for w in self.weights)
 
     def count_state(self) -> int:
         return sum(math.prod(tuple(a.shape)) for a in self._state.values())
 
     # -- configuration
     def get_config(self) -> dict:
-        config = {"name": self.name}
+        config = {"name": self.name, "trainable": self._trainable}
         if self._user_dtype is not None:
             config["dtype"] = self._user_dtype.name
         if self.seed is not None:
@@ -244,7 +518,15 @@ class Layer:
 
     @classmethod
     def from_config(cls, config: dict):
-        return cls(**config)
+        try:
+            return cls(**config)
+        except TypeError as exc:
+            if cls.__module__.startswith("magmadnn."):
+                raise
+            raise ValueError(f"{cls.__name__}.from_config: its constructor does not take the configuration "
+                             f"{sorted(config)} ({exc}); let __init__ take **kwargs and pass them to "
+                             "super().__init__(**kwargs), and return the other arguments from get_config (or override "
+                             "from_config)") from None
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
@@ -279,4 +561,6 @@ class Input(Layer):
         return x
 
     def get_config(self) -> dict:
-        return {"shape": list(self.shape), **super().get_config()}
+        config = super().get_config()
+        del config["trainable"]
+        return {"shape": list(self.shape), **config}

@@ -129,8 +129,9 @@ class BatchNorm(Layer):
     """Batch normalisation over features (input (F,)) or channels (input (C, H, W), statistics over N, H, W).
 
     Training uses batch statistics and updates ``running = momentum * running + (1 - momentum) * batch``; evaluation
-    uses the running statistics. ``sync``: None (statistics of the local batch), or a data-parallel group whose
-    ranks share the statistics of the global batch (set by ``fit(distributed=Options(sync_batchnorm=True))``).
+    uses the running statistics, and so does training with ``trainable = False`` (as Keras). ``sync``: None
+    (statistics of the local batch), or a data-parallel group whose ranks share the statistics of the global batch
+    (set by ``fit(distributed=Options(sync_batchnorm=True))``).
     """
 
     def __init__(self, momentum: float = 0.9, eps: float = 1e-5, **kwargs):
@@ -151,6 +152,7 @@ class BatchNorm(Layer):
         self.add_state("running_var", self.xp.ones((channels,), self.dtype))
 
     def call(self, x, training=False):
+        training = training and self._trainable  # Keras: a frozen BatchNorm runs in inference mode
         return F.batch_norm(x, self._params["gamma"], self._params["beta"], self._state["running_mean"],
                             self._state["running_var"], training, momentum=self.momentum, eps=self.eps,
                             sync=self.sync)

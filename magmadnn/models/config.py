@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import numpy as np
+
 from ..layers.base import Input, layer_class
 from ..saving import ModelFileError
 from . import persistence
@@ -10,14 +12,20 @@ from .model import Model, Sequential
 __all__ = ["model_from_config", "load_model"]
 
 
-def model_from_config(config: dict, device=None, backend=None) -> Model:
-    """Rebuild an (untrained) model from ``get_config()`` output on ``device`` (``backend``: its old name)."""
+def model_from_config(config: dict, device=None, backend=None, custom_objects: dict | None = None) -> Model:
+    """Rebuild an (untrained) model from ``get_config()`` output on ``device`` (``backend``: its old name).
+    ``custom_objects``: ``{class name: Layer subclass}`` for layers not registered with ``layers.register``."""
     device = device if device is not None else backend
+    if custom_objects is not None and not isinstance(custom_objects, dict):
+        raise TypeError(f"custom_objects must be a dict {{class name: class}}, got {type(custom_objects).__name__}")
     try:
-        layers = [layer_class(entry["class_name"]).from_config(dict(entry["config"])) for entry in config["layers"]]
+        layers = [layer_class(entry["class_name"], custom_objects).from_config(dict(entry["config"]))
+                  for entry in config["layers"]]
         common = {"name": config["name"], "seed": config["seed"], "dtype": config["dtype"], "device": device}
         if config["class_name"] == "Sequential":
-            return Sequential(layers, **common)
+            model = Sequential(layers, **common)
+            model._trainable = bool(config.get("trainable", True))
+            return model
         nodes = []
         for entry in config["nodes"]:
             layer = layers[entry["layer"]]
@@ -26,15 +34,26 @@ def model_from_config(config: dict, device=None, backend=None) -> Model:
                 nodes.append(layer.output)
             else:
                 nodes.append(layer(parents if entry["many"] else parents[0]))
-        return Model([nodes[i] for i in config["inputs"]], nodes[config["output"]], **common)
+        model = Model([nodes[i] for i in config["inputs"]], nodes[config["output"]], **common)
+        model._trainable = bool(config.get("trainable", True))
+        return model
     except (KeyError, IndexError, TypeError) as exc:
         raise ModelFileError(f"damaged model configuration: {type(exc).__name__}: {exc}") from None
 
 
-def load_model(path, device=None, backend=None) -> Model:
+def load_model(path, device=None, backend=None, custom_objects: dict | None = None, compile: bool = True) -> Model:  # noqa: A002 - Keras' name
     """Rebuild the model stored in ``path`` (a model file or a checkpoint) with its weights, on ``device`` ("host",
-    "gpu", "gpu:N", "auto"; ``backend`` is its old name). Files hold host arrays: any device loads any file."""
+    "gpu", "gpu:N", "auto"; ``backend`` is its old name). Files hold host arrays: any device loads any file.
+    A model saved compiled comes back compiled (optimizer and its slots, loss, metrics, epoch, random streams):
+    ``evaluate`` works at once and ``fit`` continues where the saved model stopped. ``custom_objects``:
+    ``{class name: Layer subclass}`` for custom layers not registered with ``@magmadnn.layers.register``.
+    ``compile=False`` (Keras' argument): the weights only, the model is left uncompiled."""
+    if not isinstance(compile, (bool, np.bool_)):
+        raise TypeError(f"load_model: compile must be True or False, got {compile!r}")
     tensors, meta = persistence.read(path)
-    model = model_from_config(meta["model"], device=device, backend=backend)
-    persistence.restore(model, tensors, meta, path)
+    model = model_from_config(meta["model"], device=device, backend=backend, custom_objects=custom_objects)
+    if compile and "optimizer" in meta:
+        persistence.restore_training(model, tensors, meta, path)
+    else:
+        persistence.restore(model, tensors, meta, path)
     return model

@@ -25,7 +25,7 @@ import warnings
 import numpy as np
 
 from .. import optimizers as _optimizers
-from ..autograd import no_grad
+from ..autograd import no_grad, trainable_changes
 from ..backend import host as _host
 from ..backend import random as _random
 
@@ -87,9 +87,10 @@ class _Step:
             raise _NotCapturable(f"{type(counting[0]).__name__}(ignore_index={counting[0].ignore_index}): each batch "
                                  "weighs in the epoch figures by its number of counted targets")
         self.params = model.parameters()
+        self.trainable_changes = trainable_changes()  # frozen weights leave the optimizer's kernels: recapture
         self.bindings = []
         for layer in model.layers:
-            self.bindings += [_param_binding(p) for p in layer.weights.values()]
+            self.bindings += [_param_binding(p) for p in layer._params.values()]
             self.bindings += [_dict_binding(lambda layer=layer: layer._state, k) for k in layer._state]
         if kind == "train":
             opt = model.optimizer
@@ -191,7 +192,7 @@ class _Step:
         """Whether the graph still fits the model; arrays rebound since the last launch are copied into the
         graph's (False, and nothing is changed, when the model's structure or arrays' shapes changed)."""
         model = self.model
-        if model.xp is not self.xp:
+        if model.xp is not self.xp or trainable_changes() != self.trainable_changes:
             return False
         if any(layer.rng is not stream or stream.seed != seed for layer, stream, seed in self.streams):
             return False

@@ -3,7 +3,8 @@
 A model owns its device (backend: ``device="host" | "gpu" | "gpu:N" | "auto"``, see :mod:`magmadnn.backend`),
 dtype (float32 by default) and an integer ``seed``. Every layer gets a deterministic seed derived from the model seed
 and its position, so two models built alike with the same seed start with identical weights, dropout masks and
-shuffling order. ``compile(seed=s)`` re-seeds the model and re-creates the weights.
+shuffling order. ``compile`` keeps the weights; ``compile(seed=s)`` re-seeds a model that has not been trained or
+loaded, and ``reinitialize(seed)`` re-creates the weights of any model.
 
 This module builds and runs the graph; the other methods come from one module each: training (:mod:`.trainer`),
 inference (:mod:`.inference`), data checks (:mod:`.inputs`), weights (:mod:`.weights`), device moves
@@ -65,7 +66,9 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         self.stop_training, self.stop_reason = False, None
         self.epoch = 0
         self.built = False
-        self.layers: list[Layer] = []
+        self._all_layers: list[Layer] = []  # every layer, Inputs included (positions key the saved arrays)
+        self._trainable = True
+        self._touched = False  # trained, or weights assigned / loaded: compile(seed=) refuses to re-initialise
         self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
         self._parallel = None  # during fit(distributed=...): a training.StepHook (magmadnn.distributed)
 
@@ -97,15 +100,37 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"model {self.name!r}: layer names must be unique, {duplicates} are used more than once")
-        self.layers = layers
+        self._all_layers = layers
         self._configure_layers()
         self.built = True
 
     def _configure_layers(self, force: bool = False):
         """Give every layer the model's backend, dtype and a seed derived from the model seed (weights are re-created
         where these change, or everywhere with ``force``)."""
-        for index, layer in enumerate(self.layers):
+        for index, layer in enumerate(self._all_layers):
             layer.configure(self.xp, self.dtype, derive_seed(self.seed, index), force=force)
+
+    @property
+    def layers(self) -> list[Layer]:
+        """The layers, Inputs included (as Keras' functional ``Model.layers``; ``Sequential`` leaves its Input
+        out)."""
+        return list(self._all_layers)
+
+    def get_layer(self, name: str | None = None, index: int | None = None) -> Layer:
+        """A layer by ``name`` or by ``index`` into :attr:`layers` (Keras' ``get_layer``)."""
+        if (name is None) == (index is None):
+            raise ValueError("get_layer: give either name= or index=, exactly one")
+        layers = self.layers
+        if index is not None:
+            if not isinstance(index, int) or not -len(layers) <= index < len(layers):
+                raise ValueError(f"get_layer: index {index!r} is out of range; model {self.name!r} has "
+                                 f"{len(layers)} layers")
+            return layers[index]
+        for layer in layers:
+            if layer.name == name:
+                return layer
+        raise ValueError(f"get_layer: no layer named {name!r}; model {self.name!r} has "
+                         f"{[layer.name for layer in layers]}")
 
     def nodes_of(self, layer) -> list[SymbolicTensor]:
         return [node for node in self.nodes if node.layer is layer]
@@ -124,6 +149,16 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
         if self.built:
             self._configure_layers(force=True)
+        self._touched = False
+        if self.optimizer is not None:  # slots of the old weights mean nothing for the new ones
+            self.optimizer.load_state_dict({"iterations": 0, "slots": {}})
+        if self._graphs is not None:
+            self._graphs.clear()
+
+    def reinitialize(self, seed: int | None = None) -> None:
+        """Re-create every weight (and the dropout and shuffling streams) from ``seed`` (None: the model's seed),
+        trained or not: what ``compile(seed=...)`` refuses to do to a trained model."""
+        self.reseed(self.seed if seed is None else seed)
 
     def _forward(self, inputs: list[Tensor], training: bool) -> Tensor:
         values = {}
@@ -133,7 +168,9 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
                 values[id(node)] = feeds[id(node)]
                 continue
             args = [values[id(parent)] for parent in node.parents]
-            values[id(node)] = node.layer.call(args if node.many else args[0], training=training)
+            layer = node.layer
+            values[id(node)] = (layer.call(args if node.many else args[0], training=training)
+                                if layer._call_takes_training else layer.call(args if node.many else args[0]))
         return values[id(self.output)]
 
     def __call__(self, x, training: bool = False):
@@ -163,10 +200,12 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
 
     def get_config(self) -> dict:
         index = {id(node): i for i, node in enumerate(self.nodes)}
-        layer_index = {id(layer): i for i, layer in enumerate(self.layers)}
+        layer_index = {id(layer): i for i, layer in enumerate(self._all_layers)}
         return {
             "class_name": "Model", "name": self.name, "seed": self.seed, "dtype": self.dtype.name,
-            "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()} for layer in self.layers],
+            "trainable": self._trainable,
+            "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
+                       for layer in self._all_layers],
             "nodes": [{"layer": layer_index[id(node.layer)], "inputs": [index[id(p)] for p in node.parents],
                        "many": node.many} for node in self.nodes],
             "inputs": [index[id(node)] for node in self.inputs], "output": index[id(self.output)],
@@ -175,10 +214,9 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
     def architecture(self) -> list[dict]:
         """Per layer: class, configuration without name/seed, weight shapes (what a weights file must match)."""
         out = []
-        for layer in self.layers:
-            config = {k: v for k, v in layer.get_config().items() if k not in ("name", "seed", "dtype")}
-            shapes = {name: list(param.shape) for name, param in layer.weights.items()}
-            shapes.update({name: list(array.shape) for name, array in layer.state.items()})
+        for layer in self._all_layers:
+            config = {k: v for k, v in layer.get_config().items() if k not in ("name", "seed", "dtype", "trainable")}
+            shapes = {name: list(weight.shape) for name, weight in layer.named_weights()}
             out.append({"class_name": type(layer).__name__, "name": layer.name, "config": config, "weights": shapes})
         return out
 
@@ -213,6 +251,12 @@ class Sequential(Model):
             self._append(layer)
         if self._stack and isinstance(self._stack[0], Input):
             self._build_chain()
+
+    @property
+    def layers(self) -> list[Layer]:
+        """The layers without the Input (as Keras' ``Sequential.layers``)."""
+        layers = self._all_layers if self.built else self._stack
+        return list(layers[1:] if layers and isinstance(layers[0], Input) else layers)
 
     def _append(self, layer) -> None:
         if not isinstance(layer, Layer):
@@ -251,5 +295,6 @@ class Sequential(Model):
 
     def get_config(self) -> dict:
         return {"class_name": "Sequential", "name": self.name, "seed": self.seed, "dtype": self.dtype.name,
+                "trainable": self._trainable,
                 "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
-                           for layer in self.layers]}
+                           for layer in (self._all_layers if self.built else self._stack)]}

@@ -1,15 +1,20 @@
 """Saving and loading models and resumable checkpoints (file containers in :mod:`magmadnn.saving`).
 
 A model file holds the weight and state arrays under position keys ``layers.<i>.<name>`` and a JSON document with
-the model configuration (``kind: "model"``) and a per-layer architecture description. A checkpoint adds the
-optimizer (class, configuration, step count, slot arrays ``optimizer.<param index>.<slot>``), the loss and metrics,
-the number of completed epochs and the RNG states (shuffling and dropout streams) (``kind: "checkpoint"``).
+the model configuration (``kind: "model"``, the layers' ``trainable`` flags included) and a per-layer architecture
+description. The training state follows when the model is compiled (in a model file as in Keras' ``model.save``,
+always in a checkpoint, ``kind: "checkpoint"``): the optimizer (class, configuration, step count, slot arrays
+``optimizer.<param index>.<slot>``), the loss and metrics, the number of completed epochs and the RNG states
+(shuffling and dropout streams), so that a loaded model evaluates and resumes training exactly. A compiled model
+whose loss, metric or learning rate cannot be written (a plain function) is saved without it, with a warning.
 Loading compares the stored architecture with the model's and raises ``ArchitectureMismatchError`` naming the first
 difference. :class:`Persistence` gives ``Model`` its ``save``/``load_weights``/``save_checkpoint``/``load_checkpoint``
 methods; rebuilding a model from a file is :func:`magmadnn.models.config.load_model`.
 """
 
 from __future__ import annotations
+
+import warnings
 
 import numpy as np
 
@@ -19,8 +24,8 @@ from .. import optimizers as _optimizers
 from ..saving import ArchitectureMismatchError, ModelFileError, read_file, write_file
 from . import rng as _rng
 
-__all__ = ["Persistence", "save_model", "read", "restore", "load_weights", "save_checkpoint", "load_checkpoint",
-           "ArchitectureMismatchError", "ModelFileError"]
+__all__ = ["Persistence", "save_model", "read", "restore", "restore_training", "load_weights", "save_checkpoint",
+           "load_checkpoint", "ArchitectureMismatchError", "ModelFileError"]
 
 _OPT_PREFIX = "optimizer."
 
@@ -34,9 +39,20 @@ def _metadata(model, kind: str) -> dict:
 
 
 def save_model(model, path, extra: dict | None = None) -> str:
-    """``extra``: more JSON metadata (``ModelCheckpoint`` keeps its best monitored value there)."""
+    """``extra``: more JSON metadata (``ModelCheckpoint`` keeps its best monitored value there). A compiled model's
+    training state is saved too (see the module docstring)."""
     model._require_built("save")
-    return write_file(path, _weights(model), {**_metadata(model, "model"), **(extra or {})})
+    tensors, meta = _weights(model), _metadata(model, "model")
+    if model.compiled:
+        try:
+            training = _training_state(model, model.epoch)
+        except (TypeError, ValueError, AttributeError) as exc:
+            warnings.warn(f"save: model {model.name!r} is saved without its compiled state ({exc}); compile it "
+                          "again after loading", RuntimeWarning, stacklevel=3)
+        else:
+            tensors.update(training[0])
+            meta.update(training[1])
+    return write_file(path, tensors, {**meta, **(extra or {})})
 
 
 def read(path) -> tuple[dict, dict]:
@@ -144,23 +160,30 @@ def _layer_rngs(model) -> dict:
     return {str(i): layer.rng for i, layer in enumerate(model.layers) if getattr(layer, "rng", None) is not None}
 
 
-def save_checkpoint(model, path, epoch: int, extra: dict | None = None) -> str:
-    model._require_compiled("save_checkpoint")
-    model._require_built("save_checkpoint")
-    tensors = _weights(model)
+def _training_state(model, epoch: int) -> tuple[dict, dict]:
+    """The optimizer's slot arrays (host) and the training metadata: optimizer, loss, metrics, epoch, RNG states."""
     state = model.optimizer.state_dict()
-    for index, slots in state["slots"].items():
-        for slot, array in slots.items():
-            tensors[f"{_OPT_PREFIX}{index}.{slot}"] = model.xp.to_numpy(array)
-    meta = _metadata(model, "checkpoint")
-    meta.update({
+    meta = {
         "epoch": int(epoch),
         "optimizer": {**model.optimizer.to_config(), "iterations": state["iterations"]},
         "loss": model.loss.to_config(),
         "metrics": [m.to_config() for m in model.metrics],
         "rng": {"shuffle": _rng.get_state(model._shuffle_rng),
                 "layers": {i: _rng.get_state(rng) for i, rng in _layer_rngs(model).items()}},
-    }, **(extra or {}))
+    }
+    tensors = {f"{_OPT_PREFIX}{index}.{slot}": model.xp.to_numpy(array)
+               for index, slots in state["slots"].items() for slot, array in slots.items()}
+    return tensors, meta
+
+
+def save_checkpoint(model, path, epoch: int, extra: dict | None = None) -> str:
+    model._require_compiled("save_checkpoint")
+    model._require_built("save_checkpoint")
+    tensors = _weights(model)
+    slots, training = _training_state(model, epoch)
+    tensors.update(slots)
+    meta = _metadata(model, "checkpoint")
+    meta.update(training, **(extra or {}))
     return write_file(path, tensors, meta)
 
 
@@ -225,9 +248,15 @@ def _plan_optimizer(model, meta, tensors, path):
 def load_checkpoint(model, path) -> int:
     """All or nothing: weights, optimizer state, RNG states and the epoch are checked before anything changes."""
     tensors, meta = read(path)
-    if meta["kind"] != "checkpoint":
+    if "optimizer" not in meta:
         raise ModelFileError(f"{str(path)!r} is a model file without training state; use load_weights() or "
                              "models.load() for it")
+    return restore_training(model, tensors, meta, path)
+
+
+def restore_training(model, tensors: dict, meta: dict, path) -> int:
+    """Weights and training state (compiling ``model`` with the stored optimizer, loss and metrics unless it is
+    compiled already); returns the epoch."""
     with _Damaged(path):
         _ensure_built(model, meta)
         _check_architecture(model, meta["architecture"], path)

@@ -56,19 +56,37 @@ class Trainer:
     _graphs = None  # compile(graph=True): the captured steps (graphed.GraphedSteps)
 
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
-                graph: bool = False):
-        """Choose optimizer, loss and metrics. ``seed`` re-seeds and re-initializes the weights; ``device``
-        ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist already are moved, see ``to``).
+                graph: bool = False, reinitialize: bool = False, run_eagerly: bool | None = None,
+                jit_compile="auto"):
+        """Choose optimizer, loss and metrics; the weights are kept (compile again to change the optimizer or its
+        learning rate, as in Keras). ``seed`` re-seeds the model and re-creates its weights: allowed on a model
+        never trained nor loaded; on a trained one pass ``reinitialize=True`` too (or call ``reinitialize(seed)``),
+        else ValueError. ``device`` ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist
+        already are moved, see ``to``).
 
         ``graph=True``: on a GPU, ``fit``, ``evaluate`` and ``predict`` capture their step once per batch shape as
         a CUDA graph (after one eager step) and replay it; results equal eager ones bit for bit (see
-        :mod:`.graphed`). Where a step cannot be captured, one warning says why and it runs eagerly."""
+        :mod:`.graphed`). Where a step cannot be captured, one warning says why and it runs eagerly.
+
+        Keras' ``run_eagerly`` and ``jit_compile`` are accepted and change nothing: steps run eagerly unless
+        ``graph=True`` (the results are the same either way)."""
+        if run_eagerly is not None and not isinstance(run_eagerly, (bool, np.bool_)):
+            raise TypeError(f"compile: run_eagerly must be True, False or None, got {run_eagerly!r}")
+        if jit_compile not in ("auto", True, False):
+            raise TypeError(f"compile: jit_compile must be 'auto', True or False, got {jit_compile!r}")
         if not isinstance(graph, (bool, np.bool_)):
             raise TypeError(f"compile: graph must be True or False, got {graph!r}")
+        if not isinstance(reinitialize, (bool, np.bool_)):
+            raise TypeError(f"compile: reinitialize must be True or False, got {reinitialize!r}")
+        if seed is not None and self._touched and not reinitialize:
+            raise ValueError(
+                f"compile(seed={seed!r}) would re-initialise the weights of model {self.name!r}, which has been "
+                "trained or loaded; compile keeps the weights without seed= (as in Keras), or pass "
+                "reinitialize=True (or call model.reinitialize(seed)) to start from fresh weights")
         if device is not None:
             self.to(device)
-        if seed is not None:
-            self.reseed(seed)
+        if seed is not None or reinitialize:
+            self.reinitialize(seed)
         self.optimizer = _optimizers.get(optimizer)
         self.loss = _losses.get(loss)
         if isinstance(metrics, (str, _metrics.Metric)):
@@ -93,6 +111,7 @@ class Trainer:
         self._require_compiled("train_on_batch")
         xs = self._training_inputs(x, "train_on_batch")
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
+        self._touched = True
         value = self._train_step(self._cast_inputs(xs), y, check=True)
         if not math.isfinite(value):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
@@ -194,6 +213,7 @@ class Trainer:
         self.log_keys = tuple(self._tally_names(validation_data is not None))  # callbacks check their keys with it
         self.stop_training, self.stop_reason = False, None
         logs = {}
+        self._touched = True
         cbs.on_train_begin({})
         try:
             for epoch in range(initial_epoch, epochs):
@@ -224,7 +244,7 @@ class Trainer:
         """``(layer, name)`` of the first parameter holding NaN/inf, else None (one read per parameter: only on
         the error path)."""
         for layer in self.layers:
-            for name, param in layer.weights.items():
+            for name, param in layer.params.items():
                 if not self.xp.isfinite_all(param.data):
                     return layer, name
         return None

@@ -1,4 +1,5 @@
-"""The weight methods of ``Model``: parameters, position-keyed arrays, get/set weights, all-or-nothing assignment."""
+"""The weight methods of ``Model``: parameters, position-keyed arrays, get/set weights, all-or-nothing assignment,
+and Keras' ``trainable`` / ``weights`` / ``trainable_weights`` / ``non_trainable_weights``."""
 
 from __future__ import annotations
 
@@ -14,20 +15,46 @@ class Weights:
     """Weights and state arrays of every layer, keyed ``layers.<i>.<name>`` by layer position."""
 
     def parameters(self) -> list:
-        return [p for layer in self.layers for p in layer.parameters()]
+        """Every Parameter in layer order, frozen ones included (their positions key the optimizer's slots)."""
+        return [p for layer in self._all_layers for p in layer.parameters()]
+
+    # -- Keras' trainable flag and weight lists
+    @property
+    def trainable(self) -> bool:
+        return self._trainable
+
+    @trainable.setter
+    def trainable(self, value) -> None:
+        """Set ``trainable`` on the model and on every layer (as Keras); takes effect at the next training step."""
+        if not isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"model {self.name!r}: trainable must be True or False, got {value!r}")
+        self._trainable = bool(value)
+        for layer in self.layers:  # a Sequential not built yet: the layers given to it
+            layer.trainable = self._trainable
+
+    @property
+    def weights(self) -> list:
+        """Every weight of every layer (Parameters and BatchNorm statistics as ``StateWeight``), layer by layer."""
+        return [w for layer in self._all_layers for w in layer.weights]
+
+    @property
+    def trainable_weights(self) -> list:
+        return [w for layer in self._all_layers for w in layer.trainable_weights] if self._trainable else []
+
+    @property
+    def non_trainable_weights(self) -> list:
+        if not self._trainable:
+            return self.weights
+        return [w for layer in self._all_layers for w in layer.non_trainable_weights]
 
     def named_arrays(self) -> dict:
-        """Every weight and state array (backend arrays) by a position-based key ``layers.<i>.<name>``."""
-        out = {}
-        for index, layer in enumerate(self.layers):
-            for name, param in layer.weights.items():
-                out[f"layers.{index}.{name}"] = param.data
-            for name, array in layer.state.items():
-                out[f"layers.{index}.{name}"] = array
-        return out
+        """Every weight and state array (backend arrays) by a position-based key ``layers.<i>.<name>``, in the
+        order of :attr:`weights`."""
+        return {f"layers.{index}.{name}": weight.data for index, layer in enumerate(self._all_layers)
+                for name, weight in layer.named_weights()}
 
     def get_weights(self) -> list[np.ndarray]:
-        """Copies (NumPy) of every weight and state array, in layer order."""
+        """Copies (NumPy) of every weight and state array, in the order of :attr:`weights` (Keras')."""
         return [np.array(self.xp.to_numpy(a)) for a in self.named_arrays().values()]
 
     def set_weights(self, arrays) -> None:
@@ -45,9 +72,9 @@ class Weights:
     def _prepare_assign(self, arrays: dict, origin: str) -> list:
         """Checked, converted backend arrays for every weight and state array: ``[(layer, name, value)]``."""
         plan = []
-        for index, layer in enumerate(self.layers):
-            params, state = layer.weights, layer._state
-            for name in [*params, *state]:
+        for index, layer in enumerate(self._all_layers):
+            params, state = layer._params, layer._state
+            for name, _ in layer.named_weights():
                 key = f"layers.{index}.{name}"
                 where = f"{name!r} of layer {layer.name!r} ({type(layer).__name__})"
                 if key not in arrays:
@@ -66,8 +93,8 @@ class Weights:
                 plan.append((layer, name, self.xp.asarray(np.array(array, dtype=layer.dtype))))
         return plan
 
-    @staticmethod
-    def _commit(plan: list) -> None:
+    def _commit(self, plan: list) -> None:
+        self._touched = True
         for layer, name, value in plan:
             if name in layer._params:
                 layer._params[name].data = value
@@ -75,4 +102,6 @@ class Weights:
                 layer._state[name] = value
 
     def count_params(self) -> int:
-        return sum(layer.count_params() for layer in self.layers)
+        """Every weight, BatchNorm statistics included (Keras' ``count_params``)."""
+        self._require_built("count_params")
+        return sum(layer.count_params() for layer in self._all_layers)

@@ -58,7 +58,7 @@ class Builder:
         """The initializer of weight or state array ``key`` of ``layer`` (one per layer, however often it is used)."""
         found = self._weights.get((id(layer), key))
         if found is None:
-            array = layer.weights[key].data if key in layer.weights else layer.state[key]
+            array = layer.params[key].data if key in layer.params else layer.state[key]
             found = self.constant(f"{layer.name}/{key}", np.asarray(self.model.xp.to_numpy(array)), self.dtype)
             self._weights[(id(layer), key)] = found
         return found

@@ -192,7 +192,7 @@ def _onnx_gates(array, op: str, units: int):
 def recurrent(b, layer, inputs, node):
     op = "LSTM" if isinstance(layer, L.LSTM) else "GRU"
     units = layer.units
-    arrays = {k: np.asarray(b.model.xp.to_numpy(p.data)) for k, p in layer.weights.items()}
+    arrays = {k: np.asarray(b.model.xp.to_numpy(p.data)) for k, p in layer.params.items()}
     w = b.constant(f"{layer.name}/W", _onnx_gates(arrays["kernel"], op, units).T[None], b.dtype)
     r = b.constant(f"{layer.name}/R", _onnx_gates(arrays["recurrent_kernel"], op, units).T[None], b.dtype)
     second = arrays["recurrent_bias"] if op == "GRU" else np.zeros_like(arrays["bias"])

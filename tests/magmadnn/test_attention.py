@@ -24,7 +24,7 @@ def _rand(rng, *shape):
 def _layer_weights(layer, rng):
     """Random weights (biases too) put into a built layer, as a dict of NumPy arrays."""
     weights = {}
-    for name, param in layer.weights.items():
+    for name, param in layer.params.items():
         weights[name] = 0.5 * rng.standard_normal(param.shape)
         param.data = layer.xp.asarray(weights[name].astype(layer.dtype))
     return weights
@@ -102,7 +102,7 @@ def test_weights_move_to_and_from_torch_multihead_attention_by_transposition():
     for name, value in {"query_kernel": wq.T, "key_kernel": wk.T, "value_kernel": wv.T,
                         "output_kernel": theirs.out_proj.weight.detach().numpy().T, "query_bias": bq,
                         "key_bias": bk, "value_bias": bv, "output_bias": theirs.out_proj.bias.detach().numpy()}.items():
-        ours.weights[name].data = np.ascontiguousarray(value)
+        ours.params[name].data = np.ascontiguousarray(value)
     mask = np.ones((3, t))
     mask[1, 3:] = 0
     causal = torch.triu(torch.ones(t, t, dtype=torch.bool), diagonal=1)  # True: not allowed, as key_padding_mask
@@ -110,8 +110,8 @@ def test_weights_move_to_and_from_torch_multihead_attention_by_transposition():
                       attn_mask=causal)[0].detach().numpy()
     causal_ours = L.MultiHeadAttention(heads, d // heads, causal=True, dtype="float64")
     causal_ours([x, mask])
-    for name, param in ours.weights.items():
-        causal_ours.weights[name].data = param.data
+    for name, param in ours.params.items():
+        causal_ours.params[name].data = param.data
     np.testing.assert_allclose(causal_ours([x, mask]).numpy(), expected, rtol=1e-10, atol=1e-12)
 
 
@@ -187,7 +187,7 @@ def test_dense_acts_on_the_last_axis_of_any_rank(lead, features, units, seed):
     dense = L.Dense(units, activation="softmax", dtype="float64")
     y = dense(x).numpy()
     assert dense.output_shape == (*lead, units)
-    z = x @ dense.weights["kernel"].numpy() + dense.weights["bias"].numpy()
+    z = x @ dense.params["kernel"].numpy() + dense.params["bias"].numpy()
     np.testing.assert_allclose(y, reference.softmax_ref(z, (-1,)), rtol=1e-10, atol=1e-12)
     tokens = L.Activation("softmax", dtype="float64")(x).numpy()
     np.testing.assert_allclose(tokens, reference.softmax_ref(x, (1 if x.ndim == 4 else -1,)), rtol=1e-10,
@@ -200,7 +200,7 @@ def test_position_embedding_adds_one_learned_vector_per_position():
     rng = np.random.default_rng(5)
     x = _rand(rng, 3, 4, 2)
     layer = L.PositionEmbedding(dtype="float64")
-    assert layer(x).shape == (3, 4, 2) and layer.weights["embeddings"].shape == (4, 2)
+    assert layer(x).shape == (3, 4, 2) and layer.params["embeddings"].shape == (4, 2)
     w = _layer_weights(layer, rng)
     np.testing.assert_allclose(layer(x).numpy(), x + w["embeddings"][None], rtol=1e-12)
 
@@ -349,7 +349,7 @@ def test_a_sample_of_padding_only_matches_pytorch_with_its_rows_zeroed_forward_a
     np.testing.assert_allclose(y.numpy()[1], np.broadcast_to(w["output_bias"], (4, 5)), rtol=1e-12)
     np.testing.assert_allclose(np.asarray(tq.grad), grads["query"], rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(np.asarray(tv.grad), grads["value"], rtol=1e-9, atol=1e-11)
-    for name, param in layer.weights.items():
+    for name, param in layer.params.items():
         np.testing.assert_allclose(np.asarray(param.grad), grads[name], rtol=1e-9, atol=1e-11, err_msg=name)
 
 

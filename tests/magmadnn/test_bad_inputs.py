@@ -427,7 +427,8 @@ ROWS = [
     ("checkpoint-slot-nan", lambda t: mlp("adam").load_checkpoint(tampered(t, put("optimizer.2.v",
                                                                                  lambda a: a + NAN))),
      ModelFileError, ["'optimizer.2.v'", "non-finite"]),
-    ("checkpoint-of-model-file", lambda t: mlp().load_checkpoint(trained_checkpoint(t)[0].save(t / "m.npz")),
+    ("checkpoint-of-model-file", lambda t: mlp().load_checkpoint(  # a model never compiled: no training state
+        Sequential([L.Input((4,)), L.Dense(5, activation="relu"), L.Dense(3)]).save(t / "m.npz")),
      ModelFileError, ["without training state", "load_weights"]),
     ("checkpoint-optimizer-class", lambda t: mlp("sgd").load_checkpoint(trained_checkpoint(t)[1]),
      ArchitectureMismatchError, ["Adam", "SGD"]),

@@ -67,7 +67,7 @@ def test_conv2d_transpose_layer_against_the_scatter_reference(case):
     layer = built(L.Conv2DTranspose(filters, k, strides=s, padding=padding, output_padding=extra, dilation=d,
                                     bias_initializer="glorot_uniform"), (cin, *in_hw), seed)
     x = np.random.default_rng(seed).standard_normal((2, cin, *in_hw))
-    w, b = layer.weights["kernel"].numpy(), layer.weights["bias"].numpy()
+    w, b = layer.params["kernel"].numpy(), layer.params["bias"].numpy()
     assert w.shape == (cin, filters, *k) and layer.output_shape == (filters, *out)
     expected = conv_transpose2d_ref(x, w, s, pads, d, out) + b[None, :, None, None]
     np.testing.assert_allclose(run(layer, x), expected, rtol=1e-10, atol=1e-12)
@@ -111,7 +111,7 @@ def test_conv2d_transpose_layer_gradients_and_same_output_size():
 def test_grouped_conv2d_against_the_reference(groups, per_group, filters_per, padding, seed):
     c, k = groups * per_group, groups * filters_per
     layer = built(L.Conv2D(k, 3, padding=padding, groups=groups, bias_initializer="glorot_uniform"), (c, 5, 4), seed)
-    w, b = layer.weights["kernel"].numpy(), layer.weights["bias"].numpy()
+    w, b = layer.params["kernel"].numpy(), layer.params["bias"].numpy()
     assert w.shape == (k, per_group, 3, 3)
     x = np.random.default_rng(seed).standard_normal((2, c, 5, 4))
     pads = ((same_pads(5, 3, 1), same_pads(4, 3, 1)) if padding == "same"
@@ -124,7 +124,7 @@ def test_grouped_conv2d_against_the_reference(groups, per_group, filters_per, pa
 def test_depthwise_conv2d_convolves_each_channel_with_its_own_kernels(multiplier):
     layer = built(L.DepthwiseConv2D(3, depth_multiplier=multiplier, strides=(1, 2), padding="same",
                                     bias_initializer="glorot_uniform"), (3, 5, 6))
-    w, b = layer.weights["depthwise_kernel"].numpy(), layer.weights["bias"].numpy()
+    w, b = layer.params["depthwise_kernel"].numpy(), layer.params["bias"].numpy()
     assert w.shape == (3 * multiplier, 1, 3, 3) and layer.output_shape == (3 * multiplier, 5, 3)
     x = RNG.standard_normal((2, 3, 5, 6))
     y = run(layer, x)

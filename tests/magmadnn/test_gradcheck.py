@@ -197,6 +197,6 @@ def test_normalization_layers_on_any_axis(make):
     layer = make()
     x = rand(0, 2, 6, 2, 3, low=-2, high=2)
     layer(x)
-    for name, param in layer.weights.items():  # weights other than ones and zeros: the affine part counts
+    for name, param in layer.params.items():  # weights other than ones and zeros: the affine part counts
         param.data = rand(len(name), *param.shape, low=0.5, high=1.5)
     check_gradients(lambda a: layer(a), x, atol=1e-5)

@@ -64,10 +64,10 @@ def test_layers_use_their_real_fans():
     conv = L.Conv2D(64, 3, kernel_initializer="he_normal")
     dense = L.Dense(300)
     Sequential([L.Input((32, 20, 20)), conv, L.Flatten(), L.Dense(500), dense], seed=0)
-    assert conv.weights["kernel"].data.var() == pytest.approx(2.0 / (32 * 9), rel=0.05)
-    assert dense.weights["kernel"].data.var() == pytest.approx(2.0 / (500 + 300), rel=0.05)
-    np.testing.assert_array_equal(dense.weights["bias"].data, 0.0)
-    assert dense.weights["kernel"].dtype == np.float32
+    assert conv.params["kernel"].data.var() == pytest.approx(2.0 / (32 * 9), rel=0.05)
+    assert dense.params["kernel"].data.var() == pytest.approx(2.0 / (500 + 300), rel=0.05)
+    np.testing.assert_array_equal(dense.params["bias"].data, 0.0)
+    assert dense.params["kernel"].dtype == np.float32
 
 
 def stack():
@@ -82,7 +82,7 @@ def test_model_seed_gives_deterministic_distinct_layer_seeds():
         np.testing.assert_array_equal(wa, wb)
     assert not np.array_equal(a[0], c[0])
     twins = Sequential([L.Input((5,)), L.Dense(5), L.Dense(5)], seed=11)
-    first, second = (layer.weights["kernel"].data for layer in twins.layers[1:])
+    first, second = (layer.params["kernel"].data for layer in twins.layers)
     assert not np.allclose(first, second)  # equal-shaped layers of one model draw from distinct streams
 
 
@@ -92,8 +92,8 @@ def test_compile_seed_reinitializes_and_layer_seed_wins():
     for wa, wb in zip(model.get_weights(), Sequential(stack(), seed=11).get_weights()):
         np.testing.assert_array_equal(wa, wb)
     pinned = [L.Input((6,)), L.Dense(5, seed=99), L.Dense(2)]
-    first = Sequential(pinned, seed=1).layers[1].weights["kernel"].data.copy()
-    other = Sequential([L.Input((6,)), L.Dense(5, seed=99), L.Dense(2)], seed=2).layers[1].weights["kernel"].data
+    first = Sequential(pinned, seed=1).layers[0].params["kernel"].data.copy()
+    other = Sequential([L.Input((6,)), L.Dense(5, seed=99), L.Dense(2)], seed=2).layers[0].params["kernel"].data
     np.testing.assert_array_equal(first, other)
 
 

@@ -42,7 +42,7 @@ def check_layer_gradients(layer, x, training=False, reset=None, atol=1e-6, rtol=
             return float(np.sum(layer.call(Tensor(arrays[0]), training=training).numpy() * u))
 
     np.testing.assert_allclose(xt.grad, numerical_gradient(scalar, [x], 0), atol=atol, rtol=rtol, err_msg="d/dx")
-    for name, param in layer.weights.items():
+    for name, param in layer.params.items():
         assert param.grad is not None, f"{name} got no gradient"
         expected = numerical_gradient(lambda _: scalar([x]), [param.data], 0)
         np.testing.assert_allclose(param.grad, expected, atol=atol, rtol=rtol, err_msg=f"d/d{name}")
@@ -60,7 +60,7 @@ def test_dense_gradients(activation):
 
 def test_dense_without_bias_has_only_a_kernel():
     layer = built(L.Dense(3, use_bias=False), (4,))
-    assert list(layer.weights) == ["kernel"]
+    assert list(layer.params) == ["kernel"]
     check_layer_gradients(layer, RNG.normal(size=(2, 4)))
 
 
@@ -79,8 +79,8 @@ def test_conv2d_gradients(kwargs):
 @pytest.mark.parametrize("training", [True, False])
 def test_batchnorm_gradients(shape, training):
     layer = built(L.BatchNorm(), shape)
-    layer.weights["gamma"].data[...] = RNG.uniform(0.5, 1.5, size=shape[0])
-    layer.weights["beta"].data[...] = RNG.normal(size=shape[0])
+    layer.params["gamma"].data[...] = RNG.uniform(0.5, 1.5, size=shape[0])
+    layer.params["beta"].data[...] = RNG.normal(size=shape[0])
     layer._state["running_var"][...] = RNG.uniform(0.5, 2.0, size=shape[0])
     check_layer_gradients(layer, RNG.normal(size=(4, *shape)), training=training, atol=1e-5, rtol=1e-4)
 
@@ -135,7 +135,7 @@ def test_conv2d_forward_matches_direct_loops(padding, stride, dilation, pads):
     layer = built(L.Conv2D(4, 3, strides=stride, padding=padding, dilation=dilation,
                            bias_initializer="glorot_uniform"), (2, 6, 5))
     x = RNG.normal(size=(3, 2, 6, 5))
-    expected = conv_reference(x, layer.weights["kernel"].data, layer.weights["bias"].data, (stride, stride), pads,
+    expected = conv_reference(x, layer.params["kernel"].data, layer.params["bias"].data, (stride, stride), pads,
                               (dilation, dilation))
     y = layer(x)
     assert layer.output_shape == expected.shape[1:]
@@ -155,7 +155,7 @@ def test_conv2d_layer_forward_property(c, k, h, w, r, stride, dilation, padding)
     layer = built(L.Conv2D(k, r, strides=stride, padding=padding, dilation=dilation,
                            bias_initializer="glorot_uniform"), (c, h, w))
     x = np.random.default_rng(h * w).normal(size=(2, c, h, w))
-    expected = conv_reference(x, layer.weights["kernel"].data, layer.weights["bias"].data, (stride, stride), pads,
+    expected = conv_reference(x, layer.params["kernel"].data, layer.params["bias"].data, (stride, stride), pads,
                               (dilation, dilation))
     assert layer.output_shape == expected.shape[1:]
     np.testing.assert_allclose(layer(x).numpy(), expected, atol=1e-10)
@@ -174,7 +174,7 @@ def test_pooling_layers_forward_property(n, c, h, w):
 def test_dense_forward_matches_numpy():
     layer = built(L.Dense(5, activation="relu", bias_initializer="glorot_normal"), (3,))
     x = RNG.normal(size=(4, 3))
-    expected = np.maximum(x @ layer.weights["kernel"].data + layer.weights["bias"].data, 0.0)
+    expected = np.maximum(x @ layer.params["kernel"].data + layer.params["bias"].data, 0.0)
     np.testing.assert_allclose(layer(x).numpy(), expected, atol=1e-12)
 
 

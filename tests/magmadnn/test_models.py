@@ -116,13 +116,13 @@ def test_summary_lists_layers_shapes_and_counts(capsys):
     assert text in capsys.readouterr().out
     conv, bn, dense = 1 * 4 * 9 + 4, 2 * 4, 4 * 6 * 6 * 10 + 10
     for row in (f"c1 (Conv2D)|(None, 4, 6, 6)|{conv}", f"bn (BatchNorm)|(None, 4, 6, 6)|{bn + 8}",
-                "flat (Flatten)|(None, 144)|0", f"out (Dense)|(None, 10)|{dense:,}", "image (Input)|(None, 1, 8, 8)|0"):
+                "flat (Flatten)|(None, 144)|0", f"out (Dense)|(None, 10)|{dense:,}"):
         name, shape, count = row.split("|")
         line = next(li for li in text.splitlines() if li.startswith(name))
         assert shape in line and line.rstrip().endswith(count), line
-    assert 'Model: "net"' in text
-    assert f"Trainable params: {conv + bn + dense:,}" in text
-    assert "Non-trainable params: 8" in text  # running mean and variance
+    assert 'Model: "net"' in text and "image (Input)" not in text  # Keras lists no Input row in a Sequential
+    assert f"Trainable params: {conv + bn + dense:,} ({(conv + bn + dense) * 4 / 1024:.2f} KB)" in text
+    assert "Non-trainable params: 8 (32.00 B)" in text  # running mean and variance
     assert f"Total params: {conv + bn + dense + 8:,}" in text
     functional = residual_two_input_model().summary(print_fn=None)
     assert "Connected to" in functional
@@ -286,7 +286,10 @@ def test_adding_a_layer_keeps_trained_weights():
     model.add(L.Activation("softmax"))
     for a, b in zip(model.get_weights(), trained):
         np.testing.assert_array_equal(a, b)
-    model.compile("sgd", seed=3)  # an explicit seed re-creates the initial weights
+    with pytest.raises(ValueError, match=r"compile\(seed=3\) would re-initialise the weights .* reinitialize=True"):
+        model.compile("sgd", seed=3)  # compile never destroys training silently
+    assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), trained))
+    model.compile("sgd", seed=3, reinitialize=True)  # explicitly: the initial weights of seed 3 again
     assert all(np.array_equal(a, b) for a, b in zip(model.get_weights(), small_cnn(seed=3).get_weights()))
 
 

@@ -24,7 +24,7 @@ HOST = backend.get("host")
 
 def _set(layer, **arrays):
     for name, value in arrays.items():
-        layer.weights[name].data = layer.xp.asarray(value)
+        layer.params[name].data = layer.xp.asarray(value)
 
 
 # ------------------------------------------------------------------------------------------ layers vs reference
@@ -44,7 +44,7 @@ def test_layer_norm_and_rms_norm_over_any_axis(shape, axis, rms, seed):
     moved = np.moveaxis(x, axis, -1)
     want = np.moveaxis(reference.layer_norm_ref(moved, gamma, None if rms else beta, 1e-3, rms), -1, axis)
     np.testing.assert_allclose(layer(x).numpy(), want, rtol=1e-10, atol=1e-12)
-    assert sorted(layer.weights) == (["gamma"] if rms else ["beta", "gamma"])
+    assert sorted(layer.params) == (["gamma"] if rms else ["beta", "gamma"])
 
 
 @settings(max_examples=examples(10))
@@ -69,7 +69,7 @@ def test_embedding_layer_picks_rows_of_any_id_shape(ids_shape, seed):
     layer = L.Embedding(6, 3)
     y = layer(ids)
     assert y.shape == (*ids.shape, 3) and layer.output_shape == (*ids_shape, 3)
-    table = layer.weights["embeddings"].numpy()
+    table = layer.params["embeddings"].numpy()
     assert table.shape == (6, 3) and np.abs(table).max() <= 0.05  # Keras' uniform(-0.05, 0.05)
     np.testing.assert_array_equal(y.numpy(), reference.embedding_ref(table, ids).astype(np.float32))
 
@@ -109,7 +109,7 @@ def test_a_sequential_starting_with_embedding_builds_an_int64_input_from_its_dat
     model.compile("sgd", "cross_entropy")
     ids, y = token_data()
     model.fit(ids, y[:, 0] % 3, batch_size=8, epochs=1, verbose=0)
-    assert model.layers[0].dtype == np.int64 and model.predict(ids).shape == (16, 3)
+    assert model.inputs[0].layer.dtype == np.int64 and model.predict(ids).shape == (16, 3)
 
 
 @pytest.mark.parametrize("fmt", ["npz", "safetensors"])

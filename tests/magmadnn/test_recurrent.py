@@ -29,7 +29,7 @@ def built(kind, units, steps, features, return_sequences, seed=0):
 
 
 def _weights(layer):
-    return {name: np.asarray(p.data) for name, p in layer.weights.items()}
+    return {name: np.asarray(p.data) for name, p in layer.params.items()}
 
 
 # ------------------------------------------------------------------------------------------------------ PyTorch
@@ -43,13 +43,13 @@ def test_matches_pytorch_forward_and_gradients(kind, return_sequences):
     net = (torch.nn.LSTM if kind == "LSTM" else torch.nn.GRU)(features, units, batch_first=True).double()
     w = {k: v.detach().numpy() for k, v in net.named_parameters()}
     # PyTorch's gate order is ours (i, f, g, o / r, z, n): transposition moves the weights
-    layer.weights["kernel"].data[...] = w["weight_ih_l0"].T
-    layer.weights["recurrent_kernel"].data[...] = w["weight_hh_l0"].T
+    layer.params["kernel"].data[...] = w["weight_ih_l0"].T
+    layer.params["recurrent_kernel"].data[...] = w["weight_hh_l0"].T
     if kind == "LSTM":  # one bias: PyTorch's two add up
-        layer.weights["bias"].data[...] = w["bias_ih_l0"] + w["bias_hh_l0"]
+        layer.params["bias"].data[...] = w["bias_ih_l0"] + w["bias_hh_l0"]
     else:  # the recurrent bias sits inside the reset gate's product
-        layer.weights["bias"].data[...] = w["bias_ih_l0"]
-        layer.weights["recurrent_bias"].data[...] = w["bias_hh_l0"]
+        layer.params["bias"].data[...] = w["bias_ih_l0"]
+        layer.params["recurrent_bias"].data[...] = w["bias_hh_l0"]
     x = np.random.default_rng(1).standard_normal((n, steps, features))
     xt = torch.tensor(x, requires_grad=True)
     full, _ = net(xt)
@@ -63,7 +63,7 @@ def test_matches_pytorch_forward_and_gradients(kind, return_sequences):
     np.testing.assert_allclose(y.numpy(), expected.detach().numpy(), rtol=1e-10, atol=1e-12)
     np.testing.assert_allclose(np.asarray(ours_x.grad), xt.grad.numpy(), rtol=1e-9, atol=1e-11)
     grads = {k: v.grad.numpy() for k, v in net.named_parameters()}
-    got = {k: np.asarray(p.grad) for k, p in layer.weights.items()}
+    got = {k: np.asarray(p.grad) for k, p in layer.params.items()}
     np.testing.assert_allclose(got["kernel"], grads["weight_ih_l0"].T, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(got["recurrent_kernel"], grads["weight_hh_l0"].T, rtol=1e-9, atol=1e-11)
     np.testing.assert_allclose(got["bias"], grads["bias_ih_l0"], rtol=1e-9, atol=1e-11)
@@ -78,7 +78,7 @@ def test_matches_pytorch_forward_and_gradients(kind, return_sequences):
 def test_layer_against_the_reference(kind, n, steps, features, units, return_sequences, seed):
     layer = built(kind, units, steps, features, return_sequences, seed)
     rng = np.random.default_rng(seed)
-    for p in layer.weights.values():  # non-zero biases too
+    for p in layer.params.values():  # non-zero biases too
         p.data[...] = rng.uniform(-1, 1, p.shape)
     w = _weights(layer)
     x = rng.uniform(-2, 2, (n, steps, features))
@@ -145,7 +145,7 @@ def test_save_and_load_round_trip(fmt, tmp_path):
     assert [type(layer).__name__ for layer in loaded.layers] == [type(layer).__name__ for layer in model.layers]
     recurrent = [layer for layer in loaded.layers if isinstance(layer, (L.LSTM, L.GRU))]
     assert [layer.return_sequences for layer in recurrent] == [True, False]
-    assert sorted(recurrent[1].weights) == ["bias", "kernel", "recurrent_bias", "recurrent_kernel"]
+    assert sorted(recurrent[1].params) == ["bias", "kernel", "recurrent_bias", "recurrent_kernel"]
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
 
 

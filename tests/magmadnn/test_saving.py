@@ -223,7 +223,7 @@ def test_checkpoint_errors(tmp_path):
     model = cnn()
     model.compile("adam")
     model.train_on_batch(x, y)
-    model.save(tmp_path / "plain.npz")
+    cnn().save(tmp_path / "plain.npz")  # never compiled: no training state (a compiled model saves its own)
     with pytest.raises(ModelFileError, match="without training state"):
         cnn().load_checkpoint(tmp_path / "plain.npz")
     model.save_checkpoint(tmp_path / "c.npz")
