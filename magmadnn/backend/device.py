@@ -149,6 +149,13 @@ def _creation_ops(device: int | None) -> dict:
                 host = host.astype(np.float32)
         return _array.asarray(host, device=device)
 
+    def constant(value, dtype=None):
+        """``asarray(value, dtype)`` made once per value and device and kept (see ``device_graphs``)."""
+        host = np.asarray(value, dtype=dtype)
+        if dtype is None and not isinstance(value, (np.ndarray, np.generic)) and host.dtype == np.float64:
+            host = host.astype(np.float32)
+        return _cached_constant(device, host, lambda h: _array.asarray(h, device=device))
+
     def zeros(shape, dtype=np.float32):
         return _array.zeros(_shape(shape), dtype, device=device)
 
@@ -168,7 +175,8 @@ def _creation_ops(device: int | None) -> dict:
         """One draw (``rng.take()``): ``mean + std * z`` for the stream's Box-Muller normals z."""
         return _k.normal(_shape(shape), mean, std, seed=rng.seed, offset=rng.take(), dtype=dtype, device=device)
 
-    return {"asarray": asarray, "zeros": zeros, "ones": ones, "full": full, "uniform": uniform, "normal": normal}
+    return {"asarray": asarray, "constant": constant, "zeros": zeros, "ones": ones, "full": full, "uniform": uniform,
+            "normal": normal}
 
 
 globals().update(_creation_ops(None))
@@ -785,6 +793,7 @@ def flat_unpack(flat, shapes, divisor) -> list:
 # ------------------------------------------------------------------------------- graph replay (optional)
 # Capture, static buffers fed from page-locked memory, device-to-device copies: magmadnn.models.graphed.
 
+from .device_graphs import cached_constant as _cached_constant  # noqa: E402
 from .device_graphs import copy_into, graph_capture, staging_buffer  # noqa: E402, F401
 
 _GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")

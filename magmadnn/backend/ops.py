@@ -488,6 +488,13 @@ def copy_into(dst, src):
     """``src`` into the existing array ``dst`` of the same shape and dtype, queued on the device."""
 
 
+@_optional
+def constant(value, dtype=None):
+    """``asarray(value, dtype)`` for a constant (a scalar operand, a loss's fixed matrix): made once per value and
+    kept, never written (no op writes its inputs), so that a step captured as a graph after an eager run of it
+    uploads nothing. Callers without it use ``asarray`` (``functional._base.constant``)."""
+
+
 #: Non-callable attributes every backend has.
 ATTRIBUTES = ("name",)
 #: What a backend may add: ``FUSED_ACTIVATIONS`` (kinds conv2d_forward fuses) and the optional ops below.

@@ -9,13 +9,21 @@ import numpy as np
 from ..autograd import Tensor
 
 
+def constant(xp, value, dtype=None):
+    """``xp.asarray(value, dtype)`` for a value that is the same at every step (a scalar operand, a fixed matrix of
+    a loss): on a backend that keeps constants (the device's optional op ``constant``) it is made once and reused,
+    so a step captured as a CUDA graph uploads nothing (``compile(graph=True)``). Never write into the result."""
+    make = getattr(xp, "constant", None)
+    return xp.asarray(value, dtype) if make is None else make(value, dtype)
+
+
 def _as_tensor(x, like: Tensor | None = None) -> Tensor:
-    """Tensors pass through; scalars take ``like``'s dtype; arrays become constant Tensors."""
+    """Tensors pass through; scalars take ``like``'s dtype (a backend constant); arrays become constant Tensors."""
     if isinstance(x, Tensor):
         return x
     backend = like.xp if like is not None else None
     if like is not None and isinstance(x, numbers.Number) and np.dtype(like.dtype).kind == "f":
-        return Tensor(like.xp.asarray(x, dtype=like.dtype), backend=backend)
+        return Tensor(constant(like.xp, x, like.dtype), backend=backend)
     return Tensor(x, backend=backend)
 
 

@@ -17,6 +17,7 @@ import numpy as np
 from .. import _checks, initializers
 from .. import backend as _backend
 from .._checks import shape_str
+from .._configurable import Configurable
 from ..autograd import Parameter, Tensor
 
 __all__ = ["Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "derive_seed", "register", "layer_class"]
@@ -87,9 +88,10 @@ def _is_symbolic(obj) -> bool:
     return isinstance(obj, (SymbolicTensor, Input))
 
 
-class Layer:
+class Layer(Configurable):
     """Base class. Subclasses implement ``check_input_shape``, ``create_weights``, ``compute_output_shape`` and
-    ``call(x, training)``; ``get_config`` returns the constructor arguments."""
+    ``call(x, training)``; ``get_config`` returns the constructor arguments. Setting a public attribute (a Dropout
+    ``rate``, a momentum) after a step was captured makes it captured anew (see :mod:`magmadnn._configurable`)."""
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None):
         if name is not None and (not isinstance(name, str) or not name):
