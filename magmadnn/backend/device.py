@@ -616,9 +616,9 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
 
 
 # ------------------------------------------------------------- normalization, embeddings, gradient clipping
-# Kernels of pymagma/kernels/norm.cu and embedding.cu. Out-of-range embedding indices are not checked here (that
-# would read the indices back): the kernel never reads outside the table and writes NaN rows there, and Model checks
-# its host data against every Embedding once per call, before any batch runs.
+# Kernels of pymagma/kernels/norm.cu and embedding.cu. The gather never reads outside the table (NaN rows there);
+# ids are checked before it by ``functional.embedding`` (a check kernel, reported at the next host read: see
+# device_faults.py), and Model checks its host data against every Embedding once per call, before any batch runs.
 
 
 def layer_norm_forward(x, gamma, beta, eps, rms=False):
@@ -798,6 +798,13 @@ from .device_graphs import copy_into, graph_capture, staging_buffer  # noqa: E40
 
 _GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")
 
+# ------------------------------------------------------------------------------- device checks (optional)
+# Embedding ids and attention key masks checked by a kernel into a fault record, read with the next host read.
+
+from .device_faults import check_binary, check_range, fault_error, fault_record  # noqa: E402, F401
+
+_FAULT_OPS = ("check_range", "check_binary", "fault_record", "fault_error")
+
 # ------------------------------------------------------------------------------------ recurrent layers
 # Per time step one gemm (the recurrent product, into a reused buffer) and one fused gate kernel
 # (pymagma.kernels.lstm_gates_forward, ...); backpropagation through time runs the backward kernels in reverse with
@@ -894,7 +901,7 @@ def for_index(n):
         view.FUSED_ACTIVATIONS, view.for_index = FUSED_ACTIVATIONS, for_index
         for name_ in ("host_empty", "copy_to_host", "flat_pack", "flat_unpack"):
             setattr(view, name_, globals()[name_])
-        for name_ in _GRAPH_OPS:
+        for name_ in _GRAPH_OPS + _FAULT_OPS:
             setattr(view, name_, globals()[name_])
         _VIEWS[n] = view
     return view
