@@ -21,6 +21,7 @@ from pymagma import array as _array
 from pymagma import graphs as _graphs
 from pymagma import kernels as _kernels
 from pymagma import queue as _queue
+from pymagma import simulator as _simulator
 
 __all__ = ["check_range", "check_binary", "fault_record", "fault_error"]
 
@@ -78,7 +79,10 @@ def check_binary(x, message):
 
 def fault_record(like):
     """The fault record of ``like``'s device once a check ran there (four int64: site, value bits, index), else
-    None: a read of ``like`` may carry it along (:func:`magmadnn.models.faults.read`)."""
+    None: a read of ``like`` may carry it along (:func:`magmadnn.models.faults.read`). None on the simulator's null
+    device too, whose memory holds no results."""
+    if _simulator.mode() == "null":
+        return None
     return _records.get(_queue.default_queue(like.device))
 
 
@@ -86,7 +90,7 @@ def fault_error(record, values):
     """The error recorded in ``values`` (the host copy of ``record``, any numeric dtype), or None when it holds
     none; the record is cleared for the next check."""
     site = int(values[0])
-    if site == 0:
+    if not 0 < site <= len(_messages):
         return None
     record.set(np.zeros(_kernels.FAULT_RECORD, np.int64))
     bits = (int(values[2]) << 32) | int(values[1])
