@@ -48,7 +48,7 @@ class Optimizer(Configurable):
 
     slots: tuple[str, ...] = ()
     # what changes as it runs, or is read from device memory by a replayed step (the learning rate)
-    _volatile = frozenset({"iterations", "lr", "_lr", "_count", "_state", "_device_values"})
+    _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values"})
 
     def __init__(self, lr=0.01, weight_decay: float = 0.0, clipnorm: float | None = None,
                  global_clipnorm: float | None = None):

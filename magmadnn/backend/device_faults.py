@@ -4,7 +4,7 @@ device, exported by ``device.py`` as the optional ops ``check_range``, ``check_b
 
 A check queues one small kernel (:func:`pymagma.kernels.check_range`, :func:`~pymagma.kernels.check_binary`) that
 writes the first failing value into its device's fault record; nothing is read back. The host reads the record
-together with what it reads anyway (:func:`magmadnn.models.faults.read`: fit's progress read, a checked step's loss,
+together with what it reads anyway (:func:`magmadnn.backend.faults.read`: fit's progress read, a checked step's loss,
 the end of ``predict`` and ``evaluate``) and raises the error the host backend raises for the same value: the
 caller's message, ``{bad}`` standing for the value. A step captured as a CUDA graph keeps its checks: the kernels are
 part of the graph, the record (made by the first, eager, check) lives outside it.
@@ -79,7 +79,7 @@ def check_binary(x, message):
 
 def fault_record(like):
     """The fault record of ``like``'s device once a check ran there (four int64: site, value bits, index), else
-    None: a read of ``like`` may carry it along (:func:`magmadnn.models.faults.read`). None on the simulator's null
+    None: a read of ``like`` may carry it along (:func:`magmadnn.backend.faults.read`). None on the simulator's null
     device too, whose memory holds no results."""
     if _simulator.mode() == "null":
         return None

@@ -495,7 +495,7 @@ def constant(value, dtype=None):
     uploads nothing. Callers without it use ``asarray`` (``functional._base.constant``)."""
 
 
-# Checks of the values an op needs, without a host read (:mod:`magmadnn.models.faults`): a backend whose arrays live in
+# Checks of the values an op needs, without a host read (:mod:`magmadnn.backend.faults`): a backend whose arrays live in
 # device memory adds all four; callers check NumPy data themselves and skip the check on a backend without them.
 @_optional
 def check_range(x, low, high, message):

@@ -21,7 +21,7 @@ def check_values(xp, data, message: str, low=None, high=None) -> None:
     """The values an op needs: every element of ``data`` in ``[low, high)``, or 0 or 1 when ``low`` is None
     (booleans pass); the first one that is not (in C order) is ``ValueError(message.format(bad=value))``. NumPy
     data is checked at once; backend data by the backend's check kernel (optional ops ``check_range`` and
-    ``check_binary``), raised at the next host read (:mod:`magmadnn.models.faults`) with the same message. A
+    ``check_binary``), raised at the next host read (:mod:`magmadnn.backend.faults`) with the same message. A
     backend without them leaves device data unchecked (its op must stay safe: the gather writes NaN rows)."""
     if isinstance(data, np.ndarray):
         if data.dtype.kind == "b" or not data.size:

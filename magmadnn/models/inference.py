@@ -6,7 +6,7 @@ import numpy as np
 
 from .._checks import integer
 from ..autograd import no_grad
-from . import faults as _faults
+from ..backend import faults as _faults
 from .training import Tally
 
 __all__ = ["Inference"]

@@ -21,8 +21,8 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from ..backend import faults as _faults
 from ..backend import host as _host
-from . import faults as _faults
 from . import rng as _rng
 from .progress import ProgressBar
 

@@ -37,7 +37,8 @@ import magmadnn as mdnn
 from magmadnn import functional as F
 from magmadnn import layers as L
 from magmadnn import losses, metrics, schedules
-from magmadnn.models import faults, graphed
+from magmadnn.backend import faults
+from magmadnn.models import graphed
 from pymagma import array, kernels, simulator
 
 EMBEDDING_MESSAGE = "embedding: index 9 is out of range for a table of 7 rows; expected indices in [0, 7)"
@@ -441,3 +442,28 @@ def test_check_kernels_record_the_first_bad_value_in_c_order(device):
     assert not record.get().any()
     kernels.check_range(array.asarray(np.array([0.5, np.nan], np.float32)), 0.0, 3.0, record, 1)
     assert record.get()[3] == 1
+
+
+def test_a_bad_id_in_the_validation_data_stops_fit_after_the_training_batches(device):
+    model = _token_model(device, True)
+    x, y = _token_data()
+    bad, _ = _token_data(bad_sample=2)
+    with pytest.raises(ValueError) as caught:
+        model.fit(x, y, batch_size=4, verbose=0, shuffle=False, validation_data=(bad, y))
+    assert str(caught.value) == EMBEDDING_MESSAGE and model.optimizer.iterations == 4  # as on the host
+
+
+def test_an_eager_call_on_device_ids_raises_at_its_read(device):
+    """Ids already on the device (behind a layer, or a Tensor) reach the gather unchecked by the host: the result's
+    first read raises the host's message instead of handing back a row of NaN."""
+    from magmadnn.autograd import Tensor
+
+    dev = mdnn.backend.get(device)
+    layer = L.Embedding(7, 4)
+    layer.configure(dev, np.float32, 1)
+    ids = Tensor(dev.asarray(np.array([[1, 9, 2]], np.int64)), backend=dev)
+    out = layer(ids)
+    with pytest.raises(ValueError) as caught:
+        out.numpy()
+    assert str(caught.value) == EMBEDDING_MESSAGE
+    assert np.isfinite(layer(Tensor(dev.asarray(np.array([[1, 2, 6]], np.int64)), backend=dev)).numpy()).all()

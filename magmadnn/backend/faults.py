@@ -1,10 +1,11 @@
 """Reading the device with its fault record: what a device check found (an embedding id outside the table, a key
 mask value other than 0 and 1; see ``functional._base.check_values``) rides on a read the host makes anyway.
 
-:func:`read` is the host read of fit's progress tally, of a checked step's loss and of predict's last batch: on a
-backend with a fault record (``fault_record``, an optional op) the record is appended to the array on the device and
-both come back in one copy; a recorded fault raises its ``ValueError`` (the message the host backend gives for the
-same value) before the values are used. No new synchronization, and none at all before any check ran.
+:func:`read` is the host read of fit's progress tally, of a checked step's loss, of predict's last batch and of
+``Tensor.numpy()``: on a backend with a fault record (``fault_record``, an optional op) the record is appended to the
+array on the device and both come back in one copy; a recorded fault raises its ``ValueError`` (the message the host
+backend gives for the same value) before the values are used. No new synchronization, and none at all before any check
+ran.
 """
 
 from __future__ import annotations
