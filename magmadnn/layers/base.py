@@ -93,6 +93,8 @@ class Layer(Configurable):
     ``call(x, training)``; ``get_config`` returns the constructor arguments. Setting a public attribute (a Dropout
     ``rate``, a momentum) after a step was captured makes it captured anew (see :mod:`magmadnn._configurable`)."""
 
+    _volatile = frozenset({"rng"})  # a random stream: graph replay follows it itself
+
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None):
         if name is not None and (not isinstance(name, str) or not name):
             raise TypeError(f"{type(self).__name__}: name must be a non-empty str, got {name!r}")
