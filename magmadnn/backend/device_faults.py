@@ -81,7 +81,7 @@ def fault_record(like):
     """The fault record of ``like``'s device once a check ran there (four int64: site, value bits, index), else
     None: a read of ``like`` may carry it along (:func:`magmadnn.backend.faults.read`). None on the simulator's null
     device too, whose memory holds no results."""
-    if _simulator.mode() == "null":
+    if not isinstance(like, _array.DeviceArray) or _simulator.mode() == "null":
         return None
     return _records.get(_queue.default_queue(like.device))
 
