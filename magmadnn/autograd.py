@@ -17,6 +17,7 @@ import numpy as np
 
 from . import backend as _backend
 from ._graph import postorder
+from .backend import faults as _faults
 
 __all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError"]
 
@@ -146,7 +147,8 @@ class Tensor:
 
     # -- conversion
     def numpy(self) -> np.ndarray:
-        return self.xp.to_numpy(self.data)
+        """A host copy; a value a device check recorded (an embedding id, a mask) raises its ValueError first."""
+        return _faults.read(self.xp, self.data)
 
     def item(self) -> float:
         if self.size != 1:

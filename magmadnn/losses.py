@@ -16,6 +16,7 @@ import numpy as np
 
 from . import functional as F
 from ._checks import integer, real, shape_str
+from ._configurable import Configurable
 from ._registry import resolve
 
 __all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "BinaryCrossEntropy", "get"]
@@ -38,7 +39,7 @@ class EpochLoss:
         return self.total if self.is_sum else self.total / self.samples
 
 
-class Loss:
+class Loss(Configurable):
     name = "loss"
 
     def __init__(self, reduction: str = "mean"):

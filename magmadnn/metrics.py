@@ -15,6 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks
+from ._configurable import Configurable
 
 __all__ = ["Metric", "Accuracy", "TopK", "get"]
 
@@ -40,10 +41,11 @@ def _at_most_one(xp, a):
     return xp.add(xp.negative(_relu(xp, xp.add(xp.negative(a), 1.0))), 1.0)
 
 
-class Metric:
+class Metric(Configurable):
     """Base class: a fraction of samples counted as hits, accumulated on the backend."""
 
     name = "metric"
+    _volatile = frozenset({"count", "_hits", "_xp"})  # what update() accumulates
 
     def __init__(self):
         self.reset()

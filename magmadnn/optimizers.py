@@ -28,6 +28,7 @@ import math
 import numbers
 
 from . import schedules
+from ._configurable import Configurable
 from ._registry import resolve
 
 __all__ = ["Optimizer", "SGD", "AdaGrad", "RMSProp", "Adam", "AdamW", "get"]
@@ -43,10 +44,13 @@ def _check(name: str, value, low=0.0, high=None, open_low=False):
     return value
 
 
-class Optimizer:
-    """Base class. Subclasses list their slot names in ``slots`` and implement ``update(param, grad, state)``."""
+class Optimizer(Configurable):
+    """Base class. Subclasses list their slot names in ``slots`` and implement ``update(param, grad, state)``.
+    Every hyperparameter but the learning rate is a constant of a captured step: setting one recaptures it."""
 
     slots: tuple[str, ...] = ()
+    # what changes as it runs, or is read from device memory by a replayed step (the learning rate)
+    _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values"})
 
     def __init__(self, lr=0.01, weight_decay: float = 0.0, clipnorm: float | None = None,
                  global_clipnorm: float | None = None):

@@ -149,6 +149,13 @@ def _creation_ops(device: int | None) -> dict:
                 host = host.astype(np.float32)
         return _array.asarray(host, device=device)
 
+    def constant(value, dtype=None):
+        """``asarray(value, dtype)`` made once per value and device and kept (see ``device_graphs``)."""
+        host = np.asarray(value, dtype=dtype)
+        if dtype is None and not isinstance(value, (np.ndarray, np.generic)) and host.dtype == np.float64:
+            host = host.astype(np.float32)
+        return _cached_constant(device, host, lambda h: _array.asarray(h, device=device))
+
     def zeros(shape, dtype=np.float32):
         return _array.zeros(_shape(shape), dtype, device=device)
 
@@ -168,7 +175,8 @@ def _creation_ops(device: int | None) -> dict:
         """One draw (``rng.take()``): ``mean + std * z`` for the stream's Box-Muller normals z."""
         return _k.normal(_shape(shape), mean, std, seed=rng.seed, offset=rng.take(), dtype=dtype, device=device)
 
-    return {"asarray": asarray, "zeros": zeros, "ones": ones, "full": full, "uniform": uniform, "normal": normal}
+    return {"asarray": asarray, "constant": constant, "zeros": zeros, "ones": ones, "full": full, "uniform": uniform,
+            "normal": normal}
 
 
 globals().update(_creation_ops(None))
@@ -608,9 +616,9 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
 
 
 # ------------------------------------------------------------- normalization, embeddings, gradient clipping
-# Kernels of pymagma/kernels/norm.cu and embedding.cu. Out-of-range embedding indices are not checked here (that
-# would read the indices back): the kernel never reads outside the table and writes NaN rows there, and Model checks
-# its host data against every Embedding once per call, before any batch runs.
+# Kernels of pymagma/kernels/norm.cu and embedding.cu. The gather never reads outside the table (NaN rows there);
+# ids are checked before it by ``functional.embedding`` (a check kernel, reported at the next host read: see
+# device_faults.py), and Model checks its host data against every Embedding once per call, before any batch runs.
 
 
 def layer_norm_forward(x, gamma, beta, eps, rms=False):
@@ -785,9 +793,17 @@ def flat_unpack(flat, shapes, divisor) -> list:
 # ------------------------------------------------------------------------------- graph replay (optional)
 # Capture, static buffers fed from page-locked memory, device-to-device copies: magmadnn.models.graphed.
 
+from .device_graphs import cached_constant as _cached_constant  # noqa: E402
 from .device_graphs import copy_into, graph_capture, staging_buffer  # noqa: E402, F401
 
 _GRAPH_OPS = ("graph_capture", "staging_buffer", "copy_into")
+
+# ------------------------------------------------------------------------------- device checks (optional)
+# Embedding ids and attention key masks checked by a kernel into a fault record, read with the next host read.
+
+from .device_faults import check_binary, check_range, fault_error, fault_record  # noqa: E402, F401
+
+_FAULT_OPS = ("check_range", "check_binary", "fault_record", "fault_error")
 
 # ------------------------------------------------------------------------------------ recurrent layers
 # Per time step one gemm (the recurrent product, into a reused buffer) and one fused gate kernel
@@ -885,7 +901,7 @@ def for_index(n):
         view.FUSED_ACTIVATIONS, view.for_index = FUSED_ACTIVATIONS, for_index
         for name_ in ("host_empty", "copy_to_host", "flat_pack", "flat_unpack"):
             setattr(view, name_, globals()[name_])
-        for name_ in _GRAPH_OPS:
+        for name_ in _GRAPH_OPS + _FAULT_OPS:
             setattr(view, name_, globals()[name_])
         _VIEWS[n] = view
     return view

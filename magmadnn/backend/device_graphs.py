@@ -1,17 +1,22 @@
 """What graph replay (:mod:`magmadnn.models.graphed`) needs of the device backend, exported by ``device.py`` as
 optional ops (see ``ops.py``): capturing a step as a CUDA graph, a static device buffer fed before each launch by
-one asynchronous copy from page-locked memory, and device-to-device copies into existing arrays."""
+one asynchronous copy from page-locked memory, device-to-device copies into existing arrays, and constants made once
+outside any step (:func:`cached_constant`: a step being captured cannot upload host data)."""
 
 from __future__ import annotations
+
+import collections
+import weakref
 
 import numpy as np
 
 from pymagma import array as _array
 from pymagma import graphs as _graphs
 from pymagma import kernels as _kernels
+from pymagma import queue as _queue
 from pymagma import runtime as _runtime
 
-__all__ = ["graph_capture", "Staging", "staging_buffer", "copy_into"]
+__all__ = ["graph_capture", "Staging", "staging_buffer", "copy_into", "cached_constant", "MAX_CONSTANTS"]
 
 ALIGN = 256  # bytes: every segment of a staging buffer starts at a multiple (cudaMalloc's alignment)
 RING = 2  # page-locked buffers per staging buffer: the host fills one while the copy from the other may be pending
@@ -72,3 +77,29 @@ def copy_into(dst, src) -> None:
         _runtime.memcpy_dtod(dst.ptr, src.ptr, src.nbytes, stream=dst.queue.stream)
     else:
         _kernels.copy(src, out=dst)
+
+
+MAX_CONSTANTS = 1024  # constants kept per device (least recently used ones dropped first)
+_constants: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a device's default queue -> its constants
+
+
+def cached_constant(device, host: np.ndarray, upload):
+    """The device array of the host array ``host`` on GPU ``device`` (None: the current one): uploaded by
+    ``upload(host)`` the first time, then the same array (read-only by the op set's aliasing rule: no op writes
+    its inputs). Constants are kept per device and per set of native libraries (the default queue's), so a step
+    captured after an eager run of it finds every constant it uses made already. During a capture a scalar not
+    made yet is written by a kernel inside the graph; an array not made yet cannot be (the upload names itself)."""
+    key = (host.dtype.str, host.shape, host.tobytes())
+    table = _constants.get(q := _queue.default_queue(device))
+    if table is None:
+        table = _constants[q] = collections.OrderedDict()
+    found = table.get(key)
+    if found is not None:
+        table.move_to_end(key)
+        return found
+    if host.ndim == 0 and host.dtype.kind == "f" and _graphs.capturing() is not None:
+        return _kernels.fill(_array.empty((), host.dtype, device=device), float(host))
+    made = table[key] = upload(host)
+    if len(table) > MAX_CONSTANTS:
+        table.popitem(last=False)
+    return made

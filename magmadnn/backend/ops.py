@@ -488,6 +488,38 @@ def copy_into(dst, src):
     """``src`` into the existing array ``dst`` of the same shape and dtype, queued on the device."""
 
 
+@_optional
+def constant(value, dtype=None):
+    """``asarray(value, dtype)`` for a constant (a scalar operand, a loss's fixed matrix): made once per value and
+    kept, never written (no op writes its inputs), so that a step captured as a graph after an eager run of it
+    uploads nothing. Callers without it use ``asarray`` (``functional._base.constant``)."""
+
+
+# Checks of the values an op needs, without a host read (:mod:`magmadnn.backend.faults`): a backend whose arrays live in
+# device memory adds all four; callers check NumPy data themselves and skip the check on a backend without them.
+@_optional
+def check_range(x, low, high, message):
+    """Queue a check that every element of ``x`` is in ``[low, high)``; the first one that is not (in C order) is
+    recorded, and raised as ``ValueError(message.format(bad=value))`` by the next read (``fault_error``)."""
+
+
+@_optional
+def check_binary(x, message):
+    """Queue a check that every element of ``x`` is 0 or 1 (booleans pass), recorded as ``check_range`` records."""
+
+
+@_optional
+def fault_record(like):
+    """The small array where checks on ``like``'s device record a failing value, or None before any check ran
+    there; it is copied to the host along with what the host reads anyway."""
+
+
+@_optional
+def fault_error(record, values):
+    """The ``ValueError`` recorded in ``values`` (the host copy of ``record``), or None when it holds none; the
+    record is cleared for the next check."""
+
+
 #: Non-callable attributes every backend has.
 ATTRIBUTES = ("name",)
 #: What a backend may add: ``FUSED_ACTIVATIONS`` (kinds conv2d_forward fuses) and the optional ops below.

@@ -9,13 +9,44 @@ import numpy as np
 from ..autograd import Tensor
 
 
+def constant(xp, value, dtype=None):
+    """``xp.asarray(value, dtype)`` for a value that is the same at every step (a scalar operand, a fixed matrix of
+    a loss): on a backend that keeps constants (the device's optional op ``constant``) it is made once and reused,
+    so a step captured as a CUDA graph uploads nothing (``compile(graph=True)``). Never write into the result."""
+    make = getattr(xp, "constant", None)
+    return xp.asarray(value, dtype) if make is None else make(value, dtype)
+
+
+def check_values(xp, data, message: str, low=None, high=None) -> None:
+    """The values an op needs: every element of ``data`` in ``[low, high)``, or 0 or 1 when ``low`` is None
+    (booleans pass); the first one that is not (in C order) is ``ValueError(message.format(bad=value))``. NumPy
+    data is checked at once; backend data by the backend's check kernel (optional ops ``check_range`` and
+    ``check_binary``), raised at the next host read (:mod:`magmadnn.backend.faults`) with the same message. A
+    backend without them leaves device data unchecked (its op must stay safe: the gather writes NaN rows)."""
+    if isinstance(data, np.ndarray):
+        if data.dtype.kind == "b" or not data.size:
+            return
+        bad = ~((data >= low) & (data < high)) if low is not None else (data != 0) & (data != 1)
+        if bad.any():
+            raise ValueError(message.format(bad=data[bad].flat[0].item()))
+        return
+    if low is None:
+        check = getattr(xp, "check_binary", None)
+        if check is not None:
+            check(data, message)
+    else:
+        check = getattr(xp, "check_range", None)
+        if check is not None:
+            check(data, low, high, message)
+
+
 def _as_tensor(x, like: Tensor | None = None) -> Tensor:
-    """Tensors pass through; scalars take ``like``'s dtype; arrays become constant Tensors."""
+    """Tensors pass through; scalars take ``like``'s dtype (a backend constant); arrays become constant Tensors."""
     if isinstance(x, Tensor):
         return x
     backend = like.xp if like is not None else None
     if like is not None and isinstance(x, numbers.Number) and np.dtype(like.dtype).kind == "f":
-        return Tensor(like.xp.asarray(x, dtype=like.dtype), backend=backend)
+        return Tensor(constant(like.xp, x, like.dtype), backend=backend)
     return Tensor(x, backend=backend)
 
 

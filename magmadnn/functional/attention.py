@@ -7,7 +7,7 @@ import math
 import numpy as np
 
 from ..autograd import Function, Tensor
-from ._base import _as_tensor, _need_ndim, _pair_of, _same_dtype
+from ._base import _as_tensor, _need_ndim, _pair_of, _same_dtype, check_values
 from .operators import matmul
 from .regularization import dropout
 
@@ -55,26 +55,25 @@ def _key_mask(key_mask, like: Tensor, fn: str):
     want = (like.shape[0], like.shape[-1])
     if tuple(data.shape) != want:
         raise ValueError(f"{fn}: key_mask must have shape (batch, key_time) = {want}, got {tuple(data.shape)}")
-    if isinstance(data, np.ndarray):
-        check_key_mask_values(data, fn)
+    check_key_mask_values(data, fn, like.xp)
     if np.dtype(data.dtype) != np.dtype(like.dtype):
         data = like.xp.asarray(data, dtype=like.dtype)  # a backend array is cast where it lives (no host copy)
     return data
 
 
-def check_key_mask_values(mask: np.ndarray, who: str) -> None:
+def check_key_mask_values(mask, who: str, xp=None) -> None:
     """A key mask holds booleans or the numbers 1 (attend) and 0 (padding): anything else (0.5, NaN, PyTorch's
-    additive 0/-inf masks, which would read inverted) is a ValueError naming ``who``."""
-    mask = np.asarray(mask)
-    if mask.dtype.kind == "b":
+    additive 0/-inf masks, which would read inverted) is a ValueError naming ``who``; at once for a host mask, at
+    the next host read for an array of backend ``xp`` (a check kernel, see ``_base.check_values``)."""
+    if xp is None or isinstance(mask, np.ndarray):
+        mask, xp = np.asarray(mask), None
+    kind = np.dtype(mask.dtype).kind
+    if kind == "b":
         return
-    if mask.dtype.kind not in "iuf":
+    if kind not in "iuf":
         raise TypeError(f"{who}: a key mask must be bool or numeric (1: attend, 0: padding), got dtype {mask.dtype}")
-    bad = (mask != 0) & (mask != 1)
-    if bad.any():
-        raise ValueError(f"{who}: a key mask holds 1 (attend) or 0 (padding) or booleans, got "
-                         f"{mask[bad].flat[0].item()!r}; for PyTorch's key_padding_mask pass its negation, an additive "
-                         "mask (0/-inf) is not a mask")
+    check_values(xp, mask, f"{who}: a key mask holds 1 (attend) or 0 (padding) or booleans, got {{bad!r}}; for "
+                 "PyTorch's key_padding_mask pass its negation, an additive mask (0/-inf) is not a mask")
 
 
 def masked_softmax(x, key_mask=None, scale=1.0, causal=False) -> Tensor:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ..autograd import Function, Tensor
-from ._base import _as_tensor, _need_ndim, _same_dtype
+from ._base import _as_tensor, _need_ndim, _same_dtype, check_values
 
 __all__ = ["embedding"]
 
@@ -21,8 +21,8 @@ class EmbeddingFunction(Function):
 
 def embedding(table, indices) -> Tensor:
     """Rows of ``table`` (V, D) picked by integer ``indices`` of any shape -> ``indices.shape + (D,)``; the gradient
-    is a deterministic scatter-add. NumPy indices are checked on the host (an index outside [0, V) is a ValueError);
-    device indices are not read back (see ``embedding_forward`` in the op set)."""
+    is a deterministic scatter-add. An index outside [0, V) is a ValueError: at once for NumPy indices, at the next
+    host read for device ones (a check kernel; nothing is read back here, see ``_base.check_values``)."""
     fn = "embedding"
     table = _as_tensor(table)
     _need_ndim(table, 2, fn, "table", "(input_dim, output_dim)")
@@ -32,11 +32,9 @@ def embedding(table, indices) -> Tensor:
         data = np.asarray(data)
     if np.dtype(data.dtype).kind not in "iu":
         raise TypeError(f"{fn}: indices must be integers (token ids), got dtype {data.dtype}")
+    rows = table.shape[0]
+    check_values(table.xp, data, f"{fn}: index {{bad}} is out of range for a table of {rows} rows; expected indices "
+                 f"in [0, {rows})", 0, rows)
     if isinstance(data, np.ndarray):
-        rows = table.shape[0]
-        if data.size and (data.min() < 0 or data.max() >= rows):
-            bad = data[(data < 0) | (data >= rows)].flat[0]
-            raise ValueError(f"{fn}: index {bad} is out of range for a table of {rows} rows; expected indices in "
-                             f"[0, {rows})")
         data = data.astype(np.int64, copy=False)
     return EmbeddingFunction.apply(table, table.xp.asarray(data))

@@ -9,7 +9,7 @@ import numbers
 import numpy as np
 
 from ..autograd import Function, Tensor
-from ._base import _as_tensor, _need_ndim, _same_dtype
+from ._base import _as_tensor, _need_ndim, _same_dtype, constant
 from .activations import log_softmax
 from .operators import add, matmul, mean, multiply, negative, reshape, subtract, sum
 
@@ -194,10 +194,10 @@ def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tenso
     if np.dtype(data.dtype).kind not in "iufb":
         raise TypeError(f"{fn}: targets must be numbers in [0, 1], got dtype {data.dtype}")
     xp, m = logits.xp, math.prod(logits.shape)
-    lift = xp.asarray(np.array([[0.0, 1.0]], dtype=logits.dtype))  # x -> (0, x)
+    lift = constant(xp, [[0.0, 1.0]], logits.dtype)  # x -> (0, x)
     pair = matmul(reshape(logits, (m, 1)), Tensor(lift, backend=xp))
     t = xp.reshape(xp.asarray(data, dtype=logits.dtype), (m, 1))
-    both = xp.add(xp.matmul(t, xp.asarray(np.array([[-1.0, 1.0]], dtype=logits.dtype))),
-                  xp.asarray(np.array([1.0, 0.0], dtype=logits.dtype)))  # t -> (1 - t, t)
+    both = xp.add(xp.matmul(t, constant(xp, [[-1.0, 1.0]], logits.dtype)),
+                  constant(xp, [1.0, 0.0], logits.dtype))  # t -> (1 - t, t)
     per_element = SoftmaxCrossEntropyFunction.apply(pair, labels=both)
     return _reduce(reshape(per_element, logits.shape) if reduction == "none" else per_element, reduction, fn)

@@ -17,14 +17,14 @@ class MultiHeadAttention(Layer):
 
     Called on ``query`` (self-attention), ``[query, value]`` or ``[query, key, value]`` (key defaults to value),
     optionally followed by a key mask of per-sample shape (key_time,): 1 where a key is a real token, 0 where it is
-    padding (Keras' convention; PyTorch's ``key_padding_mask`` is its negation), booleans or numbers 0 and 1 only
-    (an additive mask of 0 and -inf is refused; host masks are checked, on the device where a model reads them from
-    its input data). A query with no key left (all padding, or causal) attends to nothing: zeros. Weights:
-    ``query_kernel`` (d_query, heads*key_dim), ``key_kernel`` (d_key, heads*key_dim), ``value_kernel`` (d_value,
-    heads*value_dim), ``output_kernel`` (heads*value_dim, d_query) and the matching ``*_bias``; scores are scaled by
-    1/sqrt(key_dim), ``causal`` lets query i see keys j <= i, ``dropout`` drops attention probabilities while
-    training. The output has the query's shape. Memory: the (batch, heads, query_time, key_time) scores and
-    probabilities.
+    padding (Keras' convention; PyTorch's ``key_padding_mask`` is its negation), booleans or numbers 0 and 1 only (an
+    additive mask of 0 and -inf is refused: a host mask at once, a device mask by a check kernel reported at the next
+    host read, such as fit's progress read or the end of predict). A query with no key left (all padding, or causal)
+    attends to nothing: zeros. Weights: ``query_kernel`` (d_query, heads*key_dim), ``key_kernel`` (d_key,
+    heads*key_dim), ``value_kernel`` (d_value, heads*value_dim), ``output_kernel`` (heads*value_dim, d_query) and the
+    matching ``*_bias``; scores are scaled by 1/sqrt(key_dim), ``causal`` lets query i see keys j <= i, ``dropout``
+    drops attention probabilities while training. The output has the query's shape. Memory: the (batch, heads,
+    query_time, key_time) scores and probabilities.
     """
 
     def __init__(self, num_heads: int, key_dim: int, value_dim: int | None = None, dropout: float = 0.0,
@@ -82,8 +82,9 @@ class MultiHeadAttention(Layer):
         return super().__call__(inputs, training=training)
 
     def check_key_mask(self, mask, who: str) -> None:
-        """A host key mask against what a mask holds (the model calls it on the input data the mask comes from)."""
-        F.check_key_mask_values(mask, f"{who}: MultiHeadAttention layer {self.name!r}")
+        """A key mask against what a mask holds (the model calls it on the input data the mask comes from): a host
+        mask at once, a device one by a check kernel reported at the next host read."""
+        F.check_key_mask_values(mask, f"{who}: MultiHeadAttention layer {self.name!r}", self.xp)
 
     def create_weights(self, input_shape):
         _, query, key, value, _ = self._split(input_shape)
@@ -107,7 +108,7 @@ class MultiHeadAttention(Layer):
         seqs = seqs[:-1] if mask is not None else seqs
         query, value = seqs[0], seqs[-1]
         key = seqs[1] if len(seqs) == 3 else value
-        if mask is not None and isinstance(mask.data, np.ndarray):
+        if mask is not None:  # a device mask behind other layers too (its message, not masked_softmax's)
             self.check_key_mask(mask.data, "call")
         q = self._heads(query, "query", self.key_dim)
         k = self._heads(key, "key", self.key_dim)

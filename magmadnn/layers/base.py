@@ -19,6 +19,7 @@ import numpy as np
 from .. import _checks, initializers
 from .. import backend as _backend
 from .._checks import shape_str
+from .._configurable import Configurable
 from ..autograd import Parameter, Tensor, no_grad, note_trainable_change
 
 __all__ = ["Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "StateWeight", "derive_seed", "register",
@@ -163,7 +164,7 @@ def _framed(build):
     return framed
 
 
-class Layer:
+class Layer(Configurable):
     """Base class.
 
     magmadnn's own layers implement ``check_input_shape``, ``create_weights``, ``compute_output_shape`` (per-sample
@@ -172,9 +173,11 @@ class Layer:
     ``self.add_weight(shape=, initializer=, trainable=, name=)``, ``call(inputs)`` or ``call(inputs, training)``
     computes, and ``compute_output_shape`` is optional (without it the output shape comes from one call on zeros at
     build time); the shapes these methods see include the batch, ``(None, ...)``, as in Keras. ``get_config``
-    returns the constructor arguments.
+    returns the constructor arguments. Setting a public attribute (a Dropout ``rate``, a momentum) after a step was
+    captured makes it captured anew (see :mod:`magmadnn._configurable`).
     """
 
+    _volatile = frozenset({"rng"})  # a random stream: graph replay follows it itself
     _keras_style = False
     _call_takes_training = True
     _in_build = False

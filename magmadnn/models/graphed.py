@@ -12,9 +12,14 @@ graph reads, written before each launch by a single asynchronous copy from page-
 
 Arrays a step rebinds instead of updating in place (the running tally sums) are copied back into the arrays the
 graph read at its end, so the next replay reads the new values; an array rebound outside the graph (a rollback
-snapshot, ``set_weights``) is copied into the graph's array before the next launch. A replayed step therefore
+snapshot, ``set_weights``) is copied into the graph's array before the next launch. Everything else the step read on
+the host is a constant of the graph: the configuration of the layers, the loss, the metrics and the optimizer (a
+Dropout rate, a momentum, ``clipnorm``, ``label_smoothing``, ``trainable``). Each step keeps their capture keys
+(:mod:`magmadnn._configurable`); when the configuration generation has moved since the last launch the keys are
+computed again, and a step whose keys differ is captured anew (after one eager step). A replayed step therefore
 equals an eager step bit for bit. A model that cannot be captured (a backend without graphs, distributed training,
-an op that reads the device from the host) runs eagerly after one warning saying why.
+an op that reads the device from the host) runs eagerly after one warning saying why, naming the layer, loss,
+metric or optimizer whose code was running.
 """
 
 from __future__ import annotations
@@ -24,8 +29,9 @@ import warnings
 
 import numpy as np
 
+from .. import _configurable
 from .. import optimizers as _optimizers
-from ..autograd import no_grad, trainable_changes
+from ..autograd import Function, no_grad, trainable_changes
 from ..backend import host as _host
 from ..backend import random as _random
 
@@ -102,8 +108,6 @@ class _Step:
         self.fast_states = [(layer, k, a) for layer in model.layers for k, a in layer._state.items()]
         self.fast_slots = [] if kind != "train" else [
             (i, name, a) for i, slots in model.optimizer.slot_arrays.items() for name, a in slots.items()]
-        self.hyper = [k for k in model.optimizer.get_config() if k != "lr"] if kind == "train" else []
-        self.hyper_values = self._hyper()  # the optimizer's other hyperparameters are constants of the graph
         self.tally, self.takes, self.streams, self.graph, self.output = tally, [], [], None, None
         host = self._host_arrays(xs, y)
         # step values, dropout offsets (uint64 bits), then the batch
@@ -113,6 +117,11 @@ class _Step:
             raise _NotCapturable("a model without parameters")
         self.staging = self.xp.staging_buffer(layout, like)
         self._capture(like, y)
+        # the configuration the graph holds as constants: compared again when the generation moves
+        self.optimizer, self.loss = model.optimizer, model.loss
+        self.components = _components(model, kind)
+        self.generation = _configurable.generation
+        self.configuration = _configuration(self.components)
         self._run(xs, y)
 
     def _host_arrays(self, xs, y) -> list[np.ndarray]:
@@ -196,8 +205,13 @@ class _Step:
             return False
         if any(layer.rng is not stream or stream.seed != seed for layer, stream, seed in self.streams):
             return False
-        if self.hyper and self._hyper() != self.hyper_values:
+        if model.optimizer is not self.optimizer or model.loss is not self.loss:
             return False
+        if _configurable.generation != self.generation:  # something was set: compare what the graph holds
+            if _components(model, self.kind) != self.components or \
+                    _configuration(self.components) != self.configuration:
+                return False
+            self.generation = _configurable.generation
         if self._unchanged():
             moved = []
         else:
@@ -214,10 +228,6 @@ class _Step:
             self.xp.copy_into(self.sums, tally.sums)
             tally.sums = self.sums
         return True
-
-    def _hyper(self) -> list:
-        opt = self.model.optimizer
-        return [getattr(opt, k, None) for k in self.hyper]
 
     def _unchanged(self) -> bool:
         """The quick test of :meth:`current`: the layers hold the same parameters, and every array the graph reads
@@ -268,6 +278,43 @@ class _Step:
         if self.graph is not None:
             self.graph.destroy()
             self.graph = None
+
+
+def _components(model, kind: str) -> list:
+    """The objects whose configuration a captured step of ``kind`` holds: layers, then loss and metrics (not for
+    predict), then the optimizer (train)."""
+    objects = list(model.layers)
+    if kind != "predict":
+        objects += [model.loss, *model.metrics]
+    if kind == "train":
+        objects.append(model.optimizer)
+    return objects
+
+
+def _configuration(objects) -> tuple:
+    return tuple(_configurable.capture_key(o) for o in objects)
+
+
+def _culprit(error: BaseException, model) -> str | None:
+    """The layer, loss, metric or optimizer whose code raised ``error`` (the innermost one on its traceback), with
+    the method and the autograd function running in it; the backward pass when only a function's backward ran."""
+    names = {id(layer): f"layer {layer.name!r} ({type(layer).__name__})" for layer in model.layers}
+    names[id(model.loss)] = f"the loss {type(model.loss).__name__}"
+    names.update((id(m), f"the metric {m.name!r} ({type(m).__name__})") for m in model.metrics)
+    names[id(model.optimizer)] = f"the optimizer {type(model.optimizer).__name__}"
+    owner = function = None
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        this = frame.f_locals.get("self")
+        if this is not None and id(this) in names:
+            owner, function = f"{names[id(this)]}, {type(this).__name__}.{frame.f_code.co_name}", None
+        elif isinstance(this, Function):
+            function = f"{type(this).__name__}.{frame.f_code.co_name}"
+        tb = tb.tb_next
+    if owner is None:
+        return None if function is None else f"the backward pass, {function}"
+    return owner if function is None else f"{owner}, {function}"
 
 
 class GraphedSteps:
@@ -325,7 +372,9 @@ class GraphedSteps:
             self.steps[key] = step = _Step(self.model, kind, xs, y, tally, prefix)
         except Exception as error:  # noqa: BLE001 - any failure to capture means: run eagerly, said once
             self.steps[key] = False
-            self.say(f"the {kind} step could not be captured ({type(error).__name__}: {error})")
+            where = _culprit(error, self.model)
+            where = f"in {where}: " if where else ""
+            self.say(f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})")
             return None
         return True if step.output is None else step.output
 

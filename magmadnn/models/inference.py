@@ -7,6 +7,7 @@ import numpy as np
 
 from .._checks import integer
 from ..autograd import no_grad
+from ..backend import faults as _faults
 from ..callbacks import CallbackList, callback_list
 from .training import Tally, running_logs
 
@@ -63,7 +64,9 @@ class Inference:
 
         ``callbacks``: their ``on_predict_*`` hooks are called, as in Keras; ``on_predict_batch_end`` gets
         ``{"outputs": the batch's outputs}`` (a NumPy view of the result). A callback setting
-        ``model.stop_predicting = True`` ends it after that batch (the outputs so far are returned)."""
+        ``model.stop_predicting = True`` ends it after that batch (the outputs so far are returned). The last
+        batch's copy brings what device checks found: an embedding id outside its table, a key mask value other
+        than 0 and 1."""
         batch_size = integer(batch_size, "batch_size", "predict", minimum=1)
         callbacks = callback_list(callbacks, "predict")
         xs = self._input_arrays(x, "predict")
@@ -81,7 +84,8 @@ class Inference:
             if out is None:
                 with no_grad():
                     out = self._forward(self._input_tensors(batch), training=False).data
-            result[start:start + batch_size] = self.xp.to_numpy(out)
+            last = start + batch_size >= n  # its copy brings what device checks found (ids, key masks)
+            result[start:start + batch_size] = _faults.read(self.xp, out) if last else self.xp.to_numpy(out)
             cbs.on_predict_batch_end(index, {"outputs": result[start:start + batch_size]})
             if self.stop_predicting:  # a callback ends the prediction early (Keras' stop_predicting)
                 done = min(start + batch_size, n)

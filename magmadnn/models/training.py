@@ -21,6 +21,7 @@ from contextlib import nullcontext
 
 import numpy as np
 
+from ..backend import faults as _faults
 from ..backend import host as _host
 from ..callbacks import BatchLogs
 from . import rng as _rng
@@ -95,7 +96,11 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
             outputs = model._forward(model._input_tensors(run[0]), training=True)
             loss = model._loss_of(outputs, run[1])
         if check and hook is None:
-            value = loss.item()
+            try:  # with what a device check found in this batch (an id, a mask value): raised before any update
+                value = float(_faults.read(xp, loss.data).reshape(()))
+            except ValueError:
+                _restore(stateful, saved)
+                raise
             if not math.isfinite(value):
                 _restore(stateful, saved)
                 return value
@@ -156,8 +161,8 @@ class Tally:
         self.counts[name] += int(count)
 
     def read(self) -> dict[str, float]:
-        """Every sum, copied to the host in one transfer."""
-        host = np.asarray(self.xp.to_numpy(self.sums), dtype=np.float64).reshape(-1)
+        """Every sum, copied to the host in one transfer (a value a device check recorded raises its error)."""
+        host = np.asarray(_faults.read(self.xp, self.sums), dtype=np.float64).reshape(-1)  # device checks ride on it
         self.read_counts = dict(self.counts)
         if self.reduce is not None:
             host, self.read_counts = self.reduce(host, self.counts)
@@ -279,7 +284,12 @@ class Epoch:
         probe = model._param_probe()
         if probe is not None:  # 0, or NaN/inf when a parameter is not finite: it rides on the same read
             self.tally.add("loss", probe, 0)
-        sums = self.tally.read()
+        try:
+            sums = self.tally.read()
+        except ValueError as error:  # a device check found a bad value (an id, a mask) since the last read
+            if self.eager or self.snapshot is None:
+                raise
+            return None, self._find_fault(error)
         if self.eager and not math.isfinite(sums["loss"]):  # batch losses were checked: a parameter is not finite
             found = model._nonfinite_parameter()
             if found is not None:
@@ -299,6 +309,18 @@ class Epoch:
         if bad is None:
             self.bar.draw(done, {k: v for k, v in logs.items() if not k.startswith("val_")})
         return bad
+
+    def _find_fault(self, error: ValueError) -> dict:
+        """Back to the snapshot, then the pending batches one by one, each read with its checks: the error is
+        raised at the batch holding the bad value, the updates before it applied (as on the host); a value found in
+        the validation data is raised once the batches are applied again."""
+        model = self.model
+        self.snapshot.restore()
+        for index, xb, yb in self.pending:
+            value = model._train_step(xb, yb, check=True, tally=self.tally)
+            if not math.isfinite(value):
+                return model._non_finite(self.cbs, self.epoch, index, value)
+        raise error
 
     def _replay(self) -> dict:
         """Back to the snapshot, then the pending batches one by one (one read each) up to the non-finite loss."""

@@ -68,6 +68,8 @@ PROGRAMS = {
     # normalization and embeddings
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
     "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
+    # checks of the values an op needs, reported through a fault record (no host read)
+    "check": ("check.cu", _per_dtype(("check_range", "check_binary"), FLOAT_DTYPES + ("int64", "int32"))),
     # graph replay: per-step values read from device memory
     "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
