@@ -9,7 +9,7 @@ What runs where:
 - matrix products: ``pymagma.blas`` (gemm on the row-major identity, transposes as flags, stacks by gemm_batched);
 - convolution (forward, backward data/filter/bias), average pooling, softmax / log-softmax, batch norm, and the
   sigmoid, tanh, ReLU and ELU activations: cuDNN through ``pymagma.dnn``;
-- everything else (broadcasting arithmetic, reductions, argmax, bias add, leaky ReLU, GELU, activation gradients
+- everything else (broadcasting arithmetic, reductions, argmax, bias add, the activations cuDNN lacks, activation gradients
   from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers, max pooling):
   ``pymagma.kernels``.
 
@@ -306,18 +306,20 @@ def bias_grad(dy):
 
 # ------------------------------------------------------------------------------------------ activations, softmax
 
-#: Kinds cuDNN computes (forward, and backward when x is given); leaky ReLU and GELU are pymagma kernels.
+#: Kinds cuDNN computes (forward, and backward when x is given); the others are pymagma kernels.
 _CUDNN_ACTIVATIONS = ("relu", "sigmoid", "tanh", "elu")
+#: Kernel kinds whose gradient reads the forward output y.
+_GRAD_READS_Y = ("selu", "exponential")
 
 
 def activation_forward(x, kind, alpha=0.0):
-    """y = act(x); GELU is the tanh approximation; ``alpha`` is the leaky-ReLU slope / ELU scale."""
+    """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
     _geometry.check_activation(kind, "activation_forward")
     if kind in _CUDNN_ACTIVATIONS:
         return _dnn.activation_forward(_contiguous(x), kind, float(alpha) if kind == "elu" else None)
     if kind == "leaky_relu":
         return _k.leaky_relu(x, float(alpha))
-    return _k.gelu(x)
+    return _k.unary("exp" if kind == "exponential" else kind, x)
 
 
 def activation_backward(dy, x, y, kind, alpha=0.0):
@@ -335,6 +337,8 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
             y = activation_forward(x, kind, alpha)
         return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,
                                         float(alpha) if kind == "elu" else None)
+    if kind in _GRAD_READS_Y:
+        return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
     return _k.activation_backward(kind, dy, x, None, float(alpha))
 
 

@@ -8,7 +8,7 @@ from ..backend.geometry import ACTIVATION_NAMES
 from .attention import MultiHeadAttention
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
-from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
+from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten, LeakyReLU
 from .embedding import Embedding
 from .normalization import GroupNorm, LayerNorm, RMSNorm
 from .position import PositionEmbedding
@@ -31,7 +31,7 @@ GlobalMaxPool = GlobalMaxPool2D
 
 __all__ = [
     "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATION_NAMES",
-    "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
+    "Dense", "Activation", "LeakyReLU", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
     "LayerNorm", "LayerNormalization", "RMSNorm", "GroupNorm", "GroupNormalization", "Embedding",
 ]

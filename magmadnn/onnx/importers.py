@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import layers as L
+from ..backend import geometry
 from . import attention, folded_attention
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
@@ -23,16 +24,19 @@ __all__ = ["IMPORTERS", "supported_operators", "pool_geometry"]
 _ACTIVATIONS = {"Relu": ("relu", {}), "Sigmoid": ("sigmoid", {}), "Tanh": ("tanh", {}),
                 "LeakyRelu": ("leaky_relu", {"alpha": 0.01}), "Elu": ("elu", {"alpha": 1.0}),
                 "Gelu": ("gelu", {"approximate": "none"})}
-_FUSABLE = {"relu": None, "sigmoid": None, "tanh": None, "leaky_relu": 0.01, "elu": 1.0, "gelu": None}
+#: Kinds a layer's ``activation=`` takes, with the alpha it then applies (None: takes none).
+_FUSABLE = {"relu": None, "sigmoid": None, "tanh": None, "gelu": None, "gelu_tanh": None,
+            **geometry.DEFAULT_ALPHA}
 
 
 def _activation_of(graph, node):
     """(kind, alpha) of an activation node, or an error for what magmadnn cannot compute."""
     kind, defaults = _ACTIVATIONS[node.op_type]
     attrs = graph.attrs(node, defaults)
-    if kind == "gelu" and attrs["approximate"] != "tanh":
-        raise graph.error(node, f"approximate={attrs['approximate']!r} (exact, erf-based GELU) is not supported",
-                          "approximate='tanh' (magmadnn's gelu is the tanh approximation)")
+    if kind == "gelu":
+        if attrs["approximate"] not in ("none", "tanh"):
+            raise graph.error(node, f"approximate={attrs['approximate']!r} is not a GELU form", "'none' or 'tanh'")
+        kind = "gelu" if attrs["approximate"] == "none" else "gelu_tanh"
     return kind, float(attrs.get("alpha", 0.0))
 
 

@@ -35,7 +35,7 @@ from .programs import FLOAT_DTYPES, PROGRAMS
 UNARY_OPS = {
     "negative": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "square": 5, "relu": 6, "sigmoid": 7, "tanh": 8,
     "sign": 9, "reciprocal": 10, "affine": 11, "power": 12, "clip": 13, "elu": 14, "leaky_relu": 15, "rsqrt": 16,
-    "gelu": 17,
+    "gelu_tanh": 17, "gelu": 18, "silu": 19, "softplus": 20, "softsign": 21, "selu": 22, "hard_sigmoid": 23,
 }
 BINARY_OPS = {
     "add": 0, "subtract": 1, "multiply": 2, "divide": 3, "maximum": 4, "minimum": 5, "power": 6,
@@ -43,7 +43,8 @@ BINARY_OPS = {
     "squared_difference": 13, "greater_equal": 14, "less_equal": 15, "not_equal": 16,
 }
 #: Activation kinds of :func:`activation_backward` (codes of ``activation_grad`` in elementwise.cu).
-ACTIVATION_GRADS = {"relu": 0, "sigmoid": 1, "tanh": 2, "leaky_relu": 3, "elu": 4, "gelu": 5}
+ACTIVATION_GRADS = {"relu": 0, "sigmoid": 1, "tanh": 2, "leaky_relu": 3, "elu": 4, "gelu_tanh": 5, "gelu": 6,
+                    "silu": 7, "softplus": 8, "softsign": 9, "selu": 10, "hard_sigmoid": 11, "exponential": 12}
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "sum_squares": 5}
 MAX_DIMS = 8
 
@@ -154,8 +155,8 @@ def _ptr(a) -> c_void_p:
 # ------------------------------------------------------------------------------------------------ elementwise
 def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
     """``out = op(x)`` elementwise; ``p``, ``q`` parameterise affine (p*x+q), power (x**p), clip ([p, q]), elu
-    (alpha p) and leaky_relu (slope p).  ``gelu`` is the tanh approximation
-    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    (alpha p) and leaky_relu (slope p).  ``gelu`` is exact, 0.5 x (1 + erf(x / sqrt 2)); ``gelu_tanh`` the tanh
+    approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); ``hard_sigmoid`` is relu6(x + 3) / 6."""
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
     dtype = _float_dtype(x, op)
@@ -233,12 +234,14 @@ def where(cond, a, b, out=None):
 
 #: What each kind of :func:`activation_backward` reads besides dy.
 _ACTIVATION_READS = {"relu": "x or y", "sigmoid": "y", "tanh": "y", "leaky_relu": "x", "elu": "x and y",
-                     "gelu": "x"}
+                     "gelu_tanh": "x", "gelu": "x", "silu": "x", "softplus": "x", "softsign": "x", "selu": "x and y",
+                     "hard_sigmoid": "x", "exponential": "y"}
 
 
 def activation_backward(kind: str, dy, x=None, y=None, alpha: float = 0.0, out=None):
     """dx of an activation from ``dy`` and the forward input ``x`` and/or output ``y``: relu (x or y), sigmoid (y),
-    tanh (y), leaky_relu (x, slope ``alpha``), elu (x and y, ``alpha``), gelu (x, tanh approximation)."""
+    tanh (y), leaky_relu (x, slope ``alpha``), elu (x and y, ``alpha``), gelu and gelu_tanh (x), silu, softplus,
+    softsign, hard_sigmoid (x), selu (x and y), exponential (y)."""
     if kind not in ACTIVATION_GRADS:
         raise ValueError(f"unknown activation {kind!r}; known: {sorted(ACTIVATION_GRADS)}")
     reads = _ACTIVATION_READS[kind]
