@@ -9,9 +9,9 @@ What runs where:
 - matrix products: ``pymagma.blas`` (gemm on the row-major identity, transposes as flags, stacks by gemm_batched);
 - convolution (forward, backward data/filter/bias), average pooling, softmax / log-softmax, batch norm, and the
   sigmoid, tanh, ReLU and ELU activations: cuDNN through ``pymagma.dnn``;
-- everything else (broadcasting arithmetic, reductions, argmax, bias add, the activations cuDNN lacks, activation gradients
-  from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers, max pooling):
-  ``pymagma.kernels``.
+- everything else (broadcasting arithmetic, reductions, argmax, bias add, the activations cuDNN lacks, activation
+  gradients from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers, max
+  pooling): ``pymagma.kernels``.
 
 Dropout is *not* cuDNN's: its generator cannot be reproduced on the host, and host/device parity tests train with
 the same seed and need the same masks. It is one fused kernel on the op set's Philox stream

@@ -20,7 +20,8 @@ __all__ = ["EXPORTERS", "ACTIVATION_OPS", "exportable_layers"]
 ACTIVATION_OPS = {
     "relu": ("Relu", lambda a: {}, 17), "sigmoid": ("Sigmoid", lambda a: {}, 17), "tanh": ("Tanh", lambda a: {}, 17),
     "leaky_relu": ("LeakyRelu", lambda a: {"alpha": a}, 17), "elu": ("Elu", lambda a: {"alpha": a}, 17),
-    "gelu": ("Gelu", lambda a: {"approximate": "none"}, 20), "gelu_tanh": ("Gelu", lambda a: {"approximate": "tanh"}, 20),
+    "gelu": ("Gelu", lambda a: {"approximate": "none"}, 20),
+    "gelu_tanh": ("Gelu", lambda a: {"approximate": "tanh"}, 20),
     "softplus": ("Softplus", lambda a: {}, 17), "softsign": ("Softsign", lambda a: {}, 17),
     "selu": ("Selu", lambda a: {"alpha": geometry.SELU_ALPHA, "gamma": geometry.SELU_SCALE}, 17),
     "hard_sigmoid": ("HardSigmoid", lambda a: {"alpha": 1.0 / 6.0, "beta": 0.5}, 17),
@@ -258,7 +259,7 @@ def position_embedding(b, layer, inputs, node):
 
 
 EXPORTERS = {
-    L.Dense: dense, L.Activation: activation, L.LeakyReLU: activation, L.Conv2D: conv2d, L.MaxPool2D: max_pool2d, L.AvgPool2D: avg_pool2d,
+    L.Dense: dense, L.Activation: activation, L.Conv2D: conv2d, L.MaxPool2D: max_pool2d, L.AvgPool2D: avg_pool2d,
     L.GlobalAvgPool2D: global_avg_pool2d, L.BatchNorm: batch_norm, L.Dropout: dropout, L.Flatten: flatten,
     L.Add: add, L.Softmax: softmax, L.LogSoftmax: log_softmax,
 }
@@ -269,6 +270,7 @@ EXPORTERS.update({  # the modern layers
     L.LSTM: recurrent, L.GRU: recurrent, L.MultiHeadAttention: multi_head_attention,
     L.PositionEmbedding: position_embedding,
 })
+EXPORTERS[L.LeakyReLU] = activation
 
 
 def exportable_layers() -> list[str]:

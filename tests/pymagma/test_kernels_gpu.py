@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -49,7 +51,7 @@ UNARY_REFERENCES = {
     "leaky_relu": lambda x, p, q: np.where(x > 0, x, p * x),
     "rsqrt": lambda x, p, q: 1 / np.sqrt(x),
     "gelu_tanh": lambda x, p, q: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
-    **{k: (lambda k: lambda x, p, q: activation_ref(k, x))(k)
+    **{k: functools.partial(lambda x, p, q, kind: activation_ref(kind, x), kind=k)
        for k in ("gelu", "silu", "softplus", "softsign", "selu", "hard_sigmoid")},
 }
 POSITIVE_ONLY = {"log", "sqrt", "reciprocal", "power", "rsqrt"}
