@@ -55,7 +55,8 @@ def test_reshape_transpose_flatten():
 
 @pytest.mark.parametrize("kind,alpha", [("sigmoid", 0), ("tanh", 0), ("relu", 0), ("leaky_relu", 0.1), ("elu", 0.7),
                                         ("gelu", 0), ("gelu_tanh", 0), ("silu", 0), ("softplus", 0),
-                                        ("softsign", 0), ("selu", 0), ("hard_sigmoid", 0), ("exponential", 0)])  # fmt: skip
+                                        ("softsign", 0), ("selu", 0), ("hard_sigmoid", 0),
+                                        ("exponential", 0)])  # fmt: skip
 def test_activations(kind, alpha):
     x = spread_values(np.random.default_rng(0), (3, 5), gap=0.1)
     check_gradients(lambda a: F.activation(a, kind, alpha), x)
