@@ -535,11 +535,19 @@ def _check_bn_input(x) -> None:
         raise ValueError(f"batch_norm: expected a 2-D (N, F) or 4-D (N, C, H, W) input, got shape {x.shape}")
 
 
-def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
-    """Normalise with batch statistics; running stats updated in place (op-set momentum, unbiased variance)."""
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, unbiased=True):
+    """Normalise with batch statistics; running stats updated in place (op-set momentum; cuDNN's running variance
+    takes the unbiased variance: for the biased one it updates a zeroed scratch, ``(1 - momentum) var_u``, which
+    becomes the batch term ``(n - 1)/n var_u`` of the op set's update)."""
     _check_bn_input(x)
-    y, mean_, inv_std = _dnn.batch_norm_forward_training(_contiguous(x), gamma, beta, running_mean, running_var,
-                                                         momentum=1.0 - float(momentum), eps=float(eps))
+    momentum = float(momentum)
+    scratch = running_var if unbiased else zeros_like(running_var)
+    y, mean_, inv_std = _dnn.batch_norm_forward_training(_contiguous(x), gamma, beta, running_mean, scratch,
+                                                         momentum=1.0 - momentum, eps=float(eps))
+    if not unbiased:
+        n = x.size // x.shape[1]
+        batch = _k.affine(scratch, (n - 1) / (n * (1.0 - momentum)))
+        running_stat_update(running_var, batch, momentum)
     return y, (mean_, inv_std, float(eps))
 
 

@@ -744,8 +744,9 @@ def _bn_axes(x):
     raise ValueError(f"batch_norm: expected a 2-D (N, F) or 4-D (N, C, H, W) input, got shape {x.shape}")
 
 
-def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
-    """Normalise with batch statistics; update running stats in place (running var uses the unbiased variance)."""
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, unbiased=True):
+    """Normalise with batch statistics; update running stats in place (running var: the unbiased variance, or the
+    biased one when not ``unbiased``)."""
     axes = _bn_axes(x)
     shape = _channel_shape(x.ndim, x.shape[1])
     mu = x.mean(axis=axes)
@@ -755,11 +756,11 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
     xhat = xc * inv_std.reshape(shape).astype(x.dtype, copy=False)
     y = xhat * gamma.reshape(shape) + beta.reshape(shape)
     m = x.size // x.shape[1]
-    unbiased = var * (m / (m - 1)) if m > 1 else var
+    batch_var = var * (m / (m - 1)) if unbiased and m > 1 else var
     running_mean *= momentum
     running_mean += (1 - momentum) * mu
     running_var *= momentum
-    running_var += (1 - momentum) * unbiased
+    running_var += (1 - momentum) * batch_var
     return y, (xhat, inv_std)
 
 

@@ -152,9 +152,12 @@ class BatchNorm(Layer):
     ranks share the statistics of the global batch (set by ``fit(distributed=Options(sync_batchnorm=True))``).
     """
 
+    #: The running variance takes the unbiased batch variance (PyTorch); Keras' BatchNormalization the biased one.
+    unbiased_running_var = True
+
     def __init__(self, momentum: float = 0.9, eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)
-        owner = f"BatchNorm {self.name!r}"
+        owner = f"{type(self).__name__} {self.name!r}"
         self.momentum = _checks.real(momentum, "momentum", owner, 0.0, 1.0, open_high=True)
         self.eps = _checks.real(eps, "eps", owner, 0.0, open_low=True)
         self.sync = None
@@ -172,7 +175,7 @@ class BatchNorm(Layer):
     def call(self, x, training=False):
         return F.batch_norm(x, self._params["gamma"], self._params["beta"], self._state["running_mean"],
                             self._state["running_var"], training, momentum=self.momentum, eps=self.eps,
-                            sync=self.sync)
+                            sync=self.sync, unbiased=self.unbiased_running_var)
 
     def get_config(self):
         return {"momentum": self.momentum, "eps": self.eps, **super().get_config()}

@@ -271,6 +271,7 @@ EXPORTERS.update({  # the modern layers
     L.PositionEmbedding: position_embedding,
 })
 EXPORTERS[L.LeakyReLU] = activation
+EXPORTERS[L.BatchNormalization] = batch_norm
 
 
 def exportable_layers() -> list[str]:
