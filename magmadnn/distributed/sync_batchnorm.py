@@ -105,7 +105,8 @@ class SyncBatchNormTrainFunction(Function):
         self.mean = xp.asarray(mean.astype(dtype))
         self.inv_std = xp.asarray((1.0 / np.sqrt(var + eps)).astype(dtype))
         y = xp.batch_norm_infer(x, gamma, beta, self.mean, xp.asarray(var.astype(dtype)), eps)
-        for running, batch in ((running_mean, self.mean), (running_var, xp.asarray((m2 / (count - 1 if unbiased else count)).astype(dtype)))):
+        batch_var = m2 / (count - 1 if unbiased else count)
+        for running, batch in ((running_mean, self.mean), (running_var, xp.asarray(batch_var.astype(dtype)))):
             xp.running_stat_update(running, batch, momentum)
         return y
 
