@@ -826,9 +826,19 @@ def _workspace(shape, dtype) -> np.ndarray:
     return buf
 
 
-def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
-    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
-    g = _decayed(g, p, weight_decay)
+def _keras_decay(p, lr, weight_decay):
+    """Keras 3's decoupled weight decay, in place: p -= lr wd p."""
+    if weight_decay:
+        p -= (lr * weight_decay) * p
+
+
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
+    """In place: g' = g + wd p (``keras``: p -= lr wd p first); v = momentum v + g'; p -= lr (g' + momentum v if
+    nesterov else v)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
     tmp = _workspace(p.shape, p.dtype)
     if momentum:
         v *= momentum
@@ -849,8 +859,10 @@ def running_stat_update(running, batch, momentum):
     running -= (running - batch) * (1.0 - momentum)
 
 
-def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
-    """In place Adam (``decoupled=True``: AdamW, p *= 1 - lr wd); ``step`` counts from 1."""
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                keras=False):
+    """In place Adam (``decoupled=True``: AdamW, p *= 1 - lr wd); ``step`` counts from 1; ``keras``: Keras'
+    epsilon placement."""
     if weight_decay and decoupled:
         p *= 1.0 - lr * weight_decay
     elif weight_decay:
@@ -861,28 +873,44 @@ def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_d
     v += (1.0 - beta2) * np.square(g)
     bc1 = 1.0 - beta1**step
     bc2 = 1.0 - beta2**step
+    if keras:
+        denom = np.sqrt(v)
+        denom += eps
+        p -= (lr * math.sqrt(bc2) / bc1) * m / denom
+        return
     denom = np.sqrt(v / bc2)
     denom += eps
     p -= (lr / bc1) * m / denom
 
 
-def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
-    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps)."""
-    g = _decayed(g, p, weight_decay)
+def _root(s, eps, keras):
+    """sqrt(s + eps) (Keras) or sqrt(s) + eps."""
+    if keras:
+        return np.sqrt(s + eps)
+    denom = np.sqrt(s)
+    denom += eps
+    return denom
+
+
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps) (``keras``: / sqrt(s + eps), decoupled decay)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
     s *= rho
     s += (1.0 - rho) * np.square(g)
-    denom = np.sqrt(s)
-    denom += eps
-    p -= lr * g / denom
+    p -= lr * g / _root(s, eps, keras)
 
 
-def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
-    """In place: s += g^2; p -= lr g / (sqrt(s) + eps)."""
-    g = _decayed(g, p, weight_decay)
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s += g^2; p -= lr g / (sqrt(s) + eps) (``keras``: / sqrt(s + eps), decoupled decay)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
     s += np.square(g)
-    denom = np.sqrt(s)
-    denom += eps
-    p -= lr * g / denom
+    p -= lr * g / _root(s, eps, keras)
 
 
 # ------------------------------------------------------------------------------------------ attention

@@ -282,24 +282,28 @@ def dropout_backward(dy, mask):
 
 # ------------------------------------------------------------------------------------ in-place optimizer updates
 @_op
-def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
-    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
+    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v). ``keras``
+    (Keras 3's rule, in every update op): the weight decay is decoupled, p -= lr wd p first, and g' = g."""
 
 
 @_op
-def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                keras=False):
     """In place Adam (``decoupled``: AdamW, p *= 1 - lr wd first); bias-corrected, ``step`` counts from 1;
-    p -= lr/bc1 m / (sqrt(v/bc2) + eps)."""
+    p -= lr/bc1 m / (sqrt(v/bc2) + eps), or with ``keras`` p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps)."""
 
 
 @_op
-def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
-    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps)."""
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps), or with ``keras`` lr g / sqrt(s + eps)
+    after the decoupled decay."""
 
 
 @_op
-def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
-    """In place: s += g^2; p -= lr g / (sqrt(s) + eps)."""
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s += g^2; p -= lr g / (sqrt(s) + eps), or with ``keras`` lr g / sqrt(s + eps) after the
+    decoupled decay."""
 
 
 @_op

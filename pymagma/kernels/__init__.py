@@ -523,27 +523,33 @@ def _check_update(what: str, param, grad, *states):
     return dtype
 
 
+#: The ``keras`` flag of the update kernels (optim.cu's PM_KERAS).
+_KERAS = 2
+
+
 def sgd_update(param, grad, velocity=None, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
-               nesterov: bool = False) -> None:
-    """In-place SGD step; ``velocity`` (needed when momentum > 0) is updated in place too."""
+               nesterov: bool = False, keras: bool = False) -> None:
+    """In-place SGD step; ``velocity`` (needed when momentum > 0) is updated in place too. ``keras``: the weight
+    decay is decoupled (``p -= lr wd p`` first), as Keras 3 applies it; else L2 (added to the gradient)."""
     _check_hyper("sgd_update", lr=lr, momentum=momentum, weight_decay=weight_decay)
     if momentum and velocity is None:
         raise ValueError("sgd_update with momentum needs a velocity buffer")
     dtype = _check_update("sgd_update", param, grad, velocity)
     _run("optim", programs.expression("sgd", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(velocity if momentum else None), c_longlong(param.size), c_double(lr),
-          c_double(momentum), c_double(weight_decay), c_int(int(nesterov))])
+          c_double(momentum), c_double(weight_decay), c_int(int(nesterov) | (_KERAS if keras else 0))])
 
 
 def adam_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, beta2: float = 0.999,
-                eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False) -> None:
-    """In-place Adam step number ``step`` (1-based); ``decoupled`` weight decay makes it AdamW."""
+                eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False, keras: bool = False) -> None:
+    """In-place Adam step number ``step`` (1-based); ``decoupled`` weight decay makes it AdamW. ``keras``: Keras'
+    epsilon, ``p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps)``, else ``p -= lr (m/bc1) / (sqrt(v/bc2) + eps)``."""
     step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
     _check_hyper("adam_update", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adam_update", param, grad, m, v)
     _run("optim", programs.expression("adam", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size), c_double(lr), c_double(beta1),
-          c_double(beta2), c_double(eps), c_double(weight_decay), c_int(int(decoupled)),
+          c_double(beta2), c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
           c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)])
 
 
@@ -554,20 +560,24 @@ def adamw_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9,
 
 
 def rmsprop_update(param, grad, square_avg, *, lr: float, rho: float = 0.9, eps: float = 1e-8,
-                   weight_decay: float = 0.0) -> None:
+                   weight_decay: float = 0.0, keras: bool = False) -> None:
+    """In-place RMSProp: ``p -= lr g / (sqrt(s) + eps)`` with L2 decay, or (``keras``) ``lr g / sqrt(s + eps)`` with
+    decoupled decay."""
     _check_hyper("rmsprop_update", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("rmsprop_update", param, grad, square_avg)
     _run("optim", programs.expression("rmsprop", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(square_avg), c_longlong(param.size), c_double(lr), c_double(rho),
-          c_double(eps), c_double(weight_decay)])
+          c_double(eps), c_double(weight_decay), c_int(_KERAS if keras else 0)])
 
 
-def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, weight_decay: float = 0.0,
+                   keras: bool = False) -> None:
+    """In-place Adagrad: as :func:`rmsprop_update` with ``s += g^2``."""
     _check_hyper("adagrad_update", lr=lr, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adagrad_update", param, grad, sum_squares)
     _run("optim", programs.expression("adagrad", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size), c_double(lr), c_double(eps),
-          c_double(weight_decay)])
+          c_double(weight_decay), c_int(_KERAS if keras else 0)])
 
 
 # ----------------------------------------------------------------------------------------------------- random
@@ -869,7 +879,7 @@ def _step_values(values, needed: int, what: str):
 
 
 def sgd_update_at(param, grad, velocity=None, *, values, momentum: float = 0.0, weight_decay: float = 0.0,
-                  nesterov: bool = False) -> None:
+                  nesterov: bool = False, keras: bool = False) -> None:
     """:func:`sgd_update` with the learning rate read from ``values[0]`` on the device."""
     _check_hyper("sgd_update_at", momentum=momentum, weight_decay=weight_decay)
     if momentum and velocity is None:
@@ -878,38 +888,40 @@ def sgd_update_at(param, grad, velocity=None, *, values, momentum: float = 0.0, 
     _run("step", programs.expression("sgd_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(velocity if momentum else None), c_longlong(param.size),
           _ptr(_step_values(values, 1, "sgd_update_at")), c_double(momentum), c_double(weight_decay),
-          c_int(int(nesterov))])
+          c_int(int(nesterov) | (_KERAS if keras else 0))])
 
 
 def adam_update_at(param, grad, m, v, *, values, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                   weight_decay: float = 0.0, decoupled: bool = False) -> None:
+                   weight_decay: float = 0.0, decoupled: bool = False, keras: bool = False) -> None:
     """:func:`adam_update` with lr and the bias corrections read from ``values[0:3]`` on the device."""
     _check_hyper("adam_update_at", beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adam_update_at", param, grad, m, v)
     _run("step", programs.expression("adam_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size),
           _ptr(_step_values(values, 3, "adam_update_at")), c_double(beta1), c_double(beta2), c_double(eps),
-          c_double(weight_decay), c_int(int(decoupled))])
+          c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0))])
 
 
 def rmsprop_update_at(param, grad, square_avg, *, values, rho: float = 0.9, eps: float = 1e-8,
-                      weight_decay: float = 0.0) -> None:
+                      weight_decay: float = 0.0, keras: bool = False) -> None:
     """:func:`rmsprop_update` with the learning rate read from ``values[0]`` on the device."""
     _check_hyper("rmsprop_update_at", rho=rho, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("rmsprop_update_at", param, grad, square_avg)
     _run("step", programs.expression("rmsprop_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(square_avg), c_longlong(param.size),
           _ptr(_step_values(values, 1, "rmsprop_update_at")), c_double(rho), c_double(eps),
-          c_double(weight_decay)])
+          c_double(weight_decay), c_int(_KERAS if keras else 0)])
 
 
-def adagrad_update_at(param, grad, sum_squares, *, values, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+def adagrad_update_at(param, grad, sum_squares, *, values, eps: float = 1e-10, weight_decay: float = 0.0,
+                      keras: bool = False) -> None:
     """:func:`adagrad_update` with the learning rate read from ``values[0]`` on the device."""
     _check_hyper("adagrad_update_at", eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adagrad_update_at", param, grad, sum_squares)
     _run("step", programs.expression("adagrad_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size),
-          _ptr(_step_values(values, 1, "adagrad_update_at")), c_double(eps), c_double(weight_decay)])
+          _ptr(_step_values(values, 1, "adagrad_update_at")), c_double(eps), c_double(weight_decay),
+          c_int(_KERAS if keras else 0)])
 
 
 def dropout_at(x, rate: float, *, seed: int, offsets, slot: int):
