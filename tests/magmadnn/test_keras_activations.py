@@ -66,6 +66,24 @@ def test_gelu_is_exact_by_default_and_approximate_is_the_tanh_form():
         F.gelu(x, approximate="fast")
 
 
+def test_numpy_only_erf_is_within_4e_15_of_math_erf(monkeypatch):
+    import math
+
+    from magmadnn.backend import _erf
+    from magmadnn.backend._erf import _PiecewiseErf
+
+    monkeypatch.setattr(_erf, "_impl", _PiecewiseErf())  # what an install without scipy and numba uses
+    x = _inputs(7)
+    np.testing.assert_allclose(F.gelu(x).numpy(), _keras("gelu", x, np.ones_like(x))[0], rtol=0, atol=1e-14)
+
+    x = np.concatenate([np.linspace(-8, 8, 40001), np.random.default_rng(6).standard_normal(1000) * 3,
+                        [0.0, -0.0, 6.0, -6.0, 5.9999, 1e-300, np.inf, -np.inf]])
+    got = _PiecewiseErf()(x)
+    np.testing.assert_allclose(got, [math.erf(v) for v in x], rtol=0, atol=4e-15)
+    assert np.isnan(_PiecewiseErf()(np.array([np.nan]))).all()
+    assert _PiecewiseErf()(np.array([0.5], np.float32)).dtype == np.float64  # erf() casts back to x's dtype
+
+
 def test_leaky_relu_slopes_are_keras():
     x = _inputs(3).astype(np.float32)
     np.testing.assert_allclose(L.Activation("leaky_relu")(x).numpy(), keras.activations.leaky_relu(x).numpy(),
