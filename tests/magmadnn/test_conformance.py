@@ -444,34 +444,35 @@ def test_pool2d_unknown_mode(xp):
 # ------------------------------------------------------------------------------------------------- batch norm
 
 
-@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
-def test_batch_norm_train_2d(xp, data, momentum, seed):
+@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9, 0.99]), seed=st.integers(0, 99), unbiased=st.booleans())
+def test_batch_norm_train_2d(xp, data, momentum, seed, unbiased):
     x = data.draw(arrays(shape=(data.draw(st.integers(2, 6)), data.draw(st.integers(1, 4)))))
-    _check_batch_norm(xp, x, momentum, seed)
+    _check_batch_norm(xp, x, momentum, seed, unbiased)
 
 
-@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
-def test_batch_norm_train_4d(xp, data, momentum, seed):
+@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9, 0.99]), seed=st.integers(0, 99), unbiased=st.booleans())
+def test_batch_norm_train_4d(xp, data, momentum, seed, unbiased):
     x = data.draw(arrays(shape=(data.draw(st.integers(2, 3)), data.draw(st.integers(1, 3)), 2, 3)))
-    _check_batch_norm(xp, x, momentum, seed)
+    _check_batch_norm(xp, x, momentum, seed, unbiased)
 
 
-def _check_batch_norm(xp, x, momentum, seed):
+def _check_batch_norm(xp, x, momentum, seed, unbiased=True):
     rng = np.random.default_rng(seed)
     c = x.shape[1]
     gamma, beta = rng.uniform(0.5, 2, c).astype(x.dtype), rng.standard_normal(c).astype(x.dtype)
     rm0, rv0 = rng.standard_normal(c).astype(x.dtype), rng.uniform(0.5, 2, c).astype(x.dtype)
     d_x, d_gamma, d_beta, d_rm, d_rv = put(xp, x, gamma, beta, rm0, rv0)
     eps = 1e-5
-    y, ctx = xp.batch_norm_train(d_x, d_gamma, d_beta, d_rm, d_rv, momentum, eps)
+    y, ctx = xp.batch_norm_train(d_x, d_gamma, d_beta, d_rm, d_rv, momentum, eps, unbiased)
     y, rm, rv = get(xp, y, d_rm, d_rv)
     axes, shape = (0, *range(2, x.ndim)), (1, c) + (1,) * (x.ndim - 2)  # per channel
     g64, b64 = gamma.astype(np.float64).reshape(shape), beta.astype(np.float64).reshape(shape)
-    y_ref, mean, _, unbiased = reference.batch_norm_ref(x, g64, b64, eps, axes)
+    y_ref, mean, _, unbiased_var = reference.batch_norm_ref(x, g64, b64, eps, axes)
+    batch_var = unbiased_var if unbiased else x.astype(np.float64).var(axis=axes)
     np.testing.assert_allclose(y, y_ref, rtol=1e-3, atol=1e-3)
     for ch in range(c):
         assert rm[ch] == pytest.approx(momentum * rm0[ch] + (1 - momentum) * mean.ravel()[ch], rel=1e-4, abs=1e-5)
-        assert rv[ch] == pytest.approx(momentum * rv0[ch] + (1 - momentum) * unbiased.ravel()[ch], rel=1e-4, abs=1e-5)
+        assert rv[ch] == pytest.approx(momentum * rv0[ch] + (1 - momentum) * batch_var.ravel()[ch], rel=1e-4, abs=1e-5)
     # inference with the updated running statistics
     yi = get(xp, xp.batch_norm_infer(d_x, d_gamma, d_beta, d_rm, d_rv, eps))
     rm64, rv64 = rm.astype(np.float64).reshape(shape), rv.astype(np.float64).reshape(shape)
