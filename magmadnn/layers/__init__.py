@@ -10,7 +10,7 @@ from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class,
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
 from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten, LeakyReLU
 from .embedding import Embedding
-from .normalization import BatchNormalization, GroupNorm, LayerNorm, RMSNorm
+from .normalization import BatchNormalization, GroupNorm, GroupNormalization, LayerNorm, LayerNormalization, RMSNorm
 from .position import PositionEmbedding
 
 # -- recurrent layers
@@ -20,7 +20,6 @@ from .recurrent import GRU, LSTM  # noqa: E402
 from .softmax import LogSoftmax, Softmax  # noqa: E402
 
 GlobalAvgPool = GlobalAvgPool2D
-LayerNormalization, GroupNormalization = LayerNorm, GroupNorm  # Keras' long names
 
 # -- conv/shape layers
 from .conv import Conv2DTranspose, DepthwiseConv2D, GlobalMaxPool2D  # noqa: E402

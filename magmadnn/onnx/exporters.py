@@ -271,7 +271,8 @@ EXPORTERS.update({  # the modern layers
     L.PositionEmbedding: position_embedding,
 })
 EXPORTERS[L.LeakyReLU] = activation
-EXPORTERS[L.BatchNormalization] = batch_norm
+EXPORTERS.update({L.BatchNormalization: batch_norm, L.LayerNormalization: layer_norm,
+                  L.GroupNormalization: group_norm})
 
 
 def exportable_layers() -> list[str]:

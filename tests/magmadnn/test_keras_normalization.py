@@ -1,5 +1,6 @@
-"""Keras' BatchNormalization (momentum 0.99, epsilon 1e-3, biased moving variance) against Keras 3 itself, on the
-host and the simulated device; magmadnn's BatchNorm keeps PyTorch's defaults (checked against torch)."""
+"""Keras' BatchNormalization (momentum 0.99, epsilon 1e-3, biased moving variance), LayerNormalization and
+GroupNormalization (epsilon 1e-3) against Keras 3 itself, on the host and the simulated device; magmadnn's
+BatchNorm/LayerNorm/GroupNorm keep PyTorch's defaults (checked against torch)."""
 
 from __future__ import annotations
 
@@ -82,3 +83,30 @@ def test_arguments_keras_names_eps_alias_config_and_axis_errors():
         L.BatchNormalization(axis=-1)(np.ones((2, 3, 4, 4), np.float32), training=True)
     np.testing.assert_allclose(L.BatchNormalization(axis=-1)(np.ones((2, 3), np.float32)).numpy(),
                                np.ones((2, 3)) / np.sqrt(1 + 1e-3), rtol=1e-6)
+
+
+def test_layer_and_group_normalization_are_keras(device):
+    rng = np.random.default_rng(3)
+    seq = (rng.standard_normal((2, 3, 6)) * 0.05).astype(np.float32)  # small variance: epsilon matters
+    mine = L.LayerNormalization()
+    mine.configure(backend=device)
+    np.testing.assert_allclose(mine(seq).numpy(), keras.layers.LayerNormalization()(seq).detach().cpu().numpy(),
+                               rtol=1e-4, atol=1e-5)
+    images = (rng.standard_normal((2, 4, 3, 3)) * 0.05).astype(np.float32)
+    mine = L.GroupNormalization(groups=2)
+    mine.configure(backend=device)
+    expected = keras.layers.GroupNormalization(groups=2)(np.transpose(images, (0, 2, 3, 1))).detach().cpu().numpy()
+    np.testing.assert_allclose(mine(images).numpy(), np.transpose(expected, (0, 3, 1, 2)), rtol=1e-4, atol=1e-5)
+
+
+def test_layer_and_group_norm_keep_pytorchs_eps():
+    rng = np.random.default_rng(4)
+    x = (rng.standard_normal((2, 4, 3, 3)) * 0.05).astype(np.float32)
+    np.testing.assert_allclose(L.GroupNorm(2)(x).numpy(), torch.nn.GroupNorm(2, 4)(torch.tensor(x)).detach().numpy(),
+                               rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(L.LayerNorm()(x[:, 0]).numpy(),
+                               torch.nn.LayerNorm(3)(torch.tensor(x[:, 0])).detach().numpy(), rtol=1e-4, atol=1e-5)
+    assert L.LayerNormalization(eps=1e-5).epsilon == 1e-5
+    assert L.GroupNormalization(eps=1e-5).get_config()["epsilon"] == 1e-5
+    with pytest.raises(ValueError, match="GroupNormalization .*axis=-1 is not supported"):
+        L.GroupNormalization(axis=-1)
