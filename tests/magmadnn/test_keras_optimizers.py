@@ -101,3 +101,33 @@ def test_magmadnn_spellings_keep_pytorch_rules(name):
         param.grad = g.astype(np.float64)
         mine.step([param])
     np.testing.assert_allclose(param.data, p.detach().numpy(), rtol=1e-10, atol=1e-12)
+
+
+@pytest.mark.parametrize("name", ["Adam", "AdamW", "RMSprop", "SGD"])
+def test_fit_with_keras_defaults_gives_keras_weights(name):
+    """Dense(gelu) -> BatchNormalization -> Dense(silu) -> Dense trained two epochs by fit in both libraries from
+    the same weights: every weight and moving statistic equal to ~1e-6."""
+    from magmadnn import layers as L
+    from magmadnn import models
+
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((64, 5)).astype(np.float32), rng.standard_normal((64, 1)).astype(np.float32)
+    k = keras.Sequential([keras.Input((5,)), keras.layers.Dense(8, activation="gelu"),
+                          keras.layers.BatchNormalization(), keras.layers.Dense(8, activation="silu"),
+                          keras.layers.Dense(1)])
+    mine = models.Sequential([L.Input((5,)), L.Dense(8, activation="gelu"), L.BatchNormalization(),
+                              L.Dense(8, activation="silu"), L.Dense(1)], seed=0)
+    mine.compile(getattr(optimizers, name)(0.01), loss="mse", seed=0)
+    mine.predict(x[:2])
+    weights = iter(k.get_weights())
+    arrays = []  # magmadnn's weights in Keras' order: kernel, bias / gamma, beta, moving mean, moving variance
+    for layer in (layer for layer in mine.layers if layer._params):
+        arrays += [p.data for p in layer._params.values()]
+        arrays += [layer._state[n] for n in ("running_mean", "running_var") if n in layer._state]
+    for a in arrays:
+        a[...] = next(weights)
+    k.compile(getattr(keras.optimizers, name)(0.01), loss="mse")
+    k.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    mine.fit(x, y, batch_size=16, epochs=2, shuffle=False, verbose=0)
+    for a, b in zip(arrays, k.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=5e-6)
