@@ -285,20 +285,38 @@ class RMSProp(Optimizer):
 
 
 class RMSprop(RMSProp):
-    """Keras 3's RMSprop: ``learning_rate=0.001``, ``rho=0.9``, ``epsilon=1e-7`` inside the root
-    (``p -= lr g / sqrt(s + eps)``), decoupled weight decay. ``lr=``/``eps=`` are aliases. Keras' ``momentum`` and
-    ``centered`` are not implemented: other values than their defaults are refused."""
+    """Keras 3's RMSprop: ``learning_rate=0.001``, ``rho=0.9``, ``momentum=0.0``, ``epsilon=1e-7`` inside the root
+    (``p -= lr g / sqrt(s + eps)``), ``centered=False``, decoupled weight decay. ``lr=``/``eps=`` are aliases.
+    With ``momentum`` or ``centered`` the step is composed of backend ops (``mom = momentum mom + g / sqrt(s - a^2 +
+    eps)``, ``p -= lr mom``: Keras' rule for a constant learning rate, Keras keeping ``lr`` inside ``mom``)."""
 
     keras = True
 
     def __init__(self, learning_rate=None, rho: float = 0.9, momentum: float = 0.0, epsilon=None,
                  centered: bool = False, weight_decay=None, *, lr=None, eps=None, **clip):
-        if momentum or centered:
-            raise ValueError(f"RMSprop: momentum={momentum!r}, centered={centered!r} are not supported; use "
-                             "momentum=0.0 and centered=False (or SGD/Adam for momentum)")
         super().__init__(_pick("RMSprop", "learning_rate", learning_rate, "lr", lr, 0.001), rho,
                          _pick("RMSprop", "epsilon", epsilon, "eps", eps, 1e-7), weight_decay or 0.0, **clip)
-        self.momentum, self.centered = 0.0, False
+        self.momentum = _check("momentum", momentum, 0.0, 1.0)
+        self.centered = bool(centered)
+        self.slots = (("mean_square",) + (("momentum",) if self.momentum else ())
+                      + (("average_gradient",) if self.centered else ()))
+
+    def update(self, xp, p, g, state, lr):
+        if not (self.momentum or self.centered):
+            return super().update(xp, p, g, state, lr)
+        if self.weight_decay:  # decoupled: p -= lr wd p (an SGD step on a zero gradient)
+            xp.sgd_update(p, xp.zeros_like(p), None, lr, weight_decay=self.weight_decay, keras=True)
+        xp.running_stat_update(state["mean_square"], xp.multiply(g, g), self.rho)
+        denominator = state["mean_square"]
+        if self.centered:
+            average = state["average_gradient"]
+            xp.running_stat_update(average, g, self.rho)
+            denominator = xp.subtract(denominator, xp.multiply(average, average))
+        direction = xp.divide(g, xp.sqrt(xp.add(denominator, self.eps)))
+        xp.sgd_update(p, direction, state.get("momentum"), lr, momentum=self.momentum)
+
+    def get_config(self):
+        return {**super().get_config(), "momentum": self.momentum, "centered": self.centered}
 
 
 class Adam(Optimizer):

@@ -50,6 +50,8 @@ CASES = [
     ("Adam", {}), ("Adam", {"learning_rate": 0.01, "beta_1": 0.8, "beta_2": 0.99, "weight_decay": 0.1}),
     ("AdamW", {}), ("AdamW", {"learning_rate": 0.01, "weight_decay": 0.2, "epsilon": 1e-4}),
     ("RMSprop", {}), ("RMSprop", {"learning_rate": 0.01, "rho": 0.8, "weight_decay": 0.1, "epsilon": 1e-5}),
+    ("RMSprop", {"momentum": 0.9}), ("RMSprop", {"centered": True, "learning_rate": 0.01}),
+    ("RMSprop", {"momentum": 0.5, "centered": True, "weight_decay": 0.1, "learning_rate": 0.01}),
     ("Adagrad", {}), ("Adagrad", {"learning_rate": 0.05, "initial_accumulator_value": 0.5, "weight_decay": 0.1}),
 ]
 
@@ -80,8 +82,8 @@ def test_own_spellings_are_aliases_and_not_both():
     assert optimizers.get(adam.to_config()).eps == 1e-6
     with pytest.raises(TypeError, match="pass learning_rate= or its alias lr=, not both"):
         optimizers.Adam(learning_rate=0.1, lr=0.1)
-    with pytest.raises(ValueError, match="RMSprop: momentum=0.9, centered=False are not supported"):
-        optimizers.RMSprop(momentum=0.9)
+    with pytest.raises(ValueError, match=r"momentum must be in \[0.0, 1.0\)"):
+        optimizers.RMSprop(momentum=1.5)
 
 
 @pytest.mark.parametrize("name", ["RMSProp", "AdaGrad"])
