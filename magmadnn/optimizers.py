@@ -1,4 +1,5 @@
-"""Optimizers: SGD (momentum, Nesterov), AdaGrad, RMSProp, Adam, AdamW.
+"""Optimizers: SGD (momentum, Nesterov), Adagrad, RMSprop, Adam, AdamW (Keras 3's rules, defaults and argument names,
+magmadnn's ``lr``/``beta1``/``beta2``/``eps`` as aliases), and magmadnn's own PyTorch-style AdaGrad and RMSProp.
 
 ``optimizer.step(params)`` updates every trainable Parameter that has a gradient, in place (a Parameter whose
 ``trainable`` is False, a frozen layer's, is left as it is: no update, weight decay or slot; clipping norms count
@@ -11,12 +12,14 @@ a value back to the host: the learning rate and the step count are host numbers.
 ``state_dict()`` / ``load_state_dict()`` carry the step count, the current lr and the slot arrays (as backend
 arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the weight decay, ``t`` the step from 1):
 
-* SGD: ``g += wd p; v = momentum v + g; p -= lr (g + momentum v)`` if Nesterov else ``p -= lr v``.
-* AdaGrad: ``s += g^2; p -= lr g / (sqrt(s) + eps)``.
-* RMSProp: ``s = rho s + (1 - rho) g^2; p -= lr g / (sqrt(s) + eps)``.
-* Adam: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr m^ / (sqrt(v^) + eps)`` with the bias-corrected
-  ``m^ = m / (1 - b1^t)``, ``v^ = v / (1 - b2^t)``; ``wd`` is added to ``g`` (L2).
-* AdamW: Adam with decoupled weight decay ``p *= 1 - lr wd`` before the update.
+* Keras' weight decay (SGD, Adagrad, RMSprop, Adam, AdamW) is decoupled: ``p *= 1 - lr wd`` before the update;
+  AdaGrad and RMSProp add ``wd p`` to ``g`` (L2).
+* SGD: ``v = momentum v + g; p -= lr (g + momentum v)`` if Nesterov else ``p -= lr v`` (Keras' rule for a constant
+  learning rate; Keras keeps ``lr`` inside ``v``, so the two differ while a schedule changes it).
+* Adagrad: ``s += g^2; p -= lr g / sqrt(s + eps)`` from ``s = 0.1``; AdaGrad: ``p -= lr g / (sqrt(s) + eps)`` from 0.
+* RMSprop: ``s = rho s + (1 - rho) g^2; p -= lr g / sqrt(s + eps)``; RMSProp: ``p -= lr g / (sqrt(s) + eps)``.
+* Adam, AdamW: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) +
+  eps)`` (Keras' epsilon placement).
 
 Every optimizer takes Keras' ``clipnorm=c`` (each gradient scaled by ``c / max(||g||, c)``) or ``global_clipnorm=c``
 (all scaled by ``c / max(||all||, c)``), applied before the update on the backend, without a host read.
@@ -31,7 +34,7 @@ from . import schedules
 from ._configurable import Configurable
 from ._registry import resolve
 
-__all__ = ["Optimizer", "SGD", "AdaGrad", "RMSProp", "Adam", "AdamW", "get"]
+__all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "get"]
 
 
 def _check(name: str, value, low=0.0, high=None, open_low=False):
@@ -91,11 +94,15 @@ class Optimizer(Configurable):
                 continue
             state = self._state.get(index)
             if state is None:
-                state = self._state[index] = {name: param.xp.zeros_like(param.data) for name in self.slots}
+                state = self._state[index] = {name: self._new_slot(param.xp, param.data, name) for name in self.slots}
             self.update(param.xp, param.data, grads[index], state, lr)
 
     def update(self, xp, p, g, state, lr) -> None:
         raise NotImplementedError
+
+    def _new_slot(self, xp, p, name):
+        """A slot array's initial value: zeros (Keras' Adagrad starts its accumulator elsewhere)."""
+        return xp.zeros_like(p)
 
     # -- gradient clipping
     def _clipped_grads(self, params) -> list:
@@ -194,9 +201,23 @@ def _clip_options(clipnorm, global_clipnorm) -> tuple[float | None, float | None
                  for name, v in (("clipnorm", clipnorm), ("global_clipnorm", global_clipnorm)))
 
 
+def _pick(owner: str, keras_name: str, value, own_name: str, own_value, default):
+    """A hyperparameter given by its Keras name or magmadnn's own (an alias), not both; else ``default``."""
+    if value is not None and own_value is not None:
+        raise TypeError(f"{owner}: pass {keras_name}= or its alias {own_name}=, not both")
+    return default if value is None and own_value is None else (own_value if value is None else value)
+
+
 class SGD(Optimizer):
-    def __init__(self, lr=0.01, momentum: float = 0.0, nesterov: bool = False, weight_decay: float = 0.0, **clip):
-        super().__init__(lr, weight_decay, **clip)
+    """Keras 3's SGD: ``learning_rate=0.01``, ``momentum=0.0``, ``nesterov=False``; ``weight_decay`` decoupled
+    (``p -= lr wd p`` before the step, as every Keras optimizer applies it). ``lr=`` is an alias."""
+
+    keras = True
+
+    def __init__(self, learning_rate=None, momentum: float = 0.0, nesterov: bool = False, weight_decay=None, *,
+                 lr=None, **clip):
+        lr = _pick("SGD", "learning_rate", learning_rate, "lr", lr, 0.01)
+        super().__init__(lr, weight_decay or 0.0, **clip)
         self.momentum = _check("momentum", momentum, 0.0, 1.0)
         if nesterov and not self.momentum:
             raise ValueError("SGD: nesterov=True needs a momentum > 0")
@@ -205,28 +226,56 @@ class SGD(Optimizer):
 
     def update(self, xp, p, g, state, lr):
         xp.sgd_update(p, g, state.get("velocity"), lr, momentum=self.momentum, nesterov=self.nesterov,
-                      weight_decay=self.weight_decay)
+                      weight_decay=self.weight_decay, keras=True)
 
     def get_config(self):
         return {**super().get_config(), "momentum": self.momentum, "nesterov": self.nesterov}
 
 
 class AdaGrad(Optimizer):
+    """magmadnn's (PyTorch-style) AdaGrad: ``p -= lr g / (sqrt(s) + eps)`` from ``s = 0``, L2 weight decay; Keras'
+    rule is :class:`Adagrad`."""
+
     slots = ("accumulator",)
+    keras = False
 
     def __init__(self, lr=0.01, eps: float = 1e-7, weight_decay: float = 0.0, **clip):
         super().__init__(lr, weight_decay, **clip)
         self.eps = _check("eps", eps, open_low=True)
 
     def update(self, xp, p, g, state, lr):
-        xp.adagrad_update(p, g, state["accumulator"], lr, eps=self.eps, weight_decay=self.weight_decay)
+        xp.adagrad_update(p, g, state["accumulator"], lr, eps=self.eps, weight_decay=self.weight_decay,
+                          keras=self.keras)
 
     def get_config(self):
         return {**super().get_config(), "eps": self.eps}
 
 
+class Adagrad(AdaGrad):
+    """Keras 3's Adagrad: ``learning_rate=0.001``, ``initial_accumulator_value=0.1``, ``epsilon=1e-7`` inside the
+    root (``p -= lr g / sqrt(s + eps)``), decoupled weight decay. ``lr=``/``eps=`` are aliases."""
+
+    keras = True
+
+    def __init__(self, learning_rate=None, initial_accumulator_value: float = 0.1, epsilon=None, weight_decay=None,
+                 *, lr=None, eps=None, **clip):
+        super().__init__(_pick("Adagrad", "learning_rate", learning_rate, "lr", lr, 0.001),
+                         _pick("Adagrad", "epsilon", epsilon, "eps", eps, 1e-7), weight_decay or 0.0, **clip)
+        self.initial_accumulator_value = _check("initial_accumulator_value", initial_accumulator_value)
+
+    def _new_slot(self, xp, p, name):
+        return xp.add(xp.zeros_like(p), self.initial_accumulator_value)
+
+    def get_config(self):
+        return {**super().get_config(), "initial_accumulator_value": self.initial_accumulator_value}
+
+
 class RMSProp(Optimizer):
+    """magmadnn's (PyTorch-style) RMSProp: ``p -= lr g / (sqrt(s) + eps)``, L2 weight decay; Keras' rule (epsilon
+    inside the root) is :class:`RMSprop`."""
+
     slots = ("mean_square",)
+    keras = False
 
     def __init__(self, lr=0.001, rho: float = 0.9, eps: float = 1e-7, weight_decay: float = 0.0, **clip):
         super().__init__(lr, weight_decay, **clip)
@@ -234,22 +283,67 @@ class RMSProp(Optimizer):
         self.eps = _check("eps", eps, open_low=True)
 
     def update(self, xp, p, g, state, lr):
-        xp.rmsprop_update(p, g, state["mean_square"], lr, rho=self.rho, eps=self.eps, weight_decay=self.weight_decay)
+        xp.rmsprop_update(p, g, state["mean_square"], lr, rho=self.rho, eps=self.eps, weight_decay=self.weight_decay,
+                          keras=self.keras)
 
     def get_config(self):
         return {**super().get_config(), "rho": self.rho, "eps": self.eps}
 
 
-class Adam(Optimizer):
-    slots = ("m", "v")
-    decoupled = False
+class RMSprop(RMSProp):
+    """Keras 3's RMSprop: ``learning_rate=0.001``, ``rho=0.9``, ``momentum=0.0``, ``epsilon=1e-7`` inside the root
+    (``p -= lr g / sqrt(s + eps)``), ``centered=False``, decoupled weight decay. ``lr=``/``eps=`` are aliases.
+    With ``momentum`` or ``centered`` the step is composed of backend ops (``mom = momentum mom + g / sqrt(s - a^2 +
+    eps)``, ``p -= lr mom``: Keras' rule for a constant learning rate, Keras keeping ``lr`` inside ``mom``)."""
 
-    def __init__(self, lr=0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.0, **clip):
-        super().__init__(lr, weight_decay, **clip)
-        self.beta1 = _check("beta1", beta1, 0.0, 1.0)
-        self.beta2 = _check("beta2", beta2, 0.0, 1.0)
-        self.eps = _check("eps", eps, open_low=True)
+    keras = True
+
+    def __init__(self, learning_rate=None, rho: float = 0.9, momentum: float = 0.0, epsilon=None,
+                 centered: bool = False, weight_decay=None, *, lr=None, eps=None, **clip):
+        super().__init__(_pick("RMSprop", "learning_rate", learning_rate, "lr", lr, 0.001), rho,
+                         _pick("RMSprop", "epsilon", epsilon, "eps", eps, 1e-7), weight_decay or 0.0, **clip)
+        self.momentum = _check("momentum", momentum, 0.0, 1.0)
+        self.centered = bool(centered)
+        self.slots = (("mean_square",) + (("momentum",) if self.momentum else ())
+                      + (("average_gradient",) if self.centered else ()))
+
+    def update(self, xp, p, g, state, lr):
+        if not (self.momentum or self.centered):
+            return super().update(xp, p, g, state, lr)
+        if self.weight_decay:  # decoupled: p -= lr wd p (an SGD step on a zero gradient)
+            xp.sgd_update(p, xp.zeros_like(p), None, lr, weight_decay=self.weight_decay, keras=True)
+        xp.running_stat_update(state["mean_square"], xp.multiply(g, g), self.rho)
+        denominator = state["mean_square"]
+        if self.centered:
+            average = state["average_gradient"]
+            xp.running_stat_update(average, g, self.rho)
+            denominator = xp.subtract(denominator, xp.multiply(average, average))
+        direction = xp.divide(g, xp.sqrt(xp.add(denominator, self.eps)))
+        xp.sgd_update(p, direction, state.get("momentum"), lr, momentum=self.momentum)
+
+    def get_config(self):
+        return {**super().get_config(), "momentum": self.momentum, "centered": self.centered}
+
+
+class Adam(Optimizer):
+    """Keras 3's Adam: ``learning_rate=0.001``, ``beta_1=0.9``, ``beta_2=0.999``, ``epsilon=1e-7`` with Keras'
+    placement ``p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) + eps)``, decoupled ``weight_decay``. ``lr=``,
+    ``beta1=``, ``beta2=``, ``eps=`` are aliases. (PyTorch's Adam: ``eps=1e-8`` added to the bias-corrected root;
+    the two differ where sqrt(v) is near eps.)"""
+
+    slots = ("m", "v")
+    decoupled = True
+    _default_weight_decay = 0.0
+
+    def __init__(self, learning_rate=None, beta_1=None, beta_2=None, epsilon=None, weight_decay=None, *, lr=None,
+                 beta1=None, beta2=None, eps=None, **clip):
+        name = type(self).__name__
+        lr = _pick(name, "learning_rate", learning_rate, "lr", lr, 0.001)
+        wd = self._default_weight_decay if weight_decay is None else weight_decay
+        super().__init__(lr, wd, **clip)
+        self.beta1 = _check("beta1", _pick(name, "beta_1", beta_1, "beta1", beta1, 0.9), 0.0, 1.0)
+        self.beta2 = _check("beta2", _pick(name, "beta_2", beta_2, "beta2", beta2, 0.999), 0.0, 1.0)
+        self.eps = _check("eps", _pick(name, "epsilon", epsilon, "eps", eps, 1e-7), open_low=True)
 
     def step_values(self, lr):
         t = self.iterations
@@ -257,23 +351,25 @@ class Adam(Optimizer):
 
     def update(self, xp, p, g, state, lr):
         xp.adam_update(p, g, state["m"], state["v"], self.iterations, lr, beta1=self.beta1, beta2=self.beta2,
-                       eps=self.eps, weight_decay=self.weight_decay, decoupled=self.decoupled)
+                       eps=self.eps, weight_decay=self.weight_decay, decoupled=self.decoupled, keras=True)
 
     def get_config(self):
         return {**super().get_config(), "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
 
 
 class AdamW(Adam):
-    decoupled = True
+    """Keras 3's AdamW: Adam with ``weight_decay=0.004`` (PyTorch's default is 0.01)."""
 
-    def __init__(self, lr=0.001, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                 weight_decay: float = 0.01, **clip):
-        super().__init__(lr, beta1, beta2, eps, weight_decay, **clip)
+    _default_weight_decay = 0.004
 
 
-_BY_NAME = {"sgd": SGD, "adagrad": AdaGrad, "rmsprop": RMSProp, "adam": Adam, "adamw": AdamW}
+_BY_NAME = {"sgd": SGD, "adagrad": Adagrad, "rmsprop": RMSprop, "adam": Adam, "adamw": AdamW}
+#: Every class a saved config may name (magmadnn's own spellings too).
+_BY_CLASS = {cls.__name__: cls for cls in (SGD, AdaGrad, Adagrad, RMSProp, RMSprop, Adam, AdamW)}
 
 
 def get(identifier) -> Optimizer:
     """An Optimizer from a name ("sgd", "adam", ...), an instance, or a ``{"class_name", "config"}`` dict."""
+    if isinstance(identifier, dict) and identifier.get("class_name") in ("AdaGrad", "RMSProp"):
+        return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
     return resolve(identifier, Optimizer, _BY_NAME, "optimizer")

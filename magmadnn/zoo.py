@@ -111,10 +111,11 @@ def build(name: str, input_shape, num_classes: int, device=None, **options):
 
 # ------------------------------------------------------------------------------------------ transformers
 def _transformer_block(x, dim: int, heads: int, mlp_ratio: int, causal: bool, dropout: float):
-    """Pre-LayerNorm block: x + attention(LayerNorm(x)), then + Dense(GELU) MLP of LayerNorm of that."""
+    """Pre-LayerNorm block: x + attention(LayerNorm(x)), then + Dense(GELU) MLP of LayerNorm of that (GELU's tanh
+    form, as these models have always used)."""
     a = L.MultiHeadAttention(heads, dim // heads, dropout=dropout, causal=causal)(L.LayerNorm()(x))
     x = L.Add()([x, a])
-    m = L.Dense(dim)(L.Dense(mlp_ratio * dim, activation="gelu")(L.LayerNorm()(x)))
+    m = L.Dense(dim)(L.Dense(mlp_ratio * dim, activation="gelu_tanh")(L.LayerNorm()(x)))
     return L.Add()([x, m])
 
 

@@ -7,6 +7,8 @@ the code under test; ``tests/pymagma/test_dnn_reference.py`` checks them against
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 
@@ -136,13 +138,24 @@ def _sigmoid(x):
     return np.where(x >= 0, 1 / (1 + e), e / (1 + e))
 
 
+def _erf(x):
+    return np.vectorize(math.erf, otypes=[np.float64])(x)
+
+
 _ACTIVATIONS = {
     "sigmoid": lambda x, a: _sigmoid(x),
     "tanh": lambda x, a: np.tanh(x),
     "relu": lambda x, a: np.where(x > 0, x, 0.0),
     "leaky_relu": lambda x, a: np.where(x > 0, x, a * x),
     "elu": lambda x, a: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0))),
-    "gelu": lambda x, a: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),  # tanh form
+    "gelu": lambda x, a: 0.5 * x * (1 + _erf(x / np.sqrt(2))),  # exact
+    "gelu_tanh": lambda x, a: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+    "silu": lambda x, a: x * _sigmoid(x),
+    "softplus": lambda x, a: np.logaddexp(0.0, x),
+    "softsign": lambda x, a: x / (1 + np.abs(x)),
+    "selu": lambda x, a: 1.0507009873554805 * np.where(x > 0, x, 1.6732632423543772 * np.expm1(np.minimum(x, 0))),
+    "hard_sigmoid": lambda x, a: np.minimum(np.maximum(x + 3, 0), 6) / 6,
+    "exponential": lambda x, a: np.exp(x),
     "clipped_relu": lambda x, a: np.clip(x, 0, a),
     "swish": lambda x, a: x * _sigmoid(a * x),
 }

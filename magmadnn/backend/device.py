@@ -9,9 +9,9 @@ What runs where:
 - matrix products: ``pymagma.blas`` (gemm on the row-major identity, transposes as flags, stacks by gemm_batched);
 - convolution (forward, backward data/filter/bias), average pooling, softmax / log-softmax, batch norm, and the
   sigmoid, tanh, ReLU and ELU activations: cuDNN through ``pymagma.dnn``;
-- everything else (broadcasting arithmetic, reductions, argmax, bias add, leaky ReLU, GELU, activation gradients
-  from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers, max pooling):
-  ``pymagma.kernels``.
+- everything else (broadcasting arithmetic, reductions, argmax, bias add, the activations cuDNN lacks, activation
+  gradients from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers, max
+  pooling): ``pymagma.kernels``.
 
 Dropout is *not* cuDNN's: its generator cannot be reproduced on the host, and host/device parity tests train with
 the same seed and need the same masks. It is one fused kernel on the op set's Philox stream
@@ -314,18 +314,20 @@ def bias_grad(dy):
 
 # ------------------------------------------------------------------------------------------ activations, softmax
 
-#: Kinds cuDNN computes (forward, and backward when x is given); leaky ReLU and GELU are pymagma kernels.
+#: Kinds cuDNN computes (forward, and backward when x is given); the others are pymagma kernels.
 _CUDNN_ACTIVATIONS = ("relu", "sigmoid", "tanh", "elu")
+#: Kernel kinds whose gradient reads the forward output y.
+_GRAD_READS_Y = ("selu", "exponential")
 
 
 def activation_forward(x, kind, alpha=0.0):
-    """y = act(x); GELU is the tanh approximation; ``alpha`` is the leaky-ReLU slope / ELU scale."""
+    """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
     _geometry.check_activation(kind, "activation_forward")
     if kind in _CUDNN_ACTIVATIONS:
         return _dnn.activation_forward(_contiguous(x), kind, float(alpha) if kind == "elu" else None)
     if kind == "leaky_relu":
         return _k.leaky_relu(x, float(alpha))
-    return _k.gelu(x)
+    return _k.unary("exp" if kind == "exponential" else kind, x)
 
 
 def activation_backward(dy, x, y, kind, alpha=0.0):
@@ -343,6 +345,8 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
             y = activation_forward(x, kind, alpha)
         return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,
                                         float(alpha) if kind == "elu" else None)
+    if kind in _GRAD_READS_Y:
+        return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
     return _k.activation_backward(kind, dy, x, None, float(alpha))
 
 
@@ -539,11 +543,19 @@ def _check_bn_input(x) -> None:
         raise ValueError(f"batch_norm: expected a 2-D (N, F) or 4-D (N, C, H, W) input, got shape {x.shape}")
 
 
-def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
-    """Normalise with batch statistics; running stats updated in place (op-set momentum, unbiased variance)."""
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, unbiased=True):
+    """Normalise with batch statistics; running stats updated in place (op-set momentum; cuDNN's running variance
+    takes the unbiased variance: for the biased one it updates a zeroed scratch, ``(1 - momentum) var_u``, which
+    becomes the batch term ``(n - 1)/n var_u`` of the op set's update)."""
     _check_bn_input(x)
-    y, mean_, inv_std = _dnn.batch_norm_forward_training(_contiguous(x), gamma, beta, running_mean, running_var,
-                                                         momentum=1.0 - float(momentum), eps=float(eps))
+    momentum = float(momentum)
+    scratch = running_var if unbiased else zeros_like(running_var)
+    y, mean_, inv_std = _dnn.batch_norm_forward_training(_contiguous(x), gamma, beta, running_mean, scratch,
+                                                         momentum=1.0 - momentum, eps=float(eps))
+    if not unbiased:
+        n = x.size // x.shape[1]
+        batch = _k.affine(scratch, (n - 1) / (n * (1.0 - momentum)))
+        running_stat_update(running_var, batch, momentum)
     return y, (mean_, inv_std, float(eps))
 
 
@@ -577,13 +589,13 @@ def dropout_backward(dy, mask):
 # ------------------------------------------------------------------------------------ in-place optimizer updates
 
 
-def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
     if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory (see _k.sgd_update_at)
         return _k.sgd_update_at(p, g, v if momentum else None, values=lr, momentum=float(momentum),
-                                weight_decay=float(weight_decay), nesterov=bool(nesterov))
+                                weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
     _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
-                  weight_decay=float(weight_decay), nesterov=bool(nesterov))
+                  weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
 
 
 def running_stat_update(running, batch, momentum):
@@ -593,26 +605,29 @@ def running_stat_update(running, batch, momentum):
                   weight_decay=0.0, nesterov=False)
 
 
-def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                keras=False):
     """In place Adam (``decoupled``: AdamW); ``step`` counts from 1."""
     if isinstance(lr, _DeviceArray):  # graph capture: {lr, bias corrections} read from device memory
         return _k.adam_update_at(p, g, m, v, values=lr, beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                                 weight_decay=float(weight_decay), decoupled=bool(decoupled))
+                                 weight_decay=float(weight_decay), decoupled=bool(decoupled), keras=bool(keras))
     _k.adam_update(p, g, m, v, step=int(step), lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                   weight_decay=float(weight_decay), decoupled=bool(decoupled))
+                   weight_decay=float(weight_decay), decoupled=bool(decoupled), keras=bool(keras))
 
 
-def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
     if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
         return _k.rmsprop_update_at(p, g, s, values=lr, rho=float(rho), eps=float(eps),
-                                    weight_decay=float(weight_decay))
-    _k.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay))
+                                    weight_decay=float(weight_decay), keras=bool(keras))
+    _k.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay),
+                      keras=bool(keras))
 
 
-def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
     if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
-        return _k.adagrad_update_at(p, g, s, values=lr, eps=float(eps), weight_decay=float(weight_decay))
-    _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay))
+        return _k.adagrad_update_at(p, g, s, values=lr, eps=float(eps), weight_decay=float(weight_decay),
+                                    keras=bool(keras))
+    _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay), keras=bool(keras))
 
 
 # ------------------------------------------------------------- normalization, embeddings, gradient clipping

@@ -1,7 +1,8 @@
 """Window geometry and activation names: the one home every layer, function and backend uses.
 
-Activation kinds (:data:`ACTIVATIONS`) are what the op set computes; :data:`ACTIVATION_NAMES` adds the two names
-layers and ``functional.activation`` accept on top: "linear" (the identity) and "softmax".
+Activation kinds (:data:`ACTIVATIONS`) are what the op set computes, each Keras 3's function of that name; "gelu" is
+the exact (erf) form and "gelu_tanh" the tanh approximation. :data:`ACTIVATION_NAMES` adds the names layers and
+``functional.activation`` accept on top: "linear" (the identity), "softmax" and Keras' alias "swish" (= "silu").
 
 Padding in the op set is always resolved to ``((top, bottom), (left, right))``; "same" puts the extra pixel at the
 bottom/right (TensorFlow's convention), so it may be asymmetric and every backend must accept that.
@@ -16,13 +17,19 @@ import operator
 from .._checks import integer
 
 #: Activation kinds of ``activation_forward``/``activation_backward``.
-ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu")
-#: Names layers and ``functional.activation`` accept: the kinds plus "linear" (identity) and "softmax".
-ACTIVATION_NAMES = ("linear",) + ACTIVATIONS + ("softmax",)
+ACTIVATIONS = ("sigmoid", "tanh", "relu", "leaky_relu", "elu", "gelu", "gelu_tanh", "silu", "softplus", "softsign",
+               "selu", "hard_sigmoid", "exponential")
+#: Other spellings of a kind (Keras' own aliases).
+ACTIVATION_ALIASES = {"swish": "silu"}
+#: Names layers and ``functional.activation`` accept: the kinds, their aliases, "linear" (identity) and "softmax".
+ACTIVATION_NAMES = ("linear",) + ACTIVATIONS + tuple(ACTIVATION_ALIASES) + ("softmax",)
 #: Kinds that ``conv2d_forward`` may fuse: their backward needs only the output y.
 FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")
-#: The default slope/scale ``alpha`` of the kinds that take one.
-DEFAULT_ALPHA = {"leaky_relu": 0.01, "elu": 1.0}
+#: The default slope/scale ``alpha`` of the kinds that take one, where a layer names the kind: Keras 3's
+#: ``keras.activations.leaky_relu`` (negative_slope 0.2) and ``elu`` (alpha 1.0).
+DEFAULT_ALPHA = {"leaky_relu": 0.2, "elu": 1.0}
+#: SELU's constants (Klambauer et al. 2017; Keras' and PyTorch's values).
+SELU_ALPHA, SELU_SCALE = 1.6732632423543772, 1.0507009873554805
 
 Pads = tuple[tuple[int, int], tuple[int, int]]
 
@@ -42,6 +49,7 @@ def activation_name(kind, owner: str):
     if not isinstance(kind, str) or kind.lower() not in ACTIVATION_NAMES:
         raise ValueError(f"{owner}: unknown activation {kind!r}; expected one of {ACTIVATION_NAMES} or None")
     kind = kind.lower()
+    kind = ACTIVATION_ALIASES.get(kind, kind)
     return None if kind == "linear" else kind
 
 

@@ -29,7 +29,7 @@ import threading
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
-from . import _host_jit, geometry
+from . import _erf, _host_jit, geometry
 from .random import Stream, normal_doubles, uniform_doubles
 
 name = "host"
@@ -210,6 +210,8 @@ def bias_grad(dy):
 # ----------------------------------------------------------------------------------------------------- activation
 
 _GELU_C = math.sqrt(2.0 / math.pi)
+_SQRT_HALF = math.sqrt(0.5)
+_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _fused_rows(x, *same, small=()) -> bool:
@@ -223,25 +225,56 @@ def _fused_rows(x, *same, small=()) -> bool:
             and all(isinstance(b, np.ndarray) and b.dtype == x.dtype and b.flags.c_contiguous for b in arrays))
 
 
+def _sigmoid(x):
+    y = np.multiply(x, 0.5)  # sigmoid(x) = (1 + tanh(x/2)) / 2: stable for any x, one transcendental
+    np.tanh(y, out=y)
+    y += 1
+    y *= 0.5
+    return y
+
+
 def activation_forward(x, kind, alpha=0.0):
-    """y = act(x) for kind in sigmoid, tanh, relu, leaky_relu, elu, gelu (tanh approximation)."""
+    """y = act(x) for a kind of ``geometry.ACTIVATIONS`` (gelu exact, gelu_tanh the tanh approximation)."""
     geometry.check_activation(kind, "activation_forward")
+    one = x.dtype.type
     if kind == "relu":
         return np.maximum(x, 0)
     if kind == "sigmoid":
-        y = np.multiply(x, 0.5)  # sigmoid(x) = (1 + tanh(x/2)) / 2: stable for any x, one transcendental
-        np.tanh(y, out=y)
-        y += 1
-        y *= 0.5
-        return y
+        return _sigmoid(x)
     if kind == "tanh":
         return np.tanh(x)
     if kind == "leaky_relu":
         return np.where(x > 0, x, x * alpha)
     if kind == "elu":
         return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
-    one = x.dtype.type  # 0.5 x (1 + tanh(c x (1 + k x^2))), in place on one temporary
-    y = np.multiply(x, x)
+    if kind == "gelu":  # x Phi(x) = x (1 + erf(x / sqrt 2)) / 2
+        y = _erf.erf(x * one(_SQRT_HALF))
+        y += 1
+        y *= x
+        y *= one(0.5)
+        return y
+    if kind == "silu":
+        y = _sigmoid(x)
+        y *= x
+        return y
+    if kind == "softplus":  # max(x, 0) + log1p(exp(-|x|)): no overflow
+        y = np.exp(-np.abs(x))
+        np.log1p(y, out=y)
+        y += np.maximum(x, 0)
+        return y
+    if kind == "softsign":
+        return x / (np.abs(x) + one(1))
+    if kind == "selu":
+        return np.where(x > 0, x * one(geometry.SELU_SCALE),
+                        np.expm1(np.minimum(x, 0)) * one(geometry.SELU_SCALE * geometry.SELU_ALPHA))
+    if kind == "hard_sigmoid":  # relu6(x + 3) / 6
+        y = np.add(x, one(3))
+        np.clip(y, 0, 6, out=y)
+        y /= one(6)
+        return y
+    if kind == "exponential":
+        return np.exp(x)
+    y = np.multiply(x, x)  # gelu_tanh: 0.5 x (1 + tanh(c x (1 + k x^2))), in place on one temporary
     y *= one(0.044715)
     y += 1
     y *= x
@@ -253,11 +286,16 @@ def activation_forward(x, kind, alpha=0.0):
     return y
 
 
+#: Kinds whose gradient reads the forward output y (recomputed when y is None).
+_BACKWARD_READS_Y = ("sigmoid", "tanh", "elu", "selu", "exponential")
+
+
 def activation_backward(dy, x, y, kind, alpha=0.0):
     """dx for ``activation_forward``; ``y`` is the forward output (recomputed when None)."""
     geometry.check_activation(kind, "activation_backward")
-    if y is None and kind in ("sigmoid", "tanh", "elu"):
+    if y is None and kind in _BACKWARD_READS_Y:
         y = activation_forward(x, kind, alpha)
+    one = dy.dtype.type
     if kind == "relu":
         return np.multiply(dy, (y if y is not None else x) > 0)
     if kind == "sigmoid":
@@ -268,11 +306,39 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         return np.where(x > 0, dy, dy * alpha)
     if kind == "elu":
         return np.where(x > 0, dy, dy * (y + alpha))
+    if kind == "gelu":  # Phi(x) + x phi(x)
+        d = _erf.erf(x * one(_SQRT_HALF))
+        d += 1
+        d *= one(0.5)
+        d += x * np.exp(np.square(x) * one(-0.5)) * one(_INV_SQRT_2PI)
+        d *= dy
+        return d
+    if kind == "silu":  # s (1 + x (1 - s))
+        s = _sigmoid(x)
+        d = np.subtract(1, s)
+        d *= x
+        d += 1
+        d *= s
+        d *= dy
+        return d
+    if kind == "softplus":
+        return dy * _sigmoid(x)
+    if kind == "softsign":
+        d = np.abs(x) + one(1)
+        np.square(d, out=d)
+        return dy / d
+    if kind == "selu":
+        return np.where(x > 0, dy * one(geometry.SELU_SCALE),
+                        dy * (y + one(geometry.SELU_SCALE * geometry.SELU_ALPHA)))
+    if kind == "hard_sigmoid":
+        return np.where((x > -3) & (x < 3), dy / one(6), one(0))
+    if kind == "exponential":
+        return dy * y
     return _gelu_backward(dy, x)
 
 
 def _gelu_backward(dy, x):
-    """dy * GELU'(x) = dy (1 + t + x (1 - t^2) c (1 + 3k x^2)) / 2 with t = tanh(c x (1 + k x^2)), in place on
+    """dy * GELU_tanh'(x) = dy (1 + t + x (1 - t^2) c (1 + 3k x^2)) / 2 with t = tanh(c x (1 + k x^2)), in place on
     three temporaries (the textbook expression's dozen temporaries cost 15x more on large arrays)."""
     one = x.dtype.type
     x2 = x * x
@@ -678,8 +744,9 @@ def _bn_axes(x):
     raise ValueError(f"batch_norm: expected a 2-D (N, F) or 4-D (N, C, H, W) input, got shape {x.shape}")
 
 
-def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
-    """Normalise with batch statistics; update running stats in place (running var uses the unbiased variance)."""
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, unbiased=True):
+    """Normalise with batch statistics; update running stats in place (running var: the unbiased variance, or the
+    biased one when not ``unbiased``)."""
     axes = _bn_axes(x)
     shape = _channel_shape(x.ndim, x.shape[1])
     mu = x.mean(axis=axes)
@@ -689,11 +756,11 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
     xhat = xc * inv_std.reshape(shape).astype(x.dtype, copy=False)
     y = xhat * gamma.reshape(shape) + beta.reshape(shape)
     m = x.size // x.shape[1]
-    unbiased = var * (m / (m - 1)) if m > 1 else var
+    batch_var = var * (m / (m - 1)) if unbiased and m > 1 else var
     running_mean *= momentum
     running_mean += (1 - momentum) * mu
     running_var *= momentum
-    running_var += (1 - momentum) * unbiased
+    running_var += (1 - momentum) * batch_var
     return y, (xhat, inv_std)
 
 
@@ -759,9 +826,19 @@ def _workspace(shape, dtype) -> np.ndarray:
     return buf
 
 
-def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
-    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
-    g = _decayed(g, p, weight_decay)
+def _keras_decay(p, lr, weight_decay):
+    """Keras 3's decoupled weight decay, in place: p -= lr wd p."""
+    if weight_decay:
+        p -= (lr * weight_decay) * p
+
+
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
+    """In place: g' = g + wd p (``keras``: p -= lr wd p first); v = momentum v + g'; p -= lr (g' + momentum v if
+    nesterov else v)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
     tmp = _workspace(p.shape, p.dtype)
     if momentum:
         v *= momentum
@@ -782,8 +859,10 @@ def running_stat_update(running, batch, momentum):
     running -= (running - batch) * (1.0 - momentum)
 
 
-def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
-    """In place Adam (``decoupled=True``: AdamW, p *= 1 - lr wd); ``step`` counts from 1."""
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                keras=False):
+    """In place Adam (``decoupled=True``: AdamW, p *= 1 - lr wd); ``step`` counts from 1; ``keras``: Keras'
+    epsilon placement."""
     if weight_decay and decoupled:
         p *= 1.0 - lr * weight_decay
     elif weight_decay:
@@ -794,28 +873,44 @@ def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_d
     v += (1.0 - beta2) * np.square(g)
     bc1 = 1.0 - beta1**step
     bc2 = 1.0 - beta2**step
+    if keras:
+        denom = np.sqrt(v)
+        denom += eps
+        p -= (lr * math.sqrt(bc2) / bc1) * m / denom
+        return
     denom = np.sqrt(v / bc2)
     denom += eps
     p -= (lr / bc1) * m / denom
 
 
-def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
-    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps)."""
-    g = _decayed(g, p, weight_decay)
+def _root(s, eps, keras):
+    """sqrt(s + eps) (Keras) or sqrt(s) + eps."""
+    if keras:
+        return np.sqrt(s + eps)
+    denom = np.sqrt(s)
+    denom += eps
+    return denom
+
+
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps) (``keras``: / sqrt(s + eps), decoupled decay)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
     s *= rho
     s += (1.0 - rho) * np.square(g)
-    denom = np.sqrt(s)
-    denom += eps
-    p -= lr * g / denom
+    p -= lr * g / _root(s, eps, keras)
 
 
-def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
-    """In place: s += g^2; p -= lr g / (sqrt(s) + eps)."""
-    g = _decayed(g, p, weight_decay)
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s += g^2; p -= lr g / (sqrt(s) + eps) (``keras``: / sqrt(s + eps), decoupled decay)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
     s += np.square(g)
-    denom = np.sqrt(s)
-    denom += eps
-    p -= lr * g / denom
+    p -= lr * g / _root(s, eps, keras)
 
 
 # ------------------------------------------------------------------------------------------ attention

@@ -20,10 +20,11 @@ Conventions every backend follows (and adapts its library to, in one place of it
   PyTorch's; a backend whose library leaves ties undocumented, as cuDNN does, saves the offsets of the maxima in the
   forward and scatters from them, so the rule holds on every device); average divides by the number of real
   (unpadded) elements of each window.
-- **Batch norm**: ``running = momentum * running + (1 - momentum) * batch``; the running variance takes the unbiased
-  batch variance, normalisation the biased one; ``eps`` is added to the variance.
-- **Activations**: kinds in :data:`.geometry.ACTIVATIONS`; GELU is the tanh approximation; ``alpha`` is the
-  leaky-ReLU slope / ELU scale.
+- **Batch norm**: ``running = momentum * running + (1 - momentum) * batch`` (Keras' and ONNX's momentum; PyTorch's
+  is ``1 - momentum``); the running variance takes the unbiased batch variance (PyTorch) or, with
+  ``unbiased=False``, the biased one (Keras); normalisation uses the biased one; ``eps`` is added to the variance.
+- **Activations**: kinds in :data:`.geometry.ACTIVATIONS`, each Keras 3's function of that name ("gelu" exact,
+  "gelu_tanh" the tanh approximation); ``alpha`` is the leaky-ReLU slope / ELU scale.
 - **Random numbers**: ``rng(seed)`` is a :class:`.random.Stream`; each ``uniform``/``normal``/``dropout_forward``
   call takes one offset and draws the Philox4x32-10 stream defined there, so the same seed gives the same numbers on
   every backend (up to the final rounding of transcendental functions in ``normal``).
@@ -253,8 +254,9 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
 
 # ------------------------------------------------------------------------------------------ batch norm, dropout
 @_op
-def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps):
-    """Normalise x (N, F) or (N, C, H, W) with batch statistics -> ``(y, ctx)``; updates the running stats in place."""
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, unbiased=True):
+    """Normalise x (N, F) or (N, C, H, W) with batch statistics -> ``(y, ctx)``; updates the running stats in place
+    (``unbiased``: the running variance takes the unbiased batch variance, else the biased one)."""
 
 
 @_op
@@ -280,24 +282,28 @@ def dropout_backward(dy, mask):
 
 # ------------------------------------------------------------------------------------ in-place optimizer updates
 @_op
-def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0):
-    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
+    """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v). ``keras``
+    (Keras 3's rule, in every update op): the weight decay is decoupled, p -= lr wd p first, and g' = g."""
 
 
 @_op
-def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False):
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                keras=False):
     """In place Adam (``decoupled``: AdamW, p *= 1 - lr wd first); bias-corrected, ``step`` counts from 1;
-    p -= lr/bc1 m / (sqrt(v/bc2) + eps)."""
+    p -= lr/bc1 m / (sqrt(v/bc2) + eps), or with ``keras`` p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps)."""
 
 
 @_op
-def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0):
-    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps)."""
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps), or with ``keras`` lr g / sqrt(s + eps)
+    after the decoupled decay."""
 
 
 @_op
-def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0):
-    """In place: s += g^2; p -= lr g / (sqrt(s) + eps)."""
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s += g^2; p -= lr g / (sqrt(s) + eps), or with ``keras`` lr g / sqrt(s + eps) after the
+    decoupled decay."""
 
 
 @_op

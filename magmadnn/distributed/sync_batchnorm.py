@@ -86,7 +86,7 @@ class SyncBatchNormTrainFunction(Function):
     A rank whose weight is 0 runs a stand-in batch: it counts for nothing but takes part in every collective.
     """
 
-    def forward(self, x, gamma, beta, running_mean, running_var, momentum, eps, sync):
+    def forward(self, x, gamma, beta, running_mean, running_var, momentum, eps, sync, unbiased=True):
         xp, c = self.xp, x.shape[1]
         shape = (1, c) + (1,) * (x.ndim - 2)
         n = x.size // c if sync.weight else 0
@@ -105,7 +105,8 @@ class SyncBatchNormTrainFunction(Function):
         self.mean = xp.asarray(mean.astype(dtype))
         self.inv_std = xp.asarray((1.0 / np.sqrt(var + eps)).astype(dtype))
         y = xp.batch_norm_infer(x, gamma, beta, self.mean, xp.asarray(var.astype(dtype)), eps)
-        for running, batch in ((running_mean, self.mean), (running_var, xp.asarray((m2 / (count - 1)).astype(dtype)))):
+        batch_var = m2 / (count - 1 if unbiased else count)
+        for running, batch in ((running_mean, self.mean), (running_var, xp.asarray(batch_var.astype(dtype)))):
             xp.running_stat_update(running, batch, momentum)
         return y
 

@@ -19,12 +19,19 @@ from .activations import (
     SoftmaxFunction,
     activation,
     elu,
+    exponential,
     gelu,
+    hard_sigmoid,
     leaky_relu,
     log_softmax,
     relu,
+    selu,
     sigmoid,
+    silu,
     softmax,
+    softplus,
+    softsign,
+    swish,
     tanh,
 )
 from .attention import (
@@ -103,3 +110,4 @@ __all__ = [
     "layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits",
     "lstm", "gru",
 ]  # fmt: skip
+__all__ += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # Keras' activations

@@ -13,9 +13,9 @@ __all__ = ["batch_norm", "layer_norm", "rms_norm", "group_norm"]
 
 
 class BatchNormTrainFunction(Function):
-    def forward(self, x, gamma, beta, running_mean, running_var, momentum, eps):
+    def forward(self, x, gamma, beta, running_mean, running_var, momentum, eps, unbiased=True):
         self.x, self.gamma = x, gamma
-        y, self.ctx = self.xp.batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps)
+        y, self.ctx = self.xp.batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, unbiased)
         return y
 
     def backward(self, g):
@@ -50,8 +50,11 @@ def register_sync_batch_norm(function) -> None:
     _SYNC_BATCH_NORM = function
 
 
-def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9, eps=1e-5, sync=None) -> Tensor:
-    """Batch normalisation over N (2-D) or N, H, W (4-D); running stats (backend arrays) update in place.
+def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9, eps=1e-5, sync=None,
+               unbiased=True) -> Tensor:
+    """Batch normalisation over N (2-D) or N, H, W (4-D); running stats (backend arrays) update in place:
+    ``running = momentum * running + (1 - momentum) * batch``, the running variance from the unbiased batch variance
+    (PyTorch) or with ``unbiased=False`` the biased one (Keras).
 
     ``sync`` (training only): a data-parallel group (``magmadnn.distributed.BatchNormGroup``, or anything with
     its ``weight``, ``moments`` and ``sum``) whose ranks normalise with the statistics of the global batch and
@@ -70,13 +73,13 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
         if _SYNC_BATCH_NORM is None:  # pragma: no cover - magmadnn's __init__ imports magmadnn.distributed
             raise RuntimeError(f"{fn}(sync=...) needs magmadnn.distributed: import it first")
         return _SYNC_BATCH_NORM.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
-                                      momentum=momentum, eps=eps, sync=sync)
+                                      momentum=momentum, eps=eps, sync=sync, unbiased=unbiased)
     if training:
         if x.size // c < 2:
             raise ValueError(f"{fn}: training needs more than one value per channel, got x of shape {x.shape}")
         return BatchNormTrainFunction.apply(
-            x, gamma, beta, running_mean=running_mean, running_var=running_var, momentum=momentum, eps=eps
-        )
+            x, gamma, beta, running_mean=running_mean, running_var=running_var, momentum=momentum, eps=eps,
+            unbiased=bool(unbiased))
     return BatchNormInferFunction.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var, eps=eps)
 
 

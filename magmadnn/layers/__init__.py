@@ -8,9 +8,9 @@ from ..backend.geometry import ACTIVATION_NAMES
 from .attention import MultiHeadAttention
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
 from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
-from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten
+from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten, LeakyReLU
 from .embedding import Embedding
-from .normalization import GroupNorm, LayerNorm, RMSNorm
+from .normalization import BatchNormalization, GroupNorm, GroupNormalization, LayerNorm, LayerNormalization, RMSNorm
 from .position import PositionEmbedding
 
 # -- recurrent layers
@@ -20,8 +20,6 @@ from .recurrent import GRU, LSTM  # noqa: E402
 from .softmax import LogSoftmax, Softmax  # noqa: E402
 
 GlobalAvgPool = GlobalAvgPool2D
-BatchNormalization = BatchNorm
-LayerNormalization, GroupNormalization = LayerNorm, GroupNorm  # Keras' long names
 
 # -- conv/shape layers
 from .conv import Conv2DTranspose, DepthwiseConv2D, GlobalMaxPool2D  # noqa: E402
@@ -31,7 +29,7 @@ GlobalMaxPool = GlobalMaxPool2D
 
 __all__ = [
     "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATION_NAMES",
-    "Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
+    "Dense", "Activation", "LeakyReLU", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
     "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
     "LayerNorm", "LayerNormalization", "RMSNorm", "GroupNorm", "GroupNormalization", "Embedding",
 ]

@@ -9,7 +9,7 @@ from .. import functional as F
 from ..backend import geometry
 from .base import Layer, ShapeMismatchError, derive_seed, register, shape_str
 
-__all__ = ["Dense", "Activation", "Dropout", "Flatten", "BatchNorm", "Add", "apply_activation"]
+__all__ = ["Dense", "Activation", "LeakyReLU", "Dropout", "Flatten", "BatchNorm", "Add", "apply_activation"]
 
 _DEFAULT_ALPHA = geometry.DEFAULT_ALPHA
 
@@ -63,8 +63,10 @@ class Dense(Layer):
 
 @register
 class Activation(Layer):
-    """An activation function as a layer: sigmoid, tanh, relu, leaky_relu, elu, gelu, softmax (over the channels of
-    NCHW input, the last axis of any other rank), on inputs of any rank."""
+    """An activation function as a layer, by a name of ``geometry.ACTIVATION_NAMES`` (Keras 3's function of that
+    name: "gelu" exact, "gelu_tanh" the tanh approximation, "swish" = "silu"; softmax over the channels of NCHW
+    input, the last axis of any other rank), on inputs of any rank. ``alpha``: the leaky-ReLU slope (default Keras'
+    0.2) or ELU scale (1.0)."""
 
     def __init__(self, kind: str, alpha: float | None = None, **kwargs):
         super().__init__(**kwargs)
@@ -82,6 +84,23 @@ class Activation(Layer):
 
     def get_config(self):
         return {"kind": self.kind or "linear", "alpha": self.alpha, **super().get_config()}
+
+
+@register
+class LeakyReLU(Activation):
+    """Keras' ``LeakyReLU(negative_slope=0.3)``: ``x`` where positive, else ``negative_slope * x``."""
+
+    def __init__(self, negative_slope: float = 0.3, **kwargs):
+        if "alpha" in kwargs:  # Keras 2's name
+            negative_slope = kwargs.pop("alpha")
+        kwargs.pop("kind", None)  # a config written by Activation.get_config
+        super().__init__("leaky_relu", alpha=negative_slope, **kwargs)
+        self.negative_slope = self.alpha
+
+    def get_config(self):
+        config = super().get_config()
+        del config["kind"], config["alpha"]
+        return {"negative_slope": self.negative_slope, **config}
 
 
 @register
@@ -134,9 +153,12 @@ class BatchNorm(Layer):
     (set by ``fit(distributed=Options(sync_batchnorm=True))``).
     """
 
+    #: The running variance takes the unbiased batch variance (PyTorch); Keras' BatchNormalization the biased one.
+    unbiased_running_var = True
+
     def __init__(self, momentum: float = 0.9, eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)
-        owner = f"BatchNorm {self.name!r}"
+        owner = f"{type(self).__name__} {self.name!r}"
         self.momentum = _checks.real(momentum, "momentum", owner, 0.0, 1.0, open_high=True)
         self.eps = _checks.real(eps, "eps", owner, 0.0, open_low=True)
         self.sync = None
@@ -155,7 +177,7 @@ class BatchNorm(Layer):
         training = training and self._trainable  # Keras: a frozen BatchNorm runs in inference mode
         return F.batch_norm(x, self._params["gamma"], self._params["beta"], self._state["running_mean"],
                             self._state["running_var"], training, momentum=self.momentum, eps=self.eps,
-                            sync=self.sync)
+                            sync=self.sync, unbiased=self.unbiased_running_var)
 
     def get_config(self):
         return {"momentum": self.momentum, "eps": self.eps, **super().get_config()}

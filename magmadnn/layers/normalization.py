@@ -1,13 +1,53 @@
 """LayerNorm, RMSNorm and GroupNorm: normalisation over each sample (no batch statistics, the same in training and
-inference). Weights as Keras names them, math as PyTorch computes it (biased variance, ``eps`` inside the root)."""
+inference). Weights as Keras names them, math as PyTorch computes it (biased variance, ``eps`` inside the root).
+BatchNormalization: Keras' batch norm, beside the PyTorch-style ``BatchNorm`` of :mod:`.core`."""
 
 from __future__ import annotations
 
 from .. import _checks
 from .. import functional as F
 from .base import Layer, register
+from .core import BatchNorm
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm"]
+__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNormalization", "LayerNormalization", "GroupNormalization"]
+
+
+def _epsilon(epsilon, kwargs: dict) -> float:
+    """Keras' ``epsilon=`` or magmadnn's alias ``eps=`` (taken out of ``kwargs``)."""
+    return kwargs.pop("eps") if "eps" in kwargs else epsilon
+
+
+@register
+class BatchNormalization(BatchNorm):
+    """Keras 3's ``BatchNormalization``: ``momentum=0.99``, ``epsilon=1e-3`` (``eps=`` accepted too), moving variance
+    from the biased batch variance, ``moving = momentum * moving + (1 - momentum) * batch``. Images are NCHW here, so
+    the normalised axis is 1 (the channels; Keras' default -1 is the channels of its NHWC); ``axis=-1`` is accepted
+    for per-sample inputs of one axis (features), where it is the same axis. ``BatchNorm`` keeps PyTorch's
+    defaults (momentum 0.9 in this convention, eps 1e-5, unbiased running variance)."""
+
+    unbiased_running_var = False
+
+    def __init__(self, axis: int = 1, momentum: float = 0.99, epsilon: float = 1e-3, **kwargs):
+        super().__init__(momentum=momentum, eps=_epsilon(epsilon, kwargs), **kwargs)
+        self.axis = _checks.integer(axis, "axis", f"BatchNormalization {self.name!r}")
+        if self.axis not in (1, -1):
+            raise ValueError(f"BatchNormalization {self.name!r}: axis={self.axis} is not supported; the channels of "
+                             "NCHW images (or the features of (N, F) input) are axis 1")
+
+    @property
+    def epsilon(self) -> float:
+        return self.eps
+
+    def check_input_shape(self, input_shape):
+        super().check_input_shape(input_shape)
+        if self.axis == -1 and len(input_shape) != 1:
+            raise ValueError(f"BatchNormalization {self.name!r}: axis=-1 of NCHW input is its width; the channels "
+                             "are axis=1 (the default): images here are NCHW, not Keras' NHWC")
+
+    def get_config(self):
+        config = super().get_config()
+        del config["eps"]
+        return {"axis": self.axis, "epsilon": self.eps, **config}
 
 
 class _LastAxisNorm(Layer):
@@ -107,3 +147,43 @@ class GroupNorm(Layer):
 
     def get_config(self):
         return {"groups": self.groups, "eps": self.eps, **super().get_config()}
+
+
+@register
+class LayerNormalization(LayerNorm):
+    """Keras 3's ``LayerNormalization(axis=-1, epsilon=1e-3)`` (``eps=`` accepted too); ``LayerNorm`` keeps
+    PyTorch's eps 1e-5."""
+
+    def __init__(self, axis: int = -1, epsilon: float = 1e-3, **kwargs):
+        super().__init__(axis=axis, eps=_epsilon(epsilon, kwargs), **kwargs)
+
+    @property
+    def epsilon(self) -> float:
+        return self.eps
+
+    def get_config(self):
+        config = super().get_config()
+        config["epsilon"] = config.pop("eps")
+        return config
+
+
+@register
+class GroupNormalization(GroupNorm):
+    """Keras 3's ``GroupNormalization(groups=32, epsilon=1e-3)`` (``eps=`` accepted too) over the channels, axis 1
+    here (NCHW; Keras' default axis -1 is the channels of its NHWC); ``GroupNorm`` keeps PyTorch's eps 1e-5."""
+
+    def __init__(self, groups: int = 32, axis: int = 1, epsilon: float = 1e-3, **kwargs):
+        super().__init__(groups, eps=_epsilon(epsilon, kwargs), **kwargs)
+        self.axis = _checks.integer(axis, "axis", f"GroupNormalization {self.name!r}")
+        if self.axis != 1:
+            raise ValueError(f"GroupNormalization {self.name!r}: axis={self.axis} is not supported; the channels "
+                             "are axis 1 here (NCHW, not Keras' NHWC)")
+
+    @property
+    def epsilon(self) -> float:
+        return self.eps
+
+    def get_config(self):
+        config = super().get_config()
+        del config["eps"]
+        return {"axis": self.axis, "epsilon": self.eps, **config}

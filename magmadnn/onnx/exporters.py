@@ -20,7 +20,13 @@ __all__ = ["EXPORTERS", "ACTIVATION_OPS", "exportable_layers"]
 ACTIVATION_OPS = {
     "relu": ("Relu", lambda a: {}, 17), "sigmoid": ("Sigmoid", lambda a: {}, 17), "tanh": ("Tanh", lambda a: {}, 17),
     "leaky_relu": ("LeakyRelu", lambda a: {"alpha": a}, 17), "elu": ("Elu", lambda a: {"alpha": a}, 17),
-    "gelu": ("Gelu", lambda a: {"approximate": "tanh"}, 20), "softmax": ("Softmax", lambda a: {}, 17),
+    "gelu": ("Gelu", lambda a: {"approximate": "none"}, 20),
+    "gelu_tanh": ("Gelu", lambda a: {"approximate": "tanh"}, 20),
+    "softplus": ("Softplus", lambda a: {}, 17), "softsign": ("Softsign", lambda a: {}, 17),
+    "selu": ("Selu", lambda a: {"alpha": geometry.SELU_ALPHA, "gamma": geometry.SELU_SCALE}, 17),
+    "hard_sigmoid": ("HardSigmoid", lambda a: {"alpha": 1.0 / 6.0, "beta": 0.5}, 17),
+    "exponential": ("Exp", lambda a: {}, 17), "silu": ("Sigmoid", lambda a: {}, 17),  # then Mul by x
+    "softmax": ("Softmax", lambda a: {}, 17),
 }
 
 
@@ -33,6 +39,9 @@ def _activation(b, layer, x: str, kind, alpha=None, name: str | None = None, ran
         alpha = geometry.DEFAULT_ALPHA.get(kind, 0.0)
     if kind == "softmax":  # as apply_activation: the channels of NCHW, else the last axis
         return b.node(op, [x], name or f"{layer.name}/{kind}", axis=1 if rank == 4 else -1)
+    if kind == "silu":  # x sigmoid(x): ONNX has no SiLU operator
+        s = b.node("Sigmoid", [x], f"{name or layer.name + '/silu'}/sigmoid")
+        return b.node("Mul", [x, s], name or f"{layer.name}/silu")
     return b.node(op, [x], name or f"{layer.name}/{kind}", **attrs(float(alpha)))
 
 
@@ -261,6 +270,9 @@ EXPORTERS.update({  # the modern layers
     L.LSTM: recurrent, L.GRU: recurrent, L.MultiHeadAttention: multi_head_attention,
     L.PositionEmbedding: position_embedding,
 })
+EXPORTERS[L.LeakyReLU] = activation
+EXPORTERS.update({L.BatchNormalization: batch_norm, L.LayerNormalization: layer_norm,
+                  L.GroupNormalization: group_norm})
 
 
 def exportable_layers() -> list[str]:

@@ -12,6 +12,7 @@ import math
 import numpy as np
 
 from .. import layers as L
+from ..backend import geometry
 from . import attention, folded_attention
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
@@ -22,17 +23,29 @@ __all__ = ["IMPORTERS", "supported_operators", "pool_geometry"]
 #: ONNX activation op -> (magmadnn kind, attribute defaults)
 _ACTIVATIONS = {"Relu": ("relu", {}), "Sigmoid": ("sigmoid", {}), "Tanh": ("tanh", {}),
                 "LeakyRelu": ("leaky_relu", {"alpha": 0.01}), "Elu": ("elu", {"alpha": 1.0}),
-                "Gelu": ("gelu", {"approximate": "none"})}
-_FUSABLE = {"relu": None, "sigmoid": None, "tanh": None, "leaky_relu": 0.01, "elu": 1.0, "gelu": None}
+                "Gelu": ("gelu", {"approximate": "none"}), "Softplus": ("softplus", {}), "Softsign": ("softsign", {}),
+                "Exp": ("exponential", {}), "Selu": ("selu", {"alpha": 1.67326319217681884765625,
+                                                             "gamma": 1.05070102214813232421875}),
+                "HardSigmoid": ("hard_sigmoid", {"alpha": 0.2, "beta": 0.5})}
+#: The attributes magmadnn's kind computes, where an ONNX operator has others (compared to float32 precision).
+_FIXED = {"selu": {"alpha": geometry.SELU_ALPHA, "gamma": geometry.SELU_SCALE},
+          "hard_sigmoid": {"alpha": 1.0 / 6.0, "beta": 0.5}}
+#: Kinds a layer's ``activation=`` takes, with the alpha it then applies (None: takes none).
+_FUSABLE = {**dict.fromkeys(geometry.ACTIVATIONS), **geometry.DEFAULT_ALPHA}
 
 
 def _activation_of(graph, node):
     """(kind, alpha) of an activation node, or an error for what magmadnn cannot compute."""
     kind, defaults = _ACTIVATIONS[node.op_type]
     attrs = graph.attrs(node, defaults)
-    if kind == "gelu" and attrs["approximate"] != "tanh":
-        raise graph.error(node, f"approximate={attrs['approximate']!r} (exact, erf-based GELU) is not supported",
-                          "approximate='tanh' (magmadnn's gelu is the tanh approximation)")
+    if kind == "gelu":
+        if attrs["approximate"] not in ("none", "tanh"):
+            raise graph.error(node, f"approximate={attrs['approximate']!r} is not a GELU form", "'none' or 'tanh'")
+        kind = "gelu" if attrs["approximate"] == "none" else "gelu_tanh"
+    for name, value in _FIXED.get(kind, {}).items():
+        if not math.isclose(float(attrs[name]), value, rel_tol=1e-6):
+            fixed = ", ".join(f"{k}={v:.6g}" for k, v in _FIXED[kind].items())
+            raise graph.error(node, f"{name}={attrs[name]!r} is not supported", fixed)
     return kind, float(attrs.get("alpha", 0.0))
 
 

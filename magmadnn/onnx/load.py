@@ -42,8 +42,8 @@ def _constants(graph: Graph, proto) -> None:
 def _hint(proto) -> str:
     """What an unsupported node is likely part of, where the graph shows it."""
     if any(node.op_type == "Erf" for node in proto.graph.node):
-        return (" (the graph computes the exact, erf-based GELU; magmadnn's GELU is the tanh approximation: export "
-                "nn.GELU(approximate='tanh') with opset 20)")
+        return (" (the graph computes the exact, erf-based GELU from Erf and arithmetic; magmadnn imports the single "
+                "Gelu operator: export with opset 20)")
     return ""
 
 

@@ -35,7 +35,7 @@ from .programs import FLOAT_DTYPES, PROGRAMS
 UNARY_OPS = {
     "negative": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "square": 5, "relu": 6, "sigmoid": 7, "tanh": 8,
     "sign": 9, "reciprocal": 10, "affine": 11, "power": 12, "clip": 13, "elu": 14, "leaky_relu": 15, "rsqrt": 16,
-    "gelu": 17,
+    "gelu_tanh": 17, "gelu": 18, "silu": 19, "softplus": 20, "softsign": 21, "selu": 22, "hard_sigmoid": 23,
 }
 BINARY_OPS = {
     "add": 0, "subtract": 1, "multiply": 2, "divide": 3, "maximum": 4, "minimum": 5, "power": 6,
@@ -43,7 +43,8 @@ BINARY_OPS = {
     "squared_difference": 13, "greater_equal": 14, "less_equal": 15, "not_equal": 16,
 }
 #: Activation kinds of :func:`activation_backward` (codes of ``activation_grad`` in elementwise.cu).
-ACTIVATION_GRADS = {"relu": 0, "sigmoid": 1, "tanh": 2, "leaky_relu": 3, "elu": 4, "gelu": 5}
+ACTIVATION_GRADS = {"relu": 0, "sigmoid": 1, "tanh": 2, "leaky_relu": 3, "elu": 4, "gelu_tanh": 5, "gelu": 6,
+                    "silu": 7, "softplus": 8, "softsign": 9, "selu": 10, "hard_sigmoid": 11, "exponential": 12}
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "sum_squares": 5}
 MAX_DIMS = 8
 
@@ -155,8 +156,8 @@ def _ptr(a) -> c_void_p:
 # ------------------------------------------------------------------------------------------------ elementwise
 def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
     """``out = op(x)`` elementwise; ``p``, ``q`` parameterise affine (p*x+q), power (x**p), clip ([p, q]), elu
-    (alpha p) and leaky_relu (slope p).  ``gelu`` is the tanh approximation
-    0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3)))."""
+    (alpha p) and leaky_relu (slope p).  ``gelu`` is exact, 0.5 x (1 + erf(x / sqrt 2)); ``gelu_tanh`` the tanh
+    approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); ``hard_sigmoid`` is relu6(x + 3) / 6."""
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
     dtype = _float_dtype(x, op)
@@ -234,12 +235,14 @@ def where(cond, a, b, out=None):
 
 #: What each kind of :func:`activation_backward` reads besides dy.
 _ACTIVATION_READS = {"relu": "x or y", "sigmoid": "y", "tanh": "y", "leaky_relu": "x", "elu": "x and y",
-                     "gelu": "x"}
+                     "gelu_tanh": "x", "gelu": "x", "silu": "x", "softplus": "x", "softsign": "x", "selu": "x and y",
+                     "hard_sigmoid": "x", "exponential": "y"}
 
 
 def activation_backward(kind: str, dy, x=None, y=None, alpha: float = 0.0, out=None):
     """dx of an activation from ``dy`` and the forward input ``x`` and/or output ``y``: relu (x or y), sigmoid (y),
-    tanh (y), leaky_relu (x, slope ``alpha``), elu (x and y, ``alpha``), gelu (x, tanh approximation)."""
+    tanh (y), leaky_relu (x, slope ``alpha``), elu (x and y, ``alpha``), gelu and gelu_tanh (x), silu, softplus,
+    softsign, hard_sigmoid (x), selu (x and y), exponential (y)."""
     if kind not in ACTIVATION_GRADS:
         raise ValueError(f"unknown activation {kind!r}; known: {sorted(ACTIVATION_GRADS)}")
     reads = _ACTIVATION_READS[kind]
@@ -521,27 +524,33 @@ def _check_update(what: str, param, grad, *states):
     return dtype
 
 
+#: The ``keras`` flag of the update kernels (optim.cu's PM_KERAS).
+_KERAS = 2
+
+
 def sgd_update(param, grad, velocity=None, *, lr: float, momentum: float = 0.0, weight_decay: float = 0.0,
-               nesterov: bool = False) -> None:
-    """In-place SGD step; ``velocity`` (needed when momentum > 0) is updated in place too."""
+               nesterov: bool = False, keras: bool = False) -> None:
+    """In-place SGD step; ``velocity`` (needed when momentum > 0) is updated in place too. ``keras``: the weight
+    decay is decoupled (``p -= lr wd p`` first), as Keras 3 applies it; else L2 (added to the gradient)."""
     _check_hyper("sgd_update", lr=lr, momentum=momentum, weight_decay=weight_decay)
     if momentum and velocity is None:
         raise ValueError("sgd_update with momentum needs a velocity buffer")
     dtype = _check_update("sgd_update", param, grad, velocity)
     _run("optim", programs.expression("sgd", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(velocity if momentum else None), c_longlong(param.size), c_double(lr),
-          c_double(momentum), c_double(weight_decay), c_int(int(nesterov))])
+          c_double(momentum), c_double(weight_decay), c_int(int(nesterov) | (_KERAS if keras else 0))])
 
 
 def adam_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, beta2: float = 0.999,
-                eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False) -> None:
-    """In-place Adam step number ``step`` (1-based); ``decoupled`` weight decay makes it AdamW."""
+                eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False, keras: bool = False) -> None:
+    """In-place Adam step number ``step`` (1-based); ``decoupled`` weight decay makes it AdamW. ``keras``: Keras'
+    epsilon, ``p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps)``, else ``p -= lr (m/bc1) / (sqrt(v/bc2) + eps)``."""
     step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
     _check_hyper("adam_update", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adam_update", param, grad, m, v)
     _run("optim", programs.expression("adam", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size), c_double(lr), c_double(beta1),
-          c_double(beta2), c_double(eps), c_double(weight_decay), c_int(int(decoupled)),
+          c_double(beta2), c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
           c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)])
 
 
@@ -552,20 +561,24 @@ def adamw_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9,
 
 
 def rmsprop_update(param, grad, square_avg, *, lr: float, rho: float = 0.9, eps: float = 1e-8,
-                   weight_decay: float = 0.0) -> None:
+                   weight_decay: float = 0.0, keras: bool = False) -> None:
+    """In-place RMSProp: ``p -= lr g / (sqrt(s) + eps)`` with L2 decay, or (``keras``) ``lr g / sqrt(s + eps)`` with
+    decoupled decay."""
     _check_hyper("rmsprop_update", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("rmsprop_update", param, grad, square_avg)
     _run("optim", programs.expression("rmsprop", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(square_avg), c_longlong(param.size), c_double(lr), c_double(rho),
-          c_double(eps), c_double(weight_decay)])
+          c_double(eps), c_double(weight_decay), c_int(_KERAS if keras else 0)])
 
 
-def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, weight_decay: float = 0.0,
+                   keras: bool = False) -> None:
+    """In-place Adagrad: as :func:`rmsprop_update` with ``s += g^2``."""
     _check_hyper("adagrad_update", lr=lr, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adagrad_update", param, grad, sum_squares)
     _run("optim", programs.expression("adagrad", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size), c_double(lr), c_double(eps),
-          c_double(weight_decay)])
+          c_double(weight_decay), c_int(_KERAS if keras else 0)])
 
 
 # ----------------------------------------------------------------------------------------------------- random
@@ -908,7 +921,7 @@ def _step_values(values, needed: int, what: str):
 
 
 def sgd_update_at(param, grad, velocity=None, *, values, momentum: float = 0.0, weight_decay: float = 0.0,
-                  nesterov: bool = False) -> None:
+                  nesterov: bool = False, keras: bool = False) -> None:
     """:func:`sgd_update` with the learning rate read from ``values[0]`` on the device."""
     _check_hyper("sgd_update_at", momentum=momentum, weight_decay=weight_decay)
     if momentum and velocity is None:
@@ -917,38 +930,40 @@ def sgd_update_at(param, grad, velocity=None, *, values, momentum: float = 0.0, 
     _run("step", programs.expression("sgd_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(velocity if momentum else None), c_longlong(param.size),
           _ptr(_step_values(values, 1, "sgd_update_at")), c_double(momentum), c_double(weight_decay),
-          c_int(int(nesterov))])
+          c_int(int(nesterov) | (_KERAS if keras else 0))])
 
 
 def adam_update_at(param, grad, m, v, *, values, beta1: float = 0.9, beta2: float = 0.999, eps: float = 1e-8,
-                   weight_decay: float = 0.0, decoupled: bool = False) -> None:
+                   weight_decay: float = 0.0, decoupled: bool = False, keras: bool = False) -> None:
     """:func:`adam_update` with lr and the bias corrections read from ``values[0:3]`` on the device."""
     _check_hyper("adam_update_at", beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adam_update_at", param, grad, m, v)
     _run("step", programs.expression("adam_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size),
           _ptr(_step_values(values, 3, "adam_update_at")), c_double(beta1), c_double(beta2), c_double(eps),
-          c_double(weight_decay), c_int(int(decoupled))])
+          c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0))])
 
 
 def rmsprop_update_at(param, grad, square_avg, *, values, rho: float = 0.9, eps: float = 1e-8,
-                      weight_decay: float = 0.0) -> None:
+                      weight_decay: float = 0.0, keras: bool = False) -> None:
     """:func:`rmsprop_update` with the learning rate read from ``values[0]`` on the device."""
     _check_hyper("rmsprop_update_at", rho=rho, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("rmsprop_update_at", param, grad, square_avg)
     _run("step", programs.expression("rmsprop_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(square_avg), c_longlong(param.size),
           _ptr(_step_values(values, 1, "rmsprop_update_at")), c_double(rho), c_double(eps),
-          c_double(weight_decay)])
+          c_double(weight_decay), c_int(_KERAS if keras else 0)])
 
 
-def adagrad_update_at(param, grad, sum_squares, *, values, eps: float = 1e-10, weight_decay: float = 0.0) -> None:
+def adagrad_update_at(param, grad, sum_squares, *, values, eps: float = 1e-10, weight_decay: float = 0.0,
+                      keras: bool = False) -> None:
     """:func:`adagrad_update` with the learning rate read from ``values[0]`` on the device."""
     _check_hyper("adagrad_update_at", eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adagrad_update_at", param, grad, sum_squares)
     _run("step", programs.expression("adagrad_at", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size),
-          _ptr(_step_values(values, 1, "adagrad_update_at")), c_double(eps), c_double(weight_decay)])
+          _ptr(_step_values(values, 1, "adagrad_update_at")), c_double(eps), c_double(weight_decay),
+          c_int(_KERAS if keras else 0)])
 
 
 def dropout_at(x, rate: float, *, seed: int, offsets, slot: int):

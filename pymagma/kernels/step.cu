@@ -27,18 +27,19 @@ __global__ void adam_at(T* __restrict__ p, const T* __restrict__ g, T* __restric
 
 template <typename T>
 __global__ void rmsprop_at(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ s, i64 n,
-                           const double* __restrict__ values, double rho, double eps, double weight_decay) {
+                           const double* __restrict__ values, double rho, double eps, double weight_decay,
+                           int flags) {
     const double lr = values[0];
     for (i64 i = pm_global_index(); i < n; i += pm_grid_stride())
-        rmsprop_element(p, g, s, i, lr, rho, eps, weight_decay);
+        rmsprop_element(p, g, s, i, lr, rho, eps, weight_decay, flags);
 }
 
 template <typename T>
 __global__ void adagrad_at(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ s, i64 n,
-                           const double* __restrict__ values, double eps, double weight_decay) {
+                           const double* __restrict__ values, double eps, double weight_decay, int flags) {
     const double lr = values[0];
     for (i64 i = pm_global_index(); i < n; i += pm_grid_stride())
-        adagrad_element(p, g, s, i, lr, eps, weight_decay);
+        adagrad_element(p, g, s, i, lr, eps, weight_decay, flags);
 }
 
 template <typename T>

@@ -23,8 +23,11 @@
 #define __shared__ static
 
 using std::cos;
+using std::erf;
 using std::exp;
+using std::expm1;
 using std::log;
+using std::log1p;
 using std::pow;
 using std::sin;
 using std::sqrt;

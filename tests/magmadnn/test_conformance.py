@@ -287,7 +287,8 @@ def test_channel_sum(xp, x):
 
 
 #: The op set's activations (tests/reference.py knows cuDNN's too).
-ACTIVATIONS = ("elu", "gelu", "leaky_relu", "relu", "sigmoid", "tanh")
+ACTIVATIONS = ("elu", "gelu", "leaky_relu", "relu", "sigmoid", "tanh", "gelu_tanh", "silu", "softplus", "softsign",
+               "selu", "hard_sigmoid", "exponential")
 
 
 def derivative(f, v, h=1e-6):
@@ -298,6 +299,7 @@ def derivative(f, v, h=1e-6):
 @given(x=arrays(low=-4, high=4), alpha=st.sampled_from([0.01, 0.2, 1.0]), seed=st.integers(0, 99))
 def test_activation_forward_backward(xp, kind, x, alpha, seed):
     x = np.where(np.abs(x) < 1e-3, 0.5, x).astype(x.dtype)  # keep clear of the kink at 0
+    x = np.where(np.abs(np.abs(x) - 3) < 1e-3, 2.5, x).astype(x.dtype)  # and of hard_sigmoid's at +-3
     y = xp.activation_forward(put(xp, x), kind, alpha)
     assert y.dtype == x.dtype and y.shape == x.shape
     np.testing.assert_allclose(get(xp, y), reference.activation_ref(kind, x, alpha), **tol(x.dtype))
@@ -313,7 +315,8 @@ def test_activation_forward_backward(xp, kind, x, alpha, seed):
 def test_activation_extremes_are_finite_and_unknown_kind_rejected(xp):
     x = put(xp, np.array([-1000.0, -50.0, 0.0, 50.0, 1000.0], np.float32))
     for kind in ACTIVATIONS:
-        assert xp.isfinite_all(xp.activation_forward(x, kind, 0.1)), kind
+        if kind != "exponential":  # exp(1000) is inf everywhere
+            assert xp.isfinite_all(xp.activation_forward(x, kind, 0.1)), kind
     with pytest.raises(ValueError, match="unknown activation kind 'swish'"):
         xp.activation_forward(x, "swish")
 
@@ -441,34 +444,35 @@ def test_pool2d_unknown_mode(xp):
 # ------------------------------------------------------------------------------------------------- batch norm
 
 
-@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
-def test_batch_norm_train_2d(xp, data, momentum, seed):
+@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9, 0.99]), seed=st.integers(0, 99), unbiased=st.booleans())
+def test_batch_norm_train_2d(xp, data, momentum, seed, unbiased):
     x = data.draw(arrays(shape=(data.draw(st.integers(2, 6)), data.draw(st.integers(1, 4)))))
-    _check_batch_norm(xp, x, momentum, seed)
+    _check_batch_norm(xp, x, momentum, seed, unbiased)
 
 
-@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9]), seed=st.integers(0, 99))
-def test_batch_norm_train_4d(xp, data, momentum, seed):
+@given(data=st.data(), momentum=st.sampled_from([0.0, 0.9, 0.99]), seed=st.integers(0, 99), unbiased=st.booleans())
+def test_batch_norm_train_4d(xp, data, momentum, seed, unbiased):
     x = data.draw(arrays(shape=(data.draw(st.integers(2, 3)), data.draw(st.integers(1, 3)), 2, 3)))
-    _check_batch_norm(xp, x, momentum, seed)
+    _check_batch_norm(xp, x, momentum, seed, unbiased)
 
 
-def _check_batch_norm(xp, x, momentum, seed):
+def _check_batch_norm(xp, x, momentum, seed, unbiased=True):
     rng = np.random.default_rng(seed)
     c = x.shape[1]
     gamma, beta = rng.uniform(0.5, 2, c).astype(x.dtype), rng.standard_normal(c).astype(x.dtype)
     rm0, rv0 = rng.standard_normal(c).astype(x.dtype), rng.uniform(0.5, 2, c).astype(x.dtype)
     d_x, d_gamma, d_beta, d_rm, d_rv = put(xp, x, gamma, beta, rm0, rv0)
     eps = 1e-5
-    y, ctx = xp.batch_norm_train(d_x, d_gamma, d_beta, d_rm, d_rv, momentum, eps)
+    y, ctx = xp.batch_norm_train(d_x, d_gamma, d_beta, d_rm, d_rv, momentum, eps, unbiased)
     y, rm, rv = get(xp, y, d_rm, d_rv)
     axes, shape = (0, *range(2, x.ndim)), (1, c) + (1,) * (x.ndim - 2)  # per channel
     g64, b64 = gamma.astype(np.float64).reshape(shape), beta.astype(np.float64).reshape(shape)
-    y_ref, mean, _, unbiased = reference.batch_norm_ref(x, g64, b64, eps, axes)
+    y_ref, mean, _, unbiased_var = reference.batch_norm_ref(x, g64, b64, eps, axes)
+    batch_var = unbiased_var if unbiased else x.astype(np.float64).var(axis=axes)
     np.testing.assert_allclose(y, y_ref, rtol=1e-3, atol=1e-3)
     for ch in range(c):
         assert rm[ch] == pytest.approx(momentum * rm0[ch] + (1 - momentum) * mean.ravel()[ch], rel=1e-4, abs=1e-5)
-        assert rv[ch] == pytest.approx(momentum * rv0[ch] + (1 - momentum) * unbiased.ravel()[ch], rel=1e-4, abs=1e-5)
+        assert rv[ch] == pytest.approx(momentum * rv0[ch] + (1 - momentum) * batch_var.ravel()[ch], rel=1e-4, abs=1e-5)
     # inference with the updated running statistics
     yi = get(xp, xp.batch_norm_infer(d_x, d_gamma, d_beta, d_rm, d_rv, eps))
     rm64, rv64 = rm.astype(np.float64).reshape(shape), rv.astype(np.float64).reshape(shape)

@@ -81,7 +81,8 @@ def _matmul(xp, a, b, c):
 def _activations(xp, x, dy):
     out = []
     for kind, alpha in (("sigmoid", 0.0), ("tanh", 0.0), ("relu", 0.0), ("leaky_relu", 0.1), ("elu", 0.7),
-                        ("gelu", 0.0)):
+                        ("gelu", 0.0), ("gelu_tanh", 0.0), ("silu", 0.0), ("softplus", 0.0), ("softsign", 0.0),
+                        ("selu", 0.0), ("hard_sigmoid", 0.0), ("exponential", 0.0)):
         y = xp.activation_forward(x, kind, alpha)
         out += [y, xp.activation_backward(dy, x, y, kind, alpha), xp.activation_backward(dy, x, None, kind, alpha)]
         if kind in ("sigmoid", "tanh", "relu"):

@@ -18,6 +18,7 @@ PUBLIC = [
     "conv_transpose2d", "conv_transpose2d_geometry", "layer_norm", "rms_norm", "group_norm", "embedding",
     "cross_entropy", "binary_cross_entropy_with_logits", "lstm", "gru",
 ]  # fmt: skip
+PUBLIC += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # added later
 
 
 def _modules():

@@ -54,7 +54,9 @@ def test_reshape_transpose_flatten():
 
 
 @pytest.mark.parametrize("kind,alpha", [("sigmoid", 0), ("tanh", 0), ("relu", 0), ("leaky_relu", 0.1), ("elu", 0.7),
-                                        ("gelu", 0)])  # fmt: skip
+                                        ("gelu", 0), ("gelu_tanh", 0), ("silu", 0), ("softplus", 0),
+                                        ("softsign", 0), ("selu", 0), ("hard_sigmoid", 0),
+                                        ("exponential", 0)])  # fmt: skip
 def test_activations(kind, alpha):
     x = spread_values(np.random.default_rng(0), (3, 5), gap=0.1)
     check_gradients(lambda a: F.activation(a, kind, alpha), x)
@@ -62,7 +64,9 @@ def test_activations(kind, alpha):
 
 def test_activation_wrappers_and_softmax():
     x = spread_values(np.random.default_rng(1), (2, 4), gap=0.1)
-    for fn in (F.relu, F.sigmoid, F.tanh, F.gelu, lambda a: F.leaky_relu(a, 0.2), lambda a: F.elu(a, 0.5)):
+    for fn in (F.relu, F.sigmoid, F.tanh, F.gelu, lambda a: F.leaky_relu(a, 0.2), lambda a: F.elu(a, 0.5),
+               lambda a: F.gelu(a, approximate=True), F.silu, F.swish, F.softplus, F.softsign, F.selu,
+               F.hard_sigmoid, F.exponential):
         check_gradients(fn, x)
     check_gradients(lambda a: F.softmax(a, axis=-1), rand(2, 3, 5))
     check_gradients(lambda a: F.softmax(a, axis=0), rand(3, 3, 5))

@@ -282,7 +282,7 @@ def test_layer_called_eagerly_builds_from_the_data():
 
 @pytest.mark.parametrize("make, match", [
     (lambda: L.Dense(0), "units"),
-    (lambda: L.Dense(3, activation="swish"), "unknown activation"),
+    (lambda: L.Dense(3, activation="mish"), "unknown activation"),
     (lambda: L.Activation("nope"), "unknown activation"),
     (lambda: L.Dropout(1.0), "rate"),
     (lambda: L.Conv2D(3, 0), "kernel_size"),

@@ -24,8 +24,8 @@ def _conv_graph(**attrs):
                    {"W": np.ones((4, 1, 2, 2))}), r"'up' \(ConvTranspose\): group != 1 .* supported: group=1"),
     (lambda: graph([helper.make_node("Gemm", ["x", "W"], ["y"], name="fc", transA=1)], {"x": (3,)},
                    {"W": np.ones((3, 2))}), r"'fc' \(Gemm\): transA=1 .* supported: transA=0"),
-    (lambda: graph([helper.make_node("Gelu", ["x"], ["y"], name="act")], {"x": (3,)}, opset=20),
-     r"'act' \(Gelu\): approximate='none' .* supported: approximate='tanh'"),
+    (lambda: graph([helper.make_node("Gelu", ["x"], ["y"], name="act", approximate="erf")], {"x": (3,)}, opset=20),
+     r"'act' \(Gelu\): approximate='erf' is not a GELU form.* supported: 'none' or 'tanh'"),
     (lambda: graph([helper.make_node("AveragePool", ["x"], ["y"], name="avg", kernel_shape=[2, 2],
                                      pads=[1, 1, 1, 1], count_include_pad=1)], {"x": (1, 4, 4)}),
      r"'avg' \(AveragePool\): count_include_pad=1 with padding is not supported"),
@@ -44,7 +44,7 @@ def _conv_graph(**attrs):
      r"'mm' \(MatMul\): input 1 \(the weights, 'x'\) must be a constant"),
     (lambda: graph([helper.make_node("Erf", ["x"], ["e"], name="erf"), helper.make_node("Relu", ["e"], ["y"])],
                    {"x": (3,)}), r"'erf' \(Erf\): this operator is not supported \(the graph computes the exact, "
-                                 r"erf-based GELU.*approximate='tanh'"),
+                                 r"erf-based GELU.*the single Gelu operator: export with opset 20"),
     # operators supported only inside an attention pattern
     (lambda: graph([helper.make_node("Mul", ["x", "c"], ["y"], name="times")], {"x": (3,)}, {"c": np.ones(3)}),
      r"'times' \(Mul\): this operator is supported only as the scaling inside an attention pattern"),

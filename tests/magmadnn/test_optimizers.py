@@ -29,46 +29,51 @@ def run(optimizer, grads=GRADS, p0=P0):
 
 
 def sgd_reference(lr, momentum=0.0, nesterov=False, wd=0.0):
+    """Keras' SGD: decoupled weight decay."""
     p, v, out = P0.copy(), np.zeros_like(P0), []
     for g in GRADS:
-        g = g + wd * p
+        p = p - lr * wd * p
         v = momentum * v + g
         p = p - lr * ((g + momentum * v) if nesterov else v)
         out.append(p)
     return out
 
 
-def adam_reference(lr, b1, b2, eps, wd=0.0, decoupled=False):
+def adam_reference(lr, b1, b2, eps, wd=0.0):
+    """Keras' Adam/AdamW: decoupled decay, epsilon outside the uncorrected root."""
     p, m, v, out = P0.copy(), np.zeros_like(P0), np.zeros_like(P0), []
     for t, g in enumerate(GRADS, start=1):
-        if decoupled:
-            p = p * (1 - lr * wd)
-        else:
-            g = g + wd * p
+        p = p * (1 - lr * wd)
         m = b1 * m + (1 - b1) * g
         v = b2 * v + (1 - b2) * g * g
-        m_hat, v_hat = m / (1 - b1**t), v / (1 - b2**t)
-        p = p - lr * m_hat / (np.sqrt(v_hat) + eps)
+        p = p - lr * np.sqrt(1 - b2**t) / (1 - b1**t) * m / (np.sqrt(v) + eps)
         out.append(p)
     return out
 
 
-def rmsprop_reference(lr, rho, eps, wd=0.0):
-    p, s, out = P0.copy(), np.zeros_like(P0), []
+def rmsprop_reference(lr, rho, eps, wd=0.0, keras=False, s0=0.0):
+    """PyTorch's form (L2 decay, eps outside the root) or Keras' (decoupled decay, eps inside)."""
+    p, s, out = P0.copy(), np.full_like(P0, s0), []
     for g in GRADS:
-        g = g + wd * p
+        if keras:
+            p = p - lr * wd * p
+        else:
+            g = g + wd * p
         s = rho * s + (1 - rho) * g * g
-        p = p - lr * g / (np.sqrt(s) + eps)
+        p = p - lr * g / (np.sqrt(s + eps) if keras else np.sqrt(s) + eps)
         out.append(p)
     return out
 
 
-def adagrad_reference(lr, eps, wd=0.0):
-    p, s, out = P0.copy(), np.zeros_like(P0), []
+def adagrad_reference(lr, eps, wd=0.0, keras=False, s0=0.0):
+    p, s, out = P0.copy(), np.full_like(P0, s0), []
     for g in GRADS:
-        g = g + wd * p
+        if keras:
+            p = p - lr * wd * p
+        else:
+            g = g + wd * p
         s = s + g * g
-        p = p - lr * g / (np.sqrt(s) + eps)
+        p = p - lr * g / (np.sqrt(s + eps) if keras else np.sqrt(s) + eps)
         out.append(p)
     return out
 
@@ -82,12 +87,14 @@ def adagrad_reference(lr, eps, wd=0.0):
     (lambda: optimizers.AdaGrad(0.1, weight_decay=0.1), lambda: adagrad_reference(0.1, 1e-7, 0.1)),
     (lambda: optimizers.RMSProp(0.01, rho=0.8), lambda: rmsprop_reference(0.01, 0.8, 1e-7)),
     (lambda: optimizers.RMSProp(0.01, weight_decay=0.1), lambda: rmsprop_reference(0.01, 0.9, 1e-7, 0.1)),
-    (lambda: optimizers.Adam(0.01), lambda: adam_reference(0.01, 0.9, 0.999, 1e-8)),
-    (lambda: optimizers.Adam(0.01, beta1=0.5, weight_decay=0.1), lambda: adam_reference(0.01, 0.5, 0.999, 1e-8, 0.1)),
-    (lambda: optimizers.AdamW(0.01), lambda: adam_reference(0.01, 0.9, 0.999, 1e-8, 0.01, decoupled=True)),
-    (lambda: optimizers.AdamW(0.01, weight_decay=0.3), lambda: adam_reference(0.01, 0.9, 0.999, 1e-8, 0.3, True)),
+    (lambda: optimizers.Adam(0.01), lambda: adam_reference(0.01, 0.9, 0.999, 1e-7)),
+    (lambda: optimizers.Adam(0.01, beta1=0.5, weight_decay=0.1), lambda: adam_reference(0.01, 0.5, 0.999, 1e-7, 0.1)),
+    (lambda: optimizers.AdamW(0.01), lambda: adam_reference(0.01, 0.9, 0.999, 1e-7, 0.004)),
+    (lambda: optimizers.AdamW(0.01, weight_decay=0.3, eps=1e-8), lambda: adam_reference(0.01, 0.9, 0.999, 1e-8, 0.3)),
+    (lambda: optimizers.RMSprop(0.01, weight_decay=0.1), lambda: rmsprop_reference(0.01, 0.9, 1e-7, 0.1, True)),
+    (lambda: optimizers.Adagrad(0.1, weight_decay=0.1), lambda: adagrad_reference(0.1, 1e-7, 0.1, True, 0.1)),
 ], ids=["sgd", "momentum", "nesterov", "sgd-wd", "adagrad", "adagrad-wd", "rmsprop", "rmsprop-wd", "adam",
-        "adam-l2", "adamw", "adamw-0.3"])
+        "adam-wd", "adamw", "adamw-0.3", "keras-rmsprop", "keras-adagrad"])
 def test_updates_match_the_formula(optimizer, reference):
     for got, expected in zip(run(optimizer()), reference()):
         np.testing.assert_allclose(got, expected, rtol=1e-12, atol=1e-12)

@@ -80,6 +80,8 @@ def test_reference_activations_match_torch(kind, alpha, seed):
     t = torch.tensor(x)
     expected = {"sigmoid": torch.sigmoid, "tanh": torch.tanh, "relu": F.relu,
                 "leaky_relu": lambda v: F.leaky_relu(v, alpha), "elu": lambda v: F.elu(v, alpha),
-                "gelu": lambda v: F.gelu(v, approximate="tanh"), "clipped_relu": lambda v: F.hardtanh(v, 0.0, alpha),
+                "gelu": F.gelu, "gelu_tanh": lambda v: F.gelu(v, approximate="tanh"), "silu": F.silu,
+                "softplus": F.softplus, "softsign": F.softsign, "selu": F.selu, "hard_sigmoid": F.hardsigmoid,
+                "exponential": torch.exp, "clipped_relu": lambda v: F.hardtanh(v, 0.0, alpha),
                 "swish": lambda v: v * torch.sigmoid(alpha * v)}[kind](t).numpy()
     np.testing.assert_allclose(reference.activation_ref(kind, x, alpha), expected, rtol=1e-12, atol=1e-12)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -9,7 +11,7 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 from tests.conftest import examples
-from tests.reference import pool2d_backward_ref, pool2d_ref
+from tests.reference import activation_ref, pool2d_backward_ref, pool2d_ref
 from tests.strategies import pool_cases
 
 from .helpers import BF16, BF16_CASE
@@ -48,7 +50,9 @@ UNARY_REFERENCES = {
     "elu": lambda x, p, q: np.where(x > 0, x, p * (np.exp(x) - 1)),
     "leaky_relu": lambda x, p, q: np.where(x > 0, x, p * x),
     "rsqrt": lambda x, p, q: 1 / np.sqrt(x),
-    "gelu": lambda x, p, q: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+    "gelu_tanh": lambda x, p, q: 0.5 * x * (1 + np.tanh(np.sqrt(2 / np.pi) * (x + 0.044715 * x**3))),
+    **{k: functools.partial(lambda x, p, q, kind: activation_ref(kind, x), kind=k)
+       for k in ("gelu", "silu", "softplus", "softsign", "selu", "hard_sigmoid")},
 }
 POSITIVE_ONLY = {"log", "sqrt", "reciprocal", "power", "rsqrt"}
 
@@ -150,14 +154,23 @@ ACTIVATION_GRAD_REFERENCES = {  # (dy, x, y, alpha) -> dx, from the derivative o
     "tanh": lambda dy, x, y, a: dy * (1 - y * y),
     "leaky_relu": lambda dy, x, y, a: np.where(x > 0, dy, a * dy),
     "elu": lambda dy, x, y, a: np.where(x > 0, dy, dy * a * np.exp(x)),
-    "gelu": lambda dy, x, y, a: dy * (0.5 * (1 + np.tanh(_GELU_C * (x + 0.044715 * x**3)))
-                                      + 0.5 * x * (1 - np.tanh(_GELU_C * (x + 0.044715 * x**3)) ** 2)
-                                      * _GELU_C * (1 + 3 * 0.044715 * x * x)),
+    "gelu_tanh": lambda dy, x, y, a: dy * (0.5 * (1 + np.tanh(_GELU_C * (x + 0.044715 * x**3)))
+                                           + 0.5 * x * (1 - np.tanh(_GELU_C * (x + 0.044715 * x**3)) ** 2)
+                                           * _GELU_C * (1 + 3 * 0.044715 * x * x)),
+    "gelu": lambda dy, x, y, a: dy * (activation_ref("gelu", x) / x + x * np.exp(-x * x / 2) / np.sqrt(2 * np.pi)),
+    "silu": lambda dy, x, y, a: dy * (1 / (1 + np.exp(-x))) * (1 + x * (1 - 1 / (1 + np.exp(-x)))),
+    "softplus": lambda dy, x, y, a: dy / (1 + np.exp(-x)),
+    "softsign": lambda dy, x, y, a: dy / (1 + np.abs(x)) ** 2,
+    "selu": lambda dy, x, y, a: dy * 1.0507009873554805 * np.where(x > 0, 1.0, 1.6732632423543772 * np.exp(x)),
+    "hard_sigmoid": lambda dy, x, y, a: np.where(np.abs(x) < 3, dy / 6, 0.0),
+    "exponential": lambda dy, x, y, a: dy * np.exp(x),
 }
 ACTIVATION_FORWARD = {"relu": lambda x, a: np.maximum(x, 0), "sigmoid": lambda x, a: 1 / (1 + np.exp(-x)),
                       "tanh": lambda x, a: np.tanh(x), "leaky_relu": lambda x, a: np.where(x > 0, x, a * x),
                       "elu": lambda x, a: np.where(x > 0, x, a * np.expm1(np.minimum(x, 0))),
-                      "gelu": lambda x, a: x}
+                      "gelu": lambda x, a: x, "gelu_tanh": lambda x, a: x, "silu": lambda x, a: x,
+                      "softplus": lambda x, a: x, "softsign": lambda x, a: x, "hard_sigmoid": lambda x, a: x,
+                      "selu": lambda x, a: activation_ref("selu", x), "exponential": lambda x, a: np.exp(x)}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
