@@ -70,6 +70,7 @@ class Trainer:
             self.reseed(seed)
         self.optimizer = _optimizers.get(optimizer)
         self.loss = _losses.get(loss)
+        _losses.check_compiled(self.loss, self)
         if isinstance(metrics, (str, _metrics.Metric)):
             metrics = [metrics]
         self.metrics = [_metrics.get(m) for m in (metrics or [])]
@@ -104,7 +105,7 @@ class Trainer:
     def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None) -> None:
         """``staged``: each metric's labels on the backend already (a captured step), else None."""
         m = int(y.shape[0])
-        weighted = loss_value if self.loss.reduction == "sum" else self.xp.multiply(loss_value, float(m))
+        weighted = loss_value if self.loss.sums_dataset else self.xp.multiply(loss_value, float(m))
         tally.add(prefix + "loss", weighted, m)
         for i, metric in enumerate(self.metrics):
             hits = metric.hits(outputs, y, self.xp) if staged is None else metric.hits_of(outputs, staged[i], self.xp)
@@ -252,7 +253,7 @@ class Trainer:
             total, n = sums[prefix + name], counts[prefix + name]
             if not n:
                 out[prefix + name] = float("nan")
-            elif name == "loss" and self.loss.reduction == "sum":
+            elif name == "loss" and self.loss.sums_dataset:
                 out[prefix + name] = total
             else:
                 out[prefix + name] = total / n
