@@ -541,8 +541,7 @@ class LossFunction(KerasLoss):
         self.fn = fn
 
     def to_config(self) -> dict:
-        raise TypeError(f"loss {self.name!r} is a Python function: it cannot be stored in a file; compile the "
-                        "loaded model with it again")
+        return {"class_name": "LossFunction", "config": {"name": self.name}}  # the function itself is not stored
 
     def per_sample(self, t, y_pred):
         value = self.fn(Tensor(t, backend=y_pred.xp), y_pred)
@@ -567,6 +566,9 @@ _CLASSES = {cls.__name__: cls for cls in (*_BY_NAME.values(), MSE)}
 def get(identifier) -> Loss:
     """A Loss from a name ("cross_entropy", "categorical_crossentropy", "mse", ...), an instance, a
     ``{"class_name", "config"}`` dict, or a callable ``fn(y_true, y_pred)``."""
+    if isinstance(identifier, dict) and identifier.get("class_name") == "LossFunction":
+        raise ValueError(f"loss {identifier.get('config', {}).get('name')!r} was a Python function, which is never "
+                         "stored in a file: compile the loaded model with it again")
     if isinstance(identifier, dict) and identifier.get("class_name") in _CLASSES:
         return _CLASSES[identifier["class_name"]](**identifier.get("config", {}))
     if callable(identifier) and not isinstance(identifier, (Loss, type)):

@@ -36,7 +36,7 @@ from ..backend import host as _host
 from ..callbacks import callback_list
 from . import graphed as _graphed
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
-from .training import Epoch, Tally, setup_data_parallel, train_step
+from .training import Epoch, Tally, TallyNames, setup_data_parallel, train_step
 
 __all__ = ["Trainer", "NonFiniteLossError", "NonFiniteParameterError"]
 
@@ -242,19 +242,24 @@ class Trainer:
             "applied); lower the learning rate, check the data for NaN/inf, or pass "
             "callbacks=[TerminateOnNaN()] to stop training without an error")
 
-    def _tally_names(self, validating: bool) -> list[str]:
+    def _tally_names(self, validating: bool) -> TallyNames:
         names = ["loss", *(m.name for m in self.metrics)]
-        return names + [f"val_{n}" for n in names] if validating else names
+        sizes = {m.name: m.size for m in self.metrics if m.size != 1}
+        if validating:
+            sizes.update({f"val_{n}": s for n, s in sizes.items()})
+            names += [f"val_{n}" for n in names]
+        return TallyNames(names, sizes)
 
     def _results(self, sums: dict, counts: dict, prefix: str = "") -> dict:
         """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions."""
         out = {}
-        for name in ["loss", *(m.name for m in self.metrics)]:
+        by_name = {m.name: m for m in self.metrics}
+        for name in ["loss", *by_name]:
             total, n = sums[prefix + name], counts[prefix + name]
             if not n:
                 out[prefix + name] = float("nan")
-            elif name == "loss" and self.loss.sums_dataset:
-                out[prefix + name] = total
+            elif name == "loss":
+                out[prefix + name] = total if self.loss.sums_dataset else total / n
             else:
-                out[prefix + name] = total / n
+                out[prefix + name] = by_name[name].result_of(total, n)
         return out
