@@ -6,7 +6,10 @@ import numpy as np
 
 from .._checks import integer
 from ..autograd import no_grad
+from .batches import is_batch_iterable
+from .inputs import real_array
 from .training import Tally
+from .weighting import attach
 
 __all__ = ["Inference"]
 
@@ -24,10 +27,15 @@ class Inference:
                 loss = self._loss_of(outputs, yb)
             self._tally_batch(tally, prefix, loss.data, outputs.data, yb)
 
-    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0) -> dict:
-        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read)."""
+    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0, sample_weight=None) -> dict:
+        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read);
+        ``sample_weight`` (N,) weighs each sample's loss as in ``fit`` (metrics are not weighted)."""
         self._require_compiled("evaluate")
         batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
+        if sample_weight is not None:
+            if is_batch_iterable(x) or y is None:
+                raise ValueError("evaluate: sample_weight needs arrays x, y (not a batch iterable)")
+            y = attach(self, real_array(y, "evaluate: targets"), sample_weight, None, "evaluate")
         tally = Tally(self.xp, self._tally_names(False), self.dtype)
         self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"))
         if not tally.counts["loss"]:

@@ -238,7 +238,7 @@ class Epoch:
             if not self.eager:
                 if self.snapshot is None:
                     self.snapshot = Snapshot(model, self.tally)
-                self.pending.append((index, [np.array(a) for a in xb], np.array(yb)))
+                self.pending.append((index, [np.array(a) for a in xb], yb.copy()))  # copy() keeps sample weights
             value = model._train_step(xb, yb, check=self.eager, tally=self.tally)
             done += 1
             self.done = done
