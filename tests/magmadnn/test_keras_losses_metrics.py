@@ -1,5 +1,5 @@
 """Losses, metrics and sample/class weights under Keras' names give Keras 3's results: values, gradients, training
-from identical weights, metric figures; the same on the simulated device, and replayed as a graph bit for bit."""
+from identical weights, metric figures (their device twins: test_keras_losses_device.py)."""
 
 from __future__ import annotations
 
@@ -13,11 +13,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import magmadnn as mdnn
-from magmadnn import Tensor, losses, metrics
+from magmadnn import Tensor, losses
 from magmadnn import layers as L
-from magmadnn.models import graphed
-from pymagma import simulator
 from tests.keras_reference import keras
+from tests.magmadnn._keras_cases import TRAIN, X_VAL, YB, X, Y, metric_objects, model_for
 
 RNG = np.random.default_rng(0)
 N, C = 6, 4
@@ -120,45 +119,14 @@ def test_probability_crossentropy_against_a_plain_reference(seed, n, c, smoothin
 
 
 # ------------------------------------------------------------------------------------------- training
-X = RNG.standard_normal((48, 5)).astype(np.float32)
-Y = RNG.integers(0, 3, 48)
-YB = (Y == 1).astype(np.float32)
-X_VAL, Y_VAL, YB_VAL = X[:13], Y[:13], YB[:13]
-
-# (loss, targets, validation targets, activation, units, metrics)
-TRAIN = {
-    "sparse": ("sparse_categorical_crossentropy", Y, Y_VAL, "softmax", 3,
-               ["accuracy", "SparseTopKCategoricalAccuracy"]),
-    "categorical": ("categorical_crossentropy", np.eye(3)[Y], np.eye(3)[Y_VAL], "softmax", 3,
-                    ["accuracy", "categorical_accuracy", "TopKCategoricalAccuracy"]),
-    "categorical_logits": (lambda k: k.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=0.1),
-                           np.eye(3)[Y], np.eye(3)[Y_VAL], None, 3, ["categorical_accuracy"]),
-    "binary": ("binary_crossentropy", YB, YB_VAL, "sigmoid", 1,
-               ["accuracy", "binary_accuracy", "Precision", "Recall", "AUC"]),
-    "binary_logits": (lambda k: k.losses.BinaryCrossentropy(from_logits=True), YB, YB_VAL, None, 1, ["mae", "mse"]),
-    "mse": ("mse", YB, YB_VAL, None, 1, ["mae", "RootMeanSquaredError"]),
-    "mae": ("mae", Y.astype(np.float32), Y_VAL.astype(np.float32), None, 1, ["mse"]),
-    "huber": ("huber", Y.astype(np.float32), Y_VAL.astype(np.float32), None, 1, []),
-    "log_cosh": ("log_cosh", Y.astype(np.float32), Y_VAL.astype(np.float32), None, 1, []),
-    "kld": ("kld", np.eye(3)[Y], np.eye(3)[Y_VAL], "softmax", 3, []),
-}
-CLASS_METRICS = {"Precision": {}, "Recall": {}, "AUC": {}, "RootMeanSquaredError": {},
-                 "SparseTopKCategoricalAccuracy": {"k": 2}, "TopKCategoricalAccuracy": {"k": 2}}
-
-
-def _pair(name, device="host", graph=False):
+def _pair(name):
+    """A magmadnn model for case ``name`` and the same model in Keras, from identical weights."""
     loss, _, _, act, units, names = TRAIN[name]
-    model = mdnn.Sequential([L.Input((5,)), L.Dense(units, activation=act)], seed=0)
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")  # the probability-vs-logits advice, tested below
-        model.compile(mdnn.optimizers.SGD(0.1), loss=loss(mdnn) if callable(loss) else loss,
-                      metrics=[getattr(metrics, m)(**CLASS_METRICS[m]) if m in CLASS_METRICS else m for m in names],
-                      device=device, graph=graph)
+    model = model_for(name)
     reference = keras.Sequential([keras.Input((5,)), keras.layers.Dense(units, activation=act)])
     reference.set_weights(model.get_weights())  # Dense kernels are (inputs, units) in both
     reference.compile(keras.optimizers.SGD(0.1), loss=loss(keras) if callable(loss) else loss,
-                      metrics=[getattr(keras.metrics, m)(**CLASS_METRICS[m]) if m in CLASS_METRICS else m
-                               for m in names])
+                      metrics=metric_objects(keras.metrics, names))
     return model, reference
 
 
@@ -289,34 +257,3 @@ def test_accuracy_is_binary_for_one_sigmoid_unit():
     model.compile("sgd", loss="binary_crossentropy", metrics=["accuracy"])
     pred = model.predict(X)[:, 0]
     assert model.evaluate(X, YB)["accuracy"] == pytest.approx(np.mean((pred > 0.5) == (YB == 1)))
-
-
-# ------------------------------------------------------------------------------------------- device
-@pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
-def device(request):
-    if request.param == "gpu":
-        yield "gpu"
-        return
-    with simulator.simulated("full"):
-        yield "gpu"
-
-
-@pytest.mark.parametrize("name", list(TRAIN))
-def test_device_agrees_with_host_and_replays_bit_for_bit(device, name):
-    _, y, y_val, *_ = TRAIN[name]
-    weights = RNG.random(48).astype(np.float32)
-    kw = dict(batch_size=8, epochs=2, shuffle=False, verbose=0, validation_data=(X_VAL, y_val), sample_weight=weights)
-    host = _pair(name)[0].fit(X, y, **kw).history
-    runs = []
-    for graph in (False, True):
-        model = _pair(name, device, graph)[0]
-        with warnings.catch_warnings():
-            warnings.simplefilter("error")  # a step that cannot be captured warns: none may here
-            runs.append((model.fit(X, y, **kw).history, [np.asarray(w) for w in model.get_weights()]))
-        if graph:
-            train = [s for s in model._graphs.steps.values() if isinstance(s, graphed._Step) and s.kind == "train"]
-            assert sum(s.graph.launches for s in train) == 12 - graphed.WARMUP
-    assert runs[0][0] == runs[1][0]
-    for eager, replayed in zip(runs[0][1], runs[1][1]):
-        np.testing.assert_array_equal(eager, replayed)
-    _assert_history(runs[0][0], host, rtol=1e-4)
