@@ -257,3 +257,22 @@ def test_accuracy_is_binary_for_one_sigmoid_unit():
     model.compile("sgd", loss="binary_crossentropy", metrics=["accuracy"])
     pred = model.predict(X)[:, 0]
     assert model.evaluate(X, YB)["accuracy"] == pytest.approx(np.mean((pred > 0.5) == (YB == 1)))
+
+
+def test_losses_and_metrics_round_trip_through_their_configs():
+    import json
+
+    from magmadnn import metrics
+
+    for loss in (losses.CategoricalCrossentropy(label_smoothing=0.1), losses.get("mse"), losses.Huber(0.5),
+                 losses.SparseCategoricalCrossentropy(from_logits=True), losses.get("kld"),
+                 losses.BinaryCrossentropy(from_logits=True, reduction="sum")):
+        again = losses.get(json.loads(json.dumps(loss.to_config())))
+        assert type(again) is type(loss) and again.to_config() == loss.to_config()
+    for metric in (metrics.get("acc"), metrics.AUC(), metrics.Precision(0.3), metrics.get("mae"), metrics.get("top3"),
+                   metrics.get("top_k_categorical_accuracy"), metrics.RootMeanSquaredError(), metrics.Recall(),
+                   metrics.Accuracy(ignore_index=-100), metrics.BinaryAccuracy(threshold=0.2)):
+        again = metrics.get(json.loads(json.dumps(metric.to_config())))
+        assert type(again) is type(metric) and again.name == metric.name and again.to_config() == metric.to_config()
+    with pytest.raises(ValueError, match="compile the loaded model"):
+        losses.get(losses.get(lambda t, p: p).to_config())
