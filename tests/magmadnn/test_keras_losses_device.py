@@ -43,3 +43,30 @@ def test_device_agrees_with_host_and_replays_bit_for_bit(device, name):
     assert set(runs[0][0]) == set(host)
     for key in host:
         np.testing.assert_allclose(runs[0][0][key], host[key], rtol=1e-4, atol=1e-6, err_msg=key)
+
+
+def test_callable_loss_and_metric_on_the_device_and_replayed(device):
+    import magmadnn as mdnn
+    from magmadnn import layers as L
+
+    def loss_fn(y_true, y_pred):  # scalars through F.scale: they stay kernel arguments, so the step is capturable
+        d = y_pred - y_true
+        return mdnn.F.mean(mdnn.F.scale(d * d, 0.5) + mdnn.F.abs(d), -1)
+
+    def gap(y_true, y_pred):
+        return mdnn.F.abs(y_pred - y_true)
+
+    y = RNG.standard_normal((48, 2)).astype(np.float32)
+    results = []
+    for dev, graph in (("host", False), (device, False), (device, True)):
+        model = mdnn.Sequential([L.Input((5,)), L.Dense(2)], seed=0)
+        model.compile(mdnn.optimizers.SGD(0.05), loss=loss_fn, metrics=[gap], device=dev, graph=graph)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            history = model.fit(X, y, batch_size=8, epochs=2, shuffle=False, verbose=0).history
+        results.append((history, [np.asarray(w) for w in model.get_weights()]))
+    assert results[1][0] == results[2][0]
+    for eager, replayed in zip(results[1][1], results[2][1]):
+        np.testing.assert_array_equal(eager, replayed)
+    for key in results[0][0]:
+        np.testing.assert_allclose(results[1][0][key], results[0][0][key], rtol=1e-4, err_msg=key)
