@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 import magmadnn as mdnn
 from magmadnn import Tensor, losses
 from magmadnn import layers as L
+from tests.conftest import examples
 from tests.keras_reference import keras
 from tests.magmadnn._keras_cases import TRAIN, X_VAL, YB, X, Y, metric_objects, model_for
 
@@ -99,7 +100,7 @@ def test_token_outputs_reduce_over_every_token():
         np.testing.assert_allclose(got, expected, rtol=1e-5)
 
 
-@settings(max_examples=25, deadline=None)
+@settings(max_examples=examples(25), deadline=None)
 @given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 5), c=st.integers(2, 6), smoothing=st.floats(0.0, 1.0))
 def test_probability_crossentropy_against_a_plain_reference(seed, n, c, smoothing):
     rng = np.random.default_rng(seed)
