@@ -331,15 +331,17 @@ class KerasLoss(Loss):
         weights = weights_of(targets)
         host = np.asarray(targets)
         n = host.shape[0]
-        if self._bound is None:
-            raise RuntimeError(f"{self.name}: prepare() before validate(): the model checks its targets first")
-        flat = self.targets_array(host, self._bound, dtype).reshape(n, -1)
+        flat = self._rows(host, dtype).reshape(n, -1)
         packed = np.empty((n, flat.shape[1] + 1), dtype=dtype)
         packed[:, :-1] = flat
         packed[:, -1] = 1.0 if weights is None else weights
         return xp.asarray(packed, dtype)
 
     _bound: tuple | None = None  # the per-sample output shape of the last validate()
+
+    def _rows(self, host, dtype) -> np.ndarray:
+        """The targets of one batch as they are packed (a trailing unit axis changes nothing once flattened)."""
+        return host.astype(dtype, copy=False)
 
     def checked(self, outputs, packed):
         xp = outputs.xp
@@ -501,6 +503,11 @@ class SparseCategoricalCrossentropy(CategoricalCrossentropy):
     def targets_array(self, targets, output_shape, dtype):
         labels = np.asarray(targets).reshape((np.asarray(targets).shape[0], *output_shape[:-1])).astype(np.int64)
         return np.eye(output_shape[-1], dtype=dtype)[labels]
+
+    def _rows(self, host, dtype):
+        if self._bound is None:
+            raise RuntimeError(f"{self.name}: prepare() before validate(): the model checks its targets first")
+        return self.targets_array(host, self._bound, dtype)
 
 
 class BinaryCrossentropy(KerasLoss):
