@@ -17,7 +17,7 @@ from .elementwise import abs as _abs
 from .elementwise import clip as _clip
 from .elementwise import log as _log
 from .elementwise import scale as _scale
-from .operators import add, divide, matmul, mean, multiply, negative, reshape, subtract, sum
+from .operators import add, matmul, mean, multiply, negative, reshape, subtract, sum
 
 __all__ = ["softmax_cross_entropy", "mse", "cross_entropy", "binary_cross_entropy_with_logits",
            "categorical_crossentropy", "binary_crossentropy", "mean_squared_error", "mean_absolute_error", "huber",
@@ -257,6 +257,28 @@ class _SoftTargetsCrossEntropyFunction(Function):
         return (xp.reshape(grad, self.shape),)
 
 
+class _ProbabilityCrossEntropyFunction(Function):
+    """``-sum(t * log(clip(p / sum(p), EPSILON, 1 - EPSILON)))`` over the last axis, Keras' formula, as one
+    Function: its backward is written out (a few backend ops) instead of a tape of a dozen small ones. The gradient
+    passes where ``EPSILON < p / sum(p) < 1 - EPSILON`` (a clipped value has none)."""
+
+    def forward(self, p, t):
+        xp = self.xp
+        self.total = xp.sum(p, -1, True)
+        self.q = xp.divide(p, self.total)
+        clipped = xp.clip(self.q, EPSILON, 1.0 - EPSILON)
+        self.ratio = xp.divide(t, clipped)  # -dloss/dclipped
+        return xp.negative(xp.sum(xp.multiply(t, xp.log(clipped)), -1))
+
+    def backward(self, g):
+        xp, q = self.xp, self.q
+        dq = xp.multiply(self.ratio, xp.reshape(g, (*g.shape, 1)))  # -dloss/dq before the clip's mask
+        dq = xp.activation_backward(dq, xp.subtract(q, EPSILON), None, "relu")
+        dq = xp.activation_backward(dq, xp.subtract(1.0 - EPSILON, q), None, "relu")
+        centred = xp.subtract(dq, xp.sum(xp.multiply(dq, q), -1, True))  # through q = p / sum(p)
+        return (xp.negative(xp.divide(centred, self.total)),)
+
+
 class _SigmoidCrossEntropyFunction(Function):
     """Elementwise ``-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``, stable: a two-class log-softmax of
     (0, x); gradient ``sigmoid(x) - t``. Scalars stay kernel arguments (nothing is uploaded)."""
@@ -317,9 +339,7 @@ def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=
         t = xp.add(xp.multiply(t, 1.0 - smoothing), smoothing / y_pred.shape[-1])
     if from_logits:
         return _SoftTargetsCrossEntropyFunction.apply(y_pred, targets=t)
-    p = divide(y_pred, sum(y_pred, -1, True))
-    logp = _log(_clip(p, EPSILON, 1.0 - EPSILON))
-    return negative(sum(multiply(logp, Tensor(t, backend=xp)), -1))
+    return _ProbabilityCrossEntropyFunction.apply(y_pred, t=t)
 
 
 def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0) -> Tensor:
