@@ -51,7 +51,8 @@ class AbsFunction(Function):
 class ScaleFunction(Function):
     def forward(self, a, factor, shift):
         self.factor = factor
-        return self.xp.add(self.xp.multiply(a, factor), shift)
+        scaled = self.xp.multiply(a, factor)
+        return self.xp.add(scaled, shift) if shift else scaled
 
     def backward(self, g):
         return (self.xp.multiply(g, self.factor),)

@@ -16,7 +16,6 @@ from .activations import log_softmax
 from .elementwise import abs as _abs
 from .elementwise import clip as _clip
 from .elementwise import log as _log
-from .elementwise import scale as _scale
 from .operators import add, matmul, mean, multiply, negative, reshape, subtract, sum
 
 __all__ = ["softmax_cross_entropy", "mse", "cross_entropy", "binary_cross_entropy_with_logits",
@@ -279,6 +278,24 @@ class _ProbabilityCrossEntropyFunction(Function):
         return (xp.negative(xp.divide(centred, self.total)),)
 
 
+class _BinaryProbabilityCrossEntropyFunction(Function):
+    """Elementwise ``-(t log c + (1 - t) log(1 - c))``, ``c = clip(p, EPSILON, 1 - EPSILON)`` (Keras' formula), as
+    one Function; the gradient ``(c - t) / (c (1 - c))`` passes where ``EPSILON < p < 1 - EPSILON``."""
+
+    def forward(self, p, t):
+        xp = self.xp
+        c = xp.clip(p, EPSILON, 1.0 - EPSILON)
+        not_c, not_t = xp.subtract(1.0, c), xp.subtract(1.0, t)
+        self.p, self.c, self.not_c, self.t = p, c, not_c, t
+        return xp.negative(xp.add(xp.multiply(t, xp.log(c)), xp.multiply(not_t, xp.log(not_c))))
+
+    def backward(self, g):
+        xp, p = self.xp, self.p
+        grad = xp.divide(xp.multiply(g, xp.subtract(self.c, self.t)), xp.multiply(self.c, self.not_c))
+        grad = xp.activation_backward(grad, xp.subtract(p, EPSILON), None, "relu")
+        return (xp.activation_backward(grad, xp.subtract(1.0 - EPSILON, p), None, "relu"),)
+
+
 class _SigmoidCrossEntropyFunction(Function):
     """Elementwise ``-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``, stable: a two-class log-softmax of
     (0, x); gradient ``sigmoid(x) - t``. Scalars stay kernel arguments (nothing is uploaded)."""
@@ -354,10 +371,7 @@ def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0) 
         t = xp.add(xp.multiply(t, 1.0 - smoothing), 0.5 * smoothing)
     if from_logits:
         return mean(_SigmoidCrossEntropyFunction.apply(y_pred, t=t), -1)
-    p = _clip(y_pred, EPSILON, 1.0 - EPSILON)
-    yes = multiply(_log(p), Tensor(t, backend=xp))
-    no = multiply(_log(_scale(p, -1.0, 1.0)), Tensor(xp.subtract(1.0, t), backend=xp))
-    return negative(mean(add(yes, no), -1))
+    return mean(_BinaryProbabilityCrossEntropyFunction.apply(y_pred, t=t), -1)
 
 
 def mean_squared_error(y_true, y_pred) -> Tensor:
