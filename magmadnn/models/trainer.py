@@ -176,7 +176,8 @@ class Trainer:
             batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
         if validation_data is not None:
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
-                raise ValueError("fit: validation_data must be (x_val, y_val) or (x_val, y_val, sample_weight_val)")
+                raise ValueError("fit: validation_data must be a pair (x_val, y_val) or a triple (x_val, y_val, "
+                                 "sample_weight_val)")
             x_val = self._training_inputs(validation_data[0], "fit (validation_data)")
             y_val = self._targets(validation_data[1], x_val[0].shape[0], "fit (validation_data)")
             if len(validation_data) == 3:
