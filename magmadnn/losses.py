@@ -1,4 +1,7 @@
-"""Losses: ``loss(outputs, targets) -> scalar Tensor`` (mean over the batch by default).
+"""Losses. Keras' names (``categorical_crossentropy``, ``sparse_categorical_crossentropy``, ``binary_crossentropy``,
+``mse``, ``mae``, ``huber``, ``log_cosh``, ``kl_divergence``, their classes and callables ``fn(y_true, y_pred)``) have
+Keras 3's semantics (:class:`KerasLoss`: probabilities unless ``from_logits=True``, ``reduction``, sample weights).
+magmadnn's own PyTorch-style losses, ``loss(outputs, targets) -> scalar Tensor`` (mean over the batch by default):
 
 * ``SoftmaxCrossEntropy`` ("cross_entropy"): from logits, numerically stable (log-sum-exp), targets as int class
   indices (N,) or one-hot / soft (N, C); token logits (N, T, C) with int targets (N, T); ``label_smoothing`` and
@@ -12,14 +15,19 @@ ValueError/TypeError; ``prepare(targets, xp, dtype)`` turns a NumPy batch into t
 
 from __future__ import annotations
 
+import warnings
+
 import numpy as np
 
 from . import functional as F
 from ._checks import integer, real, shape_str
 from ._configurable import Configurable
 from ._registry import resolve
+from .autograd import Tensor
 
-__all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "BinaryCrossEntropy", "get"]
+__all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "BinaryCrossEntropy", "KerasLoss",
+           "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "BinaryCrossentropy", "MeanSquaredError",
+           "MeanAbsoluteError", "Huber", "LogCosh", "KLDivergence", "LossFunction", "get"]
 
 
 class EpochLoss:
@@ -68,6 +76,11 @@ class Loss(Configurable):
         """The number of targets a batch's value is averaged over when it is not its sample count (``ignore_index``);
         None: the batch counts by its samples."""
         return None
+
+    @property
+    def sums_dataset(self) -> bool:
+        """The epoch figure is the total over the samples (reduction "sum") rather than a mean of batch losses."""
+        return self.reduction == "sum"
 
     def tracker(self) -> EpochLoss:
         """A running epoch figure of this loss from its batch values."""
@@ -234,12 +247,387 @@ class BinaryCrossEntropy(Loss):
                              f"{targets.max()}]")
 
 
+# ----------------------------------------------------------------------------------------------- Keras' losses
+REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none", None)
+
+
+def weights_of(targets):
+    """The per-sample weights carried by ``targets`` (see :mod:`magmadnn.models.weighting`), else None."""
+    return getattr(targets, "sample_weight", None)
+
+
+def keras_target_shape(targets_shape, output_shape, who: str) -> tuple:
+    """Keras' rank rule: per-sample targets that differ from the outputs by a trailing unit axis ((N,) against
+    (N, 1), (N, 1) against (N,)) take the outputs' shape; otherwise they must have it."""
+    t, o = tuple(targets_shape), tuple(output_shape)
+    if t == o or (t == o + (1,)) or (o and o[-1] == 1 and t == o[:-1]):
+        return o
+    raise ValueError(f"{who}: targets have per-sample shape {shape_str(t)} but the model outputs {shape_str(o)}")
+
+
+class KerasLoss(Loss):
+    """A loss under a Keras name, with Keras 3's semantics: ``loss(y_true, y_pred, sample_weight=None)`` (Keras'
+    argument order), per-sample losses reduced by ``reduction``: "sum_over_batch_size" (default) and "mean" divide
+    the (weighted) sum by the number of per-sample values, "sum" is their sum, "mean_with_sample_weight" divides by
+    the sum of the weights, None / "none" returns them. In ``fit`` the epoch's "loss" is the mean of the batch
+    losses weighted by batch size, as Keras reports it, whatever the reduction.
+
+    Subclasses define ``per_sample(t, y_pred)`` (``t`` a backend array shaped like ``y_pred``)."""
+
+    name = "loss"
+
+    def __init__(self, reduction="sum_over_batch_size", name=None, dtype=None):
+        if reduction not in REDUCTIONS:
+            raise ValueError(f"{type(self).__name__}: reduction must be one of {REDUCTIONS}, got {reduction!r}")
+        if dtype not in (None, "float32", "float64", np.float32, np.float64):
+            raise ValueError(f"{type(self).__name__}: dtype must be None, 'float32' or 'float64', got {dtype!r}")
+        self.reduction = reduction
+        if name is not None:
+            if not isinstance(name, str):
+                raise TypeError(f"{type(self).__name__}: name must be a string, got {name!r}")
+            self.name = name
+
+    @property
+    def sums_dataset(self) -> bool:
+        return False
+
+    def per_sample(self, t, y_pred):
+        raise NotImplementedError
+
+    def _args(self) -> dict:
+        return {}
+
+    def to_config(self) -> dict:
+        return {"class_name": type(self).__name__,
+                "config": {"reduction": self.reduction, "name": self.name, **self._args()}}
+
+    # -- a user's call, Keras' way
+    def __call__(self, y_true, y_pred, sample_weight=None):
+        y_pred = F._base._as_tensor(y_pred)
+        if y_pred.ndim == 0:
+            raise ValueError(f"{self.name}: y_pred must have a batch axis, got a scalar")
+        xp = y_pred.xp
+        data = y_true.data if isinstance(y_true, Tensor) else y_true
+        host = data if isinstance(data, np.ndarray) else np.asarray(
+            xp.to_numpy(data) if hasattr(data, "shape") and not isinstance(data, (list, tuple)) else data)
+        self.validate(host, y_pred.shape[1:])
+        w = None
+        if sample_weight is not None:
+            weights = np.asarray(sample_weight, dtype=np.float64)
+            if weights.shape != (y_pred.shape[0],):
+                raise ValueError(f"{self.name}: sample_weight must have shape ({y_pred.shape[0]},), got "
+                                 f"{weights.shape}")
+            w = xp.asarray(weights.astype(y_pred.dtype))
+        t = xp.asarray(self.targets_array(host, y_pred.shape[1:], y_pred.dtype))
+        return self._reduce(self.per_sample(t, y_pred), w, xp)
+
+    # -- the model's path
+    def validate(self, targets, output_shape) -> None:
+        """Check NumPy ``targets`` (N, ...) against the per-sample ``output_shape`` (and remember that shape for
+        :meth:`prepare`)."""
+        targets = np.asarray(targets)
+        if not (np.issubdtype(targets.dtype, np.number) or targets.dtype == np.bool_) or np.iscomplexobj(targets):
+            raise TypeError(f"{self.name}: targets must be real numbers, got dtype {targets.dtype}")
+        self._check_shape(targets, tuple(output_shape))
+        self._bound = tuple(output_shape)
+
+    def _check_shape(self, targets, output_shape) -> None:
+        keras_target_shape(targets.shape[1:], output_shape, self.name)
+
+    def targets_array(self, targets, output_shape, dtype) -> np.ndarray:
+        """Host targets reshaped to (N, *output_shape), as ``dtype``."""
+        targets = np.asarray(targets)
+        return targets.reshape((targets.shape[0], *output_shape)).astype(dtype, copy=False)
+
+    def prepare(self, targets, xp, dtype):
+        """One host array (N, D + 1): the targets flattened per sample, then each sample's weight (1 without
+        weights): one upload per batch, one staged buffer in a replayed graph."""
+        weights = weights_of(targets)
+        host = np.asarray(targets)
+        n = host.shape[0]
+        flat = self._rows(host, dtype).reshape(n, -1)
+        packed = np.empty((n, flat.shape[1] + 1), dtype=dtype)
+        packed[:, :-1] = flat
+        packed[:, -1] = 1.0 if weights is None else weights
+        return xp.asarray(packed, dtype)
+
+    _bound: tuple | None = None  # the per-sample output shape of the last validate()
+
+    def _rows(self, host, dtype) -> np.ndarray:
+        """The targets of one batch as they are packed (a trailing unit axis changes nothing once flattened)."""
+        return host.astype(dtype, copy=False)
+
+    def checked(self, outputs, packed):
+        xp = outputs.xp
+        arr = packed if not isinstance(packed, np.ndarray) else xp.asarray(packed)
+        n, d = int(arr.shape[0]), int(arr.shape[1]) - 1
+        t, w = xp.split(arr, [d, 1], 1)
+        t = xp.reshape(t, outputs.shape)
+        values = self.per_sample(t, outputs)
+        return self._reduce(values, xp.reshape(w, (n,)), xp)
+
+    def _reduce(self, values, w, xp):
+        if w is not None:
+            shape = (values.shape[0],) + (1,) * (values.ndim - 1) if values.ndim else ()
+            if values.ndim == 0:
+                values = F.multiply(values, Tensor(xp.mean(w), backend=xp))
+            else:
+                values = F.multiply(values, Tensor(xp.reshape(w, shape), backend=xp))
+        if self.reduction in (None, "none") or values.ndim == 0:
+            return values
+        total = F.sum(values)
+        if self.reduction == "sum":
+            return total
+        if self.reduction == "mean_with_sample_weight" and w is not None:
+            size = values.size // values.shape[0] if values.shape[0] else 1
+            return F.divide(total, Tensor(xp.multiply(xp.sum(w), float(size)), backend=xp))
+        return F.scale(total, 1.0 / max(values.size, 1))
+
+
+class MeanSquaredError(KerasLoss):
+    """Keras' ``MeanSquaredError`` ("mse", "mean_squared_error")."""
+
+    name = "mean_squared_error"
+
+    def per_sample(self, t, y_pred):
+        return F.mean_squared_error(t, y_pred)
+
+
+class MeanAbsoluteError(KerasLoss):
+    """Keras' ``MeanAbsoluteError`` ("mae", "mean_absolute_error")."""
+
+    name = "mean_absolute_error"
+
+    def per_sample(self, t, y_pred):
+        return F.mean_absolute_error(t, y_pred)
+
+
+class Huber(KerasLoss):
+    """Keras' ``Huber(delta=1.0)`` ("huber")."""
+
+    name = "huber_loss"
+
+    def __init__(self, delta=1.0, reduction="sum_over_batch_size", name=None, dtype=None):
+        super().__init__(reduction, name, dtype)
+        self.delta = real(delta, "delta", "Huber", 0.0, None)
+        if not self.delta > 0:
+            raise ValueError(f"Huber: delta must be > 0, got {delta!r}")
+
+    def _args(self):
+        return {"delta": self.delta}
+
+    def per_sample(self, t, y_pred):
+        return F.huber(t, y_pred, self.delta)
+
+
+class LogCosh(KerasLoss):
+    """Keras' ``LogCosh`` ("log_cosh", "logcosh")."""
+
+    name = "log_cosh"
+
+    def per_sample(self, t, y_pred):
+        return F.log_cosh(t, y_pred)
+
+
+class KLDivergence(KerasLoss):
+    """Keras' ``KLDivergence`` ("kl_divergence", "kld")."""
+
+    name = "kl_divergence"
+
+    def per_sample(self, t, y_pred):
+        return F.kl_divergence(t, y_pred)
+
+
+def _flag(value, what: str, cls: str) -> bool:
+    if not isinstance(value, (bool, np.bool_)):
+        raise TypeError(f"{cls}: {what} must be True or False, got {value!r}")
+    return bool(value)
+
+
+def _axis(axis, cls: str) -> int:
+    if axis != -1:
+        raise ValueError(f"{cls}: only axis=-1 (classes last, as the model outputs them) is supported, got "
+                         f"axis={axis!r}")
+    return -1
+
+
+class CategoricalCrossentropy(KerasLoss):
+    """Keras' ``CategoricalCrossentropy`` ("categorical_crossentropy"): one-hot / soft targets shaped like the
+    outputs; the outputs are probabilities (a softmax layer) unless ``from_logits=True``."""
+
+    name = "categorical_crossentropy"
+
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
+                 name=None, dtype=None):
+        super().__init__(reduction, name, dtype)
+        self.from_logits = _flag(from_logits, "from_logits", type(self).__name__)
+        self.label_smoothing = real(label_smoothing, "label_smoothing", type(self).__name__, 0.0, 1.0)
+        self.axis = _axis(axis, type(self).__name__)
+
+    def _args(self):
+        return {"from_logits": self.from_logits, "label_smoothing": self.label_smoothing, "axis": self.axis}
+
+    def _check_shape(self, targets, output_shape):
+        if tuple(targets.shape[1:]) != tuple(output_shape) and np.issubdtype(targets.dtype, np.integer):
+            raise ValueError(f"{self.name}: targets of per-sample shape {shape_str(targets.shape[1:])} look like "
+                             f"integer class labels, but this loss takes one-hot targets shaped like the outputs "
+                             f"{shape_str(output_shape)}; use loss='sparse_categorical_crossentropy' for labels")
+        super()._check_shape(targets, output_shape)
+
+    def per_sample(self, t, y_pred):
+        return F.categorical_crossentropy(t, y_pred, self.from_logits, self.label_smoothing)
+
+
+class SparseCategoricalCrossentropy(CategoricalCrossentropy):
+    """Keras' ``SparseCategoricalCrossentropy`` ("sparse_categorical_crossentropy"): integer class labels shaped
+    like the outputs without their class axis (a trailing unit axis is accepted); probabilities unless
+    ``from_logits=True``. The labels become one-hot rows on the host as each batch is prepared."""
+
+    name = "sparse_categorical_crossentropy"
+
+    def __init__(self, from_logits=False, ignore_class=None, reduction="sum_over_batch_size", axis=-1, name=None,
+                 dtype=None):
+        if ignore_class is not None:
+            raise ValueError("SparseCategoricalCrossentropy: ignore_class is not supported; use "
+                             "losses.SoftmaxCrossEntropy(ignore_index=...) on logits (PyTorch's ignore_index)")
+        super().__init__(from_logits, 0.0, axis, reduction, name, dtype)
+
+    def _args(self):
+        return {"from_logits": self.from_logits, "axis": self.axis}
+
+    def _check_shape(self, targets, output_shape):
+        out = tuple(output_shape)
+        if not out:
+            raise ValueError(f"{self.name}: the model's outputs need a class axis, got per-sample shape ()")
+        shape = tuple(targets.shape[1:])
+        if shape not in (out[:-1], out[:-1] + (1,)):
+            raise ValueError(f"{self.name}: the model outputs {shape_str(out)}, so integer labels must have "
+                             f"per-sample shape {shape_str(out[:-1])}; got {shape_str(shape)} (one-hot targets: "
+                             "loss='categorical_crossentropy')")
+        if not np.issubdtype(targets.dtype, np.number) or np.iscomplexobj(targets):
+            raise TypeError(f"{self.name}: labels must be integer class indices, got dtype {targets.dtype}")
+        if targets.size:
+            if not np.issubdtype(targets.dtype, np.integer) and not np.array_equal(targets, np.round(targets)):
+                raise TypeError(f"{self.name}: labels must be integer class indices, got non-integer values")
+            if targets.min() < 0 or targets.max() >= out[-1]:
+                bad = targets[(targets < 0) | (targets >= out[-1])].reshape(-1)[0]
+                raise ValueError(f"{self.name}: labels must be in [0, {out[-1]}) for a model with {out[-1]} "
+                                 f"outputs; found label {bad}")
+
+    def targets_array(self, targets, output_shape, dtype):
+        labels = np.asarray(targets).reshape((np.asarray(targets).shape[0], *output_shape[:-1])).astype(np.int64)
+        return np.eye(output_shape[-1], dtype=dtype)[labels]
+
+    def _rows(self, host, dtype):
+        if self._bound is None:
+            raise RuntimeError(f"{self.name}: prepare() before validate(): the model checks its targets first")
+        return self.targets_array(host, self._bound, dtype)
+
+
+class BinaryCrossentropy(KerasLoss):
+    """Keras' ``BinaryCrossentropy`` ("binary_crossentropy"): targets in [0, 1] shaped like the outputs ((N,)
+    against (N, 1) outputs too); the outputs are probabilities (a sigmoid layer) unless ``from_logits=True``."""
+
+    name = "binary_crossentropy"
+
+    def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
+                 name=None, dtype=None):
+        super().__init__(reduction, name, dtype)
+        self.from_logits = _flag(from_logits, "from_logits", "BinaryCrossentropy")
+        self.label_smoothing = real(label_smoothing, "label_smoothing", "BinaryCrossentropy", 0.0, 1.0)
+        self.axis = _axis(axis, "BinaryCrossentropy")
+
+    def _args(self):
+        return {"from_logits": self.from_logits, "label_smoothing": self.label_smoothing, "axis": self.axis}
+
+    def _check_shape(self, targets, output_shape):
+        super()._check_shape(targets, output_shape)
+        if targets.size and (targets.min() < 0 or targets.max() > 1):
+            raise ValueError(f"{self.name}: targets must be in [0, 1], got values in [{targets.min()}, "
+                             f"{targets.max()}]")
+
+    def per_sample(self, t, y_pred):
+        return F.binary_crossentropy(t, y_pred, self.from_logits, self.label_smoothing)
+
+
+class LossFunction(KerasLoss):
+    """A plain callable ``fn(y_true, y_pred)`` as a loss (Keras' ``LossFunctionWrapper``): ``y_true`` a constant
+    Tensor shaped like ``y_pred`` (Keras' rank rule), ``y_pred`` the outputs; ``fn`` returns per-sample losses (or
+    a scalar) computed with magmadnn's differentiable functions (``magmadnn.functional``, Tensor operators)."""
+
+    def __init__(self, fn, reduction="sum_over_batch_size", name=None, dtype=None):
+        if not callable(fn):
+            raise TypeError(f"LossFunction: fn must be callable, got {fn!r}")
+        super().__init__(reduction, name or getattr(fn, "__name__", "loss"), dtype)
+        self.fn = fn
+
+    def to_config(self) -> dict:
+        return {"class_name": "LossFunction", "config": {"name": self.name}}  # the function itself is not stored
+
+    def per_sample(self, t, y_pred):
+        value = self.fn(Tensor(t, backend=y_pred.xp), y_pred)
+        if not isinstance(value, Tensor):
+            raise TypeError(f"loss function {self.name!r} returned {type(value).__name__}; it must return a Tensor "
+                            "computed from y_pred with magmadnn.functional / Tensor operators (differentiable)")
+        return value
+
+
 _BY_NAME = {"cross_entropy": SoftmaxCrossEntropy, "softmax_cross_entropy": SoftmaxCrossEntropy,
-            "categorical_crossentropy": SoftmaxCrossEntropy, "sparse_categorical_crossentropy": SoftmaxCrossEntropy,
-            "mse": MSE, "mean_squared_error": MSE,
-            "binary_cross_entropy": BinaryCrossEntropy, "binary_crossentropy": BinaryCrossEntropy}
+            "binary_cross_entropy": BinaryCrossEntropy,
+            "categorical_crossentropy": CategoricalCrossentropy,
+            "sparse_categorical_crossentropy": SparseCategoricalCrossentropy,
+            "binary_crossentropy": BinaryCrossentropy,
+            "mse": MeanSquaredError, "mean_squared_error": MeanSquaredError,
+            "mae": MeanAbsoluteError, "mean_absolute_error": MeanAbsoluteError,
+            "huber": Huber, "huber_loss": Huber, "log_cosh": LogCosh, "logcosh": LogCosh,
+            "kl_divergence": KLDivergence, "kld": KLDivergence}
+_CLASSES = {cls.__name__: cls for cls in (*_BY_NAME.values(), MSE)}
 
 
 def get(identifier) -> Loss:
-    """A Loss from a name ("cross_entropy", "mse"), an instance, or a ``{"class_name", "config"}`` dict."""
+    """A Loss from a name ("cross_entropy", "categorical_crossentropy", "mse", ...), an instance, a
+    ``{"class_name", "config"}`` dict, or a callable ``fn(y_true, y_pred)``."""
+    if isinstance(identifier, dict) and identifier.get("class_name") == "LossFunction":
+        raise ValueError(f"loss {identifier.get('config', {}).get('name')!r} was a Python function, which is never "
+                         "stored in a file: compile the loaded model with it again")
+    if isinstance(identifier, dict) and identifier.get("class_name") in _CLASSES:
+        return _CLASSES[identifier["class_name"]](**identifier.get("config", {}))
+    if callable(identifier) and not isinstance(identifier, (Loss, type)):
+        return LossFunction(identifier)
+    if isinstance(identifier, str) and issubclass(_BY_NAME.get(identifier.lower(), Loss), KerasLoss):
+        return _BY_NAME[identifier.lower()](name=identifier.lower())  # named as given, as Keras does
     return resolve(identifier, Loss, _BY_NAME, "loss")
+
+
+def _output_activation(model):
+    """The activation of the model's last layer ("linear", "softmax", "sigmoid", ...), or None when unknown."""
+    layers = [layer for layer in getattr(model, "layers", []) if type(layer).__name__ not in ("Input", "InputLayer")]
+    if not layers:
+        return None
+    last = layers[-1]
+    kind = getattr(last, "activation", None) if type(last).__name__ != "Activation" else getattr(last, "kind", None)
+    if type(last).__name__ == "Dense" and kind is None:
+        return "linear"
+    return kind if isinstance(kind, str) else None
+
+
+def check_compiled(loss: Loss, model) -> None:
+    """What ``compile`` checks of its loss: a reduction that gives one number, and (a warning) probabilities where
+    the model ends in logits or logits where it ends in a softmax / sigmoid."""
+    if isinstance(loss, KerasLoss) and loss.reduction in (None, "none"):
+        raise ValueError(f"compile: loss {loss.name!r} has reduction={loss.reduction!r}, which gives one loss per "
+                         "sample; training needs one number: use 'sum_over_batch_size' (Keras' default) or 'sum'")
+    kind = _output_activation(model)
+    from_logits = getattr(loss, "from_logits", None)
+    if kind is None or from_logits is None:
+        return
+    probability = kind in ("softmax", "sigmoid")
+    if from_logits and probability:
+        warnings.warn(f"compile: loss {loss.name!r} takes logits (from_logits=True) but the model's last layer "
+                      f"applies {kind!r}, so its outputs are probabilities; drop the {kind} or use "
+                      f"from_logits=False", UserWarning, stacklevel=3)
+    elif not from_logits and kind == "linear":
+        warnings.warn(f"compile: loss {loss.name!r} takes probabilities (from_logits=False) but the model's last "
+                      "layer is linear, so its outputs look like logits; end the model with a "
+                      f"{'sigmoid' if isinstance(loss, BinaryCrossentropy) else 'softmax'} activation or pass "
+                      f"from_logits=True", UserWarning, stacklevel=3)

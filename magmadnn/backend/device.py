@@ -228,6 +228,14 @@ def sqrt(a):
     return _k.sqrt(a)
 
 
+def log(a):
+    return _k.log(a)
+
+
+def clip(a, low, high):
+    return _k.clip(a, float(low), float(high))
+
+
 def isfinite_all(a) -> bool:
     """True when every element of ``a`` is finite: 0 * x is NaN exactly at the non-finite x, their sum is NaN when
     any is; one scalar comes back to the host."""

@@ -106,6 +106,15 @@ def sqrt(a):
     return np.sqrt(a)
 
 
+def log(a):
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.log(a)
+
+
+def clip(a, low, high):
+    return np.clip(a, low, high)
+
+
 def isfinite_all(a) -> bool:
     """True when every element of ``a`` is finite."""
     return bool(np.isfinite(a).all())

@@ -120,6 +120,16 @@ def sqrt(a):
 
 
 @_op
+def log(a):
+    """Elementwise natural logarithm (``-inf`` at 0, NaN below)."""
+
+
+@_op
+def clip(a, low, high):
+    """``min(max(a, low), high)`` for scalars ``low <= high``."""
+
+
+@_op
 def isfinite_all(a):
     """Python ``bool``: every element of ``a`` is finite (one scalar read for a device backend)."""
 

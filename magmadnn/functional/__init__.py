@@ -51,12 +51,21 @@ from .conv import (
     conv_transpose2d,
     conv_transpose2d_geometry,
 )
+from .elementwise import AbsFunction, ClipFunction, LogFunction, ScaleFunction, abs, clip, log, scale  # noqa: A004
 from .embeddings import EmbeddingFunction, embedding
 from .linear import DenseFunction, dense
 from .losses import (
+    EPSILON,
     SoftmaxCrossEntropyFunction,
     binary_cross_entropy_with_logits,
+    binary_crossentropy,
+    categorical_crossentropy,
     cross_entropy,
+    huber,
+    kl_divergence,
+    log_cosh,
+    mean_absolute_error,
+    mean_squared_error,
     mse,
     softmax_cross_entropy,
 )
@@ -108,6 +117,7 @@ __all__ = [
     "matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values",
     "concatenate", "upsample_nearest2d", "global_max_pool2d", "conv_transpose2d", "conv_transpose2d_geometry",
     "layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits",
-    "lstm", "gru",
+    "lstm", "gru", "log", "clip", "abs", "scale", "categorical_crossentropy", "binary_crossentropy",
+    "mean_squared_error", "mean_absolute_error", "huber", "log_cosh", "kl_divergence",
 ]  # fmt: skip
 __all__ += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # Keras' activations

@@ -1,5 +1,7 @@
 """Losses: softmax cross entropy (class indices, one-hot or probabilities, smoothing, ignored labels), binary
-cross entropy from logits, mean squared error."""
+cross entropy from logits, mean squared error (PyTorch's semantics); and Keras' per-sample losses
+(``categorical_crossentropy`` of probabilities or logits, ``binary_crossentropy``, ``mean_squared_error``,
+``mean_absolute_error``, ``huber``, ``log_cosh``, ``kl_divergence``) as Keras 3 computes them."""
 
 from __future__ import annotations
 
@@ -11,9 +13,14 @@ import numpy as np
 from ..autograd import Function, Tensor
 from ._base import _as_tensor, _need_ndim, _same_dtype, constant
 from .activations import log_softmax
+from .elementwise import abs as _abs
+from .elementwise import clip as _clip
+from .elementwise import log as _log
 from .operators import add, matmul, mean, multiply, negative, reshape, subtract, sum
 
-__all__ = ["softmax_cross_entropy", "mse", "cross_entropy", "binary_cross_entropy_with_logits"]
+__all__ = ["softmax_cross_entropy", "mse", "cross_entropy", "binary_cross_entropy_with_logits",
+           "categorical_crossentropy", "binary_crossentropy", "mean_squared_error", "mean_absolute_error", "huber",
+           "log_cosh", "kl_divergence"]
 
 
 def _reduce(loss: Tensor, reduction: str, fn: str) -> Tensor:
@@ -201,3 +208,211 @@ def binary_cross_entropy_with_logits(logits, targets, reduction="mean") -> Tenso
                   constant(xp, [1.0, 0.0], logits.dtype))  # t -> (1 - t, t)
     per_element = SoftmaxCrossEntropyFunction.apply(pair, labels=both)
     return _reduce(reshape(per_element, logits.shape) if reduction == "none" else per_element, reduction, fn)
+
+
+# ----------------------------------------------------------------------------------- Keras' per-sample losses
+#: Keras' fuzz factor: probabilities are clipped to [EPSILON, 1 - EPSILON] before their logarithm.
+EPSILON = 1e-7
+
+
+def _constant(y_true, y_pred: Tensor, fn: str):
+    """``y_true`` as a backend array of ``y_pred``'s dtype and shape (a constant: no gradient flows to it)."""
+    xp = y_pred.xp
+    data = y_true.data if isinstance(y_true, Tensor) else y_true
+    if not hasattr(data, "dtype") or not hasattr(data, "shape"):
+        data = np.asarray(data)
+    if np.dtype(data.dtype).kind not in "iufb":
+        raise TypeError(f"{fn}: y_true must be real numbers, got dtype {data.dtype}")
+    if tuple(data.shape) != y_pred.shape:
+        raise ValueError(f"{fn}: y_true has shape {tuple(data.shape)} but y_pred has shape {y_pred.shape}; they "
+                         "must match")
+    return xp.asarray(data, dtype=y_pred.dtype)
+
+
+def _pred(y_pred, fn: str) -> Tensor:
+    y_pred = _as_tensor(y_pred)
+    _same_dtype(fn, y_pred=y_pred)
+    if y_pred.ndim < 1:
+        raise ValueError(f"{fn}: y_pred must have at least one axis, got a scalar")
+    return y_pred
+
+
+def _smoothing(value, fn: str) -> float:
+    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not 0.0 <= value <= 1.0:
+        raise ValueError(f"{fn}: label_smoothing must be a number in [0, 1], got {value!r}")
+    return float(value)
+
+
+class _SoftTargetsCrossEntropyFunction(Function):
+    """``-sum(t * log_softmax(x))`` over the last axis of any rank (the fused op on rows)."""
+
+    def forward(self, logits, targets):
+        shape = logits.shape
+        rows = (-1, shape[-1])
+        self.shape, self.targets = shape, self.xp.reshape(targets, rows)
+        loss, self.probs = self.xp.softmax_cross_entropy(self.xp.reshape(logits, rows), self.targets)
+        return self.xp.reshape(loss, shape[:-1])
+
+    def backward(self, g):
+        xp = self.xp
+        grad = xp.softmax_cross_entropy_backward(self.probs, self.targets, xp.reshape(g, (-1,)))
+        return (xp.reshape(grad, self.shape),)
+
+
+class _ProbabilityCrossEntropyFunction(Function):
+    """``-sum(t * log(clip(p / sum(p), EPSILON, 1 - EPSILON)))`` over the last axis, Keras' formula, as one
+    Function: its backward is written out (a few backend ops) instead of a tape of a dozen small ones. The gradient
+    passes where ``EPSILON < p / sum(p) < 1 - EPSILON`` (a clipped value has none)."""
+
+    def forward(self, p, t):
+        xp = self.xp
+        self.total = xp.sum(p, -1, True)
+        self.q = xp.divide(p, self.total)
+        clipped = xp.clip(self.q, EPSILON, 1.0 - EPSILON)
+        self.ratio = xp.divide(t, clipped)  # -dloss/dclipped
+        return xp.negative(xp.sum(xp.multiply(t, xp.log(clipped)), -1))
+
+    def backward(self, g):
+        xp, q = self.xp, self.q
+        dq = xp.multiply(self.ratio, xp.reshape(g, (*g.shape, 1)))  # -dloss/dq before the clip's mask
+        dq = xp.activation_backward(dq, xp.subtract(q, EPSILON), None, "relu")
+        dq = xp.activation_backward(dq, xp.subtract(1.0 - EPSILON, q), None, "relu")
+        centred = xp.subtract(dq, xp.sum(xp.multiply(dq, q), -1, True))  # through q = p / sum(p)
+        return (xp.negative(xp.divide(centred, self.total)),)
+
+
+class _BinaryProbabilityCrossEntropyFunction(Function):
+    """Elementwise ``-(t log c + (1 - t) log(1 - c))``, ``c = clip(p, EPSILON, 1 - EPSILON)`` (Keras' formula), as
+    one Function; the gradient ``(c - t) / (c (1 - c))`` passes where ``EPSILON < p < 1 - EPSILON``."""
+
+    def forward(self, p, t):
+        xp = self.xp
+        c = xp.clip(p, EPSILON, 1.0 - EPSILON)
+        not_c, not_t = xp.subtract(1.0, c), xp.subtract(1.0, t)
+        self.p, self.c, self.not_c, self.t = p, c, not_c, t
+        return xp.negative(xp.add(xp.multiply(t, xp.log(c)), xp.multiply(not_t, xp.log(not_c))))
+
+    def backward(self, g):
+        xp, p = self.xp, self.p
+        grad = xp.divide(xp.multiply(g, xp.subtract(self.c, self.t)), xp.multiply(self.c, self.not_c))
+        grad = xp.activation_backward(grad, xp.subtract(p, EPSILON), None, "relu")
+        return (xp.activation_backward(grad, xp.subtract(1.0 - EPSILON, p), None, "relu"),)
+
+
+class _SigmoidCrossEntropyFunction(Function):
+    """Elementwise ``-(t log sigmoid(x) + (1 - t) log(1 - sigmoid(x)))``, stable: a two-class log-softmax of
+    (0, x); gradient ``sigmoid(x) - t``. Scalars stay kernel arguments (nothing is uploaded)."""
+
+    def forward(self, x, t):
+        xp, shape = self.xp, x.shape
+        column = xp.reshape(x, (-1, 1))
+        pair = xp.log_softmax(xp.concatenate([xp.multiply(column, 0.0), column], 1), 1)
+        log_not, log_yes = xp.split(pair, [1, 1], 1)
+        tc = xp.reshape(t, (-1, 1))
+        loss = xp.negative(xp.add(xp.multiply(xp.subtract(1.0, tc), log_not), xp.multiply(tc, log_yes)))
+        self.x, self.t = x, t
+        return xp.reshape(loss, shape)
+
+    def backward(self, g):
+        xp = self.xp
+        return (xp.multiply(g, xp.subtract(xp.activation_forward(self.x, "sigmoid"), self.t)),)
+
+
+class _HuberFunction(Function):
+    """Elementwise Huber of errors ``e``: ``0.5 e^2`` where ``|e| <= delta``, else ``delta (|e| - 0.5 delta)``."""
+
+    def forward(self, e, delta):
+        xp = self.xp
+        a = xp.add(xp.activation_forward(e, "relu"), xp.activation_forward(xp.negative(e), "relu"))
+        q = xp.clip(a, 0.0, delta)
+        self.e, self.delta = e, delta
+        return xp.add(xp.multiply(xp.multiply(q, q), 0.5), xp.multiply(xp.subtract(a, q), delta))
+
+    def backward(self, g):
+        return (self.xp.multiply(g, self.xp.clip(self.e, -self.delta, self.delta)),)
+
+
+class _LogCoshFunction(Function):
+    """Elementwise ``log(cosh(e))`` as ``logsumexp(e, -e) - log 2`` (stable); gradient ``tanh(e)``."""
+
+    def forward(self, e):
+        xp, shape = self.xp, e.shape
+        column = xp.reshape(e, (-1, 1))
+        first, _ = xp.split(xp.log_softmax(xp.concatenate([column, xp.negative(column)], 1), 1), [1, 1], 1)
+        self.e = e
+        return xp.reshape(xp.subtract(xp.subtract(column, first), math.log(2.0)), shape)
+
+    def backward(self, g):
+        return (self.xp.multiply(g, self.xp.activation_forward(self.e, "tanh")),)
+
+
+def categorical_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0) -> Tensor:
+    """Keras' ``categorical_crossentropy``: per-sample losses (``y_pred``'s shape without its last, class axis) of
+    probabilities ``y_pred`` against one-hot / soft ``y_true`` of the same shape. Probabilities are divided by their
+    sum, clipped to ``[EPSILON, 1 - EPSILON]`` and their log taken; ``from_logits=True`` goes through the fused
+    log-softmax. ``label_smoothing`` e trains against ``(1 - e) y_true + e / classes``."""
+    fn = "categorical_crossentropy"
+    y_pred = _pred(y_pred, fn)
+    t = _constant(y_true, y_pred, fn)
+    xp, smoothing = y_pred.xp, _smoothing(label_smoothing, fn)
+    if smoothing:
+        t = xp.add(xp.multiply(t, 1.0 - smoothing), smoothing / y_pred.shape[-1])
+    if from_logits:
+        return _SoftTargetsCrossEntropyFunction.apply(y_pred, targets=t)
+    return _ProbabilityCrossEntropyFunction.apply(y_pred, t=t)
+
+
+def binary_crossentropy(y_true, y_pred, from_logits=False, label_smoothing=0.0) -> Tensor:
+    """Keras' ``binary_crossentropy``: the elementwise binary cross entropy of probabilities ``y_pred`` (clipped to
+    ``[EPSILON, 1 - EPSILON]``; ``from_logits=True``: the stable sigmoid form) against ``y_true`` of the same shape,
+    averaged over the last axis. ``label_smoothing`` e trains against ``(1 - e) y_true + e / 2``."""
+    fn = "binary_crossentropy"
+    y_pred = _pred(y_pred, fn)
+    t = _constant(y_true, y_pred, fn)
+    xp, smoothing = y_pred.xp, _smoothing(label_smoothing, fn)
+    if smoothing:
+        t = xp.add(xp.multiply(t, 1.0 - smoothing), 0.5 * smoothing)
+    if from_logits:
+        return mean(_SigmoidCrossEntropyFunction.apply(y_pred, t=t), -1)
+    return mean(_BinaryProbabilityCrossEntropyFunction.apply(y_pred, t=t), -1)
+
+
+def mean_squared_error(y_true, y_pred) -> Tensor:
+    """Keras' ``mean_squared_error``: ``mean((y_pred - y_true)^2)`` over the last axis."""
+    y_pred = _pred(y_pred, "mean_squared_error")
+    diff = subtract(y_pred, Tensor(_constant(y_true, y_pred, "mean_squared_error"), backend=y_pred.xp))
+    return mean(multiply(diff, diff), -1)
+
+
+def mean_absolute_error(y_true, y_pred) -> Tensor:
+    """Keras' ``mean_absolute_error``: ``mean(|y_pred - y_true|)`` over the last axis."""
+    y_pred = _pred(y_pred, "mean_absolute_error")
+    diff = subtract(y_pred, Tensor(_constant(y_true, y_pred, "mean_absolute_error"), backend=y_pred.xp))
+    return mean(_abs(diff), -1)
+
+
+def huber(y_true, y_pred, delta=1.0) -> Tensor:
+    """Keras' ``huber``: the mean over the last axis of ``0.5 e^2`` (``|e| <= delta``) or
+    ``delta |e| - 0.5 delta^2``, ``e = y_pred - y_true``."""
+    if isinstance(delta, bool) or not isinstance(delta, numbers.Real) or not delta > 0:
+        raise ValueError(f"huber: delta must be a number > 0, got {delta!r}")
+    y_pred = _pred(y_pred, "huber")
+    diff = subtract(y_pred, Tensor(_constant(y_true, y_pred, "huber"), backend=y_pred.xp))
+    return mean(_HuberFunction.apply(diff, delta=float(delta)), -1)
+
+
+def log_cosh(y_true, y_pred) -> Tensor:
+    """Keras' ``log_cosh``: ``mean(log(cosh(y_pred - y_true)))`` over the last axis, stable for large errors."""
+    y_pred = _pred(y_pred, "log_cosh")
+    diff = subtract(y_pred, Tensor(_constant(y_true, y_pred, "log_cosh"), backend=y_pred.xp))
+    return mean(_LogCoshFunction.apply(diff), -1)
+
+
+def kl_divergence(y_true, y_pred) -> Tensor:
+    """Keras' ``kl_divergence``: ``sum(t log(t / p))`` over the last axis with ``t``, ``p`` clipped to
+    ``[EPSILON, 1]``."""
+    y_pred = _pred(y_pred, "kl_divergence")
+    xp = y_pred.xp
+    t = xp.clip(_constant(y_true, y_pred, "kl_divergence"), EPSILON, 1.0)
+    log_ratio = subtract(Tensor(xp.log(t), backend=xp), _log(_clip(y_pred, EPSILON, 1.0)))
+    return sum(multiply(log_ratio, Tensor(t, backend=xp)), -1)

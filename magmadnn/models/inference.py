@@ -9,7 +9,10 @@ from .._checks import integer
 from ..autograd import no_grad
 from ..backend import faults as _faults
 from ..callbacks import CallbackList, callback_list
+from .batches import is_batch_iterable
+from .inputs import real_array
 from .training import Tally, running_logs
+from .weighting import attach
 
 __all__ = ["Inference"]
 
@@ -38,14 +41,19 @@ class Inference:
                     break
         return seen
 
-    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0, callbacks=None) -> dict:
-        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read).
+    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0, sample_weight=None, callbacks=None) -> dict:
+        """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read);
+        ``sample_weight`` (N,) weighs each sample's loss as in ``fit`` (metrics are not weighted).
 
         ``callbacks``: their ``on_test_begin``, ``on_test_batch_begin`` / ``on_test_batch_end`` and
         ``on_test_end`` (with the results) hooks are called, as in Keras; one setting ``model.stop_evaluating =
         True`` ends the evaluation after that batch (the results cover the batches run)."""
         self._require_compiled("evaluate")
         batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
+        if sample_weight is not None:
+            if is_batch_iterable(x) or y is None:
+                raise ValueError("evaluate: sample_weight needs arrays x, y (not a batch iterable)")
+            y = attach(self, real_array(y, "evaluate: targets"), sample_weight, None, "evaluate")
         cbs = CallbackList(callback_list(callbacks, "evaluate"), self, verbose=verbose, epochs=1,
                            steps=_steps(x, batch_size))
         tally = Tally(self.xp, self._tally_names(False), self.dtype)

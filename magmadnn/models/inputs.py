@@ -11,6 +11,7 @@ from .._checks import finite_array, shape_str
 from ..layers.base import ShapeMismatchError
 from ..layers.conv import layout_hint
 from .batches import is_batch_iterable
+from .weighting import WeightedTargets
 
 __all__ = ["InputChecks", "real_array"]
 
@@ -99,12 +100,13 @@ class InputChecks:
     def _targets(self, y, n: int, who: str) -> np.ndarray:
         if y is None:
             raise ValueError(f"{who}: targets y are required")
+        weighted = y if isinstance(y, WeightedTargets) else None  # per-sample weights ride on the targets
         y = real_array(y, f"{who}: targets")
         if y.ndim == 0 or y.shape[0] != n:
             raise ValueError(f"{who}: x has {n} samples but y has shape {y.shape}")
         finite_array(y, "the targets y", who)
         self.loss.validate(y, self.output_shape)
-        return y
+        return y if weighted is None else weighted
 
     def _training_inputs(self, x, who: str) -> list[np.ndarray]:
         """Input arrays for fit/evaluate/train_on_batch: at least one sample, finite values (checked once)."""

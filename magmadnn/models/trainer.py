@@ -36,8 +36,9 @@ from ..autograd import Tensor
 from ..backend import host as _host
 from ..callbacks import callback_list
 from . import graphed as _graphed
+from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
-from .training import Epoch, Tally, setup_data_parallel, train_step
+from .training import Epoch, Tally, TallyNames, setup_data_parallel, train_step
 
 __all__ = ["Trainer", "NonFiniteLossError", "NonFiniteParameterError"]
 
@@ -89,6 +90,7 @@ class Trainer:
             self.reinitialize(seed)
         self.optimizer = _optimizers.get(optimizer)
         self.loss = _losses.get(loss)
+        _losses.check_compiled(self.loss, self)
         if isinstance(metrics, (str, _metrics.Metric)):
             metrics = [metrics]
         self.metrics = [_metrics.get(m) for m in (metrics or [])]
@@ -106,12 +108,14 @@ class Trainer:
         if not self.compiled:
             raise RuntimeError(f"model {self.name!r}: call compile(optimizer, loss, metrics) before {what}()")
 
-    def train_on_batch(self, x, y) -> float:
-        """One optimizer step on one batch; returns the loss before the step (no metrics, no callbacks)."""
+    def train_on_batch(self, x, y, sample_weight=None, class_weight=None) -> float:
+        """One optimizer step on one batch; returns the loss before the step (no metrics, no callbacks).
+        ``sample_weight`` / ``class_weight`` as in :meth:`fit`."""
         self._require_compiled("train_on_batch")
         xs = self._training_inputs(x, "train_on_batch")
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
         self._touched = True
+        y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
         value = self._train_step(self._cast_inputs(xs), y, check=True)
         if not math.isfinite(value):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
@@ -126,7 +130,7 @@ class Trainer:
         m = int(y.shape[0])
         n = getattr(self.loss, "counted", lambda _: None)(y)  # ignore_index: counted targets
         n = m if n is None else n
-        weighted = loss_value if self.loss.reduction == "sum" else self.xp.multiply(loss_value, float(n))
+        weighted = loss_value if self.loss.sums_dataset else self.xp.multiply(loss_value, float(n))
         tally.add(prefix + "loss", weighted, n)
         shape = (m, *self.output_shape)
         for i, metric in enumerate(self.metrics):
@@ -143,7 +147,8 @@ class Trainer:
 
     def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
-            initial_epoch: int = 0, distributed=False) -> _callbacks.History:
+            initial_epoch: int = 0, distributed=False, sample_weight=None,
+            class_weight=None) -> _callbacks.History:
         """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
 
         ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
@@ -158,6 +163,11 @@ class Trainer:
         are averaged over the ranks and only rank 0 prints and writes files (see :mod:`magmadnn.distributed`).
         ``distributed=magmadnn.distributed.Options(sync_batchnorm=True, bucket_mb=..., overlap=...)`` chooses
         synchronized BatchNorm statistics, the gradient bucket size and overlap with the backward pass.
+
+        ``sample_weight`` (N,) / ``class_weight`` ``{class: weight}`` (Keras' semantics, with a loss under a Keras
+        name): each sample's loss is multiplied by its weight, and reduction "sum_over_batch_size" divides the
+        weighted sum by the batch size; ``validation_split`` splits the weights with the samples and
+        ``validation_data`` may be ``(x_val, y_val, sample_weight_val)``. Metrics are not weighted.
         """
         self._require_compiled("fit")
         batch_size = integer(batch_size, "batch_size", "fit", minimum=1)
@@ -175,10 +185,13 @@ class Trainer:
         if is_batch_iterable(x):
             if y is not None or validation_split:
                 raise ValueError("fit: with a batch iterable (DataLoader) pass y=None and use validation_data")
+            if sample_weight is not None or class_weight is not None:
+                raise ValueError("fit: sample_weight/class_weight need arrays x, y (not a batch iterable)")
             batches = CheckedBatches(self, x)
         else:
             xs = self._cast_inputs(self._training_inputs(x, "fit"))
             y = self._targets(y, xs[0].shape[0], "fit")
+            y = _weighting.attach(self, y, sample_weight, class_weight, "fit")
             n = xs[0].shape[0]
             if validation_split:
                 split_at = math.floor(n * (1.0 - validation_split))  # Keras 3's count: the last samples validate
@@ -189,10 +202,13 @@ class Trainer:
                 xs, y = [a[:split_at] for a in xs], y[:split_at]
             batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
         if validation_data is not None:
-            if not isinstance(validation_data, (tuple, list)) or len(validation_data) != 2:
-                raise ValueError("fit: validation_data must be a pair (x_val, y_val)")
+            if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
+                raise ValueError("fit: validation_data must be a pair (x_val, y_val) or a triple (x_val, y_val, "
+                                 "sample_weight_val)")
             x_val = self._training_inputs(validation_data[0], "fit (validation_data)")
             y_val = self._targets(validation_data[1], x_val[0].shape[0], "fit (validation_data)")
+            if len(validation_data) == 3:
+                y_val = _weighting.attach(self, y_val, validation_data[2], None, "fit (validation_data)")
             validation_data = (x_val, y_val)
 
         if distributed:
@@ -275,16 +291,21 @@ class Trainer:
             "applied); lower the learning rate, check the data for NaN/inf, or pass "
             "callbacks=[TerminateOnNaN()] to stop training without an error")
 
-    def _tally_names(self, validating: bool) -> list[str]:
+    def _tally_names(self, validating: bool) -> TallyNames:
         names = ["loss", *(m.name for m in self.metrics)]
-        return names + [f"val_{n}" for n in names] if validating else names
+        sizes = {m.name: m.size for m in self.metrics if m.size != 1}
+        if validating:
+            sizes.update({f"val_{n}": s for n, s in sizes.items()})
+            names += [f"val_{n}" for n in names]
+        return TallyNames(names, sizes)
 
     def _results(self, sums: dict, counts: dict, prefix: str = "", who: str | None = None) -> dict:
         """Epoch figures from tally sums: the loss as its reduction says (sample mean or total), metric fractions.
         ``who`` (the final figures of ``fit``/``evaluate``): an entry whose targets all equal ``ignore_index`` is a
         ValueError naming it (mid-epoch reads give NaN)."""
         out = {}
-        for name, part in [("loss", self.loss), *((m.name, m) for m in self.metrics)]:
+        by_name = {m.name: m for m in self.metrics}
+        for name, part in [("loss", self.loss), *by_name.items()]:
             total, n = sums[prefix + name], counts[prefix + name]
             if not n and who is not None and getattr(part, "ignore_index", None) is not None:
                 where = "the validation data" if prefix else "the data"
@@ -293,8 +314,8 @@ class Trainer:
                                  "check the targets or the ignore_index")
             if not n:
                 out[prefix + name] = float("nan")
-            elif name == "loss" and self.loss.reduction == "sum":
-                out[prefix + name] = total
+            elif name == "loss":
+                out[prefix + name] = total if self.loss.sums_dataset else total / n
             else:
-                out[prefix + name] = total / n
+                out[prefix + name] = by_name[name].result_of(total, n)
         return out

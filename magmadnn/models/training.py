@@ -27,7 +27,8 @@ from ..callbacks import BatchLogs
 from . import rng as _rng
 from .progress import ProgressBar
 
-__all__ = ["Tally", "Snapshot", "Epoch", "StepHook", "train_step", "running_logs", "register_data_parallel",
+__all__ = ["Tally", "TallyNames", "Snapshot", "Epoch", "StepHook", "train_step", "running_logs",
+           "register_data_parallel",
            "setup_data_parallel"]
 
 
@@ -143,30 +144,58 @@ def _restore(layers, states) -> None:
         layer._state.update(state)
 
 
+class TallyNames(list):
+    """Tally entry names, with the length of each vector entry (``sizes``; 1 when absent)."""
+
+    def __init__(self, names, sizes=None):
+        super().__init__(names)
+        self.sizes = dict(sizes or {})
+
+
 class Tally:
-    """Named running sums on the backend ``xp`` (dtype ``dtype``) with host-side sample counts."""
+    """Named running sums on the backend ``xp`` (dtype ``dtype``) with host-side sample counts. An entry is a scalar,
+    or a vector when ``names`` is a :class:`TallyNames` that gives it a size (confusion counts, say)."""
 
     def __init__(self, xp, names, dtype, reduce=None):
         self.xp, self.names, self.dtype = xp, list(names), np.dtype(dtype)
         self.reduce = reduce  # fit(distributed=True): (sums, counts) -> the same summed over every rank
-        eye = np.eye(len(self.names), dtype=self.dtype)
-        self._basis = {name: xp.asarray(eye[i]) for i, name in enumerate(self.names)}
-        self.sums = xp.zeros((len(self.names),), self.dtype)
+        sizes = getattr(names, "sizes", {})
+        self._slices, start = {}, 0
+        for name in self.names:
+            size = int(sizes.get(name, 1))
+            self._slices[name] = (start, size)
+            start += size
+        eye = np.eye(start, dtype=self.dtype)
+        self._basis = {name: xp.asarray(eye[i] if size == 1 else eye[i:i + size])
+                       for name, (i, size) in self._slices.items()}
+        self.sums = xp.zeros((start,), self.dtype)
         self.counts = dict.fromkeys(self.names, 0)
         self.read_counts = dict(self.counts)  # the sample counts of the last read (over every rank when reduced)
 
     def add(self, name: str, value, count: int) -> None:
-        """Add the 0-d backend array ``value`` to entry ``name`` (``count`` samples), without leaving the backend."""
-        self.sums = self.xp.add(self.sums, self.xp.multiply(value, self._basis[name]))
+        """Add the backend value (0-d, or a vector for a vector entry) to entry ``name`` (``count`` samples),
+        without leaving the backend."""
+        start, size = self._slices[name]
+        if size == 1:
+            self.sums = self.xp.add(self.sums, self.xp.multiply(value, self._basis[name]))
+        else:
+            spread = self.xp.matmul(self.xp.reshape(value, (1, size)), self._basis[name])
+            self.sums = self.xp.add(self.sums, self.xp.reshape(spread, (int(self.sums.shape[0]),)))
         self.counts[name] += int(count)
 
-    def read(self) -> dict[str, float]:
-        """Every sum, copied to the host in one transfer (a value a device check recorded raises its error)."""
+    def read(self) -> dict:
+        """Every sum (a float, or a NumPy vector for a vector entry), copied to the host in one transfer (a value a
+        device check recorded raises its error)."""
         host = np.asarray(_faults.read(self.xp, self.sums), dtype=np.float64).reshape(-1)  # device checks ride on it
         self.read_counts = dict(self.counts)
         if self.reduce is not None:
             host, self.read_counts = self.reduce(host, self.counts)
-        return {name: float(host[i]) for i, name in enumerate(self.names)}
+        return self._named(host)
+
+    def _named(self, host: np.ndarray) -> dict:
+        """Host sums by entry name: a float, or a NumPy vector for a vector entry."""
+        return {name: float(host[i]) if size == 1 else host[i:i + size].copy()
+                for name, (i, size) in self._slices.items()}
 
     def state(self):
         return self.xp.copy(self.sums), dict(self.counts)
@@ -177,8 +206,7 @@ class Tally:
         sums, counts = self.xp.copy(self.sums), dict(self.counts)
 
         def read_later():
-            host = np.asarray(self.xp.to_numpy(sums), dtype=np.float64).reshape(-1)
-            return {name: float(host[i]) for i, name in enumerate(self.names)}, counts
+            return self._named(np.asarray(self.xp.to_numpy(sums), dtype=np.float64).reshape(-1)), counts
         return read_later
 
     def restore(self, state) -> None:
@@ -249,7 +277,7 @@ class Epoch:
             if not self.eager:
                 if self.snapshot is None:
                     self.snapshot = Snapshot(model, self.tally)
-                self.pending.append((index, [np.array(a) for a in xb], np.array(yb)))
+                self.pending.append((index, [np.array(a) for a in xb], yb.copy()))  # copy() keeps sample weights
             value = model._train_step(xb, yb, check=self.eager, tally=self.tally)
             done += 1
             self.done = done

@@ -170,6 +170,19 @@ def test_negative_sqrt_power(xp, a, p):
         np.testing.assert_allclose(get(xp, got), elementwise_reference(ref, a), **tol(a.dtype))
 
 
+@given(a=arrays(low=-2.0, high=5.0), lo=st.floats(-1.0, 1.0), width=st.floats(0.0, 3.0))
+def test_log_clip(xp, a, lo, width):
+    d = put(xp, a)
+    hi = lo + width
+    clipped = xp.clip(d, lo, hi)
+    assert clipped.dtype == a.dtype and clipped.shape == a.shape
+    np.testing.assert_allclose(get(xp, clipped), elementwise_reference(lambda v: min(max(v, lo), hi), a),
+                               **tol(a.dtype))
+    positive = np.abs(a) + np.asarray(0.1, a.dtype)
+    np.testing.assert_allclose(get(xp, xp.log(put(xp, positive))), elementwise_reference(math.log, positive),
+                               **tol(a.dtype))
+
+
 def test_isfinite_all(xp):
     assert xp.isfinite_all(xp.ones((3,), np.float32)) is True
     assert xp.isfinite_all(put(xp, np.array([1.0, np.nan]))) is False

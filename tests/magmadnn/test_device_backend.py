@@ -63,7 +63,7 @@ def _elementwise(xp, a, b, c):
     return (xp.add(a, b), xp.subtract(b, a), xp.multiply(a, c), xp.divide(a, xp.add(xp.multiply(b, b), 1.0)),
             xp.add(2, a), xp.subtract(0.1, a), xp.multiply(a, 0.1), xp.divide(1.0, xp.add(c, 5)), xp.negative(a),
             xp.sqrt(xp.multiply(a, a)), xp.power(xp.add(xp.multiply(a, a), 0.5), 1.5), xp.isfinite_all(a),
-            xp.isfinite_all(xp.divide(a, 0.0)))
+            xp.isfinite_all(xp.divide(a, 0.0)), xp.log(xp.add(xp.multiply(a, a), 0.5)), xp.clip(a, -0.3, 0.4))
 
 
 def _reductions(xp, a, b, c):

@@ -16,7 +16,9 @@ PUBLIC = [
     "batch_norm", "dropout", "softmax_cross_entropy", "mse", "matmul_nt", "masked_softmax",
     "scaled_dot_product_attention", "check_key_mask_values", "concatenate", "upsample_nearest2d", "global_max_pool2d",
     "conv_transpose2d", "conv_transpose2d_geometry", "layer_norm", "rms_norm", "group_norm", "embedding",
-    "cross_entropy", "binary_cross_entropy_with_logits", "lstm", "gru",
+    "cross_entropy", "binary_cross_entropy_with_logits", "lstm", "gru", "log", "clip", "abs", "scale",
+    "categorical_crossentropy", "binary_crossentropy", "mean_squared_error", "mean_absolute_error", "huber",
+    "log_cosh", "kl_divergence",
 ]  # fmt: skip
 PUBLIC += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # added later
 

@@ -204,3 +204,32 @@ def test_normalization_layers_on_any_axis(make):
     for name, param in layer.params.items():  # weights other than ones and zeros: the affine part counts
         param.data = rand(len(name), *param.shape, low=0.5, high=1.5)
     check_gradients(lambda a: layer(a), x, atol=1e-5)
+
+
+# ---------------------------------------------------------------- Keras' per-sample losses and their pieces
+@pytest.mark.parametrize("from_logits", [False, True])
+@pytest.mark.parametrize("smoothing", [0.0, 0.2])
+def test_keras_categorical_and_binary_crossentropy(from_logits, smoothing):
+    soft = np.random.default_rng(3).dirichlet(np.ones(4), size=(2, 3))
+    probs = rand(0, 2, 3, 4, low=0.05, high=1.0)  # away from the clip bounds, where the gradient is cut
+    pred = rand(0, 2, 3, 4, low=-3, high=3) if from_logits else probs
+    check_gradients(lambda p: F.categorical_crossentropy(soft, p, from_logits, smoothing), pred)
+    targets = np.random.default_rng(4).random((2, 3, 4))
+    pred = rand(1, 2, 3, 4, low=-3, high=3) if from_logits else rand(1, 2, 3, 4, low=0.05, high=0.95)
+    check_gradients(lambda p: F.binary_crossentropy(targets, p, from_logits, smoothing), pred)
+
+
+@pytest.mark.parametrize("fn", ["mean_squared_error", "mean_absolute_error", "huber", "log_cosh", "kl_divergence"])
+def test_keras_regression_losses(fn):
+    target = rand(9, 4, 3, low=0.05, high=1.0)
+    pred = rand(0, 4, 3, low=0.05, high=1.0) if fn == "kl_divergence" else rand(0, 4, 3, low=-3, high=3)
+    check_gradients(lambda a: getattr(F, fn)(target, a), pred)
+
+
+def test_log_clip_abs_scale():
+    check_gradients(lambda a: F.log(a), rand(0, 3, 4, low=0.2, high=3))
+    x = rand(1, 3, 4, low=-2, high=2)
+    x[np.abs(np.abs(x) - 1.0) < 1e-3] = 0.5  # finite differences across a clip bound are not a gradient
+    check_gradients(lambda a: F.clip(a, -1.0, 1.0), x)
+    check_gradients(lambda a: F.abs(a), np.where(np.abs(x) < 1e-3, 0.3, x))
+    check_gradients(lambda a: F.scale(a, -2.5, 0.75), x)

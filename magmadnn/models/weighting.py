@@ -1,0 +1,90 @@
+"""Per-sample weights of ``fit`` / ``evaluate`` / ``train_on_batch`` (``sample_weight=``, ``class_weight=``), with
+Keras 3's semantics.
+
+The weights ride on the targets: :class:`WeightedTargets` is the target array with a ``sample_weight`` vector that
+indexing along the sample axis slices with it, so batching, shuffling and ``validation_split`` carry each sample's
+weight without a second array to thread through. The loss (:class:`magmadnn.losses.KerasLoss`) packs the batch's
+weights beside its targets into the one array it uploads (one staged buffer in a replayed graph): no new transfer
+per step. Metrics are not weighted (Keras weights only ``weighted_metrics``).
+"""
+
+from __future__ import annotations
+
+import numbers
+
+import numpy as np
+
+__all__ = ["WeightedTargets", "attach", "class_weights"]
+
+
+class WeightedTargets(np.ndarray):
+    """Targets with per-sample weights (``sample_weight``, shape (N,)) that follow indexing along axis 0."""
+
+    sample_weight: np.ndarray | None = None
+
+    def __array_finalize__(self, obj):
+        if obj is not None:
+            self.sample_weight = getattr(obj, "sample_weight", None)
+
+    def __getitem__(self, index):
+        result = super().__getitem__(index)
+        if isinstance(result, WeightedTargets) and self.sample_weight is not None and result.ndim:
+            first = index[0] if isinstance(index, tuple) and index else index
+            result.sample_weight = self.sample_weight[first]
+        return result
+
+
+def class_weights(y: np.ndarray, class_weight, who: str) -> np.ndarray:
+    """Keras' ``class_weight``: each sample's weight from its class (the argmax of one-hot targets, else the rounded
+    label); classes missing from the dict weigh 1."""
+    if not isinstance(class_weight, dict):
+        raise TypeError(f"{who}: class_weight must be a dict {{class index: weight}}, got "
+                        f"{type(class_weight).__name__}")
+    for key, value in class_weight.items():
+        if isinstance(key, bool) or not isinstance(key, numbers.Integral):
+            raise TypeError(f"{who}: class_weight keys must be int class indices, got {key!r}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
+            raise TypeError(f"{who}: class_weight[{key}] must be a finite number, got {value!r}")
+    labels = np.asarray(y)
+    if labels.ndim > 1:
+        labels = labels.argmax(axis=-1) if labels.shape[-1] != 1 else labels.squeeze(-1)
+    if labels.ndim != 1:
+        raise ValueError(f"{who}: class_weight needs one class per sample (int labels (N,) or one-hot (N, C)), got "
+                         f"targets of shape {np.asarray(y).shape}")
+    labels = np.round(labels).astype(np.int64)
+    table = {int(k): float(v) for k, v in class_weight.items()}
+    return np.array([table.get(int(c), 1.0) for c in labels], dtype=np.float64)
+
+
+def attach(model, y: np.ndarray, sample_weight=None, class_weight=None, who: str = "fit"):
+    """``y`` with its per-sample weights attached (``y`` itself when there are none)."""
+    if sample_weight is None and class_weight is None:
+        return y
+    if sample_weight is not None and class_weight is not None:
+        raise ValueError(f"{who}: pass sample_weight or class_weight, not both (as Keras): multiply the class "
+                         "weights into sample_weight")
+    from ..losses import KerasLoss
+
+    if not isinstance(model.loss, KerasLoss):
+        raise ValueError(f"{who}: sample_weight/class_weight need a loss under a Keras name, got "
+                         f"{type(model.loss).__name__} ({model.loss.name!r}); e.g. for cross_entropy on logits use "
+                         "loss=losses.SparseCategoricalCrossentropy(from_logits=True) (integer labels) or "
+                         "CategoricalCrossentropy(from_logits=True) (one-hot)")
+    n = y.shape[0]
+    if class_weight is not None:
+        weights = class_weights(y, class_weight, who)
+    else:
+        weights = np.asarray(sample_weight)
+        if weights.dtype.kind not in "iufb":
+            raise TypeError(f"{who}: sample_weight must be numbers, got dtype {weights.dtype}")
+        if weights.ndim == 2 and weights.shape[1] == 1:
+            weights = weights[:, 0]
+        if weights.shape != (n,):
+            raise ValueError(f"{who}: sample_weight must have one weight per sample, shape ({n},), got "
+                             f"{weights.shape}")
+        weights = weights.astype(np.float64)
+        if not np.isfinite(weights).all():
+            raise ValueError(f"{who}: sample_weight holds NaN or infinite values")
+    out = np.asarray(y).view(WeightedTargets)
+    out.sample_weight = weights
+    return out
