@@ -53,3 +53,20 @@ def __getattr__(name):
 
 # attention
 __all__ += ["MultiHeadAttention", "PositionEmbedding"]
+
+# -- sequences (N, T, F): 1-D convolution and pooling, Bidirectional, Lambda
+from .bidirectional import Bidirectional  # noqa: E402
+from .conv1d import (  # noqa: E402
+    AveragePooling1D,
+    Conv1D,
+    GlobalAveragePooling1D,
+    GlobalMaxPooling1D,
+    MaxPooling1D,
+)
+from .lambda_layer import Lambda, lambda_function, register_lambda  # noqa: E402
+
+MaxPool1D, AvgPool1D, GlobalAvgPool1D, GlobalMaxPool1D = (MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D,
+                                                          GlobalMaxPooling1D)  # Keras' short names
+__all__ += ["Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D",
+            "MaxPool1D", "AvgPool1D", "GlobalAvgPool1D", "GlobalMaxPool1D", "Bidirectional", "Lambda",
+            "register_lambda", "lambda_function"]

@@ -29,6 +29,8 @@ class Dense(Layer):
     """``y = act(x @ kernel + bias)`` with kernel (in, units) on the last axis of the input, of any rank (Keras):
     per-sample shape (..., in) -> (..., units)."""
 
+    supports_masking = True  # a mask (Embedding(mask_zero=True)) passes through, as in Keras
+
     def __init__(self, units: int, activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
@@ -66,6 +68,8 @@ class Activation(Layer):
     """An activation function as a layer: sigmoid, tanh, relu, leaky_relu, elu, gelu, softmax (over the channels of
     NCHW input, the last axis of any other rank), on inputs of any rank."""
 
+    supports_masking = True  # a mask (Embedding(mask_zero=True)) passes through, as in Keras
+
     def __init__(self, kind: str, alpha: float | None = None, **kwargs):
         super().__init__(**kwargs)
         if kind is None:
@@ -87,6 +91,8 @@ class Activation(Layer):
 @register
 class Dropout(Layer):
     """Inverted dropout while training (drop with probability ``rate``), identity at inference."""
+
+    supports_masking = True  # a mask (Embedding(mask_zero=True)) passes through, as in Keras
 
     def __init__(self, rate: float, **kwargs):
         super().__init__(**kwargs)

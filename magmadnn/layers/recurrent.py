@@ -3,6 +3,10 @@
 Keras' names and weight shapes, PyTorch's and cuDNN's math, so weights move between them by transposition and the
 gate order alone: ``kernel`` (features, G units), ``recurrent_kernel`` (units, G units), ``bias`` (G units,) with G
 gate blocks side by side (LSTM: i, f, g, o; GRU: r, z, n, plus ``recurrent_bias`` (3 units,)).
+
+``return_state``: the outputs ``[output, h, c]`` (LSTM) or ``[output, h]`` (GRU), as Keras. A mask from
+``Embedding(mask_zero=True)`` skips masked steps as Keras does (states and output carry over). Both run step by step
+as compositions of differentiable functions (``F.lstm_steps``/``F.gru_steps``); the fused recurrence serves the rest.
 """
 
 from __future__ import annotations
@@ -19,16 +23,22 @@ __all__ = ["LSTM", "GRU"]
 class _Recurrent(Layer):
     """What LSTM and GRU share: the arguments, the input check, the weights, the config."""
 
-    gates = 0
+    gates = states = 0  # gate blocks; states returned with return_state
+
+    supports_masking = uses_mask = True
 
     def __init__(self, units: int, return_sequences: bool = False, kernel_initializer="glorot_uniform",
-                 recurrent_initializer="orthogonal", bias_initializer="zeros", **kwargs):
+                 recurrent_initializer="orthogonal", bias_initializer="zeros", return_state: bool = False,
+                 go_backwards: bool = False, zero_output_for_mask: bool = False, **kwargs):
         super().__init__(**kwargs)
         who = f"{type(self).__name__} {self.name!r}"
         self.units = _checks.integer(units, "units", who, minimum=1)
-        if not isinstance(return_sequences, bool):
-            raise TypeError(f"{who}: return_sequences must be True or False, got {return_sequences!r}")
-        self.return_sequences = return_sequences
+        for flag, value in (("return_sequences", return_sequences), ("return_state", return_state),
+                            ("go_backwards", go_backwards), ("zero_output_for_mask", zero_output_for_mask)):
+            if not isinstance(value, bool):
+                raise TypeError(f"{who}: {flag} must be True or False, got {value!r}")
+        self.return_sequences, self.return_state = return_sequences, return_state
+        self.go_backwards, self.zero_output_for_mask = go_backwards, zero_output_for_mask
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.recurrent_initializer = initializers.get(recurrent_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
@@ -38,7 +48,20 @@ class _Recurrent(Layer):
                                            "features)")
 
     def compute_output_shape(self, input_shape):
-        return (input_shape[0], self.units) if self.return_sequences else (self.units,)
+        output = (input_shape[0], self.units) if self.return_sequences else (self.units,)
+        return [output] + [(self.units,)] * (self.states) if self.return_state else output
+
+    def output_masked(self, masked):
+        out = self.return_sequences and masked
+        return [out] + [False] * (self.states) if self.return_state else out
+
+    def compute_mask(self, inputs, mask):
+        out = mask if self.return_sequences else None
+        return [out] + [None] * (self.states) if self.return_state else out
+
+    def _flags(self) -> dict:
+        return {"return_sequences": self.return_sequences, "go_backwards": self.go_backwards,
+                "zero_output_for_mask": self.zero_output_for_mask}
 
     def create_weights(self, input_shape):
         width = self.gates * self.units
@@ -47,7 +70,9 @@ class _Recurrent(Layer):
         self.add_weight("bias", (width,), self.bias_initializer)
 
     def get_config(self):
-        return {"units": self.units, "return_sequences": self.return_sequences,
+        flags = {k: v for k, v in (("return_state", self.return_state), ("go_backwards", self.go_backwards),
+                                   ("zero_output_for_mask", self.zero_output_for_mask)) if v}
+        return {"units": self.units, "return_sequences": self.return_sequences, **flags,
                 "kernel_initializer": self.kernel_initializer.to_config(),
                 "recurrent_initializer": self.recurrent_initializer.to_config(),
                 "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}
@@ -58,7 +83,7 @@ class LSTM(_Recurrent):
     """Long short-term memory: per step z = x W + h U + b, gates i, f, g, o (sigmoid, sigmoid, tanh, sigmoid),
     c = f c + i g, h = o tanh(c). Output: the last h (units,) or every step's (time, units)."""
 
-    gates = 4
+    gates, states = 4, 2
 
     def __init__(self, units: int, return_sequences: bool = False, unit_forget_bias: bool = True, **kwargs):
         super().__init__(units, return_sequences, **kwargs)
@@ -77,9 +102,13 @@ class LSTM(_Recurrent):
     def get_config(self):
         return {**super().get_config(), "unit_forget_bias": self.unit_forget_bias}
 
-    def call(self, x, training=False):
+    def call(self, x, training=False, mask=None):
         p = self._params
-        return F.lstm(x, p["kernel"], p["recurrent_kernel"], p["bias"], self.return_sequences)
+        weights = (p["kernel"], p["recurrent_kernel"], p["bias"])
+        if mask is None and not self.return_state and not self.go_backwards:
+            return F.lstm(x, *weights, self.return_sequences)
+        output, h, c = F.lstm_steps(x, *weights, mask=mask, **self._flags())
+        return [output, h, c] if self.return_state else output
 
 
 @register
@@ -87,12 +116,21 @@ class GRU(_Recurrent):
     """Gated recurrent unit (cuDNN's and PyTorch's formulation): q = h U + b_r; r, z = sigmoid(x W + b + q) of their
     blocks; n = tanh(x W_n + b_n + r q_n); h = (1 - z) n + z h."""
 
-    gates = 3
+    gates, states = 3, 1
 
     def create_weights(self, input_shape):
         super().create_weights(input_shape)
         self.add_weight("recurrent_bias", (self.gates * self.units,), self.bias_initializer)
 
-    def call(self, x, training=False):
+    def call(self, x, training=False, mask=None):
         p = self._params
-        return F.gru(x, p["kernel"], p["recurrent_kernel"], p["bias"], p["recurrent_bias"], self.return_sequences)
+        weights = (p["kernel"], p["recurrent_kernel"], p["bias"], p["recurrent_bias"])
+        if mask is None and not self.go_backwards:
+            output = F.gru(x, *weights, self.return_sequences or self.return_state)
+            if not self.return_state:
+                return output
+            steps = x.shape[1]
+            h = F.reshape(F.slice_axis(output, 1, steps - 1, steps), (x.shape[0], self.units))
+            return [output if self.return_sequences else h, h]
+        output, h = F.gru_steps(x, *weights, mask=mask, **self._flags())
+        return [output, h] if self.return_state else output
