@@ -147,9 +147,13 @@ class MaxPooling1D(_Pooling1D):
 
 @register
 class AveragePooling1D(_Pooling1D):
-    """Mean over windows of ``pool_size`` steps; with "same" padding, padded steps are not counted."""
+    """Mean over windows of ``pool_size`` steps (required, as in Keras); with "same" padding, padded steps are not
+    counted."""
 
     mode = "avg"
+
+    def __init__(self, pool_size, strides=None, padding="valid", data_format=None, **kwargs):
+        super().__init__(pool_size, strides, padding, data_format, **kwargs)
 
 
 class _GlobalPooling1D(Layer):
