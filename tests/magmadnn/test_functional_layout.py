@@ -18,6 +18,8 @@ PUBLIC = [
     "conv_transpose2d", "conv_transpose2d_geometry", "layer_norm", "rms_norm", "group_norm", "embedding",
     "cross_entropy", "binary_cross_entropy_with_logits", "lstm", "gru",
 ]  # fmt: skip
+PUBLIC += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
+           "gru_steps"]  # the sequence layers (1-D convolution and pooling, return_state, masks, Bidirectional)
 
 
 def _modules():

@@ -285,3 +285,45 @@ def test_masked_lstm_model_trains_like_keras():
         k_model.train_on_batch(ids, y)
     for a, b in zip(model.get_weights(), k_model.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("cross", [False, True])
+def test_masked_multi_head_attention_matches_keras(cross):
+    """Embedding(mask_zero) -> MultiHeadAttention (self, or query and value of two embeddings): padded keys hidden,
+    padded queries attend to nothing, and the query's mask reaches GlobalAveragePooling1D."""
+    rng = np.random.default_rng(8)
+    q_ids, v_ids = rng.integers(1, 6, (2, 5)), rng.integers(1, 6, (2, 4))
+    q_ids[0, 3:] = 0
+    v_ids[1, 1:] = 0
+    v_ids[0, 0] = 0
+    tables = rng.normal(size=(6, 4)), rng.normal(size=(6, 4))
+    qx, vx = L.Input((5,), dtype="int64"), L.Input((4,), dtype="int64")
+    q_emb, v_emb = L.Embedding(6, 4, mask_zero=True), L.Embedding(6, 4, mask_zero=True)
+    mha = L.MultiHeadAttention(2, 3)
+    q = q_emb(qx)
+    att = mha([q, v_emb(vx)] if cross else q)
+    model = Model([qx, vx] if cross else qx, L.GlobalAveragePooling1D()(att), dtype="float64")
+    q_emb.weights["embeddings"].data[...] = tables[0]
+    if cross:
+        v_emb.weights["embeddings"].data[...] = tables[1]
+    for p in mha.parameters():
+        p.data[...] = rng.uniform(-0.5, 0.5, p.shape)
+
+    kq, kv = keras.Input((5,), dtype="int64"), keras.Input((4,), dtype="int64")
+    kq_emb = keras.layers.Embedding(6, 4, mask_zero=True, dtype="float64")
+    kv_emb = keras.layers.Embedding(6, 4, mask_zero=True, dtype="float64")
+    k_mha = keras.layers.MultiHeadAttention(2, 3, dtype="float64")
+    k_q = kq_emb(kq)
+    k_att = k_mha(k_q, kv_emb(kv)) if cross else k_mha(k_q, k_q)
+    k_model = keras.Model([kq, kv] if cross else kq, keras.layers.GlobalAveragePooling1D(dtype="float64")(k_att))
+    kq_emb.set_weights([tables[0]])
+    if cross:
+        kv_emb.set_weights([tables[1]])
+    w = {k: v.numpy() for k, v in mha.weights.items()}
+    k_mha.set_weights([w["query_kernel"].reshape(4, 2, 3), w["query_bias"].reshape(2, 3),
+                       w["key_kernel"].reshape(4, 2, 3), w["key_bias"].reshape(2, 3),
+                       w["value_kernel"].reshape(4, 2, 3), w["value_bias"].reshape(2, 3),
+                       w["output_kernel"].reshape(2, 3, 4), w["output_bias"]])
+    inputs = [q_ids, v_ids] if cross else q_ids
+    k_inputs = [torch.tensor(q_ids), torch.tensor(v_ids)] if cross else torch.tensor(q_ids)
+    np.testing.assert_allclose(model(inputs).numpy(), k_model(k_inputs).detach().numpy(), rtol=RTOL, atol=ATOL)
