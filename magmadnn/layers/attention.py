@@ -112,7 +112,7 @@ class MultiHeadAttention(Layer):
         key = seqs[1] if len(seqs) == 3 else value
         if given is not None and isinstance(given.data, np.ndarray):
             self.check_key_mask(given.data, "call")
-        masks = mask if isinstance(mask, list) else [mask]
+        masks = mask if isinstance(mask, list) else [mask] * len(seqs)
         query_mask = masks[0]
         keys_masks = [m for m in (masks[len(seqs) - 1], masks[1] if len(seqs) == 3 else None, given) if m is not None]
         mask = keys_masks[0] if keys_masks else None

@@ -20,8 +20,8 @@ class Embedding(Layer):
     [0, input_dim) is a ValueError naming the layer before any batch runs (the model checks its host data once per
     call); the device kernel never reads outside the table either. The gradient is a deterministic scatter-add.
     ``mask_zero=True`` (sequences (N, T) only): id 0 is padding; the output carries a mask that LSTM, GRU,
-    Bidirectional, GlobalAveragePooling1D and MultiHeadAttention use and Dense, Dropout, Activation, LayerNormalization, Lambda pass on
-    (as Keras); any other layer after it refuses the masked input.
+    Bidirectional, GlobalAveragePooling1D and MultiHeadAttention use and Dense, Dropout, Activation,
+    LayerNormalization, Lambda pass on (as Keras); any other layer after it refuses the masked input.
     """
 
     def __init__(self, input_dim: int, output_dim: int, embeddings_initializer="uniform", mask_zero: bool = False,

@@ -248,6 +248,7 @@ def _conv_model():
 def _recurrent_model():
     ids = L.Input((7,), dtype="int64")
     seq = L.Bidirectional(L.LSTM(4, return_sequences=True))(L.Embedding(10, 3, mask_zero=True)(ids))
+    seq = L.MultiHeadAttention(2, 3)(seq)  # masked keys and queries
     out, h = L.GRU(5, return_sequences=True, return_state=True)(seq)
     pooled = L.GlobalAveragePooling1D()(out)
     return Model(ids, L.Dense(3)(L.Concatenate()([pooled, h])), seed=3)
