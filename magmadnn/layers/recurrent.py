@@ -118,6 +118,13 @@ class GRU(_Recurrent):
 
     gates, states = 3, 1
 
+    def __init__(self, units: int, return_sequences: bool = False, reset_after: bool = True, **kwargs):
+        super().__init__(units, return_sequences, **kwargs)
+        if reset_after is not True:
+            raise ValueError(f"GRU {self.name!r}: only reset_after=True (Keras' default: the reset gate applied "
+                             f"after the recurrent product, cuDNN's and PyTorch's GRU) is available, got "
+                             f"{reset_after!r}")
+
     def create_weights(self, input_shape):
         super().create_weights(input_shape)
         self.add_weight("recurrent_bias", (self.gates * self.units,), self.bias_initializer)

@@ -173,6 +173,8 @@ def test_onnx_export_refuses_lambda_and_several_outputs(tmp_path):
 
     with pytest.raises(OnnxExportError, match=r"'twice' \(Lambda\) has no ONNX form"):
         Sequential([L.Input((3,)), L.Lambda(_double_plus_one, name="twice")]).export(tmp_path / "a.onnx")
+    with pytest.raises(OnnxExportError, match=r"'conv' \(Conv1D\) has no ONNX form"):
+        Sequential([L.Input((5, 3)), L.Conv1D(2, 2, name="conv")]).export(tmp_path / "conv.onnx")
     x = L.Input((4, 2))
     out, h = L.GRU(3, return_state=True, name="gru_states")(x)
     with pytest.raises(OnnxExportError, match="'gru_states'.*return_state"):
@@ -214,6 +216,7 @@ ROWS = [
     ("bidirectional-merge", lambda: L.Bidirectional(L.LSTM(3), merge_mode="max"), ValueError,
      ["merge_mode", "'max'", "concat"]),
     ("lstm-return-state", lambda: L.LSTM(3, return_state=1), TypeError, ["return_state", "True or False"]),
+    ("gru-reset-before", lambda: L.GRU(3, reset_after=False), ValueError, ["GRU", "reset_after=True"]),
     ("embedding-mask-zero", lambda: L.Embedding(5, 2, mask_zero="yes"), TypeError, ["mask_zero", "True or False"]),
     ("embedding-mask-zero-rank", lambda: Sequential([L.Input((3, 2), dtype="int64"), L.Embedding(5, 2,
                                                                                                  mask_zero=True)]),
