@@ -104,6 +104,7 @@ class Layer:
 
     supports_masking = False
     uses_mask = False
+    makes_mask = False  # makes a mask of its own (Embedding(mask_zero=True))
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None):
         if name is not None and (not isinstance(name, str) or not name):
@@ -221,6 +222,8 @@ class Layer:
         """``call`` with the masks riding on the Tensors: the input's mask given to a layer that ``uses_mask``,
         the output's (``compute_mask``) attached to it; a masked input to a layer without masking is an error."""
         many = isinstance(inputs, list)
+        if not many and not self.makes_mask and getattr(inputs, "_mask", None) is None:
+            return self.call(inputs, training=training)  # the common case, at the cost of one attribute look-up
         masks = [getattr(t, "_mask", None) for t in (inputs if many else [inputs])]
         mask = masks if many else masks[0]
         if all(m is None for m in masks):

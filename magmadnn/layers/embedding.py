@@ -36,7 +36,7 @@ class Embedding(Layer):
         if mask_zero and self.input_dim < 2:
             raise ValueError(f"{owner}: mask_zero=True reserves id 0 for padding, so input_dim must be at least 2, "
                              f"got {self.input_dim}")
-        self.mask_zero = mask_zero
+        self.mask_zero = self.makes_mask = mask_zero
         self._mask_table = None
 
     def check_input_shape(self, input_shape):
