@@ -327,3 +327,50 @@ def test_masked_multi_head_attention_matches_keras(cross):
     inputs = [q_ids, v_ids] if cross else q_ids
     k_inputs = [torch.tensor(q_ids), torch.tensor(v_ids)] if cross else torch.tensor(q_ids)
     np.testing.assert_allclose(model(inputs).numpy(), k_model(k_inputs).detach().numpy(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_bidirectional_return_state_matches_keras(kind):
+    rng = np.random.default_rng(9)
+    x = rng.normal(size=(2, 5, 3))
+    bi = L.Bidirectional(getattr(L, kind)(4, return_sequences=True, return_state=True), dtype="float64")
+    bi.build((5, 3))
+    _randomise(bi, rng)
+    k_bi = keras.layers.Bidirectional(getattr(keras.layers, kind)(4, return_sequences=True, return_state=True),
+                                      dtype="float64")
+    k_bi.build((None, 5, 3))
+    k_bi.set_weights(_keras_weights(bi.forward_layer) + _keras_weights(bi.backward_layer))
+    outs = bi(x)
+    k_outs = k_bi(torch.tensor(x))
+    assert len(outs) == len(k_outs) == (5 if kind == "LSTM" else 3)
+    for a, b in zip(outs, k_outs, strict=True):
+        np.testing.assert_allclose(a.numpy(), b.detach().numpy(), rtol=RTOL, atol=ATOL)
+
+
+def test_conv1d_model_trains_like_keras():
+    """Conv1D -> MaxPooling1D -> GlobalAveragePooling1D -> Dense, three SGD steps of mean squared error in both."""
+    from magmadnn import optimizers  # noqa: PLC0415
+
+    rng = np.random.default_rng(10)
+    x, y = rng.normal(size=(8, 10, 3)), rng.normal(size=(8, 2))
+    model = Sequential([L.Input((10, 3)), L.Conv1D(4, 3, padding="causal", activation="relu"), L.MaxPooling1D(),
+                        L.Conv1D(4, 2, strides=2, padding="same"), L.GlobalAveragePooling1D(), L.Dense(2)],
+                       dtype="float64", seed=0)
+    k_model = keras.Sequential([keras.Input((10, 3)),
+                                keras.layers.Conv1D(4, 3, padding="causal", activation="relu", dtype="float64"),
+                                keras.layers.MaxPooling1D(dtype="float64"),
+                                keras.layers.Conv1D(4, 2, strides=2, padding="same", dtype="float64"),
+                                keras.layers.GlobalAveragePooling1D(dtype="float64"),
+                                keras.layers.Dense(2, dtype="float64")])
+
+    def to_keras(weights):
+        return [w.transpose(2, 1, 0) if w.ndim == 3 else w for w in weights]
+
+    k_model.set_weights(to_keras(model.get_weights()))
+    model.compile(optimizers.SGD(0.1), "mse")
+    k_model.compile(keras.optimizers.SGD(0.1), "mse")
+    for _ in range(3):
+        model.train_on_batch(x, y)
+        k_model.train_on_batch(x, y)
+    for a, b in zip(to_keras(model.get_weights()), k_model.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
