@@ -253,8 +253,9 @@ class Layer:
         return ValueError(
             f"{type(self).__name__} layer {self.name!r} does not support masking, but its input from {source} "
             "carries the mask of an Embedding(mask_zero=True); layers that use or pass on a mask: LSTM, GRU, "
-            "Bidirectional, GlobalAveragePooling1D, MultiHeadAttention, Lambda, Dense, Dropout, Activation, "
-            "LayerNormalization. Keras would drop the mask here with a warning; to do that, remove mask_zero=True")
+            "Bidirectional, GlobalAveragePooling1D, MultiHeadAttention, Dense, Dropout, Activation, "
+            "LayerNormalization, Lambda(mask=...). Keras would drop the mask here with a warning; to do that, "
+            "remove mask_zero=True")
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):

@@ -21,7 +21,7 @@ class Embedding(Layer):
     call); the device kernel never reads outside the table either. The gradient is a deterministic scatter-add.
     ``mask_zero=True`` (sequences (N, T) only): id 0 is padding; the output carries a mask that LSTM, GRU,
     Bidirectional, GlobalAveragePooling1D and MultiHeadAttention use and Dense, Dropout, Activation,
-    LayerNormalization, Lambda pass on (as Keras); any other layer after it refuses the masked input.
+    LayerNormalization pass on (as Keras); any other layer after it refuses the masked input.
     """
 
     def __init__(self, input_dim: int, output_dim: int, embeddings_initializer="uniform", mask_zero: bool = False,

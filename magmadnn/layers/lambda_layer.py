@@ -6,6 +6,8 @@ with :func:`register_lambda` in the running program, so loading a file never exe
 
 from __future__ import annotations
 
+import inspect
+
 import numpy as np
 
 from ..autograd import Tensor, no_grad
@@ -55,18 +57,31 @@ class Lambda(Layer):
 
     ``function`` is a callable or the name of a registered one; saving needs it registered
     (:func:`register_lambda`). ``output_shape`` (per sample) is inferred by running the function on one zero
-    sample unless given. A mask on the input passes through, as in Keras. No ONNX form (its code is unknown).
+    sample unless given. Masks as Keras: without ``mask`` a masked input is refused (Keras drops the mask);
+    ``mask(inputs, mask)`` (a callable or registered name) computes the output's mask, and a ``function`` with a
+    ``mask`` parameter receives the input's. No ONNX form (its code is unknown).
     """
 
-    supports_masking = True
+    uses_mask = True
 
-    def __init__(self, function, output_shape=None, arguments: dict | None = None, **kwargs):
+    def __init__(self, function, output_shape=None, mask=None, arguments: dict | None = None, **kwargs):
         super().__init__(**kwargs)
         owner = f"Lambda {self.name!r}"
         if isinstance(function, str):
             function = lambda_function(function)
         if not callable(function):
             raise TypeError(f"{owner}: function must be callable or a registered name, got {function!r}")
+        if isinstance(mask, str):
+            mask = lambda_function(mask)
+        if mask is not None and not callable(mask):
+            raise TypeError(f"{owner}: mask must be None or a callable mask(inputs, mask) (or its registered name), "
+                            f"got {mask!r}")
+        self.mask = mask
+        self.supports_masking = mask is not None
+        try:
+            self._takes_mask = "mask" in inspect.signature(function).parameters
+        except (TypeError, ValueError):  # builtins without a signature
+            self._takes_mask = False
         if arguments is not None and not isinstance(arguments, dict):
             raise TypeError(f"{owner}: arguments must be a dict of keyword arguments, got {arguments!r}")
         self.function = function
@@ -90,8 +105,16 @@ class Lambda(Layer):
                              f"got {out!r}")
         return tuple(out.shape[1:])
 
-    def call(self, x, training=False):
+    def call(self, x, training=False, mask=None):
+        if self._takes_mask:
+            return self.function(x, mask=mask, **self.arguments)
         return self.function(x, **self.arguments)
+
+    def compute_mask(self, inputs, mask):
+        return None if self.mask is None else self.mask(inputs, mask)
+
+    def output_masked(self, masked):
+        return self.mask is not None
 
     def get_config(self):
         name = _registered_name(self.function)
@@ -100,6 +123,12 @@ class Lambda(Layer):
                              " is not registered, so it cannot be saved (a file holds names, never code); decorate "
                              "it with @magmadnn.layers.register_lambda, or pass name='...' to register a lambda")
         config = {"function": name, **super().get_config()}
+        if self.mask is not None:
+            mask_name = _registered_name(self.mask)
+            if mask_name is None:
+                raise ValueError(f"Lambda layer {self.name!r}: its mask function is not registered, so it cannot be "
+                                 "saved; decorate it with @magmadnn.layers.register_lambda")
+            config["mask"] = mask_name
         if self._given_shape is not None:
             config["output_shape"] = list(self._given_shape)
         if self.arguments:

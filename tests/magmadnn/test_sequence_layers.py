@@ -374,3 +374,22 @@ def test_conv1d_model_trains_like_keras():
         k_model.train_on_batch(x, y)
     for a, b in zip(to_keras(model.get_weights()), k_model.get_weights(), strict=True):
         np.testing.assert_allclose(a, b, rtol=RTOL, atol=ATOL)
+
+
+def test_lambda_with_a_mask_function_passes_the_mask_on_as_keras():
+    rng = np.random.default_rng(11)
+    ids = rng.integers(1, 6, (2, 5))
+    ids[0, 3:] = 0
+    table = rng.normal(size=(6, 3))
+    emb = L.Embedding(6, 3, mask_zero=True, dtype="float64")
+    lstm = L.LSTM(4, dtype="float64")
+    x = L.Input((5,), dtype="int64")
+    model = Model(x, lstm(L.Lambda(lambda t: t * 2.0, mask=lambda inputs, mask: mask)(emb(x))), dtype="float64")
+    emb.weights["embeddings"].data[...] = table
+    _randomise(lstm, rng)
+    kx = keras.Input((5,), dtype="int64")
+    k_emb, k_lstm = keras.layers.Embedding(6, 3, mask_zero=True, dtype="float64"), keras.layers.LSTM(4, dtype="float64")
+    k_model = keras.Model(kx, k_lstm(keras.layers.Lambda(lambda t: t * 2.0, mask=lambda inputs, mask: mask)(k_emb(kx))))
+    k_emb.set_weights([table])
+    k_lstm.set_weights(_keras_weights(lstm))
+    np.testing.assert_allclose(model(ids).numpy(), k_model(torch.tensor(ids)).detach().numpy(), rtol=RTOL, atol=ATOL)

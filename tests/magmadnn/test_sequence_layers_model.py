@@ -110,7 +110,8 @@ def test_padding_does_not_change_a_masked_models_output():
                                rtol=1e-6)
 
 
-@pytest.mark.parametrize("layer", [L.Flatten(), L.Conv1D(2, 2), L.MaxPooling1D(), L.GlobalMaxPooling1D()],
+@pytest.mark.parametrize("layer", [L.Flatten(), L.Conv1D(2, 2), L.MaxPooling1D(), L.GlobalMaxPooling1D(),
+                                   L.Lambda(lambda t: t * 2.0)],
                          ids=lambda layer: type(layer).__name__)
 def test_a_layer_without_masking_refuses_a_masked_input(layer):
     x = L.Input((6,), dtype="int64")
@@ -142,7 +143,7 @@ def test_lambda_saves_by_registered_name_and_loads(tmp_path):
 
 
 def test_lambda_is_differentiable_and_infers_its_shape():
-    layer = L.Lambda(lambda t: F.reshape(t, (t.shape[0], -1)) if False else F.flatten(t))
+    layer = L.Lambda(F.flatten)
     layer.build((2, 3))
     assert layer.output_shape == (6,)
     check_gradients(lambda t: L.Lambda(lambda v: F.tanh(v) * v)(t), np.random.default_rng(0).normal(size=(2, 3)))
@@ -284,3 +285,14 @@ def test_host_and_device_train_to_the_same_losses(kind, device_backend):
     np.testing.assert_allclose(device_losses, host_losses, rtol=2e-4, atol=2e-5)
     for dw, hw in zip(device_weights, host_weights, strict=True):
         np.testing.assert_allclose(dw, hw, rtol=2e-3, atol=2e-4)
+
+
+def test_a_lambda_function_with_a_mask_parameter_receives_the_mask():
+    seen = []
+
+    def fn(x, mask=None):
+        seen.append(mask)
+        return x
+
+    L.Lambda(fn, mask=lambda inputs, mask: mask)(L.Embedding(5, 2, mask_zero=True)(np.array([[1, 0, 2]])))
+    np.testing.assert_array_equal(seen[-1].numpy(), [[1.0, 0.0, 1.0]])
