@@ -174,8 +174,6 @@ def test_onnx_export_refuses_lambda_and_several_outputs(tmp_path):
 
     with pytest.raises(OnnxExportError, match=r"'twice' \(Lambda\) has no ONNX form"):
         Sequential([L.Input((3,)), L.Lambda(_double_plus_one, name="twice")]).export(tmp_path / "a.onnx")
-    with pytest.raises(OnnxExportError, match=r"'conv' \(Conv1D\) has no ONNX form"):
-        Sequential([L.Input((5, 3)), L.Conv1D(2, 2, name="conv")]).export(tmp_path / "conv.onnx")
     x = L.Input((4, 2))
     out, h = L.GRU(3, return_state=True, name="gru_states")(x)
     with pytest.raises(OnnxExportError, match="'gru_states'.*return_state"):
@@ -296,3 +294,24 @@ def test_a_lambda_function_with_a_mask_parameter_receives_the_mask():
 
     L.Lambda(fn, mask=lambda inputs, mask: mask)(L.Embedding(5, 2, mask_zero=True)(np.array([[1, 0, 2]])))
     np.testing.assert_array_equal(seen[-1].numpy(), [[1.0, 0.0, 1.0]])
+
+
+@pytest.mark.parametrize("keepdims", [False, True])
+def test_conv1d_and_1d_pooling_export_to_onnx_and_run_in_onnxruntime(keepdims, tmp_path):
+    pytest.importorskip("onnxruntime")
+    import onnx  # noqa: PLC0415
+
+    from ._onnx_helpers import run_ort  # noqa: PLC0415
+
+    x = L.Input((13, 4), name="sequence")
+    h = L.Conv1D(6, 3, padding="causal", dilation_rate=2, activation="relu")(x)
+    h = L.Conv1D(6, 4, strides=2, padding="same", groups=2, activation="softmax")(h)
+    h = L.MaxPooling1D(2, strides=1, padding="same")(h)
+    h = L.AveragePooling1D(3, strides=2, padding="same")(h)
+    a = L.GlobalAveragePooling1D(keepdims=keepdims)(h)
+    b = L.GlobalMaxPooling1D(keepdims=keepdims)(L.Conv1D(6, 2, use_bias=False)(h))
+    model = Model(x, L.Add()([a, b]), seed=0)
+    data = np.random.default_rng(0).standard_normal((3, 13, 4)).astype(np.float32)
+    path = model.export(tmp_path / "seq.onnx")
+    onnx.checker.check_model(onnx.load(path), full_check=True)
+    np.testing.assert_allclose(run_ort(path, {"sequence": data}), model.predict(data), rtol=1e-5, atol=1e-6)
