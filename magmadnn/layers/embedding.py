@@ -54,18 +54,30 @@ class Embedding(Layer):
         table (0 for id 0, 1 for the others) looked up by the same op as the embeddings, so on the device too."""
         if not self.mask_zero:
             return None
-        table = self._mask_table
-        if table is None or table.xp is not self.xp or table.dtype != self.dtype:
-            host = np.ones((self.input_dim, 1), self.dtype)
-            host[0] = 0.0
-            table = self._mask_table = Tensor(self.xp.asarray(host, self.dtype), backend=self.xp)
-        return F.reshape(F.embedding(table, inputs), inputs.shape)
+        return F.reshape(F.embedding(self._mask_lookup_table(), inputs), inputs.shape)
+
+    def move_to(self, backend, move) -> None:
+        super().move_to(backend, move)
+        if self.mask_zero:
+            self._mask_lookup_table()
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.output_dim)
 
     def create_weights(self, input_shape):
         self.add_weight("embeddings", (self.input_dim, self.output_dim), self.embeddings_initializer)
+        self._mask_table = None
+        if self.mask_zero:  # made with the weights, so a captured (graph-replayed) step never uploads it
+            self._mask_lookup_table()
+
+    def _mask_lookup_table(self) -> Tensor:
+        """The constant (input_dim, 1) table of ``compute_mask``: 0 for id 0, 1 for the others (not a weight)."""
+        table = self._mask_table
+        if table is None or table.xp is not self.xp or table.dtype != self.dtype:
+            host = np.ones((self.input_dim, 1), self.dtype)
+            host[0] = 0.0
+            table = self._mask_table = Tensor(self.xp.asarray(host, self.dtype), backend=self.xp)
+        return table
 
     def check_input_values(self, ids: np.ndarray, who: str) -> None:
         """Host ids against the table (called by the model on its input data before any batch)."""
