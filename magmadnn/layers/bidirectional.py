@@ -17,27 +17,41 @@ class Bidirectional(Layer):
     its configuration with ``go_backwards`` flipped (``backward_layer``, named ``backward_<name>``) both read the
     sequence; with ``return_sequences`` the backward outputs are put back in time order. ``merge_mode``: "concat"
     (last axis 2u), "sum", "mul", "ave" or None (the two outputs as a list). With ``return_state`` the outputs are
-    the merged output(s), then the forward states, then the backward states. Weights: the forward layer's, then the
-    backward layer's, named ``forward_<weight>`` and ``backward_<weight>``. Masks: masked steps are skipped both
-    ways and masked outputs are zero with ``return_sequences`` (Keras)."""
+    the merged output(s), then the forward states, then the backward states. ``backward_layer``: an LSTM/GRU of
+    the same kind and outputs with the opposite ``go_backwards`` instead of the copy. Weights: the forward layer's,
+    then the backward layer's, named ``forward_<weight>`` and ``backward_<weight>``. Masks: masked steps are skipped
+    both ways and masked outputs are zero with ``return_sequences`` (Keras)."""
 
     supports_masking = uses_mask = True
 
-    def __init__(self, layer, merge_mode="concat", **kwargs):
+    def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
         super().__init__(**kwargs)
         owner = f"Bidirectional {self.name!r}"
-        if isinstance(layer, dict):  # from a configuration
-            layer = layer_class(layer["class_name"]).from_config(dict(layer["config"]))
+        layer, backward_layer = (_from_config(item) for item in (layer, backward_layer))
         if not isinstance(layer, _Recurrent):
             raise TypeError(f"{owner}: wraps an LSTM or GRU layer, got {layer!r}")
         if merge_mode not in _MERGES:
             raise ValueError(f"{owner}: merge_mode must be one of {_MERGES}, got {merge_mode!r}")
         self.merge_mode = merge_mode
         self.return_sequences, self.return_state = layer.return_sequences, layer.return_state
-        layer.zero_output_for_mask = layer.return_sequences  # Keras: a masked step's output is zero both ways
-        config = {**layer.get_config(), "name": f"backward_{layer.name}", "go_backwards": not layer.go_backwards}
-        config.pop("seed", None)
-        self.forward_layer, self.backward_layer = layer, type(layer).from_config(config)
+        if backward_layer is None:
+            config = {**layer.get_config(), "name": f"backward_{layer.name}", "go_backwards": not layer.go_backwards}
+            config.pop("seed", None)
+            backward_layer = type(layer).from_config(config)
+            self._given_backward = False
+        else:
+            same = (type(backward_layer) is type(layer) and backward_layer.units == layer.units
+                    and backward_layer.return_sequences == layer.return_sequences
+                    and backward_layer.return_state == layer.return_state
+                    and backward_layer.go_backwards != layer.go_backwards)
+            if not same:
+                raise ValueError(f"{owner}: backward_layer must be a {type(layer).__name__} with the forward layer's "
+                                 "units, return_sequences and return_state and the opposite go_backwards, got "
+                                 f"{backward_layer!r}")
+            self._given_backward = True
+        for sub in (layer, backward_layer):
+            sub.zero_output_for_mask = layer.return_sequences  # Keras: a masked step's output is zero both ways
+        self.forward_layer, self.backward_layer = layer, backward_layer
 
     def _sublayers(self):
         return (("forward", self.forward_layer), ("backward", self.backward_layer))
@@ -108,6 +122,18 @@ class Bidirectional(Layer):
         return [merged, *states] if states else merged
 
     def get_config(self):
-        layer = self.forward_layer
-        return {"layer": {"class_name": type(layer).__name__, "config": layer.get_config()},
-                "merge_mode": self.merge_mode, **super().get_config()}
+        config = {"layer": _config(self.forward_layer), "merge_mode": self.merge_mode, **super().get_config()}
+        if self._given_backward:
+            config["backward_layer"] = _config(self.backward_layer)
+        return config
+
+
+def _config(layer) -> dict:
+    return {"class_name": type(layer).__name__, "config": layer.get_config()}
+
+
+def _from_config(item):
+    """A layer, or the layer of a ``{"class_name", "config"}`` entry (a saved model's)."""
+    if isinstance(item, dict):
+        return layer_class(item["class_name"]).from_config(dict(item["config"]))
+    return item

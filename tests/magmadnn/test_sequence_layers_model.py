@@ -214,6 +214,8 @@ ROWS = [
     ("bidirectional-dense", lambda: L.Bidirectional(L.Dense(3)), TypeError, ["Bidirectional", "LSTM or GRU"]),
     ("bidirectional-merge", lambda: L.Bidirectional(L.LSTM(3), merge_mode="max"), ValueError,
      ["merge_mode", "'max'", "concat"]),
+    ("bidirectional-backward-layer", lambda: L.Bidirectional(L.LSTM(3), backward_layer=L.LSTM(3)), ValueError,
+     ["backward_layer", "opposite go_backwards"]),
     ("lstm-return-state", lambda: L.LSTM(3, return_state=1), TypeError, ["return_state", "True or False"]),
     ("gru-reset-before", lambda: L.GRU(3, reset_after=False), ValueError, ["GRU", "reset_after=True"]),
     ("embedding-mask-zero", lambda: L.Embedding(5, 2, mask_zero="yes"), TypeError, ["mask_zero", "True or False"]),
@@ -338,3 +340,14 @@ def test_masked_and_several_output_steps_replay_from_a_cuda_graph_as_eager():
     np.testing.assert_array_equal(results[0][0], results[1][0])
     for eager, replayed in zip(results[0][1], results[1][1], strict=True):
         np.testing.assert_array_equal(eager, replayed)
+
+
+def test_a_given_backward_layer_is_used_and_saved(tmp_path):
+    bi = L.Bidirectional(L.GRU(3, return_sequences=True), backward_layer=L.GRU(3, return_sequences=True,
+                                                                                go_backwards=True, name="back"))
+    model = Sequential([L.Input((4, 2)), bi, L.GlobalMaxPooling1D()], seed=0)
+    x = np.random.default_rng(0).normal(size=(2, 4, 2)).astype(np.float32)
+    loaded = models.load(model.save(tmp_path / "m.npz"))
+    np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
+    (back,) = [layer for layer in loaded.layers if isinstance(layer, L.Bidirectional)]
+    assert back.backward_layer.name == "back"
