@@ -1,6 +1,7 @@
 """Layers: parameterised building blocks of models (``magmadnn.layers.Dense(10)``).
 
-Per-sample shapes exclude the batch dimension and use NCHW (``Input((1, 28, 28))``). See :mod:`.base` for how
+Per-sample shapes exclude the batch dimension and use NCHW (``Input((1, 28, 28))``); sequences are (time, features)
+(``Input((T, F))``, or ``Input((T,), dtype="int64")`` for token ids). See :mod:`.base` for how
 layers build, name and seed themselves.
 """
 

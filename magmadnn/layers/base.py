@@ -215,10 +215,10 @@ class Layer:
         tensors = [self._as_tensor(i) for i in items]
         shapes = [t.shape[1:] for t in tensors]
         self._ensure_built(shapes if many else shapes[0], "the data")
-        return self.run(tensors if many else tensors[0], training)
+        return self.call_masked(tensors if many else tensors[0], training)
 
     # -- masks
-    def run(self, inputs, training: bool = False):
+    def call_masked(self, inputs, training: bool = False):
         """``call`` with the masks riding on the Tensors: the input's mask given to a layer that ``uses_mask``,
         the output's (``compute_mask``) attached to it; a masked input to a layer without masking is an error."""
         many = isinstance(inputs, list)

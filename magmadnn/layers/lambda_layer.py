@@ -94,7 +94,7 @@ class Lambda(Layer):
         shapes = input_shape if isinstance(input_shape, list) else [input_shape]
         zeros = [Tensor(self.xp.asarray(np.zeros((1, *s)), self.dtype), backend=self.xp) for s in shapes]
         try:
-            with no_grad():
+            with no_grad(), np.errstate(all="ignore"):  # zeros may divide by zero: only the shape is wanted
                 out = self.call(zeros if isinstance(input_shape, list) else zeros[0])
         except Exception as exc:  # noqa: BLE001  (any failure of user code is reported with its layer)
             raise ValueError(f"Lambda {self.name!r}: its function failed on an input of per-sample shape "

@@ -134,10 +134,10 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
                 continue
             args = [values[id(parent)] for parent in node.parents]
             if node.index is None:
-                values[id(node)] = node.layer.run(args if node.many else args[0], training)
+                values[id(node)] = node.layer.call_masked(args if node.many else args[0], training)
                 continue
             if id(node.call) not in values:  # several outputs: the layer runs once for all of them
-                values[id(node.call)] = node.layer.run(args if node.many else args[0], training)
+                values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
             values[id(node)] = values[id(node.call)][node.index]
         return values[id(self.output)]
 

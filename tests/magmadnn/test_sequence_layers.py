@@ -175,8 +175,8 @@ def test_return_state_and_masks_match_keras(kind, return_sequences, masked):
     total.backward()
     # ours: the layer's several outputs, each with its own projection
     assert model is not None
-    ours_e = emb.run(Tensor(ids))
-    ours_outs = ours_rnn.run(ours_e)
+    ours_e = emb(Tensor(ids))
+    ours_outs = ours_rnn(ours_e)
     assert len(ours_outs) == len(k_outs) == (3 if kind == "LSTM" else 2)
     total = None
     for o, w in zip(ours_outs, u):
@@ -223,7 +223,7 @@ def test_bidirectional_matches_keras(kind, merge_mode, return_sequences, masked)
     k_out = k_bi(k_emb(torch.tensor(ids)), mask=k_emb.compute_mask(torch.tensor(ids)) if masked else None)
     k_outs = k_out if isinstance(k_out, (list, tuple)) else [k_out]
     sum((o * torch.tensor(w)).sum() for o, w in zip(k_outs, u)).backward()
-    out = bi.run(emb.run(Tensor(ids)))
+    out = bi(emb(Tensor(ids)))
     outs = out if isinstance(out, list) else [out]
     total = None
     for o, w in zip(outs, u):
