@@ -126,18 +126,29 @@ def _outputs(steps_out, mask, return_sequences, zero_output_for_mask, last):
     return concatenate([reshape(o, (n, 1, u)) for o in steps_out], axis=1)
 
 
+def _initial(fn, initial_state, count, x, units):
+    """The initial states: zeros, or the given Tensors, each (N, units)."""
+    if initial_state is None:
+        return [Tensor(x.xp.zeros((x.shape[0], units), x.dtype), backend=x.xp)] * count
+    states = [_as_tensor(s, x) for s in initial_state]
+    if len(states) != count or any(s.shape != (x.shape[0], units) for s in states):
+        raise ValueError(f"{fn}: initial_state must be {count} tensor(s) of shape {(x.shape[0], units)}, got "
+                         f"{[s.shape for s in states]}")
+    _same_dtype(fn, x=x, **{f"initial_state[{i}]": s for i, s in enumerate(states)})
+    return states
+
+
 def lstm_steps(x, kernel, recurrent_kernel, bias, mask=None, return_sequences=False, go_backwards=False,
-               zero_output_for_mask=False):
+               zero_output_for_mask=False, initial_state=None):
     """:func:`lstm` step by step, returning ``(output, h, c)`` (the final states, differentiable) and honouring a
     ``mask`` (N, T) of 1/0: at a masked step the states and the output carry over from the step before (Keras),
     or the output is zero with ``zero_output_for_mask``. ``go_backwards``: the steps in reverse order (the output
-    sequence too, as Keras)."""
+    sequence too, as Keras); ``initial_state``: [h, c] (N, units) each instead of zeros."""
     x, kernel, recurrent_kernel, bias = _recurrent_args(
         "lstm_steps", 4, x, {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias})
     proj, mask = _step_inputs("lstm_steps", x, kernel, bias, mask, go_backwards)
     n, steps, width = proj.shape
-    xp = x.xp
-    h = c = Tensor(xp.zeros((n, width // 4), x.dtype), backend=xp)
+    h, c = _initial("lstm_steps", initial_state, 2, x, width // 4)
     outs = []
     for t in range(steps):
         z = add(reshape(slice_axis(proj, 1, t, t + 1), (n, width)), dense(h, recurrent_kernel))
@@ -150,16 +161,15 @@ def lstm_steps(x, kernel, recurrent_kernel, bias, mask=None, return_sequences=Fa
 
 
 def gru_steps(x, kernel, recurrent_kernel, bias, recurrent_bias, mask=None, return_sequences=False,
-              go_backwards=False, zero_output_for_mask=False):
-    """:func:`gru` step by step, returning ``(output, h)``; ``mask``, ``go_backwards`` and
-    ``zero_output_for_mask`` as in :func:`lstm_steps`."""
+              go_backwards=False, zero_output_for_mask=False, initial_state=None):
+    """:func:`gru` step by step, returning ``(output, h)``; ``mask``, ``go_backwards``, ``zero_output_for_mask``
+    as in :func:`lstm_steps`, ``initial_state`` [h]."""
     x, kernel, recurrent_kernel, bias, recurrent_bias = _recurrent_args(
         "gru_steps", 3, x, {"kernel": kernel, "recurrent_kernel": recurrent_kernel, "bias": bias,
                             "recurrent_bias": recurrent_bias})
     proj, mask = _step_inputs("gru_steps", x, kernel, bias, mask, go_backwards)
     n, steps, width = proj.shape
-    xp = x.xp
-    h = Tensor(xp.zeros((n, width // 3), x.dtype), backend=xp)
+    (h,) = _initial("gru_steps", initial_state, 1, x, width // 3)
     outs = []
     for t in range(steps):
         xr, xz, xn = _gates(reshape(slice_axis(proj, 1, t, t + 1), (n, width)), 3)

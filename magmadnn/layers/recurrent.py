@@ -43,27 +43,50 @@ class _Recurrent(Layer):
         self.recurrent_initializer = initializers.get(recurrent_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
 
+    def __call__(self, inputs, training: bool = False, initial_state=None):
+        """``layer(x)``, or ``layer(x, initial_state=[h, c])`` (LSTM) / ``[h]`` (GRU) to start from given states
+        (Keras: e.g. a decoder from an encoder's ``return_state`` outputs); gradients reach the states."""
+        if initial_state is not None:
+            states = list(initial_state) if isinstance(initial_state, (list, tuple)) else [initial_state]
+            if len(states) != self.states:
+                raise ValueError(f"{type(self).__name__} {self.name!r}: initial_state must hold {self.states} "
+                                 f"state(s) {'[h, c]' if self.states == 2 else '[h]'}, got {len(states)}")
+            inputs = [inputs, *states]
+        return super().__call__(inputs, training=training)
+
     def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (2,), "a per-sample sequence (time, features), i.e. batches (N, time, "
-                                           "features)")
+        sequence = input_shape[0] if isinstance(input_shape, list) else input_shape
+        self.check_rank(sequence, (2,), "a per-sample sequence (time, features), i.e. batches (N, time, features)")
+        if isinstance(input_shape, list) and any(tuple(s) != (self.units,) for s in input_shape[1:]):
+            raise self.shape_error(f"a sequence and initial states of per-sample shape ({self.units},)", input_shape)
 
     def compute_output_shape(self, input_shape):
-        output = (input_shape[0], self.units) if self.return_sequences else (self.units,)
+        sequence = input_shape[0] if isinstance(input_shape, list) else input_shape
+        output = (sequence[0], self.units) if self.return_sequences else (self.units,)
         return [output] + [(self.units,)] * (self.states) if self.return_state else output
 
     def output_masked(self, masked):
-        out = self.return_sequences and masked
+        out = self.return_sequences and (masked[0] if isinstance(masked, list) else masked)
         return [out] + [False] * (self.states) if self.return_state else out
 
     def compute_mask(self, inputs, mask):
+        mask = mask[0] if isinstance(mask, list) else mask
         out = mask if self.return_sequences else None
         return [out] + [None] * (self.states) if self.return_state else out
+
+    @staticmethod
+    def _split(x, mask):
+        """(sequence, initial states or None, the sequence's mask) of what ``call`` received."""
+        if isinstance(x, list):
+            return x[0], x[1:], mask[0] if isinstance(mask, list) else mask
+        return x, None, mask
 
     def _flags(self) -> dict:
         return {"return_sequences": self.return_sequences, "go_backwards": self.go_backwards,
                 "zero_output_for_mask": self.zero_output_for_mask}
 
     def create_weights(self, input_shape):
+        input_shape = input_shape[0] if isinstance(input_shape, list) else input_shape
         width = self.gates * self.units
         self.add_weight("kernel", (input_shape[1], width), self.kernel_initializer)
         self.add_weight("recurrent_kernel", (self.units, width), self.recurrent_initializer)
@@ -105,9 +128,10 @@ class LSTM(_Recurrent):
     def call(self, x, training=False, mask=None):
         p = self._params
         weights = (p["kernel"], p["recurrent_kernel"], p["bias"])
-        if mask is None and not self.return_state and not self.go_backwards:
+        x, states, mask = self._split(x, mask)
+        if mask is None and states is None and not self.return_state and not self.go_backwards:
             return F.lstm(x, *weights, self.return_sequences)
-        output, h, c = F.lstm_steps(x, *weights, mask=mask, **self._flags())
+        output, h, c = F.lstm_steps(x, *weights, mask=mask, initial_state=states, **self._flags())
         return [output, h, c] if self.return_state else output
 
 
@@ -132,12 +156,13 @@ class GRU(_Recurrent):
     def call(self, x, training=False, mask=None):
         p = self._params
         weights = (p["kernel"], p["recurrent_kernel"], p["bias"], p["recurrent_bias"])
-        if mask is None and not self.go_backwards:
+        x, states, mask = self._split(x, mask)
+        if mask is None and states is None and not self.go_backwards:
             output = F.gru(x, *weights, self.return_sequences or self.return_state)
             if not self.return_state:
                 return output
             steps = x.shape[1]
             h = F.reshape(F.slice_axis(output, 1, steps - 1, steps), (x.shape[0], self.units))
             return [output if self.return_sequences else h, h]
-        output, h = F.gru_steps(x, *weights, mask=mask, **self._flags())
+        output, h = F.gru_steps(x, *weights, mask=mask, initial_state=states, **self._flags())
         return [output, h] if self.return_state else output

@@ -393,3 +393,44 @@ def test_lambda_with_a_mask_function_passes_the_mask_on_as_keras():
     k_emb.set_weights([table])
     k_lstm.set_weights(_keras_weights(lstm))
     np.testing.assert_allclose(model(ids).numpy(), k_model(torch.tensor(ids)).detach().numpy(), rtol=RTOL, atol=ATOL)
+
+
+@pytest.mark.parametrize("kind", ["LSTM", "GRU"])
+def test_encoder_decoder_with_initial_state_matches_keras(kind):
+    """The seq2seq pattern: an encoder's return_state outputs start a decoder (initial_state=), masked encoder
+    input; outputs and every weight gradient against Keras."""
+    rng = np.random.default_rng(12)
+    src, tgt = rng.integers(1, 7, (2, 5)), rng.normal(size=(2, 4, 3))
+    src[0, 3:] = 0
+    table = rng.normal(size=(7, 3))
+    s_in, t_in = L.Input((5,), dtype="int64"), L.Input((4, 3))
+    emb = L.Embedding(7, 3, mask_zero=True, dtype="float64")
+    encoder = getattr(L, kind)(4, return_state=True, dtype="float64")
+    decoder = getattr(L, kind)(4, return_sequences=True, dtype="float64")
+    _, *states = encoder(emb(s_in))
+    out = decoder(t_in, initial_state=states)
+    model = Model([s_in, t_in], out, dtype="float64")
+    emb.weights["embeddings"].data[...] = table
+    _randomise(encoder, rng)
+    _randomise(decoder, rng)
+
+    ks, kt = keras.Input((5,), dtype="int64"), keras.Input((4, 3), dtype="float64")
+    k_emb = keras.layers.Embedding(7, 3, mask_zero=True, dtype="float64")
+    k_enc = getattr(keras.layers, kind)(4, return_state=True, dtype="float64")
+    k_dec = getattr(keras.layers, kind)(4, return_sequences=True, dtype="float64")
+    _, *k_states = k_enc(k_emb(ks))
+    k_model = keras.Model([ks, kt], k_dec(kt, initial_state=k_states))
+    k_emb.set_weights([table])
+    k_enc.set_weights(_keras_weights(encoder))
+    k_dec.set_weights(_keras_weights(decoder))
+
+    u = rng.normal(size=(2, 4, 4))
+    ours = model([src, tgt])
+    (ours * Tensor(u)).sum().backward()
+    theirs = k_model([torch.tensor(src), torch.tensor(tgt)])
+    (theirs * torch.tensor(u)).sum().backward()
+    np.testing.assert_allclose(ours.numpy(), theirs.detach().numpy(), rtol=RTOL, atol=ATOL)
+    for layer, k_layer in ((encoder, k_enc), (decoder, k_dec)):
+        expected = _keras_param_grads_as_ours(kind, [v.value.grad.numpy() for v in k_layer.weights])
+        for p, g in zip(layer.parameters(), expected, strict=True):
+            np.testing.assert_allclose(p.grad, g, rtol=RTOL, atol=ATOL)

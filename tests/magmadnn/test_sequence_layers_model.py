@@ -216,6 +216,10 @@ ROWS = [
      ["merge_mode", "'max'", "concat"]),
     ("bidirectional-backward-layer", lambda: L.Bidirectional(L.LSTM(3), backward_layer=L.LSTM(3)), ValueError,
      ["backward_layer", "opposite go_backwards"]),
+    ("lstm-initial-state-count", lambda: L.LSTM(3)(L.Input((4, 2)), initial_state=[L.Input((3,))]), ValueError,
+     ["LSTM", "initial_state", "2 state(s) [h, c]", "got 1"]),
+    ("gru-initial-state-shape", lambda: L.GRU(3)(L.Input((4, 2)), initial_state=[L.Input((5,))]),
+     ShapeMismatchError, ["GRU", "initial states of per-sample shape (3,)", "(5,)"]),
     ("lstm-return-state", lambda: L.LSTM(3, return_state=1), TypeError, ["return_state", "True or False"]),
     ("gru-reset-before", lambda: L.GRU(3, reset_after=False), ValueError, ["GRU", "reset_after=True"]),
     ("embedding-mask-zero", lambda: L.Embedding(5, 2, mask_zero="yes"), TypeError, ["mask_zero", "True or False"]),
@@ -351,3 +355,17 @@ def test_a_given_backward_layer_is_used_and_saved(tmp_path):
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
     (back,) = [layer for layer in loaded.layers if isinstance(layer, L.Bidirectional)]
     assert back.backward_layer.name == "back"
+
+
+def test_an_encoder_decoder_model_saves_loads_and_trains(tmp_path):
+    src, tgt = L.Input((5,), dtype="int64"), L.Input((4, 3))
+    _, h, c = L.LSTM(4, return_state=True)(L.Embedding(7, 3, mask_zero=True)(src))
+    out = L.Dense(2)(L.LSTM(4, return_sequences=True)(tgt, initial_state=[h, c]))
+    model = Model([src, tgt], L.GlobalAveragePooling1D()(out), seed=0)
+    rng = np.random.default_rng(0)
+    xs = [rng.integers(0, 7, (6, 5)), rng.normal(size=(6, 4, 3)).astype(np.float32)]
+    model.compile(optimizers.Adam(1e-2), "mse")
+    losses = [model.train_on_batch(xs, np.zeros((6, 2), np.float32)) for _ in range(5)]
+    assert losses[-1] < losses[0]
+    loaded = models.load(model.save(tmp_path / "m.npz"))
+    np.testing.assert_array_equal(loaded.predict(xs), model.predict(xs))
