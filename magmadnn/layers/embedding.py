@@ -33,9 +33,6 @@ class Embedding(Layer):
         self.embeddings_initializer = initializers.get(embeddings_initializer)
         if not isinstance(mask_zero, bool):
             raise TypeError(f"{owner}: mask_zero must be True or False, got {mask_zero!r}")
-        if mask_zero and self.input_dim < 2:
-            raise ValueError(f"{owner}: mask_zero=True reserves id 0 for padding, so input_dim must be at least 2, "
-                             f"got {self.input_dim}")
         self.mask_zero = self.makes_mask = mask_zero
         self._mask_table = None
 
