@@ -258,6 +258,7 @@ def _recurrent_model():
     seq = L.Bidirectional(L.LSTM(4, return_sequences=True))(L.Embedding(10, 3, mask_zero=True)(ids))
     seq = L.MultiHeadAttention(2, 3)(seq)  # masked keys and queries
     out, h = L.GRU(5, return_sequences=True, return_state=True)(seq)
+    out = L.GRU(5, return_sequences=True)(out, initial_state=[h])  # masked, from a given state
     pooled = L.GlobalAveragePooling1D()(out)
     return Model(ids, L.Dense(3)(L.Concatenate()([pooled, h])), seed=3)
 
