@@ -217,6 +217,7 @@ def test_bidirectional_matches_keras(kind, merge_mode, return_sequences, masked)
     k_emb.set_weights([table])
     k_bi.build((None, 5, 3))
     k_bi.set_weights(_keras_weights(bi.forward_layer) + _keras_weights(bi.backward_layer))
+    assert bi.count_params() == k_bi.count_params()
 
     shapes = bi.output_shape if isinstance(bi.output_shape, list) else [bi.output_shape]
     u = [rng.normal(size=(2, *s)) for s in shapes]

@@ -59,6 +59,7 @@ def test_return_state_outputs_feed_other_layers_and_save(tmp_path):
     assert [t.shape for t in (out, h, c)] == [(5, 4), (4,), (4,)]
     y = L.Dense(2)(L.Concatenate()([h, c]))
     model = Model(x, y, seed=0)
+    assert "[(None, 5, 4), (None, 4), (None, 4)]" in model.summary(print_fn=None)  # as Keras shows several outputs
     data = np.random.default_rng(0).normal(size=(6, 5, 3)).astype(np.float32)
     model.compile(optimizers.Adam(1e-2), "mse")
     model.fit(data, np.zeros((6, 2), np.float32), epochs=1, batch_size=3, verbose=0)
@@ -370,3 +371,10 @@ def test_an_encoder_decoder_model_saves_loads_and_trains(tmp_path):
     assert losses[-1] < losses[0]
     loaded = models.load(model.save(tmp_path / "m.npz"))
     np.testing.assert_array_equal(loaded.predict(xs), model.predict(xs))
+
+
+def test_lambda_on_a_list_of_inputs():
+    a, b = L.Input((3,)), L.Input((3,))
+    model = Model([a, b], L.Lambda(lambda ts: ts[0] * ts[1])([a, b]), seed=0)
+    x, y = np.arange(6.0).reshape(2, 3), np.ones((2, 3)) * 2
+    np.testing.assert_allclose(model.predict([x, y]), x * y)
