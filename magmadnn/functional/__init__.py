@@ -45,6 +45,8 @@ from .attention import (
 from .conv import (
     Conv2dFunction,
     ConvTranspose2dFunction,
+    conv1d,
+    conv1d_padding,
     conv2d,
     conv2d_output_shape,
     conv2d_padding,
@@ -104,10 +106,27 @@ from .operators import (
     sum,
     transpose,
 )
-from .pooling import Pool2dFunction, avg_pool2d, global_avg_pool2d, global_max_pool2d, max_pool2d
-from .recurrent import GRUFunction, LSTMFunction, gru, lstm
+from .pooling import (
+    Pool2dFunction,
+    avg_pool1d,
+    avg_pool2d,
+    global_avg_pool2d,
+    global_max_pool2d,
+    max_pool1d,
+    max_pool2d,
+)
+from .recurrent import GRUFunction, LSTMFunction, gru, gru_steps, lstm, lstm_steps
 from .regularization import DropoutFunction, dropout
-from .shapes import ConcatenateFunction, UpsampleNearest2dFunction, concatenate, upsample_nearest2d
+from .shapes import (
+    ConcatenateFunction,
+    ReverseFunction,
+    SliceFunction,
+    UpsampleNearest2dFunction,
+    concatenate,
+    reverse,
+    slice_axis,
+    upsample_nearest2d,
+)
 
 __all__ = [
     "add", "subtract", "multiply", "divide", "negative", "power", "matmul", "sum", "mean", "reshape", "transpose",
@@ -119,5 +138,7 @@ __all__ = [
     "layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits",
     "lstm", "gru", "log", "clip", "abs", "scale", "categorical_crossentropy", "binary_crossentropy",
     "mean_squared_error", "mean_absolute_error", "huber", "log_cosh", "kl_divergence",
+    "conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse",
+    "lstm_steps", "gru_steps",
 ]  # fmt: skip
 __all__ += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # Keras' activations

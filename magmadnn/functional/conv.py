@@ -7,8 +7,10 @@ import numbers
 from ..autograd import Function, Tensor
 from ..backend import geometry
 from ._base import _as_tensor, _need_ndim, _same_dtype
+from .operators import reshape, transpose
 
-__all__ = ["conv2d", "conv2d_output_shape", "conv2d_padding", "conv_transpose2d", "conv_transpose2d_geometry"]
+__all__ = ["conv1d", "conv1d_padding", "conv2d", "conv2d_output_shape", "conv2d_padding", "conv_transpose2d",
+           "conv_transpose2d_geometry"]
 
 
 def conv2d_padding(in_hw, kernel_hw, stride=1, padding=0, dilation=1) -> tuple[tuple[int, int], tuple[int, int]]:
@@ -164,3 +166,41 @@ def conv_transpose2d(x, w, b=None, stride=1, padding=0, output_padding=0, dilati
     args = (x, w) if b is None else (x, w, b)
     return ConvTranspose2dFunction.apply(*args, stride=stride, padding=pads, dilation=dilation,
                                          out_shape=(x.shape[0], w.shape[1], ho, wo))
+
+
+def conv1d_padding(steps, kernel_size, stride=1, padding="valid", dilation=1) -> tuple[int, int]:
+    """Resolve a 1-D padding ("valid" | "same" | "causal" | int | (left, right)) to (left, right).
+
+    "same": an output of ceil(steps / stride), the extra step at the right (Keras/TensorFlow); "causal": the
+    dilated kernel's reach minus one, all on the left (output step t sees inputs up to t only)."""
+    fn = "conv1d_padding"
+    if isinstance(padding, str) and padding.lower() == "causal":
+        return dilation * (kernel_size - 1), 0
+    if isinstance(padding, str):
+        return conv2d_padding((1, steps), (1, kernel_size), (1, stride), padding, (1, dilation))[1]
+    if isinstance(padding, (tuple, list)):
+        pair = geometry.int_pair(padding, "padding", fn, 0)
+        return pair[0], pair[1]
+    pad = geometry.int_pair(padding, "padding", fn, 0)[0]
+    return pad, pad
+
+
+def conv1d(x, w, b=None, stride=1, padding="valid", dilation=1, groups=1, activation=None) -> Tensor:
+    """1-D cross-correlation of sequences x (N, T, C) with w (K, C/groups, k), b (K,) -> (N, T', K).
+
+    Runs as :func:`conv2d` on (N, C, 1, T) with a (K, C/groups, 1, k) kernel: the same op (cuDNN's on the device).
+    ``padding``: "valid", "same", "causal", an int or (left, right)."""
+    fn = "conv1d"
+    x, w = _as_tensor(x), _as_tensor(w)
+    _need_ndim(x, 3, fn, "x", "(N, T, C)")
+    _need_ndim(w, 3, fn, "w", "(K, C/groups, kernel_size)")
+    for name, value in (("stride", stride), ("dilation", dilation)):
+        if not isinstance(value, numbers.Integral) or isinstance(value, bool) or value < 1:
+            raise ValueError(f"{fn}: {name} must be a positive int, got {value!r}")
+    left, right = conv1d_padding(x.shape[1], w.shape[2], stride, padding, dilation)
+    n, steps, channels = x.shape
+    planes = reshape(transpose(x, (0, 2, 1)), (n, channels, 1, steps))
+    kernel = reshape(w, (w.shape[0], w.shape[1], 1, w.shape[2]))
+    y = conv2d(planes, kernel, b, stride=(1, stride), padding=((0, 0), (left, right)), dilation=(1, dilation),
+               groups=groups, activation=activation)
+    return transpose(reshape(y, (n, y.shape[1], y.shape[3])), (0, 2, 1))

@@ -6,9 +6,9 @@ from ..autograd import Function, Tensor
 from ..backend import geometry
 from ._base import _as_tensor, _need_ndim, _same_dtype
 from .conv import conv2d_padding
-from .operators import MeanFunction, reshape
+from .operators import MeanFunction, reshape, transpose
 
-__all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d", "global_max_pool2d"]
+__all__ = ["max_pool2d", "avg_pool2d", "global_avg_pool2d", "global_max_pool2d", "max_pool1d", "avg_pool1d"]
 
 
 class Pool2dFunction(Function):
@@ -59,3 +59,27 @@ def global_max_pool2d(x) -> Tensor:
     _need_ndim(x, 4, "global_max_pool2d", "x", "(N, C, H, W)")
     n, c, h, w = x.shape
     return reshape(max_pool2d(x, (h, w)), (n, c))
+
+
+def _pool1d(fn: str, mode: str, x, window, stride, padding) -> Tensor:
+    """A 1-D pooling of x (N, T, C) as the 2-D one of (N, C, 1, T) with a (1, window) window."""
+    x = _as_tensor(x)
+    _need_ndim(x, 3, fn, "x", "(N, T, C)")
+    stride = window if stride is None else stride
+    n, steps, channels = x.shape
+    if not isinstance(padding, str) or padding.lower() not in ("valid", "same"):
+        raise ValueError(f"{fn}: padding must be 'valid' or 'same', got {padding!r}")
+    pads = conv2d_padding((1, steps), (1, window), (1, stride), padding.lower(), 1)
+    planes = reshape(transpose(x, (0, 2, 1)), (n, channels, 1, steps))
+    y = _pool(fn, mode, planes, (1, window), (1, stride), pads)
+    return transpose(reshape(y, (n, channels, y.shape[3])), (0, 2, 1))
+
+
+def max_pool1d(x, window, stride=None, padding="valid") -> Tensor:
+    """Max pooling over the steps of x (N, T, C); stride defaults to the window; padding "valid" or "same"."""
+    return _pool1d("max_pool1d", "max", x, window, stride, padding)
+
+
+def avg_pool1d(x, window, stride=None, padding="valid") -> Tensor:
+    """Average pooling over the steps of x (N, T, C); padded steps are not counted in the average."""
+    return _pool1d("avg_pool1d", "avg", x, window, stride, padding)

@@ -8,7 +8,7 @@ from ..autograd import Function, Tensor
 from ..backend import geometry
 from ._base import _as_tensor, _check_axis, _need_ndim, _same_dtype
 
-__all__ = ["concatenate", "upsample_nearest2d"]
+__all__ = ["concatenate", "upsample_nearest2d", "slice_axis", "reverse"]
 
 
 class ConcatenateFunction(Function):
@@ -57,3 +57,59 @@ def upsample_nearest2d(x, size=2) -> Tensor:
     size = geometry.int_pair(size, "size", fn)
     _same_dtype(fn, x=x)
     return UpsampleNearest2dFunction.apply(x, size=size)
+
+
+class SliceFunction(Function):
+    def forward(self, x, axis, start, stop):
+        self.axis, self.shape, self.bounds = axis, x.shape, (start, stop)
+        sizes = [start, stop - start, x.shape[axis] - stop]
+        if sizes == [0, x.shape[axis], 0]:
+            return self.xp.copy(x)
+        pieces = self.xp.split(x, [s for s in sizes if s], axis)
+        return pieces[1 if start else 0]
+
+    def backward(self, g):
+        xp, (start, stop) = self.xp, self.bounds
+        parts = []
+        for size in (start, None, self.shape[self.axis] - stop):
+            if size is None:
+                parts.append(g)
+            elif size:
+                shape = list(self.shape)
+                shape[self.axis] = size
+                parts.append(xp.zeros(tuple(shape), g.dtype))
+        return (xp.concatenate(parts, self.axis) if len(parts) > 1 else g,)
+
+
+def slice_axis(x, axis, start, stop) -> Tensor:
+    """``x[..., start:stop, ...]`` along ``axis`` (0 <= start < stop <= size); the gradient is zero-padded back."""
+    fn = "slice_axis"
+    x = _as_tensor(x)
+    _check_axis(fn, x, axis)
+    axis = int(axis) % x.ndim
+    size = x.shape[axis]
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) for v in (start, stop)) or \
+            not 0 <= start < stop <= size:
+        raise ValueError(f"{fn}: need integers 0 <= start < stop <= {size} (axis {axis} of shape {x.shape}), got "
+                         f"start={start!r}, stop={stop!r}")
+    return SliceFunction.apply(x, axis=axis, start=int(start), stop=int(stop))
+
+
+class ReverseFunction(Function):
+    def forward(self, x, axis):
+        self.axis = axis
+        return self._flip(x)
+
+    def _flip(self, a):
+        n = a.shape[self.axis]
+        return self.xp.concatenate(self.xp.split(a, [1] * n, self.axis)[::-1], self.axis) if n > 1 else a
+
+    def backward(self, g):
+        return (self._flip(g),)
+
+
+def reverse(x, axis=1) -> Tensor:
+    """``x`` with the order of its entries along ``axis`` reversed (a sequence's time steps: axis 1)."""
+    x = _as_tensor(x)
+    _check_axis("reverse", x, axis)
+    return ReverseFunction.apply(x, axis=int(axis) % x.ndim)

@@ -1,6 +1,7 @@
 """Layers: parameterised building blocks of models (``magmadnn.layers.Dense(10)``).
 
-Per-sample shapes exclude the batch dimension and use NCHW (``Input((1, 28, 28))``). See :mod:`.base` for how
+Per-sample shapes exclude the batch dimension and use NCHW (``Input((1, 28, 28))``); sequences are (time, features)
+(``Input((T, F))``, or ``Input((T,), dtype="int64")`` for token ids). See :mod:`.base` for how
 layers build, name and seed themselves.
 """
 
@@ -51,3 +52,20 @@ def __getattr__(name):
 
 # attention
 __all__ += ["MultiHeadAttention", "PositionEmbedding"]
+
+# -- sequences (N, T, F): 1-D convolution and pooling, Bidirectional, Lambda
+from .bidirectional import Bidirectional  # noqa: E402
+from .conv1d import (  # noqa: E402
+    AveragePooling1D,
+    Conv1D,
+    GlobalAveragePooling1D,
+    GlobalMaxPooling1D,
+    MaxPooling1D,
+)
+from .lambda_layer import Lambda, lambda_function, register_lambda  # noqa: E402
+
+MaxPool1D, AvgPool1D, GlobalAvgPool1D, GlobalMaxPool1D = (MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D,
+                                                          GlobalMaxPooling1D)  # Keras' short names
+__all__ += ["Conv1D", "MaxPooling1D", "AveragePooling1D", "GlobalAveragePooling1D", "GlobalMaxPooling1D",
+            "MaxPool1D", "AvgPool1D", "GlobalAvgPool1D", "GlobalMaxPool1D", "Bidirectional", "Lambda",
+            "register_lambda", "lambda_function"]

@@ -24,8 +24,12 @@ class MultiHeadAttention(Layer):
     heads*key_dim), ``value_kernel`` (d_value, heads*value_dim), ``output_kernel`` (heads*value_dim, d_query) and the
     matching ``*_bias``; scores are scaled by 1/sqrt(key_dim), ``causal`` lets query i see keys j <= i, ``dropout``
     drops attention probabilities while training. The output has the query's shape. Memory: the (batch, heads,
-    query_time, key_time) scores and probabilities.
+    query_time, key_time) scores and probabilities. Masks from ``Embedding(mask_zero=True)``
+    (Keras): the value's (and key's) mask hides padded keys, the query's zeroes the attention of padded queries
+    (their output is the output bias) and is passed on.
     """
+
+    supports_masking = uses_mask = True
 
     def __init__(self, num_heads: int, key_dim: int, value_dim: int | None = None, dropout: float = 0.0,
                  causal: bool = False, use_bias: bool = True, kernel_initializer="glorot_uniform",
@@ -102,14 +106,20 @@ class MultiHeadAttention(Layer):
         y = F.dense(x, p[f"{which}_kernel"], p.get(f"{which}_bias"))
         return F.transpose(F.reshape(y, (y.shape[0], y.shape[1], self.num_heads, size)), (0, 2, 1, 3))
 
-    def call(self, x, training=False):
+    def call(self, x, training=False, mask=None):
         seqs = x if isinstance(x, list) else [x]
-        mask = seqs[-1] if len(seqs) > 1 and seqs[-1].ndim == 2 else None
-        seqs = seqs[:-1] if mask is not None else seqs
+        given = seqs[-1] if len(seqs) > 1 and seqs[-1].ndim == 2 else None
+        seqs = seqs[:-1] if given is not None else seqs
         query, value = seqs[0], seqs[-1]
         key = seqs[1] if len(seqs) == 3 else value
-        if mask is not None:  # a device mask behind other layers too (its message, not masked_softmax's)
-            self.check_key_mask(mask.data, "call")
+        if given is not None:  # a device mask behind other layers too (its message, not masked_softmax's)
+            self.check_key_mask(given.data, "call")
+        masks = mask if isinstance(mask, list) else [mask] * len(seqs)
+        query_mask = masks[0]
+        keys_masks = [m for m in (masks[len(seqs) - 1], masks[1] if len(seqs) == 3 else None, given) if m is not None]
+        mask = keys_masks[0] if keys_masks else None
+        for other in keys_masks[1:]:
+            mask = F.multiply(mask, other)
         q = self._heads(query, "query", self.key_dim)
         k = self._heads(key, "key", self.key_dim)
         v = self._heads(value, "value", self.value_dim)
@@ -117,7 +127,15 @@ class MultiHeadAttention(Layer):
                                            dropout_rate=self.dropout, training=training, rng=self.rng)
         b, t = query.shape[0], query.shape[1]
         o = F.reshape(F.transpose(o, (0, 2, 1, 3)), (b, t, self.num_heads * self.value_dim))
+        if query_mask is not None:  # a padded query attends to nothing (Keras)
+            o = F.multiply(o, F.reshape(query_mask, (b, t, 1)))
         return F.dense(o, self._params["output_kernel"], self._params.get("output_bias"))
+
+    def compute_mask(self, inputs, mask):
+        return mask[0] if isinstance(mask, list) else mask  # the query's
+
+    def output_masked(self, masked):
+        return masked[0] if isinstance(masked, list) else masked
 
     def get_config(self):
         return {"num_heads": self.num_heads, "key_dim": self.key_dim, "value_dim": self.value_dim,

@@ -91,11 +91,16 @@ def _fresh_seed() -> int:
 class SymbolicTensor:
     """The placeholder output of a layer in a functional graph: a per-sample shape and where it comes from."""
 
-    def __init__(self, shape, layer, parents=(), many: bool = False):
+    def __init__(self, shape, layer, parents=(), many: bool = False, index: int | None = None, call=None,
+                 masked: bool = False):
         self.shape = tuple(int(s) for s in shape)
         self.layer = layer
         self.parents = tuple(parents)
         self.many = many  # the layer was called on a list of inputs
+        # a layer with several outputs (LSTM(return_state=True)): one tensor each, ``index`` among them, all sharing
+        # the token ``call`` (the graph runs the layer once per call)
+        self.index, self.call = index, call
+        self.masked = masked  # carries a mask (Embedding(mask_zero=True) upstream; see Layer.supports_masking)
 
     def __repr__(self) -> str:
         return f"SymbolicTensor(shape={shape_str(self.shape)}, from={self.layer.name!r})"
@@ -175,8 +180,16 @@ class Layer(Configurable):
     build time); the shapes these methods see include the batch, ``(None, ...)``, as in Keras. ``get_config``
     returns the constructor arguments. Setting a public attribute (a Dropout ``rate``, a momentum) after a step was
     captured makes it captured anew (see :mod:`magmadnn._configurable`).
+
+    Several outputs: ``compute_output_shape`` returns a list of shapes and ``call`` a list of Tensors; a symbolic
+    call then returns one SymbolicTensor each. Masks (Keras): a mask (N, T) of 1.0/0.0 rides on a Tensor as
+    ``_mask``; a layer with ``supports_masking`` passes it on (``compute_mask``) and, with ``uses_mask``, receives
+    it as ``call(x, training, mask=)``; any other layer refuses a masked input (Keras warns and drops the mask).
     """
 
+    supports_masking = False
+    uses_mask = False
+    makes_mask = False  # makes a mask of its own (Embedding(mask_zero=True))
     _volatile = frozenset({"rng"})  # a random stream: graph replay follows it itself
     _keras_style = False
     _call_takes_training = True
@@ -397,12 +410,60 @@ class Layer(Configurable):
             parents = [as_symbolic(i) for i in items]
             shapes = [p.shape for p in parents]
             sources = ", ".join(f"layer {p.layer.name!r} ({type(p.layer).__name__})" for p in parents)
+            masked = [p.masked for p in parents]
+            if any(masked) and not self.supports_masking:
+                raise self._mask_error(sources)
             self._ensure_built(shapes if many else shapes[0], sources)
-            return SymbolicTensor(self.output_shape, self, parents, many)
+            out_masked = self.output_masked(masked if many else masked[0])
+            if isinstance(self.output_shape, list):
+                token = object()
+                return [SymbolicTensor(shape, self, parents, many, index=k, call=token, masked=bool(out_masked[k]))
+                        for k, shape in enumerate(self.output_shape)]
+            return SymbolicTensor(self.output_shape, self, parents, many, masked=bool(out_masked))
         tensors = [self._as_tensor(i) for i in items]
         shapes = [t.shape[1:] for t in tensors]
         self._ensure_built(shapes if many else shapes[0], "the data")
-        return self._run(tensors if many else tensors[0], training)
+        return self.call_masked(tensors if many else tensors[0], training)
+
+    # -- masks
+    def call_masked(self, inputs, training: bool = False):
+        """``call`` with the masks riding on the Tensors: the input's mask given to a layer that ``uses_mask``,
+        the output's (``compute_mask``) attached to it; a masked input to a layer without masking is an error."""
+        many = isinstance(inputs, list)
+        if not many and not self.makes_mask and getattr(inputs, "_mask", None) is None:
+            return self._run(inputs, training)  # the common case, at the cost of one attribute look-up
+        masks = [getattr(t, "_mask", None) for t in (inputs if many else [inputs])]
+        mask = masks if many else masks[0]
+        if all(m is None for m in masks):
+            mask = None
+        elif not self.supports_masking:
+            raise self._mask_error(self._source)
+        if self.uses_mask:
+            out = self.call(inputs, training=training, mask=mask)
+        else:
+            out = self._run(inputs, training)
+        out_mask = self.compute_mask(inputs, mask)
+        if out_mask is not None:
+            for tensor, m in zip(out, out_mask) if isinstance(out, list) else [(out, out_mask)]:
+                if m is not None:
+                    tensor._mask = m
+        return out
+
+    def compute_mask(self, inputs, mask):
+        """The output's mask (a list for several outputs) from the input's: passed on by default."""
+        return mask if self.supports_masking and not isinstance(mask, list) else None
+
+    def output_masked(self, masked):
+        """Whether the output carries a mask (a list for several outputs), given whether the input does."""
+        return self.supports_masking and masked is True
+
+    def _mask_error(self, source) -> ValueError:
+        return ValueError(
+            f"{type(self).__name__} layer {self.name!r} does not support masking, but its input from {source} "
+            "carries the mask of an Embedding(mask_zero=True); layers that use or pass on a mask: LSTM, GRU, "
+            "Bidirectional, GlobalAveragePooling1D, MultiHeadAttention, Dense, Dropout, Activation, "
+            "LayerNormalization, Lambda(mask=...). Keras would drop the mask here with a warning; to do that, "
+            "remove mask_zero=True")
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):

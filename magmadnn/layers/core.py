@@ -29,6 +29,8 @@ class Dense(Layer):
     """``y = act(x @ kernel + bias)`` with kernel (in, units) on the last axis of the input, of any rank (Keras):
     per-sample shape (..., in) -> (..., units)."""
 
+    supports_masking = True  # a mask (Embedding(mask_zero=True)) passes through, as in Keras
+
     def __init__(self, units: int, activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
         super().__init__(**kwargs)
@@ -68,6 +70,8 @@ class Activation(Layer):
     input, the last axis of any other rank), on inputs of any rank. ``alpha``: the leaky-ReLU slope (default Keras'
     0.2) or ELU scale (1.0)."""
 
+    supports_masking = True  # a mask (Embedding(mask_zero=True)) passes through, as in Keras
+
     def __init__(self, kind: str, alpha: float | None = None, **kwargs):
         super().__init__(**kwargs)
         if kind is None:
@@ -106,6 +110,8 @@ class LeakyReLU(Activation):
 @register
 class Dropout(Layer):
     """Inverted dropout while training (drop with probability ``rate``), identity at inference."""
+
+    supports_masking = True  # a mask (Embedding(mask_zero=True)) passes through, as in Keras
 
     def __init__(self, rate: float, **kwargs):
         super().__init__(**kwargs)

@@ -19,24 +19,62 @@ class Embedding(Layer):
     Weight ``embeddings`` (input_dim, output_dim), Keras' uniform(-0.05, 0.05) by default. An id outside
     [0, input_dim) is a ValueError naming the layer before any batch runs (the model checks its host data once per
     call); the device kernel never reads outside the table either. The gradient is a deterministic scatter-add.
+    ``mask_zero=True`` (sequences (N, T) only): id 0 is padding; the output carries a mask that LSTM, GRU,
+    Bidirectional, GlobalAveragePooling1D and MultiHeadAttention use and Dense, Dropout, Activation,
+    LayerNormalization pass on (as Keras); any other layer after it refuses the masked input.
     """
 
-    def __init__(self, input_dim: int, output_dim: int, embeddings_initializer="uniform", **kwargs):
+    def __init__(self, input_dim: int, output_dim: int, embeddings_initializer="uniform", mask_zero: bool = False,
+                 **kwargs):
         super().__init__(**kwargs)
         owner = f"Embedding {self.name!r}"
         self.input_dim = _checks.integer(input_dim, "input_dim", owner, minimum=1)
         self.output_dim = _checks.integer(output_dim, "output_dim", owner, minimum=1)
         self.embeddings_initializer = initializers.get(embeddings_initializer)
+        if not isinstance(mask_zero, bool):
+            raise TypeError(f"{owner}: mask_zero must be True or False, got {mask_zero!r}")
+        self.mask_zero = self.makes_mask = mask_zero
+        self._mask_table = None
 
     def check_input_shape(self, input_shape):
         if isinstance(input_shape, list):
             raise self.shape_error("one input of integer ids", input_shape)
+        if self.mask_zero and len(input_shape) != 1:
+            raise self.shape_error("a per-sample sequence of ids (time,) with mask_zero=True (the mask is per step)",
+                                   input_shape)
+
+    def output_masked(self, masked):
+        return self.mask_zero
+
+    def compute_mask(self, inputs, mask):
+        """With ``mask_zero``: 1.0 where an id is not 0, else 0.0, (N, T) — the rows of a constant (input_dim, 1)
+        table (0 for id 0, 1 for the others) looked up by the same op as the embeddings, so on the device too."""
+        if not self.mask_zero:
+            return None
+        return F.reshape(F.embedding(self._mask_lookup_table(), inputs), inputs.shape)
+
+    def move_to(self, backend, move) -> None:
+        super().move_to(backend, move)
+        if self.mask_zero:
+            self._mask_lookup_table()
 
     def compute_output_shape(self, input_shape):
         return (*input_shape, self.output_dim)
 
     def create_weights(self, input_shape):
         self.add_weight("embeddings", (self.input_dim, self.output_dim), self.embeddings_initializer)
+        self._mask_table = None
+        if self.mask_zero:  # made with the weights, so a captured (graph-replayed) step never uploads it
+            self._mask_lookup_table()
+
+    def _mask_lookup_table(self) -> Tensor:
+        """The constant (input_dim, 1) table of ``compute_mask``: 0 for id 0, 1 for the others (not a weight)."""
+        table = self._mask_table
+        if table is None or table.xp is not self.xp or table.dtype != self.dtype:
+            host = np.ones((self.input_dim, 1), self.dtype)
+            host[0] = 0.0
+            table = self._mask_table = Tensor(self.xp.asarray(host, self.dtype), backend=self.xp)
+        return table
 
     def check_input_values(self, ids: np.ndarray, who: str) -> None:
         """Host ids against the table (called by the model on its input data before any batch)."""
@@ -61,4 +99,5 @@ class Embedding(Layer):
 
     def get_config(self):
         return {"input_dim": self.input_dim, "output_dim": self.output_dim,
+                **({"mask_zero": True} if self.mask_zero else {}),
                 "embeddings_initializer": self.embeddings_initializer.to_config(), **super().get_config()}

@@ -95,6 +95,8 @@ class LayerNorm(_LastAxisNorm):
     """Layer normalisation over ``axis`` of each sample: ``(x - mean) / sqrt(var + eps) * gamma + beta``; weights
     ``gamma`` (ones) and ``beta`` (zeros) of the normalised axis's size."""
 
+    supports_masking = True  # per position: a mask passes through, as in Keras
+
     def create_weights(self, input_shape):
         size = self._size(input_shape)
         self.add_weight("gamma", (size,), "ones")

@@ -26,12 +26,17 @@ def model_from_config(config: dict, device=None, backend=None, custom_objects: d
             model = Sequential(layers, **common)
             model._trainable = bool(config.get("trainable", True))
             return model
-        nodes = []
+        nodes, calls = [], {}
         for entry in config["nodes"]:
             layer = layers[entry["layer"]]
             parents = [nodes[i] for i in entry["inputs"]]
             if isinstance(layer, Input):
                 nodes.append(layer.output)
+            elif "index" in entry:  # one of a layer's several outputs: one call for all of them
+                key = (entry["layer"], tuple(entry["inputs"]))
+                if key not in calls:
+                    calls[key] = layer(parents if entry["many"] else parents[0])
+                nodes.append(calls[key][entry["index"]])
             else:
                 nodes.append(layer(parents if entry["many"] else parents[0]))
         model = Model([nodes[i] for i in config["inputs"]], nodes[config["output"]], **common)

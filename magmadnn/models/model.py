@@ -168,9 +168,12 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
                 values[id(node)] = feeds[id(node)]
                 continue
             args = [values[id(parent)] for parent in node.parents]
-            layer = node.layer
-            values[id(node)] = (layer.call(args if node.many else args[0], training=training)
-                                if layer._call_takes_training else layer.call(args if node.many else args[0]))
+            if node.index is None:
+                values[id(node)] = node.layer.call_masked(args if node.many else args[0], training)
+                continue
+            if id(node.call) not in values:  # several outputs: the layer runs once for all of them
+                values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
+            values[id(node)] = values[id(node.call)][node.index]
         return values[id(self.output)]
 
     def __call__(self, x, training: bool = False):
@@ -207,7 +210,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
                        for layer in self._all_layers],
             "nodes": [{"layer": layer_index[id(node.layer)], "inputs": [index[id(p)] for p in node.parents],
-                       "many": node.many} for node in self.nodes],
+                       "many": node.many, **({} if node.index is None else {"index": node.index})}
+                      for node in self.nodes],
             "inputs": [index[id(node)] for node in self.inputs], "output": index[id(self.output)],
         }
 
@@ -276,6 +280,9 @@ class Sequential(Model):
         node = first.output
         for layer in self._stack[1:]:
             node = layer(node)
+            if isinstance(node, list):
+                raise ValueError(f"Sequential {self.name!r}: layer {layer.name!r} has {len(node)} outputs; every "
+                                 "layer of a Sequential model must have one (use the functional Model)")
         self._set_graph([first], node)
 
     def _build_from_data(self, arrays) -> None:

@@ -8,6 +8,8 @@ __all__ = ["summary_text"]
 
 
 def _shape(shape) -> str:
+    if isinstance(shape, list):  # a layer with several outputs (LSTM(return_state=True))
+        return "[" + ", ".join(_shape(s) for s in shape) + "]"
     return "(" + ", ".join(["None", *(str(s) for s in shape)]) + ")"
 
 

@@ -93,6 +93,11 @@ def to_proto(model, opset: int | None = None, output_name: str = "output", produ
         if convert is None:
             raise OnnxExportError(f"layer {layer.name!r} ({type(layer).__name__}) has no ONNX form; exportable "
                                   f"layers: {', '.join(exportable_layers())}")
+        if node.index is not None or getattr(layer, "go_backwards", False) or (
+                layer.uses_mask and any(p.masked for p in node.parents)) or (getattr(layer, "states", 0) and node.many):
+            raise OnnxExportError(f"layer {layer.name!r} ({type(layer).__name__}) has no ONNX form with several "
+                                  "outputs (return_state), go_backwards, initial_state or a mask "
+                                  "(Embedding(mask_zero=True))")
         names[id(node)] = convert(b, layer, [names[id(p)] for p in node.parents], node)
     last = names[id(model.output)]
     if isinstance(model.output.layer, Input):

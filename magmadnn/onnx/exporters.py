@@ -258,6 +258,40 @@ def position_embedding(b, layer, inputs, node):
     return b.node("Add", [inputs[0], b.weight(layer, "embeddings")], layer.name)
 
 
+# -- sequences (N, T, F): the 1-D ONNX operators work on (N, F, T), so each layer runs between two Transposes
+def _to_channels(b, layer, x: str) -> str:
+    return b.node("Transpose", [x], f"{layer.name}/to_channels", perm=[0, 2, 1])
+
+
+def _to_steps(b, layer, x: str, name: str | None = None) -> str:
+    return b.node("Transpose", [x], name or layer.name, perm=[0, 2, 1])
+
+
+def conv1d(b, layer, inputs, node):
+    weights = [b.weight(layer, "kernel")] + ([b.weight(layer, "bias")] if layer.use_bias else [])
+    pads = F.conv1d_padding(node.parents[0].shape[0], layer.kernel_size, layer.strides, layer.padding,
+                            layer.dilation_rate)
+    y = b.node("Conv", [_to_channels(b, layer, inputs[0]), *weights], f"{layer.name}/conv",
+               kernel_shape=[layer.kernel_size], strides=[layer.strides], dilations=[layer.dilation_rate],
+               pads=list(pads), group=layer.groups)
+    y = _to_steps(b, layer, y, None if layer.activation is None else f"{layer.name}/steps")
+    return _activation(b, layer, y, layer.activation, rank=3)
+
+
+def pool1d(b, layer, inputs, node):
+    pads = F.conv1d_padding(node.parents[0].shape[0], layer.pool_size, layer.strides, layer.padding)
+    op, extra = ("MaxPool", {}) if isinstance(layer, L.MaxPooling1D) else ("AveragePool", {"count_include_pad": 0})
+    y = b.node(op, [_to_channels(b, layer, inputs[0])], f"{layer.name}/pool", kernel_shape=[layer.pool_size],
+               strides=[layer.strides], pads=list(pads), **extra)
+    return _to_steps(b, layer, y)
+
+
+def global_pool1d(b, layer, inputs, node):
+    op = "GlobalMaxPool" if isinstance(layer, L.GlobalMaxPooling1D) else "GlobalAveragePool"
+    y = b.node(op, [_to_channels(b, layer, inputs[0])], f"{layer.name}/pool")  # (N, F, 1)
+    return _to_steps(b, layer, y) if layer.keepdims else b.node("Flatten", [y], layer.name, axis=1)
+
+
 EXPORTERS = {
     L.Dense: dense, L.Activation: activation, L.Conv2D: conv2d, L.MaxPool2D: max_pool2d, L.AvgPool2D: avg_pool2d,
     L.GlobalAvgPool2D: global_avg_pool2d, L.BatchNorm: batch_norm, L.Dropout: dropout, L.Flatten: flatten,
@@ -273,6 +307,8 @@ EXPORTERS.update({  # the modern layers
 EXPORTERS[L.LeakyReLU] = activation
 EXPORTERS.update({L.BatchNormalization: batch_norm, L.LayerNormalization: layer_norm,
                   L.GroupNormalization: group_norm})
+EXPORTERS.update({L.Conv1D: conv1d, L.MaxPooling1D: pool1d, L.AveragePooling1D: pool1d,  # sequences (N, T, F)
+                  L.GlobalAveragePooling1D: global_pool1d, L.GlobalMaxPooling1D: global_pool1d})
 
 
 def exportable_layers() -> list[str]:

@@ -21,6 +21,8 @@ PUBLIC = [
     "log_cosh", "kl_divergence",
 ]  # fmt: skip
 PUBLIC += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # added later
+PUBLIC += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
+           "gru_steps"]  # the sequence layers (1-D convolution and pooling, return_state, masks, Bidirectional)
 
 
 def _modules():
