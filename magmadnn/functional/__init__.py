@@ -138,7 +138,7 @@ __all__ = [
     "layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits",
     "lstm", "gru", "log", "clip", "abs", "scale", "categorical_crossentropy", "binary_crossentropy",
     "mean_squared_error", "mean_absolute_error", "huber", "log_cosh", "kl_divergence",
-    "conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse",
-    "lstm_steps", "gru_steps",
 ]  # fmt: skip
 __all__ += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # Keras' activations
+__all__ += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
+            "gru_steps"]  # the sequence layers
