@@ -16,6 +16,7 @@ Faults (one line each; grep for the tag):
   [ignore-empty-batch] an evaluation batch whose targets were all ignore_index made the whole result NaN, and fit said
                        "lower the learning rate"; now figures are over counted targets of the whole set.
   [ignore-empty-set]   a set with no counted target at all is a ValueError naming ignore_index.
+  [ignore-in-replay]   with ignore_index a replayed step fixed the first batch's count of targets (now fed per batch).
   [dlpack-error]       np.from_dlpack(device_array) ended in SystemError (the capsule destructor ran Python code while
                        NumPy's error was pending); now NumPy's own error.
   [strided-gemm]       a[::2] @ b[:, ::2] was refused; operands BLAS cannot address are copied to contiguous work
@@ -33,6 +34,7 @@ import gc
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -40,6 +42,7 @@ import pytest
 
 import magmadnn as mdnn
 from magmadnn import _atomic, cli, layers, losses, metrics
+from magmadnn.models import graphed
 from pymagma import simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -407,16 +410,28 @@ def test_a_set_with_no_counted_target_names_ignore_index(token_device):
         acc.result()
 
 
-def test_graph_replay_with_ignore_index_runs_eagerly_and_says_why():
-    """[ignore-empty-batch] each batch's weight is a host count a graph would fix: the step is not captured."""
+def test_graph_replay_with_ignore_index_counts_each_batch():
+    """[ignore-in-replay] each batch's count of targets reaches the replayed graph like the batch itself: the steps
+    are captured (no warning) and give eager's figures and weights exactly."""
     x, y = _token_data()
     with simulator.simulated("full"):
-        eager = _token_model("gpu").evaluate(x, y, batch_size=4)
-        model = _token_model("gpu", graph=True)
-        with pytest.warns(RuntimeWarning, match="ignore_index"):
-            for _ in range(4):
-                graphed = model.evaluate(x, y, batch_size=4)
-    assert graphed == pytest.approx(eager, rel=1e-6)
+        runs = []
+        for graph in (False, True):
+            model = _token_model("gpu", graph=graph)
+            with warnings.catch_warnings():
+                warnings.simplefilter("error")
+                evaluated = [model.evaluate(x, y, batch_size=4) for _ in range(3)]
+                history = model.fit(x, y, batch_size=4, epochs=3, shuffle=False, verbose=0,
+                                    validation_data=(x, y)).history
+            runs.append((evaluated, history, [w.copy() for w in model.get_weights()]))
+            if graph:
+                steps = [s for s in model._graphs.steps.values() if isinstance(s, graphed._Step)]
+                launches = {kind: sum(s.graph.launches for s in steps if s.kind == kind)
+                            for kind in ("train", "evaluate")}
+                assert launches["train"] >= 5 and launches["evaluate"] >= 5, launches
+    assert runs[0][0] == runs[1][0] and runs[0][1] == runs[1][1]
+    for a, b in zip(runs[0][2], runs[1][2], strict=True):
+        np.testing.assert_array_equal(a, b)
 
 
 # ------------------------------------------------------------------------------------------------------ pymagma

@@ -88,10 +88,9 @@ class _Step:
 
     def __init__(self, model, kind: str, xs, y, tally, prefix: str):
         self.model, self.kind, self.prefix, self.xp = model, kind, prefix, model.xp
-        counting = [part for part in (model.loss, *model.metrics) if getattr(part, "ignore_index", None) is not None]
-        if kind != "predict" and counting:  # the tally weighs each batch by a host count the graph would fix
-            raise _NotCapturable(f"{type(counting[0]).__name__}(ignore_index={counting[0].ignore_index}): each batch "
-                                 "weighs in the epoch figures by its number of counted targets")
+        # ignore_index: the tally weighs each batch by its counted targets, fed to the graph like the batch
+        self.counting = kind != "predict" and any(
+            getattr(part, "ignore_index", None) is not None for part in (model.loss, *model.metrics))
         self.params = model.parameters()
         self.trainable_changes = trainable_changes()  # frozen weights leave the optimizer's kernels: recapture
         self.bindings = []
@@ -112,6 +111,8 @@ class _Step:
         host = self._host_arrays(xs, y)
         # step values, dropout offsets (uint64 bits), then the batch
         layout = [((VALUES,), np.float64), ((OFFSETS,), np.int64)] + [(a.shape, a.dtype) for a in host]
+        if self.counting:  # the loss's counted targets of the batch, last
+            layout.append(((1,), np.dtype(model.dtype)))
         like = self.params[0].data if self.params else None
         if like is None:
             raise _NotCapturable("a model without parameters")
@@ -140,7 +141,8 @@ class _Step:
         model, xp, kind = self.model, self.xp, self.kind
         views = self.staging.views
         values, offsets, inputs = views[0], views[1], views[2:2 + len(model.inputs)]
-        rest = views[2 + len(model.inputs):]
+        rest = views[2 + len(model.inputs):len(views) - self.counting]
+        loss_count = views[-1] if self.counting else None
         opt, tally = model.optimizer, self.tally
         iterations = opt.iterations
         counts = dict(tally.counts) if tally is not None else {}
@@ -163,7 +165,8 @@ class _Step:
                     with no_grad():
                         outputs = model._forward(xs, training=False)
                         loss = model.loss.checked(outputs, rest[0])
-                    model._tally_batch(tally, self.prefix, loss.data, outputs.data, y, staged=rest[1:])
+                    model._tally_batch(tally, self.prefix, loss.data, outputs.data, y, staged=rest[1:],
+                                       loss_count=loss_count)
                 else:
                     outputs = model._forward(xs, training=True)
                     loss = model.loss.checked(outputs, rest[0])
@@ -173,7 +176,8 @@ class _Step:
                     for param in params:
                         param.grad = None
                     if tally is not None:
-                        model._tally_batch(tally, "", loss.data, outputs.data, y, staged=rest[1:])
+                        model._tally_batch(tally, "", loss.data, outputs.data, y, staged=rest[1:],
+                                           loss_count=loss_count)
                 if tally is not None and tally.sums is not sums:  # the graph ends by writing the new sums back
                     xp.copy_into(sums, tally.sums)
                 for b in self.bindings:
@@ -253,9 +257,24 @@ class _Step:
         self.staging.upload()
         self.graph.launch()
         if self.tally is not None:
-            for name, n in self.delta.items():
+            for name, n in (self._batch_counts(y) if self.counting else self.delta).items():
                 self.tally.counts[name] += n
         return self.output
+
+    def _batch_counts(self, y) -> dict:
+        """The tally counts of this batch: the captured step's, but this batch's count of targets for a loss or
+        metric that counts them (``ignore_index``)."""
+        model, counts = self.model, dict(self.delta)
+        prefix = self.prefix if self.kind == "evaluate" else ""
+        n = getattr(model.loss, "counted", lambda _: None)(y)
+        if n is not None:
+            counts[prefix + "loss"] = n
+        shape = (int(y.shape[0]), *model.output_shape)
+        for metric in model.metrics:
+            c = getattr(metric, "counted", lambda *_: None)(y, shape)
+            if c is not None:
+                counts[prefix + metric.name] = c
+        return counts
 
     def _fill(self, views, xs, y) -> None:
         """The batch into the host views, as :meth:`_host_arrays` makes it (casts as ``astype`` casts)."""
@@ -269,6 +288,9 @@ class _Step:
                 shape = (int(y.shape[0]), *model.output_shape)
                 for view, metric in zip(views[k + 1:], model.metrics):
                     np.copyto(view, metric.stage(y, shape, model.dtype), casting="unsafe")
+            if self.counting:
+                n = getattr(model.loss, "counted", lambda _: None)(y)
+                views[-1][0] = y.shape[0] if n is None else n
 
     def replay(self, xs, y, tally):
         self.tally = tally

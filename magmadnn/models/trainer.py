@@ -125,12 +125,18 @@ class Trainer:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
         return self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype))
 
-    def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None) -> None:
-        """``staged``: each metric's labels on the backend already (a captured step), else None."""
+    def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None,
+                     loss_count=None) -> None:
+        """``staged``: each metric's labels on the backend already (a captured step), else None. ``loss_count``: the
+        batch's counted targets (``ignore_index``) as a backend array a captured step reads, else None (the host
+        count is used)."""
         m = int(y.shape[0])
         n = getattr(self.loss, "counted", lambda _: None)(y)  # ignore_index: counted targets
         n = m if n is None else n
-        weighted = loss_value if self.loss.sums_dataset else self.xp.multiply(loss_value, float(n))
+        if self.loss.sums_dataset:
+            weighted = loss_value
+        else:
+            weighted = self.xp.multiply(loss_value, float(n) if loss_count is None else loss_count)
         tally.add(prefix + "loss", weighted, n)
         shape = (m, *self.output_shape)
         for i, metric in enumerate(self.metrics):
