@@ -19,7 +19,7 @@ from .errors import OnnxImportError, UnsupportedOnnxError
 from .graph import BATCH, DTYPES, BatchZeros, Graph, Pending, Value
 from .importers import IMPORTERS, supported_operators
 
-__all__ = ["load", "convert"]
+__all__ = ["load", "convert", "check"]
 
 
 def _model_dtype(proto):
@@ -73,8 +73,11 @@ def _fold(graph: Graph, node) -> list:
     return [np.asarray(r) for r in results]
 
 
-def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
-    """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
+def check(proto, name: str | None = None, device=None, seed: int | None = None):
+    """Every check of an import, shared by :func:`load` and :func:`~magmadnn.onnx.info`: the graph walked node by
+    node into layers and each weight checked against its layer (shape, dtype, finite values). Returns the Model
+    (its weights still the layers' initial ones) and the checked weights to commit; raises UnsupportedOnnxError /
+    OnnxImportError as :func:`load` does."""
     graph = Graph(proto, default_opset(proto), _model_dtype(proto))
     _constants(graph, proto)
     inputs = []
@@ -85,6 +88,22 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             inputs.append(value.tensor)
     if not inputs:
         raise UnsupportedOnnxError("the graph has no input that is not a constant")
+    _walk(graph, proto)
+    result = _output(graph, proto)
+    model = Model(inputs, result.tensor, name=name or proto.graph.name or "onnx_model", seed=seed,
+                  dtype=graph.dtype, device=device)
+    index = {id(layer): i for i, layer in enumerate(model.layers)}
+    arrays = {f"layers.{index[id(layer)]}.{key}": array for layer, weights in graph.weights
+              if id(layer) in index for key, array in weights.items()}
+    try:
+        plan = model._prepare_assign(arrays, "ONNX import")
+    except (ModelFileError, ArchitectureMismatchError) as exc:  # a weight the layer cannot take: the file's fault
+        raise OnnxImportError(str(exc)) from None
+    return model, plan
+
+
+def _walk(graph: Graph, proto) -> None:
+    """Every node of the graph turned into values and layers."""
     constants = [node for node in proto.graph.node if node.op_type == "Constant" and node.domain in ("", "ai.onnx")]
     for node in constants:  # first: a pattern (an LSTM's last step) may look at constants written after it
         graph.values[node.output[0]] = IMPORTERS["Constant"](graph, node)[0]
@@ -110,10 +129,18 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             convert_node = folded_attention.follow if any(v.full is not None for v in pending) else attention.follow
         if convert_node is None:
             raise graph.error(node, "this operator is not supported" + _hint(proto), ", ".join(supported_operators()))
-        outputs = convert_node(graph, node)
+        try:
+            outputs = convert_node(graph, node)
+        except (IndexError, KeyError) as exc:  # a form no importer foresaw: still name the node
+            raise graph.error(node, f"this form of the operator is not supported ({type(exc).__name__}: {exc})") \
+                from None
         for out_name, value in zip(node.output, outputs):
             if out_name and value is not None:  # None: an output nobody reads
                 graph.values[out_name] = value
+
+
+def _output(graph: Graph, proto) -> Value:
+    """The graph's one output, checked to be a batch-first tensor computed from the inputs."""
     if len(proto.graph.output) != 1:
         raise UnsupportedOnnxError(f"the graph has {len(proto.graph.output)} outputs; magmadnn models have one")
     out_name = proto.graph.output[0].name
@@ -130,15 +157,13 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
         raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N, {', '.join(map(str, result.shape))}), "
                                    f"which magmadnn holds as (N, {', '.join(map(str, result.tensor.shape))}); "
                                    "end the graph with a Flatten or Reshape")
-    model = Model(inputs, result.tensor, name=name or proto.graph.name or "onnx_model", seed=seed,
-                  dtype=graph.dtype, device=device)
-    index = {id(layer): i for i, layer in enumerate(model.layers)}
-    arrays = {f"layers.{index[id(layer)]}.{key}": array for layer, weights in graph.weights
-              if id(layer) in index for key, array in weights.items()}
-    try:
-        model._assign(arrays, "ONNX import")
-    except (ModelFileError, ArchitectureMismatchError) as exc:  # a weight the layer cannot take: the file's fault
-        raise OnnxImportError(str(exc)) from None
+    return result
+
+
+def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
+    """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
+    model, plan = check(proto, name=name, device=device, seed=seed)
+    model._commit(plan)
     return model
 
 
