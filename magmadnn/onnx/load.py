@@ -16,7 +16,7 @@ from ..saving import ArchitectureMismatchError, ModelFileError
 from . import attention, folded_attention
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
-from .graph import BATCH, DTYPES, BatchZeros, Graph, Pending, Value
+from .graph import BATCH, DTYPES, SHAPE_OPS, BatchZeros, Graph, Pending, Value
 from .importers import IMPORTERS, supported_operators
 
 __all__ = ["load", "convert", "check"]
@@ -48,12 +48,17 @@ def _hint(proto) -> str:
 
 
 def _batch_zeros(graph: Graph, node) -> BatchZeros:
-    """ConstantOfShape of a shape holding the batch size: zeros (a recurrent initial state) are supported."""
-    fill = graph.attrs(node, {"value": None})["value"]
-    if fill is not None and np.any(onnx().numpy_helper.to_array(fill)):
+    """ConstantOfShape of (or Expand to) a shape holding the batch size: zeros (a recurrent initial state) are
+    supported."""
+    if node.op_type == "Expand":
+        fill = graph.values[node.input[0]]
+    else:
+        fill = graph.attrs(node, {"value": None})["value"]
+        fill = None if fill is None else onnx().numpy_helper.to_array(fill)
+    if fill is not None and np.any(fill):
         raise graph.error(node, "a non-zero constant whose shape holds the batch size is not supported",
                           "zeros (a recurrent operator's initial state)")
-    return BatchZeros(graph.values[node.input[0]])
+    return BatchZeros(graph.values[node.input[-1]])
 
 
 def _fold(graph: Graph, node) -> list:
@@ -114,9 +119,11 @@ def _walk(graph: Graph, proto) -> None:
         if node.domain not in ("", "ai.onnx"):
             raise graph.error(node, f"operators of domain {node.domain!r} are not supported",
                               "the default ONNX domain")
+        if node.op_type in SHAPE_OPS:
+            graph.batch_shape(node, SHAPE_OPS[node.op_type])
         if node.input and node.op_type != "Constant" and all(
                 isinstance(graph.values.get(n), np.ndarray) for n in node.input if n):
-            if node.op_type == "ConstantOfShape" and np.any(graph.values[node.input[0]] == BATCH):
+            if node.op_type in ("ConstantOfShape", "Expand") and np.any(graph.values[node.input[-1]] == BATCH):
                 outputs = [_batch_zeros(graph, node)]
             else:  # a node of constants only (shape arithmetic, weight transposes)
                 outputs = _fold(graph, node)

@@ -1,0 +1,156 @@
+"""Models as ``torch.onnx.export(model, (x,), path)`` writes them with nothing else given: the dynamo exporter (the
+default) or ``dynamo=False``, a static batch (the example's size baked into shapes). Each is exported once per
+module (the dynamo exporter takes seconds), imported on the host and the simulated device, predicted like
+onnxruntime on the exported batch and like PyTorch on another batch size, and fine-tuned a few steps."""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import warnings
+
+import numpy as np
+import pytest
+
+import magmadnn as m
+
+from ._onnx_helpers import monnx, run_ort
+from .backends import open_backend
+
+torch = pytest.importorskip("torch")
+nn = torch.nn
+F = torch.nn.functional
+BATCH = 4  # the batch size baked into the exported graphs
+
+
+@pytest.fixture(scope="module", params=["host", pytest.param("device", marks=pytest.mark.native)])
+def device(request):
+    yield from open_backend(request.param)
+
+
+class LeNet5(nn.Module):
+    def __init__(self, view=False):
+        super().__init__()
+        self.view = view
+        self.conv1, self.conv2 = nn.Conv2d(1, 6, 5, padding=2), nn.Conv2d(6, 16, 5)
+        self.fc1, self.fc2, self.fc3 = nn.Linear(400, 120), nn.Linear(120, 84), nn.Linear(84, 10)
+
+    def forward(self, x):
+        x = F.max_pool2d(torch.relu(self.conv1(x)), 2)
+        x = F.max_pool2d(torch.relu(self.conv2(x)), 2)
+        x = x.view(x.size(0), -1) if self.view else torch.flatten(x, 1)
+        return self.fc3(torch.relu(self.fc2(torch.relu(self.fc1(x)))))
+
+
+class RecurrentHead(nn.Module):
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn, self.head = cell(8, 16, batch_first=True), nn.Linear(16, 3)
+
+    def forward(self, x):
+        return self.head(self.rnn(x)[0][:, -1])
+
+
+class AttentionBlock(nn.Module):
+    """Pre-LayerNorm: nn.MultiheadAttention (the batch folded into the heads when exported) and a GELU MLP."""
+
+    def __init__(self):
+        super().__init__()
+        self.norm1, self.norm2 = nn.LayerNorm(16), nn.LayerNorm(16)
+        self.attn = nn.MultiheadAttention(16, 4, batch_first=True)
+        self.mlp = nn.Sequential(nn.Linear(16, 32), nn.GELU(approximate="tanh"), nn.Linear(32, 16))
+
+    def forward(self, x):
+        h = self.norm1(x)
+        x = x + self.attn(h, h, h, need_weights=False)[0]
+        return x + self.mlp(self.norm2(x))
+
+
+MODELS = {  # name -> (module factory, per-sample input shape)
+    "lenet": (LeNet5, (1, 28, 28)),
+    "lenet_view": (lambda: LeNet5(view=True), (1, 28, 28)),
+    "lstm": (lambda: RecurrentHead(nn.LSTM), (6, 8)),
+    "gru": (lambda: RecurrentHead(nn.GRU), (6, 8)),
+    "attention": (AttentionBlock, (5, 16)),
+}
+
+
+class Exported:
+    """Each (model, exporter) exported once, with the module that made it."""
+
+    def __init__(self, folder):
+        self.folder, self.done = folder, {}
+
+    def __call__(self, name: str, exporter: str):
+        if (name, exporter) not in self.done:
+            factory, shape = MODELS[name]
+            torch.manual_seed(0)
+            module = factory().eval()
+            path = str(self.folder / f"{name}_{exporter}.onnx")
+            with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+                warnings.simplefilter("ignore")
+                torch.onnx.export(module, (torch.randn(BATCH, *shape),), path, dynamo=exporter == "dynamo")
+            self.done[name, exporter] = (module, shape, path)
+        return self.done[name, exporter]
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    return Exported(tmp_path_factory.mktemp("exported"))
+
+
+def _torch(module, x):
+    with torch.no_grad():
+        return module(torch.from_numpy(x)).numpy()
+
+
+def _ort(path, x):
+    import onnxruntime  # noqa: PLC0415
+
+    name = onnxruntime.InferenceSession(path, providers=["CPUExecutionProvider"]).get_inputs()[0].name
+    return run_ort(path, {name: x})
+
+
+def _check(exported, name, exporter, device, fine_tune=True):
+    """Imported: predicts onnxruntime's output on the exported batch, PyTorch's on 7 samples; fine-tunes."""
+    module, shape, path = exported(name, exporter)
+    rng = np.random.default_rng(1)
+    x = rng.standard_normal((BATCH, *shape)).astype(np.float32)
+    model = monnx.load(path, device=device, seed=0)
+    expected = _ort(path, x)
+    np.testing.assert_allclose(model.predict(x).reshape(expected.shape), expected, rtol=1e-4, atol=1e-4)
+    other = rng.standard_normal((7, *shape)).astype(np.float32)
+    expected = _torch(module, other)
+    np.testing.assert_allclose(model.predict(other, batch_size=7).reshape(expected.shape), expected, rtol=1e-4,
+                               atol=1e-4)
+    if fine_tune:
+        labels = rng.integers(0, expected.shape[-1], 12)
+        data = rng.standard_normal((12, *shape)).astype(np.float32)
+        model.compile(m.optimizers.Adam(3e-3), "cross_entropy", device=device)
+        before = model.evaluate(data, labels)["loss"]
+        model.fit(data, labels, batch_size=6, epochs=4, verbose=0)  # batches of 6: not the exported 4
+        after = model.evaluate(data, labels)["loss"]
+        assert np.isfinite(after) and after < before
+    return model
+
+
+@pytest.mark.parametrize(("name", "exporter"), [("lenet", "dynamo"), ("lenet", "legacy"), ("lenet_view", "legacy")])
+def test_static_batch_lenet_predicts_and_trains_on_any_batch(exported, name, exporter, device):
+    """The fixed batch size leading a Reshape target ([4, 400], [4, -1]) is read as the batch axis (the dynamo
+    exporter writes flatten and view(x.size(0), -1) as the same Reshape)."""
+    _check(exported, name, exporter, device)
+
+
+@pytest.mark.parametrize("name", ["lstm", "gru"])
+def test_static_batch_recurrent_heads_import(exported, name, device):
+    """dynamo=False writes the zero initial state as Expand(zeros, [1, 4, 16]) of the static batch."""
+    _check(exported, name, "legacy", device)
+
+
+def test_static_batch_folded_into_heads_names_the_exporter_option(exported):
+    """nn.MultiheadAttention (dynamo=False) folds the batch into the heads: (T, 4 * 4, 4) cannot be generalised."""
+    _, _, path = exported("attention", "legacy")
+    with pytest.raises(monnx.UnsupportedOnnxError, match="fixed batch size 4.*dynamic_axes") as caught:
+        monnx.load(path)
+    assert "Reshape" in str(caught.value)
+    assert monnx.info(path).splitlines()[-1] == f"importable: no: {caught.value}"
