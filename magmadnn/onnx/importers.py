@@ -613,12 +613,75 @@ def group_normalization(graph, node):
     graph.rank(node, x, (3, 4, 5), "(N, C, ...)")
     groups, channels = int(attrs["num_groups"]), x.shape[0]
     scale, bias = graph.constant(node, 1, "scale").reshape(-1), graph.constant(node, 2, "bias").reshape(-1)
-    if scale.shape != (channels,) or bias.shape != (channels,):  # opset 18's per-group form (deprecated)
+    if graph.opset < 21 and scale.shape == bias.shape == (groups,) and channels % groups == 0:
+        scale, bias = np.repeat(scale, channels // groups), np.repeat(bias, channels // groups)  # opset 18: per group
+    if scale.shape != (channels,) or bias.shape != (channels,):
         raise graph.error(node, f"scale and bias of shape {scale.shape} are not supported",
-                          f"one value per channel ({channels},), opset 21")
+                          f"one value per group ({groups},) below opset 21, per channel ({channels},) from 21")
     return [graph.layer(node, L.GroupNorm, graph.materialize(node, x), groups, eps=float(attrs["epsilon"]),
                         weights={"gamma": scale, "beta": bias})]
 
+
+
+def _per_channel(graph, node, source: Value):
+    """The constant operand of a Mul/Add of ``source`` (N, C, ...) holding one value per channel, as (C,), or None
+    (it must broadcast along the channel axis only: (C, 1, 1), (1, C, 1, 1), ...)."""
+    rank = len(source.shape) + 1
+    for i in (0, 1):
+        found = graph.values.get(node.input[i])
+        if isinstance(found, np.ndarray) and 0 < found.ndim <= rank:
+            padded = (1,) * (rank - found.ndim) + found.shape
+            if padded[1] == source.shape[0] and all(d == 1 for j, d in enumerate(padded) if j != 1):
+                return found.reshape(-1).astype(np.float64)
+    return None
+
+
+def instance_normalization(graph, node):
+    """InstanceNormalization of (N, C, ...) as GroupNorm with one group a channel; PyTorch's GroupNorm below opset
+    18 (and from the dynamo exporter) as one GroupNorm: Reshape (N, C, ...) -> (N, G, -1), InstanceNormalization,
+    Reshape back, Mul and Add of per-channel (C, 1, 1) weights."""
+    eps = float(graph.attrs(node, {"epsilon": 1e-5})["epsilon"])
+    inner = graph.value(node, 0)
+    scale, bias = graph.constant(node, 1, "scale").reshape(-1), graph.constant(node, 2, "B").reshape(-1)
+    before = graph.producers.get(node.input[0])
+    source = graph.values.get(before.input[0]) if before is not None and before.op_type == "Reshape" else None
+    back = graph.sole_consumer(node.output[0], ("Reshape",))
+    if not (isinstance(source, Value) and source.layout is None and len(source.shape) >= 2 and back is not None
+            and len(inner.shape) == 2 and source.shape[0] % inner.shape[0] == 0 and _restores(graph, back, source)):
+        graph.rank(node, inner, (3, 4, 5), "(N, C, ...), or PyTorch's GroupNorm pattern (Reshape to (N, G, -1), "
+                                           "InstanceNormalization, Reshape back, Mul, Add)")
+        return [graph.layer(node, L.GroupNorm, graph.materialize(node, inner), inner.shape[0], eps=eps,
+                            weights={"gamma": scale, "beta": bias})]
+    groups, channels = inner.shape[0], source.shape[0]
+    gamma, beta = np.repeat(scale, channels // groups), np.repeat(bias, channels // groups)
+    graph.absorb(back)
+    out = back.output[0]
+    mul = graph.sole_consumer(out, ("Mul",))
+    weight = None if mul is None else _per_channel(graph, mul, source)
+    if weight is not None:
+        gamma, beta, out = gamma * weight, beta * weight, mul.output[0]
+        graph.absorb(mul)
+    add = graph.sole_consumer(out, ("Add",))
+    shift = None if add is None else _per_channel(graph, add, source)
+    if shift is not None:
+        beta, out = beta + shift, add.output[0]
+        graph.absorb(add)
+    value = graph.layer(node, L.GroupNorm, graph.materialize(node, source), groups, eps=eps,
+                        weights={"gamma": gamma, "beta": beta})
+    graph.values[out] = value
+    return [None]
+
+
+def _restores(graph, back, source: Value) -> bool:
+    """Whether Reshape ``back`` gives its input ``source``'s shape again (a constant shape, or Shape of it)."""
+    target = graph.values.get(back.input[1]) if len(back.input) > 1 else None
+    if isinstance(target, np.ndarray):
+        dims = [int(v) for v in target.reshape(-1)]
+        return len(dims) == len(source.shape) + 1 and dims[0] in (0, -1, int(BATCH), graph.static_batch) and \
+            all(d in (s, 0, -1) for d, s in zip(dims[1:], source.shape)) and dims.count(-1) <= 1
+    maker = graph.producers.get(back.input[1]) if len(back.input) > 1 else None
+    return (maker is not None and maker.op_type == "Shape" and not maker.attribute
+            and graph.values.get(maker.input[0]) is source)
 
 
 # ----------------------------------------------------------------------------------------------- recurrent
@@ -719,7 +782,8 @@ IMPORTERS = {
 IMPORTERS.update({  # the modern layers
     "ConvTranspose": conv_transpose, "GlobalMaxPool": global_max_pool, "Concat": concat, "Resize": resize,
     "LayerNormalization": layer_normalization, "RMSNormalization": rms_normalization,
-    "GroupNormalization": group_normalization, "LSTM": recurrent, "GRU": recurrent,
+    "GroupNormalization": group_normalization, "InstanceNormalization": instance_normalization,
+    "LSTM": recurrent, "GRU": recurrent,
 })
 
 

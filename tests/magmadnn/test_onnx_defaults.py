@@ -66,12 +66,28 @@ class AttentionBlock(nn.Module):
         return x + self.mlp(self.norm2(x))
 
 
+class Decoder(nn.Module):
+    """Convolution, GroupNorm (the InstanceNormalization pattern as PyTorch writes it), transposed convolution."""
+
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm = nn.Conv2d(3, 8, 3, padding=1), nn.GroupNorm(2, 8)
+        self.up = nn.ConvTranspose2d(8, 4, 2, stride=2)
+        with torch.no_grad():  # weights that are not GroupNorm's initial ones
+            self.norm.weight.uniform_(0.5, 1.5)
+            self.norm.bias.uniform_(-0.5, 0.5)
+
+    def forward(self, x):
+        return torch.flatten(self.up(torch.relu(self.norm(self.conv(x)))), 1)
+
+
 MODELS = {  # name -> (module factory, per-sample input shape)
     "lenet": (LeNet5, (1, 28, 28)),
     "lenet_view": (lambda: LeNet5(view=True), (1, 28, 28)),
     "lstm": (lambda: RecurrentHead(nn.LSTM), (6, 8)),
     "gru": (lambda: RecurrentHead(nn.GRU), (6, 8)),
     "attention": (AttentionBlock, (5, 16)),
+    "decoder": (Decoder, (3, 6, 6)),
 }
 
 
@@ -154,3 +170,11 @@ def test_static_batch_folded_into_heads_names_the_exporter_option(exported):
         monnx.load(path)
     assert "Reshape" in str(caught.value)
     assert monnx.info(path).splitlines()[-1] == f"importable: no: {caught.value}"
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_group_norm_from_the_instance_normalization_pattern(exported, exporter, device):
+    """Reshape -> InstanceNormalization -> Reshape -> Mul -> Add becomes one GroupNorm layer."""
+    model = _check(exported, "decoder", exporter, device, fine_tune=False)
+    norms = [layer for layer in model.layers if isinstance(layer, m.layers.GroupNorm)]
+    assert len(norms) == 1 and norms[0].groups == 2

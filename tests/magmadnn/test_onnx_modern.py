@@ -303,3 +303,27 @@ def test_pytorch_decoder_and_token_models_import(device, tmp_path):
         model = monnx.load(path, device=device)
         assert [type(layer).__name__ for layer in model.layers] == kinds
         np.testing.assert_allclose(model.predict(x.numpy()), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_group_normalization_opset_18_scales_per_group(device):
+    """Opset 18 gives GroupNormalization one scale and bias a group (21: a channel). onnx.checker calls that
+    version deprecated, so the graph is built unchecked and converted in memory."""
+    rng = np.random.default_rng(3)
+    inits = [onnx.numpy_helper.from_array(rng.uniform(0.5, 1.5, 3).astype(np.float32), "s"),
+             onnx.numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "b")]
+    spec = helper.make_graph(
+        [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-3)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 4, 5])], inits)
+    proto = helper.make_model(spec, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = rng.standard_normal((4, 6, 4, 5)).astype(np.float32)
+    assert_matches_ort(proto, x, device)
+
+
+def test_instance_normalization_is_group_norm_with_a_group_a_channel(device):
+    rng = np.random.default_rng(4)
+    proto = graph([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-4)],
+                  {"x": (5, 3, 4)}, {"s": rng.uniform(0.5, 1.5, 5), "b": rng.standard_normal(5)},
+                  output_shape=(5, 3, 4))
+    x = rng.standard_normal((3, 5, 3, 4)).astype(np.float32)
+    assert_matches_ort(proto, x, device)
