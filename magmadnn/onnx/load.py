@@ -13,7 +13,7 @@ import numpy as np
 
 from ..models import Model
 from ..saving import ArchitectureMismatchError, ModelFileError
-from . import attention, folded_attention
+from . import attention, decompositions, folded_attention
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .graph import BATCH, DTYPES, SHAPE_OPS, BatchZeros, Graph, Pending, Value
@@ -132,6 +132,9 @@ def _walk(graph: Graph, proto) -> None:
             continue
         convert_node = IMPORTERS.get(node.op_type)
         pending = [v for v in map(graph.values.get, node.input) if isinstance(v, Pending)]
+        if not pending and node.op_type in decompositions.OPS:  # the first node of a decomposed GELU?
+            if decompositions.recognise(graph, node) is not None:
+                continue
         if pending:  # inside an attention pattern (nn.MultiheadAttention's folds the batch into other axes)
             convert_node = folded_attention.follow if any(v.full is not None for v in pending) else attention.follow
         if convert_node is None:

@@ -13,6 +13,7 @@ import numpy as np
 import pytest
 
 import magmadnn as m
+from magmadnn.onnx import decompositions
 
 from ._onnx_helpers import monnx, run_ort
 from .backends import open_backend
@@ -81,6 +82,18 @@ class Decoder(nn.Module):
         return torch.flatten(self.up(torch.relu(self.norm(self.conv(x)))), 1)
 
 
+class GeluMLP(nn.Module):
+    """A pre-LayerNorm residual MLP on (N, T, F) with GELU (exact or tanh)."""
+
+    def __init__(self, approximate):
+        super().__init__()
+        self.norm = nn.LayerNorm(8)
+        self.mlp = nn.Sequential(nn.Linear(8, 16), nn.GELU(approximate=approximate), nn.Linear(16, 8))
+
+    def forward(self, x):
+        return torch.flatten(x + self.mlp(self.norm(x)), 1)
+
+
 MODELS = {  # name -> (module factory, per-sample input shape)
     "lenet": (LeNet5, (1, 28, 28)),
     "lenet_view": (lambda: LeNet5(view=True), (1, 28, 28)),
@@ -88,6 +101,8 @@ MODELS = {  # name -> (module factory, per-sample input shape)
     "gru": (lambda: RecurrentHead(nn.GRU), (6, 8)),
     "attention": (AttentionBlock, (5, 16)),
     "decoder": (Decoder, (3, 6, 6)),
+    "gelu_exact": (lambda: GeluMLP("none"), (5, 8)),
+    "gelu_tanh": (lambda: GeluMLP("tanh"), (5, 8)),
 }
 
 
@@ -97,17 +112,18 @@ class Exported:
     def __init__(self, folder):
         self.folder, self.done = folder, {}
 
-    def __call__(self, name: str, exporter: str):
-        if (name, exporter) not in self.done:
+    def __call__(self, name: str, exporter: str, opset: int | None = None):
+        if (name, exporter, opset) not in self.done:
             factory, shape = MODELS[name]
             torch.manual_seed(0)
             module = factory().eval()
-            path = str(self.folder / f"{name}_{exporter}.onnx")
+            path = str(self.folder / f"{name}_{exporter}{opset or ''}.onnx")
+            options = {} if opset is None else {"opset_version": opset}
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
-                torch.onnx.export(module, (torch.randn(BATCH, *shape),), path, dynamo=exporter == "dynamo")
-            self.done[name, exporter] = (module, shape, path)
-        return self.done[name, exporter]
+                torch.onnx.export(module, (torch.randn(BATCH, *shape),), path, dynamo=exporter == "dynamo", **options)
+            self.done[name, exporter, opset] = (module, shape, path)
+        return self.done[name, exporter, opset]
 
 
 @pytest.fixture(scope="module")
@@ -127,9 +143,9 @@ def _ort(path, x):
     return run_ort(path, {name: x})
 
 
-def _check(exported, name, exporter, device, fine_tune=True):
+def _check(exported, name, exporter, device, fine_tune=True, opset=None):
     """Imported: predicts onnxruntime's output on the exported batch, PyTorch's on 7 samples; fine-tunes."""
-    module, shape, path = exported(name, exporter)
+    module, shape, path = exported(name, exporter, opset)
     rng = np.random.default_rng(1)
     x = rng.standard_normal((BATCH, *shape)).astype(np.float32)
     model = monnx.load(path, device=device, seed=0)
@@ -178,3 +194,25 @@ def test_group_norm_from_the_instance_normalization_pattern(exported, exporter, 
     model = _check(exported, "decoder", exporter, device, fine_tune=False)
     norms = [layer for layer in model.layers if isinstance(layer, m.layers.GroupNorm)]
     assert len(norms) == 1 and norms[0].groups == 2
+
+
+@pytest.mark.parametrize(("exporter", "opset"), [("legacy", 17), ("dynamo", 18)])
+def test_tanh_gelu_from_its_decomposition(exported, exporter, opset, device):
+    """Below opset 20 the tanh GELU is written as Mul/Pow, Add, Mul, Tanh, Add, Mul, Mul: one Activation layer."""
+    model = _check(exported, "gelu_tanh", exporter, device, opset=opset)
+    kinds = [layer.kind for layer in model.layers if isinstance(layer, m.layers.Activation)]
+    assert kinds == [decompositions.gelu_kind("tanh")]
+
+
+@pytest.mark.parametrize(("exporter", "opset"), [("legacy", 17), ("dynamo", 18)])
+def test_exact_gelu_from_its_decomposition(exported, exporter, opset, device):
+    """Below opset 20 the exact GELU is Div, Erf, Add, Mul, Mul: one Activation layer of the exact kind, or, where
+    magmadnn has none, an error naming the chain's first node and saying it is the exact GELU."""
+    if decompositions.gelu_kind("none") is None:
+        _, _, path = exported("gelu_exact", exporter, opset)
+        with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Div\): this node starts exact \(erf\) GELU"):
+            monnx.load(path, device=device)
+        return
+    model = _check(exported, "gelu_exact", exporter, device, opset=opset)
+    kinds = [layer.kind for layer in model.layers if isinstance(layer, m.layers.Activation)]
+    assert kinds == [decompositions.gelu_kind("none")]

@@ -327,3 +327,31 @@ def test_instance_normalization_is_group_norm_with_a_group_a_channel(device):
                   output_shape=(5, 3, 4))
     x = rng.standard_normal((3, 5, 3, 4)).astype(np.float32)
     assert_matches_ort(proto, x, device)
+
+
+def _tanh_gelu_nodes(x="x", out="y"):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with the 0.5 x first (an order PyTorch does not write)."""
+    mk = helper.make_node
+    return [mk("Mul", [x, "half"], ["hx"]), mk("Pow", [x, "three"], ["x3"]), mk("Mul", ["x3", "k"], ["kx3"]),
+            mk("Add", ["kx3", x], ["inner"]), mk("Mul", ["c", "inner"], ["arg"]), mk("Tanh", ["arg"], ["t"]),
+            mk("Add", ["one", "t"], ["t1"]), mk("Mul", ["hx", "t1"], [out])]
+
+
+_GELU_CONSTANTS = {"half": np.float32(0.5), "three": np.float32(3.0), "k": np.float32(0.044715),
+                   "c": np.float32(np.sqrt(2 / np.pi)), "one": np.float32(1.0)}
+
+
+def test_a_tanh_gelu_chain_in_any_order_is_one_activation(device):
+    rng = np.random.default_rng(5)
+    proto = graph(_tanh_gelu_nodes(), {"x": (4, 6)}, _GELU_CONSTANTS)
+    model = assert_matches_ort(proto, rng.standard_normal((3, 4, 6)).astype(np.float32) * 3, device)
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "Activation"]
+
+
+def test_a_chain_whose_inside_is_read_elsewhere_is_not_taken_for_gelu():
+    """x^3 also feeds the output: the chain cannot become one layer, and its nodes report their own errors."""
+    nodes = _tanh_gelu_nodes(out="g") + [helper.make_node("Add", ["g", "x3"], ["y"])]
+    proto = graph(nodes, {"x": (6,)}, _GELU_CONSTANTS)
+    with pytest.raises(monnx.UnsupportedOnnxError, match=r"ONNX node .* \((Mul|Pow)\)") as caught:
+        imported(proto)
+    assert "GELU" not in str(caught.value)
