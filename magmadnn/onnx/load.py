@@ -11,6 +11,7 @@ import os
 
 import numpy as np
 
+from ..layers.reshaping import Reshape
 from ..models import Model
 from ..saving import ArchitectureMismatchError, ModelFileError
 from . import attention, decompositions, folded_attention
@@ -41,7 +42,7 @@ def _constants(graph: Graph, proto) -> None:
 
 def _hint(proto) -> str:
     """What an unsupported node is likely part of, where the graph shows it."""
-    if any(node.op_type == "Erf" for node in proto.graph.node):
+    if any(node.op_type == "Erf" for node in proto.graph.node) and decompositions.gelu_kind("none") is None:
         return (" (the graph computes the exact, erf-based GELU; magmadnn's GELU is the tanh approximation: export "
                 "nn.GELU(approximate='tanh') with opset 20)")
     return ""
@@ -163,10 +164,12 @@ def _output(graph: Graph, proto) -> Value:
     if result.layout is not None:
         raise UnsupportedOnnxError(f"graph output {out_name!r} keeps its batch axis inside ({result.layout}); "
                                    "end the graph batch first")
-    if result.shape != tuple(result.tensor.shape):
-        raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N, {', '.join(map(str, result.shape))}), "
-                                   f"which magmadnn holds as (N, {', '.join(map(str, result.tensor.shape))}); "
-                                   "end the graph with a Flatten or Reshape")
+    if result.shape != tuple(result.tensor.shape):  # unit axes kept aside (GlobalAveragePool, Unsqueeze): restored
+        if not result.shape:
+            raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N,); magmadnn models give at least "
+                                       "(N, 1): end the graph without squeezing the last axis")
+        layer = Reshape(result.shape, name=graph._unique(f"{out_name}_reshape"))
+        return Value(layer(result.tensor), result.shape)
     return result
 
 

@@ -355,3 +355,37 @@ def test_a_chain_whose_inside_is_read_elsewhere_is_not_taken_for_gelu():
     with pytest.raises(monnx.UnsupportedOnnxError, match=r"ONNX node .* \((Mul|Pow)\)") as caught:
         imported(proto)
     assert "GELU" not in str(caught.value)
+
+
+_UNIT_AXES = {  # name -> (nodes, per-sample input shape, constants, per-sample output shape or None: inferred)
+    "GlobalAveragePool": ([helper.make_node("GlobalAveragePool", ["x"], ["y"])], (3, 4, 5), {}, (3, 1, 1)),
+    "GlobalMaxPool": ([helper.make_node("GlobalMaxPool", ["x"], ["y"])], (3, 4, 5), {}, (3, 1, 1)),
+    "Unsqueeze": ([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], (3, 4), {"a": np.array([1, -1])}, None),
+    "Squeeze": ([helper.make_node("Squeeze", ["x", "a"], ["y"])], (3, 1, 4, 1), {"a": np.array([2, -1])}, None),
+    "Unsqueeze+Relu": ([helper.make_node("Unsqueeze", ["x", "a"], ["u"]), helper.make_node("Relu", ["u"], ["y"])],
+                       (3, 4), {"a": np.array([2])}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(_UNIT_AXES))
+def test_unit_axes_kept_to_the_graph_output(case, device):
+    """A (N, C, 1, 1) pooling or a Squeeze/Unsqueeze result as the graph's output has the ONNX shape."""
+    nodes, shape, constants, out = _UNIT_AXES[case]
+    proto = graph(nodes, {"x": shape}, constants, output_shape=out)
+    x = np.random.default_rng(6).standard_normal((3, *shape)).astype(np.float32)
+    expected = run_ort(proto, {"x": x})
+    got = imported(proto, device).predict(x)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=1e-5)
+
+
+@pytest.mark.parametrize(("nodes", "shape", "constants", "out", "message"), [
+    ([helper.make_node("Squeeze", ["x"], ["y"])], (3, 1), {}, (3,), "no axes"),
+    ([helper.make_node("Squeeze", ["x", "a"], ["y"])], (1,), {"a": np.array([1])}, None, r"shape \(N,\)"),
+    ([helper.make_node("Squeeze", ["x", "a"], ["y"])], (1, 3), {"a": np.array([0])}, None, r"axes \[0\]"),
+    ([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], (3,), {"a": np.array([0])}, None, "before the batch"),
+])
+def test_refused_unit_axes_say_what(nodes, shape, constants, out, message):
+    proto = graph(nodes, {"x": shape}, constants, output_shape=out)
+    with pytest.raises(monnx.UnsupportedOnnxError, match=message):
+        imported(proto)
