@@ -476,10 +476,18 @@ def _gather_rows(graph, node, data, axis):
     return graph.layer(node, L.Embedding, ids.tensor, data.shape[0], data.shape[1], weights={"embeddings": data})
 
 
+_CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,
+                   "value_floats": np.float32}
+
+
 def constant(graph, node):
-    attrs = graph.attrs(node, {"value": None})
-    if attrs["value"] is None:
-        raise graph.error(node, "a constant without a tensor 'value' is not supported", "value=tensor")
+    attrs = graph.attrs(node, {"value": None, **dict.fromkeys(_CONSTANT_KINDS)})
+    given = [key for key, found in attrs.items() if found is not None]
+    if len(given) != 1:
+        raise graph.error(node, "a constant with a tensor, string or sparse value is not supported",
+                          "value (a tensor), value_int(s), value_float(s)")
+    if given[0] != "value":
+        return [np.asarray(attrs[given[0]], dtype=_CONSTANT_KINDS[given[0]])]
     return [np.asarray(onnx().numpy_helper.to_array(attrs["value"]))]
 
 

@@ -94,6 +94,18 @@ class GeluMLP(nn.Module):
         return torch.flatten(x + self.mlp(self.norm(x)), 1)
 
 
+class ConvBN(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.conv, self.norm, self.head = nn.Conv2d(3, 4, 3), nn.BatchNorm2d(4), nn.Linear(4 * 4 * 4, 3)
+        with torch.no_grad():
+            self.norm.running_mean.uniform_(-0.5, 0.5)
+            self.norm.running_var.uniform_(0.5, 1.5)
+
+    def forward(self, x):
+        return self.head(torch.flatten(torch.relu(self.norm(self.conv(x))), 1))
+
+
 MODELS = {  # name -> (module factory, per-sample input shape)
     "lenet": (LeNet5, (1, 28, 28)),
     "lenet_view": (lambda: LeNet5(view=True), (1, 28, 28)),
@@ -102,8 +114,14 @@ MODELS = {  # name -> (module factory, per-sample input shape)
     "attention": (AttentionBlock, (5, 16)),
     "decoder": (Decoder, (3, 6, 6)),
     "gelu_exact": (lambda: GeluMLP("none"), (5, 8)),
+    "conv_bn": (ConvBN, (3, 6, 6)),
     "gelu_tanh": (lambda: GeluMLP("tanh"), (5, 8)),
 }
+
+
+#: exporter name -> torch.onnx.export's options
+EXPORTERS = {"dynamo": {}, "legacy": {"dynamo": False}, "dynamo_unoptimized": {"optimize": False},
+             "legacy_preserve": {"dynamo": False, "training": torch.onnx.TrainingMode.PRESERVE}}
 
 
 class Exported:
@@ -118,10 +136,10 @@ class Exported:
             torch.manual_seed(0)
             module = factory().eval()
             path = str(self.folder / f"{name}_{exporter}{opset or ''}.onnx")
-            options = {} if opset is None else {"opset_version": opset}
+            options = {**({} if opset is None else {"opset_version": opset}), **EXPORTERS[exporter]}
             with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
                 warnings.simplefilter("ignore")
-                torch.onnx.export(module, (torch.randn(BATCH, *shape),), path, dynamo=exporter == "dynamo", **options)
+                torch.onnx.export(module, (torch.randn(BATCH, *shape),), path, **options)
             self.done[name, exporter, opset] = (module, shape, path)
         return self.done[name, exporter, opset]
 
@@ -216,3 +234,16 @@ def test_exact_gelu_from_its_decomposition(exported, exporter, opset, device):
     model = _check(exported, "gelu_exact", exporter, device, opset=opset)
     kinds = [layer.kind for layer in model.layers if isinstance(layer, m.layers.Activation)]
     assert kinds == [decompositions.gelu_kind("none")]
+
+
+@pytest.mark.parametrize("exporter", ["legacy_preserve", "dynamo_unoptimized"])
+def test_batch_norm_stays_a_layer_when_exported_unfolded(exported, exporter, device):
+    """Exported eval-mode, BatchNorm is folded into the convolution; with TrainingMode.PRESERVE (dynamo=False) or
+    optimize=False (dynamo) it stays a BatchNormalization node and imports as a BatchNorm layer."""
+    model = _check(exported, "conv_bn", exporter, device)
+    assert sum(isinstance(layer, m.layers.BatchNorm) for layer in model.layers) == 1
+
+
+def test_batch_norm_is_folded_by_a_plain_export(exported):
+    _, _, path = exported("conv_bn", "dynamo")
+    assert not any(isinstance(layer, m.layers.BatchNorm) for layer in monnx.load(path).layers)
