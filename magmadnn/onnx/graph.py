@@ -209,7 +209,9 @@ class Graph:
                                        f"{self.dtype}")
         dims = tensor_type.shape.dim
         if not tensor_type.HasField("shape") or len(dims) < 2:
-            raise UnsupportedOnnxError(f"graph input {spec.name!r}: a shape (batch, ...) of rank >= 2 is needed")
+            raise UnsupportedOnnxError(f"graph input {spec.name!r}: a shape (batch, ...) of rank >= 2 is needed (every "
+                                       "graph input is data with a batch axis; weights, shapes and axes must be "
+                                       "constants: initializers or Constant nodes)")
         shape = []
         for axis, dim in enumerate(dims[1:], start=1):
             if dim.WhichOneof("value") != "dim_value" or dim.dim_value < 1:
