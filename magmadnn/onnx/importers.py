@@ -706,23 +706,41 @@ def _gates(array, op: str, units: int):
 
 
 def _last_step(graph, y_name: str, steps: int):
-    """Y -> Squeeze(1) -> Transpose([1, 0, 2]) -> Gather(axis 1, the last step): that Gather (the layer then
-    returns its last state only), else None."""
-    squeeze_node = graph.sole_consumer(y_name, ("Squeeze",))
-    back = squeeze_node and graph.sole_consumer(squeeze_node.output[0], ("Transpose",))
+    """Y -> Squeeze(1) -> Transpose([1, 0, 2]) -> Gather(axis 1, the last step) (dynamo=False), or Y ->
+    Transpose([0, 2, 1, 3]) -> Reshape to 3-D -> Transpose([1, 0, 2]) -> Gather (the dynamo exporter): that Gather
+    (the layer then returns its last state only), else None."""
+    first = graph.sole_consumer(y_name, ("Squeeze", "Transpose"))
+    if first is None:
+        return None
+    if first.op_type == "Squeeze":
+        axes = graph.values.get(first.input[1]) if graph.has(first, 1) else graph.attrs(first, {"axes": None})["axes"]
+        chain = [first] if axes is not None and list(np.ravel(axes)) == [1] else None
+    else:
+        swap = list(graph.attrs(first, {"perm": None})["perm"] or []) == [0, 2, 1, 3]
+        flat = swap and graph.sole_consumer(first.output[0], ("Reshape",))
+        chain = [first, flat] if flat and _merges_unit_axis(graph, flat, steps) else None
+    back = chain and graph.sole_consumer(chain[-1].output[0], ("Transpose",))
     pick = back and graph.sole_consumer(back.output[0], ("Gather",))
     if not pick or graph.attrs(pick, {"axis": 0})["axis"] != 1 or list(graph.attrs(back, {"perm": None})["perm"] or
                                                                          []) != [1, 0, 2]:
         return None
-    axes = graph.values.get(squeeze_node.input[1]) if graph.has(squeeze_node, 1) else \
-        graph.attrs(squeeze_node, {"axes": None})["axes"]
     index = graph.values.get(pick.input[1])
-    if axes is None or list(np.ravel(axes)) != [1] or not isinstance(index, np.ndarray) or index.shape != () or \
-            int(index) not in (-1, steps - 1):
+    if not isinstance(index, np.ndarray) or index.shape != () or int(index) not in (-1, steps - 1):
         return None
-    for absorbed in (squeeze_node, back, pick):
+    for absorbed in (*chain, back, pick):
         graph.absorb(absorbed)
     return pick
+
+
+def _merges_unit_axis(graph, node, steps: int) -> bool:
+    """Whether Reshape ``node`` of (T, N, 1, H) drops the unit axis: a constant 3-D target keeping T first (its
+    batch entry, fixed or symbolic, is the batch; H follows from the size), or one computed later from Shape
+    nodes."""
+    target = graph.values.get(node.input[1])
+    if target is None:
+        return node.input[1] in graph.producers
+    dims = [int(v) for v in np.ravel(target)]
+    return len(dims) == 3 and dims[0] in (steps, 0, -1)
 
 
 def recurrent(graph, node):
@@ -758,6 +776,7 @@ def recurrent(graph, node):
     else:
         weights["bias"], weights["recurrent_bias"] = _gates(b[:3 * units], op, units), _gates(b[3 * units:], op, units)
     outputs = [name if name and graph.consumers.get(name) or name in graph.outputs else "" for name in node.output]
+    outputs += [""] * (3 - len(outputs))  # the dynamo exporter writes only the outputs it reads
     if len(outputs) > 2 and outputs[2] or (outputs[0] and outputs[1]):
         raise graph.error(node, "reading both Y and Y_h (or Y_c) is not supported", "Y or Y_h")
     last = _last_step(graph, node.output[0], x.shape[0]) if outputs[0] and attrs["layout"] == 0 else None

@@ -191,10 +191,15 @@ def test_static_batch_lenet_predicts_and_trains_on_any_batch(exported, name, exp
     _check(exported, name, exporter, device)
 
 
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
 @pytest.mark.parametrize("name", ["lstm", "gru"])
-def test_static_batch_recurrent_heads_import(exported, name, device):
-    """dynamo=False writes the zero initial state as Expand(zeros, [1, 4, 16]) of the static batch."""
-    _check(exported, name, "legacy", device)
+def test_static_batch_recurrent_heads_import(exported, name, exporter, device):
+    """dynamo=False writes the zero initial state as Expand(zeros, [1, N, 16]); the dynamo exporter as a (1, 4, 16)
+    initializer of zeros, one LSTM output and Y -> Transpose [0, 2, 1, 3] -> Reshape [6, 4, 16] -> Transpose ->
+    Gather of the last step: one layer returning its last state."""
+    model = _check(exported, name, exporter, device)
+    recurrent = [layer for layer in model.layers if isinstance(layer, (m.layers.LSTM, m.layers.GRU))]
+    assert len(recurrent) == 1 and not recurrent[0].return_sequences
 
 
 def test_static_batch_folded_into_heads_names_the_exporter_option(exported):
