@@ -113,6 +113,8 @@ MODELS = {  # name -> (module factory, per-sample input shape)
     "gru": (lambda: RecurrentHead(nn.GRU), (6, 8)),
     "attention": (AttentionBlock, (5, 16)),
     "decoder": (Decoder, (3, 6, 6)),
+    "encoder_layer": (lambda: nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=True,
+                                                         activation=nn.GELU(approximate="tanh")), (5, 16)),
     "gelu_exact": (lambda: GeluMLP("none"), (5, 8)),
     "conv_bn": (ConvBN, (3, 6, 6)),
     "gelu_tanh": (lambda: GeluMLP("tanh"), (5, 8)),
@@ -121,6 +123,7 @@ MODELS = {  # name -> (module factory, per-sample input shape)
 
 #: exporter name -> torch.onnx.export's options
 EXPORTERS = {"dynamo": {}, "legacy": {"dynamo": False}, "dynamo_unoptimized": {"optimize": False},
+             "dynamo_dynamic": {"dynamic_shapes": ({0: torch.export.Dim("batch")},)},
              "legacy_preserve": {"dynamo": False, "training": torch.onnx.TrainingMode.PRESERVE}}
 
 
@@ -252,3 +255,17 @@ def test_batch_norm_stays_a_layer_when_exported_unfolded(exported, exporter, dev
 def test_batch_norm_is_folded_by_a_plain_export(exported):
     _, _, path = exported("conv_bn", "dynamo")
     assert not any(isinstance(layer, m.layers.BatchNorm) for layer in monnx.load(path).layers)
+
+
+@pytest.mark.parametrize("name", ["attention", "encoder_layer"])
+def test_dynamo_multihead_attention_with_a_dynamic_batch(exported, name, device):
+    """nn.MultiheadAttention as the dynamo exporter writes it (kᵀ as Reshape, Transpose [0, 2, 1], Reshape; sizes
+    from Shape nodes) imports as one MultiHeadAttention layer."""
+    model = _check(exported, name, "dynamo_dynamic", device, fine_tune=False)
+    assert sum(isinstance(layer, m.layers.MultiHeadAttention) for layer in model.layers) == 1
+
+
+def test_dynamo_multihead_attention_with_a_static_batch_names_the_option(exported):
+    _, _, path = exported("attention", "dynamo")
+    with pytest.raises(monnx.UnsupportedOnnxError, match="fixed batch size 4.*dynamic_shapes"):
+        monnx.load(path)
