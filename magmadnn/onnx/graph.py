@@ -245,5 +245,8 @@ def reshape_dims(graph, node, x) -> tuple:
         known = math.prod(d for d in dims if d != -1)
         dims[dims.index(-1)] = size // known if known and size % known == 0 else -1
     if math.prod(dims) != size or min(dims, default=1) < 1:
-        raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}")
+        merged = target[0] == -1 and min(dims, default=1) >= 1 and math.prod(dims) < size
+        raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}" + (
+            " (its -1 merges the batch axis with others, as the dynamo exporter writes the transposed keys of "
+            "F.scaled_dot_product_attention; export such a model with dynamo=False)" if merged else ""))
     return tuple(dims)
