@@ -291,3 +291,10 @@ def test_dynamo_scaled_dot_product_attention_is_a_clear_refusal(exported):
     with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Reshape\).*merges the batch.*dynamo=False") as caught:
         monnx.load(path)
     assert monnx.info(path).splitlines()[-1] == f"importable: no: {caught.value}"
+
+
+@pytest.mark.parametrize(("exporter", "opset"), [("legacy", 18), ("legacy", 20), ("dynamo", 18), ("dynamo", 23)])
+@pytest.mark.parametrize("name", ["lenet", "decoder", "gelu_tanh", "gru"])
+def test_opset_matrix(exported, name, exporter, opset):
+    """The static-batch models at other opsets (17 and the dynamo default are above): same predictions."""
+    _check(exported, name, exporter, "host", fine_tune=False, opset=opset)
