@@ -247,6 +247,6 @@ def reshape_dims(graph, node, x) -> tuple:
     if math.prod(dims) != size or min(dims, default=1) < 1:
         merged = target[0] == -1 and min(dims, default=1) >= 1 and math.prod(dims) < size
         raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}" + (
-            " (its -1 merges the batch axis with others, as the dynamo exporter writes the transposed keys of "
-            "F.scaled_dot_product_attention; export such a model with dynamo=False)" if merged else ""))
+            " (its -1 merges the batch axis with other axes, which magmadnn reads only inside the attention "
+            "patterns)" if merged else ""))
     return tuple(dims)

@@ -284,13 +284,21 @@ def test_dynamo_multihead_attention_with_a_static_batch_names_the_option(exporte
         monnx.load(path)
 
 
-def test_dynamo_scaled_dot_product_attention_is_a_clear_refusal(exported):
-    """Not read yet: the dynamo exporter's kᵀ merges the batch with the heads; the error names the node and the
-    exporter that avoids it, and info says the same."""
-    _, _, path = exported("sdpa", "dynamo_dynamic")
-    with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Reshape\).*merges the batch.*dynamo=False") as caught:
-        monnx.load(path)
-    assert monnx.info(path).splitlines()[-1] == f"importable: no: {caught.value}"
+@pytest.mark.parametrize("exporter", ["dynamo", "dynamo_dynamic"])
+def test_dynamo_scaled_dot_product_attention(exported, exporter, device):
+    """The dynamo exporter writes kᵀ of F.scaled_dot_product_attention(is_causal=True) as Reshape [-1, T, d] (the
+    batch merged with the heads), Transpose [0, 2, 1], Reshape back: one causal MultiHeadAttention layer."""
+    model = _check(exported, "sdpa", exporter, device, fine_tune=False)
+    assert sum(isinstance(layer, m.layers.MultiHeadAttention) for layer in model.layers) == 1
+
+
+def test_a_reshape_merging_the_batch_outside_attention_says_so(tmp_path):
+    from ._onnx_helpers import graph, helper, save  # noqa: PLC0415
+
+    proto = graph([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": (4, 5)},
+                  {"s": np.array([-1, 5], np.int64)}, output_shape=(5,))
+    with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Reshape\).*merges the batch axis"):
+        monnx.load(save(proto, tmp_path))
 
 
 @pytest.mark.parametrize(("exporter", "opset"), [("legacy", 18), ("legacy", 20), ("dynamo", 18), ("dynamo", 23)])
