@@ -392,15 +392,29 @@ def shape(graph, node):
 
 
 def reduce_mean(graph, node):
+    """The mean over non-batch axes: GlobalAvgPool2D over (H, W) of (N, C, H, W); any other axes moved last
+    (Permute) and merged into one (Reshape) first, e.g. the mean over the tokens of (N, T, F)."""
     attrs = graph.attrs(node, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0})
     x = graph.value(node, 0)
     axes = attrs["axes"] if graph.opset < 18 or not graph.has(node, 1) else graph.constant(node, 1, "axes")
     rank = len(x.shape) + 1
-    if rank != 4 or axes is None or sorted(int(a) % rank for a in np.ravel(axes)) != [2, 3]:
+    reduced = sorted({int(a) % rank for a in np.ravel(axes)}) if axes is not None and -rank <= min(
+        np.ravel(axes), default=0) and max(np.ravel(axes), default=0) < rank else None
+    if not reduced or 0 in reduced or len(reduced) == rank - 1:
         raise graph.error(node, f"a mean over axes {None if axes is None else list(np.ravel(axes))} of a rank-{rank}"
-                                " input is not supported", "the mean over the spatial axes [2, 3] of (N, C, H, W)")
-    value = graph.layer(node, L.GlobalAvgPool2D, graph.materialize(node, x))
-    return [Value(value.tensor, (x.shape[0], 1, 1) if attrs["keepdims"] else (x.shape[0],))]
+                                " input is not supported", "a mean over some (not all) axes other than the batch axis")
+    kept = [a for a in range(1, rank) if a not in reduced]
+    shape = tuple(1 if a in reduced else x.shape[a - 1] for a in range(1, rank)) if attrs["keepdims"] else \
+        tuple(x.shape[a - 1] for a in kept)
+    source = graph.materialize(node, x)
+    if not (rank == 4 and reduced == [2, 3]):
+        if kept + reduced != list(range(1, rank)):
+            source = graph.layer(node, L.Permute, source, tuple(kept + reduced), name=f"{graph._name(node)}_permute"
+                                 ).tensor
+        groups = (math.prod(x.shape[a - 1] for a in kept), math.prod(x.shape[a - 1] for a in reduced), 1)
+        source = graph.layer(node, L.Reshape, source, groups, name=f"{graph._name(node)}_reshape").tensor
+    value = graph.layer(node, L.GlobalAvgPool2D, source)
+    return [Value(value.tensor, shape)]
 
 
 def _axes(graph, node, what: str = "axes"):

@@ -118,6 +118,20 @@ class CausalSDPA(nn.Module):
         return self.out(y.transpose(1, 2).reshape(n, t, e))
 
 
+class PatchEmbedding(nn.Module):
+    """ViT-style: a strided convolution into patches, flatten(2).transpose(1, 2), a learned position table,
+    LayerNorm, the mean over the tokens, a classifier."""
+
+    def __init__(self):
+        super().__init__()
+        self.patches, self.norm, self.head = nn.Conv2d(3, 16, 4, stride=4), nn.LayerNorm(16), nn.Linear(16, 5)
+        self.position = nn.Parameter(torch.randn(1, 4, 16) * 0.1)
+
+    def forward(self, x):
+        tokens = self.patches(x).flatten(2).transpose(1, 2) + self.position
+        return self.head(self.norm(tokens).mean(1))
+
+
 MODELS = {  # name -> (module factory, per-sample input shape)
     "lenet": (LeNet5, (1, 28, 28)),
     "lenet_view": (lambda: LeNet5(view=True), (1, 28, 28)),
@@ -126,6 +140,7 @@ MODELS = {  # name -> (module factory, per-sample input shape)
     "attention": (AttentionBlock, (5, 16)),
     "decoder": (Decoder, (3, 6, 6)),
     "sdpa": (CausalSDPA, (5, 16)),
+    "patches": (PatchEmbedding, (3, 8, 8)),
     "encoder_layer": (lambda: nn.TransformerEncoderLayer(16, 4, 32, dropout=0.0, batch_first=True, norm_first=True,
                                                          activation=nn.GELU(approximate="tanh")), (5, 16)),
     "gelu_exact": (lambda: GeluMLP("none"), (5, 8)),
@@ -306,3 +321,9 @@ def test_a_reshape_merging_the_batch_outside_attention_says_so(tmp_path):
 def test_opset_matrix(exported, name, exporter, opset):
     """The static-batch models at other opsets (17 and the dynamo default are above): same predictions."""
     _check(exported, name, exporter, "host", fine_tune=False, opset=opset)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+def test_patch_embedding(exported, exporter, device):
+    """flatten(2) of the patch grid, transpose, the position table, the mean over tokens (ReduceMean axis 1)."""
+    _check(exported, "patches", exporter, device)

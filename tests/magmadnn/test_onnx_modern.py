@@ -389,3 +389,24 @@ def test_refused_unit_axes_say_what(nodes, shape, constants, out, message):
     proto = graph(nodes, {"x": shape}, constants, output_shape=out)
     with pytest.raises(monnx.UnsupportedOnnxError, match=message):
         imported(proto)
+
+
+@pytest.mark.parametrize(("shape", "axes", "keepdims"), [
+    ((3, 4, 5), [2, 3], 1), ((3, 4, 5), [-1, -2], 0), ((5, 6), [1], 0), ((5, 6), [1], 1), ((5, 6), [2], 0),
+    ((3, 4, 5), [1, 3], 0), ((3, 4, 5), [2], 1)])
+def test_reduce_mean_over_non_batch_axes(shape, axes, keepdims, device):
+    """Any proper subset of the non-batch axes (the mean over the tokens of (N, T, F) included)."""
+    proto = graph([helper.make_node("ReduceMean", ["x", "a"], ["y"], keepdims=keepdims)], {"x": shape},
+                  {"a": np.array(axes, np.int64)}, opset=18)
+    x = np.random.default_rng(7).standard_normal((3, *shape)).astype(np.float32)
+    expected = run_ort(proto, {"x": x})
+    got = imported(proto, device).predict(x)
+    np.testing.assert_allclose(got.reshape(expected.shape), expected, rtol=RTOL, atol=1e-5)
+
+
+def test_reduce_mean_over_the_batch_or_every_axis_is_refused():
+    for axes in ([0, 1], [1, 2, 3]):
+        proto = graph([helper.make_node("ReduceMean", ["x", "a"], ["y"], keepdims=0)], {"x": (3, 4, 5)},
+                      {"a": np.array(axes, np.int64)}, opset=18)
+        with pytest.raises(monnx.UnsupportedOnnxError, match="ReduceMean"):
+            imported(proto)
