@@ -29,8 +29,9 @@ class Value:
     they differ where magmadnn drops unit axes, e.g. GlobalAveragePool's (C, 1, 1) is magmadnn's (C,)).
 
     ``layout`` says where ONNX keeps the batch axis when it is not first (the tensor always has it first):
-    "time_major" (T, N, ...) around recurrent operators, "sequence" a recurrent output Y (T, 1, N, H), "state" a
-    final recurrent state (1, N, H). Such values feed only the operators that undo the layout."""
+    "time_major" (T, N, ...) around recurrent operators, "sequence" a recurrent output Y (T, 1, N, H),
+    "sequence_swapped" that Y transposed to (T, N, 1, H), "state" a final recurrent state (1, N, H). Such values
+    feed only the operators that undo the layout."""
 
     __slots__ = ("tensor", "shape", "name", "layout")
 
@@ -154,7 +155,8 @@ class Graph:
             raise self.error(node, f"input {index} ({name!r}) must be a computed tensor of the batch, it is {what}")
         if found.layout not in layouts:
             where = {"time_major": "(time, batch, ...)", "sequence": "(time, 1, batch, units)",
-                     "state": "(1, batch, units)"}.get(found.layout, "(batch, ...)")
+                     "state": "(1, batch, units)", "sequence_swapped": "(time, batch, 1, units)"}.get(
+                found.layout, "(batch, ...)")
             raise self.error(node, f"input {index} ({name!r}) has its batch axis inside, as {where}; such a value "
                                    "is supported only where it is put back batch first (Transpose, Squeeze, Gather)")
         return found

@@ -373,6 +373,13 @@ def flatten(graph, node):
 
 def reshape(graph, node):
     found = graph.values.get(node.input[0])
+    if isinstance(found, Value) and found.layout == "sequence_swapped":  # (T, N, 1, H) -> (T, N, H)
+        graph.attrs(node, {"allowzero": 0})
+        target = graph.constant(node, 1, "shape")
+        if not _merges_unit_axis(graph, node, found.shape[0]):
+            raise graph.error(node, f"shape {list(np.ravel(target))} of a recurrent output (time, batch, 1, units) "
+                                    "is not supported", "(time, batch, units)")
+        return [Value(found.tensor, found.shape, layout="time_major")]
     if isinstance(found, Value) and found.layout == "time_major":  # nn.MultiheadAttention's packed q/k/v
         return folded_attention.unfold(graph, node, found)
     x = graph.value(node, 0)
@@ -428,9 +435,14 @@ def _axes(graph, node, what: str = "axes"):
 
 
 def transpose(graph, node):
-    x = graph.value(node, 0, layouts=(None, "time_major"))
+    x = graph.value(node, 0, layouts=(None, "time_major", "sequence"))
     rank = len(x.shape) + 1
     perm = [int(p) for p in graph.attrs(node, {"perm": None})["perm"] or reversed(range(rank))]
+    if x.layout == "sequence":  # the dynamo exporter's Y (T, 1, N, H) -> (T, N, 1, H), then Reshape to (T, N, H)
+        if perm != [0, 2, 1, 3]:
+            raise graph.error(node, f"perm {perm} of a recurrent output (time, 1, batch, units) is not supported",
+                              "[0, 2, 1, 3] followed by a Reshape to (time, batch, units)")
+        return [Value(x.tensor, x.shape, layout="sequence_swapped")]
     if rank == 3 and perm == [1, 0, 2]:  # batch first <-> time first, around recurrent operators
         return [Value(x.tensor, x.shape, layout=None if x.layout == "time_major" else "time_major")]
     if x.layout is not None:

@@ -52,6 +52,15 @@ class RecurrentHead(nn.Module):
         return self.head(self.rnn(x)[0][:, -1])
 
 
+class RecurrentSequence(nn.Module):
+    def __init__(self, cell):
+        super().__init__()
+        self.rnn, self.head = cell(8, 16, batch_first=True), nn.Linear(16, 3)
+
+    def forward(self, x):
+        return torch.flatten(self.head(self.rnn(x)[0]), 1)
+
+
 class AttentionBlock(nn.Module):
     """Pre-LayerNorm: nn.MultiheadAttention (the batch folded into the heads when exported) and a GELU MLP."""
 
@@ -137,6 +146,8 @@ MODELS = {  # name -> (module factory, per-sample input shape)
     "lenet_view": (lambda: LeNet5(view=True), (1, 28, 28)),
     "lstm": (lambda: RecurrentHead(nn.LSTM), (6, 8)),
     "gru": (lambda: RecurrentHead(nn.GRU), (6, 8)),
+    "lstm_sequence": (lambda: RecurrentSequence(nn.LSTM), (6, 8)),
+    "gru_sequence": (lambda: RecurrentSequence(nn.GRU), (6, 8)),
     "attention": (AttentionBlock, (5, 16)),
     "decoder": (Decoder, (3, 6, 6)),
     "sdpa": (CausalSDPA, (5, 16)),
@@ -327,3 +338,13 @@ def test_opset_matrix(exported, name, exporter, opset):
 def test_patch_embedding(exported, exporter, device):
     """flatten(2) of the patch grid, transpose, the position table, the mean over tokens (ReduceMean axis 1)."""
     _check(exported, "patches", exporter, device)
+
+
+@pytest.mark.parametrize("exporter", ["dynamo", "legacy"])
+@pytest.mark.parametrize("name", ["lstm_sequence", "gru_sequence"])
+def test_recurrent_sequences(exported, name, exporter, device):
+    """Every step's output: Y -> Squeeze + Transpose (dynamo=False) or Transpose [0, 2, 1, 3] + Reshape +
+    Transpose (dynamo), then a Linear on (N, T, H)."""
+    model = _check(exported, name, exporter, device, fine_tune=False)
+    recurrent = [layer for layer in model.layers if isinstance(layer, (m.layers.LSTM, m.layers.GRU))]
+    assert len(recurrent) == 1 and recurrent[0].return_sequences
