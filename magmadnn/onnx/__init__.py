@@ -2,8 +2,9 @@
 ``torch.onnx.export`` or by us), ``model.export("m.onnx")`` (:func:`export`) writes one that onnxruntime runs.
 
 The ``onnx`` package is imported on first use (``pip install 'magmadnn[onnx]'``). Modules: :mod:`.load` (the
-graph walk), :mod:`.importers` (ONNX operator -> layers), :mod:`.export` and :mod:`.exporters` (layer -> ONNX
-nodes), :mod:`.info` (what a file holds), :mod:`._proto` (reading and checking files), :mod:`.errors`.
+graph walk), :mod:`.importers` (ONNX operator -> layers), :mod:`.decompositions` (GELU as element-wise nodes),
+:mod:`.export` and :mod:`.exporters` (layer -> ONNX nodes), :mod:`.info` (what a file holds), :mod:`._proto`
+(reading and checking files), :mod:`.errors`.
 """
 
 from .errors import OnnxExportError, OnnxImportError, UnsupportedOnnxError

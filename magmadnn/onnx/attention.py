@@ -133,6 +133,27 @@ def where(graph, node):
 # ----------------------------------------------------------------------------------------------- Pending path
 
 
+def _merged_keys(graph, node, x):
+    """The dynamo exporter's kᵀ of F.scaled_dot_product_attention: k (N, H, T, d) -> Reshape [-1, T, d] (the batch
+    merged with the heads) -> Transpose [0, 2, 1] -> Reshape back to (N, H, d, T): that last value (the two nodes
+    after ``node`` absorbed; the restoring shape is checked when the layer is built), else None."""
+    target = graph.values.get(node.input[1])
+    if not isinstance(target, np.ndarray) or len(x.shape) != 3 or [int(v) for v in target.reshape(-1)] != [
+            -1, *x.shape[1:]]:
+        return None
+    swap = graph.sole_consumer(node.output[0], ("Transpose",))
+    if swap is None or [int(p) for p in graph.attrs(swap, {"perm": None})["perm"] or []] != [0, 2, 1]:
+        return None
+    back = graph.sole_consumer(swap.output[0], ("Reshape",))
+    if back is None:
+        return None
+    graph.absorb(swap)
+    graph.absorb(back)
+    heads, steps, width = x.shape
+    graph.values[back.output[0]] = Pending((heads, width, steps), back)
+    return [None]
+
+
 def follow(graph, node):
     """A node reading a Pending value: the next Pending of the pattern, or the finished attention layer."""
     op = node.op_type
@@ -144,7 +165,7 @@ def follow(graph, node):
         return [x]
     if op == "Reshape":
         graph.attrs(node, {"allowzero": 0})
-        return [Pending(reshape_dims(graph, node, x), node)]
+        return _merged_keys(graph, node, x) or [Pending(reshape_dims(graph, node, x), node)]
     if op == "Transpose":
         perm = [int(p) for p in graph.attrs(node, {"perm": None})["perm"] or reversed(range(len(x.shape) + 1))]
         if sorted(perm) != list(range(len(x.shape) + 1)) or perm[0] != 0:
@@ -193,6 +214,20 @@ class _Chain:
                                            f"from {got}", _PATH)
         return found
 
+    def unmerged(self, back, what: str):
+        """The Transpose (0, 2, 1, 3) of k above the dynamo exporter's kᵀ ending at Reshape ``back``, and the scale
+        met on the way; the restoring shape checked to be (N, H, d, T)."""
+        heads, width, steps = self.graph.values[back.output[0]].shape
+        target = [int(v) for v in np.ravel(self.graph.values.get(back.input[1], []))]
+        if len(target) != 4 or target[1:] != [heads, width, steps] or target[0] not in (
+                int(BATCH), 0, -1, self.graph.static_batch):
+            raise self.graph.error(back, f"attention pattern: {what} restored to shape {target}",
+                                   f"(N, {heads}, {width}, {steps})")
+        swap = self.node(back.input[0], ("Transpose",), back, what)
+        self.perm(swap, [0, 2, 1], what)
+        merge = self.node(swap.input[0], ("Reshape",), swap, what)
+        return self.scales(merge.input[0], merge, what)
+
     def perm(self, node, expected: list, what: str) -> None:
         perm = [int(p) for p in self.graph.attrs(node, {"perm": None})["perm"] or []]
         if perm != expected:
@@ -202,7 +237,7 @@ class _Chain:
         """Skip Mul/Div by constant scalars above ``name``: (the node past them, their product)."""
         factor = 1.0
         while True:
-            found = self.node(name, ("Mul", "Div", "Transpose", "MatMul", "Where", "Add"), reader, what)
+            found = self.node(name, ("Mul", "Div", "Transpose", "MatMul", "Where", "Add", "Reshape"), reader, what)
             if found.op_type not in ("Mul", "Div"):
                 return found, factor
             computed = [i for i in (0, 1) if not isinstance(self.graph.values.get(found.input[i]), np.ndarray)]
@@ -214,11 +249,18 @@ class _Chain:
         """(T, heads, d, projection) of q (kernel_side False: Transpose(0, 2, 1, 3)) or of k transposed for the
         scores (Transpose(0, 2, 3, 1), or (0, 1, 3, 2) of the heads), and the scale met on the way."""
         top, factor = self.scales(name, reader, what)
+        if kernel_side and top.op_type == "Reshape":  # the dynamo exporter's kᵀ (see _merged_keys)
+            top, more = self.unmerged(top, what)
+            factor *= more
+            self.perm(top, [0, 2, 1, 3], what)
+            kernel_side = None
         if top.op_type != "Transpose":
             raise self.graph.error(reader, f"attention pattern: {what} should come from a Transpose, it comes from "
                                            f"{self.graph.where(top)}", _PATH)
         perm = [int(p) for p in self.graph.attrs(top, {"perm": None})["perm"] or []]
-        if kernel_side and perm == [0, 1, 3, 2]:
+        if kernel_side is None:
+            pass
+        elif kernel_side and perm == [0, 1, 3, 2]:
             inner, more = self.scales(top.input[0], top, what)
             factor *= more
             if inner.op_type != "Transpose":

@@ -26,8 +26,9 @@ _ELEM = {np.dtype(np.float32): 1, np.dtype(np.float64): 11}
 class Builder:
     """Collects the nodes and initializers of one export, with unique tensor names."""
 
-    def __init__(self, model):
+    def __init__(self, model, target: int | None = None):
         self.model, self.dtype = model, np.dtype(model.dtype)
+        self.target = target  # the opset asked for (None: the least every layer needs); exporters may follow it
         self.nodes, self.initializers, self.opset = [], [], MIN_OPSET
         self._names: set[str] = set()
         self._weights: dict[tuple[int, str], str] = {}
@@ -76,7 +77,7 @@ def to_proto(model, opset: int | None = None, output_name: str = "output", produ
         raise OnnxExportError(f"model {model.name!r} is not built yet: give it an Input layer or run it on data first")
     if model.dtype not in _ELEM:
         raise OnnxExportError(f"model {model.name!r}: dtype {model.dtype} has no ONNX export (float32 or float64)")
-    b = Builder(model)
+    b = Builder(model, None if opset is None else int(opset))
     b.unique(output_name)  # reserved: the last node's output is renamed to it
     elem = _ELEM[np.dtype(model.dtype)]
     names = {}

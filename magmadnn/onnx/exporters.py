@@ -181,9 +181,24 @@ def rms_norm(b, layer, inputs, node):
 
 
 def group_norm(b, layer, inputs, node):
-    b.need_opset(21, f"GroupNorm layer {layer.name!r}")  # per-channel scale and bias
-    return b.node("GroupNormalization", [inputs[0], b.weight(layer, "gamma"), b.weight(layer, "beta")], layer.name,
-                  num_groups=int(layer.groups), epsilon=float(layer.eps))
+    """GroupNormalization (opset 21: per-channel scale and bias); asked for an older opset, the form PyTorch writes
+    there: Reshape (N, G, -1), InstanceNormalization, Reshape back, Mul and Add of (C, 1, ...) weights."""
+    if b.target is None or b.target >= 21:
+        b.need_opset(21, f"GroupNorm layer {layer.name!r}")
+        return b.node("GroupNormalization", [inputs[0], b.weight(layer, "gamma"), b.weight(layer, "beta")],
+                      layer.name, num_groups=int(layer.groups), epsilon=float(layer.eps))
+    shape, groups = tuple(node.parents[0].shape), int(layer.groups)
+    name = layer.name
+    grouped = b.node("Reshape", [inputs[0], b.constant(f"{name}/groups", [0, groups, -1], np.int64)], f"{name}/group")
+    normed = b.node("InstanceNormalization", [grouped, b.constant(f"{name}/ones", np.ones(groups), b.dtype),
+                                              b.constant(f"{name}/zeros", np.zeros(groups), b.dtype)],
+                    f"{name}/normalize", epsilon=float(layer.eps))
+    back = b.node("Reshape", [normed, b.constant(f"{name}/shape", [0, *shape], np.int64)], f"{name}/ungroup")
+    per_channel = (shape[0],) + (1,) * (len(shape) - 1)
+    gamma = np.asarray(b.model.xp.to_numpy(layer.weights["gamma"].data)).reshape(per_channel)
+    beta = np.asarray(b.model.xp.to_numpy(layer.weights["beta"].data)).reshape(per_channel)
+    scaled = b.node("Mul", [back, b.constant(f"{name}/gamma", gamma, b.dtype)], f"{name}/scale")
+    return b.node("Add", [scaled, b.constant(f"{name}/beta", beta, b.dtype)], name)
 
 
 def embedding(b, layer, inputs, node):

@@ -211,6 +211,20 @@ class _Walk:
         """(heads, steps, head dim, in-projection name, scale) of q (index 0), k (1, transposed) or v (2)."""
         n = int(BATCH)
         name, reader, factor = self.scales(name, reader, what)
+        made = self.graph.producers.get(name)
+        if keys and made is not None and made.op_type == "Reshape":  # the dynamo exporter's kᵀ: (N*H, d, T) -> 4-D
+            full = self.graph.values[made.output[0]].full
+            if len(full) != 4 or full[0] != n or min(full[1:]) < 1:
+                raise self.graph.error(made, f"nn.MultiheadAttention pattern: {what} has shape {_show(full)}",
+                                       f"(N, heads, d, T); {_PATH}")
+            _, h, d, t = full
+            swap = self.up(made.input[0], "Transpose", made, what, (h * n, d, t), [0, 2, 1])
+            above = self.graph.producers.get(swap.input[0])
+            if above is not None and above.op_type == "Reshape":  # a dynamic batch: via (N, H, T, d) again
+                flat = self.up(swap.input[0], "Reshape", swap, what, (h * n, t, d))
+                swap = self.up(flat.input[0], "Reshape", flat, what, (n, h, t, d))
+            step = self.up(swap.input[0], "Transpose", swap, what, (h * n, t, d), [1, 0, 2])
+            return self._packed(step, what, index, h, t, d), factor
         if keys:
             top = self.up(name, "Transpose", reader, what, perm=[0, 1, 3, 2])
             name, reader, more = self.scales(top.input[0], top, what)
@@ -222,6 +236,11 @@ class _Walk:
                                    f"(N, heads, T, d); {_PATH}")
         _, h, t, d = full
         step = self.up(heads4.input[0], "Transpose", heads4, what, (h * n, t, d), [1, 0, 2])
+        return self._packed(step, what, index, h, t, d), factor
+
+    def _packed(self, step, what: str, index: int, h: int, t: int, d: int):
+        """(heads, steps, head dim, in-projection name) above the (N*H, T, d) Transpose ``step`` of one part."""
+        n = int(BATCH)
         step = self.up(step.input[0], "Reshape", step, what, (t, h * n, d))
         pick = self.up(step.input[0], "Gather", step, what, (t, n, h * d))
         if int(self.graph.values[pick.input[1]].reshape(())) % 3 != index:
@@ -231,7 +250,7 @@ class _Walk:
         step = self.up(step.input[0], "Transpose", step, what, (3, t, n, 1, h * d), [3, 1, 2, 0, 4])
         step = self.up(step.input[0], "Unsqueeze", step, what, (1, t, n, 3, h * d))
         step = self.up(step.input[0], "Reshape", step, what, (t, n, 3, h * d))
-        return (h, t, d, step.input[0]), factor
+        return h, t, d, step.input[0]
 
     def projection(self, name: str, reader):
         """(x, packed kernel (E, 3E), packed bias or None) of the in-projection ``name``."""

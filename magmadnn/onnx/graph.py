@@ -14,12 +14,14 @@ from ..layers.reshaping import Reshape
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
 
-__all__ = ["Value", "BatchZeros", "Pending", "Graph", "DTYPES", "BATCH", "reshape_dims"]
+__all__ = ["Value", "BatchZeros", "Pending", "Graph", "DTYPES", "BATCH", "SHAPE_OPS", "reshape_dims"]
 
 DTYPES = {1: np.float32, 11: np.float64}  # TensorProto.FLOAT, DOUBLE
 INTEGERS = (6, 7)  # INT32, INT64: ids for embeddings
 #: the batch size where a shape computed from the graph holds it (Shape of a computed tensor): unknown until run
 BATCH = np.int64(-(1 << 40))
+#: node type -> the input holding a shape whose leading entry is the batch size (see Graph.batch_shape)
+SHAPE_OPS = {"Reshape": 1, "Expand": 1, "ConstantOfShape": 0}
 
 
 class Value:
@@ -27,8 +29,9 @@ class Value:
     they differ where magmadnn drops unit axes, e.g. GlobalAveragePool's (C, 1, 1) is magmadnn's (C,)).
 
     ``layout`` says where ONNX keeps the batch axis when it is not first (the tensor always has it first):
-    "time_major" (T, N, ...) around recurrent operators, "sequence" a recurrent output Y (T, 1, N, H), "state" a
-    final recurrent state (1, N, H). Such values feed only the operators that undo the layout."""
+    "time_major" (T, N, ...) around recurrent operators, "sequence" a recurrent output Y (T, 1, N, H),
+    "sequence_swapped" that Y transposed to (T, N, 1, H), "state" a final recurrent state (1, N, H). Such values
+    feed only the operators that undo the layout."""
 
     __slots__ = ("tensor", "shape", "name", "layout")
 
@@ -72,6 +75,8 @@ class Graph:
         self._names: Counter = Counter()
         self.producers = {name: node for node in proto.graph.node for name in node.output if name}
         self.hint = ""  # added to every node error where the graph shows what it comes from
+        self.static_batch: int | None = None  # B of a graph exported with a fixed batch size (set by input_layer)
+        self._batches: set[int] = set()
         if any("in_proj" in init.name for init in proto.graph.initializer):
             self.hint = (" (the graph looks like PyTorch's nn.MultiheadAttention, which imports as MultiHeadAttention "
                          "for self-attention called with need_weights=False, no key_padding_mask and no mask or the "
@@ -88,7 +93,27 @@ class Graph:
 
     def error(self, node, what: str, supported: str | None = None) -> UnsupportedOnnxError:
         tail = f"; supported: {supported}" if supported else ""
-        return UnsupportedOnnxError(f"{self.where(node)}: {what}{tail}{self.hint}")
+        return UnsupportedOnnxError(f"{self.where(node)}: {what}{tail}{self._static_hint(node)}{self.hint}")
+
+    def _static_hint(self, node) -> str:
+        if self.static_batch is None or node.op_type not in SHAPE_OPS and not any(
+                isinstance(self.values.get(n), Pending) for n in node.input):
+            return ""
+        return (f" (the graph was exported with the fixed batch size {self.static_batch}, which is read as the batch "
+                "axis only where it leads a shape; where the batch is folded into other axes it cannot be "
+                "generalised: export with a dynamic batch, torch.onnx.export(..., dynamic_shapes=({0: "
+                "torch.export.Dim('batch')},)) or, with dynamo=False, dynamic_axes={'<input>': {0: 'batch'}})")
+
+    def batch_shape(self, node, index: int) -> None:
+        """Read a fixed batch size leading the constant shape input ``index`` of ``node`` as the batch axis."""
+        name = node.input[index] if len(node.input) > index else ""
+        found, data = self.values.get(name), self.values.get(node.input[0])
+        if node.op_type == "Reshape" and not (isinstance(data, Value) and data.layout is None
+                                              or isinstance(data, Pending) and data.full is None):
+            return  # a time-major or batch-folded value: its leading axis is not the batch
+        if (self.static_batch is not None and isinstance(found, np.ndarray) and found.dtype.kind == "i"
+                and found.ndim == 1 and found.size and found[0] == self.static_batch):
+            self.values[name] = np.concatenate([[BATCH], found[1:]]).astype(found.dtype)
 
     # -- inputs of a node
     def attrs(self, node, defaults: dict) -> dict:
@@ -130,7 +155,8 @@ class Graph:
             raise self.error(node, f"input {index} ({name!r}) must be a computed tensor of the batch, it is {what}")
         if found.layout not in layouts:
             where = {"time_major": "(time, batch, ...)", "sequence": "(time, 1, batch, units)",
-                     "state": "(1, batch, units)"}.get(found.layout, "(batch, ...)")
+                     "state": "(1, batch, units)", "sequence_swapped": "(time, batch, 1, units)"}.get(
+                found.layout, "(batch, ...)")
             raise self.error(node, f"input {index} ({name!r}) has its batch axis inside, as {where}; such a value "
                                    "is supported only where it is put back batch first (Transpose, Squeeze, Gather)")
         return found
@@ -185,7 +211,9 @@ class Graph:
                                        f"{self.dtype}")
         dims = tensor_type.shape.dim
         if not tensor_type.HasField("shape") or len(dims) < 2:
-            raise UnsupportedOnnxError(f"graph input {spec.name!r}: a shape (batch, ...) of rank >= 2 is needed")
+            raise UnsupportedOnnxError(f"graph input {spec.name!r}: a shape (batch, ...) of rank >= 2 is needed (every "
+                                       "graph input is data with a batch axis; weights, shapes and axes must be "
+                                       "constants: initializers or Constant nodes)")
         shape = []
         for axis, dim in enumerate(dims[1:], start=1):
             if dim.WhichOneof("value") != "dim_value" or dim.dim_value < 1:
@@ -193,6 +221,8 @@ class Graph:
                 raise UnsupportedOnnxError(f"graph input {spec.name!r}: dimension {axis} ({label!r}) is dynamic; only "
                                            "the batch axis (0) may be dynamic, give the others fixed sizes")
             shape.append(int(dim.dim_value))
+        self._batches.add(int(dims[0].dim_value) if dims[0].WhichOneof("value") == "dim_value" else 0)
+        self.static_batch = next(iter(self._batches)) if len(self._batches) == 1 and 0 not in self._batches else None
         layer = Input(tuple(shape), name=self._unique(spec.name), dtype="int64" if integer else None)
         return Value(layer.output, name=spec.name)
 
@@ -217,5 +247,8 @@ def reshape_dims(graph, node, x) -> tuple:
         known = math.prod(d for d in dims if d != -1)
         dims[dims.index(-1)] = size // known if known and size % known == 0 else -1
     if math.prod(dims) != size or min(dims, default=1) < 1:
-        raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}")
+        merged = target[0] == -1 and min(dims, default=1) >= 1 and math.prod(dims) < size
+        raise graph.error(node, f"shape {target} does not hold the {size} values of a sample of shape {x.shape}" + (
+            " (its -1 merges the batch axis with other axes, which magmadnn reads only inside the attention "
+            "patterns)" if merged else ""))
     return tuple(dims)

@@ -386,6 +386,13 @@ def flatten(graph, node):
 
 def reshape(graph, node):
     found = graph.values.get(node.input[0])
+    if isinstance(found, Value) and found.layout == "sequence_swapped":  # (T, N, 1, H) -> (T, N, H)
+        graph.attrs(node, {"allowzero": 0})
+        target = graph.constant(node, 1, "shape")
+        if not _merges_unit_axis(graph, node, found.shape[0]):
+            raise graph.error(node, f"shape {list(np.ravel(target))} of a recurrent output (time, batch, 1, units) "
+                                    "is not supported", "(time, batch, units)")
+        return [Value(found.tensor, found.shape, layout="time_major")]
     if isinstance(found, Value) and found.layout == "time_major":  # nn.MultiheadAttention's packed q/k/v
         return folded_attention.unfold(graph, node, found)
     x = graph.value(node, 0)
@@ -405,15 +412,29 @@ def shape(graph, node):
 
 
 def reduce_mean(graph, node):
+    """The mean over non-batch axes: GlobalAvgPool2D over (H, W) of (N, C, H, W); any other axes moved last
+    (Permute) and merged into one (Reshape) first, e.g. the mean over the tokens of (N, T, F)."""
     attrs = graph.attrs(node, {"axes": None, "keepdims": 1, "noop_with_empty_axes": 0})
     x = graph.value(node, 0)
     axes = attrs["axes"] if graph.opset < 18 or not graph.has(node, 1) else graph.constant(node, 1, "axes")
     rank = len(x.shape) + 1
-    if rank != 4 or axes is None or sorted(int(a) % rank for a in np.ravel(axes)) != [2, 3]:
+    reduced = sorted({int(a) % rank for a in np.ravel(axes)}) if axes is not None and -rank <= min(
+        np.ravel(axes), default=0) and max(np.ravel(axes), default=0) < rank else None
+    if not reduced or 0 in reduced or len(reduced) == rank - 1:
         raise graph.error(node, f"a mean over axes {None if axes is None else list(np.ravel(axes))} of a rank-{rank}"
-                                " input is not supported", "the mean over the spatial axes [2, 3] of (N, C, H, W)")
-    value = graph.layer(node, L.GlobalAvgPool2D, graph.materialize(node, x))
-    return [Value(value.tensor, (x.shape[0], 1, 1) if attrs["keepdims"] else (x.shape[0],))]
+                                " input is not supported", "a mean over some (not all) axes other than the batch axis")
+    kept = [a for a in range(1, rank) if a not in reduced]
+    shape = tuple(1 if a in reduced else x.shape[a - 1] for a in range(1, rank)) if attrs["keepdims"] else \
+        tuple(x.shape[a - 1] for a in kept)
+    source = graph.materialize(node, x)
+    if not (rank == 4 and reduced == [2, 3]):
+        if kept + reduced != list(range(1, rank)):
+            source = graph.layer(node, L.Permute, source, tuple(kept + reduced), name=f"{graph._name(node)}_permute"
+                                 ).tensor
+        groups = (math.prod(x.shape[a - 1] for a in kept), math.prod(x.shape[a - 1] for a in reduced), 1)
+        source = graph.layer(node, L.Reshape, source, groups, name=f"{graph._name(node)}_reshape").tensor
+    value = graph.layer(node, L.GlobalAvgPool2D, source)
+    return [Value(value.tensor, shape)]
 
 
 def _axes(graph, node, what: str = "axes"):
@@ -427,9 +448,14 @@ def _axes(graph, node, what: str = "axes"):
 
 
 def transpose(graph, node):
-    x = graph.value(node, 0, layouts=(None, "time_major"))
+    x = graph.value(node, 0, layouts=(None, "time_major", "sequence"))
     rank = len(x.shape) + 1
     perm = [int(p) for p in graph.attrs(node, {"perm": None})["perm"] or reversed(range(rank))]
+    if x.layout == "sequence":  # the dynamo exporter's Y (T, 1, N, H) -> (T, N, 1, H), then Reshape to (T, N, H)
+        if perm != [0, 2, 1, 3]:
+            raise graph.error(node, f"perm {perm} of a recurrent output (time, 1, batch, units) is not supported",
+                              "[0, 2, 1, 3] followed by a Reshape to (time, batch, units)")
+        return [Value(x.tensor, x.shape, layout="sequence_swapped")]
     if rank == 3 and perm == [1, 0, 2]:  # batch first <-> time first, around recurrent operators
         return [Value(x.tensor, x.shape, layout=None if x.layout == "time_major" else "time_major")]
     if x.layout is not None:
@@ -489,10 +515,18 @@ def _gather_rows(graph, node, data, axis):
     return graph.layer(node, L.Embedding, ids.tensor, data.shape[0], data.shape[1], weights={"embeddings": data})
 
 
+_CONSTANT_KINDS = {"value_int": np.int64, "value_ints": np.int64, "value_float": np.float32,
+                   "value_floats": np.float32}
+
+
 def constant(graph, node):
-    attrs = graph.attrs(node, {"value": None})
-    if attrs["value"] is None:
-        raise graph.error(node, "a constant without a tensor 'value' is not supported", "value=tensor")
+    attrs = graph.attrs(node, {"value": None, **dict.fromkeys(_CONSTANT_KINDS)})
+    given = [key for key, found in attrs.items() if found is not None]
+    if len(given) != 1:
+        raise graph.error(node, "a constant with a tensor, string or sparse value is not supported",
+                          "value (a tensor), value_int(s), value_float(s)")
+    if given[0] != "value":
+        return [np.asarray(attrs[given[0]], dtype=_CONSTANT_KINDS[given[0]])]
     return [np.asarray(onnx().numpy_helper.to_array(attrs["value"]))]
 
 
@@ -626,12 +660,75 @@ def group_normalization(graph, node):
     graph.rank(node, x, (3, 4, 5), "(N, C, ...)")
     groups, channels = int(attrs["num_groups"]), x.shape[0]
     scale, bias = graph.constant(node, 1, "scale").reshape(-1), graph.constant(node, 2, "bias").reshape(-1)
-    if scale.shape != (channels,) or bias.shape != (channels,):  # opset 18's per-group form (deprecated)
+    if graph.opset < 21 and scale.shape == bias.shape == (groups,) and channels % groups == 0:
+        scale, bias = np.repeat(scale, channels // groups), np.repeat(bias, channels // groups)  # opset 18: per group
+    if scale.shape != (channels,) or bias.shape != (channels,):
         raise graph.error(node, f"scale and bias of shape {scale.shape} are not supported",
-                          f"one value per channel ({channels},), opset 21")
+                          f"one value per group ({groups},) below opset 21, per channel ({channels},) from 21")
     return [graph.layer(node, L.GroupNorm, graph.materialize(node, x), groups, eps=float(attrs["epsilon"]),
                         weights={"gamma": scale, "beta": bias})]
 
+
+
+def _per_channel(graph, node, source: Value):
+    """The constant operand of a Mul/Add of ``source`` (N, C, ...) holding one value per channel, as (C,), or None
+    (it must broadcast along the channel axis only: (C, 1, 1), (1, C, 1, 1), ...)."""
+    rank = len(source.shape) + 1
+    for i in (0, 1):
+        found = graph.values.get(node.input[i])
+        if isinstance(found, np.ndarray) and 0 < found.ndim <= rank:
+            padded = (1,) * (rank - found.ndim) + found.shape
+            if padded[1] == source.shape[0] and all(d == 1 for j, d in enumerate(padded) if j != 1):
+                return found.reshape(-1).astype(np.float64)
+    return None
+
+
+def instance_normalization(graph, node):
+    """InstanceNormalization of (N, C, ...) as GroupNorm with one group a channel; PyTorch's GroupNorm below opset
+    18 (and from the dynamo exporter) as one GroupNorm: Reshape (N, C, ...) -> (N, G, -1), InstanceNormalization,
+    Reshape back, Mul and Add of per-channel (C, 1, 1) weights."""
+    eps = float(graph.attrs(node, {"epsilon": 1e-5})["epsilon"])
+    inner = graph.value(node, 0)
+    scale, bias = graph.constant(node, 1, "scale").reshape(-1), graph.constant(node, 2, "B").reshape(-1)
+    before = graph.producers.get(node.input[0])
+    source = graph.values.get(before.input[0]) if before is not None and before.op_type == "Reshape" else None
+    back = graph.sole_consumer(node.output[0], ("Reshape",))
+    if not (isinstance(source, Value) and source.layout is None and len(source.shape) >= 2 and back is not None
+            and len(inner.shape) == 2 and source.shape[0] % inner.shape[0] == 0 and _restores(graph, back, source)):
+        graph.rank(node, inner, (3, 4, 5), "(N, C, ...), or PyTorch's GroupNorm pattern (Reshape to (N, G, -1), "
+                                           "InstanceNormalization, Reshape back, Mul, Add)")
+        return [graph.layer(node, L.GroupNorm, graph.materialize(node, inner), inner.shape[0], eps=eps,
+                            weights={"gamma": scale, "beta": bias})]
+    groups, channels = inner.shape[0], source.shape[0]
+    gamma, beta = np.repeat(scale, channels // groups), np.repeat(bias, channels // groups)
+    graph.absorb(back)
+    out = back.output[0]
+    mul = graph.sole_consumer(out, ("Mul",))
+    weight = None if mul is None else _per_channel(graph, mul, source)
+    if weight is not None:
+        gamma, beta, out = gamma * weight, beta * weight, mul.output[0]
+        graph.absorb(mul)
+    add = graph.sole_consumer(out, ("Add",))
+    shift = None if add is None else _per_channel(graph, add, source)
+    if shift is not None:
+        beta, out = beta + shift, add.output[0]
+        graph.absorb(add)
+    value = graph.layer(node, L.GroupNorm, graph.materialize(node, source), groups, eps=eps,
+                        weights={"gamma": gamma, "beta": beta})
+    graph.values[out] = value
+    return [None]
+
+
+def _restores(graph, back, source: Value) -> bool:
+    """Whether Reshape ``back`` gives its input ``source``'s shape again (a constant shape, or Shape of it)."""
+    target = graph.values.get(back.input[1]) if len(back.input) > 1 else None
+    if isinstance(target, np.ndarray):
+        dims = [int(v) for v in target.reshape(-1)]
+        return len(dims) == len(source.shape) + 1 and dims[0] in (0, -1, int(BATCH), graph.static_batch) and \
+            all(d in (s, 0, -1) for d, s in zip(dims[1:], source.shape)) and dims.count(-1) <= 1
+    maker = graph.producers.get(back.input[1]) if len(back.input) > 1 else None
+    return (maker is not None and maker.op_type == "Shape" and not maker.attribute
+            and graph.values.get(maker.input[0]) is source)
 
 
 # ----------------------------------------------------------------------------------------------- recurrent
@@ -648,23 +745,41 @@ def _gates(array, op: str, units: int):
 
 
 def _last_step(graph, y_name: str, steps: int):
-    """Y -> Squeeze(1) -> Transpose([1, 0, 2]) -> Gather(axis 1, the last step): that Gather (the layer then
-    returns its last state only), else None."""
-    squeeze_node = graph.sole_consumer(y_name, ("Squeeze",))
-    back = squeeze_node and graph.sole_consumer(squeeze_node.output[0], ("Transpose",))
+    """Y -> Squeeze(1) -> Transpose([1, 0, 2]) -> Gather(axis 1, the last step) (dynamo=False), or Y ->
+    Transpose([0, 2, 1, 3]) -> Reshape to 3-D -> Transpose([1, 0, 2]) -> Gather (the dynamo exporter): that Gather
+    (the layer then returns its last state only), else None."""
+    first = graph.sole_consumer(y_name, ("Squeeze", "Transpose"))
+    if first is None:
+        return None
+    if first.op_type == "Squeeze":
+        axes = graph.values.get(first.input[1]) if graph.has(first, 1) else graph.attrs(first, {"axes": None})["axes"]
+        chain = [first] if axes is not None and list(np.ravel(axes)) == [1] else None
+    else:
+        swap = list(graph.attrs(first, {"perm": None})["perm"] or []) == [0, 2, 1, 3]
+        flat = swap and graph.sole_consumer(first.output[0], ("Reshape",))
+        chain = [first, flat] if flat and _merges_unit_axis(graph, flat, steps) else None
+    back = chain and graph.sole_consumer(chain[-1].output[0], ("Transpose",))
     pick = back and graph.sole_consumer(back.output[0], ("Gather",))
     if not pick or graph.attrs(pick, {"axis": 0})["axis"] != 1 or list(graph.attrs(back, {"perm": None})["perm"] or
                                                                          []) != [1, 0, 2]:
         return None
-    axes = graph.values.get(squeeze_node.input[1]) if graph.has(squeeze_node, 1) else \
-        graph.attrs(squeeze_node, {"axes": None})["axes"]
     index = graph.values.get(pick.input[1])
-    if axes is None or list(np.ravel(axes)) != [1] or not isinstance(index, np.ndarray) or index.shape != () or \
-            int(index) not in (-1, steps - 1):
+    if not isinstance(index, np.ndarray) or index.shape != () or int(index) not in (-1, steps - 1):
         return None
-    for absorbed in (squeeze_node, back, pick):
+    for absorbed in (*chain, back, pick):
         graph.absorb(absorbed)
     return pick
+
+
+def _merges_unit_axis(graph, node, steps: int) -> bool:
+    """Whether Reshape ``node`` of (T, N, 1, H) drops the unit axis: a constant 3-D target keeping T first (its
+    batch entry, fixed or symbolic, is the batch; H follows from the size), or one computed later from Shape
+    nodes."""
+    target = graph.values.get(node.input[1])
+    if target is None:
+        return node.input[1] in graph.producers
+    dims = [int(v) for v in np.ravel(target)]
+    return len(dims) == 3 and dims[0] in (steps, 0, -1)
 
 
 def recurrent(graph, node):
@@ -700,6 +815,7 @@ def recurrent(graph, node):
     else:
         weights["bias"], weights["recurrent_bias"] = _gates(b[:3 * units], op, units), _gates(b[3 * units:], op, units)
     outputs = [name if name and graph.consumers.get(name) or name in graph.outputs else "" for name in node.output]
+    outputs += [""] * (3 - len(outputs))  # the dynamo exporter writes only the outputs it reads
     if len(outputs) > 2 and outputs[2] or (outputs[0] and outputs[1]):
         raise graph.error(node, "reading both Y and Y_h (or Y_c) is not supported", "Y or Y_h")
     last = _last_step(graph, node.output[0], x.shape[0]) if outputs[0] and attrs["layout"] == 0 else None
@@ -732,7 +848,8 @@ IMPORTERS = {
 IMPORTERS.update({  # the modern layers
     "ConvTranspose": conv_transpose, "GlobalMaxPool": global_max_pool, "Concat": concat, "Resize": resize,
     "LayerNormalization": layer_normalization, "RMSNormalization": rms_normalization,
-    "GroupNormalization": group_normalization, "LSTM": recurrent, "GRU": recurrent,
+    "GroupNormalization": group_normalization, "InstanceNormalization": instance_normalization,
+    "LSTM": recurrent, "GRU": recurrent,
 })
 
 

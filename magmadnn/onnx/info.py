@@ -1,5 +1,5 @@
-"""``info(path)``: what an ONNX file holds (producer, opset, inputs, output, operators) and which of its operators
-magmadnn imports, as text."""
+"""``info(path)``: what an ONNX file holds (producer, opset, inputs, output, operators) and whether magmadnn imports
+it (load's own checks), as text."""
 
 from __future__ import annotations
 
@@ -7,7 +7,9 @@ import math
 from collections import Counter
 
 from ._proto import default_opset, read
+from .errors import OnnxImportError
 from .importers import IMPORTERS
+from .load import check
 
 __all__ = ["info"]
 
@@ -18,13 +20,19 @@ def _shape(spec) -> str:
 
 
 def info(path) -> str:
-    """A few lines describing the ONNX file ``path`` (read and checked as :func:`magmadnn.onnx.load` does)."""
+    """A few lines describing the ONNX file ``path``; "importable" runs every check :func:`magmadnn.onnx.load`
+    runs (:func:`magmadnn.onnx.load.check`), so "yes" means load succeeds and "no" gives load's error."""
     proto = read(path)
     graph = proto.graph
     weights = {i.name for i in graph.initializer}
     params = sum(math.prod(i.dims) for i in graph.initializer)
     ops = Counter(node.op_type for node in graph.node)
     missing = sorted(op for op in ops if op not in IMPORTERS)
+    try:
+        check(proto, device="host")  # load's own checks, on the host, the weights not assigned
+        verdict = "importable: yes"
+    except OnnxImportError as exc:
+        verdict = f"importable: no: {exc}"
     lines = [
         f"file: {path}",
         f"producer: {proto.producer_name or '?'} {proto.producer_version}".rstrip(),
@@ -33,6 +41,7 @@ def info(path) -> str:
         "outputs: " + ", ".join(f"{o.name} {_shape(o)}" for o in graph.output),
         f"weights: {len(weights)} tensors, {params:,} values",
         "operators: " + ", ".join(f"{op} x{n}" for op, n in sorted(ops.items())),
-        "importable: yes" if not missing else f"importable: no, unsupported operators: {', '.join(missing)}",
+        *([f"operators magmadnn has no importer for: {', '.join(missing)}"] if missing else []),
+        verdict,
     ]
     return "\n".join(lines)

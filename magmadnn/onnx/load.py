@@ -11,15 +11,16 @@ import os
 
 import numpy as np
 
+from ..layers.reshaping import Reshape
 from ..models import Model
 from ..saving import ArchitectureMismatchError, ModelFileError
-from . import attention, folded_attention
+from . import attention, decompositions, folded_attention
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
-from .graph import BATCH, DTYPES, BatchZeros, Graph, Pending, Value
+from .graph import BATCH, DTYPES, SHAPE_OPS, BatchZeros, Graph, Pending, Value
 from .importers import IMPORTERS, supported_operators
 
-__all__ = ["load", "convert"]
+__all__ = ["load", "convert", "check"]
 
 
 def _model_dtype(proto):
@@ -41,19 +42,24 @@ def _constants(graph: Graph, proto) -> None:
 
 def _hint(proto) -> str:
     """What an unsupported node is likely part of, where the graph shows it."""
-    if any(node.op_type == "Erf" for node in proto.graph.node):
+    if any(node.op_type == "Erf" for node in proto.graph.node) and decompositions.gelu_kind("none") is None:
         return (" (the graph computes the exact, erf-based GELU from Erf and arithmetic; magmadnn imports the single "
                 "Gelu operator: export with opset 20)")
     return ""
 
 
 def _batch_zeros(graph: Graph, node) -> BatchZeros:
-    """ConstantOfShape of a shape holding the batch size: zeros (a recurrent initial state) are supported."""
-    fill = graph.attrs(node, {"value": None})["value"]
-    if fill is not None and np.any(onnx().numpy_helper.to_array(fill)):
+    """ConstantOfShape of (or Expand to) a shape holding the batch size: zeros (a recurrent initial state) are
+    supported."""
+    if node.op_type == "Expand":
+        fill = graph.values[node.input[0]]
+    else:
+        fill = graph.attrs(node, {"value": None})["value"]
+        fill = None if fill is None else onnx().numpy_helper.to_array(fill)
+    if fill is not None and np.any(fill):
         raise graph.error(node, "a non-zero constant whose shape holds the batch size is not supported",
                           "zeros (a recurrent operator's initial state)")
-    return BatchZeros(graph.values[node.input[0]])
+    return BatchZeros(graph.values[node.input[-1]])
 
 
 def _fold(graph: Graph, node) -> list:
@@ -73,8 +79,11 @@ def _fold(graph: Graph, node) -> list:
     return [np.asarray(r) for r in results]
 
 
-def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
-    """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
+def check(proto, name: str | None = None, device=None, seed: int | None = None):
+    """Every check of an import, shared by :func:`load` and :func:`~magmadnn.onnx.info`: the graph walked node by
+    node into layers and each weight checked against its layer (shape, dtype, finite values). Returns the Model
+    (its weights still the layers' initial ones) and the checked weights to commit; raises UnsupportedOnnxError /
+    OnnxImportError as :func:`load` does."""
     graph = Graph(proto, default_opset(proto), _model_dtype(proto))
     _constants(graph, proto)
     inputs = []
@@ -85,6 +94,22 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             inputs.append(value.tensor)
     if not inputs:
         raise UnsupportedOnnxError("the graph has no input that is not a constant")
+    _walk(graph, proto)
+    result = _output(graph, proto)
+    model = Model(inputs, result.tensor, name=name or proto.graph.name or "onnx_model", seed=seed,
+                  dtype=graph.dtype, device=device)
+    index = {id(layer): i for i, layer in enumerate(model.layers)}
+    arrays = {f"layers.{index[id(layer)]}.{key}": array for layer, weights in graph.weights
+              if id(layer) in index for key, array in weights.items()}
+    try:
+        plan = model._prepare_assign(arrays, "ONNX import")
+    except (ModelFileError, ArchitectureMismatchError) as exc:  # a weight the layer cannot take: the file's fault
+        raise OnnxImportError(str(exc)) from None
+    return model, plan
+
+
+def _walk(graph: Graph, proto) -> None:
+    """Every node of the graph turned into values and layers."""
     constants = [node for node in proto.graph.node if node.op_type == "Constant" and node.domain in ("", "ai.onnx")]
     for node in constants:  # first: a pattern (an LSTM's last step) may look at constants written after it
         graph.values[node.output[0]] = IMPORTERS["Constant"](graph, node)[0]
@@ -95,9 +120,11 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
         if node.domain not in ("", "ai.onnx"):
             raise graph.error(node, f"operators of domain {node.domain!r} are not supported",
                               "the default ONNX domain")
+        if node.op_type in SHAPE_OPS:
+            graph.batch_shape(node, SHAPE_OPS[node.op_type])
         if node.input and node.op_type != "Constant" and all(
                 isinstance(graph.values.get(n), np.ndarray) for n in node.input if n):
-            if node.op_type == "ConstantOfShape" and np.any(graph.values[node.input[0]] == BATCH):
+            if node.op_type in ("ConstantOfShape", "Expand") and np.any(graph.values[node.input[-1]] == BATCH):
                 outputs = [_batch_zeros(graph, node)]
             else:  # a node of constants only (shape arithmetic, weight transposes)
                 outputs = _fold(graph, node)
@@ -106,14 +133,25 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             continue
         convert_node = IMPORTERS.get(node.op_type)
         pending = [v for v in map(graph.values.get, node.input) if isinstance(v, Pending)]
+        if not pending and node.op_type in decompositions.OPS:  # the first node of a decomposed GELU?
+            if decompositions.recognise(graph, node) is not None:
+                continue
         if pending:  # inside an attention pattern (nn.MultiheadAttention's folds the batch into other axes)
             convert_node = folded_attention.follow if any(v.full is not None for v in pending) else attention.follow
         if convert_node is None:
             raise graph.error(node, "this operator is not supported" + _hint(proto), ", ".join(supported_operators()))
-        outputs = convert_node(graph, node)
+        try:
+            outputs = convert_node(graph, node)
+        except (IndexError, KeyError) as exc:  # a form no importer foresaw: still name the node
+            raise graph.error(node, f"this form of the operator is not supported ({type(exc).__name__}: {exc})") \
+                from None
         for out_name, value in zip(node.output, outputs):
             if out_name and value is not None:  # None: an output nobody reads
                 graph.values[out_name] = value
+
+
+def _output(graph: Graph, proto) -> Value:
+    """The graph's one output, checked to be a batch-first tensor computed from the inputs."""
     if len(proto.graph.output) != 1:
         raise UnsupportedOnnxError(f"the graph has {len(proto.graph.output)} outputs; magmadnn models have one")
     out_name = proto.graph.output[0].name
@@ -126,19 +164,19 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
     if result.layout is not None:
         raise UnsupportedOnnxError(f"graph output {out_name!r} keeps its batch axis inside ({result.layout}); "
                                    "end the graph batch first")
-    if result.shape != tuple(result.tensor.shape):
-        raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N, {', '.join(map(str, result.shape))}), "
-                                   f"which magmadnn holds as (N, {', '.join(map(str, result.tensor.shape))}); "
-                                   "end the graph with a Flatten or Reshape")
-    model = Model(inputs, result.tensor, name=name or proto.graph.name or "onnx_model", seed=seed,
-                  dtype=graph.dtype, device=device)
-    index = {id(layer): i for i, layer in enumerate(model.layers)}
-    arrays = {f"layers.{index[id(layer)]}.{key}": array for layer, weights in graph.weights
-              if id(layer) in index for key, array in weights.items()}
-    try:
-        model._assign(arrays, "ONNX import")
-    except (ModelFileError, ArchitectureMismatchError) as exc:  # a weight the layer cannot take: the file's fault
-        raise OnnxImportError(str(exc)) from None
+    if result.shape != tuple(result.tensor.shape):  # unit axes kept aside (GlobalAveragePool, Unsqueeze): restored
+        if not result.shape:
+            raise UnsupportedOnnxError(f"graph output {out_name!r} has shape (N,); magmadnn models give at least "
+                                       "(N, 1): end the graph without squeezing the last axis")
+        layer = Reshape(result.shape, name=graph._unique(f"{out_name}_reshape"))
+        return Value(layer(result.tensor), result.shape)
+    return result
+
+
+def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
+    """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
+    model, plan = check(proto, name=name, device=device, seed=seed)
+    model._commit(plan)
     return model
 
 

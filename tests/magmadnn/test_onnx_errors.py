@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from ._onnx_helpers import graph, helper, monnx, onnx, save
+from ._onnx_helpers import TensorProto, graph, helper, monnx, onnx, save
 
 Unsupported = monnx.UnsupportedOnnxError
 
@@ -121,7 +121,43 @@ def test_info_describes_a_file_and_what_it_lacks(tmp_path):
                   {"W": np.ones((3, 2))})
     text = monnx.info(save(proto, tmp_path))
     assert "inputs: x (N, 3)" in text and "Gemm x1" in text and "weights: 1 tensors, 6 values" in text
-    assert "importable: no, unsupported operators: Cos" in text
+    assert "no importer for: Cos" in text
+    with pytest.raises(monnx.UnsupportedOnnxError) as caught:
+        monnx.load(save(proto, tmp_path))
+    assert text.splitlines()[-1] == f"importable: no: {caught.value}"
+
+
+def _known_operators_load_refuses():
+    """Graphs of operators magmadnn imports, in forms load refuses after the operator-type check."""
+    gemm = helper.make_node("Gemm", ["x", "W"], ["h"])
+    bad_attr = graph([gemm, helper.make_node("Softmax", ["h"], ["y"], axis=0)], {"x": (3,)}, {"W": np.ones((3, 2))})
+    nan = np.ones((3, 2), np.float32)
+    nan[0, 0] = np.nan
+    bad_weight = graph([helper.make_node("Gemm", ["x", "W"], ["y"])], {"x": (3,)}, {"W": nan})
+    bad_reshape = graph([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": (6,)},
+                        {"s": np.array([2, 3, 1], np.int64)})
+    two_outputs = graph([gemm, helper.make_node("Relu", ["h"], ["y"])], {"x": (3,)}, {"W": np.ones((3, 2))})
+    two_outputs.graph.output.append(helper.make_tensor_value_info("h", TensorProto.FLOAT, ["N", 2]))
+    return {"attribute": bad_attr, "weight": bad_weight, "reshape": bad_reshape, "outputs": two_outputs}
+
+
+@pytest.mark.parametrize("case", ["attribute", "weight", "reshape", "outputs"])
+def test_info_says_no_with_loads_error_where_load_refuses(tmp_path, case):
+    """info runs load's checks: a file of known operators that load refuses is "importable: no" with load's words."""
+    path = save(_known_operators_load_refuses()[case], tmp_path)
+    with pytest.raises(monnx.OnnxImportError) as caught:
+        monnx.load(path)
+    verdict = monnx.info(path).splitlines()[-1]
+    assert verdict == f"importable: no: {caught.value}"
+    assert "no importer for" not in monnx.info(path)
+
+
+def test_info_says_yes_where_load_succeeds(tmp_path):
+    proto = graph([helper.make_node("Gemm", ["x", "W"], ["h"]), helper.make_node("Relu", ["h"], ["y"])],
+                  {"x": (3,)}, {"W": np.ones((3, 2))})
+    path = save(proto, tmp_path)
+    assert monnx.info(path).splitlines()[-1] == "importable: yes"
+    assert monnx.load(path).predict(np.ones((2, 3), np.float32)).shape == (2, 2)
 
 
 def test_cut_or_flipped_bytes_never_crash(tmp_path):

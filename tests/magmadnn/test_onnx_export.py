@@ -181,3 +181,23 @@ def test_an_imported_model_trains_on_the_device_without_host_reads(tmp_path, mon
         model.progress_interval = float("inf")
         model.fit(x, y, batch_size=8, epochs=1, verbose=0)
         assert len(reads) == 1, f"{len(reads)} device-to-host copies in one epoch of 2 steps: {reads}"
+
+
+@pytest.mark.parametrize("opset", [17, 18, 20, 21])
+def test_group_norm_exports_in_the_opsets_own_form(opset, device, tmp_path):
+    """Below opset 21, GroupNorm is written as PyTorch writes it there (Reshape, InstanceNormalization, Reshape, Mul,
+    Add); from 21 as GroupNormalization. Either runs in onnxruntime and reads back as one GroupNorm layer."""
+    model = m.Sequential([L.Input((6, 4, 5)), L.GroupNorm(3, eps=1e-3, name="norm"), L.Flatten()], device=device)
+    rng = np.random.default_rng(8)
+    norm = model.layers[1]
+    model._assign({f"layers.1.{key}": rng.uniform(0.5, 1.5, 6) if key == "gamma" else rng.standard_normal(6)
+                   for key in norm.weights}, "test")
+    x = rng.standard_normal((3, 6, 4, 5)).astype(np.float32)
+    path = model.export(tmp_path / "g.onnx", opset=opset)
+    ops = [node.op_type for node in onnx.load(path).graph.node]
+    assert ("GroupNormalization" in ops) == (opset >= 21) and ("InstanceNormalization" in ops) == (opset < 21)
+    np.testing.assert_allclose(run_ort(path, {onnx.load(path).graph.input[0].name: x}),
+                               model.predict(x), rtol=RTOL, atol=1e-5)
+    back = monnx.load(path, device=device)
+    assert [type(layer).__name__ for layer in back.layers] == ["Input", "GroupNorm", "Flatten"]
+    np.testing.assert_allclose(back.predict(x), model.predict(x), rtol=RTOL, atol=1e-5)

@@ -303,3 +303,110 @@ def test_pytorch_decoder_and_token_models_import(device, tmp_path):
         model = monnx.load(path, device=device)
         assert [type(layer).__name__ for layer in model.layers] == kinds
         np.testing.assert_allclose(model.predict(x.numpy()), expected, rtol=1e-4, atol=1e-5)
+
+
+def test_group_normalization_opset_18_scales_per_group(device):
+    """Opset 18 gives GroupNormalization one scale and bias a group (21: a channel). onnx.checker calls that
+    version deprecated, so the graph is built unchecked and converted in memory."""
+    rng = np.random.default_rng(3)
+    inits = [onnx.numpy_helper.from_array(rng.uniform(0.5, 1.5, 3).astype(np.float32), "s"),
+             onnx.numpy_helper.from_array(rng.standard_normal(3).astype(np.float32), "b")]
+    spec = helper.make_graph(
+        [helper.make_node("GroupNormalization", ["x", "s", "b"], ["y"], num_groups=3, epsilon=1e-3)], "g",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6, 4, 5])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 6, 4, 5])], inits)
+    proto = helper.make_model(spec, opset_imports=[helper.make_opsetid("", 18)], ir_version=8)
+    x = rng.standard_normal((4, 6, 4, 5)).astype(np.float32)
+    assert_matches_ort(proto, x, device)
+
+
+def test_instance_normalization_is_group_norm_with_a_group_a_channel(device):
+    rng = np.random.default_rng(4)
+    proto = graph([helper.make_node("InstanceNormalization", ["x", "s", "b"], ["y"], epsilon=1e-4)],
+                  {"x": (5, 3, 4)}, {"s": rng.uniform(0.5, 1.5, 5), "b": rng.standard_normal(5)},
+                  output_shape=(5, 3, 4))
+    x = rng.standard_normal((3, 5, 3, 4)).astype(np.float32)
+    assert_matches_ort(proto, x, device)
+
+
+def _tanh_gelu_nodes(x="x", out="y"):
+    """0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))) with the 0.5 x first (an order PyTorch does not write)."""
+    mk = helper.make_node
+    return [mk("Mul", [x, "half"], ["hx"]), mk("Pow", [x, "three"], ["x3"]), mk("Mul", ["x3", "k"], ["kx3"]),
+            mk("Add", ["kx3", x], ["inner"]), mk("Mul", ["c", "inner"], ["arg"]), mk("Tanh", ["arg"], ["t"]),
+            mk("Add", ["one", "t"], ["t1"]), mk("Mul", ["hx", "t1"], [out])]
+
+
+_GELU_CONSTANTS = {"half": np.float32(0.5), "three": np.float32(3.0), "k": np.float32(0.044715),
+                   "c": np.float32(np.sqrt(2 / np.pi)), "one": np.float32(1.0)}
+
+
+def test_a_tanh_gelu_chain_in_any_order_is_one_activation(device):
+    rng = np.random.default_rng(5)
+    proto = graph(_tanh_gelu_nodes(), {"x": (4, 6)}, _GELU_CONSTANTS)
+    model = assert_matches_ort(proto, rng.standard_normal((3, 4, 6)).astype(np.float32) * 3, device)
+    assert [type(layer).__name__ for layer in model.layers] == ["Input", "Activation"]
+
+
+def test_a_chain_whose_inside_is_read_elsewhere_is_not_taken_for_gelu():
+    """x^3 also feeds the output: the chain cannot become one layer, and its nodes report their own errors."""
+    nodes = _tanh_gelu_nodes(out="g") + [helper.make_node("Add", ["g", "x3"], ["y"])]
+    proto = graph(nodes, {"x": (6,)}, _GELU_CONSTANTS)
+    with pytest.raises(monnx.UnsupportedOnnxError, match=r"ONNX node .* \((Mul|Pow)\)") as caught:
+        imported(proto)
+    assert "GELU" not in str(caught.value)
+
+
+_UNIT_AXES = {  # name -> (nodes, per-sample input shape, constants, per-sample output shape or None: inferred)
+    "GlobalAveragePool": ([helper.make_node("GlobalAveragePool", ["x"], ["y"])], (3, 4, 5), {}, (3, 1, 1)),
+    "GlobalMaxPool": ([helper.make_node("GlobalMaxPool", ["x"], ["y"])], (3, 4, 5), {}, (3, 1, 1)),
+    "Unsqueeze": ([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], (3, 4), {"a": np.array([1, -1])}, None),
+    "Squeeze": ([helper.make_node("Squeeze", ["x", "a"], ["y"])], (3, 1, 4, 1), {"a": np.array([2, -1])}, None),
+    "Unsqueeze+Relu": ([helper.make_node("Unsqueeze", ["x", "a"], ["u"]), helper.make_node("Relu", ["u"], ["y"])],
+                       (3, 4), {"a": np.array([2])}, None),
+}
+
+
+@pytest.mark.parametrize("case", list(_UNIT_AXES))
+def test_unit_axes_kept_to_the_graph_output(case, device):
+    """A (N, C, 1, 1) pooling or a Squeeze/Unsqueeze result as the graph's output has the ONNX shape."""
+    nodes, shape, constants, out = _UNIT_AXES[case]
+    proto = graph(nodes, {"x": shape}, constants, output_shape=out)
+    x = np.random.default_rng(6).standard_normal((3, *shape)).astype(np.float32)
+    expected = run_ort(proto, {"x": x})
+    got = imported(proto, device).predict(x)
+    assert got.shape == expected.shape
+    np.testing.assert_allclose(got, expected, rtol=RTOL, atol=1e-5)
+
+
+@pytest.mark.parametrize(("nodes", "shape", "constants", "out", "message"), [
+    ([helper.make_node("Squeeze", ["x"], ["y"])], (3, 1), {}, (3,), "no axes"),
+    ([helper.make_node("Squeeze", ["x", "a"], ["y"])], (1,), {"a": np.array([1])}, None, r"shape \(N,\)"),
+    ([helper.make_node("Squeeze", ["x", "a"], ["y"])], (1, 3), {"a": np.array([0])}, None, r"axes \[0\]"),
+    ([helper.make_node("Unsqueeze", ["x", "a"], ["y"])], (3,), {"a": np.array([0])}, None, "before the batch"),
+])
+def test_refused_unit_axes_say_what(nodes, shape, constants, out, message):
+    proto = graph(nodes, {"x": shape}, constants, output_shape=out)
+    with pytest.raises(monnx.UnsupportedOnnxError, match=message):
+        imported(proto)
+
+
+@pytest.mark.parametrize(("shape", "axes", "keepdims"), [
+    ((3, 4, 5), [2, 3], 1), ((3, 4, 5), [-1, -2], 0), ((5, 6), [1], 0), ((5, 6), [1], 1), ((5, 6), [2], 0),
+    ((3, 4, 5), [1, 3], 0), ((3, 4, 5), [2], 1)])
+def test_reduce_mean_over_non_batch_axes(shape, axes, keepdims, device):
+    """Any proper subset of the non-batch axes (the mean over the tokens of (N, T, F) included)."""
+    proto = graph([helper.make_node("ReduceMean", ["x", "a"], ["y"], keepdims=keepdims)], {"x": shape},
+                  {"a": np.array(axes, np.int64)}, opset=18)
+    x = np.random.default_rng(7).standard_normal((3, *shape)).astype(np.float32)
+    expected = run_ort(proto, {"x": x})
+    got = imported(proto, device).predict(x)
+    np.testing.assert_allclose(got.reshape(expected.shape), expected, rtol=RTOL, atol=1e-5)
+
+
+def test_reduce_mean_over_the_batch_or_every_axis_is_refused():
+    for axes in ([0, 1], [1, 2, 3]):
+        proto = graph([helper.make_node("ReduceMean", ["x", "a"], ["y"], keepdims=0)], {"x": (3, 4, 5)},
+                      {"a": np.array(axes, np.int64)}, opset=18)
+        with pytest.raises(monnx.UnsupportedOnnxError, match="ReduceMean"):
+            imported(proto)
