@@ -195,8 +195,8 @@ def group_norm(b, layer, inputs, node):
                     f"{name}/normalize", epsilon=float(layer.eps))
     back = b.node("Reshape", [normed, b.constant(f"{name}/shape", [0, *shape], np.int64)], f"{name}/ungroup")
     per_channel = (shape[0],) + (1,) * (len(shape) - 1)
-    gamma = np.asarray(b.model.xp.to_numpy(layer.weights["gamma"].data)).reshape(per_channel)
-    beta = np.asarray(b.model.xp.to_numpy(layer.weights["beta"].data)).reshape(per_channel)
+    gamma = np.asarray(b.model.xp.to_numpy(layer.params["gamma"].data)).reshape(per_channel)
+    beta = np.asarray(b.model.xp.to_numpy(layer.params["beta"].data)).reshape(per_channel)
     scaled = b.node("Mul", [back, b.constant(f"{name}/gamma", gamma, b.dtype)], f"{name}/scale")
     return b.node("Add", [scaled, b.constant(f"{name}/beta", beta, b.dtype)], name)
 

@@ -42,9 +42,11 @@ def _constants(graph: Graph, proto) -> None:
 
 def _hint(proto) -> str:
     """What an unsupported node is likely part of, where the graph shows it."""
-    if any(node.op_type == "Erf" for node in proto.graph.node) and decompositions.gelu_kind("none") is None:
-        return (" (the graph computes the exact, erf-based GELU from Erf and arithmetic; magmadnn imports the single "
-                "Gelu operator: export with opset 20)")
+    if any(node.op_type == "Erf" for node in proto.graph.node):
+        if decompositions.gelu_kind("none") is None:
+            return (" (the graph computes the exact, erf-based GELU from Erf and arithmetic; magmadnn imports the "
+                    "single Gelu operator: export with opset 20)")
+        return " (Erf is read only inside an exact GELU chain, x * 0.5 * (1 + erf(x / sqrt(2))))"
     return ""
 
 

@@ -189,9 +189,9 @@ def test_group_norm_exports_in_the_opsets_own_form(opset, device, tmp_path):
     Add); from 21 as GroupNormalization. Either runs in onnxruntime and reads back as one GroupNorm layer."""
     model = m.Sequential([L.Input((6, 4, 5)), L.GroupNorm(3, eps=1e-3, name="norm"), L.Flatten()], device=device)
     rng = np.random.default_rng(8)
-    norm = model.layers[1]
+    norm = model.get_layer("norm")
     model._assign({f"layers.1.{key}": rng.uniform(0.5, 1.5, 6) if key == "gamma" else rng.standard_normal(6)
-                   for key in norm.weights}, "test")
+                   for key in norm.params}, "test")
     x = rng.standard_normal((3, 6, 4, 5)).astype(np.float32)
     path = model.export(tmp_path / "g.onnx", opset=opset)
     ops = [node.op_type for node in onnx.load(path).graph.node]

@@ -15,10 +15,10 @@ from ._onnx_helpers import monnx, onnx  # noqa: F401 - skips the module without 
 from .backends import open_backend
 
 #: operator -> node tests it passes at least (docs/onnx.md lists them); fewer is a regression
-PASSES = {"Add": 1, "AveragePool": 9, "Concat": 18, "Div": 10, "Dropout": 2, "Elu": 2, "Flatten": 3, "Gelu": 1,
-          "GlobalAveragePool": 2, "GlobalMaxPool": 2, "Identity": 1, "LeakyRelu": 2, "LogSoftmax": 6, "MaxPool": 10,
-          "Mul": 8, "Relu": 1, "Reshape": 12, "Shape": 6, "Sigmoid": 1, "Slice": 24, "Softmax": 6, "Tanh": 1,
-          "Transpose": 8}
+PASSES = {"Add": 1, "AveragePool": 9, "Concat": 18, "Div": 10, "Dropout": 2, "Elu": 2, "Exp": 1, "Flatten": 3,
+          "Gelu": 2, "GlobalAveragePool": 2, "GlobalMaxPool": 2, "Identity": 1, "LeakyRelu": 2, "LogSoftmax": 6,
+          "MaxPool": 10, "Mul": 8, "Relu": 1, "Reshape": 12, "Selu": 1, "Shape": 6, "Sigmoid": 1, "Slice": 24,
+          "Softmax": 6, "Softplus": 1, "Softsign": 1, "Tanh": 1, "Transpose": 8}
 
 
 @pytest.fixture(scope="module")
