@@ -101,3 +101,15 @@ def open_backend(kind: str):
             yield backend.get("gpu")
     else:
         yield backend.get("gpu")
+
+
+def model_device(kind: str):
+    """A generator for a fixture: the device name a model compiles for, "host", "gpu" on the simulator (``kind``
+    "simulator", every MAGMA routine modelled) or "gpu" on a real device."""
+    if kind == "simulator":
+        from pymagma import simulator  # noqa: PLC0415
+
+        with simulator.simulated("full"):
+            yield "gpu"
+    else:
+        yield kind

@@ -10,7 +10,8 @@ from magmadnn import layers as L
 from magmadnn import models
 from magmadnn import optimizers as O
 from magmadnn.models import Sequential
-from pymagma import simulator
+
+from .backends import model_device
 
 RNG = np.random.default_rng(11)
 X = RNG.standard_normal((40, 6)).astype(np.float32)
@@ -19,11 +20,7 @@ Y = RNG.integers(0, 3, 40)
 
 @pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param in ("host", "gpu"):
-        yield request.param
-        return
-    with simulator.simulated("full"):
-        yield "gpu"
+    yield from model_device(request.param)
 
 
 def _model(device):

@@ -12,8 +12,9 @@ from magmadnn import layers as L
 from magmadnn import models
 from magmadnn import optimizers as O
 from magmadnn.models import Model, Sequential
-from pymagma import simulator
 from tests.keras_reference import keras
+
+from .backends import model_device
 
 RNG = np.random.default_rng(8)
 X = RNG.standard_normal((24, 4)).astype(np.float32)
@@ -63,11 +64,7 @@ class Doubled(L.Layer):
 
 @pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param in ("host", "gpu"):
-        yield request.param
-        return
-    with simulator.simulated("full"):
-        yield "gpu"
+    yield from model_device(request.param)
 
 
 def test_a_keras_style_layer_trains_as_in_keras(device):

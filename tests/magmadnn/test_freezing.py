@@ -12,6 +12,8 @@ from magmadnn.models import Model, Sequential
 from pymagma import simulator
 from tests.keras_reference import keras
 
+from .backends import model_device
+
 KL = keras.layers
 RNG = np.random.default_rng(5)
 X = RNG.standard_normal((24, 4)).astype(np.float32)
@@ -20,11 +22,7 @@ Y = RNG.standard_normal((24, 2)).astype(np.float32)
 
 @pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param in ("host", "gpu"):
-        yield request.param
-        return
-    with simulator.simulated("full"):
-        yield "gpu"
+    yield from model_device(request.param)
 
 
 def _mlp(device="host"):

@@ -15,14 +15,12 @@ from magmadnn.models import graphed
 from magmadnn.models.training import Tally
 from pymagma import memory, simulator
 
+from .backends import model_device
+
 
 @pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param == "gpu":
-        yield "gpu"
-        return
-    with simulator.simulated("full"):
-        yield "gpu"
+    yield from model_device(request.param)
 
 
 def _models():

@@ -9,17 +9,14 @@ import numpy as np
 import pytest
 
 from magmadnn.models import graphed
-from pymagma import simulator
 from tests.magmadnn._keras_cases import RNG, TRAIN, X_VAL, X, model_for
+
+from .backends import model_device
 
 
 @pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param == "gpu":
-        yield "gpu"
-        return
-    with simulator.simulated("full"):
-        yield "gpu"
+    yield from model_device(request.param)
 
 
 @pytest.mark.parametrize("name", list(TRAIN))

@@ -41,6 +41,8 @@ from magmadnn.backend import faults
 from magmadnn.models import graphed
 from pymagma import array, kernels, simulator
 
+from .backends import model_device
+
 EMBEDDING_MESSAGE = "embedding: index 9 is out of range for a table of 7 rows; expected indices in [0, 7)"
 MASK_MESSAGE = ("call: MultiHeadAttention layer 'mha': a key mask holds 1 (attend) or 0 (padding) or booleans, got "
                 "0.5; for PyTorch's key_padding_mask pass its negation, an additive mask (0/-inf) is not a mask")
@@ -48,11 +50,7 @@ MASK_MESSAGE = ("call: MultiHeadAttention layer 'mha': a key mask holds 1 (atten
 
 @pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    if request.param == "gpu":
-        yield "gpu"
-        return
-    with simulator.simulated("full"):
-        yield "gpu"
+    yield from model_device(request.param)
 
 
 def _steps(model, kind):
