@@ -438,11 +438,17 @@ class ModelCheckpoint(Callback):
     value, and a later run writing to the same (fixed) path starts from it, so a resumed run never overwrites the
     best file with a worse epoch. ``initial_value_threshold`` (as in Keras) is a best value to beat from the start
     (the better of it and the stored one counts). The filename keys and ``monitor`` are checked when training
-    begins, before any epoch runs.
+    begins, before any epoch runs. ``verbose=1`` prints a line for each file written; ``save_freq`` is Keras'
+    argument: only ``"epoch"`` is supported.
     """
 
-    def __init__(self, filepath, monitor="val_loss", save_best_only=False, mode="auto", save_weights_only=False,
-                 initial_value_threshold=None):
+    def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False, save_weights_only=False,
+                 mode="auto", save_freq="epoch", initial_value_threshold=None):
+        if save_freq != "epoch":
+            raise ValueError(f"ModelCheckpoint: save_freq={save_freq!r} is not supported; files are written at epoch "
+                             "ends only (save_freq='epoch')")
+        self.verbose = _checks.integer(int(verbose) if isinstance(verbose, bool) else verbose, "verbose",
+                                       "ModelCheckpoint", minimum=0)
         self.filepath, self.monitor = os.fspath(filepath), monitor
         if not isinstance(monitor, str):
             raise TypeError(f"ModelCheckpoint: monitor must be a log key (str), got {monitor!r}")
@@ -505,6 +511,8 @@ class ModelCheckpoint(Callback):
         else:
             self.model.save_checkpoint(path, epoch + 1, extra=extra)
         self.saved.append(path)
+        if self.verbose:
+            print(f"\nEpoch {epoch + 1}: saving model to {path}")
 
 
 def _format_keys(filepath: str) -> set:

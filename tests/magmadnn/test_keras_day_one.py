@@ -1,0 +1,304 @@
+"""Day-one Keras programs written twice, once for Keras 3 (torch backend) and once for magmadnn, run side by side
+from identical initial weights on the same data without shuffling: losses, metrics, history keys and values,
+evaluate/predict returns and weights must agree, or magmadnn must raise a clear error naming the difference."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+import magmadnn as mdnn
+from magmadnn import callbacks as C
+from magmadnn import layers as L
+from tests.keras_reference import keras
+
+K = keras.layers
+RTOL, ATOL = 2e-4, 2e-5
+RNG = np.random.default_rng(0)
+X = RNG.standard_normal((40, 4)).astype(np.float32)
+Y = RNG.integers(0, 3, 40)
+YB = (X[:, 0] + 0.5 * X[:, 1] > 0).astype(np.float32)
+YR = (X @ np.array([0.5, -1.0, 0.3, 0.2], np.float32) + 0.1).astype(np.float32)
+
+
+def close(a, b):
+    np.testing.assert_allclose(np.asarray(a, np.float64), np.asarray(b, np.float64), rtol=RTOL, atol=ATOL)
+
+
+def same_weights(ours, theirs, to_keras=list):
+    for a, b in zip(to_keras(ours.get_weights()), theirs.get_weights(), strict=True):
+        close(a, b)
+
+
+def twins(ours_layers, keras_layers, to_keras=list):
+    """A magmadnn and a Keras Sequential built with model.add, Keras' weights set from magmadnn's."""
+    ours, theirs = mdnn.Sequential(seed=0), keras.Sequential()
+    for layer in ours_layers:
+        ours.add(layer)
+    for layer in keras_layers:
+        theirs.add(layer)
+    theirs.set_weights(to_keras(ours.get_weights()))
+    return ours, theirs
+
+
+def compile_both(ours, theirs, optimizer, loss, metrics=()):
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        ours.compile(optimizer=optimizer, loss=loss, metrics=list(metrics))
+    theirs.compile(optimizer=optimizer, loss=loss, metrics=list(metrics))
+
+
+def fit_both(ours, theirs, x, y, **kwargs):
+    kwargs = {"epochs": 3, "batch_size": 16, "shuffle": False, "verbose": 0, **kwargs}
+    mine, ref = ours.fit(x, y, **kwargs), theirs.fit(x, y, **kwargs)
+    assert sorted(mine.history) == sorted(ref.history)  # the same keys (Keras orders them by name)
+    for key in ref.history:
+        close(mine.history[key], ref.history[key])
+    assert mine.epoch == ref.epoch
+    return mine, ref
+
+
+def mlp(units, activation, hidden=8):
+    return ([L.Input(shape=(4,)), L.Dense(hidden, activation="relu"), L.Dense(units, activation=activation)],
+            [keras.Input(shape=(4,)), K.Dense(hidden, activation="relu"), K.Dense(units, activation=activation)])
+
+
+@pytest.mark.parametrize("optimizer", ["adam", "sgd", "rmsprop", "adamw", "adagrad"])
+def test_softmax_sparse_ce_with_string_optimizers_and_validation_split(optimizer):
+    ours, theirs = twins(*mlp(3, "softmax"))
+    compile_both(ours, theirs, optimizer, "sparse_categorical_crossentropy", ["accuracy"])
+    close(float(ours.optimizer.learning_rate), float(theirs.optimizer.learning_rate))
+    fit_both(ours, theirs, X, Y, validation_split=0.25)
+    same_weights(ours, theirs)
+    loss, acc = ours.evaluate(X, Y, verbose=0)
+    close([loss, acc], theirs.evaluate(X, Y, verbose=0))
+    close(ours.predict(X, verbose=0), theirs.predict(X, verbose=0))
+
+
+def test_one_hot_targets_categorical_ce_and_validation_data():
+    ours, theirs = twins(*mlp(3, "softmax"))
+    compile_both(ours, theirs, "adam", "categorical_crossentropy", ["accuracy"])
+    onehot = keras.utils.to_categorical(Y, 3)
+    np.testing.assert_array_equal(onehot, np.eye(3, dtype=np.float32)[Y])  # the one-hot a magmadnn user writes
+    fit_both(ours, theirs, X, np.eye(3, dtype=np.float32)[Y], validation_data=(X[:10], onehot[:10]))
+    close(ours.evaluate(X, onehot, verbose=0), theirs.evaluate(X, onehot, verbose=0))
+
+
+def test_sigmoid_binary_ce_accuracy_and_class_weight():
+    ours, theirs = twins(*mlp(1, "sigmoid"))
+    compile_both(ours, theirs, "rmsprop", "binary_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, X, YB, class_weight={0: 1.0, 1: 3.0})
+    same_weights(ours, theirs)
+    close(ours.evaluate(X, YB, verbose=0), theirs.evaluate(X, YB, verbose=0))
+    assert ours.predict(X[:5], verbose=0).shape == theirs.predict(X[:5], verbose=0).shape == (5, 1)
+
+
+def test_regression_with_mae_mse_metrics_and_the_evaluate_list_order():
+    ours, theirs = twins(*mlp(1, None))
+    compile_both(ours, theirs, "sgd", "mse", ["mae", "mse"])
+    fit_both(ours, theirs, X, YR, epochs=2, validation_split=0.2)
+    result = ours.evaluate(X, YR, verbose=0)
+    assert isinstance(result, list) and len(result) == 3
+    close(result, theirs.evaluate(X, YR, verbose=0))
+    mine, ref = ours.evaluate(X, YR, return_dict=True), theirs.evaluate(X, YR, verbose=0, return_dict=True)
+    assert sorted(mine) == sorted(ref)
+    close(list(mine.values()), list(ref.values()))
+
+
+def test_evaluate_without_metrics_is_the_scalar_loss_and_defaults_are_keras():
+    ours, theirs = twins(*mlp(1, None))
+    compile_both(ours, theirs, "adam", "mae")
+    fit_both(ours, theirs, X, YR, epochs=1, batch_size=None)  # None means 32, as in Keras
+    loss = ours.evaluate(X, YR, batch_size=None, verbose="auto", steps=None)
+    assert isinstance(loss, float)
+    close(loss, theirs.evaluate(X, YR, verbose=0))
+    close(ours.evaluate(X, YR, batch_size=8, steps=2), theirs.evaluate(X, YR, batch_size=8, steps=2, verbose=0))
+    close(ours.predict(X, batch_size=None, verbose=0, steps=None, callbacks=None), theirs.predict(X, verbose=0))
+
+
+def test_on_batch_methods_return_as_keras():
+    ours, theirs = twins(*mlp(3, "softmax"))
+    compile_both(ours, theirs, "sgd", "sparse_categorical_crossentropy", ["accuracy"])
+    for start in (0, 10, 20):
+        xb, yb = X[start:start + 10], Y[start:start + 10]
+        close(ours.train_on_batch(xb, yb), theirs.train_on_batch(xb, yb))
+    close(ours.test_on_batch(X, Y), theirs.test_on_batch(X, Y))
+    mine, ref = ours.train_on_batch(X, Y, return_dict=True), theirs.train_on_batch(X, Y, return_dict=True)
+    assert sorted(mine) == sorted(ref)
+    close(ours.predict_on_batch(X[:3]), theirs.predict_on_batch(X[:3]))
+    ours, theirs = twins(*mlp(3, "softmax"))
+    compile_both(ours, theirs, "sgd", "sparse_categorical_crossentropy")
+    loss = ours.train_on_batch(X, Y)
+    assert isinstance(loss, float)
+    close(loss, theirs.train_on_batch(X, Y))
+    close(ours.test_on_batch(X, Y), theirs.test_on_batch(X, Y))
+
+
+def test_early_stopping_restores_the_best_weights_as_keras():
+    ours, theirs = twins(*mlp(1, None))
+    ours.compile(mdnn.optimizers.SGD(0.2), "mse")
+    theirs.compile(keras.optimizers.SGD(0.2), "mse")
+    stops = [cls(monitor="val_loss", patience=1, restore_best_weights=True) for cls in
+             (C.EarlyStopping, keras.callbacks.EarlyStopping)]
+    mine, ref = (m.fit(X, YR, epochs=12, batch_size=4, shuffle=False, verbose=0, validation_split=0.5,
+                       callbacks=[s]) for m, s in zip((ours, theirs), stops))
+    assert mine.epoch == ref.epoch and len(ref.epoch) < 12  # it stopped early
+    close(mine.history["val_loss"], ref.history["val_loss"])
+    assert stops[0].stopped_epoch == stops[1].stopped_epoch
+    same_weights(ours, theirs)
+
+
+def test_reduce_lr_on_plateau_and_the_history_learning_rate_key():
+    ours, theirs = twins(*mlp(1, None))
+    compile_both(ours, theirs, "adam", "mse")
+    mine, ref = (m.fit(X, YR, epochs=4, batch_size=8, shuffle=False, verbose=0, validation_split=0.25,
+                       callbacks=[cls(monitor="loss", factor=0.5, patience=0, min_delta=10.0)])
+                 for m, cls in ((ours, C.ReduceLROnPlateau), (theirs, keras.callbacks.ReduceLROnPlateau)))
+    assert sorted(mine.history) == sorted(ref.history)  # the same keys (Keras orders them by name)
+    for key in ref.history:
+        close(mine.history[key], ref.history[key])
+    same_weights(ours, theirs)
+
+
+def test_model_checkpoint_and_the_keras_file_format(tmp_path):
+    ours, _ = twins(*mlp(3, "softmax"))
+    ours.compile("adam", "sparse_categorical_crossentropy", ["accuracy"])
+    with pytest.raises(ValueError, match=r"\.keras.*safetensors|safetensors.*\.keras"):
+        ours.save(tmp_path / "model.keras")
+    with pytest.raises(ValueError, match=r"safetensors"):
+        ours.fit(X, Y, epochs=1, verbose=0, callbacks=[C.ModelCheckpoint(str(tmp_path / "best.keras"))])
+    path = tmp_path / "best.safetensors"
+    ours.fit(X, Y, epochs=2, verbose=0, validation_split=0.25,
+             callbacks=[C.ModelCheckpoint(str(path), monitor="val_loss", save_best_only=True, verbose=0)])
+    loaded = mdnn.load_model(path)
+    assert isinstance(loaded.evaluate(X, Y), list)
+    ours.save(tmp_path / "last.safetensors")
+    again = mdnn.models.load(tmp_path / "last.safetensors")
+    close(again.predict(X), ours.predict(X))
+    close(again.evaluate(X, Y), ours.evaluate(X, Y))
+
+
+def test_freezing_a_layer_then_compile_summary_and_counts(capsys):
+    ours, theirs = twins(*mlp(3, "softmax"))
+    ours.layers[0].trainable = False
+    theirs.layers[0].trainable = False
+    compile_both(ours, theirs, "adam", "sparse_categorical_crossentropy", ["accuracy"])
+    assert ours.count_params() == theirs.count_params()
+    assert len(ours.trainable_weights) == len(theirs.trainable_weights) == 2
+    assert len(ours.non_trainable_weights) == len(theirs.non_trainable_weights) == 2
+    assert len(ours.layers) == len(theirs.layers) == 2
+    frozen = [w.copy() for w in ours.layers[0].get_weights()]
+    fit_both(ours, theirs, X, Y, epochs=2)
+    for a, b in zip(frozen, ours.layers[0].get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    same_weights(ours, theirs)
+    lines = []
+    theirs.summary(print_fn=lambda text, line_break=None: lines.append(text))
+    capsys.readouterr()
+    ours.summary()
+    totals = [line.strip() for line in capsys.readouterr().out.splitlines() if "params:" in line]
+    assert totals == [line.strip() for line in "\n".join(lines).splitlines() if "params:" in line]
+
+
+def test_get_and_set_weights_round_trip():
+    ours, theirs = twins(*mlp(3, "softmax"))
+    weights = [w + 0.5 for w in theirs.get_weights()]
+    ours.set_weights(weights)
+    theirs.set_weights(weights)
+    close(ours.predict(X), theirs.predict(X, verbose=0))
+    assert [w.shape for w in ours.get_weights()] == [tuple(w.shape) for w in theirs.get_weights()]
+    ours.layers[1].set_weights(theirs.layers[1].get_weights())
+
+
+def test_batch_normalization_and_dropout_in_an_mlp():
+    ours, theirs = twins([L.Input((4,)), L.Dense(8), L.BatchNormalization(), L.Activation("relu"),
+                          L.Dense(3, activation="softmax")],
+                         [keras.Input((4,)), K.Dense(8), K.BatchNormalization(), K.Activation("relu"),
+                          K.Dense(3, activation="softmax")])
+    compile_both(ours, theirs, "sgd", "sparse_categorical_crossentropy", ["accuracy"])  # (Adam would amplify
+    assert ours.count_params() == theirs.count_params()  # the rounding noise of the bias before the BatchNorm)
+    fit_both(ours, theirs, X, Y, epochs=2)
+    same_weights(ours, theirs)
+    close(ours.predict(X), theirs.predict(X, verbose=0))
+    drop_ours, drop_theirs = twins([L.Input((4,)), L.Dense(8, activation="relu"), L.Dropout(0.5), L.Dense(3)],
+                                   [keras.Input((4,)), K.Dense(8, activation="relu"), K.Dropout(0.5), K.Dense(3)])
+    close(drop_ours.predict(X), drop_theirs.predict(X, verbose=0))  # inference: no dropout
+
+
+def _gru_to_keras(weights):
+    """magmadnn's GRU gate blocks (r, z, n) -> Keras' (z, r, h), both biases stacked (reset_after=True)."""
+    def order(a):
+        r, z, n = np.split(a, 3, axis=-1)
+        return np.concatenate([z, r, n], axis=-1)
+    emb, kernel, recurrent, bias, recurrent_bias, *rest = weights
+    return [emb, order(kernel), order(recurrent), np.stack([order(bias), order(recurrent_bias)]), *rest]
+
+
+@pytest.mark.parametrize("cell", ["LSTM", "GRU"])
+def test_embedding_recurrent_dense_text_classifier(cell):
+    ids = RNG.integers(1, 20, (24, 6))
+    labels = (ids[:, 0] > 10).astype(np.float32)
+    ours, theirs = twins([L.Input((6,), dtype="int64"), L.Embedding(20, 5), getattr(L, cell)(4),
+                          L.Dense(1, activation="sigmoid")],
+                         [keras.Input((6,), dtype="int32"), K.Embedding(20, 5), getattr(K, cell)(4),
+                          K.Dense(1, activation="sigmoid")],
+                         to_keras=_gru_to_keras if cell == "GRU" else list)
+    compile_both(ours, theirs, "adam", "binary_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, ids, labels, epochs=2, batch_size=8)
+    close(ours.evaluate(ids, labels), theirs.evaluate(ids, labels, verbose=0))
+
+
+def test_conv1d_global_max_pooling_sequence_classifier():
+    seq = RNG.standard_normal((16, 10, 3)).astype(np.float32)
+    labels = RNG.integers(0, 2, 16)
+    ours, theirs = twins([L.Input((10, 3)), L.Conv1D(4, 3, activation="relu"), L.GlobalMaxPooling1D(),
+                          L.Dense(2, activation="softmax")],
+                         [keras.Input((10, 3)), K.Conv1D(4, 3, activation="relu"), K.GlobalMaxPooling1D(),
+                          K.Dense(2, activation="softmax")],
+                         to_keras=lambda ws: [w.transpose(2, 1, 0) if w.ndim == 3 else w for w in ws])
+    compile_both(ours, theirs, "adam", "sparse_categorical_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, seq, labels, epochs=2, batch_size=8)
+
+
+def test_a_custom_layer_and_a_custom_callback():
+    def make(base_layer, base_callback, dense):
+        class Scale(base_layer):
+            def build(self, input_shape):
+                self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", trainable=True, name="w")
+
+            def call(self, inputs):
+                return inputs * self.w
+
+        class Record(base_callback):
+            def __init__(self):
+                super().__init__()
+                self.seen = []
+
+            def on_epoch_end(self, epoch, logs=None):
+                self.seen.append((epoch, sorted(logs)))
+
+        return Scale(), Record()
+
+    scale_ours, record_ours = make(L.Layer, C.Callback, L.Dense)
+    scale_theirs, record_theirs = make(K.Layer, keras.callbacks.Callback, K.Dense)
+    ours, theirs = twins([L.Input((4,)), scale_ours, L.Dense(1)], [keras.Input((4,)), scale_theirs, K.Dense(1)])
+    compile_both(ours, theirs, "sgd", "mse", ["mae"])
+    mine = ours.fit(X, YR, epochs=2, batch_size=10, shuffle=False, verbose=0, callbacks=[record_ours])
+    ref = theirs.fit(X, YR, epochs=2, batch_size=10, shuffle=False, verbose=0, callbacks=[record_theirs])
+    assert record_ours.seen == record_theirs.seen
+    close(mine.history["loss"], ref.history["loss"])
+    same_weights(ours, theirs)
+
+
+def test_functional_model_with_input_shape():
+    inputs = L.Input(shape=(4,))
+    hidden = L.Dense(8, activation="relu")(inputs)
+    ours = mdnn.Model(inputs, L.Dense(3, activation="softmax")(hidden))
+    k_inputs = keras.Input(shape=(4,))
+    theirs = keras.Model(k_inputs, K.Dense(3, activation="softmax")(K.Dense(8, activation="relu")(k_inputs)))
+    theirs.set_weights(ours.get_weights())
+    compile_both(ours, theirs, "adam", "sparse_categorical_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, X, Y, epochs=2)
+    assert ours.count_params() == theirs.count_params()
