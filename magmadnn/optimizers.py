@@ -77,6 +77,11 @@ class Optimizer(Configurable):
         """The learning rate the next step will use."""
         return float(self._lr(self.iterations)) if callable(self._lr) else self._lr
 
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        """Keras' ``model.optimizer.learning_rate = 1e-4``: the same as setting ``lr``."""
+        self.lr = value
+
     def step(self, params) -> None:
         """Apply one update to every parameter in ``params`` that has a gradient."""
         params = list(params)

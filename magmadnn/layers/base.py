@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 import re
 from collections import Counter
 
@@ -204,7 +205,16 @@ class Layer(Configurable):
         if cls._keras_style and "build" in cls.__dict__:
             cls.build = _framed(cls.__dict__["build"])
 
-    def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True):
+    def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True,
+                 input_shape=None, input_dim=None, **keras_only):
+        """``input_shape`` / ``input_dim``: Keras' first-layer shorthand; a ``Sequential`` starting with this layer
+        puts ``Input(input_shape)`` first (elsewhere it is ignored, as in Keras). Other Keras-only arguments are a
+        TypeError naming the magmadnn way (see :data:`KERAS_ONLY_ARGUMENTS`)."""
+        _refuse_keras_only(type(self).__name__, keras_only)
+        if input_dim is not None and input_shape is None:
+            input_shape = (input_dim,)
+        self._keras_input_shape = None if input_shape is None else tuple(
+            int(d) for d in ((input_shape,) if isinstance(input_shape, numbers.Integral) else input_shape))
         if name is not None and (not isinstance(name, str) or not name):
             raise TypeError(f"{type(self).__name__}: name must be a non-empty str, got {name!r}")
         if not isinstance(trainable, (bool, np.bool_)):
@@ -628,3 +638,32 @@ class Input(Layer):
         config = super().get_config()
         del config["trainable"]
         return {"shape": list(self.shape), **config}
+
+
+KERAS_ONLY_ARGUMENTS = {
+    "kernel_regularizer": "weight penalties are not layer arguments here: use the optimizer's weight_decay= (AdamW, "
+                          "SGD(weight_decay=)) or add the penalty to a callable loss",
+    "bias_regularizer": None, "activity_regularizer": None,
+    "kernel_constraint": "weight constraints are not supported; clip in a callback's on_train_batch_end",
+    "bias_constraint": None,
+    "dropout": "recurrent layers take no dropout here: put a Dropout layer before or after the layer",
+    "recurrent_dropout": None,
+    "input_length": "not needed (Keras 3 deprecates it too): leave it out",
+    "batch_input_shape": "start the model with Input(shape=per-sample shape) instead",
+    "batch_size": None,
+}
+for _key, _same in (("bias_regularizer", "kernel_regularizer"), ("activity_regularizer", "kernel_regularizer"),
+                    ("bias_constraint", "kernel_constraint"), ("recurrent_dropout", "dropout"),
+                    ("batch_size", "batch_input_shape")):
+    KERAS_ONLY_ARGUMENTS[_key] = KERAS_ONLY_ARGUMENTS[_same]
+
+
+def _refuse_keras_only(who: str, arguments: dict) -> None:
+    """TypeError for layer arguments magmadnn does not take, naming the magmadnn way for Keras' ones."""
+    if not arguments:
+        return
+    name = sorted(arguments)[0]
+    hint = KERAS_ONLY_ARGUMENTS.get(name)
+    if hint is None:
+        raise TypeError(f"{who}: unexpected argument {name!r}")
+    raise TypeError(f"{who}: Keras' argument {name}= is not supported; {hint}")

@@ -267,6 +267,8 @@ class Sequential(Model):
             raise TypeError(f"Sequential {self.name!r}: expected Layer instances, got {type(layer).__name__}")
         if isinstance(layer, Input) and self._stack:
             raise ValueError(f"Sequential {self.name!r}: an Input layer can only come first")
+        if not self._stack and getattr(layer, "_keras_input_shape", None) is not None:
+            self._stack.append(Input(layer._keras_input_shape))  # Keras' Dense(..., input_shape=(4,)) first
         self._stack.append(layer)
 
     def add(self, layer: Layer) -> None:
@@ -295,7 +297,10 @@ class Sequential(Model):
 
     def build(self, input_shape, dtype=None) -> None:
         """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input (of ``dtype``: None for the
-        model's, "int64" for token ids) first."""
+        model's, "int64" for token ids) first. Keras' form with the batch axis, ``build((None, 4))``, is taken
+        too (a leading None is dropped)."""
+        if input_shape and tuple(input_shape)[0] is None:
+            input_shape = tuple(input_shape)[1:]
         if not self.built:
             self._stack.insert(0, Input(tuple(input_shape), dtype=dtype))
             self._build_chain()

@@ -302,3 +302,62 @@ def test_functional_model_with_input_shape():
     compile_both(ours, theirs, "adam", "sparse_categorical_crossentropy", ["accuracy"])
     fit_both(ours, theirs, X, Y, epochs=2)
     assert ours.count_params() == theirs.count_params()
+
+
+def test_first_layer_input_shape_build_with_the_batch_axis_and_learning_rate_assignment():
+    ours = mdnn.Sequential([L.Dense(8, activation="relu", input_shape=(4,)), L.Dense(1)], seed=0)
+    theirs = keras.Sequential([K.Dense(8, activation="relu", input_shape=(4,)), K.Dense(1)])
+    theirs.set_weights(ours.get_weights())
+    built = mdnn.Sequential([L.Dense(8), L.Dense(1)])
+    built.build((None, 4))  # Keras' form, the batch axis first
+    assert built.count_params() == ours.count_params() == theirs.count_params()
+    compile_both(ours, theirs, "adam", "mse")
+    ours.optimizer.learning_rate = 0.01
+    theirs.optimizer.learning_rate = 0.01
+    fit_both(ours, theirs, X, YR, epochs=2)
+    same_weights(ours, theirs)
+
+
+def test_save_weights_and_load_weights(tmp_path):
+    ours, _ = twins(*mlp(3, "softmax"))
+    path = ours.save_weights(tmp_path / "w.safetensors")
+    other, _ = twins(*mlp(3, "softmax"))
+    other.set_weights([w + 1 for w in other.get_weights()])
+    other.load_weights(path)
+    for a, b in zip(ours.get_weights(), other.get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    with pytest.raises(ValueError, match="safetensors"):
+        ours.save_weights(tmp_path / "w.weights.h5")
+
+
+@pytest.mark.parametrize(("make", "words"), [
+    (lambda: L.Dense(3, kernel_regularizer="l2"), ["kernel_regularizer", "weight_decay"]),
+    (lambda: L.LSTM(3, dropout=0.2), ["dropout", "Dropout layer"]),
+    (lambda: L.SimpleRNN(3), ["SimpleRNN", "LSTM or GRU"]),
+    (lambda: L.ReLU(), ["ReLU", 'Activation("relu")']),
+    (lambda: mdnn.optimizers.get("nadam"), ["nadam", "adam"]),
+    (lambda: mdnn.losses.get("hinge"), ["hinge", "categorical_crossentropy"]),
+])
+def test_keras_names_magmadnn_lacks_are_clear_errors(make, words):
+    with pytest.raises((TypeError, AttributeError, ValueError)) as error:
+        make()
+    assert all(word in str(error.value) for word in words), str(error.value)
+
+
+def test_keras_long_names_of_the_2d_pooling_layers():
+    assert L.MaxPooling2D is L.MaxPool2D and L.AveragePooling2D is L.AvgPool2D
+    assert L.GlobalAveragePooling2D is L.GlobalAvgPool2D and L.GlobalMaxPooling2D is L.GlobalMaxPool2D
+
+
+def test_sample_weight_learning_rate_scheduler_and_loss_aliases():
+    ours, theirs = twins(*mlp(1, None))
+    compile_both(ours, theirs, "sgd", "mean_squared_error", ["mean_absolute_error"])
+    weights = np.linspace(0.5, 2.0, 40).astype(np.float32)
+    mine, ref = (m.fit(X, YR, epochs=3, batch_size=10, shuffle=False, verbose=0, sample_weight=weights,
+                       callbacks=[cls(lambda epoch, lr: lr * 0.5)])
+                 for m, cls in ((ours, C.LearningRateScheduler), (theirs, keras.callbacks.LearningRateScheduler)))
+    assert sorted(mine.history) == sorted(ref.history)
+    for key in ref.history:
+        close(mine.history[key], ref.history[key])
+    same_weights(ours, theirs)
+    close(ours.evaluate(X, YR, sample_weight=weights), theirs.evaluate(X, YR, sample_weight=weights, verbose=0))
