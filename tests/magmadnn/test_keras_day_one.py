@@ -12,6 +12,7 @@ import pytest
 import magmadnn as mdnn
 from magmadnn import callbacks as C
 from magmadnn import layers as L
+from pymagma import simulator
 from tests.keras_reference import keras
 
 K = keras.layers
@@ -336,6 +337,8 @@ def test_save_weights_and_load_weights(tmp_path):
     (lambda: L.SimpleRNN(3), ["SimpleRNN", "LSTM or GRU"]),
     (lambda: L.ReLU(), ["ReLU", 'Activation("relu")']),
     (lambda: mdnn.optimizers.get("nadam"), ["nadam", "adam"]),
+    (lambda: mdnn.optimizers.Adam(amsgrad=True), ["amsgrad=True", "default False"]),
+    (lambda: mdnn.optimizers.SGD(clipvalue=0.5), ["clipvalue", "clipnorm"]),
     (lambda: mdnn.losses.get("hinge"), ["hinge", "categorical_crossentropy"]),
 ])
 def test_keras_names_magmadnn_lacks_are_clear_errors(make, words):
@@ -361,3 +364,66 @@ def test_sample_weight_learning_rate_scheduler_and_loss_aliases():
         close(mine.history[key], ref.history[key])
     same_weights(ours, theirs)
     close(ours.evaluate(X, YR, sample_weight=weights), theirs.evaluate(X, YR, sample_weight=weights, verbose=0))
+
+
+@pytest.mark.parametrize("spec", [
+    ("SGD", {"learning_rate": 0.05, "momentum": 0.9, "nesterov": True}),
+    ("Adam", {"learning_rate": 0.01, "clipnorm": 1.0}),
+    ("Adam", {"learning_rate": 0.01, "amsgrad": False, "global_clipnorm": 0.5}),  # Keras' defaults are accepted
+    ("RMSprop", {"learning_rate": 0.01, "momentum": 0.5, "rho": 0.8}),
+    ("AdamW", {"learning_rate": 0.01, "weight_decay": 0.1}),
+])
+def test_optimizer_objects_with_keras_arguments(spec):
+    name, kwargs = spec
+    ours, theirs = twins(*mlp(3, "softmax"))
+    ours.compile(optimizer=getattr(mdnn.optimizers, name)(**kwargs), loss="sparse_categorical_crossentropy",
+                 metrics=["accuracy"])
+    theirs.compile(optimizer=getattr(keras.optimizers, name)(**kwargs), loss="sparse_categorical_crossentropy",
+                   metrics=["accuracy"])
+    fit_both(ours, theirs, X, Y, epochs=2, batch_size=8)
+    same_weights(ours, theirs)
+
+
+def test_label_shapes_and_dtypes_keras_accepts():
+    ours, theirs = twins(*mlp(3, "softmax"))
+    compile_both(ours, theirs, "adam", "sparse_categorical_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, X, Y.reshape(-1, 1), epochs=1)  # (N, 1) integer labels
+    fit_both(ours, theirs, X, Y.astype(np.float32), epochs=1)  # float labels
+    ours, theirs = twins(*mlp(1, "sigmoid"))
+    compile_both(ours, theirs, "adam", "binary_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, X, YB.astype(np.int64), epochs=1, validation_data=(X[:8], YB[:8], np.ones(8)))
+
+
+def test_a_two_input_functional_model_with_concatenate():
+    a, b = L.Input(shape=(4,)), L.Input(shape=(2,))
+    ours = mdnn.Model([a, b], L.Dense(1)(L.Concatenate()([L.Dense(3, activation="relu")(a), b])))
+    ka, kb = keras.Input(shape=(4,)), keras.Input(shape=(2,))
+    theirs = keras.Model([ka, kb], K.Dense(1)(K.Concatenate()([K.Dense(3, activation="relu")(ka), kb])))
+    theirs.set_weights(ours.get_weights())
+    compile_both(ours, theirs, "adam", "mse", ["mae"])
+    fit_both(ours, theirs, [X, X[:, :2] * 2], YR, epochs=2)
+    close(ours.predict([X, X[:, :2]]), theirs.predict([X, X[:, :2]], verbose=0))
+
+
+@pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def device(request):
+    if request.param == "simulator":
+        with simulator.simulated("full"):
+            yield "gpu"
+    else:
+        yield request.param
+
+
+def test_keras_return_rules_on_the_device_match_keras(device):
+    """train_on_batch with metrics tallies on the device; (N, 1) class indices; the figures are Keras'."""
+    ours, theirs = twins(*mlp(3, "softmax"))
+    ours.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"], device=device)
+    theirs.compile(optimizer="adam", loss="sparse_categorical_crossentropy", metrics=["accuracy"])
+    column = Y.reshape(-1, 1)
+    for start in (0, 20):
+        close(ours.train_on_batch(X[start:start + 20], column[start:start + 20]),
+              theirs.train_on_batch(X[start:start + 20], column[start:start + 20]))
+    fit_both(ours, theirs, X, column, epochs=1, batch_size=8)
+    close(ours.evaluate(X, column, batch_size=16), theirs.evaluate(X, column, batch_size=16, verbose=0))
+    close(ours.test_on_batch(X, Y), theirs.test_on_batch(X, Y))
+    same_weights(ours, theirs)
