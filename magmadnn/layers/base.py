@@ -234,6 +234,14 @@ class Layer(Configurable):
         self._state: dict[str, object] = {}
         self._source = "its input"
 
+    def __getattr__(self, name: str):
+        """Keras' attribute access to a layer's weights (``dense.kernel``, ``dense.bias``, ``embedding.embeddings``):
+        the parameter of that name, once built. Called only when normal lookup fails."""
+        params = self.__dict__.get("_params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
     # -- configuration by the owning model
     def configure(self, backend=None, dtype=None, seed: int | None = None, force: bool = False) -> None:
         """Set backend, dtype and seed (a dtype or seed given to the layer itself wins). A built layer whose settings

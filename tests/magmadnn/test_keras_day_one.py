@@ -427,3 +427,39 @@ def test_keras_return_rules_on_the_device_match_keras(device):
     close(ours.evaluate(X, column, batch_size=16), theirs.evaluate(X, column, batch_size=16, verbose=0))
     close(ours.test_on_batch(X, Y), theirs.test_on_batch(X, Y))
     same_weights(ours, theirs)
+
+
+def test_flatten_mlp_on_small_images_and_layer_weight_attributes():
+    images = RNG.random((24, 5, 6)).astype(np.float32)
+    labels = RNG.integers(0, 4, 24)
+    ours, theirs = twins([L.Input((5, 6)), L.Flatten(), L.Dense(16, activation="relu"),
+                          L.Dense(4, activation="softmax")],
+                         [keras.Input((5, 6)), K.Flatten(), K.Dense(16, activation="relu"),
+                          K.Dense(4, activation="softmax")])
+    close(ours.layers[1].kernel.numpy(), theirs.layers[1].kernel.numpy())
+    close(ours.layers[2].bias.numpy(), theirs.layers[2].bias.numpy())
+    compile_both(ours, theirs, "adam", "sparse_categorical_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, images, labels, epochs=2, batch_size=8, validation_split=0.25)
+    np.testing.assert_array_equal(ours.predict(images).argmax(axis=1), theirs.predict(images, verbose=0).argmax(axis=1))
+
+
+def test_embedding_global_average_pooling_text_classifier():
+    ids = RNG.integers(0, 30, (24, 7))
+    labels = (ids.mean(axis=1) > 15).astype(np.float32)
+    ours, theirs = twins([L.Input((7,), dtype="int64"), L.Embedding(30, 4), L.GlobalAveragePooling1D(),
+                          L.Dense(1, activation="sigmoid")],
+                         [keras.Input((7,), dtype="int32"), K.Embedding(30, 4), K.GlobalAveragePooling1D(),
+                          K.Dense(1, activation="sigmoid")])
+    close(ours.layers[0].embeddings.numpy(), theirs.layers[0].embeddings.numpy())
+    compile_both(ours, theirs, "adam", "binary_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, ids, labels, epochs=3, batch_size=8, validation_data=(ids[:6], labels[:6]))
+
+
+def test_a_model_inside_a_model_and_channels_last_images_are_clear_errors():
+    base = mdnn.Sequential([L.Input((4,)), L.Dense(5, activation="relu")])
+    with pytest.raises(TypeError, match="model inside a model.*set_weights"):
+        mdnn.Sequential([base, L.Dense(3)])
+    with pytest.raises(TypeError, match="model inside a model"):
+        base(L.Input((4,)))
+    with pytest.raises(ValueError, match="NCHW"):
+        mdnn.Sequential([L.Input((8, 8, 1)), L.Conv2D(4, 3), L.Flatten(), L.Dense(2)])
