@@ -20,12 +20,13 @@ __all__ = ["Inference", "keras_results"]
 
 
 def keras_results(results: dict, return_dict: bool):
-    """Keras 3's return rule for ``evaluate`` / ``train_on_batch`` / ``test_on_batch``: the dict with
-    ``return_dict=True``, else the list ``[loss, *metrics in compile order]``, or the scalar loss alone."""
+    """Keras 3's return rule for ``evaluate`` / ``train_on_batch`` / ``test_on_batch``: the dict (keys sorted,
+    as Keras orders them) with ``return_dict=True``, else the list ``[loss, *metrics in compile order]``, or the
+    scalar loss alone."""
     if not isinstance(return_dict, (bool, np.bool_)):
         raise TypeError(f"return_dict must be True or False, got {return_dict!r}")
     if return_dict:
-        return results
+        return dict(sorted(results.items()))  # Keras' order: by name
     values = list(results.values())
     return values[0] if len(values) == 1 else values
 
