@@ -463,3 +463,19 @@ def test_a_model_inside_a_model_and_channels_last_images_are_clear_errors():
         base(L.Input((4,)))
     with pytest.raises(ValueError, match="NCHW"):
         mdnn.Sequential([L.Input((8, 8, 1)), L.Conv2D(4, 3), L.Flatten(), L.Dense(2)])
+
+
+def test_lambda_callback_as_keras():
+    ours, theirs = twins(*mlp(3, "softmax"))
+    compile_both(ours, theirs, "sgd", "sparse_categorical_crossentropy", ["accuracy"])
+    seen = {"ours": [], "keras": []}
+    for name, model, cls in (("ours", ours, C.LambdaCallback), ("keras", theirs, keras.callbacks.LambdaCallback)):
+        record = seen[name]
+        model.fit(X, Y, epochs=2, batch_size=20, shuffle=False, verbose=0, callbacks=[cls(
+            on_train_begin=lambda logs, r=record: r.append(("begin", 0, 0.0)),
+            on_epoch_end=lambda epoch, logs, r=record: r.append(("epoch", epoch, logs["loss"])),
+            on_train_batch_end=lambda batch, logs, r=record: r.append(("batch", batch, logs["accuracy"])))])
+    assert [r[:2] for r in seen["ours"]] == [r[:2] for r in seen["keras"]]
+    close([r[2] for r in seen["ours"]], [r[2] for r in seen["keras"]])
+    with pytest.raises(TypeError, match="not a callback hook"):
+        C.LambdaCallback(on_epoch_finish=print)
