@@ -479,3 +479,15 @@ def test_lambda_callback_as_keras():
     close([r[2] for r in seen["ours"]], [r[2] for r in seen["keras"]])
     with pytest.raises(TypeError, match="not a callback hook"):
         C.LambdaCallback(on_epoch_finish=print)
+
+
+def test_stacked_lstm_sequence_regression_with_loss_class_names():
+    seq = RNG.standard_normal((12, 5, 3)).astype(np.float32)
+    target = seq.cumsum(axis=1)[:, :, :1]
+    ours, theirs = twins([L.Input((5, 3)), L.LSTM(4, return_sequences=True), L.LSTM(4, return_sequences=True),
+                          L.Dense(1)],
+                         [keras.Input((5, 3)), K.LSTM(4, return_sequences=True), K.LSTM(4, return_sequences=True),
+                          K.Dense(1)])
+    compile_both(ours, theirs, "Adam", "MeanSquaredError", ["mae"])
+    fit_both(ours, theirs, seq, target, epochs=2, batch_size=4)
+    close(ours.predict(seq), theirs.predict(seq, verbose=0))
