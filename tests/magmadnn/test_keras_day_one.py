@@ -491,3 +491,16 @@ def test_stacked_lstm_sequence_regression_with_loss_class_names():
     compile_both(ours, theirs, "Adam", "MeanSquaredError", ["mae"])
     fit_both(ours, theirs, seq, target, epochs=2, batch_size=4)
     close(ours.predict(seq), theirs.predict(seq, verbose=0))
+
+
+def test_conv1d_max_pooling_flatten_dense():
+    seq = RNG.standard_normal((16, 12, 2)).astype(np.float32)
+    labels = (seq[:, :, 0].sum(axis=1) > 0).astype(np.float32)
+    ours, theirs = twins([L.Input((12, 2)), L.Conv1D(3, 3, padding="same", activation="relu"), L.MaxPooling1D(2),
+                          L.Flatten(), L.Dense(1, activation="sigmoid")],
+                         [keras.Input((12, 2)), K.Conv1D(3, 3, padding="same", activation="relu"), K.MaxPooling1D(2),
+                          K.Flatten(), K.Dense(1, activation="sigmoid")],
+                         to_keras=lambda ws: [w.transpose(2, 1, 0) if w.ndim == 3 else w for w in ws])
+    compile_both(ours, theirs, "rmsprop", "binary_crossentropy", ["accuracy"])
+    fit_both(ours, theirs, seq, labels, epochs=2, batch_size=8, validation_split=0.25)
+    close(ours.predict(seq), theirs.predict(seq, verbose=0))
