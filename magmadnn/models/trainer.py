@@ -172,7 +172,8 @@ class Trainer:
 
         ``sample_weight`` (N,) / ``class_weight`` ``{class: weight}`` (Keras' semantics, with a loss under a Keras
         name): each sample's loss is multiplied by its weight, and reduction "sum_over_batch_size" divides the
-        weighted sum by the batch size; ``validation_split`` splits the weights with the samples and
+        weighted sum by the batch size; ``validation_split`` splits ``sample_weight`` with the samples (class weights
+        weigh the training samples only, as in Keras) and
         ``validation_data`` may be ``(x_val, y_val, sample_weight_val)``. Metrics are not weighted.
         """
         self._require_compiled("fit")
@@ -197,14 +198,15 @@ class Trainer:
         else:
             xs = self._cast_inputs(self._training_inputs(x, "fit"))
             y = self._targets(y, xs[0].shape[0], "fit")
-            y = _weighting.attach(self, y, sample_weight, class_weight, "fit")
+            plain, y = y, _weighting.attach(self, y, sample_weight, class_weight, "fit")
             n = xs[0].shape[0]
             if validation_split:
                 split_at = math.floor(n * (1.0 - validation_split))  # Keras 3's count: the last samples validate
                 if split_at == 0 or split_at == n:
                     raise ValueError(f"fit: validation_split={validation_split} of {n} samples leaves an empty split "
                                      f"(training on the first floor({n} * (1 - {validation_split})) = {split_at})")
-                validation_data = ([a[split_at:] for a in xs], y[split_at:])
+                # class_weight weighs the training samples only (Keras): the validation loss is unweighted
+                validation_data = ([a[split_at:] for a in xs], (plain if class_weight is not None else y)[split_at:])
                 xs, y = [a[:split_at] for a in xs], y[:split_at]
             batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
         if validation_data is not None:
