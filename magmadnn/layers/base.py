@@ -627,8 +627,8 @@ class Input(Layer):
     In the functional API an Input stands for its own output tensor: ``y = Dense(10)(Input((784,)))``.
     """
 
-    def __init__(self, shape, name: str | None = None, dtype=None):
-        super().__init__(name=name, dtype=dtype)
+    def __init__(self, shape, name: str | None = None, dtype=None, **keras_only):
+        super().__init__(name=name, dtype=dtype, **keras_only)
         if not isinstance(shape, (tuple, list, np.ndarray)):
             shape = (shape,)
         shape = tuple(_checks.integer(s, "shape entry", f"Input (shape {shape!r}, batch excluded)") for s in shape)
@@ -648,30 +648,43 @@ class Input(Layer):
         return {"shape": list(self.shape), **config}
 
 
-KERAS_ONLY_ARGUMENTS = {
-    "kernel_regularizer": "weight penalties are not layer arguments here: use the optimizer's weight_decay= (AdamW, "
-                          "SGD(weight_decay=)) or add the penalty to a callable loss",
-    "bias_regularizer": None, "activity_regularizer": None,
-    "kernel_constraint": "weight constraints are not supported; clip in a callback's on_train_batch_end",
-    "bias_constraint": None,
-    "dropout": "recurrent layers take no dropout here: put a Dropout layer before or after the layer",
-    "recurrent_dropout": None,
-    "input_length": "not needed (Keras 3 deprecates it too): leave it out",
-    "batch_input_shape": "start the model with Input(shape=per-sample shape) instead",
-    "batch_size": None,
+# Keras layer arguments magmadnn does not implement: accepted at Keras' default value, else a TypeError naming the
+# magmadnn way (or saying only the default is supported)
+KERAS_DEFAULTS = {
+    "kernel_regularizer": None, "bias_regularizer": None, "activity_regularizer": None,
+    "embeddings_regularizer": None, "recurrent_regularizer": None, "kernel_constraint": None,
+    "bias_constraint": None, "embeddings_constraint": None, "recurrent_constraint": None,
+    "dropout": 0.0, "recurrent_dropout": 0.0, "input_length": None, "batch_input_shape": None, "batch_size": None,
+    "batch_shape": None, "sparse": None, "ragged": None, "optional": False, "tensor": None, "noise_shape": None,
+    "data_format": None, "center": True, "scale": True, "beta_initializer": "zeros", "gamma_initializer": "ones",
+    "moving_mean_initializer": "zeros", "moving_variance_initializer": "ones", "synchronized": False,
+    "activation": "tanh", "recurrent_activation": "sigmoid", "unroll": False, "stateful": False,
+    "unit_forget_bias": True, "use_cudnn": "auto", "recurrent_initializer": "orthogonal", "autocast": True,
 }
-for _key, _same in (("bias_regularizer", "kernel_regularizer"), ("activity_regularizer", "kernel_regularizer"),
-                    ("bias_constraint", "kernel_constraint"), ("recurrent_dropout", "dropout"),
-                    ("batch_size", "batch_input_shape")):
-    KERAS_ONLY_ARGUMENTS[_key] = KERAS_ONLY_ARGUMENTS[_same]
+_PENALTY = ("weight penalties are not layer arguments here: use the optimizer's weight_decay= (AdamW, "
+            "SGD(weight_decay=)) or add the penalty to a callable loss")
+KERAS_ONLY_ARGUMENTS = {
+    **dict.fromkeys(("kernel_regularizer", "bias_regularizer", "activity_regularizer", "embeddings_regularizer",
+                     "recurrent_regularizer"), _PENALTY),
+    **dict.fromkeys(("kernel_constraint", "bias_constraint", "embeddings_constraint", "recurrent_constraint"),
+                    "weight constraints are not supported; clip in a callback's on_train_batch_end"),
+    **dict.fromkeys(("dropout", "recurrent_dropout"),
+                    "recurrent layers take no dropout here: put a Dropout layer before or after the layer"),
+    "input_length": "not needed (Keras 3 deprecates it too): leave it out",
+    **dict.fromkeys(("batch_input_shape", "batch_shape", "batch_size"),
+                    "shapes here are per sample: Input(shape=the shape without the batch axis)"),
+}
 
 
 def _refuse_keras_only(who: str, arguments: dict) -> None:
-    """TypeError for layer arguments magmadnn does not take, naming the magmadnn way for Keras' ones."""
-    if not arguments:
-        return
-    name = sorted(arguments)[0]
-    hint = KERAS_ONLY_ARGUMENTS.get(name)
-    if hint is None:
-        raise TypeError(f"{who}: unexpected argument {name!r}")
-    raise TypeError(f"{who}: Keras' argument {name}= is not supported; {hint}")
+    """Keras layer arguments at Keras' default value pass; any other value (or an unknown argument) is a
+    TypeError naming the magmadnn way."""
+    for name, value in sorted(arguments.items()):
+        if name not in KERAS_DEFAULTS:
+            raise TypeError(f"{who}: unexpected argument {name!r}")
+        default = KERAS_DEFAULTS[name]
+        if value is default or (value is not None and default is not None and value == default) or (
+                name == "sparse" and value is False):
+            continue
+        hint = KERAS_ONLY_ARGUMENTS.get(name, f"only Keras' default {name}={default!r} is supported here")
+        raise TypeError(f"{who}: Keras' argument {name}={value!r} is not supported; {hint}")

@@ -504,3 +504,16 @@ def test_conv1d_max_pooling_flatten_dense():
     compile_both(ours, theirs, "rmsprop", "binary_crossentropy", ["accuracy"])
     fit_both(ours, theirs, seq, labels, epochs=2, batch_size=8, validation_split=0.25)
     close(ours.predict(seq), theirs.predict(seq, verbose=0))
+
+
+def test_keras_arguments_at_their_defaults_are_accepted_and_others_name_the_default():
+    layers = [L.Input(shape=(5, 3), batch_size=None, sparse=False),
+              L.LSTM(4, activation="tanh", recurrent_activation="sigmoid", dropout=0.0, unroll=False),
+              L.BatchNormalization(center=True, scale=True), L.Dropout(0.1, noise_shape=None),
+              L.Dense(2, kernel_regularizer=None)]
+    assert mdnn.Sequential(layers).count_params() == keras.Sequential(
+        [keras.Input((5, 3)), K.LSTM(4), K.BatchNormalization(), K.Dropout(0.1), K.Dense(2)]).count_params()
+    with pytest.raises(TypeError, match=r"activation='relu' is not supported; only Keras' default activation='tanh'"):
+        L.LSTM(4, activation="relu")
+    with pytest.raises(TypeError, match="batch_size=8.*per sample"):
+        L.Input(shape=(4,), batch_size=8)
