@@ -102,7 +102,7 @@ def main(argv=None):
     history = model.fit(x, y, batch_size=args.batch_size, epochs=args.epochs, validation_data=(xv, yv),
                         callbacks=[timer], verbose=0 if args.quiet else 1)
     seconds = time.perf_counter() - start
-    val_loss = float(model.evaluate(xv, yv, batch_size=256, verbose=0)["loss"])
+    val_loss = float(model.evaluate(xv, yv, batch_size=256, verbose=0))
     verdict = "below" if val_loss < bigram else "not below"
     print(f"validation loss {val_loss:.3f} nats/char ({val_loss / math.log(2):.3f} bits), {verdict} the bigram "
           f"baseline {bigram:.3f} (unigram {unigram:.3f}); {seconds:.0f} s for {args.epochs} epoch(s), "

@@ -13,7 +13,7 @@ import operator
 
 import numpy as np
 
-__all__ = ["integer", "real", "finite_array", "shape_str"]
+__all__ = ["integer", "real", "finite_array", "shape_str", "verbosity", "batch_size_or_default"]
 
 
 def integer(value, name: str, who: str, minimum: int | None = None) -> int:
@@ -27,6 +27,20 @@ def integer(value, name: str, who: str, minimum: int | None = None) -> int:
     if minimum is not None and result < minimum:
         raise ValueError(f"{who}: {name} must be an integer >= {minimum}, got {result}")
     return result
+
+
+def verbosity(value, who: str) -> int:
+    """Keras' ``verbose``: "auto" (1), 0 (silent), 1 (progress bar), 2 (one line per epoch); ``bool`` as 0/1."""
+    if isinstance(value, str):
+        if value != "auto":
+            raise ValueError(f"{who}: verbose must be 'auto', 0, 1 or 2, got {value!r}")
+        return 1
+    return integer(int(value) if isinstance(value, (bool, np.bool_)) else value, "verbose", who, minimum=0)
+
+
+def batch_size_or_default(value, who: str) -> int:
+    """Keras' ``batch_size``: None means 32."""
+    return 32 if value is None else integer(value, "batch_size", who, minimum=1)
 
 
 def real(value, name: str, who: str, low: float | None = None, high: float | None = None,

@@ -39,7 +39,7 @@ from ._atomic import write_text
 
 __all__ = [
     "Callback", "CallbackList", "BatchLogs", "History", "EarlyStopping", "ReduceLROnPlateau", "ModelCheckpoint",
-    "LearningRateScheduler", "CSVLogger", "TerminateOnNaN",
+    "LearningRateScheduler", "CSVLogger", "TerminateOnNaN", "LambdaCallback",
 ]
 
 LR_KEY = "learning_rate"  # the logs' learning-rate key (Keras 3's)
@@ -106,7 +106,7 @@ class CallbackList:
     def wants_batch_logs(self, kind: str) -> bool:
         """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"): only then are
         batch logs made."""
-        return any(getattr(type(cb), hook) is not getattr(Callback, hook)
+        return any(getattr(type(cb), hook) is not getattr(Callback, hook) or hook in vars(cb)
                    for cb in self.callbacks for hook in _BATCH_END[kind])
 
     def __getattr__(self, hook):
@@ -438,11 +438,17 @@ class ModelCheckpoint(Callback):
     value, and a later run writing to the same (fixed) path starts from it, so a resumed run never overwrites the
     best file with a worse epoch. ``initial_value_threshold`` (as in Keras) is a best value to beat from the start
     (the better of it and the stored one counts). The filename keys and ``monitor`` are checked when training
-    begins, before any epoch runs.
+    begins, before any epoch runs. ``verbose=1`` prints a line for each file written; ``save_freq`` is Keras'
+    argument: only ``"epoch"`` is supported.
     """
 
-    def __init__(self, filepath, monitor="val_loss", save_best_only=False, mode="auto", save_weights_only=False,
-                 initial_value_threshold=None):
+    def __init__(self, filepath, monitor="val_loss", verbose=0, save_best_only=False, save_weights_only=False,
+                 mode="auto", save_freq="epoch", initial_value_threshold=None):
+        if save_freq != "epoch":
+            raise ValueError(f"ModelCheckpoint: save_freq={save_freq!r} is not supported; files are written at epoch "
+                             "ends only (save_freq='epoch')")
+        self.verbose = _checks.integer(int(verbose) if isinstance(verbose, bool) else verbose, "verbose",
+                                       "ModelCheckpoint", minimum=0)
         self.filepath, self.monitor = os.fspath(filepath), monitor
         if not isinstance(monitor, str):
             raise TypeError(f"ModelCheckpoint: monitor must be a log key (str), got {monitor!r}")
@@ -505,6 +511,8 @@ class ModelCheckpoint(Callback):
         else:
             self.model.save_checkpoint(path, epoch + 1, extra=extra)
         self.saved.append(path)
+        if self.verbose:
+            print(f"\nEpoch {epoch + 1}: saving model to {path}")
 
 
 def _format_keys(filepath: str) -> set:
@@ -589,6 +597,26 @@ class CSVLogger(Callback):
 
 def _csv_value(value):
     return f"{value:.8g}" if isinstance(value, (float, np.floating)) else value
+
+
+class LambdaCallback(Callback):
+    """Keras' ``LambdaCallback``: hooks given as functions, called with the arguments of the hook they replace
+    (``on_epoch_end=lambda epoch, logs: ...``, ``on_train_batch_end=lambda batch, logs: ...``,
+    ``on_train_begin=lambda logs: ...``); any other ``on_*`` hook may be passed by name."""
+
+    def __init__(self, on_epoch_begin=None, on_epoch_end=None, on_train_begin=None, on_train_end=None,
+                 on_train_batch_begin=None, on_train_batch_end=None, **hooks):
+        super().__init__()
+        given = {"on_epoch_begin": on_epoch_begin, "on_epoch_end": on_epoch_end, "on_train_begin": on_train_begin,
+                 "on_train_end": on_train_end, "on_train_batch_begin": on_train_batch_begin,
+                 "on_train_batch_end": on_train_batch_end, **hooks}
+        for hook, function in given.items():
+            if not hook.startswith("on_") or not hasattr(Callback, hook):
+                raise TypeError(f"LambdaCallback: {hook!r} is not a callback hook")
+            if function is not None:
+                if not callable(function):
+                    raise TypeError(f"LambdaCallback: {hook} must be callable, got {function!r}")
+                setattr(self, hook, function)
 
 
 class TerminateOnNaN(Callback):

@@ -288,7 +288,7 @@ def fit_and_report(model, split, args, name: str) -> dict:
     timer = Throughput(n_train)
     history = model.fit(x_train, y_train, batch_size=args.batch_size, epochs=args.epochs,
                         validation_split=validation_split, callbacks=[timer], verbose=0 if args.quiet else 1)
-    results = model.evaluate(x_test, y_test, batch_size=max(args.batch_size, 256))
+    results = model.evaluate(x_test, y_test, batch_size=max(args.batch_size, 256), return_dict=True)
     accuracy = float(results["accuracy"])
     print(f"test accuracy {accuracy:.4f} ({accuracy * 100:.2f}%), test loss {float(results['loss']):.4f}")
     print(f"throughput {timer.samples_per_second:,.0f} samples/s in training, {sum(timer.seconds):.1f} s total")

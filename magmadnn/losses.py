@@ -594,6 +594,8 @@ def get(identifier) -> Loss:
         return _CLASSES[identifier["class_name"]](**identifier.get("config", {}))
     if callable(identifier) and not isinstance(identifier, (Loss, type)):
         return LossFunction(identifier)
+    if isinstance(identifier, str) and identifier in _CLASSES and issubclass(_CLASSES[identifier], KerasLoss):
+        return _CLASSES[identifier]()  # a Keras class name, as keras.losses.get takes it
     if isinstance(identifier, str) and issubclass(_BY_NAME.get(identifier.lower(), Loss), KerasLoss):
         return _BY_NAME[identifier.lower()](name=identifier.lower())  # named as given, as Keras does
     return resolve(identifier, Loss, _BY_NAME, "loss")

@@ -32,6 +32,8 @@ def _class_indices(labels, output_shape) -> np.ndarray:
         return labels.argmax(axis=-1)
     if labels.shape == shape[:-1]:
         return labels.astype(np.int64, copy=False)
+    if labels.shape == (*shape[:-1], 1):  # Keras' class indices as a column, which its sparse metrics squeeze
+        return labels.reshape(shape[:-1]).astype(np.int64, copy=False)
     expected = "(N,) or one-hot (N, C)" if len(shape) == 2 else "(N, T) or one-hot (N, T, C)"
     raise ValueError(f"labels must be class indices {expected} for outputs {shape}, got shape {labels.shape}")
 

@@ -56,7 +56,8 @@ class Optimizer(Configurable):
     _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values"})
 
     def __init__(self, lr=0.01, weight_decay: float = 0.0, clipnorm: float | None = None,
-                 global_clipnorm: float | None = None):
+                 global_clipnorm: float | None = None, **keras_only):
+        _refuse_keras_only(type(self).__name__, keras_only)
         self.lr = lr
         self.weight_decay = _check("weight_decay", weight_decay)
         self.clipnorm, self.global_clipnorm = _clip_options(clipnorm, global_clipnorm)
@@ -76,6 +77,11 @@ class Optimizer(Configurable):
     def learning_rate(self) -> float:
         """The learning rate the next step will use."""
         return float(self._lr(self.iterations)) if callable(self._lr) else self._lr
+
+    @learning_rate.setter
+    def learning_rate(self, value) -> None:
+        """Keras' ``model.optimizer.learning_rate = 1e-4``: the same as setting ``lr``."""
+        self.lr = value
 
     def step(self, params) -> None:
         """Apply one update to every parameter in ``params`` that has a gradient."""
@@ -190,6 +196,23 @@ class Optimizer(Configurable):
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
+
+
+# ------------------------------------------------------------------------------------- Keras-only arguments
+_KERAS_DEFAULTS = {"clipvalue": None, "amsgrad": False, "use_ema": False, "ema_momentum": 0.99,
+                   "ema_overwrite_frequency": None, "loss_scale_factor": None, "gradient_accumulation_steps": None,
+                   "name": None}
+_KERAS_WAY = {"clipvalue": "clip by norm instead: clipnorm= or global_clipnorm="}
+
+
+def _refuse_keras_only(who: str, arguments: dict) -> None:
+    """Keras optimizer arguments at their default values are accepted; others are a TypeError naming the way."""
+    for key, value in sorted(arguments.items()):
+        if key not in _KERAS_DEFAULTS:
+            raise TypeError(f"{who}: unexpected argument {key!r}")
+        if key != "name" and value != _KERAS_DEFAULTS[key]:
+            way = _KERAS_WAY.get(key, f"leave it at Keras' default {_KERAS_DEFAULTS[key]!r}")
+            raise TypeError(f"{who}: Keras' argument {key}={value!r} is not supported; {way}")
 
 
 # ------------------------------------------------------------------------------------- gradient clipping

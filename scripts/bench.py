@@ -122,7 +122,7 @@ class MagmadnnRunner:
         self.model.fit(self.x, self.y, batch_size=self.batch, epochs=1, shuffle=True, verbose=0)
 
     def accuracy(self):
-        return float(self.model.evaluate(self.xt, self.yt, batch_size=1000)["accuracy"])
+        return float(self.model.evaluate(self.xt, self.yt, batch_size=1000, return_dict=True)["accuracy"])
 
 
 class TorchRunner:

@@ -379,7 +379,7 @@ def test_evaluate_counts_tokens_over_the_whole_set(token_device):
     """[ignore-empty-batch] a batch with nothing counted adds nothing; the figure is PyTorch's over the whole set."""
     x, y = _token_data()
     model = _token_model(token_device)
-    results = model.evaluate(x, y, batch_size=4)
+    results = model.evaluate(x, y, batch_size=4, return_dict=True)
     loss, accuracy = _torch_reference(model.predict(x), y)
     assert results["loss"] == pytest.approx(loss, rel=1e-5)
     assert results["accuracy"] == pytest.approx(accuracy, abs=1e-12)
@@ -392,7 +392,7 @@ def test_fit_through_a_fully_ignored_batch_is_finite(token_device):
     history = model.fit(x, y, batch_size=4, epochs=2, shuffle=False, verbose=0, validation_data=(x, y))
     assert all(np.isfinite(v).all() for v in history.history.values())
     loss, _ = _torch_reference(model.predict(x), y)
-    assert model.evaluate(x, y, batch_size=4)["loss"] == pytest.approx(loss, rel=1e-5)
+    assert model.evaluate(x, y, batch_size=4, return_dict=True)["loss"] == pytest.approx(loss, rel=1e-5)
 
 
 def test_a_set_with_no_counted_target_names_ignore_index(token_device):

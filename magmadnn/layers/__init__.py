@@ -21,17 +21,20 @@ from .recurrent import GRU, LSTM  # noqa: E402
 from .softmax import LogSoftmax, Softmax  # noqa: E402
 
 GlobalAvgPool = GlobalAvgPool2D
+# Keras' long names of the 2-D pooling layers (NCHW, as Conv2D here)
+MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D = MaxPool2D, AvgPool2D, GlobalAvgPool2D
 
 # -- conv/shape layers
 from .conv import Conv2DTranspose, DepthwiseConv2D, GlobalMaxPool2D  # noqa: E402
 from .reshaping import Concatenate, Permute, Reshape, UpSampling2D  # noqa: E402
 
-GlobalMaxPool = GlobalMaxPool2D
+GlobalMaxPool = GlobalMaxPooling2D = GlobalMaxPool2D
 
 __all__ = [
     "Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "layer_class", "register", "ACTIVATION_NAMES",
     "Dense", "Activation", "LeakyReLU", "Dropout", "Flatten", "BatchNorm", "BatchNormalization", "Add",
-    "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool",
+    "Conv2D", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalAvgPool", "MaxPooling2D", "AveragePooling2D",
+    "GlobalAveragePooling2D", "GlobalMaxPooling2D",
     "LayerNorm", "LayerNormalization", "RMSNorm", "GroupNorm", "GroupNormalization", "Embedding",
 ]
 __all__ += ["Softmax", "LogSoftmax"]
@@ -41,7 +44,26 @@ __all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxP
 __all__ += ["LSTM", "GRU"]  # recurrent layers
 
 
+# Keras' layers magmadnn does not provide: what to use instead
+_KERAS_INSTEAD = {
+    "InputLayer": "Input(shape=...)",
+    "ReLU": 'Activation("relu")', "ELU": 'Activation("elu")', "PReLU": "LeakyReLU",
+    "SimpleRNN": "LSTM or GRU", "TimeDistributed": "Dense, which acts on the last axis of (N, T, F) as Keras' does",
+    "Identity": 'Activation("linear")', "Rescaling": "Lambda(lambda x: x * scale + offset)",
+    "Multiply": "Lambda on a list of inputs", "Subtract": "Lambda on a list of inputs",
+    "Average": "Lambda on a list of inputs", "Maximum": "Lambda on a list of inputs",
+    "Minimum": "Lambda on a list of inputs", "Dot": "Lambda on a list of inputs",
+    "Normalization": "standardise the data before fit (NumPy), or BatchNormalization",
+    "RepeatVector": "Lambda", "Masking": "Embedding(mask_zero=True)", "GaussianNoise": "Lambda",
+    "SpatialDropout1D": "Dropout", "SpatialDropout2D": "Dropout",
+    "ZeroPadding2D": 'Conv2D(padding="same")', "Cropping2D": "Lambda", "Attention": "MultiHeadAttention",
+}
+
+
 def __getattr__(name):
+    if name in _KERAS_INSTEAD:
+        raise AttributeError(f"magmadnn.layers has no {name} (a Keras layer magmadnn does not provide); use "
+                             f"{_KERAS_INSTEAD[name]}")
     if name == "ACTIVATIONS":  # its old name (op-set code uses ACTIVATIONS for the kinds, without linear/softmax)
         import warnings  # noqa: PLC0415
 

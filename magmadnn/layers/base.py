@@ -11,6 +11,7 @@ from __future__ import annotations
 import functools
 import inspect
 import math
+import numbers
 import re
 from collections import Counter
 
@@ -204,7 +205,16 @@ class Layer(Configurable):
         if cls._keras_style and "build" in cls.__dict__:
             cls.build = _framed(cls.__dict__["build"])
 
-    def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True):
+    def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True,
+                 input_shape=None, input_dim=None, **keras_only):
+        """``input_shape`` / ``input_dim``: Keras' first-layer shorthand; a ``Sequential`` starting with this layer
+        puts ``Input(input_shape)`` first (elsewhere it is ignored, as in Keras). Other Keras-only arguments are a
+        TypeError naming the magmadnn way (see :data:`KERAS_ONLY_ARGUMENTS`)."""
+        _refuse_keras_only(type(self).__name__, keras_only)
+        if input_dim is not None and input_shape is None:
+            input_shape = (input_dim,)
+        self._keras_input_shape = None if input_shape is None else tuple(
+            int(d) for d in ((input_shape,) if isinstance(input_shape, numbers.Integral) else input_shape))
         if name is not None and (not isinstance(name, str) or not name):
             raise TypeError(f"{type(self).__name__}: name must be a non-empty str, got {name!r}")
         if not isinstance(trainable, (bool, np.bool_)):
@@ -223,6 +233,14 @@ class Layer(Configurable):
         self._params: dict[str, Parameter] = {}
         self._state: dict[str, object] = {}
         self._source = "its input"
+
+    def __getattr__(self, name: str):
+        """Keras' attribute access to a layer's weights (``dense.kernel``, ``dense.bias``, ``embedding.embeddings``):
+        the parameter of that name, once built. Called only when normal lookup fails."""
+        params = self.__dict__.get("_params")
+        if params is not None and name in params:
+            return params[name]
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     # -- configuration by the owning model
     def configure(self, backend=None, dtype=None, seed: int | None = None, force: bool = False) -> None:
@@ -609,8 +627,8 @@ class Input(Layer):
     In the functional API an Input stands for its own output tensor: ``y = Dense(10)(Input((784,)))``.
     """
 
-    def __init__(self, shape, name: str | None = None, dtype=None):
-        super().__init__(name=name, dtype=dtype)
+    def __init__(self, shape, name: str | None = None, dtype=None, **keras_only):
+        super().__init__(name=name, dtype=dtype, **keras_only)
         if not isinstance(shape, (tuple, list, np.ndarray)):
             shape = (shape,)
         shape = tuple(_checks.integer(s, "shape entry", f"Input (shape {shape!r}, batch excluded)") for s in shape)
@@ -628,3 +646,45 @@ class Input(Layer):
         config = super().get_config()
         del config["trainable"]
         return {"shape": list(self.shape), **config}
+
+
+# Keras layer arguments magmadnn does not implement: accepted at Keras' default value, else a TypeError naming the
+# magmadnn way (or saying only the default is supported)
+KERAS_DEFAULTS = {
+    "kernel_regularizer": None, "bias_regularizer": None, "activity_regularizer": None,
+    "embeddings_regularizer": None, "recurrent_regularizer": None, "kernel_constraint": None,
+    "bias_constraint": None, "embeddings_constraint": None, "recurrent_constraint": None,
+    "dropout": 0.0, "recurrent_dropout": 0.0, "input_length": None, "batch_input_shape": None, "batch_size": None,
+    "batch_shape": None, "sparse": None, "ragged": None, "optional": False, "tensor": None, "noise_shape": None,
+    "data_format": None, "center": True, "scale": True, "beta_initializer": "zeros", "gamma_initializer": "ones",
+    "moving_mean_initializer": "zeros", "moving_variance_initializer": "ones", "synchronized": False,
+    "activation": "tanh", "recurrent_activation": "sigmoid", "unroll": False, "stateful": False,
+    "unit_forget_bias": True, "use_cudnn": "auto", "recurrent_initializer": "orthogonal", "autocast": True,
+}
+_PENALTY = ("weight penalties are not layer arguments here: use the optimizer's weight_decay= (AdamW, "
+            "SGD(weight_decay=)) or add the penalty to a callable loss")
+KERAS_ONLY_ARGUMENTS = {
+    **dict.fromkeys(("kernel_regularizer", "bias_regularizer", "activity_regularizer", "embeddings_regularizer",
+                     "recurrent_regularizer"), _PENALTY),
+    **dict.fromkeys(("kernel_constraint", "bias_constraint", "embeddings_constraint", "recurrent_constraint"),
+                    "weight constraints are not supported; clip in a callback's on_train_batch_end"),
+    **dict.fromkeys(("dropout", "recurrent_dropout"),
+                    "recurrent layers take no dropout here: put a Dropout layer before or after the layer"),
+    "input_length": "not needed (Keras 3 deprecates it too): leave it out",
+    **dict.fromkeys(("batch_input_shape", "batch_shape", "batch_size"),
+                    "shapes here are per sample: Input(shape=the shape without the batch axis)"),
+}
+
+
+def _refuse_keras_only(who: str, arguments: dict) -> None:
+    """Keras layer arguments at Keras' default value pass; any other value (or an unknown argument) is a
+    TypeError naming the magmadnn way."""
+    for name, value in sorted(arguments.items()):
+        if name not in KERAS_DEFAULTS:
+            raise TypeError(f"{who}: unexpected argument {name!r}")
+        default = KERAS_DEFAULTS[name]
+        if value is default or (value is not None and default is not None and value == default) or (
+                name == "sparse" and value is False):
+            continue
+        hint = KERAS_ONLY_ARGUMENTS.get(name, f"only Keras' default {name}={default!r} is supported here")
+        raise TypeError(f"{who}: Keras' argument {name}={value!r} is not supported; {hint}")

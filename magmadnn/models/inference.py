@@ -3,9 +3,11 @@ Keras' callback hooks (``on_test_*``, ``on_predict_*``; see :mod:`magmadnn.callb
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 
-from .._checks import integer
+from .._checks import batch_size_or_default, integer, verbosity
 from ..autograd import no_grad
 from ..backend import faults as _faults
 from ..callbacks import CallbackList, callback_list
@@ -14,7 +16,19 @@ from .inputs import real_array
 from .training import Tally, running_logs
 from .weighting import attach
 
-__all__ = ["Inference"]
+__all__ = ["Inference", "keras_results"]
+
+
+def keras_results(results: dict, return_dict: bool):
+    """Keras 3's return rule for ``evaluate`` / ``train_on_batch`` / ``test_on_batch``: the dict (keys sorted,
+    as Keras orders them) with ``return_dict=True``, else the list ``[loss, *metrics in compile order]``, or the
+    scalar loss alone."""
+    if not isinstance(return_dict, (bool, np.bool_)):
+        raise TypeError(f"return_dict must be True or False, got {return_dict!r}")
+    if return_dict:
+        return dict(sorted(results.items()))  # Keras' order: by name
+    values = list(results.values())
+    return values[0] if len(values) == 1 else values
 
 
 class Inference:
@@ -41,43 +55,73 @@ class Inference:
                     break
         return seen
 
-    def evaluate(self, x, y=None, batch_size: int = 32, verbose: int = 0, sample_weight=None, callbacks=None) -> dict:
+    def evaluate(self, x, y=None, batch_size: int | None = None, verbose=0, sample_weight=None, steps=None,
+                 callbacks=None, return_dict: bool = False):
         """Mean loss and metrics over ``(x, y)`` (or a batch iterable) in inference mode (one host read);
         ``sample_weight`` (N,) weighs each sample's loss as in ``fit`` (metrics are not weighted).
+
+        Returns as Keras 3 does: the loss (a float) when compiled without metrics, else the list
+        ``[loss, *metrics]`` in the order given to ``compile``; ``return_dict=True`` gives the dict
+        ``{"loss": ..., metric name: ...}``. ``batch_size=None`` means 32; ``steps`` evaluates only the first
+        ``steps`` batches; ``verbose`` ("auto", 0, 1, 2; default 0 here) prints the results on one line.
 
         ``callbacks``: their ``on_test_begin``, ``on_test_batch_begin`` / ``on_test_batch_end`` and
         ``on_test_end`` (with the results) hooks are called, as in Keras; one setting ``model.stop_evaluating =
         True`` ends the evaluation after that batch (the results cover the batches run)."""
         self._require_compiled("evaluate")
-        batch_size = integer(batch_size, "batch_size", "evaluate", minimum=1)
+        batch_size = batch_size_or_default(batch_size, "evaluate")
+        verbose = verbosity(verbose, "evaluate")
+        keras_results({}, return_dict)  # checks return_dict before any work
+        if steps is not None:
+            steps = integer(steps, "steps", "evaluate", minimum=1)
         if sample_weight is not None:
             if is_batch_iterable(x) or y is None:
                 raise ValueError("evaluate: sample_weight needs arrays x, y (not a batch iterable)")
             y = attach(self, real_array(y, "evaluate: targets"), sample_weight, None, "evaluate")
+        total = _steps(x, batch_size)
         cbs = CallbackList(callback_list(callbacks, "evaluate"), self, verbose=verbose, epochs=1,
-                           steps=_steps(x, batch_size))
+                           steps=total if steps is None or total is None else min(steps, total))
         tally = Tally(self.xp, self._tally_names(False), self.dtype)
         cbs.on_test_begin({})
-        seen = self._evaluate_into(tally, "", self._inference_batches(x, y, batch_size, "evaluate"), cbs)
+        batches = self._inference_batches(x, y, batch_size, "evaluate")
+        if steps is not None:
+            batches = itertools.islice(batches, steps)
+        seen = self._evaluate_into(tally, "", batches, cbs)
         if not seen:
             raise ValueError("evaluate: the batch iterable gave no samples; there is nothing to evaluate")
         results = self._results(tally.read(), tally.counts, who="evaluate")
         cbs.on_test_end(dict(results))
         if verbose:
             print(" - ".join(f"{k}: {v:.4f}" for k, v in results.items()))
-        return results
+        return keras_results(results, return_dict)
 
-    def predict(self, x, batch_size: int = 32, callbacks=None) -> np.ndarray:
-        """Model outputs (NumPy, model dtype) for every sample of ``x``, in inference mode.
+    def test_on_batch(self, x, y=None, sample_weight=None, return_dict: bool = False):
+        """Loss and metrics of one batch in inference mode, returned as :meth:`evaluate` returns them."""
+        xs = self._input_arrays(x, "test_on_batch")
+        return self.evaluate(x, y, batch_size=max(1, xs[0].shape[0]), sample_weight=sample_weight,
+                             return_dict=return_dict)
+
+    def predict_on_batch(self, x) -> np.ndarray:
+        """Model outputs of one batch (NumPy), in inference mode."""
+        xs = self._input_arrays(x, "predict_on_batch")
+        return self.predict(x, batch_size=max(1, xs[0].shape[0]))
+
+    def predict(self, x, batch_size: int | None = None, verbose="auto", steps=None, callbacks=None) -> np.ndarray:
+        """Model outputs (NumPy, model dtype) for every sample of ``x`` (the first ``steps`` batches with
+        ``steps``), in inference mode. ``batch_size=None`` means 32; ``verbose`` is accepted as Keras' ("auto", 0,
+        1, 2) and prints nothing here.
 
         ``callbacks``: their ``on_predict_*`` hooks are called, as in Keras; ``on_predict_batch_end`` gets
         ``{"outputs": the batch's outputs}`` (a NumPy view of the result). A callback setting
         ``model.stop_predicting = True`` ends it after that batch (the outputs so far are returned). The last
         batch's copy brings what device checks found: an embedding id outside its table, a key mask value other
         than 0 and 1."""
-        batch_size = integer(batch_size, "batch_size", "predict", minimum=1)
+        batch_size = batch_size_or_default(batch_size, "predict")
+        verbosity(verbose, "predict")
         callbacks = callback_list(callbacks, "predict")
         xs = self._input_arrays(x, "predict")
+        if steps is not None:
+            xs = [a[:integer(steps, "steps", "predict", minimum=1) * batch_size] for a in xs]
         n = xs[0].shape[0]
         cbs = CallbackList(callbacks, self, verbose=0, epochs=1, steps=-(-n // batch_size))
         result = np.empty((n, *self.output_shape), dtype=self.dtype)

@@ -178,6 +178,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
 
     def __call__(self, x, training: bool = False):
         """Run the model eagerly on NumPy arrays or Tensors (one per input); returns a Tensor."""
+        if any(isinstance(i, (SymbolicTensor, Layer)) for i in (x if isinstance(x, (list, tuple)) else [x])):
+            raise TypeError(f"model {self.name!r} called on a symbolic tensor; " + _NESTED)
         if isinstance(x, (list, tuple)) and any(isinstance(i, Tensor) for i in x):
             tensors = list(x)
         elif isinstance(x, Tensor):
@@ -241,6 +243,11 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         return f"{type(self).__name__}(name={self.name!r}, layers={len(self.layers)})"
 
 
+_NESTED = ("a model inside a model (Keras' transfer-learning pattern) is not supported here; build one model with the "
+           "same layers and copy the weights: new.layers[i].set_weights(base.layers[i].get_weights()), then "
+           "new.layers[i].trainable = False")
+
+
 class Sequential(Model):
     """A plain stack of layers. Starting with an ``Input`` builds it at once (shape errors show immediately);
     otherwise it builds on the first data it sees."""
@@ -263,10 +270,14 @@ class Sequential(Model):
         return list(layers[1:] if layers and isinstance(layers[0], Input) else layers)
 
     def _append(self, layer) -> None:
+        if isinstance(layer, Model):
+            raise TypeError(f"Sequential {self.name!r}: got model {layer.name!r} as a layer; " + _NESTED)
         if not isinstance(layer, Layer):
             raise TypeError(f"Sequential {self.name!r}: expected Layer instances, got {type(layer).__name__}")
         if isinstance(layer, Input) and self._stack:
             raise ValueError(f"Sequential {self.name!r}: an Input layer can only come first")
+        if not self._stack and getattr(layer, "_keras_input_shape", None) is not None:
+            self._stack.append(Input(layer._keras_input_shape))  # Keras' Dense(..., input_shape=(4,)) first
         self._stack.append(layer)
 
     def add(self, layer: Layer) -> None:
@@ -295,7 +306,10 @@ class Sequential(Model):
 
     def build(self, input_shape, dtype=None) -> None:
         """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input (of ``dtype``: None for the
-        model's, "int64" for token ids) first."""
+        model's, "int64" for token ids) first. Keras' form with the batch axis, ``build((None, 4))``, is taken
+        too (a leading None is dropped)."""
+        if input_shape and tuple(input_shape)[0] is None:
+            input_shape = tuple(input_shape)[1:]
         if not self.built:
             self._stack.insert(0, Input(tuple(input_shape), dtype=dtype))
             self._build_chain()

@@ -292,6 +292,11 @@ class Persistence:
         more JSON metadata."""
         return save_model(self, path, extra=extra)
 
+    def save_weights(self, path) -> str:
+        """Keras' ``save_weights``: writes what :meth:`save` writes (``.safetensors`` or ``.npz``; Keras'
+        ``.weights.h5`` is not supported), which :meth:`load_weights` reads back."""
+        return save_model(self, path)
+
     def load_weights(self, path) -> None:
         """Load weights from a model file or checkpoint of the same architecture (else ArchitectureMismatchError)."""
         load_weights(self, path)

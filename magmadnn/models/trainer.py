@@ -31,13 +31,14 @@ from .. import callbacks as _callbacks
 from .. import losses as _losses
 from .. import metrics as _metrics
 from .. import optimizers as _optimizers
-from .._checks import integer, real
+from .._checks import batch_size_or_default, integer, real, verbosity
 from ..autograd import Tensor
 from ..backend import host as _host
 from ..callbacks import callback_list
 from . import graphed as _graphed
 from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
+from .inference import keras_results
 from .training import Epoch, Tally, TallyNames, setup_data_parallel, train_step
 
 __all__ = ["Trainer", "NonFiniteLossError", "NonFiniteParameterError"]
@@ -108,18 +109,22 @@ class Trainer:
         if not self.compiled:
             raise RuntimeError(f"model {self.name!r}: call compile(optimizer, loss, metrics) before {what}()")
 
-    def train_on_batch(self, x, y, sample_weight=None, class_weight=None) -> float:
-        """One optimizer step on one batch; returns the loss before the step (no metrics, no callbacks).
-        ``sample_weight`` / ``class_weight`` as in :meth:`fit`."""
+    def train_on_batch(self, x, y, sample_weight=None, class_weight=None, return_dict: bool = False):
+        """One optimizer step on one batch (no callbacks); returns the loss and metrics of the batch before the
+        step as Keras 3 does: the loss (a float) without metrics, else ``[loss, *metrics]`` in compile order, the
+        dict with ``return_dict=True``. ``sample_weight`` / ``class_weight`` as in :meth:`fit`."""
+        keras_results({}, return_dict)
         self._require_compiled("train_on_batch")
         xs = self._training_inputs(x, "train_on_batch")
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
         self._touched = True
         y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
-        value = self._train_step(self._cast_inputs(xs), y, check=True)
+        tally = Tally(self.xp, self._tally_names(False), self.dtype) if self.metrics else None
+        value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
         if not math.isfinite(value):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
-        return value
+        results = {"loss": value} if tally is None else self._results(tally.read(), tally.counts)
+        return keras_results(results, return_dict)
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
@@ -151,14 +156,15 @@ class Trainer:
             return None
         return train_step(self, xs, y, check, tally)
 
-    def fit(self, x=None, y=None, batch_size: int = 32, epochs: int = 1, validation_split: float = 0.0,
-            validation_data=None, shuffle: bool = True, callbacks=None, verbose: int = 1,
+    def fit(self, x=None, y=None, batch_size: int | None = None, epochs: int = 1, validation_split: float = 0.0,
+            validation_data=None, shuffle: bool = True, callbacks=None, verbose="auto",
             initial_epoch: int = 0, distributed=False, sample_weight=None,
             class_weight=None) -> _callbacks.History:
         """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
 
         ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
-        (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``validation_split`` holds out the last samples
+        (such as ``magmadnn.data.DataLoader``) with ``y=None``. ``batch_size=None`` means 32 and ``verbose="auto"``
+        means 1, as in Keras. ``validation_split`` holds out the last samples
         (before shuffling) as Keras 3 counts them: the first ``floor(n * (1 - validation_split))`` train;
         ``validation_data`` is ``(x_val, y_val)``. ``callbacks``: Keras' hooks and logs (see
         :mod:`magmadnn.callbacks`). With ``verbose >= 1`` the first
@@ -172,11 +178,12 @@ class Trainer:
 
         ``sample_weight`` (N,) / ``class_weight`` ``{class: weight}`` (Keras' semantics, with a loss under a Keras
         name): each sample's loss is multiplied by its weight, and reduction "sum_over_batch_size" divides the
-        weighted sum by the batch size; ``validation_split`` splits the weights with the samples and
+        weighted sum by the batch size; ``validation_split`` splits ``sample_weight`` with the samples (class weights
+        weigh the training samples only, as in Keras) and
         ``validation_data`` may be ``(x_val, y_val, sample_weight_val)``. Metrics are not weighted.
         """
         self._require_compiled("fit")
-        batch_size = integer(batch_size, "batch_size", "fit", minimum=1)
+        batch_size = batch_size_or_default(batch_size, "fit")
         epochs = integer(epochs, "epochs", "fit", minimum=0)
         initial_epoch = integer(initial_epoch, "initial_epoch", "fit", minimum=0)
         if epochs <= initial_epoch:
@@ -184,7 +191,7 @@ class Trainer:
                              "index of the last epoch + 1 (train epochs initial_epoch .. epochs-1), so pass "
                              f"epochs > {initial_epoch}")
         validation_split = real(validation_split, "validation_split", "fit", 0.0, 1.0, open_high=True)
-        verbose = integer(int(verbose) if isinstance(verbose, bool) else verbose, "verbose", "fit", minimum=0)
+        verbose = verbosity(verbose, "fit")
         if not isinstance(shuffle, (bool, np.bool_)):
             raise TypeError(f"fit: shuffle must be True or False, got {shuffle!r}")
         callbacks = callback_list(callbacks, "fit")
@@ -197,14 +204,15 @@ class Trainer:
         else:
             xs = self._cast_inputs(self._training_inputs(x, "fit"))
             y = self._targets(y, xs[0].shape[0], "fit")
-            y = _weighting.attach(self, y, sample_weight, class_weight, "fit")
+            plain, y = y, _weighting.attach(self, y, sample_weight, class_weight, "fit")
             n = xs[0].shape[0]
             if validation_split:
                 split_at = math.floor(n * (1.0 - validation_split))  # Keras 3's count: the last samples validate
                 if split_at == 0 or split_at == n:
                     raise ValueError(f"fit: validation_split={validation_split} of {n} samples leaves an empty split "
                                      f"(training on the first floor({n} * (1 - {validation_split})) = {split_at})")
-                validation_data = ([a[split_at:] for a in xs], y[split_at:])
+                # class_weight weighs the training samples only (Keras): the validation loss is unweighted
+                validation_data = ([a[split_at:] for a in xs], (plain if class_weight is not None else y)[split_at:])
                 xs, y = [a[:split_at] for a in xs], y[:split_at]
             batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
         if validation_data is not None:

@@ -325,9 +325,9 @@ class Epoch:
                 return None, stop
         if math.isfinite(sums["loss"]) or self.eager:
             who = "fit" if final else None
-            results = model._results(sums, self.tally.read_counts, who=who)
+            results = dict(sorted(model._results(sums, self.tally.read_counts, who=who).items()))  # Keras' order
             if self.validation_data is not None:
-                results.update(model._results(sums, self.tally.read_counts, "val_", who=who))
+                results.update(sorted(model._results(sums, self.tally.read_counts, "val_", who=who).items()))
             self.snapshot, self.pending = None, []
             return results, None
         return None, self._replay()

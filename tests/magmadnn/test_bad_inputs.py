@@ -714,7 +714,7 @@ def test_numpy_integers_are_accepted_everywhere_a_size_is():
                         callbacks=(EarlyStopping("loss", patience=np.int64(3)),))
     assert history.epoch == [1]
     assert model.predict(x, batch_size=np.uint8(3)).shape == (8, 3)
-    assert set(model.evaluate(x, y, batch_size=np.int64(5))) == {"loss", "top2_accuracy"}
+    assert set(model.evaluate(x, y, batch_size=np.int64(5), return_dict=True)) == {"loss", "top2_accuracy"}
 
 
 def test_predict_on_no_samples_is_an_empty_result():

@@ -180,7 +180,7 @@ def test_dataloader_feeds_model_fit_and_evaluate():
     model.compile(optimizer=cli.make_optimizer("adam", 0.05), loss="cross_entropy", metrics=["accuracy"], seed=0)
     history = model.fit(data.DataLoader(x, y, batch_size=8, seed=0), epochs=5, verbose=0)
     assert len(history.history["loss"]) == 5 and history.history["loss"][-1] < history.history["loss"][0]
-    assert model.evaluate(data.DataLoader(x, y, batch_size=16, shuffle=False))["accuracy"] > 0.9
+    assert model.evaluate(data.DataLoader(x, y, batch_size=16, shuffle=False), return_dict=True)["accuracy"] > 0.9
 
 
 # ------------------------------------------------------------------------------------------ attention

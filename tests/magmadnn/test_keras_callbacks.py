@@ -421,7 +421,7 @@ def test_validation_split_counts_as_keras(n, split):
     train = sum(hook == "on_train_batch_end" for hook, _, _ in rec.seq)
     val = sum(hook == "on_test_batch_end" for hook, _, _ in rec.seq)
     assert (train, val) == (len(keras_train), len(keras_val))
-    held_out = model.evaluate(x[train:], y[train:])
+    held_out = model.evaluate(x[train:], y[train:], return_dict=True)
     assert history.history["val_loss"][0] == pytest.approx(held_out["loss"])
 
 
@@ -436,8 +436,6 @@ def test_stop_evaluating_and_stop_predicting_end_early_as_in_keras():
                                                                            batch == 0)})
         kwargs = {} if name == "ours" else {"verbose": 0}
         evaluated = model.evaluate(x, y, batch_size=4, callbacks=[stop()], **kwargs)
-        if name == "keras":
-            evaluated = dict(zip(["loss", "accuracy"], evaluated))
         results[name] = (evaluated, model.predict(x, batch_size=4, callbacks=[stop()], **kwargs))
     assert results["ours"][0] == pytest.approx(results["keras"][0], rel=1e-5)
     np.testing.assert_allclose(results["ours"][1], results["keras"][1], rtol=1e-5, atol=1e-6)

@@ -148,9 +148,7 @@ def test_fit_equals_keras_from_identical_weights(name):
     _assert_history(ours, theirs)
     for a, b in zip(model.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
-    np.testing.assert_allclose(list(model.evaluate(X, y).values()),
-                               [reference.evaluate(X, y, verbose=0, return_dict=True)[k] for k in model.evaluate(X, y)],
-                               rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.evaluate(X, y), reference.evaluate(X, y, verbose=0), rtol=1e-5, atol=1e-6)
 
 
 @pytest.mark.parametrize("name", ["sparse", "categorical", "binary"])
@@ -165,7 +163,7 @@ def test_sample_and_class_weights_equal_keras(name, how):
     for a, b in zip(model.get_weights(), reference.get_weights()):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
     w = RNG.random(48).astype(np.float32)
-    assert model.evaluate(X, y, sample_weight=w)["loss"] == pytest.approx(
+    assert model.evaluate(X, y, sample_weight=w, return_dict=True)["loss"] == pytest.approx(
         reference.evaluate(X, y, sample_weight=w, verbose=0, return_dict=True)["loss"], rel=1e-5)
 
 
@@ -257,7 +255,7 @@ def test_accuracy_is_binary_for_one_sigmoid_unit():
     model = mdnn.Sequential([L.Input((5,)), L.Dense(1, activation="sigmoid")], seed=0)
     model.compile("sgd", loss="binary_crossentropy", metrics=["accuracy"])
     pred = model.predict(X)[:, 0]
-    assert model.evaluate(X, YB)["accuracy"] == pytest.approx(np.mean((pred > 0.5) == (YB == 1)))
+    assert model.evaluate(X, YB, return_dict=True)["accuracy"] == pytest.approx(np.mean((pred > 0.5) == (YB == 1)))
 
 
 def test_losses_and_metrics_round_trip_through_their_configs():

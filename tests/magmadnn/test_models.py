@@ -47,7 +47,7 @@ def test_cnn_learns_bar_orientation_far_above_chance():
     model.optimizer.lr = 0.01
     history = model.fit(x, y, batch_size=32, epochs=4, verbose=0)
     assert history.history["loss"][-1] < history.history["loss"][0]
-    result = model.evaluate(xt, yt, batch_size=100)
+    result = model.evaluate(xt, yt, batch_size=100, return_dict=True)
     assert result["accuracy"] > 0.85, result  # chance is 0.25
 
 
@@ -137,7 +137,7 @@ def test_fit_history_validation_and_predict():
     assert sorted(history.history) == ["accuracy", "loss", "top2_accuracy", "val_accuracy", "val_loss",
                                        "val_top2_accuracy"]
     assert history.epoch == [0, 1] and all(len(v) == 2 for v in history.history.values())
-    val = model.evaluate(x[90:], y[90:])
+    val = model.evaluate(x[90:], y[90:], return_dict=True)
     assert val["loss"] == pytest.approx(history.history["val_loss"][-1], rel=1e-5)
     pred = model.predict(x, batch_size=7)
     assert pred.shape == (120, 4) and pred.dtype == np.float32
@@ -310,4 +310,5 @@ def test_reported_loss_does_not_depend_on_batch_size(reduction):
     # reference written plainly: "mean" = mean over every element, "sum" = total over the data set
     expected = per_element.sum() if reduction == "sum" else per_element.mean()
     for batch_size in (3, 4, 10):
-        assert model.evaluate(x, y, batch_size=batch_size)["loss"] == pytest.approx(expected, rel=1e-5)
+        loss = model.evaluate(x, y, batch_size=batch_size, return_dict=True)["loss"]
+        assert loss == pytest.approx(expected, rel=1e-5)

@@ -323,7 +323,7 @@ def test_fit_and_evaluate_report_token_accuracy_honoring_ignore_index():
     model.compile("adam", losses.SoftmaxCrossEntropy(ignore_index=3), metrics=[metrics.Accuracy(ignore_index=3)])
     history = model.fit(ids, labels, batch_size=4, epochs=2, verbose=0)
     assert 0.0 <= history.history["accuracy"][-1] <= 1.0
-    result = model.evaluate(ids, labels, batch_size=12)  # one batch: exactly the token accuracy
+    result = model.evaluate(ids, labels, batch_size=12, return_dict=True)  # one batch: exactly the token accuracy
     hits, counted = _token_hits(model.predict(ids), labels, 3)
     assert result["accuracy"] == pytest.approx(hits / counted, rel=1e-6)
     assert metrics.get(model.metrics[0].to_config()).ignore_index == 3  # what a checkpoint stores

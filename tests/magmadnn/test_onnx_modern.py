@@ -242,9 +242,9 @@ def test_pytorch_lstm_and_gru_import_predict_and_fine_tune(device, tmp_path):
     np.testing.assert_allclose(model.predict(x), expected, rtol=1e-4, atol=1e-5)
     labels = rng.integers(0, 3, 8)
     model.compile(m.optimizers.Adam(1e-2), "cross_entropy", device=device)
-    before = model.evaluate(x, labels)["loss"]
+    before = model.evaluate(x, labels, return_dict=True)["loss"]
     model.fit(x, labels, batch_size=8, epochs=3, verbose=0)
-    assert model.evaluate(x, labels)["loss"] < before
+    assert model.evaluate(x, labels, return_dict=True)["loss"] < before
 
 
 def test_recurrent_layers_read_back_as_themselves(device, tmp_path):

@@ -83,9 +83,9 @@ def _check_import_and_fine_tune(module, shape, path, device, tmp_path):
     # fine-tune: a few steps on one batch bring its loss down
     labels = rng.integers(0, expected.shape[1], len(x))
     model.compile(m.optimizers.Adam(3e-3), "cross_entropy", device=device)
-    before = model.evaluate(x, labels)["loss"]
+    before = model.evaluate(x, labels, return_dict=True)["loss"]
     model.fit(x, labels, batch_size=8, epochs=4, verbose=0)
-    after = model.evaluate(x, labels)["loss"]
+    after = model.evaluate(x, labels, return_dict=True)["loss"]
     assert np.isfinite(after) and after < before
     # ... and is saved in magmadnn's own format
     saved = model.save(tmp_path / "tuned.npz")

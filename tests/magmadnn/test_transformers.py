@@ -29,9 +29,9 @@ def test_zoo_char_transformer_learns_and_round_trips(tmp_path):
     model = tiny_char_transformer()
     assert model.output_shape == (8, 11) and "char_transformer" in zoo.BUILDERS
     model.compile(optimizers.Adam(1e-2), loss="cross_entropy", seed=0)
-    before = model.evaluate(x, y)["loss"]
+    before = model.evaluate(x, y, return_dict=True)["loss"]
     model.fit(x, y, batch_size=8, epochs=20, verbose=0)
-    assert model.evaluate(x, y)["loss"] < 0.5 * before
+    assert model.evaluate(x, y, return_dict=True)["loss"] < 0.5 * before
     loaded = models.load(model.save(tmp_path / "gpt.npz"))
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
     # causal: changing the last token changes no earlier position's logits
@@ -47,9 +47,9 @@ def test_zoo_vit_tiny_trains_and_round_trips(tmp_path):
     model = tiny_vit()
     assert model.output_shape == (3,) and "vit_tiny" in zoo.BUILDERS
     model.compile(optimizers.Adam(1e-2), seed=0)
-    before = model.evaluate(x, y)["loss"]
+    before = model.evaluate(x, y, return_dict=True)["loss"]
     model.fit(x, y, batch_size=8, epochs=6, verbose=0)
-    assert model.evaluate(x, y)["loss"] < 0.7 * before
+    assert model.evaluate(x, y, return_dict=True)["loss"] < 0.7 * before
     loaded = models.load(model.save(tmp_path / "vit.safetensors"))
     np.testing.assert_array_equal(loaded.predict(x), model.predict(x))
 

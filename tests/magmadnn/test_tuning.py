@@ -46,7 +46,7 @@ def test_best_weights_reproduce_the_best_validation_loss(serial):
     model = worker.tune_build(best.params, best.seed)
     model.set_weights(result.best_weights)
     _, _, x_val, y_val = worker.problem(24)
-    assert model.evaluate(x_val, y_val)["loss"] == pytest.approx(best.metrics["val_loss"], rel=1e-12)
+    assert model.evaluate(x_val, y_val, return_dict=True)["loss"] == pytest.approx(best.metrics["val_loss"], rel=1e-12)
 
 
 def test_processes_give_the_serial_results(serial, tmp_path):
