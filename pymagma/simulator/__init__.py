@@ -30,7 +30,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import _native
-from . import cudnn, kernels, magma, runtime
+from . import cublas, cudnn, kernels, magma, runtime
 
 ENV_VAR = "PYMAGMA_SIMULATOR"
 MODES = ("partial", "full", "null")
@@ -58,6 +58,10 @@ class Simulation:
     @property
     def magma(self) -> magma.SimulatedMagma:
         return self.libraries.magma
+
+    @property
+    def cublas(self) -> cublas.SimulatedCublas:
+        return self.libraries.cublas
 
     @property
     def kernels(self) -> kernels.Launcher:
@@ -101,8 +105,10 @@ def libraries(mode: str = "partial") -> _native.Libraries:
     null = mode == "null"
     cudart = runtime.SimulatedCudart(null=null)
     exports, source = _exports(mode, _native.real().magma)
-    return _native.Libraries("simulator", cudart=cudart, magma=magma.SimulatedMagma(exports, source, streams=cudart),
+    simulated_magma = magma.SimulatedMagma(exports, source, streams=cudart)
+    return _native.Libraries("simulator", cudart=cudart, magma=simulated_magma,
                              cudnn=cudnn.SimulatedCudnn(streams=cudart),
+                             cublas=cublas.SimulatedCublas(simulated_magma, streams=cudart),
                              launcher=kernels.Launcher(streams=cudart, seed=seed_from_environment(), null=null))
 
 

@@ -536,7 +536,9 @@ _queue_handles = itertools.count(0x7100)
 #: the auxiliary routines, modelled by :class:`SimulatedMagma` itself (queues live on its simulated runtime)
 AUX_FAMILIES = frozenset({"magma_init", "magma_finalize", "magma_strerror", "magma_queue_create",
                           "magma_queue_create_from_cuda", "magma_queue_destroy", "magma_queue_sync",
-                          "magma_queue_get_device", "magma_queue_get_cuda_stream"})
+                          "magma_queue_get_device", "magma_queue_get_cuda_stream",
+                          "magma_queue_get_cublas_handle"})
+CUBLAS_HANDLE_OFFSET = 1 << 32  #: a queue's simulated cuBLAS handle is the queue's handle plus this
 
 
 # ----------------------------------------------------------------------------------------------------- the library
@@ -596,6 +598,8 @@ class SimulatedMagma:
             "magma_queue_sync": lambda k, dt: self._queue_sync(address(k["queue"])),
             "magma_queue_get_device": lambda k, dt: self._queue(k)[0],
             "magma_queue_get_cuda_stream": lambda k, dt: self._queue(k)[1] or None,
+            "magma_queue_get_cublas_handle": lambda k, dt: (address(k["queue"]) + CUBLAS_HANDLE_OFFSET
+                                                            if address(k["queue"]) in self.queues else None),
         }
         self.reset()
 
@@ -626,6 +630,11 @@ class SimulatedMagma:
 
     def _queue(self, k) -> tuple[int, int]:
         return self.queues.get(address(k["queue"]), (0, 0))
+
+    def queue_of_cublas_handle(self, handle: int) -> int | None:
+        """The live queue whose cuBLAS handle ``handle`` is (None: none), for the simulated cuBLAS."""
+        queue = handle - CUBLAS_HANDLE_OFFSET
+        return queue if queue in self.queues else None
 
     def reset(self) -> None:
         """Forget the recorded calls and hide nothing."""
