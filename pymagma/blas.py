@@ -30,6 +30,11 @@ from .array import DeviceArray, _empty, empty, on_arrays_device, require_device_
 
 BLAS_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
 HALF_NAMES = ("float16", "bfloat16")  #: gemm operand dtypes computed by cuBLAS GemmEx with float32 accumulation
+#: Let float32 :func:`gemm` (and 2-D :func:`matmul`) run on TF32 tensor cores (operands rounded to 10 mantissa
+#: bits, float32 accumulation), as ``torch.backends.cuda.matmul.allow_tf32``; off by default, as PyTorch's.  The
+#: next float32 gemm on a queue sets its cuBLAS handle's math mode (CUBLAS_TF32_TENSOR_OP_MATH or
+#: CUBLAS_DEFAULT_MATH), which MAGMA's sgemm runs with.
+allow_tf32 = False
 
 
 # ----------------------------------------------------------------------------------------------------- plans (pure)
@@ -284,6 +289,8 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         p = precision(a, b, out)
     if not a.device == b.device == out.device:
         _same_device(a, b, out)
+    if p == "s" and out.queue.tf32 != bool(allow_tf32):
+        _set_tf32(out.queue, bool(allow_tf32))
     if out.size == 0:
         return out
     if a.shape[1] == 0:  # an empty sum: out = beta * out
@@ -298,6 +305,13 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         c.transA, c.transB, c.m, c.n, c.k, _scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,
         _scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))
     return out
+
+
+def _set_tf32(queue, on: bool) -> None:
+    """Set the math mode of ``queue``'s cuBLAS handle: TF32 tensor-op math or cuBLAS's default."""
+    handle = magma().magma_queue_get_cublas_handle(queue.handle)
+    _cublas.call("cublasSetMathMode", handle, _cublas.Math.TF32_TENSOR_OP if on else _cublas.Math.DEFAULT)
+    queue.tf32 = on
 
 
 def _result_dtype(routine: str, a, b, out, out_dtype) -> np.dtype:

@@ -64,7 +64,7 @@ class SimulatedCublas:
 
     def __init__(self, magma, streams=None):
         self.magma, self.streams = magma, streams
-        self.math_modes: dict[int, int] = {}
+        self.math_modes: dict[int, int] = magma.cublas_math_modes  # MAGMA's sgemm reads them too
         self.calls: collections.deque[str] = collections.deque(maxlen=100_000)
         self.rejected: list[tuple[str, int, str]] = []
         self._models = {"cublasSetMathMode": self._set_math_mode, "cublasGetMathMode": self._get_math_mode,

@@ -27,6 +27,7 @@ from .. import _libs
 from .. import _magma as M
 from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError, PymagmaError
 from . import magma_args
+from .cudnn.numerics import tf32
 
 ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
                    M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
@@ -96,6 +97,8 @@ def _ints(ptr, n):
 def gemm(k, dt):  # as in BLAS, beta = 0 means C is not read (it may hold NaNs)
     A = cm(k["dA"], *((k["m"], k["k"]) if k["transA"] == M.MagmaNoTrans else (k["k"], k["m"])), k["ldda"], dt)
     B = cm(k["dB"], *((k["k"], k["n"]) if k["transB"] == M.MagmaNoTrans else (k["n"], k["k"])), k["lddb"], dt)
+    if k.get("math_mode", 0) & 0xF == CUBLAS_TF32_TENSOR_OP_MATH:  # cublasSgemm on a TF32 handle
+        A, B = tf32(A), tf32(B)
     C = cm(k["dC"], k["m"], k["n"], k["lddc"], dt)
     C[...] = k["alpha"] * (op(A, k["transA"]) @ op(B, k["transB"])) + (k["beta"] * C if k["beta"] else 0)
 
@@ -539,6 +542,7 @@ AUX_FAMILIES = frozenset({"magma_init", "magma_finalize", "magma_strerror", "mag
                           "magma_queue_get_device", "magma_queue_get_cuda_stream",
                           "magma_queue_get_cublas_handle"})
 CUBLAS_HANDLE_OFFSET = 1 << 32  #: a queue's simulated cuBLAS handle is the queue's handle plus this
+CUBLAS_TF32_TENSOR_OP_MATH = 3  #: the math mode with which cublasSgemm (MAGMA's sgemm) reads operands as TF32
 
 
 # ----------------------------------------------------------------------------------------------------- the library
@@ -586,6 +590,7 @@ class SimulatedMagma:
         self._wrappers: dict[str, object] = {}
         self._failure = threading.local()
         self.xerbla_calls: list[Rejected] = []  #: the calls MAGMA or cuBLAS rejected (nothing computed)
+        self.cublas_math_modes: dict[int, int] = {}  #: cuBLAS handle -> math mode (set by the simulated cuBLAS)
         _LIBRARIES.add(self)
         self._aux = {
             "magma_init": lambda k, dt: 0,
@@ -707,6 +712,7 @@ class SimulatedMagma:
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
         on_queue = sig.family not in AUX_FAMILIES and any(token == "Q" for token, _ in sig.args)
         # BLAS-like: no result for the host and no host array MAGMA reads at the call (laswp's pivots): enqueued
+        reads_math_mode = name == "magma_sgemm"  # MAGMA's sgemm is cublasSgemm on the queue's handle
         deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
 
         def run(k):
@@ -719,6 +725,8 @@ class SimulatedMagma:
                 if has_info:
                     _set_info(k, -bad[0])
                 return -bad[0] if sig.restype == "I" else None
+            if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now
+                k["math_mode"] = self.cublas_math_modes.get(address(k["queue"]) + CUBLAS_HANDLE_OFFSET, 0)
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
                 return 0 if restype is not None else None
             stream = self._queue(k)[1] if on_queue else 0

@@ -183,21 +183,27 @@ def test_strided_batched_model_steps_each_operand_by_its_stride(sim):
 # ------------------------------------------------------------------------------------- the row-major face
 @settings(max_examples=40, deadline=None, suppress_health_check=REUSE)
 @given(m=st.integers(0, 6), n=st.integers(0, 6), k=st.integers(0, 6), ta=st.booleans(), tb=st.booleans(),
-       tc=st.booleans(), dtype=st.sampled_from(HALVES), f32=st.booleans(), beta=st.sampled_from([0.0, -1.5]),
-       seed=st.integers(0, 2 ** 16))
-def test_gemm_row_major_face(sim, m, n, k, ta, tb, tc, dtype, f32, beta, seed):
+       tc=st.booleans(), pad=st.integers(0, 2), dtype=st.sampled_from(HALVES), f32=st.booleans(),
+       beta=st.sampled_from([0.0, -1.5]), seed=st.integers(0, 2 ** 16))
+def test_gemm_row_major_face(sim, m, n, k, ta, tb, tc, pad, dtype, f32, beta, seed):
     """out = alpha op(a) op(b) + beta out for every layout (transposed views, a transposed out: the C^T = B^T A^T
-    call), each output type, against the rounded NumPy reference."""
+    call, an out with padded rows: its own leading dimension), each output type, against the rounded NumPy
+    reference; the padding is not written."""
     rng = np.random.default_rng(seed)
     a = ints(rng, (k, m) if ta else (m, k), dtype)
     b = ints(rng, (n, k) if tb else (k, n), dtype)
     out_dtype = np.dtype(np.float32) if f32 else dtype
     c = ints(rng, (m, n), out_dtype)
-    d_out = pymagma.asarray(np.ascontiguousarray(c.T)).T if tc else pymagma.asarray(c)
+    wide = ints(rng, (n, m + pad) if tc else (m, n + pad), out_dtype)
+    (wide.T[:m] if tc else wide[:, :n])[...] = c
+    d_wide = pymagma.asarray(wide)
+    d_out = d_wide[:, :m].T if tc else d_wide[:, :n]
     got = blas.gemm(pymagma.asarray(a), pymagma.asarray(b), d_out, alpha=2.0, beta=beta, trans_a=ta, trans_b=tb)
     assert got is d_out and got.dtype == out_dtype
     expected = reference(a.T if ta else a, b.T if tb else b, out_dtype, 2.0, beta, c)
     np.testing.assert_array_equal(got.get().astype(np.float64), expected.astype(np.float64))
+    after = d_wide.get()
+    np.testing.assert_array_equal(after[:, m:] if tc else after[:, n:], wide[:, m:] if tc else wide[:, n:])
 
 
 @settings(max_examples=25, deadline=None, suppress_health_check=REUSE)
@@ -221,6 +227,18 @@ def test_matmul_batched_row_major_face(sim, batch_a, batch_b, m, n, k, dtype, f3
         got = blas.matmul(da, pymagma.asarray(b), out_dtype=out_dtype)
     assert got.dtype == out_dtype and got.shape == (*batch, m, n)
     np.testing.assert_array_equal(got.get().astype(np.float64), reference(a, b, out_dtype).astype(np.float64))
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=lambda d: d.name)
+@pytest.mark.parametrize("shapes", [((4, 2, 6), (4, 6, 2)), ((3, 3, 2), (2, 5)), ((1, 3, 4), (3, 4, 2))])
+def test_strided_batched_half_into_float32(sim, dtype, shapes):
+    """Half operands, a float32 out: each operand's batch stride counted in its own elements."""
+    rng = np.random.default_rng(3)
+    a, b = ints(rng, shapes[0], dtype), ints(rng, shapes[1], dtype)
+    sim.cublas.calls.clear()
+    got = blas.matmul(pymagma.asarray(a), pymagma.asarray(b), out_dtype=np.float32)
+    assert sim.cublas.calls[-1] == "cublasGemmStridedBatchedEx"
+    np.testing.assert_array_equal(got.get(), reference(a, b, np.float32))
 
 
 def test_matmul_vectors_and_out(sim):
@@ -294,3 +312,45 @@ def _gpu_checks():
 @pytest.mark.gpu
 def test_half_gemm_on_device():
     _gpu_checks()
+
+
+# ------------------------------------------------------------------------------------- allow_tf32
+def test_allow_tf32_sets_the_queue_handles_math_mode_for_float32_gemm(sim, monkeypatch):
+    rng = np.random.default_rng(7)
+    a = (1 + rng.integers(1, 2 ** 12, (4, 5)) * 2.0 ** -22).astype(np.float32)  # below TF32's precision
+    b = rng.standard_normal((5, 3)).astype(np.float32)
+    da, db = pymagma.asarray(a), pymagma.asarray(b)
+    exact, rounded = a.astype(np.float64) @ b, _tf32(a).astype(np.float64) @ _tf32(b)
+    assert blas.allow_tf32 is False  # PyTorch's default
+    np.testing.assert_allclose(blas.gemm(da, db).get(), exact, rtol=2e-7)
+    monkeypatch.setattr(blas, "allow_tf32", True)
+    np.testing.assert_allclose(blas.matmul(da, db).get(), rounded, rtol=2e-7)
+    np.testing.assert_allclose(blas.gemm(db, da, trans_a=True, trans_b=True).get(), rounded.T, rtol=2e-7)
+    mode = ctypes.c_int(-1)
+    _cublas.library().cublasGetMathMode(_handle(), ctypes.byref(mode))
+    assert mode.value == _cublas.Math.TF32_TENSOR_OP
+    calls = len([c for c in sim.cublas.calls if c == "cublasSetMathMode"])
+    blas.gemm(da, db)
+    assert len([c for c in sim.cublas.calls if c == "cublasSetMathMode"]) == calls  # set once per change
+    f64 = pymagma.asarray(a.astype(np.float64))
+    np.testing.assert_allclose(blas.gemm(f64, pymagma.asarray(b.astype(np.float64))).get(), exact, rtol=1e-12)
+    monkeypatch.setattr(blas, "allow_tf32", False)
+    np.testing.assert_allclose(blas.gemm(da, db).get(), exact, rtol=2e-7)
+    _cublas.library().cublasGetMathMode(_handle(), ctypes.byref(mode))
+    assert mode.value == _cublas.Math.DEFAULT
+    assert not np.allclose(exact, rounded, rtol=2e-7, atol=0)
+
+
+@pytest.mark.gpu
+def test_allow_tf32_on_device(monkeypatch):
+    rng = np.random.default_rng(7)
+    a = (1 + rng.integers(1, 2 ** 12, (256, 256)) * 2.0 ** -22).astype(np.float32)
+    b = rng.standard_normal((256, 256)).astype(np.float32)
+    exact = a.astype(np.float64) @ b
+    np.testing.assert_allclose(blas.gemm(pymagma.asarray(a), pymagma.asarray(b)).get(), exact, rtol=1e-4,
+                               atol=1e-4)
+    monkeypatch.setattr(blas, "allow_tf32", True)
+    tf = blas.gemm(pymagma.asarray(a), pymagma.asarray(b)).get()
+    np.testing.assert_allclose(tf, _tf32(a).astype(np.float64) @ _tf32(b), rtol=1e-4, atol=1e-4)
+    monkeypatch.setattr(blas, "allow_tf32", False)
+    blas.gemm(pymagma.asarray(a), pymagma.asarray(b))  # leaves the handle in the default mode
