@@ -9,7 +9,8 @@ precision's MAGMA routine (``s``/``d``/``c``/``z`` by dtype); the vector routine
 increments.
 
 Every function takes ``DeviceArray`` operands only (host data is a ``TypeError`` that names ``pymagma.asarray``:
-no hidden upload) of one dtype among float32, float64, complex64, complex128, and returns a ``DeviceArray`` (``dot``
+no hidden upload) of one dtype among float32, float64, complex64, complex128 (gemm, gemm_batched and matmul also
+float16 and bfloat16: cuBLAS GemmEx with float32 accumulation, ``out_dtype=``), and returns a ``DeviceArray`` (``dot``
 and ``nrm2``: a NumPy scalar).  Every size, leading dimension, increment and batch count is checked to be a
 non-negative ``magma_int_t`` before MAGMA is called.
 """
