@@ -354,3 +354,36 @@ def test_allow_tf32_on_device(monkeypatch):
     np.testing.assert_allclose(tf, _tf32(a).astype(np.float64) @ _tf32(b), rtol=1e-4, atol=1e-4)
     monkeypatch.setattr(blas, "allow_tf32", False)
     blas.gemm(pymagma.asarray(a), pymagma.asarray(b))  # leaves the handle in the default mode
+
+
+# ------------------------------------------------------------------------------------- CUDA graphs
+@pytest.mark.parametrize("device", ["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_half_gemm_replays_as_eager(device):
+    """GemmEx on the queue's handle is captured like MAGMA's work: replay with new inputs equals eager bit for bit
+    (alpha and beta are read at the call, as cuBLAS's host pointer mode does)."""
+    from pymagma import graphs
+
+    def run():
+        rng = np.random.default_rng(4)
+        w = pymagma.asarray(ints(rng, (5, 3), BF16))
+        wb = pymagma.asarray(ints(rng, (2, 5, 3), BF16))
+        x = pymagma.asarray(np.zeros((4, 5), BF16))
+        xb = pymagma.asarray(np.zeros((2, 4, 5), BF16))
+        with graphs.capture() as graph:
+            y = blas.matmul(x, w, out_dtype=np.float32)
+            yb = blas.matmul(xb, wb)
+        for _ in range(3):
+            batch, batches = ints(rng, (4, 5), BF16), ints(rng, (2, 4, 5), BF16)
+            x.set(batch)
+            xb.set(batches)
+            graph.launch()
+            np.testing.assert_array_equal(y.get(), blas.matmul(pymagma.asarray(batch), w, out_dtype=np.float32).get())
+            np.testing.assert_array_equal(yb.get().astype(np.float32),
+                                          blas.matmul(pymagma.asarray(batches), wb).get().astype(np.float32))
+            np.testing.assert_array_equal(y.get(), reference(batch, w.get(), np.float32))
+
+    if device == "gpu":
+        run()
+    else:
+        with simulator.simulated("full"):
+            run()
