@@ -274,7 +274,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     b = b.T if trans_b else b
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: inner dimensions differ: {a.shape} @ {b.shape}")
-    half = a.dtype.name in HALF_NAMES or b.dtype.name in HALF_NAMES
+    half = (a.itemsize == 2 or b.itemsize == 2) and (a.dtype.name in HALF_NAMES or b.dtype.name in HALF_NAMES)
     if half or out_dtype is not None:
         out_dtype = _result_dtype("gemm", a, b, out, out_dtype)
     if out is None:
@@ -290,8 +290,9 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         p = precision(a, b, out)
     if not a.device == b.device == out.device:
         _same_device(a, b, out)
-    if p == "s" and out.queue.tf32 != bool(allow_tf32):
-        _set_tf32(out.queue, bool(allow_tf32))
+    queue = out.queue
+    if p == "s" and queue.tf32 != bool(allow_tf32):
+        _set_tf32(queue, bool(allow_tf32))
     if out.size == 0:
         return out
     if a.shape[1] == 0:  # an empty sum: out = beta * out
@@ -304,7 +305,7 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
     magma().bind(f"magma_{p}gemm")(
         c.transA, c.transB, c.m, c.n, c.k, _scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,
-        _scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))
+        _scalar_cached(beta, p), out.ptr, c.C.ld, queue.handle)
     return out
 
 

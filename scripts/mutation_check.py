@@ -350,8 +350,8 @@ MUTANTS = [
            "wanted = a.dtype if out_dtype is not None else", HALF_GEMM),
     Mutant("tf32-never-set", "allow_tf32 never reaches the queue's cuBLAS handle",
            "pymagma/blas.py",
-           'if p == "s" and out.queue.tf32 != bool(allow_tf32):',
-           'if p == "s" and out.queue.tf32 != bool(allow_tf32) and False:', HALF_GEMM),
+           'if p == "s" and queue.tf32 != bool(allow_tf32):',
+           'if p == "s" and queue.tf32 != bool(allow_tf32) and False:', HALF_GEMM),
 ]
 
 

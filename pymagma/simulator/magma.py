@@ -725,10 +725,10 @@ class SimulatedMagma:
                 if has_info:
                     _set_info(k, -bad[0])
                 return -bad[0] if sig.restype == "I" else None
-            if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now
-                k["math_mode"] = self.cublas_math_modes.get(address(k["queue"]) + CUBLAS_HANDLE_OFFSET, 0)
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
                 return 0 if restype is not None else None
+            if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now
+                k["math_mode"] = self.cublas_math_modes.get(address(k["queue"]) + CUBLAS_HANDLE_OFFSET, 0)
             stream = self._queue(k)[1] if on_queue else 0
             if stream and streams is not None and not deferrable and streams.capturing(stream):
                 streams.refuse_in_capture(stream, name)
