@@ -361,6 +361,10 @@ def _gemm_half(a, b, out, alpha, beta) -> DeviceArray:
     except ValueError:
         return _gemm_on_copies(gemm, a, b, out, alpha=alpha, beta=beta)
     first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
+    if a.dtype == np.float16 and out.dtype == np.float32 and magma().has("magma_hgemmx"):  # MAGMA's own
+        magma().magma_hgemmx(c.transA, c.transB, c.m, c.n, c.k, ctypes.c_float(alpha), first, c.A.ld, second,
+                             c.B.ld, ctypes.c_float(beta), out.ptr, c.C.ld, _queue(out))
+        return out
     handle, (al, be), at, ct = _gemm_ex_arguments(c, a.dtype, out, alpha, beta)
     _cublas.call("cublasGemmEx", handle, c.transA - N, c.transB - N, c.m, c.n, c.k, ctypes.byref(al), first, at,
                  c.A.ld, second, at, c.B.ld, ctypes.byref(be), out.ptr, ct, c.C.ld,

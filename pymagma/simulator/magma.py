@@ -103,6 +103,14 @@ def gemm(k, dt):  # as in BLAS, beta = 0 means C is not read (it may hold NaNs)
     C[...] = k["alpha"] * (op(A, k["transA"]) @ op(B, k["transB"])) + (k["beta"] * C if k["beta"] else 0)
 
 
+def hgemmx(k):  # float16 operands (exact in float32), float32 products, sums, alpha, beta and C
+    A = cm(k["dA"], *((k["m"], k["k"]) if k["transA"] == M.MagmaNoTrans else (k["k"], k["m"])), k["ldda"], np.float16)
+    B = cm(k["dB"], *((k["k"], k["n"]) if k["transB"] == M.MagmaNoTrans else (k["n"], k["k"])), k["lddb"], np.float16)
+    C = cm(k["dC"], k["m"], k["n"], k["lddc"], np.float32)
+    product = op(A.astype(np.float32), k["transA"]) @ op(B.astype(np.float32), k["transB"])
+    C[...] = np.float32(k["alpha"]) * product + (np.float32(k["beta"]) * C if k["beta"] else 0)
+
+
 def gemm_batched(k, dt):
     ptrs = [view(k[f"d{x}_array"], (k["batchCount"],), (1,), np.int64) for x in "ABC"]
     for a, b, c in zip(*ptrs):
@@ -482,7 +490,8 @@ def vec(k, name, dt, n_key="n"):
 
 
 MODEL = {
-    "magma_?gemm": gemm, "magmablas_?gemm_batched": gemm_batched, "magmablas_?gemm_batched_strided": gemm_strided,
+    "magma_?gemm": gemm, "magma_hgemmx": lambda k, dt: hgemmx(k),
+    "magmablas_?gemm_batched": gemm_batched, "magmablas_?gemm_batched_strided": gemm_strided,
     "magma_?gemv": gemv, "magma_?trsm": trsm, "magma_?syrk": syrk, "magmablas_?transpose": transpose,
     "magmablas_?laswp": laswp, "magma_?getrf_gpu": getrf, "magmablas_?transpose_batched": transpose_batched,
     "magma_?getrf_batched": getrf_batched, "magmablas_?trsm_batched": trsm_batched, "magma_?potrf_gpu": potrf,

@@ -387,3 +387,30 @@ def test_half_gemm_replays_as_eager(device):
     else:
         with simulator.simulated("full"):
             run()
+
+
+# ------------------------------------------------------------------------------------- MAGMA's hgemmx
+@pytest.mark.parametrize("ta,tb,tc", [(False, False, False), (True, False, False), (False, True, True),
+                                      (True, True, True), (False, False, True)])
+@pytest.mark.parametrize("exported", [True, False], ids=["hgemmx", "GemmEx"])
+def test_float16_into_float32_uses_magmas_hgemmx_where_exported(sim, ta, tb, tc, exported):
+    """float16 operands into float32: MAGMA's magma_hgemmx when the provider exports it (PyTorch's MAGMA does not),
+    cublasGemmEx otherwise; the same result either way, padded leading dimensions included."""
+    if not exported:
+        sim.magma.hidden.add("magma_hgemmx")
+    rng = np.random.default_rng(11)
+    m, n, k = 4, 3, 5
+    a, b = ints(rng, (k, m) if ta else (m, k), np.float16), ints(rng, (n, k) if tb else (k, n), np.float16)
+    c = ints(rng, (m, n), np.float32)
+    wide = ints(rng, (n, m + 2) if tc else (m, n + 2), np.float32)
+    (wide.T[:m] if tc else wide[:, :n])[...] = c
+    d_wide = pymagma.asarray(wide)
+    out = d_wide[:, :m].T if tc else d_wide[:, :n]
+    sim.magma.calls.clear()
+    sim.cublas.calls.clear()
+    blas.gemm(pymagma.asarray(a), pymagma.asarray(b), out, alpha=0.5, beta=-2.0, trans_a=ta, trans_b=tb)
+    assert ("magma_hgemmx" in sim.magma.calls) == exported and bool(sim.cublas.calls) != exported
+    expected = reference(a.T if ta else a, b.T if tb else b, np.float32, 0.5, -2.0, c)
+    np.testing.assert_array_equal(out.get(), expected)
+    after = d_wide.get()
+    np.testing.assert_array_equal(after[:, m:] if tc else after[:, n:], wide[:, m:] if tc else wide[:, n:])
