@@ -7,6 +7,7 @@ Each routine is described once, in a small signature language, and expanded to t
 ``I`` magma_int_t · ``E`` enum (magma_trans_t, magma_uplo_t, ...) · ``S`` scalar of the precision (by value) ·
 ``R`` real scalar of the precision · ``D`` device data pointer · ``H`` host data pointer · ``DA`` device array of
 device pointers · ``IH`` host magma_int_t* · ``ID`` device magma_int_t* · ``IDA`` device array of magma_int_t* ·
+``F`` C float (by value) ·
 ``Q`` magma_queue_t · ``QP`` magma_queue_t* · ``V`` void* · ``VP`` void** · ``Z`` size_t · ``ZP`` size_t* ·
 ``STR`` const char* · ``CINT`` C int · ``STREAM``/``HANDLE`` CUDA stream / cuBLAS or cuSPARSE handle.
 
@@ -61,7 +62,7 @@ _FIXED_TOKENS = {
     "IH": ctypes.c_void_p, "ID": ctypes.c_void_p, "IDA": ctypes.c_void_p, "Q": ctypes.c_void_p,
     "QP": ctypes.c_void_p, "V": ctypes.c_void_p, "VP": ctypes.c_void_p, "Z": ctypes.c_size_t,
     "ZP": ctypes.c_void_p, "STR": ctypes.c_char_p, "CINT": ctypes.c_int, "STREAM": ctypes.c_void_p,
-    "HANDLE": ctypes.c_void_p, "void": None,
+    "HANDLE": ctypes.c_void_p, "F": ctypes.c_float, "void": None,
 }
 
 
@@ -209,6 +210,9 @@ routine("magma_{p}trsv", "void", f"E uplo, E trans, E diag, I n, D dA, I ldda, {
 # ----------------------------------------------------------------------------------------------------- BLAS 3
 _ABC = "D dA, I ldda, D dB, I lddb, S beta, D dC, I lddc, Q queue"
 routine("magma_{p}gemm", "void", f"E transA, E transB, I m, I n, I k, S alpha, {_ABC}")
+# float16 operands, float32 alpha, beta, C and compute (magmablas_h.h); MAGMA has no bfloat16 gemm
+aux("magma_hgemmx", "void", "E transA, E transB, I m, I n, I k, F alpha, D dA, I ldda, D dB, I lddb, F beta, "
+    "D dC, I lddc, Q queue")
 routine("magma_{p}symm", "void", f"E side, E uplo, I m, I n, S alpha, {_ABC}")
 routine("magma_{p}hemm", "void", f"E side, E uplo, I m, I n, S alpha, {_ABC}", precisions="cz")
 routine("magma_{p}syrk", "void", "E uplo, E trans, I n, I k, S alpha, D dA, I ldda, S beta, D dC, I lddc, Q queue")
@@ -305,7 +309,7 @@ TORCH_MISSING_FAMILIES = frozenset({
     "magma_?gesv_batched", "magma_?potrf_batched", "magma_?potrs_batched", "magma_?posv_batched",
     "magmablas_?lacpy", "magma_?geqrf2_gpu", "magma_?orgqr2",
 })
-TORCH_MISSING_NAMES = frozenset({"magmablas_claset", "magmablas_zlaset"})
+TORCH_MISSING_NAMES = frozenset({"magmablas_claset", "magmablas_zlaset", "magma_hgemmx"})
 
 
 def torch_missing() -> frozenset[str]:

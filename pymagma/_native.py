@@ -7,6 +7,7 @@ pymagma reaches every native library through one object per library, held by :da
   to :data:`CUDART_ENTRY_POINTS` and :data:`CUDART_DATA`;
 - ``magma``: MAGMA, a :class:`~pymagma._ffi.NativeLibrary` over ``pymagma._magma.SIGNATURES``;
 - ``cudnn``: cuDNN, a :class:`~pymagma._ffi.NativeLibrary` over ``pymagma._cudnn.PROTOTYPES``;
+- ``cublas``: cuBLAS, a :class:`~pymagma._ffi.NativeLibrary` over ``pymagma._cublas.PROTOTYPES``;
 - ``launcher``: the kernel launcher (``launch(program, expression, device, stream, grid, block, args)``).
 
 Each library module registers its real object's factory and its entry points with :func:`register`; the objects
@@ -46,9 +47,10 @@ _RESOURCES: dict[str, Callable[[Libraries], object]] = {}
 
 
 class Libraries:
-    """One set of native libraries (``cudart``, ``magma``, ``cudnn``, ``launcher``) and the resources pymagma made
-    with them.  A library given to the constructor is used as is; one not given comes from its registered factory
-    on first use.  Any other attribute is a resource registered with :func:`resource`, made on first use and kept."""
+    """One set of native libraries (``cudart``, ``magma``, ``cudnn``, ``cublas``, ``launcher``) and the resources
+    pymagma made with them.  A library given to the constructor is used as is; one not given comes from its
+    registered factory on first use.  Any other attribute is a resource registered with :func:`resource`, made on
+    first use and kept."""
 
     def __init__(self, name: str = "native", **libraries):
         self.name = name

@@ -9,25 +9,33 @@ precision's MAGMA routine (``s``/``d``/``c``/``z`` by dtype); the vector routine
 increments.
 
 Every function takes ``DeviceArray`` operands only (host data is a ``TypeError`` that names ``pymagma.asarray``:
-no hidden upload) of one dtype among float32, float64, complex64, complex128, and returns a ``DeviceArray`` (``dot``
+no hidden upload) of one dtype among float32, float64, complex64, complex128 (gemm, gemm_batched and matmul also
+float16 and bfloat16: cuBLAS GemmEx with float32 accumulation, ``out_dtype=``), and returns a ``DeviceArray`` (``dot``
 and ``nrm2``: a NumPy scalar).  Every size, leading dimension, increment and batch count is checked to be a
 non-negative ``magma_int_t`` before MAGMA is called.
 """
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import numbers
 from dataclasses import dataclass
 
 import numpy as np
 
-from . import _colmajor, _magma
+from . import _colmajor, _cublas, _magma
 from ._checks import native_sizes as check_native_sizes
 from ._colmajor import LEFT, LOWER, RIGHT, UPPER, N, Stored, T, magma, pointer_array, stored
 from .array import DeviceArray, _empty, empty, on_arrays_device, require_device_array
 
 BLAS_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
+HALF_NAMES = ("float16", "bfloat16")  #: gemm operand dtypes computed by cuBLAS GemmEx with float32 accumulation
+#: Let float32 :func:`gemm` (and 2-D :func:`matmul`) run on TF32 tensor cores (operands rounded to 10 mantissa
+#: bits, float32 accumulation), as ``torch.backends.cuda.matmul.allow_tf32``; off by default, as PyTorch's.  The
+#: next float32 gemm on a queue sets its cuBLAS handle's math mode (CUBLAS_TF32_TENSOR_OP_MATH or
+#: CUBLAS_DEFAULT_MATH), which MAGMA's sgemm runs with.
+allow_tf32 = False
 
 
 # ----------------------------------------------------------------------------------------------------- plans (pure)
@@ -170,11 +178,11 @@ def plan_gemm_batched(a, b, c) -> BatchedGemm:
         offsets.append(_batch_offsets(batch, bstrides))
     if call.swapped:  # the column-major call takes B's matrices first, then A's
         offsets[0], offsets[1] = offsets[1], offsets[0]
-    item = c.dtype.itemsize
+    items = [x.dtype.itemsize for x in (b, a, c) if call.swapped] or [x.dtype.itemsize for x in (a, b, c)]
     uniform = [_uniform_stride(o) for o in offsets]
     strides = None
-    if all(u is not None and u % item == 0 for u in uniform):
-        strides = tuple(u // item for u in uniform)
+    if all(u is not None and u % item == 0 for u, item in zip(uniform, items)):
+        strides = tuple(u // item for u, item in zip(uniform, items))
     ptrs = [tuple(base + o for o in offs) for base, offs in zip((call.A.ptr, call.B.ptr, call.C.ptr), offsets)]
     return BatchedGemm(call, *ptrs, strides)
 
@@ -252,8 +260,13 @@ def _scalar_cached(value, p: str):
 
 # ----------------------------------------------------------------------------------------------------- public API
 @on_arrays_device
-def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False) -> DeviceArray:
-    """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked, as a view)."""
+def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False,
+         out_dtype=None) -> DeviceArray:
+    """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked, as a view).
+
+    float16 and bfloat16 operands (both of one type) are multiplied by cuBLAS GemmEx on the queue's cuBLAS handle
+    with float32 accumulation; ``out_dtype`` (or ``out``'s dtype) is float32 or the operands' type (the default),
+    the float32 result rounded once to it."""
     a, b = _device_arrays("gemm", a=a, b=b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm needs 2-D operands, got {a.ndim}-D and {b.ndim}-D (use matmul or gemm_batched)")
@@ -261,17 +274,25 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     b = b.T if trans_b else b
     if a.shape[1] != b.shape[0]:
         raise ValueError(f"gemm: inner dimensions differ: {a.shape} @ {b.shape}")
+    half = (a.itemsize == 2 or b.itemsize == 2) and (a.dtype.name in HALF_NAMES or b.dtype.name in HALF_NAMES)
+    if half or out_dtype is not None:
+        out_dtype = _result_dtype("gemm", a, b, out, out_dtype)
     if out is None:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
-        out = _empty((a.shape[0], b.shape[1]), a.dtype, a.device)  # sizes of checked operands
+        out = _empty((a.shape[0], b.shape[1]), out_dtype or a.dtype, a.device)  # sizes of checked operands
     elif _device_arrays("gemm", out=out)[0].shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"gemm: out has shape {out.shape}, expected {(a.shape[0], b.shape[1])}")
+    if half:
+        return _gemm_half(a, b, out, alpha, beta)
     p = _PRECISION.get(a.dtype) if a.dtype == b.dtype == out.dtype else None
     if p is None:
         p = precision(a, b, out)
     if not a.device == b.device == out.device:
         _same_device(a, b, out)
+    queue = out.queue
+    if p == "s" and queue.tf32 != bool(allow_tf32):
+        _set_tf32(queue, bool(allow_tf32))
     if out.size == 0:
         return out
     if a.shape[1] == 0:  # an empty sum: out = beta * out
@@ -284,7 +305,90 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
     magma().bind(f"magma_{p}gemm")(
         c.transA, c.transB, c.m, c.n, c.k, _scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,
-        _scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))
+        _scalar_cached(beta, p), out.ptr, c.C.ld, queue.handle)
+    return out
+
+
+def _set_tf32(queue, on: bool) -> None:
+    """Set the math mode of ``queue``'s cuBLAS handle: TF32 tensor-op math or cuBLAS's default."""
+    handle = magma().magma_queue_get_cublas_handle(queue.handle)
+    _cublas.call("cublasSetMathMode", handle, _cublas.Math.TF32_TENSOR_OP if on else _cublas.Math.DEFAULT)
+    queue.tf32 = on
+
+
+def _result_dtype(routine: str, a, b, out, out_dtype) -> np.dtype:
+    """The dtype of a gemm's result: ``out_dtype``, else ``out``'s, else the operands'; float32 or the half type for
+    float16/bfloat16 operands, the operands' dtype otherwise (a TypeError naming what is allowed)."""
+    if a.dtype != b.dtype:
+        raise TypeError(f"{routine}: operands have different dtypes {a.dtype.name} and {b.dtype.name}; convert them "
+                        "to one type first")
+    wanted = np.dtype(out_dtype) if out_dtype is not None else (out.dtype if out is not None else a.dtype)
+    allowed = (a.dtype, np.dtype("float32")) if a.dtype.name in HALF_NAMES else (a.dtype,)
+    if wanted not in allowed:
+        raise TypeError(f"{routine}: out_dtype {wanted.name} for {a.dtype.name} operands; expected one of "
+                        f"{[d.name for d in allowed]} (a float32 result is for float16/bfloat16 operands)")
+    if out is not None and out.dtype != wanted:
+        raise TypeError(f"{routine}: out has dtype {out.dtype.name}, but out_dtype is {wanted.name}")
+    return wanted
+
+
+#: cuBLAS takes 32-bit int sizes and leading dimensions
+_CUBLAS_INT_MAX = 2**31 - 1
+
+
+def _gemm_ex_arguments(c: GemmCall, atype, out: DeviceArray, alpha, beta) -> tuple:
+    """The head of a GemmEx call on ``out``'s queue: handle, flags, sizes, float32 alpha (by reference)."""
+    for name, v in (("m", c.m), ("n", c.n), ("k", c.k), ("lda", c.A.ld), ("ldb", c.B.ld), ("ldc", c.C.ld)):
+        if v > _CUBLAS_INT_MAX:
+            raise ValueError(f"{name} = {v} exceeds cuBLAS's 32-bit int; split the product")
+    for v in (alpha, beta):
+        if not isinstance(v, numbers.Real) or isinstance(v, bool):
+            raise TypeError(f"alpha/beta of a half gemm must be real numbers, got {v!r}")
+    handle = magma().magma_queue_get_cublas_handle(_queue(out))
+    scalars = ctypes.c_float(alpha), ctypes.c_float(beta)
+    return handle, scalars, _cublas.data_type(atype), _cublas.data_type(out.dtype)
+
+
+def _gemm_half(a, b, out, alpha, beta) -> DeviceArray:
+    """2-D gemm of float16/bfloat16 operands: cublasGemmEx, float32 compute, on the queue's cuBLAS handle."""
+    if out.size == 0:
+        return out
+    if a.shape[1] == 0:
+        _scale_any(out, beta)
+        return out
+    try:
+        c = _check_gemm("gemm", plan_gemm(a, b, out))
+    except ValueError:
+        return _gemm_on_copies(gemm, a, b, out, alpha=alpha, beta=beta)
+    first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
+    if a.dtype == np.float16 and out.dtype == np.float32 and magma().has("magma_hgemmx"):  # MAGMA's own
+        magma().magma_hgemmx(c.transA, c.transB, c.m, c.n, c.k, ctypes.c_float(alpha), first, c.A.ld, second,
+                             c.B.ld, ctypes.c_float(beta), out.ptr, c.C.ld, _queue(out))
+        return out
+    handle, (al, be), at, ct = _gemm_ex_arguments(c, a.dtype, out, alpha, beta)
+    _cublas.call("cublasGemmEx", handle, c.transA - N, c.transB - N, c.m, c.n, c.k, ctypes.byref(al), first, at,
+                 c.A.ld, second, at, c.B.ld, ctypes.byref(be), out.ptr, ct, c.C.ld,
+                 _cublas.ComputeType.COMPUTE_32F, _cublas.GEMM_DEFAULT)
+    return out
+
+
+def _gemm_batched_half(plan: BatchedGemm, atype, out, alpha, beta, method: str) -> DeviceArray:
+    """Batched gemm of float16/bfloat16 operands: one cublasGemmStridedBatchedEx, or one GemmEx per matrix."""
+    c, count = plan.call, len(plan.c_ptrs)
+    if count > _CUBLAS_INT_MAX:
+        raise ValueError(f"batch count {count} exceeds cuBLAS's 32-bit int; split the batch")
+    if method == "strided" and plan.strides is None:
+        raise ValueError("the batch strides are not uniform; use method='pointers'")
+    handle, (al, be), at, ct = _gemm_ex_arguments(c, atype, out, alpha, beta)
+    head = (handle, c.transA - N, c.transB - N, c.m, c.n, c.k, ctypes.byref(al))
+    tail = (_cublas.ComputeType.COMPUTE_32F, _cublas.GEMM_DEFAULT)
+    if method != "pointers" and plan.strides is not None:
+        sa, sb, sc = plan.strides
+        _cublas.call("cublasGemmStridedBatchedEx", *head, c.A.ptr, at, c.A.ld, sa, c.B.ptr, at, c.B.ld, sb,
+                     ctypes.byref(be), c.C.ptr, ct, c.C.ld, sc, count, *tail)
+        return out
+    for pa, pb, pc in zip(plan.a_ptrs, plan.b_ptrs, plan.c_ptrs):
+        _cublas.call("cublasGemmEx", *head, pa, at, c.A.ld, pb, at, c.B.ld, ctypes.byref(be), pc, ct, c.C.ld, *tail)
     return out
 
 
@@ -309,7 +413,7 @@ def _zero(x: DeviceArray) -> None:
 
 def _scale_any(x: DeviceArray, beta) -> None:
     """``x *= beta`` for any layout (a zero beta clears x, NaNs included, as BLAS does)."""
-    if x.is_c_contiguous:
+    if x.is_c_contiguous and (beta == 0 or x.dtype.name not in HALF_NAMES):
         _zero(x) if beta == 0 else scal(beta, x)
     else:
         x.set(np.zeros(x.shape, x.dtype) if beta == 0 else beta * x.get())
@@ -320,11 +424,13 @@ MAX_BATCH_OFFSET = 2**31 - 1
 
 
 @on_arrays_device
-def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -> DeviceArray:
+def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto", out_dtype=None) -> DeviceArray:
     """Batched ``out[i] = alpha * a[i] @ b[i] + beta * out[i]`` over (broadcast) leading dimensions.
 
     ``method``: ``"strided"`` (magmablas ?gemm_batched_strided, needs uniform batch strides), ``"pointers"``
-    (magmablas ?gemm_batched with device arrays of pointers) or ``"auto"`` (strided when possible).
+    (magmablas ?gemm_batched with device arrays of pointers) or ``"auto"`` (strided when possible).  float16 and
+    bfloat16 operands: cuBLAS GemmStridedBatchedEx (``"strided"``) or one GemmEx per matrix (``"pointers"``), with
+    float32 accumulation and ``out_dtype`` as in :func:`gemm`.
     """
     a, b = _device_arrays("gemm_batched", a=a, b=b)
     if a.ndim < 2 or b.ndim < 2:
@@ -333,13 +439,16 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
         raise ValueError(f"gemm_batched: inner dimensions differ: {a.shape} @ {b.shape}")
     batch = np.broadcast_shapes(a.shape[:-2], b.shape[:-2])
     shape = (*batch, a.shape[-2], b.shape[-1])
+    half = a.dtype.name in HALF_NAMES or b.dtype.name in HALF_NAMES
+    if half or out_dtype is not None:
+        out_dtype = _result_dtype("gemm_batched", a, b, out, out_dtype)
     if out is None:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
-        out = empty(shape, a.dtype, device=a.device)
+        out = empty(shape, out_dtype or a.dtype, device=a.device)
     elif _device_arrays("gemm_batched", out=out)[0].shape != shape:
         raise ValueError(f"gemm_batched: out has shape {out.shape}, expected {shape}")
-    p = precision(a, b, out)
+    p = "h" if half else precision(a, b, out)
     _same_device(a, b, out)
     if out.size == 0:
         return out
@@ -354,6 +463,8 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
         return _gemm_on_copies(gemm_batched, a, b, out, alpha=alpha, beta=beta, method=method)
     c, count, q = _check_gemm("gemm_batched", plan.call), len(plan.c_ptrs), _queue(out)
     check_native_sizes("gemm_batched", batch_count=count)
+    if half:
+        return _gemm_batched_half(plan, a.dtype, out, alpha, beta, method)
     if method == "strided" and plan.strides is None:
         raise ValueError("the batch strides are not uniform; use method='pointers'")
     if method != "pointers" and plan.strides is not None:
@@ -375,9 +486,10 @@ def gemm_batched(a, b, out=None, *, alpha=1.0, beta=0.0, method: str = "auto") -
     return out
 
 
-def matmul(a, b, out=None) -> DeviceArray:
+def matmul(a, b, out=None, *, out_dtype=None) -> DeviceArray:
     """``a @ b`` with NumPy's rules for DeviceArrays ``a``, ``b`` (1-D operands promoted and squeezed, leading
-    dimensions broadcast); returns a new DeviceArray, or ``out`` (a DeviceArray of the result's shape) filled."""
+    dimensions broadcast); returns a new DeviceArray, or ``out`` (a DeviceArray of the result's shape) filled.
+    float16/bfloat16 operands accumulate in float32; ``out_dtype`` as in :func:`gemm`."""
     a, b = _device_arrays("matmul", a=a, b=b)
     if out is not None:
         _device_arrays("matmul", out=out)
@@ -390,7 +502,10 @@ def matmul(a, b, out=None) -> DeviceArray:
     if b.ndim == 1:
         b = b._view(0, (b.shape[0], 1), (b.strides[0], b.itemsize))
         squeeze.append(-1)
-    result = gemm(a, b) if a.ndim == 2 and b.ndim == 2 else gemm_batched(a, b)
+    if out_dtype is None and out is not None and a.dtype.name in HALF_NAMES:
+        out_dtype = out.dtype
+    result = gemm(a, b, out_dtype=out_dtype) if a.ndim == 2 and b.ndim == 2 else \
+        gemm_batched(a, b, out_dtype=out_dtype)
     if squeeze:
         shape = list(result.shape)
         for axis in sorted(squeeze):

@@ -76,3 +76,12 @@ class NotSimulatedError(PymagmaError, NotImplementedError):
 class GraphCaptureError(CudaError):
     """An operation that cannot be part of a CUDA graph ran while one was being captured (a synchronize, a host read,
     a pageable copy, an allocation outside the graph's memory pool): the capture is invalid from then on."""
+
+
+class CublasError(PymagmaError, RuntimeError):
+    """A cuBLAS call returned a status other than CUBLAS_STATUS_SUCCESS."""
+
+    def __init__(self, status: int, name: str, call: str = ""):
+        self.status, self.name, self.call = int(status), name, call
+        where = f"{call}: " if call else ""
+        super().__init__(f"{where}{name} ({self.status})")

@@ -148,6 +148,13 @@ def _nvidia_section(missing: list) -> dict:
             missing.append((name, _libs.NVIDIA_REMEDIES.get(name, str(exc))))
             continue
         section[name] = {"found": True, "path": os.path.realpath(lib._name), "version": _nvidia_version(name, lib)}
+        if name == "cublas":  # pymagma's own cuBLAS table (half gemm, TF32 math mode)
+            from . import _cublas
+
+            absent = _cublas.lib.missing()
+            section[name]["table"] = {"declared": len(_cublas.PROTOTYPES), "missing": absent}
+            if absent:
+                missing.append((f"cuBLAS functions {', '.join(absent)}", _libs.NVIDIA_REMEDIES["cublas"]))
     return section
 
 
@@ -229,6 +236,10 @@ def format_report(r: dict) -> str:
     for name, lib in r["nvidia"].items():
         lines.append(f"{name}: {lib['path']} (version {lib.get('version') or '?'})" if lib["found"]
                      else f"{name}: not found")
+        if "table" in lib:
+            table = lib["table"]
+            lines[-1] += (f"; half gemm table: {table['declared'] - len(table['missing'])} of {table['declared']} "
+                          "functions" + (f" (missing {', '.join(table['missing'])})" if table["missing"] else ""))
     if r["missing"]:
         lines.append("missing:")
         lines.extend(f"  - {m['what']}: {m['how']}" for m in r["missing"])

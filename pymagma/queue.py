@@ -37,6 +37,7 @@ class Queue:
             raise MagmaError(-1, "MAGMA returned a null queue", "magma_queue_create")
         self.handle = handle
         self.stream = int(lib.magma_queue_get_cuda_stream(handle) or 0)
+        self.tf32 = False  #: whether pymagma set TF32 math on the queue's cuBLAS handle (``blas.allow_tf32``)
         self._finalizer = weakref.finalize(self, _destroy, lib, handle.value)  # by the MAGMA that made it
 
     @classmethod

@@ -52,6 +52,7 @@ ARRAYS = ("tests/pymagma/test_simulated_device.py", "tests/pymagma/test_array.py
 HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/test_simulated_device.py")
 CUDNN = ("tests/pymagma/test_simulator_cudnn.py",)
 KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
+HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
 BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
 
 
@@ -69,8 +70,8 @@ MUTANTS = [
     # --------------------------------------------------------------------- row-major BLAS on column-major MAGMA
     Mutant("gemm-operands-unswapped", "gemm passes A then B even when the plan computes C^T = B^T A^T",
            "pymagma/blas.py",
-           "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)",
-           "first, second = a.ptr, b.ptr", SIM_DEVICE),
+           "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)\n    magma()",
+           "first, second = a.ptr, b.ptr\n    magma()", SIM_DEVICE),
     Mutant("gemm-swapped-flags-crossed", "C^T = B^T A^T: transA taken from A's layout, transB from B's",
            "pymagma/blas.py",
            "return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc, swapped=True)",
@@ -91,8 +92,8 @@ MUTANTS = [
            "first, c.A.rows, second, c.B.ld,", SIM_DEVICE),
     Mutant("gemm-ldc-is-rows", "gemm's ldc is the output's row count, not its leading dimension",
            "pymagma/blas.py",
-           "_scalar_cached(beta, p), out.ptr, c.C.ld, _queue(out))",
-           "_scalar_cached(beta, p), out.ptr, c.C.rows, _queue(out))", SIM_DEVICE),
+           "_scalar_cached(beta, p), out.ptr, c.C.ld, queue.handle)",
+           "_scalar_cached(beta, p), out.ptr, c.C.rows, queue.handle)", SIM_DEVICE),
     Mutant("batched-stride-b-is-a", "strided batched gemm: B's batch stride given as A's",
            "pymagma/blas.py",
            "c.B.ptr + first * sb * size, c.B.ld, sb,",
@@ -314,6 +315,51 @@ MUTANTS = [
            "                              s_str[-2] if shape[-2] > 1 else width,",
            "s_str[-2] if shape[-2] > 1 else width, src.ptr + s_off,\n"
            "                              d_str[-2] if shape[-2] > 1 else width,", ARRAYS),
+    # ------------------------------------------------------------------------------------- cuBLAS half gemm
+    Mutant("gemm-ex-transposes-swapped", "cublasGemmEx given transB where transA goes and back",
+           "pymagma/blas.py",
+           '_cublas.call("cublasGemmEx", handle, c.transA - N, c.transB - N,',
+           '_cublas.call("cublasGemmEx", handle, c.transB - N, c.transA - N,', HALF_GEMM),
+    Mutant("gemm-ex-magma-enum", "cublasGemmEx given MAGMA's trans values (111/112) instead of cuBLAS's (0/1)",
+           "pymagma/blas.py",
+           "head = (handle, c.transA - N, c.transB - N, c.m, c.n, c.k, ctypes.byref(al))",
+           "head = (handle, c.transA, c.transB, c.m, c.n, c.k, ctypes.byref(al))", HALF_GEMM),
+    Mutant("gemm-ex-lds-swapped", "cublasGemmEx given B's leading dimension for A and A's for B",
+           "pymagma/blas.py",
+           "c.A.ld, second, at, c.B.ld, ctypes.byref(be)",
+           "c.B.ld, second, at, c.A.ld, ctypes.byref(be)", HALF_GEMM),
+    Mutant("gemm-ex-operands-unswapped", "cublasGemmEx passes A then B even when the plan computes C^T = B^T A^T",
+           "pymagma/blas.py",
+           "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)\n    if a.dtype == np.float16",
+           "first, second = a.ptr, b.ptr\n    if a.dtype == np.float16", HALF_GEMM),
+    Mutant("gemm-ex-ldc-rows", "cublasGemmEx given the row count of C as its leading dimension",
+           "pymagma/blas.py",
+           "ctypes.byref(be), out.ptr, ct, c.C.ld,",
+           "ctypes.byref(be), out.ptr, ct, c.m,", HALF_GEMM),
+    Mutant("gemm-strided-ex-strides-swapped", "cublasGemmStridedBatchedEx given B's batch stride for A and back",
+           "pymagma/blas.py",
+           "c.A.ptr, at, c.A.ld, sa, c.B.ptr, at, c.B.ld, sb,",
+           "c.A.ptr, at, c.A.ld, sb, c.B.ptr, at, c.B.ld, sa,", HALF_GEMM),
+    Mutant("half-batch-strides-in-c-items", "half batched strides counted in C's items (float32 out)",
+           "pymagma/blas.py",
+           "items = [x.dtype.itemsize for x in (b, a, c) if call.swapped] or [x.dtype.itemsize for x in (a, b, c)]",
+           "items = [c.dtype.itemsize] * 3", HALF_GEMM),
+    Mutant("gemm-ex-float32-out-ignored", "a float32 out_dtype of half operands gets the half type",
+           "pymagma/blas.py",
+           "wanted = np.dtype(out_dtype) if out_dtype is not None else",
+           "wanted = a.dtype if out_dtype is not None else", HALF_GEMM),
+    Mutant("hgemmx-lds-swapped", "magma_hgemmx given B's leading dimension for A and A's for B",
+           "pymagma/blas.py",
+           "first, c.A.ld, second,\n                             c.B.ld, ctypes.c_float(beta)",
+           "first, c.B.ld, second,\n                             c.A.ld, ctypes.c_float(beta)", HALF_GEMM),
+    Mutant("hgemmx-ldc-rows", "magma_hgemmx given the row count of C as its leading dimension",
+           "pymagma/blas.py",
+           "ctypes.c_float(beta), out.ptr, c.C.ld, _queue(out))",
+           "ctypes.c_float(beta), out.ptr, c.m, _queue(out))", HALF_GEMM),
+    Mutant("tf32-never-set", "allow_tf32 never reaches the queue's cuBLAS handle",
+           "pymagma/blas.py",
+           'if p == "s" and queue.tf32 != bool(allow_tf32):',
+           'if p == "s" and queue.tf32 != bool(allow_tf32) and False:', HALF_GEMM),
 ]
 
 

@@ -1,12 +1,13 @@
 """pymagma's CPU simulator of the device, opt-in (like Numba's ``NUMBA_ENABLE_CUDASIM=1``).
 
-It stands in for pymagma's native seam (:mod:`pymagma._native`) as a whole: one simulated object per native
-library, nothing else replaced.  Device memory is host memory and the CUDA runtime calls are memmove/memset
-(:mod:`.runtime`), MAGMA routines are NumPy models of their documented semantics checked against pymagma's prototype
-tables (:mod:`.magma`), the cuDNN calls that touch the device are NumPy models (:mod:`.cudnn`), and pymagma's
-kernels are their real ``.cu`` sources compiled by the host C++ compiler (:mod:`.kernels`).  A native function
-pymagma declares but the simulator does not model raises :class:`~pymagma.errors.NotSimulatedError`.  It proves
-plumbing and conventions; only a GPU proves speed, concurrency and NVRTC code.
+It stands in for pymagma's native seam (:mod:`pymagma._native`) as a whole: one simulated object per native library,
+nothing else replaced. Device memory is host memory and the CUDA runtime calls are memmove/memset (:mod:`.runtime`),
+MAGMA routines are NumPy models of their documented semantics checked against pymagma's prototype tables
+(:mod:`.magma`), cuBLAS's GemmEx and math mode are NumPy models on the queues' handles (:mod:`.cublas`), the cuDNN calls
+that touch the device are NumPy models (:mod:`.cudnn`), and pymagma's kernels are their real ``.cu`` sources compiled by
+the host C++ compiler (:mod:`.kernels`). A native function pymagma declares but the simulator does not model raises
+:class:`~pymagma.errors.NotSimulatedError`. It proves plumbing and conventions; only a GPU proves speed, concurrency and
+NVRTC code.
 
 Turn it on with ``PYMAGMA_SIMULATOR=1`` (or ``partial``; ``full``; ``null``) before ``import pymagma``, or in code::
 
@@ -30,7 +31,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import _native
-from . import cudnn, kernels, magma, runtime
+from . import cublas, cudnn, kernels, magma, runtime
 
 ENV_VAR = "PYMAGMA_SIMULATOR"
 MODES = ("partial", "full", "null")
@@ -43,7 +44,7 @@ __all__ = ["ENV_VAR", "MODES", "Simulation", "enable", "disable", "is_enabled", 
 @dataclass
 class Simulation:
     """What :func:`enable` put in place: the mode, the simulated libraries (``libraries``, a
-    :class:`pymagma._native.Libraries`: runtime, MAGMA, kernel launcher, cuDNN), the real MAGMA library object,
+    :class:`pymagma._native.Libraries`: runtime, MAGMA, kernel launcher, cuDNN, cuBLAS), the real MAGMA library object,
     and the libraries that were in use before."""
 
     mode: str
@@ -58,6 +59,10 @@ class Simulation:
     @property
     def magma(self) -> magma.SimulatedMagma:
         return self.libraries.magma
+
+    @property
+    def cublas(self) -> cublas.SimulatedCublas:
+        return self.libraries.cublas
 
     @property
     def kernels(self) -> kernels.Launcher:
@@ -101,8 +106,10 @@ def libraries(mode: str = "partial") -> _native.Libraries:
     null = mode == "null"
     cudart = runtime.SimulatedCudart(null=null)
     exports, source = _exports(mode, _native.real().magma)
-    return _native.Libraries("simulator", cudart=cudart, magma=magma.SimulatedMagma(exports, source, streams=cudart),
+    simulated_magma = magma.SimulatedMagma(exports, source, streams=cudart)
+    return _native.Libraries("simulator", cudart=cudart, magma=simulated_magma,
                              cudnn=cudnn.SimulatedCudnn(streams=cudart),
+                             cublas=cublas.SimulatedCublas(simulated_magma, streams=cudart),
                              launcher=kernels.Launcher(streams=cudart, seed=seed_from_environment(), null=null))
 
 

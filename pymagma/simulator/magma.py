@@ -27,6 +27,7 @@ from .. import _libs
 from .. import _magma as M
 from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError, PymagmaError
 from . import magma_args
+from .cudnn.numerics import tf32
 
 ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
                    M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
@@ -96,8 +97,18 @@ def _ints(ptr, n):
 def gemm(k, dt):  # as in BLAS, beta = 0 means C is not read (it may hold NaNs)
     A = cm(k["dA"], *((k["m"], k["k"]) if k["transA"] == M.MagmaNoTrans else (k["k"], k["m"])), k["ldda"], dt)
     B = cm(k["dB"], *((k["k"], k["n"]) if k["transB"] == M.MagmaNoTrans else (k["n"], k["k"])), k["lddb"], dt)
+    if k.get("math_mode", 0) & 0xF == CUBLAS_TF32_TENSOR_OP_MATH:  # cublasSgemm on a TF32 handle
+        A, B = tf32(A), tf32(B)
     C = cm(k["dC"], k["m"], k["n"], k["lddc"], dt)
     C[...] = k["alpha"] * (op(A, k["transA"]) @ op(B, k["transB"])) + (k["beta"] * C if k["beta"] else 0)
+
+
+def hgemmx(k):  # float16 operands (exact in float32), float32 products, sums, alpha, beta and C
+    A = cm(k["dA"], *((k["m"], k["k"]) if k["transA"] == M.MagmaNoTrans else (k["k"], k["m"])), k["ldda"], np.float16)
+    B = cm(k["dB"], *((k["k"], k["n"]) if k["transB"] == M.MagmaNoTrans else (k["n"], k["k"])), k["lddb"], np.float16)
+    C = cm(k["dC"], k["m"], k["n"], k["lddc"], np.float32)
+    product = op(A.astype(np.float32), k["transA"]) @ op(B.astype(np.float32), k["transB"])
+    C[...] = np.float32(k["alpha"]) * product + (np.float32(k["beta"]) * C if k["beta"] else 0)
 
 
 def gemm_batched(k, dt):
@@ -479,7 +490,8 @@ def vec(k, name, dt, n_key="n"):
 
 
 MODEL = {
-    "magma_?gemm": gemm, "magmablas_?gemm_batched": gemm_batched, "magmablas_?gemm_batched_strided": gemm_strided,
+    "magma_?gemm": gemm, "magma_hgemmx": lambda k, dt: hgemmx(k),
+    "magmablas_?gemm_batched": gemm_batched, "magmablas_?gemm_batched_strided": gemm_strided,
     "magma_?gemv": gemv, "magma_?trsm": trsm, "magma_?syrk": syrk, "magmablas_?transpose": transpose,
     "magmablas_?laswp": laswp, "magma_?getrf_gpu": getrf, "magmablas_?transpose_batched": transpose_batched,
     "magma_?getrf_batched": getrf_batched, "magmablas_?trsm_batched": trsm_batched, "magma_?potrf_gpu": potrf,
@@ -536,7 +548,10 @@ _queue_handles = itertools.count(0x7100)
 #: the auxiliary routines, modelled by :class:`SimulatedMagma` itself (queues live on its simulated runtime)
 AUX_FAMILIES = frozenset({"magma_init", "magma_finalize", "magma_strerror", "magma_queue_create",
                           "magma_queue_create_from_cuda", "magma_queue_destroy", "magma_queue_sync",
-                          "magma_queue_get_device", "magma_queue_get_cuda_stream"})
+                          "magma_queue_get_device", "magma_queue_get_cuda_stream",
+                          "magma_queue_get_cublas_handle"})
+CUBLAS_HANDLE_OFFSET = 1 << 32  #: a queue's simulated cuBLAS handle is the queue's handle plus this
+CUBLAS_TF32_TENSOR_OP_MATH = 3  #: the math mode with which cublasSgemm (MAGMA's sgemm) reads operands as TF32
 
 
 # ----------------------------------------------------------------------------------------------------- the library
@@ -584,6 +599,7 @@ class SimulatedMagma:
         self._wrappers: dict[str, object] = {}
         self._failure = threading.local()
         self.xerbla_calls: list[Rejected] = []  #: the calls MAGMA or cuBLAS rejected (nothing computed)
+        self.cublas_math_modes: dict[int, int] = {}  #: cuBLAS handle -> math mode (set by the simulated cuBLAS)
         _LIBRARIES.add(self)
         self._aux = {
             "magma_init": lambda k, dt: 0,
@@ -596,6 +612,8 @@ class SimulatedMagma:
             "magma_queue_sync": lambda k, dt: self._queue_sync(address(k["queue"])),
             "magma_queue_get_device": lambda k, dt: self._queue(k)[0],
             "magma_queue_get_cuda_stream": lambda k, dt: self._queue(k)[1] or None,
+            "magma_queue_get_cublas_handle": lambda k, dt: (address(k["queue"]) + CUBLAS_HANDLE_OFFSET
+                                                            if address(k["queue"]) in self.queues else None),
         }
         self.reset()
 
@@ -626,6 +644,11 @@ class SimulatedMagma:
 
     def _queue(self, k) -> tuple[int, int]:
         return self.queues.get(address(k["queue"]), (0, 0))
+
+    def queue_of_cublas_handle(self, handle: int) -> int | None:
+        """The live queue whose cuBLAS handle ``handle`` is (None: none), for the simulated cuBLAS."""
+        queue = handle - CUBLAS_HANDLE_OFFSET
+        return queue if queue in self.queues else None
 
     def reset(self) -> None:
         """Forget the recorded calls and hide nothing."""
@@ -698,6 +721,7 @@ class SimulatedMagma:
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
         on_queue = sig.family not in AUX_FAMILIES and any(token == "Q" for token, _ in sig.args)
         # BLAS-like: no result for the host and no host array MAGMA reads at the call (laswp's pivots): enqueued
+        reads_math_mode = name == "magma_sgemm"  # MAGMA's sgemm is cublasSgemm on the queue's handle
         deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
 
         def run(k):
@@ -712,6 +736,8 @@ class SimulatedMagma:
                 return -bad[0] if sig.restype == "I" else None
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
                 return 0 if restype is not None else None
+            if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now
+                k["math_mode"] = self.cublas_math_modes.get(address(k["queue"]) + CUBLAS_HANDLE_OFFSET, 0)
             stream = self._queue(k)[1] if on_queue else 0
             if stream and streams is not None and not deferrable and streams.capturing(stream):
                 streams.refuse_in_capture(stream, name)

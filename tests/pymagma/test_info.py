@@ -26,6 +26,7 @@ def test_report_names_the_real_providers():
         assert "magma_?potrf_gpu" in r["magma"]["missing_routines"]
         assert any(m["what"].startswith("full MAGMA") and "PYMAGMA_MAGMA_LIBRARY" in m["how"] for m in r["missing"])
     assert r["nvidia"]["cudnn"]["found"] and r["nvidia"]["cudnn"]["version"].startswith("9.")
+    assert r["nvidia"]["cublas"]["table"] == {"declared": 4, "missing": []}  # the half gemm's cuBLAS functions
     text = str(r)
     assert p.path in text and "cudnn" in text and "missing:" in text
     if runtime.device_count() == 0:

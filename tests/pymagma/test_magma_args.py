@@ -78,6 +78,8 @@ def build_call(sig: _magma.Signature, overrides: dict, valid: dict = VALID):
             args.append(valid[name])
         elif token in ("S", "R"):
             args.append(_scalar(token, sig.precision))
+        elif token == "F":
+            args.append(ctypes.c_float(1.0))
         elif token == "IH":
             args.append(ctypes.byref(info) if name == "info" else host_ints)
         else:

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pymagma
-from pymagma import _cudnn, _magma, _native, simulator
+from pymagma import _cublas, _cudnn, _magma, _native, simulator
 from pymagma.errors import NotSimulatedError
 from pymagma.simulator import cudnn as sim_cudnn
 
@@ -65,8 +65,9 @@ def test_the_real_runtime_object_offers_only_the_declared_functions():
 
 def test_every_declared_entry_point_is_declared_once_per_library():
     points = _native.entry_points()
-    assert set(points) == {"cudart", "magma", "cudnn", "launcher"}
+    assert set(points) == {"cudart", "magma", "cudnn", "cublas", "launcher"}
     assert set(points["magma"]) == set(_magma.SIGNATURES) and set(points["cudnn"]) == set(_cudnn.PROTOTYPES)
+    assert set(points["cublas"]) == set(_cublas.PROTOTYPES)
     for library, names in points.items():
         assert len(names) == len(set(names)), library
 
@@ -99,6 +100,10 @@ def test_every_native_entry_point_is_modelled_by_the_simulator_or_not_simulated(
             kind, text = _outcome(lambda name=name: libs.cudnn.bind(name))
             assert kind == "modelled", (name, text)
             assert (name in libs.cudnn.names) != (name in sim_cudnn.HOST_CALLS), name
+        for name in _native.entry_points()["cublas"]:
+            kind, text = _outcome(lambda name=name: libs.cublas.bind(name))
+            assert kind == "modelled", (name, text)
+        assert libs.magma.has("magma_queue_get_cublas_handle")  # the handle the cuBLAS calls run on
         for name in _native.entry_points()["launcher"]:
             assert callable(getattr(libs.launcher, name)), name
         assert summary["magma"] > 100  # BLAS, batched, LAPACK and the queue routines at least
@@ -125,8 +130,8 @@ def test_the_simulator_swaps_libraries_and_resources_together():
 
 
 def test_libraries_refuse_unknown_names():
-    with pytest.raises(TypeError, match="unknown library 'cublas'"):
-        _native.Libraries("x", cublas=object())
+    with pytest.raises(TypeError, match="unknown library 'cusparse'"):
+        _native.Libraries("x", cusparse=object())
     with pytest.raises(AttributeError, match="no native library or resource named 'nothing'"):
         _native.Libraries("x").nothing  # noqa: B018
     with pytest.raises(TypeError, match="needs a Libraries"):

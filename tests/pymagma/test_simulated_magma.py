@@ -45,6 +45,8 @@ FAMILY_VALID = {"magma_?gesdd": {"jobz": M.MagmaSomeVec}}
 EXTRA_CHECKS = {
     "magma_?gemm": {"transA": _BAD_ENUM, "transB": _BAD_ENUM, "m": _NEG, "n": _NEG, "k": _NEG, "ldda": _LD,
                     "lddb": _LD, "lddc": _LD},
+    "magma_hgemmx": {"transA": _BAD_ENUM, "transB": _BAD_ENUM, "m": _NEG, "n": _NEG, "k": _NEG, "ldda": _LD,
+                     "lddb": _LD, "lddc": _LD},
     "magma_?gemv": {"transA": _BAD_ENUM, "m": _NEG, "n": _NEG, "ldda": _LD, "incx": 0, "incy": 0},
     "magma_?trsm": {"side": _BAD_ENUM, "uplo": _BAD_ENUM, "trans": _BAD_ENUM, "diag": _BAD_ENUM, "m": _NEG,
                     "n": _NEG, "ldda": _LD, "lddb": _LD},
@@ -122,7 +124,7 @@ def test_a_bad_argument_is_rejected_with_magmas_number(name, arg, bad):
         args, info = _call_args(sig, {arg: value})
         result = M.initialized().bind(name)(*args)
         rejected = sim_magma.take_rejected()
-    who = magma_args.checker(sig.family, np.dtype(M.PRECISIONS[sig.precision][3]))[0]
+    who = magma_args.checker(sig.family, np.dtype(M.PRECISIONS[sig.precision][3]) if sig.precision else None)[0]
     assert [(r.routine, r.arg, r.name, r.value, r.by) for r in rejected] == [(name, expected, arg, value, who)]
     if sig.restype == "I":
         assert result == -expected
