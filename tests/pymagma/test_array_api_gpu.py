@@ -227,3 +227,19 @@ def test_every_cast_pair_and_bool_unary_on_strided_views():
     np.testing.assert_array_equal(host(xp().logical_not(d)), ~flags.T)
     np.testing.assert_array_equal(host(~d), ~flags.T)
     np.testing.assert_array_equal(host(d == d[:, :1]), flags.T == flags.T[:, :1])
+
+
+def test_every_family_in_every_dtype():
+    """Deterministic: each kernel family once in each of its dtypes, on a broadcast, transposed operand."""
+    base = np.array([[0, 1, 2], [3, 5, 7]])
+    for dtype in ALL:
+        a = base.astype(dtype)
+        d, row = xp().asarray(a).mT, xp().asarray(a[0])
+        binary, unary = ("bitwise_xor", "logical_not") if dtype == np.bool_ else ("add", "negative")
+        np.testing.assert_array_equal(host(getattr(xp(), binary)(d, row[:2])),
+                                      numpy_function(binary)(a.T, a[0, :2]))
+        np.testing.assert_array_equal(host(getattr(xp(), unary)(d)), getattr(np, unary)(a.T))
+        np.testing.assert_array_equal(host(xp().equal(d, row[1:])), a.T == a[0, 1:])
+        if np.dtype(dtype).kind == "f":
+            with np.errstate(divide="ignore", invalid="ignore"):
+                np.testing.assert_array_equal(host(xp().isfinite(d / 0)), np.isfinite(a.T / 0))

@@ -16,6 +16,7 @@ from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel familie
     test_astype_between_every_pair_equals_numpy,
     test_comparisons_return_bool_arrays_equal_to_numpy,
     test_every_cast_pair_and_bool_unary_on_strided_views,
+    test_every_family_in_every_dtype,
     test_float_specials_follow_ieee_and_numpy,
     test_logical_and_bitwise_functions_equal_numpy,
     test_operators_scalars_and_in_place_forms,
