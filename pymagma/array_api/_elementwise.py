@@ -3,6 +3,8 @@ dtypes promoted (a cast kernel where they differ), shapes broadcast, then one la
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from .. import array as _array
@@ -74,10 +76,17 @@ def _as(x, dtype: np.dtype):
 
 
 def _shape(x1, x2, what: str) -> tuple:
+    if x1.shape == x2.shape:
+        return x1.shape
     try:
-        return tuple(np.broadcast_shapes(x1.shape, x2.shape))
+        return _broadcast(x1.shape, x2.shape)
     except ValueError:
         raise ValueError(f"{what}: shapes {x1.shape} and {x2.shape} do not broadcast") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast(a: tuple, b: tuple) -> tuple:
+    return tuple(np.broadcast_shapes(a, b))
 
 
 def binary(name: str, x1, x2):

@@ -4,6 +4,7 @@ is a new C-contiguous array on the first operand's device; dtypes are the caller
 
 from __future__ import annotations
 
+import functools
 import math
 from ctypes import c_int, c_longlong, c_void_p
 
@@ -28,15 +29,23 @@ TESTS = {"isnan": 0, "isinf": 1, "isfinite": 2, "signbit": 3}
 BOOL = np.dtype(bool)
 
 
+@functools.lru_cache(maxsize=256)
 def _expression(kernel: str, *dtypes) -> str:
     return f"{kernel}<{', '.join(programs.API_C_TYPES[np.dtype(d).name] for d in dtypes)}>"
 
 
-def _strides(a, shape) -> tuple[int, ...]:
-    """``a``'s element strides broadcast to ``shape`` (0 along broadcast axes)."""
-    lead = len(shape) - a.ndim
-    own = tuple(0 if n == 1 else s // a.itemsize for n, s in zip(a.shape, a.strides))
-    return (0,) * lead + own
+@functools.lru_cache(maxsize=1024)
+def _geometry(shape: tuple, *operands: tuple):
+    """The (never modified) Strides3 of operands given as (shape, byte strides, itemsize), broadcast to ``shape``:
+    computed once per layout (the launch copies it, as cuLaunchKernel copies its parameters)."""
+    lead = [len(shape) - len(o[0]) for o in operands]
+    sets = [(0,) * k + tuple(0 if n == 1 else s // size for n, s in zip(o_shape, o_strides))
+            for k, (o_shape, o_strides, size) in zip(lead, operands)]
+    return _kernels.make_strides3(shape, *sets)
+
+
+def _layout(a) -> tuple:
+    return a.shape, a.strides, a.itemsize
 
 
 def _launch(expression: str, like, out, args) -> None:
@@ -46,7 +55,7 @@ def _launch(expression: str, like, out, args) -> None:
 def binary(op: str, a, b, shape: tuple):
     """``a op b`` (one dtype) broadcast to ``shape``."""
     out = _array._empty(shape, a.dtype, a.device)
-    s = _kernels.make_strides3(shape, _strides(a, shape), _strides(b, shape))
+    s = _geometry(shape, _layout(a), _layout(b))
     _launch(_expression("aa_binary", a.dtype), a, out,
             [c_int(BINARY[op]), c_void_p(a.ptr), c_void_p(b.ptr), c_void_p(out.ptr), c_longlong(math.prod(shape)), s])
     return out
@@ -55,7 +64,7 @@ def binary(op: str, a, b, shape: tuple):
 def compare(op: str, a, b, shape: tuple):
     """``a op b`` (one dtype) broadcast to ``shape``, a bool array."""
     out = _array._empty(shape, BOOL, a.device)
-    s = _kernels.make_strides3(shape, _strides(a, shape), _strides(b, shape))
+    s = _geometry(shape, _layout(a), _layout(b))
     _launch(_expression("aa_compare", a.dtype), a, out,
             [c_int(COMPARE[op]), c_void_p(a.ptr), c_void_p(b.ptr), c_void_p(out.ptr), c_longlong(math.prod(shape)), s])
     return out
@@ -63,7 +72,7 @@ def compare(op: str, a, b, shape: tuple):
 
 def unary(op: str, x):
     out = _array._empty(x.shape, x.dtype, x.device)
-    s = _kernels.make_strides3(x.shape, _strides(x, x.shape))
+    s = _geometry(x.shape, _layout(x))
     _launch(_expression("aa_unary", x.dtype), x, out,
             [c_int(UNARY[op]), c_void_p(x.ptr), c_void_p(out.ptr), c_longlong(out.size), s])
     return out
@@ -71,7 +80,7 @@ def unary(op: str, x):
 
 def test(op: str, x):
     out = _array._empty(x.shape, BOOL, x.device)
-    s = _kernels.make_strides3(x.shape, _strides(x, x.shape))
+    s = _geometry(x.shape, _layout(x))
     _launch(_expression("aa_test", x.dtype), x, out,
             [c_int(TESTS[op]), c_void_p(x.ptr), c_void_p(out.ptr), c_longlong(out.size), s])
     return out
@@ -80,7 +89,7 @@ def test(op: str, x):
 def cast(x, dtype: np.dtype):
     """``x`` (any strides) converted to ``dtype`` in a new C-contiguous array (also a same-dtype strided copy)."""
     out = _array._empty(x.shape, dtype, x.device)
-    s = _kernels.make_strides3(x.shape, _strides(x, x.shape))
+    s = _geometry(x.shape, _layout(x))
     _launch(_expression("aa_cast", x.dtype, dtype), x, out,
             [c_void_p(x.ptr), c_void_p(out.ptr), c_longlong(out.size), s])
     return out
