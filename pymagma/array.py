@@ -609,6 +609,20 @@ def _operand(other) -> bool:
     return False
 
 
+def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
+    """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel (1-byte
+    dtypes copied as uint8)."""
+    if dst.is_c_contiguous:
+        copy_into(dst, src)
+        return
+    from . import kernels
+
+    if dst.itemsize == 1:
+        u8 = np.dtype(np.uint8)
+        dst, src = (DeviceArray._trusted(a.shape, u8, a.ptr, a.strides, a, a.device) for a in (dst, src))
+    kernels.copy(src, out=dst)
+
+
 def _define_operators() -> None:
     def run(name):
         from .array_api import _elementwise
@@ -630,7 +644,7 @@ def _define_operators() -> None:
             if result.shape != self.shape or result.dtype != self.dtype:
                 raise TypeError(f"in-place {name} would change the array's shape {self.shape} or dtype {self.dtype} "
                                 f"to {result.shape} {result.dtype}")
-            copy_into(self, result)
+            _write_into(self, result)
             return self
         return op
 

@@ -198,6 +198,17 @@ def test_operators_scalars_and_in_place_forms():
     np.testing.assert_array_equal(host(d), (a + 1) * 2)
     with pytest.raises(TypeError, match="in-place"):
         i /= 2  # int32 / int -> float64, which the int32 array cannot hold
+    for dtype in ALL:  # in place through strided views: written where the view points
+        whole = np.arange(12).reshape(3, 4).astype(dtype)
+        d = xp().asarray(whole)
+        view = d.mT[::-1, ::2]
+        if dtype == np.bool_:
+            view ^= True
+            whole.T[::-1, ::2] ^= True
+        else:
+            view *= 3
+            whole.T[::-1, ::2] *= 3
+        np.testing.assert_array_equal(host(d), whole)
 
 
 def test_python_scalars_from_zero_d_arrays():
