@@ -3,8 +3,9 @@
 What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
-in place), ``astype`` and ``from_dlpack``.  A function of the standard not listed here is absent: reading it is an
-AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to the host.
+in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``.  A function of the standard not listed
+here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to
+the host.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from ._creation import (
 )
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
 from ._info import __array_namespace_info__
+from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
 
 __array_api_version__ = "2024.12"
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -41,7 +43,7 @@ __all__ = [
     "__array_api_version__", "__array_namespace_info__", "bool", "int8", "uint8", "int32", "int64", "float32",
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
-    "e", "inf", "nan", "pi", "newaxis", *sorted(_elementwise.FUNCTIONS),
+    "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
 ]
 del _creation
 

@@ -206,3 +206,32 @@ def test_bad_operands_are_typed_errors():
         xp().add(1, 2)
     with pytest.raises(TypeError, match="real floating"):
         xp().sqrt(xp().asarray([4]))
+
+
+@FEW
+@given(a=hnp.arrays(st.sampled_from([np.bool_, np.int8, np.int64, np.float32, np.float64]),
+                    hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+                    ),
+       data=st.data(), keepdims=st.booleans())
+def test_all_and_any_equal_numpy(a, data, keepdims):
+    axis = None if a.ndim == 0 else data.draw(st.none() | st.integers(-a.ndim, a.ndim - 1)
+                                              | st.just(tuple(range(a.ndim))))
+    d = xp().asarray(a)[::-1] if a.ndim else xp().asarray(a)
+    a = a[::-1] if a.ndim else a
+    for name in ("all", "any"):
+        got = host(getattr(xp(), name)(d, axis=axis, keepdims=keepdims))
+        expected = getattr(np, name)(a, axis=axis, keepdims=keepdims)
+        assert got.dtype == np.bool_ and got.shape == np.shape(expected)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_reshape_views_or_copies_on_the_device():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    d = xp().asarray(a)
+    view = xp().reshape(d, (6, 4))
+    assert view.ptr == d.ptr and host(view).tolist() == a.reshape(6, 4).tolist()
+    t = xp().reshape(d.mT, (-1,))
+    assert host(t).tolist() == a.transpose(0, 2, 1).reshape(-1).tolist()
+    with pytest.raises(ValueError, match="copy=False"):
+        xp().reshape(d.mT, (24,), copy=False)
+    assert xp().reshape(d, (24,), copy=True).ptr != d.ptr
