@@ -4,6 +4,7 @@ restricted to them, and the dtype functions ``result_type``, ``can_cast``, ``isd
 from __future__ import annotations
 
 import builtins
+from typing import NamedTuple
 
 import numpy as np
 
@@ -107,12 +108,24 @@ def isdtype(dtype, kind) -> builtins_bool:
     return dtype == np.dtype(kind)
 
 
-def finfo(type_):
-    """Machine limits of a floating dtype (NumPy's answer: bits, eps, max, min, smallest_normal, dtype)."""
+class FInfo(NamedTuple):
+    """What the standard's ``finfo`` answers: Python ints and floats, and the dtype."""
+
+    bits: int
+    eps: float
+    max: float
+    min: float
+    smallest_normal: float
+    dtype: np.dtype
+
+
+def finfo(type_) -> FInfo:
+    """Machine limits of a floating dtype (or a floating array's)."""
     dt = check(getattr(type_, "dtype", type_), "finfo")
     if dt.kind != "f":
         raise TypeError(f"finfo needs a floating dtype, got {dt}")
-    return np.finfo(dt)
+    f = np.finfo(dt)
+    return FInfo(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), dt)
 
 
 def iinfo(type_):

@@ -189,7 +189,10 @@ def test_asarray_copy_semantics():
 def test_dtype_functions():
     assert xp().isdtype(xp().int8, "signed integer") and xp().isdtype(xp().uint8, ("bool", "integral"))
     assert not xp().isdtype(xp().float32, "integral") and xp().isdtype(xp().float32, xp().float32)
-    assert xp().finfo(xp().float32).eps == np.finfo(np.float32).eps and xp().iinfo(xp().int8).min == -128
+    info = xp().finfo(xp().asarray([1.0], dtype=xp().float32))
+    assert info.eps == np.finfo(np.float32).eps and type(info.eps) is float and info.bits == 32
+    assert info.smallest_normal == np.finfo(np.float32).smallest_normal and info.dtype == np.float32
+    assert xp().iinfo(xp().int8).min == -128
     with pytest.raises(TypeError, match="finfo"):
         xp().finfo(xp().int32)
     with pytest.raises(ValueError, match="unknown kind"):
