@@ -16,10 +16,6 @@ import numpy as np
 
 from . import _checks, _native, dtypes, memory, runtime
 
-_COMPARE_REFUSED = ("DeviceArray {op} is not supported (no elementwise comparison on the device yet, and comparing "
-                    "identity would be silently wrong): compare on the host, np.array_equal(a.get(), b.get()), or use "
-                    "'a is b' for identity")
-
 
 def _normalize_shape(shape) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints (an int, or an iterable of ints; NumPy integers too, floats never)."""
@@ -262,10 +258,18 @@ class DeviceArray:
         copy_into(out, self)
         return out
 
-    def astype(self, dtype) -> DeviceArray:
+    def astype(self, dtype, copy: bool = True, device=None) -> DeviceArray:
+        """This array converted to ``dtype`` (a copy unless ``copy=False`` and nothing changes); the array API's
+        dtypes convert with the device's cast kernel, others (float16, bfloat16, complex) through the host."""
+        from .array_api import _dtypes
+
         dtype = dtypes.check(dtype)
+        if dtype in _dtypes.SUPPORTED and self.dtype in _dtypes.SUPPORTED:
+            from .array_api import astype
+
+            return astype(self, dtype, copy=copy, device=device)
         if dtype == self.dtype:
-            return self.copy()
+            return self.copy() if copy else self
         return asarray(self.get().astype(dtype), device=self.device)
 
     def __array__(self, dtype=None, copy=None):
@@ -273,13 +277,47 @@ class DeviceArray:
         raise TypeError("implicit conversion of a DeviceArray to a NumPy array is not allowed: call .get() (or "
                         "pymagma.to_numpy) to copy it to the host explicitly")
 
-    def __eq__(self, other):
-        """Refused: elementwise comparison has no kernel yet, and identity (Python's default) would answer silently
-        wrong; a TypeError says what to use instead."""
-        raise TypeError(_COMPARE_REFUSED.format(op="=="))
+    def __array_ufunc__(self, ufunc, method, *inputs, **kwargs):
+        """Refused: a NumPy function (or a NumPy array's operator) on a DeviceArray would copy it to the host."""
+        raise TypeError(f"implicit conversion of a DeviceArray to a NumPy array is not allowed (numpy.{ufunc.__name__}"
+                        " met a DeviceArray, maybe beside a host NumPy array): call .get() to copy it to the host, or "
+                        "compute on the device with pymagma.array_api")
 
-    def __ne__(self, other):
-        raise TypeError(_COMPARE_REFUSED.format(op="!="))
+    # ---------------------------------------------------------------------------------------------- array API
+    def __array_namespace__(self, /, *, api_version=None):
+        """The array API namespace, :mod:`pymagma.array_api`."""
+        from . import array_api
+
+        return array_api.namespace(api_version)
+
+    def to_device(self, device, /, *, stream=None) -> DeviceArray:
+        """This array when ``device`` is its own; copies between devices are not implemented (a ValueError)."""
+        if _device_index(device) != self.device:
+            raise ValueError(f"to_device: copies between devices are not implemented (array on {self.device}, "
+                             f"asked {device})")
+        return self
+
+    def _python_scalar(self, convert):
+        if self.ndim:
+            raise TypeError(f"only 0-d arrays convert to Python scalars; this one has shape {self.shape}")
+        return convert(self.get()[()])
+
+    def __bool__(self) -> bool:
+        return self._python_scalar(bool)
+
+    def __int__(self) -> int:
+        return self._python_scalar(int)
+
+    def __float__(self) -> float:
+        return self._python_scalar(float)
+
+    def __complex__(self) -> complex:
+        return self._python_scalar(complex)
+
+    def __index__(self) -> int:
+        if self.dtype.kind not in "iu":
+            raise TypeError(f"__index__ needs an integer array, not {self.dtype}")
+        return self._python_scalar(int)
 
     __hash__ = object.__hash__  # arrays stay usable as dict keys and set members (by identity), as before
 
@@ -317,11 +355,22 @@ class DeviceArray:
 
     def __dlpack__(self, *, stream=None, max_version=None, dl_device=None, copy=None):
         """A DLPack capsule viewing this array: versioned (DLPack 1.0) when ``max_version`` allows it, else the
-        unversioned kind; the queue's work is finished first unless ``stream == -1``."""
+        unversioned kind; the queue's work is finished first unless ``stream == -1``.  ``copy=True`` exports a
+        device copy; ``dl_device=(1, 0)`` (kDLCPU, as ``numpy.from_dlpack(x, device="cpu")`` asks) exports a host
+        copy of any array (bool, 0-d, strided views)."""
         from . import _dlpack
 
+        if dl_device is not None and tuple(dl_device)[0] == _dlpack.kDLCPU:  # numpy.from_dlpack(x, device="cpu")
+            if copy is False:
+                raise BufferError("DeviceArray.__dlpack__(dl_device=CPU, copy=False): device memory reaches the "
+                                  "host only by a copy")
+            host = self.get()  # any dtype, 0-d and strided views: a C-ordered host copy
+            return host.__dlpack__() if max_version is None else host.__dlpack__(max_version=max_version)
         if copy:
-            raise BufferError("DeviceArray.__dlpack__ exports without copying (copy=True is not supported)")
+            from .array_api import _dtypes
+
+            source = self.astype(self.dtype) if self.dtype in _dtypes.SUPPORTED else self.copy()
+            return source.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=False)
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export to device {dl_device}; the array is on {self.__dlpack_device__()}")
         if stream != -1:  # the consumer reads on its stream: finish the queue's and the legacy stream's work
@@ -536,3 +585,83 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
 def to_numpy(obj) -> np.ndarray:
     """A NumPy array from a DeviceArray (an explicit copy, as ``.get()``) or anything NumPy accepts."""
     return obj.get() if isinstance(obj, DeviceArray) else np.asarray(obj)
+
+
+# ---------------------------------------------------------------------------------------------------- operators
+#: Python operator -> the array API function it runs (pymagma.array_api, the device's elementwise kernels)
+_BINARY_OPERATORS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
+                     "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "and": "bitwise_and",
+                     "or": "bitwise_or", "xor": "bitwise_xor", "lshift": "bitwise_left_shift",
+                     "rshift": "bitwise_right_shift"}
+_COMPARISONS = {"eq": "equal", "ne": "not_equal", "lt": "less", "le": "less_equal", "gt": "greater",
+                "ge": "greater_equal"}
+_UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert": "bitwise_invert"}
+
+
+def _operand(other) -> bool:
+    """Whether an operator takes ``other`` (a DeviceArray or a Python scalar); a host array is a TypeError naming
+    the explicit copies (NumPy defers to us: ``__array_ufunc__ = None``); anything else is NotImplemented."""
+    if isinstance(other, DeviceArray | bool | int | float):
+        return True
+    if isinstance(other, np.ndarray | np.generic):
+        raise TypeError("a DeviceArray meets a host NumPy array: copy it to the device (pymagma.array_api.asarray) "
+                        "or the DeviceArray to the host (numpy.from_dlpack(x, device='cpu')) first")
+    return False
+
+
+def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
+    """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel (1-byte
+    dtypes copied as uint8)."""
+    if dst.is_c_contiguous:
+        copy_into(dst, src)
+        return
+    from . import kernels
+
+    if dst.itemsize == 1:
+        u8 = np.dtype(np.uint8)
+        dst, src = (DeviceArray._trusted(a.shape, u8, a.ptr, a.strides, a, a.device) for a in (dst, src))
+    kernels.copy(src, out=dst)
+
+
+def _define_operators() -> None:
+    def run(name):
+        from .array_api import _elementwise
+
+        return _elementwise.FUNCTIONS[name]
+
+    def binary(name, reflected):
+        def op(self, other):
+            if not _operand(other):
+                return NotImplemented
+            return run(name)(other, self) if reflected else run(name)(self, other)
+        return op
+
+    def inplace(name):
+        def op(self, other):
+            if not _operand(other):
+                return NotImplemented
+            result = run(name)(self, other)
+            if result.shape != self.shape or result.dtype != self.dtype:
+                raise TypeError(f"in-place {name} would change the array's shape {self.shape} or dtype {self.dtype} "
+                                f"to {result.shape} {result.dtype}")
+            _write_into(self, result)
+            return self
+        return op
+
+    def unary(name):
+        def op(self):
+            return run(name)(self)
+        return op
+
+    for py, name in _BINARY_OPERATORS.items():
+        setattr(DeviceArray, f"__{py}__", binary(name, False))
+        setattr(DeviceArray, f"__r{py}__", binary(name, True))
+        setattr(DeviceArray, f"__i{py}__", inplace(name))
+    for py, name in _COMPARISONS.items():
+        setattr(DeviceArray, f"__{py}__", binary(name, False))
+    for py, name in _UNARY_OPERATORS.items():
+        setattr(DeviceArray, f"__{py}__", unary(name))
+    DeviceArray.__hash__ = object.__hash__  # identity hashing is kept beside the elementwise ==
+
+
+_define_operators()

@@ -258,6 +258,34 @@ def torch_step_seconds(name: str, steps: int) -> float | None:
         torch.set_num_threads(threads)
 
 
+# --------------------------------------------------------------------------------------------- array API calls
+ELEMENTWISE_COLUMNS = ["call", "us", "cudart", "launcher"]
+
+
+def elementwise(calls: int = 500) -> list[dict]:
+    """Host microseconds and native calls of one array API elementwise call (``x.__array_namespace__()``) on the
+    null device (the simulator must be on in mode "null"), for a few shapes of call."""
+    import pymagma
+
+    x = pymagma.asarray(np.ones((256, 256), np.float32))
+    xp = x.__array_namespace__()
+    y, row, x64 = xp.ones_like(x), xp.ones(256, dtype=xp.float32), xp.ones((256, 256))
+    cases = {"x + y": lambda: x + y, "xp.add(x, row) (broadcast)": lambda: xp.add(x, row),
+             "x[:, ::2] == y[:, ::2] (strided)": lambda: x[:, ::2] == y[:, ::2], "xp.exp(x)": lambda: xp.exp(x),
+             "x + 1.0 (a scalar's upload)": lambda: x + 1.0, "x + x64 (a cast first)": lambda: x + x64}
+    rows = []
+    for name, call in cases.items():
+        for _ in range(20):
+            call()
+        seconds = _per_step_seconds(call, calls)
+        with Meter() as meter:
+            for _ in range(calls):
+                call()
+        rows.append({"call": name, "us": seconds * 1e6, "cudart": meter.calls["cudart"] / calls,
+                     "launcher": meter.calls["launcher"] / calls})
+    return rows
+
+
 # --------------------------------------------------------------------------------------------- the table
 def run(models=MODELS, batches=(1, 128), steps: int = 20) -> list[dict]:
     """One row per (model, batch): magmadnn's host cost on the null device and PyTorch CPU's batch-1 step."""

@@ -373,8 +373,14 @@ def overhead_bench(args) -> int:
     rows = _overhead.run(models, batches, args.steps)
     print_table("host cost of the GPU path on the null device (us per step; calls per training step; "
                 "ratio = magmadnn train_us / PyTorch CPU eager batch-1 step, 1 thread)", rows, _overhead.COLUMNS)
+    from pymagma import simulator
+
+    with simulator.simulated("null"):
+        calls = _overhead.elementwise()
+    print_table("host cost of one array API elementwise call on the null device (us; native calls per call)", calls,
+                _overhead.ELEMENTWISE_COLUMNS)
     if args.json:
-        write_text(args.json, json.dumps({"environment": env, "overhead": rows}, indent=2))
+        write_text(args.json, json.dumps({"environment": env, "overhead": rows, "elementwise": calls}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

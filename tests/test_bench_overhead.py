@@ -32,6 +32,12 @@ def test_overhead_table_on_the_null_device(tmp_path):
         assert r["magma"] > 0 and r["launcher"] > 0 and r["cudart"] > 0  # gemm, kernels, copies: all counted
         assert r["cudnn"] > 0 or r["model"] == "mlp"
         assert r["calls_per_train_step"] == sum(r[k] for k in ("cudart", "magma", "cudnn", "launcher"))
+    assert "one array API elementwise call" in done.stdout
+    calls = {r["call"]: r for r in json.loads(out.read_text())["elementwise"]}
+    assert len(calls) == 6 and all(r["us"] > 0 for r in calls.values())  # timed (values not asserted)
+    for name, r in calls.items():  # one launch per call (two with a cast first), no host transfer but a scalar's
+        assert r["launcher"] == (2 if "a cast first" in name else 1), name
+        assert r["cudart"] == (1 if "scalar" in name else 0), name
 
 
 def test_the_null_device_computes_nothing_but_checks_everything():

@@ -23,7 +23,7 @@ Faults (one line each; grep for the tag):
                        arrays (CuPy's way).
   [lstsq-rank]         lstsq(method="qr") of a rank-deficient matrix returned entries of 1e15 without a word; now a
                        LinAlgError naming the rank.
-  [array-eq]           DeviceArray == DeviceArray compared identity; == and != now raise TypeError.
+  [array-eq]           DeviceArray == DeviceArray compared identity; == and != are now elementwise (bool arrays).
 """
 
 from __future__ import annotations
@@ -505,12 +505,18 @@ def test_qr_lstsq_of_a_rank_deficient_matrix_names_the_rank(device, method):
     np.testing.assert_allclose(x, np.linalg.lstsq(a, b, rcond=None)[0], rtol=1e-10, atol=1e-12)
 
 
-def test_device_array_equality_raises_and_hashing_is_kept(device):
+def test_device_array_equality_is_elementwise_and_hashing_is_kept(device):
     """[array-eq]"""
     import pymagma
 
-    a, b = pymagma.asarray(np.arange(3.0)), pymagma.asarray(np.arange(3.0))
-    for compare in (lambda: a == b, lambda: a != b, lambda: a == a, lambda: a == 1.0, lambda: np.arange(3.0) == a):
-        with pytest.raises(TypeError, match="np.array_equal"):
-            compare()
+    host = np.arange(3.0)
+    a, b = pymagma.asarray(host), pymagma.asarray(np.array([0.0, 5.0, 2.0]))
+    for got, expected in ((a == b, host == [0.0, 5.0, 2.0]), (a != b, host != [0.0, 5.0, 2.0]),
+                          (a == a, np.ones(3, bool)), (a == 1.0, host == 1.0), (1.0 != a, host != 1.0)):
+        assert got.dtype == np.bool_
+        np.testing.assert_array_equal(np.from_dlpack(got, device="cpu"), expected)
+    with pytest.raises(TypeError, match="host NumPy array"):  # no silent host round trip, no identity answer
+        a == host  # noqa: B015
+    with pytest.raises(TypeError, match="implicit conversion"):
+        host == a  # noqa: B015
     assert {a: 1, b: 2}[a] == 1 and len({a, b}) == 2 and hash(a) != hash(b)

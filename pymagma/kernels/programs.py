@@ -73,6 +73,20 @@ PROGRAMS = {
     # graph replay: per-step values read from device memory
     "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
+# -- the array API standard's elementwise families (pymagma.array_api): its real dtypes, bool as C++ bool
+API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int32": "int", "int64": "i64",
+               "float32": "float", "float64": "double"}
+API_FLOATS = ("float32", "float64")
+
+
+def _api(kernels, dtypes) -> tuple[str, ...]:
+    return tuple(f"{k}<{API_C_TYPES[d]}>" for k in kernels for d in dtypes)
+
+
+PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_unary"), API_C_TYPES)
+                         + _api(("aa_test",), API_FLOATS)
+                         + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
+                                 for d in API_C_TYPES))
 # -- recurrent layers
 PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))

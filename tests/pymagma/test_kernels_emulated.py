@@ -11,6 +11,18 @@ import pytest
 from pymagma import kernels, simulator
 from pymagma.simulator import kernels as simulated_kernels
 
+from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel families)
+    test_arithmetic_with_broadcasting_over_strided_operands_equals_numpy,
+    test_astype_between_every_pair_equals_numpy,
+    test_comparisons_return_bool_arrays_equal_to_numpy,
+    test_every_cast_pair_and_bool_unary_on_strided_views,
+    test_every_family_in_every_dtype,
+    test_float_specials_follow_ieee_and_numpy,
+    test_logical_and_bitwise_functions_equal_numpy,
+    test_operators_scalars_and_in_place_forms,
+    test_python_scalars_from_zero_d_arrays,
+    test_unary_functions_equal_numpy,
+)
 from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
     test_activation_backward,
     test_activation_backward_names_what_it_needs,

@@ -54,8 +54,23 @@ def test_every_program_compiles_with_every_instantiation(arch, kind):
     print(f"compiled all programs for {arch}/{kind} in {elapsed:.2f}s")
 
 
+def test_the_array_api_kernels_are_instantiated_for_every_array_api_dtype():
+    from pymagma.array_api import _dtypes
+
+    expressions, names = set(kernels.PROGRAMS["array_api"][1]), [d.name for d in _dtypes.SUPPORTED]
+    for kernel in ("aa_binary", "aa_compare", "aa_unary"):
+        assert {_api_expression(kernel, n) for n in names} <= expressions
+    assert {_api_expression("aa_cast", s, d) for s in names for d in names} <= expressions
+
+
+def _api_expression(kernel, *names):
+    return f"{kernel}<{', '.join(programs.API_C_TYPES[n] for n in names)}>"
+
+
 def test_every_float_dtype_is_instantiated_for_every_float_kernel():
-    for _, expressions in kernels.PROGRAMS.values():
+    for name, (_, expressions) in kernels.PROGRAMS.items():
+        if name == "array_api":  # instantiated for the array API's dtypes (test below)
+            continue
         kernels_in = {e.split("<")[0] for e in expressions if e.split("<")[0] not in ("cast", "copy_strided")}
         for kernel in kernels_in:
             for dtype in programs.FLOAT_DTYPES:
@@ -321,6 +336,15 @@ def _launch_every_kernel(dtype) -> None:
     kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
     kernels.embedding(x, fake_array((2, 5), np.int64))
     kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
+    # array_api.cu: each family once per call of this function (the float dtypes among its instantiations)
+    if np.dtype(dtype) in (np.float32, np.float64):
+        from pymagma.array_api import _kernels as api
+
+        api.binary("add", x, row, (4, 3))
+        api.compare("less", x, x.T.T, (4, 3))
+        api.unary("exp", x.T)
+        api.test("isnan", x)
+        api.cast(x, np.dtype(np.int8))
     # check.cu: float values here, integer ones (their bounds are int64 parameters) once per call of this function
     record = fake_array((kernels.FAULT_RECORD,), np.int64)
     for values in (x, fake_array((2, 5), np.int64), fake_array((3,), np.int32)):

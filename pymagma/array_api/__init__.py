@@ -1,0 +1,68 @@
+"""The Python array API standard (2024.12) on pymagma's DeviceArray: ``x.__array_namespace__()`` is this module.
+
+What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
+standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
+bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
+in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``.  A function of the standard not listed
+here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to
+the host.
+"""
+
+from __future__ import annotations
+
+from . import _creation, _dtypes, _elementwise
+from ._creation import (
+    arange,
+    asarray,
+    astype,
+    empty,
+    empty_like,
+    eye,
+    from_dlpack,
+    full,
+    full_like,
+    linspace,
+    ones,
+    ones_like,
+    zeros,
+    zeros_like,
+)
+from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
+from ._info import __array_namespace_info__
+from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
+
+__array_api_version__ = "2024.12"
+API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
+
+globals().update(_elementwise.FUNCTIONS)
+
+e, inf, nan, pi = 2.718281828459045, float("inf"), float("nan"), 3.141592653589793
+newaxis = None
+
+__all__ = [
+    "__array_api_version__", "__array_namespace_info__", "bool", "int8", "uint8", "int32", "int64", "float32",
+    "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
+    "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
+    "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
+]
+del _creation
+
+
+def __getattr__(name: str):
+    if name.startswith("__"):
+        raise AttributeError(name)
+    raise AttributeError(f"pymagma.array_api does not implement {name!r} of the array API standard yet (what runs "
+                         "is listed in docs/array-api.md); nothing falls back to the host")
+
+
+def namespace(api_version=None):
+    """This module, for ``DeviceArray.__array_namespace__``; a ValueError for a version it does not implement."""
+    if api_version is not None and api_version not in API_VERSIONS:
+        raise ValueError(f"pymagma.array_api implements the array API standard {__array_api_version__} (and reads "
+                         f"as {', '.join(API_VERSIONS)}), not {api_version!r}")
+    import sys
+
+    return sys.modules[__name__]
+
+
+_ = _dtypes

@@ -1,0 +1,140 @@
+"""The standard's elementwise functions on DeviceArrays: operands checked, Python scalars given the array's dtype,
+dtypes promoted (a cast kernel where they differ), shapes broadcast, then one launch of a kernel family."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from .. import array as _array
+from . import _dtypes, _kernels
+
+_FLOATS, _INTS, _INTS_BOOL = "f", "iu", "iub"
+_NUMERIC = "iuf"
+#: binary function -> dtype kinds it takes
+_BINARY_KINDS = {
+    "add": _NUMERIC, "subtract": _NUMERIC, "multiply": _NUMERIC, "divide": _NUMERIC, "floor_divide": _NUMERIC,
+    "remainder": _NUMERIC, "pow": _NUMERIC, "maximum": _NUMERIC, "minimum": _NUMERIC,
+    "logical_and": "b", "logical_or": "b", "logical_xor": "b",
+    "bitwise_and": _INTS_BOOL, "bitwise_or": _INTS_BOOL, "bitwise_xor": _INTS_BOOL,
+    "bitwise_left_shift": _INTS, "bitwise_right_shift": _INTS,
+}
+_COMPARE_KINDS = {"equal": "biuf", "not_equal": "biuf", "less": _NUMERIC, "less_equal": _NUMERIC,
+                  "greater": _NUMERIC, "greater_equal": _NUMERIC}
+_UNARY_KINDS = {
+    "negative": _NUMERIC, "positive": _NUMERIC, "abs": _NUMERIC, "square": _NUMERIC, "sign": _NUMERIC,
+    "floor": _NUMERIC, "ceil": _NUMERIC, "trunc": _NUMERIC, "round": _NUMERIC,
+    **{f: _FLOATS for f in ("sqrt", "exp", "log", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh",
+                            "reciprocal")},
+    "logical_not": "b", "bitwise_invert": _INTS_BOOL,
+}
+_TEST_KINDS = {"isnan": _NUMERIC, "isinf": _NUMERIC, "isfinite": _NUMERIC, "signbit": _FLOATS}
+
+
+def _require(x, what: str):
+    if not isinstance(x, _array.DeviceArray):
+        raise TypeError(f"{what}: expected a pymagma DeviceArray, got {type(x).__name__} (use "
+                        "pymagma.array_api.asarray for host data)")
+    _dtypes.check(x.dtype, what)
+    return x
+
+
+def _kinds(dtype: np.dtype, kinds: str, what: str) -> None:
+    if dtype.kind not in kinds:
+        names = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "real floating"}
+        raise TypeError(f"{what} takes {', '.join(names[k] for k in kinds)} arrays, not {dtype}")
+
+
+def _scalar(value, like, what: str):
+    """A Python scalar as a 0-d array of ``like``'s dtype (the standard's rule), on its device."""
+    _dtypes.scalar_dtype(value, like.dtype, what)
+    return _array.asarray(np.asarray(value, dtype=like.dtype), device=like.device)
+
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, bool | int | float)
+
+
+def _operands(x1, x2, what: str):
+    if _is_scalar(x1) and _is_scalar(x2):
+        raise TypeError(f"{what}: at least one operand must be an array")
+    if _is_scalar(x2):
+        x1 = _require(x1, what)
+        return x1, _scalar(x2, x1, what)
+    if _is_scalar(x1):
+        x2 = _require(x2, what)
+        return _scalar(x1, x2, what), x2
+    x1, x2 = _require(x1, what), _require(x2, what)
+    if x1.device != x2.device:
+        raise ValueError(f"{what}: arrays on different devices ({x1.device} and {x2.device})")
+    return x1, x2
+
+
+def _as(x, dtype: np.dtype):
+    return x if x.dtype == dtype else _kernels.cast(x, dtype)
+
+
+def _shape(x1, x2, what: str) -> tuple:
+    if x1.shape == x2.shape:
+        return x1.shape
+    try:
+        return _broadcast(x1.shape, x2.shape)
+    except ValueError:
+        raise ValueError(f"{what}: shapes {x1.shape} and {x2.shape} do not broadcast") from None
+
+
+@functools.lru_cache(maxsize=1024)
+def _broadcast(a: tuple, b: tuple) -> tuple:
+    return tuple(np.broadcast_shapes(a, b))
+
+
+def binary(name: str, x1, x2):
+    x1, x2 = _operands(x1, x2, name)
+    dtype = _dtypes.promote(x1.dtype, x2.dtype)
+    _kinds(dtype, _BINARY_KINDS[name], name)
+    if name == "divide" and dtype.kind != "f":  # integer division is true division in the default float dtype
+        dtype = _dtypes.DEFAULT["real floating"]
+    shape = _shape(x1, x2, name)
+    return _kernels.binary(name, _as(x1, dtype), _as(x2, dtype), shape)
+
+
+def compare(name: str, x1, x2):
+    x1, x2 = _operands(x1, x2, name)
+    dtype = _dtypes.promote(x1.dtype, x2.dtype)
+    _kinds(dtype, _COMPARE_KINDS[name], name)
+    shape = _shape(x1, x2, name)
+    return _kernels.compare(name, _as(x1, dtype), _as(x2, dtype), shape)
+
+
+def unary(name: str, x):
+    x = _require(x, name)
+    _kinds(x.dtype, _UNARY_KINDS[name], name)
+    return _kernels.unary(name, x)
+
+
+def test(name: str, x):
+    x = _require(x, name)
+    _kinds(x.dtype, _TEST_KINDS[name], name)
+    if x.dtype.kind != "f":  # integers are never NaN or infinite
+        answer = name == "isfinite"
+        return _kernels.compare("equal" if answer else "not_equal", x, x, x.shape)
+    return _kernels.test(name, x)
+
+
+def _make(kind: str, name: str):
+    run = {"binary": binary, "compare": compare, "unary": unary, "test": test}[kind]
+    if kind in ("binary", "compare"):
+        def function(x1, x2, /):
+            return run(name, x1, x2)
+    else:
+        def function(x, /):
+            return run(name, x)
+    function.__name__ = function.__qualname__ = name
+    function.__doc__ = f"The array API's elementwise ``{name}`` on the device."
+    return function
+
+
+FUNCTIONS = {name: _make(kind, name) for kind, table in (("binary", _BINARY_KINDS), ("compare", _COMPARE_KINDS),
+                                                           ("unary", _UNARY_KINDS), ("test", _TEST_KINDS))
+             for name in table}

@@ -1,0 +1,240 @@
+"""pymagma.array_api's namespace on the simulator: what it says it supports, the promotion table, creation functions
+and DLPack's way back to the host, against NumPy and the standard's tables written out here."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from hypothesis.extra import numpy as hnp
+
+from pymagma import simulator
+from tests.conftest import examples
+
+FEW = settings(max_examples=examples(10), deadline=None)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def simulated():
+    from pymagma.simulator import kernels as simulated_kernels
+
+    if simulated_kernels.compiler() is None:
+        pytest.skip("no host C++ compiler (g++ or clang++) to build the kernel emulation")
+    with simulator.simulated("full"):
+        yield
+
+
+def xp():
+    import pymagma.array_api
+
+    return pymagma.array_api
+
+
+def host(x):
+    return np.from_dlpack(x, device="cpu")
+
+
+def test_the_namespace_and_its_info():
+    x = xp().asarray([1.0, 2.0])
+    assert x.__array_namespace__() is xp() and x.__array_namespace__(api_version="2024.12") is xp()
+    assert xp().__array_api_version__ == "2024.12"
+    with pytest.raises(ValueError, match="2024.12"):
+        x.__array_namespace__(api_version="2099.01")
+    info = xp().__array_namespace_info__()
+    assert info.capabilities() == {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": 8}
+    assert info.default_dtypes() == {"real floating": np.float64, "complex floating": None, "integral": np.int64,
+                                     "indexing": np.int64}
+    assert list(info.dtypes()) == ["bool", "int8", "uint8", "int32", "int64", "float32", "float64"]
+    assert list(info.dtypes(kind="integral")) == ["int8", "uint8", "int32", "int64"]
+    assert list(info.dtypes(kind=("bool", "real floating"))) == ["bool", "float32", "float64"]
+    assert info.devices() == [0] and info.default_device() == 0
+
+
+@pytest.mark.parametrize("name", ["sum", "sort", "linalg", "concat", "int16", "complex64", "nonzero"])
+def test_what_is_not_implemented_is_absent_and_named(name):
+    assert not hasattr(xp(), name)
+    with pytest.raises(AttributeError, match=f"'{name}'.*not implement|does not implement '{name}'"):
+        getattr(xp(), name)
+
+
+# The standard's promotion table among pymagma's dtypes, written out (None: no promotion defined, or int16).
+B, I8, U8, I32, I64, F32, F64 = "bool", "int8", "uint8", "int32", "int64", "float32", "float64"
+TABLE = {
+    (I8, U8): None, (I8, I32): I32, (I8, I64): I64, (U8, I32): I32, (U8, I64): I64, (I32, I64): I64,
+    (F32, F64): F64, (B, I8): None, (B, F32): None, (I32, F32): None, (U8, F64): None, (I64, F64): None,
+}
+
+
+@pytest.mark.parametrize("pair, expected", list(TABLE.items()))
+def test_promotion_table(pair, expected):
+    a, b = (np.dtype(d) for d in pair)
+    for x, y in ((a, b), (b, a)):
+        if expected is None:
+            with pytest.raises(TypeError):
+                xp().result_type(x, y)
+            assert not xp().can_cast(x, y) or x == y
+        else:
+            assert xp().result_type(x, y) == np.dtype(expected)
+            assert xp().can_cast(x, y) == (y == np.dtype(expected))
+
+
+def test_mixed_dtype_arithmetic_promotes_on_the_device():
+    a = xp().asarray(np.array([1, -2, 3], np.int8))
+    b = xp().asarray(np.array([1000, 2000, 3000], np.int32))
+    got = a + b
+    assert got.dtype == np.int32
+    np.testing.assert_array_equal(host(got), np.array([1001, 1998, 3003], np.int32))
+    f = xp().asarray(np.array([0.5], np.float32)) * xp().asarray(np.array([2.0, 4.0]))
+    assert f.dtype == np.float64 and host(f).tolist() == [1.0, 2.0]
+    with pytest.raises(TypeError, match="promotion"):
+        xp().add(a, f)
+    with pytest.raises(TypeError, match="int16"):
+        a + xp().asarray(np.array([1], np.uint8))
+    with pytest.raises(TypeError, match="Python float"):
+        a * 1.5
+    assert xp().result_type(a, 2) == np.int8 and xp().result_type(f, 2.5) == np.float64
+
+
+def test_python_scalars_take_the_arrays_dtype():
+    x = xp().asarray(np.array([1.0, 2.0], np.float32))
+    assert (x + 1).dtype == np.float32 and (2.5 * x).dtype == np.float32
+    assert host(x + 0.1).tolist() == (np.array([1.0, 2.0], np.float32) + np.float32(0.1)).tolist()
+    flags = xp().asarray([True, False])
+    assert host(flags & True).tolist() == [True, False]
+    with pytest.raises(TypeError, match="Python int"):
+        flags + 1
+
+
+@FEW
+@given(data=hnp.arrays(st.sampled_from([np.bool_, np.int8, np.uint8, np.int32, np.int64, np.float32, np.float64]),
+                       hnp.array_shapes(min_dims=0, max_dims=4, max_side=4)),
+       layout=st.sampled_from(["c", "T", "step", "reverse"]))
+def test_from_dlpack_to_the_cpu_copies_any_array(data, layout):
+    d = xp().asarray(data, copy=True)
+    view, expected = d, data
+    if layout == "T":
+        view, expected = d.T, data.T
+    elif layout == "step" and data.ndim:
+        view, expected = d[::2], data[::2]
+    elif layout == "reverse" and data.ndim:
+        view, expected = d[::-1], data[::-1]
+    got = np.from_dlpack(view, device="cpu")
+    assert got.dtype == data.dtype and got.shape == expected.shape
+    np.testing.assert_array_equal(got, expected)
+
+
+def test_dlpack_arguments():
+    d = xp().asarray(np.arange(6.0).reshape(2, 3))
+    with pytest.raises(BufferError, match="copy"):
+        d.__dlpack__(dl_device=(1, 0), copy=False)
+    assert host(d.T).tolist() == np.arange(6.0).reshape(2, 3).T.tolist()
+    from pymagma import array
+
+    copied = array.from_dlpack(_Producer(d.__dlpack__(copy=True, max_version=(1, 0)), d))
+    assert copied.ptr != d.ptr and host(copied).tolist() == host(d).tolist()
+    assert array.from_dlpack(_Producer(d.__dlpack__(max_version=(1, 0)), d)).ptr == d.ptr
+
+
+class _Producer:
+    """A DLPack producer handing out one capsule (what from_dlpack reads)."""
+
+    def __init__(self, capsule, like):
+        self.capsule, self.like = capsule, like
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return self.like.__dlpack_device__()
+
+
+@pytest.mark.parametrize("make, expected", [
+    (lambda: xp().zeros((2, 3)), np.zeros((2, 3))),
+    (lambda: xp().ones(4, dtype=xp().int32), np.ones(4, np.int32)),
+    (lambda: xp().full((2,), 7), np.full((2,), 7, np.int64)),
+    (lambda: xp().full((2, 1), True), np.full((2, 1), True)),
+    (lambda: xp().arange(5), np.arange(5, dtype=np.int64)),
+    (lambda: xp().arange(1.0, 2.0, 0.25), np.arange(1.0, 2.0, 0.25)),
+    (lambda: xp().linspace(0, 1, 5, endpoint=False), np.linspace(0, 1, 5, endpoint=False)),
+    (lambda: xp().eye(3, 4, k=1, dtype=xp().float32), np.eye(3, 4, k=1, dtype=np.float32)),
+    (lambda: xp().asarray([[1, 2], [3, 4]]), np.array([[1, 2], [3, 4]], np.int64)),
+    (lambda: xp().asarray(2.5), np.asarray(2.5)),
+    (lambda: xp().zeros_like(xp().asarray(np.ones((2, 2), np.uint8))), np.zeros((2, 2), np.uint8)),
+    (lambda: xp().full_like(xp().asarray([1.0, 2.0]), 3.0, dtype=xp().float32), np.full(2, 3.0, np.float32)),
+    (lambda: xp().ones_like(xp().asarray([True])), np.ones(1, bool)),
+])
+def test_creation_functions_equal_numpy(make, expected):
+    got = make()
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(host(got), expected)
+    assert xp().empty_like(got).shape == got.shape and xp().empty((0, 2)).shape == (0, 2)
+
+
+def test_asarray_copy_semantics():
+    d = xp().asarray(np.arange(4, dtype=np.int32))
+    assert xp().asarray(d) is d and xp().asarray(d, copy=False) is d
+    copied = xp().asarray(d, copy=True)
+    assert copied.ptr != d.ptr and host(copied).tolist() == [0, 1, 2, 3]
+    assert xp().asarray(d, dtype=xp().float32).dtype == np.float32
+    with pytest.raises(ValueError, match="copy=False"):
+        xp().asarray(d, dtype=xp().float32, copy=False)
+    with pytest.raises(ValueError, match="copy=False"):
+        xp().asarray(np.ones(2), copy=False)
+    with pytest.raises(TypeError, match="int16 is not supported"):
+        xp().asarray(np.ones(2, np.int16))
+    assert xp().astype(d, xp().int32, copy=False) is d and xp().astype(d, xp().int32).ptr != d.ptr
+
+
+def test_dtype_functions():
+    assert xp().isdtype(xp().int8, "signed integer") and xp().isdtype(xp().uint8, ("bool", "integral"))
+    assert not xp().isdtype(xp().float32, "integral") and xp().isdtype(xp().float32, xp().float32)
+    info = xp().finfo(xp().asarray([1.0], dtype=xp().float32))
+    assert info.eps == np.finfo(np.float32).eps and type(info.eps) is float and info.bits == 32
+    assert info.smallest_normal == np.finfo(np.float32).smallest_normal and info.dtype == np.float32
+    assert xp().iinfo(xp().int8).min == -128
+    with pytest.raises(TypeError, match="finfo"):
+        xp().finfo(xp().int32)
+    with pytest.raises(ValueError, match="unknown kind"):
+        xp().isdtype(xp().int8, "integer")
+
+
+def test_bad_operands_are_typed_errors():
+    d = xp().asarray([1.0, 2.0])
+    with pytest.raises(TypeError, match="DeviceArray"):
+        xp().add([1.0], d)
+    with pytest.raises(ValueError, match="broadcast"):
+        d + xp().asarray([1.0, 2.0, 3.0])
+    with pytest.raises(TypeError, match="at least one operand"):
+        xp().add(1, 2)
+    with pytest.raises(TypeError, match="real floating"):
+        xp().sqrt(xp().asarray([4]))
+
+
+@FEW
+@given(a=hnp.arrays(st.sampled_from([np.bool_, np.int8, np.int64, np.float32, np.float64]),
+                    hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=4),
+                    ),
+       data=st.data(), keepdims=st.booleans())
+def test_all_and_any_equal_numpy(a, data, keepdims):
+    axis = None if a.ndim == 0 else data.draw(st.none() | st.integers(-a.ndim, a.ndim - 1)
+                                              | st.just(tuple(range(a.ndim))))
+    d = xp().asarray(a)[::-1] if a.ndim else xp().asarray(a)
+    a = a[::-1] if a.ndim else a
+    for name in ("all", "any"):
+        got = host(getattr(xp(), name)(d, axis=axis, keepdims=keepdims))
+        expected = getattr(np, name)(a, axis=axis, keepdims=keepdims)
+        assert got.dtype == np.bool_ and got.shape == np.shape(expected)
+        np.testing.assert_array_equal(got, expected)
+
+
+def test_reshape_views_or_copies_on_the_device():
+    a = np.arange(24.0).reshape(2, 3, 4)
+    d = xp().asarray(a)
+    view = xp().reshape(d, (6, 4))
+    assert view.ptr == d.ptr and host(view).tolist() == a.reshape(6, 4).tolist()
+    t = xp().reshape(d.mT, (-1,))
+    assert host(t).tolist() == a.transpose(0, 2, 1).reshape(-1).tolist()
+    with pytest.raises(ValueError, match="copy=False"):
+        xp().reshape(d.mT, (24,), copy=False)
+    assert xp().reshape(d, (24,), copy=True).ptr != d.ptr
