@@ -248,7 +248,18 @@ def _binary_hits(outputs, t, xp, threshold: float):
     return total if per_sample == 1 else xp.multiply(total, 1.0 / per_sample)
 
 
-class BinaryAccuracy(Metric):
+class _LikeOutputs(Metric):
+    """A metric of targets shaped like the outputs (any rank with a batch axis), staged as they are."""
+
+    def _check(self, outputs) -> None:
+        if len(outputs.shape) < 2:
+            raise ValueError(f"{self.name} needs outputs with a batch axis, got {tuple(outputs.shape)}")
+
+    def stage(self, labels, shape, dtype):
+        return _like_outputs(labels, shape, dtype, self.name)
+
+
+class BinaryAccuracy(_LikeOutputs):
     """Keras' ``BinaryAccuracy``: how often ``output > threshold`` equals the (0/1) target, averaged per sample."""
 
     name = "binary_accuracy"
@@ -258,13 +269,6 @@ class BinaryAccuracy(Metric):
         if name is not None:
             self.name = _name(name, "BinaryAccuracy")
         super().__init__()
-
-    def _check(self, outputs) -> None:
-        if len(outputs.shape) < 2:
-            raise ValueError(f"{self.name} needs outputs with a batch axis, got {tuple(outputs.shape)}")
-
-    def stage(self, labels, shape, dtype):
-        return _like_outputs(labels, shape, dtype, self.name)
 
     def hits_of(self, outputs, staged, xp):
         return _binary_hits(outputs, staged, xp, self.threshold)
@@ -303,20 +307,13 @@ class SparseTopKCategoricalAccuracy(TopK):
         super().__init__(k, name)
 
 
-class _ErrorMetric(Metric):
+class _ErrorMetric(_LikeOutputs):
     """The mean over samples of a per-sample mean of elementwise errors (Keras' ``MeanMetricWrapper``)."""
 
     def __init__(self, name: str | None = None):
         if name is not None:
             self.name = _name(name, type(self).__name__)
         super().__init__()
-
-    def _check(self, outputs) -> None:
-        if len(outputs.shape) < 2:
-            raise ValueError(f"{self.name} needs outputs with a batch axis, got {tuple(outputs.shape)}")
-
-    def stage(self, labels, shape, dtype):
-        return _like_outputs(labels, shape, dtype, self.name)
 
     def error(self, xp, d):
         raise NotImplementedError

@@ -342,22 +342,28 @@ class Epoch:
         """Back to the snapshot, then the pending batches one by one, each read with its checks: the error is
         raised at the batch holding the bad value, the updates before it applied (as on the host); a value found in
         the validation data is raised once the batches are applied again."""
+        stopped = self._replay_pending()
+        if stopped is not None:
+            return stopped
+        raise error
+
+    def _replay_pending(self) -> dict | None:
+        """Back to the snapshot, then the pending batches one by one (one read each, with its checks); the logs of
+        the stop at the first non-finite loss, or None when every batch is applied."""
         model = self.model
         self.snapshot.restore()
         for index, xb, yb in self.pending:
             value = model._train_step(xb, yb, check=True, tally=self.tally)
             if not math.isfinite(value):
                 return model._non_finite(self.cbs, self.epoch, index, value)
-        raise error
+        return None
 
     def _replay(self) -> dict:
         """Back to the snapshot, then the pending batches one by one (one read each) up to the non-finite loss."""
         model = self.model
-        self.snapshot.restore()
-        for index, xb, yb in self.pending:
-            value = model._train_step(xb, yb, check=True, tally=self.tally)
-            if not math.isfinite(value):
-                return model._non_finite(self.cbs, self.epoch, index, value)
+        stopped = self._replay_pending()
+        if stopped is not None:
+            return stopped
         found = model._nonfinite_parameter()  # the last pending update left a parameter non-finite
         if found is not None:
             return model._non_finite_parameters(self.cbs, self.epoch, found, self.pending[-1][0] + 1,
