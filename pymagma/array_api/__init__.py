@@ -10,7 +10,7 @@ the host.
 
 from __future__ import annotations
 
-from . import _creation, _dtypes, _elementwise
+from . import _creation, _dtypes, _elementwise, linalg
 from ._creation import (
     arange,
     asarray,
@@ -29,6 +29,7 @@ from ._creation import (
 )
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
 from ._info import __array_namespace_info__
+from ._products import matmul, matrix_transpose, tensordot, vecdot
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
 
 __array_api_version__ = "2024.12"
@@ -44,6 +45,7 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
+    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
 ]
 del _creation
 
