@@ -48,7 +48,7 @@ def _on_device(value, like, dtype):
     """A host result (NumPy scalar or array) as a DeviceArray of ``dtype`` on ``like``'s device."""
     from . import _creation
 
-    return _creation.asarray(np.ascontiguousarray(np.asarray(value, dtype=dtype)), device=like.device)
+    return _creation.asarray(np.array(value, dtype=dtype, order="C"), device=like.device)  # (0-d stays 0-d)
 
 
 def _host_tolerance(rtol, what: str):
