@@ -322,14 +322,20 @@ class DeviceArray:
     __hash__ = object.__hash__  # arrays stay usable as dict keys and set members (by identity), as before
 
     def __matmul__(self, other):
-        from . import blas
-
-        return blas.matmul(self, other)
+        return _matmul(self, other)
 
     def __rmatmul__(self, other):
-        from . import blas
+        return _matmul(other, self)
 
-        return blas.matmul(other, self)
+    def __imatmul__(self, other):
+        result = _matmul(self, other)
+        if result is NotImplemented:
+            return result
+        if result.shape != self.shape or result.dtype != self.dtype:
+            raise TypeError(f"in-place matmul would change the array's shape {self.shape} or dtype {self.dtype} to "
+                            f"{result.shape} {result.dtype}")
+        _write_into(self, result)
+        return self
 
     # ---------------------------------------------------------------------------------------------- interop
     @property
@@ -621,6 +627,21 @@ def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
         u8 = np.dtype(np.uint8)
         dst, src = (DeviceArray._trusted(a.shape, u8, a.ptr, a.strides, a, a.device) for a in (dst, src))
     kernels.copy(src, out=dst)
+
+
+def _matmul(a, b):
+    """``a @ b``: MAGMA's gemm for two arrays of one BLAS or half dtype (:func:`pymagma.blas.matmul`), else the
+    array API's matmul (promotion, exact integer products; its TypeError for what it does not take)."""
+    if not (_operand(a) and _operand(b)):
+        return NotImplemented
+    from . import blas
+
+    if isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and a.dtype == b.dtype and (
+            a.dtype in blas.BLAS_DTYPES or a.dtype.name in blas.HALF_NAMES):
+        return blas.matmul(a, b)
+    from .array_api import matmul
+
+    return matmul(a, b)
 
 
 def _define_operators() -> None:
