@@ -11,8 +11,8 @@ import pytest
 
 from pymagma import simulator
 
-sklearn = pytest.importorskip("sklearn")
-pytest.importorskip("scipy")
+sklearn = pytest.importorskip("sklearn", minversion="1.6")  # (it vendors array-api-compat)
+pytest.importorskip("scipy", minversion="1.14")  # scikit-learn's array-API dispatch needs SciPy's
 
 
 @pytest.fixture(scope="module", autouse=True)
