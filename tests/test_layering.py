@@ -15,7 +15,12 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED_CIRCLES = [{"magmadnn.autograd", "magmadnn.functional.operators", "magmadnn.functional._base"},
                    {"pymagma.array", "pymagma.blas", "pymagma._colmajor", "pymagma.kernels", "pymagma.array_api",
                     "pymagma.array_api._creation", "pymagma.array_api._elementwise", "pymagma.array_api._kernels",
-                    "pymagma.array_api._reductions"}]
+                    "pymagma.array_api._reductions",
+                    # the array API's linalg extension runs pymagma.linalg and the hybrid drivers
+                    "pymagma.array_api._norms", "pymagma.array_api._products", "pymagma.array_api.linalg",
+                    "pymagma.linalg", "pymagma.hybrid", "pymagma.hybrid._block_size", "pymagma.hybrid._cholesky",
+                    "pymagma.hybrid._eigh", "pymagma.hybrid._lookahead", "pymagma.hybrid._qr",
+                    "pymagma.hybrid._reflectors", "pymagma.hybrid._svd"}]
 
 
 def _modules(package: str) -> dict[str, tuple[Path, bool]]:
