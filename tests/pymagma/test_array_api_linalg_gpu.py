@@ -117,6 +117,9 @@ def test_tensordot_equals_numpy(data, dtype):
 
 
 def test_tensordot_checks_its_axes():
+    a, b = np.arange(18.0).reshape(2, 3, 3), np.arange(18.0).reshape(3, 3, 2) % 5
+    for axes in (([1, 2], [1, 0]), ([2, 1], [0, 1]), ([-1, -2], [1, 0])):  # pairs in the order given
+        close(xp().tensordot(dev(a), dev(b), axes=axes), np.tensordot(a, b, axes=axes), np.float64)
     a = dev(np.ones((2, 3)))
     with pytest.raises(ValueError, match="sizes 2 and 3"):
         xp().tensordot(a, a, axes=([0], [1]))
