@@ -3,7 +3,7 @@
 The factorizations run :mod:`pymagma.linalg` (MAGMA's LAPACK, or the hybrid drivers of :mod:`pymagma.hybrid` where
 the provider lacks a routine): ``solve``/``inv``/``det``/``slogdet`` on getrf, ``cholesky`` on potrf, ``qr`` on
 geqrf + orgqr, ``eigh``/``eigvalsh`` on syevd, ``svd``/``svdvals``/``pinv``/``matrix_rank`` on gesdd;
-``matmul``/``tensordot``/``vecdot``/``outer`` on gemm.  Stacks of matrices loop or use MAGMA's batched routines as
+``matmul``/``tensordot``/``vecdot`` on gemm.  Stacks of matrices loop or use MAGMA's batched routines as
 :mod:`pymagma.linalg` does.  The factorizations take float32 and float64 (their dtype stays); integers are a TypeError
 naming the function (cast with ``astype``).  Results that MAGMA's interface leaves on the host (the pivots' product of
 ``det``, eigenvalues, singular values, ranks) are copied to the array's device once.
@@ -154,11 +154,13 @@ def matrix_power(x, n, /):
 
 
 def outer(x1, x2, /):
-    """The outer product of two vectors, ``(M,)`` and ``(N,)`` -> ``(M, N)`` (gemm of rank 1 for floats)."""
+    """The outer product of two vectors, ``(M,)`` and ``(N,)`` -> ``(M, N)``: one broadcast elementwise multiply
+    (each element one IEEE product, as the standard defines it; no gemm)."""
     x1, x2 = promoted(x1, x2, "outer")
     if x1.ndim != 1 or x2.ndim != 1:
         raise ValueError(f"linalg.outer takes two 1-D arrays, got shapes {x1.shape} and {x2.shape}")
-    return matmul(x1._view(0, (x1.shape[0], 1), (x1.strides[0], 0)), x2._view(0, (1, x2.shape[0]), (0, x2.strides[0])))
+    column, row = x1._view(0, (x1.shape[0], 1), (x1.strides[0], 0)), x2._view(0, (1, x2.shape[0]), (0, x2.strides[0]))
+    return _elementwise.FUNCTIONS["multiply"](column, row)
 
 
 def cross(x1, x2, /, *, axis: int = -1):
