@@ -18,6 +18,7 @@ ALLOWED_CIRCLES = [{"magmadnn.autograd", "magmadnn.functional.operators", "magma
                     "pymagma.array_api._reductions",
                     # the array API's linalg extension runs pymagma.linalg and the hybrid drivers
                     "pymagma.array_api._norms", "pymagma.array_api._products", "pymagma.array_api.linalg",
+                    "pymagma.array_api._triangles",
                     "pymagma.linalg", "pymagma.hybrid", "pymagma.hybrid._block_size", "pymagma.hybrid._cholesky",
                     "pymagma.hybrid._eigh", "pymagma.hybrid._lookahead", "pymagma.hybrid._qr",
                     "pymagma.hybrid._reflectors", "pymagma.hybrid._svd"}]

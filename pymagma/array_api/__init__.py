@@ -3,9 +3,10 @@
 What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
-in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``.  A function of the standard not listed
-here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to
-the host.
+in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; ``matmul``, ``tensordot``, ``vecdot``,
+``matrix_transpose``, ``tril``, ``triu`` and the ``linalg`` extension (:mod:`pymagma.array_api.linalg`, on
+MAGMA).  A function of the standard not listed here is absent: reading it is an AttributeError naming it (so
+``hasattr`` answers honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32
 from ._info import __array_namespace_info__
 from ._products import matmul, matrix_transpose, tensordot, vecdot
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
+from ._triangles import tril, triu
 
 __array_api_version__ = "2024.12"
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -45,7 +47,7 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
-    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
+    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot", "tril", "triu",
 ]
 del _creation
 

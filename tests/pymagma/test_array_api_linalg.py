@@ -27,6 +27,7 @@ from .test_array_api_linalg_gpu import (  # noqa: F401  (collected here, without
     test_tensordot_checks_its_axes,
     test_tensordot_equals_numpy,
     test_transposes_outer_and_cross_equal_numpy,
+    test_tril_and_triu_equal_numpy,
     test_vecdot_equals_numpy,
     test_vector_norm_equals_numpy,
     xp,

@@ -194,6 +194,20 @@ def test_diagonal_and_trace_equal_numpy(data, dtype):
 
 
 @FEW
+@given(data=st.data(), dtype=st.sampled_from([np.float32, np.float64, np.bool_, np.uint8, np.int8, np.int64]))
+def test_tril_and_triu_equal_numpy(data, dtype):
+    elements = st.floats(allow_infinity=True, width=32) if np.dtype(dtype).kind == "f" else (
+        st.booleans() if dtype == np.bool_ else ints(dtype))
+    a = data.draw(hnp.arrays(dtype, hnp.array_shapes(min_dims=2, max_dims=4, min_side=0, max_side=4),
+                             elements=elements))
+    k = data.draw(st.integers(-4, 4))
+    d = dev(np.ascontiguousarray(a[..., ::-1]))[..., ::-1] if data.draw(st.booleans()) else dev(a)  # strided too
+    for got, expected in ((xp().tril(d, k=k), np.tril(a, k)), (xp().triu(d, k=k), np.triu(a, k))):
+        assert host(got).dtype == a.dtype
+        np.testing.assert_array_equal(host(got), expected)  # NaNs inside the triangle kept, outside zeroed
+
+
+@FEW
 @given(data=st.data(), dtype=st.sampled_from(FLOATS))
 def test_vector_norm_equals_numpy(data, dtype):
     a = data.draw(hnp.arrays(dtype, hnp.array_shapes(min_dims=0, max_dims=3, max_side=4),
