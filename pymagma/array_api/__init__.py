@@ -23,6 +23,7 @@ from ._creation import (
     full,
     full_like,
     linspace,
+    meshgrid,
     ones,
     ones_like,
     zeros,
@@ -47,7 +48,7 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
-    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot", "tril", "triu",
+    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot", "tril", "triu", "meshgrid",
 ]
 del _creation
 

@@ -21,6 +21,7 @@ from .test_array_api_linalg_gpu import (  # noqa: F401  (collected here, without
     test_matmul_promotes_and_refuses_what_the_standard_leaves_out,
     test_matrix_norm_equals_numpy,
     test_matrix_power_equals_numpy,
+    test_meshgrid_equals_numpy,
     test_pinv_and_matrix_rank_equal_numpy,
     test_qr_reconstructs_with_numpys_shapes,
     test_svd_and_svdvals_equal_numpy,
