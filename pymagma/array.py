@@ -629,16 +629,21 @@ def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
     kernels.copy(src, out=dst)
 
 
+#: dtypes ``@`` hands straight to MAGMA's (or cuBLAS's half) gemm when both operands have it (bfloat16 too, below);
+#: a set of dtypes, since ``dtype.name`` costs microseconds
+_GEMM_DTYPES = frozenset(np.dtype(n) for n in ("float32", "float64", "complex64", "complex128", "float16"))
+
+
 def _matmul(a, b):
     """``a @ b``: MAGMA's gemm for two arrays of one BLAS or half dtype (:func:`pymagma.blas.matmul`), else the
     array API's matmul (promotion, exact integer products; its TypeError for what it does not take)."""
+    if isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and a.dtype == b.dtype and (
+            a.dtype in _GEMM_DTYPES or dtypes.is_bfloat16(a.dtype)):
+        from . import blas
+
+        return blas.matmul(a, b)
     if not (_operand(a) and _operand(b)):
         return NotImplemented
-    from . import blas
-
-    if isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and a.dtype == b.dtype and (
-            a.dtype in blas.BLAS_DTYPES or a.dtype.name in blas.HALF_NAMES):
-        return blas.matmul(a, b)
     from .array_api import matmul
 
     return matmul(a, b)
