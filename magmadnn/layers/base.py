@@ -225,7 +225,7 @@ class Layer(Configurable):
         self._fixed: set[str] = set()  # weights created with add_weight(trainable=False)
         self._early: dict[str, tuple] = {}  # weights created before build (in __init__): re-made at each build
         self._set_policy(dtype)
-        self.dtype = self._user_dtype
+        self.dtype = self._user_dtype if self._user_dtype is not None else np.dtype(np.float32)  # until configured
         self.seed = seed
         self.xp = None
         self.built = False
