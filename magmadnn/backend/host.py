@@ -1347,9 +1347,15 @@ def _down(a, half):
 def _half_operands(op):
     @functools.wraps(op)
     def call(*args, **kwargs):
-        half = _half_of(args) or (_half_of(kwargs.values()) if kwargs else None)
-        if half is None:
-            return op(*args, **kwargs)
+        first = args[0] if args else None
+        if type(first) is np.ndarray:  # the op set's operands share a dtype: the first one tells
+            if first.dtype not in _HALF:
+                return op(*args, **kwargs)
+            half = first.dtype
+        else:
+            half = _half_of(args) or (_half_of(kwargs.values()) if kwargs else None)
+            if half is None:
+                return op(*args, **kwargs)
         return _down(op(*[_up(a) for a in args], **{k: _up(v) for k, v in kwargs.items()}), half)
 
     return call
