@@ -101,8 +101,8 @@ class Bidirectional(Layer):
         return masks if len(masks) > 1 else masks[0]
 
     def call(self, x, training=False, mask=None):
-        forward = self.forward_layer.call(x, training=training, mask=mask)
-        backward = self.backward_layer.call(x, training=training, mask=mask)
+        forward = self._run_sublayer(self.forward_layer, x, training, mask)
+        backward = self._run_sublayer(self.backward_layer, x, training, mask)
         states = []
         if self.return_state:
             (forward, *forward_states), (backward, *backward_states) = forward, backward
@@ -120,6 +120,12 @@ class Bidirectional(Layer):
         else:
             merged = F.multiply(F.add(forward, backward), 0.5)
         return [merged, *states] if states else merged
+
+    def _run_sublayer(self, layer, x, training, mask):
+        """A wrapped layer's call under its own policy, else this layer's (its casts, as any layer's)."""
+        if layer._user_policy is None:
+            layer._policy, layer._compute = self._policy, self._compute
+        return layer._run(x, training, mask=mask)
 
     def get_config(self):
         config = {"layer": _config(self.forward_layer), "merge_mode": self.merge_mode, **super().get_config()}

@@ -245,3 +245,46 @@ def test_the_policy_is_saved_with_the_model_and_onnx_gets_float32(tmp_path):
     session = ort.InferenceSession(path)
     got = session.run(None, {session.get_inputs()[0].name: x})[0]
     np.testing.assert_allclose(got, predicted, atol=2e-2)  # float32 compute against bf16 compute
+
+
+# -------------------------------------------------------------------------- other layer kinds (host, quick)
+class _KerasStyleDense(L.Layer):
+    def __init__(self, units, **kwargs):
+        super().__init__(**kwargs)
+        self.units = units
+
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1], self.units))
+
+    def call(self, x):
+        assert x.dtype == BF16 and self.w.dtype == BF16  # the weight kept as an attribute is cast too
+        return mdnn.F.matmul(x, self.w)
+
+
+def _tokens_model(middle):
+    tokens = L.Input((5,), dtype="int64")
+    h = middle(L.Embedding(10, 8, mask_zero=True)(tokens))
+    return Model(tokens, L.Dense(3)(h), seed=0)
+
+
+@pytest.mark.parametrize("kind", ["bidirectional_gru", "masked_attention", "keras_style", "batch_norm_cnn"])
+def test_other_layer_kinds_train_under_mixed_bfloat16(kind):
+    mixed_precision.set_global_policy("mixed_bfloat16")
+    rng = np.random.default_rng(0)
+    tokens = rng.integers(1, 10, (16, 5))
+    tokens[:, -1] = 0
+    x, model = {
+        "bidirectional_gru": lambda: (tokens, _tokens_model(L.Bidirectional(L.GRU(6)))),
+        "masked_attention": lambda: (tokens, _tokens_model(
+            lambda h: L.GlobalAveragePooling1D()(L.MultiHeadAttention(2, 4)([h, h])))),
+        "keras_style": lambda: (rng.standard_normal((16, 4)).astype(np.float32),
+                                Sequential([L.Input((4,)), _KerasStyleDense(3)], seed=0)),
+        "batch_norm_cnn": lambda: (rng.standard_normal((16, 2, 6, 6)).astype(np.float32), Sequential(
+            [L.Input((2, 6, 6)), L.Conv2D(4, 3), L.BatchNormalization(), L.Activation("relu"),
+             L.GlobalAveragePooling2D(), L.Dense(3)], seed=0)),
+    }[kind]()
+    model.compile(mdnn.optimizers.Adam(0.05), mdnn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    y = np.arange(16) % 3
+    losses = [model.train_on_batch(x, y) for _ in range(5)]
+    assert np.isfinite(losses).all() and losses[-1] < losses[0]
+    assert all(p.data.dtype == np.float32 for p in model.parameters())
