@@ -134,3 +134,13 @@ def get(identifier) -> DTypePolicy:
     except TypeError:
         raise TypeError(f"expected a dtype policy (a name such as 'mixed_bfloat16', a DTypePolicy or a float "
                         f"dtype), got {identifier!r}") from None
+
+
+def __getattr__(name: str):
+    """``LossScaleOptimizer``: Keras exports it here too; it lives in :mod:`magmadnn.optimizers`."""
+    if name == "LossScaleOptimizer":
+        from . import optimizers  # noqa: PLC0415  (lazy: optimizers import the layers, which import this module)
+
+        if hasattr(optimizers, name):
+            return optimizers.LossScaleOptimizer
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -298,6 +298,8 @@ class Layer(Configurable):
     #: computes in float32 under a mixed policy (its input cast up, its output cast to the compute dtype): Keras'
     #: normalisation layers
     _computes_in_float32 = False
+    #: under a mixed policy its weights are cast for its call (not for a wrapper whose wrapped layers cast their own)
+    _casts_weights = True
 
     def _call_mixed(self, x, run):
         """``run(x)`` under a mixed policy: float inputs and float32 weights cast to the compute dtype (or, for a
@@ -306,6 +308,8 @@ class Layer(Configurable):
         if self._computes_in_float32:
             return _cast_floats(run(_cast_floats(x, self.dtype)), half)
         params, swapped = self._params, {}
+        if not self._casts_weights:
+            return run(_cast_floats(x, half))
         cast = {k: (F.cast(p, half) if p.dtype == self.dtype else p) for k, p in params.items()}
         if self._keras_style:  # weights kept as attributes (``self.w = self.add_weight(...)``)
             ids = {id(p): k for k, p in params.items()}

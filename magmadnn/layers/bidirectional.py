@@ -22,6 +22,8 @@ class Bidirectional(Layer):
     then the backward layer's, named ``forward_<weight>`` and ``backward_<weight>``. Masks: masked steps are skipped
     both ways and masked outputs are zero with ``return_sequences`` (Keras)."""
 
+    _casts_weights = False  # the wrapped layers cast theirs (see _run_sublayer)
+
     supports_masking = uses_mask = True
 
     def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
