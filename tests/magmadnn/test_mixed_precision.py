@@ -120,8 +120,9 @@ def test_host_and_device_train_alike_under_each_policy(device, policy):
         model.compile(mdnn.optimizers.Adam(0.01), "sparse_categorical_crossentropy", device=where)
         losses.append([model.train_on_batch(x[i:i + 8], y[i:i + 8]) for i in range(0, 32, 8)])
         assert all(p.data.dtype == np.float32 for p in model.parameters())
-    # a few half ulps apart (the device's cuDNN/cuBLAS sum in another order before their one rounding)
-    np.testing.assert_allclose(losses[1], losses[0], rtol=2e-2)
+    # the first step's loss is equal; then the device's cuDNN/cuBLAS sums in another order before their one rounding
+    # move a few half-precision weights' updates by an ulp: under 1e-3 relative measured, bounded by one bf16 ulp
+    np.testing.assert_allclose(losses[1], losses[0], rtol=2.0**-8)
 
 
 # ------------------------------------------------------------------------------- PyTorch autocast as reference
