@@ -251,7 +251,7 @@ class Layer(Configurable):
         if dtype is not None and not isinstance(dtype, (str, mixed_precision.DTypePolicy, dict)) or \
                 isinstance(dtype, str) and dtype.startswith(("int", "uint", "bool")):
             self._user_policy, self._user_dtype = None, np.dtype(dtype)
-            if self._user_dtype.kind == "f":
+            if self._user_dtype.kind not in "iub":  # a float dtype: its policy (float16/bfloat16 refused there)
                 self._user_policy = mixed_precision.get(self._user_dtype.name)
         else:
             policy = mixed_precision.get(dtype) if dtype is not None else mixed_precision.global_policy()

@@ -54,6 +54,9 @@ def test_policy_names_and_dtypes_are_keras_3s():
         mixed_precision.set_global_policy("bfloat16")  # Keras takes a pure half policy; magmadnn says no
     with pytest.raises(ValueError, match="policy name"):
         mixed_precision.set_global_policy(3)
+    for half in (np.float16, BF16):  # a layer's weights are float32 or float64
+        with pytest.raises(ValueError, match="mixed_float16"):
+            L.Dense(2, dtype=half)
 
 
 def test_layers_take_the_global_policy_when_made_as_keras_layers_do():
