@@ -10,6 +10,7 @@ from . import (
     layers,
     losses,
     metrics,
+    mixed_precision,
     models,
     optimizers,
     schedules,
@@ -25,4 +26,5 @@ __all__ = [
     "backend", "callbacks", "data", "functional", "F", "initializers", "layers", "losses", "metrics", "models",
     "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "is_grad_enabled", "no_grad",
     "Model", "Sequential", "load_model", "distributed", "tuning",
+    "mixed_precision",
 ]

@@ -8,6 +8,10 @@ Conventions every backend follows (and adapts its library to, in one place of it
 
 - **Arrays**: C-ordered, NCHW for images; float32 by default, float64 everywhere (gradient checks use it). An array
   exposes ``shape`` (tuple), ``dtype`` (NumPy dtype), ``ndim`` and ``size``; nothing else is assumed.
+- **Half operands** (float16, bfloat16 from ``ml_dtypes``: a layer's compute dtype under a mixed policy, see
+  :mod:`magmadnn.mixed_precision`): an op computes on them in float32 and rounds each float result once to the half
+  type (the host converts around its float32 code; the device's kernels, cuBLAS GemmEx and cuDNN accumulate in
+  float32). The optimizer updates and the batch-norm statistics only ever see float32 (the master weights).
 - **Scalars and promotion**: a Python scalar operand takes the array operand's dtype; two arrays must share a dtype
   (no silent promotion); integer label arrays are int64 (``asarray`` of host integers keeps their dtype).
 - **Results**: every op returns new arrays and never aliases an input, except the in-place ops, which are named

@@ -83,6 +83,7 @@ from .normalization import (
 )
 from .operators import (
     AddFunction,
+    CastFunction,
     DivideFunction,
     MatMulFunction,
     MeanFunction,
@@ -94,6 +95,7 @@ from .operators import (
     SumFunction,
     TransposeFunction,
     add,
+    cast,
     divide,
     flatten,
     matmul,
@@ -142,3 +144,4 @@ __all__ = [
 __all__ += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # Keras' activations
 __all__ += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
             "gru_steps"]  # the sequence layers
+__all__ += ["cast"]  # mixed precision

@@ -63,6 +63,11 @@ def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
 
 #: The floating dtypes: a call whose inputs all hold the same one of them passes ``_same_dtype`` at once.
 _FLOATING = frozenset(np.dtype(c) for c in np.typecodes["Float"])
+try:  # bfloat16 (ml_dtypes): a half compute dtype of the mixed policies
+    from ml_dtypes import bfloat16 as _bfloat16
+    _FLOATING |= {np.dtype(_bfloat16)}
+except ImportError:
+    pass
 
 
 def _same_dtype(fn: str, **tensors: Tensor) -> None:
@@ -83,7 +88,7 @@ def _same_dtype(fn: str, **tensors: Tensor) -> None:
         seen = ", ".join(f"{n}={d}" for n, d in dtypes.items())
         raise TypeError(f"{fn}: all inputs must have the same floating dtype, got {seen}")
     for name, d in dtypes.items():
-        if np.dtype(d).kind != "f":
+        if np.dtype(d) not in _FLOATING:
             raise TypeError(f"{fn}: {name} must be a floating array (float32 or float64), got {d}")
 
 

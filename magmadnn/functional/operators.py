@@ -1,5 +1,5 @@
 """What Tensor's operators and methods call: elementwise arithmetic with NumPy broadcasting, matmul, sum and
-mean, reshape, flatten and transpose."""
+mean, reshape, flatten, transpose and cast (a dtype conversion)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from ..autograd import Function, Tensor
 from ._base import _as_tensor, _check_axis, _pair_of
 
 __all__ = ["add", "subtract", "multiply", "divide", "negative", "power", "matmul", "sum", "mean", "reshape",
-           "transpose", "flatten"]
+           "transpose", "flatten", "cast"]
 
 
 class AddFunction(Function):
@@ -249,3 +249,24 @@ def transpose(x, axes=None) -> Tensor:
     if axes is not None and sorted(int(a) % max(x.ndim, 1) for a in axes) != list(range(x.ndim)):
         raise ValueError(f"transpose: axes {axes} are not a permutation of the {x.ndim} axes of shape {x.shape}")
     return TransposeFunction.apply(x, axes=None if axes is None else tuple(int(a) for a in axes))
+
+
+class CastFunction(Function):
+    def forward(self, a, dtype):
+        self.dtype = a.dtype
+        return self.xp.asarray(a, dtype)
+
+    def backward(self, g):
+        return (self.xp.asarray(g, self.dtype),)
+
+
+def cast(x, dtype) -> Tensor:
+    """``x`` converted to the float ``dtype`` (rounded to nearest even); the gradient is cast back to ``x``'s dtype
+    (how a float32 weight feeds a half computation: :mod:`magmadnn.mixed_precision`). Same dtype: ``x`` itself."""
+    x = _as_tensor(x)
+    dtype = np.dtype(dtype)
+    if x.dtype == dtype:
+        return x
+    if dtype.kind != "f" and dtype.name != "bfloat16":
+        raise TypeError(f"cast: expected a float dtype, got {dtype}")
+    return CastFunction.apply(x, dtype=dtype)

@@ -17,8 +17,9 @@ from collections import Counter
 
 import numpy as np
 
-from .. import _checks, initializers
+from .. import _checks, initializers, mixed_precision
 from .. import backend as _backend
+from .. import functional as F
 from .._checks import shape_str
 from .._configurable import Configurable
 from ..autograd import Parameter, Tensor, no_grad, note_trainable_change
@@ -223,8 +224,8 @@ class Layer(Configurable):
         self._trainable = bool(trainable)
         self._fixed: set[str] = set()  # weights created with add_weight(trainable=False)
         self._early: dict[str, tuple] = {}  # weights created before build (in __init__): re-made at each build
-        self._user_dtype = None if dtype is None else np.dtype(dtype)
-        self.dtype = self._user_dtype
+        self._set_policy(dtype)
+        self.dtype = self._user_dtype if self._user_dtype is not None else np.dtype(np.float32)  # until configured
         self.seed = seed
         self.xp = None
         self.built = False
@@ -242,12 +243,101 @@ class Layer(Configurable):
             return params[name]
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
+    # -- dtype policy (Keras 3): weights in the variable dtype, computation in the compute dtype
+    def _set_policy(self, dtype) -> None:
+        """The layer's own policy from its ``dtype`` argument: a policy name or DTypePolicy; None takes the global
+        policy now (Keras) when one was set, else the owning model's; an integer dtype (an Input of token ids)
+        stays a plain dtype."""
+        if dtype is not None and not isinstance(dtype, (str, mixed_precision.DTypePolicy, dict)) or \
+                isinstance(dtype, str) and dtype.startswith(("int", "uint", "bool")):
+            self._user_policy, self._user_dtype = None, np.dtype(dtype)
+            if self._user_dtype.kind not in "iub":  # a float dtype: its policy (float16/bfloat16 refused there)
+                self._user_policy = mixed_precision.get(self._user_dtype.name)
+        else:
+            policy = mixed_precision.get(dtype) if dtype is not None else mixed_precision.global_policy()
+            if dtype is None and policy.name == "float32":
+                policy = None  # the default: the owning model's policy
+            self._user_policy = policy
+            self._user_dtype = None if policy is None else mixed_precision.numpy_dtype(policy.variable_dtype)
+        self._policy = self._user_policy
+        self._compute = _compute_of(self._policy)
+
+    @property
+    def dtype_policy(self) -> mixed_precision.DTypePolicy:
+        """The layer's DTypePolicy: its own, else its model's (Keras' ``layer.dtype_policy``)."""
+        if self._policy is not None:
+            return self._policy
+        dtype = self.dtype if self.dtype is not None else np.dtype(np.float32)
+        return mixed_precision.DTypePolicy(dtype.name) if dtype.kind == "f" else mixed_precision.global_policy()
+
+    @dtype_policy.setter
+    def dtype_policy(self, value) -> None:
+        policy = mixed_precision.get(value)
+        if self.built and self.dtype is not None and policy.variable_dtype != self.dtype.name:
+            raise ValueError(f"layer {self.name!r}: its weights are {self.dtype.name}; a policy with variable dtype "
+                             f"{policy.variable_dtype} needs a layer built anew")
+        self._user_policy = self._policy = policy
+        self._user_dtype = mixed_precision.numpy_dtype(policy.variable_dtype)
+        self._compute = _compute_of(policy)
+
+    @property
+    def compute_dtype(self) -> str:
+        """The dtype the layer computes in (str), Keras' ``layer.compute_dtype``."""
+        if self._user_dtype is not None and self._user_dtype.kind in "iub":
+            return self._user_dtype.name
+        return self.dtype_policy.compute_dtype
+
+    @property
+    def variable_dtype(self) -> str:
+        """The dtype of the layer's weights (str), Keras' ``layer.variable_dtype``; ``layer.dtype`` is it as a
+        NumPy dtype."""
+        if self._user_dtype is not None and self._user_dtype.kind in "iub":
+            return self._user_dtype.name
+        return self.dtype_policy.variable_dtype
+
+    #: computes in float32 under a mixed policy (its input cast up, its output cast to the compute dtype): Keras'
+    #: normalisation layers
+    _computes_in_float32 = False
+    #: under a mixed policy its weights are cast for its call (not for a wrapper whose wrapped layers cast their own)
+    _casts_weights = True
+
+    def _call_mixed(self, x, run):
+        """``run(x)`` under a mixed policy: float inputs and float32 weights cast to the compute dtype (or, for a
+        layer that computes in float32, the input up and the output down); the casts are autograd nodes."""
+        half = self._compute
+        if self._computes_in_float32:
+            return _cast_floats(run(_cast_floats(x, self.dtype)), half)
+        params, swapped = self._params, {}
+        if not self._casts_weights:
+            return run(_cast_floats(x, half))
+        cast = {k: (F.cast(p, half) if p.dtype == self.dtype else p) for k, p in params.items()}
+        if self._keras_style:  # weights kept as attributes (``self.w = self.add_weight(...)``)
+            ids = {id(p): k for k, p in params.items()}
+            swapped = {a: v for a, v in self.__dict__.items() if id(v) in ids}
+        self._params = cast
+        for attribute, param in swapped.items():
+            self.__dict__[attribute] = cast[ids[id(param)]]
+        try:
+            return run(_cast_floats(x, half))
+        finally:
+            self._params = params
+            self.__dict__.update(swapped)
+
     # -- configuration by the owning model
     def configure(self, backend=None, dtype=None, seed: int | None = None, force: bool = False) -> None:
-        """Set backend, dtype and seed (a dtype or seed given to the layer itself wins). A built layer whose settings
-        change (or with ``force``) is rebuilt: its weights are re-created from the seed."""
+        """Set backend, dtype (a dtype or a DTypePolicy) and seed (a dtype or seed given to the layer itself wins).
+        A built layer whose settings change (or with ``force``) is rebuilt: its weights are re-created from the
+        seed."""
         xp = _backend.get(backend)
-        dtype = self._user_dtype if self._user_dtype is not None else np.dtype(dtype or np.float32)
+        model_policy = mixed_precision.get(dtype) if dtype is not None else None
+        if self._user_policy is None and self._user_dtype is None:
+            self._policy = model_policy
+            self._compute = _compute_of(model_policy)
+        if self._user_dtype is not None:
+            dtype = self._user_dtype
+        else:
+            dtype = np.dtype(np.float32) if model_policy is None else \
+                mixed_precision.numpy_dtype(model_policy.variable_dtype)
         seed = self.seed if self.seed is not None else seed
         if self.built and not force and (xp, dtype, seed) == (self.xp, self.dtype, getattr(self, "_build_seed", None)):
             return
@@ -339,8 +429,16 @@ class Layer(Configurable):
             raise ValueError(f"{type(self).__name__} layer {self.name!r}: output shape {out} has no batch axis")
         self.output_shape = tuple(int(s) for s in out[1:])
 
-    def _run(self, x, training: bool):
-        """``call``, with ``training`` only when the layer's ``call`` takes it."""
+    def _run(self, x, training: bool, **mask):
+        """``call``, with ``training`` only when the layer's ``call`` takes it (and ``mask=`` when given); under a
+        mixed policy through :meth:`_call_mixed`."""
+        if self._compute is not None:
+            return self._call_mixed(x, lambda x: self._call(x, training, mask))
+        return self._call(x, training, mask)
+
+    def _call(self, x, training, mask):
+        if mask:
+            return self.call(x, training=training, **mask)
         return self.call(x, training=training) if self._call_takes_training else self.call(x)
 
     def check_input_shape(self, input_shape) -> None:
@@ -457,7 +555,7 @@ class Layer(Configurable):
         elif not self.supports_masking:
             raise self._mask_error(self._source)
         if self.uses_mask:
-            out = self.call(inputs, training=training, mask=mask)
+            out = self._run(inputs, training, mask=mask)
         else:
             out = self._run(inputs, training)
         out_mask = self.compute_mask(inputs, mask)
@@ -593,7 +691,7 @@ class Layer(Configurable):
     def get_config(self) -> dict:
         config = {"name": self.name, "trainable": self._trainable}
         if self._user_dtype is not None:
-            config["dtype"] = self._user_dtype.name
+            config["dtype"] = self._user_policy.name if self._user_policy is not None else self._user_dtype.name
         if self.seed is not None:
             config["seed"] = self.seed
         return config
@@ -612,6 +710,30 @@ class Layer(Configurable):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(name={self.name!r})"
+
+
+def _compute_of(policy):
+    """The NumPy compute dtype of a mixed policy, None for a plain one (or none)."""
+    if policy is None or not policy.is_mixed:
+        return None
+    return mixed_precision.numpy_dtype(policy.compute_dtype)
+
+
+def _is_float(dtype) -> bool:
+    return dtype.kind == "f" or dtype.name == "bfloat16"
+
+
+def _cast_floats(x, dtype):
+    """A Tensor (or a list of them) cast to ``dtype`` where it is a float of another dtype; a mask rides along."""
+    if isinstance(x, (list, tuple)):
+        return type(x)(_cast_floats(t, dtype) for t in x)
+    if not isinstance(x, Tensor) or x.dtype == dtype or not _is_float(x.dtype):
+        return x
+    y = F.cast(x, dtype)
+    mask = getattr(x, "_mask", None)
+    if mask is not None:
+        y._mask = mask
+    return y
 
 
 def _normalise_shapes(shape):

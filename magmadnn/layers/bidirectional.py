@@ -22,6 +22,8 @@ class Bidirectional(Layer):
     then the backward layer's, named ``forward_<weight>`` and ``backward_<weight>``. Masks: masked steps are skipped
     both ways and masked outputs are zero with ``return_sequences`` (Keras)."""
 
+    _casts_weights = False  # the wrapped layers cast theirs (see _run_sublayer)
+
     supports_masking = uses_mask = True
 
     def __init__(self, layer, merge_mode="concat", backward_layer=None, **kwargs):
@@ -101,8 +103,8 @@ class Bidirectional(Layer):
         return masks if len(masks) > 1 else masks[0]
 
     def call(self, x, training=False, mask=None):
-        forward = self.forward_layer.call(x, training=training, mask=mask)
-        backward = self.backward_layer.call(x, training=training, mask=mask)
+        forward = self._run_sublayer(self.forward_layer, x, training, mask)
+        backward = self._run_sublayer(self.backward_layer, x, training, mask)
         states = []
         if self.return_state:
             (forward, *forward_states), (backward, *backward_states) = forward, backward
@@ -120,6 +122,12 @@ class Bidirectional(Layer):
         else:
             merged = F.multiply(F.add(forward, backward), 0.5)
         return [merged, *states] if states else merged
+
+    def _run_sublayer(self, layer, x, training, mask):
+        """A wrapped layer's call under its own policy, else this layer's (its casts, as any layer's)."""
+        if layer._user_policy is None:
+            layer._policy, layer._compute = self._policy, self._compute
+        return layer._run(x, training, mask=mask)
 
     def get_config(self):
         config = {"layer": _config(self.forward_layer), "merge_mode": self.merge_mode, **super().get_config()}

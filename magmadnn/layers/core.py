@@ -159,6 +159,8 @@ class BatchNorm(Layer):
     (set by ``fit(distributed=Options(sync_batchnorm=True))``).
     """
 
+    _computes_in_float32 = True  # statistics in float32 under a mixed policy (Keras)
+
     #: The running variance takes the unbiased batch variance (PyTorch); Keras' BatchNormalization the biased one.
     unbiased_running_var = True
 

@@ -53,6 +53,8 @@ class BatchNormalization(BatchNorm):
 class _LastAxisNorm(Layer):
     """A normalisation over one axis of each sample (``axis`` counts the batch axis, as in Keras; -1 the last)."""
 
+    _computes_in_float32 = True  # statistics in float32 under a mixed policy (Keras)
+
     def __init__(self, axis: int = -1, eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)
         owner = f"{type(self).__name__} {self.name!r}"
@@ -126,6 +128,8 @@ class GroupNorm(Layer):
     """Group normalisation of (C, H, W) (or (C, ...), or (C,) as PyTorch) samples: the C channels in ``groups``
     consecutive groups, each normalised over its channels and positions, then ``* gamma + beta`` per channel
     (weights of shape (C,))."""
+
+    _computes_in_float32 = True  # statistics in float32 under a mixed policy (Keras)
 
     def __init__(self, groups: int, eps: float = 1e-5, **kwargs):
         super().__init__(**kwargs)

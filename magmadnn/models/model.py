@@ -16,6 +16,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _backend
+from .. import functional as F
+from .. import mixed_precision
 from .._graph import postorder
 from ..autograd import Tensor
 from ..layers.base import Input, Layer, SymbolicTensor, _auto_name, _fresh_seed, as_symbolic, derive_seed
@@ -45,7 +47,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
     #: seconds between progress updates in ``fit`` (each is one host read of the running loss and metrics)
     progress_interval = 0.1
 
-    def __init__(self, inputs, outputs, name: str | None = None, seed: int | None = None, dtype="float32",
+    def __init__(self, inputs, outputs, name: str | None = None, seed: int | None = None, dtype=None,
                  device=None, backend=None):
         self._init_common(name, seed, dtype, device, backend)
         self._set_graph(inputs, outputs)
@@ -53,9 +55,17 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
     def _init_common(self, name, seed, dtype, device, backend):
         self.name = name or _auto_name(type(self))
         self.seed = _fresh_seed() if seed is None else int(seed)
-        self.dtype = np.dtype(dtype)
-        if self.dtype not in (np.float32, np.float64):
-            raise TypeError(f"model {self.name!r}: dtype must be float32 or float64, got {self.dtype}")
+        if isinstance(dtype, (str, mixed_precision.DTypePolicy)) and (
+                isinstance(dtype, mixed_precision.DTypePolicy) or dtype.startswith("mixed_")):
+            self.dtype_policy = mixed_precision.get(dtype)
+        else:  # None: the global policy now (Keras); a plain dtype: float32 or float64
+            self.dtype_policy = mixed_precision.global_policy() if dtype is None else None
+            self.dtype = np.dtype(self.dtype_policy.variable_dtype if dtype is None else dtype)
+            if self.dtype not in (np.float32, np.float64):
+                raise TypeError(f"model {self.name!r}: dtype must be float32 or float64 (or a mixed policy "
+                                f"'mixed_bfloat16' / 'mixed_float16'), got {self.dtype}")
+            self.dtype_policy = self.dtype_policy or mixed_precision.DTypePolicy(self.dtype.name)
+        self.dtype = np.dtype(self.dtype_policy.variable_dtype)
         if device is not None and backend is not None and _backend.get(device) is not _backend.get(backend):
             raise ValueError(f"model {self.name!r}: device={device!r} and backend={backend!r} disagree; "
                              "pass device= only (backend= is its old name)")
@@ -108,7 +118,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         """Give every layer the model's backend, dtype and a seed derived from the model seed (weights are re-created
         where these change, or everywhere with ``force``)."""
         for index, layer in enumerate(self._all_layers):
-            layer.configure(self.xp, self.dtype, derive_seed(self.seed, index), force=force)
+            layer.configure(self.xp, self.dtype_policy, derive_seed(self.seed, index), force=force)
 
     @property
     def layers(self) -> list[Layer]:
@@ -174,7 +184,10 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             if id(node.call) not in values:  # several outputs: the layer runs once for all of them
                 values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
             values[id(node)] = values[id(node.call)][node.index]
-        return values[id(self.output)]
+        out = values[id(self.output)]
+        if out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
+            out = F.cast(out, self.dtype)  # a mixed policy: losses, metrics and predictions read float32
+        return out
 
     def __call__(self, x, training: bool = False):
         """Run the model eagerly on NumPy arrays or Tensors (one per input); returns a Tensor."""
@@ -207,7 +220,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         index = {id(node): i for i, node in enumerate(self.nodes)}
         layer_index = {id(layer): i for i, layer in enumerate(self._all_layers)}
         return {
-            "class_name": "Model", "name": self.name, "seed": self.seed, "dtype": self.dtype.name,
+            "class_name": "Model", "name": self.name, "seed": self.seed, "dtype": self.dtype_policy.name,
             "trainable": self._trainable,
             "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
                        for layer in self._all_layers],
@@ -254,7 +267,7 @@ class Sequential(Model):
 
     is_sequential = True
 
-    def __init__(self, layers=None, name: str | None = None, seed: int | None = None, dtype="float32",
+    def __init__(self, layers=None, name: str | None = None, seed: int | None = None, dtype=None,
                  device=None, backend=None):
         self._init_common(name, seed, dtype, device, backend)
         self._stack: list[Layer] = []
@@ -315,7 +328,7 @@ class Sequential(Model):
             self._build_chain()
 
     def get_config(self) -> dict:
-        return {"class_name": "Sequential", "name": self.name, "seed": self.seed, "dtype": self.dtype.name,
+        return {"class_name": "Sequential", "name": self.name, "seed": self.seed, "dtype": self.dtype_policy.name,
                 "trainable": self._trainable,
                 "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
                            for layer in (self._all_layers if self.built else self._stack)]}

@@ -23,6 +23,7 @@ PUBLIC = [
 PUBLIC += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # added later
 PUBLIC += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
            "gru_steps"]  # the sequence layers (1-D convolution and pooling, return_state, masks, Bidirectional)
+PUBLIC += ["cast"]  # mixed precision: a float32 weight feeding a half computation
 
 
 def _modules():
