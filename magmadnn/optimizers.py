@@ -21,6 +21,9 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
 * Adam, AdamW: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) +
   eps)`` (Keras' epsilon placement).
 
+``LossScaleOptimizer(inner)`` (Keras 3's dynamic loss scaling, decided on the backend) lives in
+:mod:`magmadnn.loss_scaling`.
+
 Every optimizer takes Keras' ``clipnorm=c`` (each gradient scaled by ``c / max(||g||, c)``) or ``global_clipnorm=c``
 (all scaled by ``c / max(||all||, c)``), applied before the update on the backend, without a host read.
 """
@@ -34,7 +37,8 @@ from . import schedules
 from ._configurable import Configurable
 from ._registry import resolve
 
-__all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "get"]
+__all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "LossScaleOptimizer",
+           "get"]
 
 
 def _check(name: str, value, low=0.0, high=None, open_low=False):
@@ -146,6 +150,10 @@ class Optimizer(Configurable):
         """What the update kernels read from device memory in a replayed step (after :meth:`_advance`):
         ``(lr,)``; Adam adds its bias corrections."""
         return (lr,)
+
+    def scale_loss(self, loss):
+        """What the training step back-propagates: the loss itself (Keras' name; ``LossScaleOptimizer`` scales it)."""
+        return loss
 
     def zero_grad(self, params) -> None:
         for param in params:
@@ -393,6 +401,11 @@ _BY_CLASS = {cls.__name__: cls for cls in (SGD, AdaGrad, Adagrad, RMSProp, RMSpr
 
 def get(identifier) -> Optimizer:
     """An Optimizer from a name ("sgd", "adam", ...), an instance, or a ``{"class_name", "config"}`` dict."""
+    if isinstance(identifier, dict) and identifier.get("class_name") == "LossScaleOptimizer":
+        return LossScaleOptimizer.from_config(identifier.get("config", {}))
     if isinstance(identifier, dict) and identifier.get("class_name") in ("AdaGrad", "RMSProp"):
         return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
     return resolve(identifier, Optimizer, _BY_NAME, "optimizer")
+
+
+from .loss_scaling import LossScaleOptimizer  # noqa: E402 - it derives from Optimizer above

@@ -170,7 +170,7 @@ class _Step:
                 else:
                     outputs = model._forward(xs, training=True)
                     loss = model.loss.checked(outputs, rest[0])
-                    loss.backward()
+                    opt.scale_loss(loss).backward()
                     params = model.parameters()
                     opt.step(params)
                     for param in params:
@@ -354,9 +354,9 @@ class GraphedSteps:
             return f"the {getattr(model.xp, 'name', 'host')} backend has no CUDA graphs"
         if model._parallel is not None:
             return "distributed training (its MPI calls cannot be captured)"
-        if not isinstance(model.optimizer, (_optimizers.SGD, _optimizers.AdaGrad, _optimizers.RMSProp,
-                                            _optimizers.Adam)):
-            return f"the optimizer {type(model.optimizer).__name__} does not read its step values on the device"
+        inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # LossScaleOptimizer: its inner's
+        if not isinstance(inner, (_optimizers.SGD, _optimizers.AdaGrad, _optimizers.RMSProp, _optimizers.Adam)):
+            return f"the optimizer {type(inner).__name__} does not read its step values on the device"
         return None
 
     def say(self, reason: str) -> None:

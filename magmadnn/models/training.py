@@ -106,8 +106,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
                 _restore(stateful, saved)
                 return value
         on_leaf_ready = None if hook is None else hook.backward_hook(loss)
-        if loss is not None:
-            loss.backward(on_leaf_ready=on_leaf_ready)
+        if loss is not None:  # scaled by a LossScaleOptimizer; the tally below adds the loss itself
+            model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
     params = model.parameters()
     if hook is not None:
         value = hook.reduce(params)
