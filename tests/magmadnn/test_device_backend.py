@@ -263,7 +263,8 @@ def _loss_scaling(xp, g, bad, p, saved, scale, counter):
 
 
 CASES["loss_scaling"] = _loss_scaling
-EXACT = {"dropout_and_random", "loss_scaling"}  # the same Philox stream on both: bit for bit (normal up to libm's last bits)
+# the same Philox stream on both: bit for bit (normal up to libm's last bits); loss scaling: exact by its rule
+EXACT = {"dropout_and_random", "loss_scaling"}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

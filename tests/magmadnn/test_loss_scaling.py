@@ -192,8 +192,8 @@ def test_no_extra_host_read_per_step(gpu, graph, monkeypatch):
 def test_config_round_trip_and_delegation():
     opt = O.LossScaleOptimizer(O.Adam(0.003, beta_1=0.8), initial_scale=1024, dynamic_growth_steps=7, name="ls")
     config = opt.get_config()
-    assert config == {"name": "ls", "inner_optimizer": {"class_name": "Adam", "config": opt.inner_optimizer.get_config()},
-                      "initial_scale": 1024.0, "dynamic_growth_steps": 7}
+    inner = {"class_name": "Adam", "config": opt.inner_optimizer.get_config()}
+    assert config == {"name": "ls", "inner_optimizer": inner, "initial_scale": 1024.0, "dynamic_growth_steps": 7}
     back = O.get(opt.to_config())
     assert isinstance(back, O.LossScaleOptimizer) and back.get_config() == config
     assert isinstance(back.inner_optimizer, O.Adam) and back.inner_optimizer.beta1 == 0.8
