@@ -58,6 +58,7 @@ class Optimizer(Configurable):
     Every hyperparameter but the learning rate is a constant of a captured step: setting one recaptures it."""
 
     slots: tuple[str, ...] = ()
+    skips_nonfinite = False  # True: the step itself skips non-finite gradients; fit's non-finite checks stand back
     # what changes as it runs, or is read from device memory by a replayed step (the learning rate)
     _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values"})
 
@@ -424,6 +425,7 @@ class LossScaleOptimizer(Optimizer):
     steps in a row; ``dynamic_scale`` reads it (one host read). ``learning_rate``, ``lr`` and ``iterations`` are
     the inner optimizer's."""
 
+    skips_nonfinite = True
     _volatile = Optimizer._volatile | {"_pending"}
     _pending = None  # a loaded (scale, counter), placed on the backend by the next step
 

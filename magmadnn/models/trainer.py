@@ -121,7 +121,7 @@ class Trainer:
         y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
         tally = Tally(self.xp, self._tally_names(False), self.dtype) if self.metrics else None
         value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
-        if not math.isfinite(value):
+        if not (math.isfinite(value) or self.optimizer.skips_nonfinite):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
         results = {"loss": value} if tally is None else self._results(tally.read(), tally.counts)
         return keras_results(results, return_dict)

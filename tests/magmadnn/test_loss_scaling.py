@@ -243,3 +243,20 @@ def test_bad_arguments_are_typed_errors(kwargs, error, match):
 def test_a_loss_scale_optimizer_is_not_wrapped_twice():
     with pytest.raises(TypeError, match="not a LossScaleOptimizer"):
         O.LossScaleOptimizer(O.LossScaleOptimizer(O.SGD()))
+
+
+def test_a_non_finite_loss_under_scaling_is_skipped_not_an_error(device):
+    """As in Keras: a batch whose loss is NaN is a skipped step (scale halved, weights kept), and fit goes on,
+    reporting the NaN in that epoch's running loss; the next epoch is finite again."""
+    x, y = _data(bad_batches=())
+    x_bad = x.copy()
+    x_bad[9] = np.float32(3e38) * np.sign(x_bad[9])  # overflows the forward pass: the loss itself is inf or NaN
+    model = _model(device, O.LossScaleOptimizer(O.SGD(0.05), dynamic_growth_steps=100))
+    with np.errstate(all="ignore"):
+        first = model.fit(x_bad, y, batch_size=8, epochs=1, verbose=0, shuffle=False).history["loss"]
+        assert np.isnan(first[0]) and model.optimizer.dynamic_scale == 2.0**14
+        assert np.isnan(model.train_on_batch(x_bad[8:16], y[8:16]))
+        assert model.optimizer.dynamic_scale == 2.0**13
+        second = model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False).history["loss"]
+    assert np.isfinite(second[0])
+    assert all(np.isfinite(w).all() for w in model.get_weights())
