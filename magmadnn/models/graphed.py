@@ -10,6 +10,9 @@ graph reads, written before each launch by a single asynchronous copy from page-
   bias corrections), computed on the host exactly as an eager step computes them;
 * the Philox offset of each dropout draw (the layer's stream advances on the host as in an eager step).
 
+A ``LossScaleOptimizer``'s scale, its growth counter and the skip are device arrays and ops of the step (its
+``slot_arrays``), so a replayed step decides them as an eager one does.
+
 Arrays a step rebinds instead of updating in place (the running tally sums) are copied back into the arrays the
 graph read at its end, so the next replay reads the new values; an array rebound outside the graph (a rollback
 snapshot, ``set_weights``) is copied into the graph's array before the next launch. Everything else the step read on
