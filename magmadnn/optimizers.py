@@ -559,9 +559,10 @@ class LossScaleOptimizer(Optimizer):
         state = self.inner_optimizer.state_dict()
         scaling = state["slots"].pop(_KEY, None)
         if scaling is not None:
-            state["loss_scale"] = {key: _host_value(a) for key, a in scaling.items()}
+            state["loss_scale"] = {"scale": _host_value(scaling["scale"]),
+                                   "counter": int(_host_value(scaling["counter"]))}
         elif self._pending is not None:
-            state["loss_scale"] = dict(zip(("scale", "counter"), self._pending))
+            state["loss_scale"] = {"scale": self._pending[0], "counter": int(self._pending[1])}
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -570,14 +571,7 @@ class LossScaleOptimizer(Optimizer):
         state = dict(state)
         scaling = state.pop("loss_scale", None)
         if scaling is not None:
-            if not isinstance(scaling, dict):
-                raise ValueError(f"LossScaleOptimizer.load_state_dict: loss_scale must be a dict, got {scaling!r}")
-            for key in ("scale", "counter"):
-                value = scaling.get(key)
-                if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) \
-                        or value < 0:
-                    raise ValueError(f"LossScaleOptimizer.load_state_dict: loss_scale {key} must be a finite number "
-                                     f">= 0, got {value!r}")
+            check_loss_scale_state(scaling, "LossScaleOptimizer.load_state_dict")
         self.inner_optimizer.load_state_dict(state)
         if scaling is not None:
             self._pending = (float(scaling["scale"]), float(scaling["counter"]))
@@ -585,6 +579,16 @@ class LossScaleOptimizer(Optimizer):
     def __repr__(self):
         return (f"LossScaleOptimizer({self.inner_optimizer!r}, initial_scale={self.initial_scale!r}, "
                 f"dynamic_growth_steps={self.dynamic_growth_steps!r})")
+
+
+def check_loss_scale_state(scaling, who: str) -> None:
+    """A saved ``{"scale", "counter"}``: finite numbers >= 0 (else ValueError naming ``who``)."""
+    if not isinstance(scaling, dict):
+        raise ValueError(f"{who}: loss_scale must be a dict with scale and counter, got {scaling!r}")
+    for key in ("scale", "counter"):
+        value = scaling.get(key)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
+            raise ValueError(f"{who}: loss_scale {key} must be a finite number >= 0, got {value!r}")
 
 
 def _host_value(array) -> float:

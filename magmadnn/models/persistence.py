@@ -246,7 +246,11 @@ def _plan_optimizer(model, meta, tensors, path):
     config = stored["config"]
     config = config["inner_optimizer"]["config"] if isinstance(config.get("inner_optimizer"), dict) else config
     state = {"iterations": iterations, "lr": config["lr"], "slots": slots}
-    if "loss_scale" in stored:  # a LossScaleOptimizer's scale and counter (checked by its load_state_dict)
+    if "loss_scale" in stored:  # a LossScaleOptimizer's scale and counter
+        try:
+            _optimizers.check_loss_scale_state(stored["loss_scale"], f"checkpoint {str(path)!r}")
+        except ValueError as error:
+            raise ModelFileError(str(error)) from None
         state["loss_scale"] = stored["loss_scale"]
     return optimizer, loss, metrics, state
 

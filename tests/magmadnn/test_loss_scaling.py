@@ -213,14 +213,28 @@ def test_the_scale_is_saved_and_loaded_with_the_checkpoint(tmp_path):
     assert model.optimizer.dynamic_scale == 2.0**14
     path = model.save_checkpoint(tmp_path / "ls.safetensors")
     loaded = mdnn.models.load(path)
-    assert isinstance(loaded.optimizer, O.LossScaleOptimizer)
-    assert loaded.optimizer.dynamic_scale == 2.0**14 and loaded.optimizer.dynamic_growth_steps == 3
+    saved_model = mdnn.models.load(model.save(tmp_path / "model.safetensors"))  # Keras' model.save keeps it too
+    for m in (loaded, saved_model):
+        assert isinstance(m.optimizer, O.LossScaleOptimizer)
+        assert m.optimizer.dynamic_scale == 2.0**14 and m.optimizer.dynamic_growth_steps == 3
     clean = _data(bad_batches=())[0][:8]
     for m in (model, loaded):
         m.train_on_batch(clean, y[:8])  # the third finite step in a row: both grow to 2**15
     assert loaded.optimizer.dynamic_scale == model.optimizer.dynamic_scale == 2.0**15
     for a, b in zip(model.get_weights(), loaded.get_weights()):
         np.testing.assert_array_equal(a, b)
+
+
+def test_a_damaged_saved_scale_is_a_model_file_error(tmp_path):
+    from magmadnn.saving import ModelFileError, read_file, write_file
+
+    model = _model("host", O.LossScaleOptimizer(O.SGD(0.05)))
+    model.train_on_batch(*[a[:8] for a in _data(bad_batches=())])
+    tensors, meta = read_file(model.save_checkpoint(tmp_path / "ok.safetensors"))
+    assert meta["optimizer"]["loss_scale"] == {"scale": 2.0**15, "counter": 1}
+    meta["optimizer"]["loss_scale"]["scale"] = -1.0
+    with pytest.raises(ModelFileError, match="loss_scale scale must be a finite number >= 0"):
+        mdnn.models.load(write_file(tmp_path / "bad.safetensors", tensors, meta))
 
 
 @pytest.mark.parametrize("kwargs, error, match", [
