@@ -482,14 +482,13 @@ class LossScaleOptimizer(Optimizer):
         return self.inner_optimizer.step_values(lr)
 
     # -- the scale
-    def _scale_state(self, xp, like) -> dict:
-        """``{"scale", "counter"}`` (0-d arrays in ``like``'s dtype), made on first use."""
+    def _scale_state(self, xp) -> dict:
+        """``{"scale", "counter"}``: 0-d float32 arrays (Keras' dtype) on ``xp``, made on first use."""
         state = self.slot_arrays.get(_KEY)
         if state is None or self._pending is not None:
             scale, counter = (self.initial_scale, 0.0) if self._pending is None else self._pending
-            dtype = np.dtype(like.dtype)
-            state = self.slot_arrays[_KEY] = {"scale": xp.asarray(np.array(scale, dtype)),
-                                              "counter": xp.asarray(np.array(counter, dtype))}
+            state = self.slot_arrays[_KEY] = {"scale": xp.asarray(np.array(scale, np.float32)),
+                                              "counter": xp.asarray(np.array(counter, np.float32))}
             self._pending = None
         return state
 
@@ -505,10 +504,7 @@ class LossScaleOptimizer(Optimizer):
         """``loss * dynamic_scale`` (a Tensor, differentiable; the training step back-propagates it)."""
         if not isinstance(loss, Tensor):
             raise TypeError(f"LossScaleOptimizer.scale_loss: expected a magmadnn Tensor, got {type(loss).__name__}")
-        scale = self._scale_state(loss.xp, loss.data)["scale"]
-        if np.dtype(scale.dtype) != np.dtype(loss.dtype):
-            raise TypeError(f"LossScaleOptimizer.scale_loss: the loss is {loss.dtype} but the scale is kept in "
-                            f"{scale.dtype} (the dtype of the first loss or gradients it saw)")
+        scale = _as_dtype(loss.xp, self._scale_state(loss.xp)["scale"], loss.dtype)
         return loss * Tensor._of(scale, loss.xp)
 
     # -- the step
@@ -521,9 +517,10 @@ class LossScaleOptimizer(Optimizer):
         if not live:
             return inner.step(params)
         xp = live[0][1].xp
-        state = self._scale_state(xp, live[0][1].grad)
-        scale, grads = state["scale"], [p.grad for _, p in live]
-        finite = xp.finite_flag(grads)
+        state = self._scale_state(xp)
+        grads = [p.grad for _, p in live]
+        finite = xp.finite_flag(grads)  # in the gradients' dtype (one for all)
+        scale = _as_dtype(xp, state["scale"], finite.dtype)
         saved = []
         for (index, param), grad in zip(live, grads):
             param.grad = xp.divide(grad, scale)
@@ -537,8 +534,9 @@ class LossScaleOptimizer(Optimizer):
         finally:
             inner._device_values = None
         for array, copy in saved:
-            xp.revert_update(array, copy, finite)
-        xp.loss_scale_update(scale, state["counter"], finite, self.dynamic_growth_steps)
+            xp.revert_update(array, copy, _as_dtype(xp, finite, array.dtype))
+        xp.loss_scale_update(state["scale"], state["counter"], _as_dtype(xp, finite, np.float32),
+                             self.dynamic_growth_steps)
 
     def zero_grad(self, params) -> None:
         self.inner_optimizer.zero_grad(params)
@@ -589,6 +587,11 @@ def check_loss_scale_state(scaling, who: str) -> None:
         value = scaling.get(key)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
             raise ValueError(f"{who}: loss_scale {key} must be a finite number >= 0, got {value!r}")
+
+
+def _as_dtype(xp, array, dtype):
+    """``array`` itself when it has ``dtype``, else a cast (on the backend)."""
+    return array if np.dtype(array.dtype) == np.dtype(dtype) else xp.asarray(array, dtype)
 
 
 def _host_value(array) -> float:

@@ -274,3 +274,19 @@ def test_a_non_finite_loss_under_scaling_is_skipped_not_an_error(device):
         second = model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False).history["loss"]
     assert np.isfinite(second[0])
     assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_float64_weights_with_the_float32_scale(device):
+    """The scale is float32 (Keras' dtype) and cast to the gradients' dtype: float64 weights step by g / scale."""
+    xp = mdnn.backend.get("host" if device == "host" else "gpu")
+    w0 = np.array([0.5, -1.25, 2.0])
+    param = Parameter(xp.asarray(w0.copy()), backend=xp)
+    opt = O.LossScaleOptimizer(O.SGD(0.5), initial_scale=4.0, dynamic_growth_steps=1)
+    assert float(opt.scale_loss(mdnn.Tensor(np.float64(3.0), backend=xp)).numpy()) == 12.0
+    with np.errstate(invalid="ignore"):
+        for g, scale in (([8.0, np.inf, 4.0], 2.0), ([2.0, 4.0, -6.0], 4.0)):
+            param.grad = xp.asarray(np.array(g))
+            opt.step([param])
+            assert opt.dynamic_scale == scale
+    np.testing.assert_array_equal(np.asarray(xp.to_numpy(param.data)), w0 - 0.5 * np.array([2.0, 4.0, -6.0]) / 2.0)
+    assert np.asarray(xp.to_numpy(param.data)).dtype == np.float64
