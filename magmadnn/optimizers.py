@@ -443,8 +443,8 @@ class LossScaleOptimizer(Optimizer):
                             f"LossScaleOptimizer), got {inner_optimizer!r}")
         if isinstance(initial_scale, bool) or not isinstance(initial_scale, numbers.Real):
             raise TypeError(f"LossScaleOptimizer: initial_scale must be a number, got {initial_scale!r}")
-        if not (np.isfinite(initial_scale) and initial_scale > 0):
-            raise ValueError(f"LossScaleOptimizer: initial_scale must be a finite number > 0, got {initial_scale!r}")
+        if not (0 < initial_scale <= np.finfo(np.float32).max):  # kept in float32, as Keras keeps it
+            raise ValueError(f"LossScaleOptimizer: initial_scale must be a finite float32 > 0, got {initial_scale!r}")
         if isinstance(dynamic_growth_steps, bool) or not isinstance(dynamic_growth_steps, numbers.Integral):
             raise TypeError(f"LossScaleOptimizer: dynamic_growth_steps must be an int, got {dynamic_growth_steps!r}")
         if not 1 <= dynamic_growth_steps <= 2**24:  # counted exactly in a float32 array

@@ -240,8 +240,10 @@ def test_a_damaged_saved_scale_is_a_model_file_error(tmp_path):
 @pytest.mark.parametrize("kwargs, error, match", [
     ({"inner_optimizer": "sgd"}, TypeError, "inner_optimizer must be a magmadnn optimizer"),
     ({"initial_scale": "big"}, TypeError, "initial_scale must be a number"),
-    ({"initial_scale": 0.0}, ValueError, "initial_scale must be a finite number > 0"),
-    ({"initial_scale": float("inf")}, ValueError, "initial_scale must be a finite number > 0"),
+    ({"initial_scale": 0.0}, ValueError, "initial_scale must be a finite float32 > 0"),
+    ({"initial_scale": float("inf")}, ValueError, "initial_scale must be a finite float32 > 0"),
+    ({"initial_scale": 1e39}, ValueError, "initial_scale must be a finite float32 > 0"),
+    ({"initial_scale": float("nan")}, ValueError, "initial_scale must be a finite float32 > 0"),
     ({"dynamic_growth_steps": 2.5}, TypeError, "dynamic_growth_steps must be an int"),
     ({"dynamic_growth_steps": 0}, ValueError, r"dynamic_growth_steps must be in \[1, 2\*\*24\]"),
     ({"dynamic": False}, ValueError, "dynamic=False is not supported"),
