@@ -284,9 +284,11 @@ class Epoch:
             done += 1
             self.done = done
             self.bar.add_samples(int(yb.shape[0]))
-            if self.eager and not (math.isfinite(value) or model.optimizer.skips_nonfinite):
-                cbs.on_train_batch_end(index, {"loss": value})
-                return model._non_finite(cbs, self.epoch, index, value)
+            if self.eager and not math.isfinite(value):
+                if not model.optimizer.skips_nonfinite:
+                    cbs.on_train_batch_end(index, {"loss": value})
+                    return model._non_finite(cbs, self.epoch, index, value)
+                cbs.on_nonfinite_loss(self.epoch, index, value)  # a skipped step: TerminateOnNaN stops, as in Keras
             if self.bar.due():
                 bad = self._progress(done)
                 if bad is not None:
@@ -328,6 +330,8 @@ class Epoch:
             if found is not None:
                 stop = model._non_finite_parameters(self.cbs, self.epoch, found, self.done, {"loss": sums["loss"]})
                 return None, stop
+        if skips and not self.eager and not math.isfinite(sums["loss"]):  # a skipped step since the last read
+            self.cbs.on_nonfinite_loss(self.epoch, self.done - 1, sums["loss"])
         if math.isfinite(sums["loss"]) or self.eager or skips:
             who = "fit" if final else None
             results = dict(sorted(model._results(sums, self.tally.read_counts, who=who).items()))  # Keras' order

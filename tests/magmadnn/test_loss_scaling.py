@@ -134,7 +134,7 @@ def test_an_overflowing_step_is_skipped_with_weights_and_slots_untouched(device)
 def test_a_skipped_step_does_not_stop_fit(device):
     x, y = _data(bad_batches=(1, 2))
     model = _model(device, O.LossScaleOptimizer(O.SGD(0.05, momentum=0.9), dynamic_growth_steps=1))
-    model.progress_interval = 1  # a host read after every batch: the non-finite paths would run if they fired
+    model.progress_interval = 0  # a host read after every batch: the non-finite paths would run if they fired
     with np.errstate(all="ignore"):
         history = model.fit(x, y, batch_size=8, epochs=1, verbose=0, shuffle=False)
     assert np.isfinite(history.history["loss"][0])
@@ -292,3 +292,18 @@ def test_float64_weights_with_the_float32_scale(device):
             assert opt.dynamic_scale == scale
     np.testing.assert_array_equal(np.asarray(xp.to_numpy(param.data)), w0 - 0.5 * np.array([2.0, 4.0, -6.0]) / 2.0)
     assert np.asarray(xp.to_numpy(param.data)).dtype == np.float64
+
+
+def test_terminate_on_nan_stops_at_a_non_finite_loss_under_scaling(device):
+    """Keras' TerminateOnNaN sees the NaN running loss of a skipped step and stops; without it fit goes on (above).
+    The host stops after the batch, the device at the next progress read (here after every batch)."""
+    x, y = _data(bad_batches=())
+    x[9] = np.float32(3e38) * np.sign(x[9])
+    model = _model(device, O.LossScaleOptimizer(O.SGD(0.05)))
+    model.progress_interval = 0  # a progress read after every batch
+    with np.errstate(all="ignore"):
+        model.fit(x, y, batch_size=8, epochs=3, verbose=0, shuffle=False,
+                  callbacks=[mdnn.callbacks.TerminateOnNaN()])
+    assert model.stop_training and "TerminateOnNaN: loss is nan at epoch 1, batch 2" in model.stop_reason
+    assert model.optimizer.iterations == 2 and model.optimizer.dynamic_scale == 2.0**14
+    assert all(np.isfinite(w).all() for w in model.get_weights())
