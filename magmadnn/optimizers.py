@@ -409,9 +409,11 @@ class AdamW(Adam):
 # step captured as a graph (``compile(graph=True)``) replays the decision. A skipped step is not an error for ``fit``.
 #
 # One difference from Keras: the host cannot know, without a read, that a step was skipped, so the inner optimizer's
-# ``iterations`` (the step a schedule and Adam's bias correction see) counts skipped steps too; Keras counts applied
-# steps only. The scale and its counter live beside the inner optimizer's slots (``slot_arrays``, under
-# ``"loss_scale"``), so fit's rollback snapshot, ``Model.to`` and graph replay carry them like any slot.
+# ``iterations`` (the step a learning-rate schedule sees) counts skipped steps too; Keras counts applied steps only.
+# Adam's bias correction counts applied steps, as Keras': beta^t is kept on the backend and the values vector
+# {lr, 1 - beta1^t, 1 - beta2^t} its update reads is made there. The scale, its counter (and those powers) live
+# beside the inner optimizer's slots (``slot_arrays``, under ``"loss_scale"``), so fit's rollback snapshot,
+# ``Model.to`` and graph replay carry them like any slot.
 _KEY = "loss_scale"  # the entry of the inner optimizer's slot dict holding {"scale", "counter"}
 # Keras' base-optimizer arguments LossScaleOptimizer refuses unless at their defaults
 _BASE_DEFAULTS = {"weight_decay": None, "clipnorm": None, "global_clipnorm": None, "clipvalue": None,
@@ -427,7 +429,7 @@ class LossScaleOptimizer(Optimizer):
 
     skips_nonfinite = True
     _volatile = Optimizer._volatile | {"_pending"}
-    _pending = None  # a loaded (scale, counter), placed on the backend by the next step
+    _pending = None  # a loaded {"scale", "counter"[, Adam's beta powers]}, placed on the backend by the next step
 
     def __init__(self, inner_optimizer, initial_scale=2.0**15, dynamic_growth_steps=2000, name=None, **kwargs):
         if not kwargs.pop("dynamic", True):
@@ -486,9 +488,10 @@ class LossScaleOptimizer(Optimizer):
         """``{"scale", "counter"}``: 0-d float32 arrays (Keras' dtype) on ``xp``, made on first use."""
         state = self.slot_arrays.get(_KEY)
         if state is None or self._pending is not None:
-            scale, counter = (self.initial_scale, 0.0) if self._pending is None else self._pending
-            state = self.slot_arrays[_KEY] = {"scale": xp.asarray(np.array(scale, np.float32)),
-                                              "counter": xp.asarray(np.array(counter, np.float32))}
+            pending = self._pending or {"scale": self.initial_scale, "counter": 0.0}
+            state = self.slot_arrays[_KEY] = {  # Adam's powers: float64 vectors of one, as its values vector
+                key: xp.asarray(np.array([value], np.float64) if key.endswith("_power") else np.float32(value))
+                for key, value in pending.items()}
             self._pending = None
         return state
 
@@ -496,7 +499,7 @@ class LossScaleOptimizer(Optimizer):
     def dynamic_scale(self) -> float:
         """The current loss scale (``initial_scale`` before the first step; one host read after)."""
         if self._pending is not None:
-            return self._pending[0]
+            return self._pending["scale"]
         state = self.slot_arrays.get(_KEY)
         return self.initial_scale if state is None else _host_value(state["scale"])
 
@@ -528,15 +531,36 @@ class LossScaleOptimizer(Optimizer):
             if slots is None:  # made here rather than in the inner step, so that a skipped first step undoes them
                 slots = inner._state[index] = {name: inner._new_slot(xp, param.data, name) for name in inner.slots}
             saved += [(param.data, xp.copy(param.data))] + [(a, xp.copy(a)) for a in slots.values()]
-        inner._device_values = self._device_values
+        powers = self._bias_corrections(xp, state) if isinstance(inner, Adam) else None
+        inner._device_values = self._device_values if powers is None else powers[0]
         try:
             inner.step(params)
         finally:
             inner._device_values = None
         for array, copy in saved:
             xp.revert_update(array, copy, _as_dtype(xp, finite, array.dtype))
+        if powers is not None:  # beta^t advances with the applied steps only
+            for name, advanced in powers[1].items():
+                xp.revert_update(advanced, state[name], _as_dtype(xp, finite, np.float64))
+                state[name] = advanced
         xp.loss_scale_update(state["scale"], state["counter"], _as_dtype(xp, finite, np.float32),
                              self.dynamic_growth_steps)
+
+    def _bias_corrections(self, xp, state):
+        """Adam's values {lr, 1 - beta1^t, 1 - beta2^t} for t = the applied steps + 1 (as Keras counts them), from
+        ``beta_1_power``/``beta_2_power`` = beta^(applied steps) kept on the backend; and the advanced powers."""
+        inner = self.inner_optimizer
+        if "beta_1_power" not in state:
+            state["beta_1_power"], state["beta_2_power"] = (xp.asarray(np.ones((1,), np.float64)) for _ in range(2))
+        advanced = {"beta_1_power": xp.multiply(state["beta_1_power"], inner.beta1),
+                    "beta_2_power": xp.multiply(state["beta_2_power"], inner.beta2)}
+        if self._device_values is not None:  # graph replay: the learning rate staged for this step
+            n = int(self._device_values.shape[0])
+            lr = xp.split(self._device_values, [1, n - 1], 0)[0]
+        else:
+            lr = xp.asarray(np.array([inner.learning_rate], np.float64))
+        corrections = [xp.add(xp.negative(a), 1.0) for a in advanced.values()]
+        return xp.concatenate([lr, *corrections], 0), advanced
 
     def zero_grad(self, params) -> None:
         self.inner_optimizer.zero_grad(params)
@@ -557,10 +581,10 @@ class LossScaleOptimizer(Optimizer):
         state = self.inner_optimizer.state_dict()
         scaling = state["slots"].pop(_KEY, None)
         if scaling is not None:
-            state["loss_scale"] = {"scale": _host_value(scaling["scale"]),
-                                   "counter": int(_host_value(scaling["counter"]))}
+            state["loss_scale"] = {key: _host_value(a) for key, a in scaling.items()}
+            state["loss_scale"]["counter"] = int(state["loss_scale"]["counter"])
         elif self._pending is not None:
-            state["loss_scale"] = {"scale": self._pending[0], "counter": int(self._pending[1])}
+            state["loss_scale"] = {**self._pending, "counter": int(self._pending["counter"])}
         return state
 
     def load_state_dict(self, state: dict) -> None:
@@ -572,7 +596,7 @@ class LossScaleOptimizer(Optimizer):
             check_loss_scale_state(scaling, "LossScaleOptimizer.load_state_dict")
         self.inner_optimizer.load_state_dict(state)
         if scaling is not None:
-            self._pending = (float(scaling["scale"]), float(scaling["counter"]))
+            self._pending = {key: float(value) for key, value in scaling.items()}
 
     def __repr__(self):
         return (f"LossScaleOptimizer({self.inner_optimizer!r}, initial_scale={self.initial_scale!r}, "
@@ -583,7 +607,10 @@ def check_loss_scale_state(scaling, who: str) -> None:
     """A saved ``{"scale", "counter"}``: finite numbers >= 0 (else ValueError naming ``who``)."""
     if not isinstance(scaling, dict):
         raise ValueError(f"{who}: loss_scale must be a dict with scale and counter, got {scaling!r}")
-    for key in ("scale", "counter"):
+    unknown = set(scaling) - {"scale", "counter", "beta_1_power", "beta_2_power"}
+    if unknown:
+        raise ValueError(f"{who}: loss_scale has unknown entries {sorted(unknown)}")
+    for key in ("scale", "counter", *(k for k in ("beta_1_power", "beta_2_power") if k in scaling)):
         value = scaling.get(key)
         if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
             raise ValueError(f"{who}: loss_scale {key} must be a finite number >= 0, got {value!r}")
@@ -595,8 +622,8 @@ def _as_dtype(xp, array, dtype):
 
 
 def _host_value(array) -> float:
-    """A 0-d backend array as a float (one read for a device array)."""
-    return float(np.asarray(array if isinstance(array, np.ndarray) else array.get()))
+    """A one-element backend array as a float (one read for a device array)."""
+    return float(np.asarray(array if isinstance(array, np.ndarray) else array.get()).reshape(()))
 
 
 _BY_NAME = {"sgd": SGD, "adagrad": Adagrad, "rmsprop": RMSprop, "adam": Adam, "adamw": AdamW}

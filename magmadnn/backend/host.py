@@ -871,7 +871,12 @@ def running_stat_update(running, batch, momentum):
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
                 keras=False):
     """In place Adam (``decoupled=True``: AdamW, p *= 1 - lr wd); ``step`` counts from 1; ``keras``: Keras'
-    epsilon placement."""
+    epsilon placement. ``lr`` may be the float64 vector {lr, bc1, bc2} (the bias corrections given, ``step``
+    unused)."""
+    if isinstance(lr, np.ndarray):
+        lr, bc1, bc2 = (float(value) for value in lr[:3])
+    else:
+        bc1, bc2 = 1.0 - beta1**step, 1.0 - beta2**step
     if weight_decay and decoupled:
         p *= 1.0 - lr * weight_decay
     elif weight_decay:
@@ -880,8 +885,6 @@ def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_d
     m += (1.0 - beta1) * g
     v *= beta2
     v += (1.0 - beta2) * np.square(g)
-    bc1 = 1.0 - beta1**step
-    bc2 = 1.0 - beta2**step
     if keras:
         denom = np.sqrt(v)
         denom += eps

@@ -301,7 +301,9 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, kera
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
                 keras=False):
     """In place Adam (``decoupled``: AdamW, p *= 1 - lr wd first); bias-corrected, ``step`` counts from 1;
-    p -= lr/bc1 m / (sqrt(v/bc2) + eps), or with ``keras`` p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps)."""
+    p -= lr/bc1 m / (sqrt(v/bc2) + eps), or with ``keras`` p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps). ``lr`` may be
+    a float64 vector of this backend holding {lr, bc1, bc2} (``step`` then unused): values computed or staged where
+    the arrays live (graph replay, loss scaling)."""
 
 
 @_op
