@@ -864,6 +864,22 @@ def test_revert_update_keeps_or_restores_bit_for_bit(xp):
         xp.revert_update(put(xp, a0), put(xp, saved0), put(xp, np.ones(1, np.float32)))
 
 
+@pytest.mark.parametrize("keras", [False, True])
+def test_adam_update_reads_its_values_vector(xp, keras):
+    """``lr`` given as the float64 vector {lr, 1 - beta1^t, 1 - beta2^t} is the same step as ``step=t``."""
+    rng = np.random.default_rng(3)
+    p0, g, m0, v0 = (rng.normal(size=5).astype(np.float32) for _ in range(4))
+    v0 = np.abs(v0)
+    out = []
+    for step, lr in ((3, 0.01), (1, np.array([0.01, 1 - 0.9**3, 1 - 0.999**3]))):
+        p, m, v = put(xp, p0, m0, v0)
+        lr = xp.asarray(lr) if isinstance(lr, np.ndarray) else lr
+        xp.adam_update(p, put(xp, g), m, v, step, lr, weight_decay=0.1, decoupled=True, keras=keras)
+        out.append(get(xp, p, m, v))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
 def test_loss_scale_update_follows_keras_rule(xp):
     """A flag sequence through the op against the rule written plainly: grow after 3 finite steps in a row,
     halve and reset on a non-finite one."""
