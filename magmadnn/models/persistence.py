@@ -5,12 +5,12 @@ the model configuration (``kind: "model"``, the layers' ``trainable`` flags incl
 description. The training state follows when the model is compiled (in a model file as in Keras' ``model.save``,
 always in a checkpoint, ``kind: "checkpoint"``): the optimizer (class, configuration, step count, slot arrays
 ``optimizer.<param index>.<slot>``, a ``LossScaleOptimizer``'s scale and counter), the loss and metrics, the
-number of completed epochs and the RNG states
-(shuffling and dropout streams), so that a loaded model evaluates and resumes training exactly. A compiled model
-whose loss, metric or learning rate cannot be written (a plain function) is saved without it, with a warning.
-Loading compares the stored architecture with the model's and raises ``ArchitectureMismatchError`` naming the first
-difference. :class:`Persistence` gives ``Model`` its ``save``/``load_weights``/``save_checkpoint``/``load_checkpoint``
-methods; rebuilding a model from a file is :func:`magmadnn.models.config.load_model`.
+number of completed epochs and the RNG states (shuffling and dropout streams), so that a loaded model evaluates and
+resumes training exactly. A compiled model whose loss, metric or learning rate cannot be written (a plain function)
+is saved without it, with a warning. Loading compares the stored architecture with the model's and raises
+``ArchitectureMismatchError`` naming the first difference. :class:`Persistence` gives ``Model`` its
+``save``/``load_weights``/``save_checkpoint``/``load_checkpoint`` methods; rebuilding a model from a file is
+:func:`magmadnn.models.config.load_model`.
 """
 
 from __future__ import annotations
