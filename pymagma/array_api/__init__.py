@@ -30,6 +30,21 @@ from ._creation import (
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
 from ._info import __array_namespace_info__
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
+from ._searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where
+from ._sets import unique_all, unique_counts, unique_inverse, unique_values
+from ._sorting import argsort, sort
+from ._statistics import (  # noqa: A004 (the standard's names)
+    cumulative_prod,
+    cumulative_sum,
+    diff,
+    max,
+    mean,
+    min,
+    prod,
+    std,
+    sum,
+    var,
+)
 
 __array_api_version__ = "2024.12"
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -44,6 +59,10 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
+    # reductions, searching, sorting, sets
+    "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
+    "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",
+    "unique_counts", "unique_inverse", "unique_values",
 ]
 del _creation
 

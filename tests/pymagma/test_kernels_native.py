@@ -69,7 +69,7 @@ def _api_expression(kernel, *names):
 
 def test_every_float_dtype_is_instantiated_for_every_float_kernel():
     for name, (_, expressions) in kernels.PROGRAMS.items():
-        if name == "array_api":  # instantiated for the array API's dtypes (test below)
+        if name in ("array_api", "array_api_reduce"):  # instantiated for the array API's dtypes (test below)
             continue
         kernels_in = {e.split("<")[0] for e in expressions if e.split("<")[0] not in ("cast", "copy_strided")}
         for kernel in kernels_in:
