@@ -19,13 +19,13 @@ def _flat(x):
 
 
 def _argreduce(want_max: bool, x, axis, keepdims: bool, what: str):
-    x = _kinds(x, "iuf", what)
+    x = _kinds(x, "biuf", what)
     if axis is not None and isinstance(axis, tuple | list):
         raise TypeError(f"{what}: axis must be an int or None, got {axis!r}")
-    if x.size == 0:
-        raise ValueError(f"{what}: an empty array (shape {x.shape}) has no {'largest' if want_max else 'smallest'} "
-                         "element")
     if axis is None:
+        if x.size == 0:
+            raise ValueError(f"{what}: an empty array (shape {x.shape}) has no "
+                             f"{'largest' if want_max else 'smallest'} element")
         out = _rk.argreduce(want_max, _flat(x), 0)
         return out.reshape((1,) * x.ndim) if keepdims else out
     reduced = _rk.axes(axis, x.ndim, what)
@@ -88,7 +88,7 @@ def nonzero(x, /):
 def searchsorted(x1, x2, /, *, side="left", sorter=None):
     """Where ``x2``'s elements (an array or a Python scalar) would go in the sorted 1-D ``x1`` (or ``x1[sorter]``)
     to keep it sorted (NaNs last): the first such index (``side='left'``) or the last ('right'); int64."""
-    x1 = _kinds(x1, "iuf", "searchsorted")
+    x1 = _kinds(x1, "biuf", "searchsorted")
     if x1.ndim != 1:
         raise ValueError(f"searchsorted: x1 must be 1-D, got shape {x1.shape}")
     if side not in ("left", "right"):

@@ -60,12 +60,12 @@ def prod(x, /, *, axis=None, dtype=None, keepdims=False):
 
 def min(x, /, *, axis=None, keepdims=False):  # noqa: A001
     """The smallest element over ``axis`` (NaN propagates); a ValueError over an empty axis."""
-    return _reduction("min", _kinds(x, "iuf", "min"), axis, keepdims, "min")
+    return _reduction("min", _kinds(x, "biuf", "min"), axis, keepdims, "min")
 
 
 def max(x, /, *, axis=None, keepdims=False):  # noqa: A001
     """The largest element over ``axis`` (NaN propagates); a ValueError over an empty axis."""
-    return _reduction("max", _kinds(x, "iuf", "max"), axis, keepdims, "max")
+    return _reduction("max", _kinds(x, "biuf", "max"), axis, keepdims, "max")
 
 
 def mean(x, /, *, axis=None, keepdims=False):
@@ -145,6 +145,8 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
     (axis,) = _rk.axes(operator.index(axis), x.ndim, "diff")
+    if n == 0:  # NumPy's answer: x itself (prepend and append unused)
+        return _api_kernels.cast(x, x.dtype)
     extra = [v for v in (prepend, append) if v is not None]
     if extra:
         dtype = _dtypes.result_type(x, *extra)
@@ -168,4 +170,4 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
         later, earlier = _along(x, axis, 1, None), _along(x, axis, None, -1)
         x = _elementwise.compare("not_equal", later, earlier) if x.dtype.kind == "b" else \
             _elementwise.binary("subtract", later, earlier)
-    return x if n else _api_kernels.cast(x, x.dtype)
+    return x

@@ -37,7 +37,7 @@ template <typename T> __device__ __forceinline__ bool ar_before(int descending, 
 }
 
 // Reduce op codes (keep in sync with pymagma.array_api._reduce_kernels.REDUCE): 0 sum, 1 prod, 2 min, 3 max,
-// 4 mean, 5 var (divided by n - correction).  min/max propagate NaN; the caller refuses empty min/max.
+// 4 mean, 5 var (divided by n - correction; NaN when that is not positive).  min/max propagate NaN; the caller refuses empty min/max.
 template <typename T>
 __global__ void ar_reduce(int op, double correction, const T* __restrict__ x, T* __restrict__ y, i64 n_out, i64 n_red,
                           Strides3 s, Strides3 r) {
@@ -71,7 +71,8 @@ __global__ void ar_reduce(int op, double correction, const T* __restrict__ x, T*
                     A d = (A)x[base + off] - mean;
                     ss += d * d;
                 }
-                acc = ss / ((A)n_red - (A)correction);
+                A dof = (A)n_red - (A)correction;  // the standard: NaN when N - correction <= 0
+                acc = dof > A(0) ? ss / dof : (A)__longlong_as_double(0x7ff8000000000000LL);
             }
         }
         y[oy] = (T)acc;
