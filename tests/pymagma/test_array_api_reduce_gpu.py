@@ -314,3 +314,18 @@ def test_empty_axes_identities_and_errors():
     assert host(xp().sum(xp().asarray(np.array([200, 100], np.uint8)))).tolist() == 300
     assert host(xp().sum(xp().asarray(np.array([100, 100], np.int8)), dtype=xp().int8)).tolist() == -56
     assert [host(t).shape for t in xp().nonzero(d)] == [(0,), (0,)]
+
+
+@pytest.mark.parametrize("dtype", FLOATS)
+def test_nans_anywhere_follow_numpy(dtype):
+    """A NaN in every position of a row (first, middle, last), through each function that treats NaN specially."""
+    a = np.array([[np.nan, 1.0, 3.0, 1.0], [2.0, np.nan, 0.5, 2.0], [4.0, -1.0, 4.0, np.nan], [1.0, 2.0, 1.0, 0.0]],
+                 dtype)
+    d = xp().asarray(a, copy=True)
+    for axis in (0, 1, None):
+        for name in ("min", "max", "argmin", "argmax", "sum", "prod", "mean"):
+            got = host(getattr(xp(), name)(d, axis=axis))
+            np.testing.assert_array_equal(got, getattr(np, name)(a, axis=axis).astype(got.dtype), err_msg=name)
+    np.testing.assert_array_equal(host(xp().sort(d, axis=0)), np.sort(a, axis=0))
+    np.testing.assert_array_equal(host(xp().argsort(d, axis=1)), np.argsort(a, axis=1, kind="stable"))
+    np.testing.assert_array_equal(host(xp().unique_values(d)), np.unique(a, equal_nan=False))
