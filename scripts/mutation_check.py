@@ -52,7 +52,8 @@ ARRAYS = ("tests/pymagma/test_simulated_device.py", "tests/pymagma/test_array.py
 HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/test_simulated_device.py")
 CUDNN = ("tests/pymagma/test_simulator_cudnn.py",)
 KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
-ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k", "stable_nans_last or sum_prod_min_max or nans_anywhere")
+ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
+                    "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
 BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
 
