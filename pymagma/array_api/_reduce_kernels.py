@@ -47,12 +47,12 @@ def axes(axis, ndim: int, what: str) -> tuple[int, ...]:
     for a in items:
         if isinstance(a, bool) or not isinstance(a, int | np.integer):
             raise TypeError(f"{what}: axis must be an int or a tuple of ints, got {axis!r}")
-        if not -ndim <= a < max(ndim, 1) or (ndim == 0 and a not in (0, -1)):
+        if not -ndim <= a < ndim:
             raise np.exceptions.AxisError(f"{what}: axis {a} is out of range for an array of {ndim} dimensions")
-        out.append(int(a) % max(ndim, 1))
+        out.append(int(a) % ndim)
     if len(set(out)) != len(out):
         raise ValueError(f"{what}: repeated axis in {axis!r}")
-    return tuple(sorted(a for a in out if a < ndim))
+    return tuple(sorted(out))
 
 
 @functools.lru_cache(maxsize=1024)

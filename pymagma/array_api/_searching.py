@@ -28,10 +28,10 @@ def _argreduce(want_max: bool, x, axis, keepdims: bool, what: str):
                              f"{'largest' if want_max else 'smallest'} element")
         out = _rk.argreduce(want_max, _flat(x), 0)
         return out.reshape((1,) * x.ndim) if keepdims else out
-    reduced = _rk.axes(axis, x.ndim, what)
-    if x.ndim == 0:
+    if x.ndim == 0:  # NumPy's answer: a 0-d array is its own (only) element, along axis 0 or -1
+        _rk.axes(axis, 1, what)
         return _rk.argreduce(want_max, x.reshape((1,)), 0)
-    (axis,) = reduced
+    (axis,) = _rk.axes(axis, x.ndim, what)
     if x.shape[axis] == 0:
         raise ValueError(f"{what}: axis {axis} of shape {x.shape} is empty")
     return _kept(_rk.argreduce(want_max, x, axis), x.shape, (axis,), keepdims)

@@ -329,3 +329,30 @@ def test_nans_anywhere_follow_numpy(dtype):
     np.testing.assert_array_equal(host(xp().sort(d, axis=0)), np.sort(a, axis=0))
     np.testing.assert_array_equal(host(xp().argsort(d, axis=1)), np.argsort(a, axis=1, kind="stable"))
     np.testing.assert_array_equal(host(xp().unique_values(d)), np.unique(a, equal_nan=False))
+
+
+def test_bad_arguments_are_typed_errors():
+    d = xp().asarray(np.arange(6.0).reshape(2, 3), copy=True)
+    with pytest.raises(np.exceptions.AxisError, match="axis 2 is out of range"):
+        xp().sum(d, axis=2)
+    with pytest.raises(ValueError, match="repeated axis"):
+        xp().prod(d, axis=(1, -1))
+    with pytest.raises(TypeError, match="real floating"):
+        xp().mean(xp().asarray([1, 2]))
+    with pytest.raises(ValueError, match="correction"):
+        xp().var(d, correction=-1)
+    with pytest.raises(ValueError, match="axis is required"):
+        xp().cumulative_sum(d)
+    with pytest.raises(TypeError, match="axis must be an int or None"):
+        xp().argmax(d, axis=(0, 1))
+    with pytest.raises(ValueError, match="1-D"):
+        xp().searchsorted(d, d)
+    with pytest.raises(ValueError, match="side"):
+        xp().searchsorted(d[0], d, side="middle")
+    with pytest.raises(ValueError, match="0-d"):
+        xp().nonzero(xp().asarray(1.0))
+    with pytest.raises(TypeError, match="DeviceArray"):
+        xp().sort(np.arange(3))
+    with pytest.raises(ValueError, match="do not broadcast"):
+        xp().where(xp().asarray([True, False, True]), d, xp().asarray([1.0, 2.0]))
+    assert host(xp().argmax(xp().asarray(3.0))).tolist() == 0 and host(xp().sum(xp().asarray(3), axis=())) == 3

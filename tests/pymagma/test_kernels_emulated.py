@@ -25,6 +25,7 @@ from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel familie
 )
 from .test_array_api_reduce_gpu import (  # noqa: F401  (reductions, scans, sorts, searching, sets)
     test_argmax_argmin_first_occurrence_and_nan_as_numpy,
+    test_bad_arguments_are_typed_errors,
     test_cumulative_sum_and_prod_equal_numpy,
     test_diff_equals_numpy,
     test_empty_axes_identities_and_errors,
