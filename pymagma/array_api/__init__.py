@@ -3,9 +3,10 @@
 What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
-in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``.  A function of the standard not listed
-here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to
-the host.
+in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
+set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row).  A function
+of the standard not listed here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers
+honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
