@@ -1,6 +1,10 @@
 """Launches of ``kernels/array_api_reduce.cu``: reductions over any axes, arg-reductions, scans and stable sorts
 along one axis (strided operands read in place), the three-operand ``where``, ``searchsorted``, a 1-D gather and
-the steps of ``nonzero`` and ``unique``.  Results are new C-contiguous arrays; dtypes are the caller's business."""
+the steps of ``nonzero`` and ``unique``.  Results are new C-contiguous arrays; dtypes are the caller's business.
+
+Only ``where`` is compiled for every dtype: the others are compiled for int64, float32 and float64 (half the NVRTC
+time), and bool, int8, uint8 and int32 operands run as int64 (a cast kernel each way).  That is exact: integer sums
+and products wrap modulo 2**bits whatever the width they are carried in, and the cast keeps the order."""
 
 from __future__ import annotations
 
@@ -13,11 +17,22 @@ import numpy as np
 from .. import array as _array
 from .. import kernels as _kernels
 from ..kernels import programs
+from . import _kernels as _api_kernels
 
 PROGRAM = "array_api_reduce"
 #: reduction op codes of ar_reduce
 REDUCE = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "var": 5}
 INDEX = np.dtype(np.int64)
+#: the dtypes carried as int64 by every kernel but ar_where (see programs.API_REDUCE_DTYPES)
+NARROW = frozenset(np.dtype(d) for d in ("bool", "int8", "uint8", "int32"))
+
+
+def _wide(x):
+    return _api_kernels.cast(x, INDEX) if x.dtype in NARROW else x
+
+
+def _back(out, dtype):
+    return out if out is None or out.dtype == dtype else _api_kernels.cast(out, dtype)
 
 
 @functools.lru_cache(maxsize=256)
@@ -66,11 +81,12 @@ def _plan(shape: tuple, strides: tuple, reduced: tuple):
 
 def reduce(op: str, x, reduced: tuple, correction: float = 0.0):
     """``op`` of ``x`` over the axes ``reduced`` (sorted), in ``x``'s dtype: the kept axes' shape."""
+    dtype, x = x.dtype, _wide(x)
     kept_shape, n_out, n_red, s, r = _plan(x.shape, _elements(x), reduced)
     out = _array._empty(kept_shape, x.dtype, x.device)
     _launch("ar_reduce", x, n_out, [c_int(REDUCE[op]), c_double(correction), _ptr(x), _ptr(out), c_longlong(n_out),
                                     c_longlong(n_red), s, r])
-    return out
+    return _back(out, dtype)
 
 
 def _row_plan(x, axis: int, out_shape: tuple):
@@ -85,6 +101,7 @@ def _row_plan(x, axis: int, out_shape: tuple):
 
 def argreduce(want_max: bool, x, axis: int):
     """Index (int64) of the first largest / smallest element along ``axis`` (not empty): the other axes' shape."""
+    x = _wide(x)
     strides = _elements(x)
     kept = tuple(n for d, n in enumerate(x.shape) if d != axis)
     s = _kernels.make_strides3(kept, [v for d, v in enumerate(strides) if d != axis], _kernels._c_strides(kept))
@@ -97,17 +114,19 @@ def argreduce(want_max: bool, x, axis: int):
 
 def scan(op: str, x, axis: int, include_initial: bool):
     """Cumulative sum (``op`` 'sum') or product ('prod') along ``axis``, in ``x``'s dtype."""
+    dtype, x = x.dtype, _wide(x)
     shape = tuple(n + (d == axis and include_initial) for d, n in enumerate(x.shape))
     out = _array._empty(shape, x.dtype, x.device)
     rows, s, out_stride = _row_plan(x, axis, shape)
     _launch("ar_scan", x, rows, [c_int(REDUCE[op]), c_int(int(include_initial)), _ptr(x), _ptr(out),
                                  c_longlong(rows), c_longlong(x.shape[axis]), c_longlong(_elements(x)[axis]),
                                  c_longlong(out_stride), s])
-    return out
+    return _back(out, dtype)
 
 
 def sort(x, axis: int, descending: bool, values: bool, indices: bool):
     """(sorted values or None, int64 indices or None) of a stable sort along ``axis`` (NaNs last)."""
+    dtype, x = x.dtype, _wide(x)
     vals = _array._empty(x.shape, x.dtype, x.device) if values else None
     idx = _array._empty(x.shape, INDEX, x.device) if indices else None
     rows, s, out_stride = _row_plan(x, axis, x.shape)
@@ -116,7 +135,7 @@ def sort(x, axis: int, descending: bool, values: bool, indices: bool):
     _launch("ar_sort", x, rows, [c_int(int(descending)), _ptr(x), _ptr(vals), _ptr(idx), _ptr(scratch),
                                  c_longlong(rows), c_longlong(n), c_longlong(_elements(x)[axis]),
                                  c_longlong(out_stride), s])
-    return vals, idx
+    return _back(vals, dtype), idx
 
 
 def _broadcast_strides(a, shape: tuple) -> tuple:
@@ -134,6 +153,7 @@ def where(condition, a, b, shape: tuple):
 
 def searchsorted(x1, x2, right: bool):
     """Insertion indices (int64, ``x2``'s shape) of ``x2`` in the sorted 1-D ``x1`` (same dtype)."""
+    x1, x2 = _wide(x1), _wide(x2)
     out = _array._empty(x2.shape, INDEX, x2.device)
     s = _kernels.make_strides3(x2.shape, _elements(x2))
     _launch("ar_searchsorted", x1, out.size, [c_int(int(right)), _ptr(x1), c_longlong(x1.shape[0]),
@@ -144,10 +164,11 @@ def searchsorted(x1, x2, right: bool):
 
 def take(x, indices):
     """``x[indices]`` of a 1-D ``x`` and 1-D int64 ``indices`` (in range)."""
+    dtype, x = x.dtype, _wide(x)
     out = _array._empty(indices.shape, x.dtype, x.device)
     _launch("ar_take", x, out.size, [_ptr(x), c_longlong(_elements(x)[0]), _ptr(indices),
                                      c_longlong(_elements(indices)[0]), _ptr(out), c_longlong(out.size)])
-    return out
+    return _back(out, dtype)
 
 
 def nonzero(flags, csum, count: int, shape: tuple):
@@ -161,6 +182,7 @@ def nonzero(flags, csum, count: int, shape: tuple):
 
 def unique_flags(sorted_values):
     """1 (int64) where the sorted 1-D values start a new group, else 0 (each NaN its own group)."""
+    sorted_values = _wide(sorted_values)
     out = _array._empty(sorted_values.shape, INDEX, sorted_values.device)
     _launch("ar_unique_flags", sorted_values, out.size, [_ptr(sorted_values), c_longlong(out.size), _ptr(out)])
     return out
@@ -168,6 +190,7 @@ def unique_flags(sorted_values):
 
 def unique(sorted_values, perm, csum, count: int, index: bool, counts: bool, inverse_shape):
     """(values, first indices or None, counts or None, inverse of ``inverse_shape`` or None) of the groups."""
+    dtype, sorted_values = sorted_values.dtype, _wide(sorted_values)
     device, n = sorted_values.device, sorted_values.size
     values = _array._empty((count,), sorted_values.dtype, device)
     first = _array._empty((count,), INDEX, device) if index else None
@@ -175,4 +198,4 @@ def unique(sorted_values, perm, csum, count: int, index: bool, counts: bool, inv
     inverse = _array._empty(inverse_shape, INDEX, device) if inverse_shape is not None else None
     _launch("ar_unique", sorted_values, n, [_ptr(sorted_values), _ptr(perm), _ptr(csum), c_longlong(n),
                                             _ptr(values), _ptr(first), _ptr(many), _ptr(inverse)])
-    return values, first, many, inverse
+    return _back(values, dtype), first, many, inverse
