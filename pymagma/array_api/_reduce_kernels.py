@@ -79,14 +79,48 @@ def _plan(shape: tuple, strides: tuple, reduced: tuple):
     return kept_shape, math.prod(kept_shape), math.prod(shape[d] for d in reduced), s, r
 
 
+#: a sum, product, min, max or mean of at least SPLIT elements into fewer than PARTS outputs runs in two passes:
+#: PARTS threads per output reduce a slice each, then one thread per output reduces their results
+SPLIT, PARTS = 1 << 14, 1024
+#: the elementwise function that joins two partial results of a split reduction
+_JOIN = {"sum": "add", "prod": "multiply", "min": "minimum", "max": "maximum"}
+
+
 def reduce(op: str, x, reduced: tuple, correction: float = 0.0):
     """``op`` of ``x`` over the axes ``reduced`` (sorted), in ``x``'s dtype: the kept axes' shape."""
     dtype, x = x.dtype, _wide(x)
+    n_red = math.prod(x.shape[d] for d in reduced)
+    if op in ("sum", "prod", "min", "max", "mean") and n_red >= SPLIT and x.size // n_red < PARTS:
+        return _back(_two_passes(op, x, reduced, n_red), dtype)
+    return _back(_one_pass(op, x, reduced, correction), dtype)
+
+
+def _one_pass(op: str, x, reduced: tuple, correction: float = 0.0):
     kept_shape, n_out, n_red, s, r = _plan(x.shape, _elements(x), reduced)
     out = _array._empty(kept_shape, x.dtype, x.device)
     _launch("ar_reduce", x, n_out, [c_int(REDUCE[op]), c_double(correction), _ptr(x), _ptr(out), c_longlong(n_out),
                                     c_longlong(n_red), s, r])
-    return _back(out, dtype)
+    return out
+
+
+def _two_passes(op: str, x, reduced: tuple, n_red: int):
+    """The reduction as (outputs, PARTS) partial results of equal slices, then one per output (plus the rest of
+    the elements, joined elementwise): x's kept axes first, copied C-contiguous when they are not."""
+    kept = [d for d in range(x.ndim) if d not in reduced]
+    order = kept + list(reduced)
+    t = x.transpose(*order) if order != list(range(x.ndim)) else x
+    n_out = x.size // n_red
+    flat = (t if t.is_c_contiguous else _api_kernels.cast(t, t.dtype)).reshape((n_out, n_red))
+    length, size = n_red // PARTS, flat.itemsize
+    slices = flat._view(0, (n_out, PARTS, length), (n_red * size, length * size, size))
+    first = "sum" if op == "mean" else op
+    out = _one_pass(first, _one_pass(first, slices, (2,)), (1,))
+    if PARTS * length < n_red:
+        out = _api_kernels.binary(_JOIN[first], out, _one_pass(first, flat[:, PARTS * length:], (1,)), out.shape)
+    if op == "mean":
+        count = _array.asarray(np.asarray(n_red, out.dtype), device=out.device)
+        out = _api_kernels.binary("divide", out, count, out.shape)
+    return out.reshape(tuple(x.shape[d] for d in kept))
 
 
 def _row_plan(x, axis: int, out_shape: tuple):

@@ -356,3 +356,21 @@ def test_bad_arguments_are_typed_errors():
     with pytest.raises(ValueError, match="do not broadcast"):
         xp().where(xp().asarray([True, False, True]), d, xp().asarray([1.0, 2.0]))
     assert host(xp().argmax(xp().asarray(3.0))).tolist() == 0 and host(xp().sum(xp().asarray(3), axis=())) == 3
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.int8])
+def test_long_reductions_equal_numpy(dtype):
+    """At least SPLIT elements per output (not a multiple of PARTS): the two-pass path, on a transposed view."""
+    from pymagma.array_api import _reduce_kernels
+
+    n = _reduce_kernels.SPLIT + 37
+    a = (np.arange(2 * n).reshape(2, n) % 23 - 11).astype(dtype)
+    a[1, n // 3] = 40
+    d = xp().asarray(a, copy=True).T
+    for axis in (None, 0):
+        for name in ("sum", "min", "max", "prod") + (("mean",) if a.dtype.kind == "f" else ()):
+            got = host(getattr(xp(), name)(d, axis=axis))
+            acc = np.int64 if a.dtype.kind == "i" and name in ("sum", "prod") else a.dtype
+            with np.errstate(all="ignore"):
+                expected = getattr(np, name)(a.T.astype(np.float64 if a.dtype.kind == "f" else acc), axis=axis)
+            close(got, np.asarray(expected).astype(acc), acc)

@@ -30,6 +30,7 @@ from .test_array_api_reduce_gpu import (  # noqa: F401  (reductions, scans, sort
     test_diff_equals_numpy,
     test_empty_axes_identities_and_errors,
     test_every_kernel_in_every_dtype,
+    test_long_reductions_equal_numpy,
     test_mean_var_std_equal_numpy,
     test_nans_anywhere_follow_numpy,
     test_nonzero_equals_numpy,
