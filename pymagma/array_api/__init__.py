@@ -3,9 +3,10 @@
 What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
-in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``.  A function of the standard not listed
-here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to
-the host.
+in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
+set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row).  A function
+of the standard not listed here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers
+honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
@@ -30,6 +31,21 @@ from ._creation import (
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
 from ._info import __array_namespace_info__
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
+from ._searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where
+from ._sets import unique_all, unique_counts, unique_inverse, unique_values
+from ._sorting import argsort, sort
+from ._statistics import (  # noqa: A004 (the standard's names)
+    cumulative_prod,
+    cumulative_sum,
+    diff,
+    max,
+    mean,
+    min,
+    prod,
+    std,
+    sum,
+    var,
+)
 
 __array_api_version__ = "2024.12"
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -44,6 +60,10 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
+    # reductions, searching, sorting, sets
+    "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
+    "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",
+    "unique_counts", "unique_inverse", "unique_values",
 ]
 del _creation
 
