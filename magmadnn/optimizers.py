@@ -21,6 +21,8 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
 * Adam, AdamW: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) +
   eps)`` (Keras' epsilon placement).
 
+``LossScaleOptimizer(inner)``: Keras 3's dynamic loss scaling, decided on the backend (see the class).
+
 Every optimizer takes Keras' ``clipnorm=c`` (each gradient scaled by ``c / max(||g||, c)``) or ``global_clipnorm=c``
 (all scaled by ``c / max(||all||, c)``), applied before the update on the backend, without a host read.
 """
@@ -30,11 +32,15 @@ from __future__ import annotations
 import math
 import numbers
 
+import numpy as np
+
 from . import schedules
 from ._configurable import Configurable
 from ._registry import resolve
+from .autograd import Tensor
 
-__all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "get"]
+__all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "LossScaleOptimizer",
+           "get"]
 
 
 def _check(name: str, value, low=0.0, high=None, open_low=False):
@@ -52,6 +58,7 @@ class Optimizer(Configurable):
     Every hyperparameter but the learning rate is a constant of a captured step: setting one recaptures it."""
 
     slots: tuple[str, ...] = ()
+    skips_nonfinite = False  # True: the step itself skips non-finite gradients; fit's non-finite checks stand back
     # what changes as it runs, or is read from device memory by a replayed step (the learning rate)
     _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values"})
 
@@ -146,6 +153,10 @@ class Optimizer(Configurable):
         """What the update kernels read from device memory in a replayed step (after :meth:`_advance`):
         ``(lr,)``; Adam adds its bias corrections."""
         return (lr,)
+
+    def scale_loss(self, loss):
+        """What the training step back-propagates: the loss itself (Keras' name; ``LossScaleOptimizer`` scales it)."""
+        return loss
 
     def zero_grad(self, params) -> None:
         for param in params:
@@ -386,6 +397,235 @@ class AdamW(Adam):
     _default_weight_decay = 0.004
 
 
+# ------------------------------------------------------------------------------------- dynamic loss scaling
+# Keras 3's ``LossScaleOptimizer`` (``magmadnn.optimizers.LossScaleOptimizer``): dynamic loss scaling decided on
+# the backend.
+#
+# The training step multiplies the loss by ``dynamic_scale`` before backward (:meth:`LossScaleOptimizer.scale_loss`);
+# the step divides the gradients by it and hands them to the inner optimizer. When any gradient holds inf or NaN the
+# step is skipped (weights and slots as they were) and the scale halved; after ``dynamic_growth_steps`` finite steps
+# in a row it is doubled. The flag, the skip and the scale are backend arrays (ops ``finite_flag``, ``revert_update``,
+# ``loss_scale_update``): the update runs and a select keeps or undoes it, so no value is read back per step and a
+# step captured as a graph (``compile(graph=True)``) replays the decision. A skipped step is not an error for ``fit``.
+#
+# One difference from Keras: the host cannot know, without a read, that a step was skipped, so the inner optimizer's
+# ``iterations`` (the step a learning-rate schedule sees) counts skipped steps too; Keras counts applied steps only.
+# Adam's bias correction counts applied steps, as Keras': beta^t is kept on the backend and the values vector
+# {lr, 1 - beta1^t, 1 - beta2^t} its update reads is made there. The scale, its counter (and those powers) live
+# beside the inner optimizer's slots (``slot_arrays``, under ``"loss_scale"``), so fit's rollback snapshot,
+# ``Model.to`` and graph replay carry them like any slot.
+_KEY = "loss_scale"  # the entry of the inner optimizer's slot dict holding {"scale", "counter"}
+# Keras' base-optimizer arguments LossScaleOptimizer refuses unless at their defaults
+_BASE_DEFAULTS = {"weight_decay": None, "clipnorm": None, "global_clipnorm": None, "clipvalue": None,
+                  "use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None, "loss_scale_factor": None,
+                  "gradient_accumulation_steps": None}
+
+
+class LossScaleOptimizer(Optimizer):
+    """Keras 3's ``LossScaleOptimizer(inner_optimizer, initial_scale=2**15, dynamic_growth_steps=2000)``: the scale
+    is halved and the step skipped when any gradient is inf/NaN, doubled after ``dynamic_growth_steps`` finite
+    steps in a row; ``dynamic_scale`` reads it (one host read). ``learning_rate``, ``lr`` and ``iterations`` are
+    the inner optimizer's."""
+
+    skips_nonfinite = True
+    _volatile = Optimizer._volatile | {"_pending"}
+    _pending = None  # a loaded {"scale", "counter"[, Adam's beta powers]}, placed on the backend by the next step
+
+    def __init__(self, inner_optimizer, initial_scale=2.0**15, dynamic_growth_steps=2000, name=None, **kwargs):
+        if not kwargs.pop("dynamic", True):
+            raise ValueError("LossScaleOptimizer: dynamic=False is not supported (as in Keras 3); set the loss "
+                             "scale yourself instead")
+        for key, default in _BASE_DEFAULTS.items():
+            if key in kwargs and kwargs.pop(key) != default:
+                raise ValueError(f"LossScaleOptimizer does not support {key}=; set it on the inner optimizer")
+        if kwargs:
+            raise TypeError(f"LossScaleOptimizer: unexpected arguments {sorted(kwargs)}")
+        if not isinstance(inner_optimizer, Optimizer) or isinstance(inner_optimizer, LossScaleOptimizer):
+            raise TypeError("LossScaleOptimizer: inner_optimizer must be a magmadnn optimizer (not a "
+                            f"LossScaleOptimizer), got {inner_optimizer!r}")
+        if isinstance(initial_scale, bool) or not isinstance(initial_scale, numbers.Real):
+            raise TypeError(f"LossScaleOptimizer: initial_scale must be a number, got {initial_scale!r}")
+        if not (0 < initial_scale <= np.finfo(np.float32).max):  # kept in float32, as Keras keeps it
+            raise ValueError(f"LossScaleOptimizer: initial_scale must be a finite float32 > 0, got {initial_scale!r}")
+        if isinstance(dynamic_growth_steps, bool) or not isinstance(dynamic_growth_steps, numbers.Integral):
+            raise TypeError(f"LossScaleOptimizer: dynamic_growth_steps must be an int, got {dynamic_growth_steps!r}")
+        if not 1 <= dynamic_growth_steps <= 2**24:  # counted exactly in a float32 array
+            raise ValueError(f"LossScaleOptimizer: dynamic_growth_steps must be in [1, 2**24], got "
+                             f"{dynamic_growth_steps!r}")
+        if name is not None and not isinstance(name, str):
+            raise TypeError(f"LossScaleOptimizer: name must be a string or None, got {name!r}")
+        self.inner_optimizer = inner_optimizer
+        self.initial_scale = float(initial_scale)
+        self.dynamic_growth_steps = int(dynamic_growth_steps)
+        self.name = name
+
+    # -- what is the inner optimizer's
+    iterations = property(lambda self: self.inner_optimizer.iterations,
+                          lambda self, value: setattr(self.inner_optimizer, "iterations", value))
+    lr = property(lambda self: self.inner_optimizer.lr, lambda self, value: setattr(self.inner_optimizer, "lr", value))
+    learning_rate = property(lambda self: self.inner_optimizer.learning_rate,
+                             lambda self, value: setattr(self.inner_optimizer, "learning_rate", value))
+    slots = property(lambda self: self.inner_optimizer.slots)
+    _count = property(lambda self: self.inner_optimizer._count,
+                      lambda self, value: setattr(self.inner_optimizer, "_count", value))
+
+    @property
+    def slot_arrays(self) -> dict:
+        """The inner optimizer's slot dict, which also holds the scale state under ``"loss_scale"``."""
+        return self.inner_optimizer._state
+
+    def move_slots(self, move) -> None:
+        self.inner_optimizer.move_slots(move)
+
+    def _advance(self) -> float:
+        return self.inner_optimizer._advance()
+
+    def step_values(self, lr: float) -> tuple[float, ...]:
+        return self.inner_optimizer.step_values(lr)
+
+    # -- the scale
+    def _scale_state(self, xp) -> dict:
+        """``{"scale", "counter"}``: 0-d float32 arrays (Keras' dtype) on ``xp``, made on first use."""
+        state = self.slot_arrays.get(_KEY)
+        if state is None or self._pending is not None:
+            pending = self._pending or {"scale": self.initial_scale, "counter": 0.0}
+            state = self.slot_arrays[_KEY] = {  # Adam's powers: float64 vectors of one, as its values vector
+                key: xp.asarray(np.array([value], np.float64) if key.endswith("_power") else np.float32(value))
+                for key, value in pending.items()}
+            self._pending = None
+        return state
+
+    @property
+    def dynamic_scale(self) -> float:
+        """The current loss scale (``initial_scale`` before the first step; one host read after)."""
+        if self._pending is not None:
+            return self._pending["scale"]
+        state = self.slot_arrays.get(_KEY)
+        return self.initial_scale if state is None else _host_value(state["scale"])
+
+    def scale_loss(self, loss):
+        """``loss * dynamic_scale`` (a Tensor, differentiable; the training step back-propagates it)."""
+        if not isinstance(loss, Tensor):
+            raise TypeError(f"LossScaleOptimizer.scale_loss: expected a magmadnn Tensor, got {type(loss).__name__}")
+        scale = _as_dtype(loss.xp, self._scale_state(loss.xp)["scale"], loss.dtype)
+        return loss * Tensor._of(scale, loss.xp)
+
+    # -- the step
+    def step(self, params) -> None:
+        """Unscale the gradients, run the inner optimizer's step and undo it (weights and slots) unless every
+        gradient was finite; then update the scale. Nothing is read back."""
+        params = list(params)
+        inner = self.inner_optimizer
+        live = [(i, p) for i, p in enumerate(params) if p.grad is not None and getattr(p, "trainable", True)]
+        if not live:
+            return inner.step(params)
+        xp = live[0][1].xp
+        state = self._scale_state(xp)
+        grads = [p.grad for _, p in live]
+        finite = xp.finite_flag(grads)  # in the gradients' dtype (one for all)
+        scale = _as_dtype(xp, state["scale"], finite.dtype)
+        saved = []
+        for (index, param), grad in zip(live, grads):
+            param.grad = xp.divide(grad, scale)
+            slots = inner._state.get(index)
+            if slots is None:  # made here rather than in the inner step, so that a skipped first step undoes them
+                slots = inner._state[index] = {name: inner._new_slot(xp, param.data, name) for name in inner.slots}
+            saved += [(param.data, xp.copy(param.data))] + [(a, xp.copy(a)) for a in slots.values()]
+        powers = self._bias_corrections(xp, state) if isinstance(inner, Adam) else None
+        inner._device_values = self._device_values if powers is None else powers[0]
+        try:
+            inner.step(params)
+        finally:
+            inner._device_values = None
+        for array, copy in saved:
+            xp.revert_update(array, copy, _as_dtype(xp, finite, array.dtype))
+        if powers is not None:  # beta^t advances with the applied steps only
+            for name, advanced in powers[1].items():
+                xp.revert_update(advanced, state[name], _as_dtype(xp, finite, np.float64))
+                state[name] = advanced
+        xp.loss_scale_update(state["scale"], state["counter"], _as_dtype(xp, finite, np.float32),
+                             self.dynamic_growth_steps)
+
+    def _bias_corrections(self, xp, state):
+        """Adam's values {lr, 1 - beta1^t, 1 - beta2^t} for t = the applied steps + 1 (as Keras counts them), from
+        ``beta_1_power``/``beta_2_power`` = beta^(applied steps) kept on the backend; and the advanced powers."""
+        inner = self.inner_optimizer
+        if "beta_1_power" not in state:
+            state["beta_1_power"], state["beta_2_power"] = (xp.asarray(np.ones((1,), np.float64)) for _ in range(2))
+        advanced = {"beta_1_power": xp.multiply(state["beta_1_power"], inner.beta1),
+                    "beta_2_power": xp.multiply(state["beta_2_power"], inner.beta2)}
+        if self._device_values is not None:  # graph replay: the learning rate staged for this step
+            n = int(self._device_values.shape[0])
+            lr = xp.split(self._device_values, [1, n - 1], 0)[0]
+        else:
+            lr = xp.asarray(np.array([inner.learning_rate], np.float64))
+        corrections = [xp.add(xp.negative(a), 1.0) for a in advanced.values()]
+        return xp.concatenate([lr, *corrections], 0), advanced
+
+    def zero_grad(self, params) -> None:
+        self.inner_optimizer.zero_grad(params)
+
+    # -- configuration and state
+    def get_config(self) -> dict:
+        return {"name": self.name, "inner_optimizer": self.inner_optimizer.to_config(),
+                "initial_scale": self.initial_scale, "dynamic_growth_steps": self.dynamic_growth_steps}
+
+    @classmethod
+    def from_config(cls, config: dict) -> LossScaleOptimizer:
+        config = dict(config)
+        return cls(get(config.pop("inner_optimizer")), **config)
+
+    def state_dict(self) -> dict:
+        """The inner optimizer's state, with ``"loss_scale": {"scale", "counter"}`` as host numbers (one read each
+        when the scale exists)."""
+        state = self.inner_optimizer.state_dict()
+        scaling = state["slots"].pop(_KEY, None)
+        if scaling is not None:
+            state["loss_scale"] = {key: _host_value(a) for key, a in scaling.items()}
+            state["loss_scale"]["counter"] = int(state["loss_scale"]["counter"])
+        elif self._pending is not None:
+            state["loss_scale"] = {**self._pending, "counter": int(self._pending["counter"])}
+        return state
+
+    def load_state_dict(self, state: dict) -> None:
+        """The inner optimizer's state; ``"loss_scale"`` (when present) is placed on the backend by the next
+        step (in the dtype of its gradients)."""
+        state = dict(state)
+        scaling = state.pop("loss_scale", None)
+        if scaling is not None:
+            check_loss_scale_state(scaling, "LossScaleOptimizer.load_state_dict")
+        self.inner_optimizer.load_state_dict(state)
+        if scaling is not None:
+            self._pending = {key: float(value) for key, value in scaling.items()}
+
+    def __repr__(self):
+        return (f"LossScaleOptimizer({self.inner_optimizer!r}, initial_scale={self.initial_scale!r}, "
+                f"dynamic_growth_steps={self.dynamic_growth_steps!r})")
+
+
+def check_loss_scale_state(scaling, who: str) -> None:
+    """A saved ``{"scale", "counter"}``: finite numbers >= 0 (else ValueError naming ``who``)."""
+    if not isinstance(scaling, dict):
+        raise ValueError(f"{who}: loss_scale must be a dict with scale and counter, got {scaling!r}")
+    unknown = set(scaling) - {"scale", "counter", "beta_1_power", "beta_2_power"}
+    if unknown:
+        raise ValueError(f"{who}: loss_scale has unknown entries {sorted(unknown)}")
+    for key in ("scale", "counter", *(k for k in ("beta_1_power", "beta_2_power") if k in scaling)):
+        value = scaling.get(key)
+        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value) or value < 0:
+            raise ValueError(f"{who}: loss_scale {key} must be a finite number >= 0, got {value!r}")
+
+
+def _as_dtype(xp, array, dtype):
+    """``array`` itself when it has ``dtype``, else a cast (on the backend)."""
+    return array if np.dtype(array.dtype) == np.dtype(dtype) else xp.asarray(array, dtype)
+
+
+def _host_value(array) -> float:
+    """A one-element backend array as a float (one read for a device array)."""
+    return float(np.asarray(array if isinstance(array, np.ndarray) else array.get()).reshape(()))
+
+
 _BY_NAME = {"sgd": SGD, "adagrad": Adagrad, "rmsprop": RMSprop, "adam": Adam, "adamw": AdamW}
 #: Every class a saved config may name (magmadnn's own spellings too).
 _BY_CLASS = {cls.__name__: cls for cls in (SGD, AdaGrad, Adagrad, RMSProp, RMSprop, Adam, AdamW)}
@@ -393,6 +633,8 @@ _BY_CLASS = {cls.__name__: cls for cls in (SGD, AdaGrad, Adagrad, RMSProp, RMSpr
 
 def get(identifier) -> Optimizer:
     """An Optimizer from a name ("sgd", "adam", ...), an instance, or a ``{"class_name", "config"}`` dict."""
+    if isinstance(identifier, dict) and identifier.get("class_name") == "LossScaleOptimizer":
+        return LossScaleOptimizer.from_config(identifier.get("config", {}))
     if isinstance(identifier, dict) and identifier.get("class_name") in ("AdaGrad", "RMSProp"):
         return _BY_CLASS[identifier["class_name"]](**identifier.get("config", {}))
     return resolve(identifier, Optimizer, _BY_NAME, "optimizer")

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Everything that needs a GPU, in one command (<= 9 minutes on one H200: the steps' time limits, 240 + 60 + 100 +
-# 80 + 40 s, add up to 8 min 40 s, so a slow step cannot push the others out of a 10-minute call):
+# 60 + 40 + 40 s, add up to 9 min, so a slow step cannot push the others out of a 10-minute call):
 #   1. the `gpu`-marked tests: pymagma on the device, the op-set conformance suite and the host/device training
 #      parity on the real GPU;
 #   2. LeNet-5 trained 3 epochs on MNIST on the GPU (must reach >= 97 % test accuracy);
@@ -8,10 +8,13 @@
 #      BLAS/LAPACK, cuDNN and kernel micro-benchmarks;
 #   4. the hybrid LAPACK drivers (cholesky, qr at N = 2048, 4096, 8192; eigh, svd at N = 2048, 4096, the 4096
 #      rows last and timed once) against torch.linalg, with host-side seconds per call (estimated at ~40 s of its
-#      80 with SciPy's divide-and-conquer host solvers, see scripts/bench_pymagma.py; its JSON is rewritten after
+#      60 with SciPy's divide-and-conquer host solvers, see scripts/bench_pymagma.py; its JSON is rewritten after
 #      every row, so the time limit keeps what was measured; `--eig-sizes 2048,4096,8192` for more);
 #   5. one training step of the MLP and LeNet-5 at batch 128: magmadnn eager, magmadnn graph replay
-#      (compile(graph=True)), PyTorch eager and torch.cuda.CUDAGraph on the same GPU (scripts/bench_graphs.py).
+#      (compile(graph=True)), PyTorch eager and torch.cuda.CUDAGraph on the same GPU (scripts/bench_graphs.py);
+#   6. mixed precision (scripts/bench_mixed.py, its JSON rewritten after every row): a 4096x4096 gemm in bf16 and
+#      fp16 with float32 and half output against torch.mm (TFLOP/s, max error vs float64), LeNet-5 and the char
+#      transformer at batch 64 under the mixed_bfloat16 / mixed_float16 policies against torch.autocast (steps/s).
 # No network and no installs: it uses the machine's python3 as it is. Logs and JSON go to $OUT (default ./gpu-out);
 # record the outcome in docs/gpu-runs.md.
 #
@@ -56,6 +59,12 @@ assert all(r['ratio'] and (r['host_s'] or 0) > 0 for r in rows if r['case'].ends
     "$PY" -c "import json, sys; rows = json.load(open(sys.argv[1])); \
 assert [r['recipe'] for r in rows] == ['mlp', 'lenet5'] and all(r['magmadnn_graph_ms'] > 0 for r in rows), rows" \
         "$OUT/bench-graphs-dry.json"
+    "$PY" scripts/bench_mixed.py --dry-run --json "$OUT/bench-mixed-dry.json" > "$OUT/bench-mixed.log"
+    "$PY" -c "import json, sys; rows = json.load(open(sys.argv[1])); \
+assert [r['bench'] for r in rows] == ['gemm'] * 4 + ['train'] * 4, rows; \
+assert all(r['magmadnn_tflops'] > 0 and r['magmadnn_max_error'] < 0.1 for r in rows[:4]), rows; \
+assert all(r.get('status', '').startswith('skipped') or r['magmadnn_steps_per_s'] > 0 for r in rows[4:]), rows" \
+        "$OUT/bench-mixed-dry.json"
     echo "dry run passed"
     exit 0
 fi
@@ -88,13 +97,16 @@ timeout 100 "$PY" scripts/bench.py --recipe "" --gpu --data "$DATA" --json "$OUT
     | tee "$OUT/bench-gpu.log"
 bench_rc=${PIPESTATUS[0]}
 
-timeout 80 "$PY" scripts/bench_pymagma.py --hybrid --json "$OUT/bench-hybrid.json" 2>&1 | tee "$OUT/bench-hybrid.log"
+timeout 60 "$PY" scripts/bench_pymagma.py --hybrid --json "$OUT/bench-hybrid.json" 2>&1 | tee "$OUT/bench-hybrid.log"
 hybrid_rc=${PIPESTATUS[0]}
 
 timeout 40 "$PY" scripts/bench_graphs.py --json "$OUT/bench-graphs.json" 2>&1 | tee "$OUT/bench-graphs.log"
 graphs_rc=${PIPESTATUS[0]}
+
+timeout 40 "$PY" scripts/bench_mixed.py --json "$OUT/bench-mixed.json" 2>&1 | tee "$OUT/bench-mixed.log"
+mixed_rc=${PIPESTATUS[0]}
 echo "wall time ${SECONDS} s"
 echo "gpu tests exit $tests_rc, lenet5 exit $lenet_rc, benchmarks exit $bench_rc, hybrid benchmark exit $hybrid_rc," \
-     "graph replay benchmark exit $graphs_rc"
-for rc in $tests_rc $lenet_rc $bench_rc $hybrid_rc $graphs_rc; do [ "$rc" = 0 ] || exit "$rc"; done
+     "graph replay benchmark exit $graphs_rc, mixed precision benchmark exit $mixed_rc"
+for rc in $tests_rc $lenet_rc $bench_rc $hybrid_rc $graphs_rc $mixed_rc; do [ "$rc" = 0 ] || exit "$rc"; done
 exit 0

@@ -52,6 +52,8 @@ ARRAYS = ("tests/pymagma/test_simulated_device.py", "tests/pymagma/test_array.py
 HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/test_simulated_device.py")
 CUDNN = ("tests/pymagma/test_simulator_cudnn.py",)
 KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
+ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
+                    "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
 ARRAY_API_LINALG = ("tests/pymagma/test_array_api_linalg.py",)
 BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
@@ -305,6 +307,16 @@ MUTANTS = [
            "pymagma/kernels/__init__.py",
            "c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])",
            "c_longlong(x.size), c_longlong(inner), c_longlong(x.shape[1])])", KERNELS),
+    # ------------------------------------------------------------------ the array API's reductions and sorts
+    Mutant("sort-merge-takes-right-on-ties", "the per-row merge sort takes the right run's element on ties (unstable)",
+           "pymagma/kernels/array_api_reduce.cu",
+           "if (ar_before<T>(descending, x[base + a[j] * x_stride], x[base + a[i] * x_stride])) b[k++] = a[j++];",
+           "if (!ar_before<T>(descending, x[base + a[i] * x_stride], x[base + a[j] * x_stride])) b[k++] = a[j++];",
+           ARRAY_API_REDUCE),
+    Mutant("min-max-drops-nan", "min and max skip a NaN that is not the first element (NumPy propagates it)",
+           "pymagma/kernels/array_api_reduce.cu",
+           "if (v != v || (op == 2 ? v < best : best < v)) best = v;",
+           "if (op == 2 ? v < best : best < v) best = v;", ARRAY_API_REDUCE),
     # ------------------------------------------------------------------------------------------- DeviceArrays
     Mutant("transpose-into-dims", "copy_into's device transpose given cols x rows and the wrong output ld",
            "pymagma/array.py",

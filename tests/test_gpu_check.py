@@ -27,6 +27,25 @@ def test_gpu_check_dry_run(tmp_path):
     assert all(r["host_s"] > 0 and r["ratio"] > 0 for r in hybrid if r["case"].endswith(" hybrid"))
     graphs = json.loads((tmp_path / "bench-graphs-dry.json").read_text())  # null device: logic, not speed
     assert all(r["magmadnn_eager_ms"] > 0 and r["magmadnn_graph_ms"] > 0 for r in graphs)
+    mixed = json.loads((tmp_path / "bench-mixed-dry.json").read_text())  # simulator gemm, null-device training
+    gemm = [r for r in mixed if r["bench"] == "gemm"]
+    assert [r["case"].split(" n=")[0] for r in gemm] == [
+        f"{h} x {h} -> {o}" for h in ("bfloat16", "float16") for o in ("float32", h)]
+    assert all(r["magmadnn_tflops"] > 0 for r in gemm)
+    # float32 output: one rounding of float32 sums of 64 exact products; half output: that, rounded to the half type
+    assert all(r["magmadnn_max_error"] < 1e-4 for r in gemm if r["case"].split()[-2] == "float32")
+    train = [r for r in mixed if r["bench"] == "train"]
+    assert len(train) == 4 and all(r.get("status") == "skipped: no magmadnn.mixed_precision"
+                                   or r["magmadnn_steps_per_s"] > 0 for r in train)
+
+
+def test_gpu_check_fits_its_time_budget():
+    """The steps' time limits add up to at most 9 minutes, so that a 10-minute call runs them all."""
+    import re
+
+    script = (ROOT / "scripts" / "gpu_check.sh").read_text()
+    limits = [int(t) for t in re.findall(r"^\s*timeout (\d+) ", script, re.M)]
+    assert len(limits) == 6 and sum(limits) <= 540, limits
 
 
 def test_gpu_check_rejects_unknown_arguments():

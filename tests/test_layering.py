@@ -15,7 +15,9 @@ ROOT = Path(__file__).resolve().parent.parent
 ALLOWED_CIRCLES = [{"magmadnn.autograd", "magmadnn.functional.operators", "magmadnn.functional._base"},
                    {"pymagma.array", "pymagma.blas", "pymagma._colmajor", "pymagma.kernels", "pymagma.array_api",
                     "pymagma.array_api._creation", "pymagma.array_api._elementwise", "pymagma.array_api._kernels",
-                    "pymagma.array_api._reductions",
+                    "pymagma.array_api._reductions", "pymagma.array_api._reduce_kernels",
+                    "pymagma.array_api._searching", "pymagma.array_api._sets", "pymagma.array_api._sorting",
+                    "pymagma.array_api._statistics",
                     # the array API's linalg extension runs pymagma.linalg and the hybrid drivers
                     "pymagma.array_api._norms", "pymagma.array_api._products", "pymagma.array_api.linalg",
                     "pymagma.array_api._triangles",

@@ -305,7 +305,9 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, kera
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
                 keras=False):
     """In place Adam (``decoupled``: AdamW, p *= 1 - lr wd first); bias-corrected, ``step`` counts from 1;
-    p -= lr/bc1 m / (sqrt(v/bc2) + eps), or with ``keras`` p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps)."""
+    p -= lr/bc1 m / (sqrt(v/bc2) + eps), or with ``keras`` p -= lr sqrt(bc2)/bc1 m / (sqrt(v) + eps). ``lr`` may be
+    a float64 vector of this backend holding {lr, bc1, bc2} (``step`` then unused): values computed or staged where
+    the arrays live (graph replay, loss scaling)."""
 
 
 @_op
@@ -413,6 +415,28 @@ def clip_norm_scale(arrays, max_norm):
     """A 0-d array in the arrays' dtype: ``max_norm / max(norm, max_norm)`` with ``norm`` the L2 norm of every element
     of ``arrays`` together (a list), i.e. the factor that clips their global norm to ``max_norm`` (1 below it; NaN
     when the norm is NaN). Computed where the arrays live: nothing is read back."""
+
+# ------------------------------------------------------------------------------- dynamic loss scaling
+# Keras' LossScaleOptimizer decided where the gradients live: the finite check, the skip and the scale are arrays
+# of the backend, so that nothing is read back per step and a step captured as a graph replays the decision.
+@_op
+def finite_flag(arrays):
+    """A 0-d array in the arrays' dtype: 1 when every element of every array of ``arrays`` (a non-empty list) is
+    finite, else 0. Computed where the arrays live: nothing is read back."""
+
+
+@_op
+def revert_update(a, saved, keep):
+    """In place: ``a`` is left as it is when the 0-d ``keep`` is 1, else becomes ``saved`` (an update undone on the
+    backend: a true select, so a NaN in the discarded operand never leaks); one shape and dtype."""
+
+
+@_op
+def loss_scale_update(scale, counter, finite, growth_steps):
+    """In place, Keras' dynamic loss scale (0-d ``scale``, ``counter`` and the 0-d 1/0 flag ``finite``, one dtype):
+    when ``finite`` is 1, ``counter += 1`` and, when that reaches ``growth_steps``, ``counter = 0`` and ``scale *=
+    2``; when it is 0, ``counter = 0`` and ``scale *= 0.5`` (no lower bound, as Keras)."""
+
 
 # ------------------------------------------------------------------------------- recurrent layers
 # Sequences are batch-major (N, T, F). ``x_proj`` is the input projection of every step, ``x @ kernel + bias``

@@ -10,6 +10,9 @@ graph reads, written before each launch by a single asynchronous copy from page-
   bias corrections), computed on the host exactly as an eager step computes them;
 * the Philox offset of each dropout draw (the layer's stream advances on the host as in an eager step).
 
+A ``LossScaleOptimizer``'s scale, its growth counter and the skip are device arrays and ops of the step (its
+``slot_arrays``), so a replayed step decides them as an eager one does.
+
 Arrays a step rebinds instead of updating in place (the running tally sums) are copied back into the arrays the
 graph read at its end, so the next replay reads the new values; an array rebound outside the graph (a rollback
 snapshot, ``set_weights``) is copied into the graph's array before the next launch. Everything else the step read on
@@ -170,7 +173,7 @@ class _Step:
                 else:
                     outputs = model._forward(xs, training=True)
                     loss = model.loss.checked(outputs, rest[0])
-                    loss.backward()
+                    opt.scale_loss(loss).backward()
                     params = model.parameters()
                     opt.step(params)
                     for param in params:
@@ -354,9 +357,9 @@ class GraphedSteps:
             return f"the {getattr(model.xp, 'name', 'host')} backend has no CUDA graphs"
         if model._parallel is not None:
             return "distributed training (its MPI calls cannot be captured)"
-        if not isinstance(model.optimizer, (_optimizers.SGD, _optimizers.AdaGrad, _optimizers.RMSProp,
-                                            _optimizers.Adam)):
-            return f"the optimizer {type(model.optimizer).__name__} does not read its step values on the device"
+        inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # LossScaleOptimizer: its inner's
+        if not isinstance(inner, (_optimizers.SGD, _optimizers.AdaGrad, _optimizers.RMSProp, _optimizers.Adam)):
+            return f"the optimizer {type(inner).__name__} does not read its step values on the device"
         return None
 
     def say(self, reason: str) -> None:

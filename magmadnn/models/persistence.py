@@ -4,12 +4,13 @@ A model file holds the weight and state arrays under position keys ``layers.<i>.
 the model configuration (``kind: "model"``, the layers' ``trainable`` flags included) and a per-layer architecture
 description. The training state follows when the model is compiled (in a model file as in Keras' ``model.save``,
 always in a checkpoint, ``kind: "checkpoint"``): the optimizer (class, configuration, step count, slot arrays
-``optimizer.<param index>.<slot>``), the loss and metrics, the number of completed epochs and the RNG states
-(shuffling and dropout streams), so that a loaded model evaluates and resumes training exactly. A compiled model
-whose loss, metric or learning rate cannot be written (a plain function) is saved without it, with a warning.
-Loading compares the stored architecture with the model's and raises ``ArchitectureMismatchError`` naming the first
-difference. :class:`Persistence` gives ``Model`` its ``save``/``load_weights``/``save_checkpoint``/``load_checkpoint``
-methods; rebuilding a model from a file is :func:`magmadnn.models.config.load_model`.
+``optimizer.<param index>.<slot>``, a ``LossScaleOptimizer``'s scale and counter), the loss and metrics, the
+number of completed epochs and the RNG states (shuffling and dropout streams), so that a loaded model evaluates and
+resumes training exactly. A compiled model whose loss, metric or learning rate cannot be written (a plain function)
+is saved without it, with a warning. Loading compares the stored architecture with the model's and raises
+``ArchitectureMismatchError`` naming the first difference. :class:`Persistence` gives ``Model`` its
+``save``/``load_weights``/``save_checkpoint``/``load_checkpoint`` methods; rebuilding a model from a file is
+:func:`magmadnn.models.config.load_model`.
 """
 
 from __future__ import annotations
@@ -165,7 +166,8 @@ def _training_state(model, epoch: int) -> tuple[dict, dict]:
     state = model.optimizer.state_dict()
     meta = {
         "epoch": int(epoch),
-        "optimizer": {**model.optimizer.to_config(), "iterations": state["iterations"]},
+        "optimizer": {**model.optimizer.to_config(), "iterations": state["iterations"],
+                      **({"loss_scale": state["loss_scale"]} if "loss_scale" in state else {})},
         "loss": model.loss.to_config(),
         "metrics": [m.to_config() for m in model.metrics],
         "rng": {"shuffle": _rng.get_state(model._shuffle_rng),
@@ -241,7 +243,15 @@ def _plan_optimizer(model, meta, tensors, path):
             raise ArchitectureMismatchError(
                 f"checkpoint {str(path)!r}: parameter {index} has optimizer slots {sorted(found)}, "
                 f"{type(optimizer).__name__} needs {sorted(optimizer.slots)}")
-    state = {"iterations": iterations, "lr": stored["config"]["lr"], "slots": slots}
+    config = stored["config"]
+    config = config["inner_optimizer"]["config"] if isinstance(config.get("inner_optimizer"), dict) else config
+    state = {"iterations": iterations, "lr": config["lr"], "slots": slots}
+    if "loss_scale" in stored:  # a LossScaleOptimizer's scale and counter
+        try:
+            _optimizers.check_loss_scale_state(stored["loss_scale"], f"checkpoint {str(path)!r}")
+        except ValueError as error:
+            raise ModelFileError(str(error)) from None
+        state["loss_scale"] = stored["loss_scale"]
     return optimizer, loss, metrics, state
 
 

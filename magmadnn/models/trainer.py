@@ -59,7 +59,7 @@ class Trainer:
 
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
                 graph: bool = False, reinitialize: bool = False, run_eagerly: bool | None = None,
-                jit_compile="auto"):
+                jit_compile="auto", auto_scale_loss: bool = True):
         """Choose optimizer, loss and metrics; the weights are kept (compile again to change the optimizer or its
         learning rate, as in Keras). ``seed`` re-seeds the model and re-creates its weights: allowed on a model
         never trained nor loaded; on a trained one pass ``reinitialize=True`` too (or call ``reinitialize(seed)``),
@@ -71,7 +71,12 @@ class Trainer:
         :mod:`.graphed`). Where a step cannot be captured, one warning says why and it runs eagerly.
 
         Keras' ``run_eagerly`` and ``jit_compile`` are accepted and change nothing: steps run eagerly unless
-        ``graph=True`` (the results are the same either way)."""
+        ``graph=True`` (the results are the same either way).
+
+        ``auto_scale_loss`` (Keras'): under the ``"mixed_float16"`` policy the optimizer is wrapped in a
+        :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already."""
+        if not isinstance(auto_scale_loss, (bool, np.bool_)):
+            raise TypeError(f"compile: auto_scale_loss must be True or False, got {auto_scale_loss!r}")
         if run_eagerly is not None and not isinstance(run_eagerly, (bool, np.bool_)):
             raise TypeError(f"compile: run_eagerly must be True, False or None, got {run_eagerly!r}")
         if jit_compile not in ("auto", True, False):
@@ -90,6 +95,9 @@ class Trainer:
         if seed is not None or reinitialize:
             self.reinitialize(seed)
         self.optimizer = _optimizers.get(optimizer)
+        if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
+                and not isinstance(self.optimizer, _optimizers.LossScaleOptimizer)):
+            self.optimizer = _optimizers.LossScaleOptimizer(self.optimizer)
         self.loss = _losses.get(loss)
         _losses.check_compiled(self.loss, self)
         if isinstance(metrics, (str, _metrics.Metric)):
@@ -121,7 +129,7 @@ class Trainer:
         y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
         tally = Tally(self.xp, self._tally_names(False), self.dtype) if self.metrics else None
         value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
-        if not math.isfinite(value):
+        if not (math.isfinite(value) or self.optimizer.skips_nonfinite):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
         results = {"loss": value} if tally is None else self._results(tally.read(), tally.counts)
         return keras_results(results, return_dict)

@@ -81,7 +81,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     """Forward, loss, backward, update, and the batch's loss and metrics added to ``tally``.
 
     ``check``: read the loss (one host read) and apply nothing when it is not finite (the state arrays that the
-    forward pass updates in place, BatchNorm statistics, are restored); returns the loss. Without ``check``
+    forward pass updates in place, BatchNorm statistics, are restored), unless the optimizer skips non-finite steps
+    itself (``skips_nonfinite``: a LossScaleOptimizer); returns the loss. Without ``check``
     nothing is read and None is returned (fit checks the tally at its next progress update).
 
     With a :class:`StepHook` (``model._parallel``) the hook picks the batch this process runs and surrounds forward
@@ -89,6 +90,7 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     is the global one it returns (read after the reduction, whatever ``check``). A batch without samples adds
     nothing to ``tally``."""
     xp, hook = model.xp, model._parallel
+    skips = model.optimizer.skips_nonfinite  # a LossScaleOptimizer decides itself (a skipped step is no error)
     stateful = [layer for layer in model.layers if layer._state] if check else []
     saved = [{k: xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
     outputs = loss = value = None
@@ -102,16 +104,16 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
             except ValueError:
                 _restore(stateful, saved)
                 raise
-            if not math.isfinite(value):
+            if not (math.isfinite(value) or skips):
                 _restore(stateful, saved)
                 return value
         on_leaf_ready = None if hook is None else hook.backward_hook(loss)
-        if loss is not None:
-            loss.backward(on_leaf_ready=on_leaf_ready)
+        if loss is not None:  # scaled by a LossScaleOptimizer; the tally below adds the loss itself
+            model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
     params = model.parameters()
     if hook is not None:
         value = hook.reduce(params)
-    if value is None or math.isfinite(value):
+    if value is None or skips or math.isfinite(value):
         model.optimizer.step(params)
     else:  # applied nowhere; the device path finds it in the tally at its next read and replays from there
         _restore(stateful, saved)
@@ -283,8 +285,10 @@ class Epoch:
             self.done = done
             self.bar.add_samples(int(yb.shape[0]))
             if self.eager and not math.isfinite(value):
-                cbs.on_train_batch_end(index, {"loss": value})
-                return model._non_finite(cbs, self.epoch, index, value)
+                if not model.optimizer.skips_nonfinite:
+                    cbs.on_train_batch_end(index, {"loss": value})
+                    return model._non_finite(cbs, self.epoch, index, value)
+                cbs.on_nonfinite_loss(self.epoch, index, value)  # a skipped step: TerminateOnNaN stops, as in Keras
             if self.bar.due():
                 bad = self._progress(done)
                 if bad is not None:
@@ -318,12 +322,17 @@ class Epoch:
             if self.eager or self.snapshot is None:
                 raise
             return None, self._find_fault(error)
-        if self.eager and not math.isfinite(sums["loss"]):  # batch losses were checked: a parameter is not finite
+        # the host checked each batch loss, and a LossScaleOptimizer's non-finite losses are no error: a non-finite
+        # sum is then an error only where a parameter is not finite
+        skips = model.optimizer.skips_nonfinite
+        if (self.eager or skips) and not math.isfinite(sums["loss"]):
             found = model._nonfinite_parameter()
             if found is not None:
                 stop = model._non_finite_parameters(self.cbs, self.epoch, found, self.done, {"loss": sums["loss"]})
                 return None, stop
-        if math.isfinite(sums["loss"]) or self.eager:
+        if skips and not self.eager and not math.isfinite(sums["loss"]):  # a skipped step since the last read
+            self.cbs.on_nonfinite_loss(self.epoch, self.done - 1, sums["loss"])
+        if math.isfinite(sums["loss"]) or self.eager or skips:
             who = "fit" if final else None
             results = dict(sorted(model._results(sums, self.tally.read_counts, who=who).items()))  # Keras' order
             if self.validation_data is not None:

@@ -3,10 +3,11 @@
 What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
-in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; ``matmul``, ``tensordot``, ``vecdot``,
-``matrix_transpose``, ``tril``, ``triu`` and the ``linalg`` extension (:mod:`pymagma.array_api.linalg`, on
-MAGMA).  A function of the standard not listed here is absent: reading it is an AttributeError naming it (so
-``hasattr`` answers honestly); nothing falls back to the host.
+in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
+set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row); ``matmul``,
+``tensordot``, ``vecdot``, ``matrix_transpose``, ``tril``, ``triu``, ``meshgrid`` and the ``linalg`` extension
+(:mod:`pymagma.array_api.linalg`, on MAGMA).  A function of the standard not listed here is absent: reading it is
+an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
@@ -33,6 +34,21 @@ from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32
 from ._info import __array_namespace_info__
 from ._products import matmul, matrix_transpose, tensordot, vecdot
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
+from ._searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where
+from ._sets import unique_all, unique_counts, unique_inverse, unique_values
+from ._sorting import argsort, sort
+from ._statistics import (  # noqa: A004 (the standard's names)
+    cumulative_prod,
+    cumulative_sum,
+    diff,
+    max,
+    mean,
+    min,
+    prod,
+    std,
+    sum,
+    var,
+)
 from ._triangles import tril, triu
 
 __array_api_version__ = "2024.12"
@@ -49,6 +65,10 @@ __all__ = [
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
     "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot", "tril", "triu", "meshgrid",
+    # reductions, searching, sorting, sets
+    "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
+    "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",
+    "unique_counts", "unique_inverse", "unique_values",
 ]
 del _creation
 

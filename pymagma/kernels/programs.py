@@ -87,6 +87,13 @@ PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_un
                          + _api(("aa_test",), API_FLOATS)
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
                                  for d in API_C_TYPES))
+# -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
+#: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.array_api._reduce_kernels)
+API_REDUCE_DTYPES = ("int64", "float32", "float64")
+PROGRAMS["array_api_reduce"] = ("array_api_reduce.cu",
+                                _api(("ar_reduce", "ar_argreduce", "ar_scan", "ar_sort", "ar_searchsorted", "ar_take",
+                                      "ar_unique_flags", "ar_unique"), API_REDUCE_DTYPES)
+                                + _api(("ar_where",), API_C_TYPES) + ("ar_nonzero<bool>",))
 # -- recurrent layers
 PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))

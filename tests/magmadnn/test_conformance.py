@@ -838,6 +838,66 @@ def test_clip_norm_scale_of_zeros_is_one_and_of_nan_is_nan(xp):
     assert get(xp, xp.clip_norm_scale([xp.zeros((3,), np.float32)], 1.0)) == 1.0
     assert np.isnan(get(xp, xp.clip_norm_scale([put(xp, np.array([1.0, np.nan]))], 1.0)))
 
+
+# ---------------------------------------------------------------------------------- dynamic loss scaling
+@settings(max_examples=examples(12))
+@given(dtype=st.sampled_from(FLOATS), count=st.integers(1, 3), bad=st.sampled_from([None, np.inf, -np.inf, np.nan]),
+       seed=st.integers(0, 2**31 - 1))
+def test_finite_flag(xp, dtype, count, bad, seed):
+    rng = np.random.default_rng(seed)
+    arrays = [rng.normal(size=rng.integers(1, 5, 2)).astype(dtype) * dtype(1e30) for _ in range(count)]
+    if bad is not None:
+        arrays[rng.integers(count)].flat[0] = bad
+    got = xp.finite_flag([put(xp, a) for a in arrays])
+    expected = 1.0 if all(math.isfinite(v) for a in arrays for v in a.ravel().tolist()) else 0.0
+    assert got.shape == () and got.dtype == dtype and float(get(xp, got)) == expected
+
+
+def test_revert_update_keeps_or_restores_bit_for_bit(xp):
+    a0 = np.array([1.5, np.nan, -np.inf, 2.0], np.float32)
+    saved0 = np.array([-1.0, 2.0, 3.0, 4.25], np.float32)
+    for keep, expected in ((1.0, a0), (0.0, saved0)):
+        a, saved = put(xp, a0, saved0)
+        xp.revert_update(a, saved, xp.asarray(np.array(keep, np.float32)))
+        np.testing.assert_array_equal(get(xp, a), expected)
+    with pytest.raises(ValueError, match="0-d"):
+        xp.revert_update(put(xp, a0), put(xp, saved0), put(xp, np.ones(1, np.float32)))
+
+
+@pytest.mark.parametrize("keras", [False, True])
+def test_adam_update_reads_its_values_vector(xp, keras):
+    """``lr`` given as the float64 vector {lr, 1 - beta1^t, 1 - beta2^t} is the same step as ``step=t``."""
+    rng = np.random.default_rng(3)
+    p0, g, m0, v0 = (rng.normal(size=5).astype(np.float32) for _ in range(4))
+    v0 = np.abs(v0)
+    out = []
+    for step, lr in ((3, 0.01), (1, np.array([0.01, 1 - 0.9**3, 1 - 0.999**3]))):
+        p, m, v = put(xp, p0, m0, v0)
+        lr = xp.asarray(lr) if isinstance(lr, np.ndarray) else lr
+        xp.adam_update(p, put(xp, g), m, v, step, lr, weight_decay=0.1, decoupled=True, keras=keras)
+        out.append(get(xp, p, m, v))
+    for a, b in zip(*out):
+        np.testing.assert_allclose(a, b, rtol=1e-6, atol=1e-7)
+
+
+def test_loss_scale_update_follows_keras_rule(xp):
+    """A flag sequence through the op against the rule written plainly: grow after 3 finite steps in a row,
+    halve and reset on a non-finite one."""
+    flags = [1, 1, 1, 1, 0, 1, 1, 0, 0, 1, 1, 1, 1]
+    scale, counter = put(xp, np.array(8.0, np.float32), np.array(0.0, np.float32))
+    s, c = 8.0, 0
+    for f in flags:
+        xp.loss_scale_update(scale, counter, xp.asarray(np.array(f, np.float32)), 3)
+        if f:
+            c += 1
+            if c == 3:
+                s, c = s * 2, 0
+        else:
+            s, c = s / 2, 0
+        assert (float(get(xp, scale)), float(get(xp, counter))) == (s, c)
+    with pytest.raises(TypeError, match="dtype"):
+        xp.loss_scale_update(scale, counter, xp.asarray(np.array(1.0)), 3)
+
 # ---------------------------------------------------------------------------------- recurrent layers
 # The forward against tests/reference.py's step-by-step LSTM/GRU; the backward against central differences of that
 # reference (float64, so the check is tight), on every backend.

@@ -201,6 +201,7 @@ def _inputs(kind, rng, dtype):
         "norms_and_embeddings": lambda: [r(3, 8, low=-3, high=5), r(8, low=0.5, high=1.5), r(8), r(3, 8), r(5, 4),
                                          rng.integers(0, 5, (3, 6)), r(3, 6, 4)],
         "recurrent": lambda: [r(3, 5, 8), r(2, 8), r(3, 5, 6), r(2, 6), r(6), r(3, 5, 2), r(3, 2)],
+        "loss_scaling": lambda: [r(4, 3), r(3), r(5), r(5), np.array(1024.0, dtype), np.array(0.0, dtype)],
     }[kind]()
 
 
@@ -246,7 +247,24 @@ def _recurrent(xp, lstm_x, lstm_w, gru_x, gru_w, gru_b, dy_seq, dy_last):
 
 
 CASES["recurrent"] = _recurrent
-EXACT = {"dropout_and_random"}  # the same Philox stream on both: bit for bit (normal up to libm's last bits)
+
+
+# -- dynamic loss scaling: the flag of finite and non-finite gradients, an update undone or kept, the scale's rule
+def _loss_scaling(xp, g, bad, p, saved, scale, counter):
+    ok, not_ok = xp.finite_flag([g, p]), xp.finite_flag([g, xp.divide(bad, 0.0)])
+    kept, undone = xp.copy(p), xp.copy(p)
+    xp.revert_update(kept, saved, ok)
+    xp.revert_update(undone, saved, not_ok)
+    out = [ok, not_ok, kept, undone]
+    for flag in (ok, ok, not_ok, ok):
+        xp.loss_scale_update(scale, counter, flag, 2)
+        out += [xp.copy(scale), xp.copy(counter)]
+    return tuple(out)
+
+
+CASES["loss_scaling"] = _loss_scaling
+# the same Philox stream on both: bit for bit (normal up to libm's last bits); loss scaling: exact by its rule
+EXACT = {"dropout_and_random", "loss_scaling"}
 
 
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -293,3 +293,41 @@ def test_other_layer_kinds_train_under_mixed_bfloat16(kind):
     losses = [model.train_on_batch(x, y) for _ in range(5)]
     assert np.isfinite(losses).all() and losses[-1] < losses[0]
     assert all(p.data.dtype == np.float32 for p in model.parameters())
+
+
+# ---------------------------------------------------------------------------------- compile's loss scaling (Keras)
+def test_compile_wraps_the_optimizer_in_loss_scaling_under_mixed_float16_as_keras():
+    from magmadnn import optimizers as O
+    from tests.keras_reference import keras
+
+    for policy, wrapped in (("mixed_float16", True), ("mixed_bfloat16", False), ("float32", False)):
+        ours = _mlp(policy).compile("sgd", "cross_entropy")
+        keras.mixed_precision.set_global_policy(policy)
+        try:
+            theirs = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+            theirs.compile("sgd", "mse")
+        finally:
+            keras.mixed_precision.set_global_policy("float32")
+        assert isinstance(theirs.optimizer, keras.optimizers.LossScaleOptimizer) == wrapped
+        assert isinstance(ours.optimizer, O.LossScaleOptimizer) == wrapped, policy
+    assert not isinstance(_mlp("mixed_float16").compile("sgd", auto_scale_loss=False).optimizer, O.LossScaleOptimizer)
+    kept = O.LossScaleOptimizer(O.SGD(0.1), initial_scale=8.0)
+    assert _mlp("mixed_float16").compile(kept).optimizer is kept
+
+
+@pytest.mark.parametrize("where", ["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_an_overflowing_float16_step_is_skipped_with_the_scale_lowered(where):
+    for device in model_device(where):
+        model = _mlp("mixed_float16").compile("sgd", "cross_entropy", device=device)
+        rng = np.random.default_rng(0)
+        x, y = rng.standard_normal((8, 8)).astype(np.float32), rng.integers(0, 4, 8)
+        model.train_on_batch(x, y)
+        before = [np.array(w) for w in model.get_weights()]
+        assert all(w.dtype == np.float32 for w in before)
+        with np.errstate(all="ignore"):
+            model.train_on_batch(x * np.float32(1e5), y)  # past float16's 65504: the half activations overflow
+        assert model.optimizer.dynamic_scale == 2.0**14
+        for a, b in zip(before, model.get_weights()):
+            np.testing.assert_array_equal(a, b)
+        model.train_on_batch(x, y)
+        assert not np.array_equal(before[0], model.get_weights()[0])

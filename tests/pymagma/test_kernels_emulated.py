@@ -23,6 +23,23 @@ from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel familie
     test_python_scalars_from_zero_d_arrays,
     test_unary_functions_equal_numpy,
 )
+from .test_array_api_reduce_gpu import (  # noqa: F401  (reductions, scans, sorts, searching, sets)
+    test_argmax_argmin_first_occurrence_and_nan_as_numpy,
+    test_bad_arguments_are_typed_errors,
+    test_cumulative_sum_and_prod_equal_numpy,
+    test_diff_equals_numpy,
+    test_empty_axes_identities_and_errors,
+    test_every_kernel_in_every_dtype,
+    test_long_reductions_equal_numpy,
+    test_mean_var_std_equal_numpy,
+    test_nans_anywhere_follow_numpy,
+    test_nonzero_equals_numpy,
+    test_searchsorted_equals_numpy,
+    test_sort_and_argsort_are_stable_nans_last,
+    test_sum_prod_min_max_count_nonzero_equal_numpy,
+    test_unique_functions_equal_numpy_each_nan_distinct,
+    test_where_broadcasts_three_operands_and_scalars,
+)
 from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
     test_activation_backward,
     test_activation_backward_names_what_it_needs,

@@ -69,7 +69,7 @@ def _api_expression(kernel, *names):
 
 def test_every_float_dtype_is_instantiated_for_every_float_kernel():
     for name, (_, expressions) in kernels.PROGRAMS.items():
-        if name == "array_api":  # instantiated for the array API's dtypes (test below)
+        if name in ("array_api", "array_api_reduce"):  # instantiated for the array API's dtypes (test below)
             continue
         kernels_in = {e.split("<")[0] for e in expressions if e.split("<")[0] not in ("cast", "copy_strided")}
         for kernel in kernels_in:
@@ -345,6 +345,20 @@ def _launch_every_kernel(dtype) -> None:
         api.unary("exp", x.T)
         api.test("isnan", x)
         api.cast(x, np.dtype(np.int8))
+        # array_api_reduce.cu: each family once (the float dtypes among its instantiations)
+        from pymagma.array_api import _reduce_kernels as rk
+
+        flat, index = fake_array((12,), dtype), fake_array((12,), np.int64)
+        rk.reduce("var", x, (0,), 1.0)
+        rk.argreduce(True, x, 1)
+        rk.scan("sum", x, 0, True)
+        rk.sort(x, 1, False, True, True)
+        rk.where(fake_array((4, 3), np.bool_), x, row, (4, 3))
+        rk.searchsorted(flat, x, True)
+        rk.take(flat, index)
+        rk.nonzero(fake_array((12,), np.bool_), index, 4, (4, 3))
+        rk.unique_flags(flat)
+        rk.unique(flat, index, index, 5, True, True, (4, 3))
     # check.cu: float values here, integer ones (their bounds are int64 parameters) once per call of this function
     record = fake_array((kernels.FAULT_RECORD,), np.int64)
     for values in (x, fake_array((2, 5), np.int64), fake_array((3,), np.int32)):
