@@ -3,9 +3,10 @@
 What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
-in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``.  A function of the standard not listed
-here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to
-the host.
+in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``, the manipulation functions, ``take``,
+``take_along_axis``, ``tril``/``triu`` and integer-array and boolean-mask indexing.  A function of the standard
+not listed here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers honestly); nothing
+falls back to the host.
 """
 
 from __future__ import annotations
@@ -28,7 +29,26 @@ from ._creation import (
     zeros_like,
 )
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
+from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
+from ._manipulation import (
+    broadcast_arrays,
+    broadcast_to,
+    concat,
+    expand_dims,
+    flip,
+    meshgrid,
+    moveaxis,
+    permute_dims,
+    repeat,
+    roll,
+    squeeze,
+    stack,
+    tile,
+    tril,
+    triu,
+    unstack,
+)
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
 
 __array_api_version__ = "2024.12"
@@ -44,6 +64,8 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
+    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "meshgrid",
+    "moveaxis", "permute_dims", "repeat", "roll", "squeeze", "stack", "tile", "tril", "triu", "unstack",
 ]
 del _creation
 

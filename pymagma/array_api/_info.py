@@ -15,8 +15,9 @@ class Info:
     __module__ = "pymagma.array_api"
 
     def capabilities(self) -> dict:
-        """No boolean-mask indexing and no data-dependent output shapes yet; kernels address up to 8 dims."""
-        return {"boolean indexing": False, "data-dependent shapes": False, "max dimensions": 8}
+        """Boolean-mask indexing and data-dependent output shapes (a host read of the count); kernels address up
+        to 8 dims."""
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 8}
 
     def default_device(self) -> int:
         return runtime.get_device()

@@ -86,7 +86,10 @@ def _api(kernels, dtypes) -> tuple[str, ...]:
 PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_unary"), API_C_TYPES)
                          + _api(("aa_test",), API_FLOATS)
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
-                                 for d in API_C_TYPES))
+                                 for d in API_C_TYPES)
+                         + _api(("aa_assign", "aa_tri", "aa_gather", "aa_mask_move"), API_C_TYPES)
+                         + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
+                         + ("aa_mask_count", "aa_mask_scan", "aa_mask_positions"))
 # -- recurrent layers
 PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))
