@@ -380,3 +380,25 @@ def test_indexing_details():
         d[0] = xp().asarray(np.zeros(3))
     with pytest.raises(TypeError, match="basic indexing"):
         d[[0, 1]]
+
+
+def test_every_manipulation_and_indexing_kernel_in_every_dtype():
+    """Deterministic: the assignment, tril/triu, gather/scatter and mask kernels once in each dtype, and the index
+    offsets in each index dtype, from transposed views."""
+    base = np.array([[0, 1, 2], [3, 5, 7]])
+    for dtype in ALL:
+        a = base.astype(dtype)
+        d = xp().asarray(a, copy=True).mT
+        same(xp().concat([d, d], axis=1), np.concatenate([a.T, a.T], axis=1))
+        same(xp().tril(d, k=-1), np.tril(a.T, -1))
+        same(xp().take(d, xp().asarray(np.array([1, 0, 1]), copy=True), axis=1), a.T[:, [1, 0, 1]])
+        mask = a.T[:, 0] > 0
+        same(d[xp().asarray(mask, copy=True)], a.T[mask])
+        e, b = xp().asarray(a, copy=True), a.copy()
+        e[xp().asarray(a > 2, copy=True)] = xp().asarray(a[0, :1], copy=True)
+        b[a > 2] = a[0, :1]
+        same(e, b)
+    x = np.arange(6.0)
+    for index_dtype in (np.int8, np.uint8, np.int32, np.int64):
+        idx = np.array([5, 0, 2], index_dtype)
+        same(xp().asarray(x, copy=True)[xp().asarray(idx, copy=True)], x[idx])
