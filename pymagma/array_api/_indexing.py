@@ -92,9 +92,14 @@ def _mask_key(x, key):
     m = masks[0]
     if m.device != x.device:
         raise ValueError(f"a mask on device {m.device} indexes an array on device {x.device}")
-    if m.ndim > x.ndim or m.shape != x.shape[:m.ndim]:
+    if m.ndim > x.ndim or any(k not in (n, 0) for k, n in zip(m.shape, x.shape)):
         raise IndexError(f"boolean index of shape {m.shape} does not match the array's leading shape {x.shape}")
     return m
+
+
+def _empty_mask(x, m) -> bool:
+    """Whether the mask selects nothing by its shape: a size-0 axis (the standard allows it against any size)."""
+    return m.ndim > 0 and 0 in m.shape
 
 
 def _mask_plan(x, m):
@@ -156,6 +161,8 @@ def _integer_plan(x, key):
 def getitem(x, key):
     """``x[key]`` for a key holding DeviceArrays: a sole boolean mask, or ints and integer arrays."""
     m = _mask_key(x, key)
+    if m is not None and _empty_mask(x, m):
+        return _array._empty((0, *x.shape[m.ndim:]), x.dtype, x.device)
     if m is not None:
         x, m, pos, counts = _mask_plan(x, m)
         rest = x.shape[m.ndim:]
@@ -211,6 +218,8 @@ def setitem(x, key, value) -> None:
         _kernels.assign(_broadcast_value(value, view.shape, "__setitem__"), view)
         return
     m = _mask_key(x, key)
+    if m is not None and _empty_mask(x, m):
+        return
     if m is not None:
         x, m, pos, counts = _mask_plan(x, m)
         rest = x.shape[m.ndim:]

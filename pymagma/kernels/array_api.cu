@@ -29,6 +29,7 @@ using std::sinh;
 using std::copysign;
 using std::hypot;
 using std::fabs;
+using std::signbit;
 #endif
 
 template <typename T> struct AAIsFloat { static const bool value = false; };
@@ -75,7 +76,9 @@ template <typename T> __device__ __forceinline__ T aa_binary_op(int op, T a, T b
             case 1: return a - b;
             case 2: return a * b;
             case 3: return a / b;
-            case 4: return aa_fdivmod(a, b, &r);
+            case 4:  // infinities, NaN and zero dividends: floor(a / b), the standard's special cases
+                if (!(a - a == T(0)) || !(b - b == T(0)) || a == T(0)) return floor(a / b);
+                return aa_fdivmod(a, b, &r);
             case 5: aa_fdivmod(a, b, &r); return r;
             case 6: return pow(a, b);
             case 7: return (a != a || a > b) ? a : b;  // maximum: NaN propagates
@@ -208,7 +211,7 @@ template <typename T> __device__ __forceinline__ bool aa_test_op(int op, T x) {
         case 0: return x != x;                                    // isnan
         case 1: return x - x != x - x && x == x;                  // isinf
         case 2: return x - x == x - x;                            // isfinite
-        case 3: return x < T(0) || (x == T(0) && T(1) / x < T(0));  // signbit (not of NaN)
+        case 3: return signbit(x) != 0;                             // signbit (of -0.0 and -NaN too)
         default: return false;
     }
 }

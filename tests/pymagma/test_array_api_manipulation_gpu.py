@@ -105,6 +105,15 @@ def test_float_function_specials_and_dtype_errors():
             np.testing.assert_array_equal(host(getattr(xp(), name)(da)), function(a))
     assert host(xp().nextafter(xp().asarray(np.float32(1)), xp().asarray(np.float32(2)))) == np.nextafter(
         np.float32(1), np.float32(2))
+    # the standard's special cases of floor_divide (NumPy gives -1 for 1 // -inf) and signbit of a negative NaN
+    inf = np.inf
+    a = np.array([inf, inf, -inf, 1.0, -1.0, -0.0, 0.0, 7.0, -7.0, np.nan])
+    b = np.array([2.0, -2.0, 2.0, -inf, inf, 2.0, -2.0, 2.0, 2.0, 1.0])
+    expected = np.array([inf, -inf, -inf, -0.0, -0.0, -0.0, -0.0, 3.0, -4.0, np.nan])
+    got = host(xp().asarray(a, copy=True) // xp().asarray(b, copy=True))
+    np.testing.assert_array_equal(got, expected)
+    np.testing.assert_array_equal(np.signbit(got[:-1]), np.signbit(expected[:-1]))
+    assert host(xp().signbit(xp().asarray(np.array([-np.nan, np.nan]), copy=True))).tolist() == [True, False]
     for name in ("acos", "atan2", "hypot"):
         with pytest.raises(TypeError, match=name):
             getattr(xp(), name)(*[xp().asarray([1, 2])] * (2 if name != "acos" else 1))
