@@ -81,10 +81,14 @@ def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ..
     shape, new strides)."""
     if type(key) is not tuple:
         key = (key,)
-    n_ellipsis = sum(k is Ellipsis for k in key)
+    n_ellipsis = used = 0
+    for k in key:
+        if k is Ellipsis:
+            n_ellipsis += 1
+        elif k is not None:
+            used += 1
     if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    used = sum(k is not None and k is not Ellipsis for k in key)
     if used > len(shape):
         raise IndexError(f"too many indices: array is {len(shape)}-dimensional, {used} were indexed")
     if n_ellipsis:
@@ -185,10 +189,12 @@ class DeviceArray:
 
     def __getitem__(self, key) -> DeviceArray:
         """Basic indexing is a view; integer-array and boolean-mask keys (the array API's) copy on the device."""
-        if isinstance(key, DeviceArray) or (type(key) is tuple and any(isinstance(k, DeviceArray) for k in key)):
-            from .array_api import _indexing
-
-            return _indexing.getitem(self, key)
+        if type(key) is tuple:
+            for k in key:
+                if isinstance(k, DeviceArray):
+                    return _array_api_getitem(self, key)
+        elif isinstance(key, DeviceArray):
+            return _array_api_getitem(self, key)
         offset, shape, strides = index_view(self.shape, self.strides, key)
         return self._view(offset, shape, strides)
 
@@ -406,6 +412,12 @@ class DeviceArray:
                 runtime.Stream(handle=0).synchronize()
         versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
+
+
+def _array_api_getitem(x: DeviceArray, key) -> DeviceArray:
+    from .array_api import _indexing
+
+    return _indexing.getitem(x, key)
 
 
 def on_arrays_device(fn):
