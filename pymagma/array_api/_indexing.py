@@ -160,6 +160,7 @@ def _integer_plan(x, key):
 
 def getitem(x, key):
     """``x[key]`` for a key holding DeviceArrays: a sole boolean mask, or ints and integer arrays."""
+    _dtypes.check(x.dtype, "indexing with arrays")
     m = _mask_key(x, key)
     if m is not None and _empty_mask(x, m):
         return _array._empty((0, *x.shape[m.ndim:]), x.dtype, x.device)
@@ -211,6 +212,7 @@ def _broadcast_value(value, shape: tuple, what: str):
 
 def setitem(x, key, value) -> None:
     """``x[key] = value`` on the device: ``value`` (an array or Python scalar) broadcast to the selection."""
+    _dtypes.check(x.dtype, "__setitem__")
     value = _value(x, value)
     has_array = _is_array(key) or (isinstance(key, tuple) and any(_is_array(k) for k in key))
     if not has_array:

@@ -29,7 +29,6 @@ using std::sinh;
 using std::copysign;
 using std::hypot;
 using std::fabs;
-using std::signbit;
 #endif
 
 template <typename T> struct AAIsFloat { static const bool value = false; };
@@ -211,7 +210,9 @@ template <typename T> __device__ __forceinline__ bool aa_test_op(int op, T x) {
         case 0: return x != x;                                    // isnan
         case 1: return x - x != x - x && x == x;                  // isinf
         case 2: return x - x == x - x;                            // isfinite
-        case 3: return signbit(x) != 0;                             // signbit (of -0.0 and -NaN too)
+        case 3:  // signbit: the sign bit itself (of -0.0 and -NaN too)
+            if constexpr (sizeof(T) == 4) return (__float_as_uint(x) >> 31) != 0u;
+            else return __double_as_longlong(x) < 0;
         default: return false;
     }
 }

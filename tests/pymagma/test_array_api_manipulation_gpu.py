@@ -389,6 +389,10 @@ def test_indexing_details():
         d[0] = xp().asarray(np.zeros(3))
     with pytest.raises(TypeError, match="basic indexing"):
         d[[0, 1]]
+    half = xp().asarray(np.zeros(2, np.float32), copy=True).astype(np.float16)
+    with pytest.raises(TypeError, match="float16 is not supported"):
+        half[0] = 1.0
+    assert half[1:].shape == (1,)  # basic indexing of any dtype stays a view
 
 
 def test_every_manipulation_and_indexing_kernel_in_every_dtype():
