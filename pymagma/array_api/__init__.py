@@ -35,6 +35,7 @@ from ._manipulation import (
     broadcast_arrays,
     broadcast_to,
     concat,
+    diff,
     expand_dims,
     flip,
     meshgrid,
@@ -64,7 +65,7 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
-    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "meshgrid",
+    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "diff", "expand_dims", "flip", "meshgrid",
     "moveaxis", "permute_dims", "repeat", "roll", "squeeze", "stack", "tile", "tril", "triu", "unstack",
 ]
 del _creation

@@ -298,6 +298,28 @@ def meshgrid(*arrays, indexing="xy"):
     return out
 
 
+def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
+    """The ``n``-th forward difference along ``axis`` (``prepend`` and ``append`` joined first): ``n``
+    subtractions of shifted views."""
+    x = _elementwise._require(x, "diff")
+    if x.ndim == 0:
+        raise ValueError("diff needs an array of at least one dimension")
+    a = _axis(axis, x.ndim, "diff")
+    n = operator.index(n)
+    if n < 0:
+        raise ValueError(f"diff: n must be non-negative, got {n}")
+    _elementwise._kinds(x.dtype, _elementwise._NUMERIC, "diff")
+    parts = [p for p in (prepend, x, append) if p is not None]
+    out = concat(parts, axis=a) if len(parts) > 1 else x
+    lead = (slice(None),) * a
+    for _ in range(n):
+        m = out.shape[a]
+        if m == 0:
+            break
+        out = _elementwise.binary("subtract", out[lead + (slice(1, m),)], out[lead + (slice(0, m - 1),)])
+    return _copy(out) if out is x else out
+
+
 def _tri(x, k: int, upper: bool, what: str):
     x = _elementwise._require(x, what)
     if x.ndim < 2:

@@ -223,6 +223,22 @@ def test_roll_tile_repeat_equal_numpy(dtype, shape, data):
 
 
 @FEW
+@given(dtype=st.sampled_from(ALL[1:]), shape=NONEMPTY, data=st.data())
+def test_diff_equals_numpy(dtype, shape, data):
+    a, d = data.draw(operand(dtype, shape))
+    axis, n = data.draw(st.integers(-a.ndim, a.ndim - 1)), data.draw(st.integers(1, 4))  # (n=0: NumPy drops append)
+    extra = {}
+    for name in ("prepend", "append"):
+        if data.draw(st.booleans()):
+            other = list(shape)
+            other[axis] = data.draw(st.integers(0, 2))
+            extra[name] = data.draw(operand(dtype, tuple(other)))
+    with np.errstate(all="ignore"):
+        expected = np.diff(a, n=n, axis=axis, **{k: v[0] for k, v in extra.items()})
+    same(xp().diff(d, axis=axis, n=n, **{k: v[1] for k, v in extra.items()}), expected)
+
+
+@FEW
 @given(dtype=st.sampled_from(ALL), shape=hnp.array_shapes(min_dims=2, max_dims=4, min_side=0, max_side=5),
        k=st.integers(-5, 5), data=st.data())
 def test_tril_triu_equal_numpy(dtype, shape, k, data):

@@ -29,6 +29,7 @@ from .test_array_api_manipulation_gpu import (  # noqa: F401  (manipulation, ind
     test_clip_equals_numpy,
     test_clip_nan_and_real_conj_imag,
     test_concat_and_stack_equal_numpy,
+    test_diff_equals_numpy,
     test_every_manipulation_and_indexing_kernel_in_every_dtype,
     test_float_function_specials_and_dtype_errors,
     test_indexing_details,
