@@ -161,10 +161,10 @@ def mask_positions(mask):
     counts = _array._empty((chunks + 1,), INT64, mask.device)
     pos = _array._empty(mask.shape, INT64, mask.device)
     s = _geometry(mask.shape, _layout(mask))
-    _kernels._run("array_api", "aa_mask_count", mask, chunks,
+    _kernels._run("array_api", "aa_mask_count<bool>", mask, chunks,
                   [c_void_p(mask.ptr), c_void_p(counts.ptr), c_longlong(n), c_longlong(chunk), c_longlong(chunks), s])
-    _kernels._run("array_api", "aa_mask_scan", mask, 1, [c_void_p(counts.ptr), c_longlong(chunks)], grid=1)
-    _kernels._run("array_api", "aa_mask_positions", mask, chunks,
+    _kernels._run("array_api", "aa_mask_scan<i64>", mask, 1, [c_void_p(counts.ptr), c_longlong(chunks)], grid=1)
+    _kernels._run("array_api", "aa_mask_positions<bool>", mask, chunks,
                   [c_void_p(mask.ptr), c_void_p(counts.ptr), c_void_p(pos.ptr), c_longlong(n), c_longlong(chunk),
                    c_longlong(chunks), s])
     return pos, counts

@@ -322,7 +322,8 @@ __global__ void aa_gather(T* __restrict__ x, const i64* __restrict__ off, T* __r
 // Boolean masks, in three steps over `chunks` consecutive runs (C order) of `chunk` mask elements: count the true
 // elements of each run, scan the counts (one thread; the total lands in counts[chunks]), then give each true
 // element its position in the compacted order (false ones -1).
-__global__ void aa_mask_count(const bool* __restrict__ m, i64* __restrict__ counts, i64 n, i64 chunk, i64 chunks,
+template <typename M>
+__global__ void aa_mask_count(const M* __restrict__ m, i64* __restrict__ counts, i64 n, i64 chunk, i64 chunks,
                               Strides3 s) {
     for (i64 c = pm_global_index(); c < chunks; c += pm_grid_stride()) {
         i64 total = 0, end = (c + 1) * chunk < n ? (c + 1) * chunk : n;
@@ -335,11 +336,12 @@ __global__ void aa_mask_count(const bool* __restrict__ m, i64* __restrict__ coun
     }
 }
 
-__global__ void aa_mask_scan(i64* __restrict__ counts, i64 chunks) {
+template <typename I>
+__global__ void aa_mask_scan(I* __restrict__ counts, I chunks) {
     if (pm_global_index() == 0) {
-        i64 run = 0;
-        for (i64 c = 0; c < chunks; ++c) {
-            i64 v = counts[c];
+        I run = 0;
+        for (I c = 0; c < chunks; ++c) {
+            I v = counts[c];
             counts[c] = run;
             run += v;
         }
@@ -347,7 +349,8 @@ __global__ void aa_mask_scan(i64* __restrict__ counts, i64 chunks) {
     }
 }
 
-__global__ void aa_mask_positions(const bool* __restrict__ m, const i64* __restrict__ counts, i64* __restrict__ pos,
+template <typename M>
+__global__ void aa_mask_positions(const M* __restrict__ m, const i64* __restrict__ counts, i64* __restrict__ pos,
                                   i64 n, i64 chunk, i64 chunks, Strides3 s) {
     for (i64 c = pm_global_index(); c < chunks; c += pm_grid_stride()) {
         i64 run = counts[c], end = (c + 1) * chunk < n ? (c + 1) * chunk : n;

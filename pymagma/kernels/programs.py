@@ -89,7 +89,7 @@ PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_un
                                  for d in API_C_TYPES)
                          + _api(("aa_assign", "aa_tri", "aa_gather", "aa_mask_move"), API_C_TYPES)
                          + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
-                         + ("aa_mask_count", "aa_mask_scan", "aa_mask_positions"))
+                         + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- recurrent layers
 PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))
