@@ -117,14 +117,30 @@ def _count(counts) -> int:
 
 
 def _integer_plan(x, key):
-    """For a key of ints and integer arrays: (x from the ints' offset, element offsets, result shape, x's strides
-    and the offsets' strides over it)."""
+    """For a key of integer arrays with ints, slices and one Ellipsis (NumPy's rule for where the broadcast index
+    axes go: in place of the indexed axes when those are adjacent, else first): (x offset by the ints and slices,
+    element offsets, result shape, x's strides and the offsets' strides over it)."""
     keys = key if isinstance(key, tuple) else (key,)
+    if sum(k is Ellipsis for k in keys) > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if any(k is Ellipsis for k in keys):
+        i = next(j for j, k in enumerate(keys) if k is Ellipsis)
+        keys = keys[:i] + (slice(None),) * (x.ndim - len(keys) + 1) + keys[i + 1:]
     if len(keys) > x.ndim:
         raise IndexError(f"too many indices: array is {x.ndim}-dimensional, {len(keys)} were indexed")
+    keys = keys + (slice(None),) * (x.ndim - len(keys))
     strides = _elements(x)
-    arrays, base = [], 0
+    arrays, indexed, base = [], [], 0
+    kept = []  # (axis, length, element stride) of the sliced axes
     for axis, k in enumerate(keys):
+        n = x.shape[axis]
+        if isinstance(k, slice):
+            start, _, step = k.indices(n)
+            length = len(range(*k.indices(n)))
+            base += start * strides[axis] if length else 0
+            kept.append((axis, length, strides[axis] * step))
+            continue
+        indexed.append(axis)
         if _is_array(k):
             if k.dtype.kind not in _INDEX_KINDS:
                 raise IndexError(f"an index array must have an integer (or a sole boolean) dtype, not {k.dtype}")
@@ -135,14 +151,12 @@ def _integer_plan(x, key):
         try:
             i = operator.index(k)
         except TypeError:
-            raise IndexError("integer-array indexing takes ints and integer arrays only (no slices, None or "
-                             f"Ellipsis beside arrays), got {type(k).__name__}") from None
-        n = x.shape[axis]
+            raise IndexError("integer-array indexing takes integer arrays with ints, slices and Ellipsis (no None "
+                             f"or lists), got {type(k).__name__}") from None
         if not -n <= i < n:
             raise IndexError(f"index {i} is out of bounds for axis {axis} with size {n}")
         base += (i % n) * strides[axis]
     s2 = _manipulation._broadcast_shape([k.shape for _, k in arrays], "integer-array indexing")
-    rest = x.shape[len(keys):]
     off = None
     for axis, k in arrays:
         if x.shape[axis] == 0 and math.prod(s2):
@@ -151,10 +165,14 @@ def _integer_plan(x, key):
             off = _kernels.index_offsets(k, s2, x.shape[axis], strides[axis], off)
     if off is None:
         off = _array._empty((1,), _kernels.INT64, x.device)
-    xb = x._view(base * x.itemsize, rest, x.strides[len(keys):])
-    shape = s2 + rest
-    x_strides = (0,) * len(s2) + _elements(xb)
-    off_strides = (_array.c_strides(s2, 1) if math.prod(s2) else (0,) * len(s2)) + (0,) * len(rest)
+    adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))
+    before = [d for d in kept if adjacent and d[0] < indexed[0]]
+    after = [d for d in kept if d not in before]
+    s2_strides = _array.c_strides(s2, 1) if math.prod(s2) else (0,) * len(s2)
+    shape = (*(d[1] for d in before), *s2, *(d[1] for d in after))
+    x_strides = (*(d[2] for d in before), *(0,) * len(s2), *(d[2] for d in after))
+    off_strides = (*(0,) * len(before), *s2_strides, *(0,) * len(after))
+    xb = x._view(base * x.itemsize, (), ())
     return xb, off, shape, x_strides, off_strides
 
 

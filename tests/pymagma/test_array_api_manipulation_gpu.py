@@ -341,17 +341,26 @@ def test_integer_array_indexing_equals_numpy(dtype, shape, data):
     key_h, key_d = [], []
     for axis in range(k):
         n = a.shape[axis]
-        if data.draw(st.booleans()):
+        kind = data.draw(st.sampled_from(["int", "array", "array", "slice"]))
+        if kind == "int":
             i = data.draw(st.integers(-n, n - 1))
+            key_h.append(i)
+            key_d.append(i)
+        elif kind == "slice":  # beside arrays: NumPy's placement of the index axes (the standard leaves it open)
+            i = data.draw(st.slices(n))
             key_h.append(i)
             key_d.append(i)
         else:
             i = data.draw(hnp.arrays(np.int64, index_shape, elements=st.integers(-n, n - 1)))
             key_h.append(i)
             key_d.append(xp().asarray(i, copy=True))
-    if all(isinstance(i, int) for i in key_d):
-        key_h[0] = np.asarray(key_h[0])
+    if not any(isinstance(i, np.ndarray) for i in key_h):
+        n = a.shape[0]
+        key_h[0] = np.asarray(data.draw(st.integers(-n, n - 1)))
         key_d[0] = xp().asarray(key_h[0], copy=True)
+    if data.draw(st.booleans()):
+        key_h.append(Ellipsis)
+        key_d.append(Ellipsis)
     same(d[tuple(key_d)], np.asarray(a[tuple(key_h)]))
     b = a.copy()
     value = data.draw(values(dtype, ())).item()
@@ -393,6 +402,11 @@ def test_indexing_details():
     same(d[xp().asarray(False)], a[np.False_])
     d[1:] = d[:1]  # overlapping source and destination
     np.testing.assert_array_equal(host(d), np.concatenate([a[:1], a[:1]]))
+    now = host(d)
+    same(d[..., xp().asarray([3, 0])], now[..., [3, 0]])
+    same(d[xp().asarray([1]), :, xp().asarray([3, 0])], now[[1], :, [3, 0]])  # separated: the index axes first
+    with pytest.raises(IndexError, match="None"):
+        d[None, xp().asarray([0])]
     with pytest.raises(IndexError, match="sole index"):
         d[xp().asarray(a[:, 0, 0] > 0), 0]
     with pytest.raises(IndexError, match="does not match"):
