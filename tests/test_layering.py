@@ -17,7 +17,7 @@ ALLOWED_CIRCLES = [{"magmadnn.autograd", "magmadnn.functional.operators", "magma
                     "pymagma.array_api._creation", "pymagma.array_api._elementwise", "pymagma.array_api._kernels",
                     "pymagma.array_api._reductions", "pymagma.array_api._reduce_kernels",
                     "pymagma.array_api._searching", "pymagma.array_api._sets", "pymagma.array_api._sorting",
-                    "pymagma.array_api._statistics"}]
+                    "pymagma.array_api._statistics", "pymagma.array_api._indexing", "pymagma.array_api._manipulation"}]
 
 
 def _modules(package: str) -> dict[str, tuple[Path, bool]]:

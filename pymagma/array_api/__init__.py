@@ -4,9 +4,10 @@ What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
 in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
-set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row).  A function
-of the standard not listed here is absent: reading it is an AttributeError naming it (so ``hasattr`` answers
-honestly); nothing falls back to the host.
+set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row); the
+manipulation functions, ``take``, ``take_along_axis``, ``tril``/``triu`` and integer-array and boolean-mask indexing.
+A function of the standard not listed here is absent: reading it is an AttributeError naming it (so ``hasattr``
+answers honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
@@ -29,7 +30,26 @@ from ._creation import (
     zeros_like,
 )
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
+from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
+from ._manipulation import (
+    broadcast_arrays,
+    broadcast_to,
+    concat,
+    expand_dims,
+    flip,
+    meshgrid,
+    moveaxis,
+    permute_dims,
+    repeat,
+    roll,
+    squeeze,
+    stack,
+    tile,
+    tril,
+    triu,
+    unstack,
+)
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
 from ._searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where
 from ._sets import unique_all, unique_counts, unique_inverse, unique_values
@@ -64,6 +84,8 @@ __all__ = [
     "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
     "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",
     "unique_counts", "unique_inverse", "unique_values",
+    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "meshgrid",
+    "moveaxis", "permute_dims", "repeat", "roll", "squeeze", "stack", "tile", "tril", "triu", "unstack",
 ]
 del _creation
 
