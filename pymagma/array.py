@@ -77,19 +77,30 @@ def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
 
 
 def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """Basic indexing (ints, slices, Ellipsis): (byte offset, new shape, new strides)."""
-    if not isinstance(key, tuple):
+    """Basic indexing (ints, slices with any step, one Ellipsis, None for a new axis of size one): (byte offset, new
+    shape, new strides)."""
+    if type(key) is not tuple:
         key = (key,)
-    if sum(k is Ellipsis for k in key) > 1:
+    n_ellipsis = used = 0
+    for k in key:
+        if k is Ellipsis:
+            n_ellipsis += 1
+        elif k is not None:
+            used += 1
+    if n_ellipsis > 1:
         raise IndexError("an index can only have a single ellipsis ('...')")
-    if Ellipsis in key:
-        i = key.index(Ellipsis)
-        key = key[:i] + (slice(None),) * (len(shape) - len(key) + 1) + key[i + 1:]
-    if len(key) > len(shape):
-        raise IndexError(f"too many indices: array is {len(shape)}-dimensional, {len(key)} were indexed")
-    offset, new_shape, new_strides = 0, [], []
-    for axis, (n, s) in enumerate(zip(shape, strides)):
-        k = key[axis] if axis < len(key) else slice(None)
+    if used > len(shape):
+        raise IndexError(f"too many indices: array is {len(shape)}-dimensional, {used} were indexed")
+    if n_ellipsis:
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - used) + key[i + 1:]
+    offset, new_shape, new_strides, axis = 0, [], [], 0
+    for k in key:
+        if k is None:
+            new_shape.append(1)
+            new_strides.append(0)
+            continue
+        n, s = shape[axis], strides[axis]
         if isinstance(k, numbers.Integral) and not isinstance(k, bool):
             i = int(k) + n if k < 0 else int(k)
             if not 0 <= i < n:
@@ -102,8 +113,10 @@ def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ..
             new_shape.append(length)
             new_strides.append(s * step)
         else:
-            raise TypeError(f"DeviceArray supports basic indexing (ints, slices, ...), not {type(k).__name__}")
-    return offset, tuple(new_shape), tuple(new_strides)
+            raise TypeError(f"DeviceArray supports basic indexing (ints, slices, ..., None) and, alone or with "
+                            f"ints, integer or boolean DeviceArrays; not {type(k).__name__}")
+        axis += 1
+    return offset, (*new_shape, *shape[axis:]), (*new_strides, *strides[axis:])
 
 
 class DeviceArray:
@@ -175,8 +188,28 @@ class DeviceArray:
         return DeviceArray._trusted(shape, self.dtype, self.ptr + offset, strides, self, self.device)
 
     def __getitem__(self, key) -> DeviceArray:
+        """Basic indexing is a view; integer-array and boolean-mask keys (the array API's) copy on the device."""
+        if type(key) is tuple:
+            for k in key:
+                if isinstance(k, DeviceArray):
+                    return _array_api_getitem(self, key)
+        elif isinstance(key, DeviceArray):
+            return _array_api_getitem(self, key)
         offset, shape, strides = index_view(self.shape, self.strides, key)
         return self._view(offset, shape, strides)
+
+    def __setitem__(self, key, value) -> None:
+        """``self[key] = value`` on the device (basic, integer-array or boolean-mask keys; ``value`` a DeviceArray
+        or a Python scalar, broadcast to the selection)."""
+        from .array_api import _indexing
+
+        _indexing.setitem(self, key, value)
+
+    def __iter__(self):
+        """The sub-arrays along the first axis (elements of a 1-D array as 0-d arrays), views."""
+        if not self.shape:
+            raise TypeError("iteration over a 0-d DeviceArray")
+        return (self[i] for i in range(self.shape[0]))
 
     def reshape(self, *shape) -> DeviceArray:
         if len(shape) == 1 and hasattr(shape[0], "__iter__"):
@@ -385,6 +418,12 @@ class DeviceArray:
                 runtime.Stream(handle=0).synchronize()
         versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
+
+
+def _array_api_getitem(x: DeviceArray, key) -> DeviceArray:
+    from .array_api import _indexing
+
+    return _indexing.getitem(x, key)
 
 
 def on_arrays_device(fn):

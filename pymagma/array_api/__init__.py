@@ -4,8 +4,9 @@ What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
 in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
-set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row); ``matmul``,
-``tensordot``, ``vecdot``, ``matrix_transpose``, ``tril``, ``triu``, ``meshgrid`` and the ``linalg`` extension
+set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row); the
+manipulation functions, ``take``, ``take_along_axis``, ``tril``/``triu`` and integer-array and boolean-mask indexing;
+``matmul``, ``tensordot``, ``vecdot``, ``matrix_transpose`` and the ``linalg`` extension
 (:mod:`pymagma.array_api.linalg`, on MAGMA).  A function of the standard not listed here is absent: reading it is
 an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to the host.
 """
@@ -24,14 +25,32 @@ from ._creation import (
     full,
     full_like,
     linspace,
-    meshgrid,
     ones,
     ones_like,
     zeros,
     zeros_like,
 )
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
+from ._indexing import take, take_along_axis
 from ._info import __array_namespace_info__
+from ._manipulation import (
+    broadcast_arrays,
+    broadcast_to,
+    concat,
+    expand_dims,
+    flip,
+    meshgrid,
+    moveaxis,
+    permute_dims,
+    repeat,
+    roll,
+    squeeze,
+    stack,
+    tile,
+    tril,
+    triu,
+    unstack,
+)
 from ._products import matmul, matrix_transpose, tensordot, vecdot
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
 from ._searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where
@@ -49,7 +68,6 @@ from ._statistics import (  # noqa: A004 (the standard's names)
     sum,
     var,
 )
-from ._triangles import tril, triu
 
 __array_api_version__ = "2024.12"
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
@@ -64,11 +82,13 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
-    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot", "tril", "triu", "meshgrid",
+    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
     # reductions, searching, sorting, sets
     "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
     "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",
     "unique_counts", "unique_inverse", "unique_values",
+    "take", "take_along_axis", "broadcast_arrays", "broadcast_to", "concat", "expand_dims", "flip", "meshgrid",
+    "moveaxis", "permute_dims", "repeat", "roll", "squeeze", "stack", "tile", "tril", "triu", "unstack",
 ]
 del _creation
 

@@ -154,28 +154,3 @@ def astype(x, dtype, /, *, copy=True, device=None):
         return x
     return _kernels.cast(x, dtype)
 
-
-def meshgrid(*arrays, indexing: str = "xy") -> list:
-    """Coordinate matrices from 1-D arrays of one dtype: for each, a new C-contiguous array (the cast kernel's copy
-    of a broadcast view) of the grid's shape; ``indexing`` "xy" (Cartesian: the first two axes swapped) or "ij"."""
-    from . import _elementwise
-
-    if indexing not in ("xy", "ij"):
-        raise ValueError(f"meshgrid: indexing must be 'xy' or 'ij', got {indexing!r}")
-    arrays = [_elementwise._require(a, "meshgrid") for a in arrays]
-    if any(a.ndim != 1 for a in arrays):
-        raise ValueError(f"meshgrid takes 1-D arrays, got shapes {[a.shape for a in arrays]}")
-    if len({a.dtype for a in arrays}) > 1 or len({a.device for a in arrays}) > 1:
-        raise ValueError("meshgrid: the arrays must have one dtype and one device")
-    axes = list(range(len(arrays)))
-    if indexing == "xy" and len(arrays) > 1:
-        axes[0], axes[1] = 1, 0
-    shape = [0] * len(arrays)
-    for a, axis in zip(arrays, axes):
-        shape[axis] = a.shape[0]
-    out = []
-    for a, axis in zip(arrays, axes):
-        strides = [0] * len(arrays)
-        strides[axis] = a.strides[0]
-        out.append(_kernels.cast(a._view(0, tuple(shape), tuple(strides)), a.dtype))
-    return out

@@ -19,6 +19,7 @@ _BINARY_KINDS = {
     "logical_and": "b", "logical_or": "b", "logical_xor": "b",
     "bitwise_and": _INTS_BOOL, "bitwise_or": _INTS_BOOL, "bitwise_xor": _INTS_BOOL,
     "bitwise_left_shift": _INTS, "bitwise_right_shift": _INTS,
+    **{f: _FLOATS for f in ("atan2", "copysign", "hypot", "logaddexp", "nextafter")},
 }
 _COMPARE_KINDS = {"equal": "biuf", "not_equal": "biuf", "less": _NUMERIC, "less_equal": _NUMERIC,
                   "greater": _NUMERIC, "greater_equal": _NUMERIC}
@@ -26,7 +27,7 @@ _UNARY_KINDS = {
     "negative": _NUMERIC, "positive": _NUMERIC, "abs": _NUMERIC, "square": _NUMERIC, "sign": _NUMERIC,
     "floor": _NUMERIC, "ceil": _NUMERIC, "trunc": _NUMERIC, "round": _NUMERIC,
     **{f: _FLOATS for f in ("sqrt", "exp", "log", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh",
-                            "reciprocal")},
+                            "reciprocal", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh")},
     "logical_not": "b", "bitwise_invert": _INTS_BOOL,
 }
 _TEST_KINDS = {"isnan": _NUMERIC, "isinf": _NUMERIC, "isfinite": _NUMERIC, "signbit": _FLOATS}
@@ -138,3 +139,42 @@ def _make(kind: str, name: str):
 FUNCTIONS = {name: _make(kind, name) for kind, table in (("binary", _BINARY_KINDS), ("compare", _COMPARE_KINDS),
                                                            ("unary", _UNARY_KINDS), ("test", _TEST_KINDS))
              for name in table}
+
+
+def clip(x, /, min=None, max=None):  # noqa: A002 (the standard's names)
+    """``x`` clamped to ``[min, max]`` (arrays or Python scalars, broadcast; None: no bound) in ``x``'s dtype; a
+    NaN bound or element gives NaN (``maximum`` then ``minimum``)."""
+    x = _require(x, "clip")
+    _kinds(x.dtype, _NUMERIC, "clip")
+    out = x
+    for bound, name in ((min, "maximum"), (max, "minimum")):
+        if bound is None:
+            continue
+        if isinstance(bound, _array.DeviceArray) and bound.dtype != x.dtype:
+            raise TypeError(f"clip: a {bound.dtype} bound for a {x.dtype} array (the standard asks for x's dtype)")
+        out = binary(name, out, bound)
+    if out is x:  # no bound: a copy of x
+        return _kernels.cast(x, x.dtype)
+    return out
+
+
+def conj(x, /):
+    """The complex conjugate: of a real array (pymagma has no complex dtypes), a copy of it."""
+    x = _require(x, "conj")
+    _kinds(x.dtype, _NUMERIC, "conj")
+    return _kernels.cast(x, x.dtype)
+
+
+def real(x, /):
+    """The real part: of a real floating array (pymagma has no complex dtypes), a copy of it."""
+    x = _require(x, "real")
+    _kinds(x.dtype, _FLOATS, "real")
+    return _kernels.cast(x, x.dtype)
+
+
+def imag(x, /):
+    """The imaginary part of a complex array: pymagma has no complex dtypes, so a TypeError."""
+    raise TypeError("imag takes complex floating arrays, which pymagma.array_api does not support")
+
+
+FUNCTIONS.update(clip=clip, conj=conj, real=real, imag=imag)

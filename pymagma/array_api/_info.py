@@ -15,9 +15,9 @@ class Info:
     __module__ = "pymagma.array_api"
 
     def capabilities(self) -> dict:
-        """No boolean-mask indexing yet; data-dependent output shapes (``nonzero``, ``unique_*``) are supported;
-        kernels address up to 8 dims."""
-        return {"boolean indexing": False, "data-dependent shapes": True, "max dimensions": 8}
+        """Boolean-mask indexing and data-dependent output shapes (a host read of the count); kernels address up
+        to 8 dims."""
+        return {"boolean indexing": True, "data-dependent shapes": True, "max dimensions": 8}
 
     def default_device(self) -> int:
         return runtime.get_device()

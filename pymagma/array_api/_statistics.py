@@ -4,13 +4,12 @@ operand, after a cast kernel where the accumulation dtype differs from the input
 
 from __future__ import annotations
 
-import builtins
 import operator
 
 import numpy as np
 
 from .. import array as _array
-from . import _dtypes, _elementwise
+from . import _dtypes, _elementwise, _manipulation
 from . import _kernels as _api_kernels
 from . import _reduce_kernels as _rk
 
@@ -122,20 +121,6 @@ def _along(x, axis: int, start, stop):
     return x[(slice(None),) * axis + (slice(start, stop),)]
 
 
-def concat_along(parts, axis: int):
-    """``parts`` (one dtype, same shape but along ``axis``) joined along ``axis`` on the device."""
-    shape = list(parts[0].shape)
-    shape[axis] = builtins.sum(p.shape[axis] for p in parts)
-    out = _array._empty(tuple(shape), parts[0].dtype, parts[0].device)
-    at = 0
-    for p in parts:
-        if p.size:
-            src = p if p.is_c_contiguous else _api_kernels.cast(p, p.dtype)
-            _array._write_into(_along(out, axis, at, at + p.shape[axis]), src)
-        at += p.shape[axis]
-    return out
-
-
 def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
     """The ``n``-th forward difference along ``axis`` (bool: not_equal, as NumPy), after joining ``prepend`` and
     ``append`` (arrays, or Python scalars broadcast along ``axis``) to ``x``."""
@@ -145,8 +130,6 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:
         raise ValueError(f"diff: n must be a non-negative int, got {n!r}")
     (axis,) = _rk.axes(operator.index(axis), x.ndim, "diff")
-    if n == 0:  # NumPy's answer: x itself (prepend and append unused)
-        return _api_kernels.cast(x, x.dtype)
     extra = [v for v in (prepend, append) if v is not None]
     if extra:
         dtype = _dtypes.result_type(x, *extra)
@@ -163,7 +146,9 @@ def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
                 raise ValueError(f"diff: prepend/append of shape {v.shape} does not match {x.shape} but along axis "
                                  f"{axis}")
             parts.append(_as(v, dtype))
-        x = concat_along(parts, axis)
+        x = _manipulation.concat(parts, axis=axis)
+    if n == 0 or not extra and x.shape[axis] == 0:  # the standard's size rule: N1 - n along axis (a copy)
+        return _api_kernels.cast(x, x.dtype)
     for _ in range(n):
         if x.shape[axis] == 0:
             break

@@ -86,7 +86,10 @@ def _api(kernels, dtypes) -> tuple[str, ...]:
 PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_unary"), API_C_TYPES)
                          + _api(("aa_test",), API_FLOATS)
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
-                                 for d in API_C_TYPES))
+                                 for d in API_C_TYPES)
+                         + _api(("aa_assign", "aa_tri", "aa_gather", "aa_mask_move"), API_C_TYPES)
+                         + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
+                         + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
 #: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.array_api._reduce_kernels)
 API_REDUCE_DTYPES = ("int64", "float32", "float64")

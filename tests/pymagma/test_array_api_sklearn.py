@@ -78,10 +78,6 @@ def same_up_to_column_signs(got, expected):
     same(got * signs, expected)
 
 
-PENDING = "needs array API functions still missing from pymagma.array_api: "
-
-
-@pytest.mark.xfail(strict=True, reason=PENDING + "take; None (newaxis) in basic indexing")
 def test_pca_full_svd_equals_numpy():
     from sklearn.decomposition import PCA
 
@@ -93,8 +89,6 @@ def test_pca_full_svd_equals_numpy():
         same(got.transform(dev(x)), ref.transform(x))
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING + "concat, take; boolean-mask indexing, "
-                   "__setitem__")
 def test_linear_discriminant_analysis_svd_equals_numpy():
     from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
 
@@ -108,8 +102,6 @@ def test_linear_discriminant_analysis_svd_equals_numpy():
         same_up_to_column_signs(got.transform(dev(x)), ref.transform(x))
 
 
-@pytest.mark.xfail(strict=True, reason=PENDING + "boolean-mask indexing, __setitem__, None "
-                   "(newaxis) in basic indexing")
 def test_ridge_svd_equals_numpy():
     from sklearn.linear_model import Ridge
 

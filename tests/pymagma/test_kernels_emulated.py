@@ -23,6 +23,25 @@ from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel familie
     test_python_scalars_from_zero_d_arrays,
     test_unary_functions_equal_numpy,
 )
+from .test_array_api_manipulation_gpu import (  # noqa: F401  (manipulation, indexing, later elementwise functions)
+    test_basic_getitem_and_setitem_equal_numpy,
+    test_boolean_mask_getitem_and_setitem_equal_numpy,
+    test_clip_equals_numpy,
+    test_clip_nan_and_real_conj_imag,
+    test_concat_and_stack_equal_numpy,
+    test_diff_with_array_ends_equals_numpy,
+    test_every_manipulation_and_indexing_kernel_in_every_dtype,
+    test_float_function_specials_and_dtype_errors,
+    test_indexing_details,
+    test_integer_array_indexing_equals_numpy,
+    test_inverse_and_hyperbolic_functions_equal_numpy,
+    test_meshgrid_and_manipulation_errors,
+    test_roll_tile_repeat_equal_numpy,
+    test_take_and_take_along_axis_equal_numpy,
+    test_tril_triu_equal_numpy,
+    test_two_argument_float_functions_broadcast_and_equal_numpy,
+    test_views_equal_numpy,
+)
 from .test_array_api_reduce_gpu import (  # noqa: F401  (reductions, scans, sorts, searching, sets)
     test_argmax_argmin_first_occurrence_and_nan_as_numpy,
     test_bad_arguments_are_typed_errors,
