@@ -11,7 +11,7 @@ import numpy as np
 
 from .. import array as _array
 from .. import blas
-from . import _dtypes, _elementwise
+from . import _dtypes, _elementwise, _manipulation
 
 
 def numeric(x, what: str):
@@ -29,15 +29,6 @@ def promoted(x1, x2, what: str):
         raise ValueError(f"{what}: arrays on different devices ({x1.device} and {x2.device})")
     dtype = _dtypes.promote(x1.dtype, x2.dtype)
     return _elementwise._as(x1, dtype), _elementwise._as(x2, dtype)
-
-
-def broadcast_view(x, shape: tuple):
-    """``x`` viewed (zero strides, no copy) with the broadcast ``shape``."""
-    if x.shape == shape:
-        return x
-    lead = len(shape) - x.ndim
-    strides = (0,) * lead + tuple(0 if n == 1 and m != 1 else s for n, m, s in zip(x.shape, shape[lead:], x.strides))
-    return x._view(0, shape, strides)
 
 
 def _batch(a, b, what: str) -> tuple:
@@ -92,10 +83,9 @@ def matrix_transpose(x, /):
     return x.mT
 
 
-def _move_last(x, axes: list):
+def move_last(x, axes: list):
     """A view of ``x`` with ``axes`` moved, in that order, to the end."""
-    rest = [i for i in range(x.ndim) if i not in axes]
-    return x.transpose(*rest, *axes)
+    return _manipulation.permute_dims(x, [*(i for i in range(x.ndim) if i not in axes), *axes])
 
 
 def _axis(value, ndim: int, what: str) -> int:
@@ -133,7 +123,7 @@ def tensordot(x1, x2, /, *, axes=2):
         if x1.shape[i] != x2.shape[j]:
             raise ValueError(f"tensordot: contracted axes {i} of x1 and {j} of x2 have sizes {x1.shape[i]} and "
                              f"{x2.shape[j]} (they must be equal)")
-    left = _move_last(x1, a1)
+    left = move_last(x1, a1)
     right = x2.transpose(*a2, *[i for i in range(x2.ndim) if i not in a2])
     kept1, kept2 = left.shape[:left.ndim - len(a1)], right.shape[len(a2):]
     k = int(np.prod([x1.shape[i] for i in a1], dtype=np.int64))
@@ -157,7 +147,7 @@ def vecdot(x1, x2, /, *, axis=-1):
         raise TypeError(f"vecdot: axis must be an integer, got {axis!r}") from None
     if not -n <= axis < 0:
         raise ValueError(f"vecdot: axis {axis} must be in [-{n}, -1] for shapes {x1.shape} and {x2.shape}")
-    a, b = _move_last(x1, [x1.ndim + axis]), _move_last(x2, [x2.ndim + axis])
+    a, b = move_last(x1, [x1.ndim + axis]), move_last(x2, [x2.ndim + axis])
     if a.shape[-1] != b.shape[-1]:
         raise ValueError(f"vecdot: the vectors along axis {axis} have sizes {a.shape[-1]} and {b.shape[-1]}")
     try:
@@ -167,4 +157,5 @@ def vecdot(x1, x2, /, *, axis=-1):
     k = a.shape[-1]
     rows = a._view(0, (*a.shape[:-1], 1, k), (*a.strides[:-1], 0, a.strides[-1]))
     cols = b._view(0, (*b.shape[:-1], k, 1), (*b.strides[:-1], b.strides[-1], 0))
-    return matmul(broadcast_view(rows, (*lead, 1, k)), broadcast_view(cols, (*lead, k, 1))).reshape(lead)
+    spread = _manipulation.broadcast_to
+    return matmul(spread(rows, (*lead, 1, k)), spread(cols, (*lead, k, 1))).reshape(lead)

@@ -15,8 +15,9 @@ import numpy as np
 
 from .. import linalg as _magma
 from . import _elementwise
+from ._manipulation import broadcast_to
 from ._norms import diagonal, matrix_norm, trace, vector_norm
-from ._products import broadcast_view, matmul, matrix_transpose, promoted, tensordot, vecdot
+from ._products import matmul, matrix_transpose, move_last, promoted, tensordot, vecdot
 
 __all__ = ["cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
            "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
@@ -98,7 +99,7 @@ def solve(x1, x2, /):
         batch = tuple(np.broadcast_shapes(x1.shape[:-2], x2.shape[:-2]))
     except ValueError:
         raise ValueError(f"linalg.solve: the stacks of {x1.shape} and {x2.shape} do not broadcast") from None
-    return _magma.solve(broadcast_view(x1, (*batch, n, n)), broadcast_view(x2, (*batch, *x2.shape[-2:])))
+    return _magma.solve(broadcast_to(x1, (*batch, n, n)), broadcast_to(x2, (*batch, *x2.shape[-2:])))
 
 
 def eigh(x, /):
@@ -166,14 +167,12 @@ def outer(x1, x2, /):
 def cross(x1, x2, /, *, axis: int = -1):
     """The cross product of 3-element vectors along ``axis`` (counted from the end of each; the other axes
     broadcast), by the elementwise kernels."""
-    from ._products import _move_last
-
     x1, x2 = promoted(x1, x2, "cross")
     n = min(x1.ndim, x2.ndim)
     if isinstance(axis, bool) or not isinstance(axis, int) or not -n <= axis < 0:
         raise ValueError(f"linalg.cross: axis must be an integer in [-{n}, -1] for shapes {x1.shape} and "
                          f"{x2.shape}, got {axis!r}")
-    a, b = _move_last(x1, [x1.ndim + axis]), _move_last(x2, [x2.ndim + axis])
+    a, b = move_last(x1, [x1.ndim + axis]), move_last(x2, [x2.ndim + axis])
     if a.shape[-1] != 3 or b.shape[-1] != 3:
         raise ValueError(f"linalg.cross: the vectors along axis {axis} must have 3 elements, got shapes {x1.shape} "
                          f"and {x2.shape}")
