@@ -355,14 +355,20 @@ class DeviceArray:
     __hash__ = object.__hash__  # arrays stay usable as dict keys and set members (by identity), as before
 
     def __matmul__(self, other):
-        from . import blas
-
-        return blas.matmul(self, other)
+        return _matmul(self, other)
 
     def __rmatmul__(self, other):
-        from . import blas
+        return _matmul(other, self)
 
-        return blas.matmul(other, self)
+    def __imatmul__(self, other):
+        result = _matmul(self, other)
+        if result is NotImplemented:
+            return result
+        if result.shape != self.shape or result.dtype != self.dtype:
+            raise TypeError(f"in-place matmul would change the array's shape {self.shape} or dtype {self.dtype} to "
+                            f"{result.shape} {result.dtype}")
+        _write_into(self, result)
+        return self
 
     # ---------------------------------------------------------------------------------------------- interop
     @property
@@ -660,6 +666,26 @@ def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
         u8 = np.dtype(np.uint8)
         dst, src = (DeviceArray._trusted(a.shape, u8, a.ptr, a.strides, a, a.device) for a in (dst, src))
     kernels.copy(src, out=dst)
+
+
+#: dtypes ``@`` hands straight to MAGMA's (or cuBLAS's half) gemm when both operands have it (bfloat16 too, below);
+#: a set of dtypes, since ``dtype.name`` costs microseconds
+_GEMM_DTYPES = frozenset(np.dtype(n) for n in ("float32", "float64", "complex64", "complex128", "float16"))
+
+
+def _matmul(a, b):
+    """``a @ b``: MAGMA's gemm for two arrays of one BLAS or half dtype (:func:`pymagma.blas.matmul`), else the
+    array API's matmul (promotion, exact integer products; its TypeError for what it does not take)."""
+    if isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and a.dtype == b.dtype and (
+            a.dtype in _GEMM_DTYPES or dtypes.is_bfloat16(a.dtype)):
+        from . import blas
+
+        return blas.matmul(a, b)
+    if not (_operand(a) and _operand(b)):
+        return NotImplemented
+    from .array_api import matmul
+
+    return matmul(a, b)
 
 
 def _define_operators() -> None:

@@ -936,6 +936,22 @@ def _svd_empty(host: np.ndarray, on_host: bool, device, full_matrices: bool, com
     return SVDResult(u, s, vh) if on_host else SVDResult(*(asarray(x, device=device) for x in (u, s, vh)))
 
 
+def _svd_scale(w: DeviceArray) -> float:
+    """LAPACK's ?gesdd scaling: a power of two bringing the largest |entry| of a real ``w`` into
+    [sqrt(tiny) / eps, eps / sqrt(tiny)] when it lies outside (so the host reflectors neither overflow nor
+    underflow), else 1.  One device max-reduction and one scalar read; complex matrices are not scaled."""
+    if w.dtype.kind != "f" or not w.size:
+        return 1.0
+    from . import kernels
+
+    anrm = float(kernels.reduce("max", kernels.unary("abs", w.T)).get())
+    fi = np.finfo(w.dtype)
+    small = float(np.sqrt(fi.tiny)) / float(fi.eps)
+    if not np.isfinite(anrm) or anrm == 0 or small <= anrm <= 1 / small:
+        return 1.0
+    return float(2.0 ** np.round(np.log2((1 / small if anrm > 1 / small else small) / anrm)))
+
+
 def _svd_hybrid(dev: DeviceArray, on_host: bool, full_matrices: bool, compute_uv: bool):
     """svd through :func:`pymagma.hybrid.gesvd`, one matrix at a time (a wide matrix through its transpose)."""
     *batch, m, n = dev.shape
@@ -944,10 +960,15 @@ def _svd_hybrid(dev: DeviceArray, on_host: bool, full_matrices: bool, compute_uv
     wide = m < n
 
     def one(mat):
-        res = hybrid.gesvd(colmajor_copy(mat.T if wide else mat), full_matrices, compute_uv)
+        w = colmajor_copy(mat.T if wide else mat)
+        factor = _svd_scale(w)
+        if factor != 1:
+            blas.scal(factor, w.T)  # (w.T is C-contiguous)
+        res = hybrid.gesvd(w, full_matrices, compute_uv)
         if not compute_uv:
-            return (res,)
+            return (res / res.dtype.type(factor),)
         u, s, conj_v = res
+        s = s / s.dtype.type(factor)
         return (conj_v, s, u.T) if wide else (u, s, conj_v.T)
 
     batch, results = _stack_map(one, dev)

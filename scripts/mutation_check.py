@@ -55,6 +55,7 @@ KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
+ARRAY_API_LINALG = ("tests/pymagma/test_array_api_linalg.py",)
 BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
 
 
@@ -380,6 +381,23 @@ MUTANTS = [
            "pymagma/blas.py",
            'if p == "s" and queue.tf32 != bool(allow_tf32):',
            'if p == "s" and queue.tf32 != bool(allow_tf32) and False:', HALF_GEMM),
+    # --------------------------------------------------------------------- the array API's linalg extension
+    Mutant("api-diagonal-offset-mirrored", "linalg.diagonal/trace: a positive offset walks below the diagonal",
+           "pymagma/array_api/_norms.py",
+           "rows, cols = (0, offset) if offset >= 0 else (-offset, 0)",
+           "rows, cols = (offset, 0) if offset >= 0 else (0, -offset)", ARRAY_API_LINALG),
+    Mutant("api-tensordot-axes-sorted", "tensordot contracts x2's axes in sorted order, not in the order given",
+           "pymagma/array_api/_products.py",
+           "right = x2.transpose(*a2, *[i for i in range(x2.ndim) if i not in a2])",
+           "right = x2.transpose(*sorted(a2), *[i for i in range(x2.ndim) if i not in a2])", ARRAY_API_LINALG),
+    Mutant("api-integer-matmul-first-row", "integer matmul multiplies every column of a by b's first row",
+           "pymagma/array_api/_products.py",
+           "term = multiply(a[..., :, j:j + 1], b[..., j:j + 1, :])",
+           "term = multiply(a[..., :, j:j + 1], b[..., 0:1, :])", ARRAY_API_LINALG),
+    Mutant("hybrid-svd-scale-not-undone", "the hybrid svd's LAPACK scaling is applied twice instead of undone",
+           "pymagma/linalg.py",
+           "        s = s / s.dtype.type(factor)",
+           "        s = s * s.dtype.type(factor)", ARRAY_API_LINALG),
 ]
 
 

@@ -17,7 +17,12 @@ ALLOWED_CIRCLES = [{"magmadnn.autograd", "magmadnn.functional.operators", "magma
                     "pymagma.array_api._creation", "pymagma.array_api._elementwise", "pymagma.array_api._kernels",
                     "pymagma.array_api._reductions", "pymagma.array_api._reduce_kernels",
                     "pymagma.array_api._searching", "pymagma.array_api._sets", "pymagma.array_api._sorting",
-                    "pymagma.array_api._statistics", "pymagma.array_api._indexing", "pymagma.array_api._manipulation"}]
+                    "pymagma.array_api._statistics", "pymagma.array_api._indexing", "pymagma.array_api._manipulation",
+                    # the array API's linalg extension runs pymagma.linalg and the hybrid drivers
+                    "pymagma.array_api._norms", "pymagma.array_api._products", "pymagma.array_api.linalg",
+                    "pymagma.linalg", "pymagma.hybrid", "pymagma.hybrid._block_size", "pymagma.hybrid._cholesky",
+                    "pymagma.hybrid._eigh", "pymagma.hybrid._lookahead", "pymagma.hybrid._qr",
+                    "pymagma.hybrid._reflectors", "pymagma.hybrid._svd"}]
 
 
 def _modules(package: str) -> dict[str, tuple[Path, bool]]:

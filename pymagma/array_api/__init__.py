@@ -5,14 +5,15 @@ standard's type promotion among them, the creation functions, the elementwise ar
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
 in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
 set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row); the
-manipulation functions, ``take``, ``take_along_axis``, ``tril``/``triu`` and integer-array and boolean-mask indexing.
-A function of the standard not listed here is absent: reading it is an AttributeError naming it (so ``hasattr``
-answers honestly); nothing falls back to the host.
+manipulation functions, ``take``, ``take_along_axis``, ``tril``/``triu`` and integer-array and boolean-mask indexing;
+``matmul``, ``tensordot``, ``vecdot``, ``matrix_transpose`` and the ``linalg`` extension
+(:mod:`pymagma.array_api.linalg`, on MAGMA).  A function of the standard not listed here is absent: reading it is
+an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
 
-from . import _creation, _dtypes, _elementwise
+from . import _creation, _dtypes, _elementwise, linalg
 from ._creation import (
     arange,
     asarray,
@@ -50,6 +51,7 @@ from ._manipulation import (
     triu,
     unstack,
 )
+from ._products import matmul, matrix_transpose, tensordot, vecdot
 from ._reductions import all, any, reshape  # noqa: A004 (the standard's names)
 from ._searching import argmax, argmin, count_nonzero, nonzero, searchsorted, where
 from ._sets import unique_all, unique_counts, unique_inverse, unique_values
@@ -80,6 +82,7 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
+    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
     # reductions, searching, sorting, sets
     "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
     "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",

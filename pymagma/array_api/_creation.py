@@ -30,6 +30,16 @@ def _host(values: np.ndarray, device) -> _array.DeviceArray:
     return _array.asarray(values, device=_device(device))
 
 
+def _host_leaves(obj):
+    """A nested sequence with its DeviceArray elements (0-d arrays, as ``[x[0], x[1]]``) read to the host: the
+    explicit copy asarray was asked for."""
+    if isinstance(obj, _array.DeviceArray):
+        return np.from_dlpack(obj, device="cpu")
+    if isinstance(obj, list | tuple):
+        return [_host_leaves(v) for v in obj]
+    return obj
+
+
 def asarray(obj, /, *, dtype=None, device=None, copy=None):
     """A DeviceArray from a DeviceArray, a CUDA array (DLPack or ``__cuda_array_interface__``), a NumPy array, a
     Python scalar or nested sequence.  ``copy``: True always copies, False never (a ValueError where a copy is
@@ -56,7 +66,7 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
     elif dtype is None and isinstance(obj, builtins.bool | int | float):
         values = np.asarray(obj, dtype=_default_dtype(obj))
     else:
-        values = np.asarray(obj, dtype=dtype)
+        values = np.asarray(_host_leaves(obj), dtype=dtype)
         if dtype is None and values.dtype.kind == "f":
             values = values.astype(_dtypes.DEFAULT["real floating"])
     return _host(values, device)
@@ -143,3 +153,4 @@ def astype(x, dtype, /, *, copy=True, device=None):
     if dtype == x.dtype and not copy:
         return x
     return _kernels.cast(x, dtype)
+

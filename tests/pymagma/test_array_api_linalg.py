@@ -1,0 +1,77 @@
+"""pymagma.array_api's linalg extension on the simulator: the GPU tests of test_array_api_linalg_gpu.py (MAGMA's
+routines simulated, every one exported), and the hybrid drivers a partial MAGMA falls back to."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from pymagma import simulator
+
+from .test_array_api_linalg_gpu import (  # noqa: F401  (collected here, without the gpu mark)
+    TOL,
+    dev,
+    host,
+    test_cholesky_equals_numpy,
+    test_det_slogdet_inv_solve_equal_numpy,
+    test_diagonal_and_trace_equal_numpy,
+    test_eigh_and_eigvalsh_equal_numpy,
+    test_factorizations_name_what_they_take,
+    test_matmul_and_the_operator_equal_numpy,
+    test_matmul_promotes_and_refuses_what_the_standard_leaves_out,
+    test_matrix_norm_equals_numpy,
+    test_matrix_power_equals_numpy,
+    test_pinv_and_matrix_rank_equal_numpy,
+    test_qr_reconstructs_with_numpys_shapes,
+    test_svd_and_svdvals_equal_numpy,
+    test_tensordot_checks_its_axes,
+    test_tensordot_equals_numpy,
+    test_transposes_outer_and_cross_equal_numpy,
+    test_vecdot_equals_numpy,
+    test_vector_norm_equals_numpy,
+    xp,
+)
+
+
+@pytest.fixture(scope="module", autouse=True)
+def simulated():
+    from pymagma.simulator import kernels as simulated_kernels
+
+    if simulated_kernels.compiler() is None:
+        pytest.skip("no host C++ compiler (g++ or clang++) to build the kernel emulation")
+    with simulator.simulated("full"):
+        yield
+
+
+def test_the_extension_is_present_with_the_standards_names():
+    names = {"cholesky", "cross", "det", "diagonal", "eigh", "eigvalsh", "inv", "matmul", "matrix_norm",
+             "matrix_power", "matrix_rank", "matrix_transpose", "outer", "pinv", "qr", "slogdet", "solve", "svd",
+             "svdvals", "tensordot", "trace", "vecdot", "vector_norm"}
+    assert set(xp().linalg.__all__) == names and all(callable(getattr(xp().linalg, n)) for n in names)
+    assert {"linalg", "matmul", "tensordot", "vecdot", "matrix_transpose"} <= set(xp().__all__)
+
+
+def test_the_hybrid_drivers_of_a_partial_magma():
+    """Without MAGMA's svd/eigh/qr/potrf drivers the hybrid ones run: same results (a float32 matrix near the
+    overflow threshold is scaled as LAPACK's gesdd scales it)."""
+    from pymagma import linalg as magma_linalg
+
+    rng = np.random.default_rng(0)
+    a = rng.normal(size=(2, 4, 3))
+    sym = a[0] @ a[0].T + 4 * np.eye(4)
+    huge = (rng.normal(size=(4, 3)) * 1e37).astype(np.float32)
+    with simulator.simulated("partial"):
+        paths = magma_linalg.paths()
+        close = dict(TOL[np.dtype(np.float64)])
+        np.testing.assert_allclose(host(xp().linalg.svdvals(dev(a))), np.linalg.svd(a, compute_uv=False), **close)
+        np.testing.assert_allclose(host(xp().linalg.eigvalsh(dev(sym))), np.linalg.eigvalsh(sym), **close)
+        np.testing.assert_allclose(host(xp().linalg.cholesky(dev(sym))), np.linalg.cholesky(sym), **close)
+        q, r = (host(x) for x in xp().linalg.qr(dev(a)))
+        np.testing.assert_allclose(q @ r, a, **close)
+        expected = np.linalg.svd(huge.astype(np.float64), compute_uv=False)
+        np.testing.assert_allclose(host(xp().linalg.svdvals(dev(huge))), expected, rtol=1e-5)
+        u, s, vh = (host(x).astype(np.float64) for x in xp().linalg.svd(dev(huge), full_matrices=False))
+        np.testing.assert_allclose(s, expected, rtol=1e-5)
+        np.testing.assert_allclose((u * s) @ vh, huge, rtol=1e-5, atol=1e-5 * np.abs(huge).max())
+    if paths["svd"] == "native":
+        pytest.skip("this provider exports gesdd: the partial simulator ran MAGMA's own svd")

@@ -1,0 +1,113 @@
+"""A real client of pymagma.array_api: scikit-learn's array-API dispatch (``array_api_dispatch=True``) fits PCA,
+LinearDiscriminantAnalysis and Ridge on pymagma arrays on the simulator, and every fitted attribute and prediction
+equals the same estimator fitted on NumPy arrays (scikit-learn's own NumPy path is the reference)."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+
+from pymagma import simulator
+
+sklearn = pytest.importorskip("sklearn", minversion="1.6")  # (it vendors array-api-compat)
+pytest.importorskip("scipy", minversion="1.14")  # scikit-learn's array-API dispatch needs SciPy's
+
+
+@pytest.fixture(scope="module", autouse=True)
+def simulated():
+    from pymagma.simulator import kernels as simulated_kernels
+
+    if simulated_kernels.compiler() is None:
+        pytest.skip("no host C++ compiler (g++ or clang++) to build the kernel emulation")
+    before = os.environ.get("SCIPY_ARRAY_API")
+    os.environ["SCIPY_ARRAY_API"] = "1"  # scikit-learn refuses array-API dispatch without it
+    try:
+        with simulator.simulated("partial"):  # what PYMAGMA_SIMULATOR=1 runs: the provider's MAGMA routines
+            yield
+    finally:
+        if before is None:
+            del os.environ["SCIPY_ARRAY_API"]
+        else:
+            os.environ["SCIPY_ARRAY_API"] = before
+
+
+def xp():
+    import pymagma.array_api
+
+    return pymagma.array_api
+
+
+def host(v) -> np.ndarray:
+    from pymagma.array import DeviceArray
+
+    return np.from_dlpack(v, device="cpu") if isinstance(v, DeviceArray) else np.asarray(v)
+
+
+def dev(a: np.ndarray):
+    return xp().asarray(a, dtype=a.dtype, copy=True)
+
+
+def data():
+    rng = np.random.default_rng(7)
+    x = rng.normal(size=(40, 5)) * np.array([3.0, 1.0, 0.5, 2.0, 1.5])
+    classes = np.argmax(x[:, :3] + rng.normal(scale=0.3, size=(40, 3)), axis=1).astype(np.int64)
+    target = x @ np.array([1.0, -2.0, 0.5, 0.0, 3.0]) + 0.1 * rng.normal(size=40)
+    return x, classes, target
+
+
+def fitted_both(make, *arrays):
+    reference = make().fit(*arrays)
+    with sklearn.config_context(array_api_dispatch=True):
+        device = make().fit(*(dev(a) for a in arrays))
+    return reference, device
+
+
+def same(got, expected):
+    got = host(got)
+    assert got.shape == np.shape(expected)
+    np.testing.assert_allclose(got, expected, rtol=1e-9, atol=1e-10)
+
+
+def same_up_to_column_signs(got, expected):
+    """Equal after flipping whole columns: singular vectors (LDA's scalings_, and so its transform) are fixed only
+    up to sign, and scikit-learn's LDA does not normalize them (PCA does, with svd_flip)."""
+    got = host(got)
+    signs = np.sign(np.sum(got * expected, axis=0))
+    same(got * signs, expected)
+
+
+def test_pca_full_svd_equals_numpy():
+    from sklearn.decomposition import PCA
+
+    x, _, _ = data()
+    ref, got = fitted_both(lambda: PCA(n_components=3, svd_solver="full"), x)
+    for name in ("components_", "explained_variance_", "explained_variance_ratio_", "singular_values_", "mean_"):
+        same(getattr(got, name), getattr(ref, name))
+    with sklearn.config_context(array_api_dispatch=True):
+        same(got.transform(dev(x)), ref.transform(x))
+
+
+def test_linear_discriminant_analysis_svd_equals_numpy():
+    from sklearn.discriminant_analysis import LinearDiscriminantAnalysis
+
+    x, classes, _ = data()
+    ref, got = fitted_both(lambda: LinearDiscriminantAnalysis(solver="svd"), x, classes)
+    for name in ("coef_", "intercept_", "means_", "xbar_", "explained_variance_ratio_"):
+        same(getattr(got, name), getattr(ref, name))
+    same_up_to_column_signs(got.scalings_, ref.scalings_)
+    with sklearn.config_context(array_api_dispatch=True):
+        assert np.array_equal(host(got.predict(dev(x))), ref.predict(x))
+        same_up_to_column_signs(got.transform(dev(x)), ref.transform(x))
+
+
+def test_ridge_svd_equals_numpy():
+    from sklearn.linear_model import Ridge
+
+    x, _, target = data()
+    ref, got = fitted_both(lambda: Ridge(solver="svd", alpha=0.5), x, target)
+    same(got.coef_, ref.coef_)
+    same(got.intercept_, ref.intercept_)
+    with sklearn.config_context(array_api_dispatch=True):
+        same(got.predict(dev(x)), ref.predict(x))
