@@ -1,0 +1,14 @@
+#!/usr/bin/env bash
+# Run the data-apis array-api-tests suite (a checkout of github.com/data-apis/array-api-tests with its `array-api`
+# submodule, and its requirements: hypothesis, ndindex, pytest-json-report) against pymagma.array_api on the
+# simulator. Usage: scripts/array_api_conformance.sh SUITE_DIR [pytest arguments, e.g. --max-examples 10]
+# complex64/complex128 are skipped: the namespace has no complex dtypes, and the suite otherwise infers a default
+# complex dtype from asarray(complex()) when it is imported.
+set -euo pipefail
+suite=${1:?usage: $0 SUITE_DIR [pytest arguments]}
+shift
+python=${PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
+cd "$suite"
+export ARRAY_API_TESTS_MODULE=pymagma.array_api ARRAY_API_TESTS_VERSION=2024.12 PYMAGMA_SIMULATOR=1
+export ARRAY_API_TESTS_SKIP_DTYPES=${ARRAY_API_TESTS_SKIP_DTYPES:-complex64,complex128}
+exec "$python" -m pytest array_api_tests -p no:cacheprovider "$@"
