@@ -90,14 +90,20 @@ def pytest_report_header(config):
     return None
 
 
+@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     ok, why = gpu_available()
     have_mpi = _mpiexec() is not None
     for item in items:
         if "gpu" in item.keywords and not ok:
             item.add_marker(pytest.mark.skip(reason=f"gpu test: {why}"))
-        if "mpi" in item.keywords and not have_mpi:
-            item.add_marker(pytest.mark.skip(reason="mpi test: mpiexec not found"))
+        if "mpi" in item.keywords:
+            # one mpiexec job at a time under pytest-xdist (--dist loadgroup): two 2-rank jobs would oversubscribe
+            item.add_marker(pytest.mark.xdist_group("mpi"))
+            if not have_mpi:
+                item.add_marker(pytest.mark.skip(reason="mpi test: mpiexec not found"))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the slow tests first, so none is left to run alone
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the same order on each worker
 
 
 def _skip_reason(longrepr) -> str:

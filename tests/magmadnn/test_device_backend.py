@@ -15,7 +15,8 @@ from magmadnn import backend
 from magmadnn.backend import ops
 
 HOST = backend.get("host")
-pytestmark = pytest.mark.native
+# the last case counts the ops the cases before it called: under pytest-xdist the module runs on one worker
+pytestmark = [pytest.mark.native, pytest.mark.xdist_group("device_backend")]
 DTYPES = (np.float32, np.float64)
 CALLED: set[str] = set()
 

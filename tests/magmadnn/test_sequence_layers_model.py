@@ -325,6 +325,7 @@ def test_conv1d_and_1d_pooling_export_to_onnx_and_run_in_onnxruntime(keepdims, t
     np.testing.assert_allclose(run_ort(path, {"sequence": data}), model.predict(data), rtol=1e-5, atol=1e-6)
 
 
+@pytest.mark.slow
 @pytest.mark.native
 def test_masked_and_several_output_steps_replay_from_a_cuda_graph_as_eager():
     """compile(graph=True) on the simulated device: the masked recurrent model's replayed steps equal eager ones."""

@@ -62,7 +62,8 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_where_with_broadcasting,
 )
 
-pytestmark = pytest.mark.native
+# the last test counts the launches of the tests before it: under pytest-xdist the module runs on one worker
+pytestmark = [pytest.mark.native, pytest.mark.xdist_group("kernels_emulated")]
 
 
 @pytest.fixture(scope="module", autouse=True)
