@@ -90,19 +90,16 @@ def pytest_report_header(config):
     return None
 
 
-@pytest.hookimpl(tryfirst=True)  # before pytest-xdist's, which reads the xdist_group marks
 def pytest_collection_modifyitems(config, items):
     ok, why = gpu_available()
     have_mpi = _mpiexec() is not None
     for item in items:
         if "gpu" in item.keywords and not ok:
             item.add_marker(pytest.mark.skip(reason=f"gpu test: {why}"))
-        if "mpi" in item.keywords:
-            # one mpiexec job at a time under pytest-xdist (--dist loadgroup): two 2-rank jobs would oversubscribe
-            item.add_marker(pytest.mark.xdist_group("mpi"))
-            if not have_mpi:
-                item.add_marker(pytest.mark.skip(reason="mpi test: mpiexec not found"))
-    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the slow tests first, so none is left to run alone
+        if "mpi" in item.keywords and not have_mpi:
+            item.add_marker(pytest.mark.skip(reason="mpi test: mpiexec not found"))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the files of slow tests first (--dist loadfile
+        # hands out whole files in the order of their first test), so no long one is left to run alone at the end
         items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the same order on each worker
 
 

@@ -100,7 +100,7 @@ def test_pytest_xdist_workers_apply_the_same_rules(tmp_path):
     """scripts/test.sh runs the suite on pytest-xdist workers: every outcome is the one of a serial run."""
     pytest.importorskip("xdist")
     serial = run_suite(tmp_path, "native,mpi")
-    assert run_suite(tmp_path, "native,mpi", "-n", "2") == serial
+    assert run_suite(tmp_path, "native,mpi", "-n", "2", "--dist", "loadfile") == serial
     assert serial["test_native_skips"] == serial["test_mpi_skips"] == "FAILED"
 
 

@@ -15,8 +15,7 @@ from magmadnn import backend
 from magmadnn.backend import ops
 
 HOST = backend.get("host")
-# the last case counts the ops the cases before it called: under pytest-xdist the module runs on one worker
-pytestmark = [pytest.mark.native, pytest.mark.xdist_group("device_backend")]
+pytestmark = pytest.mark.native
 DTYPES = (np.float32, np.float64)
 CALLED: set[str] = set()
 

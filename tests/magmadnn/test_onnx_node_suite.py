@@ -14,9 +14,6 @@ import pytest
 from ._onnx_helpers import monnx, onnx  # noqa: F401 - skips the module without onnx
 from .backends import open_backend
 
-# one worker runs both devices under pytest-xdist: generating ONNX's node suite (``claimed``) is the module's cost
-pytestmark = pytest.mark.xdist_group("onnx_node_suite")
-
 #: operator -> node tests it passes at least (docs/onnx.md lists them); fewer is a regression
 PASSES = {"Add": 1, "AveragePool": 9, "Concat": 18, "Div": 10, "Dropout": 2, "Elu": 2, "Exp": 1, "Flatten": 3,
           "Gelu": 2, "GlobalAveragePool": 2, "GlobalMaxPool": 2, "Identity": 1, "LeakyRelu": 2, "LogSoftmax": 6,

@@ -62,8 +62,7 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_where_with_broadcasting,
 )
 
-# the last test counts the launches of the tests before it: under pytest-xdist the module runs on one worker
-pytestmark = [pytest.mark.native, pytest.mark.xdist_group("kernels_emulated")]
+pytestmark = pytest.mark.native
 
 
 @pytest.fixture(scope="module", autouse=True)
