@@ -8,4 +8,10 @@ ensure_venv "test,native,examples,io,bench,jit,mpi,onnx"
 export PATH="$(cd "$VENV/bin" && pwd):$PATH"  # the venv's tools, mpiexec of the mpi extra included
 "$VENV/bin/ruff" check pymagma magmadnn tests examples scripts
 export MAGMADNN_REQUIRE="${MAGMADNN_REQUIRE:-native,mpi}"  # tests/conftest.py: a skipped native/mpi test fails
-exec "$VENV/bin/python" -m pytest "$@"
+# pytest-xdist: one worker per core, each test file on one worker (module fixtures, and the tests that count what
+# their module's earlier tests called); "$@" comes last: `scripts/test.sh -n 0` runs serially
+workers=$(nproc 2>/dev/null || getconf _NPROCESSORS_ONLN 2>/dev/null || echo 1)
+[ "$workers" -gt 1 ] || workers=0
+# one BLAS/OpenMP thread per worker when the workers take every core (a caller's setting wins)
+[ "$workers" -eq 0 ] || export OMP_NUM_THREADS="${OMP_NUM_THREADS:-1}"
+exec "$VENV/bin/python" -m pytest -n "$workers" --dist loadfile "$@"

@@ -98,6 +98,9 @@ def pytest_collection_modifyitems(config, items):
             item.add_marker(pytest.mark.skip(reason=f"gpu test: {why}"))
         if "mpi" in item.keywords and not have_mpi:
             item.add_marker(pytest.mark.skip(reason="mpi test: mpiexec not found"))
+    if hasattr(config, "workerinput"):  # a pytest-xdist worker: the files of slow tests first (--dist loadfile
+        # hands out whole files in the order of their first test), so no long one is left to run alone at the end
+        items.sort(key=lambda item: item.get_closest_marker("slow") is None)  # stable: the same order on each worker
 
 
 def _skip_reason(longrepr) -> str:

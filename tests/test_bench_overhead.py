@@ -11,10 +11,12 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_overhead_table_on_the_null_device(tmp_path):
     out = tmp_path / "overhead.json"
     done = subprocess.run([sys.executable, "scripts/bench.py", "--overhead", "--steps", "2", "--batches", "1,4",

@@ -55,7 +55,7 @@ def test_native_passes():
 }
 
 
-def run_suite(tmp_path: Path, require: str | None) -> dict[str, str]:
+def run_suite(tmp_path: Path, require: str | None, *options: str) -> dict[str, str]:
     """Outcome per test (or per module for collection results) of the made-up suite under this conftest."""
     for name, text in SUITE.items():
         (tmp_path / name).write_text(text)
@@ -65,9 +65,12 @@ def run_suite(tmp_path: Path, require: str | None) -> dict[str, str]:
     if require is not None:
         env["MAGMADNN_REQUIRE"] = require
     proc = subprocess.run([sys.executable, "-m", "pytest", "-v", "-rA", "-p", "no:cacheprovider",
-                           "--continue-on-collection-errors", str(tmp_path)],
+                           "--continue-on-collection-errors", *options, str(tmp_path)],
                           cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
     outcomes = {m.group(1): m.group(2) for m in re.finditer(r"::(\w+) (PASSED|FAILED|SKIPPED|ERROR)", proc.stdout)}
+    # pytest-xdist's verbose lines put the outcome first: "[gw0] [ 14%] FAILED test_items.py::test_native_skips"
+    xdist = re.finditer(r"\] (PASSED|FAILED|SKIPPED|ERROR) \S+::(\w+)", proc.stdout)
+    outcomes |= {m.group(2): m.group(1) for m in xdist}
     for m in re.finditer(r"^(ERROR|SKIPPED \[\d+\]) (test_\w+\.py)\b", proc.stdout, re.M):  # collection results
         outcomes[m.group(2)] = m.group(1).split()[0]
     assert outcomes, proc.stdout + proc.stderr
@@ -91,6 +94,14 @@ def test_mpi_required_turns_mpi_skips_into_failures(tmp_path):
     assert got["test_mpi_skips"] in ("FAILED", "ERROR")  # (ERROR: skipped at setup when mpiexec is missing)
     assert got["test_mpi_module.py"] == "ERROR"
     assert got["test_native_gpu_skips"] == "SKIPPED"
+
+
+def test_pytest_xdist_workers_apply_the_same_rules(tmp_path):
+    """scripts/test.sh runs the suite on pytest-xdist workers: every outcome is the one of a serial run."""
+    pytest.importorskip("xdist")
+    serial = run_suite(tmp_path, "native,mpi")
+    assert run_suite(tmp_path, "native,mpi", "-n", "2", "--dist", "loadfile") == serial
+    assert serial["test_native_skips"] == serial["test_mpi_skips"] == "FAILED"
 
 
 def test_without_the_variable_every_skip_stays_a_skip(tmp_path):

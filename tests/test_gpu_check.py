@@ -10,9 +10,12 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 ROOT = Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_gpu_check_dry_run(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True,
@@ -56,8 +59,6 @@ def test_gpu_check_rejects_unknown_arguments():
 
 def test_host_solver_rows_time_both_solvers_and_restore_scipy():
     """bench_pymagma --host-solvers on the CPU: the SciPy and NumPy host solvers per size; SciPy is back after."""
-    import pytest
-
     pytest.importorskip("scipy.linalg")
     sys.path.insert(0, str(ROOT / "scripts"))
     try:

@@ -13,6 +13,7 @@ kernel that depends on block order fails here, reproducibly.
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import functools
 import hashlib
@@ -113,24 +114,48 @@ def build(program: str, directory: Path | None = None) -> ctypes.CDLL:
     library = directory / f"{program}-{digest}.so"
     if not library.exists():
         directory.mkdir(parents=True, exist_ok=True)
-        unique = f"{os.getpid()}-{threading.get_ident()}"
-        cpp, partial = directory / f"{program}-{digest}-{unique}.cpp", directory / f"{program}-{digest}-{unique}.so"
-        cpp.write_text(source)
-        kernels_dir = Path(str(resources.files("pymagma.kernels")))
-        command = [cxx, *flags, "-I", str(PRELUDE.parent), "-I", str(kernels_dir), "-o", str(partial), str(cpp)]
-        try:
-            done = subprocess.run(command, capture_output=True, text=True)
-            if done.returncode != 0:
-                raise SimulatorError(f"{os.path.basename(cxx)} could not compile kernel program {program!r} for the "
-                                     f"simulator ({' '.join(command)}):\n{done.stderr}")
-            os.replace(partial, library)  # atomic: concurrent processes never load a half-written file
-        finally:
-            cpp.unlink(missing_ok=True)
-            partial.unlink(missing_ok=True)
+        with _exclusive(directory / f"{program}-{digest}.lock"):
+            if not library.exists():  # another process may have built it while this one waited
+                _compile(cxx, program, source, flags, directory, digest, library)
     lib = ctypes.CDLL(str(library))
     lib.pm_launch.argtypes = [ctypes.c_char_p, ctypes.c_uint, ctypes.c_uint, ctypes.c_void_p, ctypes.c_void_p]
     lib.pm_launch.restype = ctypes.c_int
     return lib
+
+
+@contextlib.contextmanager
+def _exclusive(path: Path):
+    """An advisory lock on ``path`` (POSIX ``flock``): processes sharing the cache compile a program once, not
+    each (e.g. parallel test workers on a cold cache).  Without ``fcntl`` or a writable lock file: no lock."""
+    try:
+        import fcntl
+
+        handle = open(path, "a")  # noqa: SIM115 - closed below
+    except (ImportError, OSError):
+        handle = None
+    if handle is None:
+        yield
+        return
+    with handle:
+        fcntl.flock(handle, fcntl.LOCK_EX)  # released when the file is closed
+        yield
+
+
+def _compile(cxx: str, program: str, source: str, flags, directory: Path, digest: str, library: Path) -> None:
+    unique = f"{os.getpid()}-{threading.get_ident()}"
+    cpp, partial = directory / f"{program}-{digest}-{unique}.cpp", directory / f"{program}-{digest}-{unique}.so"
+    cpp.write_text(source)
+    kernels_dir = Path(str(resources.files("pymagma.kernels")))
+    command = [cxx, *flags, "-I", str(PRELUDE.parent), "-I", str(kernels_dir), "-o", str(partial), str(cpp)]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True)
+        if done.returncode != 0:
+            raise SimulatorError(f"{os.path.basename(cxx)} could not compile kernel program {program!r} for the "
+                                 f"simulator ({' '.join(command)}):\n{done.stderr}")
+        os.replace(partial, library)  # atomic: concurrent processes never load a half-written file
+    finally:
+        cpp.unlink(missing_ok=True)
+        partial.unlink(missing_ok=True)
 
 
 class Launcher:

@@ -63,6 +63,7 @@ def run_suite(cases, device) -> dict:
     return found
 
 
+@pytest.mark.slow
 def test_node_suite_never_wrong_never_unclear(claimed, device):
     found = run_suite(claimed, device)
     assert not found["wrong"] and not found["crash"], found["wrong"] + found["crash"]

@@ -30,6 +30,7 @@ def run(args, tmp_path, timeout=240):
     return done.stdout
 
 
+@pytest.mark.slow
 def test_lenet5_example_trains_on_the_simulated_gpu(tmp_path):
     write_mnist_folder(tmp_path, n_train=400, n_test=100)
     out = run([sys.executable, "examples/lenet5.py", "--data", str(tmp_path), "--device", "gpu", "--max-steps", "50",
@@ -38,6 +39,7 @@ def test_lenet5_example_trains_on_the_simulated_gpu(tmp_path):
     assert "test accuracy" in out and "throughput" in out
 
 
+@pytest.mark.slow
 def test_cli_and_demo_train_on_the_simulated_gpu(tmp_path):
     out = run([sys.executable, "-m", "magmadnn", "train", "--model", "mlp", "--dataset", "digits", "--device",
                "gpu", "--epochs", "1", "--max-steps", "10", "--quiet"], tmp_path)

@@ -32,13 +32,29 @@ def fresh_cache(tmp_path, monkeypatch):
     compiler.clear_memory_cache()
 
 
+@pytest.fixture(scope="module")
+def every_program():
+    """``every_program(arch, kind)``: every program compiled by ``kernels.compile_program`` (into the calling test's
+    empty cache), once per target for the module: NVRTC's time is most of this module's."""
+    done = {}
+
+    def compiled(arch: str, kind: str) -> dict:
+        if (arch, kind) not in done:
+            done[arch, kind] = {name: kernels.compile_program(name, arch, kind) for name in kernels.PROGRAMS}
+        return done[arch, kind]
+
+    return compiled
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("kind", ["ptx", "cubin"])
 @pytest.mark.parametrize("arch", ["sm_80", "sm_90"])
-def test_every_program_compiles_with_every_instantiation(arch, kind):
+def test_every_program_compiles_with_every_instantiation(arch, kind, every_program):
     """One NVRTC call per program holds all of its dtype instantiations; every one must be in the image."""
     start = time.perf_counter()
+    compiled = every_program(arch, kind)
     for name, (_, expressions) in kernels.PROGRAMS.items():
-        program = kernels.compile_program(name, arch, kind)
+        program = compiled[name]
         assert set(program.lowered) == set(expressions)
         number = arch.split("_")[1]
         if kind == "ptx":
@@ -278,7 +294,7 @@ def launch_parameters(args) -> list[tuple[int, bool]]:
     return [(ctypes.sizeof(type(a)), isinstance(a, ctypes.c_double | ctypes.c_float)) for a in args]
 
 
-def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch):
+def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, every_program):
     """What each public function passes to cuLaunchKernel, in order, has the size and kind (floating or not) of the
     parameters of the kernel it launches: a missing, extra or swapped argument fails here, without a GPU."""
     from pymagma import array
@@ -293,7 +309,7 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch):
     launched = {expression.split("<")[0] for _, expression, _ in launches}
     assert launched == {e.split("<")[0] for _, expressions in kernels.PROGRAMS.values() for e in expressions}
     for program, expression, args in launches:
-        compiled = kernels.compile_program(program, "sm_80", "ptx")
+        compiled = every_program("sm_80", "ptx")[program]
         assert launch_parameters(args) == ptx_parameters(compiled, expression), expression
 
 

@@ -517,6 +517,25 @@ def test_compiled_programs_are_cached_on_disk(monkeypatch, tmp_path):
     assert sim_kernels.build("optim").pm_launch is not None  # from the cache
 
 
+def test_concurrent_builds_of_a_program_compile_it_once(monkeypatch, tmp_path):
+    """Builders sharing a cold cache (parallel test workers, threads) wait on the program's lock file: one compiles,
+    the others load its library."""
+    import threading
+
+    monkeypatch.setenv("PYMAGMA_CACHE", str(tmp_path))
+    sim_kernels._compiler_identity(sim_kernels.compiler())  # its --version call is not a compile
+    compiles, run = [], sim_kernels.subprocess.run
+    monkeypatch.setattr(sim_kernels.subprocess, "run", lambda *a, **k: compiles.append(a) or run(*a, **k))
+    libraries = []
+    builders = [threading.Thread(target=lambda: libraries.append(sim_kernels.build("recurrent"))) for _ in range(3)]
+    for builder in builders:
+        builder.start()
+    for builder in builders:
+        builder.join()
+    assert len(libraries) == 3 and len(compiles) == 1
+    assert len(list((tmp_path / "simulator").glob("recurrent-*.so"))) == 1
+
+
 def test_current_device_is_per_thread_and_queues_work(monkeypatch):
     import threading
 
