@@ -307,7 +307,11 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, ever
     for dtype in (np.float32, np.float64, np.float16) + ((BF16,) if BF16 is not None else ()):
         _launch_every_kernel(dtype)
     launched = {expression.split("<")[0] for _, expression, _ in launches}
-    assert launched == {e.split("<")[0] for _, expressions in kernels.PROGRAMS.values() for e in expressions}
+    # the array API's indexing kernels read a count back between launches (fake arrays cannot): their arguments are
+    # checked by running them on the CPU emulation of the same source (test_kernels_emulated.py)
+    indexing = {"aa_assign", "aa_tri", "aa_gather", "aa_mask_move", "aa_index_offsets", "aa_mask_count",
+                "aa_mask_scan", "aa_mask_positions"}
+    assert launched | indexing == {e.split("<")[0] for _, exprs in kernels.PROGRAMS.values() for e in exprs}
     for program, expression, args in launches:
         compiled = every_program("sm_80", "ptx")[program]
         assert launch_parameters(args) == ptx_parameters(compiled, expression), expression
