@@ -19,7 +19,8 @@ def _axis(axis, ndim: int, what: str) -> int:
     except TypeError:
         raise TypeError(f"{what}: axis must be an int, got {type(axis).__name__}") from None
     if not -ndim <= a < ndim:
-        raise IndexError(f"{what}: axis {a} is out of range for an array of {ndim} dimensions")
+        # NumPy's AxisError: both the IndexError and the ValueError callers of the standard expect
+        raise np.exceptions.AxisError(f"{what}: axis {a} is out of range for an array of {ndim} dimensions")
     return a % ndim
 
 

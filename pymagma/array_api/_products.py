@@ -88,14 +88,7 @@ def move_last(x, axes: list):
     return _manipulation.permute_dims(x, [*(i for i in range(x.ndim) if i not in axes), *axes])
 
 
-def _axis(value, ndim: int, what: str) -> int:
-    try:
-        axis = operator.index(value)
-    except TypeError:
-        raise TypeError(f"{what}: an axis must be an integer, got {value!r}") from None
-    if not -ndim <= axis < ndim:
-        raise ValueError(f"{what}: axis {axis} is out of range for {ndim} dimensions")
-    return axis % ndim
+_axis = _manipulation._axis
 
 
 def tensordot(x1, x2, /, *, axes=2):
