@@ -76,6 +76,50 @@ def time_torch(torch, fn, repeats: int) -> float:
     return _median_ms(fn, repeats, events, warmup)
 
 
+def per_call_ms(fn, calls: int, repeats: int, cuda: bool) -> float:
+    """Median over ``repeats`` of the milliseconds per call of ``calls`` calls of ``fn``: pymagma's CUDA events on
+    the default queue, or wall time when ``cuda`` is false (a dry run)."""
+    import time
+
+    times = []
+    for _ in range(repeats):
+        if cuda:
+            from pymagma import queue as queues
+            from pymagma import runtime
+
+            q = queues.default_queue()
+            start, end = runtime.Event(), runtime.Event()
+            start.record(q.stream)
+            for _ in range(calls):
+                fn()
+            end.record(q.stream)
+            end.synchronize()
+            times.append(start.elapsed_ms(end) / calls)
+        else:
+            t = time.perf_counter()
+            for _ in range(calls):
+                fn()
+            times.append((time.perf_counter() - t) * 1e3 / calls)
+    return statistics.median(times)
+
+
+def torch_per_call_ms(fn, calls: int, repeats: int) -> float:
+    """Median over ``repeats`` of the milliseconds per call of ``calls`` calls of ``fn`` on PyTorch's current CUDA
+    stream (CUDA events)."""
+    import torch
+
+    times = []
+    for _ in range(repeats):
+        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        start.record()
+        for _ in range(calls):
+            fn()
+        end.record()
+        end.synchronize()
+        times.append(start.elapsed_time(end) / calls)
+    return statistics.median(times)
+
+
 def main(run, description: str) -> int:
     """Command line of a benchmark module: ``--repeats``, then a table of ``run(repeats)``'s rows."""
     parser = argparse.ArgumentParser(description=description)

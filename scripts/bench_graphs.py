@@ -13,9 +13,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -25,7 +23,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
 from _bench_common import LR, MOMENTUM, magmadnn_model  # noqa: E402
-from _gpu_bench import print_rows  # noqa: E402
+from _gpu_bench import per_call_ms, print_rows, torch_per_call_ms  # noqa: E402
 
 from magmadnn._atomic import write_text  # noqa: E402
 
@@ -88,55 +86,16 @@ def torch_step(recipe: str, graph: bool):
     return g.replay
 
 
-def per_step_ms(step, steps: int, repeats: int, cuda: bool) -> float:
-    """Median over ``repeats`` of the milliseconds per step of ``steps`` steps (CUDA events; wall time if not)."""
-    times = []
-    for _ in range(repeats):
-        if cuda:
-            from pymagma import queue as queues
-            from pymagma import runtime
-
-            q = queues.default_queue()
-            start, end = runtime.Event(), runtime.Event()
-            start.record(q.stream)
-            for _ in range(steps):
-                step()
-            end.record(q.stream)
-            end.synchronize()
-            times.append(start.elapsed_ms(end) / steps)
-        else:
-            t = time.perf_counter()
-            for _ in range(steps):
-                step()
-            times.append((time.perf_counter() - t) * 1e3 / steps)
-    return statistics.median(times)
-
-
-def torch_ms(step, steps: int, repeats: int) -> float:
-    import torch
-
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(steps):
-            step()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / steps)
-    return statistics.median(times)
-
-
 def run(steps: int, repeats: int, dry_run: bool) -> list[dict]:
     rows = []
     for recipe in RECIPES:
         r = {"recipe": recipe, "batch": BATCH}
         for graph in (False, True):
             key = "magmadnn_graph_ms" if graph else "magmadnn_eager_ms"
-            r[key] = round(per_step_ms(magmadnn_step(recipe, graph), steps, repeats, cuda=not dry_run), 4)
+            r[key] = round(per_call_ms(magmadnn_step(recipe, graph), steps, repeats, cuda=not dry_run), 4)
         for graph in (False, True):
             key = "torch_graph_ms" if graph else "torch_eager_ms"
-            r[key] = None if dry_run else round(torch_ms(torch_step(recipe, graph), steps, repeats), 4)
+            r[key] = None if dry_run else round(torch_per_call_ms(torch_step(recipe, graph), steps, repeats), 4)
         r["ratio"] = round(r["torch_eager_ms"] / r["magmadnn_graph_ms"], 3) if r["torch_eager_ms"] else None
         rows.append(r)
     return rows

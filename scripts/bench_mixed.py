@@ -21,9 +21,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
-import time
 from pathlib import Path
 
 import numpy as np
@@ -32,7 +30,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from _gpu_bench import print_rows  # noqa: E402
+from _gpu_bench import per_call_ms, print_rows, torch_per_call_ms  # noqa: E402
 
 from magmadnn._atomic import write_text  # noqa: E402
 
@@ -53,30 +51,6 @@ def _half_operands(n: int, half: str, seed: int = 0):
     return a, b
 
 
-def _event_ms(run, reps: int, repeats: int, cuda: bool) -> float:
-    """Median over ``repeats`` of the milliseconds per call of ``reps`` calls (pymagma's CUDA events, else wall)."""
-    times = []
-    for _ in range(repeats):
-        if cuda:
-            from pymagma import queue as queues
-            from pymagma import runtime
-
-            q = queues.default_queue()
-            start, end = runtime.Event(), runtime.Event()
-            start.record(q.stream)
-            for _ in range(reps):
-                run()
-            end.record(q.stream)
-            end.synchronize()
-            times.append(start.elapsed_ms(end) / reps)
-        else:
-            t = time.perf_counter()
-            for _ in range(reps):
-                run()
-            times.append((time.perf_counter() - t) * 1e3 / reps)
-    return statistics.median(times)
-
-
 def gemm_rows(n: int, reps: int, repeats: int, dry_run: bool, emit) -> None:
     import pymagma
     from pymagma import blas
@@ -94,7 +68,7 @@ def gemm_rows(n: int, reps: int, repeats: int, dry_run: bool, emit) -> None:
             torch_b = torch.from_numpy(b_host.view(np.int16)).cuda().view(tdtype)
             exact = (torch_a.double() @ torch_b.double()).cpu().numpy()
         for out in ("float32", half):
-            ms = _event_ms(lambda a=a, b=b, out=out: blas.matmul(a, b, out_dtype=out), reps, repeats,
+            ms = per_call_ms(lambda a=a, b=b, out=out: blas.matmul(a, b, out_dtype=out), reps, repeats,
                            cuda=not dry_run)
             ours = blas.matmul(a, b, out_dtype=out).get().astype(np.float64)
             r = {"bench": "gemm", "case": f"{half} x {half} -> {out} n={n}",
@@ -116,16 +90,7 @@ def _torch_gemm(a, b, out: str, exact, n: int, reps: int, repeats: int) -> dict:
         def run():
             return torch.mm(a, b)
     run()
-    times = []
-    for _ in range(repeats):
-        start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-        start.record()
-        for _ in range(reps):
-            run()
-        end.record()
-        end.synchronize()
-        times.append(start.elapsed_time(end) / reps)
-    ms = statistics.median(times)
+    ms = torch_per_call_ms(run, reps, repeats)
     got = run().double().cpu().numpy()
     return {"torch_tflops": round(2 * n**3 / (ms * 1e-3) / 1e12, 3),
             "torch_max_error": float(np.abs(got - exact).max())}
@@ -223,24 +188,13 @@ def train_rows(steps: int, repeats: int, dry_run: bool, emit) -> None:
     for recipe in ("lenet5", "char_transformer"):
         for half in HALVES:
             r = {"bench": "train", "case": f"{recipe} {POLICIES[half]} batch={BATCH}"}
-            ms = _event_ms(magmadnn_train_step(recipe, half, dry_run), steps, repeats, cuda=not dry_run)
+            ms = per_call_ms(magmadnn_train_step(recipe, half, dry_run), steps, repeats, cuda=not dry_run)
             r["magmadnn_steps_per_s"] = round(1e3 / ms, 2)
             if dry_run:
                 r["torch_steps_per_s"] = None
             else:
-                import torch
-
-                step = torch_train_step(recipe, half)
-                times = []
-                for _ in range(repeats):
-                    start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-                    start.record()
-                    for _ in range(steps):
-                        step()
-                    end.record()
-                    end.synchronize()
-                    times.append(start.elapsed_time(end) / steps)
-                r["torch_steps_per_s"] = round(1e3 / statistics.median(times), 2)
+                ms = torch_per_call_ms(torch_train_step(recipe, half), steps, repeats)
+                r["torch_steps_per_s"] = round(1e3 / ms, 2)
             r["ratio"] = round(r["magmadnn_steps_per_s"] / r["torch_steps_per_s"], 3) if r["torch_steps_per_s"] \
                 else None
             emit(r)
