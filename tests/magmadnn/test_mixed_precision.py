@@ -59,6 +59,35 @@ def test_policy_names_and_dtypes_are_keras_3s():
             L.Dense(2, dtype=half)
 
 
+@pytest.mark.parametrize("name", ["float", "double", "single", "f4", "<f8"])
+def test_only_canonical_dtype_names_are_policies_as_in_keras(name):
+    from tests.keras_reference import keras
+
+    for make in (lambda api, layers: api.DTypePolicy(name), lambda api, layers: layers.Dense(2, dtype=name),
+                 lambda api, layers: api.set_global_policy(name)):
+        with pytest.raises(ValueError, match="Cannot convert"):
+            make(keras.mixed_precision, keras.layers)
+        with pytest.raises(ValueError, match="'mixed_bfloat16', 'mixed_float16', 'float32' and 'float64'"):
+            make(mixed_precision, L)
+    assert mixed_precision.global_policy().name == "float32"
+
+
+def test_a_model_has_keras_compute_and_variable_dtypes():
+    from tests.keras_reference import keras
+
+    rows = []
+    for lib, api, make in ((keras, keras.mixed_precision, lambda: keras.Input((4,))), (mdnn, mixed_precision,
+                                                                                       lambda: L.Input((4,)))):
+        try:
+            for policy in ("mixed_float16", "mixed_bfloat16", "float64"):
+                api.set_global_policy(policy)
+                model = lib.Sequential([make(), lib.layers.Dense(3)])
+                rows.append((lib is mdnn, policy, model.dtype_policy.name, model.compute_dtype, model.variable_dtype))
+        finally:
+            api.set_global_policy("float32")
+    assert [row[1:] for row in rows[:3]] == [row[1:] for row in rows[3:]]
+
+
 def test_layers_take_the_global_policy_when_made_as_keras_layers_do():
     from tests.keras_reference import keras
 
