@@ -250,7 +250,12 @@ class Layer(Configurable):
         stays a plain dtype."""
         if dtype is not None and not isinstance(dtype, (str, mixed_precision.DTypePolicy, dict)) or \
                 isinstance(dtype, str) and dtype.startswith(("int", "uint", "bool")):
-            self._user_policy, self._user_dtype = None, np.dtype(dtype)
+            try:
+                self._user_policy, self._user_dtype = None, np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"layer {self.name!r}: dtype must be a policy name (such as 'mixed_bfloat16'), a "
+                                f"magmadnn DTypePolicy or a NumPy dtype, got {dtype!r} (of type "
+                                f"{type(dtype).__name__})") from None
             if self._user_dtype.kind not in "iub":  # a float dtype: its policy (float16/bfloat16 refused there)
                 self._user_policy = mixed_precision.get(self._user_dtype.name)
         else:

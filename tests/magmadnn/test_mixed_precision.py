@@ -57,6 +57,9 @@ def test_policy_names_and_dtypes_are_keras_3s():
     for half in (np.float16, BF16):  # a layer's weights are float32 or float64
         with pytest.raises(ValueError, match="mixed_float16"):
             L.Dense(2, dtype=half)
+    for foreign in (keras.mixed_precision.DTypePolicy("mixed_float16"), object()):  # not one of ours: named
+        with pytest.raises(TypeError, match=r"layer 'd': dtype must be a policy name .* got "):
+            L.Dense(2, dtype=foreign, name="d")
 
 
 @pytest.mark.parametrize("name", ["float", "double", "single", "f4", "<f8"])
