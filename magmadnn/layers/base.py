@@ -439,6 +439,9 @@ class Layer(Configurable):
         mixed policy through :meth:`_call_mixed`."""
         if self._compute is not None:
             return self._call_mixed(x, lambda x: self._call(x, training, mask))
+        if self.dtype is not None and self.dtype.kind == "f":  # as Keras: a half output of a mixed layer is cast
+            # to this layer's dtype; any float input too when the layer was given its dtype (float32 into float64)
+            x = _cast_floats(x, self.dtype, halves_only=self._user_dtype is None)
         return self._call(x, training, mask)
 
     def _call(self, x, training, mask):
@@ -728,11 +731,13 @@ def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
-def _cast_floats(x, dtype):
-    """A Tensor (or a list of them) cast to ``dtype`` where it is a float of another dtype; a mask rides along."""
+def _cast_floats(x, dtype, halves_only: bool = False):
+    """A Tensor (or a list of them) cast to ``dtype`` where it is a float of another dtype (``halves_only``: a
+    float16 or bfloat16 one); a mask rides along."""
     if isinstance(x, (list, tuple)):
-        return type(x)(_cast_floats(t, dtype) for t in x)
-    if not isinstance(x, Tensor) or x.dtype == dtype or not _is_float(x.dtype):
+        return type(x)(_cast_floats(t, dtype, halves_only) for t in x)
+    if not isinstance(x, Tensor) or x.dtype == dtype or not _is_float(x.dtype) or (
+            halves_only and x.dtype.name not in mixed_precision.HALF_TYPES):
         return x
     y = F.cast(x, dtype)
     mask = getattr(x, "_mask", None)

@@ -131,6 +131,44 @@ def test_weights_and_gradients_are_float32_and_a_layer_outputs_half(policy):
     assert all(p.data.dtype == np.float32 and p.grad.dtype == np.float32 for p in model.parameters())
 
 
+def test_a_plain_layer_takes_a_mixed_layers_half_output_as_keras_layers_do():
+    """Keras' advice under a mixed policy, a float32 last layer: each layer casts its float inputs to its own compute
+    dtype (the half output of a mixed layer, float32 into a float64 layer), as Keras' layers do."""
+    from tests.keras_reference import keras
+
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    rows = []
+    for lib, api in ((keras, keras.mixed_precision), (mdnn, mixed_precision)):
+        api.set_global_policy("mixed_float16")
+        try:
+            stack = [lib.layers.Dense(5, activation="relu"), lib.layers.Dense(3, dtype="float32"),
+                     lib.layers.Activation("softmax", dtype="float32"), lib.layers.Dense(2, dtype="float64"),
+                     lib.layers.Dense(2, dtype="mixed_bfloat16")]
+        finally:
+            api.set_global_policy("float32")
+        h, row = x, []
+        for layer in stack:
+            h = layer(h)
+            row.append(str(h.dtype).removeprefix("torch."))
+        rows.append(row)
+    assert rows[0] == rows[1] == ["float16", "float32", "float32", "float64", "bfloat16"]
+
+
+@pytest.mark.parametrize("where", ["host", "simulator"])
+def test_a_mixed_model_with_a_float32_head_trains(where):
+    for device in model_device(where):
+        mixed_precision.set_global_policy("mixed_float16")
+        model = Sequential([L.Input((8,)), L.Dense(16, activation="relu"), L.Dense(4, dtype="float32"),
+                            L.Activation("softmax", dtype="float32")], seed=0)
+        mixed_precision.set_global_policy("float32")
+        model.compile(mdnn.optimizers.Adam(0.05), "sparse_categorical_crossentropy", device=device)
+        rng = np.random.default_rng(2)
+        x, y = rng.standard_normal((32, 8)).astype(np.float32), rng.integers(0, 4, 32)
+        losses = [model.train_on_batch(x, y) for _ in range(5)]
+        assert np.isfinite(losses).all() and losses[-1] < losses[0]
+        assert model.layers[0](x).dtype == np.float16 and model.layers[1].compute_dtype == "float32"
+
+
 def test_normalisation_computes_in_float32_and_outputs_half():
     mixed_precision.set_global_policy("mixed_bfloat16")
     norm = L.LayerNormalization()
