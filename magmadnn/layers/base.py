@@ -104,6 +104,15 @@ class SymbolicTensor:
         self.index, self.call = index, call
         self.masked = masked  # carries a mask (Embedding(mask_zero=True) upstream; see Layer.supports_masking)
 
+    @property
+    def dtype(self) -> str:
+        """Keras' ``KerasTensor.dtype``: the dtype name of the layer's output, its compute dtype (a layer without a
+        policy of its own takes its model's when the model is made; float32 or the global policy's until then), or
+        an Input's dtype (the data as the model takes it)."""
+        if isinstance(self.layer, Input) and self.layer.dtype is not None:
+            return self.layer.dtype.name
+        return self.layer.compute_dtype
+
     def __repr__(self) -> str:
         return f"SymbolicTensor(shape={shape_str(self.shape)}, from={self.layer.name!r})"
 

@@ -154,6 +154,29 @@ def test_a_plain_layer_takes_a_mixed_layers_half_output_as_keras_layers_do():
     assert rows[0] == rows[1] == ["float16", "float32", "float32", "float64", "bfloat16"]
 
 
+def test_symbolic_tensors_have_keras_dtypes_under_a_policy():
+    """Keras' mixed precision guide reads ``x.dtype`` of the functional graph's tensors."""
+    from tests.keras_reference import keras
+
+    rows = []
+    for lib, api in ((keras, keras.mixed_precision), (mdnn, mixed_precision)):
+        api.set_global_policy("mixed_float16")
+        try:
+            pixels, tokens = lib.layers.Input((6,)), lib.layers.Input((3,), dtype="int64")
+            hidden = lib.layers.Dense(8, activation="relu")(pixels)
+            embedded = lib.layers.Embedding(5, 8)(tokens)
+            normed = lib.layers.LayerNormalization()(hidden)
+            out = lib.layers.Activation("softmax", dtype="float32")(lib.layers.Dense(3)(normed))
+            tensors = [getattr(t, "output", t) for t in (pixels, tokens)] + [hidden, embedded, normed, out]
+            if lib is mdnn:  # the model made (it configures its layers) changes none of them
+                assert isinstance(tensors[0], mdnn.layers.SymbolicTensor)
+                Model([pixels, tokens], out)
+            rows.append([str(t.dtype) for t in tensors])
+        finally:
+            api.set_global_policy("float32")
+    assert rows[0] == rows[1] == ["float32", "int64", "float16", "float16", "float16", "float32"]
+
+
 @pytest.mark.parametrize("where", ["host", "simulator"])
 def test_a_mixed_model_with_a_float32_head_trains(where):
     for device in model_device(where):
