@@ -46,8 +46,8 @@ class DTypePolicy:
                             f"(of type {type(name).__name__})")
         if name in _MIXED:
             compute, variable = _MIXED[name]
-        elif _is_dtype_name(name) and np.dtype(name).name in _PLAIN:
-            compute = variable = np.dtype(name).name
+        elif name in _PLAIN:  # the canonical name only, as Keras ('float', 'double' or 'f4' are refused)
+            compute = variable = name
         else:
             raise ValueError(f"DTypePolicy: cannot use {name!r} as a dtype policy; magmadnn's policies are "
                              f"'mixed_bfloat16', 'mixed_float16', 'float32' and 'float64' (weights are float32 or "
@@ -82,14 +82,6 @@ class DTypePolicy:
 
 
 Policy = DTypePolicy  # Keras' legacy alias
-
-
-def _is_dtype_name(name: str) -> bool:
-    try:
-        np.dtype(name)
-    except TypeError:
-        return False
-    return True
 
 
 _GLOBAL: list[DTypePolicy] = []

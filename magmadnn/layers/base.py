@@ -104,6 +104,15 @@ class SymbolicTensor:
         self.index, self.call = index, call
         self.masked = masked  # carries a mask (Embedding(mask_zero=True) upstream; see Layer.supports_masking)
 
+    @property
+    def dtype(self) -> str:
+        """Keras' ``KerasTensor.dtype``: the dtype name of the layer's output, its compute dtype (a layer without a
+        policy of its own takes its model's when the model is made; float32 or the global policy's until then), or
+        an Input's dtype (the data as the model takes it)."""
+        if isinstance(self.layer, Input) and self.layer.dtype is not None:
+            return self.layer.dtype.name
+        return self.layer.compute_dtype
+
     def __repr__(self) -> str:
         return f"SymbolicTensor(shape={shape_str(self.shape)}, from={self.layer.name!r})"
 
@@ -250,7 +259,12 @@ class Layer(Configurable):
         stays a plain dtype."""
         if dtype is not None and not isinstance(dtype, (str, mixed_precision.DTypePolicy, dict)) or \
                 isinstance(dtype, str) and dtype.startswith(("int", "uint", "bool")):
-            self._user_policy, self._user_dtype = None, np.dtype(dtype)
+            try:
+                self._user_policy, self._user_dtype = None, np.dtype(dtype)
+            except TypeError:
+                raise TypeError(f"layer {self.name!r}: dtype must be a policy name (such as 'mixed_bfloat16'), a "
+                                f"magmadnn DTypePolicy or a NumPy dtype, got {dtype!r} (of type "
+                                f"{type(dtype).__name__})") from None
             if self._user_dtype.kind not in "iub":  # a float dtype: its policy (float16/bfloat16 refused there)
                 self._user_policy = mixed_precision.get(self._user_dtype.name)
         else:
@@ -434,6 +448,9 @@ class Layer(Configurable):
         mixed policy through :meth:`_call_mixed`."""
         if self._compute is not None:
             return self._call_mixed(x, lambda x: self._call(x, training, mask))
+        if self.dtype is not None and self.dtype.kind == "f":  # as Keras: a half output of a mixed layer is cast
+            # to this layer's dtype; any float input too when the layer was given its dtype (float32 into float64)
+            x = _cast_floats(x, self.dtype, halves_only=self._user_dtype is None)
         return self._call(x, training, mask)
 
     def _call(self, x, training, mask):
@@ -723,11 +740,13 @@ def _is_float(dtype) -> bool:
     return dtype.kind == "f" or dtype.name == "bfloat16"
 
 
-def _cast_floats(x, dtype):
-    """A Tensor (or a list of them) cast to ``dtype`` where it is a float of another dtype; a mask rides along."""
+def _cast_floats(x, dtype, halves_only: bool = False):
+    """A Tensor (or a list of them) cast to ``dtype`` where it is a float of another dtype (``halves_only``: a
+    float16 or bfloat16 one); a mask rides along."""
     if isinstance(x, (list, tuple)):
-        return type(x)(_cast_floats(t, dtype) for t in x)
-    if not isinstance(x, Tensor) or x.dtype == dtype or not _is_float(x.dtype):
+        return type(x)(_cast_floats(t, dtype, halves_only) for t in x)
+    if not isinstance(x, Tensor) or x.dtype == dtype or not _is_float(x.dtype) or (
+            halves_only and x.dtype.name not in mixed_precision.HALF_TYPES):
         return x
     y = F.cast(x, dtype)
     mask = getattr(x, "_mask", None)

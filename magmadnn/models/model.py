@@ -120,6 +120,11 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         for index, layer in enumerate(self._all_layers):
             layer.configure(self.xp, self.dtype_policy, derive_seed(self.seed, index), force=force)
 
+    compute_dtype = property(lambda self: self.dtype_policy.compute_dtype,
+                             doc="The dtype the model's layers compute in (str), Keras' ``model.compute_dtype``.")
+    variable_dtype = property(lambda self: self.dtype_policy.variable_dtype,
+                              doc="The dtype of the model's weights (str), Keras' ``model.variable_dtype``.")
+
     @property
     def layers(self) -> list[Layer]:
         """The layers, Inputs included (as Keras' functional ``Model.layers``; ``Sequential`` leaves its Input

@@ -22,6 +22,7 @@ non-finite arrays, targets the loss accepts) are checked once per call before an
 
 from __future__ import annotations
 
+import contextlib
 import math
 
 import numpy as np
@@ -159,10 +160,12 @@ class Trainer:
 
     def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None):
         """One training step on one batch (see :func:`.training.train_step`), replayed as a graph when compiled
-        with ``graph=True`` and nothing is read back (``check`` False)."""
-        if self._graphs is not None and not check and self._graphs.run("train", xs, y, tally) is not None:
-            return None
-        return train_step(self, xs, y, check, tally)
+        with ``graph=True`` and nothing is read back (``check`` False). Under a LossScaleOptimizer an overflow is
+        a skipped step, computed silently as on a GPU (no NumPy warnings from the host's arithmetic)."""
+        with np.errstate(all="ignore") if self.optimizer.skips_nonfinite else contextlib.nullcontext():
+            if self._graphs is not None and not check and self._graphs.run("train", xs, y, tally) is not None:
+                return None
+            return train_step(self, xs, y, check, tally)
 
     def fit(self, x=None, y=None, batch_size: int | None = None, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose="auto",

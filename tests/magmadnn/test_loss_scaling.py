@@ -313,3 +313,26 @@ def test_terminate_on_nan_stops_at_a_non_finite_loss_under_scaling(device):
     assert model.stop_training and "TerminateOnNaN: loss is nan at epoch 1, batch 2" in model.stop_reason
     assert model.optimizer.iterations == 2 and model.optimizer.dynamic_scale == 2.0**14
     assert all(np.isfinite(w).all() for w in model.get_weights())
+
+
+def test_an_overflowing_mixed_float16_step_is_skipped_silently(device):
+    """A skipped step is the expected course of dynamic scaling, not an error: on a GPU inf/NaN come without a
+    word, and the host and the simulated device say nothing either (no NumPy RuntimeWarning, which ``-W error``
+    would turn into an exception)."""
+    from magmadnn import mixed_precision
+
+    model = mdnn.Sequential([L.Input((1, 6, 6)), L.Conv2D(4, 3, activation="relu"), L.Flatten(), L.Dense(4)],
+                            seed=0, dtype="mixed_float16")
+    model.compile("sgd", mdnn.losses.SparseCategoricalCrossentropy(from_logits=True), device=device)
+    assert isinstance(model.optimizer, O.LossScaleOptimizer) and mixed_precision.global_policy().name == "float32"
+    rng = np.random.default_rng(0)
+    x, y = rng.standard_normal((16, 1, 6, 6)).astype(np.float32), rng.integers(0, 4, 16)
+    huge = x * np.float32(1e6)  # past float16's 65504: the half activations overflow
+    before = model.get_weights()
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert np.isnan(model.train_on_batch(huge[:8], y[:8]))
+        model.fit(huge, y, batch_size=8, epochs=1, verbose=0)
+        assert model.optimizer.dynamic_scale == 2.0**12
+        for a, b in zip(before, model.get_weights()):
+            np.testing.assert_array_equal(a, b)

@@ -57,6 +57,38 @@ def test_policy_names_and_dtypes_are_keras_3s():
     for half in (np.float16, BF16):  # a layer's weights are float32 or float64
         with pytest.raises(ValueError, match="mixed_float16"):
             L.Dense(2, dtype=half)
+    for foreign in (keras.mixed_precision.DTypePolicy("mixed_float16"), object()):  # not one of ours: named
+        with pytest.raises(TypeError, match=r"layer 'd': dtype must be a policy name .* got "):
+            L.Dense(2, dtype=foreign, name="d")
+
+
+@pytest.mark.parametrize("name", ["float", "double", "single", "f4", "<f8"])
+def test_only_canonical_dtype_names_are_policies_as_in_keras(name):
+    from tests.keras_reference import keras
+
+    for make in (lambda api, layers: api.DTypePolicy(name), lambda api, layers: layers.Dense(2, dtype=name),
+                 lambda api, layers: api.set_global_policy(name)):
+        with pytest.raises(ValueError, match="Cannot convert"):
+            make(keras.mixed_precision, keras.layers)
+        with pytest.raises(ValueError, match="'mixed_bfloat16', 'mixed_float16', 'float32' and 'float64'"):
+            make(mixed_precision, L)
+    assert mixed_precision.global_policy().name == "float32"
+
+
+def test_a_model_has_keras_compute_and_variable_dtypes():
+    from tests.keras_reference import keras
+
+    rows = []
+    for lib, api, make in ((keras, keras.mixed_precision, lambda: keras.Input((4,))), (mdnn, mixed_precision,
+                                                                                       lambda: L.Input((4,)))):
+        try:
+            for policy in ("mixed_float16", "mixed_bfloat16", "float64"):
+                api.set_global_policy(policy)
+                model = lib.Sequential([make(), lib.layers.Dense(3)])
+                rows.append((lib is mdnn, policy, model.dtype_policy.name, model.compute_dtype, model.variable_dtype))
+        finally:
+            api.set_global_policy("float32")
+    assert [row[1:] for row in rows[:3]] == [row[1:] for row in rows[3:]]
 
 
 def test_layers_take_the_global_policy_when_made_as_keras_layers_do():
@@ -97,6 +129,67 @@ def test_weights_and_gradients_are_float32_and_a_layer_outputs_half(policy):
     assert out.dtype == np.float32  # what losses, metrics and predict read
     mdnn.F.sum(out).backward()
     assert all(p.data.dtype == np.float32 and p.grad.dtype == np.float32 for p in model.parameters())
+
+
+def test_a_plain_layer_takes_a_mixed_layers_half_output_as_keras_layers_do():
+    """Keras' advice under a mixed policy, a float32 last layer: each layer casts its float inputs to its own compute
+    dtype (the half output of a mixed layer, float32 into a float64 layer), as Keras' layers do."""
+    from tests.keras_reference import keras
+
+    x = np.random.default_rng(1).standard_normal((4, 6)).astype(np.float32)
+    rows = []
+    for lib, api in ((keras, keras.mixed_precision), (mdnn, mixed_precision)):
+        api.set_global_policy("mixed_float16")
+        try:
+            stack = [lib.layers.Dense(5, activation="relu"), lib.layers.Dense(3, dtype="float32"),
+                     lib.layers.Activation("softmax", dtype="float32"), lib.layers.Dense(2, dtype="float64"),
+                     lib.layers.Dense(2, dtype="mixed_bfloat16")]
+        finally:
+            api.set_global_policy("float32")
+        h, row = x, []
+        for layer in stack:
+            h = layer(h)
+            row.append(str(h.dtype).removeprefix("torch."))
+        rows.append(row)
+    assert rows[0] == rows[1] == ["float16", "float32", "float32", "float64", "bfloat16"]
+
+
+def test_symbolic_tensors_have_keras_dtypes_under_a_policy():
+    """Keras' mixed precision guide reads ``x.dtype`` of the functional graph's tensors."""
+    from tests.keras_reference import keras
+
+    rows = []
+    for lib, api in ((keras, keras.mixed_precision), (mdnn, mixed_precision)):
+        api.set_global_policy("mixed_float16")
+        try:
+            pixels, tokens = lib.layers.Input((6,)), lib.layers.Input((3,), dtype="int64")
+            hidden = lib.layers.Dense(8, activation="relu")(pixels)
+            embedded = lib.layers.Embedding(5, 8)(tokens)
+            normed = lib.layers.LayerNormalization()(hidden)
+            out = lib.layers.Activation("softmax", dtype="float32")(lib.layers.Dense(3)(normed))
+            tensors = [getattr(t, "output", t) for t in (pixels, tokens)] + [hidden, embedded, normed, out]
+            if lib is mdnn:  # the model made (it configures its layers) changes none of them
+                assert isinstance(tensors[0], mdnn.layers.SymbolicTensor)
+                Model([pixels, tokens], out)
+            rows.append([str(t.dtype) for t in tensors])
+        finally:
+            api.set_global_policy("float32")
+    assert rows[0] == rows[1] == ["float32", "int64", "float16", "float16", "float16", "float32"]
+
+
+@pytest.mark.parametrize("where", ["host", "simulator"])
+def test_a_mixed_model_with_a_float32_head_trains(where):
+    for device in model_device(where):
+        mixed_precision.set_global_policy("mixed_float16")
+        model = Sequential([L.Input((8,)), L.Dense(16, activation="relu"), L.Dense(4, dtype="float32"),
+                            L.Activation("softmax", dtype="float32")], seed=0)
+        mixed_precision.set_global_policy("float32")
+        model.compile(mdnn.optimizers.Adam(0.05), "sparse_categorical_crossentropy", device=device)
+        rng = np.random.default_rng(2)
+        x, y = rng.standard_normal((32, 8)).astype(np.float32), rng.integers(0, 4, 32)
+        losses = [model.train_on_batch(x, y) for _ in range(5)]
+        assert np.isfinite(losses).all() and losses[-1] < losses[0]
+        assert model.layers[0](x).dtype == np.float16 and model.layers[1].compute_dtype == "float32"
 
 
 def test_normalisation_computes_in_float32_and_outputs_half():

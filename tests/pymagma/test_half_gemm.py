@@ -9,6 +9,7 @@ hypothesis; the real libcublas is loaded on the CPU for its symbols; ``gpu`` twi
 from __future__ import annotations
 
 import ctypes
+import warnings
 
 import numpy as np
 import pytest
@@ -104,6 +105,25 @@ def test_gemm_ex_rounds_the_float32_sum_once_to_bfloat16(sim):
     F = pymagma.zeros(1, np.float32)
     _gemm_ex(0, 0, 1, 1, k, 1.0, A, _cublas.DataType.R_16BF, 1, B, k, 0.0, F, _cublas.DataType.R_32F, 1)
     assert F.get()[0] == np.float32(48.375)
+
+
+@pytest.mark.parametrize("dtype", HALVES, ids=lambda d: d.name)
+def test_an_overflowing_gemm_gives_inf_and_nan_silently_as_cublas(sim, dtype):
+    """Sums past the output type's range round to inf and inf * 0 is NaN; cuBLAS reports neither (nor does the
+    simulated cuDNN): no NumPy RuntimeWarning leaks from the model."""
+    big = float(np.finfo(dtype).max)
+    A = pymagma.asarray(np.array([big, np.inf, 1.0] * 2, dtype))  # 3 x 2, both columns [big, inf, 1]
+    B = pymagma.asarray(np.array([big, 0.0], dtype))  # 2 x 1
+    for ctype in (dtype, np.dtype(np.float32)):
+        C = pymagma.zeros(3, ctype)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error")
+            assert _gemm_ex(0, 0, 3, 1, 2, 1.0, A, _cublas.data_type(dtype), 3, B, 2, 0.0, C,
+                            _cublas.data_type(ctype), 3) == 0
+            got = C.get().astype(np.float64)  # the queue runs the gemm by here
+        with np.errstate(over="ignore"):  # the reference: inf past the output type's range
+            assert got[0] == float(np.float32(big * big).astype(ctype))
+        assert np.isnan(got[1]) and got[2] == big
 
 
 def test_beta_zero_does_not_read_c(sim):
