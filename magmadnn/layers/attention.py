@@ -6,7 +6,7 @@ import numpy as np
 
 from .. import _checks, initializers
 from .. import functional as F
-from .base import Layer, derive_seed, register
+from .base import Layer, _is_symbolic, derive_seed, register
 
 __all__ = ["MultiHeadAttention"]
 
@@ -15,8 +15,9 @@ __all__ = ["MultiHeadAttention"]
 class MultiHeadAttention(Layer):
     """Multi-head scaled dot-product attention over sequences (batch, time, features).
 
-    Called on ``query`` (self-attention), ``[query, value]`` or ``[query, key, value]`` (key defaults to value),
-    optionally followed by a key mask of per-sample shape (key_time,): 1 where a key is a real token, 0 where it is
+    Called as Keras calls it, ``layer(query, value, key=None, use_causal_mask=False)``, or on ``query`` alone
+    (self-attention), ``[query, value]`` or ``[query, key, value]`` (key defaults to value), the list optionally
+    followed by a key mask of per-sample shape (key_time,): 1 where a key is a real token, 0 where it is
     padding (Keras' convention; PyTorch's ``key_padding_mask`` is its negation), booleans or numbers 0 and 1 only (an
     additive mask of 0 and -inf is refused: a host mask at once, a device mask by a check kernel reported at the next
     host read, such as fit's progress read or the end of predict). A query with no key left (all padding, or causal)
@@ -49,6 +50,7 @@ class MultiHeadAttention(Layer):
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
         self.rng = None
+        self._symbolic_calls = False  # called on symbolic inputs: its causal is fixed
 
     @staticmethod
     def _split(input_shape):
@@ -105,6 +107,41 @@ class MultiHeadAttention(Layer):
         p = self._params
         y = F.dense(x, p[f"{which}_kernel"], p.get(f"{which}_bias"))
         return F.transpose(F.reshape(y, (y.shape[0], y.shape[1], self.num_heads, size)), (0, 2, 1, 3))
+
+    def __call__(self, query, value=None, key=None, *, training=False, use_causal_mask=None):
+        """Keras' call. ``use_causal_mask`` (default: the layer's ``causal``) holds for this call when called on
+        data; called on symbolic inputs it becomes the layer's ``causal``, which a model's every call of the layer
+        shares (saved with it), so a second symbolic call asking otherwise is an error."""
+        if value is None:
+            if key is not None:
+                raise TypeError(f"MultiHeadAttention {self.name!r}: key= was given without value=; call it as "
+                                "layer(query, value, key=key)")
+            inputs = query
+        elif isinstance(query, (list, tuple)):
+            raise TypeError(f"MultiHeadAttention {self.name!r}: pass either a list [query, (key,) value] or "
+                            "query, value (and key=), not both")
+        elif isinstance(value, (bool, np.bool_)):
+            raise TypeError(f"MultiHeadAttention {self.name!r}: value must be a sequence, got {value!r}; pass "
+                            "training= by keyword")
+        else:
+            inputs = [query, value] if key is None else [query, key, value]
+        if use_causal_mask is not None and not isinstance(use_causal_mask, (bool, np.bool_)):
+            raise TypeError(f"MultiHeadAttention {self.name!r}: use_causal_mask must be True or False, got "
+                            f"{use_causal_mask!r}")
+        causal = self.causal if use_causal_mask is None else bool(use_causal_mask)
+        if any(_is_symbolic(i) for i in (inputs if isinstance(inputs, list) else [inputs])):
+            if causal != self.causal and self._symbolic_calls:
+                raise ValueError(f"MultiHeadAttention {self.name!r}: use_causal_mask={causal} in a model that "
+                                 f"already calls this layer with use_causal_mask={self.causal}; a layer is causal "
+                                 "in all of a model's calls or in none (use two layers)")
+            self.causal = causal
+            self._symbolic_calls = True
+            return super().__call__(inputs, training=training)
+        saved, self.causal = self.causal, causal
+        try:
+            return super().__call__(inputs, training=training)
+        finally:
+            self.causal = saved
 
     def call(self, x, training=False, mask=None):
         seqs = x if isinstance(x, list) else [x]

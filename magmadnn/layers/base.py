@@ -534,6 +534,12 @@ class Layer(Configurable):
 
     # -- calling
     def __call__(self, inputs, training: bool = False):
+        if training.__class__ is not bool:  # layer(a, b) is not a two-input call: b would be read as training
+            if training is not None and not isinstance(training, np.bool_):
+                raise TypeError(f"layer {self.name!r}: training must be True, False or None, got "
+                                f"{type(training).__name__}; a layer of several inputs takes them as one list, "
+                                "layer([a, b])")
+            training = bool(training)
         many = isinstance(inputs, (list, tuple))
         items = list(inputs) if many else [inputs]
         if any(_is_symbolic(i) for i in items):

@@ -330,6 +330,69 @@ def test_masked_multi_head_attention_matches_keras(cross):
     np.testing.assert_allclose(model(inputs).numpy(), k_model(k_inputs).detach().numpy(), rtol=RTOL, atol=ATOL)
 
 
+def _keras_mha_twin(mha, d_query, d_key, d_value):
+    """A Keras MultiHeadAttention (float64) with ``mha``'s weights (2 heads of size 3)."""
+    k_mha = keras.layers.MultiHeadAttention(2, 3, dtype="float64")
+    k_mha.build((None, 5, d_query), (None, 4, d_value), (None, 4, d_key))
+    w = {k: v.numpy() for k, v in mha.params.items()}
+    k_mha.set_weights([w["query_kernel"].reshape(d_query, 2, 3), w["query_bias"].reshape(2, 3),
+                       w["key_kernel"].reshape(d_key, 2, 3), w["key_bias"].reshape(2, 3),
+                       w["value_kernel"].reshape(d_value, 2, 3), w["value_bias"].reshape(2, 3),
+                       w["output_kernel"].reshape(2, 3, d_query), w["output_bias"]])
+    return k_mha
+
+
+@pytest.mark.parametrize("form", ["query, value", "query, value, key=", "use_causal_mask=True"])
+def test_multi_head_attention_takes_keras_call_arguments(form, tmp_path):
+    """``mha(query, value, key=..., use_causal_mask=...)`` as Keras calls it, on data and in a functional model
+    (which keeps the causal mask through save and load), against Keras with the same weights."""
+    from magmadnn import load_model  # noqa: PLC0415
+
+    rng = np.random.default_rng(11)
+    q = rng.normal(size=(2, 5, 4))
+    v = q if form == "use_causal_mask=True" else rng.normal(size=(2, 4, 3))
+    k = rng.normal(size=(2, 4, 2)) if form.endswith("key=") else None
+    args = {"key": k} if k is not None else {}
+    causal = {"use_causal_mask": True} if form == "use_causal_mask=True" else {}
+    data = [q] if form == "use_causal_mask=True" else [q, v] + ([k] if k is not None else [])
+    inputs = [L.Input(a.shape[1:]) for a in data]
+    value = inputs[0] if form == "use_causal_mask=True" else inputs[1]
+    mha = L.MultiHeadAttention(2, 3)
+    model = Model(inputs, mha(inputs[0], value, **dict(zip(["key"], inputs[2:])), **causal), dtype="float64")
+    for p in mha.parameters():
+        p.data[...] = rng.uniform(-0.5, 0.5, p.shape)
+    k_mha = _keras_mha_twin(mha, 4, (k if k is not None else v).shape[-1], v.shape[-1])
+    expected = k_mha(torch.tensor(q), torch.tensor(v), **({"key": torch.tensor(k)} if k is not None else {}),
+                     **causal).detach().numpy()
+    data = data if len(data) > 1 else data[0]
+    np.testing.assert_allclose(model(data).numpy(), expected, rtol=RTOL, atol=ATOL)
+    assert mha.causal is bool(causal)
+
+    eager = L.MultiHeadAttention(2, 3, dtype="float64")
+    eager(q, v, **args)
+    eager.set_weights(mha.get_weights())
+    np.testing.assert_allclose(eager(q, v, **args, **causal).numpy(), expected, rtol=RTOL, atol=ATOL)
+    assert eager.causal is False  # on data, a call's use_causal_mask holds for that call only
+    model.save(tmp_path / "mha.npz")
+    np.testing.assert_allclose(load_model(tmp_path / "mha.npz")(data).numpy(), expected, rtol=RTOL, atol=ATOL)
+
+
+def test_multi_head_attention_call_errors_are_typed():
+    q = L.Input((5, 4))
+    mha = L.MultiHeadAttention(2, 3)
+    mha(q, q, use_causal_mask=True)
+    with pytest.raises(ValueError, match="causal in all of a model's calls or in none"):
+        mha(q, q, use_causal_mask=False)
+    with pytest.raises(TypeError, match="use_causal_mask must be True or False"):
+        L.MultiHeadAttention(2, 3)(q, q, use_causal_mask="yes")
+    with pytest.raises(TypeError, match="key= was given without value="):
+        L.MultiHeadAttention(2, 3)(q, key=q)
+    with pytest.raises(TypeError, match="pass training= by keyword"):
+        L.MultiHeadAttention(2, 3)(np.zeros((1, 5, 4), np.float32), True)
+    with pytest.raises(TypeError, match=r"takes them as one list, layer\(\[a, b\]\)"):
+        L.Dense(3)(q, q)  # a second input is not read as training
+
+
 @pytest.mark.parametrize("kind", ["LSTM", "GRU"])
 def test_bidirectional_return_state_matches_keras(kind):
     rng = np.random.default_rng(9)
