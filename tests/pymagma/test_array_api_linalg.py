@@ -75,3 +75,20 @@ def test_the_hybrid_drivers_of_a_partial_magma():
         np.testing.assert_allclose((u * s) @ vh, huge, rtol=1e-5, atol=1e-5 * np.abs(huge).max())
     if paths["svd"] == "native":
         pytest.skip("this provider exports gesdd: the partial simulator ran MAGMA's own svd")
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 3)])
+def test_norms_that_take_a_largest_value_are_0_over_nothing_as_numpys(shape):
+    """A max of non-negative values (|x|, sums of |x|, singular values) over no elements is 0, as NumPy's norms
+    give it; a min over nothing stays an error."""
+    a = np.zeros(shape)
+    for ord_ in ("fro", "nuc", 1, 2, np.inf):
+        expected = np.linalg.matrix_norm(a, ord=ord_)
+        np.testing.assert_array_equal(host(xp().linalg.matrix_norm(dev(a), ord=ord_)), expected)
+    for axis in (None, -1, 0):
+        expected = np.linalg.vector_norm(a, ord=np.inf, axis=axis)
+        np.testing.assert_array_equal(host(xp().linalg.vector_norm(dev(a), ord=np.inf, axis=axis)), expected)
+    with pytest.raises(ValueError):
+        np.linalg.vector_norm(a, ord=-np.inf)
+    with pytest.raises(ValueError, match="min over an empty axis"):
+        xp().linalg.vector_norm(dev(a), ord=-np.inf)
