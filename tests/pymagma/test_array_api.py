@@ -186,6 +186,16 @@ def test_asarray_copy_semantics():
     assert xp().astype(d, xp().int32, copy=False) is d and xp().astype(d, xp().int32).ptr != d.ptr
 
 
+
+@pytest.mark.parametrize("dtype", [">i4", ">f8", ">f4", "<i8"])
+def test_asarray_takes_host_data_of_either_byte_order(dtype):
+    """A big-endian int32 is int32 to NumPy: asarray copies it (in the native order), as numpy.asarray does."""
+    a = np.arange(-3, 3).astype(dtype)
+    d = xp().asarray(a, copy=True)
+    expected = np.asarray(a, dtype=a.dtype.newbyteorder("="))
+    assert d.dtype == expected.dtype
+    np.testing.assert_array_equal(host(d), expected)
+
 def test_dtype_functions():
     assert xp().isdtype(xp().int8, "signed integer") and xp().isdtype(xp().uint8, ("bool", "integral"))
     assert not xp().isdtype(xp().float32, "integral") and xp().isdtype(xp().float32, xp().float32)
