@@ -92,3 +92,20 @@ def test_norms_that_take_a_largest_value_are_0_over_nothing_as_numpys(shape):
         np.linalg.vector_norm(a, ord=-np.inf)
     with pytest.raises(ValueError, match="min over an empty axis"):
         xp().linalg.vector_norm(dev(a), ord=-np.inf)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64])
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_integer_matrix_power_equals_numpys(dtype, n):
+    """Integer matrices to a power n >= 0: exact products that wrap as NumPy's do (no LAPACK needed); a negative
+    power, which needs an inverse, stays a TypeError naming the function."""
+    info = np.iinfo(dtype)
+    a = np.random.default_rng(n).integers(info.min, info.max, size=(2, 3, 3), endpoint=True).astype(dtype)
+    got = host(xp().linalg.matrix_power(dev(a), n))
+    expected = np.linalg.matrix_power(a, n)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(TypeError, match="matrix_power"):
+        xp().linalg.matrix_power(dev(a), -1)
+    with pytest.raises(ValueError, match="square"):
+        xp().linalg.matrix_power(dev(a[..., :2]), n)
