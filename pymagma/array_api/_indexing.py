@@ -231,6 +231,7 @@ def _broadcast_value(value, shape: tuple, what: str):
 def setitem(x, key, value) -> None:
     """``x[key] = value`` on the device: ``value`` (an array or Python scalar) broadcast to the selection."""
     _dtypes.check(x.dtype, "__setitem__")
+    _array._writable(x, "__setitem__")
     value = _value(x, value)
     has_array = _is_array(key) or (isinstance(key, tuple) and any(_is_array(k) for k in key))
     if not has_array:

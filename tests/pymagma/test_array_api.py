@@ -248,3 +248,27 @@ def test_reshape_views_or_copies_on_the_device():
     with pytest.raises(ValueError, match="copy=False"):
         xp().reshape(d.mT, (24,), copy=False)
     assert xp().reshape(d, (24,), copy=True).ptr != d.ptr
+
+
+def test_a_broadcast_view_is_read_only_as_in_numpy():
+    """Writing into a broadcast view (a zero stride over more than one element) would have its elements, which
+    share memory, race for the value: a ValueError, as NumPy's read-only broadcast views give; the base stays."""
+    a = np.arange(4.0)
+    with pytest.raises(ValueError, match="read-only"):
+        np.broadcast_to(a, (3, 4))[:, 0] = [1.0, 2.0, 3.0]
+    x = xp().asarray(a, copy=True)
+    v = xp().broadcast_to(x, (3, 4))
+    writes = [lambda: v.__setitem__((slice(None), 0), xp().asarray([1.0, 2.0, 3.0])),
+              lambda: v.__setitem__(0, 5.0),
+              lambda: v.__setitem__(xp().asarray([True, False, True]), 5.0),
+              lambda: v.__setitem__(xp().asarray([0, 2]), 5.0),
+              lambda: v.__imul__(xp().asarray([[1.0], [2.0], [3.0]])),
+              lambda: v.__iadd__(1.0),
+              lambda: xp().broadcast_to(x[:3], (3, 3)).__imatmul__(xp().ones((3, 3)))]
+    for write in writes:
+        with pytest.raises(ValueError, match="broadcast view"):
+            write()
+    np.testing.assert_array_equal(host(x), a)
+    y = xp().expand_dims(x, axis=0)  # a size-1 axis: no element is shared, the write goes through
+    y[0, 1] = 7.0
+    assert host(x)[1] == 7.0
