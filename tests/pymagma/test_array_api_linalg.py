@@ -109,3 +109,17 @@ def test_integer_matrix_power_equals_numpys(dtype, n):
         xp().linalg.matrix_power(dev(a), -1)
     with pytest.raises(ValueError, match="square"):
         xp().linalg.matrix_power(dev(a[..., :2]), n)
+
+
+def test_the_hybrid_drivers_keep_tiny_entries_accurate():
+    """Entries near 1e-161, whose squares are subnormal, leave the other singular values and eigenvalues exact:
+    the hybrid drivers' reflectors take scaled norms as LAPACK's do (an unscaled sqrt(x.x) moved 1 to 1.006)."""
+    a = np.array([[0.0, 1.0], [1e-161, 0.0]])
+    b = np.array([[1.0, 0.0, 0.0], [0.0, 3e-160, 0.0], [0.0, 4e-160, 2.0]])
+    sym = np.array([[1.0, 1e-161, 0.0], [1e-161, 2.0, 3e-161], [0.0, 3e-161, 0.5]])
+    with simulator.simulated("partial"):
+        for m in (a, b, b.T):
+            np.testing.assert_allclose(host(xp().linalg.svdvals(dev(m))), np.linalg.svdvals(m), rtol=1e-12)
+            u, s, vh = (host(x) for x in xp().linalg.svd(dev(m)))
+            np.testing.assert_allclose((u * s) @ vh, m, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(host(xp().linalg.eigvalsh(dev(sym))), np.linalg.eigvalsh(sym), rtol=1e-12)
