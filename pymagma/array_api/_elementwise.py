@@ -3,6 +3,7 @@ dtypes promoted (a cast kernel where they differ), shapes broadcast, then one la
 
 from __future__ import annotations
 
+import builtins
 import functools
 
 import numpy as np
@@ -152,6 +153,9 @@ def clip(x, /, min=None, max=None):  # noqa: A002 (the standard's names)
             continue
         if isinstance(bound, _array.DeviceArray) and bound.dtype != x.dtype:
             raise TypeError(f"clip: a {bound.dtype} bound for a {x.dtype} array (the standard asks for x's dtype)")
+        if isinstance(bound, int) and not isinstance(bound, bool) and x.dtype.kind in _INTS:
+            info = np.iinfo(x.dtype)  # a bound beyond the dtype's range clips nothing more (NumPy's answer)
+            bound = builtins.max(int(info.min), builtins.min(int(info.max), bound))
         out = binary(name, out, bound)
     if out is x:  # no bound: a copy of x
         return _kernels.cast(x, x.dtype)

@@ -272,3 +272,14 @@ def test_a_broadcast_view_is_read_only_as_in_numpy():
     y = xp().expand_dims(x, axis=0)  # a size-1 axis: no element is shared, the write goes through
     y[0, 1] = 7.0
     assert host(x)[1] == 7.0
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32])
+def test_clip_takes_python_int_bounds_beyond_the_dtype_as_numpy(dtype):
+    """A Python int bound outside an integer dtype's range clips nothing more (NumPy's answer), not an
+    OverflowError from converting it to the dtype."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, 0, 5, info.max], dtype)
+    for lo, hi in ((info.min - 1000, 3), (1, info.max + 1000), (info.min - 1, info.max + 1), (None, info.max + 7)):
+        np.testing.assert_array_equal(host(xp().clip(xp().asarray(a, copy=True), lo, hi)), np.clip(a, lo, hi))
+        assert host(xp().clip(xp().asarray(a, copy=True), lo, hi)).dtype == a.dtype
