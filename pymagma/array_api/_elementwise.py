@@ -101,8 +101,19 @@ def binary(name: str, x1, x2):
     return _kernels.binary(name, _as(x1, dtype), _as(x2, dtype), shape)
 
 
+def _widened(x1, x2):
+    """An integer array beside a Python int beyond its dtype's range, as int64: a comparison then compares the
+    values, as NumPy's does (the standard leaves it unspecified)."""
+    for arr, other in ((x1, x2), (x2, x1)):
+        if isinstance(other, int) and not isinstance(other, bool) and isinstance(arr, _array.DeviceArray) and \
+                arr.dtype.kind in _INTS and not np.iinfo(arr.dtype).min <= other <= np.iinfo(arr.dtype).max:
+            wide = _kernels.cast(_require(arr, "comparison"), _dtypes.int64)
+            return (wide, other) if arr is x1 else (other, wide)
+    return x1, x2
+
+
 def compare(name: str, x1, x2):
-    x1, x2 = _operands(x1, x2, name)
+    x1, x2 = _operands(*_widened(x1, x2), name)
     dtype = _dtypes.promote(x1.dtype, x2.dtype)
     _kinds(dtype, _COMPARE_KINDS[name], name)
     shape = _shape(x1, x2, name)

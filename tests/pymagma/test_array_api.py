@@ -283,3 +283,19 @@ def test_clip_takes_python_int_bounds_beyond_the_dtype_as_numpy(dtype):
     for lo, hi in ((info.min - 1000, 3), (1, info.max + 1000), (info.min - 1, info.max + 1), (None, info.max + 7)):
         np.testing.assert_array_equal(host(xp().clip(xp().asarray(a, copy=True), lo, hi)), np.clip(a, lo, hi))
         assert host(xp().clip(xp().asarray(a, copy=True), lo, hi)).dtype == a.dtype
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32])
+def test_comparisons_with_python_ints_beyond_the_dtype_compare_values_as_numpy(dtype):
+    """``x_uint8 > -1`` or ``x_int8 == 300``: NumPy compares the values (the standard leaves it unspecified);
+    arithmetic with such an int stays an OverflowError, as in NumPy."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, 0, 5, info.max], dtype)
+    d = xp().asarray(a, copy=True)
+    for s in (int(info.min) - 1, int(info.max) + 1, -(2**40), 2**40):
+        for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+            np.testing.assert_array_equal(host(getattr(xp(), name)(d, s)), getattr(np, name)(a, s))
+            np.testing.assert_array_equal(host(getattr(xp(), name)(s, d)), getattr(np, name)(s, a))
+    assert host(d > int(info.max) + 1).tolist() == [False] * 4 and host(-(2**40) < d).all()
+    with pytest.raises(OverflowError):
+        d + (int(info.max) + 1)
