@@ -299,3 +299,19 @@ def test_comparisons_with_python_ints_beyond_the_dtype_compare_values_as_numpy(d
     assert host(d > int(info.max) + 1).tolist() == [False] * 4 and host(-(2**40) < d).all()
     with pytest.raises(OverflowError):
         d + (int(info.max) + 1)
+
+
+def test_setitem_drops_a_values_leading_size_1_axes_as_numpy():
+    """``x[0] = y[0:1]``: a value with more dimensions than the selection, all of the extra ones of size 1, is
+    stored as NumPy stores it; a leading axis of another size stays a ValueError."""
+    a = np.arange(12.0).reshape(3, 4)
+    keys = [0, (slice(None), 0), np.array([True, False, True]), np.array([0, 2])]
+    values = [np.full((1, 4), 7.0), np.full((1, 1, 3), 8.0), np.full((1, 1, 4), 9.0), np.full((1, 2, 4), 6.0)]
+    for key, value in zip(keys, values):
+        expected = a.copy()
+        expected[key] = value
+        d = xp().asarray(a, copy=True)
+        d[xp().asarray(key) if isinstance(key, np.ndarray) else key] = xp().asarray(value)
+        np.testing.assert_array_equal(host(d), expected)
+    with pytest.raises(ValueError):
+        xp().asarray(a, copy=True)[0] = xp().asarray(np.ones((2, 4)))
