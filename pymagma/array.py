@@ -361,6 +361,7 @@ class DeviceArray:
         return _matmul(other, self)
 
     def __imatmul__(self, other):
+        _writable(self, "in-place matmul")
         result = _matmul(self, other)
         if result is NotImplemented:
             return result
@@ -654,6 +655,14 @@ def _operand(other) -> bool:
     return False
 
 
+def _writable(x: DeviceArray, what: str) -> None:
+    """A ValueError for a write into a broadcast view (a zero stride over more than one element): its elements
+    share memory and would race for the value.  NumPy's broadcast views are read-only too."""
+    if any(s == 0 and n > 1 for n, s in zip(x.shape, x.strides)):
+        raise ValueError(f"{what}: the array is a broadcast view (shape {x.shape}, strides {x.strides}) whose "
+                         "elements share memory, so it is read-only, as in NumPy; write into a copy")
+
+
 def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
     """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel (1-byte
     dtypes copied as uint8)."""
@@ -705,6 +714,7 @@ def _define_operators() -> None:
         def op(self, other):
             if not _operand(other):
                 return NotImplemented
+            _writable(self, f"in-place {name}")
             result = run(name)(self, other)
             if result.shape != self.shape or result.dtype != self.dtype:
                 raise TypeError(f"in-place {name} would change the array's shape {self.shape} or dtype {self.dtype} "

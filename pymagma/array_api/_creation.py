@@ -26,6 +26,8 @@ def _default_dtype(value) -> np.dtype:
 
 
 def _host(values: np.ndarray, device) -> _array.DeviceArray:
+    if not values.dtype.isnative:  # big-endian host data: its dtype in the native order, as NumPy reads it
+        values = values.astype(values.dtype.newbyteorder("="))
     _dtypes.check(values.dtype, "asarray")
     return _array.asarray(values, device=_device(device))
 

@@ -3,6 +3,7 @@ dtypes promoted (a cast kernel where they differ), shapes broadcast, then one la
 
 from __future__ import annotations
 
+import builtins
 import functools
 
 import numpy as np
@@ -100,8 +101,19 @@ def binary(name: str, x1, x2):
     return _kernels.binary(name, _as(x1, dtype), _as(x2, dtype), shape)
 
 
+def _widened(x1, x2):
+    """An integer array beside a Python int beyond its dtype's range, as int64: a comparison then compares the
+    values, as NumPy's does (the standard leaves it unspecified)."""
+    for arr, other in ((x1, x2), (x2, x1)):
+        if isinstance(other, int) and not isinstance(other, bool) and isinstance(arr, _array.DeviceArray) and \
+                arr.dtype.kind in _INTS and not np.iinfo(arr.dtype).min <= other <= np.iinfo(arr.dtype).max:
+            wide = _kernels.cast(_require(arr, "comparison"), _dtypes.int64)
+            return (wide, other) if arr is x1 else (other, wide)
+    return x1, x2
+
+
 def compare(name: str, x1, x2):
-    x1, x2 = _operands(x1, x2, name)
+    x1, x2 = _operands(*_widened(x1, x2), name)
     dtype = _dtypes.promote(x1.dtype, x2.dtype)
     _kinds(dtype, _COMPARE_KINDS[name], name)
     shape = _shape(x1, x2, name)
@@ -152,6 +164,9 @@ def clip(x, /, min=None, max=None):  # noqa: A002 (the standard's names)
             continue
         if isinstance(bound, _array.DeviceArray) and bound.dtype != x.dtype:
             raise TypeError(f"clip: a {bound.dtype} bound for a {x.dtype} array (the standard asks for x's dtype)")
+        if isinstance(bound, int) and not isinstance(bound, bool) and x.dtype.kind in _INTS:
+            info = np.iinfo(x.dtype)  # a bound beyond the dtype's range clips nothing more (NumPy's answer)
+            bound = builtins.max(int(info.min), builtins.min(int(info.max), bound))
         out = binary(name, out, bound)
     if out is x:  # no bound: a copy of x
         return _kernels.cast(x, x.dtype)

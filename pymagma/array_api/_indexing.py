@@ -222,7 +222,15 @@ def _overlaps(a, b) -> bool:
     return a.size > 0 and b.size > 0 and a.ptr + lo_a < b.ptr + hi_b and b.ptr + lo_b < a.ptr + hi_a
 
 
+def _leading_ones_dropped(value, ndim: int):
+    """``value`` without the leading size-1 axes beyond ``ndim`` dimensions (as NumPy's ``x[key] = value``)."""
+    while value.ndim > ndim and value.shape[0] == 1:
+        value = value[0]
+    return value
+
+
 def _broadcast_value(value, shape: tuple, what: str):
+    value = _leading_ones_dropped(value, len(shape))
     if _manipulation._broadcast_shape((value.shape, shape), what) != shape:
         raise ValueError(f"{what}: a value of shape {value.shape} does not broadcast to {shape}")
     return _manipulation.broadcast_to(value, shape)
@@ -231,6 +239,7 @@ def _broadcast_value(value, shape: tuple, what: str):
 def setitem(x, key, value) -> None:
     """``x[key] = value`` on the device: ``value`` (an array or Python scalar) broadcast to the selection."""
     _dtypes.check(x.dtype, "__setitem__")
+    _array._writable(x, "__setitem__")
     value = _value(x, value)
     has_array = _is_array(key) or (isinstance(key, tuple) and any(_is_array(k) for k in key))
     if not has_array:
@@ -246,6 +255,7 @@ def setitem(x, key, value) -> None:
         inner = math.prod(rest)
         if x.size == 0:
             return
+        value = _leading_ones_dropped(value, len(rest) + 1)
         if value.ndim > len(rest) + 1:
             raise ValueError(f"__setitem__: a value of shape {value.shape} for a mask selection of rank "
                              f"{len(rest) + 1}")

@@ -87,9 +87,10 @@ def _axes(axis, ndim: int, what: str) -> tuple:
 
 
 def _reduce(op: str, x, axes: tuple, keepdims: bool, what: str):
-    """The reduction kernel over ``axes``; over no elements, zeros for the sums and an error for max/min."""
+    """The reduction kernel over ``axes``; over no elements, zeros for the sums and for max (every reduced value
+    here is non-negative: |x|, sums of |x|, singular values; NumPy's norms give 0 too), an error for min."""
     if math.prod(x.shape[a] for a in axes) == 0:
-        if op in ("max", "min"):
+        if op == "min":
             raise ValueError(f"linalg.{what}: a {op} over an empty axis has no value")
         kept = tuple(1 if i in axes else n for i, n in enumerate(x.shape) if keepdims or i not in axes)
         return _array.zeros(kept, x.dtype, device=x.device)

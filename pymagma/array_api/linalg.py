@@ -147,11 +147,23 @@ def matrix_rank(x, /, *, rtol=None):
 
 
 def matrix_power(x, n, /):
-    """``x`` to the integer power ``n`` by repeated squaring with gemm; ``n < 0`` inverts first (getrf)."""
-    x = _square(x, "matrix_power")
+    """``x`` to the integer power ``n`` by repeated squaring with gemm; ``n < 0`` inverts first (getrf).  Integer
+    matrices take ``n >= 0``: exact products (the integer matmul), wrapping as NumPy's."""
     if isinstance(n, bool) or not isinstance(n, int | np.integer):
         raise TypeError(f"linalg.matrix_power: n must be an integer, got {n!r}")
-    return _magma.matrix_power(x, int(n))
+    x, n = _elementwise._require(x, "linalg.matrix_power"), int(n)
+    if x.dtype.kind not in "iu" or n < 0:
+        return _magma.matrix_power(_square(x, "matrix_power"), n)
+    if x.ndim < 2 or x.shape[-1] != x.shape[-2]:
+        raise ValueError(f"linalg.matrix_power needs square matrices, got shape {x.shape}")
+    if n == 0:
+        return _on_device(np.broadcast_to(np.eye(x.shape[-1], dtype=x.dtype), x.shape), x, x.dtype)
+    z = result = None
+    for bit in bin(n)[:1:-1]:  # bits from the least significant: z runs through x**(2**k)
+        z = x if z is None else matmul(z, z)
+        if bit == "1":
+            result = z if result is None else matmul(result, z)
+    return _elementwise.FUNCTIONS["positive"](result) if result is x else result
 
 
 def outer(x1, x2, /):

@@ -10,21 +10,40 @@ from ..array import DeviceArray
 from ._host_time import on_host
 
 
+def _norm(values: np.ndarray) -> float:
+    """The 2-norm with the squares scaled by the largest magnitude, as LAPACK's ?nrm2 and ?lapy3 keep them: an
+    unscaled ``sqrt(x.x)`` loses digits when the squares are subnormal (entries near 1e-161) or overflow."""
+    scale = float(np.max(np.abs(values))) if values.size else 0.0
+    if scale == 0 or not np.isfinite(scale):
+        return scale
+    return scale * float(np.linalg.norm(values / scale))
+
+
 def larfg(x: np.ndarray) -> tuple[complex, complex, np.ndarray]:
     """LAPACK's elementary reflector for ``x``: ``(beta, tau, v)`` with ``v[0] = 1`` and
-    ``(I - tau v v^H)^H x = beta e_1``, ``beta`` real."""
+    ``(I - tau v v^H)^H x = beta e_1``, ``beta`` real.  As ?larfg, a ``beta`` below LAPACK's safe minimum is
+    computed on ``x`` scaled up (so ``v`` keeps its digits) and scaled back."""
     alpha, rest = x[0], x[1:]
-    xnorm = float(np.linalg.norm(rest))
+    xnorm = _norm(rest)
     v = np.zeros_like(x)
     v[0] = 1
     if xnorm == 0 and np.imag(alpha) == 0:
         return np.real(alpha), 0.0, v
-    beta = -np.copysign(float(np.linalg.norm([np.real(alpha), np.imag(alpha), xnorm])), np.real(alpha))
+    beta = -np.copysign(_norm(np.array([np.real(alpha), np.imag(alpha), xnorm])), np.real(alpha))
+    info = np.finfo(x.dtype)
+    safmin, knt = float(info.tiny) / float(info.epsneg), 0  # LAPACK's dlamch('S') / dlamch('E')
+    while abs(beta) < safmin and knt < 20:
+        knt += 1
+        rest, alpha, beta = rest / safmin, alpha / safmin, beta / safmin
+    if knt:
+        beta = -np.copysign(_norm(np.array([np.real(alpha), np.imag(alpha), _norm(rest)])), np.real(alpha))
     if np.iscomplexobj(x):
         tau = (beta - np.real(alpha)) / beta - 1j * np.imag(alpha) / beta
     else:
         tau = (beta - alpha) / beta
     v[1:] = rest / (alpha - beta)
+    for _ in range(knt):
+        beta *= safmin
     return beta, tau, v
 
 

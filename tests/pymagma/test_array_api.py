@@ -186,6 +186,16 @@ def test_asarray_copy_semantics():
     assert xp().astype(d, xp().int32, copy=False) is d and xp().astype(d, xp().int32).ptr != d.ptr
 
 
+
+@pytest.mark.parametrize("dtype", [">i4", ">f8", ">f4", "<i8"])
+def test_asarray_takes_host_data_of_either_byte_order(dtype):
+    """A big-endian int32 is int32 to NumPy: asarray copies it (in the native order), as numpy.asarray does."""
+    a = np.arange(-3, 3).astype(dtype)
+    d = xp().asarray(a, copy=True)
+    expected = np.asarray(a, dtype=a.dtype.newbyteorder("="))
+    assert d.dtype == expected.dtype
+    np.testing.assert_array_equal(host(d), expected)
+
 def test_dtype_functions():
     assert xp().isdtype(xp().int8, "signed integer") and xp().isdtype(xp().uint8, ("bool", "integral"))
     assert not xp().isdtype(xp().float32, "integral") and xp().isdtype(xp().float32, xp().float32)
@@ -238,3 +248,70 @@ def test_reshape_views_or_copies_on_the_device():
     with pytest.raises(ValueError, match="copy=False"):
         xp().reshape(d.mT, (24,), copy=False)
     assert xp().reshape(d, (24,), copy=True).ptr != d.ptr
+
+
+def test_a_broadcast_view_is_read_only_as_in_numpy():
+    """Writing into a broadcast view (a zero stride over more than one element) would have its elements, which
+    share memory, race for the value: a ValueError, as NumPy's read-only broadcast views give; the base stays."""
+    a = np.arange(4.0)
+    with pytest.raises(ValueError, match="read-only"):
+        np.broadcast_to(a, (3, 4))[:, 0] = [1.0, 2.0, 3.0]
+    x = xp().asarray(a, copy=True)
+    v = xp().broadcast_to(x, (3, 4))
+    writes = [lambda: v.__setitem__((slice(None), 0), xp().asarray([1.0, 2.0, 3.0])),
+              lambda: v.__setitem__(0, 5.0),
+              lambda: v.__setitem__(xp().asarray([True, False, True]), 5.0),
+              lambda: v.__setitem__(xp().asarray([0, 2]), 5.0),
+              lambda: v.__imul__(xp().asarray([[1.0], [2.0], [3.0]])),
+              lambda: v.__iadd__(1.0),
+              lambda: xp().broadcast_to(x[:3], (3, 3)).__imatmul__(xp().ones((3, 3)))]
+    for write in writes:
+        with pytest.raises(ValueError, match="broadcast view"):
+            write()
+    np.testing.assert_array_equal(host(x), a)
+    y = xp().expand_dims(x, axis=0)  # a size-1 axis: no element is shared, the write goes through
+    y[0, 1] = 7.0
+    assert host(x)[1] == 7.0
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32])
+def test_clip_takes_python_int_bounds_beyond_the_dtype_as_numpy(dtype):
+    """A Python int bound outside an integer dtype's range clips nothing more (NumPy's answer), not an
+    OverflowError from converting it to the dtype."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, 0, 5, info.max], dtype)
+    for lo, hi in ((info.min - 1000, 3), (1, info.max + 1000), (info.min - 1, info.max + 1), (None, info.max + 7)):
+        np.testing.assert_array_equal(host(xp().clip(xp().asarray(a, copy=True), lo, hi)), np.clip(a, lo, hi))
+        assert host(xp().clip(xp().asarray(a, copy=True), lo, hi)).dtype == a.dtype
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32])
+def test_comparisons_with_python_ints_beyond_the_dtype_compare_values_as_numpy(dtype):
+    """``x_uint8 > -1`` or ``x_int8 == 300``: NumPy compares the values (the standard leaves it unspecified);
+    arithmetic with such an int stays an OverflowError, as in NumPy."""
+    info = np.iinfo(dtype)
+    a = np.array([info.min, 0, 5, info.max], dtype)
+    d = xp().asarray(a, copy=True)
+    for s in (int(info.min) - 1, int(info.max) + 1, -(2**40), 2**40):
+        for name in ("equal", "not_equal", "less", "less_equal", "greater", "greater_equal"):
+            np.testing.assert_array_equal(host(getattr(xp(), name)(d, s)), getattr(np, name)(a, s))
+            np.testing.assert_array_equal(host(getattr(xp(), name)(s, d)), getattr(np, name)(s, a))
+    assert host(d > int(info.max) + 1).tolist() == [False] * 4 and host(-(2**40) < d).all()
+    with pytest.raises(OverflowError):
+        d + (int(info.max) + 1)
+
+
+def test_setitem_drops_a_values_leading_size_1_axes_as_numpy():
+    """``x[0] = y[0:1]``: a value with more dimensions than the selection, all of the extra ones of size 1, is
+    stored as NumPy stores it; a leading axis of another size stays a ValueError."""
+    a = np.arange(12.0).reshape(3, 4)
+    keys = [0, (slice(None), 0), np.array([True, False, True]), np.array([0, 2])]
+    values = [np.full((1, 4), 7.0), np.full((1, 1, 3), 8.0), np.full((1, 1, 4), 9.0), np.full((1, 2, 4), 6.0)]
+    for key, value in zip(keys, values):
+        expected = a.copy()
+        expected[key] = value
+        d = xp().asarray(a, copy=True)
+        d[xp().asarray(key) if isinstance(key, np.ndarray) else key] = xp().asarray(value)
+        np.testing.assert_array_equal(host(d), expected)
+    with pytest.raises(ValueError):
+        xp().asarray(a, copy=True)[0] = xp().asarray(np.ones((2, 4)))

@@ -75,3 +75,51 @@ def test_the_hybrid_drivers_of_a_partial_magma():
         np.testing.assert_allclose((u * s) @ vh, huge, rtol=1e-5, atol=1e-5 * np.abs(huge).max())
     if paths["svd"] == "native":
         pytest.skip("this provider exports gesdd: the partial simulator ran MAGMA's own svd")
+
+
+@pytest.mark.parametrize("shape", [(0, 3), (3, 0), (2, 0, 3)])
+def test_norms_that_take_a_largest_value_are_0_over_nothing_as_numpys(shape):
+    """A max of non-negative values (|x|, sums of |x|, singular values) over no elements is 0, as NumPy's norms
+    give it; a min over nothing stays an error."""
+    a = np.zeros(shape)
+    for ord_ in ("fro", "nuc", 1, 2, np.inf):
+        expected = np.linalg.matrix_norm(a, ord=ord_)
+        np.testing.assert_array_equal(host(xp().linalg.matrix_norm(dev(a), ord=ord_)), expected)
+    for axis in (None, -1, 0):
+        expected = np.linalg.vector_norm(a, ord=np.inf, axis=axis)
+        np.testing.assert_array_equal(host(xp().linalg.vector_norm(dev(a), ord=np.inf, axis=axis)), expected)
+    with pytest.raises(ValueError):
+        np.linalg.vector_norm(a, ord=-np.inf)
+    with pytest.raises(ValueError, match="min over an empty axis"):
+        xp().linalg.vector_norm(dev(a), ord=-np.inf)
+
+
+@pytest.mark.parametrize("dtype", [np.int8, np.uint8, np.int32, np.int64])
+@pytest.mark.parametrize("n", [0, 1, 2, 5])
+def test_integer_matrix_power_equals_numpys(dtype, n):
+    """Integer matrices to a power n >= 0: exact products that wrap as NumPy's do (no LAPACK needed); a negative
+    power, which needs an inverse, stays a TypeError naming the function."""
+    info = np.iinfo(dtype)
+    a = np.random.default_rng(n).integers(info.min, info.max, size=(2, 3, 3), endpoint=True).astype(dtype)
+    got = host(xp().linalg.matrix_power(dev(a), n))
+    expected = np.linalg.matrix_power(a, n)
+    assert got.dtype == expected.dtype
+    np.testing.assert_array_equal(got, expected)
+    with pytest.raises(TypeError, match="matrix_power"):
+        xp().linalg.matrix_power(dev(a), -1)
+    with pytest.raises(ValueError, match="square"):
+        xp().linalg.matrix_power(dev(a[..., :2]), n)
+
+
+def test_the_hybrid_drivers_keep_tiny_entries_accurate():
+    """Entries near 1e-161, whose squares are subnormal, leave the other singular values and eigenvalues exact:
+    the hybrid drivers' reflectors take scaled norms as LAPACK's do (an unscaled sqrt(x.x) moved 1 to 1.006)."""
+    a = np.array([[0.0, 1.0], [1e-161, 0.0]])
+    b = np.array([[1.0, 0.0, 0.0], [0.0, 3e-160, 0.0], [0.0, 4e-160, 2.0]])
+    sym = np.array([[1.0, 1e-161, 0.0], [1e-161, 2.0, 3e-161], [0.0, 3e-161, 0.5]])
+    with simulator.simulated("partial"):
+        for m in (a, b, b.T):
+            np.testing.assert_allclose(host(xp().linalg.svdvals(dev(m))), np.linalg.svdvals(m), rtol=1e-12)
+            u, s, vh = (host(x) for x in xp().linalg.svd(dev(m)))
+            np.testing.assert_allclose((u * s) @ vh, m, rtol=0, atol=1e-15)
+        np.testing.assert_allclose(host(xp().linalg.eigvalsh(dev(sym))), np.linalg.eigvalsh(sym), rtol=1e-12)
