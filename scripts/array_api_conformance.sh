@@ -3,7 +3,8 @@
 # submodule, and its requirements: hypothesis, ndindex, pytest-json-report) against pymagma.array_api on the
 # simulator. Usage: scripts/array_api_conformance.sh SUITE_DIR [pytest arguments, e.g. --max-examples 10]
 # complex64/complex128 are skipped: the namespace has no complex dtypes, and the suite otherwise infers a default
-# complex dtype from asarray(complex()) when it is imported.
+# complex dtype from asarray(complex()) when it is imported. Checkouts of the suite from its commit 3ab78bd on cannot
+# be imported at all without a complex dtype: see docs/array-api.md, "Conformance".
 set -euo pipefail
 suite=${1:?usage: $0 SUITE_DIR [pytest arguments]}
 shift
