@@ -12,4 +12,9 @@ python=${PYTHON:-$(cd "$(dirname "$0")/.." && pwd)/.venv/bin/python}
 cd "$suite"
 export ARRAY_API_TESTS_MODULE=pymagma.array_api ARRAY_API_TESTS_VERSION=2024.12 PYMAGMA_SIMULATOR=1
 export ARRAY_API_TESTS_SKIP_DTYPES=${ARRAY_API_TESTS_SKIP_DTYPES:-complex64,complex128}
+# Compile the kernel programs the namespace launches before the suite starts: on a cold kernel cache each takes a
+# few seconds, and the first test to launch one would run past Hypothesis's 800 ms deadline (a FlakyFailure).
+"$python" -c 'from pymagma.simulator import kernels
+for program in ("elementwise", "reduce", "array_api", "array_api_reduce"):
+    kernels.build(program)'
 exec "$python" -m pytest array_api_tests -p no:cacheprovider "$@"
