@@ -1,6 +1,7 @@
 """A real client of pymagma.array_api: scikit-learn's array-API dispatch (``array_api_dispatch=True``) fits PCA,
-LinearDiscriminantAnalysis and Ridge on pymagma arrays on the simulator, and every fitted attribute and prediction
-equals the same estimator fitted on NumPy arrays (scikit-learn's own NumPy path is the reference)."""
+LinearDiscriminantAnalysis, Ridge, GaussianNB and the preprocessing transformers on pymagma arrays on the simulator,
+and its metrics score them: every fitted attribute, prediction and score equals the same call on NumPy arrays
+(scikit-learn's own NumPy path is the reference)."""
 
 from __future__ import annotations
 
@@ -99,6 +100,8 @@ def test_linear_discriminant_analysis_svd_equals_numpy():
     same_up_to_column_signs(got.scalings_, ref.scalings_)
     with sklearn.config_context(array_api_dispatch=True):
         assert np.array_equal(host(got.predict(dev(x))), ref.predict(x))
+        for method in ("predict_proba", "predict_log_proba", "decision_function"):
+            same(getattr(got, method)(dev(x)), getattr(ref, method)(x))
         same_up_to_column_signs(got.transform(dev(x)), ref.transform(x))
 
 
@@ -111,3 +114,109 @@ def test_ridge_svd_equals_numpy():
     same(got.intercept_, ref.intercept_)
     with sklearn.config_context(array_api_dispatch=True):
         same(got.predict(dev(x)), ref.predict(x))
+
+
+def test_pca_whitened_with_a_variance_fraction_equals_numpy():
+    from sklearn.decomposition import PCA
+
+    x, _, _ = data()
+    ref, got = fitted_both(lambda: PCA(n_components=0.9, svd_solver="full", whiten=True), x)
+    same(got.n_components_, ref.n_components_)  # a 0-d array here (searchsorted), an int in NumPy
+    for name in ("components_", "explained_variance_", "noise_variance_"):
+        same(getattr(got, name), getattr(ref, name))
+    with sklearn.config_context(array_api_dispatch=True):
+        scores = ref.transform(x)
+        same(got.transform(dev(x)), scores)
+        same(got.inverse_transform(dev(scores)), ref.inverse_transform(scores))
+        same(got.get_covariance(), ref.get_covariance())
+
+
+@pytest.mark.parametrize("fit_intercept", [True, False])
+def test_ridge_multi_target_equals_numpy(fit_intercept):
+    from sklearn.linear_model import Ridge
+
+    x, _, target = data()
+    targets = np.stack([target, 2.0 * target - x[:, 0]], axis=1)
+    ref, got = fitted_both(lambda: Ridge(solver="svd", alpha=np.array([0.5, 2.0]), fit_intercept=fit_intercept),
+                           x, targets)
+    same(got.coef_, ref.coef_)
+    same(got.intercept_, ref.intercept_)
+    with sklearn.config_context(array_api_dispatch=True):
+        same(got.predict(dev(x)), ref.predict(x))
+
+
+def test_gaussian_naive_bayes_equals_numpy():
+    from sklearn.naive_bayes import GaussianNB
+
+    x, classes, _ = data()
+    ref, got = fitted_both(GaussianNB, x, classes)
+    for name in ("theta_", "var_", "class_prior_", "classes_"):
+        same(getattr(got, name), getattr(ref, name))
+    with sklearn.config_context(array_api_dispatch=True):
+        assert np.array_equal(host(got.predict(dev(x))), ref.predict(x))
+        same(got.predict_proba(dev(x)), ref.predict_proba(x))
+
+
+@pytest.mark.parametrize("name", ["StandardScaler", "MinMaxScaler", "MaxAbsScaler", "Normalizer", "Binarizer",
+                                  "PolynomialFeatures", "KernelCenterer"])
+def test_preprocessing_transformers_equal_numpy(name):
+    from sklearn import preprocessing
+
+    x, _, _ = data()
+    x = x @ x.T if name == "KernelCenterer" else x  # it centres a kernel (Gram) matrix
+    ref, got = fitted_both(getattr(preprocessing, name), x)
+    with sklearn.config_context(array_api_dispatch=True):
+        scaled = ref.transform(x)
+        same(got.transform(dev(x)), scaled)
+        if hasattr(ref, "inverse_transform"):
+            same(got.inverse_transform(dev(scaled)), ref.inverse_transform(scaled))
+
+
+def test_label_encoder_equals_numpy():
+    from sklearn.preprocessing import LabelEncoder
+
+    labels = np.array([7, 3, 7, -1, 3, 3], dtype=np.int64)
+    ref, got = fitted_both(LabelEncoder, labels)
+    same(got.classes_, ref.classes_)
+    with sklearn.config_context(array_api_dispatch=True):
+        same(got.transform(dev(labels)), ref.transform(labels))
+        same(got.inverse_transform(dev(np.array([2, 0, 1]))), ref.inverse_transform(np.array([2, 0, 1])))
+
+
+@pytest.mark.parametrize("name, kind", [("accuracy_score", "classes"), ("confusion_matrix", "classes"),
+                                        ("f1_score", "classes"), ("r2_score", "values"),
+                                        ("mean_squared_error", "values"), ("mean_absolute_error", "values")])
+def test_metrics_equal_numpy(name, kind):
+    from sklearn import metrics
+
+    x, classes, target = data()
+    if kind == "classes":
+        truth, predicted = classes, np.where(np.arange(40) % 5 == 0, (classes + 1) % 3, classes)
+    else:
+        truth, predicted = target, target + np.sin(x[:, 0])
+    kwargs = {"average": "macro"} if name == "f1_score" else {}
+    metric = getattr(metrics, name)
+    with sklearn.config_context(array_api_dispatch=True):
+        got = metric(dev(truth), dev(predicted), **kwargs)
+    same(got, metric(truth, predicted, **kwargs))
+
+
+@pytest.mark.parametrize("module, name, params", [
+    ("linear_model", "Ridge", {"solver": "svd"}),
+    ("linear_model", "RidgeClassifierCV", {}),
+    ("discriminant_analysis", "LinearDiscriminantAnalysis", {}),
+    ("naive_bayes", "GaussianNB", {}),
+    ("preprocessing", "StandardScaler", {}),
+    ("kernel_approximation", "Nystroem", {}),
+    ("mixture", "GaussianMixture", {"init_params": "random_from_data"}),
+])
+def test_scikit_learn_own_array_api_check_with_values(module, name, params):
+    """scikit-learn's estimator check: namespace, device, shapes and dtypes of every fitted attribute and method
+    output, and their values against the NumPy fit (with sample weights where the estimator takes them)."""
+    import importlib
+
+    from sklearn.utils.estimator_checks import check_array_api_input
+
+    estimator = getattr(importlib.import_module(f"sklearn.{module}"), name)(**params)
+    check_array_api_input(name, estimator, "pymagma.array_api", dtype_name="float64", check_values=True,
+                          check_sample_weight=True)
