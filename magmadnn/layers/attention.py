@@ -81,12 +81,6 @@ class MultiHeadAttention(Layer):
     def compute_output_shape(self, input_shape):
         return self._split(input_shape)[1]
 
-    def __call__(self, inputs, training: bool = False):
-        last = inputs[-1] if isinstance(inputs, (list, tuple)) and len(inputs) > 1 else None
-        if isinstance(last, np.ndarray) and last.ndim == 2:  # a host key mask, checked before a device holds it
-            self.check_key_mask(last, "call")
-        return super().__call__(inputs, training=training)
-
     def check_key_mask(self, mask, who: str) -> None:
         """A key mask against what a mask holds (the model calls it on the input data the mask comes from): a host
         mask at once, a device one by a check kernel reported at the next host read."""
@@ -125,6 +119,9 @@ class MultiHeadAttention(Layer):
                             "training= by keyword")
         else:
             inputs = [query, value] if key is None else [query, key, value]
+        last = inputs[-1] if isinstance(inputs, (list, tuple)) and len(inputs) > 1 else None
+        if isinstance(last, np.ndarray) and last.ndim == 2:  # a host key mask, checked before a device holds it
+            self.check_key_mask(last, "call")
         if use_causal_mask is not None and not isinstance(use_causal_mask, (bool, np.bool_)):
             raise TypeError(f"MultiHeadAttention {self.name!r}: use_causal_mask must be True or False, got "
                             f"{use_causal_mask!r}")
