@@ -353,7 +353,11 @@ class Layer(Configurable):
             dtype = np.dtype(np.float32) if model_policy is None else \
                 mixed_precision.numpy_dtype(model_policy.variable_dtype)
         seed = self.seed if self.seed is not None else seed
+        if self.built and not force and getattr(self, "_weights_kept", False):
+            self._keep_weights(xp, dtype, seed)  # built on data, in a model before, or assigned: as Keras does
+            return
         if self.built and not force and (xp, dtype, seed) == (self.xp, self.dtype, getattr(self, "_build_seed", None)):
+            self._weights_kept = True
             return
         self.xp, self.dtype, self._build_seed = xp, dtype, seed
         if self.built:
@@ -362,6 +366,23 @@ class Layer(Configurable):
             self._fixed.clear()
             self.built = False
             self._build(self.input_shape, remake=True)
+        self._weights_kept = self.built
+
+    def _keep_weights(self, xp, dtype, seed) -> None:
+        """Keep the weights' values, copied to ``xp`` and cast to ``dtype`` where the model asks for another (a
+        dropout stream is drawn anew there from ``seed``)."""
+        if xp is self.xp and dtype == self.dtype:
+            return
+        old, old_dtype = self.xp, self.dtype
+
+        def move(array):
+            host = np.asarray(old.to_numpy(array))
+            return xp.asarray(host.astype(dtype) if host.dtype == old_dtype else host)
+
+        self.move_to(xp, move)
+        self.dtype = dtype
+        if getattr(self, "rng", None) is not None and xp is not old:
+            self.rng = xp.rng(derive_seed(seed, 1))
 
     def move_to(self, backend, move) -> None:
         """Put the weights and state arrays on ``backend`` as they are (``move(array)`` copies one array there);
@@ -615,6 +636,7 @@ class Layer(Configurable):
         self._source = source
         if not self.built:
             self._build(input_shape)
+            self._weights_kept = source == "the data"  # symbolic: the model that takes the layer draws them
         elif input_shape != self.input_shape:
             expected = (", ".join(shape_str(s) for s in self.input_shape) if isinstance(self.input_shape, list)
                         else shape_str(self.input_shape))
@@ -696,6 +718,7 @@ class Layer(Configurable):
             plan.append((w, self.xp.asarray(np.array(a, dtype=w.dtype))))
         for w, value in plan:
             w.data = value
+        self._weights_kept = True
 
     def _require_built(self, what: str) -> None:
         if not self.built:

@@ -3,7 +3,8 @@
 A model owns its device (backend: ``device="host" | "gpu" | "gpu:N" | "auto"``, see :mod:`magmadnn.backend`),
 dtype (float32 by default) and an integer ``seed``. Every layer gets a deterministic seed derived from the model seed
 and its position, so two models built alike with the same seed start with identical weights, dropout masks and
-shuffling order. ``compile`` keeps the weights; ``compile(seed=s)`` re-seeds a model that has not been trained or
+shuffling order; a layer that already holds weights (built on data, trained in another model, assigned) keeps them,
+as in Keras. ``compile`` keeps the weights; ``compile(seed=s)`` re-seeds a model that has not been trained or
 loaded, and ``reinitialize(seed)`` re-creates the weights of any model.
 
 This module builds and runs the graph; the other methods come from one module each: training (:mod:`.trainer`),

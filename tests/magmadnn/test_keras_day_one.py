@@ -517,3 +517,42 @@ def test_keras_arguments_at_their_defaults_are_accepted_and_others_name_the_defa
         L.LSTM(4, activation="relu")
     with pytest.raises(TypeError, match="batch_size=8.*per sample"):
         L.Input(shape=(4,), batch_size=8)
+
+
+@pytest.mark.parametrize("pattern", ["trained base, new head", "built on data", "Sequential of built layers",
+                                     "assigned, then in a model"])
+def test_a_layer_keeps_its_weights_when_a_model_takes_it(pattern):
+    """Transfer learning: a layer that already holds weights (trained in one model, built by a call on data, or
+    given set_weights) keeps them in the next model that uses it, as in Keras, in which each pattern is run too."""
+
+    def run(lib, Layers, make_model, seq, fit):
+        layer = Layers.Dense(5, name="h")
+        if pattern == "trained base, new head":
+            inp = lib.Input((4,))
+            hidden = layer(inp)
+            base = make_model(inp, Layers.Dense(3)(hidden))
+            base.compile("sgd", "mse")
+            fit(base)
+            before = layer.get_weights()
+            make_model(inp, Layers.Dense(2)(hidden))
+        else:
+            if pattern == "assigned, then in a model":
+                inp = lib.Input((4,))
+                layer(inp)
+                layer.set_weights([np.full((4, 5), 0.25, np.float32), np.arange(5, dtype=np.float32)])
+            else:
+                layer(X[:2])
+            before = layer.get_weights()
+            if pattern == "Sequential of built layers":
+                seq([lib.Input((4,)), layer, Layers.Dense(2)])
+            else:
+                inp = lib.Input((4,))
+                make_model(inp, Layers.Dense(2)(layer(inp)))
+        return [np.array_equal(a, b) for a, b in zip(before, layer.get_weights(), strict=True)]
+
+    theirs = run(keras, K, lambda i, o: keras.Model(i, o), keras.Sequential,
+                 lambda m: m.fit(X, YR[:, None].repeat(3, 1), epochs=1, verbose=0))
+    ours = run(L, L, lambda i, o: mdnn.Model(i, o), mdnn.Sequential,
+               lambda m: m.fit(X, YR[:, None].repeat(3, 1), epochs=1, verbose=0))
+    assert theirs == [True, True]
+    assert ours == theirs
