@@ -50,7 +50,6 @@ class MultiHeadAttention(Layer):
         self.kernel_initializer = initializers.get(kernel_initializer)
         self.bias_initializer = initializers.get(bias_initializer)
         self.rng = None
-        self._symbolic_calls = False  # called on symbolic inputs: its causal is fixed
 
     @staticmethod
     def _split(input_shape):
@@ -127,12 +126,11 @@ class MultiHeadAttention(Layer):
                             f"{use_causal_mask!r}")
         causal = self.causal if use_causal_mask is None else bool(use_causal_mask)
         if any(_is_symbolic(i) for i in (inputs if isinstance(inputs, list) else [inputs])):
-            if causal != self.causal and self._symbolic_calls:
+            if causal != self.causal and "_first_symbolic_call" in self.__dict__:
                 raise ValueError(f"MultiHeadAttention {self.name!r}: use_causal_mask={causal} in a model that "
                                  f"already calls this layer with use_causal_mask={self.causal}; a layer is causal "
                                  "in all of a model's calls or in none (use two layers)")
             self.causal = causal
-            self._symbolic_calls = True
             return super().__call__(inputs, training=training)
         saved, self.causal = self.causal, causal
         try:

@@ -250,7 +250,23 @@ class Layer(Configurable):
         params = self.__dict__.get("_params")
         if params is not None and name in params:
             return params[name]
+        if name in ("input", "output"):  # the properties found no symbolic call
+            raise AttributeError(f"layer {self.__dict__.get('name')!r} has never been called on symbolic inputs (an "
+                                 f"Input or another layer's output), so it has no {name}")
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    # -- Keras' layer.input and layer.output: those of the first call on symbolic inputs
+    @property
+    def input(self):
+        """The symbolic input (or list of them) of the layer's first call on symbolic inputs (Keras')."""
+        return self.__dict__["_first_symbolic_call"][0] if "_first_symbolic_call" in self.__dict__ else \
+            self.__getattr__("input")
+
+    @property
+    def output(self):
+        """The symbolic output (or list of them) of the layer's first call on symbolic inputs (Keras')."""
+        return self.__dict__["_first_symbolic_call"][1] if "_first_symbolic_call" in self.__dict__ else \
+            self.__getattr__("output")
 
     # -- dtype policy (Keras 3): weights in the variable dtype, computation in the compute dtype
     def _set_policy(self, dtype) -> None:
@@ -577,9 +593,12 @@ class Layer(Configurable):
             out_masked = self.output_masked(masked if many else masked[0])
             if isinstance(self.output_shape, list):
                 token = object()
-                return [SymbolicTensor(shape, self, parents, many, index=k, call=token, masked=bool(out_masked[k]))
-                        for k, shape in enumerate(self.output_shape)]
-            return SymbolicTensor(self.output_shape, self, parents, many, masked=bool(out_masked))
+                out = [SymbolicTensor(shape, self, parents, many, index=k, call=token, masked=bool(out_masked[k]))
+                       for k, shape in enumerate(self.output_shape)]
+            else:
+                out = SymbolicTensor(self.output_shape, self, parents, many, masked=bool(out_masked))
+            self.__dict__.setdefault("_first_symbolic_call", (parents if many else parents[0], out))
+            return out
         tensors = [self._as_tensor(i) for i in items]
         shapes = [t.shape[1:] for t in tensors]
         self._ensure_built(shapes if many else shapes[0], "the data")
@@ -807,7 +826,8 @@ class Input(Layer):
         self.shape = shape
         self.input_shape = self.output_shape = shape
         self.built = True
-        self.output = SymbolicTensor(shape, self, ())
+        out = SymbolicTensor(shape, self, ())
+        self._first_symbolic_call = (out, out)  # Keras' InputLayer: its input and output are its tensor
 
     def call(self, x, training: bool = False):
         return x

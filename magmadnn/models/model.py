@@ -121,6 +121,16 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         for index, layer in enumerate(self._all_layers):
             layer.configure(self.xp, self.dtype_policy, derive_seed(self.seed, index), force=force)
 
+    @property
+    def input(self):
+        """Keras' ``model.input``: the Input's tensor, or the list of them for several inputs."""
+        return self.inputs[0] if len(self.inputs) == 1 else list(self.inputs)
+
+    @property
+    def outputs(self) -> list:
+        """Keras' ``model.outputs``: ``[model.output]`` (a model has one output)."""
+        return [self.output]
+
     compute_dtype = property(lambda self: self.dtype_policy.compute_dtype,
                              doc="The dtype the model's layers compute in (str), Keras' ``model.compute_dtype``.")
     variable_dtype = property(lambda self: self.dtype_policy.variable_dtype,

@@ -556,3 +556,31 @@ def test_a_layer_keeps_its_weights_when_a_model_takes_it(pattern):
                lambda m: m.fit(X, YR[:, None].repeat(3, 1), epochs=1, verbose=0))
     assert theirs == [True, True]
     assert ours == theirs
+
+
+@pytest.mark.parametrize("kind", ["functional", "Sequential"])
+def test_feature_extractor_from_layer_outputs(kind):
+    """Keras' transfer-learning idiom: ``Model(base.input, base.get_layer(name).output)`` and a new head on it,
+    written for both libraries; the extractor gives the hidden layer's values and shares the base's weights."""
+
+    def run(lib, Layers, make_model, seq):
+        if kind == "functional":
+            inp = lib.Input((4,))
+            base = make_model(inp, Layers.Dense(3, name="out")(Layers.Dense(5, activation="relu", name="h")(inp)))
+        else:
+            base = seq([lib.Input((4,)), Layers.Dense(5, activation="relu", name="h"), Layers.Dense(3, name="out")])
+        base.get_layer("h").set_weights([np.linspace(-1, 1, 20, dtype=np.float32).reshape(4, 5),
+                                         np.full(5, 0.1, np.float32)])
+        # Keras' Sequential on the torch backend has inputs and outputs but no input and output
+        ins, out = (base.input, base.output) if kind == "functional" else (base.inputs[0], base.outputs[0])
+        extractor = make_model(ins, base.get_layer("h").output)
+        head = make_model(ins, Layers.Dense(2, name="new")(base.get_layer("h").output))
+        assert base.get_layer("h").input is ins and base.get_layer("out").output is out
+        with pytest.raises(AttributeError, match="output"):
+            Layers.Dense(2).output  # noqa: B018 (never called: no output, in both)
+        return np.asarray(extractor.predict(X, verbose=0)), head.get_layer("h") is base.get_layer("h")
+
+    theirs = run(keras, K, lambda i, o: keras.Model(i, o), keras.Sequential)
+    ours = run(L, L, lambda i, o: mdnn.Model(i, o), mdnn.Sequential)
+    close(ours[0], theirs[0])
+    assert ours[1] and theirs[1]
