@@ -649,7 +649,11 @@ def _operand(other) -> bool:
     the explicit copies (NumPy defers to us: ``__array_ufunc__ = None``); anything else is NotImplemented."""
     if isinstance(other, DeviceArray | bool | int | float):
         return True
-    if isinstance(other, np.ndarray | np.generic):
+    if isinstance(other, np.generic):  # np.float64 is a Python float, taken above
+        raise TypeError(f"a DeviceArray meets a NumPy scalar ({type(other).__name__}): pass a Python scalar "
+                        "(int(v), float(v), bool(v)), which takes the array's dtype as the standard says, or a "
+                        "device array of its dtype (pymagma.array_api.asarray(v))")
+    if isinstance(other, np.ndarray):
         raise TypeError("a DeviceArray meets a host NumPy array: copy it to the device (pymagma.array_api.asarray) "
                         "or the DeviceArray to the host (numpy.from_dlpack(x, device='cpu')) first")
     return False

@@ -93,6 +93,8 @@ ROWS = [
     ("matmul host a", lambda d: blas.matmul(np.ones((2, 2)), d.a), TypeError, ["matmul: a", "pymagma.asarray"]),
     ("@ host b", lambda d: d.a @ np.ones((4, 3), np.float32), TypeError, ["meets a host NumPy array", "asarray"]),
     ("host @ device", lambda d: np.ones((3, 2), np.float32) @ d.a, TypeError, ["pymagma"]),
+    ("* NumPy scalar", lambda d: d.a * np.float32(2), TypeError, ["NumPy scalar (float32)", "float(v)"]),
+    ("NumPy scalar +", lambda d: np.int64(2) + d.a, TypeError, ["numpy.add met a DeviceArray"]),
     ("matmul out host", lambda d: blas.matmul(d.a, d.b, out=np.empty((2, 3))), TypeError, ["matmul: out"]),
     ("matmul scalar", lambda d: blas.matmul(d.scalar, d.a), ValueError, ["scalars (0-d)"]),
     ("gemm inner", lambda d: blas.gemm(d.a, d.c), ValueError, ["inner dimensions", "(2, 4)", "(2, 3)"]),
