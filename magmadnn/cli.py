@@ -15,7 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
-from . import backend, data, distributed, zoo
+from . import backend, data, distributed, mixed_precision, zoo
 from ._atomic import atomic_write
 from .callbacks import Callback
 from .models import NonFiniteLossError, NonFiniteParameterError
@@ -281,7 +281,8 @@ def fit_and_report(model, split, args, name: str) -> dict:
                   seed=args.seed, device=device)
     print(describe_data(name, split))
     why = " (auto: no usable GPU here)" if args.device == "auto" and device == "host" else ""
-    print(f"model {model.name} on {model.device}{why}, {args.optimizer} lr={args.lr} ({args.schedule}), "
+    policy = "" if model.dtype_policy.name == "float32" else f" ({model.dtype_policy.name})"
+    print(f"model {model.name}{policy} on {model.device}{why}, {args.optimizer} lr={args.lr} ({args.schedule}), "
           f"batch {args.batch_size}, {args.epochs} epoch(s)")
     if validation_split:
         print(f"validation: the last {len(x_train) - n_train} of the {len(x_train)} training samples")
@@ -313,6 +314,9 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--dataset", choices=DATASETS, default="auto",
                        help="dataset (default auto: MNIST when --data is given or cached, else the embedded digits)")
     add_training_arguments(train, epochs=None, lr=2e-3)
+    train.add_argument("--dtype-policy", choices=("float32", "mixed_bfloat16", "mixed_float16"), default="float32",
+                       help="Keras' mixed precision policy of the model: weights in float32, layers computing in "
+                            "bfloat16 or float16 (mixed_float16 with dynamic loss scaling; default float32)")
     onnx_commands.add_parsers(commands)  # ONNX: export, import, info
     return parser
 
@@ -322,7 +326,12 @@ def train_command(args) -> dict:
     args.epochs = args.epochs or DEFAULT_EPOCHS[name]
     split, num_classes = load_dataset(name, args.data, args.download)
     split = limit_for_smoke_run(split, args.max_steps, args.batch_size)
-    model = zoo.build(args.model, split[0][0].shape[1:], num_classes)
+    previous = mixed_precision.global_policy()
+    mixed_precision.set_global_policy(getattr(args, "dtype_policy", "float32"))
+    try:  # the layers take the policy when they are made
+        model = zoo.build(args.model, split[0][0].shape[1:], num_classes)
+    finally:
+        mixed_precision.set_global_policy(previous)
     if not args.quiet:
         model.summary()
     return fit_and_report(model, split, args, name)

@@ -99,6 +99,21 @@ def test_cli_train_each_model(model, dataset, folders, capsys):
     assert "test accuracy" in out
 
 
+def test_cli_trains_under_a_mixed_precision_policy(folders, monkeypatch, capsys):
+    """``--dtype-policy``: the model's layers compute in bfloat16 with float32 weights; the global policy is left
+    as it was."""
+    from magmadnn import mixed_precision
+
+    built = []
+    monkeypatch.setattr(cli.zoo, "build", lambda *a, build=cli.zoo.build: built.append(build(*a)) or built[-1])
+    assert cli.main(["train", "--model", "mlp", "--dataset", "mnist", "--data", str(folders["mnist"]), *SMOKE,
+                     "--dtype-policy", "mixed_bfloat16"]) == 0
+    assert "model mlp (mixed_bfloat16)" in capsys.readouterr().out
+    dense = [layer for layer in built[0].layers if layer.params][0]
+    assert (dense.compute_dtype, dense.variable_dtype) == ("bfloat16", "float32")
+    assert mixed_precision.global_policy().name == "float32"
+
+
 def test_python_dash_m_entry_point_writes_the_curve(folders, tmp_path):
     png = tmp_path / "curve.png"
     env = {**os.environ, "MAGMADNN_DATA": str(folders["empty"])}
