@@ -655,7 +655,7 @@ class Layer(Configurable):
         self._source = source
         if not self.built:
             self._build(input_shape)
-            self._weights_kept = source == "the data"  # symbolic: the model that takes the layer draws them
+            self._weights_kept = self._has_values = source == "the data"  # symbolic: the model draws them
         elif input_shape != self.input_shape:
             expected = (", ".join(shape_str(s) for s in self.input_shape) if isinstance(self.input_shape, list)
                         else shape_str(self.input_shape))
@@ -737,7 +737,7 @@ class Layer(Configurable):
             plan.append((w, self.xp.asarray(np.array(a, dtype=w.dtype))))
         for w, value in plan:
             w.data = value
-        self._weights_kept = True
+        self._weights_kept = self._has_values = True
 
     def _require_built(self, what: str) -> None:
         if not self.built:

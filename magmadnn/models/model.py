@@ -79,7 +79,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         self.built = False
         self._all_layers: list[Layer] = []  # every layer, Inputs included (positions key the saved arrays)
         self._trainable = True
-        self._touched = False  # trained, or weights assigned / loaded: compile(seed=) refuses to re-initialise
+        self._touched_flag = False  # trained, or weights assigned / loaded: compile(seed=) refuses to re-initialise
         self._shuffle_rng = np.random.default_rng(derive_seed(self.seed, _SHUFFLE_TAG))
         self._parallel = None  # during fit(distributed=...): a training.StepHook (magmadnn.distributed)
 
@@ -112,8 +112,23 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         if duplicates:
             raise ValueError(f"model {self.name!r}: layer names must be unique, {duplicates} are used more than once")
         self._all_layers = layers
+        # layers that hold values (trained in another model, built on data, assigned) make this model "touched"
+        self._touched_flag = self._touched_flag or any(getattr(layer, "_has_values", False) for layer in layers)
         self._configure_layers()
         self.built = True
+
+    @property
+    def _touched(self) -> bool:
+        """Trained, or weights assigned or loaded (here, or in another model for one of its layers): what
+        ``compile(seed=)`` refuses to re-initialise."""
+        return self._touched_flag
+
+    @_touched.setter
+    def _touched(self, value: bool) -> None:
+        if value and not self._touched_flag and self.built:
+            for layer in self._all_layers:  # a model made later from these layers is touched too
+                layer._has_values = True
+        self._touched_flag = bool(value)
 
     def _configure_layers(self, force: bool = False):
         """Give every layer the model's backend, dtype and a seed derived from the model seed (weights are re-created

@@ -89,7 +89,8 @@ class Trainer:
         if seed is not None and self._touched and not reinitialize:
             raise ValueError(
                 f"compile(seed={seed!r}) would re-initialise the weights of model {self.name!r}, which has been "
-                "trained or loaded; compile keeps the weights without seed= (as in Keras), or pass "
+                "trained or loaded (or holds layers trained in another model, built on data or assigned); "
+                "compile keeps the weights without seed= (as in Keras), or pass "
                 "reinitialize=True (or call model.reinitialize(seed)) to start from fresh weights")
         if device is not None:
             self.to(device)

@@ -584,3 +584,21 @@ def test_feature_extractor_from_layer_outputs(kind):
     ours = run(L, L, lambda i, o: mdnn.Model(i, o), mdnn.Sequential)
     close(ours[0], theirs[0])
     assert ours[1] and theirs[1]
+
+
+def test_compile_seed_refuses_a_model_made_of_trained_layers():
+    """compile(seed=) re-draws only a fresh model: a new head on a trained base is refused, not silently reset."""
+    base = mdnn.Sequential([L.Input((4,)), L.Dense(5, name="h"), L.Dense(3)], seed=0)
+    base.compile("sgd", "mse")
+    base.fit(X, YR[:, None].repeat(3, 1), epochs=1, verbose=0)
+    trained = base.get_layer("h").get_weights()
+    head = mdnn.Model(base.input, L.Dense(2)(base.get_layer("h").output))
+    with pytest.raises(ValueError, match="holds layers trained in another model"):
+        head.compile("sgd", "mse", seed=0)
+    head.compile("sgd", "mse")
+    for a, b in zip(trained, base.get_layer("h").get_weights(), strict=True):
+        np.testing.assert_array_equal(a, b)
+    inp = L.Input((4,))  # fresh layers shared by two fresh models: seed= still allowed
+    hidden = L.Dense(5)(inp)
+    mdnn.Model(inp, hidden)
+    mdnn.Model(inp, L.Dense(2)(hidden)).compile("sgd", "mse", seed=3)
