@@ -49,3 +49,23 @@ def test_validation_freq_checks_its_value_and_steps_per_epoch_names_the_alternat
     with pytest.raises(ValueError, match=r"steps_per_epoch.*x\[:steps_per_epoch \* batch_size\]"):
         ours.fit(X, Y, epochs=1, verbose=0, steps_per_epoch=2)
     fit_both(ours, theirs, X, Y, epochs=2, validation_split=0.25, validation_freq=1)
+
+
+def test_to_json_model_from_json_and_clone_model_as_keras():
+    import numpy as np
+
+    import magmadnn as mdnn
+
+    ours, theirs = twins(*mlp(3, "softmax"))
+    compile_both(ours, theirs, "adam", "sparse_categorical_crossentropy")
+    fit_both(ours, theirs, X, Y, epochs=1)
+    for fresh, ref in ((mdnn.models.model_from_json(ours.to_json()), keras.models.model_from_json(theirs.to_json())),
+                       (mdnn.models.clone_model(ours), keras.models.clone_model(theirs))):
+        assert fresh is not ours and fresh.count_params() == ref.count_params() == ours.count_params()
+        assert [w.shape for w in fresh.get_weights()] == [tuple(w.shape) for w in ref.get_weights()]
+        # new layers, weights not shared: a change to the copy leaves the original alone (as Keras)
+        fresh.set_weights([w + 1 for w in ours.get_weights()])
+        assert not np.array_equal(fresh.get_weights()[0], ours.get_weights()[0])
+        assert all(a is not b for a, b in zip(fresh.layers, ours.layers))
+    with pytest.raises(ValueError, match="clone_function"):
+        mdnn.models.clone_model(ours, clone_function=lambda layer: layer)
