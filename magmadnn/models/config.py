@@ -73,8 +73,8 @@ def model_from_json(json_string: str, custom_objects: dict | None = None) -> Mod
 
 def clone_model(model: Model, input_tensors=None, clone_function=None, call_function=None, recursive=False,
                 **kwargs) -> Model:
-    """Keras' ``clone_model``: the same architecture with new layers and freshly drawn weights (from the model's
-    seed; the weights are not shared nor copied: ``clone.set_weights(model.get_weights())`` copies them)."""
+    """Keras' ``clone_model``: the same architecture with new layers and freshly drawn weights (a new seed; the
+    weights are not shared nor copied: ``clone.set_weights(model.get_weights())`` copies them)."""
     given = {"input_tensors": input_tensors, "clone_function": clone_function, "call_function": call_function,
              **kwargs}
     given = {k: v for k, v in given.items() if v is not None}
@@ -83,4 +83,5 @@ def clone_model(model: Model, input_tensors=None, clone_function=None, call_func
                          "takes the model only (build a new model from the cloned layers instead)")
     if not isinstance(model, Model):
         raise TypeError(f"clone_model expects a magmadnn Model, got {type(model).__name__}")
-    return model_from_config(model.get_config(), device=model.xp)
+    config = {**model.get_config(), "seed": None}  # a fresh seed: new random weights, as Keras draws them
+    return model_from_config(config, device=model.xp)

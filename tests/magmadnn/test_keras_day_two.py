@@ -67,5 +67,10 @@ def test_to_json_model_from_json_and_clone_model_as_keras():
         fresh.set_weights([w + 1 for w in ours.get_weights()])
         assert not np.array_equal(fresh.get_weights()[0], ours.get_weights()[0])
         assert all(a is not b for a, b in zip(fresh.layers, ours.layers))
+    untrained, _ = twins(*mlp(3, "softmax"))
+    clone, keras_clone = mdnn.models.clone_model(untrained), keras.models.clone_model(theirs)
+    # both draw new weights: the clone of an untrained model does not start where the original did
+    assert not np.array_equal(clone.get_weights()[0], untrained.get_weights()[0])
+    assert not np.array_equal(keras_clone.get_weights()[0], theirs.get_weights()[0])
     with pytest.raises(ValueError, match="clone_function"):
         mdnn.models.clone_model(ours, clone_function=lambda layer: layer)
