@@ -31,6 +31,7 @@ import io
 import math
 import os
 import string
+import warnings
 
 import numpy as np
 
@@ -264,7 +265,13 @@ def _check_monitor(model, monitor, who):
                        "figures ('val_*') need validation_split or validation_data")
 
 
-def _monitored(logs, monitor, who):
+def _monitored(logs, monitor, who, model=None):
+    """The monitored figure; None (with a warning, as Keras) in an epoch ``fit`` did not validate
+    (``validation_freq``), a KeyError when the logs never hold it."""
+    if monitor not in (logs or {}) and monitor in getattr(model, "log_keys", ()):
+        warnings.warn(f"{who}: {monitor!r} is not in this epoch's logs (no validation this epoch); skipped",
+                      stacklevel=3)
+        return None
     if monitor not in (logs or {}):
         raise KeyError(f"{who} monitors {monitor!r} but the epoch logs hold only {sorted(logs or {})}; "
                        "validation metrics ('val_*') need validation_split or validation_data")
@@ -341,8 +348,8 @@ class EarlyStopping(_Monitor):
         self.wait, self.stopped_epoch, self.best, self.best_weights, self.best_epoch = 0, 0, None, None, 0
 
     def on_epoch_end(self, epoch, logs=None):
-        current = _monitored(logs, self.monitor, "EarlyStopping")
-        if epoch < self.start_from_epoch:
+        current = _monitored(logs, self.monitor, "EarlyStopping", self.model)
+        if current is None or epoch < self.start_from_epoch:
             return
         if self.restore_best_weights and self.best_weights is None:
             self.best_weights, self.best_epoch = self.model.get_weights(), epoch
@@ -408,7 +415,9 @@ class ReduceLROnPlateau(_Monitor):
         optimizer = self.model.optimizer
         if logs is not None:
             logs[LR_KEY] = float(optimizer.learning_rate)
-        current = _monitored(logs, self.monitor, "ReduceLROnPlateau")
+        current = _monitored(logs, self.monitor, "ReduceLROnPlateau", self.model)
+        if current is None:
+            return
         if self.in_cooldown():
             self.cooldown_counter -= 1
             self.wait = 0
@@ -500,8 +509,8 @@ class ModelCheckpoint(Callback):
         logs = logs or {}
         extra = None
         if self.save_best_only:
-            current = _monitored(logs, self.monitor, "ModelCheckpoint")
-            if not self.better(current, self.best):
+            current = _monitored(logs, self.monitor, "ModelCheckpoint", self.model)
+            if current is None or not self.better(current, self.best):
                 return
             self.best = current
             extra = {"best": {"monitor": self.monitor, "value": current}}

@@ -5,10 +5,11 @@ weights; see :mod:`.persistence` for the file contents and :mod:`magmadnn.saving
 """
 
 from ..saving import ArchitectureMismatchError, ModelFileError
-from .config import load_model, model_from_config
+from .config import clone_model, load_model, model_from_config, model_from_json
 from .model import Model, NonFiniteLossError, NonFiniteParameterError, Sequential
 
 load = load_model
 
 __all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError", "ArchitectureMismatchError",
-           "ModelFileError", "load", "load_model", "model_from_config"]
+           "ModelFileError", "load", "load_model", "model_from_config",
+           "model_from_json", "clone_model"]

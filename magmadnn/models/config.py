@@ -9,7 +9,7 @@ from ..saving import ModelFileError
 from . import persistence
 from .model import Model, Sequential
 
-__all__ = ["model_from_config", "load_model"]
+__all__ = ["model_from_config", "model_from_json", "clone_model", "load_model"]
 
 
 def model_from_config(config: dict, device=None, backend=None, custom_objects: dict | None = None) -> Model:
@@ -62,3 +62,26 @@ def load_model(path, device=None, backend=None, custom_objects: dict | None = No
     else:
         persistence.restore(model, tensors, meta, path)
     return model
+
+
+def model_from_json(json_string: str, custom_objects: dict | None = None) -> Model:
+    """Keras' ``model_from_json``: the (untrained) model ``model.to_json()`` describes."""
+    import json
+
+    return model_from_config(json.loads(json_string), custom_objects=custom_objects)
+
+
+def clone_model(model: Model, input_tensors=None, clone_function=None, call_function=None, recursive=False,
+                **kwargs) -> Model:
+    """Keras' ``clone_model``: the same architecture with new layers and freshly drawn weights (a new seed; the
+    weights are not shared nor copied: ``clone.set_weights(model.get_weights())`` copies them)."""
+    given = {"input_tensors": input_tensors, "clone_function": clone_function, "call_function": call_function,
+             **kwargs}
+    given = {k: v for k, v in given.items() if v is not None}
+    if given or recursive:
+        raise ValueError(f"clone_model: {sorted(given) or ['recursive']} is not supported; magmadnn's clone_model "
+                         "takes the model only (build a new model from the cloned layers instead)")
+    if not isinstance(model, Model):
+        raise TypeError(f"clone_model expects a magmadnn Model, got {type(model).__name__}")
+    config = {**model.get_config(), "seed": None}  # a fresh seed: new random weights, as Keras draws them
+    return model_from_config(config, device=model.xp)

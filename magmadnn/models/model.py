@@ -247,6 +247,13 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         """Host input arrays as Tensors on the model's backend, each in its input's dtype."""
         return [Tensor(self.xp.asarray(a, dtype), backend=self.xp) for a, dtype in zip(arrays, self._input_dtypes())]
 
+    def to_json(self, **kwargs) -> str:
+        """``get_config()`` as a JSON string (``kwargs`` go to ``json.dumps``); ``models.model_from_json`` reads it,
+        as in Keras (magmadnn's config, not Keras' file layout)."""
+        import json
+
+        return json.dumps(self.get_config(), **kwargs)
+
     def get_config(self) -> dict:
         index = {id(node): i for i, node in enumerate(self.nodes)}
         layer_index = {id(layer): i for i, layer in enumerate(self._all_layers)}

@@ -171,7 +171,7 @@ class Trainer:
     def fit(self, x=None, y=None, batch_size: int | None = None, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose="auto",
             initial_epoch: int = 0, distributed=False, sample_weight=None,
-            class_weight=None) -> _callbacks.History:
+            class_weight=None, validation_freq=1, steps_per_epoch=None) -> _callbacks.History:
         """Train for epochs ``initial_epoch .. epochs-1``; returns the History (per-epoch loss, metrics, val_*).
 
         ``x``: array (or list of arrays for several inputs) with ``y``, or an iterable of ``(x_batch, y_batch)``
@@ -193,8 +193,15 @@ class Trainer:
         weighted sum by the batch size; ``validation_split`` splits ``sample_weight`` with the samples (class weights
         weigh the training samples only, as in Keras) and
         ``validation_data`` may be ``(x_val, y_val, sample_weight_val)``. Metrics are not weighted.
+        ``validation_freq``: validate after every ``validation_freq``-th epoch (an int) or after the epochs listed
+        (1-based), as in Keras. ``steps_per_epoch`` is not supported (a ``ValueError`` names the alternative).
         """
         self._require_compiled("fit")
+        if steps_per_epoch is not None:
+            raise ValueError(f"fit: steps_per_epoch={steps_per_epoch!r} is not supported (Keras takes that many "
+                             "batches per epoch); pass x[:steps_per_epoch * batch_size] instead, or a batch "
+                             "iterable (DataLoader) that yields that many batches")
+        validation_freq = _validation_freq(validation_freq)
         batch_size = batch_size_or_default(batch_size, "fit")
         epochs = integer(epochs, "epochs", "fit", minimum=0)
         initial_epoch = integer(initial_epoch, "initial_epoch", "fit", minimum=0)
@@ -260,7 +267,9 @@ class Trainer:
         try:
             for epoch in range(initial_epoch, epochs):
                 cbs.on_epoch_begin(epoch, {})
-                logs = Epoch(self, batches, epoch, epochs, cbs, verbose, validation_data, batch_size).run()
+                validating = validation_freq(epoch + 1)
+                logs = Epoch(self, batches, epoch, epochs, cbs, verbose, validation_data if validating else None,
+                             batch_size).run()
                 self.epoch = epoch + 1
                 cbs.on_epoch_end(epoch, logs)
                 if self.stop_training:
@@ -345,3 +354,15 @@ class Trainer:
             else:
                 out[prefix + name] = by_name[name].result_of(total, n)
         return out
+
+
+def _validation_freq(freq):
+    """Keras' ``validation_freq``: an int ``k`` validates after epochs k, 2k, ...; a list after the epochs in it
+    (both 1-based). Returns the test of a 1-based epoch number."""
+    if isinstance(freq, (int, np.integer)) and not isinstance(freq, (bool, np.bool_)) and freq >= 1:
+        return lambda epoch: epoch % int(freq) == 0
+    if isinstance(freq, (list, tuple)) and all(isinstance(e, (int, np.integer)) for e in freq):
+        chosen = {int(e) for e in freq}
+        return lambda epoch: epoch in chosen
+    raise ValueError(f"fit: validation_freq must be a positive int or a list of (1-based) epoch numbers, "
+                     f"got {freq!r}")
