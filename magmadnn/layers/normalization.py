@@ -20,29 +20,55 @@ def _epsilon(epsilon, kwargs: dict) -> float:
 @register
 class BatchNormalization(BatchNorm):
     """Keras 3's ``BatchNormalization``: ``momentum=0.99``, ``epsilon=1e-3`` (``eps=`` accepted too), moving variance
-    from the biased batch variance, ``moving = momentum * moving + (1 - momentum) * batch``. Images are NCHW here, so
-    the normalised axis is 1 (the channels; Keras' default -1 is the channels of its NHWC); ``axis=-1`` is accepted
-    for per-sample inputs of one axis (features), where it is the same axis. ``BatchNorm`` keeps PyTorch's
-    defaults (momentum 0.9 in this convention, eps 1e-5, unbiased running variance)."""
+    from the biased batch variance, ``moving = momentum * moving + (1 - momentum) * batch``. ``axis=None`` (the
+    default): the features (last axis) of sequences (N, T, F), else axis 1 (the channels of NCHW images, Keras'
+    -1 of its NHWC). An explicit ``axis`` is Keras' for any rank (statistics over all the other axes).
+    ``BatchNorm`` keeps PyTorch's defaults (momentum 0.9 in this convention, eps 1e-5, unbiased running
+    variance)."""
 
     unbiased_running_var = False
 
-    def __init__(self, axis: int = 1, momentum: float = 0.99, epsilon: float = 1e-3, **kwargs):
+    def __init__(self, axis=None, momentum: float = 0.99, epsilon: float = 1e-3, **kwargs):
         super().__init__(momentum=momentum, eps=_epsilon(epsilon, kwargs), **kwargs)
-        self.axis = _checks.integer(axis, "axis", f"BatchNormalization {self.name!r}")
-        if self.axis not in (1, -1):
-            raise ValueError(f"BatchNormalization {self.name!r}: axis={self.axis} is not supported; the channels of "
-                             "NCHW images (or the features of (N, F) input) are axis 1")
+        self.axis = None if axis is None else _checks.integer(axis, "axis", f"BatchNormalization {self.name!r}")
 
     @property
     def epsilon(self) -> float:
         return self.eps
 
+    def _axis(self, rank: int) -> int:
+        """The normalised axis of an input of ``rank`` axes (batch included). Default: the last axis of sequences
+        (N, T, F) (Keras' features, as after Conv1D), else axis 1 (the channels of NCHW images, or (N, F)'s
+        features)."""
+        if self.axis is None:
+            return rank - 1 if rank == 3 else 1
+        return self.axis % rank
+
     def check_input_shape(self, input_shape):
-        super().check_input_shape(input_shape)
-        if self.axis == -1 and len(input_shape) != 1:
-            raise ValueError(f"BatchNormalization {self.name!r}: axis=-1 of NCHW input is its width; the channels "
-                             "are axis=1 (the default): images here are NCHW, not Keras' NHWC")
+        if isinstance(input_shape, list) or len(input_shape) < 1:
+            raise self.shape_error("one input of shape (N, ...) with at least one axis beside the batch axis",
+                                   input_shape)
+        rank = len(input_shape) + 1
+        if self.axis is not None and (not (-rank <= self.axis < rank) or self.axis % rank == 0):
+            raise self.shape_error(f"axis={self.axis} to be a non-batch axis of its (N, ...) input, i.e. in "
+                                   f"[1, {rank - 1}] or [-{rank - 1}, -1]", input_shape)
+
+    def create_weights(self, input_shape):
+        size = input_shape[self._axis(len(input_shape) + 1) - 1]
+        self.add_weight("gamma", (size,), "ones")
+        self.add_weight("beta", (size,), "zeros")
+        self.add_state("running_mean", self.xp.zeros((size,), self.dtype))
+        self.add_state("running_var", self.xp.ones((size,), self.dtype))
+
+    def call(self, x, training=False):
+        axis = self._axis(x.ndim)
+        if axis == 1 and x.ndim in (2, 4):
+            return super().call(x, training)
+        # Any other layout: the normalised axis last, the rest flattened to rows of (M, size), as Keras computes it.
+        order = [d for d in range(x.ndim) if d != axis] + [axis]
+        moved = F.transpose(x, order) if axis != x.ndim - 1 else x
+        out = F.reshape(super().call(F.reshape(moved, (-1, x.shape[axis])), training), moved.shape)
+        return F.transpose(out, [order.index(d) for d in range(x.ndim)]) if axis != x.ndim - 1 else out
 
     def get_config(self):
         config = super().get_config()

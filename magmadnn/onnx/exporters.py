@@ -93,6 +93,10 @@ def global_avg_pool2d(b, layer, inputs, node):
 
 
 def batch_norm(b, layer, inputs, node):
+    rank = len(node.parents[0].shape) + 1
+    if hasattr(layer, "_axis") and layer._axis(rank) != 1:
+        raise OnnxExportError(f"{type(layer).__name__} layer {layer.name!r}: normalising axis "
+                              f"{layer._axis(rank)} of a rank-{rank} input has no ONNX form; ONNX normalises axis 1")
     names = [b.weight(layer, n) for n in ("gamma", "beta", "running_mean", "running_var")]
     return b.node("BatchNormalization", [inputs[0], *names], layer.name, epsilon=float(layer.eps),
                   momentum=float(layer.momentum))

@@ -77,12 +77,32 @@ def test_arguments_keras_names_eps_alias_config_and_axis_errors():
     assert config["epsilon"] == 1e-4 and "eps" not in config
     again = L.layer_class("BatchNormalization")(**config)
     assert type(again) is L.BatchNormalization and again.epsilon == 1e-4
-    with pytest.raises(ValueError, match="axis=3 is not supported; the channels of NCHW images"):
-        L.BatchNormalization(axis=3)
-    with pytest.raises(ValueError, match="axis=-1 of NCHW input is its width"):
-        L.BatchNormalization(axis=-1)(np.ones((2, 3, 4, 4), np.float32), training=True)
+    with pytest.raises(ValueError, match="axis=3 to be a non-batch axis"):
+        L.BatchNormalization(axis=3)(np.ones((2, 3, 4), np.float32))
     np.testing.assert_allclose(L.BatchNormalization(axis=-1)(np.ones((2, 3), np.float32)).numpy(),
                                np.ones((2, 3)) / np.sqrt(1 + 1e-3), rtol=1e-6)
+
+
+@pytest.mark.parametrize("shape, axis", [((4, 5, 3), None), ((4, 5, 3), -1), ((4, 5, 3), 1), ((2, 3, 4, 5), -1),
+                                         ((2, 3, 4, 5), 2), ((2, 3, 2, 2, 3), -1)])
+def test_any_axis_of_any_rank_is_keras(device, shape, axis):
+    """Sequences (N, T, F) normalise their features by default (Conv1D -> BatchNormalization), and any explicit
+    axis of any rank is Keras' axis: training outputs, moving statistics, inference and a frozen layer."""
+    batches = _batches(shape, seed=5)
+    k = keras.layers.BatchNormalization(**({} if axis is None else {"axis": axis}))
+    mine = L.BatchNormalization(axis=axis)
+    mine.configure(backend=device)
+    for x in batches:
+        expected = k(x, training=True).detach().cpu().numpy()
+        np.testing.assert_allclose(mine(x, training=True).numpy(), expected, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(_to_numpy(device, mine.state["running_mean"]), k.moving_mean.numpy(), rtol=1e-6,
+                               atol=1e-7)
+    np.testing.assert_allclose(_to_numpy(device, mine.state["running_var"]), k.moving_variance.numpy(), rtol=1e-6)
+    x = batches[0]
+    np.testing.assert_allclose(mine(x).numpy(), k(x, training=False).detach().cpu().numpy(), rtol=1e-5, atol=1e-5)
+    mine.trainable = k.trainable = False
+    np.testing.assert_allclose(mine(x, training=True).numpy(), k(x, training=True).detach().cpu().numpy(),
+                               rtol=1e-5, atol=1e-5)
 
 
 def test_layer_and_group_normalization_are_keras(device):
