@@ -52,6 +52,10 @@ class BatchNormalization(BatchNorm):
         if self.axis is not None and (not (-rank <= self.axis < rank) or self.axis % rank == 0):
             raise self.shape_error(f"axis={self.axis} to be a non-batch axis of its (N, ...) input, i.e. in "
                                    f"[1, {rank - 1}] or [-{rank - 1}, -1]", input_shape)
+        if self.axis == -1 and rank == 4:  # Keras' NHWC channels: here the width of an NCHW image
+            raise ValueError(f"BatchNormalization {self.name!r}: axis=-1 of an image is its width here: images are "
+                             "NCHW, not Keras' NHWC, so the channels are axis=1 (the default); pass axis=3 if "
+                             "the width is what you mean")
 
     def create_weights(self, input_shape):
         size = input_shape[self._axis(len(input_shape) + 1) - 1]

@@ -79,11 +79,13 @@ def test_arguments_keras_names_eps_alias_config_and_axis_errors():
     assert type(again) is L.BatchNormalization and again.epsilon == 1e-4
     with pytest.raises(ValueError, match="axis=3 to be a non-batch axis"):
         L.BatchNormalization(axis=3)(np.ones((2, 3, 4), np.float32))
+    with pytest.raises(ValueError, match="axis=-1 of an image is its width here.*pass axis=3"):
+        L.BatchNormalization(axis=-1)(np.ones((2, 3, 4, 4), np.float32))  # Keras' NHWC habit on an NCHW image
     np.testing.assert_allclose(L.BatchNormalization(axis=-1)(np.ones((2, 3), np.float32)).numpy(),
                                np.ones((2, 3)) / np.sqrt(1 + 1e-3), rtol=1e-6)
 
 
-@pytest.mark.parametrize("shape, axis", [((4, 5, 3), None), ((4, 5, 3), -1), ((4, 5, 3), 1), ((2, 3, 4, 5), -1),
+@pytest.mark.parametrize("shape, axis", [((4, 5, 3), None), ((4, 5, 3), -1), ((4, 5, 3), 1), ((2, 3, 4, 5), 3),
                                          ((2, 3, 4, 5), 2), ((2, 3, 2, 2, 3), -1)])
 def test_any_axis_of_any_rank_is_keras(device, shape, axis):
     """Sequences (N, T, F) normalise their features by default (Conv1D -> BatchNormalization), and any explicit

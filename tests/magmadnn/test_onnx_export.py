@@ -126,6 +126,16 @@ def test_a_layer_without_onnx_form_is_named(tmp_path):
     assert not (tmp_path / "m.onnx").exists()
 
 
+def test_batch_normalization_of_a_sequences_features_is_refused_not_misexported(tmp_path):
+    """ONNX's BatchNormalization normalises axis 1; a Keras BatchNormalization of (N, T, F) features (axis -1) is
+    refused, and nothing is written."""
+    x = L.Input((5, 3))
+    model = m.Model(x, L.BatchNormalization(name="bn")(x))
+    with pytest.raises(monnx.OnnxExportError, match=r"layer 'bn': normalising axis 2 of a rank-3 input"):
+        model.export(tmp_path / "m.onnx")
+    assert not (tmp_path / "m.onnx").exists()
+
+
 def test_an_opset_too_old_for_a_layer_is_refused(tmp_path):
     x = L.Input((3,))
     model = m.Model(x, L.Dense(3, activation="gelu", name="g")(x))
