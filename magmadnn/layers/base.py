@@ -860,8 +860,8 @@ class Input(Layer):
             shape = (shape,)
         where = f"Input (shape {tuple(shape)!r}, batch excluded)"
         shape = tuple(None if s is None else _checks.integer(s, "shape entry", where) for s in shape)
-        if (batched and not shape) or any(s is not None and s < (1 if batched else 0) for s in shape):
-            raise ValueError(f"Input: shape must be non-empty positive sizes or None (batch excluded), got {shape!r}")
+        if any(s is not None and s < (1 if batched else 0) for s in shape):
+            raise ValueError(f"Input: shape must be positive sizes or None (batch excluded), got {shape!r}")
         self.batch_size = None if batch_size is None else _checks.integer(batch_size, "batch_size", "Input",
                                                                             minimum=1)
         self.batched = bool(batched)

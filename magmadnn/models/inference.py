@@ -164,12 +164,12 @@ class Inference:
         self.stop_predicting = False
         cbs.on_predict_begin({})
         parts = [[] for _ in self._outputs]
-        starts = range(0, n, batch_size) if self._splits_batches else [0]
+        starts = range(0, n, batch_size) if self._splits_batches and n else [0]
         for index, start in enumerate(starts):
             cbs.on_predict_batch_begin(index, {})
             batch = [a[start:start + batch_size] if node.batched else a for node, a in zip(self.inputs, xs)]
-            real = min(batch_size, n - start)
-            if self._batch_size is not None and self._splits_batches and real < batch_size:
+            real = max(min(batch_size, n - start), 0)
+            if self._batch_size is not None and self._splits_batches and 0 < real < batch_size:
                 batch = [np.concatenate([a, np.zeros((batch_size - real, *a.shape[1:]), a.dtype)]) if node.batched
                          else a for node, a in zip(self.inputs, batch)]
             with no_grad():

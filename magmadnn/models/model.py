@@ -293,7 +293,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
     def _input_dtypes(self) -> list[np.dtype]:
         """Per model input: its Input's integer or bool dtype (token ids for an Embedding), else the model's
         dtype."""
-        return [node.layer.dtype if node.layer.dtype is not None and node.layer.dtype.kind in "iub" else self.dtype
+        return [node.layer.dtype if node.layer.dtype is not None and (
+            node.layer.dtype.kind in "iub" or getattr(node.layer, "_exact_dtype", False)) else self.dtype
                 for node in self.inputs]
 
     def _cast_inputs(self, arrays) -> list[np.ndarray]:

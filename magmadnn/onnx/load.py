@@ -14,7 +14,7 @@ import numpy as np
 from ..layers.reshaping import Reshape
 from ..models import Model
 from ..saving import ArchitectureMismatchError, ModelFileError
-from . import attention, decompositions, folded_attention
+from . import attention, decompositions, folded_attention, op_graph
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .graph import BATCH, DTYPES, SHAPE_OPS, BatchZeros, Graph, Pending, Value
@@ -175,20 +175,38 @@ def _output(graph: Graph, proto) -> Value:
     return result
 
 
-def convert(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
+_LAYERS = ("auto", True, False)
+
+
+def convert(proto, name: str | None = None, device=None, seed: int | None = None, layers="auto") -> Model:
     """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
-    model, plan = check(proto, name=name, device=device, seed=seed)
-    model._commit(plan)
-    return model
+    if layers not in _LAYERS:
+        raise ValueError(f"load: layers must be 'auto', True or False, got {layers!r}")
+    if layers is not False:
+        try:
+            model, plan = check(proto, name=name, device=device, seed=seed)
+        except UnsupportedOnnxError:
+            if layers is True:
+                raise
+        else:
+            model._commit(plan)
+            return model
+    return op_graph.build(proto, name=name, device=device, seed=seed)
 
 
-def load(path, device=None, name: str | None = None, seed: int | None = None) -> Model:
+def load(path, device=None, name: str | None = None, seed: int | None = None, layers="auto") -> Model:
     """The model in the ONNX file ``path`` (from ``torch.onnx.export``, ``Model.export`` or any ONNX writer using
     the operators of :data:`magmadnn.onnx.importers.IMPORTERS`) as a functional Model with its weights, on
     ``device`` ("host", "gpu", "gpu:N", "auto"; default: the current default). ``seed`` seeds its dropout and
     shuffling (compile it without ``seed=``, which would re-create the weights). Raises OnnxImportError for a
     file that cannot be read and UnsupportedOnnxError naming the node, op type and what is supported for anything
-    magmadnn has no form for."""
+    magmadnn has no form for.
+
+    ``layers``: the graph is first read as magmadnn layers (Conv -> Conv2D, Gemm -> Dense, attention chains ->
+    MultiHeadAttention, ...: a readable summary, the layers' fast paths, a clean export); where a node has no layer
+    form, ``"auto"`` (the default) loads the graph as op nodes instead, one :class:`~magmadnn.layers.Operation` per
+    ONNX node (:mod:`.op_graph`: any graph of supported operators, several inputs and outputs, dynamic axes);
+    ``True`` keeps the layers' refusal, ``False`` always makes op nodes."""
     proto = read(path)
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
-    return convert(proto, name=proto.graph.name or stem, device=device, seed=seed)
+    return convert(proto, name=proto.graph.name or stem, device=device, seed=seed, layers=layers)

@@ -1,0 +1,327 @@
+"""An ONNX graph as a functional Model of op nodes: one :class:`~magmadnn.layers.Operation` per ONNX node.
+
+Every node of the default domain whose operator :mod:`.op_nodes` knows becomes one op node computing it through
+:mod:`magmadnn.functional` (host and device, differentiable where the operator is), so any graph of supported
+operators loads without recognising patterns. The rules:
+
+* **Values.** A node whose inputs are all constants is computed once at load (ONNX's reference evaluator); a
+  ``Shape``/``Size`` of a tensor whose shape is known is a constant too. What decides shapes at run time
+  (``Shape`` of a tensor with a dynamic axis and the arithmetic on it) stays a host NumPy array: such nodes never
+  read device data. Every other value is a Tensor on the model's device.
+* **Weights.** A float initializer in a weight position (Conv/ConvTranspose/Gemm/MatMul weights and biases,
+  normalisation scales and biases, embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable
+  parameter of its node; every other initializer is a constant (not trained): a float one on the device, an
+  integer one where it gives a shape, axes or sizes on the host. An initializer feeding several weight positions
+  is a parameter of each node (tied weights are not kept tied).
+* **Inputs.** A graph input whose first axis is dynamic has a batch axis (``predict`` splits it into batches);
+  one whose first axis is fixed keeps that batch size (``Input(batch_size=B)``: ``fit`` and ``predict`` run
+  batches of B) when it matches the first data input's, else it is given whole to every batch (a weight or a shape
+  fed as a graph input). An integer input read only where shapes are read stays on the host.
+* **Batch axis of outputs.** An output keeps the batch axis unless a node on its way moves or reduces axis 0
+  (Transpose, Reshape, reductions, Softmax over axis 0, ...); a model with such an output runs on the whole input.
+
+Unsupported operators, attributes and forms are an UnsupportedOnnxError naming the node, the operator and the
+opset; the model is made only when every node converted (all or nothing).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ..layers.base import Input
+from ..layers.operation import Operation
+from ..models import Model
+from ._proto import default_opset, onnx
+from .errors import OnnxImportError, UnsupportedOnnxError
+from .op_nodes import CONVERTERS, NodeView
+
+__all__ = ["build", "supported_op_types"]
+
+#: ONNX element types magmadnn tensors hold
+ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 3: np.int8, 2: np.uint8}
+
+
+def supported_op_types() -> list[str]:
+    return sorted(CONVERTERS)
+
+
+class _Sym:
+    """A value computed at run time: its symbolic tensor, full static shape (None where unknown), whether its
+    leading axis is the batch axis, and whether it is a host NumPy array (a shape)."""
+
+    __slots__ = ("tensor", "shape", "batched", "host", "dtype")
+
+    def __init__(self, tensor, shape, batched, host=False, dtype=None):
+        self.tensor, self.shape, self.batched, self.host, self.dtype = tensor, shape, batched, host, dtype
+
+
+class _Import:
+    def __init__(self, proto, name):
+        self.proto, self.opset = proto, default_opset(proto)
+        self.values: dict[str, object] = {}  # name -> np.ndarray (constant) or _Sym
+        self.names: dict[str, int] = {}
+        self.shapes, self.dtypes = _inferred(proto)
+        self.name = name
+        consumers: dict[str, list] = {}
+        for node in proto.graph.node:
+            for k, value in enumerate(node.input):
+                consumers.setdefault(value, []).append((node, k))
+        self.consumers = consumers
+
+    # -- names and errors
+    def error(self, node, what: str) -> UnsupportedOnnxError:
+        return UnsupportedOnnxError(f"ONNX node {node.name or '(unnamed)'!r} ({node.op_type}, opset {self.opset}): "
+                                    f"{what}")
+
+    def unique(self, text: str) -> str:
+        base = "".join(c if c.isalnum() or c in "_.-/" else "_" for c in text).strip("_") or "node"
+        count = self.names.get(base, 0)
+        self.names[base] = count + 1
+        return base if count == 0 else f"{base}_{count}"
+
+    # -- graph inputs
+    def inputs(self) -> list:
+        initializers = {i.name for i in self.proto.graph.initializer}
+        specs = [s for s in self.proto.graph.input if s.name not in initializers]
+        if not specs:
+            raise UnsupportedOnnxError("the graph has no input that is not a constant")
+        first = None
+        made = []
+        for spec in specs:
+            tensor_type = spec.type.tensor_type
+            if spec.type.WhichOneof("value") != "tensor_type" or tensor_type.elem_type not in ELEMENT_TYPES:
+                raise UnsupportedOnnxError(f"graph input {spec.name!r}: only tensors of float32, float64, integers "
+                                           "or bool are supported (no sequences, maps, strings or float16)")
+            dtype = np.dtype(ELEMENT_TYPES[tensor_type.elem_type])
+            if not tensor_type.HasField("shape"):
+                raise UnsupportedOnnxError(f"graph input {spec.name!r} has no shape (not even its rank)")
+            dims = [int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None
+                    for d in tensor_type.shape.dim]
+            if 0 in dims:
+                raise UnsupportedOnnxError(f"graph input {spec.name!r}: empty tensors (an axis of size 0) are not "
+                                           "supported")
+            host = dtype.kind in "iu" and self._host_only(spec.name)
+            batched, batch_size = False, None
+            if dims and not host:
+                if dims[0] is None:
+                    batched = True
+                elif dims[0] > 0 and (first is None or dims[0] == first):
+                    batched, batch_size = True, dims[0]
+                if first is None and dims[0] is not None and batched:
+                    first = dims[0]
+            if not batched and any(d is None for d in dims):
+                raise UnsupportedOnnxError(f"graph input {spec.name!r}: a dynamic axis other than the first of an "
+                                           "input that has no batch axis is not supported")
+            shape = tuple(dims[1:]) if batched else tuple(dims)
+            layer = Input(shape, name=self.unique(spec.name), dtype=dtype.name,
+                          batch_size=batch_size if batched and dims and dims[0] is not None else None,
+                          batched=batched)
+            layer._exact_dtype = dtype.kind == "f"
+            layer._keeps_host = host
+            self.values[spec.name] = _Sym(layer.output, tuple(dims), batched, host, dtype)
+            made.append((spec.name, layer))
+        return made
+
+    def _host_only(self, name: str) -> bool:
+        """Whether every reader of ``name`` reads it where a shape, axes or sizes go (kept on the host)."""
+        readers = self.consumers.get(name, [])
+        return bool(readers) and all(k in _host_positions(node, self.opset) for node, k in readers)
+
+    # -- nodes
+    def walk(self) -> None:
+        for node in self.proto.graph.node:
+            if node.domain not in ("", "ai.onnx"):
+                raise self.error(node, f"operators of domain {node.domain!r} are not supported (only the default "
+                                       "ONNX domain)")
+            ins = [self.values.get(n) if n else None for n in node.input]
+            for n, v in zip(node.input, ins):
+                if n and v is None:
+                    raise self.error(node, f"input {n!r} is not computed before the node (graph not in order?)")
+            if node.op_type == "Constant" or all(isinstance(v, np.ndarray) or v is None for v in ins) and any(
+                    v is not None for v in ins) and node.op_type not in _RANDOM:
+                self._fold(node, ins)
+                continue
+            if node.op_type in ("Shape", "Size") and self._static_shape_of(node, ins[0]):
+                continue
+            if all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
+                self._host_node(node, ins)
+                continue
+            view = NodeView(node, self.opset, ins, self)
+            convert = CONVERTERS.get(node.op_type)
+            if convert is None:
+                raise self.error(node, "this operator is not supported; supported: " + ", ".join(sorted(CONVERTERS)))
+            try:
+                form = convert(view)
+            except UnsupportedOnnxError:
+                raise
+            except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as exc:
+                raise self.error(node, f"this form is not supported ({type(exc).__name__}: {exc})") from None
+            self._op_node(node, view, form)
+
+    def _fold(self, node, ins) -> None:
+        if node.op_type == "Constant":
+            outputs = [_constant(node)]
+        else:
+            outputs = _reference(node, self.opset, ins)
+        for name, value in zip(node.output, outputs):
+            if name:
+                self.values[name] = np.asarray(value)
+
+    def _static_shape_of(self, node, value) -> bool:
+        """``Shape``/``Size`` of a tensor whose whole shape is known at load: a constant."""
+        if not isinstance(value, _Sym) or value.shape is None or any(d is None for d in value.shape):
+            return False
+        self._fold(node, [np.zeros(value.shape, np.float32)])
+        return True
+
+    def _host_node(self, node, ins) -> None:
+        """A node reading only host values (shape arithmetic at run time): computed on the host by onnx's
+        reference implementation of its operator, never touching device data."""
+        from .op_nodes import Form  # noqa: PLC0415
+
+        view = NodeView(node, self.opset, ins, self)
+        positions = tuple(k for k, v in enumerate(ins) if isinstance(v, np.ndarray))
+        self._op_node(node, view, Form(host_runner(node, self.opset), host=positions, keeps_batch=False,
+                                       host_outputs=tuple(range(len(node.output)))))
+
+    def _op_node(self, node, view, form) -> None:
+        arguments, weights, constants, host, parents = [], {}, {}, {}, []
+        positions = {id(p): k for k, p in enumerate(parents)}
+        for k, (name, value) in enumerate(zip(node.input, view.inputs)):
+            if value is None:
+                arguments.append(("none", None))
+            elif isinstance(value, _Sym):
+                key = id(value.tensor)
+                if key not in positions:
+                    positions[key] = len(parents)
+                    parents.append(value.tensor)
+                arguments.append(("input", positions[key]))
+            elif k in form.host:
+                host[f"in{k}"] = value
+                arguments.append(("host", f"in{k}"))
+            elif k in form.weights and value.dtype.kind == "f":
+                weights[f"in{k}"] = value
+                arguments.append(("weight", f"in{k}"))
+            else:
+                constants[f"in{k}"] = value
+                arguments.append(("constant", f"in{k}"))
+        if not parents:
+            raise self.error(node, "the node reads no computed value")
+        outputs = len(node.output)
+        shapes, flags = [], []
+        batched_in = [v.batched for v in view.inputs if isinstance(v, _Sym)]
+        keeps = form.keeps_batch if form.keeps_batch is not None else [any(batched_in)] * outputs
+        if not isinstance(keeps, list):
+            keeps = [keeps] * outputs
+        for name, keep in zip(node.output, keeps):
+            full = self.shapes.get(name)
+            keep = bool(keep) and any(batched_in) and (full is None or len(full) >= 1)
+            flags.append(keep)
+            shapes.append(None if full is None else tuple(full[1:]) if keep else tuple(full))
+        op = Operation(form.fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
+                       output_shapes=shapes, output_batched=flags, op_type=node.op_type,
+                       name=self.unique(node.name or node.op_type.lower()))
+        made = op(parents)
+        made = made if isinstance(made, list) else [made]
+        for name, tensor, keep, k in zip(node.output, made, flags, range(outputs)):  # noqa: B007
+            if name:
+                self.values[name] = _Sym(tensor, self.shapes.get(name), keep, k in form.host_outputs,
+                                         self.dtypes.get(name))
+
+
+_RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
+
+
+def _host_positions(node, opset) -> tuple:
+    convert = CONVERTERS.get(node.op_type)
+    return getattr(convert, "host", ()) if convert is not None else ()
+
+
+def _constant(node) -> np.ndarray:
+    helper, numpy_helper = onnx().helper, onnx().numpy_helper
+    attr = node.attribute[0]
+    value = helper.get_attribute_value(attr)
+    if attr.name == "value":
+        return np.asarray(numpy_helper.to_array(value))
+    if attr.name in ("value_float", "value_int"):
+        return np.asarray(value, np.float32 if attr.name == "value_float" else np.int64)
+    if attr.name in ("value_floats", "value_ints"):
+        return np.asarray(value, np.float32 if attr.name == "value_floats" else np.int64)
+    raise UnsupportedOnnxError(f"ONNX node {node.name!r} (Constant): a {attr.name} constant is not supported")
+
+
+def _reference(node, opset, ins) -> list:
+    """A node of constants computed by onnx's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    helper = onnx().helper
+    untyped = helper.make_empty_tensor_value_info
+    names = [n for n in node.input if n]
+    graph = helper.make_graph([node], "fold", [untyped(n) for n in names], [untyped(n) for n in node.output if n])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        return [np.asarray(r) for r in ReferenceEvaluator(proto).run(
+            None, {n: v for n, v in zip(node.input, ins) if n})]
+    except Exception as exc:  # noqa: BLE001 - the evaluator raises what its operator raises
+        raise UnsupportedOnnxError(f"ONNX node {node.name!r} ({node.op_type}, opset {opset}): computing it from its "
+                                   f"constant inputs failed: {type(exc).__name__}: {exc}") from None
+
+
+def host_runner(node, opset):
+    """A function computing ``node`` on host NumPy arrays (shape arithmetic at run time), made once."""
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    helper = onnx().helper
+    untyped = helper.make_empty_tensor_value_info
+    names = [n for n in node.input if n]
+    graph = helper.make_graph([node], "host", [untyped(n) for n in names], [untyped(n) for n in node.output if n])
+    evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+
+    def run(*arrays):
+        feeds = {n: np.asarray(a) for n, a in zip(names, [a for a in arrays if a is not None])}
+        out = [np.asarray(r) for r in evaluator.run(None, feeds)]
+        return out if len(out) > 1 else out[0]
+
+    return run
+
+
+def _inferred(proto):
+    """Full static shapes (None for unknown dims) and dtypes of the values, by onnx's shape inference."""
+    shapes, dtypes = {}, {}
+    try:
+        inferred = onnx().shape_inference.infer_shapes(proto)
+    except Exception:  # noqa: BLE001 - shapes are only what summary shows
+        inferred = proto
+    for info in [*inferred.graph.value_info, *inferred.graph.output, *inferred.graph.input]:
+        tensor_type = info.type.tensor_type
+        if info.type.WhichOneof("value") != "tensor_type":
+            continue
+        if tensor_type.elem_type in ELEMENT_TYPES:
+            dtypes[info.name] = np.dtype(ELEMENT_TYPES[tensor_type.elem_type])
+        if tensor_type.HasField("shape"):
+            shapes[info.name] = tuple(int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None
+                                      for d in tensor_type.shape.dim)
+    return shapes, dtypes
+
+
+def build(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
+    """The Model of op nodes of ``proto`` (see the module)."""
+    state = _Import(proto, name)
+    made = state.inputs()
+    state.walk()
+    outputs = {}
+    for spec in proto.graph.output:
+        value = state.values.get(spec.name)
+        if not isinstance(value, _Sym):
+            raise UnsupportedOnnxError(f"graph output {spec.name!r} is a constant, not computed from the inputs")
+        outputs[spec.name] = value.tensor
+    if len(set(map(id, outputs.values()))) != len(outputs):
+        raise UnsupportedOnnxError("two graph outputs are the same value; magmadnn models name each output once")
+    floats = {np.dtype(v.dtype) for v in state.values.values() if isinstance(v, _Sym) and v.dtype is not None
+              and np.dtype(v.dtype).kind == "f"}
+    dtype = np.float64 if floats == {np.dtype(np.float64)} else np.float32
+    try:
+        return Model([layer for _, layer in made], outputs if len(outputs) > 1 else next(iter(outputs.values())),
+                     name=name or proto.graph.name or "onnx_model", seed=seed, dtype=dtype, device=device)
+    except (ValueError, TypeError) as exc:
+        raise OnnxImportError(f"the ONNX graph cannot become a model: {exc}") from None

@@ -1,0 +1,161 @@
+"""Convolution and pooling in 1-D and 2-D: Conv, ConvTranspose, MaxPool, AveragePool (ceil_mode,
+count_include_pad), GlobalAveragePool, GlobalMaxPool. 1-D runs as 2-D with a unit height."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from . import op
+from ._runtime import F, tensor
+from .shaping import _pad_axis
+
+
+def _geometry(view, spatial):
+    kernel = view.attr("kernel_shape")
+    strides = list(view.attr("strides", [1] * spatial))
+    dilations = list(view.attr("dilations", [1] * spatial))
+    pads = list(view.attr("pads", [0] * (2 * spatial)))
+    auto = view.attr("auto_pad", "NOTSET")
+    return kernel, strides, dilations, pads, auto
+
+
+def _auto_pads(auto, sizes, kernel, strides, dilations, pads):
+    if auto in ("NOTSET", "") or auto is None:
+        return pads
+    if auto == "VALID":
+        return [0] * (2 * len(sizes))
+    begin, end = [], []
+    for n, k, s, d in zip(sizes, kernel, strides, dilations):
+        total = max((math.ceil(n / s) - 1) * s + (k - 1) * d + 1 - n, 0)
+        small = total // 2
+        begin.append(small if auto == "SAME_UPPER" else total - small)
+        end.append(total - small if auto == "SAME_UPPER" else small)
+    return begin + end
+
+
+def _as2d(x):
+    return F.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
+
+
+def _spatial(view):
+    rank = view.rank(0)
+    if rank not in (3, 4):
+        raise view.error(f"inputs of rank {rank} are not supported (1-D and 2-D: rank 3 or 4)")
+    return rank - 2
+
+
+@op("Conv", weights=(1, 2))
+def conv(view):
+    view.only("kernel_shape", "strides", "dilations", "pads", "auto_pad", "group")
+    spatial = _spatial(view)
+    _, strides, dilations, pads, auto = _geometry(view, spatial)
+    groups = int(view.attr("group", 1))
+
+    def run(x, w, b=None):
+        w = tensor(w, x)
+        kernel = list(w.shape[2:])
+        p = _auto_pads(auto, x.shape[2:], kernel, strides, dilations, pads)
+        if spatial == 1:
+            y = F.conv2d(_as2d(x), F.reshape(w, (*w.shape[:2], 1, w.shape[2])),
+                         None if b is None else tensor(b, x), stride=(1, strides[0]),
+                         padding=((0, 0), (p[0], p[1])), dilation=(1, dilations[0]), groups=groups)
+            return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
+        return F.conv2d(x, w, None if b is None else tensor(b, x), stride=tuple(strides),
+                        padding=((p[0], p[2]), (p[1], p[3])), dilation=tuple(dilations), groups=groups)
+
+    return run
+
+
+@op("ConvTranspose", weights=(1, 2))
+def conv_transpose(view):
+    view.only("kernel_shape", "strides", "dilations", "pads", "auto_pad", "group", "output_padding",
+              "output_shape")
+    spatial = _spatial(view)
+    _, strides, dilations, pads, auto = _geometry(view, spatial)
+    if int(view.attr("group", 1)) != 1:
+        raise view.error("group > 1 is not supported")
+    extra = list(view.attr("output_padding", [0] * spatial))
+    wanted = view.attr("output_shape")
+    if auto not in ("NOTSET", "", None, "VALID") or wanted is not None:
+        raise view.error("auto_pad SAME_* and output_shape are not supported (give pads and output_padding)")
+
+    def run(x, w, b=None):
+        w = tensor(w, x)
+        if spatial == 1:
+            y = F.conv_transpose2d(_as2d(x), F.reshape(w, (*w.shape[:2], 1, w.shape[2])),
+                                   None if b is None else tensor(b, x), stride=(1, strides[0]),
+                                   padding=((0, 0), (pads[0], pads[1])), output_padding=(0, extra[0]),
+                                   dilation=(1, dilations[0]))
+            return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
+        return F.conv_transpose2d(x, w, None if b is None else tensor(b, x), stride=tuple(strides),
+                                  padding=((pads[0], pads[2]), (pads[1], pads[3])), output_padding=tuple(extra),
+                                  dilation=tuple(dilations))
+
+    return run
+
+
+@op("MaxPool", "AveragePool")
+def pool(view):
+    view.only("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad",
+              "storage_order")
+    spatial = _spatial(view)
+    kernel, strides, dilations, pads, auto = _geometry(view, spatial)
+    if any(d != 1 for d in dilations):
+        raise view.error("dilations other than 1 are not supported")
+    if int(view.attr("storage_order", 0)) or len([o for o in view.node.output if o]) > 1:
+        raise view.error("the Indices output (and storage_order) is not supported")
+    ceil, include = int(view.attr("ceil_mode", 0)), int(view.attr("count_include_pad", 0))
+    mode = "max" if view.node.op_type == "MaxPool" else "avg"
+    dtype = getattr(view.inputs[0], "dtype", None)
+    if dtype is not None and np.dtype(dtype).kind != "f":
+        raise view.error(f"pooling {np.dtype(dtype)} tensors is not supported (float only)")
+
+    def run(x):
+        sizes = x.shape[2:]
+        p = _auto_pads(auto, sizes, kernel, strides, dilations, pads)
+        begin, end = list(p[:spatial]), list(p[spatial:])
+        grow = [0] * spatial  # ceil_mode: the extra end padding no window average counts
+        for i in range(spatial):
+            span = sizes[i] + begin[i] + end[i] - kernel[i]
+            out = (math.ceil(span / strides[i]) if ceil else span // strides[i]) + 1
+            if ceil and (out - 1) * strides[i] >= sizes[i] + begin[i]:
+                out -= 1
+            grow[i] = max((out - 1) * strides[i] + kernel[i] - (sizes[i] + begin[i] + end[i]), 0)
+        if mode == "avg" and include and any(p):  # the declared padding counts: pad with zeros first
+            for i in range(spatial):
+                x = _pad_axis(x, 2 + i, begin[i], end[i], "constant", 0.0)
+            begin, end = [0] * spatial, [0] * spatial
+        end = [e + g for e, g in zip(end, grow)]
+        if spatial == 1:
+            y = _pool2d(mode, _as2d(x), (1, kernel[0]), (1, strides[0]), ((0, 0), (begin[0], end[0])))
+            return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
+        return _pool2d(mode, x, tuple(kernel), tuple(strides), ((begin[0], end[0]), (begin[1], end[1])))
+
+    return run
+
+
+def _pool2d(mode, x, window, stride, pads):
+    if any(p >= k for pair, k in zip(pads, window) for p in pair):  # the op's padding stays below the window
+        for axis, (pair, k) in enumerate(zip(pads, window)):
+            if max(pair) >= k:
+                fill = -math.inf if mode == "max" else 0.0
+                x = _pad_axis(x, 2 + axis, pair[0], pair[1], "constant", fill)
+        pads = tuple((0, 0) if max(pair) >= k else pair for pair, k in zip(pads, window))
+    return F.max_pool2d(x, window, stride, pads) if mode == "max" else F.avg_pool2d(x, window, stride, pads)
+
+
+@op("GlobalAveragePool", "GlobalMaxPool")
+def global_pool(view):
+    kind = view.node.op_type
+
+    def run(x):
+        axes = tuple(range(2, x.ndim))
+        if kind == "GlobalAveragePool":
+            return F.mean(x, axis=axes, keepdims=True)
+        from ...functional import tensor_math as T  # noqa: PLC0415
+
+        return T.reduce(x, "max", axes, True)
+
+    return run

@@ -1,0 +1,121 @@
+"""Normalisations: BatchNormalization (inference), InstanceNormalization, LayerNormalization on any trailing axes,
+GroupNormalization, RMSNormalization, LpNormalization; scales and biases are trainable, running statistics
+constants."""
+
+from __future__ import annotations
+
+from . import Form, op
+from ._runtime import F, T, tensor
+
+
+def _channel(p, x, axis=1):
+    """A (C,) parameter shaped to broadcast along ``axis`` of ``x``."""
+    p = tensor(p, x)
+    shape = tuple(p.shape[0] if i == axis else 1 for i in range(x.ndim))
+    return F.reshape(p, shape)
+
+
+def _normalise(x, axes, eps):
+    mean = F.mean(x, axis=axes, keepdims=True)
+    centred = F.subtract(x, mean)
+    var = F.mean(F.multiply(centred, centred), axis=axes, keepdims=True)
+    return F.divide(centred, T.unary(F.add(var, eps), "sqrt"))
+
+
+@op("BatchNormalization", weights=(1, 2))
+def batch_norm(view):
+    view.only("epsilon", "momentum", "training_mode", "spatial")
+    if int(view.attr("training_mode", 0)) or len([o for o in view.node.output if o]) > 1:
+        raise view.error("training_mode=1 (batch statistics) is not supported; export the model in eval mode")
+    eps = float(view.attr("epsilon", 1e-5))
+
+    def run(x, scale, bias, mean, var):
+        inv = T.unary(F.add(tensor(var, x), eps), "sqrt")
+        y = F.divide(F.subtract(x, _channel(mean, x)), _channel(inv, x))
+        return F.add(F.multiply(y, _channel(scale, x)), _channel(bias, x))
+
+    return run
+
+
+@op("InstanceNormalization", weights=(1, 2))
+def instance_norm(view):
+    eps = float(view.attr("epsilon", 1e-5))
+
+    def run(x, scale, bias):
+        y = _normalise(x, tuple(range(2, x.ndim)), eps)
+        return F.add(F.multiply(y, _channel(scale, x)), _channel(bias, x))
+
+    return run
+
+
+@op("LayerNormalization", weights=(1, 2))
+def layer_norm(view):
+    view.only("axis", "epsilon", "stash_type")
+    axis, eps = int(view.attr("axis", -1)), float(view.attr("epsilon", 1e-5))
+    if len([o for o in view.node.output if o]) > 1:
+        raise view.error("the Mean and InvStdDev outputs are not supported")
+
+    def run(x, scale, bias=None):
+        a = axis % x.ndim
+        y = _normalise(x, tuple(range(a, x.ndim)), eps)
+        y = F.multiply(y, tensor(scale, x))
+        return y if bias is None else F.add(y, tensor(bias, x))
+
+    rank = view.rank(0)
+    return Form(run, keeps_batch=rank is None or axis % rank != 0)
+
+
+@op("RMSNormalization", weights=(1,))
+def rms_norm(view):
+    view.only("axis", "epsilon", "stash_type")
+    axis, eps = int(view.attr("axis", -1)), float(view.attr("epsilon", 1e-5))
+
+    def run(x, scale):
+        a = axis % x.ndim
+        ms = F.mean(F.multiply(x, x), axis=tuple(range(a, x.ndim)), keepdims=True)
+        return F.multiply(F.divide(x, T.unary(F.add(ms, eps), "sqrt")), tensor(scale, x))
+
+    rank = view.rank(0)
+    return Form(run, keeps_batch=rank is None or axis % rank != 0)
+
+
+@op("GroupNormalization", weights=(1, 2))
+def group_norm(view):
+    view.only("epsilon", "num_groups", "stash_type")
+    eps, groups = float(view.attr("epsilon", 1e-5)), int(view.attr("num_groups"))
+    per_group = view.opset < 21  # opset 18: scale and bias per group; 21: per channel
+
+    def run(x, scale, bias):
+        n, c = x.shape[:2]
+        rest = x.shape[2:]
+        g = F.reshape(x, (n, groups, -1))
+        y = F.reshape(_normalise(g, (2,), eps), x.shape)
+        if per_group:
+            scale = F.reshape(F.reshape(tensor(scale, x), (groups, 1)) * F.reshape(T.broadcast_to(
+                tensor(_ones(x), x), (1, c // groups)), (1, c // groups)), (c,))
+            bias = F.reshape(F.reshape(tensor(bias, x), (groups, 1)) * F.reshape(T.broadcast_to(
+                tensor(_ones(x), x), (1, c // groups)), (1, c // groups)), (c,))
+        del rest
+        return F.add(F.multiply(y, _channel(scale, x)), _channel(bias, x))
+
+    return run
+
+
+def _ones(x):
+    import numpy as np  # noqa: PLC0415
+
+    return np.ones((1, 1), np.dtype(x.dtype))
+
+
+@op("LpNormalization")
+def lp_norm(view):
+    axis, p = int(view.attr("axis", -1)), int(view.attr("p", 2))
+
+    def run(x):
+        a = axis % x.ndim
+        norm = F.sum(T.unary(x, "abs"), axis=(a,), keepdims=True) if p == 1 else T.unary(
+            F.sum(F.multiply(x, x), axis=(a,), keepdims=True), "sqrt")
+        zero = T.compare(norm, 0.0, "equal")
+        return T.where(zero, 0.0, F.divide(x, T.where(zero, 1.0, norm)))
+
+    return run
