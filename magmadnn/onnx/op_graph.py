@@ -186,8 +186,8 @@ class _Import:
 
     def _op_node(self, node, view, form) -> None:
         arguments, weights, constants, host, parents = [], {}, {}, {}, []
-        positions = {id(p): k for k, p in enumerate(parents)}
-        for k, (name, value) in enumerate(zip(node.input, view.inputs)):
+        positions: dict[int, int] = {}
+        for k, value in enumerate(view.inputs):
             if value is None:
                 arguments.append(("none", None))
             elif isinstance(value, _Sym):
@@ -223,7 +223,7 @@ class _Import:
                        name=self.unique(node.name or node.op_type.lower()))
         made = op(parents)
         made = made if isinstance(made, list) else [made]
-        for name, tensor, keep, k in zip(node.output, made, flags, range(outputs)):  # noqa: B007
+        for name, tensor, keep, k in zip(node.output, made, flags, range(outputs)):
             if name:
                 self.values[name] = _Sym(tensor, self.shapes.get(name), keep, k in form.host_outputs,
                                          self.dtypes.get(name))
