@@ -68,7 +68,6 @@ class LeakyReLU(Activation):
         return {"negative_slope": self.negative_slope, **config}
 
 
-
 class _AxisSoftmax(Layer):
     function = staticmethod(F.softmax)
 

@@ -107,7 +107,6 @@ class MixedPrecisionMixin:
             self.__dict__.update(swapped)
 
 
-
 def _compute_of(policy):
     """The NumPy compute dtype of a mixed policy, None for a plain one (or none)."""
     if policy is None or not policy.is_mixed:

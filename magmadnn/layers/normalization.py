@@ -17,7 +17,6 @@ def _epsilon(epsilon, kwargs: dict) -> float:
     return kwargs.pop("eps") if "eps" in kwargs else epsilon
 
 
-
 @register
 class BatchNorm(Layer):
     """Batch normalisation over features (input (F,)) or channels (input (C, H, W), statistics over N, H, W).

@@ -55,7 +55,6 @@ class StateWeight:
         return f"StateWeight({self.name!r}, shape={self.shape}, trainable=False)"
 
 
-
 class WeightsMixin:
     """The weights of a :class:`~magmadnn.layers.base.Layer` (see the module)."""
 
