@@ -9,7 +9,8 @@ from collections import Counter
 from ._proto import default_opset, read
 from .errors import OnnxImportError
 from .importers import IMPORTERS
-from .load import check
+from .load import convert
+from .op_nodes import CONVERTERS
 
 __all__ = ["info"]
 
@@ -21,15 +22,15 @@ def _shape(spec) -> str:
 
 def info(path) -> str:
     """A few lines describing the ONNX file ``path``; "importable" runs every check :func:`magmadnn.onnx.load`
-    runs (:func:`magmadnn.onnx.load.check`), so "yes" means load succeeds and "no" gives load's error."""
+    runs (:func:`magmadnn.onnx.load.convert`), so "yes" means load succeeds and "no" gives load's error."""
     proto = read(path)
     graph = proto.graph
     weights = {i.name for i in graph.initializer}
     params = sum(math.prod(i.dims) for i in graph.initializer)
     ops = Counter(node.op_type for node in graph.node)
-    missing = sorted(op for op in ops if op not in IMPORTERS)
+    missing = sorted(op for op in ops if op not in IMPORTERS and op not in CONVERTERS)
     try:
-        check(proto, device="host")  # load's own checks, on the host, the weights not assigned
+        convert(proto, device="host")  # load's own checks and weights, on the host
         verdict = "importable: yes"
     except OnnxImportError as exc:
         verdict = f"importable: no: {exc}"

@@ -182,16 +182,23 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
     """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
     if layers not in _LAYERS:
         raise ValueError(f"load: layers must be 'auto', True or False, got {layers!r}")
+    refusal = None
     if layers is not False:
         try:
             model, plan = check(proto, name=name, device=device, seed=seed)
-        except UnsupportedOnnxError:
+        except UnsupportedOnnxError as exc:
             if layers is True:
                 raise
+            refusal = exc
         else:
             model._commit(plan)
             return model
-    return op_graph.build(proto, name=name, device=device, seed=seed)
+    try:
+        return op_graph.build(proto, name=name, device=device, seed=seed)
+    except UnsupportedOnnxError as exc:
+        if refusal is None:
+            raise
+        raise UnsupportedOnnxError(f"{exc} (read as magmadnn layers instead: {refusal})") from None
 
 
 def load(path, device=None, name: str | None = None, seed: int | None = None, layers="auto") -> Model:

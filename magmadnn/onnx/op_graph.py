@@ -81,6 +81,12 @@ class _Import:
 
     # -- graph inputs
     def inputs(self) -> list:
+        numpy_helper = onnx().numpy_helper
+        for init in self.proto.graph.initializer:
+            try:
+                self.values[init.name] = np.asarray(numpy_helper.to_array(init))
+            except Exception as exc:  # noqa: BLE001 - damaged tensor bytes
+                raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from None
         initializers = {i.name for i in self.proto.graph.initializer}
         specs = [s for s in self.proto.graph.input if s.name not in initializers]
         if not specs:

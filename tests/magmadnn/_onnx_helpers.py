@@ -44,11 +44,11 @@ def save(proto, tmp_path, name: str = "m.onnx") -> str:
     return path
 
 
-def imported(proto, device="host"):
+def imported(proto, device="host", layers="auto"):
     """The magmadnn model of ``proto`` (through the in-memory conversion load uses after reading the file)."""
     from magmadnn.onnx.load import convert
 
-    return convert(proto, device=device, seed=0)
+    return convert(proto, device=device, seed=0, layers=layers)
 
 
 def assert_matches_ort(proto, x: np.ndarray, device="host", rtol=RTOL, atol=ATOL):

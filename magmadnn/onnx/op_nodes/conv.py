@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from . import op
+from ._registry import op
 from ._runtime import F, tensor
 from .shaping import _pad_axis
 

@@ -7,7 +7,7 @@ import math
 
 import numpy as np
 
-from . import Form, op
+from ._registry import Form, op
 from ._runtime import ONNX_DTYPES, F, T, Tensor, arith, is_float, tensor
 
 _ARITH = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
@@ -183,6 +183,8 @@ def power(view):
             return Tensor._of(ns.astype(ns.pow(ns.astype(a.data, np.float64), ns.astype(bb, np.float64)), a.dtype),
                               a.xp)
         b = tensor(b, a, dtype=a.dtype) if isinstance(a, Tensor) else b
+        if isinstance(b, Tensor) and b.dtype != a.dtype:  # an integer exponent: the base's type
+            b = T.astype(b, a.dtype)
         return T.pow(a, b)
 
     return Form(run, keeps_batch=_batch_of_broadcast(view))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import Form, op
+from ._registry import Form, op
 from ._runtime import F, T, Tensor, is_float, tensor
 
 

@@ -4,7 +4,7 @@ constants."""
 
 from __future__ import annotations
 
-from . import Form, op
+from ._registry import Form, op
 from ._runtime import F, T, tensor
 
 

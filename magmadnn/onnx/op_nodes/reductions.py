@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from ...autograd import Tensor
-from . import Form, op
+from ._registry import Form, op
 from ._runtime import F, T, host, is_float
 
 _REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",

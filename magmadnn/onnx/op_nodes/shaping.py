@@ -9,7 +9,7 @@ import math
 import numpy as np
 
 from ...autograd import Tensor
-from . import Form, op
+from ._registry import Form, op
 from ._runtime import F, T, host, is_float, tensor
 
 
