@@ -22,7 +22,9 @@ ALLOWED_CIRCLES = [{"magmadnn.autograd", "magmadnn.functional.operators", "magma
                     "pymagma.array_api._norms", "pymagma.array_api._products", "pymagma.array_api.linalg",
                     "pymagma.linalg", "pymagma.hybrid", "pymagma.hybrid._block_size", "pymagma.hybrid._cholesky",
                     "pymagma.hybrid._eigh", "pymagma.hybrid._lookahead", "pymagma.hybrid._qr",
-                    "pymagma.hybrid._reflectors", "pymagma.hybrid._svd"}]
+                    "pymagma.hybrid._reflectors", "pymagma.hybrid._svd",
+                    # the array API's fft extension runs pymagma.fft (cuFFT, MAGMA's scal, the copy kernel)
+                    "pymagma.array_api.fft", "pymagma.fft", "pymagma._fft"}]
 
 
 def _modules(package: str) -> dict[str, tuple[Path, bool]]:
