@@ -17,8 +17,10 @@ every transform's input through the plan's input layout, computes the unnormalis
 ``n[-1] // 2 + 1`` non-redundant outputs of the last dimension, C2R reads only those and ignores the imaginary parts
 that a Hermitian input has zero), and scatters the results through the output layout, in the order of the plan's
 stream (captured into a graph like any work).  An out-of-place C2R overwrites its input, as documented: the model
-fills what it read with NaN.  In place (``idata == odata``) needs every output element to sit over its own input
-element (C2C: the same layout; R2C/C2R: real positions twice the complex ones); other in-place layouts are refused.
+fills what it read with NaN.  In place (``idata == odata``) needs the output to sit over its own input: C2C the same
+layout, R2C/C2R the padded layout (each row of the complex side over the bytes of its real row: the same strides in
+their own units, pitches and distances of the real side twice the complex side's); other in-place layouts are
+refused.
 The data's extent is checked against the simulated allocations (``DeviceMemoryError``).
 """
 
@@ -239,5 +241,6 @@ class SimulatedCufft:
         else:  # real positions are twice the complex ones
             real, cplx = ((ip, istride, idist), (op, ostride, odist)) if t in (F.Type.R2C, F.Type.D2Z) else \
                 ((op, ostride, odist), (ip, istride, idist))
-            same = all(r * real[1] == 2 * c * cplx[1] for r, c in zip(real[0], cplx[0])) and real[2] == 2 * cplx[2]
-        return None if same else "an in-place layout whose output elements do not sit over their own inputs"
+            same = all(r * real[1] == 2 * c * cplx[1] for r, c in zip(real[0][:-1], cplx[0][:-1])) and \
+                real[1] == cplx[1] and real[2] == 2 * cplx[2]
+        return None if same else "an in-place layout whose rows of output do not sit over their own rows of input"
