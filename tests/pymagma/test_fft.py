@@ -119,6 +119,27 @@ def test_strided_views_match_numpy(device, view, fn, axis):
     close(getattr(xp().fft, fn)(d, **kwargs), getattr(np.fft, fn)(x, **kwargs))
 
 
+@pytest.mark.parametrize("view", ["step", "transposed", "corner", "reversed"])
+@pytest.mark.parametrize("fn", ["fftn", "ifftn", "rfftn", "irfftn"])
+def test_two_dimensional_transforms_of_views_match_numpy(device, view, fn):
+    """Rows of a view lie ``inembed[1]`` elements apart (a padded pitch) or need the copy."""
+    base = values(np.random.default_rng(5), (6, 8), np.float64 if fn == "rfftn" else np.complex128)
+    close(getattr(xp().fft, fn)(_views(base)[view](pymagma.asarray(base))), getattr(np.fft, fn)(_views(base)[view](
+        base)))
+
+
+@pytest.mark.parametrize("fn", ["fft", "ifft", "rfft", "irfft", "hfft", "ihfft", "fftn", "rfftn", "irfftn",
+                                "fftshift"])
+def test_inputs_are_never_modified(device, fn):
+    """cuFFT's C2R overwrites its input: pymagma hands it a copy (and every other path reads only)."""
+    real = fn in ("rfft", "ihfft", "rfftn")
+    x = values(np.random.default_rng(6), (4, 6), np.float64 if real else np.complex128)
+    d = pymagma.asarray(x)
+    getattr(xp().fft, fn)(d)
+    getattr(xp().fft, fn)(d[:, :4])
+    np.testing.assert_array_equal(d.get(), x)
+
+
 @pytest.mark.parametrize("fn", ["fft", "ifft", "fftn", "ifftn", "irfft", "irfftn", "hfft"])
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_real_input_is_promoted_to_complex_like_numpy(device, fn, dtype):
