@@ -12,6 +12,7 @@ transforms.
 from __future__ import annotations
 
 import operator
+import warnings
 
 import numpy as np
 
@@ -67,6 +68,18 @@ def shape_and_axes(x, s, axes) -> tuple[tuple[int, ...], tuple[int, ...]]:
     return tuple(x.shape[a] if v in (-1, None) else v for v, a in zip(s, axes)), axes
 
 
+def numpy_deprecations(s, axes) -> None:
+    """NumPy 2's DeprecationWarnings for ``s`` without ``axes`` and for None in ``s`` (the NumPy face only)."""
+    if s is None:
+        return
+    if axes is None:
+        warnings.warn("`axes` should not be `None` if `s` is not `None` (Deprecated in NumPy 2.0); pass the axes "
+                      "[0, ..., k-1] explicitly", DeprecationWarning, stacklevel=3)
+    if any(v is None for v in s):
+        warnings.warn("Passing an array containing `None` values to `s` is deprecated in NumPy 2.0; pass the "
+                      "length (or -1) instead", DeprecationWarning, stacklevel=3)
+
+
 def working_dtype(dtype, what: str) -> np.dtype:
     """The dtype a transform computes in: NumPy's (float32/complex64 single, float16 single, the rest double)."""
     dtype = np.dtype(dtype)
@@ -99,7 +112,8 @@ def _finish(result: DeviceArray, from_host: bool, out):
             _fft.copy(result, out)
             return out
         if not isinstance(out, np.ndarray):
-            raise TypeError(f"out must be an array, got {type(out).__name__}")
+            raise TypeError(f"out must be of ArrayType (a NumPy array or a pymagma DeviceArray), got "
+                            f"{type(out).__name__}")
         if out.shape != result.shape:
             raise ValueError(f"out has wrong shape {out.shape}; expected {result.shape}")
         if not np.can_cast(result.dtype, out.dtype, casting="same_kind"):
@@ -162,18 +176,22 @@ def ifft(a, n=None, axis=-1, norm=None, out=None):
 
 def fftn(a, s=None, axes=None, norm=None, out=None):
     """The n-D transform over ``axes`` (``numpy.fft.fftn``)."""
+    numpy_deprecations(s, axes)
     return _raw("c2c", a, s, axes, norm, out, "fftn")
 
 
 def ifftn(a, s=None, axes=None, norm=None, out=None):
+    numpy_deprecations(s, axes)
     return _raw("c2c", a, s, axes, norm, out, "ifftn", forward=False)
 
 
 def fft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    numpy_deprecations(s, axes)
     return _raw("c2c", a, s, axes, norm, out, "fft2")
 
 
 def ifft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    numpy_deprecations(s, axes)
     return _raw("c2c", a, s, axes, norm, out, "ifft2", forward=False)
 
 
@@ -184,10 +202,12 @@ def rfft(a, n=None, axis=-1, norm=None, out=None):
 
 
 def rfftn(a, s=None, axes=None, norm=None, out=None):
+    numpy_deprecations(s, axes)
     return _raw("r2c", a, s, axes, norm, out, "rfftn")
 
 
 def rfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    numpy_deprecations(s, axes)
     return _raw("r2c", a, s, axes, norm, out, "rfft2")
 
 
@@ -216,11 +236,13 @@ def irfft(a, n=None, axis=-1, norm=None, out=None):
 
 
 def irfftn(a, s=None, axes=None, norm=None, out=None):
+    numpy_deprecations(s, axes)
     s, axes = _c2r_sizes(a, s, axes)
     return _raw("c2r", a, s, axes, norm, out, "irfftn", forward=False)
 
 
 def irfft2(a, s=None, axes=(-2, -1), norm=None, out=None):
+    numpy_deprecations(s, axes)
     s, axes = _c2r_sizes(a, s, axes)
     return _raw("c2r", a, s, axes, norm, out, "irfft2", forward=False)
 
@@ -260,12 +282,17 @@ def frequencies(n, d, real: bool, dtype, device) -> DeviceArray:
 
 
 def fftfreq(n, d=1.0, device=None, dtype=np.float64):
-    """``[0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d * n)`` on the device (``numpy.fft.fftfreq``)."""
+    """``[0, 1, ..., n/2 - 1, -n/2, ..., -1] / (d * n)`` (``numpy.fft.fftfreq``): a NumPy array, as NumPy's, or a
+    DeviceArray on ``device`` (a device index)."""
+    if device is None or device == "cpu":
+        return np.fft.fftfreq(check_points(n), d).astype(dtype)
     return frequencies(n, d, False, dtype, device)
 
 
 def rfftfreq(n, d=1.0, device=None, dtype=np.float64):
-    """``[0, 1, ..., n // 2] / (d * n)`` on the device (``numpy.fft.rfftfreq``)."""
+    """``[0, 1, ..., n // 2] / (d * n)`` (``numpy.fft.rfftfreq``): NumPy's, or a DeviceArray on ``device``."""
+    if device is None or device == "cpu":
+        return np.fft.rfftfreq(check_points(n), d).astype(dtype)
     return frequencies(n, d, True, dtype, device)
 
 

@@ -45,11 +45,11 @@ def ifft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 def fftn(x, /, *, s=None, axes=None, norm="backward"):
-    return _face.fftn(_floating(x, "fftn"), s, axes, _norm(norm))
+    return _face._raw("c2c", _floating(x, "fftn"), s, axes, _norm(norm), None, "fftn")
 
 
 def ifftn(x, /, *, s=None, axes=None, norm="backward"):
-    return _face.ifftn(_floating(x, "ifftn"), s, axes, _norm(norm))
+    return _face._raw("c2c", _floating(x, "ifftn"), s, axes, _norm(norm), None, "ifftn", forward=False)
 
 
 def rfft(x, /, *, n=None, axis=-1, norm="backward"):
@@ -61,11 +61,13 @@ def irfft(x, /, *, n=None, axis=-1, norm="backward"):
 
 
 def rfftn(x, /, *, s=None, axes=None, norm="backward"):
-    return _face.rfftn(_floating(x, "rfftn", real=True), s, axes, _norm(norm))
+    return _face._raw("r2c", _floating(x, "rfftn", real=True), s, axes, _norm(norm), None, "rfftn")
 
 
 def irfftn(x, /, *, s=None, axes=None, norm="backward"):
-    return _face.irfftn(_floating(x, "irfftn"), s, axes, _norm(norm))
+    x = _floating(x, "irfftn")
+    s, axes = _face._c2r_sizes(x, s, axes)
+    return _face._raw("c2r", x, s, axes, _norm(norm), None, "irfftn", forward=False)
 
 
 def hfft(x, /, *, n=None, axis=-1, norm="backward"):
