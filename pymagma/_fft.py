@@ -18,7 +18,7 @@ import math
 
 import numpy as np
 
-from . import _cufft, array, blas, runtime
+from . import _colmajor, _cufft, _magma, _native, array, blas, runtime
 from .array import DeviceArray
 from .errors import GraphCaptureError
 
@@ -214,9 +214,78 @@ def factor(norm: str, forward: bool, count: int) -> float:
     return 1.0 / count if (norm == "forward") == forward else 1.0
 
 
+# ----------------------------------------------------------------------------------------------------- recipes
+@_native.resource("fft_recipes")
+def _recipes(libraries) -> dict:
+    """(kind, shape, strides, dtype, axes, sizes, forward, norm, device) -> :class:`Recipe`, per set of libraries."""
+    return {}
+
+
+class Recipe:
+    """A transform that is one cuFFT execution on its input as it lies (and at most one scal): everything but the
+    output's allocation worked out once.  Calling it runs the transform of an array of the same layout."""
+
+    __slots__ = ("shape", "dtype", "plan", "stream", "direction", "scal", "alpha", "queue")
+
+    def __init__(self, shape, dtype, plan, queue, direction, factor):
+        self.shape, self.dtype, self.plan, self.direction = shape, dtype, plan, direction
+        self.queue, self.stream = queue, queue.stream
+        self.scal = self.alpha = None
+        if factor != 1.0:
+            p = _magma.precision_of(dtype)
+            self.scal, self.alpha = _magma.initialized().bind(f"magma_{p}scal"), _colmajor.scalar(factor, p)
+
+    def __call__(self, x: DeviceArray) -> DeviceArray:
+        out = array._empty(self.shape, self.dtype, x.device)
+        self.plan.execute(x.ptr, out.ptr, self.stream, self.direction)
+        if self.scal is not None:
+            self.scal(math.prod(self.shape), self.alpha, out.ptr, 1, self.queue.handle)
+        return out
+
+
+def _recipe(x: DeviceArray, kind: str, axes, sizes, forward: bool, norm: str) -> Recipe | None:
+    """A :class:`Recipe` when the transform is one pass over ``x`` as it lies, into an output in ``x``'s axis order
+    (made before any capture: it needs the plan)."""
+    if kind == "c2r" or len(axes) > _cufft.MAX_RANK or x.dtype.kind not in ("c" if kind == "c2c" else "f") or \
+            any(n != x.shape[a] for a, n in zip(axes, sizes)) or x.size == 0:
+        return None
+    described = describe(x.shape, x.strides, x.itemsize, axes)
+    if described is None:
+        return None
+    t = _TYPES.get((kind, x.dtype))
+    if t is None:
+        return None
+    out_dtype = np.dtype(_cufft.EXEC[t][3])
+    shape = list(x.shape)
+    if kind == "r2c":
+        shape[axes[-1]] = x.shape[axes[-1]] // 2 + 1
+    out_strides = array.c_strides(tuple(shape), out_dtype.itemsize)
+    o = describe(tuple(shape), out_strides, out_dtype.itemsize, axes)
+    if o is None or o[3] != described[3]:
+        return None
+    n, iembed, istride, batch, idist = described
+    layout = _cufft.Layout(t, n, iembed, istride, idist, o[1], o[2], o[4], batch)
+    queue = x.queue
+    return Recipe(tuple(shape), out_dtype, _plan(layout, x.device), queue,
+                  _cufft.FORWARD if forward else _cufft.INVERSE, factor(norm, forward, math.prod(sizes)))
+
+
+def cached(x: DeviceArray, kind: str, axes, sizes, forward: bool, norm: str):
+    """The transform through its :class:`Recipe` when it has one (made on first use), else None."""
+    recipes = _native.current.fft_recipes
+    key = (kind, x.shape, x.strides, x.dtype, axes, sizes, forward, norm, x.device)
+    recipe = recipes.get(key, False)
+    if recipe is False:
+        recipe = recipes[key] = _recipe(x, kind, axes, sizes, forward, norm)
+    return None if recipe is None else recipe(x)
+
+
 # ----------------------------------------------------------------------------------------------------- transforms
 def c2c(x: DeviceArray, axes, sizes, forward: bool, norm: str) -> DeviceArray:
     """The complex transform of ``x`` (real x is promoted) over ``axes`` with lengths ``sizes``."""
+    done = cached(x, "c2c", axes, sizes, forward, norm)
+    if done is not None:
+        return done
     dtype = x.dtype if x.dtype.kind == "c" else COMPLEX[x.dtype]
     src, owned = prepare(x, axes, sizes, dtype)
     base = src if owned else None
@@ -229,6 +298,9 @@ def c2c(x: DeviceArray, axes, sizes, forward: bool, norm: str) -> DeviceArray:
 
 def r2c(x: DeviceArray, axes, sizes, norm: str) -> DeviceArray:
     """The half-spectrum transform of real ``x`` over ``axes`` (the last one halved to ``sizes[-1] // 2 + 1``)."""
+    done = cached(x, "r2c", axes, sizes, True, norm)
+    if done is not None:
+        return done
     src, _ = prepare(x, axes, sizes, x.dtype)
     first, *others = groups(axes)
     src, base = run_pass(src, first, "r2c", True)

@@ -93,11 +93,14 @@ def working_dtype(dtype, what: str) -> np.dtype:
                     "cast with astype)")
 
 
+_WORKING = {np.dtype(n): np.dtype(n) for n in ("float32", "float64", "complex64", "complex128")}
+
+
 # ----------------------------------------------------------------------------------------------------- host/device
 def _device_input(a, what: str) -> tuple[DeviceArray, bool]:
     """``a`` as a DeviceArray of a dtype cuFFT takes, and whether it came from the host."""
     if isinstance(a, DeviceArray):
-        want = working_dtype(a.dtype, what)
+        want = _WORKING.get(a.dtype) or working_dtype(a.dtype, what)
         return (a if a.dtype == want else a.astype(want)), False
     host = np.asarray(a)
     return array.asarray(np.ascontiguousarray(host, dtype=working_dtype(host.dtype, what))), True
@@ -123,15 +126,29 @@ def _finish(result: DeviceArray, from_host: bool, out):
     return result.get() if from_host else result
 
 
-def _raw(kind: str, a, s, axes, norm, out, what: str, forward: bool = True):
-    x, from_host = _device_input(a, what)
+_COOKED: dict = {}  # (kind, shape, s, axes, norm) -> the checked (s, axes, norm): pure, bounded
+
+
+def _cook(kind, x, s, axes, norm, what):
     norm = check_norm(norm)
     if x.ndim == 0:
         raise ValueError(f"{what}: a 0-d array has no axis to transform")
     s, axes = shape_and_axes(x, s, axes)
-    s = tuple(check_points(v) for v in s)
-    if not axes:
-        return _finish(x if kind != "r2c" else _fft.c2c(x, (), (), True, norm), from_host, out)
+    return tuple(check_points(v) for v in s), axes, norm
+
+
+def _raw(kind: str, a, s, axes, norm, out, what: str, forward: bool = True):
+    x, from_host = _device_input(a, what)
+    try:
+        key = (kind, x.shape, s, axes, norm)
+        cooked = _COOKED.get(key)
+    except TypeError:  # lists for s or axes: checked every time
+        key = cooked = None
+    if cooked is None:
+        cooked = _cook(kind, x, s, axes, norm, what)
+        if key is not None and len(_COOKED) < 4096:
+            _COOKED[key] = cooked
+    s, axes, norm = cooked
     if kind == "r2c" and x.dtype.kind == "c":
         raise TypeError(f"{what} needs real input, got {x.dtype}")
     if len(set(axes)) != len(axes):  # a repeated axis: one transform per entry, as NumPy

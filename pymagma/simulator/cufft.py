@@ -160,8 +160,11 @@ class SimulatedCufft:
                 if any(e < s for e, s in zip(emb[1:], shape[1:])):
                     return self._reject(name, F.Result.INVALID_VALUE, f"{side} embed {emb} smaller than {shape}")
             layout = ((*shape_in[:1], *inemb[1:]), istride, idist, (*shape_out[:1], *onemb[1:]), ostride, odist)
-        plan["layout"] = {"type": t, "n": sizes, "batch": int(batch), "in": (shape_in, *layout[:3]),
-                          "out": (shape_out, *layout[3:])}
+        lay = {"type": t, "n": sizes, "batch": int(batch), "in": (shape_in, *layout[:3]), "out": (shape_out,
+                                                                                                  *layout[3:])}
+        _, _, itype, otype = F.EXEC[t]
+        lay["strided"] = (self._strided(int(batch), lay["in"], itype), self._strided(int(batch), lay["out"], otype))
+        plan["layout"] = lay
         if address(work):
             ctypes.c_size_t.from_address(address(work)).value = 0
         return F.Result.SUCCESS
@@ -177,7 +180,8 @@ class SimulatedCufft:
 
         return model
 
-    def _strided(self, ptr: int, batch: int, side, dtype) -> tuple:
+    @staticmethod
+    def _strided(batch: int, side, dtype) -> tuple:
         """(shape, strides in elements, bytes spanned) of the ``batch`` transforms of one side of a plan."""
         shape, embed, stride, dist = side
         strides = (dist, *(p * stride for p in _pitches(embed)))
@@ -198,9 +202,7 @@ class SimulatedCufft:
         if not idata or not odata:
             return self._reject(name, F.Result.INVALID_VALUE, "a null data pointer")
         _, _, itype, otype = F.EXEC[t]
-        batch = layout["batch"]
-        ishape, istrides, ibytes = self._strided(idata, batch, layout["in"], itype)
-        oshape, ostrides, obytes = self._strided(odata, batch, layout["out"], otype)
+        (ishape, istrides, ibytes), (oshape, ostrides, obytes) = layout["strided"]
         if idata == odata:
             why = self._in_place_refusal(t, layout)
             if why:
