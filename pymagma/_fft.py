@@ -233,13 +233,13 @@ class Recipe:
         self.scal = self.alpha = None
         if factor != 1.0:
             p = _magma.precision_of(dtype)
-            self.scal, self.alpha = _magma.initialized().bind(f"magma_{p}scal"), _colmajor.scalar(factor, p)
+            self.scal, self.alpha = f"magma_{p}scal", _colmajor.scalar(factor, p)
 
     def __call__(self, x: DeviceArray) -> DeviceArray:
         out = array._empty(self.shape, self.dtype, x.device)
         self.plan.execute(x.ptr, out.ptr, self.stream, self.direction)
         if self.scal is not None:
-            self.scal(math.prod(self.shape), self.alpha, out.ptr, 1, self.queue.handle)
+            _magma.initialized().bind(self.scal)(math.prod(self.shape), self.alpha, out.ptr, 1, self.queue.handle)
         return out
 
 
