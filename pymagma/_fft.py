@@ -8,7 +8,8 @@ described is first copied with the transform axes last (the strided copy kernel)
 arrays, in the input's axis order when cuFFT can write that, else with the transform axes last and returned as a
 view in the input's order.  Sizes ``n`` shorter than an axis read a slice of it; longer ones and real input to a
 complex transform go through one zero-filled copy (real parts written through a strided view).  cuFFT's transforms
-are unnormalised: the ``norm`` factor is one MAGMA ``scal`` over the result.  A C2R transform overwrites its input
+are unnormalised: the ``norm`` factor is one MAGMA ``scal`` over the result (a complex result as its real and
+imaginary parts: a real factor, the cheaper call).  A C2R transform overwrites its input
 (cuFFT documents it), so it only ever reads a buffer made here.  Passes after the first run in place.
 """
 
@@ -194,9 +195,9 @@ def scale(base: DeviceArray | None, result: DeviceArray, factor: float) -> None:
     if factor == 1.0 or result.size == 0:
         return
     buffer = base if base is not None else result
-    flat = DeviceArray._trusted((buffer.size,), buffer.dtype, buffer.ptr, (buffer.itemsize,), buffer,
-                                buffer.device)
-    blas.scal(factor, flat)
+    real = REAL.get(buffer.dtype, buffer.dtype)  # a complex buffer scaled as its (re, im) reals
+    count = buffer.nbytes // real.itemsize
+    blas.scal(factor, DeviceArray._trusted((count,), real, buffer.ptr, (real.itemsize,), buffer, buffer.device))
 
 
 def conjugate(x: DeviceArray) -> None:
@@ -225,21 +226,22 @@ class Recipe:
     """A transform that is one cuFFT execution on its input as it lies (and at most one scal): everything but the
     output's allocation worked out once.  Calling it runs the transform of an array of the same layout."""
 
-    __slots__ = ("shape", "dtype", "plan", "stream", "direction", "scal", "alpha", "queue")
+    __slots__ = ("shape", "dtype", "plan", "stream", "direction", "scal", "alpha", "queue", "count")
 
     def __init__(self, shape, dtype, plan, queue, direction, factor):
         self.shape, self.dtype, self.plan, self.direction = shape, dtype, plan, direction
         self.queue, self.stream = queue, queue.stream
         self.scal = self.alpha = None
+        self.count = math.prod(shape) * (2 if dtype.kind == "c" else 1)  # complex scaled as (re, im) reals
         if factor != 1.0:
-            p = _magma.precision_of(dtype)
+            p = _magma.precision_of(REAL.get(dtype, dtype))
             self.scal, self.alpha = f"magma_{p}scal", _colmajor.scalar(factor, p)
 
     def __call__(self, x: DeviceArray) -> DeviceArray:
         out = array._empty(self.shape, self.dtype, x.device)
         self.plan.execute(x.ptr, out.ptr, self.stream, self.direction)
         if self.scal is not None:
-            _magma.initialized().bind(self.scal)(math.prod(self.shape), self.alpha, out.ptr, 1, self.queue.handle)
+            _magma.initialized().bind(self.scal)(self.count, self.alpha, out.ptr, 1, self.queue.handle)
         return out
 
 
