@@ -24,6 +24,7 @@ from .array import DeviceArray
 from .errors import GraphCaptureError
 
 NORMS = ("backward", "ortho", "forward")
+MAX_RECIPES = 1024  #: cached call recipes per set of libraries (the plans they use stay cached)
 COMPLEX = {np.dtype(np.float32): np.dtype(np.complex64), np.dtype(np.float64): np.dtype(np.complex128)}
 REAL = {c: r for r, c in COMPLEX.items()}
 _TYPES = {("c2c", np.dtype(np.complex64)): _cufft.Type.C2C, ("c2c", np.dtype(np.complex128)): _cufft.Type.Z2Z,
@@ -278,6 +279,8 @@ def cached(x: DeviceArray, kind: str, axes, sizes, forward: bool, norm: str):
     key = (kind, x.shape, x.strides, x.dtype, axes, sizes, forward, norm, x.device)
     recipe = recipes.get(key, False)
     if recipe is False:
+        if len(recipes) >= MAX_RECIPES:  # a program cycling through many layouts: start over
+            recipes.clear()
         recipe = recipes[key] = _recipe(x, kind, axes, sizes, forward, norm)
     return None if recipe is None else recipe(x)
 
