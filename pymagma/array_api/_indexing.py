@@ -11,7 +11,8 @@ import math
 import operator
 
 from .. import array as _array
-from . import _dtypes, _elementwise, _kernels, _manipulation
+from ..kernels import array_api as _kernels
+from . import _dtypes, _elementwise, _manipulation
 
 _INDEX_KINDS = "iu"
 

@@ -10,7 +10,8 @@ import operator
 import numpy as np
 
 from .. import array as _array
-from . import _dtypes, _elementwise, _kernels
+from ..kernels import array_api as _kernels
+from . import _dtypes, _elementwise
 
 
 def _axis(axis, ndim: int, what: str) -> int:

@@ -12,8 +12,8 @@ import numpy as np
 
 from .. import array as _array
 from .. import kernels as _kernels
+from ..kernels import array_api as _api_kernels
 from . import _dtypes, _elementwise
-from . import _kernels as _api_kernels
 
 _INF = float("inf")
 

@@ -57,7 +57,7 @@ PROGRAMS = {
     "elementwise": ("elementwise.cu", _per_dtype(("unary", "binary", "binary_strided", "binary_scalar",
                                                        "select", "activation_backward", "bias_channels", "fill"))
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
-    "reduce": ("reduce.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
+    "reductions": ("reductions.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
     "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
                                      "softmax_xent_prob_backward"))),
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
@@ -67,7 +67,7 @@ PROGRAMS = {
     "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
     # normalization and embeddings
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
-    "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
+    "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
     # checks of the values an op needs, reported through a fault record (no host read)
     "check": ("check.cu", _per_dtype(("check_range", "check_binary"), FLOAT_DTYPES + ("int64", "int32"))),
     # graph replay: per-step values read from device memory
@@ -91,7 +91,7 @@ PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_un
                          + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
                          + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
-#: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.array_api._reduce_kernels)
+#: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.kernels.array_api_reduce)
 API_REDUCE_DTYPES = ("int64", "float32", "float64")
 PROGRAMS["array_api_reduce"] = ("array_api_reduce.cu",
                                 _api(("ar_reduce", "ar_argreduce", "ar_scan", "ar_sort", "ar_searchsorted", "ar_take",

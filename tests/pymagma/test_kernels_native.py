@@ -249,9 +249,9 @@ def test_argument_errors_are_typed_and_explicit():
 
 def test_broadcast_strides_and_strides3_packing():
     a = fake_array((3, 1), np.float32)  # broadcast to (2, 3, 4): leading axis new, last axis stretched
-    assert kernels._broadcast_strides(a, (2, 3, 4)) == (0, 1, 0)
+    assert kernels.elementwise._broadcast_strides(a, (2, 3, 4)) == (0, 1, 0)
     t = fake_array((4, 3), np.float64, strides=(8, 32))  # a transposed view
-    assert kernels._broadcast_strides(t, (4, 3)) == (1, 4)
+    assert kernels.elementwise._broadcast_strides(t, (4, 3)) == (1, 4)
     s = kernels.make_strides3((2, 3), (3, 1), (0, 1), (3, 1))
     assert s.ndim == 2 and list(s.shape[:2]) == [2, 3] and list(s.s1[:2]) == [0, 1]
     with pytest.raises(ValueError, match="at most 8"):
@@ -259,11 +259,11 @@ def test_broadcast_strides_and_strides3_packing():
 
 
 def test_axes_normalisation():
-    assert kernels._axes(None, 3) == (0, 1, 2)
-    assert kernels._axes(-1, 3) == (2,)
-    assert kernels._axes((2, 0), 3) == (0, 2)
+    assert kernels.reductions._axes(None, 3) == (0, 1, 2)
+    assert kernels.reductions._axes(-1, 3) == (2,)
+    assert kernels.reductions._axes((2, 0), 3) == (0, 2)
     with pytest.raises(ValueError, match="repeated"):
-        kernels._axes((1, -2), 3)
+        kernels.reductions._axes((1, -2), 3)
 
 
 def test_launch_grid_and_target_selection(monkeypatch):
@@ -290,6 +290,13 @@ def ptx_parameters(program, expression: str) -> list[tuple[int, bool]]:
     return [(int(count) if count else int(bits) // 8, kind == "f") for kind, bits, count in _PTX_PARAM.findall(head)]
 
 
+def launcher_modules() -> list:
+    """Every launcher module of the kernel programs (each launches through its own ``_run``)."""
+    import importlib
+
+    return [importlib.import_module(f"pymagma.kernels.{name}") for name in kernels.PROGRAMS]
+
+
 def launch_parameters(args) -> list[tuple[int, bool]]:
     return [(ctypes.sizeof(type(a)), isinstance(a, ctypes.c_double | ctypes.c_float)) for a in args]
 
@@ -300,8 +307,9 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, ever
     from pymagma import array
 
     launches = []
-    monkeypatch.setattr(kernels, "_run", lambda program, expression, like, n, args, grid=None:
-                        launches.append((program, expression, args)))
+    for module in launcher_modules():
+        monkeypatch.setattr(module, "_run", lambda program, expression, like, n, args, grid=None:
+                            launches.append((program, expression, args)))
     monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None: fake_array(shape, dtype))
     monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: fake_array(shape, dtype))
     for dtype in (np.float32, np.float64, np.float16) + ((BF16,) if BF16 is not None else ()):
@@ -358,7 +366,7 @@ def _launch_every_kernel(dtype) -> None:
     kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
     # array_api.cu: each family once per call of this function (the float dtypes among its instantiations)
     if np.dtype(dtype) in (np.float32, np.float64):
-        from pymagma.array_api import _kernels as api
+        from pymagma.kernels import array_api as api
 
         api.binary("add", x, row, (4, 3))
         api.compare("less", x, x.T.T, (4, 3))
@@ -366,7 +374,7 @@ def _launch_every_kernel(dtype) -> None:
         api.test("isnan", x)
         api.cast(x, np.dtype(np.int8))
         # array_api_reduce.cu: each family once (the float dtypes among its instantiations)
-        from pymagma.array_api import _reduce_kernels as rk
+        from pymagma.kernels import array_api_reduce as rk
 
         flat, index = fake_array((12,), dtype), fake_array((12,), np.int64)
         rk.reduce("var", x, (0,), 1.0)
