@@ -11,7 +11,9 @@ Example::
     y = kernels.add(kernels.relu(x), array.asarray(np.ones(3, np.float32)))   # broadcasting
     s = kernels.reduce("sum", y, axis=0)
 
-Compilation: :func:`compile_program` (explicit arch and output kind, no device needed) and the caches in
+Your own programs: :func:`register` (source text or a ``.cu`` file) gives a :class:`Program` to compile, launch on a
+queue, capture in a graph and run on the simulator (:mod:`pymagma.kernels.registry`).  Compilation:
+:func:`compile_program` (explicit arch and output kind, no device needed) and the caches in
 :mod:`pymagma.kernels.compiler`.
 """
 
@@ -49,10 +51,11 @@ from .loss import softmax_cross_entropy, softmax_cross_entropy_backward
 from .norm import layer_norm, layer_norm_backward, layer_norm_param_grads
 from .optim import adagrad_update, adam_update, adamw_update, rmsprop_update, sgd_update
 from .pool import PoolGeometry, max_pool2d, max_pool2d_backward
-from .programs import FLOAT_DTYPES, PROGRAMS
+from .programs import FLOAT_DTYPES
 from .random import dropout, normal, uniform
 from .recurrent import gru_gates_backward, gru_gates_forward, lstm_gates_backward, lstm_gates_forward
 from .reductions import REDUCE_OPS, argmax, argmin, reduce
+from .registry import PROGRAMS, Program, program, register
 from .step import adagrad_update_at, adam_update_at, dropout_at, rmsprop_update_at, sgd_update_at
 
 globals().update(_elementwise.NAMED)
@@ -60,6 +63,7 @@ globals().update(_elementwise.NAMED)
 __all__ = [
     "UNARY_OPS", "BINARY_OPS", "REDUCE_OPS", "PROGRAMS", "FLOAT_DTYPES", "CompiledProgram", "KernelCompileError",
     "compile_program", "compile_source", "nvrtc_version", "compiler", "programs", "launch", "grid_for", "THREADS",
+    "register", "program", "Program",
     "MAX_DIMS", "Strides3", "make_strides3", "PoolGeometry",
     "ACTIVATION_GRADS", "unary", "binary", "where", "activation_backward", "bias_add", "fill", "cast", "copy",
     "contiguous", "affine", "clip", "elu", "leaky_relu", "power",

@@ -32,6 +32,11 @@ def fresh_cache(tmp_path, monkeypatch):
     compiler.clear_memory_cache()
 
 
+def shipped() -> dict:
+    """The programs shipped with the packages (name -> registry.Program), each with its launcher module."""
+    return {name: kernels.program(name) for name in programs.SHIPPED}
+
+
 @pytest.fixture(scope="module")
 def every_program():
     """``every_program(arch, kind)``: every program compiled by ``kernels.compile_program`` (into the calling test's
@@ -40,7 +45,7 @@ def every_program():
 
     def compiled(arch: str, kind: str) -> dict:
         if (arch, kind) not in done:
-            done[arch, kind] = {name: kernels.compile_program(name, arch, kind) for name in kernels.PROGRAMS}
+            done[arch, kind] = {name: kernels.compile_program(name, arch, kind) for name in shipped()}
         return done[arch, kind]
 
     return compiled
@@ -53,9 +58,9 @@ def test_every_program_compiles_with_every_instantiation(arch, kind, every_progr
     """One NVRTC call per program holds all of its dtype instantiations; every one must be in the image."""
     start = time.perf_counter()
     compiled = every_program(arch, kind)
-    for name, (_, expressions) in kernels.PROGRAMS.items():
+    for name, registered in shipped().items():
         program = compiled[name]
-        assert set(program.lowered) == set(expressions)
+        assert set(program.lowered) == set(registered.expressions)
         number = arch.split("_")[1]
         if kind == "ptx":
             text = program.image.decode()
@@ -73,7 +78,7 @@ def test_every_program_compiles_with_every_instantiation(arch, kind, every_progr
 def test_the_array_api_kernels_are_instantiated_for_every_array_api_dtype():
     from pymagma.array_api import _dtypes
 
-    expressions, names = set(kernels.PROGRAMS["array_api"][1]), [d.name for d in _dtypes.SUPPORTED]
+    expressions, names = set(kernels.program("array_api").expressions), [d.name for d in _dtypes.SUPPORTED]
     for kernel in ("aa_binary", "aa_compare", "aa_unary"):
         assert {_api_expression(kernel, n) for n in names} <= expressions
     assert {_api_expression("aa_cast", s, d) for s in names for d in names} <= expressions
@@ -84,14 +89,15 @@ def _api_expression(kernel, *names):
 
 
 def test_every_float_dtype_is_instantiated_for_every_float_kernel():
-    for name, (_, expressions) in kernels.PROGRAMS.items():
+    for name, registered in shipped().items():
+        expressions = registered.expressions
         if name in ("array_api", "array_api_reduce"):  # instantiated for the array API's dtypes (test below)
             continue
         kernels_in = {e.split("<")[0] for e in expressions if e.split("<")[0] not in ("cast", "copy_strided")}
         for kernel in kernels_in:
             for dtype in programs.FLOAT_DTYPES:
                 assert programs.expression(kernel, dtype) in expressions
-    elementwise = kernels.PROGRAMS["elementwise"][1]
+    elementwise = kernels.program("elementwise").expressions
     for src in programs.CAST_SOURCES:
         for dst in programs.CAST_TARGETS:
             assert programs.expression("cast", src, dst) in elementwise
@@ -294,7 +300,7 @@ def launcher_modules() -> list:
     """Every launcher module of the kernel programs (each launches through its own ``_run``)."""
     import importlib
 
-    return [importlib.import_module(f"pymagma.kernels.{name}") for name in kernels.PROGRAMS]
+    return [importlib.import_module(f"pymagma.kernels.{name}") for name in shipped()]
 
 
 def launch_parameters(args) -> list[tuple[int, bool]]:
@@ -319,7 +325,7 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, ever
     # checked by running them on the CPU emulation of the same source (test_kernels_emulated.py)
     indexing = {"aa_assign", "aa_tri", "aa_gather", "aa_mask_move", "aa_index_offsets", "aa_mask_count",
                 "aa_mask_scan", "aa_mask_positions"}
-    assert launched | indexing == {e.split("<")[0] for _, exprs in kernels.PROGRAMS.values() for e in exprs}
+    assert launched | indexing == {e.split("<")[0] for p in shipped().values() for e in p.expressions}
     for program, expression, args in launches:
         compiled = every_program("sm_80", "ptx")[program]
         assert launch_parameters(args) == ptx_parameters(compiled, expression), expression
