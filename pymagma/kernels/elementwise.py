@@ -243,3 +243,6 @@ def contiguous(x):
     return x if x.is_c_contiguous else copy(x)
 
 
+
+
+_array.UPPER["copy"] = copy  # in-place operators writing into strided views (DeviceArray.__iadd__, ...)
