@@ -10,8 +10,8 @@ sum of the limits at most :data:`TIER1_BUDGET_S` (``tests/test_gpu_check.py`` ch
 from __future__ import annotations
 
 import warnings
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import numpy as np
 
