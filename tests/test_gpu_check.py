@@ -30,7 +30,7 @@ def _lines(path: Path) -> list[dict]:
 def test_gpu_check_dry_run(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run passed" in done.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
