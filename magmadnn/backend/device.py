@@ -639,7 +639,7 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
 
 
 # ------------------------------------------------------------- normalization, embeddings, gradient clipping
-# Kernels of pymagma/kernels/norm.cu and embedding.cu. The gather never reads outside the table (NaN rows there);
+# Kernels of pymagma/kernels/norm.cu and embeddings.cu. The gather never reads outside the table (NaN rows there);
 # ids are checked before it by ``functional.embedding`` (a check kernel, reported at the next host read: see
 # device_faults.py), and Model checks its host data against every Embedding once per call, before any batch runs.
 
