@@ -33,6 +33,16 @@ _TYPES = {("c2c", np.dtype(np.complex64)): _cufft.Type.C2C, ("c2c", np.dtype(np.
 
 
 # ----------------------------------------------------------------------------------------------------- layouts
+def half(n: int) -> int:
+    """The length of the non-redundant half spectrum of ``n`` real points (R2C's output, C2R's input)."""
+    return n // 2 + 1
+
+
+def direction(forward: bool) -> int:
+    """cuFFT's sign of the exponent: CUFFT_FORWARD (-1) or CUFFT_INVERSE (+1)."""
+    return _cufft.FORWARD if forward else _cufft.INVERSE
+
+
 def describe(shape, strides, itemsize, axes):
     """``(n, embed, stride, batch, dist)`` of the transforms over ``axes`` of an operand with byte ``strides``, in
     elements; None when cuFFT's advanced layout cannot express it."""
@@ -147,7 +157,7 @@ def run_pass(src: DeviceArray, axes, kind: str, forward: bool, n_last: int | Non
     out_dtype = np.dtype(_cufft.EXEC[t][3])
     shape = list(src.shape)
     if kind == "r2c":
-        shape[axes[-1]] = src.shape[axes[-1]] // 2 + 1
+        shape[axes[-1]] = half(src.shape[axes[-1]])
     elif kind == "c2r":
         shape[axes[-1]] = n_last
     described = describe(src.shape, src.strides, src.itemsize, axes)
@@ -175,7 +185,7 @@ def run_pass(src: DeviceArray, axes, kind: str, forward: bool, n_last: int | Non
     layout = _cufft.Layout(t, n, iembed, istride, idist, oembed, ostride, odist, batch)
     if out.size and batch:
         plan = _plan(layout, src.device)
-        plan.execute(src.ptr, out.ptr, src.queue.stream, _cufft.FORWARD if forward else _cufft.INVERSE)
+        plan.execute(src.ptr, out.ptr, src.queue.stream, direction(forward))
     if perm is not None:
         out = _unmoved(out, perm)
     return out, base
@@ -261,7 +271,7 @@ def _recipe(x: DeviceArray, kind: str, axes, sizes, forward: bool, norm: str) ->
     out_dtype = np.dtype(_cufft.EXEC[t][3])
     shape = list(x.shape)
     if kind == "r2c":
-        shape[axes[-1]] = x.shape[axes[-1]] // 2 + 1
+        shape[axes[-1]] = half(x.shape[axes[-1]])
     out_strides = array.c_strides(tuple(shape), out_dtype.itemsize)
     o = describe(tuple(shape), out_strides, out_dtype.itemsize, axes)
     if o is None or o[3] != described[3]:
@@ -270,7 +280,7 @@ def _recipe(x: DeviceArray, kind: str, axes, sizes, forward: bool, norm: str) ->
     layout = _cufft.Layout(t, n, iembed, istride, idist, o[1], o[2], o[4], batch)
     queue = x.queue
     return Recipe(tuple(shape), out_dtype, _plan(layout, x.device), queue,
-                  _cufft.FORWARD if forward else _cufft.INVERSE, factor(norm, forward, math.prod(sizes)))
+                  direction(forward), factor(norm, forward, math.prod(sizes)))
 
 
 def cached(x: DeviceArray, kind: str, axes, sizes, forward: bool, norm: str):
@@ -320,7 +330,7 @@ def c2r(x: DeviceArray, axes, sizes, norm: str) -> DeviceArray:
     """The real inverse of the half spectrum ``x`` over ``axes``: real lengths ``sizes`` (the last axis read as
     ``sizes[-1] // 2 + 1`` complex values)."""
     dtype = x.dtype if x.dtype.kind == "c" else COMPLEX[x.dtype]
-    src, owned = prepare(x, axes, (*sizes[:-1], sizes[-1] // 2 + 1), dtype)
+    src, owned = prepare(x, axes, (*sizes[:-1], half(sizes[-1])), dtype)
     base = src if owned else None
     last, *others = groups(axes)
     for group in reversed(others):

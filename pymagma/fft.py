@@ -271,9 +271,9 @@ def hfft(a, n=None, axis=-1, norm=None, out=None):
     s, axes = _c2r_sizes(x, None if n is None else (n,), (axis,))
     n_points = check_points(s[0])
     norm = _SWAP[check_norm(norm)]
-    half, _ = _fft.prepare(x, axes, (n_points // 2 + 1,), x.dtype, contiguous=True)
-    _fft.conjugate(half)
-    return _finish(_fft.c2r(half, axes, (n_points,), norm), from_host, out)
+    spectrum, _ = _fft.prepare(x, axes, (_fft.half(n_points),), x.dtype, contiguous=True)
+    _fft.conjugate(spectrum)
+    return _finish(_fft.c2r(spectrum, axes, (n_points,), norm), from_host, out)
 
 
 def ihfft(a, n=None, axis=-1, norm=None, out=None):
