@@ -37,7 +37,7 @@ def _creation_ops(device: int | None) -> dict:
         return _array.asarray(host, device=device)
 
     def constant(value, dtype=None):
-        """``asarray(value, dtype)`` made once per value and device and kept (see ``device_graphs``)."""
+        """``asarray(value, dtype)`` made once per value and device and kept (see ``graphs``)."""
         host = np.asarray(value, dtype=dtype)
         if dtype is None and not isinstance(value, (np.ndarray, np.generic)) and host.dtype == np.float64:
             host = host.astype(np.float32)
