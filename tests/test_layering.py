@@ -200,7 +200,6 @@ OVERSIZE = {
     "pymagma/linalg.py": 1505,
     "pymagma/kernels/__init__.py": 1066,
     "pymagma/simulator/cudnn/dispatch.py": 883,
-    "magmadnn/layers/base.py": 880,
     "pymagma/dnn.py": 869,
     "magmadnn/onnx/importers.py": 863,
     "pymagma/simulator/magma.py": 800,
