@@ -2,7 +2,7 @@
 """A mutation check of our own conventions: does the simulator catch the bugs a reviewer would most likely miss?
 
 Each mutant below is one plausible convention bug in the binding (``pymagma/``) or the device backend
-(``magmadnn/backend/device.py``): an argument in the wrong role or order, alpha and beta swapped, a momentum factor
+(``magmadnn/backend/device/``): an argument in the wrong role or order, alpha and beta swapped, a momentum factor
 taken the wrong way round, saved statistics swapped, pivots in the wrong base, a leading dimension, transpose flag,
 stride, descriptor or launch size that is wrong.  It is an exact source snippet (``old``, which must occur exactly
 once in its file: a stale or ambiguous mutant is refused before anything runs) and its replacement (``new``), with
@@ -246,33 +246,33 @@ MUTANTS = [
            "_ptr(var), 1e-5)", CUDNN),
     # ------------------------------------------------------------------------------ magmadnn's device adapters
     Mutant("bn-momentum-not-complemented", "cuDNN's exponentialAverageFactor given the op set's momentum as it is",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/normalization.py",
            "momentum=1.0 - momentum, eps=float(eps))",
            "momentum=momentum, eps=float(eps))", BACKEND),
     Mutant("bn-backward-saved-swapped", "batch-norm backward gets the saved inverse std as the mean and vice versa",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/normalization.py",
            "gamma, mean_, inv_std, eps=eps)",
            "gamma, inv_std, mean_, eps=eps)", BACKEND),
     Mutant("pads-width-height-order", "asymmetric padding: the explicit extra pads taken as (left, right, top, bottom)",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/conv.py",
            "return (ph, pw), (t - ph, b - ph, l - pw, r - pw)",
            "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
     Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/activations.py",
            "return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,",
            "return _dnn.activation_backward(_contiguous(dy), _contiguous(y), x, kind,", BACKEND),
     Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/activations.py",
            "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"
            '                                 mode="channel")',
            "return _dnn.softmax_backward(_axis_as_channels(dy, axis), _axis_as_channels(y, axis),\n"
            '                                 mode="channel")', BACKEND),
     Mutant("matmul-transpose-flags-crossed", "matmul gives transpose_b to A and transpose_a to B",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/linear.py",
            "trans_a=bool(transpose_a), trans_b=bool(transpose_b)",
            "trans_a=bool(transpose_b), trans_b=bool(transpose_a)", BACKEND),
     Mutant("avg-pool-bwd-no-factor", "padded average pooling backward forgets the real-element count factor",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/pooling.py",
            "_dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin,",
            "_dnn.pool2d_backward(y_area, dy, xin,", BACKEND),
     # ----------------------------------------------------------------------------------------------- kernels

@@ -114,7 +114,8 @@ def test_the_rules_the_architecture_names():
     for module, deps in graph.items():
         if module.startswith("pymagma"):
             assert not any(d.startswith("magmadnn") for d in deps), f"{module} imports magmadnn"
-        if module == "magmadnn.backend.host" or module.startswith(("magmadnn.layers", "magmadnn.models")):
+        if module == "magmadnn.backend.host" or module.startswith(("magmadnn.backend.host.", "magmadnn.backend.ops",
+                                                                   "magmadnn.layers", "magmadnn.models")):
             assert not any(d.startswith("pymagma") for d in deps), f"{module} reaches past the op set into pymagma"
         if module.startswith("magmadnn.models"):
             assert not any(d.startswith("magmadnn.distributed") for d in deps), f"{module} imports distributed"
@@ -158,3 +159,95 @@ DEEP_LEARNING_PROGRAMS = {"loss", "optim", "step", "attention", "norm", "embeddi
 def test_pymagma_holds_no_deep_learning_kernel():
     shipped = {path.stem for path in (ROOT / "pymagma" / "kernels").glob("*.cu")}
     assert not shipped & DEEP_LEARNING_PROGRAMS, sorted(shipped & DEEP_LEARNING_PROGRAMS)
+
+
+# ------------------------------------------------------------------------------------- the backend by topic
+BACKEND = ROOT / "magmadnn" / "backend"
+#: topics only the device has: graph replay, device checks, data-parallel exchange (the op set declares their
+#: optional ops in modules of the same names)
+DEVICE_ONLY = {"graphs", "faults", "collectives"}
+
+
+def _topics(floor: str) -> set[str]:
+    """The topic modules of ``backend/<floor>/`` (private helpers, ``_*.py``, are not topics)."""
+    return {p.stem for p in (BACKEND / floor).glob("*.py") if not p.stem.startswith("_")}
+
+
+def _declared(topic: str) -> dict[str, set[str]]:
+    """The ops ``ops/<topic>.py`` declares, by decorator: {"op": {...}, "optional": {...}}."""
+    found = {"op": set(), "optional": set()}
+    for node in ast.parse((BACKEND / "ops" / f"{topic}.py").read_text()).body:
+        if isinstance(node, ast.FunctionDef):
+            for deco in node.decorator_list:
+                if isinstance(deco, ast.Name) and deco.id in found:
+                    found[deco.id].add(node.name)
+    return found
+
+
+def _defined(path: Path) -> set[str]:
+    """Names a module defines: functions at any depth (``_creation_ops`` makes some per GPU) and module-level
+    assignments (``sum_to_shape = ...``)."""
+    tree = ast.parse(path.read_text())
+    names = {n.name for n in ast.walk(tree) if isinstance(n, ast.FunctionDef)}
+    for node in tree.body:
+        if isinstance(node, ast.Assign):
+            names.update(t.id for t in node.targets if isinstance(t, ast.Name))
+    return names
+
+
+def test_ops_host_and_device_have_the_same_topic_modules():
+    ops, host, device = _topics("ops"), _topics("host"), _topics("device")
+    assert ops - {"__init__"} - DEVICE_ONLY == host - {"__init__"}, "ops/ and host/ topic modules differ"
+    assert device - ops == set(), f"device/ modules without an op-set topic: {sorted(device - ops)}"
+    assert ops - device == set(), f"op-set topics the device lacks: {sorted(ops - device)}"
+    assert host & DEVICE_ONLY == set(), "graphs, faults and collectives are the device's alone"
+
+
+@pytest.mark.parametrize("topic", sorted(_topics("ops") - {"__init__"}))
+def test_every_op_of_a_topic_is_implemented_in_the_same_topic_of_each_backend(topic):
+    declared = _declared(topic)
+    assert declared["op"] or declared["optional"], f"ops/{topic}.py declares nothing"
+    if topic not in DEVICE_ONLY:
+        missing = declared["op"] - _defined(BACKEND / "host" / f"{topic}.py")
+        assert not missing, f"host/{topic}.py lacks {sorted(missing)}"
+    device = _defined(BACKEND / "device" / f"{topic}.py")
+    missing = declared["op"] - device
+    assert not missing, f"device/{topic}.py lacks {sorted(missing)}"
+    missing = declared["optional"] - device - _defined(BACKEND / "device" / "__init__.py")  # for_index: the package
+    assert not missing, f"device/{topic}.py lacks the optional {sorted(missing)}"
+
+
+def test_the_topic_check_sees_a_missing_op(tmp_path):
+    (tmp_path / "t.py").write_text("def _creation_ops(d):\n    def uniform(): ...\n\nsum_to_shape = None\n")
+    assert _defined(tmp_path / "t.py") == {"_creation_ops", "uniform", "sum_to_shape"}
+    assert "relu" not in _defined(tmp_path / "t.py")
+
+
+#: Modules over the size budget (about 500 lines), with their line counts when the budget was set: a listed module
+#: may shrink (then lower its count, or drop it once under the budget) but never grow; no other module may pass it.
+SIZE_BUDGET = 500
+OVERSIZE = {
+    "pymagma/linalg.py": 1505,
+    "pymagma/kernels/__init__.py": 1066,
+    "pymagma/simulator/cudnn/dispatch.py": 883,
+    "pymagma/dnn.py": 869,
+    "magmadnn/onnx/importers.py": 863,
+    "pymagma/simulator/magma.py": 800,
+    "pymagma/array.py": 746,
+    "pymagma/blas.py": 673,
+    "magmadnn/callbacks.py": 646,
+    "magmadnn/optimizers.py": 641,
+    "magmadnn/losses.py": 635,
+    "pymagma/_cudnn.py": 605,
+    "pymagma/simulator/runtime.py": 604,
+    "magmadnn/metrics.py": 565,
+}
+
+
+def test_modules_keep_to_the_size_budget():
+    sizes = {str(p.relative_to(ROOT)): len(p.read_text().splitlines())
+             for package in ("pymagma", "magmadnn") for p in (ROOT / package).rglob("*.py")}
+    grown = {m: (n, OVERSIZE[m]) for m, n in sizes.items() if m in OVERSIZE and n > OVERSIZE[m]}
+    assert not grown, f"listed oversize modules grew (lines now, recorded): {grown}; split them instead"
+    new = {m: n for m, n in sizes.items() if n > SIZE_BUDGET and m not in OVERSIZE}
+    assert not new, f"modules over {SIZE_BUDGET} lines: {new}; split them by topic"
