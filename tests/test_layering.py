@@ -234,7 +234,7 @@ OVERSIZE = {
     "magmadnn/onnx/importers.py": 863,
     "pymagma/simulator/magma.py": 800,
     "pymagma/array.py": 746,
-    "pymagma/blas.py": 673,
+    "pymagma/blas.py": 677,
     "magmadnn/callbacks.py": 646,
     "magmadnn/optimizers.py": 641,
     "magmadnn/losses.py": 635,
