@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import backend as _backend
-from ._graph import postorder
+from ._postorder import postorder
 from .backend import faults as _faults
 
 __all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError"]

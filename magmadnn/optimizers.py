@@ -141,7 +141,7 @@ class Optimizer(Configurable):
                 grads[i] = xp.clip(g, -self.clipvalue, self.clipvalue)
         return grads
 
-    # -- device-resident step values (graph replay, magmadnn.models.graphed)
+    # -- device-resident step values (graph replay, magmadnn.models.replay)
     _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
 
     def _advance(self) -> float:

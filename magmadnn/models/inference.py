@@ -13,7 +13,7 @@ from ..backend import faults as _faults
 from ..callbacks import CallbackList, callback_list
 from .batches import is_batch_iterable
 from .inputs import real_array
-from .training import Tally, running_logs
+from .step import Tally, running_logs
 from .weighting import attach
 
 __all__ = ["Inference", "keras_results"]

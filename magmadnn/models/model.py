@@ -7,7 +7,7 @@ shuffling order; a layer that already holds weights (built on data, trained in a
 as in Keras. ``compile`` keeps the weights; ``compile(seed=s)`` re-seeds a model that has not been trained or
 loaded, and ``reinitialize(seed)`` re-creates the weights of any model.
 
-This module builds and runs the graph; the other methods come from one module each: training (:mod:`.trainer`),
+This module builds and runs the graph; the other methods come from one module each: training (:mod:`.fitting`),
 inference (:mod:`.inference`), data checks (:mod:`.inputs`), weights (:mod:`.weights`), device moves
 (:mod:`.placement`) and saving (:mod:`.persistence`). Rebuilding from a configuration or a file is :mod:`.config`.
 """
@@ -19,15 +19,15 @@ import numpy as np
 from .. import backend as _backend
 from .. import functional as F
 from .. import mixed_precision
-from .._graph import postorder
+from .._postorder import postorder
 from ..autograd import Tensor
 from ..layers.base import Input, Layer, SymbolicTensor, _auto_name, _fresh_seed, as_symbolic, derive_seed
+from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .inference import Inference
 from .inputs import InputChecks
 from .persistence import Persistence
 from .placement import Placement
 from .summary import summary_text
-from .trainer import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .weights import Weights
 
 __all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError"]
