@@ -15,6 +15,7 @@ from . import (
     optimizers,
     schedules,
     tuning,
+    utils,
 )
 from .autograd import Function, Parameter, Tensor, enable_grad, is_grad_enabled, no_grad
 from .models import Model, Sequential, load_model
@@ -26,5 +27,5 @@ __all__ = [
     "backend", "callbacks", "data", "functional", "F", "initializers", "layers", "losses", "metrics", "models",
     "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "is_grad_enabled", "no_grad",
     "Model", "Sequential", "load_model", "distributed", "tuning",
-    "mixed_precision",
+    "mixed_precision", "utils",
 ]
