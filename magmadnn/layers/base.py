@@ -43,8 +43,12 @@ class SymbolicTensor:
     """The placeholder output of a layer in a functional graph: a per-sample shape and where it comes from."""
 
     def __init__(self, shape, layer, parents=(), many: bool = False, index: int | None = None, call=None,
-                 masked: bool = False):
-        self.shape = tuple(int(s) for s in shape)
+                 masked: bool = False, batched: bool = True):
+        # per-sample shape (batch excluded); None: an axis known only at run time (Input((None, 8))); an op node
+        # (magmadnn.layers.Operation) may give None for a shape it does not know, or a value without a batch axis
+        # (``batched=False``: ``shape`` is then the whole shape)
+        self.shape = None if shape is None else tuple(None if s is None else int(s) for s in shape)
+        self.batched = batched
         self.layer = layer
         self.parents = tuple(parents)
         self.many = many  # the layer was called on a list of inputs
@@ -63,7 +67,8 @@ class SymbolicTensor:
         return self.layer.compute_dtype
 
     def __repr__(self) -> str:
-        return f"SymbolicTensor(shape={shape_str(self.shape)}, from={self.layer.name!r})"
+        shape = "unknown" if self.shape is None else shape_str(self.shape)
+        return f"SymbolicTensor(shape={shape}, from={self.layer.name!r})"
 
 
 def as_symbolic(obj):
@@ -306,7 +311,7 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
             masked = [p.masked for p in parents]
             if any(masked) and not self.supports_masking:
                 raise self._mask_error(sources)
-            self._ensure_built(shapes if many else shapes[0], sources)
+            self._symbolic_build(parents, shapes if many else shapes[0], sources)
             out_masked = self.output_masked(masked if many else masked[0])
             if isinstance(self.output_shape, list):
                 token = object()
@@ -320,6 +325,24 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
         shapes = [t.shape[1:] for t in tensors]
         self._ensure_built(shapes if many else shapes[0], "the data")
         return self.call_masked(tensors if many else tensors[0], training)
+
+    def _symbolic_build(self, parents, shapes, sources: str) -> None:
+        """Build on symbolic inputs: each must have a batch axis and a known shape; a layer that cannot take an axis
+        known only at run time (None) says so, naming the layer and the axis."""
+        for p in parents:
+            if not p.batched or p.shape is None:
+                what = "has no batch axis" if not p.batched else "has a shape known only at run time"
+                raise self.shape_error(f"inputs with a batch axis and a known per-sample shape; the input from "
+                                       f"layer {p.layer.name!r} {what}", p.shape or ())
+        unknown = any(s is None for shape in (shapes if isinstance(shapes, list) else [shapes]) for s in shape)
+        if not unknown:
+            self._ensure_built(shapes, sources)
+            return
+        try:
+            self._ensure_built(shapes, sources)
+        except TypeError as exc:
+            raise self.shape_error(f"every axis fixed (an axis given as None is known only at run time, which this "
+                                   f"layer cannot take: {exc}); give that axis a size in Input", shapes) from None
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):
@@ -371,28 +394,47 @@ _registry._LAYER.append(Layer)  # what register() accepts
 
 def _normalise_shapes(shape):
     if isinstance(shape, list):
-        return [tuple(int(s) for s in one) for one in shape]
-    return tuple(int(s) for s in shape)
+        return [_normalise_shapes(one) for one in shape]
+    return None if shape is None else tuple(None if s is None else int(s) for s in shape)
 
 
 @register
 class Input(Layer):
     """The entry of a model: ``Input((1, 28, 28))`` (per-sample shape, batch excluded).
 
-    In the functional API an Input stands for its own output tensor: ``y = Dense(10)(Input((784,)))``.
+    In the functional API an Input stands for its own output tensor: ``y = Dense(10)(Input((784,)))``. An axis
+    given as None is known only at run time (Keras' ``Input((None, 8))`` for sequences of any length,
+    ``Input((3, None, None))`` for images of any size): each batch brings its own size. ``batch_size`` (Keras')
+    fixes the batch size (``batch_shape=(B, ...)`` says the same in one tuple): ``fit`` and ``predict`` then run
+    batches of exactly that size. ``batched=False`` (magmadnn's): the input has no batch axis, ``shape`` is its whole
+    shape and the same array goes whole to every batch (an ONNX graph input holding weights or a shape).
     """
 
-    def __init__(self, shape, name: str | None = None, dtype=None, **keras_only):
+    def __init__(self, shape=None, name: str | None = None, dtype=None, batch_size=None, batch_shape=None, *,
+                 batched: bool = True, **keras_only):
         super().__init__(name=name, dtype=dtype, **keras_only)
+        if batch_shape is not None:
+            if shape is not None or batch_size is not None:
+                raise ValueError("Input: give either shape= (and batch_size=) or batch_shape=, not both")
+            batch_shape = tuple(batch_shape)
+            if not batch_shape:
+                raise ValueError("Input: batch_shape must hold the batch axis first, got ()")
+            batch_size, shape = batch_shape[0], batch_shape[1:]
+        if shape is None:
+            raise TypeError("Input: shape is required (the per-sample shape, batch excluded)")
         if not isinstance(shape, (tuple, list, np.ndarray)):
             shape = (shape,)
-        shape = tuple(_checks.integer(s, "shape entry", f"Input (shape {shape!r}, batch excluded)") for s in shape)
-        if not shape or any(s < 1 for s in shape):
-            raise ValueError(f"Input: shape must be non-empty positive sizes (batch excluded), got {shape!r}")
+        where = f"Input (shape {tuple(shape)!r}, batch excluded)"
+        shape = tuple(None if s is None else _checks.integer(s, "shape entry", where) for s in shape)
+        if (batched and not shape) or any(s is not None and s < (1 if batched else 0) for s in shape):
+            raise ValueError(f"Input: shape must be non-empty positive sizes or None (batch excluded), got {shape!r}")
+        self.batch_size = None if batch_size is None else _checks.integer(batch_size, "batch_size", "Input",
+                                                                            minimum=1)
+        self.batched = bool(batched)
         self.shape = shape
         self.input_shape = self.output_shape = shape
         self.built = True
-        out = SymbolicTensor(shape, self, ())
+        out = SymbolicTensor(shape, self, (), batched=self.batched)
         self._first_symbolic_call = (out, out)  # Keras' InputLayer: its input and output are its tensor
 
     def call(self, x, training: bool = False):
@@ -401,7 +443,10 @@ class Input(Layer):
     def get_config(self) -> dict:
         config = super().get_config()
         del config["trainable"]
-        return {"shape": list(self.shape), **config}
+        extra = {"batch_size": self.batch_size} if self.batch_size is not None else {}
+        if not self.batched:
+            extra["batched"] = False
+        return {"shape": list(self.shape), **extra, **config}
 
 
 # Keras layer arguments magmadnn does not implement: accepted at Keras' default value, else a TypeError naming the

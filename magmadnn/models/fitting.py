@@ -204,6 +204,7 @@ class Trainer:
                              "batches per epoch); pass x[:steps_per_epoch * batch_size] instead, or a batch "
                              "iterable (DataLoader) that yields that many batches")
         validation_freq = _validation_freq(validation_freq)
+        batch_size = self._fixed_batch_size(batch_size, "fit")
         batch_size = batch_size_or_default(batch_size, "fit")
         epochs = integer(epochs, "epochs", "fit", minimum=0)
         initial_epoch = integer(initial_epoch, "initial_epoch", "fit", minimum=0)
@@ -235,6 +236,10 @@ class Trainer:
                 # class_weight weighs the training samples only (Keras): the validation loss is unweighted
                 validation_data = ([a[split_at:] for a in xs], (plain if class_weight is not None else y)[split_at:])
                 xs, y = [a[:split_at] for a in xs], y[:split_at]
+            if self._batch_size is not None and xs[0].shape[0] % batch_size:
+                raise ValueError(f"fit: model {self.name!r} runs batches of exactly {batch_size} samples; "
+                                 f"{xs[0].shape[0]} training samples leave a partial batch: give a multiple of "
+                                 f"{batch_size}")
             batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
         if validation_data is not None:
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
@@ -284,6 +289,21 @@ class Trainer:
                 self._parallel = None
             cbs.on_train_end(dict(logs))
         return history
+
+    def _fixed_batch_size(self, batch_size, who: str):
+        """The batch size of a model whose inputs fix it (``Input(batch_size=B)``, an ONNX graph exported with a
+        static batch); a model whose outputs have no batch axis or whose inputs lack one cannot be trained."""
+        if not self._splits_batches or not all(i.batched for i in self.inputs):
+            raise ValueError(f"{who}: model {self.name!r} has an input or output without a batch axis, so its data "
+                             "cannot be split into batches; training needs every input and output batch first")
+        fixed = self._batch_size
+        if fixed is None:
+            return batch_size
+        if batch_size is not None and batch_size != fixed:
+            raise ValueError(f"{who}: model {self.name!r} runs batches of exactly {fixed} samples (its inputs fix the "
+                             f"batch size: Input(batch_size={fixed}), or an ONNX graph exported with a static batch), "
+                             f"got batch_size={batch_size}; leave batch_size out, or re-export with a dynamic batch")
+        return fixed
 
     def _param_probe(self):
         """A 0-d backend value, 0 when every parameter is finite and NaN or inf otherwise (nothing is read)."""

@@ -37,7 +37,15 @@ def rebuild(config: dict, sequential_cls, model_cls, device=None, custom_objects
                 nodes.append(calls[key][entry["index"]])
             else:
                 nodes.append(layer(parents if entry["many"] else parents[0]))
-        model = model_cls([nodes[i] for i in config["inputs"]], nodes[config["output"]], **common)
+        inputs = [nodes[i] for i in config["inputs"]]
+        if "input_keys" in config:
+            inputs = dict(zip(config["input_keys"], inputs))
+        outputs = nodes[config["output"]]
+        if "outputs" in config:
+            outputs = [nodes[i] for i in config["outputs"]]
+            if config.get("output_keys") is not None:
+                outputs = dict(zip(config["output_keys"], outputs))
+        model = model_cls(inputs, outputs, **common)
         model._trainable = bool(config.get("trainable", True))
         return model
     except (KeyError, IndexError, TypeError) as exc:
