@@ -1,14 +1,16 @@
 """magmadnn: deep learning in Python on the host (NumPy) or a GPU (pymagma)."""
 
-from . import (
+from . import (  # noqa: F401  (Keras' Loss and Metric subclasses: see each module)
     backend,
     callbacks,
+    custom_loss,
     data,
     distributed,
     functional,
     initializers,
     layers,
     losses,
+    metric_state,
     metrics,
     mixed_precision,
     models,

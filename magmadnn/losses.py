@@ -15,7 +15,6 @@ ValueError/TypeError; ``prepare(targets, xp, dtype)`` turns a NumPy batch into t
 
 from __future__ import annotations
 
-import re
 import warnings
 
 import numpy as np
@@ -28,7 +27,7 @@ from .autograd import Tensor
 
 __all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "BinaryCrossEntropy", "KerasLoss",
            "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "BinaryCrossentropy", "MeanSquaredError",
-           "MeanAbsoluteError", "Huber", "LogCosh", "KLDivergence", "LossFunction", "KerasCustomLoss", "get"]
+           "MeanAbsoluteError", "Huber", "LogCosh", "KLDivergence", "LossFunction", "get"]
 
 
 class EpochLoss:
@@ -50,15 +49,6 @@ class EpochLoss:
 
 class Loss(Configurable):
     name = "loss"
-
-    def __init_subclass__(cls, **kwargs):
-        """A user's subclass that defines Keras' ``call(y_true, y_pred)`` (and not ``__call__``) becomes a Keras
-        loss (:class:`KerasCustomLoss`): Keras' argument order, reductions and sample weights."""
-        super().__init_subclass__(**kwargs)
-        keras_custom = globals().get("KerasCustomLoss")
-        if keras_custom is not None and "call" in cls.__dict__ and "__call__" not in cls.__dict__ \
-                and not issubclass(cls, KerasLoss):
-            cls.__bases__ = tuple(keras_custom if base is Loss else base for base in cls.__bases__)
 
     def __init__(self, reduction: str = "mean"):
         if reduction not in ("mean", "sum"):
@@ -580,28 +570,6 @@ class LossFunction(KerasLoss):
             raise TypeError(f"loss function {self.name!r} returned {type(value).__name__}; it must return a Tensor "
                             "computed from y_pred with magmadnn.functional / Tensor operators (differentiable)")
         return value
-
-
-class KerasCustomLoss(KerasLoss):
-    """Keras 3's ``keras.losses.Loss`` subclassed: ``__init__(name=None, reduction="sum_over_batch_size",
-    dtype=None)`` and ``call(y_true, y_pred)`` returning per-sample (or per-element) losses as a Tensor (computed with
-    magmadnn.functional / Tensor operators); ``y_true`` is shaped like ``y_pred`` (Keras' rank rule, as for a loss
-    function). Subclass ``magmadnn.losses.Loss`` and define ``call``: the class becomes one of these."""
-
-    def __init__(self, name=None, reduction="sum_over_batch_size", dtype=None):
-        if name is None:
-            name = re.sub(r"(?<!^)(?=[A-Z])", "_", type(self).__name__).lower()
-        super().__init__(reduction, name, dtype)
-
-    def per_sample(self, t, y_pred):
-        value = self.call(Tensor(t, backend=y_pred.xp), y_pred)
-        if not isinstance(value, Tensor):
-            raise TypeError(f"loss {self.name!r} ({type(self).__name__}.call) returned {type(value).__name__}; it "
-                            "must return a Tensor computed from y_pred with magmadnn.functional / Tensor operators")
-        return value
-
-    def get_config(self) -> dict:
-        return {"name": self.name, "reduction": self.reduction}
 
 
 _BY_NAME = {"cross_entropy": SoftmaxCrossEntropy, "softmax_cross_entropy": SoftmaxCrossEntropy,

@@ -14,7 +14,7 @@ import re
 
 import numpy as np
 
-from . import initializers
+from . import initializers, metrics
 from .autograd import Tensor, no_grad
 from .backend import host
 
@@ -99,13 +99,13 @@ def _snake(name: str) -> str:
 
 
 class KerasStyle:
-    """What ``metrics.Metric`` does for a subclass that defines ``update_state`` (mixed into the base)."""
+    """The first base of a ``metrics.Metric`` subclass that defines ``update_state`` (module docstring)."""
 
-    def _keras_init(self, name, dtype) -> None:
+    def __init__(self, name=None, dtype=None):
+        self.name = _snake(type(self).__name__) if name is None else metrics._name(name, type(self).__name__)
         self._variables: list[MetricVariable] = []
         self._dtype = dtype
-        if name is None:
-            self.name = _snake(type(self).__name__)
+        self._hits, self._xp = None, None
 
     def add_variable(self, shape=(), initializer="zeros", dtype=None, aggregation="sum", name=None):
         """A state variable (Keras' ``Metric.add_variable``); ``aggregation`` must be Keras' "sum" here."""
@@ -131,11 +131,18 @@ class KerasStyle:
         for v in self._variables:
             v.data = v.xp.zeros(v.shape, v.data.dtype)
 
-    # -- the fit/evaluate tally (metrics.Metric's protocol)
-    def _keras_stage(self, labels, dtype) -> np.ndarray:
+    # -- the fit/evaluate tally (metrics.Metric's protocol); its own attributes (a "count" variable) are left alone
+    def reset(self) -> None:
+        self._hits, self._xp = None, None
+        self.reset_state()
+
+    def _check(self, outputs) -> None:
+        pass
+
+    def stage(self, labels, shape, dtype) -> np.ndarray:
         return np.asarray(labels).astype(dtype, copy=False)
 
-    def _keras_hits(self, outputs, staged, xp):
+    def hits_of(self, outputs, staged, xp):
         if not self._variables:
             raise TypeError(f"metric {self.name!r} ({type(self).__name__}) has no state variables: make them with "
                             "self.add_variable(...) in __init__ and update them in update_state")
@@ -150,7 +157,7 @@ class KerasStyle:
         values = parts[0] if len(parts) == 1 else xp.concatenate(parts, 0)
         return xp.reshape(values, ()) if self.size == 1 else values
 
-    def _keras_result_of(self, total) -> float:
+    def result_of(self, total, count: int) -> float:
         total = np.atleast_1d(np.asarray(total, dtype=np.float64))
         xp, start = self._xp or host, 0
         for v in self._variables:
@@ -162,3 +169,6 @@ class KerasStyle:
         if isinstance(value, (Tensor, MetricVariable)):
             value = value.numpy() if isinstance(value, MetricVariable) else np.asarray(value.xp.to_numpy(value.data))
         return float(np.asarray(value, dtype=np.float64))
+
+
+metrics.Metric._subclass_bases = {"update_state": KerasStyle}

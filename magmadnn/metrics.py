@@ -18,7 +18,6 @@ import numpy as np
 
 from . import _checks
 from ._configurable import Configurable
-from .metric_state import KerasStyle
 
 __all__ = ["Metric", "Accuracy", "TopK", "BinaryAccuracy", "CategoricalAccuracy", "SparseCategoricalAccuracy",
            "TopKCategoricalAccuracy", "SparseTopKCategoricalAccuracy", "MeanAbsoluteError", "MeanSquaredError",
@@ -48,37 +47,21 @@ def _at_most_one(xp, a):
     return xp.add(xp.negative(_relu(xp, xp.add(xp.negative(a), 1.0))), 1.0)
 
 
-class Metric(KerasStyle, Configurable):
-    """Base class: a fraction of samples counted as hits, accumulated on the backend. A subclass that defines
-    Keras' ``update_state`` / ``result`` (with ``add_variable`` state) is a Keras custom metric
-    (:mod:`magmadnn.metric_state`)."""
+class Metric(Configurable):
+    """Base class: a fraction of samples counted as hits, accumulated on the backend."""
 
     name = "metric"
-    _volatile = frozenset({"count", "_hits", "_xp", "_variables"})  # what update() accumulates
+    _volatile = frozenset({"count", "_hits", "_xp"})  # what update() accumulates
     size = 1  #: running sums this metric keeps (its hits are a vector of this length when > 1)
 
-    def __init__(self, name=None, dtype=None):
-        if name is not None:
-            self.name = _name(name, type(self).__name__)
-        if self._keras_style():
-            self._keras_init(name, dtype)
+    def __init__(self):
         self.reset()
-
-    @classmethod
-    def _keras_style(cls) -> bool:
-        return getattr(cls, "update_state", None) is not None
 
     def result_of(self, total, count: int) -> float:
         """The figure from the running sum(s) ``total`` over ``count`` samples (a fraction by default)."""
-        if self._keras_style():
-            return self._keras_result_of(total)
         return float(total) / count
 
     def reset(self) -> None:
-        if self._keras_style():  # its own attributes (a "count" variable, say) are left alone
-            self._hits, self._xp = None, None
-            self.reset_state()
-            return
         self._hits, self._xp, self.count = None, None, 0
 
     def hits(self, outputs, labels, xp):
@@ -93,14 +76,10 @@ class Metric(KerasStyle, Configurable):
 
     def stage(self, labels, shape, dtype) -> np.ndarray:
         """The host array of ``labels`` that :meth:`hits_of` takes on the backend (outputs of ``shape``, ``dtype``)."""
-        if self._keras_style():
-            return self._keras_stage(labels, dtype)
         raise NotImplementedError
 
     def hits_of(self, outputs, staged, xp):
         """:meth:`hits` from the labels staged on the backend (a replayed graph feeds them from its static buffer)."""
-        if self._keras_style():
-            return self._keras_hits(outputs, staged, xp)
         raise NotImplementedError
 
     def update(self, outputs, labels, xp) -> None:
@@ -124,8 +103,6 @@ class Metric(KerasStyle, Configurable):
         return {"class_name": type(self).__name__, "config": {}}
 
     def _check(self, outputs) -> None:
-        if self._keras_style():
-            return
         if len(outputs.shape) != 2:
             raise ValueError(f"{self.name} needs model outputs of shape (N, classes), got {tuple(outputs.shape)}")
 

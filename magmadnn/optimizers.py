@@ -23,9 +23,8 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
 
 ``LossScaleOptimizer(inner)``: Keras 3's dynamic loss scaling, decided on the backend (see the class).
 
-Every optimizer takes Keras' ``clipnorm=c`` (each gradient scaled by ``c / max(||g||, c)``), ``global_clipnorm=c``
-(all scaled by ``c / max(||all||, c)``) or ``clipvalue=c`` (each element clipped to [-c, c]), one at most, applied
-before the update on the backend, without a host read.
+Every optimizer takes one of Keras' ``clipnorm=c`` (each gradient times ``c / max(||g||, c)``), ``global_clipnorm=c``
+(all times ``c / max(||all||, c)``), ``clipvalue=c`` (elements clipped to [-c, c]), on the backend, no host read.
 """
 
 from __future__ import annotations
@@ -35,7 +34,7 @@ import numbers
 
 import numpy as np
 
-from . import schedules
+from . import clipping, schedules
 from ._configurable import Configurable
 from ._registry import resolve
 from .autograd import Tensor
@@ -121,26 +120,9 @@ class Optimizer(Configurable):
 
     # -- gradient clipping
     def _clipped_grads(self, params) -> list:
-        """The gradients the update uses (None where a parameter has none): as they are, or times
-        ``c / max(norm, c)`` for the norm of each (``clipnorm``) or of all together (``global_clipnorm``), Keras'
-        ``clip_by_norm`` / ``clip_by_global_norm``. The factor is computed on the backend (``clip_norm_scale``): nothing
-        is read back. ``clipvalue``: each element clipped to [-c, c] (Keras' ``ops.clip``)."""
+        """The gradients the update uses (None where a parameter has none), clipped as :mod:`.clipping` says."""
         grads = [param.grad if getattr(param, "trainable", True) else None for param in params]
-        if self.clipnorm is None and self.global_clipnorm is None and self.clipvalue is None:
-            return grads
-        present = [(i, p.xp, g) for i, (p, g) in enumerate(zip(params, grads)) if g is not None]
-        if self.global_clipnorm is not None and present:
-            xp = present[0][1]
-            scale = xp.clip_norm_scale([g for _, _, g in present], self.global_clipnorm)
-            for i, xp, g in present:
-                grads[i] = xp.multiply(g, scale)
-        elif self.clipnorm is not None:
-            for i, xp, g in present:
-                grads[i] = xp.multiply(g, xp.clip_norm_scale([g], self.clipnorm))
-        elif self.clipvalue is not None:
-            for i, xp, g in present:
-                grads[i] = xp.clip(g, -self.clipvalue, self.clipvalue)
-        return grads
+        return clipping.clip(params, grads, self.clipnorm, self.global_clipnorm, self.clipvalue)
 
     # -- device-resident step values (graph replay, magmadnn.models.replay)
     _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
@@ -218,7 +200,6 @@ class Optimizer(Configurable):
 _KERAS_DEFAULTS = {"amsgrad": False, "use_ema": False, "ema_momentum": 0.99,
                    "ema_overwrite_frequency": None, "loss_scale_factor": None, "gradient_accumulation_steps": None,
                    "name": None}
-_KERAS_WAY: dict[str, str] = {}
 
 
 def _refuse_keras_only(who: str, arguments: dict) -> None:
@@ -227,18 +208,14 @@ def _refuse_keras_only(who: str, arguments: dict) -> None:
         if key not in _KERAS_DEFAULTS:
             raise TypeError(f"{who}: unexpected argument {key!r}")
         if key != "name" and value != _KERAS_DEFAULTS[key]:
-            way = _KERAS_WAY.get(key, f"leave it at Keras' default {_KERAS_DEFAULTS[key]!r}")
-            raise TypeError(f"{who}: Keras' argument {key}={value!r} is not supported; {way}")
+            raise TypeError(f"{who}: Keras' argument {key}={value!r} is not supported; leave it at Keras' default "
+                            f"{_KERAS_DEFAULTS[key]!r}")
 
 
 # ------------------------------------------------------------------------------------- gradient clipping
 def _clip_options(clipnorm, global_clipnorm, clipvalue=None) -> tuple[float | None, ...]:
     """Keras' clipping options: each None or a finite number > 0, at most one of them (as Keras)."""
-    given = {"clipnorm": clipnorm, "global_clipnorm": global_clipnorm, "clipvalue": clipvalue}
-    if sum(v is not None for v in given.values()) > 1:
-        raise ValueError("optimizer: only one of clipnorm (per tensor), global_clipnorm (over all) and clipvalue "
-                         f"(per element) can be set, got {', '.join(f'{k}={v!r}' for k, v in given.items())}")
-    return tuple(None if v is None else _check(name, v, open_low=True) for name, v in given.items())
+    return clipping.options(clipnorm, global_clipnorm, clipvalue, lambda name, v: _check(name, v, open_low=True))
 
 
 def _pick(owner: str, keras_name: str, value, own_name: str, own_value, default):
