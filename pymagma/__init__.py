@@ -1,11 +1,26 @@
 """pymagma: MAGMA and cuDNN from Python through ctypes and cuda-python."""
 
-from . import array, blas, dnn, dtypes, errors, graphs, kernels, linalg, memory, queue, runtime
+from . import (
+    array,
+    array_api,  # noqa: F401 (fills the table DeviceArray's operators run: array.UPPER)
+    blas,
+    dnn,
+    dtypes,
+    errors,
+    fft,
+    graphs,
+    kernels,
+    linalg,
+    memory,
+    queue,
+    runtime,
+)
 from ._version import __version__
 from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zeros
 from .errors import (
     CudaError,
     CudnnError,
+    CufftError,
     DeviceMemoryError,
     GraphCaptureError,
     KernelCompileError,
@@ -26,7 +41,7 @@ __all__ = [
     "CudnnError", "MagmaError", "DeviceMemoryError", "LinAlgError", "KernelCompileError",
     "array", "memory", "queue", "runtime", "DeviceArray", "asarray", "empty", "zeros", "ones", "from_dlpack",
     "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info", "dnn",
-    "kernels", "dtypes", "NotSimulatedError", "__version__", "graphs", "GraphCaptureError",
+    "kernels", "dtypes", "NotSimulatedError", "__version__", "graphs", "GraphCaptureError", "fft", "CufftError",
 ]
 
 from . import simulator as _simulator  # noqa: E402  (last: it stands in for the native seam of the modules above)

@@ -2,7 +2,7 @@
 """A mutation check of our own conventions: does the simulator catch the bugs a reviewer would most likely miss?
 
 Each mutant below is one plausible convention bug in the binding (``pymagma/``) or the device backend
-(``magmadnn/backend/device.py``): an argument in the wrong role or order, alpha and beta swapped, a momentum factor
+(``magmadnn/backend/device/``): an argument in the wrong role or order, alpha and beta swapped, a momentum factor
 taken the wrong way round, saved statistics swapped, pivots in the wrong base, a leading dimension, transpose flag,
 stride, descriptor or launch size that is wrong.  It is an exact source snippet (``old``, which must occur exactly
 once in its file: a stale or ambiguous mutant is refused before anything runs) and its replacement (``new``), with
@@ -56,6 +56,7 @@ ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
 ARRAY_API_LINALG = ("tests/pymagma/test_array_api_linalg.py",)
+FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/test_simulator_cufft.py")
 BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
 
 
@@ -245,58 +246,58 @@ MUTANTS = [
            "_ptr(var), 1e-5)", CUDNN),
     # ------------------------------------------------------------------------------ magmadnn's device adapters
     Mutant("bn-momentum-not-complemented", "cuDNN's exponentialAverageFactor given the op set's momentum as it is",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/normalization.py",
            "momentum=1.0 - momentum, eps=float(eps))",
            "momentum=momentum, eps=float(eps))", BACKEND),
     Mutant("bn-backward-saved-swapped", "batch-norm backward gets the saved inverse std as the mean and vice versa",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/normalization.py",
            "gamma, mean_, inv_std, eps=eps)",
            "gamma, inv_std, mean_, eps=eps)", BACKEND),
     Mutant("pads-width-height-order", "asymmetric padding: the explicit extra pads taken as (left, right, top, bottom)",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/conv.py",
            "return (ph, pw), (t - ph, b - ph, l - pw, r - pw)",
            "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
     Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/activations.py",
            "return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,",
            "return _dnn.activation_backward(_contiguous(dy), _contiguous(y), x, kind,", BACKEND),
     Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/activations.py",
            "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"
            '                                 mode="channel")',
            "return _dnn.softmax_backward(_axis_as_channels(dy, axis), _axis_as_channels(y, axis),\n"
            '                                 mode="channel")', BACKEND),
     Mutant("matmul-transpose-flags-crossed", "matmul gives transpose_b to A and transpose_a to B",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/linear.py",
            "trans_a=bool(transpose_a), trans_b=bool(transpose_b)",
            "trans_a=bool(transpose_b), trans_b=bool(transpose_a)", BACKEND),
     Mutant("avg-pool-bwd-no-factor", "padded average pooling backward forgets the real-element count factor",
-           "magmadnn/backend/device.py",
+           "magmadnn/backend/device/pooling.py",
            "_dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin,",
            "_dnn.pool2d_backward(y_area, dy, xin,", BACKEND),
     # ----------------------------------------------------------------------------------------------- kernels
     Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/optim.py",
            "c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)",
            "c_double(1.0 - beta1 ** (step + 1)), c_double(1.0 - beta2 ** (step + 1))", KERNELS),
     Mutant("sgd-momentum-wd-order", "the SGD kernel gets weight decay where momentum goes and vice versa",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/optim.py",
            "c_double(momentum), c_double(weight_decay), c_int(int(nesterov) |",
            "c_double(weight_decay), c_double(momentum), c_int(int(nesterov) |", KERNELS),
     Mutant("rmsprop-rho-eps-order", "the RMSprop kernel gets eps where rho goes and vice versa",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/optim.py",
            "c_double(lr), c_double(rho),\n          c_double(eps)",
            "c_double(lr), c_double(eps),\n          c_double(rho)", KERNELS),
     Mutant("dropout-keep-probability", "dropout's kernel given the keep probability 1 - rate as its rate",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/random.py",
            "c_ulonglong(int(offset)),\n          c_double(float(rate))])",
            "c_ulonglong(int(offset)),\n          c_double(1.0 - float(rate))])", KERNELS),
     Mutant("random-launch-half-short", "random kernels launched for n // 2 pairs (the last odd element unset)",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/random.py",
            'programs.expression(kernel, name), out, (n + 1) // 2,',
            'programs.expression(kernel, name), out, n // 2,', KERNELS),
     Mutant("copy-ignores-out-strides", "the strided copy writes out as if it were C-contiguous",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/elementwise.py",
            "s = make_strides3(x.shape, _elem_strides(x), _elem_strides(out))",
            "s = make_strides3(x.shape, _elem_strides(x), _c_strides(x.shape))", KERNELS),
     Mutant("array-api-tri-row-col-swapped", "tril/triu measure the diagonal as row - col instead of col - row",
@@ -308,11 +309,11 @@ MUTANTS = [
            "off = _kernels.index_offsets(indices, indices.shape, n, strides[a])",
            "off = _kernels.index_offsets(indices, indices.shape, n, 1)", (*KERNELS, "-k", "take")),
     Mutant("reduce-assumes-contiguous", "reductions read the kept axes with C-contiguous strides",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/reductions.py",
            "s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))\n    r = ",
            "s = make_strides3(kept_shape, _c_strides(kept_shape), _c_strides(kept_shape))\n    r = ", KERNELS),
     Mutant("bias-add-channels-inner-swapped", "bias_add passes the inner size where the channel count goes",
-           "pymagma/kernels/__init__.py",
+           "pymagma/kernels/elementwise.py",
            "c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])",
            "c_longlong(x.size), c_longlong(inner), c_longlong(x.shape[1])])", KERNELS),
     # ------------------------------------------------------------------ the array API's reductions and sorts
@@ -398,6 +399,33 @@ MUTANTS = [
            "pymagma/linalg.py",
            "        s = s / s.dtype.type(factor)",
            "        s = s * s.dtype.type(factor)", ARRAY_API_LINALG),
+    # --------------------------------------------------------------------- cuFFT (the plan's layout arguments)
+    Mutant("fft-stride-and-distance-swapped", "the innermost stride passed as idist and the batch distance as istride",
+           "pymagma/_fft.py", "    return n, tuple(embed), st[-1], batch, dist",
+           "    return n, tuple(embed), dist, batch, st[-1]", FFT),
+    Mutant("fft-embed-is-the-size", "inembed[k] taken as the transform size, not the rows' pitch in memory",
+           "pymagma/_fft.py", "embed.append(st[k - 1] // st[k])", "embed.append(n[k])", FFT),
+    Mutant("fft-batches-merged-blindly", "batch axes of different strides merged into one idist",
+           "pymagma/_fft.py", "        if step != dist * batch:\n            return None",
+           "        if False:\n            return None", FFT),
+    Mutant("fft-output-layout-from-input", "the output described with the input's stride and distance",
+           "pymagma/_fft.py", "_, oembed, ostride, _, odist = o", "_, oembed, ostride, _, odist = described", FFT),
+    Mutant("fft-half-spectrum-size", "the R2C output keeps (n + 1) // 2 values, not n // 2 + 1 (one short for even n)",
+           "pymagma/_fft.py", "    return n // 2 + 1", "    return (n + 1) // 2", FFT),
+    Mutant("fft-normalisation-missing", "cuFFT's unnormalised result returned for norm='forward'/'backward'",
+           "pymagma/_fft.py", 'return 1.0 / count if (norm == "forward") == forward else 1.0', "return 1.0", FFT),
+    Mutant("fft-normalisation-direction", "the 1/n put on the direction norm does not name",
+           "pymagma/_fft.py", '(norm == "forward") == forward else 1.0', '(norm == "forward") != forward else 1.0',
+           FFT),
+    Mutant("fft-inverse-runs-forward", "CUFFT_FORWARD for the inverse transforms too",
+           "pymagma/_fft.py", "return _cufft.FORWARD if forward else _cufft.INVERSE", "return _cufft.FORWARD", FFT),
+    Mutant("fft-c2r-overwrites-the-input", "the caller's half spectrum handed to C2R, which overwrites it",
+           "pymagma/_fft.py", "    if not owned:  # C2R overwrites what it reads", "    if False:", FFT),
+    Mutant("fft-hfft-not-conjugated", "hfft transforms the half spectrum without conjugating it",
+           "pymagma/fft.py", "    _fft.conjugate(spectrum)\n", "    spectrum = spectrum\n", FFT),
+    Mutant("fft-ifftshift-as-fftshift", "ifftshift rolls by n // 2 like fftshift (wrong for odd n)",
+           "pymagma/fft.py", "(-1 if inverse else 1)", "1", FFT),
+
 ]
 
 

@@ -6,14 +6,15 @@ bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: 
 in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
 set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row); the
 manipulation functions, ``take``, ``take_along_axis``, ``tril``/``triu`` and integer-array and boolean-mask indexing;
-``matmul``, ``tensordot``, ``vecdot``, ``matrix_transpose`` and the ``linalg`` extension
-(:mod:`pymagma.array_api.linalg`, on MAGMA).  A function of the standard not listed here is absent: reading it is
-an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to the host.
+``matmul``, ``tensordot``, ``vecdot``, ``matrix_transpose``, the ``linalg`` extension
+(:mod:`pymagma.array_api.linalg`, on MAGMA) and the ``fft`` extension (:mod:`pymagma.array_api.fft`, on cuFFT).  A
+function of the standard not listed here is absent: reading it is an AttributeError naming it (so ``hasattr``
+answers honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
 
-from . import _creation, _dtypes, _elementwise, linalg
+from . import _creation, _dtypes, _elementwise, fft, linalg
 from ._creation import (
     arange,
     asarray,
@@ -31,7 +32,7 @@ from ._creation import (
     zeros_like,
 )
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
-from ._indexing import take, take_along_axis
+from ._indexing import repeat, take, take_along_axis
 from ._info import __array_namespace_info__
 from ._manipulation import (
     broadcast_arrays,
@@ -42,7 +43,6 @@ from ._manipulation import (
     meshgrid,
     moveaxis,
     permute_dims,
-    repeat,
     roll,
     squeeze,
     stack,
@@ -82,7 +82,7 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
-    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
+    "fft", "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
     # reductions, searching, sorting, sets
     "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
     "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",
@@ -110,4 +110,16 @@ def namespace(api_version=None):
     return sys.modules[__name__]
 
 
-_ = _dtypes
+
+
+
+def _fill_the_operators_of_device_arrays() -> None:
+    """DeviceArray's operators, astype, indexing with arrays and ``__array_namespace__`` run these (``array.UPPER``)."""
+    from .. import array
+    from ._indexing import getitem, setitem
+
+    array.UPPER.update(_elementwise.FUNCTIONS, getitem=getitem, setitem=setitem, astype=astype, matmul=matmul,
+                       namespace=namespace, array_api_dtypes=_dtypes.SUPPORTED)
+
+
+_fill_the_operators_of_device_arrays()
