@@ -60,5 +60,25 @@ def assert_matches_ort(proto, x: np.ndarray, device="host", rtol=RTOL, atol=ATOL
     return model
 
 
+def loads_like_ort(proto_or_path, batch: int = 2, seed: int = 0):
+    """Loaded with the default (layers, else op nodes), the model predicts onnxruntime's outputs on random inputs
+    drawn from the graph's input specs (a dynamic axis takes ``batch``)."""
+    proto = onnx.load(proto_or_path) if isinstance(proto_or_path, str) else proto_or_path
+    rng = np.random.default_rng(seed)
+    weights = {i.name for i in proto.graph.initializer}
+    feeds = {}
+    for spec in proto.graph.input:
+        if spec.name in weights:
+            continue
+        dims = [d.dim_value if d.HasField("dim_value") else batch for d in spec.type.tensor_type.shape.dim]
+        feeds[spec.name] = rng.standard_normal(dims).astype(np.float32)
+    expected = run_ort(proto_or_path, feeds)
+    from magmadnn.onnx.load import convert
+
+    got = convert(proto, seed=0).predict(feeds if len(feeds) > 1 else next(iter(feeds.values())))
+    got = next(iter(got.values())) if isinstance(got, dict) else got
+    np.testing.assert_allclose(np.asarray(got).reshape(expected.shape), expected, rtol=1e-4, atol=1e-4)
+
+
 __all__ = ["onnx", "ort", "helper", "numpy_helper", "TensorProto", "monnx", "graph", "run_ort", "save", "imported",
-           "assert_matches_ort"]
+           "assert_matches_ort", "loads_like_ort"]

@@ -15,7 +15,7 @@ import pytest
 import magmadnn as m
 from magmadnn.onnx import decompositions
 
-from ._onnx_helpers import monnx, run_ort
+from ._onnx_helpers import loads_like_ort, monnx, run_ort
 from .backends import open_backend
 
 torch = pytest.importorskip("torch")
@@ -314,7 +314,8 @@ def test_dynamo_multihead_attention_with_a_dynamic_batch(exported, name, device)
 def test_dynamo_multihead_attention_with_a_static_batch_names_the_option(exported):
     _, _, path = exported("attention", "dynamo")
     with pytest.raises(monnx.UnsupportedOnnxError, match="fixed batch size 4.*dynamic_shapes"):
-        monnx.load(path)
+        monnx.load(path, layers=True)
+    loads_like_ort(path, batch=BATCH)  # as op nodes
 
 
 @pytest.mark.parametrize("exporter", ["dynamo", "dynamo_dynamic"])
@@ -331,7 +332,7 @@ def test_a_reshape_merging_the_batch_outside_attention_says_so(tmp_path):
     proto = graph([helper.make_node("Reshape", ["x", "s"], ["y"])], {"x": (4, 5)},
                   {"s": np.array([-1, 5], np.int64)}, output_shape=(5,))
     with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Reshape\).*merges the batch axis"):
-        monnx.load(save(proto, tmp_path))
+        monnx.load(save(proto, tmp_path), layers=True)
 
 
 @pytest.mark.parametrize(("exporter", "opset"), [("legacy", 18), ("legacy", 20), ("dynamo", 18), ("dynamo", 23)])

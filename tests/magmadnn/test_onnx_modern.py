@@ -16,7 +16,18 @@ import magmadnn as m
 from magmadnn import layers as L
 from tests.conftest import examples
 
-from ._onnx_helpers import RTOL, TensorProto, assert_matches_ort, graph, helper, imported, monnx, onnx, run_ort
+from ._onnx_helpers import (
+    RTOL,
+    TensorProto,
+    assert_matches_ort,
+    graph,
+    helper,
+    imported,
+    loads_like_ort,
+    monnx,
+    onnx,
+    run_ort,
+)
 from .backends import open_backend
 
 REUSE = [HealthCheck.function_scoped_fixture]
@@ -353,8 +364,9 @@ def test_a_chain_whose_inside_is_read_elsewhere_is_not_taken_for_gelu():
     nodes = _tanh_gelu_nodes(out="g") + [helper.make_node("Add", ["g", "x3"], ["y"])]
     proto = graph(nodes, {"x": (6,)}, _GELU_CONSTANTS)
     with pytest.raises(monnx.UnsupportedOnnxError, match=r"ONNX node .* \((Mul|Pow)\)") as caught:
-        imported(proto)
+        imported(proto, layers=True)
     assert "GELU" not in str(caught.value)
+    loads_like_ort(proto)  # as op nodes
 
 
 _UNIT_AXES = {  # name -> (nodes, per-sample input shape, constants, per-sample output shape or None: inferred)
@@ -409,4 +421,5 @@ def test_reduce_mean_over_the_batch_or_every_axis_is_refused():
         proto = graph([helper.make_node("ReduceMean", ["x", "a"], ["y"], keepdims=0)], {"x": (3, 4, 5)},
                       {"a": np.array(axes, np.int64)}, opset=18)
         with pytest.raises(monnx.UnsupportedOnnxError, match="ReduceMean"):
-            imported(proto)
+            imported(proto, layers=True)
+        loads_like_ort(proto, batch=3)  # as op nodes

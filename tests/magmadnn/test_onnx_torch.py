@@ -12,7 +12,7 @@ import pytest
 
 import magmadnn as m
 
-from ._onnx_helpers import monnx, run_ort
+from ._onnx_helpers import loads_like_ort, monnx, run_ort
 from .backends import HOST, open_backend
 
 torch = pytest.importorskip("torch")
@@ -192,7 +192,8 @@ def test_pytorch_attention_scale_is_folded_and_other_masks_refused(tmp_path):
     banded = torch.tril(torch.ones(5, 5)) - torch.tril(torch.ones(5, 5), -2)  # a sliding window of 2 keys
     path = _export(TransformerBlock(mask=banded), (5, 8), tmp_path / "banded.onnx", opset=20)
     with pytest.raises(monnx.UnsupportedOnnxError, match=r"\(Where\): attention pattern: this mask is not supported"):
-        monnx.load(path)
+        monnx.load(path, layers=True)
+    loads_like_ort(path)  # as op nodes
 
 
 # ---------------------------------------------------------------------------------- nn.MultiheadAttention
@@ -292,4 +293,5 @@ def test_pytorch_multihead_attention_other_chains_are_clear_errors(kind, node, t
     path = _export(_Attention(kind), (5, 8), tmp_path / "mha.onnx", opset=20)
     with pytest.raises(monnx.UnsupportedOnnxError, match=rf"ONNX node '[^']+{node}.*looks like PyTorch's "
                                                          r"nn.MultiheadAttention.*need_weights=False"):
-        monnx.load(path)
+        monnx.load(path, layers=True)
+    loads_like_ort(path)  # as op nodes
