@@ -68,6 +68,7 @@ class Conv2D(_NCHW, Layer):
         self.bias_initializer = initializers.get(bias_initializer)
 
     kernel_name = "kernel"
+    _weight_options = ("kernel", "bias")  # kernel_regularizer=, bias_constraint=, ... (magmadnn.regularizers)
 
     def check_input_shape(self, input_shape):
         _check_chw(self, input_shape)
@@ -81,9 +82,10 @@ class Conv2D(_NCHW, Layer):
 
     def create_weights(self, input_shape):
         kernel = (self.filters, input_shape[0] // self.groups, *self.kernel_size)
-        self.add_weight(self.kernel_name, kernel, self.kernel_initializer)
+        self.add_weight(self.kernel_name, kernel, self.kernel_initializer,
+                        **self._weight_kwargs(self._weight_options[0]))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
@@ -109,6 +111,7 @@ class DepthwiseConv2D(Conv2D):
     channel ``c * depth_multiplier + m`` is input channel c's m-th kernel."""
 
     kernel_name = "depthwise_kernel"
+    _weight_options = ("depthwise", "bias")  # Keras' depthwise_regularizer=, depthwise_constraint=, bias_...
 
     def __init__(self, kernel_size, depth_multiplier: int = 1, strides=1, padding="valid", dilation=1,
                  activation=None, use_bias: bool = True, depthwise_initializer="glorot_uniform",
@@ -131,9 +134,10 @@ class DepthwiseConv2D(Conv2D):
         # drawn as (m, C, R, S): the initializer sees the fans of Keras' (R, S, C, m) kernel (fan_in = C*R*S)
         draw = (self.depth_multiplier, input_shape[0], *self.kernel_size)
         self.add_weight(self.kernel_name, (self.filters, 1, *self.kernel_size),
-                        initializers.in_keras_layout(self.kernel_initializer, draw, (1, 0, 2, 3)))
+                        initializers.in_keras_layout(self.kernel_initializer, draw, (1, 0, 2, 3)),
+                        **self._weight_kwargs("depthwise"))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     @property
     def depthwise_initializer(self):
@@ -149,6 +153,7 @@ class DepthwiseConv2D(Conv2D):
 
 @register
 class Conv2DTranspose(_NCHW, Layer):
+    _weight_options = ("kernel", "bias")
     """Transposed convolution (the gradient of a convolution with respect to its input), upsampling by ``strides``:
     kernel (C_in, filters, R, S) (PyTorch's ConvTranspose2d layout), bias (filters,).
 
@@ -190,9 +195,10 @@ class Conv2DTranspose(_NCHW, Layer):
         return (self.filters, *out)
 
     def create_weights(self, input_shape):
-        self.add_weight("kernel", (input_shape[0], self.filters, *self.kernel_size), self.kernel_initializer)
+        self.add_weight("kernel", (input_shape[0], self.filters, *self.kernel_size), self.kernel_initializer,
+                        **self._weight_kwargs("kernel"))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
         y = F.conv_transpose2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides,
@@ -210,6 +216,7 @@ class Conv2DTranspose(_NCHW, Layer):
 
 @register
 class Conv1D(Layer):
+    _weight_options = ("kernel", "bias")
     """1-D convolution over the steps of (N, T, F) -> (N, T', filters); kernel (filters, F/groups, kernel_size),
     bias (filters,). ``padding``: "valid", "same" (T' = ceil(T / strides)) or "causal" (output step t sees input
     steps <= t)."""
@@ -250,9 +257,9 @@ class Conv1D(Layer):
 
     def create_weights(self, input_shape):
         self.add_weight("kernel", (self.filters, input_shape[1] // self.groups, self.kernel_size),
-                        self.kernel_initializer)
+                        self.kernel_initializer, **self._weight_kwargs("kernel"))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
