@@ -42,6 +42,17 @@ __all__ += ["MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalMaxPool2D"]  # t
 __all__ += ["layout_hint", "looks_channels_last"]  # the NCHW hint (models.inputs names it for the data)
 
 
+def _dilation(dilation, dilation_rate, owner: str):
+    """Keras' ``dilation_rate=`` is this package's ``dilation=``: either may be given, not two different values."""
+    if dilation_rate is None:
+        return dilation
+    if _sizes(dilation, "dilation", owner) != (1, 1) and _sizes(dilation, "dilation", owner) != _sizes(
+            dilation_rate, "dilation_rate", owner):
+        raise ValueError(f"{owner}: dilation={dilation!r} and dilation_rate={dilation_rate!r} (Keras' name of the "
+                         "same argument) differ; give one")
+    return dilation_rate
+
+
 @register
 class Conv2D(_NCHW, Layer):
     """2-D cross-correlation with ``filters`` kernels of ``kernel_size``; kernel (K, C/groups, R, S), bias (K,).
@@ -51,9 +62,10 @@ class Conv2D(_NCHW, Layer):
 
     def __init__(self, filters: int, kernel_size, strides=1, padding="valid", dilation=1, activation=None,
                  use_bias: bool = True, kernel_initializer="glorot_uniform", bias_initializer="zeros", groups: int = 1,
-                 **kwargs):
+                 dilation_rate=None, **kwargs):
         super().__init__(**kwargs)
         owner = f"{type(self).__name__} {self.name!r}"
+        dilation = _dilation(dilation, dilation_rate, owner)
         self.filters = _checks.integer(filters, "filters", owner, minimum=1)
         self.groups = _checks.integer(groups, "groups", owner, minimum=1)
         if self.filters % self.groups:
@@ -164,9 +176,10 @@ class Conv2DTranspose(_NCHW, Layer):
 
     def __init__(self, filters: int, kernel_size, strides=1, padding="valid", output_padding=0, dilation=1,
                  activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 **kwargs):
+                 dilation_rate=None, **kwargs):
         super().__init__(**kwargs)
         owner = f"Conv2DTranspose {self.name!r}"
+        dilation = _dilation(dilation, dilation_rate, owner)
         self.filters = _checks.integer(filters, "filters", owner, minimum=1)
         self.kernel_size = _sizes(kernel_size, "kernel_size", owner)
         self.strides = _sizes(strides, "strides", owner)
