@@ -59,7 +59,8 @@ def test_repeat_vector_into_an_lstm_as_keras():
     same_weights(ours, theirs)
 
 
-@pytest.mark.parametrize("padding, cropping", [(1, ((1, 0), (2, 1))), ((2, 1), 1), (((0, 2), (1, 3)), ((1, 1), (0, 2)))])
+@pytest.mark.parametrize("padding, cropping", [(1, ((1, 0), (2, 1))), ((2, 1), 1),
+                                               (((0, 2), (1, 3)), ((1, 1), (0, 2)))])
 def test_zero_padding_and_cropping_around_a_dilated_conv_as_keras(padding, cropping):
     ours, theirs = twins([L.Input((2, 7, 6)), L.ZeroPadding2D(padding), L.Conv2D(3, 3, dilation_rate=2),
                           L.Cropping2D(cropping), L.Flatten(), L.Dense(2)],
