@@ -3,6 +3,7 @@
 from . import (  # noqa: F401  (Keras' Loss and Metric subclasses: see each module)
     backend,
     callbacks,
+    constraints,
     custom_loss,
     data,
     distributed,
@@ -15,6 +16,7 @@ from . import (  # noqa: F401  (Keras' Loss and Metric subclasses: see each modu
     mixed_precision,
     models,
     optimizers,
+    regularizers,
     schedules,
     tuning,
     utils,
@@ -29,5 +31,5 @@ __all__ = [
     "backend", "callbacks", "data", "functional", "F", "initializers", "layers", "losses", "metrics", "models",
     "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "is_grad_enabled", "no_grad",
     "Model", "Sequential", "load_model", "distributed", "tuning",
-    "mixed_precision", "utils",
+    "mixed_precision", "utils", "regularizers", "constraints",
 ]

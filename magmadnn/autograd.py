@@ -263,7 +263,10 @@ def note_trainable_change() -> None:
 
 class Parameter(Tensor):
     """A weight: a leaf tensor (requires_grad=True) with an optional name and a ``trainable`` flag (Keras'
-    ``Variable.trainable``: optimizers leave a weight whose flag is False unchanged)."""
+    ``Variable.trainable``: optimizers leave a weight whose flag is False unchanged) and an optional ``constraint``
+    (:mod:`magmadnn.constraints`: applied by the optimizer after each update, as Keras' ``Variable.constraint``)."""
+
+    constraint = None
 
     def __init__(self, data: Any, name: str | None = None, backend=None, trainable: bool = True):
         super().__init__(data, requires_grad=True, backend=backend)

@@ -3,10 +3,9 @@ magmadnn's ``lr``/``beta1``/``beta2``/``eps`` as aliases), and magmadnn's own Py
 
 ``optimizer.step(params)`` updates every trainable Parameter that has a gradient, in place (a Parameter whose
 ``trainable`` is False, a frozen layer's, is left as it is: no update, weight decay or slot; clipping norms count
-the trainable gradients only), through the backend's ``*_update``
-ops; slot arrays (momentum, moments, accumulators) are allocated once per parameter with ``zeros_like`` and are
-indexed by the parameter's position in ``params`` (the model always passes the same ordered list). A step never reads
-a value back to the host: the learning rate and the step count are host numbers.
+the trainable gradients only), through the backend's ``*_update`` ops, then applies its ``constraint`` (Keras');
+slot arrays (momentum, moments, accumulators) are allocated once per parameter with ``zeros_like`` and are indexed
+by the parameter's position in ``params`` (always the same list). No step reads back: lr and step are host numbers.
 
 ``lr`` is a number or a ``magmadnn.schedules`` schedule evaluated at the number of steps done so far.
 ``state_dict()`` / ``load_state_dict()`` carry the step count, the current lr and the slot arrays (as backend
@@ -34,7 +33,7 @@ import numbers
 
 import numpy as np
 
-from . import clipping, schedules
+from . import clipping, constraints, schedules
 from ._configurable import Configurable
 from ._registry import resolve
 from .autograd import Tensor
@@ -92,7 +91,7 @@ class Optimizer(Configurable):
         self.lr = value
 
     def step(self, params) -> None:
-        """Apply one update to every parameter in ``params`` that has a gradient."""
+        """Apply one update to every parameter in ``params`` that has a gradient, then its ``constraint``."""
         params = list(params)
         if self._count is None:
             self._count = len(params)
@@ -110,6 +109,7 @@ class Optimizer(Configurable):
             if state is None:
                 state = self._state[index] = {name: self._new_slot(param.xp, param.data, name) for name in self.slots}
             self.update(param.xp, param.data, grads[index], state, lr)
+        constraints.apply(params, grads)
 
     def update(self, xp, p, g, state, lr) -> None:
         raise NotImplementedError
@@ -513,14 +513,14 @@ class LossScaleOptimizer(Optimizer):
             slots = inner._state.get(index)
             if slots is None:  # made here rather than in the inner step, so that a skipped first step undoes them
                 slots = inner._state[index] = {name: inner._new_slot(xp, param.data, name) for name in inner.slots}
-            saved += [(param.data, xp.copy(param.data))] + [(a, xp.copy(a)) for a in slots.values()]
+            saved += [(param, xp.copy(param.data))] + [(a, xp.copy(a)) for a in slots.values()]
         powers = self._bias_corrections(xp, state) if isinstance(inner, Adam) else None
         inner._device_values = self._device_values if powers is None else powers[0]
         try:
             inner.step(params)
         finally:
             inner._device_values = None
-        for array, copy in saved:
+        for array, copy in ((a.data if isinstance(a, Tensor) else a, c) for a, c in saved):  # constraints rebind
             xp.revert_update(array, copy, _as_dtype(xp, finite, array.dtype))
         if powers is not None:  # beta^t advances with the applied steps only
             for name, advanced in powers[1].items():

@@ -53,7 +53,19 @@ from .conv import (
     conv_transpose2d,
     conv_transpose2d_geometry,
 )
-from .elementwise import AbsFunction, ClipFunction, LogFunction, ScaleFunction, abs, clip, log, scale  # noqa: A004
+from .elementwise import (  # noqa: A004
+    AbsFunction,
+    ClipFunction,
+    LogFunction,
+    MaximumFunction,
+    ScaleFunction,
+    abs,
+    clip,
+    log,
+    maximum,
+    minimum,
+    scale,
+)
 from .embeddings import EmbeddingFunction, embedding
 from .linear import DenseFunction, dense
 from .losses import (
@@ -121,10 +133,12 @@ from .recurrent import GRUFunction, LSTMFunction, gru, gru_steps, lstm, lstm_ste
 from .regularization import DropoutFunction, dropout
 from .shapes import (
     ConcatenateFunction,
+    PadFunction,
     ReverseFunction,
     SliceFunction,
     UpsampleNearest2dFunction,
     concatenate,
+    pad_axis,
     reverse,
     slice_axis,
     upsample_nearest2d,
@@ -145,3 +159,4 @@ __all__ += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "ex
 __all__ += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
             "gru_steps"]  # the sequence layers
 __all__ += ["cast"]  # mixed precision
+__all__ += ["maximum", "minimum", "pad_axis"]  # the merging and padding layers

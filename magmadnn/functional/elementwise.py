@@ -1,5 +1,6 @@
 """Elementwise functions with scalar constants that stay kernel arguments (nothing is uploaded per call, so a step
-using them can be captured as a graph): ``log``, ``clip``, ``abs``, ``scale`` (``a * x + b``)."""
+using them can be captured as a graph): ``log``, ``clip``, ``abs``, ``scale`` (``a * x + b``); ``maximum`` and
+``minimum`` of two tensors of one shape (exact: each element is one of its operands)."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ import numbers
 from ..autograd import Function, Tensor
 from ._base import _as_tensor
 
-__all__ = ["log", "clip", "abs", "scale"]
+__all__ = ["log", "clip", "abs", "scale", "maximum", "minimum"]
 
 
 def _relu_mask(xp, g, x):
@@ -56,6 +57,39 @@ class ScaleFunction(Function):
 
     def backward(self, g):
         return (self.xp.multiply(g, self.factor),)
+
+
+class MaximumFunction(Function):
+    """``max(a, b)`` as ``a - [b > a] a + [b > a] b`` (each element exactly one operand); the gradient goes to
+    ``b`` where ``b > a``, else to ``a`` (ties to ``a``)."""
+
+    def forward(self, a, b):
+        xp = self.xp
+        self.gap = xp.subtract(b, a)
+        return xp.add(xp.subtract(a, _relu_mask(xp, a, self.gap)), _relu_mask(xp, b, self.gap))
+
+    def backward(self, g):
+        to_b = _relu_mask(self.xp, g, self.gap)
+        return self.xp.subtract(g, to_b), to_b
+
+
+def _pair(a, b, fn: str):
+    a, b = _as_tensor(a), _as_tensor(b)
+    if tuple(a.shape) != tuple(b.shape) or a.dtype != b.dtype:
+        raise ValueError(f"{fn}: the operands must have one shape and dtype, got {tuple(a.shape)} {a.dtype} and "
+                         f"{tuple(b.shape)} {b.dtype}")
+    return a, b
+
+
+def maximum(a, b) -> Tensor:
+    """Elementwise maximum of two tensors of one shape and dtype."""
+    return MaximumFunction.apply(*_pair(a, b, "maximum"))
+
+
+def minimum(a, b) -> Tensor:
+    """Elementwise minimum of two tensors of one shape and dtype (``-maximum(-a, -b)``, exact)."""
+    a, b = _pair(a, b, "minimum")
+    return -MaximumFunction.apply(-a, -b)
 
 
 def _real(value, name: str, fn: str) -> float:

@@ -1,4 +1,5 @@
-"""Joining and resizing: concatenation along an axis, nearest-neighbour upsampling."""
+"""Joining and resizing: concatenation along an axis, slicing and zero-padding along an axis, reversing,
+nearest-neighbour upsampling."""
 
 from __future__ import annotations
 
@@ -8,7 +9,7 @@ from ..autograd import Function, Tensor
 from ..backend import geometry
 from ._base import _as_tensor, _check_axis, _need_ndim, _same_dtype
 
-__all__ = ["concatenate", "upsample_nearest2d", "slice_axis", "reverse"]
+__all__ = ["concatenate", "upsample_nearest2d", "slice_axis", "reverse", "pad_axis"]
 
 
 class ConcatenateFunction(Function):
@@ -79,6 +80,35 @@ class SliceFunction(Function):
                 shape[self.axis] = size
                 parts.append(xp.zeros(tuple(shape), g.dtype))
         return (xp.concatenate(parts, self.axis) if len(parts) > 1 else g,)
+
+
+class PadFunction(Function):
+    def forward(self, x, axis, before, after):
+        self.axis, self.sizes = axis, [before, x.shape[axis], after]
+        parts = []
+        for size in (before, None, after):
+            if size is None:
+                parts.append(x)
+            elif size:
+                shape = list(x.shape)
+                shape[axis] = size
+                parts.append(self.xp.zeros(tuple(shape), x.dtype))
+        return self.xp.concatenate(parts, axis) if len(parts) > 1 else self.xp.copy(x)
+
+    def backward(self, g):
+        before, size, after = self.sizes
+        if not (before or after):
+            return (g,)
+        return (self.xp.split(g, [s for s in self.sizes if s], self.axis)[1 if before else 0],)
+
+
+def pad_axis(x, axis, before, after) -> Tensor:
+    """``x`` with ``before`` zeros ahead of it and ``after`` zeros behind it along ``axis`` (sizes >= 0)."""
+    x = _as_tensor(x)
+    _check_axis("pad_axis", x, axis)
+    if not all(isinstance(v, numbers.Integral) and not isinstance(v, bool) and v >= 0 for v in (before, after)):
+        raise ValueError(f"pad_axis: before and after must be integers >= 0, got {before!r}, {after!r}")
+    return PadFunction.apply(x, axis=int(axis) % x.ndim, before=int(before), after=int(after))
 
 
 def slice_axis(x, axis, start, stop) -> Tensor:

@@ -5,9 +5,10 @@ Per-sample shapes exclude the batch dimension and use NCHW (``Input((1, 28, 28))
 layers build, name and seed themselves.
 
 Modules by Keras' topics: ``core`` (Dense), ``activations``, ``conv``, ``pooling``, ``normalization``,
-``regularization`` (Dropout), ``reshaping``, ``merging``, ``embedding``, ``attention``, ``position``, ``recurrent``,
-``bidirectional``, ``lambda_layer``. The layer machinery: ``base`` (Layer, Input, symbolic tensors), ``weights``,
-``masking``, ``mixed`` (dtype policies), ``registry`` (classes by name, default names, seeds), ``arguments``.
+``regularization`` (Dropout), ``reshaping``, ``merging``, ``preprocessing`` (Rescaling, Normalization), ``embedding``,
+``attention``, ``position``, ``recurrent``, ``bidirectional``, ``lambda_layer``. The layer machinery: ``base``
+(Layer, Input, symbolic tensors), ``weights``, ``masking``, ``mixed`` (dtype policies), ``registry`` (classes by
+name, default names, seeds), ``arguments``, ``penalties`` (``losses``, regularizers and constraints).
 """
 
 from ..backend.geometry import ACTIVATION_NAMES
@@ -63,19 +64,22 @@ __all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxP
 __all__ += ["LSTM", "GRU"]  # recurrent layers
 
 
+# -- the layers a Keras user reaches for next
+from .merging import Average, Maximum, Minimum, Multiply, Subtract  # noqa: E402
+from .preprocessing import Normalization, Rescaling  # noqa: E402
+from .reshaping import Cropping2D, RepeatVector, ZeroPadding2D  # noqa: E402
+
+__all__ += ["Subtract", "Multiply", "Average", "Maximum", "Minimum", "RepeatVector", "ZeroPadding2D", "Cropping2D",
+            "Rescaling", "Normalization"]
+
 # Keras' layers magmadnn does not provide: what to use instead
 _KERAS_INSTEAD = {
     "InputLayer": "Input(shape=...)",
     "ReLU": 'Activation("relu")', "ELU": 'Activation("elu")', "PReLU": "LeakyReLU",
     "SimpleRNN": "LSTM or GRU", "TimeDistributed": "Dense, which acts on the last axis of (N, T, F) as Keras' does",
-    "Identity": 'Activation("linear")', "Rescaling": "Lambda(lambda x: x * scale + offset)",
-    "Multiply": "Lambda on a list of inputs", "Subtract": "Lambda on a list of inputs",
-    "Average": "Lambda on a list of inputs", "Maximum": "Lambda on a list of inputs",
-    "Minimum": "Lambda on a list of inputs", "Dot": "Lambda on a list of inputs",
-    "Normalization": "standardise the data before fit (NumPy), or BatchNormalization",
-    "RepeatVector": "Lambda", "Masking": "Embedding(mask_zero=True)", "GaussianNoise": "Lambda",
-    "SpatialDropout1D": "Dropout", "SpatialDropout2D": "Dropout",
-    "ZeroPadding2D": 'Conv2D(padding="same")', "Cropping2D": "Lambda", "Attention": "MultiHeadAttention",
+    "Identity": 'Activation("linear")', "Dot": "Lambda on a list of inputs",
+    "Masking": "Embedding(mask_zero=True)", "GaussianNoise": "Lambda",
+    "SpatialDropout1D": "Dropout", "SpatialDropout2D": "Dropout", "Attention": "MultiHeadAttention",
 }
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 __all__ = ["KERAS_DEFAULTS", "KERAS_ONLY_ARGUMENTS"]
 
 KERAS_DEFAULTS = {
-    "kernel_regularizer": None, "bias_regularizer": None, "activity_regularizer": None,
+    "kernel_regularizer": None, "bias_regularizer": None,
     "embeddings_regularizer": None, "recurrent_regularizer": None, "kernel_constraint": None,
     "bias_constraint": None, "embeddings_constraint": None, "recurrent_constraint": None,
     "dropout": 0.0, "recurrent_dropout": 0.0, "input_length": None, "batch_input_shape": None, "batch_size": None,
@@ -16,13 +16,15 @@ KERAS_DEFAULTS = {
     "activation": "tanh", "recurrent_activation": "sigmoid", "unroll": False, "stateful": False,
     "unit_forget_bias": True, "use_cudnn": "auto", "recurrent_initializer": "orthogonal", "autocast": True,
 }
-_PENALTY = ("weight penalties are not layer arguments here: use the optimizer's weight_decay= (AdamW, "
-            "SGD(weight_decay=)) or add the penalty to a callable loss")
+_PENALTY = ("this layer takes no such weight penalty here (Dense, the convolutions, Embedding, the recurrent layers "
+            "and MultiHeadAttention take kernel_regularizer= and the like; every layer takes activity_regularizer=), "
+            "or use the optimizer's weight_decay=")
 KERAS_ONLY_ARGUMENTS = {
     **dict.fromkeys(("kernel_regularizer", "bias_regularizer", "activity_regularizer", "embeddings_regularizer",
                      "recurrent_regularizer"), _PENALTY),
     **dict.fromkeys(("kernel_constraint", "bias_constraint", "embeddings_constraint", "recurrent_constraint"),
-                    "weight constraints are not supported; clip in a callback's on_train_batch_end"),
+                    "this layer takes no such constraint here (Dense, the convolutions, Embedding, the recurrent "
+                    "layers and MultiHeadAttention take kernel_constraint= and the like)"),
     **dict.fromkeys(("dropout", "recurrent_dropout"),
                     "recurrent layers take no dropout here: put a Dropout layer before or after the layer"),
     "input_length": "not needed (Keras 3 deprecates it too): leave it out",

@@ -13,6 +13,8 @@ __all__ = ["MultiHeadAttention"]
 
 @register
 class MultiHeadAttention(Layer):
+    _weight_options = ("kernel", "bias")  # each projection's, as Keras'
+
     """Multi-head scaled dot-product attention over sequences (batch, time, features).
 
     Called as Keras calls it, ``layer(query, value, key=None, use_causal_mask=False)``, or on ``query`` alone
@@ -90,9 +92,9 @@ class MultiHeadAttention(Layer):
         inner_k, inner_v = self.num_heads * self.key_dim, self.num_heads * self.value_dim
         for name, rows, cols in (("query", query[1], inner_k), ("key", key[1], inner_k),
                                  ("value", value[1], inner_v), ("output", inner_v, query[1])):
-            self.add_weight(f"{name}_kernel", (rows, cols), self.kernel_initializer)
+            self.add_weight(f"{name}_kernel", (rows, cols), self.kernel_initializer, **self._weight_kwargs("kernel"))
             if self.use_bias:
-                self.add_weight(f"{name}_bias", (cols,), self.bias_initializer)
+                self.add_weight(f"{name}_bias", (cols,), self.bias_initializer, **self._weight_kwargs("bias"))
         self.rng = self.xp.rng(derive_seed(self._build_seed, 1))
 
     def _heads(self, x, which: str, size: int):

@@ -28,6 +28,7 @@ from . import registry as _registry
 from .arguments import KERAS_DEFAULTS, KERAS_ONLY_ARGUMENTS, _refuse_keras_only  # noqa: F401 - re-exported
 from .masking import MaskingMixin
 from .mixed import MixedPrecisionMixin, _cast_floats, _compute_of, _is_float  # noqa: F401 - re-exported
+from .penalties import PenaltiesMixin
 from .registry import _auto_name, _fresh_seed, _snake, derive_seed, layer_class, register  # noqa: F401
 from .weights import StateWeight, WeightsMixin
 
@@ -100,7 +101,7 @@ def _framed(build):
     return framed
 
 
-class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
+class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Configurable):
     """Base class.
 
     magmadnn's own layers implement ``check_input_shape``, ``create_weights``, ``compute_output_shape`` (per-sample
@@ -118,7 +119,8 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
     it as ``call(x, training, mask=)``; any other layer refuses a masked input (Keras warns and drops the mask).
     """
 
-    _volatile = frozenset({"rng"})  # a random stream: graph replay follows it itself
+    _volatile = frozenset({"rng", "_activity_losses"})  # a random stream (graph replay follows it itself); the
+    # activity penalties of the current forward pass
     _keras_style = False
     _call_takes_training = True
     _in_build = False
@@ -133,11 +135,11 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
             cls.build = _framed(cls.__dict__["build"])
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True,
-                 input_shape=None, input_dim=None, **keras_only):
+                 input_shape=None, input_dim=None, activity_regularizer=None, **keras_only):
         """``input_shape`` / ``input_dim``: Keras' first-layer shorthand; a ``Sequential`` starting with this layer
         puts ``Input(input_shape)`` first (elsewhere it is ignored, as in Keras). Other Keras-only arguments are a
         TypeError naming the magmadnn way (see :data:`KERAS_ONLY_ARGUMENTS`)."""
-        _refuse_keras_only(type(self).__name__, keras_only)
+        _refuse_keras_only(type(self).__name__, self._take_weight_options(keras_only))
         if input_dim is not None and input_shape is None:
             input_shape = (input_dim,)
         self._keras_input_shape = None if input_shape is None else tuple(
@@ -160,6 +162,8 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
         self._params: dict[str, Parameter] = {}
         self._state: dict[str, object] = {}
         self._source = "its input"
+        if activity_regularizer is not None:
+            self.activity_regularizer = activity_regularizer
 
     def __getattr__(self, name: str):
         """Keras' attribute access to a layer's weights (``dense.kernel``, ``dense.bias``, ``embedding.embeddings``):
@@ -258,13 +262,18 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
 
     def _run(self, x, training: bool, **mask):
         """``call``, with ``training`` only when the layer's ``call`` takes it (and ``mask=`` when given); under a
-        mixed policy through :meth:`_call_mixed`."""
+        mixed policy through :meth:`_call_mixed`; an activity regularizer's penalty recorded (``losses``)."""
         if self._compute is not None:
-            return self._call_mixed(x, lambda x: self._call(x, training, mask))
-        if self.dtype is not None and self.dtype.kind == "f":  # as Keras: a half output of a mixed layer is cast
-            # to this layer's dtype; any float input too when the layer was given its dtype (float32 into float64)
-            x = _cast_floats(x, self.dtype, halves_only=self._user_dtype is None)
-        return self._call(x, training, mask)
+            out = self._call_mixed(x, lambda x: self._call(x, training, mask))
+        else:
+            if self.dtype is not None and self.dtype.kind == "f":  # as Keras: a half output of a mixed layer is
+                # cast to this layer's dtype; any float input too when the layer was given its dtype (float32 into
+                # float64)
+                x = _cast_floats(x, self.dtype, halves_only=self._user_dtype is None)
+            out = self._call(x, training, mask)
+        if self._activity is not None:
+            self._record_activity(out)
+        return out
 
     def _call(self, x, training, mask):
         if mask:
@@ -324,6 +333,8 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
         tensors = [self._as_tensor(i) for i in items]
         shapes = [t.shape[1:] for t in tensors]
         self._ensure_built(shapes if many else shapes[0], "the data")
+        if self._activity_losses:  # Keras: an outermost call starts the layer's losses anew
+            self._activity_losses = []
         return self.call_masked(tensors if many else tensors[0], training)
 
     def _symbolic_build(self, parents, shapes, sources: str) -> None:
@@ -371,7 +382,7 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
             config["dtype"] = self._user_policy.name if self._user_policy is not None else self._user_dtype.name
         if self.seed is not None:
             config["seed"] = self.seed
-        return config
+        return {**config, **self._penalty_config()}
 
     @classmethod
     def from_config(cls, config: dict):

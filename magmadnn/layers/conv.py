@@ -42,6 +42,17 @@ __all__ += ["MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalMaxPool2D"]  # t
 __all__ += ["layout_hint", "looks_channels_last"]  # the NCHW hint (models.inputs names it for the data)
 
 
+def _dilation(dilation, dilation_rate, owner: str):
+    """Keras' ``dilation_rate=`` is this package's ``dilation=``: either may be given, not two different values."""
+    if dilation_rate is None:
+        return dilation
+    if _sizes(dilation, "dilation", owner) != (1, 1) and _sizes(dilation, "dilation", owner) != _sizes(
+            dilation_rate, "dilation_rate", owner):
+        raise ValueError(f"{owner}: dilation={dilation!r} and dilation_rate={dilation_rate!r} (Keras' name of the "
+                         "same argument) differ; give one")
+    return dilation_rate
+
+
 @register
 class Conv2D(_NCHW, Layer):
     """2-D cross-correlation with ``filters`` kernels of ``kernel_size``; kernel (K, C/groups, R, S), bias (K,).
@@ -51,9 +62,10 @@ class Conv2D(_NCHW, Layer):
 
     def __init__(self, filters: int, kernel_size, strides=1, padding="valid", dilation=1, activation=None,
                  use_bias: bool = True, kernel_initializer="glorot_uniform", bias_initializer="zeros", groups: int = 1,
-                 **kwargs):
+                 dilation_rate=None, **kwargs):
         super().__init__(**kwargs)
         owner = f"{type(self).__name__} {self.name!r}"
+        dilation = _dilation(dilation, dilation_rate, owner)
         self.filters = _checks.integer(filters, "filters", owner, minimum=1)
         self.groups = _checks.integer(groups, "groups", owner, minimum=1)
         if self.filters % self.groups:
@@ -68,6 +80,7 @@ class Conv2D(_NCHW, Layer):
         self.bias_initializer = initializers.get(bias_initializer)
 
     kernel_name = "kernel"
+    _weight_options = ("kernel", "bias")  # kernel_regularizer=, bias_constraint=, ... (magmadnn.regularizers)
 
     def check_input_shape(self, input_shape):
         _check_chw(self, input_shape)
@@ -81,9 +94,10 @@ class Conv2D(_NCHW, Layer):
 
     def create_weights(self, input_shape):
         kernel = (self.filters, input_shape[0] // self.groups, *self.kernel_size)
-        self.add_weight(self.kernel_name, kernel, self.kernel_initializer)
+        self.add_weight(self.kernel_name, kernel, self.kernel_initializer,
+                        **self._weight_kwargs(self._weight_options[0]))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
@@ -109,6 +123,7 @@ class DepthwiseConv2D(Conv2D):
     channel ``c * depth_multiplier + m`` is input channel c's m-th kernel."""
 
     kernel_name = "depthwise_kernel"
+    _weight_options = ("depthwise", "bias")  # Keras' depthwise_regularizer=, depthwise_constraint=, bias_...
 
     def __init__(self, kernel_size, depth_multiplier: int = 1, strides=1, padding="valid", dilation=1,
                  activation=None, use_bias: bool = True, depthwise_initializer="glorot_uniform",
@@ -131,9 +146,10 @@ class DepthwiseConv2D(Conv2D):
         # drawn as (m, C, R, S): the initializer sees the fans of Keras' (R, S, C, m) kernel (fan_in = C*R*S)
         draw = (self.depth_multiplier, input_shape[0], *self.kernel_size)
         self.add_weight(self.kernel_name, (self.filters, 1, *self.kernel_size),
-                        initializers.in_keras_layout(self.kernel_initializer, draw, (1, 0, 2, 3)))
+                        initializers.in_keras_layout(self.kernel_initializer, draw, (1, 0, 2, 3)),
+                        **self._weight_kwargs("depthwise"))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     @property
     def depthwise_initializer(self):
@@ -149,6 +165,7 @@ class DepthwiseConv2D(Conv2D):
 
 @register
 class Conv2DTranspose(_NCHW, Layer):
+    _weight_options = ("kernel", "bias")
     """Transposed convolution (the gradient of a convolution with respect to its input), upsampling by ``strides``:
     kernel (C_in, filters, R, S) (PyTorch's ConvTranspose2d layout), bias (filters,).
 
@@ -159,9 +176,10 @@ class Conv2DTranspose(_NCHW, Layer):
 
     def __init__(self, filters: int, kernel_size, strides=1, padding="valid", output_padding=0, dilation=1,
                  activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
-                 **kwargs):
+                 dilation_rate=None, **kwargs):
         super().__init__(**kwargs)
         owner = f"Conv2DTranspose {self.name!r}"
+        dilation = _dilation(dilation, dilation_rate, owner)
         self.filters = _checks.integer(filters, "filters", owner, minimum=1)
         self.kernel_size = _sizes(kernel_size, "kernel_size", owner)
         self.strides = _sizes(strides, "strides", owner)
@@ -190,9 +208,10 @@ class Conv2DTranspose(_NCHW, Layer):
         return (self.filters, *out)
 
     def create_weights(self, input_shape):
-        self.add_weight("kernel", (input_shape[0], self.filters, *self.kernel_size), self.kernel_initializer)
+        self.add_weight("kernel", (input_shape[0], self.filters, *self.kernel_size), self.kernel_initializer,
+                        **self._weight_kwargs("kernel"))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
         y = F.conv_transpose2d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides,
@@ -210,6 +229,7 @@ class Conv2DTranspose(_NCHW, Layer):
 
 @register
 class Conv1D(Layer):
+    _weight_options = ("kernel", "bias")
     """1-D convolution over the steps of (N, T, F) -> (N, T', filters); kernel (filters, F/groups, kernel_size),
     bias (filters,). ``padding``: "valid", "same" (T' = ceil(T / strides)) or "causal" (output step t sees input
     steps <= t)."""
@@ -250,9 +270,9 @@ class Conv1D(Layer):
 
     def create_weights(self, input_shape):
         self.add_weight("kernel", (self.filters, input_shape[1] // self.groups, self.kernel_size),
-                        self.kernel_initializer)
+                        self.kernel_initializer, **self._weight_kwargs("kernel"))
         if self.use_bias:
-            self.add_weight("bias", (self.filters,), self.bias_initializer)
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None

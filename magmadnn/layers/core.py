@@ -25,6 +25,7 @@ class Dense(Layer):
     per-sample shape (..., in) -> (..., units)."""
 
     supports_masking = True  # a mask (Embedding(mask_zero=True)) passes through, as in Keras
+    _weight_options = ("kernel", "bias")  # kernel_regularizer=, bias_constraint=, ... (magmadnn.regularizers)
 
     def __init__(self, units: int, activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform",
                  bias_initializer="zeros", **kwargs):
@@ -44,9 +45,10 @@ class Dense(Layer):
         return (*input_shape[:-1], self.units)
 
     def create_weights(self, input_shape):
-        self.add_weight("kernel", (input_shape[-1], self.units), self.kernel_initializer)
+        self.add_weight("kernel", (input_shape[-1], self.units), self.kernel_initializer,
+                        **self._weight_kwargs("kernel"))
         if self.use_bias:
-            self.add_weight("bias", (self.units,), self.bias_initializer)
+            self.add_weight("bias", (self.units,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
         y = F.dense(x, self._params["kernel"], self._params.get("bias"))

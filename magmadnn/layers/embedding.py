@@ -24,6 +24,8 @@ class Embedding(Layer):
     LayerNormalization pass on (as Keras); any other layer after it refuses the masked input.
     """
 
+    _weight_options = ("embeddings",)  # embeddings_regularizer=, embeddings_constraint=
+
     def __init__(self, input_dim: int, output_dim: int, embeddings_initializer="uniform", mask_zero: bool = False,
                  **kwargs):
         super().__init__(**kwargs)
@@ -62,7 +64,8 @@ class Embedding(Layer):
         return (*input_shape, self.output_dim)
 
     def create_weights(self, input_shape):
-        self.add_weight("embeddings", (self.input_dim, self.output_dim), self.embeddings_initializer)
+        self.add_weight("embeddings", (self.input_dim, self.output_dim), self.embeddings_initializer,
+                        **self._weight_kwargs("embeddings"))
         self._mask_table = None
         if self.mask_zero:  # made with the weights, so a captured (graph-replayed) step never uploads it
             self._mask_lookup_table()

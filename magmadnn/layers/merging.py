@@ -1,5 +1,6 @@
-"""Merging layers: Add and Concatenate (a list of inputs, one output; Keras' axes: the batch axis is counted, so
-``Concatenate(axis=1)`` joins the channels of NCHW data)."""
+"""Merging layers: Add, Subtract, Multiply, Average, Maximum, Minimum (element-wise over inputs of one shape) and
+Concatenate (a list of inputs, one output; Keras' axes: the batch axis is counted, so ``Concatenate(axis=1)`` joins
+the channels of NCHW data)."""
 
 from __future__ import annotations
 
@@ -7,20 +8,24 @@ from .. import _checks
 from .. import functional as F
 from .base import Layer, ShapeMismatchError, register, shape_str
 
-__all__ = ["Add", "Concatenate"]
+__all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate"]
 
 
-@register
-class Add(Layer):
-    """Element-wise sum of two or more inputs of the same shape (residual connections)."""
+class _Merge(Layer):
+    """Element-wise merging of two or more inputs of one shape (``inputs`` fixes how many: Subtract's 2)."""
+
+    supports_masking = False
+    inputs: int | None = None
 
     def check_input_shape(self, input_shape):
-        if not isinstance(input_shape, list) or len(input_shape) < 2:
-            raise self.shape_error("a list of at least two inputs", input_shape)
+        count = "exactly two inputs" if self.inputs == 2 else "a list of at least two inputs"
+        if not isinstance(input_shape, list) or len(input_shape) < 2 or (
+                self.inputs is not None and len(input_shape) != self.inputs):
+            raise self.shape_error(count, input_shape)
         if any(s != input_shape[0] for s in input_shape):
             shapes = ", ".join(shape_str(s) for s in input_shape)
-            raise ShapeMismatchError(f"Add layer {self.name!r} needs inputs of one shape; got {shapes} "
-                                     f"from {self._source}")
+            raise ShapeMismatchError(f"{type(self).__name__} layer {self.name!r} needs inputs of one shape; got "
+                                     f"{shapes} from {self._source}")
 
     def compute_output_shape(self, input_shape):
         return input_shape[0]
@@ -28,8 +33,57 @@ class Add(Layer):
     def call(self, xs, training=False):
         total = xs[0]
         for x in xs[1:]:
-            total = F.add(total, x)
+            total = self.merge(total, x)
         return total
+
+    def merge(self, a, b):
+        raise NotImplementedError
+
+
+@register
+class Add(_Merge):
+    """Element-wise sum of two or more inputs of the same shape (residual connections)."""
+
+    merge = staticmethod(F.add)
+
+
+@register
+class Subtract(_Merge):
+    """``inputs[0] - inputs[1]`` (exactly two inputs, as Keras)."""
+
+    inputs = 2
+    merge = staticmethod(F.subtract)
+
+
+@register
+class Multiply(_Merge):
+    """Element-wise product of two or more inputs."""
+
+    merge = staticmethod(F.multiply)
+
+
+@register
+class Average(_Merge):
+    """Element-wise mean of two or more inputs."""
+
+    def call(self, xs, training=False):
+        return F.scale(super().call(xs, training), 1.0 / len(xs), 0.0)
+
+    merge = staticmethod(F.add)
+
+
+@register
+class Maximum(_Merge):
+    """Element-wise maximum of two or more inputs."""
+
+    merge = staticmethod(F.maximum)
+
+
+@register
+class Minimum(_Merge):
+    """Element-wise minimum of two or more inputs."""
+
+    merge = staticmethod(F.minimum)
 
 
 @register

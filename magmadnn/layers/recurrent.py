@@ -26,6 +26,7 @@ class _Recurrent(Layer):
     gates = states = 0  # gate blocks; states returned with return_state
 
     supports_masking = uses_mask = True
+    _weight_options = ("kernel", "recurrent", "bias")  # kernel_regularizer=, recurrent_constraint=, ...
 
     def __init__(self, units: int, return_sequences: bool = False, kernel_initializer="glorot_uniform",
                  recurrent_initializer="orthogonal", bias_initializer="zeros", return_state: bool = False,
@@ -88,9 +89,10 @@ class _Recurrent(Layer):
     def create_weights(self, input_shape):
         input_shape = input_shape[0] if isinstance(input_shape, list) else input_shape
         width = self.gates * self.units
-        self.add_weight("kernel", (input_shape[1], width), self.kernel_initializer)
-        self.add_weight("recurrent_kernel", (self.units, width), self.recurrent_initializer)
-        self.add_weight("bias", (width,), self.bias_initializer)
+        self.add_weight("kernel", (input_shape[1], width), self.kernel_initializer, **self._weight_kwargs("kernel"))
+        self.add_weight("recurrent_kernel", (self.units, width), self.recurrent_initializer,
+                        **self._weight_kwargs("recurrent"))
+        self.add_weight("bias", (width,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def get_config(self):
         flags = {k: v for k, v in (("return_state", self.return_state), ("go_backwards", self.go_backwards),
@@ -151,7 +153,8 @@ class GRU(_Recurrent):
 
     def create_weights(self, input_shape):
         super().create_weights(input_shape)
-        self.add_weight("recurrent_bias", (self.gates * self.units,), self.bias_initializer)
+        self.add_weight("recurrent_bias", (self.gates * self.units,), self.bias_initializer,
+                        **self._weight_kwargs("bias"))  # Keras' one bias (2, 3 units) holds both
 
     def call(self, x, training=False, mask=None):
         p = self._params

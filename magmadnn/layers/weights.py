@@ -115,12 +115,13 @@ class WeightsMixin:
         self.xp = backend
 
     def add_weight(self, *args, shape=None, initializer=None, dtype=None, trainable: bool = True,
-                   name: str | None = None, **keras_only) -> Parameter:
+                   name: str | None = None, regularizer=None, constraint=None, **keras_only) -> Parameter:
         """Create a weight (call it from ``build`` / ``create_weights``) and return it (a Parameter).
 
         Keras' form: ``add_weight(shape=, initializer="glorot_uniform", dtype=None, trainable=True, name=None)``
         (``shape`` and ``initializer`` may be positional); magmadnn's: ``add_weight(name, shape, initializer)``
-        (a str first). ``trainable=False``: the optimizer never changes it (update it yourself with ``assign``)."""
+        (a str first). ``trainable=False``: the optimizer never changes it (update it yourself with ``assign``).
+        ``regularizer`` / ``constraint``: as Keras (:mod:`magmadnn.regularizers`, :mod:`magmadnn.constraints`)."""
         unsupported = sorted(k for k, v in keras_only.items() if v is not None and not (k == "autocast" and v))
         if unsupported:
             raise TypeError(f"{type(self).__name__}.add_weight: {unsupported} are not supported by magmadnn")
@@ -161,6 +162,8 @@ class WeightsMixin:
         self._params[name] = param
         if not trainable:
             self._fixed.add(name)
+        if regularizer is not None or constraint is not None:
+            self._penalize(name, regularizer, constraint)
         if not self._in_build and not self.built:
             self._early[name] = (param, shape, initializer, given, (self.xp, dtype, self._build_seed))
         return param

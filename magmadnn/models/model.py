@@ -26,6 +26,7 @@ from ..layers.operation import Operation
 from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .inference import Inference
 from .inputs import InputChecks
+from .penalties import Penalties
 from .persistence import Persistence
 from .placement import Placement
 from .rebuild import rebuild
@@ -61,7 +62,7 @@ def _structure(given, what: str, model: str):
     return None, [given]
 
 
-class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
+class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Penalties):
     """A graph of layers from ``inputs`` (Input layers) to one ``outputs`` tensor."""
 
     is_sequential = False
@@ -246,6 +247,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         self.reseed(self.seed if seed is None else seed)
 
     def _forward(self, inputs: list[Tensor], training: bool) -> Tensor:
+        self._start_forward()
         values = {}
         feeds = {id(node): tensor for node, tensor in zip(self.inputs, inputs)}
         for node in self.nodes:

@@ -170,7 +170,7 @@ class _Step:
                 elif kind == "evaluate":
                     with no_grad():
                         outputs = model._forward(xs, training=False)
-                        loss = model.loss.checked(outputs, rest[0])
+                        loss = model._with_penalties(model.loss.checked(outputs, rest[0]))
                     model._tally_batch(tally, self.prefix, loss.data, outputs.data, y, staged=rest[1:],
                                        loss_count=loss_count)
                 else:  # the one training step (models.step), its batch read from the staging buffer

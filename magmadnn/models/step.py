@@ -100,7 +100,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     with nullcontext((xs, y)) if hook is None else hook.step(xs, y) as run:
         if run is not None:
             outputs = model._forward(model._input_tensors(run[0]), training=True)
-            loss = model._loss_of(outputs, run[1]) if staged is None else model.loss.checked(outputs, staged[0])
+            loss = model._loss_of(outputs, run[1]) if staged is None else \
+                model._with_penalties(model.loss.checked(outputs, staged[0]))
         if check and hook is None:
             try:  # with what a device check found in this batch (an id, a mask value): raised before any update
                 value = float(_faults.read(xp, loss.data).reshape(()))

@@ -139,12 +139,12 @@ def test_add_weight_forms_and_errors():
 
     class Bad(L.Layer):
         def build(self, input_shape):
-            self.add_weight(shape=(2,), regularizer="l2")
+            self.add_weight(shape=(2,), synchronization="on_read")
 
         def call(self, inputs):
             return inputs
 
-    with pytest.raises(TypeError, match=r"\['regularizer'\] are not supported"):
+    with pytest.raises(TypeError, match=r"\['synchronization'\] are not supported"):
         Bad()(np.zeros((1, 2), np.float32))
 
 
