@@ -161,7 +161,7 @@ class _Import:
             except UnsupportedOnnxError:
                 raise
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as exc:
-                raise self.error(node, f"this form is not supported ({type(exc).__name__}: {exc})") from None
+                raise self.error(node, f"this form is not supported ({type(exc).__name__}: {exc})") from exc
             self._op_node(node, view, form)
 
     def _fold(self, node, ins) -> None:

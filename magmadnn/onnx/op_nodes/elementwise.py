@@ -29,7 +29,7 @@ def _batch_of_broadcast(view):
             ok = True
         elif rank == top and not batched:
             shape = view.shape(k)
-            if shape is None or shape[0] != 1:
+            if shape is None or not len(shape) or shape[0] != 1:
                 return False
     return ok
 
