@@ -52,14 +52,17 @@ def instance_norm(view):
 def layer_norm(view):
     view.only("axis", "epsilon", "stash_type")
     axis, eps = int(view.attr("axis", -1)), float(view.attr("epsilon", 1e-5))
-    if len([o for o in view.node.output if o]) > 1:
-        raise view.error("the Mean and InvStdDev outputs are not supported")
+    outputs = len(view.node.output)
 
     def run(x, scale, bias=None):
-        a = axis % x.ndim
-        y = _normalise(x, tuple(range(a, x.ndim)), eps)
-        y = F.multiply(y, tensor(scale, x))
-        return y if bias is None else F.add(y, tensor(bias, x))
+        axes = tuple(range(axis % x.ndim, x.ndim))
+        mean = F.mean(x, axis=axes, keepdims=True)
+        centred = F.subtract(x, mean)
+        inv = F.divide(1.0, T.unary(F.add(F.mean(F.multiply(centred, centred), axis=axes, keepdims=True), eps),
+                                    "sqrt"))
+        y = F.multiply(F.multiply(centred, inv), tensor(scale, x))
+        y = y if bias is None else F.add(y, tensor(bias, x))
+        return (y, mean, inv)[:outputs] if outputs > 1 else y
 
     rank = view.rank(0)
     return Form(run, keeps_batch=rank is None or axis % rank != 0)
