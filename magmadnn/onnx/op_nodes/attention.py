@@ -41,11 +41,12 @@ def _bias(mask, like, length):
 @op("Attention")
 def attention(view):
     view.only("is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap",
-              "softmax_precision")
+              "softmax_precision", "left_window_size", "right_window_size")
     if len(view.inputs) > 6 and view.has(6):
         raise view.error("the nonpad_kv_seqlen input is not supported")
     causal, scale = bool(view.attr("is_causal", 0)), view.attr("scale")
     qn, kvn = view.attr("q_num_heads"), view.attr("kv_num_heads")
+    left, right = int(view.attr("left_window_size", -1)), int(view.attr("right_window_size", -1))
     softcap, mode = float(view.attr("softcap", 0.0)), int(view.attr("qk_matmul_output_mode", 0))
 
     def run(q, k, v, mask=None, past_k=None, past_v=None):
@@ -65,9 +66,13 @@ def attention(view):
         if softcap > 0:
             qk = F.multiply(F.tanh(F.divide(qk, softcap)), softcap)
         bias = None if mask is None else _bias(mask, q, length)
-        if causal:
-            offset = 0 if past_k is None else past_k.shape[2]
-            allowed = np.arange(length)[None, :] <= np.arange(s)[:, None] + offset
+        offset = 0 if past_k is None else past_k.shape[2]
+        diff = np.arange(s)[:, None] + offset - np.arange(length)[None, :]  # query position - key position
+        allowed = np.ones(diff.shape, bool)
+        allowed &= (diff >= 0) if causal else allowed
+        allowed &= (diff <= left) if left >= 0 else allowed
+        allowed &= (-diff <= right) if right >= 0 else allowed
+        if not allowed.all():
             step = tensor(np.where(allowed, 0.0, -np.inf).astype(np.dtype(q.dtype)), q)
             bias = step if bias is None else F.add(bias, step)
         scores = qk if bias is None else F.add(qk, bias)
