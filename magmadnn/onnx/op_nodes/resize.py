@@ -1,0 +1,114 @@
+"""Resize (and Upsample): every interpolation ONNX defines (nearest, linear, cubic; each coordinate transformation,
+antialias, tf_crop_and_resize) is linear in the data and separable per axis, so each resized axis becomes one
+matrix product with an interpolation matrix. The matrices are made on the host from the shapes, scales or sizes and
+the attributes alone, by onnx's reference Resize applied to the rows of an identity (exactly ONNX's meaning; no data
+is read), and cached per shape; the product is differentiable."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._registry import Form, op
+from ._runtime import F, host, tensor
+
+_ATTRS = ("mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_outside", "extrapolation_value",
+          "nearest_mode", "antialias")
+
+
+def _matrix(attrs, opset, size, roi, scale, out):
+    """(M^T (size, out), offset (out,)) of one axis: y = x @ M^T + offset."""
+    from .. import _proto  # noqa: PLC0415
+    from ..op_graph import _reference  # noqa: PLC0415
+
+    helper = _proto.onnx().helper
+    node = helper.make_node("Resize", ["X", "roi", "scales" if out is None else "", "sizes" if out is not None else ""],
+                            ["Y"], axes=[1], **attrs)
+    basis = np.concatenate([np.eye(size), np.zeros((1, size))]).astype(np.float64)
+    roi = np.asarray([0.0, 1.0] if roi is None else roi, np.float64)
+    ins = [basis, roi] + ([np.asarray([scale], np.float32), None] if out is None else
+                          [None, np.asarray([out], np.int64)])
+    y = _reference(node, max(opset, 19), ins)[0]
+    return y[:size] - y[size:], y[size]
+
+
+def _plan(x_shape, axes, roi, scales, sizes, policy):
+    """[(axis, roi pair, scale, out size)] for the axes that change."""
+    rank = len(x_shape)
+    axes = list(range(rank)) if axes is None else [int(a) % rank for a in axes]
+    if sizes is not None and policy != "stretch":
+        ratios = [sizes[i] / x_shape[a] for i, a in enumerate(axes)]
+        scale = min(ratios) if policy == "not_larger" else max(ratios)
+        sizes = [int(np.floor(scale * x_shape[a] + 0.5)) for a in axes]
+    plan = []
+    for i, a in enumerate(axes):
+        pair = None if roi is None else (roi[i], roi[i + len(axes)])
+        out = None if sizes is None else int(sizes[i])
+        scale = None if scales is None else float(scales[i])
+        if (out if out is not None else int(np.floor(x_shape[a] * scale))) == x_shape[a] and (
+                scale in (None, 1.0)) and pair in (None, (0.0, 1.0)):
+            continue
+        plan.append((a, pair, scale, out))
+    return plan
+
+
+def _apply(x, a, mt, offset):
+    rank = x.ndim
+    order = [k for k in range(rank) if k != a] + [a]
+    moved = F.transpose(x, order) if a != rank - 1 else x
+    lead = moved.shape[:-1]
+    y = F.matmul(F.reshape(moved, (-1, mt.shape[0])), tensor(mt.astype(np.dtype(x.dtype)), x))
+    if np.any(offset):
+        y = F.add(y, tensor(offset.astype(np.dtype(x.dtype)), x))
+    y = F.reshape(y, (*lead, mt.shape[1]))
+    back = list(np.argsort(order))
+    return F.transpose(y, back) if a != rank - 1 else y
+
+
+def _resizer(view, attrs, axes, policy):
+    cache = {}
+
+    def run(x, roi=None, scales=None, sizes=None):
+        if np.dtype(x.dtype).kind != "f":
+            raise view.error("only float tensors are resized")
+        roi = None if roi is None or host(roi).size == 0 else [float(v) for v in host(roi)]
+        scales = None if scales is None or host(scales).size == 0 else [float(v) for v in host(scales)]
+        sizes = None if sizes is None or host(sizes).size == 0 else [int(v) for v in host(sizes)]
+        key = (tuple(x.shape), roi and tuple(roi), scales and tuple(scales), sizes and tuple(sizes))
+        if key not in cache:
+            plan = _plan(x.shape, axes, roi, scales, sizes, policy)
+            cache[key] = [(a, *_matrix(attrs, view.opset, x.shape[a], pair, scale, out))
+                          for a, pair, scale, out in plan]
+        for a, mt, offset in cache[key]:
+            x = _apply(x, a, mt, offset)
+        return x
+
+    return run
+
+
+@op("Resize", host=(1, 2, 3))
+def resize(view):
+    view.only(*_ATTRS, "axes", "keep_aspect_ratio_policy")
+    attrs = {k: view.attr(k) for k in _ATTRS if view.attr(k) is not None}
+    axes = view.attr("axes")
+    if view.opset < 11:  # Resize-10: (X, scales), asymmetric coordinates
+        attrs.setdefault("coordinate_transformation_mode", "asymmetric")
+        run = _resizer(view, attrs, axes, "stretch")
+        return Form(lambda x, scales: run(x, None, scales), host=(1,), keeps_batch=True)
+    if attrs.get("mode", "nearest") == "nearest" and view.opset < 13:
+        attrs.setdefault("nearest_mode", "round_prefer_floor")
+    run = _resizer(view, attrs, axes, view.attr("keep_aspect_ratio_policy", "stretch"))
+    keeps = axes is None or 0 not in [int(a) % max(view.rank(0) or 1, 1) for a in axes]
+    return Form(run, keeps_batch=True if view.rank(0) is None else keeps)
+
+
+@op("Upsample", host=(1,))
+def upsample(view):
+    view.only("mode", "scales")
+    attrs = {"mode": view.attr("mode", "nearest"), "coordinate_transformation_mode": "asymmetric"}
+    if attrs["mode"] == "nearest":
+        attrs["nearest_mode"] = "floor"
+    run = _resizer(view, attrs, None, "stretch")
+    fixed = view.attr("scales")
+    if fixed is not None:
+        return Form(lambda x: run(x, None, np.asarray(fixed, np.float32)), keeps_batch=True)
+    return Form(lambda x, scales: run(x, None, scales), keeps_batch=True)
