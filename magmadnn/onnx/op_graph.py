@@ -38,7 +38,8 @@ from .op_nodes import CONVERTERS, NodeView
 __all__ = ["build", "supported_op_types"]
 
 #: ONNX element types magmadnn tensors hold
-ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 3: np.int8, 2: np.uint8}
+ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 3: np.int8, 2: np.uint8, 5: np.int16,
+                 4: np.uint16, 12: np.uint32, 13: np.uint64}
 
 
 def supported_op_types() -> list[str]:

@@ -117,9 +117,7 @@ def top_k(view):
         k = int(host(k).reshape(-1)[0])
         ns = x.data.__array_namespace__()
         a = axis % x.ndim
-        key = ns.negative(x.data) if largest and x.dtype.kind in "fi" else x.data
-        if largest and x.dtype.kind not in "fi":
-            raise TypeError("TopK(largest=1) of unsigned integers")
+        key = x.data if not largest else ns.negative(x.data) if x.dtype.kind in "fi" else ns.bitwise_invert(x.data)
         order = ns.argsort(key, axis=a, stable=True)
         index = ns.take(order, ns.asarray(np.arange(k), **_dev(x)) if not isinstance(x.data, np.ndarray)
                         else np.arange(k), axis=a)
