@@ -38,6 +38,8 @@ from .op_nodes import CONVERTERS, NodeView
 __all__ = ["build", "supported_op_types"]
 
 #: ONNX element types magmadnn tensors hold
+#: the element types every backend holds (the rest are checked against the model's device)
+_EVERYWHERE = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.int8, np.uint8)}
 ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 3: np.int8, 2: np.uint8, 5: np.int16,
                  4: np.uint16, 12: np.uint32, 13: np.uint64}
 
@@ -57,8 +59,9 @@ class _Sym:
 
 
 class _Import:
-    def __init__(self, proto, name):
-        self.proto, self.opset = proto, default_opset(proto)
+    def __init__(self, proto, name, device=None):
+        self.proto, self.opset, self.device = proto, default_opset(proto), device
+        self._held: dict = {}
         self.values: dict[str, object] = {}  # name -> np.ndarray (constant) or _Sym
         self.names: dict[str, int] = {}
         self.shapes, self.dtypes = _inferred(proto)
@@ -100,6 +103,9 @@ class _Import:
                 raise UnsupportedOnnxError(f"graph input {spec.name!r}: only tensors of float32, float64, integers "
                                            "or bool are supported (no sequences, maps, strings or float16)")
             dtype = np.dtype(ELEMENT_TYPES[tensor_type.elem_type])
+            if not self.holds(dtype):
+                raise UnsupportedOnnxError(f"graph input {spec.name!r}: the device backend holds no {dtype.name} "
+                                           "tensors")
             if not tensor_type.HasField("shape"):
                 raise UnsupportedOnnxError(f"graph input {spec.name!r} has no shape (not even its rank)")
             dims = [int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None
@@ -128,6 +134,22 @@ class _Import:
             self.values[spec.name] = _Sym(layer.output, tuple(dims), batched, host, dtype)
             made.append((spec.name, layer))
         return made
+
+    def holds(self, dtype) -> bool:
+        """Whether the model's device holds tensors of ``dtype`` (the host holds every NumPy dtype)."""
+        dtype = np.dtype(dtype)
+        if self.device is None or dtype in _EVERYWHERE:
+            return True
+        if dtype not in self._held:
+            from .. import backend  # noqa: PLC0415
+            from ..autograd import Tensor  # noqa: PLC0415
+
+            try:
+                Tensor(np.zeros((1,), dtype), backend=backend.get(self.device))
+                self._held[dtype] = True
+            except TypeError:
+                self._held[dtype] = False
+        return self._held[dtype]
 
     def _host_only(self, name: str) -> bool:
         """Whether every reader of ``name`` reads it where a shape, axes or sizes go (kept on the host)."""
@@ -313,7 +335,7 @@ def _inferred(proto):
 
 def build(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
     """The Model of op nodes of ``proto`` (see the module)."""
-    state = _Import(proto, name)
+    state = _Import(proto, name, device)
     made = state.inputs()
     state.walk()
     outputs = {}

@@ -99,5 +99,9 @@ class NodeView:
     def batched(self, k: int) -> bool:
         return bool(getattr(self.inputs[k], "batched", False)) if k < len(self.inputs) else False
 
+    def holds(self, dtype) -> bool:
+        """Whether the model's device holds tensors of ``dtype``."""
+        return self._state.holds(dtype)
+
     def error(self, what: str) -> UnsupportedOnnxError:
         return self._state.error(self.node, what)

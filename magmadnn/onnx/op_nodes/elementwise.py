@@ -307,7 +307,7 @@ def cast(view):
     if view.node.op_type == "Cast":
         view.only("to", "saturate", "round_mode")
         to = ONNX_DTYPES.get(int(view.attr("to")))
-        if to is None or np.dtype(to) == np.float16:
+        if to is None or np.dtype(to) == np.float16 or not view.holds(to):
             raise view.error(f"casting to ONNX type {view.attr('to')} is not supported")
     else:
         to = None
