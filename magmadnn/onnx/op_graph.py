@@ -40,8 +40,8 @@ __all__ = ["build", "supported_op_types"]
 #: ONNX element types magmadnn tensors hold
 #: the element types every backend holds (the rest are checked against the model's device)
 _EVERYWHERE = {np.dtype(t) for t in (np.float32, np.float64, np.int32, np.int64, np.bool_, np.int8, np.uint8)}
-ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 3: np.int8, 2: np.uint8, 5: np.int16,
-                 4: np.uint16, 12: np.uint32, 13: np.uint64}
+ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 3: np.int8, 2: np.uint8,
+                 5: np.int16, 4: np.uint16, 12: np.uint32, 13: np.uint64}
 
 
 def supported_op_types() -> list[str]:
