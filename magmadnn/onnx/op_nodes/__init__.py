@@ -2,7 +2,19 @@
 (:mod:`._registry` holds :class:`NodeView`, :class:`Form` and the ``@op`` decorator; ``CONVERTERS`` maps each
 operator to its converter)."""
 
-from . import attention, conv, elementwise, linalg, losses, normalization, recurrent, reductions, resize, shaping  # noqa: F401 - they register
+from . import (  # noqa: F401 - they register
+    attention,
+    conv,
+    elementwise,
+    linalg,
+    losses,
+    normalization,
+    rearrange,
+    recurrent,
+    reductions,
+    resize,
+    shaping,
+)
 from ._registry import CONVERTERS, Form, NodeView, op
 
 __all__ = ["CONVERTERS", "NodeView", "Form", "op"]
