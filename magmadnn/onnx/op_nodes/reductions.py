@@ -130,3 +130,42 @@ def top_k(view):
 
 def _dev(x):
     return {"device": x.data.device}
+
+
+@op("CumProd", host=(1,))
+def cum_prod(view):
+    """Running products along an axis, one multiply per step (differentiable for floats)."""
+    view.only("exclusive", "reverse")
+    exclusive, reverse = bool(view.attr("exclusive", 0)), bool(view.attr("reverse", 0))
+
+    def run(x, axis):
+        a = int(host(axis).reshape(-1)[0]) % x.ndim
+        ns = x.data.__array_namespace__()
+        pieces = [F.slice_axis(x, a, k, k + 1) if is_float(x) else Tensor._of(
+            ns.take(x.data, ns.asarray([k]) if isinstance(x.data, np.ndarray) else ns.asarray(
+                np.asarray([k]), device=x.data.device), axis=a), x.xp) for k in range(x.shape[a])]
+        order = list(range(len(pieces)))[::-1] if reverse else list(range(len(pieces)))
+        out = [None] * len(pieces)
+        running = None
+        for k in order:
+            if exclusive:
+                out[k] = running if running is not None else _ones_like(pieces[k])
+            running = pieces[k] if running is None else _mul(running, pieces[k])
+            if not exclusive:
+                out[k] = running
+        if is_float(x):
+            return F.concatenate(out, axis=a)
+        return Tensor._of(ns.concat([o.data for o in out], axis=a), x.xp)
+
+    return run
+
+
+def _mul(a, b):
+    if is_float(a):
+        return F.multiply(a, b)
+    return Tensor._of(a.data * b.data, a.xp)
+
+
+def _ones_like(t):
+    ns = t.data.__array_namespace__()
+    return Tensor._of(ns.ones_like(t.data), t.xp)
