@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import Form, op
-from ._runtime import F, T, Tensor, tensor
+from ._runtime import F, T, Tensor, host, tensor
 
 
 def _heads(x, n):
@@ -38,18 +38,16 @@ def _bias(mask, like, length):
     return mask
 
 
-@op("Attention")
+@op("Attention", host=(6,))
 def attention(view):
     view.only("is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap",
               "softmax_precision", "left_window_size", "right_window_size")
-    if len(view.inputs) > 6 and view.has(6):
-        raise view.error("the nonpad_kv_seqlen input is not supported")
     causal, scale = bool(view.attr("is_causal", 0)), view.attr("scale")
     qn, kvn = view.attr("q_num_heads"), view.attr("kv_num_heads")
     left, right = int(view.attr("left_window_size", -1)), int(view.attr("right_window_size", -1))
     softcap, mode = float(view.attr("softcap", 0.0)), int(view.attr("qk_matmul_output_mode", 0))
 
-    def run(q, k, v, mask=None, past_k=None, past_v=None):
+    def run(q, k, v, mask=None, past_k=None, past_v=None, nonpad=None):
         k, v = tensor(k, q), tensor(v, q)
         flat = q.ndim == 3
         if flat:
@@ -67,8 +65,14 @@ def attention(view):
             qk = F.multiply(F.tanh(F.divide(qk, softcap)), softcap)
         bias = None if mask is None else _bias(mask, q, length)
         offset = 0 if past_k is None else past_k.shape[2]
-        diff = np.arange(s)[:, None] + offset - np.arange(length)[None, :]  # query position - key position
+        keys = np.arange(length)[None, :]
+        if nonpad is not None:  # per batch: keys past the length are padding, the causal frontier at its end
+            lens = host(nonpad).reshape(-1, 1, 1, 1).astype(np.int64)
+            offset, keys = lens - s, keys[None, None]
+        diff = np.arange(s)[:, None] + offset - keys  # query position - key position
         allowed = np.ones(diff.shape, bool)
+        if nonpad is not None:
+            allowed &= keys < lens
         allowed &= (diff >= 0) if causal else allowed
         allowed &= (diff <= left) if left >= 0 else allowed
         allowed &= (-diff <= right) if right >= 0 else allowed

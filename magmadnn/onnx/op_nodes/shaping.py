@@ -391,3 +391,20 @@ def _pad_axis(x, axis, before, after, mode, fill):
     else:
         raise ValueError(f"Pad mode {mode!r}")
     return T.take(x, index.astype(np.int64), axis)
+
+
+@op("EyeLike")
+def eye_like(view):
+    """Ones on the k-th diagonal of a 2-D tensor of the input's shape (its values are not read)."""
+    view.only("dtype", "k")
+    from ._runtime import ONNX_DTYPES  # noqa: PLC0415
+
+    code, k = view.attr("dtype"), int(view.attr("k", 0))
+    if code is not None and (ONNX_DTYPES.get(int(code)) is None or not view.holds(ONNX_DTYPES[int(code)])):
+        raise view.error(f"dtype {code} is not supported")
+
+    def run(x):
+        dtype = np.dtype(ONNX_DTYPES[int(code)]) if code is not None else np.dtype(x.dtype)
+        return Tensor(np.eye(x.shape[0], x.shape[1], k=k, dtype=dtype), backend=x.xp)
+
+    return Form(run, keeps_batch=False)
