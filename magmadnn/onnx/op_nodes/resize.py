@@ -17,17 +17,23 @@ _ATTRS = ("mode", "coordinate_transformation_mode", "cubic_coeff_a", "exclude_ou
 
 def _matrix(attrs, opset, size, roi, scale, out):
     """(M^T (size, out), offset (out,)) of one axis: y = x @ M^T + offset."""
-    from .. import _proto  # noqa: PLC0415
-    from ..op_graph import _reference  # noqa: PLC0415
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
 
-    helper = _proto.onnx().helper
+    from .._proto import onnx  # noqa: PLC0415
+
+    helper = onnx().helper
     node = helper.make_node("Resize", ["X", "roi", "scales" if out is None else "", "sizes" if out is not None else ""],
                             ["Y"], axes=[1], **attrs)
     basis = np.concatenate([np.eye(size), np.zeros((1, size))]).astype(np.float64)
     roi = np.asarray([0.0, 1.0] if roi is None else roi, np.float64)
     ins = [basis, roi] + ([np.asarray([scale], np.float32), None] if out is None else
                           [None, np.asarray([out], np.int64)])
-    y = _reference(node, max(opset, 19), ins)[0]
+    names = [n for n in node.input if n]
+    untyped = helper.make_empty_tensor_value_info
+    graph = helper.make_graph([node], "resize", [untyped(n) for n in names], [untyped("Y")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", max(opset, 19))])
+    feeds = {n: v for n, v in zip(node.input, ins) if n}
+    y = np.asarray(ReferenceEvaluator(model).run(None, feeds)[0])
     return y[:size] - y[size:], y[size]
 
 
@@ -76,8 +82,11 @@ def _resizer(view, attrs, axes, policy):
         key = (tuple(x.shape), roi and tuple(roi), scales and tuple(scales), sizes and tuple(sizes))
         if key not in cache:
             plan = _plan(x.shape, axes, roi, scales, sizes, policy)
-            cache[key] = [(a, *_matrix(attrs, view.opset, x.shape[a], pair, scale, out))
-                          for a, pair, scale, out in plan]
+            try:
+                cache[key] = [(a, *_matrix(attrs, view.opset, x.shape[a], pair, scale, out))
+                              for a, pair, scale, out in plan]
+            except Exception as exc:  # noqa: BLE001 - the reference raises what its Resize raises
+                raise view.error(f"this resize cannot be computed ({type(exc).__name__}: {exc})") from None
         for a, mt, offset in cache[key]:
             x = _apply(x, a, mt, offset)
         return x
