@@ -20,7 +20,9 @@ ALLOWED_CIRCLES = [{"magmadnn.autograd", "magmadnn.functional.operators", "magma
                     "pymagma.array_api._statistics", "pymagma.array_api._indexing", "pymagma.array_api._manipulation",
                     # the array API's linalg extension runs pymagma.linalg and the hybrid drivers
                     "pymagma.array_api._norms", "pymagma.array_api._products", "pymagma.array_api.linalg",
-                    "pymagma.linalg", "pymagma.hybrid", "pymagma.hybrid._block_size", "pymagma.hybrid._cholesky",
+                    "pymagma.linalg", "pymagma.linalg._common", "pymagma.linalg.cholesky", "pymagma.linalg.eigen",
+                    "pymagma.linalg.lu", "pymagma.linalg.norms", "pymagma.linalg.qr", "pymagma.linalg.svd",
+                    "pymagma.hybrid", "pymagma.hybrid._block_size", "pymagma.hybrid._cholesky",
                     "pymagma.hybrid._eigh", "pymagma.hybrid._lookahead", "pymagma.hybrid._qr",
                     "pymagma.hybrid._reflectors", "pymagma.hybrid._svd"}]
 
