@@ -668,17 +668,30 @@ def _writable(x: DeviceArray, what: str) -> None:
 
 
 def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
-    """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel (1-byte
-    dtypes copied as uint8)."""
+    """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel on the
+    bits (each element as one uint8, int32 or int64 of its size, or as a trailing axis of them: int16 as 2 bytes,
+    complex128 as 2 int64)."""
     if dst.is_c_contiguous:
         copy_into(dst, src)
         return
     from . import kernels
 
-    if dst.itemsize == 1:
-        u8 = np.dtype(np.uint8)
-        dst, src = (DeviceArray._trusted(a.shape, u8, a.ptr, a.strides, a, a.device) for a in (dst, src))
+    if dst.dtype.name not in _BITWISE_COPIED:
+        dst, src = _as_bits(dst), _as_bits(src)
     kernels.copy(src, out=dst)
+
+
+_BITWISE_COPIED = frozenset(("float32", "float64", "int32", "int64", "uint8"))
+_BITS = {1: ("uint8", 1), 2: ("uint8", 2), 4: ("int32", 1), 8: ("int64", 1), 16: ("int64", 2)}
+
+
+def _as_bits(a: DeviceArray) -> DeviceArray:
+    """A view of ``a``'s bytes in a dtype the copy kernel takes (see :func:`_write_into`)."""
+    name, parts = _BITS[a.itemsize]
+    dt = np.dtype(name)
+    if parts == 1:
+        return DeviceArray._trusted(a.shape, dt, a.ptr, a.strides, a, a.device)
+    return DeviceArray._trusted((*a.shape, parts), dt, a.ptr, (*a.strides, dt.itemsize), a, a.device)
 
 
 #: dtypes ``@`` hands straight to MAGMA's (or cuBLAS's half) gemm when both operands have it (bfloat16 too, below);

@@ -9,14 +9,20 @@ from typing import NamedTuple
 import numpy as np
 
 bool = np.dtype("bool")  # noqa: A001 (the standard's name)
-int8, uint8, int32, int64 = (np.dtype(n) for n in ("int8", "uint8", "int32", "int64"))
+int8, int16, int32, int64 = (np.dtype(n) for n in ("int8", "int16", "int32", "int64"))
+uint8, uint16, uint32, uint64 = (np.dtype(n) for n in ("uint8", "uint16", "uint32", "uint64"))
 float32, float64 = np.dtype("float32"), np.dtype("float64")
-SUPPORTED = (bool, int8, uint8, int32, int64, float32, float64)
+SUPPORTED = (bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64)
 #: the standard's dtypes pymagma's kernels do not handle (named in errors, absent from the namespace)
-UNSUPPORTED = ("int16", "uint16", "uint32", "uint64", "complex64", "complex128")
+UNSUPPORTED = ("complex64", "complex128")
 DEFAULT = {"real floating": float64, "integral": int64, "indexing": int64}
 _KINDS = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu", "real floating": "f",
           "complex floating": "c", "numeric": "iufc"}
+
+
+def _dtype_of(v):
+    """An array's dtype, or ``v`` itself (a dtype, or a scalar type such as the namespace's ``float64``)."""
+    return v if isinstance(v, type) else getattr(v, "dtype", v)
 
 
 def check(dtype, what: str = "dtype") -> np.dtype:
@@ -33,7 +39,7 @@ def check(dtype, what: str = "dtype") -> np.dtype:
 
 def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     """The standard's promotion of two supported dtypes; TypeError where it defines none (bool with numbers,
-    integers with floats) or where the result (int16 for int8 with uint8) is not supported."""
+    integers with floats, uint64 with a signed integer)."""
     if a == b:
         return a
     ka, kb = a.kind, b.kind
@@ -43,9 +49,19 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
         signed, unsigned = (a, b) if ka == "i" else (b, a)
         if signed.itemsize > unsigned.itemsize:
             return signed
-        raise TypeError(f"{a} and {b} promote to int{2 * 8 * unsigned.itemsize}, which pymagma.array_api does not "
-                        "support")
+        if unsigned.itemsize < 8:
+            return np.dtype(f"int{2 * 8 * unsigned.itemsize}")
+        raise TypeError(f"the array API standard defines no promotion of {a} with {b} (NumPy's float64 loses "
+                        "integers above 2**53; cast one with astype)")
     raise TypeError(f"the array API standard defines no promotion of {a} with {b} (cast one with astype)")
+
+
+def accumulator(dtype: np.dtype) -> np.dtype:
+    """The standard's default dtype of a sum or product of ``dtype``: the default integer (int64) for bool and the
+    signed integers, the unsigned one of the same width (uint64) for unsigned integers, floats their own."""
+    if dtype.kind in "bi":
+        return DEFAULT["integral"]
+    return uint64 if dtype.kind == "u" else dtype
 
 
 def result_type(*arrays_and_dtypes):
@@ -55,7 +71,7 @@ def result_type(*arrays_and_dtypes):
         if isinstance(v, (builtins_bool, int, float, complex)):
             scalars.append(v)
         else:
-            dts.append(check(getattr(v, "dtype", v), "result_type"))
+            dts.append(check(_dtype_of(v), "result_type"))
     if not dts:
         raise ValueError("result_type needs at least one array or dtype")
     out = dts[0]
@@ -88,7 +104,7 @@ def scalar_dtype(value, dtype: np.dtype, what: str) -> np.dtype:
 
 def can_cast(from_, to) -> builtins_bool:
     """Whether the promotion table allows ``from_`` (a dtype or array) to become ``to``."""
-    a, b = check(getattr(from_, "dtype", from_), "can_cast"), check(to, "can_cast")
+    a, b = check(_dtype_of(from_), "can_cast"), check(to, "can_cast")
     try:
         return promote(a, b) == b
     except TypeError:
@@ -121,7 +137,7 @@ class FInfo(NamedTuple):
 
 def finfo(type_) -> FInfo:
     """Machine limits of a floating dtype (or a floating array's)."""
-    dt = check(getattr(type_, "dtype", type_), "finfo")
+    dt = check(_dtype_of(type_), "finfo")
     if dt.kind != "f":
         raise TypeError(f"finfo needs a floating dtype, got {dt}")
     f = np.finfo(dt)
@@ -130,7 +146,7 @@ def finfo(type_) -> FInfo:
 
 def iinfo(type_):
     """Limits of an integer dtype (NumPy's answer: bits, max, min, dtype)."""
-    dt = check(getattr(type_, "dtype", type_), "iinfo")
+    dt = check(_dtype_of(type_), "iinfo")
     if dt.kind not in "iu":
         raise TypeError(f"iinfo needs an integer dtype, got {dt}")
     return np.iinfo(dt)

@@ -30,8 +30,7 @@ class Info:
                 "integral": _dtypes.DEFAULT["integral"], "indexing": _dtypes.DEFAULT["indexing"]}
 
     def dtypes(self, *, device=None, kind=None) -> dict:
-        """The supported dtypes by name, optionally of one ``kind`` (a kind name or a tuple of them): no int16,
-        uint16, uint32, uint64 or complex dtypes."""
+        """The supported dtypes by name, optionally of one ``kind`` (a kind name or a tuple of them)."""
         if kind is not None:
             kinds = kind if isinstance(kind, tuple) else (kind,)
             for k in kinds:

@@ -40,8 +40,7 @@ def _diagonal_view(x, offset, what: str):
 def _trace_dtype(x, dtype) -> np.dtype:
     if dtype is not None:
         return _dtypes.check(dtype, "linalg.trace")
-    # the default integer dtype for the smaller integers; pymagma has no uint64, so uint8 sums in int64 too
-    return _dtypes.DEFAULT["integral"] if x.dtype.kind in "iu" else x.dtype
+    return _dtypes.accumulator(x.dtype)
 
 
 def trace(x, /, *, offset: int = 0, dtype=None):

@@ -2,8 +2,8 @@
 along one axis (strided operands read in place), the three-operand ``where``, ``searchsorted``, a 1-D gather and
 the steps of ``nonzero`` and ``unique``.  Results are new C-contiguous arrays; dtypes are the caller's business.
 
-Only ``where`` is compiled for every dtype: the others are compiled for int64, float32 and float64 (half the NVRTC
-time), and bool, int8, uint8 and int32 operands run as int64 (a cast kernel each way).  That is exact: integer sums
+Only ``where`` is compiled for every dtype: the others are compiled for int64, uint64, float32 and float64 (less
+NVRTC time), and bool and the narrower integers run as int64 (a cast kernel each way).  That is exact: integer sums
 and products wrap modulo 2**bits whatever the width they are carried in, and the cast keeps the order."""
 
 from __future__ import annotations
@@ -24,7 +24,7 @@ PROGRAM = "array_api_reduce"
 REDUCE = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "var": 5}
 INDEX = np.dtype(np.int64)
 #: the dtypes carried as int64 by every kernel but ar_where (see programs.API_REDUCE_DTYPES)
-NARROW = frozenset(np.dtype(d) for d in ("bool", "int8", "uint8", "int32"))
+NARROW = frozenset(np.dtype(d) for d in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32"))
 
 
 def _wide(x):

@@ -26,10 +26,10 @@ def _kinds(x, kinds: str, what: str):
 
 def accumulation_dtype(x, dtype, what: str) -> np.dtype:
     """``dtype`` when given, else the standard's default for sums and products: the default integer (int64) for
-    bool and every integer dtype (the namespace has no uint64), the input's dtype for floats."""
+    bool and the signed integers, uint64 for the unsigned ones, the input's dtype for floats."""
     if dtype is not None:
         return _dtypes.check(dtype, f"{what} dtype")
-    return _dtypes.DEFAULT["integral"] if x.dtype.kind in "biu" else x.dtype
+    return _dtypes.accumulator(x.dtype)
 
 
 def _kept(out, shape: tuple, reduced: tuple, keepdims: bool):

@@ -74,7 +74,8 @@ PROGRAMS = {
     "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
 # -- the array API standard's elementwise families (pymagma.array_api): its real dtypes, bool as C++ bool
-API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int32": "int", "int64": "i64",
+API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+               "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "i64", "uint64": "u64",
                "float32": "float", "float64": "double"}
 API_FLOATS = ("float32", "float64")
 
@@ -88,11 +89,11 @@ PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_un
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
                                  for d in API_C_TYPES)
                          + _api(("aa_assign", "aa_tri", "aa_gather", "aa_mask_move"), API_C_TYPES)
-                         + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
+                         + _api(("aa_index_offsets",), [d for d in API_C_TYPES if d[0] in "iu"])
                          + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
 #: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.array_api._reduce_kernels)
-API_REDUCE_DTYPES = ("int64", "float32", "float64")
+API_REDUCE_DTYPES = ("int64", "uint64", "float32", "float64")
 PROGRAMS["array_api_reduce"] = ("array_api_reduce.cu",
                                 _api(("ar_reduce", "ar_argreduce", "ar_scan", "ar_sort", "ar_searchsorted", "ar_take",
                                       "ar_unique_flags", "ar_unique"), API_REDUCE_DTYPES)
