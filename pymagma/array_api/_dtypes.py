@@ -12,10 +12,11 @@ bool = np.dtype("bool")  # noqa: A001 (the standard's name)
 int8, int16, int32, int64 = (np.dtype(n) for n in ("int8", "int16", "int32", "int64"))
 uint8, uint16, uint32, uint64 = (np.dtype(n) for n in ("uint8", "uint16", "uint32", "uint64"))
 float32, float64 = np.dtype("float32"), np.dtype("float64")
-SUPPORTED = (bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64)
+complex64, complex128 = np.dtype("complex64"), np.dtype("complex128")
+SUPPORTED = (bool, int8, int16, int32, int64, uint8, uint16, uint32, uint64, float32, float64, complex64, complex128)
 #: the standard's dtypes pymagma's kernels do not handle (named in errors, absent from the namespace)
-UNSUPPORTED = ("complex64", "complex128")
-DEFAULT = {"real floating": float64, "integral": int64, "indexing": int64}
+UNSUPPORTED = ()
+DEFAULT = {"real floating": float64, "complex floating": complex128, "integral": int64, "indexing": int64}
 _KINDS = {"bool": "b", "signed integer": "i", "unsigned integer": "u", "integral": "iu", "real floating": "f",
           "complex floating": "c", "numeric": "iufc"}
 
@@ -43,8 +44,11 @@ def promote(a: np.dtype, b: np.dtype) -> np.dtype:
     if a == b:
         return a
     ka, kb = a.kind, b.kind
-    if ka == kb and ka in "iuf":
+    if ka == kb and ka in "iufc":
         return a if a.itemsize >= b.itemsize else b
+    if {ka, kb} == {"f", "c"}:  # the complex dtype of the wider precision
+        real = max(a.itemsize if ka == "f" else a.itemsize // 2, b.itemsize if kb == "f" else b.itemsize // 2)
+        return complex64 if real == 4 else complex128
     if {ka, kb} == {"i", "u"}:
         signed, unsigned = (a, b) if ka == "i" else (b, a)
         if signed.itemsize > unsigned.itemsize:
@@ -65,7 +69,8 @@ def accumulator(dtype: np.dtype) -> np.dtype:
 
 
 def result_type(*arrays_and_dtypes):
-    """The promoted dtype of arrays, dtypes and (2024.12) Python scalars, which take the others' dtype."""
+    """The promoted dtype of arrays, dtypes and (2024.12) Python scalars, which take the others' dtype (a Python
+    complex with a real floating dtype gives its complex counterpart)."""
     dts, scalars = [], []
     for v in arrays_and_dtypes:
         if isinstance(v, (builtins_bool, int, float, complex)):
@@ -78,6 +83,8 @@ def result_type(*arrays_and_dtypes):
     for d in dts[1:]:
         out = promote(out, d)
     for s in scalars:
+        if isinstance(s, complex) and out.kind == "f":
+            out = complex64 if out == float32 else complex128
         scalar_dtype(s, out, "result_type")
     return out
 
@@ -86,14 +93,16 @@ builtins_bool = builtins.bool
 
 
 def scalar_dtype(value, dtype: np.dtype, what: str) -> np.dtype:
-    """``dtype`` when a Python scalar ``value`` may meet an array of it (bool with bool, int with integers and
-    floats, float with floats); TypeError otherwise."""
+    """``dtype`` when a Python scalar ``value`` may meet an array of it (bool with bool, int with numbers, float
+    with floating dtypes, complex with complex ones); TypeError otherwise."""
     if isinstance(value, builtins_bool):
         ok = dtype.kind == "b"
     elif isinstance(value, int):
-        ok = dtype.kind in "iuf"
+        ok = dtype.kind in "iufc"
     elif isinstance(value, float):
-        ok = dtype.kind == "f"
+        ok = dtype.kind in "fc"
+    elif isinstance(value, complex):
+        ok = dtype.kind == "c"
     else:
         ok = False
     if not ok:
@@ -136,12 +145,13 @@ class FInfo(NamedTuple):
 
 
 def finfo(type_) -> FInfo:
-    """Machine limits of a floating dtype (or a floating array's)."""
+    """Machine limits of a floating dtype (or a floating array's); of a complex dtype, those of its real and
+    imaginary parts (``dtype`` float32 for complex64, as the standard says)."""
     dt = check(_dtype_of(type_), "finfo")
-    if dt.kind != "f":
+    if dt.kind not in "fc":
         raise TypeError(f"finfo needs a floating dtype, got {dt}")
     f = np.finfo(dt)
-    return FInfo(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), dt)
+    return FInfo(int(f.bits), float(f.eps), float(f.max), float(f.min), float(f.smallest_normal), np.dtype(f.dtype))
 
 
 def iinfo(type_):

@@ -26,8 +26,7 @@ class Info:
         return list(range(runtime.device_count()))
 
     def default_dtypes(self, *, device=None) -> dict:
-        return {"real floating": _dtypes.DEFAULT["real floating"], "complex floating": None,
-                "integral": _dtypes.DEFAULT["integral"], "indexing": _dtypes.DEFAULT["indexing"]}
+        return {kind: _dtypes.DEFAULT[kind] for kind in ("real floating", "complex floating", "integral", "indexing")}
 
     def dtypes(self, *, device=None, kind=None) -> dict:
         """The supported dtypes by name, optionally of one ``kind`` (a kind name or a tuple of them)."""

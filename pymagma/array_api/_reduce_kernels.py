@@ -16,7 +16,7 @@ import numpy as np
 
 from .. import array as _array
 from .. import kernels as _kernels
-from ..kernels import programs
+from . import _complex_kernels as _complex
 from . import _kernels as _api_kernels
 
 PROGRAM = "array_api_reduce"
@@ -37,11 +37,11 @@ def _back(out, dtype):
 
 @functools.lru_cache(maxsize=256)
 def _expression(kernel: str, dtype: np.dtype) -> str:
-    return f"{kernel}<{programs.API_C_TYPES[dtype.name]}>"
+    return f"{kernel}<{_complex.c_type(dtype.name)}>"
 
 
 def _launch(kernel: str, like, n_items: int, args) -> None:
-    _kernels._run(PROGRAM, _expression(kernel, like.dtype), like, n_items, args)
+    _kernels._run(_complex.program_of(like.dtype, PROGRAM), _expression(kernel, like.dtype), like, n_items, args)
 
 
 def _elements(a) -> tuple:
@@ -87,7 +87,13 @@ _JOIN = {"sum": "add", "prod": "multiply", "min": "minimum", "max": "maximum"}
 
 
 def reduce(op: str, x, reduced: tuple, correction: float = 0.0):
-    """``op`` of ``x`` over the axes ``reduced`` (sorted), in ``x``'s dtype: the kept axes' shape."""
+    """``op`` of ``x`` over the axes ``reduced`` (sorted), in ``x``'s dtype: the kept axes' shape (the complex
+    kernels sum and multiply; a complex mean divides the sum)."""
+    if op == "mean" and x.dtype.kind == "c":
+        total = reduce("sum", x, reduced)
+        count = _array.asarray(np.asarray(max(1, math.prod(x.shape[d] for d in reduced)) if x.size else 0,
+                                          total.dtype), device=x.device)
+        return _api_kernels.binary("divide", total, count, total.shape)
     dtype, x = x.dtype, _wide(x)
     n_red = math.prod(x.shape[d] for d in reduced)
     if op in ("sum", "prod", "min", "max", "mean") and n_red >= SPLIT and x.size // n_red < PARTS:
