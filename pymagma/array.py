@@ -647,12 +647,12 @@ _UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert"
 def _operand(other) -> bool:
     """Whether an operator takes ``other`` (a DeviceArray or a Python scalar); a host array is a TypeError naming
     the explicit copies (NumPy defers to us: ``__array_ufunc__ = None``); anything else is NotImplemented."""
-    if isinstance(other, DeviceArray | bool | int | float):
+    if isinstance(other, DeviceArray | bool | int | float | complex):
         return True
     if isinstance(other, np.generic):  # np.float64 is a Python float, taken above
         raise TypeError(f"a DeviceArray meets a NumPy scalar ({type(other).__name__}): pass a Python scalar "
-                        "(int(v), float(v), bool(v)), which takes the array's dtype as the standard says, or a "
-                        "device array of its dtype (pymagma.array_api.asarray(v))")
+                        "(int(v), float(v), complex(v), bool(v)), which takes the array's dtype as the standard says, "
+                        "or a device array of its dtype (pymagma.array_api.asarray(v))")
     if isinstance(other, np.ndarray):
         raise TypeError("a DeviceArray meets a host NumPy array: copy it to the device (pymagma.array_api.asarray) "
                         "or the DeviceArray to the host (numpy.from_dlpack(x, device='cpu')) first")

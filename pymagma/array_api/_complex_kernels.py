@@ -112,13 +112,3 @@ def cast(x, dtype: np.dtype):
     _launch(expression, x, out.size, [c_void_p(x.ptr), c_void_p(out.ptr), c_longlong(out.size),
                                       _geometry(x.shape, x)])
     return out
-
-
-def make(re, im, dtype: np.dtype):
-    """``re + 1j * im`` of two real arrays of ``dtype``'s precision broadcast to one shape."""
-    shape = tuple(np.broadcast_shapes(re.shape, im.shape))
-    out = _array._empty(shape, dtype, re.device)
-    _launch(_expression("cx_make", _real(dtype)), re, out.size,
-            [c_void_p(re.ptr), c_void_p(im.ptr), c_void_p(out.ptr), c_longlong(out.size),
-             _geometry(shape, re, im)])
-    return out

@@ -1,7 +1,8 @@
 // The array API standard's complex64 and complex128 (pymagma.array_api): elementwise arithmetic and functions with
 // the standard's complex special cases (C99 Annex G: branch cuts, infinities, NaNs, signed zeros), the casts to and
 // from complex, complex parts and tests, and the complex instantiations of the array API's data-movement kernels
-// (assign, tri, gather, mask_move, where) and of its reductions and scans (sum, prod; mean divides a sum).
+// (assign, tri, gather, mask_move, where), of its reductions and scans (sum, prod; mean divides a sum) and of the
+// sort and group kernels of unique_*.
 // A complex number is cx<R> {re, im} (NumPy's layout); sums of complex64 accumulate in complex128.
 #include "array_api.cu"
 #include "array_api_reduce.cu"
@@ -21,8 +22,11 @@ template <typename R> __device__ __forceinline__ cx<R> operator*(cx<R> a, cx<R> 
 template <typename R> __device__ __forceinline__ cx<R> operator/(cx<R> a, R b) { return cx<R>(a.re / b, a.im / b); }
 template <typename R> __device__ __forceinline__ bool operator==(cx<R> a, cx<R> b) { return a.re == b.re && a.im == b.im; }
 template <typename R> __device__ __forceinline__ bool operator!=(cx<R> a, cx<R> b) { return !(a == b); }
-// never called (the namespace refuses to order complex numbers): lets the shared reduction templates compile
-template <typename R> __device__ __forceinline__ bool operator<(cx<R> a, cx<R> b) { return false; }
+// NumPy's lexicographic order (real part first), for the sort inside unique_* only: the namespace's sort, min, max
+// refuse complex numbers as the standard does.  A NaN in either part makes the number NaN (a != a): sorted last.
+template <typename R> __device__ __forceinline__ bool operator<(cx<R> a, cx<R> b) {
+    return a.re < b.re || (a.re == b.re && a.im < b.im);
+}
 template <> struct ARWide<cx<float>> { typedef cx<double> type; };
 
 template <typename R> __device__ __forceinline__ bool cx_nan(R x) { return x != x; }
@@ -190,7 +194,7 @@ template <typename R> __device__ cx<R> cx_tanh(cx<R> z) {
     R a = z.re, b = z.im;
     if (!cx_fin(a)) {
         if (cx_nan(a)) return cx<R>(a, b == R(0) ? b : cx_nanv<R>());
-        return cx<R>(copysign(R(1), a), copysign(R(0), cx_fin(b) ? sin(b) * cos(b) : R(1)));
+        return cx<R>(copysign(R(1), a), copysign(R(0), cx_fin(b) ? b : R(1)));  // the standard: 1 + 0j for b > 0
     }
     if (!cx_fin(b)) return a == R(0) ? cx<R>(a, cx_nanv<R>()) : cx<R>(cx_nanv<R>(), cx_nanv<R>());
     if (fabs(a) >= R(sizeof(R) == 4 ? 9 : 22)) {
@@ -311,6 +315,7 @@ template <typename R> __device__ cx<R> cx_unary_op(int op, cx<R> z) {
         case 6: return cx_log(z);
         case 7: {  // expm1: exp(a) (cos b + i sin b) - 1 without cancellation for small |z|
             R a = z.re, b = z.im;
+            if (a == R(0) && b == R(0)) return cx<R>(R(0), b);  // +0 + 0j for either zero (the standard's case)
             if (cx_fin(a) && cx_fin(b) && fabs(a) < R(1) && fabs(b) < R(1)) {
                 R s = sin(R(0.5) * b);
                 return cx<R>(expm1(a) * cos(b) - R(2) * s * s, exp(a) * sin(b));
@@ -435,15 +440,5 @@ __global__ void cx_cast(const cx<S>* __restrict__ x, cx<R>* __restrict__ y, i64 
         i64 ox, unused0, unused1;
         pm_offsets(s, i, ox, unused0, unused1);
         y[i] = cx<R>((R)x[ox].re, (R)x[ox].im);
-    }
-}
-
-// y = re + i im of two real operands broadcast to one shape (the linalg results made complex on the device)
-template <typename R>
-__global__ void cx_make(const R* __restrict__ re, const R* __restrict__ im, cx<R>* __restrict__ y, i64 n, Strides3 s) {
-    for (i64 i = pm_global_index(); i < n; i += pm_grid_stride()) {
-        i64 o0, o1, unused;
-        pm_offsets(s, i, o0, o1, unused);
-        y[i] = cx<R>(re[o0], im[o1]);
     }
 }

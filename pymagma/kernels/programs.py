@@ -100,19 +100,20 @@ PROGRAMS["array_api_reduce"] = ("array_api_reduce.cu",
                                       "ar_unique_flags", "ar_unique"), API_REDUCE_DTYPES)
                                 + _api(("ar_where",), API_C_TYPES) + ("ar_nonzero<bool>",))
 # -- the array API standard's complex64 and complex128 (pymagma.array_api._complex_kernels): elementwise families
-#: over cx<R> (template argument R, the real type), and the data-movement, where, reduce and scan kernels of the two
-#: programs above instantiated for cx<R>
+#: over cx<R> (template argument R, the real type), and the data-movement, where, reduce, scan and unique kernels of
+#: the two programs above instantiated for cx<R>
 API_COMPLEX_C_TYPES = {"complex64": "cx<float>", "complex128": "cx<double>"}
 API_COMPLEX_REAL = {"complex64": "float", "complex128": "double"}
 PROGRAMS["array_api_complex"] = ("array_api_complex.cu",
                                  tuple(f"{k}<{r}>" for k in ("cx_binary", "cx_compare", "cx_unary", "cx_part",
-                                                             "cx_test", "cx_make") for r in API_COMPLEX_REAL.values())
+                                                             "cx_test") for r in API_COMPLEX_REAL.values())
                                  + tuple(f"cx_from_real<{API_C_TYPES[s]}, {r}>" for s in API_C_TYPES
                                          for r in API_COMPLEX_REAL.values())
                                  + tuple(f"cx_cast<{s}, {r}>" for s in API_COMPLEX_REAL.values()
                                          for r in API_COMPLEX_REAL.values())
                                  + tuple(f"{k}<{c}>" for k in ("aa_assign", "aa_tri", "aa_gather", "aa_mask_move",
-                                                               "ar_where", "ar_reduce", "ar_scan")
+                                                               "ar_where", "ar_reduce", "ar_scan", "ar_sort",
+                                                               "ar_unique_flags", "ar_unique")
                                          for c in API_COMPLEX_C_TYPES.values()))
 # -- recurrent layers
 PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
