@@ -1,6 +1,6 @@
 """What a user may change on a layer, optimizer, loss or metric between steps, and one counter that says it changed.
 
-A captured step (``compile(graph=True)``, :mod:`magmadnn.models.graphed`) holds the configuration it was captured
+A captured step (``compile(graph=True)``, :mod:`magmadnn.models.replay`) holds the configuration it was captured
 with as constants of its graph: a Dropout rate, a BatchNorm momentum, an optimizer's betas or ``clipnorm``, a loss's
 ``label_smoothing``, ``trainable``. Classes deriving from :class:`Configurable` make every change of such a value
 visible at the cost of one integer compare per replayed step:

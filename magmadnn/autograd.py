@@ -16,7 +16,7 @@ from typing import Any
 import numpy as np
 
 from . import backend as _backend
-from ._graph import postorder
+from ._postorder import postorder
 from .backend import faults as _faults
 
 __all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError"]
@@ -74,10 +74,13 @@ class enable_grad(_GradMode):  # noqa: N801
     enabled = True
 
 
-def _functional():
-    from .functional import operators  # noqa: PLC0415  (functional imports this module)
+#: What Tensor's operators and methods run from the floor above, filled by :mod:`magmadnn.functional.operators` when
+#: it is imported (as NumPy's ndarray reaches its ufuncs); ``import magmadnn`` imports it.
+UPPER: dict = {}
 
-    return operators
+
+def _functional():
+    return UPPER["operators"]
 
 
 class Tensor:

@@ -5,7 +5,8 @@ master copy the optimizer updates from float32 gradients) and compute in the hal
 weights are cast on entry (a cast in autograd: its backward casts the gradient back to float32), so gemm and
 convolution run on half operands with float32 accumulation and a layer's output is half. Softmax, normalisation and
 the model's output (what losses and metrics read) are float32. ``"float32"``/``"float64"``: one dtype for both.
-The casting convention itself lives in :mod:`magmadnn.layers.base` (``Layer._run``); backends only see arrays.
+The casting convention itself lives in :mod:`magmadnn.layers.mixed` (``Layer._call_mixed``) and
+:mod:`magmadnn.layers.base` (``Layer._run``); backends only see arrays.
 """
 
 from __future__ import annotations

@@ -11,7 +11,7 @@ checked, nothing computed) and measures, per model and batch size:
   metered pass — what pymagma and magmadnn cost around each call (the simulator's own time, inside the calls, is
   subtracted);
 - host microseconds per training and per inference step replayed as a CUDA graph (``compile(graph=True)``,
-  :mod:`magmadnn.models.graphed`: the step captured once, then per step the host writes the batch and the step's
+  :mod:`magmadnn.models.replay`: the step captured once, then per step the host writes the batch and the step's
   values into page-locked memory, queues one copy and one graph launch, and adds the tally's sample counts):
   the time outside the native calls (the simulator's replay of the graph's recorded work, inside
   ``cudaGraphLaunch``, grows with the graph; a GPU's launch does not), and the native calls per replayed step;
@@ -130,8 +130,8 @@ def replayed_steps(model, x, y):
     """(training step, inference step) callables of a model compiled with ``graph=True``, each step captured
     already: what ``fit``/``predict`` run per batch once a batch shape is captured (the progress reads and predict's
     copy of the outputs to the host left out)."""
-    from magmadnn.models import graphed
-    from magmadnn.models.training import Tally
+    from magmadnn.models import replay
+    from magmadnn.models.step import Tally
 
     tally = Tally(model.xp, model._tally_names(False), model.dtype)
 
@@ -141,10 +141,10 @@ def replayed_steps(model, x, y):
     def infer():
         model._graphs.run("predict", [x])
 
-    for _ in range(graphed.WARMUP + 1):
+    for _ in range(replay.WARMUP + 1):
         train()
         infer()
-    if not all(isinstance(s, graphed._Step) for s in model._graphs.steps.values()):
+    if not all(isinstance(s, replay._Step) for s in model._graphs.steps.values()):
         raise RuntimeError(f"{model.name}: a step was not captured")
     return train, infer
 

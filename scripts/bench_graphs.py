@@ -38,7 +38,7 @@ def _batch(seed: int = 0):
 
 def magmadnn_step(recipe: str, graph: bool):
     """A callable running one training step of ``fit`` (replayed once captured when ``graph``), warmed up."""
-    from magmadnn.models.training import Tally
+    from magmadnn.models.step import Tally
 
     model = magmadnn_model(recipe, 0, "gpu")
     model.compile(model.optimizer, model.loss, model.metrics, graph=graph)

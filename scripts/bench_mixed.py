@@ -113,7 +113,7 @@ def magmadnn_train_step(recipe: str, half: str, dry_run: bool):
     """A warmed-up callable running one eager training step of ``recipe`` under the mixed policy of ``half``."""
     from magmadnn import mixed_precision, zoo
     from magmadnn import optimizers as O
-    from magmadnn.models.training import Tally
+    from magmadnn.models.step import Tally
 
     mixed_precision.set_global_policy(POLICIES[half])
     try:

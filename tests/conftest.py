@@ -83,6 +83,11 @@ def _mpiexec() -> str | None:
     return str(local) if os.access(local, os.X_OK) else shutil.which("mpiexec")
 
 
+def pytest_configure(config):
+    config.addinivalue_line("markers", "tier1: a gpu test that scripts/gpu_check.sh --tier 1 runs in the first minutes "
+                            "(a device feature that can change results; docs/testing.md)")
+
+
 def pytest_report_header(config):
     tiers = required_tiers()
     if tiers:
@@ -94,6 +99,9 @@ def pytest_collection_modifyitems(config, items):
     ok, why = gpu_available()
     have_mpi = _mpiexec() is not None
     for item in items:
+        if "tier1" in item.keywords and "gpu" not in item.keywords:
+            raise pytest.UsageError(f"{item.nodeid} is marked tier1 but not gpu: tier1 selects gpu tests for "
+                                    "scripts/gpu_check.sh --tier 1; mark it gpu too")
         if "gpu" in item.keywords and not ok:
             item.add_marker(pytest.mark.skip(reason=f"gpu test: {why}"))
         if "mpi" in item.keywords and not have_mpi:

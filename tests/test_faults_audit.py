@@ -42,7 +42,7 @@ import pytest
 
 import magmadnn as mdnn
 from magmadnn import _atomic, cli, layers, losses, metrics
-from magmadnn.models import graphed
+from magmadnn.models import replay
 from pymagma import simulator
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -425,7 +425,7 @@ def test_graph_replay_with_ignore_index_counts_each_batch():
                                     validation_data=(x, y)).history
             runs.append((evaluated, history, [w.copy() for w in model.get_weights()]))
             if graph:
-                steps = [s for s in model._graphs.steps.values() if isinstance(s, graphed._Step)]
+                steps = [s for s in model._graphs.steps.values() if isinstance(s, replay._Step)]
                 launches = {kind: sum(s.graph.launches for s in steps if s.kind == kind)
                             for kind in ("train", "evaluate")}
                 assert launches["train"] >= 5 and launches["evaluate"] >= 5, launches

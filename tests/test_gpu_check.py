@@ -1,6 +1,6 @@
-"""``scripts/gpu_check.sh --dry-run`` on the CPU: every gpu test collects, the example parses its arguments and the
-GPU benchmark's own logic (timing, rows, ratios, JSON) runs with the host standing in for the device, and the hybrid
-LAPACK benchmark's on pymagma's simulator."""
+"""``scripts/gpu_check.sh --dry-run`` on the CPU: tier 1's checks on pymagma's simulator, every gpu test collects,
+the example parses its arguments and the GPU benchmarks' own logic (timing, rows, ratios, JSON) runs with the
+simulator standing in for the device; the runner's time limits, result lines and summary; the record's row."""
 
 from __future__ import annotations
 
@@ -13,15 +13,31 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "scripts"))
+try:
+    import _gpu_checks
+    import _gpu_tiers
+    import gpu_record
+finally:
+    sys.path.remove(str(ROOT / "scripts"))
+
+
+def _lines(path: Path) -> list[dict]:
+    return [json.loads(x) for x in path.read_text().splitlines()]
 
 
 @pytest.mark.slow
 def test_gpu_check_dry_run(tmp_path):
     env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True,
-                          text=True, timeout=300)
+                          text=True, timeout=900)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run passed" in done.stdout
+    summary = json.loads((tmp_path / "summary.json").read_text())
+    assert summary["finished"] and not summary["never_ran"] and not summary["failed"]
+    assert [c["check"] for c in _lines(tmp_path / "checks.jsonl")] == [i.name for i in _gpu_tiers.plan()]
+    models = json.loads((tmp_path / "bench-models-dry.json").read_text())
+    assert [(r["model"], r["batch"]) for r in models] == [("resnet", 128), ("transformer", 128)]
     rows = json.loads((tmp_path / "bench-gpu-dry.json").read_text())["gpu_training"]
     ratios = [r["ratio"] for r in rows if r["framework"] == "magmadnn"]
     assert len(ratios) == 2 and all(r > 0 for r in ratios)
@@ -42,19 +58,109 @@ def test_gpu_check_dry_run(tmp_path):
                                    or r["magmadnn_steps_per_s"] > 0 for r in train)
 
 
-def test_gpu_check_fits_its_time_budget():
-    """The steps' time limits add up to at most 9 minutes, so that a 10-minute call runs them all."""
-    import re
+@pytest.mark.slow
+def test_tier1_dry_run_lists_its_checks_and_passes(tmp_path):
+    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--tier", "1", "--dry-run"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=240)
+    assert done.returncode == 0, done.stdout + done.stderr
+    names = [c.name for c in _gpu_checks.TIER1]
+    assert all(f"  {name} " in done.stdout for name in names) and "dry run passed" in done.stdout
+    lines = _lines(tmp_path / "checks.jsonl")
+    assert [x["check"] for x in lines] == names + ["tier1_tests"]
+    assert all(x["status"] == "pass" for x in lines[:-1]) and lines[-1]["status"] in ("pass", "skip")
+    assert lines[names.index("fit")]["figures"]["lenet5_loss"] > 0
+    assert json.loads((tmp_path / "summary.json").read_text())["tiers"] == {"1": {
+        "planned": len(names) + 1, "pass": len(lines) - (lines[-1]["status"] == "skip"), "fail": 0, "timeout": 0,
+        "skip": int(lines[-1]["status"] == "skip"), "limit_s": sum(i.limit_s for i in _gpu_tiers.plan([1]))}}
 
-    script = (ROOT / "scripts" / "gpu_check.sh").read_text()
-    limits = [int(t) for t in re.findall(r"^\s*timeout (\d+) ", script, re.M)]
-    assert len(limits) == 6 and sum(limits) <= 540, limits
+
+def test_tier1_fits_three_minutes_and_covers_the_core():
+    tier1 = _gpu_tiers.plan([1])
+    assert sum(i.limit_s for i in tier1) <= _gpu_checks.TIER1_BUDGET_S == 180
+    assert all(i.limit_s > 0 and i.tier == 1 for i in tier1)
+    assert {"libraries", "gemm", "linalg", "conv_pool", "nvrtc", "fit", "mixed_precision", "array_api",
+            "tier1_tests"} <= {i.name for i in tier1}
+    assert [i.tier for i in _gpu_tiers.plan()] == sorted(i.tier for i in _gpu_tiers.plan())
+    assert sum(i.limit_s for i in _gpu_tiers.plan([2, 3])) <= 10 * 60 + 60  # two calls at most with --budget
+
+
+def test_a_gpu_test_marked_tier1_joins_tier1(tmp_path):
+    marker = "pytest.mark." + "tier1"  # not written out: this file would join tier 1 itself
+    (tmp_path / "sub").mkdir()
+    (tmp_path / "sub" / "test_fft.py").write_text(f"import pytest\n\n@pytest.mark.gpu\n@{marker}\ndef test_x(): pass\n")
+    (tmp_path / "test_other.py").write_text("import pytest\n\n@pytest.mark.gpu\ndef test_y(): pass\n")
+    found = _gpu_tiers.tier1_files(tmp_path)
+    assert [Path(p).name for p in found] == ["test_fft.py"]
+
+
+def test_tier1_without_gpu_is_a_usage_error(tmp_path):
+    test = ROOT / "tests" / f"test_tmp_tier1_{os.getpid()}.py"
+    test.write_text("import pytest\n\n@pytest.mark." + "tier1\ndef test_x(): pass\n")
+    try:
+        done = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
+                               str(test)], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    finally:
+        test.unlink()
+    assert done.returncode != 0 and "marked tier1 but not gpu" in done.stdout + done.stderr
+
+
+def _item(name: str, code: str, limit: int) -> _gpu_tiers.Item:
+    return _gpu_tiers.Item(name, 2, limit, "cmd", name, {"argv": ["-c", code], "dry_argv": [], "json": None,
+                                                         "dry_json": None})
+
+
+def test_each_check_is_written_when_it_ends_and_the_summary_names_what_never_ran(tmp_path):
+    """A pass with its figure, a wrong answer with its message, a hang cut at its limit (the next check still
+    runs), and a check left out by the budget: listed as never ran; then the record's row."""
+    items = [_item("good", "print('test accuracy 0.99')", 20), _item("bad", "print('test accuracy 0.5')", 20),
+             _item("hang", "import time; time.sleep(60)", 2), _item("after", "print('test accuracy 0.98')", 20),
+             _item("late", "print('test accuracy 1.0')", 200)]
+    _gpu_tiers.environment(tmp_path, True, [2])
+    summary = _gpu_tiers.run(items, tmp_path, dry_run=False, budget=60)
+    lines = {x["check"]: x for x in _lines(tmp_path / "checks.jsonl")}
+    assert lines["good"]["status"] == "pass" and lines["good"]["figures"] == {"test_accuracy": 0.99}
+    assert lines["bad"]["status"] == "fail" and "expected >= 0.97" in lines["bad"]["error"]
+    assert lines["hang"]["status"] == "timeout" and 2 <= lines["hang"]["seconds"] < 30
+    assert lines["after"]["status"] == "pass" and "late" not in lines
+    assert summary["never_ran"] == ["late"] and summary["failed"] == ["bad", "hang"] and not summary["finished"]
+    assert summary["tiers"]["2"] == {"planned": 5, "pass": 2, "fail": 1, "timeout": 1, "skip": 0, "limit_s": 262}
+    doc = (ROOT / "docs" / "gpu-runs.md").read_text()
+    row = gpu_record.row(tmp_path, doc)
+    header = next(x for x in doc.splitlines() if x.startswith(gpu_record.HEADER))
+    assert row.count("|") == header.count("|") and "| 2: 2/1/1/0/1 |" in row
+    assert "bad (fail)" in row and "never ran: late" in row and "test_accuracy" in row
+    copy = tmp_path / "gpu-runs.md"
+    copy.write_text(doc)
+    gpu_record.main([str(tmp_path), "--write", "--doc", str(copy)])
+    written = copy.read_text().splitlines()
+    assert written[written.index(header) + 2] == row and len(written) == len(doc.splitlines()) + 1
+
+
+def test_the_real_size_models_match_their_pytorch_twins():
+    """bench_models.py compares like with like: the same trainable parameters in both frameworks."""
+    torch = pytest.importorskip("torch")
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import bench_models
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    from magmadnn import zoo
+
+    for name, build in (("resnet", lambda: zoo.resnet_small(bench_models.SHAPE, 10, **bench_models.RESNET)),
+                        ("transformer", lambda: zoo.vit_tiny(bench_models.SHAPE, 10, **bench_models.VIT))):
+        net, model = bench_models.torch_model(name), build()
+        assert sum(p.numel() for p in net.parameters()) == sum(int(p.data.size) for p in model.parameters())
+        assert tuple(net(torch.zeros(2, *bench_models.SHAPE)).shape) == (2, 10)
 
 
 def test_gpu_check_rejects_unknown_arguments():
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--bogus"], cwd=ROOT, capture_output=True, text=True,
                           timeout=30)
     assert done.returncode == 2 and "unknown argument --bogus" in done.stderr
+    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--tier", "4", "--list"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=60, env={**os.environ, "PYTHON": sys.executable})
+    assert done.returncode == 2 and "--tier: expected 1, 2, 3" in done.stderr
 
 
 def test_host_solver_rows_time_both_solvers_and_restore_scipy():

@@ -52,12 +52,12 @@ Without mpi4py importing this package still works; ``is_available()`` is False a
 One idea a module: :mod:`.environment` (MPI, ranks, threads per rank, abort), :mod:`.cuda_aware` (CUDA-aware MPI
 detection), :mod:`.sharding` (each rank's part of a batch), :mod:`.buckets` (gradient buckets and the averager),
 :mod:`.sync_batchnorm` (the BatchNorm group and its autograd function), :mod:`.data_parallel` (``Options``, fit's
-set-up and the hook of the training step). There is one training step, ``Model``'s (``models.training.train_step``):
-data parallelism joins it through a ``models.training.StepHook`` registered here on import (the models never import
+set-up and the hook of the training step). There is one training step, ``Model``'s (``models.step.train_step``):
+data parallelism joins it through a ``models.step.StepHook`` registered here on import (the models never import
 this package).
 """
 
-from ..models.training import register_data_parallel
+from ..models.step import register_data_parallel
 from .buckets import GradientAverager, plan_buckets
 from .cuda_aware import cuda_aware_mpi
 from .data_parallel import DataParallel, Options, broadcast_model, setup_fit, stats

@@ -2,7 +2,7 @@
 
 ``setup_fit`` broadcasts rank 0's weights, state arrays and shuffling stream, gives this rank its shard of every
 global batch (:mod:`.sharding`) and of the validation set, and keeps the progress bar and the file-writing callbacks
-on rank 0. :class:`DataParallel` joins ``Model``'s one training step (``models.training.train_step``) through its
+on rank 0. :class:`DataParallel` joins ``Model``'s one training step (``models.step.train_step``) through its
 hook: the batch this rank runs, the BatchNorm group around forward and backward (:mod:`.sync_batchnorm`), and the
 gradient reduction between backward and the update (:mod:`.buckets`); and sums the running tallies over the ranks.
 """
@@ -17,7 +17,7 @@ import numpy as np
 
 from ..callbacks import CSVLogger, ModelCheckpoint
 from ..layers import BatchNorm
-from ..models.training import StepHook
+from ..models.step import StepHook
 from .buckets import GradientAverager
 from .cuda_aware import cuda_aware_mpi
 from .environment import _dup, _float_type, _mpi, init, limit_threads_per_rank, ranks_on_this_node
@@ -101,7 +101,7 @@ def stats() -> dict:
 
 class DataParallel(StepHook):
     """What ``fit(..., distributed=True | Options(...))`` attaches to a model for the length of the call: the set-up
-    of the fit (broadcast, shards, callbacks) and the hook of its training step (a ``models.training.StepHook``)."""
+    of the fit (broadcast, shards, callbacks) and the hook of its training step (a ``models.step.StepHook``)."""
 
     def __init__(self, model, world=None, options: Options | None = None):
         self.world = world or init()
@@ -178,7 +178,7 @@ class DataParallel(StepHook):
         k = len(names)
         return buf[:k], {name: int(round(buf[k + i])) for i, name in enumerate(names)}
 
-    # -- the training step's hook (models.training.StepHook)
+    # -- the training step's hook (models.step.StepHook)
     @contextmanager
     def step(self, xs, y):
         """This rank's part of a step: its shard, or with synchronized BatchNorm and no samples a one-sample stand-in

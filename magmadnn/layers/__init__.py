@@ -3,30 +3,49 @@
 Per-sample shapes exclude the batch dimension and use NCHW (``Input((1, 28, 28))``); sequences are (time, features)
 (``Input((T, F))``, or ``Input((T,), dtype="int64")`` for token ids). See :mod:`.base` for how
 layers build, name and seed themselves.
+
+Modules by Keras' topics: ``core`` (Dense), ``activations``, ``conv``, ``pooling``, ``normalization``,
+``regularization`` (Dropout), ``reshaping``, ``merging``, ``embedding``, ``attention``, ``position``, ``recurrent``,
+``bidirectional``, ``lambda_layer``. The layer machinery: ``base`` (Layer, Input, symbolic tensors), ``weights``,
+``masking``, ``mixed`` (dtype policies), ``registry`` (classes by name, default names, seeds), ``arguments``.
 """
 
 from ..backend.geometry import ACTIVATION_NAMES
+
+# -- softmax over any axis
+from .activations import Activation, LeakyReLU, LogSoftmax, Softmax  # noqa: E402
 from .attention import MultiHeadAttention
 from .base import Input, Layer, ShapeMismatchError, SymbolicTensor, layer_class, register
-from .conv import AvgPool2D, Conv2D, GlobalAvgPool2D, MaxPool2D
-from .core import Activation, Add, BatchNorm, Dense, Dropout, Flatten, LeakyReLU
+from .conv import Conv2D
+from .core import Dense
 from .embedding import Embedding
-from .normalization import BatchNormalization, GroupNorm, GroupNormalization, LayerNorm, LayerNormalization, RMSNorm
+from .merging import Add
+from .normalization import (
+    BatchNorm,
+    BatchNormalization,
+    GroupNorm,
+    GroupNormalization,
+    LayerNorm,
+    LayerNormalization,
+    RMSNorm,
+)
+from .pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
 from .position import PositionEmbedding
 
 # -- recurrent layers
 from .recurrent import GRU, LSTM  # noqa: E402
-
-# -- softmax over any axis
-from .softmax import LogSoftmax, Softmax  # noqa: E402
+from .regularization import Dropout
+from .reshaping import Flatten
 
 GlobalAvgPool = GlobalAvgPool2D
 # Keras' long names of the 2-D pooling layers (NCHW, as Conv2D here)
 MaxPooling2D, AveragePooling2D, GlobalAveragePooling2D = MaxPool2D, AvgPool2D, GlobalAvgPool2D
 
 # -- conv/shape layers
-from .conv import Conv2DTranspose, DepthwiseConv2D, GlobalMaxPool2D  # noqa: E402
-from .reshaping import Concatenate, Permute, Reshape, UpSampling2D  # noqa: E402
+from .conv import Conv2DTranspose, DepthwiseConv2D  # noqa: E402
+from .merging import Concatenate  # noqa: E402
+from .pooling import GlobalMaxPool2D  # noqa: E402
+from .reshaping import Permute, Reshape, UpSampling2D  # noqa: E402
 
 GlobalMaxPool = GlobalMaxPooling2D = GlobalMaxPool2D
 
@@ -77,14 +96,14 @@ __all__ += ["MultiHeadAttention", "PositionEmbedding"]
 
 # -- sequences (N, T, F): 1-D convolution and pooling, Bidirectional, Lambda
 from .bidirectional import Bidirectional  # noqa: E402
-from .conv1d import (  # noqa: E402
+from .conv import Conv1D  # noqa: E402
+from .lambda_layer import Lambda, lambda_function, register_lambda  # noqa: E402
+from .pooling import (  # noqa: E402
     AveragePooling1D,
-    Conv1D,
     GlobalAveragePooling1D,
     GlobalMaxPooling1D,
     MaxPooling1D,
 )
-from .lambda_layer import Lambda, lambda_function, register_lambda  # noqa: E402
 
 MaxPool1D, AvgPool1D, GlobalAvgPool1D, GlobalMaxPool1D = (MaxPooling1D, AveragePooling1D, GlobalAveragePooling1D,
                                                           GlobalMaxPooling1D)  # Keras' short names

@@ -4,25 +4,32 @@ Shapes given to and reported by layers exclude the batch dimension (NCHW: ``(C, 
 A layer builds itself (checks its input shape, creates its weights) the first time it sees an input shape, either
 symbolically (``y = Dense(10)(x)`` with ``x`` an :class:`Input` or a :class:`SymbolicTensor`) or eagerly (called on
 a Tensor / NumPy batch). Layers compute only through ``magmadnn.functional`` so they run on every backend.
+
+The rest of a layer lives beside this module, one idea each: its weights (:mod:`.weights`), masks
+(:mod:`.masking`), dtype policy and mixed-precision casts (:mod:`.mixed`), the registry of layer classes with the
+default names and seeds (:mod:`.registry`), and the Keras arguments magmadnn refuses (:mod:`.arguments`). Their
+names stay importable from here.
 """
 
 from __future__ import annotations
 
 import functools
 import inspect
-import math
 import numbers
-import re
-from collections import Counter
 
 import numpy as np
 
-from .. import _checks, initializers, mixed_precision
+from .. import _checks, initializers
 from .. import backend as _backend
-from .. import functional as F
 from .._checks import shape_str
 from .._configurable import Configurable
-from ..autograd import Parameter, Tensor, no_grad, note_trainable_change
+from ..autograd import Parameter, Tensor, no_grad
+from . import registry as _registry
+from .arguments import KERAS_DEFAULTS, KERAS_ONLY_ARGUMENTS, _refuse_keras_only  # noqa: F401 - re-exported
+from .masking import MaskingMixin
+from .mixed import MixedPrecisionMixin, _cast_floats, _compute_of, _is_float  # noqa: F401 - re-exported
+from .registry import _auto_name, _fresh_seed, _snake, derive_seed, layer_class, register  # noqa: F401
+from .weights import StateWeight, WeightsMixin
 
 __all__ = ["Layer", "Input", "SymbolicTensor", "ShapeMismatchError", "StateWeight", "derive_seed", "register",
            "layer_class"]
@@ -32,70 +39,16 @@ class ShapeMismatchError(ValueError):
     """A layer received an input of the wrong shape or rank; the message names both layers and both shapes."""
 
 
-_REGISTRY: dict[str, type] = {}
-_NAME_COUNTS: Counter = Counter()
-
-
-def register(cls=None, *, package: str | None = None, name: str | None = None):
-    """Class decorator: make a layer class known by its class name to ``layer_class`` (used when rebuilding models
-    from a configuration or a file). ``@register`` and ``@register()`` both work (Keras'
-    ``@keras.saving.register_keras_serializable()``; ``package`` is accepted and unused: files store class names)."""
-    def add(cls):
-        if not (isinstance(cls, type) and issubclass(cls, Layer)):
-            raise TypeError(f"register: expected a Layer subclass, got {cls!r}")
-        for key in {cls.__name__, name or cls.__name__}:  # files store the class name; ``name`` is an alias
-            known = _REGISTRY.get(key)
-            if known is not None and known.__module__.startswith("magmadnn.") and \
-                    not cls.__module__.startswith("magmadnn."):
-                raise ValueError(f"register: {key!r} is magmadnn's built-in {known.__module__}.{key}; give the "
-                                 "custom layer class another name")
-            _REGISTRY[key] = cls
-        return cls
-
-    return add if cls is None else add(cls)
-
-
-def layer_class(name: str, custom_objects: dict | None = None) -> type:
-    """The layer class stored under ``name``: from ``custom_objects`` first, then the registered classes."""
-    if custom_objects and name in custom_objects:
-        return custom_objects[name]
-    try:
-        return _REGISTRY[name]
-    except KeyError:
-        raise ValueError(
-            f"unknown layer class {name!r}: decorate its class with @magmadnn.layers.register (before loading), or "
-            f"pass custom_objects={{{name!r}: {name}}} to load_model / model_from_config; known layers: "
-            f"{sorted(_REGISTRY)}") from None
-
-
-def _snake(name: str) -> str:
-    """Keras' default layer names: ``Conv2DTranspose`` -> ``conv2d_transpose``, ``RMSNorm`` -> ``rms_norm``."""
-    words = re.sub(r"(.)([A-Z][a-z]+)", r"\1_\2", name)
-    return re.sub(r"([a-z])([A-Z])", r"\1_\2", words).lower()
-
-
-def _auto_name(cls) -> str:
-    base = _snake(cls.__name__)
-    count = _NAME_COUNTS[base]
-    _NAME_COUNTS[base] += 1
-    return base if count == 0 else f"{base}_{count}"
-
-
-def derive_seed(seed: int, *tags: int) -> int:
-    """A deterministic 32-bit seed from ``seed`` and integer tags (distinct tags give independent streams)."""
-    return int(np.random.SeedSequence([int(seed), *(int(t) for t in tags)]).generate_state(1)[0])
-
-
-def _fresh_seed() -> int:
-    return int(np.random.SeedSequence().generate_state(1)[0])
-
-
 class SymbolicTensor:
     """The placeholder output of a layer in a functional graph: a per-sample shape and where it comes from."""
 
     def __init__(self, shape, layer, parents=(), many: bool = False, index: int | None = None, call=None,
-                 masked: bool = False):
-        self.shape = tuple(int(s) for s in shape)
+                 masked: bool = False, batched: bool = True):
+        # per-sample shape (batch excluded); None: an axis known only at run time (Input((None, 8))); an op node
+        # (magmadnn.layers.Operation) may give None for a shape it does not know, or a value without a batch axis
+        # (``batched=False``: ``shape`` is then the whole shape)
+        self.shape = None if shape is None else tuple(None if s is None else int(s) for s in shape)
+        self.batched = batched
         self.layer = layer
         self.parents = tuple(parents)
         self.many = many  # the layer was called on a list of inputs
@@ -114,7 +67,8 @@ class SymbolicTensor:
         return self.layer.compute_dtype
 
     def __repr__(self) -> str:
-        return f"SymbolicTensor(shape={shape_str(self.shape)}, from={self.layer.name!r})"
+        shape = "unknown" if self.shape is None else shape_str(self.shape)
+        return f"SymbolicTensor(shape={shape}, from={self.layer.name!r})"
 
 
 def as_symbolic(obj):
@@ -124,40 +78,6 @@ def as_symbolic(obj):
 
 def _is_symbolic(obj) -> bool:
     return isinstance(obj, (SymbolicTensor, Input))
-
-
-class StateWeight:
-    """A non-trainable state array of a layer (BatchNorm's running statistics) seen as a weight, as in Keras'
-    ``layer.weights``: a view of ``layer.state[key]`` (it follows the array when the layer replaces it)."""
-
-    trainable = False
-
-    def __init__(self, layer, key: str):
-        self._layer, self._key = layer, key
-        self.name = f"{layer.name}/{key}"
-
-    path = property(lambda self: self.name)
-
-    @property
-    def data(self):
-        return self._layer._state[self._key]
-
-    @data.setter
-    def data(self, array) -> None:
-        self._layer._state[self._key] = array
-
-    shape = property(lambda self: tuple(self.data.shape))
-    dtype = property(lambda self: self.data.dtype)
-
-    def numpy(self) -> np.ndarray:
-        return self._layer.xp.to_numpy(self.data)
-
-    def assign(self, value) -> None:
-        value = np.broadcast_to(np.asarray(value.numpy() if hasattr(value, "numpy") else value), self.shape)
-        self.data = self._layer.xp.asarray(np.array(value, dtype=self.dtype))
-
-    def __repr__(self) -> str:
-        return f"StateWeight({self.name!r}, shape={self.shape}, trainable=False)"
 
 
 def _overrides(cls, method: str) -> bool:
@@ -180,7 +100,7 @@ def _framed(build):
     return framed
 
 
-class Layer(Configurable):
+class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
     """Base class.
 
     magmadnn's own layers implement ``check_input_shape``, ``create_weights``, ``compute_output_shape`` (per-sample
@@ -198,9 +118,6 @@ class Layer(Configurable):
     it as ``call(x, training, mask=)``; any other layer refuses a masked input (Keras warns and drops the mask).
     """
 
-    supports_masking = False
-    uses_mask = False
-    makes_mask = False  # makes a mask of its own (Embedding(mask_zero=True))
     _volatile = frozenset({"rng"})  # a random stream: graph replay follows it itself
     _keras_style = False
     _call_takes_training = True
@@ -267,147 +184,6 @@ class Layer(Configurable):
         """The symbolic output (or list of them) of the layer's first call on symbolic inputs (Keras')."""
         return self.__dict__["_first_symbolic_call"][1] if "_first_symbolic_call" in self.__dict__ else \
             self.__getattr__("output")
-
-    # -- dtype policy (Keras 3): weights in the variable dtype, computation in the compute dtype
-    def _set_policy(self, dtype) -> None:
-        """The layer's own policy from its ``dtype`` argument: a policy name or DTypePolicy; None takes the global
-        policy now (Keras) when one was set, else the owning model's; an integer dtype (an Input of token ids)
-        stays a plain dtype."""
-        if dtype is not None and not isinstance(dtype, (str, mixed_precision.DTypePolicy, dict)) or \
-                isinstance(dtype, str) and dtype.startswith(("int", "uint", "bool")):
-            try:
-                self._user_policy, self._user_dtype = None, np.dtype(dtype)
-            except TypeError:
-                raise TypeError(f"layer {self.name!r}: dtype must be a policy name (such as 'mixed_bfloat16'), a "
-                                f"magmadnn DTypePolicy or a NumPy dtype, got {dtype!r} (of type "
-                                f"{type(dtype).__name__})") from None
-            if self._user_dtype.kind not in "iub":  # a float dtype: its policy (float16/bfloat16 refused there)
-                self._user_policy = mixed_precision.get(self._user_dtype.name)
-        else:
-            policy = mixed_precision.get(dtype) if dtype is not None else mixed_precision.global_policy()
-            if dtype is None and policy.name == "float32":
-                policy = None  # the default: the owning model's policy
-            self._user_policy = policy
-            self._user_dtype = None if policy is None else mixed_precision.numpy_dtype(policy.variable_dtype)
-        self._policy = self._user_policy
-        self._compute = _compute_of(self._policy)
-
-    @property
-    def dtype_policy(self) -> mixed_precision.DTypePolicy:
-        """The layer's DTypePolicy: its own, else its model's (Keras' ``layer.dtype_policy``)."""
-        if self._policy is not None:
-            return self._policy
-        dtype = self.dtype if self.dtype is not None else np.dtype(np.float32)
-        return mixed_precision.DTypePolicy(dtype.name) if dtype.kind == "f" else mixed_precision.global_policy()
-
-    @dtype_policy.setter
-    def dtype_policy(self, value) -> None:
-        policy = mixed_precision.get(value)
-        if self.built and self.dtype is not None and policy.variable_dtype != self.dtype.name:
-            raise ValueError(f"layer {self.name!r}: its weights are {self.dtype.name}; a policy with variable dtype "
-                             f"{policy.variable_dtype} needs a layer built anew")
-        self._user_policy = self._policy = policy
-        self._user_dtype = mixed_precision.numpy_dtype(policy.variable_dtype)
-        self._compute = _compute_of(policy)
-
-    @property
-    def compute_dtype(self) -> str:
-        """The dtype the layer computes in (str), Keras' ``layer.compute_dtype``."""
-        if self._user_dtype is not None and self._user_dtype.kind in "iub":
-            return self._user_dtype.name
-        return self.dtype_policy.compute_dtype
-
-    @property
-    def variable_dtype(self) -> str:
-        """The dtype of the layer's weights (str), Keras' ``layer.variable_dtype``; ``layer.dtype`` is it as a
-        NumPy dtype."""
-        if self._user_dtype is not None and self._user_dtype.kind in "iub":
-            return self._user_dtype.name
-        return self.dtype_policy.variable_dtype
-
-    #: computes in float32 under a mixed policy (its input cast up, its output cast to the compute dtype): Keras'
-    #: normalisation layers
-    _computes_in_float32 = False
-    #: under a mixed policy its weights are cast for its call (not for a wrapper whose wrapped layers cast their own)
-    _casts_weights = True
-
-    def _call_mixed(self, x, run):
-        """``run(x)`` under a mixed policy: float inputs and float32 weights cast to the compute dtype (or, for a
-        layer that computes in float32, the input up and the output down); the casts are autograd nodes."""
-        half = self._compute
-        if self._computes_in_float32:
-            return _cast_floats(run(_cast_floats(x, self.dtype)), half)
-        params, swapped = self._params, {}
-        if not self._casts_weights:
-            return run(_cast_floats(x, half))
-        cast = {k: (F.cast(p, half) if p.dtype == self.dtype else p) for k, p in params.items()}
-        if self._keras_style:  # weights kept as attributes (``self.w = self.add_weight(...)``)
-            ids = {id(p): k for k, p in params.items()}
-            swapped = {a: v for a, v in self.__dict__.items() if id(v) in ids}
-        self._params = cast
-        for attribute, param in swapped.items():
-            self.__dict__[attribute] = cast[ids[id(param)]]
-        try:
-            return run(_cast_floats(x, half))
-        finally:
-            self._params = params
-            self.__dict__.update(swapped)
-
-    # -- configuration by the owning model
-    def configure(self, backend=None, dtype=None, seed: int | None = None, force: bool = False) -> None:
-        """Set backend, dtype (a dtype or a DTypePolicy) and seed (a dtype or seed given to the layer itself wins).
-        A built layer whose settings change (or with ``force``) is rebuilt: its weights are re-created from the
-        seed."""
-        xp = _backend.get(backend)
-        model_policy = mixed_precision.get(dtype) if dtype is not None else None
-        if self._user_policy is None and self._user_dtype is None:
-            self._policy = model_policy
-            self._compute = _compute_of(model_policy)
-        if self._user_dtype is not None:
-            dtype = self._user_dtype
-        else:
-            dtype = np.dtype(np.float32) if model_policy is None else \
-                mixed_precision.numpy_dtype(model_policy.variable_dtype)
-        seed = self.seed if self.seed is not None else seed
-        if self.built and not force and getattr(self, "_weights_kept", False):
-            self._keep_weights(xp, dtype, seed)  # built on data, in a model before, or assigned: as Keras does
-            return
-        if self.built and not force and (xp, dtype, seed) == (self.xp, self.dtype, getattr(self, "_build_seed", None)):
-            self._weights_kept = True
-            return
-        self.xp, self.dtype, self._build_seed = xp, dtype, seed
-        if self.built:
-            self._params.clear()
-            self._state.clear()
-            self._fixed.clear()
-            self.built = False
-            self._build(self.input_shape, remake=True)
-        self._weights_kept = self.built
-
-    def _keep_weights(self, xp, dtype, seed) -> None:
-        """Keep the weights' values, copied to ``xp`` and cast to ``dtype`` where the model asks for another (a
-        dropout stream is drawn anew there from ``seed``)."""
-        if xp is self.xp and dtype == self.dtype:
-            return
-        old, old_dtype = self.xp, self.dtype
-
-        def move(array):
-            host = np.asarray(old.to_numpy(array))
-            return xp.asarray(host.astype(dtype) if host.dtype == old_dtype else host)
-
-        self.move_to(xp, move)
-        self.dtype = dtype
-        if getattr(self, "rng", None) is not None and xp is not old:
-            self.rng = xp.rng(derive_seed(seed, 1))
-
-    def move_to(self, backend, move) -> None:
-        """Put the weights and state arrays on ``backend`` as they are (``move(array)`` copies one array there);
-        gradients are dropped. The random streams are moved by the owning model."""
-        for param in self._params.values():
-            param.data, param.xp, param.grad = move(param.data), backend, None
-        for name, array in self._state.items():
-            self._state[name] = move(array)
-        self.xp = backend
 
     # -- building
     def build(self, input_shape) -> None:
@@ -515,60 +291,6 @@ class Layer(Configurable):
         if isinstance(input_shape, list) or len(input_shape) not in ranks:
             raise self.shape_error(what, input_shape)
 
-    def add_weight(self, *args, shape=None, initializer=None, dtype=None, trainable: bool = True,
-                   name: str | None = None, **keras_only) -> Parameter:
-        """Create a weight (call it from ``build`` / ``create_weights``) and return it (a Parameter).
-
-        Keras' form: ``add_weight(shape=, initializer="glorot_uniform", dtype=None, trainable=True, name=None)``
-        (``shape`` and ``initializer`` may be positional); magmadnn's: ``add_weight(name, shape, initializer)``
-        (a str first). ``trainable=False``: the optimizer never changes it (update it yourself with ``assign``)."""
-        unsupported = sorted(k for k, v in keras_only.items() if v is not None and not (k == "autocast" and v))
-        if unsupported:
-            raise TypeError(f"{type(self).__name__}.add_weight: {unsupported} are not supported by magmadnn")
-        if args and isinstance(args[0], str):  # add_weight(name, shape, initializer)
-            if name is not None or len(args) > 3:
-                raise TypeError("add_weight(name, shape, initializer): give the name once, at most 3 positional "
-                                "arguments")
-            name, args = args[0], args[1:]
-        if len(args) > 3:
-            raise TypeError(f"add_weight takes at most 3 positional arguments (shape, initializer, dtype), got "
-                            f"{len(args)}")
-        for i, (key, value) in enumerate(zip(("shape", "initializer", "dtype"), args)):
-            if {"shape": shape, "initializer": initializer, "dtype": dtype}[key] is not None:
-                raise TypeError(f"add_weight: {key} given both by position and by name")
-            shape, initializer, dtype = (value, initializer, dtype) if i == 0 else \
-                ((shape, value, dtype) if i == 1 else (shape, initializer, value))
-        if getattr(self, "_init_rng", None) is None or self.xp is None:
-            self._setup()
-        shape = () if shape is None else (tuple(int(s) for s in shape) if isinstance(shape, (tuple, list))
-                                          else (int(shape),))
-        if any(s is None or s < 0 for s in shape):
-            raise ValueError(f"add_weight: shape must be fully defined sizes >= 0, got {shape}")
-        if name is None:
-            name = "variable"
-            while name in self._params:
-                name = f"variable_{len([k for k in self._params if k.startswith('variable')])}"
-        if not isinstance(name, str) or not name or name in self._params:
-            raise ValueError(f"{type(self).__name__} layer {self.name!r}: weight name {name!r} is empty or used "
-                             "already")
-        if not isinstance(trainable, (bool, np.bool_)):
-            raise TypeError(f"add_weight: trainable must be True or False, got {trainable!r}")
-        given = None if dtype is None else np.dtype(dtype)
-        dtype = self.dtype if given is None else given
-        initializer = "glorot_uniform" if initializer is None else initializer
-        data = initializers.get(initializer)(shape, dtype, self.xp, self._init_rng)
-        param = Parameter(data, name=f"{self.name}/{name}", backend=self.xp,
-                          trainable=bool(trainable) and self._trainable)
-        self._params[name] = param
-        if not trainable:
-            self._fixed.add(name)
-        if not self._in_build and not self.built:
-            self._early[name] = (param, shape, initializer, given, (self.xp, dtype, self._build_seed))
-        return param
-
-    def add_state(self, name: str, array) -> None:
-        self._state[name] = array
-
     # -- calling
     def __call__(self, inputs, training: bool = False):
         if training.__class__ is not bool:  # layer(a, b) is not a two-input call: b would be read as training
@@ -589,7 +311,7 @@ class Layer(Configurable):
             masked = [p.masked for p in parents]
             if any(masked) and not self.supports_masking:
                 raise self._mask_error(sources)
-            self._ensure_built(shapes if many else shapes[0], sources)
+            self._symbolic_build(parents, shapes if many else shapes[0], sources)
             out_masked = self.output_masked(masked if many else masked[0])
             if isinstance(self.output_shape, list):
                 token = object()
@@ -604,45 +326,23 @@ class Layer(Configurable):
         self._ensure_built(shapes if many else shapes[0], "the data")
         return self.call_masked(tensors if many else tensors[0], training)
 
-    # -- masks
-    def call_masked(self, inputs, training: bool = False):
-        """``call`` with the masks riding on the Tensors: the input's mask given to a layer that ``uses_mask``,
-        the output's (``compute_mask``) attached to it; a masked input to a layer without masking is an error."""
-        many = isinstance(inputs, list)
-        if not many and not self.makes_mask and getattr(inputs, "_mask", None) is None:
-            return self._run(inputs, training)  # the common case, at the cost of one attribute look-up
-        masks = [getattr(t, "_mask", None) for t in (inputs if many else [inputs])]
-        mask = masks if many else masks[0]
-        if all(m is None for m in masks):
-            mask = None
-        elif not self.supports_masking:
-            raise self._mask_error(self._source)
-        if self.uses_mask:
-            out = self._run(inputs, training, mask=mask)
-        else:
-            out = self._run(inputs, training)
-        out_mask = self.compute_mask(inputs, mask)
-        if out_mask is not None:
-            for tensor, m in zip(out, out_mask) if isinstance(out, list) else [(out, out_mask)]:
-                if m is not None:
-                    tensor._mask = m
-        return out
-
-    def compute_mask(self, inputs, mask):
-        """The output's mask (a list for several outputs) from the input's: passed on by default."""
-        return mask if self.supports_masking and not isinstance(mask, list) else None
-
-    def output_masked(self, masked):
-        """Whether the output carries a mask (a list for several outputs), given whether the input does."""
-        return self.supports_masking and masked is True
-
-    def _mask_error(self, source) -> ValueError:
-        return ValueError(
-            f"{type(self).__name__} layer {self.name!r} does not support masking, but its input from {source} "
-            "carries the mask of an Embedding(mask_zero=True); layers that use or pass on a mask: LSTM, GRU, "
-            "Bidirectional, GlobalAveragePooling1D, MultiHeadAttention, Dense, Dropout, Activation, "
-            "LayerNormalization, Lambda(mask=...). Keras would drop the mask here with a warning; to do that, "
-            "remove mask_zero=True")
+    def _symbolic_build(self, parents, shapes, sources: str) -> None:
+        """Build on symbolic inputs: each must have a batch axis and a known shape; a layer that cannot take an axis
+        known only at run time (None) says so, naming the layer and the axis."""
+        for p in parents:
+            if not p.batched or p.shape is None:
+                what = "has no batch axis" if not p.batched else "has a shape known only at run time"
+                raise self.shape_error(f"inputs with a batch axis and a known per-sample shape; the input from "
+                                       f"layer {p.layer.name!r} {what}", p.shape or ())
+        unknown = any(s is None for shape in (shapes if isinstance(shapes, list) else [shapes]) for s in shape)
+        if not unknown:
+            self._ensure_built(shapes, sources)
+            return
+        try:
+            self._ensure_built(shapes, sources)
+        except TypeError as exc:
+            raise self.shape_error(f"every axis fixed (an axis given as None is known only at run time, which this "
+                                   f"layer cannot take: {exc}); give that axis a size in Input", shapes) from None
 
     def _as_tensor(self, x):
         if isinstance(x, Tensor):
@@ -663,94 +363,6 @@ class Layer(Configurable):
 
     def call(self, x, training: bool = False):
         raise NotImplementedError
-
-    # -- trainable (Keras: a frozen layer's weights are never changed by training; a frozen BatchNorm normalises
-    # with its moving statistics and leaves them unchanged)
-    @property
-    def trainable(self) -> bool:
-        return self._trainable
-
-    @trainable.setter
-    def trainable(self, value) -> None:
-        if not isinstance(value, (bool, np.bool_)):
-            raise TypeError(f"layer {self.name!r}: trainable must be True or False, got {value!r}")
-        self._trainable = bool(value)
-        for name, param in self._params.items():
-            if name not in self._fixed:
-                param.trainable = self._trainable
-        note_trainable_change()
-
-    # -- weights
-    @property
-    def params(self) -> dict[str, Parameter]:
-        """The Parameters by short name ("kernel", "bias", ...), trainable or not (not the state arrays)."""
-        return dict(self._params)
-
-    def named_weights(self) -> list[tuple[str, object]]:
-        """``(short name, weight)`` in Keras' order: weights created trainable, those created with
-        ``trainable=False``, then the state arrays (as :class:`StateWeight`)."""
-        out = [(k, p) for k, p in self._params.items() if k not in self._fixed]
-        out += [(k, p) for k, p in self._params.items() if k in self._fixed]
-        return out + [(k, StateWeight(self, k)) for k in self._state]
-
-    @property
-    def weights(self) -> list:
-        """Every weight, Keras' ``layer.weights``: Parameters, then the state arrays as :class:`StateWeight`
-        views (each has ``name``, ``shape``, ``trainable``, ``numpy()``, ``assign()``)."""
-        return [w for _, w in self.named_weights()]
-
-    @property
-    def trainable_weights(self) -> list:
-        return [w for w in self.weights if w.trainable] if self._trainable else []
-
-    @property
-    def non_trainable_weights(self) -> list:
-        return [w for w in self.weights if not w.trainable] if self._trainable else self.weights
-
-    @property
-    def state(self) -> dict[str, object]:
-        """Non-trainable state arrays by short name (BatchNorm running statistics)."""
-        return dict(self._state)
-
-    def parameters(self) -> list[Parameter]:
-        """Every Parameter (frozen ones too: optimizers skip those whose ``trainable`` is False)."""
-        return list(self._params.values())
-
-    def get_weights(self) -> list[np.ndarray]:
-        """Copies (NumPy) of :attr:`weights`, in that order (Keras' ``get_weights``)."""
-        return [np.array(w.numpy()) for w in self.weights]
-
-    def set_weights(self, arrays) -> None:
-        """Assign NumPy arrays in the order of :attr:`weights` (all checked before the first is assigned)."""
-        weights, arrays = self.weights, list(arrays)
-        if len(arrays) != len(weights):
-            raise ValueError(f"layer {self.name!r}: set_weights got {len(arrays)} arrays, the layer has "
-                             f"{len(weights)} weights ({[w.name for w in weights]})")
-        plan = []
-        for w, a in zip(weights, arrays):
-            a = np.asarray(a)
-            if tuple(a.shape) != tuple(w.shape):
-                raise ValueError(f"layer {self.name!r}: weight {w.name!r} has shape {shape_str(w.shape)}, the "
-                                 f"array given has shape {shape_str(a.shape)}")
-            if a.dtype.kind not in "iuf" or (a.dtype.kind == "f" and not np.isfinite(a).all()):
-                raise ValueError(f"layer {self.name!r}: the array for {w.name!r} must hold finite real numbers")
-            plan.append((w, self.xp.asarray(np.array(a, dtype=w.dtype))))
-        for w, value in plan:
-            w.data = value
-        self._weights_kept = self._has_values = True
-
-    def _require_built(self, what: str) -> None:
-        if not self.built:
-            raise ValueError(f"layer {self.name!r} ({type(self).__name__}) is not built yet, so {what} is not "
-                             "known: call it on an input (or an Input) first")
-
-    def count_params(self) -> int:
-        """Every weight, the state arrays included (Keras' ``count_params``)."""
-        self._require_built("count_params()")
-        return sum(math.prod(w.shape) for w in self.weights)
-
-    def count_state(self) -> int:
-        return sum(math.prod(tuple(a.shape)) for a in self._state.values())
 
     # -- configuration
     def get_config(self) -> dict:
@@ -777,56 +389,52 @@ class Layer(Configurable):
         return f"{type(self).__name__}(name={self.name!r})"
 
 
-def _compute_of(policy):
-    """The NumPy compute dtype of a mixed policy, None for a plain one (or none)."""
-    if policy is None or not policy.is_mixed:
-        return None
-    return mixed_precision.numpy_dtype(policy.compute_dtype)
-
-
-def _is_float(dtype) -> bool:
-    return dtype.kind == "f" or dtype.name == "bfloat16"
-
-
-def _cast_floats(x, dtype, halves_only: bool = False):
-    """A Tensor (or a list of them) cast to ``dtype`` where it is a float of another dtype (``halves_only``: a
-    float16 or bfloat16 one); a mask rides along."""
-    if isinstance(x, (list, tuple)):
-        return type(x)(_cast_floats(t, dtype, halves_only) for t in x)
-    if not isinstance(x, Tensor) or x.dtype == dtype or not _is_float(x.dtype) or (
-            halves_only and x.dtype.name not in mixed_precision.HALF_TYPES):
-        return x
-    y = F.cast(x, dtype)
-    mask = getattr(x, "_mask", None)
-    if mask is not None:
-        y._mask = mask
-    return y
+_registry._LAYER.append(Layer)  # what register() accepts
 
 
 def _normalise_shapes(shape):
     if isinstance(shape, list):
-        return [tuple(int(s) for s in one) for one in shape]
-    return tuple(int(s) for s in shape)
+        return [_normalise_shapes(one) for one in shape]
+    return None if shape is None else tuple(None if s is None else int(s) for s in shape)
 
 
 @register
 class Input(Layer):
     """The entry of a model: ``Input((1, 28, 28))`` (per-sample shape, batch excluded).
 
-    In the functional API an Input stands for its own output tensor: ``y = Dense(10)(Input((784,)))``.
+    In the functional API an Input stands for its own output tensor: ``y = Dense(10)(Input((784,)))``. An axis
+    given as None is known only at run time (Keras' ``Input((None, 8))`` for sequences of any length,
+    ``Input((3, None, None))`` for images of any size): each batch brings its own size. ``batch_size`` (Keras')
+    fixes the batch size (``batch_shape=(B, ...)`` says the same in one tuple): ``fit`` and ``predict`` then run
+    batches of exactly that size. ``batched=False`` (magmadnn's): the input has no batch axis, ``shape`` is its whole
+    shape and the same array goes whole to every batch (an ONNX graph input holding weights or a shape).
     """
 
-    def __init__(self, shape, name: str | None = None, dtype=None, **keras_only):
+    def __init__(self, shape=None, name: str | None = None, dtype=None, batch_size=None, batch_shape=None, *,
+                 batched: bool = True, **keras_only):
         super().__init__(name=name, dtype=dtype, **keras_only)
+        if batch_shape is not None:
+            if shape is not None or batch_size is not None:
+                raise ValueError("Input: give either shape= (and batch_size=) or batch_shape=, not both")
+            batch_shape = tuple(batch_shape)
+            if not batch_shape:
+                raise ValueError("Input: batch_shape must hold the batch axis first, got ()")
+            batch_size, shape = batch_shape[0], batch_shape[1:]
+        if shape is None:
+            raise TypeError("Input: shape is required (the per-sample shape, batch excluded)")
         if not isinstance(shape, (tuple, list, np.ndarray)):
             shape = (shape,)
-        shape = tuple(_checks.integer(s, "shape entry", f"Input (shape {shape!r}, batch excluded)") for s in shape)
-        if not shape or any(s < 1 for s in shape):
-            raise ValueError(f"Input: shape must be non-empty positive sizes (batch excluded), got {shape!r}")
+        where = f"Input (shape {tuple(shape)!r}, batch excluded)"
+        shape = tuple(None if s is None else _checks.integer(s, "shape entry", where) for s in shape)
+        if (batched and not shape) or any(s is not None and s < (1 if batched else 0) for s in shape):
+            raise ValueError(f"Input: shape must be non-empty positive sizes or None (batch excluded), got {shape!r}")
+        self.batch_size = None if batch_size is None else _checks.integer(batch_size, "batch_size", "Input",
+                                                                            minimum=1)
+        self.batched = bool(batched)
         self.shape = shape
         self.input_shape = self.output_shape = shape
         self.built = True
-        out = SymbolicTensor(shape, self, ())
+        out = SymbolicTensor(shape, self, (), batched=self.batched)
         self._first_symbolic_call = (out, out)  # Keras' InputLayer: its input and output are its tensor
 
     def call(self, x, training: bool = False):
@@ -835,46 +443,10 @@ class Input(Layer):
     def get_config(self) -> dict:
         config = super().get_config()
         del config["trainable"]
-        return {"shape": list(self.shape), **config}
+        extra = {"batch_size": self.batch_size} if self.batch_size is not None else {}
+        if not self.batched:
+            extra["batched"] = False
+        return {"shape": list(self.shape), **extra, **config}
 
 
 # Keras layer arguments magmadnn does not implement: accepted at Keras' default value, else a TypeError naming the
-# magmadnn way (or saying only the default is supported)
-KERAS_DEFAULTS = {
-    "kernel_regularizer": None, "bias_regularizer": None, "activity_regularizer": None,
-    "embeddings_regularizer": None, "recurrent_regularizer": None, "kernel_constraint": None,
-    "bias_constraint": None, "embeddings_constraint": None, "recurrent_constraint": None,
-    "dropout": 0.0, "recurrent_dropout": 0.0, "input_length": None, "batch_input_shape": None, "batch_size": None,
-    "batch_shape": None, "sparse": None, "ragged": None, "optional": False, "tensor": None, "noise_shape": None,
-    "data_format": None, "center": True, "scale": True, "beta_initializer": "zeros", "gamma_initializer": "ones",
-    "moving_mean_initializer": "zeros", "moving_variance_initializer": "ones", "synchronized": False,
-    "activation": "tanh", "recurrent_activation": "sigmoid", "unroll": False, "stateful": False,
-    "unit_forget_bias": True, "use_cudnn": "auto", "recurrent_initializer": "orthogonal", "autocast": True,
-}
-_PENALTY = ("weight penalties are not layer arguments here: use the optimizer's weight_decay= (AdamW, "
-            "SGD(weight_decay=)) or add the penalty to a callable loss")
-KERAS_ONLY_ARGUMENTS = {
-    **dict.fromkeys(("kernel_regularizer", "bias_regularizer", "activity_regularizer", "embeddings_regularizer",
-                     "recurrent_regularizer"), _PENALTY),
-    **dict.fromkeys(("kernel_constraint", "bias_constraint", "embeddings_constraint", "recurrent_constraint"),
-                    "weight constraints are not supported; clip in a callback's on_train_batch_end"),
-    **dict.fromkeys(("dropout", "recurrent_dropout"),
-                    "recurrent layers take no dropout here: put a Dropout layer before or after the layer"),
-    "input_length": "not needed (Keras 3 deprecates it too): leave it out",
-    **dict.fromkeys(("batch_input_shape", "batch_shape", "batch_size"),
-                    "shapes here are per sample: Input(shape=the shape without the batch axis)"),
-}
-
-
-def _refuse_keras_only(who: str, arguments: dict) -> None:
-    """Keras layer arguments at Keras' default value pass; any other value (or an unknown argument) is a
-    TypeError naming the magmadnn way."""
-    for name, value in sorted(arguments.items()):
-        if name not in KERAS_DEFAULTS:
-            raise TypeError(f"{who}: unexpected argument {name!r}")
-        default = KERAS_DEFAULTS[name]
-        if value is default or (value is not None and default is not None and value == default) or (
-                name == "sparse" and value is False):
-            continue
-        hint = KERAS_ONLY_ARGUMENTS.get(name, f"only Keras' default {name}={default!r} is supported here")
-        raise TypeError(f"{who}: Keras' argument {name}={value!r} is not supported; {hint}")

@@ -1,97 +1,45 @@
-"""Conv2D, DepthwiseConv2D, Conv2DTranspose, MaxPool2D, AvgPool2D, GlobalAvgPool2D and GlobalMaxPool2D (NCHW;
-per-sample input shape (C, H, W)).
+"""Convolutions: Conv2D, DepthwiseConv2D and Conv2DTranspose over images (NCHW; per-sample input shape (C, H, W)),
+and Conv1D over sequences (N, T, F).
 
 Images are NCHW (cuDNN's and PyTorch's layout), never channels-last. An input that looks channels-last (last axis 1
 or 3, first axis more than 4) is named in every shape error of these layers with the transpose that fixes it, and
 when it comes straight from the data or an ``Input`` without an error (the window still fits), a warning says so.
+
+Sequences are Keras' channels_last (like Embedding, LSTM and attention here). Conv1D runs through the 2-D path
+(cuDNN's on the device) on (N, F, 1, T); its kernel is (filters, in/groups, kernel_size) (PyTorch's Conv1d, and
+Conv2D's layout here); Keras' (kernel_size, in/groups, filters) converts with ``kernel.transpose(2, 1, 0)`` both
+ways.
+
+The pooling layers lived here; they are in :mod:`.pooling` and stay importable from here.
 """
 
 from __future__ import annotations
 
-import warnings
-
 from .. import _checks, initializers
 from .. import functional as F
 from ..backend import geometry
+from ._windows import (
+    _NCHW,
+    _check_chw,
+    _check_sequence,
+    _data_format,
+    _mode,
+    _output_hw,
+    _padding,
+    _padding_config,
+    _positive,
+    _sizes,
+    _steps_out,
+    layout_hint,
+    looks_channels_last,
+)
+from .activations import apply_activation
 from .base import Layer, register, shape_str
-from .core import apply_activation
+from .pooling import AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 
-__all__ = ["Conv2D", "DepthwiseConv2D", "Conv2DTranspose", "MaxPool2D", "AvgPool2D", "GlobalAvgPool2D",
-           "GlobalMaxPool2D"]
-
-
-def _sizes(value, what: str, owner: str, minimum: int = 1) -> tuple[int, int]:
-    """:func:`geometry.int_pair`, with every bad value a ValueError (as layers report bad sizes)."""
-    try:
-        return geometry.int_pair(value, what, owner, minimum)
-    except TypeError as exc:  # layers report every bad size as a ValueError
-        raise ValueError(str(exc)) from None
-
-
-def _padding(value, owner: str):
-    if isinstance(value, str):
-        if value.lower() not in ("same", "valid"):
-            raise ValueError(f"{owner}: padding must be 'same', 'valid', an int, a pair or ((top, bottom), "
-                             f"(left, right)), got {value!r}")
-        return value.lower()
-    if isinstance(value, (tuple, list)) and len(value) == 2 and all(isinstance(v, (tuple, list)) for v in value):
-        return _sizes(value[0], "padding", owner, minimum=0), _sizes(value[1], "padding", owner, minimum=0)
-    return _sizes(value, "padding", owner, minimum=0)
-
-
-def _padding_config(padding):
-    """``padding`` as JSON: the mode, ``[ph, pw]`` or ``[[top, bottom], [left, right]]``."""
-    if isinstance(padding, str):
-        return padding
-    return [list(p) if isinstance(p, tuple) else p for p in padding]
-
-
-def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
-    """Spatial output size, or a ShapeMismatchError when the window does not fit the input."""
-    out = F.conv2d_output_shape(input_shape[1:], kernel, stride, padding, dilation)
-    if min(out) < 1:
-        raise layer.shape_error(f"an input of at least the {what} extent {shape_str(kernel)} (dilation "
-                                f"{shape_str(dilation)}, padding {padding!r}); the output would be {shape_str(out)}",
-                                input_shape)
-    return tuple(int(v) for v in out)
-
-
-def looks_channels_last(shape) -> bool:
-    """A per-sample image shape that reads as (H, W, C) with 1 or 3 channels rather than (C, H, W)."""
-    return (isinstance(shape, tuple) and len(shape) == 3 and shape[-1] in (1, 3) and shape[0] > 4)
-
-
-def layout_hint(shape) -> str:
-    """The sentence that names the NCHW layout and the transpose, for a ``shape`` that looks channels-last."""
-    h, w, c = shape
-    return (f". Images here are NCHW, per-sample (C, H, W); {shape_str(shape)} looks channels-last (H, W, C) as "
-            f"in Keras: transpose the batches with x.transpose(0, 3, 1, 2) (giving per-sample ({c}, {h}, {w})) and "
-            f"declare Input(({c}, {h}, {w}))")
-
-
-class _NCHW:
-    """Mixin: shape errors that name the NCHW layout when the input looks channels-last, and a warning when such
-    an input comes from the data or an Input and builds without an error."""
-
-    def shape_error(self, expected, got):
-        error = super().shape_error(expected, got)
-        if looks_channels_last(got):
-            error.args = (error.args[0] + layout_hint(got),)
-        return error
-
-    def _warn_layout(self, input_shape) -> None:
-        source = getattr(self, "_source", "")
-        if looks_channels_last(input_shape) and (source == "the data" or source.endswith("(Input)")):
-            warnings.warn(f"{type(self).__name__} layer {self.name!r} reads per-sample shape "
-                          f"{shape_str(input_shape)} from {source} as {input_shape[0]} channels of "
-                          f"{input_shape[1]}x{input_shape[2]} images" + layout_hint(input_shape), stacklevel=4)
-
-
-def _check_chw(layer, input_shape) -> None:
-    """A per-sample (C, H, W) input with no empty axis (a zero-size axis has nothing to convolve or pool)."""
-    layer.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
-    if min(input_shape) < 1:
-        raise layer.shape_error("a per-sample input (C, H, W) with sizes >= 1", input_shape)
+__all__ = ["Conv2D", "DepthwiseConv2D", "Conv2DTranspose", "Conv1D"]
+__all__ += ["MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalMaxPool2D"]  # their old home; see .pooling
+__all__ += ["layout_hint", "looks_channels_last"]  # the NCHW hint (models.inputs names it for the data)
 
 
 @register
@@ -152,62 +100,6 @@ class Conv2D(_NCHW, Layer):
         if self.groups != 1:
             config["groups"] = self.groups
         return config
-
-
-class _Pool2D(_NCHW, Layer):
-    mode = "max"
-
-    def __init__(self, pool_size=2, strides=None, padding="valid", **kwargs):
-        super().__init__(**kwargs)
-        owner = f"{type(self).__name__} {self.name!r}"
-        self.pool_size = _sizes(pool_size, "pool_size", owner)
-        self.strides = self.pool_size if strides is None else _sizes(strides, "strides", owner)
-        self.padding = _padding(padding, owner)
-
-    def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
-
-    def compute_output_shape(self, input_shape):
-        hw = _output_hw(self, input_shape, self.pool_size, self.strides, self.padding, (1, 1), "pooling window")
-        self._warn_layout(input_shape)
-        return (input_shape[0], *hw)
-
-    def call(self, x, training=False):
-        pool = F.max_pool2d if self.mode == "max" else F.avg_pool2d
-        return pool(x, self.pool_size, stride=self.strides, padding=self.padding)
-
-    def get_config(self):
-        return {"pool_size": list(self.pool_size), "strides": list(self.strides),
-                "padding": _padding_config(self.padding),
-                **super().get_config()}
-
-
-@register
-class MaxPool2D(_Pool2D):
-    """Maximum over ``pool_size`` windows (stride defaults to the window)."""
-
-    mode = "max"
-
-
-@register
-class AvgPool2D(_Pool2D):
-    """Mean over ``pool_size`` windows (stride defaults to the window)."""
-
-    mode = "avg"
-
-
-@register
-class GlobalAvgPool2D(_NCHW, Layer):
-    """(N, C, H, W) -> (N, C): the mean over each channel's spatial extent."""
-
-    def check_input_shape(self, input_shape):
-        self.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
-
-    def compute_output_shape(self, input_shape):
-        return (input_shape[0],)
-
-    def call(self, x, training=False):
-        return F.global_avg_pool2d(x)
 
 
 @register
@@ -302,14 +194,60 @@ class Conv2DTranspose(_NCHW, Layer):
 
 
 @register
-class GlobalMaxPool2D(_NCHW, Layer):
-    """(N, C, H, W) -> (N, C): the maximum over each channel's spatial extent."""
+class Conv1D(Layer):
+    """1-D convolution over the steps of (N, T, F) -> (N, T', filters); kernel (filters, F/groups, kernel_size),
+    bias (filters,). ``padding``: "valid", "same" (T' = ceil(T / strides)) or "causal" (output step t sees input
+    steps <= t)."""
+
+    def __init__(self, filters: int, kernel_size, strides=1, padding="valid", data_format=None, dilation_rate=1,
+                 groups: int = 1, activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform",
+                 bias_initializer="zeros", **kwargs):
+        super().__init__(**kwargs)
+        owner = f"Conv1D {self.name!r}"
+        _data_format(data_format, owner)
+        self.filters = _checks.integer(filters, "filters", owner, minimum=1)
+        self.kernel_size = _positive(kernel_size, "kernel_size", owner)
+        self.strides = _positive(strides, "strides", owner)
+        self.dilation_rate = _positive(dilation_rate, "dilation_rate", owner)
+        if self.strides > 1 and self.dilation_rate > 1:
+            raise ValueError(f"{owner}: strides > 1 and dilation_rate > 1 cannot be combined (as in Keras)")
+        self.groups = _checks.integer(groups, "groups", owner, minimum=1)
+        if self.filters % self.groups:
+            raise ValueError(f"{owner}: filters ({self.filters}) must be a multiple of groups ({self.groups})")
+        self.padding = _mode(padding, ("valid", "same", "causal"), owner)
+        self.activation = geometry.activation_name(activation, owner)
+        self.use_bias = bool(use_bias)
+        self.kernel_initializer = initializers.get(kernel_initializer)
+        self.bias_initializer = initializers.get(bias_initializer)
 
     def check_input_shape(self, input_shape):
-        _check_chw(self, input_shape)
+        _check_sequence(self, input_shape)
+        if input_shape[1] % self.groups:
+            raise self.shape_error(f"a number of features divisible by groups={self.groups}", input_shape)
+        if self.compute_output_shape(input_shape)[0] < 1:
+            raise self.shape_error(f"at least {self.dilation_rate * (self.kernel_size - 1) + 1} steps for kernel_size "
+                                   f"{self.kernel_size} with dilation_rate {self.dilation_rate} and padding "
+                                   f"{self.padding!r}", input_shape)
 
     def compute_output_shape(self, input_shape):
-        return (input_shape[0],)
+        steps = _steps_out(input_shape[0], self.kernel_size, self.strides, self.padding, self.dilation_rate)
+        return (steps, self.filters)
+
+    def create_weights(self, input_shape):
+        self.add_weight("kernel", (self.filters, input_shape[1] // self.groups, self.kernel_size),
+                        self.kernel_initializer)
+        if self.use_bias:
+            self.add_weight("bias", (self.filters,), self.bias_initializer)
 
     def call(self, x, training=False):
-        return F.global_max_pool2d(x)
+        fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
+        y = F.conv1d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides, padding=self.padding,
+                     dilation=self.dilation_rate, groups=self.groups, activation=fused)
+        return y if fused else apply_activation(y, self.activation)
+
+    def get_config(self):
+        return {"filters": self.filters, "kernel_size": self.kernel_size, "strides": self.strides,
+                "padding": self.padding, "dilation_rate": self.dilation_rate, "groups": self.groups,
+                "activation": self.activation, "use_bias": self.use_bias,
+                "kernel_initializer": self.kernel_initializer.to_config(),
+                "bias_initializer": self.bias_initializer.to_config(), **super().get_config()}

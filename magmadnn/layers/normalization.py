@@ -1,20 +1,62 @@
 """LayerNorm, RMSNorm and GroupNorm: normalisation over each sample (no batch statistics, the same in training and
 inference). Weights as Keras names them, math as PyTorch computes it (biased variance, ``eps`` inside the root).
-BatchNormalization: Keras' batch norm, beside the PyTorch-style ``BatchNorm`` of :mod:`.core`."""
+BatchNorm (PyTorch's defaults) and BatchNormalization (Keras' batch norm): statistics over the batch."""
 
 from __future__ import annotations
 
 from .. import _checks
 from .. import functional as F
 from .base import Layer, register
-from .core import BatchNorm
 
-__all__ = ["LayerNorm", "RMSNorm", "GroupNorm", "BatchNormalization", "LayerNormalization", "GroupNormalization"]
+__all__ = ["BatchNorm", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNormalization", "LayerNormalization",
+           "GroupNormalization"]
 
 
 def _epsilon(epsilon, kwargs: dict) -> float:
     """Keras' ``epsilon=`` or magmadnn's alias ``eps=`` (taken out of ``kwargs``)."""
     return kwargs.pop("eps") if "eps" in kwargs else epsilon
+
+
+@register
+class BatchNorm(Layer):
+    """Batch normalisation over features (input (F,)) or channels (input (C, H, W), statistics over N, H, W).
+
+    Training uses batch statistics and updates ``running = momentum * running + (1 - momentum) * batch``; evaluation
+    uses the running statistics, and so does training with ``trainable = False`` (as Keras). ``sync``: None
+    (statistics of the local batch), or a data-parallel group whose ranks share the statistics of the global batch
+    (set by ``fit(distributed=Options(sync_batchnorm=True))``).
+    """
+
+    _computes_in_float32 = True  # statistics in float32 under a mixed policy (Keras)
+
+    #: The running variance takes the unbiased batch variance (PyTorch); Keras' BatchNormalization the biased one.
+    unbiased_running_var = True
+
+    def __init__(self, momentum: float = 0.9, eps: float = 1e-5, **kwargs):
+        super().__init__(**kwargs)
+        owner = f"{type(self).__name__} {self.name!r}"
+        self.momentum = _checks.real(momentum, "momentum", owner, 0.0, 1.0, open_high=True)
+        self.eps = _checks.real(eps, "eps", owner, 0.0, open_low=True)
+        self.sync = None
+
+    def check_input_shape(self, input_shape):
+        self.check_rank(input_shape, (1, 3), "a per-sample input (features,) or (C, H, W)")
+
+    def create_weights(self, input_shape):
+        channels = input_shape[0]
+        self.add_weight("gamma", (channels,), "ones")
+        self.add_weight("beta", (channels,), "zeros")
+        self.add_state("running_mean", self.xp.zeros((channels,), self.dtype))
+        self.add_state("running_var", self.xp.ones((channels,), self.dtype))
+
+    def call(self, x, training=False):
+        training = training and self._trainable  # Keras: a frozen BatchNorm runs in inference mode
+        return F.batch_norm(x, self._params["gamma"], self._params["beta"], self._state["running_mean"],
+                            self._state["running_var"], training, momentum=self.momentum, eps=self.eps,
+                            sync=self.sync, unbiased=self.unbiased_running_var)
+
+    def get_config(self):
+        return {"momentum": self.momentum, "eps": self.eps, **super().get_config()}
 
 
 @register

@@ -1,5 +1,5 @@
-"""Shape and routing layers: Concatenate, Reshape, Permute and UpSampling2D (Keras' axes: the batch axis is
-counted, so ``Concatenate(axis=1)`` joins the channels of NCHW data; per-sample shapes exclude it)."""
+"""Reshaping layers: Flatten, Reshape, Permute and UpSampling2D (Keras' axes: the batch axis is counted; per-sample
+shapes exclude it)."""
 
 from __future__ import annotations
 
@@ -8,54 +8,27 @@ import numbers
 
 from .. import _checks
 from .. import functional as F
+from ._windows import _sizes
 from .base import Layer, register, shape_str
-from .conv import _sizes
+from .merging import Concatenate
 
-__all__ = ["Concatenate", "Reshape", "Permute", "UpSampling2D"]
+__all__ = ["Flatten", "Reshape", "Permute", "UpSampling2D"]
+__all__ += ["Concatenate"]  # its old home; see .merging
 
 
 @register
-class Concatenate(Layer):
-    """Joins two or more inputs along ``axis`` (Keras: counts the batch axis 0, which cannot be joined; -1 is the
-    last axis); the inputs' other sizes must match."""
-
-    def __init__(self, axis: int = -1, **kwargs):
-        super().__init__(**kwargs)
-        self.axis = _checks.integer(axis, "axis", f"Concatenate {self.name!r}")
-        if self.axis == 0:
-            raise ValueError(f"Concatenate {self.name!r}: axis 0 is the batch axis and cannot be joined; "
-                             "expected 1..rank or a negative axis")
-
-    def _sample_axis(self, rank: int) -> int:
-        """The per-sample axis that ``axis`` names in inputs of per-sample ``rank``."""
-        axis = self.axis - 1 if self.axis > 0 else rank + self.axis
-        if not 0 <= axis < rank:
-            raise self.shape_error(f"inputs with an axis {self.axis} (per-sample rank >= "
-                                   f"{self.axis if self.axis > 0 else -self.axis})", self._shapes)
-        return axis
+class Flatten(Layer):
+    """(N, d1, d2, ...) -> (N, d1*d2*...)."""
 
     def check_input_shape(self, input_shape):
-        self._shapes = input_shape
-        if not isinstance(input_shape, list) or len(input_shape) < 2:
-            raise self.shape_error("a list of at least two inputs", input_shape)
-        rank = len(input_shape[0])
-        if any(len(s) != rank for s in input_shape):
-            raise self.shape_error("inputs of one rank", input_shape)
-        axis = self._sample_axis(rank)
-        if any(s[:axis] + s[axis + 1:] != input_shape[0][:axis] + input_shape[0][axis + 1:] for s in input_shape):
-            raise self.shape_error(f"inputs whose shapes match except along axis {self.axis}", input_shape)
+        if isinstance(input_shape, list):
+            raise self.shape_error("one input", input_shape)
 
     def compute_output_shape(self, input_shape):
-        axis = self._sample_axis(len(input_shape[0]))
-        out = list(input_shape[0])
-        out[axis] = sum(s[axis] for s in input_shape)
-        return tuple(out)
+        return (math.prod(input_shape),)
 
-    def call(self, xs, training=False):
-        return F.concatenate(xs, axis=self._sample_axis(xs[0].ndim - 1) + 1)
-
-    def get_config(self):
-        return {"axis": self.axis, **super().get_config()}
+    def call(self, x, training=False):
+        return F.flatten(x)
 
 
 @register

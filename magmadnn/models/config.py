@@ -39,7 +39,15 @@ def model_from_config(config: dict, device=None, backend=None, custom_objects: d
                 nodes.append(calls[key][entry["index"]])
             else:
                 nodes.append(layer(parents if entry["many"] else parents[0]))
-        model = Model([nodes[i] for i in config["inputs"]], nodes[config["output"]], **common)
+        inputs = [nodes[i] for i in config["inputs"]]
+        if "input_keys" in config:
+            inputs = dict(zip(config["input_keys"], inputs))
+        outputs = nodes[config["output"]]
+        if "outputs" in config:
+            outputs = [nodes[i] for i in config["outputs"]]
+            if config.get("output_keys") is not None:
+                outputs = dict(zip(config["output_keys"], outputs))
+        model = Model(inputs, outputs, **common)
         model._trainable = bool(config.get("trainable", True))
         return model
     except (KeyError, IndexError, TypeError) as exc:

@@ -13,7 +13,7 @@ from ..backend import faults as _faults
 from ..callbacks import CallbackList, callback_list
 from .batches import is_batch_iterable
 from .inputs import real_array
-from .training import Tally, running_logs
+from .step import Tally, running_logs
 from .weighting import attach
 
 __all__ = ["Inference", "keras_results"]
@@ -120,6 +120,8 @@ class Inference:
         verbosity(verbose, "predict")
         callbacks = callback_list(callbacks, "predict")
         xs = self._input_arrays(x, "predict")
+        if not self._plain_predict:  # several outputs, axes known only at run time, a fixed batch size, ...
+            return self._predict_general(xs, batch_size, steps, callbacks)
         if steps is not None:
             xs = [a[:integer(steps, "steps", "predict", minimum=1) * batch_size] for a in xs]
         n = xs[0].shape[0]
@@ -144,6 +146,48 @@ class Inference:
                 break
         cbs.on_predict_end({})
         return result if done == n else result[:done].copy()
+
+
+    def _predict_general(self, xs, batch_size: int, steps, callbacks):
+        """``predict`` of any graph: outputs in the model's structure (list or dict), each batch's own sizes for
+        axes known at run time, inputs without a batch axis given whole, each output in its own dtype; a model with
+        a fixed batch size runs batches of that size (the last one padded with zeros, its padding dropped); a model
+        whose outputs have no batch axis runs once on the whole input."""
+        n = self._sample_count(xs)
+        if not self._splits_batches:
+            batch_size = max(n, 1)
+        elif self._batch_size is not None:
+            batch_size = self._batch_size
+        if steps is not None:
+            n = min(n, integer(steps, "steps", "predict", minimum=1) * batch_size)
+        cbs = CallbackList(callbacks, self, verbose=0, epochs=1, steps=-(-n // batch_size))
+        self.stop_predicting = False
+        cbs.on_predict_begin({})
+        parts = [[] for _ in self._outputs]
+        starts = range(0, n, batch_size) if self._splits_batches else [0]
+        for index, start in enumerate(starts):
+            cbs.on_predict_batch_begin(index, {})
+            batch = [a[start:start + batch_size] if node.batched else a for node, a in zip(self.inputs, xs)]
+            real = min(batch_size, n - start)
+            if self._batch_size is not None and self._splits_batches and real < batch_size:
+                batch = [np.concatenate([a, np.zeros((batch_size - real, *a.shape[1:]), a.dtype)]) if node.batched
+                         else a for node, a in zip(self.inputs, batch)]
+            with no_grad():
+                out = self._forward(self._input_tensors(batch), training=False)
+            outs = [out] if self._single else out
+            last = start + batch_size >= n
+            for k, (node, value) in enumerate(zip(self._outputs, outs)):
+                data = getattr(value, "data", value)
+                host = np.asarray(_faults.read(self.xp, data) if last and hasattr(value, "data") else
+                                  (self.xp.to_numpy(data) if hasattr(value, "data") else data))
+                parts[k].append(host[:real] if node.batched and self._splits_batches else host)
+            cbs.on_predict_batch_end(index, {"outputs": self._packed([p[-1] for p in parts], self._output_keys)
+                                             if not self._single else parts[0][-1]})
+            if self.stop_predicting:
+                break
+        cbs.on_predict_end({})
+        results = [p[0] if len(p) == 1 else np.concatenate(p) for p in parts]
+        return results[0] if self._single else self._packed(results, self._output_keys)
 
 
 def _steps(x, batch_size: int):

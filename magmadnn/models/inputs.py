@@ -16,6 +16,11 @@ from .weighting import WeightedTargets
 __all__ = ["InputChecks", "real_array"]
 
 
+def _matches(shape, expected) -> bool:
+    """Whether an array's shape is ``expected`` (None: any size)."""
+    return len(shape) == len(expected) and all(e is None or s == e for s, e in zip(shape, expected))
+
+
 def real_array(x, what: str) -> np.ndarray:
     array = np.asarray(x)
     if array.dtype == object or not (np.issubdtype(array.dtype, np.number) or array.dtype == np.bool_) \
@@ -39,23 +44,38 @@ class InputChecks:
             names = [node.layer.name for node in self.inputs]
             raise ValueError(f"{who}: model {self.name!r} has {len(names)} inputs {names}, got {len(arrays)} arrays")
         for node, array in zip(self.inputs, arrays):
-            if tuple(array.shape[1:]) != node.shape or array.ndim != len(node.shape) + 1:
+            if not node.batched:  # given whole to every batch
+                if not _matches(array.shape, node.shape):
+                    raise ShapeMismatchError(f"{who}: input {node.layer.name!r} of model {self.name!r} has no batch "
+                                             f"axis and expects an array of shape {shape_str(node.shape)}, got "
+                                             f"{shape_str(array.shape)}")
+                continue
+            if array.ndim != len(node.shape) + 1 or not _matches(array.shape[1:], node.shape):
                 got = tuple(array.shape[1:])
                 nhwc = len(node.shape) == 3 and got == (*node.shape[1:], node.shape[0])  # (H, W, C) for (C, H, W)
                 raise ShapeMismatchError(
                     f"{who}: input {node.layer.name!r} of model {self.name!r} expects batches of shape "
                     f"(N, {', '.join(map(str, node.shape))}) (per-sample {shape_str(node.shape)}), got an array of "
                     f"shape {shape_str(array.shape)}" + (layout_hint(got) if nhwc else ""))
-        if len({a.shape[0] for a in arrays}) > 1:
-            raise ValueError(f"{who}: the input arrays have different sample counts {[a.shape[0] for a in arrays]}")
+        counts = [a.shape[0] for node, a in zip(self.inputs, arrays) if node.batched]
+        if len(set(counts)) > 1:
+            raise ValueError(f"{who}: the input arrays have different sample counts {counts}")
         self._check_integer_inputs(arrays, who)
         self._check_key_masks(arrays, who)
         return arrays
 
+    def _sample_count(self, arrays) -> int:
+        """The number of samples of checked input arrays (those with a batch axis)."""
+        for node, array in zip(self.inputs, arrays):
+            if node.batched:
+                return array.shape[0]
+        return 1
+
     def _named_inputs(self, x: Mapping, who: str) -> list:
         """``{input_name: array}`` (Keras' dict of inputs, onnxruntime's feed) as the arrays in input order; a
         missing or unknown name is a ValueError listing the model's input names."""
-        names = [node.layer.name for node in self.inputs]
+        names = list(self._input_keys) if isinstance(getattr(self, "_input_keys", None), tuple) else \
+            [node.layer.name for node in self.inputs]
         unknown = [key for key in x if key not in names]
         missing = [name for name in names if name not in x]
         if unknown or missing:
@@ -98,6 +118,10 @@ class InputChecks:
         raise RuntimeError(f"model {self.name!r} is not built")
 
     def _targets(self, y, n: int, who: str) -> np.ndarray:
+        if not self._single:
+            raise ValueError(f"{who}: model {self.name!r} has {len(self._outputs)} outputs {self.output_names}; "
+                             "training and evaluating a model of several outputs is not supported yet: train one "
+                             "output with Model(model.inputs, model.outputs[k]), which shares the layers")
         if y is None:
             raise ValueError(f"{who}: targets y are required")
         weighted = y if isinstance(y, WeightedTargets) else None  # per-sample weights ride on the targets

@@ -7,7 +7,7 @@ shuffling order; a layer that already holds weights (built on data, trained in a
 as in Keras. ``compile`` keeps the weights; ``compile(seed=s)`` re-seeds a model that has not been trained or
 loaded, and ``reinitialize(seed)`` re-creates the weights of any model.
 
-This module builds and runs the graph; the other methods come from one module each: training (:mod:`.trainer`),
+This module builds and runs the graph; the other methods come from one module each: training (:mod:`.fitting`),
 inference (:mod:`.inference`), data checks (:mod:`.inputs`), weights (:mod:`.weights`), device moves
 (:mod:`.placement`) and saving (:mod:`.persistence`). Rebuilding from a configuration or a file is :mod:`.config`.
 """
@@ -19,15 +19,16 @@ import numpy as np
 from .. import backend as _backend
 from .. import functional as F
 from .. import mixed_precision
-from .._graph import postorder
+from .._postorder import postorder
 from ..autograd import Tensor
 from ..layers.base import Input, Layer, SymbolicTensor, _auto_name, _fresh_seed, as_symbolic, derive_seed
+from ..layers.operation import Operation
+from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .inference import Inference
 from .inputs import InputChecks
 from .persistence import Persistence
 from .placement import Placement
 from .summary import summary_text
-from .trainer import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .weights import Weights
 
 __all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError"]
@@ -35,9 +36,28 @@ __all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError
 _SHUFFLE_TAG = 0x5EED
 
 
-def _topological_nodes(output: SymbolicTensor) -> list[SymbolicTensor]:
-    """Every node the output depends on, producers before consumers."""
-    return postorder(output, lambda node: reversed(node.parents))
+def _topological_nodes(outputs: list[SymbolicTensor]) -> list[SymbolicTensor]:
+    """Every node the outputs depend on, producers before consumers."""
+    if len(outputs) == 1:
+        return postorder(outputs[0], lambda node: reversed(node.parents))
+    root = SymbolicTensor((), None, outputs)  # a stand-in consumer of every output, dropped from the order
+    return postorder(root, lambda node: reversed(node.parents))[:-1]
+
+
+def _structure(given, what: str, model: str):
+    """``(keys, items)`` of a model's inputs or outputs: keys None for one tensor, "list" for a list or tuple, the
+    tuple of names for a dict (Keras' three forms)."""
+    if isinstance(given, dict):
+        if not given:
+            raise ValueError(f"model {model!r}: {what} is an empty dict")
+        if not all(isinstance(k, str) for k in given):
+            raise TypeError(f"model {model!r}: the keys of the {what} dict must be str, got {list(given)}")
+        return tuple(given), list(given.values())
+    if isinstance(given, (list, tuple)):
+        if not given:
+            raise ValueError(f"model {model!r}: {what} is an empty list")
+        return "list", list(given)
+    return None, [given]
 
 
 class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
@@ -84,25 +104,34 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         self._parallel = None  # during fit(distributed=...): a training.StepHook (magmadnn.distributed)
 
     def _set_graph(self, inputs, outputs):
-        inputs = list(inputs) if isinstance(inputs, (list, tuple)) else [inputs]
-        if isinstance(outputs, (list, tuple)):
-            if len(outputs) != 1:
-                raise ValueError(f"model {self.name!r}: exactly one output tensor is supported, got {len(outputs)}")
-            outputs = outputs[0]
+        self._input_keys, inputs = _structure(inputs, "inputs", self.name)
+        self._output_keys, outputs = _structure(outputs, "outputs", self.name)
         for item in inputs:
             if not isinstance(item, Input) and not (isinstance(item, SymbolicTensor) and isinstance(item.layer, Input)):
                 raise TypeError(f"model {self.name!r}: inputs must be Input layers, got {item!r}")
-        outputs = as_symbolic(outputs)
-        if not isinstance(outputs, SymbolicTensor):
-            raise TypeError(f"model {self.name!r}: outputs must be the result of calling layers on Inputs, "
-                            f"got {type(outputs).__name__}")
+        outputs = [as_symbolic(o) for o in outputs]
+        for out in outputs:
+            if not isinstance(out, SymbolicTensor):
+                raise TypeError(f"model {self.name!r}: outputs must be the result of calling layers on Inputs, "
+                                f"got {type(out).__name__}")
         self.inputs = [as_symbolic(i) for i in inputs]
-        self.output = outputs
+        self._outputs = outputs
+        self._single = len(outputs) == 1 and not isinstance(self._output_keys, tuple)  # one Tensor out
+        self.output = outputs[0] if self._single else list(outputs)
         self.nodes = _topological_nodes(outputs)
         for node in self.nodes:
             if isinstance(node.layer, Input) and all(node is not i for i in self.inputs):
                 raise ValueError(f"model {self.name!r}: the output depends on Input {node.layer.name!r}, which is "
                                  "not among the model inputs")
+        # runs batch by batch unless an output has no batch axis (a model of op nodes summing over the batch)
+        self._splits_batches = all(o.batched for o in outputs)
+        sizes = {i.layer.batch_size for i in self.inputs if i.batched} - {None}
+        self._batch_size = sizes.pop() if len(sizes) == 1 else None
+        self._host_inputs = [k for k, i in enumerate(self.inputs) if getattr(i.layer, "_keeps_host", False)]
+        self._plain_predict = (self._single and self._splits_batches and self._batch_size is None
+                               and not self._host_inputs and all(i.batched for i in self.inputs)
+                               and outputs[0].shape is not None and None not in outputs[0].shape
+                               and not isinstance(outputs[0].layer, Operation))
         layers = [i.layer for i in self.inputs]
         for node in self.nodes:
             if all(node.layer is not known for known in layers):
@@ -143,8 +172,21 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
 
     @property
     def outputs(self) -> list:
-        """Keras' ``model.outputs``: ``[model.output]`` (a model has one output)."""
-        return [self.output]
+        """Keras' ``model.outputs``: the output tensors, in order."""
+        return list(self._outputs)
+
+    @property
+    def output_names(self) -> list[str]:
+        """Keras' ``model.output_names``: the dict keys of the outputs, else the names of the layers making them."""
+        if isinstance(self._output_keys, tuple):
+            return list(self._output_keys)
+        return [o.layer.name for o in self._outputs]
+
+    def _packed(self, values, keys):
+        """``values`` (one per input or output) in the structure the model was made with."""
+        if keys is None:
+            return values[0]
+        return dict(zip(keys, values)) if isinstance(keys, tuple) else list(values)
 
     compute_dtype = property(lambda self: self.dtype_policy.compute_dtype,
                              doc="The dtype the model's layers compute in (str), Keras' ``model.compute_dtype``.")
@@ -181,8 +223,9 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         return [node.shape for node in self.inputs]
 
     @property
-    def output_shape(self) -> tuple:
-        return self.output.shape
+    def output_shape(self):
+        """The per-sample output shape (a list of them for several outputs, as Keras')."""
+        return self.output.shape if self._single else [o.shape for o in self._outputs]
 
     def reseed(self, seed: int) -> None:
         """Set a new model seed: re-create every weight, dropout stream and the shuffling order from it."""
@@ -215,28 +258,42 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             if id(node.call) not in values:  # several outputs: the layer runs once for all of them
                 values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
             values[id(node)] = values[id(node.call)][node.index]
+        if not self._single:
+            return [self._full_precision(values[id(o)]) for o in self._outputs]
         out = values[id(self.output)]
         if out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
             out = F.cast(out, self.dtype)  # a mixed policy: losses, metrics and predictions read float32
         return out
 
+    def _full_precision(self, out):
+        if isinstance(out, Tensor) and out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
+            return F.cast(out, self.dtype)
+        return out
+
     def __call__(self, x, training: bool = False):
-        """Run the model eagerly on NumPy arrays or Tensors (one per input); returns a Tensor."""
-        if any(isinstance(i, (SymbolicTensor, Layer)) for i in (x if isinstance(x, (list, tuple)) else [x])):
+        """Run the model eagerly on NumPy arrays or Tensors (one per input, or a dict by input name); returns a
+        Tensor, or the outputs in the structure the model was made with (list or dict)."""
+        items = list(x.values()) if isinstance(x, dict) else (x if isinstance(x, (list, tuple)) else [x])
+        if any(isinstance(i, (SymbolicTensor, Layer)) for i in items):
             raise TypeError(f"model {self.name!r} called on a symbolic tensor; " + _NESTED)
-        if isinstance(x, (list, tuple)) and any(isinstance(i, Tensor) for i in x):
+        if isinstance(x, dict) and any(isinstance(i, Tensor) for i in items):
+            tensors = [x[node.layer.name] for node in self.inputs] if self._input_keys is None or isinstance(
+                self._input_keys, str) else [x[k] for k in self._input_keys]
+        elif isinstance(x, (list, tuple)) and any(isinstance(i, Tensor) for i in x):
             tensors = list(x)
         elif isinstance(x, Tensor):
             tensors = [x]
         else:
             tensors = self._input_tensors(self._input_arrays(x, "call"))
-        return self._forward(tensors, training)
+        out = self._forward(tensors, training)
+        return out if self._single else self._packed(out, self._output_keys)
 
     # -- integer inputs: an Input made with an integer dtype (token ids) keeps it; the others take the
     # model's dtype
     def _input_dtypes(self) -> list[np.dtype]:
-        """Per model input: its Input's integer dtype (token ids for an Embedding), else the model's dtype."""
-        return [node.layer.dtype if node.layer.dtype is not None and node.layer.dtype.kind in "iu" else self.dtype
+        """Per model input: its Input's integer or bool dtype (token ids for an Embedding), else the model's
+        dtype."""
+        return [node.layer.dtype if node.layer.dtype is not None and node.layer.dtype.kind in "iub" else self.dtype
                 for node in self.inputs]
 
     def _cast_inputs(self, arrays) -> list[np.ndarray]:
@@ -244,8 +301,12 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         return [a.astype(dtype, copy=False) for a, dtype in zip(arrays, self._input_dtypes())]
 
     def _input_tensors(self, arrays) -> list[Tensor]:
-        """Host input arrays as Tensors on the model's backend, each in its input's dtype."""
-        return [Tensor(self.xp.asarray(a, dtype), backend=self.xp) for a, dtype in zip(arrays, self._input_dtypes())]
+        """Host input arrays as Tensors on the model's backend, each in its input's dtype (an input an op node
+        reads as a shape stays a host array)."""
+        tensors = [Tensor(self.xp.asarray(a, dtype), backend=self.xp) for a, dtype in zip(arrays, self._input_dtypes())]
+        for k in self._host_inputs:
+            tensors[k] = np.asarray(arrays[k])
+        return tensors
 
     def to_json(self, **kwargs) -> str:
         """``get_config()`` as a JSON string (``kwargs`` go to ``json.dumps``); ``models.model_from_json`` reads it,
@@ -265,7 +326,12 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             "nodes": [{"layer": layer_index[id(node.layer)], "inputs": [index[id(p)] for p in node.parents],
                        "many": node.many, **({} if node.index is None else {"index": node.index})}
                       for node in self.nodes],
-            "inputs": [index[id(node)] for node in self.inputs], "output": index[id(self.output)],
+            "inputs": [index[id(node)] for node in self.inputs], "output": index[id(self._outputs[0])],
+            **({} if len(self._outputs) == 1 and self._output_keys is None else
+               {"outputs": [index[id(o)] for o in self._outputs],
+                "output_keys": list(self._output_keys) if isinstance(self._output_keys, tuple) else None}),
+            **({} if self._input_keys is None or self._input_keys == "list" else
+               {"input_keys": list(self._input_keys)}),
         }
 
     def architecture(self) -> list[dict]:

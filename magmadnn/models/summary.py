@@ -7,10 +7,25 @@ import math
 __all__ = ["summary_text"]
 
 
-def _shape(shape) -> str:
+def _shape(shape, batched=True) -> str:
+    """Keras' form: the batch axis and axes known only at run time as None; an op node's output of unknown rank
+    as "?"."""
     if isinstance(shape, list):  # a layer with several outputs (LSTM(return_state=True))
-        return "[" + ", ".join(_shape(s) for s in shape) + "]"
-    return "(" + ", ".join(["None", *(str(s) for s in shape)]) + ")"
+        flags = batched if isinstance(batched, list) else [batched] * len(shape)
+        return "[" + ", ".join(_shape(s, b) for s, b in zip(shape, flags)) + "]"
+    if shape is None:
+        return "?"
+    return "(" + ", ".join((["None"] if batched else []) + [str(s) for s in shape]) + ("," if len(shape) == 1
+                                                                                      and not batched else "") + ")"
+
+
+def _output_shape(model, layer) -> str:
+    flags = getattr(layer, "_output_batched", None)
+    if flags is None and getattr(layer, "batched", True) is False:  # an Input without a batch axis
+        flags = [False]
+    if flags is None:
+        return _shape(layer.output_shape)
+    return _shape(layer.output_shape, flags if isinstance(layer.output_shape, list) else flags[0])
 
 
 def _size(weights) -> tuple[int, int]:
@@ -38,7 +53,8 @@ def summary_text(model) -> str:
     rows = []
     for layer in model.layers:
         inbound = ", ".join(sorted({p.layer.name for node in model.nodes_of(layer) for p in node.parents}))
-        row = [f"{layer.name} ({type(layer).__name__})", _shape(layer.output_shape), f"{layer.count_params():,}"]
+        kind = getattr(layer, "op_type", type(layer).__name__)  # an op node shows its operator
+        row = [f"{layer.name} ({kind})", _output_shape(model, layer), f"{layer.count_params():,}"]
         rows.append(row + [inbound] if show_inbound else row)
     header = ["Layer (type)", "Output Shape", "Param #"] + (["Connected to"] if show_inbound else [])
     widths = [max(len(r[i]) for r in [header, *rows]) + 2 for i in range(len(header))]

@@ -51,7 +51,7 @@ from ._dtypes import (
     uint32,
     uint64,
 )
-from ._indexing import take, take_along_axis
+from ._indexing import repeat, take, take_along_axis
 from ._info import __array_namespace_info__
 from ._manipulation import (
     broadcast_arrays,
@@ -62,7 +62,6 @@ from ._manipulation import (
     meshgrid,
     moveaxis,
     permute_dims,
-    repeat,
     roll,
     squeeze,
     stack,
@@ -137,4 +136,16 @@ def namespace(api_version=None):
     return sys.modules[__name__]
 
 
-_ = _dtypes
+
+
+
+def _fill_the_operators_of_device_arrays() -> None:
+    """DeviceArray's operators, astype, indexing with arrays and ``__array_namespace__`` run these (``array.UPPER``)."""
+    from .. import array
+    from ._indexing import getitem, setitem
+
+    array.UPPER.update(_elementwise.FUNCTIONS, getitem=getitem, setitem=setitem, astype=astype, matmul=matmul,
+                       namespace=namespace, array_api_dtypes=_dtypes.SUPPORTED)
+
+
+_fill_the_operators_of_device_arrays()

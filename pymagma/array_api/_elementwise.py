@@ -9,8 +9,9 @@ import functools
 import numpy as np
 
 from .. import array as _array
-from . import _complex_kernels as _complex
-from . import _dtypes, _kernels
+from ..kernels import array_api as _kernels
+from ..kernels import array_api_complex as _complex
+from . import _dtypes
 
 _FLOATS, _INTS, _INTS_BOOL = "f", "iu", "iub"
 _REAL, _NUMERIC, _INEXACT = "iuf", "iufc", "fc"

@@ -1,4 +1,5 @@
-"""The kernel programs shipped with pymagma: which ``.cu`` file, which template instantiations (per dtype).
+"""The kernel programs shipped with pymagma: which ``.cu`` file, which template instantiations (per dtype), registered
+with :mod:`.registry` at import like any other program.
 
 Each program is one NVRTC compilation holding all of its instantiations, so a device compiles a program once.
 """
@@ -11,6 +12,7 @@ from importlib import resources
 import numpy as np
 
 from ..dtypes import answered_once
+from .registry import KERNELS_DIR, register
 
 #: Storage C type of every dtype the kernels know (bfloat16 is matched by name: NumPy has no native one).
 C_TYPES = {
@@ -21,8 +23,8 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-# step.cu includes optim.cu and random.cu (their rules); array_api_complex.cu the array API's two programs
-HEADERS = ("common.cuh", "random.cu", "optim.cu", "array_api.cu", "array_api_reduce.cu")
+#: The headers of pymagma's kernels folder every program may include.
+HEADERS = ("common.cuh",)
 
 
 @answered_once
@@ -53,12 +55,12 @@ def _cast_pairs() -> tuple[str, ...]:
     return tuple(f"cast<{C_TYPES[s]}, {C_TYPES[d]}>" for s in CAST_SOURCES for d in CAST_TARGETS)
 
 
-#: program name -> (source file, name expressions)
-PROGRAMS = {
+#: program name -> (source file, name expressions), registered below
+SHIPPED = {
     "elementwise": ("elementwise.cu", _per_dtype(("unary", "binary", "binary_strided", "binary_scalar",
                                                        "select", "activation_backward", "bias_channels", "fill"))
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
-    "reduce": ("reduce.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
+    "reductions": ("reductions.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
     "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
                                      "softmax_xent_prob_backward"))),
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
@@ -68,7 +70,7 @@ PROGRAMS = {
     "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
     # normalization and embeddings
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
-    "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
+    "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
     # checks of the values an op needs, reported through a fault record (no host read)
     "check": ("check.cu", _per_dtype(("check_range", "check_binary"), FLOAT_DTYPES + ("int64", "int32"))),
     # graph replay: per-step values read from device memory
@@ -85,7 +87,7 @@ def _api(kernels, dtypes) -> tuple[str, ...]:
     return tuple(f"{k}<{API_C_TYPES[d]}>" for k in kernels for d in dtypes)
 
 
-PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_unary"), API_C_TYPES)
+SHIPPED["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_unary"), API_C_TYPES)
                          + _api(("aa_test",), API_FLOATS)
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
                                  for d in API_C_TYPES)
@@ -93,18 +95,18 @@ PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_un
                          + _api(("aa_index_offsets",), [d for d in API_C_TYPES if d[0] in "iu"])
                          + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
-#: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.array_api._reduce_kernels)
+#: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.kernels.array_api_reduce)
 API_REDUCE_DTYPES = ("int64", "uint64", "float32", "float64")
-PROGRAMS["array_api_reduce"] = ("array_api_reduce.cu",
+SHIPPED["array_api_reduce"] = ("array_api_reduce.cu",
                                 _api(("ar_reduce", "ar_argreduce", "ar_scan", "ar_sort", "ar_searchsorted", "ar_take",
                                       "ar_unique_flags", "ar_unique"), API_REDUCE_DTYPES)
                                 + _api(("ar_where",), API_C_TYPES) + ("ar_nonzero<bool>",))
-# -- the array API standard's complex64 and complex128 (pymagma.array_api._complex_kernels): elementwise families
+# -- the array API standard's complex64 and complex128 (pymagma.kernels.array_api_complex): elementwise families
 #: over cx<R> (template argument R, the real type), and the data-movement, where, reduce, scan and unique kernels of
 #: the two programs above instantiated for cx<R>
 API_COMPLEX_C_TYPES = {"complex64": "cx<float>", "complex128": "cx<double>"}
 API_COMPLEX_REAL = {"complex64": "float", "complex128": "double"}
-PROGRAMS["array_api_complex"] = ("array_api_complex.cu",
+SHIPPED["array_api_complex"] = ("array_api_complex.cu",
                                  tuple(f"{k}<{r}>" for k in ("cx_binary", "cx_compare", "cx_unary", "cx_part",
                                                              "cx_test") for r in API_COMPLEX_REAL.values())
                                  + tuple(f"cx_from_real<{API_C_TYPES[s]}, {r}>" for s in API_C_TYPES
@@ -116,8 +118,12 @@ PROGRAMS["array_api_complex"] = ("array_api_complex.cu",
                                                                "ar_unique_flags", "ar_unique")
                                          for c in API_COMPLEX_C_TYPES.values()))
 # -- recurrent layers
-PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
+SHIPPED["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))
+
+
+for _name, (_file, _expressions) in SHIPPED.items():
+    register(_name, path=KERNELS_DIR / _file, expressions=_expressions)
 
 
 @functools.cache

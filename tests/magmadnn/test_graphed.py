@@ -11,8 +11,8 @@ import pytest
 import magmadnn as mdnn
 from magmadnn import layers as L
 from magmadnn import metrics, schedules, zoo
-from magmadnn.models import graphed
-from magmadnn.models.training import Tally
+from magmadnn.models import replay
+from magmadnn.models.step import Tally
 from pymagma import memory, simulator
 
 from .backends import model_device
@@ -68,10 +68,10 @@ def test_thirty_replayed_steps_equal_eager_steps_bit_for_bit(device, name):
         states.append(_arrays(model) + [model.optimizer.iterations] +
                       [layer.rng.offset for layer in model.layers if getattr(layer, "rng", None) is not None])
         if graph:
-            steps = [s for s in model._graphs.steps.values() if isinstance(s, graphed._Step)]
+            steps = [s for s in model._graphs.steps.values() if isinstance(s, replay._Step)]
             train = [s for s in steps if s.kind == "train"]
             assert len(train) == 2 and all(s.graph.launches for s in train)  # full and partial batch shapes
-            assert sum(s.graph.launches for s in train) == 30 - 2 * graphed.WARMUP
+            assert sum(s.graph.launches for s in train) == 30 - 2 * replay.WARMUP
             assert any(s.kind == "evaluate" for s in steps)  # validation: one full batch and one partial
     assert histories[0] == histories[1]
     for eager, replayed in zip(*states):
@@ -91,7 +91,7 @@ def test_evaluate_and_predict_replay_equal_eager(device):
         np.testing.assert_array_equal(eager.predict(wide, batch_size=5), replayed.predict(wide, batch_size=5))
     launches = {"evaluate": 0, "predict": 0}
     for step in replayed._graphs.steps.values():
-        if isinstance(step, graphed._Step) and step.kind in launches:
+        if isinstance(step, replay._Step) and step.kind in launches:
             launches[step.kind] += step.graph.launches
     assert launches == {"evaluate": 8, "predict": 16}  # 4 batches of 5 (1 eager) and 3 (eager, then captured) x 2
 
@@ -141,18 +141,18 @@ def test_replays_allocate_nothing_on_the_null_device():
         model = _compiled("mlp_dropout", True, "gpu")
         x, y = np.zeros((4, 1, 8, 8), np.float32), np.zeros(4, np.int64)
         tally = Tally(model.xp, model._tally_names(False), model.dtype)
-        for _ in range(graphed.WARMUP + 1):
+        for _ in range(replay.WARMUP + 1):
             model._train_step([x], y, False, tally)
         (step,) = model._graphs.steps.values()
         before, pool = memory.pool_stats(), dict(step.graph.pool.stats)
         for _ in range(1000):
             model._train_step([x], y, False, tally)
-        assert step.graph.launches == 1001 and model.optimizer.iterations == 1001 + graphed.WARMUP
+        assert step.graph.launches == 1001 and model.optimizer.iterations == 1001 + replay.WARMUP
         assert memory.pool_stats()["requests"] == before["requests"] and step.graph.pool.stats == pool
-        assert tally.counts["loss"] == 4 * (1001 + graphed.WARMUP)
+        assert tally.counts["loss"] == 4 * (1001 + replay.WARMUP)
         for _ in range(3):  # without a tally (as train_on_batch's callers may step): a graph of its own
             model._train_step([x], y, False)
-        assert sum(isinstance(s, graphed._Step) for s in model._graphs.steps.values()) == 2
+        assert sum(isinstance(s, replay._Step) for s in model._graphs.steps.values()) == 2
 
 
 def test_replayed_training_reads_the_device_once_per_epoch(monkeypatch):
@@ -168,7 +168,7 @@ def test_replayed_training_reads_the_device_once_per_epoch(monkeypatch):
         x, y = np.zeros((40, 1, 8, 8), np.float32), np.zeros(40, np.int64)
         model.fit(x, y, batch_size=4, epochs=3, verbose=0)
         assert len(reads) == 3
-        assert sum(s.graph.launches for s in model._graphs.steps.values()) == 30 - graphed.WARMUP
+        assert sum(s.graph.launches for s in model._graphs.steps.values()) == 30 - replay.WARMUP
 
 
 def test_a_non_finite_loss_rolls_back_and_stops_as_in_eager_mode():
@@ -198,7 +198,7 @@ def test_a_non_finite_loss_rolls_back_and_stops_as_in_eager_mode():
 
 
 def test_a_model_holds_at_most_max_graphs(monkeypatch):
-    monkeypatch.setattr(graphed, "MAX_GRAPHS", 2)
+    monkeypatch.setattr(replay, "MAX_GRAPHS", 2)
     with simulator.simulated("null"):
         model = _compiled("mlp_dropout", True, "gpu")
         x = np.zeros((8, 1, 8, 8), np.float32)
@@ -206,7 +206,7 @@ def test_a_model_holds_at_most_max_graphs(monkeypatch):
             for batch in (8, 7, 6, 5):  # two calls each: warm-up, then capture
                 for _ in range(2):
                     model.predict(x, batch_size=batch)
-        assert sum(isinstance(s, graphed._Step) for s in model._graphs.steps.values()) == 2
+        assert sum(isinstance(s, replay._Step) for s in model._graphs.steps.values()) == 2
 
 
 def test_a_random_draw_the_graph_would_fix_is_refused_during_the_capture():
@@ -246,7 +246,7 @@ def test_token_model_with_global_clipnorm_replays_bit_for_bit(device):
             history = model.fit(x, y, batch_size=8, epochs=2, verbose=0)
         if graph:
             assert sum(s.graph.launches for s in model._graphs.steps.values()
-                       if isinstance(s, graphed._Step) and s.kind == "train") == 10 - graphed.WARMUP
+                       if isinstance(s, replay._Step) and s.kind == "train") == 10 - replay.WARMUP
         results.append((history.history, [p.data.get() for p in model.parameters()], model.predict(x)))
     assert results[0][0] == results[1][0]
     for eager, replayed in zip(results[0][1] + [results[0][2]], results[1][1] + [results[1][2]]):

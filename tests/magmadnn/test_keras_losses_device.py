@@ -8,7 +8,7 @@ import warnings
 import numpy as np
 import pytest
 
-from magmadnn.models import graphed
+from magmadnn.models import replay
 from tests.magmadnn._keras_cases import RNG, TRAIN, X_VAL, X, model_for
 
 from .backends import model_device
@@ -32,8 +32,8 @@ def test_device_agrees_with_host_and_replays_bit_for_bit(device, name):
             warnings.simplefilter("error")  # a step that cannot be captured warns: none may here
             runs.append((model.fit(X, y, **kw).history, [np.asarray(w) for w in model.get_weights()]))
         if graph:
-            train = [s for s in model._graphs.steps.values() if isinstance(s, graphed._Step) and s.kind == "train"]
-            assert sum(s.graph.launches for s in train) == 12 - graphed.WARMUP
+            train = [s for s in model._graphs.steps.values() if isinstance(s, replay._Step) and s.kind == "train"]
+            assert sum(s.graph.launches for s in train) == 12 - replay.WARMUP
     assert runs[0][0] == runs[1][0]
     for eager, replayed in zip(runs[0][1], runs[1][1]):
         np.testing.assert_array_equal(eager, replayed)

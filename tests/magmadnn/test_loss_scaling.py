@@ -15,7 +15,7 @@ import magmadnn as mdnn
 from magmadnn import layers as L
 from magmadnn import optimizers as O
 from magmadnn.autograd import Parameter
-from magmadnn.models import graphed
+from magmadnn.models import replay
 
 from .backends import model_device
 
@@ -160,8 +160,8 @@ def test_graph_replay_equals_eager_bit_for_bit_with_skipped_steps(gpu):
         results.append((history.history, weights, slots, model.optimizer.dynamic_scale, model.optimizer.iterations))
         if graph:
             launches = sum(s.graph.launches for s in model._graphs.steps.values()
-                           if isinstance(s, graphed._Step) and s.kind == "train")
-            assert launches == 8 - graphed.WARMUP
+                           if isinstance(s, replay._Step) and s.kind == "train")
+            assert launches == 8 - replay.WARMUP
     (h0, w0, s0, scale0, it0), (h1, w1, s1, scale1, it1) = results
     assert h0 == h1 and (scale0, it0) == (scale1, it1)
     assert scale0 == 2.0**15 * 2 / 4 * 2 / 4  # steps: f f(grow) s s f f(grow) s s

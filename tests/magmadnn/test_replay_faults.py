@@ -38,7 +38,7 @@ from magmadnn import functional as F
 from magmadnn import layers as L
 from magmadnn import losses, metrics, schedules
 from magmadnn.backend import faults
-from magmadnn.models import graphed
+from magmadnn.models import replay
 from pymagma import array, kernels, simulator
 
 from .backends import model_device
@@ -54,7 +54,7 @@ def device(request):
 
 
 def _steps(model, kind):
-    return [s for s in model._graphs.steps.values() if isinstance(s, graphed._Step) and s.kind == kind]
+    return [s for s in model._graphs.steps.values() if isinstance(s, replay._Step) and s.kind == kind]
 
 
 def _state(model) -> list[np.ndarray]:
@@ -156,7 +156,7 @@ def _change_run(name, graph, device, apply=True):
     if graph and apply:
         (train,) = _steps(model, "train")
         assert (train is not captured) == CHANGES[name][3]  # captured anew only when the graph held the value
-        assert train.graph.launches >= 6 - 2 * graphed.WARMUP
+        assert train.graph.launches >= 6 - 2 * replay.WARMUP
         assert sum(s.graph.launches for s in _steps(model, "predict")) >= 4
     return results
 
@@ -229,7 +229,7 @@ def test_every_built_in_loss_is_captured_and_replays_bit_for_bit(device, name):
             history = model.fit(x, y, batch_size=6, epochs=2, verbose=0, validation_data=(x[:12], y[:12]))
             evaluated = model.evaluate(x, y, batch_size=6)
         if graph:
-            assert sum(s.graph.launches for s in _steps(model, "train")) == 10 - graphed.WARMUP
+            assert sum(s.graph.launches for s in _steps(model, "train")) == 10 - replay.WARMUP
             assert sum(s.graph.launches for s in _steps(model, "evaluate")) >= 4
         results.append((history.history, evaluated, _state(model)))
     assert results[0][:2] == results[1][:2]

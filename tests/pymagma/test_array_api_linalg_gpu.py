@@ -307,7 +307,7 @@ def test_matrix_power_equals_numpy(m, n):
 def test_factorizations_name_what_they_take():
     ints = dev(np.eye(3, dtype=np.int64))
     for name in ("det", "inv", "cholesky", "eigh", "qr", "svd", "pinv", "matrix_norm", "vector_norm"):
-        with pytest.raises(TypeError, match=f"{name} takes real floating"):
+        with pytest.raises(TypeError, match=f"{name} takes floating arrays .*not int64"):
             getattr(xp().linalg, name)(ints)
     with pytest.raises(ValueError, match="square"):
         xp().linalg.det(dev(np.ones((2, 3))))

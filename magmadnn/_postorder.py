@@ -1,4 +1,6 @@
-"""Graph walk shared by the autograd tape and the functional model: an iterative depth-first post-order."""
+"""A walk of a directed acyclic graph in post-order, shared by the autograd tape (``Tensor.backward``) and the
+functional model's layer graph: an iterative depth-first post-order. (CUDA graphs are elsewhere: graph replay is
+:mod:`magmadnn.models.replay`.)"""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """Launches of ``kernels/array_api_complex.cu``: complex64 and complex128 arithmetic, comparisons (equal, not_equal),
 functions with the standard's special cases, parts (abs, real, imag), tests, casts to and from complex, and the
-complex instantiations of the array API's data-movement, ``where``, reduction and scan kernels (which
-:mod:`._kernels` and :mod:`._reduce_kernels` reach through :func:`program_of` and :func:`c_type`).  Results are new
+complex instantiations of the array API's data-movement, ``where``, reduction, scan and unique kernels (which
+:mod:`.array_api` and :mod:`.array_api_reduce` run through :func:`launch` for complex operands).  Results are new
 C-contiguous arrays; dtypes are the caller's business."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ from ctypes import c_int, c_longlong, c_void_p
 import numpy as np
 
 from .. import array as _array
-from .. import kernels as _kernels
-from ..kernels import programs
+from . import programs
+from .common import _run, geometry, layout
 
 PROGRAM = "array_api_complex"
 #: unary codes beyond pymagma.array_api._kernels.UNARY
@@ -25,11 +25,6 @@ PARTS = {"abs": 0, "real": 1, "imag": 2}
 TESTS = {"isnan": 0, "isinf": 1, "isfinite": 2, "nonzero": 3}
 REAL_OF = {np.dtype("complex64"): np.dtype("float32"), np.dtype("complex128"): np.dtype("float64")}
 BOOL = np.dtype(bool)
-
-
-def program_of(dtype: np.dtype, default: str) -> str:
-    """The program holding ``dtype``'s instantiation of a shared kernel: this one for complex dtypes."""
-    return PROGRAM if dtype.kind == "c" else default
 
 
 @functools.lru_cache(maxsize=64)
@@ -47,15 +42,16 @@ def _real(dtype: np.dtype) -> str:
     return programs.API_COMPLEX_REAL[dtype.name]
 
 
-def _launch(expression: str, like, n: int, args) -> None:
-    _kernels._run(PROGRAM, expression, like, n, args)
+def launch(expression: str, like, n: int, args) -> None:
+    """Run ``expression`` (a kernel of this program, or a shared one instantiated here for ``cx<R>``)."""
+    _run(PROGRAM, expression, like, n, args)
+
+
+_launch = launch
 
 
 def _geometry(shape, *operands):
-    from ._kernels import _geometry as geometry
-    from ._kernels import _layout
-
-    return geometry(shape, *(_layout(o) for o in operands))
+    return geometry(shape, *(layout(o) for o in operands))
 
 
 def binary(code: int, a, b, shape: tuple):

@@ -2,8 +2,7 @@
 broadcast operands of one dtype, unary and float tests over one strided operand, and the strided cast; for
 manipulation and indexing the strided assignment, tril/triu, integer-index gathers and scatters and the boolean-mask
 compaction.  Elementwise results are new C-contiguous arrays on the first operand's device; dtypes are the caller's
-business (see ``_elementwise``).  Complex operands run the kernels of ``kernels/array_api_complex.cu``
-(:mod:`._complex_kernels`)."""
+business (see ``_elementwise``).  Complex operands run ``kernels/array_api_complex.cu`` (:mod:`.array_api_complex`)."""
 
 from __future__ import annotations
 
@@ -14,8 +13,10 @@ from ctypes import c_int, c_longlong, c_void_p
 import numpy as np
 
 from .. import array as _array
-from .. import kernels as _kernels
-from . import _complex_kernels as _complex
+from . import array_api_complex as _complex
+from .common import _run, make_strides3
+from .common import geometry as _geometry
+from .common import layout as _layout
 
 #: binary op codes of aa_binary_op
 BINARY = {"add": 0, "subtract": 1, "multiply": 2, "divide": 3, "floor_divide": 4, "remainder": 5, "pow": 6,
@@ -39,22 +40,11 @@ def _expression(kernel: str, *dtypes) -> str:
     return f"{kernel}<{', '.join(_complex.c_type(np.dtype(d).name) for d in dtypes)}>"
 
 
-@functools.lru_cache(maxsize=1024)
-def _geometry(shape: tuple, *operands: tuple):
-    """The (never modified) Strides3 of operands given as (shape, byte strides, itemsize), broadcast to ``shape``:
-    computed once per layout (the launch copies it, as cuLaunchKernel copies its parameters)."""
-    lead = [len(shape) - len(o[0]) for o in operands]
-    sets = [(0,) * k + tuple(0 if n == 1 else s // size for n, s in zip(o_shape, o_strides))
-            for k, (o_shape, o_strides, size) in zip(lead, operands)]
-    return _kernels.make_strides3(shape, *sets)
-
-
-def _layout(a) -> tuple:
-    return a.shape, a.strides, a.itemsize
-
-
 def _launch(expression: str, like, out, args) -> None:
-    _kernels._run(_complex.program_of(like.dtype, "array_api"), expression, like, out.size, args)
+    if like.dtype.kind == "c":  # the complex instantiations of the data-movement kernels
+        _complex.launch(expression, like, out.size, args)
+    else:
+        _run("array_api", expression, like, out.size, args)
 
 
 def binary(op: str, a, b, shape: tuple):
@@ -120,7 +110,7 @@ def assign(src, dst) -> None:
         return
     lead = dst.ndim - src.ndim
     s_src = (0,) * lead + tuple(0 if n == 1 else s for n, s in zip(src.shape, _elements(src)))
-    s = _kernels.make_strides3(dst.shape, s_src, _elements(dst))
+    s = make_strides3(dst.shape, s_src, _elements(dst))
     _launch(_expression("aa_assign", dst.dtype), dst, dst, [c_void_p(src.ptr), c_void_p(dst.ptr),
                                                           c_longlong(dst.size), s])
 
@@ -154,7 +144,7 @@ def gather(x, off, shape: tuple, x_strides: tuple, off_strides: tuple, y=None):
     C-contiguous array; with ``y`` given (a strided array of ``shape``), the scatter ``x[base + off] = y``."""
     scatter = y is not None
     out = y if scatter else _array._empty(shape, x.dtype, x.device)
-    s = _kernels.make_strides3(shape, x_strides, off_strides, _elements(out))
+    s = make_strides3(shape, x_strides, off_strides, _elements(out))
     _launch(_expression("aa_gather", x.dtype), x, out, [c_void_p(x.ptr), c_void_p(off.ptr), c_void_p(out.ptr),
                                                         c_longlong(math.prod(shape)), s, c_int(int(scatter))])
     return out
@@ -172,10 +162,10 @@ def mask_positions(mask):
     counts = _array._empty((chunks + 1,), INT64, mask.device)
     pos = _array._empty(mask.shape, INT64, mask.device)
     s = _geometry(mask.shape, _layout(mask))
-    _kernels._run("array_api", "aa_mask_count<bool>", mask, chunks,
+    _run("array_api", "aa_mask_count<bool>", mask, chunks,
                   [c_void_p(mask.ptr), c_void_p(counts.ptr), c_longlong(n), c_longlong(chunk), c_longlong(chunks), s])
-    _kernels._run("array_api", "aa_mask_scan<i64>", mask, 1, [c_void_p(counts.ptr), c_longlong(chunks)], grid=1)
-    _kernels._run("array_api", "aa_mask_positions<bool>", mask, chunks,
+    _run("array_api", "aa_mask_scan<i64>", mask, 1, [c_void_p(counts.ptr), c_longlong(chunks)], grid=1)
+    _run("array_api", "aa_mask_positions<bool>", mask, chunks,
                   [c_void_p(mask.ptr), c_void_p(counts.ptr), c_void_p(pos.ptr), c_longlong(n), c_longlong(chunk),
                    c_longlong(chunks), s])
     return pos, counts
@@ -188,7 +178,7 @@ def mask_move(x, pos, y, inner: int, row: int, put: bool) -> None:
         return
     mask_dims = pos.ndim
     pos_strides = _elements(pos) + (0,) * (x.ndim - mask_dims)
-    s = _kernels.make_strides3(x.shape, _elements(x), pos_strides)
+    s = make_strides3(x.shape, _elements(x), pos_strides)
     _launch(_expression("aa_mask_move", x.dtype), x, x, [c_void_p(x.ptr), c_void_p(pos.ptr), c_void_p(y.ptr),
                                                         c_longlong(x.size), c_longlong(inner), c_longlong(row), s,
                                                         c_int(int(put))])
