@@ -390,25 +390,30 @@ class DeviceArray:
         """A DLPack capsule viewing this array: versioned (DLPack 1.0) when ``max_version`` allows it, else the
         unversioned kind; the queue's work is finished first unless ``stream == -1``.  ``copy=True`` exports a
         device copy; ``dl_device=(1, 0)`` (kDLCPU, as ``numpy.from_dlpack(x, device="cpu")`` asks) exports a host
-        copy of any array (bool, 0-d, strided views)."""
+        copy of any array (bool, 0-d, strided views), or with ``copy=False`` a view of memory the host can read
+        (pinned or managed) and a BufferError for device memory.  Bad keywords: see ``_dlpack.export_arguments``."""
         from . import _dlpack
 
-        if dl_device is not None and tuple(dl_device)[0] == _dlpack.kDLCPU:  # numpy.from_dlpack(x, device="cpu")
+        stream, max_version, dl_device = _dlpack.export_arguments(stream, max_version, dl_device, copy,
+                                                                  self.__dlpack_device__())
+        if dl_device is not None and dl_device[0] == _dlpack.kDLCPU:  # numpy.from_dlpack(x, device="cpu")
             if copy is False:
-                raise BufferError("DeviceArray.__dlpack__(dl_device=CPU, copy=False): device memory reaches the "
-                                  "host only by a copy")
+                if not _dlpack.host_readable(self.ptr):
+                    raise BufferError("DeviceArray.__dlpack__(dl_device=CPU, copy=False): device memory reaches "
+                                      "the host only by a copy (the standard's BufferError); copy=None or True copies")
+                self._sync()
+                versioned = max_version is not None and max_version[0] >= _dlpack.VERSION[0]
+                return _dlpack.to_capsule(self, _dlpack.kDLCPU, versioned=versioned)
             host = self.get()  # any dtype, 0-d and strided views: a C-ordered host copy
             return host.__dlpack__() if max_version is None else host.__dlpack__(max_version=max_version)
         if copy:
             source = self.astype(self.dtype) if self.dtype in UPPER["array_api_dtypes"] else self.copy()
             return source.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=False)
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"cannot export to device {dl_device}; the array is on {self.__dlpack_device__()}")
         if stream != -1:  # the consumer reads on its stream: finish the queue's and the legacy stream's work
             self._sync()
             with runtime.on_device(self.device):  # the legacy stream of the array's device
                 runtime.Stream(handle=0).synchronize()
-        versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
+        versioned = max_version is not None and max_version[0] >= _dlpack.VERSION[0]
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
 
 

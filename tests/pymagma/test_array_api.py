@@ -147,6 +147,63 @@ def test_dlpack_arguments():
     assert array.from_dlpack(_Producer(d.__dlpack__(max_version=(1, 0)), d)).ptr == d.ptr
 
 
+@pytest.mark.parametrize("kwargs, error, match", [
+    (dict(stream=0), ValueError, "ambiguous"), (dict(stream=-2), ValueError, "not valid"),
+    (dict(stream="s"), TypeError, "stream"), (dict(stream=1.5), TypeError, "stream"),
+    (dict(max_version=(1,)), TypeError, "max_version"), (dict(max_version=[1, 0]), TypeError, "max_version"),
+    (dict(dl_device=(2,)), TypeError, "dl_device"), (dict(dl_device=(4, 0)), BufferError, "device"),
+    (dict(dl_device=(2, 1)), BufferError, "device"), (dict(copy="yes"), TypeError, "copy"),
+    (dict(dl_device=(1, 0), copy=False), BufferError, "only by a copy"),
+])
+def test_dlpack_bad_keywords_are_clear_errors(kwargs, error, match):
+    """The 2023.12 keywords: invalid values name the keyword; a zero-copy export of device memory to the CPU is
+    the standard's BufferError."""
+    with pytest.raises(error, match=match):
+        xp().asarray(np.ones((2, 2))).__dlpack__(**kwargs)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex64, np.complex128, np.uint16, np.int16, np.bool_])
+def test_dlpack_corner_cases_that_work(dtype):
+    from pymagma import array, runtime
+
+    a = (np.arange(6) % 3).astype(dtype).reshape(2, 3)
+    d = xp().asarray(a, copy=True)
+    for stream in (None, -1, 1, 2):
+        for version in (None, (0, 8), (1, 0), (2, 0)):
+            np.testing.assert_array_equal(array.from_dlpack(_Producer(d.__dlpack__(stream=stream,
+                                                                                   max_version=version), d)).get(), a)
+    for copy in (None, True):  # to the host: a copy either way, a CPU capsule NumPy reads
+        host = np.from_dlpack(_CpuProducer(d.__dlpack__(dl_device=(1, 0), copy=copy, max_version=(1, 0))))
+        np.testing.assert_array_equal(host, a)
+    pinned = runtime.pinned_empty(a.shape, a.dtype)  # memory the host reads in place: exported without a copy
+    pinned[...] = a
+    view = array.asarray(_Interface(pinned))
+    host = np.from_dlpack(_CpuProducer(view.__dlpack__(dl_device=(1, 0), copy=False, max_version=(1, 0))))
+    assert host.ctypes.data == pinned.ctypes.data
+    np.testing.assert_array_equal(host, a)
+
+
+class _Interface:
+    """A CUDA array interface over host memory (as a pinned buffer handed to the device would be)."""
+
+    def __init__(self, host):
+        self.__cuda_array_interface__ = {"shape": host.shape, "typestr": host.dtype.str, "version": 3,
+                                         "data": (host.ctypes.data, False), "strides": None}
+
+
+class _CpuProducer:
+    """A DLPack producer handing out one host capsule."""
+
+    def __init__(self, capsule):
+        self.capsule = capsule
+
+    def __dlpack__(self, **_):
+        return self.capsule
+
+    def __dlpack_device__(self):
+        return (1, 0)
+
+
 class _Producer:
     """A DLPack producer handing out one capsule (what from_dlpack reads)."""
 
