@@ -12,6 +12,6 @@ export ARRAY_API_TESTS_MODULE=pymagma.array_api ARRAY_API_TESTS_VERSION=2024.12 
 # Compile the kernel programs the namespace launches before the suite starts: on a cold kernel cache each takes a
 # few seconds, and the first test to launch one would run past Hypothesis's 800 ms deadline (a FlakyFailure).
 "$python" -c 'from pymagma.simulator import kernels
-for program in ("elementwise", "reduce", "array_api", "array_api_reduce", "array_api_complex"):
+for program in ("elementwise", "reductions", "array_api", "array_api_reduce", "array_api_complex"):
     kernels.build(program)'
 exec "$python" -m pytest array_api_tests -p no:cacheprovider "$@"
