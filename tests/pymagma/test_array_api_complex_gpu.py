@@ -157,6 +157,9 @@ def test_complex_to_bool_and_refused_real_casts():
     for dtype in COMPLEX:
         d = xp().asarray(z.astype(dtype))
         np.testing.assert_array_equal(host(xp().astype(d, xp().bool)), z.astype(bool))
+        w = z.astype(dtype)[::-1]  # equality of complex numbers: both parts (NaN never equal)
+        np.testing.assert_array_equal(host(d == xp().asarray(w)), z.astype(dtype) == w)
+        np.testing.assert_array_equal(host(xp().not_equal(d, d)), z != z)
         with pytest.raises(TypeError, match="real"):
             xp().astype(d, xp().float64)
     assert complex(xp().asarray(1 - 2j)) == 1 - 2j and xp().asarray(3j).dtype == np.complex128
