@@ -4,6 +4,7 @@ the launch on the operands' queue (:func:`_run`, through the launcher in use: th
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import numbers
 from ctypes import c_int, c_longlong, c_void_p
@@ -38,6 +39,21 @@ def make_strides3(shape, *stride_sets) -> Strides3:
         for d, v in enumerate(strides):
             target[d] = int(v)
     return s
+
+
+@functools.lru_cache(maxsize=1024)
+def geometry(shape: tuple, *operands: tuple) -> Strides3:
+    """The (never modified) Strides3 of operands given as (shape, byte strides, itemsize), broadcast to ``shape``:
+    computed once per layout (the launch copies it, as cuLaunchKernel copies its parameters)."""
+    lead = [len(shape) - len(o[0]) for o in operands]
+    sets = [(0,) * k + tuple(0 if n == 1 else s // size for n, s in zip(o_shape, o_strides))
+            for k, (o_shape, o_strides, size) in zip(lead, operands)]
+    return make_strides3(shape, *sets)
+
+
+def layout(a) -> tuple:
+    """``a``'s (shape, byte strides, itemsize), the key :func:`geometry` takes."""
+    return a.shape, a.strides, a.itemsize
 
 
 def _elem_strides(a) -> tuple[int, ...]:

@@ -77,7 +77,8 @@ SHIPPED = {
     "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }
 # -- the array API standard's elementwise families (pymagma.array_api): its real dtypes, bool as C++ bool
-API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int32": "int", "int64": "i64",
+API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+               "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "i64", "uint64": "u64",
                "float32": "float", "float64": "double"}
 API_FLOATS = ("float32", "float64")
 
@@ -91,15 +92,31 @@ SHIPPED["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_una
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
                                  for d in API_C_TYPES)
                          + _api(("aa_assign", "aa_tri", "aa_gather", "aa_mask_move"), API_C_TYPES)
-                         + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
+                         + _api(("aa_index_offsets",), [d for d in API_C_TYPES if d[0] in "iu"])
                          + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
 #: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.kernels.array_api_reduce)
-API_REDUCE_DTYPES = ("int64", "float32", "float64")
+API_REDUCE_DTYPES = ("int64", "uint64", "float32", "float64")
 SHIPPED["array_api_reduce"] = ("array_api_reduce.cu",
                                 _api(("ar_reduce", "ar_argreduce", "ar_scan", "ar_sort", "ar_searchsorted", "ar_take",
                                       "ar_unique_flags", "ar_unique"), API_REDUCE_DTYPES)
                                 + _api(("ar_where",), API_C_TYPES) + ("ar_nonzero<bool>",))
+# -- the array API standard's complex64 and complex128 (pymagma.kernels.array_api_complex): elementwise families
+#: over cx<R> (template argument R, the real type), and the data-movement, where, reduce, scan and unique kernels of
+#: the two programs above instantiated for cx<R>
+API_COMPLEX_C_TYPES = {"complex64": "cx<float>", "complex128": "cx<double>"}
+API_COMPLEX_REAL = {"complex64": "float", "complex128": "double"}
+SHIPPED["array_api_complex"] = ("array_api_complex.cu",
+                                 tuple(f"{k}<{r}>" for k in ("cx_binary", "cx_compare", "cx_unary", "cx_part",
+                                                             "cx_test") for r in API_COMPLEX_REAL.values())
+                                 + tuple(f"cx_from_real<{API_C_TYPES[s]}, {r}>" for s in API_C_TYPES
+                                         for r in API_COMPLEX_REAL.values())
+                                 + tuple(f"cx_cast<{s}, {r}>" for s in API_COMPLEX_REAL.values()
+                                         for r in API_COMPLEX_REAL.values())
+                                 + tuple(f"{k}<{c}>" for k in ("aa_assign", "aa_tri", "aa_gather", "aa_mask_move",
+                                                               "ar_where", "ar_reduce", "ar_scan", "ar_sort",
+                                                               "ar_unique_flags", "ar_unique")
+                                         for c in API_COMPLEX_C_TYPES.values()))
 # -- recurrent layers
 SHIPPED["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))

@@ -15,7 +15,7 @@ from tests.conftest import examples
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=examples(10), deadline=None)
 
-INTS = [np.int8, np.uint8, np.int32, np.int64]
+INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 FLOATS = [np.float32, np.float64]
 NUMERIC = INTS + FLOATS
 ALL = [np.bool_] + NUMERIC

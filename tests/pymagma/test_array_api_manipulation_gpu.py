@@ -16,7 +16,8 @@ from tests.conftest import examples
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=examples(10), deadline=None)
 
-ALL = [np.bool_, np.int8, np.uint8, np.int32, np.int64, np.float32, np.float64]
+ALL = [np.bool_, np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64, np.float32,
+       np.float64]
 FLOATS = [np.float32, np.float64]
 
 
@@ -278,8 +279,9 @@ def test_take_and_take_along_axis_equal_numpy(dtype, shape, data):
     a, d = data.draw(operand(dtype, shape))
     axis = data.draw(st.integers(-a.ndim, a.ndim - 1))
     n = a.shape[axis]
-    index_dtype = data.draw(st.sampled_from([np.int64, np.int32, np.int8, np.uint8]))
-    low = 0 if index_dtype == np.uint8 else -n
+    index_dtype = data.draw(st.sampled_from([np.int64, np.int32, np.int8, np.uint8, np.int16, np.uint16, np.uint32,
+                                                   np.uint64]))
+    low = 0 if np.dtype(index_dtype).kind == "u" else -n
     idx = np.asarray(data.draw(st.lists(st.integers(low, n - 1), max_size=5)), index_dtype)
     same(xp().take(d, xp().asarray(idx, copy=True), axis=axis), np.take(a, idx, axis=axis))
     if a.ndim == 1:
@@ -442,6 +444,6 @@ def test_every_manipulation_and_indexing_kernel_in_every_dtype():
         b[a > 2] = a[0, :1]
         same(e, b)
     x = np.arange(6.0)
-    for index_dtype in (np.int8, np.uint8, np.int32, np.int64):
+    for index_dtype in (np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64):
         idx = np.array([5, 0, 2], index_dtype)
         same(xp().asarray(x, copy=True)[xp().asarray(idx, copy=True)], x[idx])

@@ -19,7 +19,7 @@ from tests.conftest import examples
 pytestmark = pytest.mark.gpu
 FEW = settings(max_examples=examples(12), deadline=None)
 
-INTS = [np.int8, np.uint8, np.int32, np.int64]
+INTS = [np.int8, np.uint8, np.int16, np.uint16, np.int32, np.uint32, np.int64, np.uint64]
 FLOATS = [np.float32, np.float64]
 NUMERIC = INTS + FLOATS
 ALL = [np.bool_] + NUMERIC
@@ -87,6 +87,11 @@ def close(got, expected, dtype):
         np.testing.assert_array_equal(got, expected)
 
 
+def _accumulator(dtype):
+    """The standard's (and NumPy's) sum dtype: int64 for bool and signed integers, uint64 for unsigned ones."""
+    return {"b": np.int64, "i": np.int64, "u": np.uint64}.get(dtype.kind, dtype)
+
+
 def _wide(a):
     """The plain reference's accumulation: int64 for bool and integers, float64 for floats."""
     return a.astype(np.int64 if a.dtype.kind in "biu" else np.float64)
@@ -97,7 +102,7 @@ def _wide(a):
 def test_sum_prod_min_max_count_nonzero_equal_numpy(pair, data, keepdims):
     a, d = pair
     axis = an_axis(data, a.ndim)
-    acc = np.int64 if a.dtype.kind in "biu" else a.dtype
+    acc = _accumulator(a.dtype)
     for name in ("sum", "prod"):
         got = host(getattr(xp(), name)(d, axis=axis, keepdims=keepdims))
         expected = getattr(np, name)(_wide(a), axis=axis, keepdims=keepdims).astype(acc)
@@ -141,7 +146,7 @@ def test_cumulative_sum_and_prod_equal_numpy(pair, data, include_initial, dtype)
     axis = data.draw(st.integers(-a.ndim, a.ndim - 1)) if a.ndim > 1 else data.draw(st.none() | st.just(0))
     if dtype is not None and (np.dtype(dtype).kind != "f") and a.dtype.kind == "f":
         dtype = np.float32
-    acc = np.dtype(dtype) if dtype is not None else (np.dtype(np.int64) if a.dtype.kind in "biu" else a.dtype)
+    acc = np.dtype(dtype) if dtype is not None else np.dtype(_accumulator(a.dtype))
     along = 0 if axis is None else axis
     for name, ref, initial in (("cumulative_sum", np.cumsum, 0), ("cumulative_prod", np.cumprod, 1)):
         with np.errstate(all="ignore"):
@@ -378,7 +383,7 @@ def test_long_reductions_equal_numpy(dtype):
     for axis in (None, 0):
         for name in ("sum", "min", "max", "prod") + (("mean",) if a.dtype.kind == "f" else ()):
             got = host(getattr(xp(), name)(d, axis=axis))
-            acc = np.int64 if a.dtype.kind == "i" and name in ("sum", "prod") else a.dtype
+            acc = _accumulator(a.dtype) if name in ("sum", "prod") else a.dtype
             with np.errstate(all="ignore"):
                 expected = getattr(np, name)(a.T.astype(np.float64 if a.dtype.kind == "f" else acc), axis=axis)
             close(got, np.asarray(expected).astype(acc), acc)

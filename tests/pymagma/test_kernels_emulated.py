@@ -11,6 +11,19 @@ import pytest
 from pymagma import kernels, simulator
 from pymagma.simulator import kernels as simulated_kernels
 
+from .test_array_api_complex_gpu import (  # noqa: F401  (complex64 and complex128)
+    test_casts_to_complex_equal_numpy,
+    test_complex_binary_promotes_and_equals_numpy,
+    test_complex_data_movement_equals_numpy,
+    test_complex_functions_equal_numpy,
+    test_complex_is_not_ordered,
+    test_complex_linalg_through_magma_equals_numpy,
+    test_complex_parts_sign_and_tests,
+    test_complex_special_values_equal_numpys_c99,
+    test_complex_sum_prod_mean_and_scans_equal_numpy,
+    test_complex_to_bool_and_refused_real_casts,
+    test_complex_unique_equals_numpy,
+)
 from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel families)
     test_arithmetic_with_broadcasting_over_strided_operands_equals_numpy,
     test_astype_between_every_pair_equals_numpy,
