@@ -187,6 +187,7 @@ def test_complex_sum_prod_mean_and_scans_equal_numpy(dtype, data, keepdims):
             np.testing.assert_allclose(got, np.concatenate([first, expected], axis=along), **tol(dtype))
 
 
+@pytest.mark.tier1
 def test_complex_data_movement_equals_numpy():
     a = (np.arange(24).reshape(2, 3, 4) * (1 - 0.5j)).astype(np.complex64)
     for dtype in COMPLEX:
@@ -242,6 +243,7 @@ def test_complex_is_not_ordered():
             getattr(xp(), fn)(z)
 
 
+@pytest.mark.tier1  # complex on the device first: MAGMA's c/z routines and the complex kernels
 @pytest.mark.parametrize("dtype", COMPLEX)
 def test_complex_linalg_through_magma_equals_numpy(dtype):
     rng = np.random.default_rng(5)
