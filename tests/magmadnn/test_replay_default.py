@@ -29,8 +29,9 @@ def _model(device, graph="auto"):
     model = mdnn.Sequential([L.Input((6,)), L.Dense(8), L.BatchNorm(), L.Activation("relu"), L.Dropout(0.2),
                              L.Dense(3)])
     kwargs = {} if graph == "auto" else {"graph": graph}
-    return model.compile(mdnn.optimizers.Adam(schedules.CosineDecay(0.01, decay_steps=20, warmup_steps=2)), "cross_entropy",
-                         ["accuracy"], seed=3, device=device, **kwargs)
+    schedule = schedules.CosineDecay(0.01, decay_steps=20, warmup_steps=2)
+    return model.compile(mdnn.optimizers.Adam(schedule), "cross_entropy", ["accuracy"], seed=3, device=device,
+                         **kwargs)
 
 
 def _data(n=24, seed=0):
