@@ -111,13 +111,35 @@ class CallbackList:
                    for cb in self.callbacks for hook in _BATCH_END[kind])
 
     def __getattr__(self, hook):
+        """The fan-out of ``hook``, made on first use and kept: the callbacks whose ``hook`` does something (a
+        hook left as :class:`Callback`'s does nothing, and a batch loop calls it once per batch)."""
         if not hook.startswith("on_"):
             raise AttributeError(hook)
+        bound = [getattr(cb, hook) for cb in self.callbacks if _acts(cb, hook)]
 
         def fan_out(*args):
-            for cb in self.callbacks:
-                getattr(cb, hook)(*args)
+            for call in bound:
+                call(*args)
+        if not bound:
+            def fan_out(*args):  # noqa: F811 - nothing to call
+                return None
+        self.__dict__[hook] = fan_out
         return fan_out
+
+
+_DELEGATES = {"on_train_batch_begin": "on_batch_begin", "on_train_batch_end": "on_batch_end"}
+
+
+def _acts(cb, hook: str) -> bool:
+    """Whether ``cb``'s ``hook`` may do something: overridden by its class or set on it (else it is Callback's
+    no-op, or Callback's call of an ``on_batch_*`` hook that is itself a no-op)."""
+    for name in (hook, _DELEGATES.get(hook)):
+        if name is None:
+            continue
+        base = getattr(Callback, name, None)
+        if base is None or name in vars(cb) or getattr(type(cb), name, None) is not base:
+            return True
+    return False
 
 
 class BatchLogs(dict):

@@ -287,8 +287,10 @@ class Trainer:
                 self, batches, validation_data, callbacks, verbose, options)
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")
-        if self._graphs is not None and self._graphs.unavailable() is not None:
-            self._graphs.say(self._graphs.unavailable())
+        if self._graphs is not None:
+            self._graphs.refresh()
+            if self._graphs.unavailable() is not None:
+                self._graphs.say(self._graphs.unavailable())
         history = _callbacks.History()
         try:
             steps = len(batches)

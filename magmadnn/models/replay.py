@@ -232,8 +232,9 @@ class _Step:
         model = self.model
         if model.xp is not self.xp or trainable_changes() != self.trainable_changes:
             return False
-        if any(layer.rng is not stream or stream.seed != seed for layer, stream, seed in self.streams):
-            return False
+        for layer, stream, seed in self.streams:
+            if layer.rng is not stream or stream.seed != seed:
+                return False
         if model.optimizer is not self.optimizer or model.loss is not self.loss:
             return False
         if _configurable.generation != self.generation:  # something was set: compare what the graph holds
@@ -261,19 +262,26 @@ class _Step:
     def _unchanged(self) -> bool:
         """The quick test of :meth:`current`: the layers hold the same parameters, and every array the graph reads
         is still bound where it was."""
-        if any(layer._params is not d or len(d) != n for layer, d, n in self.fast_layers) or any(
-                d.get(name) is not p or p.data is not a for d, name, p, a in self.fast_params):
-            return False
-        if any(layer._state.get(k) is not a for layer, k, a in self.fast_states):
-            return False
+        for layer, d, n in self.fast_layers:  # plain loops: this runs before every replay
+            if layer._params is not d or len(d) != n:
+                return False
+        for d, name, p, a in self.fast_params:
+            if d.get(name) is not p or p.data is not a:
+                return False
+        for layer, k, a in self.fast_states:
+            if layer._state.get(k) is not a:
+                return False
         slots = self.model.optimizer.slot_arrays
-        return not any(slots.get(i, _NONE).get(name) is not a for i, name, a in self.fast_slots)
+        for i, name, a in self.fast_slots:
+            if slots.get(i, _NONE).get(name) is not a:
+                return False
+        return True
 
     def _run(self, xs, y):
         views = self.staging.host()
         if self.training:
             opt = self.model.optimizer
-            iterations, streams = opt.iterations, [(s, _rng.get_state(s)) for s in self.takes]
+            iterations, streams = opt.iterations, [(s, _rng.get_state(s)) for s in self.takes] if self.takes else ()
             values = opt.step_values(opt._advance())
             views[0][:len(values)] = values
             offsets = views[1].view(np.uint64)
@@ -389,9 +397,23 @@ class GraphedSteps:
         self.failed: dict = {}  # kind -> why that kind runs eagerly (a capture or launch error)
         self.said: set = set()
         self.last = None  # the step replayed last (train_on_batch puts a rejected one back)
+        self._why = self._why_of = None  # unavailable()'s answer, and the (backend, parallel, optimizer) it was for
 
     def unavailable(self) -> str | None:
-        """Why this model's steps cannot be captured now, or None."""
+        """Why this model's steps cannot be captured now, or None (asked again when the model's backend, its
+        data-parallel hook or its optimizer changed; ``MAGMADNN_GRAPH`` is read then)."""
+        model = self.model
+        of = self._why_of
+        if of is not None and of[0] is model.xp and of[1] is model._parallel and of[2] is model.optimizer:
+            return self._why
+        self._why, self._why_of = self._unavailable(), (model.xp, model._parallel, model.optimizer)
+        return self._why
+
+    def refresh(self) -> None:
+        """Ask :meth:`unavailable` anew at its next call (``fit`` does at its start: ``MAGMADNN_GRAPH`` read)."""
+        self._why_of = None
+
+    def _unavailable(self) -> str | None:
         model = self.model
         if not callable(getattr(model.xp, "graph_capture", None)):
             return f"the {getattr(model.xp, 'name', 'host')} backend has no CUDA graphs"
@@ -476,3 +498,4 @@ class GraphedSteps:
                 step.destroy()
         self.steps.clear()
         self.failed.clear()
+        self._why_of = None
