@@ -105,41 +105,19 @@ class CallbackList:
         self.callbacks = sorted(callbacks, key=lambda cb: cb.records_logs)
 
     def wants_batch_logs(self, kind: str) -> bool:
-        """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"): only then are
-        batch logs made."""
+        """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"): batch logs."""
         return any(getattr(type(cb), hook) is not getattr(Callback, hook) or hook in vars(cb)
                    for cb in self.callbacks for hook in _BATCH_END[kind])
 
     def __getattr__(self, hook):
-        """The fan-out of ``hook``, made on first use and kept: the callbacks whose ``hook`` does something (a
-        hook left as :class:`Callback`'s does nothing, and a batch loop calls it once per batch)."""
+        """``hook``'s fan-out (kept) to the callbacks whose hook acts: overridden (or via ``on_batch_*``) or set."""
         if not hook.startswith("on_"):
             raise AttributeError(hook)
-        bound = [getattr(cb, hook) for cb in self.callbacks if _acts(cb, hook)]
-
-        def fan_out(*args):
-            for call in bound:
-                call(*args)
-        if not bound:
-            def fan_out(*args):  # noqa: F811 - nothing to call
-                return None
-        self.__dict__[hook] = fan_out
-        return fan_out
-
-
-_DELEGATES = {"on_train_batch_begin": "on_batch_begin", "on_train_batch_end": "on_batch_end"}
-
-
-def _acts(cb, hook: str) -> bool:
-    """Whether ``cb``'s ``hook`` may do something: overridden by its class or set on it (else it is Callback's
-    no-op, or Callback's call of an ``on_batch_*`` hook that is itself a no-op)."""
-    for name in (hook, _DELEGATES.get(hook)):
-        if name is None:
-            continue
-        base = getattr(Callback, name, None)
-        if base is None or name in vars(cb) or getattr(type(cb), name, None) is not base:
-            return True
-    return False
+        names = (hook, hook.replace("_train", "")) if hook.startswith("on_train_batch") else (hook,)
+        bound = [getattr(cb, hook) for cb in self.callbacks if any(
+            n in vars(cb) or getattr(type(cb), n, None) is not getattr(Callback, n, 0) for n in names)]
+        self.__dict__[hook] = lambda *args: None if [call(*args) for call in bound] else None
+        return self.__dict__[hook]
 
 
 class BatchLogs(dict):

@@ -69,7 +69,7 @@ def enabled() -> bool:
 
 
 class _LaunchError(Exception):
-    """A replay could not be launched (its per-step values were put back: the step can run eagerly instead)."""
+    """A replay could not be launched (its host values put back: the step can run eagerly)."""
 
 
 class _NotCapturable(Exception):
@@ -481,13 +481,11 @@ class GraphedSteps:
             return None
         try:
             self.steps[key] = step = _Step(self.model, kind, xs, y, tally, prefix)
-        except _LaunchError as error:
-            self._fail(kind, f"the {kind} step could not be launched ({error})")
-            return None
-        except Exception as error:  # noqa: BLE001 - any failure to capture means: run eagerly, said once
+        except Exception as error:  # noqa: BLE001 - any failure to capture or launch means: run eagerly, said once
             where = _culprit(error, self.model)
             where = f"in {where}: " if where else ""
-            self._fail(kind, f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})")
+            self._fail(kind, f"the {kind} step could not be launched ({error})" if isinstance(error, _LaunchError)
+                       else f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})")
             return None
         self.last = step
         return True if step.output is None else step.output
