@@ -236,7 +236,7 @@ OVERSIZE = {
     "pymagma/array.py": 746,
     "pymagma/blas.py": 677,
     "magmadnn/callbacks.py": 646,
-    "magmadnn/optimizers.py": 641,
+    "magmadnn/optimizers.py": 623,
     "magmadnn/losses.py": 635,
     "pymagma/_cudnn.py": 605,
     "pymagma/simulator/runtime.py": 604,
