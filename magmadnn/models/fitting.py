@@ -35,6 +35,7 @@ from .. import metrics as _metrics
 from .. import optimizers as _optimizers
 from .._checks import batch_size_or_default, integer, real, verbosity
 from ..autograd import Tensor
+from ..backend import faults as _faults
 from ..backend import host as _host
 from ..callbacks import callback_list
 from . import replay as _replay
@@ -61,7 +62,7 @@ class Trainer:
     _graphs = None  # compile(graph=True): the captured steps (replay.GraphedSteps)
 
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
-                graph: bool = False, reinitialize: bool = False, run_eagerly: bool | None = None,
+                graph="auto", reinitialize: bool = False, run_eagerly: bool | None = None,
                 jit_compile="auto", auto_scale_loss: bool = True):
         """Choose optimizer, loss and metrics; the weights are kept (compile again to change the optimizer or its
         learning rate, as in Keras). ``seed`` re-seeds the model and re-creates its weights: allowed on a model
@@ -69,12 +70,15 @@ class Trainer:
         else ValueError. ``device`` ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist
         already are moved, see ``to``).
 
-        ``graph=True``: on a GPU, ``fit``, ``evaluate`` and ``predict`` capture their step once per batch shape as
-        a CUDA graph (after one eager step) and replay it; results equal eager ones bit for bit (see
-        :mod:`.replay`). Where a step cannot be captured, one warning says why and it runs eagerly.
+        ``graph="auto"`` (the default): on a GPU, ``fit``, ``evaluate``, ``predict``, ``train_on_batch``,
+        ``test_on_batch`` and ``predict_on_batch`` capture their step once per batch shape as a CUDA graph (after
+        one eager step) and replay it; results equal eager ones bit for bit (see :mod:`.replay`). Where a step
+        cannot be captured (or a capture or launch fails), one warning says why and it runs eagerly; on the host
+        nothing is captured. ``graph=True`` also warns where the backend has no graphs; ``graph=False`` runs every
+        step eagerly; the environment variable ``MAGMADNN_GRAPH=0`` turns replay off everywhere.
 
-        Keras' ``run_eagerly`` and ``jit_compile`` are accepted and change nothing: steps run eagerly unless
-        ``graph=True`` (the results are the same either way).
+        Keras' ``run_eagerly`` and ``jit_compile`` are accepted: ``run_eagerly=True`` is ``graph=False``;
+        ``jit_compile`` changes nothing (the results are the same either way).
 
         ``auto_scale_loss`` (Keras'): under the ``"mixed_float16"`` policy the optimizer is wrapped in a
         :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already."""
@@ -84,8 +88,8 @@ class Trainer:
             raise TypeError(f"compile: run_eagerly must be True, False or None, got {run_eagerly!r}")
         if jit_compile not in ("auto", True, False):
             raise TypeError(f"compile: jit_compile must be 'auto', True or False, got {jit_compile!r}")
-        if not isinstance(graph, (bool, np.bool_)):
-            raise TypeError(f"compile: graph must be True or False, got {graph!r}")
+        if not (isinstance(graph, (bool, np.bool_)) or (isinstance(graph, str) and graph == "auto")):
+            raise TypeError(f"compile: graph must be 'auto', True or False, got {graph!r}")
         if not isinstance(reinitialize, (bool, np.bool_)):
             raise TypeError(f"compile: reinitialize must be True or False, got {reinitialize!r}")
         if seed is not None and self._touched and not reinitialize:
@@ -113,7 +117,9 @@ class Trainer:
                              "name, so give each metric once")
         if self._graphs is not None:
             self._graphs.clear()
-        self._graphs = _replay.GraphedSteps(self) if graph else None
+        if run_eagerly:
+            graph = False
+        self._graphs = _replay.GraphedSteps(self, "auto" if isinstance(graph, str) else True) if graph else None
         self.compiled = True
         return self
 
@@ -132,11 +138,35 @@ class Trainer:
         self._touched = True
         y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
         tally = Tally(self.xp, self._tally_names(False), self.dtype) if self.metrics else None
-        value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
+        value = self._checked_replay(self._cast_inputs(xs), y, tally)
+        if value is None:
+            value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
         if not (math.isfinite(value) or self.optimizer.skips_nonfinite):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
         results = {"loss": value} if tally is None else self._results(tally.read(), tally.counts)
         return keras_results(results, return_dict)
+
+    def _checked_replay(self, xs, y, tally):
+        """``train_on_batch``'s step replayed (kind ``train_checked``): its loss read as an eager checked step
+        reads it, and when it is not finite (unless the optimizer skips such steps) or a device check found a bad
+        value, everything the step updated is put back, as eagerly nothing is applied. None: run it eagerly."""
+        if self._graphs is None:
+            return None
+        opt = self.optimizer
+        iterations = opt.iterations
+        with np.errstate(all="ignore") if opt.skips_nonfinite else contextlib.nullcontext():
+            loss = self._graphs.run("train_checked", xs, y, tally)
+        if loss is None:
+            return None
+        step = self._graphs.last
+        try:
+            value = float(_faults.read(self.xp, loss).reshape(()))
+        except ValueError:
+            step.put_back(iterations)
+            raise
+        if not (math.isfinite(value) or opt.skips_nonfinite):
+            step.put_back(iterations)
+        return value
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
@@ -257,8 +287,10 @@ class Trainer:
                 self, batches, validation_data, callbacks, verbose, options)
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")
-        if self._graphs is not None and self._graphs.unavailable() is not None:
-            self._graphs.say(self._graphs.unavailable())
+        if self._graphs is not None:
+            self._graphs.refresh()
+            if self._graphs.unavailable() is not None:
+                self._graphs.say(self._graphs.unavailable())
         history = _callbacks.History()
         try:
             steps = len(batches)

@@ -91,7 +91,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
 
     ``staged``: the batch on the backend already, as graph replay captures this step (:mod:`.replay`): ``xs`` are
     then backend arrays and ``staged`` is ``(targets, metric labels, counted targets or None)``, the loss's prepared
-    targets and what ``Model._tally_batch`` reads (``y`` stays the host targets, for the counts)."""
+    targets and what ``Model._tally_batch`` reads (``y`` stays the host targets, for the counts); the loss's
+    backend array is then returned (a replayed step leaves each batch's loss in it)."""
     xp, hook = model.xp, model._parallel
     skips = model.optimizer.skips_nonfinite  # a LossScaleOptimizer decides itself (a skipped step is no error)
     stateful = [layer for layer in model.layers if layer._state] if check else []
@@ -128,6 +129,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
             model._tally_batch(tally, "", loss.data, outputs.data, y)
         else:
             model._tally_batch(tally, "", loss.data, outputs.data, y, staged=staged[1], loss_count=staged[2])
+    if staged is not None:
+        return None if loss is None else loss.data
     return value if check else None
 
 
