@@ -56,7 +56,11 @@ ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
 ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
-BACKEND = ("tests/magmadnn/backend/test_device.py", "tests/magmadnn/backend/test_conformance.py", "-k", "device")
+#: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device
+BACKEND = ("tests/magmadnn/backend/test_device.py", "tests/magmadnn/backend/test_ops.py",
+           *(f"tests/magmadnn/backend/test_{p.stem}.py" for p in sorted(ROOT.glob("magmadnn/backend/ops/[!_]*.py"))
+             if (ROOT / "tests/magmadnn/backend" / f"test_{p.stem}.py").exists()),
+           "-k", "device")
 
 
 @dataclass(frozen=True)
