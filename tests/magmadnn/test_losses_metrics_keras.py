@@ -1,5 +1,5 @@
 """Losses, metrics and sample/class weights under Keras' names give Keras 3's results: values, gradients, training
-from identical weights, metric figures (their device twins: test_keras_losses_device.py)."""
+from identical weights, metric figures (their device twins: test_losses_keras_device.py)."""
 
 from __future__ import annotations
 

@@ -2,8 +2,9 @@
 same random data, no device-to-host copies outside ``to_numpy``/``isfinite_all``, in-place updates, ``for_index``,
 and the adapters for cuDNN's conventions (asymmetric padding, average-pool counts, batch-norm momentum).
 
-The conformance suite (test_conformance.py) checks both backends against loop references; this module checks the
-two backends against each other (parity, bit-exact for the random streams) and what only a device backend has.
+The conformance suite (test_<topic>.py beside this module) checks both backends against loop references; this
+module checks the two backends against each other (parity, bit-exact for the random streams) and what only a device
+backend has.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""pymagma.array_api's linalg extension on the simulator: the GPU tests of test_array_api_linalg_gpu.py (MAGMA's
+"""pymagma.array_api's linalg extension on the simulator: the GPU tests of test_linalg_gpu.py (MAGMA's
 routines simulated, every one exported), and the hybrid drivers a partial MAGMA falls back to."""
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """pymagma.array_api's linalg extension and products on a GPU against NumPy (hypothesis-drawn stacks, float32 and
 float64, integer products); inputs made by ``xp.asarray(numpy_array, dtype=..., copy=True)`` and every result read
-back with ``numpy.from_dlpack(x, device="cpu")``.  test_array_api_linalg.py runs the same tests on the simulator."""
+back with ``numpy.from_dlpack(x, device="cpu")``.  test_linalg.py beside it runs the same tests on the simulator."""
 
 from __future__ import annotations
 
