@@ -14,7 +14,7 @@ from magmadnn import functional as F
 from magmadnn import layers as L
 from magmadnn import losses, metrics
 from tests.keras_reference import keras
-from tests.magmadnn.test_keras_day_one import close, same_weights, twins
+from tests.magmadnn.suites.test_keras_day_one import close, same_weights, twins
 
 RNG = np.random.default_rng(3)
 X = RNG.standard_normal((48, 4)).astype(np.float32)

@@ -11,7 +11,7 @@ import pytest
 import magmadnn as mdnn
 from magmadnn import schedules
 from tests.keras_reference import keras
-from tests.magmadnn.test_keras_day_one import X, Y, fit_both, mlp, same_weights, twins
+from tests.magmadnn.suites.test_keras_day_one import X, Y, fit_both, mlp, same_weights, twins
 
 KS = keras.optimizers.schedules
 
