@@ -17,7 +17,7 @@ import numpy as np
 
 #: tier 1's planned time limits add up to at most this (seconds), the pytest group of ``tier1``-marked tests included
 TIER1_BUDGET_S = 180
-#: losses and weights of the GPU against the simulator: the tolerance of tests/magmadnn/test_parity.py
+#: losses and weights of the GPU against the simulator: the tolerance of tests/magmadnn/suites/test_parity.py
 LOSS_TOL = {"rtol": 2e-4, "atol": 2e-5}
 WEIGHT_TOL = {"rtol": 2e-3, "atol": 2e-4}
 #: a mixed-precision (bfloat16) step: one bfloat16 ulp relative (tests/magmadnn/test_mixed_precision.py)

@@ -47,17 +47,21 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest
 PYTEST_OPTIONS = ("-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rfE", "--hypothesis-seed=0")
 
 # ------------------------------------------------------------------------------------------------ test selections
-SIM_DEVICE = ("tests/pymagma/test_simulated_device.py",)
-ARRAYS = ("tests/pymagma/test_simulated_device.py", "tests/pymagma/test_array.py")
-HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/test_simulated_device.py")
-CUDNN = ("tests/pymagma/test_simulator_cudnn.py",)
+SIM_DEVICE = ("tests/pymagma/suites/test_simulated_device.py",)
+ARRAYS = ("tests/pymagma/suites/test_simulated_device.py", "tests/pymagma/test_array.py")
+HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/suites/test_simulated_device.py")
+CUDNN = ("tests/pymagma/simulator/test_cudnn.py",)
 KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
-HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
-ARRAY_API_LINALG = ("tests/pymagma/test_array_api_linalg.py",)
-FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/test_simulator_cufft.py")
-BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
+HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
+ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
+FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/simulator/test_cufft.py")
+#: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device
+BACKEND = ("tests/magmadnn/backend/test_device.py", "tests/magmadnn/backend/test_ops.py",
+           *(f"tests/magmadnn/backend/test_{p.stem}.py" for p in sorted(ROOT.glob("magmadnn/backend/ops/[!_]*.py"))
+             if (ROOT / "tests/magmadnn/backend" / f"test_{p.stem}.py").exists()),
+           "-k", "device")
 
 
 @dataclass(frozen=True)

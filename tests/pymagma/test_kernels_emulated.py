@@ -10,8 +10,7 @@ import pytest
 
 from pymagma import kernels, simulator
 from pymagma.simulator import kernels as simulated_kernels
-
-from .test_array_api_complex_gpu import (  # noqa: F401  (complex64 and complex128)
+from tests.pymagma.array_api.test_complex_gpu import (  # noqa: F401  (complex64 and complex128)
     test_casts_to_complex_equal_numpy,
     test_complex_binary_promotes_and_equals_numpy,
     test_complex_data_movement_equals_numpy,
@@ -24,7 +23,7 @@ from .test_array_api_complex_gpu import (  # noqa: F401  (complex64 and complex1
     test_complex_to_bool_and_refused_real_casts,
     test_complex_unique_equals_numpy,
 )
-from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel families)
+from tests.pymagma.array_api.test_elementwise_gpu import (  # noqa: F401  (the array API's kernel families)
     test_arithmetic_with_broadcasting_over_strided_operands_equals_numpy,
     test_astype_between_every_pair_equals_numpy,
     test_comparisons_return_bool_arrays_equal_to_numpy,
@@ -36,7 +35,7 @@ from .test_array_api_gpu import (  # noqa: F401  (the array API's kernel familie
     test_python_scalars_from_zero_d_arrays,
     test_unary_functions_equal_numpy,
 )
-from .test_array_api_manipulation_gpu import (  # noqa: F401  (manipulation, indexing, later elementwise functions)
+from tests.pymagma.array_api.test_manipulation_gpu import (  # noqa: F401  (manipulation, indexing, later elementwise functions)
     test_basic_getitem_and_setitem_equal_numpy,
     test_boolean_mask_getitem_and_setitem_equal_numpy,
     test_clip_equals_numpy,
@@ -55,7 +54,7 @@ from .test_array_api_manipulation_gpu import (  # noqa: F401  (manipulation, ind
     test_two_argument_float_functions_broadcast_and_equal_numpy,
     test_views_equal_numpy,
 )
-from .test_array_api_reduce_gpu import (  # noqa: F401  (reductions, scans, sorts, searching, sets)
+from tests.pymagma.array_api.test_reductions_gpu import (  # noqa: F401  (reductions, scans, sorts, searching, sets)
     test_argmax_argmin_first_occurrence_and_nan_as_numpy,
     test_bad_arguments_are_typed_errors,
     test_cumulative_sum_and_prod_equal_numpy,
@@ -72,6 +71,7 @@ from .test_array_api_reduce_gpu import (  # noqa: F401  (reductions, scans, sort
     test_unique_functions_equal_numpy_each_nan_distinct,
     test_where_broadcasts_three_operands_and_scalars,
 )
+
 from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
     test_activation_backward,
     test_activation_backward_names_what_it_needs,

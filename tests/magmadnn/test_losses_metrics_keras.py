@@ -1,0 +1,277 @@
+"""Losses, metrics and sample/class weights under Keras' names give Keras 3's results: values, gradients, training
+from identical weights, metric figures (their device twins: test_losses_keras_device.py)."""
+
+from __future__ import annotations
+
+import re
+import warnings
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+import magmadnn as mdnn
+from magmadnn import Tensor, losses
+from magmadnn import layers as L
+from tests.conftest import examples
+from tests.keras_reference import keras
+from tests.magmadnn._keras_cases import TRAIN, X_VAL, YB, X, Y, metric_objects, model_for
+
+RNG = np.random.default_rng(0)
+N, C = 6, 4
+PROBS = RNG.dirichlet(np.ones(C), size=N).astype(np.float32)
+LABELS = RNG.integers(0, C, N)
+ONE_HOT = np.eye(C, dtype=np.float32)[LABELS]
+BINARY = (RNG.random((N, C)) > 0.5).astype(np.float32)
+SIGMOID = RNG.random((N, C)).astype(np.float32)
+LOGITS = RNG.standard_normal((N, C)).astype(np.float32) * 3
+WEIGHTS = RNG.random(N).astype(np.float32)
+
+# (class name, y_true, y_pred, kwargs)
+CASES = [
+    ("CategoricalCrossentropy", ONE_HOT, PROBS, {}),
+    ("CategoricalCrossentropy", ONE_HOT, LOGITS, {"from_logits": True, "label_smoothing": 0.1}),
+    ("CategoricalCrossentropy", ONE_HOT, PROBS, {"label_smoothing": 0.3}),
+    ("SparseCategoricalCrossentropy", LABELS, PROBS, {}),
+    ("SparseCategoricalCrossentropy", LABELS[:, None], LOGITS, {"from_logits": True}),
+    ("BinaryCrossentropy", BINARY, SIGMOID, {}),
+    ("BinaryCrossentropy", BINARY, LOGITS, {"from_logits": True, "label_smoothing": 0.2}),
+    ("MeanSquaredError", SIGMOID, LOGITS, {}),
+    ("MeanAbsoluteError", SIGMOID, LOGITS, {}),
+    ("Huber", SIGMOID, LOGITS, {}),
+    ("Huber", SIGMOID, LOGITS, {"delta": 0.4}),
+    ("LogCosh", SIGMOID, LOGITS, {}),
+    ("KLDivergence", ONE_HOT, PROBS, {}),
+]
+IDS = [f"{c}-{'-'.join(f'{k}={v}' for k, v in kw.items())}" for c, _, _, kw in CASES]
+
+
+def _numpy(value):
+    return value.detach().numpy() if isinstance(value, torch.Tensor) else np.asarray(value)
+
+
+@pytest.mark.parametrize("reduction", ["sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", None])
+@pytest.mark.parametrize("weighted", [False, True])
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_loss_values_equal_keras(case, reduction, weighted):
+    cls, y_true, y_pred, kwargs = case
+    w = WEIGHTS if weighted else None
+    expected = getattr(keras.losses, cls)(reduction=reduction, **kwargs)(y_true, y_pred, sample_weight=w)
+    got = getattr(losses, cls)(reduction=reduction, **kwargs)(y_true, Tensor(y_pred), sample_weight=w)
+    np.testing.assert_allclose(got.numpy(), _numpy(expected), rtol=2e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("case", CASES, ids=IDS)
+def test_loss_gradients_equal_keras(case):
+    cls, y_true, y_pred, kwargs = case
+    pred = torch.tensor(y_pred, requires_grad=True)
+    getattr(keras.losses, cls)(**kwargs)(torch.tensor(y_true), pred, sample_weight=WEIGHTS).backward()
+    ours = Tensor(y_pred.copy(), requires_grad=True)
+    getattr(losses, cls)(**kwargs)(y_true, ours, sample_weight=WEIGHTS).backward()
+    np.testing.assert_allclose(ours.grad.numpy() if hasattr(ours.grad, "numpy") else np.asarray(ours.grad),
+                               pred.grad.numpy(), rtol=1e-4, atol=1e-6)
+
+
+def test_the_issue_example_takes_probabilities():
+    value = losses.get("sparse_categorical_crossentropy")(np.array([0]), Tensor(np.array([[0.7, 0.2, 0.1]],
+                                                                                         np.float32)))
+    assert value.item() == pytest.approx(-np.log(0.7), rel=1e-6)  # 0.357, not the 0.768 of the logits reading
+    assert losses.get("cross_entropy")(Tensor(np.array([[0.7, 0.2, 0.1]], np.float32)), np.array([0])).item() == \
+        pytest.approx(0.7679495, rel=1e-5)  # magmadnn's PyTorch-style name keeps logits
+
+
+@pytest.mark.parametrize("y_shape", [(N,), (N, 1)])
+@pytest.mark.parametrize("cls", ["BinaryCrossentropy", "MeanSquaredError", "Huber"])
+def test_targets_differing_by_a_unit_axis_follow_keras(cls, y_shape):
+    y_true = BINARY[:, 0].reshape(y_shape)
+    pred = SIGMOID[:, :1]
+    expected = _numpy(getattr(keras.losses, cls)()(y_true, pred))
+    np.testing.assert_allclose(getattr(losses, cls)()(y_true, Tensor(pred)).numpy(), expected, rtol=1e-5)
+
+
+def test_token_outputs_reduce_over_every_token():
+    probs = RNG.dirichlet(np.ones(C), size=(3, 5)).astype(np.float32)
+    labels = RNG.integers(0, C, (3, 5))
+    for reduction in ("sum_over_batch_size", "sum"):
+        expected = _numpy(keras.losses.SparseCategoricalCrossentropy(reduction=reduction)(labels, probs))
+        got = losses.SparseCategoricalCrossentropy(reduction=reduction)(labels, Tensor(probs)).numpy()
+        np.testing.assert_allclose(got, expected, rtol=1e-5)
+
+
+@settings(max_examples=examples(25), deadline=None)
+@given(seed=st.integers(0, 2**31 - 1), n=st.integers(1, 5), c=st.integers(2, 6), smoothing=st.floats(0.0, 1.0))
+def test_probability_crossentropy_against_a_plain_reference(seed, n, c, smoothing):
+    rng = np.random.default_rng(seed)
+    p = rng.dirichlet(np.ones(c), size=n) * rng.uniform(0.5, 2.0)  # not normalised: Keras divides by the sum
+    t = np.eye(c)[rng.integers(0, c, n)]
+    ts = t * (1 - smoothing) + smoothing / c
+    expected = np.mean(-np.sum(ts * np.log(np.clip(p / p.sum(-1, keepdims=True), 1e-7, 1 - 1e-7)), -1))
+    got = losses.CategoricalCrossentropy(label_smoothing=smoothing)(t, Tensor(p)).item()
+    assert got == pytest.approx(expected, rel=1e-9, abs=1e-12)
+    q = rng.random((n, c))
+    tb = (rng.random((n, c)) > 0.5).astype(np.float64)
+    smooth = tb * (1 - smoothing) + 0.5 * smoothing
+    qc = np.clip(q, 1e-7, 1 - 1e-7)
+    expected = np.mean(np.mean(-(smooth * np.log(qc) + (1 - smooth) * np.log(1 - qc)), -1))
+    assert losses.BinaryCrossentropy(label_smoothing=smoothing)(tb, Tensor(q)).item() == pytest.approx(expected,
+                                                                                                         rel=1e-9)
+
+
+# ------------------------------------------------------------------------------------------- training
+def _pair(name):
+    """A magmadnn model for case ``name`` and the same model in Keras, from identical weights."""
+    loss, _, _, act, units, names = TRAIN[name]
+    model = model_for(name)
+    reference = keras.Sequential([keras.Input((5,)), keras.layers.Dense(units, activation=act)])
+    reference.set_weights(model.get_weights())  # Dense kernels are (inputs, units) in both
+    reference.compile(keras.optimizers.SGD(0.1), loss=loss(keras) if callable(loss) else loss,
+                      metrics=metric_objects(keras.metrics, names))
+    return model, reference
+
+
+def _assert_history(ours, theirs, rtol=1e-5):
+    theirs = {re.sub(r"_\d+$", "", k): v for k, v in theirs.items()}  # Keras numbers a second AUC() "auc_1"
+    assert set(ours) == set(theirs)
+    for key in theirs:
+        np.testing.assert_allclose(ours[key], theirs[key], rtol=rtol, atol=1e-6, err_msg=key)
+
+
+@pytest.mark.parametrize("name", list(TRAIN))
+def test_fit_equals_keras_from_identical_weights(name):
+    _, y, y_val, *_ = TRAIN[name]
+    model, reference = _pair(name)
+    kw = dict(batch_size=16, epochs=2, shuffle=False, verbose=0, validation_data=(X_VAL, y_val))
+    theirs = reference.fit(X, y, **kw).history
+    ours = model.fit(X, y, **kw).history
+    _assert_history(ours, theirs)
+    for a, b in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(model.evaluate(X, y), reference.evaluate(X, y, verbose=0), rtol=1e-5, atol=1e-6)
+
+
+@pytest.mark.parametrize("name", ["sparse", "categorical", "binary"])
+@pytest.mark.parametrize("how", ["sample_weight", "class_weight"])
+def test_sample_and_class_weights_equal_keras(name, how):
+    _, y, y_val, *_ = TRAIN[name]
+    weights = {"sample_weight": RNG.random(48).astype(np.float32), "class_weight": {0: 1.0, 1: 3.0, 2: 0.25}}[how]
+    val = (X_VAL, y_val, RNG.random(13).astype(np.float32))
+    model, reference = _pair(name)
+    kw = dict(batch_size=16, epochs=2, shuffle=False, verbose=0, validation_data=val, **{how: weights})
+    _assert_history(model.fit(X, y, **kw).history, reference.fit(X, y, **kw).history)
+    for a, b in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    w = RNG.random(48).astype(np.float32)
+    assert model.evaluate(X, y, sample_weight=w, return_dict=True)["loss"] == pytest.approx(
+        reference.evaluate(X, y, sample_weight=w, verbose=0, return_dict=True)["loss"], rel=1e-5)
+
+
+def test_sample_weights_follow_validation_split_and_shuffling():
+    w = RNG.random(48).astype(np.float32)
+    model, reference = _pair("sparse")
+    kw = dict(batch_size=16, epochs=2, shuffle=False, verbose=0, sample_weight=w, validation_split=0.25)
+    _assert_history(model.fit(X, Y, **kw).history, reference.fit(X, Y, **kw).history)
+    # shuffled: full-batch steps do not depend on the order, so the weights must have moved with their samples
+    model, reference = _pair("sparse")
+    kw = dict(batch_size=48, epochs=3, verbose=0, sample_weight=w)
+    model.fit(X, Y, shuffle=True, **kw)
+    reference.fit(X, Y, shuffle=False, **kw)
+    for a, b in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-4, atol=1e-6)
+
+
+def test_sample_weight_errors_are_clear():
+    model, _ = _pair("sparse")
+    with pytest.raises(ValueError, match="one weight per sample"):
+        model.fit(X, Y, sample_weight=np.ones(3), verbose=0)
+    with pytest.raises(ValueError, match="not both"):
+        model.fit(X, Y, sample_weight=np.ones(48), class_weight={0: 1.0}, verbose=0)
+    torch_style = mdnn.Sequential([L.Input((5,)), L.Dense(3)], seed=0)
+    torch_style.compile("sgd", loss="cross_entropy")
+    with pytest.raises(ValueError, match="SparseCategoricalCrossentropy"):
+        torch_style.fit(X, Y, sample_weight=np.ones(48), verbose=0)
+
+
+# ------------------------------------------------------------------------------------------- callables
+def test_callable_loss_and_metric_equal_keras():
+    def loss_fn(y_true, y_pred):
+        d = y_pred - y_true
+        return mdnn.F.mean(d * d * 0.5 + mdnn.F.abs(d), -1)
+
+    def keras_loss(y_true, y_pred):
+        d = y_pred - y_true
+        return keras.ops.mean(d * d * 0.5 + keras.ops.abs(d), -1)
+
+    def gap(y_true, y_pred):
+        return mdnn.F.abs(y_pred - y_true)
+
+    def keras_gap(y_true, y_pred):
+        return keras.ops.abs(y_pred - y_true)
+
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(2)], seed=0)
+    model.compile(mdnn.optimizers.SGD(0.05), loss=loss_fn, metrics=[gap])
+    reference = keras.Sequential([keras.Input((5,)), keras.layers.Dense(2)])
+    reference.set_weights(model.get_weights())
+    reference.compile(keras.optimizers.SGD(0.05), loss=keras_loss, metrics=[keras_gap])
+    y = RNG.standard_normal((48, 2)).astype(np.float32)
+    ours = model.fit(X, y, batch_size=16, epochs=2, shuffle=False, verbose=0).history
+    theirs = reference.fit(X, y, batch_size=16, epochs=2, shuffle=False, verbose=0).history
+    np.testing.assert_allclose(ours["loss"], theirs["loss"], rtol=1e-5)
+    np.testing.assert_allclose(ours["gap"], theirs["keras_gap"], rtol=1e-5)
+
+
+def test_a_callable_must_return_a_tensor():
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(1)], seed=0)
+    model.compile("sgd", loss=lambda t, p: 0.0)
+    with pytest.raises(TypeError, match="must return a Tensor"):
+        model.fit(X, YB, verbose=0)
+
+
+# ------------------------------------------------------------------------------------------- compile advice
+@pytest.mark.parametrize("act, loss, warns", [
+    ("softmax", losses.CategoricalCrossentropy(from_logits=True), "takes logits"),
+    (None, "categorical_crossentropy", "takes probabilities"),
+    (None, "sparse_categorical_crossentropy", "takes probabilities"),
+    ("softmax", "categorical_crossentropy", None),
+    (None, "cross_entropy", None),
+])
+def test_compile_warns_where_outputs_and_loss_disagree(act, loss, warns):
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(3, activation=act)], seed=0)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        model.compile("sgd", loss=loss)
+    messages = [str(w.message) for w in caught]
+    assert (warns is None and not messages) or (len(messages) == 1 and warns in messages[0])
+
+
+def test_compile_refuses_a_loss_without_reduction():
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(1)], seed=0)
+    with pytest.raises(ValueError, match="one number"):
+        model.compile("sgd", loss=losses.MeanSquaredError(reduction=None))
+
+
+def test_accuracy_is_binary_for_one_sigmoid_unit():
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(1, activation="sigmoid")], seed=0)
+    model.compile("sgd", loss="binary_crossentropy", metrics=["accuracy"])
+    pred = model.predict(X)[:, 0]
+    assert model.evaluate(X, YB, return_dict=True)["accuracy"] == pytest.approx(np.mean((pred > 0.5) == (YB == 1)))
+
+
+def test_losses_and_metrics_round_trip_through_their_configs():
+    import json
+
+    from magmadnn import metrics
+
+    for loss in (losses.CategoricalCrossentropy(label_smoothing=0.1), losses.get("mse"), losses.Huber(0.5),
+                 losses.SparseCategoricalCrossentropy(from_logits=True), losses.get("kld"),
+                 losses.BinaryCrossentropy(from_logits=True, reduction="sum")):
+        again = losses.get(json.loads(json.dumps(loss.to_config())))
+        assert type(again) is type(loss) and again.to_config() == loss.to_config()
+    for metric in (metrics.get("acc"), metrics.AUC(), metrics.Precision(0.3), metrics.get("mae"), metrics.get("top3"),
+                   metrics.get("top_k_categorical_accuracy"), metrics.RootMeanSquaredError(), metrics.Recall(),
+                   metrics.Accuracy(ignore_index=-100), metrics.BinaryAccuracy(threshold=0.2)):
+        again = metrics.get(json.loads(json.dumps(metric.to_config())))
+        assert type(again) is type(metric) and again.name == metric.name and again.to_config() == metric.to_config()
+    with pytest.raises(ValueError, match="compile the loaded model"):
+        losses.get(losses.get(lambda t, p: p).to_config())
