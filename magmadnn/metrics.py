@@ -355,7 +355,25 @@ class RootMeanSquaredError(MeanSquaredError):
 
 
 def _flat_targets(labels, shape, dtype, who):
-    return _like_outputs(labels, shape, dtype, who).reshape(-1)
+    """Targets as 0/1 floats over every element: Keras' confusion metrics cast targets to bool (any non-zero value,
+    -1 and 2 included, is a positive; NaN too), so a precision or recall stays in [0, 1]."""
+    labels = np.asarray(labels)
+    if labels.dtype.kind not in "biuf":
+        raise TypeError(f"{who}: targets must be numbers or booleans, got dtype {labels.dtype}")
+    return _like_outputs(labels != 0, shape, dtype, who).reshape(-1)
+
+
+def _threshold(thresholds, who: str) -> float:
+    """Keras' ``thresholds`` of Precision/Recall: one number in [0, 1] (or a one-element list)."""
+    if isinstance(thresholds, (list, tuple)):
+        if len(thresholds) != 1:
+            raise ValueError(f"{who}: thresholds must be one number in [0, 1] (a list of several, which Keras "
+                             f"answers with one result per threshold, is not supported), got {thresholds!r}")
+        thresholds = thresholds[0]
+    value = _checks.real(thresholds, "thresholds", who)
+    if not 0.0 <= value <= 1.0:
+        raise ValueError(f"{who}: threshold values must be in [0, 1] (as Keras), got thresholds={thresholds!r}")
+    return value
 
 
 class _Confusion(Metric):
@@ -379,7 +397,7 @@ class Precision(_Confusion):
     def __init__(self, thresholds=None, top_k=None, class_id=None, name: str | None = None):
         if top_k is not None or class_id is not None:
             raise ValueError(f"{type(self).__name__}: top_k and class_id are not supported; pass thresholds only")
-        self.threshold = 0.5 if thresholds is None else _checks.real(thresholds, "thresholds", type(self).__name__)
+        self.threshold = 0.5 if thresholds is None else _threshold(thresholds, type(self).__name__)
         if name is not None:
             self.name = _name(name, type(self).__name__)
         super().__init__()
@@ -436,11 +454,15 @@ class AUC(_Confusion):
             raise ValueError("AUC: curve='PR' with summation_method='interpolation' (Davis & Goadrich's "
                              "interpolation) is not supported; use 'minoring' or 'majoring', or curve='ROC'")
         if thresholds is not None:
-            inner = sorted(float(t) for t in thresholds)
+            if isinstance(thresholds, (str, bytes)) or not hasattr(thresholds, "__iter__"):
+                raise TypeError(f"AUC: thresholds must be a list of numbers, got {thresholds!r}")
+            inner = sorted(_checks.real(t, "thresholds", "AUC") for t in thresholds)
         else:
             n = _checks.integer(num_thresholds, "num_thresholds", "AUC", minimum=2)
             inner = [(i + 1) / (n - 1) for i in range(n - 2)]
         self.thresholds = np.array([0.0 - 1e-7, *inner, 1.0 + 1e-7])
+        if not isinstance(from_logits, (bool, np.bool_)):
+            raise TypeError(f"AUC: from_logits must be True or False, got {from_logits!r}")
         self.from_logits = bool(from_logits)
         self.size = 2 * len(self.thresholds) + 2
         if name is not None:

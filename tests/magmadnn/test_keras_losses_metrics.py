@@ -275,3 +275,113 @@ def test_losses_and_metrics_round_trip_through_their_configs():
         assert type(again) is type(metric) and again.name == metric.name and again.to_config() == metric.to_config()
     with pytest.raises(ValueError, match="compile the loaded model"):
         losses.get(losses.get(lambda t, p: p).to_config())
+
+
+# ------------------------------------------------------------------- metric arguments and target values
+_P = np.random.default_rng(7).uniform(size=(12, 1)).astype(np.float32)
+_TARGETS = {
+    "0-1-2": np.array([0, 1, 2] * 4).reshape(12, 1),
+    "minus-plus-one": np.array([-1, 1] * 6).reshape(12, 1),
+    "bool": (np.arange(12) % 3 == 0).reshape(12, 1),
+    "halves": np.array([0.0, 0.5] * 6, np.float32).reshape(12, 1),
+    "nan": np.array([0.0, np.nan, 1.0] * 4, np.float32).reshape(12, 1),
+}
+_METRIC_KW = {"Precision": {}, "Recall": {}, "AUC": {}, "Precision-0.3": {"thresholds": [0.3]},
+              "Recall-0.7": {"thresholds": 0.7}}
+
+
+@pytest.mark.parametrize("targets", list(_TARGETS))
+@pytest.mark.parametrize("metric", list(_METRIC_KW))
+def test_confusion_metrics_cast_targets_to_bool_as_keras(metric, targets):
+    """Fault list, metric target values (each against Keras 3 on the same input; was: precision above 1):
+      Precision / Recall / AUC, targets {0, 1, 2}           Keras: any non-zero target is a positive
+      Precision / Recall / AUC, targets {-1, +1}            Keras: -1 is a positive too
+      Precision / Recall / AUC, bool targets                Keras
+      Precision / Recall / AUC, targets {0, 0.5}            Keras: 0.5 is a positive
+      Precision / Recall / AUC, NaN targets                 Keras: NaN is a positive
+      Precision(thresholds=[0.3]), Recall(thresholds=0.7)   Keras (a one-element list is one threshold)
+    """
+    from magmadnn import metrics
+    from magmadnn.backend import get
+
+    cls = metric.split("-")[0]
+    ours = getattr(metrics, cls)(**_METRIC_KW[metric])
+    ours.update(_P, _TARGETS[targets], get("host"))
+    theirs = getattr(keras.metrics, cls)(**_METRIC_KW[metric])
+    theirs.update_state(_TARGETS[targets], _P)
+    assert 0.0 <= ours.result() <= 1.0
+    assert ours.result() == pytest.approx(float(theirs.result()), abs=1e-6)
+
+
+def test_confusion_metric_targets_in_fit_are_cast_as_keras():
+    """[-1, +1] targets through evaluate: the figure equals Keras' Precision on the model's own outputs."""
+    from magmadnn import metrics
+
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(1, activation="sigmoid")], seed=0)
+    model.compile("sgd", "mse", metrics=[metrics.Precision(), metrics.Recall()])
+    y = np.where(np.arange(48) % 3 == 0, -1.0, 1.0).reshape(48, 1).astype(np.float32)
+    figures = model.evaluate(X, y, return_dict=True)
+    outputs = model.predict(X)
+    for name, cls in (("precision", keras.metrics.Precision), ("recall", keras.metrics.Recall)):
+        reference = cls()
+        reference.update_state(y, outputs)
+        assert figures[name] == pytest.approx(float(reference.result()), abs=1e-6)
+
+
+_BAD_METRIC_ARGUMENTS = [
+    ("precision-threshold-above-1", lambda m: m.Precision(thresholds=1.5), ValueError, ["[0, 1]", "1.5"]),
+    ("recall-threshold-negative", lambda m: m.Recall(thresholds=-0.1), ValueError, ["[0, 1]", "-0.1"]),
+    ("precision-threshold-nan", lambda m: m.Precision(thresholds=float("nan")), ValueError, ["thresholds", "nan"]),
+    ("precision-threshold-str", lambda m: m.Precision(thresholds="0.5"), TypeError, ["thresholds", "'0.5'"]),
+    ("recall-threshold-bool", lambda m: m.Recall(thresholds=True), TypeError, ["thresholds", "True"]),
+    ("precision-several-thresholds", lambda m: m.Precision(thresholds=[0.3, 0.7]), ValueError,
+     ["one number", "[0.3, 0.7]"]),
+    ("precision-threshold-list-above-1", lambda m: m.Precision(thresholds=[2.0]), ValueError, ["[0, 1]"]),
+    ("auc-thresholds-str", lambda m: m.AUC(thresholds="0.5"), TypeError, ["AUC", "thresholds", "list"]),
+    ("auc-thresholds-entry", lambda m: m.AUC(thresholds=[0.2, "x"]), TypeError, ["AUC", "thresholds", "'x'"]),
+    ("auc-num-thresholds-1", lambda m: m.AUC(num_thresholds=1), ValueError, ["num_thresholds", ">= 2"]),
+    ("auc-from-logits-str", lambda m: m.AUC(from_logits="yes"), TypeError, ["from_logits", "True or False"]),
+    ("auc-curve", lambda m: m.AUC(curve="DET"), ValueError, ["curve", "'DET'"]),
+    ("precision-top-k", lambda m: m.Precision(top_k=2), ValueError, ["top_k", "not supported"]),
+    ("precision-str-targets", lambda m: m.Precision().update(_P, np.array(["a"] * 12).reshape(12, 1), _host()),
+     TypeError, ["precision", "targets", "numbers"]),
+    ("recall-targets-shape", lambda m: m.Recall().update(_P, np.zeros((12, 2)), _host()), ValueError,
+     ["recall", "(12, 2)", "(12, 1)"]),
+]
+
+
+def _host():
+    from magmadnn.backend import get
+
+    return get("host")
+
+
+@pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in _BAD_METRIC_ARGUMENTS])
+def test_bad_metric_arguments_are_refused_as_keras(call, error, words):
+    """Fault list, metric arguments (Keras 3 raises ValueError for thresholds outside [0, 1] and num_thresholds < 2):
+      Precision(thresholds=1.5), Recall(thresholds=-0.1)   ValueError "[0, 1]" (was accepted: nothing predicted)
+      Precision(thresholds=nan)                            ValueError naming thresholds
+      Precision(thresholds="0.5"), Recall(thresholds=True) TypeError naming thresholds
+      Precision(thresholds=[0.3, 0.7])                     ValueError: one number (Keras' list of results unsupported)
+      Precision(thresholds=[2.0])                          ValueError "[0, 1]"
+      AUC(thresholds="0.5"), AUC(thresholds=[0.2, "x"])    TypeError naming thresholds (was a float() ValueError)
+      AUC(num_thresholds=1)                                ValueError
+      AUC(from_logits="yes")                               TypeError (was taken as True)
+      AUC(curve="DET"), Precision(top_k=2)                 ValueError naming the argument
+      Precision().update with string targets               TypeError naming the targets
+      Recall().update with targets (12, 2) for outputs (12, 1)  ValueError naming both shapes
+    """
+    from magmadnn import metrics
+
+    with pytest.raises(error) as caught:
+        call(metrics)
+    missing = [w for w in words if w not in str(caught.value)]
+    assert not missing, f"{caught.value!r} lacks {missing}"
+
+
+def test_keras_refuses_the_same_thresholds():
+    for bad in (1.5, -0.1, [2.0]):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            keras.metrics.Precision(thresholds=bad)
+    with pytest.raises(ValueError, match="num_thresholds"):
+        keras.metrics.AUC(num_thresholds=1)
