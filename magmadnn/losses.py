@@ -15,6 +15,7 @@ ValueError/TypeError; ``prepare(targets, xp, dtype)`` turns a NumPy batch into t
 
 from __future__ import annotations
 
+import math
 import warnings
 
 import numpy as np
@@ -109,6 +110,8 @@ class SoftmaxCrossEntropy(Loss):
         return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index)
 
     def checked(self, logits, targets):
+        if self._packed(logits, targets):
+            return self._weighted(logits, targets)
         if self._plain() and len(logits.shape) == 2:
             return F.softmax_cross_entropy(logits, targets, reduction=self.reduction, check_labels=False)
         return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index,
@@ -128,6 +131,7 @@ class SoftmaxCrossEntropy(Loss):
         return config
 
     def validate(self, targets, output_shape):
+        self._bound = tuple(output_shape)
         targets = np.asarray(targets)
         if len(output_shape) == 2:  # token logits (T, C)
             self._validate_tokens(targets, output_shape)
@@ -191,8 +195,45 @@ class SoftmaxCrossEntropy(Loss):
             raise ValueError(f"cross_entropy: labels must be in [0, {classes}){extra} for a model with {classes} "
                              f"outputs; found label {bad}")
 
+    # -- sample_weight / class_weight (fit's Keras arguments): the batch's targets as probabilities flattened per
+    # sample with each sample's weight after them, one array (N, D + 1) as a Keras loss packs them; the weighted
+    # per-sample losses reduced as Keras reduces them ("mean": their sum over the number of per-sample values)
+    @staticmethod
+    def _packed(logits, targets) -> bool:
+        shape = tuple(targets.shape)
+        return len(shape) == 2 and shape[1] == math.prod(logits.shape[1:]) + 1
+
+    def _weighted(self, logits, packed):
+        xp = logits.xp
+        arr = packed if not isinstance(packed, np.ndarray) else xp.asarray(packed)
+        n, d = int(arr.shape[0]), int(arr.shape[1]) - 1
+        t, w = xp.split(arr, [d, 1], 1)
+        values = F.categorical_crossentropy(xp.reshape(t, logits.shape), logits, True, self.label_smoothing)
+        shape = (n,) + (1,) * (values.ndim - 1)
+        total = F.sum(F.multiply(values, Tensor(xp.reshape(w, shape), backend=xp)))
+        return total if self.reduction == "sum" else F.scale(total, 1.0 / max(values.size, 1))
+
+    def _pack(self, targets, weights, dtype) -> np.ndarray:
+        n, classes = targets.shape[0], self._classes
+        rows = np.eye(classes, dtype=dtype)[targets] if np.issubdtype(targets.dtype, np.integer) and \
+            targets.shape[1:] != self._bound else targets.astype(dtype, copy=False)
+        flat = rows.reshape(n, -1)
+        packed = np.empty((n, flat.shape[1] + 1), dtype=dtype)
+        packed[:, :-1] = flat
+        packed[:, -1] = weights
+        return packed
+
+    _bound: tuple | None = None  # the per-sample output shape of the last validate()
+
+    @property
+    def _classes(self) -> int:
+        return self._bound[-1]
+
     def prepare(self, targets, xp, dtype):
+        weights = weights_of(targets)
         targets = np.asarray(targets)
+        if weights is not None:
+            return xp.asarray(self._pack(targets, weights, dtype), dtype)
         if np.issubdtype(targets.dtype, np.integer):  # class indices (N,) / (N, T), or integer one-hot (the loss
             return xp.asarray(targets.astype(np.int64, copy=False))  # converts those to the logits' dtype)
         return xp.asarray(targets, dtype)
