@@ -100,6 +100,44 @@ def _framed(build):
     return framed
 
 
+def _output_checked(call):
+    """A Keras-style layer's ``call``, its output checked against the batch and the shape the layer declared (by
+    ``compute_output_shape`` or its first call): a wrong output is named here, not by the next layer or by predict
+    (which would copy a batch-reduced row into every row). An error raised inside ``call`` gets a note naming the
+    layer. Only user-defined layers pay for it (a few tuple compares a call); magmadnn's own are not wrapped."""
+    @functools.wraps(call)
+    def checked(self, inputs, *args, **kwargs):
+        try:
+            out = call(self, inputs, *args, **kwargs)
+        except Exception as error:
+            error.add_note(f"(raised in the call() of {type(self).__name__} layer {self.name!r})")
+            raise
+        declared = self.output_shape
+        if declared is None or isinstance(declared, list):
+            return out
+        first = inputs[0] if isinstance(inputs, (list, tuple)) and inputs else inputs
+        if not isinstance(out, Tensor):
+            if isinstance(first, Tensor):
+                raise TypeError(f"{type(self).__name__} layer {self.name!r}: call() must return a Tensor (computed "
+                                f"with magmadnn.functional or Tensor operators), got {type(out).__name__}")
+            return out
+        shape = out.shape
+        rows = first.shape[0] if isinstance(first, Tensor) and first.ndim else None
+        if rows is not None and (not shape or shape[0] != rows):
+            raise ValueError(f"{type(self).__name__} layer {self.name!r}: call() returned shape {shape_str(shape)} "
+                             f"for a batch of {rows}: an output needs one row per sample (reducing over axis 0, the "
+                             "batch, mixes samples; reduce over the other axes, e.g. axis=-1)")
+        if tuple(shape[1:]) != declared:
+            source = "compute_output_shape" if _overrides(type(self), "compute_output_shape") else "its first call"
+            raise ValueError(f"{type(self).__name__} layer {self.name!r}: call() returned per-sample shape "
+                             f"{shape_str(shape[1:])}, but {source} declared {shape_str(declared)} (batch excluded); "
+                             "make them agree")
+        return out
+
+    checked._output_checked = True
+    return checked
+
+
 class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
     """Base class.
 
@@ -131,6 +169,8 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
                             and not _overrides(cls, "check_input_shape"))
         if cls._keras_style and "build" in cls.__dict__:
             cls.build = _framed(cls.__dict__["build"])
+        if cls._keras_style and "call" in cls.__dict__:
+            cls.call = _output_checked(cls.__dict__["call"])
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True,
                  input_shape=None, input_dim=None, **keras_only):
@@ -243,7 +283,8 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
             out = self.compute_output_shape(batched)
         else:
             shapes = input_shape if isinstance(input_shape, list) else [input_shape]
-            zeros = [Tensor(self.xp.zeros((1, *s), self.dtype), backend=self.xp) for s in shapes]
+            zeros = [Tensor(self.xp.zeros((2, *s), self.dtype), backend=self.xp) for s in shapes]  # 2: a call
+            # reducing over the batch axis shows
             with no_grad():
                 y = self._run(zeros if isinstance(input_shape, list) else zeros[0], False)
             if not isinstance(y, Tensor):
@@ -252,9 +293,12 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
                                 f"{type(y).__name__}")
             out = y.shape
         out = tuple(out)
-        if not out or (out[0] is not None and out[0] != 1 and not _overrides(type(self), "compute_output_shape")):
-            raise ValueError(f"{type(self).__name__} layer {self.name!r}: output shape {out} has no batch axis")
-        self.output_shape = tuple(int(s) for s in out[1:])
+        if not out or (out[0] is not None and out[0] != 2 and not _overrides(type(self), "compute_output_shape")):
+            self.built = False
+            raise ValueError(f"{type(self).__name__} layer {self.name!r}: call() returned shape {out} for a batch of "
+                             "2: an output needs one row per sample (no batch axis, or a reduction over axis 0, the "
+                             "batch, mixes samples; reduce over the other axes, e.g. axis=-1)")
+        self.output_shape = _declared_shape(self, out)
 
     def _run(self, x, training: bool, **mask):
         """``call``, with ``training`` only when the layer's ``call`` takes it (and ``mask=`` when given); under a
@@ -390,6 +434,20 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
 
 
 _registry._LAYER.append(Layer)  # what register() accepts
+
+
+def _declared_shape(layer, out) -> tuple[int, ...]:
+    """A Keras-style layer's per-sample output shape from its batch-included ``out``: integers >= 0 (a None axis,
+    a float, or a missing batch axis named with the layer)."""
+    entries = list(out[1:])
+    bad = [s for s in entries if s is None or isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Integral)
+           or s < 0]
+    if bad:
+        layer.built = False
+        raise ValueError(f"{type(layer).__name__} layer {layer.name!r}: compute_output_shape returned {tuple(out)}; "
+                         "after the batch axis (first) every size must be an integer >= 0, got "
+                         f"{', '.join(repr(s) for s in bad)}")
+    return tuple(int(s) for s in entries)
 
 
 def _normalise_shapes(shape):

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import mixed_precision
 from ..layers.base import Input, layer_class
 from ..saving import ModelFileError
 from . import persistence
@@ -19,8 +20,9 @@ def model_from_config(config: dict, device=None, backend=None, custom_objects: d
     if custom_objects is not None and not isinstance(custom_objects, dict):
         raise TypeError(f"custom_objects must be a dict {{class name: class}}, got {type(custom_objects).__name__}")
     try:
-        layers = [layer_class(entry["class_name"], custom_objects).from_config(dict(entry["config"]))
-                  for entry in config["layers"]]
+        with mixed_precision.global_policy_as("float32"):  # the saved policies, not the global one (Keras)
+            layers = [layer_class(entry["class_name"], custom_objects).from_config(dict(entry["config"]))
+                      for entry in config["layers"]]
         common = {"name": config["name"], "seed": config["seed"], "dtype": config["dtype"], "device": device}
         if config["class_name"] == "Sequential":
             model = Sequential(layers, **common)
