@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import numpy as np
 
+from .. import autograd
 from .. import backend as _backend
 from .. import callbacks as _callbacks
 from .. import losses as _losses
@@ -131,6 +133,7 @@ class Trainer:
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
         self._touched = True
         y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
+        self._warn_if_nothing_trains("train_on_batch")
         tally = Tally(self.xp, self._tally_names(False), self.dtype) if self.metrics else None
         value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
         if not (math.isfinite(value) or self.optimizer.skips_nonfinite):
@@ -251,6 +254,7 @@ class Trainer:
                 y_val = _weighting.attach(self, y_val, validation_data[2], None, "fit (validation_data)")
             validation_data = (x_val, y_val)
 
+        self._warn_if_nothing_trains("fit")
         if distributed:
             options = None if isinstance(distributed, (bool, np.bool_)) else distributed
             batches, validation_data, callbacks, verbose, self._parallel = setup_data_parallel(
@@ -289,6 +293,20 @@ class Trainer:
                 self._parallel = None
             cbs.on_train_end(dict(logs))
         return history
+
+    def _warn_if_nothing_trains(self, who: str) -> None:
+        """Keras' warning when a training step has no trainable weight (``model.trainable = False``, every layer
+        frozen, or no weights at all): the step computes the loss and changes nothing. Once per call, answered from
+        a cache until a ``trainable`` flag changes."""
+        key = autograd._trainable_changes
+        if getattr(self, "_nothing_trains", (None,))[0] != key:
+            self._nothing_trains = (key, not any(p.trainable for p in self.trainable_weights))
+        if self._nothing_trains[1]:
+            why = "model.trainable is False" if not self._trainable else \
+                "every layer is frozen (trainable=False) or has no weights"
+            warnings.warn(f"The model does not have any trainable weights. (model {self.name!r}: {why}, so {who} "
+                          "computes the loss and metrics but changes no weight; set trainable = True on the model "
+                          "or the layers to train)", UserWarning, stacklevel=3)
 
     def _fixed_batch_size(self, batch_size, who: str):
         """The batch size of a model whose inputs fix it (``Input(batch_size=B)``, an ONNX graph exported with a
