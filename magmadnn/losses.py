@@ -15,7 +15,6 @@ ValueError/TypeError; ``prepare(targets, xp, dtype)`` turns a NumPy batch into t
 
 from __future__ import annotations
 
-import math
 import warnings
 
 import numpy as np
@@ -23,6 +22,7 @@ import numpy as np
 from . import functional as F
 from ._checks import integer, real, shape_str
 from ._configurable import Configurable
+from ._loss_weights import WeightedCrossEntropy, pack, weights_of
 from ._registry import resolve
 from .autograd import Tensor
 
@@ -88,7 +88,7 @@ class Loss(Configurable):
         return EpochLoss(self.reduction)
 
 
-class SoftmaxCrossEntropy(Loss):
+class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
     """Softmax cross entropy of logits (N, C), or of token logits (N, T, C) with integer targets (N, T), exactly as
     PyTorch's ``cross_entropy``: ``label_smoothing`` e trains against ``(1 - e) onehot + e / C``; targets equal to
     ``ignore_index`` (padding) count for nothing and "mean" is over the counted targets."""
@@ -195,40 +195,6 @@ class SoftmaxCrossEntropy(Loss):
             raise ValueError(f"cross_entropy: labels must be in [0, {classes}){extra} for a model with {classes} "
                              f"outputs; found label {bad}")
 
-    # -- sample_weight / class_weight (fit's Keras arguments): the batch's targets as probabilities flattened per
-    # sample with each sample's weight after them, one array (N, D + 1) as a Keras loss packs them; the weighted
-    # per-sample losses reduced as Keras reduces them ("mean": their sum over the number of per-sample values)
-    @staticmethod
-    def _packed(logits, targets) -> bool:
-        shape = tuple(targets.shape)
-        return len(shape) == 2 and shape[1] == math.prod(logits.shape[1:]) + 1
-
-    def _weighted(self, logits, packed):
-        xp = logits.xp
-        arr = packed if not isinstance(packed, np.ndarray) else xp.asarray(packed)
-        n, d = int(arr.shape[0]), int(arr.shape[1]) - 1
-        t, w = xp.split(arr, [d, 1], 1)
-        values = F.categorical_crossentropy(xp.reshape(t, logits.shape), logits, True, self.label_smoothing)
-        shape = (n,) + (1,) * (values.ndim - 1)
-        total = F.sum(F.multiply(values, Tensor(xp.reshape(w, shape), backend=xp)))
-        return total if self.reduction == "sum" else F.scale(total, 1.0 / max(values.size, 1))
-
-    def _pack(self, targets, weights, dtype) -> np.ndarray:
-        n, classes = targets.shape[0], self._classes
-        rows = np.eye(classes, dtype=dtype)[targets] if np.issubdtype(targets.dtype, np.integer) and \
-            targets.shape[1:] != self._bound else targets.astype(dtype, copy=False)
-        flat = rows.reshape(n, -1)
-        packed = np.empty((n, flat.shape[1] + 1), dtype=dtype)
-        packed[:, :-1] = flat
-        packed[:, -1] = weights
-        return packed
-
-    _bound: tuple | None = None  # the per-sample output shape of the last validate()
-
-    @property
-    def _classes(self) -> int:
-        return self._bound[-1]
-
     def prepare(self, targets, xp, dtype):
         weights = weights_of(targets)
         targets = np.asarray(targets)
@@ -290,11 +256,6 @@ class BinaryCrossEntropy(Loss):
 
 # ----------------------------------------------------------------------------------------------- Keras' losses
 REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none", None)
-
-
-def weights_of(targets):
-    """The per-sample weights carried by ``targets`` (see :mod:`magmadnn.models.weighting`), else None."""
-    return getattr(targets, "sample_weight", None)
 
 
 def keras_target_shape(targets_shape, output_shape, who: str) -> tuple:
@@ -383,14 +344,8 @@ class KerasLoss(Loss):
     def prepare(self, targets, xp, dtype):
         """One host array (N, D + 1): the targets flattened per sample, then each sample's weight (1 without
         weights): one upload per batch, one staged buffer in a replayed graph."""
-        weights = weights_of(targets)
         host = np.asarray(targets)
-        n = host.shape[0]
-        flat = self._rows(host, dtype).reshape(n, -1)
-        packed = np.empty((n, flat.shape[1] + 1), dtype=dtype)
-        packed[:, :-1] = flat
-        packed[:, -1] = 1.0 if weights is None else weights
-        return xp.asarray(packed, dtype)
+        return xp.asarray(pack(self._rows(host, dtype).reshape(host.shape[0], -1), weights_of(targets), dtype), dtype)
 
     _bound: tuple | None = None  # the per-sample output shape of the last validate()
 

@@ -237,10 +237,10 @@ OVERSIZE = {
     "pymagma/blas.py": 677,
     "magmadnn/callbacks.py": 646,
     "magmadnn/optimizers.py": 641,
-    "magmadnn/losses.py": 635,
+    "magmadnn/losses.py": 631,
     "pymagma/_cudnn.py": 605,
     "pymagma/simulator/runtime.py": 604,
-    "magmadnn/metrics.py": 565,
+    "magmadnn/metrics.py": 541,
 }
 
 

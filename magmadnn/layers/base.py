@@ -13,7 +13,6 @@ names stay importable from here.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import numbers
 
@@ -24,8 +23,10 @@ from .. import backend as _backend
 from .._checks import shape_str
 from .._configurable import Configurable
 from ..autograd import Parameter, Tensor, no_grad
+from . import keras_style
 from . import registry as _registry
 from .arguments import KERAS_DEFAULTS, KERAS_ONLY_ARGUMENTS, _refuse_keras_only  # noqa: F401 - re-exported
+from .keras_style import normalise_shapes as _normalise_shapes
 from .masking import MaskingMixin
 from .mixed import MixedPrecisionMixin, _cast_floats, _compute_of, _is_float  # noqa: F401 - re-exported
 from .registry import _auto_name, _fresh_seed, _snake, derive_seed, layer_class, register  # noqa: F401
@@ -84,60 +85,6 @@ def _overrides(cls, method: str) -> bool:
     return getattr(cls, method) is not getattr(Layer, method)
 
 
-def _framed(build):
-    """A Keras-style ``build``: called by the layer's own building (batch-included shapes) it runs as written;
-    called by hand (``layer.build((None, 4))``, as in Keras) it builds the layer through the framework."""
-    @functools.wraps(build)
-    def framed(self, input_shape):
-        if self._in_build:
-            return build(self, input_shape)
-        many = isinstance(input_shape, list) and all(isinstance(s, (tuple, list)) for s in input_shape)
-        shapes = _normalise_shapes([list(s)[1:] for s in input_shape] if many else tuple(input_shape)[1:])
-        if not self.built:
-            self._build(shapes)
-        return None
-
-    return framed
-
-
-def _output_checked(call):
-    """A Keras-style layer's ``call``, its output checked against the batch and the shape the layer declared (by
-    ``compute_output_shape`` or its first call): a wrong output is named here, not by the next layer or by predict
-    (which would copy a batch-reduced row into every row). An error raised inside ``call`` gets a note naming the
-    layer. Only user-defined layers pay for it (a few tuple compares a call); magmadnn's own are not wrapped."""
-    @functools.wraps(call)
-    def checked(self, inputs, *args, **kwargs):
-        try:
-            out = call(self, inputs, *args, **kwargs)
-        except Exception as error:
-            error.add_note(f"(raised in the call() of {type(self).__name__} layer {self.name!r})")
-            raise
-        declared = self.output_shape
-        if declared is None or isinstance(declared, list):
-            return out
-        first = inputs[0] if isinstance(inputs, (list, tuple)) and inputs else inputs
-        if not isinstance(out, Tensor):
-            if isinstance(first, Tensor):
-                raise TypeError(f"{type(self).__name__} layer {self.name!r}: call() must return a Tensor (computed "
-                                f"with magmadnn.functional or Tensor operators), got {type(out).__name__}")
-            return out
-        shape = out.shape
-        rows = first.shape[0] if isinstance(first, Tensor) and first.ndim else None
-        if rows is not None and (not shape or shape[0] != rows):
-            raise ValueError(f"{type(self).__name__} layer {self.name!r}: call() returned shape {shape_str(shape)} "
-                             f"for a batch of {rows}: an output needs one row per sample (reducing over axis 0, the "
-                             "batch, mixes samples; reduce over the other axes, e.g. axis=-1)")
-        if tuple(shape[1:]) != declared:
-            source = "compute_output_shape" if _overrides(type(self), "compute_output_shape") else "its first call"
-            raise ValueError(f"{type(self).__name__} layer {self.name!r}: call() returned per-sample shape "
-                             f"{shape_str(shape[1:])}, but {source} declared {shape_str(declared)} (batch excluded); "
-                             "make them agree")
-        return out
-
-    checked._output_checked = True
-    return checked
-
-
 class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
     """Base class.
 
@@ -168,9 +115,9 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
         cls._keras_style = (not cls.__module__.startswith("magmadnn.") and not _overrides(cls, "create_weights")
                             and not _overrides(cls, "check_input_shape"))
         if cls._keras_style and "build" in cls.__dict__:
-            cls.build = _framed(cls.__dict__["build"])
+            cls.build = keras_style.framed(cls.__dict__["build"])
         if cls._keras_style and "call" in cls.__dict__:
-            cls.call = _output_checked(cls.__dict__["call"])
+            cls.call = keras_style.output_checked(cls.__dict__["call"])
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True,
                  input_shape=None, input_dim=None, **keras_only):
@@ -279,6 +226,8 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
         if _overrides(type(self), "build"):
             type(self).build(self, batched)
         self.input_shape, self.built = input_shape, True
+        self._shape_source = "compute_output_shape" if _overrides(type(self), "compute_output_shape") else \
+            "its first call"
         if _overrides(type(self), "compute_output_shape"):
             out = self.compute_output_shape(batched)
         else:
@@ -298,7 +247,7 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
             raise ValueError(f"{type(self).__name__} layer {self.name!r}: call() returned shape {out} for a batch of "
                              "2: an output needs one row per sample (no batch axis, or a reduction over axis 0, the "
                              "batch, mixes samples; reduce over the other axes, e.g. axis=-1)")
-        self.output_shape = _declared_shape(self, out)
+        self.output_shape = keras_style.declared_shape(self, out)
 
     def _run(self, x, training: bool, **mask):
         """``call``, with ``training`` only when the layer's ``call`` takes it (and ``mask=`` when given); under a
@@ -434,26 +383,6 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
 
 
 _registry._LAYER.append(Layer)  # what register() accepts
-
-
-def _declared_shape(layer, out) -> tuple[int, ...]:
-    """A Keras-style layer's per-sample output shape from its batch-included ``out``: integers >= 0 (a None axis,
-    a float, or a missing batch axis named with the layer)."""
-    entries = list(out[1:])
-    bad = [s for s in entries if s is None or isinstance(s, (bool, np.bool_)) or not isinstance(s, numbers.Integral)
-           or s < 0]
-    if bad:
-        layer.built = False
-        raise ValueError(f"{type(layer).__name__} layer {layer.name!r}: compute_output_shape returned {tuple(out)}; "
-                         "after the batch axis (first) every size must be an integer >= 0, got "
-                         f"{', '.join(repr(s) for s in bad)}")
-    return tuple(int(s) for s in entries)
-
-
-def _normalise_shapes(shape):
-    if isinstance(shape, list):
-        return [_normalise_shapes(one) for one in shape]
-    return None if shape is None else tuple(None if s is None else int(s) for s in shape)
 
 
 @register
