@@ -15,6 +15,7 @@ import numpy as np
 from .. import backend as _backend
 from .. import initializers, mixed_precision
 from .._checks import shape_str
+from .._renamed import WeightList
 from ..autograd import Parameter, note_trainable_change
 from .mixed import _compute_of
 from .registry import derive_seed
@@ -258,7 +259,7 @@ class WeightsMixin:
     def weights(self) -> list:
         """Every weight, Keras' ``layer.weights``: Parameters, then the state arrays as :class:`StateWeight`
         views (each has ``name``, ``shape``, ``trainable``, ``numpy()``, ``assign()``)."""
-        return [w for _, w in self.named_weights()]
+        return WeightList(w for _, w in self.named_weights())
 
     @property
     def trainable_weights(self) -> list:

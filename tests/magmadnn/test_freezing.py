@@ -420,3 +420,53 @@ def test_a_model_with_nothing_to_train_warns_as_keras(layers):
 def test_trainable_must_be_a_bool(value):
     with pytest.raises(TypeError, match="trainable must be True or False"):
         _mlp().trainable = value
+
+
+# ------------------------------------------------------------- the last round's API changes keep a path
+def _compiled(metrics=()):
+    model = _mlp()
+    model.compile(O.SGD(0.1), "mse", metrics=list(metrics))
+    return model
+
+
+def test_old_spellings_fail_naming_the_new_ones():
+    """Fault list, API changes of the last round (code written against the earlier magmadnn):
+      layer.weights["kernel"]                 TypeError naming layer.params['kernel'] (was: "list indices must be
+                                              integers or slices, not str")
+      model.evaluate(x, y)["loss"], metrics   TypeError naming return_dict=True
+      model.evaluate(x, y)["loss"], no metric TypeError naming return_dict=True (was: float not subscriptable)
+      model.train_on_batch(x, y)["loss"]      TypeError naming return_dict=True
+      Sequential.layers[1] meant for the old list with the Input first   documented in Sequential.layers and in
+                                              docs/coming-from-keras-pytorch.md (an index cannot tell)
+      the list / float returned otherwise     a list / float: equal, unpackable, indexable by int, JSON-able
+    """
+    model = _compiled(["mae"])
+    with pytest.raises(TypeError, match=r"layer\.params\['kernel'\]"):
+        model.layers[0].weights["kernel"]
+    with pytest.raises(TypeError, match="return_dict=True"):
+        model.evaluate(X, Y)["loss"]
+    with pytest.raises(TypeError, match="return_dict=True"):
+        _compiled().evaluate(X, Y)["loss"]
+    with pytest.raises(TypeError, match="return_dict=True"):
+        model.train_on_batch(X, Y)["mae"]
+    assert "layers[i + 1]" in type(model).layers.__doc__
+
+
+def test_the_new_containers_are_plain_lists_and_floats():
+    import json
+
+    model = _compiled(["mae"])
+    weights = model.layers[0].weights
+    assert isinstance(weights, list) and weights == list(weights) and weights[0] is model.layers[0].kernel
+    assert weights[-1:] == [model.layers[0].bias] and len(weights) == 2
+    with pytest.raises(TypeError):
+        weights[1.5]
+    loss, mae = model.evaluate(X, Y)
+    assert [loss, mae] == model.evaluate(X, Y) and json.loads(json.dumps(model.evaluate(X, Y))) == [loss, mae]
+    alone = _compiled().evaluate(X, Y)
+    assert isinstance(alone, float) and alone == pytest.approx(float(alone)) and alone + 1.0 > alone
+    assert model.evaluate(X, Y, return_dict=True)["loss"] == loss
+    reference = keras.Sequential([keras.Input((4,)), KL.Dense(5, activation="tanh"), KL.Dense(2)])
+    reference.compile("sgd", "mse", metrics=["mae"])
+    assert len(reference.evaluate(X, Y, verbose=0)) == len(model.evaluate(X, Y))
+    assert [type(layer).__name__ for layer in model.layers] == [type(layer).__name__ for layer in reference.layers]
