@@ -42,6 +42,7 @@ from ..callbacks import callback_list
 from . import replay as _replay
 from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
+from .diagnosis import nonfinite_cause
 from .epoch import Epoch
 from .inference import keras_results
 from .step import Tally, TallyNames, setup_data_parallel, train_step
@@ -352,7 +353,7 @@ class Trainer:
             f"epoch {epoch + 1}, {where} (learning rate {self.optimizer.learning_rate:.6g}); lower the learning "
             "rate, check the data, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
 
-    def _non_finite(self, cbs, epoch: int, index: int, value: float) -> dict:
+    def _non_finite(self, cbs, epoch: int, index: int, value: float, batch=None) -> dict:
         """The batch ``index`` had loss ``value`` and was not applied: stop (TerminateOnNaN) or raise; when an
         earlier update left a parameter non-finite (the usual cause), that is reported instead."""
         found = self._nonfinite_parameter()
@@ -361,10 +362,11 @@ class Trainer:
         cbs.on_nonfinite_loss(epoch, index, value)
         if self.stop_training:
             return {"loss": value}
+        cause = None if batch is None else nonfinite_cause(self, *batch)
+        advice = cause if cause is not None else "lower the learning rate, check the data for NaN/inf"
         raise NonFiniteLossError(
             f"fit: the loss became {value} at epoch {epoch + 1}, batch {index + 1} (the update was not "
-            "applied); lower the learning rate, check the data for NaN/inf, or pass "
-            "callbacks=[TerminateOnNaN()] to stop training without an error")
+            f"applied); {advice}, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
 
     def _tally_names(self, validating: bool) -> TallyNames:
         names = ["loss", *(m.name for m in self.metrics)]
