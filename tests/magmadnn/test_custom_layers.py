@@ -437,3 +437,14 @@ def test_an_error_inside_a_custom_call_names_the_layer():
 def test_a_correct_custom_layer_predicts_as_numpy():
     got = _predict(_Good(name="ok"))
     np.testing.assert_allclose(got, X.reshape(24, 2, 2).sum(-1), rtol=1e-6)
+
+
+@pytest.mark.parametrize("kind", ["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def test_a_custom_layers_output_is_checked_on_the_device_too(kind):
+    for device in model_device(kind):
+        model = Sequential([L.Input((4,)), _Liar(name="c")]).compile("sgd", "mse", device=device)
+        with pytest.raises(ValueError, match="'c'.*declared \\(7,\\)"):
+            model.fit(X, np.zeros((24, 7), np.float32), verbose=0)
+        reducer = Sequential([L.Input((4,)), _DeclaredBatchMean(name="c")]).compile("sgd", "mse", device=device)
+        with pytest.raises(ValueError, match="'c'.*batch of 16"):
+            reducer.predict(X, batch_size=16)
