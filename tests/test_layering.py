@@ -236,7 +236,7 @@ OVERSIZE = {
     "pymagma/array.py": 746,
     "pymagma/blas.py": 677,
     "magmadnn/callbacks.py": 640,
-    "magmadnn/optimizers.py": 639,
+    "magmadnn/optimizers.py": 621,
     "magmadnn/losses.py": 631,
     "pymagma/_cudnn.py": 605,
     "pymagma/simulator/runtime.py": 604,
