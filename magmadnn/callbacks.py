@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from . import _checks
+from . import _checks, schedules
 from ._atomic import write_text
 
 __all__ = [
@@ -553,13 +553,7 @@ class LearningRateScheduler(Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         optimizer = self.model.optimizer
-        try:
-            lr = self.schedule(epoch, optimizer.learning_rate)
-        except TypeError:
-            lr = self.schedule(epoch)
-        lr = float(lr)
-        if not math.isfinite(lr) or lr < 0:
-            raise ValueError(f"LearningRateScheduler: schedule returned an invalid learning rate {lr!r}")
+        lr = schedules.epoch_rate(self.schedule, epoch, optimizer.learning_rate)
         optimizer.lr = lr
         if self.verbose:
             print(f"Epoch {epoch + 1}: LearningRateScheduler sets the learning rate to {lr:.6g}")

@@ -83,7 +83,8 @@ class Optimizer(Configurable):
     @property
     def learning_rate(self) -> float:
         """The learning rate the next step will use."""
-        return float(self._lr(self.iterations)) if callable(self._lr) else self._lr
+        return self._lr if not callable(self._lr) else schedules.checked_rate(  # a number >= 0, or a ValueError
+            self._lr(self.iterations), self._lr, f"at step {self.iterations}", type(self).__name__)
 
     @learning_rate.setter
     def learning_rate(self, value) -> None:
@@ -128,11 +129,8 @@ class Optimizer(Configurable):
     _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
 
     def _advance(self) -> float:
-        """Check the learning rate of the next step, count the step and return the rate."""
+        """The learning rate of the next step (checked by ``learning_rate``); count the step."""
         lr = self.learning_rate
-        if not (math.isfinite(lr) and lr >= 0):
-            raise ValueError(f"{type(self).__name__}.step: the learning rate at step {self.iterations} is {lr!r}; "
-                             "it must be a finite number >= 0 (check the schedule)")
         self.iterations += 1
         return lr
 

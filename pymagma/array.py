@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from . import _checks, _native, dtypes, memory, runtime
+from .errors import DeviceMemoryError
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -253,6 +254,8 @@ class DeviceArray:
         if self.size == 0:
             return out
         self._sync()
+        if "read_check" in UPPER:  # an out-of-range integer index found on the device rides on this read
+            UPPER["read_check"](self.device)
         if self.is_c_contiguous:
             return runtime.memcpy_dtoh(out, self.ptr)
         lo, hi = byte_extent(self.shape, self.strides, self.itemsize)
@@ -518,7 +521,15 @@ def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
     dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
     device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
-    return _empty(shape, dtype, device)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes >= 2**63:  # NumPy's ValueError for an array no address space holds (was ctypes' OverflowError)
+        raise ValueError(f"array is too big: shape {shape} of {dtype} needs {nbytes} bytes, more than any device "
+                         "can address (2**63 - 1)")
+    try:
+        return _empty(shape, dtype, device)
+    except MemoryError as exc:  # NumPy's words, with the device and what the allocator said
+        raise DeviceMemoryError(f"Unable to allocate {nbytes / 2**30:.3g} GiB for an array with shape {shape} and "
+                                f"data type {dtype} on device {device} ({str(exc) or 'out of memory'})") from None
 
 
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:

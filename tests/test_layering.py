@@ -235,12 +235,12 @@ OVERSIZE = {
     "pymagma/simulator/magma.py": 800,
     "pymagma/array.py": 746,
     "pymagma/blas.py": 677,
-    "magmadnn/callbacks.py": 646,
-    "magmadnn/optimizers.py": 623,
-    "magmadnn/losses.py": 635,
+    "magmadnn/callbacks.py": 640,
+    "magmadnn/optimizers.py": 621,
+    "magmadnn/losses.py": 631,
     "pymagma/_cudnn.py": 605,
     "pymagma/simulator/runtime.py": 604,
-    "magmadnn/metrics.py": 565,
+    "magmadnn/metrics.py": 541,
 }
 
 

@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import numpy as np
 
+from .. import autograd
 from .. import backend as _backend
 from .. import callbacks as _callbacks
 from .. import losses as _losses
@@ -41,6 +43,7 @@ from ..callbacks import callback_list
 from . import replay as _replay
 from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
+from .diagnosis import nonfinite_cause
 from .epoch import Epoch
 from .inference import keras_results
 from .step import Tally, TallyNames, setup_data_parallel, train_step
@@ -137,6 +140,7 @@ class Trainer:
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
         self._touched = True
         y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
+        self._warn_if_nothing_trains("train_on_batch")
         tally = Tally(self.xp, self._tally_names(False), self.dtype) if self.metrics else None
         value = self._checked_replay(self._cast_inputs(xs), y, tally)
         if value is None:
@@ -281,6 +285,7 @@ class Trainer:
                 y_val = _weighting.attach(self, y_val, validation_data[2], None, "fit (validation_data)")
             validation_data = (x_val, y_val)
 
+        self._warn_if_nothing_trains("fit")
         if distributed:
             options = None if isinstance(distributed, (bool, np.bool_)) else distributed
             batches, validation_data, callbacks, verbose, self._parallel = setup_data_parallel(
@@ -321,6 +326,20 @@ class Trainer:
                 self._parallel = None
             cbs.on_train_end(dict(logs))
         return history
+
+    def _warn_if_nothing_trains(self, who: str) -> None:
+        """Keras' warning when a training step has no trainable weight (``model.trainable = False``, every layer
+        frozen, or no weights at all): the step computes the loss and changes nothing. Once per call, answered from
+        a cache until a ``trainable`` flag changes."""
+        key = autograd._trainable_changes
+        if getattr(self, "_nothing_trains", (None,))[0] != key:
+            self._nothing_trains = (key, not any(p.trainable for p in self.trainable_weights))
+        if self._nothing_trains[1]:
+            why = "model.trainable is False" if not self._trainable else \
+                "every layer is frozen (trainable=False) or has no weights"
+            warnings.warn(f"The model does not have any trainable weights. (model {self.name!r}: {why}, so {who} "
+                          "computes the loss and metrics but changes no weight; set trainable = True on the model "
+                          "or the layers to train)", UserWarning, stacklevel=3)
 
     def _fixed_batch_size(self, batch_size, who: str):
         """The batch size of a model whose inputs fix it (``Input(batch_size=B)``, an ONNX graph exported with a
@@ -366,7 +385,7 @@ class Trainer:
             f"epoch {epoch + 1}, {where} (learning rate {self.optimizer.learning_rate:.6g}); lower the learning "
             "rate, check the data, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
 
-    def _non_finite(self, cbs, epoch: int, index: int, value: float) -> dict:
+    def _non_finite(self, cbs, epoch: int, index: int, value: float, batch=None) -> dict:
         """The batch ``index`` had loss ``value`` and was not applied: stop (TerminateOnNaN) or raise; when an
         earlier update left a parameter non-finite (the usual cause), that is reported instead."""
         found = self._nonfinite_parameter()
@@ -375,10 +394,11 @@ class Trainer:
         cbs.on_nonfinite_loss(epoch, index, value)
         if self.stop_training:
             return {"loss": value}
+        cause = None if batch is None else nonfinite_cause(self, *batch)
+        advice = cause if cause is not None else "lower the learning rate, check the data for NaN/inf"
         raise NonFiniteLossError(
             f"fit: the loss became {value} at epoch {epoch + 1}, batch {index + 1} (the update was not "
-            "applied); lower the learning rate, check the data for NaN/inf, or pass "
-            "callbacks=[TerminateOnNaN()] to stop training without an error")
+            f"applied); {advice}, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
 
     def _tally_names(self, validating: bool) -> TallyNames:
         names = ["loss", *(m.name for m in self.metrics)]

@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 
 from .._checks import batch_size_or_default, integer, verbosity
+from .._renamed import ResultList, ResultScalar
 from ..autograd import no_grad
 from ..backend import faults as _faults
 from ..callbacks import CallbackList, callback_list
@@ -27,8 +28,10 @@ def keras_results(results: dict, return_dict: bool):
         raise TypeError(f"return_dict must be True or False, got {return_dict!r}")
     if return_dict:
         return dict(sorted(results.items()))  # Keras' order: by name
-    values = list(results.values())
-    return values[0] if len(values) == 1 else values
+    values = ResultList(results.values())  # a string index names return_dict=True (evaluate gave a dict once)
+    if len(values) == 1:
+        return ResultScalar(values[0]) if isinstance(values[0], float) else values[0]
+    return values
 
 
 class Inference:

@@ -397,7 +397,8 @@ class Sequential(Model):
 
     @property
     def layers(self) -> list[Layer]:
-        """The layers without the Input (as Keras' ``Sequential.layers``)."""
+        """The layers without the Input (as Keras' ``Sequential.layers``; before magmadnn listed it first, so an old
+        ``layers[i + 1]`` is now ``layers[i]``: ``get_layer(name)`` finds a layer by name)."""
         layers = self._all_layers if self.built else self._stack
         return list(layers[1:] if layers and isinstance(layers[0], Input) else layers)
 

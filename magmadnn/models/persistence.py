@@ -59,10 +59,16 @@ def save_model(model, path, extra: dict | None = None) -> str:
 def read(path) -> tuple[dict, dict]:
     """The arrays and metadata of a model file or checkpoint (ModelFileError for any other magmadnn file)."""
     tensors, meta = read_file(path)
-    if meta.get("kind") not in ("model", "checkpoint") or not isinstance(meta.get("model"), dict) \
-            or not isinstance(meta.get("architecture"), list):
+    if meta.get("kind") not in ("model", "checkpoint"):
         raise ModelFileError(f"{str(path)!r} is a magmadnn file but not a model or checkpoint "
                              f"(kind {meta.get('kind')!r})")
+    for key, what in (("model", "model configuration (an object)"), ("architecture", "architecture (a list)")):
+        wanted = dict if key == "model" else list
+        if not isinstance(meta.get(key), wanted):
+            found = "missing" if key not in meta else ("null" if meta[key] is None else
+                                                       f"a {type(meta[key]).__name__}")
+            raise ModelFileError(f"{str(path)!r} is a damaged {meta['kind']} file: its {what} is {found}; the "
+                                 "file cannot be rebuilt (save the model again)")
     return tensors, meta
 
 
@@ -258,9 +264,11 @@ def _plan_optimizer(model, meta, tensors, path):
 def load_checkpoint(model, path) -> int:
     """All or nothing: weights, optimizer state, RNG states and the epoch are checked before anything changes."""
     tensors, meta = read(path)
-    if "optimizer" not in meta:
-        raise ModelFileError(f"{str(path)!r} is a model file without training state; use load_weights() or "
-                             "models.load() for it")
+    if meta["kind"] != "checkpoint":
+        state = "with its training state" if "optimizer" in meta else "without training state"
+        raise ModelFileError(f"{str(path)!r} is a model file (Model.save, {state}), not a checkpoint "
+                             "(Model.save_checkpoint / ModelCheckpoint); load it with models.load_model(path), which "
+                             "restores a compiled model's training state too, or model.load_weights(path)")
     return restore_training(model, tensors, meta, path)
 
 

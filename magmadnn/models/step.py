@@ -113,7 +113,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
                 _restore(stateful, saved)
                 return value
         on_leaf_ready = None if hook is None else hook.backward_hook(loss)
-        if loss is not None:  # scaled by a LossScaleOptimizer; the tally below adds the loss itself
+        if loss is not None and loss.requires_grad:  # scaled by a LossScaleOptimizer; the tally below adds the
+            # loss itself (a model with no trainable weight computes the loss only: fit warned, as Keras)
             model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
     params = model.parameters()
     if hook is not None:

@@ -143,10 +143,11 @@ def namespace(api_version=None):
 def _fill_the_operators_of_device_arrays() -> None:
     """DeviceArray's operators, astype, indexing with arrays and ``__array_namespace__`` run these (``array.UPPER``)."""
     from .. import array
+    from ._index_faults import raise_recorded
     from ._indexing import getitem, setitem
 
     array.UPPER.update(_elementwise.FUNCTIONS, getitem=getitem, setitem=setitem, astype=astype, matmul=matmul,
-                       namespace=namespace, array_api_dtypes=_dtypes.SUPPORTED)
+                       namespace=namespace, array_api_dtypes=_dtypes.SUPPORTED, read_check=raise_recorded)
 
 
 _fill_the_operators_of_device_arrays()

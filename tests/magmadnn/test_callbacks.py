@@ -124,7 +124,7 @@ def test_learning_rate_scheduler_sets_and_logs_the_rate():
     assert history.history["learning_rate"] == pytest.approx([0.2, 0.2, 0.02, 0.02])
     model.fit(x, y, epochs=2, verbose=0, callbacks=[LearningRateScheduler(lambda epoch, lr: lr * 0.5)])
     assert model.optimizer.learning_rate == pytest.approx(0.02 * 0.25)
-    with pytest.raises(ValueError, match="invalid learning rate"):
+    with pytest.raises(ValueError, match="learning rate at epoch 0 .* is -1.0"):
         model.fit(x, y, epochs=1, verbose=0, callbacks=[LearningRateScheduler(lambda epoch: -1.0)])
 
 

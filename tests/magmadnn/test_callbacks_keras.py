@@ -441,3 +441,86 @@ def test_stop_evaluating_and_stop_predicting_end_early_as_in_keras():
     np.testing.assert_allclose(results["ours"][1], results["keras"][1], rtol=1e-5, atol=1e-6)
     assert results["ours"][1].shape == (4, 3)
     assert results["ours"][0] == pytest.approx(magmadnn_model().evaluate(x[:8], y[:8]), rel=1e-6)
+
+
+# ------------------------------------------------------------- schedules' values (round three)
+def _fit_with_scheduler(schedule):
+    import magmadnn as mdnn
+    from magmadnn import layers as L
+    from magmadnn.callbacks import LearningRateScheduler
+
+    model = mdnn.Sequential([L.Input((3,)), L.Dense(2)], seed=0).compile("sgd", "mse")
+    x = np.ones((4, 3), np.float32)
+    return model.fit(x, np.zeros((4, 2), np.float32), epochs=2, verbose=0,
+                     callbacks=[LearningRateScheduler(schedule)]).history
+
+
+def _step_schedule(schedule):
+    import magmadnn as mdnn
+    from magmadnn import layers as L
+
+    model = mdnn.Sequential([L.Input((3,)), L.Dense(2)], seed=0).compile(mdnn.optimizers.SGD(schedule), "mse")
+    return model.train_on_batch(np.ones((4, 3), np.float32), np.zeros((4, 2), np.float32))
+
+
+def _second_epoch_none(epoch, lr):
+    return lr if epoch == 0 else None
+
+
+def _raises_type_error_inside(epoch, lr):
+    return lr * "half"
+
+
+SCHEDULE_ROWS = [
+    ("epoch-none", lambda: _fit_with_scheduler(lambda epoch: None), ValueError,
+     ["LearningRateScheduler", "<lambda> (line", "returned None", "at epoch 0", "float"]),
+    ("epoch-str", lambda: _fit_with_scheduler(lambda epoch, lr: "0.1"), ValueError, ["returned '0.1'", "at epoch 0"]),
+    ("epoch-list", lambda: _fit_with_scheduler(lambda epoch: [0.1]), ValueError, ["returned [0.1]", "list"]),
+    ("epoch-bool", lambda: _fit_with_scheduler(lambda epoch: True), ValueError, ["returned True", "bool"]),
+    ("epoch-second-none", lambda: _fit_with_scheduler(_second_epoch_none), ValueError,
+     ["'_second_epoch_none'", "at epoch 1"]),
+    ("epoch-nan", lambda: _fit_with_scheduler(lambda epoch: float("nan")), ValueError,
+     ["learning rate at epoch 0 (0-based) is nan", "finite"]),
+    ("epoch-negative", lambda: _fit_with_scheduler(lambda epoch: -0.1), ValueError, ["is -0.1", ">= 0"]),
+    ("epoch-type-error-inside", lambda: _fit_with_scheduler(_raises_type_error_inside), TypeError,
+     ["can't multiply sequence"]),
+    ("step-none", lambda: _step_schedule(lambda step: None), ValueError,
+     ["SGD", "returned None", "at step 0"]),
+    ("step-str", lambda: _step_schedule(lambda step: "0.01"), ValueError, ["SGD", "returned '0.01'", "at step 0"]),
+    ("step-inf", lambda: _step_schedule(lambda step: float("inf")), ValueError,
+     ["learning rate at step 0 is inf"]),
+    ("step-2d-array", lambda: _step_schedule(lambda step: np.array([[0.1]])), ValueError, ["ndarray", "at step 0"]),
+]
+
+
+@pytest.mark.parametrize("call, error, words", [pytest.param(*r[1:], id=r[0]) for r in SCHEDULE_ROWS])
+def test_a_schedule_returning_no_learning_rate_is_named_with_its_epoch_or_step(call, error, words):
+    """Fault list, callbacks' schedules and callable learning rates (Keras 3's LearningRateScheduler raises a
+    ValueError when the schedule does not return a float):
+      LearningRateScheduler(lambda epoch: None)          ValueError naming the lambda's line, None, epoch 0 (was:
+                                                         float() TypeError)
+      returning "0.1" / [0.1] / True                     ValueError naming the value and its type
+      None only at the second epoch                      ValueError naming the function and epoch 1
+      NaN / -0.1                                         ValueError: a finite number >= 0, naming the epoch
+      a TypeError raised inside an (epoch, lr) schedule  that TypeError itself (was: retried as schedule(epoch))
+      SGD(lambda step: None / "0.01" / inf / [[0.1]])    ValueError naming SGD, the value and the step
+      an int, a NumPy float or a 0-d array               the number (test below; Keras wants a float type)
+    """
+    with pytest.raises(error) as caught:
+        call()
+    missing = [w for w in words if w not in str(caught.value)]
+    assert not missing, f"{caught.value!r} lacks {missing}"
+
+
+def test_schedules_may_return_any_real_number():
+    history = _fit_with_scheduler(lambda epoch: [1, np.float32(0.5)][epoch])
+    assert history["learning_rate"] == [1.0, 0.5]
+    assert np.isfinite(_step_schedule(lambda step: np.array(0.01)))
+
+
+def test_keras_refuses_a_schedule_returning_none():
+    model = keras.Sequential([keras.Input((3,)), keras.layers.Dense(2)])
+    model.compile("sgd", "mse")
+    with pytest.raises(ValueError, match="should be a float"):
+        model.fit(np.ones((4, 3)), np.zeros((4, 2)), epochs=1, verbose=0,
+                  callbacks=[keras.callbacks.LearningRateScheduler(lambda epoch: None)])

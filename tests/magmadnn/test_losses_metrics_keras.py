@@ -188,9 +188,9 @@ def test_sample_weight_errors_are_clear():
     with pytest.raises(ValueError, match="not both"):
         model.fit(X, Y, sample_weight=np.ones(48), class_weight={0: 1.0}, verbose=0)
     torch_style = mdnn.Sequential([L.Input((5,)), L.Dense(3)], seed=0)
-    torch_style.compile("sgd", loss="cross_entropy")
-    with pytest.raises(ValueError, match="SparseCategoricalCrossentropy"):
-        torch_style.fit(X, Y, sample_weight=np.ones(48), verbose=0)
+    torch_style.compile("sgd", loss=losses.BinaryCrossEntropy())
+    with pytest.raises(ValueError, match="BinaryCrossentropy"):
+        torch_style.fit(X, np.eye(3)[Y], sample_weight=np.ones(48), verbose=0)
 
 
 # ------------------------------------------------------------------------------------------- callables
@@ -275,3 +275,214 @@ def test_losses_and_metrics_round_trip_through_their_configs():
         assert type(again) is type(metric) and again.name == metric.name and again.to_config() == metric.to_config()
     with pytest.raises(ValueError, match="compile the loaded model"):
         losses.get(losses.get(lambda t, p: p).to_config())
+
+
+# ------------------------------------------------------------------- metric arguments and target values
+_P = np.random.default_rng(7).uniform(size=(12, 1)).astype(np.float32)
+_TARGETS = {
+    "0-1-2": np.array([0, 1, 2] * 4).reshape(12, 1),
+    "minus-plus-one": np.array([-1, 1] * 6).reshape(12, 1),
+    "bool": (np.arange(12) % 3 == 0).reshape(12, 1),
+    "halves": np.array([0.0, 0.5] * 6, np.float32).reshape(12, 1),
+    "nan": np.array([0.0, np.nan, 1.0] * 4, np.float32).reshape(12, 1),
+}
+_METRIC_KW = {"Precision": {}, "Recall": {}, "AUC": {}, "Precision-0.3": {"thresholds": [0.3]},
+              "Recall-0.7": {"thresholds": 0.7}}
+
+
+@pytest.mark.parametrize("targets", list(_TARGETS))
+@pytest.mark.parametrize("metric", list(_METRIC_KW))
+def test_confusion_metrics_cast_targets_to_bool_as_keras(metric, targets):
+    """Fault list, metric target values (each against Keras 3 on the same input; was: precision above 1):
+      Precision / Recall / AUC, targets {0, 1, 2}           Keras: any non-zero target is a positive
+      Precision / Recall / AUC, targets {-1, +1}            Keras: -1 is a positive too
+      Precision / Recall / AUC, bool targets                Keras
+      Precision / Recall / AUC, targets {0, 0.5}            Keras: 0.5 is a positive
+      Precision / Recall / AUC, NaN targets                 Keras: NaN is a positive
+      Precision(thresholds=[0.3]), Recall(thresholds=0.7)   Keras (a one-element list is one threshold)
+    """
+    from magmadnn import metrics
+    from magmadnn.backend import get
+
+    cls = metric.split("-")[0]
+    ours = getattr(metrics, cls)(**_METRIC_KW[metric])
+    ours.update(_P, _TARGETS[targets], get("host"))
+    theirs = getattr(keras.metrics, cls)(**_METRIC_KW[metric])
+    theirs.update_state(_TARGETS[targets], _P)
+    assert 0.0 <= ours.result() <= 1.0
+    assert ours.result() == pytest.approx(float(theirs.result()), abs=1e-6)
+
+
+def test_confusion_metric_targets_in_fit_are_cast_as_keras():
+    """[-1, +1] targets through evaluate: the figure equals Keras' Precision on the model's own outputs."""
+    from magmadnn import metrics
+
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(1, activation="sigmoid")], seed=0)
+    model.compile("sgd", "mse", metrics=[metrics.Precision(), metrics.Recall()])
+    y = np.where(np.arange(48) % 3 == 0, -1.0, 1.0).reshape(48, 1).astype(np.float32)
+    figures = model.evaluate(X, y, return_dict=True)
+    outputs = model.predict(X)
+    for name, cls in (("precision", keras.metrics.Precision), ("recall", keras.metrics.Recall)):
+        reference = cls()
+        reference.update_state(y, outputs)
+        assert figures[name] == pytest.approx(float(reference.result()), abs=1e-6)
+
+
+_BAD_METRIC_ARGUMENTS = [
+    ("precision-threshold-above-1", lambda m: m.Precision(thresholds=1.5), ValueError, ["[0, 1]", "1.5"]),
+    ("recall-threshold-negative", lambda m: m.Recall(thresholds=-0.1), ValueError, ["[0, 1]", "-0.1"]),
+    ("precision-threshold-nan", lambda m: m.Precision(thresholds=float("nan")), ValueError, ["thresholds", "nan"]),
+    ("precision-threshold-str", lambda m: m.Precision(thresholds="0.5"), TypeError, ["thresholds", "'0.5'"]),
+    ("recall-threshold-bool", lambda m: m.Recall(thresholds=True), TypeError, ["thresholds", "True"]),
+    ("precision-several-thresholds", lambda m: m.Precision(thresholds=[0.3, 0.7]), ValueError,
+     ["one number", "[0.3, 0.7]"]),
+    ("precision-threshold-list-above-1", lambda m: m.Precision(thresholds=[2.0]), ValueError, ["[0, 1]"]),
+    ("auc-thresholds-str", lambda m: m.AUC(thresholds="0.5"), TypeError, ["AUC", "thresholds", "list"]),
+    ("auc-thresholds-entry", lambda m: m.AUC(thresholds=[0.2, "x"]), TypeError, ["AUC", "thresholds", "'x'"]),
+    ("auc-num-thresholds-1", lambda m: m.AUC(num_thresholds=1), ValueError, ["num_thresholds", ">= 2"]),
+    ("auc-from-logits-str", lambda m: m.AUC(from_logits="yes"), TypeError, ["from_logits", "True or False"]),
+    ("auc-curve", lambda m: m.AUC(curve="DET"), ValueError, ["curve", "'DET'"]),
+    ("precision-top-k", lambda m: m.Precision(top_k=2), ValueError, ["top_k", "not supported"]),
+    ("precision-str-targets", lambda m: m.Precision().update(_P, np.array(["a"] * 12).reshape(12, 1), _host()),
+     TypeError, ["precision", "targets", "numbers"]),
+    ("recall-targets-shape", lambda m: m.Recall().update(_P, np.zeros((12, 2)), _host()), ValueError,
+     ["recall", "(12, 2)", "(12, 1)"]),
+]
+
+
+def _host():
+    from magmadnn.backend import get
+
+    return get("host")
+
+
+@pytest.mark.parametrize("call, error, words", [pytest.param(*row[1:], id=row[0]) for row in _BAD_METRIC_ARGUMENTS])
+def test_bad_metric_arguments_are_refused_as_keras(call, error, words):
+    """Fault list, metric arguments (Keras 3 raises ValueError for thresholds outside [0, 1] and num_thresholds < 2):
+      Precision(thresholds=1.5), Recall(thresholds=-0.1)   ValueError "[0, 1]" (was accepted: nothing predicted)
+      Precision(thresholds=nan)                            ValueError naming thresholds
+      Precision(thresholds="0.5"), Recall(thresholds=True) TypeError naming thresholds
+      Precision(thresholds=[0.3, 0.7])                     ValueError: one number (Keras' list of results unsupported)
+      Precision(thresholds=[2.0])                          ValueError "[0, 1]"
+      AUC(thresholds="0.5"), AUC(thresholds=[0.2, "x"])    TypeError naming thresholds (was a float() ValueError)
+      AUC(num_thresholds=1)                                ValueError
+      AUC(from_logits="yes")                               TypeError (was taken as True)
+      AUC(curve="DET"), Precision(top_k=2)                 ValueError naming the argument
+      Precision().update with string targets               TypeError naming the targets
+      Recall().update with targets (12, 2) for outputs (12, 1)  ValueError naming both shapes
+    """
+    from magmadnn import metrics
+
+    with pytest.raises(error) as caught:
+        call(metrics)
+    missing = [w for w in words if w not in str(caught.value)]
+    assert not missing, f"{caught.value!r} lacks {missing}"
+
+
+def test_keras_refuses_the_same_thresholds():
+    for bad in (1.5, -0.1, [2.0]):
+        with pytest.raises(ValueError, match=r"\[0, 1\]"):
+            keras.metrics.Precision(thresholds=bad)
+    with pytest.raises(ValueError, match="num_thresholds"):
+        keras.metrics.AUC(num_thresholds=1)
+
+
+# ------------------------------------------------------------------- sample and class weights
+def _xent_pair(targets, smoothing):
+    """magmadnn's own "cross_entropy" on logits, and the same model in Keras under its from_logits loss."""
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(3)], seed=0)
+    model.compile(mdnn.optimizers.SGD(0.1), loss=losses.SoftmaxCrossEntropy(label_smoothing=smoothing))
+    reference = keras.Sequential([keras.Input((5,)), keras.layers.Dense(3)])
+    reference.set_weights(model.get_weights())
+    loss = keras.losses.SparseCategoricalCrossentropy(from_logits=True) if targets == "labels" and not smoothing \
+        else keras.losses.CategoricalCrossentropy(from_logits=True, label_smoothing=smoothing)
+    reference.compile(keras.optimizers.SGD(0.1), loss=loss)
+    return model, reference
+
+
+@pytest.mark.parametrize("how", ["sample_weight", "class_weight"])
+@pytest.mark.parametrize("targets, smoothing", [("labels", 0.0), ("one-hot", 0.0), ("labels", 0.1)])
+def test_cross_entropy_takes_sample_and_class_weights_as_keras(how, targets, smoothing):
+    """The README's loss "cross_entropy" with fit's Keras weights (was: "need a loss under a Keras name"): the same
+    history and weights as Keras' from_logits cross entropy given the same weights."""
+    model, reference = _xent_pair(targets, smoothing)
+    y = Y if targets == "labels" else np.eye(3, dtype=np.float32)[Y]
+    y_keras = np.eye(3, dtype=np.float32)[Y] if smoothing else y
+    weights = {"sample_weight": RNG.random(48).astype(np.float32), "class_weight": {0: 1.0, 1: 3.0, 2: 0.25}}[how]
+    kw = dict(batch_size=16, epochs=2, shuffle=False, verbose=0, **{how: weights})
+    _assert_history(model.fit(X, y, **kw).history, reference.fit(X, y_keras, **kw).history)
+    for a, b in zip(model.get_weights(), reference.get_weights()):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    w = RNG.random(48).astype(np.float32)
+    assert model.evaluate(X, y, sample_weight=w) == pytest.approx(
+        reference.evaluate(X, y_keras, sample_weight=w, verbose=0), rel=1e-5)
+
+
+def test_cross_entropy_weights_on_token_logits_and_sum_reduction_against_numpy():
+    x = L.Input((4,), dtype="int64")
+    model = mdnn.models.Model(x, L.Embedding(6, 3)(x), seed=0)  # token logits (N, 4, 3)
+    ids = np.random.default_rng(1).integers(0, 6, (8, 4))
+    labels = np.random.default_rng(2).integers(0, 3, (8, 4))
+    w = np.random.default_rng(3).random(8)
+    for reduction in ("mean", "sum"):
+        model.compile("sgd", losses.SoftmaxCrossEntropy(reduction=reduction))
+        logits = model.predict(ids).astype(np.float64)
+        log_p = logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+        per_token = -np.take_along_axis(log_p, labels[..., None], -1)[..., 0] * w[:, None]
+        expected = per_token.mean() if reduction == "mean" else per_token.sum()
+        got = model.evaluate(ids, labels, sample_weight=w, batch_size=8)
+        assert got == pytest.approx(expected, rel=1e-5)
+
+
+_BAD_WEIGHTS = [
+    ("sample-weight-overflows-float32", dict(sample_weight=np.full(48, 1e39)), ValueError,
+     ["sample_weight of sample 0", "1e+39", "overflows", "float32"]),
+    ("sample-weight-one-overflows", dict(sample_weight=np.r_[np.ones(47), -4e38]), ValueError,
+     ["sample 47", "overflows"]),
+    ("class-weight-overflows", dict(class_weight={0: 1.0, 1: 5e38}), ValueError, ["class_weight", "overflows"]),
+    ("sample-weight-nan", dict(sample_weight=np.r_[np.ones(47), np.nan]), ValueError, ["NaN", "sample 47"]),
+    ("sample-weight-inf", dict(sample_weight=np.r_[np.inf, np.ones(47)]), ValueError, ["infinite", "sample 0"]),
+    ("class-weight-nan", dict(class_weight={0: float("nan")}), ValueError, ["class_weight[0]", "finite"]),
+    ("class-weight-str", dict(class_weight={0: "2"}), TypeError, ["class_weight[0]", "'2'"]),
+    ("class-weight-key-str", dict(class_weight={"0": 2.0}), TypeError, ["class_weight keys", "'0'"]),
+    ("class-weight-list", dict(class_weight=[1.0, 2.0, 3.0]), TypeError, ["class_weight", "dict"]),
+    ("sample-weight-count", dict(sample_weight=np.ones(47)), ValueError, ["one weight per sample", "(47,)"]),
+    ("sample-weight-str", dict(sample_weight=np.array(["1"] * 48)), TypeError, ["sample_weight", "numbers"]),
+    ("sample-weight-2d", dict(sample_weight=np.ones((48, 2))), ValueError, ["one weight per sample", "(48, 2)"]),
+    ("both-weights", dict(sample_weight=np.ones(48), class_weight={0: 1.0}), ValueError, ["not both"]),
+    ("weights-with-ignore-index", dict(sample_weight=np.ones(48), loss=losses.SoftmaxCrossEntropy(ignore_index=0)),
+     ValueError, ["ignore_index=0", "weight of 0"]),
+    ("weights-with-torch-bce", dict(sample_weight=np.ones(48), loss=losses.BinaryCrossEntropy()), ValueError,
+     ["Keras name or 'cross_entropy'", "BinaryCrossEntropy"]),
+]
+
+
+@pytest.mark.parametrize("kwargs, error, words", [pytest.param(*row[1:], id=row[0]) for row in _BAD_WEIGHTS])
+def test_bad_sample_and_class_weights_are_named(kwargs, error, words):
+    """Fault list, sample and class weights (each refused before the first batch, the model untouched):
+      sample_weight 1e39 (float64) for a float32 model   ValueError naming the sample and the overflow (was: a
+                                                         non-finite loss, "lower the learning rate")
+      one weight of -4e38 among ones                      ValueError naming sample 47
+      class_weight {1: 5e38}                              ValueError naming class_weight and the overflow
+      a NaN / an inf sample weight                        ValueError naming the sample
+      class_weight {0: nan}                               ValueError (was TypeError) naming class_weight[0]
+      class_weight {0: "2"}, {"0": 2.0}, a list           TypeError naming the key / value / the dict expected
+      47 weights for 48 samples, (48, 2) weights          ValueError naming one weight per sample and the shape
+      string weights                                      TypeError naming sample_weight
+      sample_weight and class_weight together             ValueError "not both" (Keras)
+      weights with SoftmaxCrossEntropy(ignore_index=0)    ValueError: weight the ignored samples 0 instead
+      weights with the PyTorch-style BinaryCrossEntropy   ValueError naming the losses that take weights
+      sample_weight / class_weight with "cross_entropy"   Keras' from_logits cross entropy (test above; was refused)
+    """
+    kwargs = dict(kwargs)
+    model = mdnn.Sequential([L.Input((5,)), L.Dense(3 if "loss" not in kwargs else 3)], seed=0)
+    loss = kwargs.pop("loss", "cross_entropy")
+    model.compile("sgd", loss)
+    before = model.get_weights()
+    y = Y if not isinstance(loss, losses.BinaryCrossEntropy) else np.eye(3, dtype=np.float32)[Y]
+    with pytest.raises(error) as caught:
+        model.fit(X, y, verbose=0, **kwargs)
+    missing = [w for w in words if w not in str(caught.value)]
+    assert not missing, f"{caught.value!r} lacks {missing}"
+    for a, b in zip(before, model.get_weights()):
+        np.testing.assert_array_equal(a, b)

@@ -389,3 +389,94 @@ def test_setitem_drops_a_values_leading_size_1_axes_as_numpy():
         np.testing.assert_array_equal(host(d), expected)
     with pytest.raises(ValueError):
         xp().asarray(a, copy=True)[0] = xp().asarray(np.ones((2, 4)))
+
+
+# ------------------------------------------------------------- integer indices out of range, allocation sizes
+def _index_cases():
+    a = np.arange(20.0).reshape(4, 5)
+    return [  # (id, operation on (namespace, device array, NumPy array), the read after it)
+        ("getitem-past-end", lambda m, x, h: x[m.asarray(np.array([1, 7]))]),
+        ("getitem-below-start", lambda m, x, h: x[m.asarray(np.array([-5]))]),
+        ("getitem-second-axis", lambda m, x, h: x[:, m.asarray(np.array([0, 5], np.int32))]),
+        ("getitem-two-arrays", lambda m, x, h: x[m.asarray(np.array([0, 1])), m.asarray(np.array([2, 9]))]),
+        ("getitem-uint8", lambda m, x, h: x[m.asarray(np.array([4], np.uint8))]),
+        ("getitem-int8-negative", lambda m, x, h: x[m.asarray(np.array([-9], np.int8))]),
+        ("take", lambda m, x, h: m.take(x, m.asarray(np.array([0, 6])), axis=1)),
+        ("take-along-axis", lambda m, x, h: m.take_along_axis(x, m.asarray(np.array([[0], [1], [2], [5]])), axis=1)),
+        ("setitem", lambda m, x, h: x.__setitem__(m.asarray(np.array([4])), 1.0)),
+        ("setitem-second-axis", lambda m, x, h: x.__setitem__((slice(None), m.asarray(np.array([-6]))), 1.0)),
+    ], a
+
+
+def _numpy_error(case_id, h):
+    ops = {
+        "getitem-past-end": lambda: h[np.array([1, 7])],
+        "getitem-below-start": lambda: h[np.array([-5])],
+        "getitem-second-axis": lambda: h[:, np.array([0, 5])],
+        "getitem-two-arrays": lambda: h[np.array([0, 1]), np.array([2, 9])],
+        "getitem-uint8": lambda: h[np.array([4], np.uint8)],
+        "getitem-int8-negative": lambda: h[np.array([-9], np.int8)],
+        "take": lambda: np.take(h, [0, 6], axis=1),
+        "take-along-axis": lambda: np.take_along_axis(h, np.array([[0], [1], [2], [5]]), axis=1),
+        "setitem": lambda: h.__setitem__(np.array([4]), 1.0),
+        "setitem-second-axis": lambda: h.__setitem__((slice(None), np.array([-6])), 1.0),
+    }
+    with pytest.raises(IndexError) as caught:
+        ops[case_id]()
+    return str(caught.value)
+
+
+@pytest.mark.parametrize("case_id", [c[0] for c in _index_cases()[0]])
+def test_out_of_range_integer_indices_are_numpys_index_error_at_the_next_read(case_id):
+    """Fault list, the array API's integer-array indexing (NumPy raises IndexError at the call; pymagma checks on
+    the device and reports at the next host read of that device, with NumPy's message, no new synchronisation):
+      x[[1, 7]] / x[[-5]] on 4 rows                 IndexError "index 7 is out of bounds for axis 0 with size 4"
+                                                    (was: clamped to the last row without a word)
+      x[:, [0, 5]] (int32), x[[0, 1], [2, 9]]       IndexError naming axis 1 and its size
+      uint8 / int8 index arrays                      the same (checked as int64)
+      take(axis=1), take_along_axis                  IndexError naming the axis
+      x[[4]] = 1.0, x[:, [-6]] = 1.0                 IndexError (was: wrote into the clamped row)
+      the error reported once; later reads work      (test below)
+      in-range negative indices                      NumPy's wrap-around (test below)
+    """
+    cases, a = _index_cases()
+    operation = dict(cases)[case_id]
+    m, x = xp(), xp().asarray(a.copy())
+    result = operation(m, x, a)
+    with pytest.raises(IndexError) as caught:
+        (result if result is not None else x).get()
+    assert str(caught.value) == _numpy_error(case_id, a.copy())
+
+
+def test_the_index_fault_is_reported_once_and_in_range_indices_wrap_as_numpy():
+    m = xp()
+    x = m.asarray(np.arange(5.0))
+    bad = x[m.asarray(np.array([9]))]
+    with pytest.raises(IndexError, match="index 9 is out of bounds for axis 0 with size 5"):
+        m.asarray(np.ones(2)).get()  # the next read of the device, of another array
+    np.testing.assert_array_equal(bad.get(), [4.0])  # reported; the clamped gather touched nothing outside x
+    np.testing.assert_array_equal(x[m.asarray(np.array([-1, -5, 2]))].get(), np.arange(5.0)[[-1, -5, 2]])
+
+
+@pytest.mark.parametrize("shape, error, words", [
+    ((2**31, 2**31), ValueError, ["too big", "(2147483648, 2147483648)"]),
+    ((2**62, 4), ValueError, ["too big", "2**63"]),
+    ((2**63,), ValueError, ["too big"]),
+    ((2**40,), MemoryError, ["Unable to allocate", "(1099511627776,)", "float64", "device 0"]),
+    ((-1, 3), ValueError, ["negative dimension"]),
+    ((3.5,), TypeError, ["integer", "3.5"]),
+])
+def test_allocation_sizes_give_numpys_errors(shape, error, words):
+    """Fault list, allocation sizes (NumPy: ValueError "array is too big" past the address space, MemoryError
+    "Unable to allocate" when memory runs out):
+      empty((2**31, 2**31)), empty((2**62, 4)), empty((2**63,))   ValueError naming the shape (was ctypes'
+                                                                   OverflowError)
+      empty((2**40,)) float64 (8 TiB)                              MemoryError naming size, shape, dtype, device (was
+                                                                   a bare MemoryError from the simulator)
+      zeros of the same shapes                                     the same errors
+      empty((-1, 3)), empty((3.5,))                                ValueError / TypeError (unchanged)
+    """
+    for make in (xp().empty, xp().zeros):
+        with pytest.raises(error) as caught:
+            make(shape, dtype=xp().float64)
+        assert all(w in str(caught.value) for w in words), caught.value

@@ -9,8 +9,12 @@ import pytest
 import torch
 
 from magmadnn import Model, Sequential, Tensor
+from magmadnn import functional as F
 from magmadnn import layers as L
+from magmadnn.models import NonFiniteLossError
 from tests.keras_reference import keras
+
+from .backends import model_device
 
 RTOL, ATOL = 1e-5, 1e-6  # Keras computes some layers in float32 even with dtype="float64"
 
@@ -498,3 +502,107 @@ def test_encoder_decoder_with_initial_state_matches_keras(kind):
         expected = _keras_param_grads_as_ours(kind, [v.value.grad.numpy() for v in k_layer.weights])
         for p, g in zip(layer.parameters(), expected, strict=True):
             np.testing.assert_allclose(p.grad, g, rtol=RTOL, atol=ATOL)
+
+
+# ------------------------------------------------------------- masks: their shapes and 0/0 over padding (round three)
+
+
+@pytest.fixture(params=["host", "simulator"])
+def device(request):
+    yield from model_device(request.param)
+
+
+def _masked(mask_fn, after=None, name="lam"):
+    ids = L.Input((5,), dtype="int64")
+    e = L.Embedding(7, 4, mask_zero=True, name="tokens")(ids)
+    out = L.Lambda(lambda t: t, mask=mask_fn, name=name)(e)
+    return Model(ids, (after or L.GlobalAveragePooling1D(name="mean"))(out), seed=0)
+
+
+_IDS = np.array([[1, 2, 0, 0, 3], [4, 5, 6, 0, 0]])
+MASK_ROWS = [
+    ("short-time", lambda t, m: F.slice_axis(m, 1, 0, 3), ["'lam'", "(2, 3)", "(batch, time) = (2, 5)"]),
+    ("extra-axis", lambda t, m: F.reshape(m, (-1, 5, 1)), ["'lam'", "(2, 5, 1)", "(2, 5)"]),
+    ("one-row", lambda t, m: F.slice_axis(m, 0, 0, 1), ["'lam'", "(1, 5)", "(2, 5)"]),
+    ("flat", lambda t, m: F.reshape(m, (-1,)), ["'lam'", "(10,)", "(2, 5)"]),
+]
+
+
+@pytest.mark.parametrize("mask_fn, words", [pytest.param(*r[1:], id=r[0]) for r in MASK_ROWS])
+def test_a_wrong_mask_is_named_by_the_layer_that_computes_it(mask_fn, words):
+    """Fault list, masks (Keras: a mask rides on its tensor as (batch, time); a wrong one surfaces in the layer
+    reading it, or not at all):
+      Lambda(mask=...) giving (2, 3) for (2, 5, 4) outputs      ValueError naming the Lambda (was: blamed on the
+                                                                 next layer)
+      giving (2, 5, 1) / (1, 5) / (10,)                          ValueError naming the Lambda and (batch, time)
+      the input's mask kept on an output pooled over time       ValueError naming the layer (test below)
+      a correct Lambda mask                                     the masked mean, as NumPy (test below)
+      an all-padding sample in predict                          NaN, as Keras (test below)
+      an all-padding sample in fit (host, simulated device)     NonFiniteLossError naming the sample, the
+                                                                 GlobalAveragePooling1D layer and 0/0 (was: "lower
+                                                                 the learning rate / check the data for NaN")
+      a layer making NaN from finite inputs (log of negatives)  NonFiniteLossError naming that layer
+      finite outputs, sample weights overflowing the loss        NonFiniteLossError naming the weights
+      a masked input to a layer without masking                 ValueError naming the layer (earlier round)
+    """
+    with pytest.raises(ValueError) as caught:
+        _masked(mask_fn).predict(_IDS)
+    missing = [w for w in words if w not in str(caught.value)]
+    assert not missing, f"{caught.value!r} lacks {missing}"
+
+
+def test_a_mask_kept_on_an_output_without_time_is_named():
+    model = _masked(lambda t, m: m, after=lambda t: L.Lambda(lambda v: F.mean(v, 1), mask=lambda v, m: m,
+                                                               name="pooled")(t))
+    with pytest.raises(ValueError, match="'pooled'.*\\(2, 5\\) for an output of shape \\(2, 4\\)"):
+        model.predict(_IDS)
+
+
+def test_a_correct_lambda_mask_gives_the_masked_mean():
+    model = _masked(lambda t, m: m)
+    table = model.get_layer("tokens").get_weights()[0]
+    mask = (_IDS != 0).astype(np.float32)[..., None]
+    expected = (table[_IDS] * mask).sum(1) / mask.sum(1)
+    np.testing.assert_allclose(model.predict(_IDS), expected, rtol=1e-6)
+
+
+def test_an_all_padding_sample_predicts_nan_as_keras():
+    ids = _IDS.copy()
+    ids[1] = 0
+    ours = _masked(lambda t, m: m).predict(ids)
+    k_ids = keras.Input((5,), dtype="int64")
+    reference = keras.Model(k_ids, keras.layers.GlobalAveragePooling1D()(
+        keras.layers.Embedding(7, 4, mask_zero=True)(k_ids)))
+    theirs = reference.predict(ids, verbose=0)
+    assert np.isnan(ours[1]).all() and np.isnan(theirs[1]).all() and np.isfinite(ours[0]).all()
+
+
+def test_an_all_padding_sample_in_fit_is_named_as_0_over_0(device):
+    model = _masked(lambda t, m: m)
+    model.compile("sgd", "mse", device=device)
+    ids = np.tile(_IDS, (4, 1))
+    ids[5] = 0
+    with pytest.raises(NonFiniteLossError) as caught:
+        model.fit(ids, np.zeros((8, 4), np.float32), batch_size=8, shuffle=False, verbose=0)
+    text = str(caught.value)
+    assert all(w in text for w in ["sample(s) [5]", "all padding", "GlobalAveragePooling1D layer 'mean'", "0/0"]), text
+
+
+class _Log(L.Layer):
+    def call(self, x):
+        return F.log(x)
+
+
+def test_a_layer_making_nan_from_finite_inputs_is_named(device):
+    model = Sequential([L.Input((3,)), L.Dense(3, name="d"), _Log(name="logs")], seed=0)
+    model.compile("sgd", "mse", device=device)
+    with pytest.raises(NonFiniteLossError, match="_Log layer 'logs' is the first that is not finite"):
+        model.fit(-np.ones((4, 3), np.float32) * np.arange(1, 4), np.zeros((4, 3), np.float32), verbose=0)
+
+
+def test_weights_overflowing_the_loss_are_named():
+    model = Sequential([L.Input((3,)), L.Dense(3)], seed=0)
+    model.compile("sgd", "cross_entropy")
+    with pytest.raises(NonFiniteLossError, match="weighted loss overflowed float32.*3e\\+38"):
+        model.fit(np.ones((4, 3), np.float32) * 5, np.array([0, 1, 2, 0]), sample_weight=np.full(4, 3e38),
+                  verbose=0)

@@ -318,3 +318,154 @@ def test_both_batchnorm_names_run_in_inference_mode_when_frozen(cls):
         np.testing.assert_array_equal(a, b)
     layer.trainable = True
     assert not np.allclose(model(x, training=True).numpy(), model(x, training=False).numpy())
+
+
+# ------------------------------------------------------------- training a frozen model warns (round three)
+def _frozen_all(model):
+    model.trainable = False
+
+
+def _each_layer(model):
+    for layer in model.layers:
+        layer.trainable = False
+
+
+def _after_compile(model):
+    model.trainable = False  # compile happened before (the fixture compiles first)
+
+
+def _unfrozen_again(model):
+    model.trainable = False
+    model.trainable = True
+
+
+def _one_layer(model):
+    model.layers[0].trainable = False
+
+
+FREEZE_CASES = [  # (id, how, trains through, warns)
+    ("model-trainable-false", _frozen_all, "fit", True),
+    ("every-layer-frozen", _each_layer, "fit", True),
+    ("frozen-train-on-batch", _frozen_all, "train_on_batch", True),
+    ("frozen-after-compile", _after_compile, "fit", True),
+    ("unfrozen-again", _unfrozen_again, "fit", False),
+    ("one-layer-frozen", _one_layer, "fit", False),
+]
+
+
+@pytest.mark.parametrize("how, through, warns", [pytest.param(*c[1:], id=c[0]) for c in FREEZE_CASES])
+def test_training_without_a_trainable_weight_warns_as_keras(device, how, through, warns):
+    """Fault list, freezing (Keras 3's train step warns "The model does not have any trainable weights."):
+      model.trainable = False, then fit                 Keras' warning, naming the model (was: silent)
+      every layer frozen one by one, then fit           the warning ("every layer is frozen")
+      model.trainable = False, then train_on_batch      the warning
+      frozen after compile                               the warning (magmadnn applies a flag at once, so no
+                                                         recompile is needed, unlike Keras)
+      frozen, then trainable = True again               no warning, the weights move
+      one layer frozen                                  no warning, that layer unchanged
+      a model without weights (Activation only)         the warning (test below)
+      only add_weight(trainable=False) weights          the warning (test below)
+      model.trainable = "no" / 0                        TypeError naming the model (test below)
+    """
+    model = _mlp(device).compile(O.SGD(0.1), "mse")
+    how(model)
+    before = model.get_weights()
+    with pytest.warns(UserWarning, match="does not have any trainable weights") if warns else _no_warning():
+        if through == "fit":
+            model.fit(X, Y, batch_size=8, epochs=1, verbose=0)
+        else:
+            model.train_on_batch(X[:8], Y[:8])
+    after = model.get_weights()
+    moved = [not np.array_equal(a, b) for a, b in zip(before, after)]
+    assert not any(moved) if warns else any(moved)
+    if how is _one_layer:
+        assert moved[:2] == [False, False]
+
+
+class _no_warning:  # noqa: N801 - a context manager
+    def __enter__(self):
+        import warnings
+
+        self.catcher = warnings.catch_warnings(record=True)
+        self.seen = self.catcher.__enter__()
+        warnings.simplefilter("always")
+
+    def __exit__(self, *exc):
+        self.catcher.__exit__(*exc)
+        assert not [w for w in self.seen if "trainable weights" in str(w.message)]
+        return False
+
+
+class _FrozenOnly(L.Layer):
+    def build(self, input_shape):
+        self.w = self.add_weight(shape=(input_shape[-1],), initializer="ones", trainable=False)
+
+    def call(self, x):
+        return x * self.w
+
+
+@pytest.mark.parametrize("layers", [[L.Activation("tanh")], [_FrozenOnly()]], ids=["no-weights", "frozen-weights"])
+def test_a_model_with_nothing_to_train_warns_as_keras(layers):
+    model = Sequential([L.Input((2,)), *layers], seed=0).compile("sgd", "mse")
+    with pytest.warns(UserWarning, match="does not have any trainable weights"):
+        model.fit(X[:, :2], Y, verbose=0)
+    reference = keras.Sequential([keras.Input((2,)), KL.Activation("tanh")])
+    reference.compile("sgd", "mse")
+    with pytest.warns(UserWarning, match="does not have any trainable weights"):
+        reference.fit(X[:, :2], Y, verbose=0)
+
+
+@pytest.mark.parametrize("value", ["no", 0, None])
+def test_trainable_must_be_a_bool(value):
+    with pytest.raises(TypeError, match="trainable must be True or False"):
+        _mlp().trainable = value
+
+
+# ------------------------------------------------------------- the last round's API changes keep a path
+def _compiled(metrics=()):
+    model = _mlp()
+    model.compile(O.SGD(0.1), "mse", metrics=list(metrics))
+    return model
+
+
+def test_old_spellings_fail_naming_the_new_ones():
+    """Fault list, API changes of the last round (code written against the earlier magmadnn):
+      layer.weights["kernel"]                 TypeError naming layer.params['kernel'] (was: "list indices must be
+                                              integers or slices, not str")
+      model.evaluate(x, y)["loss"], metrics   TypeError naming return_dict=True
+      model.evaluate(x, y)["loss"], no metric TypeError naming return_dict=True (was: float not subscriptable)
+      model.train_on_batch(x, y)["loss"]      TypeError naming return_dict=True
+      Sequential.layers[1] meant for the old list with the Input first   documented in Sequential.layers and in
+                                              docs/coming-from-keras-pytorch.md (an index cannot tell)
+      the list / float returned otherwise     a list / float: equal, unpackable, indexable by int, JSON-able
+    """
+    model = _compiled(["mae"])
+    with pytest.raises(TypeError, match=r"layer\.params\['kernel'\]"):
+        model.layers[0].weights["kernel"]
+    with pytest.raises(TypeError, match="return_dict=True"):
+        model.evaluate(X, Y)["loss"]
+    with pytest.raises(TypeError, match="return_dict=True"):
+        _compiled().evaluate(X, Y)["loss"]
+    with pytest.raises(TypeError, match="return_dict=True"):
+        model.train_on_batch(X, Y)["mae"]
+    assert "layers[i + 1]" in type(model).layers.__doc__
+
+
+def test_the_new_containers_are_plain_lists_and_floats():
+    import json
+
+    model = _compiled(["mae"])
+    weights = model.layers[0].weights
+    assert isinstance(weights, list) and weights == list(weights) and weights[0] is model.layers[0].kernel
+    assert weights[-1:] == [model.layers[0].bias] and len(weights) == 2
+    with pytest.raises(TypeError):
+        weights[1.5]
+    loss, mae = model.evaluate(X, Y)
+    assert [loss, mae] == model.evaluate(X, Y) and json.loads(json.dumps(model.evaluate(X, Y))) == [loss, mae]
+    alone = _compiled().evaluate(X, Y)
+    assert isinstance(alone, float) and alone == pytest.approx(float(alone)) and alone + 1.0 > alone
+    assert model.evaluate(X, Y, return_dict=True)["loss"] == loss
+    reference = keras.Sequential([keras.Input((4,)), KL.Dense(5, activation="tanh"), KL.Dense(2)])
+    reference.compile("sgd", "mse", metrics=["mae"])
+    assert len(reference.evaluate(X, Y, verbose=0)) == len(model.evaluate(X, Y))
+    assert [type(layer).__name__ for layer in model.layers] == [type(layer).__name__ for layer in reference.layers]
