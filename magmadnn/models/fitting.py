@@ -344,7 +344,7 @@ class Trainer:
     def _fixed_batch_size(self, batch_size, who: str):
         """The batch size of a model whose inputs fix it (``Input(batch_size=B)``, an ONNX graph exported with a
         static batch); a model whose outputs have no batch axis or whose inputs lack one cannot be trained."""
-        if not self._splits_batches or not all(i.batched for i in self.inputs):
+        if not self._splits_batches or not all(i.batched for i in getattr(self, "inputs", ())):
             raise ValueError(f"{who}: model {self.name!r} has an input or output without a batch axis, so its data "
                              "cannot be split into batches; training needs every input and output batch first")
         fixed = self._batch_size

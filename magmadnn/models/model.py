@@ -66,6 +66,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
     """A graph of layers from ``inputs`` (Input layers) to one ``outputs`` tensor."""
 
     is_sequential = False
+    # what an unbuilt model (a Sequential built from its first data) implies until its graph is set
+    _splits_batches, _batch_size = True, None
 
     #: seconds between progress updates in ``fit`` (each is one host read of the running loss and metrics)
     progress_interval = 0.1
