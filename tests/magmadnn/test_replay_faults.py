@@ -38,8 +38,9 @@ from magmadnn import functional as F
 from magmadnn import layers as L
 from magmadnn import losses, metrics, schedules
 from magmadnn.backend import faults
+from magmadnn.backend.device import kernels
 from magmadnn.models import replay
-from pymagma import array, kernels, simulator
+from pymagma import array, simulator
 
 from .backends import model_device
 
