@@ -533,7 +533,7 @@ def test_concurrent_builds_of_a_program_compile_it_once(monkeypatch, tmp_path):
     for builder in builders:
         builder.join()
     assert len(libraries) == 3 and len(compiles) == 1
-    assert len(list((tmp_path / "simulator").glob("recurrent-*.so"))) == 1
+    assert len(list((tmp_path / "simulator").glob("reductions-*.so"))) == 1
 
 
 def test_current_device_is_per_thread_and_queues_work(monkeypatch):
