@@ -278,8 +278,8 @@ MUTANTS = [
     # ----------------------------------------------------------------------------------------------- kernels
     Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
            "magmadnn/backend/device/kernels/optim.py",
-           "bc1, bc2 = adam_bias_corrections(beta1, beta2, step)",
-           "bc1, bc2 = adam_bias_corrections(beta1, beta2, step + 1)", DEVICE_KERNELS),
+           "bc1, bc2 = _bias_corrections(beta1, beta2, step)",
+           "bc1, bc2 = _bias_corrections(beta1, beta2, step + 1)", DEVICE_KERNELS),
     Mutant("sgd-momentum-wd-order", "the SGD kernel gets weight decay where momentum goes and vice versa",
            "magmadnn/backend/device/kernels/optim.py",
            "c_double(momentum), c_double(weight_decay), c_int(int(nesterov) |",

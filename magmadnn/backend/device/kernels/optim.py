@@ -3,6 +3,7 @@ form of each rule (optim.cu's PM_KERAS). Adam's bias corrections: the op set's o
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 from ctypes import c_double, c_int, c_longlong
@@ -36,6 +37,10 @@ def _check_hyper(what: str, **values) -> None:
         raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
 
 
+#: The op set's Adam bias corrections answered once per (beta1, beta2, step): a step's parameters share them, and a
+#: cache hit adds no Python frame to the per-parameter launch.
+_bias_corrections = functools.lru_cache(maxsize=32)(adam_bias_corrections)
+
 #: The ``keras`` flag of the update kernels (optim.cu's PM_KERAS).
 _KERAS = 2
 
@@ -60,7 +65,7 @@ def adam_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, 
     step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
     _check_hyper("adam_update", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adam_update", param, grad, m, v)
-    bc1, bc2 = adam_bias_corrections(beta1, beta2, step)
+    bc1, bc2 = _bias_corrections(beta1, beta2, step)
     _run("optim", programs.expression("adam", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size), c_double(lr), c_double(beta1),
           c_double(beta2), c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
