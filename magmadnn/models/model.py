@@ -28,6 +28,7 @@ from .inference import Inference
 from .inputs import InputChecks
 from .persistence import Persistence
 from .placement import Placement
+from .rebuild import rebuild
 from .summary import summary_text
 from .weights import Weights
 
@@ -314,6 +315,17 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         import json
 
         return json.dumps(self.get_config(), **kwargs)
+
+    @classmethod
+    def from_config(cls, config: dict, custom_objects: dict | None = None):
+        """Keras' ``Model.from_config`` / ``Sequential.from_config``: a new (untrained) model from ``get_config()``
+        output (``custom_objects``: ``{class name: Layer subclass}`` for unregistered layers)."""
+        model = rebuild(config, Sequential, Model, None, custom_objects)
+        if not isinstance(model, cls):
+            raise TypeError(f"{cls.__name__}.from_config: the configuration describes a {type(model).__name__} "
+                            f"(class_name {config.get('class_name')!r}); use {type(model).__name__}.from_config or "
+                            "models.model_from_config")
+        return model
 
     def get_config(self) -> dict:
         index = {id(node): i for i, node in enumerate(self.nodes)}
