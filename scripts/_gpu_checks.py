@@ -252,12 +252,13 @@ def _float64_conv_pool(torch, x, w, bias, dy, pool_grads) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- NVRTC
-@tier1(35, "every NVRTC kernel program compiled for the device (its cubin, else PTX of the newest arch below; a dry "
-          "run compiles one)")
+@tier1(35, "every NVRTC kernel program (pymagma's and magmadnn's) compiled for the device (its cubin, else PTX of "
+          "the newest arch below; a dry run compiles one)")
 def nvrtc(ctx: Ctx) -> dict:
     import time
     from concurrent.futures import ThreadPoolExecutor
 
+    import magmadnn.backend.device.kernels  # noqa: F401  (registers the device backend's own programs)
     from pymagma import kernels
 
     supported = kernels.compiler.supported_archs()
@@ -270,7 +271,8 @@ def nvrtc(ctx: Ctx) -> dict:
         number = major * 10 + minor
     arch, kind = (f"sm_{number}", "cubin") if number in supported else \
         (f"compute_{max(a for a in supported if a <= number)}", "ptx")
-    names = ["check"] if ctx.dry_run else sorted(kernels.PROGRAMS)  # dry run: the logic, one small program
+    # pymagma's programs and the device backend's (registered above); dry run: the logic, one small program
+    names = ["check"] if ctx.dry_run else sorted(kernels.PROGRAMS)
 
     def build(name):
         t = time.perf_counter()

@@ -52,6 +52,7 @@ ARRAYS = ("tests/pymagma/suites/test_simulated_device.py", "tests/pymagma/test_a
 HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/suites/test_simulated_device.py")
 CUDNN = ("tests/pymagma/simulator/test_cudnn.py",)
 KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
+DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # the device backend's own programs
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
@@ -281,21 +282,21 @@ MUTANTS = [
            "_dnn.pool2d_backward(y_area, dy, xin,", BACKEND),
     # ----------------------------------------------------------------------------------------------- kernels
     Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
-           "pymagma/kernels/optim.py",
-           "c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)",
-           "c_double(1.0 - beta1 ** (step + 1)), c_double(1.0 - beta2 ** (step + 1))", KERNELS),
+           "magmadnn/backend/device/kernels/optim.py",
+           "bc1, bc2 = _bias_corrections(beta1, beta2, step)",
+           "bc1, bc2 = _bias_corrections(beta1, beta2, step + 1)", DEVICE_KERNELS),
     Mutant("sgd-momentum-wd-order", "the SGD kernel gets weight decay where momentum goes and vice versa",
-           "pymagma/kernels/optim.py",
+           "magmadnn/backend/device/kernels/optim.py",
            "c_double(momentum), c_double(weight_decay), c_int(int(nesterov) |",
-           "c_double(weight_decay), c_double(momentum), c_int(int(nesterov) |", KERNELS),
+           "c_double(weight_decay), c_double(momentum), c_int(int(nesterov) |", DEVICE_KERNELS),
     Mutant("rmsprop-rho-eps-order", "the RMSprop kernel gets eps where rho goes and vice versa",
-           "pymagma/kernels/optim.py",
+           "magmadnn/backend/device/kernels/optim.py",
            "c_double(lr), c_double(rho),\n          c_double(eps)",
-           "c_double(lr), c_double(eps),\n          c_double(rho)", KERNELS),
+           "c_double(lr), c_double(eps),\n          c_double(rho)", DEVICE_KERNELS),
     Mutant("dropout-keep-probability", "dropout's kernel given the keep probability 1 - rate as its rate",
-           "pymagma/kernels/random.py",
+           "magmadnn/backend/device/kernels/dropout.py",
            "c_ulonglong(int(offset)),\n          c_double(float(rate))])",
-           "c_ulonglong(int(offset)),\n          c_double(1.0 - float(rate))])", KERNELS),
+           "c_ulonglong(int(offset)),\n          c_double(1.0 - float(rate))])", DEVICE_KERNELS),
     Mutant("random-launch-half-short", "random kernels launched for n // 2 pairs (the last odd element unset)",
            "pymagma/kernels/random.py",
            'programs.expression(kernel, name), out, (n + 1) // 2,',

@@ -1,5 +1,6 @@
-"""The kernel programs shipped with pymagma: which ``.cu`` file, which template instantiations (per dtype), registered
-with :mod:`.registry` at import like any other program.
+"""The kernel programs shipped with pymagma (a general GPU array library's: elementwise, reductions, casts, random
+numbers, the array API's): which ``.cu`` file, which template instantiations (per dtype), registered with
+:mod:`.registry` at import like any other program (magmadnn registers its deep-learning programs the same way).
 
 Each program is one NVRTC compilation holding all of its instantiations, so a device compiles a program once.
 """
@@ -23,8 +24,9 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-#: The headers of pymagma's kernels folder every program may include.
-HEADERS = ("common.cuh",)
+#: The headers of pymagma's kernels folder every program may include (common.cuh: types, Strides3, block
+#: reductions; philox.cuh: the random stream of random.cu).
+HEADERS = ("common.cuh", "philox.cuh")
 
 
 @answered_once
@@ -61,20 +63,7 @@ SHIPPED = {
                                                        "select", "activation_backward", "bias_channels", "fill"))
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
     "reductions": ("reductions.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
-    "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
-                                     "softmax_xent_prob_backward"))),
-    "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
-    "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
-    "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
-    # attention
-    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
-    # normalization and embeddings
-    "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
-    "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
-    # checks of the values an op needs, reported through a fault record (no host read)
-    "check": ("check.cu", _per_dtype(("check_range", "check_binary"), FLOAT_DTYPES + ("int64", "int32"))),
-    # graph replay: per-step values read from device memory
-    "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
+    "random": ("random.cu", _per_dtype(("uniform", "normal"))),
 }
 # -- the array API standard's elementwise families (pymagma.array_api): its real dtypes, bool as C++ bool
 API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
@@ -117,9 +106,6 @@ SHIPPED["array_api_complex"] = ("array_api_complex.cu",
                                                                "ar_where", "ar_reduce", "ar_scan", "ar_sort",
                                                                "ar_unique_flags", "ar_unique")
                                          for c in API_COMPLEX_C_TYPES.values()))
-# -- recurrent layers
-SHIPPED["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
-                                                      "gru_gates_backward")))
 
 
 for _name, (_file, _expressions) in SHIPPED.items():

@@ -10,6 +10,7 @@ from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
 from .. import geometry as _geometry
+from . import kernels as _dk
 from ._common import (
     _contiguous,
 )
@@ -44,7 +45,7 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     x = _contiguous(x)
     if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
         t, b, l, r = _geometry.pads4(padding)
-        return _k.max_pool2d(x, window, stride, ((t, b), (l, r)))
+        return _dk.max_pool2d(x, window, stride, ((t, b), (l, r)))
     if not any(extra):
         return _dnn.pool2d_forward(x, window, stride, sym, mode="avg_exclude_pad"), None
     xin = _pad(x, extra, 0.0)
@@ -60,7 +61,7 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     dy, x = _contiguous(dy), _contiguous(x)
     if mode == "max":  # ctx: the offsets of the maxima the forward found
         t, b, l, r = _geometry.pads4(padding)
-        return _k.max_pool2d_backward(dy, ctx, x.shape, window, stride, ((t, b), (l, r)))
+        return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, ((t, b), (l, r)))
     if ctx is None:
         return _dnn.pool2d_backward(_contiguous(y), dy, x, window, stride, sym, mode="avg_exclude_pad")
     xin, y_area, factor = ctx

@@ -225,8 +225,9 @@ def test_bench_row_lstm_recipe_runs():
 
 
 def test_gate_kernels_name_a_wrong_buffer():
-    """pymagma's gate kernels check every buffer before a launch (arrays at a null pointer: nothing runs)."""
-    from pymagma import kernels
+    """The device backend's gate kernels check every buffer before a launch (arrays at a null pointer: nothing
+    runs)."""
+    from magmadnn.backend.device import kernels
     from pymagma.array import DeviceArray
 
     def fake(*shape, dtype=np.float32):

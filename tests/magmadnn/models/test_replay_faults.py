@@ -38,8 +38,9 @@ from magmadnn import functional as F
 from magmadnn import layers as L
 from magmadnn import losses, metrics, schedules
 from magmadnn.backend import faults
+from magmadnn.backend.device import kernels
 from magmadnn.models import replay
-from pymagma import array, kernels, simulator
+from pymagma import array, simulator
 from tests.magmadnn.backends import model_device
 
 EMBEDDING_MESSAGE = "embedding: index 9 is out of range for a table of 7 rows; expected indices in [0, 7)"

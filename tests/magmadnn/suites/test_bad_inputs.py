@@ -609,7 +609,8 @@ ROWS += [
 
 def _dropout_at(dtype):
     import pymagma
-    from pymagma import kernels, simulator
+    from magmadnn.backend.device import kernels
+    from pymagma import simulator
 
     with simulator.simulated("full"):
         x = pymagma.asarray(np.ones(4, np.float32))
@@ -618,7 +619,8 @@ def _dropout_at(dtype):
 
 def _adam_at(size):
     import pymagma
-    from pymagma import kernels, simulator
+    from magmadnn.backend.device import kernels
+    from pymagma import simulator
 
     with simulator.simulated("full"):
         p = pymagma.asarray(np.ones(4, np.float32))

@@ -1,4 +1,4 @@
-// The optimizer updates and dropout of optim.cu and random.cu with their per-step values read from device memory
+// The optimizer updates and dropout of optim.cu and dropout.cu with their per-step values read from device memory
 // at run time instead of taken as arguments, so that a step captured once as a CUDA graph can be replayed: the host
 // writes the values of the next step (learning rate, bias corrections, random offsets) into that memory before
 // each launch.  The arithmetic is theirs (the same __device__ functions), so a replayed step equals an eager one
@@ -6,7 +6,7 @@
 // draw (int64 memory read as u64).
 #include "common.cuh"
 #include "optim.cu"
-#include "random.cu"
+#include "dropout.cu"
 
 template <typename T>
 __global__ void sgd_at(T* __restrict__ p, const T* __restrict__ g, T* __restrict__ buf, i64 n,

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ctypes import c_double, c_longlong
 
-from .. import _checks
-from . import programs
-from .common import _device_array, _ptr, _run
-from .elementwise import contiguous
-from .programs import FLOAT_DTYPES
+from pymagma import _checks
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _ptr, _run
+from pymagma.kernels.elementwise import contiguous
+from pymagma.kernels.programs import FLOAT_DTYPES
 
 #: The length of a fault record (int64): site (0: none), low and high 32 bits of the value's 64 bits, flat index.
 FAULT_RECORD = 4

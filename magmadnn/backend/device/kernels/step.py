@@ -8,12 +8,13 @@ from ctypes import c_double, c_int, c_longlong, c_ulonglong
 
 import numpy as np
 
-from .. import _checks
-from .. import array as _array
-from . import programs
-from .common import _check_hyper, _device_array, _float_dtype, _ptr, _run
-from .elementwise import contiguous
-from .optim import _KERAS, _check_update
+from pymagma import _checks
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run
+from pymagma.kernels.elementwise import contiguous
+
+from .optim import _KERAS, _check_hyper, _check_update
 
 
 # The updates and dropout above with what changes from step to step read from device memory when the kernel runs

@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ctypes import c_double, c_int, c_longlong
 
-from .. import array as _array
-from . import programs
-from .common import _device_array, _float_dtype, _out_for, _ptr, _run, _same
-from .elementwise import contiguous
-from .reductions import reduce
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _float_dtype, _out_for, _ptr, _run, _same
+from pymagma.kernels.elementwise import contiguous
+from pymagma.kernels.reductions import reduce
 
 
 def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = True, probs: bool = False):

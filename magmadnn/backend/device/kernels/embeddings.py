@@ -4,11 +4,11 @@ from __future__ import annotations
 
 from ctypes import c_longlong
 
-from .. import _checks
-from .. import array as _array
-from . import programs
-from .common import _device_array, _float_dtype, _ptr, _run
-from .elementwise import contiguous
+from pymagma import _checks
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run
+from pymagma.kernels.elementwise import contiguous
 
 
 def _indices(indices, what: str):

@@ -5,10 +5,12 @@ from __future__ import annotations
 
 from ctypes import c_double, c_int, c_longlong
 
-from .. import array as _array
-from . import programs
-from .common import THREADS, _check_hyper, _float_dtype, _ptr, _run, _same
-from .elementwise import contiguous
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import THREADS, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.elementwise import contiguous
+
+from .optim import _check_hyper
 
 
 def _rows_of(x, what: str) -> tuple[int, int]:

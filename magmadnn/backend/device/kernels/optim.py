@@ -1,12 +1,18 @@
-"""Launchers of optim.cu: in-place optimizer updates (SGD, Adam/AdamW, RMSProp, Adagrad)."""
+"""Launchers of optim.cu: in-place optimizer updates (SGD, Adam/AdamW, RMSProp, Adagrad); ``keras``: Keras 3's
+form of each rule (optim.cu's PM_KERAS). Adam's bias corrections: the op set's one definition."""
 
 from __future__ import annotations
 
+import functools
+import math
+import numbers
 from ctypes import c_double, c_int, c_longlong
 
-from .. import _checks
-from . import programs
-from .common import _check_hyper, _float_dtype, _ptr, _run, _same
+from pymagma import _checks
+from pymagma.kernels import programs
+from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
+
+from ...ops.optim import adam_bias_corrections
 
 
 def _check_update(what: str, param, grad, *states):
@@ -18,6 +24,22 @@ def _check_update(what: str, param, grad, *states):
                              f"got {a.shape}")
     return dtype
 
+
+def _check_hyper(what: str, **values) -> None:
+    """Optimizer (and normalization) hyperparameters are finite real numbers (a NaN or infinite rate would spoil
+    every parameter)."""
+    for name, v in values.items():
+        if type(v) is float or type(v) is int:  # the common case, without an abstract-class check
+            if math.isfinite(v):
+                continue
+        elif not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v):
+            continue
+        raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
+
+
+#: The op set's Adam bias corrections answered once per (beta1, beta2, step): a step's parameters share them, and a
+#: cache hit adds no Python frame to the per-parameter launch.
+_bias_corrections = functools.lru_cache(maxsize=32)(adam_bias_corrections)
 
 #: The ``keras`` flag of the update kernels (optim.cu's PM_KERAS).
 _KERAS = 2
@@ -43,10 +65,11 @@ def adam_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, 
     step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
     _check_hyper("adam_update", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     dtype = _check_update("adam_update", param, grad, m, v)
+    bc1, bc2 = _bias_corrections(beta1, beta2, step)
     _run("optim", programs.expression("adam", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(m), _ptr(v), c_longlong(param.size), c_double(lr), c_double(beta1),
           c_double(beta2), c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
-          c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)])
+          c_double(bc1), c_double(bc2)])
 
 
 def adamw_update(param, grad, m, v, *, step: int, lr: float, beta1: float = 0.9, beta2: float = 0.999,

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ctypes import c_int, c_longlong
 
-from . import programs
-from .common import _device_array, _float_dtype, _ptr, _run, _same
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run, _same
 
 # One launch per time step of an LSTM/GRU, one thread per (batch row, unit); recurrent.cu says the layouts. The
 # state buffers are written in place; the caller runs the recurrent gemm of each step between the launches.

@@ -5,10 +5,10 @@ from __future__ import annotations
 import math
 from ctypes import c_double, c_int, c_longlong
 
-from .. import array as _array
-from . import programs
-from .common import _float_dtype, _ptr, _run, _same
-from .elementwise import contiguous
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
+from pymagma.kernels.elementwise import contiguous
 
 
 def _attention_scores(x, what: str) -> str:

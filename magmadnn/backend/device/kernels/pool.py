@@ -7,11 +7,11 @@ from ctypes import c_int, c_longlong
 
 import numpy as np
 
-from .. import _checks
-from .. import array as _array
-from . import programs
-from .common import _device_array, _float_dtype, _ptr, _run
-from .elementwise import contiguous
+from pymagma import _checks
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run
+from pymagma.kernels.elementwise import contiguous
 
 
 class PoolGeometry(ctypes.Structure):
