@@ -37,6 +37,7 @@ from .._checks import batch_size_or_default, integer, real, verbosity
 from ..autograd import Tensor
 from ..backend import host as _host
 from ..callbacks import callback_list
+from . import outputs as _outputs
 from . import replay as _replay
 from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
@@ -62,7 +63,7 @@ class Trainer:
 
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
                 graph: bool = False, reinitialize: bool = False, run_eagerly: bool | None = None,
-                jit_compile="auto", auto_scale_loss: bool = True):
+                jit_compile="auto", auto_scale_loss: bool = True, loss_weights=None):
         """Choose optimizer, loss and metrics; the weights are kept (compile again to change the optimizer or its
         learning rate, as in Keras). ``seed`` re-seeds the model and re-creates its weights: allowed on a model
         never trained nor loaded; on a trained one pass ``reinitialize=True`` too (or call ``reinitialize(seed)``),
@@ -77,7 +78,13 @@ class Trainer:
         ``graph=True`` (the results are the same either way).
 
         ``auto_scale_loss`` (Keras'): under the ``"mixed_float16"`` policy the optimizer is wrapped in a
-        :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already."""
+        :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already.
+
+        Several outputs (Keras 3's forms, :mod:`.outputs`): ``loss`` one for all, a list or a dict by output name
+        (None: that output has no loss), ``loss_weights`` a list or dict (the loss is ``sum(w_k * loss_k)``),
+        ``metrics`` a list with one entry per output (a metric or a list of them) or a dict by output name; the
+        logs are ``loss``, ``<output>_loss`` (unweighted, when several outputs have a loss) and
+        ``<output>_<metric>``."""
         if not isinstance(auto_scale_loss, (bool, np.bool_)):
             raise TypeError(f"compile: auto_scale_loss must be True or False, got {auto_scale_loss!r}")
         if run_eagerly is not None and not isinstance(run_eagerly, (bool, np.bool_)):
@@ -102,11 +109,16 @@ class Trainer:
         if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
                 and not isinstance(self.optimizer, _optimizers.LossScaleOptimizer)):
             self.optimizer = _optimizers.LossScaleOptimizer(self.optimizer)
-        self.loss = _losses.get(loss)
-        _losses.check_compiled(self.loss, self)
-        if isinstance(metrics, (str, _metrics.Metric)):
-            metrics = [metrics]
-        self.metrics = [_metrics.get(m) for m in (metrics or [])]
+        if self.built and not self._single:
+            self.loss, self.metrics = _outputs.compile_outputs(self, loss, loss_weights, metrics)
+        else:
+            if loss_weights is not None:
+                loss = _single_weighted(loss, loss_weights, self.name)
+            self.loss = _losses.get(loss)
+            _losses.check_compiled(self.loss, self)
+            if isinstance(metrics, (str, _metrics.Metric)):
+                metrics = [metrics]
+            self.metrics = [_metrics.get(m) for m in (metrics or [])]
         names = [m.name for m in self.metrics]
         if len(set(names)) != len(names):
             raise ValueError(f"compile: metrics {names} repeat a name; each metric's results are reported under its "
@@ -388,3 +400,20 @@ def _validation_freq(freq):
         return lambda epoch: epoch in chosen
     raise ValueError(f"fit: validation_freq must be a positive int or a list of (1-based) epoch numbers, "
                      f"got {freq!r}")
+
+
+def _single_weighted(loss, loss_weights, name: str):
+    """``loss_weights`` of a model of one output (Keras scales its loss): a number, or a list / dict of one."""
+    weight = loss_weights
+    if isinstance(weight, dict):
+        weight = list(weight.values())
+    if isinstance(weight, (list, tuple)):
+        if len(weight) != 1:
+            raise ValueError(f"compile: model {name!r} has one output; loss_weights must be one number, got "
+                             f"{loss_weights!r}")
+        weight = weight[0]
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)):
+        raise TypeError(f"compile: loss_weights must be a number, got {loss_weights!r}")
+    if float(weight) == 1.0:
+        return loss
+    return _outputs.ScaledLoss(_losses.get(loss), float(weight))

@@ -77,7 +77,10 @@ class Inference:
         if sample_weight is not None:
             if is_batch_iterable(x) or y is None:
                 raise ValueError("evaluate: sample_weight needs arrays x, y (not a batch iterable)")
-            y = attach(self, real_array(y, "evaluate: targets"), sample_weight, None, "evaluate")
+            if not self._single:  # several outputs: the targets checked first, then a weight array per output
+                y = self._targets(y, self._sample_count(self._input_arrays(x, "evaluate")), "evaluate")
+            y = attach(self, y if not self._single else real_array(y, "evaluate: targets"), sample_weight, None,
+                       "evaluate")
         total = _steps(x, batch_size)
         cbs = CallbackList(callback_list(callbacks, "evaluate"), self, verbose=verbose, epochs=1,
                            steps=total if steps is None or total is None else min(steps, total))

@@ -26,6 +26,7 @@ from ..layers.operation import Operation
 from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .inference import Inference
 from .inputs import InputChecks
+from .outputs import Outputs
 from .persistence import Persistence
 from .placement import Placement
 from .summary import summary_text
@@ -259,7 +260,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
                 values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
             values[id(node)] = values[id(node.call)][node.index]
         if not self._single:
-            return [self._full_precision(values[id(o)]) for o in self._outputs]
+            return Outputs(self._full_precision(values[id(o)]) for o in self._outputs)
         out = values[id(self.output)]
         if out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
             out = F.cast(out, self.dtype)  # a mixed policy: losses, metrics and predictions read float32

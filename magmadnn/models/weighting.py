@@ -60,6 +60,10 @@ def attach(model, y: np.ndarray, sample_weight=None, class_weight=None, who: str
     """``y`` with its per-sample weights attached (``y`` itself when there are none)."""
     if sample_weight is None and class_weight is None:
         return y
+    if type(y).__name__ == "OutputTargets":  # several outputs: a weight array per output
+        from .outputs import attach_weights
+
+        return attach_weights(model, y, sample_weight, class_weight, who)
     if sample_weight is not None and class_weight is not None:
         raise ValueError(f"{who}: pass sample_weight or class_weight, not both (as Keras): multiply the class "
                          "weights into sample_weight")
