@@ -21,7 +21,16 @@ from .. import functional as F
 from .. import mixed_precision
 from .._postorder import postorder
 from ..autograd import Tensor
-from ..layers.base import Input, Layer, SymbolicTensor, _auto_name, _fresh_seed, as_symbolic, derive_seed
+from ..layers.base import (
+    Input,
+    Layer,
+    ShapeMismatchError,
+    SymbolicTensor,
+    _auto_name,
+    _fresh_seed,
+    as_symbolic,
+    derive_seed,
+)
 from ..layers.operation import Operation
 from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .inference import Inference
@@ -276,7 +285,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         Tensor, or the outputs in the structure the model was made with (list or dict)."""
         items = list(x.values()) if isinstance(x, dict) else (x if isinstance(x, (list, tuple)) else [x])
         if any(isinstance(i, (SymbolicTensor, Layer)) for i in items):
-            raise TypeError(f"model {self.name!r} called on a symbolic tensor; " + _NESTED)
+            return self._inline(x, items)
         if isinstance(x, dict) and any(isinstance(i, Tensor) for i in items):
             tensors = [x[node.layer.name] for node in self.inputs] if self._input_keys is None or isinstance(
                 self._input_keys, str) else [x[k] for k in self._input_keys]
@@ -288,6 +297,43 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             tensors = self._input_tensors(self._input_arrays(x, "call"))
         out = self._forward(tensors, training)
         return out if self._single else self._packed(out, self._output_keys)
+
+    def _inline(self, x, items):
+        """The model used as a layer of another functional model (Keras' nested models): its layers called again
+        on the given symbolic tensors, so they are shared (freezing this model freezes them there too); returns the
+        outputs in the model's structure. The outer model lists these layers, not the model."""
+        if not self.built:
+            raise ValueError(f"model {self.name!r} is not built: give it an Input before using it as a layer")
+        if isinstance(x, dict) and isinstance(self._input_keys, tuple):
+            missing = [k for k in self._input_keys if k not in x]
+            if missing:
+                raise ValueError(f"model {self.name!r} used as a layer takes the inputs {list(self._input_keys)}; "
+                                 f"the dict has no {missing}")
+            items = [x[k] for k in self._input_keys]
+        if len(items) != len(self.inputs):
+            raise ValueError(f"model {self.name!r} used as a layer takes {len(self.inputs)} inputs, got "
+                             f"{len(items)}")
+        mapped = {id(node): as_symbolic(item) for node, item in zip(self.inputs, items)}
+        for node, item in zip(self.inputs, items):
+            given = as_symbolic(item)
+            if not isinstance(given, SymbolicTensor) or given.shape is None or len(given.shape) != len(node.shape) \
+                    or any(a is not None and b is not None and a != b for a, b in zip(given.shape, node.shape)):
+                raise ShapeMismatchError(f"model {self.name!r} used as a layer: input {node.layer.name!r} expects "
+                                         f"per-sample shape {node.shape}, got {getattr(given, 'shape', given)}")
+        calls: dict = {}
+        for node in self.nodes:
+            if isinstance(node.layer, Input):
+                continue
+            args = [mapped[id(parent)] for parent in node.parents]
+            arg = args if node.many else args[0]
+            if node.index is None:
+                mapped[id(node)] = node.layer(arg)
+                continue
+            if id(node.call) not in calls:
+                calls[id(node.call)] = node.layer(arg)
+            mapped[id(node)] = calls[id(node.call)][node.index]
+        outs = [mapped[id(o)] for o in self._outputs]
+        return outs[0] if self._single else self._packed(outs, self._output_keys)
 
     # -- integer inputs: an Input made with an integer dtype (token ids) keeps it; the others take the
     # model's dtype
@@ -361,11 +407,6 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         return f"{type(self).__name__}(name={self.name!r}, layers={len(self.layers)})"
 
 
-_NESTED = ("a model inside a model (Keras' transfer-learning pattern) is not supported here; build one model with the "
-           "same layers and copy the weights: new.layers[i].set_weights(base.layers[i].get_weights()), then "
-           "new.layers[i].trainable = False")
-
-
 class Sequential(Model):
     """A plain stack of layers. Starting with an ``Input`` builds it at once (shape errors show immediately);
     otherwise it builds on the first data it sees."""
@@ -388,8 +429,17 @@ class Sequential(Model):
         return list(layers[1:] if layers and isinstance(layers[0], Input) else layers)
 
     def _append(self, layer) -> None:
-        if isinstance(layer, Model):
-            raise TypeError(f"Sequential {self.name!r}: got model {layer.name!r} as a layer; " + _NESTED)
+        if isinstance(layer, Model):  # a nested model: its layers, shared (Keras lists the model itself)
+            inner = layer.layers if layer.is_sequential else None
+            if inner is None or not layer.built:
+                raise TypeError(f"Sequential {self.name!r}: model {layer.name!r} can be a layer of a Sequential "
+                                "model when it is a built Sequential; call a functional model on a tensor "
+                                "instead: outputs = model(inputs)")
+            if not self._stack:
+                self._stack.append(Input(layer.input_shapes[0], dtype=layer.inputs[0].layer.dtype))
+            for item in inner:
+                self._append(item)
+            return
         if not isinstance(layer, Layer):
             raise TypeError(f"Sequential {self.name!r}: expected Layer instances, got {type(layer).__name__}")
         if isinstance(layer, Input) and self._stack:

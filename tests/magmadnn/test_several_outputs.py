@@ -159,3 +159,44 @@ def test_device_and_replay_equal_the_host(device):
     for a, b, c in zip(w0, w1, w2, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(b, c)
+
+
+def test_nested_models_and_shared_layers_train_as_keras():
+    """A siamese pair: one encoder (a functional model) used as a layer on two inputs, its Dense shared; the outer
+    model trains it as Keras does; freezing the nested model freezes its weights in the outer one."""
+    def build(lib, model_cls, dense, inp, concat):
+        i = inp((4,))
+        encoder = model_cls(i, dense(3, activation="tanh", name="enc")(i), name="encoder")
+        a, b = inp((4,)), inp((4,))
+        head = dense(1, name="head")(concat()([encoder(a), encoder(b)]))
+        return encoder, model_cls([a, b], head)
+
+    enc, ours = build(mdnn, mdnn.Model, L.Dense, L.Input, L.Concatenate)
+    kenc, theirs = build(keras, keras.Model, keras.layers.Dense, keras.Input, keras.layers.Concatenate)
+    assert [layer.name for layer in ours.layers if layer.params] == ["enc", "head"]  # the encoder's Dense, shared
+    theirs.set_weights(ours.get_weights())
+    xb = X[::-1].copy()
+    for model, lib in ((ours, mdnn), (theirs, keras)):
+        model.compile(lib.optimizers.SGD(0.1), loss="mse")
+    _close_logs(ours.fit([X, xb], YB, batch_size=8, shuffle=False, verbose=0).history,
+                theirs.fit([X, xb], YB, batch_size=8, shuffle=False, verbose=0).history)
+    np.testing.assert_allclose(enc.predict(X), kenc.predict(X, verbose=0), rtol=1e-4, atol=1e-5)
+    enc.trainable, kenc.trainable = False, False
+    frozen = enc.get_weights()
+    for model, lib in ((ours, mdnn), (theirs, keras)):
+        model.compile(lib.optimizers.SGD(0.1), loss="mse")
+    _close_logs(ours.fit([X, xb], YB, batch_size=8, shuffle=False, verbose=0).history,
+                theirs.fit([X, xb], YB, batch_size=8, shuffle=False, verbose=0).history)
+    for a, b in zip(enc.get_weights(), frozen, strict=True):
+        np.testing.assert_array_equal(a, b)
+    assert len(ours.trainable_weights) == 2  # the head's kernel and bias
+
+
+def test_a_sequential_model_inside_a_sequential_model_shares_its_layers():
+    inner = mdnn.Sequential([L.Input((4,)), L.Dense(3, name="d1")], seed=0)
+    outer = mdnn.Sequential([inner, L.Dense(1, name="d2")], seed=0)
+    assert [layer.name for layer in outer.layers] == ["d1", "d2"]
+    assert outer.layers[0] is inner.layers[0]
+    kernel, bias = inner.get_weights()
+    np.testing.assert_allclose(outer.predict(X), (X @ kernel + bias) @ outer.get_weights()[2]
+                               + outer.get_weights()[3], rtol=1e-5, atol=1e-6)
