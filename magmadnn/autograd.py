@@ -74,10 +74,13 @@ class enable_grad(_GradMode):  # noqa: N801
     enabled = True
 
 
-def _functional():
-    from .functional import operators  # noqa: PLC0415  (functional imports this module)
+#: What Tensor's operators and methods run from the floor above, filled by :mod:`magmadnn.functional.operators` when
+#: it is imported (as NumPy's ndarray reaches its ufuncs); ``import magmadnn`` imports it.
+UPPER: dict = {}
 
-    return operators
+
+def _functional():
+    return UPPER["operators"]
 
 
 class Tensor:

@@ -38,6 +38,7 @@ from . import schedules
 from ._configurable import Configurable
 from ._registry import resolve
 from .autograd import Tensor
+from .backend.ops.optim import adam_bias_corrections
 
 __all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "LossScaleOptimizer",
            "get"]
@@ -381,7 +382,7 @@ class Adam(Optimizer):
 
     def step_values(self, lr):
         t = self.iterations
-        return lr, 1.0 - self.beta1 ** t, 1.0 - self.beta2 ** t  # as pymagma.kernels.adam_update computes them
+        return (lr, *adam_bias_corrections(self.beta1, self.beta2, t))  # the backends' adam_update's own
 
     def update(self, xp, p, g, state, lr):
         xp.adam_update(p, g, state["m"], state["v"], self.iterations, lr, beta1=self.beta1, beta2=self.beta2,

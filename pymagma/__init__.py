@@ -1,6 +1,19 @@
 """pymagma: MAGMA and cuDNN from Python through ctypes and cuda-python."""
 
-from . import array, blas, dnn, dtypes, errors, graphs, kernels, linalg, memory, queue, runtime
+from . import (
+    array,
+    array_api,  # noqa: F401 (fills the table DeviceArray's operators run: array.UPPER)
+    blas,
+    dnn,
+    dtypes,
+    errors,
+    graphs,
+    kernels,
+    linalg,
+    memory,
+    queue,
+    runtime,
+)
 from ._version import __version__
 from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zeros
 from .errors import (

@@ -192,18 +192,16 @@ class DeviceArray:
         if type(key) is tuple:
             for k in key:
                 if isinstance(k, DeviceArray):
-                    return _array_api_getitem(self, key)
+                    return UPPER["getitem"](self, key)
         elif isinstance(key, DeviceArray):
-            return _array_api_getitem(self, key)
+            return UPPER["getitem"](self, key)
         offset, shape, strides = index_view(self.shape, self.strides, key)
         return self._view(offset, shape, strides)
 
     def __setitem__(self, key, value) -> None:
         """``self[key] = value`` on the device (basic, integer-array or boolean-mask keys; ``value`` a DeviceArray
         or a Python scalar, broadcast to the selection)."""
-        from .array_api import _indexing
-
-        _indexing.setitem(self, key, value)
+        UPPER["setitem"](self, key, value)
 
     def __iter__(self):
         """The sub-arrays along the first axis (elements of a 1-D array as 0-d arrays), views."""
@@ -294,13 +292,10 @@ class DeviceArray:
     def astype(self, dtype, copy: bool = True, device=None) -> DeviceArray:
         """This array converted to ``dtype`` (a copy unless ``copy=False`` and nothing changes); the array API's
         dtypes convert with the device's cast kernel, others (float16, bfloat16, complex) through the host."""
-        from .array_api import _dtypes
-
         dtype = dtypes.check(dtype)
-        if dtype in _dtypes.SUPPORTED and self.dtype in _dtypes.SUPPORTED:
-            from .array_api import astype
-
-            return astype(self, dtype, copy=copy, device=device)
+        supported = UPPER["array_api_dtypes"]
+        if dtype in supported and self.dtype in supported:
+            return UPPER["astype"](self, dtype, copy=copy, device=device)
         if dtype == self.dtype:
             return self.copy() if copy else self
         return asarray(self.get().astype(dtype), device=self.device)
@@ -319,9 +314,7 @@ class DeviceArray:
     # ---------------------------------------------------------------------------------------------- array API
     def __array_namespace__(self, /, *, api_version=None):
         """The array API namespace, :mod:`pymagma.array_api`."""
-        from . import array_api
-
-        return array_api.namespace(api_version)
+        return UPPER["namespace"](api_version)
 
     def to_device(self, device, /, *, stream=None) -> DeviceArray:
         """This array when ``device`` is its own; copies between devices are not implemented (a ValueError)."""
@@ -407,9 +400,7 @@ class DeviceArray:
             host = self.get()  # any dtype, 0-d and strided views: a C-ordered host copy
             return host.__dlpack__() if max_version is None else host.__dlpack__(max_version=max_version)
         if copy:
-            from .array_api import _dtypes
-
-            source = self.astype(self.dtype) if self.dtype in _dtypes.SUPPORTED else self.copy()
+            source = self.astype(self.dtype) if self.dtype in UPPER["array_api_dtypes"] else self.copy()
             return source.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=False)
         if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
             raise BufferError(f"cannot export to device {dl_device}; the array is on {self.__dlpack_device__()}")
@@ -419,12 +410,6 @@ class DeviceArray:
                 runtime.Stream(handle=0).synchronize()
         versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
-
-
-def _array_api_getitem(x: DeviceArray, key) -> DeviceArray:
-    from .array_api import _indexing
-
-    return _indexing.getitem(x, key)
 
 
 def on_arrays_device(fn):
@@ -634,6 +619,11 @@ def to_numpy(obj) -> np.ndarray:
 
 
 # ---------------------------------------------------------------------------------------------------- operators
+#: What DeviceArray's operators and methods run from the floors above, filled by those floors when they are imported
+#: (as NumPy's ndarray reaches its ufuncs): pymagma.array_api its elementwise functions by name and "getitem",
+#: "setitem", "astype", "matmul", "namespace", "array_api_dtypes"; pymagma.blas "gemm"; pymagma.kernels "copy".
+#: ``import pymagma`` imports them all, so the table is full before any array exists.
+UPPER: dict = {}
 #: Python operator -> the array API function it runs (pymagma.array_api, the device's elementwise kernels)
 _BINARY_OPERATORS = {"add": "add", "sub": "subtract", "mul": "multiply", "truediv": "divide",
                      "floordiv": "floor_divide", "mod": "remainder", "pow": "pow", "and": "bitwise_and",
@@ -673,12 +663,10 @@ def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
     if dst.is_c_contiguous:
         copy_into(dst, src)
         return
-    from . import kernels
-
     if dst.itemsize == 1:
         u8 = np.dtype(np.uint8)
         dst, src = (DeviceArray._trusted(a.shape, u8, a.ptr, a.strides, a, a.device) for a in (dst, src))
-    kernels.copy(src, out=dst)
+    UPPER["copy"](src, out=dst)
 
 
 #: dtypes ``@`` hands straight to MAGMA's (or cuBLAS's half) gemm when both operands have it (bfloat16 too, below);
@@ -691,27 +679,18 @@ def _matmul(a, b):
     array API's matmul (promotion, exact integer products; its TypeError for what it does not take)."""
     if isinstance(a, DeviceArray) and isinstance(b, DeviceArray) and a.dtype == b.dtype and (
             a.dtype in _GEMM_DTYPES or dtypes.is_bfloat16(a.dtype)):
-        from . import blas
-
-        return blas.matmul(a, b)
+        return UPPER["gemm"](a, b)
     if not (_operand(a) and _operand(b)):
         return NotImplemented
-    from .array_api import matmul
-
-    return matmul(a, b)
+    return UPPER["matmul"](a, b)
 
 
 def _define_operators() -> None:
-    def run(name):
-        from .array_api import _elementwise
-
-        return _elementwise.FUNCTIONS[name]
-
     def binary(name, reflected):
         def op(self, other):
             if not _operand(other):
                 return NotImplemented
-            return run(name)(other, self) if reflected else run(name)(self, other)
+            return UPPER[name](other, self) if reflected else UPPER[name](self, other)
         return op
 
     def inplace(name):
@@ -719,7 +698,7 @@ def _define_operators() -> None:
             if not _operand(other):
                 return NotImplemented
             _writable(self, f"in-place {name}")
-            result = run(name)(self, other)
+            result = UPPER[name](self, other)
             if result.shape != self.shape or result.dtype != self.dtype:
                 raise TypeError(f"in-place {name} would change the array's shape {self.shape} or dtype {self.dtype} "
                                 f"to {result.shape} {result.dtype}")
@@ -729,7 +708,7 @@ def _define_operators() -> None:
 
     def unary(name):
         def op(self):
-            return run(name)(self)
+            return UPPER[name](self)
         return op
 
     for py, name in _BINARY_OPERATORS.items():

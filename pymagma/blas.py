@@ -25,6 +25,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from . import _colmajor, _cublas, _magma
+from . import array as _array
 from ._checks import native_sizes as check_native_sizes
 from ._colmajor import LEFT, LOWER, RIGHT, UPPER, N, Stored, T, magma, pointer_array, stored
 from .array import DeviceArray, _empty, empty, on_arrays_device, require_device_array
@@ -671,3 +672,6 @@ def zeros_like_shape(shape, like: DeviceArray) -> DeviceArray:
     out = empty(shape, like.dtype, device=like.device)
     _zero(out)
     return out
+
+
+_array.UPPER["gemm"] = matmul  # ``a @ b`` of two arrays of one BLAS or half dtype (DeviceArray.__matmul__)

@@ -47,7 +47,7 @@ def compile_rows(repeats: int) -> list[dict]:
     rows = []
     saved = os.environ.get("PYMAGMA_CACHE")
     try:
-        for (arch, kind), name in ((t, n) for t in targets for n in kernels.PROGRAMS):
+        for (arch, kind), name in ((t, n) for t in targets for n in kernels.programs.SHIPPED):
             cold, disk, mem = [], [], []
             for _ in range(max(1, min(repeats, 2))):
                 os.environ["PYMAGMA_CACHE"] = tempfile.mkdtemp(prefix="pymagma-bench-")

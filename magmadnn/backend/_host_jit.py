@@ -1,10 +1,10 @@
 """Optional numba kernels for the host backend (``pip install magmadnn[jit]``).
 
-The host backend is complete without them: each kernel replaces a NumPy sequence of host.py that works in short strided
+The host backend is complete without them: each kernel replaces a NumPy sequence of its ops that works in short strided
 runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im, and 2x2
 stride-2 max pooling; and one that fuses the dozen small products of an LSTM step's backward. Results equal the NumPy
 path's, NaN and infinities included. ``kernels`` is None when numba is not installed or ``MAGMADNN_JIT=0`` is set;
-host.py then takes its NumPy path. Kernels compile on first use (cached on disk by numba) for float32 and float64
+the host then takes its NumPy path. Kernels compile on first use (cached on disk by numba) for float32 and float64
 arrays.
 
 They are single-threaded on purpose: OpenBLAS's worker threads keep spinning for a while after each GEMM, and a
@@ -33,7 +33,7 @@ def _load():
         return None
     try:
         numba = importlib.import_module("numba")
-    except ImportError:  # the extra is not installed: host.py uses NumPy only
+    except ImportError:  # the extra is not installed: the host uses NumPy only
         return None
     return _Kernels(_build(numba))
 
@@ -60,7 +60,7 @@ def _build(numba):
     def max_pool2x2_forward(x, y, idx):
         """2x2 windows, stride 2, no padding: y = window max, idx = row-major offset (0..3) of its first maximum.
 
-        A window with a NaN gives NaN and offset 3, exactly as host.py's NumPy path (np.maximum propagates NaN and
+        A window with a NaN gives NaN and offset 3, exactly as the host's NumPy path (np.maximum propagates NaN and
         no element compares equal to it); the strict comparisons alone would drop a NaN.
         """
         n_, c_, ho, wo = y.shape

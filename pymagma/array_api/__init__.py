@@ -31,7 +31,7 @@ from ._creation import (
     zeros_like,
 )
 from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
-from ._indexing import take, take_along_axis
+from ._indexing import repeat, take, take_along_axis
 from ._info import __array_namespace_info__
 from ._manipulation import (
     broadcast_arrays,
@@ -42,7 +42,6 @@ from ._manipulation import (
     meshgrid,
     moveaxis,
     permute_dims,
-    repeat,
     roll,
     squeeze,
     stack,
@@ -110,4 +109,16 @@ def namespace(api_version=None):
     return sys.modules[__name__]
 
 
-_ = _dtypes
+
+
+
+def _fill_the_operators_of_device_arrays() -> None:
+    """DeviceArray's operators, astype, indexing with arrays and ``__array_namespace__`` run these (``array.UPPER``)."""
+    from .. import array
+    from ._indexing import getitem, setitem
+
+    array.UPPER.update(_elementwise.FUNCTIONS, getitem=getitem, setitem=setitem, astype=astype, matmul=matmul,
+                       namespace=namespace, array_api_dtypes=_dtypes.SUPPORTED)
+
+
+_fill_the_operators_of_device_arrays()

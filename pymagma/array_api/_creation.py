@@ -10,7 +10,8 @@ import numpy as np
 
 from .. import array as _array
 from .. import runtime
-from . import _dtypes, _kernels
+from ..kernels import array_api as _kernels
+from . import _dtypes
 
 
 def _device(device) -> int:

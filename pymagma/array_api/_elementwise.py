@@ -9,7 +9,8 @@ import functools
 import numpy as np
 
 from .. import array as _array
-from . import _dtypes, _kernels
+from ..kernels import array_api as _kernels
+from . import _dtypes
 
 _FLOATS, _INTS, _INTS_BOOL = "f", "iu", "iub"
 _NUMERIC = "iuf"

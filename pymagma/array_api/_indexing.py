@@ -10,8 +10,11 @@ from __future__ import annotations
 import math
 import operator
 
+import numpy as np
+
 from .. import array as _array
-from . import _dtypes, _elementwise, _kernels, _manipulation
+from ..kernels import array_api as _kernels
+from . import _creation, _dtypes, _elementwise, _manipulation
 
 _INDEX_KINDS = "iu"
 
@@ -272,3 +275,33 @@ def setitem(x, key, value) -> None:
     if math.prod(shape) == 0:
         return
     _kernels.gather(xb, off, shape, x_strides, off_strides, y=_broadcast_value(value, shape, "__setitem__"))
+
+
+def repeat(x, repeats, /, *, axis=None):
+    """Each element of ``x`` (flattened when ``axis`` is None) repeated ``repeats`` times along ``axis``.  An int
+    is one copy of a zero-stride view; an integer array of counts is read to the host (the output's shape depends on
+    it: the standard's data-dependent case) to build the gather indices, and the data is gathered on the device."""
+    x = _elementwise._require(x, "repeat")
+    if axis is None:
+        x = (x if x.is_c_contiguous else _manipulation._copy(x)).reshape(-1)
+        axis = 0
+    a = _manipulation._axis(axis, x.ndim, "repeat")
+    n = x.shape[a]
+    if isinstance(repeats, _array.DeviceArray):
+        if repeats.dtype.kind not in "iu" or repeats.ndim != 1 or repeats.shape[0] not in (1, n):
+            raise ValueError(f"repeat: repeats must be a 1-D integer array of {n} or 1 elements, got "
+                             f"{repeats.shape} {repeats.dtype}")
+        counts = repeats.get()
+        if (counts < 0).any():
+            raise ValueError("repeat: negative repeats")
+        if counts.shape[0] == 1 and n != 1:
+            return repeat(x, int(counts[0]), axis=a)
+        index = np.repeat(np.arange(n, dtype=np.int64), counts)
+        return take(x, _creation.asarray(index, device=x.device), axis=a)
+    r = operator.index(repeats)
+    if r < 0:
+        raise ValueError(f"repeat: negative repeats {r}")
+    shape = (*x.shape[:a + 1], r, *x.shape[a + 1:])
+    strides = (*x.strides[:a + 1], 0, *x.strides[a + 1:])
+    view = _manipulation._view(x, 0, shape, strides)
+    return _manipulation._copy(view).reshape((*x.shape[:a], n * r, *x.shape[a + 1:]))

@@ -6,8 +6,8 @@ from __future__ import annotations
 import numpy as np
 
 from .. import kernels as _kernels
+from ..kernels import array_api as _api_kernels
 from . import _creation, _dtypes, _elementwise
-from . import _kernels as _api_kernels
 
 
 def _truth(x):

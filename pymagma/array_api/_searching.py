@@ -7,9 +7,9 @@ from __future__ import annotations
 import numpy as np
 
 from .. import array as _array
+from ..kernels import array_api as _api_kernels
+from ..kernels import array_api_reduce as _rk
 from . import _dtypes, _elementwise
-from . import _kernels as _api_kernels
-from . import _reduce_kernels as _rk
 from ._statistics import _as, _kept, _kinds
 
 

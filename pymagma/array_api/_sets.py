@@ -8,7 +8,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from .. import array as _array
-from . import _reduce_kernels as _rk
+from ..kernels import array_api_reduce as _rk
 from ._searching import _flat
 from ._statistics import _kinds
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import operator
 
-from . import _kernels as _api_kernels
-from . import _reduce_kernels as _rk
+from ..kernels import array_api as _api_kernels
+from ..kernels import array_api_reduce as _rk
 from ._statistics import _kinds
 
 

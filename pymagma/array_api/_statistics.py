@@ -9,9 +9,9 @@ import operator
 import numpy as np
 
 from .. import array as _array
+from ..kernels import array_api as _api_kernels
+from ..kernels import array_api_reduce as _rk
 from . import _dtypes, _elementwise, _manipulation
-from . import _kernels as _api_kernels
-from . import _reduce_kernels as _rk
 
 
 def _as(x, dtype):

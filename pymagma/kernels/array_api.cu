@@ -1,7 +1,7 @@
 // The array API standard's elementwise kernels: one binary family (arithmetic, comparison) and one unary family,
 // each reading strided, broadcast operands (Strides3: shape and element strides of up to PM_MAX_DIMS dims) and
 // writing a C-contiguous result, plus a strided cast between every pair of the standard's real dtypes.
-// The operation is a runtime code uniform over the launch (pymagma.array_api._kernels holds the tables), so each
+// The operation is a runtime code uniform over the launch (pymagma.kernels.array_api holds the tables), so each
 // kernel is instantiated once per dtype; integers compute in their own type (wrapping like NumPy), half types in
 // float32 through Traits, bool is C++ bool.
 #include "common.cuh"
@@ -66,7 +66,7 @@ template <typename A> __device__ __forceinline__ A aa_fdivmod(A a, A b, A* rem) 
     return floordiv;
 }
 
-// Binary op codes (keep in sync with pymagma.array_api._kernels.BINARY).
+// Binary op codes (keep in sync with pymagma.kernels.array_api.BINARY).
 template <typename T> __device__ __forceinline__ T aa_binary_op(int op, T a, T b) {
     if constexpr (AAIsFloat<T>::value) {
         T r;
@@ -138,7 +138,7 @@ template <typename T> __device__ __forceinline__ T aa_binary_op(int op, T a, T b
     }
 }
 
-// Comparison codes (keep in sync with pymagma.array_api._kernels.COMPARE).
+// Comparison codes (keep in sync with pymagma.kernels.array_api.COMPARE).
 template <typename T> __device__ __forceinline__ bool aa_compare_op(int op, T a, T b) {
     switch (op) {
         case 0: return a == b;
@@ -151,7 +151,7 @@ template <typename T> __device__ __forceinline__ bool aa_compare_op(int op, T a,
     }
 }
 
-// Unary codes (keep in sync with pymagma.array_api._kernels.UNARY).
+// Unary codes (keep in sync with pymagma.kernels.array_api.UNARY).
 template <typename T> __device__ __forceinline__ T aa_unary_op(int op, T x) {
     if constexpr (AAIsFloat<T>::value) {
         switch (op) {
@@ -204,7 +204,7 @@ template <typename T> __device__ __forceinline__ T aa_unary_op(int op, T x) {
     }
 }
 
-// Float tests, bool results (keep in sync with pymagma.array_api._kernels.TESTS).
+// Float tests, bool results (keep in sync with pymagma.kernels.array_api.TESTS).
 template <typename T> __device__ __forceinline__ bool aa_test_op(int op, T x) {
     switch (op) {
         case 0: return x != x;                                    // isnan

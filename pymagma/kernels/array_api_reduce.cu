@@ -37,7 +37,7 @@ template <typename T> __device__ __forceinline__ bool ar_before(int descending, 
     return descending ? b < a : a < b;
 }
 
-// Reduce op codes (keep in sync with pymagma.array_api._reduce_kernels.REDUCE): 0 sum, 1 prod, 2 min, 3 max,
+// Reduce op codes (keep in sync with pymagma.kernels.array_api_reduce.REDUCE): 0 sum, 1 prod, 2 min, 3 max,
 // 4 mean, 5 var (divided by n - correction; NaN when that is not positive).  min/max propagate NaN; the caller refuses empty min/max.
 template <typename T>
 __global__ void ar_reduce(int op, double correction, const T* __restrict__ x, T* __restrict__ y, i64 n_out, i64 n_red,

@@ -13,10 +13,8 @@ import threading
 
 from .. import _native, runtime
 from ..errors import CudaError
-from . import compiler, programs
-
-THREADS = 256
-MAX_BLOCKS = 65535
+from . import compiler, registry
+from .registry import MAX_BLOCKS, THREADS, grid_for  # noqa: F401 (their old home)
 
 
 @functools.cache
@@ -54,13 +52,8 @@ def target_for(device: int) -> tuple[str, str]:
 
 
 def compile_program(name: str, arch: str, kind: str) -> compiler.CompiledProgram:
-    """Compile (or fetch from the caches) one of the shipped programs for an explicit arch and output kind."""
-    try:
-        filename, expressions = programs.PROGRAMS[name]
-    except KeyError:
-        raise KeyError(f"no kernel program {name!r}; programs: {sorted(programs.PROGRAMS)}") from None
-    return compiler.compile_source(programs.read_text(filename), name, expressions, arch=arch, kind=kind,
-                                   headers=programs.headers())
+    """Compile (or fetch from the caches) registered program ``name`` for an explicit arch and output kind."""
+    return registry.program(name).compile(arch, kind)
 
 
 class LoadedProgram:
@@ -86,11 +79,6 @@ class LoadedProgram:
 def loaded_program(name: str, device: int) -> LoadedProgram:
     """Program ``name`` loaded on ``device`` by the launcher in use (compiled and loaded on first use)."""
     return _native.current.launcher.program(name, device)
-
-
-def grid_for(n: int, threads: int = THREADS, per_thread: int = 1) -> int:
-    """Blocks for ``n`` items with grid-stride loops (at least one block, at most MAX_BLOCKS)."""
-    return max(1, min(MAX_BLOCKS, -(-int(n) // (threads * per_thread))))
 
 
 class DriverLauncher:

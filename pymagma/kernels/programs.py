@@ -1,4 +1,5 @@
-"""The kernel programs shipped with pymagma: which ``.cu`` file, which template instantiations (per dtype).
+"""The kernel programs shipped with pymagma: which ``.cu`` file, which template instantiations (per dtype), registered
+with :mod:`.registry` at import like any other program.
 
 Each program is one NVRTC compilation holding all of its instantiations, so a device compiles a program once.
 """
@@ -11,6 +12,7 @@ from importlib import resources
 import numpy as np
 
 from ..dtypes import answered_once
+from .registry import KERNELS_DIR, register
 
 #: Storage C type of every dtype the kernels know (bfloat16 is matched by name: NumPy has no native one).
 C_TYPES = {
@@ -21,7 +23,8 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-HEADERS = ("common.cuh", "random.cu", "optim.cu")  # step.cu includes optim.cu and random.cu (their rules)
+#: The headers of pymagma's kernels folder every program may include.
+HEADERS = ("common.cuh",)
 
 
 @answered_once
@@ -52,12 +55,12 @@ def _cast_pairs() -> tuple[str, ...]:
     return tuple(f"cast<{C_TYPES[s]}, {C_TYPES[d]}>" for s in CAST_SOURCES for d in CAST_TARGETS)
 
 
-#: program name -> (source file, name expressions)
-PROGRAMS = {
+#: program name -> (source file, name expressions), registered below
+SHIPPED = {
     "elementwise": ("elementwise.cu", _per_dtype(("unary", "binary", "binary_strided", "binary_scalar",
                                                        "select", "activation_backward", "bias_channels", "fill"))
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
-    "reduce": ("reduce.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
+    "reductions": ("reductions.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
     "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
                                      "softmax_xent_prob_backward"))),
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
@@ -67,7 +70,7 @@ PROGRAMS = {
     "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
     # normalization and embeddings
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
-    "embedding": ("embedding.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
+    "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
     # checks of the values an op needs, reported through a fault record (no host read)
     "check": ("check.cu", _per_dtype(("check_range", "check_binary"), FLOAT_DTYPES + ("int64", "int32"))),
     # graph replay: per-step values read from device memory
@@ -83,7 +86,7 @@ def _api(kernels, dtypes) -> tuple[str, ...]:
     return tuple(f"{k}<{API_C_TYPES[d]}>" for k in kernels for d in dtypes)
 
 
-PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_unary"), API_C_TYPES)
+SHIPPED["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_unary"), API_C_TYPES)
                          + _api(("aa_test",), API_FLOATS)
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
                                  for d in API_C_TYPES)
@@ -91,15 +94,19 @@ PROGRAMS["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_un
                          + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
                          + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
-#: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.array_api._reduce_kernels)
+#: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.kernels.array_api_reduce)
 API_REDUCE_DTYPES = ("int64", "float32", "float64")
-PROGRAMS["array_api_reduce"] = ("array_api_reduce.cu",
+SHIPPED["array_api_reduce"] = ("array_api_reduce.cu",
                                 _api(("ar_reduce", "ar_argreduce", "ar_scan", "ar_sort", "ar_searchsorted", "ar_take",
                                       "ar_unique_flags", "ar_unique"), API_REDUCE_DTYPES)
                                 + _api(("ar_where",), API_C_TYPES) + ("ar_nonzero<bool>",))
 # -- recurrent layers
-PROGRAMS["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
+SHIPPED["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                       "gru_gates_backward")))
+
+
+for _name, (_file, _expressions) in SHIPPED.items():
+    register(_name, path=KERNELS_DIR / _file, expressions=_expressions)
 
 
 @functools.cache

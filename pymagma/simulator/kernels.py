@@ -1,4 +1,5 @@
-"""pymagma's kernels on the simulator: each program's real CUDA C++ source compiled by the host C++ compiler against a
+"""Kernel programs on the simulator: each registered program's real CUDA C++ source (pymagma's own and any other,
+see :mod:`pymagma.kernels.registry`) compiled by the host C++ compiler against a
 small emulation of CUDA's device language (``cuda_host.h``: a std::thread per GPU thread, std::barrier for
 __syncthreads), launched with exactly the argument lists pymagma builds for cuLaunchKernel.
 
@@ -21,13 +22,12 @@ import os
 import shutil
 import subprocess
 import threading
-from importlib import resources
 from pathlib import Path
 
 import numpy as np
 
 from ..errors import PymagmaError
-from ..kernels import programs
+from ..kernels import registry
 
 PRELUDE = Path(__file__).with_name("cuda_host.h")
 COMPILERS = ("g++", "clang++")
@@ -66,15 +66,13 @@ def cache_dir() -> Path:
 
 
 def translation_unit(program: str) -> str:
-    """The C++ file compiled for ``program``: the emulation, the program's ``.cu`` and an ``extern "C"`` launcher
+    """The C++ file compiled for ``program``: the emulation, the program's source and an ``extern "C"`` launcher
     that maps each name expression to its instantiation."""
-    try:
-        filename, expressions = programs.PROGRAMS[program]
-    except KeyError:
-        raise KeyError(f"no kernel program {program!r}; programs: {sorted(programs.PROGRAMS)}") from None
-    table = ",\n".join(f'        {{"{e}", [](void** a) {{ pm_call(&{e}, a); }}}}' for e in expressions)
+    found = registry.program(program)
+    table = ",\n".join(f'        {{"{e}", [](void** a) {{ pm_call(&{e}, a); }}}}' for e in found.expressions)
     return f"""#include "{PRELUDE.name}"
-#include "{filename}"
+#line 1 "{found.filename}"
+{found.source}
 #include <map>
 #include <string>
 
@@ -95,7 +93,7 @@ BARRIER_CALLS = ("__syncthreads", "pm_block_reduce")
 
 
 def _flags(program: str) -> tuple[str, ...]:
-    source = programs.read_text(programs.PROGRAMS[program][0])
+    source = registry.program(program).source
     barriers = any(call in source for call in BARRIER_CALLS)
     return FLAGS if barriers else (*FLAGS, "-DPM_NO_BARRIERS")
 
@@ -105,11 +103,10 @@ def build(program: str, directory: Path | None = None) -> ctypes.CDLL:
     cxx = compiler()
     if cxx is None:
         raise SimulatorError(INSTALL_HINT)
-    source, flags = translation_unit(program), _flags(program)
-    filename = programs.PROGRAMS[program][0]
+    source, flags, found = translation_unit(program), _flags(program), registry.program(program)
     digest = hashlib.sha256("\0".join((
-        source, PRELUDE.read_text(), programs.read_text(filename), *map(programs.read_text, programs.HEADERS),
-        *flags, _compiler_identity(cxx))).encode()).hexdigest()[:20]
+        source, PRELUDE.read_text(), *(f"{k}\0{v}" for k, v in sorted(found.headers.items())),
+        *map(str, found.include_dirs), *flags, _compiler_identity(cxx))).encode()).hexdigest()[:20]
     directory = cache_dir() if directory is None else Path(directory)
     library = directory / f"{program}-{digest}.so"
     if not library.exists():
@@ -145,8 +142,8 @@ def _compile(cxx: str, program: str, source: str, flags, directory: Path, digest
     unique = f"{os.getpid()}-{threading.get_ident()}"
     cpp, partial = directory / f"{program}-{digest}-{unique}.cpp", directory / f"{program}-{digest}-{unique}.so"
     cpp.write_text(source)
-    kernels_dir = Path(str(resources.files("pymagma.kernels")))
-    command = [cxx, *flags, "-I", str(PRELUDE.parent), "-I", str(kernels_dir), "-o", str(partial), str(cpp)]
+    includes = [arg for folder in registry.program(program).include_dirs for arg in ("-I", str(folder))]
+    command = [cxx, *flags, "-I", str(PRELUDE.parent), *includes, "-o", str(partial), str(cpp)]
     try:
         done = subprocess.run(command, capture_output=True, text=True)
         if done.returncode != 0:
@@ -192,9 +189,7 @@ class Launcher:
         if grid < 1 or not 1 <= block <= MAX_THREADS_PER_BLOCK:
             raise ValueError(f"launch of {expression} with grid {grid}, block {block}: a grid needs at least one "
                              f"block and a block 1..{MAX_THREADS_PER_BLOCK} threads (cudaErrorInvalidConfiguration)")
-        if program not in programs.PROGRAMS:
-            raise KeyError(f"no kernel program {program!r}; programs: {sorted(programs.PROGRAMS)}")
-        if expression not in programs.PROGRAMS[program][1]:
+        if expression not in registry.program(program).expressions:
             raise LookupError(f"{expression} is not a kernel of program {program}")
         self.launched.add(expression)
         if self.null:

@@ -369,7 +369,7 @@ def test_bad_arguments_are_typed_errors():
 @pytest.mark.parametrize("dtype", [np.float32, np.int8])
 def test_long_reductions_equal_numpy(dtype):
     """At least SPLIT elements per output (not a multiple of PARTS): the two-pass path, on a transposed view."""
-    from pymagma.array_api import _reduce_kernels
+    from pymagma.kernels import array_api_reduce as _reduce_kernels
 
     n = _reduce_kernels.SPLIT + 37
     a = (np.arange(2 * n).reshape(2, n) % 23 - 11).astype(dtype)

@@ -548,7 +548,7 @@ def test_max_pool2d_propagates_nan_and_refuses_bad_geometry():
                                     (2, 2), (2, 2))
 
 
-# ------------------------------------------------------------------------ norm.cu and embedding.cu
+# ------------------------------------------------------------------------ norm.cu and embeddings.cu
 @pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
 @pytest.mark.parametrize("dtype", DTYPES)
 @FEW

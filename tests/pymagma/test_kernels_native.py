@@ -32,6 +32,11 @@ def fresh_cache(tmp_path, monkeypatch):
     compiler.clear_memory_cache()
 
 
+def shipped() -> dict:
+    """The programs shipped with the packages (name -> registry.Program), each with its launcher module."""
+    return {name: kernels.program(name) for name in programs.SHIPPED}
+
+
 @pytest.fixture(scope="module")
 def every_program():
     """``every_program(arch, kind)``: every program compiled by ``kernels.compile_program`` (into the calling test's
@@ -40,7 +45,7 @@ def every_program():
 
     def compiled(arch: str, kind: str) -> dict:
         if (arch, kind) not in done:
-            done[arch, kind] = {name: kernels.compile_program(name, arch, kind) for name in kernels.PROGRAMS}
+            done[arch, kind] = {name: kernels.compile_program(name, arch, kind) for name in shipped()}
         return done[arch, kind]
 
     return compiled
@@ -53,9 +58,9 @@ def test_every_program_compiles_with_every_instantiation(arch, kind, every_progr
     """One NVRTC call per program holds all of its dtype instantiations; every one must be in the image."""
     start = time.perf_counter()
     compiled = every_program(arch, kind)
-    for name, (_, expressions) in kernels.PROGRAMS.items():
+    for name, registered in shipped().items():
         program = compiled[name]
-        assert set(program.lowered) == set(expressions)
+        assert set(program.lowered) == set(registered.expressions)
         number = arch.split("_")[1]
         if kind == "ptx":
             text = program.image.decode()
@@ -73,7 +78,7 @@ def test_every_program_compiles_with_every_instantiation(arch, kind, every_progr
 def test_the_array_api_kernels_are_instantiated_for_every_array_api_dtype():
     from pymagma.array_api import _dtypes
 
-    expressions, names = set(kernels.PROGRAMS["array_api"][1]), [d.name for d in _dtypes.SUPPORTED]
+    expressions, names = set(kernels.program("array_api").expressions), [d.name for d in _dtypes.SUPPORTED]
     for kernel in ("aa_binary", "aa_compare", "aa_unary"):
         assert {_api_expression(kernel, n) for n in names} <= expressions
     assert {_api_expression("aa_cast", s, d) for s in names for d in names} <= expressions
@@ -84,14 +89,15 @@ def _api_expression(kernel, *names):
 
 
 def test_every_float_dtype_is_instantiated_for_every_float_kernel():
-    for name, (_, expressions) in kernels.PROGRAMS.items():
+    for name, registered in shipped().items():
+        expressions = registered.expressions
         if name in ("array_api", "array_api_reduce"):  # instantiated for the array API's dtypes (test below)
             continue
         kernels_in = {e.split("<")[0] for e in expressions if e.split("<")[0] not in ("cast", "copy_strided")}
         for kernel in kernels_in:
             for dtype in programs.FLOAT_DTYPES:
                 assert programs.expression(kernel, dtype) in expressions
-    elementwise = kernels.PROGRAMS["elementwise"][1]
+    elementwise = kernels.program("elementwise").expressions
     for src in programs.CAST_SOURCES:
         for dst in programs.CAST_TARGETS:
             assert programs.expression("cast", src, dst) in elementwise
@@ -249,9 +255,9 @@ def test_argument_errors_are_typed_and_explicit():
 
 def test_broadcast_strides_and_strides3_packing():
     a = fake_array((3, 1), np.float32)  # broadcast to (2, 3, 4): leading axis new, last axis stretched
-    assert kernels._broadcast_strides(a, (2, 3, 4)) == (0, 1, 0)
+    assert kernels.elementwise._broadcast_strides(a, (2, 3, 4)) == (0, 1, 0)
     t = fake_array((4, 3), np.float64, strides=(8, 32))  # a transposed view
-    assert kernels._broadcast_strides(t, (4, 3)) == (1, 4)
+    assert kernels.elementwise._broadcast_strides(t, (4, 3)) == (1, 4)
     s = kernels.make_strides3((2, 3), (3, 1), (0, 1), (3, 1))
     assert s.ndim == 2 and list(s.shape[:2]) == [2, 3] and list(s.s1[:2]) == [0, 1]
     with pytest.raises(ValueError, match="at most 8"):
@@ -259,11 +265,11 @@ def test_broadcast_strides_and_strides3_packing():
 
 
 def test_axes_normalisation():
-    assert kernels._axes(None, 3) == (0, 1, 2)
-    assert kernels._axes(-1, 3) == (2,)
-    assert kernels._axes((2, 0), 3) == (0, 2)
+    assert kernels.reductions._axes(None, 3) == (0, 1, 2)
+    assert kernels.reductions._axes(-1, 3) == (2,)
+    assert kernels.reductions._axes((2, 0), 3) == (0, 2)
     with pytest.raises(ValueError, match="repeated"):
-        kernels._axes((1, -2), 3)
+        kernels.reductions._axes((1, -2), 3)
 
 
 def test_launch_grid_and_target_selection(monkeypatch):
@@ -290,6 +296,13 @@ def ptx_parameters(program, expression: str) -> list[tuple[int, bool]]:
     return [(int(count) if count else int(bits) // 8, kind == "f") for kind, bits, count in _PTX_PARAM.findall(head)]
 
 
+def launcher_modules() -> list:
+    """Every launcher module of the kernel programs (each launches through its own ``_run``)."""
+    import importlib
+
+    return [importlib.import_module(f"pymagma.kernels.{name}") for name in shipped()]
+
+
 def launch_parameters(args) -> list[tuple[int, bool]]:
     return [(ctypes.sizeof(type(a)), isinstance(a, ctypes.c_double | ctypes.c_float)) for a in args]
 
@@ -300,8 +313,9 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, ever
     from pymagma import array
 
     launches = []
-    monkeypatch.setattr(kernels, "_run", lambda program, expression, like, n, args, grid=None:
-                        launches.append((program, expression, args)))
+    for module in launcher_modules():
+        monkeypatch.setattr(module, "_run", lambda program, expression, like, n, args, grid=None:
+                            launches.append((program, expression, args)))
     monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None: fake_array(shape, dtype))
     monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: fake_array(shape, dtype))
     for dtype in (np.float32, np.float64, np.float16) + ((BF16,) if BF16 is not None else ()):
@@ -311,7 +325,7 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, ever
     # checked by running them on the CPU emulation of the same source (test_kernels_emulated.py)
     indexing = {"aa_assign", "aa_tri", "aa_gather", "aa_mask_move", "aa_index_offsets", "aa_mask_count",
                 "aa_mask_scan", "aa_mask_positions"}
-    assert launched | indexing == {e.split("<")[0] for _, exprs in kernels.PROGRAMS.values() for e in exprs}
+    assert launched | indexing == {e.split("<")[0] for p in shipped().values() for e in p.expressions}
     for program, expression, args in launches:
         compiled = every_program("sm_80", "ptx")[program]
         assert launch_parameters(args) == ptx_parameters(compiled, expression), expression
@@ -358,7 +372,7 @@ def _launch_every_kernel(dtype) -> None:
     kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
     # array_api.cu: each family once per call of this function (the float dtypes among its instantiations)
     if np.dtype(dtype) in (np.float32, np.float64):
-        from pymagma.array_api import _kernels as api
+        from pymagma.kernels import array_api as api
 
         api.binary("add", x, row, (4, 3))
         api.compare("less", x, x.T.T, (4, 3))
@@ -366,7 +380,7 @@ def _launch_every_kernel(dtype) -> None:
         api.test("isnan", x)
         api.cast(x, np.dtype(np.int8))
         # array_api_reduce.cu: each family once (the float dtypes among its instantiations)
-        from pymagma.array_api import _reduce_kernels as rk
+        from pymagma.kernels import array_api_reduce as rk
 
         flat, index = fake_array((12,), dtype), fake_array((12,), np.int64)
         rk.reduce("var", x, (0,), 1.0)

@@ -15,9 +15,9 @@ from ctypes import c_double, c_int, c_longlong, c_void_p
 import numpy as np
 
 from .. import array as _array
-from .. import kernels as _kernels
-from ..kernels import programs
-from . import _kernels as _api_kernels
+from . import array_api as _api_kernels
+from . import programs
+from .common import _c_strides, _run, make_strides3
 
 PROGRAM = "array_api_reduce"
 #: reduction op codes of ar_reduce
@@ -41,7 +41,7 @@ def _expression(kernel: str, dtype: np.dtype) -> str:
 
 
 def _launch(kernel: str, like, n_items: int, args) -> None:
-    _kernels._run(PROGRAM, _expression(kernel, like.dtype), like, n_items, args)
+    _run(PROGRAM, _expression(kernel, like.dtype), like, n_items, args)
 
 
 def _elements(a) -> tuple:
@@ -74,8 +74,8 @@ def axes(axis, ndim: int, what: str) -> tuple[int, ...]:
 def _plan(shape: tuple, strides: tuple, reduced: tuple):
     kept = [d for d in range(len(shape)) if d not in reduced]
     kept_shape = tuple(shape[d] for d in kept)
-    s = _kernels.make_strides3(kept_shape, [strides[d] for d in kept], _kernels._c_strides(kept_shape))
-    r = _kernels.make_strides3(tuple(shape[d] for d in reduced), [strides[d] for d in reduced])
+    s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
+    r = make_strides3(tuple(shape[d] for d in reduced), [strides[d] for d in reduced])
     return kept_shape, math.prod(kept_shape), math.prod(shape[d] for d in reduced), s, r
 
 
@@ -126,10 +126,10 @@ def _two_passes(op: str, x, reduced: tuple, n_red: int):
 def _row_plan(x, axis: int, out_shape: tuple):
     """(rows, Strides3 of the other axes: x's element strides and a C-contiguous ``out_shape``'s, out's stride
     along ``axis``)."""
-    strides, out_strides = _elements(x), _kernels._c_strides(out_shape)
+    strides, out_strides = _elements(x), _c_strides(out_shape)
     kept = [d for d in range(x.ndim) if d != axis]
     kept_shape = tuple(x.shape[d] for d in kept)
-    s = _kernels.make_strides3(kept_shape, [strides[d] for d in kept], [out_strides[d] for d in kept])
+    s = make_strides3(kept_shape, [strides[d] for d in kept], [out_strides[d] for d in kept])
     return math.prod(kept_shape), s, out_strides[axis]
 
 
@@ -138,7 +138,7 @@ def argreduce(want_max: bool, x, axis: int):
     x = _wide(x)
     strides = _elements(x)
     kept = tuple(n for d, n in enumerate(x.shape) if d != axis)
-    s = _kernels.make_strides3(kept, [v for d, v in enumerate(strides) if d != axis], _kernels._c_strides(kept))
+    s = make_strides3(kept, [v for d, v in enumerate(strides) if d != axis], _c_strides(kept))
     rows = math.prod(kept)
     out = _array._empty(kept, INDEX, x.device)
     _launch("ar_argreduce", x, rows, [c_int(int(want_max)), _ptr(x), _ptr(out), c_longlong(rows),
@@ -180,7 +180,7 @@ def _broadcast_strides(a, shape: tuple) -> tuple:
 def where(condition, a, b, shape: tuple):
     """``condition ? a : b`` (bool condition, one dtype for a and b) broadcast to ``shape``."""
     out = _array._empty(shape, a.dtype, a.device)
-    s = _kernels.make_strides3(shape, *(_broadcast_strides(v, shape) for v in (condition, a, b)))
+    s = make_strides3(shape, *(_broadcast_strides(v, shape) for v in (condition, a, b)))
     _launch("ar_where", a, out.size, [_ptr(condition), _ptr(a), _ptr(b), _ptr(out), c_longlong(out.size), s])
     return out
 
@@ -189,7 +189,7 @@ def searchsorted(x1, x2, right: bool):
     """Insertion indices (int64, ``x2``'s shape) of ``x2`` in the sorted 1-D ``x1`` (same dtype)."""
     x1, x2 = _wide(x1), _wide(x2)
     out = _array._empty(x2.shape, INDEX, x2.device)
-    s = _kernels.make_strides3(x2.shape, _elements(x2))
+    s = make_strides3(x2.shape, _elements(x2))
     _launch("ar_searchsorted", x1, out.size, [c_int(int(right)), _ptr(x1), c_longlong(x1.shape[0]),
                                               c_longlong(_elements(x1)[0]), _ptr(x2), _ptr(out),
                                               c_longlong(out.size), s])
@@ -208,7 +208,7 @@ def take(x, indices):
 def nonzero(flags, csum, count: int, shape: tuple):
     """The (len(shape), count) int64 coordinates of the true entries of the C-contiguous bool ``flags``."""
     out = _array._empty((len(shape), count), INDEX, flags.device)
-    s = _kernels.make_strides3(shape)
+    s = make_strides3(shape)
     _launch("ar_nonzero", flags, flags.size, [_ptr(flags), _ptr(csum), c_longlong(flags.size), c_longlong(count),
                                               _ptr(out), s])
     return out

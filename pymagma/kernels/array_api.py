@@ -13,8 +13,8 @@ from ctypes import c_int, c_longlong, c_void_p
 import numpy as np
 
 from .. import array as _array
-from .. import kernels as _kernels
-from ..kernels import programs
+from . import programs
+from .common import _run, make_strides3
 
 #: binary op codes of aa_binary_op
 BINARY = {"add": 0, "subtract": 1, "multiply": 2, "divide": 3, "floor_divide": 4, "remainder": 5, "pow": 6,
@@ -45,7 +45,7 @@ def _geometry(shape: tuple, *operands: tuple):
     lead = [len(shape) - len(o[0]) for o in operands]
     sets = [(0,) * k + tuple(0 if n == 1 else s // size for n, s in zip(o_shape, o_strides))
             for k, (o_shape, o_strides, size) in zip(lead, operands)]
-    return _kernels.make_strides3(shape, *sets)
+    return make_strides3(shape, *sets)
 
 
 def _layout(a) -> tuple:
@@ -53,7 +53,7 @@ def _layout(a) -> tuple:
 
 
 def _launch(expression: str, like, out, args) -> None:
-    _kernels._run("array_api", expression, like, out.size, args)
+    _run("array_api", expression, like, out.size, args)
 
 
 def binary(op: str, a, b, shape: tuple):
@@ -109,7 +109,7 @@ def assign(src, dst) -> None:
         return
     lead = dst.ndim - src.ndim
     s_src = (0,) * lead + tuple(0 if n == 1 else s for n, s in zip(src.shape, _elements(src)))
-    s = _kernels.make_strides3(dst.shape, s_src, _elements(dst))
+    s = make_strides3(dst.shape, s_src, _elements(dst))
     _launch(_expression("aa_assign", dst.dtype), dst, dst, [c_void_p(src.ptr), c_void_p(dst.ptr),
                                                           c_longlong(dst.size), s])
 
@@ -143,7 +143,7 @@ def gather(x, off, shape: tuple, x_strides: tuple, off_strides: tuple, y=None):
     C-contiguous array; with ``y`` given (a strided array of ``shape``), the scatter ``x[base + off] = y``."""
     scatter = y is not None
     out = y if scatter else _array._empty(shape, x.dtype, x.device)
-    s = _kernels.make_strides3(shape, x_strides, off_strides, _elements(out))
+    s = make_strides3(shape, x_strides, off_strides, _elements(out))
     _launch(_expression("aa_gather", x.dtype), x, out, [c_void_p(x.ptr), c_void_p(off.ptr), c_void_p(out.ptr),
                                                         c_longlong(math.prod(shape)), s, c_int(int(scatter))])
     return out
@@ -161,10 +161,10 @@ def mask_positions(mask):
     counts = _array._empty((chunks + 1,), INT64, mask.device)
     pos = _array._empty(mask.shape, INT64, mask.device)
     s = _geometry(mask.shape, _layout(mask))
-    _kernels._run("array_api", "aa_mask_count<bool>", mask, chunks,
+    _run("array_api", "aa_mask_count<bool>", mask, chunks,
                   [c_void_p(mask.ptr), c_void_p(counts.ptr), c_longlong(n), c_longlong(chunk), c_longlong(chunks), s])
-    _kernels._run("array_api", "aa_mask_scan<i64>", mask, 1, [c_void_p(counts.ptr), c_longlong(chunks)], grid=1)
-    _kernels._run("array_api", "aa_mask_positions<bool>", mask, chunks,
+    _run("array_api", "aa_mask_scan<i64>", mask, 1, [c_void_p(counts.ptr), c_longlong(chunks)], grid=1)
+    _run("array_api", "aa_mask_positions<bool>", mask, chunks,
                   [c_void_p(mask.ptr), c_void_p(counts.ptr), c_void_p(pos.ptr), c_longlong(n), c_longlong(chunk),
                    c_longlong(chunks), s])
     return pos, counts
@@ -177,7 +177,7 @@ def mask_move(x, pos, y, inner: int, row: int, put: bool) -> None:
         return
     mask_dims = pos.ndim
     pos_strides = _elements(pos) + (0,) * (x.ndim - mask_dims)
-    s = _kernels.make_strides3(x.shape, _elements(x), pos_strides)
+    s = make_strides3(x.shape, _elements(x), pos_strides)
     _launch(_expression("aa_mask_move", x.dtype), x, x, [c_void_p(x.ptr), c_void_p(pos.ptr), c_void_p(y.ptr),
                                                         c_longlong(x.size), c_longlong(inner), c_longlong(row), s,
                                                         c_int(int(put))])

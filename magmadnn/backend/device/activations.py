@@ -1,0 +1,82 @@
+"""Device activations and softmax: cuDNN for sigmoid, tanh, ReLU, ELU and softmax / log-softmax, pymagma kernels
+for the others and for gradients from the output only."""
+
+from __future__ import annotations
+
+import math
+import operator
+
+from pymagma import dnn as _dnn
+from pymagma import kernels as _k
+
+from .. import geometry as _geometry
+from ._common import (
+    _contiguous,
+    _same_dtype,
+)
+from .conv import FUSED_ACTIVATIONS
+
+#: Kinds cuDNN computes (forward, and backward when x is given); the others are pymagma kernels.
+_CUDNN_ACTIVATIONS = ("relu", "sigmoid", "tanh", "elu")
+#: Kernel kinds whose gradient reads the forward output y.
+_GRAD_READS_Y = ("selu", "exponential")
+
+
+def activation_forward(x, kind, alpha=0.0):
+    """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
+    _geometry.check_activation(kind, "activation_forward")
+    if kind in _CUDNN_ACTIVATIONS:
+        return _dnn.activation_forward(_contiguous(x), kind, float(alpha) if kind == "elu" else None)
+    if kind == "leaky_relu":
+        return _k.leaky_relu(x, float(alpha))
+    return _k.unary("exp" if kind == "exponential" else kind, x)
+
+
+def activation_backward(dy, x, y, kind, alpha=0.0):
+    """dx of ``activation_forward``. Without x (relu, sigmoid, tanh after a fused convolution) the gradient comes
+    from y alone with a kernel: cuDNN may derive it from x."""
+    _geometry.check_activation(kind, "activation_backward")
+    if x is None:
+        if kind not in FUSED_ACTIVATIONS:
+            raise ValueError(f"activation_backward: {kind} needs the forward input x")
+        return _k.activation_backward(kind, dy, None, y)
+    _same_dtype("activation_backward", dy, x, y)
+    if kind in _CUDNN_ACTIVATIONS:
+        x = _contiguous(x)
+        if y is None:
+            y = activation_forward(x, kind, alpha)
+        return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,
+                                        float(alpha) if kind == "elu" else None)
+    if kind in _GRAD_READS_Y:
+        return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
+    return _k.activation_backward(kind, dy, x, None, float(alpha))
+
+
+def _axis_as_channels(x, axis: int):
+    """``x`` seen as (outer, len(axis), inner, 1): cuDNN's CHANNEL mode then works along ``axis``."""
+    axis = operator.index(axis)
+    if not -x.ndim <= axis < x.ndim:
+        raise ValueError(f"softmax: axis {axis} is out of range for shape {x.shape}")
+    axis %= x.ndim
+    outer, inner = math.prod(x.shape[:axis]), math.prod(x.shape[axis + 1:])
+    return _contiguous(x).reshape(outer, x.shape[axis], inner, 1)
+
+
+def softmax(x, axis=-1):
+    return _dnn.softmax_forward(_axis_as_channels(x, axis), mode="channel").reshape(x.shape)
+
+
+def log_softmax(x, axis=-1):
+    return _dnn.softmax_forward(_axis_as_channels(x, axis), log=True, mode="channel").reshape(x.shape)
+
+
+def softmax_backward(dy, y, axis=-1):
+    _same_dtype("softmax_backward", dy, y)
+    return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),
+                                 mode="channel").reshape(y.shape)
+
+
+def log_softmax_backward(dy, y, axis=-1):
+    _same_dtype("log_softmax_backward", dy, y)
+    return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis), log=True,
+                                 mode="channel").reshape(y.shape)

@@ -1,0 +1,107 @@
+"""Device convolution: cuDNN through ``pymagma.dnn``, adapted to the op set's conventions."""
+
+from __future__ import annotations
+
+from pymagma import array as _array
+from pymagma import dnn as _dnn
+from pymagma import kernels as _k
+
+from .. import geometry as _geometry
+from ._common import (
+    _contiguous,
+    _same_dtype,
+)
+
+FUSED_ACTIVATIONS = _geometry.FUSED_ACTIVATIONS
+
+# ---------------------------------------------------------------------------------------------------------------
+# Adapters: where cuDNN's conventions differ from the op set, the op set wins, here and only here.
+#
+# - Padding: the op set pads ((top, bottom), (left, right)), cuDNN only symmetrically. cuDNN gets the symmetric part
+#   min(top, bottom), min(left, right); the rest is padded explicitly (a fill and a strided copy on the device):
+#   zeros for convolution and average pooling. Gradients are computed on the padded input and the interior is copied
+#   out. The forward's ``saved`` dict keeps the padded input for backward-filter.
+# - Average pooling excludes padding from the count: cuDNN's AVERAGE_COUNT_EXCLUDE_PADDING when the padding is
+#   symmetric; otherwise cuDNN's include-padding average over the explicitly padded input (sum / window area) times
+#   area / (real elements of each window), a (Ho, Wo) factor computed from the geometry alone.
+# - Max pooling is not cuDNN's: the op set gives a tied window's gradient to its first maximum, and cuDNN does not
+#   document which tied maximum its backward picks. pymagma.kernels.max_pool2d saves the offset of each window's
+#   first maximum (asymmetric padding handled in the kernel, never read) and max_pool2d_backward gathers the
+#   gradient from those offsets, one thread per input element: the convention holds on any GPU by construction, and
+#   the sum is deterministic.
+# - Batch norm: op set running = momentum * running + (1 - momentum) * batch; cuDNN's exponentialAverageFactor is the
+#   weight of the batch, so it gets 1 - momentum. Both take the unbiased batch variance for the running variance.
+#   ctx = (saved mean, saved inverse std, eps) for cudnnBatchNormalizationBackward.
+# - Argument order: pymagma.dnn binds cuDNN and keeps cuDNN's orders: conv2d_backward_filter(x, dy, w_shape),
+#   pool2d_backward(y, dy, x, ...), activation_backward(y, dy, x, ...), softmax_backward(y, dy, ...),
+#   batch_norm_backward(x, dy, scale, ...); the op set puts dy first (conv2d_backward_filter(dy, x, w_shape), ...).
+#   This module keeps the op set's orders at its surface and maps them here; the conv calls name their arguments.
+# ---------------------------------------------------------------------------------------------------------------
+
+
+def _split_pads(padding):
+    """(symmetric (ph, pw) for cuDNN, extra (top, bottom, left, right) to pad explicitly)."""
+    t, b, l, r = _geometry.pads4(padding)
+    ph, pw = min(t, b), min(l, r)
+    return (ph, pw), (t - ph, b - ph, l - pw, r - pw)
+
+
+def _pad(x, extra, value: float):
+    """``x`` (N, C, H, W) surrounded by ``extra`` (top, bottom, left, right) elements of ``value``, on the device."""
+    if not any(extra):
+        return x
+    t, b, l, r = extra
+    n, c, h, w = x.shape
+    out = _k.fill(_array.empty((n, c, h + t + b, w + l + r), x.dtype, device=x.device), value)
+    _k.copy(x, out=out[:, :, t:t + h, l:l + w])
+    return out
+
+
+def _crop(xp, extra, shape):
+    """The interior of shape ``shape`` of a gradient computed on the padded input."""
+    if not any(extra):
+        return xp
+    t, _, l, _ = extra
+    return _k.copy(xp[:, :, t:t + shape[2], l:l + shape[3]])
+
+
+def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
+                   activation=None):
+    """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo), + bias, then a fused activation."""
+    if activation is not None and activation not in FUSED_ACTIVATIONS:
+        raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
+                         f"{FUSED_ACTIVATIONS} or None")
+    _same_dtype("conv2d_forward", x, w, bias)
+    sym, extra = _split_pads(padding)
+    xin = _pad(_contiguous(x), extra, 0.0)
+    if saved is not None and any(extra):
+        saved["padded_x"] = xin
+    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=_geometry.pair(stride), padding=sym,
+                            dilation=_geometry.pair(dilation), groups=int(groups))
+    if activation is not None:
+        _dnn.activation_forward(y, activation, out=y)
+    return y
+
+
+def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
+    sym, extra = _split_pads(padding)
+    n, c, h, wd = (int(v) for v in x_shape)
+    t, b, l, r = extra
+    dxp = _dnn.conv2d_backward_data(dy=_contiguous(dy), w=_contiguous(w), x_shape=(n, c, h + t + b, wd + l + r),
+                                    stride=_geometry.pair(stride), padding=sym, dilation=_geometry.pair(dilation),
+                                    groups=int(groups))
+    return _crop(dxp, extra, (n, c, h, wd))
+
+
+def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
+    sym, extra = _split_pads(padding)
+    xin = saved.get("padded_x") if saved else None
+    if xin is None:
+        xin = _pad(_contiguous(x), extra, 0.0)
+    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape),
+                                       stride=_geometry.pair(stride), padding=sym, dilation=_geometry.pair(dilation),
+                                       groups=int(groups))
+
+
+def conv2d_backward_bias(dy):
+    return _dnn.conv2d_backward_bias(_contiguous(dy))

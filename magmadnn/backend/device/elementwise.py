@@ -1,0 +1,59 @@
+"""Device elementwise arithmetic: pymagma's broadcasting kernels."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymagma import kernels as _k
+
+from ._common import (
+    _binary,
+    _is_scalar,
+)
+
+
+def add(a, b):
+    return _binary("add", a, b)
+
+
+def subtract(a, b):
+    return _binary("subtract", a, b)
+
+
+def multiply(a, b):
+    return _binary("multiply", a, b)
+
+
+def divide(a, b):
+    return _binary("divide", a, b)
+
+
+def negative(a):
+    return _k.negative(a)
+
+
+def power(a, p):
+    if not _is_scalar(p):
+        raise TypeError(f"power: the exponent must be a scalar, got {type(p).__name__}")
+    return _k.unary("power", a, float(p))
+
+
+def sqrt(a):
+    return _k.sqrt(a)
+
+
+def log(a):
+    return _k.log(a)
+
+
+def clip(a, low, high):
+    return _k.clip(a, float(low), float(high))
+
+
+def isfinite_all(a) -> bool:
+    """True when every element of ``a`` is finite: 0 * x is NaN exactly at the non-finite x, their sum is NaN when
+    any is; one scalar comes back to the host."""
+    if a.size == 0 or a.dtype.name not in _k.FLOAT_DTYPES:
+        return True
+    probe = _k.reduce("sum", _k.affine(a, 0.0, 0.0))
+    return bool(np.isfinite(probe.get()))

@@ -1,0 +1,23 @@
+"""Device embeddings (kernels of pymagma/kernels/embeddings.cu).
+
+The gather never reads outside the table (NaN rows there); ids are checked before it by ``functional.embedding``
+(a check kernel, reported at the next host read: see ``faults``), and Model checks its host data against every
+Embedding once per call, before any batch runs."""
+
+from __future__ import annotations
+
+from pymagma import kernels as _k
+
+from ._common import (
+    _int64_labels,
+)
+
+
+def embedding_forward(table, indices):
+    """The gather kernel (NaN rows for indices outside the table, never a read outside it)."""
+    return _k.embedding(table, _int64_labels(indices))
+
+
+def embedding_backward(dy, indices, num_rows):
+    """The deterministic scatter-add kernel (one block per table row, indices in order)."""
+    return _k.embedding_backward(dy, _int64_labels(indices), int(num_rows))

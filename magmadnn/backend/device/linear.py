@@ -1,0 +1,44 @@
+"""Device matrix products (pymagma.blas: gemm on the row-major identity, transposes as flags, stacks by
+gemm_batched) and the bias of dense and convolution layers."""
+
+from __future__ import annotations
+
+from pymagma import blas as _blas
+from pymagma import kernels as _k
+
+from ._common import (
+    _same_dtype,
+)
+from .reductions import channel_sum
+
+
+def _blas_operand(a):
+    """``a`` when BLAS can address its matrices (contiguous or a transposed view of contiguous), else a copy."""
+    if a.is_c_contiguous or (a.ndim >= 2 and a.mT.is_c_contiguous):
+        return a
+    return _k.copy(a)
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """``op(a) @ op(b)``: gemm for 2-D operands, gemm_batched for stacks; transposes are views BLAS takes as flags."""
+    if a.dtype is not b.dtype:
+        _same_dtype("matmul", a, b)
+    a, b = _blas_operand(a), _blas_operand(b)
+    if a.ndim == 2 and b.ndim == 2:
+        return _blas.gemm(a, b, trans_a=bool(transpose_a), trans_b=bool(transpose_b))
+    a = a.mT if transpose_a else a
+    b = b.mT if transpose_b else b
+    if a.ndim < 2 or b.ndim < 2:
+        return _blas.matmul(a, b)
+    return _blas.gemm_batched(a, b)
+
+
+def bias_add(x, b):
+    if x.dtype is not b.dtype:
+        _same_dtype("bias_add", x, b)
+    return _k.bias_add(x, b)
+
+
+def bias_grad(dy):
+    """The gradient of ``bias_add`` with respect to ``b``."""
+    return channel_sum(dy)

@@ -1,0 +1,18 @@
+"""Device losses: the fused softmax cross-entropy kernel."""
+
+from __future__ import annotations
+
+from pymagma import kernels as _k
+
+from ._common import (
+    _int64_labels,
+)
+
+
+def softmax_cross_entropy(logits, labels):
+    """``(loss (N,), probs (N, C))``: one fused kernel, stable for any logits."""
+    return _k.softmax_cross_entropy(logits, _int64_labels(labels), reduction="none", grad=False, probs=True)
+
+
+def softmax_cross_entropy_backward(probs, labels, dloss):
+    return _k.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss)

@@ -1,0 +1,71 @@
+"""Device normalization: batch norm by cuDNN (the op set's momentum mapped to cuDNN's exponentialAverageFactor), its
+running-statistics rule by the SGD kernel, layer / RMS norm by pymagma kernels (one block per row)."""
+
+from __future__ import annotations
+
+from pymagma import dnn as _dnn
+from pymagma import kernels as _k
+
+from ._common import (
+    _contiguous,
+    _same_dtype,
+)
+from .core import zeros_like
+from .elementwise import subtract
+
+
+def _check_bn_input(x) -> None:
+    if x.ndim not in (2, 4):
+        raise ValueError(f"batch_norm: expected a 2-D (N, F) or 4-D (N, C, H, W) input, got shape {x.shape}")
+
+
+def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, unbiased=True):
+    """Normalise with batch statistics; running stats updated in place (op-set momentum; cuDNN's running variance
+    takes the unbiased variance: for the biased one it updates a zeroed scratch, ``(1 - momentum) var_u``, which
+    becomes the batch term ``(n - 1)/n var_u`` of the op set's update)."""
+    _check_bn_input(x)
+    momentum = float(momentum)
+    scratch = running_var if unbiased else zeros_like(running_var)
+    y, mean_, inv_std = _dnn.batch_norm_forward_training(_contiguous(x), gamma, beta, running_mean, scratch,
+                                                         momentum=1.0 - momentum, eps=float(eps))
+    if not unbiased:
+        n = x.size // x.shape[1]
+        batch = _k.affine(scratch, (n - 1) / (n * (1.0 - momentum)))
+        running_stat_update(running_var, batch, momentum)
+    return y, (mean_, inv_std, float(eps))
+
+
+def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
+    _check_bn_input(x)
+    return _dnn.batch_norm_forward_inference(_contiguous(x), gamma, beta, running_mean, running_var, eps=float(eps))
+
+
+def batch_norm_backward(dy, x, gamma, ctx):
+    """(dx, dgamma, dbeta) of ``batch_norm_train``."""
+    mean_, inv_std, eps = ctx
+    return _dnn.batch_norm_backward(_contiguous(x), _contiguous(dy), gamma, mean_, inv_std, eps=eps)
+
+
+def running_stat_update(running, batch, momentum):
+    """In place: running -= (1 - momentum) (running - batch) (the SGD kernel's ``p -= lr g`` step)."""
+    _same_dtype("running_stat_update", running, batch)
+    _k.sgd_update(running, subtract(running, batch), None, lr=1.0 - float(momentum), momentum=0.0,
+                  weight_decay=0.0, nesterov=False)
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """One block per row: ``(y, (mean, rstd))``."""
+    _same_dtype("layer_norm_forward", x, gamma, beta)
+    y, mean_, rstd = _k.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
+    return y, (mean_, rstd)
+
+
+def layer_norm_backward(dy, x, gamma, ctx, rms=False):
+    """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
+    mean_, rstd = ctx
+    _same_dtype("layer_norm_backward", dy, x, gamma)
+    dx = _k.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms))
+    if gamma is None:
+        return dx, None, None
+    dgamma, dbeta = _k.layer_norm_param_grads(dy, x, mean_, rstd)
+    return dx, dgamma, dbeta

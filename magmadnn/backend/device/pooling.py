@@ -1,0 +1,65 @@
+"""Device pooling: average by cuDNN (padding excluded from the count, see the adapters in ``conv``), max by
+pymagma's kernel (the op set's first-maximum rule by construction)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from pymagma import array as _array
+from pymagma import dnn as _dnn
+from pymagma import kernels as _k
+
+from .. import geometry as _geometry
+from ._common import (
+    _contiguous,
+)
+from .conv import _crop, _pad, _split_pads
+
+
+def _check_pool_mode(mode, fn: str) -> None:
+    if mode not in ("max", "avg"):
+        raise ValueError(f"{fn}: unknown mode {mode!r}; expected 'max' or 'avg'")
+
+
+def _avg_factor(x_shape, window, stride, padding, dtype, device):
+    """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone."""
+    (wh, ww), (sh, sw) = _geometry.pair(window), _geometry.pair(stride)
+    t, b, l, r = _geometry.pads4(padding)
+    per_axis = []
+    for size, k, s, lo, hi in ((x_shape[2], wh, sh, t, b), (x_shape[3], ww, sw, l, r)):
+        starts = np.arange((size + lo + hi - k) // s + 1) * s - lo
+        per_axis.append(np.minimum(starts + k, size) - np.maximum(starts, 0))
+    counts = np.multiply.outer(per_axis[0], per_axis[1])
+    return _array.asarray((wh * ww / counts).astype(dtype)[None, None], device=device)
+
+
+def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
+    """Max (padding ignored) or average (divided by the real elements of each window) pooling -> ``(y, ctx)``."""
+    _check_pool_mode(mode, "pool2d_forward")
+    window, stride = _geometry.pair(window), _geometry.pair(stride)
+    sym, extra = _split_pads(padding)
+    x = _contiguous(x)
+    if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
+        t, b, l, r = _geometry.pads4(padding)
+        return _k.max_pool2d(x, window, stride, ((t, b), (l, r)))
+    if not any(extra):
+        return _dnn.pool2d_forward(x, window, stride, sym, mode="avg_exclude_pad"), None
+    xin = _pad(x, extra, 0.0)
+    y_area = _dnn.pool2d_forward(xin, window, stride, sym, mode="avg_include_pad")
+    factor = _avg_factor(x.shape, window, stride, padding, x.dtype, x.device)
+    return _k.multiply(y_area, factor), (xin, y_area, factor)
+
+
+def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
+    _check_pool_mode(mode, "pool2d_backward")
+    window, stride = _geometry.pair(window), _geometry.pair(stride)
+    sym, extra = _split_pads(padding)
+    dy, x = _contiguous(dy), _contiguous(x)
+    if mode == "max":  # ctx: the offsets of the maxima the forward found
+        t, b, l, r = _geometry.pads4(padding)
+        return _k.max_pool2d_backward(dy, ctx, x.shape, window, stride, ((t, b), (l, r)))
+    if ctx is None:
+        return _dnn.pool2d_backward(_contiguous(y), dy, x, window, stride, sym, mode="avg_exclude_pad")
+    xin, y_area, factor = ctx
+    dxp = _dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin, window, stride, sym, mode="avg_include_pad")
+    return _crop(dxp, extra, x.shape)

@@ -1,0 +1,53 @@
+"""Host attention: the masked (causal, key-mask) scaled softmax and its gradient."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import _host_jit
+from ._common import _fused_rows
+
+_CAUSAL_BIAS: dict = {}
+
+
+def _causal_bias(tq: int, tk: int, dtype) -> np.ndarray:
+    """(tq, tk): 0 where key j <= query i, -inf elsewhere (added to the scores; made once per shape and dtype)."""
+    key = (tq, tk, dtype)
+    bias = _CAUSAL_BIAS.get(key)
+    if bias is None:
+        bias = _CAUSAL_BIAS[key] = np.where(np.tri(tq, tk, dtype=bool), 0.0, -np.inf).astype(dtype)
+    return bias
+
+
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Softmax over the last axis of ``scale * x`` (B, H, Tq, Tk) with causal and key masks (added as 0 / -inf);
+    rows with no key left are 0."""
+    s = np.multiply(x, x.dtype.type(scale))
+    if causal:
+        s += _causal_bias(x.shape[2], x.shape[3], x.dtype)
+    if mask is not None:
+        s += np.where(mask != 0, 0.0, -np.inf).astype(x.dtype)[:, None, None, :]
+    top = np.max(s, axis=-1, keepdims=True)
+    if causal or mask is not None:
+        top[~np.isfinite(top)] = 0  # a row with no key left: exp(-inf) = 0 everywhere
+    s -= top
+    np.exp(s, out=s)
+    total = np.sum(s, axis=-1, keepdims=True)
+    if causal or mask is not None:
+        return np.divide(s, total, out=s, where=total > 0)
+    s /= total
+    return s
+
+
+def masked_softmax_backward(dy, y, scale=1.0):
+    """dx of ``masked_softmax``: ``scale * y * (dy - sum(dy * y))`` along the last axis."""
+    if _fused_rows(y, dy):
+        dx = np.empty_like(y)
+        rows = (-1, y.shape[-1])
+        _host_jit.kernels.masked_softmax_backward(dy.reshape(rows), y.reshape(rows), y.dtype.type(scale),
+                                                  dx.reshape(rows))
+        return dx
+    dx = dy - np.sum(dy * y, axis=-1, keepdims=True)
+    dx *= y
+    dx *= y.dtype.type(scale)
+    return dx

@@ -1,0 +1,59 @@
+"""Host matrix products and the bias of dense and convolution layers.
+
+Skinny GEMMs (a few rows, a long shared axis) are split into partial GEMMs of about a million multiply-adds
+(``_SPLIT_WORK``): their operands stay in cache and BLAS can take its small-matrix path."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from ._common import _channel_shape
+from .reductions import channel_sum
+
+
+def matmul(a, b, transpose_a=False, transpose_b=False):
+    """``op(a) @ op(b)`` for 2-D or stacked (..., m, k) arrays; transposes are views handed to BLAS as flags."""
+    if transpose_a:
+        a = np.swapaxes(a, -1, -2)
+    if transpose_b:
+        b = np.swapaxes(b, -1, -2)
+    return np.matmul(a, b)
+
+
+# Skinny GEMMs (a few rows, a long axis) run as a loop of partial GEMMs of at most _SPLIT_WORK multiply-adds, with
+# at least _SPLIT_MIN elements of the long axis each: their operands stay in cache, BLAS can take its small-matrix path
+# (OpenBLAS's SkylakeX kernels are several times faster on them) and, in conv2d_forward, each partial output is moved
+# into NCHW order while it is still in cache.
+_SPLIT_WORK = 1_000_000
+_SPLIT_MIN = 2048
+
+
+def _matmul_nt(a, b):
+    """``a @ b.T`` for 2-D a (M, L), b (N, L) sharing a long axis L, as the conv backward-filter GEMM needs.
+
+    The operand with more rows goes first (BLAS threads split that side). When M*N is small and L long (a skinny
+    GEMM that BLAS cannot parallelise), L is split into chunks of about ``_SPLIT_WORK / (M*N)`` and the partial
+    products are summed: each chunk's operands stay in cache and BLAS can take its small-matrix path.
+    """
+    if a.shape[0] < b.shape[0]:
+        return _matmul_nt(b, a).T
+    m, n, length = a.shape[0], b.shape[0], a.shape[1]
+    chunk = _SPLIT_WORK // (m * n or 1)
+    if chunk < _SPLIT_MIN or length < 2 * chunk:
+        return a @ b.T
+    parts = -(-length // chunk)
+    chunk = -(-length // parts)
+    out = a[:, :chunk] @ b[:, :chunk].T
+    for s in range(chunk, length, chunk):
+        out += a[:, s : s + chunk] @ b[:, s : s + chunk].T
+    return out
+
+
+def bias_add(x, b):
+    """``x + b`` with ``b`` of shape (C,) broadcast along axis 1."""
+    return x + b.reshape(_channel_shape(x.ndim, b.shape[0]))
+
+
+def bias_grad(dy):
+    """The gradient of ``bias_add`` with respect to ``b``."""
+    return channel_sum(dy)

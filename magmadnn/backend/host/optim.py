@@ -1,0 +1,126 @@
+"""Host optimizer updates, in place (SGD, Adam, RMSprop, AdaGrad; Keras' and PyTorch's rules), and the global-norm
+clipping factor."""
+
+from __future__ import annotations
+
+import math
+import threading
+
+import numpy as np
+
+from ..ops.optim import adam_bias_corrections
+
+
+def _decayed(g, p, weight_decay):
+    return g + weight_decay * p if weight_decay else g
+
+
+_scratch = threading.local()
+
+
+def _workspace(shape, dtype) -> np.ndarray:
+    """A reusable per-thread scratch array (contents undefined) for the temporaries of the update ops."""
+    cache = getattr(_scratch, "arrays", None)
+    if cache is None:
+        cache = _scratch.arrays = {}
+    key = (tuple(shape), np.dtype(dtype).str)
+    buf = cache.get(key)
+    if buf is None:
+        buf = cache[key] = np.empty(shape, dtype=dtype)
+    return buf
+
+
+def _keras_decay(p, lr, weight_decay):
+    """Keras 3's decoupled weight decay, in place: p -= lr wd p."""
+    if weight_decay:
+        p -= (lr * weight_decay) * p
+
+
+def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
+    """In place: g' = g + wd p (``keras``: p -= lr wd p first); v = momentum v + g'; p -= lr (g' + momentum v if
+    nesterov else v)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
+    tmp = _workspace(p.shape, p.dtype)
+    if momentum:
+        v *= momentum
+        v += g
+        if nesterov:
+            np.multiply(v, momentum, out=tmp)
+            tmp += g
+            tmp *= lr
+        else:
+            np.multiply(v, lr, out=tmp)
+    else:
+        np.multiply(g, lr, out=tmp)
+    p -= tmp
+
+
+def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                keras=False):
+    """In place Adam (``decoupled=True``: AdamW, p *= 1 - lr wd); ``step`` counts from 1; ``keras``: Keras'
+    epsilon placement. ``lr`` may be the float64 vector {lr, bc1, bc2} (the bias corrections given, ``step``
+    unused)."""
+    if isinstance(lr, np.ndarray):
+        lr, bc1, bc2 = (float(value) for value in lr[:3])
+    else:
+        bc1, bc2 = adam_bias_corrections(beta1, beta2, step)
+    if weight_decay and decoupled:
+        p *= 1.0 - lr * weight_decay
+    elif weight_decay:
+        g = g + weight_decay * p
+    m *= beta1
+    m += (1.0 - beta1) * g
+    v *= beta2
+    v += (1.0 - beta2) * np.square(g)
+    if keras:
+        denom = np.sqrt(v)
+        denom += eps
+        p -= (lr * math.sqrt(bc2) / bc1) * m / denom
+        return
+    denom = np.sqrt(v / bc2)
+    denom += eps
+    p -= (lr / bc1) * m / denom
+
+
+def _root(s, eps, keras):
+    """sqrt(s + eps) (Keras) or sqrt(s) + eps."""
+    if keras:
+        return np.sqrt(s + eps)
+    denom = np.sqrt(s)
+    denom += eps
+    return denom
+
+
+def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s = rho s + (1-rho) g^2; p -= lr g / (sqrt(s) + eps) (``keras``: / sqrt(s + eps), decoupled decay)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
+    s *= rho
+    s += (1.0 - rho) * np.square(g)
+    p -= lr * g / _root(s, eps, keras)
+
+
+def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
+    """In place: s += g^2; p -= lr g / (sqrt(s) + eps) (``keras``: / sqrt(s + eps), decoupled decay)."""
+    if keras:
+        _keras_decay(p, lr, weight_decay)
+    else:
+        g = _decayed(g, p, weight_decay)
+    s += np.square(g)
+    p -= lr * g / _root(s, eps, keras)
+
+
+def clip_norm_scale(arrays, max_norm):
+    """0-d ``max_norm / max(norm, max_norm)`` for the global L2 norm of ``arrays``."""
+    dtype = arrays[0].dtype
+    total = np.zeros((), dtype)
+    for a in arrays:
+        total += np.vdot(a, a)
+    with np.errstate(divide="ignore"):
+        scale = dtype.type(max_norm) / np.sqrt(total)  # a zero norm gives inf, clipped to 1; NaN stays NaN
+    return np.asarray(np.minimum(scale, dtype.type(1)), dtype=dtype)

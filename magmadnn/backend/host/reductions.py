@@ -1,0 +1,32 @@
+"""Host reductions: sums, means, argmax, the per-channel sums and ``sum_to_shape`` (undoing broadcasting)."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+
+from ..ops import reductions as _reductions
+
+
+def sum(a, axis=None, keepdims=False):  # noqa: A001
+    return np.sum(a, axis=axis, keepdims=keepdims)
+
+
+def mean(a, axis=None, keepdims=False):
+    return np.mean(a, axis=axis, keepdims=keepdims)
+
+
+def argmax(a, axis=None):
+    return np.argmax(a, axis=axis)
+
+
+sum_to_shape = _reductions.sum_to_shape_op(functools.partial(np.sum, keepdims=True), np.ndarray.reshape)
+
+
+def channel_sum(a):
+    """Sum of ``a`` over every axis but 1."""
+    if a.ndim == 2:
+        return a.sum(axis=0)
+    n, c = a.shape[:2]
+    return a.reshape(n, c, -1).sum(axis=2).sum(axis=0)

@@ -1,0 +1,17 @@
+"""Attention: the masked, scaled softmax of attention scores."""
+
+from __future__ import annotations
+
+from ._spec import op
+
+
+@op
+def masked_softmax(x, mask=None, scale=1.0, causal=False):
+    """Attention probabilities from scores x (B, H, Tq, Tk): softmax over the last axis of ``scale * x`` where key j
+    is kept when ``causal`` is False or j <= i (query i; PyTorch's ``is_causal``) and ``mask`` (B, Tk, x's dtype;
+    None: every key) is nonzero at j. A row with no key kept is all zeros."""
+
+
+@op
+def masked_softmax_backward(dy, y, scale=1.0):
+    """dx of ``masked_softmax`` from its output ``y``: ``scale * y * (dy - sum(dy * y, axis=-1))``."""

@@ -1,0 +1,111 @@
+"""What every launcher module shares: the ``Strides3`` mirror of common.cuh, operand checks, output allocation and
+the launch on the operands' queue (:func:`_run`, through the launcher in use: the simulator's when it is on)."""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import numbers
+from ctypes import c_int, c_longlong, c_void_p
+
+import numpy as np
+
+from .. import _native
+from .. import array as _array
+from .loader import MAX_BLOCKS as _MAX_BLOCKS
+from .loader import THREADS
+from .programs import FLOAT_DTYPES, dtype_name
+
+MAX_DIMS = 8
+
+
+class Strides3(ctypes.Structure):
+    """Mirror of the ``Strides3`` struct in common.cuh: a shape and three stride sets in elements."""
+
+    _fields_ = [("ndim", c_int), ("shape", c_longlong * MAX_DIMS), ("s0", c_longlong * MAX_DIMS),
+                ("s1", c_longlong * MAX_DIMS), ("s2", c_longlong * MAX_DIMS)]
+
+
+def make_strides3(shape, *stride_sets) -> Strides3:
+    if len(shape) > MAX_DIMS:
+        raise ValueError(f"kernels handle at most {MAX_DIMS} dimensions, got shape {tuple(shape)}")
+    s = Strides3()
+    s.ndim = len(shape)
+    for d, n in enumerate(shape):
+        s.shape[d] = int(n)
+    for field, strides in zip(("s0", "s1", "s2"), stride_sets):
+        target = getattr(s, field)
+        for d, v in enumerate(strides):
+            target[d] = int(v)
+    return s
+
+
+def _elem_strides(a) -> tuple[int, ...]:
+    return tuple(s // a.itemsize for s in a.strides)
+
+
+def _c_strides(shape) -> tuple[int, ...]:
+    """Element strides of a C-contiguous array of ``shape``."""
+    return _array.c_strides(tuple(shape), 1)
+
+
+_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument
+
+
+def _float_dtype(a, what: str) -> str:
+    name = dtype_name(_device_array(a, what).dtype)
+    if name not in FLOAT_DTYPES:
+        raise TypeError(f"{what} needs a floating dtype ({', '.join(FLOAT_DTYPES)}), got {name}")
+    return name
+
+
+def _same(arrays, what: str):
+    first = arrays[0]
+    for other in arrays[1:]:
+        if other is None:
+            continue
+        _device_array(other, what)
+        if other.dtype != first.dtype and dtype_name(other.dtype) != dtype_name(first.dtype):
+            raise TypeError(f"{what}: dtypes differ ({first.dtype} and {other.dtype})")
+        if other.device != first.device:
+            raise ValueError(f"{what}: arrays live on different devices ({first.device} and {other.device})")
+
+
+def _run(program: str, expression: str, like, n_items: int, args, grid: int | None = None) -> None:
+    if n_items == 0:
+        return
+    if grid is None:  # grid_for(n_items), inline: every kernel launch passes here
+        grid = max(1, min(_MAX_BLOCKS, -(-n_items // THREADS)))
+    _native.current.launcher.launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
+
+
+
+def _out_for(out, shape, dtype, device, what: str):
+    if out is None:
+        if isinstance(dtype, np.dtype) and type(shape) is tuple:  # an operand's own (checked) shape and dtype
+            return _array._empty(shape, dtype, device)
+        return _array.empty(shape, dtype, device=device)
+    _device_array(out, f"{what} out")
+    if tuple(out.shape) != tuple(shape) or dtype_name(out.dtype) != dtype_name(dtype):
+        raise ValueError(f"{what}: out has shape {out.shape} and dtype {out.dtype}, expected {tuple(shape)} {dtype}")
+    if not out.is_c_contiguous:
+        raise ValueError(f"{what}: out must be C-contiguous")
+    return out
+
+
+def _ptr(a) -> c_void_p:
+    return c_void_p(a.ptr if a is not None else None)
+
+
+def _check_hyper(what: str, **values) -> None:
+    """Optimizer hyperparameters are finite real numbers (a NaN or infinite rate would spoil every parameter)."""
+    for name, v in values.items():
+        if type(v) is float or type(v) is int:  # the common case, without an abstract-class check
+            if math.isfinite(v):
+                continue
+        elif not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v):
+            continue
+        raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
+
+
+

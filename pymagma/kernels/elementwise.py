@@ -1,0 +1,248 @@
+"""Launchers of elementwise.cu: unary and binary math with broadcasting, select, activation gradients, channel
+bias, fill, casts and strided copies."""
+
+from __future__ import annotations
+
+import math
+from ctypes import c_double, c_int, c_longlong
+
+import numpy as np
+
+from .. import array as _array
+from . import programs
+from .common import _c_strides, _device_array, _elem_strides, _float_dtype, _out_for, _ptr, _run, _same, make_strides3
+
+UNARY_OPS = {
+    "negative": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "square": 5, "relu": 6, "sigmoid": 7, "tanh": 8,
+    "sign": 9, "reciprocal": 10, "affine": 11, "power": 12, "clip": 13, "elu": 14, "leaky_relu": 15, "rsqrt": 16,
+    "gelu_tanh": 17, "gelu": 18, "silu": 19, "softplus": 20, "softsign": 21, "selu": 22, "hard_sigmoid": 23,
+}
+BINARY_OPS = {
+    "add": 0, "subtract": 1, "multiply": 2, "divide": 3, "maximum": 4, "minimum": 5, "power": 6,
+    "relu_backward": 7, "sigmoid_backward": 8, "tanh_backward": 9, "equal": 10, "greater": 11, "less": 12,
+    "squared_difference": 13, "greater_equal": 14, "less_equal": 15, "not_equal": 16,
+}
+#: Activation kinds of :func:`activation_backward` (codes of ``activation_grad`` in elementwise.cu).
+ACTIVATION_GRADS = {"relu": 0, "sigmoid": 1, "tanh": 2, "leaky_relu": 3, "elu": 4, "gelu_tanh": 5, "gelu": 6,
+                    "silu": 7, "softplus": 8, "softsign": 9, "selu": 10, "hard_sigmoid": 11, "exponential": 12}
+
+
+# ------------------------------------------------------------------------------------------------ elementwise
+def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
+    """``out = op(x)`` elementwise; ``p``, ``q`` parameterise affine (p*x+q), power (x**p), clip ([p, q]), elu
+    (alpha p) and leaky_relu (slope p).  ``gelu`` is exact, 0.5 x (1 + erf(x / sqrt 2)); ``gelu_tanh`` the tanh
+    approximation 0.5 x (1 + tanh(sqrt(2/pi) (x + 0.044715 x^3))); ``hard_sigmoid`` is relu6(x + 3) / 6."""
+    if op not in UNARY_OPS:
+        raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
+    dtype = _float_dtype(x, op)
+    x = contiguous(x)
+    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    _run("elementwise", programs.expression("unary", dtype), x, x.size,
+         [c_int(UNARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(p), c_double(q)])
+    return out
+
+
+
+def _broadcast_strides(a, shape) -> tuple[int, ...]:
+    strides = (0,) * (len(shape) - a.ndim) + _elem_strides(a)
+    dims = (1,) * (len(shape) - a.ndim) + tuple(a.shape)
+    return tuple(0 if n == 1 else s for n, s in zip(dims, strides))
+
+
+def _is_scalar(v) -> bool:
+    return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
+
+
+def _binary_scalar(op: str, x, s, scalar_first: bool, out):
+    dtype = _float_dtype(x, op)
+    x = contiguous(x)
+    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    _run("elementwise", programs.expression("binary_scalar", dtype), x, x.size,
+         [c_int(BINARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(float(s)),
+          c_int(int(scalar_first))])
+    return out
+
+
+def binary(op: str, a, b, out=None):
+    """``out = a op b`` elementwise with NumPy broadcasting (any strides on the inputs).
+
+    One operand may be a Python (or NumPy) scalar: it is rounded to the array's dtype first, as NumPy does."""
+    if op not in BINARY_OPS:
+        raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
+    if _is_scalar(b):
+        return _binary_scalar(op, a, b, False, out)
+    if _is_scalar(a):
+        return _binary_scalar(op, b, a, True, out)
+    dtype = _float_dtype(a, op)
+    _same([a, b], op)
+    try:
+        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+    out = _out_for(out, shape, a.dtype, a.device, op)
+    n = math.prod(shape)
+    if a.shape == b.shape == shape and a.is_c_contiguous and b.is_c_contiguous:
+        _run("elementwise", programs.expression("binary", dtype), a, n,
+             [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n)])
+        return out
+    s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _c_strides(shape))
+    _run("elementwise", programs.expression("binary_strided", dtype), a, n,
+         [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n), s])
+    return out
+
+
+def where(cond, a, b, out=None):
+    """``cond != 0 ? a : b`` elementwise with broadcasting; ``cond`` has the dtype of ``a`` and ``b`` (cast
+    boolean masks first).  The result is C-contiguous."""
+    dtype = _float_dtype(a, "where")
+    _same([a, b, cond], "where")
+    try:
+        shape = np.broadcast_shapes(tuple(cond.shape), tuple(a.shape), tuple(b.shape))
+    except ValueError:
+        raise ValueError(f"where: shapes {tuple(cond.shape)}, {tuple(a.shape)} and {tuple(b.shape)} do not "
+                         "broadcast") from None
+    out = _out_for(out, shape, a.dtype, a.device, "where")
+    s = make_strides3(shape, *(_broadcast_strides(v, shape) for v in (cond, a, b)))
+    _run("elementwise", programs.expression("select", dtype), a, out.size,
+         [_ptr(cond), _ptr(a), _ptr(b), _ptr(out), c_longlong(out.size), s])
+    return out
+
+
+#: What each kind of :func:`activation_backward` reads besides dy.
+_ACTIVATION_READS = {"relu": "x or y", "sigmoid": "y", "tanh": "y", "leaky_relu": "x", "elu": "x and y",
+                     "gelu_tanh": "x", "gelu": "x", "silu": "x", "softplus": "x", "softsign": "x", "selu": "x and y",
+                     "hard_sigmoid": "x", "exponential": "y"}
+
+
+def activation_backward(kind: str, dy, x=None, y=None, alpha: float = 0.0, out=None):
+    """dx of an activation from ``dy`` and the forward input ``x`` and/or output ``y``: relu (x or y), sigmoid (y),
+    tanh (y), leaky_relu (x, slope ``alpha``), elu (x and y, ``alpha``), gelu and gelu_tanh (x), silu, softplus,
+    softsign, hard_sigmoid (x), selu (x and y), exponential (y)."""
+    if kind not in ACTIVATION_GRADS:
+        raise ValueError(f"unknown activation {kind!r}; known: {sorted(ACTIVATION_GRADS)}")
+    reads = _ACTIVATION_READS[kind]
+    if kind == "relu" and x is None:
+        x = y
+    if (x is None and "x" in reads) or (y is None and "y" in reads and kind != "relu"):
+        raise ValueError(f"activation_backward of {kind} needs {reads}")
+    dtype = _float_dtype(dy, "activation_backward")
+    _same([dy, x, y], "activation_backward")
+    for name, v in (("x", x), ("y", y)):
+        if v is not None and tuple(v.shape) != tuple(dy.shape):
+            raise ValueError(f"activation_backward: {name} has shape {v.shape}, dy has {dy.shape}")
+    dy, x, y = (None if v is None else contiguous(v) for v in (dy, x, y))
+    out = _out_for(out, dy.shape, dy.dtype, dy.device, "activation_backward")
+    _run("elementwise", programs.expression("activation_backward", dtype), dy, dy.size,
+         [c_int(ACTIVATION_GRADS[kind]), _ptr(dy), _ptr(x), _ptr(y), _ptr(out), c_longlong(dy.size),
+          c_double(alpha)])
+    return out
+
+
+def _unary_function(op: str):
+    def function(x, out=None):
+        return unary(op, x, out=out)
+
+    function.__name__ = op
+    function.__doc__ = f"Elementwise {op} of a DeviceArray."
+    return function
+
+
+def _binary_function(op: str):
+    def function(a, b, out=None):
+        return binary(op, a, b, out=out)
+
+    function.__name__ = op
+    function.__doc__ = f"Elementwise {op} of two DeviceArrays with broadcasting."
+    return function
+
+
+#: One function a op without parameters (``relu(x)``, ``add(a, b)``), re-exported by :mod:`pymagma.kernels`.
+NAMED = {**{op: _unary_function(op) for op in UNARY_OPS if op not in ("affine", "power", "clip", "elu", "leaky_relu")},
+         **{op: _binary_function(op) for op in BINARY_OPS if op != "power"}}
+globals().update(NAMED)
+
+
+def affine(x, scale: float, shift: float = 0.0, out=None):
+    return unary("affine", x, scale, shift, out)
+
+
+def clip(x, low: float, high: float, out=None):
+    return unary("clip", x, low, high, out)
+
+
+def elu(x, alpha: float = 1.0, out=None):
+    return unary("elu", x, alpha, 0.0, out)
+
+
+def leaky_relu(x, slope: float = 0.01, out=None):
+    return unary("leaky_relu", x, slope, 0.0, out)
+
+
+def power(x, exponent, out=None):
+    """``x ** exponent`` for a float exponent or an array exponent (broadcast)."""
+    if isinstance(exponent, int | float):
+        return unary("power", x, float(exponent), 0.0, out)
+    return binary("power", x, exponent, out)
+
+
+def bias_add(x, bias, out=None):
+    """``x + bias`` with ``bias`` of shape (C,) over axis 1 of ``x`` (N, C, ...) -- NCHW channels or dense rows."""
+    dtype = _float_dtype(x, "bias_add")
+    _same([x, bias], "bias_add")
+    if x.ndim < 2 or tuple(bias.shape) != (x.shape[1],):
+        raise ValueError(f"bias_add: bias must have shape ({x.shape[1] if x.ndim > 1 else 'C'},) for x {x.shape}")
+    x, bias = contiguous(x), contiguous(bias)
+    out = _out_for(out, x.shape, x.dtype, x.device, "bias_add")
+    inner = math.prod(x.shape[2:])
+    _run("elementwise", programs.expression("bias_channels", dtype), x, x.size,
+         [_ptr(x), _ptr(bias), _ptr(out), c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])
+    return out
+
+
+def fill(x, value: float):
+    """Set every element of contiguous ``x`` to ``value`` (in place); returns ``x``."""
+    dtype = _float_dtype(x, "fill")
+    if not x.is_c_contiguous:
+        raise ValueError("fill needs a C-contiguous array")
+    _run("elementwise", programs.expression("fill", dtype), x, x.size, [_ptr(x), c_longlong(x.size), c_double(value)])
+    return x
+
+
+def cast(x, dtype, out=None):
+    """A contiguous copy of ``x`` converted to ``dtype`` (float <-> float/int; float -> int truncates)."""
+    src, dst = programs.dtype_name(_device_array(x, "cast").dtype), programs.dtype_name(dtype)
+    if src not in programs.CAST_SOURCES or dst not in programs.CAST_TARGETS:
+        raise TypeError(f"cast from {src} to {dst} is not available; sources {programs.CAST_SOURCES}, "
+                        f"targets {programs.CAST_TARGETS}")
+    x = contiguous(x)
+    out = _out_for(out, x.shape, dtype, x.device, "cast")
+    _run("elementwise", programs.expression("cast", src, dst), x, x.size, [_ptr(x), _ptr(out), c_longlong(x.size)])
+    return out
+
+
+def copy(x, out=None):
+    """A C-contiguous copy of any strided view ``x`` (transposes, slices, negative strides, broadcasts); ``out``
+    may be any non-overlapping strided view (e.g. the interior of a padded array)."""
+    name = programs.dtype_name(_device_array(x, "copy").dtype)
+    if name not in programs.COPY_DTYPES:
+        raise TypeError(f"copy does not handle dtype {name}; supported: {programs.COPY_DTYPES}")
+    if out is None:
+        out = _array.empty(x.shape, x.dtype, device=x.device)
+    elif tuple(_device_array(out, "copy out").shape) != tuple(x.shape) or out.dtype != x.dtype:
+        raise ValueError(f"copy: out has shape {out.shape} and dtype {out.dtype}, expected {x.shape} {x.dtype}")
+    elif out.device != x.device:
+        raise ValueError(f"copy: out is on device {out.device}, x on {x.device}")
+    s = make_strides3(x.shape, _elem_strides(x), _elem_strides(out))
+    _run("elementwise", programs.expression("copy_strided", name), x, x.size,
+         [_ptr(x), _ptr(out), c_longlong(x.size), s])
+    return out
+
+
+def contiguous(x):
+    """``x`` itself when it is C-contiguous, else a C-contiguous copy (:func:`copy`)."""
+    return x if x.is_c_contiguous else copy(x)
+
+
+
+
+_array.UPPER["copy"] = copy  # in-place operators writing into strided views (DeviceArray.__iadd__, ...)
