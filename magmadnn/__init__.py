@@ -16,7 +16,7 @@ from . import (
     schedules,
     tuning,
 )
-from .autograd import Function, Parameter, Tensor, enable_grad, is_grad_enabled, no_grad
+from .autograd import Function, Parameter, Tensor, enable_grad, grad, is_grad_enabled, no_grad
 from .models import Model, Sequential, load_model
 
 __version__ = "0.1.0"
@@ -24,7 +24,7 @@ F = functional
 
 __all__ = [
     "backend", "callbacks", "data", "functional", "F", "initializers", "layers", "losses", "metrics", "models",
-    "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "is_grad_enabled", "no_grad",
+    "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "grad", "is_grad_enabled", "no_grad",
     "Model", "Sequential", "load_model", "distributed", "tuning",
     "mixed_precision",
 ]

@@ -18,6 +18,10 @@ def model_from_config(config: dict, device=None, backend=None, custom_objects: d
     device = device if device is not None else backend
     if custom_objects is not None and not isinstance(custom_objects, dict):
         raise TypeError(f"custom_objects must be a dict {{class name: class}}, got {type(custom_objects).__name__}")
+    if config.get("subclassed"):  # a Model subclass: its registered class, from_config, built on zeros
+        from .subclassing import rebuild
+
+        return rebuild(config, device, custom_objects)
     try:
         layers = [layer_class(entry["class_name"], custom_objects).from_config(dict(entry["config"]))
                   for entry in config["layers"]]

@@ -109,17 +109,22 @@ class Trainer:
         if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
                 and not isinstance(self.optimizer, _optimizers.LossScaleOptimizer)):
             self.optimizer = _optimizers.LossScaleOptimizer(self.optimizer)
+        self._compile_spec = (loss, loss_weights, metrics)  # a subclassed model of several outputs, built later
         if self.built and not self._single:
-            self.loss, self.metrics = _outputs.compile_outputs(self, loss, loss_weights, metrics)
+            loss, compiled = _outputs.compile_outputs(self, loss, loss_weights, metrics)
         else:
-            if loss_weights is not None:
+            if loss_weights is not None and not isinstance(loss, (list, dict)):
                 loss = _single_weighted(loss, loss_weights, self.name)
-            self.loss = _losses.get(loss)
-            _losses.check_compiled(self.loss, self)
+            # a subclassed model not built yet: a loss per output is resolved when it is built
+            loss = None if isinstance(loss, (list, dict)) and self._subclassed else _losses.get(loss)
+            if loss is not None:
+                _losses.check_compiled(loss, self)
             if isinstance(metrics, (str, _metrics.Metric)):
                 metrics = [metrics]
-            self.metrics = [_metrics.get(m) for m in (metrics or [])]
-        names = [m.name for m in self.metrics]
+            compiled = [] if isinstance(metrics, dict) else [_metrics.get(m) for m in (metrics or [])]
+        self.loss = _outputs.AddedLoss(loss, self) if self._subclassed and loss is not None else loss
+        self._set_metrics(compiled)
+        names = [m.name for m in compiled]
         if len(set(names)) != len(names):
             raise ValueError(f"compile: metrics {names} repeat a name; each metric's results are reported under its "
                              "name, so give each metric once")
@@ -211,6 +216,9 @@ class Trainer:
         (1-based), as in Keras. ``steps_per_epoch`` is not supported (a ``ValueError`` names the alternative).
         """
         self._require_compiled("fit")
+        if self._overrides("train_step"):  # Keras' custom training step (:mod:`.custom_steps`)
+            return self._fit_custom(x, y, batch_size, epochs, initial_epoch, validation_data, shuffle, callbacks,
+                                    verbose, sample_weight)
         if steps_per_epoch is not None:
             raise ValueError(f"fit: steps_per_epoch={steps_per_epoch!r} is not supported (Keras takes that many "
                              "batches per epoch); pass x[:steps_per_epoch * batch_size] instead, or a batch "

@@ -69,6 +69,8 @@ class Inference:
         ``on_test_end`` (with the results) hooks are called, as in Keras; one setting ``model.stop_evaluating =
         True`` ends the evaluation after that batch (the results cover the batches run)."""
         self._require_compiled("evaluate")
+        if self._overrides("test_step"):  # Keras' custom step (:mod:`.custom_steps`)
+            return keras_results(self._evaluate_custom(x, y, sample_weight, batch_size), return_dict)
         batch_size = batch_size_or_default(batch_size, "evaluate")
         verbose = verbosity(verbose, "evaluate")
         keras_results({}, return_dict)  # checks return_dict before any work
@@ -119,6 +121,8 @@ class Inference:
         ``model.stop_predicting = True`` ends it after that batch (the outputs so far are returned). The last
         batch's copy brings what device checks found: an embedding id outside its table, a key mask value other
         than 0 and 1."""
+        if self._overrides("predict_step"):  # Keras' custom step (:mod:`.custom_steps`)
+            return self._predict_custom(x, batch_size)
         batch_size = batch_size_or_default(batch_size, "predict")
         verbosity(verbose, "predict")
         callbacks = callback_list(callbacks, "predict")

@@ -33,6 +33,8 @@ class InputChecks:
     """Input and target arrays checked against the model's inputs and loss."""
 
     def _input_arrays(self, x, who: str) -> list[np.ndarray]:
+        if not self.built and self._subclassed:  # a subclassed model builds on its first data
+            self._build_subclassed(x)
         if isinstance(x, Mapping):
             x = self._named_inputs(x, who)
         several = isinstance(x, (list, tuple)) and (len(self.inputs) > 1 or all(hasattr(a, "shape") for a in x))

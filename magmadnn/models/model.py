@@ -24,7 +24,6 @@ from ..autograd import Tensor
 from ..layers.base import (
     Input,
     Layer,
-    ShapeMismatchError,
     SymbolicTensor,
     _auto_name,
     _fresh_seed,
@@ -32,12 +31,15 @@ from ..layers.base import (
     derive_seed,
 )
 from ..layers.operation import Operation
+from .custom_steps import CustomSteps
 from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .inference import Inference
 from .inputs import InputChecks
+from .nesting import Nesting
 from .outputs import Outputs
 from .persistence import Persistence
 from .placement import Placement
+from .subclassing import Subclassing
 from .summary import summary_text
 from .weights import Weights
 
@@ -70,16 +72,26 @@ def _structure(given, what: str, model: str):
     return None, [given]
 
 
-class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
-    """A graph of layers from ``inputs`` (Input layers) to one ``outputs`` tensor."""
+class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, Weights, Placement, Persistence):
+    """A graph of layers from ``inputs`` (Input layers) to ``outputs`` (one tensor, a list or a dict); or, subclassed
+    with ``Model.__init__()`` taking no inputs and outputs, the layers set as attributes in ``__init__`` run by
+    ``call(inputs, training=None)`` (:mod:`.subclassing`)."""
 
     is_sequential = False
 
     #: seconds between progress updates in ``fit`` (each is one host read of the running loss and metrics)
     progress_interval = 0.1
 
-    def __init__(self, inputs, outputs, name: str | None = None, seed: int | None = None, dtype=None,
-                 device=None, backend=None):
+    def __init__(self, inputs=None, outputs=None, name: str | None = None, seed: int | None = None, dtype=None,
+                 device=None, backend=None, trainable: bool = True):
+        if inputs is None and outputs is None and type(self) is not Model:  # a subclass: layers from attributes
+            self._init_common(name, seed, dtype, device, backend)
+            self._init_subclassed()
+            self._trainable = bool(trainable)
+            return
+        if inputs is None or outputs is None:
+            raise TypeError("Model(inputs, outputs): give both the Input(s) and the output tensor(s); or subclass "
+                            "Model, create the layers in __init__ and run them in call(self, inputs, training=None)")
         self._init_common(name, seed, dtype, device, backend)
         self._set_graph(inputs, outputs)
 
@@ -102,7 +114,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
                              "pass device= only (backend= is its old name)")
         self.xp = _backend.get(device if device is not None else backend)
         self.optimizer = self.loss = None
-        self.metrics: list = []
+        self._set_metrics([])
         self.compiled = False
         self.stop_training, self.stop_reason = False, None
         self.epoch = 0
@@ -155,6 +167,15 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         self._touched_flag = self._touched_flag or any(getattr(layer, "_has_values", False) for layer in layers)
         self._configure_layers()
         self.built = True
+
+    def _set_metrics(self, metrics: list) -> None:
+        """The compiled metrics (a subclass may define ``metrics`` as a read-only property, as Keras' guides do:
+        its custom steps then read that one)."""
+        self._compiled_metrics = metrics
+        if isinstance(getattr(type(self), "metrics", None), property):
+            self.__dict__["metrics"] = metrics
+        else:
+            self.metrics = metrics
 
     @property
     def _touched(self) -> bool:
@@ -286,6 +307,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         items = list(x.values()) if isinstance(x, dict) else (x if isinstance(x, (list, tuple)) else [x])
         if any(isinstance(i, (SymbolicTensor, Layer)) for i in items):
             return self._inline(x, items)
+        if self._subclassed and not self.built:
+            self._build_subclassed(x)
         if isinstance(x, dict) and any(isinstance(i, Tensor) for i in items):
             tensors = [x[node.layer.name] for node in self.inputs] if self._input_keys is None or isinstance(
                 self._input_keys, str) else [x[k] for k in self._input_keys]
@@ -297,43 +320,6 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             tensors = self._input_tensors(self._input_arrays(x, "call"))
         out = self._forward(tensors, training)
         return out if self._single else self._packed(out, self._output_keys)
-
-    def _inline(self, x, items):
-        """The model used as a layer of another functional model (Keras' nested models): its layers called again
-        on the given symbolic tensors, so they are shared (freezing this model freezes them there too); returns the
-        outputs in the model's structure. The outer model lists these layers, not the model."""
-        if not self.built:
-            raise ValueError(f"model {self.name!r} is not built: give it an Input before using it as a layer")
-        if isinstance(x, dict) and isinstance(self._input_keys, tuple):
-            missing = [k for k in self._input_keys if k not in x]
-            if missing:
-                raise ValueError(f"model {self.name!r} used as a layer takes the inputs {list(self._input_keys)}; "
-                                 f"the dict has no {missing}")
-            items = [x[k] for k in self._input_keys]
-        if len(items) != len(self.inputs):
-            raise ValueError(f"model {self.name!r} used as a layer takes {len(self.inputs)} inputs, got "
-                             f"{len(items)}")
-        mapped = {id(node): as_symbolic(item) for node, item in zip(self.inputs, items)}
-        for node, item in zip(self.inputs, items):
-            given = as_symbolic(item)
-            if not isinstance(given, SymbolicTensor) or given.shape is None or len(given.shape) != len(node.shape) \
-                    or any(a is not None and b is not None and a != b for a, b in zip(given.shape, node.shape)):
-                raise ShapeMismatchError(f"model {self.name!r} used as a layer: input {node.layer.name!r} expects "
-                                         f"per-sample shape {node.shape}, got {getattr(given, 'shape', given)}")
-        calls: dict = {}
-        for node in self.nodes:
-            if isinstance(node.layer, Input):
-                continue
-            args = [mapped[id(parent)] for parent in node.parents]
-            arg = args if node.many else args[0]
-            if node.index is None:
-                mapped[id(node)] = node.layer(arg)
-                continue
-            if id(node.call) not in calls:
-                calls[id(node.call)] = node.layer(arg)
-            mapped[id(node)] = calls[id(node.call)][node.index]
-        outs = [mapped[id(o)] for o in self._outputs]
-        return outs[0] if self._single else self._packed(outs, self._output_keys)
 
     # -- integer inputs: an Input made with an integer dtype (token ids) keeps it; the others take the
     # model's dtype
@@ -363,6 +349,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
         return json.dumps(self.get_config(), **kwargs)
 
     def get_config(self) -> dict:
+        if self._subclassed:
+            return self._subclass_config()
         index = {id(node): i for i, node in enumerate(self.nodes)}
         layer_index = {id(layer): i for i, layer in enumerate(self._all_layers)}
         return {
@@ -380,6 +368,12 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence):
             **({} if self._input_keys is None or self._input_keys == "list" else
                {"input_keys": list(self._input_keys)}),
         }
+
+    get_config._functional = True
+
+    def _stored_config(self) -> dict:
+        """What a model file holds to rebuild this model (a subclass's own ``get_config`` is part of it)."""
+        return self._subclass_config() if self._subclassed else self.get_config()
 
     def architecture(self) -> list[dict]:
         """Per layer: class, configuration without name/seed, weight shapes (what a weights file must match)."""

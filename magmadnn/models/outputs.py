@@ -20,8 +20,8 @@ from .. import metrics as _metrics
 from .._configurable import Configurable
 from ..backend import host as _host
 
-__all__ = ["OutputTargets", "OutputsLoss", "ScaledLoss", "OutputMetric", "OutputLossEntry", "Outputs",
-           "compile_outputs", "targets_of", "attach_weights"]
+__all__ = ["OutputTargets", "OutputsLoss", "ScaledLoss", "AddedLoss", "OutputMetric", "OutputLossEntry", "Outputs",
+           "compile_outputs", "targets_of", "per_output"]
 
 
 class Outputs(list):
@@ -68,7 +68,7 @@ def _structure_error(model, who, what, got):
                       f"{len(names)} (one per output, in order) or a dict by output name, got {got}")
 
 
-def _per_output(model, value, what: str, who: str, default=None, allow_one: bool = False):
+def per_output(model, value, what: str, who: str, default=None, allow_one: bool = False):
     """``value`` (one for all when ``allow_one``, a list, or a dict by output name) as one entry per output."""
     names = model.output_names
     if isinstance(value, dict):
@@ -155,19 +155,30 @@ class OutputsLoss(Configurable):
         return self.checked(outputs, self.prepare(targets, outputs[0].xp, outputs[0].dtype))
 
 
-class ScaledLoss(Configurable):
-    """A model of one output compiled with ``loss_weights``: its loss times the weight (as Keras)."""
+class _Wrapped(Configurable):
+    """A model's loss around another (``inner``): everything but the value is the inner loss's."""
 
-    def __init__(self, inner, weight: float):
-        self.inner, self.weight = inner, float(weight)
+    def __init__(self, inner):
+        self.inner = inner
         self.name, self.reduction = inner.name, getattr(inner, "reduction", "sum_over_batch_size")
 
     sums_dataset = property(lambda self: self.inner.sums_dataset)
 
-    def __getattr__(self, name):  # validate, prepare, counted, from_logits, ignore_index: the inner loss's
+    def __getattr__(self, name):  # validate, prepare, counted, from_logits, ignore_index, losses: the inner's
         if name == "inner":
             raise AttributeError(name)
         return getattr(self.inner, name)
+
+    def to_config(self) -> dict:
+        return self.inner.to_config()
+
+
+class ScaledLoss(_Wrapped):
+    """A model of one output compiled with ``loss_weights``: its loss times the weight (as Keras)."""
+
+    def __init__(self, inner, weight: float):
+        super().__init__(inner)
+        self.weight = float(weight)
 
     def checked(self, outputs, targets):
         return self.inner.checked(outputs, targets) * self.weight
@@ -175,8 +186,24 @@ class ScaledLoss(Configurable):
     def __call__(self, *args, **kwargs):
         return self.inner(*args, **kwargs) * self.weight
 
-    def to_config(self) -> dict:
-        return self.inner.to_config()
+
+class AddedLoss(_Wrapped):
+    """The loss of a subclassed model: the compiled loss plus the terms its ``call`` added (``add_loss``)."""
+
+    _volatile = frozenset({"model"})
+
+    def __init__(self, inner, model):
+        super().__init__(inner)
+        self.model = model
+
+    def checked(self, outputs, targets):
+        loss = self.inner.checked(outputs, targets)
+        for term in self.model._added_losses:
+            loss = loss + term
+        return loss
+
+    def __call__(self, outputs, targets):
+        return self.checked(outputs, self.inner.prepare(targets, _host, outputs.dtype))
 
 
 class OutputLossEntry(_metrics.Metric):
@@ -244,12 +271,12 @@ def compile_outputs(model, loss, loss_weights, metrics):
         stored = loss["config"]
         loss, loss_weights = stored["losses"], stored["loss_weights"]
     losses = [None if item is None else _losses.get(item) for item in
-              _per_output(model, loss, "loss", "compile", allow_one=True)]
+              per_output(model, loss, "loss", "compile", allow_one=True)]
     if all(item is None for item in losses):
         raise ValueError(f"compile: no output of model {model.name!r} has a loss; give at least one (outputs "
                          f"{names})")
     weights = [1.0] * len(names) if loss_weights is None else [
-        1.0 if w is None else w for w in _per_output(model, loss_weights, "loss_weights", "compile", default=1.0)]
+        1.0 if w is None else w for w in per_output(model, loss_weights, "loss_weights", "compile", default=1.0)]
     for name, w in zip(names, weights):
         if isinstance(w, bool) or not isinstance(w, (int, float, np.integer, np.floating)) or not np.isfinite(w):
             raise TypeError(f"compile: loss_weights for output {name!r} must be a finite number, got {w!r}")
@@ -258,10 +285,10 @@ def compile_outputs(model, loss, loss_weights, metrics):
     if sum(item is not None for item in losses) > 1:  # Keras logs each output's loss when several have one
         entries = [OutputLossEntry(combined, k, f"{name}_loss") for k, (name, item) in enumerate(zip(names, losses))
                    if item is not None]
-    per_output = [] if metrics is None else _per_output(model, metrics, "metrics", "compile")
+    chosen = [] if metrics is None else per_output(model, metrics, "metrics", "compile")
     shapes = model.output_shape
     wrapped = []
-    for k, (name, given) in enumerate(zip(names, per_output)):
+    for k, (name, given) in enumerate(zip(names, chosen)):
         if given is None:
             continue
         for item in ([given] if isinstance(given, (str, _metrics.Metric)) or callable(given) else given):
@@ -298,32 +325,3 @@ def targets_of(model, y, n: int, who: str, check) -> OutputTargets:
             raise ValueError(f"{who}: no targets for output {name!r} of model {model.name!r}, which has a loss")
         arrays.append(check(array, k))
     return OutputTargets(arrays, n)
-
-
-def attach_weights(model, y: OutputTargets, sample_weight, class_weight, who: str) -> OutputTargets:
-    """Per-output ``sample_weight`` (one array for all, a list or a dict by output name) attached to each output's
-    targets; ``class_weight`` is refused (Keras refuses it for several outputs too)."""
-    from .weighting import attach
-
-    if class_weight is not None:
-        raise ValueError(f"{who}: class_weight is not supported for a model of several outputs (Keras neither); "
-                         "pass sample_weight per output instead")
-    if sample_weight is None:
-        return y
-    if isinstance(sample_weight, (dict, list, tuple)) and not (
-            isinstance(sample_weight, (list, tuple)) and sample_weight and np.isscalar(sample_weight[0])):
-        weights = _per_output(model, sample_weight, "sample_weight", who)
-    else:
-        weights = [sample_weight] * len(y.arrays)
-    arrays = []
-    for loss, target, w in zip(model.loss.losses, y.arrays, weights):
-        if target is None or w is None:
-            arrays.append(target)
-            continue
-        arrays.append(attach(_LossHolder(loss), target, w, None, who))
-    return OutputTargets(arrays, y.shape[0])
-
-
-class _LossHolder:
-    def __init__(self, loss):
-        self.loss = loss

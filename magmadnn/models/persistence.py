@@ -36,7 +36,7 @@ def _weights(model) -> dict:
 
 
 def _metadata(model, kind: str) -> dict:
-    return {"kind": kind, "model": model.get_config(), "architecture": model.architecture()}
+    return {"kind": kind, "model": model._stored_config(), "architecture": model.architecture()}
 
 
 def save_model(model, path, extra: dict | None = None) -> str:
