@@ -113,10 +113,12 @@ class Trainer:
         if self.built and not self._single:
             loss, compiled = _outputs.compile_outputs(self, loss, loss_weights, metrics)
         else:
-            if loss_weights is not None and not isinstance(loss, (list, dict)):
+            # a loss per output (list, or dict by name) of a subclassed model not built yet: resolved when it is
+            per_output = isinstance(loss, list) or isinstance(loss, dict) and "class_name" not in loss
+            if loss_weights is not None and not per_output:
                 loss = _single_weighted(loss, loss_weights, self.name)
-            # a subclassed model not built yet: a loss per output is resolved when it is built
-            loss = None if isinstance(loss, (list, dict)) and self._subclassed else _losses.get(loss)
+            if not isinstance(loss, _outputs.ScaledLoss):
+                loss = None if per_output and self._subclassed and not self.built else _losses.get(loss)
             if loss is not None:
                 _losses.check_compiled(loss, self)
             if isinstance(metrics, (str, _metrics.Metric)):

@@ -173,6 +173,20 @@ class _Wrapped(Configurable):
         return self.inner.to_config()
 
 
+def compiled_from_config(loss: dict, metrics: list):
+    """``(loss, loss_weights, metrics)`` for ``compile`` from a model file's stored loss and metrics (a loss per
+    output, a scaled loss, or one loss)."""
+    if loss.get("class_name") == "ScaledLoss":
+        return loss["config"]["loss"], loss["config"]["weight"], [_metrics.get(m) for m in metrics]
+    if loss.get("class_name") == "OutputsLoss":
+        chosen: dict = {}
+        for m in metrics:
+            if m.get("class_name") == "OutputMetric":
+                chosen.setdefault(m["config"]["output"], []).append(m["config"]["metric"])
+        return loss, None, chosen
+    return _losses.get(loss), None, [_metrics.get(m) for m in metrics]
+
+
 class ScaledLoss(_Wrapped):
     """A model of one output compiled with ``loss_weights``: its loss times the weight (as Keras)."""
 
@@ -185,6 +199,9 @@ class ScaledLoss(_Wrapped):
 
     def __call__(self, *args, **kwargs):
         return self.inner(*args, **kwargs) * self.weight
+
+    def to_config(self) -> dict:
+        return {"class_name": "ScaledLoss", "config": {"loss": self.inner.to_config(), "weight": self.weight}}
 
 
 class AddedLoss(_Wrapped):

@@ -23,7 +23,7 @@ import inspect
 import numpy as np
 
 from ..autograd import Tensor, no_grad
-from ..layers.base import Input, Layer
+from ..layers.base import Input, Layer, SymbolicTensor
 from .outputs import AddedLoss, Outputs
 
 __all__ = ["Subclassing", "register", "registered"]
@@ -134,11 +134,13 @@ class Subclassing:
         self._all_layers = [layer for _, layer in tracked]
         self._configure_layers()
         probe = [self.xp.asarray(a[:2], a.dtype if a.dtype.kind in "iu" else self.dtype) for a in arrays]
-        with no_grad():
-            out = self.call(self._packed([Tensor(p, backend=self.xp) for p in probe], keys), **self._call_kwargs(False))
-        okeys, tensors = _structure(out, f"model {self.name!r}")
-        from ..layers.base import SymbolicTensor
-
+        if type(self).call is Subclassing.call:  # a model of custom steps only (Keras' GAN): no outputs of its own
+            okeys, tensors = None, [Tensor(probe[0], backend=self.xp)]
+        else:
+            with no_grad():
+                out = self.call(self._packed([Tensor(p, backend=self.xp) for p in probe], keys),
+                                **self._call_kwargs(False))
+            okeys, tensors = _structure(out, f"model {self.name!r}")
         onames = list(okeys) if isinstance(okeys, tuple) else [f"output_{k}" for k in range(len(tensors))]
         self._output_keys = okeys
         self._outputs = [SymbolicTensor(t.shape[1:], _OutputName(n, t.dtype.name)) for n, t in zip(onames, tensors)]

@@ -200,3 +200,28 @@ def test_a_sequential_model_inside_a_sequential_model_shares_its_layers():
     kernel, bias = inner.get_weights()
     np.testing.assert_allclose(outer.predict(X), (X @ kernel + bias) @ outer.get_weights()[2]
                                + outer.get_weights()[3], rtol=1e-5, atol=1e-6)
+
+
+def test_saved_and_loaded_compiled_bit_for_bit(tmp_path):
+    ours, _ = _twins(dict_outputs=True)
+    ours.compile(mdnn.optimizers.Adam(0.01), loss={"p": "sparse_categorical_crossentropy", "q": "mse"},
+                 loss_weights={"p": 1.0, "q": 0.25}, metrics={"q": ["mae"]})
+    y = {"p": YA, "q": YB}
+    ours.fit(X, y, batch_size=8, verbose=0)
+    loaded = mdnn.load_model(ours.save(str(tmp_path / "heads.npz")))
+    assert loaded.evaluate(X, y, return_dict=True) == ours.evaluate(X, y, return_dict=True)
+    h1 = loaded.fit(X, y, batch_size=8, shuffle=False, verbose=0).history
+    h2 = ours.fit(X, y, batch_size=8, shuffle=False, verbose=0).history
+    assert h1 == h2 and sorted(h1) == ["loss", "p_loss", "q_loss", "q_mae"]
+
+
+def test_loss_weights_of_one_output_scale_its_loss_as_keras(tmp_path):
+    ours = mdnn.Sequential([L.Input((4,)), L.Dense(1)], seed=0)
+    theirs = keras.Sequential([keras.Input((4,)), keras.layers.Dense(1)])
+    theirs.set_weights(ours.get_weights())
+    ours.compile(mdnn.optimizers.SGD(0.05), loss="mse", loss_weights=[3.0])
+    theirs.compile(keras.optimizers.SGD(0.05), loss="mse", loss_weights=[3.0])
+    _close_logs(ours.fit(X, YB, batch_size=8, shuffle=False, verbose=0).history,
+                theirs.fit(X, YB, batch_size=8, shuffle=False, verbose=0).history)
+    loaded = mdnn.load_model(ours.save(str(tmp_path / "scaled.npz")))
+    assert loaded.evaluate(X, YB) == ours.evaluate(X, YB)
