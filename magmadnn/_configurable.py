@@ -64,6 +64,15 @@ class Configurable:
 
     #: attribute names that change as the object runs: neither counted nor part of the key
     _volatile: frozenset = frozenset()
+    #: {method: base}: a subclass defining ``method`` gets ``base`` as its first base (Keras' custom metrics and
+    #: losses: ``metric_state`` and ``custom_loss`` set it on ``metrics.Metric`` and ``losses.Loss``)
+    _subclass_bases: dict = {}
+
+    def __init_subclass__(cls, **kwargs):
+        super().__init_subclass__(**kwargs)
+        for method, base in cls._subclass_bases.items():
+            if method in cls.__dict__ and "__call__" not in cls.__dict__ and not issubclass(cls, base):
+                cls.__bases__ = (base, *cls.__bases__)
 
     def __setattr__(self, name: str, value) -> None:
         object.__setattr__(self, name, value)

@@ -22,8 +22,8 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
   eps)`` (Keras' epsilon placement).
 
 ``LossScaleOptimizer(inner)``: Keras 3's dynamic loss scaling, decided on the backend (see the class). Every
-optimizer takes Keras' ``clipnorm=c`` (each gradient scaled by ``c / max(||g||, c)``) or ``global_clipnorm=c`` (all
-scaled by ``c / max(||all||, c)``), applied before the update on the backend, without a host read.
+optimizer takes one of Keras' ``clipnorm=c`` (each gradient times ``c / max(||g||, c)``), ``global_clipnorm=c``
+(all times ``c / max(||all||, c)``), ``clipvalue=c`` (elements clipped to [-c, c]), on the backend, no host read.
 """
 
 from __future__ import annotations
@@ -33,7 +33,7 @@ import numbers
 
 import numpy as np
 
-from . import schedules
+from . import clipping, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
@@ -64,11 +64,11 @@ class Optimizer(KerasApply, Configurable):
     _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values"})
 
     def __init__(self, lr=0.01, weight_decay: float = 0.0, clipnorm: float | None = None,
-                 global_clipnorm: float | None = None, **keras_only):
+                 global_clipnorm: float | None = None, clipvalue: float | None = None, **keras_only):
         _refuse_keras_only(type(self).__name__, keras_only)
         self.lr = lr
         self.weight_decay = _check("weight_decay", weight_decay)
-        self.clipnorm, self.global_clipnorm = _clip_options(clipnorm, global_clipnorm)
+        self.clipnorm, self.global_clipnorm, self.clipvalue = _clip_options(clipnorm, global_clipnorm, clipvalue)
         self.iterations = 0
         self._state: dict[int, dict] = {}
         self._count = None
@@ -120,23 +120,9 @@ class Optimizer(KerasApply, Configurable):
 
     # -- gradient clipping
     def _clipped_grads(self, params) -> list:
-        """The gradients the update uses (None where a parameter has none): as they are, or times
-        ``c / max(norm, c)`` for the norm of each (``clipnorm``) or of all together (``global_clipnorm``), Keras'
-        ``clip_by_norm`` / ``clip_by_global_norm``. The factor is computed on the backend (``clip_norm_scale``): nothing
-        is read back."""
+        """The gradients the update uses (None where a parameter has none), clipped as :mod:`.clipping` says."""
         grads = [param.grad if getattr(param, "trainable", True) else None for param in params]
-        if self.clipnorm is None and self.global_clipnorm is None:
-            return grads
-        present = [(i, p.xp, g) for i, (p, g) in enumerate(zip(params, grads)) if g is not None]
-        if self.global_clipnorm is not None and present:
-            xp = present[0][1]
-            scale = xp.clip_norm_scale([g for _, _, g in present], self.global_clipnorm)
-            for i, xp, g in present:
-                grads[i] = xp.multiply(g, scale)
-        elif self.clipnorm is not None:
-            for i, xp, g in present:
-                grads[i] = xp.multiply(g, xp.clip_norm_scale([g], self.clipnorm))
-        return grads
+        return clipping.clip(params, grads, self.clipnorm, self.global_clipnorm, self.clipvalue)
 
     # -- device-resident step values (graph replay, magmadnn.models.replay)
     _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
@@ -174,7 +160,7 @@ class Optimizer(KerasApply, Configurable):
         else:
             lr = self._lr
         config = {"lr": lr, "weight_decay": self.weight_decay}
-        for name in ("clipnorm", "global_clipnorm"):  # only when set, so older configs read the same
+        for name in ("clipnorm", "global_clipnorm", "clipvalue"):  # only when set, so older configs read the same
             if getattr(self, name) is not None:
                 config[name] = getattr(self, name)
         return config
@@ -211,10 +197,9 @@ class Optimizer(KerasApply, Configurable):
 
 
 # ------------------------------------------------------------------------------------- Keras-only arguments
-_KERAS_DEFAULTS = {"clipvalue": None, "amsgrad": False, "use_ema": False, "ema_momentum": 0.99,
+_KERAS_DEFAULTS = {"amsgrad": False, "use_ema": False, "ema_momentum": 0.99,
                    "ema_overwrite_frequency": None, "loss_scale_factor": None, "gradient_accumulation_steps": None,
                    "name": None}
-_KERAS_WAY = {"clipvalue": "clip by norm instead: clipnorm= or global_clipnorm="}
 
 
 def _refuse_keras_only(who: str, arguments: dict) -> None:
@@ -223,17 +208,14 @@ def _refuse_keras_only(who: str, arguments: dict) -> None:
         if key not in _KERAS_DEFAULTS:
             raise TypeError(f"{who}: unexpected argument {key!r}")
         if key != "name" and value != _KERAS_DEFAULTS[key]:
-            way = _KERAS_WAY.get(key, f"leave it at Keras' default {_KERAS_DEFAULTS[key]!r}")
-            raise TypeError(f"{who}: Keras' argument {key}={value!r} is not supported; {way}")
+            raise TypeError(f"{who}: Keras' argument {key}={value!r} is not supported; leave it at Keras' default "
+                            f"{_KERAS_DEFAULTS[key]!r}")
 
 
 # ------------------------------------------------------------------------------------- gradient clipping
-def _clip_options(clipnorm, global_clipnorm) -> tuple[float | None, float | None]:
-    """Keras' clipping options: each None or a finite number > 0, not both."""
-    if clipnorm is not None and global_clipnorm is not None:
-        raise ValueError("optimizer: pass clipnorm (per tensor) or global_clipnorm (over all), not both")
-    return tuple(None if v is None else _check(name, v, open_low=True)
-                 for name, v in (("clipnorm", clipnorm), ("global_clipnorm", global_clipnorm)))
+def _clip_options(clipnorm, global_clipnorm, clipvalue=None) -> tuple[float | None, ...]:
+    """Keras' clipping options: each None or a finite number > 0, at most one of them (as Keras)."""
+    return clipping.options(clipnorm, global_clipnorm, clipvalue, lambda name, v: _check(name, v, open_low=True))
 
 
 def _pick(owner: str, keras_name: str, value, own_name: str, own_value, default):

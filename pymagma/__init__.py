@@ -7,6 +7,7 @@ from . import (
     dnn,
     dtypes,
     errors,
+    fft,
     graphs,
     kernels,
     linalg,
@@ -19,6 +20,7 @@ from .array import DeviceArray, asarray, empty, from_dlpack, ones, to_numpy, zer
 from .errors import (
     CudaError,
     CudnnError,
+    CufftError,
     DeviceMemoryError,
     GraphCaptureError,
     KernelCompileError,
@@ -39,7 +41,7 @@ __all__ = [
     "CudnnError", "MagmaError", "DeviceMemoryError", "LinAlgError", "KernelCompileError",
     "array", "memory", "queue", "runtime", "DeviceArray", "asarray", "empty", "zeros", "ones", "from_dlpack",
     "to_numpy", "Queue", "default_queue", "device_count", "require_device", "blas", "linalg", "info", "dnn",
-    "kernels", "dtypes", "NotSimulatedError", "__version__", "graphs", "GraphCaptureError",
+    "kernels", "dtypes", "NotSimulatedError", "__version__", "graphs", "GraphCaptureError", "fft", "CufftError",
 ]
 
 from . import simulator as _simulator  # noqa: E402  (last: it stands in for the native seam of the modules above)

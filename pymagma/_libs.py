@@ -17,13 +17,14 @@ NVIDIA_REMEDIES = {
     "cudnn": "pip install nvidia-cudnn-cu13  (or pip install 'magmadnn[native]')",
     "nvrtc": "pip install nvidia-cuda-nvrtc",
     "cublas": "pip install nvidia-cublas",
+    "cufft": "pip install nvidia-cufft  (or pip install 'magmadnn[native]')",
     "cudart": "pip install nvidia-cuda-runtime",
 }
 
 
 @functools.cache
 def load_nvidia(name: str) -> ctypes.CDLL:
-    """Load an NVIDIA library (``cudnn``, ``nvrtc``, ``cublas``, ``cudart``) found by cuda.pathfinder."""
+    """Load an NVIDIA library (``cudnn``, ``nvrtc``, ``cublas``, ``cufft``, ``cudart``) found by cuda.pathfinder."""
     try:
         from cuda import pathfinder
     except ImportError as exc:  # pragma: no cover - cuda-python is a core dependency

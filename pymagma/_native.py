@@ -8,6 +8,7 @@ pymagma reaches every native library through one object per library, held by :da
 - ``magma``: MAGMA, a :class:`~pymagma._ffi.NativeLibrary` over ``pymagma._magma.SIGNATURES``;
 - ``cudnn``: cuDNN, a :class:`~pymagma._ffi.NativeLibrary` over ``pymagma._cudnn.PROTOTYPES``;
 - ``cublas``: cuBLAS, a :class:`~pymagma._ffi.NativeLibrary` over ``pymagma._cublas.PROTOTYPES``;
+- ``cufft``: cuFFT, a :class:`~pymagma._ffi.NativeLibrary` over ``pymagma._cufft.PROTOTYPES``;
 - ``launcher``: the kernel launcher (``launch(program, expression, device, stream, grid, block, args)``).
 
 Each library module registers its real object's factory and its entry points with :func:`register`; the objects
@@ -47,8 +48,8 @@ _RESOURCES: dict[str, Callable[[Libraries], object]] = {}
 
 
 class Libraries:
-    """One set of native libraries (``cudart``, ``magma``, ``cudnn``, ``cublas``, ``launcher``) and the resources
-    pymagma made with them.  A library given to the constructor is used as is; one not given comes from its
+    """One set of native libraries (``cudart``, ``magma``, ``cudnn``, ``cublas``, ``cufft``, ``launcher``) and the
+    resources pymagma made with them.  A library given to the constructor is used as is; one not given comes from its
     registered factory on first use.  Any other attribute is a resource registered with :func:`resource`, made on
     first use and kept."""
 

@@ -61,6 +61,15 @@ class LinAlgError(PymagmaError, np.linalg.LinAlgError):
     """A numerical failure (singular matrix, matrix not positive definite, no convergence)."""
 
 
+class CufftError(PymagmaError, RuntimeError):
+    """A cuFFT call returned a status other than CUFFT_SUCCESS."""
+
+    def __init__(self, status: int, name: str, call: str = ""):
+        self.status, self.name, self.call = int(status), name, call
+        where = f"{call}: " if call else ""
+        super().__init__(f"{where}{name} ({self.status})")
+
+
 class KernelCompileError(PymagmaError, RuntimeError):
     """NVRTC failed to compile a kernel; ``log`` holds the compiler output."""
 

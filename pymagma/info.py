@@ -14,7 +14,7 @@ import numpy as np
 from . import _libs
 from ._version import __version__
 
-NVIDIA_LIBRARIES = ("cudart", "cublas", "cudnn", "nvrtc")
+NVIDIA_LIBRARIES = ("cudart", "cublas", "cufft", "cudnn", "nvrtc")
 
 
 class Info(dict):
@@ -50,6 +50,10 @@ def _nvidia_version(name: str, lib: ctypes.CDLL) -> str | None:
                 lib.cublasGetProperty(prop, ctypes.byref(value))
                 parts.append(str(value.value))
             return ".".join(parts)
+        if name == "cufft":
+            v = ctypes.c_int()
+            lib.cufftGetVersion(ctypes.byref(v))
+            return f"{v.value // 1000}.{v.value % 1000 // 100}.{v.value % 100}"
         if name == "cudart":
             v = ctypes.c_int()
             lib.cudaRuntimeGetVersion(ctypes.byref(v))
@@ -148,13 +152,14 @@ def _nvidia_section(missing: list) -> dict:
             missing.append((name, _libs.NVIDIA_REMEDIES.get(name, str(exc))))
             continue
         section[name] = {"found": True, "path": os.path.realpath(lib._name), "version": _nvidia_version(name, lib)}
-        if name == "cublas":  # pymagma's own cuBLAS table (half gemm, TF32 math mode)
-            from . import _cublas
+        if name in ("cublas", "cufft"):  # pymagma's own tables (half gemm, TF32 math mode; the FFTs)
+            from . import _cublas, _cufft
 
-            absent = _cublas.lib.missing()
-            section[name]["table"] = {"declared": len(_cublas.PROTOTYPES), "missing": absent}
+            table = {"cublas": _cublas, "cufft": _cufft}[name]
+            absent = table.lib.missing()
+            section[name]["table"] = {"declared": len(table.PROTOTYPES), "missing": absent}
             if absent:
-                missing.append((f"cuBLAS functions {', '.join(absent)}", _libs.NVIDIA_REMEDIES["cublas"]))
+                missing.append((f"{table.lib._name} functions {', '.join(absent)}", _libs.NVIDIA_REMEDIES[name]))
     return section
 
 
@@ -238,7 +243,8 @@ def format_report(r: dict) -> str:
                      else f"{name}: not found")
         if "table" in lib:
             table = lib["table"]
-            lines[-1] += (f"; half gemm table: {table['declared'] - len(table['missing'])} of {table['declared']} "
+            label = "FFT" if name == "cufft" else "half gemm"
+            lines[-1] += (f"; {label} table: {table['declared'] - len(table['missing'])} of {table['declared']} "
                           "functions" + (f" (missing {', '.join(table['missing'])})" if table["missing"] else ""))
     if r["missing"]:
         lines.append("missing:")

@@ -286,6 +286,37 @@ def elementwise(calls: int = 500) -> list[dict]:
     return rows
 
 
+FFT_COLUMNS = ["call", "us", "cudart", "magma", "launcher"]
+
+
+def fft_and_gemm(calls: int = 500) -> list[dict]:
+    """Host microseconds and native calls of one cached FFT call (the plan made before) next to one gemm call on the
+    null device (the simulator must be on in mode "null"): a transform's host cost should not exceed a gemm's."""
+    import pymagma
+    import pymagma.array_api as xp
+    from pymagma import blas
+
+    x = pymagma.asarray(np.ones((8, 64, 64), np.complex64))
+    a, c = pymagma.asarray(np.ones((64, 64), np.complex64)), pymagma.empty((64, 64), np.complex64)
+    r = pymagma.asarray(np.ones((8, 64), np.float32))
+    cases = {"blas.gemm(a, a, out=c) complex64 64x64": lambda: blas.gemm(a, a, out=c),
+             "a @ a complex64 64x64": lambda: a @ a,
+             "xp.fft.fft(x) 8x64x64": lambda: xp.fft.fft(x),
+             "xp.fft.fftn(x, axes=(-2, -1)) batched 2-D": lambda: xp.fft.fftn(x, axes=(-2, -1)),
+             "xp.fft.rfft(r) 8x64": lambda: xp.fft.rfft(r),
+             "xp.fft.fft(x, norm='ortho') (+ a scal)": lambda: xp.fft.fft(x, norm="ortho")}
+    rows = []
+    for name, call in cases.items():
+        for _ in range(20):
+            call()
+        seconds = _per_step_seconds(call, calls)
+        with Meter() as meter:
+            for _ in range(calls):
+                call()
+        rows.append({"call": name, "us": seconds * 1e6, **{k: meter.calls[k] / calls for k in FFT_COLUMNS[2:]}})
+    return rows
+
+
 # --------------------------------------------------------------------------------------------- the table
 def run(models=MODELS, batches=(1, 128), steps: int = 20) -> list[dict]:
     """One row per (model, batch): magmadnn's host cost on the null device and PyTorch CPU's batch-1 step."""

@@ -379,8 +379,13 @@ def overhead_bench(args) -> int:
         calls = _overhead.elementwise()
     print_table("host cost of one array API elementwise call on the null device (us; native calls per call)", calls,
                 _overhead.ELEMENTWISE_COLUMNS)
+    with simulator.simulated("null"):
+        ffts = _overhead.fft_and_gemm()
+    print_table("host cost of one cached cuFFT call next to one gemm call on the null device (us; native calls per "
+                "call; cuFFT's own calls are not counted)", ffts, _overhead.FFT_COLUMNS)
     if args.json:
-        write_text(args.json, json.dumps({"environment": env, "overhead": rows, "elementwise": calls}, indent=2))
+        write_text(args.json, json.dumps({"environment": env, "overhead": rows, "elementwise": calls, "fft": ffts},
+                                         indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

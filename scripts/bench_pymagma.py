@@ -6,7 +6,11 @@
   batched   10,000 x 32x32 sgemm (magmablas strided batched) vs torch.bmm, TFLOP/s
   getrf     dgetrf N=8192 (magma_dgetrf_gpu) vs torch.linalg.lu_factor, seconds; ratio = torch / pymagma
   overhead  Python time per call of a 4x4 sgemm into a preallocated output (no sync), microseconds
-            (goal <= 5 us); torch column: torch.matmul(out=) on the same sizes
+            (goal <= 5 us); torch column: torch.matmul(out=) on the same sizes; the same for a cached 64-point
+            complex FFT (pymagma.array_api.fft.fft vs torch.fft.fft)
+  fft       batched 2-D FFT, 64 x 512x512 complex64 (xp.fft.fftn over the last two axes: one cached cuFFT plan) vs
+            torch.fft.fft2, GFLOP/s by the usual 5 N log2 N count; ratio = pymagma / torch (goal >= 0.9)
+  cgemm     complex64 gemm N=4096 (magma_cgemm) vs torch.matmul, TFLOP/s (8 N^3 real flops; goal >= 0.95)
 ``hybrid_run(repeats, sizes, eig_sizes)`` (``--hybrid``) returns the LAPACK driver rows, bench "hybrid":
   cholesky, qr (mode 'r'), eigh, svd in float64 through pymagma.linalg, each path the provider allows ("hybrid":
   pymagma.hybrid with look-ahead, "native": MAGMA's driver) vs torch.linalg on the same GPU, wall seconds per call
@@ -70,6 +74,33 @@ def gemm_rows(torch, repeats: int, n: int = 8192) -> list[dict]:
         flops = 2.0 * n**3
         rows.append(row("gemm", f"{name} N={n}", flops / ours / 1e12, flops / theirs / 1e12, "TFLOP/s"))
         del a, b, c, ta, tb
+    return rows
+
+
+def fft_rows(torch, repeats: int, batch: int = 64, n: int = 512) -> list[dict]:
+    """A batched 2-D complex FFT (one cached plan) and a complex gemm, each against PyTorch on the same GPU."""
+    import math
+
+    import pymagma
+    import pymagma.array_api as xp
+    from pymagma import blas
+
+    rng = np.random.default_rng(0)
+    x = pymagma.asarray((rng.standard_normal((batch, n, n)) + 1j * rng.standard_normal((batch, n, n))).astype(
+        np.complex64))
+    ours = time_pymagma(lambda x=x: xp.fft.fftn(x, axes=(-2, -1)), repeats, x.queue) / 1e3
+    tx = torch.randn(batch, n, n, dtype=torch.complex64, device="cuda")
+    theirs = time_torch(torch, lambda tx=tx: torch.fft.fft2(tx), repeats) / 1e3
+    flops = 5.0 * batch * n * n * math.log2(n * n)
+    rows = [row("fft", f"fft2 {batch} x {n}x{n} complex64", flops / ours / 1e9, flops / theirs / 1e9, "GFLOP/s")]
+    del x, tx
+    m = 4096
+    a = pymagma.asarray((rng.standard_normal((m, m)) + 1j * rng.standard_normal((m, m))).astype(np.complex64))
+    c = pymagma.empty((m, m), np.complex64)
+    ours = time_pymagma(lambda: blas.gemm(a, a, out=c), repeats, c.queue) / 1e3
+    ta = torch.randn(m, m, dtype=torch.complex64, device="cuda")
+    theirs = time_torch(torch, lambda: torch.matmul(ta, ta), repeats) / 1e3
+    rows.append(row("cgemm", f"cgemm N={m}", 8.0 * m**3 / ours / 1e12, 8.0 * m**3 / theirs / 1e12, "TFLOP/s"))
     return rows
 
 
@@ -195,7 +226,15 @@ def overhead_rows(torch, repeats: int, calls: int = 2000) -> list[dict]:
     ta, tc = torch.ones(4, 4, device="cuda"), torch.empty(4, 4, device="cuda")
     ours = _per_call_us(lambda: blas.gemm(a, a, out=c), c.queue.synchronize, repeats, calls)
     theirs = _per_call_us(lambda: torch.matmul(ta, ta, out=tc), torch.cuda.synchronize, repeats, calls)
-    return [row("overhead", "sgemm 4x4 per call", ours, theirs, "us", higher_is_better=False)]
+    rows = [row("overhead", "sgemm 4x4 per call", ours, theirs, "us", higher_is_better=False)]
+    import pymagma.array_api as xp
+
+    z = pymagma.asarray(np.ones(64, np.complex64))
+    tz = torch.ones(64, dtype=torch.complex64, device="cuda")
+    ours = _per_call_us(lambda: xp.fft.fft(z), z.queue.synchronize, repeats, calls)
+    theirs = _per_call_us(lambda: torch.fft.fft(tz), torch.cuda.synchronize, repeats, calls)
+    rows.append(row("overhead", "fft 64 points per call (cached plan)", ours, theirs, "us", higher_is_better=False))
+    return rows
 
 
 def _torch_cuda():
@@ -218,6 +257,7 @@ def run(repeats: int = 10) -> list[dict]:
         return []
     rows = overhead_rows(torch, repeats)
     rows += batched_rows(torch, repeats)
+    rows += fft_rows(torch, repeats)
     rows += gemm_rows(torch, repeats)
     rows += getrf_rows(torch, repeats)
     return rows

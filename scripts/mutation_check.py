@@ -56,6 +56,7 @@ ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
 ARRAY_API_LINALG = ("tests/pymagma/test_array_api_linalg.py",)
+FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/test_simulator_cufft.py")
 BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
 
 
@@ -398,6 +399,33 @@ MUTANTS = [
            "pymagma/linalg.py",
            "        s = s / s.dtype.type(factor)",
            "        s = s * s.dtype.type(factor)", ARRAY_API_LINALG),
+    # --------------------------------------------------------------------- cuFFT (the plan's layout arguments)
+    Mutant("fft-stride-and-distance-swapped", "the innermost stride passed as idist and the batch distance as istride",
+           "pymagma/_fft.py", "    return n, tuple(embed), st[-1], batch, dist",
+           "    return n, tuple(embed), dist, batch, st[-1]", FFT),
+    Mutant("fft-embed-is-the-size", "inembed[k] taken as the transform size, not the rows' pitch in memory",
+           "pymagma/_fft.py", "embed.append(st[k - 1] // st[k])", "embed.append(n[k])", FFT),
+    Mutant("fft-batches-merged-blindly", "batch axes of different strides merged into one idist",
+           "pymagma/_fft.py", "        if step != dist * batch:\n            return None",
+           "        if False:\n            return None", FFT),
+    Mutant("fft-output-layout-from-input", "the output described with the input's stride and distance",
+           "pymagma/_fft.py", "_, oembed, ostride, _, odist = o", "_, oembed, ostride, _, odist = described", FFT),
+    Mutant("fft-half-spectrum-size", "the R2C output keeps (n + 1) // 2 values, not n // 2 + 1 (one short for even n)",
+           "pymagma/_fft.py", "    return n // 2 + 1", "    return (n + 1) // 2", FFT),
+    Mutant("fft-normalisation-missing", "cuFFT's unnormalised result returned for norm='forward'/'backward'",
+           "pymagma/_fft.py", 'return 1.0 / count if (norm == "forward") == forward else 1.0', "return 1.0", FFT),
+    Mutant("fft-normalisation-direction", "the 1/n put on the direction norm does not name",
+           "pymagma/_fft.py", '(norm == "forward") == forward else 1.0', '(norm == "forward") != forward else 1.0',
+           FFT),
+    Mutant("fft-inverse-runs-forward", "CUFFT_FORWARD for the inverse transforms too",
+           "pymagma/_fft.py", "return _cufft.FORWARD if forward else _cufft.INVERSE", "return _cufft.FORWARD", FFT),
+    Mutant("fft-c2r-overwrites-the-input", "the caller's half spectrum handed to C2R, which overwrites it",
+           "pymagma/_fft.py", "    if not owned:  # C2R overwrites what it reads", "    if False:", FFT),
+    Mutant("fft-hfft-not-conjugated", "hfft transforms the half spectrum without conjugating it",
+           "pymagma/fft.py", "    _fft.conjugate(spectrum)\n", "    spectrum = spectrum\n", FFT),
+    Mutant("fft-ifftshift-as-fftshift", "ifftshift rolls by n // 2 like fftshift (wrong for odd n)",
+           "pymagma/fft.py", "(-1 if inverse else 1)", "1", FFT),
+
 ]
 
 

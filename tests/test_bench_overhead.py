@@ -35,6 +35,11 @@ def test_overhead_table_on_the_null_device(tmp_path):
         assert r["cudnn"] > 0 or r["model"] == "mlp"
         assert r["calls_per_train_step"] == sum(r[k] for k in ("cudart", "magma", "cudnn", "launcher"))
     assert "one array API elementwise call" in done.stdout
+    assert "one cached cuFFT call next to one gemm call" in done.stdout
+    ffts = json.loads(out.read_text())["fft"]
+    assert len(ffts) == 6 and all(r["us"] > 0 for r in ffts)  # timed (values not asserted)
+    assert all(r["magma"] == (1 if "gemm" in r["call"] or "@" in r["call"] or "ortho" in r["call"] else 0)
+               for r in ffts)  # one MAGMA call: the gemm, or the scal of a normalised transform
     calls = {r["call"]: r for r in json.loads(out.read_text())["elementwise"]}
     assert len(calls) == 6 and all(r["us"] > 0 for r in calls.values())  # timed (values not asserted)
     for name, r in calls.items():  # one launch per call (two with a cast first), no host transfer but a scalar's

@@ -14,13 +14,18 @@ class DataLoader:
 
     With ``shuffle=True`` every pass draws a new permutation from a generator seeded once with `seed`, so the
     sequence of epochs is reproducible for a given seed. ``drop_last=True`` skips a final short batch.
-    `y` may be None, then batches are ``(x_batch, None)``.
+    `y` may be None, then batches are ``(x_batch, None)``; with ``sample_weight`` (one per sample) they are Keras'
+    ``(x_batch, y_batch, sample_weight_batch)``.
     """
 
     def __init__(self, x, y=None, batch_size: int = 32, shuffle: bool = True, seed: int | None = None,
-                 drop_last: bool = False):
+                 drop_last: bool = False, sample_weight=None):
         self.x = np.asarray(x)
         self.y = None if y is None else np.asarray(y)
+        self.sample_weight = None if sample_weight is None else np.asarray(sample_weight)
+        if self.sample_weight is not None and (self.y is None or len(self.sample_weight) != len(self.x)):
+            raise ValueError("DataLoader: sample_weight needs y and one weight per sample of x "
+                             f"({len(self.x)}), got {None if self.y is None else len(self.sample_weight)}")
         batch_size = _checks.integer(batch_size, "batch_size", "DataLoader", minimum=1)
         for name, flag in (("shuffle", shuffle), ("drop_last", drop_last)):
             if not isinstance(flag, (bool, np.bool_)):
@@ -50,4 +55,7 @@ class DataLoader:
             index = slice(b * self.batch_size, (b + 1) * self.batch_size)
             if order is not None:
                 index = order[index]
-            yield self.x[index], None if self.y is None else self.y[index]
+            if self.sample_weight is not None:
+                yield self.x[index], self.y[index], self.sample_weight[index]
+            else:
+                yield self.x[index], None if self.y is None else self.y[index]

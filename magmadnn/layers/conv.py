@@ -50,7 +50,7 @@ class Conv2D(_NCHW, Layer):
     its group of channels (PyTorch's ``groups``); C and K must be multiples of it."""
 
     def __init__(self, filters: int, kernel_size, strides=1, padding="valid", dilation=1, activation=None,
-                 use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros", groups: int = 1,
+                 use_bias: bool = True, kernel_initializer="glorot_uniform", bias_initializer="zeros", groups: int = 1,
                  **kwargs):
         super().__init__(**kwargs)
         owner = f"{type(self).__name__} {self.name!r}"
@@ -111,10 +111,12 @@ class DepthwiseConv2D(Conv2D):
     kernel_name = "depthwise_kernel"
 
     def __init__(self, kernel_size, depth_multiplier: int = 1, strides=1, padding="valid", dilation=1,
-                 activation=None, use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros",
-                 **kwargs):
+                 activation=None, use_bias: bool = True, depthwise_initializer="glorot_uniform",
+                 bias_initializer="zeros", kernel_initializer=None, **kwargs):
+        # kernel_initializer: this package's earlier name of Keras' depthwise_initializer
         super().__init__(1, kernel_size, strides=strides, padding=padding, dilation=dilation, activation=activation,
-                         use_bias=use_bias, kernel_initializer=kernel_initializer,
+                         use_bias=use_bias,
+                         kernel_initializer=depthwise_initializer if kernel_initializer is None else kernel_initializer,
                          bias_initializer=bias_initializer, **kwargs)
         self.depth_multiplier = _checks.integer(depth_multiplier, "depth_multiplier", f"DepthwiseConv2D {self.name!r}",
                                                 minimum=1)
@@ -125,10 +127,23 @@ class DepthwiseConv2D(Conv2D):
         # groups and filters follow the input's channels
         self.groups, self.filters = input_shape[0], input_shape[0] * self.depth_multiplier
 
+    def create_weights(self, input_shape):
+        # drawn as (m, C, R, S): the initializer sees the fans of Keras' (R, S, C, m) kernel (fan_in = C*R*S)
+        draw = (self.depth_multiplier, input_shape[0], *self.kernel_size)
+        self.add_weight(self.kernel_name, (self.filters, 1, *self.kernel_size),
+                        initializers.in_keras_layout(self.kernel_initializer, draw, (1, 0, 2, 3)))
+        if self.use_bias:
+            self.add_weight("bias", (self.filters,), self.bias_initializer)
+
+    @property
+    def depthwise_initializer(self):
+        return self.kernel_initializer
+
     def get_config(self):
         config = super().get_config()
         for key in ("filters", "groups"):
             config.pop(key, None)
+        config["depthwise_initializer"] = config.pop("kernel_initializer")
         return {"depth_multiplier": self.depth_multiplier, **config}
 
 
@@ -143,7 +158,7 @@ class Conv2DTranspose(_NCHW, Layer):
     """
 
     def __init__(self, filters: int, kernel_size, strides=1, padding="valid", output_padding=0, dilation=1,
-                 activation=None, use_bias: bool = True, kernel_initializer="he_uniform", bias_initializer="zeros",
+                 activation=None, use_bias: bool = True, kernel_initializer="glorot_uniform", bias_initializer="zeros",
                  **kwargs):
         super().__init__(**kwargs)
         owner = f"Conv2DTranspose {self.name!r}"

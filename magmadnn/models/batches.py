@@ -4,7 +4,24 @@ from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ArrayBatches", "CheckedBatches", "is_batch_iterable"]
+__all__ = ["ArrayBatches", "CheckedBatches", "is_batch_iterable", "unpack", "weighted"]
+
+
+def unpack(item, who: str):
+    """A batch of an iterable: Keras' ``(x, y)`` or ``(x, y, sample_weight)`` as ``(x, y, sample_weight or None)``."""
+    if isinstance(item, (tuple, list)) and len(item) in (2, 3):
+        return item[0], item[1], (item[2] if len(item) == 3 else None)
+    size = f"{len(item)} items" if isinstance(item, (tuple, list)) else type(item).__name__
+    raise ValueError(f"{who}: a batch iterable must yield (x, y) or (x, y, sample_weight), as Keras, got {size}")
+
+
+def weighted(model, y, sample_weight, who: str):
+    """``y`` with a batch's ``sample_weight`` attached (``y`` itself without one)."""
+    if sample_weight is None:
+        return y
+    from .weighting import attach  # noqa: PLC0415 (weighting reads the loss module)
+
+    return attach(model, y, sample_weight, None, who)
 
 
 class CheckedBatches:
@@ -24,13 +41,14 @@ class CheckedBatches:
 
     def __iter__(self):
         model = self.model
-        for xb, yb in self.source:
+        for item in self.source:
+            xb, yb, sw = unpack(item, "fit")
             if self.whole:
                 xs = list(xb) if isinstance(xb, (list, tuple)) else [xb]
-                yield model._cast_inputs([np.asarray(a) for a in xs]), np.asarray(yb)
+                yield model._cast_inputs([np.asarray(a) for a in xs]), weighted(model, np.asarray(yb), sw, "fit")
             else:
                 xs = model._cast_inputs(model._training_inputs(xb, "fit"))
-                yield xs, model._targets(yb, xs[0].shape[0], "fit")
+                yield xs, weighted(model, model._targets(yb, xs[0].shape[0], "fit"), sw, "fit")
 
 
 def is_batch_iterable(x) -> bool:

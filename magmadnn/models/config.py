@@ -4,58 +4,21 @@ from __future__ import annotations
 
 import numpy as np
 
-from ..layers.base import Input, layer_class
-from ..saving import ModelFileError
 from . import persistence
 from .model import Model, Sequential
+from .rebuild import rebuild
+from .subclassing import rebuild_subclassed
 
 __all__ = ["model_from_config", "model_from_json", "clone_model", "load_model"]
 
 
 def model_from_config(config: dict, device=None, backend=None, custom_objects: dict | None = None) -> Model:
     """Rebuild an (untrained) model from ``get_config()`` output on ``device`` (``backend``: its old name).
-    ``custom_objects``: ``{class name: Layer subclass}`` for layers not registered with ``layers.register``."""
-    device = device if device is not None else backend
-    if custom_objects is not None and not isinstance(custom_objects, dict):
-        raise TypeError(f"custom_objects must be a dict {{class name: class}}, got {type(custom_objects).__name__}")
-    if config.get("subclassed"):  # a Model subclass: its registered class, from_config, built on zeros
-        from .subclassing import rebuild
-
-        return rebuild(config, device, custom_objects)
-    try:
-        layers = [layer_class(entry["class_name"], custom_objects).from_config(dict(entry["config"]))
-                  for entry in config["layers"]]
-        common = {"name": config["name"], "seed": config["seed"], "dtype": config["dtype"], "device": device}
-        if config["class_name"] == "Sequential":
-            model = Sequential(layers, **common)
-            model._trainable = bool(config.get("trainable", True))
-            return model
-        nodes, calls = [], {}
-        for entry in config["nodes"]:
-            layer = layers[entry["layer"]]
-            parents = [nodes[i] for i in entry["inputs"]]
-            if isinstance(layer, Input):
-                nodes.append(layer.output)
-            elif "index" in entry:  # one of a layer's several outputs: one call for all of them
-                key = (entry["layer"], tuple(entry["inputs"]))
-                if key not in calls:
-                    calls[key] = layer(parents if entry["many"] else parents[0])
-                nodes.append(calls[key][entry["index"]])
-            else:
-                nodes.append(layer(parents if entry["many"] else parents[0]))
-        inputs = [nodes[i] for i in config["inputs"]]
-        if "input_keys" in config:
-            inputs = dict(zip(config["input_keys"], inputs))
-        outputs = nodes[config["output"]]
-        if "outputs" in config:
-            outputs = [nodes[i] for i in config["outputs"]]
-            if config.get("output_keys") is not None:
-                outputs = dict(zip(config["output_keys"], outputs))
-        model = Model(inputs, outputs, **common)
-        model._trainable = bool(config.get("trainable", True))
-        return model
-    except (KeyError, IndexError, TypeError) as exc:
-        raise ModelFileError(f"damaged model configuration: {type(exc).__name__}: {exc}") from None
+    ``custom_objects``: ``{class name: Layer subclass}`` for layers not registered with ``layers.register`` (and
+    for a Model subclass not registered with ``models.register``)."""
+    if isinstance(config, dict) and config.get("subclassed"):  # a Model subclass: its class, from_config, built
+        return rebuild_subclassed(config, device if device is not None else backend, custom_objects)
+    return rebuild(config, Sequential, Model, device if device is not None else backend, custom_objects)
 
 
 def load_model(path, device=None, backend=None, custom_objects: dict | None = None, compile: bool = True) -> Model:  # noqa: A002 - Keras' name

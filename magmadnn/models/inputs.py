@@ -10,7 +10,7 @@ import numpy as np
 from .._checks import finite_array, shape_str
 from ..layers.base import ShapeMismatchError
 from ..layers.conv import layout_hint
-from .batches import is_batch_iterable
+from .batches import is_batch_iterable, unpack, weighted
 from .weighting import WeightedTargets
 
 __all__ = ["InputChecks", "real_array"]
@@ -168,9 +168,10 @@ class InputChecks:
                 yield [a[start:start + batch_size] for a in x], y[start:start + batch_size]
             return
         if is_batch_iterable(x):
-            for xb, yb in x:
+            for item in x:
+                xb, yb, sw = unpack(item, who)
                 xs = self._training_inputs(xb, who)
-                yield xs, self._targets(yb, xs[0].shape[0], who)
+                yield xs, weighted(self, self._targets(yb, xs[0].shape[0], who), sw, who)
             return
         xs = self._training_inputs(x, who)
         y = self._targets(y, xs[0].shape[0], who)

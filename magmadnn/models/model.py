@@ -39,6 +39,7 @@ from .nesting import Nesting
 from .outputs import Outputs
 from .persistence import Persistence
 from .placement import Placement
+from .rebuild import rebuild
 from .subclassing import Subclassing
 from .summary import summary_text
 from .weights import Weights
@@ -347,6 +348,21 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         import json
 
         return json.dumps(self.get_config(), **kwargs)
+
+    @classmethod
+    def from_config(cls, config: dict, custom_objects: dict | None = None):
+        """Keras' ``Model.from_config`` / ``Sequential.from_config``: a new (untrained) model from ``get_config()``
+        output (``custom_objects``: ``{class name: Layer subclass}`` for unregistered layers). A subclass of Model
+        gets ``cls(**config)``, its own ``get_config()`` output (Keras' default)."""
+        graph = isinstance(config, dict) and config.get("class_name") in ("Model", "Sequential") and "layers" in config
+        if cls not in (Model, Sequential) and not graph:
+            return cls(**config)
+        model = rebuild(config, Sequential, Model, None, custom_objects)
+        if not isinstance(model, cls):
+            raise TypeError(f"{cls.__name__}.from_config: the configuration describes a {type(model).__name__} "
+                            f"(class_name {config.get('class_name')!r}); use {type(model).__name__}.from_config or "
+                            "models.model_from_config")
+        return model
 
     def get_config(self) -> dict:
         if self._subclassed:

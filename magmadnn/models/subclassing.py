@@ -12,8 +12,8 @@ to the training loss (``model.losses`` lists the last call's); custom training s
 
 Saving: the weights are stored by attribute path (``layers.encoder.dense.kernel``), the class by the name it is
 registered under (:func:`register`, or ``custom_objects``) with the model's ``get_config()``; loading calls
-``from_config`` (``cls(**config)`` by default, as Keras) and builds on zeros of the stored input shapes. Never
-pickle.
+``from_config`` (``cls(**config)`` for a subclass, as Keras) and builds on zeros of the stored input shapes.
+Never pickle.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from ..autograd import Tensor, no_grad
 from ..layers.base import Input, Layer, SymbolicTensor
 from .outputs import AddedLoss, Outputs
 
-__all__ = ["Subclassing", "register", "registered"]
+__all__ = ["Subclassing", "register", "registered", "rebuild_subclassed"]
 
 _REGISTRY: dict[str, type] = {}
 
@@ -219,13 +219,8 @@ class Subclassing:
                 "trainable": self._trainable, "build_shapes": self._build_shapes, "build_dtypes": self._build_dtypes,
                 "input_keys": list(self._input_keys) if isinstance(self._input_keys, tuple) else self._input_keys}
 
-    @classmethod
-    def from_config(cls, config: dict):
-        """A new model from ``get_config()``: ``cls(**config)``, as Keras."""
-        return cls(**config)
 
-
-def rebuild(config: dict, device=None, custom_objects=None):
+def rebuild_subclassed(config: dict, device=None, custom_objects=None):
     """A subclassed model from its stored configuration, built on zeros of its stored input shapes."""
     cls = registered(config["class_name"], custom_objects)
     model = cls.from_config(dict(config["config"]))

@@ -6,14 +6,15 @@ bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: 
 in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
 set functions (``kernels/array_api_reduce.cu``: reductions over axes, scans, a stable sort per row); the
 manipulation functions, ``take``, ``take_along_axis``, ``tril``/``triu`` and integer-array and boolean-mask indexing;
-``matmul``, ``tensordot``, ``vecdot``, ``matrix_transpose`` and the ``linalg`` extension
-(:mod:`pymagma.array_api.linalg`, on MAGMA).  A function of the standard not listed here is absent: reading it is
-an AttributeError naming it (so ``hasattr`` answers honestly); nothing falls back to the host.
+``matmul``, ``tensordot``, ``vecdot``, ``matrix_transpose``, the ``linalg`` extension
+(:mod:`pymagma.array_api.linalg`, on MAGMA) and the ``fft`` extension (:mod:`pymagma.array_api.fft`, on cuFFT).  A
+function of the standard not listed here is absent: reading it is an AttributeError naming it (so ``hasattr``
+answers honestly); nothing falls back to the host.
 """
 
 from __future__ import annotations
 
-from . import _creation, _dtypes, _elementwise, linalg
+from . import _creation, _dtypes, _elementwise, fft, linalg
 from ._creation import (
     arange,
     asarray,
@@ -81,7 +82,7 @@ __all__ = [
     "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
     "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
-    "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
+    "fft", "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
     # reductions, searching, sorting, sets
     "sum", "prod", "min", "max", "mean", "var", "std", "cumulative_sum", "cumulative_prod", "diff", "argmax",
     "argmin", "where", "nonzero", "searchsorted", "count_nonzero", "sort", "argsort", "unique_all",

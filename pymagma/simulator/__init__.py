@@ -3,7 +3,8 @@
 It stands in for pymagma's native seam (:mod:`pymagma._native`) as a whole: one simulated object per native library,
 nothing else replaced. Device memory is host memory and the CUDA runtime calls are memmove/memset (:mod:`.runtime`),
 MAGMA routines are NumPy models of their documented semantics checked against pymagma's prototype tables
-(:mod:`.magma`), cuBLAS's GemmEx and math mode are NumPy models on the queues' handles (:mod:`.cublas`), the cuDNN calls
+(:mod:`.magma`), cuBLAS's GemmEx and math mode are NumPy models on the queues' handles (:mod:`.cublas`), cuFFT's plans
+and transforms are models of its documented layouts (:mod:`.cufft`), the cuDNN calls
 that touch the device are NumPy models (:mod:`.cudnn`), and pymagma's kernels are their real ``.cu`` sources compiled by
 the host C++ compiler (:mod:`.kernels`). A native function pymagma declares but the simulator does not model raises
 :class:`~pymagma.errors.NotSimulatedError`. It proves plumbing and conventions; only a GPU proves speed, concurrency and
@@ -31,7 +32,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 
 from .. import _native
-from . import cublas, cudnn, kernels, magma, runtime
+from . import cublas, cudnn, cufft, kernels, magma, runtime
 
 ENV_VAR = "PYMAGMA_SIMULATOR"
 MODES = ("partial", "full", "null")
@@ -44,8 +45,8 @@ __all__ = ["ENV_VAR", "MODES", "Simulation", "enable", "disable", "is_enabled", 
 @dataclass
 class Simulation:
     """What :func:`enable` put in place: the mode, the simulated libraries (``libraries``, a
-    :class:`pymagma._native.Libraries`: runtime, MAGMA, kernel launcher, cuDNN, cuBLAS), the real MAGMA library object,
-    and the libraries that were in use before."""
+    :class:`pymagma._native.Libraries`: runtime, MAGMA, kernel launcher, cuDNN, cuBLAS, cuFFT), the real MAGMA library
+    object, and the libraries that were in use before."""
 
     mode: str
     libraries: _native.Libraries
@@ -63,6 +64,10 @@ class Simulation:
     @property
     def cublas(self) -> cublas.SimulatedCublas:
         return self.libraries.cublas
+
+    @property
+    def cufft(self) -> cufft.SimulatedCufft:
+        return self.libraries.cufft
 
     @property
     def kernels(self) -> kernels.Launcher:
@@ -110,6 +115,7 @@ def libraries(mode: str = "partial") -> _native.Libraries:
     return _native.Libraries("simulator", cudart=cudart, magma=simulated_magma,
                              cudnn=cudnn.SimulatedCudnn(streams=cudart),
                              cublas=cublas.SimulatedCublas(simulated_magma, streams=cudart),
+                             cufft=cufft.SimulatedCufft(streams=cudart),
                              launcher=kernels.Launcher(streams=cudart, seed=seed_from_environment(), null=null))
 
 

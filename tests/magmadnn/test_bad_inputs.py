@@ -363,7 +363,8 @@ ROWS = [
     ("adam-beta2-str", lambda t: optimizers.Adam(beta2="x"), TypeError, ["beta2", "'x'"]),
     ("rmsprop-rho-nan", lambda t: optimizers.RMSProp(rho=NAN), ValueError, ["rho", "nan"]),
     ("adamw-decay-negative", lambda t: optimizers.AdamW(weight_decay=-1), ValueError, ["weight_decay", "-1"]),
-    ("cosine-lr-inf", lambda t: schedules.CosineDecay(INF, 10), ValueError, ["CosineDecay", "initial_lr", "inf"]),
+    ("cosine-lr-inf", lambda t: schedules.CosineDecay(INF, 10), ValueError,
+     ["CosineDecay", "initial_learning_rate", "inf"]),
     ("cosine-steps-0", lambda t: schedules.CosineDecay(0.1, 0), ValueError, ["decay_steps", "0"]),
     ("cosine-steps-float", lambda t: schedules.CosineDecay(0.1, 10.5), TypeError, ["decay_steps", "10.5"]),
     ("cosine-alpha", lambda t: schedules.CosineDecay(0.1, 10, alpha=2), ValueError, ["alpha", "2"]),
@@ -604,7 +605,7 @@ ROWS += [
     ("clipnorm-0", lambda t: optimizers.SGD(clipnorm=0), ValueError, ["clipnorm", "(0.0, inf)"]),
     ("global-clipnorm-str", lambda t: optimizers.Adam(global_clipnorm="1"), TypeError, ["global_clipnorm", "'1'"]),
     ("clipnorm-both", lambda t: optimizers.RMSProp(clipnorm=1.0, global_clipnorm=1.0), ValueError,
-     ["clipnorm", "global_clipnorm", "not both"]),
+     ["clipnorm", "global_clipnorm", "only one of"]),
 ]
 
 def _dropout_at(dtype):
@@ -885,7 +886,8 @@ def test_on_a_device_non_finite_parameters_ride_on_the_progress_read(gpu, interv
 
 
 def test_schedules_accept_finite_values_and_numpy_numbers():
-    schedule = schedules.CosineDecay(np.float64(0.5), np.int64(4), alpha=np.float32(0.5), warmup_steps=np.int8(1))
+    schedule = schedules.CosineDecay(initial_lr=np.float64(0.5), decay_steps=np.int64(4), alpha=np.float32(0.5),
+                                     warmup_steps=np.int8(1))
     assert schedule(0) == 0.0 and schedule(1) == pytest.approx(0.5) and schedule(100) == pytest.approx(0.25)
     assert math.isclose(schedules.StepDecay(1.0, np.int64(2), gamma=0.5)(5), 0.25)
 

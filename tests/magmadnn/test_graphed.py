@@ -36,8 +36,8 @@ def _models():
 def _compiled(name, graph, device):
     build, _, _, optimizer = _models()[name]
     model = build()
-    model.compile(optimizer(schedules.CosineDecay(0.02, decay_steps=25, warmup_steps=3)), "cross_entropy",
-                  ["accuracy", "top2"], seed=7, device=device, graph=graph)
+    schedule = schedules.CosineDecay(0.0, decay_steps=25, warmup_target=0.02, warmup_steps=3)
+    model.compile(optimizer(schedule), "cross_entropy", ["accuracy", "top2"], seed=7, device=device, graph=graph)
     return model
 
 

@@ -114,7 +114,8 @@ def test_orthogonal_rows_or_columns_are_orthonormal_times_the_gain(shape):
     np.testing.assert_allclose(small, 2.25 * np.eye(len(small)), atol=1e-12)
     again = initializers.Orthogonal(gain=1.5)(shape, np.float64, host, host.rng(3))
     np.testing.assert_array_equal(w, again)  # seeded: the same draw
-    assert initializers.get("orthogonal").to_config() == {"class_name": "Orthogonal", "config": {"gain": 1.0}}
+    assert initializers.get("orthogonal").to_config() == {"class_name": "Orthogonal",
+                                                         "config": {"seed": None, "gain": 1.0}}
 
 
 def test_lstm_defaults_follow_keras_orthogonal_recurrent_kernel_and_unit_forget_bias():

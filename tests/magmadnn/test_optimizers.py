@@ -152,7 +152,7 @@ def test_cosine_decay_values():
     assert cos(25) == pytest.approx(0.1 + 0.9 * 0.5 * (1 + math.cos(math.pi / 4)))
     assert cos(100) == pytest.approx(0.1)
     assert cos(500) == pytest.approx(0.1)
-    warm = schedules.CosineDecay(0.2, decay_steps=10, warmup_steps=4)
+    warm = schedules.CosineDecay(initial_lr=0.2, decay_steps=10, warmup_steps=4)  # the earlier spelling: from 0
     assert [warm(t) for t in range(5)] == pytest.approx([0.0, 0.05, 0.1, 0.15, 0.2])
     assert warm(9) == pytest.approx(0.2 * 0.5 * (1 + math.cos(math.pi * 5 / 10)))
 

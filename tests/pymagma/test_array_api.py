@@ -51,11 +51,17 @@ def test_the_namespace_and_its_info():
     assert info.devices() == [0] and info.default_device() == 0
 
 
-@pytest.mark.parametrize("name", ["fft", "int16", "complex64"])
+@pytest.mark.parametrize("name", ["no_such_function", "int16", "complex64"])
 def test_what_is_not_implemented_is_absent_and_named(name):
     assert not hasattr(xp(), name)
     with pytest.raises(AttributeError, match=f"'{name}'.*not implement|does not implement '{name}'"):
         getattr(xp(), name)
+
+
+def test_the_fft_extension_is_present():
+    assert hasattr(xp(), "fft") and "fft" in xp().__all__ and sorted(xp().fft.__all__) == sorted(
+        ["fft", "ifft", "fftn", "ifftn", "rfft", "irfft", "rfftn", "irfftn", "hfft", "ihfft", "fftfreq", "rfftfreq",
+         "fftshift", "ifftshift"])
 
 
 # The standard's promotion table among pymagma's dtypes, written out (None: no promotion defined, or int16).

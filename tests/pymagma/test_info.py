@@ -27,8 +27,10 @@ def test_report_names_the_real_providers():
         assert any(m["what"].startswith("full MAGMA") and "PYMAGMA_MAGMA_LIBRARY" in m["how"] for m in r["missing"])
     assert r["nvidia"]["cudnn"]["found"] and r["nvidia"]["cudnn"]["version"].startswith("9.")
     assert r["nvidia"]["cublas"]["table"] == {"declared": 4, "missing": []}  # the half gemm's cuBLAS functions
+    assert r["nvidia"]["cufft"]["table"] == {"declared": 11, "missing": []}  # plans, stream, the six executions
+    assert r["nvidia"]["cufft"]["version"].split(".")[0] in ("11", "12", "13")
     text = str(r)
-    assert p.path in text and "cudnn" in text and "missing:" in text
+    assert p.path in text and "cudnn" in text and "missing:" in text and "FFT table: 11 of 11" in text
     if runtime.device_count() == 0:
         assert r["cuda"]["device_count"] == 0
         assert any(m["what"] == "a CUDA device" for m in r["missing"])

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 import pymagma
-from pymagma import _cublas, _cudnn, _magma, _native, simulator
+from pymagma import _cublas, _cudnn, _cufft, _magma, _native, simulator
 from pymagma.errors import NotSimulatedError
 from pymagma.simulator import cudnn as sim_cudnn
 
@@ -65,9 +65,9 @@ def test_the_real_runtime_object_offers_only_the_declared_functions():
 
 def test_every_declared_entry_point_is_declared_once_per_library():
     points = _native.entry_points()
-    assert set(points) == {"cudart", "magma", "cudnn", "cublas", "launcher"}
+    assert set(points) == {"cudart", "magma", "cudnn", "cublas", "cufft", "launcher"}
     assert set(points["magma"]) == set(_magma.SIGNATURES) and set(points["cudnn"]) == set(_cudnn.PROTOTYPES)
-    assert set(points["cublas"]) == set(_cublas.PROTOTYPES)
+    assert set(points["cublas"]) == set(_cublas.PROTOTYPES) and set(points["cufft"]) == set(_cufft.PROTOTYPES)
     for library, names in points.items():
         assert len(names) == len(set(names)), library
 
@@ -103,10 +103,29 @@ def test_every_native_entry_point_is_modelled_by_the_simulator_or_not_simulated(
         for name in _native.entry_points()["cublas"]:
             kind, text = _outcome(lambda name=name: libs.cublas.bind(name))
             assert kind == "modelled", (name, text)
+        for name in _native.entry_points()["cufft"]:
+            kind, text = _outcome(lambda name=name: libs.cufft.bind(name))
+            assert kind == "modelled", (name, text)
         assert libs.magma.has("magma_queue_get_cublas_handle")  # the handle the cuBLAS calls run on
         for name in _native.entry_points()["launcher"]:
             assert callable(getattr(libs.launcher, name)), name
         assert summary["magma"] > 100  # BLAS, batched, LAPACK and the queue routines at least
+
+
+def test_the_real_cufft_table_matches_the_library():
+    """Every cuFFT function of the table is exported by the libcufft cuda.pathfinder finds (the wheel of the
+    ``native`` extra), and the simulated library answers the same names and nothing else."""
+    pytest.importorskip("cuda.pathfinder")
+    try:
+        missing = _cufft.lib.missing()
+    except Exception as exc:  # noqa: BLE001 - no libcufft: the skip names why
+        pytest.skip(f"libcufft not found: {exc}")
+    assert missing == []
+    assert _cufft.version(_cufft.lib) >= 11000
+    with simulator.simulated("full") as sim:
+        assert all(sim.cufft.has(name) for name in _cufft.PROTOTYPES) and not sim.cufft.has("cufftPlan1d")
+        with pytest.raises(AttributeError, match="no prototype for 'cufftPlan1d'"):
+            sim.cufft.bind("cufftPlan1d")
 
 
 def test_undeclared_cuda_runtime_calls_are_not_simulated():
