@@ -43,6 +43,7 @@ from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
 from .epoch import Epoch
 from .inference import keras_results
+from .outputs import resolved
 from .step import Tally, TallyNames, setup_data_parallel, train_step
 
 __all__ = ["Trainer", "NonFiniteLossError", "NonFiniteParameterError"]
@@ -174,7 +175,7 @@ class Trainer:
         else:
             weighted = self.xp.multiply(loss_value, float(n) if loss_count is None else loss_count)
         tally.add(prefix + "loss", weighted, n)
-        shape = (m, *self.output_shape)
+        shape = (m, *self.output_shape) if self._fixed_output else (m, *resolved(self.output_shape, y.shape[1:]))
         for i, metric in enumerate(self.metrics):
             hits = metric.hits(outputs, y, self.xp) if staged is None else metric.hits_of(outputs, staged[i], self.xp)
             counted = getattr(metric, "counted", lambda *_: None)(y, shape)

@@ -11,6 +11,7 @@ from .._checks import finite_array, shape_str
 from ..layers.base import ShapeMismatchError
 from ..layers.conv import layout_hint
 from .batches import is_batch_iterable, unpack, weighted
+from .outputs import resolved
 from .weighting import WeightedTargets
 
 __all__ = ["InputChecks", "real_array"]
@@ -129,7 +130,7 @@ class InputChecks:
         if y.ndim == 0 or y.shape[0] != n:
             raise ValueError(f"{who}: x has {n} samples but y has shape {y.shape}")
         finite_array(y, "the targets y", who)
-        self.loss.validate(y, self.output_shape)
+        self.loss.validate(y, resolved(self.output_shape, y.shape[1:]))
         return y if weighted is None else weighted
 
     def _output_targets(self, y, n: int, who: str):
@@ -147,7 +148,7 @@ class InputChecks:
                 raise ValueError(f"{who}: x has {n} samples but the targets of output {names[k]!r} have shape "
                                  f"{array.shape}")
             finite_array(array, f"the targets of output {names[k]!r}", who)
-            self.loss.validate_output(k, array, self._outputs[k].shape)
+            self.loss.validate_output(k, array, resolved(self._outputs[k].shape, array.shape[1:]))
             return array if weighted is None else weighted
 
         return targets_of(self, y, n, who, check)

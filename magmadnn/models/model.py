@@ -140,6 +140,7 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         self.inputs = [as_symbolic(i) for i in inputs]
         self._outputs = outputs
         self._single = len(outputs) == 1 and not isinstance(self._output_keys, tuple)  # one Tensor out
+        self._fixed_output = self._single and outputs[0].shape is not None and None not in outputs[0].shape
         self.output = outputs[0] if self._single else list(outputs)
         self.nodes = _topological_nodes(outputs)
         for node in self.nodes:

@@ -21,7 +21,15 @@ from .._configurable import Configurable
 from ..backend import host as _host
 
 __all__ = ["OutputTargets", "OutputsLoss", "ScaledLoss", "AddedLoss", "OutputMetric", "OutputLossEntry", "Outputs",
-           "compile_outputs", "targets_of", "per_output"]
+           "compile_outputs", "targets_of", "per_output", "resolved"]
+
+
+def resolved(shape, given):
+    """A per-sample output ``shape`` with each axis known only at run time (None) taken from ``given`` (the
+    targets' or outputs' per-sample shape, same leading axes)."""
+    if not isinstance(shape, tuple) or None not in shape:
+        return shape
+    return tuple(given[k] if s is None and k < len(given) else s for k, s in enumerate(shape))
 
 
 class Outputs(list):
@@ -265,11 +273,11 @@ class OutputMetric(_metrics.Metric):
 
     def counted(self, labels, shape):
         target = labels.arrays[self.k]
-        return self.inner.counted(target, (target.shape[0], *self.out_shape))
+        return self.inner.counted(target, (target.shape[0], *resolved(self.out_shape, target.shape[1:])))
 
     def stage(self, labels, shape, dtype):
         target = labels.arrays[self.k]
-        return self.inner.stage(target, (target.shape[0], *self.out_shape), dtype)
+        return self.inner.stage(target, (target.shape[0], *resolved(self.out_shape, target.shape[1:])), dtype)
 
     def hits(self, outputs, labels, xp):
         return self.inner.hits(outputs[self.k], labels.arrays[self.k], xp)

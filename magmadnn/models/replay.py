@@ -39,6 +39,7 @@ from .. import optimizers as _optimizers
 from ..autograd import Function, no_grad, trainable_changes
 from ..backend import host as _host
 from ..backend import random as _random
+from .outputs import resolved
 from .step import train_step
 
 __all__ = ["GraphedSteps", "WARMUP"]
@@ -138,7 +139,7 @@ class _Step:
         arrays = [np.ascontiguousarray(a) for a in xs]
         if self.kind != "predict":
             arrays.append(np.ascontiguousarray(model.loss.prepare(y, _host, model.dtype)))
-            shape = (int(y.shape[0]), *model.output_shape)
+            shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
             arrays += [np.ascontiguousarray(m.stage(y, shape, model.dtype)) for m in model.metrics]
         return arrays
 
@@ -266,7 +267,7 @@ class _Step:
         n = getattr(model.loss, "counted", lambda _: None)(y)
         if n is not None:
             counts[prefix + "loss"] = n
-        shape = (int(y.shape[0]), *model.output_shape)
+        shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
         for metric in model.metrics:
             c = getattr(metric, "counted", lambda *_: None)(y, shape)
             if c is not None:
@@ -282,7 +283,7 @@ class _Step:
         if self.kind != "predict":
             np.copyto(views[k], model.loss.prepare(y, _host, model.dtype), casting="unsafe")
             if model.metrics:
-                shape = (int(y.shape[0]), *model.output_shape)
+                shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
                 for view, metric in zip(views[k + 1:], model.metrics):
                     np.copyto(view, metric.stage(y, shape, model.dtype), casting="unsafe")
             if self.counting:

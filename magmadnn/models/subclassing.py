@@ -83,6 +83,7 @@ class Subclassing:
     # before a subclassed model is built (it builds on its first data)
     inputs: tuple = ()
     _splits_batches, _batch_size, _host_inputs, _plain_predict, _single = True, None, (), False, True
+    _fixed_output = True
     _layer_keys = None  # attribute paths of the tracked layers (the weight keys of a subclassed model)
 
     def _init_subclassed(self) -> None:
@@ -143,7 +144,10 @@ class Subclassing:
             okeys, tensors = _structure(out, f"model {self.name!r}")
         onames = list(okeys) if isinstance(okeys, tuple) else [f"output_{k}" for k in range(len(tensors))]
         self._output_keys = okeys
-        self._outputs = [SymbolicTensor(t.shape[1:], _OutputName(n, t.dtype.name)) for n, t in zip(onames, tensors)]
+        # every output axis but the last is known only at run time (the inputs' axes are), as Keras' call takes
+        self._outputs = [SymbolicTensor((None,) * (t.ndim - 2) + tuple(t.shape[-1:]) if t.ndim > 1 else (),
+                                        _OutputName(n, t.dtype.name)) for n, t in zip(onames, tensors)]
+        self._fixed_output = self._single and None not in self._outputs[0].shape
         self._single = okeys is None
         self.output = self._outputs[0] if self._single else list(self._outputs)
         self.nodes = list(self.inputs)
