@@ -352,7 +352,8 @@ class Layer(MaskingMixin, MixedPrecisionMixin, WeightsMixin, Configurable):
 
     def _ensure_built(self, input_shape, source: str) -> None:
         input_shape = _normalise_shapes(input_shape)
-        self._source = source
+        if self.__dict__.get("_source") != source:
+            self._source = source
         if not self.built:
             self._build(input_shape)
             self._weights_kept = self._has_values = source == "the data"  # symbolic: the model draws them
