@@ -79,6 +79,7 @@ def test_every_example_file_is_smoke_tested():
     tested |= {"char_transformer"}
 
     tested |= {"lstm_mnist_rows"}
+    tested |= {"gan", "vae"}  # test_the_gan_and_the_vae_train_a_few_steps
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
     for example, module in TESTED_ELSEWHERE.items():
         assert f'"{example}.py"' in (Path(__file__).parent / module).read_text()
