@@ -264,3 +264,35 @@ def test_device_and_replay_equal_the_host(device):
     for a, b, c in zip(w0, w1, w2, strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
         np.testing.assert_array_equal(b, c)
+
+
+def test_a_subclassed_model_of_two_outputs_compiled_before_it_is_built():
+    class TwoHeads(mdnn.Model):
+        def __init__(self):
+            super().__init__(seed=8)
+            self.trunk, self.cls, self.reg = L.Dense(6, activation="relu"), L.Dense(3), L.Dense(1)
+
+        def call(self, x, training=None):
+            h = self.trunk(x)
+            return {"cls": self.cls(h), "reg": self.reg(h)}
+
+    model = TwoHeads()
+    model.compile("adam", loss={"cls": mdnn.losses.SparseCategoricalCrossentropy(from_logits=True), "reg": "mse"},
+                  metrics={"cls": ["accuracy"]})
+    y = {"cls": Y, "reg": X[:, :1]}
+    history = model.fit(X, y, batch_size=8, epochs=2, verbose=0).history
+    assert sorted(history) == ["cls_accuracy", "cls_loss", "loss", "reg_loss"]
+    assert model.output_names == ["cls", "reg"] and model.predict(X)["reg"].shape == (24, 1)
+    with pytest.raises(ValueError, match=r"targets dict names \['other'\]"):
+        model.evaluate(X, {"cls": Y, "other": X})
+
+
+def test_a_custom_step_on_the_device_equals_the_host(device):
+    runs = []
+    for dev in ("host", device):
+        model = CustomStep(seed=4)
+        model.compile(mdnn.optimizers.Adam(0.01), "sparse_categorical_crossentropy", device=dev)
+        runs.append((model.fit(X, Y, batch_size=6, shuffle=False, verbose=0).history, model.get_weights()))
+    np.testing.assert_allclose(runs[0][0]["loss"], runs[1][0]["loss"], rtol=1e-5)
+    for a, b in zip(runs[0][1], runs[1][1], strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
