@@ -296,3 +296,47 @@ def test_a_custom_step_on_the_device_equals_the_host(device):
     np.testing.assert_allclose(runs[0][0]["loss"], runs[1][0]["loss"], rtol=1e-5)
     for a, b in zip(runs[0][1], runs[1][1], strict=True):
         np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+
+
+def test_metric_trackers_of_a_metrics_property_are_reset_each_epoch():
+    """Keras' guide pattern: a tracker metric attribute, a ``metrics`` property listing it, updated in the step."""
+    class MeanTracker(mdnn.metrics.Metric):
+
+        def __init__(self, name="mean"):
+            super().__init__(name=name)
+            self.total = self.add_variable(shape=(), initializer="zeros", name="total")
+            self.count = self.add_variable(shape=(), initializer="zeros", name="count")
+
+        def update_state(self, values, sample_weight=None):
+            self.total.assign_add(values)
+            self.count.assign_add(1.0)
+
+        def result(self):
+            return self.total / self.count
+
+    class M(mdnn.Model):
+
+        def __init__(self):
+            super().__init__(seed=0)
+            self.d = L.Dense(3)
+            self.loss_tracker = MeanTracker("loss")
+
+        @property
+        def metrics(self):
+            return [self.loss_tracker]
+
+        def call(self, x, training=None):
+            return self.d(x)
+
+        def train_step(self, data):
+            x, y = data
+            loss = self.compute_loss(x=x, y=y, y_pred=self(x, training=True))
+            self.optimizer.apply(mdnn.grad(loss, self.trainable_weights), self.trainable_weights)
+            self.loss_tracker.update_state(loss)
+            return {m.name: m.result() for m in self.metrics}
+
+    model = M()
+    model.compile("sgd", mdnn.losses.SparseCategoricalCrossentropy(from_logits=True))
+    history = model.fit(X, Y, batch_size=6, epochs=2, shuffle=False, verbose=0).history
+    assert list(history) == ["loss"] and float(model.loss_tracker.count.numpy()) == 4.0  # one epoch's batches
+    assert np.isfinite(history["loss"]).all()
