@@ -220,6 +220,13 @@ class Trainer:
         """
         self._require_compiled("fit")
         if self._overrides("train_step"):  # Keras' custom training step (:mod:`.custom_steps`)
+            given = {"validation_split": validation_split, "class_weight": class_weight, "distributed": distributed,
+                     "steps_per_epoch": steps_per_epoch, "validation_freq": None if validation_freq == 1 else 1}
+            unsupported = [name for name, value in given.items() if value]
+            if unsupported:
+                raise ValueError(f"fit: model {self.name!r} overrides train_step; {unsupported} are not supported "
+                                 "with a custom step here: pass validation_data=(x_val, y_val) (run by test_step), "
+                                 "weights as sample_weight, and the batches to train on")
             return self._fit_custom(x, y, batch_size, epochs, initial_epoch, validation_data, shuffle, callbacks,
                                     verbose, sample_weight)
         if steps_per_epoch is not None:

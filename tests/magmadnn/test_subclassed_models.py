@@ -340,3 +340,12 @@ def test_metric_trackers_of_a_metrics_property_are_reset_each_epoch():
     history = model.fit(X, Y, batch_size=6, epochs=2, shuffle=False, verbose=0).history
     assert list(history) == ["loss"] and float(model.loss_tracker.count.numpy()) == 4.0  # one epoch's batches
     assert np.isfinite(history["loss"]).all()
+
+
+def test_a_custom_step_refuses_what_it_cannot_honour():
+    model = CustomStep(seed=1)
+    model.compile("sgd", "sparse_categorical_crossentropy")
+    with pytest.raises(ValueError, match=r"overrides train_step; \['validation_split'\].*validation_data"):
+        model.fit(X, Y, validation_split=0.2, verbose=0)
+    history = model.fit(X, Y, validation_data=(X[:6], Y[:6]), verbose=0).history
+    assert sorted(history) == ["loss", "val_loss"]  # validation runs Keras' default test_step
