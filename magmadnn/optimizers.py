@@ -20,9 +20,8 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
 * Adam, AdamW: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) +
   eps)`` (Keras' epsilon placement).
 
-``LossScaleOptimizer(inner)``: Keras 3's dynamic loss scaling, decided on the backend (see the class).
-
-Every optimizer takes one of Keras' ``clipnorm=c`` (each gradient times ``c / max(||g||, c)``), ``global_clipnorm=c``
+``LossScaleOptimizer(inner)``: Keras 3's dynamic loss scaling, decided on the backend (see the class). Every
+optimizer takes one of Keras' ``clipnorm=c`` (each gradient times ``c / max(||g||, c)``), ``global_clipnorm=c``
 (all times ``c / max(||all||, c)``), ``clipvalue=c`` (elements clipped to [-c, c]), on the backend, no host read.
 """
 
@@ -35,6 +34,7 @@ import numpy as np
 
 from . import clipping, constraints, schedules
 from ._configurable import Configurable
+from ._keras_apply import KerasApply
 from ._registry import resolve
 from .autograd import Tensor
 from .backend.ops.optim import adam_bias_corrections
@@ -53,7 +53,7 @@ def _check(name: str, value, low=0.0, high=None, open_low=False):
     return value
 
 
-class Optimizer(Configurable):
+class Optimizer(KerasApply, Configurable):
     """Base class. Subclasses list their slot names in ``slots`` and implement ``update(param, grad, state)``.
     Every hyperparameter but the learning rate is a constant of a captured step: setting one recaptures it."""
 

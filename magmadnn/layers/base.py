@@ -356,14 +356,36 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
 
     def _ensure_built(self, input_shape, source: str) -> None:
         input_shape = _normalise_shapes(input_shape)
-        self._source = source
+        if self.__dict__.get("_source") != source:
+            self._source = source
         if not self.built:
             self._build(input_shape)
             self._weights_kept = self._has_values = source == "the data"  # symbolic: the model draws them
-        elif input_shape != self.input_shape:
+        elif input_shape != self.input_shape and not (source == "the data" and self._takes(input_shape)):
             expected = (", ".join(shape_str(s) for s in self.input_shape) if isinstance(self.input_shape, list)
                         else shape_str(self.input_shape))
             raise self.shape_error(f"per-sample input shape {expected} (the shape it was built with)", input_shape)
+
+    def _takes(self, input_shape) -> bool:
+        """Whether a layer built on one shape also takes ``input_shape`` called on data (a subclassed model's next
+        batch): the axes that differ must be ones the layer could have been built with as None (known only at run
+        time: a sequence's length, an image's size), so that its weights do not depend on them."""
+        taken = self.__dict__.setdefault("_taken_shapes", set())
+        key = repr(input_shape)
+        if key in taken:
+            return True
+        built = self.input_shape
+        if isinstance(built, list) or isinstance(input_shape, list) or len(built) != len(input_shape) \
+                or self._keras_style:
+            return False
+        general = tuple(None if a != b else a for a, b in zip(built, input_shape))
+        try:
+            self.check_input_shape(general)
+            self.compute_output_shape(general)
+        except (TypeError, ValueError):
+            return False
+        taken.add(key)
+        return True
 
     def call(self, x, training: bool = False):
         raise NotImplementedError

@@ -40,12 +40,14 @@ from ..autograd import Tensor
 from ..backend import faults as _faults
 from ..backend import host as _host
 from ..callbacks import callback_list
+from . import outputs as _outputs
 from . import replay as _replay
 from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
 from .diagnosis import nonfinite_cause
 from .epoch import Epoch
 from .inference import keras_results
+from .outputs import resolved
 from .step import Tally, TallyNames, setup_data_parallel, train_step
 
 __all__ = ["Trainer", "NonFiniteLossError", "NonFiniteParameterError"]
@@ -66,7 +68,7 @@ class Trainer:
 
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
                 graph="auto", reinitialize: bool = False, run_eagerly: bool | None = None,
-                jit_compile="auto", auto_scale_loss: bool = True):
+                jit_compile="auto", auto_scale_loss: bool = True, loss_weights=None):
         """Choose optimizer, loss and metrics; the weights are kept (compile again to change the optimizer or its
         learning rate, as in Keras). ``seed`` re-seeds the model and re-creates its weights: allowed on a model
         never trained nor loaded; on a trained one pass ``reinitialize=True`` too (or call ``reinitialize(seed)``),
@@ -84,7 +86,13 @@ class Trainer:
         ``jit_compile`` changes nothing (the results are the same either way).
 
         ``auto_scale_loss`` (Keras'): under the ``"mixed_float16"`` policy the optimizer is wrapped in a
-        :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already."""
+        :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already.
+
+        Several outputs (Keras 3's forms, :mod:`.outputs`): ``loss`` one for all, a list or a dict by output name
+        (None: that output has no loss), ``loss_weights`` a list or dict (the loss is ``sum(w_k * loss_k)``),
+        ``metrics`` a list with one entry per output (a metric or a list of them) or a dict by output name; the
+        logs are ``loss``, ``<output>_loss`` (unweighted, when several outputs have a loss) and
+        ``<output>_<metric>``."""
         if not isinstance(auto_scale_loss, (bool, np.bool_)):
             raise TypeError(f"compile: auto_scale_loss must be True or False, got {auto_scale_loss!r}")
         if run_eagerly is not None and not isinstance(run_eagerly, (bool, np.bool_)):
@@ -109,12 +117,24 @@ class Trainer:
         if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
                 and not isinstance(self.optimizer, _optimizers.LossScaleOptimizer)):
             self.optimizer = _optimizers.LossScaleOptimizer(self.optimizer)
-        self.loss = _losses.get(loss)
-        _losses.check_compiled(self.loss, self)
-        if isinstance(metrics, (str, _metrics.Metric)):
-            metrics = [metrics]
-        self.metrics = [_metrics.get(m) for m in (metrics or [])]
-        names = [m.name for m in self.metrics]
+        self._compile_spec = (loss, loss_weights, metrics)  # a subclassed model of several outputs, built later
+        if self.built and not self._single:
+            loss, compiled = _outputs.compile_outputs(self, loss, loss_weights, metrics)
+        else:
+            # a loss per output (list, or dict by name) of a subclassed model not built yet: resolved when it is
+            per_output = isinstance(loss, list) or isinstance(loss, dict) and "class_name" not in loss
+            if loss_weights is not None and not per_output:
+                loss = _single_weighted(loss, loss_weights, self.name)
+            if not isinstance(loss, _outputs.ScaledLoss):
+                loss = None if per_output and self._subclassed and not self.built else _losses.get(loss)
+            if loss is not None:
+                _losses.check_compiled(loss, self)
+            if isinstance(metrics, (str, _metrics.Metric)):
+                metrics = [metrics]
+            compiled = [] if isinstance(metrics, dict) else [_metrics.get(m) for m in (metrics or [])]
+        self.loss = _outputs.AddedLoss(loss, self) if self._subclassed and loss is not None else loss
+        self._set_metrics(compiled)
+        names = [m.name for m in compiled]
         if len(set(names)) != len(names):
             raise ValueError(f"compile: metrics {names} repeat a name; each metric's results are reported under its "
                              "name, so give each metric once")
@@ -189,7 +209,7 @@ class Trainer:
         else:
             weighted = self.xp.multiply(loss_value, float(n) if loss_count is None else loss_count)
         tally.add(prefix + "loss", weighted, n)
-        shape = (m, *self.output_shape)
+        shape = (m, *self.output_shape) if self._fixed_output else (m, *resolved(self.output_shape, y.shape[1:]))
         for i, metric in enumerate(self.metrics):
             hits = metric.hits(outputs, y, self.xp) if staged is None else metric.hits_of(outputs, staged[i], self.xp)
             counted = getattr(metric, "counted", lambda *_: None)(y, shape)
@@ -233,6 +253,16 @@ class Trainer:
         (1-based), as in Keras. ``steps_per_epoch`` is not supported (a ``ValueError`` names the alternative).
         """
         self._require_compiled("fit")
+        if self._overrides("train_step"):  # Keras' custom training step (:mod:`.custom_steps`)
+            given = {"validation_split": validation_split, "class_weight": class_weight, "distributed": distributed,
+                     "steps_per_epoch": steps_per_epoch, "validation_freq": None if validation_freq == 1 else 1}
+            unsupported = [name for name, value in given.items() if value]
+            if unsupported:
+                raise ValueError(f"fit: model {self.name!r} overrides train_step; {unsupported} are not supported "
+                                 "with a custom step here: pass validation_data=(x_val, y_val) (run by test_step), "
+                                 "weights as sample_weight, and the batches to train on")
+            return self._fit_custom(x, y, batch_size, epochs, initial_epoch, validation_data, shuffle, callbacks,
+                                    verbose, sample_weight)
         if steps_per_epoch is not None:
             raise ValueError(f"fit: steps_per_epoch={steps_per_epoch!r} is not supported (Keras takes that many "
                              "batches per epoch); pass x[:steps_per_epoch * batch_size] instead, or a batch "
@@ -440,3 +470,20 @@ def _validation_freq(freq):
         return lambda epoch: epoch in chosen
     raise ValueError(f"fit: validation_freq must be a positive int or a list of (1-based) epoch numbers, "
                      f"got {freq!r}")
+
+
+def _single_weighted(loss, loss_weights, name: str):
+    """``loss_weights`` of a model of one output (Keras scales its loss): a number, or a list / dict of one."""
+    weight = loss_weights
+    if isinstance(weight, dict):
+        weight = list(weight.values())
+    if isinstance(weight, (list, tuple)):
+        if len(weight) != 1:
+            raise ValueError(f"compile: model {name!r} has one output; loss_weights must be one number, got "
+                             f"{loss_weights!r}")
+        weight = weight[0]
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)):
+        raise TypeError(f"compile: loss_weights must be a number, got {loss_weights!r}")
+    if float(weight) == 1.0:
+        return loss
+    return _outputs.ScaledLoss(_losses.get(loss), float(weight))

@@ -19,10 +19,9 @@ import warnings
 
 import numpy as np
 
-from .. import losses as _losses
-from .. import metrics as _metrics
 from .. import optimizers as _optimizers
 from ..saving import ArchitectureMismatchError, ModelFileError, read_file, write_file
+from . import outputs as _outputs
 from . import rng as _rng
 
 __all__ = ["Persistence", "save_model", "read", "restore", "restore_training", "load_weights", "save_checkpoint",
@@ -36,7 +35,7 @@ def _weights(model) -> dict:
 
 
 def _metadata(model, kind: str) -> dict:
-    return {"kind": kind, "model": model.get_config(), "architecture": model.architecture()}
+    return {"kind": kind, "model": model._stored_config(), "architecture": model.architecture()}
 
 
 def save_model(model, path, extra: dict | None = None) -> str:
@@ -220,8 +219,8 @@ def _plan_optimizer(model, meta, tensors, path):
         optimizer, loss, metrics = model.optimizer, model.loss, model.metrics
     else:
         optimizer = _optimizers.get({"class_name": stored["class_name"], "config": stored["config"]})
-        loss = _losses.get(meta["loss"])
-        metrics = [_metrics.get(m) for m in meta["metrics"]]
+        loss = _outputs.compiled_from_config(meta["loss"], meta["metrics"])  # (loss, loss_weights, metrics)
+        metrics = loss[2]
     iterations = stored["iterations"]
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
         raise ModelFileError(f"checkpoint {str(path)!r}: optimizer step count must be an int >= 0, got {iterations!r}")
@@ -291,7 +290,7 @@ def restore_training(model, tensors: dict, meta: dict, path) -> int:
     plan = model._prepare_assign(tensors, f"loading {str(path)!r}")
     # everything is checked: commit
     if not model.compiled:
-        model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
+        model.compile(optimizer=optimizer, loss=loss[0], loss_weights=loss[1], metrics=metrics)
     model._commit(plan)
     optimizer.load_state_dict(opt_state)
     optimizer._count = len(model.parameters())

@@ -49,6 +49,7 @@ from ..autograd import Function, no_grad, trainable_changes
 from ..backend import host as _host
 from ..backend import random as _random
 from . import rng as _rng
+from .outputs import resolved
 from .step import train_step
 
 __all__ = ["GraphedSteps", "WARMUP", "enabled", "TRAIN_KINDS"]
@@ -162,7 +163,7 @@ class _Step:
         arrays = [np.ascontiguousarray(a) for a in xs]
         if self.kind != "predict":
             arrays.append(np.ascontiguousarray(model.loss.prepare(y, _host, model.dtype)))
-            shape = (int(y.shape[0]), *model.output_shape)
+            shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
             arrays += [np.ascontiguousarray(m.stage(y, shape, model.dtype)) for m in model.metrics]
         return arrays
 
@@ -310,7 +311,7 @@ class _Step:
         n = getattr(model.loss, "counted", lambda _: None)(y)
         if n is not None:
             counts[prefix + "loss"] = n
-        shape = (int(y.shape[0]), *model.output_shape)
+        shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
         for metric in model.metrics:
             c = getattr(metric, "counted", lambda *_: None)(y, shape)
             if c is not None:
@@ -326,7 +327,7 @@ class _Step:
         if self.kind != "predict":
             np.copyto(views[k], model.loss.prepare(y, _host, model.dtype), casting="unsafe")
             if model.metrics:
-                shape = (int(y.shape[0]), *model.output_shape)
+                shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
                 for view, metric in zip(views[k + 1:], model.metrics):
                     np.copyto(view, metric.stage(y, shape, model.dtype), casting="unsafe")
             if self.counting:

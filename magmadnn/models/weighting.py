@@ -14,6 +14,8 @@ import numbers
 
 import numpy as np
 
+from .outputs import OutputTargets, per_output
+
 __all__ = ["WeightedTargets", "attach", "class_weights"]
 
 
@@ -74,17 +76,20 @@ def attach(model, y: np.ndarray, sample_weight=None, class_weight=None, who: str
     """``y`` with its per-sample weights attached (``y`` itself when there are none)."""
     if sample_weight is None and class_weight is None:
         return y
+    if isinstance(y, OutputTargets):  # several outputs: a weight array per output
+        return _attach_per_output(model, y, sample_weight, class_weight, who)
     if sample_weight is not None and class_weight is not None:
         raise ValueError(f"{who}: pass sample_weight or class_weight, not both (as Keras): multiply the class "
                          "weights into sample_weight")
     from ..losses import KerasLoss, SoftmaxCrossEntropy
 
-    if not isinstance(model.loss, (KerasLoss, SoftmaxCrossEntropy)):
+    loss = getattr(model.loss, "inner", model.loss)
+    if not isinstance(loss, (KerasLoss, SoftmaxCrossEntropy)):
         raise ValueError(f"{who}: sample_weight/class_weight need a loss under a Keras name or 'cross_entropy', got "
                          f"{type(model.loss).__name__} ({model.loss.name!r}); e.g. for binary targets use "
                          "loss=losses.BinaryCrossentropy(from_logits=True)")
-    if getattr(model.loss, "ignore_index", None) is not None:
-        raise ValueError(f"{who}: sample_weight/class_weight with ignore_index={model.loss.ignore_index} are not "
+    if getattr(loss, "ignore_index", None) is not None:
+        raise ValueError(f"{who}: sample_weight/class_weight with ignore_index={loss.ignore_index} are not "
                          "supported (which targets count and how much would mix two rules); give the ignored "
                          "samples a weight of 0 instead, without ignore_index")
     n = y.shape[0]
@@ -109,3 +114,27 @@ def attach(model, y: np.ndarray, sample_weight=None, class_weight=None, who: str
     out = np.asarray(y).view(WeightedTargets)
     out.sample_weight = weights
     return out
+
+
+def _attach_per_output(model, y: OutputTargets, sample_weight, class_weight, who: str) -> OutputTargets:
+    """Per-output ``sample_weight`` (one array for all, a list or a dict by output name) attached to each output's
+    targets; ``class_weight`` is refused (Keras refuses it for several outputs too)."""
+    if class_weight is not None:
+        raise ValueError(f"{who}: class_weight is not supported for a model of several outputs (Keras neither); "
+                         "pass sample_weight per output instead")
+    if isinstance(sample_weight, (dict, list, tuple)) and not (
+            isinstance(sample_weight, (list, tuple)) and sample_weight and np.isscalar(sample_weight[0])):
+        weights = per_output(model, sample_weight, "sample_weight", who)
+    else:
+        weights = [sample_weight] * len(y.arrays)
+    arrays = []
+    for loss, target, w in zip(model.loss.losses, y.arrays, weights):
+        arrays.append(target if target is None or w is None else attach(_LossOf(loss), target, w, None, who))
+    return OutputTargets(arrays, y.shape[0])
+
+
+class _LossOf:
+    """What ``attach`` reads of a model (its loss), for one output."""
+
+    def __init__(self, loss):
+        self.loss = loss

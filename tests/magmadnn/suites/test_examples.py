@@ -78,6 +78,7 @@ def test_every_example_file_is_smoke_tested():
     tested |= {"char_transformer"}
 
     tested |= {"lstm_mnist_rows"}
+    tested |= {"gan", "vae"}  # test_the_gan_and_the_vae_train_a_few_steps
     assert {p.stem for p in EXAMPLES.glob("*.py")} == tested | set(TESTED_ELSEWHERE)
     for example, module in TESTED_ELSEWHERE.items():
         assert f'"{example}.py"' in (Path(__file__).parents[1] / module).read_text()
@@ -246,3 +247,16 @@ def test_cli_validates_on_the_training_split_never_on_the_test_set(folders, caps
     assert seen["fit"] == (24, 0.0, None) and "val_loss" not in report["history"].history
     with pytest.raises(SystemExit):
         cli.build_parser().parse_args(["train", "--validation-split", "1"])
+
+
+def test_the_gan_and_the_vae_train_a_few_steps(folders, tmp_path):
+    gan = load_example("gan").main(["--data", str(folders["mnist"]), *SMOKE])
+    history = gan["history"].history
+    assert sorted(history) == ["d_loss", "g_loss"] and all(math.isfinite(v[0]) for v in history.values())
+    vae = load_example("vae").main(["--data", str(folders["mnist"]), *SMOKE])
+    assert math.isfinite(vae["history"].history["loss"][0]) and math.isfinite(vae["test_loss"])
+    model = vae["vae"]
+    assert len(model.losses) == 1  # the KL term of the last call
+    loaded = __import__("magmadnn").load_model(model.save(str(tmp_path / "vae.npz")))
+    sample = np.zeros((3, model.pixels), np.float32)
+    np.testing.assert_array_equal(loaded.predict(sample), model.predict(sample))

@@ -455,12 +455,12 @@ def test_embedding_global_average_pooling_text_classifier():
     fit_both(ours, theirs, ids, labels, epochs=3, batch_size=8, validation_data=(ids[:6], labels[:6]))
 
 
-def test_a_model_inside_a_model_and_channels_last_images_are_clear_errors():
+def test_a_model_inside_a_model_shares_its_layers_and_channels_last_images_are_clear_errors():
     base = mdnn.Sequential([L.Input((4,)), L.Dense(5, activation="relu")])
-    with pytest.raises(TypeError, match="model inside a model.*set_weights"):
-        mdnn.Sequential([base, L.Dense(3)])
-    with pytest.raises(TypeError, match="model inside a model"):
-        base(L.Input((4,)))
+    assert mdnn.Sequential([base, L.Dense(3)]).layers[0] is base.layers[0]
+    assert base(L.Input((4,))).layer is base.layers[0]
+    with pytest.raises(TypeError, match="built Sequential.*outputs = model\\(inputs\\)"):
+        mdnn.Sequential([mdnn.Sequential([L.Dense(2)]), L.Dense(3)])
     with pytest.raises(ValueError, match="NCHW"):
         mdnn.Sequential([L.Input((8, 8, 1)), L.Conv2D(4, 3), L.Flatten(), L.Dense(2)])
 
