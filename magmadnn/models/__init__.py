@@ -7,7 +7,8 @@ weights; see :mod:`.persistence` for the file contents and :mod:`magmadnn.saving
 
 from ..saving import ArchitectureMismatchError, ModelFileError
 from .config import clone_model, load_model, model_from_config, model_from_json
-from .model import Model, NonFiniteLossError, NonFiniteParameterError, Sequential
+from .model import Model, NonFiniteLossError, NonFiniteParameterError
+from .sequential import Sequential
 from .subclassing import register
 
 load = load_model

@@ -5,8 +5,9 @@ from __future__ import annotations
 import numpy as np
 
 from . import persistence
-from .model import Model, Sequential
+from .model import Model
 from .rebuild import rebuild
+from .sequential import Sequential
 from .subclassing import rebuild_subclassed
 
 __all__ = ["model_from_config", "model_from_json", "clone_model", "load_model"]

@@ -1,4 +1,4 @@
-"""Model (a functional graph of layers) and Sequential (a stack of layers).
+"""Model: a functional graph of layers (or a subclass with its own ``call``).
 
 A model owns its device (backend: ``device="host" | "gpu" | "gpu:N" | "auto"``, see :mod:`magmadnn.backend`),
 dtype (float32 by default) and an integer ``seed``. Every layer gets a deterministic seed derived from the model seed
@@ -9,7 +9,8 @@ loaded, and ``reinitialize(seed)`` re-creates the weights of any model.
 
 This module builds and runs the graph; the other methods come from one module each: training (:mod:`.fitting`),
 inference (:mod:`.inference`), data checks (:mod:`.inputs`), weights (:mod:`.weights`), device moves
-(:mod:`.placement`) and saving (:mod:`.persistence`). Rebuilding from a configuration or a file is :mod:`.config`.
+(:mod:`.placement`) and saving (:mod:`.persistence`). Rebuilding from a configuration or a file is :mod:`.config`;
+``Sequential`` is :mod:`.sequential`.
 """
 
 from __future__ import annotations
@@ -45,7 +46,7 @@ from .subclassing import Subclassing
 from .summary import summary_text
 from .weights import Weights
 
-__all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError"]
+__all__ = ["Model", "NonFiniteLossError", "NonFiniteParameterError"]
 
 _SHUFFLE_TAG = 0x5EED
 
@@ -361,6 +362,8 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         """Keras' ``Model.from_config`` / ``Sequential.from_config``: a new (untrained) model from ``get_config()``
         output (``custom_objects``: ``{class name: Layer subclass}`` for unregistered layers). A subclass of Model
         gets ``cls(**config)``, its own ``get_config()`` output (Keras' default)."""
+        from .sequential import Sequential  # the subclass, defined on this module's class
+
         graph = isinstance(config, dict) and config.get("class_name") in ("Model", "Sequential") and "layers" in config
         if cls not in (Model, Sequential) and not graph:
             return cls(**config)
@@ -424,84 +427,10 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         return f"{type(self).__name__}(name={self.name!r}, layers={len(self.layers)})"
 
 
-class Sequential(Model):
-    """A plain stack of layers. Starting with an ``Input`` builds it at once (shape errors show immediately);
-    otherwise it builds on the first data it sees."""
 
-    is_sequential = True
+def __getattr__(name):  # ``from magmadnn.models.model import Sequential`` (its home before it had its own module)
+    if name == "Sequential":
+        from .sequential import Sequential
 
-    def __init__(self, layers=None, name: str | None = None, seed: int | None = None, dtype=None,
-                 device=None, backend=None):
-        self._init_common(name, seed, dtype, device, backend)
-        self._stack: list[Layer] = []
-        for layer in layers or []:
-            self._append(layer)
-        if self._stack and isinstance(self._stack[0], Input):
-            self._build_chain()
-
-    @property
-    def layers(self) -> list[Layer]:
-        """The layers without the Input (as Keras' ``Sequential.layers``; before magmadnn listed it first, so an old
-        ``layers[i + 1]`` is now ``layers[i]``: ``get_layer(name)`` finds a layer by name)."""
-        layers = self._all_layers if self.built else self._stack
-        return list(layers[1:] if layers and isinstance(layers[0], Input) else layers)
-
-    def _append(self, layer) -> None:
-        if isinstance(layer, Model):  # a nested model: its layers, shared (Keras lists the model itself)
-            inner = layer.layers if layer.is_sequential else None
-            if inner is None or not layer.built:
-                raise TypeError(f"Sequential {self.name!r}: model {layer.name!r} can be a layer of a Sequential "
-                                "model when it is a built Sequential; call a functional model on a tensor "
-                                "instead: outputs = model(inputs)")
-            if not self._stack:
-                self._stack.append(Input(layer.input_shapes[0], dtype=layer.inputs[0].layer.dtype))
-            for item in inner:
-                self._append(item)
-            return
-        if not isinstance(layer, Layer):
-            raise TypeError(f"Sequential {self.name!r}: expected Layer instances, got {type(layer).__name__}")
-        if isinstance(layer, Input) and self._stack:
-            raise ValueError(f"Sequential {self.name!r}: an Input layer can only come first")
-        if not self._stack and getattr(layer, "_keras_input_shape", None) is not None:
-            self._stack.append(Input(layer._keras_input_shape))  # Keras' Dense(..., input_shape=(4,)) first
-        self._stack.append(layer)
-
-    def add(self, layer: Layer) -> None:
-        """Append a layer (built at once when the model already knows its input shape)."""
-        self._append(layer)
-        if isinstance(self._stack[0], Input):
-            self._build_chain()
-
-    def _build_chain(self) -> None:
-        first = self._stack[0]
-        node = first.output
-        for layer in self._stack[1:]:
-            node = layer(node)
-            if isinstance(node, list):
-                raise ValueError(f"Sequential {self.name!r}: layer {layer.name!r} has {len(node)} outputs; every "
-                                 "layer of a Sequential model must have one (use the functional Model)")
-        self._set_graph([first], node)
-
-    def _build_from_data(self, arrays) -> None:
-        if not self._stack:
-            raise RuntimeError(f"Sequential {self.name!r} has no layers")
-        if len(arrays) != 1:
-            raise ValueError(f"Sequential {self.name!r} takes one input array, got {len(arrays)}")
-        ids = arrays[0].dtype.kind in "iu" and hasattr(self._stack[0], "check_input_values")  # integer ids: int64
-        self.build(arrays[0].shape[1:], "int64" if ids else None)
-
-    def build(self, input_shape, dtype=None) -> None:
-        """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input (of ``dtype``: None for the
-        model's, "int64" for token ids) first. Keras' form with the batch axis, ``build((None, 4))``, is taken
-        too (a leading None is dropped)."""
-        if input_shape and tuple(input_shape)[0] is None:
-            input_shape = tuple(input_shape)[1:]
-        if not self.built:
-            self._stack.insert(0, Input(tuple(input_shape), dtype=dtype))
-            self._build_chain()
-
-    def get_config(self) -> dict:
-        return {"class_name": "Sequential", "name": self.name, "seed": self.seed, "dtype": self.dtype_policy.name,
-                "trainable": self._trainable,
-                "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
-                           for layer in (self._all_layers if self.built else self._stack)]}
+        return Sequential
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
