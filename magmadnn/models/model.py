@@ -362,7 +362,7 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         """Keras' ``Model.from_config`` / ``Sequential.from_config``: a new (untrained) model from ``get_config()``
         output (``custom_objects``: ``{class name: Layer subclass}`` for unregistered layers). A subclass of Model
         gets ``cls(**config)``, its own ``get_config()`` output (Keras' default)."""
-        from .sequential import Sequential  # the subclass, defined on this module's class
+        Sequential = Model._sequential_class  # the subclass of models/sequential.py, which sets it
 
         graph = isinstance(config, dict) and config.get("class_name") in ("Model", "Sequential") and "layers" in config
         if cls not in (Model, Sequential) and not graph:
@@ -430,7 +430,5 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
 
 def __getattr__(name):  # ``from magmadnn.models.model import Sequential`` (its home before it had its own module)
     if name == "Sequential":
-        from .sequential import Sequential
-
-        return Sequential
+        return Model._sequential_class
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

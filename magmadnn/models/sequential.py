@@ -89,3 +89,6 @@ class Sequential(Model):
                 "trainable": self._trainable,
                 "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
                            for layer in (self._all_layers if self.built else self._stack)]}
+
+
+Model._sequential_class = Sequential  # Model.from_config rebuilds either kind

@@ -10,7 +10,7 @@ import pytest
 
 from pymagma import kernels, simulator
 from pymagma.simulator import kernels as simulated_kernels
-from tests.pymagma.array_api.test_complex_gpu import (  # noqa: F401  (complex64 and complex128)
+from tests.pymagma.array_api.test_elementwise_complex_gpu import (  # noqa: F401  (complex64 and complex128)
     test_casts_to_complex_equal_numpy,
     test_complex_binary_promotes_and_equals_numpy,
     test_complex_data_movement_equals_numpy,

@@ -16,8 +16,7 @@ from magmadnn import schedules
 from magmadnn.models import replay
 from magmadnn.models.fitting import NonFiniteLossError
 from pymagma import _native
-
-from .backends import model_device
+from tests.magmadnn.backends import model_device
 
 
 @pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])

@@ -239,7 +239,7 @@ def test_default_steps_through_super_and_apply_gradients():
 
 @pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    from .backends import model_device
+    from tests.magmadnn.backends import model_device
 
     yield from model_device(request.param)
 

@@ -117,7 +117,7 @@ def test_bad_structures_name_the_output_and_what_was_expected():
 
 @pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
-    from .backends import model_device
+    from tests.magmadnn.backends import model_device
 
     yield from model_device(request.param)
 
