@@ -1,5 +1,6 @@
 """Complex arrays in the first minutes on a GPU (``scripts/gpu_check.sh --tier 1``): MAGMA's c/z routines through
-the linalg extension and the complex kernels' data movement, against NumPy. The full set is test_elementwise_complex_gpu.py."""
+the linalg extension and the complex kernels' data movement, against NumPy. The full set is
+test_elementwise_complex_gpu.py."""
 
 from __future__ import annotations
 
