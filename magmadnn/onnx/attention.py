@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from .. import layers as L
-from .graph import BATCH, Pending, Value, reshape_dims
+from .import_state import BATCH, Pending, Value, reshape_dims
 
 __all__ = ["product", "scale", "split", "slice_", "where", "follow", "build", "make_layer", "causal_mask"]
 

@@ -16,7 +16,7 @@ import numpy as np
 
 from ..backend import geometry, host
 from ..layers import Activation
-from .graph import Value
+from .import_state import Value
 
 __all__ = ["OPS", "gelu_kind", "recognise"]
 

@@ -23,7 +23,7 @@ import math
 import numpy as np
 
 from .attention import causal_mask, make_layer
-from .graph import BATCH, Pending, Value
+from .import_state import BATCH, Pending, Value
 
 __all__ = ["unfold", "follow", "build"]
 

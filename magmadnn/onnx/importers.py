@@ -16,7 +16,7 @@ from ..backend import geometry
 from . import attention, folded_attention
 from ._proto import onnx
 from .errors import UnsupportedOnnxError
-from .graph import BATCH, BatchZeros, Value, reshape_dims
+from .import_state import BATCH, BatchZeros, Value, reshape_dims
 
 __all__ = ["IMPORTERS", "supported_operators", "pool_geometry"]
 

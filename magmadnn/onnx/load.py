@@ -17,7 +17,7 @@ from ..saving import ArchitectureMismatchError, ModelFileError
 from . import attention, decompositions, folded_attention, op_graph
 from ._proto import default_opset, onnx, read
 from .errors import OnnxImportError, UnsupportedOnnxError
-from .graph import BATCH, DTYPES, SHAPE_OPS, BatchZeros, Graph, Pending, Value
+from .import_state import BATCH, DTYPES, SHAPE_OPS, BatchZeros, Graph, Pending, Value
 from .importers import IMPORTERS, supported_operators
 
 __all__ = ["load", "convert", "check"]
