@@ -67,10 +67,11 @@ __all__ += ["LSTM", "GRU"]  # recurrent layers
 # -- the layers a Keras user reaches for next
 from .merging import Average, Maximum, Minimum, Multiply, Subtract  # noqa: E402
 from .preprocessing import Normalization, Rescaling  # noqa: E402
+from .regularization import GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: E402
 from .reshaping import Cropping2D, RepeatVector, ZeroPadding2D  # noqa: E402
 
 __all__ += ["Subtract", "Multiply", "Average", "Maximum", "Minimum", "RepeatVector", "ZeroPadding2D", "Cropping2D",
-            "Rescaling", "Normalization"]
+            "Rescaling", "Normalization", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D"]
 
 # Keras' layers magmadnn does not provide: what to use instead
 _KERAS_INSTEAD = {
@@ -78,8 +79,7 @@ _KERAS_INSTEAD = {
     "ReLU": 'Activation("relu")', "ELU": 'Activation("elu")', "PReLU": "LeakyReLU",
     "SimpleRNN": "LSTM or GRU", "TimeDistributed": "Dense, which acts on the last axis of (N, T, F) as Keras' does",
     "Identity": 'Activation("linear")', "Dot": "Lambda on a list of inputs",
-    "Masking": "Embedding(mask_zero=True)", "GaussianNoise": "Lambda",
-    "SpatialDropout1D": "Dropout", "SpatialDropout2D": "Dropout", "Attention": "MultiHeadAttention",
+    "Masking": "Embedding(mask_zero=True)", "Attention": "MultiHeadAttention",
 }
 
 
