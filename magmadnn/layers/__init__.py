@@ -6,7 +6,7 @@ layers build, name and seed themselves.
 
 Modules by Keras' topics: ``core`` (Dense), ``activations``, ``conv``, ``pooling``, ``normalization``,
 ``regularization`` (Dropout), ``reshaping``, ``merging``, ``preprocessing`` (Rescaling, Normalization), ``embedding``,
-``attention``, ``position``, ``recurrent``, ``bidirectional``, ``lambda_layer``. The layer machinery: ``base``
+``attention``, ``position``, ``recurrent``, ``bidirectional``, ``wrappers`` (TimeDistributed), ``lambda_layer``. The layer machinery: ``base``
 (Layer, Input, symbolic tensors), ``weights``, ``masking``, ``mixed`` (dtype policies), ``registry`` (classes by
 name, default names, seeds), ``arguments``, ``penalties`` (``losses``, regularizers and constraints).
 """
@@ -69,15 +69,16 @@ from .merging import Average, Maximum, Minimum, Multiply, Subtract  # noqa: E402
 from .preprocessing import Normalization, Rescaling  # noqa: E402
 from .regularization import GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: E402
 from .reshaping import Cropping2D, RepeatVector, ZeroPadding2D  # noqa: E402
+from .wrappers import TimeDistributed  # noqa: E402
 
 __all__ += ["Subtract", "Multiply", "Average", "Maximum", "Minimum", "RepeatVector", "ZeroPadding2D", "Cropping2D",
-            "Rescaling", "Normalization", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D"]
+            "Rescaling", "Normalization", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D", "TimeDistributed"]
 
 # Keras' layers magmadnn does not provide: what to use instead
 _KERAS_INSTEAD = {
     "InputLayer": "Input(shape=...)",
     "ReLU": 'Activation("relu")', "ELU": 'Activation("elu")', "PReLU": "LeakyReLU",
-    "SimpleRNN": "LSTM or GRU", "TimeDistributed": "Dense, which acts on the last axis of (N, T, F) as Keras' does",
+    "SimpleRNN": "LSTM or GRU",
     "Identity": 'Activation("linear")', "Dot": "Lambda on a list of inputs",
     "Masking": "Embedding(mask_zero=True)", "Attention": "MultiHeadAttention",
 }
