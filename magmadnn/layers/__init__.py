@@ -6,7 +6,8 @@ layers build, name and seed themselves.
 
 Modules by Keras' topics: ``core`` (Dense), ``activations``, ``conv``, ``pooling``, ``normalization``,
 ``regularization`` (Dropout), ``reshaping``, ``merging``, ``preprocessing`` (Rescaling, Normalization), ``embedding``,
-``attention``, ``position``, ``recurrent``, ``bidirectional``, ``wrappers`` (TimeDistributed), ``lambda_layer``. The layer machinery: ``base``
+``attention``, ``position``, ``recurrent``, ``bidirectional``, ``wrappers`` (TimeDistributed), ``lambda_layer``.
+The layer machinery: ``base``
 (Layer, Input, symbolic tensors), ``weights``, ``masking``, ``mixed`` (dtype policies), ``registry`` (classes by
 name, default names, seeds), ``arguments``, ``penalties`` (``losses``, regularizers and constraints).
 """
