@@ -35,7 +35,7 @@ from .pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
 from .position import PositionEmbedding
 
 # -- recurrent layers
-from .recurrent import GRU, LSTM  # noqa: E402
+from .recurrent import GRU, LSTM, SimpleRNN  # noqa: E402
 from .regularization import Dropout
 from .reshaping import Flatten
 
@@ -62,7 +62,7 @@ __all__ += ["Softmax", "LogSoftmax"]
 __all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxPool", "Concatenate", "Permute",
             "Reshape", "UpSampling2D"]
 
-__all__ += ["LSTM", "GRU"]  # recurrent layers
+__all__ += ["LSTM", "GRU", "SimpleRNN"]  # recurrent layers
 
 
 # -- the layers a Keras user reaches for next
@@ -79,7 +79,6 @@ __all__ += ["Subtract", "Multiply", "Average", "Maximum", "Minimum", "RepeatVect
 _KERAS_INSTEAD = {
     "InputLayer": "Input(shape=...)",
     "ReLU": 'Activation("relu")', "ELU": 'Activation("elu")', "PReLU": "LeakyReLU",
-    "SimpleRNN": "LSTM or GRU",
     "Identity": 'Activation("linear")', "Dot": "Lambda on a list of inputs",
     "Masking": "Embedding(mask_zero=True)", "Attention": "MultiHeadAttention",
 }
