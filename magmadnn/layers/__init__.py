@@ -66,6 +66,7 @@ __all__ += ["LSTM", "GRU", "SimpleRNN"]  # recurrent layers
 
 
 # -- the layers a Keras user reaches for next
+from .attention import AdditiveAttention, Attention  # noqa: E402
 from .merging import Average, Maximum, Minimum, Multiply, Subtract  # noqa: E402
 from .preprocessing import Normalization, Rescaling  # noqa: E402
 from .regularization import GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: E402
@@ -73,14 +74,15 @@ from .reshaping import Cropping2D, RepeatVector, ZeroPadding2D  # noqa: E402
 from .wrappers import TimeDistributed  # noqa: E402
 
 __all__ += ["Subtract", "Multiply", "Average", "Maximum", "Minimum", "RepeatVector", "ZeroPadding2D", "Cropping2D",
-            "Rescaling", "Normalization", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D", "TimeDistributed"]
+            "Rescaling", "Normalization", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D",
+            "TimeDistributed", "Attention", "AdditiveAttention"]
 
 # Keras' layers magmadnn does not provide: what to use instead
 _KERAS_INSTEAD = {
     "InputLayer": "Input(shape=...)",
     "ReLU": 'Activation("relu")', "ELU": 'Activation("elu")', "PReLU": "LeakyReLU",
     "Identity": 'Activation("linear")', "Dot": "Lambda on a list of inputs",
-    "Masking": "Embedding(mask_zero=True)", "Attention": "MultiHeadAttention",
+    "Masking": "Embedding(mask_zero=True)",
 }
 
 
