@@ -67,6 +67,7 @@ __all__ += ["LSTM", "GRU", "SimpleRNN"]  # recurrent layers
 
 # -- the layers a Keras user reaches for next
 from .attention import AdditiveAttention, Attention  # noqa: E402
+from .conv import SeparableConv2D  # noqa: E402
 from .merging import Average, Maximum, Minimum, Multiply, Subtract  # noqa: E402
 from .preprocessing import Normalization, Rescaling  # noqa: E402
 from .regularization import GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: E402
@@ -75,7 +76,7 @@ from .wrappers import TimeDistributed  # noqa: E402
 
 __all__ += ["Subtract", "Multiply", "Average", "Maximum", "Minimum", "RepeatVector", "ZeroPadding2D", "Cropping2D",
             "Rescaling", "Normalization", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D",
-            "TimeDistributed", "Attention", "AdditiveAttention"]
+            "TimeDistributed", "Attention", "AdditiveAttention", "SeparableConv2D"]
 
 # Keras' layers magmadnn does not provide: what to use instead
 _KERAS_INSTEAD = {
