@@ -21,7 +21,7 @@ from . import (  # noqa: F401  (Keras' Loss and Metric subclasses: see each modu
     tuning,
     utils,
 )
-from .autograd import Function, Parameter, Tensor, enable_grad, is_grad_enabled, no_grad
+from .autograd import Function, Parameter, Tensor, enable_grad, grad, is_grad_enabled, no_grad
 from .models import Model, Sequential, load_model
 
 __version__ = "0.1.0"
@@ -29,7 +29,7 @@ F = functional
 
 __all__ = [
     "backend", "callbacks", "data", "functional", "F", "initializers", "layers", "losses", "metrics", "models",
-    "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "is_grad_enabled", "no_grad",
+    "optimizers", "schedules", "Function", "Parameter", "Tensor", "enable_grad", "grad", "is_grad_enabled", "no_grad",
     "Model", "Sequential", "load_model", "distributed", "tuning",
     "mixed_precision", "utils", "regularizers", "constraints",
 ]

@@ -19,7 +19,8 @@ from . import backend as _backend
 from ._postorder import postorder
 from .backend import faults as _faults
 
-__all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError"]
+__all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError",
+           "grad"]
 
 
 class GraphReleasedError(RuntimeError):
@@ -445,3 +446,26 @@ def _backward_one(fn: Function, g, grads: dict[int, Any], given: set[int]) -> No
             key = id(producer)
             prev = grads.get(key)
             grads[key] = gi if prev is None else fn.xp.add(prev, gi)
+
+
+def grad(loss: Tensor, weights) -> list:
+    """The gradients of the scalar ``loss`` with respect to each of ``weights`` (Parameters, such as
+    ``model.trainable_weights``), as Tensors (None for a weight the loss does not depend on): what a custom
+    ``train_step`` takes before ``optimizer.apply(grads, weights)``. The backward pass runs once and releases the
+    graph; no ``.grad`` is left on any weight, those of other models included (Keras' torch idiom
+    ``zero_grad(); loss.backward(); [v.value.grad for v in weights]`` in one call)."""
+    weights = list(weights)
+    if not isinstance(loss, Tensor) or loss.size != 1:
+        raise TypeError(f"grad: loss must be a one-element Tensor, got {type(loss).__name__}"
+                        f"{f' of shape {loss.shape}' if isinstance(loss, Tensor) else ''}")
+    saved = [w.grad for w in weights]
+    for w in weights:
+        w.grad = None
+    reached = []
+    loss.backward(on_leaf_ready=reached.append)
+    out = [None if w.grad is None else Tensor(w.grad, backend=w.xp) for w in weights]
+    for leaf in reached:
+        leaf.grad = None
+    for w, g in zip(weights, saved):
+        w.grad = g
+    return out

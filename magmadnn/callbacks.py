@@ -35,7 +35,7 @@ import warnings
 
 import numpy as np
 
-from . import _checks
+from . import _checks, schedules
 from ._atomic import write_text
 
 __all__ = [
@@ -105,19 +105,19 @@ class CallbackList:
         self.callbacks = sorted(callbacks, key=lambda cb: cb.records_logs)
 
     def wants_batch_logs(self, kind: str) -> bool:
-        """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"): only then are
-        batch logs made."""
+        """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"): batch logs."""
         return any(getattr(type(cb), hook) is not getattr(Callback, hook) or hook in vars(cb)
                    for cb in self.callbacks for hook in _BATCH_END[kind])
 
     def __getattr__(self, hook):
+        """``hook``'s fan-out (kept) to the callbacks whose hook acts: overridden (or via ``on_batch_*``) or set."""
         if not hook.startswith("on_"):
             raise AttributeError(hook)
-
-        def fan_out(*args):
-            for cb in self.callbacks:
-                getattr(cb, hook)(*args)
-        return fan_out
+        names = (hook, hook.replace("_train", "")) if hook.startswith("on_train_batch") else (hook,)
+        bound = [getattr(cb, hook) for cb in self.callbacks if any(
+            n in vars(cb) or getattr(type(cb), n, None) is not getattr(Callback, n, 0) for n in names)]
+        self.__dict__[hook] = lambda *args: None if [call(*args) for call in bound] else None
+        return self.__dict__[hook]
 
 
 class BatchLogs(dict):
@@ -553,13 +553,7 @@ class LearningRateScheduler(Callback):
 
     def on_epoch_begin(self, epoch, logs=None):
         optimizer = self.model.optimizer
-        try:
-            lr = self.schedule(epoch, optimizer.learning_rate)
-        except TypeError:
-            lr = self.schedule(epoch)
-        lr = float(lr)
-        if not math.isfinite(lr) or lr < 0:
-            raise ValueError(f"LearningRateScheduler: schedule returned an invalid learning rate {lr!r}")
+        lr = schedules.epoch_rate(self.schedule, epoch, optimizer.learning_rate)
         optimizer.lr = lr
         if self.verbose:
             print(f"Epoch {epoch + 1}: LearningRateScheduler sets the learning rate to {lr:.6g}")

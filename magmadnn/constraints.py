@@ -195,7 +195,7 @@ def apply(params, grads) -> None:
     """After an optimizer step: each parameter of ``params`` that has a gradient in ``grads`` (None: not updated)
     and a ``constraint`` gets its constrained value (backend ops; a plain callable sees the Parameter, as Keras)."""
     for param, grad in zip(params, grads):
-        constraint = param.constraint
+        constraint = getattr(param, "constraint", None)  # a plain Tensor given to an optimizer has none
         if constraint is None or grad is None:
             continue
         if isinstance(constraint, Constraint):

@@ -22,6 +22,7 @@ import numpy as np
 from . import functional as F
 from ._checks import integer, real, shape_str
 from ._configurable import Configurable
+from ._loss_weights import WeightedCrossEntropy, pack, weights_of
 from ._registry import resolve
 from .autograd import Tensor
 
@@ -87,7 +88,7 @@ class Loss(Configurable):
         return EpochLoss(self.reduction)
 
 
-class SoftmaxCrossEntropy(Loss):
+class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
     """Softmax cross entropy of logits (N, C), or of token logits (N, T, C) with integer targets (N, T), exactly as
     PyTorch's ``cross_entropy``: ``label_smoothing`` e trains against ``(1 - e) onehot + e / C``; targets equal to
     ``ignore_index`` (padding) count for nothing and "mean" is over the counted targets."""
@@ -109,6 +110,8 @@ class SoftmaxCrossEntropy(Loss):
         return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index)
 
     def checked(self, logits, targets):
+        if self._packed(logits, targets):
+            return self._weighted(logits, targets)
         if self._plain() and len(logits.shape) == 2:
             return F.softmax_cross_entropy(logits, targets, reduction=self.reduction, check_labels=False)
         return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index,
@@ -128,6 +131,7 @@ class SoftmaxCrossEntropy(Loss):
         return config
 
     def validate(self, targets, output_shape):
+        self._bound = tuple(output_shape)
         targets = np.asarray(targets)
         if len(output_shape) == 2:  # token logits (T, C)
             self._validate_tokens(targets, output_shape)
@@ -192,7 +196,10 @@ class SoftmaxCrossEntropy(Loss):
                              f"outputs; found label {bad}")
 
     def prepare(self, targets, xp, dtype):
+        weights = weights_of(targets)
         targets = np.asarray(targets)
+        if weights is not None:
+            return xp.asarray(self._pack(targets, weights, dtype), dtype)
         if np.issubdtype(targets.dtype, np.integer):  # class indices (N,) / (N, T), or integer one-hot (the loss
             return xp.asarray(targets.astype(np.int64, copy=False))  # converts those to the logits' dtype)
         return xp.asarray(targets, dtype)
@@ -249,11 +256,6 @@ class BinaryCrossEntropy(Loss):
 
 # ----------------------------------------------------------------------------------------------- Keras' losses
 REDUCTIONS = ("sum_over_batch_size", "sum", "mean", "mean_with_sample_weight", "none", None)
-
-
-def weights_of(targets):
-    """The per-sample weights carried by ``targets`` (see :mod:`magmadnn.models.weighting`), else None."""
-    return getattr(targets, "sample_weight", None)
 
 
 def keras_target_shape(targets_shape, output_shape, who: str) -> tuple:
@@ -342,14 +344,8 @@ class KerasLoss(Loss):
     def prepare(self, targets, xp, dtype):
         """One host array (N, D + 1): the targets flattened per sample, then each sample's weight (1 without
         weights): one upload per batch, one staged buffer in a replayed graph."""
-        weights = weights_of(targets)
         host = np.asarray(targets)
-        n = host.shape[0]
-        flat = self._rows(host, dtype).reshape(n, -1)
-        packed = np.empty((n, flat.shape[1] + 1), dtype=dtype)
-        packed[:, :-1] = flat
-        packed[:, -1] = 1.0 if weights is None else weights
-        return xp.asarray(packed, dtype)
+        return xp.asarray(pack(self._rows(host, dtype).reshape(host.shape[0], -1), weights_of(targets), dtype), dtype)
 
     _bound: tuple | None = None  # the per-sample output shape of the last validate()
 

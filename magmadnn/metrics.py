@@ -18,24 +18,11 @@ import numpy as np
 
 from . import _checks
 from ._configurable import Configurable
+from ._metric_targets import class_indices, flat_targets, like_outputs, threshold
 
 __all__ = ["Metric", "Accuracy", "TopK", "BinaryAccuracy", "CategoricalAccuracy", "SparseCategoricalAccuracy",
            "TopKCategoricalAccuracy", "SparseTopKCategoricalAccuracy", "MeanAbsoluteError", "MeanSquaredError",
            "RootMeanSquaredError", "Precision", "Recall", "AUC", "MetricFunction", "get"]
-
-
-def _class_indices(labels, output_shape) -> np.ndarray:
-    """Host class indices shaped like the outputs without their class axis: int labels of that shape as they are,
-    or the argmax of one-hot / soft labels shaped like the outputs."""
-    labels, shape = np.asarray(labels), tuple(output_shape)
-    if labels.shape == shape:
-        return labels.argmax(axis=-1)
-    if labels.shape == shape[:-1]:
-        return labels.astype(np.int64, copy=False)
-    if labels.shape == (*shape[:-1], 1):  # Keras' class indices as a column, which its sparse metrics squeeze
-        return labels.reshape(shape[:-1]).astype(np.int64, copy=False)
-    expected = "(N,) or one-hot (N, C)" if len(shape) == 2 else "(N, T) or one-hot (N, T, C)"
-    raise ValueError(f"labels must be class indices {expected} for outputs {shape}, got shape {labels.shape}")
 
 
 def _relu(xp, a):
@@ -147,8 +134,8 @@ class Accuracy(Metric):
         2**24); with ``ignore_index``, stacked over each row's weight: 1 for a counted row, 0 for an ignored one
         (-1 as its class, which never equals an argmax), so the hits are the counted rows' (see :meth:`counted`)."""
         if self._binary(shape):
-            return _like_outputs(labels, shape, dtype, self.name)
-        truth = _class_indices(labels, shape).reshape(-1)  # host labels: counting them reads nothing back
+            return like_outputs(labels, shape, dtype, self.name)
+        truth = class_indices(labels, shape).reshape(-1)  # host labels: counting them reads nothing back
         if self.ignore_index is None:
             return truth.astype(dtype)
         kept = truth != self.ignore_index
@@ -159,7 +146,7 @@ class Accuracy(Metric):
         outputs of ``shape``; None (count samples) otherwise."""
         if self.ignore_index is None:
             return None
-        return int(np.count_nonzero(_class_indices(labels, shape) != self.ignore_index))
+        return int(np.count_nonzero(class_indices(labels, shape) != self.ignore_index))
 
     def hits_of(self, outputs, staged, xp):
         self._check(outputs)
@@ -193,7 +180,7 @@ class TopK(Metric):
     def stage(self, labels, shape, dtype):
         n, c = (int(s) for s in shape)
         onehot = np.zeros((n, c), dtype=dtype)
-        onehot[np.arange(n), _class_indices(labels, (n, c))] = 1
+        onehot[np.arange(n), class_indices(labels, (n, c))] = 1
         return onehot
 
     def to_config(self) -> dict:
@@ -212,17 +199,6 @@ def _name(name, cls: str) -> str:
     if not isinstance(name, str) or not name:
         raise TypeError(f"{cls}: name must be a non-empty string, got {name!r}")
     return name
-
-
-def _like_outputs(labels, shape, dtype, who: str) -> np.ndarray:
-    """Host targets as ``dtype`` shaped like the outputs ``shape`` (Keras' rank rule: a trailing unit axis may
-    differ)."""
-    labels = np.asarray(labels)
-    out = tuple(int(s) for s in shape)
-    t = tuple(labels.shape)
-    if t != out and t != out + (1,) and not (out[-1] == 1 and t == out[:-1]):
-        raise ValueError(f"{who}: targets of shape {t} do not match the outputs {out}")
-    return labels.reshape(out).astype(dtype, copy=False)
 
 
 def _tiny(dtype) -> float:
@@ -256,7 +232,7 @@ class _LikeOutputs(Metric):
             raise ValueError(f"{self.name} needs outputs with a batch axis, got {tuple(outputs.shape)}")
 
     def stage(self, labels, shape, dtype):
-        return _like_outputs(labels, shape, dtype, self.name)
+        return like_outputs(labels, shape, dtype, self.name)
 
 
 class BinaryAccuracy(_LikeOutputs):
@@ -354,10 +330,6 @@ class RootMeanSquaredError(MeanSquaredError):
         return float(np.sqrt(float(total) / count))
 
 
-def _flat_targets(labels, shape, dtype, who):
-    return _like_outputs(labels, shape, dtype, who).reshape(-1)
-
-
 class _Confusion(Metric):
     """Metrics from confusion counts of ``output > threshold`` against 0/1 targets over every element (Keras'
     ``multi_label=False``), accumulated on the backend."""
@@ -379,13 +351,13 @@ class Precision(_Confusion):
     def __init__(self, thresholds=None, top_k=None, class_id=None, name: str | None = None):
         if top_k is not None or class_id is not None:
             raise ValueError(f"{type(self).__name__}: top_k and class_id are not supported; pass thresholds only")
-        self.threshold = 0.5 if thresholds is None else _checks.real(thresholds, "thresholds", type(self).__name__)
+        self.threshold = 0.5 if thresholds is None else threshold(thresholds, type(self).__name__)
         if name is not None:
             self.name = _name(name, type(self).__name__)
         super().__init__()
 
     def stage(self, labels, shape, dtype):
-        return _flat_targets(labels, shape, dtype, self.name)
+        return flat_targets(labels, shape, dtype, self.name)
 
     def _counts(self, outputs, t, xp):
         predicted = _above(xp, xp.subtract(xp.reshape(outputs, (-1,)), self.threshold), outputs.dtype)
@@ -436,11 +408,15 @@ class AUC(_Confusion):
             raise ValueError("AUC: curve='PR' with summation_method='interpolation' (Davis & Goadrich's "
                              "interpolation) is not supported; use 'minoring' or 'majoring', or curve='ROC'")
         if thresholds is not None:
-            inner = sorted(float(t) for t in thresholds)
+            if isinstance(thresholds, (str, bytes)) or not hasattr(thresholds, "__iter__"):
+                raise TypeError(f"AUC: thresholds must be a list of numbers, got {thresholds!r}")
+            inner = sorted(_checks.real(t, "thresholds", "AUC") for t in thresholds)
         else:
             n = _checks.integer(num_thresholds, "num_thresholds", "AUC", minimum=2)
             inner = [(i + 1) / (n - 1) for i in range(n - 2)]
         self.thresholds = np.array([0.0 - 1e-7, *inner, 1.0 + 1e-7])
+        if not isinstance(from_logits, (bool, np.bool_)):
+            raise TypeError(f"AUC: from_logits must be True or False, got {from_logits!r}")
         self.from_logits = bool(from_logits)
         self.size = 2 * len(self.thresholds) + 2
         if name is not None:
@@ -448,7 +424,7 @@ class AUC(_Confusion):
         super().__init__()
 
     def stage(self, labels, shape, dtype):
-        return np.concatenate([_flat_targets(labels, shape, dtype, self.name), self.thresholds.astype(dtype)])
+        return np.concatenate([flat_targets(labels, shape, dtype, self.name), self.thresholds.astype(dtype)])
 
     def hits_of(self, outputs, staged, xp):
         m, k = int(np.prod(outputs.shape)), len(self.thresholds)
@@ -505,7 +481,7 @@ class MetricFunction(Metric):
         pass
 
     def stage(self, labels, shape, dtype):
-        return _like_outputs(labels, shape, dtype, self.name)
+        return like_outputs(labels, shape, dtype, self.name)
 
     def hits_of(self, outputs, staged, xp):
         from .autograd import Tensor, no_grad

@@ -112,6 +112,23 @@ def global_policy() -> DTypePolicy:
 dtype_policy = global_policy
 
 
+class global_policy_as:  # noqa: N801 - used as a context manager, like a function
+    """``with global_policy_as("float32"):`` the global policy for the block, restored after it (a model rebuilt
+    from its configuration is made under float32, so that its layers keep the policies they were saved with, as
+    Keras keeps them, whatever policy is global at load)."""
+
+    def __init__(self, policy):
+        self.policy = policy
+
+    def __enter__(self):
+        self.saved = list(_GLOBAL)
+        set_global_policy(self.policy)
+
+    def __exit__(self, *exc):
+        _GLOBAL[:] = self.saved
+        return False
+
+
 def get(identifier) -> DTypePolicy:
     """A DTypePolicy from a policy, a name, a NumPy dtype or a ``{"name": ...}`` configuration (None: global)."""
     if identifier is None:

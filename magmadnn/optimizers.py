@@ -20,9 +20,8 @@ arrays) for checkpoints. The update formulas (``g`` the gradient, ``wd`` the wei
 * Adam, AdamW: ``m = b1 m + (1 - b1) g; v = b2 v + (1 - b2) g^2; p -= lr sqrt(1 - b2^t) / (1 - b1^t) m / (sqrt(v) +
   eps)`` (Keras' epsilon placement).
 
-``LossScaleOptimizer(inner)``: Keras 3's dynamic loss scaling, decided on the backend (see the class).
-
-Every optimizer takes one of Keras' ``clipnorm=c`` (each gradient times ``c / max(||g||, c)``), ``global_clipnorm=c``
+``LossScaleOptimizer(inner)``: Keras 3's dynamic loss scaling, decided on the backend (see the class). Every
+optimizer takes one of Keras' ``clipnorm=c`` (each gradient times ``c / max(||g||, c)``), ``global_clipnorm=c``
 (all times ``c / max(||all||, c)``), ``clipvalue=c`` (elements clipped to [-c, c]), on the backend, no host read.
 """
 
@@ -35,6 +34,7 @@ import numpy as np
 
 from . import clipping, constraints, schedules
 from ._configurable import Configurable
+from ._keras_apply import KerasApply
 from ._registry import resolve
 from .autograd import Tensor
 from .backend.ops.optim import adam_bias_corrections
@@ -53,7 +53,7 @@ def _check(name: str, value, low=0.0, high=None, open_low=False):
     return value
 
 
-class Optimizer(Configurable):
+class Optimizer(KerasApply, Configurable):
     """Base class. Subclasses list their slot names in ``slots`` and implement ``update(param, grad, state)``.
     Every hyperparameter but the learning rate is a constant of a captured step: setting one recaptures it."""
 
@@ -83,7 +83,8 @@ class Optimizer(Configurable):
     @property
     def learning_rate(self) -> float:
         """The learning rate the next step will use."""
-        return float(self._lr(self.iterations)) if callable(self._lr) else self._lr
+        return self._lr if not callable(self._lr) else schedules.checked_rate(  # a number >= 0, or a ValueError
+            self._lr(self.iterations), self._lr, f"at step {self.iterations}", type(self).__name__)
 
     @learning_rate.setter
     def learning_rate(self, value) -> None:
@@ -128,11 +129,8 @@ class Optimizer(Configurable):
     _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
 
     def _advance(self) -> float:
-        """Check the learning rate of the next step, count the step and return the rate."""
+        """The learning rate of the next step (checked by ``learning_rate``); count the step."""
         lr = self.learning_rate
-        if not (math.isfinite(lr) and lr >= 0):
-            raise ValueError(f"{type(self).__name__}.step: the learning rate at step {self.iterations} is {lr!r}; "
-                             "it must be a finite number >= 0 (check the schedule)")
         self.iterations += 1
         return lr
 

@@ -126,6 +126,9 @@ def _read_npz(path, data: bytes):
 def read_file(path) -> tuple[dict, dict]:
     """Read ``(tensors, metadata)`` back from a file written by :func:`write_file`."""
     path = os.fspath(path)
+    if os.path.isdir(path):
+        raise IsADirectoryError(f"{path!r} is a folder, not a model file: give the .safetensors or .npz file inside "
+                                "it")
     container = container_for(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"model file {path!r} does not exist")

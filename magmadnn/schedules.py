@@ -23,6 +23,7 @@ Given to an optimizer as its learning rate, ``t`` is the optimizer's step count 
 
 from __future__ import annotations
 
+import inspect
 import math
 import numbers
 import warnings
@@ -30,7 +31,7 @@ import warnings
 from . import _checks
 
 __all__ = ["Schedule", "LearningRateSchedule", "Constant", "StepDecay", "CosineDecay", "ExponentialDecay",
-           "InverseTimeDecay", "PolynomialDecay", "PiecewiseConstantDecay", "get"]
+           "InverseTimeDecay", "PolynomialDecay", "PiecewiseConstantDecay", "get", "checked_rate", "epoch_rate"]
 
 
 def _check_positive(name: str, value, integer: bool = False, who: str = "schedule"):
@@ -245,3 +246,57 @@ def get(lr):
     if callable(lr):
         return lr
     raise TypeError(f"learning rate must be a positive number or a Schedule, got {lr!r}")
+
+
+def _named(schedule) -> str:
+    name = getattr(schedule, "__name__", None)
+    code = getattr(schedule, "__code__", None)
+    if name == "<lambda>" and code is not None:
+        return f"<lambda> (line {code.co_firstlineno} of {code.co_filename.rsplit('/', 1)[-1]})"
+    return repr(name) if name else repr(schedule)
+
+
+def checked_rate(value, schedule, where: str, who: str) -> float:
+    """The learning rate ``value`` a ``schedule`` returned ``where`` ("at epoch 3", "at step 10"), as a float: a
+    number, finite and >= 0 (as Keras, a non-number is a ValueError naming the schedule and where; was a bare
+    ``float()`` error). A float passes at the cost of one type test."""
+    if value.__class__ is not float:
+        if isinstance(value, (bool, str, bytes)) or not isinstance(value, numbers.Real):
+            shape = getattr(value, "shape", None)
+            if shape == () and getattr(value, "dtype", None) is not None and value.dtype.kind in "iuf":
+                value = float(value)  # a 0-d NumPy array: its one number
+            else:
+                raise ValueError(f"{who}: the schedule {_named(schedule)} returned {value!r} "
+                                 f"({type(value).__name__}) {where}; it must return the learning rate as a float")
+        value = float(value)
+    if not (math.isfinite(value) and value >= 0):
+        raise ValueError(f"{who}: the learning rate {where} is {value!r}, returned by the schedule "
+                         f"{_named(schedule)}; it must be a finite number >= 0")
+    return value
+
+
+def _takes_two(schedule) -> bool | None:
+    """Whether ``schedule`` takes ``(epoch, lr)`` (True) or ``(epoch)`` (False); None when its signature cannot be
+    read (a builtin)."""
+    try:
+        params = list(inspect.signature(schedule).parameters.values())
+    except (TypeError, ValueError):
+        return None
+    if any(p.kind is p.VAR_POSITIONAL for p in params):
+        return True
+    return len([p for p in params if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]) >= 2
+
+
+def epoch_rate(schedule, epoch: int, current: float) -> float:
+    """``LearningRateScheduler``'s rate for ``epoch``: ``schedule(epoch, lr)`` or ``schedule(epoch)`` as its
+    signature says (a TypeError raised inside it stays its own; without a readable signature, Keras' way: a
+    TypeError means the one-argument form), checked by :func:`checked_rate`."""
+    takes_lr = _takes_two(schedule)
+    if takes_lr is None:
+        try:
+            value = schedule(epoch, current)
+        except TypeError:
+            value = schedule(epoch)
+    else:
+        value = schedule(epoch, current) if takes_lr else schedule(epoch)
+    return checked_rate(value, schedule, f"at epoch {epoch} (0-based)", "LearningRateScheduler")

@@ -453,9 +453,9 @@ class TensorDescriptor(Descriptor):
     def __init__(self, shape, dtype: DataType, strides=None):
         super().__init__()
         shape = tuple(int(s) for s in shape)
-        if strides is None:
-            strides = contiguous_strides(shape)
-        strides = tuple(int(s) for s in strides)
+        if len(shape) > 8:  # CUDNN_DIM_MAX; cuDNN itself says only NOT_SUPPORTED
+            raise ValueError(f"cuDNN tensors have at most 8 dimensions (CUDNN_DIM_MAX), got {len(shape)}: {shape}")
+        strides = tuple(int(s) for s in (contiguous_strides(shape) if strides is None else strides))
         while len(shape) < 4:
             shape, strides = shape + (1,), strides + (1,)
         self.shape, self.strides, self.dtype = shape, strides, DataType(dtype)

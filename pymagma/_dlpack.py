@@ -132,6 +132,47 @@ def np_dtype(dt: DLDataType) -> np.dtype:
     return np.dtype("bool") if kind == "b" else np.dtype(f"{kind}{dt.bits // 8}")
 
 
+def export_arguments(stream, max_version, dl_device, copy, own_device: tuple) -> tuple:
+    """The 2023.12 ``__dlpack__`` keywords checked as the standard says: ``stream`` None, -1 (no synchronisation),
+    1 (legacy default), 2 (per-thread default) or a stream handle (> 2; 0 is ambiguous for CUDA and refused);
+    ``max_version`` None or (major, minor); ``dl_device`` None or (device_type, device_id); ``copy`` None or a
+    bool.  Returns (stream, max_version, dl_device) normalised; TypeError / ValueError naming a bad value,
+    BufferError for a device this array cannot be exported to."""
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
+        raise TypeError(f"__dlpack__: stream must be None or an int (a CUDA stream handle), got {stream!r}")
+    if stream == 0 or (stream is not None and stream < -1):
+        raise ValueError(f"__dlpack__: stream {stream} is not valid for CUDA (None, -1, 1, 2 or a stream handle; "
+                         "0 is ambiguous and disallowed by the standard)")
+    if max_version is not None:
+        if not (isinstance(max_version, tuple) and len(max_version) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) and v >= 0 for v in max_version)):
+            raise TypeError(f"__dlpack__: max_version must be None or a (major, minor) tuple of non-negative ints, "
+                            f"got {max_version!r}")
+    if copy is not None and not isinstance(copy, bool):
+        raise TypeError(f"__dlpack__: copy must be None, True or False, got {copy!r}")
+    if dl_device is not None:
+        if not (isinstance(dl_device, tuple) and len(dl_device) == 2
+                and all(isinstance(v, int) and not isinstance(v, bool) for v in dl_device)):
+            raise TypeError(f"__dlpack__: dl_device must be None or a (device_type, device_id) tuple of ints, got "
+                            f"{dl_device!r}")
+        dl_device = (int(dl_device[0]), int(dl_device[1]))
+        if dl_device != own_device and dl_device[0] != kDLCPU:
+            raise BufferError(f"__dlpack__: cannot export to device {dl_device}; the array is on {own_device} and "
+                              "goes elsewhere only as a host copy (dl_device=(1, 0))")
+    return stream, max_version, dl_device
+
+
+def host_readable(ptr: int) -> bool:
+    """Whether the host may read the memory at ``ptr`` in place: pinned host or managed memory (CUDA's pointer
+    attributes); device memory is not."""
+    if not ptr:
+        return True
+    from . import runtime
+
+    attrs = runtime.check(runtime._rt().cudaPointerGetAttributes(ptr), "cudaPointerGetAttributes")
+    return int(attrs.type) in (1, 3)  # cudaMemoryTypeHost, cudaMemoryTypeManaged
+
+
 def to_capsule(arr, device_type: int = kDLCUDA, versioned: bool = False):
     """A capsule viewing ``arr`` (needs ``ptr``, ``shape``, ``strides`` (bytes), ``dtype``, ``device``):
     ``dltensor_versioned`` (DLPack :data:`VERSION`, writable) when ``versioned``, else ``dltensor``."""

@@ -15,6 +15,7 @@ import numbers
 import numpy as np
 
 from . import _checks, _native, dtypes, memory, runtime
+from .errors import DeviceMemoryError
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
@@ -253,6 +254,8 @@ class DeviceArray:
         if self.size == 0:
             return out
         self._sync()
+        if "read_check" in UPPER:  # an out-of-range integer index found on the device rides on this read
+            UPPER["read_check"](self.device)
         if self.is_c_contiguous:
             return runtime.memcpy_dtoh(out, self.ptr)
         lo, hi = byte_extent(self.shape, self.strides, self.itemsize)
@@ -390,25 +393,30 @@ class DeviceArray:
         """A DLPack capsule viewing this array: versioned (DLPack 1.0) when ``max_version`` allows it, else the
         unversioned kind; the queue's work is finished first unless ``stream == -1``.  ``copy=True`` exports a
         device copy; ``dl_device=(1, 0)`` (kDLCPU, as ``numpy.from_dlpack(x, device="cpu")`` asks) exports a host
-        copy of any array (bool, 0-d, strided views)."""
+        copy of any array (bool, 0-d, strided views), or with ``copy=False`` a view of memory the host can read
+        (pinned or managed) and a BufferError for device memory.  Bad keywords: see ``_dlpack.export_arguments``."""
         from . import _dlpack
 
-        if dl_device is not None and tuple(dl_device)[0] == _dlpack.kDLCPU:  # numpy.from_dlpack(x, device="cpu")
+        stream, max_version, dl_device = _dlpack.export_arguments(stream, max_version, dl_device, copy,
+                                                                  self.__dlpack_device__())
+        if dl_device is not None and dl_device[0] == _dlpack.kDLCPU:  # numpy.from_dlpack(x, device="cpu")
             if copy is False:
-                raise BufferError("DeviceArray.__dlpack__(dl_device=CPU, copy=False): device memory reaches the "
-                                  "host only by a copy")
+                if not _dlpack.host_readable(self.ptr):
+                    raise BufferError("DeviceArray.__dlpack__(dl_device=CPU, copy=False): device memory reaches "
+                                      "the host only by a copy (the standard's BufferError); copy=None or True copies")
+                self._sync()
+                versioned = max_version is not None and max_version[0] >= _dlpack.VERSION[0]
+                return _dlpack.to_capsule(self, _dlpack.kDLCPU, versioned=versioned)
             host = self.get()  # any dtype, 0-d and strided views: a C-ordered host copy
             return host.__dlpack__() if max_version is None else host.__dlpack__(max_version=max_version)
         if copy:
             source = self.astype(self.dtype) if self.dtype in UPPER["array_api_dtypes"] else self.copy()
             return source.__dlpack__(stream=stream, max_version=max_version, dl_device=dl_device, copy=False)
-        if dl_device is not None and tuple(dl_device) != self.__dlpack_device__():
-            raise BufferError(f"cannot export to device {dl_device}; the array is on {self.__dlpack_device__()}")
         if stream != -1:  # the consumer reads on its stream: finish the queue's and the legacy stream's work
             self._sync()
             with runtime.on_device(self.device):  # the legacy stream of the array's device
                 runtime.Stream(handle=0).synchronize()
-        versioned = max_version is not None and tuple(max_version)[0] >= _dlpack.VERSION[0]
+        versioned = max_version is not None and max_version[0] >= _dlpack.VERSION[0]
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
 
 
@@ -513,7 +521,15 @@ def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
     dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
     device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
-    return _empty(shape, dtype, device)
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes >= 2**63:  # NumPy's ValueError for an array no address space holds (was ctypes' OverflowError)
+        raise ValueError(f"array is too big: shape {shape} of {dtype} needs {nbytes} bytes, more than any device "
+                         "can address (2**63 - 1)")
+    try:
+        return _empty(shape, dtype, device)
+    except MemoryError as exc:  # NumPy's words, with the device and what the allocator said
+        raise DeviceMemoryError(f"Unable to allocate {nbytes / 2**30:.3g} GiB for an array with shape {shape} and "
+                                f"data type {dtype} on device {device} ({str(exc) or 'out of memory'})") from None
 
 
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
@@ -637,12 +653,12 @@ _UNARY_OPERATORS = {"neg": "negative", "pos": "positive", "abs": "abs", "invert"
 def _operand(other) -> bool:
     """Whether an operator takes ``other`` (a DeviceArray or a Python scalar); a host array is a TypeError naming
     the explicit copies (NumPy defers to us: ``__array_ufunc__ = None``); anything else is NotImplemented."""
-    if isinstance(other, DeviceArray | bool | int | float):
+    if isinstance(other, DeviceArray | bool | int | float | complex):
         return True
     if isinstance(other, np.generic):  # np.float64 is a Python float, taken above
         raise TypeError(f"a DeviceArray meets a NumPy scalar ({type(other).__name__}): pass a Python scalar "
-                        "(int(v), float(v), bool(v)), which takes the array's dtype as the standard says, or a "
-                        "device array of its dtype (pymagma.array_api.asarray(v))")
+                        "(int(v), float(v), complex(v), bool(v)), which takes the array's dtype as the standard says, "
+                        "or a device array of its dtype (pymagma.array_api.asarray(v))")
     if isinstance(other, np.ndarray):
         raise TypeError("a DeviceArray meets a host NumPy array: copy it to the device (pymagma.array_api.asarray) "
                         "or the DeviceArray to the host (numpy.from_dlpack(x, device='cpu')) first")
@@ -658,15 +674,27 @@ def _writable(x: DeviceArray, what: str) -> None:
 
 
 def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
-    """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel (1-byte
-    dtypes copied as uint8)."""
+    """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel on the
+    bits (each element as one uint8, int32 or int64 of its size, or as a trailing axis of them: int16 as 2 bytes,
+    complex128 as 2 int64)."""
     if dst.is_c_contiguous:
         copy_into(dst, src)
         return
-    if dst.itemsize == 1:
-        u8 = np.dtype(np.uint8)
-        dst, src = (DeviceArray._trusted(a.shape, u8, a.ptr, a.strides, a, a.device) for a in (dst, src))
+    if dst.dtype.name not in _BITWISE_COPIED:
+        dst, src = _as_bits(dst), _as_bits(src)
     UPPER["copy"](src, out=dst)
+
+
+_BITWISE_COPIED = frozenset(("float32", "float64", "int32", "int64", "uint8"))
+_BITS = {1: ("uint8", 1), 2: ("uint8", 2), 4: ("int32", 1), 8: ("int64", 1), 16: ("int64", 2)}
+
+
+def _as_bits(a: DeviceArray) -> DeviceArray:
+    """A view of ``a``'s bytes in a dtype the copy kernel takes (see :func:`_write_into`)."""
+    name, parts = _BITS[a.itemsize]
+    dt = np.dtype(name)
+    shape, strides = (a.shape, a.strides) if parts == 1 else ((*a.shape, parts), (*a.strides, dt.itemsize))
+    return DeviceArray._trusted(shape, dt, a.ptr, strides, a, a.device)
 
 
 #: dtypes ``@`` hands straight to MAGMA's (or cuBLAS's half) gemm when both operands have it (bfloat16 too, below);

@@ -10,7 +10,8 @@ import functools
 import numpy as np
 
 SUPPORTED = tuple(np.dtype(d) for d in (
-    "float32", "float64", "complex64", "complex128", "int32", "int64", "float16", "int8", "uint8", "bool"))
+    "float32", "float64", "complex64", "complex128", "int32", "int64", "float16", "int8", "uint8", "bool",
+    "int16", "uint16", "uint32", "uint64"))
 BFLOAT16_HINT = "bfloat16 needs the ml_dtypes package (NumPy has no bfloat16): pip install ml_dtypes"
 
 

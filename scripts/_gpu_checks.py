@@ -17,7 +17,7 @@ import numpy as np
 
 #: tier 1's planned time limits add up to at most this (seconds), the pytest group of ``tier1``-marked tests included
 TIER1_BUDGET_S = 180
-#: losses and weights of the GPU against the simulator: the tolerance of tests/magmadnn/test_parity.py
+#: losses and weights of the GPU against the simulator: the tolerance of tests/magmadnn/suites/test_parity.py
 LOSS_TOL = {"rtol": 2e-4, "atol": 2e-5}
 WEIGHT_TOL = {"rtol": 2e-3, "atol": 2e-4}
 #: a mixed-precision (bfloat16) step: one bfloat16 ulp relative (tests/magmadnn/test_mixed_precision.py)
@@ -252,12 +252,13 @@ def _float64_conv_pool(torch, x, w, bias, dy, pool_grads) -> dict:
 
 
 # ---------------------------------------------------------------------------------------------------- NVRTC
-@tier1(35, "every NVRTC kernel program compiled for the device (its cubin, else PTX of the newest arch below; a dry "
-          "run compiles one)")
+@tier1(35, "every NVRTC kernel program (pymagma's and magmadnn's) compiled for the device (its cubin, else PTX of "
+          "the newest arch below; a dry run compiles one)")
 def nvrtc(ctx: Ctx) -> dict:
     import time
     from concurrent.futures import ThreadPoolExecutor
 
+    import magmadnn.backend.device.kernels  # noqa: F401  (registers the device backend's own programs)
     from pymagma import kernels
 
     supported = kernels.compiler.supported_archs()
@@ -270,7 +271,8 @@ def nvrtc(ctx: Ctx) -> dict:
         number = major * 10 + minor
     arch, kind = (f"sm_{number}", "cubin") if number in supported else \
         (f"compute_{max(a for a in supported if a <= number)}", "ptx")
-    names = ["check"] if ctx.dry_run else sorted(kernels.PROGRAMS)  # dry run: the logic, one small program
+    # pymagma's programs and the device backend's (registered above); dry run: the logic, one small program
+    names = ["check"] if ctx.dry_run else sorted(kernels.PROGRAMS)
 
     def build(name):
         t = time.perf_counter()
@@ -320,9 +322,12 @@ def array_api(ctx: Ctx) -> dict:
 
 
 # ----------------------------------------------------------------------------------------------- training
-def _fit(recipe: str, graph: bool, steps: int):
-    """``fit`` over ``steps`` batches, one epoch, no shuffle: its history and the weights after."""
+def _fit(recipe: str, graph, steps: int):
+    """``fit`` over ``steps`` batches, one epoch, no shuffle, then ``evaluate``, ``predict`` and two
+    ``train_on_batch``: the history (with the figures of the calls after it) and the weights after. ``graph``:
+    False (eager) or "auto" (compile's default: every step replayed after its first batch; checked to be)."""
     from magmadnn import optimizers, zoo
+    from magmadnn.models import replay
 
     rng = np.random.default_rng(7)
     if recipe == "mlp":
@@ -334,10 +339,18 @@ def _fit(recipe: str, graph: bool, steps: int):
     batch = 16
     x = rng.standard_normal((steps * batch, *shape)).astype(np.float32)
     y = rng.integers(0, 10, steps * batch)
-    model.compile(opt, "cross_entropy", seed=11, device="gpu", graph=graph)
+    model.compile(opt, "cross_entropy", seed=11, device="gpu", **({} if graph == "auto" else {"graph": graph}))
     with warnings.catch_warnings():
         warnings.simplefilter("error", RuntimeWarning)  # "the train step could not be captured" fails the check
         history = model.fit(x, y, batch_size=batch, epochs=1, shuffle=False, verbose=0).history
+        history["evaluate"] = model.evaluate(x, y, batch_size=batch)
+        history["predict"] = model.predict(x, batch_size=batch).tolist()
+        history["train_on_batch"] = [model.train_on_batch(x[i * batch:(i + 1) * batch], y[i * batch:(i + 1) * batch])
+                                     for i in range(2)]
+    if graph == "auto" and getattr(model.xp, "graph_capture", None) is not None:
+        kinds = {s.kind for s in model._graphs.steps.values() if isinstance(s, replay._Step) and s.graph.launches}
+        if kinds != {"train", "evaluate", "predict", "train_checked"}:
+            raise AssertionError(f"{recipe}: compile's default replayed only {sorted(kinds)}")
     return history, model.get_weights()
 
 
@@ -363,12 +376,12 @@ def _compare_runs(label: str, eager, replayed, reference, loss_tol: dict, weight
             f"{label}_vs_simulator": f"{_rel_err(h_e['loss'], h_s['loss']):.1e}"}
 
 
-@tier1(35, "fit of the MLP and LeNet-5 (4 batches): eager == CUDA-graph replay bit for bit, == simulator within "
-           "the parity tolerance")
+@tier1(35, "fit, evaluate, predict, train_on_batch of the MLP and LeNet-5 (4 batches): eager == compile's default "
+           "(CUDA-graph replay) bit for bit, == simulator within the parity tolerance")
 def fit(ctx: Ctx) -> dict:
     figures = {}
     for recipe in ("mlp", "lenet5"):
-        runs = [_fit(recipe, False, 4), _fit(recipe, True, 4), _simulated(_fit, recipe, False, 4)]
+        runs = [_fit(recipe, False, 4), _fit(recipe, "auto", 4), _simulated(_fit, recipe, False, 4)]
         figures.update(_compare_runs(recipe, *runs, LOSS_TOL, WEIGHT_TOL))
     return figures
 

@@ -15,6 +15,10 @@ checked, nothing computed) and measures, per model and batch size:
   values into page-locked memory, queues one copy and one graph launch, and adds the tally's sample counts):
   the time outside the native calls (the simulator's replay of the graph's recorded work, inside
   ``cudaGraphLaunch``, grows with the graph; a GPU's launch does not), and the native calls per replayed step;
+- host microseconds per replayed training step as users run it (``fit_replay_us``): ``fit`` with compile's default
+  (``graph="auto"``) over batches of one sample, verbose 0, the batch's copy into the graph and the launch included,
+  the loss read only at the epoch's end; the time outside the native calls, per batch (``fit_calls``: native calls
+  per batch, the epoch's reads spread over its batches);
 - PyTorch CPU eager's whole training step for the same model at batch 1 on one thread, in the same run: the
   reference for dispatch cost (its kernels included).
 
@@ -32,6 +36,7 @@ MODELS = ("mlp", "lenet5", "resnet_small")
 INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32)}
 LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
 COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_train_us", "replayed_infer_us", "replayed_calls",
+           "fit_replay_us", "fit_calls",
            "calls_per_train_step", "cudart", "magma", "cudnn", "launcher", "python_us_per_call", "torch_cpu_step_us",
            "ratio_to_torch"]
 
@@ -149,6 +154,24 @@ def replayed_steps(model, x, y):
     return train, infer
 
 
+def fit_replay(name: str, steps: int, repeats: int = 3) -> tuple[float, float]:
+    """(seconds outside the native calls per batch, native calls per batch) of ``fit`` over ``steps`` batches of one
+    sample, compile's default (every step replayed once captured): the median of ``repeats`` metered epochs."""
+    from magmadnn import zoo
+    from magmadnn.models import replay
+    from magmadnn.optimizers import SGD
+
+    model = zoo.build(name if name != "resnet_small" else "resnet", INPUTS[name], 10)
+    model.compile(optimizer=SGD(0.01, momentum=0.9), loss="cross_entropy", seed=0, device="gpu")
+    rng = np.random.default_rng(0)
+    x = rng.standard_normal((steps, *INPUTS[name])).astype(np.float32)
+    y = rng.integers(0, 10, steps)
+    model.fit(x[:replay.WARMUP + 2], y[:replay.WARMUP + 2], batch_size=1, verbose=0)  # captured
+    if not any(isinstance(s, replay._Step) for s in model._graphs.steps.values()):
+        raise RuntimeError(f"{name}: fit's step was not captured")
+    return _outside_calls(lambda: model.fit(x, y, batch_size=1, verbose=0), 1, repeats, per=steps)
+
+
 def _per_step_seconds(step, steps: int, repeats: int = 3) -> float:
     times = []
     for _ in range(repeats):
@@ -159,9 +182,9 @@ def _per_step_seconds(step, steps: int, repeats: int = 3) -> float:
     return statistics.median(times)
 
 
-def _outside_calls(step, steps: int, repeats: int = 3) -> tuple[float, float]:
+def _outside_calls(step, steps: int, repeats: int = 3, per: int = 1) -> tuple[float, float]:
     """(seconds per step outside the native calls, native calls per step): the median of ``repeats`` metered
-    passes."""
+    passes (``per``: steps made by one call of ``step``)."""
     times = []
     with Meter() as meter:
         for _ in range(repeats):
@@ -169,8 +192,8 @@ def _outside_calls(step, steps: int, repeats: int = 3) -> tuple[float, float]:
             start = time.perf_counter()
             for _ in range(steps):
                 step()
-            times.append((time.perf_counter() - start - meter.seconds) / steps)
-    return statistics.median(times), sum(meter.calls.values()) / steps
+            times.append((time.perf_counter() - start - meter.seconds) / (steps * per))
+    return statistics.median(times), sum(meter.calls.values()) / (steps * per)
 
 
 def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
@@ -185,6 +208,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     replay_train, replay_infer = replayed_steps(magmadnn_model(name, "gpu", graph=True), x, y)
     replay_train_s, replay_calls = _outside_calls(replay_train, steps)
     replay_infer_s, _ = _outside_calls(replay_infer, steps)
+    fit_s, fit_calls = fit_replay(name, max(steps, 20)) if batch == 1 else (None, None)
     with Meter() as meter:  # one pass: its own step time, less the time inside the calls (both under the meter)
         start = time.perf_counter()
         for _ in range(steps):
@@ -197,6 +221,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     return {"model": name, "batch": batch, "train_us": train_s * 1e6, "infer_us": infer_s * 1e6,
             "replayed_train_us": replay_train_s * 1e6, "replayed_infer_us": replay_infer_s * 1e6,
             "replayed_calls": replay_calls,
+            "fit_replay_us": None if fit_s is None else fit_s * 1e6, "fit_calls": fit_calls,
             "calls_per_train_step": total_calls, **calls, "native_us_per_train_step": native_s * 1e6,
             "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None}
 

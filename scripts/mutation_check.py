@@ -47,17 +47,22 @@ IGNORED = shutil.ignore_patterns("__pycache__", "*.pyc", ".hypothesis", ".pytest
 PYTEST_OPTIONS = ("-x", "-q", "-p", "no:cacheprovider", "-o", "addopts=", "-rfE", "--hypothesis-seed=0")
 
 # ------------------------------------------------------------------------------------------------ test selections
-SIM_DEVICE = ("tests/pymagma/test_simulated_device.py",)
-ARRAYS = ("tests/pymagma/test_simulated_device.py", "tests/pymagma/test_array.py")
-HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/test_simulated_device.py")
-CUDNN = ("tests/pymagma/test_simulator_cudnn.py",)
+SIM_DEVICE = ("tests/pymagma/suites/test_simulated_device.py",)
+ARRAYS = ("tests/pymagma/suites/test_simulated_device.py", "tests/pymagma/test_array.py")
+HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/suites/test_simulated_device.py")
+CUDNN = ("tests/pymagma/simulator/test_cudnn.py",)
 KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
+DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # the device backend's own programs
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
-HALF_GEMM = ("tests/pymagma/test_half_gemm.py",)
-ARRAY_API_LINALG = ("tests/pymagma/test_array_api_linalg.py",)
-FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/test_simulator_cufft.py")
-BACKEND = ("tests/magmadnn/test_device_backend.py", "tests/magmadnn/test_conformance.py", "-k", "device")
+HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
+ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
+FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/simulator/test_cufft.py")
+#: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device
+BACKEND = ("tests/magmadnn/backend/test_device.py", "tests/magmadnn/backend/test_ops.py",
+           *(f"tests/magmadnn/backend/test_{p.stem}.py" for p in sorted(ROOT.glob("magmadnn/backend/ops/[!_]*.py"))
+             if (ROOT / "tests/magmadnn/backend" / f"test_{p.stem}.py").exists()),
+           "-k", "device")
 
 
 @dataclass(frozen=True)
@@ -149,39 +154,39 @@ MUTANTS = [
            'getattr(lib, f"magma_{p}copy")(n, w.ptr, lda, diag.ptr, 1, q)', SIM_DEVICE),
     # ------------------------------------------------------------------------------------------------- LAPACK
     Mutant("getrf-pivots-1-based", "lu_factor returns MAGMA's 1-based pivots (SciPy's are 0-based)",
-           "pymagma/linalg.py",
+           "pymagma/linalg/lu.py",
            "piv = np.stack([p for _, p in results]).reshape(*batch, -1) - 1",
            "piv = np.stack([p for _, p in results]).reshape(*batch, -1)", SIM_DEVICE),
     Mutant("getrf-batched-pivots-1-based", "getrf_batched's 1-based pivots returned as they are",
-           "pymagma/linalg.py",
+           "pymagma/linalg/lu.py",
            "piv = (ipiv.get()[:, :k] - 1).astype(np.int32)",
            "piv = ipiv.get()[:, :k].astype(np.int32)", SIM_DEVICE),
     Mutant("laswp-k1-0-based", "laswp called with 0-based k1, k2 (LAPACK counts rows from 1)",
-           "pymagma/linalg.py",
+           "pymagma/linalg/_common.py",
            "(k, b.ptr, k, 1, n, ipiv, 1, b.queue.handle)",
            "(k, b.ptr, k, 0, n - 1, ipiv, 1, b.queue.handle)", SIM_DEVICE),
     Mutant("lu-solve-pivots-0-based", "lu_solve hands SciPy's 0-based pivots to laswp, which wants 1-based",
-           "pymagma/linalg.py",
+           "pymagma/linalg/lu.py",
            "xs = [_solve_lu_device(_matrix(dlu, idx, batch), _matrix(piv, idx, batch, core=1) + 1,",
            "xs = [_solve_lu_device(_matrix(dlu, idx, batch), _matrix(piv, idx, batch, core=1),", SIM_DEVICE),
     Mutant("lu-solve-l-nonunit", "lu_solve's forward substitution uses L's stored diagonal (U's) instead of ones",
-           "pymagma/linalg.py",
+           "pymagma/linalg/_common.py",
            'blas.trsm(lu, x, side="left", lower=True, unit_diagonal=True)',
            'blas.trsm(lu, x, side="left", lower=True, unit_diagonal=False)', SIM_DEVICE),
     Mutant("lu-solve-batched-u-first", "batched lu_solve solves with U before L",
-           "pymagma/linalg.py",
+           "pymagma/linalg/_common.py",
            "for lower, unit in ((True, True), (False, False)):",
            "for lower, unit in ((False, False), (True, True)):", SIM_DEVICE),
     Mutant("potrf-upper", "cholesky asks potrf for the upper factor",
-           "pymagma/linalg.py",
+           "pymagma/linalg/cholesky.py",
            'getattr(magma(), f"magma_{p}potrf_gpu")(_magma.MagmaLower,',
            'getattr(magma(), f"magma_{p}potrf_gpu")(_magma.MagmaUpper,', SIM_DEVICE),
     Mutant("potrs-upper", "cho_solve tells potrs the factor is upper",
-           "pymagma/linalg.py",
+           "pymagma/linalg/cholesky.py",
            'getattr(magma(), f"magma_{p}potrs_gpu")(_magma.MagmaLower,',
            'getattr(magma(), f"magma_{p}potrs_gpu")(_magma.MagmaUpper,', SIM_DEVICE),
     Mutant("getrf-without-sync", "lu_factor calls getrf_gpu (on MAGMA's own queues) before our queue's copy is done",
-           "pymagma/linalg.py",
+           "pymagma/linalg/_common.py",
            "        _sync(w)\n        p = blas.precision(w)\n        getattr(magma(), f\"magma_{p}getrf_gpu\")",
            "        p = blas.precision(w)\n        getattr(magma(), f\"magma_{p}getrf_gpu\")", SIM_DEVICE),
     # ------------------------------------------------------------------------------------------ hybrid drivers
@@ -277,21 +282,21 @@ MUTANTS = [
            "_dnn.pool2d_backward(y_area, dy, xin,", BACKEND),
     # ----------------------------------------------------------------------------------------------- kernels
     Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
-           "pymagma/kernels/optim.py",
-           "c_double(1.0 - beta1 ** step), c_double(1.0 - beta2 ** step)",
-           "c_double(1.0 - beta1 ** (step + 1)), c_double(1.0 - beta2 ** (step + 1))", KERNELS),
+           "magmadnn/backend/device/kernels/optim.py",
+           "bc1, bc2 = _bias_corrections(beta1, beta2, step)",
+           "bc1, bc2 = _bias_corrections(beta1, beta2, step + 1)", DEVICE_KERNELS),
     Mutant("sgd-momentum-wd-order", "the SGD kernel gets weight decay where momentum goes and vice versa",
-           "pymagma/kernels/optim.py",
+           "magmadnn/backend/device/kernels/optim.py",
            "c_double(momentum), c_double(weight_decay), c_int(int(nesterov) |",
-           "c_double(weight_decay), c_double(momentum), c_int(int(nesterov) |", KERNELS),
+           "c_double(weight_decay), c_double(momentum), c_int(int(nesterov) |", DEVICE_KERNELS),
     Mutant("rmsprop-rho-eps-order", "the RMSprop kernel gets eps where rho goes and vice versa",
-           "pymagma/kernels/optim.py",
+           "magmadnn/backend/device/kernels/optim.py",
            "c_double(lr), c_double(rho),\n          c_double(eps)",
-           "c_double(lr), c_double(eps),\n          c_double(rho)", KERNELS),
+           "c_double(lr), c_double(eps),\n          c_double(rho)", DEVICE_KERNELS),
     Mutant("dropout-keep-probability", "dropout's kernel given the keep probability 1 - rate as its rate",
-           "pymagma/kernels/random.py",
+           "magmadnn/backend/device/kernels/dropout.py",
            "c_ulonglong(int(offset)),\n          c_double(float(rate))])",
-           "c_ulonglong(int(offset)),\n          c_double(1.0 - float(rate))])", KERNELS),
+           "c_ulonglong(int(offset)),\n          c_double(1.0 - float(rate))])", DEVICE_KERNELS),
     Mutant("random-launch-half-short", "random kernels launched for n // 2 pairs (the last odd element unset)",
            "pymagma/kernels/random.py",
            'programs.expression(kernel, name), out, (n + 1) // 2,',
@@ -396,7 +401,7 @@ MUTANTS = [
            "term = multiply(a[..., :, j:j + 1], b[..., j:j + 1, :])",
            "term = multiply(a[..., :, j:j + 1], b[..., 0:1, :])", ARRAY_API_LINALG),
     Mutant("hybrid-svd-scale-not-undone", "the hybrid svd's LAPACK scaling is applied twice instead of undone",
-           "pymagma/linalg.py",
+           "pymagma/linalg/svd.py",
            "        s = s / s.dtype.type(factor)",
            "        s = s * s.dtype.type(factor)", ARRAY_API_LINALG),
     # --------------------------------------------------------------------- cuFFT (the plan's layout arguments)

@@ -1,9 +1,11 @@
 """Datasets and batching: MNIST / Fashion-MNIST (IDX), CIFAR-10/100 (binary), the embedded digits, DataLoader.
 
 Every ``load_*`` returns ``((x_train, y_train), (x_test, y_test))`` with float32 NCHW images in [0, 1] and int64
-labels. Bad files raise `DatasetError`, checksum mismatches `ChecksumError` (both ValueError subclasses).
+labels. ``LengthBuckets`` / ``pad_to_multiple`` batch sequences of any length into few shapes. Bad files raise
+`DatasetError`, checksum mismatches `ChecksumError` (both ValueError subclasses).
 """
 
+from .buckets import LengthBuckets, pad_to_multiple
 from .cifar import load_cifar10, load_cifar100, read_cifar_bin
 from .digits import load_digits
 from .download import Resource, cache_dir, fetch
@@ -22,6 +24,7 @@ __all__ = [
     "ChecksumError",
     "DataLoader",
     "DatasetError",
+    "LengthBuckets",
     "Resource",
     "cache_dir",
     "fetch",
@@ -32,6 +35,7 @@ __all__ = [
     "load_fashion_mnist",
     "load_mnist",
     "mnist_dir",
+    "pad_to_multiple",
     "parse_idx",
     "read_cifar_bin",
     "read_idx",

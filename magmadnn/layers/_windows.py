@@ -40,7 +40,15 @@ def _padding_config(padding):
 
 def _output_hw(layer, input_shape, kernel, stride, padding, dilation, what):
     """Spatial output size, or a ShapeMismatchError when the window does not fit the input."""
-    out = F.conv2d_output_shape(input_shape[1:], kernel, stride, padding, dilation)
+    spatial = input_shape[1:]
+    if None in spatial:  # an axis known only at run time (Input((C, None, None))): its output size is too
+        known = F.conv2d_output_shape(tuple(1 << 20 if s is None else s for s in spatial), kernel, stride, padding,
+                                      dilation)
+        out = tuple(None if s is None else int(o) for s, o in zip(spatial, known))
+        if any(o is not None and o < 1 for o in out):
+            raise layer.shape_error(f"an input of at least the {what} extent {shape_str(kernel)}", input_shape)
+        return out
+    out = F.conv2d_output_shape(spatial, kernel, stride, padding, dilation)
     if min(out) < 1:
         raise layer.shape_error(f"an input of at least the {what} extent {shape_str(kernel)} (dilation "
                                 f"{shape_str(dilation)}, padding {padding!r}); the output would be {shape_str(out)}",
@@ -73,7 +81,8 @@ class _NCHW:
 
     def _warn_layout(self, input_shape) -> None:
         source = getattr(self, "_source", "")
-        if looks_channels_last(input_shape) and (source == "the data" or source.endswith("(Input)")):
+        if None not in input_shape and looks_channels_last(input_shape) and (
+                source == "the data" or source.endswith("(Input)")):
             warnings.warn(f"{type(self).__name__} layer {self.name!r} reads per-sample shape "
                           f"{shape_str(input_shape)} from {source} as {input_shape[0]} channels of "
                           f"{input_shape[1]}x{input_shape[2]} images" + layout_hint(input_shape), stacklevel=4)
@@ -82,7 +91,10 @@ class _NCHW:
 def _check_chw(layer, input_shape) -> None:
     """A per-sample (C, H, W) input with no empty axis (a zero-size axis has nothing to convolve or pool)."""
     layer.check_rank(input_shape, (3,), "a per-sample input (C, H, W), i.e. batches (N, C, H, W)")
-    if min(input_shape) < 1:
+    if input_shape[0] is None:
+        raise layer.shape_error("a per-sample input (C, H, W) with the channels C known (H and W may be None)",
+                                input_shape)
+    if min(s for s in input_shape if s is not None) < 1:
         raise layer.shape_error("a per-sample input (C, H, W) with sizes >= 1", input_shape)
 
 
@@ -109,6 +121,8 @@ def _data_format(value, owner: str) -> None:
 
 
 def _steps_out(steps: int, window: int, stride: int, padding: str, dilation: int = 1) -> int:
+    if steps is None:  # known only at run time
+        return None
     if padding in ("same", "causal"):
         return -(-steps // stride) if padding == "same" else (steps - 1) // stride + 1
     return (steps - dilation * (window - 1) - 1) // stride + 1
@@ -116,5 +130,7 @@ def _steps_out(steps: int, window: int, stride: int, padding: str, dilation: int
 
 def _check_sequence(layer, input_shape) -> None:
     layer.check_rank(input_shape, (2,), _SEQUENCE)
-    if min(input_shape) < 1:
+    if input_shape[1] is None:
+        raise layer.shape_error(f"{_SEQUENCE} with the features known (time may be None)", input_shape)
+    if min(s for s in input_shape if s is not None) < 1:
         raise layer.shape_error(f"{_SEQUENCE} with sizes >= 1", input_shape)

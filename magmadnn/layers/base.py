@@ -13,7 +13,6 @@ names stay importable from here.
 
 from __future__ import annotations
 
-import functools
 import inspect
 import numbers
 
@@ -24,8 +23,10 @@ from .. import backend as _backend
 from .._checks import shape_str
 from .._configurable import Configurable
 from ..autograd import Parameter, Tensor, no_grad
+from . import keras_style
 from . import registry as _registry
 from .arguments import KERAS_DEFAULTS, KERAS_ONLY_ARGUMENTS, _refuse_keras_only  # noqa: F401 - re-exported
+from .keras_style import normalise_shapes as _normalise_shapes
 from .masking import MaskingMixin
 from .mixed import MixedPrecisionMixin, _cast_floats, _compute_of, _is_float  # noqa: F401 - re-exported
 from .penalties import PenaltiesMixin
@@ -85,22 +86,6 @@ def _overrides(cls, method: str) -> bool:
     return getattr(cls, method) is not getattr(Layer, method)
 
 
-def _framed(build):
-    """A Keras-style ``build``: called by the layer's own building (batch-included shapes) it runs as written;
-    called by hand (``layer.build((None, 4))``, as in Keras) it builds the layer through the framework."""
-    @functools.wraps(build)
-    def framed(self, input_shape):
-        if self._in_build:
-            return build(self, input_shape)
-        many = isinstance(input_shape, list) and all(isinstance(s, (tuple, list)) for s in input_shape)
-        shapes = _normalise_shapes([list(s)[1:] for s in input_shape] if many else tuple(input_shape)[1:])
-        if not self.built:
-            self._build(shapes)
-        return None
-
-    return framed
-
-
 class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Configurable):
     """Base class.
 
@@ -132,7 +117,9 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
         cls._keras_style = (not cls.__module__.startswith("magmadnn.") and not _overrides(cls, "create_weights")
                             and not _overrides(cls, "check_input_shape"))
         if cls._keras_style and "build" in cls.__dict__:
-            cls.build = _framed(cls.__dict__["build"])
+            cls.build = keras_style.framed(cls.__dict__["build"])
+        if cls._keras_style and "call" in cls.__dict__:
+            cls.call = keras_style.output_checked(cls.__dict__["call"])
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True,
                  input_shape=None, input_dim=None, activity_regularizer=None, **keras_only):
@@ -243,11 +230,14 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
         if _overrides(type(self), "build"):
             type(self).build(self, batched)
         self.input_shape, self.built = input_shape, True
+        self._shape_source = "compute_output_shape" if _overrides(type(self), "compute_output_shape") else \
+            "its first call"
         if _overrides(type(self), "compute_output_shape"):
             out = self.compute_output_shape(batched)
         else:
             shapes = input_shape if isinstance(input_shape, list) else [input_shape]
-            zeros = [Tensor(self.xp.zeros((1, *s), self.dtype), backend=self.xp) for s in shapes]
+            zeros = [Tensor(self.xp.zeros((2, *s), self.dtype), backend=self.xp) for s in shapes]  # 2: a call
+            # reducing over the batch axis shows
             with no_grad():
                 y = self._run(zeros if isinstance(input_shape, list) else zeros[0], False)
             if not isinstance(y, Tensor):
@@ -256,9 +246,12 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
                                 f"{type(y).__name__}")
             out = y.shape
         out = tuple(out)
-        if not out or (out[0] is not None and out[0] != 1 and not _overrides(type(self), "compute_output_shape")):
-            raise ValueError(f"{type(self).__name__} layer {self.name!r}: output shape {out} has no batch axis")
-        self.output_shape = tuple(int(s) for s in out[1:])
+        if not out or (out[0] is not None and out[0] != 2 and not _overrides(type(self), "compute_output_shape")):
+            self.built = False
+            raise ValueError(f"{type(self).__name__} layer {self.name!r}: call() returned shape {out} for a batch of "
+                             "2: an output needs one row per sample (no batch axis, or a reduction over axis 0, the "
+                             "batch, mixes samples; reduce over the other axes, e.g. axis=-1)")
+        self.output_shape = keras_style.declared_shape(self, out)
 
     def _run(self, x, training: bool, **mask):
         """``call``, with ``training`` only when the layer's ``call`` takes it (and ``mask=`` when given); under a
@@ -363,14 +356,36 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
 
     def _ensure_built(self, input_shape, source: str) -> None:
         input_shape = _normalise_shapes(input_shape)
-        self._source = source
+        if self.__dict__.get("_source") != source:
+            self._source = source
         if not self.built:
             self._build(input_shape)
             self._weights_kept = self._has_values = source == "the data"  # symbolic: the model draws them
-        elif input_shape != self.input_shape:
+        elif input_shape != self.input_shape and not (source == "the data" and self._takes(input_shape)):
             expected = (", ".join(shape_str(s) for s in self.input_shape) if isinstance(self.input_shape, list)
                         else shape_str(self.input_shape))
             raise self.shape_error(f"per-sample input shape {expected} (the shape it was built with)", input_shape)
+
+    def _takes(self, input_shape) -> bool:
+        """Whether a layer built on one shape also takes ``input_shape`` called on data (a subclassed model's next
+        batch): the axes that differ must be ones the layer could have been built with as None (known only at run
+        time: a sequence's length, an image's size), so that its weights do not depend on them."""
+        taken = self.__dict__.setdefault("_taken_shapes", set())
+        key = repr(input_shape)
+        if key in taken:
+            return True
+        built = self.input_shape
+        if isinstance(built, list) or isinstance(input_shape, list) or len(built) != len(input_shape) \
+                or self._keras_style:
+            return False
+        general = tuple(None if a != b else a for a, b in zip(built, input_shape))
+        try:
+            self.check_input_shape(general)
+            self.compute_output_shape(general)
+        except (TypeError, ValueError):
+            return False
+        taken.add(key)
+        return True
 
     def call(self, x, training: bool = False):
         raise NotImplementedError
@@ -401,12 +416,6 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
 
 
 _registry._LAYER.append(Layer)  # what register() accepts
-
-
-def _normalise_shapes(shape):
-    if isinstance(shape, list):
-        return [_normalise_shapes(one) for one in shape]
-    return None if shape is None else tuple(None if s is None else int(s) for s in shape)
 
 
 @register

@@ -305,7 +305,7 @@ class Conv1D(Layer):
         _check_sequence(self, input_shape)
         if input_shape[1] % self.groups:
             raise self.shape_error(f"a number of features divisible by groups={self.groups}", input_shape)
-        if self.compute_output_shape(input_shape)[0] < 1:
+        if (self.compute_output_shape(input_shape)[0] or 0) < 1 and input_shape[0] is not None:
             raise self.shape_error(f"at least {self.dilation_rate * (self.kernel_size - 1) + 1} steps for kernel_size "
                                    f"{self.kernel_size} with dilation_rate {self.dilation_rate} and padding "
                                    f"{self.padding!r}", input_shape)

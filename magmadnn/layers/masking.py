@@ -38,8 +38,18 @@ class MaskingMixin:
         if out_mask is not None:
             for tensor, m in zip(out, out_mask) if isinstance(out, list) else [(out, out_mask)]:
                 if m is not None:
+                    self._check_mask(tensor, m)
                     tensor._mask = m
         return out
+
+    def _check_mask(self, tensor, mask) -> None:
+        """A mask made here (``compute_mask``, ``Lambda(mask=...)``) is (batch, time) of the output it rides on: a
+        wrong one is named here, not by the layer that reads it."""
+        shape, out = tuple(getattr(mask, "shape", ())), tuple(tensor.shape)
+        if len(out) < 2 or shape != out[:2]:
+            want = f"(batch, time) = {out[:2]}" if len(out) >= 2 else "none: the output has no time axis"
+            raise ValueError(f"{type(self).__name__} layer {self.name!r}: the mask it computes has shape {shape} for "
+                             f"an output of shape {out}; a mask must be {want}")
 
     def compute_mask(self, inputs, mask):
         """The output's mask (a list for several outputs) from the input's: passed on by default."""

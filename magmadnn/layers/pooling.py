@@ -107,7 +107,7 @@ class _Pooling1D(Layer):
 
     def check_input_shape(self, input_shape):
         _check_sequence(self, input_shape)
-        if self.compute_output_shape(input_shape)[0] < 1:
+        if (self.compute_output_shape(input_shape)[0] or 0) < 1 and input_shape[0] is not None:
             raise self.shape_error(f"at least {self.pool_size} steps for pool_size {self.pool_size}", input_shape)
 
     def compute_output_shape(self, input_shape):

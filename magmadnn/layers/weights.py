@@ -8,12 +8,14 @@ weights through :class:`StateWeight` views, as in Keras' ``layer.weights``.
 from __future__ import annotations
 
 import math
+import numbers
 
 import numpy as np
 
 from .. import backend as _backend
 from .. import initializers, mixed_precision
 from .._checks import shape_str
+from .._renamed import WeightList
 from ..autograd import Parameter, note_trainable_change
 from .mixed import _compute_of
 from .registry import derive_seed
@@ -53,6 +55,63 @@ class StateWeight:
 
     def __repr__(self) -> str:
         return f"StateWeight({self.name!r}, shape={self.shape}, trainable=False)"
+
+
+def _weight_shape(shape, who: str) -> tuple[int, ...]:
+    """``add_weight``'s shape as integers >= 0 (Keras' rule: integers only, NumPy integers too; a float, even 4.0,
+    a None axis or a negative size is a ValueError naming the entry; a plain integer is a 1-D shape)."""
+    entries = () if shape is None else shape
+    if isinstance(entries, (numbers.Integral,)) and not isinstance(entries, (bool, np.bool_)):
+        entries = (entries,)
+    elif hasattr(entries, "as_list"):
+        entries = entries.as_list()
+    if not isinstance(entries, (tuple, list)):
+        raise TypeError(f"{who}: shape must be a tuple of integers, got {shape!r} ({type(shape).__name__})")
+    for size in entries:
+        if size is None:
+            raise ValueError(f"{who}: shape {tuple(entries)!r} has a None axis; a weight needs every size (a None "
+                             "batch axis of build's input_shape is no weight axis: use input_shape[1:] or "
+                             "input_shape[-1])")
+        if isinstance(size, (bool, np.bool_)) or not isinstance(size, numbers.Integral):
+            raise ValueError(f"{who}: shape entries must be integers, got {size!r} ({type(size).__name__}) in "
+                             f"{tuple(entries)!r}")
+        if size < 0:
+            raise ValueError(f"{who}: shape entries must be >= 0, got {tuple(int(s) for s in entries)}")
+    return tuple(int(s) for s in entries)
+
+
+def _weight_dtype(dtype, trainable, who: str) -> np.dtype:
+    """A weight's dtype: floating if trainable (PyTorch: only floating tensors require gradients); an integer or
+    bool weight must be created with ``trainable=False``."""
+    try:
+        result = mixed_precision.numpy_dtype(dtype) if dtype == "bfloat16" else np.dtype(dtype)
+    except (TypeError, ValueError) as error:
+        raise TypeError(f"{who}: dtype {dtype!r} is not a dtype ({error})") from None
+    if result.kind not in "fiub":
+        raise TypeError(f"{who}: dtype must be a floating, integer or bool dtype, got {result}")
+    if result.kind != "f" and trainable:
+        raise TypeError(f"{who}: a trainable weight must have a floating dtype, got {result} (gradients of integers "
+                        "do not exist): give trainable=False for an integer weight, or a float dtype")
+    return result
+
+
+def _initial_value(initializer, shape, dtype, xp, rng, who: str):
+    """The initializer's array, checked: its shape must be ``shape`` (a wrong one is named here, not by the next
+    layer); another dtype is cast to the weight's, as Keras casts the initial value."""
+    init = initializers.get(initializer)
+    if np.dtype(dtype).kind != "f" and not isinstance(init, (initializers.Zeros, initializers.Ones,
+                                                               initializers.Constant)):
+        raise TypeError(f"{who}: the {type(init).__name__} initializer draws floating values, which an "
+                        f"integer weight ({np.dtype(dtype)}) cannot hold; use 'zeros', 'ones' or Constant")
+    data = init(shape, dtype, xp, rng)
+    got = getattr(data, "shape", None)
+    if got is None or tuple(int(s) for s in got) != shape:
+        raise ValueError(f"{who}: the initializer {init!r} returned "
+                         f"{'shape ' + shape_str(got) if got is not None else type(data).__name__}, the weight's "
+                         f"shape is {shape_str(shape)}")
+    if np.dtype(data.dtype) != np.dtype(dtype):
+        data = xp.asarray(np.asarray(xp.to_numpy(data)).astype(dtype))
+    return data
 
 
 class WeightsMixin:
@@ -140,10 +199,8 @@ class WeightsMixin:
                 ((shape, value, dtype) if i == 1 else (shape, initializer, value))
         if getattr(self, "_init_rng", None) is None or self.xp is None:
             self._setup()
-        shape = () if shape is None else (tuple(int(s) for s in shape) if isinstance(shape, (tuple, list))
-                                          else (int(shape),))
-        if any(s is None or s < 0 for s in shape):
-            raise ValueError(f"add_weight: shape must be fully defined sizes >= 0, got {shape}")
+        who = f"{type(self).__name__} layer {self.name!r}: add_weight"
+        shape = _weight_shape(shape, f"{who}({name!r})" if name is not None else who)
         if name is None:
             name = "variable"
             while name in self._params:
@@ -153,10 +210,11 @@ class WeightsMixin:
                              "already")
         if not isinstance(trainable, (bool, np.bool_)):
             raise TypeError(f"add_weight: trainable must be True or False, got {trainable!r}")
-        given = None if dtype is None else np.dtype(dtype)
+        given = None if dtype is None else _weight_dtype(dtype, trainable, f"{who}({name!r})")
         dtype = self.dtype if given is None else given
-        initializer = "glorot_uniform" if initializer is None else initializer
-        data = initializers.get(initializer)(shape, dtype, self.xp, self._init_rng)
+        if initializer is None:  # Keras: glorot_uniform for a float weight, zeros for an integer one
+            initializer = "glorot_uniform" if np.dtype(dtype).kind == "f" else "zeros"
+        data = _initial_value(initializer, shape, dtype, self.xp, self._init_rng, f"{who}({name!r})")
         param = Parameter(data, name=f"{self.name}/{name}", backend=self.xp,
                           trainable=bool(trainable) and self._trainable)
         self._params[name] = param
@@ -204,7 +262,7 @@ class WeightsMixin:
     def weights(self) -> list:
         """Every weight, Keras' ``layer.weights``: Parameters, then the state arrays as :class:`StateWeight`
         views (each has ``name``, ``shape``, ``trainable``, ``numpy()``, ``assign()``)."""
-        return [w for _, w in self.named_weights()]
+        return WeightList(w for _, w in self.named_weights())
 
     @property
     def trainable_weights(self) -> list:

@@ -5,15 +5,20 @@ from __future__ import annotations
 import numpy as np
 
 from . import persistence
-from .model import Model, Sequential
+from .model import Model
 from .rebuild import rebuild
+from .sequential import Sequential
+from .subclassing import rebuild_subclassed
 
 __all__ = ["model_from_config", "model_from_json", "clone_model", "load_model"]
 
 
 def model_from_config(config: dict, device=None, backend=None, custom_objects: dict | None = None) -> Model:
     """Rebuild an (untrained) model from ``get_config()`` output on ``device`` (``backend``: its old name).
-    ``custom_objects``: ``{class name: Layer subclass}`` for layers not registered with ``layers.register``."""
+    ``custom_objects``: ``{class name: Layer subclass}`` for layers not registered with ``layers.register`` (and
+    for a Model subclass not registered with ``models.register``)."""
+    if isinstance(config, dict) and config.get("subclassed"):  # a Model subclass: its class, from_config, built
+        return rebuild_subclassed(config, device if device is not None else backend, custom_objects)
     return rebuild(config, Sequential, Model, device if device is not None else backend, custom_objects)
 
 

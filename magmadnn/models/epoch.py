@@ -57,7 +57,7 @@ class Epoch:
             if self.eager and not math.isfinite(value):
                 if not model.optimizer.skips_nonfinite:
                     cbs.on_train_batch_end(index, {"loss": value})
-                    return model._non_finite(cbs, self.epoch, index, value)
+                    return model._non_finite(cbs, self.epoch, index, value, (xb, yb))
                 cbs.on_nonfinite_loss(self.epoch, index, value)  # a skipped step: TerminateOnNaN stops, as in Keras
             if self.bar.due():
                 bad = self._progress(done)
@@ -134,7 +134,7 @@ class Epoch:
         for index, xb, yb in self.pending:
             value = model._train_step(xb, yb, check=True, tally=self.tally)
             if not math.isfinite(value):
-                return model._non_finite(self.cbs, self.epoch, index, value)
+                return model._non_finite(self.cbs, self.epoch, index, value, (xb, yb))
         return None
 
     def _replay(self) -> dict:

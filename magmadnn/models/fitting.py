@@ -25,9 +25,11 @@ from __future__ import annotations
 
 import contextlib
 import math
+import warnings
 
 import numpy as np
 
+from .. import autograd
 from .. import backend as _backend
 from .. import callbacks as _callbacks
 from .. import losses as _losses
@@ -35,13 +37,17 @@ from .. import metrics as _metrics
 from .. import optimizers as _optimizers
 from .._checks import batch_size_or_default, integer, real, verbosity
 from ..autograd import Tensor
+from ..backend import faults as _faults
 from ..backend import host as _host
 from ..callbacks import callback_list
+from . import outputs as _outputs
 from . import replay as _replay
 from . import weighting as _weighting
 from .batches import ArrayBatches, CheckedBatches, is_batch_iterable
+from .diagnosis import nonfinite_cause
 from .epoch import Epoch
 from .inference import keras_results
+from .outputs import resolved
 from .step import Tally, TallyNames, setup_data_parallel, train_step
 
 __all__ = ["Trainer", "NonFiniteLossError", "NonFiniteParameterError"]
@@ -61,31 +67,40 @@ class Trainer:
     _graphs = None  # compile(graph=True): the captured steps (replay.GraphedSteps)
 
     def compile(self, optimizer="sgd", loss="cross_entropy", metrics=None, seed: int | None = None, device=None,
-                graph: bool = False, reinitialize: bool = False, run_eagerly: bool | None = None,
-                jit_compile="auto", auto_scale_loss: bool = True):
+                graph="auto", reinitialize: bool = False, run_eagerly: bool | None = None,
+                jit_compile="auto", auto_scale_loss: bool = True, loss_weights=None):
         """Choose optimizer, loss and metrics; the weights are kept (compile again to change the optimizer or its
         learning rate, as in Keras). ``seed`` re-seeds the model and re-creates its weights: allowed on a model
         never trained nor loaded; on a trained one pass ``reinitialize=True`` too (or call ``reinitialize(seed)``),
         else ValueError. ``device`` ("host", "gpu", "gpu:N", "auto") moves the model there (weights that exist
         already are moved, see ``to``).
 
-        ``graph=True``: on a GPU, ``fit``, ``evaluate`` and ``predict`` capture their step once per batch shape as
-        a CUDA graph (after one eager step) and replay it; results equal eager ones bit for bit (see
-        :mod:`.replay`). Where a step cannot be captured, one warning says why and it runs eagerly.
+        ``graph="auto"`` (the default): on a GPU, ``fit``, ``evaluate``, ``predict``, ``train_on_batch``,
+        ``test_on_batch`` and ``predict_on_batch`` capture their step once per batch shape as a CUDA graph (after
+        one eager step) and replay it; results equal eager ones bit for bit (see :mod:`.replay`). Where a step
+        cannot be captured (or a capture or launch fails), one warning says why and it runs eagerly; on the host
+        nothing is captured. ``graph=True`` also warns where the backend has no graphs; ``graph=False`` runs every
+        step eagerly; the environment variable ``MAGMADNN_GRAPH=0`` turns replay off everywhere.
 
-        Keras' ``run_eagerly`` and ``jit_compile`` are accepted and change nothing: steps run eagerly unless
-        ``graph=True`` (the results are the same either way).
+        Keras' ``run_eagerly`` and ``jit_compile`` are accepted: ``run_eagerly=True`` is ``graph=False``;
+        ``jit_compile`` changes nothing (the results are the same either way).
 
         ``auto_scale_loss`` (Keras'): under the ``"mixed_float16"`` policy the optimizer is wrapped in a
-        :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already."""
+        :class:`~magmadnn.optimizers.LossScaleOptimizer` unless it is one already.
+
+        Several outputs (Keras 3's forms, :mod:`.outputs`): ``loss`` one for all, a list or a dict by output name
+        (None: that output has no loss), ``loss_weights`` a list or dict (the loss is ``sum(w_k * loss_k)``),
+        ``metrics`` a list with one entry per output (a metric or a list of them) or a dict by output name; the
+        logs are ``loss``, ``<output>_loss`` (unweighted, when several outputs have a loss) and
+        ``<output>_<metric>``."""
         if not isinstance(auto_scale_loss, (bool, np.bool_)):
             raise TypeError(f"compile: auto_scale_loss must be True or False, got {auto_scale_loss!r}")
         if run_eagerly is not None and not isinstance(run_eagerly, (bool, np.bool_)):
             raise TypeError(f"compile: run_eagerly must be True, False or None, got {run_eagerly!r}")
         if jit_compile not in ("auto", True, False):
             raise TypeError(f"compile: jit_compile must be 'auto', True or False, got {jit_compile!r}")
-        if not isinstance(graph, (bool, np.bool_)):
-            raise TypeError(f"compile: graph must be True or False, got {graph!r}")
+        if not (isinstance(graph, (bool, np.bool_)) or (isinstance(graph, str) and graph == "auto")):
+            raise TypeError(f"compile: graph must be 'auto', True or False, got {graph!r}")
         if not isinstance(reinitialize, (bool, np.bool_)):
             raise TypeError(f"compile: reinitialize must be True or False, got {reinitialize!r}")
         if seed is not None and self._touched and not reinitialize:
@@ -102,18 +117,32 @@ class Trainer:
         if (auto_scale_loss and self.dtype_policy.name == "mixed_float16"
                 and not isinstance(self.optimizer, _optimizers.LossScaleOptimizer)):
             self.optimizer = _optimizers.LossScaleOptimizer(self.optimizer)
-        self.loss = _losses.get(loss)
-        _losses.check_compiled(self.loss, self)
-        if isinstance(metrics, (str, _metrics.Metric)):
-            metrics = [metrics]
-        self.metrics = [_metrics.get(m) for m in (metrics or [])]
-        names = [m.name for m in self.metrics]
+        self._compile_spec = (loss, loss_weights, metrics)  # a subclassed model of several outputs, built later
+        if self.built and not self._single:
+            loss, compiled = _outputs.compile_outputs(self, loss, loss_weights, metrics)
+        else:
+            # a loss per output (list, or dict by name) of a subclassed model not built yet: resolved when it is
+            per_output = isinstance(loss, list) or isinstance(loss, dict) and "class_name" not in loss
+            if loss_weights is not None and not per_output:
+                loss = _single_weighted(loss, loss_weights, self.name)
+            if not isinstance(loss, _outputs.ScaledLoss):
+                loss = None if per_output and self._subclassed and not self.built else _losses.get(loss)
+            if loss is not None:
+                _losses.check_compiled(loss, self)
+            if isinstance(metrics, (str, _metrics.Metric)):
+                metrics = [metrics]
+            compiled = [] if isinstance(metrics, dict) else [_metrics.get(m) for m in (metrics or [])]
+        self.loss = _outputs.AddedLoss(loss, self) if self._subclassed and loss is not None else loss
+        self._set_metrics(compiled)
+        names = [m.name for m in compiled]
         if len(set(names)) != len(names):
             raise ValueError(f"compile: metrics {names} repeat a name; each metric's results are reported under its "
                              "name, so give each metric once")
         if self._graphs is not None:
             self._graphs.clear()
-        self._graphs = _replay.GraphedSteps(self) if graph else None
+        if run_eagerly:
+            graph = False
+        self._graphs = _replay.GraphedSteps(self, "auto" if isinstance(graph, str) else True) if graph else None
         self.compiled = True
         return self
 
@@ -131,12 +160,37 @@ class Trainer:
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
         self._touched = True
         y = _weighting.attach(self, y, sample_weight, class_weight, "train_on_batch")
+        self._warn_if_nothing_trains("train_on_batch")
         tally = Tally(self.xp, self._tally_names(False), self.dtype) if self.metrics else None
-        value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
+        value = self._checked_replay(self._cast_inputs(xs), y, tally)
+        if value is None:
+            value = self._train_step(self._cast_inputs(xs), y, check=True, tally=tally)
         if not (math.isfinite(value) or self.optimizer.skips_nonfinite):
             raise NonFiniteLossError(f"train_on_batch: loss is {value}; no update was applied")
         results = {"loss": value} if tally is None else self._results(tally.read(), tally.counts)
         return keras_results(results, return_dict)
+
+    def _checked_replay(self, xs, y, tally):
+        """``train_on_batch``'s step replayed (kind ``train_checked``): its loss read as an eager checked step
+        reads it, and when it is not finite (unless the optimizer skips such steps) or a device check found a bad
+        value, everything the step updated is put back, as eagerly nothing is applied. None: run it eagerly."""
+        if self._graphs is None:
+            return None
+        opt = self.optimizer
+        iterations = opt.iterations
+        with np.errstate(all="ignore") if opt.skips_nonfinite else contextlib.nullcontext():
+            loss = self._graphs.run("train_checked", xs, y, tally)
+        if loss is None:
+            return None
+        step = self._graphs.last
+        try:
+            value = float(_faults.read(self.xp, loss).reshape(()))
+        except ValueError:
+            step.put_back(iterations)
+            raise
+        if not (math.isfinite(value) or opt.skips_nonfinite):
+            step.put_back(iterations)
+        return value
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
@@ -155,7 +209,7 @@ class Trainer:
         else:
             weighted = self.xp.multiply(loss_value, float(n) if loss_count is None else loss_count)
         tally.add(prefix + "loss", weighted, n)
-        shape = (m, *self.output_shape)
+        shape = (m, *self.output_shape) if self._fixed_output else (m, *resolved(self.output_shape, y.shape[1:]))
         for i, metric in enumerate(self.metrics):
             hits = metric.hits(outputs, y, self.xp) if staged is None else metric.hits_of(outputs, staged[i], self.xp)
             counted = getattr(metric, "counted", lambda *_: None)(y, shape)
@@ -199,6 +253,16 @@ class Trainer:
         (1-based), as in Keras. ``steps_per_epoch`` is not supported (a ``ValueError`` names the alternative).
         """
         self._require_compiled("fit")
+        if self._overrides("train_step"):  # Keras' custom training step (:mod:`.custom_steps`)
+            given = {"validation_split": validation_split, "class_weight": class_weight, "distributed": distributed,
+                     "steps_per_epoch": steps_per_epoch, "validation_freq": None if validation_freq == 1 else 1}
+            unsupported = [name for name, value in given.items() if value]
+            if unsupported:
+                raise ValueError(f"fit: model {self.name!r} overrides train_step; {unsupported} are not supported "
+                                 "with a custom step here: pass validation_data=(x_val, y_val) (run by test_step), "
+                                 "weights as sample_weight, and the batches to train on")
+            return self._fit_custom(x, y, batch_size, epochs, initial_epoch, validation_data, shuffle, callbacks,
+                                    verbose, sample_weight)
         if steps_per_epoch is not None:
             raise ValueError(f"fit: steps_per_epoch={steps_per_epoch!r} is not supported (Keras takes that many "
                              "batches per epoch); pass x[:steps_per_epoch * batch_size] instead, or a batch "
@@ -251,14 +315,17 @@ class Trainer:
                 y_val = _weighting.attach(self, y_val, validation_data[2], None, "fit (validation_data)")
             validation_data = (x_val, y_val)
 
+        self._warn_if_nothing_trains("fit")
         if distributed:
             options = None if isinstance(distributed, (bool, np.bool_)) else distributed
             batches, validation_data, callbacks, verbose, self._parallel = setup_data_parallel(
                 self, batches, validation_data, callbacks, verbose, options)
         if verbose:
             print(f"Training on {_backend.describe(self.xp)}")
-        if self._graphs is not None and self._graphs.unavailable() is not None:
-            self._graphs.say(self._graphs.unavailable())
+        if self._graphs is not None:
+            self._graphs.refresh()
+            if self._graphs.unavailable() is not None:
+                self._graphs.say(self._graphs.unavailable())
         history = _callbacks.History()
         try:
             steps = len(batches)
@@ -290,10 +357,24 @@ class Trainer:
             cbs.on_train_end(dict(logs))
         return history
 
+    def _warn_if_nothing_trains(self, who: str) -> None:
+        """Keras' warning when a training step has no trainable weight (``model.trainable = False``, every layer
+        frozen, or no weights at all): the step computes the loss and changes nothing. Once per call, answered from
+        a cache until a ``trainable`` flag changes."""
+        key = autograd._trainable_changes
+        if getattr(self, "_nothing_trains", (None,))[0] != key:
+            self._nothing_trains = (key, not any(p.trainable for p in self.trainable_weights))
+        if self._nothing_trains[1]:
+            why = "model.trainable is False" if not self._trainable else \
+                "every layer is frozen (trainable=False) or has no weights"
+            warnings.warn(f"The model does not have any trainable weights. (model {self.name!r}: {why}, so {who} "
+                          "computes the loss and metrics but changes no weight; set trainable = True on the model "
+                          "or the layers to train)", UserWarning, stacklevel=3)
+
     def _fixed_batch_size(self, batch_size, who: str):
         """The batch size of a model whose inputs fix it (``Input(batch_size=B)``, an ONNX graph exported with a
         static batch); a model whose outputs have no batch axis or whose inputs lack one cannot be trained."""
-        if not self._splits_batches or not all(i.batched for i in self.inputs):
+        if not self._splits_batches or not all(i.batched for i in getattr(self, "inputs", ())):
             raise ValueError(f"{who}: model {self.name!r} has an input or output without a batch axis, so its data "
                              "cannot be split into batches; training needs every input and output batch first")
         fixed = self._batch_size
@@ -334,7 +415,7 @@ class Trainer:
             f"epoch {epoch + 1}, {where} (learning rate {self.optimizer.learning_rate:.6g}); lower the learning "
             "rate, check the data, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
 
-    def _non_finite(self, cbs, epoch: int, index: int, value: float) -> dict:
+    def _non_finite(self, cbs, epoch: int, index: int, value: float, batch=None) -> dict:
         """The batch ``index`` had loss ``value`` and was not applied: stop (TerminateOnNaN) or raise; when an
         earlier update left a parameter non-finite (the usual cause), that is reported instead."""
         found = self._nonfinite_parameter()
@@ -343,10 +424,11 @@ class Trainer:
         cbs.on_nonfinite_loss(epoch, index, value)
         if self.stop_training:
             return {"loss": value}
+        cause = None if batch is None else nonfinite_cause(self, *batch)
+        advice = cause if cause is not None else "lower the learning rate, check the data for NaN/inf"
         raise NonFiniteLossError(
             f"fit: the loss became {value} at epoch {epoch + 1}, batch {index + 1} (the update was not "
-            "applied); lower the learning rate, check the data for NaN/inf, or pass "
-            "callbacks=[TerminateOnNaN()] to stop training without an error")
+            f"applied); {advice}, or pass callbacks=[TerminateOnNaN()] to stop training without an error")
 
     def _tally_names(self, validating: bool) -> TallyNames:
         names = ["loss", *(m.name for m in self.metrics)]
@@ -388,3 +470,20 @@ def _validation_freq(freq):
         return lambda epoch: epoch in chosen
     raise ValueError(f"fit: validation_freq must be a positive int or a list of (1-based) epoch numbers, "
                      f"got {freq!r}")
+
+
+def _single_weighted(loss, loss_weights, name: str):
+    """``loss_weights`` of a model of one output (Keras scales its loss): a number, or a list / dict of one."""
+    weight = loss_weights
+    if isinstance(weight, dict):
+        weight = list(weight.values())
+    if isinstance(weight, (list, tuple)):
+        if len(weight) != 1:
+            raise ValueError(f"compile: model {name!r} has one output; loss_weights must be one number, got "
+                             f"{loss_weights!r}")
+        weight = weight[0]
+    if isinstance(weight, bool) or not isinstance(weight, (int, float, np.integer, np.floating)):
+        raise TypeError(f"compile: loss_weights must be a number, got {loss_weights!r}")
+    if float(weight) == 1.0:
+        return loss
+    return _outputs.ScaledLoss(_losses.get(loss), float(weight))

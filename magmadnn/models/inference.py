@@ -8,6 +8,7 @@ import itertools
 import numpy as np
 
 from .._checks import batch_size_or_default, integer, verbosity
+from .._renamed import ResultList, ResultScalar
 from ..autograd import no_grad
 from ..backend import faults as _faults
 from ..callbacks import CallbackList, callback_list
@@ -27,8 +28,10 @@ def keras_results(results: dict, return_dict: bool):
         raise TypeError(f"return_dict must be True or False, got {return_dict!r}")
     if return_dict:
         return dict(sorted(results.items()))  # Keras' order: by name
-    values = list(results.values())
-    return values[0] if len(values) == 1 else values
+    values = ResultList(results.values())  # a string index names return_dict=True (evaluate gave a dict once)
+    if len(values) == 1:
+        return ResultScalar(values[0]) if isinstance(values[0], float) else values[0]
+    return values
 
 
 class Inference:
@@ -69,6 +72,8 @@ class Inference:
         ``on_test_end`` (with the results) hooks are called, as in Keras; one setting ``model.stop_evaluating =
         True`` ends the evaluation after that batch (the results cover the batches run)."""
         self._require_compiled("evaluate")
+        if self._overrides("test_step"):  # Keras' custom step (:mod:`.custom_steps`)
+            return keras_results(self._evaluate_custom(x, y, sample_weight, batch_size), return_dict)
         batch_size = batch_size_or_default(batch_size, "evaluate")
         verbose = verbosity(verbose, "evaluate")
         keras_results({}, return_dict)  # checks return_dict before any work
@@ -77,7 +82,10 @@ class Inference:
         if sample_weight is not None:
             if is_batch_iterable(x) or y is None:
                 raise ValueError("evaluate: sample_weight needs arrays x, y (not a batch iterable)")
-            y = attach(self, real_array(y, "evaluate: targets"), sample_weight, None, "evaluate")
+            if not self._single:  # several outputs: the targets checked first, then a weight array per output
+                y = self._targets(y, self._sample_count(self._input_arrays(x, "evaluate")), "evaluate")
+            y = attach(self, y if not self._single else real_array(y, "evaluate: targets"), sample_weight, None,
+                       "evaluate")
         total = _steps(x, batch_size)
         cbs = CallbackList(callback_list(callbacks, "evaluate"), self, verbose=verbose, epochs=1,
                            steps=total if steps is None or total is None else min(steps, total))
@@ -116,6 +124,8 @@ class Inference:
         ``model.stop_predicting = True`` ends it after that batch (the outputs so far are returned). The last
         batch's copy brings what device checks found: an embedding id outside its table, a key mask value other
         than 0 and 1."""
+        if self._overrides("predict_step"):  # Keras' custom step (:mod:`.custom_steps`)
+            return self._predict_custom(x, batch_size)
         batch_size = batch_size_or_default(batch_size, "predict")
         verbosity(verbose, "predict")
         callbacks = callback_list(callbacks, "predict")

@@ -11,6 +11,7 @@ from .._checks import finite_array, shape_str
 from ..layers.base import ShapeMismatchError
 from ..layers.conv import layout_hint
 from .batches import is_batch_iterable, unpack, weighted
+from .outputs import resolved
 from .weighting import WeightedTargets
 
 __all__ = ["InputChecks", "real_array"]
@@ -33,6 +34,8 @@ class InputChecks:
     """Input and target arrays checked against the model's inputs and loss."""
 
     def _input_arrays(self, x, who: str) -> list[np.ndarray]:
+        if not self.built and self._subclassed:  # a subclassed model builds on its first data
+            self._build_subclassed(x)
         if isinstance(x, Mapping):
             x = self._named_inputs(x, who)
         several = isinstance(x, (list, tuple)) and (len(self.inputs) > 1 or all(hasattr(a, "shape") for a in x))
@@ -119,9 +122,7 @@ class InputChecks:
 
     def _targets(self, y, n: int, who: str) -> np.ndarray:
         if not self._single:
-            raise ValueError(f"{who}: model {self.name!r} has {len(self._outputs)} outputs {self.output_names}; "
-                             "training and evaluating a model of several outputs is not supported yet: train one "
-                             "output with Model(model.inputs, model.outputs[k]), which shares the layers")
+            return self._output_targets(y, n, who)
         if y is None:
             raise ValueError(f"{who}: targets y are required")
         weighted = y if isinstance(y, WeightedTargets) else None  # per-sample weights ride on the targets
@@ -129,8 +130,28 @@ class InputChecks:
         if y.ndim == 0 or y.shape[0] != n:
             raise ValueError(f"{who}: x has {n} samples but y has shape {y.shape}")
         finite_array(y, "the targets y", who)
-        self.loss.validate(y, self.output_shape)
+        self.loss.validate(y, resolved(self.output_shape, y.shape[1:]))
         return y if weighted is None else weighted
+
+    def _output_targets(self, y, n: int, who: str):
+        """Targets of a model of several outputs: a list or a dict by output name (:mod:`.outputs`)."""
+        from .outputs import targets_of
+
+        if y is None:
+            raise ValueError(f"{who}: targets y are required")
+        names = self.output_names
+
+        def check(array, k):
+            weighted = array if isinstance(array, WeightedTargets) else None
+            array = real_array(array, f"{who}: targets of output {names[k]!r}")
+            if array.ndim == 0 or array.shape[0] != n:
+                raise ValueError(f"{who}: x has {n} samples but the targets of output {names[k]!r} have shape "
+                                 f"{array.shape}")
+            finite_array(array, f"the targets of output {names[k]!r}", who)
+            self.loss.validate_output(k, array, resolved(self._outputs[k].shape, array.shape[1:]))
+            return array if weighted is None else weighted
+
+        return targets_of(self, y, n, who, check)
 
     def _training_inputs(self, x, who: str) -> list[np.ndarray]:
         """Input arrays for fit/evaluate/train_on_batch: at least one sample, finite values (checked once)."""

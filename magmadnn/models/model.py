@@ -1,4 +1,4 @@
-"""Model (a functional graph of layers) and Sequential (a stack of layers).
+"""Model: a functional graph of layers (or a subclass with its own ``call``).
 
 A model owns its device (backend: ``device="host" | "gpu" | "gpu:N" | "auto"``, see :mod:`magmadnn.backend`),
 dtype (float32 by default) and an integer ``seed``. Every layer gets a deterministic seed derived from the model seed
@@ -9,7 +9,8 @@ loaded, and ``reinitialize(seed)`` re-creates the weights of any model.
 
 This module builds and runs the graph; the other methods come from one module each: training (:mod:`.fitting`),
 inference (:mod:`.inference`), data checks (:mod:`.inputs`), weights (:mod:`.weights`), device moves
-(:mod:`.placement`) and saving (:mod:`.persistence`). Rebuilding from a configuration or a file is :mod:`.config`.
+(:mod:`.placement`) and saving (:mod:`.persistence`). Rebuilding from a configuration or a file is :mod:`.config`;
+``Sequential`` is :mod:`.sequential`.
 """
 
 from __future__ import annotations
@@ -21,19 +22,31 @@ from .. import functional as F
 from .. import mixed_precision
 from .._postorder import postorder
 from ..autograd import Tensor
-from ..layers.base import Input, Layer, SymbolicTensor, _auto_name, _fresh_seed, as_symbolic, derive_seed
+from ..layers.base import (
+    Input,
+    Layer,
+    SymbolicTensor,
+    _auto_name,
+    _fresh_seed,
+    as_symbolic,
+    derive_seed,
+)
 from ..layers.operation import Operation
+from .custom_steps import CustomSteps
 from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
 from .inference import Inference
 from .inputs import InputChecks
+from .nesting import Nesting
+from .outputs import Outputs
 from .penalties import Penalties
 from .persistence import Persistence
 from .placement import Placement
 from .rebuild import rebuild
+from .subclassing import Subclassing
 from .summary import summary_text
 from .weights import Weights
 
-__all__ = ["Model", "Sequential", "NonFiniteLossError", "NonFiniteParameterError"]
+__all__ = ["Model", "NonFiniteLossError", "NonFiniteParameterError"]
 
 _SHUFFLE_TAG = 0x5EED
 
@@ -62,16 +75,29 @@ def _structure(given, what: str, model: str):
     return None, [given]
 
 
-class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Penalties):
-    """A graph of layers from ``inputs`` (Input layers) to one ``outputs`` tensor."""
+class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, Weights, Placement, Persistence,
+            Penalties):
+    """A graph of layers from ``inputs`` (Input layers) to ``outputs`` (one tensor, a list or a dict); or, subclassed
+    with ``Model.__init__()`` taking no inputs and outputs, the layers set as attributes in ``__init__`` run by
+    ``call(inputs, training=None)`` (:mod:`.subclassing`)."""
 
     is_sequential = False
+    # what an unbuilt model (a Sequential built from its first data) implies until its graph is set
+    _splits_batches, _batch_size = True, None
 
     #: seconds between progress updates in ``fit`` (each is one host read of the running loss and metrics)
     progress_interval = 0.1
 
-    def __init__(self, inputs, outputs, name: str | None = None, seed: int | None = None, dtype=None,
-                 device=None, backend=None):
+    def __init__(self, inputs=None, outputs=None, name: str | None = None, seed: int | None = None, dtype=None,
+                 device=None, backend=None, trainable: bool = True):
+        if inputs is None and outputs is None and type(self) is not Model:  # a subclass: layers from attributes
+            self._init_common(name, seed, dtype, device, backend)
+            self._init_subclassed()
+            self._trainable = bool(trainable)
+            return
+        if inputs is None or outputs is None:
+            raise TypeError("Model(inputs, outputs): give both the Input(s) and the output tensor(s); or subclass "
+                            "Model, create the layers in __init__ and run them in call(self, inputs, training=None)")
         self._init_common(name, seed, dtype, device, backend)
         self._set_graph(inputs, outputs)
 
@@ -94,7 +120,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
                              "pass device= only (backend= is its old name)")
         self.xp = _backend.get(device if device is not None else backend)
         self.optimizer = self.loss = None
-        self.metrics: list = []
+        self._set_metrics([])
         self.compiled = False
         self.stop_training, self.stop_reason = False, None
         self.epoch = 0
@@ -119,6 +145,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
         self.inputs = [as_symbolic(i) for i in inputs]
         self._outputs = outputs
         self._single = len(outputs) == 1 and not isinstance(self._output_keys, tuple)  # one Tensor out
+        self._fixed_output = self._single and outputs[0].shape is not None and None not in outputs[0].shape
         self.output = outputs[0] if self._single else list(outputs)
         self.nodes = _topological_nodes(outputs)
         for node in self.nodes:
@@ -147,6 +174,15 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
         self._touched_flag = self._touched_flag or any(getattr(layer, "_has_values", False) for layer in layers)
         self._configure_layers()
         self.built = True
+
+    def _set_metrics(self, metrics: list) -> None:
+        """The compiled metrics (a subclass may define ``metrics`` as a read-only property, as Keras' guides do:
+        its custom steps then read that one)."""
+        self._compiled_metrics = metrics
+        if isinstance(getattr(type(self), "metrics", None), property):
+            self.__dict__["metrics"] = metrics
+        else:
+            self.metrics = metrics
 
     @property
     def _touched(self) -> bool:
@@ -262,7 +298,7 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
                 values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
             values[id(node)] = values[id(node.call)][node.index]
         if not self._single:
-            return [self._full_precision(values[id(o)]) for o in self._outputs]
+            return Outputs(self._full_precision(values[id(o)]) for o in self._outputs)
         out = values[id(self.output)]
         if out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
             out = F.cast(out, self.dtype)  # a mixed policy: losses, metrics and predictions read float32
@@ -278,7 +314,9 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
         Tensor, or the outputs in the structure the model was made with (list or dict)."""
         items = list(x.values()) if isinstance(x, dict) else (x if isinstance(x, (list, tuple)) else [x])
         if any(isinstance(i, (SymbolicTensor, Layer)) for i in items):
-            raise TypeError(f"model {self.name!r} called on a symbolic tensor; " + _NESTED)
+            return self._inline(x, items)
+        if self._subclassed and not self.built:
+            self._build_subclassed(x)
         if isinstance(x, dict) and any(isinstance(i, Tensor) for i in items):
             tensors = [x[node.layer.name] for node in self.inputs] if self._input_keys is None or isinstance(
                 self._input_keys, str) else [x[k] for k in self._input_keys]
@@ -322,7 +360,13 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
     @classmethod
     def from_config(cls, config: dict, custom_objects: dict | None = None):
         """Keras' ``Model.from_config`` / ``Sequential.from_config``: a new (untrained) model from ``get_config()``
-        output (``custom_objects``: ``{class name: Layer subclass}`` for unregistered layers)."""
+        output (``custom_objects``: ``{class name: Layer subclass}`` for unregistered layers). A subclass of Model
+        gets ``cls(**config)``, its own ``get_config()`` output (Keras' default)."""
+        Sequential = Model._sequential_class  # the subclass of models/sequential.py, which sets it
+
+        graph = isinstance(config, dict) and config.get("class_name") in ("Model", "Sequential") and "layers" in config
+        if cls not in (Model, Sequential) and not graph:
+            return cls(**config)
         model = rebuild(config, Sequential, Model, None, custom_objects)
         if not isinstance(model, cls):
             raise TypeError(f"{cls.__name__}.from_config: the configuration describes a {type(model).__name__} "
@@ -331,6 +375,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
         return model
 
     def get_config(self) -> dict:
+        if self._subclassed:
+            return self._subclass_config()
         index = {id(node): i for i, node in enumerate(self.nodes)}
         layer_index = {id(layer): i for i, layer in enumerate(self._all_layers)}
         return {
@@ -348,6 +394,12 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
             **({} if self._input_keys is None or self._input_keys == "list" else
                {"input_keys": list(self._input_keys)}),
         }
+
+    get_config._functional = True
+
+    def _stored_config(self) -> dict:
+        """What a model file holds to rebuild this model (a subclass's own ``get_config`` is part of it)."""
+        return self._subclass_config() if self._subclassed else self.get_config()
 
     def architecture(self) -> list[dict]:
         """Per layer: class, configuration without name/seed, weight shapes (what a weights file must match)."""
@@ -375,79 +427,8 @@ class Model(Trainer, Inference, InputChecks, Weights, Placement, Persistence, Pe
         return f"{type(self).__name__}(name={self.name!r}, layers={len(self.layers)})"
 
 
-_NESTED = ("a model inside a model (Keras' transfer-learning pattern) is not supported here; build one model with the "
-           "same layers and copy the weights: new.layers[i].set_weights(base.layers[i].get_weights()), then "
-           "new.layers[i].trainable = False")
 
-
-class Sequential(Model):
-    """A plain stack of layers. Starting with an ``Input`` builds it at once (shape errors show immediately);
-    otherwise it builds on the first data it sees."""
-
-    is_sequential = True
-
-    def __init__(self, layers=None, name: str | None = None, seed: int | None = None, dtype=None,
-                 device=None, backend=None):
-        self._init_common(name, seed, dtype, device, backend)
-        self._stack: list[Layer] = []
-        for layer in layers or []:
-            self._append(layer)
-        if self._stack and isinstance(self._stack[0], Input):
-            self._build_chain()
-
-    @property
-    def layers(self) -> list[Layer]:
-        """The layers without the Input (as Keras' ``Sequential.layers``)."""
-        layers = self._all_layers if self.built else self._stack
-        return list(layers[1:] if layers and isinstance(layers[0], Input) else layers)
-
-    def _append(self, layer) -> None:
-        if isinstance(layer, Model):
-            raise TypeError(f"Sequential {self.name!r}: got model {layer.name!r} as a layer; " + _NESTED)
-        if not isinstance(layer, Layer):
-            raise TypeError(f"Sequential {self.name!r}: expected Layer instances, got {type(layer).__name__}")
-        if isinstance(layer, Input) and self._stack:
-            raise ValueError(f"Sequential {self.name!r}: an Input layer can only come first")
-        if not self._stack and getattr(layer, "_keras_input_shape", None) is not None:
-            self._stack.append(Input(layer._keras_input_shape))  # Keras' Dense(..., input_shape=(4,)) first
-        self._stack.append(layer)
-
-    def add(self, layer: Layer) -> None:
-        """Append a layer (built at once when the model already knows its input shape)."""
-        self._append(layer)
-        if isinstance(self._stack[0], Input):
-            self._build_chain()
-
-    def _build_chain(self) -> None:
-        first = self._stack[0]
-        node = first.output
-        for layer in self._stack[1:]:
-            node = layer(node)
-            if isinstance(node, list):
-                raise ValueError(f"Sequential {self.name!r}: layer {layer.name!r} has {len(node)} outputs; every "
-                                 "layer of a Sequential model must have one (use the functional Model)")
-        self._set_graph([first], node)
-
-    def _build_from_data(self, arrays) -> None:
-        if not self._stack:
-            raise RuntimeError(f"Sequential {self.name!r} has no layers")
-        if len(arrays) != 1:
-            raise ValueError(f"Sequential {self.name!r} takes one input array, got {len(arrays)}")
-        ids = arrays[0].dtype.kind in "iu" and hasattr(self._stack[0], "check_input_values")  # integer ids: int64
-        self.build(arrays[0].shape[1:], "int64" if ids else None)
-
-    def build(self, input_shape, dtype=None) -> None:
-        """Build for a per-sample ``input_shape`` (batch excluded) by putting an Input (of ``dtype``: None for the
-        model's, "int64" for token ids) first. Keras' form with the batch axis, ``build((None, 4))``, is taken
-        too (a leading None is dropped)."""
-        if input_shape and tuple(input_shape)[0] is None:
-            input_shape = tuple(input_shape)[1:]
-        if not self.built:
-            self._stack.insert(0, Input(tuple(input_shape), dtype=dtype))
-            self._build_chain()
-
-    def get_config(self) -> dict:
-        return {"class_name": "Sequential", "name": self.name, "seed": self.seed, "dtype": self.dtype_policy.name,
-                "trainable": self._trainable,
-                "layers": [{"class_name": type(layer).__name__, "config": layer.get_config()}
-                           for layer in (self._all_layers if self.built else self._stack)]}
+def __getattr__(name):  # ``from magmadnn.models.model import Sequential`` (its home before it had its own module)
+    if name == "Sequential":
+        return Model._sequential_class
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -19,10 +19,9 @@ import warnings
 
 import numpy as np
 
-from .. import losses as _losses
-from .. import metrics as _metrics
 from .. import optimizers as _optimizers
 from ..saving import ArchitectureMismatchError, ModelFileError, read_file, write_file
+from . import outputs as _outputs
 from . import rng as _rng
 
 __all__ = ["Persistence", "save_model", "read", "restore", "restore_training", "load_weights", "save_checkpoint",
@@ -36,7 +35,7 @@ def _weights(model) -> dict:
 
 
 def _metadata(model, kind: str) -> dict:
-    return {"kind": kind, "model": model.get_config(), "architecture": model.architecture()}
+    return {"kind": kind, "model": model._stored_config(), "architecture": model.architecture()}
 
 
 def save_model(model, path, extra: dict | None = None) -> str:
@@ -59,10 +58,16 @@ def save_model(model, path, extra: dict | None = None) -> str:
 def read(path) -> tuple[dict, dict]:
     """The arrays and metadata of a model file or checkpoint (ModelFileError for any other magmadnn file)."""
     tensors, meta = read_file(path)
-    if meta.get("kind") not in ("model", "checkpoint") or not isinstance(meta.get("model"), dict) \
-            or not isinstance(meta.get("architecture"), list):
+    if meta.get("kind") not in ("model", "checkpoint"):
         raise ModelFileError(f"{str(path)!r} is a magmadnn file but not a model or checkpoint "
                              f"(kind {meta.get('kind')!r})")
+    for key, what in (("model", "model configuration (an object)"), ("architecture", "architecture (a list)")):
+        wanted = dict if key == "model" else list
+        if not isinstance(meta.get(key), wanted):
+            found = "missing" if key not in meta else ("null" if meta[key] is None else
+                                                       f"a {type(meta[key]).__name__}")
+            raise ModelFileError(f"{str(path)!r} is a damaged {meta['kind']} file: its {what} is {found}; the "
+                                 "file cannot be rebuilt (save the model again)")
     return tensors, meta
 
 
@@ -214,8 +219,8 @@ def _plan_optimizer(model, meta, tensors, path):
         optimizer, loss, metrics = model.optimizer, model.loss, model.metrics
     else:
         optimizer = _optimizers.get({"class_name": stored["class_name"], "config": stored["config"]})
-        loss = _losses.get(meta["loss"])
-        metrics = [_metrics.get(m) for m in meta["metrics"]]
+        loss = _outputs.compiled_from_config(meta["loss"], meta["metrics"])  # (loss, loss_weights, metrics)
+        metrics = loss[2]
     iterations = stored["iterations"]
     if isinstance(iterations, bool) or not isinstance(iterations, int) or iterations < 0:
         raise ModelFileError(f"checkpoint {str(path)!r}: optimizer step count must be an int >= 0, got {iterations!r}")
@@ -258,9 +263,11 @@ def _plan_optimizer(model, meta, tensors, path):
 def load_checkpoint(model, path) -> int:
     """All or nothing: weights, optimizer state, RNG states and the epoch are checked before anything changes."""
     tensors, meta = read(path)
-    if "optimizer" not in meta:
-        raise ModelFileError(f"{str(path)!r} is a model file without training state; use load_weights() or "
-                             "models.load() for it")
+    if meta["kind"] != "checkpoint":
+        state = "with its training state" if "optimizer" in meta else "without training state"
+        raise ModelFileError(f"{str(path)!r} is a model file (Model.save, {state}), not a checkpoint "
+                             "(Model.save_checkpoint / ModelCheckpoint); load it with models.load_model(path), which "
+                             "restores a compiled model's training state too, or model.load_weights(path)")
     return restore_training(model, tensors, meta, path)
 
 
@@ -283,7 +290,7 @@ def restore_training(model, tensors: dict, meta: dict, path) -> int:
     plan = model._prepare_assign(tensors, f"loading {str(path)!r}")
     # everything is checked: commit
     if not model.compiled:
-        model.compile(optimizer=optimizer, loss=loss, metrics=metrics)
+        model.compile(optimizer=optimizer, loss=loss[0], loss_weights=loss[1], metrics=metrics)
     model._commit(plan)
     optimizer.load_state_dict(opt_state)
     optimizer._count = len(model.parameters())

@@ -4,6 +4,7 @@ Sequential stack or the functional graph, node by node. The model classes come i
 
 from __future__ import annotations
 
+from .. import mixed_precision
 from ..layers.base import Input, layer_class
 from ..saving import ModelFileError
 
@@ -17,8 +18,9 @@ def rebuild(config: dict, sequential_cls, model_cls, device=None, custom_objects
     if not isinstance(config, dict):
         raise TypeError(f"a model configuration must be a dict (get_config() output), got {type(config).__name__}")
     try:
-        layers = [layer_class(entry["class_name"], custom_objects).from_config(dict(entry["config"]))
-                  for entry in config["layers"]]
+        with mixed_precision.global_policy_as("float32"):  # the saved policies, not the global one (Keras)
+            layers = [layer_class(entry["class_name"], custom_objects).from_config(dict(entry["config"]))
+                      for entry in config["layers"]]
         common = {"name": config["name"], "seed": config["seed"], "dtype": config["dtype"], "device": device}
         if config["class_name"] == "Sequential":
             model = sequential_cls(layers, **common)

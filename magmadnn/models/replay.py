@@ -1,4 +1,12 @@
-"""Graph replay (``Model.compile(graph=True)``): a whole step captured once as a CUDA graph and replayed.
+"""Graph replay (``Model.compile(graph="auto")``, the default, or ``graph=True``): a whole step captured once as a
+CUDA graph and replayed.
+
+``graph="auto"`` replays on a backend with CUDA graphs (the device) and says nothing on the host; ``graph=True``
+warns once where it cannot replay; ``MAGMADNN_GRAPH=0`` turns replay off everywhere. The steps replayed: ``fit``'s
+training step, ``evaluate``'s and ``predict``'s (``test_on_batch``, ``predict_on_batch`` through them) and
+``train_on_batch``'s checked step (kind ``"train_checked"``: the graph also keeps a copy of every array the step
+updates, and a non-finite loss or a device check's fault puts them back, so nothing is applied, as eagerly). A
+capture, instantiation or launch error makes that kind of step run eagerly from then on, after one warning.
 
 The training step captured is the one of eager training, :func:`.step.train_step`, its batch given on the backend.
 
@@ -30,6 +38,7 @@ metric or optimizer whose code was running.
 from __future__ import annotations
 
 import operator
+import os
 import warnings
 
 import numpy as np
@@ -39,15 +48,29 @@ from .. import optimizers as _optimizers
 from ..autograd import Function, no_grad, trainable_changes
 from ..backend import host as _host
 from ..backend import random as _random
+from . import rng as _rng
+from .outputs import resolved
 from .step import train_step
 
-__all__ = ["GraphedSteps", "WARMUP"]
+__all__ = ["GraphedSteps", "WARMUP", "enabled", "TRAIN_KINDS"]
 
 WARMUP = 1  # eager steps of a batch shape before it is captured
 MAX_GRAPHS = 16  # captured steps a model holds at most (each holds its memory): further batch shapes run eagerly
 VALUES = 8  # float64 slots for Optimizer.step_values
 _NONE: dict = {}  # a parameter index without slots
 OFFSETS = 32  # 64-bit slots for dropout offsets: random draws per captured training step at most
+
+
+TRAIN_KINDS = ("train", "train_checked")  # train_checked: train_on_batch's step, its loss read and checked
+
+
+def enabled() -> bool:
+    """False when ``MAGMADNN_GRAPH`` is ``0``/``false``/``no``/``off``: every step runs eagerly."""
+    return os.environ.get("MAGMADNN_GRAPH", "1").strip().lower() not in ("0", "false", "no", "off")
+
+
+class _LaunchError(Exception):
+    """A replay could not be launched (its host values put back: the step can run eagerly)."""
 
 
 class _NotCapturable(Exception):
@@ -94,6 +117,7 @@ class _Step:
 
     def __init__(self, model, kind: str, xs, y, tally, prefix: str):
         self.model, self.kind, self.prefix, self.xp = model, kind, prefix, model.xp
+        self.training = kind in TRAIN_KINDS
         # ignore_index: the tally weighs each batch by its counted targets, fed to the graph like the batch
         self.counting = kind != "predict" and any(
             getattr(part, "ignore_index", None) is not None for part in (model.loss, *model.metrics))
@@ -103,7 +127,7 @@ class _Step:
         for layer in model.layers:
             self.bindings += [_param_binding(p) for p in layer._params.values()]
             self.bindings += [_dict_binding(lambda layer=layer: layer._state, k) for k in layer._state]
-        if kind == "train":
+        if self.training:
             opt = model.optimizer
             for index, slots in opt.slot_arrays.items():
                 self.bindings += [_dict_binding(lambda i=index: opt.slot_arrays[i], name) for name in slots]
@@ -111,9 +135,10 @@ class _Step:
         self.fast_params = [(layer._params, name, p, p.data) for layer in model.layers
                             for name, p in layer._params.items()]
         self.fast_states = [(layer, k, a) for layer in model.layers for k, a in layer._state.items()]
-        self.fast_slots = [] if kind != "train" else [
+        self.fast_slots = [] if not self.training else [
             (i, name, a) for i, slots in model.optimizer.slot_arrays.items() for name, a in slots.items()]
         self.tally, self.takes, self.streams, self.graph, self.output = tally, [], [], None, None
+        self.backups = []  # train_checked: (binding, its copy made by the graph before the step)
         host = self._host_arrays(xs, y)
         # step values, dropout offsets (uint64 bits), then the batch
         layout = [((VALUES,), np.float64), ((OFFSETS,), np.int64)] + [(a.shape, a.dtype) for a in host]
@@ -138,7 +163,7 @@ class _Step:
         arrays = [np.ascontiguousarray(a) for a in xs]
         if self.kind != "predict":
             arrays.append(np.ascontiguousarray(model.loss.prepare(y, _host, model.dtype)))
-            shape = (int(y.shape[0]), *model.output_shape)
+            shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
             arrays += [np.ascontiguousarray(m.stage(y, shape, model.dtype)) for m in model.metrics]
         return arrays
 
@@ -156,14 +181,16 @@ class _Step:
         layers = [layer for layer in model.layers if hasattr(getattr(layer, "rng", None), "take")]
         streams = [layer.rng for layer in layers]
         try:
-            if kind == "train":
+            if self.training:
                 for layer in layers:
                     layer.rng = _CapturedStream(layer.rng, offsets, self.takes)
                 opt._device_values = values
             _random._refusal = ("a random draw outside the model's dropout layers (its offset would be fixed in the "
                                 "graph)")
             with xp.graph_capture(like) as graph:
-                xs = model._input_tensors(inputs) if kind != "train" else None
+                if kind == "train_checked":  # what the step updates, kept so that a rejected step is put back
+                    self.backups = [(b, xp.copy(b.array)) for b in self.bindings]
+                xs = model._input_tensors(inputs) if not self.training else None
                 if kind == "predict":
                     with no_grad():
                         self.output = model._forward(xs, training=False).data
@@ -174,7 +201,9 @@ class _Step:
                     model._tally_batch(tally, self.prefix, loss.data, outputs.data, y, staged=rest[1:],
                                        loss_count=loss_count)
                 else:  # the one training step (models.step), its batch read from the staging buffer
-                    train_step(model, inputs, y, False, tally, staged=(rest[0], rest[1:], loss_count))
+                    loss = train_step(model, inputs, y, False, tally, staged=(rest[0], rest[1:], loss_count))
+                    if kind == "train_checked":
+                        self.output = loss
                 if tally is not None and tally.sums is not sums:  # the graph ends by writing the new sums back
                     xp.copy_into(sums, tally.sums)
                 for b in self.bindings:
@@ -204,8 +233,9 @@ class _Step:
         model = self.model
         if model.xp is not self.xp or trainable_changes() != self.trainable_changes:
             return False
-        if any(layer.rng is not stream or stream.seed != seed for layer, stream, seed in self.streams):
-            return False
+        for layer, stream, seed in self.streams:
+            if layer.rng is not stream or stream.seed != seed:
+                return False
         if model.optimizer is not self.optimizer or model.loss is not self.loss:
             return False
         if _configurable.generation != self.generation:  # something was set: compare what the graph holds
@@ -233,26 +263,41 @@ class _Step:
     def _unchanged(self) -> bool:
         """The quick test of :meth:`current`: the layers hold the same parameters, and every array the graph reads
         is still bound where it was."""
-        if any(layer._params is not d or len(d) != n for layer, d, n in self.fast_layers) or any(
-                d.get(name) is not p or p.data is not a for d, name, p, a in self.fast_params):
-            return False
-        if any(layer._state.get(k) is not a for layer, k, a in self.fast_states):
-            return False
+        for layer, d, n in self.fast_layers:  # plain loops: this runs before every replay
+            if layer._params is not d or len(d) != n:
+                return False
+        for d, name, p, a in self.fast_params:
+            if d.get(name) is not p or p.data is not a:
+                return False
+        for layer, k, a in self.fast_states:
+            if layer._state.get(k) is not a:
+                return False
         slots = self.model.optimizer.slot_arrays
-        return not any(slots.get(i, _NONE).get(name) is not a for i, name, a in self.fast_slots)
+        for i, name, a in self.fast_slots:
+            if slots.get(i, _NONE).get(name) is not a:
+                return False
+        return True
 
     def _run(self, xs, y):
         views = self.staging.host()
-        if self.kind == "train":
+        if self.training:
             opt = self.model.optimizer
+            iterations, streams = opt.iterations, [(s, _rng.get_state(s)) for s in self.takes] if self.takes else ()
             values = opt.step_values(opt._advance())
             views[0][:len(values)] = values
             offsets = views[1].view(np.uint64)
             for slot, stream in enumerate(self.takes):
                 offsets[slot] = stream.take()
-        self._fill(views, xs, y)
-        self.staging.upload()
-        self.graph.launch()
+        try:
+            self._fill(views, xs, y)
+            self.staging.upload()
+            self.graph.launch()
+        except Exception as error:  # noqa: BLE001 - nothing ran: the step's host values go back, it runs eagerly
+            if self.training:
+                opt.iterations = iterations
+                for stream, state in streams:
+                    _rng.set_state(stream, state)
+            raise _LaunchError(f"{type(error).__name__}: {error}") from error
         if self.tally is not None:
             for name, n in (self._batch_counts(y) if self.counting else self.delta).items():
                 self.tally.counts[name] += n
@@ -266,7 +311,7 @@ class _Step:
         n = getattr(model.loss, "counted", lambda _: None)(y)
         if n is not None:
             counts[prefix + "loss"] = n
-        shape = (int(y.shape[0]), *model.output_shape)
+        shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
         for metric in model.metrics:
             c = getattr(metric, "counted", lambda *_: None)(y, shape)
             if c is not None:
@@ -282,7 +327,7 @@ class _Step:
         if self.kind != "predict":
             np.copyto(views[k], model.loss.prepare(y, _host, model.dtype), casting="unsafe")
             if model.metrics:
-                shape = (int(y.shape[0]), *model.output_shape)
+                shape = (int(y.shape[0]), *resolved(model.output_shape, y.shape[1:]))
                 for view, metric in zip(views[k + 1:], model.metrics):
                     np.copyto(view, metric.stage(y, shape, model.dtype), casting="unsafe")
             if self.counting:
@@ -292,6 +337,13 @@ class _Step:
     def replay(self, xs, y, tally):
         self.tally = tally
         return self._run(xs, y)
+
+    def put_back(self, iterations: int) -> None:
+        """Undo the last replay of a ``train_checked`` step (its loss was not finite, or a device check found a bad
+        value): every array it updated gets its copy from before the step, the optimizer its step count."""
+        for b, copy in self.backups:
+            self.xp.copy_into(b.array, copy)
+        self.model.optimizer.iterations = iterations
 
     def destroy(self) -> None:
         if self.graph is not None:
@@ -305,7 +357,7 @@ def _components(model, kind: str) -> list:
     objects = list(model.layers)
     if kind != "predict":
         objects += [model.loss, *model.metrics]
-    if kind == "train":
+    if kind in TRAIN_KINDS:
         objects.append(model.optimizer)
     return objects
 
@@ -337,18 +389,37 @@ def _culprit(error: BaseException, model) -> str | None:
 
 
 class GraphedSteps:
-    """The captured steps of one compiled model, by kind and batch shape (``model._graphs``)."""
+    """The captured steps of one compiled model, by kind and batch shape (``model._graphs``). ``mode``: "auto"
+    (replay where the backend has graphs, silently eager elsewhere) or True (a warning where it cannot replay)."""
 
-    def __init__(self, model):
-        self.model = model
+    def __init__(self, model, mode="auto"):
+        self.model, self.mode = model, mode
         self.steps: dict = {}  # key -> eager steps seen (int), a _Step, or False (runs eagerly)
-        self.said = False
+        self.failed: dict = {}  # kind -> why that kind runs eagerly (a capture or launch error)
+        self.said: set = set()
+        self.last = None  # the step replayed last (train_on_batch puts a rejected one back)
+        self._why = self._why_of = None  # unavailable()'s answer, and the (backend, parallel, optimizer) it was for
 
     def unavailable(self) -> str | None:
-        """Why this model's steps cannot be captured now, or None."""
+        """Why this model's steps cannot be captured now, or None (asked again when the model's backend, its
+        data-parallel hook or its optimizer changed; ``MAGMADNN_GRAPH`` is read then)."""
+        model = self.model
+        of = self._why_of
+        if of is not None and of[0] is model.xp and of[1] is model._parallel and of[2] is model.optimizer:
+            return self._why
+        self._why, self._why_of = self._unavailable(), (model.xp, model._parallel, model.optimizer)
+        return self._why
+
+    def refresh(self) -> None:
+        """Ask :meth:`unavailable` anew at its next call (``fit`` does at its start: ``MAGMADNN_GRAPH`` read)."""
+        self._why_of = None
+
+    def _unavailable(self) -> str | None:
         model = self.model
         if not callable(getattr(model.xp, "graph_capture", None)):
             return f"the {getattr(model.xp, 'name', 'host')} backend has no CUDA graphs"
+        if not enabled():
+            return "MAGMADNN_GRAPH=0"
         if model._parallel is not None:
             return "distributed training (its MPI calls cannot be captured)"
         inner = getattr(model.optimizer, "inner_optimizer", model.optimizer)  # LossScaleOptimizer: its inner's
@@ -356,18 +427,35 @@ class GraphedSteps:
             return f"the optimizer {type(inner).__name__} does not read its step values on the device"
         return None
 
-    def say(self, reason: str) -> None:
-        """One warning per compiled model: what runs eagerly, and why."""
-        if not self.said:
-            self.said = True
-            warnings.warn(f"graph=True: {reason}; running eagerly", RuntimeWarning, stacklevel=4)
+    def quiet(self, reason: str) -> bool:
+        """Whether ``reason`` goes unsaid: under "auto", a backend without graphs or replay turned off."""
+        return self.mode == "auto" and (reason.endswith("has no CUDA graphs") or reason == "MAGMADNN_GRAPH=0")
+
+    def say(self, reason: str, kind: str = "") -> None:
+        """One warning per compiled model and kind of step (``""``: the whole model): what runs eagerly, and why."""
+        if kind not in self.said and not self.quiet(reason):
+            self.said.add(kind)
+            warnings.warn(f"graph={self.mode!r}: {reason}; running eagerly", RuntimeWarning, stacklevel=4)
+
+    def _fail(self, kind: str, reason: str) -> None:
+        """Every step of ``kind`` runs eagerly from now on (its graphs destroyed), after one warning."""
+        self.failed[kind] = reason
+        for key, step in list(self.steps.items()):
+            if key[0] == kind:
+                if isinstance(step, _Step):
+                    step.destroy()
+                self.steps[key] = False
+        self.say(reason, kind)
 
     def run(self, kind: str, xs, y=None, tally=None, prefix: str = ""):
-        """Replay the step of ``kind`` for this batch: True (train), the outputs' backend array (predict) or
-        True (evaluate); None when it runs eagerly instead (warm-up, or a model that cannot be captured)."""
+        """Replay the step of ``kind`` for this batch: True (train), the outputs' backend array (predict), True
+        (evaluate) or the loss's backend array (train_checked); None when it runs eagerly instead (warm-up, or a
+        model or kind that cannot be captured)."""
         reason = self.unavailable()
         if reason is not None:
             self.say(reason)
+            return None
+        if kind in self.failed:
             return None
         key = (kind, prefix, tuple((a.shape, a.dtype.str) for a in xs), None if y is None else (y.shape, y.dtype.str),
                None if tally is None else tuple(tally.names))
@@ -376,7 +464,12 @@ class GraphedSteps:
             return None
         if isinstance(step, _Step):
             if step.current(tally):
-                out = step.replay(xs, y, tally)
+                try:
+                    out = step.replay(xs, y, tally)
+                except _LaunchError as error:
+                    self._fail(kind, f"the {kind} step could not be launched ({error})")
+                    return None
+                self.last = step
                 return True if out is None else out
             step.destroy()
             step = 0
@@ -385,16 +478,17 @@ class GraphedSteps:
             return None
         if sum(isinstance(s, _Step) for s in self.steps.values()) >= MAX_GRAPHS:
             self.steps[key] = False
-            self.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes")
+            self.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes", "shapes")
             return None
         try:
             self.steps[key] = step = _Step(self.model, kind, xs, y, tally, prefix)
-        except Exception as error:  # noqa: BLE001 - any failure to capture means: run eagerly, said once
-            self.steps[key] = False
+        except Exception as error:  # noqa: BLE001 - any failure to capture or launch means: run eagerly, said once
             where = _culprit(error, self.model)
             where = f"in {where}: " if where else ""
-            self.say(f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})")
+            self._fail(kind, f"the {kind} step could not be launched ({error})" if isinstance(error, _LaunchError)
+                       else f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})")
             return None
+        self.last = step
         return True if step.output is None else step.output
 
     def clear(self) -> None:
@@ -402,3 +496,5 @@ class GraphedSteps:
             if isinstance(step, _Step):
                 step.destroy()
         self.steps.clear()
+        self.failed.clear()
+        self._why_of = None

@@ -91,7 +91,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
 
     ``staged``: the batch on the backend already, as graph replay captures this step (:mod:`.replay`): ``xs`` are
     then backend arrays and ``staged`` is ``(targets, metric labels, counted targets or None)``, the loss's prepared
-    targets and what ``Model._tally_batch`` reads (``y`` stays the host targets, for the counts)."""
+    targets and what ``Model._tally_batch`` reads (``y`` stays the host targets, for the counts); the loss's
+    backend array is then returned (a replayed step leaves each batch's loss in it)."""
     xp, hook = model.xp, model._parallel
     skips = model.optimizer.skips_nonfinite  # a LossScaleOptimizer decides itself (a skipped step is no error)
     stateful = [layer for layer in model.layers if layer._state] if check else []
@@ -112,7 +113,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
                 _restore(stateful, saved)
                 return value
         on_leaf_ready = None if hook is None else hook.backward_hook(loss)
-        if loss is not None:  # scaled by a LossScaleOptimizer; the tally below adds the loss itself
+        if loss is not None and loss.requires_grad:  # scaled by a LossScaleOptimizer; the tally below adds the
+            # loss itself (a model with no trainable weight computes the loss only: fit warned, as Keras)
             model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
     params = model.parameters()
     if hook is not None:
@@ -128,6 +130,8 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
             model._tally_batch(tally, "", loss.data, outputs.data, y)
         else:
             model._tally_batch(tally, "", loss.data, outputs.data, y, staged=staged[1], loss_count=staged[2])
+    if staged is not None:
+        return None if loss is None else loss.data
     return value if check else None
 
 

@@ -49,7 +49,7 @@ def summary_text(model) -> str:
     for graph models, the inbound layers; then Keras' totals: trainable, non-trainable (frozen layers' weights and
     BatchNorm statistics) and, once the optimizer has slots, the optimizer's (its slots, step count and learning
     rate, as Keras counts them), all in the total."""
-    show_inbound = not model.is_sequential
+    show_inbound = not model.is_sequential and not model._subclassed  # Keras shows no graph for these
     rows = []
     for layer in model.layers:
         inbound = ", ".join(sorted({p.layer.name for node in model.nodes_of(layer) for p in node.parents}))

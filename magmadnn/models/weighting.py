@@ -14,6 +14,8 @@ import numbers
 
 import numpy as np
 
+from .outputs import OutputTargets, per_output
+
 __all__ = ["WeightedTargets", "attach", "class_weights"]
 
 
@@ -43,8 +45,10 @@ def class_weights(y: np.ndarray, class_weight, who: str) -> np.ndarray:
     for key, value in class_weight.items():
         if isinstance(key, bool) or not isinstance(key, numbers.Integral):
             raise TypeError(f"{who}: class_weight keys must be int class indices, got {key!r}")
-        if isinstance(value, bool) or not isinstance(value, numbers.Real) or not np.isfinite(value):
-            raise TypeError(f"{who}: class_weight[{key}] must be a finite number, got {value!r}")
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(f"{who}: class_weight[{key}] must be a number, got {value!r}")
+        if not np.isfinite(value):
+            raise ValueError(f"{who}: class_weight[{key}] must be a finite number, got {value!r}")
     labels = np.asarray(y)
     if labels.ndim > 1:
         labels = labels.argmax(axis=-1) if labels.shape[-1] != 1 else labels.squeeze(-1)
@@ -56,23 +60,42 @@ def class_weights(y: np.ndarray, class_weight, who: str) -> np.ndarray:
     return np.array([table.get(int(c), 1.0) for c in labels], dtype=np.float64)
 
 
+def _check_range(weights: np.ndarray, dtype, what: str, who: str) -> None:
+    """A weight the model's dtype cannot hold (1e39 in float32) would make the loss inf and fit stop with a
+    non-finite loss: named here instead."""
+    largest = float(np.finfo(np.dtype(dtype) if np.dtype(dtype).kind == "f" else np.float32).max)
+    big = np.abs(weights) > largest
+    if big.any():
+        where = int(np.argwhere(big)[0, 0])
+        raise ValueError(f"{who}: {what} of sample {where} is {weights[where]:g}, which overflows the model's "
+                         f"{np.dtype(dtype).name} (largest {largest:g}); scale the weights down (a common factor "
+                         "changes only the loss's scale)")
+
+
 def attach(model, y: np.ndarray, sample_weight=None, class_weight=None, who: str = "fit"):
     """``y`` with its per-sample weights attached (``y`` itself when there are none)."""
     if sample_weight is None and class_weight is None:
         return y
+    if isinstance(y, OutputTargets):  # several outputs: a weight array per output
+        return _attach_per_output(model, y, sample_weight, class_weight, who)
     if sample_weight is not None and class_weight is not None:
         raise ValueError(f"{who}: pass sample_weight or class_weight, not both (as Keras): multiply the class "
                          "weights into sample_weight")
-    from ..losses import KerasLoss
+    from ..losses import KerasLoss, SoftmaxCrossEntropy
 
-    if not isinstance(model.loss, KerasLoss):
-        raise ValueError(f"{who}: sample_weight/class_weight need a loss under a Keras name, got "
-                         f"{type(model.loss).__name__} ({model.loss.name!r}); e.g. for cross_entropy on logits use "
-                         "loss=losses.SparseCategoricalCrossentropy(from_logits=True) (integer labels) or "
-                         "CategoricalCrossentropy(from_logits=True) (one-hot)")
+    loss = getattr(model.loss, "inner", model.loss)
+    if not isinstance(loss, (KerasLoss, SoftmaxCrossEntropy)):
+        raise ValueError(f"{who}: sample_weight/class_weight need a loss under a Keras name or 'cross_entropy', got "
+                         f"{type(model.loss).__name__} ({model.loss.name!r}); e.g. for binary targets use "
+                         "loss=losses.BinaryCrossentropy(from_logits=True)")
+    if getattr(loss, "ignore_index", None) is not None:
+        raise ValueError(f"{who}: sample_weight/class_weight with ignore_index={loss.ignore_index} are not "
+                         "supported (which targets count and how much would mix two rules); give the ignored "
+                         "samples a weight of 0 instead, without ignore_index")
     n = y.shape[0]
     if class_weight is not None:
         weights = class_weights(y, class_weight, who)
+        what = "class_weight"
     else:
         weights = np.asarray(sample_weight)
         if weights.dtype.kind not in "iufb":
@@ -84,7 +107,34 @@ def attach(model, y: np.ndarray, sample_weight=None, class_weight=None, who: str
                              f"{weights.shape}")
         weights = weights.astype(np.float64)
         if not np.isfinite(weights).all():
-            raise ValueError(f"{who}: sample_weight holds NaN or infinite values")
+            where = int(np.argwhere(~np.isfinite(weights))[0, 0])
+            raise ValueError(f"{who}: sample_weight holds NaN or infinite values (sample {where}: {weights[where]})")
+        what = "sample_weight"
+    _check_range(weights, model.dtype, what, who)
     out = np.asarray(y).view(WeightedTargets)
     out.sample_weight = weights
     return out
+
+
+def _attach_per_output(model, y: OutputTargets, sample_weight, class_weight, who: str) -> OutputTargets:
+    """Per-output ``sample_weight`` (one array for all, a list or a dict by output name) attached to each output's
+    targets; ``class_weight`` is refused (Keras refuses it for several outputs too)."""
+    if class_weight is not None:
+        raise ValueError(f"{who}: class_weight is not supported for a model of several outputs (Keras neither); "
+                         "pass sample_weight per output instead")
+    if isinstance(sample_weight, (dict, list, tuple)) and not (
+            isinstance(sample_weight, (list, tuple)) and sample_weight and np.isscalar(sample_weight[0])):
+        weights = per_output(model, sample_weight, "sample_weight", who)
+    else:
+        weights = [sample_weight] * len(y.arrays)
+    arrays = []
+    for loss, target, w in zip(model.loss.losses, y.arrays, weights):
+        arrays.append(target if target is None or w is None else attach(_LossOf(loss), target, w, None, who))
+    return OutputTargets(arrays, y.shape[0])
+
+
+class _LossOf:
+    """What ``attach`` reads of a model (its loss), for one output."""
+
+    def __init__(self, loss):
+        self.loss = loss

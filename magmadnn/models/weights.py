@@ -50,7 +50,8 @@ class Weights:
     def named_arrays(self) -> dict:
         """Every weight and state array (backend arrays) by a position-based key ``layers.<i>.<name>``, in the
         order of :attr:`weights`."""
-        return {f"layers.{index}.{name}": weight.data for index, layer in enumerate(self._all_layers)
+        keys = self._layer_keys or range(len(self._all_layers))  # a subclassed model's: attribute paths
+        return {f"layers.{key}.{name}": weight.data for key, layer in zip(keys, self._all_layers)
                 for name, weight in layer.named_weights()}
 
     def get_weights(self) -> list[np.ndarray]:
@@ -72,7 +73,7 @@ class Weights:
     def _prepare_assign(self, arrays: dict, origin: str) -> list:
         """Checked, converted backend arrays for every weight and state array: ``[(layer, name, value)]``."""
         plan = []
-        for index, layer in enumerate(self._all_layers):
+        for index, layer in zip(self._layer_keys or range(len(self._all_layers)), self._all_layers):
             params, state = layer._params, layer._state
             for name, _ in layer.named_weights():
                 key = f"layers.{index}.{name}"

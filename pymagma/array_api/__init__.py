@@ -1,6 +1,7 @@
 """The Python array API standard (2024.12) on pymagma's DeviceArray: ``x.__array_namespace__()`` is this module.
 
-What it holds: the data types pymagma's kernels handle (bool, int8, uint8, int32, int64, float32, float64), the
+What it holds: the standard's data types (bool, the signed and unsigned integers of 8 to 64 bits, float32, float64,
+complex64, complex128; complex functions in ``kernels/array_api_complex.cu`` with the standard's special cases), the
 standard's type promotion among them, the creation functions, the elementwise arithmetic, comparison, logical,
 bitwise and float functions (NVRTC kernel families in ``kernels/array_api.cu``: strided and broadcast operands read
 in place), ``astype``, ``from_dlpack``, ``all``, ``any`` and ``reshape``; the statistical, searching, sorting and
@@ -31,7 +32,26 @@ from ._creation import (
     zeros,
     zeros_like,
 )
-from ._dtypes import bool, can_cast, finfo, float32, float64, iinfo, int8, int32, int64, isdtype, result_type, uint8
+from ._dtypes import (
+    bool,
+    can_cast,
+    complex64,
+    complex128,
+    finfo,
+    float32,
+    float64,
+    iinfo,
+    int8,
+    int16,
+    int32,
+    int64,
+    isdtype,
+    result_type,
+    uint8,
+    uint16,
+    uint32,
+    uint64,
+)
 from ._indexing import repeat, take, take_along_axis
 from ._info import __array_namespace_info__
 from ._manipulation import (
@@ -69,6 +89,12 @@ from ._statistics import (  # noqa: A004 (the standard's names)
     var,
 )
 
+# The dtype objects of the namespace are NumPy's scalar types, as in numpy's own namespace: a dtype instance would
+# compare equal to None (``np.dtype("float64") == None`` is True, NumPy reading None as the default dtype).
+bool, int8, int16, int32, int64 = (d.type for d in (bool, int8, int16, int32, int64))  # noqa: A001
+uint8, uint16, uint32, uint64, float32, float64 = (d.type for d in (uint8, uint16, uint32, uint64, float32, float64))
+complex64, complex128 = complex64.type, complex128.type
+
 __array_api_version__ = "2024.12"
 API_VERSIONS = ("2021.12", "2022.12", "2023.12", "2024.12")
 
@@ -78,9 +104,10 @@ e, inf, nan, pi = 2.718281828459045, float("inf"), float("nan"), 3.1415926535897
 newaxis = None
 
 __all__ = [
-    "__array_api_version__", "__array_namespace_info__", "bool", "int8", "uint8", "int32", "int64", "float32",
-    "float64", "can_cast", "finfo", "iinfo", "isdtype", "result_type", "arange", "asarray", "astype", "empty",
-    "empty_like", "eye", "from_dlpack", "full", "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
+    "__array_api_version__", "__array_namespace_info__", "bool", "int8", "int16", "int32", "int64", "uint8",
+    "uint16", "uint32", "uint64", "float32", "float64", "complex64", "complex128", "can_cast", "finfo", "iinfo",
+    "isdtype", "result_type", "arange", "asarray", "astype", "empty", "empty_like", "eye", "from_dlpack", "full",
+    "full_like", "linspace", "ones", "ones_like", "zeros", "zeros_like",
     "e", "inf", "nan", "pi", "newaxis", "all", "any", "reshape", *sorted(_elementwise.FUNCTIONS),
     "fft", "linalg", "matmul", "matrix_transpose", "tensordot", "vecdot",
     # reductions, searching, sorting, sets
@@ -116,10 +143,11 @@ def namespace(api_version=None):
 def _fill_the_operators_of_device_arrays() -> None:
     """DeviceArray's operators, astype, indexing with arrays and ``__array_namespace__`` run these (``array.UPPER``)."""
     from .. import array
+    from ._index_faults import raise_recorded
     from ._indexing import getitem, setitem
 
     array.UPPER.update(_elementwise.FUNCTIONS, getitem=getitem, setitem=setitem, astype=astype, matmul=matmul,
-                       namespace=namespace, array_api_dtypes=_dtypes.SUPPORTED)
+                       namespace=namespace, array_api_dtypes=_dtypes.SUPPORTED, read_check=raise_recorded)
 
 
 _fill_the_operators_of_device_arrays()

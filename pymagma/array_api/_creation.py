@@ -23,6 +23,8 @@ def _default_dtype(value) -> np.dtype:
         return _dtypes.bool
     if isinstance(value, int):
         return _dtypes.DEFAULT["integral"]
+    if isinstance(value, complex):
+        return _dtypes.DEFAULT["complex floating"]
     return _dtypes.DEFAULT["real floating"]
 
 
@@ -66,12 +68,12 @@ def asarray(obj, /, *, dtype=None, device=None, copy=None):
         raise ValueError("asarray(copy=False): host data must be copied to the device")
     if isinstance(obj, np.ndarray | np.generic):
         values = np.asarray(obj, dtype=dtype)
-    elif dtype is None and isinstance(obj, builtins.bool | int | float):
+    elif dtype is None and isinstance(obj, builtins.bool | int | float | complex):
         values = np.asarray(obj, dtype=_default_dtype(obj))
     else:
         values = np.asarray(_host_leaves(obj), dtype=dtype)
-        if dtype is None and values.dtype.kind == "f":
-            values = values.astype(_dtypes.DEFAULT["real floating"])
+        if dtype is None and values.dtype.kind in "fc":
+            values = values.astype(_dtypes.DEFAULT["real floating" if values.dtype.kind == "f" else "complex floating"])
     return _host(values, device)
 
 
@@ -85,7 +87,8 @@ def zeros(shape, *, dtype=None, device=None):
 
 def full(shape, fill_value, *, dtype=None, device=None):
     dtype = _dtypes.check(dtype or _default_dtype(fill_value), "full")
-    _dtypes.scalar_dtype(fill_value, dtype, "full") if isinstance(fill_value, builtins.bool | int | float) else None
+    _dtypes.scalar_dtype(fill_value, dtype, "full") if isinstance(fill_value, builtins.bool | int | float | complex) \
+        else None
     return _host(np.full(_array._normalize_shape(shape), fill_value, dtype=dtype), device)
 
 
@@ -124,9 +127,10 @@ def arange(start, /, stop=None, step=1, *, dtype=None, device=None):
 
 
 def linspace(start, stop, /, num, *, dtype=None, device=None, endpoint=True):
-    dtype = _dtypes.check(dtype or _dtypes.DEFAULT["real floating"], "linspace")
-    if dtype.kind != "f":
-        raise TypeError(f"linspace needs a real floating dtype, got {dtype}")
+    default = "complex floating" if isinstance(start, complex) or isinstance(stop, complex) else "real floating"
+    dtype = _dtypes.check(dtype or _dtypes.DEFAULT[default], "linspace")
+    if dtype.kind not in "fc":
+        raise TypeError(f"linspace needs a floating dtype, got {dtype}")
     return _host(np.linspace(start, stop, num, endpoint=endpoint, dtype=dtype), device)
 
 
@@ -155,5 +159,8 @@ def astype(x, dtype, /, *, copy=True, device=None):
         raise ValueError(f"astype: the array is on device {x.device}, not {device} (no cross-device copy)")
     if dtype == x.dtype and not copy:
         return x
+    if x.dtype.kind == "c" and dtype.kind not in "cb":
+        raise TypeError(f"astype: a {x.dtype} array does not cast to {dtype} (the standard leaves complex to real "
+                        "undefined); take real(x), imag(x) or abs(x) first")
     return _kernels.cast(x, dtype)
 

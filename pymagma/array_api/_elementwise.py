@@ -10,26 +10,27 @@ import numpy as np
 
 from .. import array as _array
 from ..kernels import array_api as _kernels
+from ..kernels import array_api_complex as _complex
 from . import _dtypes
 
 _FLOATS, _INTS, _INTS_BOOL = "f", "iu", "iub"
-_NUMERIC = "iuf"
+_REAL, _NUMERIC, _INEXACT = "iuf", "iufc", "fc"
 #: binary function -> dtype kinds it takes
 _BINARY_KINDS = {
-    "add": _NUMERIC, "subtract": _NUMERIC, "multiply": _NUMERIC, "divide": _NUMERIC, "floor_divide": _NUMERIC,
-    "remainder": _NUMERIC, "pow": _NUMERIC, "maximum": _NUMERIC, "minimum": _NUMERIC,
+    "add": _NUMERIC, "subtract": _NUMERIC, "multiply": _NUMERIC, "divide": _NUMERIC, "floor_divide": _REAL,
+    "remainder": _REAL, "pow": _NUMERIC, "maximum": _REAL, "minimum": _REAL,
     "logical_and": "b", "logical_or": "b", "logical_xor": "b",
     "bitwise_and": _INTS_BOOL, "bitwise_or": _INTS_BOOL, "bitwise_xor": _INTS_BOOL,
     "bitwise_left_shift": _INTS, "bitwise_right_shift": _INTS,
     **{f: _FLOATS for f in ("atan2", "copysign", "hypot", "logaddexp", "nextafter")},
 }
-_COMPARE_KINDS = {"equal": "biuf", "not_equal": "biuf", "less": _NUMERIC, "less_equal": _NUMERIC,
-                  "greater": _NUMERIC, "greater_equal": _NUMERIC}
+_COMPARE_KINDS = {"equal": "biufc", "not_equal": "biufc", "less": _REAL, "less_equal": _REAL,
+                  "greater": _REAL, "greater_equal": _REAL}
 _UNARY_KINDS = {
     "negative": _NUMERIC, "positive": _NUMERIC, "abs": _NUMERIC, "square": _NUMERIC, "sign": _NUMERIC,
-    "floor": _NUMERIC, "ceil": _NUMERIC, "trunc": _NUMERIC, "round": _NUMERIC,
-    **{f: _FLOATS for f in ("sqrt", "exp", "log", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh",
-                            "reciprocal", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh")},
+    "floor": _REAL, "ceil": _REAL, "trunc": _REAL, "round": _NUMERIC,
+    **{f: _INEXACT for f in ("sqrt", "exp", "log", "expm1", "log1p", "log2", "log10", "sin", "cos", "tan", "tanh",
+                             "reciprocal", "acos", "acosh", "asin", "asinh", "atan", "atanh", "cosh", "sinh")},
     "logical_not": "b", "bitwise_invert": _INTS_BOOL,
 }
 _TEST_KINDS = {"isnan": _NUMERIC, "isinf": _NUMERIC, "isfinite": _NUMERIC, "signbit": _FLOATS}
@@ -45,18 +46,23 @@ def _require(x, what: str):
 
 def _kinds(dtype: np.dtype, kinds: str, what: str) -> None:
     if dtype.kind not in kinds:
-        names = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "real floating"}
+        names = {"b": "bool", "i": "signed integer", "u": "unsigned integer", "f": "real floating",
+                 "c": "complex floating"}
         raise TypeError(f"{what} takes {', '.join(names[k] for k in kinds)} arrays, not {dtype}")
 
 
 def _scalar(value, like, what: str):
-    """A Python scalar as a 0-d array of ``like``'s dtype (the standard's rule), on its device."""
-    _dtypes.scalar_dtype(value, like.dtype, what)
-    return _array.asarray(np.asarray(value, dtype=like.dtype), device=like.device)
+    """A Python scalar as a 0-d array of ``like``'s dtype (the standard's rule), on its device; a Python complex
+    beside a real floating array takes the complex dtype of its precision."""
+    dtype = like.dtype
+    if isinstance(value, complex) and dtype.kind == "f":
+        dtype = _dtypes.complex64 if dtype == _dtypes.float32 else _dtypes.complex128
+    _dtypes.scalar_dtype(value, dtype, what)
+    return _array.asarray(np.asarray(value, dtype=dtype), device=like.device)
 
 
 def _is_scalar(v) -> bool:
-    return isinstance(v, bool | int | float)
+    return isinstance(v, bool | int | float | complex)
 
 
 def _operands(x1, x2, what: str):
@@ -96,7 +102,7 @@ def binary(name: str, x1, x2):
     x1, x2 = _operands(x1, x2, name)
     dtype = _dtypes.promote(x1.dtype, x2.dtype)
     _kinds(dtype, _BINARY_KINDS[name], name)
-    if name == "divide" and dtype.kind != "f":  # integer division is true division in the default float dtype
+    if name == "divide" and dtype.kind not in "fc":  # integer division is true division in the default float dtype
         dtype = _dtypes.DEFAULT["real floating"]
     shape = _shape(x1, x2, name)
     return _kernels.binary(name, _as(x1, dtype), _as(x2, dtype), shape)
@@ -124,13 +130,15 @@ def compare(name: str, x1, x2):
 def unary(name: str, x):
     x = _require(x, name)
     _kinds(x.dtype, _UNARY_KINDS[name], name)
+    if name == "abs" and x.dtype.kind == "c":  # |z|, a real array of z's precision
+        return _complex.part("abs", x)
     return _kernels.unary(name, x)
 
 
 def test(name: str, x):
     x = _require(x, name)
     _kinds(x.dtype, _TEST_KINDS[name], name)
-    if x.dtype.kind != "f":  # integers are never NaN or infinite
+    if x.dtype.kind not in "fc":  # integers are never NaN or infinite
         answer = name == "isfinite"
         return _kernels.compare("equal" if answer else "not_equal", x, x, x.shape)
     return _kernels.test(name, x)
@@ -158,7 +166,7 @@ def clip(x, /, min=None, max=None):  # noqa: A002 (the standard's names)
     """``x`` clamped to ``[min, max]`` (arrays or Python scalars, broadcast; None: no bound) in ``x``'s dtype; a
     NaN bound or element gives NaN (``maximum`` then ``minimum``)."""
     x = _require(x, "clip")
-    _kinds(x.dtype, _NUMERIC, "clip")
+    _kinds(x.dtype, _REAL, "clip")
     out = x
     for bound, name in ((min, "maximum"), (max, "minimum")):
         if bound is None:
@@ -175,22 +183,25 @@ def clip(x, /, min=None, max=None):  # noqa: A002 (the standard's names)
 
 
 def conj(x, /):
-    """The complex conjugate: of a real array (pymagma has no complex dtypes), a copy of it."""
+    """The complex conjugate (of a real array, a copy of it)."""
     x = _require(x, "conj")
     _kinds(x.dtype, _NUMERIC, "conj")
-    return _kernels.cast(x, x.dtype)
+    return _complex.unary(_complex.CONJ, x) if x.dtype.kind == "c" else _kernels.cast(x, x.dtype)
 
 
 def real(x, /):
-    """The real part: of a real floating array (pymagma has no complex dtypes), a copy of it."""
+    """The real part, a real array of ``x``'s precision (of a real floating array, a copy: 2024.12 allows it)."""
     x = _require(x, "real")
-    _kinds(x.dtype, _FLOATS, "real")
-    return _kernels.cast(x, x.dtype)
+    _kinds(x.dtype, _INEXACT, "real")
+    return _complex.part("real", x) if x.dtype.kind == "c" else _kernels.cast(x, x.dtype)
 
 
 def imag(x, /):
-    """The imaginary part of a complex array: pymagma has no complex dtypes, so a TypeError."""
-    raise TypeError("imag takes complex floating arrays, which pymagma.array_api does not support")
+    """The imaginary part of a complex array, a real array of its precision (the standard takes complex arrays
+    only)."""
+    x = _require(x, "imag")
+    _kinds(x.dtype, "c", "imag")
+    return _complex.part("imag", x)
 
 
 FUNCTIONS.update(clip=clip, conj=conj, real=real, imag=imag)

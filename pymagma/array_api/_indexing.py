@@ -3,7 +3,8 @@
 
 Integer arrays become element offsets (one kernel per index array), then one gather (or scatter); a boolean mask
 gets each true element's place by a chunked count and scan, and the one host read is the number of true elements
-(the output's data-dependent size; a ``__setitem__`` whose value broadcasts over them needs no read)."""
+(the output's data-dependent size; a ``__setitem__`` whose value broadcasts over them needs no read). Integer
+indices outside their axis are NumPy's IndexError at the next host read (:mod:`._index_faults`)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import numpy as np
 from .. import array as _array
 from ..kernels import array_api as _kernels
 from . import _creation, _dtypes, _elementwise, _manipulation
+from ._index_faults import checked_offsets
 
 _INDEX_KINDS = "iu"
 
@@ -33,7 +35,8 @@ def _index_array(idx, what: str):
 
 def take(x, indices, /, *, axis=None):
     """The elements of ``x`` at the 1-D integer ``indices`` along ``axis`` (optional for a 1-D ``x``); negative
-    indices count from the end, out-of-range ones are clamped (the standard leaves them unspecified)."""
+    indices count from the end, an out-of-range one is NumPy's IndexError at the next host read (see
+    :mod:`._index_faults`; the standard leaves them unspecified)."""
     x = _elementwise._require(x, "take")
     indices = _index_array(indices, "take")
     if indices.ndim != 1:
@@ -50,7 +53,7 @@ def take(x, indices, /, *, axis=None):
     if math.prod(shape) == 0:
         return _array._empty(shape, x.dtype, x.device)
     strides = _elements(x)
-    off = _kernels.index_offsets(indices, indices.shape, n, strides[a])
+    off = checked_offsets(indices, indices.shape, n, strides[a], a)
     x_strides = (*strides[:a], 0, *strides[a + 1:])
     off_strides = (0,) * a + (1,) + (0,) * (x.ndim - a - 1)
     return _kernels.gather(x, off, shape, x_strides, off_strides)
@@ -73,7 +76,7 @@ def take_along_axis(x, indices, /, *, axis=-1):
     if n == 0:
         raise IndexError(f"take_along_axis: indices into an empty axis {a}")
     strides = _elements(x)
-    off = _kernels.index_offsets(indices, shape, n, strides[a])
+    off = checked_offsets(indices, shape, n, strides[a], a)
     x_strides = tuple(0 if d == a or x.shape[d] == 1 else s for d, s in enumerate(strides))
     return _kernels.gather(x, off, shape, x_strides, _array.c_strides(shape, 1))
 
@@ -165,7 +168,7 @@ def _integer_plan(x, key):
         if x.shape[axis] == 0 and math.prod(s2):
             raise IndexError(f"index into axis {axis} of size 0")
         if math.prod(s2):
-            off = _kernels.index_offsets(k, s2, x.shape[axis], strides[axis], off)
+            off = checked_offsets(k, s2, x.shape[axis], strides[axis], axis, off)
     if off is None:
         off = _array._empty((1,), _kernels.INT64, x.device)
     adjacent = indexed == list(range(indexed[0], indexed[-1] + 1))

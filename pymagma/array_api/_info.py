@@ -26,12 +26,10 @@ class Info:
         return list(range(runtime.device_count()))
 
     def default_dtypes(self, *, device=None) -> dict:
-        return {"real floating": _dtypes.DEFAULT["real floating"], "complex floating": None,
-                "integral": _dtypes.DEFAULT["integral"], "indexing": _dtypes.DEFAULT["indexing"]}
+        return {kind: _dtypes.DEFAULT[kind] for kind in ("real floating", "complex floating", "integral", "indexing")}
 
     def dtypes(self, *, device=None, kind=None) -> dict:
-        """The supported dtypes by name, optionally of one ``kind`` (a kind name or a tuple of them): no int16,
-        uint16, uint32, uint64 or complex dtypes."""
+        """The supported dtypes by name, optionally of one ``kind`` (a kind name or a tuple of them)."""
         if kind is not None:
             kinds = kind if isinstance(kind, tuple) else (kind,)
             for k in kinds:

@@ -41,15 +41,14 @@ def _diagonal_view(x, offset, what: str):
 def _trace_dtype(x, dtype) -> np.dtype:
     if dtype is not None:
         return _dtypes.check(dtype, "linalg.trace")
-    # the default integer dtype for the smaller integers; pymagma has no uint64, so uint8 sums in int64 too
-    return _dtypes.DEFAULT["integral"] if x.dtype.kind in "iu" else x.dtype
+    return _dtypes.accumulator(x.dtype)
 
 
 def trace(x, /, *, offset: int = 0, dtype=None):
     """The sum of the diagonal ``offset`` of each matrix, ``(...)``, in ``dtype`` (by default ``x``'s; integers
     smaller than int64 sum in int64)."""
     x = _elementwise._require(x, "linalg.trace")
-    if x.dtype.kind not in "iuf":
+    if x.dtype.kind not in "iufc":
         raise TypeError(f"linalg.trace takes numeric arrays, not {x.dtype}")
     target = _trace_dtype(x, dtype)
     d = _api_kernels.cast(_diagonal_view(x, offset, "trace"), target)
@@ -65,8 +64,9 @@ def trace(x, /, *, offset: int = 0, dtype=None):
 
 def _floating(x, what: str):
     x = _elementwise._require(x, f"linalg.{what}")
-    if x.dtype.kind != "f":
-        raise TypeError(f"linalg.{what} takes real floating arrays (float32, float64), not {x.dtype}")
+    if x.dtype.kind not in "fc":
+        raise TypeError(f"linalg.{what} takes floating arrays (float32, float64, complex64, complex128), not "
+                        f"{x.dtype}")
     return x
 
 
@@ -103,6 +103,8 @@ def vector_norm(x, /, *, axis=None, keepdims: bool = False, ord=2):
     None: all elements): 2 (sqrt of the sum of squares), 1, inf, -inf, 0 (the count of non-zeros) or any other
     real p (``sum(|x|**p)**(1/p)``)."""
     x = _floating(x, "vector_norm")
+    if x.dtype.kind == "c":  # the norms of |x|, real of x's precision
+        x = _elementwise.FUNCTIONS["abs"](x)
     axes = _axes(axis, x.ndim, "vector_norm")
     if isinstance(ord, bool) or not isinstance(ord, int | float):
         raise ValueError(f"linalg.vector_norm: ord must be a real number (or inf, -inf), got {ord!r}")
@@ -136,6 +138,7 @@ def matrix_norm(x, /, *, keepdims: bool = False, ord="fro"):
         raise ValueError(f"linalg.matrix_norm: ord must be one of {_MATRIX_ORDS}, got {ord!r}")
     nd = x.ndim
     if ord == "fro":
+        x = _elementwise.FUNCTIONS["abs"](x) if x.dtype.kind == "c" else x
         return _elementwise.FUNCTIONS["sqrt"](_reduce("sum_squares", x, (nd - 2, nd - 1), keepdims, "matrix_norm"))
     if ord in ("nuc", 2, -2):
         s = _linalg.svd(x, compute_uv=False)  # linalg.svdvals

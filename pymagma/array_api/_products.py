@@ -17,8 +17,8 @@ from . import _dtypes, _elementwise, _manipulation
 def numeric(x, what: str):
     """``x`` as a DeviceArray of a numeric dtype (bool is a TypeError, as the standard's products take numbers)."""
     x = _elementwise._require(x, what)
-    if x.dtype.kind not in "iuf":
-        raise TypeError(f"{what} takes numeric arrays (integers, float32, float64), not {x.dtype}")
+    if x.dtype.kind not in "iufc":
+        raise TypeError(f"{what} takes numeric arrays (integers, floating, complex), not {x.dtype}")
     return x
 
 
@@ -65,7 +65,7 @@ def matmul(x1, x2, /):
                          f"{b.shape[-2]} in the contracted dimension)")
     batch = _batch(a, b, "matmul")
     shape = (*batch, a.shape[-2], b.shape[-1])
-    if x1.dtype.kind != "f":
+    if x1.dtype.kind not in "fc":
         out = _integer_matmul(a, b, batch)
     elif 0 in shape or a.shape[-1] == 0:  # nothing to multiply, or an empty sum: zeros (no gemm call)
         out = _array.zeros(shape, x1.dtype, device=x1.device)
@@ -129,8 +129,11 @@ def tensordot(x1, x2, /, *, axes=2):
 
 def vecdot(x1, x2, /, *, axis=-1):
     """The dot product of the vectors of ``x1`` and ``x2`` along ``axis`` (counted from the end of each; the other
-    axes broadcast): one batched gemm of (1, n) by (n, 1) matrices (floats) on views of the operands."""
+    axes broadcast): one batched gemm of (1, n) by (n, 1) matrices (floats) on views of the operands; complex
+    ``x1`` is conjugated first, as the standard defines it."""
     x1, x2 = promoted(x1, x2, "vecdot")
+    if x1.dtype.kind == "c":
+        x1 = _elementwise.FUNCTIONS["conj"](x1)
     if x1.ndim == 0 or x2.ndim == 0:
         raise ValueError("vecdot: operands must have at least one dimension")
     n = min(x1.ndim, x2.ndim)

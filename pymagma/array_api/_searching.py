@@ -64,7 +64,7 @@ def where(condition, x1, x2, /):
 
 def count_nonzero(x, /, *, axis=None, keepdims=False):
     """How many elements over ``axis`` are nonzero (NaN counts), as int64."""
-    x = _kinds(x, "biuf", "count_nonzero")
+    x = _kinds(x, "biufc", "count_nonzero")
     ones = _api_kernels.cast(_as(x, _dtypes.bool), _dtypes.int64)
     reduced = _rk.axes(axis, x.ndim, "count_nonzero")
     return _kept(_rk.reduce("sum", ones, reduced), x.shape, reduced, keepdims)
@@ -73,7 +73,7 @@ def count_nonzero(x, /, *, axis=None, keepdims=False):
 def nonzero(x, /):
     """The indices of the nonzero elements, one int64 array per dimension (C order).  Their length depends on
     the data: one int64 comes back to the host."""
-    x = _kinds(x, "biuf", "nonzero")
+    x = _kinds(x, "biufc", "nonzero")
     if x.ndim == 0:
         raise ValueError("nonzero: a 0-d array is not allowed (the standard asks for at least one dimension)")
     if x.size == 0:

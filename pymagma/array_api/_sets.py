@@ -1,7 +1,7 @@
 """The standard's set functions: ``unique_all``, ``unique_counts``, ``unique_inverse``, ``unique_values``.  The
 flattened array is stably sorted on the device, group starts flagged and counted by a scan; the number of unique
 values is data-dependent, so one int64 comes back to the host.  Values come out sorted (NaNs last); every NaN is
-its own value, as the standard says."""
+its own value, as the standard says.  Complex values come out in NumPy's order (real part first)."""
 
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ class UniqueInverseResult(NamedTuple):
 
 
 def _unique(x, what: str, index: bool, counts: bool, inverse: bool):
-    x = _kinds(x, "biuf", what)
+    x = _kinds(x, "biufc", what)
     inverse_shape = x.shape if inverse else None
     if x.size == 0:
         empty = _array._empty((0,), _rk.INDEX, x.device)

@@ -26,10 +26,10 @@ def _kinds(x, kinds: str, what: str):
 
 def accumulation_dtype(x, dtype, what: str) -> np.dtype:
     """``dtype`` when given, else the standard's default for sums and products: the default integer (int64) for
-    bool and every integer dtype (the namespace has no uint64), the input's dtype for floats."""
+    bool and the signed integers, uint64 for the unsigned ones, the input's dtype for floats."""
     if dtype is not None:
         return _dtypes.check(dtype, f"{what} dtype")
-    return _dtypes.DEFAULT["integral"] if x.dtype.kind in "biu" else x.dtype
+    return _dtypes.accumulator(x.dtype)
 
 
 def _kept(out, shape: tuple, reduced: tuple, keepdims: bool):
@@ -47,13 +47,13 @@ def _reduction(op: str, x, axis, keepdims: bool, what: str, correction: float = 
 
 def sum(x, /, *, axis=None, dtype=None, keepdims=False):  # noqa: A001 (the standard's name)
     """The sum over ``axis``: 0 over an empty axis; integers and bool accumulate in int64 unless ``dtype``."""
-    x = _kinds(x, "biuf", "sum")
+    x = _kinds(x, "biufc", "sum")
     return _reduction("sum", _as(x, accumulation_dtype(x, dtype, "sum")), axis, keepdims, "sum")
 
 
 def prod(x, /, *, axis=None, dtype=None, keepdims=False):
     """The product over ``axis``: 1 over an empty axis; integers and bool in int64 unless ``dtype``."""
-    x = _kinds(x, "biuf", "prod")
+    x = _kinds(x, "biufc", "prod")
     return _reduction("prod", _as(x, accumulation_dtype(x, dtype, "prod")), axis, keepdims, "prod")
 
 
@@ -68,8 +68,8 @@ def max(x, /, *, axis=None, keepdims=False):  # noqa: A001
 
 
 def mean(x, /, *, axis=None, keepdims=False):
-    """The arithmetic mean over ``axis`` of a real floating array (accumulated in float64; NaN when empty)."""
-    return _reduction("mean", _kinds(x, "f", "mean"), axis, keepdims, "mean")
+    """The arithmetic mean over ``axis`` of a floating array (accumulated in float64; NaN when empty)."""
+    return _reduction("mean", _kinds(x, "fc", "mean"), axis, keepdims, "mean")
 
 
 def _correction(correction, what: str) -> float:
@@ -102,7 +102,7 @@ def _scan_axis(x, axis, what: str) -> int:
 
 
 def _scan(op: str, x, axis, dtype, include_initial: bool, what: str):
-    x = _kinds(x, "biuf", what)
+    x = _kinds(x, "biufc", what)
     axis = _scan_axis(x, axis, what)
     return _rk.scan(op, _as(x, accumulation_dtype(x, dtype, what)), axis, bool(include_initial))
 
@@ -124,7 +124,7 @@ def _along(x, axis: int, start, stop):
 def diff(x, /, *, axis=-1, n=1, prepend=None, append=None):
     """The ``n``-th forward difference along ``axis`` (bool: not_equal, as NumPy), after joining ``prepend`` and
     ``append`` (arrays, or Python scalars broadcast along ``axis``) to ``x``."""
-    x = _kinds(x, "biuf", "diff")
+    x = _kinds(x, "biufc", "diff")
     if x.ndim == 0:
         raise ValueError("diff: a 0-d array has no axis to difference along")
     if isinstance(n, bool) or not isinstance(n, int) or n < 0:

@@ -28,11 +28,11 @@ EighResult, QRResult, SlogdetResult, SVDResult = _magma.EighResult, _magma.QRRes
 
 
 def _floating(x, what: str, matrices: bool = True):
-    """``x`` as a float32/float64 DeviceArray (of at least 2 dimensions when ``matrices``)."""
+    """``x`` as a floating (real or complex) DeviceArray (of at least 2 dimensions when ``matrices``)."""
     x = _elementwise._require(x, what)
-    if x.dtype.kind != "f":
-        raise TypeError(f"linalg.{what} takes real floating arrays (float32, float64), not {x.dtype}: MAGMA's "
-                        "LAPACK has no integer routines (cast with astype)")
+    if x.dtype.kind not in "fc":
+        raise TypeError(f"linalg.{what} takes floating arrays (float32, float64, complex64, complex128), not "
+                        f"{x.dtype}: MAGMA's LAPACK has no integer routines (cast with astype)")
     if matrices and x.ndim < 2:
         raise ValueError(f"linalg.{what} needs a matrix or a stack of matrices, got shape {x.shape}")
     return x
@@ -76,7 +76,8 @@ def slogdet(x, /):
     """``SlogdetResult(sign, logabsdet)`` of square matrices (getrf); a singular matrix gives sign 0 and -inf."""
     x = _square(x, "slogdet")
     res = _magma.slogdet(x)
-    return SlogdetResult(_on_device(res.sign, x, x.dtype), _on_device(res.logabsdet, x, x.dtype))
+    real = np.finfo(x.dtype).dtype  # logabsdet is real for complex matrices too
+    return SlogdetResult(_on_device(res.sign, x, x.dtype), _on_device(res.logabsdet, x, real))
 
 
 def inv(x, /):

@@ -36,6 +36,9 @@ template <> struct AAIsFloat<float> { static const bool value = true; };
 template <> struct AAIsFloat<double> { static const bool value = true; };
 template <typename T> struct AAUnsigned { typedef T type; };
 template <> struct AAUnsigned<signed char> { typedef unsigned char type; };
+// 16-bit integers wrap in 32 bits (unsigned short * unsigned short promotes to int, which may overflow)
+template <> struct AAUnsigned<short> { typedef u32 type; };
+template <> struct AAUnsigned<unsigned short> { typedef u32 type; };
 template <> struct AAUnsigned<int> { typedef unsigned int type; };
 template <> struct AAUnsigned<i64> { typedef u64 type; };
 

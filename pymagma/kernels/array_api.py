@@ -2,7 +2,7 @@
 broadcast operands of one dtype, unary and float tests over one strided operand, and the strided cast; for
 manipulation and indexing the strided assignment, tril/triu, integer-index gathers and scatters and the boolean-mask
 compaction.  Elementwise results are new C-contiguous arrays on the first operand's device; dtypes are the caller's
-business (see ``_elementwise``)."""
+business (see ``_elementwise``).  Complex operands run ``kernels/array_api_complex.cu`` (:mod:`.array_api_complex`)."""
 
 from __future__ import annotations
 
@@ -13,8 +13,10 @@ from ctypes import c_int, c_longlong, c_void_p
 import numpy as np
 
 from .. import array as _array
-from . import programs
+from . import array_api_complex as _complex
 from .common import _run, make_strides3
+from .common import geometry as _geometry
+from .common import layout as _layout
 
 #: binary op codes of aa_binary_op
 BINARY = {"add": 0, "subtract": 1, "multiply": 2, "divide": 3, "floor_divide": 4, "remainder": 5, "pow": 6,
@@ -35,29 +37,20 @@ BOOL = np.dtype(bool)
 
 @functools.lru_cache(maxsize=256)
 def _expression(kernel: str, *dtypes) -> str:
-    return f"{kernel}<{', '.join(programs.API_C_TYPES[np.dtype(d).name] for d in dtypes)}>"
-
-
-@functools.lru_cache(maxsize=1024)
-def _geometry(shape: tuple, *operands: tuple):
-    """The (never modified) Strides3 of operands given as (shape, byte strides, itemsize), broadcast to ``shape``:
-    computed once per layout (the launch copies it, as cuLaunchKernel copies its parameters)."""
-    lead = [len(shape) - len(o[0]) for o in operands]
-    sets = [(0,) * k + tuple(0 if n == 1 else s // size for n, s in zip(o_shape, o_strides))
-            for k, (o_shape, o_strides, size) in zip(lead, operands)]
-    return make_strides3(shape, *sets)
-
-
-def _layout(a) -> tuple:
-    return a.shape, a.strides, a.itemsize
+    return f"{kernel}<{', '.join(_complex.c_type(np.dtype(d).name) for d in dtypes)}>"
 
 
 def _launch(expression: str, like, out, args) -> None:
-    _run("array_api", expression, like, out.size, args)
+    if like.dtype.kind == "c":  # the complex instantiations of the data-movement kernels
+        _complex.launch(expression, like, out.size, args)
+    else:
+        _run("array_api", expression, like, out.size, args)
 
 
 def binary(op: str, a, b, shape: tuple):
     """``a op b`` (one dtype) broadcast to ``shape``."""
+    if a.dtype.kind == "c":
+        return _complex.binary(BINARY[op], a, b, shape)
     out = _array._empty(shape, a.dtype, a.device)
     s = _geometry(shape, _layout(a), _layout(b))
     _launch(_expression("aa_binary", a.dtype), a, out,
@@ -67,6 +60,8 @@ def binary(op: str, a, b, shape: tuple):
 
 def compare(op: str, a, b, shape: tuple):
     """``a op b`` (one dtype) broadcast to ``shape``, a bool array."""
+    if a.dtype.kind == "c":
+        return _complex.compare(COMPARE[op], a, b, shape)
     out = _array._empty(shape, BOOL, a.device)
     s = _geometry(shape, _layout(a), _layout(b))
     _launch(_expression("aa_compare", a.dtype), a, out,
@@ -75,6 +70,8 @@ def compare(op: str, a, b, shape: tuple):
 
 
 def unary(op: str, x):
+    if x.dtype.kind == "c":
+        return _complex.unary(_complex.CONJ if op == "conj" else UNARY[op], x)
     out = _array._empty(x.shape, x.dtype, x.device)
     s = _geometry(x.shape, _layout(x))
     _launch(_expression("aa_unary", x.dtype), x, out,
@@ -83,6 +80,8 @@ def unary(op: str, x):
 
 
 def test(op: str, x):
+    if x.dtype.kind == "c":
+        return _complex.test(op, x)
     out = _array._empty(x.shape, BOOL, x.device)
     s = _geometry(x.shape, _layout(x))
     _launch(_expression("aa_test", x.dtype), x, out,
@@ -92,6 +91,8 @@ def test(op: str, x):
 
 def cast(x, dtype: np.dtype):
     """``x`` (any strides) converted to ``dtype`` in a new C-contiguous array (also a same-dtype strided copy)."""
+    if x.dtype.kind == "c" or dtype.kind == "c":
+        return _complex.cast(x, dtype)
     out = _array._empty(x.shape, dtype, x.device)
     s = _geometry(x.shape, _layout(x))
     _launch(_expression("aa_cast", x.dtype, dtype), x, out,

@@ -4,7 +4,7 @@
 // (s0: input element strides of the kept axes, s1: the output's); correctness over speed (a sort is a per-row
 // bottom-up merge sort in a scratch buffer).  Integers wrap like NumPy (unsigned arithmetic), float sums, means
 // and variances accumulate in double; scans accumulate in the element type, as NumPy's cumsum does.  All but
-// ar_where are instantiated for int64, float32 and float64 only: narrower integers and bool arrive as int64.
+// ar_where are instantiated for int64, uint64, float32 and float64 only: narrower integers and bool arrive as int64.
 #include "common.cuh"
 
 template <typename T> struct ARFloat { static const bool value = false; };

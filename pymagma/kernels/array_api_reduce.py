@@ -2,9 +2,10 @@
 along one axis (strided operands read in place), the three-operand ``where``, ``searchsorted``, a 1-D gather and
 the steps of ``nonzero`` and ``unique``.  Results are new C-contiguous arrays; dtypes are the caller's business.
 
-Only ``where`` is compiled for every dtype: the others are compiled for int64, float32 and float64 (half the NVRTC
-time), and bool, int8, uint8 and int32 operands run as int64 (a cast kernel each way).  That is exact: integer sums
-and products wrap modulo 2**bits whatever the width they are carried in, and the cast keeps the order."""
+Only ``where`` is compiled for every dtype: the others are compiled for int64, uint64, float32 and float64 (less
+NVRTC time), and bool and the narrower integers run as int64 (a cast kernel each way).  That is exact: integer sums
+and products wrap modulo 2**bits whatever the width they are carried in, and the cast keeps the order.  Complex
+operands run these kernels' complex instantiations in ``kernels/array_api_complex.cu`` (one pass)."""
 
 from __future__ import annotations
 
@@ -16,7 +17,7 @@ import numpy as np
 
 from .. import array as _array
 from . import array_api as _api_kernels
-from . import programs
+from . import array_api_complex as _complex
 from .common import _c_strides, _run, make_strides3
 
 PROGRAM = "array_api_reduce"
@@ -24,7 +25,7 @@ PROGRAM = "array_api_reduce"
 REDUCE = {"sum": 0, "prod": 1, "min": 2, "max": 3, "mean": 4, "var": 5}
 INDEX = np.dtype(np.int64)
 #: the dtypes carried as int64 by every kernel but ar_where (see programs.API_REDUCE_DTYPES)
-NARROW = frozenset(np.dtype(d) for d in ("bool", "int8", "uint8", "int32"))
+NARROW = frozenset(np.dtype(d) for d in ("bool", "int8", "uint8", "int16", "uint16", "int32", "uint32"))
 
 
 def _wide(x):
@@ -37,11 +38,14 @@ def _back(out, dtype):
 
 @functools.lru_cache(maxsize=256)
 def _expression(kernel: str, dtype: np.dtype) -> str:
-    return f"{kernel}<{programs.API_C_TYPES[dtype.name]}>"
+    return f"{kernel}<{_complex.c_type(dtype.name)}>"
 
 
 def _launch(kernel: str, like, n_items: int, args) -> None:
-    _run(PROGRAM, _expression(kernel, like.dtype), like, n_items, args)
+    if like.dtype.kind == "c":
+        _complex.launch(_expression(kernel, like.dtype), like, n_items, args)
+    else:
+        _run(PROGRAM, _expression(kernel, like.dtype), like, n_items, args)
 
 
 def _elements(a) -> tuple:
@@ -88,6 +92,12 @@ _JOIN = {"sum": "add", "prod": "multiply", "min": "minimum", "max": "maximum"}
 
 def reduce(op: str, x, reduced: tuple, correction: float = 0.0):
     """``op`` of ``x`` over the axes ``reduced`` (sorted), in ``x``'s dtype: the kept axes' shape."""
+    if x.dtype.kind == "c":  # one pass (sum, prod); a mean divides the sum
+        out = _one_pass("sum" if op == "mean" else op, x, reduced)
+        if op != "mean":
+            return out
+        n = math.prod(x.shape[d] for d in reduced)
+        return _api_kernels.binary("divide", out, _array.asarray(np.asarray(n, out.dtype), device=x.device), out.shape)
     dtype, x = x.dtype, _wide(x)
     n_red = math.prod(x.shape[d] for d in reduced)
     if op in ("sum", "prod", "min", "max", "mean") and n_red >= SPLIT and x.size // n_red < PARTS:

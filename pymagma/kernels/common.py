@@ -1,11 +1,13 @@
 """What every launcher module shares: the ``Strides3`` mirror of common.cuh, operand checks, output allocation and
-the launch on the operands' queue (:func:`_run`, through the launcher in use: the simulator's when it is on)."""
+the launch on the operands' queue (:func:`_run`, through the launcher in use: the simulator's when it is on).
+
+The launchers of programs registered outside pymagma (magmadnn's) use these too, so that their launches take the
+same path as pymagma's own."""
 
 from __future__ import annotations
 
 import ctypes
-import math
-import numbers
+import functools
 from ctypes import c_int, c_longlong, c_void_p
 
 import numpy as np
@@ -38,6 +40,21 @@ def make_strides3(shape, *stride_sets) -> Strides3:
         for d, v in enumerate(strides):
             target[d] = int(v)
     return s
+
+
+@functools.lru_cache(maxsize=1024)
+def geometry(shape: tuple, *operands: tuple) -> Strides3:
+    """The (never modified) Strides3 of operands given as (shape, byte strides, itemsize), broadcast to ``shape``:
+    computed once per layout (the launch copies it, as cuLaunchKernel copies its parameters)."""
+    lead = [len(shape) - len(o[0]) for o in operands]
+    sets = [(0,) * k + tuple(0 if n == 1 else s // size for n, s in zip(o_shape, o_strides))
+            for k, (o_shape, o_strides, size) in zip(lead, operands)]
+    return make_strides3(shape, *sets)
+
+
+def layout(a) -> tuple:
+    """``a``'s (shape, byte strides, itemsize), the key :func:`geometry` takes."""
+    return a.shape, a.strides, a.itemsize
 
 
 def _elem_strides(a) -> tuple[int, ...]:
@@ -95,17 +112,3 @@ def _out_for(out, shape, dtype, device, what: str):
 
 def _ptr(a) -> c_void_p:
     return c_void_p(a.ptr if a is not None else None)
-
-
-def _check_hyper(what: str, **values) -> None:
-    """Optimizer hyperparameters are finite real numbers (a NaN or infinite rate would spoil every parameter)."""
-    for name, v in values.items():
-        if type(v) is float or type(v) is int:  # the common case, without an abstract-class check
-            if math.isfinite(v):
-                continue
-        elif not isinstance(v, bool) and isinstance(v, numbers.Real) and math.isfinite(v):
-            continue
-        raise ValueError(f"{what}: {name} must be a finite real number, got {v!r}")
-
-
-

@@ -1,5 +1,6 @@
-"""The kernel programs shipped with pymagma: which ``.cu`` file, which template instantiations (per dtype), registered
-with :mod:`.registry` at import like any other program.
+"""The kernel programs shipped with pymagma (a general GPU array library's: elementwise, reductions, casts, random
+numbers, the array API's): which ``.cu`` file, which template instantiations (per dtype), registered with
+:mod:`.registry` at import like any other program (magmadnn registers its deep-learning programs the same way).
 
 Each program is one NVRTC compilation holding all of its instantiations, so a device compiles a program once.
 """
@@ -23,8 +24,9 @@ FLOAT_DTYPES = ("float32", "float64", "float16", "bfloat16")
 CAST_SOURCES = FLOAT_DTYPES + ("int32", "int64", "uint8")
 CAST_TARGETS = FLOAT_DTYPES + ("int32", "int64", "uint8")
 COPY_DTYPES = FLOAT_DTYPES + ("int32", "int64", "uint8")
-#: The headers of pymagma's kernels folder every program may include.
-HEADERS = ("common.cuh",)
+#: The headers of pymagma's kernels folder every program may include (common.cuh: types, Strides3, block
+#: reductions; philox.cuh: the random stream of random.cu).
+HEADERS = ("common.cuh", "philox.cuh")
 
 
 @answered_once
@@ -61,23 +63,11 @@ SHIPPED = {
                                                        "select", "activation_backward", "bias_channels", "fill"))
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
     "reductions": ("reductions.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
-    "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
-                                     "softmax_xent_prob_backward"))),
-    "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
-    "random": ("random.cu", _per_dtype(("uniform", "normal", "dropout"))),
-    "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
-    # attention
-    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
-    # normalization and embeddings
-    "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
-    "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
-    # checks of the values an op needs, reported through a fault record (no host read)
-    "check": ("check.cu", _per_dtype(("check_range", "check_binary"), FLOAT_DTYPES + ("int64", "int32"))),
-    # graph replay: per-step values read from device memory
-    "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
+    "random": ("random.cu", _per_dtype(("uniform", "normal"))),
 }
 # -- the array API standard's elementwise families (pymagma.array_api): its real dtypes, bool as C++ bool
-API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int32": "int", "int64": "i64",
+API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",
+               "uint16": "unsigned short", "int32": "int", "uint32": "unsigned int", "int64": "i64", "uint64": "u64",
                "float32": "float", "float64": "double"}
 API_FLOATS = ("float32", "float64")
 
@@ -91,18 +81,31 @@ SHIPPED["array_api"] = ("array_api.cu", _api(("aa_binary", "aa_compare", "aa_una
                          + tuple(f"aa_cast<{API_C_TYPES[s]}, {API_C_TYPES[d]}>" for s in API_C_TYPES
                                  for d in API_C_TYPES)
                          + _api(("aa_assign", "aa_tri", "aa_gather", "aa_mask_move"), API_C_TYPES)
-                         + _api(("aa_index_offsets",), ("int8", "uint8", "int32", "int64"))
+                         + _api(("aa_index_offsets",), [d for d in API_C_TYPES if d[0] in "iu"])
                          + ("aa_mask_count<bool>", "aa_mask_scan<i64>", "aa_mask_positions<bool>"))
 # -- the array API standard's reductions, scans, sorts, searching and set functions (pymagma.array_api)
 #: the dtypes of its kernels but ar_where (narrower integers and bool run as int64: pymagma.kernels.array_api_reduce)
-API_REDUCE_DTYPES = ("int64", "float32", "float64")
+API_REDUCE_DTYPES = ("int64", "uint64", "float32", "float64")
 SHIPPED["array_api_reduce"] = ("array_api_reduce.cu",
                                 _api(("ar_reduce", "ar_argreduce", "ar_scan", "ar_sort", "ar_searchsorted", "ar_take",
                                       "ar_unique_flags", "ar_unique"), API_REDUCE_DTYPES)
                                 + _api(("ar_where",), API_C_TYPES) + ("ar_nonzero<bool>",))
-# -- recurrent layers
-SHIPPED["recurrent"] = ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
-                                                      "gru_gates_backward")))
+# -- the array API standard's complex64 and complex128 (pymagma.kernels.array_api_complex): elementwise families
+#: over cx<R> (template argument R, the real type), and the data-movement, where, reduce, scan and unique kernels of
+#: the two programs above instantiated for cx<R>
+API_COMPLEX_C_TYPES = {"complex64": "cx<float>", "complex128": "cx<double>"}
+API_COMPLEX_REAL = {"complex64": "float", "complex128": "double"}
+SHIPPED["array_api_complex"] = ("array_api_complex.cu",
+                                 tuple(f"{k}<{r}>" for k in ("cx_binary", "cx_compare", "cx_unary", "cx_part",
+                                                             "cx_test") for r in API_COMPLEX_REAL.values())
+                                 + tuple(f"cx_from_real<{API_C_TYPES[s]}, {r}>" for s in API_C_TYPES
+                                         for r in API_COMPLEX_REAL.values())
+                                 + tuple(f"cx_cast<{s}, {r}>" for s in API_COMPLEX_REAL.values()
+                                         for r in API_COMPLEX_REAL.values())
+                                 + tuple(f"{k}<{c}>" for k in ("aa_assign", "aa_tri", "aa_gather", "aa_mask_move",
+                                                               "ar_where", "ar_reduce", "ar_scan", "ar_sort",
+                                                               "ar_unique_flags", "ar_unique")
+                                         for c in API_COMPLEX_C_TYPES.values()))
 
 
 for _name, (_file, _expressions) in SHIPPED.items():

@@ -1,8 +1,7 @@
-"""Launchers of random.cu: Philox4x32-10 uniform and normal numbers, and inverted dropout."""
+"""Launchers of random.cu: Philox4x32-10 uniform and normal numbers (the stream of philox.cuh)."""
 
 from __future__ import annotations
 
-import numbers
 from ctypes import c_double, c_longlong, c_ulonglong
 
 import numpy as np
@@ -11,7 +10,6 @@ from .. import _checks
 from .. import array as _array
 from . import programs
 from .common import _float_dtype, _ptr, _run
-from .elementwise import contiguous
 
 
 def _seed_and_offset(seed, offset) -> tuple[int, int]:
@@ -40,22 +38,6 @@ def uniform(shape=None, low: float = 0.0, high: float = 1.0, *, seed: int, offse
     The underlying doubles lie in (0, 1] (1.0 with probability 2^-53), and rounding to the output dtype can reach
     either end (for float32 about once in 3e7 draws): do not rely on an open interval."""
     return _random("uniform", shape, low, high, seed, offset, dtype, out, device)
-
-
-def dropout(x, rate: float, *, seed: int, offset: int = 0):
-    """Inverted dropout of ``x`` on the :func:`uniform` stream of (seed, offset): returns ``(y, mask)`` with
-    u rounded to x's dtype, mask = (u >= rate) * (1 / (1 - rate)) and y = x * mask, all in x's dtype."""
-    dtype = _float_dtype(x, "dropout")
-    if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0.0 <= float(rate) < 1.0:
-        raise ValueError(f"dropout rate must be a real number in [0, 1), got {rate!r}")
-    seed, offset = _seed_and_offset(seed, offset)
-    x = contiguous(x)
-    arr = _array
-    y, mask = arr.empty(x.shape, x.dtype, device=x.device), arr.empty(x.shape, x.dtype, device=x.device)
-    _run("random", programs.expression("dropout", dtype), x, (x.size + 1) // 2,
-         [_ptr(x), _ptr(y), _ptr(mask), c_longlong(x.size), c_ulonglong(int(seed)), c_ulonglong(int(offset)),
-          c_double(float(rate))])
-    return y, mask
 
 
 def normal(shape=None, mean: float = 0.0, std: float = 1.0, *, seed: int, offset: int = 0, dtype=np.float32,

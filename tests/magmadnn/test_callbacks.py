@@ -124,7 +124,7 @@ def test_learning_rate_scheduler_sets_and_logs_the_rate():
     assert history.history["learning_rate"] == pytest.approx([0.2, 0.2, 0.02, 0.02])
     model.fit(x, y, epochs=2, verbose=0, callbacks=[LearningRateScheduler(lambda epoch, lr: lr * 0.5)])
     assert model.optimizer.learning_rate == pytest.approx(0.02 * 0.25)
-    with pytest.raises(ValueError, match="invalid learning rate"):
+    with pytest.raises(ValueError, match="learning rate at epoch 0 .* is -1.0"):
         model.fit(x, y, epochs=1, verbose=0, callbacks=[LearningRateScheduler(lambda epoch: -1.0)])
 
 
@@ -197,3 +197,30 @@ def test_csv_logger_listed_first_still_records_the_scheduled_lr(tmp_path):
     with open(path, newline="") as f:
         rows = list(csv.DictReader(f))
     assert [float(r["learning_rate"]) for r in rows] == pytest.approx([0.1, 0.05])
+
+
+def test_a_callback_list_calls_every_hook_that_acts_and_skips_no_ops():
+    """Each hook fans out to the callbacks that override it (directly, through Keras' ``on_batch_*`` delegates, or
+    set on the instance), in order; a hook none overrides is one no-op call per batch."""
+    from magmadnn.callbacks import CallbackList
+
+    seen = []
+
+    class Direct(Callback):
+        def on_train_batch_end(self, batch, logs=None):
+            seen.append(("direct", batch))
+
+    class Delegated(Callback):
+        def on_batch_end(self, batch, logs=None):
+            seen.append(("delegated", batch))
+
+    plain, on_instance = Callback(), Callback()
+    on_instance.on_train_batch_end = lambda batch, logs=None: seen.append(("instance", batch))
+    cbs = CallbackList([Direct(), plain, Delegated(), on_instance], model=None)
+    cbs.on_train_batch_end(3, {})
+    cbs.on_train_batch_end(4, {})
+    assert seen == [("direct", 3), ("delegated", 3), ("instance", 3), ("direct", 4), ("delegated", 4),
+                    ("instance", 4)]
+    assert CallbackList([plain], model=None).on_train_batch_begin(0, {}) is None
+    with pytest.raises(AttributeError):
+        cbs.not_a_hook  # noqa: B018

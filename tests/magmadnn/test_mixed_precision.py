@@ -424,3 +424,107 @@ def test_an_overflowing_float16_step_is_skipped_with_the_scale_lowered(where):
             np.testing.assert_array_equal(a, b)
         model.train_on_batch(x, y)
         assert not np.array_equal(before[0], model.get_weights()[0])
+
+
+# ------------------------------------------------------------- loading under another policy (round three)
+def _saved(tmp_path, policy=None, layer_policy=None):
+    if policy is not None:
+        mixed_precision.set_global_policy(policy)
+    model = Sequential([L.Input((8,)), L.Dense(16, activation="relu", name="hidden"),
+                        L.Dense(4, name="head", dtype=layer_policy)], seed=0)
+    model.compile("sgd", "cross_entropy")
+    path = model.save(tmp_path / "m.npz")
+    mixed_precision.set_global_policy("float32")
+    return model, path
+
+
+def _policies(model):
+    return [layer.dtype_policy.name for layer in model.layers]
+
+
+LOAD_CASES = [  # (id, saved under, a layer's own policy, global at load, how, expected layer policies)
+    ("float32-under-mixed-float16", None, None, "mixed_float16", "load_model", ["float32", "float32"]),
+    ("float32-under-mixed-bfloat16", None, None, "mixed_bfloat16", "load_model", ["float32", "float32"]),
+    ("float32-under-float64", None, None, "float64", "load_model", ["float32", "float32"]),
+    ("mixed-under-float32", "mixed_float16", None, "float32", "load_model", ["mixed_float16", "mixed_float16"]),
+    ("mixed-under-other-mixed", "mixed_bfloat16", None, "mixed_float16", "load_model",
+     ["mixed_bfloat16", "mixed_bfloat16"]),
+    ("own-layer-policy-under-mixed", None, "mixed_bfloat16", "mixed_float16", "load_model",
+     ["float32", "mixed_bfloat16"]),
+    ("json-under-mixed", None, None, "mixed_float16", "model_from_json", ["float32", "float32"]),
+    ("clone-under-mixed", None, None, "mixed_bfloat16", "clone_model", ["float32", "float32"]),
+    ("config-under-mixed", None, None, "mixed_float16", "model_from_config", ["float32", "float32"]),
+]
+
+
+@pytest.mark.parametrize("saved_under, own, at_load, how, expected",
+                         [pytest.param(*c[1:], id=c[0]) for c in LOAD_CASES])
+def test_a_model_rebuilt_under_another_global_policy_keeps_its_saved_policies(tmp_path, saved_under, own, at_load,
+                                                                               how, expected):
+    """Fault list, mixed precision and loading under another policy (Keras 3 keeps the policy each layer was saved
+    with; checked against Keras' model_from_json below):
+      float32 model loaded under mixed_float16 / mixed_bfloat16   float32 (was: computed in half, no loss scaling)
+      float32 model loaded under float64                          float32 weights and compute
+      mixed_float16 model loaded under float32                    mixed_float16, its LossScaleOptimizer restored
+      mixed_bfloat16 model loaded under mixed_float16             mixed_bfloat16
+      a layer's own mixed_bfloat16 in a float32 model, loaded under mixed_float16   that layer mixed_bfloat16 only
+      model_from_json / model_from_config / clone_model under a mixed policy       the saved float32
+      the global policy after a load (and after a failed load)    unchanged
+      set_global_policy("float16" / "mixed_float32" / "" / None), DTypePolicy(3)   ValueError / TypeError naming
+                                                                  the policies magmadnn has (test below)
+    """
+    from magmadnn import models
+
+    original, path = _saved(tmp_path, saved_under, own)
+    mixed_precision.set_global_policy(at_load)
+    if how == "load_model":
+        loaded = load_model(path)
+    elif how == "model_from_json":
+        loaded = models.model_from_json(original.to_json())
+    elif how == "model_from_config":
+        loaded = models.model_from_config(original.get_config())
+    else:
+        loaded = models.clone_model(original)
+    assert mixed_precision.global_policy().name == at_load
+    assert _policies(loaded) == expected == _policies(original)
+    if how == "load_model":
+        x = np.random.default_rng(0).standard_normal((5, 8)).astype(np.float32)
+        np.testing.assert_array_equal(loaded.predict(x), original.predict(x))
+        assert type(loaded.optimizer) is type(original.optimizer)
+
+
+def test_keras_keeps_the_saved_policy_when_the_global_one_differs():
+    from tests.keras_reference import keras
+
+    try:
+        model = keras.Sequential([keras.Input((8,)), keras.layers.Dense(4)])
+        keras.mixed_precision.set_global_policy("mixed_float16")
+        loaded = keras.models.model_from_json(model.to_json())
+        assert [layer.dtype_policy.name for layer in loaded.layers] == ["float32"]
+    finally:
+        keras.mixed_precision.set_global_policy("float32")
+
+
+def test_a_failed_load_leaves_the_global_policy(tmp_path):
+    from magmadnn import models
+
+    config = _saved(tmp_path)[0].get_config()
+    config["layers"][-1]["class_name"] = "NoSuchLayer"  # fails while the layers are made
+    mixed_precision.set_global_policy("mixed_float16")
+    with pytest.raises(ValueError, match="NoSuchLayer"):
+        models.model_from_config(config)
+    assert mixed_precision.global_policy().name == "mixed_float16"
+
+
+@pytest.mark.parametrize("policy, error, words", [
+    ("float16", ValueError, ["'float16'", "'mixed_float16'"]),
+    ("mixed_float32", ValueError, ["'mixed_float32'", "'mixed_bfloat16'"]),
+    ("", ValueError, ["''", "policies"]),
+    (None, ValueError, ["policy name", "None"]),
+    (np.float16, ValueError, ["policy name", "float16"]),
+])
+def test_bad_global_policies_name_the_policies(policy, error, words):
+    with pytest.raises(error) as caught:
+        mixed_precision.set_global_policy(policy)
+    assert all(w in str(caught.value) for w in words), caught.value
+    assert mixed_precision.global_policy().name == "float32"

@@ -236,3 +236,92 @@ def test_checkpoint_errors(tmp_path):
     with pytest.raises(RuntimeError, match="compile"):
         cnn().save_checkpoint(tmp_path / "d.npz")
     assert models.load(tmp_path / "c.npz").predict(x).shape == (16, 4)  # a checkpoint is also a model file
+
+
+# ------------------------------------------------------------- file paths (round three)
+def _small():
+    model = Sequential([L.Input((4,)), L.Dense(3)], seed=0)
+    model.compile("sgd", "cross_entropy")
+    return model
+
+
+def _edited(tmp_path, key, value):
+    path = _small().save(tmp_path / "m.npz")
+    tensors, meta = saving.read_file(path)
+    meta = {k: v for k, v in meta.items() if k not in ("format", "version")}
+    if value is KeyError:
+        del meta[key]
+    else:
+        meta[key] = value
+    return saving.write_file(tmp_path / "edited.npz", tensors, meta)
+
+
+def _cli_export(tmp_path, target):
+    from magmadnn import cli
+
+    pytest.importorskip("onnx")
+    source = _small().save(tmp_path / "m.npz")
+    return cli.main(["export", str(source), str(tmp_path / target)])
+
+
+PATH_ROWS = [
+    ("load-folder", lambda t: models.load_model(t), IsADirectoryError, ["is a folder", "not a model file"]),
+    ("load-folder-named-npz", lambda t: (os.mkdir(t / "f.npz"), models.load_model(t / "f.npz")), IsADirectoryError,
+     ["f.npz", "is a folder"]),
+    ("load-weights-folder", lambda t: _small().load_weights(t), IsADirectoryError, ["is a folder"]),
+    ("load-checkpoint-folder", lambda t: _small().load_checkpoint(t), IsADirectoryError, ["is a folder"]),
+    ("load-checkpoint-model-file", lambda t: _small().load_checkpoint(_small().save(t / "m.npz")), ModelFileError,
+     ["is a model file", "not a checkpoint", "load_model"]),
+    ("load-checkpoint-uncompiled-model-file", lambda t: _small().load_checkpoint(
+        Sequential([L.Input((4,)), L.Dense(3)], seed=0).save(t / "m.npz")), ModelFileError,
+     ["without training state", "not a checkpoint"]),
+    ("model-null", lambda t: models.load_model(_edited(t, "model", None)), ModelFileError,
+     ["model configuration", "is null"]),
+    ("architecture-null", lambda t: models.load_model(_edited(t, "architecture", None)), ModelFileError,
+     ["architecture", "is null"]),
+    ("architecture-missing", lambda t: models.load_model(_edited(t, "architecture", KeyError)), ModelFileError,
+     ["architecture", "is missing"]),
+    ("architecture-dict", lambda t: models.load_model(_edited(t, "architecture", {})), ModelFileError,
+     ["architecture", "a dict"]),
+    ("load-missing-file", lambda t: models.load_model(t / "nope.npz"), FileNotFoundError, ["does not exist"]),
+    ("save-onto-folder", lambda t: (os.mkdir(t / "f.npz"), _small().save(t / "f.npz")), IsADirectoryError,
+     ["it is a folder"]),
+]
+
+
+@pytest.mark.parametrize("call, error, words", [pytest.param(*r[1:], id=r[0]) for r in PATH_ROWS])
+def test_file_paths_a_user_gets_wrong_are_named(call, error, words, tmp_path):
+    """Fault list, file paths (each against what it was):
+      load_model(folder), load_model("f.npz" that is a folder)   IsADirectoryError "is a folder" (was: "must end in
+                                                                 .npz" / "does not exist")
+      load_weights(folder), load_checkpoint(folder)              IsADirectoryError
+      load_checkpoint(a compiled model's Model.save file)        ModelFileError: a model file, not a checkpoint,
+                                                                 load it with load_model (was: accepted silently)
+      load_checkpoint(an uncompiled model's file)                ModelFileError naming both
+      a model file whose configuration / architecture is null    ModelFileError naming which is null (was: "not a
+                                                                 model or checkpoint (kind 'model')")
+      ... whose architecture is missing / a dict                 ModelFileError naming it
+      load_model(missing file)                                   FileNotFoundError (unchanged)
+      save onto a folder                                         IsADirectoryError (unchanged)
+      magmadnn export m.npz missing/m.onnx                       exit 2, one line naming the missing folder (test
+                                                                 below)
+      a cuDNN tensor of 9 dimensions                             ValueError naming the limit 8 (CUDNN_DIM_MAX) (test
+                                                                 below; was CUDNN_STATUS_NOT_SUPPORTED)
+    """
+    with pytest.raises(error) as caught:
+        call(tmp_path)
+    missing = [w for w in words if w not in str(caught.value)]
+    assert not missing, f"{caught.value!r} lacks {missing}"
+
+
+def test_the_cli_names_a_missing_output_folder(tmp_path, capsys):
+    assert _cli_export(tmp_path, "missing/m.onnx") == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and str(tmp_path / "missing") in err and "does not exist" in err
+
+
+def test_a_cudnn_descriptor_of_nine_dimensions_names_the_limit():
+    from pymagma import _cudnn, simulator
+
+    with simulator.simulated("full"), pytest.raises(ValueError, match="at most 8 dimensions.*CUDNN_DIM_MAX.*got 9"):
+        _cudnn.TensorDescriptor((1,) * 9, _cudnn.DataType(0))

@@ -237,16 +237,6 @@ def test_argument_errors_are_typed_and_explicit():
         kernels.reduce("sum", x, axis=2)
     with pytest.raises(ValueError, match="bias must have shape"):
         kernels.bias_add(x, fake_array((2,), np.float32))
-    with pytest.raises(ValueError, match="velocity"):
-        kernels.sgd_update(x, x, lr=0.1, momentum=0.9)
-    with pytest.raises(ValueError, match="shape"):
-        kernels.adam_update(x, x, x, fake_array((3, 2), np.float32), step=1, lr=0.1)
-    with pytest.raises(ValueError, match="step"):
-        kernels.adam_update(x, x, x, x, step=0, lr=0.1)
-    with pytest.raises(ValueError, match="2-D"):
-        kernels.softmax_cross_entropy(fake_array((2, 3, 4), np.float32), fake_array((2,), np.int64))
-    with pytest.raises(ValueError, match="labels must have shape"):
-        kernels.softmax_cross_entropy(x, fake_array((3,), np.int64))
     with pytest.raises(TypeError, match="cast from"):
         kernels.cast(x, np.complex64)
     with pytest.raises(TypeError, match="not supported"):
@@ -343,33 +333,11 @@ def _launch_every_kernel(dtype) -> None:
     kernels.copy(x.T)
     kernels.reduce("mean", x, axis=0)
     kernels.argmax(x)
-    kernels.softmax_cross_entropy(x, fake_array((4,), np.int64))
-    kernels.softmax_cross_entropy(x, x, reduction="none")
-    kernels.sgd_update(x, x, x, lr=0.1, momentum=0.9, nesterov=True)
-    kernels.adam_update(x, x, x, x, step=2, lr=0.1)
-    kernels.rmsprop_update(x, x, x, lr=0.1)
-    kernels.adagrad_update(x, x, x, lr=0.1)
     kernels.uniform(out=x, seed=1)
     kernels.normal(out=x, seed=1)
     kernels.add(x, 2.0)
     kernels.where(x, x, row)
     kernels.activation_backward("elu", x, x, x, 1.0)
-    kernels.softmax_cross_entropy_backward(x, fake_array((4,), np.int64), fake_array((4,), dtype))
-    kernels.softmax_cross_entropy_backward(x, x, fake_array((4,), dtype))
-    kernels.dropout(x, 0.5, seed=1)
-    kernels.max_pool2d(fake_array((2, 3, 4, 4), dtype), (2, 2), (2, 2), ((1, 0), (0, 1)))
-    kernels.max_pool2d_backward(fake_array((2, 3, 2, 2), dtype), fake_array((2, 3, 2, 2), np.int32), (2, 3, 4, 4),
-                                (2, 2), (2, 2))
-    # attention
-    scores = fake_array((2, 2, 3, 4), dtype)
-    kernels.masked_softmax(scores, fake_array((2, 4), dtype), 0.5, causal=True)
-    kernels.masked_softmax_backward(scores, scores, 0.5)
-    # norm.cu, embedding.cu
-    kernels.layer_norm(x, row, row, eps=1e-5)
-    kernels.layer_norm_backward(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype), rms=True)
-    kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
-    kernels.embedding(x, fake_array((2, 5), np.int64))
-    kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
     # array_api.cu: each family once per call of this function (the float dtypes among its instantiations)
     if np.dtype(dtype) in (np.float32, np.float64):
         from pymagma.kernels import array_api as api
@@ -393,27 +361,3 @@ def _launch_every_kernel(dtype) -> None:
         rk.nonzero(fake_array((12,), np.bool_), index, 4, (4, 3))
         rk.unique_flags(flat)
         rk.unique(flat, index, index, 5, True, True, (4, 3))
-    # check.cu: float values here, integer ones (their bounds are int64 parameters) once per call of this function
-    record = fake_array((kernels.FAULT_RECORD,), np.int64)
-    for values in (x, fake_array((2, 5), np.int64), fake_array((3,), np.int32)):
-        kernels.check_range(values, 0, 7, record, 1)
-        kernels.check_binary(values, record, 2)
-
-    # graph replay: per-step values read from device memory
-    values, offsets = fake_array((3,), np.float64), fake_array((4,), np.int64)
-    kernels.sgd_update_at(x, x, x, values=values, momentum=0.9, nesterov=True)
-    kernels.adam_update_at(x, x, x, x, values=values)
-    kernels.rmsprop_update_at(x, x, x, values=values)
-    kernels.adagrad_update_at(x, x, x, values=values)
-    kernels.dropout_at(x, 0.5, seed=1, offsets=offsets, slot=3)
-
-    # -- recurrent gates: N=2, T=3, u=4
-    seq, state, last = fake_array((2, 3, 4), dtype), fake_array((4, 2, 4), dtype), fake_array((2, 4), dtype)
-    kernels.lstm_gates_forward(fake_array((2, 3, 16), dtype), fake_array((2, 16), dtype), state, state,
-                               fake_array((3, 2, 16), dtype), seq, 1)
-    kernels.lstm_gates_backward(last, last, last, fake_array((3, 2, 16), dtype), state, fake_array((3, 2, 16), dtype),
-                                fake_array((2, 3, 16), dtype), 2)
-    kernels.gru_gates_forward(fake_array((2, 3, 12), dtype), fake_array((2, 12), dtype), fake_array((12,), dtype),
-                              state, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), None, 0)
-    kernels.gru_gates_backward(seq, last, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), state,
-                               fake_array((3, 2, 12), dtype), fake_array((2, 3, 12), dtype), 1)

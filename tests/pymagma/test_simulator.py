@@ -506,15 +506,15 @@ def test_launch_configuration_and_driver_path_are_checked():
 def test_compiled_programs_are_cached_on_disk(monkeypatch, tmp_path):
     monkeypatch.setenv("PYMAGMA_CACHE", str(tmp_path))
     assert sim_kernels.cache_dir() == tmp_path / "simulator"
-    sim_kernels.build("optim")
-    built = list((tmp_path / "simulator").glob("optim-*.so"))
+    sim_kernels.build("random")
+    built = list((tmp_path / "simulator").glob("random-*.so"))
     assert len(built) == 1 and not list((tmp_path / "simulator").glob("*.cpp"))
 
     def no_compiler(*args, **kwargs):
         raise AssertionError("compiled again")
 
     monkeypatch.setattr(sim_kernels.subprocess, "run", no_compiler)
-    assert sim_kernels.build("optim").pm_launch is not None  # from the cache
+    assert sim_kernels.build("random").pm_launch is not None  # from the cache
 
 
 def test_concurrent_builds_of_a_program_compile_it_once(monkeypatch, tmp_path):
@@ -527,13 +527,13 @@ def test_concurrent_builds_of_a_program_compile_it_once(monkeypatch, tmp_path):
     compiles, run = [], sim_kernels.subprocess.run
     monkeypatch.setattr(sim_kernels.subprocess, "run", lambda *a, **k: compiles.append(a) or run(*a, **k))
     libraries = []
-    builders = [threading.Thread(target=lambda: libraries.append(sim_kernels.build("recurrent"))) for _ in range(3)]
+    builders = [threading.Thread(target=lambda: libraries.append(sim_kernels.build("reductions"))) for _ in range(3)]
     for builder in builders:
         builder.start()
     for builder in builders:
         builder.join()
     assert len(libraries) == 3 and len(compiles) == 1
-    assert len(list((tmp_path / "simulator").glob("recurrent-*.so"))) == 1
+    assert len(list((tmp_path / "simulator").glob("reductions-*.so"))) == 1
 
 
 def test_current_device_is_per_thread_and_queues_work(monkeypatch):

@@ -11,9 +11,11 @@ What runs where:
 - matrix products: ``pymagma.blas`` (gemm on the row-major identity, transposes as flags, stacks by gemm_batched);
 - convolution (forward, backward data/filter/bias), average pooling, softmax / log-softmax, batch norm, and the
   sigmoid, tanh, ReLU and ELU activations: cuDNN through ``pymagma.dnn``;
-- everything else (broadcasting arithmetic, reductions, argmax, bias add, the activations cuDNN lacks, activation
-  gradients from the output only, the fused softmax cross-entropy, dropout, optimizer updates, random numbers, max
-  pooling): ``pymagma.kernels``.
+- general array kernels (broadcasting arithmetic, reductions, argmax, bias add, the activations cuDNN lacks,
+  activation gradients from the output only, casts, copies, random numbers): ``pymagma.kernels``;
+- what only deep learning needs (the fused softmax cross-entropy, dropout, optimizer updates, max pooling with saved
+  offsets, masked softmax, layer/RMS norm rows, embeddings, recurrent gates, value checks, the replayed step's
+  updates): this package's own kernel programs, ``device/kernels/`` (registered with pymagma's kernel registry).
 
 Operands: a Python scalar takes the array's dtype (rounded to it first, as in NumPy); two arrays must share a dtype.
 Package-level ops create arrays on the current GPU; :func:`for_index` gives the same op set creating them on GPU n.

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pymagma import kernels as _k
-
+from . import kernels as _dk
 from ._common import (
     _same_dtype,
 )
@@ -13,9 +12,9 @@ def masked_softmax(x, mask=None, scale=1.0, causal=False):
     """Scale, causal and key masks and softmax of attention scores in one kernel."""
     if mask is not None and mask.dtype is not x.dtype:
         _same_dtype("masked_softmax", x, mask)
-    return _k.masked_softmax(x, mask, float(scale), bool(causal))
+    return _dk.masked_softmax(x, mask, float(scale), bool(causal))
 
 
 def masked_softmax_backward(dy, y, scale=1.0):
     _same_dtype("masked_softmax_backward", dy, y)
-    return _k.masked_softmax_backward(dy, y, float(scale))
+    return _dk.masked_softmax_backward(dy, y, float(scale))

@@ -25,9 +25,9 @@ FUSED_ACTIVATIONS = _geometry.FUSED_ACTIVATIONS
 #   symmetric; otherwise cuDNN's include-padding average over the explicitly padded input (sum / window area) times
 #   area / (real elements of each window), a (Ho, Wo) factor computed from the geometry alone.
 # - Max pooling is not cuDNN's: the op set gives a tied window's gradient to its first maximum, and cuDNN does not
-#   document which tied maximum its backward picks. pymagma.kernels.max_pool2d saves the offset of each window's
-#   first maximum (asymmetric padding handled in the kernel, never read) and max_pool2d_backward gathers the
-#   gradient from those offsets, one thread per input element: the convention holds on any GPU by construction, and
+#   document which tied maximum its backward picks. kernels.max_pool2d (device/kernels/pool.cu) saves the offset of
+#   each window's first maximum (asymmetric padding handled in the kernel, never read) and max_pool2d_backward gathers
+#   the gradient from those offsets, one thread per input element: the convention holds on any GPU by construction, and
 #   the sum is deterministic.
 # - Batch norm: op set running = momentum * running + (1 - momentum) * batch; cuDNN's exponentialAverageFactor is the
 #   weight of the batch, so it gets 1 - momentum. Both take the unbiased batch variance for the running variance.

@@ -1,4 +1,4 @@
-"""Device embeddings (kernels of pymagma/kernels/embeddings.cu).
+"""Device embeddings (kernels of device/kernels/embeddings.cu).
 
 The gather never reads outside the table (NaN rows there); ids are checked before it by ``functional.embedding``
 (a check kernel, reported at the next host read: see ``faults``), and Model checks its host data against every
@@ -6,8 +6,7 @@ Embedding once per call, before any batch runs."""
 
 from __future__ import annotations
 
-from pymagma import kernels as _k
-
+from . import kernels as _dk
 from ._common import (
     _int64_labels,
 )
@@ -15,9 +14,9 @@ from ._common import (
 
 def embedding_forward(table, indices):
     """The gather kernel (NaN rows for indices outside the table, never a read outside it)."""
-    return _k.embedding(table, _int64_labels(indices))
+    return _dk.embedding(table, _int64_labels(indices))
 
 
 def embedding_backward(dy, indices, num_rows):
     """The deterministic scatter-add kernel (one block per table row, indices in order)."""
-    return _k.embedding_backward(dy, _int64_labels(indices), int(num_rows))
+    return _dk.embedding_backward(dy, _int64_labels(indices), int(num_rows))

@@ -2,7 +2,7 @@
 device, exported by the device package as the optional ops ``check_range``, ``check_binary``, ``fault_record`` and
 ``fault_error`` (see ``ops/faults.py``).
 
-A check queues one small kernel (:func:`pymagma.kernels.check_range`, :func:`~pymagma.kernels.check_binary`) that
+A check queues one small kernel (:func:`.kernels.check_range`, :func:`~.kernels.check_binary`) that
 writes the first failing value into its device's fault record; nothing is read back. The host reads the record
 together with what it reads anyway (:func:`magmadnn.backend.faults.read`: fit's progress read, a checked step's loss,
 the end of ``predict`` and ``evaluate``) and raises the error the host backend raises for the same value: the
@@ -23,6 +23,8 @@ from pymagma import kernels as _kernels
 from pymagma import queue as _queue
 from pymagma import simulator as _simulator
 
+from . import kernels as _dk
+
 __all__ = ["check_range", "check_binary", "fault_record", "fault_error"]
 
 _records: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()  # a device's default queue -> its fault record
@@ -39,7 +41,7 @@ def _record(device: int):
         if _graphs.capturing() is not None:
             raise RuntimeError("a device check's fault record is made by the first eager run of the check; a step "
                                "is captured only after an eager run of it (compile(graph=True) does so)")
-        record = _records[q] = _array.zeros((_kernels.FAULT_RECORD,), np.int64, device=device)
+        record = _records[q] = _array.zeros((_dk.FAULT_RECORD,), np.int64, device=device)
     return record
 
 
@@ -57,8 +59,8 @@ def _checked(x) -> tuple[bool, bool]:
     name = _kernels.programs.dtype_name(x.dtype)
     if name == "bool" or x.size == 0:
         return False, False
-    if name not in _kernels.CHECK_DTYPES:
-        raise TypeError(f"device checks take {', '.join(_kernels.CHECK_DTYPES)} or bool values, got {name}")
+    if name not in _dk.CHECK_DTYPES:
+        raise TypeError(f"device checks take {', '.join(_dk.CHECK_DTYPES)} or bool values, got {name}")
     return True, name in ("int64", "int32")
 
 
@@ -67,14 +69,14 @@ def check_range(x, low, high, message):
     bad=value))`` at the next read of the device (nothing is read here)."""
     needed, integral = _checked(x)
     if needed:
-        _kernels.check_range(x, low, high, _record(x.device), _site(message, integral))
+        _dk.check_range(x, low, high, _record(x.device), _site(message, integral))
 
 
 def check_binary(x, message):
     """Every element of ``x`` 0 or 1 (booleans pass), reported as :func:`check_range` reports."""
     needed, integral = _checked(x)
     if needed:
-        _kernels.check_binary(x, _record(x.device), _site(message, integral))
+        _dk.check_binary(x, _record(x.device), _site(message, integral))
 
 
 def fault_record(like):
@@ -92,7 +94,7 @@ def fault_error(record, values):
     site = int(values[0])
     if not 0 < site <= len(_messages):
         return None
-    record.set(np.zeros(_kernels.FAULT_RECORD, np.int64))
+    record.set(np.zeros(_dk.FAULT_RECORD, np.int64))
     bits = (int(values[2]) << 32) | int(values[1])
     message, integral = _messages[site - 1]
     if integral:

@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pymagma import kernels as _k
-
+from . import kernels as _dk
 from ._common import (
     _int64_labels,
 )
@@ -11,8 +10,8 @@ from ._common import (
 
 def softmax_cross_entropy(logits, labels):
     """``(loss (N,), probs (N, C))``: one fused kernel, stable for any logits."""
-    return _k.softmax_cross_entropy(logits, _int64_labels(labels), reduction="none", grad=False, probs=True)
+    return _dk.softmax_cross_entropy(logits, _int64_labels(labels), reduction="none", grad=False, probs=True)
 
 
 def softmax_cross_entropy_backward(probs, labels, dloss):
-    return _k.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss)
+    return _dk.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss)

@@ -1,11 +1,13 @@
 """Device normalization: batch norm by cuDNN (the op set's momentum mapped to cuDNN's exponentialAverageFactor), its
-running-statistics rule by the SGD kernel, layer / RMS norm by pymagma kernels (one block per row)."""
+running-statistics rule by the SGD kernel, layer / RMS norm by the backend's own kernels (device/kernels/norm.cu: one
+block per row)."""
 
 from __future__ import annotations
 
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
+from . import kernels as _dk
 from ._common import (
     _contiguous,
     _same_dtype,
@@ -49,14 +51,14 @@ def batch_norm_backward(dy, x, gamma, ctx):
 def running_stat_update(running, batch, momentum):
     """In place: running -= (1 - momentum) (running - batch) (the SGD kernel's ``p -= lr g`` step)."""
     _same_dtype("running_stat_update", running, batch)
-    _k.sgd_update(running, subtract(running, batch), None, lr=1.0 - float(momentum), momentum=0.0,
-                  weight_decay=0.0, nesterov=False)
+    _dk.sgd_update(running, subtract(running, batch), None, lr=1.0 - float(momentum), momentum=0.0,
+                   weight_decay=0.0, nesterov=False)
 
 
 def layer_norm_forward(x, gamma, beta, eps, rms=False):
     """One block per row: ``(y, (mean, rstd))``."""
     _same_dtype("layer_norm_forward", x, gamma, beta)
-    y, mean_, rstd = _k.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
+    y, mean_, rstd = _dk.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
     return y, (mean_, rstd)
 
 
@@ -64,8 +66,8 @@ def layer_norm_backward(dy, x, gamma, ctx, rms=False):
     """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
     mean_, rstd = ctx
     _same_dtype("layer_norm_backward", dy, x, gamma)
-    dx = _k.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms))
+    dx = _dk.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms))
     if gamma is None:
         return dx, None, None
-    dgamma, dbeta = _k.layer_norm_param_grads(dy, x, mean_, rstd)
+    dgamma, dbeta = _dk.layer_norm_param_grads(dy, x, mean_, rstd)
     return dx, dgamma, dbeta

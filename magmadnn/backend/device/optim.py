@@ -6,6 +6,7 @@ from __future__ import annotations
 from pymagma import kernels as _k
 from pymagma.array import DeviceArray as _DeviceArray
 
+from . import kernels as _dk
 from ._common import (
     _same_dtype,
 )
@@ -13,36 +14,36 @@ from ._common import (
 
 def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
     """In place: g' = g + wd p; v = momentum v + g'; p -= lr (g' + momentum v if nesterov else v)."""
-    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory (see _k.sgd_update_at)
-        return _k.sgd_update_at(p, g, v if momentum else None, values=lr, momentum=float(momentum),
-                                weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
-    _k.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
-                  weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
+    if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory (see _dk.sgd_update_at)
+        return _dk.sgd_update_at(p, g, v if momentum else None, values=lr, momentum=float(momentum),
+                                 weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
+    _dk.sgd_update(p, g, v if momentum else None, lr=float(lr), momentum=float(momentum),
+                   weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
 
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
                 keras=False):
     """In place Adam (``decoupled``: AdamW); ``step`` counts from 1."""
     if isinstance(lr, _DeviceArray):  # graph capture: {lr, bias corrections} read from device memory
-        return _k.adam_update_at(p, g, m, v, values=lr, beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                                 weight_decay=float(weight_decay), decoupled=bool(decoupled), keras=bool(keras))
-    _k.adam_update(p, g, m, v, step=int(step), lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
-                   weight_decay=float(weight_decay), decoupled=bool(decoupled), keras=bool(keras))
+        return _dk.adam_update_at(p, g, m, v, values=lr, beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                                  weight_decay=float(weight_decay), decoupled=bool(decoupled), keras=bool(keras))
+    _dk.adam_update(p, g, m, v, step=int(step), lr=float(lr), beta1=float(beta1), beta2=float(beta2), eps=float(eps),
+                    weight_decay=float(weight_decay), decoupled=bool(decoupled), keras=bool(keras))
 
 
 def rmsprop_update(p, g, s, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
     if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
-        return _k.rmsprop_update_at(p, g, s, values=lr, rho=float(rho), eps=float(eps),
-                                    weight_decay=float(weight_decay), keras=bool(keras))
-    _k.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay),
-                      keras=bool(keras))
+        return _dk.rmsprop_update_at(p, g, s, values=lr, rho=float(rho), eps=float(eps),
+                                     weight_decay=float(weight_decay), keras=bool(keras))
+    _dk.rmsprop_update(p, g, s, lr=float(lr), rho=float(rho), eps=float(eps), weight_decay=float(weight_decay),
+                       keras=bool(keras))
 
 
 def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
     if isinstance(lr, _DeviceArray):  # graph capture: lr read from device memory
-        return _k.adagrad_update_at(p, g, s, values=lr, eps=float(eps), weight_decay=float(weight_decay),
-                                    keras=bool(keras))
-    _k.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay), keras=bool(keras))
+        return _dk.adagrad_update_at(p, g, s, values=lr, eps=float(eps), weight_decay=float(weight_decay),
+                                     keras=bool(keras))
+    _dk.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay), keras=bool(keras))
 
 
 def clip_norm_scale(arrays, max_norm):

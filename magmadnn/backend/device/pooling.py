@@ -10,10 +10,12 @@ from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
 from .. import geometry as _geometry
+from . import kernels as _dk
 from ._common import (
     _contiguous,
 )
 from .conv import _crop, _pad, _split_pads
+from .graphs import cached_constant as _cached_constant
 
 
 def _check_pool_mode(mode, fn: str) -> None:
@@ -22,7 +24,8 @@ def _check_pool_mode(mode, fn: str) -> None:
 
 
 def _avg_factor(x_shape, window, stride, padding, dtype, device):
-    """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone."""
+    """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone: a constant made
+    once per geometry and device (read-only; a replayed step finds it made by its eager warm-up)."""
     (wh, ww), (sh, sw) = _geometry.pair(window), _geometry.pair(stride)
     t, b, l, r = _geometry.pads4(padding)
     per_axis = []
@@ -30,7 +33,8 @@ def _avg_factor(x_shape, window, stride, padding, dtype, device):
         starts = np.arange((size + lo + hi - k) // s + 1) * s - lo
         per_axis.append(np.minimum(starts + k, size) - np.maximum(starts, 0))
     counts = np.multiply.outer(per_axis[0], per_axis[1])
-    return _array.asarray((wh * ww / counts).astype(dtype)[None, None], device=device)
+    host = (wh * ww / counts).astype(dtype)[None, None]
+    return _cached_constant(device, host, lambda h: _array.asarray(h, device=device))
 
 
 def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
@@ -41,7 +45,7 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     x = _contiguous(x)
     if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
         t, b, l, r = _geometry.pads4(padding)
-        return _k.max_pool2d(x, window, stride, ((t, b), (l, r)))
+        return _dk.max_pool2d(x, window, stride, ((t, b), (l, r)))
     if not any(extra):
         return _dnn.pool2d_forward(x, window, stride, sym, mode="avg_exclude_pad"), None
     xin = _pad(x, extra, 0.0)
@@ -57,7 +61,7 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     dy, x = _contiguous(dy), _contiguous(x)
     if mode == "max":  # ctx: the offsets of the maxima the forward found
         t, b, l, r = _geometry.pads4(padding)
-        return _k.max_pool2d_backward(dy, ctx, x.shape, window, stride, ((t, b), (l, r)))
+        return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, ((t, b), (l, r)))
     if ctx is None:
         return _dnn.pool2d_backward(_contiguous(y), dy, x, window, stride, sym, mode="avg_exclude_pad")
     xin, y_area, factor = ctx

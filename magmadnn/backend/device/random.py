@@ -11,6 +11,7 @@ import numpy as np
 from pymagma import kernels as _k
 
 from ..random import Stream as _Stream
+from . import kernels as _dk
 from ._common import (
     _shape,
 )
@@ -44,8 +45,8 @@ def dropout_forward(x, rate, rng):
     if not 0.0 <= rate < 1.0:
         raise ValueError(f"dropout_forward: rate must be in [0, 1), got {rate}")
     if hasattr(rng, "take_slot"):  # graph capture: the offset is read from device memory (models/graphed.py)
-        return _k.dropout_at(x, float(rate), seed=rng.seed, offsets=rng.offsets, slot=rng.take_slot())
-    return _k.dropout(x, float(rate), seed=rng.seed, offset=rng.take())
+        return _dk.dropout_at(x, float(rate), seed=rng.seed, offsets=rng.offsets, slot=rng.take_slot())
+    return _dk.dropout(x, float(rate), seed=rng.seed, offset=rng.take())
 
 
 def dropout_backward(dy, mask):

@@ -1,7 +1,7 @@
 """Device recurrent layers.
 
 Per time step one gemm (the recurrent product, into a reused buffer) and one fused gate kernel
-(pymagma.kernels.lstm_gates_forward, ...); backpropagation through time runs the backward kernels in reverse with
+(kernels.lstm_gates_forward, ...); backpropagation through time runs the backward kernels in reverse with
 one gemm per step for the state gradient, and the recurrent kernel's gradient is one gemm over all steps.
 ctx: the time-major states (T + 1, N, u), state 0 zero, and the saved gates."""
 
@@ -11,6 +11,7 @@ from pymagma import array as _array
 from pymagma import blas as _blas
 from pymagma import kernels as _k
 
+from . import kernels as _dk
 from ._common import (
     _contiguous,
     _same_dtype,
@@ -37,7 +38,7 @@ def lstm_forward(x_proj, recurrent_kernel, return_sequences=True):
     cs = _filled_zeros(hs.shape, hs.dtype, hs.device)
     for t in range(steps):
         _blas.gemm(hs[t], w, out=rec)
-        _k.lstm_gates_forward(x_proj, rec, cs, hs, gates, y, t)
+        _dk.lstm_gates_forward(x_proj, rec, cs, hs, gates, y, t)
     return (y if y is not None else _k.copy(hs[steps])), (hs, cs, gates, bool(return_sequences))
 
 
@@ -50,7 +51,7 @@ def lstm_backward(dy, recurrent_kernel, ctx):
     dgates, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
         (n, steps, four), gates.dtype, device=gates.device)
     for t in range(steps - 1, -1, -1):
-        _k.lstm_gates_backward(dy, dh, dc, gates, cs, dgates, dx, t)
+        _dk.lstm_gates_backward(dy, dh, dc, gates, cs, dgates, dx, t)
         if t:
             _blas.gemm(dgates[t], w, out=dh, trans_b=True)
     dw = _blas.gemm(hs[0:steps].reshape(steps * n, four // 4), dgates.reshape(steps * n, four), trans_a=True)
@@ -64,7 +65,7 @@ def gru_forward(x_proj, recurrent_kernel, recurrent_bias, return_sequences=True)
     qn = _array.empty((steps, n, u), hs.dtype, device=hs.device)
     for t in range(steps):
         _blas.gemm(hs[t], w, out=rec)
-        _k.gru_gates_forward(x_proj, rec, b, hs, gates, qn, y, t)
+        _dk.gru_gates_forward(x_proj, rec, b, hs, gates, qn, y, t)
     return (y if y is not None else _k.copy(hs[steps])), (hs, gates, qn, bool(return_sequences))
 
 
@@ -77,7 +78,7 @@ def gru_backward(dy, recurrent_kernel, ctx):
     dq, dx = _array.empty(gates.shape, gates.dtype, device=gates.device), _array.empty(
         (n, steps, three), gates.dtype, device=gates.device)
     for t in range(steps - 1, -1, -1):
-        _k.gru_gates_backward(dy, dh, gates, qn, hs, dq, dx, t)
+        _dk.gru_gates_backward(dy, dh, gates, qn, hs, dq, dx, t)
         if t:
             _blas.gemm(dq[t], w, out=dh, beta=1.0, trans_b=True)
     flat = dq.reshape(steps * n, three)

@@ -1,0 +1,75 @@
+"""Launchers of loss.cu: softmax cross-entropy over the last axis, forward and backward."""
+
+from __future__ import annotations
+
+from ctypes import c_double, c_int, c_longlong
+
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _float_dtype, _out_for, _ptr, _run, _same
+from pymagma.kernels.elementwise import contiguous
+from pymagma.kernels.reductions import reduce
+
+
+def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = True, probs: bool = False):
+    """Softmax over the last axis of (rows, classes) ``logits`` and cross-entropy against ``labels``.
+
+    ``labels``: int64 class indices of shape (rows,) or per-class probabilities shaped like ``logits``.
+    Returns ``(loss, dlogits)``: loss per row (reduction "none") or its "mean"/"sum" as a 0-d array, and the
+    gradient of that loss w.r.t. the logits (``None`` when ``grad`` is False).  With ``probs=True`` the second
+    result is the softmax itself, for :func:`softmax_cross_entropy_backward` later.
+    """
+    dtype = _float_dtype(logits, "softmax_cross_entropy")
+    if logits.ndim != 2:
+        raise ValueError(f"softmax_cross_entropy needs 2-D (rows, classes) logits, got shape {logits.shape}")
+    if reduction not in ("mean", "sum", "none"):
+        raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
+    rows, classes = logits.shape
+    logits = contiguous(logits)
+    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
+        if tuple(labels.shape) != (rows,):
+            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
+        kernel = "softmax_xent_index"
+    else:
+        _same([logits, labels], "softmax_cross_entropy")
+        if tuple(labels.shape) != (rows, classes):
+            raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
+        kernel = "softmax_xent_prob"
+    labels = contiguous(labels)
+    arr = _array
+    per_row = arr.empty((rows,), logits.dtype, device=logits.device)
+    dlogits = arr.empty(logits.shape, logits.dtype, device=logits.device) if grad or probs else None
+    scale = 1.0 / rows if reduction == "mean" and rows else 1.0
+    _run("loss", programs.expression(kernel, dtype), logits, rows,
+         [_ptr(logits), _ptr(labels), _ptr(per_row), _ptr(dlogits), c_longlong(rows), c_longlong(classes),
+          c_double(scale), c_int(int(probs))], grid=min(rows, 65535))
+    if reduction == "none":
+        return per_row, dlogits
+    return reduce(reduction, per_row), dlogits
+
+
+def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
+    """dlogits from saved softmax ``probs`` (rows, classes), the labels given to :func:`softmax_cross_entropy` and a
+    per-row upstream gradient ``dloss`` (rows,): ``(probs - onehot) * dloss`` for class indices,
+    ``(probs * sum(target) - target) * dloss`` for probability targets."""
+    dtype = _float_dtype(probs, "softmax_cross_entropy_backward")
+    if probs.ndim != 2:
+        raise ValueError(f"softmax_cross_entropy_backward needs 2-D probs, got shape {probs.shape}")
+    rows, classes = probs.shape
+    _same([probs, dloss], "softmax_cross_entropy_backward")
+    if tuple(dloss.shape) != (rows,):
+        raise ValueError(f"softmax_cross_entropy_backward: dloss must have shape ({rows},), got {dloss.shape}")
+    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy_backward labels").dtype) == "int64":
+        if tuple(labels.shape) != (rows,):
+            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
+        kernel, grid = "softmax_xent_index_backward", None
+    else:
+        _same([probs, labels], "softmax_cross_entropy_backward")
+        if tuple(labels.shape) != (rows, classes):
+            raise ValueError(f"probability labels must have the probs' shape {probs.shape}, got {labels.shape}")
+        kernel, grid = "softmax_xent_prob_backward", min(rows, 65535)
+    probs, labels, dloss = contiguous(probs), contiguous(labels), contiguous(dloss)
+    out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
+    _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
+         [_ptr(probs), _ptr(labels), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(classes)], grid=grid)
+    return out

@@ -1,0 +1,88 @@
+"""Launchers of pool.cu: 2-D max pooling that saves the offset of each maximum, and its backward."""
+
+from __future__ import annotations
+
+import ctypes
+from ctypes import c_int, c_longlong
+
+import numpy as np
+
+from pymagma import _checks
+from pymagma import array as _array
+from pymagma.kernels import programs
+from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run
+from pymagma.kernels.elementwise import contiguous
+
+
+class PoolGeometry(ctypes.Structure):
+    """Mirror of the ``PoolGeometry`` struct in pool.cu."""
+
+    _fields_ = [("planes", c_longlong), ("h", c_longlong), ("w", c_longlong), ("ho", c_longlong), ("wo", c_longlong),
+                ("kh", c_int), ("kw", c_int), ("sh", c_int), ("sw", c_int), ("top", c_int), ("left", c_int)]
+
+
+
+_INT32 = np.dtype(np.int32)
+
+
+@_checks.once_per_arguments
+def _pool_geometry(shape, window, stride, padding, what: str) -> PoolGeometry:
+    """The geometry of 2-D pooling over NCHW ``shape``: ``window`` and ``stride`` pairs of positive ints, ``padding``
+    ``((top, bottom), (left, right))`` of non-negative ints smaller than the window."""
+    if len(shape) != 4:
+        raise ValueError(f"{what}: expected an (N, C, H, W) array, got shape {tuple(shape)}")
+    (kh, kw), (sh, sw) = _two(window, "window", what), _two(stride, "stride", what)
+    if len(padding) != 2:
+        raise ValueError(f"{what}: padding must be ((top, bottom), (left, right)), got {padding!r}")
+    (top, bottom), (left, right) = (_two(p, "padding", what) for p in padding)
+    if min(kh, kw, sh, sw) < 1 or not (top < kh and bottom < kh and left < kw and right < kw):
+        raise ValueError(f"{what}: window {(kh, kw)} and stride {(sh, sw)} must be positive and each padding "
+                         f"{tuple(padding)} smaller than the window")
+    n, c, h, w = (int(d) for d in shape)
+    ho, wo = (h + top + bottom - kh) // sh + 1, (w + left + right - kw) // sw + 1
+    if ho < 1 or wo < 1:
+        padded = (h + top + bottom, w + left + right)
+        raise ValueError(f"{what}: window {(kh, kw)} does not fit the padded input {padded}")
+    return PoolGeometry(n * c, h, w, ho, wo, kh, kw, sh, sw, top, left)
+
+
+def _two(value, name: str, what: str) -> tuple[int, int]:
+    pair = _checks.sizes(value, name)
+    if len(pair) != 2:
+        raise ValueError(f"{what}: {name} must be a pair of integers, got {value!r}")
+    return pair
+
+
+def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
+    """Max pooling of the NCHW array ``x`` -> ``(y, offsets)``: ``offsets`` (int32, y's shape) holds the row-major
+    window offset of each window's first maximum (padding is never a maximum; a window holding NaN has NaN as its
+    maximum, at its last offset, as NumPy's ``maximum`` chain gives).  :func:`max_pool2d_backward` sends the gradient
+    there, so the gradient convention does not depend on a library's undocumented tie rule."""
+    dtype = _float_dtype(x, "max_pool2d")
+    g = _pool_geometry(x.shape, window, stride, padding, "max_pool2d")
+    x = contiguous(x)
+    y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
+    offsets = _array._empty(y.shape, _INT32, x.device)
+    _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [_ptr(x), _ptr(y), _ptr(offsets), g])
+    return y, offsets
+
+
+def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (0, 0))):
+    """dx of :func:`max_pool2d`: each input element gets the sum of ``dy`` over the windows whose maximum it is,
+    summed in a fixed order by one thread (deterministic)."""
+    dtype = _float_dtype(dy, "max_pool2d_backward")
+    g = _pool_geometry(x_shape, window, stride, padding, "max_pool2d_backward")
+    expected = (int(x_shape[0]), int(x_shape[1]), g.ho, g.wo)
+    if tuple(dy.shape) != expected or tuple(offsets.shape) != expected:
+        raise ValueError(f"max_pool2d_backward: dy {dy.shape} and offsets {offsets.shape} must have the pooled shape "
+                         f"{expected}")
+    if programs.dtype_name(_device_array(offsets, "max_pool2d_backward offsets").dtype) != "int32":
+        raise TypeError(f"max_pool2d_backward: offsets must be the int32 array max_pool2d returned, got "
+                        f"{offsets.dtype}")
+    if offsets.device != dy.device:
+        raise ValueError(f"max_pool2d_backward: dy and offsets live on different devices ({dy.device} and "
+                         f"{offsets.device})")
+    dy, offsets = contiguous(dy), contiguous(offsets)
+    dx = _array.empty(tuple(int(d) for d in x_shape), dy.dtype, device=dy.device)
+    _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [_ptr(dy), _ptr(offsets), _ptr(dx), g])
+    return dx

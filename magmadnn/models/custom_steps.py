@@ -1,0 +1,277 @@
+"""Custom training steps as Keras 3 writes them: a model overriding ``train_step(self, data)``, ``test_step`` or
+``predict_step``, with ``self.compute_loss(x=, y=, y_pred=, sample_weight=)``, ``magmadnn.grad(loss, weights)``,
+``self.optimizer.apply(grads, weights)``, metric objects updated in the step (``self.metrics``,
+``compute_metrics``, ``reset_metrics``) and the logs returned as a dict.
+
+``fit`` / ``evaluate`` / ``predict`` of such a model run their loop here: each batch goes to the overridden step as
+Keras gives it (``x``, ``(x, y)`` or ``(x, y, sample_weight)``: Tensors on the model's backend, ``y`` keeping its
+host array for ``compute_loss``), the figures of an epoch are the last batch's logs (running means, as Keras'
+metrics keep them) and each batch's logs are read on the host (a custom step runs eagerly: it is Python the model
+cannot capture as a graph). A model that overrides nothing trains through the one training step (:mod:`.step`).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from .. import callbacks as _callbacks
+from .._checks import batch_size_or_default, integer, verbosity
+from ..autograd import Tensor, grad
+from ..backend import host as _host
+from ..callbacks import callback_list
+from .batches import is_batch_iterable
+from .weighting import attach
+
+__all__ = ["CustomSteps"]
+
+
+class _Mean:
+    """A running mean of host floats (the ``loss`` of Keras' default steps)."""
+
+    name = "loss"
+
+    def __init__(self):
+        self.reset()
+
+    def reset(self):
+        self.total, self.count = 0.0, 0
+
+    def update(self, value: float, count: int):
+        self.total += value * count
+        self.count += count
+
+    def result(self) -> float:
+        return self.total / self.count if self.count else float("nan")
+
+
+def _float(value):
+    if isinstance(value, Tensor):
+        value = value.numpy()
+    if hasattr(value, "result") and callable(value.result):
+        value = value.result()
+    array = np.asarray(value, dtype=np.float64)
+    return float(array) if array.ndim == 0 else array
+
+
+def _host_of(y):
+    """The host array(s) of targets handed to a custom step."""
+    if isinstance(y, dict):
+        return {k: _host_of(v) for k, v in y.items()}
+    if isinstance(y, (list, tuple)):
+        return [_host_of(v) for v in y]
+    host = getattr(y, "_host", None)
+    if host is not None:
+        return host
+    return np.asarray(y.numpy()) if isinstance(y, Tensor) else np.asarray(y)
+
+
+class CustomSteps:
+    """Keras' step methods, and the loops that call the overridden ones."""
+
+    # -- what the steps call
+    def compute_loss(self, x=None, y=None, y_pred=None, sample_weight=None, training=True):
+        """Keras' ``compute_loss``: the compiled loss of ``y_pred`` against ``y`` (None: no compiled term) plus the
+        terms ``add_loss`` added in the last call (``self.losses``); a scalar Tensor."""
+        total = None
+        if y is not None and self.loss is not None:
+            host = _host_of(y)
+            n = int(y_pred.shape[0]) if isinstance(y_pred, Tensor) else int(y_pred[0].shape[0])
+            targets = self._targets(host, n, "compute_loss")
+            if sample_weight is not None:
+                targets = attach(self, targets, np.asarray(_host_of(sample_weight)), None, "compute_loss")
+            inner = getattr(self.loss, "inner", self.loss)
+            total = inner.checked(y_pred, inner.prepare(targets, _host, self.dtype))
+        for term in self.losses:
+            total = term if total is None else total + term
+        if total is None:
+            raise ValueError(f"compute_loss: model {self.name!r} has no loss: compile it with loss=, pass y, or add "
+                             "a term in call() with self.add_loss(...)")
+        return total
+
+    def compute_metrics(self, x, y, y_pred, sample_weight=None) -> dict:
+        """Keras' ``compute_metrics``: the compiled metrics updated with this batch; returns every metric's result
+        (the running loss of the default steps first)."""
+        if y is not None:
+            host = _host_of(y)
+            for metric in self._compiled_metrics:
+                metric.update(y_pred.data, host, self.xp)
+        return self.get_metrics_result()
+
+    def get_metrics_result(self) -> dict:
+        out = {}
+        tracker = getattr(self, "_loss_tracker", None)
+        if tracker is not None and tracker.count:
+            out["loss"] = tracker.result()
+        for metric in self._compiled_metrics:
+            out[metric.name] = metric.result()
+        return out
+
+    def reset_metrics(self) -> None:
+        """Reset the compiled metrics, the loss of the default steps and every metric the model's ``metrics`` lists
+        (those a custom step updates)."""
+        self.__dict__.setdefault("_loss_tracker", _Mean()).reset()
+        for metric in [*self._compiled_metrics, *getattr(self, "metrics", [])]:
+            reset = getattr(metric, "reset_state", None) or getattr(metric, "reset", None)
+            if reset is not None:
+                reset()
+
+    # -- Keras' default steps (what an override may call through super())
+    def train_step(self, data) -> dict:
+        x, y, sample_weight = unpack(data)
+        y_pred = self(x, training=True)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
+        weights = self.trainable_weights
+        self.optimizer.apply(grad(loss, weights), weights)
+        self.__dict__.setdefault("_loss_tracker", _Mean()).update(_float(loss), _count(x))
+        return self.compute_metrics(x, y, y_pred, sample_weight)
+
+    def test_step(self, data) -> dict:
+        x, y, sample_weight = unpack(data)
+        y_pred = self(x, training=False)
+        loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
+        self.__dict__.setdefault("_loss_tracker", _Mean()).update(_float(loss), _count(x))
+        return self.compute_metrics(x, y, y_pred, sample_weight)
+
+    def predict_step(self, data):
+        x, _, _ = unpack(data)
+        return self(x, training=False)
+
+    def _overrides(self, name: str) -> bool:
+        return getattr(type(self), name) is not getattr(CustomSteps, name)
+
+    # -- the loops
+    def _step_batches(self, x, y, sample_weight, batch_size, shuffle, who):
+        """Batches as a custom step gets them: ``x`` or ``(x, y[, sample_weight])`` on the backend."""
+        if is_batch_iterable(x):
+            for item in x:
+                yield self._to_step_data(item if isinstance(item, tuple) else (item,))
+            return
+        xs = self._input_arrays(x, who)
+        n = self._sample_count(xs)
+        order = self._shuffle_rng.permutation(n) if shuffle else None
+        for start in range(0, n, batch_size):
+            index = slice(start, start + batch_size) if order is None else order[start:start + batch_size]
+            parts = [_take(x, index)]
+            if y is not None:
+                parts.append(_take(y, index))
+                if sample_weight is not None:
+                    parts.append(_take(sample_weight, index))
+            yield self._to_step_data(tuple(parts))
+
+    def _to_step_data(self, parts):
+        if not self.built:
+            self._build_subclassed(parts[0]) if self._subclassed else self._input_arrays(parts[0], "fit")
+        xs = self._input_tensors(self._cast_inputs(self._input_arrays(parts[0], "fit")))
+        x = self._packed(xs, self._input_keys)
+        if len(parts) == 1:
+            return x
+        out = [x, _targets_on(self, parts[1])]
+        if len(parts) > 2:
+            out.append(parts[2])
+        return tuple(out)
+
+    def _fit_custom(self, x, y, batch_size, epochs, initial_epoch, validation_data, shuffle, callbacks, verbose,
+                    sample_weight):
+        """``fit`` of a model that overrides ``train_step``."""
+        batch_size = batch_size_or_default(batch_size, "fit")
+        epochs = integer(epochs, "epochs", "fit", minimum=1)
+        verbose = verbosity(verbose, "fit")
+        history = _callbacks.History()
+        try:
+            steps = len(x) if is_batch_iterable(x) else None
+        except TypeError:
+            steps = None
+        cbs = _callbacks.CallbackList([*callback_list(callbacks, "fit"), history], self, verbose=verbose,
+                                      epochs=epochs, steps=steps)
+        self.stop_training, self._touched = False, True
+        cbs.on_train_begin({})
+        logs = {}
+        for epoch in range(initial_epoch, epochs):
+            cbs.on_epoch_begin(epoch, {})
+            self.reset_metrics()
+            for index, data in enumerate(self._step_batches(x, y, sample_weight, batch_size, shuffle, "fit")):
+                cbs.on_train_batch_begin(index, {})
+                logs = self._step_logs(self.train_step(data), "train_step")
+                cbs.on_train_batch_end(index, dict(logs))
+                if self.stop_training:
+                    break
+            epoch_logs = dict(logs)
+            if validation_data is not None:
+                epoch_logs.update({f"val_{k}": v for k, v in self._evaluate_custom(*_pair(validation_data)).items()})
+            self.epoch = epoch + 1
+            if verbose:
+                print(f"Epoch {epoch + 1}/{epochs} - " + " - ".join(f"{k}: {v:.4f}" for k, v in epoch_logs.items()
+                                                                     if np.ndim(v) == 0))
+            cbs.on_epoch_end(epoch, epoch_logs)
+            if self.stop_training:
+                break
+        cbs.on_train_end(dict(logs))
+        return history
+
+    def _evaluate_custom(self, x, y=None, sample_weight=None, batch_size=None) -> dict:
+        self.reset_metrics()
+        logs = {}
+        for data in self._step_batches(x, y, sample_weight, batch_size_or_default(batch_size, "evaluate"), False,
+                                       "evaluate"):
+            logs = self._step_logs(self.test_step(data), "test_step")
+        return logs
+
+    def _predict_custom(self, x, batch_size=None):
+        parts = []
+        for data in self._step_batches(x, None, None, batch_size_or_default(batch_size, "predict"), False,
+                                       "predict"):
+            out = self.predict_step(data)
+            parts.append(out.numpy() if isinstance(out, Tensor) else np.asarray(out))
+        return np.concatenate(parts)
+
+    def _step_logs(self, logs, who: str) -> dict:
+        if not isinstance(logs, dict):
+            raise TypeError(f"model {self.name!r}: {who} must return a dict of logs {{name: value}} (as Keras), "
+                            f"got {type(logs).__name__}")
+        return {k: _float(v) for k, v in logs.items()}
+
+
+def unpack(data):
+    """Keras' ``unpack_x_y_sample_weight``: ``(x, y, sample_weight)`` from ``x``, ``(x,)``, ``(x, y)`` or
+    ``(x, y, sample_weight)``."""
+    if isinstance(data, tuple):
+        if len(data) == 1:
+            return data[0], None, None
+        if len(data) == 2:
+            return data[0], data[1], None
+        if len(data) == 3:
+            return data
+        raise ValueError(f"a batch must be x, (x,), (x, y) or (x, y, sample_weight), got a tuple of {len(data)}")
+    return data, None, None
+
+
+def _take(data, index):
+    if isinstance(data, dict):
+        return {k: _take(v, index) for k, v in data.items()}
+    if isinstance(data, (list, tuple)) and data and hasattr(data[0], "shape"):
+        return [np.asarray(a)[index] for a in data]
+    return np.asarray(data)[index]
+
+
+def _targets_on(model, y):
+    """Targets as a custom step gets them: Tensors on the model's backend that keep their host array."""
+    if isinstance(y, dict):
+        return {k: _targets_on(model, v) for k, v in y.items()}
+    if isinstance(y, (list, tuple)):
+        return [_targets_on(model, v) for v in y]
+    host = np.asarray(y)
+    tensor = Tensor(model.xp.asarray(host if host.dtype.kind in "iub" else host.astype(model.dtype)),
+                    backend=model.xp)
+    tensor._host = host
+    return tensor
+
+
+def _count(x) -> int:
+    first = next(iter(x.values())) if isinstance(x, dict) else (x[0] if isinstance(x, (list, tuple)) else x)
+    return int(first.shape[0])
+
+
+def _pair(validation_data):
+    if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (1, 2, 3):
+        raise ValueError("fit: validation_data must be x, (x, y) or (x, y, sample_weight)")
+    return tuple(validation_data)
