@@ -12,7 +12,7 @@ import pytest
 import magmadnn as mdnn
 from magmadnn import layers as L
 from tests.keras_reference import keras
-from tests.magmadnn.test_keras_day_one import close, compile_both, same_weights, twins
+from tests.magmadnn.suites.test_keras_day_one import close, compile_both, same_weights, twins
 
 K = keras.layers
 RNG = np.random.default_rng(51)

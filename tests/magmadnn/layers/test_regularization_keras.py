@@ -12,7 +12,7 @@ import pytest
 import magmadnn as mdnn
 from magmadnn import layers as L
 from tests.keras_reference import keras
-from tests.magmadnn.test_keras_day_one import close
+from tests.magmadnn.suites.test_keras_day_one import close
 
 K = keras.layers
 RNG = np.random.default_rng(5)
@@ -62,7 +62,7 @@ def test_gaussian_noise_has_keras_statistics_and_is_identity_at_inference():
 
 def test_a_model_with_noise_trains_as_keras_when_the_noise_is_off():
     """rate 0 / stddev 0: the layers are identities while training too, so the training matches Keras'."""
-    from tests.magmadnn.test_keras_day_one import compile_both, fit_both, same_weights, twins
+    from tests.magmadnn.suites.test_keras_day_one import compile_both, fit_both, same_weights, twins
 
     y = RNG.standard_normal((64, 2)).astype(np.float32)
     ours, theirs = twins([L.Input((7, 5)), L.SpatialDropout1D(0.0), L.GaussianNoise(0.0), L.Flatten(), L.Dense(2)],
