@@ -106,10 +106,28 @@ class MultiHeadAttention(Layer):
         y = F.dense(x, p[f"{which}_kernel"], p.get(f"{which}_bias"))
         return F.transpose(F.reshape(y, (y.shape[0], y.shape[1], self.num_heads, size)), (0, 2, 1, 3))
 
-    def __call__(self, query, value=None, key=None, *, training=False, use_causal_mask=None):
+    def __call__(self, query, value=None, key=None, *, training=False, use_causal_mask=None, attention_mask=None,
+                 return_attention_scores=False):
         """Keras' call. ``use_causal_mask`` (default: the layer's ``causal``) holds for this call when called on
         data; called on symbolic inputs it becomes the layer's ``causal``, which a model's every call of the layer
-        shares (saved with it), so a second symbolic call asking otherwise is an error."""
+        shares (saved with it), so a second symbolic call asking otherwise is an error. On data, as Keras:
+        ``attention_mask`` (N, Tq, Tk) of 1/True where query i may see key j, and ``return_attention_scores=True``
+        giving ``(output, scores)`` with scores (N, heads, Tq, Tk)."""
+        if not isinstance(return_attention_scores, (bool, np.bool_)):
+            raise TypeError(f"MultiHeadAttention {self.name!r}: return_attention_scores must be True or False, got "
+                            f"{return_attention_scores!r}")
+        if attention_mask is not None or return_attention_scores:
+            parts = [query] if value is None else [query, value] + ([] if key is None else [key])
+            flat = [p for item in parts for p in (item if isinstance(item, (list, tuple)) else [item])]
+            if any(_is_symbolic(i) for i in flat):
+                raise TypeError(f"MultiHeadAttention {self.name!r}: attention_mask= and return_attention_scores= "
+                                "are taken on data calls here, not in a model; in a model give a key padding mask "
+                                "as the last input (or masks from Embedding(mask_zero=True)) and use_causal_mask=")
+            self._explicit = (attention_mask, bool(return_attention_scores))
+            try:
+                return self.__call__(query, value, key, training=training, use_causal_mask=use_causal_mask)
+            finally:
+                self._explicit = None
         if value is None:
             if key is not None:
                 raise TypeError(f"MultiHeadAttention {self.name!r}: key= was given without value=; call it as "
@@ -160,13 +178,38 @@ class MultiHeadAttention(Layer):
         q = self._heads(query, "query", self.key_dim)
         k = self._heads(key, "key", self.key_dim)
         v = self._heads(value, "value", self.value_dim)
-        o = F.scaled_dot_product_attention(q, k, v, key_mask=mask, causal=self.causal,
-                                           dropout_rate=self.dropout, training=training, rng=self.rng)
+        explicit = self.__dict__.get("_explicit")
+        if explicit is None:
+            o = F.scaled_dot_product_attention(q, k, v, key_mask=mask, causal=self.causal,
+                                               dropout_rate=self.dropout, training=training, rng=self.rng)
+        else:
+            o, scores = self._scored(q, k, v, mask, explicit[0], training)
         b, t = query.shape[0], query.shape[1]
         o = F.reshape(F.transpose(o, (0, 2, 1, 3)), (b, t, self.num_heads * self.value_dim))
         if query_mask is not None:  # a padded query attends to nothing (Keras)
             o = F.multiply(o, F.reshape(query_mask, (b, t, 1)))
-        return F.dense(o, self._params["output_kernel"], self._params.get("output_bias"))
+        out = F.dense(o, self._params["output_kernel"], self._params.get("output_bias"))
+        return (out, scores) if explicit is not None and explicit[1] else out
+
+    def _scored(self, q, k, v, key_mask, attention_mask, training):
+        """Attention with its probabilities (B, H, Tq, Tk) at hand (Keras' masks: -1e9 added where hidden)."""
+        b, tq, tk = q.shape[0], q.shape[2], k.shape[2]
+        scores = F.multiply(F.matmul_nt(q, k), 1.0 / float(np.sqrt(self.key_dim)))
+        keep = None if key_mask is None else F.reshape(key_mask, (b, 1, 1, tk))
+        if attention_mask is not None:
+            given = np.asarray(attention_mask)
+            if given.shape != (b, tq, tk):
+                raise ValueError(f"MultiHeadAttention {self.name!r}: attention_mask must have shape (batch, "
+                                 f"query_time, key_time) = {(b, tq, tk)}, got {given.shape}")
+            given = Tensor(given.astype(np.dtype(scores.dtype)).reshape(b, 1, tq, tk), backend=self.xp)
+            keep = given if keep is None else F.multiply(keep, given)
+        if self.causal:
+            band = Tensor._of(constant(self.xp, np.tril(np.ones((tq, tk))), scores.dtype), self.xp)
+            keep = band if keep is None else F.multiply(keep, band)
+        if keep is not None:
+            scores = F.add(scores, F.multiply(F.subtract(keep, 1.0), 1e9))
+        p = F.dropout(F.softmax(scores, axis=-1), self.dropout, training, self.rng)
+        return F.matmul(p, v), p
 
     def compute_mask(self, inputs, mask):
         return mask[0] if isinstance(mask, list) else mask  # the query's

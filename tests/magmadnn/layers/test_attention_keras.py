@@ -131,3 +131,44 @@ def test_the_attention_layers_on_the_simulated_device_match_the_host_and_replay(
     with simulator.simulated("full"):
         model.compile("sgd", "mse", device="gpu")
         np.testing.assert_allclose(model.predict([Q, V], verbose=0), expected, rtol=1e-5, atol=1e-6)
+
+
+def _keras_mha(mha, d):
+    k_mha = keras.layers.MultiHeadAttention(2, 3, dtype="float64")
+    k_mha.build((None, 5, d), (None, 4, d), (None, 4, d))
+    w = {k: v.numpy() for k, v in mha.params.items()}
+    k_mha.set_weights([w["query_kernel"].reshape(d, 2, 3), w["query_bias"].reshape(2, 3),
+                       w["key_kernel"].reshape(d, 2, 3), w["key_bias"].reshape(2, 3),
+                       w["value_kernel"].reshape(d, 2, 3), w["value_bias"].reshape(2, 3),
+                       w["output_kernel"].reshape(2, 3, d), w["output_bias"]])
+    return k_mha
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("with_mask", [False, True])
+def test_multi_head_attention_mask_and_scores_as_keras(causal, with_mask):
+    q, v = RNG.standard_normal((3, 5, 4)), RNG.standard_normal((3, 4, 4))
+    mask = RNG.random((3, 5, 4)) > 0.3 if with_mask else None
+    mask = None if mask is None else mask | (np.arange(4) == 0)  # every query sees key 0 (Keras' rows of nothing
+    # are uniform, magmadnn's zero: a difference kept, see docs)
+    ours = L.MultiHeadAttention(2, 3, dtype="float64", seed=0)
+    out, scores = ours(q, v, attention_mask=mask, return_attention_scores=True, use_causal_mask=causal)
+    theirs = _keras_mha(ours, 4)
+    ref, ref_scores = theirs(q, v, attention_mask=mask, return_attention_scores=True, use_causal_mask=causal)
+    assert scores.shape == (3, 2, 5, 4)
+    close(out.numpy(), keras.ops.convert_to_numpy(ref))
+    close(scores.numpy(), keras.ops.convert_to_numpy(ref_scores))
+    close(ours(q, v, use_causal_mask=causal).numpy(), keras.ops.convert_to_numpy(
+        theirs(q, v, use_causal_mask=causal)))  # the fused path unchanged
+
+
+def test_multi_head_attention_mask_and_scores_bad_inputs():
+    q, v = RNG.standard_normal((3, 5, 4)), RNG.standard_normal((3, 4, 4))
+    mha = L.MultiHeadAttention(2, 3, dtype="float64")
+    with pytest.raises(ValueError, match=r"attention_mask must have shape \(batch, query_time, key_time\)"):
+        mha(q, v, attention_mask=np.ones((3, 4, 4), bool))
+    with pytest.raises(TypeError, match="return_attention_scores must be True or False"):
+        mha(q, v, return_attention_scores="yes")
+    a, b = L.Input((5, 4)), L.Input((4, 4))
+    with pytest.raises(TypeError, match="on data calls here, not in a model"):
+        L.MultiHeadAttention(2, 3)(a, b, return_attention_scores=True)
