@@ -17,6 +17,7 @@ import numbers
 
 from . import backend as _backend
 from ._configurable import Configurable
+from ._keras_objects import Family
 from .autograd import Tensor, no_grad
 
 __all__ = ["Constraint", "MaxNorm", "NonNeg", "UnitNorm", "MinMaxNorm", "max_norm", "non_neg", "unit_norm",
@@ -144,51 +145,8 @@ _BY_NAME = {**{cls.__name__: cls for cls in _CLASSES}, "constraint": Constraint,
             "non_neg": NonNeg, "unit_norm": UnitNorm, "min_max_norm": MinMaxNorm}
 
 
-def _subclass(name: str):
-    todo = [Constraint]
-    while todo:
-        cls = todo.pop()
-        if cls.__name__ == name:
-            return cls
-        todo.extend(cls.__subclasses__())
-    return None
-
-
-def get(identifier):
-    """A constraint from None, a name (``"max_norm"``, ``"MaxNorm"``, ...), a config dict, an instance or a
-    callable (Keras' ``constraints.get``)."""
-    if identifier is None or isinstance(identifier, Constraint):
-        return identifier
-    if isinstance(identifier, str):
-        if identifier not in _BY_NAME:
-            raise ValueError(f"unknown constraint {identifier!r}; expected one of {sorted(_BY_NAME)}")
-        return _BY_NAME[identifier]()
-    if isinstance(identifier, dict):
-        return deserialize(identifier)
-    if isinstance(identifier, type) and issubclass(identifier, Constraint):
-        return identifier()
-    if callable(identifier):
-        return identifier
-    raise TypeError(f"constraint must be None, a name ({sorted(_BY_NAME)}), a Constraint, a config dict or a "
-                    f"callable taking a weight, got {identifier!r}")
-
-
-def serialize(constraint):
-    if constraint is None:
-        return None
-    if not isinstance(constraint, Constraint):
-        raise TypeError(f"the constraint {constraint!r} is a plain callable, which cannot be saved with the model: "
-                        "write it as a constraints.Constraint subclass with get_config()")
-    return constraint.to_config()
-
-
-def deserialize(config: dict):
-    if not isinstance(config, dict) or "class_name" not in config:
-        raise ValueError(f"a constraint config is {{'class_name': ..., 'config': {{...}}}}, got {config!r}")
-    cls = _subclass(config["class_name"])
-    if cls is None:
-        raise ValueError(f"unknown constraint class {config['class_name']!r}; define (import) it before loading")
-    return cls.from_config(dict(config.get("config") or {}))
+_FAMILY = Family("constraint", Constraint, _BY_NAME, "a weight")
+get, serialize, deserialize = _FAMILY.get, _FAMILY.serialize, _FAMILY.deserialize
 
 
 def apply(params, grads) -> None:

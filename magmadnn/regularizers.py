@@ -20,6 +20,7 @@ import numbers
 
 from . import functional as F
 from ._configurable import Configurable
+from ._keras_objects import Family
 
 __all__ = ["Regularizer", "L1", "L2", "L1L2", "l1", "l2", "l1_l2", "get", "serialize", "deserialize"]
 
@@ -118,52 +119,6 @@ _REFUSED = {"l1_l2": "Keras 3.15 does not take the name 'l1_l2' either: write re
             "OrthogonalRegularizer": "OrthogonalRegularizer is not available: write it as a Regularizer subclass"}
 
 
-def _subclass(name: str):
-    """A Regularizer subclass by class name (magmadnn's, or one the user defined)."""
-    todo = [Regularizer]
-    while todo:
-        cls = todo.pop()
-        if cls.__name__ == name:
-            return cls
-        todo.extend(cls.__subclasses__())
-    return None
-
-
-def get(identifier):
-    """A regularizer from None, a name, a config dict, an instance or a callable (Keras' ``regularizers.get``)."""
-    if identifier is None or isinstance(identifier, Regularizer):
-        return identifier
-    if isinstance(identifier, str):
-        if identifier in _REFUSED:
-            raise ValueError(f"regularizer {identifier!r}: {_REFUSED[identifier]}")
-        if identifier not in _BY_NAME:
-            raise ValueError(f"unknown regularizer {identifier!r}; expected one of {sorted(_BY_NAME)}, an instance "
-                             "(regularizers.L2(1e-4)) or a callable")
-        return _BY_NAME[identifier]()
-    if isinstance(identifier, dict):
-        return deserialize(identifier)
-    if isinstance(identifier, type) and issubclass(identifier, Regularizer):
-        return identifier()
-    if callable(identifier):
-        return identifier
-    raise TypeError(f"regularizer must be None, a name ({sorted(_BY_NAME)}), a Regularizer, a config dict or a "
-                    f"callable taking a Tensor, got {identifier!r}")
-
-
-def serialize(regularizer):
-    """``{"class_name", "config"}`` (None for None); a plain callable cannot be saved: a TypeError says so."""
-    if regularizer is None:
-        return None
-    if not isinstance(regularizer, Regularizer):
-        raise TypeError(f"the regularizer {regularizer!r} is a plain callable, which cannot be saved with the model: "
-                        "write it as a regularizers.Regularizer subclass with get_config()")
-    return regularizer.to_config()
-
-
-def deserialize(config: dict):
-    if not isinstance(config, dict) or "class_name" not in config:
-        raise ValueError(f"a regularizer config is {{'class_name': ..., 'config': {{...}}}}, got {config!r}")
-    cls = _subclass(config["class_name"])
-    if cls is None:
-        raise ValueError(f"unknown regularizer class {config['class_name']!r}; define (import) it before loading")
-    return cls.from_config(dict(config.get("config") or {}))
+_FAMILY = Family("regularizer", Regularizer, _BY_NAME, "a Tensor", refused=_REFUSED,
+                 hint=", an instance (regularizers.L2(1e-4)) or a callable")
+get, serialize, deserialize = _FAMILY.get, _FAMILY.serialize, _FAMILY.deserialize

@@ -149,12 +149,12 @@ def test_pymagma_says_nothing_of_keras():
 
 
 #: The kernel programs only deep learning needs (optimizer updates, losses, dropout, attention, recurrent cells,
-#: normalisation rows, embeddings, pooling with saved offsets, value checks into a fault record): magmadnn's.
-DEEP_LEARNING_PROGRAMS = {"loss", "optim", "step", "attention", "norm", "embeddings", "recurrent", "pool", "check",
-                          "dropout"}
+#: normalisation rows, embeddings, pooling with saved offsets): magmadnn's. (The value checks into a fault record,
+#: ``check.cu``, are pymagma's: its array API checks integer indices with them.)
+DEEP_LEARNING_PROGRAMS = {"loss", "optim", "step", "attention", "norm", "embeddings", "recurrent", "pool", "dropout"}
 #: Kernel names (``__global__`` functions) of those programs, which no program of pymagma may define either.
 DEEP_LEARNING_KERNELS = {"dropout", "sgd", "adam", "rmsprop", "adagrad", "softmax_xent_index", "max_pool_forward",
-                         "masked_softmax", "norm_forward", "embedding_gather", "lstm_gates_forward", "check_range"}
+                         "masked_softmax", "norm_forward", "embedding_gather", "lstm_gates_forward"}
 
 
 def test_pymagma_holds_no_deep_learning_kernel():

@@ -129,7 +129,7 @@ from .pooling import (
     max_pool1d,
     max_pool2d,
 )
-from .recurrent import GRUFunction, LSTMFunction, gru, gru_steps, lstm, lstm_steps
+from .recurrent import GRUFunction, LSTMFunction, gru, gru_steps, lstm, lstm_steps, simple_rnn_steps
 from .regularization import DropoutFunction, dropout
 from .shapes import (
     ConcatenateFunction,
@@ -157,6 +157,6 @@ __all__ = [
 ]  # fmt: skip
 __all__ += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # Keras' activations
 __all__ += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
-            "gru_steps"]  # the sequence layers
+            "gru_steps", "simple_rnn_steps"]  # the sequence layers
 __all__ += ["cast"]  # mixed precision
 __all__ += ["maximum", "minimum", "pad_axis"]  # the merging and padding layers

@@ -11,7 +11,7 @@ from .linear import dense
 from .operators import add, multiply, reshape, subtract
 from .shapes import concatenate, reverse, slice_axis
 
-__all__ = ["lstm", "gru", "lstm_steps", "gru_steps"]
+__all__ = ["lstm", "gru", "lstm_steps", "gru_steps", "simple_rnn_steps"]
 
 
 class _RecurrentFunction(Function):
@@ -177,5 +177,25 @@ def gru_steps(x, kernel, recurrent_kernel, bias, recurrent_bias, mask=None, retu
         r, z = sigmoid(add(xr, qr)), sigmoid(add(xz, qz))
         cand = tanh(add(xn, multiply(r, qn)))
         h = _keep(mask, t, add(cand, multiply(z, subtract(h, cand))), h)
+        outs.append(h)
+    return _outputs(outs, mask, return_sequences, zero_output_for_mask, h), h
+
+
+def simple_rnn_steps(x, kernel, recurrent_kernel, bias=None, activation=tanh, mask=None, return_sequences=False,
+                     go_backwards=False, zero_output_for_mask=False, initial_state=None):
+    """Keras' SimpleRNN step by step, returning ``(output, h)``: h = activation(x W + b + h U), ``activation`` a
+    function of a Tensor (tanh); ``bias`` may be None; ``mask``, ``go_backwards``, ``zero_output_for_mask`` as in
+    :func:`lstm_steps`, ``initial_state`` [h]."""
+    weights = {"kernel": kernel, "recurrent_kernel": recurrent_kernel}
+    if bias is not None:
+        weights["bias"] = bias
+    x, kernel, recurrent_kernel, *rest = _recurrent_args("simple_rnn_steps", 1, x, weights)
+    proj, mask = _step_inputs("simple_rnn_steps", x, kernel, rest[0] if rest else None, mask, go_backwards)
+    n, steps, units = proj.shape
+    (h,) = _initial("simple_rnn_steps", initial_state, 1, x, units)
+    outs = []
+    for t in range(steps):
+        z = add(reshape(slice_axis(proj, 1, t, t + 1), (n, units)), dense(h, recurrent_kernel))
+        h = _keep(mask, t, activation(z), h)
         outs.append(h)
     return _outputs(outs, mask, return_sequences, zero_output_for_mask, h), h

@@ -6,7 +6,8 @@ layers build, name and seed themselves.
 
 Modules by Keras' topics: ``core`` (Dense), ``activations``, ``conv``, ``pooling``, ``normalization``,
 ``regularization`` (Dropout), ``reshaping``, ``merging``, ``preprocessing`` (Rescaling, Normalization), ``embedding``,
-``attention``, ``position``, ``recurrent``, ``bidirectional``, ``lambda_layer``. The layer machinery: ``base``
+``attention``, ``position``, ``recurrent``, ``bidirectional``, ``wrappers`` (TimeDistributed), ``lambda_layer``.
+The layer machinery: ``base``
 (Layer, Input, symbolic tensors), ``weights``, ``masking``, ``mixed`` (dtype policies), ``registry`` (classes by
 name, default names, seeds), ``arguments``, ``penalties`` (``losses``, regularizers and constraints).
 """
@@ -34,7 +35,7 @@ from .pooling import AvgPool2D, GlobalAvgPool2D, MaxPool2D
 from .position import PositionEmbedding
 
 # -- recurrent layers
-from .recurrent import GRU, LSTM  # noqa: E402
+from .recurrent import GRU, LSTM, SimpleRNN  # noqa: E402
 from .regularization import Dropout
 from .reshaping import Flatten
 
@@ -61,25 +62,28 @@ __all__ += ["Softmax", "LogSoftmax"]
 __all__ += ["Conv2DTranspose", "DepthwiseConv2D", "GlobalMaxPool2D", "GlobalMaxPool", "Concatenate", "Permute",
             "Reshape", "UpSampling2D"]
 
-__all__ += ["LSTM", "GRU"]  # recurrent layers
+__all__ += ["LSTM", "GRU", "SimpleRNN"]  # recurrent layers
 
 
 # -- the layers a Keras user reaches for next
+from .attention import AdditiveAttention, Attention  # noqa: E402
+from .conv import SeparableConv2D  # noqa: E402
 from .merging import Average, Maximum, Minimum, Multiply, Subtract  # noqa: E402
 from .preprocessing import Normalization, Rescaling  # noqa: E402
+from .regularization import GaussianNoise, SpatialDropout1D, SpatialDropout2D  # noqa: E402
 from .reshaping import Cropping2D, RepeatVector, ZeroPadding2D  # noqa: E402
+from .wrappers import TimeDistributed  # noqa: E402
 
 __all__ += ["Subtract", "Multiply", "Average", "Maximum", "Minimum", "RepeatVector", "ZeroPadding2D", "Cropping2D",
-            "Rescaling", "Normalization"]
+            "Rescaling", "Normalization", "GaussianNoise", "SpatialDropout1D", "SpatialDropout2D",
+            "TimeDistributed", "Attention", "AdditiveAttention", "SeparableConv2D"]
 
 # Keras' layers magmadnn does not provide: what to use instead
 _KERAS_INSTEAD = {
     "InputLayer": "Input(shape=...)",
     "ReLU": 'Activation("relu")', "ELU": 'Activation("elu")', "PReLU": "LeakyReLU",
-    "SimpleRNN": "LSTM or GRU", "TimeDistributed": "Dense, which acts on the last axis of (N, T, F) as Keras' does",
     "Identity": 'Activation("linear")', "Dot": "Lambda on a list of inputs",
-    "Masking": "Embedding(mask_zero=True)", "GaussianNoise": "Lambda",
-    "SpatialDropout1D": "Dropout", "SpatialDropout2D": "Dropout", "Attention": "MultiHeadAttention",
+    "Masking": "Embedding(mask_zero=True)",
 }
 
 

@@ -31,7 +31,7 @@ class Bidirectional(Layer):
         owner = f"Bidirectional {self.name!r}"
         layer, backward_layer = (_from_config(item) for item in (layer, backward_layer))
         if not isinstance(layer, _Recurrent):
-            raise TypeError(f"{owner}: wraps an LSTM or GRU layer, got {layer!r}")
+            raise TypeError(f"{owner}: wraps an LSTM, GRU or SimpleRNN layer, got {layer!r}")
         if merge_mode not in _MERGES:
             raise ValueError(f"{owner}: merge_mode must be one of {_MERGES}, got {merge_mode!r}")
         self.merge_mode = merge_mode

@@ -1,5 +1,5 @@
-"""Convolutions: Conv2D, DepthwiseConv2D and Conv2DTranspose over images (NCHW; per-sample input shape (C, H, W)),
-and Conv1D over sequences (N, T, F).
+"""Convolutions: Conv2D, DepthwiseConv2D, SeparableConv2D and Conv2DTranspose over images (NCHW; per-sample input
+shape (C, H, W)), and Conv1D over sequences (N, T, F).
 
 Images are NCHW (cuDNN's and PyTorch's layout), never channels-last. An input that looks channels-last (last axis 1
 or 3, first axis more than 4) is named in every shape error of these layers with the transpose that fixes it, and
@@ -37,7 +37,7 @@ from .activations import apply_activation
 from .base import Layer, register, shape_str
 from .pooling import AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D
 
-__all__ = ["Conv2D", "DepthwiseConv2D", "Conv2DTranspose", "Conv1D"]
+__all__ = ["Conv2D", "DepthwiseConv2D", "SeparableConv2D", "Conv2DTranspose", "Conv1D"]
 __all__ += ["MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalMaxPool2D"]  # their old home; see .pooling
 __all__ += ["layout_hint", "looks_channels_last"]  # the NCHW hint (models.inputs names it for the data)
 
@@ -161,6 +161,52 @@ class DepthwiseConv2D(Conv2D):
             config.pop(key, None)
         config["depthwise_initializer"] = config.pop("kernel_initializer")
         return {"depth_multiplier": self.depth_multiplier, **config}
+
+
+@register
+class SeparableConv2D(DepthwiseConv2D):
+    """Keras' depthwise separable convolution: a DepthwiseConv2D (``depth_multiplier`` kernels per channel, with the
+    strides, padding and dilation; no bias) then a 1x1 convolution to ``filters`` channels with the bias and the
+    activation. Weights: depthwise_kernel (C * depth_multiplier, 1, R, S), pointwise_kernel (filters,
+    C * depth_multiplier, 1, 1) (PyTorch's layouts), bias (filters,)."""
+
+    _weight_options = ("depthwise", "pointwise", "bias")  # Keras' depthwise_/pointwise_/bias_ regularizer=, ...
+
+    def __init__(self, filters: int, kernel_size, strides=1, padding="valid", dilation=1, depth_multiplier: int = 1,
+                 activation=None, use_bias: bool = True, depthwise_initializer="glorot_uniform",
+                 pointwise_initializer="glorot_uniform", bias_initializer="zeros", **kwargs):
+        super().__init__(kernel_size, depth_multiplier, strides=strides, padding=padding, dilation=dilation,
+                         activation=activation, use_bias=use_bias, depthwise_initializer=depthwise_initializer,
+                         bias_initializer=bias_initializer, **kwargs)
+        self.filters = _checks.integer(filters, "filters", f"SeparableConv2D {self.name!r}", minimum=1)
+        self.pointwise_initializer = initializers.get(pointwise_initializer)
+
+    def check_input_shape(self, input_shape):
+        _check_chw(self, input_shape)
+        self.groups = input_shape[0]
+
+    def create_weights(self, input_shape):
+        depth = input_shape[0] * self.depth_multiplier
+        draw = (self.depth_multiplier, input_shape[0], *self.kernel_size)
+        self.add_weight(self.kernel_name, (depth, 1, *self.kernel_size),
+                        initializers.in_keras_layout(self.kernel_initializer, draw, (1, 0, 2, 3)),
+                        **self._weight_kwargs("depthwise"))
+        self.add_weight("pointwise_kernel", (self.filters, depth, 1, 1), self.pointwise_initializer,
+                        **self._weight_kwargs("pointwise"))
+        if self.use_bias:
+            self.add_weight("bias", (self.filters,), self.bias_initializer, **self._weight_kwargs("bias"))
+
+    def call(self, x, training=False):
+        p = self._params
+        y = F.conv2d(x, p[self.kernel_name], None, stride=self.strides, padding=self.padding, dilation=self.dilation,
+                     groups=self.groups)
+        fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
+        y = F.conv2d(y, p["pointwise_kernel"], p.get("bias"), activation=fused)
+        return y if fused else apply_activation(y, self.activation)
+
+    def get_config(self):
+        return {"filters": self.filters, **super().get_config(),
+                "pointwise_initializer": self.pointwise_initializer.to_config()}
 
 
 @register

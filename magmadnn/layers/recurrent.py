@@ -1,4 +1,4 @@
-"""Recurrent layers: LSTM and GRU over (batch, time, features) sequences, from a zero initial state.
+"""Recurrent layers: LSTM, GRU and SimpleRNN over (batch, time, features) sequences, from a zero initial state.
 
 Keras' names and weight shapes, PyTorch's and cuDNN's math, so weights move between them by transposition and the
 gate order alone: ``kernel`` (features, G units), ``recurrent_kernel`` (units, G units), ``bias`` (G units,) with G
@@ -15,9 +15,11 @@ import numpy as np
 
 from .. import _checks, initializers
 from .. import functional as F
+from ..backend import geometry
+from .activations import apply_activation
 from .base import Layer, register
 
-__all__ = ["LSTM", "GRU"]
+__all__ = ["LSTM", "GRU", "SimpleRNN"]
 
 
 class _Recurrent(Layer):
@@ -168,4 +170,42 @@ class GRU(_Recurrent):
             h = F.reshape(F.slice_axis(output, 1, steps - 1, steps), (x.shape[0], self.units))
             return [output if self.return_sequences else h, h]
         output, h = F.gru_steps(x, *weights, mask=mask, initial_state=states, **self._flags())
+        return [output, h] if self.return_state else output
+
+
+@register
+class SimpleRNN(_Recurrent):
+    """Keras' fully connected recurrence: h = activation(x W + b + h U) (tanh by default), output the last h
+    (units,) or every step's (time, units); ``use_bias``, masks, ``return_state`` ([output, h]), ``go_backwards``
+    and ``initial_state`` as Keras. Weights: ``kernel`` (features, units), ``recurrent_kernel`` (units, units),
+    ``bias`` (units,)."""
+
+    gates, states = 1, 1
+
+    def __init__(self, units: int, activation="tanh", use_bias: bool = True, return_sequences: bool = False,
+                 **kwargs):
+        super().__init__(units, return_sequences, **kwargs)
+        self.activation = geometry.activation_name(activation, f"SimpleRNN {self.name!r}")
+        if not isinstance(use_bias, bool):
+            raise TypeError(f"SimpleRNN {self.name!r}: use_bias must be True or False, got {use_bias!r}")
+        self.use_bias = use_bias
+
+    def create_weights(self, input_shape):
+        input_shape = input_shape[0] if isinstance(input_shape, list) else input_shape
+        self.add_weight("kernel", (input_shape[1], self.units), self.kernel_initializer,
+                        **self._weight_kwargs("kernel"))
+        self.add_weight("recurrent_kernel", (self.units, self.units), self.recurrent_initializer,
+                        **self._weight_kwargs("recurrent"))
+        if self.use_bias:
+            self.add_weight("bias", (self.units,), self.bias_initializer, **self._weight_kwargs("bias"))
+
+    def get_config(self):
+        return {**super().get_config(), "activation": self.activation, "use_bias": self.use_bias}
+
+    def call(self, x, training=False, mask=None):
+        p = self._params
+        x, states, mask = self._split(x, mask)
+        output, h = F.simple_rnn_steps(x, p["kernel"], p["recurrent_kernel"], p.get("bias"),
+                                       lambda z: apply_activation(z, self.activation, axis=-1), mask=mask,
+                                       initial_state=states, **self._flags())
         return [output, h] if self.return_state else output

@@ -25,6 +25,7 @@ from __future__ import annotations
 from ..errors import KernelCompileError
 from . import compiler, programs
 from . import elementwise as _elementwise  # (its named functions: kernels.relu, kernels.add, ...)
+from .check import CHECK_DTYPES, FAULT_RECORD, check_binary, check_range
 from .common import MAX_DIMS, Strides3, make_strides3
 from .compiler import CompiledProgram, compile_source, nvrtc_version
 from .elementwise import (
@@ -61,7 +62,7 @@ __all__ = [
     "MAX_DIMS", "Strides3", "make_strides3",
     "ACTIVATION_GRADS", "unary", "binary", "where", "activation_backward", "bias_add", "fill", "cast", "copy",
     "contiguous", "affine", "clip", "elu", "leaky_relu", "power",
-    "reduce", "argmax", "argmin", "uniform", "normal",
+    "reduce", "argmax", "argmin", "uniform", "normal", "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES",
     *_elementwise.NAMED,
 ]
 
@@ -73,8 +74,7 @@ MOVED = frozenset((
     "PoolGeometry", "max_pool2d", "max_pool2d_backward", "masked_softmax", "masked_softmax_backward",
     "layer_norm", "layer_norm_backward", "layer_norm_param_grads", "embedding", "embedding_backward",
     "lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward", "gru_gates_backward",
-    "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES",
-    "loss", "optim", "step", "pool", "attention", "norm", "embeddings", "recurrent", "check",
+    "loss", "optim", "step", "pool", "attention", "norm", "embeddings", "recurrent",
 ))
 NEW_HOME = "magmadnn.backend.device.kernels"
 

@@ -64,6 +64,8 @@ SHIPPED = {
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
     "reductions": ("reductions.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
     "random": ("random.cu", _per_dtype(("uniform", "normal"))),
+    # value checks into a fault record (no host read): the array API's indices, magmadnn's op arguments
+    "check": ("check.cu", _per_dtype(("check_range", "check_binary"), FLOAT_DTYPES + ("int64", "int32"))),
 }
 # -- the array API standard's elementwise families (pymagma.array_api): its real dtypes, bool as C++ bool
 API_C_TYPES = {"bool": "bool", "int8": "signed char", "uint8": "unsigned char", "int16": "short",

@@ -363,3 +363,36 @@ def test_no_device_memory_growth_over_1000_calls():
     after = memory.pool_stats()
     assert after["in_use_bytes"] == before["in_use_bytes"]
     assert after["mallocs"] == before["mallocs"]
+
+
+# --------------------------------------------------------------------------------------------------- check.cu
+@pytest.mark.parametrize("dtype", DTYPES + [np.int64, np.int32])
+@FEW
+@given(n=st.integers(1, 700), bad=st.integers(0, 3), seed=st.integers(0, 2**31))
+def test_check_kernels_record_the_first_bad_value_in_c_order(dtype, n, bad, seed):
+    """check_range (ids in [0, 5)) and check_binary (0 or 1) against NumPy: the first failing index, its value's 64
+    bits (an integer's own, a float's double), a record holding a fault left alone, nothing when all pass."""
+    from pymagma import array, kernels
+
+    rng = np.random.default_rng(seed)
+    values = rng.integers(0, 2, n).astype(np.float64)
+    places = rng.integers(0, n, bad)
+    values[places] = rng.choice([-1.0, 5.0, 0.5, 7.0, np.nan] if np.dtype(dtype).kind == "f" else [-3, 5, 9], bad)
+    host = values.astype(dtype)
+    wide = host.astype(np.float64)
+    for check, failing in (
+            (lambda x, r: kernels.check_range(x, 0, 5, r, 7), ~((wide >= 0) & (wide < 5))),
+            (lambda x, r: kernels.check_binary(x, r, 7), ~((wide == 0) | (wide == 1)))):
+        record = array.zeros((kernels.FAULT_RECORD,), np.int64)
+        check(dev(host), record)
+        got = record.get()
+        if not failing.any():
+            assert not got.any()
+            continue
+        first = int(np.flatnonzero(failing)[0])
+        bits = np.array([(int(got[2]) << 32) | int(got[1])], np.uint64)
+        value = bits.view(np.int64)[0] if np.dtype(dtype).kind == "i" else bits.view(np.float64)[0]
+        assert got[0] == 7 and got[3] == first
+        np.testing.assert_array_equal(value, wide[first])
+        check(dev(np.full(3, 9, dtype)), record)  # a later fault does not replace the first
+        np.testing.assert_array_equal(record.get(), got)

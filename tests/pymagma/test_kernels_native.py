@@ -78,7 +78,8 @@ def test_every_program_compiles_with_every_instantiation(arch, kind, every_progr
 def test_the_array_api_kernels_are_instantiated_for_every_array_api_dtype():
     from pymagma.array_api import _dtypes
 
-    expressions, names = set(kernels.program("array_api").expressions), [d.name for d in _dtypes.SUPPORTED]
+    expressions = set(kernels.program("array_api").expressions)
+    names = [d.name for d in _dtypes.SUPPORTED if d.name in programs.API_C_TYPES]  # complex: array_api_complex
     for kernel in ("aa_binary", "aa_compare", "aa_unary"):
         assert {_api_expression(kernel, n) for n in names} <= expressions
     assert {_api_expression("aa_cast", s, d) for s in names for d in names} <= expressions
@@ -91,7 +92,7 @@ def _api_expression(kernel, *names):
 def test_every_float_dtype_is_instantiated_for_every_float_kernel():
     for name, registered in shipped().items():
         expressions = registered.expressions
-        if name in ("array_api", "array_api_reduce"):  # instantiated for the array API's dtypes (test below)
+        if name in ("array_api", "array_api_reduce", "array_api_complex"):  # the array API's dtypes (tests below)
             continue
         kernels_in = {e.split("<")[0] for e in expressions if e.split("<")[0] not in ("cast", "copy_strided")}
         for kernel in kernels_in:
@@ -315,6 +316,9 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, ever
     # checked by running them on the CPU emulation of the same source (test_kernels_emulated.py)
     indexing = {"aa_assign", "aa_tri", "aa_gather", "aa_mask_move", "aa_index_offsets", "aa_mask_count",
                 "aa_mask_scan", "aa_mask_positions"}
+    # so are the complex program's kernels (fake arrays hold no complex dtype): every one of their instantiations
+    # runs on the CPU emulation (test_kernels_emulated.py's check that every instantiation ran)
+    indexing |= {e.split("<")[0] for e in kernels.program("array_api_complex").expressions}
     assert launched | indexing == {e.split("<")[0] for p in shipped().values() for e in p.expressions}
     for program, expression, args in launches:
         compiled = every_program("sm_80", "ptx")[program]
@@ -338,6 +342,11 @@ def _launch_every_kernel(dtype) -> None:
     kernels.add(x, 2.0)
     kernels.where(x, x, row)
     kernels.activation_backward("elu", x, x, x, 1.0)
+    # check.cu: float values here, integer ones (their bounds are int64 parameters) once per call of this function
+    record = fake_array((kernels.FAULT_RECORD,), np.int64)
+    for values in (x, fake_array((2, 5), np.int64), fake_array((3,), np.int32)):
+        kernels.check_range(values, 0, 7, record, 1)
+        kernels.check_binary(values, record, 2)
     # array_api.cu: each family once per call of this function (the float dtypes among its instantiations)
     if np.dtype(dtype) in (np.float32, np.float64):
         from pymagma.kernels import array_api as api

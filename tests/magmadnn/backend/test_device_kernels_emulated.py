@@ -11,7 +11,6 @@ from pymagma.simulator import kernels as simulated_kernels
 
 from .test_device_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
     test_adam_and_adamw,
-    test_check_kernels_record_the_first_bad_value_in_c_order,
     test_dropout_is_the_uniform_stream_thresholded_in_the_arrays_dtype,
     test_embedding_gather_and_deterministic_scatter_add,
     test_layer_norm_forward_backward_and_parameter_sums,

@@ -148,12 +148,6 @@ def _launch_every_kernel(dtype) -> None:
     kernels.layer_norm_param_grads(x, x, fake_array((4,), dtype), fake_array((4,), dtype))
     kernels.embedding(x, fake_array((2, 5), np.int64))
     kernels.embedding_backward(fake_array((2, 5, 3), dtype), fake_array((2, 5), np.int64), 7)
-    # check.cu: float values here, integer ones (their bounds are int64 parameters) once per call of this function
-    record = fake_array((kernels.FAULT_RECORD,), np.int64)
-    for values in (x, fake_array((2, 5), np.int64), fake_array((3,), np.int32)):
-        kernels.check_range(values, 0, 7, record, 1)
-        kernels.check_binary(values, record, 2)
-
     # graph replay: per-step values read from device memory
     values, offsets = fake_array((3,), np.float64), fake_array((4,), np.int64)
     kernels.sgd_update_at(x, x, x, values=values, momentum=0.9, nesterov=True)

@@ -13,8 +13,7 @@ from magmadnn import functional as F
 from magmadnn import layers as L
 from magmadnn.models import NonFiniteLossError
 from tests.keras_reference import keras
-
-from .backends import model_device
+from tests.magmadnn.backends import model_device
 
 RTOL, ATOL = 1e-5, 1e-6  # Keras computes some layers in float32 even with dtype="float64"
 

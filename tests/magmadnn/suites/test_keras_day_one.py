@@ -334,7 +334,7 @@ def test_save_weights_and_load_weights(tmp_path):
 @pytest.mark.parametrize(("make", "words"), [
     (lambda: L.BatchNormalization(kernel_regularizer="l2"), ["kernel_regularizer", "Dense", "weight_decay"]),
     (lambda: L.LSTM(3, dropout=0.2), ["dropout", "Dropout layer"]),
-    (lambda: L.SimpleRNN(3), ["SimpleRNN", "LSTM or GRU"]),
+    (lambda: L.Masking(), ["Masking", "Embedding(mask_zero=True)"]),
     (lambda: L.ReLU(), ["ReLU", 'Activation("relu")']),
     (lambda: mdnn.optimizers.get("nadam"), ["nadam", "adam"]),
     (lambda: mdnn.optimizers.Adam(amsgrad=True), ["amsgrad=True", "default False"]),

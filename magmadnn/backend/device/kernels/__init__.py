@@ -16,11 +16,11 @@ from __future__ import annotations
 from pathlib import Path
 
 from pymagma import kernels as _kernels
+from pymagma.kernels.check import CHECK_DTYPES, FAULT_RECORD, check_binary, check_range  # pymagma's
 from pymagma.kernels.programs import FLOAT_DTYPES as _FLOATS
 from pymagma.kernels.programs import expression as _expression
 
 from .attention import masked_softmax, masked_softmax_backward
-from .check import CHECK_DTYPES, FAULT_RECORD, check_binary, check_range
 from .dropout import dropout
 from .embeddings import embedding, embedding_backward
 from .loss import softmax_cross_entropy, softmax_cross_entropy_backward
@@ -61,8 +61,6 @@ SHIPPED = {
     "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
     "recurrent": ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                "gru_gates_backward"))),
-    # checks of the values an op needs, reported through a fault record (no host read)
-    "check": ("check.cu", _per_dtype(("check_range", "check_binary"), _FLOATS + ("int64", "int32"))),
     # graph replay: per-step values read from device memory
     "step": ("step.cu", _per_dtype(("sgd_at", "adam_at", "rmsprop_at", "adagrad_at", "dropout_at"))),
 }

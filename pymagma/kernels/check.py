@@ -1,14 +1,15 @@
-"""Launchers of check.cu: checks of the values an op needs, reported through a fault record (nothing read back)."""
+"""Launchers of check.cu: value checks (a range, 0/1 values) reported through a fault record on the device, nothing
+read back: the array API's integer indices and magmadnn's op arguments use them."""
 
 from __future__ import annotations
 
 from ctypes import c_double, c_longlong
 
-from pymagma import _checks
-from pymagma.kernels import programs
-from pymagma.kernels.common import _device_array, _ptr, _run
-from pymagma.kernels.elementwise import contiguous
-from pymagma.kernels.programs import FLOAT_DTYPES
+from .. import _checks
+from . import programs
+from .common import _device_array, _ptr, _run
+from .elementwise import contiguous
+from .programs import FLOAT_DTYPES
 
 #: The length of a fault record (int64): site (0: none), low and high 32 bits of the value's 64 bits, flat index.
 FAULT_RECORD = 4
