@@ -129,12 +129,13 @@ def _attach_per_output(model, y: OutputTargets, sample_weight, class_weight, who
         weights = [sample_weight] * len(y.arrays)
     arrays = []
     for loss, target, w in zip(model.loss.losses, y.arrays, weights):
-        arrays.append(target if target is None or w is None else attach(_LossOf(loss), target, w, None, who))
+        arrays.append(target if target is None or w is None
+                      else attach(_LossOf(loss, model.dtype), target, w, None, who))
     return OutputTargets(arrays, y.shape[0])
 
 
 class _LossOf:
-    """What ``attach`` reads of a model (its loss), for one output."""
+    """What ``attach`` reads of a model (its loss and dtype), for one output."""
 
-    def __init__(self, loss):
-        self.loss = loss
+    def __init__(self, loss, dtype):
+        self.loss, self.dtype = loss, dtype

@@ -22,12 +22,15 @@ PUBLIC = [
 ]  # fmt: skip
 PUBLIC += ["silu", "swish", "softplus", "softsign", "selu", "hard_sigmoid", "exponential"]  # added later
 PUBLIC += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis", "reverse", "lstm_steps",
-           "gru_steps"]  # the sequence layers (1-D convolution and pooling, return_state, masks, Bidirectional)
+           "gru_steps", "simple_rnn_steps"]  # the sequence layers (1-D conv and pooling, return_state, masks, RNNs)
 PUBLIC += ["cast"]  # mixed precision: a float32 weight feeding a half computation
+PUBLIC += ["maximum", "minimum", "pad_axis"]  # the merging and padding layers
 
 
 def _modules():
-    return [importlib.import_module(f"{F.__name__}.{m.name}") for m in pkgutil.iter_modules(F.__path__)]
+    """The public modules (a ``_private`` one, such as the ONNX op nodes' ``_tensor_math``, is not F's face)."""
+    return [importlib.import_module(f"{F.__name__}.{m.name}") for m in pkgutil.iter_modules(F.__path__)
+            if not m.name.startswith("_")]
 
 
 def test_the_public_names_are_those_of_the_single_module():

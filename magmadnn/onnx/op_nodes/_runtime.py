@@ -6,7 +6,7 @@ import numpy as np
 
 from ... import functional as F
 from ...autograd import Tensor
-from ...functional import tensor_math as T
+from ...functional import _tensor_math as T
 
 __all__ = ["tensor", "host", "is_float", "arith", "axis_of", "ONNX_DTYPES"]
 

@@ -154,7 +154,7 @@ def global_pool(view):
         axes = tuple(range(2, x.ndim))
         if kind == "GlobalAveragePool":
             return F.mean(x, axis=axes, keepdims=True)
-        from ...functional import tensor_math as T  # noqa: PLC0415
+        from ...functional import _tensor_math as T  # noqa: PLC0415
 
         return T.reduce(x, "max", axes, True)
 

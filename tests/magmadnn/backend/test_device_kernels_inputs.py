@@ -12,7 +12,7 @@ import pytest
 import pymagma
 from magmadnn.backend.device import kernels
 from pymagma import simulator
-from tests.pymagma.test_host_inputs import C, M, on_device
+from tests.pymagma.suites.test_host_inputs import C, M, on_device
 
 X4 = (1, 2, 4, 4)
 

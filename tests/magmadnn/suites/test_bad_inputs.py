@@ -183,7 +183,7 @@ ROWS = [
     ("activation-alpha", lambda t: L.Activation("elu", alpha="x"), TypeError, ["alpha", "'x'"]),
     ("input-zero", lambda t: L.Input((0, 3)), ValueError, ["shape", "(0, 3)"]),
     ("input-float", lambda t: L.Input((2.5,)), TypeError, ["shape", "2.5"]),
-    ("input-empty", lambda t: L.Input(()), ValueError, ["shape", "non-empty"]),
+    ("input-negative", lambda t: L.Input((-1,)), ValueError, ["shape", "positive sizes"]),  # () is Keras' scalar
     ("input-str", lambda t: L.Input("abc"), TypeError, ["shape", "'abc'"]),
     ("layer-name", lambda t: L.Dense(3, name=""), TypeError, ["name", "non-empty"]),
     ("dense-list", lambda t: L.Dense(3)([L.Input((3,)), L.Input((3,))]), ShapeMismatchError,
