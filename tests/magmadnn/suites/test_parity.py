@@ -18,7 +18,7 @@ STEPS = 20
 BATCH = 16
 
 RECIPES = {
-    "lenet5": (lambda: zoo.lenet5((1, 28, 28), 10), (1, 28, 28), lambda: optimizers.SGD(0.05, momentum=0.9)),
+    "lenet5": (lambda: zoo.lenet5((1, 28, 28), 10), (1, 28, 28), lambda: optimizers.SGD(0.02, momentum=0.9)),
     "mlp": (lambda: zoo.mlp((1, 12, 12), 10, hidden=(64, 32), dropout=0.2, seed=3), (1, 12, 12),
             lambda: optimizers.Adam(1e-3)),
     "bn_dropout_cnn": (lambda: zoo.small_cnn((1, 12, 12), 10, filters=(8, 16), dense=32, batch_norm=True,
