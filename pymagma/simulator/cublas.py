@@ -20,6 +20,7 @@ import numpy as np
 from .. import _cublas as B
 from ..dtypes import bfloat16
 from ..errors import NotSimulatedError
+from ._table import TableLibrary
 from .cudnn.numerics import tf32
 from .magma import address, view
 
@@ -56,11 +57,13 @@ def gemm_invalid(transa, transb, m, n, k, lda, ldb, ldc, alpha, beta) -> str | N
     return None
 
 
-class SimulatedCublas:
+class SimulatedCublas(TableLibrary):
     """The simulated cuBLAS library object: ``bind``/``has``/``missing`` and attribute calls like
     :class:`~pymagma._ffi.NativeLibrary`.  ``magma`` is the simulated MAGMA whose queues own the handles; ``streams``
     the simulated runtime.  ``math_modes`` holds each handle's math mode; ``calls`` the latest calls' names;
     ``rejected`` ``(call, status, why)`` for each call cuBLAS refused."""
+
+    PROTOTYPES, LABEL = B.PROTOTYPES, "cuBLAS"
 
     def __init__(self, magma, streams=None):
         self.magma, self.streams = magma, streams
@@ -71,34 +74,6 @@ class SimulatedCublas:
                         "cublasGemmEx": self._gemm_ex, "cublasGemmStridedBatchedEx": self._gemm_strided_ex}
 
     path = LIBRARY_NAME
-
-    def has(self, name: str) -> bool:
-        return name in B.PROTOTYPES
-
-    def missing(self) -> list[str]:
-        return []
-
-    def bind(self, name: str):
-        if name not in B.PROTOTYPES:
-            raise AttributeError(f"cuBLAS has no prototype for {name!r} in pymagma's table")
-        model = self._models.get(name)
-        if model is None:  # pragma: no cover - every table entry has a model (the seam test checks)
-            raise NotSimulatedError(f"{name} is not simulated")
-        arity = len(B.PROTOTYPES[name][1])
-
-        def call(*args):
-            if len(args) != arity:
-                raise TypeError(f"{name}: {len(args)} arguments, the table has {arity}")
-            self.calls.append(name)
-            return int(model(*args))
-
-        call.__name__ = name
-        return call
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self.bind(name)
 
     # ------------------------------------------------------------------------------------------------- handles
     def _stream(self, handle) -> int | None:

@@ -34,7 +34,7 @@ import math
 import numpy as np
 
 from .. import _cufft as F
-from ..errors import NotSimulatedError
+from ._table import TableLibrary
 from .magma import address, view
 
 LIBRARY_NAME = "pymagma's simulated cuFFT"
@@ -62,10 +62,12 @@ def _pitches(embed: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(math.prod(embed[k + 1:]) for k in range(len(embed)))
 
 
-class SimulatedCufft:
+class SimulatedCufft(TableLibrary):
     """The simulated cuFFT library object: ``bind``/``has``/``missing`` and attribute calls like
     :class:`~pymagma._ffi.NativeLibrary`.  ``streams`` is the simulated runtime.  ``plans`` maps live handles to
     their state; ``calls`` holds the latest calls' names, ``rejected`` ``(call, status, why)`` for each refusal."""
+
+    PROTOTYPES, LABEL = F.PROTOTYPES, "cuFFT"
 
     path = LIBRARY_NAME
 
@@ -77,34 +79,6 @@ class SimulatedCufft:
         self._models = {"cufftGetVersion": self._version, "cufftCreate": self._create,
                         "cufftMakePlanMany64": self._make_plan, "cufftSetStream": self._set_stream,
                         "cufftDestroy": self._destroy, **{name: self._exec_model(name) for name in _EXEC_TYPES}}
-
-    def has(self, name: str) -> bool:
-        return name in F.PROTOTYPES
-
-    def missing(self) -> list[str]:
-        return []
-
-    def bind(self, name: str):
-        if name not in F.PROTOTYPES:
-            raise AttributeError(f"cuFFT has no prototype for {name!r} in pymagma's table")
-        model = self._models.get(name)
-        if model is None:  # pragma: no cover - every table entry has a model (the seam test checks)
-            raise NotSimulatedError(f"{name} is not simulated")
-        arity = len(F.PROTOTYPES[name][1])
-
-        def call(*args):
-            if len(args) != arity:
-                raise TypeError(f"{name}: {len(args)} arguments, the table has {arity}")
-            self.calls.append(name)
-            return int(model(*args))
-
-        call.__name__ = name
-        return call
-
-    def __getattr__(self, name: str):
-        if name.startswith("_"):
-            raise AttributeError(name)
-        return self.bind(name)
 
     def _reject(self, name: str, status: int, why: str) -> int:
         self.rejected.append((name, int(status), why))
