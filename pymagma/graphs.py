@@ -55,11 +55,20 @@ class Graph:
         self.pool = memory.Pool(relaxed=True)  # the graph's memory: allocations during the capture, never shared
         self._cudart = _native.current.cudart  # the runtime that captured it destroys it
         self._graph = self._exec = None
+        self._bound = None  # (the runtime, its cudaGraphLaunch bound to this graph and stream): launch()'s fast path
         self.launches = 0
 
     def launch(self, queue: Queue | None = None) -> None:
         """Enqueue the recorded work on ``queue``'s stream (default: the queue it was captured on); the host does
         not wait."""
+        if queue is None and self._exec is not None:  # the replay loop's path: the call bound once per runtime
+            bound = self._bound
+            if bound is None or bound[0] is not runtime.active():
+                bound = self._bound = (runtime.active(), runtime.bound_call("cudaGraphLaunch", self._exec,
+                                                                            self.queue.stream))
+            bound[1]()
+            self.launches += 1
+            return
         if self._exec is None:
             raise GraphCaptureError(0, "cudaErrorInvalidValue", "the graph was destroyed or never captured",
                                     "Graph.launch")
@@ -78,7 +87,7 @@ class Graph:
             self._cudart.cudaGraphExecDestroy(self._exec)
         if self._graph is not None:
             self._cudart.cudaGraphDestroy(self._graph)
-        self._exec = self._graph = None
+        self._exec = self._graph = self._bound = None
         self.pool.close()  # cached blocks freed now, blocks of arrays still alive freed when they die
 
     def __del__(self):

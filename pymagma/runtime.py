@@ -83,6 +83,26 @@ def _raise_for(err, call: str):
     raise CudaError(int(err), name, text, call)
 
 
+def active():
+    """The CUDA runtime in use (the simulator's when it is on); a :func:`bound_call` made under another is stale."""
+    return _native.current.cudart
+
+
+def bound_call(name: str, *args):
+    """``cudart.<name>(*args)`` of the runtime in use now, as a callable of no argument that raises as :func:`check`
+    does: a call a loop makes again and again (a graph's launch, a staging buffer's copy) with its arguments
+    converted once (streams and events to their handles). Bind again when :func:`active` changes."""
+    fn = getattr(_rt(), name)
+    args = tuple(_handle(a) if isinstance(a, (Stream, Event)) else a for a in args)
+
+    def call():
+        result = fn(*args)
+        err = result[0] if type(result) is tuple else result
+        if int(err) != 0:
+            _raise_for(err, name)
+    return call
+
+
 def check(result, call: str = "CUDA call"):
     """Return the values of a cuda.bindings result ``(err, *values)`` (or a bare error code) or raise.
 
@@ -325,6 +345,12 @@ def _copy(dst: int, src: int, nbytes: int, kind: str, stream, call: str) -> None
         check(rt.cudaMemcpy(dst, src, nbytes, kind_value), call)
     else:
         check(rt.cudaMemcpyAsync(dst, src, nbytes, kind_value, _handle(stream)), call + "Async")
+
+
+def bound_htod(dst: int, src: np.ndarray, stream):
+    """:func:`memcpy_htod` of the whole page-locked ``src`` to ``dst`` on ``stream``, bound once (:func:`bound_call`)."""
+    ptr, nbytes = _host_buffer(src, writable=False)
+    return bound_call("cudaMemcpyAsync", int(dst), ptr, nbytes, _rt().cudaMemcpyKind.cudaMemcpyHostToDevice, stream)
 
 
 def memcpy_htod(dst: int, src: np.ndarray, stream=None) -> None:

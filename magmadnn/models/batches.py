@@ -62,6 +62,7 @@ class ArrayBatches:
         self.xs, self.y, self.batch_size, self.shuffle, self.rng = xs, y, batch_size, shuffle, rng
         self.n = xs[0].shape[0]
         self.buffers = None
+        self._prepared = {}  # prepared(): the targets as a loss prepares them, for fit's replay loop
 
     def __len__(self):
         return -(-self.n // self.batch_size)
@@ -80,3 +81,25 @@ class ArrayBatches:
             m = index.shape[0]
             batch = [np.take(a, index, axis=0, out=buf[:m], mode="clip") for a, buf in zip(self.xs, self.buffers)]
             yield batch, self.y[index]
+
+    def selectors(self) -> list:
+        """The rows of each batch of one epoch as index arrays, drawn as :meth:`__iter__` draws them (the same
+        shuffle)."""
+        order = self.rng.permutation(self.n) if self.shuffle else np.arange(self.n)
+        return [order[start:start + self.batch_size] for start in range(0, self.n, self.batch_size)]
+
+    def take(self, selector):
+        """The batch ``(xs, y)`` of a selector of :meth:`selectors` (arrays of its own)."""
+        return [np.take(a, selector, axis=0) for a in self.xs], self.y[selector]
+
+    def prepared(self, prepare, dtype, like: np.ndarray):
+        """``prepare(y)`` of every target at once (kept for the fit), or None where it does not give one row per
+        sample shaped and typed as ``like``'s rows (a batch's prepared targets)."""
+        key = (prepare, np.dtype(dtype).str, like.shape[1:], like.dtype.str)
+        if key not in self._prepared:
+            from ..backend import host  # noqa: PLC0415
+
+            rows = np.ascontiguousarray(prepare(self.y, host, dtype))
+            fits = rows.shape[:1] == (self.n,) and rows.shape[1:] == like.shape[1:] and rows.dtype == like.dtype
+            self._prepared[key] = rows if fits else None
+        return self._prepared[key]

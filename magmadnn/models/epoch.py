@@ -8,6 +8,7 @@ import math
 import numpy as np
 
 from ..backend import host as _host
+from . import replayed_epoch as _replayed
 from .progress import ProgressBar
 from .step import Snapshot, Tally, running_logs
 
@@ -37,35 +38,23 @@ class Epoch:
         self.bar = ProgressBar(epoch, epochs, total, verbose, interval=interval)
         self.snapshot, self.pending = None, []
         self.done = 0  # batches applied so far (the host names the last one when a parameter turns non-finite)
+        self.selectors = None  # the tight loop's batch rows (replayed_epoch), for a rollback's replay
 
     def run(self) -> dict:
         model, cbs = self.model, self.cbs
-        done = 0
         for metric in model.metrics:
             metric.reset()
-        batch_logs = cbs.wants_batch_logs("train")
-        for index, (xb, yb) in enumerate(self.batches):
-            cbs.on_train_batch_begin(index, {})
-            if not self.eager:
-                if self.snapshot is None:
-                    self.snapshot = Snapshot(model, self.tally)
-                self.pending.append((index, [np.array(a) for a in xb], yb.copy()))  # copy() keeps sample weights
-            value = model._train_step(xb, yb, check=self.eager, tally=self.tally)
-            done += 1
-            self.done = done
-            self.bar.add_samples(int(yb.shape[0]))
-            if self.eager and not math.isfinite(value):
-                if not model.optimizer.skips_nonfinite:
-                    cbs.on_train_batch_end(index, {"loss": value})
-                    return model._non_finite(cbs, self.epoch, index, value, (xb, yb))
-                cbs.on_nonfinite_loss(self.epoch, index, value)  # a skipped step: TerminateOnNaN stops, as in Keras
-            if self.bar.due():
-                bad = self._progress(done)
-                if bad is not None:
-                    return bad
-            cbs.on_train_batch_end(index, running_logs(model, self.tally, training=True) if batch_logs else {})
-            if model.stop_training:
-                break
+        self.batch_logs = cbs.wants_batch_logs("train")
+        if _replayed.applies(self):  # the step replays and no callback acts on batches: the tight loop
+            stop = _replayed.run_batches(self, self._batch)
+        else:
+            stop = None
+            for index, (xb, yb) in enumerate(self.batches):
+                stop = self._batch(index, xb, yb)
+                if stop is not None or model.stop_training:
+                    break
+        if stop is not None:
+            return stop
         self.bar.stop_clock()
         if self.validation_data is not None:
             cbs.on_test_begin({})
@@ -76,8 +65,32 @@ class Epoch:
             return bad
         if self.validation_data is not None:
             cbs.on_test_end({key[4:]: value for key, value in logs.items() if key.startswith("val_")})
-        self.bar.finish(done, logs)
+        self.bar.finish(self.done, logs)
         return logs
+
+    def _batch(self, index: int, xb, yb):
+        """One batch of the general loop (callbacks, the step, the progress read): the logs to stop the epoch
+        with, or None."""
+        model, cbs = self.model, self.cbs
+        cbs.on_train_batch_begin(index, {})
+        if not self.eager:
+            if self.snapshot is None:
+                self.snapshot = Snapshot(model, self.tally)
+            self.pending.append((index, [np.array(a) for a in xb], yb.copy()))  # copy() keeps sample weights
+        value = model._train_step(xb, yb, check=self.eager, tally=self.tally)
+        self.done += 1
+        self.bar.add_samples(int(yb.shape[0]))
+        if self.eager and not math.isfinite(value):
+            if not model.optimizer.skips_nonfinite:
+                cbs.on_train_batch_end(index, {"loss": value})
+                return model._non_finite(cbs, self.epoch, index, value, (xb, yb))
+            cbs.on_nonfinite_loss(self.epoch, index, value)  # a skipped step: TerminateOnNaN stops, as in Keras
+        if self.bar.due():
+            bad = self._progress(self.done)
+            if bad is not None:
+                return bad
+        cbs.on_train_batch_end(index, running_logs(model, self.tally, training=True) if self.batch_logs else {})
+        return None
 
     def _read(self, final: bool = False):
         """One host read of the tally: ``(logs, None)``, or ``(None, stop logs)`` after a non-finite loss; ``final``:
@@ -131,7 +144,8 @@ class Epoch:
         the stop at the first non-finite loss, or None when every batch is applied."""
         model = self.model
         self.snapshot.restore()
-        for index, xb, yb in self.pending:
+        for entry in self.pending:  # (index, xb, yb), or the index of a batch the tight loop replayed
+            index, xb, yb = (entry, *self.batches.take(self.selectors[entry])) if isinstance(entry, int) else entry
             value = model._train_step(xb, yb, check=True, tally=self.tally)
             if not math.isfinite(value):
                 return model._non_finite(self.cbs, self.epoch, index, value, (xb, yb))
@@ -145,7 +159,9 @@ class Epoch:
             return stopped
         found = model._nonfinite_parameter()  # the last pending update left a parameter non-finite
         if found is not None:
-            return model._non_finite_parameters(self.cbs, self.epoch, found, self.pending[-1][0] + 1,
+            last = self.pending[-1]
+            return model._non_finite_parameters(self.cbs, self.epoch, found,
+                                                (last if isinstance(last, int) else last[0]) + 1,
                                                 {"loss": float("nan")})
         raise FloatingPointError(f"fit: the running loss of epoch {self.epoch + 1} became non-finite but no batch "
                                  "loss did when replayed (nondeterministic backend?)")

@@ -491,6 +491,16 @@ class GraphedSteps:
         self.last = step
         return True if step.output is None else step.output
 
+    def ready(self, kind: str, xs, y, tally):
+        """The captured step of ``kind`` for this batch when it is current (see :meth:`_Step.current`), else None
+        (nothing changed: :meth:`run` then warms up, captures or runs it eagerly). ``fit``'s replay loop
+        (:mod:`.replayed_epoch`) feeds every batch of that shape to it until user code runs again."""
+        if self.unavailable() is not None or kind in self.failed:
+            return None
+        key = (kind, "", tuple((a.shape, a.dtype.str) for a in xs), (y.shape, y.dtype.str), tuple(tally.names))
+        step = self.steps.get(key)
+        return step if isinstance(step, _Step) and step.current(tally) else None
+
     def clear(self) -> None:
         for step in self.steps.values():
             if isinstance(step, _Step):

@@ -19,7 +19,8 @@ from pymagma import runtime as _runtime
 __all__ = ["graph_capture", "Staging", "staging_buffer", "copy_into", "cached_constant", "MAX_CONSTANTS"]
 
 ALIGN = 256  # bytes: every segment of a staging buffer starts at a multiple (cudaMalloc's alignment)
-RING = 2  # page-locked buffers per staging buffer: the host fills one while the copy from the other may be pending
+RING = 8  # page-locked buffers per staging buffer at most: the host fills one while the copies of others may pend
+RING_BYTES = 64 << 20  # page-locked bytes per staging buffer at most (a ring of 2 beyond that)
 
 
 def graph_capture(like):
@@ -30,8 +31,11 @@ def graph_capture(like):
 
 class Staging:
     """One device buffer holding several arrays (``views``), written before each launch by a single asynchronous
-    copy from one of ``RING`` page-locked host buffers; the host waits for a host buffer's previous copy to finish
-    before it writes that buffer again, so a replay never reads a half-written batch."""
+    copy from one of a ring of page-locked host buffers (:meth:`host`, then :meth:`upload`). The host never
+    writes a buffer whose copy may still be pending: an event is recorded after every ``ring // 2``-th copy, and
+    when the buffer to fill next was copied after the last event known complete, the host waits for the oldest
+    event that frees it. Per upload that is one copy, plus one event record and one wait every ``ring // 2``
+    uploads; the copies and the event are bound once per runtime (:func:`pymagma.runtime.bound_call`)."""
 
     def __init__(self, layout, like):
         offsets, end = [], 0
@@ -42,26 +46,50 @@ class Staging:
         self.device = _array.empty((self.nbytes,), np.uint8, device=like.device)
         self.views = [_array.DeviceArray(tuple(shape), np.dtype(dtype), self.device.ptr + off, owner=self.device,
                                          device=like.device) for (shape, dtype), off in zip(layout, offsets)]
-        self.hosts = [_runtime.pinned_empty((self.nbytes,), np.uint8) for _ in range(RING)]
+        self.ring = ring = max(2, min(RING, RING_BYTES // self.nbytes))
+        self.half = ring // 2
+        self.hosts = [_runtime.pinned_empty((self.nbytes,), np.uint8) for _ in range(ring)]
         self.host_views = [[np.ndarray(tuple(shape), np.dtype(dtype), buffer=h, offset=off)
                             for (shape, dtype), off in zip(layout, offsets)] for h in self.hosts]
-        self.events = [_runtime.Event(timing=False) for _ in range(RING)]
-        self.recorded = [False] * RING
-        self.turn = 0
+        self.events = [_runtime.Event(timing=False) for _ in range(ring // self.half + 1)]
+        self.marks = collections.deque()  # (upload number, event) recorded and not known complete
+        self.uploads = 0  # uploads queued
+        self.done = 0  # uploads known complete (every one before this number)
+        self._bound = None  # (runtime, [a bound copy per host buffer]) made on the first upload under a runtime
 
     def host(self) -> list[np.ndarray]:
-        """The host views of the page-locked buffer to fill for the next :meth:`upload`."""
-        if self.recorded[self.turn]:
-            self.events[self.turn].synchronize()
-        return self.host_views[self.turn]
+        """The host views of the page-locked buffer to fill for the next :meth:`upload` (waiting, when needed,
+        until the copy that last read it has run)."""
+        u = self.uploads
+        if u - self.ring >= self.done:
+            self._wait(u - self.ring)
+        return self.host_views[u % self.ring]
+
+    def _wait(self, upload: int) -> None:
+        marks = self.marks
+        while marks and marks[0][0] < upload:  # superseded by a later mark: complete once that one is
+            marks.popleft()
+        number, event = marks.popleft()
+        event.synchronize()
+        self.done = number + 1
 
     def upload(self) -> None:
         """Queue the copy of the buffer filled after :meth:`host` into the device buffer."""
-        turn, stream = self.turn, self.queue.stream
-        _runtime.memcpy_htod(self.device.ptr, self.hosts[turn], stream=stream)
-        self.events[turn].record(stream)
-        self.recorded[turn] = True
-        self.turn = (turn + 1) % RING
+        u = self.uploads
+        bound = self._bound
+        if bound is None or bound[0] is not _runtime.active():
+            bound = self._bind()
+        bound[1][u % self.ring]()
+        if u % self.half == self.half - 1:
+            event = self.events[(u // self.half) % len(self.events)]
+            event.record(self.queue.stream)
+            self.marks.append((u, event))
+        self.uploads = u + 1
+
+    def _bind(self):
+        copies = [_runtime.bound_htod(self.device.ptr, h, self.queue.stream) for h in self.hosts]
+        self._bound = (_runtime.active(), copies)
+        return self._bound
 
 
 def staging_buffer(layout, like) -> Staging:
