@@ -98,6 +98,11 @@ def plan(tiers=(1, 2, 3), data: str = "../shared/data/mnist") -> list[Item]:
                ["scripts/bench_graphs.py", "--json", "{json}"],
                ["scripts/bench_graphs.py", "--dry-run", "--json", "{json}"],
                "bench-graphs.json", "bench-graphs-dry.json"),
+        _bench("bench_overhead", 90, "the host's cost per step on the GPU: eager and replayed steps, fit's replay "
+               "loop per batch, native calls per step (the null device's figures, on hardware)",
+               ["scripts/bench.py", "--overhead", "--on-gpu", "--batches", "1,128", "--json", "{json}"],
+               ["scripts/bench.py", "--overhead", "--models", "mlp", "--batches", "1", "--steps", "2", "--json",
+                "{json}"], "bench-overhead-gpu.json", "bench-overhead-dry.json"),
         _bench("bench_mixed", 40, "bf16/fp16 gemm and mixed-precision training against torch.autocast",
                ["scripts/bench_mixed.py", "--json", "{json}"],
                ["scripts/bench_mixed.py", "--dry-run", "--json", "{json}"], "bench-mixed.json", "bench-mixed-dry.json"),

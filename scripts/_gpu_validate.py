@@ -50,8 +50,23 @@ def bench_models(rows, dry_run: bool) -> dict:
                          "ratio": r["ratio"]} for r in rows}
 
 
+def bench_overhead(doc, dry_run: bool) -> dict:
+    """``bench.py --overhead --on-gpu``: host us per eager and replayed step, fit's replay loop per batch and native
+    calls per step, by model and batch (the dry run: the MLP at batch 1 on the null device)."""
+    rows = doc["overhead"]
+    models = {"mlp"} if dry_run else {"mlp", "lenet5", "resnet_small"}
+    assert {r["model"] for r in rows} == models and all(r["train_us"] > 0 and r["replayed_train_us"] > 0
+                                                        for r in rows), rows
+    assert doc["environment"]["overhead_device"] == ("the null device" if dry_run else "the GPU"), doc["environment"]
+    ones = [r for r in rows if r["batch"] == 1]
+    assert ones and all(r["fit_replay_us"] is not None and r["fit_calls"] > 0 for r in ones), rows
+    keys = ("train_us", "replayed_train_us", "replayed_calls", "fit_replay_us", "fit_calls", "fit_fixed_us",
+            "calls_per_train_step", "python_us_per_call")
+    return {f"{r['model']}@{r['batch']}": {k: r[k] for k in keys} for r in rows}
+
+
 VALIDATORS = {"bench_gpu": bench_gpu, "bench_hybrid": bench_hybrid, "bench_graphs": bench_graphs,
-              "bench_mixed": bench_mixed, "bench_models": bench_models}
+              "bench_overhead": bench_overhead, "bench_mixed": bench_mixed, "bench_models": bench_models}
 
 
 def command_output(name: str, stdout: str, dry_run: bool) -> tuple[str, dict, str | None]:

@@ -17,8 +17,9 @@ checked, nothing computed) and measures, per model and batch size:
   ``cudaGraphLaunch``, grows with the graph; a GPU's launch does not), and the native calls per replayed step;
 - host microseconds per replayed training step as users run it (``fit_replay_us``): ``fit`` with compile's default
   (``graph="auto"``) over batches of one sample, verbose 0, the batch's copy into the graph and the launch included,
-  the loss read only at the epoch's end; the time outside the native calls, per batch (``fit_calls``: native calls
-  per batch, the epoch's reads spread over its batches);
+  the loss read only at the epoch's end; the time outside the native calls per batch of an epoch (the difference
+  between a fit over 256 batches and one over 16), ``fit_calls`` its native calls per batch, and ``fit_fixed_us``
+  what one ``fit`` call costs beyond its batches (checks, callbacks, the epoch's snapshot, read and logs);
 - PyTorch CPU eager's whole training step for the same model at batch 1 on one thread, in the same run: the
   reference for dispatch cost (its kernels included).
 
@@ -36,7 +37,7 @@ MODELS = ("mlp", "lenet5", "resnet_small")
 INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32)}
 LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
 COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_train_us", "replayed_infer_us", "replayed_calls",
-           "fit_replay_us", "fit_calls",
+           "fit_replay_us", "fit_calls", "fit_fixed_us",
            "calls_per_train_step", "cudart", "magma", "cudnn", "launcher", "python_us_per_call", "torch_cpu_step_us",
            "ratio_to_torch"]
 
@@ -154,9 +155,15 @@ def replayed_steps(model, x, y):
     return train, infer
 
 
-def fit_replay(name: str, steps: int, repeats: int = 3) -> tuple[float, float]:
-    """(seconds outside the native calls per batch, native calls per batch) of ``fit`` over ``steps`` batches of one
-    sample, compile's default (every step replayed once captured): the median of ``repeats`` metered epochs."""
+FIT_SHORT, FIT_LONG = 16, 256  # batches of the two fits whose difference gives fit's cost per batch
+
+
+def fit_replay(name: str, repeats: int = 3) -> tuple[float, float, float]:
+    """``fit`` over batches of one sample, compile's default (every step replayed once captured), verbose 0:
+    (seconds outside the native calls per batch, native calls per batch, seconds outside the native calls per fit
+    call beyond its batches). Per batch: the difference between a fit over ``FIT_LONG`` and one over
+    ``FIT_SHORT`` batches, divided by the difference in batches (an epoch's own costs, its snapshot and its read,
+    cancel); per call: the short fit less its batches. Each the median of ``repeats`` metered fits."""
     from magmadnn import zoo
     from magmadnn.models import replay
     from magmadnn.optimizers import SGD
@@ -164,12 +171,16 @@ def fit_replay(name: str, steps: int, repeats: int = 3) -> tuple[float, float]:
     model = zoo.build(name if name != "resnet_small" else "resnet", INPUTS[name], 10)
     model.compile(optimizer=SGD(0.01, momentum=0.9), loss="cross_entropy", seed=0, device="gpu")
     rng = np.random.default_rng(0)
-    x = rng.standard_normal((steps, *INPUTS[name])).astype(np.float32)
-    y = rng.integers(0, 10, steps)
+    x = rng.standard_normal((FIT_LONG, *INPUTS[name])).astype(np.float32)
+    y = rng.integers(0, 10, FIT_LONG)
     model.fit(x[:replay.WARMUP + 2], y[:replay.WARMUP + 2], batch_size=1, verbose=0)  # captured
     if not any(isinstance(s, replay._Step) for s in model._graphs.steps.values()):
         raise RuntimeError(f"{name}: fit's step was not captured")
-    return _outside_calls(lambda: model.fit(x, y, batch_size=1, verbose=0), 1, repeats, per=steps)
+    short, short_calls = _outside_calls(lambda: model.fit(x[:FIT_SHORT], y[:FIT_SHORT], batch_size=1, verbose=0),
+                                        1, repeats)
+    long, long_calls = _outside_calls(lambda: model.fit(x, y, batch_size=1, verbose=0), 1, repeats)
+    per_batch = (long - short) / (FIT_LONG - FIT_SHORT)
+    return per_batch, (long_calls - short_calls) / (FIT_LONG - FIT_SHORT), short - FIT_SHORT * per_batch
 
 
 def _per_step_seconds(step, steps: int, repeats: int = 3) -> float:
@@ -208,7 +219,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     replay_train, replay_infer = replayed_steps(magmadnn_model(name, "gpu", graph=True), x, y)
     replay_train_s, replay_calls = _outside_calls(replay_train, steps)
     replay_infer_s, _ = _outside_calls(replay_infer, steps)
-    fit_s, fit_calls = fit_replay(name, max(steps, 20)) if batch == 1 else (None, None)
+    fit_s, fit_calls, fit_fixed_s = fit_replay(name) if batch == 1 else (None, None, None)
     with Meter() as meter:  # one pass: its own step time, less the time inside the calls (both under the meter)
         start = time.perf_counter()
         for _ in range(steps):
@@ -222,6 +233,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
             "replayed_train_us": replay_train_s * 1e6, "replayed_infer_us": replay_infer_s * 1e6,
             "replayed_calls": replay_calls,
             "fit_replay_us": None if fit_s is None else fit_s * 1e6, "fit_calls": fit_calls,
+            "fit_fixed_us": None if fit_fixed_s is None else fit_fixed_s * 1e6,
             "calls_per_train_step": total_calls, **calls, "native_us_per_train_step": native_s * 1e6,
             "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None}
 
@@ -343,16 +355,25 @@ def fft_and_gemm(calls: int = 500) -> list[dict]:
 
 
 # --------------------------------------------------------------------------------------------- the table
-def run(models=MODELS, batches=(1, 128), steps: int = 20) -> list[dict]:
-    """One row per (model, batch): magmadnn's host cost on the null device and PyTorch CPU's batch-1 step."""
+def device(on_gpu: bool = False):
+    """Where the steps run: pymagma's null device, or (``on_gpu``) the GPU itself, the same figures timed on
+    hardware (``gpu_check.sh`` tier 3): there the time inside the native calls is the libraries' and the driver's."""
+    import contextlib
+
     from pymagma import simulator
 
+    return contextlib.nullcontext() if on_gpu else simulator.simulated("null")
+
+
+def run(models=MODELS, batches=(1, 128), steps: int = 20, on_gpu: bool = False) -> list[dict]:
+    """One row per (model, batch): magmadnn's host cost on the null device (or the GPU) and PyTorch CPU's batch-1
+    step."""
     torch_us = {}
     for name in models:
         seconds = torch_step_seconds(name, steps)
         torch_us[name] = None if seconds is None else seconds * 1e6
     rows = []
-    with simulator.simulated("null"):
+    with device(on_gpu):
         for name in models:
             for batch in batches:
                 row = measure(name, batch, steps)

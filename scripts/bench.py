@@ -296,6 +296,8 @@ def main(argv=None) -> int:
     p.add_argument("--models", default="mlp,lenet5,resnet_small", help="--overhead: comma list of models")
     p.add_argument("--batches", default="1,128", help="--overhead: comma list of batch sizes")
     p.add_argument("--steps", type=int, default=20, help="--overhead: timed steps per measurement")
+    p.add_argument("--on-gpu", action="store_true",
+                   help="--overhead: time the same figures on the GPU (the real libraries) instead of the null device")
     args = p.parse_args(argv)
     if args.overhead:
         return overhead_bench(args)
@@ -370,18 +372,18 @@ def overhead_bench(args) -> int:
     batches = [int(b) for b in args.batches.split(",") if b]
     env = environment(set_threads(1), "generated")
     print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
-    rows = _overhead.run(models, batches, args.steps)
-    print_table("host cost of the GPU path on the null device (us per step; calls per training step; "
+    rows = _overhead.run(models, batches, args.steps, on_gpu=args.on_gpu)
+    where = "the GPU" if args.on_gpu else "the null device"
+    env["overhead_device"] = where
+    print_table(f"host cost of the GPU path on {where} (us per step; calls per training step; "
                 "ratio = magmadnn train_us / PyTorch CPU eager batch-1 step, 1 thread)", rows, _overhead.COLUMNS)
-    from pymagma import simulator
-
-    with simulator.simulated("null"):
+    with _overhead.device(args.on_gpu):
         calls = _overhead.elementwise()
-    print_table("host cost of one array API elementwise call on the null device (us; native calls per call)", calls,
+    print_table(f"host cost of one array API elementwise call on {where} (us; native calls per call)", calls,
                 _overhead.ELEMENTWISE_COLUMNS)
-    with simulator.simulated("null"):
+    with _overhead.device(args.on_gpu):
         ffts = _overhead.fft_and_gemm()
-    print_table("host cost of one cached cuFFT call next to one gemm call on the null device (us; native calls per "
+    print_table(f"host cost of one cached cuFFT call next to one gemm call on {where} (us; native calls per "
                 "call; cuFFT's own calls are not counted)", ffts, _overhead.FFT_COLUMNS)
     if args.json:
         write_text(args.json, json.dumps({"environment": env, "overhead": rows, "elementwise": calls, "fft": ffts},

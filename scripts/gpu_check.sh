@@ -9,7 +9,8 @@
 #          marked tier1 (scripts/_gpu_checks.py, docs/testing.md);
 #   tier 2: the other gpu-marked tests (three pytest groups) and LeNet-5 trained 3 epochs on MNIST (>= 97 %);
 #   tier 3: the benchmarks against PyTorch on the same GPU: training (bench.py --gpu), hybrid LAPACK drivers,
-#          eager vs graph replay, mixed precision, and real-size bf16 models at batch 128 (bench_models.py).
+#          eager vs graph replay, the host's cost per step (eager, replayed, fit's replay loop, native calls:
+#          bench.py --overhead --on-gpu), mixed precision, and real-size bf16 models at batch 128 (bench_models.py).
 # Each check runs under its own time limit and writes its line to $OUT/checks.jsonl the moment it finishes;
 # $OUT/summary.json lists the checks that never ran. No network and no installs: it uses the machine's python3
 # (or $PYTHON) as it is. Record the run with scripts/gpu_record.py $OUT (docs/gpu-runs.md).

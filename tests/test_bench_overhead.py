@@ -29,11 +29,13 @@ def test_overhead_table_on_the_null_device(tmp_path):
     for r in rows:
         assert r["train_us"] > 0 and r["infer_us"] > 0  # timed (values not asserted)
         assert r["replayed_train_us"] > 0 and r["replayed_infer_us"] > 0
-        assert r["replayed_calls"] == 4  # a replayed step: the batch's copy, two event calls, the graph launch
-        if r["batch"] == 1:  # fit over batches of one sample, compile's default: replayed (+ the epoch's reads)
-            assert r["fit_replay_us"] > 0 and 4 <= r["fit_calls"] < r["calls_per_train_step"] / 2
+        # a replayed step: the batch's copy and the graph launch, an event record and a wait every few steps
+        assert 2 <= r["replayed_calls"] <= 3
+        if r["batch"] == 1:  # fit over batches of one sample, compile's default: its replay loop, per batch
+            assert r["fit_replay_us"] is not None and 2 <= r["fit_calls"] <= 3  # timed (values not asserted)
+            assert r["fit_fixed_us"] is not None
         else:
-            assert r["fit_replay_us"] is None and r["fit_calls"] is None
+            assert r["fit_replay_us"] is None and r["fit_calls"] is None and r["fit_fixed_us"] is None
         assert r["python_us_per_call"] >= 0  # (step - native) of one metered pass: never negative
         assert r["magma"] > 0 and r["launcher"] > 0 and r["cudart"] > 0  # gemm, kernels, copies: all counted
         assert r["cudnn"] > 0 or r["model"] == "mlp"

@@ -44,6 +44,8 @@ def test_gpu_check_dry_run(tmp_path):
     hybrid = json.loads((tmp_path / "bench-hybrid-dry.json").read_text())  # simulator rows: logic, not speed
     assert {r["case"].split()[0] for r in hybrid} == {"cholesky", "qr", "eigh", "svd"}
     assert all(r["host_s"] > 0 and r["ratio"] > 0 for r in hybrid if r["case"].endswith(" hybrid"))
+    overhead = json.loads((tmp_path / "bench-overhead-dry.json").read_text())["overhead"]  # the null device
+    assert [(r["model"], r["batch"]) for r in overhead] == [("mlp", 1)] and overhead[0]["fit_calls"] > 0
     graphs = json.loads((tmp_path / "bench-graphs-dry.json").read_text())  # null device: logic, not speed
     assert all(r["magmadnn_eager_ms"] > 0 and r["magmadnn_graph_ms"] > 0 for r in graphs)
     mixed = json.loads((tmp_path / "bench-mixed-dry.json").read_text())  # simulator gemm, null-device training
