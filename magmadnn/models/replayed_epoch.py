@@ -61,7 +61,7 @@ def run_batches(epoch, one):
 def _tight(epoch, step, selectors, k):
     """Batches ``k ..`` of the captured ``step``'s shape, fed to it one by one; returns ``(next batch, stop)``."""
     batches, model, bar, graphs = epoch.batches, epoch.model, epoch.bar, epoch.model._graphs
-    xs, y, m = batches.xs, batches.y, batches.batch_size
+    xs, y, m = batches.xs, batches.y, int(selectors[k].shape[0])  # the step's batch size (a last partial one's)
     opt, loss, metrics, dtype = model.optimizer, model.loss, model.metrics, model.dtype
     staging, launch = step.staging, step.graph.launch
     takes = step.takes
