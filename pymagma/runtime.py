@@ -348,9 +348,10 @@ def _copy(dst: int, src: int, nbytes: int, kind: str, stream, call: str) -> None
 
 
 def bound_htod(dst: int, src: np.ndarray, stream):
-    """:func:`memcpy_htod` of the whole page-locked ``src`` to ``dst`` on ``stream``, bound once (:func:`bound_call`)."""
+    """:func:`memcpy_htod` of the page-locked ``src`` to ``dst`` on ``stream``, bound once (:func:`bound_call`)."""
     ptr, nbytes = _host_buffer(src, writable=False)
-    return bound_call("cudaMemcpyAsync", int(dst), ptr, nbytes, _rt().cudaMemcpyKind.cudaMemcpyHostToDevice, stream)
+    kind = _rt().cudaMemcpyKind.cudaMemcpyHostToDevice
+    return bound_call("cudaMemcpyAsync", int(dst), ptr, nbytes, kind, stream)
 
 
 def memcpy_htod(dst: int, src: np.ndarray, stream=None) -> None:

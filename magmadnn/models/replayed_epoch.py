@@ -82,15 +82,14 @@ def _tight(epoch, step, selectors, k):
     counted = 0
     get_state, set_state = _rng.get_state, _rng.set_state
     pending = epoch.pending
-    try:
-        for k in range(k, end):
-            sel = selectors[k]
-            if epoch.snapshot is None:
-                epoch.snapshot = Snapshot(model, epoch.tally)
-                pending = epoch.pending
-            pending.append(k)
-            iterations = opt.iterations
-            states = [(s, get_state(s)) for s in takes] if takes else ()
+    for k in range(k, end):  # noqa: B020 - k: the batch the returns name
+        sel = selectors[k]
+        if epoch.snapshot is None:
+            epoch.snapshot = Snapshot(model, epoch.tally)
+            pending = epoch.pending
+        iterations = opt.iterations
+        states = [(s, get_state(s)) for s in takes] if takes else ()
+        try:
             views = staging.host()
             values = opt.step_values(opt._advance())
             views[0][:len(values)] = values
@@ -110,22 +109,23 @@ def _tight(epoch, step, selectors, k):
                     np.copyto(view, metric.stage(yb, shape, dtype), casting="unsafe")
             staging.upload()
             launch()
-            counted += 1
-            if bar.due():
-                _count(epoch, delta, counted, m)
-                counted = 0
-                epoch.done = k + 1
-                # the read rebinds the tally's sums (and may stop): back to run_batches, which checks the step
-                # again (``current`` copies the new sums into the graph's)
-                return k + 1, epoch._progress(k + 1)
-    except Exception as error:  # noqa: BLE001 - a launch failed: nothing ran; eager from this batch on
-        _count(epoch, delta, counted, m)
-        epoch.pending.pop()
-        opt.iterations = iterations
-        for stream, state in states:
-            set_state(stream, state)
-        graphs._fail("train", f"the train step could not be launched ({type(error).__name__}: {error})")
-        return k, None
+        except Exception as error:  # noqa: BLE001 - the launch failed, nothing ran: eager from this batch on
+            _count(epoch, delta, counted, m)
+            epoch.done = k
+            opt.iterations = iterations
+            for stream, state in states:
+                set_state(stream, state)
+            graphs._fail("train", f"the train step could not be launched ({type(error).__name__}: {error})")
+            return k, None
+        pending.append(k)
+        counted += 1
+        if bar.due():
+            _count(epoch, delta, counted, m)
+            counted = 0
+            epoch.done = k + 1
+            # the read rebinds the tally's sums (and may stop): back to run_batches, which checks the step again
+            # (``current`` copies the new sums into the graph's)
+            return k + 1, epoch._progress(k + 1)
     _count(epoch, delta, counted, m)
     epoch.done = end
     return end, None
