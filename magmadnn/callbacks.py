@@ -88,7 +88,7 @@ class Callback:
 
 
 _BATCH_END = {"train": ("on_train_batch_end", "on_batch_end"), "test": ("on_test_batch_end",),
-              "predict": ("on_predict_batch_end",)}
+              "predict": ("on_predict_batch_end",), "train_begin": ("on_train_batch_begin", "on_batch_begin")}
 
 
 class CallbackList:
@@ -105,25 +105,17 @@ class CallbackList:
         self.callbacks = sorted(callbacks, key=lambda cb: cb.records_logs)
 
     def wants_batch_logs(self, kind: str) -> bool:
-        """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"): batch logs."""
+        """Whether a callback overrides a batch-end hook of ``kind`` ("train", "test", "predict"), or "train_begin"."""
         return any(getattr(type(cb), hook) is not getattr(Callback, hook) or hook in vars(cb)
                    for cb in self.callbacks for hook in _BATCH_END[kind])
-
-    def _acting(self, hook: str) -> list:
-        """The callbacks whose ``hook`` acts: overridden (or via ``on_batch_*``) or set on the instance."""
-        names = (hook, hook.replace("_train", "")) if hook.startswith("on_train_batch") else (hook,)
-        return [cb for cb in self.callbacks if any(
-            n in vars(cb) or getattr(type(cb), n, None) is not getattr(Callback, n, 0) for n in names)]
-
-    def acts(self, hook: str) -> bool:
-        """Whether a callback acts on ``hook`` (``fit``'s replay loop skips a batch hook no callback acts on)."""
-        return bool(self._acting(hook))
 
     def __getattr__(self, hook):
         """``hook``'s fan-out (kept) to the callbacks whose hook acts: overridden (or via ``on_batch_*``) or set."""
         if not hook.startswith("on_"):
             raise AttributeError(hook)
-        bound = [getattr(cb, hook) for cb in self._acting(hook)]
+        names = (hook, hook.replace("_train", "")) if hook.startswith("on_train_batch") else (hook,)
+        bound = [getattr(cb, hook) for cb in self.callbacks if any(
+            n in vars(cb) or getattr(type(cb), n, None) is not getattr(Callback, n, 0) for n in names)]
         self.__dict__[hook] = lambda *args: None if [call(*args) for call in bound] else None
         return self.__dict__[hook]
 

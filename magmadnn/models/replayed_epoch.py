@@ -30,8 +30,7 @@ def applies(epoch) -> bool:
 
     model, cbs = epoch.model, epoch.cbs
     return (not epoch.eager and model._graphs is not None and model._parallel is None
-            and type(epoch.batches) is ArrayBatches and not cbs.acts("on_train_batch_begin")
-            and not cbs.acts("on_train_batch_end")
+            and type(epoch.batches) is ArrayBatches and not epoch.batch_logs and not cbs.wants_batch_logs("train_begin")
             and model._graphs.unavailable() is None and "train" not in model._graphs.failed)
 
 
