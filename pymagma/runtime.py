@@ -347,13 +347,6 @@ def _copy(dst: int, src: int, nbytes: int, kind: str, stream, call: str) -> None
         check(rt.cudaMemcpyAsync(dst, src, nbytes, kind_value, _handle(stream)), call + "Async")
 
 
-def bound_htod(dst: int, src: np.ndarray, stream):
-    """:func:`memcpy_htod` of the page-locked ``src`` to ``dst`` on ``stream``, bound once (:func:`bound_call`)."""
-    ptr, nbytes = _host_buffer(src, writable=False)
-    kind = _rt().cudaMemcpyKind.cudaMemcpyHostToDevice
-    return bound_call("cudaMemcpyAsync", int(dst), ptr, nbytes, kind, stream)
-
-
 def memcpy_htod(dst: int, src: np.ndarray, stream=None) -> None:
     """Copy a C-contiguous host array to device pointer ``dst`` (async on ``stream`` when given)."""
     ptr, nbytes = _host_buffer(src, writable=False)

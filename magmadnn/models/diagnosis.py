@@ -4,17 +4,18 @@
 layer whose output is not finite while its inputs are, with what it found there: a masked average over a sample
 that is all padding (0/0; Keras gives NaN there too), or else the layer itself. When every output is finite the
 loss overflowed: with sample or class weights, their size is named. None: nothing found (the generic advice
-stands)."""
+stands). :func:`culprit` names the layer, loss, metric or optimizer whose code raised an error (a step that could
+not be captured as a graph)."""
 
 from __future__ import annotations
 
 import numpy as np
 
 from .._loss_weights import weights_of
-from ..autograd import Tensor, no_grad
+from ..autograd import Function, Tensor, no_grad
 from ..layers.base import Input
 
-__all__ = ["nonfinite_cause"]
+__all__ = ["nonfinite_cause", "culprit"]
 
 
 def _finite(xp, value) -> bool:
@@ -75,3 +76,25 @@ def nonfinite_cause(model, xb, yb) -> str | None:
                 f"the largest sample/class weight of this batch is {float(np.abs(weights).max()):g}; scale the "
                 "weights down")
     return None
+
+
+def culprit(error: BaseException, model) -> str | None:
+    """The layer, loss, metric or optimizer whose code raised ``error`` (the innermost one on its traceback), with
+    the method and the autograd function running in it; the backward pass when only a function's backward ran."""
+    names = {id(layer): f"layer {layer.name!r} ({type(layer).__name__})" for layer in model.layers}
+    names[id(model.loss)] = f"the loss {type(model.loss).__name__}"
+    names.update((id(m), f"the metric {m.name!r} ({type(m).__name__})") for m in model.metrics)
+    names[id(model.optimizer)] = f"the optimizer {type(model.optimizer).__name__}"
+    owner = function = None
+    tb = error.__traceback__
+    while tb is not None:
+        frame = tb.tb_frame
+        this = frame.f_locals.get("self")
+        if this is not None and id(this) in names:
+            owner, function = f"{names[id(this)]}, {type(this).__name__}.{frame.f_code.co_name}", None
+        elif isinstance(this, Function):
+            function = f"{type(this).__name__}.{frame.f_code.co_name}"
+        tb = tb.tb_next
+    if owner is None:
+        return None if function is None else f"the backward pass, {function}"
+    return owner if function is None else f"{owner}, {function}"

@@ -45,10 +45,11 @@ import numpy as np
 
 from .. import _configurable
 from .. import optimizers as _optimizers
-from ..autograd import Function, no_grad, trainable_changes
+from ..autograd import no_grad, trainable_changes
 from ..backend import host as _host
 from ..backend import random as _random
 from . import rng as _rng
+from .diagnosis import culprit
 from .outputs import resolved
 from .step import train_step
 
@@ -366,28 +367,6 @@ def _configuration(objects) -> tuple:
     return tuple(_configurable.capture_key(o) for o in objects)
 
 
-def _culprit(error: BaseException, model) -> str | None:
-    """The layer, loss, metric or optimizer whose code raised ``error`` (the innermost one on its traceback), with
-    the method and the autograd function running in it; the backward pass when only a function's backward ran."""
-    names = {id(layer): f"layer {layer.name!r} ({type(layer).__name__})" for layer in model.layers}
-    names[id(model.loss)] = f"the loss {type(model.loss).__name__}"
-    names.update((id(m), f"the metric {m.name!r} ({type(m).__name__})") for m in model.metrics)
-    names[id(model.optimizer)] = f"the optimizer {type(model.optimizer).__name__}"
-    owner = function = None
-    tb = error.__traceback__
-    while tb is not None:
-        frame = tb.tb_frame
-        this = frame.f_locals.get("self")
-        if this is not None and id(this) in names:
-            owner, function = f"{names[id(this)]}, {type(this).__name__}.{frame.f_code.co_name}", None
-        elif isinstance(this, Function):
-            function = f"{type(this).__name__}.{frame.f_code.co_name}"
-        tb = tb.tb_next
-    if owner is None:
-        return None if function is None else f"the backward pass, {function}"
-    return owner if function is None else f"{owner}, {function}"
-
-
 class GraphedSteps:
     """The captured steps of one compiled model, by kind and batch shape (``model._graphs``). ``mode``: "auto"
     (replay where the backend has graphs, silently eager elsewhere) or True (a warning where it cannot replay)."""
@@ -483,7 +462,7 @@ class GraphedSteps:
         try:
             self.steps[key] = step = _Step(self.model, kind, xs, y, tally, prefix)
         except Exception as error:  # noqa: BLE001 - any failure to capture or launch means: run eagerly, said once
-            where = _culprit(error, self.model)
+            where = culprit(error, self.model)
             where = f"in {where}: " if where else ""
             self._fail(kind, f"the {kind} step could not be launched ({error})" if isinstance(error, _LaunchError)
                        else f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})")

@@ -87,7 +87,9 @@ class Staging:
         self.uploads = u + 1
 
     def _bind(self):
-        copies = [_runtime.bound_htod(self.device.ptr, h, self.queue.stream) for h in self.hosts]
+        kind = _runtime.active().cudaMemcpyKind.cudaMemcpyHostToDevice
+        copies = [_runtime.bound_call("cudaMemcpyAsync", self.device.ptr, h.ctypes.data, self.nbytes, kind,
+                                      self.queue.stream) for h in self.hosts]
         self._bound = (_runtime.active(), copies)
         return self._bound
 
