@@ -78,6 +78,8 @@ def _tight(epoch, step, selectors, k):
     end = k
     while end < len(selectors) and selectors[end].shape[0] == m:
         end += 1
+    if model.stop_training:  # set before this batch (at the epoch's start): one batch, as the general loop
+        end = k + 1
     counted = 0
     get_state, set_state = _rng.get_state, _rng.set_state
     pending = epoch.pending

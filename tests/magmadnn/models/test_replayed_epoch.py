@@ -178,3 +178,28 @@ def test_a_callback_acting_on_batches_or_an_iterable_runs_the_general_loop(monke
         assert hook.seen == 16 and not runs
         model.fit(x, y, batch_size=4, epochs=2, verbose=0)
         assert runs
+
+
+class StopAtEpochBegin(callbacks.Callback):
+    def on_epoch_begin(self, epoch, logs=None):
+        if epoch == 1:
+            self.model.stop_training = True
+
+
+def test_stop_training_set_before_a_batch_stops_after_it_as_the_general_loop(monkeypatch):
+    """A callback sets ``stop_training`` at the second epoch's start: one batch runs (as Keras' loop checks after
+    each batch), then fit stops, in the replay loop as in the general loop and eagerly."""
+    runs = _tight_batches(monkeypatch)
+    x, y = _data()
+    from pymagma import simulator
+
+    results = []
+    with simulator.simulated():
+        for graph, extra in ((False, []), ("auto", [BatchHook()]), ("auto", [])):
+            model = _model("gpu", graph)
+            history = model.fit(x, y, batch_size=4, epochs=3, callbacks=[StopAtEpochBegin(), *extra], verbose=0)
+            results.append((history.history, model.optimizer.iterations, _state(model)))
+    assert results[0][:2] == results[1][:2] == results[2][:2]
+    assert results[0][1] == 8 + 1
+    _assert_same(results[0][2], results[2][2])
+    assert runs and runs[-1] == (0, 1)  # the second epoch's one batch went through the replay loop
