@@ -136,5 +136,10 @@ class Operation(Layer):
                         "model files and configurations do not hold; keep the model's source (for an imported ONNX "
                         "graph: the ONNX file, magmadnn.onnx.load) and save its weights with save_weights")
 
+    def architecture_config(self) -> dict:
+        """What a model file's architecture records of this node (its function is not stored): the op type, the
+        number of outputs and the kinds of its arguments."""
+        return {"op_type": self.op_type, "outputs": self.outputs, "arguments": [kind for kind, _ in self.arguments]}
+
     def __repr__(self) -> str:
         return f"Operation({self.op_type!r}, name={self.name!r})"

@@ -7,9 +7,13 @@ graph walk), :mod:`.importers` (ONNX operator -> layers), :mod:`.decompositions`
 (reading and checking files), :mod:`.errors`.
 """
 
+from ..models import graph_archive as _graph_archive
+from . import archive as _archive
 from .errors import OnnxExportError, OnnxImportError, UnsupportedOnnxError
 from .export import export
 from .info import info
 from .load import load
+
+_graph_archive.register("onnx", _archive.writes, _archive.reads)  # model.save of a model of op nodes
 
 __all__ = ["load", "export", "info", "OnnxImportError", "UnsupportedOnnxError", "OnnxExportError"]
