@@ -100,12 +100,10 @@ def _output_names(model, output_name) -> list[str]:
 
 
 def _refuse_layer(layer, node):
-    if isinstance(layer, Lambda):
-        raise OnnxExportError(f"Lambda layer {layer.name!r} computes a Python function, which has no ONNX form; "
-                              "write it with layers that have one (exportable layers: "
-                              f"{', '.join(exportable_layers())})")
-    raise OnnxExportError(f"layer {layer.name!r} ({type(layer).__name__}) has no ONNX form; exportable layers: "
-                          f"{', '.join(exportable_layers())} and the op nodes of magmadnn.onnx.load")
+    why = ": it computes a Python function, write it with layers that have one" if isinstance(layer, Lambda) else ""
+    raise OnnxExportError(f"layer {layer.name!r} ({type(layer).__name__}) has no ONNX form{why}; exportable layers: "
+                          f"{', '.join(exportable_layers())}, and the op nodes of magmadnn.onnx.load (a custom layer "
+                          "gets an ONNX form by an entry in magmadnn.onnx.exporters.EXPORTERS)")
 
 
 def _write_nodes(b: Builder, model, names: dict) -> None:

@@ -33,6 +33,9 @@ ACTIVATION_OPS = {
 def _activation(b, layer, x: str, kind, alpha=None, name: str | None = None, rank: int = 2) -> str:
     if kind is None:
         return x
+    if kind not in ACTIVATION_OPS:
+        raise OnnxExportError(f"{type(layer).__name__} layer {layer.name!r}: activation {kind!r} has no ONNX form "
+                              f"yet (written: {', '.join(sorted(ACTIVATION_OPS))})")
     op, attrs, opset = ACTIVATION_OPS[kind]
     b.need_opset(opset, f"{type(layer).__name__} layer {layer.name!r} (activation {kind})")
     if alpha is None:
