@@ -77,7 +77,7 @@ def conv2d(b, layer, inputs, node):
     y = b.node("Conv", [inputs[0], *weights], layer.name, kernel_shape=list(layer.kernel_size),
                strides=list(layer.strides), dilations=list(layer.dilation),
                pads=_pads(layer, node, layer.kernel_size, layer.dilation), group=int(getattr(layer, "groups", 1)))
-    return _activation(b, layer, y, layer.activation)
+    return _activation(b, layer, y, layer.activation, rank=4)
 
 
 def max_pool2d(b, layer, inputs, node):
@@ -139,7 +139,7 @@ def conv2d_transpose(b, layer, inputs, node):
     y = b.node("ConvTranspose", [inputs[0], *weights], layer.name, kernel_shape=list(layer.kernel_size),
                strides=list(layer.strides), dilations=list(layer.dilation), pads=[t, left, bottom, r],
                output_padding=list(layer.output_padding))
-    return _activation(b, layer, y, layer.activation)
+    return _activation(b, layer, y, layer.activation, rank=4)
 
 
 def global_max_pool2d(b, layer, inputs, node):

@@ -76,7 +76,7 @@ def separable_conv2d(b, layer, inputs, node):
     weights = [b.weight(layer, "pointwise_kernel")] + ([b.weight(layer, "bias")] if layer.use_bias else [])
     y = b.node("Conv", [y, *weights], layer.name if layer.activation is None else f"{layer.name}/pointwise",
                kernel_shape=[1, 1])
-    return _activation(b, layer, y, layer.activation)
+    return _activation(b, layer, y, layer.activation, rank=4)
 
 
 def simple_rnn(b, layer, inputs, node):
