@@ -48,7 +48,8 @@ def entry(model):
     name, data = found
     config = {"class_name": "Model", "name": model.name, "seed": model.seed, "dtype": model.dtype_policy.name,
               "trainable": model._trainable,
-              "frozen": [layer.name for layer in model.layers if not getattr(layer, "trainable", True)], "graph": {"format": name, "array": ARRAY}}
+              "frozen": [layer.name for layer in model.layers if not getattr(layer, "trainable", True)],
+              "graph": {"format": name, "array": ARRAY}}
     return config, {ARRAY: np.frombuffer(data, np.uint8)}
 
 

@@ -15,8 +15,10 @@ from .._atomic import write_bytes
 from ..layers.base import Input
 from ..layers.lambda_layer import Lambda
 from ..layers.operation import Operation
-from . import exporters_more  # noqa: F401 - adds its layers to EXPORTERS
-from . import op_export
+from . import (
+    exporters_more,  # noqa: F401 - adds its layers to EXPORTERS
+    op_export,
+)
 from ._proto import onnx
 from .errors import OnnxExportError
 from .exporters import EXPORTERS, exportable_layers
