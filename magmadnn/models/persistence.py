@@ -331,9 +331,10 @@ class Persistence:
         return load_checkpoint(self, path)
 
     # -- ONNX
-    def export(self, path, opset: int | None = None, output_name: str = "output") -> str:
+    def export(self, path, opset: int | None = None, output_name="output") -> str:
         """Write the model as ONNX to ``path`` (see :func:`magmadnn.onnx.export`; needs ``pip install
-        'magmadnn[onnx]'``): opset 17+, named inputs and output, a dynamic batch axis."""
+        'magmadnn[onnx]'``): opset 17+, named inputs and outputs (``output_name``: one name, or a list for several
+        outputs), a dynamic batch axis."""
         from ..onnx.export import export  # noqa: PLC0415 - the onnx package is optional
 
         return export(self, path, opset=opset, output_name=output_name)

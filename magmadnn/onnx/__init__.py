@@ -3,8 +3,10 @@
 
 The ``onnx`` package is imported on first use (``pip install 'magmadnn[onnx]'``). Modules: :mod:`.load` (the
 graph walk), :mod:`.importers` (ONNX operator -> layers), :mod:`.decompositions` (GELU as element-wise nodes),
-:mod:`.export` and :mod:`.exporters` (layer -> ONNX nodes), :mod:`.info` (what a file holds), :mod:`._proto`
-(reading and checking files), :mod:`.errors`.
+:mod:`.op_graph` (a graph as op nodes, :mod:`.op_nodes`), :mod:`.export`, :mod:`.exporters` and
+:mod:`.exporters_more` (layer -> ONNX nodes), :mod:`.op_export` (op node -> its ONNX node), :mod:`.archive`
+(op-node models in model files), :mod:`.info` (what a file holds), :mod:`._proto` (reading and checking files),
+:mod:`.errors`.
 """
 
 from ..models import graph_archive as _graph_archive

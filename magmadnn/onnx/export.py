@@ -1,8 +1,10 @@
 """``export(model, "m.onnx")`` (also ``model.export``): the model as an ONNX file onnxruntime runs.
 
-Named inputs (the Input layers' names) and output, a dynamic batch axis ("batch"), the weights as initializers
-named ``<layer>/<weight>``, opset 17 (20 where a layer needs it, e.g. GELU), checked by ``onnx.checker`` (full
-check) before it is written. Each layer's nodes come from :mod:`.exporters`.
+Named inputs (the Input layers' names) and outputs (``output_name`` for one; the model's output names, or the list
+given, for several), a dynamic batch axis ("batch"), the weights as initializers named ``<layer>/<weight>``, opset
+17 (20 where a layer needs it, e.g. GELU; a model of op nodes keeps its file's opset), checked by ``onnx.checker``
+(full check) before it is written. Each layer's nodes come from :mod:`.exporters` and :mod:`.exporters_more`, each
+op node's from :mod:`.op_export`.
 """
 
 from __future__ import annotations
@@ -246,8 +248,10 @@ def _rename(nodes, old: str, new: str) -> None:
 
 def export(model, path, opset: int | None = None, output_name: str = "output"):
     """Write ``model`` to the ONNX file ``path`` (opset 17 by default, higher where a layer needs it; ``opset`` to
-    ask for a newer one); returns the path. Input names are the Input layers' names, the output is
-    ``output_name``, the batch axis is dynamic. A layer with no ONNX form is an OnnxExportError naming it."""
+    ask for a newer one; a model of op nodes is written at the opset it was read at); returns the path. Input names
+    are the Input layers' names; one output is named ``output_name``, several by ``model.output_names`` or a list
+    given as ``output_name``; the batch axis is dynamic. A layer with no ONNX form is an OnnxExportError naming
+    it."""
     path = os.fspath(path)
     if os.path.splitext(path)[1].lower() in (".safetensors", ".npz"):
         raise OnnxExportError(f"{path!r} names a magmadnn model file (.safetensors/.npz), which model.save writes; "

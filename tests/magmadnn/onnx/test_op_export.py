@@ -36,15 +36,17 @@ class Gated(nn.Module):
 
 @pytest.fixture(scope="module")
 def gated(tmp_path_factory):
-    """The torch model exported with dynamo=False (a dynamic batch), its file and a batch."""
+    """The torch model exported with dynamo=False (a dynamic batch), its file, a batch and PyTorch's outputs."""
     torch.manual_seed(0)
     path = str(tmp_path_factory.mktemp("gated") / "gated.onnx")
-    x = torch.randn(3, 3, 6, 6)
+    x, module = torch.randn(3, 3, 6, 6), Gated().eval()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        torch.onnx.export(Gated().eval(), (x,), path, dynamo=False, input_names=["x"],
+        torch.onnx.export(module, (x,), path, dynamo=False, input_names=["x"],
                           output_names=["logits", "features"], dynamic_axes={"x": {0: "n"}})
-    return path, x.numpy()
+    with torch.no_grad():
+        expected = dict(zip(["logits", "features"], (t.numpy() for t in module(x))))
+    return path, x.numpy(), expected
 
 
 def _session(path):
@@ -63,7 +65,7 @@ def device(request):
 
 
 def test_a_loaded_graph_exports_and_predicts_the_same(gated, tmp_path, device):
-    source, x = gated
+    source, x, torch_out = gated
     model = monnx.load(source, layers=False, device=device)
     assert all(type(layer).__name__ in ("Input", "Operation") for layer in model.layers)
     mine = model.predict(x, verbose=0)
@@ -77,13 +79,14 @@ def test_a_loaded_graph_exports_and_predicts_the_same(gated, tmp_path, device):
     assert [layer.name for layer in again.layers] == [layer.name for layer in model.layers]
     back = again.predict(x, verbose=0)
     for key in ("logits", "features"):
+        _close(original[key], torch_out[key])
         _close(mine[key], original[key])
         _close(written[key], original[key])
         _close(back[key], mine[key])
 
 
 def test_the_export_carries_fine_tuned_parameters(gated, tmp_path, device):
-    source, x = gated
+    source, x, _ = gated
     model = monnx.load(source, layers=False, device=device, seed=0)
     before = model.predict(x, verbose=0)
     model.compile(optimizer="adam", loss={"logits": "mse", "features": "mse"})
@@ -101,6 +104,34 @@ def test_the_export_carries_fine_tuned_parameters(gated, tmp_path, device):
     params = [p for p in model.trainable_weights]
     assert params and all(any(v.shape == p.shape and np.allclose(v, p.numpy()) for v in stored.values())
                           for p in params)
+
+
+class Block(nn.Module):
+    """LayerNorm, a Linear, Mish and softmax over (N, T, F): the dynamo exporter's forms (opset 18)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n, self.f = nn.LayerNorm(6), nn.Linear(6, 3)
+
+    def forward(self, x):
+        return tF.mish(self.f(self.n(x))).softmax(-1)
+
+
+@pytest.mark.slow
+def test_a_dynamo_export_round_trips(tmp_path):
+    torch.manual_seed(0)
+    module, x = Block().eval(), torch.randn(2, 4, 6)
+    source = str(tmp_path / "block.onnx")
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, (x,), source, dynamic_shapes=({0: torch.export.Dim("batch")},))
+    model = monnx.load(source, layers=False)
+    path = model.export(tmp_path / "again.onnx")
+    name = _session(source).get_inputs()[0].name
+    with torch.no_grad():
+        expected = module(x).numpy()
+    _close(_session(path).run(None, {name: x.numpy()})[0], expected)
+    _close(monnx.load(path, layers=False).predict(x.numpy(), verbose=0), expected)
 
 
 def _checked(proto):
