@@ -4,6 +4,9 @@ work as for any model."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
+
 import numpy as np
 import pytest
 
@@ -91,3 +94,21 @@ def test_a_damaged_graph_entry_is_a_model_file_error(tmp_path):
     write_file(tmp_path / "other.safetensors", tensors, meta)
     with pytest.raises(ModelFileError, match="format 'tflite'"):
         m.load_model(tmp_path / "other.safetensors")
+
+
+@pytest.mark.slow
+def test_the_cli_imports_op_nodes_and_a_fresh_process_loads_them(tmp_path):
+    """``python -m magmadnn import`` saves a graph that loads as op nodes; ``load_model`` in a process that never
+    imported ``magmadnn.onnx`` reads it (the format's package is imported on first need)."""
+    source = _graph(tmp_path)
+    saved = str(tmp_path / "m.safetensors")
+    subprocess.run([sys.executable, "-m", "magmadnn", "import", source, saved], check=True, capture_output=True)
+    x, _ = _data()
+    np.save(tmp_path / "x.npy", x)
+    code = ("import sys, numpy as np, magmadnn\n"
+            "assert 'magmadnn.onnx' not in sys.modules\n"
+            f"out = magmadnn.load_model({saved!r}).predict(np.load({str(tmp_path / 'x.npy')!r}), verbose=0)\n"
+            f"np.save({str(tmp_path / 'y.npy')!r}, out['silu'])\n")
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
+    expected = monnx.load(source).predict(x, verbose=0)["silu"]
+    np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
