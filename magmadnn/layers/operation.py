@@ -133,9 +133,9 @@ class Operation(Layer):
 
     def get_config(self) -> dict:
         raise TypeError(f"Operation {self.name!r} ({self.op_type}) computes a Python function, which a layer "
-                        "configuration (get_config, to_json, clone_model) cannot hold; model.save and load_model keep "
-                        "a model of op nodes read by magmadnn.onnx.load (its graph as ONNX bytes), and save_weights "
-                        "keeps any model's weights")
+                        "configuration (get_config, to_json, clone_model) cannot hold; model.save and load_model "
+                        "keep a model of op nodes read from an ONNX file by magmadnn.onnx.load (its graph as ONNX "
+                        "bytes), and save_weights keeps any model's weights")
 
     def architecture_config(self) -> dict:
         """What a model file's architecture records of this node (its function is not stored): the op type, the
