@@ -14,6 +14,7 @@ import magmadnn as m
 from magmadnn.models import graph_archive
 from magmadnn.saving import ModelFileError, read_file, write_file
 from tests.magmadnn._onnx_helpers import TensorProto, helper, monnx, numpy_helper, onnx
+from tests.magmadnn.backends import model_device
 
 
 def _graph(tmp_path):
@@ -112,3 +113,20 @@ def test_the_cli_imports_op_nodes_and_a_fresh_process_loads_them(tmp_path):
     subprocess.run([sys.executable, "-c", code], check=True, capture_output=True)
     expected = monnx.load(source).predict(x, verbose=0)["silu"]
     np.testing.assert_array_equal(np.load(tmp_path / "y.npy"), expected)
+
+
+@pytest.fixture
+def simulated():
+    yield from model_device("simulator")
+
+
+@pytest.mark.native
+def test_a_model_of_op_nodes_saved_on_the_simulated_device_loads_there(tmp_path, simulated):
+    x, y = _data()
+    model = monnx.load(_graph(tmp_path), layers=False, device=simulated, seed=0)
+    model.compile(optimizer="sgd", loss={"silu": "mse", "peak": "mse"})
+    model.fit(x, y, epochs=1, batch_size=8, verbose=0)
+    back = m.load_model(model.save(tmp_path / "m.safetensors"), device=simulated)
+    assert back.xp is model.xp
+    for key, value in model.predict(x, verbose=0).items():
+        np.testing.assert_array_equal(back.predict(x, verbose=0)[key], value)
