@@ -59,7 +59,8 @@ def _close(a, b, atol=2e-5):
     np.testing.assert_allclose(a, b, rtol=2e-4, atol=atol)
 
 
-@pytest.fixture(params=["host", pytest.param("simulator", marks=pytest.mark.native)])
+@pytest.fixture(params=["host", pytest.param("simulator", marks=pytest.mark.native),
+                        pytest.param("gpu", marks=pytest.mark.gpu)])
 def device(request):
     yield from model_device(request.param)
 
