@@ -81,12 +81,11 @@ def _dims(node, batch):
     return [batch, *dims] if node.batched else dims
 
 
-def _input_info(node, elem_of):
+def _input_info(node, name: str, elem_of):
+    """The graph input of an Input: its dtype (ids stay integers), a fixed batch size where it has one."""
     layer = node.layer
-    dtype = np.dtype(layer.dtype) if layer.dtype is not None else None
-    elem = elem_of(dtype)
-    return lambda name: onnx().helper.make_tensor_value_info(
-        name, elem, _dims(node, layer.batch_size if layer.batch_size is not None else "batch"))
+    elem = elem_of(np.dtype(layer.dtype) if layer.dtype is not None else None)
+    return onnx().helper.make_tensor_value_info(name, elem, _dims(node, layer.batch_size or "batch"))
 
 
 def _output_names(model, output_name) -> list[str]:
@@ -182,7 +181,7 @@ def to_proto(model, opset: int | None = None, output_name="output", producer: st
     names, inputs = {}, []
     for node in model.inputs:
         names[id(node)] = b.unique(node.layer.name)
-        inputs.append(_input_info(node, elem_of)(names[id(node)]))
+        inputs.append(_input_info(node, names[id(node)], elem_of))
     finals = _output_names(model, output_name)
     for name in finals:
         if name in b._names:
