@@ -129,12 +129,18 @@ def _write_nodes(b: Builder, model, names: dict) -> None:
         convert = EXPORTERS.get(type(layer))
         if convert is None:
             _refuse_layer(layer, node)
-        if node.index is not None or getattr(layer, "go_backwards", False) or (
-                layer.uses_mask and any(p.masked for p in node.parents)) or (getattr(layer, "states", 0) and node.many):
+        if layer.uses_mask and any(p.masked for p in node.parents):
+            raise OnnxExportError(f"layer {layer.name!r} ({type(layer).__name__}) has no ONNX form with a mask "
+                                  "(Embedding(mask_zero=True), Masking): export the model without it")
+        key = id(node.call) if node.index is not None else id(node)
+        if key not in calls:
+            calls[key] = convert(b, layer, parents, node)
+        made = calls[key]
+        if isinstance(made, list) != (node.index is not None):
             raise OnnxExportError(f"layer {layer.name!r} ({type(layer).__name__}) has no ONNX form with several "
-                                  "outputs (return_state), go_backwards, initial_state or a mask "
-                                  "(Embedding(mask_zero=True))")
-        names[id(node)] = convert(b, layer, parents, node)
+                                  "outputs" if node.index is not None else
+                                  f"layer {layer.name!r}: its exporter wrote several outputs for one")
+        names[id(node)] = made[node.index] if node.index is not None else made
 
 
 def _source_opset(model) -> int | None:

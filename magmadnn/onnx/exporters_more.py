@@ -8,9 +8,8 @@ import numpy as np
 
 from .. import layers as L
 from ..layers.preprocessing import EPSILON
-from ._proto import onnx
 from .errors import OnnxExportError
-from .exporters import EXPORTERS, _activation, _pads, dropout
+from .exporters import EXPORTERS, _activation, _pads, dropout, recurrent_node, reversed_steps
 
 __all__ = ["MORE"]
 
@@ -85,22 +84,16 @@ def simple_rnn(b, layer, inputs, node):
     arrays = {k: np.asarray(b.model.xp.to_numpy(p.data)) for k, p in layer.params.items()}
     units, name = layer.units, layer.name
     if layer.activation != "tanh":
-        return _unrolled_rnn(b, layer, inputs[0], node)
+        return _unrolled_rnn(b, layer, inputs, node)
     w = b.constant(f"{name}/W", arrays["kernel"].T[None], b.dtype)
     r = b.constant(f"{name}/R", arrays["recurrent_kernel"].T[None], b.dtype)
     bias = np.concatenate([arrays.get("bias", np.zeros(units)), np.zeros(units)])[None]
-    x = b.node("Transpose", inputs, f"{name}/time_major", perm=[1, 0, 2])
-    y, y_h = b.unique(f"{name}/Y"), b.unique(f"{name}/Y_h")
-    b.nodes.append(onnx().helper.make_node("RNN", [x, w, r, b.constant(f"{name}/B", bias, b.dtype)], [y, y_h],
-                                           name=f"{name}/RNN", hidden_size=units))
-    if layer.return_sequences:
-        seq = b.node("Squeeze", [y, b.constant(f"{name}/axes1", [1], np.int64)], f"{name}/squeeze")
-        return b.node("Transpose", [seq], name, perm=[1, 0, 2])
-    return b.node("Squeeze", [y_h, b.constant(f"{name}/axes0", [0], np.int64)], name)
+    return recurrent_node(b, layer, "RNN", inputs, [w, r, b.constant(f"{name}/B", bias, b.dtype)], {})
 
 
-def _unrolled_rnn(b, layer, x: str, node) -> str:
+def _unrolled_rnn(b, layer, inputs, node) -> str | list:
     steps, name = node.parents[0].shape[0], layer.name
+    x = reversed_steps(b, inputs[0], f"{name}/reversed") if layer.go_backwards else inputs[0]
     if steps is None:
         raise OnnxExportError(f"SimpleRNN layer {layer.name!r}: activation {layer.activation!r} has no form in "
                               "ONNX's RNN operator (tanh only), and its steps can be written one by one only for a "
@@ -109,7 +102,7 @@ def _unrolled_rnn(b, layer, x: str, node) -> str:
     if layer.use_bias:
         projected = b.node("Add", [projected, b.weight(layer, "bias")], f"{name}/biased")
     recurrent = b.weight(layer, "recurrent_kernel")
-    h, outputs = None, []
+    h, outputs = (inputs[1] if len(inputs) > 1 else None), []
     for t in range(steps):
         z = b.node("Gather", [projected, b.constant(f"{name}/t{t}", t, np.int64)], f"{name}/x{t}", axis=1)
         if h is not None:
@@ -118,11 +111,14 @@ def _unrolled_rnn(b, layer, x: str, node) -> str:
         if h == z:  # linear: a name of its own for the step
             h = b.node("Identity", [z], f"{name}/h{t}")
         outputs.append(h)
+    out_name = f"{name}/output" if layer.return_state else name
     if not layer.return_sequences:
-        return b.node("Identity", [h], name)
-    axis = b.constant(f"{name}/axis", [1], np.int64)
-    rows = [b.node("Unsqueeze", [o, axis], f"{name}/row{t}") for t, o in enumerate(outputs)]
-    return b.node("Concat", rows, name, axis=1) if len(rows) > 1 else b.node("Identity", rows, name)
+        out = b.node("Identity", [h], out_name)
+    else:
+        axis = b.constant(f"{name}/axis", [1], np.int64)
+        rows = [b.node("Unsqueeze", [o, axis], f"{name}/row{t}") for t, o in enumerate(outputs)]
+        out = b.node("Concat", rows, out_name, axis=1) if len(rows) > 1 else b.node("Identity", rows, out_name)
+    return [out, b.node("Identity", [h], f"{name}/state")] if layer.return_state else out
 
 
 def score_attention(b, layer, inputs, node):
@@ -157,31 +153,32 @@ def score_attention(b, layer, inputs, node):
         band = (np.tril(np.ones((tq, tv))) - 1.0) * 1e9  # Keras: scores - 1e9 where a key is hidden
         scores = b.node("Add", [scores, b.constant(f"{name}/causal", band, b.dtype)], f"{name}/masked")
     weights = b.node("Softmax", [scores], f"{name}/weights", axis=-1)
+    if layer.return_attention_scores:
+        return [b.node("MatMul", [weights, value], f"{name}/output"), weights]
     return b.node("MatMul", [weights, value], name)
 
 
-def _reversed_steps(b, x: str, base: str) -> str:
-    """``x`` (N, T, ...) with its steps in reverse order (Slice with step -1)."""
-    const = lambda tag, v: b.constant(f"{base}/{tag}", [v], np.int64)  # noqa: E731
-    return b.node("Slice", [x, const("start", -1), const("end", -(1 << 62)), const("axis", 1), const("step", -1)],
-                  base)
-
-
 def bidirectional(b, layer, inputs, node):
-    """The forward layer, and the backward one on the steps reversed (outputs put back in order); merged."""
+    """The forward layer and the backward one (its go_backwards reads the steps reversed; its sequence is put back
+    in order), merged; with return_state the states of both follow."""
     name = layer.name
     forward = EXPORTERS[type(layer.forward_layer)](b, layer.forward_layer, inputs, node)
-    backward_layer = layer.backward_layer
-    reversed_x = _reversed_steps(b, inputs[0], f"{name}/reversed")
-    backward = EXPORTERS[type(backward_layer)](b, backward_layer, [reversed_x], node)
+    backward = EXPORTERS[type(layer.backward_layer)](b, layer.backward_layer, inputs, node)
+    (forward, *forward_states), (backward, *backward_states) = (
+        (made if isinstance(made, list) else [made]) for made in (forward, backward))
     if layer.return_sequences:
-        backward = _reversed_steps(b, backward, f"{name}/backward_in_order")
+        backward = reversed_steps(b, backward, f"{name}/backward_in_order")
+    states = forward_states + backward_states
+    if layer.merge_mode is None:
+        return [forward, backward, *states]
     if layer.merge_mode == "concat":
-        return b.node("Concat", [forward, backward], name, axis=-1)
-    if layer.merge_mode == "ave":
+        merged = b.node("Concat", [forward, backward], name, axis=-1)
+    elif layer.merge_mode == "ave":
         total = b.node("Add", [forward, backward], f"{name}/sum")
-        return b.node("Mul", [total, b.constant(f"{name}/half", 0.5, b.dtype)], name)
-    return b.node({"sum": "Add", "mul": "Mul"}[layer.merge_mode], [forward, backward], name)
+        merged = b.node("Mul", [total, b.constant(f"{name}/half", 0.5, b.dtype)], name)
+    else:
+        merged = b.node({"sum": "Add", "mul": "Mul"}[layer.merge_mode], [forward, backward], name)
+    return [merged, *states] if states else merged
 
 
 class _Step:
