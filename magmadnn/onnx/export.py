@@ -175,6 +175,10 @@ def to_proto(model, opset: int | None = None, output_name="output", producer: st
         raise OnnxExportError(f"model {model.name!r} is not built yet: give it an Input layer or run it on data first")
     if model.dtype not in _ELEM:
         raise OnnxExportError(f"model {model.name!r}: dtype {model.dtype} has no ONNX export (float32 or float64)")
+    if getattr(model, "_subclassed", False):
+        raise OnnxExportError(f"model {model.name!r} ({type(model).__name__}) is a Model subclass: its call() is "
+                              "Python code, not a graph of layers ONNX can hold; build it with the functional API "
+                              "(Model(inputs, outputs)) or Sequential to export it")
     elem = _ELEM[np.dtype(model.dtype)]
 
     def elem_of(dtype):

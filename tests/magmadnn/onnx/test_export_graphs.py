@@ -79,3 +79,18 @@ def test_a_lambda_layer_is_refused_naming_it(tmp_path):
     with pytest.raises(monnx.OnnxExportError, match=r"layer 'twice' \(Lambda\) has no ONNX form: it computes a "
                                                     "Python function"):
         model.export(tmp_path / "m.onnx")
+
+
+def test_a_model_subclass_is_refused_naming_it(tmp_path):
+    class Head(m.Model):
+        def __init__(self):
+            super().__init__(name="head")
+            self.dense = L.Dense(2)
+
+        def call(self, x, training=None):
+            return self.dense(x)
+
+    model = Head()
+    model.predict(np.ones((2, 3), np.float32), verbose=0)
+    with pytest.raises(monnx.OnnxExportError, match=r"model 'head' \(Head\) is a Model subclass"):
+        model.export(tmp_path / "m.onnx")
