@@ -2,7 +2,7 @@
 ``torch.onnx.export`` or by us), ``model.export("m.onnx")`` (:func:`export`) writes one that onnxruntime runs.
 
 The ``onnx`` package is imported on first use (``pip install 'magmadnn[onnx]'``). Modules: :mod:`.load` (the
-graph walk), :mod:`.importers` (ONNX operator -> layers), :mod:`.decompositions` (GELU as element-wise nodes),
+graph walk), :mod:`.importers` (ONNX operator -> layers), :mod:`.decompositions` (GELU, SiLU as element-wise nodes),
 :mod:`.op_graph` (a graph as op nodes, :mod:`.op_nodes`), :mod:`.export`, :mod:`.exporters` and
 :mod:`.exporters_more` (layer -> ONNX nodes), :mod:`.op_export` (op node -> its ONNX node), :mod:`.archive`
 (op-node models in model files), :mod:`.info` (what a file holds), :mod:`._proto` (reading and checking files),
