@@ -723,6 +723,7 @@ class SimulatedMagma:
         # BLAS-like: no result for the host and no host array MAGMA reads at the call (laswp's pivots): enqueued
         reads_math_mode = name == "magma_sgemm"  # MAGMA's sgemm is cublasSgemm on the queue's handle
         deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
+        returns = restype is not None and not aux and hasattr(streams, "note_host_read")  # a value for the host
 
         def run(k):
             """The model, in queue order: on a queue of a created stream, a deferrable routine is enqueued there;
@@ -734,6 +735,8 @@ class SimulatedMagma:
                 if has_info:
                     _set_info(k, -bad[0])
                 return -bad[0] if sig.restype == "I" else None
+            if returns:
+                streams.note_host_read(name)
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
                 return 0 if restype is not None else None
             if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now
