@@ -132,9 +132,9 @@ class HostReads:
         call = Operation.call
 
         def counted(op, inputs, training=False):
-            before, by_call = runtime.host_reads_total(), dict(runtime.host_reads)
+            before, by_call = runtime.host_reads.total(), dict(runtime.host_reads)
             out = call(op, inputs, training)
-            reads = runtime.host_reads_total() - before
+            reads = runtime.host_reads.total() - before
             allowed = SHAPE_ARGUMENTS.get(op.op_type, {})
             shapes_read = any(kind == "input" and k in allowed for k, (kind, _) in enumerate(op.arguments))
             self.runs[op.op_type] += 1

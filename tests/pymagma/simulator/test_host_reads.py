@@ -1,6 +1,6 @@
-"""The simulated CUDA runtime's count of host reads of device data (``SimulatedCudart.host_reads``): every copy that
-brings device memory to the host counts once, by call; uploads, device-to-device copies and kernels count nothing;
-MAGMA routines that return a value computed on the device (a norm) count too."""
+"""The host reads of device data the simulated runtime counts (``SimulatedCudart.host_reads``): every copy that brings
+device memory to the host counts once, by call; uploads, device-to-device copies and kernels count nothing; MAGMA
+routines that return a value computed on the device (a norm) count too."""
 
 from __future__ import annotations
 
@@ -20,11 +20,11 @@ def sim():
 
 def _reads(sim, work) -> dict:
     before = dict(sim.runtime.host_reads)
-    total = sim.runtime.host_reads_total()
+    total = sim.runtime.host_reads.total()
     work()
     after = sim.runtime.host_reads
     got = {k: after[k] - before.get(k, 0) for k in after if after[k] != before.get(k, 0)}
-    assert sum(got.values()) == sim.runtime.host_reads_total() - total
+    assert sum(got.values()) == sim.runtime.host_reads.total() - total
     return got
 
 
