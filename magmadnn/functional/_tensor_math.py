@@ -15,7 +15,7 @@ import numpy as np
 from ..autograd import Function, Tensor
 
 __all__ = ["unary", "erf", "maximum", "minimum", "compare", "logical", "logical_not", "where", "take",
-           "take_along_axis", "reduce", "cumsum", "tile", "broadcast_to", "astype", "pow", "sign_free"]
+           "take_along_axis", "reduce", "cumsum", "tile", "broadcast_to", "astype", "pow", "remainder", "sign_free"]
 
 
 def _ns(a):
@@ -212,14 +212,34 @@ def take(x, indices, axis: int = 0) -> Tensor:
     return TakeFunction.apply(x, indices=idx, axis=axis)
 
 
+class TakeAlongFunction(Function):
+    """ONNX's GatherElements; the backward adds each pick's gradient into its place through a one-hot product."""
+
+    def forward(self, x, indices, axis):
+        ns = _ns(x)
+        self.ns, self.idx, self.axis, self.size = ns, indices, axis, x.shape[axis]
+        return ns.take_along_axis(x, indices, axis=axis)
+
+    def backward(self, g):
+        ns, axis, size = self.ns, self.axis, self.size
+        idx = ns.moveaxis(self.idx, axis, -1)  # (..., k)
+        rows = ns.arange(size, dtype=idx.dtype) if isinstance(idx, np.ndarray) else \
+            ns.arange(size, dtype=idx.dtype, device=idx.device)
+        onehot = ns.astype(ns.equal(ns.expand_dims(idx, axis=-1), rows), g.dtype)  # (..., k, size)
+        gx = ns.matmul(ns.expand_dims(ns.moveaxis(g, axis, -1), axis=-2), onehot)  # (..., 1, size)
+        return ns.moveaxis(ns.squeeze(gx, axis=-2), -1, axis)
+
+
 def take_along_axis(x, indices, axis: int) -> Tensor:
-    """ONNX's GatherElements (no gradient)."""
+    """ONNX's GatherElements (negative indices from the end), differentiable in ``x``."""
     idx = _data(indices)
     if not isinstance(indices, Tensor):
         idx = x.xp.asarray(np.asarray(idx, np.int64))
     ns = _ns(x.data)
     idx = ns.where(idx < 0, idx + x.shape[axis], idx)
-    return Tensor._of(ns.take_along_axis(x.data, idx, axis=axis), x.xp)
+    if x.dtype.kind != "f":
+        return Tensor._of(ns.take_along_axis(x.data, idx, axis=axis), x.xp)
+    return TakeAlongFunction.apply(x, indices=idx, axis=axis)
 
 
 class ReduceFunction(Function):
@@ -348,6 +368,27 @@ def pow(a, b) -> Tensor:  # noqa: A001 - ONNX's name
     if a.dtype.kind != "f":
         return Tensor._of(_ns(a.data).pow(a.data, b.data), a.xp)
     return PowFunction.apply(a, b)
+
+
+class RemainderFunction(Function):
+    """Python's (floored) remainder, a - floor(a / b) * b: the gradient 1 for a, -floor(a / b) for b."""
+
+    def forward(self, a, b):
+        ns = _ns(a)
+        self.ns, self.a, self.b = ns, a, b
+        return ns.remainder(a, b)
+
+    def backward(self, g):
+        ns, a, b = self.ns, self.a, self.b
+        na, nb = self.needs_input_grad
+        return (_sum_to(self.xp, g, a.shape) if na else None,
+                _sum_to(self.xp, -(g * ns.floor(a / b)), b.shape) if nb else None)
+
+
+def remainder(a, b) -> Tensor:
+    """The floored remainder of float Tensors (ONNX's Mod with fmod=0), differentiable."""
+    a, b = _pair(a, b)
+    return RemainderFunction.apply(a, b)
 
 
 def sign_free(x: Tensor, fn) -> Tensor:
