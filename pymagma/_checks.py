@@ -84,3 +84,23 @@ def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
         return answer
 
     return call
+
+
+class Plans(dict):
+    """The plans of one kind of call: what a call decided from its operands' layouts (shapes, strides, dtypes) and
+    plain options (descriptors, output shapes, checked sizes), kept by those values so that a later call with the
+    same ones looks its plan up (``plans.get(key)``) instead of deciding again; a miss (or an unhashable key, which
+    the caller sends to the slow path) works the plan out with every check and keeps it (``plans.keep(key, plan)``;
+    errors are never kept).  Keys hold only values checked arrays carry (their ``shape``, ``strides``, ``dtype``) or
+    options whose type is part of the key, so a plan never answers for an argument it did not check.  At most
+    ``limit`` plans are kept."""
+
+    def __init__(self, limit: int = 1024):
+        super().__init__()
+        self.limit = limit
+
+    def keep(self, key, plan):
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = plan
+        return plan

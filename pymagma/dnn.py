@@ -293,7 +293,14 @@ def _out(out, shape, like, what: str):
 
 
 def _workspace(nbytes: int, device: int):
-    return memory.alloc(nbytes, device) if nbytes else None
+    """A workspace of ``nbytes`` (an algorithm's size, a non-negative int) on ``device`` (an operand's)."""
+    return memory.Allocation.trusted(nbytes, device) if nbytes else None
+
+
+def _like(a, x, xd) -> cd.TensorDescriptor:
+    """The 4-D descriptor of ``a`` (shape and dtype of ``x``, checked): ``x``'s own ``xd`` where the strides agree
+    (the descriptor the cache would give), else its own."""
+    return xd if a.strides == x.strides else _tensor(a, _as_4d(a))
 
 
 def _ptr(a) -> c_void_p:
@@ -323,6 +330,20 @@ class ConvProblem:
                 convolution_descriptor(self.padding, self.stride, self.dilation, self.groups, compute, self.math),
                 tensor_descriptor(self.y_shape, cd.contiguous_strides(self.y_shape), self.dtype))
 
+    @functools.cached_property
+    def ordered(self) -> dict:
+        """Kind -> the four descriptors in the argument order of cuDNN's call for that kind (made once)."""
+        x, w, conv, y = self.descriptors
+        return {"forward": (x, w, conv, y), "backward_data": (w, y, conv, x), "backward_filter": (x, y, conv, w)}
+
+    @functools.cached_property
+    def _hash(self) -> int:
+        return hash((self.x_shape, self.w_shape, self.y_shape, self.padding, self.stride, self.dilation, self.groups,
+                     self.dtype, self.math))
+
+    def __hash__(self) -> int:  # a key of every cached algorithm: hashed once, not field by field on each call
+        return self._hash
+
 
 @dataclass(frozen=True)
 class AlgoChoice:
@@ -350,8 +371,7 @@ _ALGO_CALLS = {
 
 def _ordered_descs(kind: str, problem: ConvProblem):
     """The four descriptors in the argument order cuDNN's calls for ``kind`` use."""
-    x, w, conv, y = problem.descriptors
-    return {"forward": (x, w, conv, y), "backward_data": (w, y, conv, x), "backward_filter": (x, y, conv, w)}[kind]
+    return problem.ordered[kind]
 
 
 def _ordered_ptrs(kind: str, x, w, y):
@@ -429,12 +449,14 @@ def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, auto
                               buffers=(x, w, y))
     space = _workspace(choice.workspace, device)
     alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
-    d = _ordered_descs(kind, problem)
-    a, b, c = _ordered_ptrs(kind, x, w, y)
-    name = {"forward": "cudnnConvolutionForward", "backward_data": "cudnnConvolutionBackwardData",
-            "backward_filter": "cudnnConvolutionBackwardFilter"}[kind]
-    cd.call(name, handle(device).value, byref(alpha), d[0], _ptr(a), d[1], _ptr(b), d[2], choice.algo, _ptr(space),
-            choice.workspace, byref(beta), d[3], _ptr(c))
+    d = problem.ordered[kind]
+    a, b, c = (x, w, y) if kind == "forward" else (w, y, x) if kind == "backward_data" else (x, y, w)
+    cd.call(_CONV_CALLS[kind], handle(device).value, byref(alpha), d[0], _ptr(a), d[1], _ptr(b), d[2], choice.algo,
+            _ptr(space), choice.workspace, byref(beta), d[3], _ptr(c))
+
+
+_CONV_CALLS = {"forward": "cudnnConvolutionForward", "backward_data": "cudnnConvolutionBackwardData",
+               "backward_filter": "cudnnConvolutionBackwardFilter"}
 
 
 @on_arrays_device
@@ -537,15 +559,34 @@ def _activation_desc(mode: str, coef: float | None) -> cd.ActivationDescriptor:
     return activation_descriptor(ACTIVATION_MODES[mode], float(coef))
 
 
+def _activation_plan(x, mode: str, coef):
+    """(activation descriptor, x's descriptor seen as 4-D, alpha, beta) of an activation of ``x``: planned once per
+    layout of ``x``, mode and coef (:data:`_ACTIVATION_PLANS`); ``x`` is a DeviceArray."""
+    key = (x.shape, x.strides, x.dtype, mode, coef, type(coef))
+    try:
+        plan = _ACTIVATION_PLANS.get(key)
+    except TypeError:  # an unhashable mode or coef: refused below
+        plan, key = None, None
+    if plan is None:
+        _device_array(x, "activation x")
+        plan = (_activation_desc(mode, coef), _tensor(x, _as_4d(x)), _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0))
+        if key is not None:
+            _ACTIVATION_PLANS.keep(key, plan)
+    return plan
+
+
+_ACTIVATION_PLANS = _checks.Plans()
+
+
 @on_arrays_device
 def activation_forward(x, mode: str = "relu", coef: float | None = None, out=None):
     """y = f(x) for sigmoid, relu, tanh, clipped_relu (ceiling ``coef``, required), elu (alpha ``coef``, default 1)
     and swish (beta ``coef``, default 1)."""
-    desc = _activation_desc(mode, coef)
-    y = _out(out, x.shape, x, "activation_forward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
-    cd.call("cudnnActivationForward", handle(x.device).value, desc, byref(alpha), _tensor(x, _as_4d(x)), _ptr(x),
-            byref(beta), _tensor(y, _as_4d(y)), _ptr(y))
+    _device_array(x, "activation_forward x")
+    desc, xd, alpha, beta = _activation_plan(x, mode, coef)
+    y = _array._empty(x.shape, x.dtype, x.device) if out is None else _out(out, x.shape, x, "activation_forward")
+    cd.call("cudnnActivationForward", handle(x.device).value, desc, byref(alpha), xd, _ptr(x), byref(beta),
+            _like(y, x, xd), _ptr(y))
     return y
 
 
@@ -555,12 +596,10 @@ def activation_backward(y, dy, x, mode: str = "relu", coef: float | None = None,
     _check_same("activation_backward", x, y, dy)
     for name, a in (("y", y), ("dy", dy)):
         _check_shape(f"activation_backward {name}", a, x.shape)
-    desc = _activation_desc(mode, coef)
-    dx = _out(out, x.shape, x, "activation_backward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
-    s = _as_4d(x)
-    cd.call("cudnnActivationBackward", handle(x.device).value, desc, byref(alpha), _tensor(y, s), _ptr(y),
-            _tensor(dy, s), _ptr(dy), _tensor(x, s), _ptr(x), byref(beta), _tensor(dx, s), _ptr(dx))
+    desc, xd, alpha, beta = _activation_plan(x, mode, coef)
+    dx = _array._empty(x.shape, x.dtype, x.device) if out is None else _out(out, x.shape, x, "activation_backward")
+    cd.call("cudnnActivationBackward", handle(x.device).value, desc, byref(alpha), _like(y, x, xd), _ptr(y),
+            _like(dy, x, xd), _ptr(dy), xd, _ptr(x), byref(beta), _like(dx, x, xd), _ptr(dx))
     return dx
 
 
@@ -598,15 +637,30 @@ def softmax_backward(y, dy, log: bool = False, mode: str = "instance", out=None)
 
 # ------------------------------------------------------------------------------------------------ batch norm
 def _bn_setup(x, mode: str):
+    """(x's descriptor, the statistics' descriptor, their shape, their dtype): planned once per layout of ``x`` and
+    mode (:data:`_BN_PLANS`)."""
+    try:
+        plan = _BN_PLANS.get((x.shape, x.strides, x.dtype, mode)) if type(x) is _array.DeviceArray else None
+    except TypeError:  # an unhashable mode: refused by the plan's checks
+        plan = None
+    return plan or _plan_bn(x, mode)
+
+
+def _plan_bn(x, mode: str):
     if mode not in BN_MODES:
         raise ValueError(f"batch-norm mode must be 'spatial' (per channel) or 'per_activation', got {mode!r}")
+    _device_array(x, "batch norm x")
     if x.ndim < 2:
         raise ValueError(f"batch norm needs x of shape (N, C, ...), got {x.shape}")
     key = _desc_key(x, _as_4d(x))
     bn = _bn_descriptor(key, BN_MODES[mode])
     param_shape = (x.shape[1],) if mode == "spatial" else tuple(x.shape[1:])
     param_dtype = np.float64 if bn.dtype == cd.DataType.DOUBLE else np.float32
-    return tensor_descriptor(*key), bn, param_shape, np.dtype(param_dtype)
+    return _BN_PLANS.keep((x.shape, x.strides, x.dtype, mode),
+                          (tensor_descriptor(*key), bn, param_shape, np.dtype(param_dtype)))
+
+
+_BN_PLANS = _checks.Plans()  # (x's shape, strides, dtype, mode) -> _plan_bn's answer
 
 
 def _check_params(what: str, shape, dtype, **params) -> None:
@@ -619,8 +673,10 @@ def _check_params(what: str, shape, dtype, **params) -> None:
                              f"got {a.dtype} {tuple(a.shape)}")
 
 
-def _params_like(shape, dtype, device):
-    return _array.empty(shape, dtype, device=device)
+def _params_like(shape: tuple, dtype: np.dtype, device: int):
+    """Statistics or parameter gradients of ``_bn_setup``'s shape and dtype on an operand's device (nothing to
+    check again)."""
+    return _array._empty(shape, dtype, device)
 
 
 @on_arrays_device
