@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import numbers
 
+from .._checks import Plans
 from ..autograd import Function, Tensor
 from ..backend import geometry
-from .._checks import Plans
 from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .operators import reshape, transpose
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import math
 
-from ..autograd import Function, Tensor
 from .._checks import Plans
+from ..autograd import Function, Tensor
 from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .operators import reshape
 

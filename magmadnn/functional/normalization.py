@@ -5,8 +5,8 @@ from __future__ import annotations
 import math
 import numbers
 
-from ..autograd import Function, Tensor
 from .._checks import Plans
+from ..autograd import Function, Tensor
 from ._base import _as_tensor, _same_dtype, signature
 from .operators import add, multiply, reshape
 
