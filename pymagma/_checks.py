@@ -58,9 +58,16 @@ def native_int_max() -> int:
 def _kind(values: tuple) -> tuple:
     """The types in ``values``, nested tuples as tuples of their types."""
     kinds = tuple(map(type, values))
-    if tuple in kinds:
-        kinds = tuple([_kind(v) if k is tuple else k for v, k in zip(values, kinds)])
-    return kinds
+    if tuple not in kinds:
+        return kinds
+    out = []
+    for v, k in zip(values, kinds):  # a loop, not a comprehension: one call for the common case (shapes, pairs)
+        if k is tuple:
+            k = tuple(map(type, v))
+            if tuple in k:
+                k = _kind(v)
+        out.append(k)
+    return tuple(out)
 
 
 def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:

@@ -378,7 +378,9 @@ def check(status: int, call: str) -> None:
 
 def call(name: str, *args) -> None:
     """Call a status-returning cuDNN function and check its result."""
-    check(library().bind(name)(*args), name)
+    status = _native.current.cudnn.bind(name)(*args)
+    if status != 0:
+        check(status, name)
 
 
 def _ints(values) -> ctypes.Array:

@@ -212,7 +212,8 @@ def _bn_descriptor(x_key: tuple, mode) -> cd.TensorDescriptor:
 def _desc_key(a, shape=None) -> tuple:
     """(shape, element strides, cuDNN dtype) of ``a`` seen with ``shape``: its own, padded with trailing 1s, or
     any reshape of a C-contiguous ``a``; worked out once per layout."""
-    _device_array(a, "cuDNN tensor")
+    if not isinstance(a, _DeviceArray):
+        _device_array(a, "cuDNN tensor")
     layout = (a.shape, a.strides, a.dtype, shape)
     try:
         return _DESC_KEYS[layout]
@@ -256,11 +257,13 @@ def _as_4d(a) -> tuple:
     return tuple(a.shape) + (1,) * max(0, 4 - a.ndim)
 
 
-_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument
+_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument (hot paths ask
+_DeviceArray = _array.DeviceArray  # isinstance first: no call for the common case)
 
 
 def _empty(shape, like):
-    _device_array(like, "cuDNN operand")
+    if not isinstance(like, _DeviceArray):
+        _device_array(like, "cuDNN operand")
     if type(shape) is tuple:  # an operand's own shape, or one worked out from checked sizes
         return _array._empty(shape, like.dtype, like.device)
     return _array.empty(tuple(shape), like.dtype, device=like.device)
@@ -268,7 +271,8 @@ def _empty(shape, like):
 
 def _check_same(what: str, *arrays) -> None:
     for a in arrays:
-        _device_array(a, what)
+        if not isinstance(a, _DeviceArray):
+            _device_array(a, what)
     first = arrays[0]
     for other in arrays[1:]:
         if other.dtype != first.dtype:
@@ -667,7 +671,8 @@ def _check_params(what: str, shape, dtype, **params) -> None:
     for name, a in params.items():
         if a is None:
             continue
-        _device_array(a, f"{what} {name}")
+        if not isinstance(a, _DeviceArray):
+            _device_array(a, f"{what} {name}")
         if tuple(a.shape) != tuple(shape) or a.dtype != dtype or not a.is_c_contiguous:
             raise ValueError(f"{what}: {name} must be a contiguous {dtype} array of shape {tuple(shape)}, "
                              f"got {a.dtype} {tuple(a.shape)}")
