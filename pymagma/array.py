@@ -144,19 +144,20 @@ class DeviceArray:
         return a
 
     # ---------------------------------------------------------------------------------------------- properties
-    @property
+    # an array's shape and dtype never change: what follows from them is worked out on first use and kept
+    @functools.cached_property
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @functools.cached_property
     def size(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @functools.cached_property
     def itemsize(self) -> int:
         return self.dtype.itemsize
 
-    @property
+    @functools.cached_property
     def nbytes(self) -> int:
         return self.size * self.itemsize
 
@@ -519,7 +520,11 @@ def _transpose_into(dst: DeviceArray, src: DeviceArray) -> None:
 def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     """An uninitialized C-contiguous DeviceArray.  ``shape``: an int or a sequence of non-negative ints (NumPy
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
-    dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
+    return _allocated(_normalize_shape(shape), dtypes.check(dtype), device)
+
+
+def _allocated(shape: tuple, dtype: np.dtype, device: int | None) -> DeviceArray:
+    """:func:`empty` of a checked shape (a tuple of non-negative ints: a NumPy array's own) and supported dtype."""
     device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= 2**63:  # NumPy's ValueError for an array no address space holds (was ctypes' OverflowError)
@@ -537,7 +542,9 @@ def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     ``np.dtype``) and device come from checked arrays: nothing is checked again."""
     itemsize = dtype.itemsize
     alloc = memory.Allocation.trusted(math.prod(shape) * itemsize, device)
-    out = DeviceArray._trusted(shape, dtype, alloc.ptr, _c_strides_cached(shape, itemsize), alloc, device)
+    out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline: every op's output passes here
+    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = (
+        dtype, shape, _c_strides_cached(shape, itemsize), alloc.ptr, alloc, device)
     out.is_c_contiguous = True  # (the cached property, known)
     return out
 
@@ -622,9 +629,9 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
             arr = from_dlpack(obj)
             return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
     host = np.asarray(obj, dtype=None if dtype is None else dtypes.check(dtype), order="C")  # (0-d stays 0-d)
-    dtypes.check(host.dtype)
+    checked = dtypes.check(host.dtype)
     runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
-    out = empty(host.shape, host.dtype, device)
+    out = _allocated(host.shape, checked, device)  # a NumPy array's shape: no check again
     runtime.memcpy_htod(out.ptr, host)
     return out
 

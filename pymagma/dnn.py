@@ -140,6 +140,17 @@ def _scalar(dtype, value: float):
 _SCALARS: dict = {}  # (dtype, 0.0 or 1.0) -> its ctypes scalar
 
 
+def _one_zero(dtype) -> tuple:
+    """(1, 0) as the alpha and beta of a call on ``dtype`` data, found in one look-up."""
+    pair = _ONE_ZERO.get(dtype)
+    if pair is None:
+        pair = _ONE_ZERO[dtype] = (_scalar(dtype, 1.0), _scalar(dtype, 0.0))
+    return pair
+
+
+_ONE_ZERO: dict = {}
+
+
 def _math_type(dtype, math: str | None) -> cd.MathType:
     if math is not None:
         names = {"default": cd.MathType.DEFAULT, "tensor_op": cd.MathType.TENSOR_OP, "fma": cd.MathType.FMA,
@@ -452,7 +463,7 @@ def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, auto
     choice = choose_algorithm(kind, problem, device=device, workspace_limit=workspace_limit, autotune=autotune,
                               buffers=(x, w, y))
     space = _workspace(choice.workspace, device)
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     d = problem.ordered[kind]
     a, b, c = (x, w, y) if kind == "forward" else (w, y, x) if kind == "backward_data" else (x, y, w)
     cd.call(_CONV_CALLS[kind], handle(device).value, byref(alpha), d[0], _ptr(a), d[1], _ptr(b), d[2], choice.algo,
@@ -510,7 +521,7 @@ def conv2d_backward_bias(dy, out=None):
     if dy.ndim != 4:
         raise ValueError(f"conv2d_backward_bias needs a 4-D dy, got shape {dy.shape}")
     db = _out(out, (dy.shape[1],), dy, "conv2d_backward_bias")
-    alpha, beta = _scalar(dy.dtype, 1.0), _scalar(dy.dtype, 0.0)
+    alpha, beta = _one_zero(dy.dtype)
     cd.call("cudnnConvolutionBackwardBias", handle(dy.device).value, byref(alpha), _tensor(dy), _ptr(dy),
             byref(beta), _tensor(db, (1, dy.shape[1], 1, 1)), _ptr(db))
     return db
@@ -531,7 +542,7 @@ def pool2d_forward(x, window, stride=None, padding=0, mode: str = "max", out=Non
     shape = pool2d_output_shape(x.shape, window, stride, padding)
     desc = _pool_desc(mode, window, stride, padding)
     y = _out(out, shape, x, "pool2d_forward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnPoolingForward", handle(x.device).value, desc, byref(alpha), _tensor(x), _ptr(x), byref(beta),
             _tensor(y), _ptr(y))
     return y
@@ -546,7 +557,7 @@ def pool2d_backward(y, dy, x, window, stride=None, padding=0, mode: str = "max",
     _check_shape("pool2d_backward dy", dy, shape)
     desc = _pool_desc(mode, window, stride, padding)
     dx = _out(out, x.shape, x, "pool2d_backward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnPoolingBackward", handle(x.device).value, desc, byref(alpha), _tensor(y), _ptr(y), _tensor(dy),
             _ptr(dy), _tensor(x), _ptr(x), byref(beta), _tensor(dx), _ptr(dx))
     return dx
@@ -573,7 +584,7 @@ def _activation_plan(x, mode: str, coef):
         plan, key = None, None
     if plan is None:
         _device_array(x, "activation x")
-        plan = (_activation_desc(mode, coef), _tensor(x, _as_4d(x)), _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0))
+        plan = (_activation_desc(mode, coef), _tensor(x, _as_4d(x)), *_one_zero(x.dtype))
         if key is not None:
             _ACTIVATION_PLANS.keep(key, plan)
     return plan
@@ -619,7 +630,7 @@ def softmax_forward(x, log: bool = False, mode: str = "instance", out=None):
     """Softmax (or log-softmax) of x (N, C[, H, W]) per sample ("instance") or per pixel over C ("channel")."""
     algo, m = _softmax_args(log, mode)
     y = _out(out, x.shape, x, "softmax_forward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnSoftmaxForward", handle(x.device).value, algo, m, byref(alpha), _tensor(x, _as_4d(x)), _ptr(x),
             byref(beta), _tensor(y, _as_4d(y)), _ptr(y))
     return y
@@ -632,7 +643,7 @@ def softmax_backward(y, dy, log: bool = False, mode: str = "instance", out=None)
     _check_shape("softmax_backward dy", dy, y.shape)
     algo, m = _softmax_args(log, mode)
     dx = _out(out, y.shape, y, "softmax_backward")
-    alpha, beta = _scalar(y.dtype, 1.0), _scalar(y.dtype, 0.0)
+    alpha, beta = _one_zero(y.dtype)
     s = _as_4d(y)
     cd.call("cudnnSoftmaxBackward", handle(y.device).value, algo, m, byref(alpha), _tensor(y, s), _ptr(y),
             _tensor(dy, s), _ptr(dy), byref(beta), _tensor(dx, s), _ptr(dx))
@@ -700,7 +711,7 @@ def batch_norm_forward_training(x, scale, bias, running_mean=None, running_var=N
         raise ValueError("give both running_mean and running_var, or neither")
     y = _out(out, x.shape, x, "batch_norm_forward_training")
     save_mean, save_inv = _params_like(pshape, pdtype, x.device), _params_like(pshape, pdtype, x.device)
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnBatchNormalizationForwardTraining", handle(x.device).value, int(BN_MODES[mode]), byref(alpha),
             byref(beta), xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y), bn, _ptr(scale), _ptr(bias), float(momentum),
             _ptr(running_mean),
@@ -714,7 +725,7 @@ def batch_norm_forward_inference(x, scale, bias, mean, var, *, eps: float = 1e-5
     xd, bn, pshape, pdtype = _bn_setup(x, mode)
     _check_params("batch_norm_forward_inference", pshape, pdtype, scale=scale, bias=bias, mean=mean, var=var)
     y = _out(out, x.shape, x, "batch_norm_forward_inference")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnBatchNormalizationForwardInference", handle(x.device).value, int(BN_MODES[mode]), byref(alpha),
             byref(beta), xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y), bn, _ptr(scale), _ptr(bias), _ptr(mean),
             _ptr(var), float(eps))
@@ -731,7 +742,7 @@ def batch_norm_backward(x, dy, scale, save_mean=None, save_inv_std=None, *, eps:
     _check_params("batch_norm_backward", pshape, pdtype, scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
     dx = _out(out, x.shape, x, "batch_norm_backward")
     dscale, dbias = _params_like(pshape, pdtype, x.device), _params_like(pshape, pdtype, x.device)
-    one, zero = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    one, zero = _one_zero(x.dtype)
     cd.call("cudnnBatchNormalizationBackward", handle(x.device).value, int(BN_MODES[mode]), byref(one), byref(zero),
             byref(one), byref(zero), xd, _ptr(x), _tensor(dy, _as_4d(dy)), _ptr(dy), _tensor(dx, _as_4d(dx)), _ptr(dx),
             bn, _ptr(scale), _ptr(dscale), _ptr(dbias), float(eps), _ptr(save_mean), _ptr(save_inv_std))
@@ -916,7 +927,7 @@ def reduce_tensor(op: str, x, axes):
     size = c_size_t()
     cd.call("cudnnGetReductionWorkspaceSize", h, desc, xd, cdesc, byref(size))
     space = memory.alloc(size.value, x.device) if size.value else None
-    a, b = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    a, b = _one_zero(x.dtype)
     cd.call("cudnnReduceTensor", h, desc, c_void_p(), 0, _ptr(space), size.value, byref(a), xd, _ptr(x), byref(b),
             cdesc, _ptr(c))
     return c
