@@ -120,6 +120,21 @@ def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ..
     return offset, (*new_shape, *shape[axis:]), (*new_strides, *strides[axis:])
 
 
+class _kept:
+    """A value of an array computed on first use and kept in the instance (shape, strides and dtype never change):
+    ``functools.cached_property`` without its lock (Python 3.11 takes one lock for every instance's first look-up,
+    on the hot path of every op)."""
+
+    def __init__(self, fn):
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
 class DeviceArray:
     """An array in device memory.  Build with :func:`asarray`, :func:`empty`, :func:`zeros`, :func:`ones`."""
 
@@ -145,23 +160,23 @@ class DeviceArray:
 
     # ---------------------------------------------------------------------------------------------- properties
     # an array's shape and dtype never change: what follows from them is worked out on first use and kept
-    @functools.cached_property
+    @_kept
     def ndim(self) -> int:
         return len(self.shape)
 
-    @functools.cached_property
+    @_kept
     def size(self) -> int:
         return math.prod(self.shape)
 
-    @functools.cached_property
+    @_kept
     def itemsize(self) -> int:
         return self.dtype.itemsize
 
-    @functools.cached_property
+    @_kept
     def nbytes(self) -> int:
         return self.size * self.itemsize
 
-    @functools.cached_property
+    @_kept
     def is_c_contiguous(self) -> bool:  # shape and strides never change: computed once
         return _is_c_contiguous_cached(self.shape, self.strides, self.dtype.itemsize)
 
@@ -540,12 +555,12 @@ def _allocated(shape: tuple, dtype: np.dtype, device: int | None) -> DeviceArray
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
     ``np.dtype``) and device come from checked arrays: nothing is checked again."""
-    itemsize = dtype.itemsize
-    alloc = memory.Allocation.trusted(math.prod(shape) * itemsize, device)
+    itemsize, size = dtype.itemsize, math.prod(shape)
+    alloc = memory.Allocation.trusted(size * itemsize, device)
     out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline: every op's output passes here
     out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = (
         dtype, shape, _c_strides_cached(shape, itemsize), alloc.ptr, alloc, device)
-    out.is_c_contiguous = True  # (the cached property, known)
+    out.is_c_contiguous, out.size, out.itemsize = True, size, itemsize  # (kept values, known)
     return out
 
 
