@@ -25,6 +25,7 @@ import numpy as np
 from . import _checks, _native, kernels, memory, queue, runtime
 from . import _cudnn as cd
 from . import array as _array
+from ._dnn_shapes import _tuple2, conv2d_output_shape, pool2d_output_shape  # noqa: F401 - public here
 from .array import on_arrays_device
 from .dtypes import answered_once
 
@@ -46,66 +47,6 @@ ACTIVATION_MODES = {"sigmoid": cd.ActivationMode.SIGMOID, "relu": cd.ActivationM
 _ACTIVATION_COEF = {"elu": 1.0, "swish": 1.0}  # default alpha / beta; clipped_relu's ceiling has no default
 SOFTMAX_MODES = {"instance": cd.SoftmaxMode.INSTANCE, "channel": cd.SoftmaxMode.CHANNEL}
 BN_MODES = {"spatial": cd.BatchNormMode.SPATIAL, "per_activation": cd.BatchNormMode.PER_ACTIVATION}
-
-
-# ------------------------------------------------------------------------------------------- shape inference
-def _tuple2(value, name: str) -> tuple[int, int]:
-    """An int or a pair of ints (NumPy integers too) as a pair; a float such as 1.5 is a TypeError, never truncated."""
-    try:
-        pair = _checks.sizes(value, name)
-    except TypeError as exc:
-        raise TypeError(f"{exc}; {name} must be an int or a pair of ints") from None
-    if not hasattr(value, "__iter__"):
-        pair = pair * 2
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return pair
-
-
-def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int = 1) -> tuple[int, ...]:
-    """Output shape (N, K, Ho, Wo) of a 2-D cross-correlation of x (N, C, H, W) with w (K, C/groups, kh, kw)."""
-    stride, padding, dilation = _tuple2(stride, "stride"), _tuple2(padding, "padding"), _tuple2(dilation, "dilation")
-    groups = _checks.integer(groups, "groups")
-    x_shape, w_shape = _checks.sizes(x_shape, "x shape"), _checks.sizes(w_shape, "w shape")
-    if len(x_shape) != 4 or len(w_shape) != 4:
-        raise ValueError(f"conv2d needs 4-D x (N, C, H, W) and w (K, C/groups, kh, kw); got {x_shape} and {w_shape}")
-    n, c, h, w = x_shape
-    k, cg, kh, kw = w_shape
-    if min(n, c, h, w, k, cg, kh, kw) <= 0:
-        raise ValueError(f"conv2d shapes must be positive: x {tuple(x_shape)}, w {tuple(w_shape)}")
-    if min(stride) <= 0 or min(dilation) <= 0 or min(padding) < 0:
-        raise ValueError(f"conv2d needs stride >= 1, dilation >= 1, padding >= 0; got {stride}, {dilation}, {padding}")
-    if groups <= 0 or c != cg * groups or k % groups:
-        raise ValueError(f"conv2d with groups={groups}: x has {c} channels, w expects {cg}*{groups}; "
-                         f"{k} filters must divide into the groups")
-    out = []
-    for size, kernel, s, p, d in zip((h, w), (kh, kw), stride, padding, dilation):
-        span = d * (kernel - 1) + 1
-        if size + 2 * p < span:
-            raise ValueError(f"conv2d: dilated kernel extent {span} exceeds the padded input {size + 2 * p}")
-        out.append((size + 2 * p - span) // s + 1)
-    return (n, k, *out)
-
-
-def pool2d_output_shape(x_shape, window, stride=None, padding=0) -> tuple[int, ...]:
-    """Output shape (N, C, Ho, Wo) of 2-D pooling (stride defaults to the window)."""
-    window = _tuple2(window, "window")
-    stride = window if stride is None else _tuple2(stride, "stride")
-    padding = _tuple2(padding, "padding")
-    x_shape = _checks.sizes(x_shape, "x shape")
-    if len(x_shape) != 4:
-        raise ValueError(f"pool2d needs a 4-D x (N, C, H, W), got {x_shape}")
-    if min(window) <= 0 or min(stride) <= 0 or min(padding) < 0:
-        raise ValueError(f"pool2d needs window >= 1, stride >= 1, padding >= 0; got {window}, {stride}, {padding}")
-    if min(x_shape) <= 0:
-        raise ValueError(f"pool2d shape must be positive, got {x_shape}")
-    n, c, h, w = x_shape
-    out = []
-    for size, k, s, p in zip((h, w), window, stride, padding):
-        if size + 2 * p < k:
-            raise ValueError(f"pool2d: window {k} exceeds the padded input {size + 2 * p}")
-        out.append((size + 2 * p - k) // s + 1)
-    return (n, c, *out)
 
 
 # ------------------------------------------------------------------------------------------------ dtypes etc.
@@ -308,13 +249,11 @@ def _out(out, shape, like, what: str):
 
 
 def _workspace(nbytes: int, device: int):
-    """A workspace of ``nbytes`` (an algorithm's size, a non-negative int) on ``device`` (an operand's)."""
     return memory.Allocation.trusted(nbytes, device) if nbytes else None
 
 
 def _like(a, x, xd) -> cd.TensorDescriptor:
-    """The 4-D descriptor of ``a`` (shape and dtype of ``x``, checked): ``x``'s own ``xd`` where the strides agree
-    (the descriptor the cache would give), else its own."""
+    """``a``'s 4-D descriptor (``x``'s shape and dtype): ``x``'s own ``xd`` (what the cache gives) for x's strides."""
     return xd if a.strides == x.strides else _tensor(a, _as_4d(a))
 
 
@@ -350,14 +289,6 @@ class ConvProblem:
         """Kind -> the four descriptors in the argument order of cuDNN's call for that kind (made once)."""
         x, w, conv, y = self.descriptors
         return {"forward": (x, w, conv, y), "backward_data": (w, y, conv, x), "backward_filter": (x, y, conv, w)}
-
-    @functools.cached_property
-    def _hash(self) -> int:
-        return hash((self.x_shape, self.w_shape, self.y_shape, self.padding, self.stride, self.dilation, self.groups,
-                     self.dtype, self.math))
-
-    def __hash__(self) -> int:  # a key of every cached algorithm: hashed once, not field by field on each call
-        return self._hash
 
 
 @dataclass(frozen=True)
@@ -654,10 +585,7 @@ def softmax_backward(y, dy, log: bool = False, mode: str = "instance", out=None)
 def _bn_setup(x, mode: str):
     """(x's descriptor, the statistics' descriptor, their shape, their dtype): planned once per layout of ``x`` and
     mode (:data:`_BN_PLANS`)."""
-    try:
-        plan = _BN_PLANS.get((x.shape, x.strides, x.dtype, mode)) if type(x) is _array.DeviceArray else None
-    except TypeError:  # an unhashable mode: refused by the plan's checks
-        plan = None
+    plan = _BN_PLANS.get((x.shape, x.strides, x.dtype, mode)) if type(x) is _DeviceArray and type(mode) is str else None
     return plan or _plan_bn(x, mode)
 
 
