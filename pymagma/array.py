@@ -21,6 +21,8 @@ from .errors import DeviceMemoryError
 
 def _normalize_shape(shape) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints (an int, or an iterable of ints; NumPy integers too, floats never)."""
+    if type(shape) is tuple and set(map(type, shape)) <= _INT and (not shape or min(shape) >= 0):
+        return shape  # already one (no Python call per entry)
     try:
         out = _checks.sizes(shape, "shape")
     except TypeError as exc:
@@ -28,6 +30,9 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     if any(s < 0 for s in out):
         raise ValueError(f"negative dimension in shape {out}")
     return out
+
+
+_INT = {int}
 
 
 @_checks.once_per_arguments
