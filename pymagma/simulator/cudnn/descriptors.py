@@ -42,9 +42,11 @@ def status_of(code: int) -> Status:
         return Status.INTERNAL_ERROR
 
 
-def require(condition: bool, message: str, status: Status = Status.BAD_PARAM) -> None:
+def require(condition: bool, message, status: Status = Status.BAD_PARAM) -> None:
+    """A :class:`ModelError` unless ``condition``; ``message``: a str, or a function making it (for a message that
+    formats values, made only when the call is refused)."""
     if not condition:
-        raise ModelError(status, message)
+        raise ModelError(status, message() if callable(message) else message)
 
 
 # ------------------------------------------------------------------------------------------------ memory
