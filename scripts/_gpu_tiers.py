@@ -86,11 +86,11 @@ def plan(tiers=(1, 2, 3), data: str = "../shared/data/mnist") -> list[Item]:
         Item("lenet5_mnist", 2, 60, "cmd", "LeNet-5 trained 3 epochs on MNIST on the GPU: >= 97 % test accuracy",
              {"argv": ["examples/lenet5.py", "--data", data, "--device", "gpu", "--epochs", "3", "--quiet"],
               "dry_argv": ["examples/lenet5.py", "--help"], "json": None, "dry_json": None, "needs": data}),
-        _bench("bench_gpu", 100, "training MLP and LeNet-5 at batch 128 against PyTorch eager",
+        _bench("bench_gpu", 80, "training MLP and LeNet-5 at batch 128 against PyTorch eager",
                ["scripts/bench.py", "--recipe", "", "--gpu", "--data", data, "--json", "{json}"],
                ["scripts/bench.py", "--recipe", "", "--gpu", "--dry-run", "--json", "{json}"],
                "bench-gpu.json", "bench-gpu-dry.json"),
-        _bench("bench_hybrid", 60, "hybrid LAPACK drivers against torch.linalg",
+        _bench("bench_hybrid", 45, "hybrid LAPACK drivers against torch.linalg",
                ["scripts/bench_pymagma.py", "--hybrid", "--json", "{json}"],
                ["scripts/bench_pymagma.py", "--hybrid", "--dry-run", "--json", "{json}"],
                "bench-hybrid.json", "bench-hybrid-dry.json"),
@@ -98,15 +98,15 @@ def plan(tiers=(1, 2, 3), data: str = "../shared/data/mnist") -> list[Item]:
                ["scripts/bench_graphs.py", "--json", "{json}"],
                ["scripts/bench_graphs.py", "--dry-run", "--json", "{json}"],
                "bench-graphs.json", "bench-graphs-dry.json"),
-        _bench("bench_overhead", 90, "the host's cost per step on the GPU: eager and replayed steps, fit's replay "
+        _bench("bench_overhead", 45, "the host's cost per step on the GPU: eager and replayed steps, fit's replay "
                "loop per batch, native calls per step (the null device's figures, on hardware)",
-               ["scripts/bench.py", "--overhead", "--on-gpu", "--batches", "1,128", "--json", "{json}"],
+               ["scripts/bench.py", "--overhead", "--on-gpu", "--batches", "1", "--json", "{json}"],
                ["scripts/bench.py", "--overhead", "--models", "mlp", "--batches", "1", "--steps", "2", "--json",
                 "{json}"], "bench-overhead-gpu.json", "bench-overhead-dry.json"),
         _bench("bench_mixed", 40, "bf16/fp16 gemm and mixed-precision training against torch.autocast",
                ["scripts/bench_mixed.py", "--json", "{json}"],
                ["scripts/bench_mixed.py", "--dry-run", "--json", "{json}"], "bench-mixed.json", "bench-mixed-dry.json"),
-        _bench("bench_models", 90, "real-size models at batch 128 in bf16 (ResNet-style, transformer) against "
+        _bench("bench_models", 75, "real-size models at batch 128 in bf16 (ResNet-style, transformer) against "
                "PyTorch, images/s", ["scripts/bench_models.py", "--json", "{json}"],
                ["scripts/bench_models.py", "--dry-run", "--json", "{json}"], "bench-models.json",
                "bench-models-dry.json"),
