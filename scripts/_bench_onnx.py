@@ -19,8 +19,10 @@ Per model, in one process, alternated call by call (``steps`` rounds, medians), 
 - ``onnxruntime``: the ONNX file in an onnxruntime CPU session with 1 and with 2 intra-op threads.
 
 Ratios: ``vs_layers`` = time / the hand-built layers model's; ``vs_ort`` = time / onnxruntime's with as many threads
-as magmadnn's BLAS was given (``--threads``, default 1), same export. ``max_err``: largest absolute difference
-from PyTorch's output. Timings are never asserted (CI runs ``--onnx --dry-run`` as a smoke test).
+as magmadnn's BLAS was given (``--threads``, default 1), same export; ``cpu_us`` and the ``cpu_`` ratios: the same
+with the process's CPU time (what a loaded machine disturbs least; several threads add theirs up). ``max_err``:
+largest absolute difference from PyTorch's output. Timings are never asserted (CI runs ``--onnx --dry-run`` as a
+smoke test).
 """
 
 from __future__ import annotations
@@ -33,7 +35,8 @@ import time
 import numpy as np
 
 MODELS = ("resnet", "transformer")
-COLUMNS = ["model", "export", "variant", "threads", "us_per_batch", "vs_layers", "vs_ort", "max_err"]
+COLUMNS = ["model", "export", "variant", "threads", "us_per_batch", "vs_layers", "vs_ort", "cpu_us", "cpu_vs_layers",
+           "cpu_vs_ort", "max_err"]
 
 #: model -> size; dry runs use tiny ones
 SIZES = {"resnet": {"channels": 16, "hw": 32, "classes": 10, "batch": 32},
@@ -119,7 +122,7 @@ def _bn_weights(bn):
     return [_numpy(bn.weight), _numpy(bn.bias), _numpy(bn.running_mean), _numpy(bn.running_var)]
 
 
-def layers_resnet(net, channels, hw, **_):
+def layers_resnet(net, channels, hw, device=None, **_):
     """``net`` built from magmadnn layers, its weights copied (Conv2D kernels are (K, C, R, S) as PyTorch's)."""
     from magmadnn import Model
     from magmadnn import layers as L
@@ -141,13 +144,13 @@ def layers_resnet(net, channels, hw, **_):
         short = x if block.short is None else conv_bn(x, block.short[0], block.short[1], False)
         x = L.Activation("relu")(L.Add()([y, short]))
     dense = L.Dense(net.head.out_features)
-    model = Model(inputs, dense(L.GlobalAveragePooling2D()(x)))
+    model = Model(inputs, dense(L.GlobalAveragePooling2D()(x)), device=device)
     for layer, weights in copies + [(dense, [_numpy(net.head.weight).T, _numpy(net.head.bias)])]:
         layer.set_weights(weights)
     return model
 
 
-def layers_transformer(net, dim, heads, time, **_):
+def layers_transformer(net, dim, heads, time, device=None, **_):
     from magmadnn import Model
     from magmadnn import layers as L
 
@@ -172,7 +175,7 @@ def layers_transformer(net, dim, heads, time, **_):
                        + [_numpy(block.attn.proj.weight).T, _numpy(block.attn.proj.bias)]))
         x = L.Add()([x, mha(norm(x, block.ln1))])
         x = L.Add()([x, dense(dense(norm(x, block.ln2), block.mlp[0], "gelu"), block.mlp[2])])
-    model = Model(inputs, norm(x, net[-1]))
+    model = Model(inputs, norm(x, net[-1]), device=device)
     for layer, weights in copies:
         layer.set_weights(weights)
     return model
@@ -198,18 +201,20 @@ def export(net, x: np.ndarray, path: str, dynamic: bool) -> None:
 
 
 # ---------------------------------------------------------------------------------------------------- timing
-def timed(calls: dict, steps: int, warmup: int = 2) -> dict:
-    """Median seconds of each call, the calls alternated round by round (load drifts hit all of them alike)."""
+def timed(calls: dict, steps: int, warmup: int = 2) -> tuple[dict, dict]:
+    """Median wall and process CPU seconds of each call, the calls alternated round by round (load drifts hit all
+    of them alike). CPU time leaves out the waits of a loaded machine; a call on several threads adds theirs up."""
     for _ in range(warmup):
         for f in calls.values():
             f()
-    times = {k: [] for k in calls}
+    wall, cpu = {k: [] for k in calls}, {k: [] for k in calls}
     for _ in range(steps):
         for k, f in calls.items():
-            start = time.perf_counter()
+            start, start_cpu = time.perf_counter(), time.process_time()
             f()
-            times[k].append(time.perf_counter() - start)
-    return {k: statistics.median(v) for k, v in times.items()}
+            cpu[k].append(time.process_time() - start_cpu)
+            wall[k].append(time.perf_counter() - start)
+    return ({k: statistics.median(v) for k, v in wall.items()}, {k: statistics.median(v) for k, v in cpu.items()})
 
 
 def _ort_session(path: str, threads: int):
@@ -252,14 +257,19 @@ def bench_model(name: str, size: dict, steps: int, threads: int, folder: str) ->
             session = _ort_session(path, n)
             runs[(form, "onnxruntime", n)] = (lambda s: lambda: s.run(None, {"x": x}))(session)
             outputs[(form, "onnxruntime", n)] = session.run(None, {"x": x})[0]
-    seconds = timed(runs, steps)
-    base = seconds[("-", "layers", threads)]
+    seconds, cpu = timed(runs, steps)
     rows = []
-    for (form, variant, n), s in seconds.items():
-        ort = seconds.get((form if form != "-" else "static", "onnxruntime", threads))
-        rows.append({"model": name, "export": form, "variant": variant, "threads": n, "us_per_batch": s * 1e6,
-                     "vs_layers": s / base, "vs_ort": s / ort if ort else None,
-                     "max_err": float(np.max(np.abs(np.asarray(outputs[(form, variant, n)]) - reference)))})
+    for key in seconds:
+        form, variant, n = key
+        ort = (form if form != "-" else "static", "onnxruntime", threads)
+        row = {"model": name, "export": form, "variant": variant, "threads": n,
+               "max_err": float(np.max(np.abs(np.asarray(outputs[key]) - reference)))}
+        for prefix, table in (("", seconds), ("cpu_", cpu)):
+            row["us_per_batch" if not prefix else "cpu_us"] = table[key] * 1e6
+            base = table[("-", "layers", threads)]
+            row[f"{prefix}vs_layers"] = table[key] / base if base else None
+            row[f"{prefix}vs_ort"] = table[key] / table[ort] if table.get(ort) else None
+        rows.append(row)
     return rows
 
 
