@@ -222,6 +222,9 @@ def _ort_session(path: str, threads: int):
 
     options = ort.SessionOptions()
     options.intra_op_num_threads, options.inter_op_num_threads = threads, 1
+    # no spinning: a pool's threads spinning after each run would take the cores (and the CPU time) of the calls
+    # timed after it
+    options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     return ort.InferenceSession(path, options, providers=["CPUExecutionProvider"])
 
 
