@@ -279,7 +279,8 @@ def main(argv=None) -> int:
     p.add_argument("--data", default=None, help="folder with MNIST IDX files (default ../shared/data/mnist)")
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--repeats", type=int, default=1, help="repeat each recipe; medians are reported")
-    p.add_argument("--threads", type=int, default=os.cpu_count())
+    p.add_argument("--threads", type=int, default=None, help="BLAS and PyTorch threads (default: all cores; 1 for "
+                   "--onnx)")
     p.add_argument("--frameworks", default="magmadnn,pytorch")
     p.add_argument("--ops", action="store_true", help="add host op micro-benchmarks")
     p.add_argument("--gpu", action="store_true", help="add pymagma GPU benchmarks (needs a CUDA device)")
@@ -293,14 +294,24 @@ def main(argv=None) -> int:
     p.add_argument("--overhead", action="store_true",
                    help="instead: host cost of the GPU path per step on pymagma's null device (no GPU needed), "
                         "native calls per step, Python per call, and PyTorch CPU's batch-1 step in the same run")
-    p.add_argument("--models", default="mlp,lenet5,resnet_small", help="--overhead: comma list of models")
+    p.add_argument("--onnx", action="store_true",
+                   help="instead: inference of imported ONNX models (op nodes, recognised layers) against the same "
+                        "model built from magmadnn layers, onnxruntime and PyTorch on the CPU (see _bench_onnx.py); "
+                        "--threads defaults to 1 here")
+    p.add_argument("--models", default=None,
+                   help="--overhead: comma list of models (default mlp,lenet5,resnet_small); --onnx: of "
+                        "resnet,transformer (default both)")
     p.add_argument("--batches", default="1,128", help="--overhead: comma list of batch sizes")
-    p.add_argument("--steps", type=int, default=20, help="--overhead: timed steps per measurement")
+    p.add_argument("--steps", type=int, default=None,
+                   help="--overhead: timed steps per measurement (default 20); --onnx: timed rounds (default 30)")
     p.add_argument("--on-gpu", action="store_true",
                    help="--overhead: time the same figures on the GPU (the real libraries) instead of the null device")
     args = p.parse_args(argv)
     if args.overhead:
         return overhead_bench(args)
+    if args.onnx:
+        return onnx_bench(args)
+    args.threads = args.threads or os.cpu_count()
     if args.dry_run:
         args.data, args.train_size, args.epochs, args.repeats = os.devnull, 256, 1, 1
 
@@ -365,14 +376,14 @@ def overhead_bench(args) -> int:
     """``--overhead``: the host's cost of driving the device, per step, on the null device (see _overhead.py)."""
     import _overhead
 
-    models = [m for m in args.models.split(",") if m]
+    models = [m for m in (args.models or ",".join(_overhead.MODELS)).split(",") if m]
     unknown = sorted(set(models) - set(_overhead.MODELS))
     if unknown:
         raise SystemExit(f"--models: unknown {unknown}; expected some of {list(_overhead.MODELS)}")
     batches = [int(b) for b in args.batches.split(",") if b]
     env = environment(set_threads(1), "generated")
     print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
-    rows = _overhead.run(models, batches, args.steps, on_gpu=args.on_gpu)
+    rows = _overhead.run(models, batches, args.steps or 20, on_gpu=args.on_gpu)
     where = "the GPU" if args.on_gpu else "the null device"
     env["overhead_device"] = where
     print_table(f"host cost of the GPU path on {where} (us per step; calls per training step; "
@@ -388,6 +399,32 @@ def overhead_bench(args) -> int:
     if args.json:
         write_text(args.json, json.dumps({"environment": env, "overhead": rows, "elementwise": calls, "fft": ffts},
                                          indent=2))
+        print(f"\nwrote {args.json}")
+    return 0
+
+
+def onnx_bench(args) -> int:
+    """``--onnx``: an imported ONNX model's host inference against the same model from layers, onnxruntime and
+    PyTorch, alternated in one process (see _bench_onnx.py)."""
+    import _bench_onnx
+
+    models = [m for m in (args.models or ",".join(_bench_onnx.MODELS)).split(",") if m]
+    unknown = sorted(set(models) - set(_bench_onnx.MODELS))
+    if unknown:
+        raise SystemExit(f"--models: unknown {unknown}; expected some of {list(_bench_onnx.MODELS)}")
+    threads = args.threads or 1
+    steps = args.steps or (2 if args.dry_run else 30)
+    env = environment(set_threads(threads), "generated")
+    env["load_average"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print("environment: " + ", ".join(f"{k}={v}" for k, v in env.items()))
+    rows = _bench_onnx.run(models, steps, threads, dry_run=args.dry_run)
+    env["load_average_after"] = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    print_table(f"ONNX import, host inference (us per batch, median of {steps} alternated rounds; "
+                f"{_bench_onnx.describe(models, args.dry_run)}; vs_layers = time / the magmadnn layers model's, "
+                f"vs_ort = time / onnxruntime's at {threads} thread(s), same export; max_err vs PyTorch)", rows,
+                _bench_onnx.COLUMNS)
+    if args.json:
+        write_text(args.json, json.dumps({"environment": env, "onnx": rows}, indent=2))
         print(f"\nwrote {args.json}")
     return 0
 

@@ -286,23 +286,51 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         self._start_forward()
         values = {}
         feeds = {id(node): tensor for node, tensor in zip(self.inputs, inputs)}
-        for node in self.nodes:
+        released = self._released_after() if self.xp is not None and self.xp.name == "host" else None
+        for position, node in enumerate(self.nodes):
             if isinstance(node.layer, Input):
                 values[id(node)] = feeds[id(node)]
                 continue
-            args = [values[id(parent)] for parent in node.parents]
             if node.index is None:
+                args = [values[id(parent)] for parent in node.parents]
                 values[id(node)] = node.layer.call_masked(args if node.many else args[0], training)
-                continue
-            if id(node.call) not in values:  # several outputs: the layer runs once for all of them
-                values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
-            values[id(node)] = values[id(node.call)][node.index]
+            else:
+                if id(node.call) not in values:  # several outputs: the layer runs once for all of them
+                    args = [values[id(parent)] for parent in node.parents]
+                    values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
+                values[id(node)] = values[id(node.call)][node.index]
+            if released is not None:
+                for key in released[position]:
+                    del values[key]
         if not self._single:
             return Outputs(self._full_precision(values[id(o)]) for o in self._outputs)
         out = values[id(self.output)]
         if out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
             out = F.cast(out, self.dtype)  # a mixed policy: losses, metrics and predictions read float32
         return out
+
+    def _released_after(self) -> list:
+        """Per node, the values no later node reads (outputs excepted): the host forward lets go of them at once, so
+        NumPy's next arrays reuse their memory instead of faulting in fresh pages (an ONNX graph's many small nodes
+        made the host's page faults a third of a transformer's inference). Made once per graph."""
+        plan = self.__dict__.get("_release_plan")
+        if plan is None or plan[0] is not self.nodes:
+            last, calls = {}, set()
+            for position, node in enumerate(self.nodes):
+                if node.index is not None:
+                    last[id(node.call)] = position
+                    if id(node.call) in calls:  # the layer ran at its first output: the parents are not read again
+                        continue
+                    calls.add(id(node.call))
+                for parent in node.parents:
+                    last[id(parent)] = position
+            kept = {id(o) for o in self._outputs}
+            released = [[] for _ in self.nodes]
+            for key, position in last.items():
+                if key not in kept:
+                    released[position].append(key)
+            plan = self.__dict__["_release_plan"] = (self.nodes, released)
+        return plan[1]
 
     def _full_precision(self, out):
         if isinstance(out, Tensor) and out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:

@@ -299,7 +299,9 @@ def _reference(node, opset, ins) -> list:
 
 
 def host_runner(node, opset):
-    """A function computing ``node`` on host NumPy arrays (shape arithmetic at run time), made once."""
+    """A function computing ``node`` on host NumPy arrays (shape arithmetic at run time), made once; it remembers
+    its outputs by its inputs' values (they follow from the batch's shape, the same batch after batch), so onnx's
+    reference evaluator runs once per distinct input."""
     from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
 
     helper = onnx().helper
@@ -307,13 +309,28 @@ def host_runner(node, opset):
     names = [n for n in node.input if n]
     graph = helper.make_graph([node], "host", [untyped(n) for n in names], [untyped(n) for n in node.output if n])
     evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
+    known: dict = {}  # the outputs by the inputs' values: a batch of the size seen before reuses them
+    remembers = node.op_type not in _RANDOM
 
     def run(*arrays):
-        feeds = {n: np.asarray(a) for n, a in zip(names, [a for a in arrays if a is not None])}
-        out = [np.asarray(r) for r in evaluator.run(None, feeds)]
+        given = [np.asarray(a) for a in arrays if a is not None]
+        key = tuple((a.dtype.str, a.shape, a.tobytes()) for a in given) if remembers else None
+        out = known.get(key) if remembers else None
+        if out is None:
+            out = [np.asarray(r) for r in evaluator.run(None, dict(zip(names, given)))]
+            for a in out:
+                a.flags.writeable = False  # shared by every later call with these inputs
+            if remembers:
+                if len(known) >= _HOST_MEMO:
+                    known.clear()
+                known[key] = out
         return out if len(out) > 1 else out[0]
 
     return run
+
+
+#: host nodes remember the outputs of this many distinct inputs (shapes of the batch sizes seen)
+_HOST_MEMO = 16
 
 
 def _inferred(proto):

@@ -118,6 +118,8 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
                          f"{FUSED_ACTIVATIONS} or None")
     plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
+    if saved is None and groups == 1:  # inference: no backward will read the column matrix
+        return _forward_by_samples(plan, x, w, bias, activation)
     cols = plan.im2col(x)
     if saved is not None:
         saved["cols"] = cols
@@ -139,6 +141,38 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
             store(y.reshape(k, h1 - h0, plan.wo, plan.n), h0)
     if activation is not None and not store.relu:  # the JIT store applies a ReLU itself
         _activate_inplace(out, activation)
+    return out
+
+
+#: elements of the column matrix of one group of samples in ``_forward_by_samples`` (4 MiB of float32: in cache)
+_SAMPLE_COLUMNS = 1 << 20
+
+
+def _forward_by_samples(plan, x, w, bias, activation):
+    """The forward when nothing is kept for a backward: groups of samples at a time, each sample's columns
+    (C*R*S, Ho*Wo) gathered from the zero-padded NCHW input and multiplied by the kernel straight into its NCHW
+    output rows (no batch-last copy, no move of the output), bias and activation added while the group is in cache."""
+    t, b, l, r = plan.pads
+    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r))) if any(plan.pads) else x
+    k, howo = plan.k, plan.ho * plan.wo
+    out = np.empty((plan.n, k, plan.ho, plan.wo), dtype=np.result_type(x, w))
+    w2 = w.reshape(k, -1)
+    flat = out.reshape(plan.n, k, howo)
+    step = max(1, _SAMPLE_COLUMNS // max(1, plan.crs * howo))
+    sn, sc, sh, sw = xp.strides
+    bias = None if bias is None else bias.reshape(1, k, 1)
+    for n0 in range(0, plan.n, step):
+        part = xp[n0:n0 + step]
+        view = as_strided(part, shape=(part.shape[0], plan.c, plan.kh, plan.kw, plan.ho, plan.wo),
+                          strides=(sn, sc, sh * plan.dh, sw * plan.dw, sh * plan.sh, sw * plan.sw), writeable=False)
+        cols = np.empty(view.shape, dtype=x.dtype)
+        np.copyto(cols, view)
+        y = flat[n0:n0 + step]
+        np.matmul(w2, cols.reshape(part.shape[0], plan.crs, howo), out=y)
+        if bias is not None:
+            y += bias
+        if activation is not None:
+            _activate_inplace(y, activation)
     return out
 
 

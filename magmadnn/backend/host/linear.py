@@ -17,6 +17,8 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
         a = np.swapaxes(a, -1, -2)
     if transpose_b:
         b = np.swapaxes(b, -1, -2)
+    if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:  # stacked rows times one matrix: one GEMM, not a loop
+        return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
     return np.matmul(a, b)
 
 

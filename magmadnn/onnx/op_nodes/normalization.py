@@ -15,6 +15,11 @@ def _channel(p, x, axis=1):
     return F.reshape(p, shape)
 
 
+def _vector(p, x) -> bool:
+    """Whether ``p`` is a (C,) vector of x's last axis and dtype: what the fused layer norm takes."""
+    return tuple(p.shape) == (x.shape[-1],) and p.dtype == x.dtype
+
+
 def _normalise(x, axes, eps):
     mean = F.mean(x, axis=axes, keepdims=True)
     centred = F.subtract(x, mean)
@@ -55,6 +60,8 @@ def layer_norm(view):
     outputs = len(view.node.output)
 
     def run(x, scale, bias=None):
+        if outputs == 1 and axis % x.ndim == x.ndim - 1 and _vector(scale, x) and (bias is None or _vector(bias, x)):
+            return F.layer_norm(x, tensor(scale, x), None if bias is None else tensor(bias, x), eps)  # the layer's
         axes = tuple(range(axis % x.ndim, x.ndim))
         mean = F.mean(x, axis=axes, keepdims=True)
         centred = F.subtract(x, mean)

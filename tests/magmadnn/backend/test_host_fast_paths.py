@@ -64,10 +64,31 @@ def conv_problems():
 
 @pytest.mark.parametrize("activation", FUSED)
 @fixture_state
+@given(data=st.data(), dtype=st.sampled_from(FLOATS), group=st.integers(1, 200))
+def test_inference_conv_forward_by_groups_of_samples(activation, data, dtype, group):
+    """Nothing kept for a backward (``saved=None``): samples in groups (sized by the column budget, here tiny), each
+    multiplied straight into its NCHW rows; strides, dilation, asymmetric padding, bias, fused activation."""
+    x, w, b, stride, padding, dilation, _ = data.draw(conv_cases(dtypes=(dtype,), groups=(1,), batch=4,
+                                                                 asymmetric=True))
+    b = b if data.draw(st.booleans()) else None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(xp.conv, "_SAMPLE_COLUMNS", group)
+        y = xp.conv2d_forward(x, w, stride=stride, padding=padding, dilation=dilation, bias=b, activation=activation)
+    ref = conv2d_ref(x, w, stride=stride, padding=padding, dilation=dilation)
+    if b is not None:
+        ref = ref + b.astype(np.float64)[None, :, None, None]
+    if activation is not None:
+        ref = activation_ref(activation, ref)
+    assert y.dtype == x.dtype and y.flags["C_CONTIGUOUS"] and y.shape == ref.shape
+    np.testing.assert_allclose(y, ref, **tol(x.dtype))
+
+
+@pytest.mark.parametrize("activation", FUSED)
+@fixture_state
 @given(problem=conv_problems())
 def test_banded_conv_forward_with_fused_activation(jit, tiny_split, activation, problem):
     x, w, b, _, padding, _, _ = problem
-    y = xp.conv2d_forward(x, w, padding=padding, bias=b, activation=activation)
+    y = xp.conv2d_forward(x, w, padding=padding, bias=b, activation=activation, saved={})  # kept for a backward
     ref = conv_with_bias(x, w, b, padding)
     if activation is not None:
         ref = activation_ref(activation, ref)

@@ -117,3 +117,37 @@ def test_a_fixed_batch_size_runs_batches_of_that_size():
         model.fit(data[:4], data[:4], batch_size=2, verbose=0)
     with pytest.raises(ValueError, match="partial batch"):
         model.fit(data, data, verbose=0)
+
+
+def test_the_host_forward_lets_go_of_values_no_later_node_reads():
+    """A value is dropped right after its last reader (so NumPy reuses its memory); values read later, several
+    outputs of one node and the model's outputs are kept."""
+    import weakref
+
+    alive = {}
+
+    def watch(name):
+        def fn(x):
+            seen[name] = {key: ref() is not None for key, ref in alive.items()}
+            y = F.add(x, 1.0)
+            alive[name] = weakref.ref(y)
+            return y
+        return fn
+
+    seen = {}
+    x = L.Input((3,))
+    a = Operation(watch("a"), [("input", 0)], name="a")([x])
+    b = Operation(watch("b"), [("input", 0)], name="b")([a])
+    c = Operation(watch("c"), [("input", 0)], name="c")([b])
+    pair = Operation(lambda u, v: [F.add(u, v), F.multiply(u, v)], [("input", 0), ("input", 1)], outputs=2,
+                     name="pair")([a, c])
+    d = Operation(watch("d"), [("input", 0)], name="d")([pair[0]])
+    model = mdnn.Model(x, [d, pair[1], c])
+    data = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = model.predict(data, batch_size=2)
+    a_, c_ = data + 1, data + 3
+    np.testing.assert_allclose(out[0], a_ + c_ + 1)
+    np.testing.assert_allclose(out[1], a_ * c_)
+    np.testing.assert_allclose(out[2], c_)
+    assert seen["c"] == {"a": True, "b": True}  # a is read by pair later; b is c's argument
+    assert seen["d"] == {"a": False, "b": False, "c": True}  # a and b dead; c is an output
