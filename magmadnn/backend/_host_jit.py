@@ -166,9 +166,9 @@ def _build(numba):
 
 
 def _build_updates(numba):
-    """SGD's update in one pass over p, g and v where NumPy makes four (and a scratch array): the same float
-    operations in the same order, each rounded to the arrays' dtype (no fused multiply-add: numba contracts
-    nothing without fastmath), so the parameters equal the NumPy path's bit for bit."""
+    """ReLU's gradient and SGD's update, each in one pass where NumPy makes two to four (and a scratch array): the
+    same float operations in the same order, each rounded to the arrays' dtype (no fused multiply-add: numba
+    contracts nothing without fastmath), so the results equal the NumPy path's bit for bit."""
     njit = numba.njit(cache=True)
 
     @njit
@@ -185,7 +185,15 @@ def _build_updates(numba):
         for i in range(p.shape[0]):
             p[i] = p[i] - g[i] * lr
 
-    return {"sgd_momentum": sgd_momentum, "sgd_plain": sgd_plain}
+    @njit
+    def relu_backward(dy, ref, dx):
+        """1-D: dx = dy * (ref > 0) in one pass (NumPy makes a mask array first): dy times 1 or 0 of its dtype, so
+        signed zeros and NaN from an infinite dy are NumPy's."""
+        one, zero = dy.dtype.type(1), dy.dtype.type(0)
+        for i in range(dy.shape[0]):
+            dx[i] = dy[i] * (one if ref[i] > 0 else zero)
+
+    return {"sgd_momentum": sgd_momentum, "sgd_plain": sgd_plain, "relu_backward": relu_backward}
 
 
 def _build_rows(numba):

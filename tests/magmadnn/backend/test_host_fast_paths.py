@@ -262,6 +262,29 @@ def test_jit_and_numpy_paths_agree_on_nan_and_inf(problem, seed):
         np.testing.assert_array_equal(np.isnan(a), np.isnan(e), err_msg=name)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@given(shape=st.sampled_from([(1,), (5, 3), (2, 3, 4, 5)]), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 999),
+       from_output=st.booleans())
+def test_relu_backward_on_both_paths_is_dy_times_the_mask(shape, dtype, seed, from_output):
+    """The one-pass JIT gradient and NumPy's equal dy * (ref > 0) bit for bit: signed zeros, NaN from inf * 0, NaN in
+    the forward value masking its gradient."""
+    rng = np.random.default_rng(seed)
+    dy = sprinkle(rng.standard_normal(shape).astype(dtype), seed, 0.2)
+    ref = sprinkle(rng.standard_normal(shape).astype(dtype), seed + 1, 0.2)
+    mask_of = np.maximum(ref, 0) if from_output else ref  # the forward output y, or its input x
+    args = (None, mask_of) if from_output else (ref, None)
+    expected = np.array([float(d) * (1.0 if r > 0 else 0.0) for d, r in zip(dy.ravel(), mask_of.ravel())],
+                        dtype=dtype).reshape(shape)
+    fast = xp.activation_backward(dy, *args, "relu")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_host_jit, "kernels", None)
+        slow = xp.activation_backward(dy, *args, "relu")
+    for got in (fast, slow):
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, expected)
+        assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
 # ------------------------------------------------------------------------------------------ optimizer update
 
 
