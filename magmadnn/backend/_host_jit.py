@@ -1,11 +1,11 @@
 """Optional numba kernels for the host backend (``pip install magmadnn[jit]``).
 
 The host backend is complete without them: each kernel replaces a NumPy sequence of its ops that works in short strided
-runs, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU), col2im, and 2x2
-stride-2 max pooling; and one that fuses the dozen small products of an LSTM step's backward. Results equal the NumPy
-path's, NaN and infinities included. ``kernels`` is None when numba is not installed or ``MAGMADNN_JIT=0`` is set;
-the host then takes its NumPy path. Kernels compile on first use (cached on disk by numba) for float32 and float64
-arrays.
+runs or several passes, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU),
+col2im, 2x2 stride-2 max pooling, SGD's update; and one that fuses the dozen small products of an LSTM step's
+backward. Results equal the NumPy path's, NaN and infinities included. ``kernels`` is None when numba is not
+installed or ``MAGMADNN_JIT=0`` is set; the host then takes its NumPy path. Kernels compile on first use (cached on
+disk by numba) for float32 and float64 arrays.
 
 They are single-threaded on purpose: OpenBLAS's worker threads keep spinning for a while after each GEMM, and a
 parallel kernel right after one waits for cores those threads hold (measured: 3 ms instead of 0.05 ms per call).
@@ -85,21 +85,29 @@ def _build(numba):
                             kr[oj] = 3
 
     @njit(cache=True)
-    def max_pool2x2_backward(dy, idx, dx):
-        """dx of ``max_pool2x2_forward``: every element of dx is written (rows/columns outside all windows get 0)."""
+    def max_pool2x2_backward(dy, idx, dx, onehot):
+        """dx of ``max_pool2x2_forward``: every element of dx is written (rows/columns outside all windows get 0).
+
+        Each window's four gradients are dy times a row of ``onehot`` (the 4x4 identity in dx's dtype) picked by
+        the saved offset: a load instead of a data-dependent branch (the branches mispredicted on ReLU outputs,
+        costing 6x), and dy * 0 keeps the NumPy path's signed zeros and NaN from an infinite dy.
+        """
         n_, c_, ho, wo = dy.shape
         h_, w_ = dx.shape[2], dx.shape[3]
         for n in range(n_):
             for c in range(c_):
                 for oi in range(ho):
                     g, kr = dy[n, c, oi], idx[n, c, oi]
-                    for a in range(2):
-                        row = dx[n, c, 2 * oi + a]
-                        for oj in range(wo):  # branch-free: gradient times (this offset is the maximum)
-                            row[2 * oj] = g[oj] * (kr[oj] == 2 * a)
-                            row[2 * oj + 1] = g[oj] * (kr[oj] == 2 * a + 1)
-                        for j in range(2 * wo, w_):
-                            row[j] = 0
+                    r0, r1 = dx[n, c, 2 * oi], dx[n, c, 2 * oi + 1]
+                    for oj in range(wo):
+                        v, m = g[oj], onehot[kr[oj]]
+                        r0[2 * oj] = v * m[0]
+                        r0[2 * oj + 1] = v * m[1]
+                        r1[2 * oj] = v * m[2]
+                        r1[2 * oj + 1] = v * m[3]
+                    for j in range(2 * wo, w_):
+                        r0[j] = 0
+                        r1[j] = 0
                 for i in range(2 * ho, h_):
                     dx[n, c, i, :] = 0
 
@@ -153,7 +161,39 @@ def _build(numba):
     table = {"store_nchw": store_nchw, "col2im": col2im, "max_pool2x2_forward": max_pool2x2_forward,
              "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
     table.update(_build_rows(numba))
+    table.update(_build_updates(numba))
     return table
+
+
+def _build_updates(numba):
+    """ReLU's gradient and SGD's update, each in one pass where NumPy makes two to four (and a scratch array): the
+    same float operations in the same order, each rounded to the arrays' dtype (no fused multiply-add: numba
+    contracts nothing without fastmath), so the results equal the NumPy path's bit for bit."""
+    njit = numba.njit(cache=True)
+
+    @njit
+    def sgd_momentum(p, g, v, lr, momentum):
+        """1-D p, g, v in place: v = momentum v + g; p -= lr v (``lr``, ``momentum`` of p's dtype)."""
+        for i in range(p.shape[0]):
+            vi = v[i] * momentum + g[i]
+            v[i] = vi
+            p[i] = p[i] - vi * lr
+
+    @njit
+    def sgd_plain(p, g, lr):
+        """1-D p, g: p -= lr g."""
+        for i in range(p.shape[0]):
+            p[i] = p[i] - g[i] * lr
+
+    @njit
+    def relu_backward(dy, ref, dx):
+        """1-D: dx = dy * (ref > 0) in one pass (NumPy makes a mask array first): dy times 1 or 0 of its dtype, so
+        signed zeros and NaN from an infinite dy are NumPy's."""
+        one, zero = dy.dtype.type(1), dy.dtype.type(0)
+        for i in range(dy.shape[0]):
+            dx[i] = dy[i] * (one if ref[i] > 0 else zero)
+
+    return {"sgd_momentum": sgd_momentum, "sgd_plain": sgd_plain, "relu_backward": relu_backward}
 
 
 def _build_rows(numba):

@@ -10,7 +10,8 @@ import math
 
 import numpy as np
 
-from .. import _erf, geometry
+from .. import _erf, _host_jit, geometry
+from ._common import _fused_rows
 
 _GELU_C = math.sqrt(2.0 / math.pi)
 _SQRT_HALF = math.sqrt(0.5)
@@ -89,7 +90,12 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         y = activation_forward(x, kind, alpha)
     one = dy.dtype.type
     if kind == "relu":
-        return np.multiply(dy, (y if y is not None else x) > 0)
+        ref = y if y is not None else x
+        if _fused_rows(dy, ref):
+            dx = np.empty_like(dy)
+            _host_jit.kernels.relu_backward(dy.reshape(-1), ref.reshape(-1), dx.reshape(-1))
+            return dx
+        return np.multiply(dy, ref > 0)
     if kind == "sigmoid":
         return dy * (y * (1 - y))
     if kind == "tanh":

@@ -1,7 +1,8 @@
 """Host matrix products and the bias of dense and convolution layers.
 
-Skinny GEMMs (a few rows, a long shared axis) are split into partial GEMMs of about a million multiply-adds
-(``_SPLIT_WORK``): their operands stay in cache and BLAS can take its small-matrix path."""
+Skinny GEMMs (a few rows, a long shared axis) are split into partial GEMMs of about half a million multiply-adds
+(``_SPLIT_WORK``): their operands stay in cache, BLAS can take its small-matrix path, and each runs on the calling
+thread."""
 
 from __future__ import annotations
 
@@ -25,9 +26,12 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
 # Skinny GEMMs (a few rows, a long axis) run as a loop of partial GEMMs of at most _SPLIT_WORK multiply-adds, with
 # at least _SPLIT_MIN elements of the long axis each: their operands stay in cache, BLAS can take its small-matrix path
 # (OpenBLAS's SkylakeX kernels are several times faster on them) and, in conv2d_forward, each partial output is moved
-# into NCHW order while it is still in cache.
-_SPLIT_WORK = 1_000_000
-_SPLIT_MIN = 2048
+# into NCHW order while it is still in cache. _SPLIT_WORK stays under the size from which OpenBLAS hands a GEMM to a
+# second thread (2 x 65536 x 4 multiply-adds): a partial GEMM runs on the calling thread, with no hand-off to wait
+# for. Timed on 2 cores, a second thread did not speed up these partial GEMMs (6x25x5376, 25x6272x6), and where
+# the cores were shared a hand-off cost milliseconds: the other thread waits for a core.
+_SPLIT_WORK = 500_000
+_SPLIT_MIN = 1024
 
 
 def _matmul_nt(a, b):

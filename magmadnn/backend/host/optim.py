@@ -8,6 +8,7 @@ import threading
 
 import numpy as np
 
+from .. import _host_jit
 from ..ops.optim import adam_bias_corrections
 
 
@@ -43,6 +44,8 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, kera
         _keras_decay(p, lr, weight_decay)
     else:
         g = _decayed(g, p, weight_decay)
+    if not nesterov and _fused_update(p, g, v, lr, momentum):
+        return
     tmp = _workspace(p.shape, p.dtype)
     if momentum:
         v *= momentum
@@ -56,6 +59,26 @@ def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, kera
     else:
         np.multiply(g, lr, out=tmp)
     p -= tmp
+
+
+def _fused_update(p, g, v, lr, momentum) -> bool:
+    """SGD's update through ``_host_jit``'s one-pass kernel when numba is there and the operands fit it (C-contiguous
+    float arrays of p's dtype and shape, Python numbers for the rates, which NumPy's in-place ops would round to
+    the dtype as the kernel does); False when the NumPy path must run."""
+    jit = _host_jit.kernels
+    if jit is None or p.dtype not in (np.float32, np.float64) or type(lr) not in (float, int) \
+            or type(momentum) not in (float, int):
+        return False
+    arrays = (p, g) if not momentum else (p, g, v)
+    if not all(type(a) is np.ndarray and a.dtype == p.dtype and a.shape == p.shape and a.flags.c_contiguous
+               for a in arrays) or not p.flags.writeable:
+        return False
+    one = p.dtype.type
+    if momentum:
+        jit.sgd_momentum(p.reshape(-1), g.reshape(-1), v.reshape(-1), one(lr), one(momentum))
+    else:
+        jit.sgd_plain(p.reshape(-1), g.reshape(-1), one(lr))
+    return True
 
 
 def adam_update(p, g, m, v, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,

@@ -78,6 +78,17 @@ def _is_max_2x2(mode, window, stride, pads) -> bool:
     return mode == "max" and tuple(window) == (2, 2) and tuple(stride) == (2, 2) and not any(pads)
 
 
+_ONEHOT = {}
+
+
+def _onehot(dtype):
+    """The 4x4 identity in ``dtype`` (one per dtype): row k is the gradient's mask of window offset k."""
+    eye = _ONEHOT.get(dtype)
+    if eye is None:
+        eye = _ONEHOT[dtype] = np.eye(4, dtype=dtype)
+    return eye
+
+
 def _avg_counts(x_shape, window, stride, pads, ho, wo, dtype):
     if not any(pads):
         return np.asarray(window[0] * window[1], dtype=dtype)
@@ -96,7 +107,7 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     jit = _host_jit.kernels
     if jit is not None and _is_max_2x2(mode, (wh, ww), st, pads):
         dx = np.empty(x.shape, dtype=dy.dtype)
-        jit.max_pool2x2_backward(np.ascontiguousarray(dy), np.ascontiguousarray(ctx), dx)
+        jit.max_pool2x2_backward(np.ascontiguousarray(dy), np.ascontiguousarray(ctx), dx, _onehot(dx.dtype))
         return dx
     t, b, l, r = pads
     n, c, h, w = x.shape

@@ -283,6 +283,91 @@ def test_jit_and_numpy_paths_agree_on_nan_and_inf(problem, seed):
         np.testing.assert_array_equal(np.isnan(a), np.isnan(e), err_msg=name)
 
 
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@given(shape=st.sampled_from([(1,), (5, 3), (2, 3, 4, 5)]), dtype=st.sampled_from(FLOATS), seed=st.integers(0, 999),
+       from_output=st.booleans())
+def test_relu_backward_on_both_paths_is_dy_times_the_mask(shape, dtype, seed, from_output):
+    """The one-pass JIT gradient and NumPy's equal dy * (ref > 0) bit for bit: signed zeros, NaN from inf * 0, NaN in
+    the forward value masking its gradient."""
+    rng = np.random.default_rng(seed)
+    dy = sprinkle(rng.standard_normal(shape).astype(dtype), seed, 0.2)
+    ref = sprinkle(rng.standard_normal(shape).astype(dtype), seed + 1, 0.2)
+    mask_of = np.maximum(ref, 0) if from_output else ref  # the forward output y, or its input x
+    args = (None, mask_of) if from_output else (ref, None)
+    expected = np.array([float(d) * (1.0 if r > 0 else 0.0) for d, r in zip(dy.ravel(), mask_of.ravel())],
+                        dtype=dtype).reshape(shape)
+    fast = xp.activation_backward(dy, *args, "relu")
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_host_jit, "kernels", None)
+        slow = xp.activation_backward(dy, *args, "relu")
+    for got in (fast, slow):
+        assert got.dtype == dtype
+        np.testing.assert_array_equal(got, expected)
+        assert np.array_equal(np.signbit(got), np.signbit(expected))
+
+
+# ------------------------------------------------------------------------------------------ optimizer update
+
+
+def _sgd_steps(p, g, v, lr, momentum, steps=3):
+    p, v = p.copy(), None if v is None else v.copy()
+    for _ in range(steps):
+        xp.sgd_update(p, g, v, lr, momentum=momentum, keras=True)
+    return p, v
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning", "ignore:overflow:RuntimeWarning")
+@given(shape=st.sampled_from([(1,), (7,), (5, 3), (2, 3, 4)]), dtype=st.sampled_from(FLOATS),
+       lr=st.floats(1e-4, 1.0), momentum=st.sampled_from([0.0, 0.5, 0.9, 0.99]), seed=st.integers(0, 999),
+       nonfinite=st.booleans())
+def test_fused_sgd_update_equals_the_numpy_path_bit_for_bit(shape, dtype, lr, momentum, seed, nonfinite):
+    """The one-pass JIT update rounds as NumPy's in-place ops do (no fused multiply-add), NaN and inf included,
+    and both equal the rule written out with scalars of the arrays' dtype."""
+    rng = np.random.default_rng(seed)
+    p, g, v = (rng.standard_normal(shape).astype(dtype) * 3 for _ in range(3))
+    if nonfinite:
+        g = sprinkle(g, seed, 0.2)
+    v = v if momentum else None
+    fast = _sgd_steps(p, g, v, lr, momentum)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_host_jit, "kernels", None)
+        slow = _sgd_steps(p, g, v, lr, momentum)
+    one = np.dtype(dtype).type
+    ref_p, ref_v = p.copy(), None if v is None else v.copy()
+    for _ in range(3):
+        if momentum:
+            ref_v = (ref_v * one(momentum)).astype(dtype) + g
+            ref_p = ref_p - (ref_v * one(lr)).astype(dtype)
+        else:
+            ref_p = ref_p - (g * one(lr)).astype(dtype)
+    for got in (fast, slow):
+        np.testing.assert_array_equal(got[0], ref_p)
+        assert np.array_equal(np.signbit(got[0]), np.signbit(ref_p))
+        if momentum:
+            np.testing.assert_array_equal(got[1], ref_v)
+
+
+@pytest.mark.skipif(not HAVE_NUMBA, reason="no numba")
+def test_fused_sgd_update_runs_only_where_it_rounds_as_numpy(monkeypatch):
+    """The kernel takes contiguous arrays of p's dtype and Python rates; a NumPy float64 rate (which NumPy's ops
+    would not round to float32 first), a strided parameter or Nesterov take the NumPy path."""
+    calls = []
+    kernels = _host_jit.kernels
+    monkeypatch.setattr(_host_jit, "kernels", type("K", (), {
+        "sgd_momentum": staticmethod(lambda *a: calls.append("momentum") or kernels.sgd_momentum(*a)),
+        "sgd_plain": staticmethod(lambda *a: calls.append("plain") or kernels.sgd_plain(*a))})())
+    p, g, v = (np.ones((4, 3), np.float32) for _ in range(3))
+    xp.sgd_update(p, g, v, 0.1, momentum=0.9, keras=True)
+    xp.sgd_update(p, g, None, 0.1, keras=True)
+    assert calls == ["momentum", "plain"]
+    xp.sgd_update(p, g, v, np.float64(0.1), momentum=0.9, keras=True)
+    xp.sgd_update(p, g, v, 0.1, momentum=0.9, nesterov=True, keras=True)
+    strided = np.ones((4, 6), np.float32)[:, ::2]
+    xp.sgd_update(strided, g, v, 0.1, momentum=0.9, keras=True)
+    np.testing.assert_array_equal(strided, np.ones((4, 3), np.float32) - np.float32(0.1) * v)
+    assert calls == ["momentum", "plain"]
+
+
 # ------------------------------------------------------------------------------------------ numba missing
 
 
