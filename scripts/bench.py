@@ -293,7 +293,7 @@ def main(argv=None) -> int:
     p.add_argument("--overhead", action="store_true",
                    help="instead: host cost of the GPU path per step on pymagma's null device (no GPU needed), "
                         "native calls per step, Python per call, and PyTorch CPU's batch-1 step in the same run")
-    p.add_argument("--models", default="mlp,lenet5,resnet_small", help="--overhead: comma list of models")
+    p.add_argument("--models", default="mlp,lenet5,resnet_small,transformer", help="--overhead: comma list of models")
     p.add_argument("--batches", default="1,128", help="--overhead: comma list of batch sizes")
     p.add_argument("--steps", type=int, default=20, help="--overhead: timed steps per measurement")
     args = p.parse_args(argv)

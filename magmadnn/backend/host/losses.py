@@ -34,3 +34,10 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
         d -= labels
     d *= np.asarray(dloss, dtype=probs.dtype).reshape(-1, 1)
     return d
+
+
+def softmax_cross_entropy_mean_backward(probs, labels, dloss):
+    """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d."""
+    rows = probs.shape[0]
+    share = np.asarray(dloss, dtype=probs.dtype) / probs.dtype.type(max(rows, 1))
+    return softmax_cross_entropy_backward(probs, labels, np.full(rows, share, dtype=probs.dtype))

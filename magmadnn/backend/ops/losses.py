@@ -14,3 +14,9 @@ def softmax_cross_entropy(logits, labels):
 @op
 def softmax_cross_entropy_backward(probs, labels, dloss):
     """dlogits of ``softmax_cross_entropy`` for ``dloss`` (N,)."""
+
+
+@op
+def softmax_cross_entropy_mean_backward(probs, labels, dloss):
+    """dlogits of the mean over the N rows of ``softmax_cross_entropy``'s loss for a 0-d ``dloss``:
+    ``softmax_cross_entropy_backward`` with every row's dloss ``dloss / N`` (rounded to the dtype once)."""

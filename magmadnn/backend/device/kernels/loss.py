@@ -48,26 +48,29 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
     return reduce(reduction, per_row), dlogits
 
 
-def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
+def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = False):
     """dlogits from saved softmax ``probs`` (rows, classes), the labels given to :func:`softmax_cross_entropy` and a
     per-row upstream gradient ``dloss`` (rows,): ``(probs - onehot) * dloss`` for class indices,
-    ``(probs * sum(target) - target) * dloss`` for probability targets."""
-    dtype = _float_dtype(probs, "softmax_cross_entropy_backward")
+    ``(probs * sum(target) - target) * dloss`` for probability targets. ``mean``: the gradient of the mean over the
+    rows, ``dloss`` 0-d (every row's upstream gradient ``dloss / rows``, rounded to the dtype), in one launch."""
+    what = "softmax_cross_entropy_backward"
+    dtype = _float_dtype(probs, what)
     if probs.ndim != 2:
-        raise ValueError(f"softmax_cross_entropy_backward needs 2-D probs, got shape {probs.shape}")
+        raise ValueError(f"{what} needs 2-D probs, got shape {probs.shape}")
     rows, classes = probs.shape
-    _same([probs, dloss], "softmax_cross_entropy_backward")
-    if tuple(dloss.shape) != (rows,):
-        raise ValueError(f"softmax_cross_entropy_backward: dloss must have shape ({rows},), got {dloss.shape}")
-    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy_backward labels").dtype) == "int64":
+    _same([probs, dloss], what)
+    if tuple(dloss.shape) != (() if mean else (rows,)):
+        raise ValueError(f"{what}: dloss must have shape {() if mean else (rows,)}, got {dloss.shape}")
+    tail = "_mean_backward" if mean else "_backward"
+    if programs.dtype_name(_device_array(labels, f"{what} labels").dtype) == "int64":
         if tuple(labels.shape) != (rows,):
             raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
-        kernel, grid = "softmax_xent_index_backward", None
+        kernel, grid = "softmax_xent_index" + tail, None
     else:
-        _same([probs, labels], "softmax_cross_entropy_backward")
+        _same([probs, labels], what)
         if tuple(labels.shape) != (rows, classes):
             raise ValueError(f"probability labels must have the probs' shape {probs.shape}, got {labels.shape}")
-        kernel, grid = "softmax_xent_prob_backward", min(rows, 65535)
+        kernel, grid = "softmax_xent_prob" + tail, min(rows, 65535)
     probs, labels, dloss = contiguous(probs), contiguous(labels), contiguous(dloss)
     out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
     _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
