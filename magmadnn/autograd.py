@@ -184,7 +184,9 @@ class Tensor:
                 raise ValueError(
                     f"backward: grad can be omitted only for a one-element tensor, this one has shape {self.shape}"
                 )
-            grad = xp.ones(self.data.shape, dtype=self.dtype)
+            make = getattr(xp, "constant", None)  # a backend that keeps constants: the seed is made once
+            grad = (xp.ones(self.data.shape, dtype=self.dtype) if make is None
+                    else make(np.ones(self.data.shape, dtype=self.dtype)))
         else:
             grad = grad.data if isinstance(grad, Tensor) else xp.asarray(grad, dtype=self.dtype)
             if tuple(grad.shape) != self.shape:
@@ -396,15 +398,19 @@ def _leaves_final_after(order: list[Function]) -> dict[int, list[Tensor]]:
 
 
 def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
+    # the seed's memory is never a leaf's .grad (a leaf reached by it as it is gets a copy): the seed may be a kept
+    # constant, and a .grad may be written in place later (data parallelism's averaging)
+    base = getattr(grad, "base", None)
+    seed = {id(grad if base is None else base)}
     if root._fn is None:
-        _accumulate_leaf(root, grad)
+        _accumulate_leaf(root, grad, seed)
         if on_leaf_ready is not None:
             on_leaf_ready(root)
         return
     order = _topological_order(root._fn)
     final_after = _leaves_final_after(order) if on_leaf_ready is not None else {}
     grads: dict[int, Any] = {id(root._fn): grad}
-    given: set[int] = set()  # memory owners already stored as some leaf's .grad
+    given: set[int] = seed  # memory owners already stored as some leaf's .grad (or the seed's)
     done = False
     try:
         for position, fn in enumerate(order):

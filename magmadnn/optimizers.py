@@ -32,7 +32,7 @@ import numbers
 
 import numpy as np
 
-from . import clipping, constraints, schedules
+from . import _foreach, clipping, constraints, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
@@ -103,30 +103,19 @@ class Optimizer(KerasApply, Configurable):
         if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
             lr = self._device_values
         grads = self._clipped_grads(params)
-        todo = []
-        for index, param in enumerate(params):
-            if grads[index] is None:
-                continue
-            state = self._state.get(index)
-            if state is None:
-                state = self._state[index] = {name: self._new_slot(param.xp, param.data, name) for name in self.slots}
-            todo.append((param, grads[index], state))
-        xp = todo[0][0].xp if todo else None
-        if not (todo and all(param.xp is xp for param, _, _ in todo)
-                and self.update_many(xp, [param.data for param, _, _ in todo], [g for _, g, _ in todo],
-                                     [state for _, _, state in todo], lr)):
-            for param, grad, state in todo:
+        live = [(param, grads[i], self._slots(i, param)) for i, param in enumerate(params) if grads[i] is not None]
+        if not _foreach.update_all(self, live, lr):  # one op for all (one launch per dtype on the device), or each
+            for param, grad, state in live:
                 self.update(param.xp, param.data, grad, state, lr)
         constraints.apply(params, grads)
 
+    def _slots(self, index: int, param) -> dict:  # parameter index's slot arrays, made at its first update
+        if (state := self._state.get(index)) is None:
+            state = self._state[index] = {name: self._new_slot(param.xp, param.data, name) for name in self.slots}
+        return state
+
     def update(self, xp, p, g, state, lr) -> None:
         raise NotImplementedError
-
-    def update_many(self, xp, ps, gs, states, lr) -> bool:
-        """Update every parameter ``ps[i]`` at once (the backend's ``*_update_many`` op: one launch per dtype on the
-        device) and return True; False (this default, or a subclass that overrides :meth:`update`): ``step`` calls
-        :meth:`update` once per parameter."""
-        return False
 
     def _new_slot(self, xp, p, name):
         """A slot array's initial value: zeros (Keras' Adagrad starts its accumulator elsewhere)."""
@@ -256,13 +245,6 @@ class SGD(Optimizer):
         xp.sgd_update(p, g, state.get("velocity"), lr, momentum=self.momentum, nesterov=self.nesterov,
                       weight_decay=self.weight_decay, keras=True)
 
-    def update_many(self, xp, ps, gs, states, lr):
-        if type(self).update is not SGD.update:
-            return False
-        xp.sgd_update_many(ps, gs, [s.get("velocity") for s in states] if self.momentum else None, lr,
-                           momentum=self.momentum, nesterov=self.nesterov, weight_decay=self.weight_decay, keras=True)
-        return True
-
     def get_config(self):
         return {**super().get_config(), "momentum": self.momentum, "nesterov": self.nesterov}
 
@@ -281,13 +263,6 @@ class AdaGrad(Optimizer):
     def update(self, xp, p, g, state, lr):
         xp.adagrad_update(p, g, state["accumulator"], lr, eps=self.eps, weight_decay=self.weight_decay,
                           keras=self.keras)
-
-    def update_many(self, xp, ps, gs, states, lr):
-        if type(self).update is not AdaGrad.update:
-            return False
-        xp.adagrad_update_many(ps, gs, [s["accumulator"] for s in states], lr, eps=self.eps,
-                               weight_decay=self.weight_decay, keras=self.keras)
-        return True
 
     def get_config(self):
         return {**super().get_config(), "eps": self.eps}
@@ -327,13 +302,6 @@ class RMSProp(Optimizer):
     def update(self, xp, p, g, state, lr):
         xp.rmsprop_update(p, g, state["mean_square"], lr, rho=self.rho, eps=self.eps, weight_decay=self.weight_decay,
                           keras=self.keras)
-
-    def update_many(self, xp, ps, gs, states, lr):
-        if type(self).update is not RMSProp.update:
-            return False
-        xp.rmsprop_update_many(ps, gs, [s["mean_square"] for s in states], lr, rho=self.rho, eps=self.eps,
-                               weight_decay=self.weight_decay, keras=self.keras)
-        return True
 
     def get_config(self):
         return {**super().get_config(), "rho": self.rho, "eps": self.eps}
@@ -401,14 +369,6 @@ class Adam(Optimizer):
     def update(self, xp, p, g, state, lr):
         xp.adam_update(p, g, state["m"], state["v"], self.iterations, lr, beta1=self.beta1, beta2=self.beta2,
                        eps=self.eps, weight_decay=self.weight_decay, decoupled=self.decoupled, keras=True)
-
-    def update_many(self, xp, ps, gs, states, lr):
-        if type(self).update is not Adam.update:
-            return False
-        xp.adam_update_many(ps, gs, [s["m"] for s in states], [s["v"] for s in states], self.iterations, lr,
-                            beta1=self.beta1, beta2=self.beta2, eps=self.eps, weight_decay=self.weight_decay,
-                            decoupled=self.decoupled, keras=True)
-        return True
 
     def get_config(self):
         return {**super().get_config(), "beta1": self.beta1, "beta2": self.beta2, "eps": self.eps}
@@ -550,9 +510,7 @@ class LossScaleOptimizer(Optimizer):
         saved = []
         for (index, param), grad in zip(live, grads):
             param.grad = xp.divide(grad, scale)
-            slots = inner._state.get(index)
-            if slots is None:  # made here rather than in the inner step, so that a skipped first step undoes them
-                slots = inner._state[index] = {name: inner._new_slot(xp, param.data, name) for name in inner.slots}
+            slots = inner._slots(index, param)  # made here, not in the inner step: a skipped first step undoes them
             saved += [(param, xp.copy(param.data))] + [(a, xp.copy(a)) for a in slots.values()]
         powers = self._bias_corrections(xp, state) if isinstance(inner, Adam) else None
         inner._device_values = self._device_values if powers is None else powers[0]

@@ -44,14 +44,14 @@ class SoftmaxCrossEntropyFunction(Function):
 
 
 class SoftmaxCrossEntropyMeanFunction(Function):
-    """The mean over the rows of :class:`SoftmaxCrossEntropyFunction`'s loss as one function: its gradient is one
-    fused op (``softmax_cross_entropy_mean_backward``) rather than the mean's broadcast, a division and the per-row
-    backward."""
+    """The mean over the rows of :class:`SoftmaxCrossEntropyFunction`'s loss as one function of two fused ops
+    (``softmax_cross_entropy_mean`` and its backward: one launch each on the device for small problems) rather than
+    the per-row loss, its mean, the mean's broadcast, a division and the per-row backward."""
 
     def forward(self, logits, labels):
         self.labels = labels
-        loss, self.probs = self.xp.softmax_cross_entropy(logits, labels)
-        return self.xp.mean(loss)
+        loss, self.probs = self.xp.softmax_cross_entropy_mean(logits, labels)
+        return loss
 
     def backward(self, g):
         return (self.xp.softmax_cross_entropy_mean_backward(self.probs, self.labels, g),)

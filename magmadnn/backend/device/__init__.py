@@ -51,7 +51,12 @@ from .faults import check_binary, check_range, fault_error, fault_record
 from .graphs import copy_into, graph_capture, staging_buffer
 from .linear import bias_activation, bias_activation_backward, bias_add, bias_grad, matmul
 from .loss_scaling import finite_flag, loss_scale_update, revert_update
-from .losses import softmax_cross_entropy, softmax_cross_entropy_backward, softmax_cross_entropy_mean_backward
+from .losses import (
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
+    softmax_cross_entropy_mean,
+    softmax_cross_entropy_mean_backward,
+)
 from .normalization import (
     batch_norm_backward,
     batch_norm_infer,
@@ -85,7 +90,8 @@ _FAULT_OPS = ("check_range", "check_binary", "fault_record", "fault_error")
 
 __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forward", "adagrad_update", "adam_update",
            "adagrad_update_many", "adam_update_many", "bias_activation", "bias_activation_backward",
-           "softmax_cross_entropy_mean_backward", "rmsprop_update_many", "sgd_update_many",
+           "softmax_cross_entropy_mean", "softmax_cross_entropy_mean_backward", "rmsprop_update_many",
+           "sgd_update_many",
            "add", "argmax", "asarray", "batch_norm_backward", "batch_norm_infer", "batch_norm_train", "bias_add",
            "bias_grad", "channel_sum", "clip", "clip_norm_scale", "concatenate", "conv2d_backward_bias",
            "conv2d_backward_data", "conv2d_backward_filter", "conv2d_forward", "copy", "divide", "dropout_backward",

@@ -33,7 +33,12 @@ from .elementwise import add, clip, divide, isfinite_all, log, multiply, negativ
 from .embeddings import embedding_backward, embedding_forward
 from .linear import _matmul_nt, bias_activation, bias_activation_backward, bias_add, bias_grad, matmul  # noqa: F401  (_matmul_nt: tests time its split)
 from .loss_scaling import finite_flag, loss_scale_update, revert_update
-from .losses import softmax_cross_entropy, softmax_cross_entropy_backward, softmax_cross_entropy_mean_backward
+from .losses import (
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
+    softmax_cross_entropy_mean,
+    softmax_cross_entropy_mean_backward,
+)
 from .normalization import (
     batch_norm_backward,
     batch_norm_infer,
@@ -63,7 +68,8 @@ name = "host"
 
 __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forward", "adagrad_update", "adam_update",
            "adagrad_update_many", "adam_update_many", "bias_activation", "bias_activation_backward",
-           "softmax_cross_entropy_mean_backward", "rmsprop_update_many", "sgd_update_many",
+           "softmax_cross_entropy_mean", "softmax_cross_entropy_mean_backward", "rmsprop_update_many",
+           "sgd_update_many",
            "add", "argmax", "asarray", "batch_norm_backward", "batch_norm_infer", "batch_norm_train", "bias_add",
            "bias_grad", "channel_sum", "clip", "clip_norm_scale", "concatenate", "conv2d_backward_bias",
            "conv2d_backward_data", "conv2d_backward_filter", "conv2d_forward", "copy", "divide",

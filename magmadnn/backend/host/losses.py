@@ -36,6 +36,12 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
     return d
 
 
+def softmax_cross_entropy_mean(logits, labels):
+    """``(mean of the per-row loss, probs)``."""
+    loss, probs = softmax_cross_entropy(logits, labels)
+    return np.asarray(loss.mean(), dtype=loss.dtype), probs
+
+
 def softmax_cross_entropy_mean_backward(probs, labels, dloss):
     """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d."""
     rows = probs.shape[0]

@@ -17,6 +17,12 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
 
 
 @op
+def softmax_cross_entropy_mean(logits, labels):
+    """``(loss, probs)``: the mean over the N rows of ``softmax_cross_entropy``'s per-row loss as a 0-d array (the
+    device computes it with the softmax in one launch for small problems) and the softmax."""
+
+
+@op
 def softmax_cross_entropy_mean_backward(probs, labels, dloss):
     """dlogits of the mean over the N rows of ``softmax_cross_entropy``'s loss for a 0-d ``dloss``:
     ``softmax_cross_entropy_backward`` with every row's dloss ``dloss / N`` (rounded to the dtype once)."""

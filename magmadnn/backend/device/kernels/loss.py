@@ -48,6 +48,37 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
     return reduce(reduction, per_row), dlogits
 
 
+#: The most elements (rows * classes) :func:`softmax_cross_entropy_mean` computes in one launch of one block.
+MEAN_IN_ONE_LAUNCH = 1 << 16
+
+
+def softmax_cross_entropy_mean(logits, labels):
+    """``(loss, probs)``: the mean over the rows of :func:`softmax_cross_entropy`'s per-row loss (0-d) and the
+    softmax, in one launch (one block, each thread whole rows) up to MEAN_IN_ONE_LAUNCH elements, else the per-row
+    kernel and a mean."""
+    rows, classes = logits.shape if logits.ndim == 2 else (0, 0)
+    if not 0 < rows * classes <= MEAN_IN_ONE_LAUNCH:
+        loss, probs = softmax_cross_entropy(logits, labels, reduction="none", grad=False, probs=True)
+        return reduce("mean", loss), probs
+    dtype = _float_dtype(logits, "softmax_cross_entropy")
+    logits = contiguous(logits)
+    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
+        if tuple(labels.shape) != (rows,):
+            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
+        kernel = "softmax_xent_index_mean"
+    else:
+        _same([logits, labels], "softmax_cross_entropy")
+        if tuple(labels.shape) != (rows, classes):
+            raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
+        kernel = "softmax_xent_prob_mean"
+    labels = contiguous(labels)
+    loss = _array.empty((), logits.dtype, device=logits.device)
+    probs = _array.empty(logits.shape, logits.dtype, device=logits.device)
+    _run("loss", programs.expression(kernel, dtype), logits, rows,
+         [_ptr(logits), _ptr(labels), _ptr(loss), _ptr(probs), c_longlong(rows), c_longlong(classes)], grid=1)
+    return loss, probs
+
+
 def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = False):
     """dlogits from saved softmax ``probs`` (rows, classes), the labels given to :func:`softmax_cross_entropy` and a
     per-row upstream gradient ``dloss`` (rows,): ``(probs - onehot) * dloss`` for class indices,
