@@ -115,3 +115,14 @@ template <typename T> __global__ void copy_strided(const T* __restrict__ x, T* _
         y[oy] = x[ox];
     }
 }
+
+// y = x[s0] / divisor into contiguous y: a broadcast (or any strided view) materialised and divided in one pass.
+template <typename T>
+__global__ void divide_strided(const T* __restrict__ x, T* __restrict__ y, i64 n, Strides3 s, double divisor) {
+    typedef typename Traits<T>::acc A;
+    for (i64 i = pm_global_index(); i < n; i += pm_grid_stride()) {
+        i64 ox, oy, unused;
+        pm_offsets(s, i, ox, oy, unused);
+        y[oy] = Traits<T>::store(Traits<T>::load(x[ox]) / (A)divisor);
+    }
+}

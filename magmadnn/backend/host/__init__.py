@@ -61,13 +61,13 @@ from .optim import (
 from .pooling import pool2d_backward, pool2d_forward
 from .random import dropout_backward, dropout_forward, normal, rng, uniform
 from .recurrent import gru_backward, gru_forward, lstm_backward, lstm_forward
-from .reductions import argmax, channel_sum, mean, sum, sum_to_shape  # noqa: A004
+from .reductions import argmax, broadcast_divide, channel_sum, mean, sum, sum_to_shape  # noqa: A004
 from .shapes import concatenate, reshape, split, transpose, upsample_nearest2d, upsample_nearest2d_backward
 
 name = "host"
 
 __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forward", "adagrad_update", "adam_update",
-           "adagrad_update_many", "adam_update_many", "bias_activation", "bias_activation_backward",
+           "adagrad_update_many", "adam_update_many", "bias_activation", "bias_activation_backward", "broadcast_divide",
            "softmax_cross_entropy_mean", "softmax_cross_entropy_mean_backward", "rmsprop_update_many",
            "sgd_update_many",
            "add", "argmax", "asarray", "batch_norm_backward", "batch_norm_infer", "batch_norm_train", "bias_add",

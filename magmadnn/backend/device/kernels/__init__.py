@@ -26,7 +26,7 @@ from .dropout import dropout
 from .embeddings import embedding, embedding_backward
 from .epilogue import bias_activation, bias_activation_backward
 from .loss import softmax_cross_entropy, softmax_cross_entropy_backward, softmax_cross_entropy_mean
-from .norm import layer_norm, layer_norm_backward, layer_norm_param_grads
+from .norm import layer_norm, layer_norm_backward, layer_norm_backward_params, layer_norm_param_grads
 from .optim import (
     MANY,
     ManyTensors,
@@ -75,7 +75,8 @@ SHIPPED = {
     "dropout": ("dropout.cu", _per_dtype(("dropout",))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
     "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
-    "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
+    "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum",
+                                   "norm_backward_params"))),
     "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
     "recurrent": ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                "gru_gates_backward"))),
@@ -94,7 +95,8 @@ __all__ = [
     "MANY", "ManyTensors", "sgd_update_many", "adam_update_many", "rmsprop_update_many", "adagrad_update_many",
     "sgd_update_at", "adam_update_at", "rmsprop_update_at", "adagrad_update_at",
     "PoolGeometry", "max_pool2d", "max_pool2d_backward", "masked_softmax", "masked_softmax_backward",
-    "layer_norm", "layer_norm_backward", "layer_norm_param_grads", "embedding", "embedding_backward",
+    "layer_norm", "layer_norm_backward", "layer_norm_backward_params", "layer_norm_param_grads", "embedding",
+    "embedding_backward",
     "lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward", "gru_gates_backward",
     "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES", "bias_activation", "bias_activation_backward",
 ]
