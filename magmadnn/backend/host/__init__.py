@@ -26,7 +26,7 @@ from .activations import (
     softmax,
     softmax_backward,
 )
-from .attention import masked_softmax, masked_softmax_backward
+from .attention import attention_heads, attention_heads_backward, masked_softmax, masked_softmax_backward
 from .conv import FUSED_ACTIVATIONS, conv2d_backward_bias, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
 from .core import asarray, copy, full, ones, to_numpy, zeros, zeros_like
 from .elementwise import add, clip, divide, isfinite_all, log, multiply, negative, power, sqrt, subtract
@@ -67,7 +67,8 @@ from .shapes import concatenate, reshape, split, transpose, upsample_nearest2d, 
 name = "host"
 
 __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forward", "adagrad_update", "adam_update",
-           "adagrad_update_many", "adam_update_many", "bias_activation", "bias_activation_backward", "broadcast_divide",
+           "adagrad_update_many", "adam_update_many", "attention_heads", "attention_heads_backward", "bias_activation",
+           "bias_activation_backward", "broadcast_divide",
            "softmax_cross_entropy_mean", "softmax_cross_entropy_mean_backward", "rmsprop_update_many",
            "sgd_update_many",
            "add", "argmax", "asarray", "batch_norm_backward", "batch_norm_infer", "batch_norm_train", "bias_add",

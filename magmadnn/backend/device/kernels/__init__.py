@@ -21,7 +21,7 @@ from pymagma.kernels.check import CHECK_DTYPES, FAULT_RECORD, check_binary, chec
 from pymagma.kernels.programs import FLOAT_DTYPES as _FLOATS
 from pymagma.kernels.programs import expression as _expression
 
-from .attention import masked_softmax, masked_softmax_backward
+from .attention import attention_heads, attention_heads_backward, masked_softmax, masked_softmax_backward
 from .dropout import dropout
 from .embeddings import embedding, embedding_backward
 from .epilogue import bias_activation, bias_activation_backward
@@ -74,7 +74,8 @@ SHIPPED = {
                                       "adagrad_many"))),
     "dropout": ("dropout.cu", _per_dtype(("dropout",))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
-    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
+    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward", "attention_heads_forward",
+                                               "attention_heads_backward_rows", "attention_heads_backward_keys"))),
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum",
                                    "norm_backward_params"))),
     "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
@@ -95,6 +96,7 @@ __all__ = [
     "MANY", "ManyTensors", "sgd_update_many", "adam_update_many", "rmsprop_update_many", "adagrad_update_many",
     "sgd_update_at", "adam_update_at", "rmsprop_update_at", "adagrad_update_at",
     "PoolGeometry", "max_pool2d", "max_pool2d_backward", "masked_softmax", "masked_softmax_backward",
+    "attention_heads", "attention_heads_backward",
     "layer_norm", "layer_norm_backward", "layer_norm_backward_params", "layer_norm_param_grads", "embedding",
     "embedding_backward",
     "lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward", "gru_gates_backward",
