@@ -58,8 +58,8 @@ def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool
     dtype = _float_dtype(dy, what)
     _kind(kind, what)
     reads = _ACTIVATION_READS[kind]
-    if kind == "relu" and y is None:
-        y = z
+    if kind == "relu" and z is None:  # its gradient code reads the input's sign: the output's is the same
+        z = y
     if (z is None and reads_input(kind)) or (y is None and "y" in reads):
         raise ValueError(f"{what}: the gradient of {kind} needs {reads.replace('x', 'z')}")
     _same([dy, z, y], what)

@@ -128,11 +128,11 @@ def _many_groups(what: str, columns, values):
     at most MANY non-empty tensors of one dtype and device, each tensor's buffers checked as the single update checks
     them. ``columns``: the lists (params, grads, states...), None or a list holding None for an unused state."""
     params = columns[0]
-    rows = [tuple(column[i] if column is not None else None for column in columns) for i in range(len(params))]
     for column in columns[1:]:
         if column is not None and len(column) != len(params):
             raise ValueError(f"{what}: every list must have one entry per parameter ({len(params)}), got "
                              f"{len(column)}")
+    rows = [tuple(column[i] if column is not None else None for column in columns) for i in range(len(params))]
     groups: dict = {}
     for row in rows:
         dtype = _check_update(what, *row)
