@@ -78,6 +78,7 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_argmax_argmin_with_ties,
     test_argmax_nan_wins_like_numpy,
     test_bias_add_over_nchw_channels_and_dense_rows,
+    test_broadcast_divide_materialises_a_broadcast_divided,
     test_binary_with_a_python_scalar_in_the_arrays_dtype,
     test_binary_with_broadcasting_and_strides,
     test_cast_between_all_pairs,
