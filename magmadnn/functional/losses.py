@@ -56,6 +56,9 @@ class SoftmaxCrossEntropyMeanFunction(Function):
     def backward(self, g):
         return (self.xp.softmax_cross_entropy_mean_backward(self.probs, self.labels, g),)
 
+    def backward_of_one(self):  # loss.backward(): the upstream gradient 1 folded into the op (no seed array)
+        return (self.xp.softmax_cross_entropy_mean_backward(self.probs, self.labels, None),)
+
 
 def _mean_of_rows(logits, labels, reduction: str, fn: str) -> Tensor:
     """The fused softmax cross-entropy of 2-D ``logits`` reduced as ``reduction`` ("mean": one function)."""

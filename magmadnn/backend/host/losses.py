@@ -45,5 +45,5 @@ def softmax_cross_entropy_mean(logits, labels):
 def softmax_cross_entropy_mean_backward(probs, labels, dloss):
     """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d."""
     rows = probs.shape[0]
-    share = np.asarray(dloss, dtype=probs.dtype) / probs.dtype.type(max(rows, 1))
+    share = np.asarray(1 if dloss is None else dloss, dtype=probs.dtype) / probs.dtype.type(max(rows, 1))
     return softmax_cross_entropy_backward(probs, labels, np.full(rows, share, dtype=probs.dtype))

@@ -25,4 +25,5 @@ def softmax_cross_entropy_mean(logits, labels):
 @op
 def softmax_cross_entropy_mean_backward(probs, labels, dloss):
     """dlogits of the mean over the N rows of ``softmax_cross_entropy``'s loss for a 0-d ``dloss``:
-    ``softmax_cross_entropy_backward`` with every row's dloss ``dloss / N`` (rounded to the dtype once)."""
+    ``softmax_cross_entropy_backward`` with every row's dloss ``dloss / N`` (rounded to the dtype once); ``dloss``
+    None: 1 (``loss.backward()``'s implicit gradient, no array made for it)."""

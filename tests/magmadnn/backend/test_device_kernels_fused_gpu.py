@@ -145,6 +145,8 @@ def test_mean_softmax_cross_entropy_and_its_gradient(dtype, indices, rows, class
     p = probs.get().astype(np.float64)
     share = float(np.asarray(g.astype(np.float64) / rows, dtype))
     close(got, (p * targets.sum(1, keepdims=True) - targets) * share, dtype, scale=10.0)
+    one = kernels.softmax_cross_entropy_backward(probs, given_labels, None, mean=True).get()  # loss.backward()'s 1
+    close(one, (p * targets.sum(1, keepdims=True) - targets) * float(np.asarray(1.0 / rows, dtype)), dtype, scale=10.0)
 
 
 # ---------------------------------------------------------------------------------------- layer norm

@@ -168,6 +168,7 @@ def _launch_every_kernel(dtype) -> None:
     kernels.softmax_cross_entropy_mean(x, x)
     kernels.softmax_cross_entropy_backward(x, labels, fake_array((), dtype), mean=True)
     kernels.softmax_cross_entropy_backward(x, x, fake_array((), dtype), mean=True)
+    kernels.softmax_cross_entropy_backward(x, labels, None, mean=True)
     kernels.layer_norm_backward_params(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype))
     heads = fake_array((2, 3, 4), dtype)
     _, p = kernels.attention_heads(heads, heads, heads, 2, fake_array((2, 3), dtype), 0.5, causal=True)

@@ -104,14 +104,14 @@ __global__ void softmax_xent_prob_backward(const T* __restrict__ probs, const T*
     }
 }
 
-// The gradient of the mean over rows of the per-row loss, from its 0-d upstream gradient dloss: the kernels above
-// with every row's upstream gradient dloss[0] / rows (one launch: no per-row gradient is made first).
+// The gradient of the mean over rows of the per-row loss, from its 0-d upstream gradient dloss (null: 1): the
+// kernels above with every row's upstream gradient dloss[0] / rows (one launch: no per-row gradient made first).
 template <typename T>
 __global__ void softmax_xent_index_mean_backward(const T* __restrict__ probs, const i64* __restrict__ labels,
                                                  const T* __restrict__ dloss, T* __restrict__ dx, i64 rows,
                                                  i64 classes) {
     typedef typename Traits<T>::acc A;
-    const A g = Traits<T>::load(Traits<T>::store(Traits<T>::load(dloss[0]) / (A)rows));  // stored, as a row's
+    const A g = Traits<T>::load(Traits<T>::store((dloss ? Traits<T>::load(dloss[0]) : A(1)) / (A)rows));  // stored
     for (i64 i = pm_global_index(); i < rows * classes; i += pm_grid_stride()) {
         i64 r = i / classes;
         A d = Traits<T>::load(probs[i]) - (i - r * classes == labels[r] ? A(1) : A(0));
@@ -125,7 +125,7 @@ __global__ void softmax_xent_prob_mean_backward(const T* __restrict__ probs, con
                                                 i64 classes) {
     typedef typename Traits<T>::acc A;
     __shared__ A shared[PM_LOSS_THREADS];
-    const A g = Traits<T>::load(Traits<T>::store(Traits<T>::load(dloss[0]) / (A)rows));
+    const A g = Traits<T>::load(Traits<T>::store((dloss ? Traits<T>::load(dloss[0]) : A(1)) / (A)rows));
     for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
         const T* t = target + r * classes;
         A part = A(0);

@@ -83,15 +83,18 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
     """dlogits from saved softmax ``probs`` (rows, classes), the labels given to :func:`softmax_cross_entropy` and a
     per-row upstream gradient ``dloss`` (rows,): ``(probs - onehot) * dloss`` for class indices,
     ``(probs * sum(target) - target) * dloss`` for probability targets. ``mean``: the gradient of the mean over the
-    rows, ``dloss`` 0-d (every row's upstream gradient ``dloss / rows``, rounded to the dtype), in one launch."""
+    rows, ``dloss`` 0-d or None for 1 (every row's upstream gradient ``dloss / rows``, rounded to the dtype), in one
+    launch."""
     what = "softmax_cross_entropy_backward"
     dtype = _float_dtype(probs, what)
     if probs.ndim != 2:
         raise ValueError(f"{what} needs 2-D probs, got shape {probs.shape}")
     rows, classes = probs.shape
-    _same([probs, dloss], what)
-    if tuple(dloss.shape) != (() if mean else (rows,)):
-        raise ValueError(f"{what}: dloss must have shape {() if mean else (rows,)}, got {dloss.shape}")
+    if dloss is not None or not mean:  # (the mean's None: the kernel's upstream gradient 1)
+        _same([probs, dloss], what)
+    if (dloss is None and not mean) or (dloss is not None and tuple(dloss.shape) != (() if mean else (rows,))):
+        raise ValueError(f"{what}: dloss must have shape {() if mean else (rows,)}, got "
+                         f"{None if dloss is None else dloss.shape}")
     tail = "_mean_backward" if mean else "_backward"
     if programs.dtype_name(_device_array(labels, f"{what} labels").dtype) == "int64":
         if tuple(labels.shape) != (rows,):
@@ -102,7 +105,8 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
         if tuple(labels.shape) != (rows, classes):
             raise ValueError(f"probability labels must have the probs' shape {probs.shape}, got {labels.shape}")
         kernel, grid = "softmax_xent_prob" + tail, min(rows, 65535)
-    probs, labels, dloss = contiguous(probs), contiguous(labels), contiguous(dloss)
+    probs, labels = contiguous(probs), contiguous(labels)
+    dloss = None if dloss is None else contiguous(dloss)
     out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
     _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
          [_ptr(probs), _ptr(labels), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(classes)], grid=grid)

@@ -178,12 +178,12 @@ def adam_update_many(params, grads, ms, vs, *, step: int = 1, lr: float = 0.0, v
     _check_hyper("adam_update_many", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     if values is not None:
         _step_values(values, 3, "adam_update_many")
-    bc1, bc2 = _bias_corrections(beta1, beta2, step)
+    corrections = _bias_corrections(beta1, beta2, step)  # the single update's, bit for bit
     for dtype, like, total, table, at in _many_groups("adam_update_many", (params, grads, ms, vs), values):
         _run("optim", programs.expression("adam_many", dtype), like, total,
              [table, at if at is not None else c_void_p(), c_double(lr), c_double(beta1), c_double(beta2),
               c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
-              c_double(bc1), c_double(bc2)])
+              c_double(corrections[0]), c_double(corrections[1])])
 
 
 def rmsprop_update_many(params, grads, square_avgs, *, lr: float = 0.0, values=None, rho: float = 0.9,
