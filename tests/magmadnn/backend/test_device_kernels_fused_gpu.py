@@ -117,6 +117,21 @@ def test_bias_activation_and_its_backward(dtype, kind, shape, seed):
     close(db.get(), dx.get().astype(np.float64).sum(axis=axes), dtype, scale=10.0 * np.sqrt(dx.size))
 
 
+@pytest.mark.parametrize("kind", ACTIVATIONS)
+def test_bias_activation_keeps_nan_and_infinity(kind):
+    """A NaN stays NaN through every kind (as cuDNN's and NumPy's ReLU: an overflowing half step must show), and
+    infinities go where the activation sends them."""
+    from magmadnn.backend.device import kernels
+
+    x = np.array([[np.nan, np.inf, -np.inf, 1.0]], np.float32)
+    y, _ = kernels.bias_activation(dev(x), dev(np.zeros(4, np.float32)), kind, 0.2)
+    with np.errstate(all="ignore"):
+        want = reference.activation_ref(kind, x.astype(np.float64), 0.2)
+    got = y.get()
+    assert np.isnan(got[0, 0])
+    np.testing.assert_allclose(got[0, 1:], want[0, 1:], rtol=1e-6)
+
+
 # --------------------------------------------------------------------------------------------- losses
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("indices", [True, False], ids=["labels", "targets"])

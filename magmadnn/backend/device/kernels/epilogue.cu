@@ -17,7 +17,9 @@ __global__ void bias_act(T* __restrict__ x, const T* __restrict__ bias, T* __res
         const i64 c = (i / inner) % channels;
         const T z = Traits<T>::store(Traits<T>::load(x[i]) + Traits<T>::load(bias[c]));
         if (keep) x[i] = z;
-        y[i] = Traits<T>::store(unary_op<A>(op, Traits<T>::load(z), (A)alpha, A(0)));
+        const A zv = Traits<T>::load(z);
+        // a NaN stays NaN whatever the kind (cuDNN's and NumPy's ReLU; unary_op's relu code makes it 0)
+        y[i] = Traits<T>::store(zv != zv ? zv : unary_op<A>(op, zv, (A)alpha, A(0)));
     }
 }
 
