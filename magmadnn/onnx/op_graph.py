@@ -31,6 +31,7 @@ import numpy as np
 from ..layers.base import Input
 from ..layers.operation import Operation
 from ..models import Model
+from . import op_export
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
@@ -250,6 +251,7 @@ class _Import:
         op = Operation(form.fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
                        output_shapes=shapes, output_batched=flags, op_type=node.op_type,
                        name=self.unique(node.name or node.op_type.lower()))
+        op_export.remember(op, node, self.opset, [self.dtypes.get(name) for name in node.output])
         made = op(parents)
         made = made if isinstance(made, list) else [made]
         for name, tensor, keep, k in zip(node.output, made, flags, range(outputs)):
