@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import math
 
+from .._checks import Plans
 from ..autograd import Function, Tensor
 from ..backend import geometry
-from ._base import _as_tensor, _need_ndim, _same_dtype
+from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .operators import reshape
 
 __all__ = ["dense"]
@@ -38,11 +39,28 @@ def dense(x, w, b=None, activation=None, alpha=0.0) -> Tensor:
     rank >= 2 (the leading axes are taken as rows of one matrix product). ``activation`` (a kind of
     ``geometry.ACTIVATIONS``, slope/scale ``alpha``; needs ``b``): ``activation(dense(x, w, b))`` with the bias and
     the activation as one op, ``bias_activation``."""
+    key = signature(x, w, b, activation)
+    lead = _DENSE_PLANS.get(key) if key is not None else None
+    if lead is None:  # every check; the plan: the leading axes to fold into rows (() for a 2-D x)
+        if activation is not None:
+            geometry.check_activation(activation, "dense")
+            if b is None:
+                raise ValueError("dense: a fused activation needs the bias b; apply the activation after dense(x, w)")
+        x, w = _as_tensor(x), _as_tensor(w)
+        b = None if b is None else _as_tensor(b)
+        lead = _DENSE_PLANS.keep(key, _plan_dense(x, w, b))
+    if lead:
+        return reshape(dense(reshape(x, (math.prod(lead), x.shape[-1])), w, b, activation, alpha),
+                       (*lead, w.shape[1]))
     if activation is not None:
-        geometry.check_activation(activation, "dense")
-        if b is None:
-            raise ValueError("dense: a fused activation needs the bias b; apply the activation after dense(x, w)")
-    x, w = _as_tensor(x), _as_tensor(w)
+        return DenseFunction.apply(x, w, b, activation=activation, alpha=float(alpha))
+    return DenseFunction.apply(x, w) if b is None else DenseFunction.apply(x, w, b)
+
+
+_DENSE_PLANS = Plans()
+
+
+def _plan_dense(x, w, b) -> tuple:
     if x.ndim < 2:
         raise ValueError(f"dense: x must be at least 2-D (N, ..., in_features), got shape {x.shape}")
     _need_ndim(w, 2, "dense", "w", "(in_features, out_features)")
@@ -50,17 +68,7 @@ def dense(x, w, b=None, activation=None, alpha=0.0) -> Tensor:
         raise ValueError(
             f"dense: x has shape {x.shape} but w has shape {w.shape}; expected x of shape (N, ..., {w.shape[0]})"
         )
-    if x.ndim > 2:
-        lead = x.shape[:-1]
-        return reshape(dense(reshape(x, (math.prod(lead), x.shape[-1])), w, b, activation, alpha),
-                       (*lead, w.shape[1]))
-    if b is None:
-        _same_dtype("dense", x=x, w=w)
-        return DenseFunction.apply(x, w)
-    b = _as_tensor(b)
-    if b.shape != (w.shape[1],):
+    if b is not None and b.shape != (w.shape[1],):
         raise ValueError(f"dense: b has shape {b.shape}, expected ({w.shape[1]},) for w of shape {w.shape}")
     _same_dtype("dense", x=x, w=w, b=b)
-    if activation is not None:
-        return DenseFunction.apply(x, w, b, activation=activation, alpha=float(alpha))
-    return DenseFunction.apply(x, w, b)
+    return x.shape[:-1] if x.ndim > 2 else ()

@@ -290,10 +290,13 @@ def mod(view):
 
     def run(a, b):
         b = tensor(b, a, dtype=a.dtype)
+        if is_float(a) and fmod:  # a - trunc(a / b) * b: differentiable in a and b, as PyTorch's fmod
+            return F.subtract(a, F.multiply(T.unary(F.divide(a, b), "trunc"), b))
+        if is_float(a):
+            return T.remainder(a, b)
         ns = a.data.__array_namespace__()
         if fmod:
-            q = ns.trunc(ns.divide(a.data, b.data)) if is_float(a) else None
-            out = a.data - q * b.data if q is not None else a.data - b.data * ns.astype(
+            out = a.data - b.data * ns.astype(
                 ns.trunc(ns.astype(a.data, np.float64) / ns.astype(b.data, np.float64)), a.dtype)
         else:
             out = ns.remainder(a.data, b.data)

@@ -121,8 +121,8 @@ def top_k(view):
         order = ns.argsort(key, axis=a, stable=True)
         index = ns.take(order, ns.asarray(np.arange(k), **_dev(x)) if not isinstance(x.data, np.ndarray)
                         else np.arange(k), axis=a)
-        values = ns.take_along_axis(x.data, index, axis=a)
-        return [Tensor._of(values, x.xp), Tensor._of(ns.astype(index, np.int64), x.xp)]
+        index = Tensor._of(ns.astype(index, np.int64), x.xp)
+        return [T.take_along_axis(x, index, a), index]
 
     rank = view.rank(0)
     return Form(run, keeps_batch=rank is not None and axis % rank != 0)
