@@ -184,7 +184,12 @@ class Tensor:
                 raise ValueError(
                     f"backward: grad can be omitted only for a one-element tensor, this one has shape {self.shape}"
                 )
-            grad = xp.ones(self.data.shape, dtype=self.dtype)
+            if getattr(self._fn, "backward_of_one", None) is not None:
+                grad = ONE  # its Function's gradient from 1 needs no array of ones (the fused losses)
+            else:
+                make = getattr(xp, "constant", None)  # a backend that keeps constants: the seed is made once
+                grad = (xp.ones(self.data.shape, dtype=self.dtype) if make is None
+                        else make(np.ones(self.data.shape, dtype=self.dtype)))
         else:
             grad = grad.data if isinstance(grad, Tensor) else xp.asarray(grad, dtype=self.dtype)
             if tuple(grad.shape) != self.shape:
@@ -399,16 +404,25 @@ def _leaves_final_after(order: list[Function]) -> dict[int, list[Tensor]]:
     return out
 
 
+#: The implicit gradient 1 of a one-element root (``loss.backward()``) whose Function has ``backward_of_one()``: its
+#: gradients from an upstream gradient of 1, without an array of ones (the fused mean losses fold the 1 in).
+ONE = object()
+
+
 def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
+    # the seed's memory is never a leaf's .grad (a leaf reached by it as it is gets a copy): the seed may be a kept
+    # constant, and a .grad may be written in place later (data parallelism's averaging)
+    base = getattr(grad, "base", None)
+    seed = {id(grad if base is None else base)}
     if root._fn is None:
-        _accumulate_leaf(root, grad)
+        _accumulate_leaf(root, grad, seed)
         if on_leaf_ready is not None:
             on_leaf_ready(root)
         return
     order = _topological_order(root._fn)
     final_after = _leaves_final_after(order) if on_leaf_ready is not None else {}
     grads: dict[int, Any] = {id(root._fn): grad}
-    given: set[int] = set()  # memory owners already stored as some leaf's .grad
+    given: set[int] = seed  # memory owners already stored as some leaf's .grad (or the seed's)
     done = False
     try:
         for position, fn in enumerate(order):
@@ -428,7 +442,7 @@ def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
 
 def _backward_one(fn: Function, g, grads: dict[int, Any], given: set[int]) -> None:
     """Run ``fn.backward(g)``; add each input's gradient into ``grads`` (by producer) or into its leaf's ``.grad``."""
-    in_grads = fn.backward(g)
+    in_grads = fn.backward_of_one() if g is ONE else fn.backward(g)
     if not isinstance(in_grads, tuple):
         in_grads = (in_grads,)
     inputs = fn.inputs

@@ -32,7 +32,7 @@ import numbers
 
 import numpy as np
 
-from . import clipping, constraints, schedules
+from . import _foreach, clipping, constraints, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
@@ -103,14 +103,16 @@ class Optimizer(KerasApply, Configurable):
         if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
             lr = self._device_values
         grads = self._clipped_grads(params)
-        for index, param in enumerate(params):
-            if grads[index] is None:
-                continue
-            state = self._state.get(index)
-            if state is None:
-                state = self._state[index] = {name: self._new_slot(param.xp, param.data, name) for name in self.slots}
-            self.update(param.xp, param.data, grads[index], state, lr)
+        live = [(param, grads[i], self._slots(i, param)) for i, param in enumerate(params) if grads[i] is not None]
+        if not _foreach.update_all(self, live, lr):  # one op for all (one launch per dtype on the device), or each
+            for param, grad, state in live:
+                self.update(param.xp, param.data, grad, state, lr)
         constraints.apply(params, grads)
+
+    def _slots(self, index: int, param) -> dict:  # parameter index's slot arrays, made at its first update
+        if (state := self._state.get(index)) is None:
+            state = self._state[index] = {name: self._new_slot(param.xp, param.data, name) for name in self.slots}
+        return state
 
     def update(self, xp, p, g, state, lr) -> None:
         raise NotImplementedError
@@ -508,9 +510,7 @@ class LossScaleOptimizer(Optimizer):
         saved = []
         for (index, param), grad in zip(live, grads):
             param.grad = xp.divide(grad, scale)
-            slots = inner._state.get(index)
-            if slots is None:  # made here rather than in the inner step, so that a skipped first step undoes them
-                slots = inner._state[index] = {name: inner._new_slot(xp, param.data, name) for name in inner.slots}
+            slots = inner._slots(index, param)  # made here, not in the inner step: a skipped first step undoes them
             saved += [(param, xp.copy(param.data))] + [(a, xp.copy(a)) for a in slots.values()]
         powers = self._bias_corrections(xp, state) if isinstance(inner, Adam) else None
         inner._device_values = self._device_values if powers is None else powers[0]

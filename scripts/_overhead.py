@@ -34,8 +34,10 @@ import time
 
 import numpy as np
 
-MODELS = ("mlp", "lenet5", "resnet_small")
-INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32)}
+MODELS = ("mlp", "lenet5", "resnet_small", "transformer")
+INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32), "transformer": (16,)}
+#: the small transformer's vocabulary, width, heads and MLP width (one pre-LayerNorm encoder block)
+TRANSFORMER = {"vocab": 64, "dim": 32, "heads": 4, "mlp": 64}
 LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
 COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_train_us", "replayed_infer_us", "replayed_calls",
            "fit_replay_us", "fit_calls", "fit_fixed_us",
@@ -107,18 +109,47 @@ class _Metered:
 
 
 # --------------------------------------------------------------------------------------------- magmadnn steps
-def magmadnn_model(name: str, device: str, graph: bool = False):
+def build(name: str):
+    """The magmadnn model ``name``: the zoo's, or the small transformer classifier (:func:`transformer`)."""
     from magmadnn import zoo
+
+    if name == "transformer":
+        return transformer()
+    return zoo.build(name if name != "resnet_small" else "resnet", INPUTS[name], 10)
+
+
+def transformer():
+    """A small transformer classifier: int64 tokens (16,) -> Embedding + PositionEmbedding, one pre-LayerNorm
+    encoder block (MultiHeadAttention, a GELU MLP, residual adds), a final LayerNormalization, the mean over the
+    tokens and 10 logits."""
+    from magmadnn import layers as L
+    from magmadnn.models import Model
+
+    t = TRANSFORMER
+    tokens = L.Input(INPUTS["transformer"], dtype="int64")
+    x = L.PositionEmbedding()(L.Embedding(t["vocab"], t["dim"])(tokens))
+    a = L.MultiHeadAttention(t["heads"], t["dim"] // t["heads"])(L.LayerNormalization()(x))
+    x = L.Add()([x, a])
+    m = L.Dense(t["dim"])(L.Dense(t["mlp"], activation="gelu")(L.LayerNormalization()(x)))
+    x = L.LayerNormalization()(L.Add()([x, m]))
+    return Model(tokens, L.Dense(10)(L.GlobalAveragePooling1D()(x)), name="transformer")
+
+
+def magmadnn_model(name: str, device: str, graph: bool = False):
     from magmadnn.optimizers import SGD
 
-    model = zoo.build(name if name != "resnet_small" else "resnet", INPUTS[name], 10)
+    model = build(name)
     model.compile(optimizer=SGD(0.01, momentum=0.9), loss="cross_entropy", seed=0, device=device, graph=graph)
     return model
 
 
 def _batch(name: str, batch: int, seed: int = 0):
     rng = np.random.default_rng(seed)
-    return rng.standard_normal((batch, *INPUTS[name])).astype(np.float32), rng.integers(0, 10, batch)
+    if name == "transformer":
+        x = rng.integers(0, TRANSFORMER["vocab"], (batch, *INPUTS[name]))
+    else:
+        x = rng.standard_normal((batch, *INPUTS[name])).astype(np.float32)
+    return x, rng.integers(0, 10, batch)
 
 
 def magmadnn_steps(model, x, y):
@@ -169,15 +200,12 @@ def fit_replay(name: str, repeats: int = 5) -> tuple[float, float, float]:
     ``FIT_SHORT`` batches, divided by the difference in batches (an epoch's own costs, its snapshot and its read,
     cancel); per call: the short fit less its batches. Each the fastest of ``repeats`` metered fits (a difference of
     two noisy figures: the least disturbed of each)."""
-    from magmadnn import zoo
     from magmadnn.models import replay
     from magmadnn.optimizers import SGD
 
-    model = zoo.build(name if name != "resnet_small" else "resnet", INPUTS[name], 10)
+    model = build(name)
     model.compile(optimizer=SGD(0.01, momentum=0.9), loss="cross_entropy", seed=0, device="gpu")
-    rng = np.random.default_rng(0)
-    x = rng.standard_normal((FIT_LONG, *INPUTS[name])).astype(np.float32)
-    y = rng.integers(0, 10, FIT_LONG)
+    x, y = _batch(name, FIT_LONG)
     model.fit(x[:replay.WARMUP + 2], y[:replay.WARMUP + 2], batch_size=1, verbose=0)  # captured
     if not any(isinstance(s, replay._Step) for s in model._graphs.steps.values()):
         raise RuntimeError(f"{name}: fit's step was not captured")
@@ -273,6 +301,8 @@ def torch_model(name: str):
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(), nn.Linear(256, 128), nn.ReLU(),
                              nn.Linear(128, 10))
+    if name == "transformer":
+        return _torch_transformer()
     if name == "lenet5":
         return nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5),
                              nn.ReLU(), nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(),
@@ -292,6 +322,33 @@ def torch_model(name: str):
 
     return nn.Sequential(conv_bn(3, 16, 3), nn.ReLU(), Block(16, 16, 1), Block(16, 32, 2), Block(32, 64, 2),
                          nn.AdaptiveAvgPool2d(1), nn.Flatten(), nn.Linear(64, 10))
+
+
+def _torch_transformer():
+    """:func:`transformer`'s twin in PyTorch."""
+    import torch
+    from torch import nn
+
+    t = TRANSFORMER
+
+    class Net(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.embed = nn.Embedding(t["vocab"], t["dim"])
+            self.position = nn.Parameter(torch.zeros(INPUTS["transformer"][0], t["dim"]))
+            self.norm1, self.norm2, self.norm3 = (nn.LayerNorm(t["dim"]) for _ in range(3))
+            self.attention = nn.MultiheadAttention(t["dim"], t["heads"], batch_first=True)
+            self.mlp = nn.Sequential(nn.Linear(t["dim"], t["mlp"]), nn.GELU(), nn.Linear(t["mlp"], t["dim"]))
+            self.head = nn.Linear(t["dim"], 10)
+
+        def forward(self, tokens):
+            x = self.embed(tokens) + self.position
+            h = self.norm1(x)
+            x = x + self.attention(h, h, h, need_weights=False)[0]
+            x = self.norm3(x + self.mlp(self.norm2(x)))
+            return self.head(x.mean(dim=1))
+
+    return Net()
 
 
 def torch_step_seconds(name: str, steps: int) -> float | None:

@@ -299,7 +299,7 @@ def main(argv=None) -> int:
                         "model built from magmadnn layers, onnxruntime and PyTorch on the CPU (see _bench_onnx.py); "
                         "--threads defaults to 1 here")
     p.add_argument("--models", default=None,
-                   help="--overhead: comma list of models (default mlp,lenet5,resnet_small); --onnx: of "
+                   help="--overhead: comma list of models (default mlp,lenet5,resnet_small,transformer); --onnx: of "
                         "resnet,transformer (default both)")
     p.add_argument("--batches", default="1,128", help="--overhead: comma list of batch sizes")
     p.add_argument("--steps", type=int, default=None,

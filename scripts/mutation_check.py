@@ -53,6 +53,8 @@ HYBRID = ("tests/pymagma/test_hybrid.py", "tests/pymagma/suites/test_simulated_d
 CUDNN = ("tests/pymagma/simulator/test_cudnn.py",)
 KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
 DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # the device backend's own programs
+FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_tensor or bias_activation or "
+         "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
@@ -297,6 +299,42 @@ MUTANTS = [
            "magmadnn/backend/device/kernels/dropout.py",
            "c_ulonglong(int(offset)),\n          c_double(float(rate))])",
            "c_ulonglong(int(offset)),\n          c_double(1.0 - float(rate))])", DEVICE_KERNELS),
+    # ------------------------------------------------------------- fused kernels (fewer launches per step)
+    Mutant("many-find-half-open", "the multi-tensor update gives a tensor's first element to the tensor before it",
+           "magmadnn/backend/device/kernels/optim.cu",
+           "if (t.start[mid] <= i) lo = mid;", "if (t.start[mid] < i) lo = mid;", FUSED),
+    Mutant("many-replayed-bc1-misread", "the replayed multi-tensor Adam reads bc2 where bc1 is",
+           "magmadnn/backend/device/kernels/optim.cu", "bc1 = values[1];", "bc1 = values[2];", FUSED),
+    Mutant("many-chunk-drops-a-tensor", "each launch of a multi-tensor update leaves its last tensor out",
+           "magmadnn/backend/device/kernels/optim.py",
+           "chunk = members[first:first + MANY]", "chunk = members[first:first + MANY - 1]", FUSED),
+    Mutant("foreach-sgd-forgets-nesterov", "the optimizers' multi-tensor SGD drops Nesterov momentum",
+           "magmadnn/_foreach.py", "nesterov=opt.nesterov, weight_decay", "nesterov=False, weight_decay",
+           ("tests/magmadnn/test_optimizers.py", "-k", "nesterov")),
+    Mutant("bias-act-channel-of-rows", "the epilogue takes the channel of element i as i % channels (NCHW wrong)",
+           "magmadnn/backend/device/kernels/epilogue.cu",
+           "const i64 c = (i / inner) % channels;", "const i64 c = i % channels;", FUSED),
+    Mutant("bias-act-db-sums-dy", "the epilogue's bias gradient sums dy instead of the activation's gradient",
+           "magmadnn/backend/device/kernels/epilogue.cu",
+           "part += Traits<T>::load(d);", "part += Traits<T>::load(dy[i]);", FUSED),
+    Mutant("xent-mean-grad-by-classes", "the mean loss's gradient divides the upstream gradient by the classes",
+           "magmadnn/backend/device/kernels/loss.cu",
+           ": A(1)) / (A)rows));  // stored", ": A(1)) / (A)classes));  // stored",
+           FUSED),
+    Mutant("norm-fused-skips-a-param-block", "layer norm's one-launch backward leaves its first parameter block out",
+           "magmadnn/backend/device/kernels/norm.cu", "if (b < row_blocks) {", "if (b <= row_blocks) {", FUSED),
+    Mutant("attention-heads-query-head-ignored", "attention over interleaved heads reads head 0's query for all",
+           "magmadnn/backend/device/kernels/attention.cu",
+           "const T* qi = q + ((b * d.tq + i) * d.heads + h) * d.dk;",
+           "const T* qi = q + ((b * d.tq + i) * d.heads) * d.dk;", FUSED),
+    Mutant("attention-heads-ds-unscaled", "attention's backward leaves the score scale out of the scores' gradient",
+           "magmadnn/backend/device/kernels/attention.cu",
+           "dsr[j] = Traits<T>::store((A)scale * Traits<T>::load(pr[j])",
+           "dsr[j] = Traits<T>::store(Traits<T>::load(pr[j])", FUSED),
+    Mutant("broadcast-divide-multiplies", "a reduction's gradient multiplied by the count instead of divided",
+           "pymagma/kernels/elementwise.cu", "Traits<T>::load(x[ox]) / (A)divisor);",
+           "Traits<T>::load(x[ox]) * (A)divisor);",
+           ("tests/pymagma/test_kernels_emulated.py", "-k", "broadcast_divide")),
     Mutant("random-launch-half-short", "random kernels launched for n // 2 pairs (the last odd element unset)",
            "pymagma/kernels/random.py",
            'programs.expression(kernel, name), out, (n + 1) // 2,',

@@ -25,6 +25,10 @@ ACTIVATION_ALIASES = {"swish": "silu"}
 ACTIVATION_NAMES = ("linear",) + ACTIVATIONS + tuple(ACTIVATION_ALIASES) + ("softmax",)
 #: Kinds that ``conv2d_forward`` may fuse: their backward needs only the output y.
 FUSED_ACTIVATIONS = ("relu", "sigmoid", "tanh")
+#: Kinds whose gradient reads the activation's input (``bias_activation`` keeps it); the others need the output
+#: alone.
+INPUT_GRAD_ACTIVATIONS = ("leaky_relu", "elu", "gelu", "gelu_tanh", "silu", "softplus", "softsign", "selu",
+                          "hard_sigmoid")
 #: The default slope/scale ``alpha`` of the kinds that take one, where a layer names the kind: Keras 3's
 #: ``keras.activations.leaky_relu`` (negative_slope 0.2) and ``elu`` (alpha 1.0).
 DEFAULT_ALPHA = {"leaky_relu": 0.2, "elu": 1.0}

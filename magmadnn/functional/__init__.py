@@ -37,6 +37,7 @@ from .activations import (
 from .attention import (
     MaskedSoftmaxFunction,
     MatMulNTFunction,
+    attention_heads,
     check_key_mask_values,
     masked_softmax,
     matmul_nt,
@@ -149,7 +150,7 @@ __all__ = [
     "flatten", "activation", "relu", "sigmoid", "tanh", "leaky_relu", "elu", "gelu", "softmax", "log_softmax",
     "dense", "conv2d", "conv2d_output_shape", "conv2d_padding", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
     "batch_norm", "dropout", "softmax_cross_entropy", "mse",
-    "matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values",
+    "matmul_nt", "masked_softmax", "scaled_dot_product_attention", "attention_heads", "check_key_mask_values",
     "concatenate", "upsample_nearest2d", "global_max_pool2d", "conv_transpose2d", "conv_transpose2d_geometry",
     "layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits",
     "lstm", "gru", "log", "clip", "abs", "scale", "categorical_crossentropy", "binary_crossentropy",

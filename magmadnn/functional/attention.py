@@ -11,7 +11,8 @@ from ._base import _as_tensor, _need_ndim, _pair_of, _same_dtype, check_values
 from .operators import matmul
 from .regularization import dropout
 
-__all__ = ["matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values"]
+__all__ = ["matmul_nt", "masked_softmax", "scaled_dot_product_attention", "attention_heads",
+           "check_key_mask_values"]
 
 
 class MatMulNTFunction(Function):
@@ -104,3 +105,40 @@ def scaled_dot_product_attention(q, k, v, key_mask=None, causal=False, scale=Non
     p = masked_softmax(matmul_nt(q, k), key_mask, scale, causal)
     p = dropout(p, dropout_rate, training, rng)
     return matmul(p, v)
+
+
+class AttentionHeadsFunction(Function):
+    def forward(self, q, k, v, heads=1, mask=None, scale=1.0, causal=False):
+        self.q, self.k, self.v, self.heads, self.scale = q, k, v, heads, scale
+        o, self.p = self.xp.attention_heads(q, k, v, heads, mask, scale, causal)
+        return o
+
+    def backward(self, g):
+        return self.xp.attention_heads_backward(g, self.q, self.k, self.v, self.p, self.heads, self.scale)
+
+
+def attention_heads(q, k, v, heads: int, key_mask=None, causal=False, scale=None) -> Tensor:
+    """:func:`scaled_dot_product_attention` of ``heads`` heads interleaved on the last axis, as projections give
+    them: q (B, Tq, H*dk), k (B, Tk, H*dk), v (B, Tk, H*dv) -> (B, Tq, H*dv), head h on columns [h*d, (h+1)*d); the
+    same as splitting the heads (reshape, transpose), attending and merging them back, without the copies (one op,
+    ``attention_heads``; no dropout). ``scale`` defaults to 1/sqrt(dk)."""
+    fn = "attention_heads"
+    q, k, v = _as_tensor(q), _as_tensor(k), _as_tensor(v)
+    for what, t in (("q", q), ("k", k), ("v", v)):
+        _need_ndim(t, 3, fn, what, "(batch, time, heads * features)")
+    heads = int(heads)
+    if (heads < 1 or q.shape[0] != k.shape[0] or k.shape[:2] != v.shape[:2] or q.shape[2] != k.shape[2]
+            or q.shape[2] % heads or v.shape[2] % heads or 0 in (q.shape[1], k.shape[1])):
+        raise ValueError(f"{fn}: expected q (B, Tq, H*dk), k (B, Tk, H*dk) and v (B, Tk, H*dv) for {heads} heads "
+                         f"(at least one query and one key), got shapes {q.shape}, {k.shape} and {v.shape}")
+    _same_dtype(fn, q=q, k=k, v=v)
+    scale = 1.0 / math.sqrt(q.shape[2] // heads) if scale is None else float(scale)
+    mask = None if key_mask is None else _key_mask(key_mask, _MaskShape(q, k), fn)
+    return AttentionHeadsFunction.apply(q, k, v, heads=heads, mask=mask, scale=scale, causal=bool(causal))
+
+
+class _MaskShape:
+    """What :func:`_key_mask` reads of scores (B, H, Tq, Tk): the batch and key time, dtype and backend."""
+
+    def __init__(self, q, k):
+        self.shape, self.dtype, self.xp = (q.shape[0], 1, q.shape[1], k.shape[1]), q.dtype, q.xp

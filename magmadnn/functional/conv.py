@@ -50,12 +50,17 @@ class Conv2dFunction(Function):
 
     def backward(self, g):
         xp, need = self.xp, self.needs_input_grad
-        if self.activation is not None:  # fused activation: its backward needs only the output
+        gb = None
+        if self.activation is not None and self.has_bias:  # its gradient and the bias's in one op (the output only)
+            g, gb = xp.bias_activation_backward(g, None, self.y, self.activation, bias=need[2])
+        elif self.activation is not None:  # fused activation: its backward needs only the output
             g = xp.activation_backward(g, None, self.y, self.activation)
         gx = xp.conv2d_backward_data(g, self.w, self.x.shape, **self.geom) if need[0] else None
         gw = xp.conv2d_backward_filter(g, self.x, self.w.shape, saved=self.saved, **self.geom) if need[1] else None
         if not self.has_bias:
             return gx, gw
+        if self.activation is not None:
+            return gx, gw, gb
         return gx, gw, (xp.conv2d_backward_bias(g) if need[2] else None)
 
 

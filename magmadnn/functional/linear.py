@@ -6,6 +6,7 @@ import math
 
 from .._checks import Plans
 from ..autograd import Function, Tensor
+from ..backend import geometry
 from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .operators import reshape
 
@@ -13,31 +14,46 @@ __all__ = ["dense"]
 
 
 class DenseFunction(Function):
-    def forward(self, x, w, b=None):
-        self.x, self.w, self.has_bias = x, w, b is not None
+    def forward(self, x, w, b=None, activation=None, alpha=0.0):
+        self.x, self.w, self.has_bias, self.activation, self.alpha = x, w, b is not None, activation, alpha
         y = self.xp.matmul(x, w)
+        if activation is not None:  # the epilogue: bias and activation in one op (one launch on the device)
+            self.y, self.z = self.xp.bias_activation(y, b, activation, alpha)
+            return self.y
         return y if b is None else self.xp.bias_add(y, b)
 
     def backward(self, g):
         xp, need = self.xp, self.needs_input_grad
+        gb = None
+        if self.activation is not None:  # the activation's gradient and the bias gradient in one op
+            g, gb = xp.bias_activation_backward(g, self.z, self.y, self.activation, self.alpha, bias=need[2])
         gx = xp.matmul(g, self.w, transpose_b=True) if need[0] else None
         gw = xp.matmul(self.x, g, transpose_a=True) if need[1] else None
         if not self.has_bias:
             return gx, gw
-        return gx, gw, (xp.bias_grad(g) if need[2] else None)
+        return gx, gw, (gb if self.activation is not None else xp.bias_grad(g) if need[2] else None)
 
 
-def dense(x, w, b=None) -> Tensor:
+def dense(x, w, b=None, activation=None, alpha=0.0) -> Tensor:
     """x (..., in) @ w (in, out) + b (out,) through the backend's matmul and bias_add, on the last axis of x of any
-    rank >= 2 (the leading axes are taken as rows of one matrix product)."""
-    key = signature(x, w, b)
+    rank >= 2 (the leading axes are taken as rows of one matrix product). ``activation`` (a kind of
+    ``geometry.ACTIVATIONS``, slope/scale ``alpha``; needs ``b``): ``activation(dense(x, w, b))`` with the bias and
+    the activation as one op, ``bias_activation``."""
+    key = signature(x, w, b, activation)
     lead = _DENSE_PLANS.get(key) if key is not None else None
     if lead is None:  # every check; the plan: the leading axes to fold into rows (() for a 2-D x)
+        if activation is not None:
+            geometry.check_activation(activation, "dense")
+            if b is None:
+                raise ValueError("dense: a fused activation needs the bias b; apply the activation after dense(x, w)")
         x, w = _as_tensor(x), _as_tensor(w)
         b = None if b is None else _as_tensor(b)
         lead = _DENSE_PLANS.keep(key, _plan_dense(x, w, b))
     if lead:
-        return reshape(dense(reshape(x, (math.prod(lead), x.shape[-1])), w, b), (*lead, w.shape[1]))
+        return reshape(dense(reshape(x, (math.prod(lead), x.shape[-1])), w, b, activation, alpha),
+                       (*lead, w.shape[1]))
+    if activation is not None:
+        return DenseFunction.apply(x, w, b, activation=activation, alpha=float(alpha))
     return DenseFunction.apply(x, w) if b is None else DenseFunction.apply(x, w, b)
 
 

@@ -43,6 +43,30 @@ class SoftmaxCrossEntropyFunction(Function):
         return (self.xp.softmax_cross_entropy_backward(self.probs, self.labels, g),)
 
 
+class SoftmaxCrossEntropyMeanFunction(Function):
+    """The mean over the rows of :class:`SoftmaxCrossEntropyFunction`'s loss as one function of two fused ops
+    (``softmax_cross_entropy_mean`` and its backward: one launch each on the device for small problems) rather than
+    the per-row loss, its mean, the mean's broadcast, a division and the per-row backward."""
+
+    def forward(self, logits, labels):
+        self.labels = labels
+        loss, self.probs = self.xp.softmax_cross_entropy_mean(logits, labels)
+        return loss
+
+    def backward(self, g):
+        return (self.xp.softmax_cross_entropy_mean_backward(self.probs, self.labels, g),)
+
+    def backward_of_one(self):  # loss.backward(): the upstream gradient 1 folded into the op (no seed array)
+        return (self.xp.softmax_cross_entropy_mean_backward(self.probs, self.labels, None),)
+
+
+def _mean_of_rows(logits, labels, reduction: str, fn: str) -> Tensor:
+    """The fused softmax cross-entropy of 2-D ``logits`` reduced as ``reduction`` ("mean": one function)."""
+    if reduction == "mean":
+        return SoftmaxCrossEntropyMeanFunction.apply(logits, labels=labels)
+    return _reduce(SoftmaxCrossEntropyFunction.apply(logits, labels=labels), reduction, fn)
+
+
 def _labels_array(labels, logits: Tensor, fn: str, check_values: bool = True):
     """The labels as a backend array after checking shape and dtype; ``check_values`` also checks the class range
     (a host read of device labels: callers that validated the whole target array once, as ``Model.fit`` does, pass
@@ -89,7 +113,7 @@ def softmax_cross_entropy(logits, labels, reduction="mean", check_labels: bool =
     _need_ndim(logits, 2, fn, "logits", "(N, C)")
     _same_dtype(fn, logits=logits)
     lab = _labels_array(labels, logits, fn, check_values=check_labels)
-    return _reduce(SoftmaxCrossEntropyFunction.apply(logits, labels=lab), reduction, fn)
+    return _mean_of_rows(logits, lab, reduction, fn)
 
 
 def mse(pred, target, reduction="mean") -> Tensor:
@@ -142,8 +166,10 @@ def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_
         target = xp.reshape(xp.asarray(data, dtype=logits.dtype), flat.shape)
         if smoothing:
             target = xp.add(xp.multiply(target, 1.0 - smoothing), smoothing / classes)
+        if reduction != "none":  # the mean (or sum) of every row's loss, whatever the logits' rank
+            return _mean_of_rows(flat, target, reduction, fn)
         per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=target)
-        return _reduce(per_row if logits.ndim == 2 else reshape(per_row, shape[:-1]), reduction, fn)
+        return per_row if logits.ndim == 2 else reshape(per_row, shape[:-1])
     if shape != logits.shape[:-1]:
         raise ValueError(f"{fn}: labels have shape {shape}; expected {logits.shape[:-1]} (class indices) or "
                          f"{logits.shape} (probabilities) for logits of shape {logits.shape}")
@@ -160,6 +186,8 @@ def cross_entropy(logits, labels, reduction="mean", label_smoothing=0.0, ignore_
     weights = None
     if ignore_index is not None:  # on the backend, from the labels alone: nothing is read back
         weights, labels_flat = _counted(xp, labels_flat, ignore_index, logits.dtype)
+    if weights is None and not smoothing and reduction != "none":
+        return _mean_of_rows(flat, labels_flat, reduction, fn)
     per_row = SoftmaxCrossEntropyFunction.apply(flat, labels=labels_flat)
     if smoothing:  # (1 - e) nll + e mean_c(-log p_c): PyTorch's label smoothing, through the fused op and log_softmax
         uniform = negative(mean(log_softmax(flat, axis=-1), axis=-1))

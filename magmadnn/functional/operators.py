@@ -157,8 +157,9 @@ def matmul(a, b) -> Tensor:
     return MatMulFunction.apply(a, b)
 
 
-def _expand(xp, g, shape, axis, keepdims):
-    """Broadcast the gradient of a reduction back to the input ``shape`` (a real array, not a view)."""
+def _expand(xp, g, shape, axis, keepdims, divisor=1):
+    """Broadcast the gradient of a reduction back to the input ``shape`` (a real array, not a view), divided by
+    ``divisor`` (the mean's count): one op, ``broadcast_divide``."""
     ndim = len(shape)
     if axis is None:
         axes = tuple(range(ndim))
@@ -166,7 +167,7 @@ def _expand(xp, g, shape, axis, keepdims):
         axes = tuple(a % ndim for a in ((axis,) if isinstance(axis, numbers.Integral) else axis))
     if not keepdims:
         g = xp.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(shape)))
-    return xp.add(xp.zeros(shape, dtype=g.dtype), g)
+    return xp.broadcast_divide(g, shape, divisor)
 
 
 class SumFunction(Function):
@@ -186,7 +187,7 @@ class MeanFunction(Function):
         return out
 
     def backward(self, g):
-        return (self.xp.divide(_expand(self.xp, g, self.shape, self.axis, self.keepdims), self.count),)
+        return (_expand(self.xp, g, self.shape, self.axis, self.keepdims, self.count),)
 
 
 def sum(x, axis=None, keepdims=False) -> Tensor:  # noqa: A001

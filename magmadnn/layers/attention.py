@@ -100,10 +100,13 @@ class MultiHeadAttention(Layer):
                 self.add_weight(f"{name}_bias", (cols,), self.bias_initializer, **self._weight_kwargs("bias"))
         self.rng = self.xp.rng(derive_seed(self._build_seed, 1))
 
-    def _heads(self, x, which: str, size: int):
-        """Project (B, T, d) with ``which``'s kernel and split the heads: (B, H, T, size)."""
+    def _heads(self, x, which: str, size: int, split: bool = True):
+        """Project (B, T, d) with ``which``'s kernel and split the heads: (B, H, T, size); ``split=False``: the
+        projection (B, T, H*size) as it is."""
         p = self._params
         y = F.dense(x, p[f"{which}_kernel"], p.get(f"{which}_bias"))
+        if not split:
+            return y
         return F.transpose(F.reshape(y, (y.shape[0], y.shape[1], self.num_heads, size)), (0, 2, 1, 3))
 
     def __call__(self, query, value=None, key=None, *, training=False, use_causal_mask=None, attention_mask=None,
@@ -175,17 +178,22 @@ class MultiHeadAttention(Layer):
         mask = keys_masks[0] if keys_masks else None
         for other in keys_masks[1:]:
             mask = F.multiply(mask, other)
-        q = self._heads(query, "query", self.key_dim)
-        k = self._heads(key, "key", self.key_dim)
-        v = self._heads(value, "value", self.value_dim)
         explicit = self.__dict__.get("_explicit")
-        if explicit is None:
-            o = F.scaled_dot_product_attention(q, k, v, key_mask=mask, causal=self.causal,
-                                               dropout_rate=self.dropout, training=training, rng=self.rng)
-        else:
-            o, scores = self._scored(q, k, v, mask, explicit[0], training)
         b, t = query.shape[0], query.shape[1]
-        o = F.reshape(F.transpose(o, (0, 2, 1, 3)), (b, t, self.num_heads * self.value_dim))
+        if explicit is None and not (self.dropout and training):  # the heads stay interleaved: one op, no copies
+            q, k, v = (self._heads(x, which, size, split=False) for x, which, size in (
+                (query, "query", self.key_dim), (key, "key", self.key_dim), (value, "value", self.value_dim)))
+            o = F.attention_heads(q, k, v, self.num_heads, key_mask=mask, causal=self.causal)
+        else:
+            q = self._heads(query, "query", self.key_dim)
+            k = self._heads(key, "key", self.key_dim)
+            v = self._heads(value, "value", self.value_dim)
+            if explicit is None:
+                o = F.scaled_dot_product_attention(q, k, v, key_mask=mask, causal=self.causal,
+                                                   dropout_rate=self.dropout, training=training, rng=self.rng)
+            else:
+                o, scores = self._scored(q, k, v, mask, explicit[0], training)
+            o = F.reshape(F.transpose(o, (0, 2, 1, 3)), (b, t, self.num_heads * self.value_dim))
         if query_mask is not None:  # a padded query attends to nothing (Keras)
             o = F.multiply(o, F.reshape(query_mask, (b, t, 1)))
         out = F.dense(o, self._params["output_kernel"], self._params.get("output_bias"))

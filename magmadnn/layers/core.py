@@ -51,7 +51,10 @@ class Dense(Layer):
             self.add_weight("bias", (self.units,), self.bias_initializer, **self._weight_kwargs("bias"))
 
     def call(self, x, training=False):
-        y = F.dense(x, self._params["kernel"], self._params.get("bias"))
+        bias, kind = self._params.get("bias"), self.activation
+        if bias is not None and kind in geometry.ACTIVATIONS:  # bias + activation as one op (the epilogue)
+            return F.dense(x, self._params["kernel"], bias, kind, geometry.DEFAULT_ALPHA.get(kind, 0.0))
+        y = F.dense(x, self._params["kernel"], bias)
         return apply_activation(y, self.activation, axis=-1)
 
     def get_config(self):

@@ -36,6 +36,7 @@ from .elementwise import (
     affine,
     bias_add,
     binary,
+    broadcast_divide,
     cast,
     clip,
     contiguous,
@@ -61,7 +62,7 @@ __all__ = [
     "register", "program", "Program",
     "MAX_DIMS", "Strides3", "make_strides3",
     "ACTIVATION_GRADS", "unary", "binary", "where", "activation_backward", "bias_add", "fill", "cast", "copy",
-    "contiguous", "affine", "clip", "elu", "leaky_relu", "power",
+    "broadcast_divide", "contiguous", "affine", "clip", "elu", "leaky_relu", "power",
     "reduce", "argmax", "argmin", "uniform", "normal", "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES",
     *_elementwise.NAMED,
 ]

@@ -238,6 +238,20 @@ def copy(x, out=None):
     return out
 
 
+def broadcast_divide(x, shape, divisor: float = 1.0):
+    """A new C-contiguous array of ``shape``: ``x`` broadcast to it (NumPy's rules) with every element divided by
+    ``divisor``, in one launch (a reduction's gradient: the sum's with divisor 1, the mean's with the count)."""
+    dtype = _float_dtype(x, "broadcast_divide")
+    shape = tuple(int(d) for d in shape)
+    if len(shape) < x.ndim or any(n not in (1, m) for n, m in zip(x.shape[::-1], shape[::-1])):
+        raise ValueError(f"broadcast_divide: shape {x.shape} does not broadcast to {shape}")
+    out = _array.empty(shape, x.dtype, device=x.device)
+    s = make_strides3(shape, _broadcast_strides(x, shape), _c_strides(shape))
+    _run("elementwise", programs.expression("divide_strided", dtype), x, out.size,
+         [_ptr(x), _ptr(out), c_longlong(out.size), s, c_double(float(divisor))])
+    return out
+
+
 def contiguous(x):
     """``x`` itself when it is C-contiguous, else a C-contiguous copy (:func:`copy`)."""
     return x if x.is_c_contiguous else copy(x)

@@ -60,7 +60,8 @@ def _cast_pairs() -> tuple[str, ...]:
 #: program name -> (source file, name expressions), registered below
 SHIPPED = {
     "elementwise": ("elementwise.cu", _per_dtype(("unary", "binary", "binary_strided", "binary_scalar",
-                                                       "select", "activation_backward", "bias_channels", "fill"))
+                                                       "select", "activation_backward", "bias_channels", "fill",
+                                                       "divide_strided"))
                     + _per_dtype(("copy_strided",), COPY_DTYPES) + _cast_pairs()),
     "reductions": ("reductions.cu", _per_dtype(("reduce_axes", "arg_reduce"))),
     "random": ("random.cu", _per_dtype(("uniform", "normal"))),

@@ -223,3 +223,49 @@ def test_leaf_ready_hook_fires_once_per_leaf_when_its_gradient_is_final():
     got = []
     leaf.backward(on_leaf_ready=lambda t: got.append(t.name))
     assert got == ["alone"]
+
+
+def test_the_implicit_gradient_one_of_a_fused_mean_loss_equals_an_explicit_one():
+    """``loss.backward()`` on the fused mean softmax cross-entropy folds the upstream gradient 1 into its op
+    (``backward_of_one``, no array of ones): the same gradients as an explicit ``backward(1.0)`` and as the mean of
+    the per-row losses."""
+    rng = np.random.default_rng(0)
+    logits, labels = rng.standard_normal((5, 4)).astype(np.float32), rng.integers(0, 4, 5)
+    grads = []
+    for how in ("implicit", "explicit", "per-row"):
+        x = Parameter(logits.copy())
+        if how == "per-row":
+            F.softmax_cross_entropy(x, labels, reduction="none").mean().backward()
+        else:
+            loss = F.softmax_cross_entropy(x, labels)
+            assert hasattr(loss._fn, "backward_of_one")
+            loss.backward() if how == "implicit" else loss.backward(np.float32(1.0))
+        grads.append(np.asarray(x.grad))
+    np.testing.assert_array_equal(grads[0], grads[1])
+    np.testing.assert_allclose(grads[0], grads[2], rtol=1e-6, atol=1e-7)
+
+
+def test_a_kept_seed_never_becomes_a_leafs_gradient():
+    """A backend that keeps constants seeds ``backward()`` with a kept array of ones: a leaf reached by the seed
+    itself (a scalar parameter as the loss, or through a reshape) gets a copy, so writing into its ``.grad`` leaves
+    the next seed whole."""
+
+    class Keeping:  # the host backend plus a constant cache, as the device backend keeps constants
+        def __init__(self):
+            self.kept = {}
+
+        def __getattr__(self, name):
+            return getattr(md.backend.get("host"), name)
+
+        def constant(self, value, dtype=None):
+            host = np.asarray(value, dtype)
+            return self.kept.setdefault((host.dtype.str, host.shape), host)
+
+    xp = Keeping()
+    for make in (lambda w: w, lambda w: w.reshape(())):
+        w = Parameter(np.asarray(3.0, np.float32), backend=xp)
+        make(w).backward()
+        w.grad *= 7.0
+        w.zero_grad()
+        make(w).backward()
+        np.testing.assert_array_equal(w.grad, 1.0)

@@ -79,6 +79,21 @@ def test_dense(bias):
     check_gradients(F.dense, *args)
 
 
+@pytest.mark.parametrize("kind", ["relu", "gelu", "elu", "sigmoid", "leaky_relu"])
+def test_dense_with_its_activation_fused(kind):
+    """``dense(x, w, b, activation)``: the epilogue op's gradients (z kept or not) against finite differences, on 2-D
+    and 3-D inputs."""
+    check_gradients(lambda x, w, b: F.dense(x, w, b, kind, 0.3), rand(0, 4, 3), rand(1, 3, 5), rand(2, 5))
+    check_gradients(lambda x, w, b: F.dense(x, w, b, kind, 0.3), rand(3, 2, 4, 3), rand(4, 3, 2), rand(5, 2))
+
+
+def test_attention_over_interleaved_heads():
+    """``attention_heads``: the gradients of q, k and v against finite differences, causal and with a key mask."""
+    mask = np.array([[1.0, 1.0, 0.0, 1.0], [1.0, 0.0, 1.0, 1.0]])
+    check_gradients(lambda q, k, v: F.attention_heads(q, k, v, 2, key_mask=mask, causal=True),
+                    rand(0, 2, 3, 4), rand(1, 2, 4, 4), rand(2, 2, 4, 6))
+
+
 @st.composite
 def conv_geometry(draw):
     groups = draw(st.sampled_from([1, 2]))

@@ -80,6 +80,7 @@ from .test_kernels_gpu import (  # noqa: F401  (collected here, without the gpu 
     test_bias_add_over_nchw_channels_and_dense_rows,
     test_binary_with_a_python_scalar_in_the_arrays_dtype,
     test_binary_with_broadcasting_and_strides,
+    test_broadcast_divide_materialises_a_broadcast_divided,
     test_cast_between_all_pairs,
     test_check_kernels_record_the_first_bad_value_in_c_order,
     test_copy_into_a_strided_view_pads_without_the_host,

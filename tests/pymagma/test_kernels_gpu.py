@@ -267,6 +267,30 @@ def test_copy_into_a_strided_view_pads_without_the_host():
         kernels.copy(dev(x), out=padded[:, :2])
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(shape=hnp.array_shapes(min_dims=1, max_dims=4, max_side=5), divisor=st.sampled_from([1, 3, 7.5]),
+       data=st.data())
+def test_broadcast_divide_materialises_a_broadcast_divided(dtype, shape, divisor, data):
+    """A reduction's gradient in one launch: x broadcast to ``shape`` (axes of length 1, missing leading axes, a
+    transposed view) divided by ``divisor`` as the dtype divides, against NumPy; a shape it cannot broadcast to is
+    refused."""
+    from pymagma import kernels
+
+    small = tuple(data.draw(st.sampled_from([1, n])) for n in shape[data.draw(st.integers(0, len(shape) - 1)):])
+    x = host_values(small, 1, dtype)
+    got = kernels.broadcast_divide(dev(x), shape, divisor)
+    assert got.shape == shape and got.is_c_contiguous
+    want = (np.broadcast_to(x, shape).astype(np.float32 if dtype in (np.float16, BF16) else dtype)
+            / np.float64(divisor)).astype(dtype)
+    close(got.get(), want, dtype)
+    if x.ndim == 2:
+        close(kernels.broadcast_divide(dev(x).T, (2, *x.T.shape), 2).get(), np.broadcast_to(x.T, (2, *x.T.shape)) / 2,
+              dtype)
+    with pytest.raises(ValueError, match="does not broadcast"):
+        kernels.broadcast_divide(dev(np.ones((2, 3), dtype)), (2, 4), 1)
+
+
 # ------------------------------------------------------------------------------------------------ reductions
 REDUCE_REFERENCES = {"sum": np.sum, "mean": np.mean, "max": np.max, "min": np.min, "prod": np.prod,
                      "sum_squares": lambda x, axis, keepdims: np.sum(x * x, axis=axis, keepdims=keepdims)}

@@ -335,6 +335,7 @@ def _launch_every_kernel(dtype) -> None:
     kernels.fill(x, 1.0)
     kernels.cast(x, np.int32)
     kernels.copy(x.T)
+    kernels.broadcast_divide(row, (2, 4, 3), 3)
     kernels.reduce("mean", x, axis=0)
     kernels.argmax(x)
     kernels.uniform(out=x, seed=1)

@@ -1,4 +1,4 @@
-"""Device attention: the masked, scaled softmax kernel."""
+"""Device attention: the masked, scaled softmax kernel; attention over interleaved heads in one kernel."""
 
 from __future__ import annotations
 
@@ -18,3 +18,15 @@ def masked_softmax(x, mask=None, scale=1.0, causal=False):
 def masked_softmax_backward(dy, y, scale=1.0):
     _same_dtype("masked_softmax_backward", dy, y)
     return _dk.masked_softmax_backward(dy, y, float(scale))
+
+
+def attention_heads(q, k, v, heads, mask=None, scale=1.0, causal=False):
+    """Attention on the projections' layout (heads interleaved): one kernel, no head split or merged by a copy."""
+    if mask is not None and mask.dtype is not q.dtype:
+        _same_dtype("attention_heads", q, mask)
+    return _dk.attention_heads(q, k, v, int(heads), mask, float(scale), bool(causal))
+
+
+def attention_heads_backward(dout, q, k, v, p, heads, scale=1.0):
+    _same_dtype("attention_heads_backward", dout, q, k, v, p)
+    return _dk.attention_heads_backward(dout, q, k, v, p, int(heads), float(scale))

@@ -8,6 +8,7 @@ from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
 from .. import geometry as _geometry
+from . import kernels as _dk
 from ._common import (
     _contiguous,
     _same_dtype,
@@ -85,7 +86,11 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     xin = _pad(_contiguous(x), extra, 0.0)
     if saved is not None and any(extra):
         saved["padded_x"] = xin
-    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=stride, padding=sym, dilation=dilation, groups=groups)
+    epilogue = bias is not None and activation is not None  # bias + activation in one launch (kernels/epilogue.cu)
+    y = _dnn.conv2d_forward(xin, _contiguous(w), None if epilogue else bias, stride=stride, padding=sym,
+                            dilation=dilation, groups=groups)
+    if epilogue:
+        return _dk.bias_activation(y, bias, activation)[0]
     if activation is not None:
         _dnn.activation_forward(y, activation, out=y)
     return y

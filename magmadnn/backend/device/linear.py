@@ -1,12 +1,15 @@
 """Device matrix products (pymagma.blas: gemm on the row-major identity, transposes as flags, stacks by
-gemm_batched) and the bias of dense and convolution layers."""
+gemm_batched) and the bias of dense and convolution layers, with its activation in one launch (the epilogue)."""
 
 from __future__ import annotations
 
 from pymagma import blas as _blas
 from pymagma import kernels as _k
 
+from .. import geometry as _geometry
+from . import kernels as _dk
 from ._common import (
+    _contiguous,
     _same_dtype,
 )
 from .reductions import channel_sum
@@ -42,3 +45,18 @@ def bias_add(x, b):
 def bias_grad(dy):
     """The gradient of ``bias_add`` with respect to ``b``."""
     return channel_sum(dy)
+
+
+def bias_activation(x, b, kind, alpha=0.0):
+    """``(act(x + b), x + b or None)`` in one launch (kernels/epilogue.cu); x + b is kept, in x's memory, only where
+    the gradient reads it."""
+    _geometry.check_activation(kind, "bias_activation")
+    if x.dtype is not b.dtype:
+        _same_dtype("bias_activation", x, b)
+    return _dk.bias_activation(_contiguous(x), b, kind, float(alpha))
+
+
+def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
+    """``(dx, db)``: the activation's gradient and the bias gradient in one launch."""
+    _geometry.check_activation(kind, "bias_activation_backward")
+    return _dk.bias_activation_backward(dy, z, y, kind, float(alpha), bias=bool(bias))

@@ -1,4 +1,4 @@
-"""Device losses: the fused softmax cross-entropy kernel."""
+"""Device losses: the fused softmax cross-entropy kernels (per row; the gradient of their mean in one launch)."""
 
 from __future__ import annotations
 
@@ -15,3 +15,13 @@ def softmax_cross_entropy(logits, labels):
 
 def softmax_cross_entropy_backward(probs, labels, dloss):
     return _dk.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss)
+
+
+def softmax_cross_entropy_mean(logits, labels):
+    """``(loss 0-d, probs)``: the mean of the per-row loss, in one launch for small problems."""
+    return _dk.softmax_cross_entropy_mean(logits, _int64_labels(labels))
+
+
+def softmax_cross_entropy_mean_backward(probs, labels, dloss):
+    """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d: one launch."""
+    return _dk.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss, mean=True)

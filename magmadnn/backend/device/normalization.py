@@ -66,8 +66,6 @@ def layer_norm_backward(dy, x, gamma, ctx, rms=False):
     """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
     mean_, rstd = ctx
     _same_dtype("layer_norm_backward", dy, x, gamma)
-    dx = _dk.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms))
     if gamma is None:
-        return dx, None, None
-    dgamma, dbeta = _dk.layer_norm_param_grads(dy, x, mean_, rstd)
-    return dx, dgamma, dbeta
+        return _dk.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms)), None, None
+    return _dk.layer_norm_backward_params(dy, x, gamma, mean_, rstd, rms=bool(rms))  # one launch (few rows) or two

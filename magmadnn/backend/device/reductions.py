@@ -30,3 +30,8 @@ sum_to_shape = _reductions.sum_to_shape_op(functools.partial(_k.reduce, "sum", k
 def channel_sum(a):
     """Sum of ``a`` over every axis but 1."""
     return _k.reduce("sum", a, axis=tuple(d for d in range(a.ndim) if d != 1))
+
+
+def broadcast_divide(a, shape, divisor=1):
+    """``a`` broadcast to ``shape`` divided by ``divisor``: one strided launch into a new array."""
+    return _k.broadcast_divide(a, shape, float(divisor))

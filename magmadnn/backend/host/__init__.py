@@ -26,7 +26,7 @@ from .activations import (
     softmax,
     softmax_backward,
 )
-from .attention import masked_softmax, masked_softmax_backward
+from .attention import attention_heads, attention_heads_backward, masked_softmax, masked_softmax_backward
 from .conv import FUSED_ACTIVATIONS, conv2d_backward_bias, conv2d_backward_data, conv2d_backward_filter, conv2d_forward
 from .core import asarray, copy, full, ones, to_numpy, zeros, zeros_like
 from .elementwise import add, clip, divide, isfinite_all, log, multiply, negative, power, sqrt, subtract
@@ -40,9 +40,14 @@ from .indexing import (
     take_backward,
     tile,
 )
-from .linear import _matmul_nt, bias_add, bias_grad, matmul  # noqa: F401  (_matmul_nt: tests time its split)
+from .linear import _matmul_nt, bias_activation, bias_activation_backward, bias_add, bias_grad, matmul  # noqa: F401  (_matmul_nt: tests time its split)
 from .loss_scaling import finite_flag, loss_scale_update, revert_update
-from .losses import softmax_cross_entropy, softmax_cross_entropy_backward
+from .losses import (
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
+    softmax_cross_entropy_mean,
+    softmax_cross_entropy_mean_backward,
+)
 from .math import (  # noqa: A004
     astype,
     compare,
@@ -65,16 +70,30 @@ from .normalization import (
     layer_norm_forward,
     running_stat_update,
 )
-from .optim import adagrad_update, adam_update, clip_norm_scale, rmsprop_update, sgd_update
+from .optim import (
+    adagrad_update,
+    adagrad_update_many,
+    adam_update,
+    adam_update_many,
+    clip_norm_scale,
+    rmsprop_update,
+    rmsprop_update_many,
+    sgd_update,
+    sgd_update_many,
+)
 from .pooling import pool2d_backward, pool2d_forward
 from .random import dropout_backward, dropout_forward, normal, rng, uniform
 from .recurrent import gru_backward, gru_forward, lstm_backward, lstm_forward
-from .reductions import argmax, channel_sum, mean, sum, sum_to_shape  # noqa: A004
+from .reductions import argmax, broadcast_divide, channel_sum, mean, sum, sum_to_shape  # noqa: A004
 from .shapes import concatenate, reshape, split, transpose, upsample_nearest2d, upsample_nearest2d_backward
 
 name = "host"
 
 __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forward", "adagrad_update", "adam_update",
+           "adagrad_update_many", "adam_update_many", "attention_heads", "attention_heads_backward", "bias_activation",
+           "bias_activation_backward", "broadcast_divide",
+           "softmax_cross_entropy_mean", "softmax_cross_entropy_mean_backward", "rmsprop_update_many",
+           "sgd_update_many",
            "add", "argmax", "asarray", "batch_norm_backward", "batch_norm_infer", "batch_norm_train", "bias_add",
            "bias_grad", "channel_sum", "clip", "clip_norm_scale", "concatenate", "conv2d_backward_bias",
            "conv2d_backward_data", "conv2d_backward_filter", "conv2d_forward", "copy", "divide",

@@ -23,6 +23,7 @@ _HALF = frozenset({np.dtype(np.float16), np.dtype(_bfloat16)})
 #: float32 weights and statistics
 _AS_STORED = frozenset({"asarray", "to_numpy", "zeros", "ones", "full", "zeros_like", "copy", "reshape", "transpose",
                         "rng", "uniform", "normal", "sgd_update", "adam_update", "rmsprop_update", "adagrad_update",
+                        "sgd_update_many", "adam_update_many", "rmsprop_update_many", "adagrad_update_many",
                         "running_stat_update", "astype"})
 
 

@@ -51,3 +51,28 @@ def masked_softmax_backward(dy, y, scale=1.0):
     dx *= y
     dx *= y.dtype.type(scale)
     return dx
+
+
+def _split(a, heads):
+    b, t, width = a.shape
+    return a.reshape(b, t, heads, width // heads).transpose(0, 2, 1, 3)
+
+
+def _merge(a):
+    b, h, t, d = a.shape
+    return np.ascontiguousarray(a.transpose(0, 2, 1, 3)).reshape(b, t, h * d)
+
+
+def attention_heads(q, k, v, heads, mask=None, scale=1.0, causal=False):
+    """``(o, p)``: the heads split, scores, ``masked_softmax``, the heads merged."""
+    qh, kh, vh = (_split(a, heads) for a in (q, k, v))
+    p = masked_softmax(np.matmul(qh, kh.transpose(0, 1, 3, 2)), mask, scale, causal)
+    return _merge(np.matmul(p, vh)), p
+
+
+def attention_heads_backward(dout, q, k, v, p, heads, scale=1.0):
+    """``(dq, dk, dv)`` of :func:`attention_heads`."""
+    qh, kh, vh, doh = (_split(a, heads) for a in (q, k, v, dout))
+    ds = masked_softmax_backward(np.matmul(doh, vh.transpose(0, 1, 3, 2)), p, scale)
+    return _merge(np.matmul(ds, kh)), _merge(np.matmul(ds.transpose(0, 1, 3, 2), qh)), _merge(
+        np.matmul(p.transpose(0, 1, 3, 2), doh))

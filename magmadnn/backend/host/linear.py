@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import geometry
 from ._common import _channel_shape
+from .activations import activation_backward, activation_forward
 from .reductions import channel_sum
 
 
@@ -63,3 +65,16 @@ def bias_add(x, b):
 def bias_grad(dy):
     """The gradient of ``bias_add`` with respect to ``b``."""
     return channel_sum(dy)
+
+
+def bias_activation(x, b, kind, alpha=0.0):
+    """``(activation(x + b), x + b)``; the second None where the gradient of ``kind`` does not read it."""
+    z = bias_add(x, b)
+    return activation_forward(z, geometry.check_activation(kind, "bias_activation"), alpha), (
+        z if kind in geometry.INPUT_GRAD_ACTIVATIONS else None)
+
+
+def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
+    """``(dx, db)`` of :func:`bias_activation`."""
+    dx = activation_backward(dy, z, y, geometry.check_activation(kind, "bias_activation_backward"), alpha)
+    return dx, (channel_sum(dx) if bias else None)

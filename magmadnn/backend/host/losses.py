@@ -34,3 +34,16 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
         d -= labels
     d *= np.asarray(dloss, dtype=probs.dtype).reshape(-1, 1)
     return d
+
+
+def softmax_cross_entropy_mean(logits, labels):
+    """``(mean of the per-row loss, probs)``."""
+    loss, probs = softmax_cross_entropy(logits, labels)
+    return np.asarray(loss.mean(), dtype=loss.dtype), probs
+
+
+def softmax_cross_entropy_mean_backward(probs, labels, dloss):
+    """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d."""
+    rows = probs.shape[0]
+    share = np.asarray(1 if dloss is None else dloss, dtype=probs.dtype) / probs.dtype.type(max(rows, 1))
+    return softmax_cross_entropy_backward(probs, labels, np.full(rows, share, dtype=probs.dtype))

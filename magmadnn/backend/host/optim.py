@@ -138,6 +138,31 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
     p -= lr * g / _root(s, eps, keras)
 
 
+def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
+    """:func:`sgd_update` of each (ps[i], gs[i], vs[i]) in turn."""
+    for i, (p, g) in enumerate(zip(ps, gs, strict=True)):
+        sgd_update(p, g, None if vs is None else vs[i], lr, momentum, nesterov, weight_decay, keras)
+
+
+def adam_update_many(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                     keras=False):
+    """:func:`adam_update` of each (ps[i], gs[i], ms[i], vs[i]) in turn."""
+    for p, g, m, v in zip(ps, gs, ms, vs, strict=True):
+        adam_update(p, g, m, v, step, lr, beta1, beta2, eps, weight_decay, decoupled, keras)
+
+
+def rmsprop_update_many(ps, gs, ss, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
+    """:func:`rmsprop_update` of each (ps[i], gs[i], ss[i]) in turn."""
+    for p, g, s in zip(ps, gs, ss, strict=True):
+        rmsprop_update(p, g, s, lr, rho, eps, weight_decay, keras)
+
+
+def adagrad_update_many(ps, gs, ss, lr, eps=1e-7, weight_decay=0.0, keras=False):
+    """:func:`adagrad_update` of each (ps[i], gs[i], ss[i]) in turn."""
+    for p, g, s in zip(ps, gs, ss, strict=True):
+        adagrad_update(p, g, s, lr, eps, weight_decay, keras)
+
+
 def clip_norm_scale(arrays, max_norm):
     """0-d ``max_norm / max(norm, max_norm)`` for the global L2 norm of ``arrays``."""
     dtype = arrays[0].dtype

@@ -30,3 +30,9 @@ def channel_sum(a):
         return a.sum(axis=0)
     n, c = a.shape[:2]
     return a.reshape(n, c, -1).sum(axis=2).sum(axis=0)
+
+
+def broadcast_divide(a, shape, divisor=1):
+    """``a`` broadcast to ``shape`` divided by ``divisor``, a new array."""
+    b = np.broadcast_to(a, tuple(shape))
+    return np.array(b) if divisor == 1 else np.divide(b, divisor, dtype=a.dtype)

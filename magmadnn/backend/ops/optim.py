@@ -40,6 +40,29 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
 
 
 @op
+def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
+    """:func:`sgd_update` of every ``(ps[i], gs[i], vs[i])`` (lists of one length; ``vs`` may be None without
+    momentum), element for element the same arithmetic; the device does it in one launch per dtype (PyTorch's
+    foreach optimizers). ``lr`` as in :func:`adam_update` (a float64 vector {lr} of this backend)."""
+
+
+@op
+def adam_update_many(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
+                     keras=False):
+    """:func:`adam_update` of every ``(ps[i], gs[i], ms[i], vs[i])``, one launch per dtype on the device."""
+
+
+@op
+def rmsprop_update_many(ps, gs, ss, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
+    """:func:`rmsprop_update` of every ``(ps[i], gs[i], ss[i])``, one launch per dtype on the device."""
+
+
+@op
+def adagrad_update_many(ps, gs, ss, lr, eps=1e-7, weight_decay=0.0, keras=False):
+    """:func:`adagrad_update` of every ``(ps[i], gs[i], ss[i])``, one launch per dtype on the device."""
+
+
+@op
 def clip_norm_scale(arrays, max_norm):
     """A 0-d array in the arrays' dtype: ``max_norm / max(norm, max_norm)`` with ``norm`` the L2 norm of every element
     of ``arrays`` together (a list), i.e. the factor that clips their global norm to ``max_norm`` (1 below it; NaN

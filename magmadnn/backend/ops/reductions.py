@@ -41,6 +41,12 @@ def argmax(a, axis=None):
 
 
 @op
+def broadcast_divide(a, shape, divisor=1):
+    """A new array of ``shape``: ``a`` broadcast to it (NumPy's rules), every element divided by ``divisor`` (the
+    gradient of ``sum`` with divisor 1 and of ``mean`` with the count; one pass on the device)."""
+
+
+@op
 def sum_to_shape(a, shape):
     """Sum ``a`` down to ``shape``, undoing broadcasting (leading axes and axes of size 1)."""
 

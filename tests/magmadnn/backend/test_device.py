@@ -203,6 +203,10 @@ def _inputs(kind, rng, dtype):
                                          rng.integers(0, 5, (3, 6)), r(3, 6, 4)],
         "recurrent": lambda: [r(3, 5, 8), r(2, 8), r(3, 5, 6), r(2, 6), r(6), r(3, 5, 2), r(3, 2)],
         "loss_scaling": lambda: [r(4, 3), r(3), r(5), r(5), np.array(1024.0, dtype), np.array(0.0, dtype)],
+        "fused": lambda: [r(5, 4), r(4), r(2, 3, 4, 2), r(3), r(6, 4, low=-10, high=10), r(6, 4, low=0, high=1),
+                          rng.integers(0, 4, 6), r(2, 3, 6), r(2, 5, 6), r(2, 5, 4),
+                          ((r(2, 5, low=0, high=1) > 0.3) * 1.0).astype(dtype), r(2, 3, 4), r(20), r(20), r(20),
+                          r(20, low=0.1, high=1)],
         "math_and_indexing": lambda: [r(3, 4), r(4), r(3, 4, low=0.5, high=2), r(3, 2)],
     }[kind]()
 
@@ -223,6 +227,32 @@ CASES = {"creation": _creation, "elementwise": _elementwise, "reductions": _redu
          "dropout_and_random": _dropout_and_random, "updates": _updates,
          "norms_and_embeddings": _norms_and_embeddings}
 CASES["attention"] = _attention
+
+
+# -- the fused ops (fewer launches per training step)
+def _fused(xp, x, b, x4, b4, logits, soft, labels, q, k, v, mask, dout, p, g, a, pos):
+    out = []
+    for kind, alpha in (("relu", 0.0), ("gelu", 0.0), ("elu", 0.7), ("tanh", 0.0)):
+        y, z = xp.bias_activation(xp.copy(x), b, kind, alpha)
+        out += [y, *xp.bias_activation_backward(xp.multiply(y, 0.5), z, y, kind, alpha)]
+    y4, z4 = xp.bias_activation(xp.copy(x4), b4, "sigmoid")
+    out += [y4, *xp.bias_activation_backward(x4, z4, y4, "sigmoid")]
+    for lab in (labels, soft):
+        loss, probs = xp.softmax_cross_entropy_mean(logits, lab)
+        out += [loss, probs, xp.softmax_cross_entropy_mean_backward(probs, lab, xp.reshape(xp.sum(b), ()))]
+    o, prob = xp.attention_heads(q, k, v, 2, mask, 0.5, True)
+    out += [o, prob, *xp.attention_heads_backward(dout, q, k, v, prob, 2, 0.5)]
+    out.append(xp.broadcast_divide(xp.reshape(b, (1, -1)), (3, b.shape[0]), 3))
+    ps, states = [xp.copy(p) for _ in range(8)], [xp.copy(s) for s in (a, a, pos, pos, pos, pos, pos, pos)]
+    for _ in range(2):
+        xp.sgd_update_many(ps[:2], [g, g], states[:2], 0.1, momentum=0.9, nesterov=True, weight_decay=0.01)
+        xp.adam_update_many(ps[2:4], [g, g], states[2:4], states[4:6], 2, 0.01, weight_decay=0.1, decoupled=True)
+        xp.rmsprop_update_many(ps[4:6], [g, g], states[6:], 0.01, weight_decay=0.01)
+        xp.adagrad_update_many(ps[6:], [g, g], [xp.copy(pos), xp.copy(pos)], 0.01)
+    return (*out, *ps, *states)
+
+
+CASES["fused"] = _fused
 
 
 # -- shape and routing

@@ -9,6 +9,15 @@ import pytest
 from pymagma import simulator
 from pymagma.simulator import kernels as simulated_kernels
 
+from .test_device_kernels_fused_gpu import (  # noqa: F401  (the same, for the fused kernels)
+    test_attention_over_interleaved_heads_and_its_backward,
+    test_bias_activation_and_its_backward,
+    test_bias_activation_keeps_nan_and_infinity,
+    test_layer_norm_backward_with_parameters_equals_the_three_kernels_bit_for_bit,
+    test_mean_softmax_cross_entropy_and_its_gradient,
+    test_multi_tensor_updates_check_every_tensor_before_the_first_launch,
+    test_multi_tensor_updates_equal_the_single_tensor_kernels_bit_for_bit,
+)
 from .test_device_kernels_gpu import (  # noqa: F401  (collected here, without the gpu mark, on the emulator)
     test_adam_and_adamw,
     test_dropout_is_the_uniform_stream_thresholded_in_the_arrays_dtype,
@@ -41,7 +50,7 @@ def emulated_gpu():
 
 #: Adam's second moment underflows in float16 (g = 1e-3 gives v = 1e-9, below float16's smallest subnormal), so
 #: Adam's float16 kernel has no NumPy-matching test: float16 training keeps float32 optimizer state.
-UNTESTED = {"adam<half_t>", "adam_at<half_t>"}
+UNTESTED = {"adam<half_t>", "adam_at<half_t>", "adam_many<half_t>"}
 
 
 def test_every_kernel_instantiation_ran(emulated_gpu, request):

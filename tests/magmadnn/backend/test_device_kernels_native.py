@@ -155,6 +155,24 @@ def _launch_every_kernel(dtype) -> None:
     kernels.rmsprop_update_at(x, x, x, values=values)
     kernels.adagrad_update_at(x, x, x, values=values)
     kernels.dropout_at(x, 0.5, seed=1, offsets=offsets, slot=3)
+    # fewer launches: multi-tensor updates (eager and replayed), epilogues, the mean loss, fused norm and attention
+    for at in ({"lr": 0.1}, {"values": values}):
+        kernels.sgd_update_many([x, row], [x, row], [x, row], momentum=0.9, nesterov=True, **at)
+        kernels.adam_update_many([x, row], [x, row], [x, row], [x, row], step=2, **at)
+        kernels.rmsprop_update_many([x, row], [x, row], [x, row], **at)
+        kernels.adagrad_update_many([x, row], [x, row], [x, row], **at)
+    kernels.bias_activation(x, row, "gelu")
+    kernels.bias_activation_backward(x, x, x, "elu", 1.0)
+    labels = fake_array((4,), np.int64)
+    kernels.softmax_cross_entropy_mean(x, labels)
+    kernels.softmax_cross_entropy_mean(x, x)
+    kernels.softmax_cross_entropy_backward(x, labels, fake_array((), dtype), mean=True)
+    kernels.softmax_cross_entropy_backward(x, x, fake_array((), dtype), mean=True)
+    kernels.softmax_cross_entropy_backward(x, labels, None, mean=True)
+    kernels.layer_norm_backward_params(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype))
+    heads = fake_array((2, 3, 4), dtype)
+    _, p = kernels.attention_heads(heads, heads, heads, 2, fake_array((2, 3), dtype), 0.5, causal=True)
+    kernels.attention_heads_backward(heads, heads, heads, heads, fake_array((2, 2, 3, 3), dtype), 2, 0.5)
 
     # -- recurrent gates: N=2, T=3, u=4
     seq, state, last = fake_array((2, 3, 4), dtype), fake_array((4, 2, 4), dtype), fake_array((2, 4), dtype)

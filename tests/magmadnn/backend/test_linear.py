@@ -10,6 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tests import reference
 from tests.magmadnn.backend._conformance import arrays, get, put, tol
 from tests.strategies import FLOATS
 
@@ -47,3 +48,44 @@ def test_bias_add_and_grad(xp, x):
         assert got[pos] == pytest.approx(x[pos] + bias[pos[1]], rel=1e-6, abs=1e-6)
         expected_grad[pos[1]] += float(x[pos])
     np.testing.assert_allclose(get(xp, xp.bias_grad(put(xp, x))), expected_grad, **tol(x.dtype))
+
+
+#: the op set's activations (as test_activations' list)
+ACTIVATIONS = ("elu", "gelu", "leaky_relu", "relu", "sigmoid", "tanh", "gelu_tanh", "silu", "softplus", "softsign",
+               "selu", "hard_sigmoid", "exponential")
+
+
+@pytest.mark.parametrize("kind", ACTIVATIONS)
+@given(x=arrays(min_dims=2, max_dims=4, low=-4, high=4), alpha=st.sampled_from([0.01, 0.2, 1.0]),
+       seed=st.integers(0, 99))
+def test_bias_activation_is_the_activation_of_bias_add_and_its_backward(xp, kind, x, alpha, seed):
+    """The epilogue op against the reference activation of x + b, its backward against central differences and
+    the bias gradient against the sum of dx over every axis but 1; z is kept exactly where the gradient reads it."""
+    from magmadnn.backend import geometry
+
+    rng = np.random.default_rng(seed)
+    bias = rng.uniform(-1, 1, x.shape[1]).astype(x.dtype)
+    z = x + bias.reshape((1, -1) + (1,) * (x.ndim - 2))
+    z = np.where(np.abs(z) < 1e-3, 0.5, z)  # keep clear of the kink at 0 (and hard_sigmoid's at +-3)
+    z = np.where(np.abs(np.abs(z) - 3) < 1e-3, 2.5, z).astype(x.dtype)
+    x = (z - bias.reshape((1, -1) + (1,) * (x.ndim - 2))).astype(x.dtype)
+    y, kept = xp.bias_activation(*put(xp, x, bias), kind, alpha)
+    assert (kept is not None) == (kind in geometry.INPUT_GRAD_ACTIVATIONS)
+    z64 = x.astype(np.float64) + bias.reshape((1, -1) + (1,) * (x.ndim - 2))
+    np.testing.assert_allclose(get(xp, y), reference.activation_ref(kind, z64, alpha), **tol(x.dtype))
+    if kept is not None:
+        np.testing.assert_allclose(get(xp, kept), z64, **tol(x.dtype))
+    dy = rng.standard_normal(x.shape).astype(x.dtype)
+    dx, db = xp.bias_activation_backward(put(xp, dy), kept, y, kind, alpha)
+    expected = dy * (reference.activation_ref(kind, z64 + 1e-6, alpha)
+                     - reference.activation_ref(kind, z64 - 1e-6, alpha)) / 2e-6
+    np.testing.assert_allclose(get(xp, dx), expected, rtol=1e-4, atol=1e-4)
+    axes = (0, *range(2, x.ndim))
+    np.testing.assert_allclose(get(xp, db), expected.sum(axis=axes), rtol=1e-4, atol=1e-4 * x.size)
+    assert xp.bias_activation_backward(put(xp, dy), kept, y, kind, alpha, bias=False)[1] is None
+
+
+def test_bias_activation_rejects_an_unknown_kind(xp):
+    x, b = put(xp, np.ones((2, 3), np.float32), np.ones(3, np.float32))
+    with pytest.raises(ValueError, match="softmax"):
+        xp.bias_activation(x, b, "softmax")

@@ -1,6 +1,7 @@
-"""The device backend's own GPU kernels: what only deep learning needs (optimizer updates, the fused softmax
-cross-entropy, dropout, max pooling with saved offsets, attention's masked softmax, layer/RMS norm rows, embeddings,
-recurrent gates, value checks into a fault record, and the updates and dropout of a replayed step).
+"""The device backend's own GPU kernels: what only deep learning needs (optimizer updates, one tensor or many at
+once, the fused softmax cross-entropy, dropout, max pooling with saved offsets, attention's masked softmax, layer/RMS
+norm rows, embeddings, recurrent gates, bias + activation epilogues, value checks into a fault record, and the
+updates and dropout of a replayed step).
 
 One ``.cu`` program and one launcher module beside it per topic (``pool.cu`` and ``pool.py``), as in
 :mod:`pymagma.kernels`; the programs are registered here with pymagma's kernel registry
@@ -20,12 +21,25 @@ from pymagma.kernels.check import CHECK_DTYPES, FAULT_RECORD, check_binary, chec
 from pymagma.kernels.programs import FLOAT_DTYPES as _FLOATS
 from pymagma.kernels.programs import expression as _expression
 
-from .attention import masked_softmax, masked_softmax_backward
+from .attention import attention_heads, attention_heads_backward, masked_softmax, masked_softmax_backward
 from .dropout import dropout
 from .embeddings import embedding, embedding_backward
-from .loss import softmax_cross_entropy, softmax_cross_entropy_backward
-from .norm import layer_norm, layer_norm_backward, layer_norm_param_grads
-from .optim import adagrad_update, adam_update, adamw_update, rmsprop_update, sgd_update
+from .epilogue import bias_activation, bias_activation_backward
+from .loss import softmax_cross_entropy, softmax_cross_entropy_backward, softmax_cross_entropy_mean
+from .norm import layer_norm, layer_norm_backward, layer_norm_backward_params, layer_norm_param_grads
+from .optim import (
+    MANY,
+    ManyTensors,
+    adagrad_update,
+    adagrad_update_many,
+    adam_update,
+    adam_update_many,
+    adamw_update,
+    rmsprop_update,
+    rmsprop_update_many,
+    sgd_update,
+    sgd_update_many,
+)
 from .pool import PoolGeometry, max_pool2d, max_pool2d_backward
 from .recurrent import (
     gru_gates_backward,
@@ -52,12 +66,18 @@ def _per_dtype(names, dtypes=_FLOATS) -> tuple[str, ...]:
 #: program name -> (source file, name expressions), registered below
 SHIPPED = {
     "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
-                                     "softmax_xent_prob_backward"))),
-    "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad"))),
+                                     "softmax_xent_prob_backward", "softmax_xent_index_mean_backward",
+                                     "softmax_xent_prob_mean_backward", "softmax_xent_index_mean",
+                                     "softmax_xent_prob_mean"))),
+    "epilogue": ("epilogue.cu", _per_dtype(("bias_act", "bias_act_backward"))),
+    "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad", "sgd_many", "adam_many", "rmsprop_many",
+                                      "adagrad_many"))),
     "dropout": ("dropout.cu", _per_dtype(("dropout",))),
     "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
-    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward"))),
-    "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum"))),
+    "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward", "attention_heads_forward",
+                                               "attention_heads_backward_rows", "attention_heads_backward_keys"))),
+    "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum",
+                                   "norm_backward_params"))),
     "embeddings": ("embeddings.cu", _per_dtype(("embedding_gather", "embedding_scatter_add"))),
     "recurrent": ("recurrent.cu", _per_dtype(("lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward",
                                                "gru_gates_backward"))),
@@ -71,11 +91,14 @@ PROGRAMS = {name: _kernels.register(name, path=KERNELS_DIR / file, expressions=e
 
 __all__ = [
     "SHIPPED", "PROGRAMS", "KERNELS_DIR",
-    "softmax_cross_entropy", "softmax_cross_entropy_backward", "dropout", "dropout_at",
+    "softmax_cross_entropy", "softmax_cross_entropy_backward", "softmax_cross_entropy_mean", "dropout", "dropout_at",
     "sgd_update", "adam_update", "adamw_update", "rmsprop_update", "adagrad_update",
+    "MANY", "ManyTensors", "sgd_update_many", "adam_update_many", "rmsprop_update_many", "adagrad_update_many",
     "sgd_update_at", "adam_update_at", "rmsprop_update_at", "adagrad_update_at",
     "PoolGeometry", "max_pool2d", "max_pool2d_backward", "masked_softmax", "masked_softmax_backward",
-    "layer_norm", "layer_norm_backward", "layer_norm_param_grads", "embedding", "embedding_backward",
+    "attention_heads", "attention_heads_backward",
+    "layer_norm", "layer_norm_backward", "layer_norm_backward_params", "layer_norm_param_grads", "embedding",
+    "embedding_backward",
     "lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward", "gru_gates_backward",
-    "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES",
+    "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES", "bias_activation", "bias_activation_backward",
 ]

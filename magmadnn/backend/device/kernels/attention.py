@@ -1,7 +1,9 @@
-"""Launchers of attention.cu: masked (and causal) softmax of attention scores and its backward."""
+"""Launchers of attention.cu: masked (and causal) softmax of attention scores and its backward; attention over
+heads interleaved on the last axis (the projections' layout) in one launch, its backward in two."""
 
 from __future__ import annotations
 
+import ctypes
 import math
 from ctypes import c_double, c_int, c_longlong
 
@@ -50,3 +52,66 @@ def masked_softmax_backward(dy, y, scale: float = 1.0):
     _run("attention", programs.expression("masked_softmax_backward", dtype), y, rows,
          [_ptr(dy), _ptr(y), _ptr(dx), c_longlong(rows), c_longlong(tk), c_double(scale)], grid=min(rows, 65535))
     return dx
+
+
+# ------------------------------------------------------------------------------ attention over interleaved heads
+class AttentionShape(ctypes.Structure):
+    """Mirror of attention.cu's ``AttentionShape``."""
+
+    _fields_ = [("batch", c_longlong), ("heads", c_longlong), ("tq", c_longlong), ("tk", c_longlong),
+                ("dk", c_longlong), ("dv", c_longlong)]
+
+
+def _heads_shape(q, k, v, heads: int, what: str) -> AttentionShape:
+    dtype = _float_dtype(q, what)
+    _same([q, k, v], what)
+    heads = int(heads)
+    if q.ndim != 3 or k.ndim != 3 or v.ndim != 3 or heads < 1:
+        raise ValueError(f"{what}: expected q (B, Tq, H*dk), k (B, Tk, H*dk), v (B, Tk, H*dv) and heads >= 1, got "
+                         f"shapes {q.shape}, {k.shape}, {v.shape} and heads {heads}")
+    (b, tq, qw), (bk, tk, kw), (bv, tv, vw) = q.shape, k.shape, v.shape
+    if not (b == bk == bv and tk == tv and qw == kw and qw % heads == 0 and vw % heads == 0) or 0 in (tq, tk):
+        raise ValueError(f"{what}: q {q.shape}, k {k.shape} and v {v.shape} must share the batch, k and v the time "
+                         f"(at least one query and one key), q and k the width, each width a multiple of {heads} "
+                         "heads")
+    return dtype, AttentionShape(b, heads, tq, tk, qw // heads, vw // heads)
+
+
+def attention_heads(q, k, v, heads: int, mask=None, scale: float = 1.0, causal: bool = False):
+    """``(o, p)``: scaled dot-product attention with ``heads`` heads interleaved on the last axis, in one launch:
+    ``o`` (B, Tq, H*dv) = the heads' ``masked_softmax(q_h k_h^T, mask, scale, causal) v_h`` side by side (as
+    :func:`masked_softmax` between two matrix products computes it), ``p`` (B, H, Tq, Tk) the probabilities."""
+    what = "attention_heads"
+    dtype, d = _heads_shape(q, k, v, heads, what)
+    if mask is not None:
+        _same([q, mask], what)
+        if tuple(mask.shape) != (d.batch, d.tk):
+            raise ValueError(f"{what}: mask must have shape {(d.batch, d.tk)}, got {mask.shape}")
+        mask = contiguous(mask)
+    q, k, v = contiguous(q), contiguous(k), contiguous(v)
+    o = _array.empty((d.batch, d.tq, d.heads * d.dv), q.dtype, device=q.device)
+    p = _array.empty((d.batch, d.heads, d.tq, d.tk), q.dtype, device=q.device)
+    rows = d.batch * d.heads * d.tq
+    _run("attention", programs.expression("attention_heads_forward", dtype), q, rows,
+         [_ptr(q), _ptr(k), _ptr(v), _ptr(mask), _ptr(o), _ptr(p), d, c_double(scale), c_int(int(bool(causal)))],
+         grid=min(rows, 65535))
+    return o, p
+
+
+def attention_heads_backward(dout, q, k, v, p, heads: int, scale: float = 1.0):
+    """``(dq, dk, dv)`` of :func:`attention_heads` from its probabilities ``p``, in two launches (per query row:
+    the scores' gradient into a workspace and dq; per key: dk and dv), every sum in a fixed order."""
+    what = "attention_heads_backward"
+    dtype, d = _heads_shape(q, k, v, heads, what)
+    _same([q, dout, p], what)
+    if tuple(dout.shape) != (d.batch, d.tq, d.heads * d.dv) or tuple(p.shape) != (d.batch, d.heads, d.tq, d.tk):
+        raise ValueError(f"{what}: dout {dout.shape} and p {p.shape} must be attention_heads' o and p")
+    dout, q, k, v, p = (contiguous(a) for a in (dout, q, k, v, p))
+    ds = _array.empty(p.shape, p.dtype, device=p.device)
+    dq, dk, dv = (_array.empty(a.shape, a.dtype, device=a.device) for a in (q, k, v))
+    rows, keys = d.batch * d.heads * d.tq, d.batch * d.heads * d.tk
+    _run("attention", programs.expression("attention_heads_backward_rows", dtype), q, rows,
+         [_ptr(dout), _ptr(k), _ptr(v), _ptr(p), _ptr(ds), _ptr(dq), d, c_double(scale)], grid=min(rows, 65535))
+    _run("attention", programs.expression("attention_heads_backward_keys", dtype), q, keys,
+         [_ptr(dout), _ptr(q), _ptr(p), _ptr(ds), _ptr(dk), _ptr(dv), d], grid=min(keys, 65535))
+    return dq, dk, dv

@@ -103,3 +103,96 @@ __global__ void softmax_xent_prob_backward(const T* __restrict__ probs, const T*
         }
     }
 }
+
+// The gradient of the mean over rows of the per-row loss, from its 0-d upstream gradient dloss (null: 1): the
+// kernels above with every row's upstream gradient dloss[0] / rows (one launch: no per-row gradient made first).
+template <typename T>
+__global__ void softmax_xent_index_mean_backward(const T* __restrict__ probs, const i64* __restrict__ labels,
+                                                 const T* __restrict__ dloss, T* __restrict__ dx, i64 rows,
+                                                 i64 classes) {
+    typedef typename Traits<T>::acc A;
+    const A g = Traits<T>::load(Traits<T>::store((dloss ? Traits<T>::load(dloss[0]) : A(1)) / (A)rows));  // stored
+    for (i64 i = pm_global_index(); i < rows * classes; i += pm_grid_stride()) {
+        i64 r = i / classes;
+        A d = Traits<T>::load(probs[i]) - (i - r * classes == labels[r] ? A(1) : A(0));
+        dx[i] = Traits<T>::store(d * g);
+    }
+}
+
+template <typename T>
+__global__ void softmax_xent_prob_mean_backward(const T* __restrict__ probs, const T* __restrict__ target,
+                                                const T* __restrict__ dloss, T* __restrict__ dx, i64 rows,
+                                                i64 classes) {
+    typedef typename Traits<T>::acc A;
+    __shared__ A shared[PM_LOSS_THREADS];
+    const A g = Traits<T>::load(Traits<T>::store((dloss ? Traits<T>::load(dloss[0]) : A(1)) / (A)rows));
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+        const T* t = target + r * classes;
+        A part = A(0);
+        for (i64 j = threadIdx.x; j < classes; j += blockDim.x) part += Traits<T>::load(t[j]);
+        A total = pm_block_reduce<A>(part, false, shared);
+        for (i64 j = threadIdx.x; j < classes; j += blockDim.x) {
+            A d = Traits<T>::load(probs[r * classes + j]) * total - Traits<T>::load(t[j]);
+            dx[r * classes + j] = Traits<T>::store(d * g);
+        }
+    }
+}
+
+// The mean over the rows of the per-row loss and the softmax (probs) in one launch of one block, for problems
+// small enough that a second launch would cost more than the work: each thread takes whole rows (t, t + blockDim,
+// ...), adds their losses (each rounded to T, as the per-row kernels store it) in that order, and the block sums
+// the threads' parts in a fixed tree.
+template <typename T>
+__global__ void softmax_xent_index_mean(const T* __restrict__ logits, const i64* __restrict__ labels,
+                                        T* __restrict__ loss, T* __restrict__ probs, i64 rows, i64 classes) {
+    typedef typename Traits<T>::acc A;
+    __shared__ A shared[PM_LOSS_THREADS];
+    A part = A(0);
+    for (i64 r = threadIdx.x; r < rows; r += blockDim.x) {
+        const T* row = logits + r * classes;
+        A mx = -(A)pm_inf();
+        for (i64 j = 0; j < classes; ++j) {
+            A v = Traits<T>::load(row[j]);
+            mx = v > mx ? v : mx;
+        }
+        A s = A(0);
+        for (i64 j = 0; j < classes; ++j) s += exp(Traits<T>::load(row[j]) - mx);
+        const A lse = log(s);
+        const i64 label = labels[r];
+        const A picked = (label >= 0 && label < classes) ? Traits<T>::load(row[label]) - mx
+                                                         : (A)__longlong_as_double(0x7ff8000000000000LL);
+        part += Traits<T>::load(Traits<T>::store(lse - picked));
+        for (i64 j = 0; j < classes; ++j) probs[r * classes + j] = Traits<T>::store(exp(Traits<T>::load(row[j]) - mx - lse));
+    }
+    const A total = pm_block_reduce<A>(part, false, shared);
+    if (threadIdx.x == 0) loss[0] = Traits<T>::store(total / (A)rows);
+}
+
+template <typename T>
+__global__ void softmax_xent_prob_mean(const T* __restrict__ logits, const T* __restrict__ target,
+                                       T* __restrict__ loss, T* __restrict__ probs, i64 rows, i64 classes) {
+    typedef typename Traits<T>::acc A;
+    __shared__ A shared[PM_LOSS_THREADS];
+    A part = A(0);
+    for (i64 r = threadIdx.x; r < rows; r += blockDim.x) {
+        const T* row = logits + r * classes;
+        const T* t = target + r * classes;
+        A mx = -(A)pm_inf();
+        for (i64 j = 0; j < classes; ++j) {
+            A v = Traits<T>::load(row[j]);
+            mx = v > mx ? v : mx;
+        }
+        A s = A(0);
+        for (i64 j = 0; j < classes; ++j) s += exp(Traits<T>::load(row[j]) - mx);
+        const A lse = log(s);
+        A row_loss = A(0);
+        for (i64 j = 0; j < classes; ++j) {
+            A tj = Traits<T>::load(t[j]);
+            if (tj != A(0)) row_loss -= tj * (Traits<T>::load(row[j]) - mx - lse);
+            probs[r * classes + j] = Traits<T>::store(exp(Traits<T>::load(row[j]) - mx - lse));
+        }
+        part += Traits<T>::load(Traits<T>::store(row_loss));
+    }
+    const A total = pm_block_reduce<A>(part, false, shared);
+    if (threadIdx.x == 0) loss[0] = Traits<T>::store(total / (A)rows);
+}

@@ -48,27 +48,65 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
     return reduce(reduction, per_row), dlogits
 
 
-def softmax_cross_entropy_backward(probs, labels, dloss, out=None):
-    """dlogits from saved softmax ``probs`` (rows, classes), the labels given to :func:`softmax_cross_entropy` and a
-    per-row upstream gradient ``dloss`` (rows,): ``(probs - onehot) * dloss`` for class indices,
-    ``(probs * sum(target) - target) * dloss`` for probability targets."""
-    dtype = _float_dtype(probs, "softmax_cross_entropy_backward")
-    if probs.ndim != 2:
-        raise ValueError(f"softmax_cross_entropy_backward needs 2-D probs, got shape {probs.shape}")
-    rows, classes = probs.shape
-    _same([probs, dloss], "softmax_cross_entropy_backward")
-    if tuple(dloss.shape) != (rows,):
-        raise ValueError(f"softmax_cross_entropy_backward: dloss must have shape ({rows},), got {dloss.shape}")
-    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy_backward labels").dtype) == "int64":
+#: The most elements (rows * classes) :func:`softmax_cross_entropy_mean` computes in one launch of one block.
+MEAN_IN_ONE_LAUNCH = 1 << 16
+
+
+def softmax_cross_entropy_mean(logits, labels):
+    """``(loss, probs)``: the mean over the rows of :func:`softmax_cross_entropy`'s per-row loss (0-d) and the
+    softmax, in one launch (one block, each thread whole rows) up to MEAN_IN_ONE_LAUNCH elements, else the per-row
+    kernel and a mean."""
+    rows, classes = logits.shape if logits.ndim == 2 else (0, 0)
+    if not 0 < rows * classes <= MEAN_IN_ONE_LAUNCH:
+        loss, probs = softmax_cross_entropy(logits, labels, reduction="none", grad=False, probs=True)
+        return reduce("mean", loss), probs
+    dtype = _float_dtype(logits, "softmax_cross_entropy")
+    logits = contiguous(logits)
+    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
         if tuple(labels.shape) != (rows,):
             raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
-        kernel, grid = "softmax_xent_index_backward", None
+        kernel = "softmax_xent_index_mean"
     else:
-        _same([probs, labels], "softmax_cross_entropy_backward")
+        _same([logits, labels], "softmax_cross_entropy")
+        if tuple(labels.shape) != (rows, classes):
+            raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
+        kernel = "softmax_xent_prob_mean"
+    labels = contiguous(labels)
+    loss = _array.empty((), logits.dtype, device=logits.device)
+    probs = _array.empty(logits.shape, logits.dtype, device=logits.device)
+    _run("loss", programs.expression(kernel, dtype), logits, rows,
+         [_ptr(logits), _ptr(labels), _ptr(loss), _ptr(probs), c_longlong(rows), c_longlong(classes)], grid=1)
+    return loss, probs
+
+
+def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = False):
+    """dlogits from saved softmax ``probs`` (rows, classes), the labels given to :func:`softmax_cross_entropy` and a
+    per-row upstream gradient ``dloss`` (rows,): ``(probs - onehot) * dloss`` for class indices,
+    ``(probs * sum(target) - target) * dloss`` for probability targets. ``mean``: the gradient of the mean over the
+    rows, ``dloss`` 0-d or None for 1 (every row's upstream gradient ``dloss / rows``, rounded to the dtype), in one
+    launch."""
+    what = "softmax_cross_entropy_backward"
+    dtype = _float_dtype(probs, what)
+    if probs.ndim != 2:
+        raise ValueError(f"{what} needs 2-D probs, got shape {probs.shape}")
+    rows, classes = probs.shape
+    if dloss is not None or not mean:  # (the mean's None: the kernel's upstream gradient 1)
+        _same([probs, dloss], what)
+    if (dloss is None and not mean) or (dloss is not None and tuple(dloss.shape) != (() if mean else (rows,))):
+        raise ValueError(f"{what}: dloss must have shape {() if mean else (rows,)}, got "
+                         f"{None if dloss is None else dloss.shape}")
+    tail = "_mean_backward" if mean else "_backward"
+    if programs.dtype_name(_device_array(labels, f"{what} labels").dtype) == "int64":
+        if tuple(labels.shape) != (rows,):
+            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
+        kernel, grid = "softmax_xent_index" + tail, None
+    else:
+        _same([probs, labels], what)
         if tuple(labels.shape) != (rows, classes):
             raise ValueError(f"probability labels must have the probs' shape {probs.shape}, got {labels.shape}")
-        kernel, grid = "softmax_xent_prob_backward", min(rows, 65535)
-    probs, labels, dloss = contiguous(probs), contiguous(labels), contiguous(dloss)
+        kernel, grid = "softmax_xent_prob" + tail, min(rows, 65535)
+    probs, labels = contiguous(probs), contiguous(labels)
+    dloss = None if dloss is None else contiguous(dloss)
     out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
     _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
          [_ptr(probs), _ptr(labels), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(classes)], grid=grid)

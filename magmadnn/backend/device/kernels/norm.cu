@@ -43,32 +43,38 @@ __global__ void norm_forward(const T* __restrict__ x, const T* __restrict__ gamm
 
 // dx = rstd * (g - mean(g) - xhat * mean(g * xhat)) with g = dy * gamma (gamma null: g = dy) and xhat the normalised
 // input; with rms the mean(g) term is absent.  One block per row.
+// dx of row r (the block's threads together).
+template <typename T>
+__device__ void pm_norm_backward_row(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
+                                     const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx,
+                                     i64 r, i64 cols, int rms, typename Traits<T>::acc* shared) {
+    typedef typename Traits<T>::acc A;
+    const T* xr = x + r * cols;
+    const T* dr = dy + r * cols;
+    A mu = Traits<T>::load(mean[r]), rs = Traits<T>::load(rstd[r]);
+    A sg = A(0), sgx = A(0);
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+        A g = Traits<T>::load(dr[j]);
+        if (gamma) g *= Traits<T>::load(gamma[j]);
+        sg += g;
+        sgx += g * (Traits<T>::load(xr[j]) - mu) * rs;
+    }
+    A mg = rms ? A(0) : pm_block_reduce<A>(sg, false, shared) / (A)cols;
+    A mgx = pm_block_reduce<A>(sgx, false, shared) / (A)cols;
+    for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+        A g = Traits<T>::load(dr[j]);
+        if (gamma) g *= Traits<T>::load(gamma[j]);
+        A xh = (Traits<T>::load(xr[j]) - mu) * rs;
+        dx[r * cols + j] = Traits<T>::store(rs * (g - mg - xh * mgx));
+    }
+}
+
 template <typename T>
 __global__ void norm_backward(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
                               const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx, i64 rows,
                               i64 cols, int rms) {
-    typedef typename Traits<T>::acc A;
-    __shared__ A shared[PM_NORM_THREADS];
-    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
-        const T* xr = x + r * cols;
-        const T* dr = dy + r * cols;
-        A mu = Traits<T>::load(mean[r]), rs = Traits<T>::load(rstd[r]);
-        A sg = A(0), sgx = A(0);
-        for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
-            A g = Traits<T>::load(dr[j]);
-            if (gamma) g *= Traits<T>::load(gamma[j]);
-            sg += g;
-            sgx += g * (Traits<T>::load(xr[j]) - mu) * rs;
-        }
-        A mg = rms ? A(0) : pm_block_reduce<A>(sg, false, shared) / (A)cols;
-        A mgx = pm_block_reduce<A>(sgx, false, shared) / (A)cols;
-        for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
-            A g = Traits<T>::load(dr[j]);
-            if (gamma) g *= Traits<T>::load(gamma[j]);
-            A xh = (Traits<T>::load(xr[j]) - mu) * rs;
-            dx[r * cols + j] = Traits<T>::store(rs * (g - mg - xh * mgx));
-        }
-    }
+    __shared__ typename Traits<T>::acc shared[PM_NORM_THREADS];
+    for (i64 r = blockIdx.x; r < rows; r += gridDim.x) pm_norm_backward_row(dy, x, gamma, mean, rstd, dx, r, cols, rms, shared);
 }
 
 // The parameter gradients in two deterministic stages.  Stage 1: block b takes part p = b / col_blocks (rows
@@ -76,24 +82,48 @@ __global__ void norm_backward(const T* __restrict__ dy, const T* __restrict__ x,
 // dy * xhat and of dy to pg[p, j] and pb[p, j].  Stage 2 (norm_param_sum): one thread per column adds the parts in
 // order.  Every sum has a fixed order, and the rows are spread over parts * col_blocks blocks instead of cols threads.
 template <typename T>
+__device__ void pm_norm_param_block(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ mean,
+                                    const T* __restrict__ rstd, T* __restrict__ pg, T* __restrict__ pb, i64 rows,
+                                    i64 cols, i64 part_rows, i64 b, i64 col_blocks) {
+    typedef typename Traits<T>::acc A;
+    i64 p = b / col_blocks;
+    i64 j = (b - p * col_blocks) * blockDim.x + threadIdx.x;
+    if (j >= cols) return;
+    i64 end = (p + 1) * part_rows < rows ? (p + 1) * part_rows : rows;
+    A sg = A(0), sb = A(0);
+    for (i64 r = p * part_rows; r < end; ++r) {
+        A d = Traits<T>::load(dy[r * cols + j]);
+        sb += d;
+        sg += d * (Traits<T>::load(x[r * cols + j]) - Traits<T>::load(mean[r])) * Traits<T>::load(rstd[r]);
+    }
+    pg[p * cols + j] = Traits<T>::store(sg);
+    pb[p * cols + j] = Traits<T>::store(sb);
+}
+
+template <typename T>
 __global__ void norm_param_grad(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ mean,
                                 const T* __restrict__ rstd, T* __restrict__ pg, T* __restrict__ pb, i64 rows,
                                 i64 cols, i64 part_rows, i64 parts) {
-    typedef typename Traits<T>::acc A;
     i64 col_blocks = (cols + blockDim.x - 1) / blockDim.x;
-    for (i64 b = blockIdx.x; b < parts * col_blocks; b += gridDim.x) {
-        i64 p = b / col_blocks;
-        i64 j = (b - p * col_blocks) * blockDim.x + threadIdx.x;
-        if (j >= cols) continue;
-        i64 end = (p + 1) * part_rows < rows ? (p + 1) * part_rows : rows;
-        A sg = A(0), sb = A(0);
-        for (i64 r = p * part_rows; r < end; ++r) {
-            A d = Traits<T>::load(dy[r * cols + j]);
-            sb += d;
-            sg += d * (Traits<T>::load(x[r * cols + j]) - Traits<T>::load(mean[r])) * Traits<T>::load(rstd[r]);
+    for (i64 b = blockIdx.x; b < parts * col_blocks; b += gridDim.x)
+        pm_norm_param_block(dy, x, mean, rstd, pg, pb, rows, cols, part_rows, b, col_blocks);
+}
+
+// norm_backward and norm_param_grad in one launch: blocks [0, row_blocks) take rows (r = block, block + row_blocks,
+// ...), the next parts * col_blocks blocks one parameter block each; with one part, pg and pb are dgamma and dbeta.
+template <typename T>
+__global__ void norm_backward_params(const T* __restrict__ dy, const T* __restrict__ x, const T* __restrict__ gamma,
+                                     const T* __restrict__ mean, const T* __restrict__ rstd, T* __restrict__ dx,
+                                     T* __restrict__ pg, T* __restrict__ pb, i64 rows, i64 cols, int rms,
+                                     i64 row_blocks, i64 part_rows, i64 parts) {
+    __shared__ typename Traits<T>::acc shared[PM_NORM_THREADS];
+    const i64 col_blocks = (cols + blockDim.x - 1) / blockDim.x;
+    for (i64 b = blockIdx.x; b < row_blocks + parts * col_blocks; b += gridDim.x) {
+        if (b < row_blocks) {
+            for (i64 r = b; r < rows; r += row_blocks) pm_norm_backward_row(dy, x, gamma, mean, rstd, dx, r, cols, rms, shared);
+        } else {
+            pm_norm_param_block(dy, x, mean, rstd, pg, pb, rows, cols, part_rows, b - row_blocks, col_blocks);
         }
-        pg[p * cols + j] = Traits<T>::store(sg);
-        pb[p * cols + j] = Traits<T>::store(sb);
     }
 }
 

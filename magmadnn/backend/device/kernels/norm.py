@@ -89,6 +89,39 @@ def layer_norm_param_grads(dy, x, mean, rstd):
     return dgamma, dbeta
 
 
+def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
+    """``(dx, dgamma, dbeta)``: :func:`layer_norm_backward` and :func:`layer_norm_param_grads` (the same sums, in
+    the same order) with the rows and the first stage of the parameter sums in one launch; the second stage only
+    where the rows make more than one part (at least 2 * _NORM_PART_ROWS rows)."""
+    what = "layer_norm_backward"
+    dtype = _float_dtype(dy, what)
+    _same([dy, x, gamma, mean, rstd], what)
+    rows, cols = _rows_of(x, what)
+    if tuple(dy.shape) != tuple(x.shape) or mean.size != rows or rstd.size != rows:
+        raise ValueError(f"{what}: dy {dy.shape} must match x {x.shape}, mean and rstd hold one value per row "
+                         f"({rows})")
+    _norm_params(x, gamma, None, what)
+    dy, x, mean, rstd, gamma = (contiguous(a) for a in (dy, x, mean, rstd, gamma))
+    dx = _array.empty(x.shape, x.dtype, device=x.device)
+    dgamma = _array.empty((cols,), x.dtype, device=x.device)
+    dbeta = _array.empty((cols,), x.dtype, device=x.device)
+    parts = max(1, min(_NORM_PARTS, rows // _NORM_PART_ROWS))
+    part_rows = -(-rows // parts)
+    pg, pb = (dgamma, dbeta) if parts == 1 else (_array.empty((parts, cols), x.dtype, device=x.device)
+                                                 for _ in range(2))
+    param_blocks = parts * -(-cols // THREADS)
+    row_blocks = max(1, min(rows, 65535 - param_blocks))
+    grid = row_blocks + param_blocks
+    _run("norm", programs.expression("norm_backward_params", dtype), x, grid,
+         [_ptr(dy), _ptr(x), _ptr(gamma), _ptr(mean), _ptr(rstd), _ptr(dx), _ptr(pg), _ptr(pb), c_longlong(rows),
+          c_longlong(cols), c_int(int(rms)), c_longlong(row_blocks), c_longlong(part_rows), c_longlong(parts)],
+         grid=grid)
+    if parts > 1:
+        _run("norm", programs.expression("norm_param_sum", dtype), x, cols,
+             [_ptr(pg), _ptr(pb), _ptr(dgamma), _ptr(dbeta), c_longlong(parts), c_longlong(cols)])
+    return dx, dgamma, dbeta
+
+
 #: The parameter sums of :func:`layer_norm_param_grads` split the rows into at most this many parts of at least
 #: _NORM_PART_ROWS rows each (a fixed split for a shape: the same bits on every run).
 _NORM_PARTS, _NORM_PART_ROWS = 64, 32

@@ -103,3 +103,81 @@ __global__ void adagrad(T* __restrict__ p, const T* __restrict__ g, T* __restric
     for (i64 i = pm_global_index(); i < n; i += pm_grid_stride())
         adagrad_element(p, g, s, i, lr, eps, weight_decay, flags);
 }
+
+// ------------------------------------------------------------------------------------------ multi-tensor updates
+// One launch updates up to PM_MANY tensors of one dtype (PyTorch's foreach/fused optimizers do the same): the
+// buffers travel by value in the kernel's parameters, so nothing is uploaded and a captured graph keeps them.
+// a[0][t] is tensor t's parameter, a[1][t] its gradient, a[2][t] and a[3][t] its state (null where unused);
+// tensor t covers the flat indices [start[t], start[t + 1]) of the launch, count tensors in all (start strictly
+// increasing: no empty tensor). Each element runs the single-tensor rule above, operation for operation.
+// values: null (lr, bc1, bc2 as given) or the device vector {lr, bc1, bc2} of a replayed step (step.cu's).
+#define PM_MANY 48
+
+struct ManyTensors {
+    void* a[4][PM_MANY];
+    i64 start[PM_MANY + 1];
+    int count;
+};
+
+// The tensor holding flat index i: the last t with start[t] <= i.
+__device__ __forceinline__ int pm_many_find(const ManyTensors& t, i64 i) {
+    int lo = 0, hi = t.count - 1;
+    while (lo < hi) {
+        int mid = (lo + hi + 1) >> 1;
+        if (t.start[mid] <= i) lo = mid;
+        else hi = mid - 1;
+    }
+    return lo;
+}
+
+template <typename T>
+__global__ void sgd_many(ManyTensors t, const double* __restrict__ values, double lr, double momentum,
+                         double weight_decay, int flags) {
+    if (values) lr = values[0];
+    const i64 total = t.start[t.count];
+    for (i64 i = pm_global_index(); i < total; i += pm_grid_stride()) {
+        const int k = pm_many_find(t, i);
+        sgd_element((T*)t.a[0][k], (const T*)t.a[1][k], (T*)t.a[2][k], i - t.start[k], lr, momentum,
+                    weight_decay, flags);
+    }
+}
+
+template <typename T>
+__global__ void adam_many(ManyTensors t, const double* __restrict__ values, double lr, double beta1, double beta2,
+                          double eps, double weight_decay, int decoupled, double bc1, double bc2) {
+    if (values) {
+        lr = values[0];
+        bc1 = values[1];
+        bc2 = values[2];
+    }
+    const i64 total = t.start[t.count];
+    for (i64 i = pm_global_index(); i < total; i += pm_grid_stride()) {
+        const int k = pm_many_find(t, i);
+        adam_element((T*)t.a[0][k], (const T*)t.a[1][k], (T*)t.a[2][k], (T*)t.a[3][k], i - t.start[k], lr, beta1,
+                     beta2, eps, weight_decay, decoupled, bc1, bc2);
+    }
+}
+
+template <typename T>
+__global__ void rmsprop_many(ManyTensors t, const double* __restrict__ values, double lr, double rho, double eps,
+                             double weight_decay, int flags) {
+    if (values) lr = values[0];
+    const i64 total = t.start[t.count];
+    for (i64 i = pm_global_index(); i < total; i += pm_grid_stride()) {
+        const int k = pm_many_find(t, i);
+        rmsprop_element((T*)t.a[0][k], (const T*)t.a[1][k], (T*)t.a[2][k], i - t.start[k], lr, rho, eps,
+                        weight_decay, flags);
+    }
+}
+
+template <typename T>
+__global__ void adagrad_many(ManyTensors t, const double* __restrict__ values, double lr, double eps,
+                             double weight_decay, int flags) {
+    if (values) lr = values[0];
+    const i64 total = t.start[t.count];
+    for (i64 i = pm_global_index(); i < total; i += pm_grid_stride()) {
+        const int k = pm_many_find(t, i);
+        adagrad_element((T*)t.a[0][k], (const T*)t.a[1][k], (T*)t.a[2][k], i - t.start[k], lr, eps, weight_decay,
+                        flags);
+    }
+}

@@ -3,14 +3,17 @@ form of each rule (optim.cu's PM_KERAS). Adam's bias corrections: the op set's o
 
 from __future__ import annotations
 
+import ctypes
 import functools
 import math
 import numbers
-from ctypes import c_double, c_int, c_longlong
+from ctypes import c_double, c_int, c_longlong, c_void_p
+
+import numpy as np
 
 from pymagma import _checks
 from pymagma.kernels import programs
-from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run, _same
 
 from ...ops.optim import adam_bias_corrections
 
@@ -97,3 +100,107 @@ def adagrad_update(param, grad, sum_squares, *, lr: float, eps: float = 1e-10, w
     _run("optim", programs.expression("adagrad", dtype), param, param.size,
          [_ptr(param), _ptr(grad), _ptr(sum_squares), c_longlong(param.size), c_double(lr), c_double(eps),
           c_double(weight_decay), c_int(_KERAS if keras else 0)])
+
+
+# ------------------------------------------------------------------------------------------ multi-tensor updates
+def _step_values(values, needed: int, what: str):
+    """``values`` checked: the float64 device vector of a replayed step's values ({lr, bc1, bc2}, step.cu's)."""
+    _device_array(values, f"{what} values")
+    if values.dtype != np.float64 or values.size < needed or not values.is_c_contiguous:
+        raise ValueError(f"{what}: values must be a C-contiguous float64 device vector of at least {needed} "
+                         f"elements, got {values.dtype} {values.shape}")
+    return values
+
+
+#: Tensors per launch of the ``*_many`` kernels (optim.cu's PM_MANY).
+MANY = 48
+
+
+class ManyTensors(ctypes.Structure):
+    """Mirror of optim.cu's ``ManyTensors``: up to MANY tensors' buffers (parameter, gradient, two states) and the
+    flat index each starts at."""
+
+    _fields_ = [("a", (c_void_p * MANY) * 4), ("start", c_longlong * (MANY + 1)), ("count", c_int)]
+
+
+def _many_groups(what: str, columns, values):
+    """The launches of a multi-tensor update: ``(expression dtype, first parameter, total, ManyTensors)`` per group of
+    at most MANY non-empty tensors of one dtype and device, each tensor's buffers checked as the single update checks
+    them. ``columns``: the lists (params, grads, states...), None or a list holding None for an unused state."""
+    params = columns[0]
+    for column in columns[1:]:
+        if column is not None and len(column) != len(params):
+            raise ValueError(f"{what}: every list must have one entry per parameter ({len(params)}), got "
+                             f"{len(column)}")
+    rows = [tuple(column[i] if column is not None else None for column in columns) for i in range(len(params))]
+    groups: dict = {}
+    for row in rows:
+        dtype = _check_update(what, *row)
+        if row[0].size:
+            groups.setdefault((dtype, row[0].device), []).append(row)
+    if values is not None:
+        values = _ptr(_step_values(values, 1, what))
+    launches = []  # every check made before the first launch: a bad entry updates nothing
+    for (dtype, _), members in groups.items():
+        for first in range(0, len(members), MANY):
+            chunk = members[first:first + MANY]
+            table, total = ManyTensors(), 0
+            for t, row in enumerate(chunk):
+                for slot, a in enumerate(row):
+                    table.a[slot][t] = a.ptr if a is not None else None
+                table.start[t] = total
+                total += row[0].size
+            table.start[len(chunk)], table.count = total, len(chunk)
+            launches.append((dtype, chunk[0][0], total, table, values))
+    return launches
+
+
+def sgd_update_many(params, grads, velocities=None, *, lr: float = 0.0, values=None, momentum: float = 0.0,
+                    weight_decay: float = 0.0, nesterov: bool = False, keras: bool = False) -> None:
+    """:func:`sgd_update` of every ``(params[i], grads[i], velocities[i])`` in one launch per dtype (per MANY
+    tensors); ``values``: the device vector {lr} a replayed step reads instead of ``lr``."""
+    _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if momentum and (velocities is None or any(v is None for v in velocities)):
+        raise ValueError("sgd_update_many with momentum needs a velocity buffer for every parameter")
+    columns = (params, grads, velocities if momentum else None)
+    for dtype, like, total, table, at in _many_groups("sgd_update_many", columns, values):
+        _run("optim", programs.expression("sgd_many", dtype), like, total,
+             [table, at if at is not None else c_void_p(), c_double(lr), c_double(momentum),
+              c_double(weight_decay), c_int(int(nesterov) | (_KERAS if keras else 0))])
+
+
+def adam_update_many(params, grads, ms, vs, *, step: int = 1, lr: float = 0.0, values=None, beta1: float = 0.9,
+                     beta2: float = 0.999, eps: float = 1e-8, weight_decay: float = 0.0, decoupled: bool = False,
+                     keras: bool = False) -> None:
+    """:func:`adam_update` of every ``(params[i], grads[i], ms[i], vs[i])`` in one launch per dtype (per MANY
+    tensors); ``values``: the device vector {lr, bc1, bc2} a replayed step reads instead of lr and ``step``."""
+    step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
+    _check_hyper("adam_update_many", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    if values is not None:
+        _step_values(values, 3, "adam_update_many")
+    corrections = _bias_corrections(beta1, beta2, step)  # the single update's, bit for bit
+    for dtype, like, total, table, at in _many_groups("adam_update_many", (params, grads, ms, vs), values):
+        _run("optim", programs.expression("adam_many", dtype), like, total,
+             [table, at if at is not None else c_void_p(), c_double(lr), c_double(beta1), c_double(beta2),
+              c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
+              c_double(corrections[0]), c_double(corrections[1])])
+
+
+def rmsprop_update_many(params, grads, square_avgs, *, lr: float = 0.0, values=None, rho: float = 0.9,
+                        eps: float = 1e-8, weight_decay: float = 0.0, keras: bool = False) -> None:
+    """:func:`rmsprop_update` of every ``(params[i], grads[i], square_avgs[i])``, one launch per dtype."""
+    _check_hyper("rmsprop_update_many", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
+    for dtype, like, total, table, at in _many_groups("rmsprop_update_many", (params, grads, square_avgs), values):
+        _run("optim", programs.expression("rmsprop_many", dtype), like, total,
+             [table, at if at is not None else c_void_p(), c_double(lr), c_double(rho), c_double(eps),
+              c_double(weight_decay), c_int(_KERAS if keras else 0)])
+
+
+def adagrad_update_many(params, grads, sum_squares, *, lr: float = 0.0, values=None, eps: float = 1e-10,
+                        weight_decay: float = 0.0, keras: bool = False) -> None:
+    """:func:`adagrad_update` of every ``(params[i], grads[i], sum_squares[i])``, one launch per dtype."""
+    _check_hyper("adagrad_update_many", lr=lr, eps=eps, weight_decay=weight_decay)
+    for dtype, like, total, table, at in _many_groups("adagrad_update_many", (params, grads, sum_squares), values):
+        _run("optim", programs.expression("adagrad_many", dtype), like, total,
+             [table, at if at is not None else c_void_p(), c_double(lr), c_double(eps), c_double(weight_decay),
+              c_int(_KERAS if keras else 0)])

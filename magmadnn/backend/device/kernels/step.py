@@ -14,21 +14,13 @@ from pymagma.kernels import programs
 from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run
 from pymagma.kernels.elementwise import contiguous
 
-from .optim import _KERAS, _check_hyper, _check_update
+from .optim import _KERAS, _check_hyper, _check_update, _step_values
 
 
 # The updates and dropout above with what changes from step to step read from device memory when the kernel runs
 # (step.cu), so that a step captured as a CUDA graph replays with the values the host writes there before each
 # launch.  ``values``: float64 device vector {lr, bc1 = 1 - beta1^t, bc2 = 1 - beta2^t} (the last two for Adam);
 # ``offsets``: int64 device vector holding the bits of uint64 Philox offsets, ``offsets[slot]`` that of the draw.
-def _step_values(values, needed: int, what: str):
-    _device_array(values, f"{what} values")
-    if values.dtype != np.float64 or values.size < needed or not values.is_c_contiguous:
-        raise ValueError(f"{what}: values must be a C-contiguous float64 device vector of at least {needed} "
-                         f"elements, got {values.dtype} {values.shape}")
-    return values
-
-
 def sgd_update_at(param, grad, velocity=None, *, values, momentum: float = 0.0, weight_decay: float = 0.0,
                   nesterov: bool = False, keras: bool = False) -> None:
     """:func:`sgd_update` with the learning rate read from ``values[0]`` on the device."""
