@@ -60,11 +60,11 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
     ``sync`` (training only): a data-parallel group (``magmadnn.distributed.BatchNormGroup``, or anything with
     its ``weight``, ``moments`` and ``sum``) whose ranks normalise with the statistics of the global batch and
     exchange the matching gradient sums, as one process with the whole batch would (every rank must call it)."""
-    key = signature(x, gamma, beta, bool(training), getattr(running_mean, "shape", None),
-                    getattr(running_var, "shape", None))
+    local = bool(training) and sync is None  # a synchronised batch counts the global batch's values (its group)
+    key = signature(x, gamma, beta, local, getattr(running_mean, "shape", None), getattr(running_var, "shape", None))
     if key is None or key not in _BATCH_NORM_CHECKED:  # every check, once per signature
         x, gamma, beta = _as_tensor(x), _as_tensor(gamma), _as_tensor(beta)
-        _check_batch_norm(x, gamma, beta, running_mean, running_var, training)
+        _check_batch_norm(x, gamma, beta, running_mean, running_var, local)
         _BATCH_NORM_CHECKED.keep(key, True)
     if training and sync is not None:
         if _SYNC_BATCH_NORM is None:  # pragma: no cover - magmadnn's __init__ imports magmadnn.distributed
@@ -81,7 +81,7 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
 _BATCH_NORM_CHECKED = Plans()  # the signatures batch_norm's checks passed
 
 
-def _check_batch_norm(x, gamma, beta, running_mean, running_var, training) -> None:
+def _check_batch_norm(x, gamma, beta, running_mean, running_var, local_training) -> None:
     fn = "batch_norm"
     if x.ndim not in (2, 4):
         raise ValueError(f"{fn}: x must be 2-D (N, F) or 4-D (N, C, H, W), got shape {x.shape}")
@@ -91,7 +91,7 @@ def _check_batch_norm(x, gamma, beta, running_mean, running_var, training) -> No
         if tuple(arr.shape) != (c,):
             raise ValueError(f"{fn}: {what} has shape {tuple(arr.shape)}, expected ({c},) for x of shape {x.shape}")
     _same_dtype(fn, x=x, gamma=gamma, beta=beta)
-    if training and x.size // c < 2:
+    if local_training and x.size // c < 2:
         raise ValueError(f"{fn}: training needs more than one value per channel, got x of shape {x.shape}")
 
 
