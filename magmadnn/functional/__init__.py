@@ -35,6 +35,7 @@ from .activations import (
     tanh,
 )
 from .attention import (
+    AttentionHeadsFunction,
     MaskedSoftmaxFunction,
     MatMulNTFunction,
     attention_heads,
@@ -72,6 +73,7 @@ from .linear import DenseFunction, dense
 from .losses import (
     EPSILON,
     SoftmaxCrossEntropyFunction,
+    SoftmaxCrossEntropyMeanFunction,
     binary_cross_entropy_with_logits,
     binary_crossentropy,
     categorical_crossentropy,
@@ -150,7 +152,7 @@ __all__ = [
     "flatten", "activation", "relu", "sigmoid", "tanh", "leaky_relu", "elu", "gelu", "softmax", "log_softmax",
     "dense", "conv2d", "conv2d_output_shape", "conv2d_padding", "max_pool2d", "avg_pool2d", "global_avg_pool2d",
     "batch_norm", "dropout", "softmax_cross_entropy", "mse",
-    "matmul_nt", "masked_softmax", "scaled_dot_product_attention", "attention_heads", "check_key_mask_values",
+    "matmul_nt", "masked_softmax", "scaled_dot_product_attention", "check_key_mask_values",
     "concatenate", "upsample_nearest2d", "global_max_pool2d", "conv_transpose2d", "conv_transpose2d_geometry",
     "layer_norm", "rms_norm", "group_norm", "embedding", "cross_entropy", "binary_cross_entropy_with_logits",
     "lstm", "gru", "log", "clip", "abs", "scale", "categorical_crossentropy", "binary_crossentropy",
@@ -161,3 +163,4 @@ __all__ += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis"
             "gru_steps", "simple_rnn_steps"]  # the sequence layers
 __all__ += ["cast"]  # mixed precision
 __all__ += ["maximum", "minimum", "pad_axis"]  # the merging and padding layers
+__all__ += ["attention_heads"]  # attention over heads interleaved on the last axis (MultiHeadAttention's fused path)

@@ -38,18 +38,14 @@ template <typename R> __device__ __forceinline__ R cx_infv() { return R(pm_inf()
 template <typename R> __device__ __forceinline__ cx<R> cx_mul_i(cx<R> z) { return cx<R>(-z.im, z.re); }    // i z
 template <typename R> __device__ __forceinline__ cx<R> cx_mul_mi(cx<R> z) { return cx<R>(z.im, -z.re); }  // -i z
 
-// a / b by Smith's algorithm with the C99 Annex G recovery of infinities and zeros.
+// a / b by Smith's algorithm with the C99 Annex G recovery of infinities and zeros; a zero b as NumPy divides.
 template <typename R> __device__ cx<R> cx_div(cx<R> a, cx<R> b) {
     R c = b.re, d = b.im, x, y;
     if (fabs(c) >= fabs(d)) {
-        if (c == R(0) && d == R(0)) {
+        if (c == R(0) && d == R(0)) {  // as NumPy: each part over |b| (a signed zero divisor gives no sign)
             x = a.re / fabs(c);
             y = a.im / fabs(c);
             if (a.re == R(0) && a.im == R(0)) x = y = cx_nanv<R>();
-            else if (!cx_nan(a.re) || !cx_nan(a.im)) {
-                x = copysign(cx_infv<R>(), c) * a.re;
-                y = copysign(cx_infv<R>(), c) * a.im;
-            }
             return cx<R>(x, y);
         }
         R r = d / c, den = c + d * r;

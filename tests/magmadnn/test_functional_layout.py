@@ -25,6 +25,7 @@ PUBLIC += ["conv1d", "conv1d_padding", "max_pool1d", "avg_pool1d", "slice_axis",
            "gru_steps", "simple_rnn_steps"]  # the sequence layers (1-D conv and pooling, return_state, masks, RNNs)
 PUBLIC += ["cast"]  # mixed precision: a float32 weight feeding a half computation
 PUBLIC += ["maximum", "minimum", "pad_axis"]  # the merging and padding layers
+PUBLIC += ["attention_heads"]  # MultiHeadAttention's fused path
 
 
 def _modules():
