@@ -8,17 +8,19 @@ operators loads without recognising patterns. The rules:
   ``Shape``/``Size`` of a tensor whose shape is known is a constant too. What decides shapes at run time
   (``Shape`` of a tensor with a dynamic axis and the arithmetic on it) stays a host NumPy array: such nodes never
   read device data. Every other value is a Tensor on the model's device.
-* **Weights.** A float initializer in a weight position (Conv/ConvTranspose/Gemm/MatMul weights and biases,
-  normalisation scales and biases, embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable
-  parameter of its node; every other initializer is a constant (not trained): a float one on the device, an
+* **Weights.** A float initializer in a weight position (Conv/ConvTranspose/Gemm/MatMul weights and biases, the
+  operand of an ``Add`` whose other operand a MatMul/Gemm/Conv/Einsum computes (a bias), normalisation scales and
+  biases (also the ``Mul``/``Add`` operands after an InstanceNormalization: GroupNorm as exporters write it),
+  embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable parameter of its node; every other initializer is a constant (not trained): a float one on the device, an
   integer one where it gives a shape, axes or sizes on the host. An initializer feeding several weight positions
   is a parameter of each node (tied weights are not kept tied).
 * **Inputs.** A graph input whose first axis is dynamic has a batch axis (``predict`` splits it into batches);
   one whose first axis is fixed keeps that batch size (``Input(batch_size=B)``: ``fit`` and ``predict`` run
   batches of B) when it matches the first data input's, else it is given whole to every batch (a weight or a shape
   fed as a graph input). An integer input read only where shapes are read stays on the host.
-* **Batch axis of outputs.** An output keeps the batch axis unless a node on its way moves or reduces axis 0
-  (Transpose, Reshape, reductions, Softmax over axis 0, ...); a model with such an output runs on the whole input.
+* **Batch axis of outputs.** An output keeps the batch axis unless a node on its way reduces it or moves it where
+  :mod:`.batch_axes` cannot follow (it follows Transpose, Reshape, Squeeze/Unsqueeze, sequence-first recurrent
+  nodes and element-wise nodes); a model with such an output runs on the whole input.
 
 Unsupported operators, attributes and forms are an UnsupportedOnnxError naming the node, the operator and the
 opset; the model is made only when every node converted (all or nothing).
@@ -31,6 +33,7 @@ import numpy as np
 from ..layers.base import Input
 from ..layers.operation import Operation
 from ..models import Model
+from . import batch_axes
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
@@ -52,10 +55,16 @@ class _Sym:
     """A value computed at run time: its symbolic tensor, full static shape (None where unknown), whether its
     leading axis is the batch axis, and whether it is a host NumPy array (a shape)."""
 
-    __slots__ = ("tensor", "shape", "batched", "host", "dtype")
+    __slots__ = ("tensor", "shape", "batch_axis", "host", "dtype", "shape_batch")
 
-    def __init__(self, tensor, shape, batched, host=False, dtype=None):
-        self.tensor, self.shape, self.batched, self.host, self.dtype = tensor, shape, batched, host, dtype
+    def __init__(self, tensor, shape, batch_axis, host=False, dtype=None, shape_batch=None):
+        self.tensor, self.shape, self.batch_axis, self.host, self.dtype = tensor, shape, batch_axis, host, dtype
+        self.shape_batch = shape_batch  # a Shape's output: the position holding the batch size
+
+    @property
+    def batched(self) -> bool:
+        """Whether the leading axis is the batch axis."""
+        return self.batch_axis == 0
 
 
 class _Import:
@@ -67,6 +76,7 @@ class _Import:
         self.shapes, self.dtypes = _inferred(proto)
         self.name = name
         consumers: dict[str, list] = {}
+        self.producers = {out: node for node in proto.graph.node for out in node.output}
         for node in proto.graph.node:
             for k, value in enumerate(node.input):
                 consumers.setdefault(value, []).append((node, k))
@@ -131,7 +141,7 @@ class _Import:
                           batched=batched)
             layer._exact_dtype = dtype.kind == "f"
             layer._keeps_host = host
-            self.values[spec.name] = _Sym(layer.output, tuple(dims), batched, host, dtype)
+            self.values[spec.name] = _Sym(layer.output, tuple(dims), 0 if batched else None, host, dtype)
             made.append((spec.name, layer))
         return made
 
@@ -213,6 +223,30 @@ class _Import:
         self._op_node(node, view, Form(host_runner(node, self.opset), host=positions, keeps_batch=False,
                                        host_outputs=tuple(range(len(node.output)))))
 
+    def _bias_of_product(self, node, view, k) -> bool:
+        """Whether input ``k`` of an ``Add``/``Mul`` is a weight by its place: the bias added to a
+        MatMul/Gemm/Conv/Einsum product (a Linear's bias written as MatMul + Add), or the scale and bias that follow
+        an InstanceNormalization (GroupNorm as both PyTorch exporters write it: InstanceNormalization, Reshape,
+        Mul, Add)."""
+        if node.op_type not in ("Add", "Mul") or len(node.input) != 2 or not isinstance(view.inputs[1 - k], _Sym):
+            return False
+        role = self._role(node.input[1 - k])
+        return role in ("product", "scaled") if node.op_type == "Add" else role == "normalized"
+
+    def _role(self, name: str):
+        node = self.producers.get(name)
+        while node is not None and node.op_type == "Reshape":
+            node = self.producers.get(node.input[0])
+        if node is None:
+            return None
+        if node.op_type in _PRODUCTS:
+            return "product"
+        if node.op_type == "InstanceNormalization":
+            return "normalized"
+        if node.op_type == "Mul" and any(self._role(n) == "normalized" for n in node.input):
+            return "scaled"
+        return None
+
     def _op_node(self, node, view, form) -> None:
         arguments, weights, constants, host, parents = [], {}, {}, {}, []
         positions: dict[int, int] = {}
@@ -228,7 +262,7 @@ class _Import:
             elif k in form.host:
                 host[f"in{k}"] = value
                 arguments.append(("host", f"in{k}"))
-            elif k in form.weights and value.dtype.kind == "f":
+            elif (k in form.weights or self._bias_of_product(node, view, k)) and value.dtype.kind == "f":
                 weights[f"in{k}"] = value
                 arguments.append(("weight", f"in{k}"))
             else:
@@ -237,27 +271,35 @@ class _Import:
         if not parents:
             raise self.error(node, "the node reads no computed value")
         outputs = len(node.output)
-        shapes, flags = [], []
+        shapes, flags, axes = [], [], []
         batched_in = [v.batched for v in view.inputs if isinstance(v, _Sym)]
         keeps = form.keeps_batch if form.keeps_batch is not None else [any(batched_in)] * outputs
         if not isinstance(keeps, list):
             keeps = [keeps] * outputs
-        for name, keep in zip(node.output, keeps):
+        axes_in = [v.batch_axis if isinstance(v, _Sym) else None for v in view.inputs]
+        moves = batch_axes.moved(node, view, axes_in, view.attr) if node.op_type in batch_axes.MOVERS or any(
+            a not in (None, 0) for a in axes_in) else None
+        for k, (name, keep) in enumerate(zip(node.output, keeps)):
             full = self.shapes.get(name)
             keep = bool(keep) and any(batched_in) and (full is None or len(full) >= 1)
-            flags.append(keep)
-            shapes.append(None if full is None else tuple(full[1:]) if keep else tuple(full))
+            axis = moves[k] if moves is not None else (0 if keep else None)
+            if axis is not None and axis != 0 and (full is None or axis >= len(full)):
+                axis = None
+            axes.append(axis)
+            flags.append(axis == 0)
+            shapes.append(None if full is None else tuple(full[1:]) if axis == 0 else tuple(full))
         op = Operation(form.fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
                        output_shapes=shapes, output_batched=flags, op_type=node.op_type,
                        name=self.unique(node.name or node.op_type.lower()))
         made = op(parents)
         made = made if isinstance(made, list) else [made]
-        for name, tensor, keep, k in zip(node.output, made, flags, range(outputs)):
+        for name, tensor, axis, k in zip(node.output, made, axes, range(outputs)):
             if name:
-                self.values[name] = _Sym(tensor, self.shapes.get(name), keep, k in form.host_outputs,
-                                         self.dtypes.get(name))
+                self.values[name] = _Sym(tensor, self.shapes.get(name), axis, k in form.host_outputs,
+                                         self.dtypes.get(name), batch_axes.shape_batch(node, view, axes_in))
 
 
+_PRODUCTS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")
 _RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 

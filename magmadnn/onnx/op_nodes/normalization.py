@@ -1,8 +1,10 @@
 """Normalisations: BatchNormalization (inference), InstanceNormalization, LayerNormalization on any trailing axes,
-GroupNormalization, RMSNormalization, LpNormalization; scales and biases are trainable, running statistics
+GroupNormalization, RMSNormalization, LpNormalization, LRN; scales and biases are trainable, running statistics
 constants."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from ._registry import Form, op
 from ._runtime import F, T, tensor
@@ -120,5 +122,36 @@ def lp_norm(view):
             F.sum(F.multiply(x, x), axis=(a,), keepdims=True), "sqrt")
         zero = T.compare(norm, 0.0, "equal")
         return T.where(zero, 0.0, F.divide(x, T.where(zero, 1.0, norm)))
+
+    return run
+
+
+@op("LRN")
+def lrn(view):
+    """Local response normalisation across channels: ``x / (bias + alpha / size * sum of x**2 over the channel
+    window) ** beta``; the window sum is a product with a (C, C) band of ones (made once per channel count)."""
+    view.only("alpha", "beta", "bias", "size")
+    alpha, beta = float(view.attr("alpha", 1e-4)), float(view.attr("beta", 0.75))
+    bias, size = float(view.attr("bias", 1.0)), int(view.attr("size"))
+    bands: dict = {}
+
+    def band(c, x):
+        key = (c, x.dtype, id(x.xp))
+        if key not in bands:
+            rows = np.arange(c)[:, None]
+            lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+            made = ((rows >= np.arange(c)[None, :] - lo) & (rows <= np.arange(c)[None, :] + hi)).astype(x.dtype)
+            bands[key] = tensor(made, x)
+        return bands[key]
+
+    def run(x):
+        if x.ndim < 3:
+            raise view.error(f"inputs of rank {x.ndim} are not supported (N, C, ...)")
+        c = x.shape[1]
+        last = (0, *range(2, x.ndim), 1)
+        moved = F.transpose(F.multiply(x, x), last)
+        summed = F.reshape(F.matmul(F.reshape(moved, (-1, c)), band(c, x)), moved.shape)
+        back = F.transpose(summed, tuple(np.argsort(last)))
+        return F.divide(x, T.pow(F.add(F.multiply(back, alpha / size), bias), beta))
 
     return run

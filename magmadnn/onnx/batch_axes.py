@@ -1,0 +1,130 @@
+"""Where the batch axis goes through the nodes that move it (Transpose, Reshape, Squeeze/Unsqueeze, the recurrent
+operators' sequence-first layout, element-wise operators on a moved axis).
+
+An op node's converter says which of its outputs keep the batch axis first (``Form.keeps_batch``). A value may also
+carry the batch axis elsewhere: a batch-first LSTM runs sequence-first (``Transpose`` to ``(T, B, F)``, ``LSTM``,
+``Transpose`` back), so the batch axis is axis 1 on the way and axis 0 again at the end. :func:`moved` follows it
+through such nodes so that the model's outputs keep their batch axis (``fit`` and ``predict`` split batches).
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+__all__ = ["moved", "shape_batch", "MOVERS"]
+
+#: operators that may move a leading batch axis (their rule is asked even when every input has it first)
+MOVERS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "LSTM", "GRU", "RNN"})
+
+_ELEMENTWISE = frozenset({
+    "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mean", "Sum", "Where", "Equal", "Less", "Greater",
+    "LessOrEqual", "GreaterOrEqual", "And", "Or", "Xor", "Not", "Abs", "Neg", "Exp", "Log", "Sqrt", "Reciprocal",
+    "Relu", "LeakyRelu", "Elu", "Selu", "Celu", "Sigmoid", "HardSigmoid", "HardSwish", "Tanh", "Softplus",
+    "Softsign", "Mish", "Gelu", "Erf", "Clip", "Cast", "CastLike", "Identity", "Dropout", "Sin", "Cos", "Floor",
+    "Ceil", "Round", "Sign", "IsNaN", "IsInf", "PRelu", "ThresholdedRelu", "Shrink"})
+
+
+def moved(node, view, axes_in: list, attr) -> list | None:
+    """The batch axis of each output of ``node`` (None: no batch axis), or None to keep the converter's flags.
+    ``axes_in`` is each input's batch axis (None where it has none or is not computed)."""
+    op, k = node.op_type, axes_in[0] if axes_in else None
+    n = len(node.output)
+    if op == "Transpose":
+        if k is None:
+            return None
+        rank = view.rank(0)
+        perm = attr("perm") or (list(reversed(range(rank))) if rank is not None else None)
+        return None if perm is None else [list(perm).index(k)]
+    if op in ("LSTM", "GRU", "RNN"):
+        layout = int(attr("layout", 0) or 0)
+        if layout == 0 and k == 1:
+            return [2, 1, 1][:n]
+        return None if k in (None, 0) else [None] * n
+    if op in ("Squeeze", "Unsqueeze"):
+        return [_squeeze(op, view, k, attr)] if k is not None else None
+    if op == "Reshape":
+        return [_reshape(view, k, int(attr("allowzero", 0) or 0))] if k is not None else None
+    if op in _ELEMENTWISE and any(a not in (None, 0) for a in axes_in):
+        ranks = [view.rank(i) for i in range(len(axes_in))]
+        if any(r is None for r, a in zip(ranks, axes_in) if a is not None):
+            return [None] * n
+        out_rank = max(r for r in ranks if r is not None)
+        found = {a + out_rank - r for a, r in zip(axes_in, ranks) if a is not None}
+        return [found.pop() if len(found) == 1 else None] * n
+    if any(a not in (None, 0) for a in axes_in):
+        return [None] * n  # a node this module has no rule for: its outputs have no batch axis
+    return None
+
+
+def shape_batch(node, view, axes_in):
+    """For a ``Shape`` node: the position of its output holding the batch size and the sizes before it (None if
+    none)."""
+    if node.op_type != "Shape" or not axes_in or axes_in[0] is None:
+        return None
+    rank = view.rank(0)
+    start = int(view.attr("start", 0) or 0)
+    start = start % rank if rank and start < 0 else start
+    end = view.attr("end")
+    end = rank if end is None else (end % rank if rank and end < 0 else end)
+    k = axes_in[0]
+    if rank is None or not start <= k < min(end, rank):
+        return None
+    return k - start, tuple(view.shape(0)[start:k])
+
+
+def _axes(view, attr):
+    value = attr("axes")
+    if value is None and len(view.inputs) > 1:
+        value = view.const(1)
+    return None if value is None else [int(a) for a in np.asarray(value).reshape(-1)]
+
+
+def _squeeze(op, view, k, attr):
+    axes, rank = _axes(view, attr), view.rank(0)
+    if axes is None or rank is None:
+        return None
+    if op == "Squeeze":
+        axes = [a % rank for a in axes]
+        return None if k in axes else k - sum(a < k for a in axes)
+    out_rank = rank + len(axes)
+    inserted = {a % out_rank for a in axes}
+    kept = [j for j in range(out_rank) if j not in inserted]
+    return kept[k]
+
+
+def _reshape(view, k, allowzero):
+    """The output axis holding input axis ``k`` (the batch) when the target keeps it whole: the axes before it
+    multiply to the same size on both sides and the axis itself is copied (0), given by its size, or inferred
+    (-1) from the known sizes after it."""
+    shape, target = view.shape(0), view.const(1)
+    if shape is None:
+        return None
+    if target is None:  # a shape computed from Shape(y): its batch position, when the axes before agree
+        source = view.inputs[1] if len(view.inputs) > 1 else None
+        found = getattr(source, "shape_batch", None)
+        if found is None or any(d is None for d in (*shape[:k], *found[1])):
+            return None
+        return found[0] if math.prod(shape[:k]) == math.prod(found[1]) else None
+    target = [int(t) for t in np.asarray(target).reshape(-1)]
+    before, after = shape[:k], shape[k + 1:]
+    if any(d is None for d in (*before, *after)):
+        return None
+    prefix, suffix = math.prod(before), math.prod(after)
+    dims = [shape[j] if t == 0 and not allowzero and j < len(shape) else t for j, t in enumerate(target)]
+    for j in range(len(dims)):
+        head, tail = dims[:j], dims[j + 1:]
+        if any(d is None or d < 0 for d in head) or math.prod(head) != prefix:
+            continue
+        tail_known = all(d is not None and d >= 0 for d in tail)
+        if target[j] == 0 and not allowzero and j == k:
+            ok = not tail_known or math.prod(tail) == suffix or -1 in tail
+        elif target[j] == -1:
+            ok = tail_known and math.prod(tail) == suffix
+        else:
+            ok = shape[k] is not None and dims[j] == shape[k] and (-1 in tail or (tail_known and math.prod(
+                tail) == suffix))
+        if ok:
+            return j
+    return None
