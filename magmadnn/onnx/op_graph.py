@@ -11,8 +11,9 @@ operators loads without recognising patterns. The rules:
 * **Weights.** A float initializer in a weight position (Conv/ConvTranspose/Gemm/MatMul weights and biases, the
   operand of an ``Add`` whose other operand a MatMul/Gemm/Conv/Einsum computes (a bias), normalisation scales and
   biases (also the ``Mul``/``Add`` operands after an InstanceNormalization: GroupNorm as exporters write it),
-  embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable parameter of its node; every other initializer is a constant (not trained): a float one on the device, an
-  integer one where it gives a shape, axes or sizes on the host. An initializer feeding several weight positions
+  embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable parameter of its node; every other
+  initializer is a constant (not trained): a float one on the device, an integer one where it gives a shape, axes
+  or sizes on the host. An initializer feeding several weight positions
   is a parameter of each node (tied weights are not kept tied).
 * **Inputs.** A graph input whose first axis is dynamic has a batch axis (``predict`` splits it into batches);
   one whose first axis is fixed keeps that batch size (``Input(batch_size=B)``: ``fit`` and ``predict`` run
