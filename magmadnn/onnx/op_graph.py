@@ -48,6 +48,42 @@ ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.
                  5: np.int16, 4: np.uint16, 12: np.uint32, 13: np.uint64}
 
 
+#: ONNX's float16: graph inputs, initializers and constants of float16 are held in float32 (exactly widened); each
+#: node computes in float32 and a value the graph declares float16 is rounded to float16's values (a Cast or
+#: CastLike to float16, any other node's float16 output, a float16 graph output), held in float32
+FLOAT16 = 10
+
+
+def _widen(value: np.ndarray) -> np.ndarray:
+    return value.astype(np.float32) if value.dtype == np.float16 else value
+
+
+def half_rounding(x):
+    """``x`` rounded to float16's values, held in float32 (the gradient passes through)."""
+    from ..functional import _tensor_math as T  # noqa: PLC0415
+
+    if isinstance(x, np.ndarray):
+        return x.astype(np.float16).astype(np.float32)
+    return T.astype(T.astype(x, np.float16), np.float32)
+
+
+def _rounding_outputs(fn, halves, outputs):
+    """``fn`` whose outputs at ``halves`` (declared float16) are rounded to float16's values: every float16 value
+    of the graph holds what float16 storage would (each node computes in float32 and rounds once, as NumPy's
+    float16 arithmetic does)."""
+    import inspect  # noqa: PLC0415
+
+    def run(*args, **kwargs):
+        made = fn(*args, **kwargs)
+        listed = list(made) if outputs > 1 else [made]
+        listed = [half_rounding(v) if k in halves and v is not None and np.dtype(v.dtype).kind == "f" else v
+                  for k, v in enumerate(listed)]
+        return listed if outputs > 1 else listed[0]
+
+    run.__signature__ = inspect.signature(fn)
+    return run
+
+
 def supported_op_types() -> list[str]:
     return sorted(CONVERTERS)
 
@@ -74,7 +110,7 @@ class _Import:
         self._held: dict = {}
         self.values: dict[str, object] = {}  # name -> np.ndarray (constant) or _Sym
         self.names: dict[str, int] = {}
-        self.shapes, self.dtypes = _inferred(proto)
+        self.shapes, self.dtypes, self.halves = _inferred(proto)
         self.name = name
         consumers: dict[str, list] = {}
         self.producers = {out: node for node in proto.graph.node for out in node.output}
@@ -99,7 +135,7 @@ class _Import:
         numpy_helper = onnx().numpy_helper
         for init in self.proto.graph.initializer:
             try:
-                self.values[init.name] = np.asarray(numpy_helper.to_array(init))
+                self.values[init.name] = _widen(np.asarray(numpy_helper.to_array(init)))
             except Exception as exc:  # noqa: BLE001 - damaged tensor bytes
                 raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from None
         initializers = {i.name for i in self.proto.graph.initializer}
@@ -110,10 +146,11 @@ class _Import:
         made = []
         for spec in specs:
             tensor_type = spec.type.tensor_type
-            if spec.type.WhichOneof("value") != "tensor_type" or tensor_type.elem_type not in ELEMENT_TYPES:
-                raise UnsupportedOnnxError(f"graph input {spec.name!r}: only tensors of float32, float64, integers "
-                                           "or bool are supported (no sequences, maps, strings or float16)")
-            dtype = np.dtype(ELEMENT_TYPES[tensor_type.elem_type])
+            if spec.type.WhichOneof("value") != "tensor_type" or (tensor_type.elem_type not in ELEMENT_TYPES
+                                                                   and tensor_type.elem_type != FLOAT16):
+                raise UnsupportedOnnxError(f"graph input {spec.name!r}: only tensors of float16, float32, float64, "
+                                           "integers or bool are supported (no sequences, maps or strings)")
+            dtype = np.dtype(ELEMENT_TYPES.get(tensor_type.elem_type, np.float32))  # float16 computes in float32
             if not self.holds(dtype):
                 raise UnsupportedOnnxError(f"graph input {spec.name!r}: the device backend holds no {dtype.name} "
                                            "tensors")
@@ -205,7 +242,7 @@ class _Import:
             outputs = _reference(node, self.opset, ins)
         for name, value in zip(node.output, outputs):
             if name:
-                self.values[name] = np.asarray(value)
+                self.values[name] = _widen(np.asarray(value))
 
     def _static_shape_of(self, node, value) -> bool:
         """``Shape``/``Size`` of a tensor whose whole shape is known at load: a constant."""
@@ -223,6 +260,14 @@ class _Import:
         positions = tuple(k for k, v in enumerate(ins) if isinstance(v, np.ndarray))
         self._op_node(node, view, Form(host_runner(node, self.opset), host=positions, keeps_batch=False,
                                        host_outputs=tuple(range(len(node.output)))))
+
+    def rounded_half(self, name, value):
+        """A graph output declared float16: its float32 value rounded to float16's values (one more op node)."""
+        full = value.shape
+        shape = None if full is None else tuple(full[1:]) if value.batched else tuple(full)
+        op = Operation(half_rounding, [("input", 0)], outputs=1, output_shapes=[shape],
+                       output_batched=[value.batched], op_type="Cast", name=self.unique(f"{name}_float16"))
+        return op([value.tensor])
 
     def _bias_of_product(self, node, view, k) -> bool:
         """Whether input ``k`` of an ``Add``/``Mul`` is a weight by its place: the bias added to a
@@ -289,7 +334,11 @@ class _Import:
             axes.append(axis)
             flags.append(axis == 0)
             shapes.append(None if full is None else tuple(full[1:]) if axis == 0 else tuple(full))
-        op = Operation(form.fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
+        fn = form.fn
+        halves = [k for k, name in enumerate(node.output) if name in self.halves and k not in form.host_outputs]
+        if halves and node.op_type not in ("Cast", "CastLike"):
+            fn = _rounding_outputs(fn, halves, outputs)
+        op = Operation(fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
                        output_shapes=shapes, output_batched=flags, op_type=node.op_type,
                        name=self.unique(node.name or node.op_type.lower()))
         made = op(parents)
@@ -314,7 +363,7 @@ def _constant(node) -> np.ndarray:
     attr = node.attribute[0]
     value = helper.get_attribute_value(attr)
     if attr.name == "value":
-        return np.asarray(numpy_helper.to_array(value))
+        return _widen(np.asarray(numpy_helper.to_array(value)))
     if attr.name in ("value_float", "value_int"):
         return np.asarray(value, np.float32 if attr.name == "value_float" else np.int64)
     if attr.name in ("value_floats", "value_ints"):
@@ -358,8 +407,9 @@ def host_runner(node, opset):
 
 
 def _inferred(proto):
-    """Full static shapes (None for unknown dims) and dtypes of the values, by onnx's shape inference."""
-    shapes, dtypes = {}, {}
+    """Full static shapes (None for unknown dims), dtypes (float16 as float32) and the names declared float16 of
+    the values, by onnx's shape inference."""
+    shapes, dtypes, halves = {}, {}, set()
     try:
         inferred = onnx().shape_inference.infer_shapes(proto)
     except Exception:  # noqa: BLE001 - shapes are only what summary shows
@@ -368,12 +418,14 @@ def _inferred(proto):
         tensor_type = info.type.tensor_type
         if info.type.WhichOneof("value") != "tensor_type":
             continue
-        if tensor_type.elem_type in ELEMENT_TYPES:
-            dtypes[info.name] = np.dtype(ELEMENT_TYPES[tensor_type.elem_type])
+        if tensor_type.elem_type in ELEMENT_TYPES or tensor_type.elem_type == FLOAT16:
+            dtypes[info.name] = np.dtype(ELEMENT_TYPES.get(tensor_type.elem_type, np.float32))
+        if tensor_type.elem_type == FLOAT16:
+            halves.add(info.name)
         if tensor_type.HasField("shape"):
             shapes[info.name] = tuple(int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None
                                       for d in tensor_type.shape.dim)
-    return shapes, dtypes
+    return shapes, dtypes, halves
 
 
 def build(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
@@ -386,7 +438,7 @@ def build(proto, name: str | None = None, device=None, seed: int | None = None) 
         value = state.values.get(spec.name)
         if not isinstance(value, _Sym):
             raise UnsupportedOnnxError(f"graph output {spec.name!r} is a constant, not computed from the inputs")
-        outputs[spec.name] = value.tensor
+        outputs[spec.name] = state.rounded_half(spec.name, value) if spec.name in state.halves else value.tensor
     if len(set(map(id, outputs.values()))) != len(outputs):
         raise UnsupportedOnnxError("two graph outputs are the same value; magmadnn models name each output once")
     floats = {np.dtype(v.dtype) for v in state.values.values() if isinstance(v, _Sym) and v.dtype is not None

@@ -307,10 +307,15 @@ def cast(view):
     if view.node.op_type == "Cast":
         view.only("to", "saturate", "round_mode")
         to = ONNX_DTYPES.get(int(view.attr("to")))
-        if to is None or np.dtype(to) == np.float16 or not view.holds(to):
+        half = to is not None and np.dtype(to) == np.float16
+        if to is None or not view.holds(to):
             raise view.error(f"casting to ONNX type {view.attr('to')} is not supported")
     else:
-        to = None
+        to, half = None, view.declared_half(1)
+    if half:  # float16 computes in float32: the cast rounds to float16's values (see op_graph.FLOAT16)
+        from ..op_graph import half_rounding  # noqa: PLC0415
+
+        return lambda x, like=None: half_rounding(x)
 
     def run(x, like=None):
         target = to if to is not None else like.dtype
@@ -356,6 +361,9 @@ def _softmax_axis(view, default_new):
 def softmax(view):
     view.only("axis")
     kind = view.node.op_type
+    if view.declared_half(0) and kind != "Hardmax":
+        raise view.error("a float16 softmax is not supported: magmadnn computes it in float32 and rounds once, where "
+                         "float16 arithmetic rounds each of its steps (cast its input to float32 in the model)")
     axis = _softmax_axis(view, True)
     rank = view.rank(0)
     legacy = view.opset < 13  # the axes from ``axis`` on are flattened into one

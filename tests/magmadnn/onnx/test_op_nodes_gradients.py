@@ -76,6 +76,23 @@ CASES = {
                    lambda x, s, b: tF.layer_norm(x, (3, 4), s, b)),
     "depth_to_space": ("DepthToSpace", {"blocksize": 2, "mode": "CRD"}, [("X", _r(2, 8, 2, 3))], {},
                        lambda x: tF.pixel_shuffle(x, 2)),
+    "scatternd_add": ("ScatterND", {"reduction": "add"}, [("X", _r(4, 3)), ("U", _r(3, 3))],
+                      {"I": np.array([[0], [2], [0]])},
+                      lambda x, u: x.index_add(0, torch.tensor([0, 2, 0]), u)),
+    "scatternd": ("ScatterND", {}, [("X", _r(3, 4, 2)), ("U", _r(2, 2))], {"I": np.array([[0, 1], [2, -1]])},
+                  lambda x, u: x.index_put((torch.tensor([0, 2]), torch.tensor([1, 3])), u)),
+    "scatter_elements": ("ScatterElements", {"axis": 1}, [("X", _r(3, 4)), ("U", _r(3, 2))],
+                         {"I": np.array([[0, 3], [1, 2], [3, -4]])},
+                         lambda x, u: torch.scatter(x, 1, torch.tensor([[0, 3], [1, 2], [3, 0]]), u)),
+    "lrn": ("LRN", {"size": 3, "alpha": 0.25, "beta": 0.75, "bias": 1.5}, [("X", _r(2, 5, 3, 2))], {},
+            lambda x: tF.local_response_norm(x, 3, alpha=0.25, beta=0.75, k=1.5)),
+    "maxpool_3d": ("MaxPool", {"kernel_shape": [2, 2, 2], "strides": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0]},
+                   [("X", _r(2, 2, 3, 4, 5))], {},
+                   lambda x: tF.max_pool3d(tF.pad(x, (1, 0, 0, 1, 1, 1), value=-np.inf), 2, (2, 1, 2))),
+    "avgpool_3d_ceil": ("AveragePool", {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "pads": [1, 0, 1, 1, 0, 1],
+                                        "ceil_mode": 1}, [("X", _r(2, 2, 5, 4, 6))], {},
+                        lambda x: tF.avg_pool3d(x, (3, 2, 3), 2, padding=(1, 0, 1), ceil_mode=True,
+                                                count_include_pad=False)),
     "gru_bidirectional": _rnn_case("GRU"),
     "lstm_bidirectional": _rnn_case("LSTM"),
 }
@@ -99,6 +116,8 @@ def _model(op, attrs, inputs, constants, device):
             inits.append(numpy_helper.from_array(np.asarray(value), name))
     if op == "Resize":
         order = ["X", "", "scales"]
+    if op.startswith("Scatter"):
+        order = ["X", "I", "U"]
     if op in ("NegativeLogLikelihoodLoss", "GRU", "LSTM") or op == "SoftmaxCrossEntropyLoss":
         order = names[:1] + [n for n in constants] + names[1:]
     info = [helper.make_tensor_value_info(n, TensorProto.DOUBLE, list(a.shape)) for n, a in inputs]
