@@ -136,6 +136,13 @@ def mish(view):
     return lambda x: F.multiply(x, F.activation(F.activation(x, "softplus"), "tanh"))
 
 
+@op("Swish")
+def swish(view):
+    view.only("alpha")
+    alpha = float(view.attr("alpha", 1.0))
+    return lambda x: F.multiply(x, F.activation(F.multiply(x, alpha) if alpha != 1.0 else x, "sigmoid"))
+
+
 @op("ThresholdedRelu")
 def thresholded_relu(view):
     view.only("alpha")
@@ -221,6 +228,15 @@ def logic(view):
 @op("Not")
 def logical_not(view):
     return T.logical_not
+
+
+@op("BitwiseNot")
+def bitwise_not(view):
+    def run(x):
+        ns = x.data.__array_namespace__()
+        return Tensor._of(ns.bitwise_invert(x.data), x.xp)
+
+    return run
 
 
 @op("IsNaN", "IsInf")

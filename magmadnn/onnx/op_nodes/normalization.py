@@ -1,5 +1,5 @@
 """Normalisations: BatchNormalization (inference), InstanceNormalization, LayerNormalization on any trailing axes,
-GroupNormalization, RMSNormalization, LpNormalization, LRN; scales and biases are trainable, running statistics
+GroupNormalization, RMSNormalization, LpNormalization, LRN, MeanVarianceNormalization; scales and biases are trainable, running statistics
 constants."""
 
 from __future__ import annotations
@@ -155,3 +155,12 @@ def lrn(view):
         return F.divide(x, T.pow(F.add(F.multiply(back, alpha / size), bias), beta))
 
     return run
+
+
+@op("MeanVarianceNormalization")
+def mean_variance_normalization(view):
+    """``(x - mean) / sqrt(variance)`` over ``axes`` (default N, H, W), ONNX's epsilon 1e-9 under the root."""
+    view.only("axes")
+    axes = tuple(view.attr("axes", [0, 2, 3]))
+    return Form(lambda x: _normalise(x, tuple(a % x.ndim for a in axes), 1e-9),
+                keeps_batch=all(a % max(view.rank(0) or 1, 1) != 0 for a in axes))

@@ -93,6 +93,11 @@ CASES = {
                                         "ceil_mode": 1}, [("X", _r(2, 2, 5, 4, 6))], {},
                         lambda x: tF.avg_pool3d(x, (3, 2, 3), 2, padding=(1, 0, 1), ceil_mode=True,
                                                 count_include_pad=False)),
+    "swish": ("Swish", {"alpha": 0.5}, [("X", _r(3, 4))], {}, lambda x: x * torch.sigmoid(0.5 * x)),
+    "mean_variance_normalization": (
+        "MeanVarianceNormalization", {}, [("X", _r(2, 3, 4, 5))], {},
+        lambda x: (x - x.mean((0, 2, 3), keepdim=True)) / torch.sqrt(x.var((0, 2, 3), unbiased=False, keepdim=True)
+                                                                     + 1e-9)),
     "gru_bidirectional": _rnn_case("GRU"),
     "lstm_bidirectional": _rnn_case("LSTM"),
 }
