@@ -1,6 +1,6 @@
 """Normalisations: BatchNormalization (inference), InstanceNormalization, LayerNormalization on any trailing axes,
-GroupNormalization, RMSNormalization, LpNormalization, LRN, MeanVarianceNormalization; scales and biases are trainable, running statistics
-constants."""
+GroupNormalization, RMSNormalization, LpNormalization, LRN, MeanVarianceNormalization; scales and biases are
+trainable, running statistics constants."""
 
 from __future__ import annotations
 
