@@ -54,8 +54,103 @@ def moved(node, view, axes_in: list, attr) -> list | None:
         found = {a + out_rank - r for a, r in zip(axes_in, ranks) if a is not None}
         return [found.pop() if len(found) == 1 else None] * n
     if any(a not in (None, 0) for a in axes_in):
-        return [None] * n  # a node this module has no rule for: its outputs have no batch axis
+        rule = _ALONG.get(op)
+        return [rule(view, axes_in, attr) if rule is not None else None] * n  # no rule: no batch axis
     return None
+
+
+def _rank(view, k=0):
+    return view.rank(k)
+
+
+def _norm(axis, rank):
+    return None if axis is None or rank is None else int(axis) % rank
+
+
+def _apart(axis_of):
+    """A rule for operators working along one axis: the batch axis stays where it is unless it is that axis."""
+    def rule(view, axes_in, attr):
+        k, rank = axes_in[0], _rank(view)
+        axis = _norm(axis_of(view, attr), rank)
+        if k is None or axis is None or axis == k:
+            return None
+        if any(a is not None and a != k for a in axes_in[1:]):
+            return None
+        return k
+    return rule
+
+
+def _softmax_axis(view, attr):
+    return attr("axis", -1 if view.opset >= 13 else 1)
+
+
+def _const_axis(view, attr):
+    value = view.const(1)
+    return None if value is None else int(np.asarray(value).reshape(-1)[0])
+
+
+def _slice(view, axes_in, attr):
+    k, rank = axes_in[0], _rank(view)
+    if k is None or rank is None or any(a is not None for a in axes_in[1:]):
+        return None
+    axes = view.const(3) if len(view.inputs) > 3 else None
+    if axes is None:
+        starts = view.const(1)
+        axes = None if starts is None else np.arange(np.asarray(starts).size)
+    if axes is None:
+        return None
+    return None if k in {int(a) % rank for a in np.asarray(axes).reshape(-1)} else k
+
+
+def _gather(view, axes_in, attr):
+    k, rank = axes_in[0], _rank(view)
+    axis = _norm(attr("axis", 0), rank)
+    if k is None or axis is None or axis == k or (len(axes_in) > 1 and axes_in[1] is not None):
+        return None
+    return k if axis > k else k - 1 + (view.rank(1) or 0) if view.rank(1) is not None else None
+
+
+def _matmul(view, axes_in, attr):
+    ra, rb = view.rank(0), view.rank(1)
+    if ra is None or rb is None or ra < 2 or rb < 2:
+        return None
+    out = max(ra, rb)
+    ka, kb = axes_in[0], axes_in[1] if len(axes_in) > 1 else None
+    a = None if ka is None or ka > ra - 2 else ka + out - ra  # A's batch or row axes
+    b = None if kb is None else kb + out - rb if kb < rb - 2 else out - 1 if kb == rb - 1 else None
+    if ka is not None and kb is not None:
+        return a if a == b and ka < ra - 2 else None
+    return a if ka is not None else b
+
+
+def _reduce(view, axes_in, attr):
+    k, rank = axes_in[0], _rank(view)
+    if k is None or rank is None:
+        return None
+    axes = _axes(view, attr)
+    if axes is None:
+        return None if not int(attr("noop_with_empty_axes", 0) or 0) else k
+    axes = {a % rank for a in axes}
+    if k in axes:
+        return None
+    return k if int(attr("keepdims", 1)) else k - sum(a < k for a in axes)
+
+
+def _layer_norm(view, axes_in, attr):
+    k, rank = axes_in[0], _rank(view)
+    axis = _norm(attr("axis", -1), rank)
+    return k if k is not None and axis is not None and k < axis else None
+
+
+_ALONG = {
+    "Split": _apart(lambda view, attr: attr("axis", 0)),
+    "Concat": _apart(lambda view, attr: attr("axis")),
+    "Softmax": _apart(_softmax_axis), "LogSoftmax": _apart(_softmax_axis), "Hardmax": _apart(_softmax_axis),
+    "CumSum": _apart(_const_axis), "TopK": _apart(lambda view, attr: attr("axis", -1)),
+    "Slice": _slice, "Gather": _gather, "MatMul": _matmul, "LayerNormalization": _layer_norm,
+    **{op: _reduce for op in ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1",
+                              "ReduceL2", "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum")},
+}
 
 
 def shape_batch(node, view, axes_in):

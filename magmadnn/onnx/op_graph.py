@@ -9,7 +9,7 @@ operators loads without recognising patterns. The rules:
   (``Shape`` of a tensor with a dynamic axis and the arithmetic on it) stays a host NumPy array: such nodes never
   read device data. Every other value is a Tensor on the model's device.
 * **Weights.** A float initializer in a weight position (Conv/ConvTranspose/Gemm/MatMul weights and biases, the
-  operand of an ``Add`` whose other operand a MatMul/Gemm/Conv/Einsum computes (a bias), normalisation scales and
+  vector operand of an ``Add`` whose other operand a MatMul/Gemm/Conv/Einsum computes (a bias), normalisation scales and
   biases (also the ``Mul``/``Add`` operands after an InstanceNormalization: GroupNorm as exporters write it),
   embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable parameter of its node; every other
   initializer is a constant (not trained): a float one on the device, an integer one where it gives a shape, axes
@@ -261,6 +261,19 @@ class _Import:
         self._op_node(node, view, Form(host_runner(node, self.opset), host=positions, keeps_batch=False,
                                        host_outputs=tuple(range(len(node.output)))))
 
+    def rebatched(self, name, value, made):
+        """A graph output of a static-batch graph (every batched input fixes the batch size B) whose batch axis was
+        not followed (folded into attention heads, say) but whose leading axis has size B: batched again, as the
+        model only ever runs batches of exactly B samples (``fit`` and ``predict`` split along it)."""
+        sizes = {layer.batch_size for _, layer in made if getattr(layer, "batched", False)}
+        if value.batched or value.host or len(sizes) != 1 or None in sizes or not value.shape:
+            return value
+        if value.shape[0] != next(iter(sizes)) or any(d is None for d in value.shape):
+            return value
+        op = Operation(lambda x: x, [("input", 0)], outputs=1, output_shapes=[tuple(value.shape[1:])],
+                       output_batched=[True], op_type="Identity", name=self.unique(f"{name}_batched"))
+        return _Sym(op([value.tensor]), value.shape, 0, False, value.dtype)
+
     def rounded_half(self, name, value):
         """A graph output declared float16: its float32 value rounded to float16's values (one more op node)."""
         full = value.shape
@@ -270,12 +283,15 @@ class _Import:
         return op([value.tensor])
 
     def _bias_of_product(self, node, view, k) -> bool:
-        """Whether input ``k`` of an ``Add``/``Mul`` is a weight by its place: the bias added to a
-        MatMul/Gemm/Conv/Einsum product (a Linear's bias written as MatMul + Add), or the scale and bias that follow
+        """Whether input ``k`` of an ``Add``/``Mul`` (a finite constant with one axis longer than 1) is a weight by
+        its place: the bias added to a MatMul/Gemm/Conv/Einsum product (a Linear's bias written as MatMul + Add), or the scale and bias that follow
         an InstanceNormalization (GroupNorm as both PyTorch exporters write it: InstanceNormalization, Reshape,
         Mul, Add)."""
         if node.op_type not in ("Add", "Mul") or len(node.input) != 2 or not isinstance(view.inputs[1 - k], _Sym):
             return False
+        value = view.inputs[k]
+        if sum(d != 1 for d in value.shape) > 1 or not np.all(np.isfinite(value)):
+            return False  # a vector (a bias, a per-channel scale), never a mask or a table
         role = self._role(node.input[1 - k])
         return role in ("product", "scaled") if node.op_type == "Add" else role == "normalized"
 
@@ -438,6 +454,7 @@ def build(proto, name: str | None = None, device=None, seed: int | None = None) 
         value = state.values.get(spec.name)
         if not isinstance(value, _Sym):
             raise UnsupportedOnnxError(f"graph output {spec.name!r} is a constant, not computed from the inputs")
+        value = state.rebatched(spec.name, value, made)
         outputs[spec.name] = state.rounded_half(spec.name, value) if spec.name in state.halves else value.tensor
     if len(set(map(id, outputs.values()))) != len(outputs):
         raise UnsupportedOnnxError("two graph outputs are the same value; magmadnn models name each output once")

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 
+from ...autograd import Function
 from ._registry import Form, op
 from ._runtime import ONNX_DTYPES, F, T, Tensor, arith, is_float, tensor
 
@@ -300,12 +301,30 @@ def variadic(view):
     return Form(run, keeps_batch=_batch_of_broadcast(view))
 
 
+class _FloatModFunction(Function):
+    """The remainder of floats as computed (exact), with PyTorch's gradient: 1 for ``a``, ``-q`` for ``b`` (``q``
+    the rounded quotient: trunc for fmod, floor otherwise)."""
+
+    def forward(self, a, b, fmod):
+        ns = a.__array_namespace__()
+        q = ns.trunc(ns.divide(a, b)) if fmod else ns.floor(ns.divide(a, b))
+        self.q, self.sa, self.sb = q, a.shape, b.shape
+        return a - q * b if fmod else ns.remainder(a, b)
+
+    def backward(self, g):
+        xp = self.xp
+        return (xp.sum_to_shape(g, tuple(self.sa)) if tuple(g.shape) != tuple(self.sa) else g,
+                xp.sum_to_shape(-(g * self.q), tuple(self.sb)))
+
+
 @op("Mod")
 def mod(view):
     fmod = int(view.attr("fmod", 0))
 
     def run(a, b):
         b = tensor(b, a, dtype=a.dtype)
+        if is_float(a):
+            return _FloatModFunction.apply(a, b, fmod=bool(fmod))
         ns = a.data.__array_namespace__()
         if fmod:
             q = ns.trunc(ns.divide(a.data, b.data)) if is_float(a) else None

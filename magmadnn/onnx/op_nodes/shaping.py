@@ -11,6 +11,7 @@ import numpy as np
 from ...autograd import Tensor
 from ._registry import Form, op
 from ._runtime import F, T, host, is_float, tensor
+from .indexing import take_along_axis
 
 
 def _axes_keep_batch(axes, rank) -> bool:
@@ -246,7 +247,7 @@ def gather(view):
 @op("GatherElements")
 def gather_elements(view):
     axis = int(view.attr("axis", 0))
-    return Form(lambda x, idx: T.take_along_axis(x, idx, axis % x.ndim), keeps_batch=False)
+    return Form(lambda x, idx: take_along_axis(x, idx, axis % x.ndim), keeps_batch=False)
 
 
 @op("Expand", host=(1,))

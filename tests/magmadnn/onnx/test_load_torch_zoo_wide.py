@@ -110,24 +110,33 @@ def test_zoo_attention_operator_at_opset_23(dynamo, tmp_path):
     check_predicts(model, inputs, path, EXPORT_BATCH)
 
 
-FINE_TUNE = ["mobilenetv2", "convnext", "conv1d", "bilstm", "mha_block", "unetish", "pools_norms", "indexing"]
+FINE_TUNE = sorted(name for name, (_, _, trains) in ZOO.items() if trains)
 
 
-@pytest.mark.parametrize("name", FINE_TUNE)
-def test_zoo_fine_tunes(name, tmp_path):
+def _fine_tune_cases():
+    fast = [pytest.param(name, False, True, id=f"{name}-dynamo_false-dynamic") for name in FINE_TUNE]
+    slow = [pytest.param(name, True, False, marks=pytest.mark.slow, id=f"{name}-default-static")
+            for name in FINE_TUNE]
+    return fast + slow
+
+
+@pytest.mark.parametrize(("name", "dynamo", "dynamic"), _fine_tune_cases())
+def test_zoo_fine_tunes(name, dynamo, dynamic, tmp_path):
+    """A few fit steps lower the loss: a dynamic batch in batches of 4 of 8 samples; a static batch (the default
+    export) in batches of the exported size."""
     from magmadnn import onnx as monnx  # noqa: PLC0415
     from magmadnn.optimizers import Adam  # noqa: PLC0415
 
     path = tmp_path / f"{name}.onnx"
-    _, inputs = export(name, False, True, path)
+    _, inputs = export(name, dynamo, dynamic, path)
     torch.manual_seed(2)
-    x = inputs(8).numpy()
+    x = inputs(8 if dynamic else 2 * EXPORT_BATCH).numpy()
     model = monnx.load(str(path))
     out = model.predict(x)
     target = np.random.default_rng(0).standard_normal(out.shape).astype(np.float32)
     model.compile(optimizer=Adam(learning_rate=0.01), loss="mse")
     before = float(np.mean((model.predict(x) - target) ** 2))
-    model.fit(x, target, epochs=15, batch_size=4, verbose=0)
+    model.fit(x, target, epochs=15, batch_size=4 if dynamic else None, verbose=0)
     after = float(np.mean((model.predict(x) - target) ** 2))
     assert after < 0.9 * before, (before, after)
 
@@ -150,7 +159,7 @@ def _match(weight, params):
     return None, None, None
 
 
-@pytest.mark.parametrize("name", ["convnext", "bilstm", "mha_block", "unetish", "pools_norms"])
+@pytest.mark.parametrize("name", ["convnext", "bilstm", "mha_block", "unetish", "pools_norms", "indexing", "sdpa"])
 def test_zoo_gradients_match_torch_autograd(name, tmp_path):
     """The gradient of sum(out * u) w.r.t. the input and each weight, against PyTorch's autograd."""
     from magmadnn import Tensor  # noqa: PLC0415

@@ -93,6 +93,12 @@ CASES = {
                                         "ceil_mode": 1}, [("X", _r(2, 2, 5, 4, 6))], {},
                         lambda x: tF.avg_pool3d(x, (3, 2, 3), 2, padding=(1, 0, 1), ceil_mode=True,
                                                 count_include_pad=False)),
+    "gather_elements": ("GatherElements", {"axis": 1}, [("X", _r(3, 4))], {"I": np.array([[0, 3, 3], [1, -1, 0], [2, 2, 1]])},
+                        lambda x: torch.gather(x, 1, torch.tensor([[0, 3, 3], [1, 3, 0], [2, 2, 1]]))),
+    "topk": ("TopK", {"axis": 0, "largest": 0}, [("X", _r(5, 3))], {"K": np.array([2])},
+             lambda x: torch.topk(x, 2, dim=0, largest=False)[0]),
+    "mod": ("Mod", {}, [("A", _r(3, 4) * 3), ("B", np.abs(_r(3, 4)) + 0.5)], {}, torch.remainder),
+    "fmod": ("Mod", {"fmod": 1}, [("A", _r(3, 4) * 3), ("B", _r(1, 4) + 2.0)], {}, torch.fmod),
     "swish": ("Swish", {"alpha": 0.5}, [("X", _r(3, 4))], {}, lambda x: x * torch.sigmoid(0.5 * x)),
     "mean_variance_normalization": (
         "MeanVarianceNormalization", {}, [("X", _r(2, 3, 4, 5))], {},
