@@ -154,19 +154,49 @@ _ALONG = {
 
 
 def shape_batch(node, view, axes_in):
-    """For a ``Shape`` node: the position of its output holding the batch size and the sizes before it (None if
-    none)."""
-    if node.op_type != "Shape" or not axes_in or axes_in[0] is None:
-        return None
-    rank = view.rank(0)
-    start = int(view.attr("start", 0) or 0)
-    start = start % rank if rank and start < 0 else start
-    end = view.attr("end")
-    end = rank if end is None else (end % rank if rank and end < 0 else end)
-    k = axes_in[0]
-    if rank is None or not start <= k < min(end, rank):
-        return None
-    return k - start, tuple(view.shape(0)[start:k])
+    """Where a shape vector holds the batch size: ``(position, sizes before it)`` for a ``Shape`` of a batched
+    value, followed through the shape arithmetic exporters write (Gather or Slice of it, Unsqueeze/Squeeze, Cast,
+    Concat with constant pieces); None where it holds none or cannot be followed."""
+    op = node.op_type
+    if op == "Shape":
+        if not axes_in or axes_in[0] is None:
+            return None
+        rank = view.rank(0)
+        start = int(view.attr("start", 0) or 0)
+        start = start % rank if rank and start < 0 else start
+        end = view.attr("end")
+        end = rank if end is None else (end % rank if rank and end < 0 else end)
+        k = axes_in[0]
+        if rank is None or not start <= k < min(end, rank):
+            return None
+        return k - start, tuple(view.shape(0)[start:k])
+    marks = [getattr(v, "shape_batch", None) for v in view.inputs]
+    first = marks[0] if marks else None
+    if op in ("Cast", "Identity", "Unsqueeze", "Squeeze") and first is not None:
+        return first if op in ("Cast", "Identity") or first[0] == 0 else None
+    if op == "Gather" and first is not None and int(view.attr("axis", 0) or 0) == 0:
+        index = view.const(1)
+        return (0, ()) if index is not None and index.size == 1 and int(index.reshape(-1)[0]) == first[0] else None
+    if op == "Slice" and first is not None:
+        starts, ends = view.const(1), view.const(2)
+        steps = view.const(4) if len(view.inputs) > 4 else None
+        if starts is None or ends is None or (steps is not None and int(np.asarray(steps).reshape(-1)[0]) != 1):
+            return None
+        start, end = int(np.asarray(starts).reshape(-1)[0]), int(np.asarray(ends).reshape(-1)[0])
+        j, before = first
+        if start < 0 or not start <= j < end:
+            return None
+        return j - start, before[start:]
+    if op == "Concat" and sum(m is not None for m in marks) == 1:
+        at = next(i for i, m in enumerate(marks) if m is not None)
+        pieces = [view.const(i) for i in range(at)]
+        if any(p is None for p in pieces):
+            return None
+        sizes = [int(v) for p in pieces for v in np.asarray(p).reshape(-1)]
+        if any(v <= 0 for v in sizes):
+            return None
+        return len(sizes) + marks[at][0], (*sizes, *marks[at][1])
+    return None
 
 
 def _axes(view, attr):
