@@ -285,8 +285,8 @@ class _Import:
     def _bias_of_product(self, node, view, k) -> bool:
         """Whether input ``k`` of an ``Add``/``Mul`` (a finite constant with one axis longer than 1) is a weight by
         its place: the bias added to a MatMul/Gemm/Conv/Einsum product (a Linear's bias written as MatMul + Add),
-        or the scale and bias that follow an InstanceNormalization (GroupNorm as both PyTorch exporters write it: InstanceNormalization, Reshape,
-        Mul, Add)."""
+        or the scale and bias that follow an InstanceNormalization (GroupNorm as both PyTorch exporters write it:
+        InstanceNormalization, Reshape, Mul, Add)."""
         if node.op_type not in ("Add", "Mul") or len(node.input) != 2 or not isinstance(view.inputs[1 - k], _Sym):
             return False
         value = view.inputs[k]
