@@ -271,6 +271,74 @@ class Indexing(nn.Module):
         return torch.cat([top, z], 1)
 
 
+class BertEncoder(nn.Module):
+    """Token embedding (padding_idx) + a learned positional table, nn.TransformerEncoder (two layers) with
+    src_key_padding_mask, the class token."""
+
+    def __init__(self):
+        super().__init__()
+        self.tok, self.pos = nn.Embedding(20, 8, padding_idx=0), nn.Parameter(torch.randn(1, 6, 8) * 0.1)
+        self.enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(8, 2, 16, batch_first=True), 2,
+                                         enable_nested_tensor=False)
+        self.fc = nn.Linear(8, 2)
+
+    def forward(self, ids):
+        h = self.tok(ids) + self.pos[:, :ids.shape[1]]
+        return self.fc(self.enc(h, src_key_padding_mask=ids == 0)[:, 0])
+
+
+class SequenceFirstLSTM(nn.Module):
+    """batch_first=False: the input is (T, B, F), the last hidden state read."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm, self.fc = nn.LSTM(4, 5), nn.Linear(5, 2)
+
+    def forward(self, x):
+        _, (h, _) = self.lstm(x)
+        return self.fc(h[-1])
+
+
+class UpsampleBicubic(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.c, self.up = nn.Conv2d(3, 4, 3, padding=1), nn.Upsample(scale_factor=2)
+
+    def forward(self, x):
+        return tF.interpolate(self.up(self.c(x)), scale_factor=0.5, mode="bicubic", align_corners=False)
+
+
+class GatedStats(nn.Module):
+    """A GLU by chunk, LayerNorm over the last two axes, statistics (amax, argmax, norm, std, var), einsum."""
+
+    def __init__(self):
+        super().__init__()
+        self.f, self.ln = nn.Linear(6, 12), nn.LayerNorm([5, 6])
+        self.w = nn.Parameter(torch.randn(2, 6, 3) * 0.3)
+
+    def forward(self, x):
+        a, b = self.f(x).chunk(2, -1)
+        y = self.ln(a * torch.sigmoid(b))
+        z = torch.einsum("btd,hdk->bthk", y, self.w).flatten(2)
+        stats = torch.stack([y.amax(-1), y.argmax(-1).float(), y.norm(dim=-1), y.std(-1), y.var(-1)], -1)
+        return torch.cat([z, stats], -1)
+
+
+class PixelShuffleGRU(nn.Module):
+    """PixelShuffle, MaxPool2d ceil_mode, then a two-layer GRU with an explicit zero initial state."""
+
+    def __init__(self):
+        super().__init__()
+        self.c, self.p = nn.Conv2d(3, 12, 3, padding=1), nn.PixelShuffle(2)
+        self.gru = nn.GRU(3, 5, num_layers=2, batch_first=True)
+
+    def forward(self, x):
+        y = tF.max_pool2d(self.p(self.c(x)), 3, 2, ceil_mode=True)  # (B, 3, 5, 5)
+        seq = y.flatten(2).transpose(1, 2)
+        out, _ = self.gru(seq, torch.zeros(2, x.shape[0], 5))
+        return out.mean(1)
+
+
 def _seq(c=4, t=7):
     return lambda b: torch.randn(b, t, c)
 
@@ -282,6 +350,9 @@ def _tokens(d=6, t=5):
         return x
     return make
 
+
+#: the batch axis of a family's input where it is not the first
+BATCH_AXIS = {"sequence_first_lstm": 1}
 
 ZOO = {
     "mobilenetv2": (MobileNetV2Block, _img(), True),
@@ -301,4 +372,9 @@ ZOO = {
     "unetish": (UNetish, _img(), True),
     "pools_norms": (PoolsNorms, _img(h=9, w=9), True),
     "indexing": (Indexing, lambda b: torch.randn(b, 6) * 2, True),
+    "bert_encoder": (BertEncoder, _ids, False),
+    "sequence_first_lstm": (SequenceFirstLSTM, lambda b: torch.randn(7, b, 4), False),
+    "upsample_bicubic": (UpsampleBicubic, _img(), True),
+    "gated_stats": (GatedStats, lambda b: torch.randn(b, 5, 6), False),
+    "pixel_shuffle_gru": (PixelShuffleGRU, _img(h=5, w=5), True),
 }

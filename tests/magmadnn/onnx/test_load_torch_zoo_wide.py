@@ -20,7 +20,7 @@ from ..backends import model_device
 torch = pytest.importorskip("torch")
 ort = pytest.importorskip("onnxruntime")
 
-from ._torch_zoo import ZOO  # noqa: E402
+from ._torch_zoo import BATCH_AXIS, ZOO  # noqa: E402
 
 EXPORT_BATCH, OTHER_BATCH = 2, 3
 RTOL, ATOL = 2e-4, 2e-5
@@ -44,10 +44,11 @@ def export(name, dynamo, dynamic, path, opset=None):
     if opset is not None:
         kwargs["opset_version"] = opset
     if dynamic:
+        axis = BATCH_AXIS.get(name, 0)
         if dynamo:
-            kwargs["dynamic_shapes"] = ({0: torch.export.Dim("batch", min=1, max=64)},)
+            kwargs["dynamic_shapes"] = ({axis: torch.export.Dim("batch", min=1, max=64)},)
         else:
-            kwargs.update(input_names=["x"], dynamic_axes={"x": {0: "batch"}})
+            kwargs.update(input_names=["x"], dynamic_axes={"x": {axis: "batch"}})
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (x,), str(path), **kwargs)
