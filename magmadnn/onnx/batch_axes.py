@@ -13,7 +13,7 @@ import math
 
 import numpy as np
 
-__all__ = ["moved", "shape_batch", "MOVERS"]
+__all__ = ["moved", "shape_batch", "refined", "MOVERS"]
 
 #: operators that may move a leading batch axis (their rule is asked even when every input has it first)
 MOVERS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "LSTM", "GRU", "RNN"})
@@ -45,7 +45,10 @@ def moved(node, view, axes_in: list, attr) -> list | None:
     if op in ("Squeeze", "Unsqueeze"):
         return [_squeeze(op, view, k, attr)] if k is not None else None
     if op == "Reshape":
-        return [_reshape(view, k, int(attr("allowzero", 0) or 0))] if k is not None else None
+        if k is None:  # the batch folded into another axis and unfolded here by a shape holding the batch size
+            found = getattr(view.inputs[1], "shape_batch", None) if len(view.inputs) > 1 else None
+            return [found.index(BATCH)] if found is not None and BATCH in found else None
+        return [_reshape(view, k, int(attr("allowzero", 0) or 0))]
     if op in _ELEMENTWISE and any(a not in (None, 0) for a in axes_in):
         ranks = [view.rank(i) for i in range(len(axes_in))]
         if any(r is None for r, a in zip(ranks, axes_in) if a is not None):
@@ -153,50 +156,58 @@ _ALONG = {
 }
 
 
+BATCH = "B"
+
+
 def shape_batch(node, view, axes_in):
-    """Where a shape vector holds the batch size: ``(position, sizes before it)`` for a ``Shape`` of a batched
-    value, followed through the shape arithmetic exporters write (Gather or Slice of it, Unsqueeze/Squeeze, Cast,
-    Concat with constant pieces); None where it holds none or cannot be followed."""
+    """What a shape vector holds where it is known: a tuple of sizes (None where unknown, ``BATCH`` for the batch
+    size) for a ``Shape`` of a value, followed through the shape arithmetic exporters write (Gather or
+    Slice of it, Unsqueeze/Squeeze, Cast, Concat with constants or other such vectors); None where it holds no
+    batch size or cannot be followed."""
     op = node.op_type
     if op == "Shape":
-        if not axes_in or axes_in[0] is None:
+        k, shape = axes_in[0] if axes_in else None, view.shape(0)
+        if shape is None:
             return None
-        rank = view.rank(0)
-        start = int(view.attr("start", 0) or 0)
-        start = start % rank if rank and start < 0 else start
-        end = view.attr("end")
-        end = rank if end is None else (end % rank if rank and end < 0 else end)
-        k = axes_in[0]
-        if rank is None or not start <= k < min(end, rank):
-            return None
-        return k - start, tuple(view.shape(0)[start:k])
+        known = tuple(BATCH if i == k else d for i, d in enumerate(shape))
+        start, end = view.attr("start", 0) or 0, view.attr("end")
+        return _holding(known[slice(int(start), None if end is None else int(end))])
     marks = [getattr(v, "shape_batch", None) for v in view.inputs]
     first = marks[0] if marks else None
-    if op in ("Cast", "Identity", "Unsqueeze", "Squeeze") and first is not None:
-        return first if op in ("Cast", "Identity") or first[0] == 0 else None
+    if op in ("Cast", "Identity", "Unsqueeze", "Squeeze"):
+        return first
     if op == "Gather" and first is not None and int(view.attr("axis", 0) or 0) == 0:
         index = view.const(1)
-        return (0, ()) if index is not None and index.size == 1 and int(index.reshape(-1)[0]) == first[0] else None
+        if index is None:
+            return None
+        return _holding(tuple(first[int(i)] for i in np.asarray(index).reshape(-1)))
     if op == "Slice" and first is not None:
         starts, ends = view.const(1), view.const(2)
         steps = view.const(4) if len(view.inputs) > 4 else None
-        if starts is None or ends is None or (steps is not None and int(np.asarray(steps).reshape(-1)[0]) != 1):
+        if starts is None or ends is None:
             return None
+        step = 1 if steps is None else int(np.asarray(steps).reshape(-1)[0])
         start, end = int(np.asarray(starts).reshape(-1)[0]), int(np.asarray(ends).reshape(-1)[0])
-        j, before = first
-        if start < 0 or not start <= j < end:
-            return None
-        return j - start, before[start:]
-    if op == "Concat" and sum(m is not None for m in marks) == 1:
-        at = next(i for i, m in enumerate(marks) if m is not None)
-        pieces = [view.const(i) for i in range(at)]
-        if any(p is None for p in pieces):
-            return None
-        sizes = [int(v) for p in pieces for v in np.asarray(p).reshape(-1)]
-        if any(v <= 0 for v in sizes):
-            return None
-        return len(sizes) + marks[at][0], (*sizes, *marks[at][1])
+        return _holding(first[slice(start, end, step)])
+    if op == "Concat" and any(m is not None for m in marks):
+        parts = []
+        for i, mark in enumerate(marks):
+            value = view.const(i)
+            if mark is not None:
+                parts.extend(mark)
+            elif value is not None:
+                parts.extend(int(v) if int(v) > 0 else None for v in np.asarray(value).reshape(-1))
+            else:
+                rank = view.shape(i)
+                if rank is None or len(rank) != 1 or rank[0] is None:
+                    return None
+                parts.extend([None] * rank[0])
+        return _holding(tuple(parts))
     return None
+
+
+def _holding(values):
+    return values if values.count(BATCH) <= 1 else None
 
 
 def _axes(view, attr):
@@ -229,9 +240,12 @@ def _reshape(view, k, allowzero):
     if target is None:  # a shape computed from Shape(y): its batch position, when the axes before agree
         source = view.inputs[1] if len(view.inputs) > 1 else None
         found = getattr(source, "shape_batch", None)
-        if found is None or any(d is None for d in (*shape[:k], *found[1])):
+        if found is None or BATCH not in found:
             return None
-        return found[0] if math.prod(shape[:k]) == math.prod(found[1]) else None
+        j = found.index(BATCH)
+        if any(d is None for d in (*shape[:k], *found[:j])):
+            return None
+        return j if math.prod(shape[:k]) == math.prod(found[:j]) else None
     target = [int(t) for t in np.asarray(target).reshape(-1)]
     before, after = shape[:k], shape[k + 1:]
     if any(d is None for d in (*before, *after)):
@@ -253,3 +267,15 @@ def _reshape(view, k, allowzero):
         if ok:
             return j
     return None
+
+
+def refined(node, view, full):
+    """``full`` (the inferred shape of a node's output) with the sizes a Slice with constant axes keeps from its
+    input where inference left them unknown (ends computed at run time)."""
+    if node.op_type != "Slice" or full is None or len(view.inputs) < 4 or view.const(3) is None:
+        return full
+    shape = view.shape(0)
+    if shape is None or len(shape) != len(full):
+        return full
+    sliced = {int(a) % len(shape) for a in np.asarray(view.const(3)).reshape(-1)}
+    return tuple(d if d is not None or i in sliced else shape[i] for i, d in enumerate(full))

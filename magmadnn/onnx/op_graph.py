@@ -96,7 +96,7 @@ class _Sym:
 
     def __init__(self, tensor, shape, batch_axis, host=False, dtype=None, shape_batch=None):
         self.tensor, self.shape, self.batch_axis, self.host, self.dtype = tensor, shape, batch_axis, host, dtype
-        self.shape_batch = shape_batch  # a Shape's output: the position holding the batch size
+        self.shape_batch = shape_batch  # a shape vector's known sizes (batch_axes.shape_batch)
 
     @property
     def batched(self) -> bool:
@@ -342,7 +342,7 @@ class _Import:
         moves = batch_axes.moved(node, view, axes_in, view.attr) if node.op_type in batch_axes.MOVERS or any(
             a not in (None, 0) for a in axes_in) else None
         for k, (name, keep) in enumerate(zip(node.output, keeps)):
-            full = self.shapes.get(name)
+            full = self.shapes[name] = batch_axes.refined(node, view, self.shapes.get(name))
             keep = bool(keep) and any(batched_in) and (full is None or len(full) >= 1)
             axis = moves[k] if moves is not None else (0 if keep else None)
             if axis is not None and axis != 0 and (full is None or axis >= len(full)):
