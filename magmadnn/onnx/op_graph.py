@@ -38,6 +38,7 @@ from . import batch_axes
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
+from .op_nodes._runtime import half_rounding
 
 __all__ = ["build", "supported_op_types"]
 
@@ -56,15 +57,6 @@ FLOAT16 = 10
 
 def _widen(value: np.ndarray) -> np.ndarray:
     return value.astype(np.float32) if value.dtype == np.float16 else value
-
-
-def half_rounding(x):
-    """``x`` rounded to float16's values, held in float32 (the gradient passes through)."""
-    from ..functional import _tensor_math as T  # noqa: PLC0415
-
-    if isinstance(x, np.ndarray):
-        return x.astype(np.float16).astype(np.float32)
-    return T.astype(T.astype(x, np.float16), np.float32)
 
 
 def _rounding_outputs(fn, halves, outputs):

@@ -9,7 +9,7 @@ import numpy as np
 
 from ...autograd import Function
 from ._registry import Form, op
-from ._runtime import ONNX_DTYPES, F, T, Tensor, arith, is_float, tensor
+from ._runtime import ONNX_DTYPES, F, T, Tensor, arith, half_rounding, is_float, tensor
 
 _ARITH = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
 
@@ -348,8 +348,6 @@ def cast(view):
     else:
         to, half = None, view.declared_half(1)
     if half:  # float16 computes in float32: the cast rounds to float16's values (see op_graph.FLOAT16)
-        from ..op_graph import half_rounding  # noqa: PLC0415
-
         return lambda x, like=None: half_rounding(x)
 
     def run(x, like=None):
