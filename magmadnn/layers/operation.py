@@ -132,9 +132,15 @@ class Operation(Layer):
         return self.fn(*args, **self.attributes)
 
     def get_config(self) -> dict:
-        raise TypeError(f"Operation {self.name!r} ({self.op_type}) computes a Python function, which magmadnn's "
-                        "model files and configurations do not hold; keep the model's source (for an imported ONNX "
-                        "graph: the ONNX file, magmadnn.onnx.load) and save its weights with save_weights")
+        raise TypeError(f"Operation {self.name!r} ({self.op_type}) computes a Python function, which a layer "
+                        "configuration (get_config, to_json, clone_model) cannot hold; model.save and load_model "
+                        "keep a model of op nodes read from an ONNX file by magmadnn.onnx.load (its graph as ONNX "
+                        "bytes), and save_weights keeps any model's weights")
+
+    def architecture_config(self) -> dict:
+        """What a model file's architecture records of this node (its function is not stored): the op type, the
+        number of outputs and the kinds of its arguments."""
+        return {"op_type": self.op_type, "outputs": self.outputs, "arguments": [kind for kind, _ in self.arguments]}
 
     def __repr__(self) -> str:
         return f"Operation({self.op_type!r}, name={self.name!r})"

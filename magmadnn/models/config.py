@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import persistence
+from . import graph_archive, persistence
 from .model import Model
 from .rebuild import rebuild
 from .sequential import Sequential
@@ -32,7 +32,10 @@ def load_model(path, device=None, backend=None, custom_objects: dict | None = No
     if not isinstance(compile, (bool, np.bool_)):
         raise TypeError(f"load_model: compile must be True or False, got {compile!r}")
     tensors, meta = persistence.read(path)
-    model = model_from_config(meta["model"], device=device, backend=backend, custom_objects=custom_objects)
+    if graph_archive.is_archive(meta["model"]):  # a model of op nodes: its graph as ONNX bytes
+        model = graph_archive.rebuild(tensors, meta["model"], device if device is not None else backend, path)
+    else:
+        model = model_from_config(meta["model"], device=device, backend=backend, custom_objects=custom_objects)
     if compile and "optimizer" in meta:
         persistence.restore_training(model, tensors, meta, path)
     else:

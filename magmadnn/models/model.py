@@ -405,7 +405,8 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         """Per layer: class, configuration without name/seed, weight shapes (what a weights file must match)."""
         out = []
         for layer in self._all_layers:
-            config = {k: v for k, v in layer.get_config().items() if k not in ("name", "seed", "dtype", "trainable")}
+            given = layer.architecture_config() if isinstance(layer, Operation) else layer.get_config()
+            config = {k: v for k, v in given.items() if k not in ("name", "seed", "dtype", "trainable")}
             shapes = {name: list(weight.shape) for name, weight in layer.named_weights()}
             out.append({"class_name": type(layer).__name__, "name": layer.name, "config": config, "weights": shapes})
         return out

@@ -21,6 +21,7 @@ import numpy as np
 
 from .. import optimizers as _optimizers
 from ..saving import ArchitectureMismatchError, ModelFileError, read_file, write_file
+from . import graph_archive
 from . import outputs as _outputs
 from . import rng as _rng
 
@@ -30,19 +31,22 @@ __all__ = ["Persistence", "save_model", "read", "restore", "restore_training", "
 _OPT_PREFIX = "optimizer."
 
 
-def _weights(model) -> dict:
-    return {key: model.xp.to_numpy(array) for key, array in model.named_arrays().items()}
-
-
-def _metadata(model, kind: str) -> dict:
-    return {"kind": kind, "model": model._stored_config(), "architecture": model.architecture()}
+def _contents(model, kind: str) -> tuple[dict, dict]:
+    """The weight arrays (host) and the metadata of a model file; a model of op nodes keeps its graph as ONNX bytes
+    (:mod:`.graph_archive`) in place of a layer configuration."""
+    tensors = {key: model.xp.to_numpy(array) for key, array in model.named_arrays().items()}
+    graph = graph_archive.entry(model)
+    if graph is not None:
+        tensors.update(graph[1])
+    config = model._stored_config() if graph is None else graph[0]
+    return tensors, {"kind": kind, "model": config, "architecture": model.architecture()}
 
 
 def save_model(model, path, extra: dict | None = None) -> str:
     """``extra``: more JSON metadata (``ModelCheckpoint`` keeps its best monitored value there). A compiled model's
     training state is saved too (see the module docstring)."""
     model._require_built("save")
-    tensors, meta = _weights(model), _metadata(model, "model")
+    tensors, meta = _contents(model, "model")
     if model.compiled:
         try:
             training = _training_state(model, model.epoch)
@@ -144,7 +148,7 @@ def _ensure_built(model, meta) -> None:
 
 def _unknown_arrays(tensors: dict, model, path) -> None:
     known = set(model.named_arrays())
-    extra = sorted(k for k in tensors if k not in known and not k.startswith(_OPT_PREFIX))
+    extra = sorted(k for k in tensors if k not in known and not k.startswith(_OPT_PREFIX) and k != graph_archive.ARRAY)
     if extra:
         raise ArchitectureMismatchError(f"{str(path)!r} holds arrays this model does not have: {extra[:5]}")
 
@@ -186,10 +190,9 @@ def _training_state(model, epoch: int) -> tuple[dict, dict]:
 def save_checkpoint(model, path, epoch: int, extra: dict | None = None) -> str:
     model._require_compiled("save_checkpoint")
     model._require_built("save_checkpoint")
-    tensors = _weights(model)
+    tensors, meta = _contents(model, "checkpoint")
     slots, training = _training_state(model, epoch)
     tensors.update(slots)
-    meta = _metadata(model, "checkpoint")
     meta.update(training, **(extra or {}))
     return write_file(path, tensors, meta)
 
@@ -328,9 +331,10 @@ class Persistence:
         return load_checkpoint(self, path)
 
     # -- ONNX
-    def export(self, path, opset: int | None = None, output_name: str = "output") -> str:
+    def export(self, path, opset: int | None = None, output_name="output") -> str:
         """Write the model as ONNX to ``path`` (see :func:`magmadnn.onnx.export`; needs ``pip install
-        'magmadnn[onnx]'``): opset 17+, named inputs and output, a dynamic batch axis."""
+        'magmadnn[onnx]'``): opset 17+, named inputs and outputs (``output_name``: one name, or a list for several
+        outputs), a dynamic batch axis."""
         from ..onnx.export import export  # noqa: PLC0415 - the onnx package is optional
 
         return export(self, path, opset=opset, output_name=output_name)

@@ -1,4 +1,5 @@
-"""Activations written as chains of element-wise ONNX nodes, read back as one activation layer.
+"""Activations written as chains of element-wise ONNX nodes, read back as one activation layer: GELU and SiLU
+(``x * sigmoid(x)``, as magmadnn's export and PyTorch's ``F.silu`` write it; ONNX has no SiLU operator).
 
 Exporters below opset 20 write GELU as primitives: the exact form as ``Div(x, sqrt 2) -> Erf -> Add 1 -> Mul x ->
 Mul 0.5``, the tanh form as ``Pow/Mul x^3 -> Mul 0.044715 -> Add x -> Mul sqrt(2/pi) -> Tanh -> Add 1 -> Mul x ->
@@ -22,13 +23,16 @@ __all__ = ["OPS", "gelu_kind", "recognise"]
 
 #: element-wise operators a decomposed activation is written with
 OPS = {"Div": np.divide, "Mul": np.multiply, "Add": np.add, "Sub": np.subtract, "Pow": np.power,
-       "Erf": np.frompyfunc(math.erf, 1, 1), "Tanh": np.tanh, "Sqrt": np.sqrt}
+       "Erf": np.frompyfunc(math.erf, 1, 1), "Tanh": np.tanh, "Sqrt": np.sqrt,
+       "Sigmoid": lambda t: 1.0 / (1.0 + np.exp(-t))}
 _WINDOW = 24  # nodes after the first reader searched for the rest of a chain
 _POINTS = np.linspace(-6.0, 6.0, 97)
 _TANH_C = math.sqrt(2.0 / math.pi)
 #: approximate (the Gelu op's attribute) -> GELU on sample points
 GELU = {"none": lambda t: 0.5 * t * (1.0 + np.frompyfunc(math.erf, 1, 1)(t / math.sqrt(2.0)).astype(float)),
         "tanh": lambda t: 0.5 * t * (1.0 + np.tanh(_TANH_C * (t + 0.044715 * t ** 3)))}
+#: what a chain may compute: GELU's forms, and SiLU
+_FORMS = {**GELU, "silu": lambda t: t / (1.0 + np.exp(-t))}
 
 
 def gelu_kind(approximate: str) -> str | None:
@@ -43,8 +47,8 @@ def gelu_kind(approximate: str) -> str | None:
 
 
 def recognise(graph, node):
-    """The outputs of ``node`` when it starts a decomposed GELU (the chain's nodes then absorbed and its last
-    output registered), else None. Raises the node's error for an exact GELU where magmadnn has none."""
+    """The outputs of ``node`` when it starts a decomposed GELU or SiLU (the chain's nodes then absorbed and its
+    last output registered), else None. Raises the node's error for an exact GELU where magmadnn has none."""
     inputs = [n for n in node.input if isinstance(graph.values.get(n), Value)]
     if len(set(inputs)) != 1 or graph.values[inputs[0]].layout is not None:
         return None
@@ -57,7 +61,7 @@ def recognise(graph, node):
         args = [values[n] if n in values else graph.values[n].reshape(()).astype(float) for n in step.input]
         with np.errstate(all="ignore"):
             values[step.output[0]] = np.asarray(OPS[step.op_type](*args), dtype=float)
-        for approximate, reference in GELU.items():
+        for approximate, reference in _FORMS.items():
             if np.allclose(values[step.output[0]], reference(_POINTS), rtol=1e-5, atol=1e-5):
                 used = _closed(graph, chain, step, x_name)
                 if used is not None:
@@ -105,8 +109,8 @@ def _closed(graph, chain, last, x_name: str):
 
 
 def _activation(graph, node, x_name: str, used, last, approximate: str):
-    kind = gelu_kind(approximate)
-    what = {"none": "exact (erf) GELU", "tanh": "tanh-approximated GELU"}[approximate]
+    kind = "silu" if approximate == "silu" else gelu_kind(approximate)
+    what = {"none": "exact (erf) GELU", "tanh": "tanh-approximated GELU"}.get(approximate, approximate)
     if kind is None:
         raise graph.error(node, f"this node starts {what} written as element-wise nodes (ending at "
                                 f"{graph.where(last)}), which magmadnn has no activation for",

@@ -33,6 +33,9 @@ ACTIVATION_OPS = {
 def _activation(b, layer, x: str, kind, alpha=None, name: str | None = None, rank: int = 2) -> str:
     if kind is None:
         return x
+    if kind not in ACTIVATION_OPS:
+        raise OnnxExportError(f"{type(layer).__name__} layer {layer.name!r}: activation {kind!r} has no ONNX form "
+                              f"yet (written: {', '.join(sorted(ACTIVATION_OPS))})")
     op, attrs, opset = ACTIVATION_OPS[kind]
     b.need_opset(opset, f"{type(layer).__name__} layer {layer.name!r} (activation {kind})")
     if alpha is None:
@@ -74,7 +77,7 @@ def conv2d(b, layer, inputs, node):
     y = b.node("Conv", [inputs[0], *weights], layer.name, kernel_shape=list(layer.kernel_size),
                strides=list(layer.strides), dilations=list(layer.dilation),
                pads=_pads(layer, node, layer.kernel_size, layer.dilation), group=int(getattr(layer, "groups", 1)))
-    return _activation(b, layer, y, layer.activation)
+    return _activation(b, layer, y, layer.activation, rank=4)
 
 
 def max_pool2d(b, layer, inputs, node):
@@ -136,7 +139,7 @@ def conv2d_transpose(b, layer, inputs, node):
     y = b.node("ConvTranspose", [inputs[0], *weights], layer.name, kernel_shape=list(layer.kernel_size),
                strides=list(layer.strides), dilations=list(layer.dilation), pads=[t, left, bottom, r],
                output_padding=list(layer.output_padding))
-    return _activation(b, layer, y, layer.activation)
+    return _activation(b, layer, y, layer.activation, rank=4)
 
 
 def global_max_pool2d(b, layer, inputs, node):
@@ -217,6 +220,13 @@ def _onnx_gates(array, op: str, units: int):
     return np.concatenate([blocks[i] for i in _ONNX_GATES[op]], axis=-1)
 
 
+def reversed_steps(b, x: str, base: str) -> str:
+    """``x`` (N, T, ...) with its steps in reverse order (Slice with step -1)."""
+    const = lambda tag, v: b.constant(f"{base}/{tag}", [v], np.int64)  # noqa: E731
+    return b.node("Slice", [x, const("start", -1), const("end", -(1 << 62)), const("axis", 1), const("step", -1)],
+                  base)
+
+
 def recurrent(b, layer, inputs, node):
     op = "LSTM" if isinstance(layer, L.LSTM) else "GRU"
     units = layer.units
@@ -225,16 +235,32 @@ def recurrent(b, layer, inputs, node):
     r = b.constant(f"{layer.name}/R", _onnx_gates(arrays["recurrent_kernel"], op, units).T[None], b.dtype)
     second = arrays["recurrent_bias"] if op == "GRU" else np.zeros_like(arrays["bias"])
     bias = np.concatenate([_onnx_gates(arrays["bias"], op, units), _onnx_gates(second, op, units)])[None]
-    bias_name = b.constant(f"{layer.name}/B", bias, b.dtype)
-    x = b.node("Transpose", inputs, f"{layer.name}/time_major", perm=[1, 0, 2])
     extra = {"linear_before_reset": 1} if op == "GRU" else {}
-    y, y_h = b.unique(f"{layer.name}/Y"), b.unique(f"{layer.name}/Y_h")
-    b.nodes.append(onnx().helper.make_node(op, [x, w, r, bias_name], [y, y_h], name=f"{layer.name}/{op}",
-                                           hidden_size=units, **extra))
+    return recurrent_node(b, layer, op, inputs, [w, r, b.constant(f"{layer.name}/B", bias, b.dtype)], extra)
+
+
+def recurrent_node(b, layer, op: str, inputs, weights, attributes) -> str | list:
+    """ONNX's ``op`` (RNN, GRU, LSTM) running ``layer`` as Keras does: ``go_backwards`` reads the steps reversed
+    (its sequence stays in that order), initial states (``inputs[1:]``) become initial_h / initial_c, and
+    ``return_state`` gives ``[output, h]`` (+ ``c`` for LSTM) as the layer's several outputs."""
+    name, states = layer.name, (2 if op == "LSTM" else 1)
+    x = reversed_steps(b, inputs[0], f"{name}/reversed") if layer.go_backwards else inputs[0]
+    x = b.node("Transpose", [x], f"{name}/time_major", perm=[1, 0, 2])
+    axes0 = b.constant(f"{name}/axes0", [0], np.int64)
+    initial = [b.node("Unsqueeze", [s, axes0], f"{name}/initial{k}") for k, s in enumerate(inputs[1:])]
+    outputs = [b.unique(f"{name}/Y"), b.unique(f"{name}/Y_h")] + ([b.unique(f"{name}/Y_c")] if states == 2 else [])
+    b.nodes.append(onnx().helper.make_node(op, [x, *weights, *([""] + initial if initial else [])],
+                                           outputs[:2 + (states == 2 and layer.return_state)], name=f"{name}/{op}",
+                                           hidden_size=layer.units, **attributes))
+    out_name = f"{name}/output" if layer.return_state else name
     if layer.return_sequences:
-        seq = b.node("Squeeze", [y, b.constant(f"{layer.name}/axes1", [1], np.int64)], f"{layer.name}/squeeze")
-        return b.node("Transpose", [seq], layer.name, perm=[1, 0, 2])
-    return b.node("Squeeze", [y_h, b.constant(f"{layer.name}/axes0", [0], np.int64)], layer.name)
+        seq = b.node("Squeeze", [outputs[0], b.constant(f"{name}/axes1", [1], np.int64)], f"{name}/squeeze")
+        out = b.node("Transpose", [seq], out_name, perm=[1, 0, 2])
+    else:
+        out = b.node("Squeeze", [outputs[1], axes0], out_name)
+    if not layer.return_state:
+        return out
+    return [out, *(b.node("Squeeze", [y, axes0], f"{name}/state{k}") for k, y in enumerate(outputs[1:1 + states]))]
 
 
 def _project(b, layer, x: str, which: str, base: str) -> str:

@@ -34,7 +34,7 @@ import numpy as np
 from ..layers.base import Input
 from ..layers.operation import Operation
 from ..models import Model
-from . import batch_axes
+from . import batch_axes, op_export
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
@@ -264,6 +264,7 @@ class _Import:
             return value
         op = Operation(lambda x: x, [("input", 0)], outputs=1, output_shapes=[tuple(value.shape[1:])],
                        output_batched=[True], op_type="Identity", name=self.unique(f"{name}_batched"))
+        op_export.remember(op, onnx().helper.make_node("Identity", [name], [name]), self.opset, [value.dtype])
         return _Sym(op([value.tensor]), value.shape, 0, False, value.dtype)
 
     def rounded_half(self, name, value):
@@ -272,6 +273,8 @@ class _Import:
         shape = None if full is None else tuple(full[1:]) if value.batched else tuple(full)
         op = Operation(half_rounding, [("input", 0)], outputs=1, output_shapes=[shape],
                        output_batched=[value.batched], op_type="Cast", name=self.unique(f"{name}_float16"))
+        op_export.remember(op, onnx().helper.make_node("Cast", [name], [name], to=FLOAT16), self.opset,
+                           [np.dtype(np.float16)])
         return op([value.tensor])
 
     def _bias_of_product(self, node, view, k) -> bool:
@@ -349,6 +352,7 @@ class _Import:
         op = Operation(fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
                        output_shapes=shapes, output_batched=flags, op_type=node.op_type,
                        name=self.unique(node.name or node.op_type.lower()))
+        op_export.remember(op, node, self.opset, [self.dtypes.get(name) for name in node.output])
         made = op(parents)
         made = made if isinstance(made, list) else [made]
         for name, tensor, axis, k in zip(node.output, made, axes, range(outputs)):
