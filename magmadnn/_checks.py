@@ -75,3 +75,32 @@ def finite_array(array: np.ndarray, what: str, who: str) -> None:
 def shape_str(shape) -> str:
     """A shape as error messages write it: ``(3,)``, ``(1, 28, 28)``."""
     return "(" + ", ".join(str(s) for s in shape) + ("," if len(shape) == 1 else "") + ")"
+
+
+def kinds(values: tuple) -> tuple:
+    """The types in ``values``, nested tuples as tuples of their types: what a key must hold beside the values so
+    that 2.0 never finds the answer worked out for 2 (they hash and compare equal)."""
+    found = tuple(map(type, values))
+    if tuple in found:
+        found = tuple([kinds(v) if k is tuple else k for v, k in zip(values, found)])
+    return found
+
+
+class Plans(dict):
+    """The plans of one kind of call: what the call decided from its inputs' signature (their shapes and dtypes,
+    and plain options with their types, see :func:`kinds`) after every check, kept by that signature so that a
+    later call with the same one looks its plan up (``plans.get(key)``) instead of checking and deciding again. A
+    miss (or no key: an unhashable option) runs every check and works the plan out; ``plans.keep(key, plan)``
+    keeps it (errors are never kept, so bad input is refused with the same message every time). At most ``limit``
+    plans are kept."""
+
+    def __init__(self, limit: int = 1024):
+        super().__init__()
+        self.limit = limit
+
+    def keep(self, key, plan):
+        if key is not None:
+            if len(self) >= self.limit:
+                self.clear()
+            self[key] = plan
+        return plan

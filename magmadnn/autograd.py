@@ -362,7 +362,11 @@ def _topological_order(root: Function) -> list[Function]:
                 f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
                 "compute the forward pass again before calling backward() a second time"
             )
-        return [t._fn for t in fn.inputs if t._fn is not None]
+        found = []
+        for t in fn.inputs:  # (a loop, not a comprehension: one call fewer per recorded op)
+            if t._fn is not None:
+                found.append(t._fn)
+        return found
 
     return postorder(root, producers)[::-1]
 

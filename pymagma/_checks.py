@@ -58,9 +58,16 @@ def native_int_max() -> int:
 def _kind(values: tuple) -> tuple:
     """The types in ``values``, nested tuples as tuples of their types."""
     kinds = tuple(map(type, values))
-    if tuple in kinds:
-        kinds = tuple([_kind(v) if k is tuple else k for v, k in zip(values, kinds)])
-    return kinds
+    if tuple not in kinds:
+        return kinds
+    out = []
+    for v, k in zip(values, kinds):  # a loop, not a comprehension: one call for the common case (shapes, pairs)
+        if k is tuple:
+            k = tuple(map(type, v))
+            if tuple in k:
+                k = _kind(v)
+        out.append(k)
+    return tuple(out)
 
 
 def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
@@ -84,3 +91,23 @@ def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
         return answer
 
     return call
+
+
+class Plans(dict):
+    """The plans of one kind of call: what a call decided from its operands' layouts (shapes, strides, dtypes) and
+    plain options (descriptors, output shapes, checked sizes), kept by those values so that a later call with the
+    same ones looks its plan up (``plans.get(key)``) instead of deciding again; a miss (or an unhashable key, which
+    the caller sends to the slow path) works the plan out with every check and keeps it (``plans.keep(key, plan)``;
+    errors are never kept).  Keys hold only values checked arrays carry (their ``shape``, ``strides``, ``dtype``) or
+    options whose type is part of the key, so a plan never answers for an argument it did not check.  At most
+    ``limit`` plans are kept."""
+
+    def __init__(self, limit: int = 1024):
+        super().__init__()
+        self.limit = limit
+
+    def keep(self, key, plan):
+        if len(self) >= self.limit:
+            self.clear()
+        self[key] = plan
+        return plan

@@ -378,7 +378,7 @@ def check(status: int, call: str) -> None:
 
 def call(name: str, *args) -> None:
     """Call a status-returning cuDNN function and check its result."""
-    check(library().bind(name)(*args), name)
+    check(_native.current.cudnn.bind(name)(*args), name)  # (library(), inline: every cuDNN call passes here)
 
 
 def _ints(values) -> ctypes.Array:

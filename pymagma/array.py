@@ -15,11 +15,14 @@ import numbers
 import numpy as np
 
 from . import _checks, _native, dtypes, memory, runtime
+from ._copies import copy_into  # noqa: F401 - pymagma.array.copy_into, its home before
 from .errors import DeviceMemoryError
 
 
 def _normalize_shape(shape) -> tuple[int, ...]:
     """A shape as a tuple of non-negative ints (an int, or an iterable of ints; NumPy integers too, floats never)."""
+    if type(shape) is tuple and set(map(type, shape)) <= _INT and (not shape or min(shape) >= 0):
+        return shape  # already one (no Python call per entry)
     try:
         out = _checks.sizes(shape, "shape")
     except TypeError as exc:
@@ -27,6 +30,9 @@ def _normalize_shape(shape) -> tuple[int, ...]:
     if any(s < 0 for s in out):
         raise ValueError(f"negative dimension in shape {out}")
     return out
+
+
+_INT = {int}
 
 
 @_checks.once_per_arguments
@@ -120,6 +126,21 @@ def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ..
     return offset, (*new_shape, *shape[axis:]), (*new_strides, *strides[axis:])
 
 
+class _kept:
+    """A value of an array computed on first use and kept in the instance (shape, strides and dtype never change):
+    ``functools.cached_property`` without its lock (Python 3.11 takes one lock for every instance's first look-up,
+    on the hot path of every op)."""
+
+    def __init__(self, fn):
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
+
+
 class DeviceArray:
     """An array in device memory.  Build with :func:`asarray`, :func:`empty`, :func:`zeros`, :func:`ones`."""
 
@@ -144,23 +165,24 @@ class DeviceArray:
         return a
 
     # ---------------------------------------------------------------------------------------------- properties
-    @property
+    # an array's shape and dtype never change: what follows from them is worked out on first use and kept
+    @_kept
     def ndim(self) -> int:
         return len(self.shape)
 
-    @property
+    @_kept
     def size(self) -> int:
         return math.prod(self.shape)
 
-    @property
+    @_kept
     def itemsize(self) -> int:
         return self.dtype.itemsize
 
-    @property
+    @_kept
     def nbytes(self) -> int:
         return self.size * self.itemsize
 
-    @functools.cached_property
+    @_kept
     def is_c_contiguous(self) -> bool:  # shape and strides never change: computed once
         return _is_c_contiguous_cached(self.shape, self.strides, self.dtype.itemsize)
 
@@ -437,14 +459,6 @@ def on_arrays_device(fn):
     return run
 
 
-def _pitched_rows(x: DeviceArray) -> bool:
-    """Whether ``x``'s matrices are rows a 2-D memcpy can address: unit stride along the last axis and a row pitch
-    of at least one row (cudaMemcpy2D takes no negative, zero or overlapping pitch)."""
-    if not (x.shape[-1] == 1 or x.strides[-1] == x.itemsize):
-        return False
-    return x.ndim == 1 or x.shape[-2] <= 1 or x.strides[-2] >= x.shape[-1] * x.itemsize
-
-
 def require_device_array(x, what: str) -> DeviceArray:
     """``x`` itself when it is a DeviceArray; otherwise a TypeError naming ``what`` and the fix (so host data never
     reaches a native call as a pointer)."""
@@ -453,73 +467,15 @@ def require_device_array(x, what: str) -> DeviceArray:
     return x
 
 
-def copy_into(dst: DeviceArray, src: DeviceArray) -> None:
-    """Copy ``src`` into ``dst`` (same shape and dtype) on the device.  Row-strided layouts (unit stride along the
-    last axis, a row pitch of at least one row) copy with one 2-D memcpy per matrix; column-major float/complex
-    matrices (transposed views, LAPACK results) with one device transpose per matrix; other source layouts
-    (reversed or broadcast rows, other dtypes' transposes) go through the host once into a C-contiguous ``dst``."""
-    if dst.shape != src.shape or dst.dtype != src.dtype:
-        raise ValueError(f"copy_into: {src.shape} {src.dtype} into {dst.shape} {dst.dtype}")
-    if src.size == 0:
-        return
-    if dst.is_c_contiguous and src.is_c_contiguous:
-        runtime.memcpy_dtod(dst.ptr, src.ptr, src.nbytes)
-        return
-    if src.ndim and all(_pitched_rows(x) for x in (dst, src)):
-        shape = (1, *src.shape) if src.ndim == 1 else src.shape
-        d_str = (0, *dst.strides) if dst.ndim == 1 else dst.strides
-        s_str = (0, *src.strides) if src.ndim == 1 else src.strides
-        width = shape[-1] * src.itemsize
-        for idx in np.ndindex(*shape[:-2]):
-            s_off = sum(i * s for i, s in zip(idx, s_str))
-            d_off = sum(i * s for i, s in zip(idx, d_str))
-            runtime.memcpy_2d(dst.ptr + d_off, d_str[-2] if shape[-2] > 1 else width, src.ptr + s_off,
-                              s_str[-2] if shape[-2] > 1 else width, width, shape[-2])
-        return
-    if not dst.is_c_contiguous:
-        raise ValueError(f"copy_into cannot write strides {dst.strides} from strides {src.strides}")
-    if src.ndim >= 2 and src.dtype.name in _TRANSPOSABLE and _pitched_rows(src.mT) and _magma_available():
-        _transpose_into(dst, src)
-        return
-    dst.set(src.get())  # general source strides: one host round trip
-
-
-def _magma_available() -> bool:
-    from . import _magma
-    from .errors import LibraryNotFoundError
-
-    try:
-        _magma.initialized()
-    except LibraryNotFoundError:
-        return False
-    return True
-
-
-#: dtypes magmablas_?transpose handles (MAGMA's four precisions)
-_TRANSPOSABLE = {"float32": "s", "float64": "d", "complex64": "c", "complex128": "z"}
-
-
-def _transpose_into(dst: DeviceArray, src: DeviceArray) -> None:
-    """Column-major matrices (``src.mT`` row-strided, e.g. a transposed view or a LAPACK result) into the
-    C-contiguous ``dst`` with one magmablas_?transpose per matrix on the device's default queue."""
-    from . import _magma
-
-    rows, cols = src.shape[-2:]
-    transpose = _magma.initialized().bind(f"magmablas_{_TRANSPOSABLE[src.dtype.name]}transpose")
-    ld, q = src.strides[-1] // src.itemsize, dst.queue.handle
-    for idx in np.ndindex(*src.shape[:-2]):
-        # read column-major, each src matrix is rows x cols (leading dimension ld); its transpose, cols x rows with
-        # leading dimension cols, is exactly the C-ordered rows x cols matrix of dst
-        s_off = sum(i * st for i, st in zip(idx, src.strides))
-        d_off = sum(i * st for i, st in zip(idx, dst.strides))
-        transpose(rows, cols, src.ptr + s_off, max(ld, 1), dst.ptr + d_off, max(cols, 1), q)
-
-
 # ---------------------------------------------------------------------------------------------------- creation
 def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     """An uninitialized C-contiguous DeviceArray.  ``shape``: an int or a sequence of non-negative ints (NumPy
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
-    dtype, shape = dtypes.check(dtype), _normalize_shape(shape)
+    return _allocated(_normalize_shape(shape), dtypes.check(dtype), device)
+
+
+def _allocated(shape: tuple, dtype: np.dtype, device: int | None) -> DeviceArray:
+    """:func:`empty` of a checked shape (a tuple of non-negative ints: a NumPy array's own) and supported dtype."""
     device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= 2**63:  # NumPy's ValueError for an array no address space holds (was ctypes' OverflowError)
@@ -535,10 +491,12 @@ def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
     ``np.dtype``) and device come from checked arrays: nothing is checked again."""
-    itemsize = dtype.itemsize
-    alloc = memory.Allocation.trusted(math.prod(shape) * itemsize, device)
-    out = DeviceArray._trusted(shape, dtype, alloc.ptr, _c_strides_cached(shape, itemsize), alloc, device)
-    out.is_c_contiguous = True  # (the cached property, known)
+    itemsize, size = dtype.itemsize, math.prod(shape)
+    alloc = memory.Allocation.trusted(size * itemsize, device)
+    out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline: every op's output passes here
+    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = (
+        dtype, shape, _c_strides_cached(shape, itemsize), alloc.ptr, alloc, device)
+    out.is_c_contiguous, out.size, out.itemsize = True, size, itemsize  # (kept values, known)
     return out
 
 
@@ -622,9 +580,9 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
             arr = from_dlpack(obj)
             return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
     host = np.asarray(obj, dtype=None if dtype is None else dtypes.check(dtype), order="C")  # (0-d stays 0-d)
-    dtypes.check(host.dtype)
+    checked = dtypes.check(host.dtype)
     runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
-    out = empty(host.shape, host.dtype, device)
+    out = _allocated(host.shape, checked, device)  # a NumPy array's shape: no check again
     runtime.memcpy_htod(out.ptr, host)
     return out
 

@@ -25,6 +25,7 @@ import numpy as np
 from . import _checks, _native, kernels, memory, queue, runtime
 from . import _cudnn as cd
 from . import array as _array
+from ._dnn_shapes import _tuple2, conv2d_output_shape, pool2d_output_shape  # noqa: F401 - public here
 from .array import on_arrays_device
 from .dtypes import answered_once
 
@@ -46,66 +47,6 @@ ACTIVATION_MODES = {"sigmoid": cd.ActivationMode.SIGMOID, "relu": cd.ActivationM
 _ACTIVATION_COEF = {"elu": 1.0, "swish": 1.0}  # default alpha / beta; clipped_relu's ceiling has no default
 SOFTMAX_MODES = {"instance": cd.SoftmaxMode.INSTANCE, "channel": cd.SoftmaxMode.CHANNEL}
 BN_MODES = {"spatial": cd.BatchNormMode.SPATIAL, "per_activation": cd.BatchNormMode.PER_ACTIVATION}
-
-
-# ------------------------------------------------------------------------------------------- shape inference
-def _tuple2(value, name: str) -> tuple[int, int]:
-    """An int or a pair of ints (NumPy integers too) as a pair; a float such as 1.5 is a TypeError, never truncated."""
-    try:
-        pair = _checks.sizes(value, name)
-    except TypeError as exc:
-        raise TypeError(f"{exc}; {name} must be an int or a pair of ints") from None
-    if not hasattr(value, "__iter__"):
-        pair = pair * 2
-    if len(pair) != 2:
-        raise ValueError(f"{name} must be an int or a pair of ints, got {value!r}")
-    return pair
-
-
-def conv2d_output_shape(x_shape, w_shape, stride=1, padding=0, dilation=1, groups: int = 1) -> tuple[int, ...]:
-    """Output shape (N, K, Ho, Wo) of a 2-D cross-correlation of x (N, C, H, W) with w (K, C/groups, kh, kw)."""
-    stride, padding, dilation = _tuple2(stride, "stride"), _tuple2(padding, "padding"), _tuple2(dilation, "dilation")
-    groups = _checks.integer(groups, "groups")
-    x_shape, w_shape = _checks.sizes(x_shape, "x shape"), _checks.sizes(w_shape, "w shape")
-    if len(x_shape) != 4 or len(w_shape) != 4:
-        raise ValueError(f"conv2d needs 4-D x (N, C, H, W) and w (K, C/groups, kh, kw); got {x_shape} and {w_shape}")
-    n, c, h, w = x_shape
-    k, cg, kh, kw = w_shape
-    if min(n, c, h, w, k, cg, kh, kw) <= 0:
-        raise ValueError(f"conv2d shapes must be positive: x {tuple(x_shape)}, w {tuple(w_shape)}")
-    if min(stride) <= 0 or min(dilation) <= 0 or min(padding) < 0:
-        raise ValueError(f"conv2d needs stride >= 1, dilation >= 1, padding >= 0; got {stride}, {dilation}, {padding}")
-    if groups <= 0 or c != cg * groups or k % groups:
-        raise ValueError(f"conv2d with groups={groups}: x has {c} channels, w expects {cg}*{groups}; "
-                         f"{k} filters must divide into the groups")
-    out = []
-    for size, kernel, s, p, d in zip((h, w), (kh, kw), stride, padding, dilation):
-        span = d * (kernel - 1) + 1
-        if size + 2 * p < span:
-            raise ValueError(f"conv2d: dilated kernel extent {span} exceeds the padded input {size + 2 * p}")
-        out.append((size + 2 * p - span) // s + 1)
-    return (n, k, *out)
-
-
-def pool2d_output_shape(x_shape, window, stride=None, padding=0) -> tuple[int, ...]:
-    """Output shape (N, C, Ho, Wo) of 2-D pooling (stride defaults to the window)."""
-    window = _tuple2(window, "window")
-    stride = window if stride is None else _tuple2(stride, "stride")
-    padding = _tuple2(padding, "padding")
-    x_shape = _checks.sizes(x_shape, "x shape")
-    if len(x_shape) != 4:
-        raise ValueError(f"pool2d needs a 4-D x (N, C, H, W), got {x_shape}")
-    if min(window) <= 0 or min(stride) <= 0 or min(padding) < 0:
-        raise ValueError(f"pool2d needs window >= 1, stride >= 1, padding >= 0; got {window}, {stride}, {padding}")
-    if min(x_shape) <= 0:
-        raise ValueError(f"pool2d shape must be positive, got {x_shape}")
-    n, c, h, w = x_shape
-    out = []
-    for size, k, s, p in zip((h, w), window, stride, padding):
-        if size + 2 * p < k:
-            raise ValueError(f"pool2d: window {k} exceeds the padded input {size + 2 * p}")
-        out.append((size + 2 * p - k) // s + 1)
-    return (n, c, *out)
 
 
 # ------------------------------------------------------------------------------------------------ dtypes etc.
@@ -138,6 +79,17 @@ def _scalar(dtype, value: float):
 
 
 _SCALARS: dict = {}  # (dtype, 0.0 or 1.0) -> its ctypes scalar
+
+
+def _one_zero(dtype) -> tuple:
+    """(1, 0) as the alpha and beta of a call on ``dtype`` data, found in one look-up."""
+    pair = _ONE_ZERO.get(dtype)
+    if pair is None:
+        pair = _ONE_ZERO[dtype] = (_scalar(dtype, 1.0), _scalar(dtype, 0.0))
+    return pair
+
+
+_ONE_ZERO: dict = {}
 
 
 def _math_type(dtype, math: str | None) -> cd.MathType:
@@ -212,7 +164,8 @@ def _bn_descriptor(x_key: tuple, mode) -> cd.TensorDescriptor:
 def _desc_key(a, shape=None) -> tuple:
     """(shape, element strides, cuDNN dtype) of ``a`` seen with ``shape``: its own, padded with trailing 1s, or
     any reshape of a C-contiguous ``a``; worked out once per layout."""
-    _device_array(a, "cuDNN tensor")
+    if not isinstance(a, _DeviceArray):
+        _device_array(a, "cuDNN tensor")
     layout = (a.shape, a.strides, a.dtype, shape)
     try:
         return _DESC_KEYS[layout]
@@ -256,11 +209,13 @@ def _as_4d(a) -> tuple:
     return tuple(a.shape) + (1,) * max(0, 4 - a.ndim)
 
 
-_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument
+_device_array = _array.require_device_array  # a DeviceArray, or a TypeError naming the argument (hot paths ask
+_DeviceArray = _array.DeviceArray  # isinstance first: no call for the common case)
 
 
 def _empty(shape, like):
-    _device_array(like, "cuDNN operand")
+    if not isinstance(like, _DeviceArray):
+        _device_array(like, "cuDNN operand")
     if type(shape) is tuple:  # an operand's own shape, or one worked out from checked sizes
         return _array._empty(shape, like.dtype, like.device)
     return _array.empty(tuple(shape), like.dtype, device=like.device)
@@ -268,7 +223,8 @@ def _empty(shape, like):
 
 def _check_same(what: str, *arrays) -> None:
     for a in arrays:
-        _device_array(a, what)
+        if not isinstance(a, _DeviceArray):
+            _device_array(a, what)
     first = arrays[0]
     for other in arrays[1:]:
         if other.dtype != first.dtype:
@@ -293,7 +249,12 @@ def _out(out, shape, like, what: str):
 
 
 def _workspace(nbytes: int, device: int):
-    return memory.alloc(nbytes, device) if nbytes else None
+    return memory.Allocation.trusted(nbytes, device) if nbytes else None
+
+
+def _like(a, x, xd) -> cd.TensorDescriptor:
+    """``a``'s 4-D descriptor (``x``'s shape and dtype): ``x``'s own ``xd`` (what the cache gives) for x's strides."""
+    return xd if a.strides == x.strides else _tensor(a, _as_4d(a))
 
 
 def _ptr(a) -> c_void_p:
@@ -323,6 +284,12 @@ class ConvProblem:
                 convolution_descriptor(self.padding, self.stride, self.dilation, self.groups, compute, self.math),
                 tensor_descriptor(self.y_shape, cd.contiguous_strides(self.y_shape), self.dtype))
 
+    @functools.cached_property
+    def ordered(self) -> dict:
+        """Kind -> the four descriptors in the argument order of cuDNN's call for that kind (made once)."""
+        x, w, conv, y = self.descriptors
+        return {"forward": (x, w, conv, y), "backward_data": (w, y, conv, x), "backward_filter": (x, y, conv, w)}
+
 
 @dataclass(frozen=True)
 class AlgoChoice:
@@ -350,8 +317,7 @@ _ALGO_CALLS = {
 
 def _ordered_descs(kind: str, problem: ConvProblem):
     """The four descriptors in the argument order cuDNN's calls for ``kind`` use."""
-    x, w, conv, y = problem.descriptors
-    return {"forward": (x, w, conv, y), "backward_data": (w, y, conv, x), "backward_filter": (x, y, conv, w)}[kind]
+    return problem.ordered[kind]
 
 
 def _ordered_ptrs(kind: str, x, w, y):
@@ -428,13 +394,15 @@ def _conv_run(kind: str, problem: ConvProblem, x, w, y, *, workspace_limit, auto
     choice = choose_algorithm(kind, problem, device=device, workspace_limit=workspace_limit, autotune=autotune,
                               buffers=(x, w, y))
     space = _workspace(choice.workspace, device)
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
-    d = _ordered_descs(kind, problem)
-    a, b, c = _ordered_ptrs(kind, x, w, y)
-    name = {"forward": "cudnnConvolutionForward", "backward_data": "cudnnConvolutionBackwardData",
-            "backward_filter": "cudnnConvolutionBackwardFilter"}[kind]
-    cd.call(name, handle(device).value, byref(alpha), d[0], _ptr(a), d[1], _ptr(b), d[2], choice.algo, _ptr(space),
-            choice.workspace, byref(beta), d[3], _ptr(c))
+    alpha, beta = _one_zero(x.dtype)
+    d = problem.ordered[kind]
+    a, b, c = (x, w, y) if kind == "forward" else (w, y, x) if kind == "backward_data" else (x, y, w)
+    cd.call(_CONV_CALLS[kind], handle(device).value, byref(alpha), d[0], _ptr(a), d[1], _ptr(b), d[2], choice.algo,
+            _ptr(space), choice.workspace, byref(beta), d[3], _ptr(c))
+
+
+_CONV_CALLS = {"forward": "cudnnConvolutionForward", "backward_data": "cudnnConvolutionBackwardData",
+               "backward_filter": "cudnnConvolutionBackwardFilter"}
 
 
 @on_arrays_device
@@ -484,7 +452,7 @@ def conv2d_backward_bias(dy, out=None):
     if dy.ndim != 4:
         raise ValueError(f"conv2d_backward_bias needs a 4-D dy, got shape {dy.shape}")
     db = _out(out, (dy.shape[1],), dy, "conv2d_backward_bias")
-    alpha, beta = _scalar(dy.dtype, 1.0), _scalar(dy.dtype, 0.0)
+    alpha, beta = _one_zero(dy.dtype)
     cd.call("cudnnConvolutionBackwardBias", handle(dy.device).value, byref(alpha), _tensor(dy), _ptr(dy),
             byref(beta), _tensor(db, (1, dy.shape[1], 1, 1)), _ptr(db))
     return db
@@ -505,7 +473,7 @@ def pool2d_forward(x, window, stride=None, padding=0, mode: str = "max", out=Non
     shape = pool2d_output_shape(x.shape, window, stride, padding)
     desc = _pool_desc(mode, window, stride, padding)
     y = _out(out, shape, x, "pool2d_forward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnPoolingForward", handle(x.device).value, desc, byref(alpha), _tensor(x), _ptr(x), byref(beta),
             _tensor(y), _ptr(y))
     return y
@@ -520,7 +488,7 @@ def pool2d_backward(y, dy, x, window, stride=None, padding=0, mode: str = "max",
     _check_shape("pool2d_backward dy", dy, shape)
     desc = _pool_desc(mode, window, stride, padding)
     dx = _out(out, x.shape, x, "pool2d_backward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnPoolingBackward", handle(x.device).value, desc, byref(alpha), _tensor(y), _ptr(y), _tensor(dy),
             _ptr(dy), _tensor(x), _ptr(x), byref(beta), _tensor(dx), _ptr(dx))
     return dx
@@ -537,15 +505,34 @@ def _activation_desc(mode: str, coef: float | None) -> cd.ActivationDescriptor:
     return activation_descriptor(ACTIVATION_MODES[mode], float(coef))
 
 
+def _activation_plan(x, mode: str, coef):
+    """(activation descriptor, x's descriptor seen as 4-D, alpha, beta) of an activation of ``x``: planned once per
+    layout of ``x``, mode and coef (:data:`_ACTIVATION_PLANS`); ``x`` is a DeviceArray."""
+    key = (x.shape, x.strides, x.dtype, mode, coef, type(coef))
+    try:
+        plan = _ACTIVATION_PLANS.get(key)
+    except TypeError:  # an unhashable mode or coef: refused below
+        plan, key = None, None
+    if plan is None:
+        _device_array(x, "activation x")
+        plan = (_activation_desc(mode, coef), _tensor(x, _as_4d(x)), *_one_zero(x.dtype))
+        if key is not None:
+            _ACTIVATION_PLANS.keep(key, plan)
+    return plan
+
+
+_ACTIVATION_PLANS = _checks.Plans()
+
+
 @on_arrays_device
 def activation_forward(x, mode: str = "relu", coef: float | None = None, out=None):
     """y = f(x) for sigmoid, relu, tanh, clipped_relu (ceiling ``coef``, required), elu (alpha ``coef``, default 1)
     and swish (beta ``coef``, default 1)."""
-    desc = _activation_desc(mode, coef)
-    y = _out(out, x.shape, x, "activation_forward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
-    cd.call("cudnnActivationForward", handle(x.device).value, desc, byref(alpha), _tensor(x, _as_4d(x)), _ptr(x),
-            byref(beta), _tensor(y, _as_4d(y)), _ptr(y))
+    _device_array(x, "activation_forward x")
+    desc, xd, alpha, beta = _activation_plan(x, mode, coef)
+    y = _array._empty(x.shape, x.dtype, x.device) if out is None else _out(out, x.shape, x, "activation_forward")
+    cd.call("cudnnActivationForward", handle(x.device).value, desc, byref(alpha), xd, _ptr(x), byref(beta),
+            _like(y, x, xd), _ptr(y))
     return y
 
 
@@ -555,12 +542,10 @@ def activation_backward(y, dy, x, mode: str = "relu", coef: float | None = None,
     _check_same("activation_backward", x, y, dy)
     for name, a in (("y", y), ("dy", dy)):
         _check_shape(f"activation_backward {name}", a, x.shape)
-    desc = _activation_desc(mode, coef)
-    dx = _out(out, x.shape, x, "activation_backward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
-    s = _as_4d(x)
-    cd.call("cudnnActivationBackward", handle(x.device).value, desc, byref(alpha), _tensor(y, s), _ptr(y),
-            _tensor(dy, s), _ptr(dy), _tensor(x, s), _ptr(x), byref(beta), _tensor(dx, s), _ptr(dx))
+    desc, xd, alpha, beta = _activation_plan(x, mode, coef)
+    dx = _array._empty(x.shape, x.dtype, x.device) if out is None else _out(out, x.shape, x, "activation_backward")
+    cd.call("cudnnActivationBackward", handle(x.device).value, desc, byref(alpha), _like(y, x, xd), _ptr(y),
+            _like(dy, x, xd), _ptr(dy), xd, _ptr(x), byref(beta), _like(dx, x, xd), _ptr(dx))
     return dx
 
 
@@ -576,7 +561,7 @@ def softmax_forward(x, log: bool = False, mode: str = "instance", out=None):
     """Softmax (or log-softmax) of x (N, C[, H, W]) per sample ("instance") or per pixel over C ("channel")."""
     algo, m = _softmax_args(log, mode)
     y = _out(out, x.shape, x, "softmax_forward")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnSoftmaxForward", handle(x.device).value, algo, m, byref(alpha), _tensor(x, _as_4d(x)), _ptr(x),
             byref(beta), _tensor(y, _as_4d(y)), _ptr(y))
     return y
@@ -589,7 +574,7 @@ def softmax_backward(y, dy, log: bool = False, mode: str = "instance", out=None)
     _check_shape("softmax_backward dy", dy, y.shape)
     algo, m = _softmax_args(log, mode)
     dx = _out(out, y.shape, y, "softmax_backward")
-    alpha, beta = _scalar(y.dtype, 1.0), _scalar(y.dtype, 0.0)
+    alpha, beta = _one_zero(y.dtype)
     s = _as_4d(y)
     cd.call("cudnnSoftmaxBackward", handle(y.device).value, algo, m, byref(alpha), _tensor(y, s), _ptr(y),
             _tensor(dy, s), _ptr(dy), byref(beta), _tensor(dx, s), _ptr(dx))
@@ -598,29 +583,44 @@ def softmax_backward(y, dy, log: bool = False, mode: str = "instance", out=None)
 
 # ------------------------------------------------------------------------------------------------ batch norm
 def _bn_setup(x, mode: str):
+    """(x's descriptor, the statistics' descriptor, their shape, their dtype): planned once per layout of ``x`` and
+    mode (:data:`_BN_PLANS`)."""
+    plan = _BN_PLANS.get((x.shape, x.strides, x.dtype, mode)) if type(x) is _DeviceArray and type(mode) is str else None
+    return plan or _plan_bn(x, mode)
+
+
+def _plan_bn(x, mode: str):
     if mode not in BN_MODES:
         raise ValueError(f"batch-norm mode must be 'spatial' (per channel) or 'per_activation', got {mode!r}")
+    _device_array(x, "batch norm x")
     if x.ndim < 2:
         raise ValueError(f"batch norm needs x of shape (N, C, ...), got {x.shape}")
     key = _desc_key(x, _as_4d(x))
     bn = _bn_descriptor(key, BN_MODES[mode])
     param_shape = (x.shape[1],) if mode == "spatial" else tuple(x.shape[1:])
     param_dtype = np.float64 if bn.dtype == cd.DataType.DOUBLE else np.float32
-    return tensor_descriptor(*key), bn, param_shape, np.dtype(param_dtype)
+    return _BN_PLANS.keep((x.shape, x.strides, x.dtype, mode),
+                          (tensor_descriptor(*key), bn, param_shape, np.dtype(param_dtype)))
+
+
+_BN_PLANS = _checks.Plans()  # (x's shape, strides, dtype, mode) -> _plan_bn's answer
 
 
 def _check_params(what: str, shape, dtype, **params) -> None:
     for name, a in params.items():
         if a is None:
             continue
-        _device_array(a, f"{what} {name}")
+        if not isinstance(a, _DeviceArray):
+            _device_array(a, f"{what} {name}")
         if tuple(a.shape) != tuple(shape) or a.dtype != dtype or not a.is_c_contiguous:
             raise ValueError(f"{what}: {name} must be a contiguous {dtype} array of shape {tuple(shape)}, "
                              f"got {a.dtype} {tuple(a.shape)}")
 
 
-def _params_like(shape, dtype, device):
-    return _array.empty(shape, dtype, device=device)
+def _params_like(shape: tuple, dtype: np.dtype, device: int):
+    """Statistics or parameter gradients of ``_bn_setup``'s shape and dtype on an operand's device (nothing to
+    check again)."""
+    return _array._empty(shape, dtype, device)
 
 
 @on_arrays_device
@@ -639,7 +639,7 @@ def batch_norm_forward_training(x, scale, bias, running_mean=None, running_var=N
         raise ValueError("give both running_mean and running_var, or neither")
     y = _out(out, x.shape, x, "batch_norm_forward_training")
     save_mean, save_inv = _params_like(pshape, pdtype, x.device), _params_like(pshape, pdtype, x.device)
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnBatchNormalizationForwardTraining", handle(x.device).value, int(BN_MODES[mode]), byref(alpha),
             byref(beta), xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y), bn, _ptr(scale), _ptr(bias), float(momentum),
             _ptr(running_mean),
@@ -653,7 +653,7 @@ def batch_norm_forward_inference(x, scale, bias, mean, var, *, eps: float = 1e-5
     xd, bn, pshape, pdtype = _bn_setup(x, mode)
     _check_params("batch_norm_forward_inference", pshape, pdtype, scale=scale, bias=bias, mean=mean, var=var)
     y = _out(out, x.shape, x, "batch_norm_forward_inference")
-    alpha, beta = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    alpha, beta = _one_zero(x.dtype)
     cd.call("cudnnBatchNormalizationForwardInference", handle(x.device).value, int(BN_MODES[mode]), byref(alpha),
             byref(beta), xd, _ptr(x), _tensor(y, _as_4d(y)), _ptr(y), bn, _ptr(scale), _ptr(bias), _ptr(mean),
             _ptr(var), float(eps))
@@ -670,7 +670,7 @@ def batch_norm_backward(x, dy, scale, save_mean=None, save_inv_std=None, *, eps:
     _check_params("batch_norm_backward", pshape, pdtype, scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
     dx = _out(out, x.shape, x, "batch_norm_backward")
     dscale, dbias = _params_like(pshape, pdtype, x.device), _params_like(pshape, pdtype, x.device)
-    one, zero = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    one, zero = _one_zero(x.dtype)
     cd.call("cudnnBatchNormalizationBackward", handle(x.device).value, int(BN_MODES[mode]), byref(one), byref(zero),
             byref(one), byref(zero), xd, _ptr(x), _tensor(dy, _as_4d(dy)), _ptr(dy), _tensor(dx, _as_4d(dx)), _ptr(dx),
             bn, _ptr(scale), _ptr(dscale), _ptr(dbias), float(eps), _ptr(save_mean), _ptr(save_inv_std))
@@ -855,7 +855,7 @@ def reduce_tensor(op: str, x, axes):
     size = c_size_t()
     cd.call("cudnnGetReductionWorkspaceSize", h, desc, xd, cdesc, byref(size))
     space = memory.alloc(size.value, x.device) if size.value else None
-    a, b = _scalar(x.dtype, 1.0), _scalar(x.dtype, 0.0)
+    a, b = _one_zero(x.dtype)
     cd.call("cudnnReduceTensor", h, desc, c_void_p(), 0, _ptr(space), size.value, byref(a), xd, _ptr(x), byref(b),
             cdesc, _ptr(c))
     return c

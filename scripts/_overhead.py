@@ -9,7 +9,8 @@ checked, nothing computed) and measures, per model and batch size:
   every native call wrapped;
 - microseconds of Python per native call: (step time - time inside the native calls) / calls, both timed in the
   metered pass — what pymagma and magmadnn cost around each call (the simulator's own time, inside the calls, is
-  subtracted);
+  subtracted); and the same cost counted, not timed: Python function calls per step outside the native calls
+  (``python_calls_per_step``, a profiler's count: the same on a loaded machine as on a quiet one);
 - host microseconds per training and per inference step replayed as a CUDA graph (``compile(graph=True)``,
   :mod:`magmadnn.models.replay`: the step captured once, then per step the host writes the batch and the step's
   values into page-locked memory, queues one copy and one graph launch, and adds the tally's sample counts):
@@ -37,8 +38,8 @@ INPUTS = {"mlp": (1, 28, 28), "lenet5": (1, 28, 28), "resnet_small": (3, 32, 32)
 LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
 COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_train_us", "replayed_infer_us", "replayed_calls",
            "fit_replay_us", "fit_calls",
-           "calls_per_train_step", "cudart", "magma", "cudnn", "launcher", "python_us_per_call", "torch_cpu_step_us",
-           "ratio_to_torch"]
+           "calls_per_train_step", "cudart", "magma", "cudnn", "launcher", "python_us_per_call",
+           "python_calls_per_step", "torch_cpu_step_us", "ratio_to_torch"]
 
 
 # --------------------------------------------------------------------------------------------- counting calls
@@ -48,6 +49,7 @@ class Meter:
     def __init__(self):
         self.calls = dict.fromkeys(LIBRARIES, 0)
         self.seconds = 0.0
+        self.inside = 0  # > 0 while a native call runs
         self._saved = None
 
     def __enter__(self):
@@ -83,9 +85,11 @@ class _Metered:
 
         def call(*args):
             start = time.perf_counter()
+            meter.inside += 1
             try:
                 return fn(*args)
             finally:
+                meter.inside -= 1
                 meter.seconds += time.perf_counter() - start
                 meter.calls[library] += 1
 
@@ -196,6 +200,26 @@ def _outside_calls(step, steps: int, repeats: int = 3, per: int = 1) -> tuple[fl
     return statistics.median(times), sum(meter.calls.values()) / (steps * per)
 
 
+def python_calls(step, steps: int = 3) -> float:
+    """Python function calls per call of ``step`` outside the native calls (and outside the meter's own wrapper):
+    the host's per-step work counted by a profiler, a measure no load on the machine changes."""
+    import sys
+
+    counted = [0]
+    with Meter() as meter:
+        def profile(frame, event, arg):
+            if event == "call" and not meter.inside and frame.f_code.co_filename != __file__:
+                counted[0] += 1
+
+        sys.setprofile(profile)
+        try:
+            for _ in range(steps):
+                step()
+        finally:
+            sys.setprofile(None)
+    return counted[0] / steps
+
+
 def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     """Host cost of ``name`` at ``batch`` on the null device (the simulator must be on in mode "null")."""
     model = magmadnn_model(name, "gpu")
@@ -223,7 +247,8 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
             "replayed_calls": replay_calls,
             "fit_replay_us": None if fit_s is None else fit_s * 1e6, "fit_calls": fit_calls,
             "calls_per_train_step": total_calls, **calls, "native_us_per_train_step": native_s * 1e6,
-            "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None}
+            "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None,
+            "python_calls_per_step": python_calls(train)}
 
 
 # --------------------------------------------------------------------------------------------- PyTorch reference

@@ -35,6 +35,7 @@ def test_overhead_table_on_the_null_device(tmp_path):
         else:
             assert r["fit_replay_us"] is None and r["fit_calls"] is None
         assert r["python_us_per_call"] >= 0  # (step - native) of one metered pass: never negative
+        assert r["python_calls_per_step"] > r["calls_per_train_step"]  # at least one Python call per native call
         assert r["magma"] > 0 and r["launcher"] > 0 and r["cudart"] > 0  # gemm, kernels, copies: all counted
         assert r["cudnn"] > 0 or r["model"] == "mlp"
         assert r["calls_per_train_step"] == sum(r[k] for k in ("cudart", "magma", "cudnn", "launcher"))

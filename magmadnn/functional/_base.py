@@ -6,6 +6,7 @@ import numbers
 
 import numpy as np
 
+from .._checks import kinds
 from ..autograd import Tensor
 
 
@@ -48,6 +49,27 @@ def _as_tensor(x, like: Tensor | None = None) -> Tensor:
     if like is not None and isinstance(x, numbers.Number) and np.dtype(like.dtype).kind == "f":
         return Tensor(constant(like.xp, x, like.dtype), backend=backend)
     return Tensor(x, backend=backend)
+
+
+def signature(*values):
+    """The key of a call's plan (:class:`magmadnn._checks.Plans`): a Tensor by its data's shape and dtype (a Tensor
+    subclass too: what an op reads of it), None by itself, any other value with its type (nested tuples by their
+    items' types); None when a value is unhashable (or a host array: the call is checked in full)."""
+    key = []
+    for v in values:
+        if isinstance(v, Tensor):
+            data = v.data
+            key.append((data.shape, data.dtype))
+        elif v is None or v.__class__ is str:
+            key.append(v)
+        else:
+            key.append((v, kinds(v) if v.__class__ is tuple else v.__class__))
+    key = tuple(key)
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _pair_of(a, b):

@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import numbers
 
+from .._checks import Plans
 from ..autograd import Function, Tensor
 from ..backend import geometry
-from ._base import _as_tensor, _need_ndim, _same_dtype
+from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .operators import reshape, transpose
 
 __all__ = ["conv1d", "conv1d_padding", "conv2d", "conv2d_output_shape", "conv2d_padding", "conv_transpose2d",
@@ -64,10 +65,24 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
     ``activation`` (relu, sigmoid or tanh) is applied inside the op: the same result as ``activation(conv2d(...))``
     without a separate pass over the output.
     """
+    key = signature(x, w, b, stride, padding, dilation, groups, activation)
+    geom = _CONV2D_PLANS.get(key) if key is not None else None
+    if geom is None:  # every check, then the geometry the call decided, kept for its signature
+        x, w = _as_tensor(x), _as_tensor(w)
+        b = None if b is None else _as_tensor(b)
+        geom = _CONV2D_PLANS.keep(key, _plan_conv2d(x, w, b, stride, padding, dilation, groups, activation))
+    args = (x, w) if b is None else (x, w, b)
+    return Conv2dFunction.apply(*args, **geom)
+
+
+_CONV2D_PLANS = Plans()
+
+
+def _plan_conv2d(x, w, b, stride, padding, dilation, groups, activation) -> dict:
+    """The checks of :func:`conv2d` and the geometry they decide (stride, resolved pads, dilation, groups)."""
     fn = "conv2d"
     if activation is not None and activation not in geometry.FUSED_ACTIVATIONS:
         raise ValueError(f"{fn}: activation must be one of {geometry.FUSED_ACTIVATIONS} or None, got {activation!r}")
-    x, w = _as_tensor(x), _as_tensor(w)
     _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
     _need_ndim(w, 4, fn, "w", "(K, C/groups, R, S)")
     if not isinstance(groups, numbers.Integral) or groups < 1:
@@ -88,14 +103,11 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
         )
     tensors = {"x": x, "w": w}
     if b is not None:
-        b = _as_tensor(b)
         if b.shape != (k,):
             raise ValueError(f"{fn}: b has shape {b.shape}, expected ({k},) for w of shape {w.shape}")
         tensors["b"] = b
     _same_dtype(fn, **tensors)
-    args = (x, w) if b is None else (x, w, b)
-    return Conv2dFunction.apply(*args, stride=stride, padding=pads, dilation=dilation, groups=int(groups),
-                        activation=activation)
+    return {"stride": stride, "padding": pads, "dilation": dilation, "groups": int(groups), "activation": activation}
 
 
 def conv_transpose2d_geometry(in_hw, kernel_hw, stride=1, padding=0, output_padding=0, dilation=1):

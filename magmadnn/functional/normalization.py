@@ -5,8 +5,9 @@ from __future__ import annotations
 import math
 import numbers
 
+from .._checks import Plans
 from ..autograd import Function, Tensor
-from ._base import _as_tensor, _same_dtype
+from ._base import _as_tensor, _same_dtype, signature
 from .operators import add, multiply, reshape
 
 __all__ = ["batch_norm", "layer_norm", "rms_norm", "group_norm"]
@@ -59,8 +60,29 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
     ``sync`` (training only): a data-parallel group (``magmadnn.distributed.BatchNormGroup``, or anything with
     its ``weight``, ``moments`` and ``sum``) whose ranks normalise with the statistics of the global batch and
     exchange the matching gradient sums, as one process with the whole batch would (every rank must call it)."""
+    key = signature(x, gamma, beta, bool(training), getattr(running_mean, "shape", None),
+                    getattr(running_var, "shape", None))
+    if key is None or key not in _BATCH_NORM_CHECKED:  # every check, once per signature
+        x, gamma, beta = _as_tensor(x), _as_tensor(gamma), _as_tensor(beta)
+        _check_batch_norm(x, gamma, beta, running_mean, running_var, training)
+        _BATCH_NORM_CHECKED.keep(key, True)
+    if training and sync is not None:
+        if _SYNC_BATCH_NORM is None:  # pragma: no cover - magmadnn's __init__ imports magmadnn.distributed
+            raise RuntimeError("batch_norm(sync=...) needs magmadnn.distributed: import it first")
+        return _SYNC_BATCH_NORM.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
+                                      momentum=momentum, eps=eps, sync=sync, unbiased=unbiased)
+    if training:
+        return BatchNormTrainFunction.apply(
+            x, gamma, beta, running_mean=running_mean, running_var=running_var, momentum=momentum, eps=eps,
+            unbiased=bool(unbiased))
+    return BatchNormInferFunction.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var, eps=eps)
+
+
+_BATCH_NORM_CHECKED = Plans()  # the signatures batch_norm's checks passed
+
+
+def _check_batch_norm(x, gamma, beta, running_mean, running_var, training) -> None:
     fn = "batch_norm"
-    x, gamma, beta = _as_tensor(x), _as_tensor(gamma), _as_tensor(beta)
     if x.ndim not in (2, 4):
         raise ValueError(f"{fn}: x must be 2-D (N, F) or 4-D (N, C, H, W), got shape {x.shape}")
     c = x.shape[1]
@@ -69,18 +91,8 @@ def batch_norm(x, gamma, beta, running_mean, running_var, training, momentum=0.9
         if tuple(arr.shape) != (c,):
             raise ValueError(f"{fn}: {what} has shape {tuple(arr.shape)}, expected ({c},) for x of shape {x.shape}")
     _same_dtype(fn, x=x, gamma=gamma, beta=beta)
-    if training and sync is not None:
-        if _SYNC_BATCH_NORM is None:  # pragma: no cover - magmadnn's __init__ imports magmadnn.distributed
-            raise RuntimeError(f"{fn}(sync=...) needs magmadnn.distributed: import it first")
-        return _SYNC_BATCH_NORM.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var,
-                                      momentum=momentum, eps=eps, sync=sync, unbiased=unbiased)
-    if training:
-        if x.size // c < 2:
-            raise ValueError(f"{fn}: training needs more than one value per channel, got x of shape {x.shape}")
-        return BatchNormTrainFunction.apply(
-            x, gamma, beta, running_mean=running_mean, running_var=running_var, momentum=momentum, eps=eps,
-            unbiased=bool(unbiased))
-    return BatchNormInferFunction.apply(x, gamma, beta, running_mean=running_mean, running_var=running_var, eps=eps)
+    if training and x.size // c < 2:
+        raise ValueError(f"{fn}: training needs more than one value per channel, got x of shape {x.shape}")
 
 
 class LayerNormFunction(Function):

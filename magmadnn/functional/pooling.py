@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from .._checks import Plans
 from ..autograd import Function, Tensor
 from ..backend import geometry
-from ._base import _as_tensor, _need_ndim, _same_dtype
+from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .conv import conv2d_padding
 from .operators import MeanFunction, reshape, transpose
 
@@ -22,7 +23,18 @@ class Pool2dFunction(Function):
 
 
 def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
-    x = _as_tensor(x)
+    key = signature(fn, x, window, stride, padding)
+    geom = _POOL_PLANS.get(key) if key is not None else None
+    if geom is None:  # every check, then the geometry the call decided, kept for its signature
+        x = _as_tensor(x)
+        geom = _POOL_PLANS.keep(key, _plan_pool(fn, x, window, stride, padding))
+    return Pool2dFunction.apply(x, mode=mode, **geom)
+
+
+_POOL_PLANS = Plans()
+
+
+def _plan_pool(fn: str, x, window, stride, padding) -> dict:
     _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
     window = geometry.int_pair(window, "window", fn)
     stride = window if stride is None else geometry.int_pair(stride, "stride", fn)
@@ -33,7 +45,7 @@ def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
     if ho < 1 or wo < 1:
         raise ValueError(f"{fn}: input of spatial size {x.shape[2:]} is smaller than the window {window}")
     _same_dtype(fn, x=x)
-    return Pool2dFunction.apply(x, mode=mode, window=window, stride=stride, padding=pads)
+    return {"window": window, "stride": stride, "padding": pads}
 
 
 def max_pool2d(x, window, stride=None, padding=0) -> Tensor:

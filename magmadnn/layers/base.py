@@ -259,11 +259,15 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
         if self._compute is not None:
             out = self._call_mixed(x, lambda x: self._call(x, training, mask))
         else:
-            if self.dtype is not None and self.dtype.kind == "f":  # as Keras: a half output of a mixed layer is
-                # cast to this layer's dtype; any float input too when the layer was given its dtype (float32 into
-                # float64)
-                x = _cast_floats(x, self.dtype, halves_only=self._user_dtype is None)
-            out = self._call(x, training, mask)
+            dtype = self.dtype
+            if dtype is not None and dtype.kind == "f" and not (x.__class__ is Tensor and x.data.dtype == dtype):
+                # as Keras: a half output of a mixed layer is cast to this layer's dtype; any float input too when
+                # the layer was given its dtype (float32 into float64); an input of the layer's dtype as it is
+                x = _cast_floats(x, dtype, halves_only=self._user_dtype is None)
+            if mask:
+                out = self.call(x, training=training, **mask)
+            else:
+                out = self.call(x, training=training) if self._call_takes_training else self.call(x)
         if self._activity is not None:
             self._record_activity(out)
         return out

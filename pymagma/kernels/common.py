@@ -70,7 +70,7 @@ _device_array = _array.require_device_array  # a DeviceArray, or a TypeError nam
 
 
 def _float_dtype(a, what: str) -> str:
-    name = dtype_name(_device_array(a, what).dtype)
+    name = dtype_name((a if isinstance(a, _array.DeviceArray) else _device_array(a, what)).dtype)
     if name not in FLOAT_DTYPES:
         raise TypeError(f"{what} needs a floating dtype ({', '.join(FLOAT_DTYPES)}), got {name}")
     return name
@@ -81,7 +81,8 @@ def _same(arrays, what: str):
     for other in arrays[1:]:
         if other is None:
             continue
-        _device_array(other, what)
+        if not isinstance(other, _array.DeviceArray):
+            _device_array(other, what)
         if other.dtype != first.dtype and dtype_name(other.dtype) != dtype_name(first.dtype):
             raise TypeError(f"{what}: dtypes differ ({first.dtype} and {other.dtype})")
         if other.device != first.device:

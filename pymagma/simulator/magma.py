@@ -73,10 +73,8 @@ def op(x, trans):
 
 def address(x) -> int:
     """The address behind a pointer argument: an int, None, a ctypes object or ``ctypes.byref(...)``."""
-    if x is None:
-        return 0
-    if isinstance(x, int):
-        return x
+    if x is None or isinstance(x, int):
+        return x or 0
     if type(x).__name__ == "CArgObject":
         return ctypes.addressof(x._obj)
     return ctypes.addressof(x)
@@ -84,9 +82,7 @@ def address(x) -> int:
 
 def value(x):
     """The Python value of a scalar argument (complex for MAGMA's complex structures)."""
-    if isinstance(x, ctypes.Structure):
-        return complex(x.real, x.imag)
-    return getattr(x, "value", x)
+    return complex(x.real, x.imag) if isinstance(x, ctypes.Structure) else getattr(x, "value", x)
 
 
 # ----------------------------------------------------------------------------------------------------- MAGMA model
@@ -723,6 +719,7 @@ class SimulatedMagma:
         # BLAS-like: no result for the host and no host array MAGMA reads at the call (laswp's pivots): enqueued
         reads_math_mode = name == "magma_sgemm"  # MAGMA's sgemm is cublasSgemm on the queue's handle
         deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
+        reads = getattr(streams, "host_reads", None) if restype is not None and not aux else None  # a host value
 
         def run(k):
             """The model, in queue order: on a queue of a created stream, a deferrable routine is enqueued there;
@@ -734,6 +731,8 @@ class SimulatedMagma:
                 if has_info:
                     _set_info(k, -bad[0])
                 return -bad[0] if sig.restype == "I" else None
+            if reads is not None:
+                reads.note(name)
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
                 return 0 if restype is not None else None
             if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now

@@ -35,6 +35,7 @@ from cuda.bindings import runtime as _CUDA  # its enums and flags only: data, no
 
 from .. import _native
 from ..errors import DeviceMemoryError, GraphCaptureError, NotSimulatedError
+from .host_reads import HostReads
 
 DEVICE_NAME = "pymagma simulator"
 COMPUTE_CAPABILITY = (9, 0)
@@ -72,7 +73,6 @@ class _Work:
         self.blocking = blocking
         self.pending: collections.deque = collections.deque()
         self.enqueued = 0
-
 
 
 class _Event:
@@ -127,6 +127,7 @@ class SimulatedCudart:
         self.captures: dict[int, _Capture] = {}  # streams being captured -> what they recorded so far
         self.graphs: dict[int, list] = {}  # cudaGraph_t and cudaGraphExec_t handles -> (nodes, blocks)
         self._order = threading.RLock()
+        self.host_reads = HostReads()  #: the host's reads of device data by call (:mod:`.host_reads`)
         for name in _native.CUDART_DATA:
             setattr(self, name, getattr(_CUDA, name))
 
@@ -173,9 +174,8 @@ class SimulatedCudart:
 
     def position(self, stream) -> tuple[int, int] | None:
         """(handle, work enqueued so far) of a created stream; None for streams whose work runs at once."""
-        handle = _handle(stream)
-        work = self.work.get(handle)
-        return None if work is None else (handle, work.enqueued)
+        work = self.work.get(_handle(stream))
+        return None if work is None else (_handle(stream), work.enqueued)
 
     def flush(self, stream, upto: int | None = None) -> None:
         """Run the queued work of ``stream`` (all of it, or the work enqueued before position ``upto``)."""
@@ -482,8 +482,7 @@ class SimulatedCudart:
 
     def pinned(self, ptr: int) -> bool:
         """Whether the host address ``ptr`` lies in page-locked memory (cudaMallocHost's)."""
-        start = self._block_of(ptr)
-        return start is not None and start in self.pinned_blocks
+        return (start := self._block_of(ptr)) is not None and start in self.pinned_blocks
 
     # ------------------------------------------------------------------------------------------------- copies
     def _copy(self, rows: int, width: int, dst: int, dpitch: int, src: int, spitch: int, kind, stream, call: str):
@@ -520,6 +519,7 @@ class SimulatedCudart:
                 ctypes.memmove(dst + r * dpitch, src + r * spitch, width)
             del staged_ref[:]
 
+        self.host_reads.copy(self, from_host, to_host, src, dst, call)
         staged_ref = [staged]  # the staging buffer lives until the copy has run
         self.submit(0 if stream is None else stream, copy)
         if stream is not None and to_host and not self.pinned(dst):

@@ -182,3 +182,64 @@ def test_other_argument_errors():
         F.max_pool2d(np.ones((1, 1, 6, 6)), 2, padding=2)
     with pytest.raises(ValueError, match="batch_norm: training needs more than one value per channel"):
         F.batch_norm(np.ones((1, 3)), np.ones(3), np.zeros(3), np.zeros(3), np.ones(3), training=True)
+
+
+# ---------------------------------------------------------------------------------------------- plans per signature
+def _tensors(*shapes, dtype=np.float32, seed=0):
+    rng = np.random.default_rng(seed)
+    return [Tensor(rng.standard_normal(s).astype(dtype), backend=xp) for s in shapes]
+
+
+def test_a_planned_call_computes_what_an_unplanned_one_does():
+    """The second call of a signature reads its plan; the answer equals the same call checked in full (plans
+    cleared), bit for bit, for conv2d (resolved "same" padding, stride 2), pooling, dense over a 3-D input and
+    batch norm."""
+    from magmadnn.functional import conv, linear, normalization, pooling
+
+    x, w, b = _tensors((2, 3, 7, 6), (4, 3, 3, 3), (4,))
+    x3, wd, bd = _tensors((2, 5, 6), (6, 4), (4,), seed=1)
+    xb, g, be = _tensors((4, 3), (3,), (3,), seed=2)
+
+    def calls():
+        mean, var = np.zeros(3, np.float32), np.ones(3, np.float32)
+        return [F.conv2d(x, w, b, stride=2, padding="same").numpy(), F.max_pool2d(x, 2, padding="same").numpy(),
+                F.dense(x3, wd, bd).numpy(), F.batch_norm(xb, g, be, mean, var, True).numpy(), mean]
+
+    for plans in (conv._CONV2D_PLANS, pooling._POOL_PLANS, linear._DENSE_PLANS, normalization._BATCH_NORM_CHECKED):
+        plans.clear()
+    first = calls()
+    assert all(len(p) for p in (conv._CONV2D_PLANS, pooling._POOL_PLANS, linear._DENSE_PLANS,
+                                normalization._BATCH_NORM_CHECKED))
+    planned = calls()
+    for a, c in zip(first, planned):
+        np.testing.assert_array_equal(a, c)
+    assert planned[0].shape == (2, 4, 4, 3) and planned[2].shape == (2, 5, 4)
+
+
+def test_a_plan_never_answers_for_input_it_did_not_check():
+    """A signature differs by shape, dtype and an option's type: 2.0 is not the planned stride 2, another shape is
+    checked again (with its own message each time), and an error is never kept as a plan."""
+    x, w = _tensors((1, 2, 6, 6), (3, 2, 3, 3))
+    F.conv2d(x, w, stride=2)
+    with pytest.raises(TypeError, match="stride"):
+        F.conv2d(x, w, stride=2.0)
+    (bad,) = _tensors((1, 5, 6, 6))
+    for _ in range(2):
+        with pytest.raises(ValueError, match="C=5"):
+            F.conv2d(bad, w, stride=2)
+    (x64,) = _tensors((1, 2, 6, 6), dtype=np.float64)
+    with pytest.raises(TypeError, match="same floating dtype"):
+        F.conv2d(x64, w, stride=2)
+    xd, wd = _tensors((3, 4), (4, 2))
+    F.dense(xd, wd)
+    for _ in range(2):
+        with pytest.raises(ValueError, match=r"expected \(2,\)"):
+            F.dense(xd, wd, _tensors((3,))[0])
+    xb, g, be = _tensors((4, 3), (3,), (3,))
+    F.batch_norm(xb, g, be, np.zeros(3, np.float32), np.ones(3, np.float32), True)
+    with pytest.raises(ValueError, match="running_var has shape"):
+        F.batch_norm(xb, g, be, np.zeros(3, np.float32), np.ones(4, np.float32), True)
+    with pytest.raises(ValueError, match="more than one value per channel"):
+        F.batch_norm(_tensors((1, 3))[0], g, be, np.zeros(3, np.float32), np.ones(3, np.float32), True)
+    with pytest.raises(ValueError, match="padding"):
+        F.max_pool2d(x, 2, padding=((2, 2), (0, 0)))

@@ -114,8 +114,11 @@ def recorder(monkeypatch):
     monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None:
                         rec.device_array(np.zeros(shape, dtype)))
     monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: rec.device_array(np.zeros(shape, dtype)))
-    monkeypatch.setattr(memory, "alloc", lambda nbytes, device=None:
-                        SimpleNamespace(ptr=rec.device_array(np.zeros(max(nbytes, 1), np.uint8)).ptr, nbytes=nbytes))
+    def workspace(nbytes, device=None):
+        return SimpleNamespace(ptr=rec.device_array(np.zeros(max(nbytes, 1), np.uint8)).ptr, nbytes=nbytes)
+
+    monkeypatch.setattr(memory, "alloc", workspace)
+    monkeypatch.setattr(memory.Allocation, "trusted", staticmethod(workspace))
     monkeypatch.setattr("pymagma.runtime.get_device", lambda: 0)
     monkeypatch.setattr("pymagma.runtime.set_device", lambda d: None if d == 0 else pytest.fail(f"device {d}"))
     monkeypatch.setattr("pymagma.runtime._thread", threading.local())

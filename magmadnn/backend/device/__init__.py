@@ -49,9 +49,32 @@ from .elementwise import add, clip, divide, isfinite_all, log, multiply, negativ
 from .embeddings import embedding_backward, embedding_forward
 from .faults import check_binary, check_range, fault_error, fault_record
 from .graphs import copy_into, graph_capture, staging_buffer
+from .indexing import (
+    broadcast_to,
+    cumsum,
+    take,
+    take_along_axis,
+    take_along_axis_backward,
+    take_backward,
+    tile,
+)
 from .linear import bias_add, bias_grad, matmul
 from .loss_scaling import finite_flag, loss_scale_update, revert_update
 from .losses import softmax_cross_entropy, softmax_cross_entropy_backward
+from .math import (  # noqa: A004
+    astype,
+    compare,
+    logical,
+    logical_not,
+    math_backward,
+    math_forward,
+    maximum,
+    minimum,
+    pow,
+    reduce_by,
+    remainder,
+    where,
+)
 from .normalization import (
     batch_norm_backward,
     batch_norm_infer,
@@ -86,7 +109,10 @@ __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forwa
            "split", "sqrt", "subtract", "sum", "sum_to_shape", "to_numpy", "transpose", "uniform",
            "upsample_nearest2d", "upsample_nearest2d_backward", "zeros", "zeros_like", "for_index", "constant",
            "host_empty", "copy_to_host", "flat_pack", "flat_unpack", "graph_capture", "staging_buffer", "copy_into",
-           "check_range", "check_binary", "fault_record", "fault_error"]
+           "check_range", "check_binary", "fault_record", "fault_error",
+           "astype", "compare", "logical", "logical_not", "math_backward", "math_forward", "maximum", "minimum", "pow",
+           "reduce_by", "remainder", "where", "broadcast_to", "cumsum", "take", "take_along_axis",
+           "take_along_axis_backward", "take_backward", "tile"]
 
 # ------------------------------------------------------------------------------------------------- several GPUs
 

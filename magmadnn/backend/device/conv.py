@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from pymagma import _checks
 from pymagma import array as _array
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
@@ -46,6 +47,14 @@ def _split_pads(padding):
     return (ph, pw), (t - ph, b - ph, l - pw, r - pw)
 
 
+@_checks.once_per_arguments
+def _conv_plan(stride, padding, dilation, groups) -> tuple:
+    """(stride pair, cuDNN's symmetric pads, the extra pads, dilation pair, groups) of a convolution's arguments,
+    worked out once per distinct arguments (their types included)."""
+    sym, extra = _split_pads(padding)
+    return _geometry.pair(stride), sym, extra, _geometry.pair(dilation), int(groups)
+
+
 def _pad(x, extra, value: float):
     """``x`` (N, C, H, W) surrounded by ``extra`` (top, bottom, left, right) elements of ``value``, on the device."""
     if not any(extra):
@@ -72,35 +81,32 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
                          f"{FUSED_ACTIVATIONS} or None")
     _same_dtype("conv2d_forward", x, w, bias)
-    sym, extra = _split_pads(padding)
+    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
     xin = _pad(_contiguous(x), extra, 0.0)
     if saved is not None and any(extra):
         saved["padded_x"] = xin
-    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=_geometry.pair(stride), padding=sym,
-                            dilation=_geometry.pair(dilation), groups=int(groups))
+    y = _dnn.conv2d_forward(xin, _contiguous(w), bias, stride=stride, padding=sym, dilation=dilation, groups=groups)
     if activation is not None:
         _dnn.activation_forward(y, activation, out=y)
     return y
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    sym, extra = _split_pads(padding)
+    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
     n, c, h, wd = (int(v) for v in x_shape)
     t, b, l, r = extra
     dxp = _dnn.conv2d_backward_data(dy=_contiguous(dy), w=_contiguous(w), x_shape=(n, c, h + t + b, wd + l + r),
-                                    stride=_geometry.pair(stride), padding=sym, dilation=_geometry.pair(dilation),
-                                    groups=int(groups))
+                                    stride=stride, padding=sym, dilation=dilation, groups=groups)
     return _crop(dxp, extra, (n, c, h, wd))
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
-    sym, extra = _split_pads(padding)
+    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
     xin = saved.get("padded_x") if saved else None
     if xin is None:
         xin = _pad(_contiguous(x), extra, 0.0)
-    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape),
-                                       stride=_geometry.pair(stride), padding=sym, dilation=_geometry.pair(dilation),
-                                       groups=int(groups))
+    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape), stride=stride,
+                                       padding=sym, dilation=dilation, groups=groups)
 
 
 def conv2d_backward_bias(dy):

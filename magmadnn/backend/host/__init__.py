@@ -31,9 +31,32 @@ from .conv import FUSED_ACTIVATIONS, conv2d_backward_bias, conv2d_backward_data,
 from .core import asarray, copy, full, ones, to_numpy, zeros, zeros_like
 from .elementwise import add, clip, divide, isfinite_all, log, multiply, negative, power, sqrt, subtract
 from .embeddings import embedding_backward, embedding_forward
+from .indexing import (
+    broadcast_to,
+    cumsum,
+    take,
+    take_along_axis,
+    take_along_axis_backward,
+    take_backward,
+    tile,
+)
 from .linear import _matmul_nt, bias_add, bias_grad, matmul  # noqa: F401  (_matmul_nt: tests time its split)
 from .loss_scaling import finite_flag, loss_scale_update, revert_update
 from .losses import softmax_cross_entropy, softmax_cross_entropy_backward
+from .math import (  # noqa: A004
+    astype,
+    compare,
+    logical,
+    logical_not,
+    math_backward,
+    math_forward,
+    maximum,
+    minimum,
+    pow,
+    reduce_by,
+    remainder,
+    where,
+)
 from .normalization import (
     batch_norm_backward,
     batch_norm_infer,
@@ -62,6 +85,9 @@ __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forwa
            "pool2d_backward", "pool2d_forward", "power", "reshape", "revert_update", "rmsprop_update", "rng",
            "running_stat_update", "sgd_update", "softmax", "softmax_backward", "softmax_cross_entropy",
            "softmax_cross_entropy_backward", "split", "sqrt", "subtract", "sum", "sum_to_shape", "to_numpy",
-           "transpose", "uniform", "upsample_nearest2d", "upsample_nearest2d_backward", "zeros", "zeros_like"]
+           "transpose", "uniform", "upsample_nearest2d", "upsample_nearest2d_backward", "zeros", "zeros_like",
+           "astype", "compare", "logical", "logical_not", "math_backward", "math_forward", "maximum", "minimum", "pow",
+           "reduce_by", "remainder", "where", "broadcast_to", "cumsum", "take", "take_along_axis",
+           "take_along_axis_backward", "take_backward", "tile"]
 
 _half.take_half_operands(globals())

@@ -23,7 +23,7 @@ _HALF = frozenset({np.dtype(np.float16), np.dtype(_bfloat16)})
 #: float32 weights and statistics
 _AS_STORED = frozenset({"asarray", "to_numpy", "zeros", "ones", "full", "zeros_like", "copy", "reshape", "transpose",
                         "rng", "uniform", "normal", "sgd_update", "adam_update", "rmsprop_update", "adagrad_update",
-                        "running_stat_update"})
+                        "running_stat_update", "astype"})
 
 
 def _half_of(values):

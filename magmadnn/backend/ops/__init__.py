@@ -2,7 +2,8 @@
 
 The topic modules (``core``, ``elementwise``, ``reductions``, ``shapes``, ``linear``, ``activations``, ``losses``,
 ``conv``, ``pooling``, ``normalization``, ``random``, ``optim``, ``loss_scaling``, ``embeddings``, ``attention``,
-``recurrent``; the optional ``collectives``, ``graphs`` and ``faults``) carry the same names in every backend package
+``recurrent``, ``math`` and ``indexing`` (what ONNX's operators add); the optional ``collectives``, ``graphs`` and
+``faults``) carry the same names in every backend package
 (:mod:`magmadnn.backend.host`, :mod:`magmadnn.backend.device`), so an op lives in ``<floor>/<topic>.py`` on each floor.
 
 A backend is a module (or module-like object) with a ``name`` and exactly these functions; :func:`check` proves it.
@@ -56,9 +57,11 @@ from . import (  # noqa: F401
     embeddings,
     faults,
     graphs,
+    indexing,
     linear,
     loss_scaling,
     losses,
+    math,
     normalization,
     optim,
     pooling,
@@ -75,7 +78,8 @@ __all__ = ["OPS", "ATTRIBUTES", "OPTIONAL", "TOPICS", "OPTIONAL_TOPICS", "signat
 OPS: tuple[str, ...] = tuple(SPEC)
 #: The topic modules of every floor (ops, host, device), and those holding optional ops only (the device's twins).
 TOPICS = ("core", "elementwise", "reductions", "shapes", "linear", "activations", "losses", "conv", "pooling",
-          "normalization", "random", "optim", "loss_scaling", "embeddings", "attention", "recurrent")
+          "normalization", "random", "optim", "loss_scaling", "embeddings", "attention", "recurrent",
+          "math", "indexing")
 OPTIONAL_TOPICS = ("collectives", "graphs", "faults")
 
 #: Non-callable attributes every backend has.

@@ -7,7 +7,7 @@ from __future__ import annotations
 import numpy as np
 
 from ._registry import Form, op
-from ._runtime import F, T, Tensor, host, tensor
+from ._runtime import F, T, Tensor, arith, tensor
 
 
 def _heads(x, n):
@@ -38,7 +38,24 @@ def _bias(mask, like, length):
     return mask
 
 
-@op("Attention", host=(6,))
+def _padded_keys(nonpad, q, s, length, causal, left, right):
+    """The additive bias (B, 1, s, length) of ``nonpad_kv_seqlen`` computed on the device: keys at or past a batch's
+    length are masked, and the causal frontier and the windows sit at that length's end."""
+    lens = T.astype(F.reshape(tensor(nonpad, q), (-1, 1, 1, 1)), np.int64)
+    keys = np.arange(length, dtype=np.int64)[None, None, None, :]
+    keep = T.compare(keys, lens, "less")
+    diff = arith(np.arange(s, dtype=np.int64)[None, None, :, None] - s - keys, lens, "add")  # query - key position
+    if causal:
+        keep = T.logical(keep, T.compare(diff, np.zeros((), np.int64), "greater_equal"), "logical_and")
+    if left >= 0:
+        keep = T.logical(keep, T.compare(diff, np.array(left, np.int64), "less_equal"), "logical_and")
+    if right >= 0:
+        keep = T.logical(keep, T.compare(diff, np.array(-right, np.int64), "greater_equal"), "logical_and")
+    dtype = np.dtype(q.dtype)
+    return T.where(keep, tensor(np.zeros((), dtype), q), tensor(np.array(-np.inf, dtype), q))
+
+
+@op("Attention")
 def attention(view):
     view.only("is_causal", "kv_num_heads", "q_num_heads", "qk_matmul_output_mode", "scale", "softcap",
               "softmax_precision", "left_window_size", "right_window_size")
@@ -66,17 +83,15 @@ def attention(view):
         bias = None if mask is None else _bias(mask, q, length)
         offset = 0 if past_k is None else past_k.shape[2]
         keys = np.arange(length)[None, :]
-        if nonpad is not None:  # per batch: keys past the length are padding, the causal frontier at its end
-            lens = host(nonpad).reshape(-1, 1, 1, 1).astype(np.int64)
-            offset, keys = lens - s, keys[None, None]
         diff = np.arange(s)[:, None] + offset - keys  # query position - key position
         allowed = np.ones(diff.shape, bool)
-        if nonpad is not None:
-            allowed &= keys < lens
         allowed &= (diff >= 0) if causal else allowed
         allowed &= (diff <= left) if left >= 0 else allowed
         allowed &= (-diff <= right) if right >= 0 else allowed
-        if not allowed.all():
+        if nonpad is not None:  # per batch, on the device: keys past the length are padding
+            step = _padded_keys(nonpad, q, s, length, causal, left, right)
+            bias = step if bias is None else F.add(bias, step)
+        elif not allowed.all():
             step = tensor(np.where(allowed, 0.0, -np.inf).astype(np.dtype(q.dtype)), q)
             bias = step if bias is None else F.add(bias, step)
         scores = qk if bias is None else F.add(qk, bias)

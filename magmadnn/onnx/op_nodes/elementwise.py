@@ -7,7 +7,6 @@ import math
 
 import numpy as np
 
-from ...autograd import Function
 from ._registry import Form, op
 from ._runtime import ONNX_DTYPES, F, T, Tensor, arith, half_rounding, is_float, tensor
 
@@ -301,34 +300,19 @@ def variadic(view):
     return Form(run, keeps_batch=_batch_of_broadcast(view))
 
 
-class _FloatModFunction(Function):
-    """The remainder of floats as computed (exact), with PyTorch's gradient: 1 for ``a``, ``-q`` for ``b`` (``q``
-    the rounded quotient: trunc for fmod, floor otherwise)."""
-
-    def forward(self, a, b, fmod):
-        ns = a.__array_namespace__()
-        q = ns.trunc(ns.divide(a, b)) if fmod else ns.floor(ns.divide(a, b))
-        self.q, self.sa, self.sb = q, a.shape, b.shape
-        return a - q * b if fmod else ns.remainder(a, b)
-
-    def backward(self, g):
-        xp = self.xp
-        return (xp.sum_to_shape(g, tuple(self.sa)) if tuple(g.shape) != tuple(self.sa) else g,
-                xp.sum_to_shape(-(g * self.q), tuple(self.sb)))
-
-
 @op("Mod")
 def mod(view):
     fmod = int(view.attr("fmod", 0))
 
     def run(a, b):
         b = tensor(b, a, dtype=a.dtype)
+        if is_float(a) and fmod:  # a - trunc(a / b) * b: differentiable in a and b, as PyTorch's fmod
+            return F.subtract(a, F.multiply(T.unary(F.divide(a, b), "trunc"), b))
         if is_float(a):
-            return _FloatModFunction.apply(a, b, fmod=bool(fmod))
+            return T.remainder(a, b)
         ns = a.data.__array_namespace__()
         if fmod:
-            q = ns.trunc(ns.divide(a.data, b.data)) if is_float(a) else None
-            out = a.data - q * b.data if q is not None else a.data - b.data * ns.astype(
+            out = a.data - b.data * ns.astype(
                 ns.trunc(ns.astype(a.data, np.float64) / ns.astype(b.data, np.float64)), a.dtype)
         else:
             out = ns.remainder(a.data, b.data)

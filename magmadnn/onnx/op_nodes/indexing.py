@@ -1,51 +1,12 @@
 """GatherND as one Gather: the indexed leading axes are flattened and each index tuple becomes one linear index
-(batch_dims leading axes shared by data and indices), so the gradient is Gather's. :func:`take_along_axis`
-(GatherElements, TopK's values) with its gradient: each picked gradient added back at its position through a
-one-hot product along the axis (no scatter op needed)."""
+(batch_dims leading axes shared by data and indices), so the gradient is Gather's."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from ...autograd import Function
 from ._registry import op
-from ._runtime import F, T, Tensor, is_float, tensor
-
-
-class _TakeAlongFunction(Function):
-    def forward(self, x, idx, axis):
-        ns = x.__array_namespace__()
-        self.ns, self.idx, self.axis, self.shape = ns, idx, axis, x.shape
-        return ns.take_along_axis(x, idx, axis=axis)
-
-    def backward(self, g):
-        ns, idx, axis, shape = self.ns, self.idx, self.axis, self.shape
-        n = shape[axis]
-        g, moved = ns.moveaxis(g, axis, -1), ns.moveaxis(idx, axis, -1)  # (..., k)
-        rows = np.arange(n, dtype=np.int64) if isinstance(idx, np.ndarray) else ns.arange(
-            n, dtype=np.int64, device=idx.device)
-        hit = ns.astype(ns.equal(ns.reshape(moved, (*moved.shape, 1)), rows), g.dtype)  # (..., k, n)
-        gx = ns.reshape(ns.matmul(ns.reshape(g, (*g.shape[:-1], 1, g.shape[-1])), hit), (*g.shape[:-1], n))
-        gx = ns.moveaxis(gx, -1, axis)
-        for d, size in enumerate(shape):  # indices shorter than the data on other axes: zeros beyond them
-            if gx.shape[d] < size:
-                pad = list(gx.shape)
-                pad[d] = size - gx.shape[d]
-                zeros = np.zeros(pad, gx.dtype) if isinstance(gx, np.ndarray) else ns.zeros(
-                    tuple(pad), dtype=gx.dtype, device=gx.device)
-                gx = ns.concat([gx, zeros], axis=d)
-        return gx
-
-
-def take_along_axis(x, indices, axis: int) -> Tensor:
-    """ONNX's GatherElements (negative indices from the end), differentiable in ``x`` when it is float."""
-    if not is_float(x):
-        return T.take_along_axis(x, indices, axis)
-    idx = indices if isinstance(indices, Tensor) else tensor(np.asarray(indices, np.int64), x)
-    ns = idx.data.__array_namespace__()
-    data = ns.astype(idx.data, np.int64)
-    data = ns.where(data < 0, data + x.shape[axis], data)
-    return _TakeAlongFunction.apply(x, idx=data, axis=axis)
+from ._runtime import F, T, Tensor, tensor
 
 
 @op("GatherND")

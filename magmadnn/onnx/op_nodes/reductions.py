@@ -7,7 +7,6 @@ import numpy as np
 from ...autograd import Tensor
 from ._registry import Form, op
 from ._runtime import F, T, host, is_float
-from .indexing import take_along_axis
 
 _REDUCE = ("ReduceSum", "ReduceMean", "ReduceMax", "ReduceMin", "ReduceProd", "ReduceL1", "ReduceL2",
            "ReduceLogSumExp", "ReduceSumSquare", "ReduceLogSum")
@@ -122,9 +121,9 @@ def top_k(view):
         order = ns.argsort(key, axis=a, stable=True)
         index = ns.take(order, ns.asarray(np.arange(k), **_dev(x)) if not isinstance(x.data, np.ndarray)
                         else np.arange(k), axis=a)
-        index = ns.astype(index, np.int64)
-        values = take_along_axis(x, Tensor._of(index, x.xp), a)  # differentiable in x
-        return [values, Tensor._of(index, x.xp)] if outputs > 1 else values
+        index = Tensor._of(ns.astype(index, np.int64), x.xp)
+        values = T.take_along_axis(x, index, a)  # differentiable in x
+        return [values, index] if outputs > 1 else values
 
     outputs = len(view.node.output)
     rank = view.rank(0)

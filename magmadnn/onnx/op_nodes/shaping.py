@@ -11,7 +11,6 @@ import numpy as np
 from ...autograd import Tensor
 from ._registry import Form, op
 from ._runtime import F, T, host, is_float, tensor
-from .indexing import take_along_axis
 
 
 def _axes_keep_batch(axes, rank) -> bool:
@@ -247,7 +246,7 @@ def gather(view):
 @op("GatherElements")
 def gather_elements(view):
     axis = int(view.attr("axis", 0))
-    return Form(lambda x, idx: take_along_axis(x, idx, axis % x.ndim), keeps_batch=False)
+    return Form(lambda x, idx: T.take_along_axis(x, idx, axis % x.ndim), keeps_batch=False)
 
 
 @op("Expand", host=(1,))
@@ -297,28 +296,29 @@ def cumsum(view):
                 keeps_batch=bool(keeps))
 
 
-@op("Trilu", host=(1,))
+@op("Trilu")
 def trilu(view):
     upper = int(view.attr("upper", 1))
 
     def run(x, k=None):
-        k = 0 if k is None else int(host(k).reshape(-1)[0])
         rows, cols = x.shape[-2], x.shape[-1]
-        i = np.arange(rows)[:, None]
-        j = np.arange(cols)[None, :]
-        keep = (j - i >= k) if upper else (j - i <= k)
+        diff = np.arange(cols, dtype=np.int64)[None, :] - np.arange(rows, dtype=np.int64)[:, None]  # j - i
+        kind = "greater_equal" if upper else "less_equal"
+        if k is None:
+            keep = getattr(np, kind)(diff, 0)
+        else:  # the diagonal's offset compared on the device
+            keep = T.compare(diff, T.astype(F.reshape(tensor(k, x), (1,)), np.int64), kind)
         return T.where(keep, x, np.zeros((), x.dtype) if not is_float(x) else 0.0)
 
     return run
 
 
-@op("OneHot", host=(1, 2))
+@op("OneHot", host=(1,))
 def one_hot(view):
     axis = int(view.attr("axis", -1))
 
     def run(indices, depth, values):
         depth = int(host(depth).reshape(-1)[0])
-        values = host(values)
         idx = indices if isinstance(indices, Tensor) else Tensor(np.asarray(indices))
         ns = idx.data.__array_namespace__()
         data = ns.astype(idx.data, np.int64)
@@ -329,15 +329,14 @@ def one_hot(view):
         expanded = ns.reshape(data, tuple(1 if i == a else d for i, d in enumerate(
             list(idx.shape[:a]) + [1] + list(idx.shape[a:]))))
         hit = Tensor._of(ns.equal(expanded, idx.xp.asarray(ids)), idx.xp)
-        on = np.asarray(values[1], values.dtype)
-        off = np.asarray(values[0], values.dtype)
-        return T.where(hit, Tensor(np.broadcast_to(on, ()).copy(), backend=idx.xp),
-                       Tensor(np.broadcast_to(off, ()).copy(), backend=idx.xp))
+        values = F.reshape(tensor(values, idx), (2,))  # [off, on], on the device
+        on, off = T.take(values, np.array([1], np.int64), 0), T.take(values, np.array([0], np.int64), 0)
+        return T.where(hit, on, off)
 
     return run
 
 
-@op("Pad", host=(1, 2, 3))
+@op("Pad", host=(1, 3))
 def pad(view):
     mode = view.attr("mode", "constant")
     pads_attr = view.attr("pads")
@@ -348,7 +347,7 @@ def pad(view):
         axes = host(axes).reshape(-1).tolist() if axes is not None else list(range(x.ndim))
         n = len(axes)
         y = x
-        fill = value_attr if value is None or host(value).size == 0 else float(host(value).reshape(-1)[0])
+        fill = value_attr if value is None or math.prod(value.shape) == 0 else tensor(value, x)  # on the device
         for i, a in enumerate(axes):
             a = int(a) % x.ndim
             before, after = int(pads[i]), int(pads[i + n])
@@ -360,6 +359,15 @@ def pad(view):
     keeps = pads is not None and rank is not None and view.const(3) is None and \
         int(pads.reshape(-1)[0]) == 0 and int(pads.reshape(-1)[rank]) == 0
     return Form(run, keeps_batch=bool(keeps))
+
+
+def _filled(x, shape, fill):
+    """A block of ``shape`` holding ``fill``: a number (made on the host) or a one-element Tensor (broadcast on the
+    device, differentiable in it)."""
+    if not isinstance(fill, Tensor):
+        return Tensor._of(x.xp.asarray(np.full(shape, fill, np.dtype(x.dtype))), x.xp)
+    fill = T.astype(F.reshape(fill, (1,) * len(shape)), x.dtype)
+    return T.broadcast_to(fill, shape) if tuple(shape) != fill.shape else fill
 
 
 def _pad_axis(x, axis, before, after, mode, fill):
@@ -374,8 +382,8 @@ def _pad_axis(x, axis, before, after, mode, fill):
         parts = []
         for count in (before, after):
             shape = tuple(count if i == axis else d for i, d in enumerate(x.shape))
-            parts.append(Tensor._of(x.xp.asarray(np.full(shape, fill, np.dtype(x.dtype))), x.xp))
-        pieces = [p for p in (parts[0], x, parts[1]) if p.shape[axis]]
+            parts.append(_filled(x, shape, fill) if count else None)
+        pieces = [p for p in (parts[0], x, parts[1]) if p is not None and p.shape[axis]]
         if is_float(x):
             return F.concatenate(pieces, axis=axis)
         ns = x.data.__array_namespace__()

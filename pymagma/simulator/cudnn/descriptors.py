@@ -42,14 +42,26 @@ def status_of(code: int) -> Status:
         return Status.INTERNAL_ERROR
 
 
-def require(condition: bool, message: str, status: Status = Status.BAD_PARAM) -> None:
+def require(condition: bool, message, status: Status = Status.BAD_PARAM) -> None:
+    """A :class:`ModelError` unless ``condition``; ``message``: a str, or a function making it (for a message that
+    formats values, made only when the call is refused)."""
     if not condition:
-        raise ModelError(status, message)
+        raise ModelError(status, message() if callable(message) else message)
 
 
 # ------------------------------------------------------------------------------------------------ memory
 def numpy_dtype(data_type: int) -> np.dtype:
-    """The NumPy dtype of a cudnnDataType_t (bfloat16 through ml_dtypes)."""
+    """The NumPy dtype of a cudnnDataType_t (bfloat16 through ml_dtypes), worked out once per data type."""
+    found = _NUMPY_DTYPES.get(data_type)
+    if found is None:
+        found = _NUMPY_DTYPES[data_type] = _work_out_numpy_dtype(data_type)
+    return found
+
+
+_NUMPY_DTYPES: dict = {}
+
+
+def _work_out_numpy_dtype(data_type: int) -> np.dtype:
     kind = cd.DataType(data_type)
     if kind == cd.DataType.BFLOAT16:
         return dtypes.bfloat16()
@@ -61,16 +73,21 @@ def numpy_dtype(data_type: int) -> np.dtype:
 
 def host_view(ptr: int | None, shape, strides, dtype, what: str) -> np.ndarray:
     """A writable NumPy view of simulated device memory (strides in elements)."""
-    require(bool(ptr), f"{what} is a null pointer", Status.BAD_PARAM_NULL_POINTER)
+    if not ptr:
+        raise ModelError(Status.BAD_PARAM_NULL_POINTER, f"{what} is a null pointer")
     dtype = np.dtype(dtype)
-    extent = sum((n - 1) * s for n, s in zip(shape, strides)) + 1
-    buf = (ctypes.c_char * (extent * dtype.itemsize)).from_address(int(ptr))
-    return np.ndarray(tuple(shape), dtype, buffer=buf, strides=tuple(s * dtype.itemsize for s in strides))
+    extent = 1
+    for n, s in zip(shape, strides):  # (a loop, no generator: every operand of every call passes here)
+        extent += (n - 1) * s
+    itemsize = dtype.itemsize
+    buf = (ctypes.c_char * (extent * itemsize)).from_address(int(ptr))
+    return np.ndarray(tuple(shape), dtype, buffer=buf, strides=tuple(map(itemsize.__mul__, strides)))
 
 
 def read_scalar(ptr: int | None, data_type: int, what: str) -> float:
     """alpha/beta: double for double data, float otherwise (cuDNN's rule for scaling parameters)."""
-    require(bool(ptr), f"{what} is a null pointer", Status.BAD_PARAM_NULL_POINTER)
+    if not ptr:
+        raise ModelError(Status.BAD_PARAM_NULL_POINTER, f"{what} is a null pointer")
     kind = c_double if data_type == cd.DataType.DOUBLE else c_float
     return float(kind.from_address(int(ptr)).value)
 
@@ -156,15 +173,18 @@ class Descriptors:
                 fn = self._real_bind(name)
             self._getters[name] = fn
         status = fn(*args)
-        require(status == 0, f"{name} refused the descriptor ({cd.status_name(status)})", status_of(status))
+        if status != 0:  # (the message is made only for a refusal: every descriptor read passes here)
+            raise ModelError(status_of(status), f"{name} refused the descriptor ({cd.status_name(status)})")
 
     def tensor(self, desc, what: str) -> Tensor:
-        require(bool(desc), f"{what} descriptor is null", Status.BAD_PARAM_NULL_POINTER)
+        if not desc:
+            raise ModelError(Status.BAD_PARAM_NULL_POINTER, f"{what} descriptor is null")
         dtype, nd = c_int(), c_int()
         dims, strides = (c_int * 8)(), (c_int * 8)()
         self.call("cudnnGetTensorNdDescriptor", c_void_p(desc), 8, ctypes.byref(dtype), ctypes.byref(nd), dims,
                   strides)
-        require(nd.value > 0, f"{what} descriptor was never set", Status.BAD_PARAM_NOT_FINALIZED)
+        if nd.value <= 0:
+            raise ModelError(Status.BAD_PARAM_NOT_FINALIZED, f"{what} descriptor was never set")
         return Tensor(dtype.value, tuple(dims[: nd.value]), tuple(strides[: nd.value]))
 
     def filter(self, desc) -> Tensor:

@@ -210,7 +210,7 @@ class SimulatedCudnn:
         return destroy
 
     def _handle(self, handle) -> None:
-        require(bool(handle) and int(handle) in self.handles, f"handle {handle} was not made by cudnnCreate",
+        require(bool(handle) and int(handle) in self.handles, lambda: f"handle {handle} was not made by cudnnCreate",
                  Status.BAD_PARAM)
 
     # -------------------------------------------------------------------------------------- the handle
@@ -243,7 +243,7 @@ class SimulatedCudnn:
         require(len(w.shape) == sd + 2 and len(conv.pads) == sd,
                  f"x {x.shape}, w {w.shape} and a {len(conv.pads)}-D convolution do not agree")
         (n, c), (k, cg), g = x.shape[:2], w.shape[:2], conv.groups
-        require(c == cg * g and k % g == 0, f"groups={g}: x has {c} channels, w {w.shape} needs {cg}*{g} and "
+        require(c == cg * g and k % g == 0, lambda: f"groups={g}: x has {c} channels, w {w.shape} needs {cg}*{g} and "
                                              f"{k} filters divisible by the groups")
         out = []
         for size, kk, p, s, d in zip(x.shape[2:], w.shape[2:], conv.pads, conv.strides, conv.dilations):
@@ -283,8 +283,8 @@ class SimulatedCudnn:
         return since is None or self.compute_capability() < since
 
     def _require_supported(self, kind: str, algo: int) -> None:
-        require(self.supported(kind, algo), f"{kind} algorithm {_ALGOS[kind](algo).name} does not run on compute "
-                f"capability {self.compute_capability()}", Status.NOT_SUPPORTED)
+        require(self.supported(kind, algo), lambda: f"{kind} algorithm {_ALGOS[kind](algo).name} does not run "
+                f"on compute capability {self.compute_capability()}", Status.NOT_SUPPORTED)
 
     def _fill_perf(self, kind: str, conv_desc, requested: int, returned, perf, algos, timed: bool) -> None:
         """Write cudnnConvolution*AlgoPerf_t results: every listed algorithm succeeds (timed ones get made-up,
@@ -505,7 +505,7 @@ class SimulatedCudnn:
 
     def _same_shapes(self, **tensors) -> None:
         shapes = {name: t.shape for name, t in tensors.items()}
-        require(len(set(shapes.values())) == 1, f"shapes differ: {shapes}")
+        require(len(set(shapes.values())) == 1, lambda: f"shapes differ: {shapes}")
 
     def _model_cudnnActivationForward(self, handle, act_desc, alpha, x_desc, x, beta, y_desc, y) -> None:
         self._handle(handle)
@@ -601,14 +601,14 @@ class SimulatedCudnn:
         else:
             require(mode == cd.BatchNormMode.PER_ACTIVATION, f"batch-norm mode {mode} is not a mode")
             axes, want = (0,), (1,) + xt.shape[1:]
-        require(bn.shape == want, f"the batch-norm parameter descriptor has shape {bn.shape}, expected {want}")
+        require(bn.shape == want, lambda: f"the batch-norm parameter descriptor has shape {bn.shape}, expected {want}")
         want_type = cd.DataType.DOUBLE if xt.data_type == cd.DataType.DOUBLE else cd.DataType.FLOAT
-        require(bn.data_type == want_type, f"batch-norm parameters must have data type {want_type.name}")
+        require(bn.data_type == want_type, lambda: f"batch-norm parameters must have data type {want_type.name}")
         return xt, bn, axes
 
     @staticmethod
     def _epsilon(eps: float) -> None:
-        require(eps >= cd.BN_MIN_EPSILON, f"epsilon {eps} is below CUDNN_BN_MIN_EPSILON {cd.BN_MIN_EPSILON}")
+        require(eps >= cd.BN_MIN_EPSILON, lambda: f"epsilon {eps} is below CUDNN_BN_MIN_EPSILON {cd.BN_MIN_EPSILON}")
 
     def _model_cudnnBatchNormalizationForwardTraining(self, handle, mode, alpha, beta, x_desc, x, y_desc, y, bn_desc,
                                                       scale, bias, factor, running_mean, running_var, eps,

@@ -203,6 +203,7 @@ def _inputs(kind, rng, dtype):
                                          rng.integers(0, 5, (3, 6)), r(3, 6, 4)],
         "recurrent": lambda: [r(3, 5, 8), r(2, 8), r(3, 5, 6), r(2, 6), r(6), r(3, 5, 2), r(3, 2)],
         "loss_scaling": lambda: [r(4, 3), r(3), r(5), r(5), np.array(1024.0, dtype), np.array(0.0, dtype)],
+        "math_and_indexing": lambda: [r(3, 4), r(4), r(3, 4, low=0.5, high=2), r(3, 2)],
     }[kind]()
 
 
@@ -264,6 +265,23 @@ def _loss_scaling(xp, g, bad, p, saved, scale, counter):
 
 
 CASES["loss_scaling"] = _loss_scaling
+
+
+def _math_and_indexing(xp, a, b, c, dy):
+    """The ops ONNX's operators add (``math`` and ``indexing``)."""
+    idx = xp.asarray(np.array([[2, -1], [0, 1]], np.int64))
+    along = xp.asarray(np.array([[1, 0], [3, 3], [-1, 2]], np.int64))
+    y = xp.math_forward(c, "log")
+    bigger = xp.compare(a, b, "greater")
+    return (y, xp.math_backward(a, c, y, "log"), xp.math_forward(a, "erf"), xp.maximum(a, b), xp.minimum(a, b),
+            bigger, xp.logical(bigger, xp.compare(a, 0.5, "less"), "logical_xor"), xp.logical_not(bigger),
+            xp.where(bigger, a, b), xp.pow(c, a), xp.remainder(a, c), xp.astype(a, np.int64),
+            xp.reduce_by(a, "prod", (1,), True), xp.take(a, idx, 1), xp.take_backward(xp.take(a, idx, 1), idx, 1, 4),
+            xp.take_along_axis(a, along, 1), xp.take_along_axis_backward(dy, along, 1, 4), xp.tile(b, (2, 3)),
+            xp.broadcast_to(b, (2, 3, 4)), xp.cumsum(a, 1, True, True))
+
+
+CASES["math_and_indexing"] = _math_and_indexing
 # the same Philox stream on both: bit for bit (normal up to libm's last bits); loss scaling: exact by its rule
 EXACT = {"dropout_and_random", "loss_scaling"}
 
