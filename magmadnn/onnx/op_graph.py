@@ -8,17 +8,20 @@ operators loads without recognising patterns. The rules:
   ``Shape``/``Size`` of a tensor whose shape is known is a constant too. What decides shapes at run time
   (``Shape`` of a tensor with a dynamic axis and the arithmetic on it) stays a host NumPy array: such nodes never
   read device data. Every other value is a Tensor on the model's device.
-* **Weights.** A float initializer in a weight position (Conv/ConvTranspose/Gemm/MatMul weights and biases,
-  normalisation scales and biases, embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable
-  parameter of its node; every other initializer is a constant (not trained): a float one on the device, an
-  integer one where it gives a shape, axes or sizes on the host. An initializer feeding several weight positions
+* **Weights.** A float initializer in a weight position (Conv/ConvTranspose/Gemm/MatMul weights and biases, the
+  vector operand of an ``Add`` whose other operand a MatMul/Gemm/Conv/Einsum computes (a bias), normalisation scales and
+  biases (also the ``Mul``/``Add`` operands after an InstanceNormalization: GroupNorm as exporters write it),
+  embedding tables of Gather, recurrent weights, PRelu slopes) is a trainable parameter of its node; every other
+  initializer is a constant (not trained): a float one on the device, an integer one where it gives a shape, axes
+  or sizes on the host. An initializer feeding several weight positions
   is a parameter of each node (tied weights are not kept tied).
 * **Inputs.** A graph input whose first axis is dynamic has a batch axis (``predict`` splits it into batches);
   one whose first axis is fixed keeps that batch size (``Input(batch_size=B)``: ``fit`` and ``predict`` run
   batches of B) when it matches the first data input's, else it is given whole to every batch (a weight or a shape
   fed as a graph input). An integer input read only where shapes are read stays on the host.
-* **Batch axis of outputs.** An output keeps the batch axis unless a node on its way moves or reduces axis 0
-  (Transpose, Reshape, reductions, Softmax over axis 0, ...); a model with such an output runs on the whole input.
+* **Batch axis of outputs.** An output keeps the batch axis unless a node on its way reduces it or moves it where
+  :mod:`.batch_axes` cannot follow (it follows Transpose, Reshape, Squeeze/Unsqueeze, sequence-first recurrent
+  nodes and element-wise nodes); a model with such an output runs on the whole input.
 
 Unsupported operators, attributes and forms are an UnsupportedOnnxError naming the node, the operator and the
 opset; the model is made only when every node converted (all or nothing).
@@ -31,10 +34,11 @@ import numpy as np
 from ..layers.base import Input
 from ..layers.operation import Operation
 from ..models import Model
-from . import op_export
+from . import batch_axes, op_export
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
+from .op_nodes._runtime import half_rounding
 
 __all__ = ["build", "supported_op_types"]
 
@@ -45,6 +49,33 @@ ELEMENT_TYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.
                  5: np.int16, 4: np.uint16, 12: np.uint32, 13: np.uint64}
 
 
+#: ONNX's float16: graph inputs, initializers and constants of float16 are held in float32 (exactly widened); each
+#: node computes in float32 and a value the graph declares float16 is rounded to float16's values (a Cast or
+#: CastLike to float16, any other node's float16 output, a float16 graph output), held in float32
+FLOAT16 = 10
+
+
+def _widen(value: np.ndarray) -> np.ndarray:
+    return value.astype(np.float32) if value.dtype == np.float16 else value
+
+
+def _rounding_outputs(fn, halves, outputs):
+    """``fn`` whose outputs at ``halves`` (declared float16) are rounded to float16's values: every float16 value
+    of the graph holds what float16 storage would (each node computes in float32 and rounds once, as NumPy's
+    float16 arithmetic does)."""
+    import inspect  # noqa: PLC0415
+
+    def run(*args, **kwargs):
+        made = fn(*args, **kwargs)
+        listed = list(made) if outputs > 1 else [made]
+        listed = [half_rounding(v) if k in halves and v is not None and np.dtype(v.dtype).kind == "f" else v
+                  for k, v in enumerate(listed)]
+        return listed if outputs > 1 else listed[0]
+
+    run.__signature__ = inspect.signature(fn)
+    return run
+
+
 def supported_op_types() -> list[str]:
     return sorted(CONVERTERS)
 
@@ -53,10 +84,16 @@ class _Sym:
     """A value computed at run time: its symbolic tensor, full static shape (None where unknown), whether its
     leading axis is the batch axis, and whether it is a host NumPy array (a shape)."""
 
-    __slots__ = ("tensor", "shape", "batched", "host", "dtype")
+    __slots__ = ("tensor", "shape", "batch_axis", "host", "dtype", "shape_batch")
 
-    def __init__(self, tensor, shape, batched, host=False, dtype=None):
-        self.tensor, self.shape, self.batched, self.host, self.dtype = tensor, shape, batched, host, dtype
+    def __init__(self, tensor, shape, batch_axis, host=False, dtype=None, shape_batch=None):
+        self.tensor, self.shape, self.batch_axis, self.host, self.dtype = tensor, shape, batch_axis, host, dtype
+        self.shape_batch = shape_batch  # a shape vector's known sizes (batch_axes.shape_batch)
+
+    @property
+    def batched(self) -> bool:
+        """Whether the leading axis is the batch axis."""
+        return self.batch_axis == 0
 
 
 class _Import:
@@ -65,9 +102,10 @@ class _Import:
         self._held: dict = {}
         self.values: dict[str, object] = {}  # name -> np.ndarray (constant) or _Sym
         self.names: dict[str, int] = {}
-        self.shapes, self.dtypes = _inferred(proto)
+        self.shapes, self.dtypes, self.halves = _inferred(proto)
         self.name = name
         consumers: dict[str, list] = {}
+        self.producers = {out: node for node in proto.graph.node for out in node.output}
         for node in proto.graph.node:
             for k, value in enumerate(node.input):
                 consumers.setdefault(value, []).append((node, k))
@@ -89,7 +127,7 @@ class _Import:
         numpy_helper = onnx().numpy_helper
         for init in self.proto.graph.initializer:
             try:
-                self.values[init.name] = np.asarray(numpy_helper.to_array(init))
+                self.values[init.name] = _widen(np.asarray(numpy_helper.to_array(init)))
             except Exception as exc:  # noqa: BLE001 - damaged tensor bytes
                 raise OnnxImportError(f"initializer {init.name!r} cannot be read: {exc}") from None
         initializers = {i.name for i in self.proto.graph.initializer}
@@ -100,10 +138,11 @@ class _Import:
         made = []
         for spec in specs:
             tensor_type = spec.type.tensor_type
-            if spec.type.WhichOneof("value") != "tensor_type" or tensor_type.elem_type not in ELEMENT_TYPES:
-                raise UnsupportedOnnxError(f"graph input {spec.name!r}: only tensors of float32, float64, integers "
-                                           "or bool are supported (no sequences, maps, strings or float16)")
-            dtype = np.dtype(ELEMENT_TYPES[tensor_type.elem_type])
+            if spec.type.WhichOneof("value") != "tensor_type" or (tensor_type.elem_type not in ELEMENT_TYPES
+                                                                   and tensor_type.elem_type != FLOAT16):
+                raise UnsupportedOnnxError(f"graph input {spec.name!r}: only tensors of float16, float32, float64, "
+                                           "integers or bool are supported (no sequences, maps or strings)")
+            dtype = np.dtype(ELEMENT_TYPES.get(tensor_type.elem_type, np.float32))  # float16 computes in float32
             if not self.holds(dtype):
                 raise UnsupportedOnnxError(f"graph input {spec.name!r}: the device backend holds no {dtype.name} "
                                            "tensors")
@@ -132,7 +171,7 @@ class _Import:
                           batched=batched)
             layer._exact_dtype = dtype.kind == "f"
             layer._keeps_host = host
-            self.values[spec.name] = _Sym(layer.output, tuple(dims), batched, host, dtype)
+            self.values[spec.name] = _Sym(layer.output, tuple(dims), 0 if batched else None, host, dtype)
             made.append((spec.name, layer))
         return made
 
@@ -195,7 +234,7 @@ class _Import:
             outputs = _reference(node, self.opset, ins)
         for name, value in zip(node.output, outputs):
             if name:
-                self.values[name] = np.asarray(value)
+                self.values[name] = _widen(np.asarray(value))
 
     def _static_shape_of(self, node, value) -> bool:
         """``Shape``/``Size`` of a tensor whose whole shape is known at load: a constant."""
@@ -214,6 +253,57 @@ class _Import:
         self._op_node(node, view, Form(host_runner(node, self.opset), host=positions, keeps_batch=False,
                                        host_outputs=tuple(range(len(node.output)))))
 
+    def rebatched(self, name, value, made):
+        """A graph output of a static-batch graph (every batched input fixes the batch size B) whose batch axis was
+        not followed (folded into attention heads, say) but whose leading axis has size B: batched again, as the
+        model only ever runs batches of exactly B samples (``fit`` and ``predict`` split along it)."""
+        sizes = {layer.batch_size for _, layer in made if getattr(layer, "batched", False)}
+        if value.batched or value.host or len(sizes) != 1 or None in sizes or not value.shape:
+            return value
+        if value.shape[0] != next(iter(sizes)) or any(d is None for d in value.shape):
+            return value
+        op = Operation(lambda x: x, [("input", 0)], outputs=1, output_shapes=[tuple(value.shape[1:])],
+                       output_batched=[True], op_type="Identity", name=self.unique(f"{name}_batched"))
+        op_export.remember(op, onnx().helper.make_node("Identity", [name], [name]), self.opset, [value.dtype])
+        return _Sym(op([value.tensor]), value.shape, 0, False, value.dtype)
+
+    def rounded_half(self, name, value):
+        """A graph output declared float16: its float32 value rounded to float16's values (one more op node)."""
+        full = value.shape
+        shape = None if full is None else tuple(full[1:]) if value.batched else tuple(full)
+        op = Operation(half_rounding, [("input", 0)], outputs=1, output_shapes=[shape],
+                       output_batched=[value.batched], op_type="Cast", name=self.unique(f"{name}_float16"))
+        op_export.remember(op, onnx().helper.make_node("Cast", [name], [name], to=FLOAT16), self.opset,
+                           [np.dtype(np.float16)])
+        return op([value.tensor])
+
+    def _bias_of_product(self, node, view, k) -> bool:
+        """Whether input ``k`` of an ``Add``/``Mul`` (a finite constant with one axis longer than 1) is a weight by
+        its place: the bias added to a MatMul/Gemm/Conv/Einsum product (a Linear's bias written as MatMul + Add),
+        or the scale and bias that follow an InstanceNormalization (GroupNorm as both PyTorch exporters write it:
+        InstanceNormalization, Reshape, Mul, Add)."""
+        if node.op_type not in ("Add", "Mul") or len(node.input) != 2 or not isinstance(view.inputs[1 - k], _Sym):
+            return False
+        value = view.inputs[k]
+        if sum(d != 1 for d in value.shape) > 1 or not np.all(np.isfinite(value)):
+            return False  # a vector (a bias, a per-channel scale), never a mask or a table
+        role = self._role(node.input[1 - k])
+        return role in ("product", "scaled") if node.op_type == "Add" else role == "normalized"
+
+    def _role(self, name: str):
+        node = self.producers.get(name)
+        while node is not None and node.op_type == "Reshape":
+            node = self.producers.get(node.input[0])
+        if node is None:
+            return None
+        if node.op_type in _PRODUCTS:
+            return "product"
+        if node.op_type == "InstanceNormalization":
+            return "normalized"
+        if node.op_type == "Mul" and any(self._role(n) == "normalized" for n in node.input):
+            return "scaled"
+        return None
+
     def _op_node(self, node, view, form) -> None:
         arguments, weights, constants, host, parents = [], {}, {}, {}, []
         positions: dict[int, int] = {}
@@ -229,7 +319,7 @@ class _Import:
             elif k in form.host:
                 host[f"in{k}"] = value
                 arguments.append(("host", f"in{k}"))
-            elif k in form.weights and value.dtype.kind == "f":
+            elif (k in form.weights or self._bias_of_product(node, view, k)) and value.dtype.kind == "f":
                 weights[f"in{k}"] = value
                 arguments.append(("weight", f"in{k}"))
             else:
@@ -238,28 +328,40 @@ class _Import:
         if not parents:
             raise self.error(node, "the node reads no computed value")
         outputs = len(node.output)
-        shapes, flags = [], []
+        shapes, flags, axes = [], [], []
         batched_in = [v.batched for v in view.inputs if isinstance(v, _Sym)]
         keeps = form.keeps_batch if form.keeps_batch is not None else [any(batched_in)] * outputs
         if not isinstance(keeps, list):
             keeps = [keeps] * outputs
-        for name, keep in zip(node.output, keeps):
-            full = self.shapes.get(name)
+        axes_in = [v.batch_axis if isinstance(v, _Sym) else None for v in view.inputs]
+        moves = batch_axes.moved(node, view, axes_in, view.attr) if node.op_type in batch_axes.MOVERS or any(
+            a not in (None, 0) for a in axes_in) else None
+        for k, (name, keep) in enumerate(zip(node.output, keeps)):
+            full = self.shapes[name] = batch_axes.refined(node, view, self.shapes.get(name))
             keep = bool(keep) and any(batched_in) and (full is None or len(full) >= 1)
-            flags.append(keep)
-            shapes.append(None if full is None else tuple(full[1:]) if keep else tuple(full))
-        op = Operation(form.fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
+            axis = moves[k] if moves is not None else (0 if keep else None)
+            if axis is not None and axis != 0 and (full is None or axis >= len(full)):
+                axis = None
+            axes.append(axis)
+            flags.append(axis == 0)
+            shapes.append(None if full is None else tuple(full[1:]) if axis == 0 else tuple(full))
+        fn = form.fn
+        halves = [k for k, name in enumerate(node.output) if name in self.halves and k not in form.host_outputs]
+        if halves and node.op_type not in ("Cast", "CastLike"):
+            fn = _rounding_outputs(fn, halves, outputs)
+        op = Operation(fn, arguments, outputs=outputs, weights=weights, constants=constants, host=host,
                        output_shapes=shapes, output_batched=flags, op_type=node.op_type,
                        name=self.unique(node.name or node.op_type.lower()))
         op_export.remember(op, node, self.opset, [self.dtypes.get(name) for name in node.output])
         made = op(parents)
         made = made if isinstance(made, list) else [made]
-        for name, tensor, keep, k in zip(node.output, made, flags, range(outputs)):
+        for name, tensor, axis, k in zip(node.output, made, axes, range(outputs)):
             if name:
-                self.values[name] = _Sym(tensor, self.shapes.get(name), keep, k in form.host_outputs,
-                                         self.dtypes.get(name))
+                self.values[name] = _Sym(tensor, self.shapes.get(name), axis, k in form.host_outputs,
+                                         self.dtypes.get(name), batch_axes.shape_batch(node, view, axes_in))
 
 
+_PRODUCTS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")
 _RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
 
 
@@ -273,7 +375,7 @@ def _constant(node) -> np.ndarray:
     attr = node.attribute[0]
     value = helper.get_attribute_value(attr)
     if attr.name == "value":
-        return np.asarray(numpy_helper.to_array(value))
+        return _widen(np.asarray(numpy_helper.to_array(value)))
     if attr.name in ("value_float", "value_int"):
         return np.asarray(value, np.float32 if attr.name == "value_float" else np.int64)
     if attr.name in ("value_floats", "value_ints"):
@@ -334,8 +436,9 @@ _HOST_MEMO = 16
 
 
 def _inferred(proto):
-    """Full static shapes (None for unknown dims) and dtypes of the values, by onnx's shape inference."""
-    shapes, dtypes = {}, {}
+    """Full static shapes (None for unknown dims), dtypes (float16 as float32) and the names declared float16 of
+    the values, by onnx's shape inference."""
+    shapes, dtypes, halves = {}, {}, set()
     try:
         inferred = onnx().shape_inference.infer_shapes(proto)
     except Exception:  # noqa: BLE001 - shapes are only what summary shows
@@ -344,12 +447,14 @@ def _inferred(proto):
         tensor_type = info.type.tensor_type
         if info.type.WhichOneof("value") != "tensor_type":
             continue
-        if tensor_type.elem_type in ELEMENT_TYPES:
-            dtypes[info.name] = np.dtype(ELEMENT_TYPES[tensor_type.elem_type])
+        if tensor_type.elem_type in ELEMENT_TYPES or tensor_type.elem_type == FLOAT16:
+            dtypes[info.name] = np.dtype(ELEMENT_TYPES.get(tensor_type.elem_type, np.float32))
+        if tensor_type.elem_type == FLOAT16:
+            halves.add(info.name)
         if tensor_type.HasField("shape"):
             shapes[info.name] = tuple(int(d.dim_value) if d.WhichOneof("value") == "dim_value" else None
                                       for d in tensor_type.shape.dim)
-    return shapes, dtypes
+    return shapes, dtypes, halves
 
 
 def build(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
@@ -362,7 +467,8 @@ def build(proto, name: str | None = None, device=None, seed: int | None = None) 
         value = state.values.get(spec.name)
         if not isinstance(value, _Sym):
             raise UnsupportedOnnxError(f"graph output {spec.name!r} is a constant, not computed from the inputs")
-        outputs[spec.name] = value.tensor
+        value = state.rebatched(spec.name, value, made)
+        outputs[spec.name] = state.rounded_half(spec.name, value) if spec.name in state.halves else value.tensor
     if len(set(map(id, outputs.values()))) != len(outputs):
         raise UnsupportedOnnxError("two graph outputs are the same value; magmadnn models name each output once")
     floats = {np.dtype(v.dtype) for v in state.values.values() if isinstance(v, _Sym) and v.dtype is not None

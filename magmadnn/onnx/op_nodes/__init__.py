@@ -14,6 +14,7 @@ from . import (  # noqa: F401 - they register
     recurrent,
     reductions,
     resize,
+    scatter,
     shaping,
 )
 from ._registry import CONVERTERS, Form, NodeView, op

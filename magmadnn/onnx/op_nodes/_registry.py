@@ -99,6 +99,10 @@ class NodeView:
     def batched(self, k: int) -> bool:
         return bool(getattr(self.inputs[k], "batched", False)) if k < len(self.inputs) else False
 
+    def declared_half(self, k: int) -> bool:
+        """Whether input ``k`` is declared float16 in the graph (held as float32: see ``op_graph.FLOAT16``)."""
+        return k < len(self.node.input) and self.node.input[k] in getattr(self._state, "halves", ())
+
     def holds(self, dtype) -> bool:
         """Whether the model's device holds tensors of ``dtype``."""
         return self._state.holds(dtype)

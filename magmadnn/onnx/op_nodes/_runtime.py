@@ -8,7 +8,7 @@ from ... import functional as F
 from ...autograd import Tensor
 from ...functional import _tensor_math as T
 
-__all__ = ["tensor", "host", "is_float", "arith", "axis_of", "ONNX_DTYPES"]
+__all__ = ["tensor", "host", "is_float", "arith", "axis_of", "half_rounding", "ONNX_DTYPES"]
 
 #: ONNX element type -> NumPy dtype (Cast's ``to``)
 ONNX_DTYPES = {1: np.float32, 11: np.float64, 6: np.int32, 7: np.int64, 9: np.bool_, 3: np.int8, 2: np.uint8,
@@ -59,6 +59,14 @@ def arith(a, b, kind: str):
         q = ns.divide(ns.astype(a.data, np.float64), ns.astype(b.data, np.float64))
         return Tensor._of(ns.astype(ns.trunc(q), a.dtype), a.xp)
     return Tensor._of(getattr(ns, kind)(a.data, b.data), a.xp)
+
+
+def half_rounding(x):
+    """``x`` rounded to float16's values, held in float32 (the gradient passes through): ONNX's float16 values
+    (see ``op_graph.FLOAT16``)."""
+    if isinstance(x, np.ndarray):
+        return x.astype(np.float16).astype(np.float32)
+    return T.astype(T.astype(x, np.float16), np.float32)
 
 
 def axis_of(axis: int, rank) -> int:

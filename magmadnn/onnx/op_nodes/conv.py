@@ -1,5 +1,6 @@
-"""Convolution and pooling in 1-D and 2-D: Conv, ConvTranspose, MaxPool, AveragePool (ceil_mode,
-count_include_pad), GlobalAveragePool, GlobalMaxPool. 1-D runs as 2-D with a unit height."""
+"""Convolution in 1-D and 2-D (Conv, ConvTranspose), pooling in 1-D, 2-D and 3-D (MaxPool, AveragePool with
+ceil_mode and count_include_pad), GlobalAveragePool, GlobalMaxPool. 1-D runs as 2-D with a unit height, 3-D as two
+2-D pools."""
 
 from __future__ import annotations
 
@@ -39,10 +40,10 @@ def _as2d(x):
     return F.reshape(x, (x.shape[0], x.shape[1], 1, x.shape[2]))
 
 
-def _spatial(view):
+def _spatial(view, ranks=(3, 4)):
     rank = view.rank(0)
-    if rank not in (3, 4):
-        raise view.error(f"inputs of rank {rank} are not supported (1-D and 2-D: rank 3 or 4)")
+    if rank not in ranks:
+        raise view.error(f"inputs of rank {rank} are not supported (rank {' or '.join(map(str, ranks))})")
     return rank - 2
 
 
@@ -100,7 +101,7 @@ def conv_transpose(view):
 def pool(view):
     view.only("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad",
               "storage_order")
-    spatial = _spatial(view)
+    spatial = _spatial(view, (3, 4, 5))
     kernel, strides, dilations, pads, auto = _geometry(view, spatial)
     if any(d != 1 for d in dilations):
         raise view.error("dilations other than 1 are not supported")
@@ -131,9 +132,23 @@ def pool(view):
         if spatial == 1:
             y = _pool2d(mode, _as2d(x), (1, kernel[0]), (1, strides[0]), ((0, 0), (begin[0], end[0])))
             return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
+        if spatial == 3:
+            return _pool3d(mode, x, kernel, strides, begin, end)
         return _pool2d(mode, x, tuple(kernel), tuple(strides), ((begin[0], end[0]), (begin[1], end[1])))
 
     return run
+
+
+def _pool3d(mode, x, kernel, strides, begin, end):
+    """A 3-D pool as two 2-D pools: over (H, W) with the depth folded into the channels, then over the depth with
+    (H, W) flattened. The max of a box is the max over depth of the max over (H, W); the average over its real
+    elements is too, as the count of real (H, W) elements is the same at every depth of one window."""
+    n, c, d, h, w = x.shape
+    y = _pool2d(mode, F.reshape(x, (n, c * d, h, w)), tuple(kernel[1:]), tuple(strides[1:]),
+                ((begin[1], end[1]), (begin[2], end[2])))
+    h2, w2 = y.shape[2], y.shape[3]
+    y = _pool2d(mode, F.reshape(y, (n, c, d, h2 * w2)), (kernel[0], 1), (strides[0], 1), ((begin[0], end[0]), (0, 0)))
+    return F.reshape(y, (n, c, y.shape[2], h2, w2))
 
 
 def _pool2d(mode, x, window, stride, pads):

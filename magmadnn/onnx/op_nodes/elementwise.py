@@ -8,7 +8,7 @@ import math
 import numpy as np
 
 from ._registry import Form, op
-from ._runtime import ONNX_DTYPES, F, T, Tensor, arith, is_float, tensor
+from ._runtime import ONNX_DTYPES, F, T, Tensor, arith, half_rounding, is_float, tensor
 
 _ARITH = {"Add": "add", "Sub": "subtract", "Mul": "multiply", "Div": "divide"}
 
@@ -136,6 +136,13 @@ def mish(view):
     return lambda x: F.multiply(x, F.activation(F.activation(x, "softplus"), "tanh"))
 
 
+@op("Swish")
+def swish(view):
+    view.only("alpha")
+    alpha = float(view.attr("alpha", 1.0))
+    return lambda x: F.multiply(x, F.activation(F.multiply(x, alpha) if alpha != 1.0 else x, "sigmoid"))
+
+
 @op("ThresholdedRelu")
 def thresholded_relu(view):
     view.only("alpha")
@@ -221,6 +228,15 @@ def logic(view):
 @op("Not")
 def logical_not(view):
     return T.logical_not
+
+
+@op("BitwiseNot")
+def bitwise_not(view):
+    def run(x):
+        ns = x.data.__array_namespace__()
+        return Tensor._of(ns.bitwise_invert(x.data), x.xp)
+
+    return run
 
 
 @op("IsNaN", "IsInf")
@@ -310,10 +326,13 @@ def cast(view):
     if view.node.op_type == "Cast":
         view.only("to", "saturate", "round_mode")
         to = ONNX_DTYPES.get(int(view.attr("to")))
-        if to is None or np.dtype(to) == np.float16 or not view.holds(to):
+        half = to is not None and np.dtype(to) == np.float16
+        if to is None or not view.holds(to):
             raise view.error(f"casting to ONNX type {view.attr('to')} is not supported")
     else:
-        to = None
+        to, half = None, view.declared_half(1)
+    if half:  # float16 computes in float32: the cast rounds to float16's values (see op_graph.FLOAT16)
+        return lambda x, like=None: half_rounding(x)
 
     def run(x, like=None):
         target = to if to is not None else like.dtype
@@ -359,6 +378,9 @@ def _softmax_axis(view, default_new):
 def softmax(view):
     view.only("axis")
     kind = view.node.op_type
+    if view.declared_half(0) and kind != "Hardmax":
+        raise view.error("a float16 softmax is not supported: magmadnn computes it in float32 and rounds once, where "
+                         "float16 arithmetic rounds each of its steps (cast its input to float32 in the model)")
     axis = _softmax_axis(view, True)
     rank = view.rank(0)
     legacy = view.opset < 13  # the axes from ``axis`` on are flattened into one

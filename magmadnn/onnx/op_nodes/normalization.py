@@ -1,8 +1,10 @@
 """Normalisations: BatchNormalization (inference), InstanceNormalization, LayerNormalization on any trailing axes,
-GroupNormalization, RMSNormalization, LpNormalization; scales and biases are trainable, running statistics
-constants."""
+GroupNormalization, RMSNormalization, LpNormalization, LRN, MeanVarianceNormalization; scales and biases are
+trainable, running statistics constants."""
 
 from __future__ import annotations
+
+import numpy as np
 
 from ._registry import Form, op
 from ._runtime import F, T, tensor
@@ -129,3 +131,43 @@ def lp_norm(view):
         return T.where(zero, 0.0, F.divide(x, T.where(zero, 1.0, norm)))
 
     return run
+
+
+@op("LRN")
+def lrn(view):
+    """Local response normalisation across channels: ``x / (bias + alpha / size * sum of x**2 over the channel
+    window) ** beta``; the window sum is a product with a (C, C) band of ones (made once per channel count)."""
+    view.only("alpha", "beta", "bias", "size")
+    alpha, beta = float(view.attr("alpha", 1e-4)), float(view.attr("beta", 0.75))
+    bias, size = float(view.attr("bias", 1.0)), int(view.attr("size"))
+    bands: dict = {}
+
+    def band(c, x):
+        key = (c, x.dtype, id(x.xp))
+        if key not in bands:
+            rows = np.arange(c)[:, None]
+            lo, hi = (size - 1) // 2, -(-(size - 1) // 2)
+            made = ((rows >= np.arange(c)[None, :] - lo) & (rows <= np.arange(c)[None, :] + hi)).astype(x.dtype)
+            bands[key] = tensor(made, x)
+        return bands[key]
+
+    def run(x):
+        if x.ndim < 3:
+            raise view.error(f"inputs of rank {x.ndim} are not supported (N, C, ...)")
+        c = x.shape[1]
+        last = (0, *range(2, x.ndim), 1)
+        moved = F.transpose(F.multiply(x, x), last)
+        summed = F.reshape(F.matmul(F.reshape(moved, (-1, c)), band(c, x)), moved.shape)
+        back = F.transpose(summed, tuple(np.argsort(last)))
+        return F.divide(x, T.pow(F.add(F.multiply(back, alpha / size), bias), beta))
+
+    return run
+
+
+@op("MeanVarianceNormalization")
+def mean_variance_normalization(view):
+    """``(x - mean) / sqrt(variance)`` over ``axes`` (default N, H, W), ONNX's epsilon 1e-9 under the root."""
+    view.only("axes")
+    axes = tuple(view.attr("axes", [0, 2, 3]))
+    return Form(lambda x: _normalise(x, tuple(a % x.ndim for a in axes), 1e-9),
+                keeps_batch=all(a % max(view.rank(0) or 1, 1) != 0 for a in axes))

@@ -19,7 +19,7 @@ RNG = np.random.default_rng(2)
 NOT_DIFFERENTIABLE = {
     **{op: "a comparison: a bool result" for op in ("Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual")},
     **{op: "logic on bool or integer tensors" for op in ("And", "Or", "Xor", "Not", "BitwiseAnd", "BitwiseOr",
-                                                         "BitwiseXor")},
+                                                         "BitwiseXor", "BitwiseNot")},
     **{op: "piecewise constant: its gradient is zero almost everywhere" for op in ("Ceil", "Floor", "Round",
                                                                                      "Sign", "Hardmax")},
     **{op: "an integer result (indices)" for op in ("ArgMax", "ArgMin")},

@@ -79,6 +79,35 @@ CASES = {**MORE_CASES,
                    lambda x, s, b: tF.layer_norm(x, (3, 4), s, b)),
     "depth_to_space": ("DepthToSpace", {"blocksize": 2, "mode": "CRD"}, [("X", _r(2, 8, 2, 3))], {},
                        lambda x: tF.pixel_shuffle(x, 2)),
+    "scatternd_add": ("ScatterND", {"reduction": "add"}, [("X", _r(4, 3)), ("U", _r(3, 3))],
+                      {"I": np.array([[0], [2], [0]])},
+                      lambda x, u: x.index_add(0, torch.tensor([0, 2, 0]), u)),
+    "scatternd": ("ScatterND", {}, [("X", _r(3, 4, 2)), ("U", _r(2, 2))], {"I": np.array([[0, 1], [2, -1]])},
+                  lambda x, u: x.index_put((torch.tensor([0, 2]), torch.tensor([1, 3])), u)),
+    "scatter_elements": ("ScatterElements", {"axis": 1}, [("X", _r(3, 4)), ("U", _r(3, 2))],
+                         {"I": np.array([[0, 3], [1, 2], [3, -4]])},
+                         lambda x, u: torch.scatter(x, 1, torch.tensor([[0, 3], [1, 2], [3, 0]]), u)),
+    "lrn": ("LRN", {"size": 3, "alpha": 0.25, "beta": 0.75, "bias": 1.5}, [("X", _r(2, 5, 3, 2))], {},
+            lambda x: tF.local_response_norm(x, 3, alpha=0.25, beta=0.75, k=1.5)),
+    "maxpool_3d": ("MaxPool", {"kernel_shape": [2, 2, 2], "strides": [2, 1, 2], "pads": [1, 0, 1, 1, 1, 0]},
+                   [("X", _r(2, 2, 3, 4, 5))], {},
+                   lambda x: tF.max_pool3d(tF.pad(x, (1, 0, 0, 1, 1, 1), value=-np.inf), 2, (2, 1, 2))),
+    "avgpool_3d_ceil": ("AveragePool", {"kernel_shape": [3, 2, 3], "strides": [2, 2, 2], "pads": [1, 0, 1, 1, 0, 1],
+                                        "ceil_mode": 1}, [("X", _r(2, 2, 5, 4, 6))], {},
+                        lambda x: tF.avg_pool3d(x, (3, 2, 3), 2, padding=(1, 0, 1), ceil_mode=True,
+                                                count_include_pad=False)),
+    "gather_elements_negative": ("GatherElements", {"axis": 1}, [("X", _r(3, 4))],
+                        {"I": np.array([[0, 3, 3], [1, -1, 0], [2, 2, 1]])},
+                        lambda x: torch.gather(x, 1, torch.tensor([[0, 3, 3], [1, 3, 0], [2, 2, 1]]))),
+    "topk_smallest": ("TopK", {"axis": 0, "largest": 0}, [("X", _r(5, 3))], {"K": np.array([2])},
+             lambda x: torch.topk(x, 2, dim=0, largest=False)[0]),
+    "mod_floored": ("Mod", {}, [("A", _r(3, 4) * 3), ("B", np.abs(_r(3, 4)) + 0.5)], {}, torch.remainder),
+    "fmod_broadcast": ("Mod", {"fmod": 1}, [("A", _r(3, 4) * 3), ("B", _r(1, 4) + 2.0)], {}, torch.fmod),
+    "swish": ("Swish", {"alpha": 0.5}, [("X", _r(3, 4))], {}, lambda x: x * torch.sigmoid(0.5 * x)),
+    "mean_variance_normalization": (
+        "MeanVarianceNormalization", {}, [("X", _r(2, 3, 4, 5))], {},
+        lambda x: (x - x.mean((0, 2, 3), keepdim=True)) / torch.sqrt(x.var((0, 2, 3), unbiased=False, keepdim=True)
+                                                                     + 1e-9)),
     "gru_bidirectional": _rnn_case("GRU"),
     "lstm_bidirectional": _rnn_case("LSTM"),
 }
@@ -90,7 +119,7 @@ def _nll_reference(x):
 
 
 #: how the inputs (graph inputs, then constants) are ordered on the node where names order them otherwise
-_ORDERS = {"Resize": ["X", "", "scales"]}
+_ORDERS = {"Resize": ["X", "", "scales"], "ScatterND": ["X", "I", "U"], "ScatterElements": ["X", "I", "U"]}
 
 
 def _model(op, attrs, inputs, constants, device, options):
