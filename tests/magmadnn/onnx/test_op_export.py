@@ -259,6 +259,10 @@ def test_the_node_suite_round_trips_through_export():
         inputs, expected = (_arrays(values) for values in case.data_sets[0])
         if inputs is None or expected is None:  # sequences, optionals: no tensor operator of magmadnn's
             continue
+        try:  # export checks what it writes as onnx does; a case whose own graph fails that (onnx's function body
+            onnx.checker.check_model(case.model, full_check=True)  # of MeanVarianceNormalization) proves nothing
+        except (onnx.checker.ValidationError, onnx.shape_inference.InferenceError):
+            continue
         feed = inputs[0] if len(inputs) == 1 else list(inputs)
         batch = max(len(inputs[0]) if inputs and np.ndim(inputs[0]) else 1, 1)
         with warnings.catch_warnings(), np.errstate(all="ignore"):
