@@ -72,12 +72,17 @@ def gemm_rows(n: int, reps: int, repeats: int, dry_run: bool, emit) -> None:
                            cuda=not dry_run)
             ours = blas.matmul(a, b, out_dtype=out).get().astype(np.float64)
             r = {"bench": "gemm", "case": f"{half} x {half} -> {out} n={n}",
-                 "magmadnn_tflops": round(2 * n**3 / (ms * 1e-3) / 1e12, 3),
+                 "magmadnn_tflops": _tflops(n, ms),
                  "magmadnn_max_error": float(np.abs(ours - exact).max())}
             r.update(_torch_gemm(torch_a, torch_b, out, exact, n, reps, repeats) if not dry_run else
                      {"torch_tflops": None, "torch_max_error": None})
             r["ratio"] = round(r["magmadnn_tflops"] / r["torch_tflops"], 3) if r["torch_tflops"] else None
             emit(r)
+
+
+def _tflops(n: int, ms: float) -> float:
+    """A gemm's TFLOP/s to four significant figures (a dry run's tiny figure is not rounded to zero)."""
+    return float(f"{2 * n**3 / (ms * 1e-3) / 1e12:.4g}")
 
 
 def _torch_gemm(a, b, out: str, exact, n: int, reps: int, repeats: int) -> dict:
@@ -92,7 +97,7 @@ def _torch_gemm(a, b, out: str, exact, n: int, reps: int, repeats: int) -> dict:
     run()
     ms = torch_per_call_ms(run, reps, repeats)
     got = run().double().cpu().numpy()
-    return {"torch_tflops": round(2 * n**3 / (ms * 1e-3) / 1e12, 3),
+    return {"torch_tflops": _tflops(n, ms),
             "torch_max_error": float(np.abs(got - exact).max())}
 
 
