@@ -20,6 +20,19 @@ __device__ void pm_row_logsumexp(const T* row, i64 classes, A* shared, A& mx, A&
     lse = log(pm_block_reduce<A>(s, false, shared));
 }
 
+// The same statistics of one row by one thread (the single-block kernels below, each thread taking whole rows).
+template <typename T, typename A>
+__device__ void pm_thread_row_logsumexp(const T* row, i64 classes, A& mx, A& lse) {
+    mx = -(A)pm_inf();
+    for (i64 j = 0; j < classes; ++j) {
+        A v = Traits<T>::load(row[j]);
+        mx = v > mx ? v : mx;
+    }
+    A s = A(0);
+    for (i64 j = 0; j < classes; ++j) s += exp(Traits<T>::load(row[j]) - mx);
+    lse = log(s);
+}
+
 template <typename T>
 __global__ void softmax_xent_index(const T* __restrict__ logits, const i64* __restrict__ labels, T* __restrict__ loss,
                                    T* __restrict__ grad, i64 rows, i64 classes, double grad_scale,
@@ -150,14 +163,8 @@ __global__ void softmax_xent_index_mean(const T* __restrict__ logits, const i64*
     A part = A(0);
     for (i64 r = threadIdx.x; r < rows; r += blockDim.x) {
         const T* row = logits + r * classes;
-        A mx = -(A)pm_inf();
-        for (i64 j = 0; j < classes; ++j) {
-            A v = Traits<T>::load(row[j]);
-            mx = v > mx ? v : mx;
-        }
-        A s = A(0);
-        for (i64 j = 0; j < classes; ++j) s += exp(Traits<T>::load(row[j]) - mx);
-        const A lse = log(s);
+        A mx, lse;
+        pm_thread_row_logsumexp<T, A>(row, classes, mx, lse);
         const i64 label = labels[r];
         const A picked = (label >= 0 && label < classes) ? Traits<T>::load(row[label]) - mx
                                                          : (A)__longlong_as_double(0x7ff8000000000000LL);
@@ -177,14 +184,8 @@ __global__ void softmax_xent_prob_mean(const T* __restrict__ logits, const T* __
     for (i64 r = threadIdx.x; r < rows; r += blockDim.x) {
         const T* row = logits + r * classes;
         const T* t = target + r * classes;
-        A mx = -(A)pm_inf();
-        for (i64 j = 0; j < classes; ++j) {
-            A v = Traits<T>::load(row[j]);
-            mx = v > mx ? v : mx;
-        }
-        A s = A(0);
-        for (i64 j = 0; j < classes; ++j) s += exp(Traits<T>::load(row[j]) - mx);
-        const A lse = log(s);
+        A mx, lse;
+        pm_thread_row_logsumexp<T, A>(row, classes, mx, lse);
         A row_loss = A(0);
         for (i64 j = 0; j < classes; ++j) {
             A tj = Traits<T>::load(t[j]);
