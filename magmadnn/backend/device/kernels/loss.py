@@ -26,15 +26,7 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
         raise ValueError(f"reduction must be 'mean', 'sum' or 'none', got {reduction!r}")
     rows, classes = logits.shape
     logits = contiguous(logits)
-    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
-        if tuple(labels.shape) != (rows,):
-            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
-        kernel = "softmax_xent_index"
-    else:
-        _same([logits, labels], "softmax_cross_entropy")
-        if tuple(labels.shape) != (rows, classes):
-            raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
-        kernel = "softmax_xent_prob"
+    kernel = _labels_kernel(logits, labels, rows, classes)
     labels = contiguous(labels)
     arr = _array
     per_row = arr.empty((rows,), logits.dtype, device=logits.device)
@@ -46,6 +38,19 @@ def softmax_cross_entropy(logits, labels, reduction: str = "mean", grad: bool = 
     if reduction == "none":
         return per_row, dlogits
     return reduce(reduction, per_row), dlogits
+
+
+def _labels_kernel(logits, labels, rows: int, classes: int) -> str:
+    """The kernel family for ``labels``: class indices (int64, one per row) or per-class probabilities (the logits'
+    shape and dtype); a clear error for anything else."""
+    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
+        if tuple(labels.shape) != (rows,):
+            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
+        return "softmax_xent_index"
+    _same([logits, labels], "softmax_cross_entropy")
+    if tuple(labels.shape) != (rows, classes):
+        raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
+    return "softmax_xent_prob"
 
 
 #: The most elements (rows * classes) :func:`softmax_cross_entropy_mean` computes in one launch of one block.
@@ -62,15 +67,7 @@ def softmax_cross_entropy_mean(logits, labels):
         return reduce("mean", loss), probs
     dtype = _float_dtype(logits, "softmax_cross_entropy")
     logits = contiguous(logits)
-    if programs.dtype_name(_device_array(labels, "softmax_cross_entropy labels").dtype) == "int64":
-        if tuple(labels.shape) != (rows,):
-            raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
-        kernel = "softmax_xent_index_mean"
-    else:
-        _same([logits, labels], "softmax_cross_entropy")
-        if tuple(labels.shape) != (rows, classes):
-            raise ValueError(f"probability labels must have the logits' shape {logits.shape}, got {labels.shape}")
-        kernel = "softmax_xent_prob_mean"
+    kernel = _labels_kernel(logits, labels, rows, classes) + "_mean"
     labels = contiguous(labels)
     loss = _array.empty((), logits.dtype, device=logits.device)
     probs = _array.empty(logits.shape, logits.dtype, device=logits.device)
