@@ -162,6 +162,7 @@ def _build(numba):
              "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
     table.update(_build_rows(numba))
     table.update(_build_updates(numba))
+    table.update(_build_conv_forward(numba))
     return table
 
 
@@ -259,6 +260,114 @@ def _build_rows(numba):
 
     return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
             "masked_softmax_backward": masked_softmax_backward}
+
+
+def _build_conv_forward(numba):
+    """The inference convolution's gathers and epilogues (see ``host/conv_infer``): plain copies from the unpadded
+    NCHW input (zeros where the padding is), and one pass that sums the partial products of the kernel rows and
+    adds the bias, a residual and a ReLU (NaN stays NaN, as np.maximum)."""
+    njit = numba.njit(cache=True)
+
+    @njit
+    def im2col_nchw(x, n0, cols, sh, sw, dh, dw, pt, pl):
+        """cols (B, C, R, S, Ho, Wo) = samples n0..n0+B of x (N, C, H, W) under each kernel offset (zero padded)."""
+        nb, c_, r_, s_, ho_, wo_ = cols.shape
+        h_, w_ = x.shape[2], x.shape[3]
+        for b in range(nb):
+            for c in range(c_):
+                for r in range(r_):
+                    top = r * dh - pt  # input row of output row i: i * sh + top
+                    i0 = 0 if top >= 0 else min(ho_, (sh - 1 - top) // sh)
+                    i1 = 0 if top >= h_ else max(i0, min(ho_, (h_ - 1 - top) // sh + 1))
+                    for s in range(s_):
+                        left = s * dw - pl
+                        j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
+                        j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
+                        d = cols[b, c, r, s]
+                        d[:i0] = 0
+                        d[i1:] = 0
+                        d[i0:i1, :j0] = 0
+                        d[i0:i1, j1:] = 0
+                        if i1 > i0 and j1 > j0:
+                            d[i0:i1, j0:j1] = x[n0 + b, c, i0 * sh + top:(i1 - 1) * sh + top + 1:sh,
+                                                j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+
+    @njit
+    def shift_columns(x, n0, z, sw, dw, pt, pl):
+        """z (C, S, B, Hz, Wo): z[c, s, b, t, j] = x[n0 + b, c, t - pt, j * sw + s * dw - pl], zero outside x (the
+        input rows every kernel row reads, shifted by each kernel column)."""
+        c_, s_, nb, hz, wo_ = z.shape
+        h_, w_ = x.shape[2], x.shape[3]
+        t0, t1 = min(pt, hz), min(hz, pt + h_)
+        for c in range(c_):
+            for s in range(s_):
+                left = s * dw - pl
+                j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
+                j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
+                for b in range(nb):
+                    d = z[c, s, b]
+                    d[:t0] = 0
+                    d[t1:] = 0
+                    d[t0:t1, :j0] = 0
+                    d[t0:t1, j1:] = 0
+                    if t1 > t0 and j1 > j0:
+                        d[t0:t1, j0:j1] = x[n0 + b, c, t0 - pt:t1 - pt, j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+
+    @njit
+    def shift_sum(t, out, n0, dh, bias, residual, relu):
+        """out[n0 + b, k, i] = sum over r of t[r, k, b, i + r * dh] (t: (R, K, B, Hz, Wo)), + bias[k] (when bias has
+        K entries), + residual[n0 + b, k, i] (when it has rows), then max(., 0) when relu."""
+        r_, k_, nb, hz, wo_ = t.shape
+        ho_ = out.shape[2]
+        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        for b in range(nb):
+            for k in range(k_):
+                for i in range(ho_):
+                    o = out[n0 + b, k, i]
+                    a = t[0, k, b, i]
+                    for j in range(wo_):
+                        o[j] = a[j]
+                    for r in range(1, r_):
+                        a = t[r, k, b, i + r * dh]
+                        for j in range(wo_):
+                            o[j] = o[j] + a[j]
+                    if has_bias:
+                        bk = bias[k]
+                        for j in range(wo_):
+                            o[j] = o[j] + bk
+                    if has_res:
+                        e = residual[n0 + b, k, i]
+                        for j in range(wo_):
+                            o[j] = o[j] + e[j]
+                    if relu:
+                        for j in range(wo_):
+                            if o[j] < 0:
+                                o[j] = 0
+
+    @njit
+    def conv_epilogue(y, bias, residual, n0, relu):
+        """y (B, K, P) in place: + bias[k] (when bias has K entries), + residual[n0 + b] (when it has rows), then
+        max(., 0) when relu."""
+        nb, k_, p_ = y.shape
+        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        for b in range(nb):
+            for k in range(k_):
+                row = y[b, k]
+                if has_bias:
+                    bk = bias[k]
+                    for p in range(p_):
+                        row[p] = row[p] + bk
+                if has_res:
+                    res = residual[n0 + b, k]
+                    for p in range(p_):
+                        row[p] = row[p] + res[p]
+                if relu:
+                    for p in range(p_):
+                        if row[p] < 0:
+                            row[p] = 0
+
+    return {"im2col_nchw": im2col_nchw, "shift_columns": shift_columns, "shift_sum": shift_sum,
+            "conv_epilogue": conv_epilogue}
 
 
 class _Kernels:

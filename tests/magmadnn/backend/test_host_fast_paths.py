@@ -65,14 +65,15 @@ def conv_problems():
 @pytest.mark.parametrize("activation", FUSED)
 @fixture_state
 @given(data=st.data(), dtype=st.sampled_from(FLOATS), group=st.integers(1, 200))
-def test_inference_conv_forward_by_groups_of_samples(activation, data, dtype, group):
+def test_inference_conv_forward_by_groups_of_samples(jit, activation, data, dtype, group):
     """Nothing kept for a backward (``saved=None``): samples in groups (sized by the column budget, here tiny), each
     multiplied straight into its NCHW rows; strides, dilation, asymmetric padding, bias, fused activation."""
     x, w, b, stride, padding, dilation, _ = data.draw(conv_cases(dtypes=(dtype,), groups=(1,), batch=4,
                                                                  asymmetric=True))
     b = b if data.draw(st.booleans()) else None
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(xp.conv, "_SAMPLE_COLUMNS", group)
+        mp.setattr(xp.conv_infer, "_SAMPLE_COLUMNS", group)
+        mp.setattr(xp.conv_infer, "_NUMPY_SAMPLE_COLUMNS", group)
         y = xp.conv2d_forward(x, w, stride=stride, padding=padding, dilation=dilation, bias=b, activation=activation)
     ref = conv2d_ref(x, w, stride=stride, padding=padding, dilation=dilation)
     if b is not None:
