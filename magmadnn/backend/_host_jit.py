@@ -263,7 +263,7 @@ def _build_rows(numba):
 
 
 def _build_conv_forward(numba):
-    """The inference convolution's gathers and epilogues (see ``host/conv_infer``): plain copies from the unpadded
+    """The inference convolution's gathers and epilogues (see ``host/_conv_infer``): plain copies from the unpadded
     NCHW input (zeros where the padding is), and one pass that sums the partial products of the kernel rows and
     adds the bias, a residual and a ReLU (NaN stays NaN, as np.maximum)."""
     njit = numba.njit(cache=True)

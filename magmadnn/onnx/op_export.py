@@ -79,6 +79,10 @@ def write(b, layer, inputs: list[str], node) -> list[str]:
             names.append(b.constant(f"{layer.name}/{source.node.input[position] or key}", array, array.dtype))
     outputs = [b.unique(layer.name if k == 0 else f"{layer.name}:{k}") if given else ""
                for k, given in enumerate(source.node.output)]
+    expand = getattr(source, "expand", None)  # a fused node (see .fusion): the nodes of its chain
+    if expand is not None:
+        b.nodes.extend(expand(layer.name, names, outputs, b.unique))
+        return outputs
     made = onnx().NodeProto()
     made.CopyFrom(source.node)
     made.name = layer.name

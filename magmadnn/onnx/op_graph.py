@@ -34,7 +34,7 @@ import numpy as np
 from ..layers.base import Input
 from ..layers.operation import Operation
 from ..models import Model
-from . import batch_axes, op_export
+from . import batch_axes, fusion, op_export
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
@@ -197,35 +197,41 @@ class _Import:
         return bool(readers) and all(k in _host_positions(node, self.opset) for node, k in readers)
 
     # -- nodes
-    def walk(self) -> None:
+    def walk(self, fuse: bool = True) -> None:
+        chains = fusion.Chains(self.proto, self.halves) if fuse else None
         for node in self.proto.graph.node:
-            if node.domain not in ("", "ai.onnx"):
-                raise self.error(node, f"operators of domain {node.domain!r} are not supported (only the default "
-                                       "ONNX domain)")
-            ins = [self.values.get(n) if n else None for n in node.input]
-            for n, v in zip(node.input, ins):
-                if n and v is None:
-                    raise self.error(node, f"input {n!r} is not computed before the node (graph not in order?)")
-            if node.op_type == "Constant" or all(isinstance(v, np.ndarray) or v is None for v in ins) and any(
-                    v is not None for v in ins) and node.op_type not in _RANDOM:
-                self._fold(node, ins)
-                continue
-            if node.op_type in ("Shape", "Size") and self._static_shape_of(node, ins[0]):
-                continue
-            if all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
-                self._host_node(node, ins)
-                continue
-            view = NodeView(node, self.opset, ins, self)
-            convert = CONVERTERS.get(node.op_type)
-            if convert is None:
-                raise self.error(node, "this operator is not supported; supported: " + ", ".join(sorted(CONVERTERS)))
-            try:
-                form = convert(view)
-            except UnsupportedOnnxError:
-                raise
-            except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as exc:
-                raise self.error(node, f"this form is not supported ({type(exc).__name__}: {exc})") from exc
-            self._op_node(node, view, form)
+            if chains is None or not chains.take(self, node):
+                self.node(node)
+
+    def node(self, node) -> None:
+        """One ONNX node: folded into a constant, a host node (shape arithmetic) or an op node."""
+        if node.domain not in ("", "ai.onnx"):
+            raise self.error(node, f"operators of domain {node.domain!r} are not supported (only the default "
+                                   "ONNX domain)")
+        ins = [self.values.get(n) if n else None for n in node.input]
+        for n, v in zip(node.input, ins):
+            if n and v is None:
+                raise self.error(node, f"input {n!r} is not computed before the node (graph not in order?)")
+        if node.op_type == "Constant" or all(isinstance(v, np.ndarray) or v is None for v in ins) and any(
+                v is not None for v in ins) and node.op_type not in _RANDOM:
+            self._fold(node, ins)
+            return
+        if node.op_type in ("Shape", "Size") and self._static_shape_of(node, ins[0]):
+            return
+        if all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
+            self._host_node(node, ins)
+            return
+        view = NodeView(node, self.opset, ins, self)
+        convert = CONVERTERS.get(node.op_type)
+        if convert is None:
+            raise self.error(node, "this operator is not supported; supported: " + ", ".join(sorted(CONVERTERS)))
+        try:
+            form = convert(view)
+        except UnsupportedOnnxError:
+            raise
+        except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as exc:
+            raise self.error(node, f"this form is not supported ({type(exc).__name__}: {exc})") from exc
+        self._op_node(node, view, form)
 
     def _fold(self, node, ins) -> None:
         if node.op_type == "Constant":
@@ -457,11 +463,12 @@ def _inferred(proto):
     return shapes, dtypes, halves
 
 
-def build(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
-    """The Model of op nodes of ``proto`` (see the module)."""
+def build(proto, name: str | None = None, device=None, seed: int | None = None, fuse: bool = True) -> Model:
+    """The Model of op nodes of ``proto`` (see the module); ``fuse``: the fusion pass (:mod:`.fusion`) makes one
+    node of each chain Conv -> Add -> Relu."""
     state = _Import(proto, name, device)
     made = state.inputs()
-    state.walk()
+    state.walk(fuse)
     outputs = {}
     for spec in proto.graph.output:
         value = state.values.get(spec.name)

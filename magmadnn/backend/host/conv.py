@@ -13,9 +13,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _host_jit, geometry
-from . import conv_infer
+from . import _conv_infer
 from . import linear as _linear
-from .conv_infer import _activate_inplace
+from ._conv_infer import _activate_inplace
 from .linear import _matmul_nt, bias_grad
 
 _pads = geometry.pads4
@@ -147,8 +147,23 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
 
 
 def _forward_by_samples(plan, x, w, bias, activation):
-    """The forward when nothing is kept for a backward: see ``conv_infer``."""
-    return conv_infer.forward_by_samples(plan, x, w, bias, activation)
+    """The forward when nothing is kept for a backward: see ``_conv_infer``."""
+    return _conv_infer.forward_by_samples(plan, x, w, bias, activation)
+
+
+def conv2d_forward_residual(x, w, residual, stride=(1, 1), padding=(0, 0), dilation=(1, 1), bias=None,
+                            activation=None):
+    """Inference only (host, one group): ``activation(conv2d_forward(x, w, bias=bias) + residual)`` in one call, the
+    same float operations in the same order; ``residual`` has the output's shape, ``activation`` is None or one of
+    ``FUSED_ACTIVATIONS``. Not an op of the op set: the ONNX op graph's fused Conv -> Add -> Relu calls it."""
+    if activation is not None and activation not in FUSED_ACTIVATIONS:
+        raise ValueError(f"conv2d_forward_residual: activation {activation!r} cannot be fused; expected one of "
+                         f"{FUSED_ACTIVATIONS} or None")
+    plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
+    if tuple(residual.shape) != (plan.n, plan.k, plan.ho, plan.wo):
+        raise ValueError(f"conv2d_forward_residual: residual has shape {tuple(residual.shape)}; expected the "
+                         f"output's {(plan.n, plan.k, plan.ho, plan.wo)}")
+    return _conv_infer.forward_by_samples(plan, x, w, bias, activation, residual)
 
 
 class _OutputStore:

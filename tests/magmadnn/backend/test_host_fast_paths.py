@@ -72,8 +72,8 @@ def test_inference_conv_forward_by_groups_of_samples(jit, activation, data, dtyp
                                                                  asymmetric=True))
     b = b if data.draw(st.booleans()) else None
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(xp.conv_infer, "_SAMPLE_COLUMNS", group)
-        mp.setattr(xp.conv_infer, "_NUMPY_SAMPLE_COLUMNS", group)
+        mp.setattr(xp._conv_infer, "_SAMPLE_COLUMNS", group)
+        mp.setattr(xp._conv_infer, "_NUMPY_SAMPLE_COLUMNS", group)
         y = xp.conv2d_forward(x, w, stride=stride, padding=padding, dilation=dilation, bias=b, activation=activation)
     ref = conv2d_ref(x, w, stride=stride, padding=padding, dilation=dilation)
     if b is not None:

@@ -87,7 +87,7 @@ def _jit_forward(jit, plan, x, w, flat, bias, activation, residual):
     bias = _EMPTY_BIAS.get(flat.dtype.str) if bias is None else np.ascontiguousarray(bias, dtype=flat.dtype)
     if bias is None:
         bias = _EMPTY_BIAS[flat.dtype.str] = np.zeros(0, flat.dtype)
-    if plan.sh == 1 and plan.kh > 1:
+    if plan.sh == 1 and plan.kh > 1 and plan.c * plan.kw >= _SHIFT_MIN_ROWS:
         _shifted(jit, plan, x, w, flat, bias, relu and fused, residual)
     else:
         _columns(jit, plan, x, w, flat, bias, relu and fused, residual)
@@ -96,6 +96,9 @@ def _jit_forward(jit, plan, x, w, flat, bias, activation, residual):
 
 
 _EMPTY_BIAS: dict = {}
+#: the shifted form needs a GEMM inner dimension C*S at least this long (few input channels, as an RGB stem: the
+#: column matrix is small and one GEMM of inner dimension C*R*S does better)
+_SHIFT_MIN_ROWS = 16
 
 
 def _residual(residual, plan, dtype, shape):
