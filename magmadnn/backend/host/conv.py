@@ -159,6 +159,9 @@ def conv2d_forward_residual(x, w, residual, stride=(1, 1), padding=(0, 0), dilat
     if activation is not None and activation not in FUSED_ACTIVATIONS:
         raise ValueError(f"conv2d_forward_residual: activation {activation!r} cannot be fused; expected one of "
                          f"{FUSED_ACTIVATIONS} or None")
+    if x.ndim != 4 or w.ndim != 4 or w.shape[1] != x.shape[1]:
+        raise ValueError(f"conv2d_forward_residual: x {x.shape} and w {w.shape}: expected (N, C, H, W) and "
+                         "(K, C, R, S) with the same channels C (one group)")
     plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
     if tuple(residual.shape) != (plan.n, plan.k, plan.ho, plan.wo):
         raise ValueError(f"conv2d_forward_residual: residual has shape {tuple(residual.shape)}; expected the "
