@@ -316,33 +316,45 @@ def _build_conv_forward(numba):
     @njit
     def shift_sum(t, out, n0, dh, bias, residual, relu):
         """out[n0 + b, k, i] = sum over r of t[r, k, b, i + r * dh] (t: (R, K, B, Hz, Wo)), + bias[k] (when bias has
-        K entries), + residual[n0 + b, k, i] (when it has rows), then max(., 0) when relu."""
+        K entries), + residual[n0 + b, k, i] (when it has rows), then max(., 0) when relu. Each output plane is one
+        run of Ho*Wo values (kernel row r reads t's plane from row r*dh on), summed into a scratch row that
+        aliases nothing (so the loops vectorise), then stored once."""
         r_, k_, nb, hz, wo_ = t.shape
-        ho_ = out.shape[2]
+        m = out.shape[2] * wo_
         has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        tf = t.reshape(r_, k_, nb, hz * wo_)
+        acc = np.empty(m, t.dtype)
         for b in range(nb):
+            ob = out[n0 + b].reshape(k_, m)
             for k in range(k_):
-                for i in range(ho_):
-                    o = out[n0 + b, k, i]
-                    a = t[0, k, b, i]
-                    for j in range(wo_):
-                        o[j] = a[j]
+                o = ob[k]
+                if r_ == 3:
+                    t0, t1, t2 = tf[0, k, b], tf[1, k, b, dh * wo_:], tf[2, k, b, 2 * dh * wo_:]
+                    for p in range(m):
+                        acc[p] = t0[p] + t1[p] + t2[p]
+                else:
+                    t0 = tf[0, k, b]
+                    for p in range(m):
+                        acc[p] = t0[p]
                     for r in range(1, r_):
-                        a = t[r, k, b, i + r * dh]
-                        for j in range(wo_):
-                            o[j] = o[j] + a[j]
-                    if has_bias:
-                        bk = bias[k]
-                        for j in range(wo_):
-                            o[j] = o[j] + bk
-                    if has_res:
-                        e = residual[n0 + b, k, i]
-                        for j in range(wo_):
-                            o[j] = o[j] + e[j]
-                    if relu:
-                        for j in range(wo_):
-                            if o[j] < 0:
-                                o[j] = 0
+                        tr = tf[r, k, b, r * dh * wo_:]
+                        for p in range(m):
+                            acc[p] = acc[p] + tr[p]
+                if has_bias:
+                    bk = bias[k]
+                    for p in range(m):
+                        acc[p] = acc[p] + bk
+                if has_res:
+                    e = residual[n0 + b, k].reshape(m)
+                    for p in range(m):
+                        acc[p] = acc[p] + e[p]
+                if relu:
+                    for p in range(m):
+                        v = acc[p]
+                        o[p] = 0 if v < 0 else v
+                else:
+                    for p in range(m):
+                        o[p] = acc[p]
 
     @njit
     def conv_epilogue(y, bias, residual, n0, relu):
