@@ -359,24 +359,25 @@ def _build_conv_forward(numba):
     @njit
     def conv_epilogue(y, bias, residual, n0, relu):
         """y (B, K, P) in place: + bias[k] (when bias has K entries), + residual[n0 + b] (when it has rows), then
-        max(., 0) when relu."""
+        max(., 0) when relu; one pass (the conditions are the same for the whole loop: it is unswitched)."""
         nb, k_, p_ = y.shape
         has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        bk = y.dtype.type(0)
         for b in range(nb):
             for k in range(k_):
                 row = y[b, k]
+                e = residual[n0 + b, k] if has_res else row
                 if has_bias:
                     bk = bias[k]
-                    for p in range(p_):
-                        row[p] = row[p] + bk
-                if has_res:
-                    res = residual[n0 + b, k]
-                    for p in range(p_):
-                        row[p] = row[p] + res[p]
-                if relu:
-                    for p in range(p_):
-                        if row[p] < 0:
-                            row[p] = 0
+                for p in range(p_):
+                    v = row[p]
+                    if has_bias:
+                        v = v + bk
+                    if has_res:
+                        v = v + e[p]
+                    if relu and v < 0:
+                        v = 0
+                    row[p] = v
 
     return {"im2col_nchw": im2col_nchw, "shift_columns": shift_columns, "shift_sum": shift_sum,
             "conv_epilogue": conv_epilogue}
