@@ -1,12 +1,19 @@
-"""Host convolution forward when nothing is kept for a backward (inference), one group at a time.
+"""Host convolution forward when nothing is kept for a backward (inference), a group of samples at a time.
 
-Samples go in groups sized so that their column matrix (C*R*S, Ho*Wo) stays in cache; each group's columns are
-multiplied by the kernel (K, C*R*S) straight into its NCHW output rows, so there is no batch-last copy and no move
-of the output. With the optional numba kernels (``_host_jit``) the columns are gathered from the unpadded input into
-one scratch buffer reused group after group (zeros where the padding is, no padded copy of the input), and the bias,
-a residual added after the convolution and a ReLU are applied in one pass over the group while it is in cache;
-without them NumPy gathers from a zero-padded copy through a strided view. A 1x1 convolution with stride 1 and no
-padding needs no columns: the input's (C, H*W) planes are the matrix. Results are the same on both paths.
+Two forms with the optional numba kernels (``_host_jit``), each gathering from the unpadded NCHW input (zeros where
+the padding is) into scratch buffers reused call after call:
+
+* **shifted** (vertical stride 1, at least ``_SHIFT_MIN_ROWS`` rows C*S): the input shifted once per kernel column,
+  z (C*S, B*Hz*Wo) (S copies of the input, not im2col's R*S), times the kernel rows stacked, (R*K, C*S), in one GEMM
+  of R*K rows (OpenBLAS runs 48-96 rows near its peak, 16-32 at about half); output row i sums the R kernel rows'
+  partial products, rows i + r*dh, adding the bias, a residual and the ReLU in the same pass;
+* **columns** (any other): the group's column matrix (B, C*R*S, Ho*Wo) times the kernel (K, C*R*S) straight into its
+  NCHW output rows, then bias, residual and ReLU in one pass; a 1x1 convolution with stride 1 and no padding
+  multiplies the input's (C, H*W) planes, no copy.
+
+Without numba the columns form runs in NumPy: a zero-padded copy of the input, a strided view copied per group.
+Results are the same on every path to float rounding (the shifted form sums its partial products in another order);
+the bias, residual and activation are added in the same order as separate ops would.
 """
 
 from __future__ import annotations
@@ -26,10 +33,14 @@ _SAMPLE_COLUMNS = 1 << 17
 _NUMPY_SAMPLE_COLUMNS = 1 << 20
 
 _scratch = threading.local()
+#: scratch arrays up to this many bytes are kept for the next call
+_SCRATCH_LIMIT = 16 << 20
 
 
 def _buffer(size: int, dtype, slot: int) -> np.ndarray:
     """Scratch array ``slot`` of ``size`` elements of ``dtype``, reused by later calls of this thread."""
+    if size * np.dtype(dtype).itemsize > _SCRATCH_LIMIT:  # a huge image's: not kept after the call
+        return np.empty(size, dtype)
     key = (np.dtype(dtype).str, slot)
     pool = getattr(_scratch, "pool", None)
     if pool is None:
