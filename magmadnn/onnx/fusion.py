@@ -36,8 +36,8 @@ class Chains:
             found = readers.get(name, [])
             return found[0] if len(found) == 1 and name not in outputs and name not in halves else None
 
-        self._member: dict[int, tuple] = {}  # id(node) -> (chain, position)
-        claims: dict[int, tuple] = {}  # id(Add) -> the chain of the last Conv before it that reads into it
+        self._member: dict[tuple, tuple] = {}  # a node's outputs (unique in a graph) -> (chain, position)
+        claims: dict[tuple, tuple] = {}  # an Add's outputs -> the chain of the last Conv before it that reads into it
         found = []
         for node in proto.graph.node:
             if node.op_type != "Conv" or node.domain not in ("", "ai.onnx") or len(node.output) != 1:
@@ -51,23 +51,23 @@ class Chains:
                 after = only_reader(out)
             if after is not None and after.op_type == "Relu" and len(after.output) == 1:
                 chain.append(after)
-            if len(chain) > 1 and not any(n.domain not in ("", "ai.onnx") for n in chain) and chain[-1].output[
-                    0] not in halves:
+            if len(chain) > 1 and all(n.domain in ("", "ai.onnx") and n.output[0] for n in chain) and chain[
+                    -1].output[0] not in halves:
                 chain = tuple(chain)
                 found.append(chain)
                 if chain[1].op_type == "Add":
-                    claims[id(chain[1])] = chain
+                    claims[_key(chain[1])] = chain
         for chain in found:  # an Add of two convolutions' outputs fuses with the later one (the other is computed)
-            if chain[1].op_type == "Add" and claims[id(chain[1])] is not chain:
+            if chain[1].op_type == "Add" and claims[_key(chain[1])] is not chain:
                 continue
             for k, member in enumerate(chain):
-                self._member[id(member)] = (chain, k)
-        self._active: set[int] = set()  # id(chain head) of the chains being fused
+                self._member[_key(member)] = (chain, k)
+        self._active: set[tuple] = set()  # the heads (by outputs) of the chains being fused
 
     def take(self, state, node) -> bool:
         """Whether ``node`` was handled here (put off as part of a chain, or the chain's fused node made); False:
         walk it as usual."""
-        found = self._member.get(id(node))
+        found = self._member.get(_key(node))
         if found is None:
             return False
         chain, k = found
@@ -76,20 +76,24 @@ class Chains:
             x = state.values.get(head.input[0])
             shape = getattr(x, "shape", None)
             if _computed(x) and shape is not None and len(shape) == 4:
-                self._active.add(id(head))
+                self._active.add(_key(head))
                 return True
             return False
-        if id(head) not in self._active:
+        if _key(head) not in self._active:
             return False
         if node.op_type == "Add" and not _residual_fits(state, head, node):
-            self._active.discard(id(head))  # the head runs on its own after all, then this node and the rest
+            self._active.discard(_key(head))  # the head runs on its own after all, then this node and the rest
             state.node(head)
             return False
         if k < len(chain) - 1:
             return True
-        self._active.discard(id(head))
+        self._active.discard(_key(head))
         _fuse(state, chain)
         return True
+
+
+def _key(node) -> tuple:
+    return tuple(node.output)
 
 
 def _computed(value) -> bool:
