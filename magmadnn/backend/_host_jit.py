@@ -308,6 +308,9 @@ def _build_conv_forward(numba):
                     d = z[c, s, b]
                     d[:t0] = 0
                     d[t1:] = 0
+                    if left == 0 and sw == 1 and wo_ == w_ and t1 - t0 == h_:  # whole rows: one contiguous run
+                        d[t0:t1].reshape(h_ * w_)[:] = x[n0 + b, c].reshape(h_ * w_)
+                        continue
                     d[t0:t1, :j0] = 0
                     d[t0:t1, j1:] = 0
                     if t1 > t0 and j1 > j0:
