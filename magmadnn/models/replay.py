@@ -421,7 +421,7 @@ class GraphedSteps:
         self.failed[kind] = reason
         for key, step in list(self.steps.items()):
             if key[0] == kind:
-                if isinstance(step, _Step):
+                if hasattr(step, "destroy"):
                     step.destroy()
                 self.steps[key] = False
         self.say(reason, kind)
@@ -455,7 +455,7 @@ class GraphedSteps:
         if step < WARMUP:
             self.steps[key] = step + 1
             return None
-        if sum(isinstance(s, _Step) for s in self.steps.values()) >= MAX_GRAPHS:
+        if self.held() >= MAX_GRAPHS:
             self.steps[key] = False
             self.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes", "shapes")
             return None
@@ -480,9 +480,13 @@ class GraphedSteps:
         step = self.steps.get(key)
         return step if isinstance(step, _Step) and step.current(tally) else None
 
+    def held(self) -> int:
+        """The captured steps held (built-in and custom ones): each holds its graph's memory."""
+        return sum(hasattr(s, "destroy") for s in self.steps.values())
+
     def clear(self) -> None:
         for step in self.steps.values():
-            if isinstance(step, _Step):
+            if hasattr(step, "destroy"):
                 step.destroy()
         self.steps.clear()
         self.failed.clear()
