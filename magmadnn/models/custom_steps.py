@@ -6,8 +6,9 @@
 ``fit`` / ``evaluate`` / ``predict`` of such a model run their loop here: each batch goes to the overridden step as
 Keras gives it (``x``, ``(x, y)`` or ``(x, y, sample_weight)``: Tensors on the model's backend, ``y`` keeping its
 host array for ``compute_loss``), the figures of an epoch are the last batch's logs (running means, as Keras'
-metrics keep them) and each batch's logs are read on the host (a custom step runs eagerly: it is Python the model
-cannot capture as a graph). A model that overrides nothing trains through the one training step (:mod:`.step`).
+metrics keep them), read on the host at the epoch's end and for each batch only where a callback looks. On a backend
+with CUDA graphs an overridden ``train_step`` / ``test_step`` is captured and replayed (:mod:`.custom_replay`).
+A model that overrides nothing trains through the one training step (:mod:`.step`).
 """
 
 from __future__ import annotations

@@ -8,7 +8,8 @@ training step, ``evaluate``'s and ``predict``'s (``test_on_batch``, ``predict_on
 updates, and a non-finite loss or a device check's fault puts them back, so nothing is applied, as eagerly). A
 capture, instantiation or launch error makes that kind of step run eagerly from then on, after one warning.
 
-The training step captured is the one of eager training, :func:`.step.train_step`, its batch given on the backend.
+The training step captured is the one of eager training, :func:`.step.train_step`, its batch given on the backend
+(a subclassed model's own ``train_step`` / ``test_step`` is captured by :mod:`.custom_replay`, held here too).
 
 For each kind of step (training, evaluation, prediction) and batch shape, the first ``WARMUP`` batches run eagerly
 (they allocate the optimizer's slots and fill the backend's caches); the next one is captured and from then on every
