@@ -153,6 +153,9 @@ class CustomStep:
         opt = model.optimizer
         for index, slots in opt.slot_arrays.items():
             self.bindings += [_dict_binding(lambda i=index: opt.slot_arrays[i], name) for name in slots]
+        tracker = model._tracker()  # the default steps' running loss (super().train_step)
+        for name in ("total", "count"):
+            self.bindings.append(_Binding(lambda n=name: getattr(tracker, n), lambda a, n=name: setattr(tracker, n, a)))
         for m in self.metrics:
             for v in getattr(m, "_variables", ()):
                 if v.xp is not self.xp:

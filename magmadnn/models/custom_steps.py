@@ -29,22 +29,26 @@ __all__ = ["CustomSteps"]
 
 
 class _Mean:
-    """A running mean of host floats (the ``loss`` of Keras' default steps)."""
+    """The running mean of the default steps' loss (Keras' ``Mean`` tracker): its sum and sample count kept on the
+    model's backend, so that a captured step updates them on the device and nothing is read until its result is."""
 
     name = "loss"
 
-    def __init__(self):
+    def __init__(self, xp, dtype):
+        self.xp, self.dtype = xp, dtype
         self.reset()
 
     def reset(self):
-        self.total, self.count = 0.0, 0
+        self.total, self.count, self.seen = self.xp.zeros((), self.dtype), self.xp.zeros((), self.dtype), False
 
-    def update(self, value: float, count: int):
-        self.total += value * count
-        self.count += count
+    def update(self, loss, count: int):
+        xp = self.xp
+        self.total = xp.add(self.total, xp.multiply(loss.data if isinstance(loss, Tensor) else loss, float(count)))
+        self.count = xp.add(self.count, float(count))
+        self.seen = True
 
-    def result(self) -> float:
-        return self.total / self.count if self.count else float("nan")
+    def result(self) -> Tensor:
+        return Tensor(self.xp.divide(self.total, self.count), backend=self.xp)
 
 
 def _float(value):
@@ -119,16 +123,23 @@ class CustomSteps:
     def get_metrics_result(self) -> dict:
         out = {}
         tracker = getattr(self, "_loss_tracker", None)
-        if tracker is not None and tracker.count:
+        if tracker is not None and tracker.seen:
             out["loss"] = tracker.result()
         for metric in self._compiled_metrics:
             out[metric.name] = metric.result()
         return out
 
+    def _tracker(self) -> _Mean:
+        """The default steps' loss tracker, on the model's backend."""
+        tracker = self.__dict__.get("_loss_tracker")
+        if tracker is None or tracker.xp is not self.xp or tracker.dtype != self.dtype:
+            tracker = self.__dict__["_loss_tracker"] = _Mean(self.xp, self.dtype)
+        return tracker
+
     def reset_metrics(self) -> None:
         """Reset the compiled metrics, the loss of the default steps and every metric the model's ``metrics`` lists
         (those a custom step updates)."""
-        self.__dict__.setdefault("_loss_tracker", _Mean()).reset()
+        self._tracker().reset()
         for metric in [*self._compiled_metrics, *getattr(self, "metrics", [])]:
             reset = getattr(metric, "reset_state", None) or getattr(metric, "reset", None)
             if reset is not None:
@@ -141,14 +152,14 @@ class CustomSteps:
         loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight)
         weights = self.trainable_weights
         self.optimizer.apply(grad(loss, weights), weights)
-        self.__dict__.setdefault("_loss_tracker", _Mean()).update(_float(loss), _count(x))
+        self._tracker().update(loss, _count(x))
         return self.compute_metrics(x, y, y_pred, sample_weight)
 
     def test_step(self, data) -> dict:
         x, y, sample_weight = unpack(data)
         y_pred = self(x, training=False)
         loss = self.compute_loss(x=x, y=y, y_pred=y_pred, sample_weight=sample_weight, training=False)
-        self.__dict__.setdefault("_loss_tracker", _Mean()).update(_float(loss), _count(x))
+        self._tracker().update(loss, _count(x))
         return self.compute_metrics(x, y, y_pred, sample_weight)
 
     def predict_step(self, data):

@@ -146,6 +146,34 @@ def test_weights_set_between_steps_reach_the_graph(device):
     _same(_state(models[0]), _state(models[1]))
 
 
+class ViaSuper(mdnn.Model):
+    """Keras' default steps through super(): the running loss they keep lives on the device too."""
+
+    def __init__(self, **kwargs):
+        super().__init__(**kwargs)
+        self.hidden, self.head = L.Dense(8, activation="relu"), L.Dense(3)
+
+    def call(self, x, training=None):
+        return self.head(self.hidden(x))
+
+    def train_step(self, data):
+        return super().train_step(data)
+
+    def test_step(self, data):
+        return super().test_step(data)
+
+
+def test_the_default_steps_through_super_replay_bit_for_bit(device):
+    replayed, eager = _model(device, ViaSuper), _model(device, ViaSuper, graph=False)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        got = _session(replayed)
+    _same(got, _session(eager))
+    _same(_state(replayed), _state(eager))
+    assert set(_launches(replayed)) == {"custom train", "custom test"}
+    assert got[0]["loss"][1] < got[0]["loss"][0]
+
+
 class ReadsTheLoss(Custom):
     def train_step(self, data):
         x, y = data
