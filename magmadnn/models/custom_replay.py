@@ -14,8 +14,8 @@ logs it returns (Tensors, metric variables, metrics) are read on the host only w
 
 What cannot be captured raises :class:`NotCapturable` (the step then runs eagerly after one warning naming why): a
 host read inside the step (``float(loss)``, ``.numpy()``, Python ``if`` on a Tensor value, a data-dependent shape),
-data uploaded from the host inside it, ``compute_metrics`` with compile()'s metrics (they count on the host), a log
-returned as a host value (it would be fixed at capture), a second optimizer, or more than one update of the model's
+data uploaded from the host inside it, ``compute_metrics`` for several outputs or targets other than the batch's, a
+log returned as a host value (it would be fixed at capture), a second optimizer, or more than one update of the model's
 optimizer. Python side effects of the step (a counter in ``self``) run once, at capture, as in Keras' compiled steps.
 """
 
@@ -156,6 +156,15 @@ class CustomStep:
         tracker = model._tracker()  # the default steps' running loss (super().train_step)
         for name in ("total", "count"):
             self.bindings.append(_Binding(lambda n=name: getattr(tracker, n), lambda a, n=name: setattr(tracker, n, a)))
+        self.compiled = list(model._compiled_metrics) if model._single else []
+        self.zeros = {}  # a compiled metric's running hits -> zeros (what its graph array gets after a reset)
+        for m in self.compiled:
+            if getattr(m, "_variables", None) is None:
+                self.zeros[m] = zero = self.xp.zeros(() if m.size == 1 else (m.size,), model.dtype)
+                if m._hits is None:
+                    m._hits = self.xp.copy(zero)
+                self.bindings.append(_Binding(lambda m=m: m._hits, lambda a, m=m: setattr(m, "_hits", a)))
+        self.updated = []  # the compiled metrics the step updates (compute_metrics): their counts advance per replay
         for m in self.metrics:
             for v in getattr(m, "_variables", ()):
                 if v.xp is not self.xp:
@@ -201,7 +210,31 @@ class CustomStep:
                 out[key] = np.ascontiguousarray(model._loss_targets(parts[1], parts[2] if key else None))
             except (ValueError, TypeError):  # compute_loss raises the same if the step calls it
                 pass
+        for i, m in enumerate(self.compiled):
+            try:
+                out[("metric", i)] = np.ascontiguousarray(self._metric_labels(m, parts[1]))
+            except (ValueError, TypeError, NotImplementedError):
+                pass
         return out
+
+    def _metric_labels(self, metric, y) -> np.ndarray:
+        """The labels ``metric`` stages for the host targets ``y`` (as ``Metric.hits`` stages them)."""
+        y = np.asarray(y)
+        return metric.stage(y, (int(y.shape[0]), *self._metric_labels_shape(y)), self.model.dtype)
+
+    def update_metrics(self, y, y_pred) -> None:
+        """``compute_metrics`` inside the capture: each compiled metric's hits of this batch, its labels read from
+        the staging buffer, added to its running hits (its sample count advances at each launch)."""
+        if not self.model._single or y is not self.staged_y or not isinstance(y_pred, Tensor):
+            raise _NotCapturable("compute_metrics was given other targets than the batch's y, or several outputs")
+        xp = self.xp
+        for i, m in enumerate(self.compiled):
+            if ("metric", i) not in self.derived_views or m not in self.zeros:
+                raise _NotCapturable(f"the metric {m.name!r} cannot stage its labels for a captured step")
+            self.used.add(("metric", i))
+            m._hits = xp.add(m._hits, m.hits_of(xp.asarray(y_pred.data), self.derived_views[("metric", i)], xp))
+            m._xp = xp
+            self.updated.append(m)
 
     # -- capture
     def _capture(self, parts, host) -> None:
@@ -317,6 +350,9 @@ class CustomStep:
         metrics = _metric_objects(model)
         if len(metrics) != len(self.metrics) or any(a is not b for a, b in zip(metrics, self.metrics)):
             return False
+        for m, zero in self.zeros.items():
+            if m._hits is None:  # reset since the last launch: the graph's running hits start again from zeros
+                m._hits = zero
         moved = [(b, b.get()) for b in self.bindings if b.get() is not b.array]
         if any(a.shape != b.array.shape or a.dtype != b.array.dtype for b, a in moved):
             return False
@@ -345,7 +381,11 @@ class CustomStep:
                     np.copyto(views[k], a, casting="unsafe")
                     k += 1
             for key, at in zip(self.derived, range(k, k + len(self.derived))):
-                if key in self.used:
+                if key not in self.used:
+                    continue
+                if isinstance(key, tuple):  # a compiled metric's labels
+                    np.copyto(views[at], self._metric_labels(self.compiled[key[1]], parts[1]), casting="unsafe")
+                else:
                     np.copyto(views[at], model._loss_targets(parts[1], parts[2] if key else None), casting="unsafe")
             self.staging.upload()
             self.graph.launch()
@@ -361,7 +401,19 @@ class CustomStep:
             for stream, state in states:
                 _rng.set_state(stream, state)
             raise _LaunchError(f"{type(error).__name__}: {error}") from error
+        if self.updated:
+            y = np.asarray(parts[1])
+            shape = (int(y.shape[0]), *self._metric_labels_shape(y))
+            for m in self.updated:
+                counted = m.counted(y, shape)
+                m.count += int(y.shape[0]) if counted is None else counted
+                m._xp = self.xp
         return self.logs
+
+    def _metric_labels_shape(self, y) -> tuple:
+        from .outputs import resolved  # noqa: PLC0415
+
+        return tuple(resolved(self.model.output_shape, y.shape[1:]))
 
     def destroy(self) -> None:
         if self.graph is not None:

@@ -110,10 +110,10 @@ class CustomSteps:
     def compute_metrics(self, x, y, y_pred, sample_weight=None) -> dict:
         """Keras' ``compute_metrics``: the compiled metrics updated with this batch; returns every metric's result
         (the running loss of the default steps first)."""
-        if _custom_replay.active() is not None and self._compiled_metrics and y is not None:
-            raise _custom_replay.NotCapturable(
-                "compute_metrics updates compile()'s metrics, which count samples on the host; update metrics of the "
-                "model's own (add_variable, listed by a metrics property) in the step instead")
+        step = _custom_replay.active()
+        if step is not None and y is not None and self._compiled_metrics:
+            step.update_metrics(y, y_pred)  # their labels staged, their hits added on the device
+            return self.get_metrics_result()
         if y is not None:
             host = _host_of(y)
             for metric in self._compiled_metrics:
@@ -125,8 +125,9 @@ class CustomSteps:
         tracker = getattr(self, "_loss_tracker", None)
         if tracker is not None and tracker.seen:
             out["loss"] = tracker.result()
+        lazy = _custom_replay.active() is not None  # a captured step: each result is read when the logs are
         for metric in self._compiled_metrics:
-            out[metric.name] = metric.result()
+            out[metric.name] = metric if lazy else metric.result()
         return out
 
     def _tracker(self) -> _Mean:

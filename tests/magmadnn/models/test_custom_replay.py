@@ -99,7 +99,7 @@ def _state(model) -> list:
     out = [p.data.get() for p in model.parameters()]
     out += [a.get() for layer in model.layers for a in layer._state.values()]
     out += [a.get() for slots in model.optimizer.slot_arrays.values() for a in slots.values()]
-    return out + [v.numpy() for m in model.metrics for v in m.variables] + [model.optimizer.iterations]
+    return out + [v.numpy() for m in model.metrics for v in getattr(m, "variables", ())] + [model.optimizer.iterations]
 
 
 def _same(a, b) -> None:
@@ -163,8 +163,12 @@ class ViaSuper(mdnn.Model):
         return super().test_step(data)
 
 
-def test_the_default_steps_through_super_replay_bit_for_bit(device):
-    replayed, eager = _model(device, ViaSuper), _model(device, ViaSuper, graph=False)
+@pytest.mark.parametrize("metrics", [[], ["accuracy", "sparse_top_k_categorical_accuracy"]])
+def test_the_default_steps_through_super_replay_bit_for_bit(device, metrics):
+    """compute_metrics with compile()'s metrics included: their labels staged, their hits added on the device."""
+    replayed, eager = (_model(device, ViaSuper, graph).compile(
+        mdnn.optimizers.Adam(0.01), mdnn.losses.SparseCategoricalCrossentropy(from_logits=True), metrics=metrics,
+        device=device, **({} if graph else {"graph": False})) for graph in ("auto", False))
     with warnings.catch_warnings():
         warnings.simplefilter("error")
         got = _session(replayed)
@@ -172,6 +176,7 @@ def test_the_default_steps_through_super_replay_bit_for_bit(device):
     _same(_state(replayed), _state(eager))
     assert set(_launches(replayed)) == {"custom train", "custom test"}
     assert got[0]["loss"][1] < got[0]["loss"][0]
+    assert sorted(got[0]) == sorted(["loss", *(["accuracy", "sparse_top_k_categorical_accuracy"] if metrics else [])])
 
 
 class ReadsTheLoss(Custom):
@@ -182,15 +187,6 @@ class ReadsTheLoss(Custom):
         if float(loss.numpy()) > 1e6:  # a host read inside the step
             raise AssertionError("diverged")
         return {"loss": loss}
-
-
-class CompiledMetrics(Custom):
-    def train_step(self, data):
-        x, y = data
-        y_pred = self(x, training=True)
-        loss = self.compute_loss(x=x, y=y, y_pred=y_pred)
-        self.optimizer.apply(mdnn.grad(loss, self.trainable_weights), self.trainable_weights)
-        return self.compute_metrics(x, y, y_pred)
 
 
 class TwoOptimizers(Custom):
@@ -207,16 +203,12 @@ class TwoOptimizers(Custom):
 @pytest.mark.parametrize("cls, reason", [
     (ReadsTheLoss, r"the custom train step reads a device value on the host at test_custom_replay\.py:\d+ "
                    r"\(train_step\)"),
-    (CompiledMetrics, "compute_metrics updates compile\\(\\)'s metrics"),
     (TwoOptimizers, r"a second optimizer \(SGD\)"),
 ])
 def test_what_cannot_be_captured_runs_eagerly_after_one_warning(device, cls, reason):
     models = []
     for graph in ("auto", False):
         model = _model(device, cls, graph)
-        if cls is CompiledMetrics:
-            model.compile(mdnn.optimizers.Adam(0.01), mdnn.losses.SparseCategoricalCrossentropy(from_logits=True),
-                          metrics=["accuracy"], device=device, **({} if graph else {"graph": False}))
         model.other = mdnn.optimizers.SGD(0.1)
         models.append(model)
     with pytest.warns(RuntimeWarning, match=reason) as said:
