@@ -121,11 +121,13 @@ class CustomSteps:
         return self.get_metrics_result()
 
     def get_metrics_result(self) -> dict:
+        """Keras' ``get_metrics_result``: each metric's result as a float (inside a captured step, what gives it
+        when the logs are read)."""
         out = {}
+        lazy = _custom_replay.active() is not None  # a captured step: each result is read when the logs are
         tracker = getattr(self, "_loss_tracker", None)
         if tracker is not None and tracker.seen:
-            out["loss"] = tracker.result()
-        lazy = _custom_replay.active() is not None  # a captured step: each result is read when the logs are
+            out["loss"] = tracker.result() if lazy else _float(tracker.result())
         for metric in self._compiled_metrics:
             out[metric.name] = metric if lazy else metric.result()
         return out
