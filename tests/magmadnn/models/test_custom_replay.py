@@ -326,3 +326,24 @@ def F_sum(x):  # noqa: N802 - a reduction kept on the backend
     from magmadnn import functional as F
 
     return F.sum(x)
+
+
+def test_batch_callbacks_see_each_replayed_batchs_logs(device):
+    """A callback's batch hook gets each batch's logs, read after that batch's launch (the graph's arrays are the
+    next batch's): the same as eager steps give it."""
+
+    class Record(mdnn.callbacks.Callback):
+        def __init__(self):
+            super().__init__()
+            self.seen = []
+
+        def on_train_batch_end(self, batch, logs=None):
+            self.seen.append(dict(logs))
+
+    records = []
+    for graph in ("auto", False):
+        record = Record()
+        _model(device, graph=graph).fit(X, Y, batch_size=4, epochs=2, shuffle=False, verbose=0, callbacks=[record])
+        records.append(record.seen)
+    _same(records[0], records[1])
+    assert len(records[0]) == 12 and len({r["batch_loss"] for r in records[0]}) == 12
