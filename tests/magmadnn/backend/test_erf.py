@@ -1,4 +1,4 @@
-"""The host's float32 erf and exact-GELU kernels (``backend/_erf.py``, numba): against ``math.erf``/``math.erfc``
+"""The host's float32 erf and exact-GELU ufuncs (``backend/_erf.py``, numba): against ``math.erf``/``math.erfc``
 element by element to float32 rounding, PyTorch's GELU and its autograd gradient, NaN and infinities; and the path
 without numba."""
 
@@ -47,8 +47,9 @@ def test_gelu_float32_matches_the_exact_formula():
     x = _points()
     got = _erf.gelu(x)
     ref = np.array([0.5 * float(v) * math.erfc(-float(v) / math.sqrt(2)) for v in x])
-    # within two float32 steps, or 1e-11 absolutely in the far negative tail (where PyTorch's 1 + erf gives 0)
-    bad = (_ulps(got, ref) > 2) & (np.abs(got - ref) > 1e-11)
+    # within two float32 steps, plus what 1 + erf(x / sqrt 2) (computed in float64) loses for negative x: its
+    # error (1.6e-8 at most: 1 - erf(4), beyond the clamp) times |x| / 2 (PyTorch's float32 sum: 6e-8 times that)
+    bad = _ulps(got, ref) > 2 + 8e-9 * np.abs(x) / np.spacing(np.abs(ref).astype(np.float32)).astype(np.float64)
     assert not bad.any(), x[bad][:5]
 
 
