@@ -34,7 +34,7 @@ import numpy as np
 from ..layers.base import Input
 from ..layers.operation import Operation
 from ..models import Model
-from . import batch_axes, op_export
+from . import batch_axes, fusion, op_export
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
@@ -110,6 +110,8 @@ class _Import:
             for k, value in enumerate(node.input):
                 consumers.setdefault(value, []).append((node, k))
         self.consumers = consumers
+        self.graph_outputs = {o.name for o in proto.graph.output}
+        self._claimed: set = set()  # the outputs of nodes a fused op node computes (see fusion)
 
     # -- names and errors
     def error(self, node, what: str) -> UnsupportedOnnxError:
@@ -199,6 +201,8 @@ class _Import:
     # -- nodes
     def walk(self) -> None:
         for node in self.proto.graph.node:
+            if node.output and node.output[0] in self._claimed:
+                continue  # computed by the fused op node of a chain that starts earlier
             if node.domain not in ("", "ai.onnx"):
                 raise self.error(node, f"operators of domain {node.domain!r} are not supported (only the default "
                                        "ONNX domain)")
@@ -215,6 +219,10 @@ class _Import:
             if all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
                 self._host_node(node, ins)
                 continue
+            fused = fusion.match(self, node)
+            if fused is not None:
+                self._fused_node(fused)
+                continue
             view = NodeView(node, self.opset, ins, self)
             convert = CONVERTERS.get(node.op_type)
             if convert is None:
@@ -226,6 +234,18 @@ class _Import:
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as exc:
                 raise self.error(node, f"this form is not supported ({type(exc).__name__}: {exc})") from exc
             self._op_node(node, view, form)
+
+    def _fused_node(self, fused) -> None:
+        """One op node for the chain ``fused`` claimed (see :mod:`.fusion`), written back as that chain."""
+        helper = onnx().helper
+        last = fused.nodes[-1]
+        node = helper.make_node(fused.op_type, list(fused.inputs), list(last.output), name=last.name)
+        view = NodeView(node, self.opset, [self.values.get(n) if n else None for n in fused.inputs], self)
+        op = self._op_node(node, view, fused.form)
+        op_export.remember_chain(op, fused.nodes, fused.slots, self.opset,
+                                 [self.dtypes.get(name) for name in last.output])
+        for chained in fused.nodes:
+            self._claimed.update(n for n in chained.output if n)
 
     def _fold(self, node, ins) -> None:
         if node.op_type == "Constant":
@@ -359,6 +379,7 @@ class _Import:
             if name:
                 self.values[name] = _Sym(tensor, self.shapes.get(name), axis, k in form.host_outputs,
                                          self.dtypes.get(name), batch_axes.shape_batch(node, view, axes_in))
+        return op
 
 
 _PRODUCTS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")

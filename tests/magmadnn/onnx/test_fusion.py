@@ -1,0 +1,93 @@
+"""Fused op nodes (``magmadnn.onnx.fusion``): a MatMul by a weight, its bias Add and an activation loaded as one op
+node (``F.dense``) that predicts what onnxruntime computes, trains its weights like PyTorch's autograd, exports back
+as the chain it was read from; chains whose inner values are read elsewhere, or whose bias is not a constant, stay
+op node per ONNX node."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from magmadnn.layers.operation import Operation
+
+from .._onnx_helpers import graph, helper, monnx, onnx, run_ort
+
+torch = pytest.importorskip("torch")
+RNG = np.random.default_rng(0)
+W, B = RNG.standard_normal((6, 5)).astype(np.float32), RNG.standard_normal(5).astype(np.float32)
+
+
+def _op_types(model) -> list[str]:
+    return [layer.op_type for layer in model.layers if isinstance(layer, Operation)]
+
+
+def _chain(tmp_path, activation=None, bias_first=True, extra_reader=False):
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["p"]),
+             helper.make_node("Add", ["B", "p"] if bias_first else ["p", "B"], ["z"])]
+    out = "z"
+    if activation == "Gelu":
+        nodes.append(helper.make_node("Gelu", ["z"], ["a"]))
+        out = "a"
+    elif activation == "Relu":
+        nodes.append(helper.make_node("Relu", ["z"], ["a"]))
+        out = "a"
+    if extra_reader:  # the product is read again: it cannot disappear into a fused node
+        nodes.append(helper.make_node("Mul", [out, "p"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", [out], ["y"]))
+    proto = graph(nodes, {"x": (3, 6)}, {"W": W, "B": B}, opset=20)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(proto, path)
+    return path
+
+
+@pytest.mark.parametrize("activation,bias_first", [(None, True), ("Gelu", False), ("Relu", True)])
+def test_matmul_bias_activation_is_one_op_node_that_predicts_and_exports_like_the_chain(tmp_path, activation,
+                                                                                        bias_first):
+    path = _chain(tmp_path, activation, bias_first)
+    model = monnx.load(path, layers=False)
+    fused = "+".join(["MatMul", "Add"] + ([activation] if activation else []))
+    assert _op_types(model) == [fused, "Identity"]
+    x = RNG.standard_normal((4, 3, 6)).astype(np.float32)
+    want = run_ort(path, {"x": x})
+    got = model.predict(x, batch_size=4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    out = str(tmp_path / "back.onnx")
+    monnx.export(model, out)
+    written = [n.op_type for n in onnx.load(out).graph.node]
+    assert written[:len(fused.split("+"))] == fused.split("+")  # the chain it was read from, node by node
+    np.testing.assert_allclose(run_ort(out, {onnx.load(out).graph.input[0].name: x}), want, rtol=1e-5,
+                               atol=1e-6)
+    again = monnx.load(out, layers=False)
+    assert _op_types(again)[0] == fused
+    np.testing.assert_allclose(again.predict(x, batch_size=4), got, rtol=0, atol=0)
+
+
+def test_fused_weights_train_like_pytorch(tmp_path):
+    from magmadnn import Tensor
+
+    model = monnx.load(_chain(tmp_path, "Gelu"), layers=False)
+    layer = next(layer for layer in model.layers if isinstance(layer, Operation))
+    x = RNG.standard_normal((4, 3, 6)).astype(np.float32)
+    u = RNG.standard_normal((4, 3, 5)).astype(np.float32)
+    out = model(Tensor(x))
+    out.backward(Tensor(u))
+    tw, tb = torch.tensor(W, requires_grad=True), torch.tensor(B, requires_grad=True)
+    (torch.nn.functional.gelu(torch.tensor(x) @ tw + tb) * torch.tensor(u)).sum().backward()
+    grads = {key: np.asarray(p.grad) for key, p in layer.params.items()}
+    assert len(grads) == 2  # W and b are both trainable parameters of the fused node
+    np.testing.assert_allclose(grads["in1"], tw.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads["in2"], tb.grad.numpy(), rtol=1e-4, atol=1e-5)
+
+
+def test_a_chain_read_elsewhere_or_with_a_computed_bias_is_not_fused(tmp_path):
+    model = monnx.load(_chain(tmp_path, extra_reader=True), layers=False)
+    assert _op_types(model) == ["MatMul", "Add", "Mul"]
+    x = RNG.standard_normal((2, 3, 6)).astype(np.float32)
+    np.testing.assert_allclose(model.predict(x, batch_size=2), run_ort(_chain(tmp_path, extra_reader=True),
+                                                                         {"x": x}), rtol=1e-5, atol=1e-5)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["p", "c"], ["y"])]
+    proto = graph(nodes, {"x": (3, 6), "c": (3, 5)}, {"W": W}, opset=20)
+    path = str(tmp_path / "computed.onnx")
+    onnx.save(proto, path)
+    assert _op_types(monnx.load(path, layers=False)) == ["MatMul", "Add"]
