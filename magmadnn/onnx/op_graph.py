@@ -39,6 +39,7 @@ from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
 from .op_nodes._runtime import half_rounding
+from .shape_folding import RANDOM, batch_shape, host_runner, known_sizes, with_batch_shapes
 
 __all__ = ["build", "supported_op_types"]
 
@@ -111,7 +112,7 @@ class _Import:
                 consumers.setdefault(value, []).append((node, k))
         self.consumers = consumers
         self.graph_outputs = {o.name for o in proto.graph.output}
-        self.batch_shapes: dict[str, np.ndarray] = {}  # Reshape output -> its target, made constant (_batch_shape)
+        self.batch_shapes: dict[str, np.ndarray] = {}  # Reshape output -> its target made constant (shape_folding)
         self._claimed: set = set()  # the outputs of nodes a fused op node computes (see fusion)
 
     # -- names and errors
@@ -211,10 +212,10 @@ class _Import:
             for n, v in zip(node.input, ins):
                 if n and v is None:
                     raise self.error(node, f"input {n!r} is not computed before the node (graph not in order?)")
-            if node.op_type == "Reshape" and len(ins) > 1 and isinstance(_batch_shape(ins[1]), np.ndarray):
-                self.batch_shapes[node.output[0]] = _batch_shape(ins[1])  # build() reads the graph again
-            if node.op_type == "Gather" and _known_sizes(node, ins) is not None:
-                self.values[node.output[0]] = _known_sizes(node, ins)  # sizes known at load: a constant
+            if node.op_type == "Reshape" and len(ins) > 1 and isinstance(batch_shape(ins[1]), np.ndarray):
+                self.batch_shapes[node.output[0]] = batch_shape(ins[1])  # build() reads the graph again
+            if node.op_type == "Gather" and known_sizes(node, ins) is not None:
+                self.values[node.output[0]] = known_sizes(node, ins)  # sizes known at load: a constant
                 continue
             if node.op_type == "Constant" or all(isinstance(v, np.ndarray) or v is None for v in ins) and any(
                     v is not None for v in ins) and node.op_type not in _RANDOM:
@@ -388,65 +389,8 @@ class _Import:
         return op
 
 
-def _batch_shape(value):
-    """A Reshape's target shape computed at run time from the batch size and known sizes only (the shape arithmetic
-    a dynamic-batch export writes: Shape, Gather, Unsqueeze, Concat): a constant with -1 where the batch size goes,
-    which Reshape infers to the same size. :func:`build` reads the graph again with these targets constant: the
-    arithmetic then feeds nothing and leaves the model (no node runs it batch after batch), and shape inference
-    knows every size but the batch's after the Reshape. Any other value as it is."""
-    known = getattr(value, "shape_batch", None) if isinstance(value, _Sym) and value.host else None
-    if known is None or known.count(batch_axes.BATCH) != 1:
-        return value
-    if not all(d == batch_axes.BATCH or (isinstance(d, (int, np.integer)) and d > 0) for d in known):
-        return value
-    return np.array([-1 if d == batch_axes.BATCH else int(d) for d in known], np.int64)
-
-
-def _known_sizes(node, ins):
-    """``Gather`` of a run-time shape vector at sizes known at load (not the batch size): those sizes, a constant,
-    so the arithmetic on them folds at load too."""
-    if len(ins) != 2 or not isinstance(ins[1], np.ndarray) or int(_attribute(node, "axis", 0)) != 0:
-        return None
-    known = getattr(ins[0], "shape_batch", None) if isinstance(ins[0], _Sym) and ins[0].host else None
-    if known is None or ins[1].dtype.kind not in "iu":
-        return None
-    try:
-        picked = [known[int(i)] for i in ins[1].reshape(-1)]
-    except IndexError:
-        return None
-    if not all(isinstance(d, (int, np.integer)) and not isinstance(d, bool) and d > 0 for d in picked):
-        return None
-    return np.array(picked, np.int64).reshape(ins[1].shape)
-
-
-def _attribute(node, name, default):
-    for attr in node.attribute:
-        if attr.name == name:
-            return onnx().helper.get_attribute_value(attr)
-    return default
-
-
-def _with_batch_shapes(proto, targets: dict):
-    """``proto`` with each Reshape whose output is in ``targets`` reading that constant target (an initializer), so
-    that shape inference knows every size but the batch size after it."""
-    changed = onnx().ModelProto()
-    changed.CopyFrom(proto)
-    numpy_helper = onnx().numpy_helper
-    taken = {i.name for i in changed.graph.initializer} | {v for n in changed.graph.node for v in n.output}
-    for node in changed.graph.node:
-        if node.op_type == "Reshape" and node.output and node.output[0] in targets:
-            name, k = f"{node.output[0]}_target", 0
-            while name in taken:
-                k += 1
-                name = f"{node.output[0]}_target_{k}"
-            taken.add(name)
-            changed.graph.initializer.append(numpy_helper.from_array(targets[node.output[0]], name))
-            node.input[1] = name
-    return changed
-
-
 _PRODUCTS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")
-_RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
+_RANDOM = RANDOM
 
 
 def _host_positions(node, opset) -> tuple:
@@ -484,41 +428,6 @@ def _reference(node, opset, ins) -> list:
                                    f"constant inputs failed: {type(exc).__name__}: {exc}") from None
 
 
-def host_runner(node, opset):
-    """A function computing ``node`` on host NumPy arrays (shape arithmetic at run time), made once; it remembers
-    its outputs by its inputs' values (they follow from the batch's shape, the same batch after batch), so onnx's
-    reference evaluator runs once per distinct input."""
-    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
-
-    helper = onnx().helper
-    untyped = helper.make_empty_tensor_value_info
-    names = [n for n in node.input if n]
-    graph = helper.make_graph([node], "host", [untyped(n) for n in names], [untyped(n) for n in node.output if n])
-    evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
-    known: dict = {}  # the outputs by the inputs' values: a batch of the size seen before reuses them
-    remembers = node.op_type not in _RANDOM
-
-    def run(*arrays):
-        given = [np.asarray(a) for a in arrays if a is not None]
-        key = tuple((a.dtype.str, a.shape, a.tobytes()) for a in given) if remembers else None
-        out = known.get(key) if remembers else None
-        if out is None:
-            out = [np.asarray(r) for r in evaluator.run(None, dict(zip(names, given)))]
-            for a in out:
-                a.flags.writeable = False  # shared by every later call with these inputs
-            if remembers:
-                if len(known) >= _HOST_MEMO:
-                    known.clear()
-                known[key] = out
-        return out if len(out) > 1 else out[0]
-
-    return run
-
-
-#: host nodes remember the outputs of this many distinct inputs (shapes of the batch sizes seen)
-_HOST_MEMO = 16
-
-
 def _inferred(proto):
     """Full static shapes (None for unknown dims), dtypes (float16 as float32) and the names declared float16 of
     the values, by onnx's shape inference."""
@@ -546,8 +455,8 @@ def build(proto, name: str | None = None, device=None, seed: int | None = None) 
     state = _Import(proto, name, device)
     made = state.inputs()
     state.walk()
-    if state.batch_shapes:  # read again with those targets constant (see _batch_shape)
-        proto = _with_batch_shapes(proto, state.batch_shapes)
+    if state.batch_shapes:  # read again with those targets constant (see shape_folding)
+        proto = with_batch_shapes(proto, state.batch_shapes)
         state = _Import(proto, name, device)
         made = state.inputs()
         state.walk()
