@@ -91,3 +91,29 @@ def test_a_chain_read_elsewhere_or_with_a_computed_bias_is_not_fused(tmp_path):
     path = str(tmp_path / "computed.onnx")
     onnx.save(proto, path)
     assert _op_types(monnx.load(path, layers=False)) == ["MatMul", "Add"]
+
+
+def test_scaled_scores_and_their_softmax_are_one_op_node(tmp_path):
+    from magmadnn import Tensor
+
+    nodes = [helper.make_node("Mul", ["c", "x"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=-1)]
+    path = str(tmp_path / "softmax.onnx")
+    onnx.save(graph(nodes, {"x": (2, 3, 5)}, {"c": np.float32(0.25)}, opset=17), path)
+    model = monnx.load(path, layers=False)
+    assert _op_types(model) == ["Mul+Softmax"]
+    x = (RNG.standard_normal((4, 2, 3, 5)) * 3).astype(np.float32)
+    np.testing.assert_allclose(model.predict(x, batch_size=2), run_ort(path, {"x": x}), rtol=1e-5, atol=1e-6)
+    monnx.export(model, tmp_path / "back.onnx")
+    back = onnx.load(str(tmp_path / "back.onnx"))
+    assert [n.op_type for n in back.graph.node] == ["Mul", "Softmax"]
+    np.testing.assert_allclose(run_ort(str(tmp_path / "back.onnx"), {back.graph.input[0].name: x}),
+                               run_ort(path, {"x": x}), rtol=1e-6, atol=1e-7)
+    ours = Tensor(x, requires_grad=True)
+    u = RNG.standard_normal(x.shape).astype(np.float32)
+    model(ours).backward(Tensor(u))
+    theirs = torch.tensor(x, requires_grad=True)
+    (torch.softmax(theirs * 0.25, -1) * torch.tensor(u)).sum().backward()
+    np.testing.assert_allclose(np.asarray(ours.grad), theirs.grad.numpy(), rtol=1e-4, atol=1e-6)
+    other = [helper.make_node("Mul", ["x", "c"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=1)]
+    onnx.save(graph(other, {"x": (2, 3, 5)}, {"c": np.float32(0.25)}, opset=17), path)
+    assert _op_types(monnx.load(path, layers=False)) == ["Mul", "Softmax"]  # not over the keys: left alone
