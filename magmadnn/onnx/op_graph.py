@@ -202,9 +202,10 @@ class _Import:
 
     # -- nodes
     def walk(self) -> None:
+        folded = self._fold_constants()
         for node in self.proto.graph.node:
-            if node.output and node.output[0] in self._claimed:
-                continue  # computed by the fused op node of a chain that starts earlier
+            if node.output and (node.output[0] in self._claimed or node.output[0] in folded):
+                continue  # computed by the fused op node of a chain that starts earlier, or a constant
             if node.domain not in ("", "ai.onnx"):
                 raise self.error(node, f"operators of domain {node.domain!r} are not supported (only the default "
                                        "ONNX domain)")
@@ -253,6 +254,20 @@ class _Import:
                                  [self.dtypes.get(name) for name in last.output])
         for chained in fused.nodes:
             self._claimed.update(n for n in chained.output if n)
+
+    def _fold_constants(self) -> set:
+        """Compute every node of constants first (in graph order: a fusion starting at a node may read constants
+        the graph computes after it); the first output names of the nodes folded."""
+        done = set()
+        for node in self.proto.graph.node:
+            if node.domain not in ("", "ai.onnx") or node.op_type in _RANDOM:
+                continue
+            ins = [self.values.get(n) if n else None for n in node.input]
+            if node.op_type == "Constant" or (any(v is not None for v in ins) and all(
+                    isinstance(v, np.ndarray) for v, n in zip(ins, node.input) if n)):
+                self._fold(node, ins)
+                done.add(node.output[0])
+        return done
 
     def _fold(self, node, ins) -> None:
         if node.op_type == "Constant":
@@ -456,7 +471,9 @@ def build(proto, name: str | None = None, device=None, seed: int | None = None) 
     made = state.inputs()
     state.walk()
     if state.batch_shapes:  # read again with those targets constant (see shape_folding)
-        proto = with_batch_shapes(proto, state.batch_shapes)
+        made_at_load = {n: state.values[n] for node in proto.graph.node for n in node.output
+                        if isinstance(state.values.get(n), np.ndarray) and n not in state.halves}
+        proto = with_batch_shapes(proto, state.batch_shapes, made_at_load)
         state = _Import(proto, name, device)
         made = state.inputs()
         state.walk()

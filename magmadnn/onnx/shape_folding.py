@@ -65,22 +65,37 @@ def _attribute(node, name, default):
     return default
 
 
-def with_batch_shapes(proto, targets: dict):
+def with_batch_shapes(proto, targets: dict, constants: dict | None = None):
     """``proto`` with each Reshape whose output is in ``targets`` reading that constant target (an initializer), so
-    that shape inference knows every size but the batch size after it."""
+    that shape inference knows every size but the batch size after it; and with the nodes whose outputs are all in
+    ``constants`` (values computed at load, from constants and known sizes) replaced by those values as initializers
+    (a chain that reads them, a fusion, sees them from the start)."""
     changed = onnx().ModelProto()
     changed.CopyFrom(proto)
     numpy_helper = onnx().numpy_helper
+    constants = constants or {}
     taken = {i.name for i in changed.graph.initializer} | {v for n in changed.graph.node for v in n.output}
-    for node in changed.graph.node:
+
+    def initializer(base, value):
+        name, k = base, 0
+        while name in taken:
+            k += 1
+            name = f"{base}_{k}"
+        taken.add(name)
+        changed.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+        return name
+
+    kept = [n for n in changed.graph.node if not (n.output and all(o in constants for o in n.output if o))]
+    read = {v for n in kept for v in n.input} | {o.name for o in changed.graph.output}
+    present = {i.name for i in changed.graph.initializer}
+    for name, value in constants.items():
+        if name in read and name not in present:
+            changed.graph.initializer.append(numpy_helper.from_array(np.asarray(value), name))
+    for node in kept:
         if node.op_type == "Reshape" and node.output and node.output[0] in targets:
-            name, k = f"{node.output[0]}_target", 0
-            while name in taken:
-                k += 1
-                name = f"{node.output[0]}_target_{k}"
-            taken.add(name)
-            changed.graph.initializer.append(numpy_helper.from_array(targets[node.output[0]], name))
-            node.input[1] = name
+            node.input[1] = initializer(f"{node.output[0]}_target", targets[node.output[0]])
+    del changed.graph.node[:]
+    changed.graph.node.extend(kept)
     return changed
 
 

@@ -117,3 +117,47 @@ def test_scaled_scores_and_their_softmax_are_one_op_node(tmp_path):
     other = [helper.make_node("Mul", ["x", "c"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=1)]
     onnx.save(graph(other, {"x": (2, 3, 5)}, {"c": np.float32(0.25)}, opset=17), path)
     assert _op_types(monnx.load(path, layers=False)) == ["Mul", "Softmax"]  # not over the keys: left alone
+
+
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_nanogpt_attention_from_a_packed_projection_is_one_op_node(tmp_path, dynamic):
+    from magmadnn import Tensor
+
+    torch.manual_seed(0)
+    dim, heads, steps = 8, 2, 5
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(dim, 3 * dim)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in self.qkv(x).split(d, dim=2))
+            a = torch.softmax((q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5), dim=-1)
+            return (a @ v).transpose(1, 2).contiguous().view(b, t, d)
+
+    net = Attention().eval()
+    x = RNG.standard_normal((3, steps, dim)).astype(np.float32)
+    path = str(tmp_path / "attention.onnx")
+    extra = {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}} if dynamic else {}
+    with torch.no_grad():
+        torch.onnx.export(net, (torch.from_numpy(x),), path, input_names=["x"], output_names=["y"], dynamo=False,
+                          **extra)
+    model = monnx.load(path, layers=False)
+    assert _op_types(model) == ["MatMul+Add", "PackedAttention"]
+    want = net(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(model.predict(x, batch_size=3), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_ort(path, {"x": x}), want, rtol=1e-5, atol=1e-6)
+    monnx.export(model, tmp_path / "back.onnx")
+    written = [n.op_type for n in onnx.load(str(tmp_path / "back.onnx")).graph.node]
+    assert written.count("Transpose") == 4 and written.count("Reshape") == 4 and "Softmax" in written
+    np.testing.assert_allclose(run_ort(str(tmp_path / "back.onnx"), {onnx.load(str(tmp_path / "back.onnx"))
+                                                                     .graph.input[0].name: x}), want, rtol=1e-5,
+                               atol=1e-6)
+    ours = Tensor(x, requires_grad=True)  # the gradient through the fused node, against PyTorch's autograd
+    u = RNG.standard_normal(want.shape).astype(np.float32)
+    model(ours).backward(Tensor(u))
+    theirs = torch.tensor(x, requires_grad=True)
+    (net(theirs) * torch.tensor(u)).sum().backward()
+    np.testing.assert_allclose(np.asarray(ours.grad), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
