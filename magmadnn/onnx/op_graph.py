@@ -98,7 +98,7 @@ class _Sym:
 
 
 class _Import:
-    def __init__(self, proto, name, device=None):
+    def __init__(self, proto, name, device=None, reshaped=None):
         self.proto, self.opset, self.device = proto, default_opset(proto), device
         self._held: dict = {}
         self.values: dict[str, object] = {}  # name -> np.ndarray (constant) or _Sym
@@ -113,6 +113,7 @@ class _Import:
         self.consumers = consumers
         self.graph_outputs = {o.name for o in proto.graph.output}
         self.batch_shapes: dict[str, np.ndarray] = {}  # Reshape output -> its target made constant (shape_folding)
+        self.reshaped = reshaped or {}  # such a Reshape's output -> its batch axis, as the first reading found it
         self._claimed: set = set()  # the outputs of nodes a fused op node computes (see fusion)
 
     # -- names and errors
@@ -378,6 +379,8 @@ class _Import:
         axes_in = [v.batch_axis if isinstance(v, _Sym) else None for v in view.inputs]
         moves = batch_axes.moved(node, view, axes_in, view.attr) if node.op_type in batch_axes.MOVERS or any(
             a not in (None, 0) for a in axes_in) else None
+        if node.op_type == "Reshape" and node.output[0] in self.reshaped:  # its target was a shape holding the batch
+            moves = [self.reshaped[node.output[0]]]
         for k, (name, keep) in enumerate(zip(node.output, keeps)):
             full = self.shapes[name] = batch_axes.refined(node, view, self.shapes.get(name))
             keep = bool(keep) and any(batched_in) and (full is None or len(full) >= 1)
@@ -474,7 +477,8 @@ def build(proto, name: str | None = None, device=None, seed: int | None = None) 
         made_at_load = {n: state.values[n] for node in proto.graph.node for n in node.output
                         if isinstance(state.values.get(n), np.ndarray) and n not in state.halves}
         proto = with_batch_shapes(proto, state.batch_shapes, made_at_load)
-        state = _Import(proto, name, device)
+        reshaped = {n: state.values[n].batch_axis for n in state.batch_shapes if isinstance(state.values.get(n), _Sym)}
+        state = _Import(proto, name, device, reshaped)
         made = state.inputs()
         state.walk()
     outputs = {}
