@@ -155,3 +155,31 @@ def test_conv_backward_data_then_filter_share_dy_and_a_new_dy_is_not_confused(gr
     # the copy is handed over once: a second backward-filter of the same dy transposes again, with the same result
     np.testing.assert_array_equal(xp.conv2d_backward_filter(dy2, x, w.shape, **geom),
                                   xp.conv2d_backward_filter(dy2, x, w.shape, **geom))
+
+
+# ------------------------------------------------------------------------------------------ bias gradients
+
+
+@pytest.mark.parametrize("shape", [(5, 3), (4, 3, 7), (6, 2, 5, 4), (2, 3, 2, 2, 3), (0, 3, 4, 4)])
+def test_channel_sum_sums_every_axis_but_the_channels(shape):
+    a = np.random.default_rng(2).standard_normal(shape).astype(np.float32)
+    got = xp.channel_sum(a)
+    ref = a.astype(np.float64).sum(axis=tuple(i for i in range(a.ndim) if i != 1))
+    assert got.shape == (shape[1],) and got.dtype == np.float32
+    np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-5)
+    strided = np.repeat(a, 2, axis=-1)[..., ::2]  # not contiguous
+    np.testing.assert_allclose(xp.channel_sum(strided), ref, rtol=1e-5, atol=1e-5)
+
+
+def test_dense_relu_epilogue_equals_relu_of_the_biased_product():
+    """bias_activation(x, b, 'relu') (computed in place on its own new array) equals max(x + b, 0) bit for bit,
+    keeps NaN, leaves x untouched and returns no pre-activation (ReLU's gradient reads the output)."""
+    rng = np.random.default_rng(3)
+    x = rng.standard_normal((6, 5)).astype(np.float32)
+    x[1, 2] = np.nan
+    b = rng.standard_normal(5).astype(np.float32)
+    before = x.copy()
+    y, z = xp.bias_activation(x, b, "relu")
+    np.testing.assert_array_equal(y, np.maximum(x + b, np.float32(0)))
+    assert z is None and np.isnan(y[1, 2]) and y.dtype == np.float32
+    np.testing.assert_array_equal(x, before)
