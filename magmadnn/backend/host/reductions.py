@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -30,7 +31,7 @@ def channel_sum(a):
     if a.ndim == 2:
         return a.sum(axis=0)
     n, c = a.shape[:2]
-    return np.add.reduce(a.reshape(n, c, -1), axis=0).sum(axis=1)
+    return np.add.reduce(a.reshape(n, c, math.prod(a.shape[2:])), axis=0).sum(axis=1)  # prod: an empty batch too
 
 
 def broadcast_divide(a, shape, divisor=1):
