@@ -183,3 +183,36 @@ def test_dense_relu_epilogue_equals_relu_of_the_biased_product():
     np.testing.assert_array_equal(y, np.maximum(x + b, np.float32(0)))
     assert z is None and np.isnan(y[1, 2]) and y.dtype == np.float32
     np.testing.assert_array_equal(x, before)
+
+
+# ------------------------------------------------------------------------------------------ the data check of fit
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64, np.complex64])
+@pytest.mark.filterwarnings("error")
+def test_the_data_check_names_the_first_non_finite_entry_and_passes_large_finite_data(dtype):
+    """One summing pass finds NaN/inf (in the array's own type for 4-byte and wider floats); a sum that overflows
+    is no error when every entry is finite."""
+    from magmadnn._checks import finite_array
+
+    big = np.full((3, 4), np.finfo(dtype).max / 2, dtype=dtype)
+    finite_array(big, "inputs", "fit")  # the sum overflows; every entry is finite
+    for bad in (np.nan, np.inf, -np.inf):
+        x = np.ones((3, 4), dtype=dtype)
+        x[1, 2] = bad
+        x[2, 0] = bad
+        with pytest.raises(ValueError, match=r"fit: inputs hold non-finite values \(2 of 12; .* at index \(1, 2\)\)"):
+            finite_array(x, "inputs", "fit")
+
+
+def test_fit_rejects_non_finite_inputs_before_any_batch():
+    from magmadnn import zoo
+
+    model = zoo.mlp((4,), 2, hidden=(3,)).compile("sgd", "cross_entropy", seed=0)
+    x = np.ones((8, 4), np.float32)
+    x[5, 1] = np.inf
+    before = [p.data.copy() for p in model.parameters()]
+    with pytest.raises(ValueError, match="non-finite"):
+        model.fit(x, np.zeros(8, np.int64), batch_size=4, verbose=0)
+    for p, b in zip(model.parameters(), before):
+        np.testing.assert_array_equal(p.data, b)
