@@ -9,8 +9,6 @@ compiled single-threaded kernels; results are the same either way."""
 
 from __future__ import annotations
 
-import threading
-
 import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
@@ -97,24 +95,11 @@ class _ConvPlan:
         return dx
 
     def dy_rows(self, dy, groups):
-        """dy (N, K, Ho, Wo) as (K, Ho*Wo*N), or (G, K/G, Ho*Wo*N) when grouped.
-
-        The backward-data and backward-filter of one layer take the same dy one after the other: the copy made for
-        the first is kept (with dy itself, so the check is one of identity) and handed to the second once."""
-        last = getattr(_last_rows, "entry", None)
-        if last is not None and last[0] is dy:
-            _last_rows.entry = None
-            rows = last[1]
-        else:
-            rows = np.empty((self.k, self.ho, self.wo, self.n), dtype=dy.dtype)
-            np.copyto(rows, dy.transpose(1, 2, 3, 0))
-            rows = rows.reshape(self.k, -1)
-            _last_rows.entry = (dy, rows)
+        """dy (N, K, Ho, Wo) as (K, Ho*Wo*N), or (G, K/G, Ho*Wo*N) when grouped."""
+        rows = np.empty((self.k, self.ho, self.wo, self.n), dtype=dy.dtype)
+        np.copyto(rows, dy.transpose(1, 2, 3, 0))
+        rows = rows.reshape(self.k, -1)
         return rows if groups == 1 else rows.reshape(groups, self.k // groups, -1)
-
-
-#: the last ``dy_rows`` copy and its dy, per thread (read back once, by the other backward of the same layer)
-_last_rows = threading.local()
 
 
 # Activations that conv2d_forward can apply in place on its output: their backward needs only the output y.

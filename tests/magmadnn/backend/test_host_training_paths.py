@@ -1,5 +1,5 @@
-"""The host's training fast paths: the multi-tensor SGD update, the one-pass softmax cross-entropy kernels and the
-convolution backward's shared copy of dy. Each against an independent reference (float64 formulas, loops, the
+"""The host's training fast paths: the multi-tensor SGD update, the one-pass softmax cross-entropy kernels, the bias
+gradients and fit's data check. Each against an independent reference (float64 formulas, loops, the
 per-parameter update), with numba on and off where a kernel is involved."""
 
 from __future__ import annotations
@@ -11,7 +11,6 @@ from hypothesis import strategies as st
 
 from magmadnn import backend
 from magmadnn.backend import _host_jit
-from tests.reference import conv2d_backward_ref
 from tests.strategies import FLOATS
 
 xp = backend.get("host")
@@ -130,31 +129,6 @@ def test_softmax_cross_entropy_kernel_keeps_numpy_semantics_at_the_edges(jit):
     loss, probs = xp.softmax_cross_entropy_mean(bad, np.array([0, 1, 2]))
     assert np.isnan(loss)
     assert np.isnan(probs[0]).all() and np.isnan(probs[2]).all() and np.isfinite(probs[1]).all()
-
-
-# ------------------------------------------------------------------------------------------ conv backward
-
-
-@pytest.mark.parametrize("groups", [1, 2])
-def test_conv_backward_data_then_filter_share_dy_and_a_new_dy_is_not_confused(groups):
-    """The backward-filter after the backward-data of the same dy reuses its transposed copy; a different dy array
-    (same shape, or the same values in a new array) is transposed afresh, each against the loop reference."""
-    rng = np.random.default_rng(1)
-    x = rng.standard_normal((3, 4, 7, 6))
-    w = rng.standard_normal((6, 4 // groups, 3, 3))
-    geom = {"stride": (1, 2), "padding": (1, 1), "groups": groups}
-    shape = xp.conv2d_forward(x, w, **geom).shape
-    dy1, dy2 = rng.standard_normal(shape), rng.standard_normal(shape)
-    for dy_data, dy_filter in ((dy1, dy1), (dy1, dy2), (dy2, dy2.copy())):
-        dx = xp.conv2d_backward_data(dy_data, w, x.shape, **geom)
-        dw = xp.conv2d_backward_filter(dy_filter, x, w.shape, **geom)
-        ref_dx, _, _ = conv2d_backward_ref(x, w, dy_data, stride=(1, 2), padding=(1, 1), groups=groups)
-        _, ref_dw, _ = conv2d_backward_ref(x, w, dy_filter, stride=(1, 2), padding=(1, 1), groups=groups)
-        np.testing.assert_allclose(dx, ref_dx, rtol=1e-10, atol=1e-12)
-        np.testing.assert_allclose(dw, ref_dw, rtol=1e-10, atol=1e-12)
-    # the copy is handed over once: a second backward-filter of the same dy transposes again, with the same result
-    np.testing.assert_array_equal(xp.conv2d_backward_filter(dy2, x, w.shape, **geom),
-                                  xp.conv2d_backward_filter(dy2, x, w.shape, **geom))
 
 
 # ------------------------------------------------------------------------------------------ bias gradients
