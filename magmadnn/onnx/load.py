@@ -215,9 +215,9 @@ def load(path, device=None, name: str | None = None, seed: int | None = None, la
     MultiHeadAttention, ...: a readable summary, the layers' fast paths, a clean export); where a node has no layer
     form, ``"auto"`` (the default) loads the graph as op nodes instead, one :class:`~magmadnn.layers.Operation` per
     ONNX node (:mod:`.op_graph`: any graph of supported operators, several inputs and outputs, dynamic axes);
-    ``True`` keeps the layers' refusal, ``False`` always makes op nodes. ``fuse``: op nodes fuse each chain
-    Conv -> Add -> Relu (or Conv -> Relu, Conv -> Add) into one node (:mod:`.fusion`: the same values and gradients,
-    a faster host inference); ``False`` keeps one op node per ONNX node."""
+    ``True`` keeps the layers' refusal, ``False`` always makes op nodes. ``fuse``: op nodes make one node of each
+    chain with a fused form (:mod:`.fusion`: MatMul + bias [+ activation], attention, Conv [+ residual Add] [+ Relu]:
+    the same values and gradients, a faster host inference); ``False`` keeps one op node per ONNX node."""
     proto = read(path)
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
     return convert(proto, name=proto.graph.name or stem, device=device, seed=seed, layers=layers, fuse=fuse)

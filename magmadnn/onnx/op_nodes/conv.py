@@ -54,8 +54,8 @@ def conv(view):
 
 
 def conv_function(view, activation=None, residual=None):
-    """Conv's function ``run(x, w, b=None, r=None)``. The fusion pass (:mod:`..fusion`) makes one node of a chain
-    Conv -> Add -> Relu: ``residual`` ("left" or "right": the Add's operand order) adds ``r``, ``activation``
+    """Conv's function ``run(x, w, b=None, r=None)``. A chain Conv -> Add -> Relu fused into one node
+    (:mod:`.fused_conv`): ``residual`` ("left" or "right": the Add's operand order) adds ``r``, ``activation``
     ("relu") follows; the same values and gradients as the nodes one by one (host inference in one call)."""
     view.only("kernel_shape", "strides", "dilations", "pads", "auto_pad", "group")
     spatial = _spatial(view)

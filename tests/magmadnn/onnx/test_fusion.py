@@ -1,138 +1,163 @@
-"""The op graph's fusion pass (``magmadnn.onnx.fusion``): chains Conv -> Relu and Conv -> Add -> Relu become one op
-node that predicts what the nodes one by one predict (bit for bit on the host) and onnxruntime, trains with their
-gradients, and exports as the chain again; what may not be fused is left as it is."""
+"""Fused op nodes (``magmadnn.onnx.fusion``): a MatMul by a weight, its bias Add and an activation loaded as one op
+node (``F.dense``) that predicts what onnxruntime computes, trains its weights like PyTorch's autograd, exports back
+as the chain it was read from; chains whose inner values are read elsewhere, or whose bias is not a constant, stay
+op node per ONNX node."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from magmadnn import Tensor
 from magmadnn.layers.operation import Operation
-from magmadnn.onnx.load import convert
 
-from .._onnx_helpers import graph, helper, onnx, run_ort
+from .._onnx_helpers import graph, helper, monnx, onnx, run_ort
 
+torch = pytest.importorskip("torch")
 RNG = np.random.default_rng(0)
+W, B = RNG.standard_normal((6, 5)).astype(np.float32), RNG.standard_normal(5).astype(np.float32)
 
 
-def _w(*shape):
-    return (RNG.standard_normal(shape) * 0.4).astype(np.float32)
-
-
-WEIGHTS = {"W1": _w(4, 4, 3, 3), "B1": _w(4), "W2": _w(4, 4, 3, 3), "W3": _w(6, 4, 3, 3), "B3": _w(6),
-           "W4": _w(6, 4, 1, 1)}
-
-
-def resnet_block():
-    """x -> Conv+Relu -> Conv (no bias) + x -> Relu -> a strided Conv and a 1x1 strided shortcut Conv added -> Relu:
-    the residual on the left and on the right, an Add of two convolutions (the later one fuses)."""
-    nodes = [helper.make_node("Conv", ["x", "W1", "B1"], ["c1"], pads=[1, 1, 1, 1]),
-             helper.make_node("Relu", ["c1"], ["r1"]),
-             helper.make_node("Conv", ["r1", "W2"], ["c2"], pads=[1, 1, 1, 1]),
-             helper.make_node("Add", ["x", "c2"], ["a2"]),
-             helper.make_node("Relu", ["a2"], ["y2"]),
-             helper.make_node("Conv", ["y2", "W3", "B3"], ["c3"], pads=[1, 1, 1, 1], strides=[2, 2]),
-             helper.make_node("Conv", ["y2", "W4"], ["c4"], strides=[2, 2]),
-             helper.make_node("Add", ["c3", "c4"], ["a4"]),
-             helper.make_node("Relu", ["a4"], ["y"])]
-    return graph(nodes, {"x": (4, 7, 7)}, WEIGHTS)
-
-
-def _ops(model):
+def _op_types(model) -> list[str]:
     return [layer.op_type for layer in model.layers if isinstance(layer, Operation)]
 
 
-X = RNG.standard_normal((5, 4, 7, 7)).astype(np.float32)
+def _chain(tmp_path, activation=None, bias_first=True, extra_reader=False):
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["p"]),
+             helper.make_node("Add", ["B", "p"] if bias_first else ["p", "B"], ["z"])]
+    out = "z"
+    if activation == "Gelu":
+        nodes.append(helper.make_node("Gelu", ["z"], ["a"]))
+        out = "a"
+    elif activation == "Relu":
+        nodes.append(helper.make_node("Relu", ["z"], ["a"]))
+        out = "a"
+    if extra_reader:  # the product is read again: it cannot disappear into a fused node
+        nodes.append(helper.make_node("Mul", [out, "p"], ["y"]))
+    else:
+        nodes.append(helper.make_node("Identity", [out], ["y"]))
+    proto = graph(nodes, {"x": (3, 6)}, {"W": W, "B": B}, opset=20)
+    path = str(tmp_path / "m.onnx")
+    onnx.save(proto, path)
+    return path
 
 
-def test_chains_fuse_and_predict_what_the_nodes_one_by_one_predict():
-    proto = resnet_block()
-    fused, apart = convert(proto, layers=False), convert(proto, layers=False, fuse=False)
-    assert _ops(fused) == ["Conv+Relu", "Conv+Add+Relu", "Conv", "Conv+Add+Relu"]
-    assert _ops(apart) == [n.op_type for n in proto.graph.node]
-    got = fused.predict(X, batch_size=5)
-    np.testing.assert_array_equal(got, apart.predict(X, batch_size=5))  # the same float operations, in order
-    np.testing.assert_allclose(got, run_ort(proto, {"x": X}), rtol=2e-4, atol=2e-5)
-    assert [w.shape for w in fused.get_weights()] == [w.shape for w in apart.get_weights()]  # the Conv's weights
+@pytest.mark.parametrize("activation,bias_first", [(None, True), ("Gelu", False), ("Relu", True)])
+def test_matmul_bias_activation_is_one_op_node_that_predicts_and_exports_like_the_chain(tmp_path, activation,
+                                                                                        bias_first):
+    path = _chain(tmp_path, activation, bias_first)
+    model = monnx.load(path, layers=False)
+    fused = "+".join(["MatMul", "Add"] + ([activation] if activation else []))
+    assert _op_types(model) == [fused, "Identity"]
+    x = RNG.standard_normal((4, 3, 6)).astype(np.float32)
+    want = run_ort(path, {"x": x})
+    got = model.predict(x, batch_size=4)
+    np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+    out = str(tmp_path / "back.onnx")
+    monnx.export(model, out)
+    written = [n.op_type for n in onnx.load(out).graph.node]
+    assert written[:len(fused.split("+"))] == fused.split("+")  # the chain it was read from, node by node
+    np.testing.assert_allclose(run_ort(out, {onnx.load(out).graph.input[0].name: x}), want, rtol=1e-5,
+                               atol=1e-6)
+    again = monnx.load(out, layers=False)
+    assert _op_types(again)[0] == fused
+    np.testing.assert_allclose(again.predict(x, batch_size=4), got, rtol=0, atol=0)
 
 
-def test_fused_chains_train_with_the_gradients_of_the_nodes():
-    proto = resnet_block()
-    fused, apart = convert(proto, layers=False), convert(proto, layers=False, fuse=False)
-    u = RNG.standard_normal((5, 6, 4, 4)).astype(np.float32)
-    grads = []
-    for model in (fused, apart):
-        x = Tensor(X.copy(), requires_grad=True)
-        out = model(x)
-        (out * Tensor(u)).sum().backward()
-        grads.append([np.asarray(g) for g in [x.grad] + [w.grad for w in model.trainable_weights]])
-    assert len(grads[0]) == len(grads[1]) == 1 + len(WEIGHTS)
-    for mine, theirs in zip(*grads):
-        np.testing.assert_allclose(mine, theirs, rtol=1e-5, atol=1e-6)
-    torch = pytest.importorskip("torch")
-    tF = torch.nn.functional
-    t = {k: torch.tensor(v, requires_grad=True) for k, v in WEIGHTS.items()}
-    tx = torch.tensor(X, requires_grad=True)
-    y2 = tF.relu(tx + tF.conv2d(tF.relu(tF.conv2d(tx, t["W1"], t["B1"], padding=1)), t["W2"], padding=1))
-    y = tF.relu(tF.conv2d(y2, t["W3"], t["B3"], stride=2, padding=1) + tF.conv2d(y2, t["W4"], stride=2))
-    (y * torch.tensor(u)).sum().backward()
-    np.testing.assert_allclose(grads[0][0], tx.grad.numpy(), rtol=1e-4, atol=1e-5)
-    fused.compile(optimizer="sgd", loss="mse")
-    before = [w.copy() for w in fused.get_weights()]
-    history = fused.fit(X, u, batch_size=5, epochs=2, verbose=0)
-    assert np.isfinite(history.history["loss"]).all()
-    assert all(not np.array_equal(a, b) for a, b in zip(before, fused.get_weights()))  # every weight trained
+def test_fused_weights_train_like_pytorch(tmp_path):
+    from magmadnn import Tensor
+
+    model = monnx.load(_chain(tmp_path, "Gelu"), layers=False)
+    layer = next(layer for layer in model.layers if isinstance(layer, Operation))
+    x = RNG.standard_normal((4, 3, 6)).astype(np.float32)
+    u = RNG.standard_normal((4, 3, 5)).astype(np.float32)
+    out = model(Tensor(x))
+    out.backward(Tensor(u))
+    tw, tb = torch.tensor(W, requires_grad=True), torch.tensor(B, requires_grad=True)
+    (torch.nn.functional.gelu(torch.tensor(x) @ tw + tb) * torch.tensor(u)).sum().backward()
+    grads = {key: np.asarray(p.grad) for key, p in layer.params.items()}
+    assert len(grads) == 2  # W and b are both trainable parameters of the fused node
+    np.testing.assert_allclose(grads["in1"], tw.grad.numpy(), rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(grads["in2"], tb.grad.numpy(), rtol=1e-4, atol=1e-5)
 
 
-def test_a_fused_model_exports_the_chain_back(tmp_path):
-    proto = resnet_block()
-    model = convert(proto, layers=False)
-    path = str(tmp_path / "out.onnx")
-    model.export(path)
-    written = onnx.load(path)
-    assert sorted(n.op_type for n in written.graph.node) == sorted(n.op_type for n in proto.graph.node)
-    expected = model.predict(X, batch_size=5)
-    np.testing.assert_allclose(run_ort(path, {written.graph.input[0].name: X}), expected, rtol=2e-4, atol=2e-5)
-    again = convert(written, layers=False)
-    assert _ops(again) == _ops(model)
-    np.testing.assert_array_equal(again.predict(X, batch_size=5), expected)
+def test_a_chain_read_elsewhere_or_with_a_computed_bias_is_not_fused(tmp_path):
+    model = monnx.load(_chain(tmp_path, extra_reader=True), layers=False)
+    assert _op_types(model) == ["MatMul", "Add", "Mul"]
+    x = RNG.standard_normal((2, 3, 6)).astype(np.float32)
+    np.testing.assert_allclose(model.predict(x, batch_size=2), run_ort(_chain(tmp_path, extra_reader=True),
+                                                                         {"x": x}), rtol=1e-5, atol=1e-5)
+    nodes = [helper.make_node("MatMul", ["x", "W"], ["p"]), helper.make_node("Add", ["p", "c"], ["y"])]
+    proto = graph(nodes, {"x": (3, 6), "c": (3, 5)}, {"W": W}, opset=20)
+    path = str(tmp_path / "computed.onnx")
+    onnx.save(proto, path)
+    assert _op_types(monnx.load(path, layers=False)) == ["MatMul", "Add"]
 
 
-def _conv(x, w, out, **attrs):
-    return helper.make_node("Conv", [x, w], [out], pads=[1, 1, 1, 1], **attrs)
+def test_scaled_scores_and_their_softmax_are_one_op_node(tmp_path):
+    from magmadnn import Tensor
+
+    nodes = [helper.make_node("Mul", ["c", "x"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=-1)]
+    path = str(tmp_path / "softmax.onnx")
+    onnx.save(graph(nodes, {"x": (2, 3, 5)}, {"c": np.float32(0.25)}, opset=17), path)
+    model = monnx.load(path, layers=False)
+    assert _op_types(model) == ["Mul+Softmax"]
+    x = (RNG.standard_normal((4, 2, 3, 5)) * 3).astype(np.float32)
+    np.testing.assert_allclose(model.predict(x, batch_size=2), run_ort(path, {"x": x}), rtol=1e-5, atol=1e-6)
+    monnx.export(model, tmp_path / "back.onnx")
+    back = onnx.load(str(tmp_path / "back.onnx"))
+    assert [n.op_type for n in back.graph.node] == ["Mul", "Softmax"]
+    np.testing.assert_allclose(run_ort(str(tmp_path / "back.onnx"), {back.graph.input[0].name: x}),
+                               run_ort(path, {"x": x}), rtol=1e-6, atol=1e-7)
+    ours = Tensor(x, requires_grad=True)
+    u = RNG.standard_normal(x.shape).astype(np.float32)
+    model(ours).backward(Tensor(u))
+    theirs = torch.tensor(x, requires_grad=True)
+    (torch.softmax(theirs * 0.25, -1) * torch.tensor(u)).sum().backward()
+    np.testing.assert_allclose(np.asarray(ours.grad), theirs.grad.numpy(), rtol=1e-4, atol=1e-6)
+    other = [helper.make_node("Mul", ["x", "c"], ["s"]), helper.make_node("Softmax", ["s"], ["y"], axis=1)]
+    onnx.save(graph(other, {"x": (2, 3, 5)}, {"c": np.float32(0.25)}, opset=17), path)
+    assert _op_types(monnx.load(path, layers=False)) == ["Mul", "Softmax"]  # not over the keys: left alone
 
 
-@pytest.mark.parametrize("case", ["graph_output", "constant_operand", "broadcast", "read_twice"])
-def test_what_is_not_fused_stays_node_by_node(case):
-    """A value of the chain that is also a graph output or read twice, an Add of a constant (a bias, a weight of
-    its own) or of a broadcast operand: those nodes stay apart, and the model still predicts onnxruntime's values."""
-    w = {"W": _w(4, 4, 3, 3)}
-    outputs = None
-    if case == "graph_output":  # c is an output too: the Conv stays apart; Add -> Relu are plain nodes
-        nodes = [_conv("x", "W", "c"), helper.make_node("Add", ["c", "x"], ["a"]),
-                 helper.make_node("Relu", ["a"], ["y"])]
-        outputs = ["y", "c"]
-        expected = ["Conv", "Add", "Relu"]
-    elif case == "constant_operand":  # the Add's other operand is an initializer: Conv, then Add -> Relu apart
-        w["K"] = _w(4, 1, 1)
-        nodes = [_conv("x", "W", "c"), helper.make_node("Add", ["c", "K"], ["a"]),
-                 helper.make_node("Relu", ["a"], ["y"])]
-        expected = ["Conv", "Add", "Relu"]
-    elif case == "broadcast":  # a per-channel mean added: not the output's shape
-        nodes = [helper.make_node("ReduceMean", ["x"], ["m"], axes=[2, 3], keepdims=1), _conv("x", "W", "c"),
-                 helper.make_node("Add", ["c", "m"], ["a"]), helper.make_node("Relu", ["a"], ["y"])]
-        expected = ["ReduceMean", "Conv", "Add", "Relu"]
-    else:  # the Add's output is read by the Relu and by a second Add: Conv + Add fuse, the rest apart
-        nodes = [_conv("x", "W", "c"), helper.make_node("Add", ["c", "x"], ["a"]),
-                 helper.make_node("Relu", ["a"], ["r"]), helper.make_node("Add", ["r", "a"], ["y"])]
-        expected = ["Conv+Add", "Relu", "Add"]
-    proto = graph(nodes, {"x": (4, 5, 5)}, w, opset=17)
-    if outputs:
-        proto.graph.output.append(helper.make_tensor_value_info("c", onnx.TensorProto.FLOAT, ["N", 4, 5, 5]))
-    model = convert(proto, layers=False)
-    assert sorted(_ops(model)) == sorted(expected)
-    x = RNG.standard_normal((3, 4, 5, 5)).astype(np.float32)
-    got = model.predict(x, batch_size=3)
-    got = got[model.output_names[0]] if isinstance(got, dict) else got
-    np.testing.assert_allclose(got, run_ort(proto, {"x": x}), rtol=2e-4, atol=2e-5)
+@pytest.mark.parametrize("dynamic", [False, True])
+def test_nanogpt_attention_from_a_packed_projection_is_one_op_node(tmp_path, dynamic):
+    from magmadnn import Tensor
+
+    torch.manual_seed(0)
+    dim, heads, steps = 8, 2, 5
+
+    class Attention(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.qkv = torch.nn.Linear(dim, 3 * dim)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = (z.view(b, t, heads, d // heads).transpose(1, 2) for z in self.qkv(x).split(d, dim=2))
+            a = torch.softmax((q @ k.transpose(-2, -1)) * (1.0 / (d // heads) ** 0.5), dim=-1)
+            return (a @ v).transpose(1, 2).contiguous().view(b, t, d)
+
+    net = Attention().eval()
+    x = RNG.standard_normal((3, steps, dim)).astype(np.float32)
+    path = str(tmp_path / "attention.onnx")
+    extra = {"dynamic_axes": {"x": {0: "batch"}, "y": {0: "batch"}}} if dynamic else {}
+    with torch.no_grad():
+        torch.onnx.export(net, (torch.from_numpy(x),), path, input_names=["x"], output_names=["y"], dynamo=False,
+                          **extra)
+    model = monnx.load(path, layers=False)
+    assert _op_types(model) == ["MatMul+Add", "PackedAttention"]
+    want = net(torch.from_numpy(x)).detach().numpy()
+    np.testing.assert_allclose(model.predict(x, batch_size=3), want, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(run_ort(path, {"x": x}), want, rtol=1e-5, atol=1e-6)
+    monnx.export(model, tmp_path / "back.onnx")
+    written = [n.op_type for n in onnx.load(str(tmp_path / "back.onnx")).graph.node]
+    assert written.count("Transpose") == 4 and written.count("Reshape") == 4 and "Softmax" in written
+    np.testing.assert_allclose(run_ort(str(tmp_path / "back.onnx"), {onnx.load(str(tmp_path / "back.onnx"))
+                                                                     .graph.input[0].name: x}), want, rtol=1e-5,
+                               atol=1e-6)
+    ours = Tensor(x, requires_grad=True)  # the gradient through the fused node, against PyTorch's autograd
+    u = RNG.standard_normal(want.shape).astype(np.float32)
+    model(ours).backward(Tensor(u))
+    theirs = torch.tensor(x, requires_grad=True)
+    (net(theirs) * torch.tensor(u)).sum().backward()
+    np.testing.assert_allclose(np.asarray(ours.grad), theirs.grad.numpy(), rtol=1e-4, atol=1e-5)
