@@ -27,6 +27,7 @@ from .. import _libs
 from .. import _magma as M
 from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError, PymagmaError
 from . import magma_args
+from . import plans as _plans
 from .cudnn.numerics import tf32
 
 ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
@@ -554,6 +555,23 @@ CUBLAS_TF32_TENSOR_OP_MATH = 3  #: the math mode with which cublasSgemm (MAGMA's
 _ADDRESS_TOKENS = frozenset({"D", "H", "DA", "IH", "ID", "IDA", "Q", "QP", "V", "VP", "ZP", "STREAM", "HANDLE"})
 
 
+def _plan_key(sig, argtypes):
+    """The function giving a call's plan key (:mod:`pymagma.simulator.plans`): the value of every argument that is
+    not a pointer (what MAGMA's checks read) and whether each pointer is null; None for a routine with a complex
+    scalar (a structure: no value to compare)."""
+    terms = []
+    for i, ((token, _), argtype) in enumerate(zip(sig.args, argtypes)):
+        if token in _ADDRESS_TOKENS:
+            terms.append(f"not args[{i}]")
+        elif isinstance(argtype, type) and issubclass(argtype, ctypes.Structure):
+            return None
+        else:
+            terms.append(f"args[{i}]")
+    scope: dict = {}
+    exec(f"def key(args):\n    return ({', '.join(terms)},)\n", scope)  # noqa: S102 - one expression, our own text
+    return scope["key"]
+
+
 def _kwargs(sig, values_):
     """The model's view of a call: argument name -> Python value (scalars, ints) or address (pointers)."""
     out = {}
@@ -596,6 +614,10 @@ class SimulatedMagma:
         self._failure = threading.local()
         self.xerbla_calls: list[Rejected] = []  #: the calls MAGMA or cuBLAS rejected (nothing computed)
         self.cublas_math_modes: dict[int, int] = {}  #: cuBLAS handle -> math mode (set by the simulated cuBLAS)
+        #: on the null device, a routine's argument values (and which pointers are null) that passed MAGMA's checks
+        #: once are not checked again (:mod:`pymagma.simulator.plans`); False: checked at every call
+        self.planning = _plans.enabled_from_environment()
+        self.plans = _plans.Plans()
         _LIBRARIES.add(self)
         self._aux = {
             "magma_init": lambda k, dt: 0,
@@ -721,10 +743,11 @@ class SimulatedMagma:
         deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
         reads = getattr(streams, "host_reads", None) if restype is not None and not aux else None  # a host value
 
-        def run(k):
+        def run(k, key=None):
             """The model, in queue order: on a queue of a created stream, a deferrable routine is enqueued there;
             any other (a LAPACK driver's info, a dot product, host pivots) first runs the queue's work.  A call
-            whose arguments MAGMA (or cuBLAS) rejects computes nothing: recorded, info = -k where there is one."""
+            whose arguments MAGMA (or cuBLAS) rejects computes nothing: recorded, info = -k where there is one.
+            ``key``: the call's plan key, remembered when the checks pass on the null device."""
             bad = arguments(k) if arguments is not None else None
             if bad is not None:
                 records.append(Rejected(name, bad[0], bad[1], k[bad[1]], who))
@@ -734,6 +757,8 @@ class SimulatedMagma:
             if reads is not None:
                 reads.note(name)
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
+                if key is not None:
+                    plans.remember(key, True)
                 return 0 if restype is not None else None
             if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now
                 k["math_mode"] = self.cublas_math_modes.get(address(k["queue"]) + CUBLAS_HANDLE_OFFSET, 0)
@@ -775,9 +800,17 @@ class SimulatedMagma:
 
             return call
 
+        planned = _plan_key(sig, argtypes) if null and not aux else None
+        plans = self.plans
+
         def native(*converted):
+            key = planned(converted) if planned is not None and self.planning else None
+            if key is not None and key in plans:  # these values passed MAGMA's checks: nothing computed
+                if reads is not None:
+                    reads.note(name)
+                return 0 if restype is not None else None
             try:
-                return run(_kwargs(sig, converted))
+                return run(_kwargs(sig, converted), key)
             except BaseException as exc:  # ctypes would print and swallow it: keep it for the caller
                 failure.exc = exc
                 return None if restype is None else restype().value
