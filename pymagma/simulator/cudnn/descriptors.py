@@ -4,6 +4,7 @@ pointers with the descriptors' strides, alpha/beta read as cuDNN reads them, and
 from __future__ import annotations
 
 import ctypes
+import threading
 from ctypes import POINTER, c_double, c_float, c_int, c_void_p
 from dataclasses import dataclass
 
@@ -72,8 +73,13 @@ def _work_out_numpy_dtype(data_type: int) -> np.dtype:
     return np.dtype(names[kind])
 
 
+#: the memory the call in progress on this thread views: ``viewed`` is a list of (address, bytes, what) while a
+#: model runs (the simulated cuDNN checks each range against the simulated allocations), None otherwise
+viewing = threading.local()
+
+
 def host_view(ptr: int | None, shape, strides, dtype, what: str) -> np.ndarray:
-    """A writable NumPy view of simulated device memory (strides in elements)."""
+    """A writable NumPy view of simulated device memory (strides in elements), noted in :data:`viewing`."""
     if not ptr:
         raise ModelError(Status.BAD_PARAM_NULL_POINTER, f"{what} is a null pointer")
     dtype = np.dtype(dtype)
@@ -81,6 +87,9 @@ def host_view(ptr: int | None, shape, strides, dtype, what: str) -> np.ndarray:
     for n, s in zip(shape, strides):  # (a loop, no generator: every operand of every call passes here)
         extent += (n - 1) * s
     itemsize = dtype.itemsize
+    viewed = getattr(viewing, "viewed", None)
+    if viewed is not None:
+        viewed.append((int(ptr), extent * itemsize, what))
     buf = (ctypes.c_char * (extent * itemsize)).from_address(int(ptr))
     return np.ndarray(tuple(shape), dtype, buffer=buf, strides=tuple(map(itemsize.__mul__, strides)))
 

@@ -28,6 +28,7 @@ from .descriptors import (
     host_view,
     read_scalar,
     require,
+    viewing,
 )
 from .numerics import ConvGeometry
 
@@ -180,16 +181,31 @@ class SimulatedCudnn:
         def native(*converted):
             if planned is not None and desc.caching and streams.null:
                 stream = handles.get(converted[at], _MISSING)  # the handle is live: its stream
-                if stream is not _MISSING and planned(converted) in plans:
+                plan = plans.get(planned(converted)) if stream is not _MISSING else None
+                if plan is not None:
+                    try:
+                        for index, ptr, nbytes, what in plan:  # each operand still fits its allocation
+                            streams.check_range(ptr if index is None else converted[index], nbytes, what)
+                    except BaseException as exc:  # as the checks of a miss report it
+                        self._local.failure = exc
+                        return int(Status.INTERNAL_ERROR)
                     streams.submit(stream, _no_work)  # (a graph being captured records a node, as a miss)
                     return 0
             try:
                 with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
-                    work = model(*converted)
+                    if queued:
+                        viewing.viewed = []
+                        try:
+                            work = model(*converted)
+                        finally:
+                            viewed, viewing.viewed = viewing.viewed, None
+                    else:
+                        work = model(*converted)
                     if queued and callable(work):
+                        ranges = self._check_memory(name, viewed)
                         self._enqueue(converted[at], work)
                         if planned is not None and self.desc.caching:
-                            self._plan(planned(converted))
+                            self._plan(planned(converted), ranges, converted, planned.pointers)
             except ModelError as exc:
                 self._local.error = f"{name}: {exc}"
                 return int(exc.status)
@@ -237,12 +253,34 @@ class SimulatedCudnn:
                  + [f"args[{i}]" for i in values] + ["tuple(getattr(streams, 'compute_capability', CC))"])
         scope = {"of": self.versions.of, "streams": self.streams, "CC": COMPUTE_CAPABILITY}
         exec(f"def signature(args):\n    return ({', '.join(terms)},)\n", scope)  # noqa: S102 - our own text
-        return scope["signature"]
+        signature = scope["signature"]
+        signature.pointers = tuple(pointers)
+        return signature
 
-    def _plan(self, key: tuple) -> None:
-        """Remember a call that passed every check, unless one of its descriptors has no version."""
-        if self._null() and None not in key:
-            self.plans.remember(key, True)
+    def _check_memory(self, name: str, viewed) -> list[tuple[int, int, str]]:
+        """Each operand a model viewed must fit the simulated allocation it starts in (pointers the simulator did not
+        allocate are not checked, as for copies): :class:`~pymagma.errors.DeviceMemoryError` otherwise.  Returns
+        the ranges, each with the text a refusal names it by."""
+        ranges = [(ptr, nbytes, f"{name} {what}") for ptr, nbytes, what in viewed]
+        if self.streams is not None:
+            for ptr, nbytes, what in ranges:
+                self.streams.check_range(ptr, nbytes, what)
+        return ranges
+
+    def _plan(self, key: tuple, ranges, args, pointers) -> None:
+        """Remember a call that passed every check, unless one of its descriptors has no version: the plan is the
+        memory ranges to check at each call, each (the index of the pointer argument it starts at, or None and its
+        fixed address, bytes, what).  A call with two pointer arguments at one address is not planned (which one a
+        range belongs to cannot be told)."""
+        if not self._null() or None in key:
+            return
+        plan = []
+        for ptr, nbytes, what in ranges:
+            at = [i for i in pointers if args[i] == ptr]
+            if len(at) > 1:
+                return
+            plan.append((at[0], None, nbytes, what) if at else (None, ptr, nbytes, what))
+        self.plans.remember(key, tuple(plan))
 
     def _versioned(self, name: str, real):
         """A host call that creates, sets or destroys a descriptor: the descriptor gets a new version (or none, once
