@@ -25,20 +25,13 @@ import numpy as np
 
 from .. import _libs
 from .. import _magma as M
-from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError, PymagmaError
+from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError
 from . import magma_args
 from . import plans as _plans
 from .cudnn.numerics import tf32
+from .magma_args import ENUMS, INT_RANGE, MagmaCallError  # noqa: F401 - (their home before; still found here)
 
-ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
-                   M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
-                   M.MagmaAllVec, M.MagmaSomeVec, M.MagmaOverwriteVec})
-INT_RANGE = (-(1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1)), 1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1))
 LIBRARY_NAME = "pymagma's simulated MAGMA"
-
-
-class MagmaCallError(PymagmaError, ValueError):
-    """A call the native MAGMA would reject or that the simulator does not model (bad arity, type, enum, size)."""
 
 
 def require(ok: bool, message: str) -> None:
@@ -556,20 +549,12 @@ _ADDRESS_TOKENS = frozenset({"D", "H", "DA", "IH", "ID", "IDA", "Q", "QP", "V", 
 
 
 def _plan_key(sig, argtypes):
-    """The function giving a call's plan key (:mod:`pymagma.simulator.plans`): the value of every argument that is
-    not a pointer (what MAGMA's checks read) and whether each pointer is null; None for a routine with a complex
-    scalar (a structure: no value to compare)."""
-    terms = []
-    for i, ((token, _), argtype) in enumerate(zip(sig.args, argtypes)):
-        if token in _ADDRESS_TOKENS:
-            terms.append(f"not args[{i}]")
-        elif isinstance(argtype, type) and issubclass(argtype, ctypes.Structure):
-            return None
-        else:
-            terms.append(f"args[{i}]")
-    scope: dict = {}
-    exec(f"def key(args):\n    return ({', '.join(terms)},)\n", scope)  # noqa: S102 - one expression, our own text
-    return scope["key"]
+    """A call's plan key (:mod:`.plans`): every argument's value (what MAGMA's checks read), or whether it is null for
+    a pointer; None for a routine with a complex scalar (a structure: no value to compare)."""
+    if any(isinstance(t, type) and issubclass(t, ctypes.Structure) for t in argtypes):
+        return None
+    return _plans.key_function([f"not args[{i}]" if token in _ADDRESS_TOKENS else f"args[{i}]"
+                                for i, (token, _) in enumerate(sig.args)])
 
 
 def _kwargs(sig, values_):
@@ -731,10 +716,8 @@ class SimulatedMagma:
         has_info = "info" in sig.arg_names
         records = self.xerbla_calls
         restype, argtypes = sig.prototype()
-        scalars = {t: M.ctype_of(t, sig.precision) for t in ("S", "R") if sig.precision}
-        checks = tuple((i, arg, token, scalars.get(token)) for i, (token, arg) in enumerate(sig.args)
-                       if token in ("I", "E", "S", "R"))
-        arity, failure, streams = len(sig.args), self._failure, self.streams
+        check = magma_args.table_check(name, sig)
+        failure, streams = self._failure, self.streams
         null, aux = bool(getattr(streams, "null", False)), sig.family in AUX_FAMILIES
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
         on_queue = sig.family not in AUX_FAMILIES and any(token == "Q" for token, _ in sig.args)
@@ -774,22 +757,6 @@ class SimulatedMagma:
                     return None
                 streams.flush(stream)
             return model(k, dtype)
-
-        def check(args) -> None:
-            if len(args) != arity:
-                raise MagmaCallError(f"{name}: {len(args)} arguments, the table has {arity}")
-            for i, arg, token, scalar in checks:
-                v = args[i]
-                if scalar is not None:
-                    if type(v) is not scalar:
-                        raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected {scalar.__name__}")
-                elif not (type(v) is int or isinstance(v, np.integer)):
-                    raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected an int")
-                elif token == "E" and v not in ENUMS:
-                    raise MagmaCallError(f"{name}({arg}) = {v} is not a MAGMA enum value")
-                elif not INT_RANGE[0] <= v < INT_RANGE[1]:
-                    raise MagmaCallError(f"{name}({arg}) = {v} does not fit magma_int_t "
-                                         f"({8 * ctypes.sizeof(M.MAGMA_INT)}-bit)")
 
         if structure or restype is ctypes.c_char_p:  # a callback cannot return these: call the model directly
             def call(*args):

@@ -66,6 +66,13 @@ class Plans(dict):
         self[key] = plan
 
 
+def key_function(terms, **scope):
+    """``key(args)``: the tuple of the expressions ``terms`` (of ``args`` and the names in ``scope``), compiled as one
+    expression (it runs at every call of a planned function: no loop, no call per argument)."""
+    exec(f"def key(args):\n    return ({', '.join(terms)},)\n", scope)  # noqa: S102 - our own text
+    return scope["key"]
+
+
 def address(obj) -> int | None:
     """The address a descriptor argument stands for (an int, None, ``c_void_p``, an object with ``value`` or
     ``_as_parameter_``); None when it cannot be told."""

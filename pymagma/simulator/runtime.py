@@ -470,9 +470,6 @@ class SimulatedCudart:
 
     def check_range(self, ptr: int, nbytes: int, what: str) -> None:
         """Raise DeviceMemoryError when ``[ptr, ptr + nbytes)`` starts in a simulated block and runs past its end."""
-        block = self.blocks.get(ptr)  # the common case first: a range at the start of a block that holds it
-        if block is not None and nbytes <= len(block):
-            return
         with self._lock:
             i = bisect.bisect_right(self._starts, ptr) - 1
             if i < 0:

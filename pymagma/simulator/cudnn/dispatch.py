@@ -4,7 +4,6 @@ each call, stream order, and the NumPy model of every handle-taking call pymagma
 from __future__ import annotations
 
 import ctypes
-import inspect
 import math
 import threading
 from ctypes import c_int, c_size_t, c_void_p
@@ -28,9 +27,9 @@ from .descriptors import (
     host_view,
     read_scalar,
     require,
-    viewing,
 )
 from .numerics import ConvGeometry
+from .planned import Planner
 
 _ALGOS = {"forward": cd.ConvFwdAlgo, "backward_data": cd.ConvBwdDataAlgo, "backward_filter": cd.ConvBwdFilterAlgo}
 #: (kind, algorithm) -> the first compute capability that lacks it, as cuDNN 9's header documents
@@ -39,17 +38,6 @@ UNSUPPORTED_FROM = {("forward", int(cd.ConvFwdAlgo.WINOGRAD)): (9, 0),
                     ("backward_filter", int(cd.ConvBwdFilterAlgo.WINOGRAD)): (0, 0)}  # not implemented anywhere
 _STATES_BYTES = 64  # what cudnnDropoutGetStatesSize answers: room for (magic, seed, forward count)
 _STATES_MAGIC = 0x53494D44524F5055  # marks a states buffer set up by cudnnSetDropoutDescriptor
-#: models with device work that are never planned: they change the simulator's own state at the call
-_UNPLANNED = frozenset({"cudnnSetDropoutDescriptor", "cudnnRestoreDropoutDescriptor"})
-#: a model's parameters that are descriptors (the rest of its pointer parameters are data or host pointers)
-_DESCRIPTOR_PARAMETERS = frozenset({"desc", "conv", "d0", "d1", "d3"})
-_MISSING = object()
-_SCALARS = frozenset({ctypes.c_int, ctypes.c_uint, ctypes.c_size_t, ctypes.c_float, ctypes.c_double,
-                      ctypes.c_ulonglong, ctypes.c_longlong})
-
-
-def _no_work() -> None:
-    """What a planned call queues on the null device (whose queued work never runs)."""
 
 
 #: The convolution calls of each kind, by role (each role has a ``_make_<role>`` model factory).
@@ -94,10 +82,9 @@ class SimulatedCudnn:
         self.real = cd.lib if real is None else real
         real_bind = self._real_bind = self.real.bind
         self.streams = streams  #: the simulated runtime whose streams the device work is queued on
-        self.versions = _plans.Versions()  #: each descriptor's version (:mod:`pymagma.simulator.plans`)
-        self.desc = Descriptors(real_bind, versions=self.versions)
-        self.plans = _plans.Plans()  #: signatures of calls that passed every check (used on the null device)
-        self.planning = _plans.enabled_from_environment()
+        self.desc = Descriptors(real_bind)
+        self.planner = Planner(self)  #: planned checks (:mod:`pymagma.simulator.plans`)
+        self.planner.enabled = _plans.enabled_from_environment()
         self.calls: list[str] = []
         self.handles: dict[int, int] = {}  # handle -> stream
         self.dropouts: dict[int, DropoutConfig] = {}  # dropout descriptor -> its settings
@@ -115,13 +102,11 @@ class SimulatedCudnn:
     @property
     def planning(self) -> bool:
         """Whether calls are planned and descriptors read once per version (:mod:`pymagma.simulator.plans`)."""
-        return self.desc.caching
+        return self.planner.enabled
 
     @planning.setter
     def planning(self, on: bool) -> None:
-        self.desc.caching = bool(on)
-        self.plans.clear()
-        self.desc.forget()
+        self.planner.enabled = on
 
     @property
     def names(self) -> frozenset[str]:
@@ -167,159 +152,8 @@ class SimulatedCudnn:
             if not is_host_call(name):
                 raise NotSimulatedError(f"{name} is not simulated: it takes a cuDNN handle (device work) and "
                                         "pymagma.simulator.cudnn has no model of it")
-            return self._versioned(name, self._real_bind(name))
-        restype, argtypes = cd.PROTOTYPES[name]
-        prototype = ctypes.CFUNCTYPE(restype, *argtypes)
-        parameters = list(inspect.signature(model).parameters)
-        queued = "handle" in parameters  # checks, then returns its device work
-        at = parameters.index("handle") if queued else None
-        planned = self._signature(parameters, argtypes) if queued and name not in _UNPLANNED and \
-            self.streams is not None else None
-
-        desc, handles, plans, streams = self.desc, self.handles, self.plans, self.streams
-        blocks = getattr(streams, "blocks", {})  # the simulated allocations: address -> block
-
-        def native(*converted):
-            if planned is not None and desc.caching and streams.null:
-                stream = handles.get(converted[at], _MISSING)  # the handle is live: its stream
-                plan = plans.get(planned(converted)) if stream is not _MISSING else None
-                if plan is not None:
-                    for index, ptr, nbytes, what in plan:  # each operand still fits its allocation
-                        ptr = ptr if index is None else converted[index]
-                        block = blocks.get(ptr)  # (check_range's common case, inline: no call per operand)
-                        if block is None or nbytes > len(block):
-                            try:
-                                streams.check_range(ptr, nbytes, what)
-                            except BaseException as exc:  # as the checks of a miss report it
-                                self._local.failure = exc
-                                return int(Status.INTERNAL_ERROR)
-                    if streams.captures:  # a graph being captured records a node, as for a miss (no capture:
-                        streams.submit(stream, _no_work)  # the null device drops the work)
-                    return 0
-            try:
-                with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
-                    if queued:
-                        viewing.viewed = []
-                        try:
-                            work = model(*converted)
-                        finally:
-                            viewed, viewing.viewed = viewing.viewed, None
-                    else:
-                        work = model(*converted)
-                    if queued and callable(work):
-                        ranges = self._check_memory(name, viewed)
-                        self._enqueue(converted[at], work)
-                        if planned is not None and self.desc.caching:
-                            self._plan(planned(converted), ranges, converted, planned.pointers)
-            except ModelError as exc:
-                self._local.error = f"{name}: {exc}"
-                return int(exc.status)
-            except BaseException as exc:  # ctypes would only print it: keep it for the caller
-                self._local.failure = exc
-                return int(Status.INTERNAL_ERROR)
-            return 0
-
-        callback = prototype(native)
-
-        def call(*args):
-            self.calls.append(name)
-            self._local.failure = None
-            status = callback(*args)
-            failure, self._local.failure = self._local.failure, None
-            if failure is not None:
-                raise failure
-            return status
-
-        call.callback = callback  # alive as long as the wrapper
-        return call
-
-    def _null(self) -> bool:
-        return bool(getattr(self.streams, "null", False))
-
-    def _signature(self, parameters, argtypes):
-        """The function giving a call's plan key (see :mod:`pymagma.simulator.plans`): each descriptor's version,
-        whether each data or scalar pointer is null, the value of every other argument (the handle's liveness and
-        stream are checked at each call), and the simulated device's architecture.  None for a call with an output
-        pointer (a query: its answer is written at each call)."""
-        descriptors, pointers, values = [], [], []
-        for i, (param, argtype) in enumerate(zip(parameters, argtypes)):
-            if param == "handle":
-                continue
-            if param.endswith("_desc") or param in _DESCRIPTOR_PARAMETERS:
-                descriptors.append(i)
-            elif argtype is c_void_p:
-                pointers.append(i)
-            elif argtype in _SCALARS:
-                values.append(i)
-            else:  # an output pointer (a query's answer): not planned
-                return None
-        # one expression, no loop: it runs at every call of a planned function
-        terms = ([f"of.get(args[{i}])" for i in descriptors] + [f"not args[{i}]" for i in pointers]
-                 + [f"args[{i}]" for i in values] + ["tuple(getattr(streams, 'compute_capability', CC))"])
-        scope = {"of": self.versions.of, "streams": self.streams, "CC": COMPUTE_CAPABILITY}
-        exec(f"def signature(args):\n    return ({', '.join(terms)},)\n", scope)  # noqa: S102 - our own text
-        signature = scope["signature"]
-        signature.pointers = tuple(pointers)
-        return signature
-
-    def _check_memory(self, name: str, viewed) -> list[tuple[int, int, str]]:
-        """Each operand a model viewed must fit the simulated allocation it starts in (pointers the simulator did not
-        allocate are not checked, as for copies): :class:`~pymagma.errors.DeviceMemoryError` otherwise.  Returns
-        the ranges, each with the text a refusal names it by."""
-        ranges = [(ptr, nbytes, f"{name} {what}") for ptr, nbytes, what in viewed]
-        if self.streams is not None:
-            for ptr, nbytes, what in ranges:
-                self.streams.check_range(ptr, nbytes, what)
-        return ranges
-
-    def _plan(self, key: tuple, ranges, args, pointers) -> None:
-        """Remember a call that passed every check, unless one of its descriptors has no version: the plan is the
-        memory ranges to check at each call, each (the index of the pointer argument it starts at, or None and its
-        fixed address, bytes, what).  A call with two pointer arguments at one address is not planned (which one a
-        range belongs to cannot be told)."""
-        if not self._null() or None in key:
-            return
-        plan = []
-        for ptr, nbytes, what in ranges:
-            at = [i for i in pointers if args[i] == ptr]
-            if len(at) > 1:
-                return
-            plan.append((at[0], None, nbytes, what) if at else (None, ptr, nbytes, what))
-        self.plans.remember(key, tuple(plan))
-
-    def _versioned(self, name: str, real):
-        """A host call that creates, sets or destroys a descriptor: the descriptor gets a new version (or none, once
-        destroyed), so that no plan or cached read of it outlives the change."""
-        if name.startswith("cudnnCreate"):
-            def create(out):
-                status = real(out)
-                self._touch(_plans.out_address(out))
-                return status
-
-            return create
-        if name.startswith("cudnnDestroy") or name.startswith("cudnnSet") or name == "cudnnDeriveBNTensorDescriptor":
-            destroys = name.startswith("cudnnDestroy")
-
-            def change(desc, *rest):
-                status = real(desc, *rest)
-                self._touch(_plans.address(desc), forget=destroys)
-                return status
-
-            return change
-        return real
-
-    def _touch(self, desc: int | None, forget: bool = False) -> None:
-        """``desc`` changed: a new version (``forget``: destroyed, none); an address that cannot be told drops every
-        version and plan."""
-        if desc is None:
-            self.versions.clear()
-            self.desc.forget()
-            self.plans.clear()
-        elif forget:
-            self.versions.forget(desc)
-            self.desc.forget(desc)
-        elif desc:
-            self.versions.touch(desc)
+            return self.planner.versioned(name, self._real_bind(name))
+        return self.planner.wrap(name, model)
 
     def _enqueue(self, handle, work) -> None:
         """Run a model's device work (the function it returned) in the order of the handle's stream."""
@@ -353,7 +187,7 @@ class SimulatedCudnn:
         def destroy(desc):
             self.dropouts.pop(getattr(desc, "value", desc) or 0, None)
             status = real(desc)
-            self._touch(_plans.address(desc), forget=True)
+            self.planner.touch(_plans.address(desc), forget=True)
             return status
 
         return destroy
@@ -862,7 +696,7 @@ class SimulatedCudnn:
                  f"dropout states of {states_bytes} bytes; cudnnDropoutGetStatesSize says {_STATES_BYTES}")
         config = DropoutConfig(float(rate), int(states or 0), int(states_bytes), int(seed))
         self.dropouts[int(desc)] = config
-        self._touch(int(desc))
+        self.planner.touch(int(desc))
         return config
 
     @staticmethod

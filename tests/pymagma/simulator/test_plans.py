@@ -84,7 +84,7 @@ def warm(sim, conv: Conv) -> None:
     conv()
     conv()
     if sim.mode == "null":
-        assert sim.cudnn.plans  # the signature is planned
+        assert sim.cudnn.planner.plans  # the signature is planned
 
 
 def test_a_planned_call_skips_the_checks_only_on_the_null_device(sim, monkeypatch):
@@ -113,9 +113,9 @@ def test_a_destroyed_descriptor_has_no_plan_and_its_successor_is_read_again(sim)
     conv = Conv(sim)
     warm(sim, conv)
     address = conv.yd.value
-    assert address in sim.cudnn.versions.of
+    assert address in sim.cudnn.planner.versions.of
     conv.yd.destroy()
-    assert address not in sim.cudnn.versions.of  # no plan can match a destroyed descriptor
+    assert address not in sim.cudnn.planner.versions.of  # no plan can match a destroyed descriptor
     conv.yd = cd.TensorDescriptor((1, 1, 3, 3), cd.DataType.FLOAT)  # (malloc may hand out the same address)
     _, status, text = refused_as_unplanned(sim, conv)
     assert status == cd.Status.BAD_PARAM and "y has shape (1, 1, 3, 3)" in text
