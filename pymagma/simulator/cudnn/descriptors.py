@@ -73,8 +73,9 @@ def _work_out_numpy_dtype(data_type: int) -> np.dtype:
     return np.dtype(names[kind])
 
 
-#: the memory the call in progress on this thread views: ``viewed`` is a list of (address, bytes, what) while a
-#: model runs (the simulated cuDNN checks each range against the simulated allocations), None otherwise
+#: the memory the call in progress on this thread views: while a model runs, ``viewed`` is a list of (address,
+#: bytes, what) and ``check(address, bytes, what)`` checks a range against the simulated allocations (before it is
+#: read or written); None otherwise
 viewing = threading.local()
 
 
@@ -90,6 +91,7 @@ def host_view(ptr: int | None, shape, strides, dtype, what: str) -> np.ndarray:
     viewed = getattr(viewing, "viewed", None)
     if viewed is not None:
         viewed.append((int(ptr), extent * itemsize, what))
+        viewing.check(int(ptr), extent * itemsize, what)
     buf = (ctypes.c_char * (extent * itemsize)).from_address(int(ptr))
     return np.ndarray(tuple(shape), dtype, buffer=buf, strides=tuple(map(itemsize.__mul__, strides)))
 

@@ -1,6 +1,7 @@
 """How a call reaches a model of the simulated cuDNN: the ctypes plumbing of each call, its planned checks
 (:mod:`pymagma.simulator.plans`: the descriptors' versions, each queued call's signature and plan, what a planned
-call still checks: the handle, its operands' allocations), and the operands' allocation check every call makes."""
+call still checks: the handle, its operands' allocations), and the operands' allocation check every call makes as
+the model views them."""
 
 from __future__ import annotations
 
@@ -129,19 +130,26 @@ class Planner:
         at = parameters.index("handle") if queued else None
         planned = self.function(name, parameters, argtypes) if queued else None
         hit, remember = (None, None) if planned is None else planned[1:]
+        streams = self.streams
+
+        def check(ptr: int, nbytes: int, what: str) -> None:
+            """An operand a model views must fit the simulated allocation it starts in (memory the simulator did not
+            allocate is not checked, as for copies): :class:`~pymagma.errors.DeviceMemoryError` otherwise."""
+            if streams is not None:
+                streams.check_range(ptr, nbytes, f"{name} {what}")
 
         def native(*converted):
             if hit is not None and (status := hit(converted)) is not None:
                 return status
             try:
                 with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
-                    viewing.viewed = [] if queued else None  # (each operand's range, checked before it is queued)
+                    viewing.viewed, viewing.check = [], check  # each operand's range, checked as it is viewed
                     try:
                         work = model(*converted)
                     finally:
                         viewed, viewing.viewed = viewing.viewed, None
                     if queued and callable(work):
-                        ranges = self.check_memory(name, viewed)
+                        ranges = [(ptr, nbytes, f"{name} {what}") for ptr, nbytes, what in viewed]
                         cudnn._enqueue(converted[at], work)
                         if remember is not None:
                             remember(converted, ranges)
@@ -166,16 +174,6 @@ class Planner:
 
         call.callback = callback  # alive as long as the wrapper
         return call
-
-    def check_memory(self, name: str, viewed) -> list[tuple[int, int, str]]:
-        """Each operand a model viewed must fit the simulated allocation it starts in (pointers the simulator did not
-        allocate are not checked, as for copies): :class:`~pymagma.errors.DeviceMemoryError` otherwise.  Returns
-        the ranges, each with the text a refusal names it by."""
-        ranges = [(ptr, nbytes, f"{name} {what}") for ptr, nbytes, what in viewed]
-        if self.streams is not None:
-            for ptr, nbytes, what in ranges:
-                self.streams.check_range(ptr, nbytes, what)
-        return ranges
 
     # ------------------------------------------------------------------------------------- descriptor versions
     def versioned(self, name: str, real):
