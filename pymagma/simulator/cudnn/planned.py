@@ -143,11 +143,15 @@ class Planner:
                 return status
             try:
                 with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
-                    viewing.viewed, viewing.check = [], check  # each operand's range, checked as it is viewed
+                    # each operand's range, checked as it is viewed (a call made inside this one, e.g. by a
+                    # finalizer the garbage collector runs, keeps and gives back this call's record)
+                    outer = getattr(viewing, "viewed", None), getattr(viewing, "check", None)
+                    viewing.viewed, viewing.check = [], check
                     try:
                         work = model(*converted)
                     finally:
-                        viewed, viewing.viewed = viewing.viewed, None
+                        viewed = viewing.viewed
+                        viewing.viewed, viewing.check = outer
                     if queued and callable(work):
                         ranges = [(ptr, nbytes, f"{name} {what}") for ptr, nbytes, what in viewed]
                         cudnn._enqueue(converted[at], work)

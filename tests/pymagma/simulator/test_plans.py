@@ -218,3 +218,22 @@ def test_plans_are_bounded():
     for i in range(plans.LIMIT + 5):
         kept.remember(i, ())
     assert len(kept) <= plans.LIMIT
+
+
+def test_a_call_made_inside_a_call_keeps_the_outer_calls_record(sim, monkeypatch):
+    """A cuDNN call made while a model runs (a finalizer run by the garbage collector: cudnnDestroy of a handle)
+    leaves the outer call's record of its operands intact: the outer call still checks and plans them."""
+    conv = Conv(sim)
+    inner = ctypes.c_void_p()
+    cd.call("cudnnCreate", byref(inner))
+    geometry = sim.cudnn._geometry
+
+    def geometry_then_a_nested_call(*args):
+        found = geometry(*args)
+        cd.call("cudnnDestroy", inner)  # between the descriptor checks and the operands' views
+        return found
+
+    monkeypatch.setattr(sim.cudnn, "_geometry", geometry_then_a_nested_call)
+    small = conv.malloc(8)
+    with pytest.raises(DeviceMemoryError, match="cudnnConvolutionForward y: 16 bytes"):
+        conv(y=small)
