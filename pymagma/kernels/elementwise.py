@@ -12,6 +12,8 @@ from .. import array as _array
 from . import programs
 from .common import _c_strides, _device_array, _elem_strides, _float_dtype, _out_for, _ptr, _run, _same, make_strides3
 
+_DeviceArray = _array.DeviceArray
+
 UNARY_OPS = {
     "negative": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "square": 5, "relu": 6, "sigmoid": 7, "tanh": 8,
     "sign": 9, "reciprocal": 10, "affine": 11, "power": 12, "clip": 13, "elu": 14, "leaky_relu": 15, "rsqrt": 16,
@@ -38,7 +40,7 @@ def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
     x = contiguous(x)
     out = _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("unary", dtype), x, x.size,
-         [c_int(UNARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(p), c_double(q)])
+         [c_int(UNARY_OPS[op]), x.ptr, out.ptr, c_longlong(x.size), c_double(p), c_double(q)])
     return out
 
 
@@ -58,7 +60,7 @@ def _binary_scalar(op: str, x, s, scalar_first: bool, out):
     x = contiguous(x)
     out = _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("binary_scalar", dtype), x, x.size,
-         [c_int(BINARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(float(s)),
+         [c_int(BINARY_OPS[op]), x.ptr, out.ptr, c_longlong(x.size), c_double(float(s)),
           c_int(int(scalar_first))])
     return out
 
@@ -69,25 +71,28 @@ def binary(op: str, a, b, out=None):
     One operand may be a Python (or NumPy) scalar: it is rounded to the array's dtype first, as NumPy does."""
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
-    if _is_scalar(b):
+    if b.__class__ is not _DeviceArray and _is_scalar(b):
         return _binary_scalar(op, a, b, False, out)
-    if _is_scalar(a):
+    if a.__class__ is not _DeviceArray and _is_scalar(a):
         return _binary_scalar(op, b, a, True, out)
     dtype = _float_dtype(a, op)
     _same([a, b], op)
-    try:
-        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
-    except ValueError:
-        raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+    if a.shape == b.shape and a.__class__ is _DeviceArray:  # one shape: broadcast to itself (no call)
+        shape = a.shape
+    else:
+        try:
+            shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        except ValueError:
+            raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
     out = _out_for(out, shape, a.dtype, a.device, op)
     n = math.prod(shape)
     if a.shape == b.shape == shape and a.is_c_contiguous and b.is_c_contiguous:
         _run("elementwise", programs.expression("binary", dtype), a, n,
-             [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n)])
+             [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n)])
         return out
     s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _c_strides(shape))
     _run("elementwise", programs.expression("binary_strided", dtype), a, n,
-         [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n), s])
+         [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n), s])
     return out
 
 
@@ -104,7 +109,7 @@ def where(cond, a, b, out=None):
     out = _out_for(out, shape, a.dtype, a.device, "where")
     s = make_strides3(shape, *(_broadcast_strides(v, shape) for v in (cond, a, b)))
     _run("elementwise", programs.expression("select", dtype), a, out.size,
-         [_ptr(cond), _ptr(a), _ptr(b), _ptr(out), c_longlong(out.size), s])
+         [cond.ptr, a.ptr, b.ptr, out.ptr, c_longlong(out.size), s])
     return out
 
 
@@ -195,7 +200,7 @@ def bias_add(x, bias, out=None):
     out = _out_for(out, x.shape, x.dtype, x.device, "bias_add")
     inner = math.prod(x.shape[2:])
     _run("elementwise", programs.expression("bias_channels", dtype), x, x.size,
-         [_ptr(x), _ptr(bias), _ptr(out), c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])
+         [x.ptr, bias.ptr, out.ptr, c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])
     return out
 
 
@@ -204,7 +209,7 @@ def fill(x, value: float):
     dtype = _float_dtype(x, "fill")
     if not x.is_c_contiguous:
         raise ValueError("fill needs a C-contiguous array")
-    _run("elementwise", programs.expression("fill", dtype), x, x.size, [_ptr(x), c_longlong(x.size), c_double(value)])
+    _run("elementwise", programs.expression("fill", dtype), x, x.size, [x.ptr, c_longlong(x.size), c_double(value)])
     return x
 
 
@@ -216,7 +221,7 @@ def cast(x, dtype, out=None):
                         f"targets {programs.CAST_TARGETS}")
     x = contiguous(x)
     out = _out_for(out, x.shape, dtype, x.device, "cast")
-    _run("elementwise", programs.expression("cast", src, dst), x, x.size, [_ptr(x), _ptr(out), c_longlong(x.size)])
+    _run("elementwise", programs.expression("cast", src, dst), x, x.size, [x.ptr, out.ptr, c_longlong(x.size)])
     return out
 
 
@@ -234,7 +239,7 @@ def copy(x, out=None):
         raise ValueError(f"copy: out is on device {out.device}, x on {x.device}")
     s = make_strides3(x.shape, _elem_strides(x), _elem_strides(out))
     _run("elementwise", programs.expression("copy_strided", name), x, x.size,
-         [_ptr(x), _ptr(out), c_longlong(x.size), s])
+         [x.ptr, out.ptr, c_longlong(x.size), s])
     return out
 
 
@@ -248,7 +253,7 @@ def broadcast_divide(x, shape, divisor: float = 1.0):
     out = _array.empty(shape, x.dtype, device=x.device)
     s = make_strides3(shape, _broadcast_strides(x, shape), _c_strides(shape))
     _run("elementwise", programs.expression("divide_strided", dtype), x, out.size,
-         [_ptr(x), _ptr(out), c_longlong(out.size), s, c_double(float(divisor))])
+         [x.ptr, out.ptr, c_longlong(out.size), s, c_double(float(divisor))])
     return out
 
 
