@@ -10,13 +10,13 @@ the gradients of multi-use nodes, adds leaf gradients into ``.grad`` and then re
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from typing import Any
 
 import numpy as np
 
 from . import backend as _backend
-from ._postorder import postorder
 from .backend import faults as _faults
 
 __all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError",
@@ -337,12 +337,28 @@ class Function:
         tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs) if constants else inputs
         fn = cls()
         fn.xp = xp
-        out = Tensor._of(fn.forward(*[t.data for t in tensors], **params), xp)
-        if _state.enabled and any(needs):
+        data = fn.forward(*map(_DATA, tensors), **params)
+        try:  # xp.asarray(data), skipped for a class of arrays it was seen to return as they are (its own arrays)
+            own = (xp, data.__class__) in _OWN_ARRAYS
+        except TypeError:  # an unhashable backend object
+            own = False
+        if not own:
+            array = xp.asarray(data)
+            if array is data:
+                try:
+                    _OWN_ARRAYS.add((xp, data.__class__))
+                except TypeError:
+                    pass
+            data = array
+        out = Tensor.__new__(Tensor)  # Tensor._of, inline: every op's output passes here
+        out.xp, out.data, out.grad, out._fn = xp, data, None, None
+        if _state.enabled and True in needs:
             fn.inputs = tensors
             fn.needs_input_grad = tuple(needs)
             out.requires_grad = True
             out._fn = fn
+        else:
+            out.requires_grad = False
         return out
 
     @property
@@ -358,22 +374,37 @@ class Function:
         return f"<{type(self).__name__}{' (released)' if self.released else ''}>"
 
 
-def _topological_order(root: Function) -> list[Function]:
-    """Functions reachable from ``root``, every consumer before its producers."""
+_DATA = operator.attrgetter("data")  # a Tensor's array, without a Python frame per input
+#: (backend, array class) pairs whose ``asarray`` was seen to return such an array as it is (Function.apply skips it)
+_OWN_ARRAYS: set = set()
 
-    def producers(fn: Function) -> list[Function]:
+
+def _topological_order(root: Function) -> list[Function]:
+    """Functions reachable from ``root``, every consumer before its producers: ``postorder`` of the producers
+    (the Functions of a Function's inputs), reversed, walked inline (no call per recorded op)."""
+    order: list = []
+    seen: set[int] = set()
+    stack = [(root, False)]
+    while stack:
+        fn, expanded = stack.pop()
+        if expanded:
+            order.append(fn)
+            continue
+        if id(fn) in seen:
+            continue
+        seen.add(id(fn))
+        stack.append((fn, True))
         if fn._released:
             raise GraphReleasedError(
                 f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
                 "compute the forward pass again before calling backward() a second time"
             )
-        found = []
-        for t in fn.inputs:  # (a loop, not a comprehension: one call fewer per recorded op)
-            if t._fn is not None:
-                found.append(t._fn)
-        return found
-
-    return postorder(root, producers)[::-1]
+        for t in fn.inputs:
+            producer = t._fn
+            if producer is not None and id(producer) not in seen:
+                stack.append((producer, False))
+    order.reverse()
+    return order
 
 
 def _accumulate_leaf(t: Tensor, g, given: set[int] | None = None) -> None:
@@ -424,12 +455,46 @@ def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
     grads: dict[int, Any] = {id(root._fn): grad}
     given: set[int] = seed  # memory owners already stored as some leaf's .grad (or the seed's)
     done = False
+    release = Function.release
     try:
         for position, fn in enumerate(order):
             g = grads.pop(id(fn), None)
-            if g is not None:
-                _backward_one(fn, g, grads, given)
-            fn.release()  # nothing flows into fn any more: consumers come before their producers in ``order``
+            if g is not None:  # fn.backward(g); each input's gradient into ``grads`` (by producer) or its .grad
+                in_grads = fn.backward_of_one() if g is ONE else fn.backward(g)
+                if not isinstance(in_grads, tuple):
+                    in_grads = (in_grads,)
+                inputs = fn.inputs
+                if len(in_grads) != len(inputs):
+                    raise RuntimeError(f"{type(fn).__name__}.backward returned {len(in_grads)} gradients for "
+                                       f"{len(inputs)} inputs")
+                for t, gi in zip(inputs, in_grads):
+                    if gi is None or not t.requires_grad:
+                        continue
+                    shape = gi.shape
+                    if shape != t.data.shape and tuple(shape) != t.shape:
+                        raise RuntimeError(f"{type(fn).__name__}.backward returned a gradient of shape "
+                                           f"{tuple(shape)} for an input of shape {t.shape}")
+                    producer = t._fn
+                    if producer is not None:
+                        key = id(producer)
+                        prev = grads.get(key)
+                        grads[key] = gi if prev is None else fn.xp.add(prev, gi)
+                    elif t.grad is None:  # _accumulate_leaf's first gradient, inline
+                        base = getattr(gi, "base", None)  # the array owning gi's memory
+                        owner = id(gi if base is None else base)
+                        if owner in given:
+                            gi = t.xp.copy(gi)
+                            owner = id(gi)
+                        given.add(owner)
+                        t.grad = gi
+                    else:
+                        _accumulate_leaf(t, gi, given)
+            # nothing flows into fn any more: consumers come before their producers in ``order``
+            if fn.__class__.release is release:  # Function.release, inline
+                fn.__dict__.clear()
+                fn._released = True
+            else:
+                fn.release()
             if final_after:
                 for leaf in final_after.get(position, ()):
                     on_leaf_ready(leaf)
@@ -438,32 +503,6 @@ def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
         if not done:
             for fn in order:
                 fn.release()
-
-
-def _backward_one(fn: Function, g, grads: dict[int, Any], given: set[int]) -> None:
-    """Run ``fn.backward(g)``; add each input's gradient into ``grads`` (by producer) or into its leaf's ``.grad``."""
-    in_grads = fn.backward_of_one() if g is ONE else fn.backward(g)
-    if not isinstance(in_grads, tuple):
-        in_grads = (in_grads,)
-    inputs = fn.inputs
-    if len(in_grads) != len(inputs):
-        raise RuntimeError(f"{type(fn).__name__}.backward returned {len(in_grads)} gradients for {len(inputs)} inputs")
-    for t, gi in zip(inputs, in_grads):
-        if gi is None or not t.requires_grad:
-            continue
-        shape = gi.shape
-        if shape != t.data.shape and tuple(shape) != t.shape:
-            raise RuntimeError(
-                f"{type(fn).__name__}.backward returned a gradient of shape {tuple(shape)} "
-                f"for an input of shape {t.shape}"
-            )
-        producer = t._fn
-        if producer is None:
-            _accumulate_leaf(t, gi, given)
-        else:
-            key = id(producer)
-            prev = grads.get(key)
-            grads[key] = gi if prev is None else fn.xp.add(prev, gi)
 
 
 def grad(loss: Tensor, weights) -> list:
