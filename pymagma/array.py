@@ -272,7 +272,7 @@ class DeviceArray:
 
     @property
     def T(self) -> DeviceArray:
-        return self.transpose()
+        return DeviceArray._trusted(self.shape[::-1], self.dtype, self.ptr, self.strides[::-1], self, self.device)
 
     def transpose(self, *axes) -> DeviceArray:
         if not axes:  # all axes reversed (.T): nothing to check
