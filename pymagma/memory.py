@@ -227,7 +227,6 @@ class Allocation:
             a.ptr, a._pool = 0, None
             return a
         pool = getattr(_override, "pool", None) or _native.current.memory_pool
-        a._pool = pool
         with pool.lock:  # Pool.take, inline up to a cache miss: every op's output passes here
             returned, free, stats = pool.returned, pool.free_blocks, pool.stats
             while returned:
@@ -241,9 +240,9 @@ class Allocation:
                 stats["hits"] += 1
                 stats["cached_bytes"] -= size
                 stats["in_use_bytes"] += size
-                a.ptr = blocks.pop()
+                a.ptr, a._pool = blocks.pop(), pool
                 return a
-        a.ptr = pool.new_block(device, size)
+        a.ptr, a._pool = pool.new_block(device, size), pool
         return a
 
     def free(self) -> None:
