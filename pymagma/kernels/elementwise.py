@@ -37,8 +37,8 @@ def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
     dtype = _float_dtype(x, op)
-    x = contiguous(x)
-    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    x = x if x.is_c_contiguous else copy(x)  # (contiguous and _out_for's common cases, inline)
+    out = _array._empty(x.shape, x.dtype, x.device) if out is None else _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("unary", dtype), x, x.size,
          [c_int(UNARY_OPS[op]), x.ptr, out.ptr, c_longlong(x.size), c_double(p), c_double(q)])
     return out
@@ -57,8 +57,8 @@ def _is_scalar(v) -> bool:
 
 def _binary_scalar(op: str, x, s, scalar_first: bool, out):
     dtype = _float_dtype(x, op)
-    x = contiguous(x)
-    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    x = x if x.is_c_contiguous else copy(x)  # (contiguous and _out_for's common cases, inline)
+    out = _array._empty(x.shape, x.dtype, x.device) if out is None else _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("binary_scalar", dtype), x, x.size,
          [c_int(BINARY_OPS[op]), x.ptr, out.ptr, c_longlong(x.size), c_double(float(s)),
           c_int(int(scalar_first))])
@@ -84,7 +84,8 @@ def binary(op: str, a, b, out=None):
             shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
         except ValueError:
             raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
-    out = _out_for(out, shape, a.dtype, a.device, op)
+    out = _array._empty(shape, a.dtype, a.device) if out is None and type(shape) is tuple else \
+        _out_for(out, shape, a.dtype, a.device, op)  # (_out_for's common case, inline)
     n = math.prod(shape)
     if a.shape == b.shape == shape and a.is_c_contiguous and b.is_c_contiguous:
         _run("elementwise", programs.expression("binary", dtype), a, n,
@@ -196,8 +197,9 @@ def bias_add(x, bias, out=None):
     _same([x, bias], "bias_add")
     if x.ndim < 2 or tuple(bias.shape) != (x.shape[1],):
         raise ValueError(f"bias_add: bias must have shape ({x.shape[1] if x.ndim > 1 else 'C'},) for x {x.shape}")
-    x, bias = contiguous(x), contiguous(bias)
-    out = _out_for(out, x.shape, x.dtype, x.device, "bias_add")
+    x, bias = x if x.is_c_contiguous else copy(x), bias if bias.is_c_contiguous else copy(bias)
+    out = _array._empty(x.shape, x.dtype, x.device) if out is None else \
+        _out_for(out, x.shape, x.dtype, x.device, "bias_add")  # (contiguous and _out_for's common cases, inline)
     inner = math.prod(x.shape[2:])
     _run("elementwise", programs.expression("bias_channels", dtype), x, x.size,
          [x.ptr, bias.ptr, out.ptr, c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])

@@ -46,12 +46,25 @@ def _reduce_plan(op: str, shape: tuple, strides: tuple, itemsize: int, axis, kee
     return out_shape, math.prod(kept_shape), n_red, s, r
 
 
+_PLANS: dict = {}  # (op, shape, strides, itemsize, int or None axis, bool keepdims) -> _reduce_plan's answer
+
+
 def reduce(op: str, x, axis=None, keepdims: bool = False):
     """Reduce ``x`` over ``axis`` (int, tuple or None = all) with sum, mean, max, min, prod or sum_squares."""
     if op not in REDUCE_OPS:
         raise ValueError(f"unknown reduction {op!r}; known: {sorted(REDUCE_OPS)}")
     dtype = _float_dtype(x, op)
-    out_shape, n_out, n_red, s, r = _reduce_plan(op, x.shape, x.strides, x.itemsize, axis, keepdims)
+    # the plan of an int (or no) axis and a bool keepdims read here once made (no call per reduction)
+    plain = (axis is None or type(axis) is int) and type(keepdims) is bool
+    key = (op, x.shape, x.strides, x.itemsize, axis, keepdims)
+    plan = _PLANS.get(key) if plain else None
+    if plan is None:
+        plan = _reduce_plan(op, x.shape, x.strides, x.itemsize, axis, keepdims)
+        if plain:
+            if len(_PLANS) >= 1024:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    out_shape, n_out, n_red, s, r = plan
     out = _array._empty(out_shape, x.dtype, x.device)
     _run("reductions", programs.expression("reduce_axes", dtype), x, n_out,
          [c_int(REDUCE_OPS[op]), x.ptr, out.ptr, c_longlong(n_out), c_longlong(n_red), s, r],
