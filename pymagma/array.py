@@ -254,11 +254,9 @@ class DeviceArray:
     def reshape(self, *shape) -> DeviceArray:
         if len(shape) == 1 and hasattr(shape[0], "__iter__"):
             shape = tuple(shape[0])
-        size = math.prod(self.shape)
-        # _reshaped's answer read here when this (size, shape) of plain ints was checked before (no call per reshape)
+        size = math.prod(self.shape)  # the new shape from _RESHAPED once checked (no call per reshape of ints)
         new = _RESHAPED.get((size, shape)) if type(shape) is tuple and set(map(type, shape)) <= _INT else None
-        if new is None:
-            new = _reshaped(size, shape)
+        new = _reshaped(size, shape) if new is None else new
         base = self if self.is_c_contiguous else self.copy()
         dtype = base.dtype
         a = object.__new__(DeviceArray)  # base._view(0, new, C strides), inline
@@ -470,6 +468,9 @@ class DeviceArray:
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
 
 
+_device_count = runtime.device_count  # (read as a resource by on_arrays_device unless replaced, as tests do)
+
+
 def on_arrays_device(fn):
     """Decorator: with several GPUs, run ``fn`` with the device of its first DeviceArray argument current (MAGMA
     queues, cuBLAS and cuDNN handles belong to one device), then restore the caller's device.  With one GPU, or
@@ -477,8 +478,8 @@ def on_arrays_device(fn):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if runtime.device_count() > 1 if _native.current.__dict__.get("device_count") is None else \
-                _native.current.device_count > 1:  # (the count read once: no call per routine)
+        count = _native.current.__dict__.get("device_count") if runtime.device_count is _device_count else None
+        if (runtime.device_count() if count is None else count) > 1:  # (the count read once: no call per routine)
             for a in (*args, *kwargs.values()):
                 if isinstance(a, DeviceArray):
                     with runtime.on_device(a.device):
