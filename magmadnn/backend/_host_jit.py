@@ -2,8 +2,9 @@
 
 The host backend is complete without them: each kernel replaces a NumPy sequence of its ops that works in short strided
 runs or several passes, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU),
-col2im, 2x2 stride-2 max pooling, SGD's update; and one that fuses the dozen small products of an LSTM step's
-backward. Results equal the NumPy path's, NaN and infinities included. ``kernels`` is None when numba is not
+col2im, 2x2 stride-2 max pooling, SGD's update, the softmax cross-entropy of integer labels; and one that fuses the
+dozen small products of an LSTM step's backward. Results equal the NumPy path's, NaN and infinities included (the
+row kernels' and the cross-entropy's float64 sums aside, see their builders). ``kernels`` is None when numba is not
 installed or ``MAGMADNN_JIT=0`` is set; the host then takes its NumPy path. Kernels compile on first use (cached on
 disk by numba) for float32 and float64 arrays.
 
@@ -162,6 +163,7 @@ def _build(numba):
              "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
     table.update(_build_rows(numba))
     table.update(_build_updates(numba))
+    table.update(_build_losses(numba))
     return table
 
 
@@ -259,6 +261,58 @@ def _build_rows(numba):
 
     return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
             "masked_softmax_backward": masked_softmax_backward}
+
+
+def _build_losses(numba):
+    """The softmax cross-entropy of integer labels, forward (per-row loss, probabilities, their sum) and the mean's
+    backward, each one pass over the logits where NumPy makes about ten small calls. The per-element float ops are
+    NumPy's (shift by the row max, exp, one division); the row total and the sum of the losses are accumulated in
+    float64, so their last bits can differ from NumPy's float32 pairwise sums."""
+    njit = numba.njit(cache=True)
+
+    @njit
+    def softmax_xent_rows(logits, labels, probs, loss):
+        """Rows of logits (R, C), labels (R,) in [0, C): probs = softmax, loss = log(sum exp(x - max)) - (x[label] -
+        max). Returns (True, the sum of the losses), or (False, 0.0) without writing when a label is out of range."""
+        rows, cols = logits.shape
+        for r in range(rows):
+            if labels[r] < 0 or labels[r] >= cols:
+                return False, 0.0
+        total_loss = 0.0
+        for r in range(rows):
+            x, p = logits[r], probs[r]
+            m = x[0]
+            for j in range(1, cols):
+                if x[j] > m or x[j] != x[j]:  # NaN wins, as np.max
+                    m = x[j]
+            total = 0.0
+            for j in range(cols):
+                e = np.exp(x[j] - m)
+                p[j] = e
+                total += e
+            t = p.dtype.type(total)
+            for j in range(cols):
+                p[j] = p[j] / t
+            value = np.log(t) - (x[labels[r]] - m)
+            loss[r] = value
+            total_loss += value
+        return True, total_loss
+
+    @njit
+    def softmax_xent_mean_backward(probs, labels, share, d):
+        """d = (probs - onehot(labels)) * share, rows (R, C), ``share`` of probs' dtype (labels checked by the
+        forward)."""
+        rows, cols = probs.shape
+        one = probs.dtype.type(1)
+        for r in range(rows):
+            lab = labels[r]
+            for j in range(cols):
+                v = probs[r, j]
+                if j == lab:
+                    v = v - one
+                d[r, j] = v * share
+
+    return {"softmax_xent_rows": softmax_xent_rows, "softmax_xent_mean_backward": softmax_xent_mean_backward}
 
 
 class _Kernels:

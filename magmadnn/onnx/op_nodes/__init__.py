@@ -6,6 +6,8 @@ from . import (  # noqa: F401 - they register
     attention,
     conv,
     elementwise,
+    fused_attention,
+    fused_linear,
     indexing,
     linalg,
     losses,
