@@ -5,7 +5,9 @@ the model views them."""
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
+import functools
 import inspect
 from ctypes import c_void_p
 
@@ -15,6 +17,8 @@ from ... import _cudnn as cd
 from .. import plans as _plans
 from ..runtime import COMPUTE_CAPABILITY
 from .descriptors import ModelError, Status, viewing
+
+_ignore_float_errors = functools.partial(np.errstate, all="ignore")
 
 #: models with device work that are never planned: they change the simulator's own state at the call
 UNPLANNED = frozenset({"cudnnSetDropoutDescriptor", "cudnnRestoreDropoutDescriptor"})
@@ -138,11 +142,16 @@ class Planner:
             if streams is not None:
                 streams.check_range(ptr, nbytes, f"{name} {what}")
 
+        # A Destroy call computes nothing and is what finalizers make: the garbage collector may run them in the
+        # middle of a context-variable update (CPython's contextvar_set allocates, which may collect), and setting
+        # a context variable there (np.errstate) would free the context the outer update still reads.
+        quiet = contextlib.nullcontext if name.startswith("cudnnDestroy") else _ignore_float_errors
+
         def native(*converted):
             if hit is not None and (status := hit(converted)) is not None:
                 return status
             try:
-                with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
+                with quiet():  # a GPU computes NaN/inf silently
                     # each operand's range, checked as it is viewed (a call made inside this one, e.g. by a
                     # finalizer the garbage collector runs, keeps and gives back this call's record)
                     outer = getattr(viewing, "viewed", None), getattr(viewing, "check", None)
