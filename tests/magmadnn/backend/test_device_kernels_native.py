@@ -169,6 +169,10 @@ def _launch_every_kernel(dtype) -> None:
     kernels.softmax_cross_entropy_backward(x, labels, fake_array((), dtype), mean=True)
     kernels.softmax_cross_entropy_backward(x, x, fake_array((), dtype), mean=True)
     kernels.softmax_cross_entropy_backward(x, labels, None, mean=True)
+    packed = fake_array((4, 4), dtype)  # Keras' cross entropies of probabilities: targets, then each row's weight
+    kernels.keras_prob_xent(x, packed, True, 0.1, 1e-7, 0.25)
+    kernels.keras_prob_xent_backward(x, packed, fake_array((), dtype), False, 0.0, 1e-7, 0.25)
+    kernels.keras_prob_xent_backward(x, packed, None, True, 0.0, 1e-7, 0.25)
     kernels.layer_norm_backward_params(x, x, row, fake_array((4,), dtype), fake_array((4,), dtype))
     heads = fake_array((2, 3, 4), dtype)
     _, p = kernels.attention_heads(heads, heads, heads, 2, fake_array((2, 3), dtype), 0.5, causal=True)

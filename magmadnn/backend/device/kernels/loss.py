@@ -128,9 +128,9 @@ def keras_prob_xent(p, packed, binary: bool, smoothing: float, eps: float, scale
     ``p`` (rows, cols), clipped to ``[eps, 1 - eps]``, against the targets of ``packed`` (rows, cols + 1: the
     targets then each row's weight ``w_r``), label smoothing ``smoothing``; one launch of one block."""
     dtype, p, packed, rows, cols = _keras_checked(p, packed, "keras_prob_xent")
-    loss = _array.empty((), p.dtype, device=p.device)
     if rows == 0:
         return _array.zeros((), p.dtype, device=p.device)
+    loss = _array.empty((), p.dtype, device=p.device)
     _run("loss", programs.expression("keras_prob_xent", dtype), p, rows,
          [_ptr(p), _ptr(packed), _ptr(loss), c_longlong(rows), c_longlong(cols), c_int(int(binary)),
           c_double(smoothing), c_double(eps), c_double(scale)], grid=1)
