@@ -13,10 +13,11 @@ import math
 
 import numpy as np
 
-__all__ = ["moved", "shape_batch", "refined", "MOVERS"]
+__all__ = ["moved", "shape_batch", "refined", "holds_batch", "MOVERS"]
 
 #: operators that may move a leading batch axis (their rule is asked even when every input has it first)
-MOVERS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "LSTM", "GRU", "RNN"})
+MOVERS = frozenset({"Transpose", "Reshape", "Squeeze", "Unsqueeze", "LSTM", "GRU", "RNN", "Expand",
+                    "ConstantOfShape"})
 
 _ELEMENTWISE = frozenset({
     "Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Mean", "Sum", "Where", "Equal", "Less", "Greater",
@@ -44,6 +45,8 @@ def moved(node, view, axes_in: list, attr) -> list | None:
         return None if k in (None, 0) else [None] * n
     if op in ("Squeeze", "Unsqueeze"):
         return [_squeeze(op, view, k, attr)] if k is not None else None
+    if op in ("Expand", "ConstantOfShape"):
+        return _sized(op, view, k)
     if op == "Reshape":
         if k is None:  # the batch folded into another axis and unfolded here by a shape holding the batch size
             found = getattr(view.inputs[1], "shape_batch", None) if len(view.inputs) > 1 else None
@@ -60,6 +63,30 @@ def moved(node, view, axes_in: list, attr) -> list | None:
         rule = _ALONG.get(op)
         return [rule(view, axes_in, attr) if rule is not None else None] * n  # no rule: no batch axis
     return None
+
+
+def holds_batch(value) -> bool:
+    """Whether ``value`` is a shape vector holding the batch size (see :func:`shape_batch`)."""
+    found = getattr(value, "shape_batch", None)
+    return found is not None and not isinstance(found, Truths) and BATCH in found
+
+
+def _sized(op, view, k):
+    """Expand / ConstantOfShape to a shape computed from a batched value's Shape (``x.expand(B, ...)``,
+    ``torch.zeros(B, n)``): the output's batch axis where that shape holds the batch size; None (the converter's
+    flags) where the shape holds none."""
+    position = 0 if op == "ConstantOfShape" else 1
+    found = getattr(view.inputs[position], "shape_batch", None) if len(view.inputs) > position else None
+    if found is None or isinstance(found, Truths) or BATCH not in found:
+        return None
+    if op == "ConstantOfShape":
+        return [found.index(BATCH)]
+    rank = view.rank(0)
+    if rank is None:
+        return None
+    out_rank = max(rank, len(found))
+    axis = found.index(BATCH) + out_rank - len(found)
+    return [axis if k is None or k + out_rank - rank == axis else None]
 
 
 def _rank(view, k=0):
@@ -159,6 +186,12 @@ _ALONG = {
 BATCH = "B"
 
 
+class Truths(tuple):
+    """What an ``Equal`` of a shape vector and a constant holds where known (True, False, None): the batch size
+    (at least 1) never equals a constant below 1. ``Where`` picks by it (``expand(B, -1, -1)`` as the legacy
+    exporter writes it)."""
+
+
 def shape_batch(node, view, axes_in):
     """What a shape vector holds where it is known: a tuple of sizes (None where unknown, ``BATCH`` for the batch
     size) for a ``Shape`` of a value, followed through the shape arithmetic exporters write (Gather or
@@ -176,6 +209,29 @@ def shape_batch(node, view, axes_in):
     first = marks[0] if marks else None
     if op in ("Cast", "Identity", "Unsqueeze", "Squeeze"):
         return first
+    if op == "Reshape" and first is not None and not isinstance(first, Truths):
+        target = view.const(1)
+        return first if target is not None and np.asarray(target).size == 1 else None  # a vector stays one
+    if op == "Equal" and first is not None and not isinstance(first, Truths) and view.const(1) is not None:
+        c = np.asarray(view.const(1)).reshape(-1)
+        if c.size not in (1, len(first)):
+            return None
+        c = np.broadcast_to(c, (len(first),))
+        return Truths(False if d == BATCH and int(v) < 1 else (d == int(v)) if isinstance(d, int) else None
+                      for d, v in zip(first, c))
+    if op == "Where" and isinstance(first, Truths) and len(marks) == 3:
+        picked_true, picked_false = view.const(1), marks[2]
+        if picked_false is None or isinstance(picked_false, Truths) or len(picked_false) != len(first):
+            return None
+        out = []
+        for i, truth in enumerate(first):
+            if truth is False:
+                out.append(picked_false[i])
+            elif truth is True and picked_true is not None and np.asarray(picked_true).size == len(first):
+                out.append(int(np.asarray(picked_true).reshape(-1)[i]))
+            else:
+                out.append(None)
+        return _holding(tuple(out))
     if op == "Gather" and first is not None and int(view.attr("axis", 0) or 0) == 0:
         index = view.const(1)
         if index is None:

@@ -39,7 +39,7 @@ from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
 from .op_nodes._runtime import half_rounding
-from .shape_folding import RANDOM, batch_shape, host_runner, known_sizes, with_batch_shapes
+from .shape_folding import RANDOM, batch_shape, host_runner, known_sizes, outer_names, with_batch_shapes
 
 __all__ = ["build", "supported_op_types"]
 
@@ -225,7 +225,9 @@ class _Import:
                 continue
             if node.op_type in ("Shape", "Size") and self._static_shape_of(node, ins[0]):
                 continue
-            if all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
+            if node.op_type == "ConstantOfShape" and batch_axes.holds_batch(ins[0]):
+                node, ins = self._as_expand(node, ins)
+            elif all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
                 self._host_node(node, ins)
                 continue
             fused = fusion.match(self, node) if self.fuse else None
@@ -286,11 +288,23 @@ class _Import:
         self._fold(node, [np.zeros(value.shape, np.float32)])
         return True
 
+    def _as_expand(self, node, ins):
+        """ConstantOfShape of a shape holding the batch size (``torch.zeros(B, n)``) as Expand of its one value: a
+        tensor on the model's device with the batch axis, not a host array."""
+        value = node.attribute[0].t if node.attribute else None
+        fill = np.zeros(1, np.float32) if value is None else onnx().numpy_helper.to_array(value).reshape(1)
+        name = self.unique(f"{node.output[0]}_value")
+        self.values[name] = fill
+        return onnx().helper.make_node("Expand", [name, node.input[0]], list(node.output), name=node.name), [fill,
+                                                                                                          ins[0]]
+
     def _host_node(self, node, ins) -> None:
         """A node reading only host values (shape arithmetic at run time): computed on the host by onnx's
         reference implementation of its operator, never touching device data."""
         from .op_nodes import Form  # noqa: PLC0415
 
+        if outer_names(node):
+            raise self.error(node, "a branch or loop body reading values computed at run time is not supported")
         view = NodeView(node, self.opset, ins, self)
         positions = tuple(k for k, v in enumerate(ins) if isinstance(v, np.ndarray))
         self._op_node(node, view, Form(host_runner(node, self.opset), host=positions, keeps_batch=False,

@@ -16,7 +16,7 @@ import numpy as np
 from . import batch_axes
 from ._proto import onnx
 
-__all__ = ["batch_shape", "known_sizes", "with_batch_shapes", "host_runner", "RANDOM"]
+__all__ = ["batch_shape", "known_sizes", "with_batch_shapes", "host_runner", "outer_names", "RANDOM"]
 
 #: operators whose outputs are random: never remembered
 RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
@@ -97,6 +97,21 @@ def with_batch_shapes(proto, targets: dict, constants: dict | None = None):
     del changed.graph.node[:]
     changed.graph.node.extend(kept)
     return changed
+
+
+def outer_names(node) -> set:
+    """The values ``node``'s subgraphs (If's branches, Loop's and Scan's bodies) read from the graph around them
+    without naming them as the node's inputs."""
+    read = set()
+    for attr in node.attribute:
+        graphs = [attr.g] if attr.type == onnx().AttributeProto.GRAPH else list(attr.graphs)
+        for graph in graphs:
+            made = {i.name for i in graph.input} | {i.name for i in graph.initializer}
+            for inner in graph.node:
+                read |= {n for n in inner.input if n and n not in made} | outer_names(inner)
+                made |= set(inner.output)
+            read |= {o.name for o in graph.output if o.name not in made}
+    return read - set(node.input)
 
 
 def host_runner(node, opset):

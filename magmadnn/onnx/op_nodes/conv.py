@@ -4,14 +4,15 @@ ceil_mode and count_include_pad), GlobalAveragePool, GlobalMaxPool. 1-D runs as 
 
 from __future__ import annotations
 
+import itertools
 import math
 
 import numpy as np
 
 from ...autograd import is_grad_enabled
 from ._registry import op
-from ._runtime import F, Tensor, arith, is_float, tensor
-from .shaping import _pad_axis
+from ._runtime import F, T, Tensor, arith, is_float, tensor
+from .shaping import _pad_axis, _slice
 
 
 def _geometry(view, spatial):
@@ -117,24 +118,57 @@ def conv_transpose(view):
               "output_shape")
     spatial = _spatial(view)
     _, strides, dilations, pads, auto = _geometry(view, spatial)
-    if int(view.attr("group", 1)) != 1:
-        raise view.error("group > 1 is not supported")
-    extra = list(view.attr("output_padding", [0] * spatial))
+    groups = int(view.attr("group", 1))
+    extra = list(view.attr("output_padding", [0] * spatial))[:spatial]
     wanted = view.attr("output_shape")
-    if auto not in ("NOTSET", "", None, "VALID") or wanted is not None:
-        raise view.error("auto_pad SAME_* and output_shape are not supported (give pads and output_padding)")
+    if wanted is not None:
+        wanted = list(wanted)[-spatial:]
+
+    def geometry(sizes, kernel):
+        """The pads at each end and the output's sizes: given, or from output_shape or auto_pad SAME_* (the output
+        ``input * stride``) as ONNX's equations say (negative pads: the output extends past the full one)."""
+        full = [s * (n - 1) + e + (k - 1) * d + 1 for n, s, e, k, d in zip(sizes, strides, extra, kernel, dilations)]
+        if wanted is None and auto not in ("SAME_UPPER", "SAME_LOWER"):
+            p = pads if auto in ("NOTSET", "", None) else [0] * (2 * spatial)
+            return p[:spatial], p[spatial:], [f - lo - hi for f, lo, hi in zip(full, p[:spatial], p[spatial:])]
+        outs = wanted if wanted is not None else [n * s for n, s in zip(sizes, strides)]
+        total = [f - o for f, o in zip(full, outs)]
+        small = [t // 2 for t in total]
+        if auto == "SAME_UPPER":
+            return small, [t - h for t, h in zip(total, small)], outs
+        return [t - h for t, h in zip(total, small)], small, outs
+
+    def one(x, w, begin, end, outs):
+        """One group's transposed convolution in 2-D, the full output cut to ``begin``/``end`` (negative: zeros
+        added)."""
+        y = F.conv_transpose2d(x, w, None, stride=tuple(strides2), padding=tuple(
+            (max(lo, 0), max(hi, 0)) for lo, hi in zip(begin, end)), dilation=tuple(dilations2))
+        for i in range(2):
+            lo, hi = min(begin[i], 0), min(end[i], 0)
+            if lo or hi:
+                y = _pad_axis(y, 2 + i, -lo, -hi, "constant", 0.0)
+        return y
+
+    strides2 = [1, strides[0]] if spatial == 1 else strides
+    dilations2 = [1, dilations[0]] if spatial == 1 else dilations
 
     def run(x, w, b=None):
         w = tensor(w, x)
+        begin, end, outs = geometry(x.shape[2:], w.shape[2:])
         if spatial == 1:
-            y = F.conv_transpose2d(_as2d(x), F.reshape(w, (*w.shape[:2], 1, w.shape[2])),
-                                   None if b is None else tensor(b, x), stride=(1, strides[0]),
-                                   padding=((0, 0), (pads[0], pads[1])), output_padding=(0, extra[0]),
-                                   dilation=(1, dilations[0]))
-            return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
-        return F.conv_transpose2d(x, w, None if b is None else tensor(b, x), stride=tuple(strides),
-                                  padding=((pads[0], pads[2]), (pads[1], pads[3])), output_padding=tuple(extra),
-                                  dilation=tuple(dilations))
+            x, w, begin, end = _as2d(x), F.reshape(w, (*w.shape[:2], 1, w.shape[2])), [0, *begin], [0, *end]
+        if any(lo < 0 or hi < 0 for lo, hi in zip(begin, end)) or any(extra):  # output_padding: zeros at the end
+            end = [hi - e for hi, e in zip(end, [0] * (2 - spatial) + extra)]
+        if groups == 1:
+            y = one(x, w, begin, end, outs)
+        else:
+            c, k = x.shape[1] // groups, w.shape[0] // groups
+            y = F.concatenate([one(F.slice_axis(x, 1, g * c, (g + 1) * c), F.slice_axis(w, 0, g * k, (g + 1) * k),
+                                   begin, end, outs) for g in range(groups)], axis=1)
+        if b is not None:
+            b = tensor(b, x)
+            y = F.add(y, F.reshape(b, (1, b.shape[0]) + (1,) * (y.ndim - 2)))
+        return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3])) if spatial == 1 else y
 
     return run
 
@@ -145,27 +179,32 @@ def pool(view):
               "storage_order")
     spatial = _spatial(view, (3, 4, 5))
     kernel, strides, dilations, pads, auto = _geometry(view, spatial)
-    if any(d != 1 for d in dilations):
-        raise view.error("dilations other than 1 are not supported")
     if int(view.attr("storage_order", 0)) or len([o for o in view.node.output if o]) > 1:
         raise view.error("the Indices output (and storage_order) is not supported")
     ceil, include = int(view.attr("ceil_mode", 0)), int(view.attr("count_include_pad", 0))
     mode = "max" if view.node.op_type == "MaxPool" else "avg"
     dtype = getattr(view.inputs[0], "dtype", None)
-    if dtype is not None and np.dtype(dtype).kind != "f":
-        raise view.error(f"pooling {np.dtype(dtype)} tensors is not supported (float only)")
+    if dtype is not None and np.dtype(dtype).kind != "f" and (mode == "avg" or np.dtype(dtype).itemsize > 2):
+        raise view.error(f"{view.node.op_type} of {np.dtype(dtype)} tensors is not supported (float; MaxPool "
+                         "also 8- and 16-bit integers)")
+    reach = [(k - 1) * d + 1 for k, d in zip(kernel, dilations)]  # a window's extent
 
     def run(x):
+        if not is_float(x):  # an 8- or 16-bit integer MaxPool, exact in float32
+            return T.astype(run(T.astype(x, np.float32)), x.dtype)
         sizes = x.shape[2:]
         p = _auto_pads(auto, sizes, kernel, strides, dilations, pads)
         begin, end = list(p[:spatial]), list(p[spatial:])
-        grow = [0] * spatial  # ceil_mode: the extra end padding no window average counts
+        grow, outs = [0] * spatial, [0] * spatial  # ceil_mode: the extra end padding no window average counts
         for i in range(spatial):
-            span = sizes[i] + begin[i] + end[i] - kernel[i]
+            span = sizes[i] + begin[i] + end[i] - reach[i]
             out = (math.ceil(span / strides[i]) if ceil else span // strides[i]) + 1
             if ceil and (out - 1) * strides[i] >= sizes[i] + begin[i]:
                 out -= 1
-            grow[i] = max((out - 1) * strides[i] + kernel[i] - (sizes[i] + begin[i] + end[i]), 0)
+            grow[i] = max((out - 1) * strides[i] + reach[i] - (sizes[i] + begin[i] + end[i]), 0)
+            outs[i] = out
+        if any(d != 1 for d in dilations):
+            return _dilated_pool(mode, x, kernel, strides, dilations, begin, end, grow, outs, include)
         if mode == "avg" and include and any(p):  # the declared padding counts: pad with zeros first
             for i in range(spatial):
                 x = _pad_axis(x, 2 + i, begin[i], end[i], "constant", 0.0)
@@ -179,6 +218,45 @@ def pool(view):
         return _pool2d(mode, x, tuple(kernel), tuple(strides), ((begin[0], end[0]), (begin[1], end[1])))
 
     return run
+
+
+def _windows(x, kernel, strides, dilations, outs):
+    """For each offset in the kernel, the strided slice of ``x`` (padded; a Tensor or a NumPy array) that offset
+    reads in every window."""
+    for offsets in itertools.product(*(range(k) for k in kernel)):
+        bounds = [(o * d, o * d + (n - 1) * s + 1, s) for o, d, n, s in zip(offsets, dilations, outs, strides)]
+        if isinstance(x, np.ndarray):
+            yield x[(slice(None), slice(None), *(slice(*b) for b in bounds))]
+            continue
+        piece = x
+        for i, b in enumerate(bounds):
+            piece = _slice(piece, 2 + i, *b)
+        yield piece
+
+
+def _dilated_pool(mode, x, kernel, strides, dilations, begin, end, grow, outs, include):
+    """A pool with dilations in any spatial rank: the input padded (-inf for a max, zeros for an average), the max or
+    the sum of one strided slice per kernel offset; an average divides by the count of the input's elements (and,
+    with count_include_pad, the declared padding's) in each window."""
+    fill = -math.inf if mode == "max" else 0.0
+    sizes = x.shape[2:]
+    for i in range(len(kernel)):
+        x = _pad_axis(x, 2 + i, begin[i], end[i] + grow[i], "constant", fill)
+    total = None
+    for piece in _windows(x, kernel, strides, dilations, outs):
+        total = piece if total is None else T.maximum(total, piece) if mode == "max" else F.add(total, piece)
+    if mode == "max":
+        return total
+    counted = np.ones(sizes, np.float64)
+    for i in range(len(kernel)):
+        widths = [(0, 0)] * len(kernel)
+        widths[i] = (begin[i], end[i])
+        counted = np.pad(counted, widths, constant_values=1.0 if include else 0.0)
+        widths[i] = (0, grow[i])
+        counted = np.pad(counted, widths)
+    counted = counted[None, None]
+    count = sum(_windows(counted, kernel, strides, dilations, outs))
+    return F.divide(total, tensor(count.astype(x.dtype), total))
 
 
 def _pool3d(mode, x, kernel, strides, begin, end):

@@ -55,16 +55,21 @@ def gemm(view):
 
 @op("Einsum", weights=(1, 2))
 def einsum(view):
-    equation = view.attr("equation").replace(" ", "")
+    equation = given = view.attr("equation").replace(" ", "")
     lhs, _, out = equation.partition("->")
     terms = lhs.split(",")
     if "..." in equation:
-        raise view.error("Einsum with an ellipsis is not supported")
+        ranks = [view.rank(k) for k in range(len(terms))]
+        if None in ranks:
+            raise view.error("Einsum with an ellipsis needs the ranks of its inputs (unknown here)")
+        equation = _without_ellipsis(equation, ranks)
+        lhs, _, out = equation.partition("->")
+        terms = lhs.split(",")
     if len(terms) == 1:
         (t,) = terms
         out = out if _ else "".join(sorted(c for c in t if t.count(c) == 1))
         if len(set(t)) != len(t):
-            raise view.error(f"Einsum {equation!r} (a diagonal) is not supported")
+            raise view.error(f"Einsum {given!r} (a diagonal) is not supported")
 
         def run1(x):
             summed = tuple(i for i, c in enumerate(t) if c not in out)
@@ -75,12 +80,12 @@ def einsum(view):
 
         return Form(run1, keeps_batch=bool(out) and view.batched(0) and out[0] == t[0])
     if len(terms) != 2:
-        raise view.error(f"Einsum {equation!r} with {len(terms)} operands is not supported (one or two)")
+        raise view.error(f"Einsum {given!r} with {len(terms)} operands is not supported (one or two)")
     a_t, b_t = terms
     if not _:
         out = "".join(sorted(c for c in a_t + b_t if (a_t + b_t).count(c) == 1))
     if len(set(a_t)) != len(a_t) or len(set(b_t)) != len(b_t):
-        raise view.error(f"Einsum {equation!r} (a diagonal) is not supported")
+        raise view.error(f"Einsum {given!r} (a diagonal) is not supported")
 
     def run2(a, b):
         like = a if isinstance(a, Tensor) else b
@@ -88,6 +93,23 @@ def einsum(view):
         return _contract(a, a_t, b, b_t, out)
 
     return Form(run2, keeps_batch=bool(out) and view.batched(0) and out[0] == a_t[0])
+
+
+def _without_ellipsis(equation: str, ranks) -> str:
+    """``equation`` with each ``...`` spelled as letters it does not use (right-aligned over the operands, as
+    NumPy broadcasts them; an implicit output puts them first)."""
+    lhs, arrow, out = equation.partition("->")
+    terms = lhs.split(",")
+    counts = [rank - len(t.replace("...", "")) if "..." in t else 0 for t, rank in zip(terms, ranks)]
+    free = [c for c in "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz" if c not in equation][:max(counts)]
+    spelled = "".join(free)
+    terms = [t.replace("...", spelled[len(free) - n:]) for t, n in zip(terms, counts)]
+    if arrow:
+        out = out.replace("...", spelled)
+    else:
+        letters = "".join(terms)
+        out = spelled + "".join(sorted(c for c in set(letters) if letters.count(c) == 1 and c not in spelled))
+    return ",".join(terms) + "->" + out
 
 
 def _contract(a, a_t, b, b_t, out):

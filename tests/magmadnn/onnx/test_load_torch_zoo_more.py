@@ -1,0 +1,144 @@
+"""More of the zoo (models in ``_torch_zoo_more.py``): ViT, MBConv, DenseNet, U-Net, autoencoder, TCN, text CNN,
+masked recurrent encoders, nn.Transformer and a causal decoder, paddings, activations, shuffles and pools, bilinear
+and weight norm, gather/scatter heads with three outputs, unrolled cells, siamese and mixed-dtype two-input models,
+attention by hand, MLP-Mixer, VGG, EmbeddingBag. Each exported with the default ``torch.onnx.export(model, (x,),
+path)`` (the dynamo exporter; slow) and ``dynamo=False``, static and dynamic batch; each import predicts like
+onnxruntime and PyTorch (a dynamic batch at another batch size), the trainable ones fine-tune a few steps, a few
+gradients match PyTorch's autograd."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from .._onnx_helpers import onnx  # noqa: F401 - skips the module without onnx
+
+torch = pytest.importorskip("torch")
+ort = pytest.importorskip("onnxruntime")
+
+from ._torch_zoo_more import BATCH_AXIS_MORE, ZOO_MORE  # noqa: E402
+
+EXPORT_BATCH, OTHER_BATCH = 2, 3
+RTOL, ATOL = 2e-4, 2e-5
+
+#: families PyTorch's legacy exporter (``dynamo=False``) refuses, and the operator it names
+LEGACY_EXPORTER_REFUSES = {"bilinear_weight_norm": "aten::bilinear", "shuffle_pools": "aten::channel_shuffle",
+                           "vggish": "adaptive_avg_pool2d", "hand_norms": "aten::rms_norm"}
+#: exports the import refuses (an UnsupportedOnnxError naming the node's operator): family -> (exporter, dynamic
+#: batch) -> the operator named
+REFUSED = {"embedding_bag": {(True, False): "SequenceEmpty", (True, True): "SequenceEmpty", (False, False): "Loop",
+                             (False, True): "Loop"}}
+
+
+def _inputs(make, batch):
+    x = make(batch)
+    return x if isinstance(x, tuple) else (x,)
+
+
+def export(name, dynamo, dynamic, path):
+    """The module (eval mode), the input maker and the path of its ONNX export."""
+    torch.manual_seed(0)
+    make, inputs, _ = ZOO_MORE[name]
+    model = make().eval()
+    with torch.no_grad():  # every parameter distinct, running statistics not trivial
+        for p in model.parameters():
+            p.add_(0.1 * torch.randn_like(p))
+        for name_, b in model.named_buffers():
+            if name_.endswith("running_mean"):
+                b.normal_(0, 0.1)
+            elif name_.endswith("running_var"):
+                b.uniform_(0.5, 1.5)
+    xs = _inputs(inputs, EXPORT_BATCH)
+    kwargs = {"dynamo": dynamo}
+    if dynamic:
+        axis = BATCH_AXIS_MORE.get(name, 0)
+        if dynamo:
+            batch = torch.export.Dim("batch", min=1, max=64)
+            kwargs["dynamic_shapes"] = tuple({axis: batch} for _ in xs)
+        else:
+            names = [f"x{i}" for i in range(len(xs))]
+            kwargs.update(input_names=names, dynamic_axes={n: {axis: "batch"} for n in names})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(model, xs, str(path), **kwargs)
+    return model, inputs
+
+
+def _as_list(out):
+    if isinstance(out, dict):
+        return list(out.values())
+    return [np.asarray(o) for o in out] if isinstance(out, (list, tuple)) else [np.asarray(out)]
+
+
+def check_predicts(model, inputs, path, batch):
+    from magmadnn import onnx as monnx  # noqa: PLC0415
+
+    torch.manual_seed(1)
+    xs = _inputs(inputs, batch)
+    session = ort.InferenceSession(str(path))
+    want = session.run(None, {i.name: x.numpy() for i, x in zip(session.get_inputs(), xs)})
+    with torch.no_grad():
+        expected = model(*xs)
+    expected = [t.numpy() for t in (expected if isinstance(expected, tuple) else (expected,))]
+    loaded = monnx.load(str(path))
+    arrays = [x.numpy() for x in xs]
+    got = _as_list(loaded.predict(arrays if len(arrays) > 1 else arrays[0]))
+    assert len(got) == len(want) == len(expected)
+    for g, w, t in zip(got, want, expected):
+        assert np.asarray(g).dtype == w.dtype, (np.asarray(g).dtype, w.dtype)
+        np.testing.assert_allclose(np.asarray(g), w, rtol=RTOL, atol=ATOL)
+        np.testing.assert_allclose(np.asarray(g), t, rtol=RTOL, atol=ATOL)
+    return loaded
+
+
+def _cases():
+    cases = []
+    for name in sorted(ZOO_MORE):
+        for dynamo in (True, False):
+            for dynamic in (False, True):
+                marks = [pytest.mark.slow] if dynamo else []
+                ids = f"{name}-{'default' if dynamo else 'dynamo_false'}-{'dynamic' if dynamic else 'static'}"
+                cases.append(pytest.param(name, dynamo, dynamic, marks=marks, id=ids))
+    return cases
+
+
+@pytest.mark.parametrize(("name", "dynamo", "dynamic"), _cases())
+def test_zoo_more_predicts_like_onnxruntime_and_torch(name, dynamo, dynamic, tmp_path):
+    path = tmp_path / f"{name}.onnx"
+    model, inputs = export(name, dynamo, dynamic, path)
+    check_predicts(model, inputs, path, OTHER_BATCH if dynamic else EXPORT_BATCH)
+
+
+FINE_TUNE = sorted(name for name, (_, _, trains) in ZOO_MORE.items() if trains and name not in REFUSED)
+
+
+def _fine_tune_cases():
+    fast = [pytest.param(name, False, True, id=f"{name}-dynamo_false-dynamic") for name in FINE_TUNE
+            if name not in LEGACY_EXPORTER_REFUSES]
+    slow = [pytest.param(name, True, False, marks=pytest.mark.slow, id=f"{name}-default-static")
+            for name in FINE_TUNE]
+    return fast + slow
+
+
+@pytest.mark.parametrize(("name", "dynamo", "dynamic"), _fine_tune_cases())
+def test_zoo_more_fine_tunes(name, dynamo, dynamic, tmp_path):
+    """A few fit steps lower the loss: a dynamic batch in batches of 4 of 8 samples; a static batch (the default
+    export) in batches of the exported size."""
+    from magmadnn import onnx as monnx  # noqa: PLC0415
+    from magmadnn.optimizers import Adam  # noqa: PLC0415
+
+    path = tmp_path / f"{name}.onnx"
+    _, inputs = export(name, dynamo, dynamic, path)
+    torch.manual_seed(2)
+    xs = [x.numpy() for x in _inputs(inputs, 8 if dynamic else 2 * EXPORT_BATCH)]
+    x = xs if len(xs) > 1 else xs[0]
+    model = monnx.load(str(path))
+    out = model.predict(x)  # a reachable target: half the output, shifted
+    target = (0.5 * out + 0.2 * np.random.default_rng(0).standard_normal(out.shape)).astype(np.float32)
+    model.compile(optimizer=Adam(learning_rate=0.01), loss="mse")
+    before = float(np.mean((model.predict(x) - target) ** 2))
+    model.fit(x, target, epochs=15, batch_size=4 if dynamic else EXPORT_BATCH, verbose=0)
+    after = float(np.mean((model.predict(x) - target) ** 2))
+    assert after < 0.9 * before, (before, after)
