@@ -39,7 +39,16 @@ from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
 from .op_nodes._runtime import half_rounding
-from .shape_folding import RANDOM, batch_shape, host_runner, known_sizes, outer_names, with_batch_shapes
+from .shape_folding import (
+    RANDOM,
+    as_expand,
+    batch_shape,
+    fold_node,
+    host_runner,
+    known_sizes,
+    outer_names,
+    with_batch_shapes,
+)
 
 __all__ = ["build", "supported_op_types"]
 
@@ -225,8 +234,9 @@ class _Import:
                 continue
             if node.op_type in ("Shape", "Size") and self._static_shape_of(node, ins[0]):
                 continue
-            if node.op_type == "ConstantOfShape" and batch_axes.holds_batch(ins[0]):
-                node, ins = self._as_expand(node, ins)
+            if node.op_type == "ConstantOfShape" and batch_axes.holds_batch(ins[0]):  # zeros(B, n): on the device
+                node, fill = as_expand(node, self.unique(f"{node.output[0]}_value"))
+                self.values[node.input[0]], ins = fill, [fill, ins[0]]
             elif all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
                 self._host_node(node, ins)
                 continue
@@ -276,7 +286,7 @@ class _Import:
         if node.op_type == "Constant":
             outputs = [_constant(node)]
         else:
-            outputs = _reference(node, self.opset, ins)
+            outputs = fold_node(node, self.opset, ins)
         for name, value in zip(node.output, outputs):
             if name:
                 self.values[name] = _widen(np.asarray(value))
@@ -287,16 +297,6 @@ class _Import:
             return False
         self._fold(node, [np.zeros(value.shape, np.float32)])
         return True
-
-    def _as_expand(self, node, ins):
-        """ConstantOfShape of a shape holding the batch size (``torch.zeros(B, n)``) as Expand of its one value: a
-        tensor on the model's device with the batch axis, not a host array."""
-        value = node.attribute[0].t if node.attribute else None
-        fill = np.zeros(1, np.float32) if value is None else onnx().numpy_helper.to_array(value).reshape(1)
-        name = self.unique(f"{node.output[0]}_value")
-        self.values[name] = fill
-        return onnx().helper.make_node("Expand", [name, node.input[0]], list(node.output), name=node.name), [fill,
-                                                                                                          ins[0]]
 
     def _host_node(self, node, ins) -> None:
         """A node reading only host values (shape arithmetic at run time): computed on the host by onnx's
@@ -441,23 +441,6 @@ def _constant(node) -> np.ndarray:
     if attr.name in ("value_floats", "value_ints"):
         return np.asarray(value, np.float32 if attr.name == "value_floats" else np.int64)
     raise UnsupportedOnnxError(f"ONNX node {node.name!r} (Constant): a {attr.name} constant is not supported")
-
-
-def _reference(node, opset, ins) -> list:
-    """A node of constants computed by onnx's reference evaluator."""
-    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
-
-    helper = onnx().helper
-    untyped = helper.make_empty_tensor_value_info
-    names = [n for n in node.input if n]
-    graph = helper.make_graph([node], "fold", [untyped(n) for n in names], [untyped(n) for n in node.output if n])
-    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
-    try:
-        return [np.asarray(r) for r in ReferenceEvaluator(proto).run(
-            None, {n: v for n, v in zip(node.input, ins) if n})]
-    except Exception as exc:  # noqa: BLE001 - the evaluator raises what its operator raises
-        raise UnsupportedOnnxError(f"ONNX node {node.name!r} ({node.op_type}, opset {opset}): computing it from its "
-                                   f"constant inputs failed: {type(exc).__name__}: {exc}") from None
 
 
 def _inferred(proto):

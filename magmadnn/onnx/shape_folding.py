@@ -15,8 +15,10 @@ import numpy as np
 
 from . import batch_axes
 from ._proto import onnx
+from .errors import UnsupportedOnnxError
 
-__all__ = ["batch_shape", "known_sizes", "with_batch_shapes", "host_runner", "outer_names", "RANDOM"]
+__all__ = ["batch_shape", "known_sizes", "with_batch_shapes", "host_runner", "outer_names", "fold_node", "as_expand",
+           "RANDOM"]
 
 #: operators whose outputs are random: never remembered
 RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
@@ -97,6 +99,31 @@ def with_batch_shapes(proto, targets: dict, constants: dict | None = None):
     del changed.graph.node[:]
     changed.graph.node.extend(kept)
     return changed
+
+
+def fold_node(node, opset, ins) -> list:
+    """A node of constants computed by onnx's reference evaluator."""
+    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
+
+    helper = onnx().helper
+    untyped = helper.make_empty_tensor_value_info
+    names = [n for n in node.input if n]
+    graph = helper.make_graph([node], "fold", [untyped(n) for n in names], [untyped(n) for n in node.output if n])
+    proto = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)])
+    try:
+        return [np.asarray(r) for r in ReferenceEvaluator(proto).run(
+            None, {n: v for n, v in zip(node.input, ins) if n})]
+    except Exception as exc:  # noqa: BLE001 - the evaluator raises what its operator raises
+        raise UnsupportedOnnxError(f"ONNX node {node.name!r} ({node.op_type}, opset {opset}): computing it from its "
+                                   f"constant inputs failed: {type(exc).__name__}: {exc}") from None
+
+
+def as_expand(node, name: str):
+    """ConstantOfShape of a shape holding the batch size (``torch.zeros(B, n)``) as ``Expand`` of its one value (the
+    array to bind to ``name``): a tensor on the model's device with the batch axis, not a host array."""
+    value = node.attribute[0].t if node.attribute else None
+    fill = np.zeros(1, np.float32) if value is None else onnx().numpy_helper.to_array(value).reshape(1)
+    return onnx().helper.make_node("Expand", [name, node.input[0]], list(node.output), name=node.name), fill
 
 
 def outer_names(node) -> set:

@@ -1,6 +1,7 @@
-"""Convolution in 1-D and 2-D (Conv, ConvTranspose), pooling in 1-D, 2-D and 3-D (MaxPool, AveragePool with
-ceil_mode and count_include_pad), GlobalAveragePool, GlobalMaxPool. 1-D runs as 2-D with a unit height, 3-D as two
-2-D pools."""
+"""Convolution in 1-D and 2-D (Conv, ConvTranspose with groups, output_shape and auto_pad), pooling in 1-D, 2-D and
+3-D (MaxPool, AveragePool with ceil_mode, count_include_pad and dilations, LpPool), GlobalAveragePool, GlobalMaxPool.
+1-D runs as 2-D with a unit height, 3-D pools as two 2-D pools; a pool with dilations (and LpPool) as the max or sum
+of one strided slice per kernel offset."""
 
 from __future__ import annotations
 
@@ -173,16 +174,17 @@ def conv_transpose(view):
     return run
 
 
-@op("MaxPool", "AveragePool")
+@op("MaxPool", "AveragePool", "LpPool")
 def pool(view):
     view.only("kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad",
-              "storage_order")
+              "storage_order", *(("p",) if view.node.op_type == "LpPool" else ()))
     spatial = _spatial(view, (3, 4, 5))
     kernel, strides, dilations, pads, auto = _geometry(view, spatial)
     if int(view.attr("storage_order", 0)) or len([o for o in view.node.output if o]) > 1:
         raise view.error("the Indices output (and storage_order) is not supported")
     ceil, include = int(view.attr("ceil_mode", 0)), int(view.attr("count_include_pad", 0))
-    mode = "max" if view.node.op_type == "MaxPool" else "avg"
+    mode = {"MaxPool": "max", "AveragePool": "avg", "LpPool": "lp"}[view.node.op_type]
+    power = float(view.attr("p", 2))
     dtype = getattr(view.inputs[0], "dtype", None)
     if dtype is not None and np.dtype(dtype).kind != "f" and (mode == "avg" or np.dtype(dtype).itemsize > 2):
         raise view.error(f"{view.node.op_type} of {np.dtype(dtype)} tensors is not supported (float; MaxPool "
@@ -203,6 +205,10 @@ def pool(view):
                 out -= 1
             grow[i] = max((out - 1) * strides[i] + reach[i] - (sizes[i] + begin[i] + end[i]), 0)
             outs[i] = out
+        if mode == "lp":  # (sum of |x|^p over the window) ^ (1/p), the padding zeros
+            y = F.multiply(x, x) if power == 2 else T.pow(F.abs(x), power)
+            y = _dilated_pool("sum", y, kernel, strides, dilations, begin, end, grow, outs, include)
+            return T.pow(y, 1.0 / power)
         if any(d != 1 for d in dilations):
             return _dilated_pool(mode, x, kernel, strides, dilations, begin, end, grow, outs, include)
         if mode == "avg" and include and any(p):  # the declared padding counts: pad with zeros first
@@ -235,9 +241,9 @@ def _windows(x, kernel, strides, dilations, outs):
 
 
 def _dilated_pool(mode, x, kernel, strides, dilations, begin, end, grow, outs, include):
-    """A pool with dilations in any spatial rank: the input padded (-inf for a max, zeros for an average), the max or
-    the sum of one strided slice per kernel offset; an average divides by the count of the input's elements (and,
-    with count_include_pad, the declared padding's) in each window."""
+    """A pool (``mode`` max, avg or sum) with dilations in any spatial rank: the input padded (-inf for a max, zeros
+    else), the max or the sum of one strided slice per kernel offset; an average divides by the count of the input's
+    elements (and, with count_include_pad, the declared padding's) in each window."""
     fill = -math.inf if mode == "max" else 0.0
     sizes = x.shape[2:]
     for i in range(len(kernel)):
@@ -245,7 +251,7 @@ def _dilated_pool(mode, x, kernel, strides, dilations, begin, end, grow, outs, i
     total = None
     for piece in _windows(x, kernel, strides, dilations, outs):
         total = piece if total is None else T.maximum(total, piece) if mode == "max" else F.add(total, piece)
-    if mode == "max":
+    if mode in ("max", "sum"):
         return total
     counted = np.ones(sizes, np.float64)
     for i in range(len(kernel)):

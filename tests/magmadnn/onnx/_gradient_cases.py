@@ -39,6 +39,15 @@ def _r(*shape):
     return RNG.standard_normal(shape)
 
 
+def _dilated_average(x):
+    """A 2x2 average pool with dilations (2, 1) and a row of padding at each end, not counting the padding."""
+    n, c, h, w = x.shape
+    window = {"kernel_size": (2, 2), "dilation": (2, 1), "padding": (1, 0)}
+    total = tF.unfold(x, **window).view(n, c, 4, -1).sum(2)
+    count = tF.unfold(torch.ones(1, 1, h, w, dtype=x.dtype), **window).sum(1)
+    return (total / count).view(n, c, h, w - 1)
+
+
 def _u(*shape, low=-0.9, high=0.9):
     return RNG.uniform(low, high, shape)
 
@@ -128,6 +137,21 @@ MORE_CASES = {
     "average_pool": ("AveragePool", {"kernel_shape": [3, 3], "pads": [1, 1, 1, 1], "count_include_pad": 1,
                                      "ceil_mode": 1, "strides": [2, 2]}, [("X", _r(2, 3, 6, 5))], {},
                      lambda x: tF.avg_pool2d(x, 3, 2, 1, ceil_mode=True, count_include_pad=True)),
+    "max_pool_dilated": ("MaxPool", {"kernel_shape": [2, 2], "dilations": [2, 2], "pads": [1, 1, 1, 1]},
+                         [("X", _r(2, 3, 5, 6))], {}, lambda x: tF.max_pool2d(x, 2, 1, 1, dilation=2)),
+    "average_pool_dilated": ("AveragePool", {"kernel_shape": [2, 2], "dilations": [2, 1], "pads": [1, 0, 1, 0]},
+                             [("X", _r(2, 3, 5, 6))], {}, lambda x: _dilated_average(x)),
+    "lp_pool": ("LpPool", {"kernel_shape": [2, 2], "strides": [2, 2], "p": 3}, [("X", _r(2, 3, 4, 6))], {},
+                lambda x: (tF.avg_pool2d(x.abs() ** 3, 2) * 4) ** (1 / 3)),
+    "conv_transpose_groups_output_shape": (
+        "ConvTranspose", {"strides": [2, 2], "group": 2, "output_shape": [8, 10]},
+        [("X", _r(2, 4, 4, 4)), ("W", _r(4, 3, 3, 3)), ("B", _r(6))], {},
+        lambda x, w, b: tF.pad(tF.conv_transpose2d(x, w, stride=2, groups=2)[:, :, 1:], (0, 1)) + b.view(1, -1, 1, 1)),
+    "conv_transpose_same": ("ConvTranspose", {"strides": [2, 2], "auto_pad": "SAME_UPPER"},
+                            [("X", _r(2, 3, 4, 4)), ("W", _r(3, 2, 3, 3))], {},
+                            lambda x, w: tF.conv_transpose2d(x, w, stride=2)[:, :, :8, :8]),
+    "einsum_ellipsis": ("Einsum", {"equation": "...ij,...jk->...ik"}, [("A", _r(2, 3, 4, 5)), ("B", _r(2, 3, 5, 2))],
+                        {}, lambda a, b: torch.einsum("...ij,...jk->...ik", a, b)),
     "global_average_pool": ("GlobalAveragePool", {}, [("X", _r(2, 3, 4, 5))], {},
                             lambda x: x.mean(dim=(2, 3), keepdim=True)),
     "global_max_pool": ("GlobalMaxPool", {}, [("X", _r(2, 3, 4, 5))], {}, lambda x: x.amax(dim=(2, 3), keepdim=True)),
