@@ -64,6 +64,22 @@ def _direction(kind, x, w, r, b, h, c, p, size, backwards, before_reset):
     return F.concatenate(outs, axis=0), h, c
 
 
+def _check_shapes(view, kind, size, directions, layout):
+    """The weights' and initial states' shapes the node's hidden_size and direction say, where known at load: a file
+    that disagrees (which onnxruntime also rejects) is refused, never run with the wrong sizes."""
+    gates = _GATES[kind]
+    state = (directions, None, size) if not layout else (None, directions, size)
+    wanted = {1: (directions, gates * size, None), 2: (directions, gates * size, size),
+              3: (directions, 2 * gates * size), 5: state, 6: state, 7: (directions, 3 * size)}
+    for k, want in wanted.items():
+        shape = view.shape(k) if view.has(k) else None
+        if shape is None:
+            continue
+        if len(shape) != len(want) or any(a is not None and b is not None and a != b for a, b in zip(shape, want)):
+            raise view.error(f"input {k} of shape {tuple(shape)} does not match hidden_size {size} and {directions} "
+                             f"direction(s) (expected {tuple('?' if d is None else d for d in want)})")
+
+
 @op("RNN", "GRU", "LSTM", host=(4,), weights=(1, 2, 3, 7))
 def recurrent(view):
     kind = view.node.op_type
@@ -78,6 +94,7 @@ def recurrent(view):
     direction = view.attr("direction", "forward")
     before_reset = bool(view.attr("linear_before_reset", 0))
     outputs = len(view.node.output)
+    _check_shapes(view, kind, size, 2 if direction == "bidirectional" else 1, layout)
 
     def run(x, w, r, b=None, lens=None, h0=None, c0=None, p=None):
         if layout:

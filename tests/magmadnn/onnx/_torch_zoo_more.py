@@ -569,6 +569,18 @@ class SDPAVariants(nn.Module):
         return self.o(y.transpose(1, 2).reshape(b, t, 8))
 
 
+class LSTMProjection(nn.Module):
+    """nn.LSTM with proj_size (the hidden state projected): the default exporter writes an LSTM node whose initial
+    cell state disagrees with its hidden_size (onnxruntime rejects the file too)."""
+
+    def __init__(self):
+        super().__init__()
+        self.lstm = nn.LSTM(4, 6, batch_first=True, proj_size=3)
+
+    def forward(self, x):
+        return self.lstm(x)[0]
+
+
 #: the batch axis of a family's input where it is not the first
 BATCH_AXIS_MORE: dict[str, int] = {}
 
@@ -602,4 +614,5 @@ ZOO_MORE = {
     "signal_1d": (Signal1d, lambda b: torch.randn(b, 2, 10), True),
     "hand_norms": (HandNorms, _img(), True),
     "sdpa_variants": (SDPAVariants, _padded_seq(8, 5), True),
+    "lstm_projection": (LSTMProjection, lambda b: torch.randn(b, 5, 4), False),
 }

@@ -25,13 +25,16 @@ RTOL, ATOL = 2e-4, 2e-5
 
 #: families PyTorch's legacy exporter (``dynamo=False``) refuses, and the operator it names
 LEGACY_EXPORTER_REFUSES = {"bilinear_weight_norm": "aten::bilinear", "shuffle_pools": "aten::channel_shuffle",
-                           "vggish": "adaptive_avg_pool2d", "hand_norms": "aten::rms_norm"}
+                           "vggish": "adaptive_avg_pool2d", "hand_norms": "aten::rms_norm",
+                           "lstm_projection": "LSTMs with projections"}
 #: exports the import refuses (an UnsupportedOnnxError naming the node's operator): family -> {(default exporter,
 #: dynamic batch): the operator named}. nn.EmbeddingBag is a loop over the bags (Loop, sequences); the legacy
-#: exporter writes ``squeeze(1)`` of a dynamic size as an If whose branches read the tensor around them.
+#: exporter writes ``squeeze(1)`` of a dynamic size as an If whose branches read the tensor around them; the default
+#: exporter writes an LSTM with proj_size as an LSTM node whose initial cell state disagrees with its hidden_size.
 REFUSED = {"embedding_bag": {(True, False): "SequenceEmpty", (True, True): "SequenceEmpty", (False, False): "Loop",
                              (False, True): "Loop"},
-           "masked_gru": {(False, True): "If"}}
+           "masked_gru": {(False, True): "If"},
+           "lstm_projection": {(True, False): "LSTM", (True, True): "LSTM"}}
 
 
 def _inputs(make, batch):
