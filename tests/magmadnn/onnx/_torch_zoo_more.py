@@ -569,6 +569,22 @@ class SDPAVariants(nn.Module):
         return self.o(y.transpose(1, 2).reshape(b, t, 8))
 
 
+class SpatialTransformer(nn.Module):
+    """A spatial transformer network: a localisation net predicts an affine theta, F.affine_grid makes the sampling
+    grid, F.grid_sample (bilinear, zeros padding) warps the input, a classifier follows."""
+
+    def __init__(self):
+        super().__init__()
+        self.loc = nn.Sequential(nn.Conv2d(1, 4, 3, padding=1), nn.ReLU(), nn.AdaptiveAvgPool2d(2), nn.Flatten(),
+                                 nn.Linear(16, 6))
+        self.fc = nn.Linear(64, 3)
+
+    def forward(self, x):
+        theta = self.loc(x).view(-1, 2, 3) + torch.tensor([[1.0, 0.0, 0.0], [0.0, 1.0, 0.0]])
+        grid = tF.affine_grid(theta, list(x.shape), align_corners=False)
+        return self.fc(tF.grid_sample(x, grid, align_corners=False).flatten(1))
+
+
 class LSTMProjection(nn.Module):
     """nn.LSTM with proj_size (the hidden state projected): the default exporter writes an LSTM node whose initial
     cell state disagrees with its hidden_size (onnxruntime rejects the file too)."""
@@ -614,5 +630,6 @@ ZOO_MORE = {
     "signal_1d": (Signal1d, lambda b: torch.randn(b, 2, 10), True),
     "hand_norms": (HandNorms, _img(), True),
     "sdpa_variants": (SDPAVariants, _padded_seq(8, 5), True),
+    "spatial_transformer": (SpatialTransformer, _img(1, 8, 8), True),
     "lstm_projection": (LSTMProjection, lambda b: torch.randn(b, 5, 4), False),
 }

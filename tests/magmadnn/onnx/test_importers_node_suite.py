@@ -43,7 +43,7 @@ SHAPE_ARGUMENTS = {
     "CumSum": {1: "the axis"}, "CumProd": {1: "the axis"},
     "Pad": {1: "the pads (the output's shape)", 3: "the axes"},
     "Resize": {1: "roi (the sampling coordinates)", 2: "scales", 3: "sizes (the output's shape)"},
-    "Upsample": {1: "scales (the output's shape)"},
+    "Upsample": {1: "scales (the output's shape)"}, "AffineGrid": {1: "size (the output's shape)"},
     "RNN": {4: "sequence_lens (checked to be the whole sequence; shorter ones are refused)"},
     "GRU": {4: "sequence_lens (checked to be the whole sequence; shorter ones are refused)"},
     "LSTM": {4: "sequence_lens (checked to be the whole sequence; shorter ones are refused)"},
