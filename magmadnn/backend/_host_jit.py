@@ -20,6 +20,8 @@ import os
 
 import numpy as np
 
+from . import _host_jit_direct
+
 __all__ = ["kernels", "enabled"]
 
 
@@ -165,6 +167,7 @@ def _build(numba):
     table.update(_build_updates(numba))
     table.update(_build_conv_forward(numba))
     table.update(_build_losses(numba))
+    table.update(_host_jit_direct.build(numba))
     return table
 
 
