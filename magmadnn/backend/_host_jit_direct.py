@@ -52,19 +52,23 @@ def build(numba):
                         row[j] = v
 
     @njit
-    def direct_conv_filter(xp, dyw, dw):
-        """dw (K, C, R, S) of the forward above: dyw (N, K, Ho * Wp) is dy with each row padded by zeros to Wp."""
-        n_, k_, wide = dyw.shape
+    def direct_conv_filter(xp, dy, dw, wide):
+        """dw (K, C, R, S) of the forward above for dy (N, K, Ho, Wo); ``wide`` (K, Ho * Wp) scratch, zero: each
+        sample's dy rows are copied into its first Wo columns of each row, the rest stays zero."""
+        n_, k_, ho, wo = dy.shape
         _, c_, kh, kw = dw.shape
         wp = xp.shape[3]
-        span = wide - (kw - 1)  # the last row's unused tail reaches past the padded image
+        span = ho * wp - (kw - 1)  # the last row's unused tail reaches past the padded image
         zero = dw.dtype.type(0)
         dw[:] = zero
         for n in range(n_):
+            for k in range(k_):
+                for i in range(ho):
+                    wide[k, i * wp:i * wp + wo] = dy[n, k, i]
             for c in range(c_):
                 xf = xp[n, c].ravel()
                 for k in range(k_):
-                    d = dyw[n, k]
+                    d = wide[k]
                     for r in range(kh):
                         for s in range(kw):
                             xs = xf[r * wp + s:r * wp + s + span]

@@ -66,8 +66,8 @@ def filter_grad(plan, dy, x, saved):
     xp = saved.get("padded") if saved else None
     if xp is None:
         xp = padded(plan, x)
-    dyw = np.zeros((plan.n, plan.k, plan.ho, plan.wp), dtype=xp.dtype)
-    dyw[..., :plan.wo] = dy
+    dy = np.ascontiguousarray(dy, dtype=xp.dtype)
+    wide = np.zeros((plan.k, plan.ho * plan.wp), dtype=xp.dtype)
     dw = np.empty((plan.k, plan.c, plan.kh, plan.kw), dtype=xp.dtype)
-    _host_jit.kernels.direct_conv_filter(xp, dyw.reshape(plan.n, plan.k, -1), dw)
+    _host_jit.kernels.direct_conv_filter(xp, dy, dw, wide)
     return dw
