@@ -61,7 +61,7 @@ def direct_cases(draw):
 
 
 @needs_numba
-@settings(max_examples=40, deadline=None)
+@settings(max_examples=25, deadline=None)
 @given(case=direct_cases(), with_bias=st.booleans(), fused=st.sampled_from([None, "relu", "tanh"]))
 def test_direct_forward_and_filter_gradient_match_the_loops(case, with_bias, fused):
     x, w, padding = case
@@ -148,3 +148,42 @@ def test_other_convolutions_take_the_im2col_path(monkeypatch, what):
     np.testing.assert_allclose(y, reference.conv2d_ref(x, w, stride, (1, 1), dilation, groups), rtol=1e-4, atol=1e-4)
     _, dw_ref, _ = reference.conv2d_backward_ref(x, w, dy, stride, (1, 1), dilation, groups)
     np.testing.assert_allclose(dw, dw_ref, rtol=1e-4, atol=1e-4)
+
+
+@pytest.mark.parametrize("direct", [True, False])
+def test_lenet5_trains_as_pytorch_does(monkeypatch, direct):
+    """Three SGD-momentum steps of zoo.lenet5 on the host (its first convolution direct or through im2col) end at
+    PyTorch's weights for the same start, batches and rates."""
+    torch = pytest.importorskip("torch")
+    if direct and not HAVE_NUMBA:
+        pytest.skip("no numba")
+    if not direct:
+        monkeypatch.setattr(_conv_direct, "usable", lambda *args: False)
+    calls = _spy(monkeypatch)
+    from magmadnn import zoo
+    from magmadnn.optimizers import SGD
+
+    model = zoo.lenet5()
+    model.compile(optimizer=SGD(0.05, momentum=0.9), loss="cross_entropy", seed=0, device="host")
+    start = [np.array(w) for w in model.get_weights()]
+    nn = torch.nn
+    net = nn.Sequential(nn.Conv2d(1, 6, 5, padding=2), nn.ReLU(), nn.MaxPool2d(2), nn.Conv2d(6, 16, 5), nn.ReLU(),
+                        nn.MaxPool2d(2), nn.Flatten(), nn.Linear(400, 120), nn.ReLU(), nn.Linear(120, 84), nn.ReLU(),
+                        nn.Linear(84, 10)).double()
+    params = list(net.parameters())
+    with torch.no_grad():
+        for p, w in zip(params, start, strict=True):
+            p.copy_(torch.from_numpy(w.T if w.ndim == 2 else w))  # Dense kernels are (in, out)
+    opt = torch.optim.SGD(params, lr=0.05, momentum=0.9)
+    rng = np.random.default_rng(6)
+    for _ in range(3):
+        x = rng.random((16, 1, 28, 28), dtype=np.float32)
+        y = rng.integers(0, 10, 16)
+        model.train_on_batch(x, y)
+        opt.zero_grad()
+        nn.functional.cross_entropy(net(torch.from_numpy(x).double()), torch.from_numpy(y)).backward()
+        opt.step()
+    assert calls["forward"] == (3 if direct else 0) and calls["filter"] == calls["forward"]
+    for got, p in zip(model.get_weights(), params, strict=True):
+        want = p.detach().numpy()
+        np.testing.assert_allclose(np.asarray(got), want.T if want.ndim == 2 else want, rtol=1e-4, atol=2e-5)
