@@ -75,6 +75,19 @@ def _crop(xp, extra, shape):
     return _k.copy(xp[:, :, t:t + shape[2], l:l + shape[3]])
 
 
+def _planned(x, w, stride, padding, dilation, groups):
+    """(the extra pads, the :class:`pymagma.dnn.ConvPlan` of the convolution of the padded input): the geometry
+    worked out once per distinct arguments, the plan once per layout (pymagma keeps it)."""
+    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
+    shape = x.shape
+    if any(extra):
+        n, c, h, wd = shape
+        t, b, l, r = extra
+        shape = (n, c, h + t + b, wd + l + r)
+    return extra, _dnn.conv2d_plan(shape, w.shape, x.dtype, x.device, stride=stride, padding=sym, dilation=dilation,
+                                   groups=groups)
+
+
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
                    activation=None):
     """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo), + bias, then a fused activation."""
@@ -82,36 +95,51 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
                          f"{FUSED_ACTIVATIONS} or None")
     _same_dtype("conv2d_forward", x, w, bias)
-    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
-    xin = _pad(_contiguous(x), extra, 0.0)
-    if saved is not None and any(extra):
+    if bias is not None and bias.shape != w.shape[:1]:
+        raise ValueError(f"conv2d_forward: bias must have shape ({w.shape[0]},) (one per filter), got "
+                         f"{tuple(bias.shape)}")
+    x = x if x.is_c_contiguous else _contiguous(x)
+    extra, plan = _planned(x, w, stride, padding, dilation, groups)
+    xin = _pad(x, extra, 0.0) if any(extra) else x
+    if saved is not None and xin is not x:
         saved["padded_x"] = xin
-    epilogue = bias is not None and activation is not None  # bias + activation in one launch (kernels/epilogue.cu)
-    y = _dnn.conv2d_forward(xin, _contiguous(w), None if epilogue else bias, stride=stride, padding=sym,
-                            dilation=dilation, groups=groups)
-    if epilogue:
+    y = plan.forward(xin, w if w.is_c_contiguous else _contiguous(w))
+    if bias is None:
+        if activation is not None:
+            _dnn.activation_forward(y, activation, out=y)
+        return y
+    if activation is not None:  # bias + activation in one launch (kernels/epilogue.cu)
         return _dk.bias_activation(y, bias, activation)[0]
-    if activation is not None:
-        _dnn.activation_forward(y, activation, out=y)
+    _dnn.add_tensor(bias.reshape(1, bias.shape[0], 1, 1), y)
     return y
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
     n, c, h, wd = (int(v) for v in x_shape)
-    t, b, l, r = extra
-    dxp = _dnn.conv2d_backward_data(dy=_contiguous(dy), w=_contiguous(w), x_shape=(n, c, h + t + b, wd + l + r),
-                                    stride=stride, padding=sym, dilation=dilation, groups=groups)
-    return _crop(dxp, extra, (n, c, h, wd))
+    shape = (n, c, h, wd)
+    _same_dtype("conv2d_backward_data", dy, w)
+    extra, plan = _planned(_Shape(shape, dy), w, stride, padding, dilation, groups)
+    dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
+    return _crop(dxp, extra, shape)
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
-    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
+    _same_dtype("conv2d_backward_filter", dy, x)
+    x = x if x.is_c_contiguous else _contiguous(x)
+    extra, plan = _planned(x, _Shape(tuple(w_shape), x), stride, padding, dilation, groups)
     xin = saved.get("padded_x") if saved else None
     if xin is None:
-        xin = _pad(_contiguous(x), extra, 0.0)
-    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape), stride=stride,
-                                       padding=sym, dilation=dilation, groups=groups)
+        xin = _pad(x, extra, 0.0)
+    return plan.backward_filter(xin, dy if dy.is_c_contiguous else _contiguous(dy))
+
+
+class _Shape:
+    """What :func:`_planned` reads of an operand known only by its shape (dtype and device: those of ``like``)."""
+
+    __slots__ = ("shape", "dtype", "device")
+
+    def __init__(self, shape, like):
+        self.shape, self.dtype, self.device = shape, like.dtype, like.device
 
 
 def conv2d_backward_bias(dy):

@@ -1,0 +1,264 @@
+"""cuDNN calls planned once: a convolution, a batch normalisation or an activation of one layout, every check and
+every descriptor, algorithm and scaling factor decided when the plan is made; each later call checks only that its
+operands have the planned layout, then makes its one cuDNN call through the native seam.
+
+What the calls of :mod:`pymagma.dnn` decide per call (descriptor keys, argument checks, the algorithm's cache), a plan
+decides once: a layer's training step calls the same few cuDNN functions on the same layouts at every step.
+:func:`conv2d_plan`, :func:`batch_norm_plan` and :func:`activation_plan` make the plans (with the checks of the
+matching :mod:`pymagma.dnn` function, kept per set of native libraries); a plan made under other native libraries
+(the simulator turned on or off since) or with several GPUs (one device current per call) hands its call to the
+:mod:`pymagma.dnn` function, which computes the same.
+
+Operands must be C-contiguous DeviceArrays of the planned shape, dtype and device: anything else is a ``ValueError``
+(or ``TypeError``) naming what was planned, before any native call.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref
+
+import numpy as np
+
+from . import _checks, _native, dnn, memory, runtime
+from . import _cudnn as cd
+from . import array as _array
+
+__all__ = ["ActivationPlan", "BatchNormPlan", "ConvPlan", "activation_plan", "batch_norm_plan", "conv2d_plan"]
+
+_native.resource("cudnn_plans")(lambda libraries: {})  # (kind, arguments, their types) -> plan
+_empty = _array._empty
+_DeviceArray = _array.DeviceArray
+_trusted = memory.Allocation.trusted
+
+
+def _refuse(plan, what: str, a, shape) -> None:
+    """The error of an operand that does not fit ``plan`` (the slow path of every planned call's check)."""
+    if not isinstance(a, _DeviceArray):
+        raise TypeError(f"{type(plan).__name__}: {what} must be a pymagma.DeviceArray, got {type(a).__name__}")
+    raise ValueError(f"{type(plan).__name__}: {what} must be a C-contiguous {plan.dtype} array of shape "
+                     f"{tuple(shape)} on device {plan.device}, got {a.dtype} {a.shape} on device {a.device}"
+                     f"{'' if a.is_c_contiguous else ' (strided)'}")
+
+
+def _kept(kind: str, args: tuple, make):
+    """The plan of ``kind`` for ``args`` in the current native libraries' cache, made (and checked) on first use;
+    arguments equal but of other types (2.0 and 2) are planned (and refused) apart."""
+    plans = _native.current.cudnn_plans
+    key = (kind, args, _checks._kind(args))
+    plan = plans.get(key)
+    if plan is None:
+        plan = make(*args)
+        if len(plans) >= 4096:
+            plans.clear()
+        plans[key] = plan
+    return plan
+
+
+class _Plan:
+    """What every plan keeps: its native libraries, device, dtype, cuDNN handle and alpha/beta (1, 0)."""
+
+    def __init__(self, dtype, device: int):
+        dnn.data_type(dtype)  # a TypeError for a dtype cuDNN does not take
+        self.libraries = _native.current
+        self.dtype, self.device = np.dtype(dtype), _checks.count(device, "device")
+        self.handle = dnn.handle(self.device).value
+        one, zero = dnn._one_zero(self.dtype)
+        self.one, self.zero = byref(one), byref(zero)
+        self._keep = (one, zero)  # alive as long as the plan
+        self.direct = runtime.device_count() <= 1  # several GPUs: each call through dnn (its device made current)
+
+    def _fits(self, a, shape) -> bool:
+        return a.__class__ is _DeviceArray and a.shape == shape and a.dtype == self.dtype and \
+            a.device == self.device and a.is_c_contiguous
+
+
+
+# ----------------------------------------------------------------------------------------------- convolution
+class ConvPlan(_Plan):
+    """A convolution of x ``x_shape`` with w ``w_shape`` (:func:`pymagma.dnn.conv2d_forward`'s geometry): its
+    forward, backward-data and backward-filter calls, each algorithm chosen on its first call."""
+
+    def __init__(self, x_shape, w_shape, dtype, device, stride, padding, dilation, groups, math, workspace_limit):
+        super().__init__(dtype, device)
+        self.problem = problem = dnn._problem(x_shape, w_shape, self.dtype, stride, padding, dilation, groups, math)
+        self.x_shape, self.w_shape, self.y_shape = problem.x_shape, problem.w_shape, problem.y_shape
+        self.geometry = {"stride": problem.stride, "padding": problem.padding, "dilation": problem.dilation,
+                         "groups": problem.groups, "math": math, "workspace_limit": workspace_limit}
+        self.limit = workspace_limit
+        self._calls: dict = {}
+
+    def _call(self, kind: str) -> tuple:
+        """(cuDNN function, its four descriptors' handles, algorithm, workspace bytes) of ``kind``, chosen once."""
+        made = self._calls.get(kind)
+        if made is None:
+            choice = dnn.choose_algorithm(kind, self.problem, device=self.device, workspace_limit=self.limit)
+            made = self._calls[kind] = (dnn._CONV_CALLS[kind], *(d.value for d in self.problem.ordered[kind]),
+                                        choice.algo, choice.workspace)
+        return made
+
+    def _run(self, kind: str, a, b, c) -> None:
+        name, d0, d1, d2, d3, algo, size = self._calls.get(kind) or self._call(kind)
+        space = _trusted(size, self.device) if size else None
+        cd.call(name, self.handle, self.one, d0, a.ptr, d1, b.ptr, d2, algo, space.ptr if size else None, size,
+                self.zero, d3, c.ptr)
+
+    def forward(self, x, w):
+        """y = x ⋆ w, a new (N, K, Ho, Wo) array."""
+        if not (self._fits(x, self.x_shape) and self._fits(w, self.w_shape)):
+            self._refuse_pair(("x", x, self.x_shape), ("w", w, self.w_shape))
+        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+            return dnn.conv2d_forward(x, w, **self.geometry)
+        y = _empty(self.y_shape, self.dtype, self.device)
+        self._run("forward", x, w, y)
+        return y
+
+    def backward_data(self, dy, w):
+        """dx of the convolution, a new array of ``x_shape``."""
+        if not (self._fits(dy, self.y_shape) and self._fits(w, self.w_shape)):
+            self._refuse_pair(("dy", dy, self.y_shape), ("w", w, self.w_shape))
+        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+            return dnn.conv2d_backward_data(dy, w, self.x_shape, **self.geometry)
+        dx = _empty(self.x_shape, self.dtype, self.device)
+        self._run("backward_data", w, dy, dx)
+        return dx
+
+    def backward_filter(self, x, dy):
+        """dw of the convolution, a new array of ``w_shape``."""
+        if not (self._fits(x, self.x_shape) and self._fits(dy, self.y_shape)):
+            self._refuse_pair(("x", x, self.x_shape), ("dy", dy, self.y_shape))
+        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+            return dnn.conv2d_backward_filter(x, dy, self.w_shape, **self.geometry)
+        dw = _empty(self.w_shape, self.dtype, self.device)
+        self._run("backward_filter", x, dy, dw)
+        return dw
+
+    def _refuse_pair(self, *operands) -> None:
+        for what, a, shape in operands:
+            if not self._fits(a, shape):
+                _refuse(self, what, a, shape)
+
+
+def conv2d_plan(x_shape, w_shape, dtype, device: int, *, stride=1, padding=0, dilation=1, groups: int = 1,
+                math: str | None = None, workspace_limit: int | None = None) -> ConvPlan:
+    """The :class:`ConvPlan` of a convolution (arguments as :func:`pymagma.dnn.conv2d_forward`'s), checked and made
+    once per distinct arguments in the current native libraries."""
+    return _kept("conv2d", (tuple(x_shape), tuple(w_shape), np.dtype(dtype), device, stride, padding, dilation,
+                            groups, math, workspace_limit), ConvPlan)
+
+
+# ------------------------------------------------------------------------------------------------ batch norm
+class BatchNormPlan(_Plan):
+    """Training-mode batch normalisation of x ``x_shape`` (:func:`pymagma.dnn.batch_norm_forward_training` and
+    :func:`pymagma.dnn.batch_norm_backward`)."""
+
+    def __init__(self, x_shape, dtype, device, mode):
+        super().__init__(dtype, device)
+        if mode not in dnn.BN_MODES:
+            raise ValueError(f"batch-norm mode must be 'spatial' (per channel) or 'per_activation', got {mode!r}")
+        self.x_shape, self.mode = _checks.sizes(x_shape, "x shape"), mode
+        if len(self.x_shape) < 2:
+            raise ValueError(f"batch norm needs x of shape (N, C, ...), got {self.x_shape}")
+        key = (self.x_shape + (1,) * max(0, 4 - len(self.x_shape)),
+               cd.contiguous_strides(self.x_shape + (1,) * max(0, 4 - len(self.x_shape))), dnn.data_type(dtype))
+        self.xd = dnn.tensor_descriptor(*key).value
+        self.bn = dnn._bn_descriptor(key, dnn.BN_MODES[mode]).value
+        self.param_shape = (self.x_shape[1],) if mode == "spatial" else self.x_shape[1:]
+        self.param_dtype = np.dtype(np.float64 if self.dtype == np.float64 else np.float32)
+        self.mode_value = int(dnn.BN_MODES[mode])
+
+    def _params(self, **params) -> None:
+        shape, dtype, device = self.param_shape, self.param_dtype, self.device
+        for name, a in params.items():
+            if a is not None and not (a.__class__ is _DeviceArray and a.shape == shape and a.dtype == dtype and
+                                      a.device == device and a.is_c_contiguous):
+                if not isinstance(a, _DeviceArray):
+                    raise TypeError(f"BatchNormPlan: {name} must be a pymagma.DeviceArray, got {type(a).__name__}")
+                raise ValueError(f"BatchNormPlan: {name} must be a contiguous {dtype} array of shape {shape} on "
+                                 f"device {device}, got {a.dtype} {a.shape} on device {a.device}")
+
+    def forward_training(self, x, scale, bias, running_mean=None, running_var=None, *, momentum: float = 0.1,
+                         eps: float = 1e-5):
+        """(y, save_mean, save_inv_std), the running statistics updated in place (as the dnn function)."""
+        if not self._fits(x, self.x_shape):
+            _refuse(self, "x", x, self.x_shape)
+        self._params(scale=scale, bias=bias, running_mean=running_mean, running_var=running_var)
+        if (running_mean is None) != (running_var is None):
+            raise ValueError("give both running_mean and running_var, or neither")
+        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+            return dnn.batch_norm_forward_training(x, scale, bias, running_mean, running_var, momentum=momentum,
+                                                   eps=eps, mode=self.mode)
+        shape, dtype, device = self.param_shape, self.param_dtype, self.device
+        y, mean, inv = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), _empty(shape, dtype,
+                                                                                                      device)
+        cd.call("cudnnBatchNormalizationForwardTraining", self.handle, self.mode_value, self.one, self.zero,
+                self.xd, x.ptr, self.xd, y.ptr, self.bn, scale.ptr, bias.ptr, float(momentum),
+                None if running_mean is None else running_mean.ptr, None if running_var is None else running_var.ptr,
+                float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)
+        return y, mean, inv
+
+    def backward(self, x, dy, scale, save_mean=None, save_inv_std=None, *, eps: float = 1e-5):
+        """(dx, dscale, dbias) from the forward's saved statistics."""
+        if not (self._fits(x, self.x_shape) and self._fits(dy, self.x_shape)):
+            for what, a in (("x", x), ("dy", dy)):
+                if not self._fits(a, self.x_shape):
+                    _refuse(self, what, a, self.x_shape)
+        self._params(scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
+        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+            return dnn.batch_norm_backward(x, dy, scale, save_mean, save_inv_std, eps=eps, mode=self.mode)
+        shape, dtype, device = self.param_shape, self.param_dtype, self.device
+        dx, dscale, dbias = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), \
+            _empty(shape, dtype, device)
+        one, zero = self.one, self.zero
+        cd.call("cudnnBatchNormalizationBackward", self.handle, self.mode_value, one, zero, one, zero, self.xd,
+                x.ptr, self.xd, dy.ptr, self.xd, dx.ptr, self.bn, scale.ptr, dscale.ptr, dbias.ptr, float(eps),
+                None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)
+        return dx, dscale, dbias
+
+
+def batch_norm_plan(x_shape, dtype, device: int, mode: str = "spatial") -> BatchNormPlan:
+    """The :class:`BatchNormPlan` of x's shape, dtype, device and mode, checked and made once in the current native
+    libraries."""
+    return _kept("batch_norm", (tuple(x_shape), np.dtype(dtype), device, mode), BatchNormPlan)
+
+
+# ------------------------------------------------------------------------------------------------ activation
+class ActivationPlan(_Plan):
+    """cuDNN's activation ``mode`` (coefficient ``coef``) of x ``x_shape``: forward and backward."""
+
+    def __init__(self, x_shape, dtype, device, mode, coef):
+        super().__init__(dtype, device)
+        self.x_shape, self.mode, self.coef = _checks.sizes(x_shape, "x shape"), mode, coef
+        if not 1 <= len(self.x_shape) <= 8:
+            raise ValueError(f"cuDNN tensors have 1 to 8 dimensions, got shape {self.x_shape}")
+        self.desc = dnn._activation_desc(mode, coef).value
+        shape = self.x_shape + (1,) * max(0, 4 - len(self.x_shape))
+        self.xd = dnn.tensor_descriptor(shape, cd.contiguous_strides(shape), dnn.data_type(dtype)).value
+
+    def forward(self, x):
+        if not self._fits(x, self.x_shape):
+            _refuse(self, "x", x, self.x_shape)
+        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+            return dnn.activation_forward(x, self.mode, self.coef)
+        y = _empty(self.x_shape, self.dtype, self.device)
+        cd.call("cudnnActivationForward", self.handle, self.desc, self.one, self.xd, x.ptr, self.zero, self.xd, y.ptr)
+        return y
+
+    def backward(self, y, dy, x):
+        """dx = f'(x) dy from the forward's input ``x`` and output ``y``."""
+        shape = self.x_shape
+        if not (self._fits(y, shape) and self._fits(dy, shape) and self._fits(x, shape)):
+            for what, a in (("y", y), ("dy", dy), ("x", x)):
+                if not self._fits(a, shape):
+                    _refuse(self, what, a, shape)
+        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+            return dnn.activation_backward(y, dy, x, self.mode, self.coef)
+        dx, xd = _empty(shape, self.dtype, self.device), self.xd
+        cd.call("cudnnActivationBackward", self.handle, self.desc, self.one, xd, y.ptr, xd, dy.ptr, xd, x.ptr,
+                self.zero, xd, dx.ptr)
+        return dx
+
+
+def activation_plan(x_shape, dtype, device: int, mode: str = "relu", coef: float | None = None) -> ActivationPlan:
+    """The :class:`ActivationPlan` of x's shape, dtype and device, ``mode`` and ``coef`` (as
+    :func:`pymagma.dnn.activation_forward`'s), checked and made once in the current native libraries."""
+    return _kept("activation", (tuple(x_shape), np.dtype(dtype), device, mode, coef), ActivationPlan)
