@@ -870,7 +870,7 @@ def clear_caches() -> None:
 
 
 # ------------------------------------------------------------------------------------------------ planned calls
-from ._dnn_plans import (  # noqa: E402 - the plans build on this module's descriptors and checks
+from ._dnn_plans import (  # noqa: E402, F401 - public here; the plans build on this module's descriptors and checks
     ActivationPlan,
     BatchNormPlan,
     ConvPlan,
