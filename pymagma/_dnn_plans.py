@@ -40,25 +40,36 @@ def _refuse(plan, what: str, a, shape) -> None:
                      f"{'' if a.is_c_contiguous else ' (strided)'}")
 
 
-def _kept(kind: str, args: tuple, make):
-    """The plan of ``kind`` for ``args`` in the current native libraries' cache, made (and checked) on first use;
-    arguments equal but of other types (2.0 and 2) are planned (and refused) apart."""
-    plans = _native.current.cudnn_plans
-    key = (kind, args, _checks._kind(args))
-    plan = plans.get(key)
-    if plan is None:
-        plan = make(*args)
-        if len(plans) >= 4096:
-            plans.clear()
-        plans[key] = plan
+def _planner(make):
+    """``make(*args)`` (a plan's class) made once per distinct arguments, their types too (2.0 and 2 are planned, and
+    refused, apart), and kept in the current native libraries' cache; unhashable arguments are planned each time."""
+
+    def plan(*args):
+        plans = _native.current.cudnn_plans
+        try:
+            key = (make, args, _kind(args))
+            made = plans.get(key)
+        except TypeError:  # an unhashable argument (a list)
+            return make(*args)
+        if made is None:
+            made = make(*args)
+            if len(plans) >= 4096:
+                plans.clear()
+            plans[key] = made
+        return made
+
     return plan
+
+
+_kind = _checks._kind
 
 
 class _Plan:
     """What every plan keeps: its native libraries, device, dtype, cuDNN handle and alpha/beta (1, 0)."""
 
-    def __init__(self, dtype, device: int):
+    def __init__(self, args: tuple, dtype, device: int):
         dnn.data_type(dtype)  # a TypeError for a dtype cuDNN does not take
+        self.args = args  # what made it: the same plan in other native libraries (:meth:`_elsewhere`)
         self.libraries = _native.current
         self.dtype, self.device = np.dtype(dtype), _checks.count(device, "device")
         self.handle = dnn.handle(self.device).value
@@ -66,6 +77,11 @@ class _Plan:
         self.one, self.zero = byref(one), byref(zero)
         self._keep = (one, zero)  # alive as long as the plan
         self.direct = runtime.device_count() <= 1  # several GPUs: each call through dnn (its device made current)
+
+    def _elsewhere(self):
+        """This plan made for the current native libraries (the simulator turned on or off since), or None with
+        several GPUs (each call then through :mod:`pymagma.dnn`, which makes the operands' device current)."""
+        return self._made(*self.args) if self.direct else None
 
     def _fits(self, a, shape) -> bool:
         return a.__class__ is _DeviceArray and a.shape == shape and a.dtype == self.dtype and \
@@ -78,8 +94,10 @@ class ConvPlan(_Plan):
     """A convolution of x ``x_shape`` with w ``w_shape`` (:func:`pymagma.dnn.conv2d_forward`'s geometry): its
     forward, backward-data and backward-filter calls, each algorithm chosen on its first call."""
 
-    def __init__(self, x_shape, w_shape, dtype, device, stride, padding, dilation, groups, math, workspace_limit):
-        super().__init__(dtype, device)
+    def __init__(self, x_shape, w_shape, dtype, device, stride=1, padding=0, dilation=1, groups=1, math=None,
+                 workspace_limit=None):
+        super().__init__((x_shape, w_shape, dtype, device, stride, padding, dilation, groups, math, workspace_limit),
+                         dtype, device)
         self.problem = problem = dnn._problem(x_shape, w_shape, self.dtype, stride, padding, dilation, groups, math)
         self.x_shape, self.w_shape, self.y_shape = problem.x_shape, problem.w_shape, problem.y_shape
         self.geometry = {"stride": problem.stride, "padding": problem.padding, "dilation": problem.dilation,
@@ -106,8 +124,9 @@ class ConvPlan(_Plan):
         """y = x ⋆ w, a new (N, K, Ho, Wo) array."""
         if not (self._fits(x, self.x_shape) and self._fits(w, self.w_shape)):
             self._refuse_pair(("x", x, self.x_shape), ("w", w, self.w_shape))
-        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
-            return dnn.conv2d_forward(x, w, **self.geometry)
+        if not (self.direct and _native.current is self.libraries):
+            plan = self._elsewhere()
+            return dnn.conv2d_forward(x, w, **self.geometry) if plan is None else plan.forward(x, w)
         y = _empty(self.y_shape, self.dtype, self.device)
         self._run("forward", x, w, y)
         return y
@@ -116,8 +135,10 @@ class ConvPlan(_Plan):
         """dx of the convolution, a new array of ``x_shape``."""
         if not (self._fits(dy, self.y_shape) and self._fits(w, self.w_shape)):
             self._refuse_pair(("dy", dy, self.y_shape), ("w", w, self.w_shape))
-        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
-            return dnn.conv2d_backward_data(dy, w, self.x_shape, **self.geometry)
+        if not (self.direct and _native.current is self.libraries):
+            plan = self._elsewhere()
+            return dnn.conv2d_backward_data(dy, w, self.x_shape, **self.geometry) if plan is None else \
+                plan.backward_data(dy, w)
         dx = _empty(self.x_shape, self.dtype, self.device)
         self._run("backward_data", w, dy, dx)
         return dx
@@ -126,8 +147,10 @@ class ConvPlan(_Plan):
         """dw of the convolution, a new array of ``w_shape``."""
         if not (self._fits(x, self.x_shape) and self._fits(dy, self.y_shape)):
             self._refuse_pair(("x", x, self.x_shape), ("dy", dy, self.y_shape))
-        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
-            return dnn.conv2d_backward_filter(x, dy, self.w_shape, **self.geometry)
+        if not (self.direct and _native.current is self.libraries):
+            plan = self._elsewhere()
+            return dnn.conv2d_backward_filter(x, dy, self.w_shape, **self.geometry) if plan is None else \
+                plan.backward_filter(x, dy)
         dw = _empty(self.w_shape, self.dtype, self.device)
         self._run("backward_filter", x, dy, dw)
         return dw
@@ -138,12 +161,12 @@ class ConvPlan(_Plan):
                 _refuse(self, what, a, shape)
 
 
-def conv2d_plan(x_shape, w_shape, dtype, device: int, *, stride=1, padding=0, dilation=1, groups: int = 1,
-                math: str | None = None, workspace_limit: int | None = None) -> ConvPlan:
-    """The :class:`ConvPlan` of a convolution (arguments as :func:`pymagma.dnn.conv2d_forward`'s), checked and made
-    once per distinct arguments in the current native libraries."""
-    return _kept("conv2d", (tuple(x_shape), tuple(w_shape), np.dtype(dtype), device, stride, padding, dilation,
-                            groups, math, workspace_limit), ConvPlan)
+conv2d_plan = _planner(ConvPlan)
+conv2d_plan.__doc__ = (
+    "conv2d_plan(x_shape, w_shape, dtype, device, stride=1, padding=0, dilation=1, groups=1, math=None, "
+    "workspace_limit=None): the ConvPlan of a convolution (the geometry as pymagma.dnn.conv2d_forward takes it, "
+    "positional), checked and made once per distinct arguments in the current native libraries.")
+ConvPlan._made = staticmethod(conv2d_plan)
 
 
 # ------------------------------------------------------------------------------------------------ batch norm
@@ -151,8 +174,8 @@ class BatchNormPlan(_Plan):
     """Training-mode batch normalisation of x ``x_shape`` (:func:`pymagma.dnn.batch_norm_forward_training` and
     :func:`pymagma.dnn.batch_norm_backward`)."""
 
-    def __init__(self, x_shape, dtype, device, mode):
-        super().__init__(dtype, device)
+    def __init__(self, x_shape, dtype, device, mode="spatial"):
+        super().__init__((x_shape, dtype, device, mode), dtype, device)
         if mode not in dnn.BN_MODES:
             raise ValueError(f"batch-norm mode must be 'spatial' (per channel) or 'per_activation', got {mode!r}")
         self.x_shape, self.mode = _checks.sizes(x_shape, "x shape"), mode
@@ -184,7 +207,10 @@ class BatchNormPlan(_Plan):
         self._params(scale=scale, bias=bias, running_mean=running_mean, running_var=running_var)
         if (running_mean is None) != (running_var is None):
             raise ValueError("give both running_mean and running_var, or neither")
-        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+        if not (self.direct and _native.current is self.libraries):
+            plan = self._elsewhere()
+            if plan is not None:
+                return plan.forward_training(x, scale, bias, running_mean, running_var, momentum=momentum, eps=eps)
             return dnn.batch_norm_forward_training(x, scale, bias, running_mean, running_var, momentum=momentum,
                                                    eps=eps, mode=self.mode)
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
@@ -203,7 +229,10 @@ class BatchNormPlan(_Plan):
                 if not self._fits(a, self.x_shape):
                     _refuse(self, what, a, self.x_shape)
         self._params(scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
-        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
+        if not (self.direct and _native.current is self.libraries):
+            plan = self._elsewhere()
+            if plan is not None:
+                return plan.backward(x, dy, scale, save_mean, save_inv_std, eps=eps)
             return dnn.batch_norm_backward(x, dy, scale, save_mean, save_inv_std, eps=eps, mode=self.mode)
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
         dx, dscale, dbias = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), \
@@ -215,18 +244,19 @@ class BatchNormPlan(_Plan):
         return dx, dscale, dbias
 
 
-def batch_norm_plan(x_shape, dtype, device: int, mode: str = "spatial") -> BatchNormPlan:
-    """The :class:`BatchNormPlan` of x's shape, dtype, device and mode, checked and made once in the current native
-    libraries."""
-    return _kept("batch_norm", (tuple(x_shape), np.dtype(dtype), device, mode), BatchNormPlan)
+batch_norm_plan = _planner(BatchNormPlan)
+batch_norm_plan.__doc__ = (
+    "batch_norm_plan(x_shape, dtype, device, mode='spatial'): the BatchNormPlan of x's shape, dtype, device and "
+    "mode, checked and made once in the current native libraries.")
+BatchNormPlan._made = staticmethod(batch_norm_plan)
 
 
 # ------------------------------------------------------------------------------------------------ activation
 class ActivationPlan(_Plan):
     """cuDNN's activation ``mode`` (coefficient ``coef``) of x ``x_shape``: forward and backward."""
 
-    def __init__(self, x_shape, dtype, device, mode, coef):
-        super().__init__(dtype, device)
+    def __init__(self, x_shape, dtype, device, mode="relu", coef=None):
+        super().__init__((x_shape, dtype, device, mode, coef), dtype, device)
         self.x_shape, self.mode, self.coef = _checks.sizes(x_shape, "x shape"), mode, coef
         if not 1 <= len(self.x_shape) <= 8:
             raise ValueError(f"cuDNN tensors have 1 to 8 dimensions, got shape {self.x_shape}")
@@ -237,8 +267,9 @@ class ActivationPlan(_Plan):
     def forward(self, x):
         if not self._fits(x, self.x_shape):
             _refuse(self, "x", x, self.x_shape)
-        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
-            return dnn.activation_forward(x, self.mode, self.coef)
+        if not (self.direct and _native.current is self.libraries):
+            plan = self._elsewhere()
+            return dnn.activation_forward(x, self.mode, self.coef) if plan is None else plan.forward(x)
         y = _empty(self.x_shape, self.dtype, self.device)
         cd.call("cudnnActivationForward", self.handle, self.desc, self.one, self.xd, x.ptr, self.zero, self.xd, y.ptr)
         return y
@@ -250,15 +281,19 @@ class ActivationPlan(_Plan):
             for what, a in (("y", y), ("dy", dy), ("x", x)):
                 if not self._fits(a, shape):
                     _refuse(self, what, a, shape)
-        if not (self.direct and _native.current is self.libraries):  # dnn's call instead
-            return dnn.activation_backward(y, dy, x, self.mode, self.coef)
+        if not (self.direct and _native.current is self.libraries):
+            plan = self._elsewhere()
+            return dnn.activation_backward(y, dy, x, self.mode, self.coef) if plan is None else \
+                plan.backward(y, dy, x)
         dx, xd = _empty(shape, self.dtype, self.device), self.xd
         cd.call("cudnnActivationBackward", self.handle, self.desc, self.one, xd, y.ptr, xd, dy.ptr, xd, x.ptr,
                 self.zero, xd, dx.ptr)
         return dx
 
 
-def activation_plan(x_shape, dtype, device: int, mode: str = "relu", coef: float | None = None) -> ActivationPlan:
-    """The :class:`ActivationPlan` of x's shape, dtype and device, ``mode`` and ``coef`` (as
-    :func:`pymagma.dnn.activation_forward`'s), checked and made once in the current native libraries."""
-    return _kept("activation", (tuple(x_shape), np.dtype(dtype), device, mode, coef), ActivationPlan)
+activation_plan = _planner(ActivationPlan)
+activation_plan.__doc__ = (
+    "activation_plan(x_shape, dtype, device, mode='relu', coef=None): the ActivationPlan of x's shape, dtype and "
+    "device, mode and coef (as pymagma.dnn.activation_forward's), checked and made once in the current native "
+    "libraries.")
+ActivationPlan._made = staticmethod(activation_plan)

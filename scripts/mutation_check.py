@@ -58,6 +58,7 @@ FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
+PLANS = ("tests/pymagma/simulator/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
 FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/simulator/test_cufft.py")
 #: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device
@@ -251,6 +252,27 @@ MUTANTS = [
            "pymagma/dnn.py",
            "_ptr(var), float(eps))",
            "_ptr(var), 1e-5)", CUDNN),
+    # ---------------------------------------------------------------------- planned cuDNN calls (dnn's plans)
+    Mutant("plan-conv-bwd-filter-x-dy-swapped", "a planned backward filter passes dy's data where x goes, x's for dy",
+           "pymagma/_dnn_plans.py",
+           'self._run("backward_filter", x, dy, dw)',
+           'self._run("backward_filter", dy, x, dw)', PLANS),
+    Mutant("plan-conv-bwd-data-w-dy-swapped", "a planned backward data passes dy's data where w goes, w's for dy",
+           "pymagma/_dnn_plans.py",
+           'self._run("backward_data", w, dy, dx)',
+           'self._run("backward_data", dy, w, dx)', PLANS),
+    Mutant("plan-bn-saved-mean-invstd-swapped", "a planned batch-norm forward writes the saved mean and inverse std "
+           "swapped", "pymagma/_dnn_plans.py",
+           "float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)",
+           "float(max(eps, cd.BN_MIN_EPSILON)), inv.ptr, mean.ptr)", PLANS),
+    Mutant("plan-bn-bwd-dscale-dbias-swapped", "a planned batch-norm backward writes dscale and dbias swapped",
+           "pymagma/_dnn_plans.py",
+           "scale.ptr, dscale.ptr, dbias.ptr, float(eps),",
+           "scale.ptr, dbias.ptr, dscale.ptr, float(eps),", PLANS),
+    Mutant("plan-activation-bwd-x-y-swapped", "a planned activation backward gets x where y goes and y where x goes",
+           "pymagma/_dnn_plans.py",
+           "xd, y.ptr, xd, dy.ptr, xd, x.ptr,",
+           "xd, x.ptr, xd, dy.ptr, xd, y.ptr,", PLANS),
     # ------------------------------------------------------------------------------ magmadnn's device adapters
     Mutant("bn-momentum-not-complemented", "cuDNN's exponentialAverageFactor given the op set's momentum as it is",
            "magmadnn/backend/device/normalization.py",
@@ -266,8 +288,10 @@ MUTANTS = [
            "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
     Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
-           "return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,",
-           "return _dnn.activation_backward(_contiguous(dy), _contiguous(y), x, kind,", BACKEND),
+           "return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else "
+           "_contiguous(dy),",
+           "return plan.backward(dy if dy.is_c_contiguous else _contiguous(dy), y if y.is_c_contiguous else "
+           "_contiguous(y),", BACKEND),
     Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
            "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"

@@ -75,17 +75,16 @@ def _crop(xp, extra, shape):
     return _k.copy(xp[:, :, t:t + shape[2], l:l + shape[3]])
 
 
-def _planned(x, w, stride, padding, dilation, groups):
-    """(the extra pads, the :class:`pymagma.dnn.ConvPlan` of the convolution of the padded input): the geometry
-    worked out once per distinct arguments, the plan once per layout (pymagma keeps it)."""
+@_checks.once_per_arguments
+def _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups):
+    """(the extra pads, the :class:`pymagma.dnn.ConvPlan` of the convolution of the padded input), worked out once
+    per distinct arguments (their types included)."""
     stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
-    shape = x.shape
     if any(extra):
-        n, c, h, wd = shape
+        n, c, h, wd = x_shape
         t, b, l, r = extra
-        shape = (n, c, h + t + b, wd + l + r)
-    return extra, _dnn.conv2d_plan(shape, w.shape, x.dtype, x.device, stride=stride, padding=sym, dilation=dilation,
-                                   groups=groups)
+        x_shape = (n, c, h + t + b, wd + l + r)
+    return extra, _dnn.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
 
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
@@ -99,7 +98,7 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: bias must have shape ({w.shape[0]},) (one per filter), got "
                          f"{tuple(bias.shape)}")
     x = x if x.is_c_contiguous else _contiguous(x)
-    extra, plan = _planned(x, w, stride, padding, dilation, groups)
+    extra, plan = _planned(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
     xin = _pad(x, extra, 0.0) if any(extra) else x
     if saved is not None and xin is not x:
         saved["padded_x"] = xin
@@ -115,10 +114,9 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    n, c, h, wd = (int(v) for v in x_shape)
-    shape = (n, c, h, wd)
+    shape = tuple(map(int, x_shape))
     _same_dtype("conv2d_backward_data", dy, w)
-    extra, plan = _planned(_Shape(shape, dy), w, stride, padding, dilation, groups)
+    extra, plan = _planned(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
     return _crop(dxp, extra, shape)
 
@@ -126,20 +124,11 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
     _same_dtype("conv2d_backward_filter", dy, x)
     x = x if x.is_c_contiguous else _contiguous(x)
-    extra, plan = _planned(x, _Shape(tuple(w_shape), x), stride, padding, dilation, groups)
+    extra, plan = _planned(x.shape, x.dtype, x.device, tuple(w_shape), stride, padding, dilation, groups)
     xin = saved.get("padded_x") if saved else None
     if xin is None:
         xin = _pad(x, extra, 0.0)
     return plan.backward_filter(xin, dy if dy.is_c_contiguous else _contiguous(dy))
-
-
-class _Shape:
-    """What :func:`_planned` reads of an operand known only by its shape (dtype and device: those of ``like``)."""
-
-    __slots__ = ("shape", "dtype", "device")
-
-    def __init__(self, shape, like):
-        self.shape, self.dtype, self.device = shape, like.dtype, like.device
 
 
 def conv2d_backward_bias(dy):
