@@ -307,6 +307,11 @@ MUTANTS = [
            "_dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin,",
            "_dnn.pool2d_backward(y_area, dy, xin,", BACKEND),
     # ----------------------------------------------------------------------------------------------- kernels
+    Mutant("pad2d-top-left-swapped", "the zero padding kernel puts the left pad above and the top pad to the left",
+           "magmadnn/backend/device/kernels/pool.py",
+           "PadGeometry(n * c, h, w, padded[2], padded[3], top, left)",
+           "PadGeometry(n * c, h, w, padded[2], padded[3], left, top)",
+           ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "pad2d")),
     Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
            "magmadnn/backend/device/kernels/optim.py",
            "bc1, bc2 = _bias_corrections(beta1, beta2, step)",

@@ -20,9 +20,10 @@ FUSED_ACTIVATIONS = _geometry.FUSED_ACTIVATIONS
 # Adapters: where cuDNN's conventions differ from the op set, the op set wins, here and only here.
 #
 # - Padding: the op set pads ((top, bottom), (left, right)), cuDNN only symmetrically. cuDNN gets the symmetric part
-#   min(top, bottom), min(left, right); the rest is padded explicitly (a fill and a strided copy on the device):
-#   zeros for convolution and average pooling. Gradients are computed on the padded input and the interior is copied
-#   out. The forward's ``saved`` dict keeps the padded input for backward-filter.
+#   min(top, bottom), min(left, right); the rest is padded explicitly (zeros, one launch of kernels.pad2d) for
+#   convolution and average pooling. Gradients are computed on the padded input; the interior is a view for the
+#   convolution's input gradient (a copy for average pooling's). The forward's ``saved`` dict keeps the padded input
+#   for backward-filter.
 # - Average pooling excludes padding from the count: cuDNN's AVERAGE_COUNT_EXCLUDE_PADDING when the padding is
 #   symmetric; otherwise cuDNN's include-padding average over the explicitly padded input (sum / window area) times
 #   area / (real elements of each window), a (Ho, Wo) factor computed from the geometry alone.
@@ -56,10 +57,13 @@ def _conv_plan(stride, padding, dilation, groups) -> tuple:
     return _geometry.pair(stride), sym, extra, _geometry.pair(dilation), int(groups)
 
 
-def _pad(x, extra, value: float):
-    """``x`` (N, C, H, W) surrounded by ``extra`` (top, bottom, left, right) elements of ``value``, on the device."""
+def _pad(x, extra, value: float = 0.0):
+    """``x`` (N, C, H, W) surrounded by ``extra`` (top, bottom, left, right) elements of ``value``, on the device (zeros
+    in one launch)."""
     if not any(extra):
         return x
+    if value == 0.0:
+        return _dk.pad2d(x, extra)
     t, b, l, r = extra
     n, c, h, w = x.shape
     out = _k.fill(_array.empty((n, c, h + t + b, w + l + r), x.dtype, device=x.device), value)
@@ -118,7 +122,10 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     _same_dtype("conv2d_backward_data", dy, w)
     extra, plan = _planned(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
-    return _crop(dxp, extra, shape)
+    if not any(extra):
+        return dxp
+    t, _, l, _ = extra  # the interior, a view: whoever needs it dense copies it (a gradient sum reads it as it is)
+    return dxp[:, :, t:t + shape[2], l:l + shape[3]]
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
@@ -127,7 +134,7 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
     extra, plan = _planned(x.shape, x.dtype, x.device, tuple(w_shape), stride, padding, dilation, groups)
     xin = saved.get("padded_x") if saved else None
     if xin is None:
-        xin = _pad(x, extra, 0.0)
+        xin = _pad(x, extra, 0.0) if any(extra) else x
     return plan.backward_filter(xin, dy if dy.is_c_contiguous else _contiguous(dy))
 
 
