@@ -87,6 +87,9 @@ class _Plan:
         return a.__class__ is _DeviceArray and a.shape == shape and a.dtype == self.dtype and \
             a.device == self.device and a.is_c_contiguous
 
+    # the planned calls check their operands inline, as _fits does (no call per operand on the hot path):
+    # ``a.__class__ is _DeviceArray and a.is_c_contiguous and (a.shape, a.dtype, a.device) == (shape, dtype, device)``
+
 
 
 # ----------------------------------------------------------------------------------------------- convolution
@@ -100,6 +103,9 @@ class ConvPlan(_Plan):
                          dtype, device)
         self.problem = problem = dnn._problem(x_shape, w_shape, self.dtype, stride, padding, dilation, groups, math)
         self.x_shape, self.w_shape, self.y_shape = problem.x_shape, problem.w_shape, problem.y_shape
+        at = (self.dtype, self.dtype, self.device, self.device)
+        self.xw, self.yw, self.xy = (self.x_shape, self.w_shape, *at), (self.y_shape, self.w_shape, *at), \
+            (self.x_shape, self.y_shape, *at)
         self.geometry = {"stride": problem.stride, "padding": problem.padding, "dilation": problem.dilation,
                          "groups": problem.groups, "math": math, "workspace_limit": workspace_limit}
         self.limit = workspace_limit
@@ -122,7 +128,8 @@ class ConvPlan(_Plan):
 
     def forward(self, x, w):
         """y = x ⋆ w, a new (N, K, Ho, Wo) array."""
-        if not (self._fits(x, self.x_shape) and self._fits(w, self.w_shape)):
+        if not (x.__class__ is _DeviceArray and w.__class__ is _DeviceArray and x.is_c_contiguous and
+                w.is_c_contiguous and (x.shape, w.shape, x.dtype, w.dtype, x.device, w.device) == self.xw):
             self._refuse_pair(("x", x, self.x_shape), ("w", w, self.w_shape))
         if not (self.direct and _native.current is self.libraries):
             plan = self._elsewhere()
@@ -133,7 +140,8 @@ class ConvPlan(_Plan):
 
     def backward_data(self, dy, w):
         """dx of the convolution, a new array of ``x_shape``."""
-        if not (self._fits(dy, self.y_shape) and self._fits(w, self.w_shape)):
+        if not (dy.__class__ is _DeviceArray and w.__class__ is _DeviceArray and dy.is_c_contiguous and
+                w.is_c_contiguous and (dy.shape, w.shape, dy.dtype, w.dtype, dy.device, w.device) == self.yw):
             self._refuse_pair(("dy", dy, self.y_shape), ("w", w, self.w_shape))
         if not (self.direct and _native.current is self.libraries):
             plan = self._elsewhere()
@@ -145,7 +153,8 @@ class ConvPlan(_Plan):
 
     def backward_filter(self, x, dy):
         """dw of the convolution, a new array of ``w_shape``."""
-        if not (self._fits(x, self.x_shape) and self._fits(dy, self.y_shape)):
+        if not (x.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and x.is_c_contiguous and
+                dy.is_c_contiguous and (x.shape, dy.shape, x.dtype, dy.dtype, x.device, dy.device) == self.xy):
             self._refuse_pair(("x", x, self.x_shape), ("dy", dy, self.y_shape))
         if not (self.direct and _native.current is self.libraries):
             plan = self._elsewhere()
@@ -188,6 +197,7 @@ class BatchNormPlan(_Plan):
         self.param_shape = (self.x_shape[1],) if mode == "spatial" else self.x_shape[1:]
         self.param_dtype = np.dtype(np.float64 if self.dtype == np.float64 else np.float32)
         self.mode_value = int(dnn.BN_MODES[mode])
+        self.x_at = (self.x_shape, self.dtype, self.device)
 
     def _params(self, **params) -> None:
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
@@ -202,7 +212,7 @@ class BatchNormPlan(_Plan):
     def forward_training(self, x, scale, bias, running_mean=None, running_var=None, *, momentum: float = 0.1,
                          eps: float = 1e-5):
         """(y, save_mean, save_inv_std), the running statistics updated in place (as the dnn function)."""
-        if not self._fits(x, self.x_shape):
+        if not (x.__class__ is _DeviceArray and x.is_c_contiguous and (x.shape, x.dtype, x.device) == self.x_at):
             _refuse(self, "x", x, self.x_shape)
         self._params(scale=scale, bias=bias, running_mean=running_mean, running_var=running_var)
         if (running_mean is None) != (running_var is None):
@@ -224,7 +234,8 @@ class BatchNormPlan(_Plan):
 
     def backward(self, x, dy, scale, save_mean=None, save_inv_std=None, *, eps: float = 1e-5):
         """(dx, dscale, dbias) from the forward's saved statistics."""
-        if not (self._fits(x, self.x_shape) and self._fits(dy, self.x_shape)):
+        if not (x.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and x.is_c_contiguous and
+                dy.is_c_contiguous and (x.shape, x.dtype, x.device) == self.x_at == (dy.shape, dy.dtype, dy.device)):
             for what, a in (("x", x), ("dy", dy)):
                 if not self._fits(a, self.x_shape):
                     _refuse(self, what, a, self.x_shape)
@@ -263,9 +274,10 @@ class ActivationPlan(_Plan):
         self.desc = dnn._activation_desc(mode, coef).value
         shape = self.x_shape + (1,) * max(0, 4 - len(self.x_shape))
         self.xd = dnn.tensor_descriptor(shape, cd.contiguous_strides(shape), dnn.data_type(dtype)).value
+        self.x_at = (self.x_shape, self.dtype, self.device)
 
     def forward(self, x):
-        if not self._fits(x, self.x_shape):
+        if not (x.__class__ is _DeviceArray and x.is_c_contiguous and (x.shape, x.dtype, x.device) == self.x_at):
             _refuse(self, "x", x, self.x_shape)
         if not (self.direct and _native.current is self.libraries):
             plan = self._elsewhere()
@@ -277,7 +289,10 @@ class ActivationPlan(_Plan):
     def backward(self, y, dy, x):
         """dx = f'(x) dy from the forward's input ``x`` and output ``y``."""
         shape = self.x_shape
-        if not (self._fits(y, shape) and self._fits(dy, shape) and self._fits(x, shape)):
+        at = self.x_at
+        if not (y.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and x.__class__ is _DeviceArray and
+                y.is_c_contiguous and dy.is_c_contiguous and x.is_c_contiguous and
+                (y.shape, y.dtype, y.device) == at == (dy.shape, dy.dtype, dy.device) == (x.shape, x.dtype, x.device)):
             for what, a in (("y", y), ("dy", dy), ("x", x)):
                 if not self._fits(a, shape):
                     _refuse(self, what, a, shape)

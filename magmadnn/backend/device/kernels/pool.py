@@ -84,14 +84,14 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     if tuple(dy.shape) != expected or tuple(offsets.shape) != expected:
         raise ValueError(f"max_pool2d_backward: dy {dy.shape} and offsets {offsets.shape} must have the pooled shape "
                          f"{expected}")
-    if programs.dtype_name(_device_array(offsets, "max_pool2d_backward offsets").dtype) != "int32":
+    if _device_array(offsets, "max_pool2d_backward offsets").dtype != _INT32:
         raise TypeError(f"max_pool2d_backward: offsets must be the int32 array max_pool2d returned, got "
                         f"{offsets.dtype}")
     if offsets.device != dy.device:
         raise ValueError(f"max_pool2d_backward: dy and offsets live on different devices ({dy.device} and "
                          f"{offsets.device})")
     dy, offsets = contiguous(dy), contiguous(offsets)
-    dx = _array.empty(tuple(int(d) for d in x_shape), dy.dtype, device=dy.device)
+    dx = _array._empty((expected[0], expected[1], g.h, g.w), dy.dtype, dy.device)  # x_shape, checked
     _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [_ptr(dy), _ptr(offsets), _ptr(dx), g])
     return dx
 
