@@ -26,8 +26,9 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     """``op(a) @ op(b)``: gemm for 2-D operands, gemm_batched for stacks; transposes are views BLAS takes as flags."""
     if a.dtype is not b.dtype:
         _same_dtype("matmul", a, b)
-    a, b = _blas_operand(a), _blas_operand(b)
-    if a.ndim == 2 and b.ndim == 2:
+    a = a if a.is_c_contiguous else _blas_operand(a)
+    b = b if b.is_c_contiguous else _blas_operand(b)
+    if len(a.shape) == 2 and len(b.shape) == 2:
         return _blas.gemm(a, b, trans_a=bool(transpose_a), trans_b=bool(transpose_b))
     a = a.mT if transpose_a else a
     b = b.mT if transpose_b else b
@@ -50,13 +51,15 @@ def bias_grad(dy):
 def bias_activation(x, b, kind, alpha=0.0):
     """``(act(x + b), x + b or None)`` in one launch (kernels/epilogue.cu); x + b is kept, in x's memory, only where
     the gradient reads it."""
-    _geometry.check_activation(kind, "bias_activation")
+    if kind not in _geometry.ACTIVATIONS:
+        _geometry.check_activation(kind, "bias_activation")
     if x.dtype is not b.dtype:
         _same_dtype("bias_activation", x, b)
-    return _dk.bias_activation(_contiguous(x), b, kind, float(alpha))
+    return _dk.bias_activation(x if x.is_c_contiguous else _contiguous(x), b, kind, float(alpha))
 
 
 def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
     """``(dx, db)``: the activation's gradient and the bias gradient in one launch."""
-    _geometry.check_activation(kind, "bias_activation_backward")
+    if kind not in _geometry.ACTIVATIONS:
+        _geometry.check_activation(kind, "bias_activation_backward")
     return _dk.bias_activation_backward(dy, z, y, kind, float(alpha), bias=bool(bias))
