@@ -6,8 +6,9 @@ What the calls of :mod:`pymagma.dnn` decide per call (descriptor keys, argument 
 decides once: a layer's training step calls the same few cuDNN functions on the same layouts at every step.
 :func:`conv2d_plan`, :func:`batch_norm_plan` and :func:`activation_plan` make the plans (with the checks of the
 matching :mod:`pymagma.dnn` function, kept per set of native libraries); a plan made under other native libraries
-(the simulator turned on or off since) or with several GPUs (one device current per call) hands its call to the
-:mod:`pymagma.dnn` function, which computes the same.
+(the simulator turned on or off since) hands its call to its twin made for the libraries in use, and with several
+GPUs (one device current per call) to the :mod:`pymagma.dnn` function, which computes the same. The device backend
+of magmadnn calls these plans; this module builds on :mod:`pymagma.dnn` (which does not import it).
 
 Operands must be C-contiguous DeviceArrays of the planned shape, dtype and device: anything else is a ``ValueError``
 (or ``TypeError``) naming what was planned, before any native call.

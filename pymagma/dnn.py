@@ -867,14 +867,3 @@ def clear_caches() -> None:
                    activation_descriptor, _bn_descriptor, _op_descriptor, _reduce_descriptor):
         cached.cache_clear()
     _native.current.cudnn_algorithms.clear()
-
-
-# ------------------------------------------------------------------------------------------------ planned calls
-from ._dnn_plans import (  # noqa: E402, F401 - public here; the plans build on this module's descriptors and checks
-    ActivationPlan,
-    BatchNormPlan,
-    ConvPlan,
-    activation_plan,
-    batch_norm_plan,
-    conv2d_plan,
-)

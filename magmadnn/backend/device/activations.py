@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import operator
 
+from pymagma import _dnn_plans as _plans
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
@@ -26,7 +27,7 @@ def activation_forward(x, kind, alpha=0.0):
     """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
     if kind in _CUDNN_ACTIVATIONS:
         x = x if x.is_c_contiguous else _contiguous(x)
-        return _dnn.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None) \
+        return _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None) \
             .forward(x)
     _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
@@ -47,7 +48,7 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         x = x if x.is_c_contiguous else _contiguous(x)
         if y is None:
             y = activation_forward(x, kind, alpha)
-        plan = _dnn.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None)
+        plan = _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None)
         return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy),
                              x)
     if kind in _GRAD_READS_Y:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pymagma import _checks
+from pymagma import _dnn_plans as _plans
 from pymagma import array as _array
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
@@ -88,7 +89,7 @@ def _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
         n, c, h, wd = x_shape
         t, b, l, r = extra
         x_shape = (n, c, h + t + b, wd + l + r)
-    return extra, _dnn.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
+    return extra, _plans.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
 
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,

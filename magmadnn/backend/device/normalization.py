@@ -4,6 +4,7 @@ block per row)."""
 
 from __future__ import annotations
 
+from pymagma import _dnn_plans as _plans
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
@@ -30,7 +31,7 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     momentum = float(momentum)
     scratch = running_var if unbiased else zeros_like(running_var)
     x = x if x.is_c_contiguous else _contiguous(x)
-    y, mean_, inv_std = _dnn.batch_norm_plan(x.shape, x.dtype, x.device).forward_training(
+    y, mean_, inv_std = _plans.batch_norm_plan(x.shape, x.dtype, x.device).forward_training(
         x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum, eps=float(eps))
     if not unbiased:
         n = x.size // x.shape[1]
@@ -48,7 +49,7 @@ def batch_norm_backward(dy, x, gamma, ctx):
     """(dx, dgamma, dbeta) of ``batch_norm_train``."""
     mean_, inv_std, eps = ctx
     x = x if x.is_c_contiguous else _contiguous(x)
-    return _dnn.batch_norm_plan(x.shape, x.dtype, x.device).backward(
+    return _plans.batch_norm_plan(x.shape, x.dtype, x.device).backward(
         x, dy if dy.is_c_contiguous else _contiguous(dy), gamma, mean_, inv_std, eps=eps)
 
 

@@ -1,8 +1,8 @@
-"""pymagma.dnn's planned cuDNN calls (conv2d_plan, batch_norm_plan, activation_plan) on the simulated device: each
-planned call computes bit for bit what the matching per-call function of pymagma.dnn computes (and that against the
-independent references of tests/reference.py), makes exactly its one cuDNN call, refuses operands of another layout
-before any native call, plans equal arguments of other types apart, and follows the native libraries when the
-simulator is swapped. The same comparison on a GPU: the ``gpu`` twin at the end."""
+"""pymagma's planned cuDNN calls (pymagma._dnn_plans: conv2d_plan, batch_norm_plan, activation_plan) on the
+simulated device: each planned call computes bit for bit what the matching per-call function of pymagma.dnn
+computes (and that against the independent references of tests/reference.py), makes exactly its one cuDNN call,
+refuses operands of another layout before any native call, plans equal arguments of other types apart, and follows
+the native libraries when the simulator is swapped. The same comparison on a GPU: the ``gpu`` twin at the end."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ import pytest
 
 import pymagma
 from pymagma import _cudnn as cd
+from pymagma import _dnn_plans as plans
 from pymagma import dnn, simulator
 from tests import reference
 
@@ -47,7 +48,7 @@ def check_convolutions(dtype) -> None:
     for x_shape, w_shape, stride, padding, dilation, groups in CONVS:
         x, w = dev(rng, x_shape, dtype), dev(rng, w_shape, dtype)
         geometry = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
-        plan = dnn.conv2d_plan(x_shape, w_shape, np.dtype(dtype), x.device, stride, padding, dilation, groups)
+        plan = plans.conv2d_plan(x_shape, w_shape, np.dtype(dtype), x.device, stride, padding, dilation, groups)
         y = plan.forward(x, w)
         expected = dnn.conv2d_forward(x, w, **geometry).get()
         np.testing.assert_array_equal(y.get(), expected)
@@ -74,7 +75,7 @@ def check_batch_norm(dtype) -> None:
         stats = [rng.random(c).astype(scale.dtype) for _ in range(2)]
         mean_a, var_a = (pymagma.asarray(s) for s in stats)
         mean_b, var_b = (pymagma.asarray(s) for s in stats)
-        plan = dnn.batch_norm_plan(shape, np.dtype(dtype), x.device)
+        plan = plans.batch_norm_plan(shape, np.dtype(dtype), x.device)
         got = plan.forward_training(x, scale, bias, mean_a, var_a, momentum=0.3, eps=1e-3)
         want = dnn.batch_norm_forward_training(x, scale, bias, mean_b, var_b, momentum=0.3, eps=1e-3)
         for g, e in zip((*got, mean_a, var_a), (*want, mean_b, var_b)):
@@ -93,7 +94,7 @@ def check_activations(dtype) -> None:
     rng = np.random.default_rng(2)
     for mode, coef in (("relu", None), ("sigmoid", None), ("tanh", None), ("elu", 0.7)):
         x, dy = dev(rng, (2, 3, 4), dtype), dev(rng, (2, 3, 4), dtype)
-        plan = dnn.activation_plan((2, 3, 4), np.dtype(dtype), x.device, mode, coef)
+        plan = plans.activation_plan((2, 3, 4), np.dtype(dtype), x.device, mode, coef)
         y = plan.forward(x)
         np.testing.assert_array_equal(y.get(), dnn.activation_forward(x, mode, coef).get())
         np.testing.assert_allclose(y.get(), reference.activation_ref(mode, x.get(), coef or 0.0), rtol=1e-5,
@@ -112,9 +113,9 @@ def test_planned_calls_compute_what_the_dnn_functions_compute(sim, dtype):
 def test_a_planned_call_is_one_cudnn_call(sim):
     rng = np.random.default_rng(3)
     x, w = dev(rng, (1, 2, 6, 6), np.float32), dev(rng, (3, 2, 3, 3), np.float32)
-    plan = dnn.conv2d_plan(x.shape, w.shape, x.dtype, x.device, 1, 1, 1, 1)
+    plan = plans.conv2d_plan(x.shape, w.shape, x.dtype, x.device, 1, 1, 1, 1)
     y = plan.forward(x, w)  # the algorithm chosen on the first call
-    relu = dnn.activation_plan(y.shape, y.dtype, y.device)
+    relu = plans.activation_plan(y.shape, y.dtype, y.device)
     relu.forward(y)
     before = list(sim.calls)
     plan.forward(x, w)
@@ -125,8 +126,8 @@ def test_a_planned_call_is_one_cudnn_call(sim):
 def test_operands_of_another_layout_are_refused_before_any_native_call(sim):
     rng = np.random.default_rng(4)
     x, w = dev(rng, (1, 2, 6, 6), np.float32), dev(rng, (3, 2, 3, 3), np.float32)
-    plan = dnn.conv2d_plan(x.shape, w.shape, x.dtype, x.device, 1, 0, 1, 1)
-    bn = dnn.batch_norm_plan(x.shape, x.dtype, x.device)
+    plan = plans.conv2d_plan(x.shape, w.shape, x.dtype, x.device, 1, 0, 1, 1)
+    bn = plans.batch_norm_plan(x.shape, x.dtype, x.device)
     ones = pymagma.asarray(np.ones(2, np.float32))
     calls = len(sim.calls)
     bad = [
@@ -145,13 +146,13 @@ def test_operands_of_another_layout_are_refused_before_any_native_call(sim):
 
 def test_equal_arguments_of_other_types_are_planned_apart(sim):
     """A float equal to an int that was planned (2.0 == 2, same hash) is still refused, as on a first call."""
-    dnn.conv2d_plan((1, 2, 6, 6), (3, 2, 3, 3), np.dtype(np.float32), 0, 2, 1, 1, 1)
+    plans.conv2d_plan((1, 2, 6, 6), (3, 2, 3, 3), np.dtype(np.float32), 0, 2, 1, 1, 1)
     with pytest.raises(TypeError, match="integer"):
-        dnn.conv2d_plan((1, 2, 6, 6), (3, 2, 3, 3), np.dtype(np.float32), 0, 2.0, 1, 1, 1)
+        plans.conv2d_plan((1, 2, 6, 6), (3, 2, 3, 3), np.dtype(np.float32), 0, 2.0, 1, 1, 1)
     with pytest.raises(TypeError, match="float32, float64"):
-        dnn.batch_norm_plan((4, 3), np.dtype(np.int32), 0)
+        plans.batch_norm_plan((4, 3), np.dtype(np.int32), 0)
     with pytest.raises(ValueError, match="activation must be one of"):
-        dnn.activation_plan((4, 3), np.dtype(np.float32), 0, "gelu")
+        plans.activation_plan((4, 3), np.dtype(np.float32), 0, "gelu")
 
 
 def test_a_plan_follows_the_native_libraries():
@@ -163,7 +164,7 @@ def test_a_plan_follows_the_native_libraries():
     rng = np.random.default_rng(5)
     xs, ws = rng.standard_normal((1, 2, 5, 5)).astype(np.float32), rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
     with simulator.simulated("full") as simulation:
-        plan = dnn.conv2d_plan(xs.shape, ws.shape, np.dtype(np.float32), 0, 1, 1, 1, 1)
+        plan = plans.conv2d_plan(xs.shape, ws.shape, np.dtype(np.float32), 0, 1, 1, 1, 1)
         first = plan.forward(pymagma.asarray(xs), pymagma.asarray(ws)).get()
         with simulator.simulated("null"):
             pass  # out of null: a fresh simulated device and libraries
@@ -171,7 +172,7 @@ def test_a_plan_follows_the_native_libraries():
         assert swapped is not simulation
         again = plan.forward(pymagma.asarray(xs), pymagma.asarray(ws)).get()
         assert swapped.cudnn.calls.count("cudnnConvolutionForward") == 1
-        assert dnn.conv2d_plan(xs.shape, ws.shape, np.dtype(np.float32), 0, 1, 1, 1, 1) is not plan
+        assert plans.conv2d_plan(xs.shape, ws.shape, np.dtype(np.float32), 0, 1, 1, 1, 1) is not plan
     np.testing.assert_array_equal(again, first)
 
 
