@@ -73,7 +73,8 @@ class _Plan:
         self.args = args  # what made it: the same plan in other native libraries (:meth:`_elsewhere`)
         self.libraries = _native.current
         self.dtype, self.device = np.dtype(dtype), _checks.count(device, "device")
-        self.handle = dnn.handle(self.device).value
+        self._handle = dnn.handle(self.device)  # alive as long as the plan
+        self.handle = self._handle.value
         one, zero = dnn._one_zero(self.dtype)
         self.one, self.zero = byref(one), byref(zero)
         self._keep = (one, zero)  # alive as long as the plan
@@ -117,6 +118,7 @@ class ConvPlan(_Plan):
         made = self._calls.get(kind)
         if made is None:
             choice = dnn.choose_algorithm(kind, self.problem, device=self.device, workspace_limit=self.limit)
+            # (the problem, which the plan keeps, keeps its descriptors alive)
             made = self._calls[kind] = (dnn._CONV_CALLS[kind], *(d.value for d in self.problem.ordered[kind]),
                                         choice.algo, choice.workspace)
         return made
@@ -193,8 +195,9 @@ class BatchNormPlan(_Plan):
             raise ValueError(f"batch norm needs x of shape (N, C, ...), got {self.x_shape}")
         key = (self.x_shape + (1,) * max(0, 4 - len(self.x_shape)),
                cd.contiguous_strides(self.x_shape + (1,) * max(0, 4 - len(self.x_shape))), dnn.data_type(dtype))
-        self.xd = dnn.tensor_descriptor(*key).value
-        self.bn = dnn._bn_descriptor(key, dnn.BN_MODES[mode]).value
+        descriptors = dnn.tensor_descriptor(*key), dnn._bn_descriptor(key, dnn.BN_MODES[mode])
+        self._descriptors = descriptors  # alive as long as the plan (the caches may drop theirs)
+        self.xd, self.bn = (d.value for d in descriptors)
         self.param_shape = (self.x_shape[1],) if mode == "spatial" else self.x_shape[1:]
         self.param_dtype = np.dtype(np.float64 if self.dtype == np.float64 else np.float32)
         self.mode_value = int(dnn.BN_MODES[mode])
@@ -272,9 +275,11 @@ class ActivationPlan(_Plan):
         self.x_shape, self.mode, self.coef = _checks.sizes(x_shape, "x shape"), mode, coef
         if not 1 <= len(self.x_shape) <= 8:
             raise ValueError(f"cuDNN tensors have 1 to 8 dimensions, got shape {self.x_shape}")
-        self.desc = dnn._activation_desc(mode, coef).value
         shape = self.x_shape + (1,) * max(0, 4 - len(self.x_shape))
-        self.xd = dnn.tensor_descriptor(shape, cd.contiguous_strides(shape), dnn.data_type(dtype)).value
+        descriptors = (dnn._activation_desc(mode, coef),
+                       dnn.tensor_descriptor(shape, cd.contiguous_strides(shape), dnn.data_type(dtype)))
+        self._descriptors = descriptors  # alive as long as the plan (the caches may drop theirs)
+        self.desc, self.xd = (d.value for d in descriptors)
         self.x_at = (self.x_shape, self.dtype, self.device)
 
     def forward(self, x):
