@@ -75,9 +75,7 @@ class _Plan:
         self.dtype, self.device = np.dtype(dtype), _checks.count(device, "device")
         self._handle = dnn.handle(self.device)  # alive as long as the plan
         self.handle = self._handle.value
-        one, zero = dnn._one_zero(self.dtype)
-        self.one, self.zero = byref(one), byref(zero)
-        self._keep = (one, zero)  # alive as long as the plan
+        self.one, self.zero = dnn._one_zero(self.dtype)  # passed by a fresh byref per call (a byref is one call's)
         self.direct = runtime.device_count() <= 1  # several GPUs: each call through dnn (its device made current)
 
     def _elsewhere(self):
@@ -126,8 +124,8 @@ class ConvPlan(_Plan):
     def _run(self, kind: str, a, b, c) -> None:
         name, d0, d1, d2, d3, algo, size = self._calls.get(kind) or self._call(kind)
         space = _trusted(size, self.device) if size else None
-        cd.call(name, self.handle, self.one, d0, a.ptr, d1, b.ptr, d2, algo, space.ptr if size else None, size,
-                self.zero, d3, c.ptr)
+        cd.call(name, self.handle, byref(self.one), d0, a.ptr, d1, b.ptr, d2, algo, space.ptr if size else None,
+                size, byref(self.zero), d3, c.ptr)
 
     def forward(self, x, w):
         """y = x ⋆ w, a new (N, K, Ho, Wo) array."""
@@ -230,7 +228,8 @@ class BatchNormPlan(_Plan):
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
         y, mean, inv = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), _empty(shape, dtype,
                                                                                                       device)
-        cd.call("cudnnBatchNormalizationForwardTraining", self.handle, self.mode_value, self.one, self.zero,
+        cd.call("cudnnBatchNormalizationForwardTraining", self.handle, self.mode_value, byref(self.one),
+                byref(self.zero),
                 self.xd, x.ptr, self.xd, y.ptr, self.bn, scale.ptr, bias.ptr, float(momentum),
                 None if running_mean is None else running_mean.ptr, None if running_var is None else running_var.ptr,
                 float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)
@@ -252,7 +251,7 @@ class BatchNormPlan(_Plan):
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
         dx, dscale, dbias = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), \
             _empty(shape, dtype, device)
-        one, zero = self.one, self.zero
+        one, zero = byref(self.one), byref(self.zero)
         cd.call("cudnnBatchNormalizationBackward", self.handle, self.mode_value, one, zero, one, zero, self.xd,
                 x.ptr, self.xd, dy.ptr, self.xd, dx.ptr, self.bn, scale.ptr, dscale.ptr, dbias.ptr, float(eps),
                 None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)
@@ -289,7 +288,8 @@ class ActivationPlan(_Plan):
             plan = self._elsewhere()
             return dnn.activation_forward(x, self.mode, self.coef) if plan is None else plan.forward(x)
         y = _empty(self.x_shape, self.dtype, self.device)
-        cd.call("cudnnActivationForward", self.handle, self.desc, self.one, self.xd, x.ptr, self.zero, self.xd, y.ptr)
+        cd.call("cudnnActivationForward", self.handle, self.desc, byref(self.one), self.xd, x.ptr, byref(self.zero),
+                self.xd, y.ptr)
         return y
 
     def backward(self, y, dy, x):
@@ -307,8 +307,8 @@ class ActivationPlan(_Plan):
             return dnn.activation_backward(y, dy, x, self.mode, self.coef) if plan is None else \
                 plan.backward(y, dy, x)
         dx, xd = _empty(shape, self.dtype, self.device), self.xd
-        cd.call("cudnnActivationBackward", self.handle, self.desc, self.one, xd, y.ptr, xd, dy.ptr, xd, x.ptr,
-                self.zero, xd, dx.ptr)
+        cd.call("cudnnActivationBackward", self.handle, self.desc, byref(self.one), xd, y.ptr, xd, dy.ptr, xd,
+                x.ptr, byref(self.zero), xd, dx.ptr)
         return dx
 
 
