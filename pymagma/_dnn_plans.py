@@ -16,6 +16,7 @@ Operands must be C-contiguous DeviceArrays of the planned shape, dtype and devic
 
 from __future__ import annotations
 
+import weakref
 from ctypes import byref
 
 import numpy as np
@@ -71,7 +72,9 @@ class _Plan:
     def __init__(self, args: tuple, dtype, device: int):
         dnn.data_type(dtype)  # a TypeError for a dtype cuDNN does not take
         self.args = args  # what made it: the same plan in other native libraries (:meth:`_elsewhere`)
-        self.libraries = _native.current
+        # the libraries it was made with, weakly: a plan is kept in their own cache, and a strong reference would
+        # make a cycle that keeps a swapped-out simulator (its memory, its handles) alive until a garbage collection
+        self.libraries = weakref.ref(_native.current)
         self.dtype, self.device = np.dtype(dtype), _checks.count(device, "device")
         self._handle = dnn.handle(self.device)  # alive as long as the plan
         self.handle = self._handle.value
@@ -121,22 +124,22 @@ class ConvPlan(_Plan):
                                         choice.algo, choice.workspace)
         return made
 
-    def _run(self, kind: str, a, b, c) -> None:
-        name, d0, d1, d2, d3, algo, size = self._calls.get(kind) or self._call(kind)
-        space = _trusted(size, self.device) if size else None
-        cd.call(name, self.handle, byref(self.one), d0, a.ptr, d1, b.ptr, d2, algo, space.ptr if size else None,
-                size, byref(self.zero), d3, c.ptr)
+    # each call inline (no call per call): its cuDNN function, descriptors, algorithm and workspace bytes (chosen on
+    # its first call), a workspace from the pool, then the call in cuDNN's argument order
 
     def forward(self, x, w):
         """y = x ⋆ w, a new (N, K, Ho, Wo) array."""
         if not (x.__class__ is _DeviceArray and w.__class__ is _DeviceArray and x.is_c_contiguous and
                 w.is_c_contiguous and (x.shape, w.shape, x.dtype, w.dtype, x.device, w.device) == self.xw):
             self._refuse_pair(("x", x, self.x_shape), ("w", w, self.w_shape))
-        if not (self.direct and _native.current is self.libraries):
+        if not (self.direct and _native.current is self.libraries()):
             plan = self._elsewhere()
             return dnn.conv2d_forward(x, w, **self.geometry) if plan is None else plan.forward(x, w)
         y = _empty(self.y_shape, self.dtype, self.device)
-        self._run("forward", x, w, y)
+        name, d0, d1, d2, d3, algo, size = self._calls.get("forward") or self._call("forward")
+        space = _trusted(size, self.device) if size else None
+        cd.call(name, self.handle, byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,
+                size, byref(self.zero), d3, y.ptr)
         return y
 
     def backward_data(self, dy, w):
@@ -144,12 +147,15 @@ class ConvPlan(_Plan):
         if not (dy.__class__ is _DeviceArray and w.__class__ is _DeviceArray and dy.is_c_contiguous and
                 w.is_c_contiguous and (dy.shape, w.shape, dy.dtype, w.dtype, dy.device, w.device) == self.yw):
             self._refuse_pair(("dy", dy, self.y_shape), ("w", w, self.w_shape))
-        if not (self.direct and _native.current is self.libraries):
+        if not (self.direct and _native.current is self.libraries()):
             plan = self._elsewhere()
             return dnn.conv2d_backward_data(dy, w, self.x_shape, **self.geometry) if plan is None else \
                 plan.backward_data(dy, w)
         dx = _empty(self.x_shape, self.dtype, self.device)
-        self._run("backward_data", w, dy, dx)
+        name, d0, d1, d2, d3, algo, size = self._calls.get("backward_data") or self._call("backward_data")
+        space = _trusted(size, self.device) if size else None
+        cd.call(name, self.handle, byref(self.one), d0, w.ptr, d1, dy.ptr, d2, algo, space.ptr if size else None,
+                size, byref(self.zero), d3, dx.ptr)
         return dx
 
     def backward_filter(self, x, dy):
@@ -157,12 +163,15 @@ class ConvPlan(_Plan):
         if not (x.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and x.is_c_contiguous and
                 dy.is_c_contiguous and (x.shape, dy.shape, x.dtype, dy.dtype, x.device, dy.device) == self.xy):
             self._refuse_pair(("x", x, self.x_shape), ("dy", dy, self.y_shape))
-        if not (self.direct and _native.current is self.libraries):
+        if not (self.direct and _native.current is self.libraries()):
             plan = self._elsewhere()
             return dnn.conv2d_backward_filter(x, dy, self.w_shape, **self.geometry) if plan is None else \
                 plan.backward_filter(x, dy)
         dw = _empty(self.w_shape, self.dtype, self.device)
-        self._run("backward_filter", x, dy, dw)
+        name, d0, d1, d2, d3, algo, size = self._calls.get("backward_filter") or self._call("backward_filter")
+        space = _trusted(size, self.device) if size else None
+        cd.call(name, self.handle, byref(self.one), d0, x.ptr, d1, dy.ptr, d2, algo, space.ptr if size else None,
+                size, byref(self.zero), d3, dw.ptr)
         return dw
 
     def _refuse_pair(self, *operands) -> None:
@@ -219,7 +228,7 @@ class BatchNormPlan(_Plan):
         self._params(scale=scale, bias=bias, running_mean=running_mean, running_var=running_var)
         if (running_mean is None) != (running_var is None):
             raise ValueError("give both running_mean and running_var, or neither")
-        if not (self.direct and _native.current is self.libraries):
+        if not (self.direct and _native.current is self.libraries()):
             plan = self._elsewhere()
             if plan is not None:
                 return plan.forward_training(x, scale, bias, running_mean, running_var, momentum=momentum, eps=eps)
@@ -243,7 +252,7 @@ class BatchNormPlan(_Plan):
                 if not self._fits(a, self.x_shape):
                     _refuse(self, what, a, self.x_shape)
         self._params(scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
-        if not (self.direct and _native.current is self.libraries):
+        if not (self.direct and _native.current is self.libraries()):
             plan = self._elsewhere()
             if plan is not None:
                 return plan.backward(x, dy, scale, save_mean, save_inv_std, eps=eps)
@@ -284,7 +293,7 @@ class ActivationPlan(_Plan):
     def forward(self, x):
         if not (x.__class__ is _DeviceArray and x.is_c_contiguous and (x.shape, x.dtype, x.device) == self.x_at):
             _refuse(self, "x", x, self.x_shape)
-        if not (self.direct and _native.current is self.libraries):
+        if not (self.direct and _native.current is self.libraries()):
             plan = self._elsewhere()
             return dnn.activation_forward(x, self.mode, self.coef) if plan is None else plan.forward(x)
         y = _empty(self.x_shape, self.dtype, self.device)
@@ -302,7 +311,7 @@ class ActivationPlan(_Plan):
             for what, a in (("y", y), ("dy", dy), ("x", x)):
                 if not self._fits(a, shape):
                     _refuse(self, what, a, shape)
-        if not (self.direct and _native.current is self.libraries):
+        if not (self.direct and _native.current is self.libraries()):
             plan = self._elsewhere()
             return dnn.activation_backward(y, dy, x, self.mode, self.coef) if plan is None else \
                 plan.backward(y, dy, x)

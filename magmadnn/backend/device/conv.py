@@ -105,8 +105,10 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     x = x if x.is_c_contiguous else _contiguous(x)
     extra, plan = _planned(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
     xin = _pad(x, extra, 0.0) if any(extra) else x
-    if saved is not None and xin is not x:
-        saved["padded_x"] = xin
+    if saved is not None:  # for backward-filter: the padded input and the plan (its layouts checked by the call)
+        saved["plan"] = plan
+        if xin is not x:
+            saved["padded_x"] = xin
     y = plan.forward(xin, w if w.is_c_contiguous else _contiguous(w))
     if bias is None:
         if activation is not None:
@@ -132,10 +134,14 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
     _same_dtype("conv2d_backward_filter", dy, x)
     x = x if x.is_c_contiguous else _contiguous(x)
-    extra, plan = _planned(x.shape, x.dtype, x.device, tuple(w_shape), stride, padding, dilation, groups)
-    xin = saved.get("padded_x") if saved else None
-    if xin is None:
-        xin = _pad(x, extra, 0.0) if any(extra) else x
+    plan = saved.get("plan") if saved else None
+    if plan is not None and plan.w_shape == tuple(w_shape):
+        xin = saved.get("padded_x", x)
+    else:
+        extra, plan = _planned(x.shape, x.dtype, x.device, tuple(w_shape), stride, padding, dilation, groups)
+        xin = saved.get("padded_x") if saved else None
+        if xin is None:
+            xin = _pad(x, extra, 0.0) if any(extra) else x
     return plan.backward_filter(xin, dy if dy.is_c_contiguous else _contiguous(dy))
 
 

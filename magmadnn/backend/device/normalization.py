@@ -31,13 +31,14 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     momentum = float(momentum)
     scratch = running_var if unbiased else zeros_like(running_var)
     x = x if x.is_c_contiguous else _contiguous(x)
-    y, mean_, inv_std = _plans.batch_norm_plan(x.shape, x.dtype, x.device).forward_training(
-        x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum, eps=float(eps))
+    plan = _plans.batch_norm_plan(x.shape, x.dtype, x.device)
+    y, mean_, inv_std = plan.forward_training(x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum,
+                                              eps=float(eps))
     if not unbiased:
         n = x.size // x.shape[1]
         batch = _k.affine(scratch, (n - 1) / (n * (1.0 - momentum)))
         running_stat_update(running_var, batch, momentum)
-    return y, (mean_, inv_std, float(eps))
+    return y, (mean_, inv_std, float(eps), plan)
 
 
 def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
@@ -47,10 +48,9 @@ def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
 
 def batch_norm_backward(dy, x, gamma, ctx):
     """(dx, dgamma, dbeta) of ``batch_norm_train``."""
-    mean_, inv_std, eps = ctx
+    mean_, inv_std, eps, plan = ctx  # the forward's plan (its layout checked again by the call)
     x = x if x.is_c_contiguous else _contiguous(x)
-    return _plans.batch_norm_plan(x.shape, x.dtype, x.device).backward(
-        x, dy if dy.is_c_contiguous else _contiguous(dy), gamma, mean_, inv_std, eps=eps)
+    return plan.backward(x, dy if dy.is_c_contiguous else _contiguous(dy), gamma, mean_, inv_std, eps=eps)
 
 
 def running_stat_update(running, batch, momentum):
