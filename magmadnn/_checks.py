@@ -63,8 +63,11 @@ def finite_array(array: np.ndarray, what: str, who: str) -> None:
     """ValueError naming the first non-finite entry of a float host array (integer arrays pass at once)."""
     if array.dtype.kind not in "fc" or array.size == 0:
         return
-    if np.isfinite(np.sum(array, dtype=np.complex128 if array.dtype.kind == "c" else np.float64)):
-        return  # one pass, no temporary: NaN and inf propagate into the (float64) sum
+    wide = array.dtype.itemsize >= 4  # float32/64 and complex: summed in their own type (2-byte floats in float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # an overflow or inf - inf is no warning: checked below
+        total = np.sum(array) if wide else np.sum(array, dtype=np.float64)
+    if np.isfinite(total):
+        return  # one pass, no temporary: NaN and inf propagate into the sum (an overflow to inf goes on below)
     finite = np.isfinite(array)
     if not finite.all():
         where = tuple(int(i) for i in np.argwhere(~finite)[0])

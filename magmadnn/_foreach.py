@@ -15,9 +15,14 @@ def update_all(opt, live, lr) -> bool:
     if rule is None or not live:
         return False
     xp = live[0][0].xp
-    if any(param.xp is not xp for param, _, _ in live):
-        return False
-    rule(opt, xp, [param.data for param, _, _ in live], [grad for _, grad, _ in live], [s for _, _, s in live], lr)
+    params, grads, slots = [], [], []
+    for param, grad, state in live:  # (one loop, no comprehension frames)
+        if param.xp is not xp:
+            return False
+        params.append(param.data)
+        grads.append(grad)
+        slots.append(state)
+    rule(opt, xp, params, grads, slots, lr)
     return True
 
 

@@ -10,21 +10,19 @@ the gradients of multi-use nodes, adds leaf gradients into ``.grad`` and then re
 from __future__ import annotations
 
 import math
+import operator
 import threading
 from typing import Any
 
 import numpy as np
 
+from . import _tape
 from . import backend as _backend
-from ._postorder import postorder
+from ._tape import ONE, GraphReleasedError, _run_backward  # noqa: F401 - autograd's names
 from .backend import faults as _faults
 
 __all__ = ["Tensor", "Parameter", "Function", "no_grad", "enable_grad", "is_grad_enabled", "GraphReleasedError",
            "grad"]
-
-
-class GraphReleasedError(RuntimeError):
-    """backward() went through a part of the graph whose saved values were already released."""
 
 
 class _GradState(threading.local):
@@ -337,133 +335,43 @@ class Function:
         tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs) if constants else inputs
         fn = cls()
         fn.xp = xp
-        out = Tensor._of(fn.forward(*[t.data for t in tensors], **params), xp)
-        if _state.enabled and any(needs):
+        data = fn.forward(*map(_DATA, tensors), **params)
+        try:  # xp.asarray(data), skipped for a class of arrays it was seen to return as they are (its own arrays)
+            own = (xp, data.__class__) in _OWN_ARRAYS
+        except TypeError:  # an unhashable backend object
+            own = False
+        if not own:
+            array = xp.asarray(data)
+            if array is data:
+                try:
+                    _OWN_ARRAYS.add((xp, data.__class__))
+                except TypeError:
+                    pass
+            data = array
+        out = Tensor.__new__(Tensor)  # Tensor._of, inline: every op's output passes here
+        out.xp, out.data, out.grad, out._fn = xp, data, None, None
+        if _state.enabled and True in needs:
             fn.inputs = tensors
             fn.needs_input_grad = tuple(needs)
             out.requires_grad = True
             out._fn = fn
+        else:
+            out.requires_grad = False
         return out
 
     @property
     def released(self) -> bool:
         return self._released
 
-    def release(self) -> None:
-        """Drop the inputs and every saved array; the Function can no longer run backward."""
-        self.__dict__.clear()
-        self._released = True
+    release = _tape.release  # drop the inputs and every saved array; the Function can no longer run backward
 
     def __repr__(self) -> str:
         return f"<{type(self).__name__}{' (released)' if self.released else ''}>"
 
 
-def _topological_order(root: Function) -> list[Function]:
-    """Functions reachable from ``root``, every consumer before its producers."""
-
-    def producers(fn: Function) -> list[Function]:
-        if fn._released:
-            raise GraphReleasedError(
-                f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
-                "compute the forward pass again before calling backward() a second time"
-            )
-        found = []
-        for t in fn.inputs:  # (a loop, not a comprehension: one call fewer per recorded op)
-            if t._fn is not None:
-                found.append(t._fn)
-        return found
-
-    return postorder(root, producers)[::-1]
-
-
-def _accumulate_leaf(t: Tensor, g, given: set[int] | None = None) -> None:
-    """Add ``g`` into ``t.grad``; a leaf never gets memory already handed to another leaf in this pass."""
-    if t.grad is not None:
-        t.grad = t.xp.add(t.grad, g)
-        return
-    if given is not None:
-        base = getattr(g, "base", None)  # the array owning g's memory
-        owner = id(g if base is None else base)
-        if owner in given:
-            g = t.xp.copy(g)
-            owner = id(g)
-        given.add(owner)
-    t.grad = g
-
-
-def _leaves_final_after(order: list[Function]) -> dict[int, list[Tensor]]:
-    """Position in ``order`` -> the leaves requiring grad whose last user is the Function at that position."""
-    last: dict[int, tuple[int, Tensor]] = {}
-    for i, fn in enumerate(order):
-        for t in fn.inputs:
-            if t._fn is None and t.requires_grad:
-                last[id(t)] = (i, t)
-    out: dict[int, list[Tensor]] = {}
-    for i, t in last.values():
-        out.setdefault(i, []).append(t)
-    return out
-
-
-#: The implicit gradient 1 of a one-element root (``loss.backward()``) whose Function has ``backward_of_one()``: its
-#: gradients from an upstream gradient of 1, without an array of ones (the fused mean losses fold the 1 in).
-ONE = object()
-
-
-def _run_backward(root: Tensor, grad, on_leaf_ready=None) -> None:
-    # the seed's memory is never a leaf's .grad (a leaf reached by it as it is gets a copy): the seed may be a kept
-    # constant, and a .grad may be written in place later (data parallelism's averaging)
-    base = getattr(grad, "base", None)
-    seed = {id(grad if base is None else base)}
-    if root._fn is None:
-        _accumulate_leaf(root, grad, seed)
-        if on_leaf_ready is not None:
-            on_leaf_ready(root)
-        return
-    order = _topological_order(root._fn)
-    final_after = _leaves_final_after(order) if on_leaf_ready is not None else {}
-    grads: dict[int, Any] = {id(root._fn): grad}
-    given: set[int] = seed  # memory owners already stored as some leaf's .grad (or the seed's)
-    done = False
-    try:
-        for position, fn in enumerate(order):
-            g = grads.pop(id(fn), None)
-            if g is not None:
-                _backward_one(fn, g, grads, given)
-            fn.release()  # nothing flows into fn any more: consumers come before their producers in ``order``
-            if final_after:
-                for leaf in final_after.get(position, ()):
-                    on_leaf_ready(leaf)
-        done = True
-    finally:
-        if not done:
-            for fn in order:
-                fn.release()
-
-
-def _backward_one(fn: Function, g, grads: dict[int, Any], given: set[int]) -> None:
-    """Run ``fn.backward(g)``; add each input's gradient into ``grads`` (by producer) or into its leaf's ``.grad``."""
-    in_grads = fn.backward_of_one() if g is ONE else fn.backward(g)
-    if not isinstance(in_grads, tuple):
-        in_grads = (in_grads,)
-    inputs = fn.inputs
-    if len(in_grads) != len(inputs):
-        raise RuntimeError(f"{type(fn).__name__}.backward returned {len(in_grads)} gradients for {len(inputs)} inputs")
-    for t, gi in zip(inputs, in_grads):
-        if gi is None or not t.requires_grad:
-            continue
-        shape = gi.shape
-        if shape != t.data.shape and tuple(shape) != t.shape:
-            raise RuntimeError(
-                f"{type(fn).__name__}.backward returned a gradient of shape {tuple(shape)} "
-                f"for an input of shape {t.shape}"
-            )
-        producer = t._fn
-        if producer is None:
-            _accumulate_leaf(t, gi, given)
-        else:
-            key = id(producer)
-            prev = grads.get(key)
-            grads[key] = gi if prev is None else fn.xp.add(prev, gi)
+_DATA = operator.attrgetter("data")  # a Tensor's array, without a Python frame per input
+#: (backend, array class) pairs whose ``asarray`` was seen to return such an array as it is (Function.apply skips it)
+_OWN_ARRAYS: set = set()
 
 
 def grad(loss: Tensor, weights) -> list:

@@ -22,6 +22,7 @@ import numpy as np
 from . import functional as F
 from ._checks import integer, real, shape_str
 from ._configurable import Configurable
+from ._fused_losses import probability_crossentropy
 from ._loss_weights import WeightedCrossEntropy, pack, weights_of
 from ._registry import resolve
 from .autograd import Tensor
@@ -60,8 +61,7 @@ class Loss(Configurable):
         raise NotImplementedError
 
     def checked(self, outputs, targets):
-        """The loss of targets that ``validate`` accepted already (the model validates once per call): a loss may
-        skip its per-batch value checks here."""
+        """The loss of targets ``validate`` accepted already (checked once per call): no per-batch value checks."""
         return self(outputs, targets)
 
     def validate(self, targets: np.ndarray, output_shape: tuple) -> None:
@@ -74,8 +74,7 @@ class Loss(Configurable):
         return {"class_name": type(self).__name__, "config": {"reduction": self.reduction}}
 
     def counted(self, targets) -> int | None:
-        """The number of targets a batch's value is averaged over when it is not its sample count (``ignore_index``);
-        None: the batch counts by its samples."""
+        """The targets a batch's value is averaged over if not its samples (``ignore_index``); None: its samples."""
         return None
 
     @property
@@ -325,8 +324,7 @@ class KerasLoss(Loss):
 
     # -- the model's path
     def validate(self, targets, output_shape) -> None:
-        """Check NumPy ``targets`` (N, ...) against the per-sample ``output_shape`` (and remember that shape for
-        :meth:`prepare`)."""
+        """Check NumPy ``targets`` (N, ...) against the per-sample ``output_shape`` (kept for :meth:`prepare`)."""
         targets = np.asarray(targets)
         if not (np.issubdtype(targets.dtype, np.number) or targets.dtype == np.bool_) or np.iscomplexobj(targets):
             raise TypeError(f"{self.name}: targets must be real numbers, got dtype {targets.dtype}")
@@ -356,6 +354,8 @@ class KerasLoss(Loss):
     def checked(self, outputs, packed):
         xp = outputs.xp
         arr = packed if not isinstance(packed, np.ndarray) else xp.asarray(packed)
+        if (fused := probability_crossentropy(self, outputs, arr, xp)) is not None:  # the device: one launch
+            return fused
         n, d = int(arr.shape[0]), int(arr.shape[1]) - 1
         t, w = xp.split(arr, [d, 1], 1)
         t = xp.reshape(t, outputs.shape)
@@ -451,7 +451,7 @@ class CategoricalCrossentropy(KerasLoss):
     """Keras' ``CategoricalCrossentropy`` ("categorical_crossentropy"): one-hot / soft targets shaped like the
     outputs; the outputs are probabilities (a softmax layer) unless ``from_logits=True``."""
 
-    name = "categorical_crossentropy"
+    name, _binary = "categorical_crossentropy", False  # _binary: a cross entropy of probabilities (_fused_losses)
 
     def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
                  name=None, dtype=None):
@@ -524,7 +524,7 @@ class BinaryCrossentropy(KerasLoss):
     """Keras' ``BinaryCrossentropy`` ("binary_crossentropy"): targets in [0, 1] shaped like the outputs ((N,)
     against (N, 1) outputs too); the outputs are probabilities (a sigmoid layer) unless ``from_logits=True``."""
 
-    name = "binary_crossentropy"
+    name, _binary = "binary_crossentropy", True
 
     def __init__(self, from_logits=False, label_smoothing=0.0, axis=-1, reduction="sum_over_batch_size",
                  name=None, dtype=None):

@@ -48,6 +48,8 @@ class MetricVariable:
         data = value.data if isinstance(value, Tensor) else value
         if isinstance(value, MetricVariable):
             data = value.data
+        if isinstance(data, (int, float, np.number)) and not isinstance(data, bool) and self.data.dtype.kind == "f":
+            return self.xp.full(self.shape, float(data), self.data.dtype)  # filled on the device: no upload
         if isinstance(data, np.ndarray) or np.isscalar(data) or isinstance(data, (list, tuple)):
             data = self.xp.asarray(np.asarray(data, dtype=self.data.dtype))
         if tuple(data.shape) != self.shape:

@@ -36,7 +36,7 @@ from . import _foreach, clipping, constraints, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
-from .autograd import Tensor
+from .autograd import Parameter, Tensor
 from .backend.ops.optim import adam_bias_corrections
 
 __all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "LossScaleOptimizer",
@@ -102,8 +102,9 @@ class Optimizer(KerasApply, Configurable):
         lr = self._advance()
         if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
             lr = self._device_values
-        grads = self._clipped_grads(params)
-        live = [(param, grads[i], self._slots(i, param)) for i, param in enumerate(params) if grads[i] is not None]
+        grads, made = self._clipped_grads(params), self._state  # (slots made already: read without a frame)
+        live = [(p, g, made[i] if i in made else self._slots(i, p)) for i, (p, g) in enumerate(zip(params, grads))
+                if g is not None]
         if not _foreach.update_all(self, live, lr):  # one op for all (one launch per dtype on the device), or each
             for param, grad, state in live:
                 self.update(param.xp, param.data, grad, state, lr)
@@ -124,7 +125,8 @@ class Optimizer(KerasApply, Configurable):
     # -- gradient clipping
     def _clipped_grads(self, params) -> list:
         """The gradients the update uses (None where a parameter has none), clipped as :mod:`.clipping` says."""
-        grads = [param.grad if getattr(param, "trainable", True) else None for param in params]
+        grads = [p.grad if (p._trainable if p.__class__ is Parameter else getattr(p, "trainable", True)) else None
+                 for p in params]  # (a Parameter's own flag read without its property's frame)
         return clipping.clip(params, grads, self.clipnorm, self.global_clipnorm, self.clipvalue)
 
     # -- device-resident step values (graph replay, magmadnn.models.replay)
@@ -160,9 +162,8 @@ class Optimizer(KerasApply, Configurable):
         else:
             lr = self._lr
         config = {"lr": lr, "weight_decay": self.weight_decay}
-        for name in ("clipnorm", "global_clipnorm", "clipvalue"):  # only when set, so older configs read the same
-            if getattr(self, name) is not None:
-                config[name] = getattr(self, name)
+        config.update({name: getattr(self, name) for name in ("clipnorm", "global_clipnorm", "clipvalue")
+                       if getattr(self, name) is not None})  # only when set, so older configs read the same
         return config
 
     def to_config(self) -> dict:
@@ -197,9 +198,8 @@ class Optimizer(KerasApply, Configurable):
 
 
 # ------------------------------------------------------------------------------------- Keras-only arguments
-_KERAS_DEFAULTS = {"amsgrad": False, "use_ema": False, "ema_momentum": 0.99,
-                   "ema_overwrite_frequency": None, "loss_scale_factor": None, "gradient_accumulation_steps": None,
-                   "name": None}
+_KERAS_DEFAULTS = {"amsgrad": False, "use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None,
+                   "loss_scale_factor": None, "gradient_accumulation_steps": None, "name": None}
 
 
 def _refuse_keras_only(who: str, arguments: dict) -> None:

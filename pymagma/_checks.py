@@ -10,6 +10,7 @@ from __future__ import annotations
 import functools
 import operator
 from collections.abc import Callable
+from itertools import chain
 
 from . import _libs
 
@@ -70,6 +71,9 @@ def _kind(values: tuple) -> tuple:
     return tuple(out)
 
 
+_is_tuple = tuple.__instancecheck__  # isinstance(v, tuple), without a Python frame
+
+
 def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
     """``fn`` (a pure function of hashable arguments: checks and derived sizes) answered once per distinct arguments,
     their types included (a float 2.0 is not the int 2, so its TypeError is still raised); errors and unhashable
@@ -78,7 +82,12 @@ def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
 
     @functools.wraps(fn)
     def call(*args):
-        key = (args, _kind(args))
+        kinds = tuple(map(type, args))
+        if tuple in kinds:  # the types inside tuple arguments too: one level without a call, deeper by _kind
+            inner = tuple(map(type, chain.from_iterable(filter(_is_tuple, args))))
+            key = (args, kinds, inner) if tuple not in inner else (args, _kind(args), None)
+        else:
+            key = (args, kinds)
         try:
             return answers[key]
         except KeyError:

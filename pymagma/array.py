@@ -35,9 +35,22 @@ def _normalize_shape(shape) -> tuple[int, ...]:
 _INT = {int}
 
 
+def _reshaped(size: int, shape) -> tuple[int, ...]:
+    """``shape`` (ints, one of them possibly -1) checked as a new shape for ``size`` elements, -1 resolved; the
+    answer for a tuple of plain ints is kept in ``_RESHAPED`` (errors never are)."""
+    new = _reshaped_checked(size, shape)
+    if type(shape) is tuple and set(map(type, shape)) <= _INT:
+        if len(_RESHAPED) >= 1024:
+            _RESHAPED.clear()
+        _RESHAPED[(size, shape)] = new
+    return new
+
+
+_RESHAPED: dict = {}  # (size, shape of plain ints) -> the checked new shape
+
+
 @_checks.once_per_arguments
-def _reshaped(size: int, shape: tuple) -> tuple[int, ...]:
-    """``shape`` (ints, one of them possibly -1) checked as a new shape for ``size`` elements, -1 resolved."""
+def _reshaped_checked(size: int, shape: tuple) -> tuple[int, ...]:
     shape = list(_checks.sizes(shape, "reshape: shape"))
     if shape.count(-1) > 1:
         raise ValueError("can only specify one unknown dimension (-1)")
@@ -162,6 +175,7 @@ class DeviceArray:
         no argument checks again."""
         a = object.__new__(cls)
         a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, shape, strides, ptr, owner, device
+        a.ndim, a.itemsize = len(shape), dtype.itemsize  # (kept values, known: no first-use look-up per view)
         return a
 
     # ---------------------------------------------------------------------------------------------- properties
@@ -207,8 +221,13 @@ class DeviceArray:
     def _view(self, offset: int, shape, strides) -> DeviceArray:
         """A view of this array; ``shape`` and ``strides`` (None: C-contiguous) are ints its caller computed."""
         shape = tuple(shape)
-        strides = c_strides(shape, self.dtype.itemsize) if strides is None else tuple(strides)
-        return DeviceArray._trusted(shape, self.dtype, self.ptr + offset, strides, self, self.device)
+        dtype = self.dtype
+        strides = c_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
+        a = object.__new__(DeviceArray)  # DeviceArray._trusted, inline: every view passes here
+        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, shape, strides, self.ptr + offset, self, \
+            self.device
+        a.ndim, a.itemsize = len(shape), dtype.itemsize
+        return a
 
     def __getitem__(self, key) -> DeviceArray:
         """Basic indexing is a view; integer-array and boolean-mask keys (the array API's) copy on the device."""
@@ -235,16 +254,23 @@ class DeviceArray:
     def reshape(self, *shape) -> DeviceArray:
         if len(shape) == 1 and hasattr(shape[0], "__iter__"):
             shape = tuple(shape[0])
-        shape = _reshaped(math.prod(self.shape), shape)
+        size = math.prod(self.shape)  # the new shape from _RESHAPED once checked (no call per reshape of ints)
+        new = _RESHAPED.get((size, shape)) if type(shape) is tuple and set(map(type, shape)) <= _INT else None
+        new = _reshaped(size, shape) if new is None else new
         base = self if self.is_c_contiguous else self.copy()
-        return base._view(0, shape, _c_strides_cached(shape, self.dtype.itemsize))
+        dtype = base.dtype
+        a = object.__new__(DeviceArray)  # base._view(0, new, C strides), inline
+        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, new, _c_strides_cached(new, dtype.itemsize), \
+            base.ptr, base, base.device
+        a.ndim, a.itemsize, a.size, a.is_c_contiguous = len(new), dtype.itemsize, size, True
+        return a
 
     def ravel(self) -> DeviceArray:
         return self.reshape(-1)
 
     @property
     def T(self) -> DeviceArray:
-        return self.transpose()
+        return DeviceArray._trusted(self.shape[::-1], self.dtype, self.ptr, self.strides[::-1], self, self.device)
 
     def transpose(self, *axes) -> DeviceArray:
         if not axes:  # all axes reversed (.T): nothing to check
@@ -442,6 +468,9 @@ class DeviceArray:
         return _dlpack.to_capsule(self, _dlpack.kDLCUDA, versioned=versioned)
 
 
+_device_count = runtime.device_count  # (read as a resource by on_arrays_device unless replaced, as tests do)
+
+
 def on_arrays_device(fn):
     """Decorator: with several GPUs, run ``fn`` with the device of its first DeviceArray argument current (MAGMA
     queues, cuBLAS and cuDNN handles belong to one device), then restore the caller's device.  With one GPU, or
@@ -449,7 +478,8 @@ def on_arrays_device(fn):
 
     @functools.wraps(fn)
     def run(*args, **kwargs):
-        if runtime.device_count() > 1:
+        count = _native.current.__dict__.get("device_count") if runtime.device_count is _device_count else None
+        if (runtime.device_count() if count is None else count) > 1:  # (the count read once: no call per routine)
             for a in (*args, *kwargs.values()):
                 if isinstance(a, DeviceArray):
                     with runtime.on_device(a.device):
@@ -471,12 +501,24 @@ def require_device_array(x, what: str) -> DeviceArray:
 def empty(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
     """An uninitialized C-contiguous DeviceArray.  ``shape``: an int or a sequence of non-negative ints (NumPy
     integers too; a float is a TypeError); ``device``: a device index or None for the current device."""
+    if type(shape) is tuple and set(map(type, shape)) <= _INT and (not shape or min(shape) >= 0):
+        try:  # a supported dtype (or its scalar type) and a tuple of ints: no call per check (an op's own output)
+            dt = _SUPPORTED.get(dtype)
+        except TypeError:  # an unhashable dtype description: dtypes.check names what is wrong
+            dt = None
+        if dt is not None:
+            return _allocated(shape, dt, device)
     return _allocated(_normalize_shape(shape), dtypes.check(dtype), device)
+
+
+#: the supported NumPy dtypes (and their scalar types), each to its dtype: :func:`empty`'s look-up without a call
+_SUPPORTED = {**{d: d for d in dtypes.SUPPORTED}, **{d.type: d for d in dtypes.SUPPORTED}}
 
 
 def _allocated(shape: tuple, dtype: np.dtype, device: int | None) -> DeviceArray:
     """:func:`empty` of a checked shape (a tuple of non-negative ints: a NumPy array's own) and supported dtype."""
-    device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
+    if type(device) is not int or not 0 <= device <= _checks.INT32_MAX:  # (a plain index needs no call)
+        device = runtime.get_device() if device is None else _device_index(device)  # get_device: a device is required
     nbytes = math.prod(shape) * dtype.itemsize
     if nbytes >= 2**63:  # NumPy's ValueError for an array no address space holds (was ctypes' OverflowError)
         raise ValueError(f"array is too big: shape {shape} of {dtype} needs {nbytes} bytes, more than any device "
@@ -496,7 +538,7 @@ def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline: every op's output passes here
     out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = (
         dtype, shape, _c_strides_cached(shape, itemsize), alloc.ptr, alloc, device)
-    out.is_c_contiguous, out.size, out.itemsize = True, size, itemsize  # (kept values, known)
+    out.is_c_contiguous, out.size, out.itemsize, out.ndim = True, size, itemsize, len(shape)  # (kept values, known)
     return out
 
 

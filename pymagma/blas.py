@@ -20,14 +20,29 @@ from __future__ import annotations
 import ctypes
 import functools
 import numbers
-from dataclasses import dataclass
 
 import numpy as np
 
-from . import _colmajor, _cublas, _magma
+from . import _colmajor, _cublas, _magma, _native
 from . import array as _array
+from ._blas_plans import (  # noqa: F401 - the plans, pymagma.blas's own names
+    BatchedGemm,
+    GemmCall,
+    GemvCall,
+    SyrkCall,
+    TrsmCall,
+    _batch_offsets,
+    _inc,
+    _stored_or_raise,
+    _uniform_stride,
+    plan_gemm,
+    plan_gemm_batched,
+    plan_gemv,
+    plan_syrk,
+    plan_trsm,
+)
 from ._checks import native_sizes as check_native_sizes
-from ._colmajor import LEFT, LOWER, RIGHT, UPPER, N, Stored, T, magma, pointer_array, stored
+from ._colmajor import LEFT, LOWER, RIGHT, UPPER, N, Stored, T, magma, pointer_array, stored  # noqa: F401
 from .array import DeviceArray, _empty, empty, on_arrays_device, require_device_array
 
 BLAS_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
@@ -37,155 +52,6 @@ HALF_NAMES = ("float16", "bfloat16")  #: gemm operand dtypes computed by cuBLAS 
 #: next float32 gemm on a queue sets its cuBLAS handle's math mode (CUBLAS_TF32_TENSOR_OP_MATH or
 #: CUBLAS_DEFAULT_MATH), which MAGMA's sgemm runs with.
 allow_tf32 = False
-
-
-# ----------------------------------------------------------------------------------------------------- plans (pure)
-def _stored_or_raise(x, what: str) -> tuple[Stored, bool]:
-    s = stored(x)
-    if s is None:
-        raise ValueError(f"{what} has strides {x.strides} that BLAS cannot address; pass a contiguous array "
-                         "(or a transposed view of one)")
-    return s
-
-
-@dataclass(frozen=True)
-class GemmCall:
-    """``C = alpha op(A) op(B) + beta C`` in column-major terms."""
-
-    transA: int
-    transB: int
-    m: int
-    n: int
-    k: int
-    A: Stored
-    B: Stored
-    C: Stored
-    swapped: bool = False  # True when the call computes C^T = B^T A^T (B's matrix comes first)
-
-
-def plan_gemm(a, b, c) -> GemmCall:
-    """The column-major gemm that computes row-major ``c = a @ b`` (2-D operands)."""
-    (m, k), (_, n) = a.shape, b.shape
-    sa, at = _stored_or_raise(a, "A")
-    sb, bt = _stored_or_raise(b, "B")
-    sc, ct = _stored_or_raise(c, "C")
-    if not ct:  # C stored as itself: C = op(SA) op(SB)
-        return GemmCall(T if at else N, T if bt else N, m, n, k, sa, sb, sc)
-    # C stored transposed: C^T = B^T A^T, with B^T = SB when B is stored transposed
-    return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc, swapped=True)
-
-
-@dataclass(frozen=True)
-class GemvCall:
-    trans: int
-    m: int
-    n: int
-    A: Stored
-    x: int
-    incx: int
-    y: int
-    incy: int
-
-
-def _inc(v, what: str) -> int:
-    if v.shape[0] <= 1:
-        return 1
-    step = v.strides[0] // v.dtype.itemsize
-    if step <= 0 or v.strides[0] % v.dtype.itemsize:
-        raise ValueError(f"{what} needs a positive element stride, got {v.strides[0]} bytes")
-    return step
-
-
-def plan_gemv(a, x, y) -> GemvCall:
-    """The column-major gemv for row-major ``y = a @ x``."""
-    sa, at = _stored_or_raise(a, "A")
-    return GemvCall(T if at else N, sa.rows, sa.cols, sa, x.ptr, _inc(x, "x"), y.ptr, _inc(y, "y"))
-
-
-@dataclass(frozen=True)
-class TrsmCall:
-    side: int
-    uplo: int
-    trans: int
-    diag: int
-    m: int
-    n: int
-    A: Stored
-    B: Stored
-
-
-def plan_trsm(a, b, left: bool, lower: bool, trans_a: bool, unit: bool) -> TrsmCall:
-    """Column-major trsm solving row-major ``op(a) X = B`` (left) or ``X op(a) = B`` (right) in place of ``b``."""
-    sa, at = _stored_or_raise(a, "A")
-    sb, bt = _stored_or_raise(b, "B")
-    side = LEFT if left != bt else RIGHT
-    uplo = LOWER if lower != at else UPPER
-    trans = T if (trans_a != at) != bt else N
-    return TrsmCall(side, uplo, trans, _magma.MagmaUnit if unit else _magma.MagmaNonUnit, sb.rows, sb.cols, sa, sb)
-
-
-@dataclass(frozen=True)
-class SyrkCall:
-    uplo: int
-    trans: int
-    n: int
-    k: int
-    A: Stored
-    C: Stored
-
-
-def plan_syrk(a, c, lower: bool, trans: bool) -> SyrkCall:
-    """Column-major syrk for row-major ``c = a @ a.T`` (``trans`` False) or ``a.T @ a``; only ``lower``/upper set."""
-    sa, at = _stored_or_raise(a, "A")
-    sc, ct = _stored_or_raise(c, "C")
-    op = T if at != trans else N  # op(SA) op(SA)^T must equal op(a) op(a)^T
-    k = sa.cols if op == N else sa.rows
-    return SyrkCall(LOWER if lower != ct else UPPER, op, c.shape[0], k, sa, sc)
-
-
-@dataclass(frozen=True)
-class BatchedGemm:
-    """One gemm shape over a batch: per-matrix pointers, and the common element strides when they are uniform."""
-
-    call: GemmCall
-    a_ptrs: tuple[int, ...]
-    b_ptrs: tuple[int, ...]
-    c_ptrs: tuple[int, ...]
-    strides: tuple[int, int, int] | None
-
-
-def _batch_offsets(shape, strides) -> list[int]:
-    return [sum(i * s for i, s in zip(idx, strides)) for idx in np.ndindex(*shape)]
-
-
-def _uniform_stride(offsets: list[int]) -> int | None:
-    if len(offsets) <= 1:
-        return 0
-    step = offsets[1] - offsets[0]
-    return step if all(o == offsets[0] + i * step for i, o in enumerate(offsets)) else None
-
-
-def plan_gemm_batched(a, b, c) -> BatchedGemm:
-    """Batched row-major ``c[i] = a[i] @ b[i]`` over broadcast leading dimensions (``c`` has the full batch)."""
-    batch = c.shape[:-2]
-    first = [x[(0,) * (x.ndim - 2)] if x.ndim > 2 else x for x in (a, b, c)]
-    call = plan_gemm(*first)
-    offsets = []
-    for x in (a, b, c):
-        lead = x.ndim - 2
-        bshape = (1,) * (len(batch) - lead) + tuple(x.shape[:lead])
-        bstrides = (0,) * (len(batch) - lead) + tuple(x.strides[:lead])
-        bstrides = tuple(0 if n == 1 else s for n, s in zip(bshape, bstrides))
-        offsets.append(_batch_offsets(batch, bstrides))
-    if call.swapped:  # the column-major call takes B's matrices first, then A's
-        offsets[0], offsets[1] = offsets[1], offsets[0]
-    items = [x.dtype.itemsize for x in (b, a, c) if call.swapped] or [x.dtype.itemsize for x in (a, b, c)]
-    uniform = [_uniform_stride(o) for o in offsets]
-    strides = None
-    if all(u is not None and u % item == 0 for u, item in zip(uniform, items)):
-        strides = tuple(u // item for u, item in zip(uniform, items))
-    ptrs = [tuple(base + o for o in offs) for base, offs in zip((call.A.ptr, call.B.ptr, call.C.ptr), offsets)]
-    return BatchedGemm(call, *ptrs, strides)
 
 
 # ----------------------------------------------------------------------------------------------------- execution
@@ -268,7 +134,8 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     float16 and bfloat16 operands (both of one type) are multiplied by cuBLAS GemmEx on the queue's cuBLAS handle
     with float32 accumulation; ``out_dtype`` (or ``out``'s dtype) is float32 or the operands' type (the default),
     the float32 result rounded once to it."""
-    a, b = _device_arrays("gemm", a=a, b=b)
+    if a.__class__ is not DeviceArray or b.__class__ is not DeviceArray:
+        a, b = _device_arrays("gemm", a=a, b=b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm needs 2-D operands, got {a.ndim}-D and {b.ndim}-D (use matmul or gemm_batched)")
     a = a.T if trans_a else a
@@ -291,7 +158,8 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         p = precision(a, b, out)
     if not a.device == b.device == out.device:
         _same_device(a, b, out)
-    queue = out.queue
+    libraries = _native.current
+    queue = libraries.default_queues.get(out.device) or out.queue  # (DeviceArray.queue's fast path, inline)
     if p == "s" and queue.tf32 != bool(allow_tf32):
         _set_tf32(queue, bool(allow_tf32))
     if out.size == 0:
@@ -304,10 +172,17 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
     except ValueError:  # a layout BLAS cannot address: work on contiguous copies (CuPy's way), off the hot path
         return _gemm_on_copies(gemm, a, b, out, alpha=alpha, beta=beta)
     first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
-    magma().bind(f"magma_{p}gemm")(
-        c.transA, c.transB, c.m, c.n, c.k, _scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,
-        _scalar_cached(beta, p), out.ptr, c.C.ld, queue.handle)
+    alpha_p, beta_p = _SCALARS.get((alpha, p)), _SCALARS.get((beta, p))  # (_scalar_cached's hits, inline)
+    alpha_p = _scalar_cached(alpha, p) if alpha_p is None else alpha_p
+    beta_p = _scalar_cached(beta, p) if beta_p is None else beta_p
+    # the MAGMA library in use after magma_init (magma(), inline once it is made)
+    lib = libraries.__dict__.get("magma_initialized") or magma()
+    lib.bind(_GEMM_NAMES[p])(c.transA, c.transB, c.m, c.n, c.k, alpha_p, first, c.A.ld, second, c.B.ld, beta_p,
+                             out.ptr, c.C.ld, queue.handle)
     return out
+
+
+_GEMM_NAMES = {p: f"magma_{p}gemm" for p in _magma.PRECISIONS}
 
 
 def _set_tf32(queue, on: bool) -> None:

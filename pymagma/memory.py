@@ -85,6 +85,11 @@ class Pool:
                 self.stats["cached_bytes"] -= size
                 self.stats["in_use_bytes"] += size
                 return blocks.pop()
+        return self.new_block(device, size)
+
+    def new_block(self, device: int, size: int) -> int:
+        """A block of ``size`` bytes from cudaMalloc (the cache released and the call retried once when it runs
+        out): :meth:`take`'s miss, its request counted already."""
         try:
             ptr = self._malloc(device, size)
         except DeviceMemoryError:
@@ -218,9 +223,26 @@ class Allocation:
         a = object.__new__(cls)
         a.nbytes, a.device = nbytes, device
         a.size = size = -(-nbytes // ALIGNMENT) * ALIGNMENT if nbytes <= _LARGE else _bucket(nbytes)
+        if not size:
+            a.ptr, a._pool = 0, None
+            return a
         pool = getattr(_override, "pool", None) or _native.current.memory_pool
-        a.ptr = pool.take(device, size) if size else 0
-        a._pool = pool if size else None
+        with pool.lock:  # Pool.take, inline up to a cache miss: every op's output passes here
+            returned, free, stats = pool.returned, pool.free_blocks, pool.stats
+            while returned:
+                d, s, p = returned.popleft()
+                free[(d, s)].append(p)
+                stats["in_use_bytes"] -= s
+                stats["cached_bytes"] += s
+            stats["requests"] += 1
+            blocks = free.get((device, size))
+            if blocks:
+                stats["hits"] += 1
+                stats["cached_bytes"] -= size
+                stats["in_use_bytes"] += size
+                a.ptr, a._pool = blocks.pop(), pool
+                return a
+        a.ptr, a._pool = pool.new_block(device, size), pool
         return a
 
     def free(self) -> None:

@@ -15,7 +15,8 @@ Per model, in one process, alternated call by call (``steps`` rounds, medians), 
   copied in, ``predict`` on the host;
 - ``recognised``: the ONNX file loaded with ``load(path, layers=True)`` (the layer-recognising pass: the same layers,
   batch norm folded into the convolutions by the exporter);
-- ``op nodes``: the ONNX file loaded with ``load(path, layers=False)``: one op node per ONNX node;
+- ``op nodes``: the ONNX file loaded with ``load(path, layers=False)``: one op node per ONNX node (each chain
+  Conv -> Add -> Relu fused into one by the default fusion pass);
 - ``onnxruntime``: the ONNX file in an onnxruntime CPU session with 1 and with 2 intra-op threads.
 
 Ratios: ``vs_layers`` = time / the hand-built layers model's; ``vs_ort`` = time / onnxruntime's with as many threads

@@ -55,6 +55,7 @@ KERNELS = ("tests/pymagma/test_kernels_emulated.py",)
 DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # the device backend's own programs
 FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_tensor or bias_activation or "
          "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
+KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
@@ -350,6 +351,18 @@ MUTANTS = [
            "magmadnn/backend/device/kernels/loss.cu",
            ": A(1)) / (A)rows));  // stored", ": A(1)) / (A)classes));  // stored",
            FUSED),
+    Mutant("keras-xent-weight-dropped", "Keras' fused cross entropy of probabilities ignores the sample weights",
+           "magmadnn/backend/device/kernels/loss.cu",
+           "part += Traits<T>::load(Traits<T>::store(row * Traits<T>::load(packed[r * (cols + 1) + cols])));",
+           "part += Traits<T>::load(Traits<T>::store(row));", KERAS_XENT),
+    Mutant("keras-xent-grad-not-through-sum", "the fused categorical gradient leaves out the division by the row sum",
+           "magmadnn/backend/device/kernels/loss.cu",
+           "dp[r * cols + j] = Traits<T>::store(gr * (dq - centre) / total);",
+           "dp[r * cols + j] = Traits<T>::store(gr * (dq - centre));", KERAS_XENT),
+    Mutant("keras-xent-binary-smoothing-full", "the fused binary gradient smooths targets by e instead of e / 2",
+           "magmadnn/backend/device/kernels/loss.cu",
+           "const A tj = Traits<T>::load(t[j]) * (A(1) - e) + e * A(0.5);\n                const A pj",
+           "const A tj = Traits<T>::load(t[j]) * (A(1) - e) + e;\n                const A pj", KERAS_XENT),
     Mutant("norm-fused-skips-a-param-block", "layer norm's one-launch backward leaves its first parameter block out",
            "magmadnn/backend/device/kernels/norm.cu", "if (b < row_blocks) {", "if (b <= row_blocks) {", FUSED),
     Mutant("attention-heads-query-head-ignored", "attention over interleaved heads reads head 0's query for all",

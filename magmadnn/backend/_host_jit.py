@@ -2,8 +2,9 @@
 
 The host backend is complete without them: each kernel replaces a NumPy sequence of its ops that works in short strided
 runs or several passes, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU),
-col2im, 2x2 stride-2 max pooling, SGD's update; and one that fuses the dozen small products of an LSTM step's
-backward. Results equal the NumPy path's, NaN and infinities included. ``kernels`` is None when numba is not
+col2im, 2x2 stride-2 max pooling, SGD's update, the softmax cross-entropy of integer labels; and one that fuses the
+dozen small products of an LSTM step's backward. Results equal the NumPy path's, NaN and infinities included (the
+row kernels' and the cross-entropy's float64 sums aside, see their builders). ``kernels`` is None when numba is not
 installed or ``MAGMADNN_JIT=0`` is set; the host then takes its NumPy path. Kernels compile on first use (cached on
 disk by numba) for float32 and float64 arrays.
 
@@ -162,6 +163,8 @@ def _build(numba):
              "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
     table.update(_build_rows(numba))
     table.update(_build_updates(numba))
+    table.update(_build_conv_forward(numba))
+    table.update(_build_losses(numba))
     return table
 
 
@@ -259,6 +262,182 @@ def _build_rows(numba):
 
     return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
             "masked_softmax_backward": masked_softmax_backward}
+
+
+def _build_conv_forward(numba):
+    """The inference convolution's gathers and epilogues (see ``host/_conv_infer``): plain copies from the unpadded
+    NCHW input (zeros where the padding is), and one pass that sums the partial products of the kernel rows and
+    adds the bias, a residual and a ReLU (NaN stays NaN, as np.maximum)."""
+    njit = numba.njit(cache=True)
+
+    @njit
+    def im2col_nchw(x, n0, cols, sh, sw, dh, dw, pt, pl):
+        """cols (B, C, R, S, Ho, Wo) = samples n0..n0+B of x (N, C, H, W) under each kernel offset (zero padded)."""
+        nb, c_, r_, s_, ho_, wo_ = cols.shape
+        h_, w_ = x.shape[2], x.shape[3]
+        for b in range(nb):
+            for c in range(c_):
+                for r in range(r_):
+                    top = r * dh - pt  # input row of output row i: i * sh + top
+                    i0 = 0 if top >= 0 else min(ho_, (sh - 1 - top) // sh)
+                    i1 = 0 if top >= h_ else max(i0, min(ho_, (h_ - 1 - top) // sh + 1))
+                    for s in range(s_):
+                        left = s * dw - pl
+                        j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
+                        j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
+                        d = cols[b, c, r, s]
+                        d[:i0] = 0
+                        d[i1:] = 0
+                        d[i0:i1, :j0] = 0
+                        d[i0:i1, j1:] = 0
+                        if i1 > i0 and j1 > j0:
+                            d[i0:i1, j0:j1] = x[n0 + b, c, i0 * sh + top:(i1 - 1) * sh + top + 1:sh,
+                                                j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+
+    @njit
+    def shift_columns(x, n0, z, sw, dw, pt, pl):
+        """z (C, S, B, Hz, Wo): z[c, s, b, t, j] = x[n0 + b, c, t - pt, j * sw + s * dw - pl], zero outside x (the
+        input rows every kernel row reads, shifted by each kernel column)."""
+        c_, s_, nb, hz, wo_ = z.shape
+        h_, w_ = x.shape[2], x.shape[3]
+        t0, t1 = min(pt, hz), min(hz, pt + h_)
+        for c in range(c_):
+            for s in range(s_):
+                left = s * dw - pl
+                j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
+                j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
+                for b in range(nb):
+                    d = z[c, s, b]
+                    d[:t0] = 0
+                    d[t1:] = 0
+                    if left == 0 and sw == 1 and wo_ == w_ and t1 - t0 == h_:  # whole rows: one contiguous run
+                        d[t0:t1].reshape(h_ * w_)[:] = x[n0 + b, c].reshape(h_ * w_)
+                        continue
+                    d[t0:t1, :j0] = 0
+                    d[t0:t1, j1:] = 0
+                    if t1 > t0 and j1 > j0:
+                        d[t0:t1, j0:j1] = x[n0 + b, c, t0 - pt:t1 - pt, j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+
+    @njit
+    def shift_sum(t, out, n0, dh, bias, residual, relu):
+        """out[n0 + b, k, i] = sum over r of t[r, k, b, i + r * dh] (t: (R, K, B, Hz, Wo)), + bias[k] (when bias has
+        K entries), + residual[n0 + b, k, i] (when it has rows), then max(., 0) when relu. Each output plane is one
+        run of Ho*Wo values (kernel row r reads t's plane from row r*dh on), summed into a scratch row that
+        aliases nothing (so the loops vectorise), then stored once."""
+        r_, k_, nb, hz, wo_ = t.shape
+        m = out.shape[2] * wo_
+        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        tf = t.reshape(r_, k_, nb, hz * wo_)
+        acc = np.empty(m, t.dtype)
+        for b in range(nb):
+            ob = out[n0 + b].reshape(k_, m)
+            for k in range(k_):
+                o = ob[k]
+                if r_ == 3:
+                    t0, t1, t2 = tf[0, k, b], tf[1, k, b, dh * wo_:], tf[2, k, b, 2 * dh * wo_:]
+                    for p in range(m):
+                        acc[p] = t0[p] + t1[p] + t2[p]
+                else:
+                    t0 = tf[0, k, b]
+                    for p in range(m):
+                        acc[p] = t0[p]
+                    for r in range(1, r_):
+                        tr = tf[r, k, b, r * dh * wo_:]
+                        for p in range(m):
+                            acc[p] = acc[p] + tr[p]
+                if has_bias:
+                    bk = bias[k]
+                    for p in range(m):
+                        acc[p] = acc[p] + bk
+                if has_res:
+                    e = residual[n0 + b, k].reshape(m)
+                    for p in range(m):
+                        acc[p] = acc[p] + e[p]
+                if relu:
+                    for p in range(m):
+                        v = acc[p]
+                        o[p] = 0 if v < 0 else v
+                else:
+                    for p in range(m):
+                        o[p] = acc[p]
+
+    @njit
+    def conv_epilogue(y, bias, residual, n0, relu):
+        """y (B, K, P) in place: + bias[k] (when bias has K entries), + residual[n0 + b] (when it has rows), then
+        max(., 0) when relu; one pass (the conditions are the same for the whole loop: it is unswitched)."""
+        nb, k_, p_ = y.shape
+        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        bk = y.dtype.type(0)
+        for b in range(nb):
+            for k in range(k_):
+                row = y[b, k]
+                e = residual[n0 + b, k] if has_res else row
+                if has_bias:
+                    bk = bias[k]
+                for p in range(p_):
+                    v = row[p]
+                    if has_bias:
+                        v = v + bk
+                    if has_res:
+                        v = v + e[p]
+                    if relu and v < 0:
+                        v = 0
+                    row[p] = v
+
+    return {"im2col_nchw": im2col_nchw, "shift_columns": shift_columns, "shift_sum": shift_sum,
+            "conv_epilogue": conv_epilogue}
+
+
+def _build_losses(numba):
+    """The softmax cross-entropy of integer labels, forward (per-row loss, probabilities, their sum) and the mean's
+    backward, each one pass over the logits where NumPy makes about ten small calls. The per-element float ops are
+    NumPy's (shift by the row max, exp, one division); the row total and the sum of the losses are accumulated in
+    float64, so their last bits can differ from NumPy's float32 pairwise sums."""
+    njit = numba.njit(cache=True)
+
+    @njit
+    def softmax_xent_rows(logits, labels, probs, loss):
+        """Rows of logits (R, C), labels (R,) in [0, C): probs = softmax, loss = log(sum exp(x - max)) - (x[label] -
+        max). Returns (True, the sum of the losses), or (False, 0.0) without writing when a label is out of range."""
+        rows, cols = logits.shape
+        for r in range(rows):
+            if labels[r] < 0 or labels[r] >= cols:
+                return False, 0.0
+        total_loss = 0.0
+        for r in range(rows):
+            x, p = logits[r], probs[r]
+            m = x[0]
+            for j in range(1, cols):
+                if x[j] > m or x[j] != x[j]:  # NaN wins, as np.max
+                    m = x[j]
+            total = 0.0
+            for j in range(cols):
+                e = np.exp(x[j] - m)
+                p[j] = e
+                total += e
+            t = p.dtype.type(total)
+            for j in range(cols):
+                p[j] = p[j] / t
+            value = np.log(t) - (x[labels[r]] - m)
+            loss[r] = value
+            total_loss += value
+        return True, total_loss
+
+    @njit
+    def softmax_xent_mean_backward(probs, labels, share, d):
+        """d = (probs - onehot(labels)) * share, rows (R, C), ``share`` of probs' dtype (labels checked by the
+        forward)."""
+        rows, cols = probs.shape
+        one = probs.dtype.type(1)
+        for r in range(rows):
+            lab = labels[r]
+            for j in range(cols):
+                v = probs[r, j]
+                if j == lab:
+                    v = v - one
+                d[r, j] = v * share
+
+    return {"softmax_xent_rows": softmax_xent_rows, "softmax_xent_mean_backward": softmax_xent_mean_backward}
 
 
 class _Kernels:

@@ -79,7 +79,7 @@ def _pair_of(a, b):
 
 
 def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
-    if x.ndim != ndim:
+    if len(x.data.shape) != ndim:
         raise ValueError(f"{fn}: {what} must be {ndim}-D {layout}, got shape {x.shape}")
 
 
@@ -98,10 +98,10 @@ def _same_dtype(fn: str, **tensors: Tensor) -> None:
         if t is None:
             continue
         if first is None:
-            first = t.dtype
+            first = t.data.dtype  # (a Tensor's dtype without its property's frame)
             if first not in _FLOATING:
                 break
-        elif t.dtype is not first:
+        elif t.data.dtype is not first:
             break
     else:
         return

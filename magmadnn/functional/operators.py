@@ -80,8 +80,10 @@ def _check_broadcast(fn: str, a: Tensor, b: Tensor) -> None:
 
 def _binary(cls, name):
     def op(a, b) -> Tensor:
-        a, b = _pair_of(a, b)
-        _check_broadcast(name, a, b)
+        if a.__class__ is not Tensor or b.__class__ is not Tensor:  # (two Tensors need no call)
+            a, b = _pair_of(a, b)
+        if not _broadcasts(tuple(a.data.shape), tuple(b.data.shape)):
+            _check_broadcast(name, a, b)
         return cls.apply(a, b)
 
     op.__name__ = name
@@ -212,11 +214,16 @@ class ReshapeFunction(Function):
 
 
 def reshape(x, shape) -> Tensor:
-    x = _as_tensor(x)
-    shape = tuple(int(s) for s in shape)
-    if not _reshapes(x.shape, shape):
+    if x.__class__ is not Tensor:
+        x = _as_tensor(x)
+    if shape.__class__ is not tuple or not set(map(type, shape)) <= _INT:  # (a tuple of ints is one already)
+        shape = tuple(int(s) for s in shape)
+    if not _reshapes(tuple(x.data.shape), shape):
         raise ValueError(f"reshape: cannot reshape a tensor of shape {x.shape} into shape {shape}")
     return ReshapeFunction.apply(x, shape=shape)
+
+
+_INT = {int}
 
 
 @functools.lru_cache(maxsize=1024)

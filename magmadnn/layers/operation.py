@@ -32,6 +32,7 @@ from .base import Layer, SymbolicTensor, _is_symbolic, as_symbolic, register
 __all__ = ["Operation"]
 
 _KINDS = ("input", "weight", "constant", "host", "none")
+_HALVES = ("float16", "bfloat16")  # mixed_precision.HALF_TYPES: inputs the general path casts
 
 
 @register
@@ -114,6 +115,18 @@ class Operation(Layer):
             self._build(input_shape)
 
     # -- running
+    def call_masked(self, inputs, training: bool = False):
+        """``call`` straight away in the common case (no mask rides on an input, no half-precision input to cast,
+        no mixed policy, no activity regularizer): an imported graph runs one of these per ONNX node, so the
+        general path's list walks (masks, casts) are skipped; any other case takes it."""
+        if self._compute is None and self._activity is None and self._user_dtype is None:
+            for t in inputs:
+                if isinstance(t, Tensor) and (t.__dict__.get("_mask") is not None or t.data.dtype.name in _HALVES):
+                    break
+            else:
+                return self.call(inputs, training)
+        return super().call_masked(inputs, training)
+
     def call(self, inputs, training: bool = False):
         args = []
         for kind, key in self.arguments:

@@ -156,6 +156,8 @@ class Trainer:
         dict with ``return_dict=True``. ``sample_weight`` / ``class_weight`` as in :meth:`fit`."""
         keras_results({}, return_dict)
         self._require_compiled("train_on_batch")
+        if self._overrides("train_step"):  # Keras' custom training step (:mod:`.custom_steps`)
+            return self._train_on_batch_custom(x, y, sample_weight, class_weight, return_dict)
         xs = self._training_inputs(x, "train_on_batch")
         y = self._targets(y, xs[0].shape[0], "train_on_batch")
         self._touched = True

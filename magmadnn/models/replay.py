@@ -8,7 +8,8 @@ training step, ``evaluate``'s and ``predict``'s (``test_on_batch``, ``predict_on
 updates, and a non-finite loss or a device check's fault puts them back, so nothing is applied, as eagerly). A
 capture, instantiation or launch error makes that kind of step run eagerly from then on, after one warning.
 
-The training step captured is the one of eager training, :func:`.step.train_step`, its batch given on the backend.
+The training step captured is the one of eager training, :func:`.step.train_step`, its batch given on the backend
+(a subclassed model's own ``train_step`` / ``test_step`` is captured by :mod:`.custom_replay`, held here too).
 
 For each kind of step (training, evaluation, prediction) and batch shape, the first ``WARMUP`` batches run eagerly
 (they allocate the optimizer's slots and fill the backend's caches); the next one is captured and from then on every
@@ -421,7 +422,7 @@ class GraphedSteps:
         self.failed[kind] = reason
         for key, step in list(self.steps.items()):
             if key[0] == kind:
-                if isinstance(step, _Step):
+                if hasattr(step, "destroy"):
                     step.destroy()
                 self.steps[key] = False
         self.say(reason, kind)
@@ -455,7 +456,7 @@ class GraphedSteps:
         if step < WARMUP:
             self.steps[key] = step + 1
             return None
-        if sum(isinstance(s, _Step) for s in self.steps.values()) >= MAX_GRAPHS:
+        if self.held() >= MAX_GRAPHS:
             self.steps[key] = False
             self.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes", "shapes")
             return None
@@ -480,9 +481,13 @@ class GraphedSteps:
         step = self.steps.get(key)
         return step if isinstance(step, _Step) and step.current(tally) else None
 
+    def held(self) -> int:
+        """The captured steps held (built-in and custom ones): each holds its graph's memory."""
+        return sum(hasattr(s, "destroy") for s in self.steps.values())
+
     def clear(self) -> None:
         for step in self.steps.values():
-            if isinstance(step, _Step):
+            if hasattr(step, "destroy"):
                 step.destroy()
         self.steps.clear()
         self.failed.clear()

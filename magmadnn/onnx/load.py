@@ -178,7 +178,8 @@ def _output(graph: Graph, proto) -> Value:
 _LAYERS = ("auto", True, False)
 
 
-def convert(proto, name: str | None = None, device=None, seed: int | None = None, layers="auto") -> Model:
+def convert(proto, name: str | None = None, device=None, seed: int | None = None, layers="auto",
+            fuse: bool = True) -> Model:
     """The magmadnn Model of a checked ModelProto (see :func:`load`)."""
     if layers not in _LAYERS:
         raise ValueError(f"load: layers must be 'auto', True or False, got {layers!r}")
@@ -194,14 +195,15 @@ def convert(proto, name: str | None = None, device=None, seed: int | None = None
             model._commit(plan)
             return model
     try:
-        return op_graph.build(proto, name=name, device=device, seed=seed)
+        return op_graph.build(proto, name=name, device=device, seed=seed, fuse=fuse)
     except UnsupportedOnnxError as exc:
         if refusal is None:
             raise
         raise UnsupportedOnnxError(f"{exc} (read as magmadnn layers instead: {refusal})") from None
 
 
-def load(path, device=None, name: str | None = None, seed: int | None = None, layers="auto") -> Model:
+def load(path, device=None, name: str | None = None, seed: int | None = None, layers="auto",
+         fuse: bool = True) -> Model:
     """The model in the ONNX file ``path`` (from ``torch.onnx.export``, ``Model.export`` or any ONNX writer using
     the operators of :data:`magmadnn.onnx.importers.IMPORTERS`) as a functional Model with its weights, on
     ``device`` ("host", "gpu", "gpu:N", "auto"; default: the current default). ``seed`` seeds its dropout and
@@ -213,7 +215,9 @@ def load(path, device=None, name: str | None = None, seed: int | None = None, la
     MultiHeadAttention, ...: a readable summary, the layers' fast paths, a clean export); where a node has no layer
     form, ``"auto"`` (the default) loads the graph as op nodes instead, one :class:`~magmadnn.layers.Operation` per
     ONNX node (:mod:`.op_graph`: any graph of supported operators, several inputs and outputs, dynamic axes);
-    ``True`` keeps the layers' refusal, ``False`` always makes op nodes."""
+    ``True`` keeps the layers' refusal, ``False`` always makes op nodes. ``fuse``: op nodes make one node of each
+    chain with a fused form (:mod:`.fusion`: MatMul + bias [+ activation], attention, Conv [+ residual Add] [+ Relu]:
+    the same values and gradients, a faster host inference); ``False`` keeps one op node per ONNX node."""
     proto = read(path)
     stem = os.path.splitext(os.path.basename(os.fspath(path)))[0]
-    return convert(proto, name=proto.graph.name or stem, device=device, seed=seed, layers=layers)
+    return convert(proto, name=proto.graph.name or stem, device=device, seed=seed, layers=layers, fuse=fuse)

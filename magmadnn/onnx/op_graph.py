@@ -34,11 +34,12 @@ import numpy as np
 from ..layers.base import Input
 from ..layers.operation import Operation
 from ..models import Model
-from . import batch_axes, op_export
+from . import batch_axes, fusion, op_export
 from ._proto import default_opset, onnx
 from .errors import OnnxImportError, UnsupportedOnnxError
 from .op_nodes import CONVERTERS, NodeView
 from .op_nodes._runtime import half_rounding
+from .shape_folding import RANDOM, batch_shape, host_runner, known_sizes, with_batch_shapes
 
 __all__ = ["build", "supported_op_types"]
 
@@ -97,9 +98,9 @@ class _Sym:
 
 
 class _Import:
-    def __init__(self, proto, name, device=None):
+    def __init__(self, proto, name, device=None, reshaped=None, fuse=True):
         self.proto, self.opset, self.device = proto, default_opset(proto), device
-        self._held: dict = {}
+        self._held, self.fuse = {}, fuse  # (fuse: whether chains with a fused form become one op node)
         self.values: dict[str, object] = {}  # name -> np.ndarray (constant) or _Sym
         self.names: dict[str, int] = {}
         self.shapes, self.dtypes, self.halves = _inferred(proto)
@@ -110,6 +111,10 @@ class _Import:
             for k, value in enumerate(node.input):
                 consumers.setdefault(value, []).append((node, k))
         self.consumers = consumers
+        self.graph_outputs = {o.name for o in proto.graph.output}
+        self.batch_shapes: dict[str, np.ndarray] = {}  # Reshape output -> its target made constant (shape_folding)
+        self.reshaped = reshaped or {}  # such a Reshape's output -> its batch axis, as the first reading found it
+        self._claimed: set = set()  # the outputs of nodes a fused op node computes (see fusion)
 
     # -- names and errors
     def error(self, node, what: str) -> UnsupportedOnnxError:
@@ -198,7 +203,10 @@ class _Import:
 
     # -- nodes
     def walk(self) -> None:
+        folded = self._fold_constants()
         for node in self.proto.graph.node:
+            if node.output and (node.output[0] in self._claimed or node.output[0] in folded):
+                continue  # computed by the fused op node of a chain that starts earlier, or a constant
             if node.domain not in ("", "ai.onnx"):
                 raise self.error(node, f"operators of domain {node.domain!r} are not supported (only the default "
                                        "ONNX domain)")
@@ -206,6 +214,11 @@ class _Import:
             for n, v in zip(node.input, ins):
                 if n and v is None:
                     raise self.error(node, f"input {n!r} is not computed before the node (graph not in order?)")
+            if node.op_type == "Reshape" and len(ins) > 1 and isinstance(batch_shape(ins[1]), np.ndarray):
+                self.batch_shapes[node.output[0]] = batch_shape(ins[1])  # build() reads the graph again
+            if node.op_type == "Gather" and known_sizes(node, ins) is not None:
+                self.values[node.output[0]] = known_sizes(node, ins)  # sizes known at load: a constant
+                continue
             if node.op_type == "Constant" or all(isinstance(v, np.ndarray) or v is None for v in ins) and any(
                     v is not None for v in ins) and node.op_type not in _RANDOM:
                 self._fold(node, ins)
@@ -214,6 +227,10 @@ class _Import:
                 continue
             if all(v is None or isinstance(v, np.ndarray) or v.host for v in ins):
                 self._host_node(node, ins)
+                continue
+            fused = fusion.match(self, node) if self.fuse else None
+            if fused is not None:
+                self._fused_node(fused)
                 continue
             view = NodeView(node, self.opset, ins, self)
             convert = CONVERTERS.get(node.op_type)
@@ -226,6 +243,32 @@ class _Import:
             except (ValueError, TypeError, KeyError, IndexError, NotImplementedError) as exc:
                 raise self.error(node, f"this form is not supported ({type(exc).__name__}: {exc})") from exc
             self._op_node(node, view, form)
+
+    def _fused_node(self, fused) -> None:
+        """One op node for the chain ``fused`` claimed (see :mod:`.fusion`), written back as that chain."""
+        helper = onnx().helper
+        last = fused.nodes[-1]
+        node = helper.make_node(fused.op_type, list(fused.inputs), list(last.output), name=last.name)
+        view = NodeView(node, self.opset, [self.values.get(n) if n else None for n in fused.inputs], self)
+        op = self._op_node(node, view, fused.form)
+        op_export.remember_chain(op, fused.nodes, fused.slots, self.opset,
+                                 [self.dtypes.get(name) for name in last.output])
+        for chained in fused.nodes:
+            self._claimed.update(n for n in chained.output if n)
+
+    def _fold_constants(self) -> set:
+        """Compute every node of constants first (in graph order: a fusion starting at a node may read constants
+        the graph computes after it); the first output names of the nodes folded."""
+        done = set()
+        for node in self.proto.graph.node:
+            if node.domain not in ("", "ai.onnx") or node.op_type in _RANDOM:
+                continue
+            ins = [self.values.get(n) if n else None for n in node.input]
+            if node.op_type == "Constant" or (any(v is not None for v in ins) and all(
+                    isinstance(v, np.ndarray) for v, n in zip(ins, node.input) if n)):
+                self._fold(node, ins)
+                done.add(node.output[0])
+        return done
 
     def _fold(self, node, ins) -> None:
         if node.op_type == "Constant":
@@ -336,6 +379,8 @@ class _Import:
         axes_in = [v.batch_axis if isinstance(v, _Sym) else None for v in view.inputs]
         moves = batch_axes.moved(node, view, axes_in, view.attr) if node.op_type in batch_axes.MOVERS or any(
             a not in (None, 0) for a in axes_in) else None
+        if node.op_type == "Reshape" and node.output[0] in self.reshaped:  # its target was a shape holding the batch
+            moves = [self.reshaped[node.output[0]]]
         for k, (name, keep) in enumerate(zip(node.output, keeps)):
             full = self.shapes[name] = batch_axes.refined(node, view, self.shapes.get(name))
             keep = bool(keep) and any(batched_in) and (full is None or len(full) >= 1)
@@ -359,10 +404,11 @@ class _Import:
             if name:
                 self.values[name] = _Sym(tensor, self.shapes.get(name), axis, k in form.host_outputs,
                                          self.dtypes.get(name), batch_axes.shape_batch(node, view, axes_in))
+        return op
 
 
 _PRODUCTS = ("MatMul", "Gemm", "Conv", "ConvTranspose", "Einsum")
-_RANDOM = ("RandomNormal", "RandomUniform", "RandomNormalLike", "RandomUniformLike", "Multinomial", "Bernoulli")
+_RANDOM = RANDOM
 
 
 def _host_positions(node, opset) -> tuple:
@@ -400,41 +446,6 @@ def _reference(node, opset, ins) -> list:
                                    f"constant inputs failed: {type(exc).__name__}: {exc}") from None
 
 
-def host_runner(node, opset):
-    """A function computing ``node`` on host NumPy arrays (shape arithmetic at run time), made once; it remembers
-    its outputs by its inputs' values (they follow from the batch's shape, the same batch after batch), so onnx's
-    reference evaluator runs once per distinct input."""
-    from onnx.reference import ReferenceEvaluator  # noqa: PLC0415
-
-    helper = onnx().helper
-    untyped = helper.make_empty_tensor_value_info
-    names = [n for n in node.input if n]
-    graph = helper.make_graph([node], "host", [untyped(n) for n in names], [untyped(n) for n in node.output if n])
-    evaluator = ReferenceEvaluator(helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)]))
-    known: dict = {}  # the outputs by the inputs' values: a batch of the size seen before reuses them
-    remembers = node.op_type not in _RANDOM
-
-    def run(*arrays):
-        given = [np.asarray(a) for a in arrays if a is not None]
-        key = tuple((a.dtype.str, a.shape, a.tobytes()) for a in given) if remembers else None
-        out = known.get(key) if remembers else None
-        if out is None:
-            out = [np.asarray(r) for r in evaluator.run(None, dict(zip(names, given)))]
-            for a in out:
-                a.flags.writeable = False  # shared by every later call with these inputs
-            if remembers:
-                if len(known) >= _HOST_MEMO:
-                    known.clear()
-                known[key] = out
-        return out if len(out) > 1 else out[0]
-
-    return run
-
-
-#: host nodes remember the outputs of this many distinct inputs (shapes of the batch sizes seen)
-_HOST_MEMO = 16
-
-
 def _inferred(proto):
     """Full static shapes (None for unknown dims), dtypes (float16 as float32) and the names declared float16 of
     the values, by onnx's shape inference."""
@@ -457,11 +468,19 @@ def _inferred(proto):
     return shapes, dtypes, halves
 
 
-def build(proto, name: str | None = None, device=None, seed: int | None = None) -> Model:
-    """The Model of op nodes of ``proto`` (see the module)."""
-    state = _Import(proto, name, device)
+def build(proto, name: str | None = None, device=None, seed: int | None = None, fuse: bool = True) -> Model:
+    """The Model of op nodes of ``proto`` (see the module); ``fuse=False``: no fused op nodes (:mod:`.fusion`)."""
+    state = _Import(proto, name, device, fuse=fuse)
     made = state.inputs()
     state.walk()
+    if state.batch_shapes:  # read again with those targets constant (see shape_folding)
+        made_at_load = {n: state.values[n] for node in proto.graph.node for n in node.output
+                        if isinstance(state.values.get(n), np.ndarray) and n not in state.halves}
+        proto = with_batch_shapes(proto, state.batch_shapes, made_at_load)
+        reshaped = {n: state.values[n].batch_axis for n in state.batch_shapes if isinstance(state.values.get(n), _Sym)}
+        state = _Import(proto, name, device, reshaped, fuse)
+        made = state.inputs()
+        state.walk()
     outputs = {}
     for spec in proto.graph.output:
         value = state.values.get(spec.name)

@@ -7,7 +7,7 @@ from ctypes import c_double, c_longlong
 
 from .. import _checks
 from . import programs
-from .common import _device_array, _ptr, _run
+from .common import _device_array, _run
 from .elementwise import contiguous
 from .programs import FLOAT_DTYPES
 
@@ -40,7 +40,7 @@ def check_range(x, low, high, record, site: int) -> None:
     name, x, site = _check_operands(x, record, site, "check_range")
     bound = c_longlong if name in ("int64", "int32") else c_double
     _run("check", programs.expression("check_range", name), x, x.size,
-         [_ptr(x), c_longlong(x.size), bound(low), bound(high), c_longlong(site), _ptr(record)], grid=1)
+         [x.ptr, c_longlong(x.size), bound(low), bound(high), c_longlong(site), record.ptr], grid=1)
 
 
 def check_binary(x, record, site: int) -> None:
@@ -48,4 +48,4 @@ def check_binary(x, record, site: int) -> None:
     :func:`check_range` does."""
     name, x, site = _check_operands(x, record, site, "check_binary")
     _run("check", programs.expression("check_binary", name), x, x.size,
-         [_ptr(x), c_longlong(x.size), c_longlong(site), _ptr(record)], grid=1)
+         [x.ptr, c_longlong(x.size), c_longlong(site), record.ptr], grid=1)

@@ -70,14 +70,32 @@ _device_array = _array.require_device_array  # a DeviceArray, or a TypeError nam
 
 
 def _float_dtype(a, what: str) -> str:
+    if a.__class__ is _DeviceArray:  # the common case: a float dtype seen before, one dict look-up
+        name = _FLOAT_NAMES.get(a.dtype)
+        if name is not None:
+            return name
     name = dtype_name((a if isinstance(a, _array.DeviceArray) else _device_array(a, what)).dtype)
-    if name not in FLOAT_DTYPES:
+    if name in FLOAT_DTYPES:
+        _FLOAT_NAMES[a.dtype] = name
+    else:
         raise TypeError(f"{what} needs a floating dtype ({', '.join(FLOAT_DTYPES)}), got {name}")
     return name
 
 
+_DeviceArray = _array.DeviceArray
+_FLOAT_NAMES: dict = {}  # the float dtypes of the arrays seen -> their kernel names (_float_dtype's answers)
+
+
 def _same(arrays, what: str):
     first = arrays[0]
+    if first.__class__ is _DeviceArray:
+        dtype, device = first.dtype, first.device
+        for other in arrays:  # the common case: one dtype object and one device, no call
+            if other is not None and (other.__class__ is not _DeviceArray or other.dtype is not dtype
+                                      or other.device != device):
+                break
+        else:
+            return
     for other in arrays[1:]:
         if other is None:
             continue
@@ -94,7 +112,9 @@ def _run(program: str, expression: str, like, n_items: int, args, grid: int | No
         return
     if grid is None:  # grid_for(n_items), inline: every kernel launch passes here
         grid = max(1, min(_MAX_BLOCKS, -(-n_items // THREADS)))
-    _native.current.launcher.launch(program, expression, like.device, like.queue.stream, grid, THREADS, args)
+    libraries = _native.current
+    queue = libraries.default_queues.get(like.device) or like.queue  # (DeviceArray.queue's fast path, inline)
+    libraries.launcher.launch(program, expression, like.device, queue.stream, grid, THREADS, args)
 
 
 

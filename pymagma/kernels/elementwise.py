@@ -12,6 +12,8 @@ from .. import array as _array
 from . import programs
 from .common import _c_strides, _device_array, _elem_strides, _float_dtype, _out_for, _ptr, _run, _same, make_strides3
 
+_DeviceArray = _array.DeviceArray
+
 UNARY_OPS = {
     "negative": 0, "abs": 1, "exp": 2, "log": 3, "sqrt": 4, "square": 5, "relu": 6, "sigmoid": 7, "tanh": 8,
     "sign": 9, "reciprocal": 10, "affine": 11, "power": 12, "clip": 13, "elu": 14, "leaky_relu": 15, "rsqrt": 16,
@@ -35,10 +37,10 @@ def unary(op: str, x, p: float = 0.0, q: float = 0.0, out=None):
     if op not in UNARY_OPS:
         raise ValueError(f"unknown unary op {op!r}; known: {sorted(UNARY_OPS)}")
     dtype = _float_dtype(x, op)
-    x = contiguous(x)
-    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    x = x if x.is_c_contiguous else copy(x)  # (contiguous and _out_for's common cases, inline)
+    out = _array._empty(x.shape, x.dtype, x.device) if out is None else _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("unary", dtype), x, x.size,
-         [c_int(UNARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(p), c_double(q)])
+         [c_int(UNARY_OPS[op]), x.ptr, out.ptr, c_longlong(x.size), c_double(p), c_double(q)])
     return out
 
 
@@ -55,10 +57,10 @@ def _is_scalar(v) -> bool:
 
 def _binary_scalar(op: str, x, s, scalar_first: bool, out):
     dtype = _float_dtype(x, op)
-    x = contiguous(x)
-    out = _out_for(out, x.shape, x.dtype, x.device, op)
+    x = x if x.is_c_contiguous else copy(x)  # (contiguous and _out_for's common cases, inline)
+    out = _array._empty(x.shape, x.dtype, x.device) if out is None else _out_for(out, x.shape, x.dtype, x.device, op)
     _run("elementwise", programs.expression("binary_scalar", dtype), x, x.size,
-         [c_int(BINARY_OPS[op]), _ptr(x), _ptr(out), c_longlong(x.size), c_double(float(s)),
+         [c_int(BINARY_OPS[op]), x.ptr, out.ptr, c_longlong(x.size), c_double(float(s)),
           c_int(int(scalar_first))])
     return out
 
@@ -69,25 +71,29 @@ def binary(op: str, a, b, out=None):
     One operand may be a Python (or NumPy) scalar: it is rounded to the array's dtype first, as NumPy does."""
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
-    if _is_scalar(b):
+    if b.__class__ is not _DeviceArray and _is_scalar(b):
         return _binary_scalar(op, a, b, False, out)
-    if _is_scalar(a):
+    if a.__class__ is not _DeviceArray and _is_scalar(a):
         return _binary_scalar(op, b, a, True, out)
     dtype = _float_dtype(a, op)
     _same([a, b], op)
-    try:
-        shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
-    except ValueError:
-        raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
-    out = _out_for(out, shape, a.dtype, a.device, op)
+    if a.shape == b.shape and a.__class__ is _DeviceArray:  # one shape: broadcast to itself (no call)
+        shape = a.shape
+    else:
+        try:
+            shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+        except ValueError:
+            raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+    out = _array._empty(shape, a.dtype, a.device) if out is None and type(shape) is tuple else \
+        _out_for(out, shape, a.dtype, a.device, op)  # (_out_for's common case, inline)
     n = math.prod(shape)
     if a.shape == b.shape == shape and a.is_c_contiguous and b.is_c_contiguous:
         _run("elementwise", programs.expression("binary", dtype), a, n,
-             [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n)])
+             [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n)])
         return out
     s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _c_strides(shape))
     _run("elementwise", programs.expression("binary_strided", dtype), a, n,
-         [c_int(BINARY_OPS[op]), _ptr(a), _ptr(b), _ptr(out), c_longlong(n), s])
+         [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n), s])
     return out
 
 
@@ -104,7 +110,7 @@ def where(cond, a, b, out=None):
     out = _out_for(out, shape, a.dtype, a.device, "where")
     s = make_strides3(shape, *(_broadcast_strides(v, shape) for v in (cond, a, b)))
     _run("elementwise", programs.expression("select", dtype), a, out.size,
-         [_ptr(cond), _ptr(a), _ptr(b), _ptr(out), c_longlong(out.size), s])
+         [cond.ptr, a.ptr, b.ptr, out.ptr, c_longlong(out.size), s])
     return out
 
 
@@ -191,11 +197,12 @@ def bias_add(x, bias, out=None):
     _same([x, bias], "bias_add")
     if x.ndim < 2 or tuple(bias.shape) != (x.shape[1],):
         raise ValueError(f"bias_add: bias must have shape ({x.shape[1] if x.ndim > 1 else 'C'},) for x {x.shape}")
-    x, bias = contiguous(x), contiguous(bias)
-    out = _out_for(out, x.shape, x.dtype, x.device, "bias_add")
+    x, bias = x if x.is_c_contiguous else copy(x), bias if bias.is_c_contiguous else copy(bias)
+    out = _array._empty(x.shape, x.dtype, x.device) if out is None else \
+        _out_for(out, x.shape, x.dtype, x.device, "bias_add")  # (contiguous and _out_for's common cases, inline)
     inner = math.prod(x.shape[2:])
     _run("elementwise", programs.expression("bias_channels", dtype), x, x.size,
-         [_ptr(x), _ptr(bias), _ptr(out), c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])
+         [x.ptr, bias.ptr, out.ptr, c_longlong(x.size), c_longlong(x.shape[1]), c_longlong(inner)])
     return out
 
 
@@ -204,7 +211,7 @@ def fill(x, value: float):
     dtype = _float_dtype(x, "fill")
     if not x.is_c_contiguous:
         raise ValueError("fill needs a C-contiguous array")
-    _run("elementwise", programs.expression("fill", dtype), x, x.size, [_ptr(x), c_longlong(x.size), c_double(value)])
+    _run("elementwise", programs.expression("fill", dtype), x, x.size, [x.ptr, c_longlong(x.size), c_double(value)])
     return x
 
 
@@ -216,7 +223,7 @@ def cast(x, dtype, out=None):
                         f"targets {programs.CAST_TARGETS}")
     x = contiguous(x)
     out = _out_for(out, x.shape, dtype, x.device, "cast")
-    _run("elementwise", programs.expression("cast", src, dst), x, x.size, [_ptr(x), _ptr(out), c_longlong(x.size)])
+    _run("elementwise", programs.expression("cast", src, dst), x, x.size, [x.ptr, out.ptr, c_longlong(x.size)])
     return out
 
 
@@ -234,7 +241,7 @@ def copy(x, out=None):
         raise ValueError(f"copy: out is on device {out.device}, x on {x.device}")
     s = make_strides3(x.shape, _elem_strides(x), _elem_strides(out))
     _run("elementwise", programs.expression("copy_strided", name), x, x.size,
-         [_ptr(x), _ptr(out), c_longlong(x.size), s])
+         [x.ptr, out.ptr, c_longlong(x.size), s])
     return out
 
 
@@ -248,7 +255,7 @@ def broadcast_divide(x, shape, divisor: float = 1.0):
     out = _array.empty(shape, x.dtype, device=x.device)
     s = make_strides3(shape, _broadcast_strides(x, shape), _c_strides(shape))
     _run("elementwise", programs.expression("divide_strided", dtype), x, out.size,
-         [_ptr(x), _ptr(out), c_longlong(out.size), s, c_double(float(divisor))])
+         [x.ptr, out.ptr, c_longlong(out.size), s, c_double(float(divisor))])
     return out
 
 

@@ -115,6 +115,7 @@ _native.register("launcher", DriverLauncher, lambda: ("launch",))
 
 
 def launch(program: str, expression: str, device: int, stream: int, grid: int, block: int, args) -> None:
-    """Launch ``expression`` of ``program`` with ``args``: a sequence of ctypes values (pointers as c_void_p), through
-    the launcher in use (the simulator's when it is on)."""
+    """Launch ``expression`` of ``program`` with ``args``: a sequence of ctypes values (pointers as c_void_p, or as
+    plain ints: every launcher packs a value that is not a ctypes one as a c_void_p), through the launcher in use
+    (the simulator's when it is on)."""
     _native.current.launcher.launch(program, expression, device, stream, grid, block, args)

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _checks
 from .. import array as _array
 from . import programs
-from .common import _c_strides, _elem_strides, _float_dtype, _ptr, _run, make_strides3
+from .common import _c_strides, _elem_strides, _float_dtype, _run, make_strides3
 
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "sum_squares": 5}
 
@@ -46,15 +46,28 @@ def _reduce_plan(op: str, shape: tuple, strides: tuple, itemsize: int, axis, kee
     return out_shape, math.prod(kept_shape), n_red, s, r
 
 
+_PLANS: dict = {}  # (op, shape, strides, itemsize, int or None axis, bool keepdims) -> _reduce_plan's answer
+
+
 def reduce(op: str, x, axis=None, keepdims: bool = False):
     """Reduce ``x`` over ``axis`` (int, tuple or None = all) with sum, mean, max, min, prod or sum_squares."""
     if op not in REDUCE_OPS:
         raise ValueError(f"unknown reduction {op!r}; known: {sorted(REDUCE_OPS)}")
     dtype = _float_dtype(x, op)
-    out_shape, n_out, n_red, s, r = _reduce_plan(op, x.shape, x.strides, x.itemsize, axis, keepdims)
+    # the plan of an int (or no) axis and a bool keepdims read here once made (no call per reduction)
+    plain = (axis is None or type(axis) is int) and type(keepdims) is bool
+    key = (op, x.shape, x.strides, x.itemsize, axis, keepdims)
+    plan = _PLANS.get(key) if plain else None
+    if plan is None:
+        plan = _reduce_plan(op, x.shape, x.strides, x.itemsize, axis, keepdims)
+        if plain:
+            if len(_PLANS) >= 1024:
+                _PLANS.clear()
+            _PLANS[key] = plan
+    out_shape, n_out, n_red, s, r = plan
     out = _array._empty(out_shape, x.dtype, x.device)
     _run("reductions", programs.expression("reduce_axes", dtype), x, n_out,
-         [c_int(REDUCE_OPS[op]), _ptr(x), _ptr(out), c_longlong(n_out), c_longlong(n_red), s, r],
+         [c_int(REDUCE_OPS[op]), x.ptr, out.ptr, c_longlong(n_out), c_longlong(n_red), s, r],
          grid=min(n_out, 65535))
     return out
 
@@ -72,7 +85,7 @@ def _arg_reduce(want_max: bool, x, axis: int):
     s = make_strides3(kept_shape, [strides[d] for d in kept], _c_strides(kept_shape))
     n_out = math.prod(kept_shape)
     _run("reductions", programs.expression("arg_reduce", dtype), x, n_out,
-         [c_int(int(want_max)), _ptr(x), _ptr(out), c_longlong(n_out), c_longlong(x.shape[axis]),
+         [c_int(int(want_max)), x.ptr, out.ptr, c_longlong(n_out), c_longlong(x.shape[axis]),
           c_longlong(strides[axis]), s], grid=min(n_out, 65535))
     return out
 

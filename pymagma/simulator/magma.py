@@ -25,19 +25,13 @@ import numpy as np
 
 from .. import _libs
 from .. import _magma as M
-from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError, PymagmaError
+from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError
 from . import magma_args
+from . import plans as _plans
 from .cudnn.numerics import tf32
+from .magma_args import ENUMS, INT_RANGE, MagmaCallError  # noqa: F401 - (their home before; still found here)
 
-ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
-                   M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
-                   M.MagmaAllVec, M.MagmaSomeVec, M.MagmaOverwriteVec})
-INT_RANGE = (-(1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1)), 1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1))
 LIBRARY_NAME = "pymagma's simulated MAGMA"
-
-
-class MagmaCallError(PymagmaError, ValueError):
-    """A call the native MAGMA would reject or that the simulator does not model (bad arity, type, enum, size)."""
 
 
 def require(ok: bool, message: str) -> None:
@@ -554,6 +548,15 @@ CUBLAS_TF32_TENSOR_OP_MATH = 3  #: the math mode with which cublasSgemm (MAGMA's
 _ADDRESS_TOKENS = frozenset({"D", "H", "DA", "IH", "ID", "IDA", "Q", "QP", "V", "VP", "ZP", "STREAM", "HANDLE"})
 
 
+def _plan_key(sig, argtypes):
+    """A call's plan key (:mod:`.plans`): every argument's value (what MAGMA's checks read), or whether it is null for
+    a pointer; None for a routine with a complex scalar (a structure: no value to compare)."""
+    if any(isinstance(t, type) and issubclass(t, ctypes.Structure) for t in argtypes):
+        return None
+    return _plans.key_function([f"not args[{i}]" if token in _ADDRESS_TOKENS else f"args[{i}]"
+                                for i, (token, _) in enumerate(sig.args)])
+
+
 def _kwargs(sig, values_):
     """The model's view of a call: argument name -> Python value (scalars, ints) or address (pointers)."""
     out = {}
@@ -596,6 +599,10 @@ class SimulatedMagma:
         self._failure = threading.local()
         self.xerbla_calls: list[Rejected] = []  #: the calls MAGMA or cuBLAS rejected (nothing computed)
         self.cublas_math_modes: dict[int, int] = {}  #: cuBLAS handle -> math mode (set by the simulated cuBLAS)
+        #: on the null device, a routine's argument values (and which pointers are null) that passed MAGMA's checks
+        #: once are not checked again (:mod:`pymagma.simulator.plans`); False: checked at every call
+        self.planning = _plans.enabled_from_environment()
+        self.plans = _plans.Plans()
         _LIBRARIES.add(self)
         self._aux = {
             "magma_init": lambda k, dt: 0,
@@ -709,10 +716,8 @@ class SimulatedMagma:
         has_info = "info" in sig.arg_names
         records = self.xerbla_calls
         restype, argtypes = sig.prototype()
-        scalars = {t: M.ctype_of(t, sig.precision) for t in ("S", "R") if sig.precision}
-        checks = tuple((i, arg, token, scalars.get(token)) for i, (token, arg) in enumerate(sig.args)
-                       if token in ("I", "E", "S", "R"))
-        arity, failure, streams = len(sig.args), self._failure, self.streams
+        check = magma_args.table_check(name, sig)
+        failure, streams = self._failure, self.streams
         null, aux = bool(getattr(streams, "null", False)), sig.family in AUX_FAMILIES
         structure = isinstance(restype, type) and issubclass(restype, ctypes.Structure)
         on_queue = sig.family not in AUX_FAMILIES and any(token == "Q" for token, _ in sig.args)
@@ -721,10 +726,11 @@ class SimulatedMagma:
         deferrable = on_queue and restype is None and not any(token in ("H", "IH") for token, _ in sig.args)
         reads = getattr(streams, "host_reads", None) if restype is not None and not aux else None  # a host value
 
-        def run(k):
+        def run(k, key=None):
             """The model, in queue order: on a queue of a created stream, a deferrable routine is enqueued there;
             any other (a LAPACK driver's info, a dot product, host pivots) first runs the queue's work.  A call
-            whose arguments MAGMA (or cuBLAS) rejects computes nothing: recorded, info = -k where there is one."""
+            whose arguments MAGMA (or cuBLAS) rejects computes nothing: recorded, info = -k where there is one.
+            ``key``: the call's plan key, remembered when the checks pass on the null device."""
             bad = arguments(k) if arguments is not None else None
             if bad is not None:
                 records.append(Rejected(name, bad[0], bad[1], k[bad[1]], who))
@@ -734,6 +740,8 @@ class SimulatedMagma:
             if reads is not None:
                 reads.note(name)
             if null and not aux:  # the null device: checked, then nothing computed (info and results stay as given)
+                if key is not None:
+                    plans.remember(key, True)
                 return 0 if restype is not None else None
             if reads_math_mode:  # cuBLAS chooses its kernel at the call: the handle's math mode now
                 k["math_mode"] = self.cublas_math_modes.get(address(k["queue"]) + CUBLAS_HANDLE_OFFSET, 0)
@@ -750,22 +758,6 @@ class SimulatedMagma:
                 streams.flush(stream)
             return model(k, dtype)
 
-        def check(args) -> None:
-            if len(args) != arity:
-                raise MagmaCallError(f"{name}: {len(args)} arguments, the table has {arity}")
-            for i, arg, token, scalar in checks:
-                v = args[i]
-                if scalar is not None:
-                    if type(v) is not scalar:
-                        raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected {scalar.__name__}")
-                elif not (type(v) is int or isinstance(v, np.integer)):
-                    raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected an int")
-                elif token == "E" and v not in ENUMS:
-                    raise MagmaCallError(f"{name}({arg}) = {v} is not a MAGMA enum value")
-                elif not INT_RANGE[0] <= v < INT_RANGE[1]:
-                    raise MagmaCallError(f"{name}({arg}) = {v} does not fit magma_int_t "
-                                         f"({8 * ctypes.sizeof(M.MAGMA_INT)}-bit)")
-
         if structure or restype is ctypes.c_char_p:  # a callback cannot return these: call the model directly
             def call(*args):
                 check(args)
@@ -775,9 +767,17 @@ class SimulatedMagma:
 
             return call
 
+        planned = _plan_key(sig, argtypes) if null and not aux else None
+        plans = self.plans
+
         def native(*converted):
+            key = planned(converted) if planned is not None and self.planning else None
+            if key is not None and key in plans:  # these values passed MAGMA's checks: nothing computed
+                if reads is not None:
+                    reads.note(name)
+                return 0 if restype is not None else None
             try:
-                return run(_kwargs(sig, converted))
+                return run(_kwargs(sig, converted), key)
             except BaseException as exc:  # ctypes would print and swallow it: keep it for the caller
                 failure.exc = exc
                 return None if restype is None else restype().value

@@ -1,4 +1,5 @@
-"""The argument checks of each simulated MAGMA routine, as MAGMA 2.7's sources write them.
+"""The argument checks of each simulated MAGMA routine: against pymagma's table (:func:`table_check`: arity, types,
+enum values, ranges), then as MAGMA 2.7's sources write them.
 
 A LAPACK-style routine (``magma_?getrf_gpu``, ``magma_?potrf_batched``, ...) and MAGMA's own kernels
 (``magmablas_?laswp``, ``?transpose``, ``?laset``, ``?gemm_batched``, ``?trsm_batched``) test their arguments in a
@@ -15,9 +16,12 @@ Workspace sizes (``lwork``) come with the routine's query answer from :func:`wor
 
 from __future__ import annotations
 
+import ctypes
+
 import numpy as np
 
 from .. import _magma as M
+from ..errors import PymagmaError
 
 TRANS = (M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans)
 UPLO = (M.MagmaUpper, M.MagmaLower)
@@ -27,6 +31,44 @@ DIAG = (M.MagmaNonUnit, M.MagmaUnit)
 SYTRD_NB = 64
 #: the block size the simulated magma_get_?geqrf_nb / ?potrf_nb answer, and gels's workspace uses
 NB = 32
+
+
+ENUMS = frozenset({M.MagmaNoTrans, M.MagmaTrans, M.MagmaConjTrans, M.MagmaUpper, M.MagmaLower, M.MagmaFull,
+                   M.MagmaUnit, M.MagmaNonUnit, M.MagmaLeft, M.MagmaRight, M.MagmaNoVec, M.MagmaVec, M.MagmaIVec,
+                   M.MagmaAllVec, M.MagmaSomeVec, M.MagmaOverwriteVec})
+INT_RANGE = (-(1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1)), 1 << (8 * ctypes.sizeof(M.MAGMA_INT) - 1))
+
+
+class MagmaCallError(PymagmaError, ValueError):
+    """A call the native MAGMA would reject or that the simulator does not model (bad arity, type, enum, size)."""
+
+
+def table_check(name: str, sig: M.Signature):
+    """``check(args)``: the call's arguments against pymagma's table before they reach the native seam (arity, an
+    int for every size and enum, MAGMA's enum values, magma_int_t's range, the scalars' exact ctypes type), else
+    :class:`MagmaCallError`."""
+    scalars = {t: M.ctype_of(t, sig.precision) for t in ("S", "R") if sig.precision}
+    checks = tuple((i, arg, token, scalars.get(token)) for i, (token, arg) in enumerate(sig.args)
+                   if token in ("I", "E", "S", "R"))
+    arity = len(sig.args)
+
+    def check(args) -> None:
+        if len(args) != arity:
+            raise MagmaCallError(f"{name}: {len(args)} arguments, the table has {arity}")
+        for i, arg, token, scalar in checks:
+            v = args[i]
+            if scalar is not None:
+                if type(v) is not scalar:
+                    raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected {scalar.__name__}")
+            elif not (type(v) is int or isinstance(v, np.integer)):
+                raise MagmaCallError(f"{name}({arg}) got {type(v).__name__}, expected an int")
+            elif token == "E" and v not in ENUMS:
+                raise MagmaCallError(f"{name}({arg}) = {v} is not a MAGMA enum value")
+            elif not INT_RANGE[0] <= v < INT_RANGE[1]:
+                raise MagmaCallError(f"{name}({arg}) = {v} does not fit magma_int_t "
+                                     f"({8 * ctypes.sizeof(M.MAGMA_INT)}-bit)")
+
+    return check
 
 
 def gehrd_nb(n: int) -> int:

@@ -269,3 +269,72 @@ def test_a_kept_seed_never_becomes_a_leafs_gradient():
         w.zero_grad()
         make(w).backward()
         np.testing.assert_array_equal(w.grad, 1.0)
+
+
+def test_a_functions_output_is_always_a_backend_array_and_its_own_release_runs():
+    """Function.apply converts what a forward returns (a NumPy scalar from a reduction, a list) with ``asarray``,
+    however often a backend's own arrays passed through; backward calls a Function's own ``release`` and takes a
+    tuple subclass of gradients; a wrong count of gradients is still named."""
+    from collections import namedtuple
+
+    pair = namedtuple("pair", "a b")
+    released = []
+
+    class Scalar(Function):  # NumPy's sum of a 1-D array is a NumPy scalar, not an array
+        def forward(self, a):
+            self.shape = a.shape
+            return np.float32(a.sum())
+
+        def backward(self, g):
+            return (np.broadcast_to(g, self.shape).astype(np.float32),)
+
+    class Both(Function):
+        def forward(self, a, b):
+            return a * b
+
+        def backward(self, g):
+            return pair(g * 2.0, g * 3.0)
+
+        def release(self):
+            released.append(type(self).__name__)
+            super().release()
+
+    class Miscounted(Function):
+        def forward(self, a, b):
+            return a + b
+
+        def backward(self, g):
+            return (g,)
+
+    x, y = Parameter(np.ones(3, np.float32)), Parameter(np.ones(3, np.float32))
+    for _ in range(3):  # the ndarray class is known after the first apply; a scalar is converted each time
+        s = Scalar.apply(x * 1.0)
+        assert type(s.data) is np.ndarray and s.data.shape == () and s.data.dtype == np.float32
+    x.grad = None
+    (Both.apply(x, y).sum() + Scalar.apply(x)).backward()
+    assert released == ["Both"]
+    np.testing.assert_array_equal(x.grad, [3.0, 3.0, 3.0])
+    np.testing.assert_array_equal(y.grad, [3.0, 3.0, 3.0])
+    with pytest.raises(RuntimeError, match="Miscounted.backward returned 1 gradients for 2 inputs"):
+        Miscounted.apply(x, y).sum().backward()
+
+
+def test_the_tape_walk_visits_every_function_once_in_reverse_topological_order():
+    """A diamond with a shared input: each Function's backward runs once, after every consumer of its output."""
+    seen = []
+
+    class Tag(Function):
+        def forward(self, a, name):
+            self.name = name
+            return a * 1.0
+
+        def backward(self, g):
+            seen.append(self.name)
+            return (g,)
+
+    x = Parameter(np.ones(2))
+    a = Tag.apply(x, name="a")
+    b, c = Tag.apply(a, name="b"), Tag.apply(a, name="c")
+    Tag.apply(b + c, name="d").sum().backward()
+    assert sorted(seen) == ["a", "b", "c", "d"] and seen[0] == "d" and seen[-1] == "a"
+    np.testing.assert_array_equal(x.grad, [2.0, 2.0])

@@ -295,7 +295,10 @@ def launcher_modules() -> list:
 
 
 def launch_parameters(args) -> list[tuple[int, bool]]:
-    return [(ctypes.sizeof(type(a)), isinstance(a, ctypes.c_double | ctypes.c_float)) for a in args]
+    """(size, floating) of each argument as cuLaunchKernel gets it: a plain int is a pointer, which every launcher
+    packs as a c_void_p (a kernel parameter of another size or kind then fails the comparison)."""
+    return [(ctypes.sizeof(ctypes.c_void_p if type(a) is int else type(a)),
+             isinstance(a, ctypes.c_double | ctypes.c_float)) for a in args]
 
 
 def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, every_program):

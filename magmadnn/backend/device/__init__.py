@@ -61,6 +61,8 @@ from .indexing import (
 from .linear import bias_activation, bias_activation_backward, bias_add, bias_grad, matmul
 from .loss_scaling import finite_flag, loss_scale_update, revert_update
 from .losses import (
+    probability_crossentropy,
+    probability_crossentropy_backward,
     softmax_cross_entropy,
     softmax_cross_entropy_backward,
     softmax_cross_entropy_mean,
@@ -114,7 +116,8 @@ _FAULT_OPS = ("check_range", "check_binary", "fault_record", "fault_error")
 __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forward", "adagrad_update", "adam_update",
            "adagrad_update_many", "adam_update_many", "attention_heads", "attention_heads_backward", "bias_activation",
            "bias_activation_backward", "broadcast_divide",
-           "softmax_cross_entropy_mean", "softmax_cross_entropy_mean_backward", "rmsprop_update_many",
+           "softmax_cross_entropy_mean", "softmax_cross_entropy_mean_backward", "probability_crossentropy",
+           "probability_crossentropy_backward", "rmsprop_update_many",
            "sgd_update_many",
            "add", "argmax", "asarray", "batch_norm_backward", "batch_norm_infer", "batch_norm_train", "bias_add",
            "bias_grad", "channel_sum", "clip", "clip_norm_scale", "concatenate", "conv2d_backward_bias",

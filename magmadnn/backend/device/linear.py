@@ -26,9 +26,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     """``op(a) @ op(b)``: gemm for 2-D operands, gemm_batched for stacks; transposes are views BLAS takes as flags."""
     if a.dtype is not b.dtype:
         _same_dtype("matmul", a, b)
-    a = a if a.is_c_contiguous else _blas_operand(a)
-    b = b if b.is_c_contiguous else _blas_operand(b)
-    if len(a.shape) == 2 and len(b.shape) == 2:
+    if not a.is_c_contiguous:  # (contiguous operands, the common case, need no call)
+        a = _blas_operand(a)
+    if not b.is_c_contiguous:
+        b = _blas_operand(b)
+    if a.ndim == 2 and b.ndim == 2:
         return _blas.gemm(a, b, trans_a=bool(transpose_a), trans_b=bool(transpose_b))
     a = a.mT if transpose_a else a
     b = b.mT if transpose_b else b

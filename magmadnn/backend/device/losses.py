@@ -1,4 +1,5 @@
-"""Device losses: the fused softmax cross-entropy kernels (per row; the gradient of their mean in one launch)."""
+"""Device losses: the fused softmax cross-entropy kernels (per row; the gradient of their mean in one launch) and
+Keras' cross entropy of probabilities (clip, log, weighted mean: one launch; its gradient: one more)."""
 
 from __future__ import annotations
 
@@ -25,3 +26,11 @@ def softmax_cross_entropy_mean(logits, labels):
 def softmax_cross_entropy_mean_backward(probs, labels, dloss):
     """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d: one launch."""
     return _dk.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss, mean=True)
+
+
+def probability_crossentropy(p, packed, binary, smoothing, eps, scale):
+    return _dk.keras_prob_xent(p, packed, binary, smoothing, eps, scale)
+
+
+def probability_crossentropy_backward(p, packed, dloss, binary, smoothing, eps, scale):
+    return _dk.keras_prob_xent_backward(p, packed, dloss, binary, smoothing, eps, scale)

@@ -19,7 +19,7 @@ from ._common import (
 
 
 def reshape(a, shape):
-    return _contiguous(a).reshape(shape)
+    return (a if a.is_c_contiguous else _copy_any(a)).reshape(shape)  # (_contiguous, inline)
 
 
 def transpose(a, axes=None):

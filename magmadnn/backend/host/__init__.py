@@ -16,7 +16,7 @@ The ops are this package's attributes, re-exported as the topic modules define t
 
 from __future__ import annotations
 
-from . import _half
+from . import _half, _memory
 from ._common import _fused_rows  # noqa: F401  (tests check the fused-row guard)
 from .activations import (
     activation_backward,
@@ -110,3 +110,5 @@ __all__ = ["name", "FUSED_ACTIVATIONS", "activation_backward", "activation_forwa
            "take_along_axis_backward", "take_backward", "tile"]
 
 _half.take_half_operands(globals())
+
+_memory.keep_freed_memory()  # freed arrays stay in the process for the next ones (see _memory)

@@ -11,11 +11,10 @@ import math
 import numpy as np
 
 from .. import _erf, _host_jit, geometry
+from . import _rows
 from ._common import _fused_rows
 
 _GELU_C = math.sqrt(2.0 / math.pi)
-_SQRT_HALF = math.sqrt(0.5)
-_INV_SQRT_2PI = 1.0 / math.sqrt(2.0 * math.pi)
 
 
 def _sigmoid(x):
@@ -41,11 +40,7 @@ def activation_forward(x, kind, alpha=0.0):
     if kind == "elu":
         return np.where(x > 0, x, np.expm1(np.minimum(x, 0)) * alpha)
     if kind == "gelu":  # x Phi(x) = x (1 + erf(x / sqrt 2)) / 2
-        y = _erf.erf(x * one(_SQRT_HALF))
-        y += 1
-        y *= x
-        y *= one(0.5)
-        return y
+        return _erf.gelu(x)
     if kind == "silu":
         y = _sigmoid(x)
         y *= x
@@ -105,12 +100,7 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
     if kind == "elu":
         return np.where(x > 0, dy, dy * (y + alpha))
     if kind == "gelu":  # Phi(x) + x phi(x)
-        d = _erf.erf(x * one(_SQRT_HALF))
-        d += 1
-        d *= one(0.5)
-        d += x * np.exp(np.square(x) * one(-0.5)) * one(_INV_SQRT_2PI)
-        d *= dy
-        return d
+        return _erf.gelu_grad(dy, x)
     if kind == "silu":  # s (1 + x (1 - s))
         s = _sigmoid(x)
         d = np.subtract(1, s)
@@ -162,6 +152,11 @@ def _gelu_backward(dy, x):
 
 
 def softmax(x, axis=-1):
+    if axis % x.ndim == x.ndim - 1 and x.ndim:  # the last axis: faster row reductions (see _rows)
+        e = x - _rows.last_max(x)
+        np.exp(e, out=e)
+        e /= _rows.last_sum(e)
+        return e
     e = x - np.max(x, axis=axis, keepdims=True)
     np.exp(e, out=e)
     e /= np.sum(e, axis=axis, keepdims=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from .. import _host_jit
+from . import _rows
 from ._common import _fused_rows
 
 _CAUSAL_BIAS: dict = {}
@@ -27,12 +28,12 @@ def masked_softmax(x, mask=None, scale=1.0, causal=False):
         s += _causal_bias(x.shape[2], x.shape[3], x.dtype)
     if mask is not None:
         s += np.where(mask != 0, 0.0, -np.inf).astype(x.dtype)[:, None, None, :]
-    top = np.max(s, axis=-1, keepdims=True)
+    top = _rows.last_max(s)
     if causal or mask is not None:
         top[~np.isfinite(top)] = 0  # a row with no key left: exp(-inf) = 0 everywhere
     s -= top
     np.exp(s, out=s)
-    total = np.sum(s, axis=-1, keepdims=True)
+    total = _rows.last_sum(s)
     if causal or mask is not None:
         return np.divide(s, total, out=s, where=total > 0)
     s /= total

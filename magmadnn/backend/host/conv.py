@@ -13,7 +13,9 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _host_jit, geometry
+from . import _conv_infer
 from . import linear as _linear
+from ._conv_infer import _activate_inplace
 from .linear import _matmul_nt, bias_grad
 
 _pads = geometry.pads4
@@ -144,36 +146,27 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     return out
 
 
-#: elements of the column matrix of one group of samples in ``_forward_by_samples`` (4 MiB of float32: in cache)
-_SAMPLE_COLUMNS = 1 << 20
-
-
 def _forward_by_samples(plan, x, w, bias, activation):
-    """The forward when nothing is kept for a backward: groups of samples at a time, each sample's columns
-    (C*R*S, Ho*Wo) gathered from the zero-padded NCHW input and multiplied by the kernel straight into its NCHW
-    output rows (no batch-last copy, no move of the output), bias and activation added while the group is in cache."""
-    t, b, l, r = plan.pads
-    xp = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r))) if any(plan.pads) else x
-    k, howo = plan.k, plan.ho * plan.wo
-    out = np.empty((plan.n, k, plan.ho, plan.wo), dtype=np.result_type(x, w))
-    w2 = w.reshape(k, -1)
-    flat = out.reshape(plan.n, k, howo)
-    step = max(1, _SAMPLE_COLUMNS // max(1, plan.crs * howo))
-    sn, sc, sh, sw = xp.strides
-    bias = None if bias is None else bias.reshape(1, k, 1)
-    for n0 in range(0, plan.n, step):
-        part = xp[n0:n0 + step]
-        view = as_strided(part, shape=(part.shape[0], plan.c, plan.kh, plan.kw, plan.ho, plan.wo),
-                          strides=(sn, sc, sh * plan.dh, sw * plan.dw, sh * plan.sh, sw * plan.sw), writeable=False)
-        cols = np.empty(view.shape, dtype=x.dtype)
-        np.copyto(cols, view)
-        y = flat[n0:n0 + step]
-        np.matmul(w2, cols.reshape(part.shape[0], plan.crs, howo), out=y)
-        if bias is not None:
-            y += bias
-        if activation is not None:
-            _activate_inplace(y, activation)
-    return out
+    """The forward when nothing is kept for a backward: see ``_conv_infer``."""
+    return _conv_infer.forward_by_samples(plan, x, w, bias, activation)
+
+
+def conv2d_forward_residual(x, w, residual, stride=(1, 1), padding=(0, 0), dilation=(1, 1), bias=None,
+                            activation=None):
+    """Inference only (host, one group): ``activation(conv2d_forward(x, w, bias=bias) + residual)`` in one call, the
+    same float operations in the same order; ``residual`` has the output's shape, ``activation`` is None or one of
+    ``FUSED_ACTIVATIONS``. Not an op of the op set: the ONNX op graph's fused Conv -> Add -> Relu calls it."""
+    if activation is not None and activation not in FUSED_ACTIVATIONS:
+        raise ValueError(f"conv2d_forward_residual: activation {activation!r} cannot be fused; expected one of "
+                         f"{FUSED_ACTIVATIONS} or None")
+    if x.ndim != 4 or w.ndim != 4 or w.shape[1] != x.shape[1]:
+        raise ValueError(f"conv2d_forward_residual: x {x.shape} and w {w.shape}: expected (N, C, H, W) and "
+                         "(K, C, R, S) with the same channels C (one group)")
+    plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
+    if tuple(residual.shape) != (plan.n, plan.k, plan.ho, plan.wo):
+        raise ValueError(f"conv2d_forward_residual: residual has shape {tuple(residual.shape)}; expected the "
+                         f"output's {(plan.n, plan.k, plan.ho, plan.wo)}")
+    return _conv_infer.forward_by_samples(plan, x, w, bias, activation, residual)
 
 
 class _OutputStore:
@@ -202,19 +195,6 @@ class _OutputStore:
             np.copyto(o, y.transpose(3, 0, 1, 2))
         else:
             np.add(y.transpose(3, 0, 1, 2), self.bias, out=o)
-
-
-def _activate_inplace(a, kind):
-    """One of ``FUSED_ACTIVATIONS`` applied to ``a`` in place (the same formulas as ``activation_forward``)."""
-    if kind == "relu":
-        np.maximum(a, 0, out=a)
-    elif kind == "tanh":
-        np.tanh(a, out=a)
-    else:  # sigmoid(x) = (1 + tanh(x/2)) / 2
-        a *= 0.5
-        np.tanh(a, out=a)
-        a += 1
-        a *= 0.5
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):

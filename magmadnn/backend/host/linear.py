@@ -70,6 +70,8 @@ def bias_grad(dy):
 def bias_activation(x, b, kind, alpha=0.0):
     """``(activation(x + b), x + b)``; the second None where the gradient of ``kind`` does not read it."""
     z = bias_add(x, b)
+    if kind == "relu":  # its gradient reads the output alone: the new array z takes it in place
+        return np.maximum(z, 0, out=z), None
     return activation_forward(z, geometry.check_activation(kind, "bias_activation"), alpha), (
         z if kind in geometry.INPUT_GRAD_ACTIVATIONS else None)
 

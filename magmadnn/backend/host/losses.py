@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .. import _host_jit
+
 
 def softmax_cross_entropy(logits, labels):
     """Per-sample cross entropy of softmax(logits) with int labels (N,) or one-hot/soft labels (N, C).
@@ -37,7 +39,14 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
 
 
 def softmax_cross_entropy_mean(logits, labels):
-    """``(mean of the per-row loss, probs)``."""
+    """``(mean of the per-row loss, probs)``; integer labels through ``_host_jit``'s one-pass kernel when it is
+    there (labels out of range then take the NumPy path, which raises or wraps as NumPy indexing does)."""
+    if _one_pass(logits, labels):
+        probs = np.empty(logits.shape, logits.dtype)
+        loss = np.empty(logits.shape[0], logits.dtype)
+        ok, total = _host_jit.kernels.softmax_xent_rows(logits, labels, probs, loss)
+        if ok:
+            return np.asarray(total / logits.shape[0], dtype=logits.dtype), probs
     loss, probs = softmax_cross_entropy(logits, labels)
     return np.asarray(loss.mean(), dtype=loss.dtype), probs
 
@@ -46,4 +55,19 @@ def softmax_cross_entropy_mean_backward(probs, labels, dloss):
     """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d."""
     rows = probs.shape[0]
     share = np.asarray(1 if dloss is None else dloss, dtype=probs.dtype) / probs.dtype.type(max(rows, 1))
+    if _one_pass(probs, labels):
+        d = np.empty(probs.shape, probs.dtype)
+        _host_jit.kernels.softmax_xent_mean_backward(probs, labels, probs.dtype.type(share), d)
+        return d
     return softmax_cross_entropy_backward(probs, labels, np.full(rows, share, dtype=probs.dtype))
+
+
+def _one_pass(rows, labels) -> bool:
+    """Whether the JIT kernels take these: numba there, 2-D float32/float64 rows (at least one row and column)
+    and 1-D integer labels, one per row."""
+    return (_host_jit.kernels is not None and type(rows) is np.ndarray and type(labels) is np.ndarray
+            and rows.ndim == 2 and rows.dtype in _FLOATS and labels.ndim == 1 and labels.dtype.kind in "iu"
+            and labels.shape[0] == rows.shape[0] and rows.shape[0] > 0 and rows.shape[1] > 0)
+
+
+_FLOATS = (np.dtype(np.float32), np.dtype(np.float64))

@@ -139,9 +139,44 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
 
 
 def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
-    """:func:`sgd_update` of each (ps[i], gs[i], vs[i]) in turn."""
-    for i, (p, g) in enumerate(zip(ps, gs, strict=True)):
-        sgd_update(p, g, None if vs is None else vs[i], lr, momentum, nesterov, weight_decay, keras)
+    """:func:`sgd_update` of each (ps[i], gs[i], vs[i]) in turn: the rates are checked once for all, each parameter
+    then goes straight to ``_host_jit``'s one-pass kernel where its arrays fit it (else through :func:`sgd_update`)."""
+    jit = _host_jit.kernels
+    if len(ps) != len(gs) or (vs is not None and len(vs) != len(ps)):
+        raise ValueError(f"sgd_update_many: {len(ps)} parameters, {len(gs)} gradients and "
+                         f"{'no' if vs is None else len(vs)} velocities; expected one of each per parameter")
+    if jit is None or nesterov or weight_decay or type(lr) not in (float, int) or type(momentum) not in (float, int):
+        for i, (p, g) in enumerate(zip(ps, gs)):
+            sgd_update(p, g, None if vs is None else vs[i], lr, momentum, nesterov, weight_decay, keras)
+        return
+    rates = {}  # dtype -> (lr, momentum) as scalars of that dtype
+    for i, (p, g) in enumerate(zip(ps, gs)):
+        v = vs[i] if momentum else None
+        if not _fits_kernel(p, g, v):
+            sgd_update(p, g, None if vs is None else vs[i], lr, momentum, nesterov, weight_decay, keras)
+            continue
+        one = rates.get(p.dtype)
+        if one is None:
+            one = rates[p.dtype] = (p.dtype.type(lr), p.dtype.type(momentum))
+        if momentum:
+            jit.sgd_momentum(p.reshape(-1), g.reshape(-1), v.reshape(-1), one[0], one[1])
+        else:
+            jit.sgd_plain(p.reshape(-1), g.reshape(-1), one[0])
+
+
+def _fits_kernel(p, g, v) -> bool:
+    """Whether SGD's one-pass kernel takes these arrays: C-contiguous NumPy float arrays of p's dtype and shape
+    (``v`` None without momentum), p writeable."""
+    if type(p) is not np.ndarray or type(g) is not np.ndarray or p.dtype not in _KERNEL_DTYPES:
+        return False
+    if g.dtype != p.dtype or g.shape != p.shape or not (p.flags.c_contiguous and g.flags.c_contiguous
+                                                        and p.flags.writeable):
+        return False
+    return v is None or (type(v) is np.ndarray and v.dtype == p.dtype and v.shape == p.shape
+                         and v.flags.c_contiguous)
+
+
+_KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))
 
 
 def adam_update_many(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import functools
+import math
 
 import numpy as np
 
@@ -25,11 +26,12 @@ sum_to_shape = _reductions.sum_to_shape_op(functools.partial(np.sum, keepdims=Tr
 
 
 def channel_sum(a):
-    """Sum of ``a`` over every axis but 1."""
+    """Sum of ``a`` over every axis but 1: the samples first (contiguous rows added element by element, as the 2-D
+    case does), then each channel's row (about twice as fast as the other order, which sums short rows first)."""
     if a.ndim == 2:
         return a.sum(axis=0)
     n, c = a.shape[:2]
-    return a.reshape(n, c, -1).sum(axis=2).sum(axis=0)
+    return np.add.reduce(a.reshape(n, c, math.prod(a.shape[2:])), axis=0).sum(axis=1)  # prod: an empty batch too
 
 
 def broadcast_divide(a, shape, divisor=1):

@@ -8,8 +8,9 @@ import math
 
 import numpy as np
 
+from ...autograd import is_grad_enabled
 from ._registry import op
-from ._runtime import F, tensor
+from ._runtime import F, Tensor, arith, is_float, tensor
 from .shaping import _pad_axis
 
 
@@ -49,12 +50,21 @@ def _spatial(view, ranks=(3, 4)):
 
 @op("Conv", weights=(1, 2))
 def conv(view):
+    return conv_function(view)
+
+
+def conv_function(view, activation=None, residual=None):
+    """Conv's function ``run(x, w, b=None, r=None)``. A chain Conv -> Add -> Relu fused into one node
+    (:mod:`.fused_conv`): ``residual`` ("left" or "right": the Add's operand order) adds ``r``, ``activation``
+    ("relu") follows; the same values and gradients as the nodes one by one (host inference in one call)."""
     view.only("kernel_shape", "strides", "dilations", "pads", "auto_pad", "group")
     spatial = _spatial(view)
     _, strides, dilations, pads, auto = _geometry(view, spatial)
     groups = int(view.attr("group", 1))
+    if spatial == 1 and (activation or residual):
+        raise view.error("a fused chain needs a 2-D convolution")
 
-    def run(x, w, b=None):
+    def run(x, w, b=None, r=None):
         w = tensor(w, x)
         kernel = list(w.shape[2:])
         p = _auto_pads(auto, x.shape[2:], kernel, strides, dilations, pads)
@@ -63,10 +73,42 @@ def conv(view):
                          None if b is None else tensor(b, x), stride=(1, strides[0]),
                          padding=((0, 0), (p[0], p[1])), dilation=(1, dilations[0]), groups=groups)
             return F.reshape(y, (y.shape[0], y.shape[1], y.shape[3]))
-        return F.conv2d(x, w, None if b is None else tensor(b, x), stride=tuple(strides),
-                        padding=((p[0], p[2]), (p[1], p[3])), dilation=tuple(dilations), groups=groups)
+        b = None if b is None else tensor(b, x)
+        geometry = {"stride": tuple(strides), "padding": ((p[0], p[2]), (p[1], p[3])), "dilation": tuple(dilations),
+                    "groups": groups}
+        if residual is None:
+            return F.conv2d(x, w, b, activation=activation, **geometry)
+        fast = _host_inference(x, w, b, r, activation, geometry)
+        if fast is not None:
+            return fast
+        y = F.conv2d(x, w, b, **geometry)
+        y = arith(r, y, "add") if residual == "left" else arith(y, r, "add")
+        return y if activation is None else F.activation(y, activation)
 
     return run
+
+
+def _host_inference(x, w, b, r, activation, geometry):
+    """``activation(conv2d(x, w, b) + r)`` by the host's one-call inference convolution, or None where it does not
+    apply (a device, gradients recorded, groups, broadcasting or mixed dtypes: the ops one by one then)."""
+    if is_grad_enabled() or geometry["groups"] != 1 or not isinstance(r, Tensor) or x.xp.name != "host":
+        return None
+    if not (x.dtype == w.dtype == r.dtype and (b is None or b.dtype == x.dtype) and is_float(x)):
+        return None
+    from ...backend.host.conv import conv2d_forward_residual  # noqa: PLC0415
+
+    data = [t.data for t in (x, w, r)]
+    if not all(isinstance(a, np.ndarray) for a in data) or data[0].ndim != 4 or data[1].shape[1] != data[0].shape[1]:
+        return None
+    n, k = data[0].shape[0], data[1].shape[0]
+    ho, wo = F.conv2d_output_shape(data[0].shape[2:], data[1].shape[2:], geometry["stride"], geometry["padding"],
+                                   geometry["dilation"])
+    if data[2].shape != (n, k, ho, wo):
+        return None
+    y = conv2d_forward_residual(*data, stride=geometry["stride"], padding=geometry["padding"],
+                                dilation=geometry["dilation"], bias=None if b is None else b.data,
+                                activation=activation)
+    return Tensor._of(y, x.xp)
 
 
 @op("ConvTranspose", weights=(1, 2))

@@ -4,6 +4,7 @@ pointers with the descriptors' strides, alpha/beta read as cuDNN reads them, and
 from __future__ import annotations
 
 import ctypes
+import threading
 from ctypes import POINTER, c_double, c_float, c_int, c_void_p
 from dataclasses import dataclass
 
@@ -11,6 +12,7 @@ import numpy as np
 
 from ... import _cudnn as cd
 from ... import dtypes
+from ..plans import Versions
 
 Status = cd.Status
 _ip = POINTER(c_int)
@@ -71,8 +73,14 @@ def _work_out_numpy_dtype(data_type: int) -> np.dtype:
     return np.dtype(names[kind])
 
 
+#: the memory the call in progress on this thread views: while a model runs, ``viewed`` is a list of (address,
+#: bytes, what) and ``check(address, bytes, what)`` checks a range against the simulated allocations (before it is
+#: read or written); None otherwise
+viewing = threading.local()
+
+
 def host_view(ptr: int | None, shape, strides, dtype, what: str) -> np.ndarray:
-    """A writable NumPy view of simulated device memory (strides in elements)."""
+    """A writable NumPy view of simulated device memory (strides in elements), noted in :data:`viewing`."""
     if not ptr:
         raise ModelError(Status.BAD_PARAM_NULL_POINTER, f"{what} is a null pointer")
     dtype = np.dtype(dtype)
@@ -80,6 +88,10 @@ def host_view(ptr: int | None, shape, strides, dtype, what: str) -> np.ndarray:
     for n, s in zip(shape, strides):  # (a loop, no generator: every operand of every call passes here)
         extent += (n - 1) * s
     itemsize = dtype.itemsize
+    viewed = getattr(viewing, "viewed", None)
+    if viewed is not None:
+        viewed.append((int(ptr), extent * itemsize, what))
+        viewing.check(int(ptr), extent * itemsize, what)
     buf = (ctypes.c_char * (extent * itemsize)).from_address(int(ptr))
     return np.ndarray(tuple(shape), dtype, buffer=buf, strides=tuple(map(itemsize.__mul__, strides)))
 
@@ -156,12 +168,36 @@ class DropoutConfig:
 
 
 class Descriptors:
-    """Reads descriptors back from the real libcudnn."""
+    """Reads descriptors back from the real libcudnn, each once per version (:class:`~pymagma.simulator.plans.Versions`:
+    a descriptor set or destroyed through the simulated library is read again; ``caching`` False: read at every
+    use)."""
 
-    def __init__(self, real_bind, streams=None):
+    def __init__(self, real_bind, streams=None, versions: Versions | None = None):
         self._real_bind = real_bind
         self.streams = streams  #: the simulated runtime whose streams the device work is queued on
         self._getters: dict[str, object] = {}
+        self.versions = Versions() if versions is None else versions
+        self.caching = True
+        self._facts: dict[int, tuple] = {}  # descriptor -> (version, kind, what was read)
+
+    def _cached(self, kind: str, desc, read):
+        """``read()``'s answer for ``desc``, kept until the descriptor's version changes (a refusal is not kept)."""
+        if not (self.caching and type(desc) is int and desc):
+            return read()
+        version = self.versions.adopt(desc)
+        known = self._facts.get(desc)
+        if known is not None and known[0] == version and known[1] == kind:
+            return known[2]
+        found = read()
+        self._facts[desc] = (version, kind, found)
+        return found
+
+    def forget(self, desc: int | None = None) -> None:
+        """Drop what was read of ``desc`` (None: of every descriptor)."""
+        if desc is None:
+            self._facts.clear()
+        else:
+            self._facts.pop(desc, None)
 
     def call(self, name: str, *args) -> None:
         fn = self._getters.get(name)
@@ -177,6 +213,9 @@ class Descriptors:
             raise ModelError(status_of(status), f"{name} refused the descriptor ({cd.status_name(status)})")
 
     def tensor(self, desc, what: str) -> Tensor:
+        return self._cached("tensor", desc, lambda: self._read_tensor(desc, what))
+
+    def _read_tensor(self, desc, what: str) -> Tensor:
         if not desc:
             raise ModelError(Status.BAD_PARAM_NULL_POINTER, f"{what} descriptor is null")
         dtype, nd = c_int(), c_int()
@@ -188,6 +227,9 @@ class Descriptors:
         return Tensor(dtype.value, tuple(dims[: nd.value]), tuple(strides[: nd.value]))
 
     def filter(self, desc) -> Tensor:
+        return self._cached("filter", desc, lambda: self._read_filter(desc))
+
+    def _read_filter(self, desc) -> Tensor:
         require(bool(desc), "filter descriptor is null", Status.BAD_PARAM_NULL_POINTER)
         dtype, fmt, nd, dims = c_int(), c_int(), c_int(), (c_int * 8)()
         self.call("cudnnGetFilterNdDescriptor", c_void_p(desc), 8, ctypes.byref(dtype), ctypes.byref(fmt),
@@ -199,6 +241,9 @@ class Descriptors:
         return Tensor(dtype.value, shape, cd.contiguous_strides(shape))
 
     def convolution(self, desc) -> Convolution:
+        return self._cached("convolution", desc, lambda: self._read_convolution(desc))
+
+    def _read_convolution(self, desc) -> Convolution:
         require(bool(desc), "convolution descriptor is null", Status.BAD_PARAM_NULL_POINTER)
         n, mode, compute, groups = c_int(), c_int(), c_int(), c_int()
         pads, strides, dilations = (c_int * 6)(), (c_int * 6)(), (c_int * 6)()
@@ -212,6 +257,9 @@ class Descriptors:
                            groups.value, math.value)
 
     def pooling(self, desc) -> Pooling:
+        return self._cached("pooling", desc, lambda: self._read_pooling(desc))
+
+    def _read_pooling(self, desc) -> Pooling:
         require(bool(desc), "pooling descriptor is null", Status.BAD_PARAM_NULL_POINTER)
         mode, nan, n = c_int(), c_int(), c_int()
         window, pads, strides = (c_int * 6)(), (c_int * 6)(), (c_int * 6)()
@@ -221,6 +269,9 @@ class Descriptors:
         return Pooling(mode.value, nan.value, tuple(window[:k]), tuple(pads[:k]), tuple(strides[:k]))
 
     def activation(self, desc) -> tuple[int, int, float]:
+        return self._cached("activation", desc, lambda: self._read_activation(desc))
+
+    def _read_activation(self, desc) -> tuple[int, int, float]:
         """(mode, nan propagation, coef) where coef is swish's beta for SWISH."""
         require(bool(desc), "activation descriptor is null", Status.BAD_PARAM_NULL_POINTER)
         mode, nan, coef = c_int(), c_int(), c_double()
@@ -231,6 +282,9 @@ class Descriptors:
         return mode.value, nan.value, coef.value
 
     def op_tensor(self, desc) -> tuple[int, int, int]:
+        return self._cached("op_tensor", desc, lambda: self._read_op_tensor(desc))
+
+    def _read_op_tensor(self, desc) -> tuple[int, int, int]:
         require(bool(desc), "op-tensor descriptor is null", Status.BAD_PARAM_NULL_POINTER)
         op, compute, nan = c_int(), c_int(), c_int()
         self.call("cudnnGetOpTensorDescriptor", c_void_p(desc), ctypes.byref(op), ctypes.byref(compute),
@@ -238,6 +292,9 @@ class Descriptors:
         return op.value, compute.value, nan.value
 
     def reduce_tensor(self, desc) -> tuple[int, int, int, int, int]:
+        return self._cached("reduce_tensor", desc, lambda: self._read_reduce_tensor(desc))
+
+    def _read_reduce_tensor(self, desc) -> tuple[int, int, int, int, int]:
         """(op, compute type, nan propagation, indices mode, indices type)."""
         require(bool(desc), "reduce-tensor descriptor is null", Status.BAD_PARAM_NULL_POINTER)
         vals = [c_int() for _ in range(5)]

@@ -4,7 +4,6 @@ each call, stream order, and the NumPy model of every handle-taking call pymagma
 from __future__ import annotations
 
 import ctypes
-import inspect
 import math
 import threading
 from ctypes import c_int, c_size_t, c_void_p
@@ -13,6 +12,7 @@ import numpy as np
 
 from ... import _cudnn as cd
 from ...errors import NotSimulatedError
+from .. import plans as _plans
 from ..runtime import COMPUTE_CAPABILITY
 from . import numerics as num
 from .descriptors import (
@@ -29,6 +29,7 @@ from .descriptors import (
     require,
 )
 from .numerics import ConvGeometry
+from .planned import Planner
 
 _ALGOS = {"forward": cd.ConvFwdAlgo, "backward_data": cd.ConvBwdDataAlgo, "backward_filter": cd.ConvBwdFilterAlgo}
 #: (kind, algorithm) -> the first compute capability that lacks it, as cuDNN 9's header documents
@@ -82,6 +83,8 @@ class SimulatedCudnn:
         real_bind = self._real_bind = self.real.bind
         self.streams = streams  #: the simulated runtime whose streams the device work is queued on
         self.desc = Descriptors(real_bind)
+        self.planner = Planner(self)  #: planned checks (:mod:`pymagma.simulator.plans`)
+        self.planner.enabled = _plans.enabled_from_environment()
         self.calls: list[str] = []
         self.handles: dict[int, int] = {}  # handle -> stream
         self.dropouts: dict[int, DropoutConfig] = {}  # dropout descriptor -> its settings
@@ -96,6 +99,15 @@ class SimulatedCudnn:
                 self._models[name] = getattr(self, f"_make_{role}")(kind)
 
     # ---------------------------------------------------------------------------------------- plumbing
+    @property
+    def planning(self) -> bool:
+        """Whether calls are planned and descriptors read once per version (:mod:`pymagma.simulator.plans`)."""
+        return self.planner.enabled
+
+    @planning.setter
+    def planning(self, on: bool) -> None:
+        self.planner.enabled = on
+
     @property
     def names(self) -> frozenset[str]:
         """The cuDNN functions this simulator answers instead of the library."""
@@ -140,39 +152,8 @@ class SimulatedCudnn:
             if not is_host_call(name):
                 raise NotSimulatedError(f"{name} is not simulated: it takes a cuDNN handle (device work) and "
                                         "pymagma.simulator.cudnn has no model of it")
-            return self._real_bind(name)
-        restype, argtypes = cd.PROTOTYPES[name]
-        prototype = ctypes.CFUNCTYPE(restype, *argtypes)
-        queued = "handle" in inspect.signature(model).parameters  # checks, then returns its device work
-        at = list(inspect.signature(model).parameters).index("handle") if queued else None
-
-        def native(*converted):
-            try:
-                with np.errstate(all="ignore"):  # a GPU computes NaN/inf silently
-                    work = model(*converted)
-                    if queued and callable(work):
-                        self._enqueue(converted[at], work)
-            except ModelError as exc:
-                self._local.error = f"{name}: {exc}"
-                return int(exc.status)
-            except BaseException as exc:  # ctypes would only print it: keep it for the caller
-                self._local.failure = exc
-                return int(Status.INTERNAL_ERROR)
-            return 0
-
-        callback = prototype(native)
-
-        def call(*args):
-            self.calls.append(name)
-            self._local.failure = None
-            status = callback(*args)
-            failure, self._local.failure = self._local.failure, None
-            if failure is not None:
-                raise failure
-            return status
-
-        call.callback = callback  # alive as long as the wrapper
-        return call
+            return self.planner.versioned(name, self._real_bind(name))
+        return self.planner.wrap(name, model)
 
     def _enqueue(self, handle, work) -> None:
         """Run a model's device work (the function it returned) in the order of the handle's stream."""
@@ -205,7 +186,9 @@ class SimulatedCudnn:
     def _destroy_dropout_descriptor(self, real):
         def destroy(desc):
             self.dropouts.pop(getattr(desc, "value", desc) or 0, None)
-            return real(desc)
+            status = real(desc)
+            self.planner.touch(_plans.address(desc), forget=True)
+            return status
 
         return destroy
 
@@ -713,6 +696,7 @@ class SimulatedCudnn:
                  f"dropout states of {states_bytes} bytes; cudnnDropoutGetStatesSize says {_STATES_BYTES}")
         config = DropoutConfig(float(rate), int(states or 0), int(states_bytes), int(seed))
         self.dropouts[int(desc)] = config
+        self.planner.touch(int(desc))
         return config
 
     @staticmethod

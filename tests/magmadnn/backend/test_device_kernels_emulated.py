@@ -13,6 +13,7 @@ from .test_device_kernels_fused_gpu import (  # noqa: F401  (the same, for the f
     test_attention_over_interleaved_heads_and_its_backward,
     test_bias_activation_and_its_backward,
     test_bias_activation_keeps_nan_and_infinity,
+    test_keras_cross_entropy_of_probabilities_and_its_gradient,
     test_layer_norm_backward_with_parameters_equals_the_three_kernels_bit_for_bit,
     test_mean_softmax_cross_entropy_and_its_gradient,
     test_multi_tensor_updates_check_every_tensor_before_the_first_launch,

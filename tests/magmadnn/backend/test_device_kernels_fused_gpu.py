@@ -164,6 +164,61 @@ def test_mean_softmax_cross_entropy_and_its_gradient(dtype, indices, rows, class
     close(one, (p * targets.sum(1, keepdims=True) - targets) * float(np.asarray(1.0 / rows, dtype)), dtype, scale=10.0)
 
 
+def _keras_xent_reference(p, t, w, binary, smoothing, eps, scale, g):
+    """Keras' cross entropy of probabilities, weighted and reduced, and its gradient, in float64 NumPy (the clip's
+    bounds as the kernels' arithmetic type holds them)."""
+    p_dtype = p.dtype
+    p, t, w = (a.astype(np.float64) for a in (p, t, w))
+    cols = p.shape[1]
+    if binary:
+        ts, q, total = t * (1 - smoothing) + smoothing / 2, p, 1.0
+    else:
+        total = p.sum(1, keepdims=True)
+        ts, q = t * (1 - smoothing) + smoothing / cols, p / total
+    acc = np.float64 if p_dtype == np.float64 else np.float32  # the kernels' arithmetic type: the clip's bounds
+    lo, hi = float(acc(eps)), float(acc(1) - acc(eps))
+    c = np.clip(q, lo, hi)
+    inside = (q > lo) & (q < hi)
+    if binary:
+        rows = -(ts * np.log(c) + (1 - ts) * np.log(1 - c)).mean(1)
+        grad = np.where(inside, (c - ts) / (c * (1 - c)), 0.0) / cols
+    else:
+        rows = -(ts * np.log(c)).sum(1)
+        dq = np.where(inside, -ts / np.where(inside, q, 1.0), 0.0)
+        grad = (dq - (dq * q).sum(1, keepdims=True)) / total
+    return scale * (w * rows).sum(), grad * (scale * g) * w[:, None]
+
+
+@pytest.mark.parametrize("dtype", DTYPES)
+@pytest.mark.parametrize("binary", [True, False], ids=["binary", "categorical"])
+@pytest.mark.parametrize("rows", [1, 9, 300])
+def test_keras_cross_entropy_of_probabilities_and_its_gradient(dtype, binary, rows):
+    """Keras' cross entropy of probabilities (clip, logs, weights, reduction: one launch; its gradient: one more)
+    against NumPy, with label smoothing, clipped values (no gradient there) and rows that do not sum to 1."""
+    from magmadnn.backend.device import kernels
+
+    rng = np.random.default_rng(rows)
+    cols = 3 if binary else 5
+    p = rng.uniform(0.05, 0.95, (rows, cols))
+    p[0, 0], p[-1, -1] = 0.0, (1.0 if binary else 0.0)
+    t = rng.integers(0, 2, (rows, cols)).astype(np.float64) if binary else np.eye(cols)[rng.integers(0, cols, rows)]
+    w = rng.uniform(0.5, 2.0, rows)
+    p, packed = p.astype(dtype), np.concatenate([t, w[:, None]], 1).astype(dtype)
+    smoothing, scale, g = 0.1, 1.0 / rows, 1.5
+    loss = kernels.keras_prob_xent(dev(p), dev(packed), binary, smoothing, 1e-7, scale)
+    grad = kernels.keras_prob_xent_backward(dev(p), dev(packed), dev(np.asarray(g, dtype)).reshape(()), binary,
+                                            smoothing, 1e-7, scale)
+    one = kernels.keras_prob_xent_backward(dev(p), dev(packed), None, binary, smoothing, 1e-7, scale)
+    weights = packed[:, -1].astype(np.float64)
+    want, want_grad = _keras_xent_reference(p, packed[:, :-1], weights, binary, smoothing, 1e-7, scale, g)
+    assert loss.shape == () and grad.shape == p.shape
+    close(loss.get(), want, dtype, scale=20.0)
+    close(grad.get(), want_grad, dtype, scale=20.0)
+    close(one.get(), want_grad / g, dtype, scale=20.0)
+    with pytest.raises(ValueError, match=r"packed targets must have shape"):
+        kernels.keras_prob_xent(dev(p), dev(packed[:, :-1]), binary, smoothing, 1e-7, scale)
+
+
 # ---------------------------------------------------------------------------------------- layer norm
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("rows", [3, 63, 64, 700])

@@ -62,25 +62,68 @@ def conv_problems():
     return conv_cases(dtypes=FLOATS, groups=(1,), filters=3, stride=1, dilation=1, padding=1, batch=3, side=(3, 7))
 
 
+@pytest.fixture(params=["shifted", "columns"])
+def form(request):
+    """The inference convolution's two forms: "shifted" (taken whenever the vertical stride is 1) and "columns"."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(xp._conv_infer, "_SHIFT_MIN_ROWS", 0 if request.param == "shifted" else 1 << 30)
+        yield request.param
+
+
 @pytest.mark.parametrize("activation", FUSED)
 @fixture_state
 @given(data=st.data(), dtype=st.sampled_from(FLOATS), group=st.integers(1, 200))
-def test_inference_conv_forward_by_groups_of_samples(activation, data, dtype, group):
+def test_inference_conv_forward_by_groups_of_samples(jit, form, activation, data, dtype, group):
     """Nothing kept for a backward (``saved=None``): samples in groups (sized by the column budget, here tiny), each
-    multiplied straight into its NCHW rows; strides, dilation, asymmetric padding, bias, fused activation."""
+    multiplied straight into its NCHW rows; strides, dilation, asymmetric padding, bias, fused activation; with
+    ``conv2d_forward_residual`` a residual added before the activation."""
     x, w, b, stride, padding, dilation, _ = data.draw(conv_cases(dtypes=(dtype,), groups=(1,), batch=4,
                                                                  asymmetric=True))
     b = b if data.draw(st.booleans()) else None
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(xp.conv, "_SAMPLE_COLUMNS", group)
-        y = xp.conv2d_forward(x, w, stride=stride, padding=padding, dilation=dilation, bias=b, activation=activation)
     ref = conv2d_ref(x, w, stride=stride, padding=padding, dilation=dilation)
+    residual = np.random.default_rng(0).standard_normal(ref.shape).astype(dtype) if data.draw(st.booleans()) else None
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(xp._conv_infer, "_SAMPLE_COLUMNS", group)
+        mp.setattr(xp._conv_infer, "_NUMPY_SAMPLE_COLUMNS", group)
+        if residual is None:
+            y = xp.conv2d_forward(x, w, stride=stride, padding=padding, dilation=dilation, bias=b,
+                                  activation=activation)
+        else:
+            y = xp.conv.conv2d_forward_residual(x, w, residual, stride=stride, padding=padding, dilation=dilation,
+                                                bias=b, activation=activation)
     if b is not None:
         ref = ref + b.astype(np.float64)[None, :, None, None]
+    if residual is not None:
+        ref = ref + residual
     if activation is not None:
         ref = activation_ref(activation, ref)
     assert y.dtype == x.dtype and y.flags["C_CONTIGUOUS"] and y.shape == ref.shape
     np.testing.assert_allclose(y, ref, **tol(x.dtype))
+
+
+@pytest.mark.filterwarnings("ignore:invalid value:RuntimeWarning")
+@fixture_state
+@given(problem=conv_problems(), seed=st.integers(0, 999))
+def test_residual_convolution_is_the_ops_one_by_one_bit_for_bit(jit, form, problem, seed):
+    """``conv2d_forward_residual`` computes conv + bias, + residual, then ReLU as the separate ops would (what the
+    ONNX fusion pass relies on), NaN and infinities included."""
+    x, w, b, _, padding, _, _ = problem
+    y = xp.conv2d_forward(x, w, padding=padding, bias=b)
+    residual = sprinkle(np.random.default_rng(seed).standard_normal(y.shape).astype(x.dtype), seed, 0.1)
+    fused = xp.conv.conv2d_forward_residual(sprinkle(x, seed, 0.05), w, residual, padding=padding, bias=b,
+                                            activation="relu")
+    apart = np.maximum(xp.conv2d_forward(sprinkle(x, seed, 0.05), w, padding=padding, bias=b) + residual, 0)
+    np.testing.assert_array_equal(fused, apart)
+
+
+def test_residual_convolution_refuses_what_it_cannot_do():
+    x, w = np.ones((2, 3, 5, 5), np.float32), np.ones((4, 3, 3, 3), np.float32)
+    with pytest.raises(ValueError, match="residual has shape"):
+        xp.conv.conv2d_forward_residual(x, w, np.ones((2, 4, 5, 5), np.float32))
+    with pytest.raises(ValueError, match="cannot be fused"):
+        xp.conv.conv2d_forward_residual(x, w, np.ones((2, 4, 3, 3), np.float32), activation="gelu")
+    with pytest.raises(ValueError, match="channels"):
+        xp.conv.conv2d_forward_residual(x, np.ones((4, 2, 3, 3), np.float32), np.ones((2, 4, 3, 3), np.float32))
 
 
 @pytest.mark.parametrize("activation", FUSED)

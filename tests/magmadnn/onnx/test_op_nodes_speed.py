@@ -51,28 +51,49 @@ def exported(request, tmp_path_factory):
     return name, size, net, x, reference, paths
 
 
-def _reshape_by_batch(path) -> None:
-    """x (N, 6) reshaped to (N, 2, 3) by a shape computed at run time: Shape, Gather, Unsqueeze, Concat."""
+def _reshape_by_batch(path, scaled: bool = False) -> None:
+    """x (N, 6) reshaped to (N, 2, 3) by a shape computed at run time: Shape, Gather, Unsqueeze, Concat (``scaled``:
+    the batch size multiplied by one on the way, arithmetic the import does not follow)."""
     import onnx
     from onnx import TensorProto, helper
 
     nodes = [helper.make_node("Shape", ["x"], ["shape"]),
-             helper.make_node("Gather", ["shape", "zero"], ["n"], axis=0),
+             helper.make_node("Gather", ["shape", "zero"], ["n0"], axis=0),
+             helper.make_node("Mul" if scaled else "Identity", ["n0", "one"] if scaled else ["n0"], ["n"]),
              helper.make_node("Unsqueeze", ["n", "axes"], ["n1"]),
              helper.make_node("Concat", ["n1", "rest"], ["target"], axis=0),
              helper.make_node("Reshape", ["x", "target"], ["y"])]
     inits = [helper.make_tensor("zero", TensorProto.INT64, [], [0]),
              helper.make_tensor("axes", TensorProto.INT64, [1], [0]),
              helper.make_tensor("rest", TensorProto.INT64, [2], [2, 3])]
+    if scaled:
+        inits.append(helper.make_tensor("one", TensorProto.INT64, [], [1]))
     graph = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["N", 6])],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["N", 2, 3])], inits)
     onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), path)
 
 
+def test_a_reshape_target_of_batch_size_and_known_sizes_is_a_constant(tmp_path):
+    """The arithmetic a dynamic-batch export writes for a Reshape (Shape, Gather, Unsqueeze, Concat) becomes the
+    constant target (-1, 2, 3): no node runs it, and the model exports that target."""
+    import onnx
+
+    _reshape_by_batch(tmp_path / "m.onnx")
+    model = monnx.load(tmp_path / "m.onnx", layers=False)
+    assert _op_types(model) == ["Reshape"]
+    layer = model.layers[-1]
+    np.testing.assert_array_equal(next(iter(layer.host.values())), [-1, 2, 3])
+    for n in (4, 1, 3):
+        x = np.random.default_rng(n).standard_normal((n, 6)).astype(np.float32)
+        np.testing.assert_array_equal(model.predict(x, batch_size=2), x.reshape(n, 2, 3))
+    monnx.export(model, tmp_path / "back.onnx")
+    assert [n.op_type for n in onnx.load(tmp_path / "back.onnx").graph.node] == ["Reshape"]
+
+
 def test_run_time_shape_arithmetic_is_computed_once_per_batch_size(tmp_path, monkeypatch):
     from onnx.reference import ReferenceEvaluator
 
-    _reshape_by_batch(tmp_path / "m.onnx")
+    _reshape_by_batch(tmp_path / "m.onnx", scaled=True)
     model = monnx.load(tmp_path / "m.onnx", layers=False)
     runs = []
     evaluate = ReferenceEvaluator.run
@@ -107,7 +128,7 @@ def test_bench_models_predict_alike_on_the_simulated_device(exported, form, monk
                             or copy(dst, src, stream))
         device = monnx.load(paths[form], layers=False, device="gpu")
         assert device.xp.name != "host"
-        assert _op_types(device) == _op_types(host) and _op_types(host)  # the same op nodes, one per ONNX node
+        assert _op_types(device) == _op_types(host) and _op_types(host)  # the same op nodes (the same chains fused)
         device.predict(x, batch_size=len(x))  # the first run makes what is made once (kernels, constants)
         del reads[:]
         got = device.predict(x, batch_size=len(x))

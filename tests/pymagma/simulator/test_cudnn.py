@@ -88,6 +88,22 @@ def test_conv2d_matches_the_reference(sim, case, dtype, autotune):
     np.testing.assert_allclose(dnn.conv2d_backward_bias(dev(dy)).get(), db_ref, **tol(dtype))
 
 
+def test_autotuned_strided_conv2d_keeps_each_operand_in_its_own_buffer(sim):
+    """Autotuning (cudnnFind*AlgorithmEx, which runs the algorithms on the buffers it is given) with x and dy of very
+    different sizes: an operand passed in another's place would overrun that buffer (DeviceMemoryError)."""
+    rng = np.random.default_rng(5)
+    x, w = rng.standard_normal((1, 2, 32, 32)).astype(np.float32), rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    kw = {"stride": 3, "padding": 0, "autotune": True}
+    y = dnn.conv2d_forward(dev(x), dev(w), **kw)
+    np.testing.assert_allclose(y.get(), reference.conv2d_ref(x, w, (3, 3)), **tol(np.float32))
+    dy = rng.standard_normal(y.shape).astype(np.float32)
+    dx_ref, dw_ref, _ = reference.conv2d_backward_ref(x, w, dy, (3, 3))
+    np.testing.assert_allclose(dnn.conv2d_backward_filter(dev(x), dev(dy), w.shape, **kw).get(), dw_ref,
+                               **tol(np.float32))
+    np.testing.assert_allclose(dnn.conv2d_backward_data(dev(dy), dev(w), x.shape, **kw).get(), dx_ref,
+                               **tol(np.float32))
+
+
 def test_conv2d_bias_is_added_per_channel(sim):
     rng = np.random.default_rng(0)
     x, w, b = rng.standard_normal((2, 3, 5, 5)), rng.standard_normal((4, 3, 3, 3)), rng.standard_normal(4)

@@ -25,7 +25,13 @@ from .attention import attention_heads, attention_heads_backward, masked_softmax
 from .dropout import dropout
 from .embeddings import embedding, embedding_backward
 from .epilogue import bias_activation, bias_activation_backward
-from .loss import softmax_cross_entropy, softmax_cross_entropy_backward, softmax_cross_entropy_mean
+from .loss import (
+    keras_prob_xent,
+    keras_prob_xent_backward,
+    softmax_cross_entropy,
+    softmax_cross_entropy_backward,
+    softmax_cross_entropy_mean,
+)
 from .norm import layer_norm, layer_norm_backward, layer_norm_backward_params, layer_norm_param_grads
 from .optim import (
     MANY,
@@ -68,7 +74,7 @@ SHIPPED = {
     "loss": ("loss.cu", _per_dtype(("softmax_xent_index", "softmax_xent_prob", "softmax_xent_index_backward",
                                      "softmax_xent_prob_backward", "softmax_xent_index_mean_backward",
                                      "softmax_xent_prob_mean_backward", "softmax_xent_index_mean",
-                                     "softmax_xent_prob_mean"))),
+                                     "softmax_xent_prob_mean", "keras_prob_xent", "keras_prob_xent_backward"))),
     "epilogue": ("epilogue.cu", _per_dtype(("bias_act", "bias_act_backward"))),
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad", "sgd_many", "adam_many", "rmsprop_many",
                                       "adagrad_many"))),
@@ -91,7 +97,8 @@ PROGRAMS = {name: _kernels.register(name, path=KERNELS_DIR / file, expressions=e
 
 __all__ = [
     "SHIPPED", "PROGRAMS", "KERNELS_DIR",
-    "softmax_cross_entropy", "softmax_cross_entropy_backward", "softmax_cross_entropy_mean", "dropout", "dropout_at",
+    "softmax_cross_entropy", "softmax_cross_entropy_backward", "softmax_cross_entropy_mean", "keras_prob_xent",
+    "keras_prob_xent_backward", "dropout", "dropout_at",
     "sgd_update", "adam_update", "adamw_update", "rmsprop_update", "adagrad_update",
     "MANY", "ManyTensors", "sgd_update_many", "adam_update_many", "rmsprop_update_many", "adagrad_update_many",
     "sgd_update_at", "adam_update_at", "rmsprop_update_at", "adagrad_update_at",

@@ -197,3 +197,80 @@ __global__ void softmax_xent_prob_mean(const T* __restrict__ logits, const T* __
     const A total = pm_block_reduce<A>(part, false, shared);
     if (threadIdx.x == 0) loss[0] = Traits<T>::store(total / (A)rows);
 }
+
+// Keras' cross entropy of probabilities p (rows, cols) against targets packed with each sample's weight (rows,
+// cols + 1: KerasLoss.prepare), reduced to scale * sum_r w_r loss_r in one launch of one block (each thread whole
+// rows, its part rounded per row as the chain of ops stores it, the block's parts summed in a fixed tree).
+// binary: loss_r = mean_j -(t log c + (1 - t) log(1 - c)), c = clip(p, eps, 1 - eps), t = t (1 - e) + e / 2;
+// categorical: loss_r = -sum_j t log clip(p / sum(p), eps, 1 - eps), t = t (1 - e) + e / cols.
+template <typename T, typename A>
+__device__ A pm_keras_xent_row(const T* p, const T* t, i64 cols, int binary, A e, A eps) {
+    A total = A(1);
+    if (!binary) {
+        total = A(0);
+        for (i64 j = 0; j < cols; ++j) total += Traits<T>::load(p[j]);
+    }
+    const A shift = binary ? e * A(0.5) : e / (A)cols;
+    A loss = A(0);
+    for (i64 j = 0; j < cols; ++j) {
+        const A tj = Traits<T>::load(t[j]) * (A(1) - e) + shift;
+        A c = binary ? Traits<T>::load(p[j]) : Traits<T>::load(p[j]) / total;
+        c = c < eps ? eps : (c > A(1) - eps ? A(1) - eps : c);
+        loss -= binary ? tj * log(c) + (A(1) - tj) * log(A(1) - c) : tj * log(c);
+    }
+    return binary ? loss / (A)cols : loss;
+}
+
+template <typename T>
+__global__ void keras_prob_xent(const T* __restrict__ p, const T* __restrict__ packed, T* __restrict__ loss,
+                                i64 rows, i64 cols, int binary, double smoothing, double eps, double scale) {
+    typedef typename Traits<T>::acc A;
+    __shared__ A shared[PM_LOSS_THREADS];
+    A part = A(0);
+    for (i64 r = threadIdx.x; r < rows; r += blockDim.x) {
+        const A row = Traits<T>::load(Traits<T>::store(
+            pm_keras_xent_row<T, A>(p + r * cols, packed + r * (cols + 1), cols, binary, (A)smoothing, (A)eps)));
+        part += Traits<T>::load(Traits<T>::store(row * Traits<T>::load(packed[r * (cols + 1) + cols])));
+    }
+    const A total = pm_block_reduce<A>(part, false, shared);
+    if (threadIdx.x == 0) loss[0] = Traits<T>::store(total * (A)scale);
+}
+
+// dp of keras_prob_xent's loss for its 0-d upstream gradient dloss (null: 1), one thread per row. The gradient
+// passes where the clip does not bind (eps < c < 1 - eps): binary (c - t) / (c (1 - c)) / cols; categorical through
+// q = p / sum(p): dq = -t / c, dp = (dq - sum(dq q)) / sum(p).
+template <typename T>
+__global__ void keras_prob_xent_backward(const T* __restrict__ p, const T* __restrict__ packed,
+                                         const T* __restrict__ dloss, T* __restrict__ dp, i64 rows, i64 cols,
+                                         int binary, double smoothing, double eps, double scale) {
+    typedef typename Traits<T>::acc A;
+    const A e = (A)smoothing, lo = (A)eps, hi = A(1) - (A)eps;
+    const A g = (dloss ? Traits<T>::load(dloss[0]) : A(1)) * (A)scale;
+    for (i64 r = pm_global_index(); r < rows; r += pm_grid_stride()) {
+        const T* pr = p + r * cols;
+        const T* t = packed + r * (cols + 1);
+        const A gr = g * Traits<T>::load(t[cols]);
+        if (binary) {
+            for (i64 j = 0; j < cols; ++j) {
+                const A tj = Traits<T>::load(t[j]) * (A(1) - e) + e * A(0.5);
+                const A pj = Traits<T>::load(pr[j]);
+                const A c = pj < lo ? lo : (pj > hi ? hi : pj);
+                dp[r * cols + j] = Traits<T>::store(pj > lo && pj < hi ? gr * (c - tj) / (c * (A(1) - c)) / (A)cols
+                                                                       : A(0));
+            }
+            continue;
+        }
+        A total = A(0);
+        for (i64 j = 0; j < cols; ++j) total += Traits<T>::load(pr[j]);
+        A centre = A(0);
+        for (i64 j = 0; j < cols; ++j) {
+            const A q = Traits<T>::load(pr[j]) / total;
+            if (q > lo && q < hi) centre -= Traits<T>::load(t[j]) * (A(1) - e) + e / (A)cols;  // sum dq q
+        }
+        for (i64 j = 0; j < cols; ++j) {
+            const A q = Traits<T>::load(pr[j]) / total;
+            const A dq = q > lo && q < hi ? -(Traits<T>::load(t[j]) * (A(1) - e) + e / (A)cols) / q : A(0);
+            dp[r * cols + j] = Traits<T>::store(gr * (dq - centre) / total);
+        }
+    }
+}

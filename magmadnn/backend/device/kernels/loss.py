@@ -1,4 +1,5 @@
-"""Launchers of loss.cu: softmax cross-entropy over the last axis, forward and backward."""
+"""Launchers of loss.cu: softmax cross-entropy over the last axis, forward and backward; Keras' cross entropy of
+probabilities (clip, log and the weighted mean in one launch, its gradient in one more)."""
 
 from __future__ import annotations
 
@@ -107,4 +108,46 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
     out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
     _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
          [_ptr(probs), _ptr(labels), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(classes)], grid=grid)
+    return out
+
+
+def _keras_checked(p, packed, what: str):
+    dtype = _float_dtype(p, what)
+    if p.ndim != 2:
+        raise ValueError(f"{what} needs 2-D (rows, cols) probabilities, got shape {p.shape}")
+    _same([p, packed], what)
+    rows, cols = p.shape
+    if tuple(packed.shape) != (rows, cols + 1):
+        raise ValueError(f"{what}: packed targets must have shape ({rows}, {cols + 1}) (the targets, then each "
+                         f"sample's weight), got {packed.shape}")
+    return dtype, contiguous(p), contiguous(packed), rows, cols
+
+
+def keras_prob_xent(p, packed, binary: bool, smoothing: float, eps: float, scale: float):
+    """``scale * sum_r w_r loss_r`` (0-d): Keras' binary (``binary``) or categorical cross entropy of probabilities
+    ``p`` (rows, cols), clipped to ``[eps, 1 - eps]``, against the targets of ``packed`` (rows, cols + 1: the
+    targets then each row's weight ``w_r``), label smoothing ``smoothing``; one launch of one block."""
+    dtype, p, packed, rows, cols = _keras_checked(p, packed, "keras_prob_xent")
+    loss = _array.empty((), p.dtype, device=p.device)
+    if rows == 0:
+        return _array.zeros((), p.dtype, device=p.device)
+    _run("loss", programs.expression("keras_prob_xent", dtype), p, rows,
+         [_ptr(p), _ptr(packed), _ptr(loss), c_longlong(rows), c_longlong(cols), c_int(int(binary)),
+          c_double(smoothing), c_double(eps), c_double(scale)], grid=1)
+    return loss
+
+
+def keras_prob_xent_backward(p, packed, dloss, binary: bool, smoothing: float, eps: float, scale: float, out=None):
+    """dp of :func:`keras_prob_xent`'s loss for its 0-d upstream gradient ``dloss`` (None: 1); one launch."""
+    what = "keras_prob_xent_backward"
+    dtype, p, packed, rows, cols = _keras_checked(p, packed, what)
+    if dloss is not None:
+        _same([p, dloss], what)
+        if tuple(dloss.shape) != ():
+            raise ValueError(f"{what}: dloss must be 0-d, got shape {dloss.shape}")
+        dloss = contiguous(dloss)
+    out = _out_for(out, p.shape, p.dtype, p.device, what)
+    _run("loss", programs.expression("keras_prob_xent_backward", dtype), p, rows,
+         [_ptr(p), _ptr(packed), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(cols), c_int(int(binary)),
+          c_double(smoothing), c_double(eps), c_double(scale)])
     return out

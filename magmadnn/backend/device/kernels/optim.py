@@ -7,13 +7,15 @@ import ctypes
 import functools
 import math
 import numbers
+import operator
 from ctypes import c_double, c_int, c_longlong, c_void_p
 
 import numpy as np
 
 from pymagma import _checks
+from pymagma.array import DeviceArray as _DeviceArray
 from pymagma.kernels import programs
-from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import _FLOAT_NAMES, _device_array, _float_dtype, _ptr, _run, _same
 
 from ...ops.optim import adam_bias_corrections
 
@@ -112,6 +114,8 @@ def _step_values(values, needed: int, what: str):
     return values
 
 
+_is_not_none = functools.partial(operator.is_not, None)  # (no Python frame per entry)
+
 #: Tensors per launch of the ``*_many`` kernels (optim.cu's PM_MANY).
 MANY = 48
 
@@ -132,12 +136,23 @@ def _many_groups(what: str, columns, values):
         if column is not None and len(column) != len(params):
             raise ValueError(f"{what}: every list must have one entry per parameter ({len(params)}), got "
                              f"{len(column)}")
-    rows = [tuple(column[i] if column is not None else None for column in columns) for i in range(len(params))]
+    unused = (None,) * len(params)
+    rows = zip(*[column if column is not None else unused for column in columns])
     groups: dict = {}
     for row in rows:
-        dtype = _check_update(what, *row)
-        if row[0].size:
-            groups.setdefault((dtype, row[0].device), []).append(row)
+        param = row[0]
+        dtype = _FLOAT_NAMES.get(param.dtype) if param.__class__ is _DeviceArray else None
+        if dtype is not None:  # _check_update's common case inline: one float dtype object, shape and device
+            shape, device, kind = param.shape, param.device, param.dtype
+            for a in row:
+                if a is not None and (a.__class__ is not _DeviceArray or a.dtype is not kind or a.shape != shape
+                                      or a.device != device or not a.is_c_contiguous):
+                    dtype = None
+                    break
+        if dtype is None:
+            dtype = _check_update(what, *row)
+        if param.size:
+            groups.setdefault((dtype, param.device), []).append(row)
     if values is not None:
         values = _ptr(_step_values(values, 1, what))
     launches = []  # every check made before the first launch: a bad entry updates nothing
@@ -160,7 +175,7 @@ def sgd_update_many(params, grads, velocities=None, *, lr: float = 0.0, values=N
     """:func:`sgd_update` of every ``(params[i], grads[i], velocities[i])`` in one launch per dtype (per MANY
     tensors); ``values``: the device vector {lr} a replayed step reads instead of ``lr``."""
     _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
-    if momentum and (velocities is None or any(v is None for v in velocities)):
+    if momentum and (velocities is None or not all(map(_is_not_none, velocities))):
         raise ValueError("sgd_update_many with momentum needs a velocity buffer for every parameter")
     columns = (params, grads, velocities if momentum else None)
     for dtype, like, total, table, at in _many_groups("sgd_update_many", columns, values):

@@ -1,0 +1,129 @@
+"""The fast paths of every op's output, view and launch (arguments pymagma checked already, answered without a call
+per check) give what the checked paths give, and bad input still meets the checked path's typed error. Run on the
+simulator (mode "full": the data is computed), compared with NumPy's own shapes, strides and values."""
+
+from __future__ import annotations
+
+import gc
+from ctypes import c_double, c_longlong, c_void_p
+
+import numpy as np
+import pytest
+
+import pymagma
+from pymagma import array, blas, kernels, memory, simulator
+from pymagma.array import DeviceArray, is_c_contiguous
+
+
+@pytest.fixture(scope="module", autouse=True)
+def simulated():
+    with simulator.simulated("full"):
+        yield
+
+
+def _kept_values_agree(a: DeviceArray) -> None:
+    """The values an array keeps (set at creation on the fast paths) equal those worked out from its layout."""
+    assert a.ndim == len(a.shape)
+    assert a.itemsize == a.dtype.itemsize
+    assert a.size == int(np.prod(a.shape, dtype=np.int64))
+    assert a.is_c_contiguous == is_c_contiguous(a.shape, a.strides, a.dtype.itemsize)
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.dtype(np.float64), "int64", np.uint8])
+@pytest.mark.parametrize("shape", [(3, 4), (0, 5), (), [2, 3], (np.int64(2), 3)])
+@pytest.mark.parametrize("device", [None, 0, np.int64(0)])
+def test_empty_of_checked_and_unchecked_arguments_is_numpys_layout(shape, dtype, device):
+    a = array.empty(shape, dtype, device=device)
+    want = np.empty(tuple(int(s) for s in shape), dtype)
+    strides = want.strides if want.size else array.c_strides(want.shape, want.itemsize)  # (NumPy: 0 when empty)
+    assert (a.shape, a.strides, a.dtype, a.device) == (want.shape, strides, want.dtype, 0)
+    assert all(type(s) is int for s in a.shape)
+    _kept_values_agree(a)
+
+
+@pytest.mark.parametrize("shape, dtype, error, words", [
+    ((2.0, 3), np.float32, TypeError, "shape"), ((-1, 2), np.float32, ValueError, "negative dimension"),
+    ((2, 3), [("a", "f4")], TypeError, "unsupported dtype"), ((2, 3), "float128", TypeError, "unsupported dtype"),
+])
+def test_empty_refuses_bad_arguments_with_the_checked_paths_errors(shape, dtype, error, words):
+    array.empty((2, 3), np.float32)  # a checked (shape, dtype) seen before answers nothing for these
+    with pytest.raises(error, match=words):
+        array.empty(shape, dtype)
+
+
+def test_empty_refuses_a_device_index_out_of_range():
+    with pytest.raises(ValueError, match="device"):
+        array.empty((2,), np.float32, device=2**40)
+
+
+def test_reshape_views_follow_numpy_and_a_kept_answer_never_accepts_a_float():
+    host = np.arange(24, dtype=np.float32)
+    x = pymagma.asarray(host)
+    for shape in [(2, 3, 4), (4, -1), (24,), (2, 3, 4), (-1,), (1, 24, 1)]:
+        for _ in range(2):  # the second time from the kept answer
+            y = x.reshape(shape)
+            want = host.reshape(shape)
+            assert (y.shape, y.strides, y.ptr, y.owner) == (want.shape, want.strides, x.ptr, x)
+            _kept_values_agree(y)
+            np.testing.assert_array_equal(y.get(), want)
+    with pytest.raises(TypeError, match="integer"):
+        x.reshape((2.0, 12))  # (2, 12) was answered before: 2.0 == 2 hashes alike, its type does not
+    with pytest.raises(ValueError, match="cannot reshape"):
+        x.reshape((5, 5))
+    strided = pymagma.asarray(host.reshape(4, 6)).T  # not contiguous: reshaped from a copy
+    z = strided.reshape((24,))
+    assert z.owner is not strided and z.is_c_contiguous
+    np.testing.assert_array_equal(z.get(), host.reshape(4, 6).T.reshape(24))
+
+
+def test_views_keep_their_rank_and_item_size():
+    host = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
+    x = pymagma.asarray(host)
+    for view, want in [(x.T, host.T), (x[1:, ::2], host[1:, ::2]), (x[..., 3], host[..., 3]),
+                       (x.mT, host.swapaxes(1, 2)), (x[None, 0], host[None, 0])]:
+        assert (view.shape, view.strides) == (want.shape, want.strides)
+        _kept_values_agree(view)
+        np.testing.assert_array_equal(view.get(), want)
+
+
+def test_the_pool_accounts_an_inline_cache_hit_as_take_does():
+    memory.empty_cache()
+    a = array.empty((300,), np.float32)  # 1200 bytes: the 1536-byte size class
+    ptr = a.ptr
+    before = memory.pool_stats()
+    del a
+    gc.collect()
+    b = array.empty((301,), np.float32)  # the same size class: the block given back is taken again
+    after = memory.pool_stats()
+    assert b.ptr == ptr
+    assert after["requests"] == before["requests"] + 1 and after["hits"] == before["hits"] + 1
+    assert after["in_use_bytes"] == before["in_use_bytes"] and after["mallocs"] == before["mallocs"]
+    c = array.empty((301,), np.float32)  # a miss: a new block, counted once
+    assert memory.pool_stats()["mallocs"] == after["mallocs"] + 1 and c.ptr != b.ptr
+    assert memory.pool_stats()["requests"] == after["requests"] + 1
+
+
+def test_a_launch_takes_a_pointer_as_a_plain_int_or_a_c_void_p():
+    a, b = pymagma.asarray(np.zeros(100, np.float32)), pymagma.asarray(np.zeros(100, np.float32))
+    stream = a.queue.stream
+    kernels.launch("elementwise", "fill<float>", 0, stream, 1, 128, [a.ptr, c_longlong(100), c_double(2.5)])
+    kernels.launch("elementwise", "fill<float>", 0, stream, 1, 128, [c_void_p(b.ptr), c_longlong(100), c_double(2.5)])
+    np.testing.assert_array_equal(a.get(), np.full(100, 2.5, np.float32))
+    np.testing.assert_array_equal(a.get(), b.get())
+
+
+def test_kernels_and_gemm_still_refuse_mixed_or_host_operands():
+    x32 = pymagma.asarray(np.ones((2, 2), np.float32))
+    x64 = pymagma.asarray(np.ones((2, 2), np.float64))
+    kernels.add(x32, x32)  # the float32 dtype known: the next checks start from the look-up
+    with pytest.raises(TypeError, match="dtypes differ"):
+        kernels.add(x32, x64)
+    with pytest.raises(TypeError, match="DeviceArray"):
+        kernels.add(np.ones((2, 2), np.float32), x32)
+    with pytest.raises(TypeError, match="floating dtype"):
+        kernels.relu(pymagma.asarray(np.ones(3, np.int32)))
+    with pytest.raises(TypeError, match="pymagma.asarray"):
+        blas.gemm(np.ones((2, 2), np.float32), x32)
+    host = np.arange(6, dtype=np.float32).reshape(2, 3)
+    out = blas.gemm(pymagma.asarray(host), pymagma.asarray(host), trans_b=True)
+    np.testing.assert_allclose(out.get(), host @ host.T, rtol=1e-6)
