@@ -24,9 +24,10 @@ _GRAD_READS_Y = ("selu", "exponential")
 
 def activation_forward(x, kind, alpha=0.0):
     """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
-    _geometry.check_activation(kind, "activation_forward")
     if kind in _CUDNN_ACTIVATIONS:
-        return _dnn.activation_forward(_contiguous(x), kind, float(alpha) if kind == "elu" else None)
+        return _dnn.activation_forward(x if x.is_c_contiguous else _contiguous(x), kind,
+                                       float(alpha) if kind == "elu" else None)
+    _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
         return _k.leaky_relu(x, float(alpha))
     return _k.unary("exp" if kind == "exponential" else kind, x)
@@ -42,10 +43,11 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         return _k.activation_backward(kind, dy, None, y)
     _same_dtype("activation_backward", dy, x, y)
     if kind in _CUDNN_ACTIVATIONS:
-        x = _contiguous(x)
+        x = x if x.is_c_contiguous else _contiguous(x)
         if y is None:
             y = activation_forward(x, kind, alpha)
-        return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,
+        return _dnn.activation_backward(y if y.is_c_contiguous else _contiguous(y),
+                                        dy if dy.is_c_contiguous else _contiguous(dy), x, kind,
                                         float(alpha) if kind == "elu" else None)
     if kind in _GRAD_READS_Y:
         return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
