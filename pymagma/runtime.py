@@ -6,6 +6,7 @@ Every call goes through :func:`check`, which turns a cuda.bindings result tuple 
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import ctypes
 import threading
@@ -198,6 +199,7 @@ def synchronize() -> None:
     """Wait for all work on the current device."""
     require_device()
     check(_rt().cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+    run_deferred()
 
 
 def device_properties(device: int | None = None) -> dict:
@@ -322,7 +324,7 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     ptr = malloc_host(nbytes)
     buf = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
-    weakref.finalize(buf, after_capture, _rt().cudaFreeHost, ptr)  # the runtime that allocated it frees it
+    weakref.finalize(buf, deferred, _rt().cudaFreeHost, ptr)  # the runtime that allocated it frees it
     return np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
 
 
@@ -425,23 +427,43 @@ def memset(ptr: int, value: int, nbytes: int, stream=None) -> None:
 # ----------------------------------------------------------------------------------------------------- graphs
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
 capture_state = threading.local()  # ``graph``: what this thread is capturing (set by pymagma.graphs.capture)
-_after_capture: list = []  # (fn, args): frees made while this thread captured (a collected array), made after it
+# (fn, args): frees held back, made in order at the next safe point (:func:`run_deferred`): those made while this
+# thread captured, and every free a finalizer asks for.  The garbage collector runs finalizers wherever an
+# allocation happens to trigger it — in the middle of a kernel the simulator runs, or of CPython's context-variable
+# update inside ``np.errstate`` — and cudaFree there waits for (on the simulator: runs) the device's queued work, or
+# spoils another thread's capture; so a finalizer only queues its free here (a deque append: no lock, no call).
+_after_capture: collections.deque = collections.deque()
 
 
 def after_capture(fn, *args) -> None:
     """``fn(*args)`` now, or when this thread's capture has ended if it is capturing (for frees, which cannot be
-    captured, made by whatever the garbage collector collects during a capture)."""
+    captured)."""
     if getattr(capture_state, "graph", None) is not None:
         _after_capture.append((fn, args))
     else:
         fn(*args)
 
 
-def run_after_capture() -> None:
-    """Make the calls :func:`after_capture` held back (pymagma.graphs calls it when a capture has ended)."""
+def deferred(fn, *args) -> None:
+    """Queue ``fn(*args)`` for the next safe point: what a finalizer calls instead of freeing (see above)."""
+    _after_capture.append((fn, args))
+
+
+def run_deferred() -> None:
+    """Make the frees held back, oldest first (nothing while this thread is capturing): called where pymagma is in
+    charge of the moment — a capture's start and end, an allocation that reaches cudaMalloc, ``empty_cache``,
+    ``pool_stats``, an explicit ``Graph.destroy`` and :func:`synchronize`."""
+    if getattr(capture_state, "graph", None) is not None:
+        return
     while _after_capture:
-        fn, args = _after_capture.pop(0)
+        try:
+            fn, args = _after_capture.popleft()
+        except IndexError:  # another thread took the last one
+            return
         fn(*args)
+
+
+run_after_capture = run_deferred  # (its earlier name)
 
 
 def refuse_during_capture(what: str) -> None:

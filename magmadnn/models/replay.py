@@ -156,7 +156,11 @@ class _Step:
         self.components = _components(model, kind)
         self.generation = _configurable.generation
         self.configuration = _configuration(self.components)
-        self._run(xs, y)
+        try:
+            self._run(xs, y)
+        except BaseException:
+            self.destroy()  # released now, not by whichever garbage collection frees the traceback's frames
+            raise
 
     def _host_arrays(self, xs, y) -> list[np.ndarray]:
         """The batch as the host arrays an eager step would upload, in the staging buffer's order (the inputs as

@@ -127,6 +127,7 @@ class SimulatedCudart:
         self.captures: dict[int, _Capture] = {}  # streams being captured -> what they recorded so far
         self.graphs: dict[int, list] = {}  # cudaGraph_t and cudaGraphExec_t handles -> (nodes, blocks)
         self._order = threading.RLock()
+        self._held: list[tuple[int, bool]] = []  # (block, pinned): frees asked for inside running work (_release)
         self.host_reads = HostReads()  #: the host's reads of device data by call (:mod:`.host_reads`)
         for name in _native.CUDART_DATA:
             setattr(self, name, getattr(_CUDA, name))
@@ -170,7 +171,14 @@ class SimulatedCudart:
                 return
             if handle in LEGACY:
                 self.flush_blocking()
-            fn()
+            running = self._running()
+            running.append(handle)
+            try:
+                fn()
+            finally:
+                running.pop()
+            if not running and self._held:
+                self._release_held()
 
     def position(self, stream) -> tuple[int, int] | None:
         """(handle, work enqueued so far) of a created stream; None for streams whose work runs at once."""
@@ -178,11 +186,37 @@ class SimulatedCudart:
         return None if work is None else (_handle(stream), work.enqueued)
 
     def flush(self, stream, upto: int | None = None) -> None:
-        """Run the queued work of ``stream`` (all of it, or the work enqueued before position ``upto``)."""
+        """Run the queued work of ``stream`` (all of it, or the work enqueued before position ``upto``).  Called
+        from inside that stream's running work (host code the garbage collector ran in the middle of a kernel: a
+        finalizer's cudaFree), it runs nothing: the later work runs after the current one, in order, as on a GPU."""
+        handle = _handle(stream)
         with self._order:
-            work = self.work.get(_handle(stream))
-            while work is not None and work.pending and (upto is None or work.pending[0][0] < upto):
-                work.pending.popleft()[1]()
+            work = self.work.get(handle)
+            if work is None or not work.pending:
+                return
+            running = self._running()
+            if handle in running:
+                return
+            running.append(handle)
+            try:
+                while work.pending and (upto is None or work.pending[0][0] < upto):
+                    work.pending.popleft()[1]()
+            finally:
+                running.pop()
+            if not running and self._held:
+                self._release_held()
+
+    def _running(self) -> list:
+        """The streams whose work this thread is running now, innermost last."""
+        running = getattr(self._current, "running", None)
+        if running is None:
+            running = self._current.running = []
+        return running
+
+    def _release_held(self) -> None:
+        """The frees asked for while device work ran, made now that it is done (each waits for the device)."""
+        while self._held:
+            self._release(*self._held.pop(0))
 
     def flush_blocking(self) -> None:
         """What the legacy stream waits for: the work of every blocking created stream."""
@@ -418,6 +452,9 @@ class SimulatedCudart:
         with self._lock:
             if ptr not in self.blocks or (ptr in self.pinned_blocks) != pinned:
                 return (_status("cudaErrorInvalidValue"),)
+        if self._running():  # asked from inside running device work (a finalizer): dropped once that work is done,
+            self._held.append((ptr, pinned))  # after the device's other queued work, as cudaFree waits for it all
+            return _ok()
         self.flush_all()  # cudaFree and cudaFreeHost wait for the device
         with self._lock:
             if self.blocks.pop(ptr, None) is not None:
