@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import _checks, _native, runtime
+from . import _checks, _deferred, _native, runtime
 from .errors import DeviceMemoryError
 
 ALIGNMENT = 512
@@ -94,7 +94,7 @@ class Pool:
     def new_block(self, device: int, size: int) -> int:
         """A block of ``size`` bytes from cudaMalloc (the cache released and the call retried once when it runs
         out): :meth:`take`'s miss, its request counted already (the frees held back are made first)."""
-        if runtime._after_capture:
+        if _deferred._after_capture:
             runtime.run_deferred()
         try:
             ptr = self._malloc(device, size)
