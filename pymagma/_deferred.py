@@ -8,6 +8,7 @@ import collections
 import threading
 
 capture_state = threading.local()  # ``graph``: what this thread is capturing (set by pymagma.graphs.capture)
+capturing: set = set()  # the threads capturing now: another thread's cudaFree would spoil a global-mode capture
 # (fn, args): frees held back, made in order at the next safe point (:func:`run_deferred`): those made while this
 # thread captured, and every free a finalizer asks for.  The garbage collector runs finalizers wherever an
 # allocation happens to trigger it — in the middle of a kernel the simulator runs, or of CPython's context-variable
@@ -31,10 +32,10 @@ def deferred(fn, *args) -> None:
 
 
 def run_deferred() -> None:
-    """Make the frees held back, oldest first (nothing while this thread is capturing): called where pymagma is in
+    """Make the frees held back, oldest first (nothing while any thread is capturing): called where pymagma is in
     charge of the moment — a capture's start and end, an allocation that reaches cudaMalloc, ``empty_cache``,
     ``pool_stats``, an explicit ``Graph.destroy`` and :func:`pymagma.runtime.synchronize`."""
-    if getattr(capture_state, "graph", None) is not None:
+    if capturing or getattr(capture_state, "graph", None) is not None:
         return
     while _after_capture:
         try:

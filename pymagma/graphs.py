@@ -24,8 +24,10 @@ buffers hold then.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from . import _native, memory, runtime
+from ._deferred import capturing as _capturing
 from .errors import GraphCaptureError
 from .queue import Queue, default_queue
 
@@ -125,11 +127,13 @@ def capture(queue: Queue | None = None, mode: str = "global"):
     graph = Graph(q, mode)
     runtime.begin_capture(q.stream, mode)
     _state.graph = graph
+    _capturing.add(threading.get_ident())
     try:
         with memory.using_pool(graph.pool):
             yield graph
     except BaseException:
         _state.graph = None
+        _capturing.discard(threading.get_ident())
         _destroy_deferred()
         status, handle = _native.current.cudart.cudaStreamEndCapture(q.stream)  # out of capture mode
         if int(status) == 0 and handle is not None:
@@ -137,6 +141,7 @@ def capture(queue: Queue | None = None, mode: str = "global"):
         graph.destroy()
         raise
     _state.graph = None
+    _capturing.discard(threading.get_ident())
     try:
         graph._graph = runtime.end_capture(q.stream)
         _destroy_deferred()  # GraphCaptureError when an operation invalidated it
