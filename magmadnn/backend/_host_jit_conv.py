@@ -1,0 +1,179 @@
+"""The host inference convolution's numba kernels (see ``host/_conv_infer``), built by ``_host_jit``: the gathers
+of the input into GEMM operands and the epilogues after the GEMM.
+
+Loops that should vectorise index 1-D views from 0: an offset inside the index (``d[o + p]``) keeps numba's negative
+index check in the loop and runs it several times slower, and so does a slice assignment of short rows (its per-call
+work)."""
+
+from __future__ import annotations
+
+import numpy as np
+
+
+def build(numba):
+    """The inference convolution's gathers and epilogues (see ``host/_conv_infer``): plain copies from the unpadded
+    NCHW input (zeros where the padding is), and one pass that sums the partial products of the kernel rows and
+    adds the bias, a residual and a ReLU (NaN stays NaN, as np.maximum)."""
+    njit = numba.njit(cache=True)
+
+    @njit
+    def zero(d):
+        for p in range(d.shape[0]):
+            d[p] = 0
+
+    @njit
+    def plane(d, xp, shift, w_):
+        """d (h*w,) = the rows of xp (h*w,) each shifted by ``shift`` columns (d[i, j] = xp[i, j + shift], zero
+        where j + shift leaves the row): one contiguous copy, then the columns that wrapped into the next or
+        previous row zeroed. The loops index 1-D views from 0 (so they vectorise; offsets inside the index do not)."""
+        m = xp.shape[0]
+        lo, hi = max(0, -shift), m - max(0, shift)
+        if hi <= lo:
+            zero(d)
+            return
+        dd, xs = d[lo:hi], xp[lo + shift:hi + shift]
+        for p in range(dd.shape[0]):
+            dd[p] = xs[p]
+        first, last = (max(0, w_ - shift), w_) if shift > 0 else (0, min(w_, -shift))
+        for j in range(first, last):
+            col = d[j:]
+            for i in range(0, m, w_):
+                col[i] = 0
+
+    @njit
+    def im2col_nchw(x, n0, cols, sh, sw, dh, dw, pt, pl):
+        """cols (B, C, R, S, Ho, Wo) = samples n0..n0+B of x (N, C, H, W) under each kernel offset (zero padded)."""
+        nb, c_, r_, s_, ho_, wo_ = cols.shape
+        h_, w_ = x.shape[2], x.shape[3]
+        if sh == 1 and sw == 1 and wo_ == w_:  # each (b, c, r, s) plane: input rows shifted, by whole rows
+            for b in range(nb):
+                for c in range(c_):
+                    for r in range(r_):
+                        top = r * dh - pt
+                        i0 = 0 if top >= 0 else min(ho_, -top)
+                        i1 = max(i0, min(ho_, h_ - top))
+                        for s in range(s_):
+                            d = cols[b, c, r, s].reshape(ho_ * wo_)
+                            zero(d[:i0 * wo_])
+                            zero(d[i1 * wo_:])
+                            if i1 > i0:
+                                plane(d[i0 * wo_:i1 * wo_], x[n0 + b, c, i0 + top:i1 + top].reshape((i1 - i0) * w_),
+                                      s * dw - pl, w_)
+            return
+        for b in range(nb):
+            for c in range(c_):
+                for r in range(r_):
+                    top = r * dh - pt  # input row of output row i: i * sh + top
+                    i0 = 0 if top >= 0 else min(ho_, (sh - 1 - top) // sh)
+                    i1 = 0 if top >= h_ else max(i0, min(ho_, (h_ - 1 - top) // sh + 1))
+                    for s in range(s_):
+                        left = s * dw - pl
+                        j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
+                        j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
+                        d = cols[b, c, r, s]
+                        d[:i0] = 0
+                        d[i1:] = 0
+                        d[i0:i1, :j0] = 0
+                        d[i0:i1, j1:] = 0
+                        if i1 > i0 and j1 > j0:
+                            d[i0:i1, j0:j1] = x[n0 + b, c, i0 * sh + top:(i1 - 1) * sh + top + 1:sh,
+                                                j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+
+    @njit
+    def shift_columns(x, n0, z, sw, dw, pt, pl):
+        """z (C, S, B, Hz, Wo): z[c, s, b, t, j] = x[n0 + b, c, t - pt, j * sw + s * dw - pl], zero outside x (the
+        input rows every kernel row reads, shifted by each kernel column)."""
+        c_, s_, nb, hz, wo_ = z.shape
+        h_, w_ = x.shape[2], x.shape[3]
+        t0, t1 = min(pt, hz), min(hz, pt + h_)
+        if sw == 1 and wo_ == w_ and t1 - t0 == h_:  # whole planes, shifted
+            for c in range(c_):
+                for s in range(s_):
+                    for b in range(nb):
+                        d = z[c, s, b].reshape(hz * wo_)
+                        zero(d[:t0 * wo_])
+                        zero(d[t1 * wo_:])
+                        plane(d[t0 * wo_:t1 * wo_], x[n0 + b, c].reshape(h_ * w_), s * dw - pl, w_)
+            return
+        for c in range(c_):
+            for s in range(s_):
+                left = s * dw - pl
+                j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
+                j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
+                for b in range(nb):
+                    d = z[c, s, b]
+                    d[:t0] = 0
+                    d[t1:] = 0
+                    d[t0:t1, :j0] = 0
+                    d[t0:t1, j1:] = 0
+                    if t1 > t0 and j1 > j0:
+                        d[t0:t1, j0:j1] = x[n0 + b, c, t0 - pt:t1 - pt, j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+
+    @njit
+    def shift_sum(t, out, n0, dh, bias, residual, relu):
+        """out[n0 + b, k, i] = sum over r of t[r, k, b, i + r * dh] (t: (R, K, B, Hz, Wo)), + bias[k] (when bias has
+        K entries), + residual[n0 + b, k, i] (when it has rows), then max(., 0) when relu. Each output plane is one
+        run of Ho*Wo values (kernel row r reads t's plane from row r*dh on), summed into a scratch row that
+        aliases nothing (so the loops vectorise), then stored once."""
+        r_, k_, nb, hz, wo_ = t.shape
+        m = out.shape[2] * wo_
+        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        tf = t.reshape(r_, k_, nb, hz * wo_)
+        acc = np.empty(m, t.dtype)
+        for b in range(nb):
+            ob = out[n0 + b].reshape(k_, m)
+            for k in range(k_):
+                o = ob[k]
+                if r_ == 3:
+                    t0, t1, t2 = tf[0, k, b], tf[1, k, b, dh * wo_:], tf[2, k, b, 2 * dh * wo_:]
+                    for p in range(m):
+                        acc[p] = t0[p] + t1[p] + t2[p]
+                else:
+                    t0 = tf[0, k, b]
+                    for p in range(m):
+                        acc[p] = t0[p]
+                    for r in range(1, r_):
+                        tr = tf[r, k, b, r * dh * wo_:]
+                        for p in range(m):
+                            acc[p] = acc[p] + tr[p]
+                if has_bias:
+                    bk = bias[k]
+                    for p in range(m):
+                        acc[p] = acc[p] + bk
+                if has_res:
+                    e = residual[n0 + b, k].reshape(m)
+                    for p in range(m):
+                        acc[p] = acc[p] + e[p]
+                if relu:
+                    for p in range(m):
+                        v = acc[p]
+                        o[p] = 0 if v < 0 else v
+                else:
+                    for p in range(m):
+                        o[p] = acc[p]
+
+    @njit
+    def conv_epilogue(y, bias, residual, n0, relu):
+        """y (B, K, P) in place: + bias[k] (when bias has K entries), + residual[n0 + b] (when it has rows), then
+        max(., 0) when relu; one pass (the conditions are the same for the whole loop: it is unswitched)."""
+        nb, k_, p_ = y.shape
+        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
+        bk = y.dtype.type(0)
+        for b in range(nb):
+            for k in range(k_):
+                row = y[b, k]
+                e = residual[n0 + b, k] if has_res else row
+                if has_bias:
+                    bk = bias[k]
+                for p in range(p_):
+                    v = row[p]
+                    if has_bias:
+                        v = v + bk
+                    if has_res:
+                        v = v + e[p]
+                    if relu and v < 0:
+                        v = 0
+                    row[p] = v
+
+    return {"im2col_nchw": im2col_nchw, "shift_columns": shift_columns, "shift_sum": shift_sum,
+            "conv_epilogue": conv_epilogue}
