@@ -80,60 +80,64 @@ def build(numba):
                                                 j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
 
     @njit
-    def shift_columns(x, n0, z, sw, dw, pt, pl):
-        """z (C, S, B, Hz, Wo): z[c, s, b, t, j] = x[n0 + b, c, t - pt, j * sw + s * dw - pl], zero outside x (the
-        input rows every kernel row reads, shifted by each kernel column)."""
-        c_, s_, nb, hz, wo_ = z.shape
+    def shift_columns(x, n0, nb, z, hs, sw, dw, pt, pl):
+        """z (C, S, T, Wo): the input rows of samples n0..n0+nb stacked, sample b's from z row b * hs + pt on, zero rows
+        around and between them (``hs`` at least H + either vertical pad, so the samples share their padding rows),
+        each shifted by kernel column s: z[c, s, b * hs + pt + h, j] = x[n0 + b, c, h, j * sw + s * dw - pl], zero
+        outside x."""
+        c_, s_, rows, wo_ = z.shape
         h_, w_ = x.shape[2], x.shape[3]
-        t0, t1 = min(pt, hz), min(hz, pt + h_)
-        if sw == 1 and wo_ == w_ and t1 - t0 == h_:  # whole planes, shifted
-            for c in range(c_):
-                for s in range(s_):
-                    for b in range(nb):
-                        d = z[c, s, b].reshape(hz * wo_)
-                        zero(d[:t0 * wo_])
-                        zero(d[t1 * wo_:])
-                        plane(d[t0 * wo_:t1 * wo_], x[n0 + b, c].reshape(h_ * w_), s * dw - pl, w_)
-            return
+        whole = sw == 1 and wo_ == w_  # each sample's rows: one plane, shifted
         for c in range(c_):
             for s in range(s_):
                 left = s * dw - pl
                 j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
                 j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
+                zs = z[c, s]
+                flat = zs.reshape(rows * wo_)
+                done = 0
                 for b in range(nb):
-                    d = z[c, s, b]
-                    d[:t0] = 0
-                    d[t1:] = 0
-                    d[t0:t1, :j0] = 0
-                    d[t0:t1, j1:] = 0
-                    if t1 > t0 and j1 > j0:
-                        d[t0:t1, j0:j1] = x[n0 + b, c, t0 - pt:t1 - pt, j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+                    start = b * hs + pt
+                    zero(flat[done * wo_:start * wo_])
+                    done = start + h_
+                    if whole:
+                        plane(flat[start * wo_:done * wo_], x[n0 + b, c].reshape(h_ * w_), left, w_)
+                        continue
+                    d = zs[start:done]
+                    d[:, :j0] = 0
+                    d[:, j1:] = 0
+                    if j1 > j0:
+                        d[:, j0:j1] = x[n0 + b, c, :, j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
+                zero(flat[done * wo_:])
 
     @njit
-    def shift_sum(t, out, n0, dh, bias, residual, relu):
-        """out[n0 + b, k, i] = sum over r of t[r, k, b, i + r * dh] (t: (R, K, B, Hz, Wo)), + bias[k] (when bias has
-        K entries), + residual[n0 + b, k, i] (when it has rows), then max(., 0) when relu. Each output plane is one
-        run of Ho*Wo values (kernel row r reads t's plane from row r*dh on), summed into a scratch row that
-        aliases nothing (so the loops vectorise), then stored once."""
-        r_, k_, nb, hz, wo_ = t.shape
-        m = out.shape[2] * wo_
+    def shift_sum(t, out, n0, nb, hs, dh, bias, residual, relu):
+        """out[n0 + b, k, i] (b < nb) = sum over r of t[r, k, b * hs + i + r * dh] (t: (R, K, T, Wo), the rows of
+        ``shift_columns``' z times the kernel rows), + bias[k] (when bias has K entries), + residual[n0 + b, k, i]
+        (when it has rows), then max(., 0) when relu. Each output plane is one run of Ho*Wo values (kernel row r
+        reads t's rows from b * hs + r*dh on), summed into a scratch row that aliases nothing (so the loops
+        vectorise), then stored once."""
+        r_, k_, rows, wo_ = t.shape
+        ho_ = out.shape[2]
+        m = ho_ * wo_
         has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
-        tf = t.reshape(r_, k_, nb, hz * wo_)
+        tf = t.reshape(r_, k_, rows * wo_)
         acc = np.empty(m, t.dtype)
         for b in range(nb):
             ob = out[n0 + b].reshape(k_, m)
+            base = b * hs * wo_
             for k in range(k_):
                 o = ob[k]
                 if r_ == 3:
-                    t0, t1, t2 = tf[0, k, b], tf[1, k, b, dh * wo_:], tf[2, k, b, 2 * dh * wo_:]
+                    t0, t1, t2 = tf[0, k, base:], tf[1, k, base + dh * wo_:], tf[2, k, base + 2 * dh * wo_:]
                     for p in range(m):
                         acc[p] = t0[p] + t1[p] + t2[p]
                 else:
-                    t0 = tf[0, k, b]
+                    t0 = tf[0, k, base:]
                     for p in range(m):
                         acc[p] = t0[p]
                     for r in range(1, r_):
-                        tr = tf[r, k, b, r * dh * wo_:]
+                        tr = tf[r, k, base + r * dh * wo_:]
                         for p in range(m):
                             acc[p] = acc[p] + tr[p]
                 if has_bias:
