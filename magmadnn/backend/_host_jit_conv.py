@@ -9,36 +9,44 @@ from __future__ import annotations
 
 import numpy as np
 
+#: the kernels' helpers, compiled by :func:`build`; module globals, not closure cells, so that numba's disk cache
+#: keeps the kernels that call them (a kernel calling a dispatcher held in a closure cell compiles again in every
+#: process: about 20 s on a loaded machine)
+_zero = _plane = None
+
+
+def _zero_rows(d):
+    for p in range(d.shape[0]):
+        d[p] = 0
+
+
+def _shifted_plane(d, xp, shift, w_):
+    """d (h*w,) = the rows of xp (h*w,) each shifted by ``shift`` columns (d[i, j] = xp[i, j + shift], zero where
+    j + shift leaves the row): one contiguous copy, then the columns that wrapped into the next or previous row
+    zeroed."""
+    m = xp.shape[0]
+    lo, hi = max(0, -shift), m - max(0, shift)
+    if hi <= lo:
+        _zero(d)
+        return
+    dd, xs = d[lo:hi], xp[lo + shift:hi + shift]
+    for p in range(dd.shape[0]):
+        dd[p] = xs[p]
+    first, last = (max(0, w_ - shift), w_) if shift > 0 else (0, min(w_, -shift))
+    for j in range(first, last):
+        col = d[j:]
+        for i in range(0, m, w_):
+            col[i] = 0
+
 
 def build(numba):
     """The inference convolution's gathers and epilogues (see ``host/_conv_infer``): plain copies from the unpadded
     NCHW input (zeros where the padding is), and one pass that sums the partial products of the kernel rows and
     adds the bias, a residual and a ReLU (NaN stays NaN, as np.maximum)."""
+    global _zero, _plane
     njit = numba.njit(cache=True)
-
-    @njit
-    def zero(d):
-        for p in range(d.shape[0]):
-            d[p] = 0
-
-    @njit
-    def plane(d, xp, shift, w_):
-        """d (h*w,) = the rows of xp (h*w,) each shifted by ``shift`` columns (d[i, j] = xp[i, j + shift], zero
-        where j + shift leaves the row): one contiguous copy, then the columns that wrapped into the next or
-        previous row zeroed. The loops index 1-D views from 0 (so they vectorise; offsets inside the index do not)."""
-        m = xp.shape[0]
-        lo, hi = max(0, -shift), m - max(0, shift)
-        if hi <= lo:
-            zero(d)
-            return
-        dd, xs = d[lo:hi], xp[lo + shift:hi + shift]
-        for p in range(dd.shape[0]):
-            dd[p] = xs[p]
-        first, last = (max(0, w_ - shift), w_) if shift > 0 else (0, min(w_, -shift))
-        for j in range(first, last):
-            col = d[j:]
-            for i in range(0, m, w_):
-                col[i] = 0
+    _zero = njit(_zero_rows)
+    _plane = njit(_shifted_plane)
 
     @njit
     def im2col_nchw(x, n0, cols, sh, sw, dh, dw, pt, pl):
@@ -54,10 +62,10 @@ def build(numba):
                         i1 = max(i0, min(ho_, h_ - top))
                         for s in range(s_):
                             d = cols[b, c, r, s].reshape(ho_ * wo_)
-                            zero(d[:i0 * wo_])
-                            zero(d[i1 * wo_:])
+                            _zero(d[:i0 * wo_])
+                            _zero(d[i1 * wo_:])
                             if i1 > i0:
-                                plane(d[i0 * wo_:i1 * wo_], x[n0 + b, c, i0 + top:i1 + top].reshape((i1 - i0) * w_),
+                                _plane(d[i0 * wo_:i1 * wo_], x[n0 + b, c, i0 + top:i1 + top].reshape((i1 - i0) * w_),
                                       s * dw - pl, w_)
             return
         for b in range(nb):
@@ -98,17 +106,17 @@ def build(numba):
                 done = 0
                 for b in range(nb):
                     start = b * hs + pt
-                    zero(flat[done * wo_:start * wo_])
+                    _zero(flat[done * wo_:start * wo_])
                     done = start + h_
                     if whole:
-                        plane(flat[start * wo_:done * wo_], x[n0 + b, c].reshape(h_ * w_), left, w_)
+                        _plane(flat[start * wo_:done * wo_], x[n0 + b, c].reshape(h_ * w_), left, w_)
                         continue
                     d = zs[start:done]
                     d[:, :j0] = 0
                     d[:, j1:] = 0
                     if j1 > j0:
                         d[:, j0:j1] = x[n0 + b, c, :, j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
-                zero(flat[done * wo_:])
+                _zero(flat[done * wo_:])
 
     @njit
     def shift_sum(t, out, n0, nb, hs, dh, bias, residual, relu):
