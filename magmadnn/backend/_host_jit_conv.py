@@ -88,6 +88,18 @@ def build(numba):
                                                 j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
 
     @njit
+    def kernel_rows(w, out):
+        """out (R, K, C, S) = w (K, C, R, S) with its kernel rows first (NumPy's copy of that transpose moves runs
+        of S values: 24 us for a 32x32x3x3 kernel, this 2 us)."""
+        k_, c_, r_, s_ = w.shape
+        for r in range(r_):
+            for k in range(k_):
+                for c in range(c_):
+                    src, dst = w[k, c, r], out[r, k, c]
+                    for j in range(s_):
+                        dst[j] = src[j]
+
+    @njit
     def shift_columns(x, n0, nb, z, hs, sw, dw, pt, pl):
         """z (C, S, T, Wo): the input rows of samples n0..n0+nb stacked, sample b's from z row b * hs + pt on, zero rows
         around and between them (``hs`` at least H + either vertical pad, so the samples share their padding rows),
@@ -188,4 +200,4 @@ def build(numba):
                     row[p] = v
 
     return {"im2col_nchw": im2col_nchw, "shift_columns": shift_columns, "shift_sum": shift_sum,
-            "conv_epilogue": conv_epilogue}
+            "conv_epilogue": conv_epilogue, "kernel_rows": kernel_rows}

@@ -129,7 +129,9 @@ def _shifted(jit, plan, x, w, flat, bias, relu, residual):
     hs = plan.h + max(pt, pb)
     per = plan.c * s_ * hs * plan.wo
     step = max(1, _SAMPLE_COLUMNS // max(1, per))
-    w3 = np.ascontiguousarray(w.reshape(k, plan.c, r_, s_).transpose(2, 0, 1, 3)).reshape(r_ * k, plan.c * s_)
+    w3 = np.empty((r_, k, plan.c, s_), w.dtype)
+    jit.kernel_rows(w.reshape(k, plan.c, r_, s_), w3)
+    w3 = w3.reshape(r_ * k, plan.c * s_)
     out = flat.reshape(plan.n, k, plan.ho, plan.wo)
     res = _residual(residual, plan, flat.dtype, (k, plan.ho, plan.wo))
     for n0 in range(0, plan.n, step):

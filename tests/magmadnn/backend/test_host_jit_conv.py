@@ -109,3 +109,12 @@ def test_shift_sum_adds_the_kernel_rows_partial_products(g, relu, with_bias, wit
             want = np.maximum(want, 0)
         np.testing.assert_array_equal(out[n0 + b], want)
     assert (out[:n0] == 7).all()
+
+
+@settings(max_examples=30, deadline=None)
+@given(shape=st.tuples(*[st.integers(1, 5)] * 4), dtype=st.sampled_from([np.float32, np.float64]))
+def test_kernel_rows_puts_the_kernel_rows_first(shape, dtype):
+    w = np.random.default_rng(sum(shape)).standard_normal(shape).astype(dtype)
+    out = np.full((shape[2], shape[0], shape[1], shape[3]), 7, dtype)
+    jit.kernel_rows(w, out)
+    np.testing.assert_array_equal(out, w.transpose(2, 0, 1, 3))
