@@ -136,6 +136,7 @@ def _launch_every_kernel(dtype) -> None:
     kernels.softmax_cross_entropy_backward(x, x, fake_array((4,), dtype))
     kernels.dropout(x, 0.5, seed=1)
     kernels.max_pool2d(fake_array((2, 3, 4, 4), dtype), (2, 2), (2, 2), ((1, 0), (0, 1)))
+    kernels.pad2d(fake_array((2, 3, 4, 4), dtype), (0, 1, 2, 0))
     kernels.max_pool2d_backward(fake_array((2, 3, 2, 2), dtype), fake_array((2, 3, 2, 2), np.int32), (2, 3, 4, 4),
                                 (2, 2), (2, 2))
     # attention
