@@ -59,6 +59,7 @@ KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross ent
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
+PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
 FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/simulator/test_cufft.py")
 #: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device
@@ -233,8 +234,8 @@ MUTANTS = [
            CUDNN),
     Mutant("activation-bwd-x-y-swapped", "cudnnActivationBackward gets x where y goes and y where x goes",
            "pymagma/dnn.py",
-           "byref(alpha), _tensor(y, s), _ptr(y),\n            _tensor(dy, s), _ptr(dy), _tensor(x, s), _ptr(x),",
-           "byref(alpha), _tensor(x, s), _ptr(x),\n            _tensor(dy, s), _ptr(dy), _tensor(y, s), _ptr(y),",
+           "byref(alpha), _like(y, x, xd), _ptr(y),\n            _like(dy, x, xd), _ptr(dy), xd, _ptr(x),",
+           "byref(alpha), _like(y, x, xd), _ptr(x),\n            _like(dy, x, xd), _ptr(dy), xd, _ptr(y),",
            CUDNN),
     Mutant("pool-window-stride-swapped", "the pooling descriptor gets the stride as window and the window as stride",
            "pymagma/dnn.py",
@@ -252,11 +253,32 @@ MUTANTS = [
            "pymagma/dnn.py",
            "_ptr(var), float(eps))",
            "_ptr(var), 1e-5)", CUDNN),
+    # ---------------------------------------------------------------------- planned cuDNN calls (dnn's plans)
+    Mutant("plan-conv-bwd-filter-x-dy-swapped", "a planned backward filter passes dy's data where x goes, x's for dy",
+           "pymagma/_dnn_plans.py",
+           "d0, x.ptr, d1, dy.ptr, d2, algo",
+           "d0, dy.ptr, d1, x.ptr, d2, algo", PLANS),
+    Mutant("plan-conv-bwd-data-w-dy-swapped", "a planned backward data passes dy's data where w goes, w's for dy",
+           "pymagma/_dnn_plans.py",
+           "d0, w.ptr, d1, dy.ptr, d2, algo",
+           "d0, dy.ptr, d1, w.ptr, d2, algo", PLANS),
+    Mutant("plan-bn-saved-mean-invstd-swapped", "a planned batch-norm forward writes the saved mean and inverse std "
+           "swapped", "pymagma/_dnn_plans.py",
+           "float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)",
+           "float(max(eps, cd.BN_MIN_EPSILON)), inv.ptr, mean.ptr)", PLANS),
+    Mutant("plan-bn-bwd-dscale-dbias-swapped", "a planned batch-norm backward writes dscale and dbias swapped",
+           "pymagma/_dnn_plans.py",
+           "scale.ptr, dscale.ptr, dbias.ptr, float(eps),",
+           "scale.ptr, dbias.ptr, dscale.ptr, float(eps),", PLANS),
+    Mutant("plan-activation-bwd-x-y-swapped", "a planned activation backward gets x where y goes and y where x goes",
+           "pymagma/_dnn_plans.py",
+           "xd, y.ptr, xd, dy.ptr, xd,\n                x.ptr,",
+           "xd, x.ptr, xd, dy.ptr, xd,\n                y.ptr,", PLANS),
     # ------------------------------------------------------------------------------ magmadnn's device adapters
     Mutant("bn-momentum-not-complemented", "cuDNN's exponentialAverageFactor given the op set's momentum as it is",
            "magmadnn/backend/device/normalization.py",
-           "momentum=1.0 - momentum, eps=float(eps))",
-           "momentum=momentum, eps=float(eps))", BACKEND),
+           "scratch, momentum=1.0 - momentum,",
+           "scratch, momentum=momentum,", BACKEND),
     Mutant("bn-backward-saved-swapped", "batch-norm backward gets the saved inverse std as the mean and vice versa",
            "magmadnn/backend/device/normalization.py",
            "gamma, mean_, inv_std, eps=eps)",
@@ -267,8 +289,10 @@ MUTANTS = [
            "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
     Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
-           "return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,",
-           "return _dnn.activation_backward(_contiguous(dy), _contiguous(y), x, kind,", BACKEND),
+           "return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else "
+           "_contiguous(dy),",
+           "return plan.backward(dy if dy.is_c_contiguous else _contiguous(dy), y if y.is_c_contiguous else "
+           "_contiguous(y),", BACKEND),
     Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
            "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"
@@ -284,6 +308,11 @@ MUTANTS = [
            "_dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin,",
            "_dnn.pool2d_backward(y_area, dy, xin,", BACKEND),
     # ----------------------------------------------------------------------------------------------- kernels
+    Mutant("pad2d-top-left-swapped", "the zero padding kernel puts the left pad above and the top pad to the left",
+           "magmadnn/backend/device/kernels/pool.py",
+           "PadGeometry(n * c, h, w, padded[2], padded[3], top, left)",
+           "PadGeometry(n * c, h, w, padded[2], padded[3], left, top)",
+           ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "pad2d")),
     Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
            "magmadnn/backend/device/kernels/optim.py",
            "bc1, bc2 = _bias_corrections(beta1, beta2, step)",

@@ -263,7 +263,13 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
             if dtype is not None and dtype.kind == "f" and not (x.__class__ is Tensor and x.data.dtype == dtype):
                 # as Keras: a half output of a mixed layer is cast to this layer's dtype; any float input too when
                 # the layer was given its dtype (float32 into float64); an input of the layer's dtype as it is
-                x = _cast_floats(x, dtype, halves_only=self._user_dtype is None)
+                if x.__class__ is list:
+                    for t in x:  # several inputs (Add): cast only when one is not of the layer's dtype
+                        if not (t.__class__ is Tensor and t.data.dtype == dtype):
+                            x = _cast_floats(x, dtype, halves_only=self._user_dtype is None)
+                            break
+                else:
+                    x = _cast_floats(x, dtype, halves_only=self._user_dtype is None)
             if mask:
                 out = self.call(x, training=training, **mask)
             else:

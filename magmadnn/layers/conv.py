@@ -103,7 +103,7 @@ class Conv2D(_NCHW, Layer):
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
         y = F.conv2d(x, self._params[self.kernel_name], self._params.get("bias"), stride=self.strides,
                      padding=self.padding, dilation=self.dilation, groups=self.groups, activation=fused)
-        return y if fused else apply_activation(y, self.activation)
+        return y if fused or self.activation is None else apply_activation(y, self.activation)
 
     def get_config(self):
         config = {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),
@@ -202,7 +202,7 @@ class SeparableConv2D(DepthwiseConv2D):
                      groups=self.groups)
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
         y = F.conv2d(y, p["pointwise_kernel"], p.get("bias"), activation=fused)
-        return y if fused else apply_activation(y, self.activation)
+        return y if fused or self.activation is None else apply_activation(y, self.activation)
 
     def get_config(self):
         return {"filters": self.filters, **super().get_config(),
@@ -324,7 +324,7 @@ class Conv1D(Layer):
         fused = self.activation if self.activation in geometry.FUSED_ACTIVATIONS else None
         y = F.conv1d(x, self._params["kernel"], self._params.get("bias"), stride=self.strides, padding=self.padding,
                      dilation=self.dilation_rate, groups=self.groups, activation=fused)
-        return y if fused else apply_activation(y, self.activation)
+        return y if fused or self.activation is None else apply_activation(y, self.activation)
 
     def get_config(self):
         return {"filters": self.filters, "kernel_size": self.kernel_size, "strides": self.strides,

@@ -24,6 +24,12 @@ class MaskingMixin:
         many = isinstance(inputs, list)
         if not many and not self.makes_mask and getattr(inputs, "_mask", None) is None:
             return self._run(inputs, training)  # the common case, at the cost of one attribute look-up
+        if many and not self.makes_mask and type(self).compute_mask is MaskingMixin.compute_mask:
+            for t in inputs:  # several inputs, none masked (Add, Concatenate): no mask in, none made
+                if getattr(t, "_mask", None) is not None:
+                    break
+            else:
+                return self._run(inputs, training)
         masks = [getattr(t, "_mask", None) for t in (inputs if many else [inputs])]
         mask = masks if many else masks[0]
         if all(m is None for m in masks):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import operator
 
+from pymagma import _dnn_plans as _plans
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
@@ -24,9 +25,11 @@ _GRAD_READS_Y = ("selu", "exponential")
 
 def activation_forward(x, kind, alpha=0.0):
     """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
-    _geometry.check_activation(kind, "activation_forward")
     if kind in _CUDNN_ACTIVATIONS:
-        return _dnn.activation_forward(_contiguous(x), kind, float(alpha) if kind == "elu" else None)
+        x = x if x.is_c_contiguous else _contiguous(x)
+        return _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None) \
+            .forward(x)
+    _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
         return _k.leaky_relu(x, float(alpha))
     return _k.unary("exp" if kind == "exponential" else kind, x)
@@ -42,11 +45,12 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         return _k.activation_backward(kind, dy, None, y)
     _same_dtype("activation_backward", dy, x, y)
     if kind in _CUDNN_ACTIVATIONS:
-        x = _contiguous(x)
+        x = x if x.is_c_contiguous else _contiguous(x)
         if y is None:
             y = activation_forward(x, kind, alpha)
-        return _dnn.activation_backward(_contiguous(y), _contiguous(dy), x, kind,
-                                        float(alpha) if kind == "elu" else None)
+        plan = _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None)
+        return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy),
+                             x)
     if kind in _GRAD_READS_Y:
         return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
     return _k.activation_backward(kind, dy, x, None, float(alpha))

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pymagma import _checks
+from pymagma import _dnn_plans as _plans
 from pymagma import array as _array
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
@@ -20,9 +21,10 @@ FUSED_ACTIVATIONS = _geometry.FUSED_ACTIVATIONS
 # Adapters: where cuDNN's conventions differ from the op set, the op set wins, here and only here.
 #
 # - Padding: the op set pads ((top, bottom), (left, right)), cuDNN only symmetrically. cuDNN gets the symmetric part
-#   min(top, bottom), min(left, right); the rest is padded explicitly (a fill and a strided copy on the device):
-#   zeros for convolution and average pooling. Gradients are computed on the padded input and the interior is copied
-#   out. The forward's ``saved`` dict keeps the padded input for backward-filter.
+#   min(top, bottom), min(left, right); the rest is padded explicitly (zeros, one launch of kernels.pad2d) for
+#   convolution and average pooling. Gradients are computed on the padded input; the interior is a view for the
+#   convolution's input gradient (a copy for average pooling's). The forward's ``saved`` dict keeps the padded input
+#   for backward-filter.
 # - Average pooling excludes padding from the count: cuDNN's AVERAGE_COUNT_EXCLUDE_PADDING when the padding is
 #   symmetric; otherwise cuDNN's include-padding average over the explicitly padded input (sum / window area) times
 #   area / (real elements of each window), a (Ho, Wo) factor computed from the geometry alone.
@@ -56,10 +58,13 @@ def _conv_plan(stride, padding, dilation, groups) -> tuple:
     return _geometry.pair(stride), sym, extra, _geometry.pair(dilation), int(groups)
 
 
-def _pad(x, extra, value: float):
-    """``x`` (N, C, H, W) surrounded by ``extra`` (top, bottom, left, right) elements of ``value``, on the device."""
+def _pad(x, extra, value: float = 0.0):
+    """``x`` (N, C, H, W) surrounded by ``extra`` (top, bottom, left, right) elements of ``value``, on the device (zeros
+    in one launch)."""
     if not any(extra):
         return x
+    if value == 0.0:
+        return _dk.pad2d(x, extra)
     t, b, l, r = extra
     n, c, h, w = x.shape
     out = _k.fill(_array.empty((n, c, h + t + b, w + l + r), x.dtype, device=x.device), value)
@@ -75,6 +80,18 @@ def _crop(xp, extra, shape):
     return _k.copy(xp[:, :, t:t + shape[2], l:l + shape[3]])
 
 
+@_checks.once_per_arguments
+def _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups):
+    """(the extra pads, the :class:`pymagma.dnn.ConvPlan` of the convolution of the padded input), worked out once
+    per distinct arguments (their types included)."""
+    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
+    if any(extra):
+        n, c, h, wd = x_shape
+        t, b, l, r = extra
+        x_shape = (n, c, h + t + b, wd + l + r)
+    return extra, _plans.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
+
+
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
                    activation=None):
     """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo), + bias, then a fused activation."""
@@ -82,36 +99,50 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
                          f"{FUSED_ACTIVATIONS} or None")
     _same_dtype("conv2d_forward", x, w, bias)
-    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
-    xin = _pad(_contiguous(x), extra, 0.0)
-    if saved is not None and any(extra):
-        saved["padded_x"] = xin
-    epilogue = bias is not None and activation is not None  # bias + activation in one launch (kernels/epilogue.cu)
-    y = _dnn.conv2d_forward(xin, _contiguous(w), None if epilogue else bias, stride=stride, padding=sym,
-                            dilation=dilation, groups=groups)
-    if epilogue:
+    if bias is not None and bias.shape != w.shape[:1]:
+        raise ValueError(f"conv2d_forward: bias must have shape ({w.shape[0]},) (one per filter), got "
+                         f"{tuple(bias.shape)}")
+    x = x if x.is_c_contiguous else _contiguous(x)
+    extra, plan = _planned(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
+    xin = _pad(x, extra, 0.0) if any(extra) else x
+    if saved is not None:  # for backward-filter: the padded input and the plan (its layouts checked by the call)
+        saved["plan"] = plan
+        if xin is not x:
+            saved["padded_x"] = xin
+    y = plan.forward(xin, w if w.is_c_contiguous else _contiguous(w))
+    if bias is None:
+        if activation is not None:
+            _dnn.activation_forward(y, activation, out=y)
+        return y
+    if activation is not None:  # bias + activation in one launch (kernels/epilogue.cu)
         return _dk.bias_activation(y, bias, activation)[0]
-    if activation is not None:
-        _dnn.activation_forward(y, activation, out=y)
+    _dnn.add_tensor(bias.reshape(1, bias.shape[0], 1, 1), y)
     return y
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
-    n, c, h, wd = (int(v) for v in x_shape)
-    t, b, l, r = extra
-    dxp = _dnn.conv2d_backward_data(dy=_contiguous(dy), w=_contiguous(w), x_shape=(n, c, h + t + b, wd + l + r),
-                                    stride=stride, padding=sym, dilation=dilation, groups=groups)
-    return _crop(dxp, extra, (n, c, h, wd))
+    shape = tuple(map(int, x_shape))
+    _same_dtype("conv2d_backward_data", dy, w)
+    extra, plan = _planned(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
+    dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
+    if not any(extra):
+        return dxp
+    t, _, l, _ = extra  # the interior, a view: whoever needs it dense copies it (a gradient sum reads it as it is)
+    return dxp[:, :, t:t + shape[2], l:l + shape[3]]
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
-    stride, sym, extra, dilation, groups = _conv_plan(stride, padding, dilation, groups)
-    xin = saved.get("padded_x") if saved else None
-    if xin is None:
-        xin = _pad(_contiguous(x), extra, 0.0)
-    return _dnn.conv2d_backward_filter(x=xin, dy=_contiguous(dy), w_shape=tuple(w_shape), stride=stride,
-                                       padding=sym, dilation=dilation, groups=groups)
+    _same_dtype("conv2d_backward_filter", dy, x)
+    x = x if x.is_c_contiguous else _contiguous(x)
+    plan = saved.get("plan") if saved else None
+    if plan is not None and plan.w_shape == tuple(w_shape):
+        xin = saved.get("padded_x", x)
+    else:
+        extra, plan = _planned(x.shape, x.dtype, x.device, tuple(w_shape), stride, padding, dilation, groups)
+        xin = saved.get("padded_x") if saved else None
+        if xin is None:
+            xin = _pad(x, extra, 0.0) if any(extra) else x
+    return plan.backward_filter(xin, dy if dy.is_c_contiguous else _contiguous(dy))
 
 
 def conv2d_backward_bias(dy):

@@ -53,13 +53,15 @@ def bias_grad(dy):
 def bias_activation(x, b, kind, alpha=0.0):
     """``(act(x + b), x + b or None)`` in one launch (kernels/epilogue.cu); x + b is kept, in x's memory, only where
     the gradient reads it."""
-    _geometry.check_activation(kind, "bias_activation")
+    if kind not in _geometry.ACTIVATIONS:
+        _geometry.check_activation(kind, "bias_activation")
     if x.dtype is not b.dtype:
         _same_dtype("bias_activation", x, b)
-    return _dk.bias_activation(_contiguous(x), b, kind, float(alpha))
+    return _dk.bias_activation(x if x.is_c_contiguous else _contiguous(x), b, kind, float(alpha))
 
 
 def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
     """``(dx, db)``: the activation's gradient and the bias gradient in one launch."""
-    _geometry.check_activation(kind, "bias_activation_backward")
+    if kind not in _geometry.ACTIVATIONS:
+        _geometry.check_activation(kind, "bias_activation_backward")
     return _dk.bias_activation_backward(dy, z, y, kind, float(alpha), bias=bool(bias))

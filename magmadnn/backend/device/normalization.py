@@ -4,6 +4,7 @@ block per row)."""
 
 from __future__ import annotations
 
+from pymagma import _dnn_plans as _plans
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
@@ -25,16 +26,19 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     """Normalise with batch statistics; running stats updated in place (op-set momentum; cuDNN's running variance
     takes the unbiased variance: for the biased one it updates a zeroed scratch, ``(1 - momentum) var_u``, which
     becomes the batch term ``(n - 1)/n var_u`` of the op set's update)."""
-    _check_bn_input(x)
+    if len(x.shape) != 4 and len(x.shape) != 2:
+        _check_bn_input(x)
     momentum = float(momentum)
     scratch = running_var if unbiased else zeros_like(running_var)
-    y, mean_, inv_std = _dnn.batch_norm_forward_training(_contiguous(x), gamma, beta, running_mean, scratch,
-                                                         momentum=1.0 - momentum, eps=float(eps))
+    x = x if x.is_c_contiguous else _contiguous(x)
+    plan = _plans.batch_norm_plan(x.shape, x.dtype, x.device)
+    y, mean_, inv_std = plan.forward_training(x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum,
+                                              eps=float(eps))
     if not unbiased:
         n = x.size // x.shape[1]
         batch = _k.affine(scratch, (n - 1) / (n * (1.0 - momentum)))
         running_stat_update(running_var, batch, momentum)
-    return y, (mean_, inv_std, float(eps))
+    return y, (mean_, inv_std, float(eps), plan)
 
 
 def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
@@ -44,8 +48,9 @@ def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
 
 def batch_norm_backward(dy, x, gamma, ctx):
     """(dx, dgamma, dbeta) of ``batch_norm_train``."""
-    mean_, inv_std, eps = ctx
-    return _dnn.batch_norm_backward(_contiguous(x), _contiguous(dy), gamma, mean_, inv_std, eps=eps)
+    mean_, inv_std, eps, plan = ctx  # the forward's plan (its layout checked again by the call)
+    x = x if x.is_c_contiguous else _contiguous(x)
+    return plan.backward(x, dy if dy.is_c_contiguous else _contiguous(dy), gamma, mean_, inv_std, eps=eps)
 
 
 def running_stat_update(running, batch, momentum):

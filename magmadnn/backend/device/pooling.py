@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from pymagma import _checks
 from pymagma import array as _array
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
@@ -23,6 +24,16 @@ def _check_pool_mode(mode, fn: str) -> None:
         raise ValueError(f"{fn}: unknown mode {mode!r}; expected 'max' or 'avg'")
 
 
+@_checks.once_per_arguments
+def _pool_plan(mode, window, stride, padding) -> tuple:
+    """(window pair, stride pair, cuDNN's symmetric pads, the extra pads, ((top, bottom), (left, right))) of a pooling's
+    arguments, checked once per distinct arguments (their types included)."""
+    _check_pool_mode(mode, "pool2d")
+    sym, extra = _split_pads(padding)
+    t, b, l, r = _geometry.pads4(padding)
+    return _geometry.pair(window), _geometry.pair(stride), sym, extra, ((t, b), (l, r))
+
+
 def _avg_factor(x_shape, window, stride, padding, dtype, device):
     """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone: a constant made
     once per geometry and device (read-only; a replayed step finds it made by its eager warm-up)."""
@@ -39,13 +50,10 @@ def _avg_factor(x_shape, window, stride, padding, dtype, device):
 
 def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     """Max (padding ignored) or average (divided by the real elements of each window) pooling -> ``(y, ctx)``."""
-    _check_pool_mode(mode, "pool2d_forward")
-    window, stride = _geometry.pair(window), _geometry.pair(stride)
-    sym, extra = _split_pads(padding)
-    x = _contiguous(x)
+    window, stride, sym, extra, pads = _pool_plan(mode, window, stride, padding)
+    x = x if x.is_c_contiguous else _contiguous(x)
     if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
-        t, b, l, r = _geometry.pads4(padding)
-        return _dk.max_pool2d(x, window, stride, ((t, b), (l, r)))
+        return _dk.max_pool2d(x, window, stride, pads)
     if not any(extra):
         return _dnn.pool2d_forward(x, window, stride, sym, mode="avg_exclude_pad"), None
     xin = _pad(x, extra, 0.0)
@@ -55,13 +63,10 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
 
 
 def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
-    _check_pool_mode(mode, "pool2d_backward")
-    window, stride = _geometry.pair(window), _geometry.pair(stride)
-    sym, extra = _split_pads(padding)
-    dy, x = _contiguous(dy), _contiguous(x)
+    window, stride, sym, extra, pads = _pool_plan(mode, window, stride, padding)
     if mode == "max":  # ctx: the offsets of the maxima the forward found
-        t, b, l, r = _geometry.pads4(padding)
-        return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, ((t, b), (l, r)))
+        return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, pads)
+    dy, x = _contiguous(dy), _contiguous(x)
     if ctx is None:
         return _dnn.pool2d_backward(_contiguous(y), dy, x, window, stride, sym, mode="avg_exclude_pad")
     xin, y_area, factor = ctx

@@ -29,6 +29,8 @@ from .test_device_kernels_gpu import (  # noqa: F401  (collected here, without t
     test_max_pool2d_propagates_nan_and_refuses_bad_geometry,
     test_norm_and_embedding_arguments_are_checked,
     test_out_of_range_label_gives_nan_loss,
+    test_pad2d_refuses_bad_arguments,
+    test_pad2d_surrounds_with_zeros_bit_for_bit,
     test_recurrent_gate_kernels_in_every_dtype_match_their_float64_run,
     test_rmsprop_and_adagrad,
     test_sgd_momentum_and_nesterov,

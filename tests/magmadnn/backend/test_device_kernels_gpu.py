@@ -202,6 +202,40 @@ def test_max_pool2d_propagates_nan_and_refuses_bad_geometry():
                                     (2, 2), (2, 2))
 
 
+@pytest.mark.parametrize("dtype", DTYPES)
+@FEW
+@given(shape=st.tuples(st.integers(1, 2), st.integers(1, 3), st.integers(1, 6), st.integers(1, 6)),
+       pads=st.tuples(*(st.integers(0, 3),) * 4), seed=st.integers(0, 2**16))
+def test_pad2d_surrounds_with_zeros_bit_for_bit(dtype, shape, pads, seed):
+    """The zero padding of a convolution's input (one launch): NumPy's constant padding, every element of x copied as
+    stored (NaN, infinities and negative zero too)."""
+    from magmadnn.backend.device import kernels
+
+    x = host_values(shape, seed, dtype)
+    flat = x.reshape(-1)
+    specials = np.array([np.nan, -np.inf, -0.0]).astype(x.dtype)[: flat.size]
+    flat[: specials.size] = specials
+    t, b, l, r = pads
+    got = kernels.pad2d(dev(x), pads).get()
+    expected = np.pad(x, ((0, 0), (0, 0), (t, b), (l, r)))
+    assert got.shape == expected.shape
+    assert got.tobytes() == expected.tobytes()
+
+
+def test_pad2d_refuses_bad_arguments():
+    from magmadnn.backend.device import kernels
+
+    x = dev(np.ones((1, 1, 2, 2), np.float32))
+    with pytest.raises(ValueError, match=r"\(N, C, H, W\)"):
+        kernels.pad2d(dev(np.ones((2, 2), np.float32)), (1, 1, 1, 1))
+    with pytest.raises(ValueError, match="top, bottom, left, right"):
+        kernels.pad2d(x, (1, 1))
+    with pytest.raises(ValueError, match="pad"):
+        kernels.pad2d(x, (1, -1, 0, 0))
+    with pytest.raises(TypeError, match="floating"):
+        kernels.pad2d(dev(np.ones((1, 1, 2, 2), np.int32)), (1, 1, 1, 1))
+
+
 # ------------------------------------------------------------------------ norm.cu and embeddings.cu
 @pytest.mark.parametrize("rms", [False, True], ids=["layer", "rms"])
 @pytest.mark.parametrize("dtype", DTYPES)

@@ -46,7 +46,7 @@ from .optim import (
     sgd_update,
     sgd_update_many,
 )
-from .pool import PoolGeometry, max_pool2d, max_pool2d_backward
+from .pool import PadGeometry, PoolGeometry, max_pool2d, max_pool2d_backward, pad2d
 from .recurrent import (
     gru_gates_backward,
     gru_gates_forward,
@@ -79,7 +79,7 @@ SHIPPED = {
     "optim": ("optim.cu", _per_dtype(("sgd", "adam", "rmsprop", "adagrad", "sgd_many", "adam_many", "rmsprop_many",
                                       "adagrad_many"))),
     "dropout": ("dropout.cu", _per_dtype(("dropout",))),
-    "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward"))),
+    "pool": ("pool.cu", _per_dtype(("max_pool_forward", "max_pool_backward", "pad2d"))),
     "attention": ("attention.cu", _per_dtype(("masked_softmax", "masked_softmax_backward", "attention_heads_forward",
                                                "attention_heads_backward_rows", "attention_heads_backward_keys"))),
     "norm": ("norm.cu", _per_dtype(("norm_forward", "norm_backward", "norm_param_grad", "norm_param_sum",
@@ -102,7 +102,8 @@ __all__ = [
     "sgd_update", "adam_update", "adamw_update", "rmsprop_update", "adagrad_update",
     "MANY", "ManyTensors", "sgd_update_many", "adam_update_many", "rmsprop_update_many", "adagrad_update_many",
     "sgd_update_at", "adam_update_at", "rmsprop_update_at", "adagrad_update_at",
-    "PoolGeometry", "max_pool2d", "max_pool2d_backward", "masked_softmax", "masked_softmax_backward",
+    "PoolGeometry", "max_pool2d", "max_pool2d_backward", "PadGeometry", "pad2d", "masked_softmax",
+    "masked_softmax_backward",
     "attention_heads", "attention_heads_backward",
     "layer_norm", "layer_norm_backward", "layer_norm_backward_params", "layer_norm_param_grads", "embedding",
     "embedding_backward",

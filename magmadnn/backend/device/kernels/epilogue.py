@@ -6,8 +6,10 @@ from __future__ import annotations
 import math
 from ctypes import c_double, c_int, c_longlong
 
+from pymagma import _checks
+from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import _float_dtype, _out_for, _ptr, _run, _same
+from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import _ACTIVATION_READS, ACTIVATION_GRADS, UNARY_OPS, contiguous
 
 #: the unary code of each activation kind (elementwise.cu's ``unary_op``)
@@ -31,46 +33,83 @@ def _geometry(shape, what: str) -> tuple[int, int, int]:
     return int(shape[0]), int(shape[1]), math.prod(int(d) for d in shape[2:])
 
 
+def _float_name(dtype, what: str) -> str:
+    """The kernels' name of a floating ``dtype`` (``_float_dtype``'s check, from the dtype alone)."""
+    name = programs.dtype_name(dtype)
+    if name not in programs.FLOAT_DTYPES:
+        raise TypeError(f"{what} needs a floating dtype ({', '.join(programs.FLOAT_DTYPES)}), got {name}")
+    return name
+
+
+@_checks.once_per_arguments
+def _forward_plan(shape, dtype, bias_shape, bias_dtype, kind) -> tuple:
+    """(kernel expression, channels, inner size, the activation's code, whether z is kept) of a call's layouts, checked
+    once per distinct arguments (the operands' devices are compared per call)."""
+    what = "bias_activation"
+    name = _float_name(dtype, what)
+    if bias_dtype != dtype and programs.dtype_name(bias_dtype) != name:
+        raise TypeError(f"{what}: dtypes differ ({dtype} and {bias_dtype})")
+    _, channels, inner = _geometry(shape, what)
+    if tuple(bias_shape) != (channels,):
+        raise ValueError(f"{what}: bias must have shape ({channels},) for x of shape {shape}, got {bias_shape}")
+    return programs.expression("bias_act", name), channels, inner, _FORWARD[_kind(kind, what)], reads_input(kind)
+
+
 def bias_activation(x, bias, kind: str, alpha: float = 0.0):
     """``(y, z)``: ``z = x + bias`` over axis 1 of ``x`` (N, C, ...) rounded to the dtype, ``y = kind(z)``, one
     launch. ``z`` is written over ``x`` (which must be C-contiguous and is given up) when the gradient of ``kind``
     reads it, else ``z`` is None and ``x`` is left as it was."""
     what = "bias_activation"
-    dtype = _float_dtype(x, what)
-    _same([x, bias], what)
-    _, channels, inner = _geometry(x.shape, what)
-    if tuple(bias.shape) != (channels,):
-        raise ValueError(f"{what}: bias must have shape ({channels},) for x of shape {x.shape}, got {bias.shape}")
+    if not (x.__class__ is _array.DeviceArray and bias.__class__ is _array.DeviceArray):
+        _float_dtype(x, what)  # the TypeError naming the operand that is not a DeviceArray
+        _same([x, bias], what)
+    expression, channels, inner, code, keep = _forward_plan(x.shape, x.dtype, bias.shape, bias.dtype, kind)
+    if bias.device != x.device:
+        raise ValueError(f"{what}: arrays live on different devices ({x.device} and {bias.device})")
     if not x.is_c_contiguous:
         raise ValueError(f"{what}: x must be C-contiguous (its memory receives x + bias)")
-    keep = reads_input(_kind(kind, what))
-    y = _out_for(None, x.shape, x.dtype, x.device, what)
-    _run("epilogue", programs.expression("bias_act", dtype), x, x.size,
-         [_ptr(x), _ptr(contiguous(bias)), _ptr(y), c_longlong(x.size), c_longlong(channels), c_longlong(inner),
-          c_int(_FORWARD[kind]), c_double(alpha), c_int(int(keep))])
+    y = _array._empty(x.shape, x.dtype, x.device)
+    _run("epilogue", expression, x, x.size,
+         [_ptr(x), _ptr(bias if bias.is_c_contiguous else contiguous(bias)), _ptr(y), c_longlong(x.size),
+          c_longlong(channels), c_longlong(inner), c_int(code), c_double(alpha), c_int(int(keep))])
     return y, (x if keep else None)
+
+
+@_checks.once_per_arguments
+def _backward_plan(shape, dtype, kind, has_z, has_y) -> tuple:
+    """(kernel expression, outer, channels, inner, the gradient's code) of a call's layouts, checked once per distinct
+    arguments."""
+    what = "bias_activation_backward"
+    name = _float_name(dtype, what)
+    reads = _ACTIVATION_READS[_kind(kind, what)]
+    if (not has_z and reads_input(kind)) or (not has_y and "y" in reads):
+        raise ValueError(f"{what}: the gradient of {kind} needs {reads.replace('x', 'z')}")
+    outer, channels, inner = _geometry(shape, what)
+    return programs.expression("bias_act_backward", name), outer, channels, inner, ACTIVATION_GRADS[kind]
 
 
 def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool = True):
     """``(dx, db)`` of :func:`bias_activation`: ``dx`` the activation's gradient from ``dy`` and ``z`` and/or ``y``
     (what ``kind`` reads), ``db`` the sum of ``dx`` over every axis but 1 (None unless ``bias``), one launch."""
     what = "bias_activation_backward"
-    dtype = _float_dtype(dy, what)
-    _kind(kind, what)
-    reads = _ACTIVATION_READS[kind]
     if kind == "relu" and z is None:  # its gradient code reads the input's sign: the output's is the same
         z = y
-    if (z is None and reads_input(kind)) or (y is None and "y" in reads):
-        raise ValueError(f"{what}: the gradient of {kind} needs {reads.replace('x', 'z')}")
+    if dy.__class__ is not _array.DeviceArray:
+        _float_dtype(dy, what)  # the TypeError naming dy
     _same([dy, z, y], what)
+    expression, outer, channels, inner, code = _backward_plan(dy.shape, dy.dtype, kind, z is not None, y is not None)
     for a in (z, y):
-        if a is not None and tuple(a.shape) != tuple(dy.shape):
+        if a is not None and a.shape != dy.shape:
             raise ValueError(f"{what}: z and y must have dy's shape {dy.shape}, got {a.shape}")
-    outer, channels, inner = _geometry(dy.shape, what)
-    dy, z, y = (None if a is None else contiguous(a) for a in (dy, z, y))
-    dx = _out_for(None, dy.shape, dy.dtype, dy.device, what)
-    db = _out_for(None, (channels,), dy.dtype, dy.device, what) if bias else None
-    _run("epilogue", programs.expression("bias_act_backward", dtype), dy, channels,
+    if not dy.is_c_contiguous:
+        dy = contiguous(dy)
+    if z is not None and not z.is_c_contiguous:
+        z = contiguous(z)
+    if y is not None and not y.is_c_contiguous:
+        y = contiguous(y)
+    dx = _array._empty(dy.shape, dy.dtype, dy.device)
+    db = _array._empty((channels,), dy.dtype, dy.device) if bias else None
+    _run("epilogue", expression, dy, channels,
          [_ptr(dy), _ptr(z), _ptr(y), _ptr(dx), _ptr(db), c_longlong(outer), c_longlong(channels),
-          c_longlong(inner), c_int(ACTIVATION_GRADS[kind]), c_double(alpha)], grid=max(1, min(channels, 65535)))
+          c_longlong(inner), c_int(code), c_double(alpha)], grid=max(1, min(channels, 65535)))
     return dx, db

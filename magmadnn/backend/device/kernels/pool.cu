@@ -66,3 +66,23 @@ __global__ void max_pool_backward(const T* __restrict__ dy, const int* __restric
         dx[i] = Traits<T>::store(sum);
     }
 }
+
+// Zero padding of a window op's input, one launch: y (planes, hp, wp) holds x (planes, h, w) at (top, left) and zeros
+// around it (the padding cuDNN's symmetric descriptors cannot express). Elements are copied as stored (bit for bit).
+struct PadGeometry {
+    i64 planes;              // N * C
+    i64 h, w;                // input height and width
+    i64 hp, wp;              // padded height and width
+    i64 top, left;           // rows / columns of zeros before the input's first
+};
+
+template <typename T>
+__global__ void pad2d(const T* __restrict__ x, T* __restrict__ y, PadGeometry g) {
+    typedef typename Traits<T>::acc A;
+    const T zero = Traits<T>::store(A(0));
+    const i64 total = g.planes * g.hp * g.wp;
+    for (i64 i = pm_global_index(); i < total; i += pm_grid_stride()) {
+        const i64 c = i % g.wp - g.left, r = (i / g.wp) % g.hp - g.top, plane = i / (g.wp * g.hp);
+        y[i] = (r < 0 || r >= g.h || c < 0 || c >= g.w) ? zero : x[(plane * g.h + r) * g.w + c];
+    }
+}

@@ -1,4 +1,5 @@
-"""Launchers of pool.cu: 2-D max pooling that saves the offset of each maximum, and its backward."""
+"""Launchers of pool.cu: 2-D max pooling that saves the offset of each maximum, and its backward; zero padding of a
+window op's input in one launch."""
 
 from __future__ import annotations
 
@@ -20,6 +21,13 @@ class PoolGeometry(ctypes.Structure):
     _fields_ = [("planes", c_longlong), ("h", c_longlong), ("w", c_longlong), ("ho", c_longlong), ("wo", c_longlong),
                 ("kh", c_int), ("kw", c_int), ("sh", c_int), ("sw", c_int), ("top", c_int), ("left", c_int)]
 
+
+
+class PadGeometry(ctypes.Structure):
+    """Mirror of the ``PadGeometry`` struct in pool.cu."""
+
+    _fields_ = [("planes", c_longlong), ("h", c_longlong), ("w", c_longlong), ("hp", c_longlong),
+                ("wp", c_longlong), ("top", c_longlong), ("left", c_longlong)]
 
 
 _INT32 = np.dtype(np.int32)
@@ -76,13 +84,37 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     if tuple(dy.shape) != expected or tuple(offsets.shape) != expected:
         raise ValueError(f"max_pool2d_backward: dy {dy.shape} and offsets {offsets.shape} must have the pooled shape "
                          f"{expected}")
-    if programs.dtype_name(_device_array(offsets, "max_pool2d_backward offsets").dtype) != "int32":
+    if _device_array(offsets, "max_pool2d_backward offsets").dtype != _INT32:
         raise TypeError(f"max_pool2d_backward: offsets must be the int32 array max_pool2d returned, got "
                         f"{offsets.dtype}")
     if offsets.device != dy.device:
         raise ValueError(f"max_pool2d_backward: dy and offsets live on different devices ({dy.device} and "
                          f"{offsets.device})")
     dy, offsets = contiguous(dy), contiguous(offsets)
-    dx = _array.empty(tuple(int(d) for d in x_shape), dy.dtype, device=dy.device)
+    dx = _array._empty((expected[0], expected[1], g.h, g.w), dy.dtype, dy.device)  # x_shape, checked
     _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [_ptr(dy), _ptr(offsets), _ptr(dx), g])
     return dx
+
+
+@_checks.once_per_arguments
+def _pad_geometry(shape, pads) -> tuple:
+    """(padded shape, PadGeometry) of NCHW ``shape`` padded by ``pads`` (top, bottom, left, right) non-negative ints."""
+    if len(shape) != 4:
+        raise ValueError(f"pad2d: expected an (N, C, H, W) array, got shape {tuple(shape)}")
+    if len(pads) != 4:
+        raise ValueError(f"pad2d: pads must be (top, bottom, left, right), got {pads!r}")
+    top, bottom, left, right = (_checks.count(p, "pad2d: pad") for p in pads)
+    n, c, h, w = shape
+    padded = (n, c, h + top + bottom, w + left + right)
+    return padded, PadGeometry(n * c, h, w, padded[2], padded[3], top, left)
+
+
+def pad2d(x, pads):
+    """The NCHW array ``x`` surrounded by zeros, ``pads`` = (top, bottom, left, right) rows and columns of them, in
+    one launch (the elements of ``x`` copied bit for bit)."""
+    dtype = _float_dtype(x, "pad2d")
+    shape, g = _pad_geometry(x.shape, pads)
+    x = contiguous(x)
+    y = _array._empty(shape, x.dtype, x.device)
+    _run("pool", programs.expression("pad2d", dtype), x, y.size, [_ptr(x), _ptr(y), g])
+    return y

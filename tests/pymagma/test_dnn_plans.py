@@ -1,0 +1,184 @@
+"""pymagma's planned cuDNN calls (pymagma._dnn_plans: conv2d_plan, batch_norm_plan, activation_plan) on the
+simulated device: each planned call computes bit for bit what the matching per-call function of pymagma.dnn
+computes (and that against the independent references of tests/reference.py), makes exactly its one cuDNN call,
+refuses operands of another layout before any native call, plans equal arguments of other types apart, and follows
+the native libraries when the simulator is swapped. The same comparison on a GPU: the ``gpu`` twin at the end."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import pymagma
+from pymagma import _cudnn as cd
+from pymagma import _dnn_plans as plans
+from pymagma import dnn, simulator
+from tests import reference
+
+pytestmark = pytest.mark.native
+
+CONVS = [  # x shape, w shape, stride, padding, dilation, groups
+    ((2, 3, 9, 8), (4, 3, 3, 3), (1, 1), (1, 1), (1, 1), 1),
+    ((1, 4, 10, 10), (6, 2, 3, 2), (2, 1), (0, 1), (1, 2), 2),
+    ((3, 2, 7, 7), (5, 2, 1, 1), (2, 2), (0, 0), (1, 1), 1),
+]
+
+
+@pytest.fixture
+def sim():
+    try:
+        cd.lib.cdll  # noqa: B018
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"cuDNN is not installed: {exc}")
+    with simulator.simulated("full") as simulation:
+        yield simulation.cudnn
+
+
+def dev(rng, shape, dtype):
+    return pymagma.asarray(rng.standard_normal(shape).astype(dtype))
+
+
+def cudnn_calls(sim) -> int:
+    return len(sim.calls)
+
+
+def check_convolutions(dtype) -> None:
+    """Planned forward / backward-data / backward-filter against dnn's functions (bit for bit) and the reference."""
+    rng = np.random.default_rng(0)
+    for x_shape, w_shape, stride, padding, dilation, groups in CONVS:
+        x, w = dev(rng, x_shape, dtype), dev(rng, w_shape, dtype)
+        geometry = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
+        plan = plans.conv2d_plan(x_shape, w_shape, np.dtype(dtype), x.device, stride, padding, dilation, groups)
+        y = plan.forward(x, w)
+        expected = dnn.conv2d_forward(x, w, **geometry).get()
+        np.testing.assert_array_equal(y.get(), expected)
+        np.testing.assert_allclose(y.get(), reference.conv2d_ref(x.get(), w.get(), stride, padding, dilation, groups),
+                                   rtol=1e-4, atol=1e-4)
+        dy = dev(rng, plan.y_shape, dtype)
+        np.testing.assert_array_equal(plan.backward_data(dy, w).get(),
+                                      dnn.conv2d_backward_data(dy, w, x_shape, **geometry).get())
+        np.testing.assert_array_equal(plan.backward_filter(x, dy).get(),
+                                      dnn.conv2d_backward_filter(x, dy, w_shape, **geometry).get())
+        dx_ref, dw_ref, _ = reference.conv2d_backward_ref(x.get(), w.get(), dy.get(), stride, padding, dilation, groups)
+        np.testing.assert_allclose(plan.backward_data(dy, w).get(), dx_ref, rtol=1e-4, atol=1e-4)
+        np.testing.assert_allclose(plan.backward_filter(x, dy).get(), dw_ref, rtol=1e-4, atol=1e-4)
+
+
+def check_batch_norm(dtype) -> None:
+    """Planned training forward (running statistics too) and backward against dnn's functions, bit for bit."""
+    rng = np.random.default_rng(1)
+    for shape in ((4, 3, 5, 2), (6, 5)):
+        x, dy = dev(rng, shape, dtype), dev(rng, shape, dtype)
+        c = shape[1]
+        scale, bias = dev(rng, (c,), np.float32 if dtype != np.float64 else dtype), \
+            dev(rng, (c,), np.float32 if dtype != np.float64 else dtype)
+        stats = [rng.random(c).astype(scale.dtype) for _ in range(2)]
+        mean_a, var_a = (pymagma.asarray(s) for s in stats)
+        mean_b, var_b = (pymagma.asarray(s) for s in stats)
+        plan = plans.batch_norm_plan(shape, np.dtype(dtype), x.device)
+        got = plan.forward_training(x, scale, bias, mean_a, var_a, momentum=0.3, eps=1e-3)
+        want = dnn.batch_norm_forward_training(x, scale, bias, mean_b, var_b, momentum=0.3, eps=1e-3)
+        for g, e in zip((*got, mean_a, var_a), (*want, mean_b, var_b)):
+            np.testing.assert_array_equal(g.get(), e.get())
+        axes = (0, 2, 3) if len(shape) == 4 else (0,)
+        kshape = (1, c) + (1,) * (len(shape) - 2)
+        y_ref = reference.batch_norm_ref(x.get(), scale.get().reshape(kshape), bias.get().reshape(kshape), 1e-3,
+                                         axes)[0]
+        np.testing.assert_allclose(got[0].get(), y_ref, rtol=1e-4, atol=1e-4)
+        back = plan.backward(x, dy, scale, got[1], got[2], eps=1e-3)
+        for g, e in zip(back, dnn.batch_norm_backward(x, dy, scale, got[1], got[2], eps=1e-3)):
+            np.testing.assert_array_equal(g.get(), e.get())
+
+
+def check_activations(dtype) -> None:
+    rng = np.random.default_rng(2)
+    for mode, coef in (("relu", None), ("sigmoid", None), ("tanh", None), ("elu", 0.7)):
+        x, dy = dev(rng, (2, 3, 4), dtype), dev(rng, (2, 3, 4), dtype)
+        plan = plans.activation_plan((2, 3, 4), np.dtype(dtype), x.device, mode, coef)
+        y = plan.forward(x)
+        np.testing.assert_array_equal(y.get(), dnn.activation_forward(x, mode, coef).get())
+        np.testing.assert_allclose(y.get(), reference.activation_ref(mode, x.get(), coef or 0.0), rtol=1e-5,
+                                   atol=1e-6)
+        np.testing.assert_array_equal(plan.backward(y, dy, x).get(),
+                                      dnn.activation_backward(y, dy, x, mode, coef).get())
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_planned_calls_compute_what_the_dnn_functions_compute(sim, dtype):
+    check_convolutions(dtype)
+    check_batch_norm(dtype)
+    check_activations(dtype)
+
+
+def test_a_planned_call_is_one_cudnn_call(sim):
+    rng = np.random.default_rng(3)
+    x, w = dev(rng, (1, 2, 6, 6), np.float32), dev(rng, (3, 2, 3, 3), np.float32)
+    plan = plans.conv2d_plan(x.shape, w.shape, x.dtype, x.device, 1, 1, 1, 1)
+    y = plan.forward(x, w)  # the algorithm chosen on the first call
+    relu = plans.activation_plan(y.shape, y.dtype, y.device)
+    relu.forward(y)
+    before = list(sim.calls)
+    plan.forward(x, w)
+    relu.forward(y)
+    assert sim.calls[len(before):] == ["cudnnConvolutionForward", "cudnnActivationForward"]
+
+
+def test_operands_of_another_layout_are_refused_before_any_native_call(sim):
+    rng = np.random.default_rng(4)
+    x, w = dev(rng, (1, 2, 6, 6), np.float32), dev(rng, (3, 2, 3, 3), np.float32)
+    plan = plans.conv2d_plan(x.shape, w.shape, x.dtype, x.device, 1, 0, 1, 1)
+    bn = plans.batch_norm_plan(x.shape, x.dtype, x.device)
+    ones = pymagma.asarray(np.ones(2, np.float32))
+    calls = len(sim.calls)
+    bad = [
+        (lambda: plan.forward(dev(rng, (1, 2, 6, 7), np.float32), w), ValueError, r"shape \(1, 2, 6, 6\)"),
+        (lambda: plan.forward(x.astype(np.float64), w), ValueError, "float32"),
+        (lambda: plan.forward(x, w.get()), TypeError, "DeviceArray"),
+        (lambda: plan.backward_filter(x[:, :, :, ::-1], dev(rng, plan.y_shape, np.float32)), ValueError, "strided"),
+        (lambda: bn.forward_training(x, ones, pymagma.asarray(np.ones(3, np.float32))), ValueError, "bias"),
+        (lambda: bn.forward_training(x, ones, ones, ones), ValueError, "both running_mean and running_var"),
+    ]
+    for call, error, words in bad:
+        with pytest.raises(error, match=words):
+            call()
+    assert len(sim.calls) == calls
+
+
+def test_equal_arguments_of_other_types_are_planned_apart(sim):
+    """A float equal to an int that was planned (2.0 == 2, same hash) is still refused, as on a first call."""
+    plans.conv2d_plan((1, 2, 6, 6), (3, 2, 3, 3), np.dtype(np.float32), 0, 2, 1, 1, 1)
+    with pytest.raises(TypeError, match="integer"):
+        plans.conv2d_plan((1, 2, 6, 6), (3, 2, 3, 3), np.dtype(np.float32), 0, 2.0, 1, 1, 1)
+    with pytest.raises(TypeError, match="float32, float64"):
+        plans.batch_norm_plan((4, 3), np.dtype(np.int32), 0)
+    with pytest.raises(ValueError, match="activation must be one of"):
+        plans.activation_plan((4, 3), np.dtype(np.float32), 0, "gelu")
+
+
+def test_a_plan_follows_the_native_libraries():
+    """A plan made before the simulator was swapped computes with the libraries in use now (its own made again)."""
+    try:
+        cd.lib.cdll  # noqa: B018
+    except Exception as exc:  # noqa: BLE001
+        pytest.skip(f"cuDNN is not installed: {exc}")
+    rng = np.random.default_rng(5)
+    xs, ws = rng.standard_normal((1, 2, 5, 5)).astype(np.float32), rng.standard_normal((2, 2, 3, 3)).astype(np.float32)
+    with simulator.simulated("full") as simulation:
+        plan = plans.conv2d_plan(xs.shape, ws.shape, np.dtype(np.float32), 0, 1, 1, 1, 1)
+        first = plan.forward(pymagma.asarray(xs), pymagma.asarray(ws)).get()
+        with simulator.simulated("null"):
+            pass  # out of null: a fresh simulated device and libraries
+        swapped = simulator.enable("full")
+        assert swapped is not simulation
+        again = plan.forward(pymagma.asarray(xs), pymagma.asarray(ws)).get()
+        assert swapped.cudnn.calls.count("cudnnConvolutionForward") == 1
+        assert plans.conv2d_plan(xs.shape, ws.shape, np.dtype(np.float32), 0, 1, 1, 1, 1) is not plan
+    np.testing.assert_array_equal(again, first)
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+def test_planned_calls_compute_what_the_dnn_functions_compute_on_the_gpu(dtype):
+    check_convolutions(dtype)
+    check_batch_norm(dtype)
+    check_activations(dtype)
