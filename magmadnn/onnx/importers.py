@@ -803,16 +803,11 @@ def recurrent(graph, node):
     units, gates = int(attrs["hidden_size"]), len(_GATE_ORDER[op])
     w, r = graph.constant(node, 1, "W")[0], graph.constant(node, 2, "R")[0]
     b = graph.constant(node, 3, "B")[0] if graph.has(node, 3) else np.zeros(2 * gates * units, w.dtype)
-    for index in (4, 5, 6):  # sequence_lens, initial_h, initial_c, peepholes
-        value = graph.values.get(node.input[index]) if graph.has(node, index) else None
-        if graph.has(node, index) and not (index > 4 and _zeros(value)):
+    for index in (4, 5, 6, 7):  # sequence_lens, initial_h, initial_c (zeros of hidden_size's shape), peepholes
+        if graph.has(node, index) and not (index in (5, 6) and _zeros(v := graph.values.get(node.input[index]))
+                                           and np.shape(v)[-1:] == (units,)):
             raise graph.error(node, f"input {index} ({node.input[index]!r}) is not supported",
-                              "full sequences from a zero initial state, no peepholes")
-        if index > 4 and value is not None and np.shape(value)[-1:] != (units,):
-            raise graph.error(node, f"initial state {node.input[index]!r} of shape {tuple(np.shape(value))} does not "
-                                    f"match hidden_size {units}", f"(1, batch, {units})")
-    if graph.has(node, 7):
-        raise graph.error(node, "peepholes are not supported", "no P input")
+                              f"full sequences from a zero initial state of {units} units, no peepholes (P)")
     weights = {"kernel": _gates(w, op, units).T, "recurrent_kernel": _gates(r, op, units).T}
     if op == "LSTM":
         weights["bias"] = _gates(b[:4 * units] + b[4 * units:], op, units)
