@@ -83,6 +83,13 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
 _CONV2D_PLANS = Plans()
 
 
+def conv2d_arguments(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=None) -> dict:
+    """The keyword arguments of ``Conv2dFunction.apply(x, w(, b), **arguments)`` that ``conv2d`` runs for operands of
+    these shapes and dtypes, after every check."""
+    return _plan_conv2d(_as_tensor(x), _as_tensor(w), None if b is None else _as_tensor(b), stride, padding,
+                        dilation, groups, activation)
+
+
 def _plan_conv2d(x, w, b, stride, padding, dilation, groups, activation) -> dict:
     """The checks of :func:`conv2d` and the geometry they decide (stride, resolved pads, dilation, groups)."""
     fn = "conv2d"

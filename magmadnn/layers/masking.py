@@ -8,7 +8,13 @@ layer refuses a masked input (Keras warns and drops the mask). Symbolic calls fo
 
 from __future__ import annotations
 
+from .. import _configurable
+from .. import autograd as _autograd
+from . import plans as _plans
+
 __all__ = ["MaskingMixin"]
+
+_MISSING = object()
 
 
 class MaskingMixin:
@@ -23,6 +29,16 @@ class MaskingMixin:
         the output's (``compute_mask``) attached to it; a masked input to a layer without masking is an error."""
         many = isinstance(inputs, list)
         if not many and not self.makes_mask and getattr(inputs, "_mask", None) is None:
+            if self._plannable:  # the call's plan for this input signature (magmadnn.layers.plans)
+                data = inputs.data
+                key = (data.shape, data.dtype, training)
+                if self._plans_at == (_configurable.generation, _autograd._trainable_changes):
+                    plan = self._plans.get(key, _MISSING)
+                    if plan is not None and plan is not _MISSING:
+                        return plan(self, inputs)
+                    if plan is None:
+                        return self._run(inputs, training)
+                return _plans.first_call(self, inputs, training, key)
             return self._run(inputs, training)  # the common case, at the cost of one attribute look-up
         if many and not self.makes_mask and type(self).compute_mask is MaskingMixin.compute_mask:
             for t in inputs:  # several inputs, none masked (Add, Concatenate): no mask in, none made
