@@ -157,6 +157,11 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
         if activity_regularizer is not None:
             self.activity_regularizer = activity_regularizer
 
+    def __setattr__(self, name: str, value) -> None:
+        Configurable.__setattr__(self, name, value)
+        if name[0] != "_":  # a public attribute may change what a call decides: the call plans go (.plans)
+            self.__dict__["_plans_at"] = None
+
     def __getattr__(self, name: str):
         """Keras' attribute access to a layer's weights (``dense.kernel``, ``dense.bias``, ``embedding.embeddings``):
         the parameter of that name, once built. Called only when normal lookup fails."""

@@ -8,7 +8,6 @@ layer refuses a masked input (Keras warns and drops the mask). Symbolic calls fo
 
 from __future__ import annotations
 
-from .. import _configurable
 from .. import autograd as _autograd
 from . import plans as _plans
 
@@ -32,7 +31,7 @@ class MaskingMixin:
             if self._plannable:  # the call's plan for this input signature (magmadnn.layers.plans)
                 data = inputs.data
                 key = (data.shape, data.dtype, training)
-                if self._plans_at == (_configurable.generation, _autograd._trainable_changes):
+                if self._plans_at == _autograd._trainable_changes:
                     plan = self._plans.get(key, _MISSING)
                     if plan is not None and plan is not _MISSING:
                         return plan(self, inputs)
@@ -45,6 +44,16 @@ class MaskingMixin:
                 if getattr(t, "_mask", None) is not None:
                     break
             else:
+                if self._plannable and len(inputs) == 2:  # (two inputs: residual adds)
+                    a, b = inputs[0].data, inputs[1].data
+                    key = (a.shape, a.dtype, b.shape, b.dtype, training)
+                    if self._plans_at == _autograd._trainable_changes:
+                        plan = self._plans.get(key, _MISSING)
+                        if plan is not None and plan is not _MISSING:
+                            return plan(self, inputs)
+                        if plan is None:
+                            return self._run(inputs, training)
+                    return _plans.first_call(self, inputs, training, key)
                 return self._run(inputs, training)
         masks = [getattr(t, "_mask", None) for t in (inputs if many else [inputs])]
         mask = masks if many else masks[0]

@@ -7,18 +7,17 @@ does only what differs per call: reading its weights and running its op (the aut
 native call, which keep their own per-call checks of the operands). :meth:`MaskingMixin.call_masked` keeps the plans
 per layer and replays them.
 
-What a plan decided is dropped when it may no longer hold: any public attribute of any layer set (a layer built or
-rebuilt, its dtype, a Dropout ``rate``, a momentum: :data:`magmadnn._configurable.generation` moves), a
-``trainable`` flag changed (:func:`magmadnn.autograd.trainable_changes`), the layer's dtype policy changed. A plan
-reads the weights at each call; one that finds a weight of another shape or dtype than it planned for runs the
-layer's full call instead (which refuses it as it always did). A plan is made only where the call involves no
-mixed-precision cast, no activity regularizer, no mask and no subclass of the layer defined outside magmadnn (whose
-``call`` the plan would skip); everything else runs the full call each time, as before.
+What a plan decided is dropped when it may no longer hold: a public attribute of the layer set (the layer built
+or rebuilt, its dtype, a Dropout ``rate``, a momentum, ``trainable``: :meth:`Layer.__setattr__`), any ``trainable``
+flag changed (:func:`magmadnn.autograd.trainable_changes`), the layer's dtype policy changed. A plan reads the
+weights at each call; one that finds a weight of another shape or dtype than it planned for runs the layer's full
+call instead (which refuses it as it always did). A plan is made only where the call involves no mixed-precision
+cast, no activity regularizer, no mask and no subclass of the layer defined outside magmadnn (whose ``call`` the
+plan would skip); everything else runs the full call each time, as before.
 """
 
 from __future__ import annotations
 
-from .. import _configurable
 from .. import autograd as _autograd
 from .mixed import _is_float
 
@@ -27,9 +26,9 @@ __all__ = ["LIMIT", "first_call", "op_plan", "plannable", "stamp"]
 LIMIT = 64  #: input signatures planned per layer (a layer called on ever new shapes plans no more)
 
 
-def stamp() -> tuple:
-    """What a plan is valid for: the configuration generation and the count of ``trainable`` changes."""
-    return (_configurable.generation, _autograd._trainable_changes)
+def stamp() -> int:
+    """What a layer's plans hold for, besides its own attributes: the count of ``trainable`` changes."""
+    return _autograd._trainable_changes
 
 
 def plannable(cls) -> bool:
@@ -52,7 +51,8 @@ def first_call(layer, x, training: bool, key: tuple):
     plans = layer._plans
     if len(plans) < LIMIT:
         dtype = layer.dtype
-        casts = dtype is not None and dtype.kind == "f" and x.data.dtype != dtype and _is_float(x.data.dtype)
+        casts = dtype is not None and dtype.kind == "f" and any(
+            t.data.dtype != dtype and _is_float(t.data.dtype) for t in (x if x.__class__ is list else [x]))
         plans[key] = None if (casts or layer._compute is not None or layer._activity is not None) else \
             layer._plan_call(x, training)
     return out
