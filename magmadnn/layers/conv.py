@@ -18,6 +18,7 @@ from __future__ import annotations
 from .. import _checks, initializers
 from .. import functional as F
 from ..backend import geometry
+from . import plans as _plans
 from ._windows import (
     _NCHW,
     _check_chw,
@@ -33,7 +34,6 @@ from ._windows import (
     layout_hint,
     looks_channels_last,
 )
-from . import plans as _plans
 from .activations import apply_activation
 from .base import Layer, register, shape_str
 from .pooling import AvgPool2D, GlobalAvgPool2D, GlobalMaxPool2D, MaxPool2D

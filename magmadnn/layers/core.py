@@ -9,8 +9,8 @@ from __future__ import annotations
 from .. import _checks, initializers
 from .. import functional as F
 from ..backend import geometry
-from .activations import Activation, LeakyReLU, apply_activation
 from . import plans as _plans
+from .activations import Activation, LeakyReLU, apply_activation
 from .base import Layer, register
 from .merging import Add
 from .normalization import BatchNorm

@@ -105,7 +105,8 @@ class Embedding(Layer):
         table = self._params["embeddings"].data
         shape, dtype, rows = table.shape, table.dtype, table.shape[0]
         apply, check = F.EmbeddingFunction.apply, check_values
-        message = f"embedding: index {{bad}} is out of range for a table of {rows} rows; expected indices in [0, {rows})"
+        message = (f"embedding: index {{bad}} is out of range for a table of {rows} rows; expected indices in "
+                   f"[0, {rows})")
 
         def run(layer, x):  # the ids' values checked at each call, as F.embedding does
             table = layer._params["embeddings"]

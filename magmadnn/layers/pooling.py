@@ -5,6 +5,7 @@ through the 2-D paths on (N, F, 1, T)."""
 from __future__ import annotations
 
 from .. import functional as F
+from . import plans as _plans
 from ._windows import (
     _NCHW,
     _check_chw,
@@ -18,7 +19,6 @@ from ._windows import (
     _sizes,
     _steps_out,
 )
-from . import plans as _plans
 from .base import Layer, register
 
 __all__ = ["MaxPool2D", "AvgPool2D", "GlobalAvgPool2D", "GlobalMaxPool2D", "MaxPooling1D", "AveragePooling1D",
