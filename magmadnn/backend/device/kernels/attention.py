@@ -120,7 +120,7 @@ def attention_heads(q, k, v, heads: int, mask=None, scale: float = 1.0, causal: 
     o = _array._empty(o_shape, q.dtype, q.device)
     p = _array._empty(p_shape, q.dtype, q.device)
     _run("attention", expression, q, rows,
-         [q.ptr, k.ptr, v.ptr, None if mask is None else mask.ptr, o.ptr, p.ptr, AttentionShape(*dims),
+         [q.ptr, k.ptr, v.ptr, 0 if mask is None else mask.ptr, o.ptr, p.ptr, AttentionShape(*dims),
           c_double(scale), c_int(int(bool(causal)))], grid=min(rows, 65535))
     return o, p
 

@@ -110,7 +110,7 @@ def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool
     dx = _array._empty(dy.shape, dy.dtype, dy.device)
     db = _array._empty((channels,), dy.dtype, dy.device) if bias else None
     _run("epilogue", expression, dy, channels,
-         [dy.ptr, None if z is None else z.ptr, None if y is None else y.ptr, dx.ptr, None if db is None else db.ptr,
+         [dy.ptr, 0 if z is None else z.ptr, 0 if y is None else y.ptr, dx.ptr, 0 if db is None else db.ptr,
           c_longlong(outer), c_longlong(channels),
           c_longlong(inner), c_int(code), c_double(alpha)], grid=max(1, min(channels, 65535)))
     return dx, db
