@@ -5,7 +5,8 @@ from __future__ import annotations
 import numbers
 
 from .._checks import Plans
-from ..autograd import Function, Tensor, is_grad_enabled
+from ..autograd import Function, Tensor
+from ..autograd import _state as _grad_state  # (is_grad_enabled() without its call)
 from ..backend import geometry
 from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .operators import reshape, transpose
@@ -39,7 +40,7 @@ class Conv2dFunction(Function):
                 activation=None):
         self.x, self.w, self.has_bias, self.activation = x, w, b is not None, activation
         self.geom = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
-        self.saved = {} if is_grad_enabled() else None  # None: nothing is kept for a backward (inference)
+        self.saved = {} if _grad_state.enabled else None  # None: nothing is kept for a backward (inference)
         xp = self.xp
         if activation is None or activation not in getattr(xp, "FUSED_ACTIVATIONS", ()):
             y = xp.conv2d_forward(x, w, bias=b, saved=self.saved, **self.geom)

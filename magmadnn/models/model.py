@@ -292,8 +292,8 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
                 values[id(node)] = feeds[id(node)]
                 continue
             if node.index is None:
-                args = [values[id(parent)] for parent in node.parents]
-                values[id(node)] = node.layer.call_masked(args if node.many else args[0], training)
+                args = [values[id(parent)] for parent in node.parents] if node.many else values[id(node.parents[0])]
+                values[id(node)] = node.layer.call_masked(args, training)
             else:
                 if id(node.call) not in values:  # several outputs: the layer runs once for all of them
                     args = [values[id(parent)] for parent in node.parents]
