@@ -253,3 +253,48 @@ def test_explicit_attention_masks_bypass_the_plan():
     np.testing.assert_array_equal(got.numpy(), want.numpy())
     assert not np.allclose(got.numpy(), layer(x).numpy())
     np.testing.assert_array_equal(layer(x, use_causal_mask=True).numpy(), full(x, use_causal_mask=True).numpy())
+
+
+# --------------------------------------------------------------------------- whole models on the simulated device
+def _transformer():
+    from magmadnn.models import Model
+
+    tokens = L.Input((6,), dtype="int64")
+    x = L.PositionEmbedding()(L.Embedding(20, 8)(tokens))
+    x = L.Add()([x, L.MultiHeadAttention(2, 4)(L.LayerNormalization()(x))])
+    x = L.Add()([x, L.Dense(8)(L.Dense(16, activation="gelu")(L.LayerNormalization()(x)))])
+    return Model(tokens, L.Dense(3)(L.GlobalAveragePooling1D()(L.LayerNormalization()(x))))
+
+
+def _convnet():
+    from magmadnn.models import Sequential
+
+    return Sequential([L.Input((2, 8, 8)), L.Conv2D(4, 3, padding="same", activation="relu"), L.BatchNorm(),
+                       L.MaxPool2D(2), L.Conv2D(4, 3, activation="gelu"), L.Dropout(0.25), L.Flatten(),
+                       L.Dense(6, activation="tanh"), L.Dense(3)])
+
+
+@pytest.mark.native
+@pytest.mark.parametrize("make", [_transformer, _convnet])
+def test_planned_training_on_the_simulated_device_equals_unplanned_bit_for_bit(make):
+    from magmadnn.optimizers import SGD
+    from pymagma import simulator
+
+    x = RNG.integers(0, 20, (4, 6)) if make is _transformer else _data((4, 2, 8, 8))
+    y = RNG.integers(0, 3, 4)
+    runs = []
+    with simulator.simulated("full"):
+        for planned in (True, False):
+            model = make()
+            model.compile(optimizer=SGD(0.1, momentum=0.9), loss="cross_entropy", seed=0, device="gpu", graph=False)
+            for layer in model.layers:
+                layer._plannable = layer._plannable and planned
+            losses = [float(model.train_on_batch(x, y)) for _ in range(3)]
+            runs.append((losses, [np.array(w.numpy()) for w in model.weights], model.predict(x, verbose=0)))
+            if planned:
+                assert any(p is not None for layer in model.layers for p in layer._plans.values())
+    (losses, weights, predictions), (want_losses, want_weights, want_predictions) = runs
+    assert losses == want_losses
+    for got, want in zip(weights, want_weights):
+        np.testing.assert_array_equal(got, want)
+    np.testing.assert_array_equal(predictions, want_predictions)
