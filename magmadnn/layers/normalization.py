@@ -139,6 +139,11 @@ class BatchNormalization(BatchNorm):
         out = F.reshape(super().call(F.reshape(moved, (-1, x.shape[axis])), training), moved.shape)
         return F.transpose(out, [order.index(d) for d in range(x.ndim)]) if axis != x.ndim - 1 else out
 
+    def _plan_call(self, x, training):
+        if self._axis(x.ndim) != 1 or x.ndim not in (2, 4):  # (another layout runs in full)
+            return None
+        return super()._plan_call(x, training)
+
     def get_config(self):
         config = super().get_config()
         del config["eps"]

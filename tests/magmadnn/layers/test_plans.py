@@ -37,6 +37,8 @@ CASES = {
     "batch_norm_train": (lambda: L.BatchNorm(), [(4, 3, 5, 5)], "float32", True),
     "batch_norm_eval": (lambda: L.BatchNorm(), [(4, 3, 5, 5)], "float32", False),
     "batch_norm_features": (lambda: L.BatchNorm(), [(6, 3)], "float32", True),
+    "batch_normalization": (lambda: L.BatchNormalization(), [(4, 3, 5, 5)], "float32", True),
+    "batch_normalization_sequence": (lambda: L.BatchNormalization(), [(4, 5, 3)], "float32", True),
     "activation_tanh": (lambda: L.Activation("tanh"), [(4, 3)], "float32", True),
     "activation_leaky": (lambda: L.Activation("leaky_relu", alpha=0.1), [(4, 3)], "float32", True),
     "activation_softmax": (lambda: L.Activation("softmax"), [(4, 3)], "float32", True),
@@ -56,6 +58,7 @@ CASES = {
 }
 PLANNED = {"dense", "dense_relu", "dense_softmax", "dense_3d_gelu", "dense_3d_no_bias", "conv_relu_same",
            "conv_gelu", "conv_strided_no_bias", "batch_norm_train", "batch_norm_eval", "batch_norm_features",
+           "batch_normalization",
            "activation_tanh", "activation_leaky", "max_pool", "avg_pool_same", "flatten", "layer_norm",
            "global_average_1d", "dropout_train", "dropout_eval", "embedding", "position_embedding", "attention",
            "attention_eval", "add"}
@@ -233,7 +236,7 @@ def test_a_subclass_defined_outside_magmadnn_is_never_planned():
 def test_plannable_classes():
     assert plans.plannable(L.Conv2D) and plans.plannable(L.DepthwiseConv2D)
     assert plans.plannable(L.LayerNormalization) and plans.plannable(L.BatchNorm)
-    assert not plans.plannable(L.BatchNormalization)  # its own call (any axis): not BatchNorm's plan
+    assert plans.plannable(L.BatchNormalization)  # its own plan (the channels axis; any other runs in full)
     assert not plans.plannable(L.RMSNorm)  # its own normalise_last, no plan
     assert not plans.plannable(L.Layer)
 
