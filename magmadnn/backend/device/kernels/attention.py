@@ -8,6 +8,7 @@ import math
 from ctypes import c_double, c_int, c_longlong
 
 from pymagma import array as _array
+from pymagma._checks import Plans
 from pymagma.kernels import programs
 from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
@@ -79,14 +80,7 @@ def _heads_shape(q, k, v, heads: int, what: str) -> AttentionShape:
 
 #: {(kernel, operands' signature, scalars): what its checks decided}: a call with a signature seen before skips its
 #: checks (they hold for every call with it); errors are never kept
-_CHECKED: dict = {}
-
-
-def _keep(key, decided):
-    if len(_CHECKED) >= 1024:
-        _CHECKED.clear()
-    _CHECKED[key] = decided
-    return decided
+_CHECKED = Plans()
 
 
 def attention_heads(q, k, v, heads: int, mask=None, scale: float = 1.0, causal: bool = False):
@@ -104,7 +98,7 @@ def attention_heads(q, k, v, heads: int, mask=None, scale: float = 1.0, causal: 
             _same([q, mask], what)
             if tuple(mask.shape) != (d.batch, d.tk):
                 raise ValueError(f"{what}: mask must have shape {(d.batch, d.tk)}, got {mask.shape}")
-        decided = _keep(key, (programs.expression("attention_heads_forward", dtype),
+        decided = _CHECKED.keep(key, (programs.expression("attention_heads_forward", dtype),
                               (d.batch, d.heads, d.tq, d.tk, d.dk, d.dv),
                               (d.batch, d.tq, d.heads * d.dv), (d.batch, d.heads, d.tq, d.tk),
                               d.batch * d.heads * d.tq))
@@ -139,7 +133,7 @@ def attention_heads_backward(dout, q, k, v, p, heads: int, scale: float = 1.0):
         if tuple(dout.shape) != (d.batch, d.tq, d.heads * d.dv) or \
                 tuple(p.shape) != (d.batch, d.heads, d.tq, d.tk):
             raise ValueError(f"{what}: dout {dout.shape} and p {p.shape} must be attention_heads' o and p")
-        decided = _keep(key, (programs.expression("attention_heads_backward_rows", dtype),
+        decided = _CHECKED.keep(key, (programs.expression("attention_heads_backward_rows", dtype),
                               programs.expression("attention_heads_backward_keys", dtype),
                               (d.batch, d.heads, d.tq, d.tk, d.dk, d.dv),
                               d.batch * d.heads * d.tq, d.batch * d.heads * d.tk))

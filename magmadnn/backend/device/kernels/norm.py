@@ -6,6 +6,7 @@ from __future__ import annotations
 from ctypes import c_double, c_int, c_longlong
 
 from pymagma import array as _array
+from pymagma._checks import Plans
 from pymagma.kernels import programs
 from pymagma.kernels.common import THREADS, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
@@ -28,7 +29,7 @@ def _norm_params(x, gamma, beta, what: str) -> None:
 
 #: {(kernel, operands' signature, scalars): what its checks decided}: a call with a signature seen before skips its
 #: checks (they hold for every call with it); errors are never kept
-_CHECKED: dict = {}
+_CHECKED = Plans()
 
 
 def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False):
@@ -46,7 +47,7 @@ def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False
         _check_hyper("layer_norm", eps=eps)
         rows, cols = _rows_of(x, "layer_norm")
         _norm_params(x, gamma, beta, "layer_norm")
-        decided = _keep(key, (programs.expression("norm_forward", dtype), rows, cols, int(rms)))
+        decided = _CHECKED.keep(key, (programs.expression("norm_forward", dtype), rows, cols, int(rms)))
     expression, rows, cols, flag = decided
     if not x.is_c_contiguous:
         x = contiguous(x)
@@ -62,13 +63,6 @@ def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False
          [x.ptr, 0 if gamma is None else gamma.ptr, 0 if beta is None else beta.ptr, y.ptr, mean.ptr, rstd.ptr,
           c_longlong(rows), c_longlong(cols), c_double(eps), c_int(flag)], grid=min(rows, 65535))
     return y, mean, rstd
-
-
-def _keep(key, decided):
-    if len(_CHECKED) >= 1024:
-        _CHECKED.clear()
-    _CHECKED[key] = decided
-    return decided
 
 
 def layer_norm_backward(dy, x, gamma, mean, rstd, *, rms: bool = False):
@@ -135,7 +129,7 @@ def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
         parts = max(1, min(_NORM_PARTS, rows // _NORM_PART_ROWS))
         param_blocks = parts * -(-cols // THREADS)
         row_blocks = max(1, min(rows, 65535 - param_blocks))
-        decided = _keep(key, (programs.expression("norm_backward_params", dtype),
+        decided = _CHECKED.keep(key, (programs.expression("norm_backward_params", dtype),
                               programs.expression("norm_param_sum", dtype), rows, cols, parts, -(-rows // parts),
                               row_blocks, row_blocks + param_blocks, int(rms)))
     expression, sum_expression, rows, cols, parts, part_rows, row_blocks, grid, flag = decided
