@@ -3,8 +3,10 @@
 The host backend is complete without them: each kernel replaces a NumPy sequence of its ops that works in short strided
 runs or several passes, where NumPy's per-run overhead dominates: the GEMM output's move to NCHW (with bias and ReLU),
 col2im, 2x2 stride-2 max pooling, SGD's update, the softmax cross-entropy of integer labels; and one that fuses the
-dozen small products of an LSTM step's backward. Results equal the NumPy path's, NaN and infinities included (the
-row kernels' and the cross-entropy's float64 sums aside, see their builders). ``kernels`` is None when numba is not
+dozen small products of an LSTM step's backward; the direct training convolution of few input taps
+(``_host_jit_direct``) replaces an im2col GEMM pair. Results equal the NumPy path's, NaN and infinities included (the
+row kernels' and the cross-entropy's float64 sums and the direct convolution's GEMM-like sums aside, see their
+builders). ``kernels`` is None when numba is not
 installed or ``MAGMADNN_JIT=0`` is set; the host then takes its NumPy path. Kernels compile on first use (cached on
 disk by numba) for float32 and float64 arrays.
 
@@ -19,6 +21,8 @@ import math
 import os
 
 import numpy as np
+
+from . import _host_jit_direct
 
 __all__ = ["kernels", "enabled"]
 
@@ -165,6 +169,7 @@ def _build(numba):
     table.update(_build_updates(numba))
     table.update(_build_conv_forward(numba))
     table.update(_build_losses(numba))
+    table.update(_host_jit_direct.build(numba))
     return table
 
 
