@@ -43,7 +43,7 @@ def _destroy_deferred() -> None:
 
 def capturing() -> Graph | None:
     """The graph the calling thread is capturing now, or None."""
-    return getattr(_state, "graph", None)
+    return _state.__dict__.get("graph")
 
 
 class Graph:
