@@ -61,6 +61,9 @@ def _broadcast_geometry(shape: tuple, a, b=None):
     return geometry(shape, (a.shape, a.strides, size), (b.shape, b.strides, b.itemsize), out)
 
 
+_BROADCASTING: set = set()  # (x shape, shape) pairs broadcast_divide found to broadcast
+
+
 def _is_scalar(v) -> bool:
     return isinstance(v, int | float | np.integer | np.floating) and not isinstance(v, bool)
 
@@ -259,9 +262,13 @@ def broadcast_divide(x, shape, divisor: float = 1.0):
     """A new C-contiguous array of ``shape``: ``x`` broadcast to it (NumPy's rules) with every element divided by
     ``divisor``, in one launch (a reduction's gradient: the sum's with divisor 1, the mean's with the count)."""
     dtype = _float_dtype(x, "broadcast_divide")
-    shape = tuple(int(d) for d in shape)
-    if len(shape) < x.ndim or any(n not in (1, m) for n, m in zip(x.shape[::-1], shape[::-1])):
-        raise ValueError(f"broadcast_divide: shape {x.shape} does not broadcast to {shape}")
+    shape = tuple(map(int, shape))
+    if (x.shape, shape) not in _BROADCASTING:  # (checked once per pair of shapes)
+        if len(shape) < x.ndim or any(n not in (1, m) for n, m in zip(x.shape[::-1], shape[::-1])):
+            raise ValueError(f"broadcast_divide: shape {x.shape} does not broadcast to {shape}")
+        if len(_BROADCASTING) >= 1024:
+            _BROADCASTING.clear()
+        _BROADCASTING.add((x.shape, shape))
     out = _array._empty(shape, x.dtype, x.device)  # (a tuple of ints, checked above: x's dtype and device)
     s = _broadcast_geometry(shape, x)
     _run("elementwise", programs.expression("divide_strided", dtype), x, out.size,

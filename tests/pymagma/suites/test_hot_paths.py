@@ -197,3 +197,11 @@ def test_broadcast_launches_agree_with_numpy(a_shape, b_shape):
     shape = np.broadcast_shapes(a_shape, b_shape)
     np.testing.assert_allclose(kernels.broadcast_divide(pymagma.asarray(a), shape, 4.0).get(),
                                np.broadcast_to(a, shape) / 4.0, rtol=1e-15)
+
+
+def test_broadcast_divide_refuses_a_shape_it_cannot_broadcast_to_every_time():
+    x = pymagma.asarray(np.ones((2, 3)))
+    kernels.broadcast_divide(x, (4, 2, 3))  # a pair of shapes checked and kept
+    for _ in range(2):
+        with pytest.raises(ValueError, match="does not broadcast"):
+            kernels.broadcast_divide(x, (2, 4))
