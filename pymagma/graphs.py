@@ -24,8 +24,10 @@ buffers hold then.
 from __future__ import annotations
 
 import contextlib
+import threading
 
 from . import _native, memory, runtime
+from ._deferred import capturing as _capturing
 from .errors import GraphCaptureError
 from .queue import Queue, default_queue
 
@@ -39,6 +41,16 @@ def _destroy_deferred() -> None:
     while _deferred:
         _deferred.pop().destroy()
     runtime.run_after_capture()
+
+
+def _release(cudart, exec_, graph, pool) -> None:
+    """Destroy a graph's executable and graph (handles of ``cudart``, the runtime that captured it) and close its
+    memory pool: cached blocks freed now, blocks of arrays still alive freed after they die."""
+    if exec_ is not None:
+        cudart.cudaGraphExecDestroy(exec_)
+    if graph is not None:
+        cudart.cudaGraphDestroy(graph)
+    pool.close()
 
 
 def capturing() -> Graph | None:
@@ -83,16 +95,17 @@ class Graph:
         if capturing() is not None:
             _deferred.append(self)
             return
-        if self._exec is not None:
-            self._cudart.cudaGraphExecDestroy(self._exec)
-        if self._graph is not None:
-            self._cudart.cudaGraphDestroy(self._graph)
+        _release(self._cudart, self._exec, self._graph, self.pool)
         self._exec = self._graph = self._bound = None
-        self.pool.close()  # cached blocks freed now, blocks of arrays still alive freed when they die
+        runtime.run_deferred()
 
     def __del__(self):
+        """Collected without :meth:`destroy`: the release is held back to the next safe point (a finalizer runs
+        wherever the garbage collector does, and cudaFree waits for the device's queued work; see
+        :func:`pymagma.runtime.deferred`)."""
         try:
-            self.destroy()
+            if self._exec is not None or self._graph is not None or not self.pool.closed:
+                runtime.deferred(_release, self._cudart, self._exec, self._graph, self.pool)
         except Exception:  # pragma: no cover - interpreter shutdown
             pass
 
@@ -110,14 +123,17 @@ def capture(queue: Queue | None = None, mode: str = "global"):
         raise GraphCaptureError(0, "cudaErrorIllegalState", "a capture is already in progress on this thread",
                                 "pymagma.graphs.capture")
     q = default_queue() if queue is None else queue
+    runtime.run_deferred()  # frees held back: made before, as none can be made during the capture
     graph = Graph(q, mode)
     runtime.begin_capture(q.stream, mode)
     _state.graph = graph
+    _capturing.add(threading.get_ident())
     try:
         with memory.using_pool(graph.pool):
             yield graph
     except BaseException:
         _state.graph = None
+        _capturing.discard(threading.get_ident())
         _destroy_deferred()
         status, handle = _native.current.cudart.cudaStreamEndCapture(q.stream)  # out of capture mode
         if int(status) == 0 and handle is not None:
@@ -125,6 +141,7 @@ def capture(queue: Queue | None = None, mode: str = "global"):
         graph.destroy()
         raise
     _state.graph = None
+    _capturing.discard(threading.get_ident())
     try:
         graph._graph = runtime.end_capture(q.stream)
         _destroy_deferred()  # GraphCaptureError when an operation invalidated it

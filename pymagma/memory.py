@@ -16,7 +16,7 @@ from collections import defaultdict
 
 import numpy as np
 
-from . import _checks, _native, runtime
+from . import _checks, _deferred, _native, runtime
 from .errors import DeviceMemoryError
 
 ALIGNMENT = 512
@@ -61,14 +61,18 @@ class Pool:
             self.stats["cached_bytes"] += size
 
     def collected(self, device: int, size: int, ptr: int) -> None:
-        """A block of an Allocation the garbage collector took: queued without any lock (freed at once when the
-        pool is closed)."""
+        """A block of an Allocation the garbage collector took: queued without any lock or native call (a closed
+        pool's block is freed at the next safe point, :func:`pymagma.runtime.run_deferred`)."""
         if self.closed:
-            self.stats["in_use_bytes"] -= size
-            self.stats["frees"] += 1
-            self._free(device, ptr)
+            runtime.deferred(self._free_collected, device, size, ptr)
         else:
             self.returned.append((device, size, ptr))
+
+    def _free_collected(self, device: int, size: int, ptr: int) -> None:
+        with self.lock:
+            self.stats["in_use_bytes"] -= size
+            self.stats["frees"] += 1
+        self._free(device, ptr)
 
     def take(self, device: int, size: int) -> int:
         with self.lock:
@@ -89,7 +93,9 @@ class Pool:
 
     def new_block(self, device: int, size: int) -> int:
         """A block of ``size`` bytes from cudaMalloc (the cache released and the call retried once when it runs
-        out): :meth:`take`'s miss, its request counted already."""
+        out): :meth:`take`'s miss, its request counted already (the frees held back are made first)."""
+        if _deferred._after_capture:
+            runtime.run_deferred()
         try:
             ptr = self._malloc(device, size)
         except DeviceMemoryError:
@@ -159,11 +165,12 @@ class Pool:
             blocks, self.free_blocks = self.free_blocks, defaultdict(list)
             released = sum(size * len(ptrs) for (_, size), ptrs in blocks.items())
             self.stats["cached_bytes"] -= released
-        del pinned  # each buffer is freed (cudaFreeHost) as it dies: outside the lock, which finalizers may take
+        del pinned  # each buffer's cudaFreeHost is held back as it dies: made below, outside the lock
         for (device, _), ptrs in blocks.items():
             for ptr in ptrs:
                 self._free(device, ptr)
                 self.stats["frees"] += 1
+        runtime.run_deferred()
         return released
 
 
@@ -288,6 +295,7 @@ def pinned_buffer(nbytes: int):
 
 def pool_stats() -> dict:
     """Bytes in use and cached, and counts of cudaMalloc calls, cudaFree calls, requests and pool hits."""
+    runtime.run_deferred()
     pool = _pool()
     with pool.lock:
         pool._drain()

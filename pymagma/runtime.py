@@ -15,6 +15,7 @@ import weakref
 import numpy as np
 
 from . import _native
+from ._deferred import after_capture, capture_state, deferred, run_deferred  # noqa: F401 - pymagma.runtime's names
 from .errors import CudaError, DeviceMemoryError, GraphCaptureError, NoDeviceError
 
 #: cudaError_t names that mean "there is no usable GPU here" rather than "this call failed".
@@ -198,6 +199,7 @@ def synchronize() -> None:
     """Wait for all work on the current device."""
     require_device()
     check(_rt().cudaDeviceSynchronize(), "cudaDeviceSynchronize")
+    run_deferred()
 
 
 def device_properties(device: int | None = None) -> dict:
@@ -322,7 +324,7 @@ def pinned_empty(shape, dtype=np.float32) -> np.ndarray:
     nbytes = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
     ptr = malloc_host(nbytes)
     buf = (ctypes.c_char * max(nbytes, 1)).from_address(ptr)
-    weakref.finalize(buf, after_capture, _rt().cudaFreeHost, ptr)  # the runtime that allocated it frees it
+    weakref.finalize(buf, deferred, _rt().cudaFreeHost, ptr)  # the runtime that allocated it frees it
     return np.frombuffer(buf, dtype=dtype, count=nbytes // dtype.itemsize).reshape(shape)
 
 
@@ -424,24 +426,7 @@ def memset(ptr: int, value: int, nbytes: int, stream=None) -> None:
 
 # ----------------------------------------------------------------------------------------------------- graphs
 CAPTURE_MODES = ("global", "thread_local", "relaxed")
-capture_state = threading.local()  # ``graph``: what this thread captures (graphs.capture sets it; read by __dict__)
-_after_capture: list = []  # (fn, args): frees made while this thread captured (a collected array), made after it
-
-
-def after_capture(fn, *args) -> None:
-    """``fn(*args)`` now, or when this thread's capture has ended if it is capturing (for frees, which cannot be
-    captured, made by whatever the garbage collector collects during a capture)."""
-    if capture_state.__dict__.get("graph") is not None:
-        _after_capture.append((fn, args))
-    else:
-        fn(*args)
-
-
-def run_after_capture() -> None:
-    """Make the calls :func:`after_capture` held back (pymagma.graphs calls it when a capture has ended)."""
-    while _after_capture:
-        fn, args = _after_capture.pop(0)
-        fn(*args)
+run_after_capture = run_deferred  # (its earlier name)
 
 
 def refuse_during_capture(what: str) -> None:

@@ -289,10 +289,10 @@ MUTANTS = [
            "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
     Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
-           "return _dnn.activation_backward(y if y.is_c_contiguous else _contiguous(y),\n"
-           "                                        dy if dy.is_c_contiguous else _contiguous(dy), x, kind,",
-           "return _dnn.activation_backward(dy if dy.is_c_contiguous else _contiguous(dy),\n"
-           "                                        y if y.is_c_contiguous else _contiguous(y), x, kind,", BACKEND),
+           "return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else "
+           "_contiguous(dy),",
+           "return plan.backward(dy if dy.is_c_contiguous else _contiguous(dy), y if y.is_c_contiguous else "
+           "_contiguous(y),", BACKEND),
     Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
            "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"

@@ -245,7 +245,7 @@ OVERSIZE = {
     "magmadnn/optimizers.py": 621,
     "magmadnn/losses.py": 631,
     "pymagma/_cudnn.py": 605,
-    "pymagma/simulator/runtime.py": 604,
+    "pymagma/simulator/runtime.py": 533,
     "magmadnn/metrics.py": 541,
 }
 

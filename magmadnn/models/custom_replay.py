@@ -361,7 +361,7 @@ class CustomStep:
             b.set(b.array)
         return True
 
-    def run(self, parts) -> dict:
+    def replay(self, parts) -> dict:
         """Launch the graph on this batch; the logs (device arrays and metric objects)."""
         model = self.model
         views = self.staging.host()
@@ -429,44 +429,11 @@ def compute_loss_targets(y, sample_weight):
 
 def replayed(graphs, kind: str, parts, call):
     """The logs of the custom step of ``kind`` replayed on this batch (``parts``: host ``(x[, y[, sample_weight]])``),
-    or None: run it eagerly (warm-up, or a model or kind that cannot be captured: said once)."""
-    from .replay import MAX_GRAPHS, WARMUP  # noqa: PLC0415
+    or None: run it eagerly (warm-up, or a model or kind that cannot be captured: said once); the state machine is
+    :meth:`~magmadnn.models.replay.GraphedSteps.drive`'s."""
+    return graphs.drive(kind, (kind, signature(parts)), CustomStep,
+                        lambda: CustomStep(graphs.model, kind, parts, call), _capture_failed, (), (parts,))
 
-    reason = graphs.unavailable()
-    if reason is not None:
-        graphs.say(reason)
-        return None
-    if kind in graphs.failed:
-        return None
-    key = (kind, signature(parts))
-    step = graphs.steps.get(key, 0)
-    if step is False:
-        return None
-    if isinstance(step, CustomStep):
-        if step.current():
-            try:
-                return step.run(parts)
-            except _LaunchError as error:
-                graphs._fail(kind, f"the {kind} step could not be launched ({error})")
-                return None
-        step.destroy()
-        step = 0
-    if step < WARMUP:
-        graphs.steps[key] = step + 1
-        return None
-    if graphs.held() >= MAX_GRAPHS:
-        graphs.steps[key] = False
-        graphs.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes", "shapes")
-        return None
-    try:
-        graphs.steps[key] = step = CustomStep(graphs.model, kind, parts, call)
-    except Exception as error:  # noqa: BLE001 - any failure to capture means: run eagerly, said once
-        graphs.steps[key] = False
-        graphs._fail(kind, host_read_reason(error, kind) or
-                     f"the {kind} step could not be captured ({type(error).__name__}: {error})")
-        return None
-    try:
-        return step.run(parts)
-    except _LaunchError as error:
-        graphs._fail(kind, f"the {kind} step could not be launched ({error})")
-        return None
+
+def _capture_failed(kind: str, error: BaseException) -> str:
+    return host_read_reason(error, kind) or f"the {kind} step could not be captured ({type(error).__name__}: {error})"

@@ -156,7 +156,6 @@ class _Step:
         self.components = _components(model, kind)
         self.generation = _configurable.generation
         self.configuration = _configuration(self.components)
-        self._run(xs, y)
 
     def _host_arrays(self, xs, y) -> list[np.ndarray]:
         """The batch as the host arrays an eager step would upload, in the staging buffer's order (the inputs as
@@ -280,7 +279,9 @@ class _Step:
                 return False
         return True
 
-    def _run(self, xs, y):
+    def replay(self, xs, y, tally):
+        """Launch the graph on this batch (``tally``: the epoch's); the step's output (None for train)."""
+        self.tally = tally
         views = self.staging.host()
         if self.training:
             opt = self.model.optimizer
@@ -335,10 +336,6 @@ class _Step:
             if self.counting:
                 n = getattr(model.loss, "counted", lambda _: None)(y)
                 views[-1][0] = y.shape[0] if n is None else n
-
-    def replay(self, xs, y, tally):
-        self.tally = tally
-        return self._run(xs, y)
 
     def put_back(self, iterations: int) -> None:
         """Undo the last replay of a ``train_checked`` step (its loss was not finite, or a device check found a bad
@@ -431,45 +428,53 @@ class GraphedSteps:
         """Replay the step of ``kind`` for this batch: True (train), the outputs' backend array (predict), True
         (evaluate) or the loss's backend array (train_checked); None when it runs eagerly instead (warm-up, or a
         model or kind that cannot be captured)."""
+        key = (kind, prefix, tuple((a.shape, a.dtype.str) for a in xs), None if y is None else (y.shape, y.dtype.str),
+               None if tally is None else tuple(tally.names))
+        return self.drive(kind, key, _Step, lambda: _Step(self.model, kind, xs, y, tally, prefix),
+                          self._capture_failed, (tally,), (xs, y, tally))
+
+    def _capture_failed(self, kind: str, error: BaseException) -> str:
+        where = f"in {w}: " if (w := culprit(error, self.model)) else ""
+        return f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})"
+
+    def drive(self, kind: str, key, step_type: type, make, why, current: tuple, launch: tuple):
+        """The replay state machine of built-in (:class:`_Step`) and custom steps (``custom_replay.CustomStep``): the
+        step of ``key`` replayed if ``step.current(*current)`` (``step.replay(*launch)``, None as True), else ``WARMUP``
+        eager steps, then ``make()`` captures one (up to ``MAX_GRAPHS``); a capture error (``why(kind, error)`` says it)
+        or a launch error makes the kind run eagerly, said once. None: run this step eagerly."""
         reason = self.unavailable()
         if reason is not None:
             self.say(reason)
             return None
         if kind in self.failed:
             return None
-        key = (kind, prefix, tuple((a.shape, a.dtype.str) for a in xs), None if y is None else (y.shape, y.dtype.str),
-               None if tally is None else tuple(tally.names))
         step = self.steps.get(key, 0)
         if step is False:
             return None
-        if isinstance(step, _Step):
-            if step.current(tally):
-                try:
-                    out = step.replay(xs, y, tally)
-                except _LaunchError as error:
-                    self._fail(kind, f"the {kind} step could not be launched ({error})")
-                    return None
-                self.last = step
-                return True if out is None else out
-            step.destroy()
-            step = 0
-        if step < WARMUP:
-            self.steps[key] = step + 1
-            return None
-        if self.held() >= MAX_GRAPHS:
-            self.steps[key] = False
-            self.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes", "shapes")
-            return None
+        if not (isinstance(step, step_type) and step.current(*current)):
+            if isinstance(step, step_type):
+                step.destroy()
+                step = 0
+            if step < WARMUP:
+                self.steps[key] = step + 1
+                return None
+            if self.held() >= MAX_GRAPHS:
+                self.steps[key] = False
+                self.say(f"{MAX_GRAPHS} graphs (batch shapes) are held already, new batch shapes", "shapes")
+                return None
+            try:
+                self.steps[key] = step = make()
+            except Exception as error:  # noqa: BLE001 - any failure to capture means: run eagerly, said once
+                self.steps[key] = False
+                self._fail(kind, why(kind, error))  # (made steps launch below: this is a capture's error)
+                return None
         try:
-            self.steps[key] = step = _Step(self.model, kind, xs, y, tally, prefix)
-        except Exception as error:  # noqa: BLE001 - any failure to capture or launch means: run eagerly, said once
-            where = culprit(error, self.model)
-            where = f"in {where}: " if where else ""
-            self._fail(kind, f"the {kind} step could not be launched ({error})" if isinstance(error, _LaunchError)
-                       else f"the {kind} step could not be captured ({where}{type(error).__name__}: {error})")
+            out = step.replay(*launch)
+        except _LaunchError as error:
+            self._fail(kind, f"the {kind} step could not be launched ({error})")
             return None
         self.last = step
-        return True if step.output is None else step.output
+        return True if out is None else out
 
     def ready(self, kind: str, xs, y, tally):
         """The captured step of ``kind`` for this batch when it is current (see :meth:`_Step.current`), else None

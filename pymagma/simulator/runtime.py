@@ -22,10 +22,8 @@ allocate (foreign host memory handed in on purpose) are not checked.
 from __future__ import annotations
 
 import bisect
-import collections
 import ctypes
 import functools
-import itertools
 import os
 import threading
 import time
@@ -36,25 +34,19 @@ from cuda.bindings import runtime as _CUDA  # its enums and flags only: data, no
 from .. import _native
 from ..errors import DeviceMemoryError, GraphCaptureError, NotSimulatedError
 from .host_reads import HostReads
+from .streams import LEGACY, Streams, _handle, _handles, _Work
 
 DEVICE_NAME = "pymagma simulator"
 COMPUTE_CAPABILITY = (9, 0)
 DEVICE_COUNT = 1  #: devices the simulator reports (all share host memory)
 MAX_THREADS_PER_BLOCK = 1024
 
-_handles = itertools.count(0x5100)  # fake stream/event/queue handles: distinct, never 0 (the legacy stream)
-LEGACY = (0, 1)  #: handles of the legacy default stream (0, and cudaStreamLegacy)
 SIMULATED_DRIVER_VERSION = 13000  #: what cudaDriverGetVersion answers
 _KINDS = {int(_CUDA.cudaMemcpyKind.cudaMemcpyHostToDevice): (True, False),  # kind -> (from host, to host)
           int(_CUDA.cudaMemcpyKind.cudaMemcpyDeviceToHost): (False, True),
           int(_CUDA.cudaMemcpyKind.cudaMemcpyDeviceToDevice): (False, False),
           int(_CUDA.cudaMemcpyKind.cudaMemcpyHostToHost): (True, True),
           int(_CUDA.cudaMemcpyKind.cudaMemcpyDefault): (False, False)}
-
-
-def _handle(obj) -> int:
-    """An int handle from an int, None (the legacy stream) or a handle object."""
-    return 0 if obj is None else int(obj)
 
 
 def host_memory() -> tuple[int, int]:
@@ -64,15 +56,6 @@ def host_memory() -> tuple[int, int]:
         return os.sysconf("SC_AVPHYS_PAGES") * page, os.sysconf("SC_PHYS_PAGES") * page
     except (ValueError, OSError, AttributeError):  # pragma: no cover - non-POSIX hosts
         return 1 << 34, 1 << 34
-
-
-class _Work:
-    """The work of one created stream not yet run: (sequence number, callable), oldest first."""
-
-    def __init__(self, blocking: bool):
-        self.blocking = blocking
-        self.pending: collections.deque = collections.deque()
-        self.enqueued = 0
 
 
 class _Event:
@@ -103,13 +86,13 @@ def _ok(*values):
     return (_CUDA.cudaError_t.cudaSuccess, *values)
 
 
-class SimulatedCudart:
+class SimulatedCudart(Streams):
     """The CUDA runtime of the simulated device, shaped like ``cuda.bindings.runtime``: each function of
     :data:`pymagma._native.CUDART_ENTRY_POINTS` takes the same arguments and returns ``(cudaError_t, *values)``;
     the enums and flags are the real module's.  Any other runtime function raises :class:`NotSimulatedError`.
 
-    Besides the CUDA functions it offers the stream machinery the other simulated libraries queue work with:
-    :meth:`submit`, :meth:`flush`, :meth:`position`, :meth:`create_stream`, :meth:`destroy_stream`."""
+    Besides the CUDA functions it offers the stream machinery the other simulated libraries queue work with
+    (:class:`~pymagma.simulator.streams.Streams`)."""
 
     def __init__(self, device_count: int | None = None, compute_capability: tuple[int, int] = COMPUTE_CAPABILITY,
                  null: bool = False):
@@ -127,6 +110,7 @@ class SimulatedCudart:
         self.captures: dict[int, _Capture] = {}  # streams being captured -> what they recorded so far
         self.graphs: dict[int, list] = {}  # cudaGraph_t and cudaGraphExec_t handles -> (nodes, blocks)
         self._order = threading.RLock()
+        self._held: list[tuple[int, bool]] = []  # (block, pinned): frees asked for inside running work (_release)
         self.host_reads = HostReads()  #: the host's reads of device data by call (:mod:`.host_reads`)
         for name in _native.CUDART_DATA:
             setattr(self, name, getattr(_CUDA, name))
@@ -137,64 +121,6 @@ class SimulatedCudart:
                                     "in pymagma._native.CUDART_ENTRY_POINTS only (add it there and model it in "
                                     "pymagma.simulator.runtime)")
         raise AttributeError(name)
-
-    # ------------------------------------------------------------------------------------------------- streams
-    def create_stream(self, non_blocking: bool = False) -> int:
-        """A new stream handle whose work is queued (a non-blocking one is not waited for by the legacy stream)."""
-        handle = next(_handles)
-        with self._order:
-            self.work[handle] = _Work(blocking=not non_blocking)
-        return handle
-
-    def destroy_stream(self, handle: int) -> None:
-        """cudaStreamDestroy: work already enqueued still runs."""
-        self.flush(handle)
-        with self._order:
-            self.work.pop(handle, None)
-
-    def submit(self, stream, fn) -> None:
-        """Enqueue ``fn`` on ``stream``: queued on a created stream, run at once on any other (on the legacy stream
-        after the blocking streams' work, as CUDA's legacy default stream waits for them)."""
-        handle = _handle(stream)
-        capture = self.captures.get(handle)
-        if capture is not None:  # captured, not run: a node of the graph
-            capture.nodes.append(fn)
-            return
-        if self.null:
-            return
-        with self._order:
-            work = self.work.get(handle)
-            if work is not None:
-                work.pending.append((work.enqueued, fn))
-                work.enqueued += 1
-                return
-            if handle in LEGACY:
-                self.flush_blocking()
-            fn()
-
-    def position(self, stream) -> tuple[int, int] | None:
-        """(handle, work enqueued so far) of a created stream; None for streams whose work runs at once."""
-        work = self.work.get(_handle(stream))
-        return None if work is None else (_handle(stream), work.enqueued)
-
-    def flush(self, stream, upto: int | None = None) -> None:
-        """Run the queued work of ``stream`` (all of it, or the work enqueued before position ``upto``)."""
-        with self._order:
-            work = self.work.get(_handle(stream))
-            while work is not None and work.pending and (upto is None or work.pending[0][0] < upto):
-                work.pending.popleft()[1]()
-
-    def flush_blocking(self) -> None:
-        """What the legacy stream waits for: the work of every blocking created stream."""
-        with self._order:
-            for handle, work in list(self.work.items()):
-                if work.blocking:
-                    self.flush(handle)
-
-    def flush_all(self) -> None:
-        with self._order:
-            for handle in list(self.work):
-                self.flush(handle)
 
     def cudaStreamCreateWithFlags(self, flags):
         return _ok(self.create_stream(non_blocking=bool(int(flags) & int(_CUDA.cudaStreamNonBlocking))))
@@ -418,6 +344,9 @@ class SimulatedCudart:
         with self._lock:
             if ptr not in self.blocks or (ptr in self.pinned_blocks) != pinned:
                 return (_status("cudaErrorInvalidValue"),)
+        if self._running():  # asked from inside running device work (a finalizer): dropped once that work is done,
+            self._held.append((ptr, pinned))  # after the device's other queued work, as cudaFree waits for it all
+            return _ok()
         self.flush_all()  # cudaFree and cudaFreeHost wait for the device
         with self._lock:
             if self.blocks.pop(ptr, None) is not None:

@@ -170,6 +170,31 @@ def test_graph_replay_equals_eager_bit_for_bit_with_skipped_steps(gpu):
         np.testing.assert_array_equal(s0[key], s1[key])
 
 
+def test_train_on_batch_replayed_skips_overflowing_steps_as_eagerly(gpu):
+    """train_on_batch (the checked step, replayed by default on the device) with batches whose scaled gradients
+    overflow: the same skipped updates, scale changes, weights, slots and returned losses as eager steps."""
+    x, y = _data(bad_batches=(2, 3))
+    results = []
+    for graph in (False, "auto"):
+        model = _model(gpu, O.LossScaleOptimizer(O.Adam(0.01), dynamic_growth_steps=2), graph)
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("error", RuntimeWarning)  # nothing runs eagerly for want of a capture
+            losses = [model.train_on_batch(x[8 * b:8 * b + 8], y[8 * b:8 * b + 8]) for _ in range(2) for b in range(4)]
+        weights, slots = _state(model)
+        results.append((losses, weights, slots, model.optimizer.dynamic_scale, model.optimizer.iterations))
+        if graph:
+            launches = sum(s.graph.launches for s in model._graphs.steps.values()
+                           if isinstance(s, replay._Step) and s.kind == "train_checked")
+            assert launches == 8 - replay.WARMUP
+    (l0, w0, s0, scale0, it0), (l1, w1, s1, scale1, it1) = results
+    np.testing.assert_array_equal(l0, l1)
+    assert (scale0, it0) == (scale1, it1) and scale0 < 2.0**15  # overflowing steps were skipped, the scale cut
+    for a, b in zip(w0, w1):
+        np.testing.assert_array_equal(a, b)
+    for key in s0:
+        np.testing.assert_array_equal(s0[key], s1[key])
+
+
 @pytest.mark.parametrize("graph", [False, True])
 def test_no_extra_host_read_per_step(gpu, graph, monkeypatch):
     """An epoch of 4 steps reads the device once (the tally at its end) with or without loss scaling."""

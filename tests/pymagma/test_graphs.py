@@ -143,8 +143,10 @@ def test_global_capture_forbids_another_threads_allocation_and_relaxed_allows_it
         assert not sim.runtime.captures
 
 
-def test_a_destroyed_graphs_memory_is_freed_when_its_last_array_dies():
-    """Blocks of arrays that outlive their graph go back to a closed pool, which frees them (no leak)."""
+def test_a_destroyed_graphs_memory_is_freed_after_its_last_array_dies():
+    """Blocks of arrays that outlive their graph go back to a closed pool, which frees them (no leak): the dying
+    array's finalizer only queues the free (it may run inside a garbage collection), made at the next safe point,
+    here the next allocation that reaches cudaMalloc."""
     with simulator.simulated("full") as sim:
         x = pymagma.asarray(np.ones((4, 4), np.float32))
         with graphs.capture() as graph:
@@ -153,7 +155,53 @@ def test_a_destroyed_graphs_memory_is_freed_when_its_last_array_dies():
         graph.destroy()
         assert ptr in sim.runtime.blocks  # y still uses it
         del y
+        pymagma.empty((12345,), np.float32)  # a size the pool has not cached
         assert ptr not in sim.runtime.blocks and not any(pool.free_blocks.values()) and not pool.returned
+
+
+def test_a_graph_the_garbage_collector_takes_is_released_at_the_next_safe_point(monkeypatch):
+    """A graph dropped in a reference cycle (as a failed replay step's can be) is collected wherever a collection
+    runs: in the middle of a kernel the simulator runs, or of the context-variable update in ``np.errstate``.  Its
+    finalizer makes no native call there (cudaFree waits for the device's queued work: run inside a kernel it would
+    run the later kernels before that one had written its output); the graph and its memory are released at the
+    next safe point."""
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.ones((4, 4), np.float32))
+        with graphs.capture() as graph:
+            kernels.relu(kernels.relu(x))  # a temporary cached in the graph's pool
+            y = kernels.relu(x)
+        graph.launch()
+        graph.me = graph  # a cycle: only the collector frees it
+        cached = [p for ptrs in graph.pool.free_blocks.values() for p in ptrs] + [p for *_, p in graph.pool.returned]
+        kept, handles, calls, collecting = y.ptr, set(sim.runtime.graphs), [], []
+        assert cached and all(p in sim.runtime.blocks for p in cached)
+        for name in ("cudaFree", "cudaGraphExecDestroy", "cudaGraphDestroy", "cudaDeviceSynchronize"):
+            real = getattr(sim.runtime, name)
+            monkeypatch.setattr(sim.runtime, name, lambda *a, _real=real, _name=name: (
+                calls.append((_name, bool(collecting))), _real(*a))[1])
+
+        def watch(phase, info):
+            if phase == "start":
+                collecting.append(1)
+            else:
+                collecting.clear()
+
+        del graph
+        gc.callbacks.append(watch)
+        try:
+            gc.collect()
+        finally:
+            gc.callbacks.remove(watch)
+        assert calls == []  # nothing native inside the collection
+        assert all(p in sim.runtime.blocks for p in cached) and set(sim.runtime.graphs) == handles
+        memory.pool_stats()  # a safe point
+        assert calls and not any(inside for _, inside in calls)
+        assert not any(p in sim.runtime.blocks for p in cached) and not set(sim.runtime.graphs) & handles
+        assert kept in sim.runtime.blocks  # y still uses its block
+        np.testing.assert_array_equal(y.get(), np.ones((4, 4), np.float32))
+        del y
+        memory.pool_stats()
+        assert kept not in sim.runtime.blocks
 
 
 def test_running_out_of_memory_while_capturing_is_a_memory_error_not_a_spoiled_capture(monkeypatch):

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 import operator
 
+from pymagma import _dnn_plans as _plans
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 
@@ -25,8 +26,9 @@ _GRAD_READS_Y = ("selu", "exponential")
 def activation_forward(x, kind, alpha=0.0):
     """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
     if kind in _CUDNN_ACTIVATIONS:
-        return _dnn.activation_forward(x if x.is_c_contiguous else _contiguous(x), kind,
-                                       float(alpha) if kind == "elu" else None)
+        x = x if x.is_c_contiguous else _contiguous(x)
+        return _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None) \
+            .forward(x)
     _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
         return _k.leaky_relu(x, float(alpha))
@@ -46,9 +48,9 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         x = x if x.is_c_contiguous else _contiguous(x)
         if y is None:
             y = activation_forward(x, kind, alpha)
-        return _dnn.activation_backward(y if y.is_c_contiguous else _contiguous(y),
-                                        dy if dy.is_c_contiguous else _contiguous(dy), x, kind,
-                                        float(alpha) if kind == "elu" else None)
+        plan = _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None)
+        return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy),
+                             x)
     if kind in _GRAD_READS_Y:
         return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
     return _k.activation_backward(kind, dy, x, None, float(alpha))

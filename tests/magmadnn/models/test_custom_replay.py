@@ -136,6 +136,23 @@ def test_a_custom_train_and_test_step_replay_bit_for_bit(device):
     assert np.isfinite(got[0]["loss"]).all() and got[0]["loss"] != got[0]["batch_loss"]
 
 
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_custom_steps_under_a_mixed_policy_and_a_schedule_replay_bit_for_bit(device, policy):
+    """The custom steps under a mixed precision policy (half compute, float32 weights) with a cosine-decay
+    schedule read from the device at each replay."""
+    runs = []
+    for graph in ("auto", False):
+        model = Custom(seed=4, dtype=policy)
+        kwargs = {} if graph == "auto" else {"graph": graph}
+        model.compile(mdnn.optimizers.Adam(mdnn.schedules.CosineDecay(0.02, decay_steps=30)),
+                      mdnn.losses.SparseCategoricalCrossentropy(from_logits=True), device=device, **kwargs)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # nothing runs eagerly for want of a capture
+            runs.append((_session(model), _state(model), _launches(model) if graph == "auto" else None))
+    _same(runs[0][:2], runs[1][:2])
+    assert set(runs[0][2]) == {"custom train", "custom test"} and all(runs[0][2].values()), runs[0][2]
+
+
 def test_weights_set_between_steps_reach_the_graph(device):
     models = _model(device), _model(device, graph=False)
     for model in models:

@@ -24,9 +24,9 @@ def device(request):
     yield from model_device(request.param)
 
 
-def _model(device, graph="auto"):
+def _model(device, graph="auto", dtype=None):
     model = mdnn.Sequential([L.Input((6,)), L.Dense(8), L.BatchNorm(), L.Activation("relu"), L.Dropout(0.2),
-                             L.Dense(3)])
+                             L.Dense(3)], dtype=dtype)
     kwargs = {} if graph == "auto" else {"graph": graph}
     schedule = schedules.CosineDecay(0.01, decay_steps=20, warmup_steps=2)
     return model.compile(mdnn.optimizers.Adam(schedule), "cross_entropy", ["accuracy"], seed=3, device=device,
@@ -90,6 +90,29 @@ def test_the_default_replays_every_step_bit_for_bit_as_eager_steps(device):
     launches = _launches(default)
     assert set(launches) == {"train", "train_checked", "evaluate", "predict"}, launches
     assert all(n > 0 for n in launches.values())
+
+
+@pytest.mark.parametrize("policy", ["mixed_float16", "mixed_bfloat16"])
+def test_replay_under_a_mixed_policy_with_a_layer_frozen_midway_is_eager_bit_for_bit(device, policy):
+    """Every kind of step under a mixed precision policy (half compute, float32 weights) and a cosine schedule,
+    then again with the first Dense frozen (its graphs no longer fit: destroyed, warmed up and captured anew)."""
+    x, y = _data()
+    runs = []
+    for graph in ("auto", False):
+        model = _model(device, graph, dtype=policy)
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", RuntimeWarning)  # nothing runs eagerly for want of a capture
+            first = _session(model, x, y)
+            before = [s for s in model._graphs.steps.values() if isinstance(s, replay._Step)] if graph else []
+            frozen = model.layers[0].get_weights()
+            model.layers[0].trainable = False
+            second = _session(model, x, y)
+        _assert_same(model.layers[0].get_weights(), frozen)
+        recaptured = {s.kind for s in (model._graphs.steps.values() if graph else ())
+                      if isinstance(s, replay._Step) and all(s is not b for b in before) and s.graph.launches}
+        runs.append((first, second, _state(model), recaptured))
+    _assert_same(runs[0][:3], runs[1][:3])
+    assert runs[0][3] >= {"train", "train_checked"}, runs[0][3]  # the frozen model's training steps replayed
 
 
 def test_the_host_runs_eagerly_and_says_nothing():
