@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from magmadnn.backend.device import kernels
-from pymagma.kernels import programs
+from pymagma.kernels import compiler, programs
 from tests.pymagma.helpers import BF16
 from tests.pymagma.test_kernels_native import (  # noqa: F401  (fresh_cache: each test its own empty caches)
     fake_array,
@@ -24,29 +24,40 @@ pytestmark = pytest.mark.native
 
 
 @pytest.fixture(scope="module")
-def every_program():
-    """``every_program(arch, kind)``: every program of the backend compiled (once per target for the module)."""
-    done = {}
+def every_program(tmp_path_factory):
+    """``every_program(arch, kind)``: every program of the backend compiled with NVRTC (once per target for the
+    module, into the module's own disk cache, ``every_program.cache``; the memory cache is left as it was)."""
+    done, cache = {}, tmp_path_factory.mktemp("every_program")
 
     def compiled(arch: str, kind: str) -> dict:
         if (arch, kind) not in done:
-            done[arch, kind] = {name: p.compile(arch, kind) for name, p in kernels.PROGRAMS.items()}
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("PYMAGMA_CACHE", str(cache))
+                before = compiler.stats["compiles"]
+                done[arch, kind] = {name: p.compile(arch, kind) for name, p in kernels.PROGRAMS.items()}
+                assert compiler.stats["compiles"] - before == len(kernels.PROGRAMS)  # NVRTC ran, no cache hit
         return done[arch, kind]
 
+    compiled.cache = cache
     return compiled
 
 
-def test_the_backend_registers_its_programs_with_pymagma():
-    """One registry: each program is pymagma's registered Program of its own .cu file in this package's folder."""
+def test_the_backend_registers_its_programs_with_pymagma(every_program, monkeypatch):
+    """One registry: each program is pymagma's registered Program of its own .cu file in this package's folder,
+    compiled through pymagma's caches (read from the module's disk cache: the compiles are the test below's)."""
     from pymagma import kernels as pymagma_kernels
 
+    compiled = every_program("sm_80", "ptx")
+    monkeypatch.setenv("PYMAGMA_CACHE", str(every_program.cache))
     assert set(kernels.PROGRAMS) == set(kernels.SHIPPED)
     for name, (filename, expressions) in kernels.SHIPPED.items():
         program = pymagma_kernels.program(name)
         assert program is kernels.PROGRAMS[name]
         assert program.source == (kernels.KERNELS_DIR / filename).read_text()
         assert program.expressions == expressions and program.include_dirs[0] == kernels.KERNELS_DIR
-        assert pymagma_kernels.compile_program(name, "sm_80", "ptx") is program.compile("sm_80", "ptx")
+        via_pymagma = pymagma_kernels.compile_program(name, "sm_80", "ptx")
+        assert via_pymagma is program.compile("sm_80", "ptx")
+        assert via_pymagma.image == compiled[name].image and via_pymagma.lowered == compiled[name].lowered
 
 
 @pytest.mark.slow
