@@ -59,7 +59,7 @@ KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross ent
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
-PLANS = ("tests/pymagma/simulator/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
 FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/simulator/test_cufft.py")
 #: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device

@@ -29,13 +29,7 @@ sum_to_shape = _reductions.sum_to_shape_op(functools.partial(_k.reduce, "sum", k
 
 def channel_sum(a):
     """Sum of ``a`` over every axis but 1."""
-    axes = _CHANNEL_AXES.get(a.ndim)
-    if axes is None:
-        axes = tuple(d for d in range(a.ndim) if d != 1)
-    return _k.reduce("sum", a, axis=axes)
-
-
-_CHANNEL_AXES = {n: tuple(d for d in range(n) if d != 1) for n in range(2, 9)}  # every axis but 1, by rank
+    return _k.reduce("sum", a, axis=(0, *range(2, a.ndim)) if a.ndim else ())  # (no generator frame per call)
 
 
 def broadcast_divide(a, shape, divisor=1):

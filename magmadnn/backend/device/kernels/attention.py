@@ -10,7 +10,7 @@ from ctypes import c_double, c_int, c_longlong
 from pymagma import array as _array
 from pymagma._checks import Plans
 from pymagma.kernels import programs
-from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 
 
@@ -114,7 +114,7 @@ def attention_heads(q, k, v, heads: int, mask=None, scale: float = 1.0, causal: 
     o = _array._empty(o_shape, q.dtype, q.device)
     p = _array._empty(p_shape, q.dtype, q.device)
     _run("attention", expression, q, rows,
-         [q.ptr, k.ptr, v.ptr, 0 if mask is None else mask.ptr, o.ptr, p.ptr, AttentionShape(*dims),
+         [q.ptr, k.ptr, v.ptr, NULL if mask is None else mask.ptr, o.ptr, p.ptr, AttentionShape(*dims),
           c_double(scale), c_int(int(bool(causal)))], grid=min(rows, 65535))
     return o, p
 

@@ -8,7 +8,7 @@ from ctypes import c_double, c_int, c_longlong
 from pymagma import array as _array
 from pymagma._checks import Plans
 from pymagma.kernels import programs
-from pymagma.kernels.common import THREADS, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, THREADS, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 
 from .optim import _check_hyper
@@ -60,7 +60,7 @@ def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False
     mean = _array._empty(shape[:-1], dtype, device)
     rstd = _array._empty(shape[:-1], dtype, device)
     _run("norm", expression, x, rows,
-         [x.ptr, 0 if gamma is None else gamma.ptr, 0 if beta is None else beta.ptr, y.ptr, mean.ptr, rstd.ptr,
+         [x.ptr, NULL if gamma is None else gamma.ptr, NULL if beta is None else beta.ptr, y.ptr, mean.ptr, rstd.ptr,
           c_longlong(rows), c_longlong(cols), c_double(eps), c_int(flag)], grid=min(rows, 65535))
     return y, mean, rstd
 
@@ -152,7 +152,7 @@ def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
     else:
         pg, pb = _array._empty((parts, cols), dtype, device), _array._empty((parts, cols), dtype, device)
     _run("norm", expression, x, grid,
-         [dy.ptr, x.ptr, 0 if gamma is None else gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
+         [dy.ptr, x.ptr, NULL if gamma is None else gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
           c_longlong(rows), c_longlong(cols), c_int(flag), c_longlong(row_blocks), c_longlong(part_rows),
           c_longlong(parts)], grid=grid)
     if parts > 1:
