@@ -4,8 +4,9 @@
 Each mutant below is one plausible convention bug in the binding (``pymagma/``) or the device backend
 (``magmadnn/backend/device/``): an argument in the wrong role or order, alpha and beta swapped, a momentum factor
 taken the wrong way round, saved statistics swapped, pivots in the wrong base, a leading dimension, transpose flag,
-stride, descriptor or launch size that is wrong.  It is an exact source snippet (``old``, which must occur exactly
-once in its file: a stale or ambiguous mutant is refused before anything runs) and its replacement (``new``), with
+stride, descriptor or launch size that is wrong, a free made where it must wait, queued work run out of order.  It
+is an exact source snippet (``old``, which must occur exactly once in its file: a stale or ambiguous mutant is
+refused before anything runs) and its replacement (``new``), with
 the simulator tests that should catch it (``tests``: pytest arguments, files and a ``-k`` expression, which applies
 to every file of the selection).
 
