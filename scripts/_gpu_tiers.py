@@ -228,7 +228,9 @@ def _run_pytest(item: Item, out: Path, limit: float, dry_run: bool, log) -> tupl
     argv = [sys.executable, "-m", "pytest", "-m", spec["marks"], *spec["paths"], "-p", "no:cacheprovider", "-q",
             *(f"--ignore={p}" for p in spec["ignore"])]
     if dry_run:
-        done = subprocess.run(argv + ["--collect-only"], capture_output=True, text=True, timeout=limit, cwd=ROOT)
+        # collecting only: no assert statement runs, so none is rewritten (a third of a collection's time)
+        done = subprocess.run(argv + ["--collect-only", "--assert=plain"], capture_output=True, text=True,
+                              timeout=limit, cwd=ROOT)
         log.write(done.stdout + done.stderr)
         nodes = [n for n in done.stdout.splitlines() if "::" in n]
         if done.returncode not in (0, 5):

@@ -60,7 +60,7 @@ KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross ent
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
-PLANS = ("tests/pymagma/simulator/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 STREAMS = ("tests/pymagma/simulator/test_streams.py",)  # the simulator's queued work when host code runs inside it
 STREAM_ORDER = ("tests/pymagma/test_simulator.py", "-k", "created_stream_runs_when_something_orders_it")
 #: frees held back to a safe point (a finalizer's, a capturing thread's) and the simulator's held frees
@@ -333,8 +333,8 @@ MUTANTS = [
            'finalizer calls instead of freeing (see above)."""\n    fn(*args)', DEFERRED),
     Mutant("deferred-ignores-other-threads-capture", "held-back frees made while another thread captures a graph",
            "pymagma/_deferred.py",
-           'if capturing or getattr(capture_state, "graph", None) is not None:',
-           'if getattr(capture_state, "graph", None) is not None:', DEFERRED),
+           'if capturing or capture_state.__dict__.get("graph") is not None:',
+           'if capture_state.__dict__.get("graph") is not None:', DEFERRED),
     Mutant("sim-free-inside-work-at-once", "the simulated cudaFree inside running device work drops the block at once",
            "pymagma/simulator/runtime.py",
            "if self._running():  # asked from inside running device work",

@@ -2,7 +2,9 @@
 
 The input is copied once into a zero-padded batch-last (C, Hp, Wp, N) array, the column matrix (C*R*S, Ho*Wo*N) is
 gathered from a strided view of it in one copy of long contiguous runs, and forward, backward-filter and
-backward-data are GEMMs against it; col2im scatters back with a loop over the R*S kernel offsets only. Skinny GEMMs
+backward-data are GEMMs against it; col2im scatters back with a loop over the R*S kernel offsets only. A training
+convolution of few input taps runs without a column matrix where the ``jit`` extra is present (``_conv_direct``,
+forward and filter gradient). Skinny GEMMs
 are split (see ``linear._SPLIT_WORK``); the forward moves each partial output into NCHW order (with bias and a fused
 activation) while it is in cache. With the optional ``jit`` extra (numba, see ``_host_jit``) the layout moves run as
 compiled single-threaded kernels; results are the same either way."""
@@ -13,7 +15,7 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _host_jit, geometry
-from . import _conv_infer
+from . import _conv_direct, _conv_infer
 from . import linear as _linear
 from ._conv_infer import _activate_inplace
 from .linear import _matmul_nt, bias_grad
@@ -122,6 +124,11 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
     if saved is None and groups == 1:  # inference: no backward will read the column matrix
         return _forward_by_samples(plan, x, w, bias, activation)
+    if _conv_direct.usable(plan, groups, x, w):
+        out = _conv_direct.forward(plan, x, w, bias, activation == "relu", saved)
+        if activation is not None and activation != "relu":
+            _activate_inplace(out, activation)
+        return out
     cols = plan.im2col(x)
     if saved is not None:
         saved["cols"] = cols
@@ -212,6 +219,8 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
     """dw (K,C/groups,R,S) of ``conv2d_forward``; ``saved`` is the dict the forward filled (optional)."""
     plan = _ConvPlan(x.shape, tuple(w_shape), stride, padding, dilation)
+    if _conv_direct.usable(plan, groups, x, dy):
+        return _conv_direct.filter_grad(plan, dy, x, saved)
     cols = saved.get("cols") if saved else None
     if cols is None:
         cols = plan.im2col(x)

@@ -11,7 +11,7 @@ import numpy as np
 import pytest
 
 from magmadnn.backend.device import kernels
-from pymagma.kernels import programs
+from pymagma.kernels import compiler, programs
 from tests.pymagma.helpers import BF16
 from tests.pymagma.test_kernels_native import (  # noqa: F401  (fresh_cache: each test its own empty caches)
     fake_array,
@@ -24,29 +24,40 @@ pytestmark = pytest.mark.native
 
 
 @pytest.fixture(scope="module")
-def every_program():
-    """``every_program(arch, kind)``: every program of the backend compiled (once per target for the module)."""
-    done = {}
+def every_program(tmp_path_factory):
+    """``every_program(arch, kind)``: every program of the backend compiled with NVRTC (once per target for the
+    module, into the module's own disk cache, ``every_program.cache``; the memory cache is left as it was)."""
+    done, cache = {}, tmp_path_factory.mktemp("every_program")
 
     def compiled(arch: str, kind: str) -> dict:
         if (arch, kind) not in done:
-            done[arch, kind] = {name: p.compile(arch, kind) for name, p in kernels.PROGRAMS.items()}
+            with pytest.MonkeyPatch.context() as patch:
+                patch.setenv("PYMAGMA_CACHE", str(cache))
+                before = compiler.stats["compiles"]
+                done[arch, kind] = {name: p.compile(arch, kind) for name, p in kernels.PROGRAMS.items()}
+                assert compiler.stats["compiles"] - before == len(kernels.PROGRAMS)  # NVRTC ran, no cache hit
         return done[arch, kind]
 
+    compiled.cache = cache
     return compiled
 
 
-def test_the_backend_registers_its_programs_with_pymagma():
-    """One registry: each program is pymagma's registered Program of its own .cu file in this package's folder."""
+def test_the_backend_registers_its_programs_with_pymagma(every_program, monkeypatch):
+    """One registry: each program is pymagma's registered Program of its own .cu file in this package's folder,
+    compiled through pymagma's caches (read from the module's disk cache: the compiles are the test below's)."""
     from pymagma import kernels as pymagma_kernels
 
+    compiled = every_program("sm_80", "ptx")
+    monkeypatch.setenv("PYMAGMA_CACHE", str(every_program.cache))
     assert set(kernels.PROGRAMS) == set(kernels.SHIPPED)
     for name, (filename, expressions) in kernels.SHIPPED.items():
         program = pymagma_kernels.program(name)
         assert program is kernels.PROGRAMS[name]
         assert program.source == (kernels.KERNELS_DIR / filename).read_text()
         assert program.expressions == expressions and program.include_dirs[0] == kernels.KERNELS_DIR
-        assert pymagma_kernels.compile_program(name, "sm_80", "ptx") is program.compile("sm_80", "ptx")
+        via_pymagma = pymagma_kernels.compile_program(name, "sm_80", "ptx")
+        assert via_pymagma is program.compile("sm_80", "ptx")
+        assert via_pymagma.image == compiled[name].image and via_pymagma.lowered == compiled[name].lowered
 
 
 @pytest.mark.slow
@@ -189,3 +200,25 @@ def _launch_every_kernel(dtype) -> None:
                               state, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), None, 0)
     kernels.gru_gates_backward(seq, last, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), state,
                                fake_array((3, 2, 12), dtype), fake_array((2, 3, 12), dtype), 1)
+
+
+def test_a_multi_tensor_table_holds_each_tensors_buffers_and_first_index():
+    """The ``*_many`` launches' table (filled a column at once): slot s of tensor t is the pointer of column s's
+    entry t (NULL for an unused state, whole or in part), ``start`` the running element counts."""
+    from magmadnn.backend.device.kernels import optim
+    from pymagma.array import DeviceArray
+
+    sizes = (3, 5, 7)
+    columns = [[DeviceArray((n,), np.float32, 4096 * (10 * s + t + 1)) for t, n in enumerate(sizes)]
+               for s in range(3)]
+    for states in (columns[2], None, [columns[2][0], None, columns[2][2]]):
+        ((dtype, like, total, table, at),) = optim._many_groups("test", (columns[0], columns[1], states), None)
+        assert (dtype, like, total, at, table.count) == ("float32", columns[0][0], 15, None, 3)
+        assert list(table.start[:4]) == [0, 3, 8, 15]
+        for s, column in enumerate((columns[0], columns[1], states or [None] * 3, [None] * 3)):
+            assert [table.a[s][t] for t in range(3)] == [None if a is None else a.ptr for a in column]
+        assert all(table.a[s][t] is None for s in range(4) for t in range(3, optim.MANY))
+    many = [DeviceArray((2,), np.float32, 4096 * (i + 1)) for i in range(optim.MANY + 2)]  # two launches
+    first, second = optim._many_groups("test", (many, many, None), None)
+    assert (first[3].count, second[3].count, second[1]) == (optim.MANY, 2, many[optim.MANY])
+    assert list(second[3].start[:3]) == [0, 2, 4] and second[3].a[0][1] == many[-1].ptr

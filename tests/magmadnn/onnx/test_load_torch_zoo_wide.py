@@ -26,8 +26,8 @@ EXPORT_BATCH, OTHER_BATCH = 2, 3
 RTOL, ATOL = 2e-4, 2e-5
 
 
-def export(name, dynamo, dynamic, path, opset=None):
-    """The module (eval mode), the example input and the path of its ONNX export."""
+def build(name):
+    """The module (eval mode, seeded: the same weights on every call) and its example-input maker."""
     torch.manual_seed(0)
     make, inputs, _ = ZOO[name]
     model = make().eval()
@@ -39,6 +39,12 @@ def export(name, dynamo, dynamic, path, opset=None):
                 b.normal_(0, 0.1)
             elif name_.endswith("running_var"):
                 b.uniform_(0.5, 1.5)
+    return model, inputs
+
+
+def export(name, dynamo, dynamic, path, opset=None):
+    """The module (eval mode), the example input and the path of its ONNX export."""
+    model, inputs = build(name)
     x = inputs(EXPORT_BATCH)
     kwargs = {"dynamo": dynamo}
     if opset is not None:
@@ -53,6 +59,25 @@ def export(name, dynamo, dynamic, path, opset=None):
         warnings.simplefilter("ignore")
         torch.onnx.export(model, (x,), str(path), **kwargs)
     return model, inputs
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """``exported(name, dynamo, dynamic)``: a freshly built module, its input maker and the path of its export,
+    written once per module: the exports (the dynamo exporter's above all) are most of this module's time, and the
+    predicting, fine-tuning, gradient and simulator tests read the same files (a test only reads its file)."""
+    root, done = tmp_path_factory.mktemp("zoo_wide"), {}
+
+    def get(name, dynamo, dynamic):
+        key = (name, dynamo, dynamic)
+        if key not in done:
+            path = root / f"{name}-{'dynamo' if dynamo else 'legacy'}-{'dynamic' if dynamic else 'static'}.onnx"
+            export(name, dynamo, dynamic, path)
+            done[key] = path
+        model, inputs = build(name)  # the exported weights again, in a module no other test has touched
+        return model, inputs, done[key]
+
+    return get
 
 
 def _as_list(out):
@@ -92,9 +117,8 @@ def _cases():
 
 
 @pytest.mark.parametrize(("name", "dynamo", "dynamic"), _cases())
-def test_zoo_predicts_like_onnxruntime_and_torch(name, dynamo, dynamic, tmp_path):
-    path = tmp_path / f"{name}.onnx"
-    model, inputs = export(name, dynamo, dynamic, path)
+def test_zoo_predicts_like_onnxruntime_and_torch(name, dynamo, dynamic, exported):
+    model, inputs, path = exported(name, dynamo, dynamic)
     check_predicts(model, inputs, path, OTHER_BATCH if dynamic else EXPORT_BATCH)
 
 
@@ -122,14 +146,13 @@ def _fine_tune_cases():
 
 
 @pytest.mark.parametrize(("name", "dynamo", "dynamic"), _fine_tune_cases())
-def test_zoo_fine_tunes(name, dynamo, dynamic, tmp_path):
+def test_zoo_fine_tunes(name, dynamo, dynamic, exported):
     """A few fit steps lower the loss: a dynamic batch in batches of 4 of 8 samples; a static batch (the default
     export) in batches of the exported size."""
     from magmadnn import onnx as monnx  # noqa: PLC0415
     from magmadnn.optimizers import Adam  # noqa: PLC0415
 
-    path = tmp_path / f"{name}.onnx"
-    _, inputs = export(name, dynamo, dynamic, path)
+    _, inputs, path = exported(name, dynamo, dynamic)
     torch.manual_seed(2)
     x = inputs(8 if dynamic else 2 * EXPORT_BATCH).numpy()
     model = monnx.load(str(path))
@@ -162,13 +185,12 @@ def _match(weight, params):
 
 @pytest.mark.parametrize("name", ["convnext", "bilstm", "mha_block", "unetish", "pools_norms", "indexing", "sdpa",
                                   "squeeze_excite"])
-def test_zoo_gradients_match_torch_autograd(name, tmp_path):
+def test_zoo_gradients_match_torch_autograd(name, exported):
     """The gradient of sum(out * u) w.r.t. the input and each weight, against PyTorch's autograd."""
     from magmadnn import Tensor  # noqa: PLC0415
     from magmadnn import onnx as monnx  # noqa: PLC0415
 
-    path = tmp_path / f"{name}.onnx"
-    model, inputs = export(name, False, False, path)
+    model, inputs, path = exported(name, False, False)
     torch.manual_seed(3)
     x = inputs(EXPORT_BATCH)
     loaded = monnx.load(str(path))
@@ -199,7 +221,6 @@ def simulated():
 @pytest.mark.native
 @pytest.mark.parametrize("name", ["mobilenetv2", "convnext", "conv1d", "bilstm", "mha_block", "bert_like",
                                   "unetish", "indexing"])
-def test_zoo_predicts_on_the_simulated_device(name, simulated, tmp_path):
-    path = tmp_path / f"{name}.onnx"
-    model, inputs = export(name, False, True, path)
+def test_zoo_predicts_on_the_simulated_device(name, simulated, exported):
+    model, inputs, path = exported(name, False, True)
     check_predicts(model, inputs, path, OTHER_BATCH, device=simulated)

@@ -106,12 +106,15 @@ def attention_heads_backward(dout, q, k, v, p, heads: int, scale: float = 1.0):
     _same([q, dout, p], what)
     if tuple(dout.shape) != (d.batch, d.tq, d.heads * d.dv) or tuple(p.shape) != (d.batch, d.heads, d.tq, d.tk):
         raise ValueError(f"{what}: dout {dout.shape} and p {p.shape} must be attention_heads' o and p")
-    dout, q, k, v, p = (contiguous(a) for a in (dout, q, k, v, p))
-    ds = _array.empty(p.shape, p.dtype, device=p.device)
-    dq, dk, dv = (_array.empty(a.shape, a.dtype, device=a.device) for a in (q, k, v))
+    if not (dout.is_c_contiguous and q.is_c_contiguous and k.is_c_contiguous and v.is_c_contiguous
+            and p.is_c_contiguous):  # (the common case: no call per operand)
+        dout, q, k, v, p = contiguous(dout), contiguous(q), contiguous(k), contiguous(v), contiguous(p)
+    empty, device = _array._empty, p.device  # (checked operands' shapes, dtype and device: no check again)
+    ds, dq, dk, dv = (empty(p.shape, p.dtype, device), empty(q.shape, q.dtype, device), empty(k.shape, k.dtype, device),
+                      empty(v.shape, v.dtype, device))
     rows, keys = d.batch * d.heads * d.tq, d.batch * d.heads * d.tk
-    _run("attention", programs.expression("attention_heads_backward_rows", dtype), q, rows,
-         [_ptr(dout), _ptr(k), _ptr(v), _ptr(p), _ptr(ds), _ptr(dq), d, c_double(scale)], grid=min(rows, 65535))
+    _run("attention", programs.expression("attention_heads_backward_rows", dtype), q, rows,  # (pointers as ints)
+         [dout.ptr, k.ptr, v.ptr, p.ptr, ds.ptr, dq.ptr, d, c_double(scale)], grid=min(rows, 65535))
     _run("attention", programs.expression("attention_heads_backward_keys", dtype), q, keys,
-         [_ptr(dout), _ptr(q), _ptr(p), _ptr(ds), _ptr(dk), _ptr(dv), d], grid=min(keys, 65535))
+         [dout.ptr, q.ptr, p.ptr, ds.ptr, dk.ptr, dv.ptr, d], grid=min(keys, 65535))
     return dq, dk, dv

@@ -7,7 +7,7 @@ from ctypes import c_double, c_int, c_longlong
 
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import THREADS, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, THREADS, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 
 from .optim import _check_hyper
@@ -100,22 +100,26 @@ def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
     if tuple(dy.shape) != tuple(x.shape) or mean.size != rows or rstd.size != rows:
         raise ValueError(f"{what}: dy {dy.shape} must match x {x.shape}, mean and rstd hold one value per row "
                          f"({rows})")
-    _norm_params(x, gamma, None, what)
-    dy, x, mean, rstd, gamma = (contiguous(a) for a in (dy, x, mean, rstd, gamma))
-    dx = _array.empty(x.shape, x.dtype, device=x.device)
-    dgamma = _array.empty((cols,), x.dtype, device=x.device)
-    dbeta = _array.empty((cols,), x.dtype, device=x.device)
+    if gamma is not None and gamma.shape != (cols,):
+        _norm_params(x, gamma, None, what)  # the ValueError naming gamma's shape
+    if not (dy.is_c_contiguous and x.is_c_contiguous and mean.is_c_contiguous and rstd.is_c_contiguous
+            and (gamma is None or gamma.is_c_contiguous)):  # (the common case: no call per operand)
+        dy, x, mean, rstd = contiguous(dy), contiguous(x), contiguous(mean), contiguous(rstd)
+        gamma = None if gamma is None else contiguous(gamma)
+    empty, dtype_, device = _array._empty, x.dtype, x.device  # (sizes of checked operands: no check again)
+    dx, dgamma, dbeta = empty(x.shape, dtype_, device), empty((cols,), dtype_, device), empty((cols,), dtype_, device)
     parts = max(1, min(_NORM_PARTS, rows // _NORM_PART_ROWS))
     part_rows = -(-rows // parts)
-    pg, pb = (dgamma, dbeta) if parts == 1 else (_array.empty((parts, cols), x.dtype, device=x.device)
-                                                 for _ in range(2))
+    pg, pb = dgamma, dbeta
+    if parts > 1:
+        pg, pb = empty((parts, cols), dtype_, device), empty((parts, cols), dtype_, device)
     param_blocks = parts * -(-cols // THREADS)
     row_blocks = max(1, min(rows, 65535 - param_blocks))
     grid = row_blocks + param_blocks
-    _run("norm", programs.expression("norm_backward_params", dtype), x, grid,
-         [_ptr(dy), _ptr(x), _ptr(gamma), _ptr(mean), _ptr(rstd), _ptr(dx), _ptr(pg), _ptr(pb), c_longlong(rows),
-          c_longlong(cols), c_int(int(rms)), c_longlong(row_blocks), c_longlong(part_rows), c_longlong(parts)],
-         grid=grid)
+    _run("norm", programs.expression("norm_backward_params", dtype), x, grid,  # (pointers as ints)
+         [dy.ptr, x.ptr, NULL if gamma is None else gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
+          c_longlong(rows), c_longlong(cols), c_int(int(rms)), c_longlong(row_blocks), c_longlong(part_rows),
+          c_longlong(parts)], grid=grid)
     if parts > 1:
         _run("norm", programs.expression("norm_param_sum", dtype), x, cols,
              [_ptr(pg), _ptr(pb), _ptr(dgamma), _ptr(dbeta), c_longlong(parts), c_longlong(cols)])
