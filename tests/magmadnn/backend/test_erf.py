@@ -89,3 +89,16 @@ def test_without_numba_the_float64_accurate_path(monkeypatch):
     assert _ulps(slow[0], ref).max() <= 1.0
     x64 = x.astype(np.float64)  # float64 never takes the float32 kernels
     np.testing.assert_allclose(_erf.erf(x64), [math.erf(v) for v in x64], rtol=0, atol=4e-15)
+
+
+def test_gelu_contiguous_loop_is_the_ufunc_bit_for_bit():
+    # contiguous arrays take a vectorizing loop, strided views the ufunc: the same values, NaN and infinities too
+    x = np.concatenate([np.array([np.nan, np.inf, -np.inf, -0.0], np.float32), _points()])
+    x = x[: x.size // 8 * 8].reshape(8, -1)
+    ufunc = _erf._fast()[1]
+    with np.errstate(invalid="ignore"):
+        np.testing.assert_array_equal(_erf.gelu(x), ufunc(x))
+        np.testing.assert_array_equal(_erf.gelu(x[:, ::3]), ufunc(np.ascontiguousarray(x[:, ::3])))
+    assert np.signbit(_erf.gelu(np.array([-0.0], np.float32)))[0] == np.signbit(ufunc(np.float32(-0.0)))
+    empty = _erf.gelu(np.zeros((0, 3), np.float32))
+    assert empty.shape == (0, 3) and empty.dtype == np.float32
