@@ -199,8 +199,8 @@ class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
         targets = np.asarray(targets)
         if weights is not None:
             return xp.asarray(self._pack(targets, weights, dtype), dtype)
-        if np.issubdtype(targets.dtype, np.integer):  # class indices (N,) / (N, T), or integer one-hot (the loss
-            return xp.asarray(targets.astype(np.int64, copy=False))  # converts those to the logits' dtype)
+        if targets.dtype.kind in "ium":  # (np.integer's kinds, no call) class indices (N,) / (N, T), or integer
+            return xp.asarray(targets.astype(np.int64, copy=False))  # one-hot (the loss converts it to the logits')
         return xp.asarray(targets, dtype)
 
 

@@ -135,7 +135,7 @@ class Optimizer(KerasApply, Configurable):
     def _advance(self) -> float:
         """The learning rate of the next step (checked by ``learning_rate``); count the step."""
         lr = self.learning_rate
-        self.iterations += 1
+        object.__setattr__(self, "iterations", self.iterations + 1)  # (volatile: Configurable's setattr adds a frame)
         return lr
 
     def step_values(self, lr: float) -> tuple[float, ...]:

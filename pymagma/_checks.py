@@ -83,9 +83,15 @@ def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
     @functools.wraps(fn)
     def call(*args):
         kinds = tuple(map(type, args))
-        if tuple in kinds:  # the types inside tuple arguments too: one level without a call, deeper by _kind
+        if tuple in kinds:  # the types inside tuple arguments too: two levels without a call (pads' pairs), deeper
+            # by _kind (equal arguments nest alike, so the types in order tell the kinds apart)
             inner = tuple(map(type, chain.from_iterable(filter(_is_tuple, args))))
-            key = (args, kinds, inner) if tuple not in inner else (args, _kind(args), None)
+            if tuple not in inner:
+                key = (args, kinds, inner)
+            else:
+                deeper = tuple(map(type, chain.from_iterable(filter(_is_tuple, chain.from_iterable(
+                    filter(_is_tuple, args))))))
+                key = (args, kinds, inner, deeper) if tuple not in deeper else (args, _kind(args), None)
         else:
             key = (args, kinds)
         try:

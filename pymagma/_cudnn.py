@@ -378,7 +378,9 @@ def check(status: int, call: str) -> None:
 
 def call(name: str, *args) -> None:
     """Call a status-returning cuDNN function and check its result."""
-    check(_native.current.cudnn.bind(name)(*args), name)  # (library(), inline: every cuDNN call passes here)
+    status = _native.current.cudnn.bind(name)(*args)  # (library(), inline: every cuDNN call passes here)
+    if status != 0:  # (check's test, inline)
+        check(status, name)
 
 
 def _ints(values) -> ctypes.Array:
@@ -429,12 +431,9 @@ class Descriptor:
         desc = c_void_p()
         call(f"cudnnCreate{self.kind}Descriptor", ctypes.byref(desc))
         self.value = desc.value
+        self._as_parameter_ = c_void_p(desc.value)  # what ctypes passes (an attribute: no call per argument)
         destroy = library().bind(f"cudnnDestroy{self.kind}Descriptor")  # the cuDNN that made it destroys it
         self._finalizer = weakref.finalize(self, destroy, c_void_p(desc.value))
-
-    @property
-    def _as_parameter_(self):
-        return c_void_p(self.value)
 
     def destroy(self) -> None:
         self._finalizer()

@@ -7,7 +7,9 @@ from __future__ import annotations
 import collections
 import threading
 
-capture_state = threading.local()  # ``graph``: what this thread is capturing (set by pymagma.graphs.capture)
+# ``graph``: what this thread is capturing (set by pymagma.graphs.capture), read as ``capture_state.__dict__.get``
+# (getattr with a default raises and catches inside, on every copy and free, for a thread that never captured)
+capture_state = threading.local()
 capturing: set = set()  # the threads capturing now: another thread's cudaFree would spoil a global-mode capture
 # (fn, args): frees held back, made in order at the next safe point (:func:`run_deferred`): those made while this
 # thread captured, and every free a finalizer asks for.  The garbage collector runs finalizers wherever an
@@ -20,7 +22,7 @@ _after_capture: collections.deque = collections.deque()
 def after_capture(fn, *args) -> None:
     """``fn(*args)`` now, or when this thread's capture has ended if it is capturing (for frees, which cannot be
     captured)."""
-    if getattr(capture_state, "graph", None) is not None:
+    if capture_state.__dict__.get("graph") is not None:
         _after_capture.append((fn, args))
     else:
         fn(*args)
@@ -35,7 +37,7 @@ def run_deferred() -> None:
     """Make the frees held back, oldest first (nothing while any thread is capturing): called where pymagma is in
     charge of the moment — a capture's start and end, an allocation that reaches cudaMalloc, ``empty_cache``,
     ``pool_stats``, an explicit ``Graph.destroy`` and :func:`pymagma.runtime.synchronize`."""
-    if capturing or getattr(capture_state, "graph", None) is not None:
+    if capturing or capture_state.__dict__.get("graph") is not None:
         return
     while _after_capture:
         try:

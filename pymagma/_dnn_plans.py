@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import weakref
 from ctypes import byref
+from itertools import chain
 
 import numpy as np
 
@@ -48,8 +49,13 @@ def _planner(make):
 
     def plan(*args):
         plans = _native.current.cudnn_plans
-        try:
-            key = (make, args, _kind(args))
+        try:  # the types in the arguments: one tuple level without a call (shapes), deeper by _kind
+            kinds = tuple(map(type, args))
+            if tuple in kinds:
+                inner = tuple(map(type, chain.from_iterable(filter(_is_tuple, args))))
+                key = (make, args, kinds, inner) if tuple not in inner else (make, args, _kind(args))
+            else:
+                key = (make, args, kinds)
             made = plans.get(key)
         except TypeError:  # an unhashable argument (a list)
             return make(*args)
@@ -64,6 +70,7 @@ def _planner(make):
 
 
 _kind = _checks._kind
+_is_tuple = _checks._is_tuple
 
 
 class _Plan:

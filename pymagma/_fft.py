@@ -135,7 +135,7 @@ def _plan(layout: _cufft.Layout, device: int) -> _cufft.Plan:
     found = runtime_plans().get((device, layout))
     if found is not None:
         return found
-    if getattr(runtime.capture_state, "graph", None) is not None:
+    if runtime.capture_state.__dict__.get("graph") is not None:
         raise GraphCaptureError(0, "cudaErrorStreamCaptureUnsupported", "making a cuFFT plan allocates its work "
                                 "area, which a CUDA graph cannot record: run the same transform once before the "
                                 "capture (plans are cached)", "cufftMakePlanMany64")

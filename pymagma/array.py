@@ -97,8 +97,7 @@ def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
 
 
 def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """Basic indexing (ints, slices with any step, one Ellipsis, None for a new axis of size one): (byte offset, new
-    shape, new strides)."""
+    """Basic indexing (ints, slices of any step, one Ellipsis, None: a new axis): (byte offset, shape, strides)."""
     if type(key) is not tuple:
         key = (key,)
     n_ellipsis = used = 0
@@ -141,8 +140,7 @@ def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ..
 
 class _kept:
     """A value of an array computed on first use and kept in the instance (shape, strides and dtype never change):
-    ``functools.cached_property`` without its lock (Python 3.11 takes one lock for every instance's first look-up,
-    on the hot path of every op)."""
+    ``functools.cached_property`` without its lock (Python 3.11 takes one on every instance's first look-up)."""
 
     def __init__(self, fn):
         self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
@@ -171,8 +169,7 @@ class DeviceArray:
 
     @classmethod
     def _trusted(cls, shape: tuple, dtype: np.dtype, ptr: int, strides: tuple, owner, device: int) -> DeviceArray:
-        """An array from values pymagma itself checked or computed (the hot path of every op's output and view):
-        no argument checks again."""
+        """An array from values pymagma checked or computed (every op's output and view): no checks again."""
         a = object.__new__(cls)
         a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, shape, strides, ptr, owner, device
         a.ndim, a.itemsize = len(shape), dtype.itemsize  # (kept values, known: no first-use look-up per view)
@@ -241,8 +238,7 @@ class DeviceArray:
         return self._view(offset, shape, strides)
 
     def __setitem__(self, key, value) -> None:
-        """``self[key] = value`` on the device (basic, integer-array or boolean-mask keys; ``value`` a DeviceArray
-        or a Python scalar, broadcast to the selection)."""
+        """``self[key] = value`` on the device (basic, integer-array or boolean-mask keys; value: array or scalar)."""
         UPPER["setitem"](self, key, value)
 
     def __iter__(self):
@@ -490,8 +486,7 @@ def on_arrays_device(fn):
 
 
 def require_device_array(x, what: str) -> DeviceArray:
-    """``x`` itself when it is a DeviceArray; otherwise a TypeError naming ``what`` and the fix (so host data never
-    reaches a native call as a pointer)."""
+    """``x`` when it is a DeviceArray, else a TypeError naming ``what`` and the fix (no host data as a pointer)."""
     if not isinstance(x, DeviceArray):
         raise TypeError(f"{what}: expected a pymagma.DeviceArray, got {type(x).__name__} (use pymagma.asarray)")
     return x
@@ -610,6 +605,8 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
     """A DeviceArray from a DeviceArray (no copy unless dtype differs), a CUDA array (CAI / DLPack, no copy) or any
     host array-like that ``numpy.asarray`` takes (copied to the device, C-ordered).  ``dtype``: one pymagma supports
     (a TypeError otherwise); ``device``: a device index or None for the current device."""
+    if obj.__class__ is np.ndarray and dtype is None and obj.flags.c_contiguous and obj.dtype in _SUPPORTED:
+        return _upload(obj, _SUPPORTED[obj.dtype], device)  # a NumPy batch, the common upload: no call per check
     if isinstance(obj, DeviceArray):
         return obj if dtype is None or dtypes.check(dtype) == obj.dtype else obj.astype(dtype)
     if hasattr(obj, "__cuda_array_interface__"):
@@ -622,7 +619,11 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
             arr = from_dlpack(obj)
             return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
     host = np.asarray(obj, dtype=None if dtype is None else dtypes.check(dtype), order="C")  # (0-d stays 0-d)
-    checked = dtypes.check(host.dtype)
+    return _upload(host, dtypes.check(host.dtype), device)
+
+
+def _upload(host: np.ndarray, checked: np.dtype, device: int | None) -> DeviceArray:
+    """A copy on the device of the C-contiguous ``host`` of the supported dtype ``checked``."""
     runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
     out = _allocated(host.shape, checked, device)  # a NumPy array's shape: no check again
     runtime.memcpy_htod(out.ptr, host)
@@ -675,8 +676,7 @@ def _writable(x: DeviceArray, what: str) -> None:
 
 def _write_into(dst: DeviceArray, src: DeviceArray) -> None:
     """``src`` (C-contiguous) into ``dst`` of any layout on the device: a memcpy, or the strided copy kernel on the
-    bits (each element as one uint8, int32 or int64 of its size, or as a trailing axis of them: int16 as 2 bytes,
-    complex128 as 2 int64)."""
+    bits (each element as a uint8, int32 or int64 of its size, or a trailing axis of them: complex128 as 2 int64)."""
     if dst.is_c_contiguous:
         copy_into(dst, src)
         return

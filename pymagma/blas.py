@@ -127,9 +127,8 @@ def _scalar_cached(value, p: str):
 
 # ----------------------------------------------------------------------------------------------------- public API
 @on_arrays_device
-def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b: bool = False,
-         out_dtype=None) -> DeviceArray:
-    """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked, as a view).
+def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, out_dtype=None) -> DeviceArray:
+    """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked: a flag).
 
     float16 and bfloat16 operands (both of one type) are multiplied by cuBLAS GemmEx on the queue's cuBLAS handle
     with float32 accumulation; ``out_dtype`` (or ``out``'s dtype) is float32 or the operands' type (the default),
@@ -138,19 +137,20 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         a, b = _device_arrays("gemm", a=a, b=b)
     if a.ndim != 2 or b.ndim != 2:
         raise ValueError(f"gemm needs 2-D operands, got {a.ndim}-D and {b.ndim}-D (use matmul or gemm_batched)")
-    a = a.T if trans_a else a
-    b = b.T if trans_b else b
-    if a.shape[1] != b.shape[0]:
-        raise ValueError(f"gemm: inner dimensions differ: {a.shape} @ {b.shape}")
     half = (a.itemsize == 2 or b.itemsize == 2) and (a.dtype.name in HALF_NAMES or b.dtype.name in HALF_NAMES)
-    if half or out_dtype is not None:
-        out_dtype = _result_dtype("gemm", a, b, out, out_dtype)
+    if half or out_dtype is not None:  # op(a), op(b) as views; else (the hot path) as shapes and strides only
+        a, b, trans_a, trans_b = (a.T if trans_a else a), (b.T if trans_b else b), False, False
+    a_shape, a_strides = (a.shape[::-1], a.strides[::-1]) if trans_a else (a.shape, a.strides)
+    b_shape, b_strides = (b.shape[::-1], b.strides[::-1]) if trans_b else (b.shape, b.strides)
+    if a_shape[1] != b_shape[0]:
+        raise ValueError(f"gemm: inner dimensions differ: {a_shape} @ {b_shape}")
+    out_dtype = _result_dtype("gemm", a, b, out, out_dtype) if half or out_dtype is not None else None
     if out is None:
         if beta != 0:
             raise ValueError("beta != 0 needs an existing out array")
-        out = _empty((a.shape[0], b.shape[1]), out_dtype or a.dtype, a.device)  # sizes of checked operands
-    elif _device_arrays("gemm", out=out)[0].shape != (a.shape[0], b.shape[1]):
-        raise ValueError(f"gemm: out has shape {out.shape}, expected {(a.shape[0], b.shape[1])}")
+        out = _empty((a_shape[0], b_shape[1]), out_dtype or a.dtype, a.device)  # sizes of checked operands
+    elif _device_arrays("gemm", out=out)[0].shape != (a_shape[0], b_shape[1]):
+        raise ValueError(f"gemm: out has shape {out.shape}, expected {(a_shape[0], b_shape[1])}")
     if half:
         return _gemm_half(a, b, out, alpha, beta)
     p = _PRECISION.get(a.dtype) if a.dtype == b.dtype == out.dtype else None
@@ -164,13 +164,13 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a: bool = False, trans_b:
         _set_tf32(queue, bool(allow_tf32))
     if out.size == 0:
         return out
-    if a.shape[1] == 0:  # an empty sum: out = beta * out
+    if a_shape[1] == 0:  # an empty sum: out = beta * out
         _scale_any(out, beta)
         return out
     try:
-        c = _gemm_layout((a.shape, a.strides), (b.shape, b.strides), (out.shape, out.strides), a.dtype)
+        c = _gemm_layout((a_shape, a_strides), (b_shape, b_strides), (out.shape, out.strides), a.dtype)
     except ValueError:  # a layout BLAS cannot address: work on contiguous copies (CuPy's way), off the hot path
-        return _gemm_on_copies(gemm, a, b, out, alpha=alpha, beta=beta)
+        return _gemm_on_copies(gemm, a.T if trans_a else a, b.T if trans_b else b, out, alpha=alpha, beta=beta)
     first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
     alpha_p, beta_p = _SCALARS.get((alpha, p)), _SCALARS.get((beta, p))  # (_scalar_cached's hits, inline)
     alpha_p = _scalar_cached(alpha, p) if alpha_p is None else alpha_p

@@ -55,7 +55,7 @@ def _release(cudart, exec_, graph, pool) -> None:
 
 def capturing() -> Graph | None:
     """The graph the calling thread is capturing now, or None."""
-    return getattr(_state, "graph", None)
+    return _state.__dict__.get("graph")
 
 
 class Graph:

@@ -133,7 +133,7 @@ class Pool:
         self.release_cached()
 
     def _free(self, device: int, ptr: int) -> None:
-        if getattr(runtime.capture_state, "graph", None) is not None:  # cudaFree cannot be captured: after it ends
+        if runtime.capture_state.__dict__.get("graph") is not None:  # cudaFree cannot be captured: after it ends
             runtime.after_capture(self._free, device, ptr)
             return
         if self.cudart is _native.current.cudart:
@@ -193,14 +193,14 @@ _override = threading.local()  # a pool that takes the allocations of this threa
 
 
 def _pool() -> Pool:
-    return getattr(_override, "pool", None) or _native.current.memory_pool
+    return _override.__dict__.get("pool") or _native.current.memory_pool
 
 
 @contextlib.contextmanager
 def using_pool(pool: Pool):
     """The calling thread's allocations come from ``pool`` in the block (a CUDA graph's pool while it is
     captured)."""
-    previous = getattr(_override, "pool", None)
+    previous = _override.__dict__.get("pool")
     _override.pool = pool
     try:
         yield pool
@@ -233,7 +233,7 @@ class Allocation:
         if not size:
             a.ptr, a._pool = 0, None
             return a
-        pool = getattr(_override, "pool", None) or _native.current.memory_pool
+        pool = _override.__dict__.get("pool") or _native.current.memory_pool
         with pool.lock:  # Pool.take, inline up to a cache miss: every op's output passes here
             returned, free, stats = pool.returned, pool.free_blocks, pool.stats
             while returned:

@@ -162,7 +162,7 @@ def require_device() -> int:
 
 def get_device() -> int:
     require_device()
-    return int(check(_rt().cudaGetDevice(), "cudaGetDevice"))
+    return int(check(_native.current.cudart.cudaGetDevice(), "cudaGetDevice"))  # (_rt(), inline)
 
 
 def set_device(device: int) -> None:
@@ -183,7 +183,7 @@ def on_device(device: int):
     (a new thread has none, and driver-API calls such as kernel launches need one), even when cudaGetDevice
     already reports that device."""
     previous, device = get_device(), int(device)
-    if previous == device and getattr(_thread, "bound", None) is _native.current:
+    if previous == device and _thread.__dict__.get("bound") is _native.current:
         yield
         return
     set_device(device)
@@ -335,11 +335,11 @@ def _host_buffer(arr: np.ndarray, writable: bool) -> tuple[int, int]:
         raise ValueError("the host array must be C-contiguous (use numpy.ascontiguousarray)")
     if writable and not arr.flags.writeable:
         raise ValueError("the host array must be writable")
-    return arr.ctypes.data, arr.nbytes
+    return arr.__array_interface__["data"][0], arr.nbytes  # (ctypes.data's address, without its Python calls)
 
 
 def _copy(dst: int, src: int, nbytes: int, kind: str, stream, call: str) -> None:
-    rt = _rt()
+    rt = _native.current.cudart  # (_rt(), inline: every copy passes here)
     kind_value = getattr(rt.cudaMemcpyKind, kind)
     if nbytes == 0:
         return
@@ -432,7 +432,7 @@ run_after_capture = run_deferred  # (its earlier name)
 def refuse_during_capture(what: str) -> None:
     """A GraphCaptureError naming ``what`` when the calling thread is capturing a CUDA graph (host reads and
     writes of device memory cannot be part of one)."""
-    if getattr(capture_state, "graph", None) is not None:
+    if capture_state.__dict__.get("graph") is not None:
         raise GraphCaptureError(int(_rt().cudaError_t.cudaErrorStreamCaptureUnsupported),
                                 "cudaErrorStreamCaptureUnsupported", CAPTURE_HINT, what)
 

@@ -4,8 +4,9 @@
 Each mutant below is one plausible convention bug in the binding (``pymagma/``) or the device backend
 (``magmadnn/backend/device/``): an argument in the wrong role or order, alpha and beta swapped, a momentum factor
 taken the wrong way round, saved statistics swapped, pivots in the wrong base, a leading dimension, transpose flag,
-stride, descriptor or launch size that is wrong.  It is an exact source snippet (``old``, which must occur exactly
-once in its file: a stale or ambiguous mutant is refused before anything runs) and its replacement (``new``), with
+stride, descriptor or launch size that is wrong, a free made where it must wait, queued work run out of order.  It
+is an exact source snippet (``old``, which must occur exactly once in its file: a stale or ambiguous mutant is
+refused before anything runs) and its replacement (``new``), with
 the simulator tests that should catch it (``tests``: pytest arguments, files and a ``-k`` expression, which applies
 to every file of the selection).
 
@@ -59,7 +60,12 @@ KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross ent
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
-PLANS = ("tests/pymagma/simulator/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+STREAMS = ("tests/pymagma/simulator/test_streams.py",)  # the simulator's queued work when host code runs inside it
+STREAM_ORDER = ("tests/pymagma/test_simulator.py", "-k", "created_stream_runs_when_something_orders_it")
+#: frees held back to a safe point (a finalizer's, a capturing thread's) and the simulator's held frees
+DEFERRED = ("tests/pymagma/test_graphs.py", "tests/pymagma/simulator/test_streams.py")
+PAD2D = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "pad2d")
 ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
 FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/simulator/test_cufft.py")
 #: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device
@@ -83,30 +89,28 @@ MUTANTS = [
     # --------------------------------------------------------------------- row-major BLAS on column-major MAGMA
     Mutant("gemm-operands-unswapped", "gemm passes A then B even when the plan computes C^T = B^T A^T",
            "pymagma/blas.py",
-           "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)\n    magma()",
-           "first, second = a.ptr, b.ptr\n    magma()", SIM_DEVICE),
+           "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)\n    alpha_p, beta_p",
+           "first, second = a.ptr, b.ptr\n    alpha_p, beta_p", SIM_DEVICE),
     Mutant("gemm-swapped-flags-crossed", "C^T = B^T A^T: transA taken from A's layout, transB from B's",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc, swapped=True)",
            "return GemmCall(N if at else T, N if bt else T, n, m, k, sb, sa, sc, swapped=True)", SIM_DEVICE),
     Mutant("gemm-colmajor-out-flags", "column-major C: a transposed-stored operand gets NoTrans, a plain one Trans",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "return GemmCall(T if at else N, T if bt else N, m, n, k, sa, sb, sc)",
            "return GemmCall(N if at else T, N if bt else T, m, n, k, sa, sb, sc)", SIM_DEVICE),
     Mutant("gemm-alpha-beta-swapped", "gemm passes beta where alpha goes and alpha where beta goes",
            "pymagma/blas.py",
-           "_scalar_cached(alpha, p), first, c.A.ld, second, c.B.ld,\n"
-           "        _scalar_cached(beta, p), out.ptr",
-           "_scalar_cached(beta, p), first, c.A.ld, second, c.B.ld,\n"
-           "        _scalar_cached(alpha, p), out.ptr", SIM_DEVICE),
+           "alpha_p, first, c.A.ld, second, c.B.ld, beta_p,",
+           "beta_p, first, c.A.ld, second, c.B.ld, alpha_p,", SIM_DEVICE),
     Mutant("gemm-lda-is-rows", "gemm's lda is the stored matrix's row count, not its leading dimension",
            "pymagma/blas.py",
            "first, c.A.ld, second, c.B.ld,",
            "first, c.A.rows, second, c.B.ld,", SIM_DEVICE),
     Mutant("gemm-ldc-is-rows", "gemm's ldc is the output's row count, not its leading dimension",
            "pymagma/blas.py",
-           "_scalar_cached(beta, p), out.ptr, c.C.ld, queue.handle)",
-           "_scalar_cached(beta, p), out.ptr, c.C.rows, queue.handle)", SIM_DEVICE),
+           "out.ptr, c.C.ld, queue.handle)",
+           "out.ptr, c.C.rows, queue.handle)", SIM_DEVICE),
     Mutant("batched-stride-b-is-a", "strided batched gemm: B's batch stride given as A's",
            "pymagma/blas.py",
            "c.B.ptr + first * sb * size, c.B.ld, sb,",
@@ -116,7 +120,7 @@ MUTANTS = [
            "scalar(beta, p), arrays[2].ptr, c.C.ld, count, q)",
            "scalar(1.0, p), arrays[2].ptr, c.C.ld, count, q)", SIM_DEVICE),
     Mutant("gemv-trans-flag", "gemv: NoTrans for a transposed-stored matrix and Trans for a plain one",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "return GemvCall(T if at else N, sa.rows, sa.cols,",
            "return GemvCall(N if at else T, sa.rows, sa.cols,", SIM_DEVICE),
     Mutant("gemv-incx-one", "gemv passes incx = 1 whatever x's element stride",
@@ -124,19 +128,19 @@ MUTANTS = [
            "c.A.ptr, c.A.ld, c.x, c.incx,",
            "c.A.ptr, c.A.ld, c.x, 1,", SIM_DEVICE),
     Mutant("trsm-uplo-ignores-layout", "trsm: uplo not flipped when A is stored transposed",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "uplo = LOWER if lower != at else UPPER",
            "uplo = LOWER if lower else UPPER", SIM_DEVICE),
     Mutant("trsm-side-ignores-layout", "trsm: side not flipped when B is stored transposed",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "side = LEFT if left != bt else RIGHT",
            "side = LEFT if left else RIGHT", SIM_DEVICE),
     Mutant("trsm-diag-inverted", "trsm: MagmaUnit for a non-unit diagonal and MagmaNonUnit for a unit one",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "_magma.MagmaUnit if unit else _magma.MagmaNonUnit",
            "_magma.MagmaNonUnit if unit else _magma.MagmaUnit", SIM_DEVICE),
     Mutant("syrk-uplo-ignores-layout", "syrk: uplo not flipped when C is stored transposed",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "return SyrkCall(LOWER if lower != ct else UPPER,",
            "return SyrkCall(LOWER if lower else UPPER,", SIM_DEVICE),
     # ------------------------------------------------------------------------------------ the column-major face
@@ -274,6 +278,83 @@ MUTANTS = [
            "pymagma/_dnn_plans.py",
            "xd, y.ptr, xd, dy.ptr, xd,\n                x.ptr,",
            "xd, x.ptr, xd, dy.ptr, xd,\n                y.ptr,", PLANS),
+    Mutant("plan-conv-fwd-x-w-swapped", "a planned forward convolution passes w's data where x goes and x's for w",
+           "pymagma/_dnn_plans.py",
+           "d0, x.ptr, d1, w.ptr, d2, algo",
+           "d0, w.ptr, d1, x.ptr, d2, algo", PLANS),
+    Mutant("plan-conv-fwd-alpha-beta-swapped", "a planned forward convolution passes beta (0) as alpha, alpha (1) as "
+           "beta", "pymagma/_dnn_plans.py",
+           "byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,\n"
+           "                size, byref(self.zero), d3, y.ptr)",
+           "byref(self.zero), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,\n"
+           "                size, byref(self.one), d3, y.ptr)", PLANS),
+    Mutant("plan-conv-bwd-data-reuses-forward", "a planned backward data reuses the forward's cached call "
+           "(function, descriptors, algorithm)", "pymagma/_dnn_plans.py",
+           'self._calls.get("backward_data") or self._call("backward_data")',
+           'self._calls.get("forward") or self._call("backward_data")', PLANS),
+    Mutant("plan-conv-descriptors-of-forward", "every planned convolution call gets the forward's four descriptors",
+           "pymagma/_dnn_plans.py",
+           "(d.value for d in self.problem.ordered[kind])",
+           '(d.value for d in self.problem.ordered["forward"])', PLANS),
+    Mutant("plan-bn-eps-ignored", "a planned batch-norm forward uses cuDNN's minimum epsilon, not the caller's",
+           "pymagma/_dnn_plans.py",
+           "float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)",
+           "float(cd.BN_MIN_EPSILON), mean.ptr, inv.ptr)", PLANS),
+    Mutant("plan-bn-running-mean-var-swapped", "a planned batch-norm forward updates the running mean and variance "
+           "swapped", "pymagma/_dnn_plans.py",
+           "None if running_mean is None else running_mean.ptr, None if running_var is None else running_var.ptr,",
+           "None if running_var is None else running_var.ptr, None if running_mean is None else running_mean.ptr,",
+           PLANS),
+    Mutant("plan-bn-fwd-alpha-beta-swapped", "a planned batch-norm forward passes beta (0) as alpha, alpha (1) as beta",
+           "pymagma/_dnn_plans.py",
+           "self.mode_value, byref(self.one),\n                byref(self.zero),",
+           "self.mode_value, byref(self.zero),\n                byref(self.one),", PLANS),
+    Mutant("plan-bn-bwd-saved-swapped", "a planned batch-norm backward reads the saved inverse std as the mean and "
+           "back", "pymagma/_dnn_plans.py",
+           "None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)",
+           "None if save_inv_std is None else save_inv_std.ptr, None if save_mean is None else save_mean.ptr)",
+           PLANS),
+    Mutant("plan-activation-fwd-alpha-beta-swapped", "a planned activation forward passes beta (0) as alpha, alpha "
+           "(1) as beta", "pymagma/_dnn_plans.py",
+           "self.desc, byref(self.one), self.xd, x.ptr, byref(self.zero),",
+           "self.desc, byref(self.zero), self.xd, x.ptr, byref(self.one),", PLANS),
+    Mutant("plan-activation-coef-dropped", "an activation plan's descriptor takes the mode's default coefficient, "
+           "not the caller's", "pymagma/_dnn_plans.py",
+           "descriptors = (dnn._activation_desc(mode, coef),",
+           "descriptors = (dnn._activation_desc(mode, None),", PLANS),
+    Mutant("plan-key-ignores-types", "planned calls keyed by equal arguments only (2.0 reuses the plan of 2)",
+           "pymagma/_dnn_plans.py",
+           "key = (make, args, _kind(args))",
+           "key = (make, args)", PLANS),
+    # ------------------------------------------------- frees held back to a safe point, the simulator's streams
+    Mutant("deferred-finalizer-frees-at-once", "a finalizer's free (a collected graph, a closed pool's block) made "
+           "at once, wherever the garbage collector ran it", "pymagma/_deferred.py",
+           'finalizer calls instead of freeing (see above)."""\n    _after_capture.append((fn, args))',
+           'finalizer calls instead of freeing (see above)."""\n    fn(*args)', DEFERRED),
+    Mutant("deferred-ignores-other-threads-capture", "held-back frees made while another thread captures a graph",
+           "pymagma/_deferred.py",
+           'if capturing or capture_state.__dict__.get("graph") is not None:',
+           'if capture_state.__dict__.get("graph") is not None:', DEFERRED),
+    Mutant("sim-free-inside-work-at-once", "the simulated cudaFree inside running device work drops the block at once",
+           "pymagma/simulator/runtime.py",
+           "if self._running():  # asked from inside running device work",
+           "if False:  # asked from inside running device work", STREAMS),
+    Mutant("sim-held-frees-never-made", "frees held back inside running work are dropped, never made (a leak)",
+           "pymagma/simulator/streams.py",
+           "self._release(*self._held.pop(0))",
+           "self._held.pop(0)", STREAMS),
+    Mutant("sim-flush-reenters-running-stream", "a synchronize inside a stream's running work runs its later work "
+           "first", "pymagma/simulator/streams.py",
+           "            if handle in running:\n                return\n",
+           "", STREAMS),
+    Mutant("sim-legacy-does-not-wait", "work on the legacy stream runs before the blocking streams' queued work",
+           "pymagma/simulator/streams.py",
+           "            if handle in LEGACY:\n                self.flush_blocking()\n",
+           "", STREAM_ORDER),
+    Mutant("sim-legacy-waits-non-blocking", "the legacy stream waits for non-blocking streams too",
+           "pymagma/simulator/streams.py",
+           "                if work.blocking:\n                    self.flush(handle)",
+           "                if True:\n                    self.flush(handle)", STREAM_ORDER),
     # ------------------------------------------------------------------------------ magmadnn's device adapters
     Mutant("bn-momentum-not-complemented", "cuDNN's exponentialAverageFactor given the op set's momentum as it is",
            "magmadnn/backend/device/normalization.py",
@@ -311,8 +392,17 @@ MUTANTS = [
     Mutant("pad2d-top-left-swapped", "the zero padding kernel puts the left pad above and the top pad to the left",
            "magmadnn/backend/device/kernels/pool.py",
            "PadGeometry(n * c, h, w, padded[2], padded[3], top, left)",
-           "PadGeometry(n * c, h, w, padded[2], padded[3], left, top)",
-           ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "pad2d")),
+           "PadGeometry(n * c, h, w, padded[2], padded[3], left, top)", PAD2D),
+    Mutant("pad2d-pads-read-tlbr", "pad2d reads its pads as (top, left, bottom, right), not (top, bottom, left, right)",
+           "magmadnn/backend/device/kernels/pool.py",
+           'top, bottom, left, right = (_checks.count(p, "pad2d: pad") for p in pads)',
+           'top, left, bottom, right = (_checks.count(p, "pad2d: pad") for p in pads)', PAD2D),
+    Mutant("pad2d-input-plane-padded-height", "the pad2d kernel steps between input planes by the padded height",
+           "magmadnn/backend/device/kernels/pool.cu",
+           "x[(plane * g.h + r) * g.w + c]", "x[(plane * g.hp + r) * g.w + c]", PAD2D),
+    Mutant("pad2d-last-column-copied", "the pad2d kernel copies one column past the input's width (c > w, not c >= w)",
+           "magmadnn/backend/device/kernels/pool.cu",
+           "c >= g.w) ? zero :", "c > g.w) ? zero :", PAD2D),
     Mutant("adam-step-0-based", "Adam's bias correction counts steps from 0 (1 - beta^(step + 1))",
            "magmadnn/backend/device/kernels/optim.py",
            "bc1, bc2 = _bias_corrections(beta1, beta2, step)",
@@ -413,11 +503,11 @@ MUTANTS = [
            "if (op == 2 ? v < best : best < v) best = v;", ARRAY_API_REDUCE),
     # ------------------------------------------------------------------------------------------- DeviceArrays
     Mutant("transpose-into-dims", "copy_into's device transpose given cols x rows and the wrong output ld",
-           "pymagma/array.py",
+           "pymagma/_copies.py",
            "transpose(rows, cols, src.ptr + s_off, max(ld, 1), dst.ptr + d_off, max(cols, 1), q)",
            "transpose(cols, rows, src.ptr + s_off, max(ld, 1), dst.ptr + d_off, max(rows, 1), q)", ARRAYS),
     Mutant("memcpy2d-pitches-swapped", "copy_into's 2-D memcpy gets the source pitch for the destination and back",
-           "pymagma/array.py",
+           "pymagma/_copies.py",
            "d_str[-2] if shape[-2] > 1 else width, src.ptr + s_off,\n"
            "                              s_str[-2] if shape[-2] > 1 else width,",
            "s_str[-2] if shape[-2] > 1 else width, src.ptr + s_off,\n"
@@ -448,7 +538,7 @@ MUTANTS = [
            "c.A.ptr, at, c.A.ld, sa, c.B.ptr, at, c.B.ld, sb,",
            "c.A.ptr, at, c.A.ld, sb, c.B.ptr, at, c.B.ld, sa,", HALF_GEMM),
     Mutant("half-batch-strides-in-c-items", "half batched strides counted in C's items (float32 out)",
-           "pymagma/blas.py",
+           "pymagma/_blas_plans.py",
            "items = [x.dtype.itemsize for x in (b, a, c) if call.swapped] or [x.dtype.itemsize for x in (a, b, c)]",
            "items = [c.dtype.itemsize] * 3", HALF_GEMM),
     Mutant("gemm-ex-float32-out-ignored", "a float32 out_dtype of half operands gets the half type",

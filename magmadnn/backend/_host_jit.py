@@ -22,7 +22,7 @@ import os
 
 import numpy as np
 
-from . import _host_jit_direct
+from . import _host_jit_conv, _host_jit_direct
 
 __all__ = ["kernels", "enabled"]
 
@@ -167,7 +167,7 @@ def _build(numba):
              "max_pool2x2_backward": max_pool2x2_backward, "lstm_backward_step": lstm_backward_step}
     table.update(_build_rows(numba))
     table.update(_build_updates(numba))
-    table.update(_build_conv_forward(numba))
+    table.update(_host_jit_conv.build(numba))
     table.update(_build_losses(numba))
     table.update(_host_jit_direct.build(numba))
     return table
@@ -267,130 +267,6 @@ def _build_rows(numba):
 
     return {"layer_norm_forward": layer_norm_forward, "layer_norm_backward": layer_norm_backward,
             "masked_softmax_backward": masked_softmax_backward}
-
-
-def _build_conv_forward(numba):
-    """The inference convolution's gathers and epilogues (see ``host/_conv_infer``): plain copies from the unpadded
-    NCHW input (zeros where the padding is), and one pass that sums the partial products of the kernel rows and
-    adds the bias, a residual and a ReLU (NaN stays NaN, as np.maximum)."""
-    njit = numba.njit(cache=True)
-
-    @njit
-    def im2col_nchw(x, n0, cols, sh, sw, dh, dw, pt, pl):
-        """cols (B, C, R, S, Ho, Wo) = samples n0..n0+B of x (N, C, H, W) under each kernel offset (zero padded)."""
-        nb, c_, r_, s_, ho_, wo_ = cols.shape
-        h_, w_ = x.shape[2], x.shape[3]
-        for b in range(nb):
-            for c in range(c_):
-                for r in range(r_):
-                    top = r * dh - pt  # input row of output row i: i * sh + top
-                    i0 = 0 if top >= 0 else min(ho_, (sh - 1 - top) // sh)
-                    i1 = 0 if top >= h_ else max(i0, min(ho_, (h_ - 1 - top) // sh + 1))
-                    for s in range(s_):
-                        left = s * dw - pl
-                        j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
-                        j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
-                        d = cols[b, c, r, s]
-                        d[:i0] = 0
-                        d[i1:] = 0
-                        d[i0:i1, :j0] = 0
-                        d[i0:i1, j1:] = 0
-                        if i1 > i0 and j1 > j0:
-                            d[i0:i1, j0:j1] = x[n0 + b, c, i0 * sh + top:(i1 - 1) * sh + top + 1:sh,
-                                                j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
-
-    @njit
-    def shift_columns(x, n0, z, sw, dw, pt, pl):
-        """z (C, S, B, Hz, Wo): z[c, s, b, t, j] = x[n0 + b, c, t - pt, j * sw + s * dw - pl], zero outside x (the
-        input rows every kernel row reads, shifted by each kernel column)."""
-        c_, s_, nb, hz, wo_ = z.shape
-        h_, w_ = x.shape[2], x.shape[3]
-        t0, t1 = min(pt, hz), min(hz, pt + h_)
-        for c in range(c_):
-            for s in range(s_):
-                left = s * dw - pl
-                j0 = 0 if left >= 0 else min(wo_, (sw - 1 - left) // sw)
-                j1 = 0 if left >= w_ else max(j0, min(wo_, (w_ - 1 - left) // sw + 1))
-                for b in range(nb):
-                    d = z[c, s, b]
-                    d[:t0] = 0
-                    d[t1:] = 0
-                    if left == 0 and sw == 1 and wo_ == w_ and t1 - t0 == h_:  # whole rows: one contiguous run
-                        d[t0:t1].reshape(h_ * w_)[:] = x[n0 + b, c].reshape(h_ * w_)
-                        continue
-                    d[t0:t1, :j0] = 0
-                    d[t0:t1, j1:] = 0
-                    if t1 > t0 and j1 > j0:
-                        d[t0:t1, j0:j1] = x[n0 + b, c, t0 - pt:t1 - pt, j0 * sw + left:(j1 - 1) * sw + left + 1:sw]
-
-    @njit
-    def shift_sum(t, out, n0, dh, bias, residual, relu):
-        """out[n0 + b, k, i] = sum over r of t[r, k, b, i + r * dh] (t: (R, K, B, Hz, Wo)), + bias[k] (when bias has
-        K entries), + residual[n0 + b, k, i] (when it has rows), then max(., 0) when relu. Each output plane is one
-        run of Ho*Wo values (kernel row r reads t's plane from row r*dh on), summed into a scratch row that
-        aliases nothing (so the loops vectorise), then stored once."""
-        r_, k_, nb, hz, wo_ = t.shape
-        m = out.shape[2] * wo_
-        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
-        tf = t.reshape(r_, k_, nb, hz * wo_)
-        acc = np.empty(m, t.dtype)
-        for b in range(nb):
-            ob = out[n0 + b].reshape(k_, m)
-            for k in range(k_):
-                o = ob[k]
-                if r_ == 3:
-                    t0, t1, t2 = tf[0, k, b], tf[1, k, b, dh * wo_:], tf[2, k, b, 2 * dh * wo_:]
-                    for p in range(m):
-                        acc[p] = t0[p] + t1[p] + t2[p]
-                else:
-                    t0 = tf[0, k, b]
-                    for p in range(m):
-                        acc[p] = t0[p]
-                    for r in range(1, r_):
-                        tr = tf[r, k, b, r * dh * wo_:]
-                        for p in range(m):
-                            acc[p] = acc[p] + tr[p]
-                if has_bias:
-                    bk = bias[k]
-                    for p in range(m):
-                        acc[p] = acc[p] + bk
-                if has_res:
-                    e = residual[n0 + b, k].reshape(m)
-                    for p in range(m):
-                        acc[p] = acc[p] + e[p]
-                if relu:
-                    for p in range(m):
-                        v = acc[p]
-                        o[p] = 0 if v < 0 else v
-                else:
-                    for p in range(m):
-                        o[p] = acc[p]
-
-    @njit
-    def conv_epilogue(y, bias, residual, n0, relu):
-        """y (B, K, P) in place: + bias[k] (when bias has K entries), + residual[n0 + b] (when it has rows), then
-        max(., 0) when relu; one pass (the conditions are the same for the whole loop: it is unswitched)."""
-        nb, k_, p_ = y.shape
-        has_bias, has_res = bias.shape[0] == k_, residual.shape[0] > 0
-        bk = y.dtype.type(0)
-        for b in range(nb):
-            for k in range(k_):
-                row = y[b, k]
-                e = residual[n0 + b, k] if has_res else row
-                if has_bias:
-                    bk = bias[k]
-                for p in range(p_):
-                    v = row[p]
-                    if has_bias:
-                        v = v + bk
-                    if has_res:
-                        v = v + e[p]
-                    if relu and v < 0:
-                        v = 0
-                    row[p] = v
-
-    return {"im2col_nchw": im2col_nchw, "shift_columns": shift_columns, "shift_sum": shift_sum,
-            "conv_epilogue": conv_epilogue}
 
 
 def _build_losses(numba):

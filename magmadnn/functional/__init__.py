@@ -50,6 +50,7 @@ from .conv import (
     conv1d,
     conv1d_padding,
     conv2d,
+    conv2d_arguments,
     conv2d_output_shape,
     conv2d_padding,
     conv_transpose2d,
@@ -69,7 +70,7 @@ from .elementwise import (  # noqa: A004
     scale,
 )
 from .embeddings import EmbeddingFunction, embedding
-from .linear import DenseFunction, dense
+from .linear import DenseFunction, dense, dense_arguments
 from .losses import (
     EPSILON,
     SoftmaxCrossEntropyFunction,
@@ -131,6 +132,7 @@ from .pooling import (
     global_max_pool2d,
     max_pool1d,
     max_pool2d,
+    pool2d_arguments,
 )
 from .recurrent import GRUFunction, LSTMFunction, gru, gru_steps, lstm, lstm_steps, simple_rnn_steps
 from .regularization import DropoutFunction, dropout

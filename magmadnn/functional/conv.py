@@ -5,7 +5,8 @@ from __future__ import annotations
 import numbers
 
 from .._checks import Plans
-from ..autograd import Function, Tensor, is_grad_enabled
+from ..autograd import Function, Tensor
+from ..autograd import _state as _grad_state  # (is_grad_enabled() without its call)
 from ..backend import geometry
 from ._base import _as_tensor, _need_ndim, _same_dtype, signature
 from .operators import reshape, transpose
@@ -39,7 +40,7 @@ class Conv2dFunction(Function):
                 activation=None):
         self.x, self.w, self.has_bias, self.activation = x, w, b is not None, activation
         self.geom = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
-        self.saved = {} if is_grad_enabled() else None  # None: nothing is kept for a backward (inference)
+        self.saved = {} if _grad_state.enabled else None  # None: nothing is kept for a backward (inference)
         xp = self.xp
         if activation is None or activation not in getattr(xp, "FUSED_ACTIVATIONS", ()):
             y = xp.conv2d_forward(x, w, bias=b, saved=self.saved, **self.geom)
@@ -81,6 +82,13 @@ def conv2d(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=N
 
 
 _CONV2D_PLANS = Plans()
+
+
+def conv2d_arguments(x, w, b=None, stride=1, padding=0, dilation=1, groups=1, activation=None) -> dict:
+    """The keyword arguments of ``Conv2dFunction.apply(x, w(, b), **arguments)`` that ``conv2d`` runs for operands of
+    these shapes and dtypes, after every check."""
+    return _plan_conv2d(_as_tensor(x), _as_tensor(w), None if b is None else _as_tensor(b), stride, padding,
+                        dilation, groups, activation)
 
 
 def _plan_conv2d(x, w, b, stride, padding, dilation, groups, activation) -> dict:

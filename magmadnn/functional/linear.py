@@ -8,26 +8,40 @@ from .._checks import Plans
 from ..autograd import Function, Tensor
 from ..backend import geometry
 from ._base import _as_tensor, _need_ndim, _same_dtype, signature
-from .operators import reshape
 
 __all__ = ["dense"]
 
 
 class DenseFunction(Function):
-    def forward(self, x, w, b=None, activation=None, alpha=0.0):
+    """``x @ w (+ b)`` (then the fused ``activation``); ``rows``: x of rank > 2, its leading axes taken as ``rows``
+    rows of one matrix product (views of x and of the gradients, one node on the tape)."""
+
+    def forward(self, x, w, b=None, activation=None, alpha=0.0, rows=None):
+        xp = self.xp
+        self.lead = None
+        if rows is not None:
+            self.lead = x.shape[:-1]
+            x = xp.reshape(x, (rows, x.shape[-1]))
         self.x, self.w, self.has_bias, self.activation, self.alpha = x, w, b is not None, activation, alpha
-        y = self.xp.matmul(x, w)
+        y = xp.matmul(x, w)
         if activation is not None:  # the epilogue: bias and activation in one op (one launch on the device)
-            self.y, self.z = self.xp.bias_activation(y, b, activation, alpha)
-            return self.y
-        return y if b is None else self.xp.bias_add(y, b)
+            self.y, self.z = xp.bias_activation(y, b, activation, alpha)
+            y = self.y
+        elif b is not None:
+            y = xp.bias_add(y, b)
+        return y if rows is None else xp.reshape(y, (*self.lead, y.shape[1]))
 
     def backward(self, g):
         xp, need = self.xp, self.needs_input_grad
+        lead = self.lead
+        if lead is not None:
+            g = xp.reshape(g, (self.x.shape[0], g.shape[-1]))
         gb = None
         if self.activation is not None:  # the activation's gradient and the bias gradient in one op
             g, gb = xp.bias_activation_backward(g, self.z, self.y, self.activation, self.alpha, bias=need[2])
         gx = xp.matmul(g, self.w, transpose_b=True) if need[0] else None
+        if gx is not None and lead is not None:
+            gx = xp.reshape(gx, (*lead, gx.shape[1]))
         gw = xp.matmul(self.x, g, transpose_a=True) if need[1] else None
         if not self.has_bias:
             return gx, gw
@@ -40,21 +54,29 @@ def dense(x, w, b=None, activation=None, alpha=0.0) -> Tensor:
     ``geometry.ACTIVATIONS``, slope/scale ``alpha``; needs ``b``): ``activation(dense(x, w, b))`` with the bias and
     the activation as one op, ``bias_activation``."""
     key = signature(x, w, b, activation)
-    lead = _DENSE_PLANS.get(key) if key is not None else None
-    if lead is None:  # every check; the plan: the leading axes to fold into rows (() for a 2-D x)
-        if activation is not None:
-            geometry.check_activation(activation, "dense")
-            if b is None:
-                raise ValueError("dense: a fused activation needs the bias b; apply the activation after dense(x, w)")
+    params = _DENSE_PLANS.get(key) if key is not None else None
+    if params is None:  # every check; the plan: DenseFunction's arguments (the rows of a rank > 2 x)
         x, w = _as_tensor(x), _as_tensor(w)
         b = None if b is None else _as_tensor(b)
-        lead = _DENSE_PLANS.keep(key, _plan_dense(x, w, b))
-    if lead:
-        return reshape(dense(reshape(x, (math.prod(lead), x.shape[-1])), w, b, activation, alpha),
-                       (*lead, w.shape[1]))
+        params = _DENSE_PLANS.keep(key, dense_arguments(x, w, b, activation))
     if activation is not None:
-        return DenseFunction.apply(x, w, b, activation=activation, alpha=float(alpha))
-    return DenseFunction.apply(x, w) if b is None else DenseFunction.apply(x, w, b)
+        params = {**params, "alpha": float(alpha)}
+    return DenseFunction.apply(x, w, **params) if b is None else DenseFunction.apply(x, w, b, **params)
+
+
+def dense_arguments(x, w, b=None, activation=None) -> dict:
+    """The keyword arguments of ``DenseFunction.apply(x, w(, b), **arguments)`` that ``dense(x, w, b, activation)``
+    runs for operands of these shapes and dtypes (``alpha`` given apart), after every check."""
+    if activation is not None:
+        geometry.check_activation(activation, "dense")
+        if b is None:
+            raise ValueError("dense: a fused activation needs the bias b; apply the activation after dense(x, w)")
+    x, w = _as_tensor(x), _as_tensor(w)
+    lead = _plan_dense(x, w, None if b is None else _as_tensor(b))
+    params = {} if activation is None else {"activation": activation}
+    if lead:
+        params["rows"] = math.prod(lead)
+    return params
 
 
 _DENSE_PLANS = Plans()

@@ -7,6 +7,7 @@ import numbers
 
 from .._checks import Plans
 from ..autograd import Function, Tensor
+from ..autograd import _state as _grad_state  # (is_grad_enabled() without its call)
 from ._base import _as_tensor, _same_dtype, signature
 from .operators import add, multiply, reshape
 
@@ -27,7 +28,8 @@ class BatchNormInferFunction(Function):
     def forward(self, x, gamma, beta, running_mean, running_var, eps):
         xp = self.xp
         self.x, self.gamma, self.mean = x, gamma, running_mean
-        self.inv_std = xp.divide(1.0, xp.sqrt(xp.add(running_var, eps)))
+        if _grad_state.enabled:  # what a backward reads (none follows a call without grad: no launches for it)
+            self.inv_std = xp.divide(1.0, xp.sqrt(xp.add(running_var, eps)))
         return xp.batch_norm_infer(x, gamma, beta, running_mean, running_var, eps)
 
     def backward(self, g):

@@ -162,14 +162,24 @@ def matmul(a, b) -> Tensor:
 def _expand(xp, g, shape, axis, keepdims, divisor=1):
     """Broadcast the gradient of a reduction back to the input ``shape`` (a real array, not a view), divided by
     ``divisor`` (the mean's count): one op, ``broadcast_divide``."""
+    if not keepdims:
+        try:  # (answered once per shape and axis)
+            kept = _kept_shape(tuple(shape), axis)
+        except TypeError:  # an unhashable axis (a list)
+            kept = _kept_shape.__wrapped__(tuple(shape), axis)
+        g = xp.reshape(g, kept)
+    return xp.broadcast_divide(g, shape, divisor)
+
+
+@functools.lru_cache(maxsize=1024, typed=True)
+def _kept_shape(shape: tuple, axis) -> tuple:
+    """``shape`` with the reduced ``axis`` (None: all; an int or a sequence) kept as size 1."""
     ndim = len(shape)
     if axis is None:
         axes = tuple(range(ndim))
     else:
         axes = tuple(a % ndim for a in ((axis,) if isinstance(axis, numbers.Integral) else axis))
-    if not keepdims:
-        g = xp.reshape(g, tuple(1 if i in axes else n for i, n in enumerate(shape)))
-    return xp.broadcast_divide(g, shape, divisor)
+    return tuple(1 if i in axes else n for i, n in enumerate(shape))
 
 
 class SumFunction(Function):

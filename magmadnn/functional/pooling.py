@@ -34,6 +34,12 @@ def _pool(fn: str, mode: str, x, window, stride, padding) -> Tensor:
 _POOL_PLANS = Plans()
 
 
+def pool2d_arguments(mode: str, x, window, stride=None, padding=0) -> dict:
+    """The keyword arguments of ``Pool2dFunction.apply(x, **arguments)`` that ``max_pool2d`` (``mode`` "max") or
+    ``avg_pool2d`` ("avg") runs for an input of this shape and dtype, after every check."""
+    return {"mode": mode, **_plan_pool(f"{mode}_pool2d", _as_tensor(x), window, stride, padding)}
+
+
 def _plan_pool(fn: str, x, window, stride, padding) -> dict:
     _need_ndim(x, 4, fn, "x", "(N, C, H, W)")
     window = geometry.int_pair(window, "window", fn)

@@ -6,6 +6,7 @@ from __future__ import annotations
 from .. import _checks
 from .. import functional as F
 from ..backend import geometry
+from . import plans as _plans
 from .base import Layer, register
 
 __all__ = ["Activation", "LeakyReLU", "Softmax", "LogSoftmax", "apply_activation"]
@@ -46,6 +47,13 @@ class Activation(Layer):
 
     def call(self, x, training=False):
         return apply_activation(x, self.kind, self.alpha)
+
+    def _plan_call(self, x, training):
+        kind = geometry.ACTIVATION_ALIASES.get(self.kind, self.kind)
+        if kind not in geometry.ACTIVATIONS:  # linear (x itself) and softmax run in full
+            return None
+        alpha = float(_DEFAULT_ALPHA.get(kind, 0.0) if self.alpha is None else self.alpha)
+        return _plans.op_plan(self, training, F.ActivationFunction.apply, (), {"kind": kind, "alpha": alpha})
 
     def get_config(self):
         return {"kind": self.kind or "linear", "alpha": self.alpha, **super().get_config()}

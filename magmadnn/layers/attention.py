@@ -3,6 +3,8 @@ Attention (dot-product) and AdditiveAttention."""
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 
 from .. import _checks, initializers
@@ -158,11 +160,47 @@ class MultiHeadAttention(Layer):
                                  "in all of a model's calls or in none (use two layers)")
             self.causal = causal
             return super().__call__(inputs, training=training)
+        if causal == self.causal:  # (nothing to set: the layer's call plans hold)
+            return super().__call__(inputs, training=training)
         saved, self.causal = self.causal, causal
         try:
             return super().__call__(inputs, training=training)
         finally:
             self.causal = saved
+
+    def _plan_call(self, x, training):
+        """Self-attention on one unmasked sequence (B, T, d) without dropout: the four projections as dense nodes
+        and the heads as one ``attention_heads`` node, as :meth:`call` runs them."""
+        if x.__class__ is list or x.ndim != 3 or (self.dropout and training) or \
+                self.__dict__.get("_explicit") is not None:
+            return None
+        p = self._params
+        weights = tuple((name, w.data.shape, w.data.dtype) for name, w in p.items())
+        dense, attend = F.DenseFunction.apply, F.AttentionHeadsFunction.apply
+        rows, heads, causal, bias = x.shape[0] * x.shape[1], self.num_heads, bool(self.causal), self.use_bias
+        scale = 1.0 / math.sqrt(self.key_dim)  # (attention_heads' default: 1/sqrt(dk))
+
+        def run(layer, x):
+            p = layer._params
+            for name, shape, dtype in weights:
+                a = p[name].data
+                if a.shape != shape or a.dtype != dtype:
+                    return layer._run(x, training)
+            if layer.__dict__.get("_explicit") is not None:  # attention_mask= or the scores asked for
+                return layer._run(x, training)
+            if bias:
+                q = dense(x, p["query_kernel"], p["query_bias"], rows=rows)
+                k = dense(x, p["key_kernel"], p["key_bias"], rows=rows)
+                v = dense(x, p["value_kernel"], p["value_bias"], rows=rows)
+                o = attend(q, k, v, heads=heads, mask=None, scale=scale, causal=causal)
+                return dense(o, p["output_kernel"], p["output_bias"], rows=rows)
+            q = dense(x, p["query_kernel"], rows=rows)
+            k = dense(x, p["key_kernel"], rows=rows)
+            v = dense(x, p["value_kernel"], rows=rows)
+            o = attend(q, k, v, heads=heads, mask=None, scale=scale, causal=causal)
+            return dense(o, p["output_kernel"], rows=rows)
+
+        return run
 
     def call(self, x, training=False, mask=None):
         seqs = x if isinstance(x, list) else [x]

@@ -24,6 +24,7 @@ from .._checks import shape_str
 from .._configurable import Configurable
 from ..autograd import Parameter, Tensor, no_grad
 from . import keras_style
+from . import plans as _layer_plans
 from . import registry as _registry
 from .arguments import KERAS_DEFAULTS, KERAS_ONLY_ARGUMENTS, _refuse_keras_only  # noqa: F401 - re-exported
 from .keras_style import normalise_shapes as _normalise_shapes
@@ -104,11 +105,14 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
     it as ``call(x, training, mask=)``; any other layer refuses a masked input (Keras warns and drops the mask).
     """
 
-    _volatile = frozenset({"rng", "_activity_losses"})  # a random stream (graph replay follows it itself); the
-    # activity penalties of the current forward pass
+    _volatile = frozenset({"rng", "_activity_losses", "_plans", "_plans_at"})  # a random stream (graph replay
+    # follows it itself); the activity penalties of the current forward pass; the call plans (.plans)
     _keras_style = False
     _call_takes_training = True
     _in_build = False
+    _plannable = False  # calls planned per input signature (.plans): set per class
+    _plans: dict = {}  # {input signature: plan} (a layer's own dict once it plans)
+    _plans_at = None  # the stamp (.plans.stamp) its plans hold for
 
     def __init_subclass__(cls, **kwargs):
         super().__init_subclass__(**kwargs)
@@ -120,6 +124,7 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
             cls.build = keras_style.framed(cls.__dict__["build"])
         if cls._keras_style and "call" in cls.__dict__:
             cls.call = keras_style.output_checked(cls.__dict__["call"])
+        cls._plannable = _layer_plans.plannable(cls)
 
     def __init__(self, name: str | None = None, dtype=None, seed: int | None = None, trainable: bool = True,
                  input_shape=None, input_dim=None, activity_regularizer=None, **keras_only):
@@ -151,6 +156,11 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
         self._source = "its input"
         if activity_regularizer is not None:
             self.activity_regularizer = activity_regularizer
+
+    def __setattr__(self, name: str, value) -> None:
+        Configurable.__setattr__(self, name, value)
+        if name[0] != "_":  # a public attribute may change what a call decides: the call plans go (.plans)
+            self.__dict__["_plans_at"] = None
 
     def __getattr__(self, name: str):
         """Keras' attribute access to a layer's weights (``dense.kernel``, ``dense.bias``, ``embedding.embeddings``):
@@ -282,6 +292,12 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
         if mask:
             return self.call(x, training=training, **mask)
         return self.call(x, training=training) if self._call_takes_training else self.call(x)
+
+    def _plan_call(self, x, training: bool):
+        """The plan of a call on the Tensor ``x`` that just ran in full (:mod:`.plans`): a function ``run(layer, x)``
+        doing what ``call`` does for inputs of ``x``'s shape and dtype and this ``training``, without the checks and
+        decisions the full call made; None: such calls always run in full."""
+        return None
 
     def check_input_shape(self, input_shape) -> None:
         """Raise ShapeMismatchError (via ``self.shape_error``) for an input this layer cannot take."""

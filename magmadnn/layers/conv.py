@@ -18,6 +18,7 @@ from __future__ import annotations
 from .. import _checks, initializers
 from .. import functional as F
 from ..backend import geometry
+from . import plans as _plans
 from ._windows import (
     _NCHW,
     _check_chw,
@@ -104,6 +105,16 @@ class Conv2D(_NCHW, Layer):
         y = F.conv2d(x, self._params[self.kernel_name], self._params.get("bias"), stride=self.strides,
                      padding=self.padding, dilation=self.dilation, groups=self.groups, activation=fused)
         return y if fused or self.activation is None else apply_activation(y, self.activation)
+
+    def _plan_call(self, x, training):
+        p, kind = self._params, self.activation
+        fused = kind if kind in geometry.FUSED_ACTIVATIONS else None
+        bias = p.get("bias")
+        names = (self.kernel_name,) if bias is None else (self.kernel_name, "bias")
+        params = F.conv2d_arguments(x, p[self.kernel_name], bias, stride=self.strides, padding=self.padding,
+                                    dilation=self.dilation, groups=self.groups, activation=fused)
+        after = None if fused or kind is None else (lambda y: apply_activation(y, kind))
+        return _plans.op_plan(self, training, F.Conv2dFunction.apply, names, params, after)
 
     def get_config(self):
         config = {"filters": self.filters, "kernel_size": list(self.kernel_size), "strides": list(self.strides),

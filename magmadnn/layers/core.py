@@ -9,6 +9,7 @@ from __future__ import annotations
 from .. import _checks, initializers
 from .. import functional as F
 from ..backend import geometry
+from . import plans as _plans
 from .activations import Activation, LeakyReLU, apply_activation
 from .base import Layer, register
 from .merging import Add
@@ -56,6 +57,17 @@ class Dense(Layer):
             return F.dense(x, self._params["kernel"], bias, kind, geometry.DEFAULT_ALPHA.get(kind, 0.0))
         y = F.dense(x, self._params["kernel"], bias)
         return apply_activation(y, self.activation, axis=-1)
+
+    def _plan_call(self, x, training):
+        p = self._params
+        bias, kind = p.get("bias"), self.activation
+        names = ("kernel",) if bias is None else ("kernel", "bias")
+        fused = bias is not None and kind in geometry.ACTIVATIONS
+        params = F.dense_arguments(x, p["kernel"], bias, kind if fused else None)
+        if fused:
+            params["alpha"] = float(geometry.DEFAULT_ALPHA.get(kind, 0.0))
+        after = None if fused or kind is None else (lambda y: apply_activation(y, kind, axis=-1))
+        return _plans.op_plan(self, training, F.DenseFunction.apply, names, params, after)
 
     def get_config(self):
         return {"units": self.units, "activation": self.activation, "use_bias": self.use_bias,

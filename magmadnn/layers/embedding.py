@@ -7,6 +7,7 @@ import numpy as np
 from .. import _checks, initializers
 from .. import functional as F
 from ..autograd import Tensor
+from ..functional._base import check_values
 from .base import Layer, register
 
 __all__ = ["Embedding"]
@@ -99,6 +100,25 @@ class Embedding(Layer):
 
     def call(self, x, training=False):
         return F.embedding(self._params["embeddings"], x)
+
+    def _plan_call(self, x, training):
+        table = self._params["embeddings"].data
+        shape, dtype, rows = table.shape, table.dtype, table.shape[0]
+        apply, check = F.EmbeddingFunction.apply, check_values
+        message = (f"embedding: index {{bad}} is out of range for a table of {rows} rows; expected indices in "
+                   f"[0, {rows})")
+
+        def run(layer, x):  # the ids' values checked at each call, as F.embedding does
+            table = layer._params["embeddings"]
+            if table.data.shape != shape or table.data.dtype != dtype:
+                return layer._run(x, training)
+            data = x.data
+            check(table.xp, data, message, 0, rows)
+            if isinstance(data, np.ndarray):
+                data = data.astype(np.int64, copy=False)
+            return apply(table, table.xp.asarray(data))
+
+        return run
 
     def get_config(self):
         return {"input_dim": self.input_dim, "output_dim": self.output_dim,

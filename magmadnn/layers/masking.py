@@ -8,7 +8,12 @@ layer refuses a masked input (Keras warns and drops the mask). Symbolic calls fo
 
 from __future__ import annotations
 
+from .. import autograd as _autograd
+from . import plans as _plans
+
 __all__ = ["MaskingMixin"]
+
+_MISSING = object()
 
 
 class MaskingMixin:
@@ -22,14 +27,29 @@ class MaskingMixin:
         """``call`` with the masks riding on the Tensors: the input's mask given to a layer that ``uses_mask``,
         the output's (``compute_mask``) attached to it; a masked input to a layer without masking is an error."""
         many = isinstance(inputs, list)
+        key = None
         if not many and not self.makes_mask and getattr(inputs, "_mask", None) is None:
-            return self._run(inputs, training)  # the common case, at the cost of one attribute look-up
-        if many and not self.makes_mask and type(self).compute_mask is MaskingMixin.compute_mask:
+            if not self._plannable:
+                return self._run(inputs, training)  # the common case, at the cost of one attribute look-up
+            data = inputs.data
+            key = (data.shape, data.dtype, training)  # the call's plan for this input signature (.plans)
+        elif many and not self.makes_mask and type(self).compute_mask is MaskingMixin.compute_mask:
             for t in inputs:  # several inputs, none masked (Add, Concatenate): no mask in, none made
                 if getattr(t, "_mask", None) is not None:
                     break
             else:
-                return self._run(inputs, training)
+                if not (self._plannable and len(inputs) == 2):  # (two inputs planned: residual adds)
+                    return self._run(inputs, training)
+                a, b = inputs[0].data, inputs[1].data
+                key = (a.shape, a.dtype, b.shape, b.dtype, training)
+        if key is not None:
+            if self._plans_at == _autograd._trainable_changes:
+                plan = self._plans.get(key, _MISSING)
+                if plan is not None and plan is not _MISSING:
+                    return plan(self, inputs)
+                if plan is None:  # (a call that is never planned)
+                    return self._run(inputs, training)
+            return _plans.first_call(self, inputs, training, key)
         masks = [getattr(t, "_mask", None) for t in (inputs if many else [inputs])]
         mask = masks if many else masks[0]
         if all(m is None for m in masks):

@@ -46,6 +46,12 @@ class Add(_Merge):
 
     merge = staticmethod(F.add)
 
+    def _plan_call(self, xs, training):
+        if len(xs) != 2:
+            return None
+        apply = F.AddFunction.apply
+        return lambda layer, xs: apply(xs[0], xs[1])
+
 
 @register
 class Subtract(_Merge):

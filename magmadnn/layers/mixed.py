@@ -44,6 +44,7 @@ class MixedPrecisionMixin:
             self._user_dtype = None if policy is None else mixed_precision.numpy_dtype(policy.variable_dtype)
         self._policy = self._user_policy
         self._compute = _compute_of(self._policy)
+        self._plans_at = None  # the call plans decided their casts under the old policy
 
     @property
     def dtype_policy(self) -> mixed_precision.DTypePolicy:
@@ -62,6 +63,7 @@ class MixedPrecisionMixin:
         self._user_policy = self._policy = policy
         self._user_dtype = mixed_precision.numpy_dtype(policy.variable_dtype)
         self._compute = _compute_of(policy)
+        self._plans_at = None  # the call plans decided their casts under the old policy
 
     @property
     def compute_dtype(self) -> str:

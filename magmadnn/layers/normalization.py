@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from .. import _checks
 from .. import functional as F
+from . import plans as _plans
 from .base import Layer, register
 
 __all__ = ["BatchNorm", "LayerNorm", "RMSNorm", "GroupNorm", "BatchNormalization", "LayerNormalization",
@@ -54,6 +55,28 @@ class BatchNorm(Layer):
         return F.batch_norm(x, self._params["gamma"], self._params["beta"], self._state["running_mean"],
                             self._state["running_var"], training, momentum=self.momentum, eps=self.eps,
                             sync=self.sync, unbiased=self.unbiased_running_var)
+
+    def _plan_call(self, x, training):
+        if self.sync is not None:
+            return None
+        if training and self._trainable:
+            apply = F.BatchNormTrainFunction.apply
+            params = {"momentum": self.momentum, "eps": self.eps, "unbiased": bool(self.unbiased_running_var)}
+        else:
+            apply, params = F.BatchNormInferFunction.apply, {"eps": self.eps}
+        shapes = {name: (w.data.shape, w.data.dtype) for name, w in self._params.items()}
+        stats = tuple(tuple(self._state[n].shape) for n in ("running_mean", "running_var"))
+
+        def run(layer, x):
+            p, s = layer._params, layer._state
+            gamma, beta, mean, var = p["gamma"], p["beta"], s["running_mean"], s["running_var"]
+            if (gamma.data.shape, gamma.data.dtype) != shapes["gamma"] or \
+                    (beta.data.shape, beta.data.dtype) != shapes["beta"] or \
+                    (tuple(mean.shape), tuple(var.shape)) != stats:
+                return layer._run(x, training)
+            return apply(x, gamma, beta, running_mean=mean, running_var=var, **params)
+
+        return run
 
     def get_config(self):
         return {"momentum": self.momentum, "eps": self.eps, **super().get_config()}
@@ -115,6 +138,11 @@ class BatchNormalization(BatchNorm):
         moved = F.transpose(x, order) if axis != x.ndim - 1 else x
         out = F.reshape(super().call(F.reshape(moved, (-1, x.shape[axis])), training), moved.shape)
         return F.transpose(out, [order.index(d) for d in range(x.ndim)]) if axis != x.ndim - 1 else out
+
+    def _plan_call(self, x, training):
+        if self._axis(x.ndim) != 1 or x.ndim not in (2, 4):  # (another layout runs in full)
+            return None
+        return super()._plan_call(x, training)
 
     def get_config(self):
         config = super().get_config()
@@ -178,6 +206,12 @@ class LayerNorm(_LastAxisNorm):
 
     def normalise_last(self, x):
         return F.layer_norm(x, self._params["gamma"], self._params["beta"], self.eps)
+
+    def _plan_call(self, x, training):
+        if self._normalised_axis(x.ndim) != x.ndim - 1:  # (a transposed axis runs in full)
+            return None
+        params = {"eps": float(self.eps), "rms": False}
+        return _plans.op_plan(self, training, F.LayerNormFunction.apply, ("gamma", "beta"), params)
 
 
 @register

@@ -5,6 +5,7 @@ through the 2-D paths on (N, F, 1, T)."""
 from __future__ import annotations
 
 from .. import functional as F
+from . import plans as _plans
 from ._windows import (
     _NCHW,
     _check_chw,
@@ -45,6 +46,10 @@ class _Pool2D(_NCHW, Layer):
     def call(self, x, training=False):
         pool = F.max_pool2d if self.mode == "max" else F.avg_pool2d
         return pool(x, self.pool_size, stride=self.strides, padding=self.padding)
+
+    def _plan_call(self, x, training):
+        params = F.pool2d_arguments(self.mode, x, self.pool_size, stride=self.strides, padding=self.padding)
+        return _plans.op_plan(self, training, F.Pool2dFunction.apply, (), params)
 
     def get_config(self):
         return {"pool_size": list(self.pool_size), "strides": list(self.strides),
@@ -165,6 +170,9 @@ class GlobalAveragePooling1D(_GlobalPooling1D):
     ``Embedding(mask_zero=True)``) the mean over the unmasked steps only, as Keras."""
 
     supports_masking = uses_mask = True
+
+    def _plan_call(self, x, training):  # (a masked call is never planned)
+        return _plans.op_plan(self, training, F.MeanFunction.apply, (), {"axis": 1, "keepdims": self.keepdims})
 
     def call(self, x, training=False, mask=None):
         if mask is None:

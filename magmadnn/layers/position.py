@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from .. import functional as F
 from .. import initializers
+from . import plans as _plans
 from .base import Layer, register
 
 __all__ = ["PositionEmbedding"]
@@ -26,6 +27,9 @@ class PositionEmbedding(Layer):
 
     def call(self, x, training=False):
         return F.add(x, self._params["embeddings"])
+
+    def _plan_call(self, x, training):
+        return _plans.op_plan(self, training, F.AddFunction.apply, ("embeddings",))
 
     def get_config(self):
         return {"initializer": self.initializer.to_config(), **super().get_config()}

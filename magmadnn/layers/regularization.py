@@ -11,6 +11,11 @@ from .registry import derive_seed
 __all__ = ["Dropout", "SpatialDropout1D", "SpatialDropout2D", "GaussianNoise"]
 
 
+def _identity(layer, x):
+    """The plan of a call that returns its input (Dropout at inference)."""
+    return x
+
+
 @register
 class Dropout(Layer):
     """Inverted dropout while training (drop with probability ``rate``), identity at inference."""
@@ -33,6 +38,12 @@ class Dropout(Layer):
         if not training or self.rate == 0.0:
             return x
         return F.dropout(x, self.rate, True, self.rng)
+
+    def _plan_call(self, x, training):
+        if not training or self.rate == 0.0:
+            return _identity
+        apply, rate = F.DropoutFunction.apply, float(self.rate)
+        return lambda layer, x: apply(x, rate=rate, rng=layer.rng)
 
     def get_config(self):
         return {"rate": self.rate, **super().get_config()}

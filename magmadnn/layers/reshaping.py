@@ -8,6 +8,7 @@ import numbers
 
 from .. import _checks
 from .. import functional as F
+from . import plans as _plans
 from ._windows import _sizes
 from .base import Layer, register, shape_str
 from .merging import Concatenate
@@ -29,6 +30,9 @@ class Flatten(Layer):
 
     def call(self, x, training=False):
         return F.flatten(x)
+
+    def _plan_call(self, x, training):
+        return _plans.op_plan(self, training, F.ReshapeFunction.apply, (), {"shape": (x.shape[0], -1)})
 
 
 @register

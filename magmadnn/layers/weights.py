@@ -127,6 +127,7 @@ class WeightsMixin:
         if self._user_policy is None and self._user_dtype is None:
             self._policy = model_policy
             self._compute = _compute_of(model_policy)
+            self._plans_at = None  # the call plans decided their casts under the old policy (.plans)
         if self._user_dtype is not None:
             dtype = self._user_dtype
         else:

@@ -217,14 +217,18 @@ class Trainer:
             counted = getattr(metric, "counted", lambda *_: None)(y, shape)
             tally.add(prefix + metric.name, hits, m if counted is None else counted)
 
-    def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None):
+    def _train_step(self, xs: list[np.ndarray], y: np.ndarray, check: bool, tally: Tally | None = None,
+                    _quiet: bool = False):
         """One training step on one batch (see :func:`.step.train_step`), replayed as a graph when compiled
         with ``graph=True`` and nothing is read back (``check`` False). Under a LossScaleOptimizer an overflow is
-        a skipped step, computed silently as on a GPU (no NumPy warnings from the host's arithmetic)."""
-        with np.errstate(all="ignore") if self.optimizer.skips_nonfinite else contextlib.nullcontext():
-            if self._graphs is not None and not check and self._graphs.run("train", xs, y, tally) is not None:
-                return None
-            return train_step(self, xs, y, check, tally)
+        a skipped step, computed silently as on a GPU (no NumPy warnings from the host's arithmetic; ``_quiet``:
+        silenced already)."""
+        if self.optimizer.skips_nonfinite and not _quiet:
+            with np.errstate(all="ignore"):
+                return self._train_step(xs, y, check, tally, _quiet=True)
+        if self._graphs is not None and not check and self._graphs.run("train", xs, y, tally) is not None:
+            return None
+        return train_step(self, xs, y, check, tally)
 
     def fit(self, x=None, y=None, batch_size: int | None = None, epochs: int = 1, validation_split: float = 0.0,
             validation_data=None, shuffle: bool = True, callbacks=None, verbose="auto",

@@ -292,8 +292,8 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
                 values[id(node)] = feeds[id(node)]
                 continue
             if node.index is None:
-                args = [values[id(parent)] for parent in node.parents]
-                values[id(node)] = node.layer.call_masked(args if node.many else args[0], training)
+                args = [values[id(parent)] for parent in node.parents] if node.many else values[id(node.parents[0])]
+                values[id(node)] = node.layer.call_masked(args, training)
             else:
                 if id(node.call) not in values:  # several outputs: the layer runs once for all of them
                     args = [values[id(parent)] for parent in node.parents]
@@ -362,8 +362,8 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
     def _input_dtypes(self) -> list[np.dtype]:
         """Per model input: its Input's integer or bool dtype (token ids for an Embedding), else the model's
         dtype."""
-        return [node.layer.dtype if node.layer.dtype is not None and (
-            node.layer.dtype.kind in "iub" or getattr(node.layer, "_exact_dtype", False)) else self.dtype
+        return [node.layer.dtype if node.layer.dtype is not None and (  # (ONNX's _exact_dtype: an instance's own)
+            node.layer.dtype.kind in "iub" or node.layer.__dict__.get("_exact_dtype", False)) else self.dtype
                 for node in self.inputs]
 
     def _cast_inputs(self, arrays) -> list[np.ndarray]:
@@ -373,7 +373,8 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
     def _input_tensors(self, arrays) -> list[Tensor]:
         """Host input arrays as Tensors on the model's backend, each in its input's dtype (an input an op node
         reads as a shape stays a host array)."""
-        tensors = [Tensor(self.xp.asarray(a, dtype), backend=self.xp) for a, dtype in zip(arrays, self._input_dtypes())]
+        xp = self.xp
+        tensors = [Tensor._of(xp.asarray(a, dtype), xp) for a, dtype in zip(arrays, self._input_dtypes())]
         for k in self._host_inputs:
             tensors[k] = np.asarray(arrays[k])
         return tensors

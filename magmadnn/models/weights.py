@@ -6,9 +6,12 @@ from __future__ import annotations
 import numpy as np
 
 from .._checks import shape_str
+from ..layers.weights import WeightsMixin
 from ..saving import ArchitectureMismatchError, ModelFileError
 
 __all__ = ["Weights"]
+
+_layer_parameters = WeightsMixin.parameters  # a layer's own parameters(): its ``_params``, in order
 
 
 class Weights:
@@ -16,7 +19,11 @@ class Weights:
 
     def parameters(self) -> list:
         """Every Parameter in layer order, frozen ones included (their positions key the optimizer's slots)."""
-        return [p for layer in self._all_layers for p in layer.parameters()]
+        out: list = []
+        for layer in self._all_layers:  # (each step: a loop without a frame per layer where parameters() is a layer's)
+            out.extend(layer._params.values() if layer.__class__.parameters is _layer_parameters else
+                       layer.parameters())
+        return out
 
     # -- Keras' trainable flag and weight lists
     @property

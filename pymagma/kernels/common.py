@@ -133,3 +133,8 @@ def _out_for(out, shape, dtype, device, what: str):
 
 def _ptr(a) -> c_void_p:
     return c_void_p(a.ptr if a is not None else None)
+
+
+#: The NULL pointer argument, one never-modified object: a hot launcher passes ``NULL if a is None else a.ptr``
+#: (an int, which every launcher packs as a c_void_p) without a call to :func:`_ptr`.
+NULL = c_void_p()

@@ -10,7 +10,7 @@ import numpy as np
 
 from .. import array as _array
 from . import programs
-from .common import _c_strides, _device_array, _elem_strides, _float_dtype, _out_for, _ptr, _run, _same, make_strides3
+from .common import _device_array, _elem_strides, _float_dtype, _out_for, _ptr, _run, _same, geometry, make_strides3
 
 _DeviceArray = _array.DeviceArray
 
@@ -49,6 +49,19 @@ def _broadcast_strides(a, shape) -> tuple[int, ...]:
     strides = (0,) * (len(shape) - a.ndim) + _elem_strides(a)
     dims = (1,) * (len(shape) - a.ndim) + tuple(a.shape)
     return tuple(0 if n == 1 else s for n, s in zip(dims, strides))
+
+
+def _broadcast_geometry(shape: tuple, a, b=None):
+    """The Strides3 of ``a`` (and ``b``) broadcast to ``shape`` and of a C-contiguous result of ``shape``, made once
+    per layout (``geometry``; its stride where a size is 1 is 0, read nowhere)."""
+    size = a.itemsize
+    out = (shape, _array._c_strides_cached(shape, size), size)
+    if b is None:
+        return geometry(shape, (a.shape, a.strides, size), out)
+    return geometry(shape, (a.shape, a.strides, size), (b.shape, b.strides, b.itemsize), out)
+
+
+_BROADCASTING: set = set()  # (x shape, shape) pairs broadcast_divide found to broadcast
 
 
 def _is_scalar(v) -> bool:
@@ -91,7 +104,7 @@ def binary(op: str, a, b, out=None):
         _run("elementwise", programs.expression("binary", dtype), a, n,
              [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n)])
         return out
-    s = make_strides3(shape, _broadcast_strides(a, shape), _broadcast_strides(b, shape), _c_strides(shape))
+    s = _broadcast_geometry(shape, a, b)
     _run("elementwise", programs.expression("binary_strided", dtype), a, n,
          [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n), s])
     return out
@@ -249,11 +262,15 @@ def broadcast_divide(x, shape, divisor: float = 1.0):
     """A new C-contiguous array of ``shape``: ``x`` broadcast to it (NumPy's rules) with every element divided by
     ``divisor``, in one launch (a reduction's gradient: the sum's with divisor 1, the mean's with the count)."""
     dtype = _float_dtype(x, "broadcast_divide")
-    shape = tuple(int(d) for d in shape)
-    if len(shape) < x.ndim or any(n not in (1, m) for n, m in zip(x.shape[::-1], shape[::-1])):
-        raise ValueError(f"broadcast_divide: shape {x.shape} does not broadcast to {shape}")
-    out = _array.empty(shape, x.dtype, device=x.device)
-    s = make_strides3(shape, _broadcast_strides(x, shape), _c_strides(shape))
+    shape = tuple(map(int, shape))
+    if (x.shape, shape) not in _BROADCASTING:  # (checked once per pair of shapes)
+        if len(shape) < x.ndim or any(n not in (1, m) for n, m in zip(x.shape[::-1], shape[::-1])):
+            raise ValueError(f"broadcast_divide: shape {x.shape} does not broadcast to {shape}")
+        if len(_BROADCASTING) >= 1024:
+            _BROADCASTING.clear()
+        _BROADCASTING.add((x.shape, shape))
+    out = _array._empty(shape, x.dtype, x.device)  # (a tuple of ints, checked above: x's dtype and device)
+    s = _broadcast_geometry(shape, x)
     _run("elementwise", programs.expression("divide_strided", dtype), x, out.size,
          [x.ptr, out.ptr, c_longlong(out.size), s, c_double(float(divisor))])
     return out

@@ -680,6 +680,8 @@ class SimulatedMagma:
         return sorted(n for n in M.SIGNATURES if self.has(n))
 
     def bind(self, name: str):
+        if (call := self._wrappers.get(name)) is not None and not self.hidden:
+            return call  # bound before and nothing hidden since: every check below passed then
         if name not in M.SIGNATURES:
             raise AttributeError(f"MAGMA has no prototype for {name!r} in pymagma's tables")
         if not self.modelled(name):
@@ -687,10 +689,7 @@ class SimulatedMagma:
                                     f"{M.SIGNATURES[name].family}")
         if not self.has(name):
             raise MissingSymbolError(self.symbol_name(name), LIBRARY_NAME, self._why_missing(name))
-        call = self._wrappers.get(name)
-        if call is None:
-            call = self._wrappers[name] = self._wrap(name)
-        return call
+        return call if call is not None else self._wrappers.setdefault(name, self._wrap(name))
 
     def __getattr__(self, name: str):
         if name.startswith("_"):

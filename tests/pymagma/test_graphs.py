@@ -251,3 +251,24 @@ def test_what_the_garbage_collector_frees_during_a_capture_is_freed_after_it():
         assert len(sim.runtime.blocks) == blocks - 2  # the old graph's block and the pinned buffer: freed after it
         graph.launch()
         np.testing.assert_array_equal(y.get(), np.ones((4, 4), np.float32))
+
+
+def test_frees_held_back_wait_while_another_thread_captures():
+    """A safe point reached on another thread (its run_deferred) makes no held-back free while this thread captures
+    in global mode (that thread's cudaFree would spoil the capture); the free is made once the capture has ended."""
+    with simulator.simulated("full") as sim:
+        x = pymagma.asarray(np.ones((4, 4), np.float32))
+        with graphs.capture() as old:
+            kept = kernels.relu(x)
+        with graphs.capture() as graph:
+            y = kernels.relu(x)
+            blocks = len(sim.runtime.blocks)
+            del old, kept
+            gc.collect()  # the old graph's release: held back
+            worker = threading.Thread(target=runtime.run_deferred)
+            worker.start()
+            worker.join()
+            assert len(sim.runtime.blocks) == blocks  # nothing freed while this thread captures
+        assert len(sim.runtime.blocks) == blocks - 1  # the old graph's pool block: freed after the capture
+        graph.launch()
+        np.testing.assert_array_equal(y.get(), np.ones((4, 4), np.float32))

@@ -29,7 +29,8 @@ def activation_forward(x, kind, alpha=0.0):
         x = x if x.is_c_contiguous else _contiguous(x)
         return _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None) \
             .forward(x)
-    _geometry.check_activation(kind, "activation_forward")
+    if kind not in _geometry.ACTIVATIONS:
+        _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
         return _k.leaky_relu(x, float(alpha))
     return _k.unary("exp" if kind == "exponential" else kind, x)
@@ -38,12 +39,14 @@ def activation_forward(x, kind, alpha=0.0):
 def activation_backward(dy, x, y, kind, alpha=0.0):
     """dx of ``activation_forward``. Without x (relu, sigmoid, tanh after a fused convolution) the gradient comes
     from y alone with a kernel: cuDNN may derive it from x."""
-    _geometry.check_activation(kind, "activation_backward")
+    if kind not in _geometry.ACTIVATIONS:
+        _geometry.check_activation(kind, "activation_backward")
     if x is None:
         if kind not in FUSED_ACTIVATIONS:
             raise ValueError(f"activation_backward: {kind} needs the forward input x")
         return _k.activation_backward(kind, dy, None, y)
-    _same_dtype("activation_backward", dy, x, y)
+    if x.dtype is not dy.dtype or (y is not None and y.dtype is not dy.dtype):  # (one dtype: no call)
+        _same_dtype("activation_backward", dy, x, y)
     if kind in _CUDNN_ACTIVATIONS:
         x = x if x.is_c_contiguous else _contiguous(x)
         if y is None:

@@ -98,7 +98,8 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     if activation is not None and activation not in FUSED_ACTIVATIONS:
         raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
                          f"{FUSED_ACTIVATIONS} or None")
-    _same_dtype("conv2d_forward", x, w, bias)
+    if w.dtype is not x.dtype or (bias is not None and bias.dtype is not x.dtype):  # (one dtype: no call)
+        _same_dtype("conv2d_forward", x, w, bias)
     if bias is not None and bias.shape != w.shape[:1]:
         raise ValueError(f"conv2d_forward: bias must have shape ({w.shape[0]},) (one per filter), got "
                          f"{tuple(bias.shape)}")
@@ -122,7 +123,8 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     shape = tuple(map(int, x_shape))
-    _same_dtype("conv2d_backward_data", dy, w)
+    if w.dtype is not dy.dtype:
+        _same_dtype("conv2d_backward_data", dy, w)
     extra, plan = _planned(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
     if not any(extra):
@@ -132,7 +134,8 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
-    _same_dtype("conv2d_backward_filter", dy, x)
+    if x.dtype is not dy.dtype:
+        _same_dtype("conv2d_backward_filter", dy, x)
     x = x if x.is_c_contiguous else _contiguous(x)
     plan = saved.get("plan") if saved else None
     if plan is not None and plan.w_shape == tuple(w_shape):

@@ -62,7 +62,8 @@ def running_stat_update(running, batch, momentum):
 
 def layer_norm_forward(x, gamma, beta, eps, rms=False):
     """One block per row: ``(y, (mean, rstd))``."""
-    _same_dtype("layer_norm_forward", x, gamma, beta)
+    if (gamma is not None and gamma.dtype is not x.dtype) or (beta is not None and beta.dtype is not x.dtype):
+        _same_dtype("layer_norm_forward", x, gamma, beta)
     y, mean_, rstd = _dk.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
     return y, (mean_, rstd)
 
@@ -70,7 +71,8 @@ def layer_norm_forward(x, gamma, beta, eps, rms=False):
 def layer_norm_backward(dy, x, gamma, ctx, rms=False):
     """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
     mean_, rstd = ctx
-    _same_dtype("layer_norm_backward", dy, x, gamma)
+    if x.dtype is not dy.dtype or (gamma is not None and gamma.dtype is not dy.dtype):
+        _same_dtype("layer_norm_backward", dy, x, gamma)
     if gamma is None:
         return _dk.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms)), None, None
     return _dk.layer_norm_backward_params(dy, x, gamma, mean_, rstd, rms=bool(rms))  # one launch (few rows) or two

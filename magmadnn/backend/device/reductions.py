@@ -29,7 +29,7 @@ sum_to_shape = _reductions.sum_to_shape_op(functools.partial(_k.reduce, "sum", k
 
 def channel_sum(a):
     """Sum of ``a`` over every axis but 1."""
-    return _k.reduce("sum", a, axis=tuple(d for d in range(a.ndim) if d != 1))
+    return _k.reduce("sum", a, axis=(0, *range(2, a.ndim)) if a.ndim else ())  # (no generator frame per call)
 
 
 def broadcast_divide(a, shape, divisor=1):

@@ -119,23 +119,29 @@ def _residual(residual, plan, dtype, shape):
 
 
 def _shifted(jit, plan, x, w, flat, bias, relu, residual):
-    """Vertical stride 1: the input rows shifted by each kernel column, z (C*S, B*Hz*Wo) (S copies of the input,
-    not R*S), times the kernel rows stacked, (R*K, C*S): t (R*K, B*Hz*Wo), one GEMM; output row i sums the R kernel
-    rows' partial products t[r, :, :, i + r*dh] (with bias, residual and ReLU) in one pass."""
+    """Vertical stride 1: the input rows of a group of samples stacked (sharing their zero padding rows: a sample
+    takes H + max(top, bottom pad) rows, not Ho + (R-1)*dh), shifted by each kernel column, z (C*S, T*Wo) (S copies
+    of the input, not R*S), times the kernel rows stacked, (R*K, C*S): t (R*K, T*Wo), one GEMM; output row i of
+    sample b sums the R kernel rows' partial products t[r, :, b*hs + i + r*dh] (with bias, residual and ReLU) in one
+    pass."""
     k, r_, s_ = plan.k, plan.kh, plan.kw
-    hz = plan.ho + (r_ - 1) * plan.dh
-    per = plan.c * s_ * hz * plan.wo
+    pt, pb = plan.pads[0], plan.pads[1]
+    hs = plan.h + max(pt, pb)
+    per = plan.c * s_ * hs * plan.wo
     step = max(1, _SAMPLE_COLUMNS // max(1, per))
-    w3 = np.ascontiguousarray(w.reshape(k, plan.c, r_, s_).transpose(2, 0, 1, 3)).reshape(r_ * k, plan.c * s_)
+    w3 = np.empty((r_, k, plan.c, s_), w.dtype)
+    jit.kernel_rows(w.reshape(k, plan.c, r_, s_), w3)
+    w3 = w3.reshape(r_ * k, plan.c * s_)
     out = flat.reshape(plan.n, k, plan.ho, plan.wo)
     res = _residual(residual, plan, flat.dtype, (k, plan.ho, plan.wo))
     for n0 in range(0, plan.n, step):
         nb = min(step, plan.n - n0)
-        z = _buffer(nb * per, x.dtype, 0).reshape(plan.c, s_, nb, hz, plan.wo)
-        jit.shift_columns(x, n0, z, plan.sw, plan.dw, plan.pads[0], plan.pads[2])
-        t = _buffer(r_ * k * nb * hz * plan.wo, x.dtype, 1).reshape(r_ * k, nb * hz * plan.wo)
+        rows = (nb - 1) * hs + pt + plan.h + pb
+        z = _buffer(plan.c * s_ * rows * plan.wo, x.dtype, 0).reshape(plan.c, s_, rows, plan.wo)
+        jit.shift_columns(x, n0, nb, z, hs, plan.sw, plan.dw, pt, plan.pads[2])
+        t = _buffer(r_ * k * rows * plan.wo, x.dtype, 1).reshape(r_ * k, rows * plan.wo)
         np.matmul(w3, z.reshape(plan.c * s_, -1), out=t)
-        jit.shift_sum(t.reshape(r_, k, nb, hz, plan.wo), out, n0, plan.dh, bias, res, relu)
+        jit.shift_sum(t.reshape(r_, k, rows, plan.wo), out, n0, nb, hs, plan.dh, bias, res, relu)
 
 
 def _columns(jit, plan, x, w, flat, bias, relu, residual):

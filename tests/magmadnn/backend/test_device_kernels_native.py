@@ -200,3 +200,25 @@ def _launch_every_kernel(dtype) -> None:
                               state, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), None, 0)
     kernels.gru_gates_backward(seq, last, fake_array((3, 2, 12), dtype), fake_array((3, 2, 4), dtype), state,
                                fake_array((3, 2, 12), dtype), fake_array((2, 3, 12), dtype), 1)
+
+
+def test_a_multi_tensor_table_holds_each_tensors_buffers_and_first_index():
+    """The ``*_many`` launches' table (filled a column at once): slot s of tensor t is the pointer of column s's
+    entry t (NULL for an unused state, whole or in part), ``start`` the running element counts."""
+    from magmadnn.backend.device.kernels import optim
+    from pymagma.array import DeviceArray
+
+    sizes = (3, 5, 7)
+    columns = [[DeviceArray((n,), np.float32, 4096 * (10 * s + t + 1)) for t, n in enumerate(sizes)]
+               for s in range(3)]
+    for states in (columns[2], None, [columns[2][0], None, columns[2][2]]):
+        ((dtype, like, total, table, at),) = optim._many_groups("test", (columns[0], columns[1], states), None)
+        assert (dtype, like, total, at, table.count) == ("float32", columns[0][0], 15, None, 3)
+        assert list(table.start[:4]) == [0, 3, 8, 15]
+        for s, column in enumerate((columns[0], columns[1], states or [None] * 3, [None] * 3)):
+            assert [table.a[s][t] for t in range(3)] == [None if a is None else a.ptr for a in column]
+        assert all(table.a[s][t] is None for s in range(4) for t in range(3, optim.MANY))
+    many = [DeviceArray((2,), np.float32, 4096 * (i + 1)) for i in range(optim.MANY + 2)]  # two launches
+    first, second = optim._many_groups("test", (many, many, None), None)
+    assert (first[3].count, second[3].count, second[1]) == (optim.MANY, 2, many[optim.MANY])
+    assert list(second[3].start[:3]) == [0, 2, 4] and second[3].a[0][1] == many[-1].ptr

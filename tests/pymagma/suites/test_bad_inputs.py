@@ -258,6 +258,25 @@ def test_checks_answered_once_per_arguments_still_refuse_an_equal_float(d):
             bad()
 
 
+def test_answers_once_per_arguments_tell_the_types_inside_nested_tuples_apart():
+    """Equal arguments whose types differ at any depth (a pad's pair inside the padding, deeper still) are answered
+    apart: each distinct typing reaches the function once, and a repeated one is answered from the cache."""
+    from pymagma._checks import once_per_arguments
+
+    seen = []
+
+    @once_per_arguments
+    def plan(*args):
+        seen.append(args)
+        return len(seen)
+
+    typings = [(((1, 1), (0, 2)),), (((1, 1), (0, 2.0)),), (((1, 1.0), (0, 2)),), ((1, ((2, 3), 4)),),
+               ((1, ((2, 3.0), 4)),), ((1, ((2, (3,)), 4)),), ((1, ((2, (3.0,)), 4)),)]
+    answers = [plan(*args) for args in typings]
+    assert answers == list(range(1, len(typings) + 1))
+    assert [plan(*args) for args in typings] == answers and len(seen) == len(typings)
+
+
 def test_the_device_count_is_asked_once_per_set_of_libraries(d):
     """``on_arrays_device`` asks for the device count before every call; the runtime is asked once."""
     cudart = pymagma._native.current.cudart

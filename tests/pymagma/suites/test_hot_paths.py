@@ -127,3 +127,81 @@ def test_kernels_and_gemm_still_refuse_mixed_or_host_operands():
     host = np.arange(6, dtype=np.float32).reshape(2, 3)
     out = blas.gemm(pymagma.asarray(host), pymagma.asarray(host), trans_b=True)
     np.testing.assert_allclose(out.get(), host @ host.T, rtol=1e-6)
+
+
+@pytest.mark.parametrize("trans_a", [False, True])
+@pytest.mark.parametrize("trans_b", [False, True])
+@pytest.mark.parametrize("strided", [False, True])
+def test_gemm_of_transposed_operands_is_numpys_product(trans_a, trans_b, strided):
+    """Transposes given as flags (no view made on the hot path) and as views, and operands BLAS cannot address
+    (every other column: the contiguous-copy path), give NumPy's product."""
+    rng = np.random.default_rng(0)
+    a, b = rng.standard_normal((5, 8)), rng.standard_normal((8, 6))
+    a_host, b_host = (np.ascontiguousarray(a.T) if trans_a else a), (np.ascontiguousarray(b.T) if trans_b else b)
+    if strided:  # every other column of a wider array
+        a_dev = pymagma.asarray(np.repeat(a_host, 2, axis=1))[:, ::2]
+        b_dev = pymagma.asarray(np.repeat(b_host, 2, axis=1))[:, ::2]
+    else:
+        a_dev, b_dev = pymagma.asarray(a_host), pymagma.asarray(b_host)
+    out = blas.gemm(a_dev, b_dev, trans_a=trans_a, trans_b=trans_b)
+    np.testing.assert_allclose(out.get(), a @ b, rtol=1e-12)
+    viewed = blas.gemm(a_dev.T if trans_a else a_dev, b_dev.T if trans_b else b_dev)
+    np.testing.assert_array_equal(viewed.get(), out.get())
+    with pytest.raises(ValueError, match="inner dimensions"):
+        blas.gemm(a_dev, b_dev, trans_a=not trans_a, trans_b=trans_b)
+
+
+@pytest.mark.parametrize("host", [np.arange(6, dtype=np.float32).reshape(2, 3),
+                                  np.arange(12, dtype=np.float64).reshape(3, 4)[:, ::2],  # not contiguous
+                                  np.array([True, False]), np.float32(2.5), np.zeros((0, 3), np.int64)])
+def test_an_upload_of_any_numpy_array_is_its_copy(host):
+    a = pymagma.asarray(host)
+    want = np.asarray(host)
+    assert a.shape == want.shape and a.dtype == want.dtype
+    np.testing.assert_array_equal(a.get(), want)
+    _kept_values_agree(a)
+
+
+def test_an_upload_of_an_unsupported_dtype_is_refused_as_before():
+    with pytest.raises(TypeError, match="unsupported dtype >f4"):  # not the machine's byte order
+        pymagma.asarray(np.arange(4, dtype=">f4"))
+    with pytest.raises(TypeError, match="unsupported dtype"):
+        pymagma.asarray(np.array(["a"]))
+
+
+def test_a_magma_routine_bound_before_and_hidden_since_is_refused():
+    from pymagma import _magma
+    from pymagma.errors import MissingSymbolError
+
+    x = pymagma.asarray(np.ones((2, 2), np.float32))
+    blas.gemm(x, x)  # magma_sgemm bound (its answer kept)
+    sim = simulator.current()
+    sim.magma.hidden = {"magma_?gemm"}
+    try:
+        with pytest.raises(MissingSymbolError, match="hidden"):
+            _magma.initialized().magma_sgemm  # noqa: B018
+    finally:
+        sim.magma.hidden = set()
+    np.testing.assert_array_equal(blas.gemm(x, x).get(), np.full((2, 2), 2, np.float32))
+
+
+@pytest.mark.parametrize("a_shape, b_shape", [((3, 1), (1, 4)), ((2, 3, 4), (4,)), ((1, 3), (2, 1, 3)),
+                                              ((2, 1, 4), (2, 3, 1))])
+def test_broadcast_launches_agree_with_numpy(a_shape, b_shape):
+    """Broadcast operands' strides (made once per layout) give NumPy's results: a binary op and the reductions'
+    gradient broadcast (``broadcast_divide``)."""
+    rng = np.random.default_rng(1)
+    a, b = rng.standard_normal(a_shape), rng.standard_normal(b_shape)
+    np.testing.assert_array_equal(kernels.add(pymagma.asarray(a), pymagma.asarray(b)).get(), a + b)
+    np.testing.assert_array_equal(kernels.multiply(pymagma.asarray(b), pymagma.asarray(a)).get(), b * a)
+    shape = np.broadcast_shapes(a_shape, b_shape)
+    np.testing.assert_allclose(kernels.broadcast_divide(pymagma.asarray(a), shape, 4.0).get(),
+                               np.broadcast_to(a, shape) / 4.0, rtol=1e-15)
+
+
+def test_broadcast_divide_refuses_a_shape_it_cannot_broadcast_to_every_time():
+    x = pymagma.asarray(np.ones((2, 3)))
+    kernels.broadcast_divide(x, (4, 2, 3))  # a pair of shapes checked and kept
+    for _ in range(2):
+        with pytest.raises(ValueError, match="does not broadcast"):
+            kernels.broadcast_divide(x, (2, 4))

@@ -8,8 +8,9 @@ import math
 from ctypes import c_double, c_int, c_longlong
 
 from pymagma import array as _array
+from pymagma._checks import Plans
 from pymagma.kernels import programs
-from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 
 
@@ -77,41 +78,82 @@ def _heads_shape(q, k, v, heads: int, what: str) -> AttentionShape:
     return dtype, AttentionShape(b, heads, tq, tk, qw // heads, vw // heads)
 
 
+#: {(kernel, operands' signature, scalars): what its checks decided}: a call with a signature seen before skips its
+#: checks (they hold for every call with it); errors are never kept
+_CHECKED = Plans()
+
+
 def attention_heads(q, k, v, heads: int, mask=None, scale: float = 1.0, causal: bool = False):
     """``(o, p)``: scaled dot-product attention with ``heads`` heads interleaved on the last axis, in one launch:
     ``o`` (B, Tq, H*dv) = the heads' ``masked_softmax(q_h k_h^T, mask, scale, causal) v_h`` side by side (as
     :func:`masked_softmax` between two matrix products computes it), ``p`` (B, H, Tq, Tk) the probabilities."""
-    what = "attention_heads"
-    dtype, d = _heads_shape(q, k, v, heads, what)
-    if mask is not None:
-        _same([q, mask], what)
-        if tuple(mask.shape) != (d.batch, d.tk):
-            raise ValueError(f"{what}: mask must have shape {(d.batch, d.tk)}, got {mask.shape}")
+    key = ("attention_heads", q.__class__, q.shape, q.dtype, q.device, k.__class__, k.shape, k.dtype, k.device,
+           v.__class__, v.shape, v.dtype, v.device,
+           None if mask is None else (mask.__class__, mask.shape, mask.dtype, mask.device), heads.__class__, heads)
+    decided = _CHECKED.get(key)
+    if decided is None:  # every check, once per signature
+        what = "attention_heads"
+        dtype, d = _heads_shape(q, k, v, heads, what)
+        if mask is not None:
+            _same([q, mask], what)
+            if tuple(mask.shape) != (d.batch, d.tk):
+                raise ValueError(f"{what}: mask must have shape {(d.batch, d.tk)}, got {mask.shape}")
+        decided = _CHECKED.keep(key, (programs.expression("attention_heads_forward", dtype),
+                              (d.batch, d.heads, d.tq, d.tk, d.dk, d.dv),
+                              (d.batch, d.tq, d.heads * d.dv), (d.batch, d.heads, d.tq, d.tk),
+                              d.batch * d.heads * d.tq))
+    expression, dims, o_shape, p_shape, rows = decided
+    if mask is not None and not mask.is_c_contiguous:
         mask = contiguous(mask)
-    q, k, v = contiguous(q), contiguous(k), contiguous(v)
-    o = _array.empty((d.batch, d.tq, d.heads * d.dv), q.dtype, device=q.device)
-    p = _array.empty((d.batch, d.heads, d.tq, d.tk), q.dtype, device=q.device)
-    rows = d.batch * d.heads * d.tq
-    _run("attention", programs.expression("attention_heads_forward", dtype), q, rows,
-         [_ptr(q), _ptr(k), _ptr(v), _ptr(mask), _ptr(o), _ptr(p), d, c_double(scale), c_int(int(bool(causal)))],
-         grid=min(rows, 65535))
+    if not q.is_c_contiguous:
+        q = contiguous(q)
+    if not k.is_c_contiguous:
+        k = contiguous(k)
+    if not v.is_c_contiguous:
+        v = contiguous(v)
+    o = _array._empty(o_shape, q.dtype, q.device)
+    p = _array._empty(p_shape, q.dtype, q.device)
+    _run("attention", expression, q, rows,
+         [q.ptr, k.ptr, v.ptr, NULL if mask is None else mask.ptr, o.ptr, p.ptr, AttentionShape(*dims),
+          c_double(scale), c_int(int(bool(causal)))], grid=min(rows, 65535))
     return o, p
 
 
 def attention_heads_backward(dout, q, k, v, p, heads: int, scale: float = 1.0):
     """``(dq, dk, dv)`` of :func:`attention_heads` from its probabilities ``p``, in two launches (per query row:
     the scores' gradient into a workspace and dq; per key: dk and dv), every sum in a fixed order."""
-    what = "attention_heads_backward"
-    dtype, d = _heads_shape(q, k, v, heads, what)
-    _same([q, dout, p], what)
-    if tuple(dout.shape) != (d.batch, d.tq, d.heads * d.dv) or tuple(p.shape) != (d.batch, d.heads, d.tq, d.tk):
-        raise ValueError(f"{what}: dout {dout.shape} and p {p.shape} must be attention_heads' o and p")
-    dout, q, k, v, p = (contiguous(a) for a in (dout, q, k, v, p))
-    ds = _array.empty(p.shape, p.dtype, device=p.device)
-    dq, dk, dv = (_array.empty(a.shape, a.dtype, device=a.device) for a in (q, k, v))
-    rows, keys = d.batch * d.heads * d.tq, d.batch * d.heads * d.tk
-    _run("attention", programs.expression("attention_heads_backward_rows", dtype), q, rows,
-         [_ptr(dout), _ptr(k), _ptr(v), _ptr(p), _ptr(ds), _ptr(dq), d, c_double(scale)], grid=min(rows, 65535))
-    _run("attention", programs.expression("attention_heads_backward_keys", dtype), q, keys,
-         [_ptr(dout), _ptr(q), _ptr(p), _ptr(ds), _ptr(dk), _ptr(dv), d], grid=min(keys, 65535))
+    key = ("attention_heads_backward", dout.__class__, dout.shape, dout.dtype, dout.device, q.__class__, q.shape,
+           q.dtype, q.device, k.__class__, k.shape, k.dtype, k.device, v.__class__, v.shape, v.dtype, v.device,
+           p.__class__, p.shape, p.dtype, p.device, heads.__class__, heads)
+    decided = _CHECKED.get(key)
+    if decided is None:  # every check, once per signature
+        what = "attention_heads_backward"
+        dtype, d = _heads_shape(q, k, v, heads, what)
+        _same([q, dout, p], what)
+        if tuple(dout.shape) != (d.batch, d.tq, d.heads * d.dv) or \
+                tuple(p.shape) != (d.batch, d.heads, d.tq, d.tk):
+            raise ValueError(f"{what}: dout {dout.shape} and p {p.shape} must be attention_heads' o and p")
+        decided = _CHECKED.keep(key, (programs.expression("attention_heads_backward_rows", dtype),
+                              programs.expression("attention_heads_backward_keys", dtype),
+                              (d.batch, d.heads, d.tq, d.tk, d.dk, d.dv),
+                              d.batch * d.heads * d.tq, d.batch * d.heads * d.tk))
+    rows_expression, keys_expression, dims, rows, keys = decided
+    if not dout.is_c_contiguous:
+        dout = contiguous(dout)
+    if not q.is_c_contiguous:
+        q = contiguous(q)
+    if not k.is_c_contiguous:
+        k = contiguous(k)
+    if not v.is_c_contiguous:
+        v = contiguous(v)
+    if not p.is_c_contiguous:
+        p = contiguous(p)
+    dtype, device = q.dtype, q.device
+    ds = _array._empty(p.shape, dtype, device)
+    dq, dk, dv = _array._empty(q.shape, dtype, device), _array._empty(k.shape, dtype, device), \
+        _array._empty(v.shape, dtype, device)
+    _run("attention", rows_expression, q, rows,
+         [dout.ptr, k.ptr, v.ptr, p.ptr, ds.ptr, dq.ptr, AttentionShape(*dims), c_double(scale)], grid=min(rows, 65535))
+    _run("attention", keys_expression, q, keys,
+         [dout.ptr, q.ptr, p.ptr, ds.ptr, dk.ptr, dv.ptr, AttentionShape(*dims)], grid=min(keys, 65535))
     return dq, dk, dv

@@ -7,7 +7,7 @@ from ctypes import c_double, c_longlong, c_ulonglong
 
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import _float_dtype, _ptr, _run
+from pymagma.kernels.common import _float_dtype, _run
 from pymagma.kernels.elementwise import contiguous
 from pymagma.kernels.random import _seed_and_offset
 
@@ -24,6 +24,6 @@ def dropout(x, rate: float, *, seed: int, offset: int = 0):
     arr = _array
     y, mask = arr.empty(x.shape, x.dtype, device=x.device), arr.empty(x.shape, x.dtype, device=x.device)
     _run("dropout", programs.expression("dropout", dtype), x, (x.size + 1) // 2,
-         [_ptr(x), _ptr(y), _ptr(mask), c_longlong(x.size), c_ulonglong(int(seed)), c_ulonglong(int(offset)),
+         [x.ptr, y.ptr, mask.ptr, c_longlong(x.size), c_ulonglong(int(seed)), c_ulonglong(int(offset)),
           c_double(float(rate))])
     return y, mask

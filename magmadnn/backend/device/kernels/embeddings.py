@@ -7,7 +7,7 @@ from ctypes import c_longlong
 from pymagma import _checks
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run
+from pymagma.kernels.common import _device_array, _float_dtype, _run
 from pymagma.kernels.elementwise import contiguous
 
 
@@ -31,7 +31,7 @@ def embedding(table, indices):
     rows, dim = table.shape
     out = _array.empty(tuple(indices.shape) + (dim,), table.dtype, device=table.device)
     _run("embeddings", programs.expression("embedding_gather", dtype), table, out.size,
-         [_ptr(table), _ptr(indices), _ptr(out), c_longlong(indices.size), c_longlong(rows), c_longlong(dim)])
+         [table.ptr, indices.ptr, out.ptr, c_longlong(indices.size), c_longlong(rows), c_longlong(dim)])
     return out
 
 
@@ -50,6 +50,6 @@ def embedding_backward(dy, indices, rows: int):
     dim = int(dy.shape[-1])
     dtable = _array.empty((rows, dim), dy.dtype, device=dy.device)
     _run("embeddings", programs.expression("embedding_scatter_add", dtype), dy, rows,
-         [_ptr(dy), _ptr(indices), _ptr(dtable), c_longlong(indices.size), c_longlong(rows), c_longlong(dim)],
+         [dy.ptr, indices.ptr, dtable.ptr, c_longlong(indices.size), c_longlong(rows), c_longlong(dim)],
          grid=min(rows, 65535))
     return dtable

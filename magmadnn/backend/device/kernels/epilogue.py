@@ -9,7 +9,7 @@ from ctypes import c_double, c_int, c_longlong
 from pymagma import _checks
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import _ACTIVATION_READS, ACTIVATION_GRADS, UNARY_OPS, contiguous
 
 #: the unary code of each activation kind (elementwise.cu's ``unary_op``)
@@ -109,7 +109,8 @@ def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool
         y = contiguous(y)
     dx = _array._empty(dy.shape, dy.dtype, dy.device)
     db = _array._empty((channels,), dy.dtype, dy.device) if bias else None
-    _run("epilogue", expression, dy, channels,
-         [_ptr(dy), _ptr(z), _ptr(y), _ptr(dx), _ptr(db), c_longlong(outer), c_longlong(channels),
-          c_longlong(inner), c_int(code), c_double(alpha)], grid=max(1, min(channels, 65535)))
+    _run("epilogue", expression, dy, channels,  # (pointers as ints: the launcher packs them)
+         [dy.ptr, NULL if z is None else z.ptr, NULL if y is None else y.ptr, dx.ptr, NULL if db is None else db.ptr,
+          c_longlong(outer), c_longlong(channels), c_longlong(inner), c_int(code), c_double(alpha)],
+         grid=max(1, min(channels, 65535)))
     return dx, db

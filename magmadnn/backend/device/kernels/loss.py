@@ -7,7 +7,7 @@ from ctypes import c_double, c_int, c_longlong
 
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import _device_array, _float_dtype, _out_for, _ptr, _run, _same
+from pymagma.kernels.common import NULL, _device_array, _float_dtype, _out_for, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 from pymagma.kernels.reductions import reduce
 
@@ -67,13 +67,15 @@ def softmax_cross_entropy_mean(logits, labels):
         loss, probs = softmax_cross_entropy(logits, labels, reduction="none", grad=False, probs=True)
         return reduce("mean", loss), probs
     dtype = _float_dtype(logits, "softmax_cross_entropy")
-    logits = contiguous(logits)
+    if not logits.is_c_contiguous:
+        logits = contiguous(logits)
     kernel = _labels_kernel(logits, labels, rows, classes) + "_mean"
-    labels = contiguous(labels)
-    loss = _array.empty((), logits.dtype, device=logits.device)
-    probs = _array.empty(logits.shape, logits.dtype, device=logits.device)
-    _run("loss", programs.expression(kernel, dtype), logits, rows,
-         [_ptr(logits), _ptr(labels), _ptr(loss), _ptr(probs), c_longlong(rows), c_longlong(classes)], grid=1)
+    if not labels.is_c_contiguous:
+        labels = contiguous(labels)
+    loss = _array._empty((), logits.dtype, logits.device)  # (a checked array's dtype, device and shape)
+    probs = _array._empty(logits.shape, logits.dtype, logits.device)
+    _run("loss", programs.expression(kernel, dtype), logits, rows,  # (pointers as ints: the launcher packs them)
+         [logits.ptr, labels.ptr, loss.ptr, probs.ptr, c_longlong(rows), c_longlong(classes)], grid=1)
     return loss, probs
 
 
@@ -103,11 +105,16 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
         if tuple(labels.shape) != (rows, classes):
             raise ValueError(f"probability labels must have the probs' shape {probs.shape}, got {labels.shape}")
         kernel, grid = "softmax_xent_prob" + tail, min(rows, 65535)
-    probs, labels = contiguous(probs), contiguous(labels)
-    dloss = None if dloss is None else contiguous(dloss)
+    if not probs.is_c_contiguous:
+        probs = contiguous(probs)
+    if not labels.is_c_contiguous:
+        labels = contiguous(labels)
+    if dloss is not None and not dloss.is_c_contiguous:
+        dloss = contiguous(dloss)
     out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
-    _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,
-         [_ptr(probs), _ptr(labels), _ptr(dloss), _ptr(out), c_longlong(rows), c_longlong(classes)], grid=grid)
+    _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,  # (pointers as ints)
+         [probs.ptr, labels.ptr, NULL if dloss is None else dloss.ptr, out.ptr, c_longlong(rows),
+          c_longlong(classes)], grid=grid)
     return out
 
 

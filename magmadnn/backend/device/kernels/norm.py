@@ -6,8 +6,9 @@ from __future__ import annotations
 from ctypes import c_double, c_int, c_longlong
 
 from pymagma import array as _array
+from pymagma._checks import Plans
 from pymagma.kernels import programs
-from pymagma.kernels.common import THREADS, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, THREADS, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 
 from .optim import _check_hyper
@@ -26,23 +27,41 @@ def _norm_params(x, gamma, beta, what: str) -> None:
                              f"{p.shape}")
 
 
+#: {(kernel, operands' signature, scalars): what its checks decided}: a call with a signature seen before skips its
+#: checks (they hold for every call with it); errors are never kept
+_CHECKED = Plans()
+
+
 def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False):
     """Each row of ``x`` normalised over its last axis -> ``(y, mean, rstd)``: y = (x - mean) * rstd * gamma + beta
     with rstd = 1 / sqrt(var + eps) (biased variance); ``rms``: no centring (mean 0, var = mean(x^2)).  ``gamma`` and
     ``beta`` (cols,) may be None; ``mean`` and ``rstd`` (one per row, x's dtype) are what the backward needs."""
-    dtype = _float_dtype(x, "layer_norm")
-    _same([x, gamma, beta], "layer_norm")
-    _check_hyper("layer_norm", eps=eps)
-    rows, cols = _rows_of(x, "layer_norm")
-    _norm_params(x, gamma, beta, "layer_norm")
-    x = contiguous(x)
-    gamma, beta = (None if p is None else contiguous(p) for p in (gamma, beta))
-    y = _array.empty(x.shape, x.dtype, device=x.device)
-    mean = _array.empty(x.shape[:-1], x.dtype, device=x.device)
-    rstd = _array.empty(x.shape[:-1], x.dtype, device=x.device)
-    _run("norm", programs.expression("norm_forward", dtype), x, rows,
-         [_ptr(x), _ptr(gamma), _ptr(beta), _ptr(y), _ptr(mean), _ptr(rstd), c_longlong(rows), c_longlong(cols),
-          c_double(eps), c_int(int(rms))], grid=min(rows, 65535))
+    key = ("layer_norm", x.__class__, x.shape, x.dtype, x.device,
+           None if gamma is None else (gamma.__class__, gamma.shape, gamma.dtype, gamma.device),
+           None if beta is None else (beta.__class__, beta.shape, beta.dtype, beta.device),
+           eps.__class__, eps, rms.__class__, rms)
+    decided = _CHECKED.get(key)
+    if decided is None:  # every check, once per signature
+        dtype = _float_dtype(x, "layer_norm")
+        _same([x, gamma, beta], "layer_norm")
+        _check_hyper("layer_norm", eps=eps)
+        rows, cols = _rows_of(x, "layer_norm")
+        _norm_params(x, gamma, beta, "layer_norm")
+        decided = _CHECKED.keep(key, (programs.expression("norm_forward", dtype), rows, cols, int(rms)))
+    expression, rows, cols, flag = decided
+    if not x.is_c_contiguous:
+        x = contiguous(x)
+    if gamma is not None and not gamma.is_c_contiguous:
+        gamma = contiguous(gamma)
+    if beta is not None and not beta.is_c_contiguous:
+        beta = contiguous(beta)
+    shape, dtype, device = x.shape, x.dtype, x.device
+    y = _array._empty(shape, dtype, device)
+    mean = _array._empty(shape[:-1], dtype, device)
+    rstd = _array._empty(shape[:-1], dtype, device)
+    _run("norm", expression, x, rows,
+         [x.ptr, NULL if gamma is None else gamma.ptr, NULL if beta is None else beta.ptr, y.ptr, mean.ptr, rstd.ptr,
+          c_longlong(rows), c_longlong(cols), c_double(eps), c_int(flag)], grid=min(rows, 65535))
     return y, mean, rstd
 
 
@@ -94,31 +113,51 @@ def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
     the same order) with the rows and the first stage of the parameter sums in one launch; the second stage only
     where the rows make more than one part (at least 2 * _NORM_PART_ROWS rows)."""
     what = "layer_norm_backward"
-    dtype = _float_dtype(dy, what)
-    _same([dy, x, gamma, mean, rstd], what)
-    rows, cols = _rows_of(x, what)
-    if tuple(dy.shape) != tuple(x.shape) or mean.size != rows or rstd.size != rows:
-        raise ValueError(f"{what}: dy {dy.shape} must match x {x.shape}, mean and rstd hold one value per row "
-                         f"({rows})")
-    _norm_params(x, gamma, None, what)
-    dy, x, mean, rstd, gamma = (contiguous(a) for a in (dy, x, mean, rstd, gamma))
-    dx = _array.empty(x.shape, x.dtype, device=x.device)
-    dgamma = _array.empty((cols,), x.dtype, device=x.device)
-    dbeta = _array.empty((cols,), x.dtype, device=x.device)
-    parts = max(1, min(_NORM_PARTS, rows // _NORM_PART_ROWS))
-    part_rows = -(-rows // parts)
-    pg, pb = (dgamma, dbeta) if parts == 1 else (_array.empty((parts, cols), x.dtype, device=x.device)
-                                                 for _ in range(2))
-    param_blocks = parts * -(-cols // THREADS)
-    row_blocks = max(1, min(rows, 65535 - param_blocks))
-    grid = row_blocks + param_blocks
-    _run("norm", programs.expression("norm_backward_params", dtype), x, grid,
-         [_ptr(dy), _ptr(x), _ptr(gamma), _ptr(mean), _ptr(rstd), _ptr(dx), _ptr(pg), _ptr(pb), c_longlong(rows),
-          c_longlong(cols), c_int(int(rms)), c_longlong(row_blocks), c_longlong(part_rows), c_longlong(parts)],
-         grid=grid)
+    key = (what, dy.__class__, dy.shape, dy.dtype, dy.device, x.__class__, x.shape, x.dtype, x.device,
+           None if gamma is None else (gamma.__class__, gamma.shape, gamma.dtype, gamma.device),
+           mean.__class__, mean.shape, mean.dtype, mean.device, rstd.__class__, rstd.shape, rstd.dtype, rstd.device,
+           rms.__class__, rms)
+    decided = _CHECKED.get(key)
+    if decided is None:  # every check, once per signature
+        dtype = _float_dtype(dy, what)
+        _same([dy, x, gamma, mean, rstd], what)
+        rows, cols = _rows_of(x, what)
+        if tuple(dy.shape) != tuple(x.shape) or mean.size != rows or rstd.size != rows:
+            raise ValueError(f"{what}: dy {dy.shape} must match x {x.shape}, mean and rstd hold one value per row "
+                             f"({rows})")
+        _norm_params(x, gamma, None, what)
+        parts = max(1, min(_NORM_PARTS, rows // _NORM_PART_ROWS))
+        param_blocks = parts * -(-cols // THREADS)
+        row_blocks = max(1, min(rows, 65535 - param_blocks))
+        decided = _CHECKED.keep(key, (programs.expression("norm_backward_params", dtype),
+                              programs.expression("norm_param_sum", dtype), rows, cols, parts, -(-rows // parts),
+                              row_blocks, row_blocks + param_blocks, int(rms)))
+    expression, sum_expression, rows, cols, parts, part_rows, row_blocks, grid, flag = decided
+    if not dy.is_c_contiguous:
+        dy = contiguous(dy)
+    if not x.is_c_contiguous:
+        x = contiguous(x)
+    if not mean.is_c_contiguous:
+        mean = contiguous(mean)
+    if not rstd.is_c_contiguous:
+        rstd = contiguous(rstd)
+    if gamma is not None and not gamma.is_c_contiguous:
+        gamma = contiguous(gamma)
+    dtype, device = x.dtype, x.device
+    dx = _array._empty(x.shape, dtype, device)
+    dgamma = _array._empty((cols,), dtype, device)
+    dbeta = _array._empty((cols,), dtype, device)
+    if parts == 1:
+        pg, pb = dgamma, dbeta
+    else:
+        pg, pb = _array._empty((parts, cols), dtype, device), _array._empty((parts, cols), dtype, device)
+    _run("norm", expression, x, grid,
+         [dy.ptr, x.ptr, NULL if gamma is None else gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
+          c_longlong(rows), c_longlong(cols), c_int(flag), c_longlong(row_blocks), c_longlong(part_rows),
+          c_longlong(parts)], grid=grid)
     if parts > 1:
-        _run("norm", programs.expression("norm_param_sum", dtype), x, cols,
-             [_ptr(pg), _ptr(pb), _ptr(dgamma), _ptr(dbeta), c_longlong(parts), c_longlong(cols)])
+        _run("norm", sum_expression, x, cols,
+             [pg.ptr, pb.ptr, dgamma.ptr, dbeta.ptr, c_longlong(parts), c_longlong(cols)])
     return dx, dgamma, dbeta
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import ctypes
 import functools
+import itertools
 import math
 import numbers
 import operator
@@ -159,15 +160,19 @@ def _many_groups(what: str, columns, values):
     for (dtype, _), members in groups.items():
         for first in range(0, len(members), MANY):
             chunk = members[first:first + MANY]
-            table, total = ManyTensors(), 0
-            for t, row in enumerate(chunk):
-                for slot, a in enumerate(row):
-                    table.a[slot][t] = a.ptr if a is not None else None
-                table.start[t] = total
-                total += row[0].size
-            table.start[len(chunk)], table.count = total, len(chunk)
-            launches.append((dtype, chunk[0][0], total, table, values))
+            table, n, columns = ManyTensors(), len(chunk), list(zip(*chunk))
+            for slot, column in enumerate(columns):  # a whole column at once (ctypes' NULLs where it is unused)
+                if all(map(_is_not_none, column)):
+                    table.a[slot][:n] = list(map(_pointer, column))
+                elif any(map(_is_not_none, column)):
+                    table.a[slot][:n] = [None if a is None else a.ptr for a in column]
+            starts = list(itertools.accumulate(map(_size, columns[0]), initial=0))  # each tensor's first index
+            table.start[:n + 1], table.count = starts, n
+            launches.append((dtype, chunk[0][0], starts[-1], table, values))
     return launches
+
+
+_pointer, _size = operator.attrgetter("ptr"), operator.attrgetter("size")
 
 
 def sgd_update_many(params, grads, velocities=None, *, lr: float = 0.0, values=None, momentum: float = 0.0,

@@ -11,7 +11,7 @@ import numpy as np
 from pymagma import _checks
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import _device_array, _float_dtype, _ptr, _run
+from pymagma.kernels.common import _device_array, _float_dtype, _run
 from pymagma.kernels.elementwise import contiguous
 
 
@@ -71,7 +71,7 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     x = contiguous(x)
     y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
     offsets = _array._empty(y.shape, _INT32, x.device)
-    _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [_ptr(x), _ptr(y), _ptr(offsets), g])
+    _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [x.ptr, y.ptr, offsets.ptr, g])
     return y, offsets
 
 
@@ -92,7 +92,7 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
                          f"{offsets.device})")
     dy, offsets = contiguous(dy), contiguous(offsets)
     dx = _array._empty((expected[0], expected[1], g.h, g.w), dy.dtype, dy.device)  # x_shape, checked
-    _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [_ptr(dy), _ptr(offsets), _ptr(dx), g])
+    _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
     return dx
 
 
@@ -116,5 +116,5 @@ def pad2d(x, pads):
     shape, g = _pad_geometry(x.shape, pads)
     x = contiguous(x)
     y = _array._empty(shape, x.dtype, x.device)
-    _run("pool", programs.expression("pad2d", dtype), x, y.size, [_ptr(x), _ptr(y), g])
+    _run("pool", programs.expression("pad2d", dtype), x, y.size, [x.ptr, y.ptr, g])
     return y
