@@ -280,7 +280,7 @@ def main(argv=None) -> int:
     p.add_argument("--epochs", type=int, default=3)
     p.add_argument("--repeats", type=int, default=1, help="repeat each recipe; medians are reported")
     p.add_argument("--threads", type=int, default=None, help="BLAS and PyTorch threads (default: all cores; 1 for "
-                   "--onnx)")
+                   "--onnx and --dry-run)")
     p.add_argument("--frameworks", default="magmadnn,pytorch")
     p.add_argument("--ops", action="store_true", help="add host op micro-benchmarks")
     p.add_argument("--gpu", action="store_true", help="add pymagma GPU benchmarks (needs a CUDA device)")
@@ -311,6 +311,8 @@ def main(argv=None) -> int:
         return overhead_bench(args)
     if args.onnx:
         return onnx_bench(args)
+    if args.dry_run:  # the script's own logic, not a speed: one thread (two spin-wait on a shared CPU: 2-3x the time)
+        args.threads = args.threads or 1
     args.threads = args.threads or os.cpu_count()
     if args.dry_run:
         args.data, args.train_size, args.epochs, args.repeats = os.devnull, 256, 1, 1

@@ -26,11 +26,20 @@ def _lines(path: Path) -> list[dict]:
     return [json.loads(x) for x in path.read_text().splitlines()]
 
 
-@pytest.mark.slow
-def test_gpu_check_dry_run(tmp_path):
-    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
+@pytest.fixture(scope="module")
+def dry_run(tmp_path_factory):
+    """One ``gpu_check.sh --dry-run`` of every tier, run once for the tests that read it (its tier 1 is what
+    ``--tier 1 --dry-run`` runs: the same checks in the same order)."""
+    out = tmp_path_factory.mktemp("gpu-check-dry")
+    env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable}
     done = subprocess.run(["bash", "scripts/gpu_check.sh", "--dry-run"], cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=900)
+    return done, out
+
+
+@pytest.mark.slow
+def test_gpu_check_dry_run(dry_run):
+    done, tmp_path = dry_run
     assert done.returncode == 0, done.stdout + done.stderr
     assert "dry run passed" in done.stdout
     summary = json.loads((tmp_path / "summary.json").read_text())
@@ -61,20 +70,24 @@ def test_gpu_check_dry_run(tmp_path):
 
 
 @pytest.mark.slow
-def test_tier1_dry_run_lists_its_checks_and_passes(tmp_path):
-    env = {**os.environ, "OUT": str(tmp_path), "PYTHON": sys.executable}
-    done = subprocess.run(["bash", "scripts/gpu_check.sh", "--tier", "1", "--dry-run"], cwd=ROOT, env=env,
-                          capture_output=True, text=True, timeout=240)
-    assert done.returncode == 0, done.stdout + done.stderr
+def test_tier1_dry_run_lists_its_checks_and_passes(dry_run, tmp_path):
     names = [c.name for c in _gpu_checks.TIER1]
+    listed = subprocess.run(["bash", "scripts/gpu_check.sh", "--tier", "1", "--list"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=60, env={**os.environ, "OUT": str(tmp_path)})
+    # --tier 1 plans tier 1 alone, in the full run's order
+    assert listed.returncode == 0, listed.stdout + listed.stderr
+    assert [x.split()[0] for x in listed.stdout.splitlines() if x.startswith("  ")] == names + ["tier1_tests"]
+    assert [x.split(":")[0] for x in listed.stdout.splitlines() if x.startswith("tier ")] == ["tier 1"]
+    done, out = dry_run  # the full dry run's tier 1: the checks --tier 1 --dry-run runs
+    assert done.returncode == 0, done.stdout + done.stderr
     assert all(f"  {name} " in done.stdout for name in names) and "dry run passed" in done.stdout
-    lines = _lines(tmp_path / "checks.jsonl")
+    lines = [x for x in _lines(out / "checks.jsonl") if x["tier"] == 1]
     assert [x["check"] for x in lines] == names + ["tier1_tests"]
     assert all(x["status"] == "pass" for x in lines[:-1]) and lines[-1]["status"] in ("pass", "skip")
     assert lines[names.index("fit")]["figures"]["lenet5_loss"] > 0
-    assert json.loads((tmp_path / "summary.json").read_text())["tiers"] == {"1": {
+    assert json.loads((out / "summary.json").read_text())["tiers"]["1"] == {
         "planned": len(names) + 1, "pass": len(lines) - (lines[-1]["status"] == "skip"), "fail": 0, "timeout": 0,
-        "skip": int(lines[-1]["status"] == "skip"), "limit_s": sum(i.limit_s for i in _gpu_tiers.plan([1]))}}
+        "skip": int(lines[-1]["status"] == "skip"), "limit_s": sum(i.limit_s for i in _gpu_tiers.plan([1]))}
 
 
 def test_tier1_fits_three_minutes_and_covers_the_core():

@@ -257,3 +257,15 @@ def test_modules_keep_to_the_size_budget():
     assert not grown, f"listed oversize modules grew (lines now, recorded): {grown}; split them instead"
     new = {m: n for m, n in sizes.items() if n > SIZE_BUDGET and m not in OVERSIZE}
     assert not new, f"modules over {SIZE_BUDGET} lines: {new}; split them by topic"
+
+
+def test_import_magmadnn_loads_neither_pymagma_nor_ml_dtypes():
+    """The device backend (pymagma) and bfloat16 (ml_dtypes, about half a second to import) load on first use: every
+    process that imports magmadnn -- each test subprocess among them -- would pay for them otherwise."""
+    import subprocess
+    import sys
+
+    code = "import sys, magmadnn; print(sorted({'pymagma', 'ml_dtypes'} & set(sys.modules)))"
+    done = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"import magmadnn loaded {done.stdout.strip()}"

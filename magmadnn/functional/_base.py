@@ -83,13 +83,19 @@ def _need_ndim(x: Tensor, ndim: int, fn: str, what: str, layout: str) -> None:
         raise ValueError(f"{fn}: {what} must be {ndim}-D {layout}, got shape {x.shape}")
 
 
-#: The floating dtypes: a call whose inputs all hold the same one of them passes ``_same_dtype`` at once.
-_FLOATING = frozenset(np.dtype(c) for c in np.typecodes["Float"])
-try:  # bfloat16 (ml_dtypes): a half compute dtype of the mixed policies
-    from ml_dtypes import bfloat16 as _bfloat16
-    _FLOATING |= {np.dtype(_bfloat16)}
-except ImportError:
-    pass
+#: The floating dtypes: a call whose inputs all hold the same one of them passes ``_same_dtype`` at once.  bfloat16
+#: (ml_dtypes, a half compute dtype of the mixed policies) joins on first sight, in the slow path: ml_dtypes is not
+#: imported here (it costs about half a second), and a bfloat16 tensor exists only once its owner has imported it.
+_FLOATING = {np.dtype(c) for c in np.typecodes["Float"]}
+
+
+def _floating(dtype: np.dtype) -> bool:
+    if dtype in _FLOATING:
+        return True
+    if dtype.name == "bfloat16":
+        _FLOATING.add(dtype)
+        return True
+    return False
 
 
 def _same_dtype(fn: str, **tensors: Tensor) -> None:
@@ -110,7 +116,7 @@ def _same_dtype(fn: str, **tensors: Tensor) -> None:
         seen = ", ".join(f"{n}={d}" for n, d in dtypes.items())
         raise TypeError(f"{fn}: all inputs must have the same floating dtype, got {seen}")
     for name, d in dtypes.items():
-        if np.dtype(d) not in _FLOATING:
+        if not _floating(np.dtype(d)):
             raise TypeError(f"{fn}: {name} must be a floating array (float32 or float64), got {d}")
 
 

@@ -528,3 +528,35 @@ def test_bad_global_policies_name_the_policies(policy, error, words):
         mixed_precision.set_global_policy(policy)
     assert all(w in str(caught.value) for w in words), caught.value
     assert mixed_precision.global_policy().name == "float32"
+
+
+_FIRST_SIGHT = """
+import sys
+import numpy as np
+import magmadnn as mdnn
+from magmadnn import functional as F
+from magmadnn.backend import host
+assert "ml_dtypes" not in sys.modules  # magmadnn learns bfloat16 on first sight, never importing ml_dtypes itself
+import ml_dtypes
+bf16 = np.dtype(ml_dtypes.bfloat16)
+rng = np.random.default_rng(0)
+a, b = (rng.standard_normal((8, 64)).astype(bf16), rng.standard_normal((64, 8)).astype(bf16))
+want = (a.astype(np.float32) @ b.astype(np.float32)).astype(bf16)  # float32 accumulate, one rounding
+got = host.matmul(a, b)
+assert got.dtype == bf16 and np.array_equal(got.view(np.uint16), want.view(np.uint16))
+out = F.matmul(mdnn.Tensor(a), mdnn.Tensor(b))  # the functional dtype check takes bfloat16 on first sight too
+assert out.dtype == bf16 and np.array_equal(np.asarray(out.numpy()).view(np.uint16), want.view(np.uint16))
+print("ok")
+"""
+
+
+def test_bfloat16_operands_are_recognised_on_first_sight_in_a_fresh_process():
+    """``import magmadnn`` does not load ml_dtypes (half a second per process); a bfloat16 array made afterwards is
+    still a half operand of the host ops (float32 compute, rounded once) and a floating input of functional."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    done = subprocess.run([sys.executable, "-c", _FIRST_SIGHT], cwd=Path(__file__).parents[2], capture_output=True,
+                          text=True, timeout=120)
+    assert done.returncode == 0 and done.stdout.strip() == "ok", done.stderr

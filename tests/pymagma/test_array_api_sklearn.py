@@ -269,7 +269,37 @@ def _estimator_params():
     return out
 
 
-@pytest.mark.parametrize("estimator, dtype", _estimator_params())
+def _could_be_selected(metafunc) -> bool:
+    """Whether ``-m`` can select any item of ``metafunc``'s function, whatever marks its parameters (or
+    collection) add: a run that cannot (the GPU check's ``-m "gpu and ..."`` collections) skips building the
+    estimator list, scikit-learn's whole import and one instance of each estimator (seconds per collection)."""
+    expression = metafunc.config.getoption("markexpr", "")
+    if not expression:
+        return True
+    try:
+        from _pytest.mark.expression import Expression
+
+        compiled = Expression.compile(expression)
+    except Exception:  # a pytest whose private expression module moved: build the list
+        return True
+    own = {m.name for m in metafunc.definition.iter_markers()} | {"parametrize"}
+    optional = ("xfail", "skip", "slow")  # what _estimator_params, an empty parameter set or the conftest add
+    for k in range(2 ** len(optional)):
+        names = own | {m for i, m in enumerate(optional) if k >> i & 1}
+        try:
+            if compiled.evaluate(lambda name, /, names=names, **kwargs: name in names and not kwargs):
+                return True
+        except Exception:
+            return True
+    return False
+
+
+def pytest_generate_tests(metafunc):
+    """The estimator list is built when this test is parametrized, and only when ``-m`` can select it."""
+    if metafunc.function is test_every_array_api_estimator_passes_scikit_learns_check:
+        metafunc.parametrize("estimator, dtype", _estimator_params() if _could_be_selected(metafunc) else [])
+
+
 def test_every_array_api_estimator_passes_scikit_learns_check(estimator, dtype):
     """scikit-learn's ``check_array_api_input_and_values`` for each estimator it tags as array-API capable, in
     float64 and float32: fitted attributes and method outputs on pymagma arrays against the NumPy fit."""
