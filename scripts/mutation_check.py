@@ -324,8 +324,8 @@ MUTANTS = [
            "descriptors = (dnn._activation_desc(mode, None),", PLANS),
     Mutant("plan-key-ignores-types", "planned calls keyed by equal arguments only (2.0 reuses the plan of 2)",
            "pymagma/_dnn_plans.py",
-           "key = (make, args, _kind(args))",
-           "key = (make, args)", PLANS),
+           "key = (make, args, kinds, inner)",
+           "key = (make, args, inner)", PLANS),
     # ------------------------------------------------- frees held back to a safe point, the simulator's streams
     Mutant("deferred-finalizer-frees-at-once", "a finalizer's free (a collected graph, a closed pool's block) made "
            "at once, wherever the garbage collector ran it", "pymagma/_deferred.py",
