@@ -197,33 +197,15 @@ NOT_MATCHED = {"tcn": {f"convs.{i}.parametrizations.weight.original{j}" for i in
 def test_zoo_more_gradients_match_torch_autograd(name, tmp_path):
     """The gradient of sum(out * u) w.r.t. the input and each weight PyTorch also has, against PyTorch's
     autograd."""
-    from magmadnn import Tensor  # noqa: PLC0415
     from magmadnn import onnx as monnx  # noqa: PLC0415
 
-    from .test_load_torch_zoo_wide import _match  # noqa: PLC0415
+    from .test_load_torch_zoo_wide import assert_gradients_match_torch  # noqa: PLC0415
 
     path = tmp_path / f"{name}.onnx"
     model, inputs = export(name, False, False, path)
     torch.manual_seed(3)
     (x,) = _inputs(inputs, EXPORT_BATCH)
-    loaded = monnx.load(str(path))
-    ours = Tensor(x.numpy().copy(), requires_grad=True)
-    out = loaded(ours)
-    u = np.random.default_rng(2).standard_normal(out.shape).astype(np.float32)
-    out.backward(Tensor(u))
-    theirs = x.clone().requires_grad_(True)
-    (model(theirs) * torch.tensor(u)).sum().backward()
-    np.testing.assert_allclose(np.asarray(ours.grad), theirs.grad.numpy(), rtol=2e-3, atol=2e-5)
-    params, matched = list(model.named_parameters()), set()
-    for weight in loaded.trainable_weights:
-        found, p, transposed = _match(np.asarray(weight.numpy()), params)
-        if found is None:
-            continue  # a weight the exporter derived (a slice, a fused product): its gradient has no twin
-        matched.add(found)
-        grad = p.grad.numpy().T if transposed else p.grad.numpy()
-        mine = np.asarray(weight.grad.numpy() if hasattr(weight.grad, "numpy") else weight.grad)
-        np.testing.assert_allclose(mine, grad.reshape(mine.shape), rtol=2e-3, atol=2e-5, err_msg=found)
-    assert {n for n, _ in params} - matched == NOT_MATCHED.get(name, set())
+    assert_gradients_match_torch(model, monnx.load(str(path)), x, NOT_MATCHED.get(name, set()))
 
 
 @pytest.fixture(scope="module")
