@@ -240,7 +240,6 @@ OVERSIZE = {
     "magmadnn/onnx/importers.py": 863,
     "pymagma/simulator/magma.py": 800,
     "pymagma/array.py": 753,
-    "pymagma/blas.py": 552,
     "magmadnn/callbacks.py": 640,
     "magmadnn/optimizers.py": 621,
     "magmadnn/losses.py": 631,
