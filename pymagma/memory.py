@@ -251,18 +251,13 @@ class Allocation:
             a.ptr, a._pool = 0, None
             return a
         pool = _override.__dict__.get("pool") or _native.current.memory_pool
-        next(pool._requests)  # Pool.take, inline up to a cache miss: every op's output passes here
-        blocks = pool.free_blocks.get((device, size))
-        if blocks:
-            try:
-                a.ptr = blocks.pop()
-            except IndexError:  # another thread took the last one
-                pass
-            else:
-                next(pool._hits)
-                a._pool = pool
-                return a
-        a.ptr, a._pool = pool.new_block(device, size), pool
+        next(pool._requests)  # Pool.take, inline (and inline in pymagma.array._empty): every op's output passes here
+        try:  # a cached block (None or an empty list: a miss)
+            a.ptr = pool.free_blocks.get((device, size)).pop()
+            next(pool._hits)
+        except (AttributeError, IndexError):
+            a.ptr = pool.new_block(device, size)
+        a._pool = pool
         return a
 
     def free(self) -> None:

@@ -61,6 +61,9 @@ ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
 PLANNED_GEMM = ("tests/pymagma/test_blas_planned.py",)  # gemm's plans against the checked call and NumPy
+#: the caching pool: its statistics, threads, closed pools and the inline copy of its hit path
+MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
+          "tests/pymagma/test_graphs.py")
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 STREAMS = ("tests/pymagma/simulator/test_streams.py",)  # the simulator's queued work when host code runs inside it
 STREAM_ORDER = ("tests/pymagma/test_simulator.py", "-k", "created_stream_runs_when_something_orders_it")
@@ -343,6 +346,21 @@ MUTANTS = [
            "pymagma/_dnn_plans.py",
            "key = (make, args, kinds, inner)",
            "key = (make, args, inner)", PLANS),
+    # -------------------------------------------------------- the memory pool's lock-free hits and its statistics
+    Mutant("pool-inline-hit-uncounted", "an output's cache hit (the pool's hit path inline in _empty) not counted",
+           "pymagma/array.py",
+           "            next(pool._hits)\n        except (AttributeError, IndexError):\n            alloc.ptr",
+           "            pass\n        except (AttributeError, IndexError):\n            alloc.ptr", MEMORY),
+    Mutant("pool-closed-block-kept", "a block given back to a closed pool by a dying allocation stays cached (a "
+           "destroyed graph's memory leaks)", "pymagma/memory.py",
+           "                if pool.closed:\n                    pool._sweep()",
+           "                if False:\n                    pool._sweep()", MEMORY),
+    Mutant("pool-release-keeps-held-bytes", "releasing the cache forgets the bytes cudaFree gave back (in use grows)",
+           "pymagma/memory.py",
+           "                with self.lock:\n                    self._held -= size\n"
+           "                    self._frees += 1\n                self._free(device, ptr)\n                released += size",
+           "                with self.lock:\n                    self._frees += 1\n"
+           "                self._free(device, ptr)\n                released += size", MEMORY),
     # ------------------------------------------------- frees held back to a safe point, the simulator's streams
     Mutant("deferred-finalizer-frees-at-once", "a finalizer's free (a collected graph, a closed pool's block) made "
            "at once, wherever the garbage collector ran it", "pymagma/_deferred.py",
