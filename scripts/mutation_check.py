@@ -346,6 +346,10 @@ MUTANTS = [
            "pymagma/_dnn_plans.py",
            "key = (make, args, kinds, inner)",
            "key = (make, args, inner)", PLANS),
+    Mutant("binary-fast-path-any-device", "binary's inline dtype and device check takes arrays of two devices",
+           "pymagma/kernels/elementwise.py",
+           "a.device == b.device else None",
+           "True else None", ("tests/pymagma/suites/test_hot_paths.py",)),
     # -------------------------------------------------------- the memory pool's lock-free hits and its statistics
     Mutant("pool-inline-hit-uncounted", "an output's cache hit (the pool's hit path inline in _empty) not counted",
            "pymagma/array.py",

@@ -205,3 +205,26 @@ def test_broadcast_divide_refuses_a_shape_it_cannot_broadcast_to_every_time():
     for _ in range(2):
         with pytest.raises(ValueError, match="does not broadcast"):
             kernels.broadcast_divide(x, (2, 4))
+
+
+def test_elementwise_fast_paths_still_refuse_other_devices_and_dtypes(monkeypatch):
+    """binary and bias_add take two float arrays of one dtype object on one device without a call per check; arrays
+    of two devices or dtypes still meet the checked path's errors, after the fast path has served the dtype."""
+    with simulator.simulated("full") as sim:
+        monkeypatch.setattr(sim.runtime, "device_count", 2)
+        monkeypatch.delattr(sim.libraries, "device_count", raising=False)
+        host = np.arange(6, dtype=np.float32).reshape(2, 3)
+        a, bias = pymagma.asarray(host), pymagma.asarray(np.ones(3, np.float32))
+        with pymagma.runtime.on_device(1):
+            a1, bias1 = pymagma.asarray(host), pymagma.asarray(np.ones(3, np.float32))
+        for _ in range(2):
+            np.testing.assert_array_equal(kernels.binary("add", a, a).get(), host + host)
+            np.testing.assert_array_equal(kernels.bias_add(a, bias).get(), host + 1)
+            with pytest.raises(ValueError, match="different devices"):
+                kernels.binary("add", a, a1)
+            with pytest.raises(ValueError, match="different devices"):
+                kernels.bias_add(a, bias1)
+            with pytest.raises(TypeError, match="dtypes differ"):
+                kernels.binary("multiply", a, pymagma.asarray(host.astype(np.float64)))
+            with pytest.raises(TypeError, match="dtypes differ"):
+                kernels.bias_add(a, pymagma.asarray(np.ones(3, np.float64)))
