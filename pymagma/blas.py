@@ -104,9 +104,9 @@ class _Layout:
 
 
 _PRECISION = {np.dtype(d): p for p, (_, _, _, d) in _magma.PRECISIONS.items()}
-#: (a's shape, strides, dtype, b's shape, strides, dtype, trans_a, trans_b, alpha, its type, beta, its type) -> the
-#: plan of a gemm with a new output (:func:`_gemm_plan`): what :func:`gemm` decided for those operands' layouts
-#: and options, every check made once (a bool alpha, an unhashable flag or a half dtype is never planned)
+#: (a's shape, strides, dtype, b's shape, strides, dtype, trans_a, trans_b, alpha, its type, beta, its type, out's
+#: shape, strides and dtype or None) -> the plan of a gemm (:func:`_gemm_plan`): what :func:`gemm` decided for those
+#: layouts and options, every check made once (a bool alpha, an unhashable flag or a half dtype is never planned)
 _GEMM_PLANS = Plans()
 
 
@@ -143,23 +143,25 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, o
     with float32 accumulation; ``out_dtype`` (or ``out``'s dtype) is float32 or the operands' type (the default),
     the float32 result rounded once to it."""
     key = None
-    if out is None and out_dtype is None and a.__class__ is DeviceArray and b.__class__ is DeviceArray:
+    if out_dtype is None and a.__class__ is DeviceArray and b.__class__ is DeviceArray and (
+            out is None or out.__class__ is DeviceArray):
         key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, trans_a, trans_b, alpha, alpha.__class__,
-               beta, beta.__class__)
-        try:  # a new output and operands whose layouts and options were planned before: the plan's call
+               beta, beta.__class__, None if out is None else (out.shape, out.strides, out.dtype))
+        try:  # operands (and out) whose layouts and options were planned before: the plan's call
             plan = _GEMM_PLANS.get(key)
         except TypeError:  # an unhashable option: the checked path names what is wrong
             plan = key = None
         libraries = _native.current
-        if plan is not None and a.device == b.device and libraries.__dict__.get("device_count") == 1 and \
-                runtime.device_count is _array._device_count:  # (one device: on_arrays_device has nothing to do)
-            return _run_gemm(plan, a, b, _empty(plan[0], plan[1], a.device), libraries)
+        if plan is not None and a.device == b.device and (out is None or out.device == a.device) and \
+                libraries.__dict__.get("device_count") == 1 and runtime.device_count is _array._device_count:
+            # (one device: on_arrays_device has nothing to do)
+            return _run_gemm(plan, a, b, _empty(plan[0], plan[1], a.device) if out is None else out, libraries)
     return _gemm(a, b, out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, key=key)
 
 
 @on_arrays_device
 def _gemm(a, b, out, *, alpha, beta, trans_a, trans_b, out_dtype, key) -> DeviceArray:
-    """:func:`gemm`, every argument checked; the plan of a new output kept under ``key`` (hashable) when given."""
+    """:func:`gemm`, every argument checked; its plan kept under ``key`` (hashable) when given."""
     if a.__class__ is not DeviceArray or b.__class__ is not DeviceArray:
         a, b = _device_arrays("gemm", a=a, b=b)
     if a.ndim != 2 or b.ndim != 2:

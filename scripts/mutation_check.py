@@ -125,8 +125,12 @@ MUTANTS = [
            "b.dtype, False, False, alpha, alpha.__class__,", PLANNED_GEMM),
     Mutant("gemm-plan-key-ignores-scalar-types", "a gemm plan keyed by alpha's and beta's values only (True reuses "
            "the plan of 1.0)", "pymagma/blas.py",
-           "alpha, alpha.__class__,\n               beta, beta.__class__)",
-           "alpha, float,\n               beta, float)", PLANNED_GEMM),
+           "alpha, alpha.__class__,\n               beta, beta.__class__, None",
+           "alpha, float,\n               beta, float, None", PLANNED_GEMM),
+    Mutant("gemm-plan-key-ignores-out-layout", "a gemm plan into out keyed by out's shape only (a transposed out "
+           "reuses a contiguous one's plan)", "pymagma/blas.py",
+           "None if out is None else (out.shape, out.strides, out.dtype))",
+           "None if out is None else (out.shape, out.shape, out.dtype))", PLANNED_GEMM),
     Mutant("gemm-plan-ignores-devices", "a planned gemm runs with several devices without making the operands' "
            "device current", "pymagma/blas.py",
            'libraries.__dict__.get("device_count") == 1 and',

@@ -128,3 +128,23 @@ def test_plans_are_dropped_when_full_and_calls_stay_right(monkeypatch):
         np.testing.assert_allclose(blas.gemm(pymagma.asarray(a_host), pymagma.asarray(b_host)).get(),
                                    a_host @ b_host, rtol=1e-12)
         assert len(blas._GEMM_PLANS) <= 4
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.complex128])
+def test_planned_calls_into_out_follow_its_layout_and_beta(dtype):
+    """A gemm into ``out`` is planned with out's layout: a transposed view of the same shape, or another beta, gets
+    its own plan (out is accumulated into as BLAS does)."""
+    rng = np.random.default_rng(2)
+    a_host, b_host = rng.standard_normal((3, 5)).astype(dtype), rng.standard_normal((5, 4)).astype(dtype)
+    a, b = pymagma.asarray(a_host), pymagma.asarray(b_host)
+    for _ in range(2):
+        for transposed in (False, True):
+            for alpha, beta in ((1.0, 0.0), (2.0, 0.5), (1.0, 1.0)):
+                c_host = rng.standard_normal((3, 4)).astype(dtype)
+                out = _operand(c_host, transposed)
+                ptr = out.ptr
+                assert blas.gemm(a, b, out=out, alpha=alpha, beta=beta) is out and out.ptr == ptr
+                np.testing.assert_allclose(out.get(), alpha * a_host @ b_host + beta * c_host,
+                                           rtol=1e-5 if dtype == np.float32 else 1e-12, atol=1e-5)
+    with pytest.raises(ValueError, match="out has shape"):
+        blas.gemm(a, b, out=pymagma.empty((4, 3), dtype))
