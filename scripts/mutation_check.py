@@ -354,6 +354,10 @@ MUTANTS = [
            "pymagma/kernels/elementwise.py",
            "a.device == b.device else None",
            "True else None", ("tests/pymagma/suites/test_hot_paths.py",)),
+    Mutant("reduce-plan-any-axis-tuple", "a reduction's plan keyed by a tuple axis whatever its elements' types "
+           "((1.0,) reuses the plan of (1,))", "pymagma/kernels/reductions.py",
+           "type(axis) is tuple and set(map(type, axis)) <= _INT",
+           "type(axis) is tuple", ("tests/pymagma/suites/test_hot_paths.py",)),
     # -------------------------------------------------------- the memory pool's lock-free hits and its statistics
     Mutant("pool-inline-hit-uncounted", "an output's cache hit (the pool's hit path inline in _empty) not counted",
            "pymagma/array.py",

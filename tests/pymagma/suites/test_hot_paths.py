@@ -228,3 +228,18 @@ def test_elementwise_fast_paths_still_refuse_other_devices_and_dtypes(monkeypatc
                 kernels.binary("multiply", a, pymagma.asarray(host.astype(np.float64)))
             with pytest.raises(TypeError, match="dtypes differ"):
                 kernels.bias_add(a, pymagma.asarray(np.ones(3, np.float64)))
+
+
+def test_a_reduction_over_a_tuple_of_axes_is_planned_once_and_never_for_another_type():
+    host = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = pymagma.asarray(host)
+    for _ in range(2):
+        for axis, keepdims in (((0, 2), False), ((2, 0), True), ((1,), False), ((0, 1, 2), False)):
+            np.testing.assert_array_equal(kernels.reduce("sum", x, axis=axis, keepdims=keepdims).get(),
+                                          host.sum(axis=axis, keepdims=keepdims))
+        with pytest.raises(TypeError, match="must be an integer"):
+            kernels.reduce("sum", x, axis=(1.0,))  # equal to (1,) and hashed alike
+        with pytest.raises(ValueError, match="repeated axis"):
+            kernels.reduce("sum", x, axis=(0, 0))
+        with pytest.raises(ValueError, match="out of range"):
+            kernels.reduce("max", x, axis=(0, 3))
