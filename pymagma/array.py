@@ -467,11 +467,10 @@ def _allocated(shape: tuple, dtype: np.dtype, device: int | None) -> DeviceArray
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
     ``np.dtype``) and device come from checked arrays: nothing is checked again."""
-    itemsize, size = dtype.itemsize, math.prod(shape)
-    nbytes = size * itemsize
+    layout = _LAYOUTS.get((shape, dtype))
+    strides, size, itemsize, nbytes, bucket = _layout(shape, dtype) if layout is None else layout
     alloc = object.__new__(_Allocation)  # memory.Allocation.trusted, inline: every op's output passes here
-    alloc.nbytes, alloc.device = nbytes, device
-    alloc.size = bucket = -(-nbytes // _ALIGNMENT) * _ALIGNMENT if nbytes <= _LARGE else memory._bucket(nbytes)
+    alloc.nbytes, alloc.device, alloc.size = nbytes, device, bucket
     if bucket:
         pool = _override.__dict__.get("pool") or _native.current.memory_pool
         next(pool._requests)
@@ -484,13 +483,23 @@ def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     else:
         alloc.ptr, alloc._pool = 0, None
     out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline
-    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = (
-        dtype, shape, _c_strides_cached(shape, itemsize), alloc.ptr, alloc, device)
+    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = dtype, shape, strides, alloc.ptr, alloc, device
     out.is_c_contiguous, out.size, out.itemsize, out.ndim = True, size, itemsize, len(shape)  # (kept values, known)
     return out
 
 
-_Allocation, _override, _ALIGNMENT, _LARGE = memory.Allocation, memory._override, memory.ALIGNMENT, memory._LARGE
+def _layout(shape: tuple, dtype: np.dtype) -> tuple:
+    """(C strides, size, itemsize, bytes, the pool's size class) of an output, kept in ``_LAYOUTS``."""
+    if len(_LAYOUTS) >= 4096:
+        _LAYOUTS.clear()
+    itemsize, size = dtype.itemsize, math.prod(shape)
+    layout = _LAYOUTS[shape, dtype] = (c_strides(shape, itemsize), size, itemsize, size * itemsize,
+                                       memory._bucket(size * itemsize))
+    return layout
+
+
+_LAYOUTS: dict = {}  # (shape, dtype) -> _layout's answer
+_Allocation, _override = memory.Allocation, memory._override
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:

@@ -243,3 +243,16 @@ def test_a_reduction_over_a_tuple_of_axes_is_planned_once_and_never_for_another_
             kernels.reduce("sum", x, axis=(0, 0))
         with pytest.raises(ValueError, match="out of range"):
             kernels.reduce("max", x, axis=(0, 3))
+
+
+def test_outputs_layouts_are_kept_per_shape_and_dtype_and_stay_right_past_the_limit():
+    for n in range(1, 4300, 3):
+        for dtype in (np.dtype(np.float32), np.dtype(np.int64)):
+            a = array._empty((2, n), dtype, 0)
+            want = np.empty((2, n), dtype)
+            assert (a.shape, a.strides, a.nbytes, a.owner.nbytes) == (want.shape, want.strides, want.nbytes,
+                                                                      want.nbytes)
+            assert a.owner.size == memory.bucket_size(want.nbytes)
+            _kept_values_agree(a)
+        assert len(array._LAYOUTS) <= 4096
+    assert array._empty((0, 3), np.dtype(np.float32), 0).ptr == 0
