@@ -58,6 +58,7 @@ FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_
          "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
 KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
 MANY_PLANS = ("tests/magmadnn/backend/test_many_plans.py",)  # the multi-tensor updates' plans
+OPTIMIZER_STEPS = ("tests/magmadnn/test_optimizers.py", "-k", "later_steps or own_is_used")  # a column at a time
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
@@ -439,6 +440,13 @@ MUTANTS = [
     Mutant("many-plan-keeps-old-gradients", "a multi-tensor update's plan launches the gradients of the step it was "
            "made in", "magmadnn/backend/device/kernels/optim.py",
            "table.a[1][:len(rows)] = list(map(_pointer, map(grads.__getitem__, rows)))", "pass", MANY_PLANS),
+    Mutant("optimizer-columns-skip-constraints", "the optimizers' step a column at a time applies no constraint",
+           "magmadnn/optimizers.py",
+           "if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):",
+           "if not _plain_parameters(params):", OPTIMIZER_STEPS),
+    Mutant("optimizer-columns-ignore-trainable", "the optimizers' step a column at a time updates frozen weights",
+           "magmadnn/optimizers.py", "if _plain_parameters(params) and all(map(_TRAINABLE, params)):",
+           "if _plain_parameters(params):", OPTIMIZER_STEPS),
     Mutant("foreach-sgd-forgets-nesterov", "the optimizers' multi-tensor SGD drops Nesterov momentum",
            "magmadnn/_foreach.py", "nesterov=opt.nesterov, weight_decay", "nesterov=False, weight_decay",
            ("tests/magmadnn/test_optimizers.py", "-k", "nesterov")),
