@@ -6,8 +6,12 @@
 
 from __future__ import annotations
 
+import functools
 import itertools
 import operator
+
+from . import constraints
+from .autograd import Parameter
 
 
 def _rule(opt):
@@ -19,16 +23,35 @@ def _rule(opt):
     return rule
 
 
-def update_columns(opt, params, grads, slots, lr) -> bool:
-    """:func:`update_all` of the columns ``params``, ``grads`` (none None) and ``slots``, without a Python frame
-    per parameter."""
+def _plain_parameters(params) -> bool:
+    """Whether every entry of ``params`` is a Parameter itself (its own flag, gradient and constraint read as
+    attributes)."""
+    return all(map(operator.is_, map(type, params), itertools.repeat(Parameter, len(params))))
+
+
+def trainable_grads(params) -> list:
+    """Each parameter's ``.grad``, None for one whose ``trainable`` is False (a frozen weight); read without a Python
+    frame per parameter where all of ``params`` are trainable Parameters (the common case)."""
+    if _plain_parameters(params) and all(map(_TRAINABLE, params)):
+        return list(map(_GRAD, params))
+    return [p.grad if (p._trainable if p.__class__ is Parameter else getattr(p, "trainable", True)) else None
+            for p in params]  # (a Parameter's own flag read without its property's frame)
+
+
+def step_columns(opt, params, grads, made, lr) -> bool:
+    """The optimizer step a column at a time, without a Python frame per parameter, where every parameter has a
+    gradient in ``grads`` and its slots in ``made`` already (made by the first step) and ``opt``'s rule has a
+    multi-tensor op: the update, then the constraints; False (nothing done) otherwise."""
+    n = len(params)
     rule = _rule(opt)
-    if rule is None or not params:
+    if rule is None or not n or not (all(map(_is_not_none, grads)) and all(map(made.__contains__, range(n)))):
         return False
     xp = params[0].xp
-    if not all(map(operator.is_, map(_XP, params), itertools.repeat(xp, len(params)))):
+    if not all(map(operator.is_, map(_XP, params), itertools.repeat(xp, n))):
         return False
-    rule(opt, xp, list(map(_DATA, params)), grads, slots, lr)
+    rule(opt, xp, list(map(_DATA, params)), grads, list(map(made.__getitem__, range(n))), lr)
+    if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):
+        constraints.apply(params, grads)
     return True
 
 
@@ -79,3 +102,6 @@ _MISSING = object()
 _XP, _DATA = operator.attrgetter("xp"), operator.attrgetter("data")
 _VELOCITY, _M, _V = operator.itemgetter("velocity"), operator.itemgetter("m"), operator.itemgetter("v")
 _MEAN_SQUARE, _ACCUMULATOR = operator.itemgetter("mean_square"), operator.itemgetter("accumulator")
+_GRAD, _TRAINABLE = operator.attrgetter("grad"), operator.attrgetter("_trainable")
+_CONSTRAINT = operator.attrgetter("constraint")
+_is_none, _is_not_none = functools.partial(operator.is_, None), functools.partial(operator.is_not, None)

@@ -27,11 +27,8 @@ optimizer takes one of Keras' ``clipnorm=c`` (each gradient times ``c / max(||g|
 
 from __future__ import annotations
 
-import functools
-import itertools
 import math
 import numbers
-import operator
 
 import numpy as np
 
@@ -39,7 +36,7 @@ from . import _foreach, clipping, constraints, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
-from .autograd import Parameter, Tensor
+from .autograd import Tensor
 from .backend.ops.optim import adam_bias_corrections
 
 __all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "LossScaleOptimizer",
@@ -106,19 +103,13 @@ class Optimizer(KerasApply, Configurable):
         if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
             lr = self._device_values
         grads, made = self._clipped_grads(params), self._state  # (slots made already: read without a frame)
-        n = len(params)
-        if all(map(_is_not_none, grads)) and all(map(made.__contains__, range(n))):
-            # the common step, a column at a time: every parameter has a gradient and its slots (no frame per one)
-            if _foreach.update_columns(self, params, grads, list(map(made.__getitem__, range(n))), lr):
-                if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):
-                    constraints.apply(params, grads)
-                return
-        live = [(p, g, made[i] if i in made else self._slots(i, p)) for i, (p, g) in enumerate(zip(params, grads))
-                if g is not None]
-        if not _foreach.update_all(self, live, lr):  # one op for all (one launch per dtype on the device), or each
-            for param, grad, state in live:
-                self.update(param.xp, param.data, grad, state, lr)
-        constraints.apply(params, grads)
+        if not _foreach.step_columns(self, params, grads, made, lr):  # the common step, a column at a time, or:
+            live = [(p, g, made[i] if i in made else self._slots(i, p)) for i, (p, g) in
+                    enumerate(zip(params, grads)) if g is not None]
+            if not _foreach.update_all(self, live, lr):  # one op for all (one launch per dtype on the device), or
+                for param, grad, state in live:  # each
+                    self.update(param.xp, param.data, grad, state, lr)
+            constraints.apply(params, grads)
 
     def _slots(self, index: int, param) -> dict:  # parameter index's slot arrays, made at its first update
         if (state := self._state.get(index)) is None:
@@ -135,11 +126,7 @@ class Optimizer(KerasApply, Configurable):
     # -- gradient clipping
     def _clipped_grads(self, params) -> list:
         """The gradients the update uses (None where a parameter has none), clipped as :mod:`.clipping` says."""
-        if _plain_parameters(params) and all(map(_TRAINABLE, params)):  # (the common case: no frame per parameter)
-            grads = list(map(_GRAD, params))
-        else:
-            grads = [p.grad if (p._trainable if p.__class__ is Parameter else getattr(p, "trainable", True))
-                     else None for p in params]  # (a Parameter's own flag read without its property's frame)
+        grads = _foreach.trainable_grads(params)  # (None for a frozen parameter)
         return clipping.clip(params, grads, self.clipnorm, self.global_clipnorm, self.clipvalue)
 
     # -- device-resident step values (graph replay, magmadnn.models.replay)
@@ -208,17 +195,6 @@ class Optimizer(KerasApply, Configurable):
 
     def __repr__(self):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
-
-
-_GRAD, _TRAINABLE = operator.attrgetter("grad"), operator.attrgetter("_trainable")
-_CONSTRAINT = operator.attrgetter("constraint")
-_is_none, _is_not_none = functools.partial(operator.is_, None), functools.partial(operator.is_not, None)
-
-
-def _plain_parameters(params) -> bool:
-    """Whether every entry of ``params`` is a :class:`Parameter` itself (its own flag, gradient and constraint read
-    as attributes)."""
-    return all(map(operator.is_, map(type, params), itertools.repeat(Parameter, len(params))))
 
 
 # ------------------------------------------------------------------------------------- Keras-only arguments
