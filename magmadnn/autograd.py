@@ -107,6 +107,13 @@ class Tensor:
         t.xp, t.data, t.grad, t.requires_grad, t._fn = xp, xp.asarray(data), None, False, None
         return t
 
+    @classmethod
+    def _wrap(cls, data, xp) -> Tensor:
+        """A Tensor of ``data``, an array of the backend ``xp`` already (no conversion), no grad."""
+        t = cls.__new__(cls)
+        t.xp, t.data, t.grad, t.requires_grad, t._fn = xp, data, None, False, None
+        return t
+
     @property
     def backend(self):
         """The old name of :attr:`xp` (the backend holding ``data``)."""

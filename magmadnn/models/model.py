@@ -374,7 +374,7 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         """Host input arrays as Tensors on the model's backend, each in its input's dtype (an input an op node
         reads as a shape stays a host array)."""
         xp = self.xp
-        tensors = [Tensor._of(xp.asarray(a, dtype), xp) for a, dtype in zip(arrays, self._input_dtypes())]
+        tensors = [Tensor._wrap(xp.asarray(a, dtype), xp) for a, dtype in zip(arrays, self._input_dtypes())]
         for k in self._host_inputs:
             tensors[k] = np.asarray(arrays[k])
         return tensors
