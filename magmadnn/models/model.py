@@ -285,7 +285,7 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
     def _forward(self, inputs: list[Tensor], training: bool) -> Tensor:
         self._start_forward()
         values = {}
-        feeds = {id(node): tensor for node, tensor in zip(self.inputs, inputs)}
+        feeds = dict(zip(map(id, self.inputs), inputs))
         released = self._released_after() if self.xp is not None and self.xp.name == "host" else None
         for position, node in enumerate(self.nodes):
             if isinstance(node.layer, Input):
