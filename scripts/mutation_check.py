@@ -57,6 +57,8 @@ DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # 
 FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_tensor or bias_activation or "
          "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
 KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
+MANY_PLANS = ("tests/magmadnn/backend/test_many_plans.py",)  # the multi-tensor updates' plans
+OPTIMIZER_STEPS = ("tests/magmadnn/test_optimizers.py", "-k", "later_steps or own_is_used")  # a column at a time
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
@@ -472,7 +474,24 @@ MUTANTS = [
            "magmadnn/backend/device/kernels/optim.cu", "bc1 = values[1];", "bc1 = values[2];", FUSED),
     Mutant("many-chunk-drops-a-tensor", "each launch of a multi-tensor update leaves its last tensor out",
            "magmadnn/backend/device/kernels/optim.py",
-           "chunk = members[first:first + MANY]", "chunk = members[first:first + MANY - 1]", FUSED),
+           "zip(*members[first:first + MANY])", "zip(*members[first:first + MANY - 1])", FUSED),
+    Mutant("many-plan-ignores-replaced-arrays", "a multi-tensor update's plan is reused after a parameter or state "
+           "array was replaced (its old pointers launched)", "magmadnn/backend/device/kernels/optim.py",
+           "elif len(column) != len(held) or not all(map(operator.is_, column, map(_deref, held))):",
+           "elif len(column) != len(held):", MANY_PLANS),
+    Mutant("many-plan-trusts-gradient-shapes", "a multi-tensor update's plan launches gradients of another shape "
+           "than their parameters'", "magmadnn/backend/device/kernels/optim.py",
+           "and list(map(_shape, grads)) == self.shapes\n", "\n", MANY_PLANS),
+    Mutant("many-plan-keeps-old-gradients", "a multi-tensor update's plan launches the gradients of the step it was "
+           "made in", "magmadnn/backend/device/kernels/optim.py",
+           "table.a[1][:len(rows)] = list(map(_pointer, map(grads.__getitem__, rows)))", "pass", MANY_PLANS),
+    Mutant("optimizer-columns-skip-constraints", "the optimizers' step a column at a time applies no constraint",
+           "magmadnn/_foreach.py",
+           "if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):",
+           "if not _plain_parameters(params):", OPTIMIZER_STEPS),
+    Mutant("optimizer-columns-ignore-trainable", "the optimizers' step a column at a time updates frozen weights",
+           "magmadnn/_foreach.py", "if _plain_parameters(params) and all(map(_TRAINABLE, params)):",
+           "if _plain_parameters(params):", OPTIMIZER_STEPS),
     Mutant("foreach-sgd-forgets-nesterov", "the optimizers' multi-tensor SGD drops Nesterov momentum",
            "magmadnn/_foreach.py", "nesterov=opt.nesterov, weight_decay", "nesterov=False, weight_decay",
            ("tests/magmadnn/test_optimizers.py", "-k", "nesterov")),
