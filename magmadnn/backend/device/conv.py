@@ -92,6 +92,29 @@ def _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
     return extra, _plans.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
 
 
+_SEEN: dict = {}  # (x shape, dtype, device, w shape, ids of stride, padding, dilation, groups) -> (those three, plan)
+
+
+def _plan_of(x_shape, dtype, device, w_shape, stride, padding, dilation, groups):
+    """:func:`_planned` of these arguments, found by the identity of the geometry's tuples at a repeated call (a
+    layer passes the same checked tuples at every call; a hashable tuple cannot change, and the entry keeps it alive,
+    so its id stands for its value and its types); the shapes, dtype and device are a DeviceArray's checked values,
+    and groups of equal values plan alike."""
+    key = (x_shape, dtype, device, w_shape, id(stride), id(padding), id(dilation), groups)
+    seen = _SEEN.get(key)
+    if seen is not None and seen[0] is stride and seen[1] is padding and seen[2] is dilation:
+        return seen[3]
+    answer = _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
+    try:
+        hash((stride, padding, dilation))
+    except TypeError:  # a list, or a tuple holding one, may be changed in place by its owner: never kept
+        return answer
+    if len(_SEEN) >= 256:
+        _SEEN.clear()
+    _SEEN[key] = (stride, padding, dilation, answer)
+    return answer
+
+
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
                    activation=None):
     """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo), + bias, then a fused activation."""
@@ -104,7 +127,7 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: bias must have shape ({w.shape[0]},) (one per filter), got "
                          f"{tuple(bias.shape)}")
     x = x if x.is_c_contiguous else _contiguous(x)
-    extra, plan = _planned(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
+    extra, plan = _plan_of(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
     xin = _pad(x, extra, 0.0) if any(extra) else x
     if saved is not None:  # for backward-filter: the padded input and the plan (its layouts checked by the call)
         saved["plan"] = plan
@@ -125,7 +148,7 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     shape = tuple(map(int, x_shape))
     if w.dtype is not dy.dtype:
         _same_dtype("conv2d_backward_data", dy, w)
-    extra, plan = _planned(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
+    extra, plan = _plan_of(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
     if not any(extra):
         return dxp
