@@ -61,8 +61,9 @@ ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
-#: the device convolution's plans kept by the identity of its geometry's tuples
-CONV_GEOMETRY = ("tests/magmadnn/backend/test_conv.py", "-k", "device and (in_place or equal_geometries)")
+#: answers kept by the identity of their arguments (the device convolution's and pooling's geometry)
+SAME_OBJECTS = ("tests/pymagma/suites/test_bad_inputs.py", "tests/magmadnn/backend/test_conv.py", "-k",
+                "same_objects or (device and (in_place or equal_geometries))")
 STREAMS = ("tests/pymagma/simulator/test_streams.py",)  # the simulator's queued work when host code runs inside it
 STREAM_ORDER = ("tests/pymagma/test_simulator.py", "-k", "created_stream_runs_when_something_orders_it")
 #: frees held back to a safe point (a finalizer's, a capturing thread's) and the simulator's held frees
@@ -334,14 +335,10 @@ MUTANTS = [
            "(sigmoid gets relu's plan)", "pymagma/_dnn_plans.py",
            "key = (make, x.shape, x.dtype, x.device, options)",
            "key = (make, x.shape, x.dtype, x.device)", PLANS),
-    Mutant("conv-plan-kept-for-lists", "the device convolution keeps its plan by the identity of a list geometry, "
-           "which its caller may change in place", "magmadnn/backend/device/conv.py",
-           "        hash((stride, padding, dilation))\n",
-           "        hash((padding, dilation))\n", CONV_GEOMETRY),
-    Mutant("conv-plan-kept-for-tuples-holding-lists", "the device convolution keeps its plan by the identity of a "
-           "tuple geometry holding a list, which its caller may change in place", "magmadnn/backend/device/conv.py",
-           "        hash((stride, padding, dilation))\n",
-           "        hash((stride, dilation))\n", CONV_GEOMETRY),
+    Mutant("same-objects-keeps-lists", "an answer kept by the identity of its arguments is kept for a list (or a "
+           "tuple holding one), which its owner may change in place", "pymagma/_checks.py",
+           "            hash(objects)\n",
+           "            hash(args[:by_value])\n", SAME_OBJECTS),
     Mutant("plan-key-ignores-types", "planned calls keyed by equal arguments only (2.0 reuses the plan of 2)",
            "pymagma/_dnn_plans.py",
            "key = (make, args, kinds, inner)",

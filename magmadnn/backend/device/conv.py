@@ -92,27 +92,9 @@ def _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
     return extra, _plans.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
 
 
-_SEEN: dict = {}  # (x shape, dtype, device, w shape, ids of stride, padding, dilation, groups) -> (those three, plan)
-
-
-def _plan_of(x_shape, dtype, device, w_shape, stride, padding, dilation, groups):
-    """:func:`_planned` of these arguments, found by the identity of the geometry's tuples at a repeated call (a
-    layer passes the same checked tuples at every call; a hashable tuple cannot change, and the entry keeps it alive,
-    so its id stands for its value and its types); the shapes, dtype and device are a DeviceArray's checked values,
-    and groups of equal values plan alike."""
-    key = (x_shape, dtype, device, w_shape, id(stride), id(padding), id(dilation), groups)
-    seen = _SEEN.get(key)
-    if seen is not None and seen[0] is stride and seen[1] is padding and seen[2] is dilation:
-        return seen[3]
-    answer = _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
-    try:
-        hash((stride, padding, dilation))
-    except TypeError:  # a list, or a tuple holding one, may be changed in place by its owner: never kept
-        return answer
-    if len(_SEEN) >= 256:
-        _SEEN.clear()
-    _SEEN[key] = (stride, padding, dilation, answer)
-    return answer
+#: the plan of a convolution whose geometry tuples are the objects of an earlier call, found by their identities (the
+#: shapes, dtype and device by value: a DeviceArray's checked values)
+_plan_of = _checks.same_objects(_planned, by_value=4)
 
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,

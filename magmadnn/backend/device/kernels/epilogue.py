@@ -55,6 +55,11 @@ def _forward_plan(shape, dtype, bias_shape, bias_dtype, kind) -> tuple:
     return programs.expression("bias_act", name), channels, inner, _FORWARD[_kind(kind, what)], reads_input(kind)
 
 
+#: the plan of a repeated call's layouts: the shapes and dtypes (values from DeviceArrays) by value, the kind by
+#: identity (a layer passes the same string each time), with no hashing of the arguments' types again
+_forward_plan_of = _checks.same_objects(_forward_plan, by_value=4)
+
+
 def bias_activation(x, bias, kind: str, alpha: float = 0.0):
     """``(y, z)``: ``z = x + bias`` over axis 1 of ``x`` (N, C, ...) rounded to the dtype, ``y = kind(z)``, one
     launch. ``z`` is written over ``x`` (which must be C-contiguous and is given up) when the gradient of ``kind``
@@ -63,7 +68,7 @@ def bias_activation(x, bias, kind: str, alpha: float = 0.0):
     if not (x.__class__ is _array.DeviceArray and bias.__class__ is _array.DeviceArray):
         _float_dtype(x, what)  # the TypeError naming the operand that is not a DeviceArray
         _same([x, bias], what)
-    expression, channels, inner, code, keep = _forward_plan(x.shape, x.dtype, bias.shape, bias.dtype, kind)
+    expression, channels, inner, code, keep = _forward_plan_of(x.shape, x.dtype, bias.shape, bias.dtype, kind)
     if bias.device != x.device:
         raise ValueError(f"{what}: arrays live on different devices ({x.device} and {bias.device})")
     if not x.is_c_contiguous:
@@ -88,6 +93,9 @@ def _backward_plan(shape, dtype, kind, has_z, has_y) -> tuple:
     return programs.expression("bias_act_backward", name), outer, channels, inner, ACTIVATION_GRADS[kind]
 
 
+_backward_plan_of = _checks.same_objects(_backward_plan, by_value=2)  # (shape and dtype by value, as above)
+
+
 def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool = True):
     """``(dx, db)`` of :func:`bias_activation`: ``dx`` the activation's gradient from ``dy`` and ``z`` and/or ``y``
     (what ``kind`` reads), ``db`` the sum of ``dx`` over every axis but 1 (None unless ``bias``), one launch."""
@@ -97,7 +105,7 @@ def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool
     if dy.__class__ is not _array.DeviceArray:
         _float_dtype(dy, what)  # the TypeError naming dy
     _same([dy, z, y], what)
-    expression, outer, channels, inner, code = _backward_plan(dy.shape, dy.dtype, kind, z is not None, y is not None)
+    expression, outer, channels, inner, code = _backward_plan_of(dy.shape, dy.dtype, kind, z is not None, y is not None)
     for a in (z, y):
         if a is not None and a.shape != dy.shape:
             raise ValueError(f"{what}: z and y must have dy's shape {dy.shape}, got {a.shape}")

@@ -54,6 +54,9 @@ def _pool_geometry(shape, window, stride, padding, what: str) -> PoolGeometry:
     return PoolGeometry(n * c, h, w, ho, wo, kh, kw, sh, sw, top, left)
 
 
+_pool_geometry_of = _checks.same_objects(_pool_geometry, by_value=1)  # the geometry's tuples by identity
+
+
 def _two(value, name: str, what: str) -> tuple[int, int]:
     pair = _checks.sizes(value, name)
     if len(pair) != 2:
@@ -67,7 +70,7 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     maximum, at its last offset, as NumPy's ``maximum`` chain gives).  :func:`max_pool2d_backward` sends the gradient
     there, so the gradient convention does not depend on a library's undocumented tie rule."""
     dtype = _float_dtype(x, "max_pool2d")
-    g = _pool_geometry(x.shape, window, stride, padding, "max_pool2d")
+    g = _pool_geometry_of(x.shape, window, stride, padding, "max_pool2d")
     x = contiguous(x)
     y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
     offsets = _array._empty(y.shape, _INT32, x.device)
@@ -79,7 +82,7 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     """dx of :func:`max_pool2d`: each input element gets the sum of ``dy`` over the windows whose maximum it is,
     summed in a fixed order by one thread (deterministic)."""
     dtype = _float_dtype(dy, "max_pool2d_backward")
-    g = _pool_geometry(x_shape, window, stride, padding, "max_pool2d_backward")
+    g = _pool_geometry_of(x_shape, window, stride, padding, "max_pool2d_backward")
     expected = (int(x_shape[0]), int(x_shape[1]), g.ho, g.wo)
     if tuple(dy.shape) != expected or tuple(offsets.shape) != expected:
         raise ValueError(f"max_pool2d_backward: dy {dy.shape} and offsets {offsets.shape} must have the pooled shape "
@@ -109,11 +112,14 @@ def _pad_geometry(shape, pads) -> tuple:
     return padded, PadGeometry(n * c, h, w, padded[2], padded[3], top, left)
 
 
+_pad_geometry_of = _checks.same_objects(_pad_geometry, by_value=1)  # the pads' tuple by identity
+
+
 def pad2d(x, pads):
     """The NCHW array ``x`` surrounded by zeros, ``pads`` = (top, bottom, left, right) rows and columns of them, in
     one launch (the elements of ``x`` copied bit for bit)."""
     dtype = _float_dtype(x, "pad2d")
-    shape, g = _pad_geometry(x.shape, pads)
+    shape, g = _pad_geometry_of(x.shape, pads)
     x = contiguous(x)
     y = _array._empty(shape, x.dtype, x.device)
     _run("pool", programs.expression("pad2d", dtype), x, y.size, [x.ptr, y.ptr, g])
