@@ -78,7 +78,7 @@ def _of_array(make, x, options: tuple):
     """``make``'s plan (a planner made by :func:`_planner`) of DeviceArray ``x``'s shape, dtype and device and
     ``options``, looked up by those values alone: a DeviceArray's shape, dtype and device are checked values, and
     the callers' options are strings and floats (or None), types their values tell apart; any other ``x`` or option
-    goes through the planner (every check, the types in the key)."""
+    goes through the planner (every check, the types in the key).  (Inline in the two functions below.)"""
     if x.__class__ is _DeviceArray:
         plans = _native.current.cudnn_plans
         key = (make, x.shape, x.dtype, x.device, options)
@@ -95,14 +95,18 @@ def _of_array(make, x, options: tuple):
 def batch_norm_plan_of(x):
     """``batch_norm_plan(x.shape, x.dtype, x.device)`` (spatial mode) of an array ``x``: the device backend's
     look-up at each call (by x's values alone; see :func:`_of_array`)."""
-    return _of_array(batch_norm_plan, x, ())
+    plan = _native.current.cudnn_plans.get((batch_norm_plan, x.shape, x.dtype, x.device, ())) \
+        if x.__class__ is _DeviceArray else None
+    return _of_array(batch_norm_plan, x, ()) if plan is None else plan
 
 
 def activation_plan_of(x, mode: str = "relu", coef=None):
     """``activation_plan(x.shape, x.dtype, x.device, mode, coef)`` of an array ``x``: the device backend's look-up
     at each call (by values alone for a str ``mode`` and a float or None ``coef``; see :func:`_of_array`)."""
     if mode.__class__ is str and (coef is None or coef.__class__ is float):
-        return _of_array(activation_plan, x, (mode, coef))
+        plan = _native.current.cudnn_plans.get((activation_plan, x.shape, x.dtype, x.device, (mode, coef))) \
+            if x.__class__ is _DeviceArray else None
+        return _of_array(activation_plan, x, (mode, coef)) if plan is None else plan
     return activation_plan(x.shape, x.dtype, x.device, mode, coef)
 
 
