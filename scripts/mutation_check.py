@@ -61,6 +61,7 @@ ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
 #: answers kept by the identity of their arguments (the device convolution's and pooling's geometry)
 SAME_OBJECTS = ("tests/pymagma/suites/test_bad_inputs.py", "tests/magmadnn/backend/test_conv.py", "-k",
                 "same_objects or (device and (in_place or equal_geometries))")
@@ -339,6 +340,10 @@ MUTANTS = [
            "tuple holding one), which its owner may change in place", "pymagma/_checks.py",
            "            hash(objects)\n",
            "            hash(args[:by_value])\n", SAME_OBJECTS),
+    Mutant("pool-expression-ignores-dtype", "max pooling's kernel expression found by its kernel alone (a float64 "
+           "call after a float32 one runs the float32 kernel)", "magmadnn/backend/device/kernels/pool.py",
+           '_EXPRESSIONS.get(("max_pool_forward", dtype))',
+           '_EXPRESSIONS.get(("max_pool_forward", "float32"))', POOLING),
     Mutant("plan-key-ignores-types", "planned calls keyed by equal arguments only (2.0 reuses the plan of 2)",
            "pymagma/_dnn_plans.py",
            "key = (make, args, kinds, inner)",

@@ -31,6 +31,12 @@ class PadGeometry(ctypes.Structure):
 
 
 _INT32 = np.dtype(np.int32)
+_EXPRESSIONS: dict = {}  # (kernel, dtype name) -> the kernel's name expression (programs.expression, made once)
+
+
+def _expression(kernel: str, dtype: str) -> str:
+    made = _EXPRESSIONS[(kernel, dtype)] = programs.expression(kernel, dtype)
+    return made
 
 
 @_checks.once_per_arguments
@@ -71,10 +77,11 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     there, so the gradient convention does not depend on a library's undocumented tie rule."""
     dtype = _float_dtype(x, "max_pool2d")
     g = _pool_geometry_of(x.shape, window, stride, padding, "max_pool2d")
-    x = contiguous(x)
+    x = x if x.is_c_contiguous else contiguous(x)
     y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
     offsets = _array._empty(y.shape, _INT32, x.device)
-    _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [x.ptr, y.ptr, offsets.ptr, g])
+    _run("pool", _EXPRESSIONS.get(("max_pool_forward", dtype)) or _expression("max_pool_forward", dtype), x, y.size,
+         [x.ptr, y.ptr, offsets.ptr, g])
     return y, offsets
 
 
@@ -93,9 +100,11 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     if offsets.device != dy.device:
         raise ValueError(f"max_pool2d_backward: dy and offsets live on different devices ({dy.device} and "
                          f"{offsets.device})")
-    dy, offsets = contiguous(dy), contiguous(offsets)
+    dy = dy if dy.is_c_contiguous else contiguous(dy)
+    offsets = offsets if offsets.is_c_contiguous else contiguous(offsets)
     dx = _array._empty((expected[0], expected[1], g.h, g.w), dy.dtype, dy.device)  # x_shape, checked
-    _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
+    _run("pool", _EXPRESSIONS.get(("max_pool_backward", dtype)) or _expression("max_pool_backward", dtype), dy,
+         dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
     return dx
 
 
@@ -120,7 +129,7 @@ def pad2d(x, pads):
     one launch (the elements of ``x`` copied bit for bit)."""
     dtype = _float_dtype(x, "pad2d")
     shape, g = _pad_geometry_of(x.shape, pads)
-    x = contiguous(x)
+    x = x if x.is_c_contiguous else contiguous(x)
     y = _array._empty(shape, x.dtype, x.device)
-    _run("pool", programs.expression("pad2d", dtype), x, y.size, [x.ptr, y.ptr, g])
+    _run("pool", _EXPRESSIONS.get(("pad2d", dtype)) or _expression("pad2d", dtype), x, y.size, [x.ptr, y.ptr, g])
     return y
