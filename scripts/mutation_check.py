@@ -67,6 +67,10 @@ PLANNED_GEMM = ("tests/pymagma/test_blas_planned.py",)  # gemm's plans against t
 MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
           "tests/pymagma/test_graphs.py")
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
+#: answers kept by the identity of their arguments (the device convolution's and pooling's geometry)
+SAME_OBJECTS = ("tests/pymagma/suites/test_bad_inputs.py", "tests/magmadnn/backend/test_conv.py", "-k",
+                "same_objects or (device and (in_place or equal_geometries))")
 STREAMS = ("tests/pymagma/simulator/test_streams.py",)  # the simulator's queued work when host code runs inside it
 STREAM_ORDER = ("tests/pymagma/test_simulator.py", "-k", "created_stream_runs_when_something_orders_it")
 #: frees held back to a safe point (a finalizer's, a capturing thread's) and the simulator's held frees
@@ -302,18 +306,19 @@ MUTANTS = [
            "scale.ptr, dbias.ptr, dscale.ptr, float(eps),", PLANS),
     Mutant("plan-activation-bwd-x-y-swapped", "a planned activation backward gets x where y goes and y where x goes",
            "pymagma/_dnn_plans.py",
-           "xd, y.ptr, xd, dy.ptr, xd,\n                x.ptr,",
-           "xd, x.ptr, xd, dy.ptr, xd,\n                y.ptr,", PLANS),
+           "xd, y.ptr, xd, dy.ptr, xd,\n                                              x.ptr,",
+           "xd, x.ptr, xd, dy.ptr, xd,\n                                              y.ptr,", PLANS),
     Mutant("plan-conv-fwd-x-w-swapped", "a planned forward convolution passes w's data where x goes and x's for w",
            "pymagma/_dnn_plans.py",
            "d0, x.ptr, d1, w.ptr, d2, algo",
            "d0, w.ptr, d1, x.ptr, d2, algo", PLANS),
     Mutant("plan-conv-fwd-alpha-beta-swapped", "a planned forward convolution passes beta (0) as alpha, alpha (1) as "
            "beta", "pymagma/_dnn_plans.py",
-           "byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,\n"
-           "                size, byref(self.zero), d3, y.ptr)",
-           "byref(self.zero), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,\n"
-           "                size, byref(self.one), d3, y.ptr)", PLANS),
+           "byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
+           "space.ptr if size else None, size, byref(self.zero), d3, y.ptr)",
+           "byref(self.zero), d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
+           "space.ptr if size else None, size, byref(self.one), d3, y.ptr)",
+           PLANS),
     Mutant("plan-conv-bwd-data-reuses-forward", "a planned backward data reuses the forward's cached call "
            "(function, descriptors, algorithm)", "pymagma/_dnn_plans.py",
            'self._calls.get("backward_data") or self._call("backward_data")',
@@ -333,8 +338,8 @@ MUTANTS = [
            PLANS),
     Mutant("plan-bn-fwd-alpha-beta-swapped", "a planned batch-norm forward passes beta (0) as alpha, alpha (1) as beta",
            "pymagma/_dnn_plans.py",
-           "self.mode_value, byref(self.one),\n                byref(self.zero),",
-           "self.mode_value, byref(self.zero),\n                byref(self.one),", PLANS),
+           "self.mode_value, byref(self.one), byref(self.zero),\n            self.xd, x.ptr,",
+           "self.mode_value, byref(self.zero), byref(self.one),\n            self.xd, x.ptr,", PLANS),
     Mutant("plan-bn-bwd-saved-swapped", "a planned batch-norm backward reads the saved inverse std as the mean and "
            "back", "pymagma/_dnn_plans.py",
            "None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)",
@@ -342,12 +347,29 @@ MUTANTS = [
            PLANS),
     Mutant("plan-activation-fwd-alpha-beta-swapped", "a planned activation forward passes beta (0) as alpha, alpha "
            "(1) as beta", "pymagma/_dnn_plans.py",
-           "self.desc, byref(self.one), self.xd, x.ptr, byref(self.zero),",
-           "self.desc, byref(self.zero), self.xd, x.ptr, byref(self.one),", PLANS),
+           "self.desc, byref(self.one), self.xd, x.ptr,\n" + " " * 45 + "byref(self.zero),",
+           "self.desc, byref(self.zero), self.xd, x.ptr,\n" + " " * 45 + "byref(self.one),",
+           PLANS),
     Mutant("plan-activation-coef-dropped", "an activation plan's descriptor takes the mode's default coefficient, "
            "not the caller's", "pymagma/_dnn_plans.py",
            "descriptors = (dnn._activation_desc(mode, coef),",
            "descriptors = (dnn._activation_desc(mode, None),", PLANS),
+    Mutant("plan-bound-once", "a plan keeps the cuDNN functions it bound first, whichever cuDNN object is in use "
+           "later", "pymagma/_dnn_plans.py",
+           "setattr(self, name, cudnn.bind(name))",
+           "setattr(self, name, getattr(self, name, None) or cudnn.bind(name))", PLANS),
+    Mutant("plan-of-array-ignores-options", "the device backend's plan look-up by an array ignores the options "
+           "(sigmoid gets relu's plan)", "pymagma/_dnn_plans.py",
+           "key = (make, x.shape, x.dtype, x.device, options)",
+           "key = (make, x.shape, x.dtype, x.device)", PLANS),
+    Mutant("same-objects-keeps-lists", "an answer kept by the identity of its arguments is kept for a list (or a "
+           "tuple holding one), which its owner may change in place", "pymagma/_checks.py",
+           "            hash(objects)\n",
+           "            hash(args[:by_value])\n", SAME_OBJECTS),
+    Mutant("pool-expression-ignores-dtype", "max pooling's kernel expression found by its kernel alone (a float64 "
+           "call after a float32 one runs the float32 kernel)", "magmadnn/backend/device/kernels/pool.py",
+           '_EXPRESSIONS.get(("max_pool_forward", dtype))',
+           '_EXPRESSIONS.get(("max_pool_forward", "float32"))', POOLING),
     Mutant("plan-key-ignores-types", "planned calls keyed by equal arguments only (2.0 reuses the plan of 2)",
            "pymagma/_dnn_plans.py",
            "key = (make, args, kinds, inner)",

@@ -9,7 +9,7 @@ from ctypes import c_double, c_int, c_longlong
 from pymagma import _checks
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import NULL, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, _float_dtype, _run, _same
 from pymagma.kernels.elementwise import _ACTIVATION_READS, ACTIVATION_GRADS, UNARY_OPS, contiguous
 
 #: the unary code of each activation kind (elementwise.cu's ``unary_op``)
@@ -93,8 +93,8 @@ def bias_activation(x, bias, kind: str, alpha: float = 0.0):
     if not x.is_c_contiguous:
         raise ValueError(f"{what}: x must be C-contiguous (its memory receives x + bias)")
     y = _array._empty(x.shape, x.dtype, x.device)
-    _run("epilogue", expression, x, x.size,
-         [_ptr(x), _ptr(bias if bias.is_c_contiguous else contiguous(bias)), _ptr(y), c_longlong(x.size),
+    _run("epilogue", expression, x, x.size,  # (pointers as ints: the launcher packs them)
+         [x.ptr, (bias if bias.is_c_contiguous else contiguous(bias)).ptr, y.ptr, c_longlong(x.size),
           c_longlong(channels), c_longlong(inner), c_int(code), c_double(alpha), c_int(int(keep))])
     return y, (x if keep else None)
 
