@@ -453,6 +453,16 @@ MUTANTS = [
            "magmadnn/backend/device/linear.py",
            "trans_a=bool(transpose_a), trans_b=bool(transpose_b)",
            "trans_a=bool(transpose_b), trans_b=bool(transpose_a)", BACKEND),
+    Mutant("dense-rows-view-fortran-order", "a rank > 2 dense takes its rows of x in column-major order (the "
+           "array's own reshape of the transposed shape, transposed back)",
+           "magmadnn/functional/linear.py",
+           "x = x.reshape((rows, x.shape[-1]))",
+           "x = x.reshape((x.shape[-1], rows)).T", ("tests/magmadnn/test_dense_rows.py",)),
+    Mutant("dense-rows-grad-view-fortran-order", "a rank > 2 dense takes the rows of its output gradient in "
+           "column-major order",
+           "magmadnn/functional/linear.py",
+           "g = g.reshape((self.x.shape[0], g.shape[-1]))",
+           "g = g.reshape((g.shape[-1], self.x.shape[0])).T", ("tests/magmadnn/test_dense_rows.py",)),
     Mutant("avg-pool-bwd-no-factor", "padded average pooling backward forgets the real-element count factor",
            "magmadnn/backend/device/pooling.py",
            "_dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin,",
