@@ -6,6 +6,7 @@ from ctypes import c_longlong
 
 from pymagma import _checks
 from pymagma import array as _array
+from pymagma._checks import Plans
 from pymagma.kernels import programs
 from pymagma.kernels.common import _device_array, _float_dtype, _run
 from pymagma.kernels.elementwise import contiguous
@@ -17,9 +18,39 @@ def _indices(indices, what: str):
     return contiguous(indices)
 
 
+#: {(launcher, operands' signature, scalars): what its checks decided}: a call with a signature seen before skips
+#: its checks (they hold for every call with it) and launches with the arguments they decided; errors never kept
+_CHECKED = Plans()
+
+
 def embedding(table, indices):
     """Rows of ``table`` (rows, dim) picked by the int64 ``indices`` (any shape) -> ``indices.shape + (dim,)``.  An
     index outside [0, rows) is never read: its output row is NaN."""
+    try:
+        key = ("embedding", table.__class__, table.shape, table.dtype, table.device, indices.__class__,
+               indices.shape, indices.dtype, indices.device)
+        decided = _CHECKED.get(key)
+    except (AttributeError, TypeError):  # not arrays (or unhashable): the checked path names what is wrong
+        key = decided = None
+    if decided is not None:  # the checks of this signature passed before: its launch
+        expression, out_shape, (n, rows, dim) = decided
+        if not table.is_c_contiguous:
+            table = contiguous(table)
+        if not indices.is_c_contiguous:
+            indices = contiguous(indices)
+        out = _array._empty(out_shape, table.dtype, table.device)
+        _run("embeddings", expression, table, out.size,
+             [table.ptr, indices.ptr, out.ptr, c_longlong(n), c_longlong(rows), c_longlong(dim)])
+        return out
+    out = _embedding(table, indices)
+    if key is not None and out.size:  # (an empty gather is never planned: its every call checked)
+        _CHECKED.keep(key, (programs.expression("embedding_gather", _float_dtype(table, "embedding")), out.shape,
+                            (indices.size, table.shape[0], table.shape[1])))
+    return out
+
+
+def _embedding(table, indices):
+    """:func:`embedding`, every argument checked."""
     dtype = _float_dtype(table, "embedding")
     if table.ndim != 2:
         raise ValueError(f"embedding: the table must be 2-D (rows, dim), got shape {table.shape}")
@@ -38,6 +69,32 @@ def embedding(table, indices):
 def embedding_backward(dy, indices, rows: int):
     """The table gradient (rows, dim) of :func:`embedding`: each row the sum of the rows of ``dy`` whose index it is,
     added in the order of the indices (deterministic: one block per table row, no atomics)."""
+    try:
+        key = ("embedding_backward", dy.__class__, dy.shape, dy.dtype, dy.device, indices.__class__, indices.shape,
+               indices.dtype, indices.device, rows.__class__, rows)
+        decided = _CHECKED.get(key)
+    except (AttributeError, TypeError):  # not arrays (or unhashable): the checked path names what is wrong
+        key = decided = None
+    if decided is not None:  # the checks of this signature passed before: its launch
+        expression, out_shape, (n, rows, dim) = decided
+        if not dy.is_c_contiguous:
+            dy = contiguous(dy)
+        if not indices.is_c_contiguous:
+            indices = contiguous(indices)
+        dtable = _array._empty(out_shape, dy.dtype, dy.device)
+        _run("embeddings", expression, dy, rows,
+             [dy.ptr, indices.ptr, dtable.ptr, c_longlong(n), c_longlong(rows), c_longlong(dim)],
+             grid=min(rows, 65535))
+        return dtable
+    dtable = _embedding_backward(dy, indices, rows)
+    if key is not None:
+        _CHECKED.keep(key, (programs.expression("embedding_scatter_add", _float_dtype(dy, "embedding_backward")),
+                            dtable.shape, (indices.size, dtable.shape[0], dtable.shape[1])))
+    return dtable
+
+
+def _embedding_backward(dy, indices, rows):
+    """:func:`embedding_backward`, every argument checked."""
     dtype = _float_dtype(dy, "embedding_backward")
     indices = _indices(indices, "embedding_backward")
     rows = _checks.count(rows, "rows", minimum=1, maximum=2**63 - 1)
