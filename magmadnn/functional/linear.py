@@ -14,16 +14,14 @@ __all__ = ["dense"]
 
 class DenseFunction(Function):
     """``x @ w (+ b)`` (then the fused ``activation``); ``rows``: x of rank > 2, its leading axes taken as ``rows``
-    rows of one matrix product (views of x and of the gradients, one node on the tape). Those four 2-D <-> rank-3
-    views are the backend arrays' own ``reshape`` (NumPy's and ``DeviceArray``'s: C order, a view of contiguous
-    data, a copy of any other, as ``xp.reshape``), no op call per view: an array type a backend adds must keep it."""
+    rows of one matrix product (views of x and of the gradients, one node on the tape)."""
 
     def forward(self, x, w, b=None, activation=None, alpha=0.0, rows=None):
         xp = self.xp
         self.lead = None
-        if rows is not None:  # (the arrays' own C-order reshape: a view of contiguous data, as xp.reshape's)
+        if rows is not None:
             self.lead = x.shape[:-1]
-            x = x.reshape((rows, x.shape[-1]))
+            x = xp.reshape(x, (rows, x.shape[-1]))
         self.x, self.w, self.has_bias, self.activation, self.alpha = x, w, b is not None, activation, alpha
         y = xp.matmul(x, w)
         if activation is not None:  # the epilogue: bias and activation in one op (one launch on the device)
@@ -31,19 +29,19 @@ class DenseFunction(Function):
             y = self.y
         elif b is not None:
             y = xp.bias_add(y, b)
-        return y if rows is None else y.reshape((*self.lead, y.shape[1]))
+        return y if rows is None else xp.reshape(y, (*self.lead, y.shape[1]))
 
     def backward(self, g):
         xp, need = self.xp, self.needs_input_grad
         lead = self.lead
         if lead is not None:
-            g = g.reshape((self.x.shape[0], g.shape[-1]))
+            g = xp.reshape(g, (self.x.shape[0], g.shape[-1]))
         gb = None
         if self.activation is not None:  # the activation's gradient and the bias gradient in one op
             g, gb = xp.bias_activation_backward(g, self.z, self.y, self.activation, self.alpha, bias=need[2])
         gx = xp.matmul(g, self.w, transpose_b=True) if need[0] else None
         if gx is not None and lead is not None:
-            gx = gx.reshape((*lead, gx.shape[1]))
+            gx = xp.reshape(gx, (*lead, gx.shape[1]))
         gw = xp.matmul(self.x, g, transpose_a=True) if need[1] else None
         if not self.has_bias:
             return gx, gw

@@ -73,6 +73,7 @@ def _broadcast_geometry(shape: tuple, a, b=None):
 
 
 _BROADCASTING: set = set()  # (x shape, shape) pairs broadcast_divide found to broadcast
+_BROADCAST_SHAPES: dict = {}  # {(a shape, b shape): their broadcast shape} of binary's DeviceArray operands
 
 
 def _is_scalar(v) -> bool:
@@ -107,11 +108,18 @@ def binary(op: str, a, b, out=None):
         _same([a, b], op)
     if a.shape == b.shape and a.__class__ is _DeviceArray:  # one shape: broadcast to itself (no call)
         shape = a.shape
-    else:
-        try:
-            shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
-        except ValueError:
-            raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+    else:  # two shapes: their broadcast shape looked up once worked out (no call per binary)
+        pair = (a.shape, b.shape) if a.__class__ is b.__class__ is _DeviceArray else None  # (tuples of ints)
+        shape = None if pair is None else _BROADCAST_SHAPES.get(pair)
+        if shape is None:
+            try:
+                shape = np.broadcast_shapes(tuple(a.shape), tuple(b.shape))
+            except ValueError:
+                raise ValueError(f"{op}: shapes {tuple(a.shape)} and {tuple(b.shape)} do not broadcast") from None
+            if pair is not None:
+                if len(_BROADCAST_SHAPES) >= 1024:
+                    _BROADCAST_SHAPES.clear()
+                _BROADCAST_SHAPES[pair] = shape
     out = _array._empty(shape, a.dtype, a.device) if out is None and type(shape) is tuple else \
         _out_for(out, shape, a.dtype, a.device, op)  # (_out_for's common case, inline)
     n = math.prod(shape)

@@ -1,6 +1,6 @@
-"""Dense on x of rank > 2 (the rows of one matrix product): its 2-D <-> rank-3 views are the backend arrays' own
-C-order ``reshape``, with no op call per view. Contiguous and non-contiguous x, on the host and on the simulated
-device, against NumPy (forward and every gradient)."""
+"""Dense on x of rank > 2 (the rows of one matrix product, its 2-D <-> rank-3 views C-order reshapes): contiguous
+and non-contiguous x, on the host and on the simulated device, the call planned and replayed, against NumPy (forward
+and every gradient)."""
 
 from __future__ import annotations
 
@@ -68,17 +68,3 @@ def test_rank3_dense_views_equal_numpy(xp, transposed, activation):
         np.testing.assert_allclose(np.asarray(xp.to_numpy(xt.grad)), dx, rtol=2e-5, atol=2e-5)
         np.testing.assert_allclose(np.asarray(xp.to_numpy(wt.grad)), dw, rtol=2e-5, atol=2e-5)
         np.testing.assert_allclose(np.asarray(xp.to_numpy(bt.grad)), db, rtol=2e-5, atol=2e-5)
-
-
-def test_the_backends_arrays_reshape_as_the_op_does():
-    """The convention DenseFunction relies on: ``a.reshape(shape)`` is ``xp.reshape(a, shape)`` (C order) for
-    either backend's arrays, contiguous or not."""
-    from pymagma import simulator
-
-    a = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
-    with simulator.simulated("full"):
-        for xp in (backend.get("host"), backend.get("gpu")):
-            for arr in (xp.asarray(a), xp.asarray(a).transpose((1, 0, 2))):
-                for shape in ((6, 4), (4, 6), (24,)):
-                    np.testing.assert_array_equal(np.asarray(xp.to_numpy(arr.reshape(shape))),
-                                                  np.asarray(xp.to_numpy(xp.reshape(arr, shape))))
