@@ -6,6 +6,8 @@
 
 from __future__ import annotations
 
+from . import _momentum_fold
+
 
 def update_all(opt, live, lr) -> bool:
     """Update every ``(param, grad, slots)`` of ``live`` at once and return True; False where ``opt``'s rule has no
@@ -22,13 +24,19 @@ def update_all(opt, live, lr) -> bool:
         params.append(param.data)
         grads.append(grad)
         slots.append(state)
-    rule(opt, xp, params, grads, slots, lr)
+    if rule is _sgd:
+        _sgd(opt, xp, params, grads, slots, lr, live)
+    else:
+        rule(opt, xp, params, grads, slots, lr)
     return True
 
 
-def _sgd(opt, xp, ps, gs, slots, lr):
-    xp.sgd_update_many(ps, gs, [s["velocity"] for s in slots] if opt.momentum else None, lr, momentum=opt.momentum,
-                       nesterov=opt.nesterov, weight_decay=opt.weight_decay, keras=True)
+def _sgd(opt, xp, ps, gs, slots, lr, live=None):
+    vs = [s["velocity"] for s in slots] if opt.momentum else None
+    if live is not None and opt.momentum:  # the weights whose momentum the backward folded in: finished there
+        ps, gs, vs = _momentum_fold.step(opt, live, ps, gs, vs, lr)
+    xp.sgd_update_many(ps, gs, vs, lr, momentum=opt.momentum, nesterov=opt.nesterov, weight_decay=opt.weight_decay,
+                       keras=True)
 
 
 def _adam(opt, xp, ps, gs, slots, lr):
