@@ -33,7 +33,7 @@ def update_all(opt, live, lr) -> bool:
 
 def _sgd(opt, xp, ps, gs, slots, lr, live=None):
     vs = [s["velocity"] for s in slots] if opt.momentum else None
-    if live is not None and opt.momentum:  # the weights whose momentum the backward folded in: finished there
+    if live is not None and opt.momentum and xp.name == "host":  # folded momentum finished there (see the module)
         ps, gs, vs = _momentum_fold.step(opt, live, ps, gs, vs, lr)
     xp.sgd_update_many(ps, gs, vs, lr, momentum=opt.momentum, nesterov=opt.nesterov, weight_decay=opt.weight_decay,
                        keras=True)

@@ -23,6 +23,8 @@ import weakref
 
 import numpy as np
 
+from .backend.host import _blas
+
 __all__ = ["Sink", "arm", "step"]
 
 _FLOATS = (np.dtype(np.float32), np.dtype(np.float64))
@@ -39,11 +41,7 @@ class Sink:
     def fold(self, x, dy):
         """``velocity = momentum velocity + x.T @ dy`` in place, returned as the weight's gradient; None (nothing
         written) where it folded already in this backward or BLAS does not take these arrays."""
-        if self.folded:
-            return None
-        from .backend.host import _blas
-
-        if not _blas.gemm_tn_into(x, dy, self.velocity, self.momentum):
+        if self.folded or not _blas.gemm_tn_into(x, dy, self.velocity, self.momentum):
             return None
         self.folded = True
         return self.velocity
@@ -56,14 +54,15 @@ class _Plan:
         self.pairs, self.armed = pairs, False
 
 
-#: optimizer -> the _Plan its last step made for the next training step (nothing kept on the optimizer itself)
-_PLANS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+#: id(optimizer) -> the _Plan its last step made for the next training step (nothing kept on the optimizer itself;
+#: an optimizer's entry goes with it)
+_PLANS: dict[int, _Plan] = {}
 
 
 def arm(opt, loss):
     """``Optimizer.scale_loss``: before the training step's backward, each planned weight's Sink on the parameter
     (``_grad_sink``, fresh); ``loss`` returned."""
-    plan = _PLANS.get(opt) if _PLANS else None
+    plan = _PLANS.get(id(opt)) if _PLANS else None
     if plan is not None:
         for param, sink in plan.pairs:
             sink.folded = False
@@ -77,7 +76,7 @@ def step(opt, live, ps, gs, vs, lr):
     (``p += -lr v``; a folded weight whose gradient is not its velocity, more gradients summed onto it or replaced,
     has that gradient put into the velocity first), the next step's fold planned; ``(ps, gs, vs)`` of the others
     returned, for the usual update."""
-    plan = _PLANS.get(opt) if _PLANS else None
+    plan = _PLANS.get(id(opt)) if _PLANS else None
     done = None
     if plan is not None and plan.armed:
         plan.armed = False
@@ -88,8 +87,6 @@ def step(opt, live, ps, gs, vs, lr):
                 done[id(param)] = sink
     rest = range(len(ps))
     if done:
-        from .backend.host import _blas
-
         rest = []
         for i, (param, grad, _) in enumerate(live):
             sink = done.get(id(param))
@@ -108,20 +105,33 @@ def step(opt, live, ps, gs, vs, lr):
 
 
 def _plan(opt, live) -> None:
-    """The ``(parameter, Sink)`` pairs the next training step may fold (see the module), or none."""
-    _PLANS.pop(opt, None)
+    """The ``(parameter, Sink)`` pairs the next training step may fold (see the module), or none; the last step's
+    kept when they are the same."""
+    key = id(opt)
+    old = _PLANS.get(key)
     if opt.nesterov or opt.weight_decay or opt._device_values is not None or opt.clipnorm is not None \
-            or opt.global_clipnorm is not None or opt.clipvalue is not None:
+            or opt.global_clipnorm is not None or opt.clipvalue is not None or not _blas.available():
+        if old is not None:
+            del _PLANS[key]
         return
+    momentum = opt.momentum
     pairs = []
     for param, _, state in live:
         p, v = param.data, state.get("velocity")
         if (type(p) is np.ndarray and type(v) is np.ndarray and p.ndim == 2 and p.dtype in _FLOATS
                 and v.dtype == p.dtype and v.shape == p.shape and v.flags.c_contiguous and v.flags.writeable
-                and getattr(param, "trainable", True) and param.xp.name == "host"):
-            pairs.append((param, Sink(v, p.dtype.type(opt.momentum))))
-    if pairs:
-        from .backend.host import _blas
-
-        if _blas.available():
-            _PLANS[opt] = _Plan(pairs)
+                and param.xp.name == "host" and getattr(param, "trainable", True)):
+            pairs.append((param, v))
+    if old is not None and len(old.pairs) == len(pairs):
+        for (was, sink), (param, v) in zip(old.pairs, pairs):
+            if was is not param or sink.velocity is not v or sink.momentum != momentum:
+                break
+        else:
+            return
+    if not pairs:
+        if old is not None:
+            del _PLANS[key]
+        return
+    if old is None:
+        weakref.finalize(opt, _PLANS.pop, key, None)
+    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs])

@@ -91,33 +91,35 @@ def available() -> bool:
     return _routines() is not None
 
 
-def _fits(*arrays) -> bool:
-    dtype = arrays[0].dtype
-    return all(type(a) is np.ndarray and a.dtype == dtype and a.flags.c_contiguous for a in arrays)
-
-
 def gemm_tn_into(a, b, c, beta) -> bool:
     """In place ``c = a.T @ b + beta c`` for 2-D a (K, M), b (K, N), c (M, N) of one float dtype, C-contiguous, c
     writeable and apart from a and b; False (nothing written) where these do not fit or BLAS is not available."""
     routines = _ROUTINES if _LOADED else _routines()
-    if routines is None or not _fits(a, b, c) or c.dtype not in routines or not c.flags.writeable:
+    if (routines is None or type(a) is not np.ndarray or type(b) is not np.ndarray or type(c) is not np.ndarray
+            or c.dtype not in routines or a.dtype != c.dtype or b.dtype != c.dtype or a.ndim != 2 or b.ndim != 2
+            or c.ndim != 2):
         return False
-    if a.ndim != 2 or b.ndim != 2 or c.ndim != 2 or a.shape[0] != b.shape[0] or c.shape != (a.shape[1], b.shape[1]):
+    k, m = a.shape
+    n = b.shape[1]
+    if b.shape[0] != k or c.shape != (m, n) or not (a.flags.c_contiguous and b.flags.c_contiguous
+                                                    and c.flags.c_contiguous and c.flags.writeable):
         return False
-    m, n = c.shape
     if m and n:
-        routines[c.dtype][0](_ROW_MAJOR, _TRANS, _NO_TRANS, m, n, a.shape[0], 1.0, a.ctypes.data, m, b.ctypes.data,
-                              n, float(beta), c.ctypes.data, n)
+        routines[c.dtype][0](_ROW_MAJOR, _TRANS, _NO_TRANS, m, n, k, 1.0, a.__array_interface__["data"][0], m,
+                             b.__array_interface__["data"][0], n, float(beta), c.__array_interface__["data"][0], n)
     return True
 
 
 def axpy(alpha, x, y) -> bool:
-    """In place ``y += alpha x`` (one rounding per element) for x, y of one float dtype and shape, C-contiguous, y
-    writeable; False (nothing written) where these do not fit or BLAS is not available."""
+    """In place ``y += alpha x`` for x, y of one float dtype and shape, C-contiguous, y writeable (one rounding per
+    element in OpenBLAS's vector kernels, a fused multiply-add); False (nothing written) where these do not fit or
+    BLAS is not available."""
     routines = _ROUTINES if _LOADED else _routines()
-    if routines is None or not _fits(x, y) or y.dtype not in routines or x.shape != y.shape \
-            or not y.flags.writeable:
+    if (routines is None or type(x) is not np.ndarray or type(y) is not np.ndarray or y.dtype not in routines
+            or x.dtype != y.dtype or x.shape != y.shape
+            or not (x.flags.c_contiguous and y.flags.c_contiguous and y.flags.writeable)):
         return False
     if y.size:
-        routines[y.dtype][1](y.size, float(alpha), x.ctypes.data, 1, y.ctypes.data, 1)
+        routines[y.dtype][1](y.size, float(alpha), x.__array_interface__["data"][0], 1,  # (no Python frame, as
+                             y.__array_interface__["data"][0], 1)  # a.ctypes.data has)
     return True
