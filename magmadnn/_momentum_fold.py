@@ -48,10 +48,10 @@ class Sink:
 
 
 class _Plan:
-    __slots__ = ("pairs", "armed")
+    __slots__ = ("pairs", "momentum", "armed")
 
-    def __init__(self, pairs):
-        self.pairs, self.armed = pairs, False
+    def __init__(self, pairs, momentum):
+        self.pairs, self.momentum, self.armed = pairs, momentum, False
 
 
 #: id(optimizer) -> the _Plan its last step made for the next training step (nothing kept on the optimizer itself;
@@ -63,12 +63,22 @@ def arm(opt, loss):
     """``Optimizer.scale_loss``: before the training step's backward, each planned weight's Sink on the parameter
     (``_grad_sink``, fresh); ``loss`` returned."""
     plan = _PLANS.get(id(opt)) if _PLANS else None
-    if plan is not None:
-        for param, sink in plan.pairs:
-            sink.folded = False
+    if plan is None:
+        return loss
+    if not _eligible(opt) or plan.momentum != opt.momentum:  # changed since the plan: SGD's usual update
+        del _PLANS[id(opt)]
+        return loss
+    for param, sink in plan.pairs:
+        sink.folded = False
+        if getattr(param, "trainable", True):  # (frozen since: its gradient, if any, is not applied)
             param._grad_sink = sink
-        plan.armed = True
+    plan.armed = True
     return loss
+
+
+def _eligible(opt) -> bool:
+    return not (opt.nesterov or opt.weight_decay or opt._device_values is not None or opt.clipnorm is not None
+                or opt.global_clipnorm is not None or opt.clipvalue is not None)
 
 
 def step(opt, live, ps, gs, vs, lr):
@@ -82,7 +92,7 @@ def step(opt, live, ps, gs, vs, lr):
         plan.armed = False
         done = {}
         for param, sink in plan.pairs:
-            param._grad_sink = None
+            param.__dict__.pop("_grad_sink", None)
             if sink.folded:
                 done[id(param)] = sink
     rest = range(len(ps))
@@ -109,8 +119,7 @@ def _plan(opt, live) -> None:
     kept when they are the same."""
     key = id(opt)
     old = _PLANS.get(key)
-    if opt.nesterov or opt.weight_decay or opt._device_values is not None or opt.clipnorm is not None \
-            or opt.global_clipnorm is not None or opt.clipvalue is not None or not _blas.available():
+    if not _eligible(opt) or not _blas.available():
         if old is not None:
             del _PLANS[key]
         return
@@ -124,7 +133,7 @@ def _plan(opt, live) -> None:
             pairs.append((param, v))
     if old is not None and len(old.pairs) == len(pairs):
         for (was, sink), (param, v) in zip(old.pairs, pairs):
-            if was is not param or sink.velocity is not v or sink.momentum != momentum:
+            if was is not param or sink.velocity is not v or old.momentum != momentum:
                 break
         else:
             return
@@ -134,4 +143,4 @@ def _plan(opt, live) -> None:
         return
     if old is None:
         weakref.finalize(opt, _PLANS.pop, key, None)
-    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs])
+    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs], momentum)

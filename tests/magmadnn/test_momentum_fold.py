@@ -232,3 +232,35 @@ def test_without_blas_fit_trains_as_pytorch_sgd(no_blas):
     model.fit(x, y, batch_size=16, epochs=1, shuffle=False, verbose=0)
     for got, want in zip(model.get_weights(), ref, strict=True):
         np.testing.assert_allclose(got, want, rtol=2e-5, atol=2e-6)
+
+
+@needs_blas
+def test_changes_between_steps_are_seen_before_the_next_fold(monkeypatch):
+    """A weight frozen after a step keeps its velocity, a new momentum folds with the new value (the same training
+    as without the fold), and clipping set later stops the fold."""
+    x, y = _data()
+
+    def run(model):
+        model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+        model.layers[-1].trainable = False
+        model.optimizer.momentum = 0.5
+        frozen = model.optimizer.slot_arrays[len(model.optimizer.slot_arrays) - 2]["velocity"].copy()
+        model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+        return frozen, model.optimizer.slot_arrays[len(model.optimizer.slot_arrays) - 2]["velocity"]
+
+    folded = _model(SGD(0.05, momentum=0.9))
+    calls = _count_folds(monkeypatch)
+    before, after = run(folded)
+    np.testing.assert_array_equal(after, before)
+    assert calls and all(calls)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_blas, "_ROUTINES", None)
+        mp.setattr(_blas, "_LOADED", True)
+        plain = _model(SGD(0.05, momentum=0.9))
+        run(plain)
+    for a, b in zip(folded.get_weights(), plain.get_weights(), strict=True):
+        np.testing.assert_allclose(a, b, rtol=1e-5, atol=1e-6)
+    calls.clear()
+    folded.optimizer.clipnorm = 1.0
+    folded.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+    assert calls == []
