@@ -28,14 +28,14 @@ _BUILDS = (("scipy_cblas_", "64_", ctypes.c_int64), ("cblas_", "64_", ctypes.c_i
 
 
 def _openblas_paths() -> list[str]:
-    """The OpenBLAS shared libraries mapped into this process (Linux), NumPy's among them once it is imported."""
+    """The OpenBLAS shared libraries mapped into this process (Linux), NumPy's (under its install) first."""
     try:
         with open("/proc/self/maps", encoding="utf-8", errors="replace") as maps:
             paths = {line.split(None, 5)[5].strip() for line in maps if "openblas" in line.lower()
                      and len(line.split(None, 5)) == 6}
     except OSError:
         return []
-    return sorted(p for p in paths if p.startswith("/") and ".so" in p)
+    return sorted((p for p in paths if p.startswith("/") and ".so" in p), key=lambda p: ("numpy" not in p, p))
 
 
 def _bind(path):
