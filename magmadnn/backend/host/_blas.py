@@ -65,9 +65,11 @@ def _load():
     if os.environ.get("MAGMADNN_HOST_BLAS", "1").strip().lower() in ("0", "false", "no", "off") \
             or not sys.platform.startswith("linux"):
         return None
-    blas = (np.__config__.CONFIG.get("Build Dependencies", {}).get("blas", {}).get("name") or "").lower()
-    if "openblas" not in blas:
-        return None
+    config = getattr(np.__config__, "CONFIG", None)  # (NumPy 1.25+; older ones: the symbols alone decide)
+    if isinstance(config, dict):
+        blas = config.get("Build Dependencies", {}).get("blas", {}).get("name") or ""
+        if "openblas" not in str(blas).lower():
+            return None
     for path in _openblas_paths():
         found = _bind(path)
         if found is not None:
