@@ -69,6 +69,16 @@ def test_the_blas_calls_decline_what_they_do_not_take(no_blas):
     assert not _blas.available()
 
 
+def test_the_blas_lookup_is_switched_off_by_the_environment_and_survives_finding_nothing(monkeypatch):
+    monkeypatch.setenv("MAGMADNN_HOST_BLAS", "0")
+    assert _blas._load() is None
+    monkeypatch.setenv("MAGMADNN_HOST_BLAS", "1")
+    monkeypatch.setattr(_blas, "_openblas_paths", lambda: [])
+    assert _blas._load() is None
+    monkeypatch.setattr(_blas, "_openblas_paths", lambda: ["/nonexistent/libopenblas.so"])
+    assert _blas._load() is None
+
+
 @needs_blas
 def test_the_blas_calls_decline_strided_mixed_or_misshapen_arrays():
     a, c = np.ones((4, 3), np.float32), np.ones((3, 3), np.float32)
