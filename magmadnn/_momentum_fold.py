@@ -81,11 +81,11 @@ def _eligible(opt) -> bool:
                 or opt.global_clipnorm is not None or opt.clipvalue is not None)
 
 
-def step(opt, live, ps, gs, vs, lr):
-    """SGD's multi-tensor step (``_foreach``, momentum on): the weights folded in this step's backward finished
-    (``p += -lr v``; a folded weight whose gradient is not its velocity, more gradients summed onto it or replaced,
-    has that gradient put into the velocity first), the next step's fold planned; ``(ps, gs, vs)`` of the others
-    returned, for the usual update."""
+def step(opt, params, ps, gs, vs, lr):
+    """SGD's multi-tensor step (``_foreach``, momentum on; ``params`` the Parameters of ``ps``): the weights folded
+    in this step's backward finished (``p += -lr v``; a folded weight whose gradient is not its velocity, more
+    gradients summed onto it or replaced, has that gradient put into the velocity first), the next step's fold
+    planned; ``(ps, gs, vs)`` of the others returned, for the usual update."""
     plan = _PLANS.get(id(opt)) if _PLANS else None
     done = None
     if plan is not None and plan.armed:
@@ -98,7 +98,7 @@ def step(opt, live, ps, gs, vs, lr):
     rest = range(len(ps))
     if done:
         rest = []
-        for i, (param, grad, _) in enumerate(live):
+        for i, (param, grad) in enumerate(zip(params, gs)):
             sink = done.get(id(param))
             if sink is None or grad is None:
                 rest.append(i)
@@ -108,13 +108,13 @@ def step(opt, live, ps, gs, vs, lr):
                 np.copyto(v, grad)
             if not _blas.axpy(-lr, v, p):  # p not contiguous (a constraint's result): NumPy's two roundings
                 p -= p.dtype.type(lr) * v
-    _plan(opt, live)
+    _plan(opt, params, vs)
     if done:
         ps, gs, vs = [ps[i] for i in rest], [gs[i] for i in rest], [vs[i] for i in rest]
     return ps, gs, vs
 
 
-def _plan(opt, live) -> None:
+def _plan(opt, params, vs) -> None:
     """The ``(parameter, Sink)`` pairs the next training step may fold (see the module), or none; the last step's
     kept when they are the same."""
     key = id(opt)
@@ -125,8 +125,8 @@ def _plan(opt, live) -> None:
         return
     momentum = opt.momentum
     pairs = []
-    for param, _, state in live:
-        p, v = param.data, state.get("velocity")
+    for param, v in zip(params, vs):
+        p = param.data
         if (type(p) is np.ndarray and type(v) is np.ndarray and p.ndim == 2 and p.dtype in _FLOATS
                 and v.dtype == p.dtype and v.shape == p.shape and v.flags.c_contiguous and v.flags.writeable
                 and param.xp.name == "host" and getattr(param, "trainable", True)):

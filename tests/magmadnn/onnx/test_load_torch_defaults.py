@@ -355,3 +355,30 @@ def test_recurrent_sequences(exported, name, exporter, device):
     model = _check(exported, name, exporter, device, fine_tune=False)
     recurrent = [layer for layer in model.layers if isinstance(layer, (m.layers.LSTM, m.layers.GRU))]
     assert len(recurrent) == 1 and recurrent[0].return_sequences
+
+
+def test_the_exporters_table_built_once_writes_the_same_export(_torchlib_registry_built_once, tmp_path,
+                                                                monkeypatch):
+    """This folder's conftest builds the dynamo exporter's torchlib table once per opset version for the session:
+    each export gets its own copy, and a model's export is byte for byte the one PyTorch's own build of the table
+    gives."""
+    from .conftest import torchlib_registry_class  # noqa: PLC0415
+
+    build, registry = _torchlib_registry_built_once, torchlib_registry_class()
+    assert build is not None and registry is not None  # torch is imported: the table is built once
+    first, second = registry.from_torchlib(), registry.from_torchlib(opset_version=18)
+    assert first is not second and first.functions is not second.functions
+    target = next(iter(first.functions))
+    first.functions[target].clear()  # a change to one export's copy stays there
+    assert registry.from_torchlib().functions[target] == second.functions[target] != []
+    torch.manual_seed(0)
+    module, x = nn.Sequential(nn.Linear(6, 5), nn.GELU(), nn.LayerNorm(5)).eval(), torch.randn(BATCH, 6)
+    written = []
+    for from_torchlib in (registry.__dict__["from_torchlib"], classmethod(build)):  # ours, then PyTorch's own
+        monkeypatch.setattr(registry, "from_torchlib", from_torchlib)
+        path = tmp_path / f"{len(written)}.onnx"
+        with warnings.catch_warnings(), contextlib.redirect_stdout(io.StringIO()):
+            warnings.simplefilter("ignore")
+            torch.onnx.export(module, (x,), str(path))
+        written.append(path.read_bytes())
+    assert written[0] == written[1]

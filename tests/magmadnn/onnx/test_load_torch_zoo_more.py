@@ -42,8 +42,8 @@ def _inputs(make, batch):
     return x if isinstance(x, tuple) else (x,)
 
 
-def export(name, dynamo, dynamic, path):
-    """The module (eval mode), the input maker and the path of its ONNX export."""
+def build(name):
+    """The module (eval mode, seeded: the same weights on every call) and its input maker."""
     torch.manual_seed(0)
     make, inputs, _ = ZOO_MORE[name]
     model = make().eval()
@@ -55,6 +55,12 @@ def export(name, dynamo, dynamic, path):
                 b.normal_(0, 0.1)
             elif name_.endswith("running_var"):
                 b.uniform_(0.5, 1.5)
+    return model, inputs
+
+
+def export(name, dynamo, dynamic, path):
+    """The module (eval mode), the input maker and the path of its ONNX export."""
+    model, inputs = build(name)
     xs = _inputs(inputs, EXPORT_BATCH)
     kwargs = {"dynamo": dynamo}
     if dynamic:
@@ -69,6 +75,25 @@ def export(name, dynamo, dynamic, path):
         warnings.simplefilter("ignore")
         torch.onnx.export(model, xs, str(path), **kwargs)
     return model, inputs
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """``exported(name, dynamo, dynamic)``: a freshly built module, its input maker and the path of its export,
+    written once per module: the exports (the dynamo exporter's above all) are most of this module's time, and the
+    predicting, fine-tuning, gradient and simulator tests read the same files (a test only reads its file)."""
+    root, done = tmp_path_factory.mktemp("zoo_more"), {}
+
+    def get(name, dynamo, dynamic):
+        key = (name, dynamo, dynamic)
+        if key not in done:
+            path = root / f"{name}-{'dynamo' if dynamo else 'legacy'}-{'dynamic' if dynamic else 'static'}.onnx"
+            export(name, dynamo, dynamic, path)
+            done[key] = path
+        model, inputs = build(name)  # the exported weights again, in a module no other test has touched
+        return model, inputs, done[key]
+
+    return get
 
 
 def _as_list(out):
@@ -116,9 +141,8 @@ def _cases():
 
 
 @pytest.mark.parametrize(("name", "dynamo", "dynamic"), _cases())
-def test_zoo_more_predicts_like_onnxruntime_and_torch(name, dynamo, dynamic, tmp_path):
-    path = tmp_path / f"{name}.onnx"
-    model, inputs = export(name, dynamo, dynamic, path)
+def test_zoo_more_predicts_like_onnxruntime_and_torch(name, dynamo, dynamic, exported):
+    model, inputs, path = exported(name, dynamo, dynamic)
     check_predicts(model, inputs, path, OTHER_BATCH if dynamic else EXPORT_BATCH)
 
 
@@ -166,14 +190,13 @@ def _fine_tune_cases():
 
 
 @pytest.mark.parametrize(("name", "dynamo", "dynamic"), _fine_tune_cases())
-def test_zoo_more_fine_tunes(name, dynamo, dynamic, tmp_path):
+def test_zoo_more_fine_tunes(name, dynamo, dynamic, exported):
     """A few fit steps lower the loss: a dynamic batch in batches of 4 of 8 samples; a static batch (the default
     export) in batches of the exported size."""
     from magmadnn import onnx as monnx  # noqa: PLC0415
     from magmadnn.optimizers import Adam  # noqa: PLC0415
 
-    path = tmp_path / f"{name}.onnx"
-    _, inputs = export(name, dynamo, dynamic, path)
+    _, inputs, path = exported(name, dynamo, dynamic)
     torch.manual_seed(2)
     xs = [x.numpy() for x in _inputs(inputs, 8 if dynamic else 2 * EXPORT_BATCH)]
     x = xs if len(xs) > 1 else xs[0]
@@ -194,15 +217,14 @@ NOT_MATCHED = {"tcn": {f"convs.{i}.parametrizations.weight.original{j}" for i in
 
 
 @pytest.mark.parametrize("name", ["autoencoder", "tcn", "attention_by_hand", "paddings", "vit", "unrolled_cells"])
-def test_zoo_more_gradients_match_torch_autograd(name, tmp_path):
+def test_zoo_more_gradients_match_torch_autograd(name, exported):
     """The gradient of sum(out * u) w.r.t. the input and each weight PyTorch also has, against PyTorch's
     autograd."""
     from magmadnn import onnx as monnx  # noqa: PLC0415
 
     from .test_load_torch_zoo_wide import assert_gradients_match_torch  # noqa: PLC0415
 
-    path = tmp_path / f"{name}.onnx"
-    model, inputs = export(name, False, False, path)
+    model, inputs, path = exported(name, False, False)
     torch.manual_seed(3)
     (x,) = _inputs(inputs, EXPORT_BATCH)
     assert_gradients_match_torch(model, monnx.load(str(path)), x, NOT_MATCHED.get(name, set()))
@@ -217,11 +239,10 @@ def simulated():
 
 @pytest.mark.native
 @pytest.mark.parametrize("name", ["vit", "unrolled_cells", "tcn", "paddings", "text_cnn", "siamese", "signal_1d"])
-def test_zoo_more_predicts_on_the_simulated_device(name, simulated, tmp_path):
+def test_zoo_more_predicts_on_the_simulated_device(name, simulated, exported):
     from magmadnn import onnx as monnx  # noqa: PLC0415
 
-    path = tmp_path / f"{name}.onnx"
-    model, inputs = export(name, False, True, path)
+    model, inputs, path = exported(name, False, True)
     torch.manual_seed(1)
     xs = _inputs(inputs, OTHER_BATCH)
     with torch.no_grad():
