@@ -19,11 +19,11 @@ def argmax_hits(outputs, staged, xp):
     """Hits of ``outputs`` (N, C) or (N, T, C) against ``staged``: the true classes (rows,) in the outputs' dtype,
     or (2, rows) stacking them over each row's 0/1 weight (an ignored row: class -1, weight 0). A 0-d value in the
     outputs' dtype, scaled by N / rows when the rows are tokens and unweighted (accuracy of tokens per sample)."""
-    shape, rows = tuple(int(s) for s in outputs.shape), int(staged.shape[-1])
     if xp.name == "host":
-        found = _host_hits(outputs, staged, rows)
+        found = _host_hits(outputs, staged)
         if found is not None:
-            return found if rows == shape[0] or staged.ndim == 2 else np.multiply(found, shape[0] / rows)
+            return found
+    shape, rows = tuple(int(s) for s in outputs.shape), int(staged.shape[-1])
     scores = outputs if len(shape) == 2 else xp.reshape(outputs, (rows, shape[-1]))
     weight = None
     if len(staged.shape) == 2:
@@ -36,20 +36,20 @@ def argmax_hits(outputs, staged, xp):
     return found if rows == shape[0] else xp.multiply(found, shape[0] / rows)
 
 
-def _host_hits(outputs, staged, rows: int):
-    """The op chain's hit sum from NumPy arrays (the same dtype and value), or None where it may not be exact."""
-    if type(outputs) is not np.ndarray or type(staged) is not np.ndarray or rows >= _EXACT_ROWS:
+def _host_hits(outputs, staged):
+    """The op chain's value from NumPy arrays (the same dtype and value), or None where it may not be exact."""
+    if type(outputs) is not np.ndarray or type(staged) is not np.ndarray:
         return None
-    dtype = outputs.dtype
-    if dtype.kind != "f" or dtype.itemsize < 4 or staged.dtype != dtype:
+    dtype, rows = outputs.dtype, staged.shape[-1]
+    if dtype.kind != "f" or dtype.itemsize < 4 or staged.dtype != dtype or rows >= _EXACT_ROWS:
         return None
     # distinct whole numbers in one float dtype differ by at least 1, so the chain's hit is exactly "equal"
-    predicted = np.argmax(outputs.reshape(rows, outputs.shape[-1]), 1).astype(dtype)
+    predicted = np.argmax(outputs if outputs.ndim == 2 else outputs.reshape(rows, outputs.shape[-1]), 1)
+    predicted = predicted.astype(dtype)
     if staged.ndim == 2:
-        hit = (predicted == staged[0]) & (staged[1] != 0)  # weights are 0 or 1
-    else:
-        hit = predicted == staged
-    return dtype.type(np.count_nonzero(hit))
+        return dtype.type(np.count_nonzero((predicted == staged[0]) & (staged[1] != 0)))  # weights are 0 or 1
+    found = dtype.type(np.count_nonzero(predicted == staged))
+    return found if rows == outputs.shape[0] else np.multiply(found, outputs.shape[0] / rows)
 
 
 def _relu(xp, a):

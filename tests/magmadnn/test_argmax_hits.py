@@ -72,9 +72,9 @@ def test_the_host_path_only_takes_what_it_counts_exactly():
     """Outside NumPy float32/float64 inputs the op chain answers (a float16 count of many rows may round)."""
     outputs, staged = np.zeros((4001, 2), np.float16), np.zeros(4001, np.float16)  # 4001: no float16
     _same(argmax_hits(outputs, staged, host), argmax_hits(outputs, staged, CHAIN))
-    assert _host_hits(outputs, staged, 4001) is None
-    assert _host_hits(outputs.astype(np.float32), staged, 4001) is None  # labels staged in another dtype
-    assert _host_hits(outputs.astype(np.float32), staged.astype(np.float32), 4001) == 4001
+    assert _host_hits(outputs, staged) is None
+    assert _host_hits(outputs.astype(np.float32), staged) is None  # labels staged in another dtype
+    assert _host_hits(outputs.astype(np.float32), staged.astype(np.float32)) == 4001
 
 
 @pytest.mark.filterwarnings("ignore:invalid value encountered:RuntimeWarning")  # the ops' inf * 0
