@@ -80,19 +80,20 @@ class Meter:
 class _Metered:
     """A native library whose function calls are counted and timed by a :class:`Meter`.
 
-    Each function's wrapper is made at its first look-up and kept: as an attribute of this object (later look-ups
-    find it without ``__getattr__``) and per symbol for ``bind`` (a failed look-up or bind is never kept: it raises
-    again at the next).  A library's functions stay the same while the meter is installed (the simulator's and the
-    real libraries' do).  The meter's own cost, counted in ``python_us_per_call``: about 50 bytecodes per native
-    call (two clock reads, three counter updates; a wrapper made at every look-up cost about 100), measured at
-    0.6 us per call on a loaded 2-core machine where a new wrapper per look-up cost 2.4-3.9 us
-    (``test_bench_overhead.py`` bounds the bytecodes)."""
+    Every look-up still goes to the library (its own ``__getattr__`` and ``bind``, Python code the unmetered call
+    runs too, stay in the measurement); the wrapper of the function it answers is made once per (library, name) and
+    per bound symbol, and kept while the library answers the same function (a failed look-up or bind is never kept).
+    The meter's own cost per native call, counted in ``python_us_per_call``: about 75 bytecodes for a function
+    looked up as an attribute and 100 for one bound by symbol (a wrapper made per look-up: 102 and 91), measured at
+    1.4 and 1.5 us of process CPU time per call on a loaded 2-core machine (the same machine: 1.9 and 1.8 us with a
+    new wrapper per look-up); ``test_bench_overhead.py`` bounds the bytecodes."""
 
     def __init__(self, target, library: str, meter: Meter):
         self._target, self._library, self._meter = target, library, meter
-        self._bound: dict = {}  # symbol -> the wrapper of what the library's bind returned for it
+        self._kept: dict = {}  # name -> (the library's function, its wrapper)
+        self._bound: dict = {}  # symbol -> (what the library's bind returned, its wrapper)
 
-    def _wrap(self, fn):
+    def _wrap(self, kept: dict, key, fn):
         meter, library, clock = self._meter, self._library, time.perf_counter
 
         def call(*args):
@@ -105,27 +106,28 @@ class _Metered:
                 meter.inside -= 1
                 meter.calls[library] += 1
 
+        kept[key] = (fn, call)
         return call
 
-    def __getattr__(self, name: str):  # (only for a name not looked up before, or not a wrapped function)
-        value = getattr(self._target, name)
+    def __getattr__(self, name: str):
+        value = getattr(self._target, name)  # (the library's own look-up, at every look-up, as unmetered)
+        kept = self._kept.get(name)
+        if kept is not None and kept[0] == value:  # (a bound method: a new one per look-up, equal to the last)
+            return kept[1]
         if name == "bind":
-            bound, wrap = self._bound, self._wrap
+            wrap, bound = self._wrap, self._bound
 
             def bind(symbol):
-                call = bound.get(symbol)
-                if call is None:
-                    call = bound[symbol] = wrap(value(symbol))
-                return call
+                fn = value(symbol)  # (the library's own bind, at every call, as unmetered)
+                kept = bound.get(symbol)
+                return kept[1] if kept is not None and kept[0] is fn else wrap(bound, symbol, fn)
 
-            self.bind = bind
+            self._kept[name] = (value, bind)
             return bind
         if callable(value) and not isinstance(value, type) and (
                 name.startswith(("cuda", "magma", "cudnn")) or name in ("launch", "program")):
-            call = self._wrap(value)
-            setattr(self, name, call)
-            return call
-        return value  # (data: read from the library at each look-up)
+            return self._wrap(self._kept, name, value)
+        return value
 
 
 # --------------------------------------------------------------------------------------------- magmadnn steps
@@ -301,7 +303,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
         calls = {k: v / steps for k, v in meter.calls.items()}
         native_s = meter.seconds / steps
     total_calls = sum(calls.values())
-    python_s = metered_s - native_s  # includes the meter's own cost (_Metered: ~50 bytecodes per call)
+    python_s = metered_s - native_s  # includes the meter's own cost (_Metered: 75-100 bytecodes per call)
     return {"model": name, "batch": batch, "train_us": train_s * 1e6, "infer_us": infer_s * 1e6,
             "replayed_train_us": replay_train_s * 1e6, "replayed_infer_us": replay_infer_s * 1e6,
             "replayed_calls": replay_calls,
