@@ -53,7 +53,7 @@ class Meter:
         self.calls = dict.fromkeys(LIBRARIES, 0)
         self.seconds = 0.0
         self.inside = 0  # > 0 while a native call runs
-        self._saved = None
+        self._saved = self._pool = None
 
     def __enter__(self):
         from pymagma import _native
@@ -64,6 +64,10 @@ class Meter:
         for name in LIBRARIES:
             setattr(libs, name, _Metered(self._saved[name], name, self))
         libs.magma_initialized = libs.magma
+        # the memory pool frees through the runtime it was made with (another one: not through the current one)
+        self._pool = libs.memory_pool if libs.memory_pool.cudart is self._saved["cudart"] else None
+        if self._pool is not None:
+            self._pool.cudart = libs.cudart
         return self
 
     def __exit__(self, *exc):
@@ -71,6 +75,8 @@ class Meter:
 
         for name, target in self._saved.items():
             setattr(_native.current, name, target)
+        if self._pool is not None:
+            self._pool.cudart = self._saved["cudart"]
 
     def reset(self):
         self.calls = dict.fromkeys(LIBRARIES, 0)

@@ -203,3 +203,22 @@ def test_the_meters_own_cost_per_call_stays_small():
     assert opcodes(lambda: metered.launch(1, 2)) - opcodes(lambda: raw.launch(1, 2)) <= 85
     assert opcodes(lambda: metered.bind("f")(1, 2)) - opcodes(lambda: raw.bind("f")(1, 2)) <= 110
     assert metered.launch is metered.launch and metered.bind("f") is metered.bind("f")  # (kept)
+
+
+def test_the_meter_counts_the_memory_pools_frees():
+    """The memory pool frees through the runtime it was made with; under the meter a cudaFree of a cached block is a
+    native call like any other (counted, timed as native), not Python time."""
+    _overhead = _overhead_module()
+    from pymagma import _native, memory, simulator
+
+    with simulator.simulated("null"):
+        hand = _HandCount(_native.current)
+        pool = _native.current.memory_pool
+        memory.Allocation.trusted(4096, 0).free()  # one block cached
+        _native.current.magma_initialized  # noqa: B018 - MAGMA initialised (the meter's entry reads it) before the count
+        hand.calls.clear()
+        with _overhead.Meter() as meter:
+            pool.release_cached()
+        assert hand.calls.get("cudart", 0) >= 1
+        assert {k: v for k, v in meter.calls.items() if v} == hand.calls
+        assert pool.cudart is _native.current.cudart  # (the meter gone: the pool's runtime is the libraries' again)
