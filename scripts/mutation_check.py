@@ -327,6 +327,10 @@ MUTANTS = [
            "pymagma/_dnn_plans.py",
            "(d.value for d in self.problem.ordered[kind])",
            '(d.value for d in self.problem.ordered["forward"])', PLANS),
+    Mutant("plan-conv-keyed-without-tf32", "a convolution's plan is looked up as if TF32 were allowed, whatever "
+           "pymagma.dnn.allow_tf32 says", "pymagma/_dnn_plans.py",
+           "*_CONV_DEFAULTS[len(args) - 4:], not not dnn.allow_tf32)",
+           "*_CONV_DEFAULTS[len(args) - 4:], True)", PLANS),
     Mutant("plan-bn-eps-ignored", "a planned batch-norm forward uses cuDNN's minimum epsilon, not the caller's",
            "pymagma/_dnn_plans.py",
            "float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)",
