@@ -6,12 +6,59 @@
 
 from __future__ import annotations
 
+import functools
+import itertools
+import operator
+
+from . import constraints
+from .autograd import Parameter
+
+
+def _rule(opt):
+    """The multi-tensor form of ``opt``'s rule (None: it has none), known by its class's ``update`` function."""
+    update = type(opt).update
+    rule = _BY_FUNCTION.get(update, _MISSING)
+    if rule is _MISSING:
+        rule = _BY_FUNCTION[update] = _RULES.get(f"{update.__module__}.{update.__qualname__}")
+    return rule
+
+
+def _plain_parameters(params) -> bool:
+    """Whether every entry of ``params`` is a Parameter itself (its own flag, gradient and constraint read as
+    attributes)."""
+    return all(map(operator.is_, map(type, params), itertools.repeat(Parameter, len(params))))
+
+
+def trainable_grads(params) -> list:
+    """Each parameter's ``.grad``, None for one whose ``trainable`` is False (a frozen weight); read without a Python
+    frame per parameter where all of ``params`` are trainable Parameters (the common case)."""
+    if _plain_parameters(params) and all(map(_TRAINABLE, params)):
+        return list(map(_GRAD, params))
+    return [p.grad if (p._trainable if p.__class__ is Parameter else getattr(p, "trainable", True)) else None
+            for p in params]  # (a Parameter's own flag read without its property's frame)
+
+
+def step_columns(opt, params, grads, made, lr) -> bool:
+    """The optimizer step a column at a time, without a Python frame per parameter, where every parameter has a
+    gradient in ``grads`` and its slots in ``made`` already (made by the first step) and ``opt``'s rule has a
+    multi-tensor op: the update, then the constraints; False (nothing done) otherwise."""
+    n = len(params)
+    rule = _rule(opt)
+    if rule is None or not n or not (all(map(_is_not_none, grads)) and all(map(made.__contains__, range(n)))):
+        return False
+    xp = params[0].xp
+    if not all(map(operator.is_, map(_XP, params), itertools.repeat(xp, n))):
+        return False
+    rule(opt, xp, list(map(_DATA, params)), grads, list(map(made.__getitem__, range(n))), lr)
+    if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):
+        constraints.apply(params, grads)
+    return True
+
 
 def update_all(opt, live, lr) -> bool:
     """Update every ``(param, grad, slots)`` of ``live`` at once and return True; False where ``opt``'s rule has no
     multi-tensor op or the parameters live on different backends (the caller then updates them one by one)."""
-    update = type(opt).update
-    rule = _RULES.get(f"{update.__module__}.{update.__qualname__}")
+    rule = _rule(opt)
     if rule is None or not live:
         return False
     xp = live[0][0].xp
@@ -27,26 +74,34 @@ def update_all(opt, live, lr) -> bool:
 
 
 def _sgd(opt, xp, ps, gs, slots, lr):
-    xp.sgd_update_many(ps, gs, [s["velocity"] for s in slots] if opt.momentum else None, lr, momentum=opt.momentum,
+    xp.sgd_update_many(ps, gs, list(map(_VELOCITY, slots)) if opt.momentum else None, lr, momentum=opt.momentum,
                        nesterov=opt.nesterov, weight_decay=opt.weight_decay, keras=True)
 
 
 def _adam(opt, xp, ps, gs, slots, lr):
-    xp.adam_update_many(ps, gs, [s["m"] for s in slots], [s["v"] for s in slots], opt.iterations, lr,
+    xp.adam_update_many(ps, gs, list(map(_M, slots)), list(map(_V, slots)), opt.iterations, lr,
                         beta1=opt.beta1, beta2=opt.beta2, eps=opt.eps, weight_decay=opt.weight_decay,
                         decoupled=opt.decoupled, keras=True)
 
 
 def _rmsprop(opt, xp, ps, gs, slots, lr):
-    xp.rmsprop_update_many(ps, gs, [s["mean_square"] for s in slots], lr, rho=opt.rho, eps=opt.eps,
+    xp.rmsprop_update_many(ps, gs, list(map(_MEAN_SQUARE, slots)), lr, rho=opt.rho, eps=opt.eps,
                            weight_decay=opt.weight_decay, keras=opt.keras)
 
 
 def _adagrad(opt, xp, ps, gs, slots, lr):
-    xp.adagrad_update_many(ps, gs, [s["accumulator"] for s in slots], lr, eps=opt.eps,
+    xp.adagrad_update_many(ps, gs, list(map(_ACCUMULATOR, slots)), lr, eps=opt.eps,
                            weight_decay=opt.weight_decay, keras=opt.keras)
 
 
 #: ``module.Class.update`` of each rule -> its multi-tensor form (the same arguments as that ``update`` passes)
 _RULES = {"magmadnn.optimizers.SGD.update": _sgd, "magmadnn.optimizers.Adam.update": _adam,
           "magmadnn.optimizers.RMSProp.update": _rmsprop, "magmadnn.optimizers.AdaGrad.update": _adagrad}
+_BY_FUNCTION: dict = {}  # an ``update`` function -> its rule (None: none), looked up once
+_MISSING = object()
+_XP, _DATA = operator.attrgetter("xp"), operator.attrgetter("data")
+_VELOCITY, _M, _V = operator.itemgetter("velocity"), operator.itemgetter("m"), operator.itemgetter("v")
+_MEAN_SQUARE, _ACCUMULATOR = operator.itemgetter("mean_square"), operator.itemgetter("accumulator")
+_GRAD, _TRAINABLE = operator.attrgetter("grad"), operator.attrgetter("_trainable")
+_CONSTRAINT = operator.attrgetter("constraint")
+_is_none, _is_not_none = functools.partial(operator.is_, None), functools.partial(operator.is_not, None)

@@ -9,6 +9,7 @@ the gradients of multi-use nodes, adds leaf gradients into ``.grad`` and then re
 
 from __future__ import annotations
 
+import itertools
 import math
 import operator
 import threading
@@ -104,6 +105,13 @@ class Tensor:
         """A Tensor of ``xp.asarray(data)`` on the backend ``xp`` known to be one (no backend lookup), no grad."""
         t = cls.__new__(cls)
         t.xp, t.data, t.grad, t.requires_grad, t._fn = xp, xp.asarray(data), None, False, None
+        return t
+
+    @classmethod
+    def _wrap(cls, data, xp) -> Tensor:
+        """A Tensor of ``data``, an array of the backend ``xp`` already (no conversion), no grad."""
+        t = cls.__new__(cls)
+        t.xp, t.data, t.grad, t.requires_grad, t._fn = xp, data, None, False, None
         return t
 
     @property
@@ -321,18 +329,23 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params) -> Tensor:
         """Run the op on ``inputs`` (Tensors, or arrays/scalars taken as constants); record it when needed."""
-        xp, constants, needs = None, False, []
-        for t in inputs:
-            if isinstance(t, Tensor):
-                if xp is None:
-                    xp = t.xp
-                needs.append(t.requires_grad)
-            else:
-                constants = True
-                needs.append(False)
-        if xp is None:
-            xp = _backend.get()
-        tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs) if constants else inputs
+        if inputs and all(map(isinstance, inputs, _repeat(Tensor, len(inputs)))):  # (the common case: no loop)
+            xp, tensors, needs = inputs[0].xp, inputs, tuple(map(_REQUIRES_GRAD, inputs))
+        else:
+            xp, constants, needs = None, False, []
+            for t in inputs:
+                if isinstance(t, Tensor):
+                    if xp is None:
+                        xp = t.xp
+                    needs.append(t.requires_grad)
+                else:
+                    constants = True
+                    needs.append(False)
+            if xp is None:
+                xp = _backend.get()
+            tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs) if constants \
+                else inputs
+            needs = tuple(needs)
         fn = cls()
         fn.xp = xp
         data = fn.forward(*map(_DATA, tensors), **params)
@@ -352,7 +365,7 @@ class Function:
         out.xp, out.data, out.grad, out._fn = xp, data, None, None
         if _state.enabled and True in needs:
             fn.inputs = tensors
-            fn.needs_input_grad = tuple(needs)
+            fn.needs_input_grad = needs
             out.requires_grad = True
             out._fn = fn
         else:
@@ -370,6 +383,8 @@ class Function:
 
 
 _DATA = operator.attrgetter("data")  # a Tensor's array, without a Python frame per input
+_REQUIRES_GRAD = operator.attrgetter("requires_grad")
+_repeat = itertools.repeat
 #: (backend, array class) pairs whose ``asarray`` was seen to return such an array as it is (Function.apply skips it)
 _OWN_ARRAYS: set = set()
 

@@ -36,7 +36,7 @@ from . import _foreach, clipping, constraints, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
-from .autograd import Parameter, Tensor
+from .autograd import Tensor
 from .backend.ops.optim import adam_bias_corrections
 
 __all__ = ["Optimizer", "SGD", "AdaGrad", "Adagrad", "RMSProp", "RMSprop", "Adam", "AdamW", "LossScaleOptimizer",
@@ -103,12 +103,13 @@ class Optimizer(KerasApply, Configurable):
         if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
             lr = self._device_values
         grads, made = self._clipped_grads(params), self._state  # (slots made already: read without a frame)
-        live = [(p, g, made[i] if i in made else self._slots(i, p)) for i, (p, g) in enumerate(zip(params, grads))
-                if g is not None]
-        if not _foreach.update_all(self, live, lr):  # one op for all (one launch per dtype on the device), or each
-            for param, grad, state in live:
-                self.update(param.xp, param.data, grad, state, lr)
-        constraints.apply(params, grads)
+        if not _foreach.step_columns(self, params, grads, made, lr):  # the common step, a column at a time, or:
+            live = [(p, g, made[i] if i in made else self._slots(i, p)) for i, (p, g) in
+                    enumerate(zip(params, grads)) if g is not None]
+            if not _foreach.update_all(self, live, lr):  # one op for all (one launch per dtype on the device), or
+                for param, grad, state in live:  # each
+                    self.update(param.xp, param.data, grad, state, lr)
+            constraints.apply(params, grads)
 
     def _slots(self, index: int, param) -> dict:  # parameter index's slot arrays, made at its first update
         if (state := self._state.get(index)) is None:
@@ -125,8 +126,7 @@ class Optimizer(KerasApply, Configurable):
     # -- gradient clipping
     def _clipped_grads(self, params) -> list:
         """The gradients the update uses (None where a parameter has none), clipped as :mod:`.clipping` says."""
-        grads = [p.grad if (p._trainable if p.__class__ is Parameter else getattr(p, "trainable", True)) else None
-                 for p in params]  # (a Parameter's own flag read without its property's frame)
+        grads = _foreach.trainable_grads(params)  # (None for a frozen parameter)
         return clipping.clip(params, grads, self.clipnorm, self.global_clipnorm, self.clipvalue)
 
     # -- device-resident step values (graph replay, magmadnn.models.replay)

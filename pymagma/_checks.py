@@ -108,6 +108,34 @@ def once_per_arguments(fn: Callable, limit: int = 1024) -> Callable:
     return call
 
 
+def same_objects(fn: Callable, by_value: int = 0, limit: int = 256) -> Callable:
+    """``fn`` (a :func:`once_per_arguments` function) answered at once for a call whose arguments after the first
+    ``by_value`` are the very objects of an earlier call (a layer passes the same checked geometry tuples at every
+    call): found by their identities, without hashing nested tuples and their types again.  A hashable tuple cannot
+    change and the kept answer holds its arguments alive, so an identity stands for the value and its types; the first
+    ``by_value`` arguments (shapes, dtypes: values whose equal values get the same answer) are keyed by value.
+    Unhashable arguments (a list, a tuple holding one, which their owner may change in place) are never kept."""
+    seen: dict = {}  # key -> (the objects, kept alive so that no other object gets their ids, the answer)
+
+    @functools.wraps(fn)
+    def call(*args):
+        objects = args[by_value:]
+        hit = seen.get(args[:by_value] + tuple(map(id, objects)))
+        if hit is not None:
+            return hit[1]
+        answer = fn(*args)
+        try:
+            hash(objects)
+        except TypeError:
+            return answer
+        if len(seen) >= limit:
+            seen.clear()
+        seen[args[:by_value] + tuple(map(id, objects))] = (objects, answer)
+        return answer
+
+    return call
+
+
 class Plans(dict):
     """The plans of one kind of call: what a call decided from its operands' layouts (shapes, strides, dtypes) and
     plain options (descriptors, output shapes, checked sizes), kept by those values so that a later call with the

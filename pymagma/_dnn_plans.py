@@ -26,7 +26,8 @@ from . import _checks, _native, dnn, memory, runtime
 from . import _cudnn as cd
 from . import array as _array
 
-__all__ = ["ActivationPlan", "BatchNormPlan", "ConvPlan", "activation_plan", "batch_norm_plan", "conv2d_plan"]
+__all__ = ["ActivationPlan", "BatchNormPlan", "ConvPlan", "activation_plan", "activation_plan_of", "batch_norm_plan",
+           "batch_norm_plan_of", "conv2d_plan"]
 
 _native.resource("cudnn_plans")(lambda libraries: {})  # (kind, arguments, their types) -> plan
 _empty = _array._empty
@@ -73,6 +74,42 @@ _kind = _checks._kind
 _is_tuple = _checks._is_tuple
 
 
+def _of_array(make, x, options: tuple):
+    """``make``'s plan (a planner made by :func:`_planner`) of DeviceArray ``x``'s shape, dtype and device and
+    ``options``, looked up by those values alone: a DeviceArray's shape, dtype and device are checked values, and
+    the callers' options are strings and floats (or None), types their values tell apart; any other ``x`` or option
+    goes through the planner (every check, the types in the key).  (Inline in the two functions below.)"""
+    if x.__class__ is _DeviceArray:
+        plans = _native.current.cudnn_plans
+        key = (make, x.shape, x.dtype, x.device, options)
+        plan = plans.get(key)
+        if plan is None:
+            plan = make(x.shape, x.dtype, x.device, *options)
+            if len(plans) >= 4096:
+                plans.clear()
+            plans[key] = plan
+        return plan
+    return make(x.shape, x.dtype, x.device, *options)
+
+
+def batch_norm_plan_of(x):
+    """``batch_norm_plan(x.shape, x.dtype, x.device)`` (spatial mode) of an array ``x``: the device backend's
+    look-up at each call (by x's values alone; see :func:`_of_array`)."""
+    plan = _native.current.cudnn_plans.get((batch_norm_plan, x.shape, x.dtype, x.device, ())) \
+        if x.__class__ is _DeviceArray else None
+    return _of_array(batch_norm_plan, x, ()) if plan is None else plan
+
+
+def activation_plan_of(x, mode: str = "relu", coef=None):
+    """``activation_plan(x.shape, x.dtype, x.device, mode, coef)`` of an array ``x``: the device backend's look-up
+    at each call (by values alone for a str ``mode`` and a float or None ``coef``; see :func:`_of_array`)."""
+    if mode.__class__ is str and (coef is None or coef.__class__ is float):
+        plan = _native.current.cudnn_plans.get((activation_plan, x.shape, x.dtype, x.device, (mode, coef))) \
+            if x.__class__ is _DeviceArray else None
+        return _of_array(activation_plan, x, (mode, coef)) if plan is None else plan
+    return activation_plan(x.shape, x.dtype, x.device, mode, coef)
+
+
 class _Plan:
     """What every plan keeps: its native libraries, device, dtype, cuDNN handle and alpha/beta (1, 0)."""
 
@@ -87,6 +124,15 @@ class _Plan:
         self.handle = self._handle.value
         self.one, self.zero = dnn._one_zero(self.dtype)  # passed by a fresh byref per call (a byref is one call's)
         self.direct = runtime.device_count() <= 1  # several GPUs: each call through dnn (its device made current)
+        self.cudnn = None  # the cuDNN library object the plan's functions were bound from (:meth:`_bind`)
+
+    def _bind(self, cudnn) -> None:
+        """The plan's cuDNN functions (its class's ``FUNCTIONS``, as attributes of the same names) bound from
+        ``cudnn``, the library in use: bound again whenever another cuDNN object is in use (the simulator swapped,
+        a library wrapped), so a planned call always goes through the library :mod:`pymagma._native` holds now."""
+        for name in self.FUNCTIONS:
+            setattr(self, name, cudnn.bind(name))
+        self.cudnn = cudnn
 
     def _elsewhere(self):
         """This plan made for the current native libraries (the simulator turned on or off since), or None with
@@ -98,7 +144,9 @@ class _Plan:
             a.device == self.device and a.is_c_contiguous
 
     # the planned calls check their operands inline, as _fits does (no call per operand on the hot path):
-    # ``a.__class__ is _DeviceArray and a.is_c_contiguous and (a.shape, a.dtype, a.device) == (shape, dtype, device)``
+    # ``a.__class__ is _DeviceArray and a.is_c_contiguous and (a.shape, a.dtype, a.device) == (shape, dtype, device)``;
+    # then, with the libraries the plan was made with in use, they call their bound cuDNN function (bound again by
+    # _bind when another cuDNN object is in use) and check its status as _cudnn.call does
 
 
 
@@ -106,6 +154,8 @@ class _Plan:
 class ConvPlan(_Plan):
     """A convolution of x ``x_shape`` with w ``w_shape`` (:func:`pymagma.dnn.conv2d_forward`'s geometry): its
     forward, backward-data and backward-filter calls, each algorithm chosen on its first call."""
+
+    FUNCTIONS = tuple(dnn._CONV_CALLS.values())
 
     def __init__(self, x_shape, w_shape, dtype, device, stride=1, padding=0, dilation=1, groups=1, math=None,
                  workspace_limit=None):
@@ -139,14 +189,19 @@ class ConvPlan(_Plan):
         if not (x.__class__ is _DeviceArray and w.__class__ is _DeviceArray and x.is_c_contiguous and
                 w.is_c_contiguous and (x.shape, w.shape, x.dtype, w.dtype, x.device, w.device) == self.xw):
             self._refuse_pair(("x", x, self.x_shape), ("w", w, self.w_shape))
-        if not (self.direct and _native.current is self.libraries()):
+        libraries = _native.current
+        if not (self.direct and libraries is self.libraries()):
             plan = self._elsewhere()
             return dnn.conv2d_forward(x, w, **self.geometry) if plan is None else plan.forward(x, w)
+        if libraries.cudnn is not self.cudnn:
+            self._bind(libraries.cudnn)
         y = _empty(self.y_shape, self.dtype, self.device)
         name, d0, d1, d2, d3, algo, size = self._calls.get("forward") or self._call("forward")
         space = _trusted(size, self.device) if size else None
-        cd.call(name, self.handle, byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,
-                size, byref(self.zero), d3, y.ptr)
+        status = self.cudnnConvolutionForward(self.handle, byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo,
+                                              space.ptr if size else None, size, byref(self.zero), d3, y.ptr)
+        if status:
+            cd.check(status, name)
         return y
 
     def backward_data(self, dy, w):
@@ -154,15 +209,20 @@ class ConvPlan(_Plan):
         if not (dy.__class__ is _DeviceArray and w.__class__ is _DeviceArray and dy.is_c_contiguous and
                 w.is_c_contiguous and (dy.shape, w.shape, dy.dtype, w.dtype, dy.device, w.device) == self.yw):
             self._refuse_pair(("dy", dy, self.y_shape), ("w", w, self.w_shape))
-        if not (self.direct and _native.current is self.libraries()):
+        libraries = _native.current
+        if not (self.direct and libraries is self.libraries()):
             plan = self._elsewhere()
             return dnn.conv2d_backward_data(dy, w, self.x_shape, **self.geometry) if plan is None else \
                 plan.backward_data(dy, w)
+        if libraries.cudnn is not self.cudnn:
+            self._bind(libraries.cudnn)
         dx = _empty(self.x_shape, self.dtype, self.device)
         name, d0, d1, d2, d3, algo, size = self._calls.get("backward_data") or self._call("backward_data")
         space = _trusted(size, self.device) if size else None
-        cd.call(name, self.handle, byref(self.one), d0, w.ptr, d1, dy.ptr, d2, algo, space.ptr if size else None,
-                size, byref(self.zero), d3, dx.ptr)
+        status = self.cudnnConvolutionBackwardData(self.handle, byref(self.one), d0, w.ptr, d1, dy.ptr, d2, algo,
+                                                   space.ptr if size else None, size, byref(self.zero), d3, dx.ptr)
+        if status:
+            cd.check(status, name)
         return dx
 
     def backward_filter(self, x, dy):
@@ -170,15 +230,20 @@ class ConvPlan(_Plan):
         if not (x.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and x.is_c_contiguous and
                 dy.is_c_contiguous and (x.shape, dy.shape, x.dtype, dy.dtype, x.device, dy.device) == self.xy):
             self._refuse_pair(("x", x, self.x_shape), ("dy", dy, self.y_shape))
-        if not (self.direct and _native.current is self.libraries()):
+        libraries = _native.current
+        if not (self.direct and libraries is self.libraries()):
             plan = self._elsewhere()
             return dnn.conv2d_backward_filter(x, dy, self.w_shape, **self.geometry) if plan is None else \
                 plan.backward_filter(x, dy)
+        if libraries.cudnn is not self.cudnn:
+            self._bind(libraries.cudnn)
         dw = _empty(self.w_shape, self.dtype, self.device)
         name, d0, d1, d2, d3, algo, size = self._calls.get("backward_filter") or self._call("backward_filter")
         space = _trusted(size, self.device) if size else None
-        cd.call(name, self.handle, byref(self.one), d0, x.ptr, d1, dy.ptr, d2, algo, space.ptr if size else None,
-                size, byref(self.zero), d3, dw.ptr)
+        status = self.cudnnConvolutionBackwardFilter(self.handle, byref(self.one), d0, x.ptr, d1, dy.ptr, d2, algo,
+                                                     space.ptr if size else None, size, byref(self.zero), d3, dw.ptr)
+        if status:
+            cd.check(status, name)
         return dw
 
     def _refuse_pair(self, *operands) -> None:
@@ -200,6 +265,8 @@ class BatchNormPlan(_Plan):
     """Training-mode batch normalisation of x ``x_shape`` (:func:`pymagma.dnn.batch_norm_forward_training` and
     :func:`pymagma.dnn.batch_norm_backward`)."""
 
+    FUNCTIONS = ("cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationBackward")
+
     def __init__(self, x_shape, dtype, device, mode="spatial"):
         super().__init__((x_shape, dtype, device, mode), dtype, device)
         if mode not in dnn.BN_MODES:
@@ -216,6 +283,7 @@ class BatchNormPlan(_Plan):
         self.param_dtype = np.dtype(np.float64 if self.dtype == np.float64 else np.float32)
         self.mode_value = int(dnn.BN_MODES[mode])
         self.x_at = (self.x_shape, self.dtype, self.device)
+        self.param_at = (self.param_shape, self.param_dtype, self.device)
 
     def _params(self, **params) -> None:
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
@@ -232,23 +300,35 @@ class BatchNormPlan(_Plan):
         """(y, save_mean, save_inv_std), the running statistics updated in place (as the dnn function)."""
         if not (x.__class__ is _DeviceArray and x.is_c_contiguous and (x.shape, x.dtype, x.device) == self.x_at):
             _refuse(self, "x", x, self.x_shape)
-        self._params(scale=scale, bias=bias, running_mean=running_mean, running_var=running_var)
-        if (running_mean is None) != (running_var is None):
-            raise ValueError("give both running_mean and running_var, or neither")
-        if not (self.direct and _native.current is self.libraries()):
+        at, m, v = self.param_at, running_mean, running_var
+        if not (scale.__class__ is _DeviceArray and bias.__class__ is _DeviceArray and m.__class__ is _DeviceArray
+                and v.__class__ is _DeviceArray and scale.is_c_contiguous and bias.is_c_contiguous and
+                m.is_c_contiguous and v.is_c_contiguous and (scale.shape, scale.dtype, scale.device) == at ==
+                (bias.shape, bias.dtype, bias.device) == (m.shape, m.dtype, m.device) == (v.shape, v.dtype, v.device)):
+            # (the common case above, inline: four parameters that fit; else each checked, no running statistics
+            # allowed)
+            self._params(scale=scale, bias=bias, running_mean=running_mean, running_var=running_var)
+            if (running_mean is None) != (running_var is None):
+                raise ValueError("give both running_mean and running_var, or neither")
+        libraries = _native.current
+        if not (self.direct and libraries is self.libraries()):
             plan = self._elsewhere()
             if plan is not None:
                 return plan.forward_training(x, scale, bias, running_mean, running_var, momentum=momentum, eps=eps)
             return dnn.batch_norm_forward_training(x, scale, bias, running_mean, running_var, momentum=momentum,
                                                    eps=eps, mode=self.mode)
+        if libraries.cudnn is not self.cudnn:
+            self._bind(libraries.cudnn)
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
         y, mean, inv = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), _empty(shape, dtype,
                                                                                                       device)
-        cd.call("cudnnBatchNormalizationForwardTraining", self.handle, self.mode_value, byref(self.one),
-                byref(self.zero),
-                self.xd, x.ptr, self.xd, y.ptr, self.bn, scale.ptr, bias.ptr, float(momentum),
-                None if running_mean is None else running_mean.ptr, None if running_var is None else running_var.ptr,
-                float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)
+        status = self.cudnnBatchNormalizationForwardTraining(
+            self.handle, self.mode_value, byref(self.one), byref(self.zero),
+            self.xd, x.ptr, self.xd, y.ptr, self.bn, scale.ptr, bias.ptr, float(momentum),
+            None if running_mean is None else running_mean.ptr, None if running_var is None else running_var.ptr,
+            float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)
+        if status:
+            cd.check(status, "cudnnBatchNormalizationForwardTraining")
         return y, mean, inv
 
     def backward(self, x, dy, scale, save_mean=None, save_inv_std=None, *, eps: float = 1e-5):
@@ -258,19 +338,30 @@ class BatchNormPlan(_Plan):
             for what, a in (("x", x), ("dy", dy)):
                 if not self._fits(a, self.x_shape):
                     _refuse(self, what, a, self.x_shape)
-        self._params(scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
-        if not (self.direct and _native.current is self.libraries()):
+        at, m, v = self.param_at, save_mean, save_inv_std
+        if not (scale.__class__ is _DeviceArray and m.__class__ is _DeviceArray and v.__class__ is _DeviceArray and
+                scale.is_c_contiguous and m.is_c_contiguous and v.is_c_contiguous and
+                (scale.shape, scale.dtype, scale.device) == at == (m.shape, m.dtype, m.device) ==
+                (v.shape, v.dtype, v.device)):  # (the common case, inline; else each checked)
+            self._params(scale=scale, save_mean=save_mean, save_inv_std=save_inv_std)
+        libraries = _native.current
+        if not (self.direct and libraries is self.libraries()):
             plan = self._elsewhere()
             if plan is not None:
                 return plan.backward(x, dy, scale, save_mean, save_inv_std, eps=eps)
             return dnn.batch_norm_backward(x, dy, scale, save_mean, save_inv_std, eps=eps, mode=self.mode)
+        if libraries.cudnn is not self.cudnn:
+            self._bind(libraries.cudnn)
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
         dx, dscale, dbias = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), \
             _empty(shape, dtype, device)
         one, zero = byref(self.one), byref(self.zero)
-        cd.call("cudnnBatchNormalizationBackward", self.handle, self.mode_value, one, zero, one, zero, self.xd,
-                x.ptr, self.xd, dy.ptr, self.xd, dx.ptr, self.bn, scale.ptr, dscale.ptr, dbias.ptr, float(eps),
-                None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)
+        status = self.cudnnBatchNormalizationBackward(
+            self.handle, self.mode_value, one, zero, one, zero, self.xd,
+            x.ptr, self.xd, dy.ptr, self.xd, dx.ptr, self.bn, scale.ptr, dscale.ptr, dbias.ptr, float(eps),
+            None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)
+        if status:
+            cd.check(status, "cudnnBatchNormalizationBackward")
         return dx, dscale, dbias
 
 
@@ -284,6 +375,8 @@ BatchNormPlan._made = staticmethod(batch_norm_plan)
 # ------------------------------------------------------------------------------------------------ activation
 class ActivationPlan(_Plan):
     """cuDNN's activation ``mode`` (coefficient ``coef``) of x ``x_shape``: forward and backward."""
+
+    FUNCTIONS = ("cudnnActivationForward", "cudnnActivationBackward")
 
     def __init__(self, x_shape, dtype, device, mode="relu", coef=None):
         super().__init__((x_shape, dtype, device, mode, coef), dtype, device)
@@ -300,12 +393,17 @@ class ActivationPlan(_Plan):
     def forward(self, x):
         if not (x.__class__ is _DeviceArray and x.is_c_contiguous and (x.shape, x.dtype, x.device) == self.x_at):
             _refuse(self, "x", x, self.x_shape)
-        if not (self.direct and _native.current is self.libraries()):
+        libraries = _native.current
+        if not (self.direct and libraries is self.libraries()):
             plan = self._elsewhere()
             return dnn.activation_forward(x, self.mode, self.coef) if plan is None else plan.forward(x)
+        if libraries.cudnn is not self.cudnn:
+            self._bind(libraries.cudnn)
         y = _empty(self.x_shape, self.dtype, self.device)
-        cd.call("cudnnActivationForward", self.handle, self.desc, byref(self.one), self.xd, x.ptr, byref(self.zero),
-                self.xd, y.ptr)
+        status = self.cudnnActivationForward(self.handle, self.desc, byref(self.one), self.xd, x.ptr,
+                                             byref(self.zero), self.xd, y.ptr)
+        if status:
+            cd.check(status, "cudnnActivationForward")
         return y
 
     def backward(self, y, dy, x):
@@ -318,13 +416,18 @@ class ActivationPlan(_Plan):
             for what, a in (("y", y), ("dy", dy), ("x", x)):
                 if not self._fits(a, shape):
                     _refuse(self, what, a, shape)
-        if not (self.direct and _native.current is self.libraries()):
+        libraries = _native.current
+        if not (self.direct and libraries is self.libraries()):
             plan = self._elsewhere()
             return dnn.activation_backward(y, dy, x, self.mode, self.coef) if plan is None else \
                 plan.backward(y, dy, x)
+        if libraries.cudnn is not self.cudnn:
+            self._bind(libraries.cudnn)
         dx, xd = _empty(shape, self.dtype, self.device), self.xd
-        cd.call("cudnnActivationBackward", self.handle, self.desc, byref(self.one), xd, y.ptr, xd, dy.ptr, xd,
-                x.ptr, byref(self.zero), xd, dx.ptr)
+        status = self.cudnnActivationBackward(self.handle, self.desc, byref(self.one), xd, y.ptr, xd, dy.ptr, xd,
+                                              x.ptr, byref(self.zero), xd, dx.ptr)
+        if status:
+            cd.check(status, "cudnnActivationBackward")
         return dx
 
 

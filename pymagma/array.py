@@ -10,12 +10,19 @@ from __future__ import annotations
 
 import functools
 import math
-import numbers
 
 import numpy as np
 
 from . import _checks, _native, dtypes, memory, runtime
 from ._copies import copy_into  # noqa: F401 - pymagma.array.copy_into, its home before
+from ._layouts import (  # noqa: F401 - pymagma.array's own names
+    _c_strides_cached,
+    _is_c_contiguous_cached,
+    byte_extent,
+    c_strides,
+    index_view,
+    is_c_contiguous,
+)
 from .errors import DeviceMemoryError
 
 
@@ -68,74 +75,6 @@ def _reshaped_checked(size: int, shape: tuple) -> tuple[int, ...]:
 def _device_index(device) -> int | None:
     """``device`` as a non-negative int, or None (the current device)."""
     return None if device is None else _checks.count(device, "device", maximum=_checks.INT32_MAX)
-
-
-def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
-    """Byte strides of a C-contiguous array."""
-    strides, step = [], itemsize
-    for n in reversed(shape):
-        strides.append(step)
-        step *= max(n, 1)
-    return tuple(reversed(strides))
-
-
-def is_c_contiguous(shape, strides, itemsize) -> bool:
-    expected = c_strides(tuple(shape), itemsize)
-    return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
-
-
-_is_c_contiguous_cached = functools.lru_cache(maxsize=1024)(is_c_contiguous)  # (shape, strides, itemsize) -> bool
-
-
-def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
-    """(lowest, one-past-highest) byte offsets touched by a strided array, relative to element 0."""
-    if 0 in shape:
-        return 0, 0
-    lo = sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
-    hi = sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + itemsize
-    return lo, hi
-
-
-def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
-    """Basic indexing (ints, slices of any step, one Ellipsis, None: a new axis): (byte offset, shape, strides)."""
-    if type(key) is not tuple:
-        key = (key,)
-    n_ellipsis = used = 0
-    for k in key:
-        if k is Ellipsis:
-            n_ellipsis += 1
-        elif k is not None:
-            used += 1
-    if n_ellipsis > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
-    if used > len(shape):
-        raise IndexError(f"too many indices: array is {len(shape)}-dimensional, {used} were indexed")
-    if n_ellipsis:
-        i = next(j for j, k in enumerate(key) if k is Ellipsis)
-        key = key[:i] + (slice(None),) * (len(shape) - used) + key[i + 1:]
-    offset, new_shape, new_strides, axis = 0, [], [], 0
-    for k in key:
-        if k is None:
-            new_shape.append(1)
-            new_strides.append(0)
-            continue
-        n, s = shape[axis], strides[axis]
-        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
-            i = int(k) + n if k < 0 else int(k)
-            if not 0 <= i < n:
-                raise IndexError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")
-            offset += i * s
-        elif isinstance(k, slice):
-            start, _, step = k.indices(n)
-            length = len(range(*k.indices(n)))
-            offset += start * s if length else 0
-            new_shape.append(length)
-            new_strides.append(s * step)
-        else:
-            raise TypeError(f"DeviceArray supports basic indexing (ints, slices, ..., None) and, alone or with "
-                            f"ints, integer or boolean DeviceArrays; not {type(k).__name__}")
-        axis += 1
-    return offset, (*new_shape, *shape[axis:]), (*new_strides, *strides[axis:])
 
 
 class _kept:
@@ -528,16 +467,39 @@ def _allocated(shape: tuple, dtype: np.dtype, device: int | None) -> DeviceArray
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
     ``np.dtype``) and device come from checked arrays: nothing is checked again."""
-    itemsize, size = dtype.itemsize, math.prod(shape)
-    alloc = memory.Allocation.trusted(size * itemsize, device)
-    out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline: every op's output passes here
-    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = (
-        dtype, shape, _c_strides_cached(shape, itemsize), alloc.ptr, alloc, device)
+    layout = _LAYOUTS.get((shape, dtype))
+    strides, size, itemsize, nbytes, bucket = _layout(shape, dtype) if layout is None else layout
+    alloc = object.__new__(_Allocation)  # memory.Allocation.trusted, inline: every op's output passes here
+    alloc.nbytes, alloc.device, alloc.size = nbytes, device, bucket
+    if bucket:
+        pool = _override.__dict__.get("pool") or _native.current.memory_pool
+        next(pool._requests)
+        try:  # a cached block (None or an empty list: a miss)
+            alloc.ptr = pool.free_blocks.get((device, bucket)).pop()
+            next(pool._hits)
+        except (AttributeError, IndexError):
+            alloc.ptr = pool.new_block(device, bucket)
+        alloc._pool = pool
+    else:
+        alloc.ptr, alloc._pool = 0, None
+    out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline
+    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = dtype, shape, strides, alloc.ptr, alloc, device
     out.is_c_contiguous, out.size, out.itemsize, out.ndim = True, size, itemsize, len(shape)  # (kept values, known)
     return out
 
 
-_c_strides_cached = functools.lru_cache(maxsize=1024)(c_strides)  # (shape tuple, itemsize) -> byte strides
+def _layout(shape: tuple, dtype: np.dtype) -> tuple:
+    """(C strides, size, itemsize, bytes, the pool's size class) of an output, kept in ``_LAYOUTS``."""
+    if len(_LAYOUTS) >= 4096:
+        _LAYOUTS.clear()
+    itemsize, size = dtype.itemsize, math.prod(shape)
+    layout = _LAYOUTS[shape, dtype] = (c_strides(shape, itemsize), size, itemsize, size * itemsize,
+                                       memory._bucket(size * itemsize))
+    return layout
+
+
+_LAYOUTS: dict = {}  # (shape, dtype) -> _layout's answer
+_Allocation, _override = memory.Allocation, memory._override
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
@@ -624,9 +586,11 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
 
 def _upload(host: np.ndarray, checked: np.dtype, device: int | None) -> DeviceArray:
     """A copy on the device of the C-contiguous ``host`` of the supported dtype ``checked``."""
-    runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
+    if runtime.capture_state.__dict__.get("graph") is not None:  # (refuse_during_capture's test, inline)
+        runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
     out = _allocated(host.shape, checked, device)  # a NumPy array's shape: no check again
-    runtime.memcpy_htod(out.ptr, host)
+    runtime._copy(out.ptr, host.__array_interface__["data"][0], host.nbytes, "cudaMemcpyHostToDevice", None,
+                  "cudaMemcpy(HtoD)")  # (memcpy_htod of a C-contiguous ndarray, inline)
     return out
 
 

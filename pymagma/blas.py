@@ -17,14 +17,13 @@ non-negative ``magma_int_t`` before MAGMA is called.
 
 from __future__ import annotations
 
-import ctypes
-import functools
 import numbers
 
 import numpy as np
 
-from . import _colmajor, _cublas, _magma, _native
+from . import _colmajor, _cublas, _magma, _native, runtime
 from . import array as _array
+from ._blas_half import HALF_NAMES, _gemm_batched_half, _gemm_half, _result_dtype
 from ._blas_plans import (  # noqa: F401 - the plans, pymagma.blas's own names
     BatchedGemm,
     GemmCall,
@@ -41,12 +40,12 @@ from ._blas_plans import (  # noqa: F401 - the plans, pymagma.blas's own names
     plan_syrk,
     plan_trsm,
 )
+from ._checks import Plans
 from ._checks import native_sizes as check_native_sizes
 from ._colmajor import LEFT, LOWER, RIGHT, UPPER, N, Stored, T, magma, pointer_array, stored  # noqa: F401
 from .array import DeviceArray, _empty, empty, on_arrays_device, require_device_array
 
 BLAS_DTYPES = tuple(np.dtype(d) for d in ("float32", "float64", "complex64", "complex128"))
-HALF_NAMES = ("float16", "bfloat16")  #: gemm operand dtypes computed by cuBLAS GemmEx with float32 accumulation
 #: Let float32 :func:`gemm` (and 2-D :func:`matmul`) run on TF32 tensor cores (operands rounded to 10 mantissa
 #: bits, float32 accumulation), as ``torch.backends.cuda.matmul.allow_tf32``; off by default, as PyTorch's.  The
 #: next float32 gemm on a queue sets its cuBLAS handle's math mode (CUBLAS_TF32_TENSOR_OP_MATH or
@@ -104,35 +103,65 @@ class _Layout:
         self.shape, self.strides, self.dtype, self.ptr = shape, strides, dtype, 0
 
 
-@functools.lru_cache(maxsize=4096)
-def _gemm_layout(a_key, b_key, c_key, dtype) -> GemmCall:
-    """``plan_gemm`` for operands at pointer 0, cached by layout (the per-call cost of a small gemm is Python), its
-    sizes checked once per layout."""
-    return _check_gemm("gemm", plan_gemm(*(_Layout(shape, strides, dtype) for shape, strides in (a_key, b_key, c_key))))
-
-
 _PRECISION = {np.dtype(d): p for p, (_, _, _, d) in _magma.PRECISIONS.items()}
-_SCALARS: dict = {}
+#: (a's shape, strides, dtype, b's shape, strides, dtype, trans_a, trans_b, alpha, its type, beta, its type, out's
+#: shape, strides and dtype or None) -> the plan of a gemm (:func:`_gemm_plan`): what :func:`gemm` decided for those
+#: layouts and options, every check made once (a bool alpha, an unhashable flag or a half dtype is never planned)
+_GEMM_PLANS = Plans()
 
 
-def _scalar_cached(value, p: str):
-    key = (value, p)
-    v = _SCALARS.get(key)
-    if v is None:
-        v = scalar(value, p)
-        if len(_SCALARS) < 64:
-            _SCALARS[key] = v
-    return v
+def _gemm_plan(a_shape, a_strides, b_shape, b_strides, c_shape, c_strides, dtype: np.dtype, p: str, alpha,
+               beta) -> tuple:
+    """A gemm's plan for operands of ``dtype`` (precision ``p``) at pointer 0: (output shape, dtype, MAGMA routine,
+    transA, transB, m, n, k, lda, ldb, ldc, whether B's matrix comes first, ctypes alpha, ctypes beta, whether the
+    queue's TF32 mode applies); its sizes checked (a ValueError for a layout BLAS cannot address)."""
+    c = _check_gemm("gemm", plan_gemm(_Layout(a_shape, a_strides, dtype), _Layout(b_shape, b_strides, dtype),
+                                      _Layout(c_shape, c_strides, dtype)))
+    return (c_shape, dtype, _GEMM_NAMES[p], c.transA, c.transB, c.m, c.n, c.k, c.A.ld, c.B.ld, c.C.ld, c.swapped,
+            scalar(alpha, p), scalar(beta, p), p == "s")
+
+
+def _run_gemm(plan: tuple, a, b, out, libraries) -> DeviceArray:
+    """Execute a gemm ``plan`` on ``a``, ``b`` (its operands' layouts) into ``out`` on ``out``'s queue."""
+    _, _, routine, trans_a, trans_b, m, n, k, lda, ldb, ldc, swapped, alpha_p, beta_p, tf32 = plan
+    queue = libraries.default_queues.get(out.device) or out.queue  # (DeviceArray.queue's fast path, inline)
+    if tf32 and queue.tf32 != bool(allow_tf32):
+        _set_tf32(queue, bool(allow_tf32))
+    first, second = (b.ptr, a.ptr) if swapped else (a.ptr, b.ptr)
+    # the MAGMA library in use after magma_init (magma(), inline once it is made)
+    lib = libraries.__dict__.get("magma_initialized") or magma()
+    lib.bind(routine)(trans_a, trans_b, m, n, k, alpha_p, first, lda, second, ldb, beta_p, out.ptr, ldc,
+                      queue.handle)
+    return out
 
 
 # ----------------------------------------------------------------------------------------------------- public API
-@on_arrays_device
 def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, out_dtype=None) -> DeviceArray:
     """``out = alpha * op(a) @ op(b) + beta * out`` for 2-D DeviceArrays (``op`` = transpose when asked: a flag).
 
     float16 and bfloat16 operands (both of one type) are multiplied by cuBLAS GemmEx on the queue's cuBLAS handle
     with float32 accumulation; ``out_dtype`` (or ``out``'s dtype) is float32 or the operands' type (the default),
     the float32 result rounded once to it."""
+    key = None
+    if out_dtype is None and a.__class__ is DeviceArray and b.__class__ is DeviceArray and (
+            out is None or out.__class__ is DeviceArray):
+        key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, trans_a, trans_b, alpha, alpha.__class__,
+               beta, beta.__class__, None if out is None else (out.shape, out.strides, out.dtype))
+        try:  # operands (and out) whose layouts and options were planned before: the plan's call
+            plan = _GEMM_PLANS.get(key)
+        except TypeError:  # an unhashable option: the checked path names what is wrong
+            plan = key = None
+        libraries = _native.current
+        if plan is not None and a.device == b.device and (out is None or out.device == a.device) and \
+                libraries.__dict__.get("device_count") == 1 and runtime.device_count is _array._device_count:
+            # (one device: on_arrays_device has nothing to do)
+            return _run_gemm(plan, a, b, _empty(plan[0], plan[1], a.device) if out is None else out, libraries)
+    return _gemm(a, b, out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, key=key)
+
+
+@on_arrays_device
+def _gemm(a, b, out, *, alpha, beta, trans_a, trans_b, out_dtype, key) -> DeviceArray:
+    """:func:`gemm`, every argument checked; its plan kept under ``key`` (hashable) when given."""
     if a.__class__ is not DeviceArray or b.__class__ is not DeviceArray:
         a, b = _device_arrays("gemm", a=a, b=b)
     if a.ndim != 2 or b.ndim != 2:
@@ -151,35 +180,29 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, o
         out = _empty((a_shape[0], b_shape[1]), out_dtype or a.dtype, a.device)  # sizes of checked operands
     elif _device_arrays("gemm", out=out)[0].shape != (a_shape[0], b_shape[1]):
         raise ValueError(f"gemm: out has shape {out.shape}, expected {(a_shape[0], b_shape[1])}")
-    if half:
-        return _gemm_half(a, b, out, alpha, beta)
+    if half and out.size and a_shape[1]:
+        try:
+            c = _check_gemm("gemm", plan_gemm(a, b, out))
+        except ValueError:  # a layout BLAS cannot address: work on contiguous copies (CuPy's way)
+            return _gemm_on_copies(gemm, a, b, out, alpha=alpha, beta=beta)
+        return _gemm_half(c, a, b, out, alpha, beta)
     p = _PRECISION.get(a.dtype) if a.dtype == b.dtype == out.dtype else None
-    if p is None:
+    if p is None and not half:
         p = precision(a, b, out)
     if not a.device == b.device == out.device:
         _same_device(a, b, out)
-    libraries = _native.current
-    queue = libraries.default_queues.get(out.device) or out.queue  # (DeviceArray.queue's fast path, inline)
-    if p == "s" and queue.tf32 != bool(allow_tf32):
-        _set_tf32(queue, bool(allow_tf32))
     if out.size == 0:
         return out
     if a_shape[1] == 0:  # an empty sum: out = beta * out
         _scale_any(out, beta)
         return out
     try:
-        c = _gemm_layout((a_shape, a_strides), (b_shape, b_strides), (out.shape, out.strides), a.dtype)
+        plan = _gemm_plan(a_shape, a_strides, b_shape, b_strides, out.shape, out.strides, a.dtype, p, alpha, beta)
     except ValueError:  # a layout BLAS cannot address: work on contiguous copies (CuPy's way), off the hot path
         return _gemm_on_copies(gemm, a.T if trans_a else a, b.T if trans_b else b, out, alpha=alpha, beta=beta)
-    first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
-    alpha_p, beta_p = _SCALARS.get((alpha, p)), _SCALARS.get((beta, p))  # (_scalar_cached's hits, inline)
-    alpha_p = _scalar_cached(alpha, p) if alpha_p is None else alpha_p
-    beta_p = _scalar_cached(beta, p) if beta_p is None else beta_p
-    # the MAGMA library in use after magma_init (magma(), inline once it is made)
-    lib = libraries.__dict__.get("magma_initialized") or magma()
-    lib.bind(_GEMM_NAMES[p])(c.transA, c.transB, c.m, c.n, c.k, alpha_p, first, c.A.ld, second, c.B.ld, beta_p,
-                             out.ptr, c.C.ld, queue.handle)
-    return out
+    if key is not None:
+        _GEMM_PLANS.keep(key, plan)
+    return _run_gemm(plan, a, b, out, _native.current)
 
 
 _GEMM_NAMES = {p: f"magma_{p}gemm" for p in _magma.PRECISIONS}
@@ -190,82 +213,6 @@ def _set_tf32(queue, on: bool) -> None:
     handle = magma().magma_queue_get_cublas_handle(queue.handle)
     _cublas.call("cublasSetMathMode", handle, _cublas.Math.TF32_TENSOR_OP if on else _cublas.Math.DEFAULT)
     queue.tf32 = on
-
-
-def _result_dtype(routine: str, a, b, out, out_dtype) -> np.dtype:
-    """The dtype of a gemm's result: ``out_dtype``, else ``out``'s, else the operands'; float32 or the half type for
-    float16/bfloat16 operands, the operands' dtype otherwise (a TypeError naming what is allowed)."""
-    if a.dtype != b.dtype:
-        raise TypeError(f"{routine}: operands have different dtypes {a.dtype.name} and {b.dtype.name}; convert them "
-                        "to one type first")
-    wanted = np.dtype(out_dtype) if out_dtype is not None else (out.dtype if out is not None else a.dtype)
-    allowed = (a.dtype, np.dtype("float32")) if a.dtype.name in HALF_NAMES else (a.dtype,)
-    if wanted not in allowed:
-        raise TypeError(f"{routine}: out_dtype {wanted.name} for {a.dtype.name} operands; expected one of "
-                        f"{[d.name for d in allowed]} (a float32 result is for float16/bfloat16 operands)")
-    if out is not None and out.dtype != wanted:
-        raise TypeError(f"{routine}: out has dtype {out.dtype.name}, but out_dtype is {wanted.name}")
-    return wanted
-
-
-#: cuBLAS takes 32-bit int sizes and leading dimensions
-_CUBLAS_INT_MAX = 2**31 - 1
-
-
-def _gemm_ex_arguments(c: GemmCall, atype, out: DeviceArray, alpha, beta) -> tuple:
-    """The head of a GemmEx call on ``out``'s queue: handle, flags, sizes, float32 alpha (by reference)."""
-    for name, v in (("m", c.m), ("n", c.n), ("k", c.k), ("lda", c.A.ld), ("ldb", c.B.ld), ("ldc", c.C.ld)):
-        if v > _CUBLAS_INT_MAX:
-            raise ValueError(f"{name} = {v} exceeds cuBLAS's 32-bit int; split the product")
-    for v in (alpha, beta):
-        if not isinstance(v, numbers.Real) or isinstance(v, bool):
-            raise TypeError(f"alpha/beta of a half gemm must be real numbers, got {v!r}")
-    handle = magma().magma_queue_get_cublas_handle(_queue(out))
-    scalars = ctypes.c_float(alpha), ctypes.c_float(beta)
-    return handle, scalars, _cublas.data_type(atype), _cublas.data_type(out.dtype)
-
-
-def _gemm_half(a, b, out, alpha, beta) -> DeviceArray:
-    """2-D gemm of float16/bfloat16 operands: cublasGemmEx, float32 compute, on the queue's cuBLAS handle."""
-    if out.size == 0:
-        return out
-    if a.shape[1] == 0:
-        _scale_any(out, beta)
-        return out
-    try:
-        c = _check_gemm("gemm", plan_gemm(a, b, out))
-    except ValueError:
-        return _gemm_on_copies(gemm, a, b, out, alpha=alpha, beta=beta)
-    first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)
-    if a.dtype == np.float16 and out.dtype == np.float32 and magma().has("magma_hgemmx"):  # MAGMA's own
-        magma().magma_hgemmx(c.transA, c.transB, c.m, c.n, c.k, ctypes.c_float(alpha), first, c.A.ld, second,
-                             c.B.ld, ctypes.c_float(beta), out.ptr, c.C.ld, _queue(out))
-        return out
-    handle, (al, be), at, ct = _gemm_ex_arguments(c, a.dtype, out, alpha, beta)
-    _cublas.call("cublasGemmEx", handle, c.transA - N, c.transB - N, c.m, c.n, c.k, ctypes.byref(al), first, at,
-                 c.A.ld, second, at, c.B.ld, ctypes.byref(be), out.ptr, ct, c.C.ld,
-                 _cublas.ComputeType.COMPUTE_32F, _cublas.GEMM_DEFAULT)
-    return out
-
-
-def _gemm_batched_half(plan: BatchedGemm, atype, out, alpha, beta, method: str) -> DeviceArray:
-    """Batched gemm of float16/bfloat16 operands: one cublasGemmStridedBatchedEx, or one GemmEx per matrix."""
-    c, count = plan.call, len(plan.c_ptrs)
-    if count > _CUBLAS_INT_MAX:
-        raise ValueError(f"batch count {count} exceeds cuBLAS's 32-bit int; split the batch")
-    if method == "strided" and plan.strides is None:
-        raise ValueError("the batch strides are not uniform; use method='pointers'")
-    handle, (al, be), at, ct = _gemm_ex_arguments(c, atype, out, alpha, beta)
-    head = (handle, c.transA - N, c.transB - N, c.m, c.n, c.k, ctypes.byref(al))
-    tail = (_cublas.ComputeType.COMPUTE_32F, _cublas.GEMM_DEFAULT)
-    if method != "pointers" and plan.strides is not None:
-        sa, sb, sc = plan.strides
-        _cublas.call("cublasGemmStridedBatchedEx", *head, c.A.ptr, at, c.A.ld, sa, c.B.ptr, at, c.B.ld, sb,
-                     ctypes.byref(be), c.C.ptr, ct, c.C.ld, sc, count, *tail)
-        return out
-    for pa, pb, pc in zip(plan.a_ptrs, plan.b_ptrs, plan.c_ptrs):
-        _cublas.call("cublasGemmEx", *head, pa, at, c.A.ld, pb, at, c.B.ld, ctypes.byref(be), pc, ct, c.C.ld, *tail)
-    return out
 
 
 def _gemm_on_copies(routine, a, b, out, **options):

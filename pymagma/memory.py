@@ -9,8 +9,8 @@ is released and the allocation retried once.  :func:`pinned_buffer` caches page-
 
 from __future__ import annotations
 
-import collections
 import contextlib
+import itertools
 import threading
 from collections import defaultdict
 
@@ -39,56 +39,71 @@ class Pool:
     """Cached device blocks by (device, size class), and cached pinned host buffers, of the native libraries in use
     when it was made (it frees through them, whatever is current then).  ``relaxed``: the pool of a CUDA graph — its
     cudaMalloc runs in the relaxed capture mode, it never frees its own cache to retry an allocation (the graph's
-    recorded work uses those blocks), and once closed (:meth:`close`) it frees every block given back."""
+    recorded work uses those blocks), and once closed (:meth:`close`) it frees every block given back.
+
+    Thread safety without a lock on the hot path: a cache hit pops a block from its free list and a dying Allocation
+    appends its block to one (``list.pop``/``list.append``, each atomic), and requests and hits are counted by
+    ``itertools.count`` (an atomic ``next``).  The lock guards what changes with a native call (the bytes held from
+    cudaMalloc, the malloc and free counts) and the pinned buffers.  No finalizer takes the lock (a garbage
+    collection can run while the lock is held) or makes a native call (see :mod:`pymagma._deferred`).  The bytes
+    cached are counted when :attr:`stats` is read (the blocks in the free lists), the bytes in use are those held less
+    those cached."""
 
     def __init__(self, relaxed: bool = False):
         self.relaxed, self.closed = relaxed, False
         self.cudart = _native.current.cudart  # the runtime its blocks come from, and go back to
         self.lock = threading.Lock()
-        # blocks of collected Allocations, given back without the lock (a collection can run while it is held) and
-        # taken into the cache by the next call that holds it
-        self.returned: collections.deque = collections.deque()
+        # (device, size class) -> pointers of the blocks cached: filled by dying Allocations, emptied by requests and
+        # releases, never replaced (a finalizer may append to the list it read a moment before)
         self.free_blocks: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
-        self.stats = {"in_use_bytes": 0, "cached_bytes": 0, "mallocs": 0, "frees": 0, "hits": 0, "requests": 0}
+        self._requests, self._hits = itertools.count(), itertools.count()  # next() counts one, atomically
+        self._held = self._mallocs = self._frees = 0  # bytes from cudaMalloc not freed yet, calls made (the lock)
 
-    def _drain(self) -> None:
-        """Under the lock: the blocks of collected Allocations into the cache."""
-        while self.returned:
-            device, size, ptr = self.returned.popleft()
-            self.free_blocks[(device, size)].append(ptr)
-            self.stats["in_use_bytes"] -= size
-            self.stats["cached_bytes"] += size
+    @property
+    def stats(self) -> dict:
+        """Bytes in use and cached, and counts of cudaMalloc calls, cudaFree calls, requests and cache hits."""
+        cached = sum(size * len(ptrs) for (_, size), ptrs in list(self.free_blocks.items()))
+        with self.lock:
+            held, mallocs, frees = self._held, self._mallocs, self._frees
+        return {"in_use_bytes": held - cached, "cached_bytes": cached, "mallocs": mallocs, "frees": frees,
+                "hits": _counted(self._hits), "requests": _counted(self._requests)}
 
     def collected(self, device: int, size: int, ptr: int) -> None:
-        """A block of an Allocation the garbage collector took: queued without any lock or native call (a closed
-        pool's block is freed at the next safe point, :func:`pymagma.runtime.run_deferred`)."""
-        if self.closed:
-            runtime.deferred(self._free_collected, device, size, ptr)
-        else:
-            self.returned.append((device, size, ptr))
+        """The block of an Allocation that died or was freed: back into its free list without any lock or native
+        call (a closed pool's blocks are freed at the next safe point, :func:`pymagma.runtime.run_deferred`)."""
+        self.free_blocks[(device, size)].append(ptr)
+        if self.closed:  # (read after the append: a block given back while the pool closes is never left behind)
+            self._sweep()
+
+    def _sweep(self) -> None:
+        """A closed pool's cached blocks, each freed at the next safe point (no lock, no native call)."""
+        for key, ptrs in list(self.free_blocks.items()):
+            while ptrs:
+                try:
+                    ptr = ptrs.pop()
+                except IndexError:  # another thread took the last one
+                    break
+                runtime.deferred(self._free_collected, *key, ptr)
 
     def _free_collected(self, device: int, size: int, ptr: int) -> None:
         with self.lock:
-            self.stats["in_use_bytes"] -= size
-            self.stats["frees"] += 1
+            self._held -= size
+            self._frees += 1
         self._free(device, ptr)
 
     def take(self, device: int, size: int) -> int:
-        with self.lock:
-            returned = self.returned
-            while returned:  # _drain, inline: every allocation passes here
-                d, s, p = returned.popleft()
-                self.free_blocks[(d, s)].append(p)
-                self.stats["in_use_bytes"] -= s
-                self.stats["cached_bytes"] += s
-            self.stats["requests"] += 1
-            blocks = self.free_blocks.get((device, size))
-            if blocks:
-                self.stats["hits"] += 1
-                self.stats["cached_bytes"] -= size
-                self.stats["in_use_bytes"] += size
-                return blocks.pop()
+        """A block of ``size`` (a size class) bytes on ``device``: a cached one, else a new one."""
+        next(self._requests)
+        blocks = self.free_blocks.get((device, size))
+        if blocks:
+            try:
+                ptr = blocks.pop()
+            except IndexError:  # another thread took the last one
+                pass
+            else:
+                next(self._hits)
+                return ptr
         return self.new_block(device, size)
 
     def new_block(self, device: int, size: int) -> int:
@@ -104,8 +119,8 @@ class Pool:
             self.release_cached()
             ptr = self._malloc(device, size)
         with self.lock:
-            self.stats["mallocs"] += 1
-            self.stats["in_use_bytes"] += size
+            self._mallocs += 1
+            self._held += size
         return ptr
 
     def _malloc(self, device: int, size: int) -> int:
@@ -115,21 +130,13 @@ class Pool:
             return _malloc_on(device, size)
 
     def give_back(self, device: int, size: int, ptr: int) -> None:
-        with self.lock:
-            self._drain()
-            self.stats["in_use_bytes"] -= size
-            if not self.closed:
-                self.free_blocks[(device, size)].append(ptr)
-                self.stats["cached_bytes"] += size
-                return
-            self.stats["frees"] += 1
-        self._free(device, ptr)  # a closed pool (its graph destroyed) keeps nothing
+        """A block no longer used (:meth:`Allocation.free`): cached, or freed at the next safe point by a closed
+        pool."""
+        self.collected(device, size, ptr)
 
     def close(self) -> None:
         """Free every cached block now and every block given back from now on (a destroyed graph's pool)."""
-        with self.lock:
-            self._drain()
-            self.closed = True
+        self.closed = True
         self.release_cached()
 
     def _free(self, device: int, ptr: int) -> None:
@@ -160,18 +167,28 @@ class Pool:
         """cudaFree every cached block (and drop the cached pinned host buffers); return the device bytes
         released."""
         with self.lock:
-            self._drain()
             pinned, self.free_pinned = self.free_pinned, defaultdict(list)
-            blocks, self.free_blocks = self.free_blocks, defaultdict(list)
-            released = sum(size * len(ptrs) for (_, size), ptrs in blocks.items())
-            self.stats["cached_bytes"] -= released
         del pinned  # each buffer's cudaFreeHost is held back as it dies: made below, outside the lock
-        for (device, _), ptrs in blocks.items():
-            for ptr in ptrs:
+        released = 0
+        for (device, size), ptrs in list(self.free_blocks.items()):
+            while ptrs:  # popped one by one: a block another thread takes or gives back meanwhile is never lost
+                try:
+                    ptr = ptrs.pop()
+                except IndexError:
+                    break
+                with self.lock:
+                    self._held -= size
+                    self._frees += 1
                 self._free(device, ptr)
-                self.stats["frees"] += 1
+                released += size
         runtime.run_deferred()
         return released
+
+
+def _counted(counter: itertools.count) -> int:
+    """How many times ``next`` was called on ``counter`` (made with ``itertools.count()``), read without a call to
+    it: its repr, ``count(N)``."""
+    return int(repr(counter)[6:-1])
 
 
 def _malloc_on(device: int, size: int) -> int:
@@ -234,38 +251,31 @@ class Allocation:
             a.ptr, a._pool = 0, None
             return a
         pool = _override.__dict__.get("pool") or _native.current.memory_pool
-        with pool.lock:  # Pool.take, inline up to a cache miss: every op's output passes here
-            returned, free, stats = pool.returned, pool.free_blocks, pool.stats
-            while returned:
-                d, s, p = returned.popleft()
-                free[(d, s)].append(p)
-                stats["in_use_bytes"] -= s
-                stats["cached_bytes"] += s
-            stats["requests"] += 1
-            blocks = free.get((device, size))
-            if blocks:
-                stats["hits"] += 1
-                stats["cached_bytes"] -= size
-                stats["in_use_bytes"] += size
-                a.ptr, a._pool = blocks.pop(), pool
-                return a
-        a.ptr, a._pool = pool.new_block(device, size), pool
+        next(pool._requests)  # Pool.take, inline (and inline in pymagma.array._empty): every op's output passes here
+        try:  # a cached block (None or an empty list: a miss)
+            a.ptr = pool.free_blocks.get((device, size)).pop()
+            next(pool._hits)
+        except (AttributeError, IndexError):
+            a.ptr = pool.new_block(device, size)
+        a._pool = pool
         return a
 
     def free(self) -> None:
         """Return the memory to the pool now (idempotent)."""
         pool, self._pool = self._pool, None
         if pool is not None:
-            pool.give_back(self.device, self.size, self.ptr)
+            pool.collected(self.device, self.size, self.ptr)
 
-    def __del__(self):  # cheaper than a weakref.finalize per allocation; takes no lock (see Pool.collected)
-        pool, self._pool = getattr(self, "_pool", None), None  # (None when __init__ failed)
+    def __del__(self):  # cheaper than a weakref.finalize per allocation; takes no lock (see Pool)
+        try:
+            pool = self._pool
+        except AttributeError:  # __init__ failed before the block was taken
+            return
         if pool is not None:
-            try:
+            try:  # Pool.collected, inline
+                pool.free_blocks[(self.device, self.size)].append(self.ptr)
                 if pool.closed:
-                    pool.collected(self.device, self.size, self.ptr)
-                else:  # Pool.collected's common case, without the call
-                    pool.returned.append((self.device, self.size, self.ptr))
+                    pool._sweep()
             except Exception:  # pragma: no cover - interpreter shutdown
                 pass
 
@@ -296,10 +306,7 @@ def pinned_buffer(nbytes: int):
 def pool_stats() -> dict:
     """Bytes in use and cached, and counts of cudaMalloc calls, cudaFree calls, requests and pool hits."""
     runtime.run_deferred()
-    pool = _pool()
-    with pool.lock:
-        pool._drain()
-        return dict(pool.stats)
+    return _pool().stats
 
 
 def empty_cache() -> int:

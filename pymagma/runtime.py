@@ -160,9 +160,13 @@ def require_device() -> int:
     return count
 
 
+_ORIGINAL = (require_device, device_count)  # (get_device skips the call while they are not replaced, as tests do)
+
 def get_device() -> int:
-    require_device()
-    return int(check(_native.current.cudart.cudaGetDevice(), "cudaGetDevice"))  # (_rt(), inline)
+    libraries = _native.current
+    if not libraries.__dict__.get("device_count") or (require_device, device_count) != _ORIGINAL:
+        require_device()  # (a count read already and not 0, and neither function replaced: nothing to ask again)
+    return int(check(libraries.cudart.cudaGetDevice(), "cudaGetDevice"))  # (_rt(), inline)
 
 
 def set_device(device: int) -> None:

@@ -57,10 +57,20 @@ DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # 
 FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_tensor or bias_activation or "
          "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
 KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
+MANY_PLANS = ("tests/magmadnn/backend/test_many_plans.py",)  # the multi-tensor updates' plans
+OPTIMIZER_STEPS = ("tests/magmadnn/test_optimizers.py", "-k", "later_steps or own_is_used")  # a column at a time
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
+PLANNED_GEMM = ("tests/pymagma/test_blas_planned.py",)  # gemm's plans against the checked call and NumPy
+#: the caching pool: its statistics, threads, closed pools and the inline copy of its hit path
+MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
+          "tests/pymagma/test_graphs.py")
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
+#: answers kept by the identity of their arguments (the device convolution's and pooling's geometry)
+SAME_OBJECTS = ("tests/pymagma/suites/test_bad_inputs.py", "tests/magmadnn/backend/test_conv.py", "-k",
+                "same_objects or (device and (in_place or equal_geometries))")
 STREAMS = ("tests/pymagma/simulator/test_streams.py",)  # the simulator's queued work when host code runs inside it
 STREAM_ORDER = ("tests/pymagma/test_simulator.py", "-k", "created_stream_runs_when_something_orders_it")
 #: frees held back to a safe point (a finalizer's, a capturing thread's) and the simulator's held frees
@@ -89,8 +99,8 @@ MUTANTS = [
     # --------------------------------------------------------------------- row-major BLAS on column-major MAGMA
     Mutant("gemm-operands-unswapped", "gemm passes A then B even when the plan computes C^T = B^T A^T",
            "pymagma/blas.py",
-           "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)\n    alpha_p, beta_p",
-           "first, second = a.ptr, b.ptr\n    alpha_p, beta_p", SIM_DEVICE),
+           "first, second = (b.ptr, a.ptr) if swapped else (a.ptr, b.ptr)",
+           "first, second = a.ptr, b.ptr", SIM_DEVICE),
     Mutant("gemm-swapped-flags-crossed", "C^T = B^T A^T: transA taken from A's layout, transB from B's",
            "pymagma/_blas_plans.py",
            "return GemmCall(N if bt else T, N if at else T, n, m, k, sb, sa, sc, swapped=True)",
@@ -101,16 +111,36 @@ MUTANTS = [
            "return GemmCall(N if at else T, N if bt else T, m, n, k, sa, sb, sc)", SIM_DEVICE),
     Mutant("gemm-alpha-beta-swapped", "gemm passes beta where alpha goes and alpha where beta goes",
            "pymagma/blas.py",
-           "alpha_p, first, c.A.ld, second, c.B.ld, beta_p,",
-           "beta_p, first, c.A.ld, second, c.B.ld, alpha_p,", SIM_DEVICE),
+           "alpha_p, first, lda, second, ldb, beta_p,",
+           "beta_p, first, lda, second, ldb, alpha_p,", SIM_DEVICE),
     Mutant("gemm-lda-is-rows", "gemm's lda is the stored matrix's row count, not its leading dimension",
            "pymagma/blas.py",
-           "first, c.A.ld, second, c.B.ld,",
-           "first, c.A.rows, second, c.B.ld,", SIM_DEVICE),
+           "c.A.ld, c.B.ld, c.C.ld, c.swapped,",
+           "c.A.rows, c.B.ld, c.C.ld, c.swapped,", SIM_DEVICE),
     Mutant("gemm-ldc-is-rows", "gemm's ldc is the output's row count, not its leading dimension",
            "pymagma/blas.py",
-           "out.ptr, c.C.ld, queue.handle)",
-           "out.ptr, c.C.rows, queue.handle)", SIM_DEVICE),
+           "c.A.ld, c.B.ld, c.C.ld, c.swapped,",
+           "c.A.ld, c.B.ld, c.C.rows, c.swapped,", SIM_DEVICE),
+    # the planned gemm: a plan answers only for the layouts, flags, scalar types and device count it was made for
+    Mutant("gemm-plan-key-ignores-strides", "a gemm plan keyed by the operands' shapes only (a transposed view of the "
+           "same shape reuses a contiguous operand's plan)", "pymagma/blas.py",
+           "key = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,",
+           "key = (a.shape, a.shape, a.dtype, b.shape, b.shape, b.dtype,", PLANNED_GEMM),
+    Mutant("gemm-plan-key-ignores-flags", "a gemm plan keyed without the transpose flags", "pymagma/blas.py",
+           "b.dtype, trans_a, trans_b, alpha, alpha.__class__,",
+           "b.dtype, False, False, alpha, alpha.__class__,", PLANNED_GEMM),
+    Mutant("gemm-plan-key-ignores-scalar-types", "a gemm plan keyed by alpha's and beta's values only (True reuses "
+           "the plan of 1.0)", "pymagma/blas.py",
+           "alpha, alpha.__class__,\n               beta, beta.__class__, None",
+           "alpha, float,\n               beta, float, None", PLANNED_GEMM),
+    Mutant("gemm-plan-key-ignores-out-layout", "a gemm plan into out keyed by out's shape only (a transposed out "
+           "reuses a contiguous one's plan)", "pymagma/blas.py",
+           "None if out is None else (out.shape, out.strides, out.dtype))",
+           "None if out is None else (out.shape, out.shape, out.dtype))", PLANNED_GEMM),
+    Mutant("gemm-plan-ignores-devices", "a planned gemm runs with several devices without making the operands' "
+           "device current", "pymagma/blas.py",
+           'libraries.__dict__.get("device_count") == 1 and',
+           'libraries.__dict__.get("device_count") in (1, 2) and', PLANNED_GEMM),
     Mutant("batched-stride-b-is-a", "strided batched gemm: B's batch stride given as A's",
            "pymagma/blas.py",
            "c.B.ptr + first * sb * size, c.B.ld, sb,",
@@ -276,18 +306,19 @@ MUTANTS = [
            "scale.ptr, dbias.ptr, dscale.ptr, float(eps),", PLANS),
     Mutant("plan-activation-bwd-x-y-swapped", "a planned activation backward gets x where y goes and y where x goes",
            "pymagma/_dnn_plans.py",
-           "xd, y.ptr, xd, dy.ptr, xd,\n                x.ptr,",
-           "xd, x.ptr, xd, dy.ptr, xd,\n                y.ptr,", PLANS),
+           "xd, y.ptr, xd, dy.ptr, xd,\n                                              x.ptr,",
+           "xd, x.ptr, xd, dy.ptr, xd,\n                                              y.ptr,", PLANS),
     Mutant("plan-conv-fwd-x-w-swapped", "a planned forward convolution passes w's data where x goes and x's for w",
            "pymagma/_dnn_plans.py",
            "d0, x.ptr, d1, w.ptr, d2, algo",
            "d0, w.ptr, d1, x.ptr, d2, algo", PLANS),
     Mutant("plan-conv-fwd-alpha-beta-swapped", "a planned forward convolution passes beta (0) as alpha, alpha (1) as "
            "beta", "pymagma/_dnn_plans.py",
-           "byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,\n"
-           "                size, byref(self.zero), d3, y.ptr)",
-           "byref(self.zero), d0, x.ptr, d1, w.ptr, d2, algo, space.ptr if size else None,\n"
-           "                size, byref(self.one), d3, y.ptr)", PLANS),
+           "byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
+           "space.ptr if size else None, size, byref(self.zero), d3, y.ptr)",
+           "byref(self.zero), d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
+           "space.ptr if size else None, size, byref(self.one), d3, y.ptr)",
+           PLANS),
     Mutant("plan-conv-bwd-data-reuses-forward", "a planned backward data reuses the forward's cached call "
            "(function, descriptors, algorithm)", "pymagma/_dnn_plans.py",
            'self._calls.get("backward_data") or self._call("backward_data")',
@@ -307,8 +338,8 @@ MUTANTS = [
            PLANS),
     Mutant("plan-bn-fwd-alpha-beta-swapped", "a planned batch-norm forward passes beta (0) as alpha, alpha (1) as beta",
            "pymagma/_dnn_plans.py",
-           "self.mode_value, byref(self.one),\n                byref(self.zero),",
-           "self.mode_value, byref(self.zero),\n                byref(self.one),", PLANS),
+           "self.mode_value, byref(self.one), byref(self.zero),\n            self.xd, x.ptr,",
+           "self.mode_value, byref(self.zero), byref(self.one),\n            self.xd, x.ptr,", PLANS),
     Mutant("plan-bn-bwd-saved-swapped", "a planned batch-norm backward reads the saved inverse std as the mean and "
            "back", "pymagma/_dnn_plans.py",
            "None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)",
@@ -316,16 +347,54 @@ MUTANTS = [
            PLANS),
     Mutant("plan-activation-fwd-alpha-beta-swapped", "a planned activation forward passes beta (0) as alpha, alpha "
            "(1) as beta", "pymagma/_dnn_plans.py",
-           "self.desc, byref(self.one), self.xd, x.ptr, byref(self.zero),",
-           "self.desc, byref(self.zero), self.xd, x.ptr, byref(self.one),", PLANS),
+           "self.desc, byref(self.one), self.xd, x.ptr,\n" + " " * 45 + "byref(self.zero),",
+           "self.desc, byref(self.zero), self.xd, x.ptr,\n" + " " * 45 + "byref(self.one),",
+           PLANS),
     Mutant("plan-activation-coef-dropped", "an activation plan's descriptor takes the mode's default coefficient, "
            "not the caller's", "pymagma/_dnn_plans.py",
            "descriptors = (dnn._activation_desc(mode, coef),",
            "descriptors = (dnn._activation_desc(mode, None),", PLANS),
+    Mutant("plan-bound-once", "a plan keeps the cuDNN functions it bound first, whichever cuDNN object is in use "
+           "later", "pymagma/_dnn_plans.py",
+           "setattr(self, name, cudnn.bind(name))",
+           "setattr(self, name, getattr(self, name, None) or cudnn.bind(name))", PLANS),
+    Mutant("plan-of-array-ignores-options", "the device backend's plan look-up by an array ignores the options "
+           "(sigmoid gets relu's plan)", "pymagma/_dnn_plans.py",
+           "key = (make, x.shape, x.dtype, x.device, options)",
+           "key = (make, x.shape, x.dtype, x.device)", PLANS),
+    Mutant("same-objects-keeps-lists", "an answer kept by the identity of its arguments is kept for a list (or a "
+           "tuple holding one), which its owner may change in place", "pymagma/_checks.py",
+           "            hash(objects)\n",
+           "            hash(args[:by_value])\n", SAME_OBJECTS),
+    Mutant("pool-expression-ignores-dtype", "max pooling's kernel expression found by its kernel alone (a float64 "
+           "call after a float32 one runs the float32 kernel)", "magmadnn/backend/device/kernels/pool.py",
+           '_EXPRESSIONS.get(("max_pool_forward", dtype))',
+           '_EXPRESSIONS.get(("max_pool_forward", "float32"))', POOLING),
     Mutant("plan-key-ignores-types", "planned calls keyed by equal arguments only (2.0 reuses the plan of 2)",
            "pymagma/_dnn_plans.py",
            "key = (make, args, kinds, inner)",
            "key = (make, args, inner)", PLANS),
+    Mutant("binary-fast-path-any-device", "binary's inline dtype and device check takes arrays of two devices",
+           "pymagma/kernels/elementwise.py",
+           "a.device == b.device else None",
+           "True else None", ("tests/pymagma/suites/test_hot_paths.py",)),
+    Mutant("reduce-plan-any-axis-tuple", "a reduction's plan keyed by a tuple axis whatever its elements' types "
+           "((1.0,) reuses the plan of (1,))", "pymagma/kernels/reductions.py",
+           "type(axis) is tuple and set(map(type, axis)) <= _INT",
+           "type(axis) is tuple", ("tests/pymagma/suites/test_hot_paths.py",)),
+    # -------------------------------------------------------- the memory pool's lock-free hits and its statistics
+    Mutant("pool-inline-hit-uncounted", "an output's cache hit (the pool's hit path inline in _empty) not counted",
+           "pymagma/array.py",
+           "            next(pool._hits)\n        except (AttributeError, IndexError):\n            alloc.ptr",
+           "            pass\n        except (AttributeError, IndexError):\n            alloc.ptr", MEMORY),
+    Mutant("pool-closed-block-kept", "a block given back to a closed pool by a dying allocation stays cached (a "
+           "destroyed graph's memory leaks)", "pymagma/memory.py",
+           "                if pool.closed:\n                    pool._sweep()",
+           "                if False:\n                    pool._sweep()", MEMORY),
+    Mutant("pool-release-keeps-held-bytes", "releasing the cache forgets the bytes cudaFree gave back (in use grows)",
+           "pymagma/memory.py",
+           "                    self._held -= size\n                    self._frees += 1\n",
+           "                    self._frees += 1\n", MEMORY),
     # ------------------------------------------------- frees held back to a safe point, the simulator's streams
     Mutant("deferred-finalizer-frees-at-once", "a finalizer's free (a collected graph, a closed pool's block) made "
            "at once, wherever the garbage collector ran it", "pymagma/_deferred.py",
@@ -427,7 +496,24 @@ MUTANTS = [
            "magmadnn/backend/device/kernels/optim.cu", "bc1 = values[1];", "bc1 = values[2];", FUSED),
     Mutant("many-chunk-drops-a-tensor", "each launch of a multi-tensor update leaves its last tensor out",
            "magmadnn/backend/device/kernels/optim.py",
-           "chunk = members[first:first + MANY]", "chunk = members[first:first + MANY - 1]", FUSED),
+           "zip(*members[first:first + MANY])", "zip(*members[first:first + MANY - 1])", FUSED),
+    Mutant("many-plan-ignores-replaced-arrays", "a multi-tensor update's plan is reused after a parameter or state "
+           "array was replaced (its old pointers launched)", "magmadnn/backend/device/kernels/optim.py",
+           "elif len(column) != len(held) or not all(map(operator.is_, column, map(_deref, held))):",
+           "elif len(column) != len(held):", MANY_PLANS),
+    Mutant("many-plan-trusts-gradient-shapes", "a multi-tensor update's plan launches gradients of another shape "
+           "than their parameters'", "magmadnn/backend/device/kernels/optim.py",
+           "and list(map(_shape, grads)) == self.shapes\n", "\n", MANY_PLANS),
+    Mutant("many-plan-keeps-old-gradients", "a multi-tensor update's plan launches the gradients of the step it was "
+           "made in", "magmadnn/backend/device/kernels/optim.py",
+           "table.a[1][:len(rows)] = list(map(_pointer, map(grads.__getitem__, rows)))", "pass", MANY_PLANS),
+    Mutant("optimizer-columns-skip-constraints", "the optimizers' step a column at a time applies no constraint",
+           "magmadnn/_foreach.py",
+           "if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):",
+           "if not _plain_parameters(params):", OPTIMIZER_STEPS),
+    Mutant("optimizer-columns-ignore-trainable", "the optimizers' step a column at a time updates frozen weights",
+           "magmadnn/_foreach.py", "if _plain_parameters(params) and all(map(_TRAINABLE, params)):",
+           "if _plain_parameters(params):", OPTIMIZER_STEPS),
     Mutant("foreach-sgd-forgets-nesterov", "the optimizers' multi-tensor SGD drops Nesterov momentum",
            "magmadnn/_foreach.py", "nesterov=opt.nesterov, weight_decay", "nesterov=False, weight_decay",
            ("tests/magmadnn/test_optimizers.py", "-k", "nesterov")),
@@ -514,27 +600,27 @@ MUTANTS = [
            "                              d_str[-2] if shape[-2] > 1 else width,", ARRAYS),
     # ------------------------------------------------------------------------------------- cuBLAS half gemm
     Mutant("gemm-ex-transposes-swapped", "cublasGemmEx given transB where transA goes and back",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            '_cublas.call("cublasGemmEx", handle, c.transA - N, c.transB - N,',
            '_cublas.call("cublasGemmEx", handle, c.transB - N, c.transA - N,', HALF_GEMM),
     Mutant("gemm-ex-magma-enum", "cublasGemmEx given MAGMA's trans values (111/112) instead of cuBLAS's (0/1)",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            "head = (handle, c.transA - N, c.transB - N, c.m, c.n, c.k, ctypes.byref(al))",
            "head = (handle, c.transA, c.transB, c.m, c.n, c.k, ctypes.byref(al))", HALF_GEMM),
     Mutant("gemm-ex-lds-swapped", "cublasGemmEx given B's leading dimension for A and A's for B",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            "c.A.ld, second, at, c.B.ld, ctypes.byref(be)",
            "c.B.ld, second, at, c.A.ld, ctypes.byref(be)", HALF_GEMM),
     Mutant("gemm-ex-operands-unswapped", "cublasGemmEx passes A then B even when the plan computes C^T = B^T A^T",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            "first, second = (b.ptr, a.ptr) if c.swapped else (a.ptr, b.ptr)\n    if a.dtype == np.float16",
            "first, second = a.ptr, b.ptr\n    if a.dtype == np.float16", HALF_GEMM),
     Mutant("gemm-ex-ldc-rows", "cublasGemmEx given the row count of C as its leading dimension",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            "ctypes.byref(be), out.ptr, ct, c.C.ld,",
            "ctypes.byref(be), out.ptr, ct, c.m,", HALF_GEMM),
     Mutant("gemm-strided-ex-strides-swapped", "cublasGemmStridedBatchedEx given B's batch stride for A and back",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            "c.A.ptr, at, c.A.ld, sa, c.B.ptr, at, c.B.ld, sb,",
            "c.A.ptr, at, c.A.ld, sb, c.B.ptr, at, c.B.ld, sa,", HALF_GEMM),
     Mutant("half-batch-strides-in-c-items", "half batched strides counted in C's items (float32 out)",
@@ -542,21 +628,21 @@ MUTANTS = [
            "items = [x.dtype.itemsize for x in (b, a, c) if call.swapped] or [x.dtype.itemsize for x in (a, b, c)]",
            "items = [c.dtype.itemsize] * 3", HALF_GEMM),
     Mutant("gemm-ex-float32-out-ignored", "a float32 out_dtype of half operands gets the half type",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            "wanted = np.dtype(out_dtype) if out_dtype is not None else",
            "wanted = a.dtype if out_dtype is not None else", HALF_GEMM),
     Mutant("hgemmx-lds-swapped", "magma_hgemmx given B's leading dimension for A and A's for B",
-           "pymagma/blas.py",
+           "pymagma/_blas_half.py",
            "first, c.A.ld, second,\n                             c.B.ld, ctypes.c_float(beta)",
            "first, c.B.ld, second,\n                             c.A.ld, ctypes.c_float(beta)", HALF_GEMM),
     Mutant("hgemmx-ldc-rows", "magma_hgemmx given the row count of C as its leading dimension",
-           "pymagma/blas.py",
-           "ctypes.c_float(beta), out.ptr, c.C.ld, _queue(out))",
-           "ctypes.c_float(beta), out.ptr, c.m, _queue(out))", HALF_GEMM),
+           "pymagma/_blas_half.py",
+           "ctypes.c_float(beta), out.ptr, c.C.ld, out.queue.handle)",
+           "ctypes.c_float(beta), out.ptr, c.m, out.queue.handle)", HALF_GEMM),
     Mutant("tf32-never-set", "allow_tf32 never reaches the queue's cuBLAS handle",
            "pymagma/blas.py",
-           'if p == "s" and queue.tf32 != bool(allow_tf32):',
-           'if p == "s" and queue.tf32 != bool(allow_tf32) and False:', HALF_GEMM),
+           'if tf32 and queue.tf32 != bool(allow_tf32):',
+           'if tf32 and queue.tf32 != bool(allow_tf32) and False:', HALF_GEMM),
     # --------------------------------------------------------------------- the array API's linalg extension
     Mutant("api-diagonal-offset-mirrored", "linalg.diagonal/trace: a positive offset walks below the diagonal",
            "pymagma/array_api/_norms.py",

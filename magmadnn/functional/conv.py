@@ -39,14 +39,14 @@ class Conv2dFunction(Function):
     def forward(self, x, w, b=None, stride=(1, 1), padding=((0, 0), (0, 0)), dilation=(1, 1), groups=1,
                 activation=None):
         self.x, self.w, self.has_bias, self.activation = x, w, b is not None, activation
-        self.geom = {"stride": stride, "padding": padding, "dilation": dilation, "groups": groups}
-        self.saved = {} if _grad_state.enabled else None  # None: nothing is kept for a backward (inference)
+        self.geom = geom = (stride, padding, dilation, groups)  # the op set's positional geometry
+        self.saved = saved = {} if _grad_state.enabled else None  # None: nothing is kept for a backward (inference)
         xp = self.xp
         if activation is None or activation not in getattr(xp, "FUSED_ACTIVATIONS", ()):
-            y = xp.conv2d_forward(x, w, bias=b, saved=self.saved, **self.geom)
+            y = xp.conv2d_forward(x, w, *geom, bias=b, saved=saved)
             self.y = y if activation is None else xp.activation_forward(y, activation)
         else:
-            self.y = xp.conv2d_forward(x, w, bias=b, saved=self.saved, activation=activation, **self.geom)
+            self.y = xp.conv2d_forward(x, w, *geom, bias=b, saved=saved, activation=activation)
         return self.y
 
     def backward(self, g):
@@ -56,8 +56,8 @@ class Conv2dFunction(Function):
             g, gb = xp.bias_activation_backward(g, None, self.y, self.activation, bias=need[2])
         elif self.activation is not None:  # fused activation: its backward needs only the output
             g = xp.activation_backward(g, None, self.y, self.activation)
-        gx = xp.conv2d_backward_data(g, self.w, self.x.shape, **self.geom) if need[0] else None
-        gw = xp.conv2d_backward_filter(g, self.x, self.w.shape, saved=self.saved, **self.geom) if need[1] else None
+        gx = xp.conv2d_backward_data(g, self.w, self.x.shape, *self.geom) if need[0] else None
+        gw = xp.conv2d_backward_filter(g, self.x, self.w.shape, *self.geom, saved=self.saved) if need[1] else None
         if not self.has_bias:
             return gx, gw
         if self.activation is not None:

@@ -64,15 +64,15 @@ class BatchNorm(Layer):
             params = {"momentum": self.momentum, "eps": self.eps, "unbiased": bool(self.unbiased_running_var)}
         else:
             apply, params = F.BatchNormInferFunction.apply, {"eps": self.eps}
-        shapes = {name: (w.data.shape, w.data.dtype) for name, w in self._params.items()}
-        stats = tuple(tuple(self._state[n].shape) for n in ("running_mean", "running_var"))
+        p = self._params
+        planned = (p["gamma"].data.shape, p["gamma"].data.dtype, p["beta"].data.shape, p["beta"].data.dtype,
+                   *(tuple(self._state[n].shape) for n in ("running_mean", "running_var")))
 
         def run(layer, x):
             p, s = layer._params, layer._state
             gamma, beta, mean, var = p["gamma"], p["beta"], s["running_mean"], s["running_var"]
-            if (gamma.data.shape, gamma.data.dtype) != shapes["gamma"] or \
-                    (beta.data.shape, beta.data.dtype) != shapes["beta"] or \
-                    (tuple(mean.shape), tuple(var.shape)) != stats:
+            g, b = gamma.data, beta.data
+            if (g.shape, g.dtype, b.shape, b.dtype, tuple(mean.shape), tuple(var.shape)) != planned:
                 return layer._run(x, training)
             return apply(x, gamma, beta, running_mean=mean, running_var=var, **params)
 

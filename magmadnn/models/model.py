@@ -285,7 +285,7 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
     def _forward(self, inputs: list[Tensor], training: bool) -> Tensor:
         self._start_forward()
         values = {}
-        feeds = {id(node): tensor for node, tensor in zip(self.inputs, inputs)}
+        feeds = dict(zip(map(id, self.inputs), inputs))
         released = self._released_after() if self.xp is not None and self.xp.name == "host" else None
         for position, node in enumerate(self.nodes):
             if isinstance(node.layer, Input):
@@ -374,7 +374,7 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         """Host input arrays as Tensors on the model's backend, each in its input's dtype (an input an op node
         reads as a shape stays a host array)."""
         xp = self.xp
-        tensors = [Tensor._of(xp.asarray(a, dtype), xp) for a, dtype in zip(arrays, self._input_dtypes())]
+        tensors = [Tensor._wrap(xp.asarray(a, dtype), xp) for a, dtype in zip(arrays, self._input_dtypes())]
         for k in self._host_inputs:
             tensors[k] = np.asarray(arrays[k])
         return tensors

@@ -19,7 +19,6 @@ found at the next one can be undone and the batches in between replayed one by o
 from __future__ import annotations
 
 import math
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -96,26 +95,14 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     xp, hook = model.xp, model._parallel
     skips = model.optimizer.skips_nonfinite  # a LossScaleOptimizer decides itself (a skipped step is no error)
     stateful = [layer for layer in model.layers if layer._state] if check else []
-    saved = [{k: xp.copy(a) for k, a in layer._state.items()} for layer in stateful]
-    outputs = loss = value = None
-    with nullcontext((xs, y)) if hook is None else hook.step(xs, y) as run:
-        if run is not None:
-            outputs = model._forward(model._input_tensors(run[0]), training=True)
-            loss = model._loss_of(outputs, run[1]) if staged is None else \
-                model._with_penalties(model.loss.checked(outputs, staged[0]))
-        if check and hook is None:
-            try:  # with what a device check found in this batch (an id, a mask value): raised before any update
-                value = float(_faults.read(xp, loss.data).reshape(()))
-            except ValueError:
-                _restore(stateful, saved)
-                raise
-            if not (math.isfinite(value) or skips):
-                _restore(stateful, saved)
-                return value
-        on_leaf_ready = None if hook is None else hook.backward_hook(loss)
-        if loss is not None and loss.requires_grad:  # scaled by a LossScaleOptimizer; the tally below adds the
-            # loss itself (a model with no trainable weight computes the loss only: fit warned, as Keras)
-            model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
+    saved = [{k: xp.copy(a) for k, a in layer._state.items()} for layer in stateful] if stateful else []
+    if hook is None:  # (one process: no context around forward and backward)
+        outputs, loss, value, stop = _forward_backward(model, (xs, y), check, staged, None, stateful, saved, skips)
+    else:
+        with hook.step(xs, y) as run:
+            outputs, loss, value, stop = _forward_backward(model, run, check, staged, hook, stateful, saved, skips)
+    if stop:
+        return value
     params = model.parameters()
     if hook is not None:
         value = hook.reduce(params)
@@ -133,6 +120,30 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     if staged is not None:
         return None if loss is None else loss.data
     return value if check else None
+
+
+def _forward_backward(model, run, check: bool, staged, hook, stateful, saved, skips):
+    """:func:`train_step`'s forward, loss and backward of the batch ``run`` (``(xs, y)``, or None: nothing to run):
+    ``(outputs, loss, value, stop)``; ``stop``: a non-finite loss found by ``check``, nothing applied (``value``)."""
+    outputs = loss = value = None
+    if run is not None:
+        outputs = model._forward(model._input_tensors(run[0]), training=True)
+        loss = model._loss_of(outputs, run[1]) if staged is None else \
+            model._with_penalties(model.loss.checked(outputs, staged[0]))
+    if check and hook is None:
+        try:  # with what a device check found in this batch (an id, a mask value): raised before any update
+            value = float(_faults.read(model.xp, loss.data).reshape(()))
+        except ValueError:
+            _restore(stateful, saved)
+            raise
+        if not (math.isfinite(value) or skips):
+            _restore(stateful, saved)
+            return outputs, loss, value, True
+    on_leaf_ready = None if hook is None else hook.backward_hook(loss)
+    if loss is not None and loss.requires_grad:  # scaled by a LossScaleOptimizer; the tally below adds the
+        # loss itself (a model with no trainable weight computes the loss only: fit warned, as Keras)
+        model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
+    return outputs, loss, value, False
 
 
 def running_logs(model, tally, prefix: str = "", training: bool = False):

@@ -3,6 +3,9 @@ and Keras' ``trainable`` / ``weights`` / ``trainable_weights`` / ``non_trainable
 
 from __future__ import annotations
 
+import itertools
+import operator
+
 import numpy as np
 
 from .._checks import shape_str
@@ -12,6 +15,8 @@ from ..saving import ArchitectureMismatchError, ModelFileError
 __all__ = ["Weights"]
 
 _layer_parameters = WeightsMixin.parameters  # a layer's own parameters(): its ``_params``, in order
+_PARAMETERS, _PARAMS = operator.attrgetter("parameters"), operator.attrgetter("_params")
+_VALUES = operator.methodcaller("values")
 
 
 class Weights:
@@ -19,8 +24,12 @@ class Weights:
 
     def parameters(self) -> list:
         """Every Parameter in layer order, frozen ones included (their positions key the optimizer's slots)."""
+        layers = self._all_layers
+        if all(map(operator.is_, map(_PARAMETERS, map(type, layers)), itertools.repeat(_layer_parameters))):
+            # (each step, every layer's own: their ``_params`` chained without a Python frame)
+            return list(itertools.chain.from_iterable(map(_VALUES, map(_PARAMS, layers))))
         out: list = []
-        for layer in self._all_layers:  # (each step: a loop without a frame per layer where parameters() is a layer's)
+        for layer in layers:  # (a loop without a frame per layer where parameters() is a layer's)
             out.extend(layer._params.values() if layer.__class__.parameters is _layer_parameters else
                        layer.parameters())
         return out

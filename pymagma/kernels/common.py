@@ -110,8 +110,10 @@ def _same(arrays, what: str):
 def _run(program: str, expression: str, like, n_items: int, args, grid: int | None = None) -> None:
     if n_items == 0:
         return
-    if grid is None:  # grid_for(n_items), inline: every kernel launch passes here
-        grid = max(1, min(_MAX_BLOCKS, -(-n_items // THREADS)))
+    if grid is None:  # grid_for(n_items), inline: every kernel launch passes here (n_items > 0: one block or more)
+        grid = -(-n_items // THREADS)
+        if grid > _MAX_BLOCKS:
+            grid = _MAX_BLOCKS
     libraries = _native.current
     queue = libraries.default_queues.get(like.device) or like.queue  # (DeviceArray.queue's fast path, inline)
     libraries.launcher.launch(program, expression, like.device, queue.stream, grid, THREADS, args)

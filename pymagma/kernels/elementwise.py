@@ -10,7 +10,18 @@ import numpy as np
 
 from .. import array as _array
 from . import programs
-from .common import _device_array, _elem_strides, _float_dtype, _out_for, _ptr, _run, _same, geometry, make_strides3
+from .common import (
+    _FLOAT_NAMES,
+    _device_array,
+    _elem_strides,
+    _float_dtype,
+    _out_for,
+    _ptr,
+    _run,
+    _same,
+    geometry,
+    make_strides3,
+)
 
 _DeviceArray = _array.DeviceArray
 
@@ -88,8 +99,12 @@ def binary(op: str, a, b, out=None):
         return _binary_scalar(op, a, b, False, out)
     if a.__class__ is not _DeviceArray and _is_scalar(a):
         return _binary_scalar(op, b, a, True, out)
-    dtype = _float_dtype(a, op)
-    _same([a, b], op)
+    # two arrays of one float dtype object on one device (_float_dtype's and _same's common case, inline)
+    dtype = _FLOAT_NAMES.get(a.dtype) if a.__class__ is b.__class__ is _DeviceArray and a.dtype is b.dtype and \
+        a.device == b.device else None
+    if dtype is None:
+        dtype = _float_dtype(a, op)
+        _same([a, b], op)
     if a.shape == b.shape and a.__class__ is _DeviceArray:  # one shape: broadcast to itself (no call)
         shape = a.shape
     else:
@@ -206,8 +221,11 @@ def power(x, exponent, out=None):
 
 def bias_add(x, bias, out=None):
     """``x + bias`` with ``bias`` of shape (C,) over axis 1 of ``x`` (N, C, ...) -- NCHW channels or dense rows."""
-    dtype = _float_dtype(x, "bias_add")
-    _same([x, bias], "bias_add")
+    dtype = _FLOAT_NAMES.get(x.dtype) if x.__class__ is bias.__class__ is _DeviceArray and x.dtype is bias.dtype \
+        and x.device == bias.device else None  # (_float_dtype's and _same's common case, inline)
+    if dtype is None:
+        dtype = _float_dtype(x, "bias_add")
+        _same([x, bias], "bias_add")
     if x.ndim < 2 or tuple(bias.shape) != (x.shape[1],):
         raise ValueError(f"bias_add: bias must have shape ({x.shape[1] if x.ndim > 1 else 'C'},) for x {x.shape}")
     x, bias = x if x.is_c_contiguous else copy(x), bias if bias.is_c_contiguous else copy(bias)

@@ -10,7 +10,7 @@ import numpy as np
 from .. import _checks
 from .. import array as _array
 from . import programs
-from .common import _c_strides, _elem_strides, _float_dtype, _run, make_strides3
+from .common import _FLOAT_NAMES, _c_strides, _elem_strides, _float_dtype, _run, make_strides3
 
 REDUCE_OPS = {"sum": 0, "mean": 1, "max": 2, "min": 3, "prod": 4, "sum_squares": 5}
 
@@ -46,16 +46,20 @@ def _reduce_plan(op: str, shape: tuple, strides: tuple, itemsize: int, axis, kee
     return out_shape, math.prod(kept_shape), n_red, s, r
 
 
-_PLANS: dict = {}  # (op, shape, strides, itemsize, int or None axis, bool keepdims) -> _reduce_plan's answer
+_PLANS: dict = {}  # (op, shape, strides, itemsize, int, ints or None axis, bool keepdims) -> _reduce_plan's answer
+_DeviceArray, _INT = _array.DeviceArray, {int}
 
 
 def reduce(op: str, x, axis=None, keepdims: bool = False):
     """Reduce ``x`` over ``axis`` (int, tuple or None = all) with sum, mean, max, min, prod or sum_squares."""
     if op not in REDUCE_OPS:
         raise ValueError(f"unknown reduction {op!r}; known: {sorted(REDUCE_OPS)}")
-    dtype = _float_dtype(x, op)
-    # the plan of an int (or no) axis and a bool keepdims read here once made (no call per reduction)
-    plain = (axis is None or type(axis) is int) and type(keepdims) is bool
+    dtype = _FLOAT_NAMES.get(x.dtype) if x.__class__ is _DeviceArray else None  # (_float_dtype's hit, inline)
+    if dtype is None:
+        dtype = _float_dtype(x, op)
+    # the plan of an int, a tuple of ints (or no) axis and a bool keepdims read here once made (no call per reduction)
+    plain = (axis is None or type(axis) is int or type(axis) is tuple and set(map(type, axis)) <= _INT) and \
+        type(keepdims) is bool
     key = (op, x.shape, x.strides, x.itemsize, axis, keepdims)
     plan = _PLANS.get(key) if plain else None
     if plan is None:

@@ -192,3 +192,59 @@ def test_plain_callable_lr_trains_but_cannot_be_saved():
     assert opt.learning_rate == pytest.approx(0.1)
     with pytest.raises(TypeError, match="plain callable learning rate .* cannot be saved; use a magmadnn.schedules"):
         opt.state_dict()
+
+
+def _momentum_reference(steps, lr=0.1, momentum=0.9):
+    """Keras' SGD with momentum for one parameter from ones(3): the value after ``steps``, a list of its gradients
+    (None: a step that leaves it and its velocity alone)."""
+    p, v = np.ones(3), np.zeros(3)
+    for g in steps:
+        if g is not None:
+            v = momentum * v + g
+            p = p - lr * v
+    return p
+
+
+def test_later_steps_follow_trainable_flags_gradients_and_constraints_as_the_first():
+    """From the second step every parameter has its slots (the step updates them a column at a time): a weight
+    frozen, one without a gradient, one given a constraint, one unfrozen again: each as a step of its own."""
+    from magmadnn import constraints
+
+    a, b, c = (Parameter(np.ones(3)) for _ in range(3))
+    opt = optimizers.SGD(0.1, momentum=0.9)
+    g = [np.full(3, k, dtype=np.float64) for k in (1.0, 2.0, 3.0, 4.0)]
+    history = {"a": [], "b": [], "c": []}
+
+    def step(grads, frozen=()):
+        for name, p, gk in zip("abc", (a, b, c), grads):
+            p.trainable = name not in frozen
+            p.grad = None if gk is None else gk.copy()
+            history[name].append(gk if (gk is not None and name not in frozen) else None)
+        opt.step([a, b, c])
+
+    step([g[0], g[0], g[0]])
+    step([g[1], g[1], g[1]], frozen=("b",))
+    np.testing.assert_array_equal(b.data, _momentum_reference(history["b"]))
+    step([g[2], None, g[2]])  # b thawed but without a gradient
+    c.constraint = constraints.NonNeg()
+    step([g[3], g[3], g[3]])
+    np.testing.assert_allclose(a.data, _momentum_reference(history["a"]), rtol=1e-14)
+    np.testing.assert_allclose(b.data, _momentum_reference(history["b"]), rtol=1e-14)
+    np.testing.assert_array_equal(c.data, np.maximum(_momentum_reference(history["c"]), 0.0))
+    assert (c.data == 0).all() and opt.iterations == 4
+
+
+def test_a_rule_of_its_own_is_used_on_every_step():
+    """An optimizer class overriding ``update`` keeps its per-parameter updates after the first step too."""
+    class Halving(optimizers.SGD):
+        def update(self, xp, p, g, state, lr):
+            p[...] = p * 0.5
+
+    params = [Parameter(np.ones(2)), Parameter(np.ones(3))]
+    opt = Halving(0.1)
+    for _ in range(3):
+        for p in params:
+            p.grad = np.ones_like(p.data)
+        opt.step(params)
+    for p in params:
+        np.testing.assert_array_equal(p.data, 0.125)

@@ -176,6 +176,88 @@ def test_a_plan_follows_the_native_libraries():
     np.testing.assert_array_equal(again, first)
 
 
+class _Wrapped:
+    """A cuDNN library object in front of another (as a meter puts one): every function it binds is counted."""
+
+    def __init__(self, target):
+        self.target, self.calls = target, []
+
+    def bind(self, name):
+        fn = self.target.bind(name)
+
+        def call(*args):
+            self.calls.append(name)
+            return fn(*args)
+
+        return call
+
+    def __getattr__(self, name):
+        return getattr(self.target, name)
+
+
+def test_planned_calls_go_through_the_cudnn_object_in_use(sim):
+    """A plan binds its cuDNN functions once, and again whenever another cuDNN object is put in the native
+    libraries: its calls reach the object in use, not the one it first bound from."""
+    from pymagma import _native
+
+    rng = np.random.default_rng(6)
+    x, w = dev(rng, (1, 2, 6, 6), np.float32), dev(rng, (3, 2, 3, 3), np.float32)
+    conv = plans.conv2d_plan(x.shape, w.shape, x.dtype, x.device, 1, 1, 1, 1)
+    bn = plans.batch_norm_plan(x.shape, x.dtype, x.device)
+    relu = plans.activation_plan(x.shape, x.dtype, x.device)
+    ones, zeros = pymagma.asarray(np.ones(2, np.float32)), pymagma.asarray(np.zeros(2, np.float32))
+
+    def step():
+        y = conv.forward(x, w)
+        conv.backward_data(y, w)
+        conv.backward_filter(x, y)
+        out, mean, inv = bn.forward_training(x, ones, zeros, zeros, ones)
+        bn.backward(x, out, ones, mean, inv)
+        r = relu.forward(x)
+        return relu.backward(r, x, x).get()
+
+    names = ["cudnnConvolutionForward", "cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter",
+             "cudnnBatchNormalizationForwardTraining", "cudnnBatchNormalizationBackward", "cudnnActivationForward",
+             "cudnnActivationBackward"]
+    first = step()  # bound from the simulator itself
+    real = _native.current.cudnn
+    wrapped = _native.current.cudnn = _Wrapped(real)
+    try:
+        again = step()
+        assert wrapped.calls == names
+        other = _native.current.cudnn = _Wrapped(real)  # another object in use: bound again from it
+        step()
+        assert other.calls == names and wrapped.calls == names
+    finally:
+        _native.current.cudnn = real
+    before = len(sim.calls)
+    step()  # back on the simulator's own object
+    assert sim.calls[before:] == names and wrapped.calls == names and other.calls == names
+    np.testing.assert_array_equal(again, first)
+
+
+def test_plans_of_arrays_are_the_planners_plans(sim):
+    """The device backend's look-ups by an array's values give the planner's plan of those values, per option (a
+    coefficient, a mode), and refuse what the planner refuses."""
+    rng = np.random.default_rng(7)
+    x = dev(rng, (2, 3, 4), np.float32)
+    assert plans.batch_norm_plan_of(x) is plans.batch_norm_plan_of(x)
+    assert plans.batch_norm_plan_of(x).x_shape == x.shape
+    relu, sigmoid = plans.activation_plan_of(x, "relu"), plans.activation_plan_of(x, "sigmoid")
+    assert relu is plans.activation_plan_of(x, "relu") and sigmoid is not relu
+    assert (relu.mode, sigmoid.mode) == ("relu", "sigmoid")
+    elu = plans.activation_plan_of(x, "elu", 0.5)
+    assert elu.coef == 0.5 and plans.activation_plan_of(x, "elu", 0.25).coef == 0.25
+    np.testing.assert_array_equal(plans.activation_plan_of(x, "elu", 0.25).forward(x).get(),
+                                  dnn.activation_forward(x, "elu", 0.25).get())
+    y = plans.activation_plan_of(x, "sigmoid").forward(x)
+    np.testing.assert_array_equal(y.get(), dnn.activation_forward(x, "sigmoid").get())
+    with pytest.raises(ValueError, match="activation must be one of"):
+        plans.activation_plan_of(x, "gelu")
+    with pytest.raises(TypeError, match="float32, float64"):
+        plans.batch_norm_plan_of(pymagma.asarray(np.ones((2, 3), np.int32)))
+
+
 @pytest.mark.gpu
 @pytest.mark.parametrize("dtype", [np.float32, np.float64])
 def test_planned_calls_compute_what_the_dnn_functions_compute_on_the_gpu(dtype):

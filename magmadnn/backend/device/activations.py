@@ -27,8 +27,7 @@ def activation_forward(x, kind, alpha=0.0):
     """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
     if kind in _CUDNN_ACTIVATIONS:
         x = x if x.is_c_contiguous else _contiguous(x)
-        return _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None) \
-            .forward(x)
+        return _plans.activation_plan_of(x, kind, float(alpha) if kind == "elu" else None).forward(x)
     if kind not in _geometry.ACTIVATIONS:
         _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
@@ -51,7 +50,7 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         x = x if x.is_c_contiguous else _contiguous(x)
         if y is None:
             y = activation_forward(x, kind, alpha)
-        plan = _plans.activation_plan(x.shape, x.dtype, x.device, kind, float(alpha) if kind == "elu" else None)
+        plan = _plans.activation_plan_of(x, kind, float(alpha) if kind == "elu" else None)
         return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy),
                              x)
     if kind in _GRAD_READS_Y:

@@ -92,6 +92,11 @@ def _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
     return extra, _plans.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
 
 
+#: the plan of a convolution whose geometry tuples are the objects of an earlier call, found by their identities (the
+#: shapes, dtype and device by value: a DeviceArray's checked values)
+_plan_of = _checks.same_objects(_planned, by_value=4)
+
+
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
                    activation=None):
     """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo), + bias, then a fused activation."""
@@ -104,7 +109,7 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: bias must have shape ({w.shape[0]},) (one per filter), got "
                          f"{tuple(bias.shape)}")
     x = x if x.is_c_contiguous else _contiguous(x)
-    extra, plan = _planned(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
+    extra, plan = _plan_of(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
     xin = _pad(x, extra, 0.0) if any(extra) else x
     if saved is not None:  # for backward-filter: the padded input and the plan (its layouts checked by the call)
         saved["plan"] = plan
@@ -125,7 +130,7 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     shape = tuple(map(int, x_shape))
     if w.dtype is not dy.dtype:
         _same_dtype("conv2d_backward_data", dy, w)
-    extra, plan = _planned(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
+    extra, plan = _plan_of(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
     if not any(extra):
         return dxp

@@ -31,7 +31,7 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     momentum = float(momentum)
     scratch = running_var if unbiased else zeros_like(running_var)
     x = x if x.is_c_contiguous else _contiguous(x)
-    plan = _plans.batch_norm_plan(x.shape, x.dtype, x.device)
+    plan = _plans.batch_norm_plan_of(x)
     y, mean_, inv_std = plan.forward_training(x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum,
                                               eps=float(eps))
     if not unbiased:

@@ -34,6 +34,9 @@ def _pool_plan(mode, window, stride, padding) -> tuple:
     return _geometry.pair(window), _geometry.pair(stride), sym, extra, ((t, b), (l, r))
 
 
+_pool_plan_of = _checks.same_objects(_pool_plan, by_value=1)  # the geometry's tuples by identity at a repeated call
+
+
 def _avg_factor(x_shape, window, stride, padding, dtype, device):
     """area / (real elements) of each output window, shape (1, 1, Ho, Wo), from the geometry alone: a constant made
     once per geometry and device (read-only; a replayed step finds it made by its eager warm-up)."""
@@ -50,7 +53,7 @@ def _avg_factor(x_shape, window, stride, padding, dtype, device):
 
 def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     """Max (padding ignored) or average (divided by the real elements of each window) pooling -> ``(y, ctx)``."""
-    window, stride, sym, extra, pads = _pool_plan(mode, window, stride, padding)
+    window, stride, sym, extra, pads = _pool_plan_of(mode, window, stride, padding)
     x = x if x.is_c_contiguous else _contiguous(x)
     if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
         return _dk.max_pool2d(x, window, stride, pads)
@@ -63,7 +66,7 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
 
 
 def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
-    window, stride, sym, extra, pads = _pool_plan(mode, window, stride, padding)
+    window, stride, sym, extra, pads = _pool_plan_of(mode, window, stride, padding)
     if mode == "max":  # ctx: the offsets of the maxima the forward found
         return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, pads)
     dy, x = _contiguous(dy), _contiguous(x)

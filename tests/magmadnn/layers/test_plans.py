@@ -48,6 +48,7 @@ CASES = {
     "layer_norm": (lambda: L.LayerNormalization(), [(2, 5, 6)], "float32", True),
     "layer_norm_axis1": (lambda: L.LayerNormalization(axis=1), [(2, 5, 6)], "float32", True),
     "global_average_1d": (lambda: L.GlobalAveragePooling1D(), [(2, 5, 6)], "float32", True),
+    "global_average_2d": (lambda: L.GlobalAvgPool2D(), [(2, 3, 4, 5)], "float32", True),
     "dropout_train": (lambda: L.Dropout(0.5, seed=4), [(4, 8)], "float32", True),
     "dropout_eval": (lambda: L.Dropout(0.5, seed=4), [(4, 8)], "float32", False),
     "embedding": (lambda: L.Embedding(10, 4, seed=1), [(2, 5)], "int64", True),
@@ -60,8 +61,8 @@ PLANNED = {"dense", "dense_relu", "dense_softmax", "dense_3d_gelu", "dense_3d_no
            "conv_gelu", "conv_strided_no_bias", "batch_norm_train", "batch_norm_eval", "batch_norm_features",
            "batch_normalization",
            "activation_tanh", "activation_leaky", "max_pool", "avg_pool_same", "flatten", "layer_norm",
-           "global_average_1d", "dropout_train", "dropout_eval", "embedding", "position_embedding", "attention",
-           "attention_eval", "add"}
+           "global_average_1d", "global_average_2d", "dropout_train", "dropout_eval", "embedding",
+           "position_embedding", "attention", "attention_eval", "add"}
 
 
 def _inputs(shapes, dtype):
@@ -237,6 +238,7 @@ def test_plannable_classes():
     assert plans.plannable(L.Conv2D) and plans.plannable(L.DepthwiseConv2D)
     assert plans.plannable(L.LayerNormalization) and plans.plannable(L.BatchNorm)
     assert plans.plannable(L.BatchNormalization)  # its own plan (the channels axis; any other runs in full)
+    assert plans.plannable(L.GlobalAvgPool2D) and plans.plannable(L.Activation) and plans.plannable(L.Add)
     assert not plans.plannable(L.RMSNorm)  # its own normalise_last, no plan
     assert not plans.plannable(L.Layer)
 
@@ -277,8 +279,21 @@ def _convnet():
                        L.Dense(6, activation="tanh"), L.Dense(3)])
 
 
+def _residual():
+    """A residual block of resnet_small's kind: bias-free convolutions, batch norms, activation layers, a strided
+    shortcut convolution, an Add and global average pooling."""
+    from magmadnn.models import Model
+
+    inputs = L.Input((2, 8, 8))
+    x = L.Activation("relu")(L.BatchNorm()(L.Conv2D(4, 3, strides=2, padding="same", use_bias=False)(inputs)))
+    x = L.BatchNorm()(L.Conv2D(4, 3, padding="same", use_bias=False)(x))
+    short = L.BatchNorm()(L.Conv2D(4, 1, strides=2, use_bias=False)(inputs))
+    x = L.Activation("relu")(L.Add()([x, short]))
+    return Model(inputs, L.Dense(3)(L.GlobalAvgPool2D()(x)))
+
+
 @pytest.mark.native
-@pytest.mark.parametrize("make", [_transformer, _convnet])
+@pytest.mark.parametrize("make", [_transformer, _convnet, _residual])
 def test_planned_training_on_the_simulated_device_equals_unplanned_bit_for_bit(make):
     from magmadnn.optimizers import SGD
     from pymagma import simulator

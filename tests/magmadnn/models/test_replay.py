@@ -29,6 +29,8 @@ def _models():
                         lambda lr: mdnn.optimizers.AdamW(lr, weight_decay=0.01)),
         "bn_cnn": (lambda: zoo.small_cnn((1, 8, 8), filters=(4, 8), dense=16, batch_norm=True), (1, 8, 8), 6,
                    lambda lr: mdnn.optimizers.SGD(lr, momentum=0.9, nesterov=True)),
+        "resnet": (lambda: zoo.resnet_small((3, 8, 8), widths=(4, 8)), (3, 8, 8), 2,  # residual adds, strided
+                   lambda lr: mdnn.optimizers.SGD(lr, momentum=0.9)),  # shortcuts, padded convolutions, pooling
     }
 
 

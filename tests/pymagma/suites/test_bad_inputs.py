@@ -277,6 +277,42 @@ def test_answers_once_per_arguments_tell_the_types_inside_nested_tuples_apart():
     assert [plan(*args) for args in typings] == answers and len(seen) == len(typings)
 
 
+def test_answers_by_the_same_objects_follow_what_may_change():
+    """same_objects answers a call with the very argument objects of an earlier one from its keep; equal arguments
+    of other objects, other types or values, and every call with a list (or a tuple holding one, which may change in
+    place) reach the function again, and an error is never kept."""
+    from pymagma._checks import once_per_arguments, same_objects
+
+    seen = []
+
+    def plan(shape, geometry):
+        if geometry == "bad":
+            raise ValueError("bad geometry")
+        seen.append((shape, geometry))
+        return (shape, str(geometry), len(seen))
+
+    fast = same_objects(once_per_arguments(plan), by_value=1)
+    pads = ((1, 1), (0, 2))
+    first = fast((2, 3), pads)
+    assert fast((2, 3), pads) is first and len(seen) == 1  # the same objects: kept
+    other = tuple(list(pads))  # equal, another object: answered by the cache by value
+    assert other is not pads and fast((2, 3), other) == first and len(seen) == 1
+    assert fast((2, 4), pads)[0] == (2, 4) and len(seen) == 2  # another shape (by value)
+    assert fast((2, 3), ((1, 1), (0, 2.0)))[1] == "((1, 1), (0, 2.0))" and len(seen) == 3  # other types
+    listed = [1, 1]
+    assert fast((2, 3), listed)[1] == "[1, 1]"
+    listed[1] = 5
+    assert fast((2, 3), listed)[1] == "[1, 5]"  # changed in place: computed again
+    holding = ((1, 1), [0, 2])
+    assert fast((2, 3), holding)[1] == "((1, 1), [0, 2])"
+    holding[1][0] = 7
+    assert fast((2, 3), holding)[1] == "((1, 1), [7, 2])"
+    bad = "bad"
+    for _ in range(2):
+        with pytest.raises(ValueError, match="bad geometry"):
+            fast((2, 3), bad)
+
+
 def test_the_device_count_is_asked_once_per_set_of_libraries(d):
     """``on_arrays_device`` asks for the device count before every call; the runtime is asked once."""
     cudart = pymagma._native.current.cudart

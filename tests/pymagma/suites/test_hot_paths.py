@@ -205,3 +205,54 @@ def test_broadcast_divide_refuses_a_shape_it_cannot_broadcast_to_every_time():
     for _ in range(2):
         with pytest.raises(ValueError, match="does not broadcast"):
             kernels.broadcast_divide(x, (2, 4))
+
+
+def test_elementwise_fast_paths_still_refuse_other_devices_and_dtypes(monkeypatch):
+    """binary and bias_add take two float arrays of one dtype object on one device without a call per check; arrays
+    of two devices or dtypes still meet the checked path's errors, after the fast path has served the dtype."""
+    with simulator.simulated("full") as sim:
+        monkeypatch.setattr(sim.runtime, "device_count", 2)
+        monkeypatch.delattr(sim.libraries, "device_count", raising=False)
+        host = np.arange(6, dtype=np.float32).reshape(2, 3)
+        a, bias = pymagma.asarray(host), pymagma.asarray(np.ones(3, np.float32))
+        with pymagma.runtime.on_device(1):
+            a1, bias1 = pymagma.asarray(host), pymagma.asarray(np.ones(3, np.float32))
+        for _ in range(2):
+            np.testing.assert_array_equal(kernels.binary("add", a, a).get(), host + host)
+            np.testing.assert_array_equal(kernels.bias_add(a, bias).get(), host + 1)
+            with pytest.raises(ValueError, match="different devices"):
+                kernels.binary("add", a, a1)
+            with pytest.raises(ValueError, match="different devices"):
+                kernels.bias_add(a, bias1)
+            with pytest.raises(TypeError, match="dtypes differ"):
+                kernels.binary("multiply", a, pymagma.asarray(host.astype(np.float64)))
+            with pytest.raises(TypeError, match="dtypes differ"):
+                kernels.bias_add(a, pymagma.asarray(np.ones(3, np.float64)))
+
+
+def test_a_reduction_over_a_tuple_of_axes_is_planned_once_and_never_for_another_type():
+    host = np.arange(24, dtype=np.float32).reshape(2, 3, 4)
+    x = pymagma.asarray(host)
+    for _ in range(2):
+        for axis, keepdims in (((0, 2), False), ((2, 0), True), ((1,), False), ((0, 1, 2), False)):
+            np.testing.assert_array_equal(kernels.reduce("sum", x, axis=axis, keepdims=keepdims).get(),
+                                          host.sum(axis=axis, keepdims=keepdims))
+        with pytest.raises(TypeError, match="must be an integer"):
+            kernels.reduce("sum", x, axis=(1.0,))  # equal to (1,) and hashed alike
+        with pytest.raises(ValueError, match="repeated axis"):
+            kernels.reduce("sum", x, axis=(0, 0))
+        with pytest.raises(ValueError, match="out of range"):
+            kernels.reduce("max", x, axis=(0, 3))
+
+
+def test_outputs_layouts_are_kept_per_shape_and_dtype_and_stay_right_past_the_limit():
+    for n in range(1, 4300, 3):
+        for dtype in (np.dtype(np.float32), np.dtype(np.int64)):
+            a = array._empty((2, n), dtype, 0)
+            want = np.empty((2, n), dtype)
+            assert (a.shape, a.strides, a.nbytes, a.owner.nbytes) == (want.shape, want.strides, want.nbytes,
+                                                                      want.nbytes)
+            assert a.owner.size == memory.bucket_size(want.nbytes)
+            _kept_values_agree(a)
+        assert len(array._LAYOUTS) <= 4096
+    assert array._empty((0, 3), np.dtype(np.float32), 0).ptr == 0

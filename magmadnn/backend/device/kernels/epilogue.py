@@ -9,7 +9,7 @@ from ctypes import c_double, c_int, c_longlong
 from pymagma import _checks
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import NULL, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, _float_dtype, _run, _same
 from pymagma.kernels.elementwise import _ACTIVATION_READS, ACTIVATION_GRADS, UNARY_OPS, contiguous
 
 #: the unary code of each activation kind (elementwise.cu's ``unary_op``)
@@ -41,6 +41,25 @@ def _float_name(dtype, what: str) -> str:
     return name
 
 
+#: The plans of the calls made (what _forward_plan and _backward_plan answered), by the arguments of a call of
+#: DeviceArrays (shapes: tuples of ints; dtypes; the activation's name): found without the checked memo's key.
+_FORWARD_PLANS: dict = {}
+_BACKWARD_PLANS: dict = {}
+
+
+def _plan(plans: dict, key, make):
+    """``make(*key)``, kept in ``plans`` (its checks' errors are never kept; an unhashable argument is never kept)."""
+    try:
+        plan = plans.get(key)
+    except TypeError:
+        return make(*key)
+    if plan is None:
+        if len(plans) >= 1024:
+            plans.clear()
+        plan = plans[key] = make(*key)
+    return plan
+
+
 @_checks.once_per_arguments
 def _forward_plan(shape, dtype, bias_shape, bias_dtype, kind) -> tuple:
     """(kernel expression, channels, inner size, the activation's code, whether z is kept) of a call's layouts, checked
@@ -63,14 +82,19 @@ def bias_activation(x, bias, kind: str, alpha: float = 0.0):
     if not (x.__class__ is _array.DeviceArray and bias.__class__ is _array.DeviceArray):
         _float_dtype(x, what)  # the TypeError naming the operand that is not a DeviceArray
         _same([x, bias], what)
-    expression, channels, inner, code, keep = _forward_plan(x.shape, x.dtype, bias.shape, bias.dtype, kind)
+    key = (x.shape, x.dtype, bias.shape, bias.dtype, kind)  # (the checked plan by its arguments, one look-up)
+    try:
+        plan = _FORWARD_PLANS[key]
+    except (KeyError, TypeError):  # a new call (or an unhashable argument): checked, then kept
+        plan = _plan(_FORWARD_PLANS, key, _forward_plan)
+    expression, channels, inner, code, keep = plan
     if bias.device != x.device:
         raise ValueError(f"{what}: arrays live on different devices ({x.device} and {bias.device})")
     if not x.is_c_contiguous:
         raise ValueError(f"{what}: x must be C-contiguous (its memory receives x + bias)")
     y = _array._empty(x.shape, x.dtype, x.device)
-    _run("epilogue", expression, x, x.size,
-         [_ptr(x), _ptr(bias if bias.is_c_contiguous else contiguous(bias)), _ptr(y), c_longlong(x.size),
+    _run("epilogue", expression, x, x.size,  # (pointers as ints: the launcher packs them)
+         [x.ptr, (bias if bias.is_c_contiguous else contiguous(bias)).ptr, y.ptr, c_longlong(x.size),
           c_longlong(channels), c_longlong(inner), c_int(code), c_double(alpha), c_int(int(keep))])
     return y, (x if keep else None)
 
@@ -97,7 +121,12 @@ def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool
     if dy.__class__ is not _array.DeviceArray:
         _float_dtype(dy, what)  # the TypeError naming dy
     _same([dy, z, y], what)
-    expression, outer, channels, inner, code = _backward_plan(dy.shape, dy.dtype, kind, z is not None, y is not None)
+    key = (dy.shape, dy.dtype, kind, z is not None, y is not None)
+    try:
+        plan = _BACKWARD_PLANS[key]
+    except (KeyError, TypeError):  # a new call (or an unhashable argument): checked, then kept
+        plan = _plan(_BACKWARD_PLANS, key, _backward_plan)
+    expression, outer, channels, inner, code = plan
     for a in (z, y):
         if a is not None and a.shape != dy.shape:
             raise ValueError(f"{what}: z and y must have dy's shape {dy.shape}, got {a.shape}")

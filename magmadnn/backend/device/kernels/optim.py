@@ -9,6 +9,7 @@ import itertools
 import math
 import numbers
 import operator
+import weakref
 from ctypes import c_double, c_int, c_longlong, c_void_p
 
 import numpy as np
@@ -131,8 +132,17 @@ class ManyTensors(ctypes.Structure):
 def _many_groups(what: str, columns, values):
     """The launches of a multi-tensor update: ``(expression dtype, first parameter, total, ManyTensors)`` per group of
     at most MANY non-empty tensors of one dtype and device, each tensor's buffers checked as the single update checks
-    them. ``columns``: the lists (params, grads, states...), None or a list holding None for an unused state."""
+    them. ``columns``: the lists (params, grads, states...), None or a list holding None for an unused state.
+
+    What follows from the parameters and states alone (their grouping, pointers and first indices) is kept per
+    parameter list (:class:`_ManyPlan`) and reused while every parameter and state array is the same object; each
+    call then checks the gradients (a step's new arrays) against it and writes their pointers."""
     params = columns[0]
+    plan = _MANY_PLANS.get((what, id(params[0]))) if params else None
+    if plan is not None:
+        launches = plan.launches(columns, values, what)
+        if launches is not None:
+            return launches
     for column in columns[1:]:
         if column is not None and len(column) != len(params):
             raise ValueError(f"{what}: every list must have one entry per parameter ({len(params)}), got "
@@ -140,7 +150,7 @@ def _many_groups(what: str, columns, values):
     unused = (None,) * len(params)
     rows = zip(*[column if column is not None else unused for column in columns])
     groups: dict = {}
-    for row in rows:
+    for i, row in enumerate(rows):
         param = row[0]
         dtype = _FLOAT_NAMES.get(param.dtype) if param.__class__ is _DeviceArray else None
         if dtype is not None:  # _check_update's common case inline: one float dtype object, shape and device
@@ -153,26 +163,89 @@ def _many_groups(what: str, columns, values):
         if dtype is None:
             dtype = _check_update(what, *row)
         if param.size:
-            groups.setdefault((dtype, param.device), []).append(row)
+            groups.setdefault((dtype, param.device), []).append((i, row))
     if values is not None:
         values = _ptr(_step_values(values, 1, what))
-    launches = []  # every check made before the first launch: a bad entry updates nothing
+    launches, rows = [], []  # every check made before the first launch: a bad entry updates nothing
     for (dtype, _), members in groups.items():
         for first in range(0, len(members), MANY):
-            chunk = members[first:first + MANY]
-            table, n, columns = ManyTensors(), len(chunk), list(zip(*chunk))
-            for slot, column in enumerate(columns):  # a whole column at once (ctypes' NULLs where it is unused)
+            indices, chunk = zip(*members[first:first + MANY])
+            table, n, columns_ = ManyTensors(), len(chunk), list(zip(*chunk))
+            for slot, column in enumerate(columns_):  # a whole column at once (ctypes' NULLs where it is unused)
                 if all(map(_is_not_none, column)):
                     table.a[slot][:n] = list(map(_pointer, column))
                 elif any(map(_is_not_none, column)):
                     table.a[slot][:n] = [None if a is None else a.ptr for a in column]
-            starts = list(itertools.accumulate(map(_size, columns[0]), initial=0))  # each tensor's first index
+            starts = list(itertools.accumulate(map(_size, columns_[0]), initial=0))  # each tensor's first index
             table.start[:n + 1], table.count = starts, n
             launches.append((dtype, chunk[0][0], starts[-1], table, values))
+            rows.append(indices)
+    if params:  # every row checked: what a later call with the same arrays needs checks of its gradients only
+        _ManyPlan.keep(what, columns, launches, rows)
     return launches
 
 
+class _ManyPlan:
+    """What :func:`_many_groups` decided for one parameter list: per launch its table with every pointer but the
+    gradients' (copied per call, the gradients' written in), and the arrays it holds for, by weak reference (a plan
+    keeps no array alive). It holds while every parameter and state array is the same object as when it was made
+    (an array's pointer, shape, dtype and device never change) and the gradients are device arrays of their
+    parameters' dtype objects, shapes and devices, C-contiguous; any other call makes the full checks (and a new
+    plan)."""
+
+    __slots__ = ("refs", "shapes", "dtypes", "devices", "chunks")
+
+    @classmethod
+    def keep(cls, what: str, columns, launches, rows) -> None:
+        """Keep the plan of ``launches`` (each one's rows: the parameters' positions ``rows``) for ``columns``."""
+        fixed = [columns[0], *columns[2:]]  # (every column but the gradients)
+        if columns[1] is None or any(c is not None and not all(map(_is_not_none, c)) for c in fixed):
+            return  # (a state unused in part: planned never)
+        plan = cls()
+        params = columns[0]
+        plan.refs = [None if c is None else list(map(weakref.ref, c)) for c in fixed]
+        plan.shapes, plan.devices = list(map(_shape, params)), list(map(_device, params))
+        plan.dtypes = list(map(_dtype, params))
+        plan.chunks = [(dtype, total, ManyTensors.from_buffer_copy(table), indices)
+                       for (dtype, _, total, table, _), indices in zip(launches, rows)]
+        if len(_MANY_PLANS) >= _MANY_PLAN_LIMIT:
+            _MANY_PLANS.pop(next(iter(_MANY_PLANS)))  # the oldest
+        _MANY_PLANS[(what, id(params[0]))] = plan
+
+    def launches(self, columns, values, what: str):
+        """The launches of this call, or None where the plan does not hold for ``columns``."""
+        refs, grads = self.refs, columns[1]
+        if len(columns) != len(refs) + 1 or grads is None:
+            return None
+        for k, held in enumerate(refs):
+            column = columns[k + 1 if k else 0]  # (every column but the gradients)
+            if column is None or held is None:
+                if column is not held:
+                    return None
+            elif len(column) != len(held) or not all(map(operator.is_, column, map(_deref, held))):
+                return None
+        n = len(self.shapes)
+        if len(grads) != n or not (all(map(operator.is_, map(type, grads), itertools.repeat(_DeviceArray, n)))
+                                   and all(map(operator.is_, map(_dtype, grads), self.dtypes))
+                                   and list(map(_shape, grads)) == self.shapes
+                                   and list(map(_device, grads)) == self.devices and all(map(_contiguous, grads))):
+            return None
+        if values is not None:
+            values = _ptr(_step_values(values, 1, what))
+        launches, params = [], columns[0]
+        for dtype, total, table, rows in self.chunks:
+            table = ManyTensors.from_buffer_copy(table)  # (a new table per launch, as the full path makes)
+            table.a[1][:len(rows)] = list(map(_pointer, map(grads.__getitem__, rows)))
+            launches.append((dtype, params[rows[0]], total, table, values))
+        return launches
+
+
 _pointer, _size = operator.attrgetter("ptr"), operator.attrgetter("size")
+_shape, _dtype, _device = operator.attrgetter("shape"), operator.attrgetter("dtype"), operator.attrgetter("device")
+_contiguous, _deref = operator.attrgetter("is_c_contiguous"), weakref.ref.__call__
+#: :class:`_ManyPlan` by (the update's name, the first parameter's id); the oldest goes beyond the limit
+_MANY_PLANS: dict = {}
+_MANY_PLAN_LIMIT = 16
 
 
 def sgd_update_many(params, grads, velocities=None, *, lr: float = 0.0, values=None, momentum: float = 0.0,

@@ -31,6 +31,12 @@ class PadGeometry(ctypes.Structure):
 
 
 _INT32 = np.dtype(np.int32)
+_EXPRESSIONS: dict = {}  # (kernel, dtype name) -> the kernel's name expression (programs.expression, made once)
+
+
+def _expression(kernel: str, dtype: str) -> str:
+    made = _EXPRESSIONS[(kernel, dtype)] = programs.expression(kernel, dtype)
+    return made
 
 
 @_checks.once_per_arguments
@@ -54,6 +60,9 @@ def _pool_geometry(shape, window, stride, padding, what: str) -> PoolGeometry:
     return PoolGeometry(n * c, h, w, ho, wo, kh, kw, sh, sw, top, left)
 
 
+_pool_geometry_of = _checks.same_objects(_pool_geometry, by_value=1)  # the geometry's tuples by identity
+
+
 def _two(value, name: str, what: str) -> tuple[int, int]:
     pair = _checks.sizes(value, name)
     if len(pair) != 2:
@@ -67,11 +76,12 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     maximum, at its last offset, as NumPy's ``maximum`` chain gives).  :func:`max_pool2d_backward` sends the gradient
     there, so the gradient convention does not depend on a library's undocumented tie rule."""
     dtype = _float_dtype(x, "max_pool2d")
-    g = _pool_geometry(x.shape, window, stride, padding, "max_pool2d")
-    x = contiguous(x)
+    g = _pool_geometry_of(x.shape, window, stride, padding, "max_pool2d")
+    x = x if x.is_c_contiguous else contiguous(x)
     y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
     offsets = _array._empty(y.shape, _INT32, x.device)
-    _run("pool", programs.expression("max_pool_forward", dtype), x, y.size, [x.ptr, y.ptr, offsets.ptr, g])
+    _run("pool", _EXPRESSIONS.get(("max_pool_forward", dtype)) or _expression("max_pool_forward", dtype), x, y.size,
+         [x.ptr, y.ptr, offsets.ptr, g])
     return y, offsets
 
 
@@ -79,7 +89,7 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     """dx of :func:`max_pool2d`: each input element gets the sum of ``dy`` over the windows whose maximum it is,
     summed in a fixed order by one thread (deterministic)."""
     dtype = _float_dtype(dy, "max_pool2d_backward")
-    g = _pool_geometry(x_shape, window, stride, padding, "max_pool2d_backward")
+    g = _pool_geometry_of(x_shape, window, stride, padding, "max_pool2d_backward")
     expected = (int(x_shape[0]), int(x_shape[1]), g.ho, g.wo)
     if tuple(dy.shape) != expected or tuple(offsets.shape) != expected:
         raise ValueError(f"max_pool2d_backward: dy {dy.shape} and offsets {offsets.shape} must have the pooled shape "
@@ -90,9 +100,11 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     if offsets.device != dy.device:
         raise ValueError(f"max_pool2d_backward: dy and offsets live on different devices ({dy.device} and "
                          f"{offsets.device})")
-    dy, offsets = contiguous(dy), contiguous(offsets)
+    dy = dy if dy.is_c_contiguous else contiguous(dy)
+    offsets = offsets if offsets.is_c_contiguous else contiguous(offsets)
     dx = _array._empty((expected[0], expected[1], g.h, g.w), dy.dtype, dy.device)  # x_shape, checked
-    _run("pool", programs.expression("max_pool_backward", dtype), dy, dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
+    _run("pool", _EXPRESSIONS.get(("max_pool_backward", dtype)) or _expression("max_pool_backward", dtype), dy,
+         dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
     return dx
 
 
@@ -109,12 +121,15 @@ def _pad_geometry(shape, pads) -> tuple:
     return padded, PadGeometry(n * c, h, w, padded[2], padded[3], top, left)
 
 
+_pad_geometry_of = _checks.same_objects(_pad_geometry, by_value=1)  # the pads' tuple by identity
+
+
 def pad2d(x, pads):
     """The NCHW array ``x`` surrounded by zeros, ``pads`` = (top, bottom, left, right) rows and columns of them, in
     one launch (the elements of ``x`` copied bit for bit)."""
     dtype = _float_dtype(x, "pad2d")
-    shape, g = _pad_geometry(x.shape, pads)
-    x = contiguous(x)
+    shape, g = _pad_geometry_of(x.shape, pads)
+    x = x if x.is_c_contiguous else contiguous(x)
     y = _array._empty(shape, x.dtype, x.device)
-    _run("pool", programs.expression("pad2d", dtype), x, y.size, [x.ptr, y.ptr, g])
+    _run("pool", _EXPRESSIONS.get(("pad2d", dtype)) or _expression("pad2d", dtype), x, y.size, [x.ptr, y.ptr, g])
     return y

@@ -1,0 +1,77 @@
+"""The layout arithmetic of C-ordered strided arrays (pure functions of shapes, byte strides and itemsizes, no device):
+C-contiguous strides, contiguity, the byte extent of a view and basic indexing.  Re-exported by
+:mod:`pymagma.array`."""
+
+from __future__ import annotations
+
+import functools
+import numbers
+
+
+def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
+    """Byte strides of a C-contiguous array."""
+    strides, step = [], itemsize
+    for n in reversed(shape):
+        strides.append(step)
+        step *= max(n, 1)
+    return tuple(reversed(strides))
+
+
+def is_c_contiguous(shape, strides, itemsize) -> bool:
+    expected = c_strides(tuple(shape), itemsize)
+    return all(n <= 1 or s == e for n, s, e in zip(shape, strides, expected))
+
+
+_is_c_contiguous_cached = functools.lru_cache(maxsize=1024)(is_c_contiguous)  # (shape, strides, itemsize) -> bool
+_c_strides_cached = functools.lru_cache(maxsize=1024)(c_strides)  # (shape tuple, itemsize) -> byte strides
+
+
+def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
+    """(lowest, one-past-highest) byte offsets touched by a strided array, relative to element 0."""
+    if 0 in shape:
+        return 0, 0
+    lo = sum(s * (n - 1) for n, s in zip(shape, strides) if s < 0)
+    hi = sum(s * (n - 1) for n, s in zip(shape, strides) if s > 0) + itemsize
+    return lo, hi
+
+
+def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
+    """Basic indexing (ints, slices of any step, one Ellipsis, None: a new axis): (byte offset, shape, strides)."""
+    if type(key) is not tuple:
+        key = (key,)
+    n_ellipsis = used = 0
+    for k in key:
+        if k is Ellipsis:
+            n_ellipsis += 1
+        elif k is not None:
+            used += 1
+    if n_ellipsis > 1:
+        raise IndexError("an index can only have a single ellipsis ('...')")
+    if used > len(shape):
+        raise IndexError(f"too many indices: array is {len(shape)}-dimensional, {used} were indexed")
+    if n_ellipsis:
+        i = next(j for j, k in enumerate(key) if k is Ellipsis)
+        key = key[:i] + (slice(None),) * (len(shape) - used) + key[i + 1:]
+    offset, new_shape, new_strides, axis = 0, [], [], 0
+    for k in key:
+        if k is None:
+            new_shape.append(1)
+            new_strides.append(0)
+            continue
+        n, s = shape[axis], strides[axis]
+        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+            i = int(k) + n if k < 0 else int(k)
+            if not 0 <= i < n:
+                raise IndexError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")
+            offset += i * s
+        elif isinstance(k, slice):
+            start, _, step = k.indices(n)
+            length = len(range(*k.indices(n)))
+            offset += start * s if length else 0
+            new_shape.append(length)
+            new_strides.append(s * step)
+        else:
+            raise TypeError(f"DeviceArray supports basic indexing (ints, slices, ..., None) and, alone or with "
+                            f"ints, integer or boolean DeviceArrays; not {type(k).__name__}")
+        axis += 1
+    return offset, (*new_shape, *shape[axis:]), (*new_strides, *strides[axis:])

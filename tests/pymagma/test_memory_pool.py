@@ -1,0 +1,143 @@
+"""The caching pool's lock-free hot path (pymagma.memory): cache hits and dying allocations take no lock, and the
+statistics (requests, hits, bytes in use and cached) stay exact, with threads, explicit frees and closed pools."""
+
+from __future__ import annotations
+
+import gc
+import itertools
+import threading
+
+import numpy as np
+
+import pymagma
+from pymagma import array, memory, runtime, simulator
+
+U8 = np.dtype(np.uint8)
+
+
+def _delta(before: dict, after: dict) -> dict:
+    return {k: after[k] - before[k] for k in before}
+
+
+def test_counted_reads_how_many_times_a_counter_advanced():
+    counter = itertools.count()
+    assert memory._counted(counter) == 0
+    for n in range(1, 1200):
+        next(counter)
+        assert memory._counted(counter) == n
+
+
+def test_stats_account_hits_misses_and_bytes_as_blocks_come_and_go():
+    with simulator.simulated("null"):
+        pool = memory.Pool()
+        with memory.using_pool(pool):
+            a = memory.Allocation.trusted(1000, 0)  # 1024-byte class: a miss
+            b = memory.alloc(3000)  # 3072: a miss
+            assert pool.stats == {"in_use_bytes": 4096, "cached_bytes": 0, "mallocs": 2, "frees": 0, "hits": 0,
+                                  "requests": 2}
+            ptr = a.ptr
+            del a
+            assert pool.stats["in_use_bytes"] == 3072 and pool.stats["cached_bytes"] == 1024
+            c = memory.Allocation.trusted(600, 0)  # the same class: the block given back
+            assert c.ptr == ptr
+            b.free()
+            b.free()  # idempotent: given back once
+            del b
+            assert pool.free_blocks[(0, 3072)] == [pool.free_blocks[(0, 3072)][0]]
+            assert pool.stats == {"in_use_bytes": 1024, "cached_bytes": 3072, "mallocs": 2, "frees": 0, "hits": 1,
+                                  "requests": 3}
+            zero = memory.Allocation.trusted(0, 0)  # no block, no request
+            assert (zero.ptr, pool.stats["requests"]) == (0, 3)
+            assert pool.release_cached() == 3072
+            assert pool.stats == {"in_use_bytes": 1024, "cached_bytes": 0, "mallocs": 2, "frees": 1, "hits": 1,
+                                  "requests": 3}
+            del c
+
+
+def test_threads_never_share_a_block_and_the_stats_add_up():
+    """Four threads allocate and drop arrays of a few size classes: a block is never handed to two live arrays, every
+    request is a hit or a cudaMalloc, and every byte is back in the cache at the end."""
+    with simulator.simulated("null"):
+        pool = memory.Pool()
+        live, guard, errors = set(), threading.Lock(), []
+        sizes, rounds = (100, 700, 5000, 70_000), 1500
+
+        def work(seed):
+            rng = np.random.default_rng(seed)
+            held = []
+            with memory.using_pool(pool):
+                try:
+                    for i, n in enumerate(rng.choice(sizes, rounds)):  # Allocation.trusted, and its copy in _empty
+                        a = memory.Allocation.trusted(int(n), 0) if i % 2 else array._empty((int(n),), U8, 0).owner
+                        with guard:
+                            if a.ptr in live:
+                                errors.append(a.ptr)
+                            live.add(a.ptr)
+                        held.append(a)
+                        if len(held) > 3:
+                            old = held.pop(int(rng.integers(len(held))))
+                            with guard:
+                                live.discard(old.ptr)
+                            if rng.integers(2):
+                                old.free()
+                            del old
+                    with guard:
+                        live.difference_update(h.ptr for h in held)
+                    held.clear()
+                except Exception as exc:  # pragma: no cover - reported below
+                    errors.append(exc)
+
+        threads = [threading.Thread(target=work, args=(seed,)) for seed in range(4)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        gc.collect()
+        assert errors == []
+        stats = pool.stats
+        assert stats["requests"] == 4 * rounds and stats["hits"] + stats["mallocs"] == stats["requests"]
+        assert stats["in_use_bytes"] == 0 and stats["cached_bytes"] > 0
+        cached = [p for ptrs in pool.free_blocks.values() for p in ptrs]
+        assert len(cached) == len(set(cached)) == stats["mallocs"]  # every block cached once, none lost
+        pool.release_cached()
+        assert pool.stats["frees"] == stats["mallocs"] and pool.stats["in_use_bytes"] == 0
+
+
+def test_a_closed_pools_blocks_are_freed_at_the_next_safe_point_whoever_gives_them_back():
+    with simulator.simulated("full") as sim:
+        pool = memory.Pool()
+        with memory.using_pool(pool):
+            a, b, c = (pymagma.empty((64,), np.float32) for _ in range(3))
+        ptrs = [x.ptr for x in (a, b, c)]
+        del c  # cached: freed by close
+        pool.close()
+        assert ptrs[2] not in sim.runtime.blocks and all(p in sim.runtime.blocks for p in ptrs[:2])
+        a.owner.free()  # an explicit free and a collection of a closed pool's block: held back, no native call
+        del a, b
+        assert all(p in sim.runtime.blocks for p in ptrs[:2]) and not any(pool.free_blocks.values())
+        runtime.run_deferred()
+        assert not any(p in sim.runtime.blocks for p in ptrs)
+        assert pool.stats == {"in_use_bytes": 0, "cached_bytes": 0, "mallocs": 3, "frees": 3, "hits": 0,
+                              "requests": 3}
+
+
+def test_an_allocation_whose_malloc_failed_dies_quietly(monkeypatch):
+    with simulator.simulated("null") as sim:
+        pool = memory.Pool()
+
+        def out_of_memory(nbytes):
+            return (runtime._rt().cudaError_t.cudaErrorMemoryAllocation, None)
+
+        monkeypatch.setattr(sim.runtime, "cudaMalloc", out_of_memory)
+        unraisable = []
+        monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+        with memory.using_pool(pool):
+            for make in (lambda: memory.Allocation.trusted(4096, 0), lambda: memory.alloc(4096)):
+                try:
+                    make()
+                except MemoryError:
+                    pass
+                else:  # pragma: no cover
+                    raise AssertionError("cudaMalloc failed: the allocation must raise")
+        gc.collect()
+        assert unraisable == [] and pool.stats["requests"] == 2 and pool.stats["in_use_bytes"] == 0
