@@ -57,7 +57,7 @@ DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # 
 FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_tensor or bias_activation or "
          "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
 KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
-MANY_PLANS = ("tests/magmadnn/backend/test_many_plans.py",)  # the multi-tensor updates' plans
+MANY_PLANS = ("tests/magmadnn/backend/test_optim_many_plans.py",)  # the multi-tensor updates' plans
 OPTIMIZER_STEPS = ("tests/magmadnn/test_optimizers.py", "-k", "later_steps or own_is_used")  # a column at a time
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
