@@ -36,25 +36,6 @@ def _bucket(nbytes: int) -> int:
     return -(-nbytes // step) * step
 
 
-class _FreeBlocks(defaultdict):
-    """A pool's free lists, (device, size class) -> pointers of the blocks cached.  Its class is swapped for
-    :class:`_TrackedFreeBlocks` while :func:`track_peak` measures the pool: the same dict and lists, so a block given
-    back meanwhile is never lost."""
-
-    __slots__ = ()
-
-
-class _TrackedFreeBlocks(_FreeBlocks):
-    """A measured pool's free lists: the hot paths' lookup (``free_blocks.get``, inline in
-    :meth:`Allocation.trusted` and ``pymagma.array._empty``) misses, so every request reaches :meth:`Pool.new_block`,
-    which takes a cached block itself and records the bytes in use."""
-
-    __slots__ = ()
-
-    def get(self, key, default=None):
-        return default
-
-
 class Pool:
     """Cached device blocks by (device, size class), and cached pinned host buffers, of the native libraries in use
     when it was made (it frees through them, whatever is current then).  ``relaxed``: the pool of a CUDA graph — its
@@ -75,7 +56,7 @@ class Pool:
         self.lock = threading.Lock()
         # (device, size class) -> pointers of the blocks cached: filled by dying Allocations, emptied by requests and
         # releases, never replaced (a finalizer may append to the list it read a moment before)
-        self.free_blocks: dict[tuple[int, int], list[int]] = _FreeBlocks(list)
+        self.free_blocks: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
         self._requests, self._hits = itertools.count(), itertools.count()  # next() counts one, atomically
         self._held = self._mallocs = self._frees = 0  # bytes from cudaMalloc not freed yet, calls made (the lock)
@@ -140,7 +121,7 @@ class Pool:
         return self._malloc_block(device, size)
 
     def _tracked_take(self, device: int, size: int) -> int:
-        blocks = dict.get(self.free_blocks, (device, size))
+        blocks = self.__dict__["free_blocks"].get((device, size))
         try:
             ptr = blocks.pop()  # (None or an empty list: a miss)
         except (AttributeError, IndexError):
@@ -356,6 +337,39 @@ def pool_stats() -> dict:
     return _pool().stats
 
 
+class _MeasuredPool(Pool):
+    """The class of a pool while :func:`track_peak` measures it (the same object, its ``__class__`` swapped, so
+    nothing that holds the pool changes): its ``free_blocks`` reads the same free lists through a
+    :class:`_MeasuredBlocks`, whose ``get`` misses, so the hot paths' inline hit (``Allocation.trusted``,
+    ``pymagma.array._empty``) reaches :meth:`Pool.new_block`, which takes the cached block and records the bytes
+    in use.  Outside a measurement the pool's class and its hot paths are untouched."""
+
+    @property
+    def free_blocks(self):
+        return _MeasuredBlocks(self.__dict__["free_blocks"])
+
+
+class _MeasuredBlocks:
+    """A measured pool's free lists as its hot paths see them: ``get`` misses; the rest reads the lists."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self, blocks: defaultdict):
+        self.blocks = blocks
+
+    def get(self, key, default=None):
+        return default
+
+    def __getitem__(self, key):  # a dying Allocation gives its block back here
+        return self.blocks[key]
+
+    def items(self):
+        return self.blocks.items()
+
+    def values(self):
+        return self.blocks.values()
+
+
 class PeakTracker:
     """What :func:`track_peak` measured: ``start_bytes``, the pool's bytes in use when the block began, and
     ``peak_bytes``, the most in use after any allocation since (at least ``start_bytes``; read it in the block or
@@ -389,14 +403,14 @@ def track_peak(pool: Pool | None = None):
     tracker = PeakTracker(pool)
     with pool.lock:
         pool._trackers.append(tracker)
-        pool.free_blocks.__class__ = _TrackedFreeBlocks
+        pool.__class__ = _MeasuredPool
     try:
         yield tracker
     finally:
         with pool.lock:
             pool._trackers.remove(tracker)
             if not pool._trackers:
-                pool.free_blocks.__class__ = _FreeBlocks
+                pool.__class__ = Pool
 
 
 def empty_cache() -> int:
