@@ -387,6 +387,10 @@ MUTANTS = [
            "pymagma/array.py",
            "            next(pool._hits)\n        except (AttributeError, IndexError):\n            alloc.ptr",
            "            pass\n        except (AttributeError, IndexError):\n            alloc.ptr", MEMORY),
+    Mutant("cudnn-call-keeps-old-library", "_cudnn.call keeps the functions it bound from the first cuDNN object "
+           "(a meter's stand-in or the simulator swapped since never sees the calls)", "pymagma/_cudnn.py",
+           "    if cudnn is not last:\n", "    if last is None:\n",
+           ("tests/pymagma/test_cudnn_calls.py", "-k", "swapped_in")),
     Mutant("peak-misses-inline-hits", "a measured pool's hot-path lookup finds the cache (track_peak misses the peaks "
            "that inline cache hits reach)", "pymagma/memory.py",
            "    def get(self, key, default=None):\n        return default\n",
