@@ -391,6 +391,19 @@ MUTANTS = [
            "pymagma/array.py",
            "            next(pool._hits)\n        except (AttributeError, IndexError):\n            alloc.ptr",
            "            pass\n        except (AttributeError, IndexError):\n            alloc.ptr", MEMORY),
+    Mutant("cudnn-call-keeps-old-library", "_cudnn.call keeps the functions it bound from the first cuDNN object "
+           "(a meter's stand-in or the simulator swapped since never sees the calls)", "pymagma/_cudnn.py",
+           "    if cudnn is not last:\n", "    if last is None:\n",
+           ("tests/pymagma/test_cudnn_calls.py", "-k", "swapped_in")),
+    Mutant("peak-misses-inline-hits", "a measured pool's hot-path lookup finds the cache (track_peak misses the peaks "
+           "that inline cache hits reach)", "pymagma/memory.py",
+           "    def get(self, key, default=None):\n        return default\n",
+           "    def get(self, key, default=None):\n        return self.blocks.get(key, default)\n",
+           ("tests/pymagma/test_memory_peak.py",)),
+    Mutant("peak-tracking-left-on", "the pool keeps its measured class after the last track_peak block (every "
+           "allocation pays the tracked path)", "pymagma/memory.py",
+           "            if not pool._trackers:\n                pool.__class__ = Pool",
+           "            if False:\n                pool.__class__ = Pool", ("tests/pymagma/test_memory_peak.py",)),
     Mutant("pool-closed-block-kept", "a block given back to a closed pool by a dying allocation stays cached (a "
            "destroyed graph's memory leaks)", "pymagma/memory.py",
            "                if pool.closed:\n                    pool._sweep()",
