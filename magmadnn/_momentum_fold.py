@@ -7,14 +7,15 @@ straight into the velocity (BLAS's ``beta``: rounded as ``v *= momentum; v += g`
 sums it, on the GEMM's threads) and the update is one ``axpy``, ``p += -lr v`` (one rounding per element, as
 PyTorch's CPU update rounds it; NumPy's path rounds ``lr v`` first).
 
-The fold is armed for one backward only, the one a training step runs right after ``Optimizer.scale_loss``, and
+The fold is armed for one backward only, the one fit's built-in training step runs in one process (never by a
+subclass's ``train_step``, ``autograd.grad`` or a data-parallel step, whose gradients may be read or skipped), and
 only for the parameters of the previous step that an SGD with momentum and nothing else (no Nesterov, weight decay,
 clipping or rule of a subclass) updated on the host through its multi-tensor path (``_foreach``), with 2-D float
 weights and velocities the BLAS calls take. A gradient computed by any other backward (``autograd.grad``, a custom
 loop) is never folded. A weight the step's backward reaches several times gets the first dense gradient
-folded and the others summed onto it by the tape (``momentum v + g1 + g2``: :func:`settle` puts that sum back into
-the velocity); a gradient replaced before the step (a data-parallel average of the folded velocities) is put back
-likewise. Without NumPy's OpenBLAS (:mod:`.backend.host._blas`) nothing is armed and SGD runs as before.
+folded and the others summed onto it by the tape (``momentum v + g1 + g2``: :func:`step` puts that sum back into
+the velocity); a gradient replaced before the step is put back likewise. Without NumPy's OpenBLAS
+(:mod:`.backend.host._blas`) nothing is armed and SGD runs as before.
 """
 
 from __future__ import annotations
@@ -60,7 +61,7 @@ _PLANS: dict[int, _Plan] = {}
 
 
 def arm(opt, loss):
-    """``Optimizer.scale_loss``: before the training step's backward, each planned weight's Sink on the parameter
+    """The built-in training step, before its backward: each planned weight's Sink on the parameter
     (``_grad_sink``, fresh); ``loss`` returned."""
     plan = _PLANS.get(id(opt)) if _PLANS else None
     if plan is None:

@@ -32,7 +32,7 @@ import numbers
 
 import numpy as np
 
-from . import _foreach, _momentum_fold, clipping, constraints, schedules
+from . import _foreach, clipping, constraints, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
@@ -145,7 +145,7 @@ class Optimizer(KerasApply, Configurable):
 
     def scale_loss(self, loss):
         """What the training step back-propagates: the loss itself (Keras' name; ``LossScaleOptimizer`` scales it)."""
-        return _momentum_fold.arm(self, loss)  # SGD's momentum into this step's dense weight gradients, on the host
+        return loss
 
     def zero_grad(self, params) -> None:
         for param in params:

@@ -23,6 +23,7 @@ import math
 
 import numpy as np
 
+from .. import _momentum_fold
 from ..backend import faults as _faults
 from ..callbacks import BatchLogs
 from . import rng as _rng
@@ -143,7 +144,11 @@ def _forward_backward(model, run, check: bool, staged, hook, stateful, saved, sk
     on_leaf_ready = None if hook is None else hook.backward_hook(loss)
     if loss is not None and loss.requires_grad:  # scaled by a LossScaleOptimizer; the tally below adds the
         # loss itself (a model with no trainable weight computes the loss only: fit warned, as Keras)
-        model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
+        scaled = model.optimizer.scale_loss(loss)
+        if hook is None:  # SGD's momentum folded into this backward's dense weight gradients on the host (only
+            # here: a gradient seen between backward and update is the velocity; see magmadnn._momentum_fold)
+            _momentum_fold.arm(model.optimizer, scaled)
+        scaled.backward(on_leaf_ready=on_leaf_ready)
     return outputs, loss, value, False
 
 

@@ -211,6 +211,33 @@ def test_a_backward_outside_the_training_step_leaves_the_velocity_alone(monkeypa
 
 
 @needs_blas
+def test_a_custom_step_through_scale_loss_sees_plain_gradients(monkeypatch):
+    """After fit, a Keras-style custom step (``optimizer.scale_loss(loss).backward()``, then reading each weight's
+    ``.grad``) gets the gradients themselves, not velocities: only fit's own step arms the fold."""
+    x, y = _data()
+    model = _model(SGD(0.1, momentum=0.9))
+    model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+    opt = model.optimizer
+    velocities = [s["velocity"].copy() for s in opt.slot_arrays.values()]
+    calls = _count_folds(monkeypatch)
+    weights = model.trainable_weights
+    for w in weights:
+        w.grad = None
+    opt.scale_loss(model.loss(model(x[:8], training=True), y[:8])).backward()
+    grads = [w.grad for w in weights]
+    from magmadnn import autograd
+
+    for w in weights:
+        w.grad = None
+    expected = autograd.grad(model.loss(model(x[:8], training=True), y[:8]), weights)
+    assert calls == []
+    for got, want in zip(grads, expected, strict=True):
+        np.testing.assert_array_equal(np.asarray(got), np.asarray(getattr(want, "data", want)))
+    for before, state in zip(velocities, opt.slot_arrays.values(), strict=True):
+        np.testing.assert_array_equal(state["velocity"], before)
+
+
+@needs_blas
 def test_a_weight_used_twice_gets_both_gradients_in_its_velocity():
     """One Dense layer applied twice: the first gradient folds, the tape adds the second onto the velocity, and the
     step puts the sum back: the same training as without the fold."""
