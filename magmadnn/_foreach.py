@@ -10,7 +10,7 @@ import functools
 import itertools
 import operator
 
-from . import constraints
+from . import _momentum_fold, constraints
 from .autograd import Parameter
 
 
@@ -49,7 +49,7 @@ def step_columns(opt, params, grads, made, lr) -> bool:
     xp = params[0].xp
     if not all(map(operator.is_, map(_XP, params), itertools.repeat(xp, n))):
         return False
-    rule(opt, xp, list(map(_DATA, params)), grads, list(map(made.__getitem__, range(n))), lr)
+    rule(opt, xp, list(map(_DATA, params)), grads, list(map(made.__getitem__, range(n))), lr, params)
     if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):
         constraints.apply(params, grads)
     return True
@@ -69,32 +69,36 @@ def update_all(opt, live, lr) -> bool:
         params.append(param.data)
         grads.append(grad)
         slots.append(state)
-    rule(opt, xp, params, grads, slots, lr)
+    rule(opt, xp, params, grads, slots, lr, [param for param, _, _ in live])
     return True
 
 
-def _sgd(opt, xp, ps, gs, slots, lr):
-    xp.sgd_update_many(ps, gs, list(map(_VELOCITY, slots)) if opt.momentum else None, lr, momentum=opt.momentum,
-                       nesterov=opt.nesterov, weight_decay=opt.weight_decay, keras=True)
+def _sgd(opt, xp, ps, gs, slots, lr, params):
+    vs = list(map(_VELOCITY, slots)) if opt.momentum else None
+    if opt.momentum and xp.name == "host":  # the momentum a host training step folded in, finished there
+        ps, gs, vs = _momentum_fold.step(opt, params, ps, gs, vs, lr)
+    xp.sgd_update_many(ps, gs, vs, lr, momentum=opt.momentum, nesterov=opt.nesterov, weight_decay=opt.weight_decay,
+                       keras=True)
 
 
-def _adam(opt, xp, ps, gs, slots, lr):
+def _adam(opt, xp, ps, gs, slots, lr, params):
     xp.adam_update_many(ps, gs, list(map(_M, slots)), list(map(_V, slots)), opt.iterations, lr,
                         beta1=opt.beta1, beta2=opt.beta2, eps=opt.eps, weight_decay=opt.weight_decay,
                         decoupled=opt.decoupled, keras=True)
 
 
-def _rmsprop(opt, xp, ps, gs, slots, lr):
+def _rmsprop(opt, xp, ps, gs, slots, lr, params):
     xp.rmsprop_update_many(ps, gs, list(map(_MEAN_SQUARE, slots)), lr, rho=opt.rho, eps=opt.eps,
                            weight_decay=opt.weight_decay, keras=opt.keras)
 
 
-def _adagrad(opt, xp, ps, gs, slots, lr):
+def _adagrad(opt, xp, ps, gs, slots, lr, params):
     xp.adagrad_update_many(ps, gs, list(map(_ACCUMULATOR, slots)), lr, eps=opt.eps,
                            weight_decay=opt.weight_decay, keras=opt.keras)
 
 
-#: ``module.Class.update`` of each rule -> its multi-tensor form (the same arguments as that ``update`` passes)
+#: ``module.Class.update`` of each rule -> its multi-tensor form (the same arguments as that ``update`` passes, the
+#: Parameters last)
 _RULES = {"magmadnn.optimizers.SGD.update": _sgd, "magmadnn.optimizers.Adam.update": _adam,
           "magmadnn.optimizers.RMSProp.update": _rmsprop, "magmadnn.optimizers.AdaGrad.update": _adagrad}
 _BY_FUNCTION: dict = {}  # an ``update`` function -> its rule (None: none), looked up once

@@ -17,6 +17,7 @@ from __future__ import annotations
 import numpy as np
 
 from . import _checks
+from ._argmax_hits import argmax_hits
 from ._configurable import Configurable
 from ._metric_targets import class_indices, flat_targets, like_outputs, threshold
 
@@ -152,17 +153,7 @@ class Accuracy(Metric):
         self._check(outputs)
         if self._binary(outputs.shape):
             return _binary_hits(outputs, staged, xp, 0.5)
-        shape, rows = tuple(int(s) for s in outputs.shape), int(staged.shape[-1])
-        scores = outputs if len(shape) == 2 else xp.reshape(outputs, (rows, shape[-1]))
-        weight = None
-        if len(staged.shape) == 2:
-            staged, weight = (xp.reshape(part, (rows,)) for part in xp.split(staged, [1, 1], 0))
-        miss = xp.subtract(xp.asarray(xp.argmax(scores, 1), outputs.dtype), staged)  # 0 on a hit, else |.| >= 1
-        hit = _relu(xp, xp.add(xp.negative(xp.multiply(miss, miss)), 1.0))  # 1 on a hit, 0 on a miss
-        if weight is not None:
-            return xp.sum(xp.multiply(hit, weight))
-        found = xp.sum(hit)
-        return found if rows == shape[0] else xp.multiply(found, shape[0] / rows)
+        return argmax_hits(outputs, staged, xp)
 
 
 class TopK(Metric):

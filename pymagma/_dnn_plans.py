@@ -153,14 +153,20 @@ class _Plan:
 # ----------------------------------------------------------------------------------------------- convolution
 class ConvPlan(_Plan):
     """A convolution of x ``x_shape`` with w ``w_shape`` (:func:`pymagma.dnn.conv2d_forward`'s geometry): its
-    forward, backward-data and backward-filter calls, each algorithm chosen on its first call."""
+    forward, backward-data and backward-filter calls, each algorithm chosen on its first call.  ``tf32``: the value
+    of ``bool(pymagma.dnn.allow_tf32)`` it is made for (its math type when ``math`` is None); a call made while the
+    flag says otherwise is handed to the plan made for the flag's value now, as :func:`pymagma.dnn.conv2d_forward`
+    reads the flag at each call."""
 
     FUNCTIONS = tuple(dnn._CONV_CALLS.values())
 
     def __init__(self, x_shape, w_shape, dtype, device, stride=1, padding=0, dilation=1, groups=1, math=None,
-                 workspace_limit=None):
+                 workspace_limit=None, tf32=None):
         super().__init__((x_shape, w_shape, dtype, device, stride, padding, dilation, groups, math, workspace_limit),
                          dtype, device)
+        self.tf32 = not not dnn.allow_tf32  # (what dnn._problem below reads)
+        if tf32 is not None and tf32 is not self.tf32:
+            raise ValueError(f"ConvPlan: made for allow_tf32={tf32}, but pymagma.dnn.allow_tf32 is {self.tf32} now")
         self.problem = problem = dnn._problem(x_shape, w_shape, self.dtype, stride, padding, dilation, groups, math)
         self.x_shape, self.w_shape, self.y_shape = problem.x_shape, problem.w_shape, problem.y_shape
         at = (self.dtype, self.dtype, self.device, self.device)
@@ -190,7 +196,7 @@ class ConvPlan(_Plan):
                 w.is_c_contiguous and (x.shape, w.shape, x.dtype, w.dtype, x.device, w.device) == self.xw):
             self._refuse_pair(("x", x, self.x_shape), ("w", w, self.w_shape))
         libraries = _native.current
-        if not (self.direct and libraries is self.libraries()):
+        if not (self.direct and libraries is self.libraries() and self.tf32 is (not not dnn.allow_tf32)):
             plan = self._elsewhere()
             return dnn.conv2d_forward(x, w, **self.geometry) if plan is None else plan.forward(x, w)
         if libraries.cudnn is not self.cudnn:
@@ -210,7 +216,7 @@ class ConvPlan(_Plan):
                 w.is_c_contiguous and (dy.shape, w.shape, dy.dtype, w.dtype, dy.device, w.device) == self.yw):
             self._refuse_pair(("dy", dy, self.y_shape), ("w", w, self.w_shape))
         libraries = _native.current
-        if not (self.direct and libraries is self.libraries()):
+        if not (self.direct and libraries is self.libraries() and self.tf32 is (not not dnn.allow_tf32)):
             plan = self._elsewhere()
             return dnn.conv2d_backward_data(dy, w, self.x_shape, **self.geometry) if plan is None else \
                 plan.backward_data(dy, w)
@@ -231,7 +237,7 @@ class ConvPlan(_Plan):
                 dy.is_c_contiguous and (x.shape, dy.shape, x.dtype, dy.dtype, x.device, dy.device) == self.xy):
             self._refuse_pair(("x", x, self.x_shape), ("dy", dy, self.y_shape))
         libraries = _native.current
-        if not (self.direct and libraries is self.libraries()):
+        if not (self.direct and libraries is self.libraries() and self.tf32 is (not not dnn.allow_tf32)):
             plan = self._elsewhere()
             return dnn.conv2d_backward_filter(x, dy, self.w_shape, **self.geometry) if plan is None else \
                 plan.backward_filter(x, dy)
@@ -252,11 +258,21 @@ class ConvPlan(_Plan):
                 _refuse(self, what, a, shape)
 
 
-conv2d_plan = _planner(ConvPlan)
-conv2d_plan.__doc__ = (
-    "conv2d_plan(x_shape, w_shape, dtype, device, stride=1, padding=0, dilation=1, groups=1, math=None, "
-    "workspace_limit=None): the ConvPlan of a convolution (the geometry as pymagma.dnn.conv2d_forward takes it, "
-    "positional), checked and made once per distinct arguments in the current native libraries.")
+_conv2d_plan = _planner(ConvPlan)
+
+
+def conv2d_plan(*args):
+    """conv2d_plan(x_shape, w_shape, dtype, device, stride=1, padding=0, dilation=1, groups=1, math=None,
+    workspace_limit=None): the ConvPlan of a convolution (the geometry as pymagma.dnn.conv2d_forward takes it,
+    positional), checked and made once per distinct arguments and value of ``pymagma.dnn.allow_tf32`` in the current
+    native libraries."""
+    if not 4 <= len(args) <= 10:
+        raise TypeError(f"conv2d_plan takes 4 to 10 positional arguments (x_shape, w_shape, dtype, device, stride, "
+                        f"padding, dilation, groups, math, workspace_limit), got {len(args)}")
+    return _conv2d_plan(*args, *_CONV_DEFAULTS[len(args) - 4:], not not dnn.allow_tf32)
+
+
+_CONV_DEFAULTS = (1, 0, 1, 1, None, None)  # stride, padding, dilation, groups, math, workspace_limit
 ConvPlan._made = staticmethod(conv2d_plan)
 
 

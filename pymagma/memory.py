@@ -4,7 +4,8 @@ dies, so repeated allocate/free cycles (a training loop) do not pay ``cudaMalloc
 Sizes are rounded up to a bucket (multiples of 512 bytes; above 1 MiB, multiples of an eighth of the power of two
 below the size) and freed blocks are kept per (device, bucket).  When ``cudaMalloc`` runs out of memory the cache
 is released and the allocation retried once.  :func:`pinned_buffer` caches page-locked host buffers the same way
-(``cudaMallocHost`` is slow and ``cudaFreeHost`` waits for the whole device).
+(``cudaMallocHost`` is slow and ``cudaFreeHost`` waits for the whole device).  :func:`track_peak` measures the most
+bytes in use over a block of code, on request only (the hot paths pay nothing for it otherwise).
 """
 
 from __future__ import annotations
@@ -59,15 +60,19 @@ class Pool:
         self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
         self._requests, self._hits = itertools.count(), itertools.count()  # next() counts one, atomically
         self._held = self._mallocs = self._frees = 0  # bytes from cudaMalloc not freed yet, calls made (the lock)
+        self._trackers: list[PeakTracker] = []  # the track_peak blocks measuring this pool (the lock)
 
     @property
     def stats(self) -> dict:
         """Bytes in use and cached, and counts of cudaMalloc calls, cudaFree calls, requests and cache hits."""
-        cached = sum(size * len(ptrs) for (_, size), ptrs in list(self.free_blocks.items()))
+        cached = self._cached()
         with self.lock:
             held, mallocs, frees = self._held, self._mallocs, self._frees
         return {"in_use_bytes": held - cached, "cached_bytes": cached, "mallocs": mallocs, "frees": frees,
                 "hits": _counted(self._hits), "requests": _counted(self._requests)}
+
+    def _cached(self) -> int:
+        return sum(size * len(ptrs) for (_, size), ptrs in list(self.free_blocks.items()))
 
     def collected(self, device: int, size: int, ptr: int) -> None:
         """The block of an Allocation that died or was freed: back into its free list without any lock or native
@@ -108,7 +113,30 @@ class Pool:
 
     def new_block(self, device: int, size: int) -> int:
         """A block of ``size`` bytes from cudaMalloc (the cache released and the call retried once when it runs
-        out): :meth:`take`'s miss, its request counted already (the frees held back are made first)."""
+        out): :meth:`take`'s miss, its request counted already (the frees held back are made first).  While
+        :func:`track_peak` measures the pool every request comes here: a cached block first, then the bytes in use
+        recorded."""
+        if self._trackers:
+            return self._tracked_take(device, size)
+        return self._malloc_block(device, size)
+
+    def _tracked_take(self, device: int, size: int) -> int:
+        blocks = self.__dict__["free_blocks"].get((device, size))
+        try:
+            ptr = blocks.pop()  # (None or an empty list: a miss)
+        except (AttributeError, IndexError):
+            ptr = self._malloc_block(device, size)
+        else:
+            next(self._hits)
+        in_use = -self._cached()
+        with self.lock:
+            in_use += self._held
+            for tracker in self._trackers:
+                if in_use > tracker.peak_bytes:
+                    tracker.peak_bytes = in_use
+        return ptr
+
+    def _malloc_block(self, device: int, size: int) -> int:
         if _deferred._after_capture:
             runtime.run_deferred()
         try:
@@ -307,6 +335,82 @@ def pool_stats() -> dict:
     """Bytes in use and cached, and counts of cudaMalloc calls, cudaFree calls, requests and pool hits."""
     runtime.run_deferred()
     return _pool().stats
+
+
+class _MeasuredPool(Pool):
+    """The class of a pool while :func:`track_peak` measures it (the same object, its ``__class__`` swapped, so
+    nothing that holds the pool changes): its ``free_blocks`` reads the same free lists through a
+    :class:`_MeasuredBlocks`, whose ``get`` misses, so the hot paths' inline hit (``Allocation.trusted``,
+    ``pymagma.array._empty``) reaches :meth:`Pool.new_block`, which takes the cached block and records the bytes
+    in use.  Outside a measurement the pool's class and its hot paths are untouched."""
+
+    @property
+    def free_blocks(self):
+        return _MeasuredBlocks(self.__dict__["free_blocks"])
+
+
+class _MeasuredBlocks:
+    """A measured pool's free lists as its hot paths see them: ``get`` misses; the rest reads the lists."""
+
+    __slots__ = ("blocks",)
+
+    def __init__(self, blocks: defaultdict):
+        self.blocks = blocks
+
+    def get(self, key, default=None):
+        return default
+
+    def __getitem__(self, key):  # a dying Allocation gives its block back here
+        return self.blocks[key]
+
+    def items(self):
+        return self.blocks.items()
+
+    def values(self):
+        return self.blocks.values()
+
+
+class PeakTracker:
+    """What :func:`track_peak` measured: ``start_bytes``, the pool's bytes in use when the block began, and
+    ``peak_bytes``, the most in use after any allocation since (at least ``start_bytes``; read it in the block or
+    after)."""
+
+    __slots__ = ("pool", "start_bytes", "peak_bytes")
+
+    def __init__(self, pool: Pool):
+        self.pool = pool
+        self.start_bytes = self.peak_bytes = pool.stats["in_use_bytes"]
+
+    def reset(self) -> None:
+        """Start again from the bytes in use now."""
+        runtime.run_deferred()
+        in_use = self.pool.stats["in_use_bytes"]
+        with self.pool.lock:
+            self.start_bytes = self.peak_bytes = in_use
+
+    def __repr__(self) -> str:
+        return f"PeakTracker(start_bytes={self.start_bytes}, peak_bytes={self.peak_bytes})"
+
+
+@contextlib.contextmanager
+def track_peak(pool: Pool | None = None):
+    """The most device bytes in use in the current pool (or ``pool``) after any allocation in the block: yields a
+    :class:`PeakTracker`.  Blocks from the cache and from cudaMalloc count alike; allocations of every thread count.
+    While a block is open every request of the pool takes a slower path that sums its cache (a measurement's cost);
+    outside one the pool does no work for it.  Blocks nest."""
+    pool = _pool() if pool is None else pool
+    runtime.run_deferred()
+    tracker = PeakTracker(pool)
+    with pool.lock:
+        pool._trackers.append(tracker)
+        pool.__class__ = _MeasuredPool
+    try:
+        yield tracker
+    finally:
+        with pool.lock:
+            pool._trackers.remove(tracker)
+            if not pool._trackers:
+                pool.__class__ = Pool
 
 
 def empty_cache() -> int:

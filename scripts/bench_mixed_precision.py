@@ -3,7 +3,8 @@
 
 ``--memory``: the bench recipes (MLP 784-512-256-10 and LeNet-5, SGD with momentum) at batch 256 on the simulated
 device, one warm-up step, then the pool's bytes in use before a step (weights, optimizer slots, cached constants)
-and at its peak (the most bytes in use after any allocation of the step), per policy.
+and at its peak (the most bytes in use after any allocation of the step, ``pymagma.memory.track_peak``), per
+policy.
 ``--host``: host training throughput (images/s over ``--steps`` steps after one warm-up) per policy.
 
     PYMAGMA_SIMULATOR=1 python scripts/bench_mixed_precision.py --memory
@@ -25,7 +26,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 POLICIES = ("float32", "mixed_bfloat16", "mixed_float16")
 
 
-def _model(recipe: str, policy: str, device: str):
+def _model(recipe: str, policy: str, device: str, graph="auto"):
     from magmadnn import mixed_precision, zoo
     from magmadnn.optimizers import SGD
 
@@ -34,7 +35,7 @@ def _model(recipe: str, policy: str, device: str):
         model = zoo.mlp(hidden=(512, 256)) if recipe == "mlp" else zoo.lenet5()
     finally:
         mixed_precision.set_global_policy("float32")
-    model.compile(SGD(0.05, momentum=0.9), "cross_entropy", seed=0, device=device)
+    model.compile(SGD(0.05, momentum=0.9), "cross_entropy", seed=0, device=device, graph=graph)
     return model
 
 
@@ -48,33 +49,20 @@ def memory(recipes, batch: int) -> list[dict]:
     from pymagma import memory as pool_memory
     from pymagma import simulator
 
-    peak = [0]
-    take = pool_memory.Pool.take
-
-    def counting_take(self, device, size):
-        ptr = take(self, device, size)
-        peak[0] = max(peak[0], self.stats["in_use_bytes"])
-        return ptr
-
     rows = []
-    pool_memory.Pool.take = counting_take
-    try:
-        with simulator.simulated("full"):
-            for recipe in recipes:
-                for policy in POLICIES:
-                    model = _model(recipe, policy, "gpu")
-                    x, y = _data(batch)
-                    model.train_on_batch(x, y)  # warm-up: slots, constants
-                    gc.collect()
-                    before = pool_memory.pool_stats()["in_use_bytes"]
-                    peak[0] = before
+    with simulator.simulated("full"):
+        for recipe in recipes:
+            for policy in POLICIES:
+                model = _model(recipe, policy, "gpu", graph=False)
+                x, y = _data(batch)
+                model.train_on_batch(x, y)  # warm-up: slots, constants
+                gc.collect()
+                with pool_memory.track_peak() as peak:  # every allocation of the step, cache hits included
                     model.train_on_batch(x, y)
-                    rows.append({"recipe": recipe, "policy": policy, "batch": batch, "resident_bytes": before,
-                                 "peak_bytes": peak[0], "step_bytes": peak[0] - before})
-                    del model
-                    gc.collect()
-    finally:
-        pool_memory.Pool.take = take
+                rows.append({"recipe": recipe, "policy": policy, "batch": batch, "resident_bytes": peak.start_bytes,
+                             "peak_bytes": peak.peak_bytes, "step_bytes": peak.peak_bytes - peak.start_bytes})
+                del model
+                gc.collect()
     return rows
 
 

@@ -57,7 +57,7 @@ DEVICE_KERNELS = ("tests/magmadnn/backend/test_device_kernels_emulated.py",)  # 
 FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_tensor or bias_activation or "
          "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
 KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
-MANY_PLANS = ("tests/magmadnn/backend/test_many_plans.py",)  # the multi-tensor updates' plans
+MANY_PLANS = ("tests/magmadnn/backend/test_optim_many_plans.py",)  # the multi-tensor updates' plans
 OPTIMIZER_STEPS = ("tests/magmadnn/test_optimizers.py", "-k", "later_steps or own_is_used")  # a column at a time
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
@@ -327,6 +327,10 @@ MUTANTS = [
            "pymagma/_dnn_plans.py",
            "(d.value for d in self.problem.ordered[kind])",
            '(d.value for d in self.problem.ordered["forward"])', PLANS),
+    Mutant("plan-conv-keyed-without-tf32", "a convolution's plan is looked up as if TF32 were allowed, whatever "
+           "pymagma.dnn.allow_tf32 says", "pymagma/_dnn_plans.py",
+           "*_CONV_DEFAULTS[len(args) - 4:], not not dnn.allow_tf32)",
+           "*_CONV_DEFAULTS[len(args) - 4:], True)", PLANS),
     Mutant("plan-bn-eps-ignored", "a planned batch-norm forward uses cuDNN's minimum epsilon, not the caller's",
            "pymagma/_dnn_plans.py",
            "float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)",
@@ -387,6 +391,19 @@ MUTANTS = [
            "pymagma/array.py",
            "            next(pool._hits)\n        except (AttributeError, IndexError):\n            alloc.ptr",
            "            pass\n        except (AttributeError, IndexError):\n            alloc.ptr", MEMORY),
+    Mutant("cudnn-call-keeps-old-library", "_cudnn.call keeps the functions it bound from the first cuDNN object "
+           "(a meter's stand-in or the simulator swapped since never sees the calls)", "pymagma/_cudnn.py",
+           "    if cudnn is not last:\n", "    if last is None:\n",
+           ("tests/pymagma/test_cudnn_calls.py", "-k", "swapped_in")),
+    Mutant("peak-misses-inline-hits", "a measured pool's hot-path lookup finds the cache (track_peak misses the peaks "
+           "that inline cache hits reach)", "pymagma/memory.py",
+           "    def get(self, key, default=None):\n        return default\n",
+           "    def get(self, key, default=None):\n        return self.blocks.get(key, default)\n",
+           ("tests/pymagma/test_memory_peak.py",)),
+    Mutant("peak-tracking-left-on", "the pool keeps its measured class after the last track_peak block (every "
+           "allocation pays the tracked path)", "pymagma/memory.py",
+           "            if not pool._trackers:\n                pool.__class__ = Pool",
+           "            if False:\n                pool.__class__ = Pool", ("tests/pymagma/test_memory_peak.py",)),
     Mutant("pool-closed-block-kept", "a block given back to a closed pool by a dying allocation stays cached (a "
            "destroyed graph's memory leaks)", "pymagma/memory.py",
            "                if pool.closed:\n                    pool._sweep()",

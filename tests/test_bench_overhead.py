@@ -100,3 +100,125 @@ def test_the_null_device_computes_nothing_but_checks_everything():
         else:
             raise AssertionError("the null device did not check the call")
     assert not simulator.is_enabled()
+
+
+def _overhead_module():
+    sys.path.insert(0, str(ROOT / "scripts"))
+    try:
+        import _overhead
+    finally:
+        sys.path.remove(str(ROOT / "scripts"))
+    return _overhead
+
+
+class _HandCount:
+    """Calls into the simulator's library objects, counted on the objects themselves (their functions replaced on
+    each instance before the model is made, so whatever binds or keeps a function later holds a counted one); a call
+    made inside another (the simulator's own) is not counted."""
+
+    def __init__(self, libraries):
+        self.calls, self.depth = {}, 0
+        for library in ("cudart", "launcher"):
+            target = getattr(libraries, library)
+            for name in dir(type(target)):
+                if name.startswith("cuda") or name in ("launch", "program"):
+                    setattr(target, name, self._counted(getattr(target, name), library))
+        for library in ("magma", "cudnn"):
+            target, bind = getattr(libraries, library), getattr(libraries, library).bind
+            target.bind = lambda symbol, bind=bind, library=library: self._counted(bind(symbol), library)
+
+    def _counted(self, fn, library):
+        def call(*args):
+            self.depth += 1
+            try:
+                return fn(*args)
+            finally:
+                self.depth -= 1
+                if not self.depth:
+                    self.calls[library] = self.calls.get(library, 0) + 1
+
+        return call
+
+
+@pytest.mark.parametrize("name", ["mlp", "lenet5"])
+def test_the_meter_counts_every_native_call_of_a_step(name):
+    """The meter's count of one steady training step equals a count made on the simulator's library objects: a
+    planned call that kept a function bound before the meter was installed (cuDNN plans, gemm plans, launches, the
+    memory pool) would drop out of the meter's count and be timed as Python."""
+    _overhead = _overhead_module()
+    from pymagma import _native, simulator
+
+    with simulator.simulated("null"):
+        hand = _HandCount(_native.current)
+        model = _overhead.magmadnn_model(name, "gpu")
+        train, _ = _overhead.magmadnn_steps(model, *_overhead._batch(name, 1))
+        for _ in range(3):  # plans, the memory pool and the optimizer's slots made: the steady step
+            train()
+        for _ in range(2):
+            hand.calls.clear()
+            with _overhead.Meter() as meter:
+                train()
+            assert {k: v for k, v in meter.calls.items() if v} == hand.calls
+        assert hand.calls["launcher"] and hand.calls["magma"] and (name == "mlp" or hand.calls["cudnn"])
+
+
+def _native_function(*args):
+    return 0
+
+
+def test_the_meters_own_cost_per_call_stays_small():
+    """Bytecodes the meter adds to one native call (looked up as an attribute, or bound by symbol), counted, not
+    timed: its wrappers are made once and kept (not one per look-up), so its own cost stays a small part of the
+    Python per native call it reports."""
+    _overhead = _overhead_module()
+
+    class Library:
+        def launch(self, *args):
+            return 0
+
+        def bind(self, symbol):  # (one function per symbol, as the libraries keep theirs)
+            return _native_function
+
+    raw = Library()
+    metered = _overhead._Metered(Library(), "launcher", _overhead.Meter())
+    metered.launch(1)
+    metered.bind("f")(1)
+
+    def opcodes(fn):
+        seen = [0]
+
+        def trace(frame, event, arg):
+            frame.f_trace_opcodes = True
+            if event == "opcode":
+                seen[0] += 1
+            return trace
+
+        sys.settrace(trace)
+        try:
+            fn()
+        finally:
+            sys.settrace(None)
+        return seen[0]
+
+    assert opcodes(lambda: metered.launch(1, 2)) - opcodes(lambda: raw.launch(1, 2)) <= 85
+    assert opcodes(lambda: metered.bind("f")(1, 2)) - opcodes(lambda: raw.bind("f")(1, 2)) <= 110
+    assert metered.launch is metered.launch and metered.bind("f") is metered.bind("f")  # (kept)
+
+
+def test_the_meter_counts_the_memory_pools_frees():
+    """The memory pool frees through the runtime it was made with; under the meter a cudaFree of a cached block is a
+    native call like any other (counted, timed as native), not Python time."""
+    _overhead = _overhead_module()
+    from pymagma import _native, memory, simulator
+
+    with simulator.simulated("null"):
+        hand = _HandCount(_native.current)
+        pool = _native.current.memory_pool
+        memory.Allocation.trusted(4096, 0).free()  # one block cached
+        _native.current.magma_initialized  # noqa: B018 - MAGMA initialised (the meter's entry reads it) before the count
+        hand.calls.clear()
+        with _overhead.Meter() as meter:
+            pool.release_cached()
+        assert hand.calls.get("cudart", 0) >= 1
+        assert {k: v for k, v in meter.calls.items() if v} == hand.calls
+        assert pool.cudart is _native.current.cudart  # (the meter gone: the pool's runtime is the libraries' again)

@@ -174,7 +174,8 @@ def _build(numba):
 
 
 def _build_updates(numba):
-    """ReLU's gradient and SGD's update, each in one pass where NumPy makes two to four (and a scratch array): the
+    """ReLU's gradient, a dense layer's bias + ReLU (forward, and backward with the bias gradient) and SGD's update,
+    each in one pass where NumPy makes two to four (and a scratch array): the
     same float operations in the same order, each rounded to the arrays' dtype (no fused multiply-add: numba
     contracts nothing without fastmath), so the results equal the NumPy path's bit for bit."""
     njit = numba.njit(cache=True)
@@ -201,7 +202,37 @@ def _build_updates(numba):
         for i in range(dy.shape[0]):
             dx[i] = dy[i] * (one if ref[i] > 0 else zero)
 
-    return {"sgd_momentum": sgd_momentum, "sgd_plain": sgd_plain, "relu_backward": relu_backward}
+    @njit
+    def bias_relu(x, b, y):
+        """Rows x (N, C), b (C,): y = max(x + b, 0) in one pass (NumPy adds, then takes the maximum in a second
+        pass): NaN stays NaN and -0 gives +0, as np.maximum(., 0)."""
+        zero = x.dtype.type(0)
+        rows, cols = x.shape
+        for i in range(rows):
+            for j in range(cols):
+                v = x[i, j] + b[j]
+                y[i, j] = v if (v > zero or v != v) else zero
+
+    @njit
+    def bias_relu_backward(dy, y, dx, db):
+        """dx = dy * (y > 0) and, when db has C elements, db (C,) = the column sums of dx, rows added in order from
+        0 (NumPy's order for a sum over axis 0, so bit for bit the same); rows (N, C)."""
+        one, zero = dy.dtype.type(1), dy.dtype.type(0)
+        rows, cols = dy.shape
+        if db.shape[0] != cols:
+            for i in range(rows):
+                for j in range(cols):
+                    dx[i, j] = dy[i, j] * (one if y[i, j] > zero else zero)
+            return
+        db[:] = zero
+        for i in range(rows):
+            for j in range(cols):
+                d = dy[i, j] * (one if y[i, j] > zero else zero)
+                dx[i, j] = d
+                db[j] += d
+
+    return {"sgd_momentum": sgd_momentum, "sgd_plain": sgd_plain, "relu_backward": relu_backward,
+            "bias_relu": bias_relu, "bias_relu_backward": bias_relu_backward}
 
 
 def _build_rows(numba):

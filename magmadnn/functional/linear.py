@@ -42,7 +42,12 @@ class DenseFunction(Function):
         gx = xp.matmul(g, self.w, transpose_b=True) if need[0] else None
         if gx is not None and lead is not None:
             gx = xp.reshape(gx, (*lead, gx.shape[1]))
-        gw = xp.matmul(self.x, g, transpose_a=True) if need[1] else None
+        gw = None
+        if need[1]:  # SGD's momentum folded into this GEMM in a host training step (see magmadnn._momentum_fold)
+            sink = getattr(self.inputs[1], "_grad_sink", None)
+            gw = sink.fold(self.x, g) if sink is not None else None
+            if gw is None:
+                gw = xp.matmul(self.x, g, transpose_a=True)
         if not self.has_bias:
             return gx, gw
         return gx, gw, (gb if self.activation is not None else xp.bias_grad(g) if need[2] else None)

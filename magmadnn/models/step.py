@@ -9,7 +9,8 @@ the batch this process runs); it is registered by :mod:`magmadnn.distributed`, w
 never imported by them.
 
 ``Tally``: running sums (weighted loss, metric hits, their validation twins) in one backend vector; a batch adds to it
-with two backend ops per entry and ``read()`` copies the whole vector to the host in one transfer.
+with two backend ops per entry (on the host, one NumPy add into a copy) and ``read()`` copies the whole vector to the
+host in one transfer.
 
 ``Snapshot``: copies (on the backend) of everything a training step changes (weights, BatchNorm statistics,
 optimizer slots and step count, dropout streams, the tally), taken at a progress update so that a non-finite loss
@@ -22,6 +23,7 @@ import math
 
 import numpy as np
 
+from .. import _momentum_fold
 from ..backend import faults as _faults
 from ..callbacks import BatchLogs
 from . import rng as _rng
@@ -142,7 +144,11 @@ def _forward_backward(model, run, check: bool, staged, hook, stateful, saved, sk
     on_leaf_ready = None if hook is None else hook.backward_hook(loss)
     if loss is not None and loss.requires_grad:  # scaled by a LossScaleOptimizer; the tally below adds the
         # loss itself (a model with no trainable weight computes the loss only: fit warned, as Keras)
-        model.optimizer.scale_loss(loss).backward(on_leaf_ready=on_leaf_ready)
+        scaled = model.optimizer.scale_loss(loss)
+        if hook is None:  # SGD's momentum folded into this backward's dense weight gradients on the host (only
+            # here: a gradient seen between backward and update is the velocity; see magmadnn._momentum_fold)
+            _momentum_fold.arm(model.optimizer, scaled)
+        scaled.backward(on_leaf_ready=on_leaf_ready)
     return outputs, loss, value, False
 
 
@@ -168,6 +174,9 @@ def _restore(layers, states) -> None:
         layer._state.update(state)
 
 
+_HOST_SCALARS = (np.ndarray, np.float16, np.float32, np.float64)  # host 0-d values (``np.sum`` gives a scalar)
+
+
 class TallyNames(list):
     """Tally entry names, with the length of each vector entry (``sizes``; 1 when absent)."""
 
@@ -182,6 +191,7 @@ class Tally:
 
     def __init__(self, xp, names, dtype, reduce=None):
         self.xp, self.names, self.dtype = xp, list(names), np.dtype(dtype)
+        self._host = getattr(xp, "name", None) == "host"
         self.reduce = reduce  # fit(distributed=True): (sums, counts) -> the same summed over every rank
         sizes = getattr(names, "sizes", {})
         self._slices, start = {}, 0
@@ -200,7 +210,13 @@ class Tally:
         """Add the backend value (0-d, or a vector for a vector entry) to entry ``name`` (``count`` samples),
         without leaving the backend."""
         start, size = self._slices[name]
-        if size == 1:
+        if self._host and size == 1 and type(value) in _HOST_SCALARS and value.ndim == 0 \
+                and value.dtype == self.dtype and math.isfinite(value):
+            # the same sums as the ops below: x + 0 * value is x for a finite value (a sum is never -0)
+            sums = self.sums.copy()  # a new vector, as the ops give: state() and deferred() copies stay as they are
+            sums[start] += value
+            self.sums = sums
+        elif size == 1:
             self.sums = self.xp.add(self.sums, self.xp.multiply(value, self._basis[name]))
         else:
             spread = self.xp.matmul(self.xp.reshape(value, (1, size)), self._basis[name])

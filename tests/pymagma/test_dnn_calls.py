@@ -108,6 +108,7 @@ def recorder(monkeypatch):
         pytest.skip(f"cuDNN is not installed: {exc}")
     rec = Recorder()
     monkeypatch.setattr(cd.lib, "bind", rec.bind(cd.lib.bind))
+    monkeypatch.setattr(cd, "_called", (None, {}))  # what call() bound from cd.lib before is bound again, recorded
     monkeypatch.setattr(dnn, "handle", lambda device=None: SimpleNamespace(value=0x1000))
     monkeypatch.setattr(_native.current, "cudnn_algorithms", {})
     monkeypatch.setattr(_native.current, "cudnn_dropout_states", {})

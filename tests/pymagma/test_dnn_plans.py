@@ -264,3 +264,28 @@ def test_planned_calls_compute_what_the_dnn_functions_compute_on_the_gpu(dtype):
     check_convolutions(dtype)
     check_batch_norm(dtype)
     check_activations(dtype)
+
+
+def test_a_planned_convolution_follows_allow_tf32(sim, monkeypatch):
+    """pymagma.dnn.allow_tf32 decides a float32 convolution's math at each call of dnn.conv2d_forward; a plan made
+    before the flag changed (kept by its caller, as the device backend keeps its layers' plans) computes what
+    dnn.conv2d_forward computes now, not what the flag said when the plan was made."""
+    from pymagma.simulator.cudnn.numerics import tf32
+
+    rng = np.random.default_rng(5)
+    x = rng.standard_normal((1, 2, 6, 6)).astype(np.float32)
+    w = rng.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    exact, rounded = reference.conv2d_ref(x, w), reference.conv2d_ref(tf32(x), tf32(w))
+    assert np.abs(exact - rounded).max() > 1e-4
+    sim.tf32 = True
+    monkeypatch.setattr(dnn, "allow_tf32", True)
+    plan = plans.conv2d_plan(x.shape, w.shape, np.float32, 0)
+    xd, wd = pymagma.asarray(x), pymagma.asarray(w)
+    np.testing.assert_allclose(plan.forward(xd, wd).get(), rounded, rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(dnn, "allow_tf32", False)
+    np.testing.assert_allclose(dnn.conv2d_forward(xd, wd).get(), exact, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(plan.forward(xd, wd).get(), exact, rtol=1e-5, atol=1e-5)
+    np.testing.assert_allclose(plans.conv2d_plan(x.shape, w.shape, np.float32, 0).forward(xd, wd).get(), exact,
+                               rtol=1e-5, atol=1e-5)
+    monkeypatch.setattr(dnn, "allow_tf32", True)
+    np.testing.assert_allclose(plan.forward(xd, wd).get(), rounded, rtol=1e-5, atol=1e-5)

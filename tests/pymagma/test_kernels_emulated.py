@@ -14,6 +14,7 @@ from tests.pymagma.array_api.test_elementwise_complex_gpu import (  # noqa: F401
     test_casts_to_complex_equal_numpy,
     test_complex_binary_promotes_and_equals_numpy,
     test_complex_data_movement_equals_numpy,
+    test_complex_divided_by_a_subnormal_is_the_exact_quotient,
     test_complex_functions_equal_numpy,
     test_complex_is_not_ordered,
     test_complex_linalg_through_magma_equals_numpy,

@@ -201,16 +201,16 @@ def test_nvrtc_supports_the_architectures_we_target():
 
 def test_cold_and_warm_compile_times_are_measured(capsys):
     start = time.perf_counter()
-    kernels.compile_program("elementwise", "sm_90", "ptx")
+    kernels.compile_program("random", "sm_90", "ptx")
     cold = time.perf_counter() - start
     compiler.clear_memory_cache()
     start = time.perf_counter()
-    kernels.compile_program("elementwise", "sm_90", "ptx")
+    kernels.compile_program("random", "sm_90", "ptx")
     disk = time.perf_counter() - start
     start = time.perf_counter()
-    kernels.compile_program("elementwise", "sm_90", "ptx")
+    kernels.compile_program("random", "sm_90", "ptx")
     memory = time.perf_counter() - start
-    print(f"elementwise sm_90 PTX: cold {cold:.3f}s, disk cache {disk * 1e3:.2f}ms, memory cache {memory * 1e6:.1f}us")
+    print(f"random sm_90 PTX: cold {cold:.3f}s, disk cache {disk * 1e3:.2f}ms, memory cache {memory * 1e6:.1f}us")
     assert disk < cold and memory < cold
 
 

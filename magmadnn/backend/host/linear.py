@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from .. import geometry
-from ._common import _channel_shape
+from .. import _host_jit, geometry
+from ._common import _channel_shape, _fused_rows
 from .activations import activation_backward, activation_forward
 from .reductions import channel_sum
 
@@ -69,14 +69,24 @@ def bias_grad(dy):
 
 def bias_activation(x, b, kind, alpha=0.0):
     """``(activation(x + b), x + b)``; the second None where the gradient of ``kind`` does not read it."""
-    z = bias_add(x, b)
-    if kind == "relu":  # its gradient reads the output alone: the new array z takes it in place
+    if kind == "relu":  # its gradient reads the output alone
+        if x.ndim == 2 and _fused_rows(x, small=(b,)) and b.shape == (x.shape[1],):
+            y = np.empty_like(x)
+            _host_jit.kernels.bias_relu(x, b, y)  # one pass, NumPy's two below
+            return y, None
+        z = bias_add(x, b)  # the new array z takes the maximum in place
         return np.maximum(z, 0, out=z), None
+    z = bias_add(x, b)
     return activation_forward(z, geometry.check_activation(kind, "bias_activation"), alpha), (
         z if kind in geometry.INPUT_GRAD_ACTIVATIONS else None)
 
 
 def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
     """``(dx, db)`` of :func:`bias_activation`."""
+    if kind == "relu" and dy.ndim == 2 and y is not None and _fused_rows(dy, y):
+        dx = np.empty_like(dy)
+        db = np.empty(dy.shape[1] if bias else 0, dy.dtype)
+        _host_jit.kernels.bias_relu_backward(dy, y, dx, db)  # the mask and the column sums in one pass
+        return dx, (db if bias else None)
     dx = activation_backward(dy, z, y, geometry.check_activation(kind, "bias_activation_backward"), alpha)
     return dx, (channel_sum(dx) if bias else None)

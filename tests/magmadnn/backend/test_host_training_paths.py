@@ -145,18 +145,101 @@ def test_channel_sum_sums_every_axis_but_the_channels(shape):
     np.testing.assert_allclose(xp.channel_sum(strided), ref, rtol=1e-5, atol=1e-5)
 
 
-def test_dense_relu_epilogue_equals_relu_of_the_biased_product():
-    """bias_activation(x, b, 'relu') (computed in place on its own new array) equals max(x + b, 0) bit for bit,
-    keeps NaN, leaves x untouched and returns no pre-activation (ReLU's gradient reads the output)."""
-    rng = np.random.default_rng(3)
-    x = rng.standard_normal((6, 5)).astype(np.float32)
-    x[1, 2] = np.nan
-    b = rng.standard_normal(5).astype(np.float32)
+def _edges(a, rng):
+    """``a`` with NaN, infinities and signed zeros at random places."""
+    flat = a.reshape(-1)
+    if not flat.size:
+        return a
+    for value in (np.nan, np.inf, -np.inf, -0.0, 0.0):
+        flat[rng.integers(0, flat.size, max(1, flat.size // 20))] = value
+    return a
+
+
+def _same_bits(got, ref):
+    np.testing.assert_array_equal(got, ref)
+    number = ~np.isnan(ref)
+    np.testing.assert_array_equal(np.signbit(got[number]), np.signbit(ref[number]))  # signed zeros too
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(FLOATS), st.integers(0, 9), st.integers(1, 40), st.booleans(), st.integers(0, 2**32 - 1))
+def test_dense_relu_epilogue_equals_relu_of_the_biased_product(dtype, rows, cols, edges, seed):
+    """bias_activation(x, b, 'relu') (the one-pass kernel, or NumPy's add then maximum without numba) equals
+    np.maximum(x + b, 0) bit for bit, NaN and signed zeros included, leaves x untouched and returns no
+    pre-activation (ReLU's gradient reads the output)."""
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((rows, cols)).astype(dtype)
+    b = rng.standard_normal(cols).astype(dtype)
+    if edges:
+        x, b = _edges(x, rng), _edges(b, rng)
     before = x.copy()
-    y, z = xp.bias_activation(x, b, "relu")
-    np.testing.assert_array_equal(y, np.maximum(x + b, np.float32(0)))
-    assert z is None and np.isnan(y[1, 2]) and y.dtype == np.float32
-    np.testing.assert_array_equal(x, before)
+    for kernels in (_host_jit.kernels, None):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_host_jit, "kernels", kernels)
+            with np.errstate(invalid="ignore"):
+                y, z = xp.bias_activation(x, b, "relu")
+                ref = np.maximum(x + b, dtype(0))
+        _same_bits(y, ref)
+        assert z is None and y.dtype == dtype and y.shape == x.shape
+        np.testing.assert_array_equal(x, before)
+
+
+@settings(max_examples=25, deadline=None)
+@given(st.sampled_from(FLOATS), st.integers(0, 9), st.integers(1, 40), st.booleans(), st.booleans(),
+       st.integers(0, 2**32 - 1))
+def test_dense_relu_backward_equals_the_masked_gradient_and_its_column_sums(dtype, rows, cols, edges, bias, seed):
+    """bias_activation_backward(dy, None, y, 'relu') gives dx = dy * (y > 0) and db = dx summed over the rows, bit
+    for bit as NumPy computes them (the kernel adds the rows in NumPy's order), infinite dy times a zero mask giving
+    NaN as NumPy does; db None without ``bias``."""
+    rng = np.random.default_rng(seed)
+    dy = rng.standard_normal((rows, cols)).astype(dtype)
+    y = np.maximum(rng.standard_normal((rows, cols)), 0).astype(dtype)
+    if edges:
+        dy, y = _edges(dy, rng), _edges(y, rng)
+    with np.errstate(invalid="ignore"):
+        ref_dx = np.multiply(dy, y > 0)
+        ref_db = ref_dx.sum(axis=0)
+    for kernels in (_host_jit.kernels, None):
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_host_jit, "kernels", kernels)
+            with np.errstate(invalid="ignore"):
+                dx, db = xp.bias_activation_backward(dy, None, y, "relu", bias=bias)
+        _same_bits(dx, ref_dx)
+        if bias:
+            _same_bits(db, ref_db)
+            assert db.dtype == dtype
+        else:
+            assert db is None
+
+
+def test_dense_relu_kernels_run_only_where_they_fit(monkeypatch):
+    """The one-pass kernels take 2-D C-contiguous arrays of one float dtype (a bias of the columns' length); a
+    strided input, a 4-D (convolution) gradient or mixed dtypes take the NumPy path, with the same results."""
+    if not HAVE_NUMBA:
+        pytest.skip("no numba")
+    kernels, calls = _host_jit.kernels, []
+    monkeypatch.setattr(_host_jit, "kernels", type("K", (), {
+        "bias_relu": staticmethod(lambda *a: calls.append("forward") or kernels.bias_relu(*a)),
+        "bias_relu_backward": staticmethod(lambda *a: calls.append("backward") or kernels.bias_relu_backward(*a)),
+        "relu_backward": staticmethod(kernels.relu_backward)})())
+    rng = np.random.default_rng(4)
+    x = rng.standard_normal((8, 6)).astype(np.float32)
+    b = rng.standard_normal(6).astype(np.float32)
+    xp.bias_activation(x, b, "relu")
+    y, _ = xp.bias_activation(x, b, "relu")
+    xp.bias_activation_backward(x, None, y, "relu")
+    assert calls == ["forward", "forward", "backward"]
+    calls.clear()
+    strided = np.repeat(x, 2, axis=1)[:, ::2]
+    np.testing.assert_array_equal(xp.bias_activation(strided, b, "relu")[0], np.maximum(x + b, 0))
+    np.testing.assert_array_equal(xp.bias_activation(x, b.astype(np.float64), "relu")[0],
+                                  np.maximum(x + b.astype(np.float64), 0))
+    dx4, db4 = xp.bias_activation_backward(x.reshape(2, 4, 3, 2), None, y.reshape(2, 4, 3, 2), "relu")
+    np.testing.assert_array_equal(dx4, (x * (y > 0)).reshape(2, 4, 3, 2))
+    np.testing.assert_allclose(db4, (x * (y > 0)).reshape(2, 4, 6).sum(axis=(0, 2)), rtol=1e-6, atol=1e-6)
+    dx, db = xp.bias_activation_backward(strided, None, y, "relu")
+    np.testing.assert_array_equal(dx, x * (y > 0))
+    assert calls == []
 
 
 # ------------------------------------------------------------------------------------------ the data check of fit

@@ -110,6 +110,8 @@ def test_complex_binary_promotes_and_equals_numpy(dtypes, shapes, name, data):
     got = host(getattr(xp(), name)(*(xp().asarray(a, copy=True) for a in arrays)))
     with np.errstate(all="ignore"):
         expected = getattr(np, {"pow": "power"}.get(name, name))(*arrays)
+    if name == "divide":
+        expected = exact_where_numpy_overflows(*arrays, expected)
     assert got.dtype == expected.dtype and got.shape == expected.shape
     if name == "pow":  # exp(y log x): a few ulps of log near the origin become relative errors of the power
         finite = np.isfinite(expected) & (np.abs(expected) < 1e6)
@@ -117,6 +119,33 @@ def test_complex_binary_promotes_and_equals_numpy(dtypes, shapes, name, data):
                                    atol=1e-5)
     else:
         np.testing.assert_allclose(got, expected, equal_nan=True, **tol(got.dtype))
+
+
+def exact_where_numpy_overflows(a, b, quotient):
+    """NumPy's complex ``a / b`` with Python's complex division (Smith's, in double) where NumPy's is not finite but
+    the exact quotient is: NumPy scales by ``1 / b``, which overflows for a subnormal divisor (0 / 2e-311 gives
+    nan+nanj, the quotient is 0)."""
+    a, b = np.broadcast_arrays(np.asarray(a, np.complex128), np.asarray(b, np.complex128))
+    out = quotient.copy()
+    suspect = ~np.isfinite(quotient) & np.isfinite(a) & np.isfinite(b) & (b != 0)
+    for i in zip(*np.nonzero(suspect)):
+        exact = complex(a[i]) / complex(b[i])
+        if np.isfinite(exact):
+            out[i] = exact
+    return out
+
+
+def test_complex_divided_by_a_subnormal_is_the_exact_quotient():
+    """The example a random draw found: a divisor too small for ``1 / b`` gives the finite quotient, not NumPy's
+    nan+nanj (both complex64 / float64 -> complex128, and complex128 / complex128)."""
+    tiny = np.float64(2.2e-311)
+    for a, b in ((np.zeros(2, np.complex64), np.array([tiny, -tiny])),
+                 (np.array([0, 1e-300 + 2e-300j], np.complex128), np.array([tiny + 0j, tiny * 1j]))):
+        got = host(xp().divide(xp().asarray(a), xp().asarray(b)))
+        with np.errstate(all="ignore"):
+            expected = exact_where_numpy_overflows(a, b, np.divide(a, b))
+        assert np.isfinite(expected).all()
+        np.testing.assert_allclose(got, expected, rtol=1e-12, atol=0)
 
 
 SPECIAL = [0.0, -0.0, 1.0, -1.0, 2.5, -0.5, np.inf, -np.inf, np.nan]
