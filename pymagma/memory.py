@@ -72,7 +72,7 @@ class Pool:
                 "hits": _counted(self._hits), "requests": _counted(self._requests)}
 
     def _cached(self) -> int:
-        return sum(size * len(ptrs) for (_, size), ptrs in list(self.free_blocks.items()))
+        return sum(size * len(ptrs) for (_, size), ptrs in _free_lists(self))
 
     def collected(self, device: int, size: int, ptr: int) -> None:
         """The block of an Allocation that died or was freed: back into its free list without any lock or native
@@ -83,7 +83,7 @@ class Pool:
 
     def _sweep(self) -> None:
         """A closed pool's cached blocks, each freed at the next safe point (no lock, no native call)."""
-        for key, ptrs in list(self.free_blocks.items()):
+        for key, ptrs in _free_lists(self):
             while ptrs:
                 try:
                     ptr = ptrs.pop()
@@ -198,7 +198,7 @@ class Pool:
             pinned, self.free_pinned = self.free_pinned, defaultdict(list)
         del pinned  # each buffer's cudaFreeHost is held back as it dies: made below, outside the lock
         released = 0
-        for (device, size), ptrs in list(self.free_blocks.items()):
+        for (device, size), ptrs in _free_lists(self):
             while ptrs:  # popped one by one: a block another thread takes or gives back meanwhile is never lost
                 try:
                     ptr = ptrs.pop()
@@ -211,6 +211,16 @@ class Pool:
                 released += size
         runtime.run_deferred()
         return released
+
+
+def _free_lists(pool: Pool) -> list:
+    """The pool's ``((device, size class), free list)`` pairs: taken again when a finalizer that runs meanwhile (a
+    garbage collection while the list is made) adds a size class to the dict."""
+    while True:
+        try:
+            return list(pool.free_blocks.items())
+        except RuntimeError:  # dictionary changed size during iteration
+            pass
 
 
 def _counted(counter: itertools.count) -> int:

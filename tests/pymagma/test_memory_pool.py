@@ -141,3 +141,28 @@ def test_an_allocation_whose_malloc_failed_dies_quietly(monkeypatch):
                     raise AssertionError("cudaMalloc failed: the allocation must raise")
         gc.collect()
         assert unraisable == [] and pool.stats["requests"] == 2 and pool.stats["in_use_bytes"] == 0
+
+
+class _GrowsOnce(dict):
+    """Free lists whose first ``items()`` listing meets a size class added meanwhile, as when a garbage collection
+    during the listing runs a dying array's finalizer."""
+
+    listed = 0
+
+    def items(self):
+        type(self).listed += 1
+        if type(self).listed == 1:
+            raise RuntimeError("dictionary changed size during iteration")
+        return super().items()
+
+
+def test_stats_and_releases_list_the_free_lists_again_when_a_finalizer_adds_a_size_class():
+    with simulator.simulated("null"):
+        pool = memory.Pool()
+        with memory.using_pool(pool):
+            a = memory.alloc(1000)
+            del a  # cached: 1024 bytes
+            for read in (lambda: pool.stats["cached_bytes"], pool.release_cached):
+                _GrowsOnce.listed = 0
+                pool.free_blocks = _GrowsOnce(pool.free_blocks)
+                assert read() == 1024 and _GrowsOnce.listed == 2
