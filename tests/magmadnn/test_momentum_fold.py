@@ -192,16 +192,21 @@ def test_rules_the_fold_does_not_cover_never_fold(monkeypatch, optimizer):
     assert calls == []
 
 
+def _fitted():
+    """(x, y, a model fitted one epoch with SGD(momentum), its optimizer, copies of the velocities)."""
+    x, y = _data()
+    model = _model(SGD(0.1, momentum=0.9))
+    model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+    opt = model.optimizer
+    return x, y, model, opt, [s["velocity"].copy() for s in opt.slot_arrays.values()]
+
+
 @needs_blas
 def test_a_backward_outside_the_training_step_leaves_the_velocity_alone(monkeypatch):
     """After fit, a user's own backward computes plain gradients: the velocities are not touched."""
     from magmadnn import autograd
 
-    x, y = _data()
-    model = _model(SGD(0.1, momentum=0.9))
-    model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
-    opt = model.optimizer
-    velocities = [s["velocity"].copy() for s in opt.slot_arrays.values()]
+    x, y, model, opt, velocities = _fitted()
     calls = _count_folds(monkeypatch)
     loss = model.loss(model(x[:8], training=True), y[:8])
     grads = autograd.grad(loss, model.trainable_weights)
@@ -214,11 +219,7 @@ def test_a_backward_outside_the_training_step_leaves_the_velocity_alone(monkeypa
 def test_a_custom_step_through_scale_loss_sees_plain_gradients(monkeypatch):
     """After fit, a Keras-style custom step (``optimizer.scale_loss(loss).backward()``, then reading each weight's
     ``.grad``) gets the gradients themselves, not velocities: only fit's own step arms the fold."""
-    x, y = _data()
-    model = _model(SGD(0.1, momentum=0.9))
-    model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
-    opt = model.optimizer
-    velocities = [s["velocity"].copy() for s in opt.slot_arrays.values()]
+    x, y, model, opt, velocities = _fitted()
     calls = _count_folds(monkeypatch)
     weights = model.trainable_weights
     for w in weights:

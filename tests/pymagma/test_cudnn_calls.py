@@ -12,24 +12,9 @@ import numpy as np
 
 import pymagma
 from pymagma import _cudnn, _native, dnn, simulator
+from tests.pymagma.test_dnn_plans import _Wrapped  # a cuDNN object in front of another, counting the calls
 
 ROOT = Path(__file__).resolve().parents[2]
-
-
-class _Counting:
-    """A cuDNN library object that counts the calls made through the functions bound from it."""
-
-    def __init__(self, target):
-        self.target, self.calls = target, []
-
-    def bind(self, name):
-        fn = self.target.bind(name)
-
-        def call(*args):
-            self.calls.append(name)
-            return fn(*args)
-
-        return call
 
 
 def _softmax(x):  # a plain cudnn call (activation_forward, say, runs a plan of pymagma._dnn_plans)
@@ -40,7 +25,7 @@ def test_a_library_swapped_in_and_back_sees_every_call(monkeypatch):
     with simulator.simulated("full") as sim:
         x = pymagma.asarray(np.array([[0.0, np.log(3.0)]], np.float32))
         np.testing.assert_allclose(_softmax(x), [[0.25, 0.75]], rtol=1e-6)  # bound from the simulator, kept
-        counting = _Counting(sim.cudnn)
+        counting = _Wrapped(sim.cudnn)
         with monkeypatch.context() as m:
             m.setattr(_native.current, "cudnn", counting)
             _softmax(x)

@@ -79,21 +79,10 @@ def export(name, dynamo, dynamic, path):
 
 @pytest.fixture(scope="module")
 def exported(tmp_path_factory):
-    """``exported(name, dynamo, dynamic)``: a freshly built module, its input maker and the path of its export,
-    written once per module: the exports (the dynamo exporter's above all) are most of this module's time, and the
-    predicting, fine-tuning, gradient and simulator tests read the same files (a test only reads its file)."""
-    root, done = tmp_path_factory.mktemp("zoo_more"), {}
+    """The wide zoo's ``exports_once`` for this module's zoo: each (model, exporter, batch) exported once."""
+    from .test_load_torch_zoo_wide import exports_once  # noqa: PLC0415
 
-    def get(name, dynamo, dynamic):
-        key = (name, dynamo, dynamic)
-        if key not in done:
-            path = root / f"{name}-{'dynamo' if dynamo else 'legacy'}-{'dynamic' if dynamic else 'static'}.onnx"
-            export(name, dynamo, dynamic, path)
-            done[key] = path
-        model, inputs = build(name)  # the exported weights again, in a module no other test has touched
-        return model, inputs, done[key]
-
-    return get
+    return exports_once(tmp_path_factory.mktemp("zoo_more"), export, build)
 
 
 def _as_list(out):

@@ -61,12 +61,12 @@ def export(name, dynamo, dynamic, path, opset=None):
     return model, inputs
 
 
-@pytest.fixture(scope="module")
-def exported(tmp_path_factory):
-    """``exported(name, dynamo, dynamic)``: a freshly built module, its input maker and the path of its export,
-    written once per module: the exports (the dynamo exporter's above all) are most of this module's time, and the
-    predicting, fine-tuning, gradient and simulator tests read the same files (a test only reads its file)."""
-    root, done = tmp_path_factory.mktemp("zoo_wide"), {}
+def exports_once(root, export, build):
+    """``get(name, dynamo, dynamic)``: a freshly built module, its input maker and the path of its export (made by
+    ``export(name, dynamo, dynamic, path)`` under ``root``), written once: the exports (the dynamo exporter's above
+    all) are most of a zoo module's time, and the predicting, fine-tuning, gradient and simulator tests read the same
+    files (a test only reads its file)."""
+    done = {}
 
     def get(name, dynamo, dynamic):
         key = (name, dynamo, dynamic)
@@ -78,6 +78,12 @@ def exported(tmp_path_factory):
         return model, inputs, done[key]
 
     return get
+
+
+@pytest.fixture(scope="module")
+def exported(tmp_path_factory):
+    """:func:`exports_once` for this module's zoo."""
+    return exports_once(tmp_path_factory.mktemp("zoo_wide"), export, build)
 
 
 def _as_list(out):
