@@ -182,21 +182,12 @@ def _fine_tune_cases():
 def test_zoo_more_fine_tunes(name, dynamo, dynamic, exported):
     """A few fit steps lower the loss: a dynamic batch in batches of 4 of 8 samples; a static batch (the default
     export) in batches of the exported size."""
-    from magmadnn import onnx as monnx  # noqa: PLC0415
-    from magmadnn.optimizers import Adam  # noqa: PLC0415
-
+    from .test_load_torch_zoo_wide import assert_fine_tunes  # noqa: PLC0415
     _, inputs, path = exported(name, dynamo, dynamic)
     torch.manual_seed(2)
     xs = [x.numpy() for x in _inputs(inputs, 8 if dynamic else 2 * EXPORT_BATCH)]
     x = xs if len(xs) > 1 else xs[0]
-    model = monnx.load(str(path))
-    out = model.predict(x)  # a reachable target: half the output, shifted
-    target = (0.5 * out + 0.2 * np.random.default_rng(0).standard_normal(out.shape)).astype(np.float32)
-    model.compile(optimizer=Adam(learning_rate=0.01), loss="mse")
-    before = float(np.mean((model.predict(x) - target) ** 2))
-    model.fit(x, target, epochs=15, batch_size=4 if dynamic else EXPORT_BATCH, verbose=0)
-    after = float(np.mean((model.predict(x) - target) ** 2))
-    assert after < 0.9 * before, (before, after)
+    assert_fine_tunes(path, x, 4 if dynamic else EXPORT_BATCH)
 
 
 #: PyTorch parameters the export derives (weight_norm's g and v as one product), or that the import keeps constant
