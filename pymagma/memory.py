@@ -408,7 +408,10 @@ def track_peak(pool: Pool | None = None):
     :class:`PeakTracker`.  Blocks from the cache and from cudaMalloc count alike; allocations of every thread count.
     While a block is open every request of the pool takes a slower path that sums its cache (a measurement's cost);
     outside one the pool does no work for it.  Blocks nest."""
-    pool = _pool() if pool is None else pool
+    if pool is None:
+        pool = _pool()
+    elif not isinstance(pool, Pool):
+        raise TypeError(f"track_peak: pool must be a pymagma.memory.Pool or None, got {type(pool).__name__}")
     runtime.run_deferred()
     tracker = PeakTracker(pool)
     with pool.lock:

@@ -82,3 +82,10 @@ def test_allocations_of_other_threads_count():
             w.join()
         assert peak.peak_bytes - peak.start_bytes == 4 << 16
         held.clear()
+
+
+def test_track_peak_refuses_what_is_not_a_pool():
+    for bad in ("pool", 0, object()):
+        with pytest.raises(TypeError, match="pool must be a pymagma.memory.Pool or None"):
+            with memory.track_peak(bad):
+                pass
