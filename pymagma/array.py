@@ -77,64 +77,40 @@ def _device_index(device) -> int | None:
     return None if device is None else _checks.count(device, "device", maximum=_checks.INT32_MAX)
 
 
-class _kept:
-    """A value of an array computed on first use and kept in the instance (shape, strides and dtype never change):
-    ``functools.cached_property`` without its lock (Python 3.11 takes one on every instance's first look-up)."""
-
-    def __init__(self, fn):
-        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
-
-    def __get__(self, obj, owner=None):
-        if obj is None:
-            return self
-        value = obj.__dict__[self.name] = self.fn(obj)
-        return value
-
-
 class DeviceArray:
     """An array in device memory.  Build with :func:`asarray`, :func:`empty`, :func:`zeros`, :func:`ones`."""
 
+    # an array's shape, strides and dtype never change: what follows from them (ndim, size, itemsize, nbytes,
+    # is_c_contiguous) is worked out once, where the array is made, and kept in a slot (slots are stored and read
+    # faster than a dict's entries, and every op's output and view is made on a hot path); ``__dict__`` takes any
+    # other attribute a user sets
+    __slots__ = ("dtype", "shape", "strides", "ptr", "owner", "device", "ndim", "size", "itemsize", "nbytes",
+                 "is_c_contiguous", "__dict__", "__weakref__")
     __array_priority__ = 100
 
     def __init__(self, shape, dtype, ptr: int, strides=None, owner=None, device: int = 0):
-        self.dtype = dtypes.check(dtype)
-        self.shape = _normalize_shape(shape)
-        self.strides = c_strides(self.shape, self.dtype.itemsize) if strides is None else tuple(map(int, strides))
-        if len(self.strides) != len(self.shape):
-            raise ValueError(f"strides {self.strides} do not match shape {self.shape}")
+        self.dtype = dtype = dtypes.check(dtype)
+        self.shape = shape = _normalize_shape(shape)
+        self.strides = c_strides(shape, dtype.itemsize) if strides is None else tuple(map(int, strides))
+        if len(self.strides) != len(shape):
+            raise ValueError(f"strides {self.strides} do not match shape {shape}")
         self.ptr = _checks.integer(ptr, "ptr")
         self.owner = owner
         self.device = _device_index(device)
+        self.ndim, self.itemsize, self.size = len(shape), dtype.itemsize, math.prod(shape)
+        self.nbytes = self.size * dtype.itemsize
+        self.is_c_contiguous = _is_c_contiguous_cached(shape, self.strides, dtype.itemsize)
 
     @classmethod
     def _trusted(cls, shape: tuple, dtype: np.dtype, ptr: int, strides: tuple, owner, device: int) -> DeviceArray:
-        """An array from values pymagma checked or computed (every op's output and view): no checks again."""
+        """An array from values pymagma checked or computed (a tuple ``shape``, a supported ``np.dtype``, a tuple of
+        byte ``strides``): no checks again."""
         a = object.__new__(cls)
         a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, shape, strides, ptr, owner, device
-        a.ndim, a.itemsize = len(shape), dtype.itemsize  # (kept values, known: no first-use look-up per view)
+        itemsize = a.itemsize = dtype.itemsize
+        a.ndim, a.size = len(shape), math.prod(shape)
+        a.nbytes, a.is_c_contiguous = a.size * itemsize, _is_c_contiguous_cached(shape, strides, itemsize)
         return a
-
-    # ---------------------------------------------------------------------------------------------- properties
-    # an array's shape and dtype never change: what follows from them is worked out on first use and kept
-    @_kept
-    def ndim(self) -> int:
-        return len(self.shape)
-
-    @_kept
-    def size(self) -> int:
-        return math.prod(self.shape)
-
-    @_kept
-    def itemsize(self) -> int:
-        return self.dtype.itemsize
-
-    @_kept
-    def nbytes(self) -> int:
-        return self.size * self.itemsize
-
-    @_kept
-    def is_c_contiguous(self) -> bool:  # shape and strides never change: computed once
-        return _is_c_contiguous_cached(self.shape, self.strides, self.dtype.itemsize)
 
     @property
     def queue(self):
@@ -156,13 +132,16 @@ class DeviceArray:
     # ---------------------------------------------------------------------------------------------- views
     def _view(self, offset: int, shape, strides) -> DeviceArray:
         """A view of this array; ``shape`` and ``strides`` (None: C-contiguous) are ints its caller computed."""
-        shape = tuple(shape)
-        dtype = self.dtype
-        strides = c_strides(shape, dtype.itemsize) if strides is None else tuple(strides)
+        shape, itemsize = tuple(shape), self.itemsize
         a = object.__new__(DeviceArray)  # DeviceArray._trusted, inline: every view passes here
-        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, shape, strides, self.ptr + offset, self, \
-            self.device
-        a.ndim, a.itemsize = len(shape), dtype.itemsize
+        if strides is None:
+            a.strides, a.is_c_contiguous = _c_strides_cached(shape, itemsize), True
+        else:
+            a.strides = strides = tuple(strides)
+            a.is_c_contiguous = _is_c_contiguous_cached(shape, strides, itemsize)
+        a.dtype, a.shape, a.ptr, a.owner, a.device = self.dtype, shape, self.ptr + offset, self, self.device
+        a.ndim, a.itemsize, a.size = len(shape), itemsize, math.prod(shape)
+        a.nbytes = a.size * itemsize
         return a
 
     def __getitem__(self, key) -> DeviceArray:
@@ -197,7 +176,7 @@ class DeviceArray:
         a = object.__new__(DeviceArray)  # base._view(0, new, C strides), inline
         a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, new, _c_strides_cached(new, dtype.itemsize), \
             base.ptr, base, base.device
-        a.ndim, a.itemsize, a.size, a.is_c_contiguous = len(new), dtype.itemsize, size, True
+        a.ndim, a.itemsize, a.size, a.nbytes, a.is_c_contiguous = len(new), dtype.itemsize, size, base.nbytes, True
         return a
 
     def ravel(self) -> DeviceArray:
@@ -205,11 +184,17 @@ class DeviceArray:
 
     @property
     def T(self) -> DeviceArray:
-        return DeviceArray._trusted(self.shape[::-1], self.dtype, self.ptr, self.strides[::-1], self, self.device)
+        """All axes reversed (a view)."""
+        shape, strides, ndim = self.shape[::-1], self.strides[::-1], self.ndim
+        a = object.__new__(DeviceArray)  # DeviceArray._trusted, inline (its kept values are this array's)
+        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = self.dtype, shape, strides, self.ptr, self, self.device
+        a.ndim, a.itemsize, a.size, a.nbytes = ndim, self.itemsize, self.size, self.nbytes
+        a.is_c_contiguous = self.is_c_contiguous if ndim < 2 else _is_c_contiguous_cached(shape, strides, self.itemsize)
+        return a
 
     def transpose(self, *axes) -> DeviceArray:
         if not axes:  # all axes reversed (.T): nothing to check
-            return DeviceArray._trusted(self.shape[::-1], self.dtype, self.ptr, self.strides[::-1], self, self.device)
+            return self.T
         if len(axes) == 1 and hasattr(axes[0], "__iter__"):
             axes = tuple(axes[0])
         axes = _checks.sizes(axes, "transpose: axes")
@@ -223,11 +208,16 @@ class DeviceArray:
     @property
     def mT(self) -> DeviceArray:
         """Transpose of the last two axes (a view)."""
-        if self.ndim < 2:
+        ndim = self.ndim
+        if ndim < 2:
             raise ValueError("mT needs at least 2 dimensions")
-        axes = list(range(self.ndim))
-        axes[-2], axes[-1] = axes[-1], axes[-2]
-        return self.transpose(axes)
+        (*lead, m, n), (*steps, sm, sn) = self.shape, self.strides
+        shape, strides = (*lead, n, m), (*steps, sn, sm)
+        a = object.__new__(DeviceArray)  # DeviceArray._trusted, inline (its kept values are this array's)
+        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = self.dtype, shape, strides, self.ptr, self, self.device
+        a.ndim, a.itemsize, a.size, a.nbytes = ndim, self.itemsize, self.size, self.nbytes
+        a.is_c_contiguous = _is_c_contiguous_cached(shape, strides, self.itemsize)
+        return a
 
     # ---------------------------------------------------------------------------------------------- data movement
     def get(self) -> np.ndarray:
@@ -472,19 +462,20 @@ def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     alloc = object.__new__(_Allocation)  # memory.Allocation.trusted, inline: every op's output passes here
     alloc.nbytes, alloc.device, alloc.size = nbytes, device, bucket
     if bucket:
-        pool = _override.__dict__.get("pool") or _native.current.memory_pool
+        pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool
         next(pool._requests)
+        blocks = pool.free_blocks.get((device, bucket))
         try:  # a cached block (None or an empty list: a miss)
-            alloc.ptr = pool.free_blocks.get((device, bucket)).pop()
-            next(pool._hits)
+            alloc.ptr = ptr = blocks.pop()
         except (AttributeError, IndexError):
-            alloc.ptr = pool.new_block(device, bucket)
-        alloc._pool = pool
+            alloc.ptr = ptr = pool.new_block(device, bucket)
+            blocks = pool.free_blocks[device, bucket]
+        alloc._pool, alloc._blocks = pool, blocks
     else:
-        alloc.ptr, alloc._pool = 0, None
+        alloc.ptr, alloc._pool, alloc._blocks, ptr = 0, None, _NOWHERE, 0
     out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline
-    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = dtype, shape, strides, alloc.ptr, alloc, device
-    out.is_c_contiguous, out.size, out.itemsize, out.ndim = True, size, itemsize, len(shape)  # (kept values, known)
+    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = dtype, shape, strides, ptr, alloc, device
+    out.is_c_contiguous, out.size, out.itemsize, out.ndim, out.nbytes = True, size, itemsize, len(shape), nbytes
     return out
 
 
@@ -499,7 +490,8 @@ def _layout(shape: tuple, dtype: np.dtype) -> tuple:
 
 
 _LAYOUTS: dict = {}  # (shape, dtype) -> _layout's answer
-_Allocation, _override = memory.Allocation, memory._override
+_Allocation, _override, _overriding, _NOWHERE = memory.Allocation, memory._override, memory._overriding, \
+    memory._NOWHERE
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:

@@ -10,6 +10,7 @@ bytes in use over a block of code, on request only (the hot paths pay nothing fo
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import itertools
 import threading
@@ -43,8 +44,9 @@ class Pool:
     recorded work uses those blocks), and once closed (:meth:`close`) it frees every block given back.
 
     Thread safety without a lock on the hot path: a cache hit pops a block from its free list and a dying Allocation
-    appends its block to one (``list.pop``/``list.append``, each atomic), and requests and hits are counted by
-    ``itertools.count`` (an atomic ``next``).  The lock guards what changes with a native call (the bytes held from
+    appends its block to one (``list.pop``/``list.append``, each atomic), and requests and cudaMalloc attempts (the
+    misses) are counted by ``itertools.count`` (an atomic ``next``): a hit is a request that missed nothing, so the
+    hot path counts the request only.  The lock guards what changes with a native call (the bytes held from
     cudaMalloc, the malloc and free counts) and the pinned buffers.  No finalizer takes the lock (a garbage
     collection can run while the lock is held) or makes a native call (see :mod:`pymagma._deferred`).  The bytes
     cached are counted when :attr:`stats` is read (the blocks in the free lists), the bytes in use are those held less
@@ -58,7 +60,7 @@ class Pool:
         # releases, never replaced (a finalizer may append to the list it read a moment before)
         self.free_blocks: dict[tuple[int, int], list[int]] = defaultdict(list)
         self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
-        self._requests, self._hits = itertools.count(), itertools.count()  # next() counts one, atomically
+        self._requests, self._misses = itertools.count(), itertools.count()  # next() counts one, atomically
         self._held = self._mallocs = self._frees = 0  # bytes from cudaMalloc not freed yet, calls made (the lock)
         self._trackers: list[PeakTracker] = []  # the track_peak blocks measuring this pool (the lock)
 
@@ -68,8 +70,9 @@ class Pool:
         cached = self._cached()
         with self.lock:
             held, mallocs, frees = self._held, self._mallocs, self._frees
+        misses, requests = _counted(self._misses), _counted(self._requests)  # (misses first: never more hits)
         return {"in_use_bytes": held - cached, "cached_bytes": cached, "mallocs": mallocs, "frees": frees,
-                "hits": _counted(self._hits), "requests": _counted(self._requests)}
+                "hits": requests - misses, "requests": requests}
 
     def _cached(self) -> int:
         return sum(size * len(ptrs) for (_, size), ptrs in _free_lists(self))
@@ -107,7 +110,6 @@ class Pool:
             except IndexError:  # another thread took the last one
                 pass
             else:
-                next(self._hits)
                 return ptr
         return self.new_block(device, size)
 
@@ -126,8 +128,6 @@ class Pool:
             ptr = blocks.pop()  # (None or an empty list: a miss)
         except (AttributeError, IndexError):
             ptr = self._malloc_block(device, size)
-        else:
-            next(self._hits)
         in_use = -self._cached()
         with self.lock:
             in_use += self._held
@@ -137,6 +137,7 @@ class Pool:
         return ptr
 
     def _malloc_block(self, device: int, size: int) -> int:
+        next(self._misses)  # a request the cache did not answer (whether cudaMalloc succeeds or not)
         if _deferred._after_capture:
             runtime.run_deferred()
         try:
@@ -245,10 +246,13 @@ def _free_on(device: int, ptr: int) -> None:
 
 _native.resource("memory_pool")(lambda libraries: Pool())  # the pool of each set of native libraries
 _override = threading.local()  # a pool that takes the allocations of this thread for a while (using_pool)
+# one entry per using_pool block open in any thread: while it is empty (no graph capture anywhere) the hot paths skip
+# the thread-local look-up, ``_overriding and _override.__dict__.get("pool") or _native.current.memory_pool``
+_overriding: list = []
 
 
 def _pool() -> Pool:
-    return _override.__dict__.get("pool") or _native.current.memory_pool
+    return _overriding and _override.__dict__.get("pool") or _native.current.memory_pool
 
 
 @contextlib.contextmanager
@@ -256,27 +260,33 @@ def using_pool(pool: Pool):
     """The calling thread's allocations come from ``pool`` in the block (a CUDA graph's pool while it is
     captured)."""
     previous = _override.__dict__.get("pool")
+    _overriding.append(pool)  # (before the override is set, taken away after it is undone: list ops are atomic)
     _override.pool = pool
     try:
         yield pool
     finally:
         _override.pool = previous
+        _overriding.pop()
 
 
 class Allocation:
     """``nbytes`` of device memory at ``ptr`` on ``device``; returned to the pool (of the native libraries that made
     it) when the object is collected or :meth:`free` is called."""
 
-    __slots__ = ("ptr", "nbytes", "device", "size", "_pool", "__weakref__")
+    # _blocks: the pool's free list the block goes back to (_NOWHERE: no block, or given back already)
+    __slots__ = ("ptr", "nbytes", "device", "size", "_pool", "_blocks", "__weakref__")
 
     def __init__(self, nbytes: int, device: int | None = None):
+        self._pool, self._blocks = None, _NOWHERE
         self.nbytes = _checks.count(nbytes, "nbytes", maximum=2**63 - 1)
         # the current device needs a device; an explicit one is reached by cudaMalloc, which checks for one
         self.device = runtime.get_device() if device is None else _checks.count(device, "device")
         self.size = _bucket(self.nbytes)
-        pool = _pool()
-        self.ptr = pool.take(self.device, self.size) if self.size else 0
-        self._pool = pool if self.size else None
+        self.ptr = 0
+        if self.size:
+            pool = _pool()
+            self.ptr = pool.take(self.device, self.size)
+            self._pool, self._blocks = pool, pool.free_blocks[self.device, self.size]
 
     @classmethod
     def trusted(cls, nbytes: int, device: int) -> Allocation:
@@ -286,39 +296,40 @@ class Allocation:
         a.nbytes, a.device = nbytes, device
         a.size = size = -(-nbytes // ALIGNMENT) * ALIGNMENT if nbytes <= _LARGE else _bucket(nbytes)
         if not size:
-            a.ptr, a._pool = 0, None
+            a.ptr, a._pool, a._blocks = 0, None, _NOWHERE
             return a
-        pool = _override.__dict__.get("pool") or _native.current.memory_pool
+        pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool
         next(pool._requests)  # Pool.take, inline (and inline in pymagma.array._empty): every op's output passes here
+        blocks = pool.free_blocks.get((device, size))
         try:  # a cached block (None or an empty list: a miss)
-            a.ptr = pool.free_blocks.get((device, size)).pop()
-            next(pool._hits)
+            a.ptr = blocks.pop()
         except (AttributeError, IndexError):
             a.ptr = pool.new_block(device, size)
-        a._pool = pool
+            blocks = pool.free_blocks[device, size]
+        a._pool, a._blocks = pool, blocks
         return a
 
     def free(self) -> None:
         """Return the memory to the pool now (idempotent)."""
-        pool, self._pool = self._pool, None
+        pool, self._pool, self._blocks = self._pool, None, _NOWHERE
         if pool is not None:
             pool.collected(self.device, self.size, self.ptr)
 
     def __del__(self):  # cheaper than a weakref.finalize per allocation; takes no lock (see Pool)
-        try:
+        try:  # Pool.collected, inline: the block back into the free list it came from (_NOWHERE drops it)
+            self._blocks.append(self.ptr)
             pool = self._pool
-        except AttributeError:  # __init__ failed before the block was taken
-            return
-        if pool is not None:
-            try:  # Pool.collected, inline
-                pool.free_blocks[(self.device, self.size)].append(self.ptr)
-                if pool.closed:
-                    pool._sweep()
-            except Exception:  # pragma: no cover - interpreter shutdown
-                pass
+            if pool is not None and pool.closed:
+                pool._sweep()
+        except Exception:  # __init__ failed before the block was taken (no attribute); interpreter shutdown
+            pass
 
     def __repr__(self) -> str:
         return f"Allocation(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, device={self.device})"
+
+
+#: an Allocation's free list when it holds no block (none taken, or given back by free()): appends are dropped
+_NOWHERE = collections.deque(maxlen=0)
 
 
 def alloc(nbytes: int, device: int | None = None) -> Allocation:

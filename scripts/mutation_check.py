@@ -387,10 +387,36 @@ MUTANTS = [
            "type(axis) is tuple and set(map(type, axis)) <= _INT",
            "type(axis) is tuple", ("tests/pymagma/suites/test_hot_paths.py",)),
     # -------------------------------------------------------- the memory pool's lock-free hits and its statistics
-    Mutant("pool-inline-hit-uncounted", "an output's cache hit (the pool's hit path inline in _empty) not counted",
+    Mutant("pool-miss-uncounted", "a request cudaMalloc answered not counted as a miss (the statistics, which count "
+           "a hit as a request that missed nothing, call it a cache hit)", "pymagma/memory.py",
+           "        next(self._misses)  # a request the cache did not answer (whether cudaMalloc succeeds or not)\n",
+           "", MEMORY),
+    Mutant("output-ignores-thread-pool", "an op's output (the pool's hit path inline in _empty) taken from the "
+           "libraries' pool while its thread allocates from a pool of its own (a graph's arrays outside its pool)",
            "pymagma/array.py",
-           "            next(pool._hits)\n        except (AttributeError, IndexError):\n            alloc.ptr",
-           "            pass\n        except (AttributeError, IndexError):\n            alloc.ptr", MEMORY),
+           '        pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool\n'
+           "        next(pool._requests)\n        blocks",
+           "        pool = _native.current.memory_pool\n        next(pool._requests)\n        blocks", MEMORY),
+    Mutant("pool-override-unannounced", "using_pool sets the thread's pool without announcing it to the hot paths "
+           "(which then never read the thread's override)", "pymagma/memory.py",
+           "    _overriding.append(pool)  # (before the override is set, taken away after it is undone: list ops are "
+           "atomic)\n    _override.pool = pool\n    try:\n        yield pool\n    finally:\n        _override.pool = "
+           "previous\n        _overriding.pop()\n",
+           "    _override.pool = pool\n    try:\n        yield pool\n    finally:\n        _override.pool = previous\n",
+           MEMORY),
+    Mutant("freed-allocation-gives-back-again", "an Allocation freed explicitly gives its block back again when it "
+           "dies (one block cached twice: two arrays share it)", "pymagma/memory.py",
+           "        pool, self._pool, self._blocks = self._pool, None, _NOWHERE\n",
+           "        pool, self._pool = self._pool, None\n", MEMORY),
+    Mutant("transpose-keeps-contiguity", ".T of a C-contiguous array marked C-contiguous (a reshape of it then "
+           "skips the copy and reads the wrong order)", "pymagma/array.py",
+           "        a.is_c_contiguous = self.is_c_contiguous if ndim < 2 else _is_c_contiguous_cached(shape, strides, "
+           "self.itemsize)\n",
+           "        a.is_c_contiguous = self.is_c_contiguous\n", ARRAYS + ("tests/pymagma/suites/test_hot_paths.py",)),
+    Mutant("strided-view-marked-contiguous", "a basic-indexing view with strides marked C-contiguous (kept at "
+           "creation: never checked again)", "pymagma/array.py",
+           "            a.is_c_contiguous = _is_c_contiguous_cached(shape, strides, itemsize)\n",
+           "            a.is_c_contiguous = True\n", ARRAYS + ("tests/pymagma/suites/test_hot_paths.py",)),
     Mutant("cudnn-call-keeps-old-library", "_cudnn.call keeps the functions it bound from the first cuDNN object "
            "(a meter's stand-in or the simulator swapped since never sees the calls)", "pymagma/_cudnn.py",
            "    if cudnn is not last:\n", "    if last is None:\n",
@@ -406,8 +432,8 @@ MUTANTS = [
            "            if False:\n                pool.__class__ = Pool", ("tests/pymagma/test_memory_peak.py",)),
     Mutant("pool-closed-block-kept", "a block given back to a closed pool by a dying allocation stays cached (a "
            "destroyed graph's memory leaks)", "pymagma/memory.py",
-           "                if pool.closed:\n                    pool._sweep()",
-           "                if False:\n                    pool._sweep()", MEMORY),
+           "            if pool is not None and pool.closed:\n                pool._sweep()",
+           "            if False:\n                pool._sweep()", MEMORY),
     Mutant("pool-release-keeps-held-bytes", "releasing the cache forgets the bytes cudaFree gave back (in use grows)",
            "pymagma/memory.py",
            "                    self._held -= size\n                    self._frees += 1\n",

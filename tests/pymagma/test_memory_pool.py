@@ -141,6 +141,59 @@ def test_an_allocation_whose_malloc_failed_dies_quietly(monkeypatch):
                     raise AssertionError("cudaMalloc failed: the allocation must raise")
         gc.collect()
         assert unraisable == [] and pool.stats["requests"] == 2 and pool.stats["in_use_bytes"] == 0
+        assert pool.stats["hits"] == 0  # a request cudaMalloc failed is a miss, never a hit
+
+
+def test_allocations_without_a_block_or_given_back_already_die_quietly_and_give_nothing_back(monkeypatch):
+    unraisable = []
+    monkeypatch.setattr("sys.unraisablehook", unraisable.append)
+    with simulator.simulated("null"):
+        pool = memory.Pool()
+        with memory.using_pool(pool):
+            empties = [memory.Allocation.trusted(0, 0), memory.alloc(0), array._empty((0, 3), U8, 0).owner]
+            assert [(a.ptr, a.size) for a in empties] == [(0, 0)] * 3
+            del empties
+            a = array._empty((100,), U8, 0).owner
+            a.free()
+            a.free()
+            del a
+        gc.collect()
+        assert unraisable == [] and [ptrs for ptrs in pool.free_blocks.values()] == [[pool.free_blocks[(0, 512)][0]]]
+        assert pool.stats == {"in_use_bytes": 0, "cached_bytes": 512, "mallocs": 1, "frees": 0, "hits": 0,
+                              "requests": 1}
+
+
+def test_a_threads_pool_is_its_own_and_the_others_keep_the_libraries_pool():
+    """While one thread allocates from a pool of its own (using_pool, as a graph's capture does), another thread's
+    outputs still come from the libraries' pool; blocks nest and undo in order, and an error inside one undoes it."""
+    with simulator.simulated("null"):
+        mine, inner, shared = memory.Pool(), memory.Pool(), memory._pool()
+        entered, done, seen = threading.Event(), threading.Event(), {}
+
+        def other():
+            entered.wait()
+            seen["empty"] = array._empty((10,), U8, 0).owner._pool
+            seen["trusted"] = memory.Allocation.trusted(10, 0)._pool
+            seen["alloc"] = memory.alloc(10)._pool
+            done.set()
+
+        worker = threading.Thread(target=other)
+        worker.start()
+        with memory.using_pool(mine):
+            entered.set()
+            done.wait()
+            assert array._empty((10,), U8, 0).owner._pool is mine and memory.Allocation.trusted(10, 0)._pool is mine
+            with memory.using_pool(inner):
+                assert memory.alloc(10)._pool is inner and memory._pool() is inner
+            assert memory.alloc(10)._pool is mine
+        worker.join()
+        assert seen == {"empty": shared, "trusted": shared, "alloc": shared}
+        try:
+            with memory.using_pool(mine):
+                raise KeyError("inside")
+        except KeyError:
+            pass
+        assert memory._overriding == [] and memory._pool() is shared and array._empty((3,), U8, 0).owner._pool is shared
 
 
 class _GrowsOnce(dict):

@@ -5,6 +5,7 @@ simulator (mode "full": the data is computed), compared with NumPy's own shapes,
 from __future__ import annotations
 
 import gc
+import weakref
 from ctypes import c_double, c_longlong, c_void_p
 
 import numpy as np
@@ -26,6 +27,7 @@ def _kept_values_agree(a: DeviceArray) -> None:
     assert a.ndim == len(a.shape)
     assert a.itemsize == a.dtype.itemsize
     assert a.size == int(np.prod(a.shape, dtype=np.int64))
+    assert a.nbytes == a.size * a.dtype.itemsize
     assert a.is_c_contiguous == is_c_contiguous(a.shape, a.strides, a.dtype.itemsize)
 
 
@@ -80,10 +82,29 @@ def test_views_keep_their_rank_and_item_size():
     host = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
     x = pymagma.asarray(host)
     for view, want in [(x.T, host.T), (x[1:, ::2], host[1:, ::2]), (x[..., 3], host[..., 3]),
-                       (x.mT, host.swapaxes(1, 2)), (x[None, 0], host[None, 0])]:
+                       (x.mT, host.swapaxes(1, 2)), (x[None, 0], host[None, 0]), (x[0].T, host[0].T),
+                       (x[0].mT, host[0].T), (x[0, 1].T, host[0, 1].T), (x[:1, :1].T, host[:1, :1].T),
+                       (x[:, :1].mT, host[:, :1].swapaxes(1, 2)), (x[1:2, 2:3, 4:5].T, host[1:2, 2:3, 4:5].T),
+                       (x.transpose(), host.transpose()), (x.T.T, host),
+                       (x.mT.reshape(60), host.swapaxes(1, 2).ravel())]:
         assert (view.shape, view.strides) == (want.shape, want.strides)
         _kept_values_agree(view)
         np.testing.assert_array_equal(view.get(), want)
+    with pytest.raises(ValueError, match="at least 2 dimensions"):
+        _ = x[0, 0].mT
+
+
+def test_arrays_keep_their_values_in_slots_and_still_take_a_users_attributes_and_weak_references():
+    made = DeviceArray((3, 4), np.float32, 0, strides=(4, 12))  # the checked constructor: a column-major view
+    _kept_values_agree(made)
+    assert not made.is_c_contiguous and (made.size, made.nbytes, made.ndim) == (12, 48, 2)
+    out = array._empty((2, 5), np.dtype(np.float64), 0)
+    out.label = "mine"  # an attribute of the user's own goes to the instance dict; the kept values stay in slots
+    assert out.__dict__ == {"label": "mine"} and (out.nbytes, out.itemsize) == (80, 8)
+    seen = weakref.ref(out)
+    assert seen() is out
+    del out
+    assert seen() is None
 
 
 def test_the_pool_accounts_an_inline_cache_hit_as_take_does():
