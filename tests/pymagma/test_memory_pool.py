@@ -219,3 +219,17 @@ def test_stats_and_releases_list_the_free_lists_again_when_a_finalizer_adds_a_si
                 _GrowsOnce.listed = 0
                 pool.free_blocks = _GrowsOnce(pool.free_blocks)
                 assert read() == 1024 and _GrowsOnce.listed == 2
+
+
+def test_an_output_in_a_reference_cycle_gives_its_block_back_when_the_cycle_is_collected():
+    with simulator.simulated("null"):
+        pool = memory.Pool()
+        with memory.using_pool(pool):
+            out = array._empty((1000,), U8, 0)
+            ptr, holder = out.ptr, {"out": out}
+            holder["self"] = holder  # the array is reachable from a cycle only
+            del out, holder
+            gc.collect()
+            assert pool.free_blocks[(0, 1024)] == [ptr] and pool.stats["in_use_bytes"] == 0
+            assert array._empty((600,), U8, 0).ptr == ptr  # taken again: a hit
+        assert pool.stats["hits"] == 1 and pool.stats["requests"] == 2
