@@ -38,20 +38,29 @@ def byte_extent(shape, strides, itemsize) -> tuple[int, int]:
 def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ...]]:
     """Basic indexing (ints, slices of any step, one Ellipsis, None: a new axis): (byte offset, shape, strides)."""
     if type(key) is not tuple:
+        if shape and (type(key) is slice or type(key) is int):  # one slice or int on the first axis: at once
+            n, s = shape[0], strides[0]
+            if type(key) is slice:
+                start, stop, step = key.indices(n)
+                length = len(range(start, stop, step))
+                return (start * s if length else 0), (length, *shape[1:]), (s * step, *strides[1:])
+            i = key + n if key < 0 else key
+            if not 0 <= i < n:
+                raise IndexError(f"index {key} is out of bounds for axis 0 with size {n}")
+            return i * s, tuple(shape[1:]), tuple(strides[1:])
         key = (key,)
-    n_ellipsis = used = 0
-    for k in key:
+    used, ellipsis_at = 0, -1
+    for i, k in enumerate(key):
         if k is Ellipsis:
-            n_ellipsis += 1
+            if ellipsis_at >= 0:
+                raise IndexError("an index can only have a single ellipsis ('...')")
+            ellipsis_at = i
         elif k is not None:
             used += 1
-    if n_ellipsis > 1:
-        raise IndexError("an index can only have a single ellipsis ('...')")
     if used > len(shape):
         raise IndexError(f"too many indices: array is {len(shape)}-dimensional, {used} were indexed")
-    if n_ellipsis:
-        i = next(j for j, k in enumerate(key) if k is Ellipsis)
-        key = key[:i] + (slice(None),) * (len(shape) - used) + key[i + 1:]
+    if ellipsis_at >= 0:
+        key = key[:ellipsis_at] + (slice(None),) * (len(shape) - used) + key[ellipsis_at + 1:]
     offset, new_shape, new_strides, axis = 0, [], [], 0
     for k in key:
         if k is None:
@@ -59,17 +68,17 @@ def index_view(shape, strides, key) -> tuple[int, tuple[int, ...], tuple[int, ..
             new_strides.append(0)
             continue
         n, s = shape[axis], strides[axis]
-        if isinstance(k, numbers.Integral) and not isinstance(k, bool):
+        if type(k) is slice:  # (slice cannot be subclassed; int and slice first: no ABC check for them)
+            start, stop, step = k.indices(n)
+            length = len(range(start, stop, step))
+            offset += start * s if length else 0
+            new_shape.append(length)
+            new_strides.append(s * step)
+        elif type(k) is int or isinstance(k, numbers.Integral) and not isinstance(k, bool):
             i = int(k) + n if k < 0 else int(k)
             if not 0 <= i < n:
                 raise IndexError(f"index {int(k)} is out of bounds for axis {axis} with size {n}")
             offset += i * s
-        elif isinstance(k, slice):
-            start, _, step = k.indices(n)
-            length = len(range(*k.indices(n)))
-            offset += start * s if length else 0
-            new_shape.append(length)
-            new_strides.append(s * step)
         else:
             raise TypeError(f"DeviceArray supports basic indexing (ints, slices, ..., None) and, alone or with "
                             f"ints, integer or boolean DeviceArrays; not {type(k).__name__}")

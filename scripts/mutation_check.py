@@ -430,6 +430,11 @@ MUTANTS = [
            "allocation pays the tracked path)", "pymagma/memory.py",
            "            if not pool._trackers:\n                pool.__class__ = Pool",
            "            if False:\n                pool.__class__ = Pool", ("tests/pymagma/test_memory_peak.py",)),
+    Mutant("index-quick-path-no-lower-bound", "one int key's quick path accepts an index below -size (it addresses "
+           "memory before the array)", "pymagma/_layouts.py",
+           "            if not 0 <= i < n:\n                raise IndexError(f\"index {key} is out",
+           "            if not i < n:\n                raise IndexError(f\"index {key} is out",
+           ("tests/pymagma/test_array.py", "-k", "one_int_or_slice or basic_indexing")),
     Mutant("pool-closed-block-kept", "a block given back to a closed pool by a dying allocation stays cached (a "
            "destroyed graph's memory leaks)", "pymagma/memory.py",
            "            if pool is not None and pool.closed:\n                pool._sweep()",

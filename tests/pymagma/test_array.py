@@ -55,6 +55,23 @@ def test_basic_indexing_matches_numpy(shape, key, ellipsis_at):
     np.testing.assert_array_equal(as_numpy(view, base), expected)
 
 
+@given(shape=hnp.array_shapes(min_dims=0, max_dims=3, min_side=0, max_side=6), key=index_item)
+def test_one_int_or_slice_key_matches_numpy(shape, key):
+    """A key that is one int or one slice (the first axis's quick path) indexes as NumPy does, errors included."""
+    base = np.arange(int(np.prod(shape)), dtype=np.float32).reshape(shape)
+    try:
+        expected = base[key]
+    except IndexError as exc:
+        with pytest.raises(IndexError, match="out of bounds" if "out of bounds" in str(exc) else "too many"):
+            index_view(base.shape, base.strides, key)
+        return
+    view = host_view(base)[key]
+    assert (view.shape, view.strides) == (expected.shape, expected.strides if expected.size else view.strides)
+    if expected.size:  # (an empty view addresses nothing: its offset and strides are free)
+        assert view.is_c_contiguous == expected.flags.c_contiguous
+        np.testing.assert_array_equal(as_numpy(view, base), expected)
+
+
 @given(shape=hnp.array_shapes(min_dims=0, max_dims=4, min_side=0, max_side=5), item=st.sampled_from([1, 4, 8, 16]))
 def test_c_strides_and_extent_match_numpy(shape, item):
     a = np.empty(shape, dtype=f"V{item}")
