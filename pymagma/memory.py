@@ -70,7 +70,9 @@ class Pool:
         cached = self._cached()
         with self.lock:
             held, mallocs, frees = self._held, self._mallocs, self._frees
-        misses, requests = _counted(self._misses), _counted(self._requests)  # (misses first: never more hits)
+        # misses read first: each has its request counted (hits never negative); a request another thread has
+        # just made reads as a hit until its miss, if any, is counted
+        misses, requests = _counted(self._misses), _counted(self._requests)
         return {"in_use_bytes": held - cached, "cached_bytes": cached, "mallocs": mallocs, "frees": frees,
                 "hits": requests - misses, "requests": requests}
 
