@@ -449,9 +449,15 @@ def _allocated(shape: tuple, dtype: np.dtype, device: int | None) -> DeviceArray
                          "can address (2**63 - 1)")
     try:
         return _empty(shape, dtype, device)
-    except MemoryError as exc:  # NumPy's words, with the device and what the allocator said
-        raise DeviceMemoryError(f"Unable to allocate {nbytes / 2**30:.3g} GiB for an array with shape {shape} and "
-                                f"data type {dtype} on device {device} ({str(exc) or 'out of memory'})") from None
+    except MemoryError as exc:
+        raise _out_of_memory(shape, dtype, device, exc) from None
+
+
+def _out_of_memory(shape: tuple, dtype: np.dtype, device: int, exc: MemoryError) -> DeviceMemoryError:
+    """NumPy's words for an allocation that failed, with the device and what the allocator said."""
+    nbytes = math.prod(shape) * dtype.itemsize
+    return DeviceMemoryError(f"Unable to allocate {nbytes / 2**30:.3g} GiB for an array with shape {shape} and data "
+                             f"type {dtype} on device {device} ({str(exc) or 'out of memory'})")
 
 
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
@@ -580,7 +586,12 @@ def _upload(host: np.ndarray, checked: np.dtype, device: int | None) -> DeviceAr
     """A copy on the device of the C-contiguous ``host`` of the supported dtype ``checked``."""
     if runtime.capture_state.__dict__.get("graph") is not None:  # (refuse_during_capture's test, inline)
         runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
-    out = _allocated(host.shape, checked, device)  # a NumPy array's shape: no check again
+    if type(device) is not int or not 0 <= device <= _checks.INT32_MAX:  # (_allocated, inline: a NumPy array's
+        device = runtime.get_device() if device is None else _device_index(device)  # shape and size need no check)
+    try:
+        out = _empty(host.shape, checked, device)
+    except MemoryError as exc:
+        raise _out_of_memory(host.shape, checked, device, exc) from None
     runtime._copy(out.ptr, host.__array_interface__["data"][0], host.nbytes, "cudaMemcpyHostToDevice", None,
                   "cudaMemcpy(HtoD)")  # (memcpy_htod of a C-contiguous ndarray, inline)
     return out

@@ -233,3 +233,21 @@ def test_an_output_in_a_reference_cycle_gives_its_block_back_when_the_cycle_is_c
             assert pool.free_blocks[(0, 1024)] == [ptr] and pool.stats["in_use_bytes"] == 0
             assert array._empty((600,), U8, 0).ptr == ptr  # taken again: a hit
         assert pool.stats["hits"] == 1 and pool.stats["requests"] == 2
+
+
+def test_an_upload_or_an_empty_array_that_runs_out_of_memory_says_so_in_numpys_words(monkeypatch):
+    with simulator.simulated("null") as sim:
+        monkeypatch.setattr(sim.runtime, "cudaMalloc",
+                            lambda nbytes: (runtime._rt().cudaError_t.cudaErrorMemoryAllocation, None))
+        with memory.using_pool(memory.Pool()):
+            for make in (lambda: pymagma.asarray(np.ones((3, 5), np.float32)),
+                         lambda: pymagma.asarray(np.ones((3, 5), np.float32), device=0),
+                         lambda: array.empty((3, 5), np.float32)):
+                try:
+                    make()
+                except MemoryError as exc:
+                    assert isinstance(exc, pymagma.errors.DeviceMemoryError)
+                    assert "Unable to allocate" in str(exc) and "shape (3, 5)" in str(exc) and "float32" in str(exc)
+                    assert "on device 0" in str(exc)
+                else:  # pragma: no cover
+                    raise AssertionError("cudaMalloc failed: the allocation must raise")
