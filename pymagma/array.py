@@ -152,8 +152,14 @@ class DeviceArray:
                     return UPPER["getitem"](self, key)
         elif isinstance(key, DeviceArray):
             return UPPER["getitem"](self, key)
-        offset, shape, strides = index_view(self.shape, self.strides, key)
-        return self._view(offset, shape, strides)
+        offset, shape, strides = index_view(self.shape, self.strides, key)  # (tuples of ints)
+        itemsize = self.itemsize
+        a = object.__new__(DeviceArray)  # self._view(offset, shape, strides), inline
+        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = self.dtype, shape, strides, self.ptr + offset, self, \
+            self.device
+        a.ndim, a.itemsize, a.size = len(shape), itemsize, math.prod(shape)
+        a.nbytes, a.is_c_contiguous = a.size * itemsize, _is_c_contiguous_cached(shape, strides, itemsize)
+        return a
 
     def __setitem__(self, key, value) -> None:
         """``self[key] = value`` on the device (basic, integer-array or boolean-mask keys; value: array or scalar)."""

@@ -415,6 +415,12 @@ MUTANTS = [
            "        a.is_c_contiguous = self.is_c_contiguous\n", ARRAYS + ("tests/pymagma/suites/test_hot_paths.py",)),
     Mutant("strided-view-marked-contiguous", "a basic-indexing view with strides marked C-contiguous (kept at "
            "creation: never checked again)", "pymagma/array.py",
+           "itemsize, math.prod(shape)\n        a.nbytes, a.is_c_contiguous = a.size * itemsize, "
+           "_is_c_contiguous_cached(shape, strides, itemsize)\n",
+           "itemsize, math.prod(shape)\n        a.nbytes, a.is_c_contiguous = a.size * itemsize, True\n",
+           ARRAYS + ("tests/pymagma/suites/test_hot_paths.py",)),
+    Mutant("axes-view-marked-contiguous", "a view of permuted axes (transpose(axes)) marked C-contiguous (kept at "
+           "creation: never checked again)", "pymagma/array.py",
            "            a.is_c_contiguous = _is_c_contiguous_cached(shape, strides, itemsize)\n",
            "            a.is_c_contiguous = True\n", ARRAYS + ("tests/pymagma/suites/test_hot_paths.py",)),
     Mutant("cudnn-call-keeps-old-library", "_cudnn.call keeps the functions it bound from the first cuDNN object "

@@ -85,7 +85,9 @@ def test_views_keep_their_rank_and_item_size():
                        (x.mT, host.swapaxes(1, 2)), (x[None, 0], host[None, 0]), (x[0].T, host[0].T),
                        (x[0].mT, host[0].T), (x[0, 1].T, host[0, 1].T), (x[:1, :1].T, host[:1, :1].T),
                        (x[:, :1].mT, host[:, :1].swapaxes(1, 2)), (x[1:2, 2:3, 4:5].T, host[1:2, 2:3, 4:5].T),
-                       (x.transpose(), host.transpose()), (x.T.T, host),
+                       (x.transpose(), host.transpose()), (x.T.T, host), (x.transpose((0, 1, 2)), host),
+                       (x.transpose(1, 0, 2), host.transpose(1, 0, 2)),
+                       (x.transpose(2, 0, 1).reshape(60), host.transpose(2, 0, 1).ravel()),
                        (x.mT.reshape(60), host.swapaxes(1, 2).ravel())]:
         assert (view.shape, view.strides) == (want.shape, want.strides)
         _kept_values_agree(view)
