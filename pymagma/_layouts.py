@@ -1,11 +1,60 @@
 """The layout arithmetic of C-ordered strided arrays (pure functions of shapes, byte strides and itemsizes, no device):
-C-contiguous strides, contiguity, the byte extent of a view and basic indexing.  Re-exported by
-:mod:`pymagma.array`."""
+shapes checked and reshaped, C-contiguous strides, contiguity, the byte extent of a view and basic indexing.
+Re-exported by :mod:`pymagma.array`."""
 
 from __future__ import annotations
 
 import functools
+import math
 import numbers
+
+from . import _checks
+
+
+def _normalize_shape(shape) -> tuple[int, ...]:
+    """A shape as a tuple of non-negative ints (an int, or an iterable of ints; NumPy integers too, floats never)."""
+    if type(shape) is tuple and set(map(type, shape)) <= _INT and (not shape or min(shape) >= 0):
+        return shape  # already one (no Python call per entry)
+    try:
+        out = _checks.sizes(shape, "shape")
+    except TypeError as exc:
+        raise TypeError(f"{exc} (shape {shape!r})") from None
+    if any(s < 0 for s in out):
+        raise ValueError(f"negative dimension in shape {out}")
+    return out
+
+
+_INT = {int}
+
+
+def _reshaped(size: int, shape) -> tuple[int, ...]:
+    """``shape`` (ints, one of them possibly -1) checked as a new shape for ``size`` elements, -1 resolved; the
+    answer for a tuple of plain ints is kept in ``_RESHAPED`` (errors never are)."""
+    new = _reshaped_checked(size, shape)
+    if type(shape) is tuple and set(map(type, shape)) <= _INT:
+        if len(_RESHAPED) >= 1024:
+            _RESHAPED.clear()
+        _RESHAPED[(size, shape)] = new
+    return new
+
+
+_RESHAPED: dict = {}  # (size, shape of plain ints) -> the checked new shape
+
+
+@_checks.once_per_arguments
+def _reshaped_checked(size: int, shape: tuple) -> tuple[int, ...]:
+    shape = list(_checks.sizes(shape, "reshape: shape"))
+    if shape.count(-1) > 1:
+        raise ValueError("can only specify one unknown dimension (-1)")
+    if -1 in shape:
+        known = math.prod(s for s in shape if s != -1)
+        if known == 0 or size % known:
+            raise ValueError(f"cannot reshape array of size {size} into shape {tuple(shape)}")
+        shape[shape.index(-1)] = size // known
+    shape = _normalize_shape(shape)
+    if math.prod(shape) != size:
+        raise ValueError(f"cannot reshape array of size {size} into shape {shape}")
+    return shape
 
 
 def c_strides(shape: tuple[int, ...], itemsize: int) -> tuple[int, ...]:
