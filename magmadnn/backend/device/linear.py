@@ -22,7 +22,7 @@ def _blas_operand(a):
     return _k.copy(a)
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False):
+def _matmul(a, b, transpose_a=False, transpose_b=False):
     """``op(a) @ op(b)``: gemm for 2-D operands, gemm_batched for stacks; transposes are views BLAS takes as flags."""
     if a.dtype is not b.dtype:
         _same_dtype("matmul", a, b)
@@ -37,6 +37,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     if a.ndim < 2 or b.ndim < 2:
         return _blas.matmul(a, b)
     return _blas.gemm_batched(a, b)
+
+
+#: the op: 2-D operands of one dtype stored as themselves or transposed run a planned gemm in one frame
+#: (pymagma.blas.planned_matmul, which computes them as _matmul does); any other call is _matmul's
+matmul = _blas.planned_matmul(_matmul)
 
 
 def bias_add(x, b):
