@@ -65,7 +65,8 @@ HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
 PLANNED_GEMM = ("tests/pymagma/test_blas_planned.py",)  # gemm's plans against the checked call and NumPy
 PLANNED_MATMUL = ("tests/pymagma/test_blas_planned_matmul.py",)  # a framework's planned matmul, the same
 EPILOGUE_PLANS = ("tests/magmadnn/backend/test_kernels_epilogue_plans.py",)  # the epilogue's planned launches
-BIND = ("tests/pymagma/simulator/test_magma_bind.py",)  # a library's bind: C-level hits, refusals every time
+BIND = ("tests/pymagma/simulator/test_magma_bind.py",)
+BIAS_PLANS = ("tests/pymagma/test_kernels_planned_bias_add.py",)  # the channel bias' planned launches  # a library's bind: C-level hits, refusals every time
 #: the caching pool: its statistics, threads, closed pools and the inline copy of its hit path
 MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
           "tests/pymagma/test_graphs.py")
@@ -620,6 +621,18 @@ MUTANTS = [
     Mutant("epilogue-backward-plan-skips-devices", "a planned epilogue gradient reads a y from another device",
            "magmadnn/backend/device/kernels/epilogue.py",
            "y.device == device and y.is_c_contiguous)", "y.is_c_contiguous)", EPILOGUE_PLANS),
+    Mutant("bias-add-plan-skips-x-layout", "a planned channel bias launches a strided x as if it were contiguous",
+           "pymagma/kernels/elementwise.py",
+           "            x.device == bias.device and x.is_c_contiguous and bias.is_c_contiguous:",
+           "            x.device == bias.device and bias.is_c_contiguous:", BIAS_PLANS),
+    Mutant("bias-add-plan-skips-devices", "a planned channel bias adds a bias from another device",
+           "pymagma/kernels/elementwise.py",
+           "            x.device == bias.device and x.is_c_contiguous and bias.is_c_contiguous:",
+           "            x.is_c_contiguous and bias.is_c_contiguous:", BIAS_PLANS),
+    Mutant("bias-add-plan-ignores-out", "a planned channel bias writes a new array when given out",
+           "pymagma/kernels/elementwise.py",
+           "if out is None and x.__class__ is bias.__class__ is _DeviceArray and x.dtype is bias.dtype and",
+           "if x.__class__ is bias.__class__ is _DeviceArray and x.dtype is bias.dtype and", BIAS_PLANS),
     Mutant("xent-mean-grad-by-classes", "the mean loss's gradient divides the upstream gradient by the classes",
            "magmadnn/backend/device/kernels/loss.cu",
            ": A(1)) / (A)rows));  // stored", ": A(1)) / (A)classes));  // stored",

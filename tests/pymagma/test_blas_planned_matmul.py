@@ -147,6 +147,12 @@ def test_a_plan_follows_allow_tf32_the_devices_and_the_device_count(simulated, m
     for _ in range(2):
         with pytest.raises(ValueError, match="different devices"):
             matmul(a, b1)
+    # one device counted again, with arrays on two devices about: a plan still never multiplies across devices
+    monkeypatch.setattr(simulated.libraries, "device_count", 1, raising=False)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="different devices"):
+            matmul(a, b1)
+    np.testing.assert_array_equal(matmul(a, b).get(), np.full((2, 4), 3, np.float32))
 
 
 def test_plans_are_dropped_when_full_and_calls_stay_right(monkeypatch):
