@@ -94,16 +94,16 @@ def _forward_launch(shape, dtype, bias_shape, bias_dtype, kind) -> tuple:
             c_int(code), c_int(int(keep)), keep)
 
 
-def bias_activation(x, bias, kind: str, alpha: float = 0.0):
-    """``(y, z)``: ``z = x + bias`` over axis 1 of ``x`` (N, C, ...) rounded to the dtype, ``y = kind(z)``, one
+def bias_activation(x, b, kind, alpha=0.0):
+    """``(y, z)``: ``z = x + b`` over axis 1 of ``x`` (N, C, ...) rounded to the dtype, ``y = kind(z)``, one
     launch (the op set's ``bias_activation`` on the device). ``z`` is written over ``x`` (C-contiguous; another
     layout is copied first), which is given up, when the gradient of ``kind`` reads it, else ``z`` is None and ``x``
     is left as it was.  A call whose arguments (C-contiguous DeviceArrays of one dtype object on one device; shapes,
     dtypes, kind) were planned before launches in this one frame."""
-    if x.__class__ is _DeviceArray and bias.__class__ is _DeviceArray and x.dtype is bias.dtype and \
-            x.is_c_contiguous and bias.is_c_contiguous and x.device == bias.device:
+    if x.__class__ is _DeviceArray and b.__class__ is _DeviceArray and x.dtype is b.dtype and \
+            x.is_c_contiguous and b.is_c_contiguous and x.device == b.device:
         try:
-            plan = _FORWARD_PLANS[(x.shape, x.dtype, bias.shape, bias.dtype, kind)]
+            plan = _FORWARD_PLANS[(x.shape, x.dtype, b.shape, b.dtype, kind)]
         except (KeyError, TypeError):  # a new call (or an unhashable argument): checked, then kept
             pass
         else:
@@ -114,30 +114,30 @@ def bias_activation(x, bias, kind: str, alpha: float = 0.0):
                 libraries = _native.current
                 libraries.launcher.launch("epilogue", expression, device,
                                           (libraries.default_queues.get(device) or x.queue).stream, grid, THREADS,
-                                          [x.ptr, bias.ptr, y.ptr, size, channels, inner, code,
+                                          [x.ptr, b.ptr, y.ptr, size, channels, inner, code,
                                            c_double(float(alpha)), keep_c])
             return y, (x if keep else None)
-    return _bias_activation_checked(x, bias, kind, alpha)
+    return _bias_activation_checked(x, b, kind, alpha)
 
 
-def _bias_activation_checked(x, bias, kind, alpha):
+def _bias_activation_checked(x, b, kind, alpha):
     what = "bias_activation"
     if kind not in ACTIVATIONS:
         check_activation(kind, what)
-    if not (x.__class__ is _array.DeviceArray and bias.__class__ is _array.DeviceArray):
+    if not (x.__class__ is _array.DeviceArray and b.__class__ is _array.DeviceArray):
         _float_dtype(x, what)  # the TypeError naming the operand that is not a DeviceArray
-        _same([x, bias], what)
-    if x.dtype is not bias.dtype:
-        _same_dtype(what, x, bias)
+        _same([x, b], what)
+    if x.dtype is not b.dtype:
+        _same_dtype(what, x, b)
     alpha = float(alpha)
-    plan = _plan(_FORWARD_PLANS, (x.shape, x.dtype, bias.shape, bias.dtype, kind), _forward_launch)
+    plan = _plan(_FORWARD_PLANS, (x.shape, x.dtype, b.shape, b.dtype, kind), _forward_launch)
     expression, grid, size, channels, inner, code, keep_c, keep = plan
-    if bias.device != x.device:
-        raise ValueError(f"{what}: arrays live on different devices ({x.device} and {bias.device})")
+    if b.device != x.device:
+        raise ValueError(f"{what}: arrays live on different devices ({x.device} and {b.device})")
     x = x if x.is_c_contiguous else contiguous(x)
     y = _array._empty(x.shape, x.dtype, x.device)
     _run("epilogue", expression, x, x.size,
-         [x.ptr, (bias if bias.is_c_contiguous else contiguous(bias)).ptr, y.ptr, size, channels, inner, code,
+         [x.ptr, (b if b.is_c_contiguous else contiguous(b)).ptr, y.ptr, size, channels, inner, code,
           c_double(alpha), keep_c])
     return y, (x if keep else None)
 
@@ -163,7 +163,7 @@ def _backward_launch(shape, dtype, kind, has_z, has_y) -> tuple:
             c_longlong(channels), c_longlong(inner), c_int(code))
 
 
-def bias_activation_backward(dy, z, y, kind: str, alpha: float = 0.0, bias: bool = True):
+def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
     """``(dx, db)`` of :func:`bias_activation`: ``dx`` the activation's gradient from ``dy`` and ``z`` and/or ``y``
     (what ``kind`` reads), ``db`` the sum of ``dx`` over every axis but 1 (None unless ``bias``), one launch (the op
     set's ``bias_activation_backward`` on the device).  A call whose arguments (C-contiguous DeviceArrays of one
