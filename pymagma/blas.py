@@ -205,56 +205,6 @@ def _gemm(a, b, out, *, alpha, beta, trans_a, trans_b, out_dtype, key, plans=_GE
     return _run_gemm(plan, a, b, out, _native.current)
 
 
-# ------------------------------------------------------------------------------------- a framework's planned matmul
-def _plain(x) -> bool:
-    """Whether the 2-D ``x`` is C-contiguous or the transposed view of a C-contiguous array."""
-    return x.is_c_contiguous or x.T.is_c_contiguous
-
-
-def planned_matmul(checked):
-    """A framework's matmul op ``(a, b, transpose_a=False, transpose_b=False)``, ``op(a) @ op(b)``, whose calls on
-    2-D DeviceArrays of one dtype, each C-contiguous or the transposed view of a C-contiguous array, are
-    :func:`gemm`'s (alpha 1, beta 0, a new output), planned by their layouts, dtypes and flags: a call planned before
-    runs its plan in this one Python frame, the output's allocation and the gemm through
-    :data:`pymagma._native.current`'s MAGMA at the call (its ``bind``, a C-level look-up; the queue's TF32 mode as
-    :data:`allow_tf32` is now).  Any other call (not such operands, another device, several devices) is
-    ``checked(a, b, transpose_a, transpose_b)``, which must compute such operands as :func:`gemm` does."""
-    plans = Plans()  # (a's shape, strides, dtype, b's shape, strides, dtype, flags) -> _gemm_plan's tuple
-    device_array, empty_, array_module = DeviceArray, _empty, _array
-
-    def matmul(a, b, transpose_a=False, transpose_b=False):
-        if a.__class__ is device_array and b.__class__ is device_array:
-            signature = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype, transpose_a, transpose_b)
-            try:
-                plan = plans.get(signature)
-            except TypeError:  # an unhashable flag: the checked path names what is wrong
-                return checked(a, b, transpose_a, transpose_b)
-            if plan is None:
-                if a.ndim == 2 and b.ndim == 2 and a.dtype is b.dtype and _plain(a) and _plain(b):
-                    return _gemm(a, b, None, alpha=1.0, beta=0.0, trans_a=bool(transpose_a),
-                                 trans_b=bool(transpose_b), out_dtype=None, key=signature, plans=plans)
-            elif a.device == b.device:
-                libraries = _native.current
-                if 1 == libraries.__dict__.get("device_count") and \
-                        runtime.device_count is array_module._device_count:  # (one device: none to make current)
-                    # _run_gemm, inline: the op's one Python frame between the framework and MAGMA
-                    (shape, dtype, routine, flag_a, flag_b, m, n, k, ld_first, ld_second, ld_out, swapped, one, zero,
-                     tf32) = plan
-                    device = a.device
-                    out = empty_(shape, dtype, device)
-                    queue = libraries.default_queues.get(device) or out.queue
-                    if tf32 and bool(allow_tf32) != queue.tf32:
-                        _set_tf32(queue, bool(allow_tf32))
-                    x, y = (b.ptr, a.ptr) if swapped else (a.ptr, b.ptr)
-                    (libraries.__dict__.get("magma_initialized") or magma()).bind(routine)(
-                        flag_a, flag_b, m, n, k, one, x, ld_first, y, ld_second, zero, out.ptr, ld_out, queue.handle)
-                    return out
-        return checked(a, b, transpose_a, transpose_b)
-
-    matmul.__doc__, matmul.__wrapped__, matmul.plans = checked.__doc__, checked, plans
-    return matmul
-
-
 _GEMM_NAMES = {p: f"magma_{p}gemm" for p in _magma.PRECISIONS}
 
 

@@ -65,8 +65,8 @@ HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
 PLANNED_GEMM = ("tests/pymagma/test_blas_planned.py",)  # gemm's plans against the checked call and NumPy
 PLANNED_MATMUL = ("tests/pymagma/test_blas_planned_matmul.py",)  # a framework's planned matmul, the same
 EPILOGUE_PLANS = ("tests/magmadnn/backend/test_kernels_epilogue_plans.py",)  # the epilogue's planned launches
-BIND = ("tests/pymagma/simulator/test_magma_bind.py",)
-BIAS_PLANS = ("tests/pymagma/test_kernels_planned_bias_add.py",)  # the channel bias' planned launches  # a library's bind: C-level hits, refusals every time
+BIND = ("tests/pymagma/simulator/test_magma_bind.py",)  # a library's bind: C-level hits, refusals every time
+BIAS_PLANS = ("tests/pymagma/test_kernels_planned_bias_add.py",)  # the channel bias' planned launches
 #: the caching pool: its statistics, threads, closed pools and the inline copy of its hit path
 MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
           "tests/pymagma/test_graphs.py")
@@ -147,31 +147,34 @@ MUTANTS = [
            'libraries.__dict__.get("device_count") in (1, 2) and', PLANNED_GEMM),
     # a framework's planned matmul (blas.planned_matmul): gemm's plan run in the op's frame
     Mutant("matmul-plan-key-ignores-strides", "a planned matmul keyed by the operands' shapes only (a transposed "
-           "view of the same shape reuses a contiguous operand's plan)", "pymagma/blas.py",
+           "view of the same shape reuses a contiguous operand's plan)", "pymagma/_blas_matmul.py",
            "signature = (a.shape, a.strides, a.dtype, b.shape, b.strides, b.dtype,",
            "signature = (a.shape, a.shape, a.dtype, b.shape, b.shape, b.dtype,", PLANNED_MATMUL),
-    Mutant("matmul-plan-key-ignores-flags", "a planned matmul keyed without the transpose flags", "pymagma/blas.py",
+    Mutant("matmul-plan-key-ignores-flags", "a planned matmul keyed without the transpose flags",
+           "pymagma/_blas_matmul.py",
            "b.strides, b.dtype, transpose_a, transpose_b)", "b.strides, b.dtype, False, False)", PLANNED_MATMUL),
     Mutant("matmul-plan-any-layout", "a planned matmul plans operands the framework copies first (strided views)",
-           "pymagma/blas.py", "a.dtype is b.dtype and _plain(a) and _plain(b):", "a.dtype is b.dtype:",
+           "pymagma/_blas_matmul.py", "a.dtype is b.dtype and _plain(a) and _plain(b):", "a.dtype is b.dtype:",
            PLANNED_MATMUL),
     Mutant("matmul-plan-skips-dtypes", "a planned matmul computes mixed dtypes instead of the framework's error",
-           "pymagma/blas.py", "a.dtype is b.dtype and _plain(a) and _plain(b):", "_plain(a) and _plain(b):",
+           "pymagma/_blas_matmul.py", "a.dtype is b.dtype and _plain(a) and _plain(b):", "_plain(a) and _plain(b):",
            PLANNED_MATMUL),
     Mutant("matmul-plan-flags-crossed", "a planned matmul's first call gives transpose_b to A and transpose_a to B",
-           "pymagma/blas.py", "trans_a=bool(transpose_a),\n                                 trans_b=bool(transpose_b)",
-           "trans_a=bool(transpose_b),\n                                 trans_b=bool(transpose_a)", PLANNED_MATMUL),
+           "pymagma/_blas_matmul.py",
+           "trans_a=bool(transpose_a),\n                                      trans_b=bool(transpose_b)",
+           "trans_a=bool(transpose_b),\n                                      trans_b=bool(transpose_a)",
+           PLANNED_MATMUL),
     Mutant("matmul-plan-ignores-device-count", "a planned matmul runs with several devices without making the "
-           "operands' device current", "pymagma/blas.py", 'if 1 == libraries.__dict__.get("device_count") and',
+           "operands' device current", "pymagma/_blas_matmul.py", 'if 1 == libraries.__dict__.get("device_count") and',
            'if libraries.__dict__.get("device_count") in (1, 2) and', PLANNED_MATMUL),
     Mutant("matmul-plan-ignores-devices", "a planned matmul multiplies operands that live on two devices",
-           "pymagma/blas.py", "elif a.device == b.device:", "elif True:", PLANNED_MATMUL),
+           "pymagma/_blas_matmul.py", "elif a.device == b.device:", "elif True:", PLANNED_MATMUL),
     Mutant("matmul-plan-operands-unswapped", "a planned matmul passes A then B where the plan computes "
-           "C^T = B^T A^T", "pymagma/blas.py", "x, y = (b.ptr, a.ptr) if swapped else (a.ptr, b.ptr)",
+           "C^T = B^T A^T", "pymagma/_blas_matmul.py", "x, y = (b.ptr, a.ptr) if swapped else (a.ptr, b.ptr)",
            "x, y = a.ptr, b.ptr", PLANNED_MATMUL),
     Mutant("matmul-plan-tf32-never-set", "a planned matmul leaves the queue's math mode as it was",
-           "pymagma/blas.py", "if tf32 and bool(allow_tf32) != queue.tf32:",
-           "if tf32 and bool(allow_tf32) != queue.tf32 and False:", PLANNED_MATMUL),
+           "pymagma/_blas_matmul.py", "if tf32 and bool(blas.allow_tf32) != queue.tf32:",
+           "if tf32 and bool(blas.allow_tf32) != queue.tf32 and False:", PLANNED_MATMUL),
     Mutant("batched-stride-b-is-a", "strided batched gemm: B's batch stride given as A's",
            "pymagma/blas.py",
            "c.B.ptr + first * sb * size, c.B.ld, sb,",

@@ -1,8 +1,8 @@
-"""A framework's planned matmul (``pymagma.blas.planned_matmul``): 2-D operands of one dtype, each C-contiguous or
-a transposed view of a C-contiguous array, run gemm's plan in the op's own frame once their layouts, dtypes and
-flags were seen; every such call equals the checked gemm and NumPy bit for bit, goes through the native seam in
-use at the call, and a plan never answers for another layout, flag, dtype, device or device count.  Anything else is
-the framework's checked matmul."""
+"""A framework's planned matmul (``pymagma._blas_matmul.planned_matmul``): 2-D operands of one dtype, each
+C-contiguous or a transposed view of a C-contiguous array, run gemm's plan in the op's own frame once their layouts,
+dtypes and flags were seen; every such call equals the checked gemm and NumPy bit for bit, goes through the native
+seam in use at the call, and a plan never answers for another layout, flag, dtype, device or device count.  Anything
+else is the framework's checked matmul."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ import pytest
 import pymagma
 from pymagma import _native, blas, simulator
 from pymagma import runtime as rt
+from pymagma._blas_matmul import planned_matmul
 
 
 @pytest.fixture(autouse=True)
@@ -45,7 +46,7 @@ def _operand(host, transposed: bool):
 @pytest.mark.parametrize("dtype", [np.float32, np.float64, np.complex64, np.complex128])
 def test_planned_calls_equal_the_checked_gemm_and_numpy_for_every_layout_and_flag(dtype):
     checked = Checked()
-    matmul = blas.planned_matmul(checked)
+    matmul = planned_matmul(checked)
     rng = np.random.default_rng(0)
     m, k, n = 3, 5, 4
     first = {}
@@ -68,7 +69,7 @@ def test_planned_calls_equal_the_checked_gemm_and_numpy_for_every_layout_and_fla
 
 def test_every_planned_call_goes_through_the_native_seam_in_use(simulated, monkeypatch):
     checked = Checked()
-    matmul = blas.planned_matmul(checked)
+    matmul = planned_matmul(checked)
     a, b = pymagma.asarray(np.ones((2, 3), np.float32)), pymagma.asarray(np.ones((3, 4), np.float32))
     matmul(a, b)  # planned
     lib = _native.current.magma_initialized
@@ -100,7 +101,7 @@ def test_every_planned_call_goes_through_the_native_seam_in_use(simulated, monke
 
 def test_a_plan_never_answers_for_another_layout_dtype_or_a_bad_call():
     checked = Checked()
-    matmul = blas.planned_matmul(checked)
+    matmul = planned_matmul(checked)
     rng = np.random.default_rng(3)
     host = rng.standard_normal((4, 6))
     a, b = pymagma.asarray(host[:, :3].copy()), pymagma.asarray(host[:3, :4].copy())
@@ -124,7 +125,7 @@ def test_a_plan_never_answers_for_another_layout_dtype_or_a_bad_call():
 
 def test_a_plan_follows_allow_tf32_the_devices_and_the_device_count(simulated, monkeypatch):
     checked = Checked()
-    matmul = blas.planned_matmul(checked)
+    matmul = planned_matmul(checked)
     a, b = pymagma.asarray(np.ones((2, 3), np.float32)), pymagma.asarray(np.ones((3, 4), np.float32))
     matmul(a, b)
     monkeypatch.setattr(blas, "allow_tf32", True)
@@ -156,7 +157,7 @@ def test_a_plan_follows_allow_tf32_the_devices_and_the_device_count(simulated, m
 
 
 def test_plans_are_dropped_when_full_and_calls_stay_right(monkeypatch):
-    matmul = blas.planned_matmul(Checked())
+    matmul = planned_matmul(Checked())
     monkeypatch.setattr(matmul.plans, "limit", 4)
     rng = np.random.default_rng(1)
     for n in list(range(1, 9)) * 2:
@@ -168,7 +169,7 @@ def test_plans_are_dropped_when_full_and_calls_stay_right(monkeypatch):
 
 def test_empty_products_and_half_operands_are_never_planned():
     checked = Checked()
-    matmul = blas.planned_matmul(checked)
+    matmul = planned_matmul(checked)
     for _ in range(2):
         z = matmul(pymagma.asarray(np.ones((2, 0))), pymagma.asarray(np.ones((0, 3))))
         np.testing.assert_array_equal(z.get(), np.zeros((2, 3)))

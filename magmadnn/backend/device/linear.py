@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pymagma import blas as _blas
 from pymagma import kernels as _k
+from pymagma._blas_matmul import planned_matmul
 
 from . import kernels as _dk
 from ._common import (
@@ -38,8 +39,8 @@ def _matmul(a, b, transpose_a=False, transpose_b=False):
 
 
 #: the op: 2-D operands of one dtype stored as themselves or transposed run a planned gemm in one frame
-#: (pymagma.blas.planned_matmul, which computes them as _matmul does); any other call is _matmul's
-matmul = _blas.planned_matmul(_matmul)
+#: (pymagma._blas_matmul.planned_matmul, which computes them as _matmul does); any other call is _matmul's
+matmul = planned_matmul(_matmul)
 
 
 def bias_add(x, b):
@@ -55,4 +56,5 @@ def bias_grad(dy):  # (a function of its own: the op set names its argument dy)
 #: ``(act(x + b), x + b or None)`` in one launch (kernels/epilogue.cu), x + b kept, in x's memory, only where the
 #: gradient reads it; and ``(dx, db)``, the activation's gradient and the bias gradient in one launch: the launchers
 #: themselves, whose planned calls launch in their one frame
-bias_activation, bias_activation_backward = _dk.bias_activation, _dk.bias_activation_backward
+bias_activation = _dk.bias_activation
+bias_activation_backward = _dk.bias_activation_backward
