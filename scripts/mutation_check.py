@@ -65,6 +65,7 @@ HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
 PLANNED_GEMM = ("tests/pymagma/test_blas_planned.py",)  # gemm's plans against the checked call and NumPy
 PLANNED_MATMUL = ("tests/pymagma/test_blas_planned_matmul.py",)  # a framework's planned matmul, the same
 EPILOGUE_PLANS = ("tests/magmadnn/backend/test_kernels_epilogue_plans.py",)  # the epilogue's planned launches
+LINEAR_PLANS = ("tests/magmadnn/backend/test_linear_planned.py",)  # the device's linear ops on their plans
 BIND = ("tests/pymagma/simulator/test_magma_bind.py",)  # a library's bind: C-level hits, refusals every time
 BIAS_PLANS = ("tests/pymagma/test_kernels_planned_bias_add.py",)  # the channel bias' planned launches
 #: the caching pool: its statistics, threads, closed pools and the inline copy of its hit path
@@ -503,7 +504,7 @@ MUTANTS = [
     Mutant("matmul-transpose-flags-crossed", "matmul gives transpose_b to A and transpose_a to B",
            "magmadnn/backend/device/linear.py",
            "trans_a=bool(transpose_a), trans_b=bool(transpose_b)",
-           "trans_a=bool(transpose_b), trans_b=bool(transpose_a)", BACKEND),
+           "trans_a=bool(transpose_b), trans_b=bool(transpose_a)", LINEAR_PLANS),
     Mutant("dense-rows-view-fortran-order", "a rank > 2 dense takes its rows of x in column-major order (a "
            "reshape to the transposed shape, transposed back)",
            "magmadnn/functional/linear.py",

@@ -135,6 +135,7 @@ def test_a_plan_never_answers_for_operands_on_two_devices(monkeypatch):
         y, _ = kernels.bias_activation(x, b, "relu")
         kernels.bias_activation(pymagma.zeros((2, 3), np.float32), b, "relu")  # planned
         kernels.bias_activation_backward(y, None, y, "relu")
+        kernels.bias_activation_backward(y, None, y, "sigmoid")  # (its gradient reads y alone)
         monkeypatch.setattr(sim.runtime, "device_count", 2)
         monkeypatch.delattr(sim.libraries, "device_count", raising=False)
         with rt.on_device(1):
@@ -143,4 +144,8 @@ def test_a_plan_never_answers_for_operands_on_two_devices(monkeypatch):
             with pytest.raises(ValueError, match="different devices"):
                 kernels.bias_activation(pymagma.zeros((2, 3), np.float32), b1, "relu")
             with pytest.raises(ValueError, match="different devices"):
-                kernels.bias_activation_backward(y, None, y1, "relu")
+                kernels.bias_activation_backward(y, None, y1, "relu")  # (z is y1 here)
+            with pytest.raises(ValueError, match="different devices"):
+                kernels.bias_activation_backward(y, None, y1, "sigmoid")
+            with pytest.raises(ValueError, match="different devices"):
+                kernels.bias_activation_backward(y, y1, y, "relu")
