@@ -17,6 +17,22 @@ from .errors import MissingSymbolError
 Prototype = tuple[Any, tuple]
 
 
+class Bindings(dict):
+    """Name -> bound function, a library's ``bind``: ``bind = Bindings(checked).__getitem__`` answers a name bound
+    before with one C-level dict look-up (no Python frame between a caller and its native call); a name not bound yet
+    goes to ``checked(name)``, which binds it with every check and keeps it here when it may be kept.  The owner
+    clears it whenever what its checks read changes (a library that hides names, another export list)."""
+
+    __slots__ = ("_checked",)
+
+    def __init__(self, checked: Callable[[str], Any]):
+        super().__init__()
+        self._checked = checked
+
+    def __missing__(self, name: str):
+        return self._checked(name)
+
+
 class NativeLibrary:
     """A lazily loaded shared library with a table of prototypes.
 
@@ -31,7 +47,8 @@ class NativeLibrary:
         self.prototypes = dict(prototypes)
         self._aliases = dict(aliases or {})
         self._cdll: ctypes.CDLL | None = None
-        self._bound: dict[str, Any] = {}
+        self._bound = Bindings(self._bind)
+        self.bind = self._bound.__getitem__  # (a C-level look-up once bound; see Bindings)
 
     @property
     def cdll(self) -> ctypes.CDLL:
@@ -58,9 +75,11 @@ class NativeLibrary:
         return sorted(n for n in self.prototypes if not self.has(n))
 
     def bind(self, name: str):
-        fn = self._bound.get(name)
-        if fn is not None:
-            return fn
+        """The bound function ``name`` (a MissingSymbolError when the library does not export it); an instance's
+        ``bind`` is its :class:`Bindings`' look-up, this the same answer wherever that is replaced."""
+        return self._bound[name]
+
+    def _bind(self, name: str):
         if name not in self.prototypes:
             raise AttributeError(f"{self._name} has no prototype for {name!r}")
         symbol = self.symbol_name(name)

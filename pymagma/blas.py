@@ -160,8 +160,8 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, o
 
 
 @on_arrays_device
-def _gemm(a, b, out, *, alpha, beta, trans_a, trans_b, out_dtype, key) -> DeviceArray:
-    """:func:`gemm`, every argument checked; its plan kept under ``key`` (hashable) when given."""
+def _gemm(a, b, out, *, alpha, beta, trans_a, trans_b, out_dtype, key, plans=_GEMM_PLANS) -> DeviceArray:
+    """:func:`gemm`, every argument checked; its plan kept in ``plans`` under ``key`` (hashable) when given."""
     if a.__class__ is not DeviceArray or b.__class__ is not DeviceArray:
         a, b = _device_arrays("gemm", a=a, b=b)
     if a.ndim != 2 or b.ndim != 2:
@@ -201,7 +201,7 @@ def _gemm(a, b, out, *, alpha, beta, trans_a, trans_b, out_dtype, key) -> Device
     except ValueError:  # a layout BLAS cannot address: work on contiguous copies (CuPy's way), off the hot path
         return _gemm_on_copies(gemm, a.T if trans_a else a, b.T if trans_b else b, out, alpha=alpha, beta=beta)
     if key is not None:
-        _GEMM_PLANS.keep(key, plan)
+        plans.keep(key, plan)
     return _run_gemm(plan, a, b, out, _native.current)
 
 

@@ -19,17 +19,17 @@ import functools
 import itertools
 import threading
 import weakref
-from dataclasses import dataclass
 
 import numpy as np
 
-from .. import _libs
 from .. import _magma as M
-from ..errors import LibraryNotFoundError, MissingSymbolError, NotSimulatedError
+from .._ffi import Bindings
+from ..errors import MissingSymbolError, NotSimulatedError
 from . import magma_args
 from . import plans as _plans
 from .cudnn.numerics import tf32
-from .magma_args import ENUMS, INT_RANGE, MagmaCallError  # noqa: F401 - (their home before; still found here)
+from .exports import HiddenFamilies, provider_exports  # noqa: F401 - (provider_exports: its home before)
+from .magma_args import ENUMS, INT_RANGE, MagmaCallError, Rejected  # noqa: F401 - (their home before; still here)
 
 LIBRARY_NAME = "pymagma's simulated MAGMA"
 
@@ -504,22 +504,6 @@ MODEL = {
 
 
 # ----------------------------------------------------------------------------------------------------- rejected calls
-@dataclass(frozen=True)
-class Rejected:
-    """A call MAGMA rejected: ``magma_xerbla`` was called (``by="magma"``) or cuBLAS answered
-    CUBLAS_STATUS_INVALID_VALUE, which MAGMA's BLAS wrapper drops (``by="cublas"``).  Nothing was computed."""
-
-    routine: str
-    arg: int  #: MAGMA's (or BLAS's) 1-based number of the bad argument
-    name: str
-    value: object
-    by: str
-
-    def __str__(self) -> str:
-        who = "magma_xerbla" if self.by == "magma" else "cuBLAS (status dropped by MAGMA's wrapper)"
-        return f"{self.routine}: argument {self.arg} ({self.name} = {self.value!r}) rejected by {who}"
-
-
 _LIBRARIES: weakref.WeakSet = weakref.WeakSet()  # every SimulatedMagma made (their records, for the tests)
 
 
@@ -570,32 +554,19 @@ def _kwargs(sig, values_):
     return out
 
 
-@functools.cache
-def provider_exports(library) -> tuple[frozenset[str] | None, str]:
-    """(table names the MAGMA provider pymagma finds exports, where from); ``(None, why)`` when there is none.
-
-    ``library`` is pymagma's real ``_magma.library()`` (the provider found as ``_libs`` finds it, its symbols
-    looked up as ``NativeLibrary.has`` does); read once per process."""
-    try:
-        provider = _libs.magma_provider()
-        names = frozenset(n for n in M.SIGNATURES if library.has(n))
-    except LibraryNotFoundError as exc:
-        return None, f"no MAGMA provider ({str(exc).split(';')[0]})"
-    kind = "partial provider" if provider.partial else "provider"
-    return names, f"the {kind} {provider.path} (from {provider.source})"
-
-
 class SimulatedMagma:
     """The simulated MAGMA library: looks a routine up in pymagma's tables, checks each call against its
     signature, runs the NumPy model.  ``exports`` (table names) limits what it exports (None: every modelled
     routine); ``calls`` keeps the names of the latest calls (tests read it)."""
 
     def __init__(self, exports: frozenset[str] | None = None, source: str = "every modelled routine", streams=None):
+        self._wrappers: dict[str, object] = {}  # name -> its checked callable, made once
+        self._bound = Bindings(self._bind)  # name -> its callable while it is exported (cleared when that may change)
+        self.bind = self._bound.__getitem__  # (a C-level look-up once bound; see Bindings)
         self.exports, self.source = exports, source
         self.streams = streams  #: the simulated CUDA runtime whose streams queues run on (None: work runs at once)
         self.queues: dict[int, tuple[int, int]] = {}  # simulated magma_queue_t -> (device, cudaStream_t)
         self._own_stream: set[int] = set()  # the queues whose stream magma_queue_create made (destroyed with them)
-        self._wrappers: dict[str, object] = {}
         self._failure = threading.local()
         self.xerbla_calls: list[Rejected] = []  #: the calls MAGMA or cuBLAS rejected (nothing computed)
         self.cublas_math_modes: dict[int, int] = {}  #: cuBLAS handle -> math mode (set by the simulated cuBLAS)
@@ -660,6 +631,27 @@ class SimulatedMagma:
 
     # ------------------------------------------------------------------------------------------------- lookup
     @property
+    def hidden(self) -> set[str]:
+        """Families reported as not exported (a set: assigned or changed in place, every routine bound since is
+        looked up again)."""
+        return self._hidden
+
+    @hidden.setter
+    def hidden(self, families) -> None:
+        self._hidden = HiddenFamilies(families, self._bound.clear)
+        self._bound.clear()
+
+    @property
+    def exports(self) -> frozenset[str] | None:
+        """The table names exported (None: every modelled routine); a new value: every routine looked up again."""
+        return self._exports
+
+    @exports.setter
+    def exports(self, names) -> None:
+        self._exports = names
+        self._bound.clear()
+
+    @property
     def path(self) -> str:
         return LIBRARY_NAME
 
@@ -680,8 +672,11 @@ class SimulatedMagma:
         return sorted(n for n in M.SIGNATURES if self.has(n))
 
     def bind(self, name: str):
-        if (call := self._wrappers.get(name)) is not None and not self.hidden:
-            return call  # bound before and nothing hidden since: every check below passed then
+        """The checked callable of routine ``name``; an instance's ``bind`` is its :class:`~pymagma._ffi.Bindings`'
+        look-up (a routine bound before, while nothing hidden or exported changed since, found without a frame)."""
+        return self._bound[name]
+
+    def _bind(self, name: str):
         if name not in M.SIGNATURES:
             raise AttributeError(f"MAGMA has no prototype for {name!r} in pymagma's tables")
         if not self.modelled(name):
@@ -689,7 +684,9 @@ class SimulatedMagma:
                                     f"{M.SIGNATURES[name].family}")
         if not self.has(name):
             raise MissingSymbolError(self.symbol_name(name), LIBRARY_NAME, self._why_missing(name))
-        return call if call is not None else self._wrappers.setdefault(name, self._wrap(name))
+        call = self._wrappers.get(name) or self._wrappers.setdefault(name, self._wrap(name))
+        self._bound[name] = call  # (found at once until hidden or exports change: HiddenFamilies, the setters)
+        return call
 
     def __getattr__(self, name: str):
         if name.startswith("_"):

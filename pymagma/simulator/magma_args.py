@@ -17,6 +17,7 @@ Workspace sizes (``lwork``) come with the routine's query answer from :func:`wor
 from __future__ import annotations
 
 import ctypes
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -303,3 +304,20 @@ def checker(family: str, dtype):
         fn = syevd if family == "magma_?syevd_gpu" else geev
         return "magma", lambda a: fn(a, complex_)
     return CHECKS.get(family)
+
+
+# ----------------------------------------------------------------------------------------------------- rejected calls
+@dataclass(frozen=True)
+class Rejected:
+    """A call MAGMA rejected: ``magma_xerbla`` was called (``by="magma"``) or cuBLAS answered
+    CUBLAS_STATUS_INVALID_VALUE, which MAGMA's BLAS wrapper drops (``by="cublas"``).  Nothing was computed."""
+
+    routine: str
+    arg: int  #: MAGMA's (or BLAS's) 1-based number of the bad argument
+    name: str
+    value: object
+    by: str
+
+    def __str__(self) -> str:
+        who = "magma_xerbla" if self.by == "magma" else "cuBLAS (status dropped by MAGMA's wrapper)"
+        return f"{self.routine}: argument {self.arg} ({self.name} = {self.value!r}) rejected by {who}"

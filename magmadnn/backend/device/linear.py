@@ -5,11 +5,10 @@ from __future__ import annotations
 
 from pymagma import blas as _blas
 from pymagma import kernels as _k
+from pymagma._blas_matmul import planned_matmul
 
-from .. import geometry as _geometry
 from . import kernels as _dk
 from ._common import (
-    _contiguous,
     _same_dtype,
 )
 from .reductions import channel_sum
@@ -22,7 +21,7 @@ def _blas_operand(a):
     return _k.copy(a)
 
 
-def matmul(a, b, transpose_a=False, transpose_b=False):
+def _matmul(a, b, transpose_a=False, transpose_b=False):
     """``op(a) @ op(b)``: gemm for 2-D operands, gemm_batched for stacks; transposes are views BLAS takes as flags."""
     if a.dtype is not b.dtype:
         _same_dtype("matmul", a, b)
@@ -39,6 +38,11 @@ def matmul(a, b, transpose_a=False, transpose_b=False):
     return _blas.gemm_batched(a, b)
 
 
+#: the op: 2-D operands of one dtype stored as themselves or transposed run a planned gemm in one frame
+#: (pymagma._blas_matmul.planned_matmul, which computes them as _matmul does); any other call is _matmul's
+matmul = planned_matmul(_matmul)
+
+
 def bias_add(x, b):
     if x.dtype is not b.dtype:
         _same_dtype("bias_add", x, b)
@@ -49,18 +53,8 @@ def bias_grad(dy):  # (a function of its own: the op set names its argument dy)
     return channel_sum(dy)
 
 
-def bias_activation(x, b, kind, alpha=0.0):
-    """``(act(x + b), x + b or None)`` in one launch (kernels/epilogue.cu); x + b is kept, in x's memory, only where
-    the gradient reads it."""
-    if kind not in _geometry.ACTIVATIONS:
-        _geometry.check_activation(kind, "bias_activation")
-    if x.dtype is not b.dtype:
-        _same_dtype("bias_activation", x, b)
-    return _dk.bias_activation(x if x.is_c_contiguous else _contiguous(x), b, kind, float(alpha))
-
-
-def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
-    """``(dx, db)``: the activation's gradient and the bias gradient in one launch."""
-    if kind not in _geometry.ACTIVATIONS:
-        _geometry.check_activation(kind, "bias_activation_backward")
-    return _dk.bias_activation_backward(dy, z, y, kind, float(alpha), bias=bool(bias))
+#: ``(act(x + b), x + b or None)`` in one launch (kernels/epilogue.cu), x + b kept, in x's memory, only where the
+#: gradient reads it; and ``(dx, db)``, the activation's gradient and the bias gradient in one launch: the launchers
+#: themselves, whose planned calls launch in their one frame
+bias_activation = _dk.bias_activation
+bias_activation_backward = _dk.bias_activation_backward
