@@ -397,7 +397,10 @@ def _with_constants(inputs) -> tuple:
             record = record or t.requires_grad
     if xp is None:
         xp = _backend.get()
-    return xp, tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs), record
+    tensors = []
+    for t in inputs:  # (a loop: a generator would be resumed once per input)
+        tensors.append(t if isinstance(t, Tensor) else Tensor(t, backend=xp))
+    return xp, tuple(tensors), record
 #: (backend, array class) pairs whose ``asarray`` was seen to return such an array as it is (Function.apply skips it)
 _OWN_ARRAYS: set = set()
 
