@@ -31,11 +31,10 @@ class Forward:
             self._start_forward()
         values = {}
         released = self._released_after() if self.xp is not None and self.xp.name == "host" else None
-        program = self.__dict__.get("_forward_program")  # (the ids too: a copy of the model makes it anew)
-        if program is None or program[0] is not self.nodes or program[1] is not self.inputs or \
-                program[2] != id(self.nodes):
+        program = self.__dict__.get("_forward_program")
+        if program is None or program[0] is not self.nodes or program[1] is not self.inputs:
             program = self._program()
-        for position, (kind, layer, key, arg) in enumerate(program[3]):
+        for position, (kind, layer, key, arg) in enumerate(program[2]):
             if kind == _ONE:
                 x = values[arg]
                 # the layer's plan for this input signature, replayed as call_masked replays it (.layers.plans),
@@ -69,7 +68,7 @@ class Forward:
         return out
 
     def _program(self) -> tuple:
-        """``(nodes, inputs, id(nodes), steps)``: the forward pass over ``nodes`` as ``(kind, layer, key, arg)`` per
+        """``(nodes, inputs, steps)``: the forward pass over ``nodes`` as ``(kind, layer, key, arg)`` per
         node (``key``: where its value goes; ``arg``: the model input's position, the parent's key, the parents' keys,
         or (parents, many, call, index) for one output of a layer with several), kept for ``_forward`` while the
         graph is the same."""
@@ -85,7 +84,7 @@ class Forward:
                 steps.append((_MANY, node.layer, id(node), tuple(map(id, node.parents))))
             else:
                 steps.append((_ONE, node.layer, id(node), id(node.parents[0])))
-        program = self.__dict__["_forward_program"] = (self.nodes, self.inputs, id(self.nodes), steps)
+        program = self.__dict__["_forward_program"] = (self.nodes, self.inputs, steps)
         return program
 
     def _released_after(self) -> list:
