@@ -349,18 +349,9 @@ class Function:
             data = fn.forward(inputs[0].data, inputs[1].data, inputs[2].data, **params)
         else:
             data = fn.forward(*map(_DATA, inputs), **params)
-        try:  # xp.asarray(data), skipped for a class of arrays it was seen to return as they are (its own arrays)
-            own = (xp, data.__class__) in _OWN_ARRAYS
-        except TypeError:  # an unhashable backend object
-            own = False
-        if not own:
-            array = xp.asarray(data)
-            if array is data:
-                try:
-                    _OWN_ARRAYS.add((xp, data.__class__))
-                except TypeError:
-                    pass
-            data = array
+        last = _LAST_OWN  # xp.asarray(data), skipped for a class of arrays it was seen to return as they are (its
+        if last[1] is not data.__class__ or last[0] is not xp:  # own arrays): the last pair seen, then all of them
+            data = _own_array(xp, data)
         out = _new(Tensor)  # Tensor._of, inline: every op's output passes here
         out.xp, out.data, out.grad = xp, data, None
         if record and _state.enabled:
@@ -403,6 +394,24 @@ def _with_constants(inputs) -> tuple:
     return xp, tuple(tensors), record
 #: (backend, array class) pairs whose ``asarray`` was seen to return such an array as it is (Function.apply skips it)
 _OWN_ARRAYS: set = set()
+_LAST_OWN: tuple = (None, None)  # the pair of _OWN_ARRAYS that Function.apply met last
+
+
+def _own_array(xp, data):
+    """``xp.asarray(data)``, or ``data`` itself where its class is one ``xp`` keeps as it is (``_OWN_ARRAYS``)."""
+    global _LAST_OWN
+    pair = (xp, data.__class__)
+    try:
+        own = pair in _OWN_ARRAYS
+    except TypeError:  # an unhashable backend object
+        return xp.asarray(data)
+    if not own:
+        array = xp.asarray(data)
+        if array is not data:
+            return array
+        _OWN_ARRAYS.add(pair)
+    _LAST_OWN = pair
+    return data
 
 
 def grad(loss: Tensor, weights) -> list:
