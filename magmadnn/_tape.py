@@ -24,27 +24,34 @@ def release(fn) -> None:
 
 def _topological_order(root) -> list:
     """Functions reachable from ``root``, every consumer before its producers: ``postorder`` of the producers
-    (the Functions of a Function's inputs), reversed, walked inline (no call per recorded op)."""
+    (the Functions of a Function's inputs), reversed, walked inline (no call per recorded op). The producer that
+    would be popped next is walked into at once (a chain of ops pushes and pops nothing but its finished nodes)."""
     order: list = []
     seen: set[int] = set()
     stack = [(root, False)]
+    pop, push, see = stack.pop, stack.append, seen.add
     while stack:
-        fn, expanded = stack.pop()
+        fn, expanded = pop()
         if expanded:
             order.append(fn)
             continue
-        if id(fn) in seen:
-            continue
-        seen.add(id(fn))
-        stack.append((fn, True))
-        if fn._released:
-            raise GraphReleasedError(
-                f"backward: the graph through {type(fn).__name__} was already released by an earlier backward(); "
-                "compute the forward pass again before calling backward() a second time"
-            )
-        for producer in filter(_is_not_none, map(_FN, fn.inputs)):  # (the producers: leaves skipped in C)
-            if id(producer) not in seen:
-                stack.append((producer, False))
+        while id(fn) not in seen:
+            see(id(fn))
+            push((fn, True))
+            if fn._released:
+                raise GraphReleasedError(
+                    f"backward: the graph through {type(fn).__name__} was already released by an earlier "
+                    "backward(); compute the forward pass again before calling backward() a second time"
+                )
+            last = None  # the last producer not seen: walked next (postorder pops it first)
+            for producer in filter(_is_not_none, map(_FN, fn.inputs)):  # (the producers: leaves skipped in C)
+                if id(producer) not in seen:
+                    if last is not None:
+                        push((last, False))
+                    last = producer
+            if last is None:
+                break
+            fn = last
     order.reverse()
     return order
 

@@ -9,7 +9,6 @@ the gradients of multi-use nodes, adds leaf gradients into ``.grad`` and then re
 
 from __future__ import annotations
 
-import itertools
 import math
 import operator
 import threading
@@ -186,7 +185,7 @@ class Tensor:
             )
         xp = self.xp
         if grad is None:
-            if self.size != 1:
+            if math.prod(self.data.shape) != 1:  # (Tensor.size, inline)
                 raise ValueError(
                     f"backward: grad can be omitted only for a one-element tensor, this one has shape {self.shape}"
                 )
@@ -329,47 +328,38 @@ class Function:
     @classmethod
     def apply(cls, *inputs, **params) -> Tensor:
         """Run the op on ``inputs`` (Tensors, or arrays/scalars taken as constants); record it when needed."""
-        if inputs and all(map(isinstance, inputs, _repeat(Tensor, len(inputs)))):  # (the common case: no loop)
-            xp, tensors, needs = inputs[0].xp, inputs, tuple(map(_REQUIRES_GRAD, inputs))
+        record = False
+        for t in inputs:  # (every input a Tensor: the common case, one pass)
+            if not isinstance(t, Tensor):
+                xp, inputs, record = _with_constants(inputs)
+                break
+            if t.requires_grad:
+                record = True
         else:
-            xp, constants, needs = None, False, []
-            for t in inputs:
-                if isinstance(t, Tensor):
-                    if xp is None:
-                        xp = t.xp
-                    needs.append(t.requires_grad)
-                else:
-                    constants = True
-                    needs.append(False)
-            if xp is None:
-                xp = _backend.get()
-            tensors = tuple(t if isinstance(t, Tensor) else Tensor(t, backend=xp) for t in inputs) if constants \
-                else inputs
-            needs = tuple(needs)
+            xp = inputs[0].xp if inputs else _backend.get()
         fn = cls()
         fn.xp = xp
-        data = fn.forward(*map(_DATA, tensors), **params)
-        try:  # xp.asarray(data), skipped for a class of arrays it was seen to return as they are (its own arrays)
-            own = (xp, data.__class__) in _OWN_ARRAYS
-        except TypeError:  # an unhashable backend object
-            own = False
-        if not own:
-            array = xp.asarray(data)
-            if array is data:
-                try:
-                    _OWN_ARRAYS.add((xp, data.__class__))
-                except TypeError:
-                    pass
-            data = array
-        out = Tensor.__new__(Tensor)  # Tensor._of, inline: every op's output passes here
-        out.xp, out.data, out.grad, out._fn = xp, data, None, None
-        if _state.enabled and True in needs:
-            fn.inputs = tensors
-            fn.needs_input_grad = needs
-            out.requires_grad = True
-            out._fn = fn
+        n = len(inputs)  # (the arrays passed without an iterator for the common arities)
+        if n == 2:
+            data = fn.forward(inputs[0].data, inputs[1].data, **params) if params else \
+                fn.forward(inputs[0].data, inputs[1].data)
+        elif n == 1:
+            data = fn.forward(inputs[0].data, **params) if params else fn.forward(inputs[0].data)
+        elif n == 3:
+            data = fn.forward(inputs[0].data, inputs[1].data, inputs[2].data, **params)
         else:
-            out.requires_grad = False
+            data = fn.forward(*map(_DATA, inputs), **params)
+        last = _LAST_OWN  # xp.asarray(data), skipped for a class of arrays it was seen to return as they are (its
+        if last[1] is not data.__class__ or last[0] is not xp:  # own arrays): the last pair seen, then all of them
+            data = _own_array(xp, data)
+        out = _new(Tensor)  # Tensor._of, inline: every op's output passes here
+        out.xp, out.data, out.grad = xp, data, None
+        if record and _state.enabled:
+            fn.inputs = inputs
+            fn.needs_input_grad = tuple(map(_REQUIRES_GRAD, inputs))
+            out.requires_grad, out._fn = True, fn
+        else:
+            out.requires_grad, out._fn = False, None
         return out
 
     @property
@@ -384,9 +374,44 @@ class Function:
 
 _DATA = operator.attrgetter("data")  # a Tensor's array, without a Python frame per input
 _REQUIRES_GRAD = operator.attrgetter("requires_grad")
-_repeat = itertools.repeat
+_new = object.__new__
+
+
+def _with_constants(inputs) -> tuple:
+    """``Function.apply``'s inputs with arrays or scalars among them: ``(backend, inputs as Tensors, whether one
+    requires grad)``, each constant a Tensor on the backend of the first Tensor (the default backend without one)."""
+    xp, record = None, False
+    for t in inputs:
+        if isinstance(t, Tensor):
+            if xp is None:
+                xp = t.xp
+            record = record or t.requires_grad
+    if xp is None:
+        xp = _backend.get()
+    tensors = []
+    for t in inputs:  # (a loop: a generator would be resumed once per input)
+        tensors.append(t if isinstance(t, Tensor) else Tensor(t, backend=xp))
+    return xp, tuple(tensors), record
 #: (backend, array class) pairs whose ``asarray`` was seen to return such an array as it is (Function.apply skips it)
 _OWN_ARRAYS: set = set()
+_LAST_OWN: tuple = (None, None)  # the pair of _OWN_ARRAYS that Function.apply met last
+
+
+def _own_array(xp, data):
+    """``xp.asarray(data)``, or ``data`` itself where its class is one ``xp`` keeps as it is (``_OWN_ARRAYS``)."""
+    global _LAST_OWN
+    pair = (xp, data.__class__)
+    try:
+        own = pair in _OWN_ARRAYS
+    except TypeError:  # an unhashable backend object
+        return xp.asarray(data)
+    if not own:
+        array = xp.asarray(data)
+        if array is not data:
+            return array
+        _OWN_ARRAYS.add(pair)
+    _LAST_OWN = pair
+    return data
 
 
 def grad(loss: Tensor, weights) -> list:

@@ -72,6 +72,8 @@ BIAS_PLANS = ("tests/pymagma/test_kernels_planned_bias_add.py",)  # the channel 
 MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
           "tests/pymagma/test_graphs.py")
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
+FORWARD = ("tests/magmadnn/models/test_forward.py",)  # the model's forward calling layers' plans directly
+LAYER_CALL = ("tests/magmadnn/layers/test_base.py", "-k", "repeated_call")  # a built layer's repeated call
 POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
 #: answers kept by the identity of their arguments (the device convolution's and pooling's geometry)
 SAME_OBJECTS = ("tests/pymagma/suites/test_bad_inputs.py", "tests/magmadnn/backend/test_conv.py", "-k",
@@ -513,6 +515,23 @@ MUTANTS = [
            "pymagma/simulator/streams.py",
            "                if work.blocking:\n                    self.flush(handle)",
            "                if True:\n                    self.flush(handle)", STREAM_ORDER),
+    # ------------------------------------------------- the model's forward pass calling layers' plans directly
+    Mutant("forward-plan-ignores-mask", "the forward pass replays a layer's plan for a masked input (the mask "
+           "dropped)", "magmadnn/models/forward.py",
+           'getattr(x, "_mask", None) is None and not layer.makes_mask', "not layer.makes_mask", FORWARD),
+    Mutant("forward-plan-ignores-stamp", "the forward pass replays plans made before a trainable flag changed",
+           "magmadnn/models/forward.py",
+           "layer._plans_at == _autograd._trainable_changes and", "layer._plans_at is not None and", FORWARD),
+    Mutant("forward-plan-key-ignores-training", "the forward pass looks a plan up without the training flag (an "
+           "inference call replays the training plan)", "magmadnn/models/forward.py",
+           "plan = layer._plans.get((data.shape, data.dtype, training))",
+           "plan = layer._plans.get((data.shape, data.dtype, True))", FORWARD),
+    Mutant("layer-call-fast-path-ignores-shape", "a built layer's repeated call skips its checks for a batch of "
+           "another per-sample shape", "magmadnn/layers/base.py",
+           " and inputs.data.shape[1:] == self.input_shape:", ":", LAYER_CALL),
+    Mutant("layer-call-fast-path-keeps-activity-losses", "a built layer's repeated call keeps the previous calls' "
+           "activity penalties", "magmadnn/layers/base.py",
+           "if self._activity_losses:  # (called", "if False:  # (called", LAYER_CALL),
     # ------------------------------------------------------------------------------ magmadnn's device adapters
     Mutant("bn-momentum-not-complemented", "cuDNN's exponentialAverageFactor given the op set's momentum as it is",
            "magmadnn/backend/device/normalization.py",

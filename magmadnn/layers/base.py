@@ -5,10 +5,9 @@ A layer builds itself (checks its input shape, creates its weights) the first ti
 symbolically (``y = Dense(10)(x)`` with ``x`` an :class:`Input` or a :class:`SymbolicTensor`) or eagerly (called on
 a Tensor / NumPy batch). Layers compute only through ``magmadnn.functional`` so they run on every backend.
 
-The rest of a layer lives beside this module, one idea each: its weights (:mod:`.weights`), masks
-(:mod:`.masking`), dtype policy and mixed-precision casts (:mod:`.mixed`), the registry of layer classes with the
-default names and seeds (:mod:`.registry`), and the Keras arguments magmadnn refuses (:mod:`.arguments`). Their
-names stay importable from here.
+The rest of a layer lives beside this module, one idea each: its weights (:mod:`.weights`), masks (:mod:`.masking`),
+dtype policy and mixed-precision casts (:mod:`.mixed`), the registry of layer classes with the default names and seeds
+(:mod:`.registry`), and the Keras arguments magmadnn refuses (:mod:`.arguments`). Their names stay importable here.
 """
 
 from __future__ import annotations
@@ -321,6 +320,11 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
 
     # -- calling
     def __call__(self, inputs, training: bool = False):
+        if inputs.__class__ is Tensor and training.__class__ is bool and self.built and \
+                self.__dict__.get("_source") == "the data" and inputs.data.shape[1:] == self.input_shape:
+            if self._activity_losses:  # (called on a batch of the shape it was built on: nothing to check or build)
+                self._activity_losses = []
+            return self.call_masked(inputs, training)
         if training.__class__ is not bool:  # layer(a, b) is not a two-input call: b would be read as training
             if training is not None and not isinstance(training, np.bool_):
                 raise TypeError(f"layer {self.name!r}: training must be True, False or None, got "
@@ -494,5 +498,3 @@ class Input(Layer):
             extra["batched"] = False
         return {"shape": list(self.shape), **extra, **config}
 
-
-# Keras layer arguments magmadnn does not implement: accepted at Keras' default value, else a TypeError naming the

@@ -75,7 +75,7 @@ def op_plan(layer, training: bool, apply, names=(), params=None, after=None):
         def run(layer, x):
             w0 = layer._params[n0]
             a0 = w0.data
-            if a0.shape != s0 or a0.dtype != d0:
+            if a0.shape != s0 or (a0.dtype is not d0 and a0.dtype != d0):  # (a dtype compared by identity first)
                 return layer._run(x, training)
             y = apply(x, w0, **params)
             return y if after is None else after(y)
@@ -87,7 +87,8 @@ def op_plan(layer, training: bool, apply, names=(), params=None, after=None):
             ws = layer._params
             w0, w1 = ws[n0], ws[n1]
             a0, a1 = w0.data, w1.data
-            if a0.shape != s0 or a1.shape != s1 or a0.dtype != d0 or a1.dtype != d1:
+            if a0.shape != s0 or a1.shape != s1 or (a0.dtype is not d0 and a0.dtype != d0) or \
+                    (a1.dtype is not d1 and a1.dtype != d1):
                 return layer._run(x, training)
             y = apply(x, w0, w1, **params)
             return y if after is None else after(y)

@@ -29,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from .. import autograd
+from .. import _configurable, autograd
 from .. import backend as _backend
 from .. import callbacks as _callbacks
 from .. import losses as _losses
@@ -196,7 +196,9 @@ class Trainer:
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
-        return self._with_penalties(self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype)))
+        loss = self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype))
+        return loss if self.__dict__.get("_penalty_free_at") == _configurable.generation else \
+            self._with_penalties(loss)
 
     def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None,
                      loss_count=None) -> None:

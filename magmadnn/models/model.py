@@ -18,7 +18,6 @@ from __future__ import annotations
 import numpy as np
 
 from .. import backend as _backend
-from .. import functional as F
 from .. import mixed_precision
 from .._postorder import postorder
 from ..autograd import Tensor
@@ -34,10 +33,10 @@ from ..layers.base import (
 from ..layers.operation import Operation
 from .custom_steps import CustomSteps
 from .fitting import NonFiniteLossError, NonFiniteParameterError, Trainer
+from .forward import Forward
 from .inference import Inference
 from .inputs import InputChecks
 from .nesting import Nesting
-from .outputs import Outputs
 from .penalties import Penalties
 from .persistence import Persistence
 from .placement import Placement
@@ -49,6 +48,7 @@ from .weights import Weights
 __all__ = ["Model", "NonFiniteLossError", "NonFiniteParameterError"]
 
 _SHUFFLE_TAG = 0x5EED
+_new = object.__new__
 
 
 def _topological_nodes(outputs: list[SymbolicTensor]) -> list[SymbolicTensor]:
@@ -76,7 +76,7 @@ def _structure(given, what: str, model: str):
 
 
 class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, Weights, Placement, Persistence,
-            Penalties):
+            Penalties, Forward):
     """A graph of layers from ``inputs`` (Input layers) to ``outputs`` (one tensor, a list or a dict); or, subclassed
     with ``Model.__init__()`` taking no inputs and outputs, the layers set as attributes in ``__init__`` run by
     ``call(inputs, training=None)`` (:mod:`.subclassing`)."""
@@ -282,61 +282,6 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         trained or not: what ``compile(seed=...)`` refuses to do to a trained model."""
         self.reseed(self.seed if seed is None else seed)
 
-    def _forward(self, inputs: list[Tensor], training: bool) -> Tensor:
-        self._start_forward()
-        values = {}
-        feeds = dict(zip(map(id, self.inputs), inputs))
-        released = self._released_after() if self.xp is not None and self.xp.name == "host" else None
-        for position, node in enumerate(self.nodes):
-            if isinstance(node.layer, Input):
-                values[id(node)] = feeds[id(node)]
-                continue
-            if node.index is None:
-                args = [values[id(parent)] for parent in node.parents] if node.many else values[id(node.parents[0])]
-                values[id(node)] = node.layer.call_masked(args, training)
-            else:
-                if id(node.call) not in values:  # several outputs: the layer runs once for all of them
-                    args = [values[id(parent)] for parent in node.parents]
-                    values[id(node.call)] = node.layer.call_masked(args if node.many else args[0], training)
-                values[id(node)] = values[id(node.call)][node.index]
-            if released is not None:
-                for key in released[position]:
-                    del values[key]
-        if not self._single:
-            return Outputs(self._full_precision(values[id(o)]) for o in self._outputs)
-        out = values[id(self.output)]
-        if out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
-            out = F.cast(out, self.dtype)  # a mixed policy: losses, metrics and predictions read float32
-        return out
-
-    def _released_after(self) -> list:
-        """Per node, the values no later node reads (outputs excepted): the host forward lets go of them at once, so
-        NumPy's next arrays reuse their memory instead of faulting in fresh pages (an ONNX graph's many small nodes
-        made the host's page faults a third of a transformer's inference). Made once per graph."""
-        plan = self.__dict__.get("_release_plan")
-        if plan is None or plan[0] is not self.nodes:
-            last, calls = {}, set()
-            for position, node in enumerate(self.nodes):
-                if node.index is not None:
-                    last[id(node.call)] = position
-                    if id(node.call) in calls:  # the layer ran at its first output: the parents are not read again
-                        continue
-                    calls.add(id(node.call))
-                for parent in node.parents:
-                    last[id(parent)] = position
-            kept = {id(o) for o in self._outputs}
-            released = [[] for _ in self.nodes]
-            for key, position in last.items():
-                if key not in kept:
-                    released[position].append(key)
-            plan = self.__dict__["_release_plan"] = (self.nodes, released)
-        return plan[1]
-
-    def _full_precision(self, out):
-        if isinstance(out, Tensor) and out.dtype != self.dtype and out.dtype.name in mixed_precision.HALF_TYPES:
-            return F.cast(out, self.dtype)
-        return out
-
     def __call__(self, x, training: bool = False):
         """Run the model eagerly on NumPy arrays or Tensors (one per input, or a dict by input name); returns a
         Tensor, or the outputs in the structure the model was made with (list or dict)."""
@@ -362,9 +307,12 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
     def _input_dtypes(self) -> list[np.dtype]:
         """Per model input: its Input's integer or bool dtype (token ids for an Embedding), else the model's
         dtype."""
-        return [node.layer.dtype if node.layer.dtype is not None and (  # (ONNX's _exact_dtype: an instance's own)
-            node.layer.dtype.kind in "iub" or node.layer.__dict__.get("_exact_dtype", False)) else self.dtype
-                for node in self.inputs]
+        out = []
+        for node in self.inputs:  # (a loop, not a comprehension: no frame of its own, once per step)
+            dtype = node.layer.dtype
+            out.append(dtype if dtype is not None and (  # (ONNX's _exact_dtype: an instance's own)
+                dtype.kind in "iub" or node.layer.__dict__.get("_exact_dtype", False)) else self.dtype)
+        return out
 
     def _cast_inputs(self, arrays) -> list[np.ndarray]:
         """Host input arrays in their inputs' dtypes."""
@@ -374,7 +322,11 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
         """Host input arrays as Tensors on the model's backend, each in its input's dtype (an input an op node
         reads as a shape stays a host array)."""
         xp = self.xp
-        tensors = [Tensor._wrap(xp.asarray(a, dtype), xp) for a, dtype in zip(arrays, self._input_dtypes())]
+        tensors = []
+        for a, dtype in zip(arrays, self._input_dtypes()):
+            t = _new(Tensor)  # Tensor._wrap, inline
+            t.xp, t.data, t.grad, t.requires_grad, t._fn = xp, xp.asarray(a, dtype), None, False, None
+            tensors.append(t)
         for k in self._host_inputs:
             tensors[k] = np.asarray(arrays[k])
         return tensors

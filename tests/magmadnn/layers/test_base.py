@@ -447,3 +447,32 @@ def test_a_custom_layers_output_is_checked_on_the_device_too(kind):
         reducer = Sequential([L.Input((4,)), _DeclaredBatchMean(name="c")]).compile("sgd", "mse", device=device)
         with pytest.raises(ValueError, match="'c'.*batch of 16"):
             reducer.predict(X, batch_size=16)
+
+
+# -- a built layer called again on a batch of the shape it was built on (a subclassed model's step) skips the checks
+# and conversions its first call made; every other call takes the full path, whose errors stay as they were
+def test_a_repeated_call_on_the_built_shape_equals_the_full_call_and_other_shapes_are_refused():
+    from magmadnn.autograd import Tensor
+    from magmadnn.layers.base import ShapeMismatchError
+
+    layer = L.Dense(4, seed=2)
+    data = np.random.default_rng(0).standard_normal((3, 5)).astype(np.float32)
+    full = layer(data).numpy()  # a NumPy batch: built, then the full path
+    again = layer(Tensor(data)).numpy()
+    np.testing.assert_array_equal(again, full)
+    with pytest.raises(ShapeMismatchError, match=r"expects per-sample input shape .*5.* \(the shape it was built "
+                       r"with\); got per-sample shape .*2, 5"):
+        layer(Tensor(np.zeros((3, 2, 5), np.float32)))  # (another rank: refused, as before any repeated call)
+    with pytest.raises(TypeError, match="training must be True, False or None"):
+        layer(Tensor(data), "yes")
+
+
+def test_a_repeated_call_starts_the_activity_penalties_anew():
+    from magmadnn import regularizers
+    from magmadnn.autograd import Tensor
+
+    layer = L.Dense(2, seed=1, activity_regularizer=regularizers.L2(0.1))
+    x = Tensor(np.ones((2, 3), np.float32))
+    for _ in range(3):
+        layer(x)
+    assert len(layer.losses) == 1  # the last call's penalty only, as Keras
