@@ -36,6 +36,13 @@ def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False
     """Each row of ``x`` normalised over its last axis -> ``(y, mean, rstd)``: y = (x - mean) * rstd * gamma + beta
     with rstd = 1 / sqrt(var + eps) (biased variance); ``rms``: no centring (mean 0, var = mean(x^2)).  ``gamma`` and
     ``beta`` (cols,) may be None; ``mean`` and ``rstd`` (one per row, x's dtype) are what the backward needs."""
+    y, (mean, rstd) = layer_norm_forward(x, gamma, beta, eps, rms)
+    return y, mean, rstd
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """The op ``layer_norm_forward`` (the device backend's own, no wrapper): :func:`layer_norm` as ``(y, (mean,
+    rstd))``, one frame from the autograd node to the launch."""
     key = ("layer_norm", x.__class__, x.shape, x.dtype, x.device,
            None if gamma is None else (gamma.__class__, gamma.shape, gamma.dtype, gamma.device),
            None if beta is None else (beta.__class__, beta.shape, beta.dtype, beta.device),
@@ -62,7 +69,7 @@ def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False
     _run("norm", expression, x, rows,
          [x.ptr, NULL if gamma is None else gamma.ptr, NULL if beta is None else beta.ptr, y.ptr, mean.ptr, rstd.ptr,
           c_longlong(rows), c_longlong(cols), c_double(eps), c_int(flag)], grid=min(rows, 65535))
-    return y, mean, rstd
+    return y, (mean, rstd)
 
 
 def layer_norm_backward(dy, x, gamma, mean, rstd, *, rms: bool = False):
@@ -112,6 +119,17 @@ def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
     """``(dx, dgamma, dbeta)``: :func:`layer_norm_backward` and :func:`layer_norm_param_grads` (the same sums, in
     the same order) with the rows and the first stage of the parameter sums in one launch; the second stage only
     where the rows make more than one part (at least 2 * _NORM_PART_ROWS rows)."""
+    return layer_norm_backward_op(dy, x, gamma, (mean, rstd), rms, fused=True)
+
+
+def layer_norm_backward_op(dy, x, gamma, ctx, rms=False, fused=False):
+    """The op ``layer_norm_backward`` (the device backend's own, no wrapper): ``(dx, dgamma, dbeta)`` from the
+    forward's ``ctx`` = (mean, rstd) by :func:`layer_norm_backward_params` (one frame from the autograd node to the
+    launch); without ``gamma``, ``(dx, None, None)`` by :func:`layer_norm_backward` (``fused``: the parameter sums
+    all the same)."""
+    mean, rstd = ctx
+    if gamma is None and not fused:
+        return layer_norm_backward(dy, x, None, mean, rstd, rms=bool(rms)), None, None
     what = "layer_norm_backward"
     key = (what, dy.__class__, dy.shape, dy.dtype, dy.device, x.__class__, x.shape, x.dtype, x.device,
            None if gamma is None else (gamma.__class__, gamma.shape, gamma.dtype, gamma.device),
