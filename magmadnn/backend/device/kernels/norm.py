@@ -118,21 +118,22 @@ def layer_norm_param_grads(dy, x, mean, rstd):
 def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
     """``(dx, dgamma, dbeta)``: :func:`layer_norm_backward` and :func:`layer_norm_param_grads` (the same sums, in
     the same order) with the rows and the first stage of the parameter sums in one launch; the second stage only
-    where the rows make more than one part (at least 2 * _NORM_PART_ROWS rows)."""
-    return layer_norm_backward_op(dy, x, gamma, (mean, rstd), rms, fused=True)
+    where the rows make more than one part (at least 2 * _NORM_PART_ROWS rows). Without ``gamma``: the two apart."""
+    if gamma is None:
+        return (layer_norm_backward(dy, x, None, mean, rstd, rms=rms), *layer_norm_param_grads(dy, x, mean, rstd))
+    return layer_norm_backward_op(dy, x, gamma, (mean, rstd), rms)
 
 
-def layer_norm_backward_op(dy, x, gamma, ctx, rms=False, fused=False):
+def layer_norm_backward_op(dy, x, gamma, ctx, rms=False):
     """The op ``layer_norm_backward`` (the device backend's own, no wrapper): ``(dx, dgamma, dbeta)`` from the
-    forward's ``ctx`` = (mean, rstd) by :func:`layer_norm_backward_params` (one frame from the autograd node to the
-    launch); without ``gamma``, ``(dx, None, None)`` by :func:`layer_norm_backward` (``fused``: the parameter sums
-    all the same)."""
+    forward's ``ctx`` = (mean, rstd) as :func:`layer_norm_backward_params` computes them (one frame from the autograd
+    node to the launch); without ``gamma``, ``(dx, None, None)`` by :func:`layer_norm_backward`."""
     mean, rstd = ctx
-    if gamma is None and not fused:
+    if gamma is None:
         return layer_norm_backward(dy, x, None, mean, rstd, rms=bool(rms)), None, None
     what = "layer_norm_backward"
     key = (what, dy.__class__, dy.shape, dy.dtype, dy.device, x.__class__, x.shape, x.dtype, x.device,
-           None if gamma is None else (gamma.__class__, gamma.shape, gamma.dtype, gamma.device),
+           gamma.__class__, gamma.shape, gamma.dtype, gamma.device,
            mean.__class__, mean.shape, mean.dtype, mean.device, rstd.__class__, rstd.shape, rstd.dtype, rstd.device,
            rms.__class__, rms)
     decided = _CHECKED.get(key)
@@ -159,7 +160,7 @@ def layer_norm_backward_op(dy, x, gamma, ctx, rms=False, fused=False):
         mean = contiguous(mean)
     if not rstd.is_c_contiguous:
         rstd = contiguous(rstd)
-    if gamma is not None and not gamma.is_c_contiguous:
+    if not gamma.is_c_contiguous:
         gamma = contiguous(gamma)
     dtype, device = x.dtype, x.device
     dx = _array._empty(x.shape, dtype, device)
@@ -170,7 +171,7 @@ def layer_norm_backward_op(dy, x, gamma, ctx, rms=False, fused=False):
     else:
         pg, pb = _array._empty((parts, cols), dtype, device), _array._empty((parts, cols), dtype, device)
     _run("norm", expression, x, grid,
-         [dy.ptr, x.ptr, NULL if gamma is None else gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
+         [dy.ptr, x.ptr, gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
           c_longlong(rows), c_longlong(cols), c_int(flag), c_longlong(row_blocks), c_longlong(part_rows),
           c_longlong(parts)], grid=grid)
     if parts > 1:
