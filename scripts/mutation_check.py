@@ -581,6 +581,14 @@ MUTANTS = [
            "magmadnn/backend/device/kernels/embeddings.py",
            "        if not indices.is_c_contiguous:\n            indices = contiguous(indices)\n        dtable =",
            "        dtable =", ("tests/magmadnn/backend/test_embeddings_plans.py",)),
+    Mutant("embedding-layer-plan-skips-range-check", "a planned Embedding hands device ids to the gather without "
+           "queueing their range check", "magmadnn/layers/embedding.py",
+           "                if check_range is not None:\n                    check_range(data, 0, rows, message)\n",
+           "", ("tests/magmadnn/layers/test_plans_sequence.py",)),
+    Mutant("embedding-layer-plan-any-ids", "a planned Embedding takes ids of any array class as the device ids it "
+           "planned for (host ids neither checked at once nor uploaded)", "magmadnn/layers/embedding.py",
+           "if own and data.__class__ is ids and table.xp is xp:", "if own:",
+           ("tests/magmadnn/layers/test_plans_sequence.py",)),
     Mutant("binary-broadcast-shape-by-rank", "binary's broadcast shape kept and looked up by the first operand's "
            "shape and the second's rank (not its shape)", "pymagma/kernels/elementwise.py",
            "pair = (a.shape, b.shape) if", "pair = (a.shape, b.ndim) if",

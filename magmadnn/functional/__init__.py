@@ -62,12 +62,14 @@ from .elementwise import (  # noqa: A004
     LogFunction,
     MaximumFunction,
     ScaleFunction,
+    TrailingAddFunction,
     abs,
     clip,
     log,
     maximum,
     minimum,
     scale,
+    trailing_lead,
 )
 from .embeddings import EmbeddingFunction, embedding
 from .linear import DenseFunction, dense, dense_arguments

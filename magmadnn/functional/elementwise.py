@@ -1,6 +1,7 @@
 """Elementwise functions with scalar constants that stay kernel arguments (nothing is uploaded per call, so a step
 using them can be captured as a graph): ``log``, ``clip``, ``abs``, ``scale`` (``a * x + b``); ``maximum`` and
-``minimum`` of two tensors of one shape (exact: each element is one of its operands)."""
+``minimum`` of two tensors of one shape (exact: each element is one of its operands); ``TrailingAddFunction``, the
+sum that layers' call plans run for a residual connection or a table added to every sample."""
 
 from __future__ import annotations
 
@@ -71,6 +72,34 @@ class MaximumFunction(Function):
     def backward(self, g):
         to_b = _relu_mask(self.xp, g, self.gap)
         return self.xp.subtract(g, to_b), to_b
+
+
+class TrailingAddFunction(Function):
+    """``a + b`` for ``b`` of ``a``'s shape or of its trailing axes (a residual connection; a position table added to
+    every sample): :class:`~.operators.AddFunction` with the reduction of b's gradient decided by a layer's call plan
+    (:func:`trailing_lead`): ``lead`` the leading axes of ``a`` that b lacks, summed away (None: one shape, each
+    input's gradient the output's). The same ops and bits as ``AddFunction``'s ``sum_to_shape``."""
+
+    def forward(self, a, b, lead=None):
+        self.lead = lead
+        return self.xp.add(a, b)
+
+    def backward(self, g):
+        na, nb = self.needs_input_grad
+        lead = self.lead
+        return g if na else None, None if not nb else g if lead is None else self.xp.sum(g, axis=lead)
+
+
+def trailing_lead(a_shape, b_shape):
+    """``TrailingAddFunction``'s ``lead`` for operands of these shapes: None for one shape, the tuple of a's leading
+    axes where ``b_shape`` is a's trailing axes, False where neither (``AddFunction`` then)."""
+    a_shape, b_shape = tuple(a_shape), tuple(b_shape)
+    if a_shape == b_shape:
+        return None
+    lead = len(a_shape) - len(b_shape)
+    if lead <= 0 or not b_shape or a_shape[lead:] != b_shape:
+        return False
+    return tuple(range(lead))
 
 
 def _pair(a, b, fn: str):

@@ -102,17 +102,24 @@ class Embedding(Layer):
         return F.embedding(self._params["embeddings"], x)
 
     def _plan_call(self, x, training):
-        table = self._params["embeddings"].data
-        shape, dtype, rows = table.shape, table.dtype, table.shape[0]
-        apply, check = F.EmbeddingFunction.apply, check_values
+        table = self._params["embeddings"]
+        xp, shape, dtype, rows = table.xp, table.data.shape, table.data.dtype, table.data.shape[0]
+        apply, check, wrap = F.EmbeddingFunction.apply, check_values, Tensor._wrap
         message = (f"embedding: index {{bad}} is out of range for a table of {rows} rows; expected indices in "
                    f"[0, {rows})")
+        ids = x.data.__class__  # the backend's own arrays (a device's): checked by its kernel, taken as they are
+        own = ids is not np.ndarray and xp.asarray(x.data) is x.data
+        check_range = getattr(xp, "check_range", None) if own else None
 
         def run(layer, x):  # the ids' values checked at each call, as F.embedding does
             table = layer._params["embeddings"]
             if table.data.shape != shape or table.data.dtype != dtype:
                 return layer._run(x, training)
             data = x.data
+            if own and data.__class__ is ids and table.xp is xp:
+                if check_range is not None:
+                    check_range(data, 0, rows, message)
+                return apply(table, wrap(data, xp))
             check(table.xp, data, message, 0, rows)
             if isinstance(data, np.ndarray):
                 data = data.astype(np.int64, copy=False)

@@ -49,8 +49,12 @@ class Add(_Merge):
     def _plan_call(self, xs, training):
         if len(xs) != 2:
             return None
-        apply = F.AddFunction.apply
-        return lambda layer, xs: apply(xs[0], xs[1])
+        lead = F.trailing_lead(xs[0].shape, xs[1].shape)  # (one shape, the inputs' signature: None)
+        if lead is False:
+            apply = F.AddFunction.apply
+            return lambda layer, xs: apply(xs[0], xs[1])
+        apply = F.TrailingAddFunction.apply  # the gradient of each input the output's, no sum_to_shape per step
+        return lambda layer, xs: apply(xs[0], xs[1], lead=lead)
 
 
 @register

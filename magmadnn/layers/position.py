@@ -29,7 +29,10 @@ class PositionEmbedding(Layer):
         return F.add(x, self._params["embeddings"])
 
     def _plan_call(self, x, training):
-        return _plans.op_plan(self, training, F.AddFunction.apply, ("embeddings",))
+        lead = F.trailing_lead(x.shape, self._params["embeddings"].shape)  # the table's gradient: a sum over lead
+        if lead is False:
+            return _plans.op_plan(self, training, F.AddFunction.apply, ("embeddings",))
+        return _plans.op_plan(self, training, F.TrailingAddFunction.apply, ("embeddings",), {"lead": lead})
 
     def get_config(self):
         return {"initializer": self.initializer.to_config(), **super().get_config()}

@@ -20,13 +20,9 @@ def masked_softmax_backward(dy, y, scale=1.0):
     return _dk.masked_softmax_backward(dy, y, float(scale))
 
 
-def attention_heads(q, k, v, heads, mask=None, scale=1.0, causal=False):
-    """Attention on the projections' layout (heads interleaved): one kernel, no head split or merged by a copy."""
-    if mask is not None and mask.dtype is not q.dtype:
-        _same_dtype("attention_heads", q, mask)
-    return _dk.attention_heads(q, k, v, int(heads), mask, float(scale), bool(causal))
-
-
-def attention_heads_backward(dout, q, k, v, p, heads, scale=1.0):
-    _same_dtype("attention_heads_backward", dout, q, k, v, p)
-    return _dk.attention_heads_backward(dout, q, k, v, p, int(heads), float(scale))
+# The ops attention_heads(q, k, v, heads, mask=None, scale=1.0, causal=False) -> (o, p) and
+# attention_heads_backward(dout, q, k, v, p, heads, scale=1.0) -> (dq, dk, dv) are the launchers themselves
+# (attention on the projections' layout, heads interleaved: one launch forward, two backward, no head split or
+# merged by a copy): each checks a signature's operands (dtypes, shapes, heads) once, then launches.
+attention_heads = _dk.attention_heads
+attention_heads_backward = _dk.attention_heads_backward

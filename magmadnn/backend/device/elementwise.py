@@ -5,6 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from pymagma import kernels as _k
+from pymagma.array import DeviceArray as _DeviceArray
 
 from ._common import (
     _binary,
@@ -12,19 +13,29 @@ from ._common import (
 )
 
 
+# Two DeviceArrays of one dtype object (every op's own outputs, gradients summed by the tape): straight to the
+# kernel, which checks them in full; anything else (scalars, host arrays, mixed dtypes) through _binary first.
 def add(a, b):
+    if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
+        return _k.binary("add", a, b)
     return _binary("add", a, b)
 
 
 def subtract(a, b):
+    if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
+        return _k.binary("subtract", a, b)
     return _binary("subtract", a, b)
 
 
 def multiply(a, b):
+    if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
+        return _k.binary("multiply", a, b)
     return _binary("multiply", a, b)
 
 
 def divide(a, b):
+    if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
+        return _k.binary("divide", a, b)
     return _binary("divide", a, b)
 
 

@@ -60,19 +60,9 @@ def running_stat_update(running, batch, momentum):
                    weight_decay=0.0, nesterov=False)
 
 
-def layer_norm_forward(x, gamma, beta, eps, rms=False):
-    """One block per row: ``(y, (mean, rstd))``."""
-    if (gamma is not None and gamma.dtype is not x.dtype) or (beta is not None and beta.dtype is not x.dtype):
-        _same_dtype("layer_norm_forward", x, gamma, beta)
-    y, mean_, rstd = _dk.layer_norm(x, gamma, beta, eps=float(eps), rms=bool(rms))
-    return y, (mean_, rstd)
-
-
-def layer_norm_backward(dy, x, gamma, ctx, rms=False):
-    """(dx, dgamma, dbeta) of ``layer_norm_forward``; the parameter sums go over the rows in order."""
-    mean_, rstd = ctx
-    if x.dtype is not dy.dtype or (gamma is not None and gamma.dtype is not dy.dtype):
-        _same_dtype("layer_norm_backward", dy, x, gamma)
-    if gamma is None:
-        return _dk.layer_norm_backward(dy, x, gamma, mean_, rstd, rms=bool(rms)), None, None
-    return _dk.layer_norm_backward_params(dy, x, gamma, mean_, rstd, rms=bool(rms))  # one launch (few rows) or two
+# The ops layer_norm_forward(x, gamma, beta, eps, rms=False) -> (y, (mean, rstd)) and layer_norm_backward(dy, x,
+# gamma, ctx, rms=False) -> (dx, dgamma, dbeta) are the launchers themselves (one block per row; the parameter sums
+# over the rows in order, in the rows' launch where they are few): each checks a signature's operands (dtypes, shapes,
+# eps) once, then launches.
+layer_norm_forward = _dk.layer_norm_forward
+layer_norm_backward = _dk.layer_norm_backward_op

@@ -32,7 +32,14 @@ from .loss import (
     softmax_cross_entropy_backward,
     softmax_cross_entropy_mean,
 )
-from .norm import layer_norm, layer_norm_backward, layer_norm_backward_params, layer_norm_param_grads
+from .norm import (
+    layer_norm,
+    layer_norm_backward,
+    layer_norm_backward_op,
+    layer_norm_backward_params,
+    layer_norm_forward,
+    layer_norm_param_grads,
+)
 from .optim import (
     MANY,
     ManyTensors,
@@ -106,6 +113,7 @@ __all__ = [
     "masked_softmax_backward",
     "attention_heads", "attention_heads_backward",
     "layer_norm", "layer_norm_backward", "layer_norm_backward_params", "layer_norm_param_grads", "embedding",
+    "layer_norm_forward", "layer_norm_backward_op",
     "embedding_backward",
     "lstm_gates_forward", "lstm_gates_backward", "gru_gates_forward", "gru_gates_backward",
     "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES", "bias_activation", "bias_activation_backward",

@@ -36,6 +36,13 @@ def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False
     """Each row of ``x`` normalised over its last axis -> ``(y, mean, rstd)``: y = (x - mean) * rstd * gamma + beta
     with rstd = 1 / sqrt(var + eps) (biased variance); ``rms``: no centring (mean 0, var = mean(x^2)).  ``gamma`` and
     ``beta`` (cols,) may be None; ``mean`` and ``rstd`` (one per row, x's dtype) are what the backward needs."""
+    y, (mean, rstd) = layer_norm_forward(x, gamma, beta, eps, rms)
+    return y, mean, rstd
+
+
+def layer_norm_forward(x, gamma, beta, eps, rms=False):
+    """The op ``layer_norm_forward`` (the device backend's own, no wrapper): :func:`layer_norm` as ``(y, (mean,
+    rstd))``, one frame from the autograd node to the launch."""
     key = ("layer_norm", x.__class__, x.shape, x.dtype, x.device,
            None if gamma is None else (gamma.__class__, gamma.shape, gamma.dtype, gamma.device),
            None if beta is None else (beta.__class__, beta.shape, beta.dtype, beta.device),
@@ -62,7 +69,7 @@ def layer_norm(x, gamma=None, beta=None, *, eps: float = 1e-5, rms: bool = False
     _run("norm", expression, x, rows,
          [x.ptr, NULL if gamma is None else gamma.ptr, NULL if beta is None else beta.ptr, y.ptr, mean.ptr, rstd.ptr,
           c_longlong(rows), c_longlong(cols), c_double(eps), c_int(flag)], grid=min(rows, 65535))
-    return y, mean, rstd
+    return y, (mean, rstd)
 
 
 def layer_norm_backward(dy, x, gamma, mean, rstd, *, rms: bool = False):
@@ -111,10 +118,22 @@ def layer_norm_param_grads(dy, x, mean, rstd):
 def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
     """``(dx, dgamma, dbeta)``: :func:`layer_norm_backward` and :func:`layer_norm_param_grads` (the same sums, in
     the same order) with the rows and the first stage of the parameter sums in one launch; the second stage only
-    where the rows make more than one part (at least 2 * _NORM_PART_ROWS rows)."""
+    where the rows make more than one part (at least 2 * _NORM_PART_ROWS rows). Without ``gamma``: the two apart."""
+    if gamma is None:
+        return (layer_norm_backward(dy, x, None, mean, rstd, rms=rms), *layer_norm_param_grads(dy, x, mean, rstd))
+    return layer_norm_backward_op(dy, x, gamma, (mean, rstd), rms)
+
+
+def layer_norm_backward_op(dy, x, gamma, ctx, rms=False):
+    """The op ``layer_norm_backward`` (the device backend's own, no wrapper): ``(dx, dgamma, dbeta)`` from the
+    forward's ``ctx`` = (mean, rstd) as :func:`layer_norm_backward_params` computes them (one frame from the autograd
+    node to the launch); without ``gamma``, ``(dx, None, None)`` by :func:`layer_norm_backward`."""
+    mean, rstd = ctx
+    if gamma is None:
+        return layer_norm_backward(dy, x, None, mean, rstd, rms=bool(rms)), None, None
     what = "layer_norm_backward"
     key = (what, dy.__class__, dy.shape, dy.dtype, dy.device, x.__class__, x.shape, x.dtype, x.device,
-           None if gamma is None else (gamma.__class__, gamma.shape, gamma.dtype, gamma.device),
+           gamma.__class__, gamma.shape, gamma.dtype, gamma.device,
            mean.__class__, mean.shape, mean.dtype, mean.device, rstd.__class__, rstd.shape, rstd.dtype, rstd.device,
            rms.__class__, rms)
     decided = _CHECKED.get(key)
@@ -141,7 +160,7 @@ def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
         mean = contiguous(mean)
     if not rstd.is_c_contiguous:
         rstd = contiguous(rstd)
-    if gamma is not None and not gamma.is_c_contiguous:
+    if not gamma.is_c_contiguous:
         gamma = contiguous(gamma)
     dtype, device = x.dtype, x.device
     dx = _array._empty(x.shape, dtype, device)
@@ -152,7 +171,7 @@ def layer_norm_backward_params(dy, x, gamma, mean, rstd, *, rms: bool = False):
     else:
         pg, pb = _array._empty((parts, cols), dtype, device), _array._empty((parts, cols), dtype, device)
     _run("norm", expression, x, grid,
-         [dy.ptr, x.ptr, NULL if gamma is None else gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
+         [dy.ptr, x.ptr, gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
           c_longlong(rows), c_longlong(cols), c_int(flag), c_longlong(row_blocks), c_longlong(part_rows),
           c_longlong(parts)], grid=grid)
     if parts > 1:
