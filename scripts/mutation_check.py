@@ -502,12 +502,11 @@ MUTANTS = [
            "magmadnn/backend/device/conv.py",
            "(slice(None), slice(None), slice(t, t + h), slice(l, l + wd))",
            "(slice(None), slice(None), slice(0, h), slice(0, wd))", DEVICE_PLANS),
-    Mutant("conv-seen-keeps-lists", "the device convolution keeps the plan of a geometry in a list by its identity "
-           "(the caller may change the list in place)", "magmadnn/backend/device/conv.py",
-           "        hash(answer[0])\n", "        hash(answer[1:])\n", SAME_OBJECTS),
-    Mutant("pool-seen-keeps-lists", "the device pooling keeps the plan of a window in a list by its identity (the "
-           "caller may change the list in place)", "magmadnn/backend/device/pooling.py",
-           "        hash(answer[0])\n", "        hash(answer[1])\n", DEVICE_PLANS),
+    Mutant("seen-keeps-lists", "the device convolution and pooling keep the plan of a geometry in a list by its "
+           "identity (the caller may change the list in place)", "magmadnn/backend/device/conv.py",
+           "        hash(answer[0])\n", "        hash(answer[1:])\n",
+           ("tests/magmadnn/backend/test_device_cudnn_plans.py", "tests/magmadnn/backend/test_conv.py", "-k",
+            "in_place")),
     Mutant("activation-plan-looked-up-elsewhere", "the device activation looks its plan up under another planner's "
            "key (every call misses and works the plan out again)", "magmadnn/backend/device/activations.py",
            "_ACTIVATION_PLAN = _plans.activation_plan\n", "_ACTIVATION_PLAN = _plans.batch_norm_plan\n",

@@ -120,14 +120,20 @@ _SEEN: dict = {}
 def _seen(x_shape, dtype, device, w_shape, stride, padding, dilation, groups) -> tuple:
     """The answer :data:`_SEEN` keeps for these arguments, worked out with every check (a miss of the look-up)."""
     extra, plan = _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
-    answer = ((stride, padding, dilation, groups), extra, plan, _crop_view(x_shape, plan.dtype, extra))
+    return _kept(_SEEN, (x_shape, dtype, device, w_shape, id(stride), id(padding), id(dilation), id(groups)),
+                 ((stride, padding, dilation, groups), extra, plan, _crop_view(x_shape, plan.dtype, extra)))
+
+
+def _kept(seen: dict, key: tuple, answer: tuple) -> tuple:
+    """``answer`` (the tuple of the geometry objects first) kept in ``seen`` under ``key`` (their ids), unless one of
+    them is unhashable: a list, or a tuple holding one, which its owner may change in place, is never kept."""
     try:
         hash(answer[0])
-    except TypeError:  # a list (or a tuple holding one), which its owner may change in place: never kept
+    except TypeError:
         return answer
-    if len(_SEEN) >= 256:
-        _SEEN.clear()
-    _SEEN[(x_shape, dtype, device, w_shape, id(stride), id(padding), id(dilation), id(groups))] = answer
+    if len(seen) >= 256:
+        seen.clear()
+    seen[key] = answer
     return answer
 
 

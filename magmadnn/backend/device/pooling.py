@@ -15,7 +15,7 @@ from . import kernels as _dk
 from ._common import (
     _contiguous,
 )
-from .conv import _crop, _pad, _split_pads
+from .conv import _crop, _kept, _pad, _split_pads
 from .graphs import cached_constant as _cached_constant
 
 
@@ -43,15 +43,8 @@ _SEEN: dict = {}
 
 def _seen(mode, window, stride, padding) -> tuple:
     """The answer :data:`_SEEN` keeps for these arguments, worked out with every check (a miss of the look-up)."""
-    answer = ((window, stride, padding), _pool_plan(mode, window, stride, padding))
-    try:
-        hash(answer[0])
-    except TypeError:  # a list (or a tuple holding one), which its owner may change in place: never kept
-        return answer
-    if len(_SEEN) >= 256:
-        _SEEN.clear()
-    _SEEN[(mode, id(window), id(stride), id(padding))] = answer
-    return answer
+    return _kept(_SEEN, (mode, id(window), id(stride), id(padding)),
+                 ((window, stride, padding), _pool_plan(mode, window, stride, padding)))
 
 
 def _avg_factor(x_shape, window, stride, padding, dtype, device):
