@@ -157,7 +157,7 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         if saved is not None:  # for backward-filter: the plan (its layouts checked by the call)
             saved["plan"] = plan
     else:
-        xin = _pad(x, extra, 0.0)
+        xin = _dk.pad2d(x, extra)  # (_pad of zeros: one launch)
         if saved is not None:  # for backward-filter: the padded input too
             saved["plan"], saved["padded_x"] = plan, xin
     y = plan.forward(xin, w if w.is_c_contiguous else _contiguous(w))
