@@ -3,7 +3,8 @@ activations.py, normalization.py): the convolution's and pooling's geometry by t
 passes at every call, the activation's and batch norm's plan by the array's values. A call that finds its plan
 computes bit for bit what a call that works it out again computes (and that against the references of
 tests/reference.py); a geometry the caller changes in place is never kept; the input gradient of a convolution with
-asymmetric padding is the interior view of the padded gradient, strided as NumPy's slice of it."""
+asymmetric padding is the interior view of the padded gradient, strided as NumPy's slice of it; a kept convolution
+follows ``pymagma.dnn.allow_tf32``."""
 
 from __future__ import annotations
 
@@ -170,3 +171,26 @@ def test_the_ops_find_their_plans_without_working_them_out_again(device, monkeyp
     ran.clear()
     step()
     assert ran == []
+
+
+def test_a_kept_convolution_follows_allow_tf32(monkeypatch):
+    """The plan the device convolution keeps for a layer's geometry computes with the math that
+    ``pymagma.dnn.allow_tf32`` allows at each call (TF32-rounded operands or exact float32), as an unplanned call."""
+    from pymagma import dnn
+    from pymagma.simulator.cudnn.numerics import tf32
+
+    x, w = RNG.standard_normal((1, 2, 6, 6)).astype(np.float32), RNG.standard_normal((3, 2, 3, 3)).astype(np.float32)
+    exact = reference.conv2d_ref(x, w, (1, 1), ((0, 1), (0, 1)))
+    rounded = reference.conv2d_ref(tf32(x), tf32(w), (1, 1), ((0, 1), (0, 1)))
+    assert np.abs(exact - rounded).max() > 1e-4
+    geometry = ((1, 1), ((0, 1), (0, 1)), (1, 1), 1)
+    with simulator.simulated("full") as simulation:
+        from magmadnn.backend import device as xp
+
+        simulation.cudnn.tf32 = True
+        d_x, d_w, d_padded = _put(x, w, np.pad(x, ((0, 0), (0, 0), (0, 1), (0, 1))))
+        for allowed in (True, False, True, False):
+            monkeypatch.setattr(dnn, "allow_tf32", allowed)
+            got = xp.conv2d_forward(d_x, d_w, *geometry).get()
+            np.testing.assert_allclose(got, rounded if allowed else exact, rtol=1e-5, atol=1e-5)
+            np.testing.assert_array_equal(got, dnn.conv2d_forward(d_padded, d_w).get())  # the unplanned call
