@@ -17,7 +17,7 @@ Operands must be C-contiguous DeviceArrays of the planned shape, dtype and devic
 from __future__ import annotations
 
 import weakref
-from ctypes import byref
+from ctypes import addressof
 from itertools import chain
 
 import numpy as np
@@ -78,7 +78,8 @@ def _of_array(make, x, options: tuple):
     """``make``'s plan (a planner made by :func:`_planner`) of DeviceArray ``x``'s shape, dtype and device and
     ``options``, looked up by those values alone: a DeviceArray's shape, dtype and device are checked values, and
     the callers' options are strings and floats (or None), types their values tell apart; any other ``x`` or option
-    goes through the planner (every check, the types in the key).  (Inline in the two functions below.)"""
+    goes through the planner (every check, the types in the key).  (Inline in the two functions below, and in the
+    device backend's ops of magmadnn, which look this key up in ``_native.current.cudnn_plans`` themselves.)"""
     if x.__class__ is _DeviceArray:
         plans = _native.current.cudnn_plans
         key = (make, x.shape, x.dtype, x.device, options)
@@ -122,7 +123,8 @@ class _Plan:
         self.dtype, self.device = np.dtype(dtype), _checks.count(device, "device")
         self._handle = dnn.handle(self.device)  # alive as long as the plan
         self.handle = self._handle.value
-        self.one, self.zero = dnn._one_zero(self.dtype)  # passed by a fresh byref per call (a byref is one call's)
+        self.one, self.zero = dnn._one_zero(self.dtype)  # kept alive by the plan (and by dnn, for the process)
+        self.alpha, self.beta = addressof(self.one), addressof(self.zero)  # their addresses: passed as they are
         self.direct = runtime.device_count() <= 1  # several GPUs: each call through dnn (its device made current)
         self.cudnn = None  # the cuDNN library object the plan's functions were bound from (:meth:`_bind`)
 
@@ -204,8 +206,8 @@ class ConvPlan(_Plan):
         y = _empty(self.y_shape, self.dtype, self.device)
         name, d0, d1, d2, d3, algo, size = self._calls.get("forward") or self._call("forward")
         space = _trusted(size, self.device) if size else None
-        status = self.cudnnConvolutionForward(self.handle, byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo,
-                                              space.ptr if size else None, size, byref(self.zero), d3, y.ptr)
+        status = self.cudnnConvolutionForward(self.handle, self.alpha, d0, x.ptr, d1, w.ptr, d2, algo,
+                                              space.ptr if size else None, size, self.beta, d3, y.ptr)
         if status:
             cd.check(status, name)
         return y
@@ -225,8 +227,8 @@ class ConvPlan(_Plan):
         dx = _empty(self.x_shape, self.dtype, self.device)
         name, d0, d1, d2, d3, algo, size = self._calls.get("backward_data") or self._call("backward_data")
         space = _trusted(size, self.device) if size else None
-        status = self.cudnnConvolutionBackwardData(self.handle, byref(self.one), d0, w.ptr, d1, dy.ptr, d2, algo,
-                                                   space.ptr if size else None, size, byref(self.zero), d3, dx.ptr)
+        status = self.cudnnConvolutionBackwardData(self.handle, self.alpha, d0, w.ptr, d1, dy.ptr, d2, algo,
+                                                   space.ptr if size else None, size, self.beta, d3, dx.ptr)
         if status:
             cd.check(status, name)
         return dx
@@ -246,8 +248,8 @@ class ConvPlan(_Plan):
         dw = _empty(self.w_shape, self.dtype, self.device)
         name, d0, d1, d2, d3, algo, size = self._calls.get("backward_filter") or self._call("backward_filter")
         space = _trusted(size, self.device) if size else None
-        status = self.cudnnConvolutionBackwardFilter(self.handle, byref(self.one), d0, x.ptr, d1, dy.ptr, d2, algo,
-                                                     space.ptr if size else None, size, byref(self.zero), d3, dw.ptr)
+        status = self.cudnnConvolutionBackwardFilter(self.handle, self.alpha, d0, x.ptr, d1, dy.ptr, d2, algo,
+                                                     space.ptr if size else None, size, self.beta, d3, dw.ptr)
         if status:
             cd.check(status, name)
         return dw
@@ -339,7 +341,7 @@ class BatchNormPlan(_Plan):
         y, mean, inv = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), _empty(shape, dtype,
                                                                                                       device)
         status = self.cudnnBatchNormalizationForwardTraining(
-            self.handle, self.mode_value, byref(self.one), byref(self.zero),
+            self.handle, self.mode_value, self.alpha, self.beta,
             self.xd, x.ptr, self.xd, y.ptr, self.bn, scale.ptr, bias.ptr, float(momentum),
             None if running_mean is None else running_mean.ptr, None if running_var is None else running_var.ptr,
             float(max(eps, cd.BN_MIN_EPSILON)), mean.ptr, inv.ptr)
@@ -371,7 +373,7 @@ class BatchNormPlan(_Plan):
         shape, dtype, device = self.param_shape, self.param_dtype, self.device
         dx, dscale, dbias = _empty(self.x_shape, self.dtype, device), _empty(shape, dtype, device), \
             _empty(shape, dtype, device)
-        one, zero = byref(self.one), byref(self.zero)
+        one, zero = self.alpha, self.beta
         status = self.cudnnBatchNormalizationBackward(
             self.handle, self.mode_value, one, zero, one, zero, self.xd,
             x.ptr, self.xd, dy.ptr, self.xd, dx.ptr, self.bn, scale.ptr, dscale.ptr, dbias.ptr, float(eps),
@@ -416,8 +418,8 @@ class ActivationPlan(_Plan):
         if libraries.cudnn is not self.cudnn:
             self._bind(libraries.cudnn)
         y = _empty(self.x_shape, self.dtype, self.device)
-        status = self.cudnnActivationForward(self.handle, self.desc, byref(self.one), self.xd, x.ptr,
-                                             byref(self.zero), self.xd, y.ptr)
+        status = self.cudnnActivationForward(self.handle, self.desc, self.alpha, self.xd, x.ptr,
+                                             self.beta, self.xd, y.ptr)
         if status:
             cd.check(status, "cudnnActivationForward")
         return y
@@ -440,8 +442,8 @@ class ActivationPlan(_Plan):
         if libraries.cudnn is not self.cudnn:
             self._bind(libraries.cudnn)
         dx, xd = _empty(shape, self.dtype, self.device), self.xd
-        status = self.cudnnActivationBackward(self.handle, self.desc, byref(self.one), xd, y.ptr, xd, dy.ptr, xd,
-                                              x.ptr, byref(self.zero), xd, dx.ptr)
+        status = self.cudnnActivationBackward(self.handle, self.desc, self.alpha, xd, y.ptr, xd, dy.ptr, xd,
+                                              x.ptr, self.beta, xd, dx.ptr)
         if status:
             cd.check(status, "cudnnActivationBackward")
         return dx

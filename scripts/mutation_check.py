@@ -75,6 +75,8 @@ PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against 
 FORWARD = ("tests/magmadnn/models/test_forward.py",)  # the model's forward calling layers' plans directly
 LAYER_CALL = ("tests/magmadnn/layers/test_base.py", "-k", "repeated_call")  # a built layer's repeated call
 POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
+#: the device backend's cuDNN ops finding their plans in one look-up (geometry by identity, arrays by value)
+DEVICE_PLANS = ("tests/magmadnn/backend/test_device_cudnn_plans.py",)
 #: answers kept by the identity of their arguments (the device convolution's and pooling's geometry)
 SAME_OBJECTS = ("tests/pymagma/suites/test_bad_inputs.py", "tests/magmadnn/backend/test_conv.py", "-k",
                 "same_objects or (device and (in_place or equal_geometries))")
@@ -351,10 +353,10 @@ MUTANTS = [
            "d0, w.ptr, d1, x.ptr, d2, algo", PLANS),
     Mutant("plan-conv-fwd-alpha-beta-swapped", "a planned forward convolution passes beta (0) as alpha, alpha (1) as "
            "beta", "pymagma/_dnn_plans.py",
-           "byref(self.one), d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
-           "space.ptr if size else None, size, byref(self.zero), d3, y.ptr)",
-           "byref(self.zero), d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
-           "space.ptr if size else None, size, byref(self.one), d3, y.ptr)",
+           "self.alpha, d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
+           "space.ptr if size else None, size, self.beta, d3, y.ptr)",
+           "self.beta, d0, x.ptr, d1, w.ptr, d2, algo,\n" + " " * 46 +
+           "space.ptr if size else None, size, self.alpha, d3, y.ptr)",
            PLANS),
     Mutant("plan-conv-bwd-data-reuses-forward", "a planned backward data reuses the forward's cached call "
            "(function, descriptors, algorithm)", "pymagma/_dnn_plans.py",
@@ -379,8 +381,8 @@ MUTANTS = [
            PLANS),
     Mutant("plan-bn-fwd-alpha-beta-swapped", "a planned batch-norm forward passes beta (0) as alpha, alpha (1) as beta",
            "pymagma/_dnn_plans.py",
-           "self.mode_value, byref(self.one), byref(self.zero),\n            self.xd, x.ptr,",
-           "self.mode_value, byref(self.zero), byref(self.one),\n            self.xd, x.ptr,", PLANS),
+           "self.mode_value, self.alpha, self.beta,\n            self.xd, x.ptr,",
+           "self.mode_value, self.beta, self.alpha,\n            self.xd, x.ptr,", PLANS),
     Mutant("plan-bn-bwd-saved-swapped", "a planned batch-norm backward reads the saved inverse std as the mean and "
            "back", "pymagma/_dnn_plans.py",
            "None if save_mean is None else save_mean.ptr, None if save_inv_std is None else save_inv_std.ptr)",
@@ -388,8 +390,8 @@ MUTANTS = [
            PLANS),
     Mutant("plan-activation-fwd-alpha-beta-swapped", "a planned activation forward passes beta (0) as alpha, alpha "
            "(1) as beta", "pymagma/_dnn_plans.py",
-           "self.desc, byref(self.one), self.xd, x.ptr,\n" + " " * 45 + "byref(self.zero),",
-           "self.desc, byref(self.zero), self.xd, x.ptr,\n" + " " * 45 + "byref(self.one),",
+           "self.desc, self.alpha, self.xd, x.ptr,\n" + " " * 45 + "self.beta,",
+           "self.desc, self.beta, self.xd, x.ptr,\n" + " " * 45 + "self.alpha,",
            PLANS),
     Mutant("plan-activation-coef-dropped", "an activation plan's descriptor takes the mode's default coefficient, "
            "not the caller's", "pymagma/_dnn_plans.py",
@@ -547,10 +549,8 @@ MUTANTS = [
            "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
     Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
-           "return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else "
-           "_contiguous(dy),",
-           "return plan.backward(dy if dy.is_c_contiguous else _contiguous(dy), y if y.is_c_contiguous else "
-           "_contiguous(y),", BACKEND),
+           "y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy), x)",
+           "dy if dy.is_c_contiguous else _contiguous(dy), y if y.is_c_contiguous else _contiguous(y), x)", BACKEND),
     Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
            "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"
@@ -593,6 +593,23 @@ MUTANTS = [
            "shape and the second's rank (not its shape)", "pymagma/kernels/elementwise.py",
            "pair = (a.shape, b.shape) if", "pair = (a.shape, b.ndim) if",
            ("tests/pymagma/test_kernels_broadcast_shapes.py",)),
+    Mutant("conv-interior-view-contiguous", "a convolution's input gradient with asymmetric padding (the interior "
+           "view of the padded gradient) marked C-contiguous", "magmadnn/backend/device/conv.py",
+           "view.is_c_contiguous = contiguous", "view.is_c_contiguous = True", DEVICE_PLANS),
+    Mutant("conv-interior-view-at-origin", "a convolution's input gradient with asymmetric padding taken from the "
+           "padded gradient's first row and column (the top and left pads not skipped)",
+           "magmadnn/backend/device/conv.py",
+           "(slice(None), slice(None), slice(t, t + h), slice(l, l + wd))",
+           "(slice(None), slice(None), slice(0, h), slice(0, wd))", DEVICE_PLANS),
+    Mutant("seen-keeps-lists", "the device convolution and pooling keep the plan of a geometry in a list by its "
+           "identity (the caller may change the list in place)", "magmadnn/backend/device/conv.py",
+           "        hash(answer[0])\n", "        hash(answer[1:])\n",
+           ("tests/magmadnn/backend/test_device_cudnn_plans.py", "tests/magmadnn/backend/test_conv.py", "-k",
+            "in_place")),
+    Mutant("activation-plan-looked-up-elsewhere", "the device activation looks its plan up under another planner's "
+           "key (every call misses and works the plan out again)", "magmadnn/backend/device/activations.py",
+           "_ACTIVATION_PLAN = _plans.activation_plan\n", "_ACTIVATION_PLAN = _plans.batch_norm_plan\n",
+           DEVICE_PLANS),
     Mutant("avg-pool-bwd-no-factor", "padded average pooling backward forgets the real-element count factor",
            "magmadnn/backend/device/pooling.py",
            "_dnn.pool2d_backward(y_area, _k.multiply(dy, factor), xin,",

@@ -7,8 +7,10 @@ import math
 import operator
 
 from pymagma import _dnn_plans as _plans
+from pymagma import _native
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
+from pymagma.array import DeviceArray as _DeviceArray
 
 from .. import geometry as _geometry
 from ._common import (
@@ -19,6 +21,8 @@ from .conv import FUSED_ACTIVATIONS
 
 #: Kinds cuDNN computes (forward, and backward when x is given); the others are pymagma kernels.
 _CUDNN_ACTIVATIONS = ("relu", "sigmoid", "tanh", "elu")
+#: what keys an activation's plan in pymagma's plans (pymagma._dnn_plans._of_array's key)
+_ACTIVATION_PLAN = _plans.activation_plan
 #: Kernel kinds whose gradient reads the forward output y.
 _GRAD_READS_Y = ("selu", "exponential")
 
@@ -27,7 +31,12 @@ def activation_forward(x, kind, alpha=0.0):
     """y = act(x); ``alpha`` is the leaky-ReLU slope / ELU scale."""
     if kind in _CUDNN_ACTIVATIONS:
         x = x if x.is_c_contiguous else _contiguous(x)
-        return _plans.activation_plan_of(x, kind, float(alpha) if kind == "elu" else None).forward(x)
+        options = (kind, float(alpha)) if kind == "elu" else (kind, None)
+        # pymagma._dnn_plans.activation_plan_of, inline: the plan of x's values and the options (a str and a float
+        # or None), one look-up in the current native libraries' plans
+        plan = _native.current.cudnn_plans.get((_ACTIVATION_PLAN, x.shape, x.dtype, x.device, options)) \
+            if x.__class__ is _DeviceArray else None
+        return (plan or _plans.activation_plan_of(x, *options)).forward(x)
     if kind not in _geometry.ACTIVATIONS:
         _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
@@ -50,9 +59,11 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         x = x if x.is_c_contiguous else _contiguous(x)
         if y is None:
             y = activation_forward(x, kind, alpha)
-        plan = _plans.activation_plan_of(x, kind, float(alpha) if kind == "elu" else None)
-        return plan.backward(y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy),
-                             x)
+        options = (kind, float(alpha)) if kind == "elu" else (kind, None)
+        plan = _native.current.cudnn_plans.get((_ACTIVATION_PLAN, x.shape, x.dtype, x.device, options)) \
+            if x.__class__ is _DeviceArray else None  # (activation_plan_of, inline: as activation_forward)
+        return (plan or _plans.activation_plan_of(x, *options)).backward(
+            y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy), x)
     if kind in _GRAD_READS_Y:
         return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
     return _k.activation_backward(kind, dy, x, None, float(alpha))

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pymagma import _checks
+from pymagma import _checks, _layouts
 from pymagma import _dnn_plans as _plans
 from pymagma import array as _array
 from pymagma import dnn as _dnn
@@ -89,12 +89,52 @@ def _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
         n, c, h, wd = x_shape
         t, b, l, r = extra
         x_shape = (n, c, h + t + b, wd + l + r)
-    return extra, _plans.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym, dilation, groups)
+    return extra if any(extra) else _NO_PADS, _plans.conv2d_plan(x_shape, w_shape, dtype, device, stride, sym,
+                                                                  dilation, groups)
 
 
-#: the plan of a convolution whose geometry tuples are the objects of an earlier call, found by their identities (the
-#: shapes, dtype and device by value: a DeviceArray's checked values)
-_plan_of = _checks.same_objects(_planned, by_value=4)
+_NO_PADS = (0, 0, 0, 0)  # the extra pads of a convolution cuDNN pads alone (one object: told by identity)
+
+
+def _crop_view(x_shape, dtype, extra):
+    """(byte offset, shape, strides, C-contiguous) of the interior of shape ``x_shape`` of a C-contiguous gradient
+    computed on the input padded by ``extra``, or None without extra pads: worked out once per plan."""
+    if not any(extra):
+        return None
+    t, b, l, r = extra
+    n, c, h, wd = x_shape
+    padded = (n, c, h + t + b, wd + l + r)
+    offset, shape, strides = _layouts.index_view(padded, _layouts.c_strides(padded, dtype.itemsize),
+                                                 (slice(None), slice(None), slice(t, t + h), slice(l, l + wd)))
+    return offset, shape, strides, _layouts.is_c_contiguous(shape, strides, dtype.itemsize)
+
+
+#: (x shape, dtype, device, w shape, the ids of the stride, padding, dilation and groups objects) -> (those objects,
+#: extra pads, the ConvPlan, the interior view of its input gradient): the convolutions whose geometry objects are
+#: those of an earlier call (a layer passes the same checked tuples at every call), found by one look-up, inline in
+#: each call (the shapes, dtype and device by value: a DeviceArray's checked values; the geometry by identity, its
+#: objects kept alive in the answer so that no other object gets their ids, as ``pymagma._checks.same_objects``)
+_SEEN: dict = {}
+
+
+def _seen(x_shape, dtype, device, w_shape, stride, padding, dilation, groups) -> tuple:
+    """The answer :data:`_SEEN` keeps for these arguments, worked out with every check (a miss of the look-up)."""
+    extra, plan = _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
+    return _kept(_SEEN, (x_shape, dtype, device, w_shape, id(stride), id(padding), id(dilation), id(groups)),
+                 ((stride, padding, dilation, groups), extra, plan, _crop_view(x_shape, plan.dtype, extra)))
+
+
+def _kept(seen: dict, key: tuple, answer: tuple) -> tuple:
+    """``answer`` (the tuple of the geometry objects first) kept in ``seen`` under ``key`` (their ids), unless one of
+    them is unhashable: a list, or a tuple holding one, which its owner may change in place, is never kept."""
+    try:
+        hash(answer[0])
+    except TypeError:
+        return answer
+    if len(seen) >= 256:
+        seen.clear()
+    seen[key] = answer
+    return answer
 
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
@@ -109,12 +149,17 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         raise ValueError(f"conv2d_forward: bias must have shape ({w.shape[0]},) (one per filter), got "
                          f"{tuple(bias.shape)}")
     x = x if x.is_c_contiguous else _contiguous(x)
-    extra, plan = _plan_of(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)
-    xin = _pad(x, extra, 0.0) if any(extra) else x
-    if saved is not None:  # for backward-filter: the padded input and the plan (its layouts checked by the call)
-        saved["plan"] = plan
-        if xin is not x:
-            saved["padded_x"] = xin
+    _, extra, plan, _ = _SEEN.get((x.shape, x.dtype, x.device, w.shape, id(stride), id(padding), id(dilation),
+                                   id(groups))) or _seen(x.shape, x.dtype, x.device, w.shape, stride, padding,
+                                                         dilation, groups)
+    if extra is _NO_PADS:
+        xin = x
+        if saved is not None:  # for backward-filter: the plan (its layouts checked by the call)
+            saved["plan"] = plan
+    else:
+        xin = _dk.pad2d(x, extra)  # (_pad of zeros: one launch)
+        if saved is not None:  # for backward-filter: the padded input too
+            saved["plan"], saved["padded_x"] = plan, xin
     y = plan.forward(xin, w if w.is_c_contiguous else _contiguous(w))
     if bias is None:
         if activation is not None:
@@ -127,15 +172,21 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
 
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
-    shape = tuple(map(int, x_shape))
     if w.dtype is not dy.dtype:
         _same_dtype("conv2d_backward_data", dy, w)
-    extra, plan = _plan_of(shape, dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
+    shape = x_shape if x_shape.__class__ is tuple else tuple(map(int, x_shape))  # (equal values plan alike)
+    hit = _SEEN.get((shape, dy.dtype, dy.device, w.shape, id(stride), id(padding), id(dilation), id(groups)))
+    if hit is None:
+        hit = _seen(tuple(map(int, shape)), dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
+    _, _, plan, crop = hit
     dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
-    if not any(extra):
+    if crop is None:
         return dxp
-    t, _, l, _ = extra  # the interior, a view: whoever needs it dense copies it (a gradient sum reads it as it is)
-    return dxp[:, :, t:t + shape[2], l:l + shape[3]]
+    # the interior, a view: whoever needs it dense copies it (a gradient sum reads it as it is)
+    offset, shape, strides, contiguous = crop
+    view = dxp._view(offset, shape, strides)
+    view.is_c_contiguous = contiguous  # (known: kept as the array would keep it on first use)
+    return view
 
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):

@@ -5,8 +5,10 @@ block per row)."""
 from __future__ import annotations
 
 from pymagma import _dnn_plans as _plans
+from pymagma import _native
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
+from pymagma.array import DeviceArray as _DeviceArray
 
 from . import kernels as _dk
 from ._common import (
@@ -15,6 +17,8 @@ from ._common import (
 )
 from .core import zeros_like
 from .elementwise import subtract
+
+_BATCH_NORM_PLAN = _plans.batch_norm_plan  # what keys a batch norm's plan (pymagma._dnn_plans._of_array's key)
 
 
 def _check_bn_input(x) -> None:
@@ -28,17 +32,21 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     becomes the batch term ``(n - 1)/n var_u`` of the op set's update)."""
     if len(x.shape) != 4 and len(x.shape) != 2:
         _check_bn_input(x)
-    momentum = float(momentum)
-    scratch = running_var if unbiased else zeros_like(running_var)
     x = x if x.is_c_contiguous else _contiguous(x)
-    plan = _plans.batch_norm_plan_of(x)
-    y, mean_, inv_std = plan.forward_training(x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum,
-                                              eps=float(eps))
+    # pymagma._dnn_plans.batch_norm_plan_of, inline: the plan of x's values, one look-up in the current native
+    # libraries' plans
+    plan = _native.current.cudnn_plans.get((_BATCH_NORM_PLAN, x.shape, x.dtype, x.device, ())) \
+        if x.__class__ is _DeviceArray else None
+    if plan is None:
+        plan = _plans.batch_norm_plan_of(x)
+    momentum, eps = float(momentum), float(eps)
+    scratch = running_var if unbiased else zeros_like(running_var)
+    y, mean_, inv_std = plan.forward_training(x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum, eps=eps)
     if not unbiased:
         n = x.size // x.shape[1]
         batch = _k.affine(scratch, (n - 1) / (n * (1.0 - momentum)))
         running_stat_update(running_var, batch, momentum)
-    return y, (mean_, inv_std, float(eps), plan)
+    return y, (mean_, inv_std, eps, plan)
 
 
 def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):

@@ -15,7 +15,7 @@ from . import kernels as _dk
 from ._common import (
     _contiguous,
 )
-from .conv import _crop, _pad, _split_pads
+from .conv import _crop, _kept, _pad, _split_pads
 from .graphs import cached_constant as _cached_constant
 
 
@@ -34,7 +34,17 @@ def _pool_plan(mode, window, stride, padding) -> tuple:
     return _geometry.pair(window), _geometry.pair(stride), sym, extra, ((t, b), (l, r))
 
 
-_pool_plan_of = _checks.same_objects(_pool_plan, by_value=1)  # the geometry's tuples by identity at a repeated call
+#: (mode, the ids of the window, stride and padding objects) -> (those objects, :func:`_pool_plan`'s answer): the
+#: poolings whose geometry objects are those of an earlier call (a layer passes the same checked tuples at every
+#: call), found by one look-up inline in each call (the mode by value; the geometry by identity, its objects kept
+#: alive in the answer so that no other object gets their ids, as ``pymagma._checks.same_objects``)
+_SEEN: dict = {}
+
+
+def _seen(mode, window, stride, padding) -> tuple:
+    """The answer :data:`_SEEN` keeps for these arguments, worked out with every check (a miss of the look-up)."""
+    return _kept(_SEEN, (mode, id(window), id(stride), id(padding)),
+                 ((window, stride, padding), _pool_plan(mode, window, stride, padding)))
 
 
 def _avg_factor(x_shape, window, stride, padding, dtype, device):
@@ -53,7 +63,8 @@ def _avg_factor(x_shape, window, stride, padding, dtype, device):
 
 def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     """Max (padding ignored) or average (divided by the real elements of each window) pooling -> ``(y, ctx)``."""
-    window, stride, sym, extra, pads = _pool_plan_of(mode, window, stride, padding)
+    window, stride, sym, extra, pads = (_SEEN.get((mode, id(window), id(stride), id(padding))) or
+                                        _seen(mode, window, stride, padding))[1]
     x = x if x.is_c_contiguous else _contiguous(x)
     if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
         return _dk.max_pool2d(x, window, stride, pads)
@@ -66,7 +77,8 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
 
 
 def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
-    window, stride, sym, extra, pads = _pool_plan_of(mode, window, stride, padding)
+    window, stride, sym, extra, pads = (_SEEN.get((mode, id(window), id(stride), id(padding))) or
+                                        _seen(mode, window, stride, padding))[1]
     if mode == "max":  # ctx: the offsets of the maxima the forward found
         return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, pads)
     dy, x = _contiguous(dy), _contiguous(x)
