@@ -55,6 +55,24 @@ def step_columns(opt, params, grads, made, lr) -> bool:
     return True
 
 
+def planned_step(opt, rule, params, lr) -> bool:
+    """:func:`step_columns` under the optimizer's step plan (``rule``: the plan's multi-tensor rule, no clipping):
+    where every entry of ``params`` is a trainable Parameter without a constraint, with a gradient and its slots
+    made, all on one backend, the update of every parameter at once and True; False (nothing done) otherwise."""
+    n = len(params)
+    if not n or not (all(map(operator.is_, map(type, params), itertools.repeat(Parameter, n)))
+                     and all(map(_TRAINABLE, params)) and all(map(_is_none, map(_CONSTRAINT, params)))):
+        return False
+    grads, made = list(map(_GRAD, params)), opt._state
+    if not (all(map(_is_not_none, grads)) and all(map(made.__contains__, range(n)))):
+        return False
+    xp = params[0].xp
+    if not all(map(operator.is_, map(_XP, params), itertools.repeat(xp, n))):
+        return False
+    rule(opt, xp, list(map(_DATA, params)), grads, list(map(made.__getitem__, range(n))), lr, params)
+    return True
+
+
 def update_all(opt, live, lr) -> bool:
     """Update every ``(param, grad, slots)`` of ``live`` at once and return True; False where ``opt``'s rule has no
     multi-tensor op or the parameters live on different backends (the caller then updates them one by one)."""
