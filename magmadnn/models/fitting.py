@@ -196,7 +196,7 @@ class Trainer:
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
-        return self._with_penalties(self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype)))
+        return self._with_penalties(self.loss.of_batch(outputs, y, _host, self.dtype))
 
     def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None,
                      loss_count=None) -> None:
