@@ -138,7 +138,7 @@ class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
             if (plans := self._plans) is not None and (run := plans.get(key)) is not None:
                 return run(outputs, labels=outputs.xp.asarray(targets.astype(np.int64, copy=False)))
         loss = self.checked(outputs, self.prepare(targets, host, dtype))
-        if key is not None and targets.ndim == 1 and targets.dtype.kind in "ium" and len(key[5]) == 2 and \
+        if key is not None and targets.ndim == 1 and targets.dtype.kind in "ium" and len(data.shape) == 2 and \
                 self._plain() and all(getattr(type(self), m) is getattr(SoftmaxCrossEntropy, m)
                                       for m in _PLANNED_METHODS):
             if self._plans is None:
