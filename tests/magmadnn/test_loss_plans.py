@@ -50,7 +50,7 @@ def _numpy_mean(logits, y):
 
 def test_a_planned_batch_equals_the_checked_path_bit_for_bit(xp):
     loss = losses.SoftmaxCrossEntropy()
-    for step in range(4):  # the first batch plans, the others run the plan
+    for _ in range(4):  # the first batch plans, the others run the plan
         logits, y = _logits(xp), RNG.integers(0, C, N)
         got, want = _run(loss, xp, logits, y, True), _run(loss, xp, logits, y, False)
         assert got[0].tobytes() == want[0].tobytes() and got[1].tobytes() == want[1].tobytes()

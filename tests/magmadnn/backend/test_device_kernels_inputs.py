@@ -49,8 +49,8 @@ ROWS = [
                                                                             weight_decay=float("nan")),
      ValueError, ["weight_decay", "nan"]),
     # the mean cross entropy checks int64 class indices inline: the labels' shape and other integer dtypes
-    ("xent_mean labels shape", lambda d: kernels.softmax_cross_entropy_mean(d.a, pymagma.asarray(np.zeros(3, np.int64))),
-     ValueError, ["class-index labels must have shape (2,)", "(3,)"]),
+    ("xent_mean labels shape", lambda d: kernels.softmax_cross_entropy_mean(
+        d.a, pymagma.asarray(np.zeros(3, np.int64))), ValueError, ["class-index labels must have shape (2,)", "(3,)"]),
     ("xent_mean int32 labels", lambda d: kernels.softmax_cross_entropy_mean(d.a, d.i32[0]), TypeError,
      ["dtypes differ"]),
     ("xent_mean_backward labels shape", lambda d: kernels.softmax_cross_entropy_backward(
