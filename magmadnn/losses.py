@@ -20,13 +20,13 @@ import warnings
 import numpy as np
 
 from . import functional as F
-from ._checks import Plans, integer, real, shape_str
+from ._checks import integer, real, shape_str
 from ._configurable import Configurable
 from ._fused_losses import probability_crossentropy
+from ._loss_plans import PlannedCrossEntropy
 from ._loss_weights import WeightedCrossEntropy, pack, weights_of
 from ._registry import resolve
 from .autograd import Tensor
-from .functional.losses import planned_softmax_cross_entropy
 
 __all__ = ["Loss", "EpochLoss", "SoftmaxCrossEntropy", "MSE", "BinaryCrossEntropy", "KerasLoss",
            "CategoricalCrossentropy", "SparseCategoricalCrossentropy", "BinaryCrossentropy", "MeanSquaredError",
@@ -45,14 +45,11 @@ class EpochLoss:
         self.samples += batch_size
 
     def result(self) -> float:
-        if not self.samples:
-            return float("nan")
-        return self.total if self.is_sum else self.total / self.samples
+        return float("nan") if not self.samples else self.total if self.is_sum else self.total / self.samples
 
 
 class Loss(Configurable):
     name = "loss"
-    _volatile = frozenset({"_plans"})  # what a loss keeps as it runs (its batches' plans), no configuration
 
     def __init__(self, reduction: str = "mean"):
         if reduction not in ("mean", "sum"):
@@ -72,11 +69,6 @@ class Loss(Configurable):
     def prepare(self, targets: np.ndarray, xp, dtype):
         return xp.asarray(targets, dtype)
 
-    def of_batch(self, outputs, targets, host, dtype):
-        """The loss of a training batch of host ``targets`` that ``validate`` accepted:
-        ``checked(outputs, prepare(targets, host, dtype))`` (a loss may plan it, see SoftmaxCrossEntropy)."""
-        return self.checked(outputs, self.prepare(targets, host, dtype))
-
     def to_config(self) -> dict:
         return {"class_name": type(self).__name__, "config": {"reduction": self.reduction}}
 
@@ -94,7 +86,7 @@ class Loss(Configurable):
         return EpochLoss(self.reduction)
 
 
-class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
+class SoftmaxCrossEntropy(PlannedCrossEntropy, WeightedCrossEntropy, Loss):
     """Softmax cross entropy of logits (N, C), or of token logits (N, T, C) with integer targets (N, T), exactly as
     PyTorch's ``cross_entropy``: ``label_smoothing`` e trains against ``(1 - e) onehot + e / C``; targets equal to
     ``ignore_index`` (padding) count for nothing and "mean" is over the counted targets."""
@@ -122,29 +114,6 @@ class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
             return F.softmax_cross_entropy(logits, targets, reduction=self.reduction, check_labels=False)
         return F.cross_entropy(logits, targets, self.reduction, self.label_smoothing, self.ignore_index,
                                check_labels=False, nan_if_empty=False)
-
-    _plans: Plans | None = None  # the plans of of_batch (made on first use)
-
-    def of_batch(self, outputs, targets, host, dtype):
-        """:meth:`Loss.of_batch`, planned for the common batch, class indices (N,) against logits (N, C) without
-        smoothing or ``ignore_index``: what ``prepare`` and ``checked`` decide (no weights, the labels' conversion,
-        every check of the logits and labels, the fused op) is kept per (class, configuration, the outputs' and
-        targets' signature), so a repeated batch converts its labels to int64, uploads them and runs the op."""
-        key = None
-        if targets.__class__ is np.ndarray and outputs.__class__ is Tensor:  # (no weights ride on the targets)
-            data = outputs.data
-            key = (self.__class__, self.reduction, self.label_smoothing, self.ignore_index, data.__class__,
-                   data.shape, data.dtype, targets.shape, targets.dtype)
-            if (plans := self._plans) is not None and (run := plans.get(key)) is not None:
-                return run(outputs, labels=outputs.xp.asarray(targets.astype(np.int64, copy=False)))
-        loss = self.checked(outputs, self.prepare(targets, host, dtype))
-        if key is not None and targets.ndim == 1 and targets.dtype.kind in "ium" and len(data.shape) == 2 and \
-                self._plain() and all(getattr(type(self), m) is getattr(SoftmaxCrossEntropy, m)
-                                      for m in _PLANNED_METHODS):
-            if self._plans is None:
-                self._plans = Plans(64)
-            self._plans.keep(key, planned_softmax_cross_entropy(self.reduction))
-        return loss
 
     def counted(self, targets) -> int | None:
         """With ``ignore_index``: how many of the host ``targets`` count (a batch's weight in the epoch figure, which
@@ -232,10 +201,6 @@ class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
         if targets.dtype.kind in "ium":  # (np.integer's kinds, no call) class indices (N,) / (N, T), or integer
             return xp.asarray(targets.astype(np.int64, copy=False))  # one-hot (the loss converts it to the logits')
         return xp.asarray(targets, dtype)
-
-
-#: What SoftmaxCrossEntropy.of_batch's plans stand for: a subclass that overrides one of them is never planned.
-_PLANNED_METHODS = ("prepare", "checked", "_plain", "_packed", "of_batch")
 
 
 class MSE(Loss):

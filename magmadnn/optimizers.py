@@ -32,7 +32,7 @@ import numbers
 
 import numpy as np
 
-from . import _configurable, _foreach, clipping, constraints, schedules
+from . import _foreach, clipping, constraints, schedules
 from ._configurable import Configurable
 from ._keras_apply import KerasApply
 from ._registry import resolve
@@ -60,15 +60,15 @@ class Optimizer(KerasApply, Configurable):
     slots: tuple[str, ...] = ()
     skips_nonfinite = False  # True: the step itself skips non-finite gradients; fit's non-finite checks stand back
     # what changes as it runs, or is read from device memory by a replayed step (the learning rate)
-    _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values",
-                           "_step_plan"})
+    _volatile = frozenset({"iterations", "lr", "learning_rate", "_lr", "_count", "_state", "_device_values"})
 
     def __init__(self, lr=0.01, weight_decay: float = 0.0, clipnorm: float | None = None,
                  global_clipnorm: float | None = None, clipvalue: float | None = None, **keras_only):
         _refuse_keras_only(type(self).__name__, keras_only)
         self.lr = lr
         self.weight_decay = _check("weight_decay", weight_decay)
-        self.clipnorm, self.global_clipnorm, self.clipvalue = _clip_options(clipnorm, global_clipnorm, clipvalue)
+        self.clipnorm, self.global_clipnorm, self.clipvalue = clipping.options(  # each None or finite > 0, one
+            clipnorm, global_clipnorm, clipvalue, lambda name, v: _check(name, v, open_low=True))  # at most (Keras)
         self.iterations = 0
         self._state: dict[int, dict] = {}
         self._count = None
@@ -100,20 +100,11 @@ class Optimizer(KerasApply, Configurable):
         elif len(params) != self._count:
             raise ValueError(f"{type(self).__name__}.step: got {len(params)} parameters, but this optimizer was "
                              f"used with {self._count}; use one optimizer per parameter list")
-        plan = self._step_plan
-        if plan is not None and plan.generation == _configurable.generation and plan.cls is self.__class__ \
-                and plan.update is plan.cls.update and self._device_values is None:  # (see _StepPlan)
-            lr = self._lr  # Optimizer's own _advance and learning_rate, inline
-            if callable(lr):
-                lr = self.learning_rate
-            object.__setattr__(self, "iterations", self.iterations + 1)
-            if _foreach.planned_step(self, plan.rule, params, lr):
-                return
-        else:
-            plan = None
-            lr = self._advance()
-            if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
-                lr = self._device_values
+        if self._step_plan is not None and _foreach.planned_step(self, params):  # the step as planned, or:
+            return
+        lr = self._advance()
+        if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
+            lr = self._device_values
         grads, made = self._clipped_grads(params), self._state  # (slots made already: read without a frame)
         if not _foreach.step_columns(self, params, grads, made, lr):  # the common step, a column at a time, or:
             live = [(p, g, made[i] if i in made else self._slots(i, p)) for i, (p, g) in
@@ -122,8 +113,7 @@ class Optimizer(KerasApply, Configurable):
                 for param, grad, state in live:  # each
                     self.update(param.xp, param.data, grad, state, lr)
             constraints.apply(params, grads)
-        if plan is None:
-            object.__setattr__(self, "_step_plan", _StepPlan.of(self))
+        object.__setattr__(self, "_step_plan", _foreach.StepPlan.of(self, Optimizer))  # (see StepPlan)
 
     def _slots(self, index: int, param) -> dict:  # parameter index's slot arrays, made at its first update
         if (state := self._state.get(index)) is None:
@@ -143,9 +133,8 @@ class Optimizer(KerasApply, Configurable):
         grads = _foreach.trainable_grads(params)  # (None for a frozen parameter)
         return clipping.clip(params, grads, self.clipnorm, self.global_clipnorm, self.clipvalue)
 
-    _step_plan = None  # the _StepPlan of this configuration (made by a full step), or None
-
-    # -- device-resident step values (graph replay, magmadnn.models.replay)
+    # -- device-resident step values (graph replay, magmadnn.models.replay); the step's plan
+    _step_plan = None  # the _foreach.StepPlan of this configuration (made by a full step), or None
     _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
 
     def _advance(self) -> float:
@@ -213,32 +202,6 @@ class Optimizer(KerasApply, Configurable):
         return f"{type(self).__name__}({', '.join(f'{k}={v!r}' for k, v in self.get_config().items())})"
 
 
-class _StepPlan:
-    """What :meth:`Optimizer.step` decided for one configuration of its optimizer, so that a later step runs only
-    what differs per step (the learning rate, the gradients, the flags and slots :func:`._foreach.planned_step`
-    reads): the class uses Optimizer's own learning rate, step count and gradient reading, no clipping is set and
-    its ``update`` (``update`` of the class) has a multi-tensor rule (``rule``). It holds while no public
-    configuration attribute was set anywhere (:data:`._configurable.generation`: a hyperparameter, a clipping
-    option, a schedule set as ``lr`` is volatile and read each step), for the same class and ``update``."""
-
-    __slots__ = ("generation", "cls", "update", "rule")
-
-    @classmethod
-    def of(cls, opt):
-        """The plan of ``opt``'s present configuration, or None where its step is not planned."""
-        kind = type(opt)
-        if kind._advance is not Optimizer._advance or kind.learning_rate is not Optimizer.learning_rate or \
-                kind._clipped_grads is not Optimizer._clipped_grads or opt._device_values is not None or \
-                opt.clipnorm is not None or opt.global_clipnorm is not None or opt.clipvalue is not None:
-            return None
-        rule = _foreach._rule(opt)
-        if rule is None:
-            return None
-        plan = cls()
-        plan.generation, plan.cls, plan.update, plan.rule = _configurable.generation, kind, kind.update, rule
-        return plan
-
-
 # ------------------------------------------------------------------------------------- Keras-only arguments
 _KERAS_DEFAULTS = {"amsgrad": False, "use_ema": False, "ema_momentum": 0.99, "ema_overwrite_frequency": None,
                    "loss_scale_factor": None, "gradient_accumulation_steps": None, "name": None}
@@ -252,12 +215,6 @@ def _refuse_keras_only(who: str, arguments: dict) -> None:
         if key != "name" and value != _KERAS_DEFAULTS[key]:
             raise TypeError(f"{who}: Keras' argument {key}={value!r} is not supported; leave it at Keras' default "
                             f"{_KERAS_DEFAULTS[key]!r}")
-
-
-# ------------------------------------------------------------------------------------- gradient clipping
-def _clip_options(clipnorm, global_clipnorm, clipvalue=None) -> tuple[float | None, ...]:
-    """Keras' clipping options: each None or a finite number > 0, at most one of them (as Keras)."""
-    return clipping.options(clipnorm, global_clipnorm, clipvalue, lambda name, v: _check(name, v, open_low=True))
 
 
 def _pick(owner: str, keras_name: str, value, own_name: str, own_value, default):

@@ -558,16 +558,16 @@ MUTANTS = [
     Mutant("optimizer-columns-ignore-trainable", "the optimizers' step a column at a time updates frozen weights",
            "magmadnn/_foreach.py", "if _plain_parameters(params) and all(map(_TRAINABLE, params)):",
            "if _plain_parameters(params):", OPTIMIZER_STEPS),
-    # the optimizers' step plans (optimizers._StepPlan, _foreach.planned_step)
+    # the optimizers' step plans (_foreach.StepPlan, _foreach.planned_step)
     Mutant("step-plan-ignores-generation", "an optimizer's step plan outlives a clipping option or hyperparameter "
-           "set after it was made", "magmadnn/optimizers.py",
+           "set after it was made", "magmadnn/_foreach.py",
            "plan.generation == _configurable.generation and", "plan.generation is not None and", STEP_PLANS),
     Mutant("step-plan-ignores-replaced-update", "an optimizer's step plan keeps its rule after the class's update "
-           "was replaced", "magmadnn/optimizers.py",
+           "was replaced", "magmadnn/_foreach.py",
            "and plan.update is plan.cls.update and", "and", STEP_PLANS),
     Mutant("step-plan-ignores-device-values", "a planned step passes the host learning rate while a step is "
-           "captured (the replayed graph keeps the first step's rate)", "magmadnn/optimizers.py",
-           "and self._device_values is None:  # (see _StepPlan)", ":",
+           "captured (the replayed graph keeps the first step's rate)", "magmadnn/_foreach.py",
+           "and opt._device_values is None and n):", "and n):",
            ("tests/magmadnn/models/test_replay.py", "-k", "thirty_replayed")),
     Mutant("planned-step-ignores-trainable", "a planned optimizer step updates frozen weights", "magmadnn/_foreach.py",
            "and all(map(_TRAINABLE, params)) and all(map(_is_none, map(_CONSTRAINT, params)))):",
@@ -580,16 +580,16 @@ MUTANTS = [
            "True):", KERNEL_INPUTS),
     # a training batch's planned loss (SoftmaxCrossEntropy.of_batch) and the cross entropy's inline label checks
     Mutant("loss-plan-key-ignores-smoothing", "a loss's batch plan is keyed without its label smoothing (set later, "
-           "the plain plan answers)", "magmadnn/losses.py",
+           "the plain plan answers)", "magmadnn/_loss_plans.py",
            "key = (self.__class__, self.reduction, self.label_smoothing, self.ignore_index,",
            "key = (self.__class__, self.reduction, self.ignore_index,", LOSS_PLANS),
     Mutant("loss-plan-key-ignores-labels-shape", "a loss's batch plan is keyed without the labels' shape (labels of "
-           "another length use the plan)", "magmadnn/losses.py",
+           "another length use the plan)", "magmadnn/_loss_plans.py",
            "data.shape, data.dtype, targets.shape, targets.dtype)", "data.shape, data.dtype, targets.dtype)",
            LOSS_PLANS),
     Mutant("loss-plan-for-subclasses", "a subclass overriding checked or prepare gets the base class's batch plan",
-           "magmadnn/losses.py", "self._plain() and all(getattr(type(self), m) is getattr(SoftmaxCrossEntropy, m)",
-           "self._plain() and all(getattr(SoftmaxCrossEntropy, m) is getattr(SoftmaxCrossEntropy, m)", LOSS_PLANS),
+           "magmadnn/_loss_plans.py", "all(getattr(type(self), m) is getattr(self._planned, m)",
+           "all(getattr(self._planned, m) is getattr(self._planned, m)", LOSS_PLANS),
     Mutant("xent-mean-index-labels-any-length", "the mean cross entropy's inline check takes int64 labels of any "
            "length", "magmadnn/backend/device/kernels/loss.py",
            "labels.dtype is _INT64 and labels.shape == (rows,):", "labels.dtype is _INT64:", KERNEL_INPUTS),

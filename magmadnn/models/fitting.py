@@ -196,7 +196,10 @@ class Trainer:
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
-        return self._with_penalties(self.loss.of_batch(outputs, y, _host, self.dtype))
+        loss = self.loss
+        of_batch = getattr(type(loss), "of_batch", None)  # a Loss's (planned) batch; a wrapper's own checked
+        return self._with_penalties(of_batch(loss, outputs, y, _host, self.dtype) if of_batch is not None else
+                                    loss.checked(outputs, loss.prepare(y, _host, self.dtype)))
 
     def _tally_batch(self, tally: Tally, prefix: str, loss_value, outputs, y: np.ndarray, staged=None,
                      loss_count=None) -> None:

@@ -1,4 +1,4 @@
-"""The optimizers' step plans (``optimizers._StepPlan``, ``_foreach.planned_step``): planned steps give the weights and
+"""The optimizers' step plans (``_foreach.StepPlan``, ``_foreach.planned_step``): planned steps give the weights and
 slots of steps that decide everything anew (the plan dropped before each) bit for bit, on the host and the simulated
 device, for every rule with a multi-tensor op and a schedule; a plan never outlives what it decided (a clipping
 option, a hyperparameter or Nesterov set later, an ``update`` replaced on the class, a weight frozen or given a
@@ -132,5 +132,5 @@ def test_a_plan_holds_for_its_class_only():
     _train(xp, opt, steps=2)
     plan = opt._step_plan
     assert plan is not None and plan.cls is optimizers.SGD and plan.rule is not None
-    assert optimizers._StepPlan.of(optimizers.SGD(0.1, clipnorm=1.0)) is None
-    assert optimizers._StepPlan.of(optimizers.RMSprop(0.1, momentum=0.5)) is None  # (its own update: no rule)
+    assert _foreach.StepPlan.of(optimizers.SGD(0.1, clipnorm=1.0), optimizers.Optimizer) is None
+    assert _foreach.StepPlan.of(optimizers.RMSprop(0.1, momentum=0.5), optimizers.Optimizer) is None  # (no rule)
