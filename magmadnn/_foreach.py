@@ -10,7 +10,7 @@ import functools
 import itertools
 import operator
 
-from . import _momentum_fold, constraints
+from . import _configurable, _momentum_fold, constraints
 from .autograd import Parameter
 
 
@@ -52,6 +52,58 @@ def step_columns(opt, params, grads, made, lr) -> bool:
     rule(opt, xp, list(map(_DATA, params)), grads, list(map(made.__getitem__, range(n))), lr, params)
     if not _plain_parameters(params) or not all(map(_is_none, map(_CONSTRAINT, params))):
         constraints.apply(params, grads)
+    return True
+
+
+class StepPlan:
+    """What a full step of an optimizer decided for its configuration, so that a later step runs only what differs
+    per step (:func:`planned_step`): its class uses the base class's learning rate, step count and gradient reading,
+    no clipping is set and the class's ``update`` has a multi-tensor rule (``rule``). It holds while no public
+    configuration attribute was set anywhere (:data:`._configurable.generation`: a hyperparameter, a clipping
+    option; a learning rate or schedule set is read each step), for the same class and ``update``, outside a graph
+    capture."""
+
+    __slots__ = ("generation", "cls", "update", "rule")
+
+    @classmethod
+    def of(cls, opt, base):
+        """The plan of ``opt``'s present configuration (``base``: the Optimizer class), or None (not planned)."""
+        kind = type(opt)
+        if kind._advance is not base._advance or kind.learning_rate is not base.learning_rate or \
+                kind._clipped_grads is not base._clipped_grads or opt._device_values is not None or \
+                opt.clipnorm is not None or opt.global_clipnorm is not None or opt.clipvalue is not None:
+            return None
+        rule = _rule(opt)
+        if rule is None:
+            return None
+        plan = cls()
+        plan.generation, plan.cls, plan.update, plan.rule = _configurable.generation, kind, kind.update, rule
+        return plan
+
+
+def planned_step(opt, params) -> bool:
+    """``opt``'s step of ``params`` (its count checked) under its :class:`StepPlan`, as :func:`step_columns` does
+    it, where the plan holds and every entry of ``params`` is a trainable Parameter without a constraint, with a
+    gradient and its slots made, all on one backend: the learning rate read (a schedule's checked), the step
+    counted, every parameter updated at once, True; False (nothing done, nothing counted) otherwise."""
+    plan, n = opt._step_plan, len(params)
+    if not (plan.generation == _configurable.generation and plan.cls is opt.__class__
+            and plan.update is plan.cls.update and opt._device_values is None and n):
+        return False
+    if not (all(map(operator.is_, map(type, params), itertools.repeat(Parameter, n)))
+            and all(map(_TRAINABLE, params)) and all(map(_is_none, map(_CONSTRAINT, params)))):
+        return False
+    grads, made = list(map(_GRAD, params)), opt._state
+    if not (all(map(_is_not_none, grads)) and all(map(made.__contains__, range(n)))):
+        return False
+    xp = params[0].xp
+    if not all(map(operator.is_, map(_XP, params), itertools.repeat(xp, n))):
+        return False
+    lr = opt._lr  # the base class's _advance and learning_rate, inline
+    if callable(lr):
+        lr = opt.learning_rate
+    object.__setattr__(opt, "iterations", opt.iterations + 1)
+    plan.rule(opt, xp, list(map(_DATA, params)), grads, list(map(made.__getitem__, range(n))), lr, params)
     return True
 
 

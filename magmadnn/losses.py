@@ -23,6 +23,7 @@ from . import functional as F
 from ._checks import integer, real, shape_str
 from ._configurable import Configurable
 from ._fused_losses import probability_crossentropy
+from ._loss_plans import PlannedCrossEntropy
 from ._loss_weights import WeightedCrossEntropy, pack, weights_of
 from ._registry import resolve
 from .autograd import Tensor
@@ -44,9 +45,7 @@ class EpochLoss:
         self.samples += batch_size
 
     def result(self) -> float:
-        if not self.samples:
-            return float("nan")
-        return self.total if self.is_sum else self.total / self.samples
+        return float("nan") if not self.samples else self.total if self.is_sum else self.total / self.samples
 
 
 class Loss(Configurable):
@@ -87,7 +86,7 @@ class Loss(Configurable):
         return EpochLoss(self.reduction)
 
 
-class SoftmaxCrossEntropy(WeightedCrossEntropy, Loss):
+class SoftmaxCrossEntropy(PlannedCrossEntropy, WeightedCrossEntropy, Loss):
     """Softmax cross entropy of logits (N, C), or of token logits (N, T, C) with integer targets (N, T), exactly as
     PyTorch's ``cross_entropy``: ``label_smoothing`` e trains against ``(1 - e) onehot + e / C``; targets equal to
     ``ignore_index`` (padding) count for nothing and "mean" is over the counted targets."""

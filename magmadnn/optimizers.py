@@ -67,7 +67,8 @@ class Optimizer(KerasApply, Configurable):
         _refuse_keras_only(type(self).__name__, keras_only)
         self.lr = lr
         self.weight_decay = _check("weight_decay", weight_decay)
-        self.clipnorm, self.global_clipnorm, self.clipvalue = _clip_options(clipnorm, global_clipnorm, clipvalue)
+        self.clipnorm, self.global_clipnorm, self.clipvalue = clipping.options(  # each None or finite > 0, one
+            clipnorm, global_clipnorm, clipvalue, lambda name, v: _check(name, v, open_low=True))  # at most (Keras)
         self.iterations = 0
         self._state: dict[int, dict] = {}
         self._count = None
@@ -99,6 +100,8 @@ class Optimizer(KerasApply, Configurable):
         elif len(params) != self._count:
             raise ValueError(f"{type(self).__name__}.step: got {len(params)} parameters, but this optimizer was "
                              f"used with {self._count}; use one optimizer per parameter list")
+        if self._step_plan is not None and _foreach.planned_step(self, params):  # the step as planned, or:
+            return
         lr = self._advance()
         if self._device_values is not None:  # graph capture: the kernels read this step's values on the device
             lr = self._device_values
@@ -110,6 +113,7 @@ class Optimizer(KerasApply, Configurable):
                 for param, grad, state in live:  # each
                     self.update(param.xp, param.data, grad, state, lr)
             constraints.apply(params, grads)
+        object.__setattr__(self, "_step_plan", _foreach.StepPlan.of(self, Optimizer))  # (see StepPlan)
 
     def _slots(self, index: int, param) -> dict:  # parameter index's slot arrays, made at its first update
         if (state := self._state.get(index)) is None:
@@ -129,7 +133,8 @@ class Optimizer(KerasApply, Configurable):
         grads = _foreach.trainable_grads(params)  # (None for a frozen parameter)
         return clipping.clip(params, grads, self.clipnorm, self.global_clipnorm, self.clipvalue)
 
-    # -- device-resident step values (graph replay, magmadnn.models.replay)
+    # -- device-resident step values (graph replay, magmadnn.models.replay); the step's plan
+    _step_plan = None  # the _foreach.StepPlan of this configuration (made by a full step), or None
     _device_values = None  # a float64 backend vector holding step_values() while a step is captured, else None
 
     def _advance(self) -> float:
@@ -210,12 +215,6 @@ def _refuse_keras_only(who: str, arguments: dict) -> None:
         if key != "name" and value != _KERAS_DEFAULTS[key]:
             raise TypeError(f"{who}: Keras' argument {key}={value!r} is not supported; leave it at Keras' default "
                             f"{_KERAS_DEFAULTS[key]!r}")
-
-
-# ------------------------------------------------------------------------------------- gradient clipping
-def _clip_options(clipnorm, global_clipnorm, clipvalue=None) -> tuple[float | None, ...]:
-    """Keras' clipping options: each None or a finite number > 0, at most one of them (as Keras)."""
-    return clipping.options(clipnorm, global_clipnorm, clipvalue, lambda name, v: _check(name, v, open_low=True))
 
 
 def _pick(owner: str, keras_name: str, value, own_name: str, own_value, default):

@@ -59,6 +59,9 @@ FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_
 KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
 MANY_PLANS = ("tests/magmadnn/backend/test_optim_many_plans.py",)  # the multi-tensor updates' plans
 OPTIMIZER_STEPS = ("tests/magmadnn/test_optimizers.py", "-k", "later_steps or own_is_used")  # a column at a time
+STEP_PLANS = ("tests/magmadnn/test_optimizer_plans.py",)  # the optimizers' step plans against unplanned steps
+LOSS_PLANS = ("tests/magmadnn/test_loss_plans.py",)  # a training batch's planned loss against the checked path
+KERNEL_INPUTS = ("tests/magmadnn/backend/test_device_kernels_inputs.py",)  # the device kernels' argument checks
 ARRAY_API_REDUCE = ("tests/pymagma/test_kernels_emulated.py", "-k",
                     "stable_nans_last or sum_prod_min_max or nans_anywhere")
 HALF_GEMM = ("tests/pymagma/test_cublas_half_gemm.py",)
@@ -671,6 +674,41 @@ MUTANTS = [
     Mutant("optimizer-columns-ignore-trainable", "the optimizers' step a column at a time updates frozen weights",
            "magmadnn/_foreach.py", "if _plain_parameters(params) and all(map(_TRAINABLE, params)):",
            "if _plain_parameters(params):", OPTIMIZER_STEPS),
+    # the optimizers' step plans (_foreach.StepPlan, _foreach.planned_step)
+    Mutant("step-plan-ignores-generation", "an optimizer's step plan outlives a clipping option or hyperparameter "
+           "set after it was made", "magmadnn/_foreach.py",
+           "plan.generation == _configurable.generation and", "plan.generation is not None and", STEP_PLANS),
+    Mutant("step-plan-ignores-replaced-update", "an optimizer's step plan keeps its rule after the class's update "
+           "was replaced", "magmadnn/_foreach.py",
+           "and plan.update is plan.cls.update and", "and", STEP_PLANS),
+    Mutant("step-plan-ignores-device-values", "a planned step passes the host learning rate while a step is "
+           "captured (the replayed graph keeps the first step's rate)", "magmadnn/_foreach.py",
+           "and opt._device_values is None and n):", "and n):",
+           ("tests/magmadnn/models/test_replay.py", "-k", "thirty_replayed")),
+    Mutant("planned-step-ignores-trainable", "a planned optimizer step updates frozen weights", "magmadnn/_foreach.py",
+           "and all(map(_TRAINABLE, params)) and all(map(_is_none, map(_CONSTRAINT, params)))):",
+           "and all(map(_is_none, map(_CONSTRAINT, params)))):", STEP_PLANS),
+    Mutant("planned-step-skips-constraints", "a planned optimizer step applies no constraint", "magmadnn/_foreach.py",
+           "and all(map(_TRAINABLE, params)) and all(map(_is_none, map(_CONSTRAINT, params)))):",
+           "and all(map(_TRAINABLE, params))):", STEP_PLANS),
+    Mutant("many-inline-hyper-skips-finite", "the multi-tensor SGD's inline check passes a NaN or infinite rate",
+           "magmadnn/backend/device/kernels/optim.py", "math.isfinite(lr + momentum + weight_decay)):",
+           "True):", KERNEL_INPUTS),
+    # a training batch's planned loss (SoftmaxCrossEntropy.of_batch) and the cross entropy's inline label checks
+    Mutant("loss-plan-key-ignores-smoothing", "a loss's batch plan is keyed without its label smoothing (set later, "
+           "the plain plan answers)", "magmadnn/_loss_plans.py",
+           "key = (self.__class__, self.reduction, self.label_smoothing, self.ignore_index,",
+           "key = (self.__class__, self.reduction, self.ignore_index,", LOSS_PLANS),
+    Mutant("loss-plan-key-ignores-labels-shape", "a loss's batch plan is keyed without the labels' shape (labels of "
+           "another length use the plan)", "magmadnn/_loss_plans.py",
+           "data.shape, data.dtype, targets.shape, targets.dtype)", "data.shape, data.dtype, targets.dtype)",
+           LOSS_PLANS),
+    Mutant("loss-plan-for-subclasses", "a subclass overriding checked or prepare gets the base class's batch plan",
+           "magmadnn/_loss_plans.py", "all(getattr(type(self), m) is getattr(self._planned, m)",
+           "all(getattr(self._planned, m) is getattr(self._planned, m)", LOSS_PLANS),
+    Mutant("xent-mean-index-labels-any-length", "the mean cross entropy's inline check takes int64 labels of any "
+           "length", "magmadnn/backend/device/kernels/loss.py",
+           "labels.dtype is _INT64 and labels.shape == (rows,):", "labels.dtype is _INT64:", KERNEL_INPUTS),
     Mutant("foreach-sgd-forgets-nesterov", "the optimizers' multi-tensor SGD drops Nesterov momentum",
            "magmadnn/_foreach.py", "nesterov=opt.nesterov, weight_decay", "nesterov=False, weight_decay",
            ("tests/magmadnn/test_optimizers.py", "-k", "nesterov")),

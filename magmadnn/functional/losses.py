@@ -5,6 +5,7 @@ cross entropy from logits, mean squared error (PyTorch's semantics); and Keras' 
 
 from __future__ import annotations
 
+import functools
 import math
 import numbers
 
@@ -65,6 +66,14 @@ def _mean_of_rows(logits, labels, reduction: str, fn: str) -> Tensor:
     if reduction == "mean":
         return SoftmaxCrossEntropyMeanFunction.apply(logits, labels=labels)
     return _reduce(SoftmaxCrossEntropyFunction.apply(logits, labels=labels), reduction, fn)
+
+
+def planned_softmax_cross_entropy(reduction: str):
+    """What :func:`softmax_cross_entropy` runs once its checks passed for 2-D logits and int64 class indices (N,)
+    already on the logits' backend, as ``run(logits, labels=labels)`` (a loss's plan, :mod:`magmadnn.losses`)."""
+    if reduction == "mean":
+        return SoftmaxCrossEntropyMeanFunction.apply
+    return functools.partial(_mean_of_rows, reduction=reduction, fn="softmax_cross_entropy")
 
 
 def _labels_array(labels, logits: Tensor, fn: str, check_values: bool = True):

@@ -196,7 +196,10 @@ class Trainer:
 
     def _loss_of(self, outputs: Tensor, y: np.ndarray) -> Tensor:
         """The loss against host targets (the loss function moves them to the backend; nothing comes back)."""
-        loss = self.loss.checked(outputs, self.loss.prepare(y, _host, self.dtype))
+        loss = self.loss
+        of_batch = getattr(type(loss), "of_batch", None)  # a Loss's (planned) batch; a wrapper's own checked
+        loss = of_batch(loss, outputs, y, _host, self.dtype) if of_batch is not None else \
+            loss.checked(outputs, loss.prepare(y, _host, self.dtype))
         return loss if self.__dict__.get("_penalty_free_at") == _configurable.generation else \
             self._with_penalties(loss)
 

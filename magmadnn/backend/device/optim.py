@@ -46,14 +46,13 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
     _dk.adagrad_update(p, g, s, lr=float(lr), eps=float(eps), weight_decay=float(weight_decay), keras=bool(keras))
 
 
-def _values(lr):
-    """(lr, values) of a ``*_many`` launcher: a DeviceArray ``lr`` is the replayed step's device vector."""
-    return (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)
+# ``lr, values`` of each ``*_many`` launcher below (inline, no frame per step): a DeviceArray ``lr`` is the replayed
+# step's device vector (``values``), a number the eager step's rate.
 
 
 def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
     """``sgd_update`` of every (ps[i], gs[i], vs[i]): one launch per dtype (per kernels.MANY tensors)."""
-    lr, values = _values(lr)
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
     _dk.sgd_update_many(ps, gs, vs if momentum else None, lr=lr, values=values, momentum=float(momentum),
                         weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
 
@@ -61,7 +60,7 @@ def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0
 def adam_update_many(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
                      keras=False):
     """``adam_update`` of every (ps[i], gs[i], ms[i], vs[i]): one launch per dtype."""
-    lr, values = _values(lr)
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
     _dk.adam_update_many(ps, gs, ms, vs, step=int(step) if values is None else 1, lr=lr, values=values,
                          beta1=float(beta1), beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay),
                          decoupled=bool(decoupled), keras=bool(keras))
@@ -69,14 +68,14 @@ def adam_update_many(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8,
 
 def rmsprop_update_many(ps, gs, ss, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
     """``rmsprop_update`` of every (ps[i], gs[i], ss[i]): one launch per dtype."""
-    lr, values = _values(lr)
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
     _dk.rmsprop_update_many(ps, gs, ss, lr=lr, values=values, rho=float(rho), eps=float(eps),
                             weight_decay=float(weight_decay), keras=bool(keras))
 
 
 def adagrad_update_many(ps, gs, ss, lr, eps=1e-7, weight_decay=0.0, keras=False):
     """``adagrad_update`` of every (ps[i], gs[i], ss[i]): one launch per dtype."""
-    lr, values = _values(lr)
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
     _dk.adagrad_update_many(ps, gs, ss, lr=lr, values=values, eps=float(eps), weight_decay=float(weight_decay),
                             keras=bool(keras))
 

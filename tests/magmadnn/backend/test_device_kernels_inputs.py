@@ -35,6 +35,30 @@ ROWS = [
     ("sgd lr nan", lambda d: kernels.sgd_update(d.a, d.a, lr=float("nan")), ValueError, ["lr must be a finite"]),
     ("adagrad lr inf", lambda d: kernels.adagrad_update(d.a, d.a, d.a, lr=float("inf")), ValueError, ["lr", "inf"]),
     ("sgd no velocity", lambda d: kernels.sgd_update(d.a, d.a, lr=0.1, momentum=0.9), ValueError, ["velocity"]),
+    # the multi-tensor updates check their hyperparameters' common case (finite floats) inline: what it lets by
+    ("sgd_many lr nan", lambda d: kernels.sgd_update_many([d.a], [d.a], lr=float("nan")), ValueError,
+     ["lr must be a finite", "nan"]),
+    ("sgd_many lr bool", lambda d: kernels.sgd_update_many([d.a], [d.a], lr=True), ValueError, ["lr", "True"]),
+    ("sgd_many momentum inf", lambda d: kernels.sgd_update_many([d.a], [d.a], [d.a], lr=0.1, momentum=float("inf")),
+     ValueError, ["momentum", "inf"]),
+    ("adam_many beta2 nan", lambda d: kernels.adam_update_many([d.a], [d.a], [d.a], [d.a], lr=0.1,
+                                                               beta2=float("nan")), ValueError, ["beta2", "nan"]),
+    ("rmsprop_many eps -inf", lambda d: kernels.rmsprop_update_many([d.a], [d.a], [d.a], lr=0.1, eps=-float("inf")),
+     ValueError, ["eps", "-inf"]),
+    ("adagrad_many weight_decay nan", lambda d: kernels.adagrad_update_many([d.a], [d.a], [d.a], lr=0.1,
+                                                                            weight_decay=float("nan")),
+     ValueError, ["weight_decay", "nan"]),
+    # the mean cross entropy checks int64 class indices inline: the labels' shape and other integer dtypes
+    ("xent_mean labels shape", lambda d: kernels.softmax_cross_entropy_mean(
+        d.a, pymagma.asarray(np.zeros(3, np.int64))), ValueError, ["class-index labels must have shape (2,)", "(3,)"]),
+    ("xent_mean int32 labels", lambda d: kernels.softmax_cross_entropy_mean(d.a, d.i32[0]), TypeError,
+     ["dtypes differ"]),
+    ("xent_mean_backward labels shape", lambda d: kernels.softmax_cross_entropy_backward(
+        d.a, pymagma.asarray(np.zeros(3, np.int64)), None, mean=True), ValueError,
+     ["class-index labels must have shape (2,)", "(3,)"]),
+    ("xent_mean_backward host probs", lambda d: kernels.softmax_cross_entropy_backward(
+        np.zeros((2, 4), np.float32), pymagma.asarray(np.zeros(2, np.int64)), None, mean=True), TypeError,
+     ["DeviceArray"]),
     ("max_pool2d 2-D input", lambda d: kernels.max_pool2d(d.a, (2, 2), (2, 2)), ValueError, ["(N, C, H, W)", "(2, 4)"]),
     ("max_pool2d float window", lambda d: kernels.max_pool2d(d.x, (2.5, 2), (1, 1)), TypeError,
      ["window[0] must be an integer", "2.5"]),
@@ -59,6 +83,12 @@ def test_bad_input_gets_a_clear_typed_error(d, call, error, words):
     message = str(info.value)
     missing = [w for w in words if w not in message]
     assert not missing, f"{type(info.value).__name__}: {message!r} lacks {missing}"
+
+
+def test_finite_hyperparameters_whose_sum_overflows_pass(d):
+    """The inline check adds the hyperparameters: finite ones whose sum overflows take the full check and pass."""
+    kernels.sgd_update_many([d.a], [d.a], [d.a], lr=1e308, momentum=1e308)
+    kernels.adam_update_many([d.a], [d.a], [d.a], [d.a], lr=1e308, eps=1e308)
 
 
 def test_checks_answered_once_per_arguments_still_refuse_an_equal_float(d):

@@ -5,9 +5,11 @@ from __future__ import annotations
 
 from ctypes import c_double, c_int, c_longlong
 
+import numpy as np
+
 from pymagma import array as _array
 from pymagma.kernels import programs
-from pymagma.kernels.common import NULL, _device_array, _float_dtype, _out_for, _ptr, _run, _same
+from pymagma.kernels.common import _FLOAT_NAMES, NULL, _device_array, _float_dtype, _out_for, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 from pymagma.kernels.reductions import reduce
 
@@ -54,6 +56,9 @@ def _labels_kernel(logits, labels, rows: int, classes: int) -> str:
     return "softmax_xent_prob"
 
 
+_DeviceArray = _array.DeviceArray
+_INT64 = np.dtype(np.int64)  # class-index labels of this dtype object: the common case, checked inline
+
 #: The most elements (rows * classes) :func:`softmax_cross_entropy_mean` computes in one launch of one block.
 MEAN_IN_ONE_LAUNCH = 1 << 16
 
@@ -66,10 +71,15 @@ def softmax_cross_entropy_mean(logits, labels):
     if not 0 < rows * classes <= MEAN_IN_ONE_LAUNCH:
         loss, probs = softmax_cross_entropy(logits, labels, reduction="none", grad=False, probs=True)
         return reduce("mean", loss), probs
-    dtype = _float_dtype(logits, "softmax_cross_entropy")
+    dtype = _FLOAT_NAMES.get(logits.dtype) if logits.__class__ is _DeviceArray else None  # (_float_dtype's
+    if dtype is None:  # common case inline, as the class-index labels' below: the checks without their frames)
+        dtype = _float_dtype(logits, "softmax_cross_entropy")
     if not logits.is_c_contiguous:
         logits = contiguous(logits)
-    kernel = _labels_kernel(logits, labels, rows, classes) + "_mean"
+    if labels.__class__ is _DeviceArray and labels.dtype is _INT64 and labels.shape == (rows,):
+        kernel = "softmax_xent_index_mean"
+    else:
+        kernel = _labels_kernel(logits, labels, rows, classes) + "_mean"
     if not labels.is_c_contiguous:
         labels = contiguous(labels)
     loss = _array._empty((), logits.dtype, logits.device)  # (a checked array's dtype, device and shape)
@@ -86,7 +96,9 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
     rows, ``dloss`` 0-d or None for 1 (every row's upstream gradient ``dloss / rows``, rounded to the dtype), in one
     launch."""
     what = "softmax_cross_entropy_backward"
-    dtype = _float_dtype(probs, what)
+    dtype = _FLOAT_NAMES.get(probs.dtype) if probs.__class__ is _DeviceArray else None  # (as in the forward)
+    if dtype is None:
+        dtype = _float_dtype(probs, what)
     if probs.ndim != 2:
         raise ValueError(f"{what} needs 2-D probs, got shape {probs.shape}")
     rows, classes = probs.shape
@@ -96,7 +108,8 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
         raise ValueError(f"{what}: dloss must have shape {() if mean else (rows,)}, got "
                          f"{None if dloss is None else dloss.shape}")
     tail = "_mean_backward" if mean else "_backward"
-    if programs.dtype_name(_device_array(labels, f"{what} labels").dtype) == "int64":
+    if (labels.__class__ is _DeviceArray and labels.dtype is _INT64) or \
+            programs.dtype_name(_device_array(labels, f"{what} labels").dtype) == "int64":
         if tuple(labels.shape) != (rows,):
             raise ValueError(f"class-index labels must have shape ({rows},), got {labels.shape}")
         kernel, grid = "softmax_xent_index" + tail, None
@@ -111,7 +124,10 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
         labels = contiguous(labels)
     if dloss is not None and not dloss.is_c_contiguous:
         dloss = contiguous(dloss)
-    out = _out_for(out, probs.shape, probs.dtype, probs.device, "softmax_cross_entropy_backward")
+    if out is None and probs.__class__ is _DeviceArray:  # (_out_for's common case inline)
+        out = _array._empty(probs.shape, probs.dtype, probs.device)
+    else:
+        out = _out_for(out, probs.shape, probs.dtype, probs.device, what)
     _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,  # (pointers as ints)
          [probs.ptr, labels.ptr, NULL if dloss is None else dloss.ptr, out.ptr, c_longlong(rows),
           c_longlong(classes)], grid=grid)

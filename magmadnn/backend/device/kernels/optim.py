@@ -34,7 +34,8 @@ def _check_update(what: str, param, grad, *states):
 
 def _check_hyper(what: str, **values) -> None:
     """Optimizer (and normalization) hyperparameters are finite real numbers (a NaN or infinite rate would spoil
-    every parameter)."""
+    every parameter). The multi-tensor launchers answer its common case inline, without this frame: every value a
+    float and their sum finite (so each is; a sum that overflows comes here and passes)."""
     for name, v in values.items():
         if type(v) is float or type(v) is int:  # the common case, without an abstract-class check
             if math.isfinite(v):
@@ -252,11 +253,15 @@ def sgd_update_many(params, grads, velocities=None, *, lr: float = 0.0, values=N
                     weight_decay: float = 0.0, nesterov: bool = False, keras: bool = False) -> None:
     """:func:`sgd_update` of every ``(params[i], grads[i], velocities[i])`` in one launch per dtype (per MANY
     tensors); ``values``: the device vector {lr} a replayed step reads instead of ``lr``."""
-    _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
+    if not (float is lr.__class__ is momentum.__class__ is weight_decay.__class__ and
+            math.isfinite(lr + momentum + weight_decay)):  # (_check_hyper's common case inline, see there)
+        _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
     if momentum and (velocities is None or not all(map(_is_not_none, velocities))):
         raise ValueError("sgd_update_many with momentum needs a velocity buffer for every parameter")
     columns = (params, grads, velocities if momentum else None)
-    for dtype, like, total, table, at in _many_groups("sgd_update_many", columns, values):
+    plan = _MANY_PLANS.get(("sgd_update_many", id(params[0]))) if params else None
+    launches = None if plan is None else plan.launches(columns, values, "sgd_update_many")
+    for dtype, like, total, table, at in launches or _many_groups("sgd_update_many", columns, values):
         _run("optim", programs.expression("sgd_many", dtype), like, total,
              [table, at if at is not None else c_void_p(), c_double(lr), c_double(momentum),
               c_double(weight_decay), c_int(int(nesterov) | (_KERAS if keras else 0))])
@@ -268,11 +273,16 @@ def adam_update_many(params, grads, ms, vs, *, step: int = 1, lr: float = 0.0, v
     """:func:`adam_update` of every ``(params[i], grads[i], ms[i], vs[i])`` in one launch per dtype (per MANY
     tensors); ``values``: the device vector {lr, bc1, bc2} a replayed step reads instead of lr and ``step``."""
     step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
-    _check_hyper("adam_update_many", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    if not (float is lr.__class__ is beta1.__class__ is beta2.__class__ is eps.__class__ is weight_decay.__class__ and
+            math.isfinite(lr + beta1 + beta2 + eps + weight_decay)):  # (see sgd_update_many)
+        _check_hyper("adam_update_many", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     if values is not None:
         _step_values(values, 3, "adam_update_many")
     corrections = _bias_corrections(beta1, beta2, step)  # the single update's, bit for bit
-    for dtype, like, total, table, at in _many_groups("adam_update_many", (params, grads, ms, vs), values):
+    columns = (params, grads, ms, vs)
+    plan = _MANY_PLANS.get(("adam_update_many", id(params[0]))) if params else None
+    launches = None if plan is None else plan.launches(columns, values, "adam_update_many")
+    for dtype, like, total, table, at in launches or _many_groups("adam_update_many", columns, values):
         _run("optim", programs.expression("adam_many", dtype), like, total,
              [table, at if at is not None else c_void_p(), c_double(lr), c_double(beta1), c_double(beta2),
               c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
@@ -282,8 +292,13 @@ def adam_update_many(params, grads, ms, vs, *, step: int = 1, lr: float = 0.0, v
 def rmsprop_update_many(params, grads, square_avgs, *, lr: float = 0.0, values=None, rho: float = 0.9,
                         eps: float = 1e-8, weight_decay: float = 0.0, keras: bool = False) -> None:
     """:func:`rmsprop_update` of every ``(params[i], grads[i], square_avgs[i])``, one launch per dtype."""
-    _check_hyper("rmsprop_update_many", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
-    for dtype, like, total, table, at in _many_groups("rmsprop_update_many", (params, grads, square_avgs), values):
+    if not (float is lr.__class__ is rho.__class__ is eps.__class__ is weight_decay.__class__ and
+            math.isfinite(lr + rho + eps + weight_decay)):  # (see sgd_update_many)
+        _check_hyper("rmsprop_update_many", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
+    columns = (params, grads, square_avgs)
+    plan = _MANY_PLANS.get(("rmsprop_update_many", id(params[0]))) if params else None
+    launches = None if plan is None else plan.launches(columns, values, "rmsprop_update_many")
+    for dtype, like, total, table, at in launches or _many_groups("rmsprop_update_many", columns, values):
         _run("optim", programs.expression("rmsprop_many", dtype), like, total,
              [table, at if at is not None else c_void_p(), c_double(lr), c_double(rho), c_double(eps),
               c_double(weight_decay), c_int(_KERAS if keras else 0)])
@@ -292,8 +307,13 @@ def rmsprop_update_many(params, grads, square_avgs, *, lr: float = 0.0, values=N
 def adagrad_update_many(params, grads, sum_squares, *, lr: float = 0.0, values=None, eps: float = 1e-10,
                         weight_decay: float = 0.0, keras: bool = False) -> None:
     """:func:`adagrad_update` of every ``(params[i], grads[i], sum_squares[i])``, one launch per dtype."""
-    _check_hyper("adagrad_update_many", lr=lr, eps=eps, weight_decay=weight_decay)
-    for dtype, like, total, table, at in _many_groups("adagrad_update_many", (params, grads, sum_squares), values):
+    if not (float is lr.__class__ is eps.__class__ is weight_decay.__class__ and
+            math.isfinite(lr + eps + weight_decay)):  # (see sgd_update_many)
+        _check_hyper("adagrad_update_many", lr=lr, eps=eps, weight_decay=weight_decay)
+    columns = (params, grads, sum_squares)
+    plan = _MANY_PLANS.get(("adagrad_update_many", id(params[0]))) if params else None
+    launches = None if plan is None else plan.launches(columns, values, "adagrad_update_many")
+    for dtype, like, total, table, at in launches or _many_groups("adagrad_update_many", columns, values):
         _run("optim", programs.expression("adagrad_many", dtype), like, total,
              [table, at if at is not None else c_void_p(), c_double(lr), c_double(eps), c_double(weight_decay),
               c_int(_KERAS if keras else 0)])
