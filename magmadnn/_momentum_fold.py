@@ -20,6 +20,7 @@ the velocity); a gradient replaced before the step is put back likewise. Without
 
 from __future__ import annotations
 
+import operator
 import weakref
 
 import numpy as np
@@ -49,10 +50,11 @@ class Sink:
 
 
 class _Plan:
-    __slots__ = ("pairs", "momentum", "armed")
+    __slots__ = ("pairs", "momentum", "armed", "seen")
 
-    def __init__(self, pairs, momentum):
+    def __init__(self, pairs, momentum, seen):
         self.pairs, self.momentum, self.armed = pairs, momentum, False
+        self.seen = seen  # (params, their arrays, velocities, trainable flags) the pairs were made from
 
 
 #: id(optimizer) -> the _Plan its last step made for the next training step (nothing kept on the optimizer itself;
@@ -117,14 +119,22 @@ def step(opt, params, ps, gs, vs, lr):
 
 def _plan(opt, params, vs) -> None:
     """The ``(parameter, Sink)`` pairs the next training step may fold (see the module), or none; the last step's
-    kept when they are the same."""
+    kept when they are the same: at once where the parameters, their arrays, the velocities and the trainable flags
+    are the very ones the last plan was made from (what the pairs depend on; the BLAS calls check each array they
+    write again)."""
     key = id(opt)
     old = _PLANS.get(key)
+    momentum = opt.momentum
+    if old is not None and old.momentum == momentum and _eligible(opt):
+        seen_params, seen_data, seen_vs, seen_flags = old.seen
+        if (len(params) == len(seen_params) and len(vs) == len(seen_vs) and all(map(operator.is_, params, seen_params))
+                and all(map(operator.is_, vs, seen_vs)) and all(map(operator.is_, map(_DATA, params), seen_data))
+                and all(map(operator.eq, map(_trainable, params), seen_flags))):
+            return
     if not _eligible(opt) or not _blas.available():
         if old is not None:
             del _PLANS[key]
         return
-    momentum = opt.momentum
     pairs = []
     for param, v in zip(params, vs):
         p = param.data
@@ -132,11 +142,13 @@ def _plan(opt, params, vs) -> None:
                 and v.dtype == p.dtype and v.shape == p.shape and v.flags.c_contiguous and v.flags.writeable
                 and param.xp.name == "host" and getattr(param, "trainable", True)):
             pairs.append((param, v))
+    seen = (tuple(params), tuple(map(_DATA, params)), tuple(vs), tuple(map(_trainable, params)))
     if old is not None and len(old.pairs) == len(pairs):
         for (was, sink), (param, v) in zip(old.pairs, pairs):
             if was is not param or sink.velocity is not v or old.momentum != momentum:
                 break
         else:
+            old.seen = seen
             return
     if not pairs:
         if old is not None:
@@ -144,4 +156,11 @@ def _plan(opt, params, vs) -> None:
         return
     if old is None:
         weakref.finalize(opt, _PLANS.pop, key, None)
-    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs], momentum)
+    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs], momentum, seen)
+
+
+_DATA = operator.attrgetter("data")
+
+
+def _trainable(param) -> bool:
+    return getattr(param, "trainable", True)
