@@ -14,7 +14,8 @@ clipping or rule of a subclass) updated on the host through its multi-tensor pat
 weights and velocities the BLAS calls take. A gradient computed by any other backward (``autograd.grad``, a custom
 loop) is never folded. A weight the step's backward reaches several times gets the first dense gradient
 folded and the others summed onto it by the tape (``momentum v + g1 + g2``: :func:`step` puts that sum back into
-the velocity); a gradient replaced before the step is put back likewise. Without NumPy's OpenBLAS
+the velocity); a gradient replaced before the step is put back likewise, and a velocity replaced between steps (a
+loaded optimizer state) ends the plan before the next backward. Without NumPy's OpenBLAS
 (:mod:`.backend.host._blas`) nothing is armed and SGD runs as before.
 """
 
@@ -68,8 +69,8 @@ def arm(opt, loss):
     plan = _PLANS.get(id(opt)) if _PLANS else None
     if plan is None:
         return loss
-    if not _eligible(opt) or plan.momentum != opt.momentum:  # changed since the plan: SGD's usual update
-        del _PLANS[id(opt)]
+    if not _eligible(opt) or plan.momentum != opt.momentum or not _velocities_kept(opt, plan):  # changed since
+        del _PLANS[id(opt)]  # the plan: SGD's usual update (this step makes a new plan)
         return loss
     for param, sink in plan.pairs:
         sink.folded = False
@@ -77,6 +78,12 @@ def arm(opt, loss):
             param._grad_sink = sink
     plan.armed = True
     return loss
+
+
+def _velocities_kept(opt, plan) -> bool:
+    """Whether each planned velocity is still the optimizer's (not replaced since the plan: a loaded state)."""
+    live = {id(slots.get("velocity")) for slots in opt.slot_arrays.values()}
+    return all(id(sink.velocity) in live for _, sink in plan.pairs)
 
 
 def _eligible(opt) -> bool:
