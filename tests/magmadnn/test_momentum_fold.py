@@ -342,8 +342,9 @@ def test_changes_between_steps_are_seen_before_the_next_fold(monkeypatch):
 
 @needs_blas
 def test_arrays_replaced_between_steps_are_the_ones_the_next_step_updates():
-    """A velocity or a weight array replaced between steps by a new array (a rollback, a load) is the one the next
-    folded step reads and writes, as without the fold."""
+    """A velocity or a weight array replaced between steps by a new array (``load_state_dict`` puts new velocities,
+    ``Model.to`` moves them) is the one the next folded step reads and writes, as without the fold (the plan made
+    by the last step held the old velocity: the first step folded into it)."""
     x, y = _data()
 
     def run(model):
