@@ -15,13 +15,12 @@ weights and velocities the BLAS calls take. A gradient computed by any other bac
 loop) is never folded. A weight the step's backward reaches several times gets the first dense gradient
 folded and the others summed onto it by the tape (``momentum v + g1 + g2``: :func:`step` puts that sum back into
 the velocity); a gradient replaced before the step is put back likewise, and a velocity replaced between steps (a
-loaded optimizer state) ends the plan before the next backward. Without NumPy's OpenBLAS
+loaded optimizer state, ``Model.to``) ends the plan before the next backward. Without NumPy's OpenBLAS
 (:mod:`.backend.host._blas`) nothing is armed and SGD runs as before.
 """
 
 from __future__ import annotations
 
-import operator
 import weakref
 
 import numpy as np
@@ -51,11 +50,11 @@ class Sink:
 
 
 class _Plan:
-    __slots__ = ("pairs", "momentum", "armed", "seen")
+    __slots__ = ("pairs", "momentum", "armed", "slots")
 
-    def __init__(self, pairs, momentum, seen):
+    def __init__(self, pairs, momentum, slots):
         self.pairs, self.momentum, self.armed = pairs, momentum, False
-        self.seen = seen  # (params, their arrays, velocities, trainable flags) the pairs were made from
+        self.slots = slots  # each pair's index among the optimizer's slot arrays (``slot_arrays``)
 
 
 #: id(optimizer) -> the _Plan its last step made for the next training step (nothing kept on the optimizer itself;
@@ -81,9 +80,13 @@ def arm(opt, loss):
 
 
 def _velocities_kept(opt, plan) -> bool:
-    """Whether each planned velocity is still the optimizer's (not replaced since the plan: a loaded state)."""
-    live = {id(slots.get("velocity")) for slots in opt.slot_arrays.values()}
-    return all(id(sink.velocity) in live for _, sink in plan.pairs)
+    """Whether each planned velocity is still the optimizer's (none replaced since the plan: a loaded state)."""
+    state = opt.slot_arrays
+    for (_, sink), index in zip(plan.pairs, plan.slots):
+        slots = state.get(index)
+        if slots is None or slots.get("velocity") is not sink.velocity:
+            return False
+    return True
 
 
 def _eligible(opt) -> bool:
@@ -126,22 +129,14 @@ def step(opt, params, ps, gs, vs, lr):
 
 def _plan(opt, params, vs) -> None:
     """The ``(parameter, Sink)`` pairs the next training step may fold (see the module), or none; the last step's
-    kept when they are the same: at once where the parameters, their arrays, the velocities and the trainable flags
-    are the very ones the last plan was made from (what the pairs depend on; the BLAS calls check each array they
-    write again)."""
+    kept when they are the same."""
     key = id(opt)
     old = _PLANS.get(key)
-    momentum = opt.momentum
-    if old is not None and old.momentum == momentum and _eligible(opt):
-        seen_params, seen_data, seen_vs, seen_flags = old.seen
-        if (len(params) == len(seen_params) and len(vs) == len(seen_vs) and all(map(operator.is_, params, seen_params))
-                and all(map(operator.is_, vs, seen_vs)) and all(map(operator.is_, map(_DATA, params), seen_data))
-                and all(map(operator.eq, map(_trainable, params), seen_flags))):
-            return
     if not _eligible(opt) or not _blas.available():
         if old is not None:
             del _PLANS[key]
         return
+    momentum = opt.momentum
     pairs = []
     for param, v in zip(params, vs):
         p = param.data
@@ -149,25 +144,22 @@ def _plan(opt, params, vs) -> None:
                 and v.dtype == p.dtype and v.shape == p.shape and v.flags.c_contiguous and v.flags.writeable
                 and param.xp.name == "host" and getattr(param, "trainable", True)):
             pairs.append((param, v))
-    seen = (tuple(params), tuple(map(_DATA, params)), tuple(vs), tuple(map(_trainable, params)))
     if old is not None and len(old.pairs) == len(pairs):
         for (was, sink), (param, v) in zip(old.pairs, pairs):
             if was is not param or sink.velocity is not v or old.momentum != momentum:
                 break
         else:
-            old.seen = seen
             return
     if not pairs:
         if old is not None:
             del _PLANS[key]
         return
+    where = {id(slots.get("velocity")): index for index, slots in opt.slot_arrays.items()}
+    if any(id(v) not in where for _, v in pairs):  # (a velocity the optimizer does not hold: nothing to keep)
+        if old is not None:
+            del _PLANS[key]
+        return
     if old is None:
         weakref.finalize(opt, _PLANS.pop, key, None)
-    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs], momentum, seen)
-
-
-_DATA = operator.attrgetter("data")
-
-
-def _trainable(param) -> bool:
-    return getattr(param, "trainable", True)
+    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs], momentum,
+                        [where[id(v)] for _, v in pairs])
