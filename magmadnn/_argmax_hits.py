@@ -44,7 +44,7 @@ def _host_hits(outputs, staged):
     if dtype.kind != "f" or dtype.itemsize < 4 or staged.dtype != dtype or rows >= _EXACT_ROWS:
         return None
     # distinct whole numbers in one float dtype differ by at least 1, so the chain's hit is exactly "equal"
-    predicted = np.argmax(outputs if outputs.ndim == 2 else outputs.reshape(rows, outputs.shape[-1]), 1)
+    predicted = (outputs if outputs.ndim == 2 else outputs.reshape(rows, outputs.shape[-1])).argmax(1)  # (no dispatch)
     predicted = predicted.astype(dtype)
     if staged.ndim == 2:
         return dtype.type(np.count_nonzero((predicted == staged[0]) & (staged[1] != 0)))  # weights are 0 or 1

@@ -14,7 +14,8 @@ clipping or rule of a subclass) updated on the host through its multi-tensor pat
 weights and velocities the BLAS calls take. A gradient computed by any other backward (``autograd.grad``, a custom
 loop) is never folded. A weight the step's backward reaches several times gets the first dense gradient
 folded and the others summed onto it by the tape (``momentum v + g1 + g2``: :func:`step` puts that sum back into
-the velocity); a gradient replaced before the step is put back likewise. Without NumPy's OpenBLAS
+the velocity); a gradient replaced before the step is put back likewise, and a velocity replaced between steps (a
+loaded optimizer state, ``Model.to``) ends the plan before the next backward. Without NumPy's OpenBLAS
 (:mod:`.backend.host._blas`) nothing is armed and SGD runs as before.
 """
 
@@ -49,10 +50,11 @@ class Sink:
 
 
 class _Plan:
-    __slots__ = ("pairs", "momentum", "armed")
+    __slots__ = ("pairs", "momentum", "armed", "slots")
 
-    def __init__(self, pairs, momentum):
+    def __init__(self, pairs, momentum, slots):
         self.pairs, self.momentum, self.armed = pairs, momentum, False
+        self.slots = slots  # each pair's index among the optimizer's slot arrays (``slot_arrays``)
 
 
 #: id(optimizer) -> the _Plan its last step made for the next training step (nothing kept on the optimizer itself;
@@ -66,8 +68,8 @@ def arm(opt, loss):
     plan = _PLANS.get(id(opt)) if _PLANS else None
     if plan is None:
         return loss
-    if not _eligible(opt) or plan.momentum != opt.momentum:  # changed since the plan: SGD's usual update
-        del _PLANS[id(opt)]
+    if not _eligible(opt) or plan.momentum != opt.momentum or not _velocities_kept(opt, plan):  # changed since
+        del _PLANS[id(opt)]  # the plan: SGD's usual update (this step makes a new plan)
         return loss
     for param, sink in plan.pairs:
         sink.folded = False
@@ -75,6 +77,16 @@ def arm(opt, loss):
             param._grad_sink = sink
     plan.armed = True
     return loss
+
+
+def _velocities_kept(opt, plan) -> bool:
+    """Whether each planned velocity is still the optimizer's (none replaced since the plan: a loaded state)."""
+    state = opt.slot_arrays
+    for (_, sink), index in zip(plan.pairs, plan.slots):
+        slots = state.get(index)
+        if slots is None or slots.get("velocity") is not sink.velocity:
+            return False
+    return True
 
 
 def _eligible(opt) -> bool:
@@ -142,6 +154,12 @@ def _plan(opt, params, vs) -> None:
         if old is not None:
             del _PLANS[key]
         return
+    where = {id(slots.get("velocity")): index for index, slots in opt.slot_arrays.items()}
+    if any(id(v) not in where for _, v in pairs):  # (a velocity the optimizer does not hold: nothing to keep)
+        if old is not None:
+            del _PLANS[key]
+        return
     if old is None:
         weakref.finalize(opt, _PLANS.pop, key, None)
-    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs], momentum)
+    _PLANS[key] = _Plan([(param, Sink(v, v.dtype.type(momentum))) for param, v in pairs], momentum,
+                        [where[id(v)] for _, v in pairs])

@@ -91,6 +91,42 @@ def test_the_blas_calls_decline_strided_mixed_or_misshapen_arrays():
     np.testing.assert_array_equal(c, before)
 
 
+@needs_blas
+def test_the_compiled_address_reader_agrees_with_numpy_and_is_optional(monkeypatch):
+    """The BLAS calls read their arrays' addresses through numba where the host's kernels are; each address is the
+    one NumPy reports, and without the kernels the calls read NumPy's and compute the same."""
+    from magmadnn.backend import _host_jit
+
+    rng = np.random.default_rng(0)
+    base = rng.standard_normal((6, 8)).astype(np.float32)
+    arrays = [base, base[2:], base.astype(np.float64), np.zeros(0, np.float32), base.reshape(-1)[5:]]
+    frozen = base.copy()
+    frozen.flags.writeable = False
+    arrays.append(frozen)
+    _blas.available()
+    two, three = _blas._address_readers()
+    if _host_jit.kernels is not None:
+        assert two is not _blas._interface_addresses
+    at = base.__array_interface__["data"][0]
+    for a in arrays:  # (each kind of array once in each place: every new kind compiles once)
+        want = a.__array_interface__["data"][0]
+        assert tuple(two(a, base)) == (want, at) and tuple(two(base, a)) == (at, want)
+        assert tuple(three(a, base, base)) == (want, at, at) and tuple(three(base, base, a)) == (at, at, want)
+    a, b = rng.standard_normal((5, 3)).astype(np.float32), rng.standard_normal((5, 4)).astype(np.float32)
+    v = rng.standard_normal((3, 4)).astype(np.float32)
+    results = []
+    for readers in ((two, three), (_blas._interface_addresses, _blas._interface_addresses)):
+        monkeypatch.setattr(_blas, "_addresses2", readers[0])
+        monkeypatch.setattr(_blas, "_addresses3", readers[1])
+        c, p = v.copy(), v.copy()
+        assert _blas.gemm_tn_into(a, b, c, 0.9) and _blas.axpy(-0.5, c, p)
+        results.append((c, p))
+    np.testing.assert_array_equal(results[0][0], results[1][0])
+    np.testing.assert_array_equal(results[0][1], results[1][1])
+    monkeypatch.setattr(_host_jit, "kernels", None)
+    assert _blas._address_readers() == (_blas._interface_addresses, _blas._interface_addresses)
+
+
 # ------------------------------------------------------------------------------------------ the fold in training
 
 
@@ -302,3 +338,31 @@ def test_changes_between_steps_are_seen_before_the_next_fold(monkeypatch):
     folded.optimizer.clipnorm = 1.0
     folded.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
     assert calls == []
+
+
+@needs_blas
+def test_arrays_replaced_between_steps_are_the_ones_the_next_step_updates():
+    """A velocity or a weight array replaced between steps by a new array (``load_state_dict`` puts new velocities,
+    ``Model.to`` moves them) is the one the next folded step reads and writes, as without the fold (the plan made
+    by the last step held the old velocity: the first step folded into it)."""
+    x, y = _data()
+
+    def run(model):
+        model.fit(x[:32], y[:32], batch_size=32, epochs=1, shuffle=False, verbose=0)
+        slots = model.optimizer.slot_arrays
+        slots[0]["velocity"] = slots[0]["velocity"].copy()
+        weight = model.trainable_weights[2]
+        weight.data = weight.data.copy()
+        model.fit(x, y, batch_size=32, epochs=1, shuffle=False, verbose=0)
+        return slots[0]["velocity"], weight.data
+
+    folded = _model(SGD(0.05, momentum=0.9))
+    velocity, weight = run(folded)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(_blas, "_ROUTINES", None)
+        mp.setattr(_blas, "_LOADED", True)
+        plain = _model(SGD(0.05, momentum=0.9))
+        want_velocity, want_weight = run(plain)
+    np.testing.assert_allclose(velocity, want_velocity, rtol=1e-5, atol=1e-6)
+    np.testing.assert_allclose(weight, want_weight, rtol=1e-5, atol=1e-6)
+    assert np.abs(velocity).max() > 0

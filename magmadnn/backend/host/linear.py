@@ -17,9 +17,9 @@ from .reductions import channel_sum
 def matmul(a, b, transpose_a=False, transpose_b=False):
     """``op(a) @ op(b)`` for 2-D or stacked (..., m, k) arrays; transposes are views handed to BLAS as flags."""
     if transpose_a:
-        a = np.swapaxes(a, -1, -2)
+        a = a.swapaxes(-1, -2) if type(a) is np.ndarray else np.swapaxes(a, -1, -2)  # (the method: no dispatch)
     if transpose_b:
-        b = np.swapaxes(b, -1, -2)
+        b = b.swapaxes(-1, -2) if type(b) is np.ndarray else np.swapaxes(b, -1, -2)
     if b.ndim == 2 and a.ndim > 2 and a.flags.c_contiguous:  # stacked rows times one matrix: one GEMM, not a loop
         return np.matmul(a.reshape(-1, a.shape[-1]), b).reshape(*a.shape[:-1], b.shape[-1])
     return np.matmul(a, b)
@@ -59,6 +59,8 @@ def _matmul_nt(a, b):
 
 def bias_add(x, b):
     """``x + b`` with ``b`` of shape (C,) broadcast along axis 1."""
+    if x.ndim == 2:  # axis 1 is the last: NumPy broadcasts (C,) there as it is
+        return x + b
     return x + b.reshape(_channel_shape(x.ndim, b.shape[0]))
 
 

@@ -53,12 +53,12 @@ def softmax_cross_entropy_mean(logits, labels):
 
 def softmax_cross_entropy_mean_backward(probs, labels, dloss):
     """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d."""
-    rows = probs.shape[0]
-    share = np.asarray(1 if dloss is None else dloss, dtype=probs.dtype) / probs.dtype.type(max(rows, 1))
-    if _one_pass(probs, labels):
+    rows, real = probs.shape[0], probs.dtype.type
+    if _one_pass(probs, labels):  # (a scalar share: the same rounded division as the 0-d arrays' below)
         d = np.empty(probs.shape, probs.dtype)
-        _host_jit.kernels.softmax_xent_mean_backward(probs, labels, probs.dtype.type(share), d)
+        _host_jit.kernels.softmax_xent_mean_backward(probs, labels, real(1 if dloss is None else dloss) / real(rows), d)
         return d
+    share = np.asarray(1 if dloss is None else dloss, dtype=probs.dtype) / real(max(rows, 1))
     return softmax_cross_entropy_backward(probs, labels, np.full(rows, share, dtype=probs.dtype))
 
 

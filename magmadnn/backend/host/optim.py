@@ -150,7 +150,9 @@ def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0
             sgd_update(p, g, None if vs is None else vs[i], lr, momentum, nesterov, weight_decay, keras)
         return
     rates = {}  # dtype -> (lr, momentum) as scalars of that dtype
-    for i, (p, g) in enumerate(zip(ps, gs)):
+    kernel = jit.sgd_momentum if momentum else jit.sgd_plain
+    for i in range(len(ps)):
+        p, g = ps[i], gs[i]
         v = vs[i] if momentum else None
         if not _fits_kernel(p, g, v):
             sgd_update(p, g, None if vs is None else vs[i], lr, momentum, nesterov, weight_decay, keras)
@@ -158,22 +160,24 @@ def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0
         one = rates.get(p.dtype)
         if one is None:
             one = rates[p.dtype] = (p.dtype.type(lr), p.dtype.type(momentum))
+        if p.ndim != 1:  # (the kernels take 1-D views; a bias is one already)
+            p, g, v = p.reshape(-1), g.reshape(-1), v if v is None else v.reshape(-1)
         if momentum:
-            jit.sgd_momentum(p.reshape(-1), g.reshape(-1), v.reshape(-1), one[0], one[1])
+            kernel(p, g, v, one[0], one[1])
         else:
-            jit.sgd_plain(p.reshape(-1), g.reshape(-1), one[0])
+            kernel(p, g, one[0])
 
 
 def _fits_kernel(p, g, v) -> bool:
     """Whether SGD's one-pass kernel takes these arrays: C-contiguous NumPy float arrays of p's dtype and shape
     (``v`` None without momentum), p writeable."""
-    if type(p) is not np.ndarray or type(g) is not np.ndarray or p.dtype not in _KERNEL_DTYPES:
+    if type(p) is not np.ndarray or type(g) is not np.ndarray:
         return False
-    if g.dtype != p.dtype or g.shape != p.shape or not (p.flags.c_contiguous and g.flags.c_contiguous
-                                                        and p.flags.writeable):
+    dtype, shape = p.dtype, p.shape
+    if dtype not in _KERNEL_DTYPES or g.dtype != dtype or g.shape != shape or not (
+            p.flags.c_contiguous and g.flags.c_contiguous and p.flags.writeable):
         return False
-    return v is None or (type(v) is np.ndarray and v.dtype == p.dtype and v.shape == p.shape
-                         and v.flags.c_contiguous)
+    return v is None or (type(v) is np.ndarray and v.dtype == dtype and v.shape == shape and v.flags.c_contiguous)
 
 
 _KERNEL_DTYPES = (np.dtype(np.float32), np.dtype(np.float64))

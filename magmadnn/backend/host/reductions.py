@@ -11,6 +11,8 @@ from ..ops import reductions as _reductions
 
 
 def sum(a, axis=None, keepdims=False):  # noqa: A001
+    if type(a) is np.ndarray:  # the method: np.sum's dispatch layers skipped, the same reduction
+        return a.sum(axis=axis, keepdims=keepdims)
     return np.sum(a, axis=axis, keepdims=keepdims)
 
 
