@@ -9,7 +9,7 @@ import itertools
 
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
@@ -50,9 +50,16 @@ def complex_arrays(draw, dtype, shape=None, bound=4.0):
     return draw(hnp.arrays(dtype, shape, elements=st.builds(complex, parts, parts)))
 
 
+LAYOUTS = ["c", "reversed", "T", "step"]
+
+
 def strided(draw, a):
     """A device view of ``a`` (reversed, transposed or stepped) and the host array it equals."""
-    layout = draw(st.sampled_from(["c", "reversed", "T", "step"]))
+    return laid_out(a, draw(st.sampled_from(LAYOUTS)))
+
+
+def laid_out(a, layout: str):
+    """A device view of ``a`` in ``layout`` (one of LAYOUTS) and the host array it equals."""
     if a.ndim == 0 or layout == "c":
         return xp().asarray(a, copy=True), a
     if layout == "reversed":
@@ -76,40 +83,61 @@ def test_complex_functions_equal_numpy(dtype, name, data):
 
 
 @FEW
-@given(dtype=st.sampled_from(COMPLEX), data=st.data())
-def test_complex_parts_sign_and_tests(dtype, data):
-    a = data.draw(complex_arrays(dtype))
-    d, a = strided(data.draw, a)
+@given(a=st.sampled_from(COMPLEX).flatmap(complex_arrays), layout=st.sampled_from(LAYOUTS))
+@example(a=np.array(5e-324j), layout="c")  # a random draw: NumPy's z / |z| gives nan+infj, the sign is 1j
+def test_complex_parts_sign_and_tests(a, layout):
+    dtype = a.dtype
+    d, a = laid_out(a, layout)
     real = np.finfo(dtype).dtype
     for name, expected in (("abs", np.abs(a)), ("real", a.real), ("imag", a.imag)):
         got = host(getattr(xp(), name)(d))
         assert got.dtype == real
         np.testing.assert_allclose(got, expected, **tol(dtype))
-    with np.errstate(all="ignore"):
-        # the standard's sign: z / |z|, the reference in double precision (complex64's own division overflows
-        # 1/|z| for a subnormal |z| and gives nan+infj where z / |z| is exact)
-        wide = a.astype(np.complex128)
-        sign = np.where(a == 0, 0, wide / np.abs(wide)).astype(a.dtype)
-    np.testing.assert_allclose(host(xp().sign(d)), sign, **tol(dtype))
+    np.testing.assert_allclose(host(xp().sign(d)), exact_sign(a), **tol(dtype))
     for name in ("isnan", "isinf", "isfinite"):
         np.testing.assert_array_equal(host(getattr(xp(), name)(d)), getattr(np, name)(a))
 
 
-@FEW
-@given(dtypes=st.sampled_from([(np.complex64, np.complex64), (np.complex128, np.complex64),
-                               (np.complex64, np.float64), (np.float32, np.complex64), (np.complex128, np.float32)]),
-       shapes=hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4),
-       name=st.sampled_from(["add", "subtract", "multiply", "divide", "pow", "equal", "not_equal"]), data=st.data())
-def test_complex_binary_promotes_and_equals_numpy(dtypes, shapes, name, data):
+def exact_sign(a):
+    """The standard's sign, z / |z| (0 at 0), computed exactly in double precision: NumPy's own z / |z| scales by
+    1 / |z|, which overflows for a subnormal |z| (5e-324j gives nan+infj, the sign is 1j), and a subnormal |z| has
+    too few bits; so both parts are first scaled by the same power of two (exact) to put the larger near 1."""
+    wide = np.asarray(a, np.complex128)
+    re, im = wide.real, wide.imag
+    big = np.maximum(np.abs(re), np.abs(im))
+    _, exponent = np.frexp(np.where(big > 0, big, 1.0))
+    re, im = np.ldexp(re, -exponent), np.ldexp(im, -exponent)
+    with np.errstate(all="ignore"):
+        size = np.hypot(re, im)
+        sign = np.where(big > 0, (re / size) + 1j * (im / size), 0)
+    return sign.astype(a.dtype)
+
+
+@st.composite
+def mixed_operands(draw):
+    """Two broadcastable operands, at least one complex, of the promotions the standard defines."""
+    dtypes = draw(st.sampled_from([(np.complex64, np.complex64), (np.complex128, np.complex64),
+                                   (np.complex64, np.float64), (np.float32, np.complex64),
+                                   (np.complex128, np.float32)]))
+    shapes = draw(hnp.mutually_broadcastable_shapes(num_shapes=2, max_dims=3, max_side=4))
     arrays = []
     for dt, shape in zip(dtypes, shapes.input_shapes):
         if np.dtype(dt).kind == "c":
-            arrays.append(data.draw(complex_arrays(dt, shape, bound=3.0)))
+            arrays.append(draw(complex_arrays(dt, shape, bound=3.0)))
         else:
-            arrays.append(data.draw(hnp.arrays(dt, shape, elements=st.floats(-3, 3, width=8 * np.dtype(dt).itemsize))))
+            arrays.append(draw(hnp.arrays(dt, shape, elements=st.floats(-3, 3, width=8 * np.dtype(dt).itemsize))))
+    return arrays
+
+
+@FEW
+@given(arrays=mixed_operands(),
+       name=st.sampled_from(["add", "subtract", "multiply", "divide", "pow", "equal", "not_equal"]))
+@example(arrays=[np.array(1 + 2j, np.complex64), np.array(0.5 - 1j, np.complex64)], name="divide")  # 0-d operands
+def test_complex_binary_promotes_and_equals_numpy(arrays, name):
+    dtypes = [a.dtype for a in arrays]
     got = host(getattr(xp(), name)(*(xp().asarray(a, copy=True) for a in arrays)))
     with np.errstate(all="ignore"):
-        expected = getattr(np, {"pow": "power"}.get(name, name))(*arrays)
+        expected = np.asarray(getattr(np, {"pow": "power"}.get(name, name))(*arrays))
     if name == "divide":
         expected = exact_where_numpy_overflows(*arrays, expected)
     assert got.dtype == expected.dtype and got.shape == expected.shape
@@ -126,9 +154,9 @@ def exact_where_numpy_overflows(a, b, quotient):
     the exact quotient is: NumPy scales by ``1 / b``, which overflows for a subnormal divisor (0 / 2e-311 gives
     nan+nanj, the quotient is 0)."""
     a, b = np.broadcast_arrays(np.asarray(a, np.complex128), np.asarray(b, np.complex128))
-    out = quotient.copy()
-    suspect = ~np.isfinite(quotient) & np.isfinite(a) & np.isfinite(b) & (b != 0)
-    for i in zip(*np.nonzero(suspect)):
+    out = np.array(quotient)  # a copy, 0-d for 0-d operands
+    suspect = ~np.isfinite(out) & np.isfinite(a) & np.isfinite(b) & (b != 0)
+    for i in map(tuple, np.argwhere(suspect)):  # (np.nonzero refuses 0-d arrays)
         exact = complex(a[i]) / complex(b[i])
         if np.isfinite(exact):
             out[i] = exact
