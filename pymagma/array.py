@@ -135,7 +135,7 @@ class DeviceArray:
         size = math.prod(self.shape)  # the new shape from _RESHAPED once checked (no call per reshape of ints)
         new = _RESHAPED.get((size, shape)) if type(shape) is tuple and set(map(type, shape)) <= _INT else None
         new = _reshaped(size, shape) if new is None else new
-        base = self if self.is_c_contiguous else self.copy()
+        base = self if self.is_c_contiguous else UPPER["copy_any"](self)  # (pymagma.kernels': on the device)
         dtype = base.dtype
         a = object.__new__(DeviceArray)  # base._view(0, new, C strides), inline
         a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, new, _c_strides_cached(new, dtype.itemsize), \

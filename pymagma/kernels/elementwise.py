@@ -13,6 +13,7 @@ from .. import array as _array
 from . import programs
 from .common import (
     _FLOAT_NAMES,
+    MAX_DIMS,
     _device_array,
     _elem_strides,
     _float_dtype,
@@ -335,6 +336,23 @@ def contiguous(x):
     return x if x.is_c_contiguous else copy(x)
 
 
+def copy_any(x):
+    """A C-contiguous copy of a device array of any dtype, on the device: :func:`copy`'s dtypes as they are, the
+    others (bool, complex, the smaller and unsigned integers) as the same bytes seen as uint8 (bool element for
+    element, wider items as a trailing axis of their bytes); more axes than a kernel takes copy through
+    ``DeviceArray.copy``."""
+    dtype = x.dtype
+    if programs.dtype_name(dtype) in programs.COPY_DTYPES:
+        return copy(x) if x.ndim <= MAX_DIMS else x.copy()
+    k = dtype.itemsize
+    shape, strides = (x.shape, x.strides) if k == 1 else (x.shape + (k,), x.strides + (1,))
+    if len(shape) > MAX_DIMS:
+        return x.copy()
+    raw = copy(_array.DeviceArray(shape, np.uint8, x.ptr, strides, owner=x, device=x.device))
+    return _array.DeviceArray(x.shape, dtype, raw.ptr, owner=raw, device=x.device)
+
+
 
 
 _array.UPPER["copy"] = copy  # in-place operators writing into strided views (DeviceArray.__iadd__, ...)
+_array.UPPER["copy_any"] = copy_any  # DeviceArray.reshape of a view that is not C-contiguous

@@ -19,7 +19,7 @@ from ._common import (
 
 
 def reshape(a, shape):
-    return (a if a.is_c_contiguous else _copy_any(a)).reshape(shape)  # (_contiguous, inline)
+    return a.reshape(shape)  # (a view, or a device copy of a view that is not C-contiguous, first)
 
 
 def transpose(a, axes=None):

@@ -78,6 +78,34 @@ def test_reshape_views_follow_numpy_and_a_kept_answer_never_accepts_a_float():
     np.testing.assert_array_equal(z.get(), host.reshape(4, 6).T.reshape(24))
 
 
+@pytest.mark.parametrize("dtype", ["float32", "float64", "float16", "int32", "int64", "uint8", "bool", "int8",
+                                   "int16", "uint16", "uint32", "uint64", "complex64", "complex128"])
+def test_reshape_of_a_strided_view_copies_on_the_device_in_every_dtype(dtype, monkeypatch):
+    """A view that is not C-contiguous (reversed, transposed, stepped: layouts a memcpy cannot address) is copied by
+    one kernel before the reshape, never through the host; dtypes the copy kernel lacks go as their bytes."""
+    host = (np.arange(72).reshape(4, 3, 6) * 37 % 101).astype(dtype)
+    if host.dtype.kind == "c":
+        host = host - 1j * host[::-1]
+    x = pymagma.asarray(host)
+    run, launches = kernels.elementwise._run, []
+
+    def counted(*args, **kwargs):
+        launches.append(args[1])
+        return run(*args, **kwargs)
+
+    for view, want in [(x[::-1], host[::-1]), (x.transpose(2, 0, 1), host.transpose(2, 0, 1)),
+                       (x[:, ::2, 1::3], host[:, ::2, 1::3]), (x[1].T, host[1].T)]:
+        with monkeypatch.context() as m:
+            m.setattr(DeviceArray, "get", lambda self, *a, **k: pytest.fail("a host round trip"))
+            m.setattr(kernels.elementwise, "_run", counted)
+            before = len(launches)
+            y = view.reshape(-1)
+            assert len(launches) == before + 1
+        assert y.is_c_contiguous and y.dtype == want.dtype and y.shape == (want.size,)
+        _kept_values_agree(y)
+        np.testing.assert_array_equal(y.get(), want.reshape(-1))
+
+
 def test_views_keep_their_rank_and_item_size():
     host = np.arange(60, dtype=np.float64).reshape(3, 4, 5)
     x = pymagma.asarray(host)
