@@ -130,18 +130,7 @@ class DeviceArray:
         return (self[i] for i in range(self.shape[0]))
 
     def reshape(self, *shape) -> DeviceArray:
-        if len(shape) == 1 and hasattr(shape[0], "__iter__"):
-            shape = tuple(shape[0])
-        size = math.prod(self.shape)  # the new shape from _RESHAPED once checked (no call per reshape of ints)
-        new = _RESHAPED.get((size, shape)) if type(shape) is tuple and set(map(type, shape)) <= _INT else None
-        new = _reshaped(size, shape) if new is None else new
-        base = self if self.is_c_contiguous else UPPER["copy_any"](self)  # (pymagma.kernels': on the device)
-        dtype = base.dtype
-        a = object.__new__(DeviceArray)  # base._view(0, new, C strides), inline
-        a.dtype, a.shape, a.strides, a.ptr, a.owner, a.device = dtype, new, _c_strides_cached(new, dtype.itemsize), \
-            base.ptr, base, base.device
-        a.ndim, a.itemsize, a.size, a.nbytes, a.is_c_contiguous = len(new), dtype.itemsize, size, base.nbytes, True
-        return a
+        return reshape_to(self, shape[0] if len(shape) == 1 and hasattr(shape[0], "__iter__") else shape)
 
     def ravel(self) -> DeviceArray:
         return self.reshape(-1)
@@ -566,10 +555,30 @@ def to_numpy(obj) -> np.ndarray:
     return obj.get() if isinstance(obj, DeviceArray) else np.asarray(obj)
 
 
+def reshape_to(a: DeviceArray, shape) -> DeviceArray:
+    """``a`` with ``shape`` (an int or a sequence of ints, one of them -1 at most): a view of ``a``, or of a device
+    copy of it (one kernel) when ``a`` is not C-contiguous.  ``DeviceArray.reshape`` and magmadnn's device op
+    ``reshape`` (one call where it runs per layer call)."""
+    if type(shape) is not tuple:
+        shape = tuple(shape) if hasattr(shape, "__iter__") else (shape,)
+    size = a.size  # the new shape from _RESHAPED once checked (no call per reshape of ints)
+    new = _RESHAPED.get((size, shape)) if set(map(type, shape)) <= _INT else None
+    new = _reshaped(size, shape) if new is None else new
+    base = a if a.is_c_contiguous else UPPER["copy_any"](a)  # (pymagma.kernels': on the device)
+    dtype = base.dtype
+    out = object.__new__(DeviceArray)  # base._view(0, new, C strides), inline
+    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = \
+        dtype, new, _c_strides_cached(new, dtype.itemsize), base.ptr, base, base.device
+    out.ndim, out.itemsize, out.size, out.nbytes = len(new), dtype.itemsize, size, base.nbytes
+    out.is_c_contiguous = True
+    return out
+
+
 # ---------------------------------------------------------------------------------------------------- operators
 #: What DeviceArray's operators and methods run from the floors above, filled by those floors when they are imported
 #: (as NumPy's ndarray reaches its ufuncs): pymagma.array_api its elementwise functions by name and "getitem",
-#: "setitem", "astype", "matmul", "namespace", "array_api_dtypes"; pymagma.blas "gemm"; pymagma.kernels "copy".
+#: "setitem", "astype", "matmul", "namespace", "array_api_dtypes"; pymagma.blas "gemm"; pymagma.kernels "copy" and
+#: "copy_any".
 #: ``import pymagma`` imports them all, so the table is full before any array exists.
 UPPER: dict = {}
 #: Python operator -> the array API function it runs (pymagma.array_api, the device's elementwise kernels)

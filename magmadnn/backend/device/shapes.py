@@ -17,9 +17,7 @@ from ._common import (
     _same_dtype,
 )
 
-
-def reshape(a, shape):
-    return a.reshape(shape)  # (a view, or a device copy of a view that is not C-contiguous, first)
+reshape = _array.reshape_to  # (a, shape): a view, of a device copy first when ``a`` is not C-contiguous
 
 
 def transpose(a, axes=None):

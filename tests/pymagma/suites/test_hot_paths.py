@@ -72,6 +72,11 @@ def test_reshape_views_follow_numpy_and_a_kept_answer_never_accepts_a_float():
         x.reshape((2.0, 12))  # (2, 12) was answered before: 2.0 == 2 hashes alike, its type does not
     with pytest.raises(ValueError, match="cannot reshape"):
         x.reshape((5, 5))
+    for shape in [24, [4, 6], (np.int64(2), 12), np.array([3, 8])]:  # the function under the method: any spelling
+        y = array.reshape_to(x, shape)
+        assert (y.shape, y.ptr, y.owner) == (host.reshape(shape).shape, x.ptr, x)
+    with pytest.raises(ValueError, match="cannot reshape"):
+        array.reshape_to(x, 5)
     strided = pymagma.asarray(host.reshape(4, 6)).T  # not contiguous: reshaped from a copy
     z = strided.reshape((24,))
     assert z.owner is not strided and z.is_c_contiguous
