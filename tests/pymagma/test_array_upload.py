@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 from hypothesis.extra import numpy as hnp
 
 import pymagma
-from pymagma import _native, dtypes, runtime, simulator
-from pymagma.errors import CudaError, DeviceMemoryError, NoDeviceError
+from pymagma import _native, dtypes, graphs, runtime, simulator
+from pymagma.errors import CudaError, DeviceMemoryError, GraphCaptureError, NoDeviceError
 
 DTYPES = [d for d in dtypes.SUPPORTED if d.kind != "V"]  # NumPy's own dtypes (bfloat16 needs ml_dtypes)
 
@@ -56,6 +56,9 @@ def test_empty_and_scalar_uploads_make_no_copy_of_nothing(sim, shape, monkeypatc
     monkeypatch.setattr(_native.current.cudart, "cudaMemcpy", lambda *a: calls.append(a) or real(*a))
     out = pymagma.asarray(host)
     assert len(calls) == (1 if host.size else 0)  # a 0-byte upload calls no cudaMemcpy (as runtime._copy)
+    for dst, src, nbytes, kind in calls:  # (the simulator's flat address space copies whatever the kind says)
+        assert (dst, src, nbytes) == (out.ptr, host.ctypes.data, host.nbytes)
+        assert kind == _native.current.cudart.cudaMemcpyKind.cudaMemcpyHostToDevice
     same_bytes(out, host)
 
 
@@ -105,6 +108,8 @@ def test_a_failing_get_device_raises_what_get_device_raises(sim, monkeypatch, co
 
 
 def test_a_replaced_require_device_is_asked(sim, monkeypatch):
+    pymagma.asarray(np.ones(2, np.float32))  # (the device count is read: only a replaced function asks again)
+
     def no_device():
         raise NoDeviceError("replaced")
     monkeypatch.setattr(runtime, "require_device", no_device)
@@ -125,6 +130,14 @@ def test_an_exhausted_pool_raises_numpys_words(sim, monkeypatch):
         pymagma.asarray(np.ones((7, 3)))
     assert str(fast.value) == str(general.value)
     assert "Unable to allocate" in str(fast.value) and "simulated exhaustion" in str(fast.value)
+
+
+@pytest.mark.parametrize("shape", [(3,), (0,)])
+def test_an_upload_during_a_capture_is_refused_by_name_before_any_allocation(sim, shape):
+    with pytest.raises(GraphCaptureError, match=r"pymagma\.asarray of host data") as caught:
+        with graphs.capture() as graph:
+            pymagma.asarray(np.ones(shape, np.float32))
+    assert graph.pool.stats["requests"] == 0 and "CUDA graph" in str(caught.value)  # (refused before allocating)
 
 
 @pytest.mark.parametrize("device", [-1, 2**40, "0", 1.0])
