@@ -451,6 +451,7 @@ def _layout(shape: tuple, dtype: np.dtype) -> tuple:
 _LAYOUTS: dict = {}  # (shape, dtype) -> _layout's answer
 _Allocation, _override, _overriding, _NOWHERE = memory.Allocation, memory._override, memory._overriding, \
     memory._NOWHERE
+_ORIGINAL = runtime._ORIGINAL  # (runtime.require_device and device_count, as runtime.get_device compares them)
 
 
 def zeros(shape, dtype=np.float32, device: int | None = None) -> DeviceArray:
@@ -517,36 +518,64 @@ def from_dlpack(obj) -> DeviceArray:
 def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
     """A DeviceArray from a DeviceArray (no copy unless dtype differs), a CUDA array (CAI / DLPack, no copy) or any
     host array-like that ``numpy.asarray`` takes (copied to the device, C-ordered).  ``dtype``: one pymagma supports
-    (a TypeError otherwise); ``device``: a device index or None for the current device."""
-    if obj.__class__ is np.ndarray and dtype is None and obj.flags.c_contiguous and obj.dtype in _SUPPORTED:
-        return _upload(obj, _SUPPORTED[obj.dtype], device)  # a NumPy batch, the common upload: no call per check
-    if isinstance(obj, DeviceArray):
-        return obj if dtype is None or dtypes.check(dtype) == obj.dtype else obj.astype(dtype)
-    if hasattr(obj, "__cuda_array_interface__"):
-        arr = from_cuda_array_interface(obj)
-        return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
-    if hasattr(obj, "__dlpack_device__") and not isinstance(obj, np.ndarray):
-        from . import _dlpack
-
-        if obj.__dlpack_device__()[0] in (_dlpack.kDLCUDA, _dlpack.kDLCUDAManaged):
-            arr = from_dlpack(obj)
+    (a TypeError otherwise); ``device``: a device index or None for the current device.  A host copy is one
+    synchronous ``cudaMemcpy`` (pageable or pinned memory alike), made in this one frame for a C-contiguous NumPy
+    array of a supported dtype (every batch): get_device, _empty, runtime._copy and check inline, raising as they do."""
+    if obj.__class__ is not np.ndarray or dtype is not None or not obj.flags.c_contiguous \
+            or (checked := _SUPPORTED.get(obj.dtype)) is None:
+        if isinstance(obj, DeviceArray):
+            return obj if dtype is None or dtypes.check(dtype) == obj.dtype else obj.astype(dtype)
+        if hasattr(obj, "__cuda_array_interface__"):
+            arr = from_cuda_array_interface(obj)
             return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
-    host = np.asarray(obj, dtype=None if dtype is None else dtypes.check(dtype), order="C")  # (0-d stays 0-d)
-    return _upload(host, dtypes.check(host.dtype), device)
+        if hasattr(obj, "__dlpack_device__") and not isinstance(obj, np.ndarray):
+            from . import _dlpack
 
-
-def _upload(host: np.ndarray, checked: np.dtype, device: int | None) -> DeviceArray:
-    """A copy on the device of the C-contiguous ``host`` of the supported dtype ``checked``."""
+            if obj.__dlpack_device__()[0] in (_dlpack.kDLCUDA, _dlpack.kDLCUDAManaged):
+                arr = from_dlpack(obj)
+                return arr if dtype is None or dtypes.check(dtype) == arr.dtype else arr.astype(dtype)
+        obj = np.asarray(obj, dtype=None if dtype is None else dtypes.check(dtype), order="C")  # (0-d stays 0-d)
+        checked = dtypes.check(obj.dtype)
+    # the upload of the C-contiguous ndarray ``obj`` of the supported dtype ``checked``
     if runtime.capture_state.__dict__.get("graph") is not None:  # (refuse_during_capture's test, inline)
         runtime.refuse_during_capture("pymagma.asarray of host data (a host write of device memory)")
-    if type(device) is not int or not 0 <= device <= _checks.INT32_MAX:  # (_allocated, inline: a NumPy array's
-        device = runtime.get_device() if device is None else _device_index(device)  # shape and size need no check)
-    try:
-        out = _empty(host.shape, checked, device)
-    except MemoryError as exc:
-        raise _out_of_memory(host.shape, checked, device, exc) from None
-    runtime._copy(out.ptr, host.__array_interface__["data"][0], host.nbytes, "cudaMemcpyHostToDevice", None,
-                  "cudaMemcpy(HtoD)")  # (memcpy_htod of a C-contiguous ndarray, inline)
+    libraries = _native.current
+    if device is None:  # (runtime.get_device, inline; a NumPy array's shape and size need no check)
+        if not libraries.__dict__.get("device_count") or (runtime.require_device, runtime.device_count) != _ORIGINAL:
+            runtime.require_device()
+        if int((result := libraries.cudart.cudaGetDevice())[0]) != 0:  # (runtime.check, inline)
+            runtime._raise_for(result[0], "cudaGetDevice")
+        device = int(result[1])
+    elif type(device) is not int or not 0 <= device <= _checks.INT32_MAX:
+        device = _device_index(device)
+    shape = obj.shape
+    layout = _LAYOUTS.get((shape, checked))  # (_empty, inline)
+    strides, size, itemsize, nbytes, bucket = _layout(shape, checked) if layout is None else layout
+    alloc = object.__new__(_Allocation)
+    alloc.nbytes, alloc.device, alloc.size = nbytes, device, bucket
+    if bucket:
+        pool = _overriding and _override.__dict__.get("pool") or libraries.memory_pool
+        next(pool._requests)
+        blocks = pool.free_blocks.get((device, bucket))
+        try:  # a cached block (None or an empty list: a miss)
+            alloc.ptr = ptr = blocks.pop()
+        except (AttributeError, IndexError):
+            try:
+                alloc.ptr = ptr = pool.new_block(device, bucket)
+            except MemoryError as exc:
+                raise _out_of_memory(shape, checked, device, exc) from None
+            blocks = pool.free_blocks[device, bucket]
+        alloc._pool, alloc._blocks = pool, blocks
+        # (runtime._copy of a C-contiguous ndarray, inline: a 0-byte copy is no call, as there)
+        result = (rt := libraries.cudart).cudaMemcpy(ptr, obj.__array_interface__["data"][0], nbytes,
+                                                     rt.cudaMemcpyKind.cudaMemcpyHostToDevice)
+        if int(err := result[0] if isinstance(result, tuple) else result) != 0:  # (runtime.check, inline)
+            runtime._raise_for(err, "cudaMemcpy(HtoD)")
+    else:
+        alloc.ptr, alloc._pool, alloc._blocks, ptr = 0, None, _NOWHERE, 0
+    out = object.__new__(DeviceArray)
+    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = checked, shape, strides, ptr, alloc, device
+    out.is_c_contiguous, out.size, out.itemsize, out.ndim, out.nbytes = True, size, itemsize, len(shape), nbytes
     return out
 
 

@@ -91,6 +91,8 @@ PAD2D = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "pad2d"
 ARRAY_API_LINALG = ("tests/pymagma/array_api/test_linalg.py",)
 FFT = ("tests/pymagma/test_fft.py", "tests/pymagma/simulator/test_cufft.py")
 #: the device parity cases and the op set's conformance tests (one file per topic of backend/ops/), on the device
+#: a host array's upload in one frame (pymagma.asarray): its bytes, its error paths, its refusal during a capture
+UPLOAD = ("tests/pymagma/test_array_upload.py",)
 BACKEND = ("tests/magmadnn/backend/test_device.py", "tests/magmadnn/backend/test_ops.py",
            *(f"tests/magmadnn/backend/test_{p.stem}.py" for p in sorted(ROOT.glob("magmadnn/backend/ops/[!_]*.py"))
              if (ROOT / "tests/magmadnn/backend" / f"test_{p.stem}.py").exists()),
@@ -931,6 +933,25 @@ MUTANTS = [
     Mutant("fft-ifftshift-as-fftshift", "ifftshift rolls by n // 2 like fftshift (wrong for odd n)",
            "pymagma/fft.py", "(-1 if inverse else 1)", "1", FFT),
 
+    # ------------------------------------------------------------------- the one-frame upload's inline checks
+    Mutant("upload-copy-error-unchecked", "asarray's inline cudaMemcpy ignores a failing return code",
+           "pymagma/array.py", "if int(err := result[0] if isinstance(result, tuple) else result) != 0:",
+           "if False and int(err := result[0] if isinstance(result, tuple) else result) != 0:", UPLOAD),
+    Mutant("upload-get-device-error-unchecked", "asarray's inline cudaGetDevice ignores a failing return code",
+           "pymagma/array.py", "if int((result := libraries.cudart.cudaGetDevice())[0]) != 0:",
+           "if False and int((result := libraries.cudart.cudaGetDevice())[0]) != 0:", UPLOAD),
+    Mutant("upload-replaced-require-device-skipped", "asarray asks require_device only before the count is read",
+           "pymagma/array.py",
+           'if not libraries.__dict__.get("device_count") or (runtime.require_device, runtime.device_count) != '
+           "_ORIGINAL:", 'if not libraries.__dict__.get("device_count"):', UPLOAD),
+    Mutant("upload-copy-kind-wrong", "asarray's inline copy names the device-to-host kind",
+           "pymagma/array.py", "rt.cudaMemcpyKind.cudaMemcpyHostToDevice)",
+           "rt.cudaMemcpyKind.cudaMemcpyDeviceToHost)", UPLOAD),
+    Mutant("upload-during-capture", "asarray of host data no longer refused while the thread captures a graph",
+           "pymagma/array.py", 'if runtime.capture_state.__dict__.get("graph") is not None:  # (refuse_during_',
+           'if False:  # (refuse_during_', UPLOAD),
+    Mutant("upload-pool-error-raw", "asarray lets the pool's MemoryError out without NumPy's words",
+           "pymagma/array.py", "raise _out_of_memory(shape, checked, device, exc) from None", "raise", UPLOAD),
 ]
 
 
