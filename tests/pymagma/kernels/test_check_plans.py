@@ -73,8 +73,15 @@ def test_a_plan_answers_only_for_its_bounds_and_site():
         check.check_range(x, 0, 5, record, 2)  # other bounds: 9 is out
         np.testing.assert_array_equal(record.get(), [2, 9, 0, 2])
         record = _record()
-        check.check_range(x, 1, 10, record, 7)  # other low and site: 0 is out, site 7
-        np.testing.assert_array_equal(record.get(), [7, 0, 0, 0])
+        check.check_range(x, 1, 10, record, 1)  # another low only: 0 is out
+        np.testing.assert_array_equal(record.get(), [1, 0, 0, 0])
+        record = _record()
+        check.check_range(x, 0, 10, record, 7)  # another site only
+        check.check_range(x, 0, 9, record, 7)  # another high only
+        np.testing.assert_array_equal(record.get(), [7, 9, 0, 2])
+        for _ in range(2):  # float bounds of integer values are refused, also after the int bounds' plan
+            with pytest.raises(TypeError):
+                check.check_range(x, 0.0, 10.0, record, 7)
 
 
 def test_bad_arguments_are_refused_after_a_good_call_planned_their_shapes():
