@@ -620,6 +620,10 @@ MUTANTS = [
            "(its bits printed as an integer)", "magmadnn/backend/device/faults.py",
            "key = (x.__class__, x.dtype, x.device,", "key = (x.__class__, x.device,",
            ("tests/magmadnn/backend/test_faults_plans.py",)),
+    Mutant("mean-plan-any-keepdims", "a planned mean takes the gradient's shape of the call that planned it, "
+           "whatever its keepdims", "magmadnn/functional/operators.py",
+           "axis.__class__, axis, keepdims.__class__, keepdims)", "axis.__class__, axis)",
+           ("tests/magmadnn/test_functional_mean_plans.py",)),
     Mutant("binary-broadcast-shape-by-rank", "binary's broadcast shape kept and looked up by the first operand's "
            "shape and the second's rank (not its shape)", "pymagma/kernels/elementwise.py",
            "pair = (a.shape, b.shape) if", "pair = (a.shape, b.ndim) if",
