@@ -21,13 +21,13 @@ CASES = [((3, 5, 4), 1, False), ((3, 5, 4), 1, True), ((2, 3, 4, 5), (2, 3), Fal
          ((4, 6), -1, True), ((2, 3, 4), (0, 2), False)]
 
 
-@pytest.fixture(params=["host", "simulator"])
+@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
 def xp(request):
-    if request.param == "host":
-        yield mdnn.backend.get("host")
-    else:
+    if request.param == "simulator":
         with simulator.simulated("full"):
             yield mdnn.backend.get("gpu")
+    else:
+        yield mdnn.backend.get(request.param)
 
 
 def _numpy(x: np.ndarray, g: np.ndarray, axis, keepdims):
@@ -64,7 +64,7 @@ def test_planned_mean_equals_the_unplanned_one_and_numpy(xp, shape, axis, keepdi
             assert got.dtype == want.dtype and got.shape == want.shape
             np.testing.assert_array_equal(got, want)
         assert planned[0].shape == y_ref.shape and planned[1].shape == dx_ref.shape
-        if xp.name == "host":
+        if xp.name == "host":  # (a real device too: its summation order is its own)
             np.testing.assert_array_equal(planned[0], y_ref)
         else:  # (the device's reduction adds in another order than NumPy's pairwise sum)
             np.testing.assert_allclose(planned[0], y_ref, rtol=1e-6, atol=1e-6)

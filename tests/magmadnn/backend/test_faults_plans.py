@@ -19,9 +19,13 @@ RNG = np.random.default_rng(38)
 MESSAGE = "ids: {bad} is outside the table"
 
 
-@pytest.fixture
-def full():
-    with simulator.simulated("full"):
+@pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def full(request):
+    """The simulated device, or the real one (the gpu twin)."""
+    if request.param == "simulator":
+        with simulator.simulated("full"):
+            yield
+    else:
         yield
 
 

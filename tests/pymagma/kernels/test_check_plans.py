@@ -5,6 +5,8 @@ time, also after a good call planned the same shapes."""
 
 from __future__ import annotations
 
+import contextlib
+
 import numpy as np
 import pytest
 
@@ -13,6 +15,12 @@ from pymagma import simulator
 from pymagma.kernels import check
 
 RNG = np.random.default_rng(38)
+
+
+@pytest.fixture(params=["simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+def on_device(request):
+    """A context for the test's body: the simulated device, or the real one (the gpu twin)."""
+    return (lambda: simulator.simulated("full")) if request.param == "simulator" else contextlib.nullcontext
 
 
 def _record():
@@ -37,11 +45,12 @@ CASES = [(np.int64, 0, 7), (np.int32, -3, 5), (np.float32, 0.0, 3.0), (np.float6
 
 @pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
 @pytest.mark.parametrize("dtype, low, high", CASES, ids=[np.dtype(c[0]).name for c in CASES])
-def test_planned_check_records_what_the_checked_one_and_numpy_record(dtype, low, high, strided, monkeypatch):
+def test_planned_check_records_what_the_checked_one_and_numpy_record(dtype, low, high, strided, monkeypatch,
+                                                                         on_device):
     checked = []
     operands = check._check_operands
     monkeypatch.setattr(check, "_check_operands", lambda *a: checked.append(1) or operands(*a))
-    with simulator.simulated("full"):
+    with on_device():
         check._CHECKED.clear()
         for trial in range(4):  # a good call plans; later calls, good and bad, launch the plan
             values = RNG.uniform(low, high, (6, 5)).astype(dtype)
@@ -63,8 +72,8 @@ def test_planned_check_records_what_the_checked_one_and_numpy_record(dtype, low,
             np.testing.assert_array_equal(got[0], _expected(values, low, high, 3))
 
 
-def test_a_plan_answers_only_for_its_bounds_and_site():
-    with simulator.simulated("full"):
+def test_a_plan_answers_only_for_its_bounds_and_site(on_device):
+    with on_device():
         check._CHECKED.clear()
         x = pymagma.asarray(np.array([0, 4, 9], np.int64))
         record = _record()
@@ -84,8 +93,8 @@ def test_a_plan_answers_only_for_its_bounds_and_site():
                 check.check_range(x, 0.0, 10.0, record, 7)
 
 
-def test_bad_arguments_are_refused_after_a_good_call_planned_their_shapes():
-    with simulator.simulated("full"):
+def test_bad_arguments_are_refused_after_a_good_call_planned_their_shapes(on_device):
+    with on_device():
         check._CHECKED.clear()
         x = pymagma.asarray(np.array([1, 2], np.int64))
         record = _record()
