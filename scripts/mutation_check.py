@@ -594,6 +594,38 @@ MUTANTS = [
            "planned for (host ids neither checked at once nor uploaded)", "magmadnn/layers/embedding.py",
            "if own and data.__class__ is ids and table.xp is xp:", "if own:",
            ("tests/magmadnn/layers/test_plans_sequence.py",)),
+    Mutant("check-plan-strided-values", "a planned range check reads non-contiguous values as if contiguous",
+           "pymagma/kernels/check.py",
+           "        if not x.is_c_contiguous:\n            x = contiguous(x)\n        _run(", "        _run(",
+           ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-plan-any-dtype", "a planned range check answers for values of any dtype (an unchecked dtype "
+           "launched)", "pymagma/kernels/check.py",
+           "key = (\"check_range\", x.__class__, x.dtype, x.device,", "key = (\"check_range\", x.__class__, x.device,",
+           ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-plan-any-record-strides", "a planned range check takes a strided record of the planned shape",
+           "pymagma/kernels/check.py", "record.__class__, record.shape, record.strides,",
+           "record.__class__, record.shape,", ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-plan-any-site-type", "a planned range check takes a float site equal to the planned one",
+           "pymagma/kernels/check.py", "site.__class__, site)", "site)",
+           ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-plan-any-low", "a planned range check launches with the low bound of the call that planned it",
+           "pymagma/kernels/check.py", "record.device, low.__class__, low, high.__class__,",
+           "record.device, high.__class__,", ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("faults-plan-skips-the-launch", "a planned device range check queues no check kernel (bad ids after "
+           "the plan go unreported)", "magmadnn/backend/device/faults.py",
+           "            _dk.check_range(x, low, high, record, site)\n            return",
+           "            return", ("tests/magmadnn/backend/test_faults_plans.py",)),
+    Mutant("faults-plan-any-message", "a planned device range check reports with the message of the call that "
+           "planned it", "magmadnn/backend/device/faults.py", "high.__class__, high, message)",
+           "high.__class__, high)", ("tests/magmadnn/backend/test_faults_plans.py",)),
+    Mutant("faults-plan-any-dtype", "a planned device range check reports a float with the site of integer values "
+           "(its bits printed as an integer)", "magmadnn/backend/device/faults.py",
+           "key = (x.__class__, x.dtype, x.device,", "key = (x.__class__, x.device,",
+           ("tests/magmadnn/backend/test_faults_plans.py",)),
+    Mutant("mean-plan-any-keepdims", "a planned mean takes the gradient's shape of the call that planned it, "
+           "whatever its keepdims", "magmadnn/functional/operators.py",
+           "axis.__class__, axis, keepdims.__class__, keepdims)", "axis.__class__, axis)",
+           ("tests/magmadnn/test_functional_mean_plans.py",)),
     Mutant("binary-broadcast-shape-by-rank", "binary's broadcast shape kept and looked up by the first operand's "
            "shape and the second's rank (not its shape)", "pymagma/kernels/elementwise.py",
            "pair = (a.shape, b.shape) if", "pair = (a.shape, b.ndim) if",

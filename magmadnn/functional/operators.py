@@ -11,6 +11,7 @@ import sys
 import numpy as np
 
 from .. import autograd
+from .._checks import Plans
 from ..autograd import Function, Tensor
 from ._base import _as_tensor, _check_axis, _pair_of
 
@@ -192,14 +193,38 @@ class SumFunction(Function):
 
 
 class MeanFunction(Function):
+    """The mean over ``axis``, planned per input signature (backend, array class, shape, dtype, axis, keepdims): a
+    repeated call skips what the first decided (the result's ``asarray`` where the backend keeps such results as
+    they are, the count, the gradient's kept shape)."""
+
     def forward(self, a, axis=None, keepdims=False):
-        self.shape, self.axis, self.keepdims = a.shape, axis, keepdims
-        out = self.xp.asarray(self.xp.mean(a, axis=axis, keepdims=keepdims))
+        xp = self.xp
+        self.shape = a.shape
+        try:
+            key = (xp, a.__class__, a.shape, a.dtype, axis.__class__, axis, keepdims.__class__, keepdims)
+            plan = _MEAN_PLANS.get(key)
+        except TypeError:  # an unhashable axis (a list) or backend: every call decides
+            key = plan = None
+        if plan is not None:
+            own, self.kept, self.count = plan
+            out = xp.mean(a, axis=axis, keepdims=keepdims)
+            return out if out.__class__ is own else xp.asarray(out)
+        mean = xp.mean(a, axis=axis, keepdims=keepdims)
+        out = xp.asarray(mean)
         self.count = max(1, math.prod(a.shape) // max(1, math.prod(out.shape)))
+        self.kept = None if keepdims else _kept_shape.__wrapped__(tuple(a.shape), axis)
+        if key is not None:
+            _MEAN_PLANS.keep(key, (mean.__class__ if out is mean else None, self.kept, self.count))
         return out
 
     def backward(self, g):
-        return (_expand(self.xp, g, self.shape, self.axis, self.keepdims, self.count),)
+        xp = self.xp
+        if self.kept is not None:
+            g = xp.reshape(g, self.kept)
+        return (xp.broadcast_divide(g, self.shape, self.count),)
+
+
+_MEAN_PLANS = Plans()
 
 
 def sum(x, axis=None, keepdims=False) -> Tensor:  # noqa: A001

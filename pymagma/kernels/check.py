@@ -6,6 +6,7 @@ from __future__ import annotations
 from ctypes import c_double, c_longlong
 
 from .. import _checks
+from .._checks import Plans
 from . import programs
 from .common import _device_array, _run
 from .elementwise import contiguous
@@ -32,15 +33,35 @@ def _check_operands(x, record, site, what: str):
     return name, contiguous(x), site
 
 
+#: {(launcher, operands' signature, scalars): the launch its checks decided}: a call with a signature seen before
+#: skips its checks (they hold for every call with it) and launches with what they decided; errors never kept
+_CHECKED = Plans()
+
+
 def check_range(x, low, high, record, site: int) -> None:
     """Flag the first element of ``x`` (in C order) outside ``[low, high)`` (NaN included) into the fault
     ``record`` unless it holds a fault already: ``record = [site, low 32 bits, high 32 bits, flat index]`` of the
     value's 64 bits (an integer's two's complement, a float's double).  Integer values and bounds compare exactly.
-    One block on ``x``'s queue; nothing is read back."""
+    One block on ``x``'s queue; nothing is read back.  Planned per operands' signature, bounds and site."""
+    try:
+        key = ("check_range", x.__class__, x.dtype, x.device, record.__class__, record.shape, record.strides,
+               record.dtype, record.device, low.__class__, low, high.__class__, high, site.__class__, site)
+        decided = _CHECKED.get(key)
+    except (AttributeError, TypeError):  # not arrays (or unhashable): the checked path names what is wrong
+        key = decided = None
+    if decided is not None:  # the checks of this signature passed before: its launch
+        expression, bounds_site = decided
+        if not x.is_c_contiguous:
+            x = contiguous(x)
+        _run("check", expression, x, x.size, [x.ptr, c_longlong(x.size), *bounds_site, record.ptr], grid=1)
+        return
     name, x, site = _check_operands(x, record, site, "check_range")
     bound = c_longlong if name in ("int64", "int32") else c_double
-    _run("check", programs.expression("check_range", name), x, x.size,
-         [x.ptr, c_longlong(x.size), bound(low), bound(high), c_longlong(site), record.ptr], grid=1)
+    bounds_site = (bound(low), bound(high), c_longlong(site))
+    expression = programs.expression("check_range", name)
+    _run("check", expression, x, x.size, [x.ptr, c_longlong(x.size), *bounds_site, record.ptr], grid=1)
+    if key is not None:
+        _CHECKED.keep(key, (expression, bounds_site))
 
 
 def check_binary(x, record, site: int) -> None:

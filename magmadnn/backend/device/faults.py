@@ -17,11 +17,13 @@ import weakref
 
 import numpy as np
 
+from pymagma import _native
 from pymagma import array as _array
 from pymagma import graphs as _graphs
 from pymagma import kernels as _kernels
 from pymagma import queue as _queue
 from pymagma import simulator as _simulator
+from pymagma._checks import Plans
 
 from . import kernels as _dk
 
@@ -64,12 +66,32 @@ def _checked(x) -> tuple[bool, bool]:
     return True, name in ("int64", "int32")
 
 
+#: {(x's class, dtype and device, the bounds and their types, the message): its site}: what a check with the
+#: signature decided (that ``x`` takes the check, whether its values are integers, the message's site number)
+_PLANNED = Plans()
+
+
 def check_range(x, low, high, message):
     """Every element of ``x`` in ``[low, high)``; the first one outside is reported as ``ValueError(message.format(
-    bad=value))`` at the next read of the device (nothing is read here)."""
+    bad=value))`` at the next read of the device (nothing is read here).  Planned per dtype, bounds and message: a
+    repeated check looks up its device's record and launches."""
+    try:
+        key = (x.__class__, x.dtype, x.device, low.__class__, low, high.__class__, high, message)
+        site = _PLANNED.get(key)
+    except (AttributeError, TypeError):  # not an array (or unhashable): the checked path names what is wrong
+        key = site = None
+    if site is not None and x.size:
+        queue = _native.current.default_queues.get(x.device)  # (default_queue's fast path, inline)
+        record = None if queue is None else _records.get(queue)
+        if record is not None:  # the device's record made by an earlier check: the launch
+            _dk.check_range(x, low, high, record, site)
+            return
     needed, integral = _checked(x)
     if needed:
-        _dk.check_range(x, low, high, _record(x.device), _site(message, integral))
+        site = _site(message, integral)
+        _dk.check_range(x, low, high, _record(x.device), site)
+        if key is not None:
+            _PLANNED.keep(key, site)
 
 
 def check_binary(x, message):
