@@ -63,7 +63,8 @@ class Forward:
         if not self._single:
             return Outputs(self._full_precision(values[id(o)]) for o in self._outputs)
         out = values[id(self.output)]
-        if out.data.dtype != self.dtype and out.data.dtype.name in mixed_precision.HALF_TYPES:
+        dtype = out.data.dtype if out.__class__ is Tensor else out.dtype  # (a layer may give a plain array)
+        if dtype != self.dtype and dtype.name in mixed_precision.HALF_TYPES:
             out = F.cast(out, self.dtype)  # a mixed policy: losses, metrics and predictions read float32
         return out
 
