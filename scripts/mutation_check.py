@@ -528,11 +528,19 @@ MUTANTS = [
            'getattr(x, "_mask", None) is None and not layer.makes_mask', "not layer.makes_mask", FORWARD),
     Mutant("forward-plan-ignores-stamp", "the forward pass replays plans made before a trainable flag changed",
            "magmadnn/models/forward.py",
-           "layer._plans_at == _autograd._trainable_changes and", "layer._plans_at is not None and", FORWARD),
+           "layer._plans_at == _autograd._trainable_changes and x.__class__ is Tensor",
+           "layer._plans_at is not None and x.__class__ is Tensor", FORWARD),
     Mutant("forward-plan-key-ignores-training", "the forward pass looks a plan up without the training flag (an "
            "inference call replays the training plan)", "magmadnn/models/forward.py",
            "plan = layer._plans.get((data.shape, data.dtype, training))",
            "plan = layer._plans.get((data.shape, data.dtype, True))", FORWARD),
+    Mutant("forward-pair-plan-ignores-mask", "the forward pass replays a two-input layer's plan (a residual Add) "
+           "for a masked second input (the full call's refusal skipped)", "magmadnn/models/forward.py",
+           'getattr(b, "_mask", None) is None and not layer.makes_mask', "not layer.makes_mask", FORWARD),
+    Mutant("forward-pair-plan-ignores-stamp", "the forward pass replays two-input plans made before a trainable "
+           "flag changed", "magmadnn/models/forward.py",
+           "if layer._plans_at == _autograd._trainable_changes and a.__class__ is Tensor",
+           "if layer._plans_at is not None and a.__class__ is Tensor", FORWARD),
     Mutant("layer-call-fast-path-ignores-shape", "a built layer's repeated call skips its checks for a batch of "
            "another per-sample shape", "magmadnn/layers/base.py",
            " and inputs.data.shape[1:] == self.input_shape:", ":", LAYER_CALL),

@@ -293,9 +293,9 @@ class Layer(MaskingMixin, MixedPrecisionMixin, PenaltiesMixin, WeightsMixin, Con
         return self.call(x, training=training) if self._call_takes_training else self.call(x)
 
     def _plan_call(self, x, training: bool):
-        """The plan of a call on the Tensor ``x`` that just ran in full (:mod:`.plans`): a function ``run(layer, x)``
-        doing what ``call`` does for inputs of ``x``'s shape and dtype and this ``training``, without the checks and
-        decisions the full call made; None: such calls always run in full."""
+        """The plan of a call on ``x`` that just ran in full (:mod:`.plans`): a function ``run(layer, x)`` (two
+        Tensors: ``run(a, b)``) doing what ``call`` does for inputs of ``x``'s shapes and dtypes and this ``training``,
+        without the checks and decisions the full call made; None: such calls always run in full."""
         return None
 
     def check_input_shape(self, input_shape) -> None:

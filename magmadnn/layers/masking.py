@@ -40,8 +40,15 @@ class MaskingMixin:
             else:
                 if not (self._plannable and len(inputs) == 2):  # (two inputs planned: residual adds)
                     return self._run(inputs, training)
-                a, b = inputs[0].data, inputs[1].data
-                key = (a.shape, a.dtype, b.shape, b.dtype, training)
+                a, b = inputs
+                key = (a.data.shape, a.data.dtype, b.data.shape, b.data.dtype, training)
+                if self._plans_at == _autograd._trainable_changes:
+                    plan = self._plans.get(key, _MISSING)
+                    if plan is not None and plan is not _MISSING:
+                        return plan(a, b)  # (a two-input plan is ``run(a, b)``)
+                    if plan is None:
+                        return self._run(inputs, training)
+                return _plans.first_call(self, inputs, training, key)
         if key is not None:
             if self._plans_at == _autograd._trainable_changes:
                 plan = self._plans.get(key, _MISSING)

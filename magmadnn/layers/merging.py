@@ -4,6 +4,8 @@ the channels of NCHW data)."""
 
 from __future__ import annotations
 
+import functools
+
 from .. import _checks
 from .. import functional as F
 from .base import Layer, ShapeMismatchError, register, shape_str
@@ -50,11 +52,10 @@ class Add(_Merge):
         if len(xs) != 2:
             return None
         lead = F.trailing_lead(xs[0].shape, xs[1].shape)  # (one shape, the inputs' signature: None)
-        if lead is False:
-            apply = F.AddFunction.apply
-            return lambda layer, xs: apply(xs[0], xs[1])
-        apply = F.TrailingAddFunction.apply  # the gradient of each input the output's, no sum_to_shape per step
-        return lambda layer, xs: apply(xs[0], xs[1], lead=lead)
+        if lead is False:  # (a two-input plan is ``run(a, b)``: the op itself, no frame of its own)
+            return F.AddFunction.apply
+        # the gradient of each input the output's, no sum_to_shape per step
+        return functools.partial(F.TrailingAddFunction.apply, lead=lead)
 
 
 @register

@@ -4,7 +4,8 @@ A layer's call checks its input, works out its casts, its op and that op's argum
 same input signature (shape, dtype, training flag) all of that comes out the same. A magmadnn layer that defines
 ``_plan_call(x, training)`` returns, after its first full call with a signature, a function ``run(layer, x)`` that
 does only what differs per call: reading its weights and running its op (the autograd node, the backend op and its
-native call, which keep their own per-call checks of the operands). :meth:`MaskingMixin.call_masked` keeps the plans
+native call, which keep their own per-call checks of the operands); a call on a list of two inputs (``Add``) is
+planned as ``run(a, b)``, the op itself where it can be. :meth:`MaskingMixin.call_masked` keeps the plans
 per layer and replays them.
 
 What a plan decided is dropped when it may no longer hold: a public attribute of the layer set (the layer built

@@ -5,7 +5,8 @@ A graph's nodes become a program once per graph (``_program``): per node its kin
 what it reads, so that a step's loop does no ``isinstance`` or id look-up per node. A node of one input calls its
 layer's plan for the input's signature directly, as :meth:`~magmadnn.layers.masking.MaskingMixin.call_masked`
 replays it (the same conditions: an unmasked Tensor, a layer that makes no mask, plans current), without a frame
-for ``call_masked``; every other call goes through ``call_masked``. On the host the values no later node reads are
+for ``call_masked``, and so does a node of a list of two inputs (a residual ``Add``: its plan ``run(a, b)``);
+every other call goes through ``call_masked``. On the host the values no later node reads are
 let go of at once (``_released_after``).
 """
 
@@ -20,7 +21,8 @@ from .outputs import Outputs
 
 __all__ = ["Forward"]
 
-_INPUT, _ONE, _MANY, _OUTPUT = range(4)  # the kinds of node in a forward program (Forward._program)
+_INPUT, _ONE, _MANY, _OUTPUT, _PAIR = range(5)  # the kinds of node in a forward program (Forward._program;
+# _PAIR: a list of two inputs, _MANY: of any other count)
 
 
 class Forward:
@@ -48,6 +50,18 @@ class Forward:
                     values[key] = layer.call_masked(x, training)
             elif kind == _INPUT:
                 values[key] = inputs[arg]
+            elif kind == _PAIR:
+                a, b = values[arg[0]], values[arg[1]]
+                # the layer's plan for the two inputs' signature, replayed as call_masked replays it (the same
+                # conditions: unmasked Tensors, a layer making no mask, plans still current): ``run(a, b)``
+                if layer._plans_at == _autograd._trainable_changes and a.__class__ is Tensor and \
+                        b.__class__ is Tensor and getattr(a, "_mask", None) is None and \
+                        getattr(b, "_mask", None) is None and not layer.makes_mask:
+                    plan = layer._plans.get((a.data.shape, a.data.dtype, b.data.shape, b.data.dtype, training))
+                    values[key] = layer.call_masked([a, b], training) if plan is None else plan(a, b)
+                else:
+                    values[key] = layer.call_masked([a, b], training)
+                a = b = None
             elif kind == _MANY:
                 values[key] = layer.call_masked(list(map(values.__getitem__, arg)), training)
             else:  # several outputs: the layer runs once for all of them
@@ -82,7 +96,8 @@ class Forward:
                 steps.append((_OUTPUT, node.layer, id(node),
                               (tuple(map(id, node.parents)), node.many, id(node.call), node.index)))
             elif node.many:
-                steps.append((_MANY, node.layer, id(node), tuple(map(id, node.parents))))
+                steps.append((_PAIR if len(node.parents) == 2 else _MANY, node.layer, id(node),
+                              tuple(map(id, node.parents))))
             else:
                 steps.append((_ONE, node.layer, id(node), id(node.parents[0])))
         program = self.__dict__["_forward_program"] = (self.nodes, self.inputs, steps)

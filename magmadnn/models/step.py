@@ -26,10 +26,14 @@ import numpy as np
 from .. import _momentum_fold
 from ..backend import faults as _faults
 from ..callbacks import BatchLogs
+from ..optimizers import Optimizer
 from . import rng as _rng
 
 __all__ = ["Tally", "TallyNames", "Snapshot", "StepHook", "train_step", "running_logs", "register_data_parallel",
            "setup_data_parallel"]
+
+
+_BASE_SCALE_LOSS = Optimizer.scale_loss  # (returns the loss: a step whose optimizer keeps it skips the call)
 
 
 class StepHook:
@@ -144,10 +148,13 @@ def _forward_backward(model, run, check: bool, staged, hook, stateful, saved, sk
     on_leaf_ready = None if hook is None else hook.backward_hook(loss)
     if loss is not None and loss.requires_grad:  # scaled by a LossScaleOptimizer; the tally below adds the
         # loss itself (a model with no trainable weight computes the loss only: fit warned, as Keras)
-        scaled = model.optimizer.scale_loss(loss)
-        if hook is None:  # SGD's momentum folded into this backward's dense weight gradients on the host (only
-            # here: a gradient seen between backward and update is the velocity; see magmadnn._momentum_fold)
-            _momentum_fold.arm(model.optimizer, scaled)
+        opt = model.optimizer
+        # (the base optimizer's scale_loss returns the loss itself: not called)
+        scaled = loss if getattr(opt.scale_loss, "__func__", None) is _BASE_SCALE_LOSS else opt.scale_loss(loss)
+        if hook is None and id(opt) in _momentum_fold._PLANS:  # SGD's momentum folded into this backward's dense weight
+            # gradients on the host (only here: a gradient seen between backward and update is the velocity; see
+            # magmadnn._momentum_fold); no plan for this optimizer: nothing to arm
+            _momentum_fold.arm(opt, scaled)
         scaled.backward(on_leaf_ready=on_leaf_ready)
     return outputs, loss, value, False
 
