@@ -273,6 +273,32 @@ def bias_add(x, bias, out=None):
     return out
 
 
+def planned_bias_add(checked):
+    """A framework's op ``checked(x, b)``, :func:`bias_add` into a new output: a call whose operands (C-contiguous
+    DeviceArrays of one dtype object on one device; shapes) :func:`bias_add` saw before launches in this one frame;
+    any other call is ``checked``'s (which must compute it as :func:`bias_add` does)."""
+    plans, device_array, empty_ = _BIAS_PLANS, _DeviceArray, _array._empty
+
+    def bias_add_op(x, b):
+        if x.__class__ is device_array and b.__class__ is device_array and x.dtype is b.dtype and \
+                x.device == b.device and x.is_c_contiguous and b.is_c_contiguous:
+            plan = plans.get((x.shape, x.dtype, b.shape))
+            if plan is not None:
+                expression, grid, size, channels, inner = plan
+                device = x.device
+                out = empty_(x.shape, x.dtype, device)
+                if grid:  # (common._run, inline)
+                    libraries = _native.current
+                    libraries.launcher.launch("elementwise", expression, device,
+                                              (libraries.default_queues.get(device) or x.queue).stream, grid,
+                                              THREADS, [x.ptr, b.ptr, out.ptr, size, channels, inner])
+                return out
+        return checked(x, b)
+
+    bias_add_op.__doc__, bias_add_op.__wrapped__, bias_add_op.__name__ = checked.__doc__, checked, checked.__name__
+    return bias_add_op
+
+
 def fill(x, value: float):
     """Set every element of contiguous ``x`` to ``value`` (in place); returns ``x``."""
     dtype = _float_dtype(x, "fill")
