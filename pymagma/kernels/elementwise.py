@@ -122,17 +122,59 @@ def binary(op: str, a, b, out=None):
                 if len(_BROADCAST_SHAPES) >= 1024:
                     _BROADCAST_SHAPES.clear()
                 _BROADCAST_SHAPES[pair] = shape
-    out = _array._empty(shape, a.dtype, a.device) if out is None and type(shape) is tuple else \
+    plain = out is None and type(shape) is tuple
+    out = _array._empty(shape, a.dtype, a.device) if plain else \
         _out_for(out, shape, a.dtype, a.device, op)  # (_out_for's common case, inline)
     n = math.prod(shape)
     if a.shape == b.shape == shape and a.is_c_contiguous and b.is_c_contiguous:
-        _run("elementwise", programs.expression("binary", dtype), a, n,
-             [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n)])
-        return out
-    s = _broadcast_geometry(shape, a, b)
-    _run("elementwise", programs.expression("binary_strided", dtype), a, n,
-         [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n), s])
+        launch = (shape, programs.expression("binary", dtype), n, c_int(BINARY_OPS[op]), c_longlong(n), None)
+    else:
+        launch = (shape, programs.expression("binary_strided", dtype), n, c_int(BINARY_OPS[op]), c_longlong(n),
+                  _broadcast_geometry(shape, a, b))
+    if plain and a.__class__ is b.__class__ is _DeviceArray and a.dtype is b.dtype and a.device == b.device:
+        if len(_BINARY_LAUNCHES) >= 1024:
+            _BINARY_LAUNCHES.clear()
+        _BINARY_LAUNCHES[(op, a.shape, a.strides, b.shape, b.strides, a.dtype)] = launch
+    _, expression, _, code, size, geometry = launch
+    _run("elementwise", expression, a, n, [code, a.ptr, b.ptr, out.ptr, size] + ([] if geometry is None else
+                                                                                  [geometry]))
     return out
+
+
+#: (op, a's shape and strides, b's shape and strides, their one dtype) of a checked :func:`binary` of two DeviceArrays
+#: on one device into a new output -> its launch: (output shape, expression, items, the op's code and the size as
+#: the kernel's never-modified scalar arguments, the broadcast Strides3 or None for two C-contiguous operands)
+_BINARY_LAUNCHES: dict = {}
+
+
+def planned_binary(op: str, checked):
+    """A framework's op ``checked(a, b)``, :func:`binary` with ``op`` into a new output: a call on two DeviceArrays
+    of one dtype object on one device whose layouts :func:`binary` saw before launches in this one frame (grid and
+    arguments as :func:`binary`'s); any other call is ``checked``'s (which must compute it as :func:`binary` does)."""
+    launches, device_array, empty_, threads, max_blocks = _BINARY_LAUNCHES, _DeviceArray, _array._empty, THREADS, \
+        MAX_BLOCKS
+
+    def binary_op(a, b):
+        if a.__class__ is device_array and b.__class__ is device_array and a.dtype is b.dtype and \
+                a.device == b.device:
+            plan = launches.get((op, a.shape, a.strides, b.shape, b.strides, a.dtype))
+            if plan is not None:
+                shape, expression, n, code, size, geometry = plan
+                device = a.device
+                out = empty_(shape, a.dtype, device)
+                if n:  # (common._run, inline)
+                    grid = -(-n // threads)
+                    libraries = _native.current
+                    libraries.launcher.launch(
+                        "elementwise", expression, device, (libraries.default_queues.get(device) or a.queue).stream,
+                        grid if grid < max_blocks else max_blocks, threads,
+                        [code, a.ptr, b.ptr, out.ptr, size] if geometry is None else
+                        [code, a.ptr, b.ptr, out.ptr, size, geometry])
+                return out
+        return checked(a, b)
+
+    binary_op.__doc__, binary_op.__wrapped__, binary_op.__name__ = checked.__doc__, checked, checked.__name__
+    return binary_op
 
 
 def where(cond, a, b, out=None):
