@@ -6,6 +6,7 @@ from __future__ import annotations
 import functools
 
 from pymagma import kernels as _k
+from pymagma.kernels.elementwise import planned_broadcast_divide
 from pymagma.kernels.reductions import planned_channel_sum, planned_reduction
 
 from ..ops import reductions as _reductions
@@ -43,6 +44,10 @@ _channel_sum.__name__ = "channel_sum"
 channel_sum = planned_channel_sum(_channel_sum)
 
 
-def broadcast_divide(a, shape, divisor=1):
+def _broadcast_divide(a, shape, divisor=1):
     """``a`` broadcast to ``shape`` divided by ``divisor``: one strided launch into a new array."""
     return _k.broadcast_divide(a, shape, float(divisor))
+
+
+_broadcast_divide.__name__ = "broadcast_divide"
+broadcast_divide = planned_broadcast_divide(_broadcast_divide)  # (a repeated call: one frame)

@@ -162,3 +162,22 @@ def test_a_binary_plan_never_answers_for_another_layout_dtype_or_device(dev, sim
     for _ in range(2):
         with pytest.raises(ValueError, match="different devices"):
             dev.add(x, y1)
+
+
+def test_planned_broadcast_divides_equal_the_checked_call_and_numpy(dev):
+    host = _data((3, 1), np.float32, 10)
+    x = dev.asarray(host)
+    for shape, divisor in (((3, 4), 1), ((2, 3, 4), 3), ((3, 4), 3)):
+        want = np.broadcast_to(host, shape) / np.float32(divisor)  # one rounding, as the kernel
+        for _ in range(3):
+            np.testing.assert_array_equal(dev.to_numpy(dev.broadcast_divide(x, shape, divisor)), want)
+        np.testing.assert_array_equal(dev.to_numpy(dev.broadcast_divide(x, list(shape), divisor)), want)
+    for _ in range(2):
+        np.testing.assert_array_equal(dev.to_numpy(dev.broadcast_divide(x, (3.0, 4.0), 2)), np.broadcast_to(
+            host, (3, 4)) / np.float32(2))  # equal to the planned (3, 4): the same ints
+        np.testing.assert_array_equal(dev.to_numpy(dev.broadcast_divide(x.T, (2, 3), 1)), np.broadcast_to(
+            host.T, (2, 3)))  # another layout
+        with pytest.raises(ValueError, match="does not broadcast"):
+            dev.broadcast_divide(x, (4, 5), 1)
+        with pytest.raises(TypeError, match="floating dtype"):
+            dev.broadcast_divide(dev.asarray(np.ones((3, 1), np.int32)), (3, 4), 1)
