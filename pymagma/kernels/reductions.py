@@ -88,8 +88,8 @@ def _reduce_checked(op: str, x, axis, keepdims):
         raise ValueError(f"unknown reduction {op!r}; known: {sorted(REDUCE_OPS)}")
     dtype = _float_dtype(x, op)
     plan = _launch_plan(op, x, dtype, axis, keepdims)
-    if x.__class__ is _DeviceArray and type(keepdims) is bool and (
-            axis is None or type(axis) is int or type(axis) is tuple and set(map(type, axis)) <= _INT):
+    if x.__class__ is _DeviceArray and type(keepdims) is bool and (  # (kept under the key the fast paths take)
+            axis is None or type(axis) is int or type(axis) is tuple and all(type(a) is int for a in axis)):
         if len(_LAUNCHES) >= 1024:
             _LAUNCHES.clear()
         _LAUNCHES[(op, x.shape, x.strides, x.dtype, axis, keepdims)] = plan

@@ -82,6 +82,8 @@ def test_a_plan_never_answers_for_another_layout_dtype_or_argument_type(dev):
             dev.sum(dev.asarray(np.ones((4, 6), np.int32)), axis=1)
         with pytest.raises(TypeError, match="floating dtype"):
             dev.channel_sum(dev.asarray(np.ones((4, 6), np.int32)))
+        with pytest.raises(TypeError):
+            dev.channel_sum(host)  # a host array of the planned layout: the kernel's TypeError naming it
         with pytest.raises(ValueError, match="unknown reduction"):
             reductions.reduce("median", x, axis=1)
         with pytest.raises(TypeError):
@@ -155,6 +157,9 @@ def test_a_binary_plan_never_answers_for_another_layout_dtype_or_device(dev, sim
             dev.add(x, dev.asarray(np.ones(4, np.float32)))
         with pytest.raises(TypeError, match="floating dtype"):
             dev.add(dev.asarray(np.ones((4, 3), np.int32)), dev.asarray(np.ones((4, 3), np.int32)))
+        dev.add(x, dev.asarray(np.float32(2.0)))  # a 0-d operand: the same layout in either dtype
+        with pytest.raises(TypeError, match="does not promote"):
+            dev.add(x, dev.asarray(np.float64(2.0)))
     monkeypatch.setattr(sim.runtime, "device_count", 2)
     monkeypatch.delattr(sim.libraries, "device_count", raising=False)
     with rt.on_device(1):
@@ -181,3 +186,5 @@ def test_planned_broadcast_divides_equal_the_checked_call_and_numpy(dev):
             dev.broadcast_divide(x, (4, 5), 1)
         with pytest.raises(TypeError, match="floating dtype"):
             dev.broadcast_divide(dev.asarray(np.ones((3, 1), np.int32)), (3, 4), 1)
+        with pytest.raises(TypeError):
+            dev.broadcast_divide(host, (3, 4), 1)  # a host array of the planned layout
