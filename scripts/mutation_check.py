@@ -70,7 +70,9 @@ PLANNED_MATMUL = ("tests/pymagma/test_blas_planned_matmul.py",)  # a framework's
 EPILOGUE_PLANS = ("tests/magmadnn/backend/test_kernels_epilogue_plans.py",)  # the epilogue's planned launches
 LINEAR_PLANS = ("tests/magmadnn/backend/test_linear_planned.py",)  # the device's linear ops on their plans
 BIND = ("tests/pymagma/simulator/test_magma_bind.py",)  # a library's bind: C-level hits, refusals every time
-PLANNED_LAUNCHES = ("tests/magmadnn/backend/test_planned_launches.py",)  # reductions, binaries, bias: planned
+PLANNED_LAUNCHES = ("tests/magmadnn/backend/test_reductions_planned.py",  # the planned launches of reductions,
+                    "tests/magmadnn/backend/test_elementwise_planned.py",  # binaries and the channel bias
+                    "tests/magmadnn/backend/test_linear_planned.py")
 BIAS_PLANS = ("tests/pymagma/test_kernels_planned_bias_add.py",)  # the channel bias' planned launches
 #: the caching pool: its statistics, threads, closed pools and the inline copy of its hit path
 MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
