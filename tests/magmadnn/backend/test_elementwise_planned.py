@@ -69,3 +69,25 @@ def test_a_binary_plan_never_answers_for_another_layout_dtype_or_device(dev, sim
             dev.add(x, y1)
 
 
+
+
+def test_pymagmas_own_binary_on_its_plans(dev, sim, monkeypatch):
+    """pymagma's ``binary`` takes the same kept launches: equal to NumPy, errors every time."""
+    from pymagma import kernels
+    from pymagma import runtime as rt
+
+    host = _data((4, 3), np.float32, 11)
+    x, y = dev.asarray(host), dev.asarray(host[::-1].copy())
+    for _ in range(3):
+        np.testing.assert_array_equal(kernels.binary("multiply", x, y).get(), host * host[::-1])
+        with pytest.raises(TypeError, match="dtypes differ"):
+            kernels.binary("multiply", x, dev.asarray(host.astype(np.float64)))
+        with pytest.raises(ValueError, match="unknown binary op"):
+            kernels.binary("modulo", x, y)
+    monkeypatch.setattr(sim.runtime, "device_count", 2)
+    monkeypatch.delattr(sim.libraries, "device_count", raising=False)
+    with rt.on_device(1):
+        y1 = dev.asarray(host)
+    for _ in range(2):
+        with pytest.raises(ValueError, match="different devices"):
+            kernels.binary("multiply", x, y1)
