@@ -44,6 +44,8 @@ def test_planned_sums_and_means_equal_the_checked_call_and_numpy(dev, dtype, axi
 
 
 def test_channel_sum_and_bias_grad_planned_equal_numpy(dev):
+    dev.channel_sum.plans.clear()
+    dev.bias_grad.plans.clear()
     for shape in [(4, 3), (2, 3, 5), (2, 3, 2, 2), (1, 3)]:
         host = _data(shape, np.float32, 1)
         want = host.sum(axis=(0, *range(2, len(shape))))
