@@ -70,6 +70,9 @@ PLANNED_MATMUL = ("tests/pymagma/test_blas_planned_matmul.py",)  # a framework's
 EPILOGUE_PLANS = ("tests/magmadnn/backend/test_kernels_epilogue_plans.py",)  # the epilogue's planned launches
 LINEAR_PLANS = ("tests/magmadnn/backend/test_linear_planned.py",)  # the device's linear ops on their plans
 BIND = ("tests/pymagma/simulator/test_magma_bind.py",)  # a library's bind: C-level hits, refusals every time
+PLANNED_LAUNCHES = ("tests/magmadnn/backend/test_reductions_planned.py",  # the planned launches of reductions,
+                    "tests/magmadnn/backend/test_elementwise_planned.py",  # binaries and the channel bias
+                    "tests/magmadnn/backend/test_linear_planned.py")
 BIAS_PLANS = ("tests/pymagma/test_kernels_planned_bias_add.py",)  # the channel bias' planned launches
 #: the caching pool: its statistics, threads, closed pools and the inline copy of its hit path
 MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_paths.py",
@@ -110,6 +113,41 @@ class Mutant:
 
 
 MUTANTS = [
+    # the framework ops' planned launches (reductions, binaries, the channel bias, a reduction's gradient): a kept
+    # launch found by the call's layouts; what the key does not hold checked per call
+    Mutant("reduction-plan-skips-axis-type", "a planned reduction takes a float axis equal to a planned int one",
+           "pymagma/kernels/reductions.py",
+           "axis is None or type(axis) is int or type(axis) is tuple and set(map(type, axis)) <= ints):",
+           "True):", PLANNED_LAUNCHES),
+    Mutant("reduction-plan-skips-array-type", "a planned reduction launches a host array of a planned layout",
+           "pymagma/kernels/reductions.py",
+           "        if a.__class__ is device_array and type(keepdims) is bool and (",
+           "        if type(keepdims) is bool and (", PLANNED_LAUNCHES),
+    Mutant("channel-sum-plan-skips-array-type", "a planned channel sum launches a host array of a planned layout",
+           "pymagma/kernels/reductions.py",
+           "        if a.__class__ is device_array:\n            plan = plans.get(",
+           "        if True:\n            plan = plans.get(", PLANNED_LAUNCHES),
+    Mutant("bias-add-op-skips-bias-layout", "the device's planned bias_add reads a strided bias as contiguous",
+           "pymagma/kernels/elementwise.py", "x.device == b.device and x.is_c_contiguous and b.is_c_contiguous:",
+           "x.device == b.device and x.is_c_contiguous:", PLANNED_LAUNCHES),
+    Mutant("bias-add-op-skips-dtype", "the device's planned bias_add adds a bias of another dtype",
+           "pymagma/kernels/elementwise.py",
+           "if x.__class__ is device_array and b.__class__ is device_array and x.dtype is b.dtype and \\",
+           "if x.__class__ is device_array and b.__class__ is device_array and \\", PLANNED_LAUNCHES),
+    Mutant("binary-op-skips-devices", "a planned binary reads an operand from another device",
+           "pymagma/kernels/elementwise.py", "a.dtype is b.dtype and \\\n                a.device == b.device:",
+           "a.dtype is b.dtype:", PLANNED_LAUNCHES),
+    Mutant("binary-op-skips-dtype", "a planned binary reads a 0-d operand of another dtype",
+           "pymagma/kernels/elementwise.py", "a.dtype is b.dtype and \\\n                a.device == b.device:",
+           "a.device == b.device:", PLANNED_LAUNCHES),
+    Mutant("binary-plan-skips-devices", "pymagma's planned binary reads an operand from another device",
+           "pymagma/kernels/elementwise.py", "a.dtype is b.dtype and \\\n            a.device == b.device:",
+           "a.dtype is b.dtype:", PLANNED_LAUNCHES),
+    Mutant("broadcast-divide-op-skips-array-type", "a planned broadcast_divide launches a host array",
+           "pymagma/kernels/elementwise.py",
+           "        if a.__class__ is device_array:\n            try:\n                plan = launches",
+           "        if True:\n            try:\n                plan = launches",
+           PLANNED_LAUNCHES),
     # --------------------------------------------------------------------- row-major BLAS on column-major MAGMA
     Mutant("gemm-operands-unswapped", "gemm passes A then B even when the plan computes C^T = B^T A^T",
            "pymagma/blas.py",

@@ -96,7 +96,28 @@ def _binary_scalar(op: str, x, s, scalar_first: bool, out):
 def binary(op: str, a, b, out=None):
     """``out = a op b`` elementwise with NumPy broadcasting (any strides on the inputs).
 
-    One operand may be a Python (or NumPy) scalar: it is rounded to the array's dtype first, as NumPy does."""
+    One operand may be a Python (or NumPy) scalar: it is rounded to the array's dtype first, as NumPy does.  A call
+    into a new output on two DeviceArrays of one dtype object on one device whose layouts were checked before
+    launches in this one frame."""
+    if out is None and a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype and \
+            a.device == b.device:
+        try:
+            plan = _BINARY_LAUNCHES[(op, a.shape, a.strides, b.shape, b.strides, a.dtype)]
+        except (KeyError, TypeError):  # a new call (or an unhashable op): checked, then kept
+            pass
+        else:
+            shape, expression, n, code, size, geometry = plan
+            device = a.device
+            out = _array._empty(shape, a.dtype, device)
+            if n:  # (common._run, inline)
+                grid = -(-n // THREADS)
+                libraries = _native.current
+                libraries.launcher.launch(
+                    "elementwise", expression, device, (libraries.default_queues.get(device) or a.queue).stream,
+                    grid if grid < MAX_BLOCKS else MAX_BLOCKS, THREADS,
+                    [code, a.ptr, b.ptr, out.ptr, size] if geometry is None else
+                    [code, a.ptr, b.ptr, out.ptr, size, geometry])
+            return out
     if op not in BINARY_OPS:
         raise ValueError(f"unknown binary op {op!r}; known: {sorted(BINARY_OPS)}")
     if b.__class__ is not _DeviceArray and _is_scalar(b):
@@ -123,17 +144,59 @@ def binary(op: str, a, b, out=None):
                 if len(_BROADCAST_SHAPES) >= 1024:
                     _BROADCAST_SHAPES.clear()
                 _BROADCAST_SHAPES[pair] = shape
-    out = _array._empty(shape, a.dtype, a.device) if out is None and type(shape) is tuple else \
+    plain = out is None and type(shape) is tuple
+    out = _array._empty(shape, a.dtype, a.device) if plain else \
         _out_for(out, shape, a.dtype, a.device, op)  # (_out_for's common case, inline)
     n = math.prod(shape)
     if a.shape == b.shape == shape and a.is_c_contiguous and b.is_c_contiguous:
-        _run("elementwise", programs.expression("binary", dtype), a, n,
-             [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n)])
-        return out
-    s = _broadcast_geometry(shape, a, b)
-    _run("elementwise", programs.expression("binary_strided", dtype), a, n,
-         [c_int(BINARY_OPS[op]), a.ptr, b.ptr, out.ptr, c_longlong(n), s])
+        launch = (shape, programs.expression("binary", dtype), n, c_int(BINARY_OPS[op]), c_longlong(n), None)
+    else:
+        launch = (shape, programs.expression("binary_strided", dtype), n, c_int(BINARY_OPS[op]), c_longlong(n),
+                  _broadcast_geometry(shape, a, b))
+    if plain and a.__class__ is b.__class__ is _DeviceArray and a.dtype is b.dtype and a.device == b.device:
+        if len(_BINARY_LAUNCHES) >= 1024:
+            _BINARY_LAUNCHES.clear()
+        _BINARY_LAUNCHES[(op, a.shape, a.strides, b.shape, b.strides, a.dtype)] = launch
+    _, expression, _, code, size, geometry = launch
+    _run("elementwise", expression, a, n, [code, a.ptr, b.ptr, out.ptr, size] + ([] if geometry is None else
+                                                                                  [geometry]))
     return out
+
+
+#: (op, a's shape and strides, b's shape and strides, their one dtype) of a checked :func:`binary` of two DeviceArrays
+#: on one device into a new output -> its launch: (output shape, expression, items, the op's code and the size as
+#: the kernel's never-modified scalar arguments, the broadcast Strides3 or None for two C-contiguous operands)
+_BINARY_LAUNCHES: dict = {}
+
+
+def planned_binary(op: str, checked):
+    """A framework's op ``checked(a, b)``, :func:`binary` with ``op`` into a new output: a call on two DeviceArrays
+    of one dtype object on one device whose layouts :func:`binary` saw before launches in this one frame (grid and
+    arguments as :func:`binary`'s); any other call is ``checked``'s (which must compute it as :func:`binary` does)."""
+    launches, device_array, empty_, threads, max_blocks = _BINARY_LAUNCHES, _DeviceArray, _array._empty, THREADS, \
+        MAX_BLOCKS
+
+    def binary_op(a, b):
+        if a.__class__ is device_array and b.__class__ is device_array and a.dtype is b.dtype and \
+                a.device == b.device:
+            plan = launches.get((op, a.shape, a.strides, b.shape, b.strides, a.dtype))
+            if plan is not None:
+                shape, expression, n, code, size, geometry = plan
+                device = a.device
+                out = empty_(shape, a.dtype, device)
+                if n:  # (common._run, inline)
+                    grid = -(-n // threads)
+                    libraries = _native.current
+                    libraries.launcher.launch(
+                        "elementwise", expression, device, (libraries.default_queues.get(device) or a.queue).stream,
+                        grid if grid < max_blocks else max_blocks, threads,
+                        [code, a.ptr, b.ptr, out.ptr, size] if geometry is None else
+                        [code, a.ptr, b.ptr, out.ptr, size, geometry])
+                return out
+        return checked(a, b)
+
+    binary_op.__doc__, binary_op.__wrapped__, binary_op.__name__ = checked.__doc__, checked, checked.__name__
+    return binary_op
 
 
 def where(cond, a, b, out=None):
@@ -274,6 +337,32 @@ def bias_add(x, bias, out=None):
     return out
 
 
+def planned_bias_add(checked):
+    """A framework's op ``checked(x, b)``, :func:`bias_add` into a new output: a call whose operands (C-contiguous
+    DeviceArrays of one dtype object on one device; shapes) :func:`bias_add` saw before launches in this one frame;
+    any other call is ``checked``'s (which must compute it as :func:`bias_add` does)."""
+    plans, device_array, empty_ = _BIAS_PLANS, _DeviceArray, _array._empty
+
+    def bias_add_op(x, b):
+        if x.__class__ is device_array and b.__class__ is device_array and x.dtype is b.dtype and \
+                x.device == b.device and x.is_c_contiguous and b.is_c_contiguous:
+            plan = plans.get((x.shape, x.dtype, b.shape))
+            if plan is not None:
+                expression, grid, size, channels, inner = plan
+                device = x.device
+                out = empty_(x.shape, x.dtype, device)
+                if grid:  # (common._run, inline)
+                    libraries = _native.current
+                    libraries.launcher.launch("elementwise", expression, device,
+                                              (libraries.default_queues.get(device) or x.queue).stream, grid,
+                                              THREADS, [x.ptr, b.ptr, out.ptr, size, channels, inner])
+                return out
+        return checked(x, b)
+
+    bias_add_op.__doc__, bias_add_op.__wrapped__, bias_add_op.__name__ = checked.__doc__, checked, checked.__name__
+    return bias_add_op
+
+
 def fill(x, value: float):
     """Set every element of contiguous ``x`` to ``value`` (in place); returns ``x``."""
     dtype = _float_dtype(x, "fill")
@@ -325,10 +414,52 @@ def broadcast_divide(x, shape, divisor: float = 1.0):
             _BROADCASTING.clear()
         _BROADCASTING.add((x.shape, shape))
     out = _array._empty(shape, x.dtype, x.device)  # (a tuple of ints, checked above: x's dtype and device)
-    s = _broadcast_geometry(shape, x)
-    _run("elementwise", programs.expression("divide_strided", dtype), x, out.size,
-         [x.ptr, out.ptr, c_longlong(out.size), s, c_double(float(divisor))])
+    launch = (shape, programs.expression("divide_strided", dtype), out.size, c_longlong(out.size),
+              _broadcast_geometry(shape, x))
+    if x.__class__ is _DeviceArray:
+        if len(_DIVIDE_LAUNCHES) >= 1024:
+            _DIVIDE_LAUNCHES.clear()
+        _DIVIDE_LAUNCHES[(x.shape, x.strides, x.dtype, shape)] = launch
+    _, expression, n, size, geometry = launch
+    _run("elementwise", expression, x, n, [x.ptr, out.ptr, size, geometry, c_double(float(divisor))])
     return out
+
+
+#: (x's shape, strides and dtype, the shape as a tuple of ints) of a checked :func:`broadcast_divide` of a DeviceArray
+#: -> its launch: (the shape, expression, items, the size as the kernel's never-modified argument, the Strides3)
+_DIVIDE_LAUNCHES: dict = {}
+
+
+def planned_broadcast_divide(checked):
+    """A framework's op ``checked(a, shape, divisor=1)``, :func:`broadcast_divide`: a call on a DeviceArray whose
+    layout, dtype and shape (a tuple equal to the ints :func:`broadcast_divide` took) were seen before launches in this
+    one frame; any other call is ``checked``'s (which must compute it as :func:`broadcast_divide` does)."""
+    launches, device_array, empty_, threads, max_blocks = _DIVIDE_LAUNCHES, _DeviceArray, _array._empty, THREADS, \
+        MAX_BLOCKS
+
+    def broadcast_divide_op(a, shape, divisor=1):
+        if a.__class__ is device_array:
+            try:
+                plan = launches.get((a.shape, a.strides, a.dtype, shape))
+            except TypeError:  # an unhashable shape: the checked path takes it
+                plan = None
+            if plan is not None:
+                out_shape, expression, n, size, geometry = plan
+                device = a.device
+                out = empty_(out_shape, a.dtype, device)
+                if n:  # (common._run, inline)
+                    grid = -(-n // threads)
+                    libraries = _native.current
+                    libraries.launcher.launch(
+                        "elementwise", expression, device, (libraries.default_queues.get(device) or a.queue).stream,
+                        grid if grid < max_blocks else max_blocks, threads,
+                        [a.ptr, out.ptr, size, geometry, c_double(float(divisor))])
+                return out
+        return checked(a, shape, divisor)
+
+    broadcast_divide_op.__doc__, broadcast_divide_op.__wrapped__ = checked.__doc__, checked
+    broadcast_divide_op.__name__ = checked.__name__
+    return broadcast_divide_op
 
 
 def contiguous(x):

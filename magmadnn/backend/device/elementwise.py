@@ -6,6 +6,7 @@ import numpy as np
 
 from pymagma import kernels as _k
 from pymagma.array import DeviceArray as _DeviceArray
+from pymagma.kernels.elementwise import planned_binary
 
 from ._common import (
     _binary,
@@ -13,30 +14,39 @@ from ._common import (
 )
 
 
-# Two DeviceArrays of one dtype object (every op's own outputs, gradients summed by the tape): straight to the
-# kernel, which checks them in full; anything else (scalars, host arrays, mixed dtypes) through _binary first.
-def add(a, b):
+# Two DeviceArrays of one dtype object on one device whose layouts were seen before: launched in the op's one frame
+# (pymagma's planned_binary). Two other DeviceArrays of one dtype object (every op's own outputs, gradients summed
+# by the tape): straight to the kernel, which checks them in full; anything else (scalars, host arrays, mixed dtypes)
+# through _binary first.
+def _add(a, b):
     if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
         return _k.binary("add", a, b)
     return _binary("add", a, b)
 
 
-def subtract(a, b):
+def _subtract(a, b):
     if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
         return _k.binary("subtract", a, b)
     return _binary("subtract", a, b)
 
 
-def multiply(a, b):
+def _multiply(a, b):
     if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
         return _k.binary("multiply", a, b)
     return _binary("multiply", a, b)
 
 
-def divide(a, b):
+def _divide(a, b):
     if a.__class__ is _DeviceArray and b.__class__ is _DeviceArray and a.dtype is b.dtype:
         return _k.binary("divide", a, b)
     return _binary("divide", a, b)
+
+
+_add.__name__, _subtract.__name__, _multiply.__name__, _divide.__name__ = "add", "subtract", "multiply", "divide"
+add = planned_binary("add", _add)
+subtract = planned_binary("subtract", _subtract)
+multiply = planned_binary("multiply", _multiply)
+divide = planned_binary("divide", _divide)
 
 
 def negative(a):

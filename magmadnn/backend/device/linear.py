@@ -6,12 +6,14 @@ from __future__ import annotations
 from pymagma import blas as _blas
 from pymagma import kernels as _k
 from pymagma._blas_matmul import planned_matmul
+from pymagma.kernels.elementwise import planned_bias_add as _planned_bias_add
+from pymagma.kernels.reductions import planned_channel_sum
 
 from . import kernels as _dk
 from ._common import (
     _same_dtype,
 )
-from .reductions import channel_sum
+from .reductions import _channel_sum
 
 
 def _blas_operand(a):
@@ -43,14 +45,21 @@ def _matmul(a, b, transpose_a=False, transpose_b=False):
 matmul = planned_matmul(_matmul)
 
 
-def bias_add(x, b):
+def _bias_add(x, b):
     if x.dtype is not b.dtype:
         _same_dtype("bias_add", x, b)
     return _k.bias_add(x, b)
 
 
-def bias_grad(dy):  # (a function of its own: the op set names its argument dy)
-    return channel_sum(dy)
+def _bias_grad(dy):  # (a function of its own: the op set names its argument dy)
+    return _channel_sum(dy)
+
+
+_bias_add.__name__, _bias_grad.__name__ = "bias_add", "bias_grad"
+#: the ops: a call planned before launches in its one frame (pymagma's planned_bias_add, planned_channel_sum); any
+#: other call is the checked one above (the op set's "does not promote" error included)
+bias_add = _planned_bias_add(_bias_add)
+bias_grad = planned_channel_sum(_bias_grad)
 
 
 #: ``(act(x + b), x + b or None)`` in one launch (kernels/epilogue.cu), x + b kept, in x's memory, only where the

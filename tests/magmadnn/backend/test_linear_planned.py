@@ -63,3 +63,18 @@ def test_the_op_sets_errors_come_every_time(dev):
             dev.bias_activation(dev.ones((2, 3), np.float32), b, "cube")
         with pytest.raises(ValueError, match="unknown activation kind"):
             dev.bias_activation_backward(x, None, x, "cube")
+
+
+def test_device_bias_add_planned_and_its_errors_every_time(dev):
+    host, b_host = np.arange(24.0, dtype=np.float32).reshape(4, 3, 2) - 12, np.array([1.5, -2.0, 0.25], np.float32)
+    x, b = dev.asarray(host), dev.asarray(b_host)
+    want = host + b_host[:, None]
+    for _ in range(3):
+        np.testing.assert_array_equal(dev.to_numpy(dev.bias_add(x, b)), want)
+        with pytest.raises(TypeError, match="does not promote"):
+            dev.bias_add(x, dev.asarray(b_host.astype(np.float64)))
+        with pytest.raises(ValueError, match="bias must have shape"):
+            dev.bias_add(x, dev.asarray(np.ones(4, np.float32)))
+        strided = dev.asarray(np.repeat(b_host, 2))[::2]
+        np.testing.assert_array_equal(dev.to_numpy(dev.bias_add(x, strided)), want)
+
