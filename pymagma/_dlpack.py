@@ -233,3 +233,22 @@ def from_capsule(capsule, array_type):
     _api.PyCapsule_SetName(capsule, ctypes.addressof(_NAMES[used]))
     owner = _Imported(address, managed, capsule)
     return array_type(shape, dtype, ptr, strides, owner=owner, device=t.device.device_id)
+
+
+def import_tensor(obj, array_cls):
+    """:func:`pymagma.array.from_dlpack`: ``obj``'s CUDA tensor as an ``array_cls`` (a DeviceArray), no copy, the
+    producer's work ordered before the device's default queue."""
+    if not hasattr(obj, "__dlpack__"):
+        raise TypeError(f"{type(obj).__name__} does not implement the DLPack protocol (__dlpack__)")
+    device_type, device_id = obj.__dlpack_device__()
+    if device_type not in (kDLCUDA, kDLCUDAManaged):
+        raise ValueError(f"from_dlpack needs a CUDA tensor; got DLPack device type {device_type} (use asarray for "
+                         "host data)")
+    from .queue import default_queue
+
+    stream = default_queue(device_id).stream or 1
+    try:
+        capsule = obj.__dlpack__(stream=stream, max_version=VERSION)
+    except TypeError:  # a producer older than DLPack 1.0 takes no max_version
+        capsule = obj.__dlpack__(stream=stream)
+    return from_capsule(capsule, array_cls)

@@ -499,20 +499,7 @@ def from_dlpack(obj) -> DeviceArray:
     """Import a CUDA tensor through DLPack (PyTorch, CuPy, JAX) without copying."""
     from . import _dlpack
 
-    if not hasattr(obj, "__dlpack__"):
-        raise TypeError(f"{type(obj).__name__} does not implement the DLPack protocol (__dlpack__)")
-    device_type, device_id = obj.__dlpack_device__()
-    if device_type not in (_dlpack.kDLCUDA, _dlpack.kDLCUDAManaged):
-        raise ValueError(f"from_dlpack needs a CUDA tensor; got DLPack device type {device_type} (use asarray for "
-                         "host data)")
-    from .queue import default_queue
-
-    stream = default_queue(device_id).stream or 1
-    try:
-        capsule = obj.__dlpack__(stream=stream, max_version=_dlpack.VERSION)
-    except TypeError:  # a producer older than DLPack 1.0 takes no max_version
-        capsule = obj.__dlpack__(stream=stream)
-    return _dlpack.from_capsule(capsule, DeviceArray)
+    return _dlpack.import_tensor(obj, DeviceArray)
 
 
 def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:

@@ -96,7 +96,7 @@ def host_read_reason(error: BaseException, kind: str) -> str | None:
         if module.partition(".")[0] not in ("magmadnn", "pymagma", "numpy", "cuda", "contextlib"):
             where = f"{code.co_filename.replace(chr(92), '/').rsplit('/', 1)[-1]}:{tb.tb_lineno} ({code.co_name})"
         read = read or code.co_name in ("to_numpy", "get", "__float__", "__bool__", "item", "numpy")
-        upload = upload or code.co_name in ("asarray", "set", "_upload")
+        upload = upload or code.co_name in ("asarray", "set")
         tb = tb.tb_next
     at = f" at {where}" if where else ""
     if read:

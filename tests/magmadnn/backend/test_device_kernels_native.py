@@ -6,11 +6,13 @@ from __future__ import annotations
 
 import importlib
 import re
+import types
 
 import numpy as np
 import pytest
 
 from magmadnn.backend.device import kernels
+from pymagma import _native
 from pymagma.kernels import compiler, programs
 from tests.pymagma.helpers import BF16
 from tests.pymagma.test_kernels_native import (  # noqa: F401  (fresh_cache: each test its own empty caches)
@@ -125,6 +127,12 @@ def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, ever
                             grid=None: launches.append((program, expression, args)))
     monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None: fake_array(shape, dtype))
     monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: fake_array(shape, dtype))
+    # a planned launcher (a repeated call) launches inline, through the launcher in use and the device's queue
+    libraries = _native.current
+    monkeypatch.setattr(libraries, "launcher", types.SimpleNamespace(
+        launch=lambda program, expression, device, stream, grid, threads, args:
+        launches.append((program, expression, args))))
+    monkeypatch.setattr(libraries, "default_queues", {0: types.SimpleNamespace(stream=0)})
     for dtype in (np.float32, np.float64, np.float16) + ((BF16,) if BF16 is not None else ()):
         _launch_every_kernel(dtype)
     launches = [launch for launch in launches if launch[0] in kernels.PROGRAMS]
