@@ -41,6 +41,7 @@ from .elementwise import (
     clip,
     contiguous,
     copy,
+    copy_any,
     elu,
     fill,
     leaky_relu,
@@ -62,7 +63,7 @@ __all__ = [
     "register", "program", "Program",
     "MAX_DIMS", "Strides3", "make_strides3",
     "ACTIVATION_GRADS", "unary", "binary", "where", "activation_backward", "bias_add", "fill", "cast", "copy",
-    "broadcast_divide", "contiguous", "affine", "clip", "elu", "leaky_relu", "power",
+    "copy_any", "broadcast_divide", "contiguous", "affine", "clip", "elu", "leaky_relu", "power",
     "reduce", "argmax", "argmin", "uniform", "normal", "check_range", "check_binary", "FAULT_RECORD", "CHECK_DTYPES",
     *_elementwise.NAMED,
 ]

@@ -483,7 +483,5 @@ def copy_any(x):
     return _array.DeviceArray(x.shape, dtype, raw.ptr, owner=raw, device=x.device)
 
 
-
-
 _array.UPPER["copy"] = copy  # in-place operators writing into strided views (DeviceArray.__iadd__, ...)
 _array.UPPER["copy_any"] = copy_any  # DeviceArray.reshape of a view that is not C-contiguous

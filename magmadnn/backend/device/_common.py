@@ -23,11 +23,7 @@ def _contiguous(a):
     return a if a.is_c_contiguous else _copy_any(a)
 
 
-def _copy_any(a):
-    """A C-contiguous device copy of any view (bool arrays copied as bytes)."""
-    if a.dtype == np.bool_:
-        return _retype(_k.copy(_retype(a, np.uint8)), np.bool_)
-    return _k.copy(a)
+_copy_any = _k.copy_any  # a C-contiguous device copy of any view (pymagma's: dtypes no kernel has as bytes)
 
 
 def _retype(a, dtype):
