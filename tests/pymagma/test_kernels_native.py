@@ -5,6 +5,7 @@ from __future__ import annotations
 import ctypes
 import re
 import time
+import types
 
 import numpy as np
 import pytest
@@ -220,6 +221,23 @@ def fake_array(shape, dtype, strides=None) -> DeviceArray:
     return DeviceArray(shape, dtype, 0, strides)
 
 
+def capture_launches(monkeypatch, launches: list, modules) -> None:
+    """Every launch of fake arrays appended to ``launches`` as (program, expression, arguments): the checked path's
+    ``_run`` in each of ``modules``, and a planned launcher's inline launch (a repeated call) through the launcher in
+    use and the device's default queue; outputs are fake arrays."""
+    from pymagma import _native, array
+
+    for module in modules:
+        monkeypatch.setattr(module, "_run", lambda program, expression, like, n, args, grid=None:
+                            launches.append((program, expression, args)))
+    monkeypatch.setattr(_native.current, "launcher", types.SimpleNamespace(
+        launch=lambda program, expression, device, stream, grid, threads, args:
+        launches.append((program, expression, args))))
+    monkeypatch.setattr(_native.current, "default_queues", {0: types.SimpleNamespace(stream=0)})
+    monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None: fake_array(shape, dtype))
+    monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: fake_array(shape, dtype))
+
+
 def test_argument_errors_are_typed_and_explicit():
     x = fake_array((2, 3), np.float32)
     with pytest.raises(ValueError, match="unknown unary op"):
@@ -304,14 +322,8 @@ def launch_parameters(args) -> list[tuple[int, bool]]:
 def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, every_program):
     """What each public function passes to cuLaunchKernel, in order, has the size and kind (floating or not) of the
     parameters of the kernel it launches: a missing, extra or swapped argument fails here, without a GPU."""
-    from pymagma import array
-
     launches = []
-    for module in launcher_modules():
-        monkeypatch.setattr(module, "_run", lambda program, expression, like, n, args, grid=None:
-                            launches.append((program, expression, args)))
-    monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None: fake_array(shape, dtype))
-    monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: fake_array(shape, dtype))
+    capture_launches(monkeypatch, launches, launcher_modules())
     for dtype in (np.float32, np.float64, np.float16) + ((BF16,) if BF16 is not None else ()):
         _launch_every_kernel(dtype)
     launched = {expression.split("<")[0] for _, expression, _ in launches}

@@ -6,16 +6,15 @@ from __future__ import annotations
 
 import importlib
 import re
-import types
 
 import numpy as np
 import pytest
 
 from magmadnn.backend.device import kernels
-from pymagma import _native
 from pymagma.kernels import compiler, programs
 from tests.pymagma.helpers import BF16
 from tests.pymagma.test_kernels_native import (  # noqa: F401  (fresh_cache: each test its own empty caches)
+    capture_launches,
     fake_array,
     fresh_cache,
     launch_parameters,
@@ -118,21 +117,11 @@ def test_adam_passes_the_op_sets_bias_corrections(monkeypatch):
 def test_launch_arguments_match_the_compiled_kernel_parameters(monkeypatch, every_program):
     """What each launcher passes to cuLaunchKernel, in order, has the size and kind (floating or not) of the
     parameters of the kernel it launches: a missing, extra or swapped argument fails here, without a GPU."""
-    from pymagma import array
 
     launches = []
-    for name in [*(f"{kernels.__name__}.{n}" for n in kernels.PROGRAMS), "pymagma.kernels.elementwise",
-                 "pymagma.kernels.reductions"]:  # pymagma's own (a mean, a copy) are checked by its own test
-        monkeypatch.setattr(importlib.import_module(name), "_run", lambda program, expression, like, n, args,
-                            grid=None: launches.append((program, expression, args)))
-    monkeypatch.setattr(array, "empty", lambda shape, dtype=np.float32, device=None: fake_array(shape, dtype))
-    monkeypatch.setattr(array, "_empty", lambda shape, dtype, device: fake_array(shape, dtype))
-    # a planned launcher (a repeated call) launches inline, through the launcher in use and the device's queue
-    libraries = _native.current
-    monkeypatch.setattr(libraries, "launcher", types.SimpleNamespace(
-        launch=lambda program, expression, device, stream, grid, threads, args:
-        launches.append((program, expression, args))))
-    monkeypatch.setattr(libraries, "default_queues", {0: types.SimpleNamespace(stream=0)})
+    capture_launches(monkeypatch, launches, [importlib.import_module(name) for name in [
+        *(f"{kernels.__name__}.{n}" for n in kernels.PROGRAMS), "pymagma.kernels.elementwise",
+        "pymagma.kernels.reductions"]])  # pymagma's own (a mean, a copy) are checked by its own test
     for dtype in (np.float32, np.float64, np.float16) + ((BF16,) if BF16 is not None else ()):
         _launch_every_kernel(dtype)
     launches = [launch for launch in launches if launch[0] in kernels.PROGRAMS]
