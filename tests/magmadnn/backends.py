@@ -113,3 +113,19 @@ def model_device(kind: str):
             yield "gpu"
     else:
         yield kind
+
+
+#: Backend ids of a test run on the host, pymagma's simulator (every MAGMA routine modelled) and a real device
+HOST_SIMULATOR_GPU = ["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+def backend_of(kind: str):
+    """A generator for a fixture over :data:`HOST_SIMULATOR_GPU`: the backend ``kind`` names, the device one on the
+    simulator for "simulator"."""
+    if kind == "simulator":
+        from pymagma import simulator  # noqa: PLC0415
+
+        with simulator.simulated("full"):
+            yield backend.get("gpu")
+    else:
+        yield backend.get(kind)

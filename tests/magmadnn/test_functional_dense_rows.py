@@ -10,19 +10,14 @@ import pytest
 from magmadnn import backend
 from magmadnn import functional as F
 from magmadnn.autograd import Tensor
+from tests.magmadnn.backends import HOST_SIMULATOR_GPU, backend_of
 
 RNG = np.random.default_rng(38)
 
 
-@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.fixture(params=HOST_SIMULATOR_GPU)
 def xp(request):
-    if request.param == "simulator":
-        from pymagma import simulator
-
-        with simulator.simulated("full"):
-            yield backend.get("gpu")
-    else:
-        yield backend.get(request.param)
+    yield from backend_of(request.param)
 
 
 def _reference(x, w, b, g):

@@ -7,12 +7,11 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-import magmadnn as mdnn
 from magmadnn import functional as F
 from magmadnn import layers as L
 from magmadnn.autograd import Tensor
 from magmadnn.functional import operators
-from pymagma import simulator
+from tests.magmadnn.backends import HOST_SIMULATOR_GPU, backend_of
 
 RNG = np.random.default_rng(38)
 
@@ -21,13 +20,9 @@ CASES = [((3, 5, 4), 1, False), ((3, 5, 4), 1, True), ((2, 3, 4, 5), (2, 3), Fal
          ((4, 6), -1, True), ((2, 3, 4), (0, 2), False)]
 
 
-@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.fixture(params=HOST_SIMULATOR_GPU)
 def xp(request):
-    if request.param == "simulator":
-        with simulator.simulated("full"):
-            yield mdnn.backend.get("gpu")
-    else:
-        yield mdnn.backend.get(request.param)
+    yield from backend_of(request.param)
 
 
 def _numpy(x: np.ndarray, g: np.ndarray, axis, keepdims):

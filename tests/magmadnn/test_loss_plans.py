@@ -13,20 +13,15 @@ from magmadnn import backend, losses
 from magmadnn.autograd import Tensor
 from magmadnn.backend import host as _host
 from magmadnn.models.weighting import WeightedTargets
+from tests.magmadnn.backends import HOST_SIMULATOR_GPU, backend_of
 
 RNG = np.random.default_rng(38)
 N, C = 5, 4
 
 
-@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.fixture(params=HOST_SIMULATOR_GPU)
 def xp(request):
-    if request.param == "simulator":
-        from pymagma import simulator
-
-        with simulator.simulated("full"):
-            yield backend.get("gpu")
-    else:
-        yield backend.get("cpu" if request.param == "host" else "gpu")
+    yield from backend_of(request.param)
 
 
 def _logits(xp, n=N, dtype=np.float32):

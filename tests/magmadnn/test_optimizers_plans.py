@@ -10,21 +10,16 @@ import numpy as np
 import pytest
 
 from magmadnn import Parameter, _foreach, backend, constraints, optimizers, schedules
+from tests.magmadnn.backends import HOST_SIMULATOR_GPU, backend_of
 
 RNG = np.random.default_rng(38)
 SHAPES = ((3, 4), (4,), (2, 3, 2))
 STEPS = 4
 
 
-@pytest.fixture(params=["host", "simulator", pytest.param("gpu", marks=pytest.mark.gpu)])
+@pytest.fixture(params=HOST_SIMULATOR_GPU)
 def xp(request):
-    if request.param == "simulator":
-        from pymagma import simulator
-
-        with simulator.simulated("full"):
-            yield backend.get("gpu")
-    else:
-        yield backend.get("cpu" if request.param == "host" else "gpu")
+    yield from backend_of(request.param)
 
 
 def _unplanned(opt):

@@ -7,21 +7,6 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pymagma import simulator
-
-
-@pytest.fixture
-def sim():
-    with simulator.simulated("full") as s:
-        yield s
-
-
-@pytest.fixture
-def dev(sim):
-    from magmadnn import backend
-
-    return backend.get("gpu")
-
 
 def _data(shape, dtype, seed=0):
     return np.random.default_rng(seed).integers(-8, 9, shape).astype(dtype)

@@ -8,21 +8,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from pymagma import simulator
 from pymagma.kernels import reductions
-
-
-@pytest.fixture
-def sim():
-    with simulator.simulated("full") as s:
-        yield s
-
-
-@pytest.fixture
-def dev(sim):
-    from magmadnn import backend
-
-    return backend.get("gpu")
 
 
 def _data(shape, dtype, seed=0):
