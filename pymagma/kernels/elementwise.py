@@ -472,7 +472,7 @@ def copy_any(x):
     others (bool, complex, the smaller and unsigned integers) as the same bytes seen as uint8 (bool element for
     element, wider items as a trailing axis of their bytes); more axes than a kernel takes copy through
     ``DeviceArray.copy``."""
-    dtype = x.dtype
+    dtype = _array.require_device_array(x, "copy_any").dtype
     if programs.dtype_name(dtype) in programs.COPY_DTYPES:
         return copy(x) if x.ndim <= MAX_DIMS else x.copy()
     k = dtype.itemsize
