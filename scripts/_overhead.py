@@ -41,7 +41,7 @@ TRANSFORMER = {"vocab": 64, "dim": 32, "heads": 4, "mlp": 64}
 LIBRARIES = ("cudart", "magma", "cudnn", "launcher")
 COLUMNS = ["model", "batch", "train_us", "infer_us", "replayed_train_us", "replayed_infer_us", "replayed_calls",
            "fit_replay_us", "fit_calls", "fit_fixed_us",
-           "calls_per_train_step", "cudart", "magma", "cudnn", "launcher", "python_us_per_call",
+           "calls_per_train_step", "cudart", "magma", "cudnn", "launcher", "python_us_per_call", "meter_us_per_call",
            "python_calls_per_step", "torch_cpu_step_us", "ratio_to_torch"]
 
 
@@ -89,10 +89,11 @@ class _Metered:
     Every look-up still goes to the library (its own ``__getattr__`` and ``bind``, Python code the unmetered call
     runs too, stay in the measurement); the wrapper of the function it answers is made once per (library, name) and
     per bound symbol, and kept while the library answers the same function (a failed look-up or bind is never kept).
-    The meter's own cost per native call, counted in ``python_us_per_call``: about 75 bytecodes for a function
-    looked up as an attribute and 100 for one bound by symbol (a wrapper made per look-up: 102 and 91), measured at
-    1.4 and 1.5 us of process CPU time per call on a loaded 2-core machine (the same machine: 1.9 and 1.8 us with a
-    new wrapper per look-up); ``test_bench_overhead.py`` bounds the bytecodes."""
+    The meter's own cost per native call, reported as ``meter_us_per_call`` and not counted in
+    ``python_us_per_call``: about 75 bytecodes for a function looked up as an attribute and 100 for one bound by
+    symbol (a wrapper made per look-up: 102 and 91), measured at 1.4 and 1.5 us of process CPU time per call on a
+    loaded 2-core machine (the same machine: 1.9 and 1.8 us with a new wrapper per look-up);
+    ``test_bench_overhead.py`` bounds the bytecodes."""
 
     def __init__(self, target, library: str, meter: Meter):
         self._target, self._library, self._meter = target, library, meter
@@ -288,6 +289,27 @@ def python_calls(step, steps: int = 3) -> float:
     return counted[0] / steps
 
 
+def _python_seconds(step, steps: int, repeats: int = 3) -> tuple[float, float, float, dict]:
+    """(Python seconds per step, seconds per step inside the native calls, the meter's own seconds per step, native
+    calls per step by library).
+
+    Plain passes (no meter: the step as users run it) alternate with metered passes (every native call counted and
+    timed); the Python is a plain pass's time less the time inside the native calls, medians of ``repeats``. The
+    meter's wrapper (a metered pass's time less a plain one's) is reported on its own, not counted as the step's."""
+    plain, metered, inside = [], [], []
+    for _ in range(repeats):
+        plain.append(_per_step_seconds(step, steps, repeats=1))
+        with Meter() as meter:
+            start = time.perf_counter()
+            for _ in range(steps):
+                step()
+            metered.append((time.perf_counter() - start) / steps)
+            inside.append(meter.seconds / steps)
+            calls = {k: v / steps for k, v in meter.calls.items()}
+    plain_s, native_s = statistics.median(plain), statistics.median(inside)
+    return plain_s - native_s, native_s, statistics.median(metered) - plain_s, calls
+
+
 def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     """Host cost of ``name`` at ``batch`` on the null device (the simulator must be on in mode "null")."""
     model = magmadnn_model(name, "gpu")
@@ -301,15 +323,8 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
     replay_train_s, replay_calls = _outside_calls(replay_train, steps)
     replay_infer_s, _ = _outside_calls(replay_infer, steps)
     fit_s, fit_calls, fit_fixed_s = fit_replay(name) if batch == 1 else (None, None, None)
-    with Meter() as meter:  # one pass: its own step time, less the time inside the calls (both under the meter)
-        start = time.perf_counter()
-        for _ in range(steps):
-            train()
-        metered_s = (time.perf_counter() - start) / steps
-        calls = {k: v / steps for k, v in meter.calls.items()}
-        native_s = meter.seconds / steps
+    python_s, native_s, meter_s, calls = _python_seconds(train, steps)
     total_calls = sum(calls.values())
-    python_s = metered_s - native_s  # includes the meter's own cost (_Metered: 75-100 bytecodes per call)
     return {"model": name, "batch": batch, "train_us": train_s * 1e6, "infer_us": infer_s * 1e6,
             "replayed_train_us": replay_train_s * 1e6, "replayed_infer_us": replay_infer_s * 1e6,
             "replayed_calls": replay_calls,
@@ -317,6 +332,7 @@ def measure(name: str, batch: int, steps: int, warmup: int = 2) -> dict:
             "fit_fixed_us": None if fit_fixed_s is None else fit_fixed_s * 1e6,
             "calls_per_train_step": total_calls, **calls, "native_us_per_train_step": native_s * 1e6,
             "python_us_per_call": python_s * 1e6 / total_calls if total_calls else None,
+            "meter_us_per_call": meter_s * 1e6 / total_calls if total_calls else None,
             "python_calls_per_step": python_calls(train)}
 
 
