@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import gc
 import itertools
+import sys
 import threading
 
 import numpy as np
@@ -282,3 +283,28 @@ def test_an_upload_or_an_empty_array_that_runs_out_of_memory_says_so_in_numpys_w
                     assert "on device 0" in str(exc)
                 else:  # pragma: no cover
                     raise AssertionError("cudaMalloc failed: the allocation must raise")
+
+
+def test_an_outputs_and_a_workspaces_allocation_and_release_run_one_python_frame_each():
+    """A pool hit of a kept output shape is _empty's one frame, a workspace trusted's; their release none (the
+    token's callback is the free list's C append)."""
+    with simulator.simulated("null"):
+        pool = memory._pool()
+        warm = [array._empty((5, 7), F32, 0), memory.Allocation.trusted(5000, 0)]  # the output's look-up kept
+        del warm  # both blocks cached
+        calls = []
+
+        def profile(frame, event, arg):
+            if event == "call":
+                calls.append(frame.f_code.co_name)
+        before = pool.stats
+        sys.setprofile(profile)
+        try:
+            out = array._empty((5, 7), F32, 0)
+            space = memory.Allocation.trusted(5000, 0)
+            del out, space
+        finally:
+            sys.setprofile(None)
+        assert calls == ["_empty", "trusted"]
+        after = pool.stats
+        assert after["hits"] - before["hits"] == 2 and after["in_use_bytes"] == before["in_use_bytes"]
