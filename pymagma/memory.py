@@ -63,7 +63,9 @@ class Pool:
         # _Given): filled by dying users' tokens, emptied by requests and releases, never replaced (a token's
         # callback appends to the list it was made with)
         self.free_blocks: dict[tuple[int, int], list] = defaultdict(list)
-        self.live: dict[int, _Block] = {}  # pointer -> the token of each block handed out and not freed
+        # pointer -> the token of each block a shared pool handed out (dead once its user died: kept until the
+        # block is taken again, freed, or given back by Allocation.free)
+        self.live: dict[int, _Block] = {}
         self._returners: dict[tuple[int, int], object] = {}  # (device, size class) -> its free list's append
         # (shape, dtype, device) -> an output's (C strides, size, itemsize, bytes, size class, free list, callback,
         # live): pymagma.array._empty's one look-up per output (a measured pool's reads miss)
