@@ -353,9 +353,11 @@ class Allocation:
         blocks = pool.free_blocks.get((device, size))
         try:  # a cached block (None or an empty list: a miss)
             a.ptr = ptr = blocks.pop().ptr
+            returner = blocks.append  # (the free list's own: Pool.returner's answer)
         except (AttributeError, IndexError):
             a.ptr = ptr = pool.new_block(device, size)
-        (token := _Block(a, pool._returners.get((device, size)) or pool.returner(device, size))).ptr = ptr
+            returner = pool.returner(device, size)
+        (token := _Block(a, returner)).ptr = ptr
         pool.live[ptr] = token
         a._pool = pool
         return a
