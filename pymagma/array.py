@@ -415,42 +415,32 @@ def _out_of_memory(shape: tuple, dtype: np.dtype, device: int, exc: MemoryError)
 
 def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
-    ``np.dtype``) and device come from checked arrays: nothing is checked again."""
-    layout = _LAYOUTS.get((shape, dtype))
-    strides, size, itemsize, nbytes, bucket = _layout(shape, dtype) if layout is None else layout
-    alloc = object.__new__(_Allocation)  # memory.Allocation.trusted, inline: every op's output passes here
-    alloc.nbytes, alloc.device, alloc.size = nbytes, device, bucket
-    if bucket:
-        pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool
+    ``np.dtype``) and device come from checked arrays: nothing is checked again.  The array owns its block: its
+    token in a shared pool gives the block back when the array dies (no Allocation, no finalizer; ``owner`` is
+    None; a graph's relaxed pool: a keeper, ``owner``, gives it back)."""
+    pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool
+    kept = pool.outputs.get((shape, dtype, device))  # (None: not kept yet, 0 bytes, or a measured pool)
+    if kept is None:
+        out = object.__new__(DeviceArray)
+        strides, size, itemsize, nbytes, ptr = _lease(pool, out, shape, dtype, device)
+    else:  # memory.Pool.lease, inline: every op's output passes here
+        strides, size, itemsize, nbytes, bucket, blocks, returner, live = kept
         next(pool._requests)
-        blocks = pool.free_blocks.get((device, bucket))
-        try:  # a cached block (None or an empty list: a miss)
-            alloc.ptr = ptr = blocks.pop()
-        except (AttributeError, IndexError):
-            alloc.ptr = ptr = pool.new_block(device, bucket)
-            blocks = pool.free_blocks[device, bucket]
-        alloc._pool, alloc._blocks = pool, blocks
-    else:
-        alloc.ptr, alloc._pool, alloc._blocks, ptr = 0, None, _NOWHERE, 0
-    out = object.__new__(DeviceArray)  # DeviceArray._trusted, inline
-    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = dtype, shape, strides, ptr, alloc, device
+        out = object.__new__(DeviceArray)
+        try:  # a cached block
+            ptr = blocks.pop().ptr
+        except IndexError:
+            ptr = pool.new_block(device, bucket)
+        (token := _Block(out, returner)).ptr = ptr
+        live[ptr] = token
+        out.owner = None
+    out.dtype, out.shape, out.strides, out.ptr, out.device = dtype, shape, strides, ptr, device
     out.is_c_contiguous, out.size, out.itemsize, out.ndim, out.nbytes = True, size, itemsize, len(shape), nbytes
     return out
 
 
-def _layout(shape: tuple, dtype: np.dtype) -> tuple:
-    """(C strides, size, itemsize, bytes, the pool's size class) of an output, kept in ``_LAYOUTS``."""
-    if len(_LAYOUTS) >= 4096:
-        _LAYOUTS.clear()
-    itemsize, size = dtype.itemsize, math.prod(shape)
-    layout = _LAYOUTS[shape, dtype] = (c_strides(shape, itemsize), size, itemsize, size * itemsize,
-                                       memory._bucket(size * itemsize))
-    return layout
-
-
-_LAYOUTS: dict = {}  # (shape, dtype) -> _layout's answer
-_Allocation, _override, _overriding, _NOWHERE = memory.Allocation, memory._override, memory._overriding, \
-    memory._NOWHERE
+_Block, _override, _overriding = memory._Block, memory._override, memory._overriding
+_lease, _layout, _LAYOUTS = memory.lease_output, memory._layout, memory._LAYOUTS  # (their home: memory)
 _ORIGINAL = runtime._ORIGINAL  # (runtime.require_device and device_count, as runtime.get_device compares them)
 
 
@@ -536,32 +526,31 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
     elif type(device) is not int or not 0 <= device <= _checks.INT32_MAX:
         device = _device_index(device)
     shape = obj.shape
-    layout = _LAYOUTS.get((shape, checked))  # (_empty, inline)
-    strides, size, itemsize, nbytes, bucket = _layout(shape, checked) if layout is None else layout
-    alloc = object.__new__(_Allocation)
-    alloc.nbytes, alloc.device, alloc.size = nbytes, device, bucket
-    if bucket:
-        pool = _overriding and _override.__dict__.get("pool") or libraries.memory_pool
-        next(pool._requests)
-        blocks = pool.free_blocks.get((device, bucket))
-        try:  # a cached block (None or an empty list: a miss)
-            alloc.ptr = ptr = blocks.pop()
-        except (AttributeError, IndexError):
-            try:
-                alloc.ptr = ptr = pool.new_block(device, bucket)
-            except MemoryError as exc:
-                raise _out_of_memory(shape, checked, device, exc) from None
-            blocks = pool.free_blocks[device, bucket]
-        alloc._pool, alloc._blocks = pool, blocks
-        # (runtime._copy of a C-contiguous ndarray, inline: a 0-byte copy is no call, as there)
+    pool = _overriding and _override.__dict__.get("pool") or libraries.memory_pool
+    kept = pool.outputs.get((shape, checked, device))  # (_empty, inline)
+    out = object.__new__(DeviceArray)
+    try:
+        if kept is None:
+            strides, size, itemsize, nbytes, ptr = _lease(pool, out, shape, checked, device)
+        else:
+            strides, size, itemsize, nbytes, bucket, blocks, returner, live = kept
+            next(pool._requests)
+            try:  # a cached block
+                ptr = blocks.pop().ptr
+            except IndexError:
+                ptr = pool.new_block(device, bucket)
+            (token := _Block(out, returner)).ptr = ptr
+            live[ptr] = token
+            out.owner = None
+    except MemoryError as exc:
+        raise _out_of_memory(shape, checked, device, exc) from None
+    if nbytes:  # (runtime._copy of a C-contiguous ndarray, inline: a 0-byte copy is no call, as there; a failure
+        # drops ``out``, whose token gives the block back)
         result = (rt := libraries.cudart).cudaMemcpy(ptr, obj.__array_interface__["data"][0], nbytes,
                                                      rt.cudaMemcpyKind.cudaMemcpyHostToDevice)
         if int(err := result[0] if isinstance(result, tuple) else result) != 0:  # (runtime.check, inline)
             runtime._raise_for(err, "cudaMemcpy(HtoD)")
-    else:
-        alloc.ptr, alloc._pool, alloc._blocks, ptr = 0, None, _NOWHERE, 0
-    out = object.__new__(DeviceArray)
-    out.dtype, out.shape, out.strides, out.ptr, out.owner, out.device = checked, shape, strides, ptr, alloc, device
+    out.dtype, out.shape, out.strides, out.ptr, out.device = checked, shape, strides, ptr, device
     out.is_c_contiguous, out.size, out.itemsize, out.ndim, out.nbytes = True, size, itemsize, len(shape), nbytes
     return out
 

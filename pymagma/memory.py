@@ -10,7 +10,6 @@ bytes in use over a block of code, on request only (the hot paths pay nothing fo
 
 from __future__ import annotations
 
-import collections
 import contextlib
 import itertools
 import threading
@@ -19,22 +18,19 @@ from collections import defaultdict
 import numpy as np
 
 from . import _checks, _deferred, _native, runtime
+from ._blocks import (  # noqa: F401 - pymagma.memory's own names
+    _LARGE,
+    _LAYOUTS,
+    ALIGNMENT,
+    _Block,
+    _bucket,
+    _Given,
+    _Keeper,
+    _layout,
+    bucket_size,
+    lease_output,
+)
 from .errors import DeviceMemoryError
-
-ALIGNMENT = 512
-_LARGE = 1 << 20
-
-
-def bucket_size(nbytes: int) -> int:
-    """The pool's size class for a request of ``nbytes`` (>= nbytes; 0 stays 0)."""
-    return _bucket(_checks.count(nbytes, "nbytes", maximum=2**63 - 1))
-
-
-def _bucket(nbytes: int) -> int:
-    if nbytes <= _LARGE:
-        return -(-nbytes // ALIGNMENT) * ALIGNMENT
-    step = (1 << ((nbytes - 1).bit_length() - 1)) // 8  # an eighth of the power of two below: <= 12.5% waste
-    return -(-nbytes // step) * step
 
 
 class Pool:
@@ -43,8 +39,15 @@ class Pool:
     cudaMalloc runs in the relaxed capture mode, it never frees its own cache to retry an allocation (the graph's
     recorded work uses those blocks), and once closed (:meth:`close`) it frees every block given back.
 
-    Thread safety without a lock on the hot path: a cache hit pops a block from its free list and a dying Allocation
-    appends its block to one (``list.pop``/``list.append``, each atomic), and requests and cudaMalloc attempts (the
+    A shared (not relaxed) pool's block handed out is given back by its token (:class:`_Block`, a weak reference to
+    the array or Allocation using it, kept in ``live``): when that dies, the token's callback, the free list's own
+    ``append`` (no Python frame), puts the token, which holds the pointer, into the block's free list.  ``live``
+    keeps every token alive, so a token fires even when its user dies in a reference cycle (the collector calls the
+    callbacks of live weak references only).  A relaxed pool's block is given back by a :class:`_Keeper` its user
+    holds, whose finalizer sees a closed pool (a graph's pool outlives its graph while its arrays live).
+
+    Thread safety without a lock on the hot path: a cache hit pops a block from its free list and a dying user's
+    token appends to one (``list.pop``/``list.append``, each atomic), and requests and cudaMalloc attempts (the
     misses) are counted by ``itertools.count`` (an atomic ``next``): a hit is a request that missed nothing, so the
     hot path counts the request only.  The lock guards what changes with a native call (the bytes held from
     cudaMalloc, the malloc and free counts) and the pinned buffers.  No finalizer takes the lock (a garbage
@@ -56,9 +59,17 @@ class Pool:
         self.relaxed, self.closed = relaxed, False
         self.cudart = _native.current.cudart  # the runtime its blocks come from, and go back to
         self.lock = threading.Lock()
-        # (device, size class) -> pointers of the blocks cached: filled by dying Allocations, emptied by requests and
-        # releases, never replaced (a finalizer may append to the list it read a moment before)
-        self.free_blocks: dict[tuple[int, int], list[int]] = defaultdict(list)
+        # (device, size class) -> the blocks cached, each an object whose ``ptr`` is the block (a dead _Block, or a
+        # _Given): filled by dying users' tokens, emptied by requests and releases, never replaced (a token's
+        # callback appends to the list it was made with)
+        self.free_blocks: dict[tuple[int, int], list] = defaultdict(list)
+        # pointer -> the token of each block a shared pool handed out (dead once its user died: kept until the
+        # block is taken again, freed, or given back by Allocation.free)
+        self.live: dict[int, _Block] = {}
+        self._returners: dict[tuple[int, int], object] = {}  # (device, size class) -> its free list's append
+        # (shape, dtype, device) -> an output's (C strides, size, itemsize, bytes, size class, free list, callback,
+        # live): pymagma.array._empty's one look-up per output (a measured pool's reads miss)
+        self.outputs: dict = {}
         self.free_pinned: dict[int, list[np.ndarray]] = defaultdict(list)  # bucket -> pinned host buffers
         self._requests, self._misses = itertools.count(), itertools.count()  # next() counts one, atomically
         self._held = self._mallocs = self._frees = 0  # bytes from cudaMalloc not freed yet, calls made (the lock)
@@ -80,23 +91,53 @@ class Pool:
         return sum(size * len(ptrs) for (_, size), ptrs in _free_lists(self))
 
     def collected(self, device: int, size: int, ptr: int) -> None:
-        """The block of an Allocation that died or was freed: back into its free list without any lock or native
-        call (a closed pool's blocks are freed at the next safe point, :func:`pymagma.runtime.run_deferred`)."""
-        self.free_blocks[(device, size)].append(ptr)
+        """A block given back explicitly (:meth:`Allocation.free`): back into its free list without any lock or
+        native call (a closed pool's blocks are freed at the next safe point, :func:`pymagma.runtime.run_deferred`)."""
+        given = _Given()
+        given.ptr = ptr
+        self.__dict__["free_blocks"][device, size].append(given)
         if self.closed:  # (read after the append: a block given back while the pool closes is never left behind)
             self._sweep()
+
+    def returner(self, device: int, size: int):
+        """The callback of a shared pool's tokens of blocks of (``device``, ``size``): their free list's
+        ``append``, which puts the dead token into it."""
+        key = (device, size)
+        callback = self._returners.get(key)
+        if callback is None:
+            callback = self._returners.setdefault(key, self.__dict__["free_blocks"][key].append)
+        return callback
+
+    def lease(self, user, device: int, size: int) -> tuple[int, _Keeper | None]:
+        """A block of ``size`` (a size class, > 0) bytes on ``device`` for ``user`` (any object a weak reference
+        reaches): (its pointer, None) from a shared pool, given back when ``user`` dies; (its pointer, a
+        :class:`_Keeper`) from a relaxed pool, given back when the keeper, which ``user`` must hold, dies."""
+        ptr = self.take(device, size)
+        if self.relaxed:
+            keeper = _Keeper()
+            keeper.pool, keeper.device, keeper.size, keeper.ptr = self, device, size, ptr
+            return ptr, keeper
+        token = _Block(user, self._returners.get((device, size)) or self.returner(device, size))
+        token.ptr = ptr
+        self.live[ptr] = token
+        return ptr, None
+
+    def cached_pointers(self) -> list[int]:
+        """The pointers of the blocks cached now."""
+        return [item.ptr for _, items in _free_lists(self) for item in list(items)]
 
     def _sweep(self) -> None:
         """A closed pool's cached blocks, each freed at the next safe point (no lock, no native call)."""
         for key, ptrs in _free_lists(self):
             while ptrs:
                 try:
-                    ptr = ptrs.pop()
+                    ptr = ptrs.pop().ptr
                 except IndexError:  # another thread took the last one
                     break
                 runtime.deferred(self._free_collected, *key, ptr)
 
     def _free_collected(self, device: int, size: int, ptr: int) -> None:
+        self.live.pop(ptr, None)
         with self.lock:
             self._held -= size
             self._frees += 1
@@ -108,7 +149,7 @@ class Pool:
         blocks = self.free_blocks.get((device, size))
         if blocks:
             try:
-                ptr = blocks.pop()
+                ptr = blocks.pop().ptr
             except IndexError:  # another thread took the last one
                 pass
             else:
@@ -127,7 +168,7 @@ class Pool:
     def _tracked_take(self, device: int, size: int) -> int:
         blocks = self.__dict__["free_blocks"].get((device, size))
         try:
-            ptr = blocks.pop()  # (None or an empty list: a miss)
+            ptr = blocks.pop().ptr  # (None or an empty list: a miss)
         except (AttributeError, IndexError):
             ptr = self._malloc_block(device, size)
         in_use = -self._cached()
@@ -166,7 +207,9 @@ class Pool:
         self.collected(device, size, ptr)
 
     def close(self) -> None:
-        """Free every cached block now and every block given back from now on (a destroyed graph's pool)."""
+        """Free every cached block now and every block given back from now on (a destroyed graph's pool; a shared,
+        not relaxed, pool's tokens give their blocks back to the cache without a look at ``closed``: freed by
+        :meth:`release_cached`)."""
         self.closed = True
         self.release_cached()
 
@@ -204,9 +247,10 @@ class Pool:
         for (device, size), ptrs in _free_lists(self):
             while ptrs:  # popped one by one: a block another thread takes or gives back meanwhile is never lost
                 try:
-                    ptr = ptrs.pop()
+                    ptr = ptrs.pop().ptr
                 except IndexError:
                     break
+                self.live.pop(ptr, None)
                 with self.lock:
                     self._held -= size
                     self._frees += 1
@@ -273,13 +317,12 @@ def using_pool(pool: Pool):
 
 class Allocation:
     """``nbytes`` of device memory at ``ptr`` on ``device``; returned to the pool (of the native libraries that made
-    it) when the object is collected or :meth:`free` is called."""
+    it) when the object is collected or :meth:`free` is called (by its token in a shared pool: no finalizer runs)."""
 
-    # _blocks: the pool's free list the block goes back to (_NOWHERE: no block, or given back already)
-    __slots__ = ("ptr", "nbytes", "device", "size", "_pool", "_blocks", "__weakref__")
+    __slots__ = ("ptr", "nbytes", "device", "size", "_pool", "_keeper", "__weakref__")
 
     def __init__(self, nbytes: int, device: int | None = None):
-        self._pool, self._blocks = None, _NOWHERE
+        self._pool = self._keeper = None
         self.nbytes = _checks.count(nbytes, "nbytes", maximum=2**63 - 1)
         # the current device needs a device; an explicit one is reached by cudaMalloc, which checks for one
         self.device = runtime.get_device() if device is None else _checks.count(device, "device")
@@ -287,51 +330,52 @@ class Allocation:
         self.ptr = 0
         if self.size:
             pool = _pool()
-            self.ptr = pool.take(self.device, self.size)
-            self._pool, self._blocks = pool, pool.free_blocks[self.device, self.size]
+            self.ptr, self._keeper = pool.lease(self, self.device, self.size)
+            self._pool = pool
 
     @classmethod
     def trusted(cls, nbytes: int, device: int) -> Allocation:
         """An Allocation of sizes pymagma computed from checked arrays (a non-negative int ``nbytes``, an existing
-        ``device``): the hot path of every op's output, no argument checks again."""
+        ``device``): the hot path of every workspace, no argument checks again."""
         a = object.__new__(cls)
-        a.nbytes, a.device = nbytes, device
+        a.nbytes, a.device, a._keeper = nbytes, device, None
         a.size = size = -(-nbytes // ALIGNMENT) * ALIGNMENT if nbytes <= _LARGE else _bucket(nbytes)
         if not size:
-            a.ptr, a._pool, a._blocks = 0, None, _NOWHERE
+            a.ptr, a._pool = 0, None
             return a
         pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool
-        next(pool._requests)  # Pool.take, inline (and inline in pymagma.array._empty): every op's output passes here
+        if pool.relaxed:
+            a._pool = None
+            a.ptr, a._keeper = pool.lease(a, device, size)
+            a._pool = pool
+            return a
+        next(pool._requests)  # Pool.lease, inline
         blocks = pool.free_blocks.get((device, size))
         try:  # a cached block (None or an empty list: a miss)
-            a.ptr = blocks.pop()
+            a.ptr = ptr = blocks.pop().ptr
+            returner = blocks.append  # (the free list's own: Pool.returner's answer)
         except (AttributeError, IndexError):
-            a.ptr = pool.new_block(device, size)
-            blocks = pool.free_blocks[device, size]
-        a._pool, a._blocks = pool, blocks
+            a.ptr = ptr = pool.new_block(device, size)
+            returner = pool.returner(device, size)
+        (token := _Block(a, returner)).ptr = ptr
+        pool.live[ptr] = token
+        a._pool = pool
         return a
 
     def free(self) -> None:
-        """Return the memory to the pool now (idempotent)."""
-        pool, self._pool, self._blocks = self._pool, None, _NOWHERE
-        if pool is not None:
+        """Return the memory to the pool now (idempotent): its token leaves the pool's ``live`` unfired (its keeper
+        is emptied)."""
+        pool, self._pool, keeper, self._keeper = self._pool, None, self._keeper, None
+        if pool is None:
+            return
+        if keeper is not None:
+            keeper.pool = None
             pool.collected(self.device, self.size, self.ptr)
-
-    def __del__(self):  # cheaper than a weakref.finalize per allocation; takes no lock (see Pool)
-        try:  # Pool.collected, inline: the block back into the free list it came from (_NOWHERE drops it)
-            self._blocks.append(self.ptr)
-            pool = self._pool
-            if pool is not None and pool.closed:
-                pool._sweep()
-        except Exception:  # __init__ failed before the block was taken (no attribute); interpreter shutdown
-            pass
+        elif pool.live.pop(self.ptr, None) is not None:
+            pool.collected(self.device, self.size, self.ptr)
 
     def __repr__(self) -> str:
         return f"Allocation(ptr=0x{self.ptr:x}, nbytes={self.nbytes}, device={self.device})"
-
-
-#: an Allocation's free list when it holds no block (none taken, or given back by free()): appends are dropped
-_NOWHERE = collections.deque(maxlen=0)
 
 
 def alloc(nbytes: int, device: int | None = None) -> Allocation:
@@ -363,13 +407,17 @@ def pool_stats() -> dict:
 class _MeasuredPool(Pool):
     """The class of a pool while :func:`track_peak` measures it (the same object, its ``__class__`` swapped, so
     nothing that holds the pool changes): its ``free_blocks`` reads the same free lists through a
-    :class:`_MeasuredBlocks`, whose ``get`` misses, so the hot paths' inline hit (``Allocation.trusted``,
-    ``pymagma.array._empty``) reaches :meth:`Pool.new_block`, which takes the cached block and records the bytes
-    in use.  Outside a measurement the pool's class and its hot paths are untouched."""
+    :class:`_MeasuredBlocks`, whose ``get`` misses, and its ``outputs`` always miss, so the hot paths' inline hit
+    (``Allocation.trusted``, ``pymagma.array._empty``) reaches :meth:`Pool.new_block`, which takes the cached block
+    and records the bytes in use.  Outside a measurement the pool's class and its hot paths are untouched."""
 
     @property
     def free_blocks(self):
         return _MeasuredBlocks(self.__dict__["free_blocks"])
+
+    @property
+    def outputs(self):
+        return {}  # (what is stored in it is dropped)
 
 
 class _MeasuredBlocks:
@@ -442,3 +490,4 @@ def track_peak(pool: Pool | None = None):
 def empty_cache() -> int:
     """Free every cached (unused) block; return the bytes released."""
     return _pool().release_cached()
+

@@ -476,9 +476,9 @@ MUTANTS = [
     Mutant("output-ignores-thread-pool", "an op's output (the pool's hit path inline in _empty) taken from the "
            "libraries' pool while its thread allocates from a pool of its own (a graph's arrays outside its pool)",
            "pymagma/array.py",
-           '        pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool\n'
-           "        next(pool._requests)\n        blocks",
-           "        pool = _native.current.memory_pool\n        next(pool._requests)\n        blocks", MEMORY),
+           '    pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool\n'
+           "    kept = pool.outputs.get(",
+           "    pool = _native.current.memory_pool\n    kept = pool.outputs.get(", MEMORY),
     Mutant("pool-override-unannounced", "using_pool sets the thread's pool without announcing it to the hot paths "
            "(which then never read the thread's override)", "pymagma/memory.py",
            "    _overriding.append(pool)  # (before the override is set, taken away after it is undone: list ops are "
@@ -488,8 +488,8 @@ MUTANTS = [
            MEMORY),
     Mutant("freed-allocation-gives-back-again", "an Allocation freed explicitly gives its block back again when it "
            "dies (one block cached twice: two arrays share it)", "pymagma/memory.py",
-           "        pool, self._pool, self._blocks = self._pool, None, _NOWHERE\n",
-           "        pool, self._pool = self._pool, None\n", MEMORY),
+           "        elif pool.live.pop(self.ptr, None) is not None:\n",
+           "        elif pool.live.get(self.ptr) is not None:\n", MEMORY),
     Mutant("transpose-keeps-contiguity", ".T of a C-contiguous array marked C-contiguous (a reshape of it then "
            "skips the copy and reads the wrong order)", "pymagma/array.py",
            "        a.is_c_contiguous = self.is_c_contiguous if ndim < 2 else _is_c_contiguous_cached(shape, strides, "
@@ -525,8 +525,8 @@ MUTANTS = [
            ("tests/pymagma/test_array.py", "-k", "one_int_or_slice or basic_indexing")),
     Mutant("pool-closed-block-kept", "a block given back to a closed pool by a dying allocation stays cached (a "
            "destroyed graph's memory leaks)", "pymagma/memory.py",
-           "            if pool is not None and pool.closed:\n                pool._sweep()",
-           "            if False:\n                pool._sweep()", MEMORY),
+           "        if self.closed:  # (read after the append",
+           "        if False:  # (read after the append", MEMORY),
     Mutant("pool-release-keeps-held-bytes", "releasing the cache forgets the bytes cudaFree gave back (in use grows)",
            "pymagma/memory.py",
            "                    self._held -= size\n                    self._frees += 1\n",
@@ -1030,6 +1030,28 @@ MUTANTS = [
            'if False:  # (refuse_during_', UPLOAD),
     Mutant("upload-pool-error-raw", "asarray lets the pool's MemoryError out without NumPy's words",
            "pymagma/array.py", "raise _out_of_memory(shape, checked, device, exc) from None", "raise", UPLOAD),
+
+    # ------------------------------------- blocks given back by weak-reference tokens the pool keeps (no finalizer)
+    Mutant("output-token-not-kept", "an output's token (the fast path inline in _empty) not kept in the pool's live: "
+           "it dies at once and the block never comes back", "pymagma/array.py",
+           "        live[ptr] = token\n        out.owner = None\n    out.dtype",
+           "        out.owner = None\n    out.dtype", MEMORY),
+    Mutant("lease-token-not-kept", "Pool.lease's token not kept in live (only the user reaches it: lost with the "
+           "user, the block never comes back)", "pymagma/memory.py",
+           "        token.ptr = ptr\n        self.live[ptr] = token\n", "        token.ptr = ptr\n", MEMORY),
+    Mutant("trusted-token-not-kept", "Allocation.trusted's token not kept in live", "pymagma/memory.py",
+           "        pool.live[ptr] = token\n        a._pool = pool\n", "        a._pool = pool\n", MEMORY),
+    Mutant("upload-token-not-kept", "the upload's token (inline in asarray) not kept in live", "pymagma/array.py",
+           "            live[ptr] = token\n            out.owner = None\n    except MemoryError",
+           "            out.owner = None\n    except MemoryError", UPLOAD + MEMORY),
+    Mutant("relaxed-pool-token", "a graph's (relaxed) pool gives blocks back by the free list's append, not a "
+           "keeper's finalizer (a closed pool never frees what comes back)", "pymagma/memory.py",
+           "        if self.relaxed:\n            keeper = _Keeper()",
+           "        if False:\n            keeper = _Keeper()", MEMORY),
+    Mutant("measured-pool-outputs-hit", "a measured pool's kept output look-ups hit (track_peak misses the peaks "
+           "of outputs taken from the cache)", "pymagma/memory.py",
+           "        return {}  # (what is stored in it is dropped)", '        return self.__dict__["outputs"]',
+           ("tests/pymagma/test_memory_peak.py",)),
 ]
 
 

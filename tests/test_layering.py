@@ -239,7 +239,7 @@ OVERSIZE = {
     "pymagma/dnn.py": 869,
     "magmadnn/onnx/importers.py": 863,
     "pymagma/simulator/magma.py": 800,
-    "pymagma/array.py": 717,
+    "pymagma/array.py": 698,
     "magmadnn/callbacks.py": 640,
     "magmadnn/optimizers.py": 621,
     "magmadnn/losses.py": 631,

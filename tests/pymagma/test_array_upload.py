@@ -147,3 +147,15 @@ def test_bad_devices_raise_as_before(sim, device):
     with pytest.raises((TypeError, ValueError)) as fast:
         pymagma.asarray(np.ones(3, np.float32), device=device)
     assert type(fast.value) is type(general.value) and str(fast.value) == str(general.value)
+
+
+def test_an_uploads_block_goes_back_to_the_pool_when_the_array_dies(sim):
+    pool, host = _native.current.memory_pool, np.arange(6, dtype=np.float32)
+    for _ in range(3):  # the first upload keeps the pool's look-up; the later ones take its inline path
+        before = pool.stats
+        x = pymagma.asarray(host)
+        np.testing.assert_array_equal(x.get(), host)
+        assert pool.stats["in_use_bytes"] == before["in_use_bytes"] + 512
+        del x
+        after = pool.stats
+        assert after["in_use_bytes"] == before["in_use_bytes"] and after["requests"] == before["requests"] + 1

@@ -172,7 +172,7 @@ def test_a_graph_the_garbage_collector_takes_is_released_at_the_next_safe_point(
             y = kernels.relu(x)
         graph.launch()
         graph.me = graph  # a cycle: only the collector frees it
-        cached = [p for ptrs in graph.pool.free_blocks.values() for p in ptrs]
+        cached = graph.pool.cached_pointers()
         kept, handles, calls, collecting = y.ptr, set(sim.runtime.graphs), [], []
         assert cached and all(p in sim.runtime.blocks for p in cached)
         for name in ("cudaFree", "cudaGraphExecDestroy", "cudaGraphDestroy", "cudaDeviceSynchronize"):
@@ -228,7 +228,7 @@ def test_a_graph_made_on_the_simulator_is_freed_by_the_simulator_after_it_is_tur
         x = pymagma.asarray(np.ones(8, np.float32))
         with graphs.capture() as graph:
             kernels.relu(kernels.relu(x))  # a temporary cached in the graph's pool
-        cached = [p for ptrs in graph.pool.free_blocks.values() for p in ptrs]
+        cached = graph.pool.cached_pointers()
         assert cached and all(p in sim.runtime.blocks for p in cached)
     graph.destroy()  # after disable: freed through the simulated runtime that made them, not the real one
     assert not any(p in sim.runtime.blocks for p in cached)

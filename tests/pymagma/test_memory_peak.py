@@ -65,7 +65,7 @@ def test_outside_a_block_the_hot_paths_never_reach_the_tracked_path(pool, monkey
     with memory.track_peak():
         pass
     assert type(pool) is memory.Pool and type(pool.free_blocks) is defaultdict and not pool._trackers
-    del array._empty((64,), F32, 0).owner  # a block in the cache
+    array._empty((64,), F32, 0)  # a block in the cache (the array dies at once)
     calls = []
     monkeypatch.setattr(pool, "_tracked_take", lambda *a: calls.append(a))
     hit = array._empty((64,), F32, 0)  # the cache's block through the inline hit, no tracked call
@@ -89,3 +89,14 @@ def test_track_peak_refuses_what_is_not_a_pool():
         with pytest.raises(TypeError, match="pool must be a pymagma.memory.Pool or None"):
             with memory.track_peak(bad):
                 pass
+
+
+def test_an_output_whose_look_up_the_pool_keeps_counts_in_the_peak(pool):
+    array._empty((2048,), F32, 0)  # its look-up kept in pool.outputs, its block cached (8192 bytes)
+    assert ((2048,), F32, 0) in pool.outputs and pool.stats["cached_bytes"] == 8192
+    with memory.track_peak() as peak:
+        a = array._empty((2048,), F32, 0)  # a cache hit of a kept shape: still measured
+        assert peak.peak_bytes == 8192 and a.ptr
+        del a
+    b = array._empty((2048,), F32, 0)  # after the block: the kept look-up again, a hit
+    assert pool.stats["hits"] == 2 and pool.stats["requests"] == 3 and b.ptr

@@ -306,9 +306,10 @@ def test_outputs_layouts_are_kept_per_shape_and_dtype_and_stay_right_past_the_li
         for dtype in (np.dtype(np.float32), np.dtype(np.int64)):
             a = array._empty((2, n), dtype, 0)
             want = np.empty((2, n), dtype)
-            assert (a.shape, a.strides, a.nbytes, a.owner.nbytes) == (want.shape, want.strides, want.nbytes,
-                                                                      want.nbytes)
-            assert a.owner.size == memory.bucket_size(want.nbytes)
+            assert (a.shape, a.strides, a.nbytes, a.owner) == (want.shape, want.strides, want.nbytes, None)
             _kept_values_agree(a)
+            ptr, blocks = a.ptr, memory._pool().free_blocks[0, memory.bucket_size(want.nbytes)]
+            del a  # the block back into the free list of its size class
+            assert blocks[-1].ptr == ptr
         assert len(array._LAYOUTS) <= 4096
     assert array._empty((0, 3), np.dtype(np.float32), 0).ptr == 0
