@@ -79,6 +79,7 @@ MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_pa
           "tests/pymagma/test_graphs.py")
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 FORWARD = ("tests/magmadnn/models/test_forward.py",)  # the model's forward calling layers' plans directly
+PLAN_APPLY = ("tests/magmadnn/layers/test_plans.py", "-k", "inline")  # a layer plan's inline Function.apply
 LAYER_CALL = ("tests/magmadnn/layers/test_base.py", "-k", "repeated_call")  # a built layer's repeated call
 POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
 #: the device backend's cuDNN ops finding their plans in one look-up (geometry by identity, arrays by value)
@@ -1030,6 +1031,19 @@ MUTANTS = [
            'if False:  # (refuse_during_', UPLOAD),
     Mutant("upload-pool-error-raw", "asarray lets the pool's MemoryError out without NumPy's words",
            "pymagma/array.py", "raise _out_of_memory(shape, checked, device, exc) from None", "raise", UPLOAD),
+
+    # ------------------------------------------------- a layer plan's inline Function.apply (magmadnn.layers.plans)
+    Mutant("plan-apply-records-under-no-grad", "a planned two-weight call records its Function inside no_grad",
+           "magmadnn/layers/plans.py",
+           "if (x.requires_grad or w0.requires_grad or w1.requires_grad) and _state.enabled:",
+           "if x.requires_grad or w0.requires_grad or w1.requires_grad:", PLAN_APPLY),
+    Mutant("plan-apply-input-grad-flags", "a planned one-weight call marks every input as needing its gradient",
+           "magmadnn/layers/plans.py",
+           "fn.inputs, fn.needs_input_grad = (x, w0), (x.requires_grad, w0.requires_grad)",
+           "fn.inputs, fn.needs_input_grad = (x, w0), (True, True)", PLAN_APPLY),
+    Mutant("plan-apply-records-without-grad", "a planned call without weights records its Function for an input "
+           "that needs no gradient", "magmadnn/layers/plans.py",
+           "if x.requires_grad and _state.enabled:", "if _state.enabled:", PLAN_APPLY),
 ]
 
 

@@ -316,3 +316,56 @@ def test_planned_training_on_the_simulated_device_equals_unplanned_bit_for_bit(m
     for got, want in zip(weights, want_weights):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(predictions, want_predictions)
+
+
+def _record(t):
+    """What the tape holds of ``t``: (requires_grad, its Function's class, each input's identity, needs_input_grad)."""
+    fn = t._fn
+    return t.requires_grad, None if fn is None else (type(fn), tuple(map(id, fn.inputs)), fn.needs_input_grad)
+
+
+@pytest.mark.parametrize("case", ["dense_relu", "dense_3d_no_bias", "conv_strided_no_bias",
+                                  "flatten", "layer_norm", "activation_tanh"])
+def test_a_plans_inline_apply_records_as_function_apply(case):
+    """A plan runs Function.apply's body inline: the same output and the same record as the full call, whether the
+    input or a weight requires grad, under no_grad, and for a Tensor subclass (which goes through apply itself)."""
+    from magmadnn.autograd import Parameter, no_grad
+
+    make, shapes, dtype, training = CASES[case]
+    planned, full = make(), make()
+    full._plannable = False
+    x = _data(shapes[0])
+    planned(x, training=training)
+    full(x, training=training)
+    full.set_weights(planned.get_weights())
+    planned(x, training=training)  # planned now
+    assert any(p is not None for p in planned._plans.values())
+
+    def calls(layer):
+        ws = layer.trainable_weights
+        out = []
+        for x_grad, w_grad, quiet in [(True, True, False), (False, True, False), (False, False, False),
+                                      (True, True, True)]:
+            for w in ws:
+                w.requires_grad = w_grad
+            t = Tensor(x, requires_grad=x_grad)
+            if quiet:
+                with no_grad():
+                    y = layer(t, training=training)
+            else:
+                y = layer(t, training=training)
+            rec = _record(y)
+            rec = rec if rec[1] is None else (rec[0], (rec[1][0], len(rec[1][1]), rec[1][1][0] == id(t),
+                                                      rec[1][1][1:] == tuple(map(id, ws)), rec[1][2]))
+            out.append((y.numpy(), y.xp is t.xp, rec))
+        sub = Parameter(x)  # a Tensor subclass as the input
+        y = layer(sub, training=training)
+        out.append((y.numpy(), True, (y.requires_grad, None if y._fn is None else type(y._fn))))
+        for w in ws:
+            w.requires_grad = True
+        return out
+
+    got, want = calls(planned), calls(full)
+    for (g, gs, gr), (w, ws, wr) in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert gs and ws and gr == wr
