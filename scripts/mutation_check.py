@@ -80,6 +80,7 @@ MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_pa
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 FORWARD = ("tests/magmadnn/models/test_forward.py",)  # the model's forward calling layers' plans directly
 PLAN_APPLY = ("tests/magmadnn/layers/test_plans.py", "-k", "inline")  # a layer plan's inline Function.apply
+STEP_SHORTCUTS = ("tests/magmadnn/models/test_step_shortcuts.py",)  # the training step's own shortcuts
 LAYER_CALL = ("tests/magmadnn/layers/test_base.py", "-k", "repeated_call")  # a built layer's repeated call
 POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
 #: the device backend's cuDNN ops finding their plans in one look-up (geometry by identity, arrays by value)
@@ -1044,6 +1045,14 @@ MUTANTS = [
     Mutant("plan-apply-records-without-grad", "a planned call without weights records its Function for an input "
            "that needs no gradient", "magmadnn/layers/plans.py",
            "if x.requires_grad and _state.enabled:", "if _state.enabled:", PLAN_APPLY),
+    # ------------------------------------------------------- the training step's shortcuts (magmadnn.models.step)
+    Mutant("step-direct-update-ignores-own-step", "train_step runs the planned update of an optimizer whose step is "
+           "its own (a subclass's, one set on the instance)", "magmadnn/models/step.py",
+           'getattr(opt.step, "__func__", None) is _BASE_STEP and opt._step_plan', "opt._step_plan",
+           STEP_SHORTCUTS),
+    Mutant("step-direct-update-ignores-count", "train_step runs the planned update for another parameter count "
+           "(Optimizer.step's refusal skipped)", "magmadnn/models/step.py",
+           "and opt._count == len(params) and _foreach", "and _foreach", STEP_SHORTCUTS),
 ]
 
 
