@@ -1045,6 +1045,13 @@ MUTANTS = [
     Mutant("plan-apply-records-without-grad", "a planned call without weights records its Function for an input "
            "that needs no gradient", "magmadnn/layers/plans.py",
            "if x.requires_grad and _state.enabled:", "if _state.enabled:", PLAN_APPLY),
+    Mutant("plan-pair-apply-grad-flags", "a planned two-input call (Add) marks both inputs as needing their gradient",
+           "magmadnn/layers/plans.py", "fn.inputs, fn.needs_input_grad = (a, b), (a.requires_grad, b.requires_grad)",
+           "fn.inputs, fn.needs_input_grad = (a, b), (True, True)", PLAN_APPLY),
+    Mutant("plan-batch-norm-records-under-no-grad", "a planned BatchNorm call records its Function inside no_grad",
+           "magmadnn/layers/normalization.py",
+           "if (x.requires_grad or gamma.requires_grad or beta.requires_grad) and _state.enabled:",
+           "if x.requires_grad or gamma.requires_grad or beta.requires_grad:", PLAN_APPLY),
     # ------------------------------------------------------- the training step's shortcuts (magmadnn.models.step)
     Mutant("step-direct-update-ignores-own-step", "train_step runs the planned update of an optimizer whose step is "
            "its own (a subclass's, one set on the instance)", "magmadnn/models/step.py",

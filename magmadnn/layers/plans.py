@@ -23,7 +23,7 @@ from .. import autograd as _autograd
 from ..autograd import Tensor
 from .mixed import _is_float
 
-__all__ = ["LIMIT", "first_call", "op_plan", "plannable", "stamp"]
+__all__ = ["LIMIT", "first_call", "op_plan", "pair_plan", "plannable", "stamp"]
 
 LIMIT = 64  #: input signatures planned per layer (a layer called on ever new shapes plans no more)
 
@@ -154,6 +154,34 @@ def op_plan(layer, training: bool, apply, names=(), params=None, after=None):
             return y if after is None else after(y)
     else:
         return None
+    return run
+
+
+def pair_plan(apply, params=None):
+    """The plan ``run(a, b)`` of a call on two inputs (a residual ``Add``): ``apply(a, b, **params)``, with
+    ``Function.apply``'s body inline (no frame of its own) where ``apply`` is a Function class's own and both inputs
+    are Tensors: the same Function, output and record."""
+    params = {} if params is None else params
+    cls = apply.__self__ if getattr(apply, "__func__", None) is _APPLY else None
+
+    def run(a, b):
+        if cls is None or a.__class__ is not Tensor or b.__class__ is not Tensor:
+            return apply(a, b, **params)
+        xp = a.xp  # Function.apply(a, b, **params), inline
+        fn = cls()
+        fn.xp = xp
+        data = fn.forward(a.data, b.data, **params)
+        last = _autograd._LAST_OWN
+        if last[1] is not data.__class__ or last[0] is not xp:
+            data = _own_array(xp, data)
+        y = _new(Tensor)
+        y.xp, y.data, y.grad = xp, data, None
+        if (a.requires_grad or b.requires_grad) and _state.enabled:
+            fn.inputs, fn.needs_input_grad = (a, b), (a.requires_grad, b.requires_grad)
+            y.requires_grad, y._fn = True, fn
+        else:
+            y.requires_grad, y._fn = False, None
+        return y
     return run
 
 

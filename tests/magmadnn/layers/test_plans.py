@@ -321,24 +321,29 @@ def test_planned_training_on_the_simulated_device_equals_unplanned_bit_for_bit(m
 def _record(t):
     """What the tape holds of ``t``: (requires_grad, its Function's class, each input's identity, needs_input_grad)."""
     fn = t._fn
-    return t.requires_grad, None if fn is None else (type(fn), tuple(map(id, fn.inputs)), fn.needs_input_grad)
+    kind = type(fn).__name__.replace("Trailing", "")  # (a planned Add's own Function: the same ops, see there)
+    return t.requires_grad, None if fn is None else (kind, tuple(map(id, fn.inputs)), fn.needs_input_grad)
 
 
-@pytest.mark.parametrize("case", ["dense_relu", "dense_3d_no_bias", "conv_strided_no_bias",
-                                  "flatten", "layer_norm", "activation_tanh"])
+@pytest.mark.parametrize("case", ["dense_relu", "dense_3d_no_bias", "conv_strided_no_bias", "flatten", "layer_norm",
+                                  "activation_tanh", "batch_norm_train", "batch_norm_eval", "add"])
 def test_a_plans_inline_apply_records_as_function_apply(case):
-    """A plan runs Function.apply's body inline: the same output and the same record as the full call, whether the
+    """A plan runs Function.apply's body inline: the same output and the same record as the full call, whether an
     input or a weight requires grad, under no_grad, and for a Tensor subclass (which goes through apply itself)."""
     from magmadnn.autograd import Parameter, no_grad
 
     make, shapes, dtype, training = CASES[case]
     planned, full = make(), make()
     full._plannable = False
-    x = _data(shapes[0])
-    planned(x, training=training)
-    full(x, training=training)
+    arrays = _inputs(shapes, dtype)
+
+    def call(layer, ts):
+        return layer(ts if len(ts) > 1 else ts[0], training=training)
+
+    call(planned, arrays)
+    call(full, arrays)
     full.set_weights(planned.get_weights())
-    planned(x, training=training)  # planned now
+    call(planned, arrays)  # planned now
     assert any(p is not None for p in planned._plans.values())
 
     def calls(layer):
@@ -348,19 +353,20 @@ def test_a_plans_inline_apply_records_as_function_apply(case):
                                       (True, True, True)]:
             for w in ws:
                 w.requires_grad = w_grad
-            t = Tensor(x, requires_grad=x_grad)
+            ts = [Tensor(a, requires_grad=x_grad if k == 0 else w_grad) for k, a in enumerate(arrays)]
             if quiet:
                 with no_grad():
-                    y = layer(t, training=training)
+                    y = call(layer, ts)
             else:
-                y = layer(t, training=training)
+                y = call(layer, ts)
             rec = _record(y)
-            rec = rec if rec[1] is None else (rec[0], (rec[1][0], len(rec[1][1]), rec[1][1][0] == id(t),
-                                                      rec[1][1][1:] == tuple(map(id, ws)), rec[1][2]))
-            out.append((y.numpy(), y.xp is t.xp, rec))
-        sub = Parameter(x)  # a Tensor subclass as the input
-        y = layer(sub, training=training)
-        out.append((y.numpy(), True, (y.requires_grad, None if y._fn is None else type(y._fn))))
+            if rec[1] is not None:
+                ids = rec[1][1]
+                rec = (rec[0], (rec[1][0], len(ids), ids[:len(ts)] == tuple(map(id, ts)),
+                                ids[len(ts):] == tuple(map(id, ws)), rec[1][2]))
+            out.append((y.numpy(), all(y.xp is t.xp for t in ts), rec))
+        y = call(layer, [Parameter(a) for a in arrays])  # a Tensor subclass as the input
+        out.append((y.numpy(), True, _record(y)[:1] + (None if y._fn is None else _record(y)[1][0],)))
         for w in ws:
             w.requires_grad = True
         return out
