@@ -1052,6 +1052,9 @@ MUTANTS = [
            "magmadnn/layers/normalization.py",
            "if (x.requires_grad or gamma.requires_grad or beta.requires_grad) and _state.enabled:",
            "if x.requires_grad or gamma.requires_grad or beta.requires_grad:", PLAN_APPLY),
+    Mutant("loss-plan-records-under-no-grad", "a planned cross-entropy batch records its Function inside no_grad",
+           "magmadnn/_loss_plans.py", "if outputs.requires_grad and _state.enabled:", "if outputs.requires_grad:",
+           ("tests/magmadnn/test_loss_plans.py", "-k", "records")),
     # ------------------------------------------------------- the training step's shortcuts (magmadnn.models.step)
     Mutant("step-direct-update-ignores-own-step", "train_step runs the planned update of an optimizer whose step is "
            "its own (a subclass's, one set on the instance)", "magmadnn/models/step.py",
