@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from . import autograd as _autograd
 from ._checks import Plans
 from .autograd import Tensor
 from .functional.losses import planned_softmax_cross_entropy
@@ -40,7 +41,24 @@ class PlannedCrossEntropy:
             key = (self.__class__, self.reduction, self.label_smoothing, self.ignore_index, data.__class__,
                    data.shape, data.dtype, targets.shape, targets.dtype)
             if (plans := self._plans) is not None and (run := plans.get(key)) is not None:
-                return run(outputs, labels=outputs.xp.asarray(targets.astype(np.int64, copy=False)))
+                xp = outputs.xp
+                labels = xp.asarray(targets.astype(np.int64, copy=False))
+                if getattr(run, "__func__", None) is not _APPLY:
+                    return run(outputs, labels=labels)
+                fn = run.__self__()  # Function.apply(outputs, labels=labels) of the plan's Function, inline
+                fn.xp = xp
+                data = fn.forward(data, labels=labels)
+                last = _autograd._LAST_OWN
+                if last[1] is not data.__class__ or last[0] is not xp:
+                    data = _own_array(xp, data)
+                loss = _new(Tensor)
+                loss.xp, loss.data, loss.grad = xp, data, None
+                if outputs.requires_grad and _state.enabled:
+                    fn.inputs, fn.needs_input_grad = (outputs,), (outputs.requires_grad,)
+                    loss.requires_grad, loss._fn = True, fn
+                else:
+                    loss.requires_grad, loss._fn = False, None
+                return loss
         loss = self.checked(outputs, self.prepare(targets, host, dtype))
         if key is not None and targets.ndim == 1 and targets.dtype.kind in "ium" and len(data.shape) == 2 and \
                 self._plain() and all(getattr(type(self), m) is getattr(self._planned, m) for m in _PLANNED_METHODS):
@@ -48,3 +66,7 @@ class PlannedCrossEntropy:
                 self._plans = Plans(64)
             self._plans.keep(key, planned_softmax_cross_entropy(self.reduction))
         return loss
+
+
+_APPLY = _autograd.Function.apply.__func__  # (a plan that is a Function class's own apply: run inline)
+_own_array, _state, _new = _autograd._own_array, _autograd._state, object.__new__

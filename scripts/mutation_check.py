@@ -79,6 +79,8 @@ MEMORY = ("tests/pymagma/test_memory_pool.py", "tests/pymagma/suites/test_hot_pa
           "tests/pymagma/test_graphs.py")
 PLANS = ("tests/pymagma/test_dnn_plans.py",)  # the planned cuDNN calls against dnn's and the references
 FORWARD = ("tests/magmadnn/models/test_forward.py",)  # the model's forward calling layers' plans directly
+PLAN_APPLY = ("tests/magmadnn/layers/test_plans.py", "-k", "inline")  # a layer plan's inline Function.apply
+STEP_SHORTCUTS = ("tests/magmadnn/models/test_step_shortcuts.py",)  # the training step's own shortcuts
 LAYER_CALL = ("tests/magmadnn/layers/test_base.py", "-k", "repeated_call")  # a built layer's repeated call
 POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
 #: the device backend's cuDNN ops finding their plans in one look-up (geometry by identity, arrays by value)
@@ -1052,6 +1054,36 @@ MUTANTS = [
            "of outputs taken from the cache)", "pymagma/memory.py",
            "        return {}  # (what is stored in it is dropped)", '        return self.__dict__["outputs"]',
            ("tests/pymagma/test_memory_peak.py",)),
+    # ------------------------------------------------- a layer plan's inline Function.apply (magmadnn.layers.plans)
+    Mutant("plan-apply-records-under-no-grad", "a planned two-weight call records its Function inside no_grad",
+           "magmadnn/layers/plans.py",
+           "if (x.requires_grad or w0.requires_grad or w1.requires_grad) and _state.enabled:",
+           "if x.requires_grad or w0.requires_grad or w1.requires_grad:", PLAN_APPLY),
+    Mutant("plan-apply-input-grad-flags", "a planned one-weight call marks every input as needing its gradient",
+           "magmadnn/layers/plans.py",
+           "fn.inputs, fn.needs_input_grad = (x, w0), (x.requires_grad, w0.requires_grad)",
+           "fn.inputs, fn.needs_input_grad = (x, w0), (True, True)", PLAN_APPLY),
+    Mutant("plan-apply-records-without-grad", "a planned call without weights records its Function for an input "
+           "that needs no gradient", "magmadnn/layers/plans.py",
+           "if x.requires_grad and _state.enabled:", "if _state.enabled:", PLAN_APPLY),
+    Mutant("plan-pair-apply-grad-flags", "a planned two-input call (Add) marks both inputs as needing their gradient",
+           "magmadnn/layers/plans.py", "fn.inputs, fn.needs_input_grad = (a, b), (a.requires_grad, b.requires_grad)",
+           "fn.inputs, fn.needs_input_grad = (a, b), (True, True)", PLAN_APPLY),
+    Mutant("plan-batch-norm-records-under-no-grad", "a planned BatchNorm call records its Function inside no_grad",
+           "magmadnn/layers/normalization.py",
+           "if (x.requires_grad or gamma.requires_grad or beta.requires_grad) and _state.enabled:",
+           "if x.requires_grad or gamma.requires_grad or beta.requires_grad:", PLAN_APPLY),
+    Mutant("loss-plan-records-under-no-grad", "a planned cross-entropy batch records its Function inside no_grad",
+           "magmadnn/_loss_plans.py", "if outputs.requires_grad and _state.enabled:", "if outputs.requires_grad:",
+           ("tests/magmadnn/test_loss_plans.py", "-k", "records")),
+    # ------------------------------------------------------- the training step's shortcuts (magmadnn.models.step)
+    Mutant("step-direct-update-ignores-own-step", "train_step runs the planned update of an optimizer whose step is "
+           "its own (a subclass's, one set on the instance)", "magmadnn/models/step.py",
+           'getattr(opt.step, "__func__", None) is _BASE_STEP and opt._step_plan', "opt._step_plan",
+           STEP_SHORTCUTS),
+    Mutant("step-direct-update-ignores-count", "train_step runs the planned update for another parameter count "
+           "(Optimizer.step's refusal skipped)", "magmadnn/models/step.py",
+           "and opt._count == len(params) and _foreach", "and _foreach", STEP_SHORTCUTS),
 ]
 
 

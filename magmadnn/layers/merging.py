@@ -4,10 +4,9 @@ the channels of NCHW data)."""
 
 from __future__ import annotations
 
-import functools
-
 from .. import _checks
 from .. import functional as F
+from . import plans as _plans
 from .base import Layer, ShapeMismatchError, register, shape_str
 
 __all__ = ["Add", "Subtract", "Multiply", "Average", "Maximum", "Minimum", "Concatenate"]
@@ -52,10 +51,10 @@ class Add(_Merge):
         if len(xs) != 2:
             return None
         lead = F.trailing_lead(xs[0].shape, xs[1].shape)  # (one shape, the inputs' signature: None)
-        if lead is False:  # (a two-input plan is ``run(a, b)``: the op itself, no frame of its own)
-            return F.AddFunction.apply
+        if lead is False:  # (a two-input plan is ``run(a, b)``: the op's apply inline, no frame of its own)
+            return _plans.pair_plan(F.AddFunction.apply)
         # the gradient of each input the output's, no sum_to_shape per step
-        return functools.partial(F.TrailingAddFunction.apply, lead=lead)
+        return _plans.pair_plan(F.TrailingAddFunction.apply, {"lead": lead})
 
 
 @register

@@ -5,7 +5,9 @@ BatchNorm (PyTorch's defaults) and BatchNormalization (Keras' batch norm): stati
 from __future__ import annotations
 
 from .. import _checks
+from .. import autograd as _autograd
 from .. import functional as F
+from ..autograd import Parameter, Tensor
 from . import plans as _plans
 from .base import Layer, register
 
@@ -74,8 +76,26 @@ class BatchNorm(Layer):
             g, b = gamma.data, beta.data
             if (g.shape, g.dtype, b.shape, b.dtype, tuple(mean.shape), tuple(var.shape)) != planned:
                 return layer._run(x, training)
-            return apply(x, gamma, beta, running_mean=mean, running_var=var, **params)
+            if x.__class__ is not Tensor or gamma.__class__ is not Parameter or beta.__class__ is not Parameter:
+                return apply(x, gamma, beta, running_mean=mean, running_var=var, **params)
+            xp = x.xp  # Function.apply(x, gamma, beta, running_mean=mean, running_var=var, **params), inline
+            fn = cls()
+            fn.xp = xp
+            data = fn.forward(x.data, g, b, running_mean=mean, running_var=var, **params)
+            last = _autograd._LAST_OWN
+            if last[1] is not data.__class__ or last[0] is not xp:
+                data = _own_array(xp, data)
+            y = _new(Tensor)
+            y.xp, y.data, y.grad = xp, data, None
+            if (x.requires_grad or gamma.requires_grad or beta.requires_grad) and _state.enabled:
+                fn.inputs = (x, gamma, beta)
+                fn.needs_input_grad = (x.requires_grad, gamma.requires_grad, beta.requires_grad)
+                y.requires_grad, y._fn = True, fn
+            else:
+                y.requires_grad, y._fn = False, None
+            return y
 
+        cls = apply.__self__
         return run
 
     def get_config(self):
@@ -299,3 +319,6 @@ class GroupNormalization(GroupNorm):
         config = super().get_config()
         del config["eps"]
         return {"axis": self.axis, "epsilon": self.eps, **config}
+
+
+_own_array, _state, _new = _autograd._own_array, _autograd._state, object.__new__

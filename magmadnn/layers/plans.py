@@ -20,9 +20,10 @@ plan would skip); everything else runs the full call each time, as before.
 from __future__ import annotations
 
 from .. import autograd as _autograd
+from ..autograd import Tensor
 from .mixed import _is_float
 
-__all__ = ["LIMIT", "first_call", "op_plan", "plannable", "stamp"]
+__all__ = ["LIMIT", "first_call", "op_plan", "pair_plan", "plannable", "stamp"]
 
 LIMIT = 64  #: input signatures planned per layer (a layer called on ever new shapes plans no more)
 
@@ -62,12 +63,37 @@ def first_call(layer, x, training: bool, key: tuple):
 def op_plan(layer, training: bool, apply, names=(), params=None, after=None):
     """The plan ``run(layer, x)``: ``after(apply(x, *weights, **params))`` (``after`` None: the op's output), the
     weights the layer's parameters ``names`` read at each call. A weight found of another shape or dtype than now
-    sends that call through the layer's full call."""
+    sends that call through the layer's full call. Where ``apply`` is a Function class's own ``Function.apply`` and
+    ``x`` a Tensor, the plan runs ``apply``'s body inline (no frame of its own: every planned layer call passes
+    here), the same Function, output and record."""
     params = {} if params is None else params
     p = layer._params
+    cls = apply.__self__ if getattr(apply, "__func__", None) is _APPLY else None
     if len(names) == 0:
+        if cls is None:
+            def run(layer, x):
+                y = apply(x, **params)
+                return y if after is None else after(y)
+            return run
+
         def run(layer, x):
-            y = apply(x, **params)
+            if x.__class__ is not Tensor:
+                y = apply(x, **params)
+                return y if after is None else after(y)
+            xp = x.xp  # Function.apply(x, **params), inline
+            fn = cls()
+            fn.xp = xp
+            data = fn.forward(x.data, **params)
+            last = _autograd._LAST_OWN
+            if last[1] is not data.__class__ or last[0] is not xp:
+                data = _own_array(xp, data)
+            y = _new(Tensor)
+            y.xp, y.data, y.grad = xp, data, None
+            if x.requires_grad and _state.enabled:
+                fn.inputs, fn.needs_input_grad = (x,), (x.requires_grad,)
+                y.requires_grad, y._fn = True, fn
+            else:
+                y.requires_grad, y._fn = False, None
             return y if after is None else after(y)
     elif len(names) == 1:
         (n0,) = names
@@ -78,7 +104,23 @@ def op_plan(layer, training: bool, apply, names=(), params=None, after=None):
             a0 = w0.data
             if a0.shape != s0 or (a0.dtype is not d0 and a0.dtype != d0):  # (a dtype compared by identity first)
                 return layer._run(x, training)
-            y = apply(x, w0, **params)
+            if cls is None or x.__class__ is not Tensor or not isinstance(w0, Tensor):
+                y = apply(x, w0, **params)
+                return y if after is None else after(y)
+            xp = x.xp  # Function.apply(x, w0, **params), inline
+            fn = cls()
+            fn.xp = xp
+            data = fn.forward(x.data, a0, **params)
+            last = _autograd._LAST_OWN
+            if last[1] is not data.__class__ or last[0] is not xp:
+                data = _own_array(xp, data)
+            y = _new(Tensor)
+            y.xp, y.data, y.grad = xp, data, None
+            if (x.requires_grad or w0.requires_grad) and _state.enabled:
+                fn.inputs, fn.needs_input_grad = (x, w0), (x.requires_grad, w0.requires_grad)
+                y.requires_grad, y._fn = True, fn
+            else:
+                y.requires_grad, y._fn = False, None
             return y if after is None else after(y)
     elif len(names) == 2:
         n0, n1 = names
@@ -91,8 +133,57 @@ def op_plan(layer, training: bool, apply, names=(), params=None, after=None):
             if a0.shape != s0 or a1.shape != s1 or (a0.dtype is not d0 and a0.dtype != d0) or \
                     (a1.dtype is not d1 and a1.dtype != d1):
                 return layer._run(x, training)
-            y = apply(x, w0, w1, **params)
+            if cls is None or x.__class__ is not Tensor or not (isinstance(w0, Tensor) and isinstance(w1, Tensor)):
+                y = apply(x, w0, w1, **params)
+                return y if after is None else after(y)
+            xp = x.xp  # Function.apply(x, w0, w1, **params), inline
+            fn = cls()
+            fn.xp = xp
+            data = fn.forward(x.data, a0, a1, **params)
+            last = _autograd._LAST_OWN
+            if last[1] is not data.__class__ or last[0] is not xp:
+                data = _own_array(xp, data)
+            y = _new(Tensor)
+            y.xp, y.data, y.grad = xp, data, None
+            if (x.requires_grad or w0.requires_grad or w1.requires_grad) and _state.enabled:
+                fn.inputs = (x, w0, w1)
+                fn.needs_input_grad = (x.requires_grad, w0.requires_grad, w1.requires_grad)
+                y.requires_grad, y._fn = True, fn
+            else:
+                y.requires_grad, y._fn = False, None
             return y if after is None else after(y)
     else:
         return None
     return run
+
+
+def pair_plan(apply, params=None):
+    """The plan ``run(a, b)`` of a call on two inputs (a residual ``Add``): ``apply(a, b, **params)``, with
+    ``Function.apply``'s body inline (no frame of its own) where ``apply`` is a Function class's own and both inputs
+    are Tensors: the same Function, output and record."""
+    params = {} if params is None else params
+    cls = apply.__self__ if getattr(apply, "__func__", None) is _APPLY else None
+
+    def run(a, b):
+        if cls is None or a.__class__ is not Tensor or b.__class__ is not Tensor:
+            return apply(a, b, **params)
+        xp = a.xp  # Function.apply(a, b, **params), inline
+        fn = cls()
+        fn.xp = xp
+        data = fn.forward(a.data, b.data, **params)
+        last = _autograd._LAST_OWN
+        if last[1] is not data.__class__ or last[0] is not xp:
+            data = _own_array(xp, data)
+        y = _new(Tensor)
+        y.xp, y.data, y.grad = xp, data, None
+        if (a.requires_grad or b.requires_grad) and _state.enabled:
+            fn.inputs, fn.needs_input_grad = (a, b), (a.requires_grad, b.requires_grad)
+            y.requires_grad, y._fn = True, fn
+        else:
+            y.requires_grad, y._fn = False, None
+        return y
+    return run
+
+
+_APPLY = _autograd.Function.apply.__func__  # (a Function class's own apply: run inline by a plan)
+_own_array, _state, _new = _autograd._own_array, _autograd._state, object.__new__

@@ -321,9 +321,12 @@ class Model(Subclassing, CustomSteps, Nesting, Trainer, Inference, InputChecks, 
     def _input_tensors(self, arrays) -> list[Tensor]:
         """Host input arrays as Tensors on the model's backend, each in its input's dtype (an input an op node
         reads as a shape stays a host array)."""
-        xp = self.xp
+        xp, default = self.xp, self.dtype
         tensors = []
-        for a, dtype in zip(arrays, self._input_dtypes()):
+        for a, node in zip(arrays, self.inputs):
+            dtype = node.layer.dtype  # (_input_dtypes, inline: once per step)
+            if dtype is None or not (dtype.kind in "iub" or node.layer.__dict__.get("_exact_dtype", False)):
+                dtype = default
             t = _new(Tensor)  # Tensor._wrap, inline
             t.xp, t.data, t.grad, t.requires_grad, t._fn = xp, xp.asarray(a, dtype), None, False, None
             tensors.append(t)

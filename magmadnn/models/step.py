@@ -23,7 +23,8 @@ import math
 
 import numpy as np
 
-from .. import _momentum_fold
+from .. import _foreach, _momentum_fold, _tape
+from ..autograd import Tensor
 from ..backend import faults as _faults
 from ..callbacks import BatchLogs
 from ..optimizers import Optimizer
@@ -34,6 +35,7 @@ __all__ = ["Tally", "TallyNames", "Snapshot", "StepHook", "train_step", "running
 
 
 _BASE_SCALE_LOSS = Optimizer.scale_loss  # (returns the loss: a step whose optimizer keeps it skips the call)
+_BASE_STEP = Optimizer.step  # (its planned step is run without its frame: see train_step)
 
 
 class StepHook:
@@ -113,7 +115,11 @@ def train_step(model, xs: list[np.ndarray], y: np.ndarray, check: bool, tally=No
     if hook is not None:
         value = hook.reduce(params)
     if value is None or skips or math.isfinite(value):
-        model.optimizer.step(params)
+        opt = model.optimizer
+        # Optimizer.step's planned step without its frame, where its step is the base one and the count holds
+        if not (getattr(opt.step, "__func__", None) is _BASE_STEP and opt._step_plan is not None
+                and opt._count == len(params) and _foreach.planned_step(opt, params)):
+            opt.step(params)  # (a planned_step that did nothing: the full step decides)
     else:  # applied nowhere; the device path finds it in the tally at its next read and replays from there
         _restore(stateful, saved)
     for param in params:
@@ -155,7 +161,11 @@ def _forward_backward(model, run, check: bool, staged, hook, stateful, saved, sk
             # gradients on the host (only here: a gradient seen between backward and update is the velocity; see
             # magmadnn._momentum_fold); no plan for this optimizer: nothing to arm
             _momentum_fold.arm(opt, scaled)
-        scaled.backward(on_leaf_ready=on_leaf_ready)
+        if on_leaf_ready is None and scaled.__class__ is Tensor and \
+                getattr(scaled._fn, "backward_of_one", None) is not None and math.prod(scaled.data.shape) == 1:
+            _tape._run_backward(scaled, _tape.ONE, None)  # Tensor.backward() of a fused loss, without its frame
+        else:
+            scaled.backward(on_leaf_ready=on_leaf_ready)
     return outputs, loss, value, False
 
 

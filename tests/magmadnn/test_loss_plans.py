@@ -130,3 +130,30 @@ def test_plans_are_no_part_of_the_configuration():
     for _ in range(2):
         _run(loss, xp, _logits(xp), RNG.integers(0, C, N), True)
     assert loss._plans and loss._capture_key() == key
+
+
+@pytest.mark.parametrize("reduction", ["mean", "sum"])
+def test_a_planned_batch_records_as_the_checked_path(xp, reduction):
+    """A planned batch runs its Function's apply inline (the mean) or through it: the same value and the same record
+    (recorded for logits that require grad, not for others, nor under no_grad) as the checked path."""
+    from magmadnn.autograd import no_grad
+
+    loss = losses.SoftmaxCrossEntropy(reduction=reduction)
+    logits, y = _logits(xp), RNG.integers(0, C, N)
+    _run(loss, xp, logits, y, True)  # planned from here
+    for wants_grad, quiet in [(True, False), (False, False), (True, True)]:
+        records = []
+        for planned in (True, False):
+            t = Tensor(xp.asarray(logits), backend=xp, requires_grad=wants_grad)
+            if quiet:
+                with no_grad():
+                    value = loss.of_batch(t, y, _host, logits.dtype) if planned else \
+                        loss.checked(t, loss.prepare(y, _host, logits.dtype))
+            else:
+                value = loss.of_batch(t, y, _host, logits.dtype) if planned else \
+                    loss.checked(t, loss.prepare(y, _host, logits.dtype))
+            fn = value._fn
+            records.append((np.asarray(xp.to_numpy(value.data)).tobytes(), value.requires_grad, value.xp is xp,
+                            None if fn is None else (type(fn), len(fn.inputs), fn.inputs[0] is t,
+                                                     fn.needs_input_grad)))
+        assert records[0] == records[1]

@@ -316,3 +316,62 @@ def test_planned_training_on_the_simulated_device_equals_unplanned_bit_for_bit(m
     for got, want in zip(weights, want_weights):
         np.testing.assert_array_equal(got, want)
     np.testing.assert_array_equal(predictions, want_predictions)
+
+
+def _record(t):
+    """What the tape holds of ``t``: (requires_grad, its Function's class, each input's identity, needs_input_grad)."""
+    fn = t._fn
+    kind = type(fn).__name__.replace("Trailing", "")  # (a planned Add's own Function: the same ops, see there)
+    return t.requires_grad, None if fn is None else (kind, tuple(map(id, fn.inputs)), fn.needs_input_grad)
+
+
+@pytest.mark.parametrize("case", ["dense_relu", "dense_3d_no_bias", "conv_strided_no_bias", "flatten", "layer_norm",
+                                  "activation_tanh", "batch_norm_train", "batch_norm_eval", "add"])
+def test_a_plans_inline_apply_records_as_function_apply(case):
+    """A plan runs Function.apply's body inline: the same output and the same record as the full call, whether an
+    input or a weight requires grad, under no_grad, and for a Tensor subclass (which goes through apply itself)."""
+    from magmadnn.autograd import Parameter, no_grad
+
+    make, shapes, dtype, training = CASES[case]
+    planned, full = make(), make()
+    full._plannable = False
+    arrays = _inputs(shapes, dtype)
+
+    def call(layer, ts):
+        return layer(ts if len(ts) > 1 else ts[0], training=training)
+
+    call(planned, arrays)
+    call(full, arrays)
+    full.set_weights(planned.get_weights())
+    call(planned, arrays)  # planned now
+    assert any(p is not None for p in planned._plans.values())
+
+    def calls(layer):
+        ws = layer.trainable_weights
+        out = []
+        for x_grad, w_grad, quiet in [(True, True, False), (False, True, False), (False, False, False),
+                                      (True, True, True)]:
+            for w in ws:
+                w.requires_grad = w_grad
+            ts = [Tensor(a, requires_grad=x_grad if k == 0 else w_grad) for k, a in enumerate(arrays)]
+            if quiet:
+                with no_grad():
+                    y = call(layer, ts)
+            else:
+                y = call(layer, ts)
+            rec = _record(y)
+            if rec[1] is not None:
+                ids = rec[1][1]
+                rec = (rec[0], (rec[1][0], len(ids), ids[:len(ts)] == tuple(map(id, ts)),
+                                ids[len(ts):] == tuple(map(id, ws)), rec[1][2]))
+            out.append((y.numpy(), all(y.xp is t.xp for t in ts), rec))
+        y = call(layer, [Parameter(a) for a in arrays])  # a Tensor subclass as the input
+        out.append((y.numpy(), True, _record(y)[:1] + (None if y._fn is None else _record(y)[1][0],)))
+        for w in ws:
+            w.requires_grad = True
+        return out
+
+    got, want = calls(planned), calls(full)
+    for (g, gs, gr), (w, ws, wr) in zip(got, want):
+        np.testing.assert_array_equal(g, w)
+        assert gs and ws and gr == wr
