@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from ctypes import c_double, c_longlong
 
-from .. import _checks
+from .. import _checks, _native
 from .._checks import Plans
 from . import programs
 from .common import _device_array, _run
 from .elementwise import contiguous
+from .loader import THREADS
 from .programs import FLOAT_DTYPES
 
 #: The length of a fault record (int64): site (0: none), low and high 32 bits of the value's 64 bits, flat index.
@@ -53,7 +54,11 @@ def check_range(x, low, high, record, site: int) -> None:
         expression, bounds_site = decided
         if not x.is_c_contiguous:
             x = contiguous(x)
-        _run("check", expression, x, x.size, [x.ptr, c_longlong(x.size), *bounds_site, record.ptr], grid=1)
+        if x.size:  # (common._run, inline: one block)
+            libraries, device = _native.current, x.device
+            libraries.launcher.launch("check", expression, device,
+                                      (libraries.default_queues.get(device) or x.queue).stream, 1, THREADS,
+                                      [x.ptr, c_longlong(x.size), *bounds_site, record.ptr])
         return
     name, x, site = _check_operands(x, record, site, "check_range")
     bound = c_longlong if name in ("int64", "int32") else c_double

@@ -10,6 +10,7 @@ from . import kernels as _dk
 from ._common import (
     _same_dtype,
 )
+from .kernels import optim as _optim
 
 
 def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
@@ -50,11 +51,8 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
 # step's device vector (``values``), a number the eager step's rate.
 
 
-def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
-    """``sgd_update`` of every (ps[i], gs[i], vs[i]): one launch per dtype (per kernels.MANY tensors)."""
-    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
-    _dk.sgd_update_many(ps, gs, vs if momentum else None, lr=lr, values=values, momentum=float(momentum),
-                        weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
+#: ``sgd_update`` of every (ps[i], gs[i], vs[i]): one launch per dtype (per kernels.MANY tensors); no wrapper.
+sgd_update_many = _optim.sgd_update_many_op
 
 
 def adam_update_many(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,

@@ -14,10 +14,11 @@ from ctypes import c_double, c_int, c_longlong, c_void_p
 
 import numpy as np
 
-from pymagma import _checks
+from pymagma import _checks, _native
 from pymagma.array import DeviceArray as _DeviceArray
 from pymagma.kernels import programs
 from pymagma.kernels.common import _FLOAT_NAMES, _device_array, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.loader import MAX_BLOCKS, THREADS
 
 from ...ops.optim import adam_bias_corrections
 
@@ -253,18 +254,35 @@ def sgd_update_many(params, grads, velocities=None, *, lr: float = 0.0, values=N
                     weight_decay: float = 0.0, nesterov: bool = False, keras: bool = False) -> None:
     """:func:`sgd_update` of every ``(params[i], grads[i], velocities[i])`` in one launch per dtype (per MANY
     tensors); ``values``: the device vector {lr} a replayed step reads instead of ``lr``."""
-    if not (float is lr.__class__ is momentum.__class__ is weight_decay.__class__ and
-            math.isfinite(lr + momentum + weight_decay)):  # (_check_hyper's common case inline, see there)
+    _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
+    sgd_update_many_op(params, grads, velocities, lr if values is None else values, momentum, nesterov,
+                       weight_decay, keras)
+
+
+def sgd_update_many_op(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False) -> None:
+    """The device backend's op ``sgd_update_many`` (no wrapper): :func:`sgd_update_many` with ``lr`` a number (the
+    eager step's rate) or a DeviceArray (the replayed step's device vector {lr}), every hyperparameter taken as a
+    float; a parameter list planned before (:class:`_ManyPlan`) launches in this one frame and its plan's."""
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)
+    momentum, weight_decay = float(momentum), float(weight_decay)
+    if not math.isfinite(lr + momentum + weight_decay):  # (_check_hyper's common case inline, see there)
         _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
-    if momentum and (velocities is None or not all(map(_is_not_none, velocities))):
+    if momentum and (vs is None or not all(map(_is_not_none, vs))):
         raise ValueError("sgd_update_many with momentum needs a velocity buffer for every parameter")
-    columns = (params, grads, velocities if momentum else None)
-    plan = _MANY_PLANS.get(("sgd_update_many", id(params[0]))) if params else None
+    columns = (ps, gs, vs if momentum else None)
+    plan = _MANY_PLANS.get(("sgd_update_many", id(ps[0]))) if ps else None
     launches = None if plan is None else plan.launches(columns, values, "sgd_update_many")
+    scalars = None
     for dtype, like, total, table, at in launches or _many_groups("sgd_update_many", columns, values):
-        _run("optim", programs.expression("sgd_many", dtype), like, total,
-             [table, at if at is not None else c_void_p(), c_double(lr), c_double(momentum),
-              c_double(weight_decay), c_int(int(nesterov) | (_KERAS if keras else 0))])
+        if total:  # (common._run, inline)
+            if scalars is None:
+                scalars = (c_double(lr), c_double(momentum), c_double(weight_decay),
+                           c_int(int(bool(nesterov)) | (_KERAS if keras else 0)))
+            libraries, device = _native.current, like.device
+            libraries.launcher.launch(
+                "optim", programs.expression("sgd_many", dtype), device,
+                (libraries.default_queues.get(device) or like.queue).stream, min(-(-total // THREADS), MAX_BLOCKS),
+                THREADS, [table, at if at is not None else c_void_p(), *scalars])
 
 
 def adam_update_many(params, grads, ms, vs, *, step: int = 1, lr: float = 0.0, values=None, beta1: float = 0.9,
