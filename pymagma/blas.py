@@ -154,8 +154,20 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, o
         libraries = _native.current
         if plan is not None and a.device == b.device and (out is None or out.device == a.device) and \
                 libraries.__dict__.get("device_count") == 1 and runtime.device_count is _array._device_count:
-            # (one device: on_arrays_device has nothing to do)
-            return _run_gemm(plan, a, b, _empty(plan[0], plan[1], a.device) if out is None else out, libraries)
+            # (one device: on_arrays_device has nothing to do); _run_gemm, inline: gemm's one Python frame
+            (shape, dtype, routine, flag_a, flag_b, m, n, k, ld_first, ld_second, ld_out, swapped, alpha_p, beta_p,
+             tf32) = plan
+            device = a.device
+            if out is None:
+                out = _empty(shape, dtype, device)
+            queue = libraries.default_queues.get(device) or out.queue
+            if tf32 and queue.tf32 != bool(allow_tf32):
+                _set_tf32(queue, bool(allow_tf32))
+            first, second = (b.ptr, a.ptr) if swapped else (a.ptr, b.ptr)
+            (libraries.__dict__.get("magma_initialized") or magma()).bind(routine)(
+                flag_a, flag_b, m, n, k, alpha_p, first, ld_first, second, ld_second, beta_p, out.ptr, ld_out,
+                queue.handle)
+            return out
     return _gemm(a, b, out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, key=key)
 
 
