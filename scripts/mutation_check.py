@@ -1063,6 +1063,12 @@ MUTANTS = [
     Mutant("adam-op-rate-unchecked", "the Adam op takes a rate that is not finite",
            "magmadnn/backend/device/kernels/optim.py", "if not math.isfinite(lr + beta1 + beta2 + eps + weight_decay):",
            "if False:", UNWRAPPED),
+    Mutant("check-binary-plan-ignores-dtype", "a planned 0/1 check reads values of another dtype as the planned one's",
+           "pymagma/kernels/check.py", 'key = ("check_binary", x.__class__, x.dtype, x.device,',
+           'key = ("check_binary", x.__class__, x.device,', UNWRAPPED),
+    Mutant("faults-binary-plan-ignores-message", "a planned 0/1 check reports another check's message",
+           "magmadnn/backend/device/faults.py", 'key = ("binary", x.__class__, x.dtype, x.device, message)',
+           'key = ("binary", x.__class__, x.dtype, x.device)', UNWRAPPED),
 ]
 
 

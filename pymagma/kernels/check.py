@@ -71,7 +71,25 @@ def check_range(x, low, high, record, site: int) -> None:
 
 def check_binary(x, record, site: int) -> None:
     """Flag the first element of ``x`` that is neither 0 nor 1 (NaN included) into the fault ``record``, as
-    :func:`check_range` does."""
+    :func:`check_range` does.  Planned per operands' signature and site."""
+    try:
+        key = ("check_binary", x.__class__, x.dtype, x.device, record.__class__, record.shape, record.strides,
+               record.dtype, record.device, site.__class__, site)
+        decided = _CHECKED.get(key)
+    except (AttributeError, TypeError):  # not arrays (or unhashable): the checked path names what is wrong
+        key = decided = None
+    if decided is not None:  # the checks of this signature passed before: its launch
+        expression, site_c = decided
+        if not x.is_c_contiguous:
+            x = contiguous(x)
+        if x.size:  # (common._run, inline: one block)
+            libraries, device = _native.current, x.device
+            libraries.launcher.launch("check", expression, device,
+                                      (libraries.default_queues.get(device) or x.queue).stream, 1, THREADS,
+                                      [x.ptr, c_longlong(x.size), site_c, record.ptr])
+        return
     name, x, site = _check_operands(x, record, site, "check_binary")
-    _run("check", programs.expression("check_binary", name), x, x.size,
-         [x.ptr, c_longlong(x.size), c_longlong(site), record.ptr], grid=1)
+    expression, site_c = programs.expression("check_binary", name), c_longlong(site)
+    _run("check", expression, x, x.size, [x.ptr, c_longlong(x.size), site_c, record.ptr], grid=1)
+    if key is not None:
+        _CHECKED.keep(key, (expression, site_c))

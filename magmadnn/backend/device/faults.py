@@ -99,10 +99,26 @@ def check_range(x, low, high, message):
 
 
 def check_binary(x, message):
-    """Every element of ``x`` 0 or 1 (booleans pass), reported as :func:`check_range` reports."""
+    """Every element of ``x`` 0 or 1 (booleans pass), reported as :func:`check_range` reports; planned per dtype and
+    message as :func:`check_range` is."""
+    try:
+        key = ("binary", x.__class__, x.dtype, x.device, message)
+        planned = _PLANNED.get(key)
+    except (AttributeError, TypeError):  # not an array (or unhashable): the checked path names what is wrong
+        key = planned = None
+    if planned is not None and x.size:
+        site, queue_ref, record_ref = planned
+        queue = _native.current.default_queues.get(x.device)  # (as in check_range)
+        if queue is not None and queue_ref() is queue and (record := record_ref()) is not None:
+            _dk.check_binary(x, record, site)
+            return
     needed, integral = _checked(x)
     if needed:
-        _dk.check_binary(x, _record(x.device), _site(message, integral))
+        site = _site(message, integral)
+        record = _record(x.device)
+        _dk.check_binary(x, record, site)
+        if key is not None:
+            _PLANNED.keep(key, (site, weakref.ref(_queue.default_queue(x.device)), weakref.ref(record)))
 
 
 def fault_record(like):

@@ -210,3 +210,34 @@ def test_a_range_check_plan_follows_the_devices_default_queue():
             assert record_ref() is record
             queues.append(queue_ref())
     assert queues[0] is not queues[1]
+
+
+def _first_not_binary(values):
+    flat = values.ravel()
+    bad = np.flatnonzero((flat != 0) & (flat != 1))
+    return None if not bad.size else flat[bad[0]].item()
+
+
+@settings(max_examples=20, deadline=None)
+@given(dtypes=st.lists(st.sampled_from([np.float32, np.float64, np.int64, np.int32]), min_size=1, max_size=4),
+       seed=st.integers(0, 2**16))
+def test_planned_binary_checks_report_what_the_checked_ones_and_numpy_report(dtypes, seed):
+    """Each call with a dtype (and message) seen before runs planned (check.check_binary's and faults'); what the
+    record holds after each is NumPy's first value that is neither 0 nor 1, in that call's message."""
+    rng = np.random.default_rng(seed)
+    messages = ("mask: {bad} is not 0 or 1", "other mask: {bad}")
+    with simulator.simulated("full"):
+        for k, dtype in enumerate(dtypes * 2):  # (the second round: every signature planned)
+            values = rng.integers(0, 2, (3, 4)).astype(dtype)
+            if rng.random() < 0.7:
+                values[rng.integers(0, 3), rng.integers(0, 4)] = rng.choice([2, -1, 5])
+            message = messages[k % 2]
+            d_values = asarray(values)
+            faults.check_binary(d_values, message)
+            record = faults.fault_record(d_values)
+            error = faults.fault_error(record, record.get())
+            bad = _first_not_binary(values)
+            if bad is None:
+                assert error is None
+            else:
+                assert isinstance(error, ValueError) and str(error) == message.format(bad=bad)
