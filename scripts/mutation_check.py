@@ -1055,8 +1055,9 @@ MUTANTS = [
            "        dloss = contiguous(dloss)\n    device = probs.device\n",
            "    device = probs.device\n", UNWRAPPED),
     Mutant("check-plan-ignores-queue", "a planned range check writes the record of a queue no longer the default one",
-           "magmadnn/backend/device/faults.py", "if queue is not None and queue_ref() is queue and",
-           "if queue is not None and", UNWRAPPED),
+           "magmadnn/backend/device/faults.py",
+           "queue_ref() is queue and (record := record_ref()) is not None:\n            _dk.check_range(",
+           "(record := record_ref()) is not None:\n            _dk.check_range(", UNWRAPPED),
     Mutant("sgd-op-rate-unchecked", "the SGD op takes a rate that is not finite",
            "magmadnn/backend/device/kernels/optim.py", "if not math.isfinite(lr + momentum + weight_decay):",
            "if False:", UNWRAPPED),
@@ -1069,6 +1070,12 @@ MUTANTS = [
     Mutant("faults-binary-plan-ignores-message", "a planned 0/1 check reports another check's message",
            "magmadnn/backend/device/faults.py", 'key = ("binary", x.__class__, x.dtype, x.device, message)',
            'key = ("binary", x.__class__, x.dtype, x.device)', UNWRAPPED),
+    Mutant("dropout-plan-seed-unchecked", "a planned dropout takes a negative seed (wrapped to 2**64 - 1)",
+           "magmadnn/backend/device/kernels/dropout.py", "and 0 <= seed < _LIMIT and", "and", UNWRAPPED),
+    Mutant("dropout-plan-ignores-shape", "a planned dropout launches over another shape's size",
+           "magmadnn/backend/device/kernels/dropout.py",
+           "decided = _PLANS.get((x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate))",
+           "decided = _PLANS.get((x.__class__, x.dtype, x.device, rate.__class__, rate))", UNWRAPPED),
 ]
 
 

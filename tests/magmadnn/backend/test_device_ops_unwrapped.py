@@ -6,6 +6,8 @@ within rounding; integer labels and indices of any dtype are cast as the wrapper
 
 from __future__ import annotations
 
+import sys
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -241,3 +243,53 @@ def test_planned_binary_checks_report_what_the_checked_ones_and_numpy_report(dty
                 assert error is None
             else:
                 assert isinstance(error, ValueError) and str(error) == message.format(bad=bad)
+
+
+@settings(max_examples=20, deadline=None)
+@given(shape=st.lists(st.integers(0, 5), min_size=1, max_size=3), rate=st.sampled_from([0.0, 0.25, 0.5, 0.9]),
+       seed=st.integers(0, 2**64 - 1), offset=st.integers(0, 2**64 - 1), transposed=st.booleans())
+def test_planned_dropout_equals_the_checked_call_and_numpy(shape, rate, seed, offset, transposed):
+    dropout = sys.modules["magmadnn.backend.device.kernels.dropout"]  # (the package's ``dropout`` is the function)
+
+    x = RNG.standard_normal(shape).astype(np.float32)
+    with simulator.simulated("full"):
+        dropout._PLANS.clear()
+        d_x = asarray(x.T.copy()).T if transposed else asarray(x)
+        got = [tuple(a.get() for a in dropout.dropout(d_x, rate, seed=seed, offset=offset)) for _ in range(2)]
+        assert len(dropout._PLANS) == 1
+        dropout._PLANS.clear()
+        want = tuple(a.get() for a in dropout.dropout(d_x, rate, seed=seed, offset=offset))
+        u = pymagma_uniform(x.shape, seed, offset)
+    for y, mask in got:
+        np.testing.assert_array_equal(y, want[0])
+        np.testing.assert_array_equal(mask, want[1])
+    keep = (u >= np.float32(rate)).astype(np.float32) * np.float32(1.0 / (1.0 - rate))
+    np.testing.assert_array_equal(want[1], keep)
+    np.testing.assert_array_equal(want[0], x * keep)
+
+
+def pymagma_uniform(shape, seed, offset):
+    """The stream dropout draws from: pymagma.kernels.uniform's values of (seed, offset) in float32."""
+    from pymagma import kernels
+
+    return kernels.uniform(shape, seed=seed, offset=offset, dtype=np.float32).get()
+
+
+def test_a_planned_dropout_refuses_a_bad_seed_or_offset_every_time():
+    dropout = sys.modules["magmadnn.backend.device.kernels.dropout"]  # (the package's ``dropout`` is the function)
+
+    with simulator.simulated("full"):
+        x = asarray(np.zeros((2, 3), np.float32))
+        dropout._PLANS.clear()
+        dropout.dropout(x, 0.5, seed=1, offset=2)  # planned
+        other = asarray(np.ones((4, 5), np.float32))  # another shape after the plan: its own launch
+        y, mask = (a.get() for a in dropout.dropout(other, 0.5, seed=1, offset=2))
+        np.testing.assert_array_equal(mask, (pymagma_uniform((4, 5), 1, 2) >= np.float32(0.5)) * np.float32(2.0))
+        np.testing.assert_array_equal(y, mask)
+        for _ in range(2):
+            for seed, offset, error in ((-1, 0, ValueError), (2**64, 0, ValueError), (1.5, 0, TypeError),
+                                        (1, -1, ValueError), (1, 2**64, ValueError), (1, 2.0, TypeError)):
+                with pytest.raises(error):
+                    dropout.dropout(x, 0.5, seed=seed, offset=offset)
+            with pytest.raises(ValueError, match="dropout rate"):
+                dropout.dropout(x, 1.0, seed=1)
