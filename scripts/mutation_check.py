@@ -1074,8 +1074,8 @@ MUTANTS = [
            "magmadnn/backend/device/kernels/dropout.py", "and 0 <= seed < _LIMIT and", "and", UNWRAPPED),
     Mutant("dropout-plan-ignores-shape", "a planned dropout launches over another shape's size",
            "magmadnn/backend/device/kernels/dropout.py",
-           "decided = _PLANS.get((x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate))",
-           "decided = _PLANS.get((x.__class__, x.dtype, x.device, rate.__class__, rate))", UNWRAPPED),
+           "key = (x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate)",
+           "key = (x.__class__, x.dtype, x.device, rate.__class__, rate)", UNWRAPPED),
 ]
 
 

@@ -21,9 +21,10 @@ def dropout(x, rate: float, *, seed: int, offset: int = 0):
     dtype.  A call whose ``x`` (class, shape, dtype, device) and rate were checked before launches in this one
     frame (the seed and offset checked per call)."""
     try:
-        decided = _PLANS.get((x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate))
+        key = (x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate)
+        decided = _PLANS.get(key)
     except (AttributeError, TypeError):  # not an array (or unhashable): the checked path names what is wrong
-        decided = None
+        key = decided = None
     if decided is not None and seed.__class__ is int and offset.__class__ is int and 0 <= seed < _LIMIT and \
             0 <= offset < _LIMIT:  # (_seed_and_offset's common case, inline)
         expression, grid, size, rate_c = decided
@@ -41,7 +42,6 @@ def dropout(x, rate: float, *, seed: int, offset: int = 0):
     if isinstance(rate, bool) or not isinstance(rate, numbers.Real) or not 0.0 <= float(rate) < 1.0:
         raise ValueError(f"dropout rate must be a real number in [0, 1), got {rate!r}")
     seed, offset = _seed_and_offset(seed, offset)
-    key = (x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate)
     x = contiguous(x)
     arr = _array
     y, mask = arr.empty(x.shape, x.dtype, device=x.device), arr.empty(x.shape, x.dtype, device=x.device)
@@ -49,7 +49,7 @@ def dropout(x, rate: float, *, seed: int, offset: int = 0):
     expression, size, rate_c = programs.expression("dropout", dtype), c_longlong(x.size), c_double(float(rate))
     _run("dropout", expression, x, n, [x.ptr, y.ptr, mask.ptr, size, c_ulonglong(int(seed)), c_ulonglong(int(offset)),
                                        rate_c])
-    if x.__class__ is _array.DeviceArray:
+    if key is not None and x.__class__ is _array.DeviceArray:
         _PLANS.keep(key, (expression, min(-(-n // THREADS), MAX_BLOCKS) if n else 0, size, rate_c))
     return y, mask
 
