@@ -160,7 +160,8 @@ def test_the_multi_tensor_update_ops_equal_the_kernel_launchers(name, values):
     results = []
     with simulator.simulated("full"):
         for use_op in (True, True, False):  # the op twice (checked, then planned), then the kernel launcher
-            optim._MANY_PLANS.clear() if not results else None
+            if not results:
+                optim._MANY_PLANS.clear()
             arrays = [[asarray(a) for a in column] for column in host]
             lr = asarray(rate) if values else 0.05
             if use_op:
