@@ -6,6 +6,7 @@ within rounding; integer labels and indices of any dtype are cast as the wrapper
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 import numpy as np
@@ -20,6 +21,12 @@ from pymagma import asarray, simulator
 from pymagma.queue import default_queue
 
 RNG = np.random.default_rng(38)
+#: Where a test of values runs: the simulated device (CI), or the real one (the gpu twin, skipped without a GPU).
+WHERE = ["simulator", pytest.param("gpu", marks=pytest.mark.gpu)]
+
+
+def _on(where):
+    return simulator.simulated("full") if where == "simulator" else contextlib.nullcontext()
 
 
 def _softmax(z):
@@ -33,15 +40,16 @@ def _labels(kind, rows, classes, rng):
     return rng.integers(0, classes, rows).astype(np.int64 if kind == "int64" else np.int32)
 
 
+@pytest.mark.parametrize("where", WHERE)
 @settings(max_examples=25, deadline=None)
 @given(rows=st.integers(1, 6), classes=st.integers(1, 5), kind=st.sampled_from(["int64", "int32", "prob"]),
        upstream=st.sampled_from([None, 0.5, -2.0]), transposed=st.booleans(), seed=st.integers(0, 2**16))
-def test_planned_mean_gradient_equals_the_checked_launcher_and_numpy(rows, classes, kind, upstream, transposed,
-                                                                     seed):
+def test_planned_mean_gradient_equals_the_checked_launcher_and_numpy(where, rows, classes, kind, upstream,
+                                                                     transposed, seed):
     rng = np.random.default_rng(seed)
     logits = rng.standard_normal((rows, classes)).astype(np.float32)
     labels = _labels(kind, rows, classes, rng)
-    with simulator.simulated("full"):
+    with _on(where):
         loss._MEAN_BACKWARD.clear()
         d_logits = asarray(logits.T.copy()).T if transposed else asarray(logits)
         d_labels = asarray(labels)
@@ -118,12 +126,13 @@ def test_the_kernel_launchers_still_refuse_other_integer_labels_and_indices():
         assert xp.softmax_cross_entropy_mean(logits, i32)[1].shape == (3, 4)  # the op casts them
 
 
+@pytest.mark.parametrize("where", WHERE)
 @pytest.mark.parametrize("index_dtype", [np.int64, np.int32, np.uint8])
-def test_the_embedding_ops_equal_the_kernel_launchers(index_dtype):
+def test_the_embedding_ops_equal_the_kernel_launchers(where, index_dtype):
     table = RNG.standard_normal((6, 3)).astype(np.float32)
     ids = RNG.integers(0, 6, (2, 5))
     dy = RNG.standard_normal((2, 5, 3)).astype(np.float32)
-    with simulator.simulated("full"):
+    with _on(where):
         embeddings._CHECKED.clear()
         d_table, d_ids, d_dy = asarray(table), asarray(ids.astype(index_dtype)), asarray(dy)
         got = [(xp.embedding_forward(d_table, d_ids).get(), xp.embedding_backward(d_dy, d_ids, np.int64(6)).get())
@@ -151,14 +160,15 @@ UPDATES = {  # op name -> (state count, the op's hyperparameters, the kernel lau
 
 @pytest.mark.parametrize("values", [False, True], ids=["eager-rate", "device-values"])
 @pytest.mark.parametrize("name", sorted(UPDATES))
-def test_the_multi_tensor_update_ops_equal_the_kernel_launchers(name, values):
+@pytest.mark.parametrize("where", WHERE)
+def test_the_multi_tensor_update_ops_equal_the_kernel_launchers(where, name, values):
     states, op_kw, kernel_kw = UPDATES[name]
     sizes = (4, 7, 0, 3)
     host = [[RNG.standard_normal(n).astype(np.float32) for n in sizes] for _ in range(2 + states)]
     host[3 if states == 2 else 2] = [abs(a) for a in host[3 if states == 2 else 2]]  # (second moments: >= 0)
     rate = np.array([0.05, 0.3, 0.7], np.float64)  # {lr, bc1, bc2}
     results = []
-    with simulator.simulated("full"):
+    with _on(where):
         for use_op in (True, True, False):  # the op twice (checked, then planned), then the kernel launcher
             if not results:
                 optim._MANY_PLANS.clear()
@@ -221,15 +231,16 @@ def _first_not_binary(values):
     return None if not bad.size else flat[bad[0]].item()
 
 
+@pytest.mark.parametrize("where", WHERE)
 @settings(max_examples=20, deadline=None)
 @given(dtypes=st.lists(st.sampled_from([np.float32, np.float64, np.int64, np.int32]), min_size=1, max_size=4),
        seed=st.integers(0, 2**16))
-def test_planned_binary_checks_report_what_the_checked_ones_and_numpy_report(dtypes, seed):
+def test_planned_binary_checks_report_what_the_checked_ones_and_numpy_report(where, dtypes, seed):
     """Each call with a dtype (and message) seen before runs planned (check.check_binary's and faults'); what the
     record holds after each is NumPy's first value that is neither 0 nor 1, in that call's message."""
     rng = np.random.default_rng(seed)
     messages = ("mask: {bad} is not 0 or 1", "other mask: {bad}")
-    with simulator.simulated("full"):
+    with _on(where):
         for k, dtype in enumerate(dtypes * 2):  # (the second round: every signature planned)
             values = rng.integers(0, 2, (3, 4)).astype(dtype)
             if rng.random() < 0.7:
@@ -246,14 +257,15 @@ def test_planned_binary_checks_report_what_the_checked_ones_and_numpy_report(dty
                 assert isinstance(error, ValueError) and str(error) == message.format(bad=bad)
 
 
+@pytest.mark.parametrize("where", WHERE)
 @settings(max_examples=20, deadline=None)
 @given(shape=st.lists(st.integers(0, 5), min_size=1, max_size=3), rate=st.sampled_from([0.0, 0.25, 0.5, 0.9]),
        seed=st.integers(0, 2**64 - 1), offset=st.integers(0, 2**64 - 1), transposed=st.booleans())
-def test_planned_dropout_equals_the_checked_call_and_numpy(shape, rate, seed, offset, transposed):
+def test_planned_dropout_equals_the_checked_call_and_numpy(where, shape, rate, seed, offset, transposed):
     dropout = sys.modules["magmadnn.backend.device.kernels.dropout"]  # (the package's ``dropout`` is the function)
 
     x = RNG.standard_normal(shape).astype(np.float32)
-    with simulator.simulated("full"):
+    with _on(where):
         dropout._PLANS.clear()
         d_x = asarray(x.T.copy()).T if transposed else asarray(x)
         got = [tuple(a.get() for a in dropout.dropout(d_x, rate, seed=seed, offset=offset)) for _ in range(2)]
