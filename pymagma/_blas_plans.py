@@ -158,3 +158,12 @@ def plan_gemm_batched(a, b, c) -> BatchedGemm:
         strides = tuple(u // item for u, item in zip(uniform, items))
     ptrs = [tuple(base + o for o in offs) for base, offs in zip((call.A.ptr, call.B.ptr, call.C.ptr), offsets)]
     return BatchedGemm(call, *ptrs, strides)
+
+
+class _Layout:
+    """Shape, strides and dtype of an operand at pointer 0: what a cached plan depends on (``blas.gemm``'s plans)."""
+
+    __slots__ = ("shape", "strides", "dtype", "ptr")
+
+    def __init__(self, shape, strides, dtype):
+        self.shape, self.strides, self.dtype, self.ptr = shape, strides, dtype, 0

@@ -32,6 +32,7 @@ from ._blas_plans import (  # noqa: F401 - the plans, pymagma.blas's own names
     TrsmCall,
     _batch_offsets,
     _inc,
+    _Layout,
     _stored_or_raise,
     _uniform_stride,
     plan_gemm,
@@ -94,15 +95,6 @@ def _queue(x: DeviceArray):
     return x.queue.handle
 
 
-class _Layout:
-    """Shape, strides and dtype of an operand at pointer 0: what a cached plan depends on."""
-
-    __slots__ = ("shape", "strides", "dtype", "ptr")
-
-    def __init__(self, shape, strides, dtype):
-        self.shape, self.strides, self.dtype, self.ptr = shape, strides, dtype, 0
-
-
 _PRECISION = {np.dtype(d): p for p, (_, _, _, d) in _magma.PRECISIONS.items()}
 #: (a's shape, strides, dtype, b's shape, strides, dtype, trans_a, trans_b, alpha, its type, beta, its type, out's
 #: shape, strides and dtype or None) -> the plan of a gemm (:func:`_gemm_plan`): what :func:`gemm` decided for those
@@ -154,8 +146,17 @@ def gemm(a, b, out=None, *, alpha=1.0, beta=0.0, trans_a=False, trans_b=False, o
         libraries = _native.current
         if plan is not None and a.device == b.device and (out is None or out.device == a.device) and \
                 libraries.__dict__.get("device_count") == 1 and runtime.device_count is _array._device_count:
-            # (one device: on_arrays_device has nothing to do)
-            return _run_gemm(plan, a, b, _empty(plan[0], plan[1], a.device) if out is None else out, libraries)
+            # (one device: on_arrays_device has nothing to do); _run_gemm, inline: gemm's one Python frame
+            (shape, dtype, routine, flag_a, flag_b, m, n, k, ld_first, ld_second, ld_out, swapped, alpha_p, beta_p,
+             tf32) = plan
+            out = _empty(shape, dtype, a.device) if out is None else out
+            queue = libraries.default_queues.get(a.device) or out.queue
+            if tf32 and queue.tf32 != bool(allow_tf32):
+                _set_tf32(queue, bool(allow_tf32))
+            (libraries.__dict__.get("magma_initialized") or magma()).bind(routine)(
+                flag_a, flag_b, m, n, k, alpha_p, *((b.ptr, ld_first, a.ptr) if swapped else (a.ptr, ld_first, b.ptr)),
+                ld_second, beta_p, out.ptr, ld_out, queue.handle)
+            return out
     return _gemm(a, b, out, alpha=alpha, beta=beta, trans_a=trans_a, trans_b=trans_b, out_dtype=out_dtype, key=key)
 
 

@@ -58,6 +58,7 @@ FUSED = ("tests/magmadnn/backend/test_device_kernels_emulated.py", "-k", "multi_
          "mean_softmax or parameters_equals or interleaved_heads")  # the fused kernels (fewer launches per step)
 KERAS_XENT = ("tests/magmadnn/test_losses_fused_device.py",)  # Keras' cross entropy of probabilities, fused
 MANY_PLANS = ("tests/magmadnn/backend/test_optim_many_plans.py",)  # the multi-tensor updates' plans
+UNWRAPPED = ("tests/magmadnn/backend/test_device_ops_unwrapped.py",)  # the device ops without a wrapper frame
 OPTIMIZER_STEPS = ("tests/magmadnn/test_optimizers.py", "-k", "later_steps or own_is_used")  # a column at a time
 STEP_PLANS = ("tests/magmadnn/test_optimizers_plans.py",)  # the optimizers' step plans against unplanned steps
 LOSS_PLANS = ("tests/magmadnn/test_loss_plans.py",)  # a training batch's planned loss against the checked path
@@ -1084,6 +1085,50 @@ MUTANTS = [
     Mutant("step-direct-update-ignores-count", "train_step runs the planned update for another parameter count "
            "(Optimizer.step's refusal skipped)", "magmadnn/models/step.py",
            "and opt._count == len(params) and _foreach", "and _foreach", STEP_SHORTCUTS),
+    # ------------------------------------------------- the unwrapped device ops' plans (what their keys skip)
+    Mutant("xent-mean-grad-plan-ignores-dloss-shape", "the planned mean softmax gradient takes a dloss of any shape",
+           "magmadnn/backend/device/kernels/loss.py",
+           "None if dloss is None else (dloss.__class__, dloss.shape, dloss.dtype, dloss.device))",
+           "None if dloss is None else (dloss.__class__, dloss.dtype, dloss.device))", UNWRAPPED),
+    Mutant("xent-mean-grad-plan-ignores-dloss-dtype", "the planned mean softmax gradient takes a dloss of any dtype",
+           "magmadnn/backend/device/kernels/loss.py",
+           "None if dloss is None else (dloss.__class__, dloss.shape, dloss.dtype, dloss.device))",
+           "None if dloss is None else (dloss.__class__, dloss.shape, dloss.device))", UNWRAPPED),
+    Mutant("xent-mean-grad-plan-ignores-labels-dtype", "the planned mean softmax gradient takes labels of any dtype",
+           "magmadnn/backend/device/kernels/loss.py", "labels.__class__, labels.shape, labels.dtype,\n",
+           "labels.__class__, labels.shape,\n", UNWRAPPED),
+    Mutant("xent-mean-grad-plan-ignores-probs-shape", "the planned mean softmax gradient takes probs of any shape",
+           "magmadnn/backend/device/kernels/loss.py",
+           "key = (probs.__class__, probs.shape, probs.dtype, probs.device, labels.__class__",
+           "key = (probs.__class__, probs.dtype, probs.device, labels.__class__", UNWRAPPED),
+    Mutant("xent-mean-grad-plan-strided-probs", "the planned mean softmax gradient reads strided probs as contiguous",
+           "magmadnn/backend/device/kernels/loss.py",
+           "    if not probs.is_c_contiguous:\n        probs = contiguous(probs)\n    if not labels.is_c_contiguous:\n"
+           "        labels = contiguous(labels)\n    if dloss is not None and not dloss.is_c_contiguous:\n"
+           "        dloss = contiguous(dloss)\n    device = probs.device\n",
+           "    device = probs.device\n", UNWRAPPED),
+    Mutant("check-plan-ignores-queue", "a planned range check writes the record of a queue no longer the default one",
+           "magmadnn/backend/device/faults.py",
+           "queue_ref() is queue and (record := record_ref()) is not None:\n            _dk.check_range(",
+           "(record := record_ref()) is not None:\n            _dk.check_range(", UNWRAPPED),
+    Mutant("sgd-op-rate-unchecked", "the SGD op takes a rate that is not finite",
+           "magmadnn/backend/device/kernels/optim.py", "if not math.isfinite(lr + momentum + weight_decay):",
+           "if False:", UNWRAPPED),
+    Mutant("adam-op-rate-unchecked", "the Adam op takes a rate that is not finite",
+           "magmadnn/backend/device/kernels/optim.py", "if not math.isfinite(lr + beta1 + beta2 + eps + weight_decay):",
+           "if False:", UNWRAPPED),
+    Mutant("check-binary-plan-ignores-dtype", "a planned 0/1 check reads values of another dtype as the planned one's",
+           "pymagma/kernels/check.py", 'key = ("check_binary", x.__class__, x.dtype, x.device,',
+           'key = ("check_binary", x.__class__, x.device,', UNWRAPPED),
+    Mutant("faults-binary-plan-ignores-message", "a planned 0/1 check reports another check's message",
+           "magmadnn/backend/device/faults.py", 'key = ("binary", x.__class__, x.dtype, x.device, message)',
+           'key = ("binary", x.__class__, x.dtype, x.device)', UNWRAPPED),
+    Mutant("dropout-plan-seed-unchecked", "a planned dropout takes a negative seed (wrapped to 2**64 - 1)",
+           "magmadnn/backend/device/kernels/dropout.py", "and 0 <= seed < _LIMIT and", "and", UNWRAPPED),
+    Mutant("dropout-plan-ignores-shape", "a planned dropout launches over another shape's size",
+           "magmadnn/backend/device/kernels/dropout.py",
+           "key = (x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate)",
+           "key = (x.__class__, x.dtype, x.device, rate.__class__, rate)", UNWRAPPED),
 ]
 
 

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 from ctypes import c_double, c_longlong
 
-from .. import _checks
+from .. import _checks, _native
 from .._checks import Plans
 from . import programs
 from .common import _device_array, _run
 from .elementwise import contiguous
+from .loader import THREADS
 from .programs import FLOAT_DTYPES
 
 #: The length of a fault record (int64): site (0: none), low and high 32 bits of the value's 64 bits, flat index.
@@ -53,7 +54,11 @@ def check_range(x, low, high, record, site: int) -> None:
         expression, bounds_site = decided
         if not x.is_c_contiguous:
             x = contiguous(x)
-        _run("check", expression, x, x.size, [x.ptr, c_longlong(x.size), *bounds_site, record.ptr], grid=1)
+        if x.size:  # (common._run, inline: one block)
+            libraries, device = _native.current, x.device
+            libraries.launcher.launch("check", expression, device,
+                                      (libraries.default_queues.get(device) or x.queue).stream, 1, THREADS,
+                                      [x.ptr, c_longlong(x.size), *bounds_site, record.ptr])
         return
     name, x, site = _check_operands(x, record, site, "check_range")
     bound = c_longlong if name in ("int64", "int32") else c_double
@@ -66,7 +71,25 @@ def check_range(x, low, high, record, site: int) -> None:
 
 def check_binary(x, record, site: int) -> None:
     """Flag the first element of ``x`` that is neither 0 nor 1 (NaN included) into the fault ``record``, as
-    :func:`check_range` does."""
+    :func:`check_range` does.  Planned per operands' signature and site."""
+    try:
+        key = ("check_binary", x.__class__, x.dtype, x.device, record.__class__, record.shape, record.strides,
+               record.dtype, record.device, site.__class__, site)
+        decided = _CHECKED.get(key)
+    except (AttributeError, TypeError):  # not arrays (or unhashable): the checked path names what is wrong
+        key = decided = None
+    if decided is not None:  # the checks of this signature passed before: its launch
+        expression, site_c = decided
+        if not x.is_c_contiguous:
+            x = contiguous(x)
+        if x.size:  # (common._run, inline: one block)
+            libraries, device = _native.current, x.device
+            libraries.launcher.launch("check", expression, device,
+                                      (libraries.default_queues.get(device) or x.queue).stream, 1, THREADS,
+                                      [x.ptr, c_longlong(x.size), site_c, record.ptr])
+        return
     name, x, site = _check_operands(x, record, site, "check_binary")
-    _run("check", programs.expression("check_binary", name), x, x.size,
-         [x.ptr, c_longlong(x.size), c_longlong(site), record.ptr], grid=1)
+    expression, site_c = programs.expression("check_binary", name), c_longlong(site)
+    _run("check", expression, x, x.size, [x.ptr, c_longlong(x.size), site_c, record.ptr], grid=1)
+    if key is not None:
+        _CHECKED.keep(key, (expression, site_c))

@@ -6,21 +6,9 @@ Embedding once per call, before any batch runs."""
 
 from __future__ import annotations
 
-import numpy as np
+from .kernels import embeddings as _embeddings
 
-from . import kernels as _dk
-from ._common import (
-    _int64_labels,
-)
-
-_INT64 = np.dtype(np.int64)
-
-
-def embedding_forward(table, indices):
-    """The gather kernel (NaN rows for indices outside the table, never a read outside it)."""
-    return _dk.embedding(table, indices if indices.dtype is _INT64 else _int64_labels(indices))
-
-
-def embedding_backward(dy, indices, num_rows):
-    """The deterministic scatter-add kernel (one block per table row, indices in order)."""
-    return _dk.embedding_backward(dy, indices if indices.dtype is _INT64 else _int64_labels(indices), int(num_rows))
+#: The gather kernel (NaN rows for indices outside the table, never a read outside it), indices of any integer dtype.
+embedding_forward = _embeddings.embedding_forward
+#: The deterministic scatter-add kernel (one block per table row, indices in order): ``(dy, indices, num_rows)``.
+embedding_backward = _embeddings.embedding_backward_op

@@ -66,8 +66,9 @@ def _checked(x) -> tuple[bool, bool]:
     return True, name in ("int64", "int32")
 
 
-#: {(x's class, dtype and device, the bounds and their types, the message): its site}: what a check with the
-#: signature decided (that ``x`` takes the check, whether its values are integers, the message's site number)
+#: {(x's class, dtype and device, the bounds and their types, the message): (its site, the device's default queue and
+#: its fault record by weak reference)}: what a check with the signature decided (that ``x`` takes the check, whether
+#: its values are integers, the message's site number, the record it writes)
 _PLANNED = Plans()
 
 
@@ -77,28 +78,47 @@ def check_range(x, low, high, message):
     repeated check looks up its device's record and launches."""
     try:
         key = (x.__class__, x.dtype, x.device, low.__class__, low, high.__class__, high, message)
-        site = _PLANNED.get(key)
+        planned = _PLANNED.get(key)
     except (AttributeError, TypeError):  # not an array (or unhashable): the checked path names what is wrong
-        key = site = None
-    if site is not None and x.size:
+        key = planned = None
+    if planned is not None and x.size:
+        site, queue_ref, record_ref = planned
         queue = _native.current.default_queues.get(x.device)  # (default_queue's fast path, inline)
-        record = None if queue is None else _records.get(queue)
-        if record is not None:  # the device's record made by an earlier check: the launch
+        # the record the plan's check made on the device's queue while that queue is still the default one (a
+        # record never changes while its queue lives): the launch
+        if queue is not None and queue_ref() is queue and (record := record_ref()) is not None:
             _dk.check_range(x, low, high, record, site)
             return
     needed, integral = _checked(x)
     if needed:
         site = _site(message, integral)
-        _dk.check_range(x, low, high, _record(x.device), site)
-        if key is not None:
-            _PLANNED.keep(key, site)
+        record = _record(x.device)
+        _dk.check_range(x, low, high, record, site)
+        if key is not None:  # (by weak references: a plan keeps neither the queue nor the record alive)
+            _PLANNED.keep(key, (site, weakref.ref(_queue.default_queue(x.device)), weakref.ref(record)))
 
 
 def check_binary(x, message):
-    """Every element of ``x`` 0 or 1 (booleans pass), reported as :func:`check_range` reports."""
+    """Every element of ``x`` 0 or 1 (booleans pass), reported as :func:`check_range` reports; planned per dtype and
+    message as :func:`check_range` is."""
+    try:
+        key = ("binary", x.__class__, x.dtype, x.device, message)
+        planned = _PLANNED.get(key)
+    except (AttributeError, TypeError):  # not an array (or unhashable): the checked path names what is wrong
+        key = planned = None
+    if planned is not None and x.size:
+        site, queue_ref, record_ref = planned
+        queue = _native.current.default_queues.get(x.device)  # (as in check_range)
+        if queue is not None and queue_ref() is queue and (record := record_ref()) is not None:
+            _dk.check_binary(x, record, site)
+            return
     needed, integral = _checked(x)
     if needed:
-        _dk.check_binary(x, _record(x.device), _site(message, integral))
+        site = _site(message, integral)
+        record = _record(x.device)
+        _dk.check_binary(x, record, site)
+        if key is not None:
+            _PLANNED.keep(key, (site, weakref.ref(_queue.default_queue(x.device)), weakref.ref(record)))
 
 
 def fault_record(like):

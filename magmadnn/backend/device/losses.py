@@ -3,14 +3,11 @@ Keras' cross entropy of probabilities (clip, log, weighted mean: one launch; its
 
 from __future__ import annotations
 
-import numpy as np
-
 from . import kernels as _dk
 from ._common import (
     _int64_labels,
 )
-
-_INT64 = np.dtype(np.int64)  # labels of this dtype object pass as they are, without _int64_labels' frame
+from .kernels import loss as _loss
 
 
 def softmax_cross_entropy(logits, labels):
@@ -22,15 +19,10 @@ def softmax_cross_entropy_backward(probs, labels, dloss):
     return _dk.softmax_cross_entropy_backward(probs, _int64_labels(labels), dloss)
 
 
-def softmax_cross_entropy_mean(logits, labels):
-    """``(loss 0-d, probs)``: the mean of the per-row loss, in one launch for small problems."""
-    return _dk.softmax_cross_entropy_mean(logits, labels if labels.dtype is _INT64 else _int64_labels(labels))
-
-
-def softmax_cross_entropy_mean_backward(probs, labels, dloss):
-    """dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d: one launch."""
-    return _dk.softmax_cross_entropy_backward(probs, labels if labels.dtype is _INT64 else _int64_labels(labels),
-                                              dloss, mean=True)
+#: ``(loss 0-d, probs)``: the mean of the per-row loss, in one launch for small problems (no wrapper).
+softmax_cross_entropy_mean = _loss.softmax_cross_entropy_mean_op
+#: dlogits of the mean over rows of ``softmax_cross_entropy``'s loss, ``dloss`` 0-d: one launch (no wrapper).
+softmax_cross_entropy_mean_backward = _loss.softmax_cross_entropy_mean_backward
 
 
 def probability_crossentropy(p, packed, binary, smoothing, eps, scale):

@@ -10,6 +10,7 @@ from . import kernels as _dk
 from ._common import (
     _same_dtype,
 )
+from .kernels import optim as _optim
 
 
 def sgd_update(p, g, v, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
@@ -50,34 +51,19 @@ def adagrad_update(p, g, s, lr, eps=1e-7, weight_decay=0.0, keras=False):
 # step's device vector (``values``), a number the eager step's rate.
 
 
-def sgd_update_many(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False):
-    """``sgd_update`` of every (ps[i], gs[i], vs[i]): one launch per dtype (per kernels.MANY tensors)."""
-    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
-    _dk.sgd_update_many(ps, gs, vs if momentum else None, lr=lr, values=values, momentum=float(momentum),
-                        weight_decay=float(weight_decay), nesterov=bool(nesterov), keras=bool(keras))
+#: ``sgd_update`` of every (ps[i], gs[i], vs[i]): one launch per dtype (per kernels.MANY tensors); no wrapper.
+sgd_update_many = _optim.sgd_update_many_op
 
 
-def adam_update_many(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0, decoupled=False,
-                     keras=False):
-    """``adam_update`` of every (ps[i], gs[i], ms[i], vs[i]): one launch per dtype."""
-    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
-    _dk.adam_update_many(ps, gs, ms, vs, step=int(step) if values is None else 1, lr=lr, values=values,
-                         beta1=float(beta1), beta2=float(beta2), eps=float(eps), weight_decay=float(weight_decay),
-                         decoupled=bool(decoupled), keras=bool(keras))
+#: ``adam_update`` of every (ps[i], gs[i], ms[i], vs[i]) (``step, lr`` as ``adam_update`` takes them): one launch per
+#: dtype; no wrapper.
+adam_update_many = _optim.adam_update_many_op
 
 
-def rmsprop_update_many(ps, gs, ss, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False):
-    """``rmsprop_update`` of every (ps[i], gs[i], ss[i]): one launch per dtype."""
-    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
-    _dk.rmsprop_update_many(ps, gs, ss, lr=lr, values=values, rho=float(rho), eps=float(eps),
-                            weight_decay=float(weight_decay), keras=bool(keras))
-
-
-def adagrad_update_many(ps, gs, ss, lr, eps=1e-7, weight_decay=0.0, keras=False):
-    """``adagrad_update`` of every (ps[i], gs[i], ss[i]): one launch per dtype."""
-    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)  # (see above)
-    _dk.adagrad_update_many(ps, gs, ss, lr=lr, values=values, eps=float(eps), weight_decay=float(weight_decay),
-                            keras=bool(keras))
+#: ``rmsprop_update`` of every (ps[i], gs[i], ss[i]): one launch per dtype; no wrapper.
+rmsprop_update_many = _optim.rmsprop_update_many_op
+#: ``adagrad_update`` of every (ps[i], gs[i], ss[i]): one launch per dtype; no wrapper.
+adagrad_update_many = _optim.adagrad_update_many_op
 
 
 def clip_norm_scale(arrays, max_norm):

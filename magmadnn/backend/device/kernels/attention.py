@@ -7,10 +7,11 @@ import ctypes
 import math
 from ctypes import c_double, c_int, c_longlong
 
+from pymagma import _native
 from pymagma import array as _array
 from pymagma._checks import Plans
 from pymagma.kernels import programs
-from pymagma.kernels.common import NULL, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.common import NULL, THREADS, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
 
 
@@ -113,9 +114,12 @@ def attention_heads(q, k, v, heads: int, mask=None, scale: float = 1.0, causal: 
         v = contiguous(v)
     o = _array._empty(o_shape, q.dtype, q.device)
     p = _array._empty(p_shape, q.dtype, q.device)
-    _run("attention", expression, q, rows,
-         [q.ptr, k.ptr, v.ptr, NULL if mask is None else mask.ptr, o.ptr, p.ptr, AttentionShape(*dims),
-          c_double(scale), c_int(int(bool(causal)))], grid=min(rows, 65535))
+    if rows:  # (common._run, inline: one frame from the autograd node to the launch; no launch for no batch)
+        libraries, device = _native.current, q.device
+        libraries.launcher.launch(
+            "attention", expression, device, (libraries.default_queues.get(device) or q.queue).stream,
+            min(rows, 65535), THREADS, [q.ptr, k.ptr, v.ptr, NULL if mask is None else mask.ptr, o.ptr, p.ptr,
+                                        AttentionShape(*dims), c_double(scale), c_int(int(bool(causal)))])
     return o, p
 
 
@@ -152,8 +156,12 @@ def attention_heads_backward(dout, q, k, v, p, heads: int, scale: float = 1.0):
     ds = _array._empty(p.shape, dtype, device)
     dq, dk, dv = _array._empty(q.shape, dtype, device), _array._empty(k.shape, dtype, device), \
         _array._empty(v.shape, dtype, device)
-    _run("attention", rows_expression, q, rows,
-         [dout.ptr, k.ptr, v.ptr, p.ptr, ds.ptr, dq.ptr, AttentionShape(*dims), c_double(scale)], grid=min(rows, 65535))
-    _run("attention", keys_expression, q, keys,
-         [dout.ptr, q.ptr, p.ptr, ds.ptr, dk.ptr, dv.ptr, AttentionShape(*dims)], grid=min(keys, 65535))
+    if rows:  # (common._run, inline: one frame from the autograd node to the launches; rows, keys 0 for no batch)
+        libraries = _native.current
+        stream = (libraries.default_queues.get(device) or q.queue).stream
+        libraries.launcher.launch("attention", rows_expression, device, stream, min(rows, 65535), THREADS,
+                                  [dout.ptr, k.ptr, v.ptr, p.ptr, ds.ptr, dq.ptr, AttentionShape(*dims),
+                                   c_double(scale)])
+        libraries.launcher.launch("attention", keys_expression, device, stream, min(keys, 65535), THREADS,
+                                  [dout.ptr, q.ptr, p.ptr, ds.ptr, dk.ptr, dv.ptr, AttentionShape(*dims)])
     return dq, dk, dv

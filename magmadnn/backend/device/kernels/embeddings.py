@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from ctypes import c_longlong
 
-from pymagma import _checks
+import numpy as np
+
+from pymagma import _checks, _native
 from pymagma import array as _array
 from pymagma._checks import Plans
 from pymagma.kernels import programs
-from pymagma.kernels.common import _device_array, _float_dtype, _run
-from pymagma.kernels.elementwise import contiguous
+from pymagma.kernels.common import THREADS, _device_array, _float_dtype, _run
+from pymagma.kernels.elementwise import cast, contiguous
+from pymagma.kernels.loader import MAX_BLOCKS
 
 
 def _indices(indices, what: str):
@@ -18,6 +21,8 @@ def _indices(indices, what: str):
     return contiguous(indices)
 
 
+_DeviceArray, _INT64 = _array.DeviceArray, np.dtype(np.int64)
+
 #: {(launcher, operands' signature, scalars): what its checks decided}: a call with a signature seen before skips
 #: its checks (they hold for every call with it) and launches with the arguments they decided; errors never kept
 _CHECKED = Plans()
@@ -25,7 +30,18 @@ _CHECKED = Plans()
 
 def embedding(table, indices):
     """Rows of ``table`` (rows, dim) picked by the int64 ``indices`` (any shape) -> ``indices.shape + (dim,)``.  An
-    index outside [0, rows) is never read: its output row is NaN."""
+    index outside [0, rows) is never read: its output row is NaN.  Integer indices of another dtype are refused
+    (:func:`embedding_forward` casts them)."""
+    if indices.__class__ is _DeviceArray and indices.dtype is not _INT64 and indices.dtype.kind in "iu":
+        return _embedding(table, indices)  # (raises, naming them)
+    return embedding_forward(table, indices)
+
+
+def embedding_forward(table, indices):
+    """The device backend's op ``embedding_forward`` (no wrapper): :func:`embedding` of indices of any integer dtype
+    (cast to int64 first); a call whose operands' signature was checked before launches in this one frame."""
+    if indices.__class__ is _DeviceArray and indices.dtype is not _INT64 and indices.dtype.kind in "iu":
+        indices = cast(indices, np.int64)
     try:
         key = ("embedding", table.__class__, table.shape, table.dtype, table.device, indices.__class__,
                indices.shape, indices.dtype, indices.device)
@@ -33,19 +49,22 @@ def embedding(table, indices):
     except (AttributeError, TypeError):  # not arrays (or unhashable): the checked path names what is wrong
         key = decided = None
     if decided is not None:  # the checks of this signature passed before: its launch
-        expression, out_shape, (n, rows, dim) = decided
+        expression, out_shape, (n, rows, dim), grid = decided
         if not table.is_c_contiguous:
             table = contiguous(table)
         if not indices.is_c_contiguous:
             indices = contiguous(indices)
-        out = _array._empty(out_shape, table.dtype, table.device)
-        _run("embeddings", expression, table, out.size,
-             [table.ptr, indices.ptr, out.ptr, c_longlong(n), c_longlong(rows), c_longlong(dim)])
+        device = table.device
+        out = _array._empty(out_shape, table.dtype, device)
+        libraries = _native.current  # (common._run, inline: the planned gather is never empty)
+        libraries.launcher.launch("embeddings", expression, device,
+                                  (libraries.default_queues.get(device) or table.queue).stream, grid, THREADS,
+                                  [table.ptr, indices.ptr, out.ptr, c_longlong(n), c_longlong(rows), c_longlong(dim)])
         return out
     out = _embedding(table, indices)
     if key is not None and out.size:  # (an empty gather is never planned: its every call checked)
         _CHECKED.keep(key, (programs.expression("embedding_gather", _float_dtype(table, "embedding")), out.shape,
-                            (indices.size, table.shape[0], table.shape[1])))
+                            (indices.size, table.shape[0], table.shape[1]), min(-(-out.size // THREADS), MAX_BLOCKS)))
     return out
 
 
@@ -68,7 +87,21 @@ def _embedding(table, indices):
 
 def embedding_backward(dy, indices, rows: int):
     """The table gradient (rows, dim) of :func:`embedding`: each row the sum of the rows of ``dy`` whose index it is,
-    added in the order of the indices (deterministic: one block per table row, no atomics)."""
+    added in the order of the indices (deterministic: one block per table row, no atomics).  Integer indices of
+    another dtype are refused (:func:`embedding_backward_op` casts them)."""
+    if (indices.__class__ is _DeviceArray and indices.dtype is not _INT64 and indices.dtype.kind in "iu") or \
+            rows.__class__ is not int:
+        return _embedding_backward(dy, indices, rows)  # (raises, naming them; or rows of another integer type)
+    return embedding_backward_op(dy, indices, rows)
+
+
+def embedding_backward_op(dy, indices, num_rows):
+    """The device backend's op ``embedding_backward`` (no wrapper): :func:`embedding_backward` of indices of any
+    integer dtype (cast to int64 first) into ``int(num_rows)`` rows; a call whose operands' signature was checked
+    before launches in this one frame."""
+    if indices.__class__ is _DeviceArray and indices.dtype is not _INT64 and indices.dtype.kind in "iu":
+        indices = cast(indices, np.int64)
+    rows = int(num_rows)
     try:
         key = ("embedding_backward", dy.__class__, dy.shape, dy.dtype, dy.device, indices.__class__, indices.shape,
                indices.dtype, indices.device, rows.__class__, rows)
@@ -81,10 +114,13 @@ def embedding_backward(dy, indices, rows: int):
             dy = contiguous(dy)
         if not indices.is_c_contiguous:
             indices = contiguous(indices)
-        dtable = _array._empty(out_shape, dy.dtype, dy.device)
-        _run("embeddings", expression, dy, rows,
-             [dy.ptr, indices.ptr, dtable.ptr, c_longlong(n), c_longlong(rows), c_longlong(dim)],
-             grid=min(rows, 65535))
+        device = dy.device
+        dtable = _array._empty(out_shape, dy.dtype, device)
+        libraries = _native.current  # (common._run, inline: rows >= 1, checked)
+        libraries.launcher.launch("embeddings", expression, device,
+                                  (libraries.default_queues.get(device) or dy.queue).stream, min(rows, 65535),
+                                  THREADS, [dy.ptr, indices.ptr, dtable.ptr, c_longlong(n), c_longlong(rows),
+                                            c_longlong(dim)])
         return dtable
     dtable = _embedding_backward(dy, indices, rows)
     if key is not None:

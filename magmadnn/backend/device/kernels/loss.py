@@ -7,10 +7,13 @@ from ctypes import c_double, c_int, c_longlong
 
 import numpy as np
 
+from pymagma import _native
 from pymagma import array as _array
+from pymagma._checks import Plans
 from pymagma.kernels import programs
 from pymagma.kernels.common import _FLOAT_NAMES, NULL, _device_array, _float_dtype, _out_for, _ptr, _run, _same
-from pymagma.kernels.elementwise import contiguous
+from pymagma.kernels.elementwise import cast, contiguous
+from pymagma.kernels.loader import MAX_BLOCKS, THREADS
 from pymagma.kernels.reductions import reduce
 
 
@@ -66,7 +69,18 @@ MEAN_IN_ONE_LAUNCH = 1 << 16
 def softmax_cross_entropy_mean(logits, labels):
     """``(loss, probs)``: the mean over the rows of :func:`softmax_cross_entropy`'s per-row loss (0-d) and the
     softmax, in one launch (one block, each thread whole rows) up to MEAN_IN_ONE_LAUNCH elements, else the per-row
-    kernel and a mean."""
+    kernel and a mean.  ``labels`` as :func:`softmax_cross_entropy` takes them (int64 class indices: integer labels
+    of another dtype are refused as there; :func:`softmax_cross_entropy_mean_op` casts them)."""
+    if labels.__class__ is _DeviceArray and labels.dtype is not _INT64 and labels.dtype.kind in "iu":
+        softmax_cross_entropy(logits, labels, reduction="none", grad=False, probs=True)  # (raises, naming them)
+    return softmax_cross_entropy_mean_op(logits, labels)
+
+
+def softmax_cross_entropy_mean_op(logits, labels):
+    """The device backend's op ``softmax_cross_entropy_mean`` (no wrapper): :func:`softmax_cross_entropy_mean` of
+    class indices of any integer dtype (cast to int64 first) in one frame from the autograd node to the launch."""
+    if labels.__class__ is _DeviceArray and labels.dtype is not _INT64 and labels.dtype.kind in "iu":
+        labels = cast(labels, np.int64)
     rows, classes = logits.shape if logits.ndim == 2 else (0, 0)
     if not 0 < rows * classes <= MEAN_IN_ONE_LAUNCH:
         loss, probs = softmax_cross_entropy(logits, labels, reduction="none", grad=False, probs=True)
@@ -82,10 +96,13 @@ def softmax_cross_entropy_mean(logits, labels):
         kernel = _labels_kernel(logits, labels, rows, classes) + "_mean"
     if not labels.is_c_contiguous:
         labels = contiguous(labels)
-    loss = _array._empty((), logits.dtype, logits.device)  # (a checked array's dtype, device and shape)
-    probs = _array._empty(logits.shape, logits.dtype, logits.device)
-    _run("loss", programs.expression(kernel, dtype), logits, rows,  # (pointers as ints: the launcher packs them)
-         [logits.ptr, labels.ptr, loss.ptr, probs.ptr, c_longlong(rows), c_longlong(classes)], grid=1)
+    device = logits.device
+    loss = _array._empty((), logits.dtype, device)  # (a checked array's dtype, device and shape)
+    probs = _array._empty(logits.shape, logits.dtype, device)
+    libraries = _native.current  # (common._run, inline: rows >= 1; pointers as ints: the launcher packs them)
+    libraries.launcher.launch("loss", programs.expression(kernel, dtype), device,
+                              (libraries.default_queues.get(device) or logits.queue).stream, 1, THREADS,
+                              [logits.ptr, labels.ptr, loss.ptr, probs.ptr, c_longlong(rows), c_longlong(classes)])
     return loss, probs
 
 
@@ -131,6 +148,52 @@ def softmax_cross_entropy_backward(probs, labels, dloss, out=None, mean: bool = 
     _run("loss", programs.expression(kernel, dtype), probs, rows if grid else probs.size,  # (pointers as ints)
          [probs.ptr, labels.ptr, NULL if dloss is None else dloss.ptr, out.ptr, c_longlong(rows),
           c_longlong(classes)], grid=grid)
+    return out
+
+
+#: {(probs', labels' and dloss' class, shape, dtype and device): the launch (expression, rows, classes, grid; 0: no
+#: launch)} of a :func:`softmax_cross_entropy_mean_backward` whose checks passed; errors are never kept
+_MEAN_BACKWARD = Plans()
+
+
+def softmax_cross_entropy_mean_backward(probs, labels, dloss):
+    """The device backend's op ``softmax_cross_entropy_mean_backward`` (no wrapper):
+    :func:`softmax_cross_entropy_backward` with ``mean=True`` of class indices of any integer dtype (cast to int64
+    first).  A call whose operands' signature was checked before launches in this one frame."""
+    if labels.__class__ is _DeviceArray and labels.dtype is not _INT64 and labels.dtype.kind in "iu":
+        labels = cast(labels, np.int64)
+    try:
+        key = (probs.__class__, probs.shape, probs.dtype, probs.device, labels.__class__, labels.shape, labels.dtype,
+               labels.device, None if dloss is None else (dloss.__class__, dloss.shape, dloss.dtype, dloss.device))
+        decided = _MEAN_BACKWARD.get(key)
+    except (AttributeError, TypeError):  # not arrays (or unhashable): the checked path names what is wrong
+        key = decided = None
+    if decided is None:
+        out = softmax_cross_entropy_backward(probs, labels, dloss, mean=True)
+        if key is not None and probs.__class__ is labels.__class__ is _DeviceArray:
+            rows, classes = probs.shape
+            index = labels.dtype is _INT64 or programs.dtype_name(labels.dtype) == "int64"
+            n = probs.size if index else rows
+            _MEAN_BACKWARD.keep(key, (programs.expression(
+                ("softmax_xent_index" if index else "softmax_xent_prob") + "_mean_backward", _float_dtype(probs, "")),
+                c_longlong(rows), c_longlong(classes),
+                (min(-(-n // THREADS), MAX_BLOCKS) if index else min(rows, 65535)) if n else 0))
+        return out
+    expression, rows, classes, grid = decided
+    if not probs.is_c_contiguous:
+        probs = contiguous(probs)
+    if not labels.is_c_contiguous:
+        labels = contiguous(labels)
+    if dloss is not None and not dloss.is_c_contiguous:
+        dloss = contiguous(dloss)
+    device = probs.device
+    out = _array._empty(probs.shape, probs.dtype, device)
+    if grid:  # (common._run, inline)
+        libraries = _native.current
+        libraries.launcher.launch("loss", expression, device,
+                                  (libraries.default_queues.get(device) or probs.queue).stream, grid, THREADS,
+                                  [probs.ptr, labels.ptr, NULL if dloss is None else dloss.ptr, out.ptr, rows,
+                                   classes])
     return out
 
 

@@ -5,11 +5,13 @@ from __future__ import annotations
 
 from ctypes import c_double, c_int, c_longlong
 
+from pymagma import _native
 from pymagma import array as _array
 from pymagma._checks import Plans
 from pymagma.kernels import programs
 from pymagma.kernels.common import NULL, THREADS, _float_dtype, _ptr, _run, _same
 from pymagma.kernels.elementwise import contiguous
+from pymagma.kernels.loader import MAX_BLOCKS
 
 from .optim import _check_hyper
 
@@ -54,8 +56,9 @@ def layer_norm_forward(x, gamma, beta, eps, rms=False):
         _check_hyper("layer_norm", eps=eps)
         rows, cols = _rows_of(x, "layer_norm")
         _norm_params(x, gamma, beta, "layer_norm")
-        decided = _CHECKED.keep(key, (programs.expression("norm_forward", dtype), rows, cols, int(rms)))
-    expression, rows, cols, flag = decided
+        decided = _CHECKED.keep(key, (programs.expression("norm_forward", dtype), rows, cols, int(rms),
+                                      min(rows, 65535)))
+    expression, rows, cols, flag, grid = decided
     if not x.is_c_contiguous:
         x = contiguous(x)
     if gamma is not None and not gamma.is_c_contiguous:
@@ -66,9 +69,12 @@ def layer_norm_forward(x, gamma, beta, eps, rms=False):
     y = _array._empty(shape, dtype, device)
     mean = _array._empty(shape[:-1], dtype, device)
     rstd = _array._empty(shape[:-1], dtype, device)
-    _run("norm", expression, x, rows,
-         [x.ptr, NULL if gamma is None else gamma.ptr, NULL if beta is None else beta.ptr, y.ptr, mean.ptr, rstd.ptr,
-          c_longlong(rows), c_longlong(cols), c_double(eps), c_int(flag)], grid=min(rows, 65535))
+    if rows:  # (common._run, inline: one frame from the autograd node to the launch)
+        libraries = _native.current
+        libraries.launcher.launch(
+            "norm", expression, device, (libraries.default_queues.get(device) or x.queue).stream, grid, THREADS,
+            [x.ptr, NULL if gamma is None else gamma.ptr, NULL if beta is None else beta.ptr, y.ptr, mean.ptr,
+             rstd.ptr, c_longlong(rows), c_longlong(cols), c_double(eps), c_int(flag)])
     return y, (mean, rstd)
 
 
@@ -170,13 +176,16 @@ def layer_norm_backward_op(dy, x, gamma, ctx, rms=False):
         pg, pb = dgamma, dbeta
     else:
         pg, pb = _array._empty((parts, cols), dtype, device), _array._empty((parts, cols), dtype, device)
-    _run("norm", expression, x, grid,
-         [dy.ptr, x.ptr, gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr,
-          c_longlong(rows), c_longlong(cols), c_int(flag), c_longlong(row_blocks), c_longlong(part_rows),
-          c_longlong(parts)], grid=grid)
+    # (common._run, inline: one frame from the autograd node to the launches; grid >= 1, cols >= 1)
+    libraries = _native.current
+    stream = (libraries.default_queues.get(device) or x.queue).stream
+    libraries.launcher.launch(
+        "norm", expression, device, stream, grid, THREADS,
+        [dy.ptr, x.ptr, gamma.ptr, mean.ptr, rstd.ptr, dx.ptr, pg.ptr, pb.ptr, c_longlong(rows), c_longlong(cols),
+         c_int(flag), c_longlong(row_blocks), c_longlong(part_rows), c_longlong(parts)])
     if parts > 1:
-        _run("norm", sum_expression, x, cols,
-             [pg.ptr, pb.ptr, dgamma.ptr, dbeta.ptr, c_longlong(parts), c_longlong(cols)])
+        libraries.launcher.launch("norm", sum_expression, device, stream, min(-(-cols // THREADS), MAX_BLOCKS),
+                                  THREADS, [pg.ptr, pb.ptr, dgamma.ptr, dbeta.ptr, c_longlong(parts), c_longlong(cols)])
     return dx, dgamma, dbeta
 
 

@@ -14,10 +14,11 @@ from ctypes import c_double, c_int, c_longlong, c_void_p
 
 import numpy as np
 
-from pymagma import _checks
+from pymagma import _checks, _native
 from pymagma.array import DeviceArray as _DeviceArray
 from pymagma.kernels import programs
 from pymagma.kernels.common import _FLOAT_NAMES, _device_array, _float_dtype, _ptr, _run, _same
+from pymagma.kernels.loader import MAX_BLOCKS, THREADS
 
 from ...ops.optim import adam_bias_corrections
 
@@ -253,18 +254,35 @@ def sgd_update_many(params, grads, velocities=None, *, lr: float = 0.0, values=N
                     weight_decay: float = 0.0, nesterov: bool = False, keras: bool = False) -> None:
     """:func:`sgd_update` of every ``(params[i], grads[i], velocities[i])`` in one launch per dtype (per MANY
     tensors); ``values``: the device vector {lr} a replayed step reads instead of ``lr``."""
-    if not (float is lr.__class__ is momentum.__class__ is weight_decay.__class__ and
-            math.isfinite(lr + momentum + weight_decay)):  # (_check_hyper's common case inline, see there)
+    _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
+    sgd_update_many_op(params, grads, velocities, lr if values is None else values, momentum, nesterov,
+                       weight_decay, keras)
+
+
+def sgd_update_many_op(ps, gs, vs, lr, momentum=0.0, nesterov=False, weight_decay=0.0, keras=False) -> None:
+    """The device backend's op ``sgd_update_many`` (no wrapper): :func:`sgd_update_many` with ``lr`` a number (the
+    eager step's rate) or a DeviceArray (the replayed step's device vector {lr}), every hyperparameter taken as a
+    float; a parameter list planned before (:class:`_ManyPlan`) launches in this one frame and its plan's."""
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)
+    momentum, weight_decay = float(momentum), float(weight_decay)
+    if not math.isfinite(lr + momentum + weight_decay):  # (_check_hyper's common case inline, see there)
         _check_hyper("sgd_update_many", lr=lr, momentum=momentum, weight_decay=weight_decay)
-    if momentum and (velocities is None or not all(map(_is_not_none, velocities))):
+    if momentum and (vs is None or not all(map(_is_not_none, vs))):
         raise ValueError("sgd_update_many with momentum needs a velocity buffer for every parameter")
-    columns = (params, grads, velocities if momentum else None)
-    plan = _MANY_PLANS.get(("sgd_update_many", id(params[0]))) if params else None
+    columns = (ps, gs, vs if momentum else None)
+    plan = _MANY_PLANS.get(("sgd_update_many", id(ps[0]))) if ps else None
     launches = None if plan is None else plan.launches(columns, values, "sgd_update_many")
+    scalars = None
     for dtype, like, total, table, at in launches or _many_groups("sgd_update_many", columns, values):
-        _run("optim", programs.expression("sgd_many", dtype), like, total,
-             [table, at if at is not None else c_void_p(), c_double(lr), c_double(momentum),
-              c_double(weight_decay), c_int(int(nesterov) | (_KERAS if keras else 0))])
+        if total:  # (common._run, inline)
+            if scalars is None:
+                scalars = (c_double(lr), c_double(momentum), c_double(weight_decay),
+                           c_int(int(bool(nesterov)) | (_KERAS if keras else 0)))
+            libraries, device = _native.current, like.device
+            libraries.launcher.launch(
+                "optim", programs.expression("sgd_many", dtype), device,
+                (libraries.default_queues.get(device) or like.queue).stream, min(-(-total // THREADS), MAX_BLOCKS),
+                THREADS, [table, at if at is not None else c_void_p(), *scalars])
 
 
 def adam_update_many(params, grads, ms, vs, *, step: int = 1, lr: float = 0.0, values=None, beta1: float = 0.9,
@@ -273,47 +291,90 @@ def adam_update_many(params, grads, ms, vs, *, step: int = 1, lr: float = 0.0, v
     """:func:`adam_update` of every ``(params[i], grads[i], ms[i], vs[i])`` in one launch per dtype (per MANY
     tensors); ``values``: the device vector {lr, bc1, bc2} a replayed step reads instead of lr and ``step``."""
     step = _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)
-    if not (float is lr.__class__ is beta1.__class__ is beta2.__class__ is eps.__class__ is weight_decay.__class__ and
-            math.isfinite(lr + beta1 + beta2 + eps + weight_decay)):  # (see sgd_update_many)
-        _check_hyper("adam_update_many", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
-    if values is not None:
-        _step_values(values, 3, "adam_update_many")
+    _check_hyper("adam_update_many", lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
+    adam_update_many_op(params, grads, ms, vs, step, lr if values is None else values, beta1, beta2, eps,
+                        weight_decay, decoupled, keras)
+
+
+def adam_update_many_op(ps, gs, ms, vs, step, lr, beta1=0.9, beta2=0.999, eps=1e-8, weight_decay=0.0,
+                        decoupled=False, keras=False) -> None:
+    """The device backend's op ``adam_update_many`` (no wrapper): :func:`adam_update_many` with ``lr`` a number (the
+    eager step's rate, ``step`` counting from 1) or a DeviceArray (the replayed step's device vector {lr, bc1, bc2},
+    ``step`` unused), every hyperparameter taken as a float; a parameter list planned before (:class:`_ManyPlan`)
+    launches in this one frame and its plan's."""
+    what = "adam_update_many"
+    if isinstance(lr, _DeviceArray):
+        lr, values, step = 0.0, _step_values(lr, 3, what), 1
+    else:
+        lr, values, step = float(lr), None, int(step)
+        if not 0 < step < 2**63:
+            _checks.count(step, "adam step", minimum=1, maximum=2**63 - 1)  # (raises, naming it)
+    beta1, beta2, eps, weight_decay = float(beta1), float(beta2), float(eps), float(weight_decay)
+    if not math.isfinite(lr + beta1 + beta2 + eps + weight_decay):  # (see sgd_update_many_op)
+        _check_hyper(what, lr=lr, beta1=beta1, beta2=beta2, eps=eps, weight_decay=weight_decay)
     corrections = _bias_corrections(beta1, beta2, step)  # the single update's, bit for bit
-    columns = (params, grads, ms, vs)
-    plan = _MANY_PLANS.get(("adam_update_many", id(params[0]))) if params else None
-    launches = None if plan is None else plan.launches(columns, values, "adam_update_many")
-    for dtype, like, total, table, at in launches or _many_groups("adam_update_many", columns, values):
-        _run("optim", programs.expression("adam_many", dtype), like, total,
-             [table, at if at is not None else c_void_p(), c_double(lr), c_double(beta1), c_double(beta2),
-              c_double(eps), c_double(weight_decay), c_int(int(decoupled) | (_KERAS if keras else 0)),
-              c_double(corrections[0]), c_double(corrections[1])])
+    columns = (ps, gs, ms, vs)
+    plan = _MANY_PLANS.get((what, id(ps[0]))) if ps else None
+    launches = None if plan is None else plan.launches(columns, values, what)
+    scalars = None
+    for dtype, like, total, table, at in launches or _many_groups(what, columns, values):
+        if total:  # (common._run, inline)
+            if scalars is None:
+                scalars = (c_double(lr), c_double(beta1), c_double(beta2), c_double(eps), c_double(weight_decay),
+                           c_int(int(bool(decoupled)) | (_KERAS if keras else 0)), c_double(corrections[0]),
+                           c_double(corrections[1]))
+            libraries, device = _native.current, like.device
+            libraries.launcher.launch(
+                "optim", programs.expression("adam_many", dtype), device,
+                (libraries.default_queues.get(device) or like.queue).stream, min(-(-total // THREADS), MAX_BLOCKS),
+                THREADS, [table, at if at is not None else c_void_p(), *scalars])
 
 
 def rmsprop_update_many(params, grads, square_avgs, *, lr: float = 0.0, values=None, rho: float = 0.9,
                         eps: float = 1e-8, weight_decay: float = 0.0, keras: bool = False) -> None:
     """:func:`rmsprop_update` of every ``(params[i], grads[i], square_avgs[i])``, one launch per dtype."""
-    if not (float is lr.__class__ is rho.__class__ is eps.__class__ is weight_decay.__class__ and
-            math.isfinite(lr + rho + eps + weight_decay)):  # (see sgd_update_many)
+    _check_hyper("rmsprop_update_many", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
+    rmsprop_update_many_op(params, grads, square_avgs, lr if values is None else values, rho, eps, weight_decay, keras)
+
+
+def rmsprop_update_many_op(ps, gs, ss, lr, rho=0.9, eps=1e-7, weight_decay=0.0, keras=False) -> None:
+    """The device backend's op ``rmsprop_update_many`` (no wrapper), ``lr`` as :func:`sgd_update_many_op` takes it;
+    a parameter list planned before launches by :func:`_many_launches` and its plan's."""
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)
+    rho, eps, weight_decay = float(rho), float(eps), float(weight_decay)
+    if not math.isfinite(lr + rho + eps + weight_decay):  # (see sgd_update_many_op)
         _check_hyper("rmsprop_update_many", lr=lr, rho=rho, eps=eps, weight_decay=weight_decay)
-    columns = (params, grads, square_avgs)
-    plan = _MANY_PLANS.get(("rmsprop_update_many", id(params[0]))) if params else None
-    launches = None if plan is None else plan.launches(columns, values, "rmsprop_update_many")
-    for dtype, like, total, table, at in launches or _many_groups("rmsprop_update_many", columns, values):
-        _run("optim", programs.expression("rmsprop_many", dtype), like, total,
-             [table, at if at is not None else c_void_p(), c_double(lr), c_double(rho), c_double(eps),
-              c_double(weight_decay), c_int(_KERAS if keras else 0)])
+    _many_launches("rmsprop_update_many", "rmsprop_many", (ps, gs, ss), values,
+                   (c_double(lr), c_double(rho), c_double(eps), c_double(weight_decay), c_int(_KERAS if keras else 0)))
 
 
 def adagrad_update_many(params, grads, sum_squares, *, lr: float = 0.0, values=None, eps: float = 1e-10,
                         weight_decay: float = 0.0, keras: bool = False) -> None:
     """:func:`adagrad_update` of every ``(params[i], grads[i], sum_squares[i])``, one launch per dtype."""
-    if not (float is lr.__class__ is eps.__class__ is weight_decay.__class__ and
-            math.isfinite(lr + eps + weight_decay)):  # (see sgd_update_many)
+    _check_hyper("adagrad_update_many", lr=lr, eps=eps, weight_decay=weight_decay)
+    adagrad_update_many_op(params, grads, sum_squares, lr if values is None else values, eps, weight_decay, keras)
+
+
+def adagrad_update_many_op(ps, gs, ss, lr, eps=1e-7, weight_decay=0.0, keras=False) -> None:
+    """The device backend's op ``adagrad_update_many`` (no wrapper), ``lr`` as :func:`sgd_update_many_op` takes it;
+    a parameter list planned before launches by :func:`_many_launches` and its plan's."""
+    lr, values = (0.0, lr) if isinstance(lr, _DeviceArray) else (float(lr), None)
+    eps, weight_decay = float(eps), float(weight_decay)
+    if not math.isfinite(lr + eps + weight_decay):  # (see sgd_update_many_op)
         _check_hyper("adagrad_update_many", lr=lr, eps=eps, weight_decay=weight_decay)
-    columns = (params, grads, sum_squares)
-    plan = _MANY_PLANS.get(("adagrad_update_many", id(params[0]))) if params else None
-    launches = None if plan is None else plan.launches(columns, values, "adagrad_update_many")
-    for dtype, like, total, table, at in launches or _many_groups("adagrad_update_many", columns, values):
-        _run("optim", programs.expression("adagrad_many", dtype), like, total,
-             [table, at if at is not None else c_void_p(), c_double(lr), c_double(eps), c_double(weight_decay),
-              c_int(_KERAS if keras else 0)])
+    _many_launches("adagrad_update_many", "adagrad_many", (ps, gs, ss), values,
+                   (c_double(lr), c_double(eps), c_double(weight_decay), c_int(_KERAS if keras else 0)))
+
+
+def _many_launches(what: str, kernel: str, columns, values, scalars) -> None:
+    """The launches of a ``*_many`` update of ``columns`` (its plan's, else checked and planned) with ``scalars``."""
+    params = columns[0]
+    plan = _MANY_PLANS.get((what, id(params[0]))) if params else None
+    launches = None if plan is None else plan.launches(columns, values, what)
+    for dtype, like, total, table, at in launches or _many_groups(what, columns, values):
+        if total:  # (common._run, inline)
+            libraries, device = _native.current, like.device
+            libraries.launcher.launch(
+                "optim", programs.expression(kernel, dtype), device,
+                (libraries.default_queues.get(device) or like.queue).stream, min(-(-total // THREADS), MAX_BLOCKS),
+                THREADS, [table, at if at is not None else c_void_p(), *scalars])
