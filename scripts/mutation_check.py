@@ -442,8 +442,8 @@ MUTANTS = [
            "descriptors = (dnn._activation_desc(mode, None),", PLANS),
     Mutant("plan-bound-once", "a plan keeps the cuDNN functions it bound first, whichever cuDNN object is in use "
            "later", "pymagma/_dnn_plans.py",
-           "setattr(self, name, cudnn.bind(name))",
-           "setattr(self, name, getattr(self, name, None) or cudnn.bind(name))", PLANS),
+           "if kept is None or kept[0] is not cudnn:",
+           "if kept is None:", PLANS),
     Mutant("plan-of-array-ignores-options", "the device backend's plan look-up by an array ignores the options "
            "(sigmoid gets relu's plan)", "pymagma/_dnn_plans.py",
            "key = (make, x.shape, x.dtype, x.device, options)",
