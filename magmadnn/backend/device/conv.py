@@ -122,6 +122,8 @@ _SEEN: dict = {}
 def _seen(x_shape, dtype, device, w_shape, stride, padding, dilation, groups) -> tuple:
     """The answer :data:`_SEEN` keeps for these arguments, worked out with every check (a miss of the look-up)."""
     extra, plan = _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
+    if plan.direct and plan.libraries() is not _native.current:  # (_planned's answer, made in other libraries)
+        plan = plan._elsewhere()
     return _kept(_SEEN, (x_shape, dtype, device, w_shape, id(stride), id(padding), id(dilation), id(groups)),
                  ((stride, padding, dilation, groups), extra, plan, _crop_view(x_shape, plan.dtype, extra)))
 
@@ -165,6 +167,9 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     _, extra, plan, _ = _SEEN.get((x.shape, x.dtype, x.device, w.shape, id(stride), id(padding), id(dilation),
                                    id(groups))) or _seen(x.shape, x.dtype, x.device, w.shape, stride, padding,
                                                          dilation, groups)
+    libraries = _native.current
+    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+        plan = _seen(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)[2]
     if extra is _NO_PADS:
         xin = x
         if saved is not None:  # for backward-filter: the plan (its layouts checked by the call)
@@ -175,7 +180,6 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
             saved["plan"], saved["padded_x"] = plan, xin
     w = w if w.is_c_contiguous else _contiguous(w)
     # ConvPlan.forward, inline (see above conv2d_forward): operands C-contiguous by now
-    libraries = _native.current
     if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
             and xin.__class__ is _DeviceArray and w.__class__ is _DeviceArray and \
             (xin.shape, w.shape, xin.dtype, w.dtype, xin.device, w.device) == plan.xw:
@@ -223,9 +227,12 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     if hit is None:
         hit = _seen(tuple(map(int, shape)), dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     _, _, plan, crop = hit
+    libraries = _native.current
+    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+        _, _, plan, crop = _seen(tuple(map(int, shape)), dy.dtype, dy.device, w.shape, stride, padding, dilation,
+                                 groups)
     dy, w = dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w)
     # ConvPlan.backward_data, inline (see above conv2d_forward)
-    libraries = _native.current
     if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
             and dy.__class__ is _DeviceArray and w.__class__ is _DeviceArray and \
             (dy.shape, w.shape, dy.dtype, w.dtype, dy.device, w.device) == plan.yw:
@@ -277,8 +284,10 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
         if xin is None:
             xin = _pad(x, extra, 0.0) if any(extra) else x
     dy = dy if dy.is_c_contiguous else _contiguous(dy)
-    # ConvPlan.backward_filter, inline (see above conv2d_forward): xin C-contiguous (x made so, or the padded copy)
     libraries = _native.current
+    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+        plan = plan._elsewhere()
+    # ConvPlan.backward_filter, inline (see above conv2d_forward): xin C-contiguous (x made so, or the padded copy)
     if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
             and xin.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and xin.is_c_contiguous and \
             (xin.shape, dy.shape, xin.dtype, dy.dtype, xin.device, dy.device) == plan.xy:

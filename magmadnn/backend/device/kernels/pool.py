@@ -75,17 +75,19 @@ def _two(value, name: str, what: str) -> tuple[int, int]:
 #: The launches of checked calls, found again by the values of their layout and geometry (the device backend's
 #: pooling launches a kept one in its own frame; :func:`pad2d` in its own): ``("max", x shape, dtype, window, stride,
 #: padding)`` -> (y shape, expression, grid, PoolGeometry); ``("max_backward", x shape, dtype, window, stride,
-#: padding)`` -> (dx shape, pooled shape, expression, grid, PoolGeometry); ``("pad", x shape, dtype, pads)`` ->
-#: (padded shape, expression, grid, PadGeometry). The geometry's values are ints or tuples of ints (a hashable key of
-#: any other type is kept apart by its types, as the checks saw it); a kernel's grid covers its items (none: 0).
+#: padding)`` -> (dx shape, pooled shape, expression, grid, PoolGeometry); ``("pad", x shape, dtype, id(pads))`` ->
+#: (pads, padded shape, expression, grid, PadGeometry): pad2d's own callers pass any pads, so its launches are found by
+#: the identity of the pads' tuple (kept alive in the answer). The geometry's values are ints or tuples of ints; a
+#: kernel's grid covers its items (none: 0).
 LAUNCHES: dict = {}
 
 
-def _keep(key: tuple, launch: tuple) -> None:
-    """``launch`` kept under ``key`` when every geometry value in it is an int or a tuple of ints (or of pairs of
-    them): equal keys of other types (a bool, a float, a list) are never kept, so a kept launch never answers for a
-    geometry the checks would refuse."""
-    for value in key[3:]:
+def _keep(key: tuple, launch: tuple, geometry: tuple) -> None:
+    """``launch`` kept under ``key`` when every value of ``geometry`` is a tuple of ints (or of pairs of them): a
+    geometry of other types (a bool, a float, a list), which the checks may refuse, is never kept, so a kept launch
+    never answers for a geometry the checks would refuse (the max-pooling launches are looked up by the device
+    backend's checked ints)."""
+    for value in geometry:
         if value.__class__ is not tuple or not all(v.__class__ is int or v.__class__ is tuple and
                                                    all(i.__class__ is int for i in v) for v in value):
             return
@@ -111,7 +113,8 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     expression = _EXPRESSIONS.get(("max_pool_forward", dtype)) or _expression("max_pool_forward", dtype)
     _run("pool", expression, x, y.size, [x.ptr, y.ptr, offsets.ptr, g])
     if x.__class__ is _DeviceArray:
-        _keep(("max", x.shape, x.dtype, window, stride, padding), (y.shape, expression, _grid(y.size), g))
+        _keep(("max", x.shape, x.dtype, window, stride, padding), (y.shape, expression, _grid(y.size), g),
+              (window, stride, padding))
     return y, offsets
 
 
@@ -135,9 +138,9 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     dx = _array._empty((expected[0], expected[1], g.h, g.w), dy.dtype, dy.device)  # x_shape, checked
     expression = _EXPRESSIONS.get(("max_pool_backward", dtype)) or _expression("max_pool_backward", dtype)
     _run("pool", expression, dy, dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
-    if dy.__class__ is _DeviceArray and x_shape.__class__ is tuple and all(d.__class__ is int for d in x_shape):
+    if dy.__class__ is _DeviceArray:
         _keep(("max_backward", x_shape, dy.dtype, window, stride, padding),
-              (dx.shape, expected, expression, _grid(dx.size), g))
+              (dx.shape, expected, expression, _grid(dx.size), g), (x_shape, window, stride, padding))
     return dx
 
 
@@ -161,9 +164,9 @@ def pad2d(x, pads):
     """The NCHW array ``x`` surrounded by zeros, ``pads`` = (top, bottom, left, right) rows and columns of them, in
     one launch (the elements of ``x`` copied bit for bit)."""
     if x.__class__ is _DeviceArray and x.is_c_contiguous:  # a launch kept for x's layout and pads: in this frame
-        launch = LAUNCHES.get(("pad", x.shape, x.dtype, pads))
-        if launch is not None:
-            shape, expression, grid, g = launch
+        launch = LAUNCHES.get(("pad", x.shape, x.dtype, id(pads)))
+        if launch is not None and launch[0] is pads:
+            _, shape, expression, grid, g = launch
             device = x.device
             y = _array._empty(shape, x.dtype, device)
             if grid:  # (common._run, inline)
@@ -179,5 +182,5 @@ def pad2d(x, pads):
     expression = _EXPRESSIONS.get(("pad2d", dtype)) or _expression("pad2d", dtype)
     _run("pool", expression, x, y.size, [x.ptr, y.ptr, g])
     if x.__class__ is _DeviceArray:
-        _keep(("pad", x.shape, x.dtype, pads), (shape, expression, _grid(y.size), g))
+        _keep(("pad", x.shape, x.dtype, id(pads)), (pads, shape, expression, _grid(y.size), g), (pads,))
     return y
