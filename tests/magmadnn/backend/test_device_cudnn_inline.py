@@ -176,6 +176,24 @@ def test_an_inline_batch_norm_computes_what_the_plans_method_and_dnn_compute(dev
     np.testing.assert_allclose(inline[2], 0.9 + 0.1 * var_ref, **TOL)
 
 
+def test_an_inline_batch_norm_refuses_parameters_of_another_layout(device):
+    """After its plan is bound, a batch norm whose parameters or statistics do not have the plan's layout is refused
+    with the plan's error, before any native call."""
+    xp, simulation = device
+    x = _put(RNG.standard_normal((2, 3, 4, 4)).astype(np.float32))[0]
+    good = _put(np.ones(3, np.float32), np.zeros(3, np.float32), np.zeros(3, np.float32), np.ones(3, np.float32))
+    xp.batch_norm_train(x, *good, 0.9, 1e-5)
+    xp.batch_norm_train(x, *good, 0.9, 1e-5)
+    for i, bad in enumerate((np.ones(4, np.float32), np.ones(3, np.float64), np.ones(6, np.float32))):
+        arrays = list(good)
+        wrong = _put(bad)[0]
+        arrays[i] = wrong if i < 2 else wrong[::2]  # the running mean strided
+        simulation.cudnn.calls.clear()
+        with pytest.raises(ValueError, match="BatchNormPlan"):
+            xp.batch_norm_train(x, *arrays, 0.9, 1e-5)
+        assert "cudnnBatchNormalizationForwardTraining" not in simulation.cudnn.calls
+
+
 @pytest.mark.parametrize("kind,alpha", [("relu", 0.0), ("elu", 0.5), ("tanh", 0.0)])
 def test_an_inline_activation_computes_what_the_plans_method_and_dnn_compute(device, monkeypatch, kind, alpha):
     xp, _ = device
@@ -260,6 +278,10 @@ def test_a_kept_pad2d_launch_pads_as_the_checked_one(device, monkeypatch):
     with pytest.raises(TypeError):  # a float pad is refused at every call: never answered by the kept int launch
         pool.pad2d(d_x, (1.0, 0, 2, 1))
     np.testing.assert_array_equal(pool.pad2d(d_x, [1, 0, 2, 1]).get(), first)
+    in_place = [1, 0, 2, 1]  # a list its owner changes between calls: never answered by a kept launch
+    for top in (1, 2, 0):
+        in_place[0] = top
+        np.testing.assert_array_equal(pool.pad2d(d_x, in_place).get(), np.pad(x, ((0, 0), (0, 0), (top, 0), (2, 1))))
     np.testing.assert_array_equal(pool.pad2d(d_x, (1, 0, 2, 1)).get(), first)  # equal pads, another tuple
     assert all(launch[0].__class__ is tuple for key, launch in pool.LAUNCHES.items() if key[0] == "pad")
 
