@@ -1101,6 +1101,24 @@ MUTANTS = [
            "owner changes in place)", "magmadnn/backend/device/kernels/pool.py",
            "        if value.__class__ is not tuple or not all(",
            "        if False and not all(", INLINE_CUDNN),
+    Mutant("inline-activation-strided-x", "the device's activation forward passes a strided x to its inline call",
+           "magmadnn/backend/device/activations.py",
+           "        x = x if x.is_c_contiguous else _contiguous(x)\n        options = (kind, float(alpha)) if kind == "
+           "\"elu\" else (kind, None)\n        # pymagma",
+           "        options = (kind, float(alpha)) if kind == \"elu\" else (kind, None)\n        # pymagma",
+           INLINE_CUDNN),
+    Mutant("inline-bn-strided-x", "the device's batch norm passes a strided x to its inline call",
+           "magmadnn/backend/device/normalization.py",
+           "    x = x if x.is_c_contiguous else _contiguous(x)\n    # pymagma._dnn_plans.batch_norm_plan_of",
+           "    # pymagma._dnn_plans.batch_norm_plan_of", INLINE_CUDNN),
+    Mutant("inline-bn-bwd-strided-dy", "the device's batch-norm backward passes a strided dy to its inline call",
+           "magmadnn/backend/device/normalization.py",
+           "x, dy = x if x.is_c_contiguous else _contiguous(x), dy if dy.is_c_contiguous else _contiguous(dy)",
+           "x = x if x.is_c_contiguous else _contiguous(x)", INLINE_CUDNN),
+    Mutant("inline-conv-bwd-data-strided-dy", "the device's backward data passes a strided dy to its inline call",
+           "magmadnn/backend/device/conv.py",
+           "dy, w = dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w)",
+           "w = w if w.is_c_contiguous else _contiguous(w)", INLINE_CUDNN),
 ]
 
 

@@ -161,8 +161,10 @@ def test_an_inline_batch_norm_computes_what_the_plans_method_and_dnn_compute(dev
     with monkeypatch.context() as m:
         _no_methods(m)
         inline = _bn_step(xp, d_x, d_g, d_b, d_dy, unbiased)
-    for got, want in zip(inline, method):
+        strided = _bn_step(xp, _strided(x), d_g, d_b, _strided(dy), unbiased)
+    for got, want, other in zip(inline, method, strided):
         np.testing.assert_array_equal(got, want)
+        np.testing.assert_array_equal(other, want)
     mean, var = _put(np.zeros(3, np.float32), np.ones(3, np.float32))
     y, m_, inv = dnn.batch_norm_forward_training(d_x, d_g, d_b, mean, var, momentum=0.1, eps=1e-5)
     dx, dg, db = dnn.batch_norm_backward(d_x, d_dy, d_g, m_, inv, eps=1e-5)
@@ -205,7 +207,7 @@ def test_an_inline_activation_computes_what_the_plans_method_and_dnn_compute(dev
     with monkeypatch.context() as m:
         _no_methods(m)
         inline = _act_step(xp, d_x, d_dy, kind, alpha)
-        strided = _act_step(xp, d_x, _strided(dy), kind, alpha)
+        strided = _act_step(xp, _strided(x), _strided(dy), kind, alpha)
     coef = alpha if kind == "elu" else None
     y = dnn.activation_forward(d_x, kind, coef)
     want = [y.get(), dnn.activation_backward(y, d_dy, d_x, kind, coef).get()]
