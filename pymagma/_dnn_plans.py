@@ -311,6 +311,12 @@ class BatchNormPlan(_Plan):
         self.mode_value = int(dnn.BN_MODES[mode])
         self.x_at = (self.x_shape, self.dtype, self.device)
         self.param_at = (self.param_shape, self.param_dtype, self.device)
+        # what a caller that inlines a call compares its operands with, as one tuple (magmadnn's device backend):
+        # forward, the classes of x and the four parameters, the parameters' contiguity, their (shape, dtype, device)
+        # and x's; backward, the classes of x, dy, scale and the two saved statistics, the last three's contiguity,
+        # the layouts of x and dy, then of the three
+        self.forward_layouts = (_DeviceArray,) * 5 + (True,) * 4 + self.param_at * 4 + self.x_at
+        self.backward_layouts = (_DeviceArray,) * 5 + (True,) * 3 + self.x_at * 2 + self.param_at * 3
 
     def _params(self, **params) -> None:
         shape, dtype, device = self.param_shape, self.param_dtype, self.device

@@ -1076,10 +1076,10 @@ MUTANTS = [
            "1.0 - momentum, running_mean.ptr", "momentum, running_mean.ptr", INLINE_CUDNN),
     Mutant("inline-bn-parameters-unchecked", "the device's inline batch norm takes parameters of any layout",
            "magmadnn/backend/device/normalization.py",
-           "(gamma.shape, gamma.dtype, gamma.device) == at == (beta.shape, beta.dtype, beta.device) == \\\n"
-           "            (running_mean.shape, running_mean.dtype, running_mean.device) == \\\n"
-           "            (scratch.shape, scratch.dtype, scratch.device) and",
-           "True and", INLINE_CUDNN),
+           "x.device) == plan.forward_layouts", "x.device) != None", INLINE_CUDNN),
+    Mutant("inline-bn-bwd-layouts-unchecked", "the device's inline batch-norm backward takes operands of any layout",
+           "magmadnn/backend/device/normalization.py",
+           "inv_std.device) == plan.backward_layouts", "inv_std.device) != None", INLINE_CUDNN),
     Mutant("inline-bn-bwd-dscale-dbias-swapped", "the device's inline batch-norm backward writes dscale and dbias "
            "swapped", "magmadnn/backend/device/normalization.py",
            "gamma.ptr,\n            dscale.ptr, dbias.ptr, eps,", "gamma.ptr,\n            dbias.ptr, dscale.ptr, eps,",

@@ -49,15 +49,17 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     # in them, x of its layout (its key: x's values, x made C-contiguous above) and the four parameters of its
     # parameters' layout (the method's checks), one cuDNN call
     libraries = _native.current
-    at = plan.param_at
-    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and x.__class__ is _DeviceArray and \
-            gamma.__class__ is _DeviceArray and beta.__class__ is _DeviceArray and \
-            running_mean.__class__ is _DeviceArray and scratch.__class__ is _DeviceArray and gamma.is_c_contiguous \
-            and beta.is_c_contiguous and running_mean.is_c_contiguous and scratch.is_c_contiguous and \
-            (gamma.shape, gamma.dtype, gamma.device) == at == (beta.shape, beta.dtype, beta.device) == \
-            (running_mean.shape, running_mean.dtype, running_mean.device) == \
-            (scratch.shape, scratch.dtype, scratch.device) and (x.shape, x.dtype, x.device) == plan.x_at:
-        shape, dtype, device = at
+    try:  # (the plan's forward_layouts: classes, contiguity, then layouts; an operand without them: the method)
+        fits = plan.cudnn is libraries.cudnn and libraries is plan.libraries() and (
+            x.__class__, gamma.__class__, beta.__class__, running_mean.__class__, scratch.__class__,
+            gamma.is_c_contiguous, beta.is_c_contiguous, running_mean.is_c_contiguous, scratch.is_c_contiguous,
+            gamma.shape, gamma.dtype, gamma.device, beta.shape, beta.dtype, beta.device, running_mean.shape,
+            running_mean.dtype, running_mean.device, scratch.shape, scratch.dtype, scratch.device, x.shape, x.dtype,
+            x.device) == plan.forward_layouts
+    except AttributeError:
+        fits = False
+    if fits:
+        shape, dtype, device = plan.param_at
         y, mean_, inv_std = _empty(plan.x_shape, plan.dtype, device), _empty(shape, dtype, device), \
             _empty(shape, dtype, device)
         xd = plan.xd
@@ -88,14 +90,16 @@ def batch_norm_backward(dy, x, gamma, ctx):
     x, dy = x if x.is_c_contiguous else _contiguous(x), dy if dy.is_c_contiguous else _contiguous(dy)
     # BatchNormPlan.backward, inline (as batch_norm_train's forward; x and dy C-contiguous by now)
     libraries = _native.current
-    at = plan.param_at
-    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and x.__class__ is _DeviceArray and \
-            dy.__class__ is _DeviceArray and gamma.__class__ is _DeviceArray and mean_.__class__ is _DeviceArray \
-            and inv_std.__class__ is _DeviceArray and gamma.is_c_contiguous and mean_.is_c_contiguous and \
-            inv_std.is_c_contiguous and (x.shape, x.dtype, x.device) == plan.x_at == (dy.shape, dy.dtype, dy.device) \
-            and (gamma.shape, gamma.dtype, gamma.device) == at == (mean_.shape, mean_.dtype, mean_.device) == \
-            (inv_std.shape, inv_std.dtype, inv_std.device):
-        shape, dtype, device = at
+    try:  # (the plan's backward_layouts, as the forward's)
+        fits = plan.cudnn is libraries.cudnn and libraries is plan.libraries() and (
+            x.__class__, dy.__class__, gamma.__class__, mean_.__class__, inv_std.__class__, gamma.is_c_contiguous,
+            mean_.is_c_contiguous, inv_std.is_c_contiguous, x.shape, x.dtype, x.device, dy.shape, dy.dtype,
+            dy.device, gamma.shape, gamma.dtype, gamma.device, mean_.shape, mean_.dtype, mean_.device,
+            inv_std.shape, inv_std.dtype, inv_std.device) == plan.backward_layouts
+    except AttributeError:
+        fits = False
+    if fits:
+        shape, dtype, device = plan.param_at
         dx, dscale, dbias = _empty(plan.x_shape, plan.dtype, device), _empty(shape, dtype, device), \
             _empty(shape, dtype, device)
         one, zero, xd = plan.alpha, plan.beta, plan.xd

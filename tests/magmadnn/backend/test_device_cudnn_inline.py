@@ -194,6 +194,15 @@ def test_an_inline_batch_norm_refuses_parameters_of_another_layout(device):
         with pytest.raises(ValueError, match="BatchNormPlan"):
             xp.batch_norm_train(x, *arrays, 0.9, 1e-5)
         assert "cudnnBatchNormalizationForwardTraining" not in simulation.cudnn.calls
+    with pytest.raises(TypeError, match="BatchNormPlan"):  # a host array: the plan's TypeError
+        xp.batch_norm_train(x, np.ones(3, np.float32), *good[1:], 0.9, 1e-5)
+    y, (mean, inv, eps, plan) = xp.batch_norm_train(x, *good, 0.9, 1e-5)
+    xp.batch_norm_backward(y, x, good[0], (mean, inv, eps, plan))
+    for bad in (_put(np.ones(4, np.float32))[0], _put(np.ones(6, np.float32))[0][::2], np.ones(3, np.float32)):
+        simulation.cudnn.calls.clear()
+        with pytest.raises((ValueError, TypeError), match="BatchNormPlan"):
+            xp.batch_norm_backward(y, x, good[0], (mean, bad, eps, plan))
+        assert "cudnnBatchNormalizationBackward" not in simulation.cudnn.calls
 
 
 @pytest.mark.parametrize("kind,alpha", [("relu", 0.0), ("elu", 0.5), ("tanh", 0.0)])
