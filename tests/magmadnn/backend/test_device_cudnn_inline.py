@@ -415,3 +415,35 @@ def test_the_workspace_goes_back_to_the_pool_after_each_call_even_a_failed_one(d
     with pytest.raises(errors.CudnnError):
         xp.conv2d_forward(x, w, *geometry)
     assert len(blocks) == before
+
+
+@pytest.mark.gpu
+def test_the_inline_calls_compute_what_the_plans_methods_compute_on_the_gpu(monkeypatch):
+    """The same comparison on a GPU: each op's inline call against the plan's method (unbound plans: the first pass
+    goes through the methods), within a tight tolerance (a GPU's cuDNN algorithms need not be deterministic)."""
+    from magmadnn.backend import device as xp
+    from pymagma import _native
+
+    x, w = RNG.standard_normal((2, 3, 9, 8)).astype(np.float32), RNG.standard_normal((4, 3, 3, 3)).astype(np.float32)
+    geometry = ((1, 1), ((0, 1), (1, 2)), (1, 1), 1)
+    dy = RNG.standard_normal((2, 4, 8, 9)).astype(np.float32)
+    gamma, beta = RNG.standard_normal(4).astype(np.float32), RNG.standard_normal(4).astype(np.float32)
+    d_x, d_w, d_dy, d_g, d_b = _put(x, w, dy, gamma, beta)
+    window = ((2, 2), (2, 2), ((0, 0), (0, 0)))
+
+    def steps():
+        out = _conv_step(xp, d_x, d_w, d_dy, geometry)
+        out += _bn_step(xp, d_dy, d_g, d_b, d_dy, True)
+        out += _act_step(xp, d_dy, d_dy, "relu", 0.0)
+        pooled = xp.pool2d_forward(d_dy, "max", *window)[0]
+        return out + _pool_step(xp, d_dy, pooled, *window)
+
+    steps()
+    for plan in _native.current.cudnn_plans.values():
+        plan.cudnn = None
+    methods = steps()
+    with monkeypatch.context() as m:
+        _no_methods(m)
+        inline = steps()
+    for got, want in zip(inline, methods):
+        np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
