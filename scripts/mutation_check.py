@@ -595,7 +595,7 @@ MUTANTS = [
     Mutant("bn-backward-saved-swapped", "batch-norm backward gets the saved inverse std as the mean and vice versa",
            "magmadnn/backend/device/normalization.py",
            "gamma, mean_, inv_std, eps=eps)",
-           "gamma, inv_std, mean_, eps=eps)", BACKEND),
+           "gamma, inv_std, mean_, eps=eps)", INLINE_CUDNN),  # (the method's call: a backward after a library swap)
     Mutant("pads-width-height-order", "asymmetric padding: the explicit extra pads taken as (left, right, top, bottom)",
            "magmadnn/backend/device/conv.py",
            "return (ph, pw), (t - ph, b - ph, l - pw, r - pw)",
@@ -1119,6 +1119,9 @@ MUTANTS = [
            "magmadnn/backend/device/conv.py",
            "dy, w = dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w)",
            "w = w if w.is_c_contiguous else _contiguous(w)", INLINE_CUDNN),
+    Mutant("inline-bn-bwd-saved-swapped", "the device's inline batch-norm backward reads the saved inverse std as "
+           "the mean and back", "magmadnn/backend/device/normalization.py",
+           "dbias.ptr, eps, mean_.ptr, inv_std.ptr)", "dbias.ptr, eps, inv_std.ptr, mean_.ptr)", INLINE_CUDNN),
 ]
 
 

@@ -447,3 +447,55 @@ def test_the_inline_calls_compute_what_the_plans_methods_compute_on_the_gpu(monk
         inline = steps()
     for got, want in zip(inline, methods):
         np.testing.assert_allclose(got, want, rtol=1e-5, atol=1e-6)
+
+
+def test_a_backward_call_after_a_library_swap_goes_through_the_plans_method_and_computes_the_same(device,
+                                                                                                 monkeypatch):
+    """The forwards bind their plans to the cuDNN object in use; another one swapped in before the backwards sends
+    each backward through its plan's method (the op's mapping of its operands into the method's order), which
+    computes what the inline backward computes, through the object in use."""
+    xp, _ = device
+    from pymagma import _native
+
+    x = RNG.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    w = RNG.standard_normal((3, 3, 3, 3)).astype(np.float32)
+    dy = RNG.standard_normal((2, 3, 6, 5)).astype(np.float32)
+    gamma, beta = RNG.standard_normal(3).astype(np.float32), RNG.standard_normal(3).astype(np.float32)
+    d_x, d_w, d_dy, d_g, d_b = _put(x, w, dy, gamma, beta)
+    geometry = ((1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    libraries = _native.current
+    real = libraries.cudnn
+
+    def step(swap: bool):
+        mean, var = _put(np.zeros(3, np.float32), np.ones(3, np.float32))
+        saved = {}
+        y = xp.conv2d_forward(d_x, d_w, *geometry, saved=saved)
+        a = xp.activation_forward(d_x, "tanh")
+        z, ctx = xp.batch_norm_train(d_x, d_g, d_b, mean, var, 0.9, 1e-5)
+        counting = _Counting(real)
+        if swap:
+            monkeypatch.setattr(libraries, "cudnn", counting)
+        out = [y.get(), a.get(), z.get(), xp.conv2d_backward_data(d_dy, d_w, d_x.shape, *geometry).get(),
+               xp.conv2d_backward_filter(d_dy, d_x, d_w.shape, *geometry, saved=saved).get(),
+               xp.activation_backward(d_dy, d_x, a, "tanh").get(),
+               *(g.get() for g in xp.batch_norm_backward(d_dy, d_x, d_g, ctx))]
+        monkeypatch.setattr(libraries, "cudnn", real)
+        return out, counting.count
+
+    step(False)
+    inline, _ = step(False)
+    swapped, count = step(True)
+    assert count == 4  # the four backwards, each through the object swapped in
+    for got, want in zip(swapped, inline):
+        np.testing.assert_array_equal(got, want)
+    dx_ref, dw_ref, _ = reference.conv2d_backward_ref(x, w, dy, (1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    np.testing.assert_allclose(swapped[3], dx_ref, **TOL)
+    np.testing.assert_allclose(swapped[4], dw_ref, **TOL)
+    np.testing.assert_allclose(swapped[5], dy * (1 - np.tanh(x) ** 2), **TOL)
+    mu, var = x.mean(axis=(0, 2, 3), keepdims=True), x.var(axis=(0, 2, 3), keepdims=True)
+    xhat = (x - mu) / np.sqrt(var + 1e-5)
+    np.testing.assert_allclose(swapped[7], (dy * xhat).sum(axis=(0, 2, 3)), **TOL)
+    np.testing.assert_allclose(swapped[8], dy.sum(axis=(0, 2, 3)), **TOL)
+    g = gamma[None, :, None, None] / np.sqrt(var + 1e-5)
+    dx = g * (dy - dy.mean(axis=(0, 2, 3), keepdims=True) - xhat * (dy * xhat).mean(axis=(0, 2, 3), keepdims=True))
+    np.testing.assert_allclose(swapped[6], dx, rtol=1e-4, atol=1e-4)
