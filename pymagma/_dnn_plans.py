@@ -30,6 +30,9 @@ __all__ = ["ActivationPlan", "BatchNormPlan", "ConvPlan", "activation_plan", "ac
            "batch_norm_plan_of", "conv2d_plan"]
 
 _native.resource("cudnn_plans")(lambda libraries: {})  # (kind, arguments, their types) -> plan
+# cuDNN function name -> (the cuDNN object it was bound from, its function): one bind per function and cuDNN object
+# in use, shared by every plan (a swapped library, such as a meter's, is bound again once, not once per plan)
+_native.resource("cudnn_bound")(lambda libraries: {})
 _empty = _array._empty
 _DeviceArray = _array.DeviceArray
 _trusted = memory.Allocation.trusted
@@ -131,9 +134,14 @@ class _Plan:
     def _bind(self, cudnn) -> None:
         """The plan's cuDNN functions (its class's ``FUNCTIONS``, as attributes of the same names) bound from
         ``cudnn``, the library in use: bound again whenever another cuDNN object is in use (the simulator swapped,
-        a library wrapped), so a planned call always goes through the library :mod:`pymagma._native` holds now."""
+        a library wrapped), so a planned call always goes through the library :mod:`pymagma._native` holds now
+        (``cudnn`` is its ``cudnn``); each function bound once per cuDNN object for every plan."""
+        bound = _native.current.cudnn_bound
         for name in self.FUNCTIONS:
-            setattr(self, name, cudnn.bind(name))
+            kept = bound.get(name)
+            if kept is None or kept[0] is not cudnn:
+                kept = bound[name] = (cudnn, cudnn.bind(name))
+            setattr(self, name, kept[1])
         self.cudnn = cudnn
 
     def _elsewhere(self):
@@ -180,13 +188,14 @@ class ConvPlan(_Plan):
         self._calls: dict = {}
 
     def _call(self, kind: str) -> tuple:
-        """(cuDNN function, its four descriptors' handles, algorithm, workspace bytes) of ``kind``, chosen once."""
+        """(cuDNN function, its four descriptors' handles, algorithm, workspace bytes, their size class in the
+        memory pool) of ``kind``, chosen once."""
         made = self._calls.get(kind)
         if made is None:
             choice = dnn.choose_algorithm(kind, self.problem, device=self.device, workspace_limit=self.limit)
             # (the problem, which the plan keeps, keeps its descriptors alive)
             made = self._calls[kind] = (dnn._CONV_CALLS[kind], *(d.value for d in self.problem.ordered[kind]),
-                                        choice.algo, choice.workspace)
+                                        choice.algo, choice.workspace, memory._bucket(choice.workspace))
         return made
 
     # each call inline (no call per call): its cuDNN function, descriptors, algorithm and workspace bytes (chosen on
@@ -204,7 +213,7 @@ class ConvPlan(_Plan):
         if libraries.cudnn is not self.cudnn:
             self._bind(libraries.cudnn)
         y = _empty(self.y_shape, self.dtype, self.device)
-        name, d0, d1, d2, d3, algo, size = self._calls.get("forward") or self._call("forward")
+        name, d0, d1, d2, d3, algo, size, _ = self._calls.get("forward") or self._call("forward")
         space = _trusted(size, self.device) if size else None
         status = self.cudnnConvolutionForward(self.handle, self.alpha, d0, x.ptr, d1, w.ptr, d2, algo,
                                               space.ptr if size else None, size, self.beta, d3, y.ptr)
@@ -225,7 +234,7 @@ class ConvPlan(_Plan):
         if libraries.cudnn is not self.cudnn:
             self._bind(libraries.cudnn)
         dx = _empty(self.x_shape, self.dtype, self.device)
-        name, d0, d1, d2, d3, algo, size = self._calls.get("backward_data") or self._call("backward_data")
+        name, d0, d1, d2, d3, algo, size, _ = self._calls.get("backward_data") or self._call("backward_data")
         space = _trusted(size, self.device) if size else None
         status = self.cudnnConvolutionBackwardData(self.handle, self.alpha, d0, w.ptr, d1, dy.ptr, d2, algo,
                                                    space.ptr if size else None, size, self.beta, d3, dx.ptr)
@@ -246,7 +255,7 @@ class ConvPlan(_Plan):
         if libraries.cudnn is not self.cudnn:
             self._bind(libraries.cudnn)
         dw = _empty(self.w_shape, self.dtype, self.device)
-        name, d0, d1, d2, d3, algo, size = self._calls.get("backward_filter") or self._call("backward_filter")
+        name, d0, d1, d2, d3, algo, size, _ = self._calls.get("backward_filter") or self._call("backward_filter")
         space = _trusted(size, self.device) if size else None
         status = self.cudnnConvolutionBackwardFilter(self.handle, self.alpha, d0, x.ptr, d1, dy.ptr, d2, algo,
                                                      space.ptr if size else None, size, self.beta, d3, dw.ptr)
@@ -302,6 +311,12 @@ class BatchNormPlan(_Plan):
         self.mode_value = int(dnn.BN_MODES[mode])
         self.x_at = (self.x_shape, self.dtype, self.device)
         self.param_at = (self.param_shape, self.param_dtype, self.device)
+        # what a caller that inlines a call compares its operands with, as one tuple (magmadnn's device backend):
+        # forward, the classes of x and the four parameters, the parameters' contiguity, their (shape, dtype, device)
+        # and x's; backward, the classes of x, dy, scale and the two saved statistics, the last three's contiguity,
+        # the layouts of x and dy, then of the three
+        self.forward_layouts = (_DeviceArray,) * 5 + (True,) * 4 + self.param_at * 4 + self.x_at
+        self.backward_layouts = (_DeviceArray,) * 5 + (True,) * 3 + self.x_at * 2 + self.param_at * 3
 
     def _params(self, **params) -> None:
         shape, dtype, device = self.param_shape, self.param_dtype, self.device

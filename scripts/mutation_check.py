@@ -86,6 +86,8 @@ LAYER_CALL = ("tests/magmadnn/layers/test_base.py", "-k", "repeated_call")  # a 
 POOLING = ("tests/magmadnn/backend/test_pooling.py", "-k", "device")  # the op set's pooling on the simulated device
 #: the device backend's cuDNN ops finding their plans in one look-up (geometry by identity, arrays by value)
 DEVICE_PLANS = ("tests/magmadnn/backend/test_device_cudnn_plans.py",)
+#: the device backend's cuDNN calls made in the op's own frame, and its kept pooling and padding launches
+INLINE_CUDNN = ("tests/magmadnn/backend/test_device_cudnn_inline.py",)
 #: answers kept by the identity of their arguments (the device convolution's and pooling's geometry)
 SAME_OBJECTS = ("tests/pymagma/suites/test_bad_inputs.py", "tests/magmadnn/backend/test_conv.py", "-k",
                 "same_objects or (device and (in_place or equal_geometries))")
@@ -445,8 +447,8 @@ MUTANTS = [
            "descriptors = (dnn._activation_desc(mode, None),", PLANS),
     Mutant("plan-bound-once", "a plan keeps the cuDNN functions it bound first, whichever cuDNN object is in use "
            "later", "pymagma/_dnn_plans.py",
-           "setattr(self, name, cudnn.bind(name))",
-           "setattr(self, name, getattr(self, name, None) or cudnn.bind(name))", PLANS),
+           "if kept is None or kept[0] is not cudnn:",
+           "if kept is None:", PLANS),
     Mutant("plan-of-array-ignores-options", "the device backend's plan look-up by an array ignores the options "
            "(sigmoid gets relu's plan)", "pymagma/_dnn_plans.py",
            "key = (make, x.shape, x.dtype, x.device, options)",
@@ -596,15 +598,16 @@ MUTANTS = [
     Mutant("bn-backward-saved-swapped", "batch-norm backward gets the saved inverse std as the mean and vice versa",
            "magmadnn/backend/device/normalization.py",
            "gamma, mean_, inv_std, eps=eps)",
-           "gamma, inv_std, mean_, eps=eps)", BACKEND),
+           "gamma, inv_std, mean_, eps=eps)", INLINE_CUDNN),  # (the method's call: a backward after a library swap)
     Mutant("pads-width-height-order", "asymmetric padding: the explicit extra pads taken as (left, right, top, bottom)",
            "magmadnn/backend/device/conv.py",
            "return (ph, pw), (t - ph, b - ph, l - pw, r - pw)",
            "return (ph, pw), (l - pw, r - pw, t - ph, b - ph)", BACKEND),
     Mutant("adapter-activation-dy-y", "the op set's activation_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
-           "y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy), x)",
-           "dy if dy.is_c_contiguous else _contiguous(dy), y if y.is_c_contiguous else _contiguous(y), x)", BACKEND),
+           "y, dy = y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy)",
+           "y, dy = dy if dy.is_c_contiguous else _contiguous(dy), y if y.is_c_contiguous else _contiguous(y)",
+           BACKEND),
     Mutant("adapter-softmax-dy-y", "the op set's softmax_backward maps dy and y into cuDNN's order swapped",
            "magmadnn/backend/device/activations.py",
            "return _dnn.softmax_backward(_axis_as_channels(y, axis), _axis_as_channels(dy, axis),\n"
@@ -1129,6 +1132,95 @@ MUTANTS = [
            "magmadnn/backend/device/kernels/dropout.py",
            "key = (x.__class__, x.shape, x.dtype, x.device, rate.__class__, rate)",
            "key = (x.__class__, x.dtype, x.device, rate.__class__, rate)", UNWRAPPED),
+    # ------------------------------------------------------- the device backend's inline cuDNN calls and kept launches
+    Mutant("inline-conv-fwd-x-w-swapped", "the device's inline forward convolution passes w's data where x goes",
+           "magmadnn/backend/device/conv.py",
+           "d0, xin.ptr, d1, w.ptr, d2, algo,\n                                                      space,",
+           "d0, w.ptr, d1, xin.ptr, d2, algo,\n                                                      space,",
+           INLINE_CUDNN),
+    Mutant("inline-conv-bwd-data-w-dy-swapped", "the device's inline backward data passes dy's data where w goes",
+           "magmadnn/backend/device/conv.py",
+           "d0, w.ptr, d1, dy.ptr, d2, algo,\n                                                           space,",
+           "d0, dy.ptr, d1, w.ptr, d2, algo,\n                                                           space,",
+           INLINE_CUDNN),
+    Mutant("inline-conv-bwd-filter-x-dy-swapped", "the device's inline backward filter passes dy's data where x goes",
+           "magmadnn/backend/device/conv.py",
+           "d0, xin.ptr, d1, dy.ptr, d2,\n                                                             algo, space,",
+           "d0, dy.ptr, d1, xin.ptr, d2,\n                                                             algo, space,",
+           INLINE_CUDNN),
+    Mutant("inline-conv-keeps-swapped-out-cudnn", "the device's inline forward convolution calls the function it was "
+           "bound to, whichever cuDNN object is in use", "magmadnn/backend/device/conv.py",
+           "    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not "
+           "_dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__",
+           "    if plan.cudnn is not None and libraries is plan.libraries() and plan.tf32 is (not not "
+           "_dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__", INLINE_CUDNN),
+    Mutant("inline-conv-ignores-tf32", "the device's inline forward convolution ignores pymagma.dnn.allow_tf32",
+           "magmadnn/backend/device/conv.py",
+           "plan.tf32 is (not not _dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__",
+           "True \\\n            and xin.__class__ is _DeviceArray and w.__class__", DEVICE_PLANS),
+    Mutant("inline-conv-strided-w", "the device's forward convolution passes a strided w to its inline call as it is",
+           "magmadnn/backend/device/conv.py",
+           "    w = w if w.is_c_contiguous else _contiguous(w)\n    # ConvPlan.forward, inline",
+           "    # ConvPlan.forward, inline", INLINE_CUDNN),
+    Mutant("inline-conv-workspace-kept", "the device's inline forward convolution never gives its workspace back",
+           "magmadnn/backend/device/conv.py",
+           "plan.beta, d3, y.ptr)\n            finally:\n                blocks.append(space)",
+           "plan.beta, d3, y.ptr)\n            finally:\n                pass", INLINE_CUDNN),
+    Mutant("inline-bn-saved-mean-invstd-swapped", "the device's inline batch norm writes the saved mean and inverse "
+           "std swapped", "magmadnn/backend/device/normalization.py",
+           "_BN_MIN_EPSILON)),\n            mean_.ptr, inv_std.ptr)",
+           "_BN_MIN_EPSILON)),\n            inv_std.ptr, mean_.ptr)", INLINE_CUDNN),
+    Mutant("inline-bn-momentum-as-is", "the device's inline batch norm gives cuDNN the op set's momentum, not 1 - it",
+           "magmadnn/backend/device/normalization.py",
+           "1.0 - momentum, running_mean.ptr", "momentum, running_mean.ptr", INLINE_CUDNN),
+    Mutant("inline-bn-parameters-unchecked", "the device's inline batch norm takes parameters of any layout",
+           "magmadnn/backend/device/normalization.py",
+           "x.device) == plan.forward_layouts", "x.device) != None", INLINE_CUDNN),
+    Mutant("inline-bn-bwd-layouts-unchecked", "the device's inline batch-norm backward takes operands of any layout",
+           "magmadnn/backend/device/normalization.py",
+           "inv_std.device) == plan.backward_layouts", "inv_std.device) != None", INLINE_CUDNN),
+    Mutant("inline-bn-bwd-dscale-dbias-swapped", "the device's inline batch-norm backward writes dscale and dbias "
+           "swapped", "magmadnn/backend/device/normalization.py",
+           "gamma.ptr,\n            dscale.ptr, dbias.ptr, eps,", "gamma.ptr,\n            dbias.ptr, dscale.ptr, eps,",
+           INLINE_CUDNN),
+    Mutant("inline-activation-bwd-x-y-swapped", "the device's inline activation backward gets x where y goes",
+           "magmadnn/backend/device/activations.py",
+           "xd, y.ptr, xd, dy.ptr, xd, x.ptr,", "xd, x.ptr, xd, dy.ptr, xd, y.ptr,", INLINE_CUDNN),
+    Mutant("inline-activation-strided-dy", "the device's activation backward passes a strided dy to its inline call",
+           "magmadnn/backend/device/activations.py",
+           "y, dy = y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy)",
+           "y = y if y.is_c_contiguous else _contiguous(y)", INLINE_CUDNN),
+    Mutant("kept-max-pool-offsets-y-swapped", "the device's kept max-pooling launch writes the maxima's offsets "
+           "where y goes", "magmadnn/backend/device/pooling.py",
+           "[x.ptr, y.ptr, offsets.ptr, g]", "[x.ptr, offsets.ptr, y.ptr, g]", INLINE_CUDNN),
+    Mutant("kept-max-pool-bwd-any-offsets", "the device's kept max-pooling backward takes offsets of any dtype",
+           "magmadnn/backend/device/pooling.py",
+           "ctx.dtype != _INT32 or", "False or", INLINE_CUDNN),
+    Mutant("kept-launch-of-a-list", "a pooling or padding launch is kept for a geometry of any type (a list its "
+           "owner changes in place)", "magmadnn/backend/device/kernels/pool.py",
+           "        if value.__class__ is not tuple or not all(",
+           "        if False and not all(", INLINE_CUDNN),
+    Mutant("inline-activation-strided-x", "the device's activation forward passes a strided x to its inline call",
+           "magmadnn/backend/device/activations.py",
+           "        x = x if x.is_c_contiguous else _contiguous(x)\n        options = (kind, float(alpha)) if kind == "
+           "\"elu\" else (kind, None)\n        # pymagma",
+           "        options = (kind, float(alpha)) if kind == \"elu\" else (kind, None)\n        # pymagma",
+           INLINE_CUDNN),
+    Mutant("inline-bn-strided-x", "the device's batch norm passes a strided x to its inline call",
+           "magmadnn/backend/device/normalization.py",
+           "    x = x if x.is_c_contiguous else _contiguous(x)\n    # pymagma._dnn_plans.batch_norm_plan_of",
+           "    # pymagma._dnn_plans.batch_norm_plan_of", INLINE_CUDNN),
+    Mutant("inline-bn-bwd-strided-dy", "the device's batch-norm backward passes a strided dy to its inline call",
+           "magmadnn/backend/device/normalization.py",
+           "x, dy = x if x.is_c_contiguous else _contiguous(x), dy if dy.is_c_contiguous else _contiguous(dy)",
+           "x = x if x.is_c_contiguous else _contiguous(x)", INLINE_CUDNN),
+    Mutant("inline-conv-bwd-data-strided-dy", "the device's backward data passes a strided dy to its inline call",
+           "magmadnn/backend/device/conv.py",
+           "dy, w = dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w)",
+           "w = w if w.is_c_contiguous else _contiguous(w)", INLINE_CUDNN),
+    Mutant("inline-bn-bwd-saved-swapped", "the device's inline batch-norm backward reads the saved inverse std as "
+           "the mean and back", "magmadnn/backend/device/normalization.py",
+           "dbias.ptr, eps, mean_.ptr, inv_std.ptr)", "dbias.ptr, eps, inv_std.ptr, mean_.ptr)", INLINE_CUDNN),
 ]
 
 

@@ -6,11 +6,13 @@ from __future__ import annotations
 import math
 import operator
 
+from pymagma import _cudnn as _cd
 from pymagma import _dnn_plans as _plans
 from pymagma import _native
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 from pymagma.array import DeviceArray as _DeviceArray
+from pymagma.array import _empty
 
 from .. import geometry as _geometry
 from ._common import (
@@ -34,9 +36,22 @@ def activation_forward(x, kind, alpha=0.0):
         options = (kind, float(alpha)) if kind == "elu" else (kind, None)
         # pymagma._dnn_plans.activation_plan_of, inline: the plan of x's values and the options (a str and a float
         # or None), one look-up in the current native libraries' plans
-        plan = _native.current.cudnn_plans.get((_ACTIVATION_PLAN, x.shape, x.dtype, x.device, options)) \
+        libraries = _native.current
+        plan = libraries.cudnn_plans.get((_ACTIVATION_PLAN, x.shape, x.dtype, x.device, options)) \
             if x.__class__ is _DeviceArray else None
-        return (plan or _plans.activation_plan_of(x, *options)).forward(x)
+        if plan is None:
+            return _plans.activation_plan_of(x, *options).forward(x)
+        # ActivationPlan.forward, inline (one frame for the op): with the plan bound to the cuDNN object of the native
+        # libraries in use (pymagma._native.current, read now; else the plan's method, which binds again) and made
+        # in them, x of its layout (its key: x's values; x made C-contiguous above), one cuDNN call
+        if plan.cudnn is not libraries.cudnn or libraries is not plan.libraries():
+            return plan.forward(x)
+        y = _empty(plan.x_shape, plan.dtype, plan.device)
+        status = plan.cudnnActivationForward(plan.handle, plan.desc, plan.alpha, plan.xd, x.ptr, plan.beta, plan.xd,
+                                             y.ptr)
+        if status:
+            _cd.check(status, "cudnnActivationForward")
+        return y
     if kind not in _geometry.ACTIVATIONS:
         _geometry.check_activation(kind, "activation_forward")
     if kind == "leaky_relu":
@@ -60,10 +75,24 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         if y is None:
             y = activation_forward(x, kind, alpha)
         options = (kind, float(alpha)) if kind == "elu" else (kind, None)
-        plan = _native.current.cudnn_plans.get((_ACTIVATION_PLAN, x.shape, x.dtype, x.device, options)) \
+        libraries = _native.current
+        plan = libraries.cudnn_plans.get((_ACTIVATION_PLAN, x.shape, x.dtype, x.device, options)) \
             if x.__class__ is _DeviceArray else None  # (activation_plan_of, inline: as activation_forward)
-        return (plan or _plans.activation_plan_of(x, *options)).backward(
-            y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy), x)
+        y, dy = y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy)
+        if plan is None:
+            return _plans.activation_plan_of(x, *options).backward(y, dy, x)
+        # ActivationPlan.backward, inline (as activation_forward; x, y and dy C-contiguous by now)
+        at = plan.x_at
+        if plan.cudnn is not libraries.cudnn or libraries is not plan.libraries() or \
+                y.__class__ is not _DeviceArray or dy.__class__ is not _DeviceArray or \
+                (y.shape, y.dtype, y.device) != at or (dy.shape, dy.dtype, dy.device) != at:
+            return plan.backward(y, dy, x)
+        dx, xd = _empty(plan.x_shape, plan.dtype, plan.device), plan.xd
+        status = plan.cudnnActivationBackward(plan.handle, plan.desc, plan.alpha, xd, y.ptr, xd, dy.ptr, xd, x.ptr,
+                                              plan.beta, xd, dx.ptr)
+        if status:
+            _cd.check(status, "cudnnActivationBackward")
+        return dx
     if kind in _GRAD_READS_Y:
         return _k.activation_backward(kind, dy, x, activation_forward(x, kind) if y is None else y, float(alpha))
     return _k.activation_backward(kind, dy, x, None, float(alpha))

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
-from pymagma import _checks, _layouts
+from pymagma import _checks, _layouts, _native
+from pymagma import _cudnn as _cd
 from pymagma import _dnn_plans as _plans
 from pymagma import array as _array
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
+from pymagma import memory as _memory
 
 from .. import geometry as _geometry
 from . import kernels as _dk
@@ -120,6 +122,8 @@ _SEEN: dict = {}
 def _seen(x_shape, dtype, device, w_shape, stride, padding, dilation, groups) -> tuple:
     """The answer :data:`_SEEN` keeps for these arguments, worked out with every check (a miss of the look-up)."""
     extra, plan = _planned(x_shape, dtype, device, w_shape, stride, padding, dilation, groups)
+    if plan.direct and plan.libraries() is not _native.current:  # (_planned's answer, made in other libraries)
+        plan = plan._elsewhere()
     return _kept(_SEEN, (x_shape, dtype, device, w_shape, id(stride), id(padding), id(dilation), id(groups)),
                  ((stride, padding, dilation, groups), extra, plan, _crop_view(x_shape, plan.dtype, extra)))
 
@@ -137,6 +141,17 @@ def _kept(seen: dict, key: tuple, answer: tuple) -> tuple:
     return answer
 
 
+# The three convolution calls below make the planned call of pymagma's ConvPlan (pymagma._dnn_plans) in their own
+# frame: while the plan is bound to the cuDNN object of the native libraries in use at the call
+# (pymagma._native.current, read at each call; a library swapped since sends the call through the plan's method, which
+# binds again), was made in those libraries and for the value of pymagma.dnn.allow_tf32 now, and the operands have its
+# layout (the same checks as the method's), the call takes its output and its workspace from the memory pool (the
+# workspace's block back to its free list after the call, as a dying Allocation gives it back) and calls the bound
+# cuDNN function; anything else goes through the plan's method, which computes the same.
+_DeviceArray, _empty = _array.DeviceArray, _array._empty
+_overriding, _override = _memory._overriding, _memory._override
+
+
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
                    activation=None):
     """Cross-correlation of x (N,C,H,W) with w (K,C/groups,R,S) -> (N,K,Ho,Wo), + bias, then a fused activation."""
@@ -152,6 +167,9 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     _, extra, plan, _ = _SEEN.get((x.shape, x.dtype, x.device, w.shape, id(stride), id(padding), id(dilation),
                                    id(groups))) or _seen(x.shape, x.dtype, x.device, w.shape, stride, padding,
                                                          dilation, groups)
+    libraries = _native.current
+    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+        plan = _seen(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)[2]
     if extra is _NO_PADS:
         xin = x
         if saved is not None:  # for backward-filter: the plan (its layouts checked by the call)
@@ -160,7 +178,37 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
         xin = _dk.pad2d(x, extra)  # (_pad of zeros: one launch)
         if saved is not None:  # for backward-filter: the padded input too
             saved["plan"], saved["padded_x"] = plan, xin
-    y = plan.forward(xin, w if w.is_c_contiguous else _contiguous(w))
+    w = w if w.is_c_contiguous else _contiguous(w)
+    # ConvPlan.forward, inline (see above conv2d_forward): operands C-contiguous by now
+    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
+            and xin.__class__ is _DeviceArray and w.__class__ is _DeviceArray and \
+            (xin.shape, w.shape, xin.dtype, w.dtype, xin.device, w.device) == plan.xw:
+        name, d0, d1, d2, d3, algo, size, bucket = plan._calls.get("forward") or plan._call("forward")
+        device = plan.device
+        y = _empty(plan.y_shape, plan.dtype, device)
+        if bucket:  # memory.Allocation.trusted and its release, inline
+            pool = _overriding and _override.__dict__.get("pool") or libraries.memory_pool
+            next(pool._requests)
+            blocks = pool.free_blocks.get((device, bucket))
+            try:
+                space = blocks.pop()
+            except (AttributeError, IndexError):
+                space = pool.new_block(device, bucket)
+                blocks = pool.free_blocks[device, bucket]
+            try:
+                status = plan.cudnnConvolutionForward(plan.handle, plan.alpha, d0, xin.ptr, d1, w.ptr, d2, algo,
+                                                      space, size, plan.beta, d3, y.ptr)
+            finally:
+                blocks.append(space)
+                if pool.closed:
+                    pool._sweep()
+        else:
+            status = plan.cudnnConvolutionForward(plan.handle, plan.alpha, d0, xin.ptr, d1, w.ptr, d2, algo, None,
+                                                  0, plan.beta, d3, y.ptr)
+        if status:
+            _cd.check(status, name)
+    else:
+        y = plan.forward(xin, w)
     if bias is None:
         if activation is not None:
             _dnn.activation_forward(y, activation, out=y)
@@ -179,7 +227,41 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
     if hit is None:
         hit = _seen(tuple(map(int, shape)), dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     _, _, plan, crop = hit
-    dxp = plan.backward_data(dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w))
+    libraries = _native.current
+    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+        _, _, plan, crop = _seen(tuple(map(int, shape)), dy.dtype, dy.device, w.shape, stride, padding, dilation,
+                                 groups)
+    dy, w = dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w)
+    # ConvPlan.backward_data, inline (see above conv2d_forward)
+    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
+            and dy.__class__ is _DeviceArray and w.__class__ is _DeviceArray and \
+            (dy.shape, w.shape, dy.dtype, w.dtype, dy.device, w.device) == plan.yw:
+        name, d0, d1, d2, d3, algo, size, bucket = plan._calls.get("backward_data") or plan._call("backward_data")
+        device = plan.device
+        dxp = _empty(plan.x_shape, plan.dtype, device)
+        if bucket:  # memory.Allocation.trusted and its release, inline
+            pool = _overriding and _override.__dict__.get("pool") or libraries.memory_pool
+            next(pool._requests)
+            blocks = pool.free_blocks.get((device, bucket))
+            try:
+                space = blocks.pop()
+            except (AttributeError, IndexError):
+                space = pool.new_block(device, bucket)
+                blocks = pool.free_blocks[device, bucket]
+            try:
+                status = plan.cudnnConvolutionBackwardData(plan.handle, plan.alpha, d0, w.ptr, d1, dy.ptr, d2, algo,
+                                                           space, size, plan.beta, d3, dxp.ptr)
+            finally:
+                blocks.append(space)
+                if pool.closed:
+                    pool._sweep()
+        else:
+            status = plan.cudnnConvolutionBackwardData(plan.handle, plan.alpha, d0, w.ptr, d1, dy.ptr, d2, algo,
+                                                       None, 0, plan.beta, d3, dxp.ptr)
+        if status:
+            _cd.check(status, name)
+    else:
+        dxp = plan.backward_data(dy, w)
     if crop is None:
         return dxp
     # the interior, a view: whoever needs it dense copies it (a gradient sum reads it as it is)
@@ -201,7 +283,40 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
         xin = saved.get("padded_x") if saved else None
         if xin is None:
             xin = _pad(x, extra, 0.0) if any(extra) else x
-    return plan.backward_filter(xin, dy if dy.is_c_contiguous else _contiguous(dy))
+    dy = dy if dy.is_c_contiguous else _contiguous(dy)
+    libraries = _native.current
+    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+        plan = plan._elsewhere()
+    # ConvPlan.backward_filter, inline (see above conv2d_forward): xin C-contiguous (x made so, or the padded copy)
+    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
+            and xin.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and xin.is_c_contiguous and \
+            (xin.shape, dy.shape, xin.dtype, dy.dtype, xin.device, dy.device) == plan.xy:
+        name, d0, d1, d2, d3, algo, size, bucket = plan._calls.get("backward_filter") or plan._call("backward_filter")
+        device = plan.device
+        dw = _empty(plan.w_shape, plan.dtype, device)
+        if bucket:  # memory.Allocation.trusted and its release, inline
+            pool = _overriding and _override.__dict__.get("pool") or libraries.memory_pool
+            next(pool._requests)
+            blocks = pool.free_blocks.get((device, bucket))
+            try:
+                space = blocks.pop()
+            except (AttributeError, IndexError):
+                space = pool.new_block(device, bucket)
+                blocks = pool.free_blocks[device, bucket]
+            try:
+                status = plan.cudnnConvolutionBackwardFilter(plan.handle, plan.alpha, d0, xin.ptr, d1, dy.ptr, d2,
+                                                             algo, space, size, plan.beta, d3, dw.ptr)
+            finally:
+                blocks.append(space)
+                if pool.closed:
+                    pool._sweep()
+        else:
+            status = plan.cudnnConvolutionBackwardFilter(plan.handle, plan.alpha, d0, xin.ptr, d1, dy.ptr, d2, algo,
+                                                         None, 0, plan.beta, d3, dw.ptr)
+        if status:
+            _cd.check(status, name)
+        return dw
+    return plan.backward_filter(xin, dy)
 
 
 def conv2d_backward_bias(dy):

@@ -4,11 +4,13 @@ block per row)."""
 
 from __future__ import annotations
 
+from pymagma import _cudnn as _cd
 from pymagma import _dnn_plans as _plans
 from pymagma import _native
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 from pymagma.array import DeviceArray as _DeviceArray
+from pymagma.array import _empty
 
 from . import kernels as _dk
 from ._common import (
@@ -19,6 +21,7 @@ from .core import zeros_like
 from .elementwise import subtract
 
 _BATCH_NORM_PLAN = _plans.batch_norm_plan  # what keys a batch norm's plan (pymagma._dnn_plans._of_array's key)
+_BN_MIN_EPSILON = _cd.BN_MIN_EPSILON
 
 
 def _check_bn_input(x) -> None:
@@ -41,7 +44,34 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
         plan = _plans.batch_norm_plan_of(x)
     momentum, eps = float(momentum), float(eps)
     scratch = running_var if unbiased else zeros_like(running_var)
-    y, mean_, inv_std = plan.forward_training(x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum, eps=eps)
+    # BatchNormPlan.forward_training, inline (one frame for the op): with the plan bound to the cuDNN object of the
+    # native libraries in use (pymagma._native.current, read now; else the plan's method, which binds again) and made
+    # in them, x of its layout (its key: x's values, x made C-contiguous above) and the four parameters of its
+    # parameters' layout (the method's checks), one cuDNN call
+    libraries = _native.current
+    try:  # (the plan's forward_layouts: classes, contiguity, then layouts; an operand without them: the method)
+        fits = plan.cudnn is libraries.cudnn and libraries is plan.libraries() and (
+            x.__class__, gamma.__class__, beta.__class__, running_mean.__class__, scratch.__class__,
+            gamma.is_c_contiguous, beta.is_c_contiguous, running_mean.is_c_contiguous, scratch.is_c_contiguous,
+            gamma.shape, gamma.dtype, gamma.device, beta.shape, beta.dtype, beta.device, running_mean.shape,
+            running_mean.dtype, running_mean.device, scratch.shape, scratch.dtype, scratch.device, x.shape, x.dtype,
+            x.device) == plan.forward_layouts
+    except AttributeError:
+        fits = False
+    if fits:
+        shape, dtype, device = plan.param_at
+        y, mean_, inv_std = _empty(plan.x_shape, plan.dtype, device), _empty(shape, dtype, device), \
+            _empty(shape, dtype, device)
+        xd = plan.xd
+        status = plan.cudnnBatchNormalizationForwardTraining(
+            plan.handle, plan.mode_value, plan.alpha, plan.beta, xd, x.ptr, xd, y.ptr, plan.bn, gamma.ptr, beta.ptr,
+            1.0 - momentum, running_mean.ptr, scratch.ptr, float(max(eps, _BN_MIN_EPSILON)),
+            mean_.ptr, inv_std.ptr)
+        if status:
+            _cd.check(status, "cudnnBatchNormalizationForwardTraining")
+    else:
+        y, mean_, inv_std = plan.forward_training(x, gamma, beta, running_mean, scratch, momentum=1.0 - momentum,
+                                                  eps=eps)
     if not unbiased:
         n = x.size // x.shape[1]
         batch = _k.affine(scratch, (n - 1) / (n * (1.0 - momentum)))
@@ -57,8 +87,29 @@ def batch_norm_infer(x, gamma, beta, running_mean, running_var, eps):
 def batch_norm_backward(dy, x, gamma, ctx):
     """(dx, dgamma, dbeta) of ``batch_norm_train``."""
     mean_, inv_std, eps, plan = ctx  # the forward's plan (its layout checked again by the call)
-    x = x if x.is_c_contiguous else _contiguous(x)
-    return plan.backward(x, dy if dy.is_c_contiguous else _contiguous(dy), gamma, mean_, inv_std, eps=eps)
+    x, dy = x if x.is_c_contiguous else _contiguous(x), dy if dy.is_c_contiguous else _contiguous(dy)
+    # BatchNormPlan.backward, inline (as batch_norm_train's forward; x and dy C-contiguous by now)
+    libraries = _native.current
+    try:  # (the plan's backward_layouts, as the forward's)
+        fits = plan.cudnn is libraries.cudnn and libraries is plan.libraries() and (
+            x.__class__, dy.__class__, gamma.__class__, mean_.__class__, inv_std.__class__, gamma.is_c_contiguous,
+            mean_.is_c_contiguous, inv_std.is_c_contiguous, x.shape, x.dtype, x.device, dy.shape, dy.dtype,
+            dy.device, gamma.shape, gamma.dtype, gamma.device, mean_.shape, mean_.dtype, mean_.device,
+            inv_std.shape, inv_std.dtype, inv_std.device) == plan.backward_layouts
+    except AttributeError:
+        fits = False
+    if fits:
+        shape, dtype, device = plan.param_at
+        dx, dscale, dbias = _empty(plan.x_shape, plan.dtype, device), _empty(shape, dtype, device), \
+            _empty(shape, dtype, device)
+        one, zero, xd = plan.alpha, plan.beta, plan.xd
+        status = plan.cudnnBatchNormalizationBackward(
+            plan.handle, plan.mode_value, one, zero, one, zero, xd, x.ptr, xd, dy.ptr, xd, dx.ptr, plan.bn, gamma.ptr,
+            dscale.ptr, dbias.ptr, eps, mean_.ptr, inv_std.ptr)
+        if status:
+            _cd.check(status, "cudnnBatchNormalizationBackward")
+        return dx, dscale, dbias
+    return plan.backward(x, dy, gamma, mean_, inv_std, eps=eps)
 
 
 def running_stat_update(running, batch, momentum):

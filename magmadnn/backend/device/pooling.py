@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from pymagma import _checks
+from pymagma import _checks, _native
 from pymagma import array as _array
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
@@ -17,6 +17,10 @@ from ._common import (
 )
 from .conv import _crop, _kept, _pad, _split_pads
 from .graphs import cached_constant as _cached_constant
+from .kernels.pool import LAUNCHES as _LAUNCHES
+from .kernels.pool import THREADS as _THREADS
+
+_DeviceArray, _empty, _INT32 = _array.DeviceArray, _array._empty, np.dtype(np.int32)
 
 
 def _check_pool_mode(mode, fn: str) -> None:
@@ -67,7 +71,21 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
                                         _seen(mode, window, stride, padding))[1]
     x = x if x.is_c_contiguous else _contiguous(x)
     if mode == "max":  # our kernel: the op set's first-maximum rule by construction (cuDNN's tie rule is undocumented)
-        return _dk.max_pool2d(x, window, stride, pads)
+        # a launch kernels.max_pool2d kept for x's layout and this geometry (its checked values): launched in this
+        # frame, as max_pool2d launches it; else max_pool2d's checked call (which keeps its launch)
+        launch = _LAUNCHES.get(("max", x.shape, x.dtype, window, stride, pads)) if x.__class__ is _DeviceArray \
+            else None
+        if launch is None:
+            return _dk.max_pool2d(x, window, stride, pads)
+        shape, expression, grid, g = launch
+        device = x.device
+        y, offsets = _empty(shape, x.dtype, device), _empty(shape, _INT32, device)
+        if grid:  # (pymagma.kernels.common._run, inline)
+            libraries = _native.current
+            libraries.launcher.launch("pool", expression, device,
+                                      (libraries.default_queues.get(device) or x.queue).stream, grid, _THREADS,
+                                      [x.ptr, y.ptr, offsets.ptr, g])
+        return y, offsets
     if not any(extra):
         return _dnn.pool2d_forward(x, window, stride, sym, mode="avg_exclude_pad"), None
     xin = _pad(x, extra, 0.0)
@@ -80,7 +98,23 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     window, stride, sym, extra, pads = (_SEEN.get((mode, id(window), id(stride), id(padding))) or
                                         _seen(mode, window, stride, padding))[1]
     if mode == "max":  # ctx: the offsets of the maxima the forward found
-        return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, pads)
+        # a launch kernels.max_pool2d_backward kept for x's shape, dy's dtype and this geometry: launched in this
+        # frame after its per-call checks (dy and the offsets of the pooled shape, C-contiguous, the offsets int32,
+        # one device); else max_pool2d_backward's checked call
+        launch = _LAUNCHES.get(("max_backward", x.shape, dy.dtype, window, stride, pads)) \
+            if dy.__class__ is _DeviceArray and ctx.__class__ is _DeviceArray else None
+        if launch is None or dy.shape != launch[1] or ctx.shape != launch[1] or ctx.dtype != _INT32 or \
+                ctx.device != dy.device or not (dy.is_c_contiguous and ctx.is_c_contiguous):
+            return _dk.max_pool2d_backward(dy, ctx, x.shape, window, stride, pads)
+        shape, _, expression, grid, g = launch
+        device = dy.device
+        dx = _empty(shape, dy.dtype, device)
+        if grid:  # (pymagma.kernels.common._run, inline)
+            libraries = _native.current
+            libraries.launcher.launch("pool", expression, device,
+                                      (libraries.default_queues.get(device) or dy.queue).stream, grid, _THREADS,
+                                      [dy.ptr, ctx.ptr, dx.ptr, g])
+        return dx
     dy, x = _contiguous(dy), _contiguous(x)
     if ctx is None:
         return _dnn.pool2d_backward(_contiguous(y), dy, x, window, stride, sym, mode="avg_exclude_pad")

@@ -8,11 +8,12 @@ from ctypes import c_int, c_longlong
 
 import numpy as np
 
-from pymagma import _checks
+from pymagma import _checks, _native
 from pymagma import array as _array
 from pymagma.kernels import programs
 from pymagma.kernels.common import _device_array, _float_dtype, _run
 from pymagma.kernels.elementwise import contiguous
+from pymagma.kernels.loader import MAX_BLOCKS, THREADS
 
 
 class PoolGeometry(ctypes.Structure):
@@ -31,6 +32,7 @@ class PadGeometry(ctypes.Structure):
 
 
 _INT32 = np.dtype(np.int32)
+_DeviceArray = _array.DeviceArray
 _EXPRESSIONS: dict = {}  # (kernel, dtype name) -> the kernel's name expression (programs.expression, made once)
 
 
@@ -70,6 +72,34 @@ def _two(value, name: str, what: str) -> tuple[int, int]:
     return pair
 
 
+#: The launches of checked calls, found again by the values of their layout and geometry (the device backend's
+#: pooling launches a kept one in its own frame; :func:`pad2d` in its own): ``("max", x shape, dtype, window, stride,
+#: padding)`` -> (y shape, expression, grid, PoolGeometry); ``("max_backward", x shape, dtype, window, stride,
+#: padding)`` -> (dx shape, pooled shape, expression, grid, PoolGeometry); ``("pad", x shape, dtype, id(pads))`` ->
+#: (pads, padded shape, expression, grid, PadGeometry): pad2d's own callers pass any pads, so its launches are found by
+#: the identity of the pads' tuple (kept alive in the answer). The geometry's values are ints or tuples of ints; a
+#: kernel's grid covers its items (none: 0).
+LAUNCHES: dict = {}
+
+
+def _keep(key: tuple, launch: tuple, geometry: tuple) -> None:
+    """``launch`` kept under ``key`` when every value of ``geometry`` is a tuple of ints (or of pairs of them): a
+    geometry of other types (a bool, a float, a list), which the checks may refuse, is never kept, so a kept launch
+    never answers for a geometry the checks would refuse (the max-pooling launches are looked up by the device
+    backend's checked ints)."""
+    for value in geometry:
+        if value.__class__ is not tuple or not all(v.__class__ is int or v.__class__ is tuple and
+                                                   all(i.__class__ is int for i in v) for v in value):
+            return
+    if len(LAUNCHES) >= 1024:
+        LAUNCHES.clear()
+    LAUNCHES[key] = launch
+
+
+def _grid(n: int) -> int:
+    return min(-(-n // THREADS), MAX_BLOCKS)
+
+
 def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     """Max pooling of the NCHW array ``x`` -> ``(y, offsets)``: ``offsets`` (int32, y's shape) holds the row-major
     window offset of each window's first maximum (padding is never a maximum; a window holding NaN has NaN as its
@@ -80,8 +110,11 @@ def max_pool2d(x, window, stride, padding=((0, 0), (0, 0))):
     x = x if x.is_c_contiguous else contiguous(x)
     y = _array._empty((x.shape[0], x.shape[1], g.ho, g.wo), x.dtype, x.device)
     offsets = _array._empty(y.shape, _INT32, x.device)
-    _run("pool", _EXPRESSIONS.get(("max_pool_forward", dtype)) or _expression("max_pool_forward", dtype), x, y.size,
-         [x.ptr, y.ptr, offsets.ptr, g])
+    expression = _EXPRESSIONS.get(("max_pool_forward", dtype)) or _expression("max_pool_forward", dtype)
+    _run("pool", expression, x, y.size, [x.ptr, y.ptr, offsets.ptr, g])
+    if x.__class__ is _DeviceArray:
+        _keep(("max", x.shape, x.dtype, window, stride, padding), (y.shape, expression, _grid(y.size), g),
+              (window, stride, padding))
     return y, offsets
 
 
@@ -103,8 +136,11 @@ def max_pool2d_backward(dy, offsets, x_shape, window, stride, padding=((0, 0), (
     dy = dy if dy.is_c_contiguous else contiguous(dy)
     offsets = offsets if offsets.is_c_contiguous else contiguous(offsets)
     dx = _array._empty((expected[0], expected[1], g.h, g.w), dy.dtype, dy.device)  # x_shape, checked
-    _run("pool", _EXPRESSIONS.get(("max_pool_backward", dtype)) or _expression("max_pool_backward", dtype), dy,
-         dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
+    expression = _EXPRESSIONS.get(("max_pool_backward", dtype)) or _expression("max_pool_backward", dtype)
+    _run("pool", expression, dy, dx.size, [dy.ptr, offsets.ptr, dx.ptr, g])
+    if dy.__class__ is _DeviceArray:
+        _keep(("max_backward", x_shape, dy.dtype, window, stride, padding),
+              (dx.shape, expected, expression, _grid(dx.size), g), (x_shape, window, stride, padding))
     return dx
 
 
@@ -127,9 +163,24 @@ _pad_geometry_of = _checks.same_objects(_pad_geometry, by_value=1)  # the pads' 
 def pad2d(x, pads):
     """The NCHW array ``x`` surrounded by zeros, ``pads`` = (top, bottom, left, right) rows and columns of them, in
     one launch (the elements of ``x`` copied bit for bit)."""
+    if x.__class__ is _DeviceArray and x.is_c_contiguous:  # a launch kept for x's layout and pads: in this frame
+        launch = LAUNCHES.get(("pad", x.shape, x.dtype, id(pads)))
+        if launch is not None and launch[0] is pads:
+            _, shape, expression, grid, g = launch
+            device = x.device
+            y = _array._empty(shape, x.dtype, device)
+            if grid:  # (common._run, inline)
+                libraries = _native.current
+                libraries.launcher.launch("pool", expression, device,
+                                          (libraries.default_queues.get(device) or x.queue).stream, grid, THREADS,
+                                          [x.ptr, y.ptr, g])
+            return y
     dtype = _float_dtype(x, "pad2d")
     shape, g = _pad_geometry_of(x.shape, pads)
     x = x if x.is_c_contiguous else contiguous(x)
     y = _array._empty(shape, x.dtype, x.device)
-    _run("pool", _EXPRESSIONS.get(("pad2d", dtype)) or _expression("pad2d", dtype), x, y.size, [x.ptr, y.ptr, g])
+    expression = _EXPRESSIONS.get(("pad2d", dtype)) or _expression("pad2d", dtype)
+    _run("pool", expression, x, y.size, [x.ptr, y.ptr, g])
+    if x.__class__ is _DeviceArray:
+        _keep(("pad", x.shape, x.dtype, id(pads)), (pads, shape, expression, _grid(y.size), g), (pads,))
     return y
