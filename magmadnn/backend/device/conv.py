@@ -9,6 +9,7 @@ from pymagma import array as _array
 from pymagma import dnn as _dnn
 from pymagma import kernels as _k
 from pymagma import memory as _memory
+from pymagma.memory import _Given
 
 from .. import geometry as _geometry
 from . import kernels as _dk
@@ -193,11 +194,12 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
             try:
                 space = blocks.pop()
             except (AttributeError, IndexError):
-                space = pool.new_block(device, bucket)
+                space = _Given()  # (a free list holds objects whose ptr is the block: pymagma.memory.Pool)
+                space.ptr = pool.new_block(device, bucket)
                 blocks = pool.free_blocks[device, bucket]
             try:
                 status = plan.cudnnConvolutionForward(plan.handle, plan.alpha, d0, xin.ptr, d1, w.ptr, d2, algo,
-                                                      space, size, plan.beta, d3, y.ptr)
+                                                      space.ptr, size, plan.beta, d3, y.ptr)
             finally:
                 blocks.append(space)
                 if pool.closed:
@@ -246,11 +248,12 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
             try:
                 space = blocks.pop()
             except (AttributeError, IndexError):
-                space = pool.new_block(device, bucket)
+                space = _Given()  # (a free list holds objects whose ptr is the block: pymagma.memory.Pool)
+                space.ptr = pool.new_block(device, bucket)
                 blocks = pool.free_blocks[device, bucket]
             try:
                 status = plan.cudnnConvolutionBackwardData(plan.handle, plan.alpha, d0, w.ptr, d1, dy.ptr, d2, algo,
-                                                           space, size, plan.beta, d3, dxp.ptr)
+                                                           space.ptr, size, plan.beta, d3, dxp.ptr)
             finally:
                 blocks.append(space)
                 if pool.closed:
@@ -301,11 +304,12 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
             try:
                 space = blocks.pop()
             except (AttributeError, IndexError):
-                space = pool.new_block(device, bucket)
+                space = _Given()  # (a free list holds objects whose ptr is the block: pymagma.memory.Pool)
+                space.ptr = pool.new_block(device, bucket)
                 blocks = pool.free_blocks[device, bucket]
             try:
                 status = plan.cudnnConvolutionBackwardFilter(plan.handle, plan.alpha, d0, xin.ptr, d1, dy.ptr, d2,
-                                                             algo, space, size, plan.beta, d3, dw.ptr)
+                                                             algo, space.ptr, size, plan.beta, d3, dw.ptr)
             finally:
                 blocks.append(space)
                 if pool.closed:
