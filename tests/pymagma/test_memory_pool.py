@@ -196,17 +196,22 @@ def test_a_threads_pool_is_its_own_and_the_others_keep_the_libraries_pool():
         entered, done, seen = threading.Event(), threading.Event(), {}
 
         def other():
-            entered.wait()
-            seen["empty"] = _pool_of(array._empty((10,), U8, 0))
-            seen["trusted"] = memory.Allocation.trusted(10, 0)._pool
-            seen["alloc"] = memory.alloc(10)._pool
-            done.set()
+            try:
+                entered.wait(60)
+                seen["empty"] = _pool_of(array._empty((10,), U8, 0))
+                seen["trusted"] = memory.Allocation.trusted(10, 0)._pool
+                seen["alloc"] = memory.alloc(10)._pool
+            except BaseException as exc:  # (reported below: the main thread must not wait for ever)
+                seen["error"] = exc
+            finally:
+                done.set()
 
         worker = threading.Thread(target=other)
         worker.start()
         with memory.using_pool(mine):
             entered.set()
-            done.wait()
+            assert done.wait(60), "the other thread never finished"
+            assert "error" not in seen, seen
             assert _pool_of(array._empty((10,), U8, 0)) is mine and memory.Allocation.trusted(10, 0)._pool is mine
             with memory.using_pool(inner):
                 assert memory.alloc(10)._pool is inner and memory._pool() is inner
