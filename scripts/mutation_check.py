@@ -1154,18 +1154,20 @@ MUTANTS = [
     # ------------------------------------------------------- the device backend's inline cuDNN calls and kept launches
     Mutant("inline-conv-fwd-x-w-swapped", "the device's inline forward convolution passes w's data where x goes",
            "magmadnn/backend/device/conv.py",
-           "d0, xin.ptr, d1, w.ptr, d2, algo,\n                                                      space,",
-           "d0, w.ptr, d1, xin.ptr, d2, algo,\n                                                      space,",
+           "d0, xin.ptr, d1, w.ptr, d2, algo,\n                                                      space.ptr,",
+           "d0, w.ptr, d1, xin.ptr, d2, algo,\n                                                      space.ptr,",
            INLINE_CUDNN),
     Mutant("inline-conv-bwd-data-w-dy-swapped", "the device's inline backward data passes dy's data where w goes",
            "magmadnn/backend/device/conv.py",
-           "d0, w.ptr, d1, dy.ptr, d2, algo,\n                                                           space,",
-           "d0, dy.ptr, d1, w.ptr, d2, algo,\n                                                           space,",
+           "d0, w.ptr, d1, dy.ptr, d2, algo,\n                                                           space.ptr,",
+           "d0, dy.ptr, d1, w.ptr, d2, algo,\n                                                           space.ptr,",
            INLINE_CUDNN),
     Mutant("inline-conv-bwd-filter-x-dy-swapped", "the device's inline backward filter passes dy's data where x goes",
            "magmadnn/backend/device/conv.py",
-           "d0, xin.ptr, d1, dy.ptr, d2,\n                                                             algo, space,",
-           "d0, dy.ptr, d1, xin.ptr, d2,\n                                                             algo, space,",
+           "d0, xin.ptr, d1, dy.ptr, d2,\n"
+           "                                                             algo, space.ptr,",
+           "d0, dy.ptr, d1, xin.ptr, d2,\n"
+           "                                                             algo, space.ptr,",
            INLINE_CUDNN),
     Mutant("inline-conv-keeps-swapped-out-cudnn", "the device's inline forward convolution calls the function it was "
            "bound to, whichever cuDNN object is in use", "magmadnn/backend/device/conv.py",
