@@ -79,7 +79,7 @@ class ArrayBatches:
         for start in range(0, self.n, self.batch_size):
             index = order[start:start + self.batch_size]
             m = index.shape[0]
-            batch = [np.take(a, index, axis=0, out=buf[:m], mode="clip") for a, buf in zip(self.xs, self.buffers)]
+            batch = [a.take(index, axis=0, out=buf[:m], mode="clip") for a, buf in zip(self.xs, self.buffers)]
             yield batch, self.y[index]
 
     def selectors(self) -> list:
