@@ -18,7 +18,8 @@ Non-finite parameters: each progress read also carries ``0 * sum(p)`` over the p
 left a weight NaN/inf), added to the running loss so that no extra read is made; when it is not finite the epoch
 finds the update (replaying on a device) and stops like a non-finite loss, with :class:`NonFiniteParameterError`
 naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or
-non-finite arrays, targets the loss accepts) are checked once per call before any batch runs.
+non-finite arrays, targets the loss accepts) are checked once per call before any batch runs; on the host, an
+input array a fit found finite before (the same array object) has each batch checked as it is made instead.
 """
 
 from __future__ import annotations
@@ -299,7 +300,7 @@ class Trainer:
                 raise ValueError("fit: sample_weight/class_weight need arrays x, y (not a batch iterable)")
             batches = CheckedBatches(self, x)
         else:
-            xs = self._cast_inputs(self._training_inputs(x, "fit"))
+            xs, deferred = self._fit_inputs(x)  # (finite values: see _fit_inputs)
             y = self._targets(y, xs[0].shape[0], "fit")
             plain, y = y, _weighting.attach(self, y, sample_weight, class_weight, "fit")
             n = xs[0].shape[0]
@@ -315,7 +316,7 @@ class Trainer:
                 raise ValueError(f"fit: model {self.name!r} runs batches of exactly {batch_size} samples; "
                                  f"{xs[0].shape[0]} training samples leave a partial batch: give a multiple of "
                                  f"{batch_size}")
-            batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
+            batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng, deferred)
         if validation_data is not None:
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
                 raise ValueError("fit: validation_data must be a pair (x_val, y_val) or a triple (x_val, y_val, "

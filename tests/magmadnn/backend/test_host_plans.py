@@ -136,3 +136,63 @@ def test_the_data_check_finds_one_bad_entry_in_a_large_array_contiguous_or_not(d
     view = x[where[0] % 2::2]
     with pytest.raises(ValueError, match="non-finite"):
         finite_array(view, "inputs", "fit")
+
+
+# ------------------------------------------------------------- fit's data check: whole once, then batch by batch
+
+
+def _model():
+    from magmadnn import zoo
+
+    return zoo.mlp((4,), 2, hidden=(3,)).compile("sgd", "cross_entropy", seed=0)
+
+
+@pytest.mark.parametrize("shuffle", [False, True])
+def test_an_array_changed_in_place_after_a_fit_is_refused_at_its_bad_batch(shuffle):
+    """The first fit reads the whole array; a later fit of the same array object checks each batch as it is made,
+    so a value made NaN in place between fits is still refused before a step reads it, naming its row in x."""
+    from magmadnn._checks import found_finite
+
+    model = _model()
+    x, y = np.ones((8, 4), np.float32), np.zeros(8, np.int64)
+    assert not found_finite(x)
+    model.fit(x, y, batch_size=4, shuffle=shuffle, verbose=0)
+    assert found_finite(x) and not found_finite(x.copy()) and not found_finite(x[:4])
+    x[5, 1] = np.nan
+    assert found_finite(x)  # (the same object: its values are what the batches check)
+    with pytest.raises(ValueError, match=r"fit: the inputs x \(input .*\) hold non-finite values \(a batch: 1 of its "
+                                         r"16 entries; the first is nan at index \(5, 1\)\)"):
+        model.fit(x, y, batch_size=4, shuffle=shuffle, verbose=0)
+    assert all(np.isfinite(p.data).all() for p in model.parameters())
+    x[5, 1] = 1.0
+    x64 = x.astype(np.float64)  # a cast copy: never deferred, its original checked whole
+    model.fit(x64, y, batch_size=4, verbose=0)
+    x64[2, 3] = np.inf
+    with pytest.raises(ValueError, match=r"hold non-finite values \(1 of 32; the first is inf at index \(2, 3\)\)"):
+        model.fit(x64, y, batch_size=4, verbose=0)
+
+
+def test_a_later_fit_reads_the_data_once_per_batch_not_whole_first():
+    import magmadnn.models.batches as batches
+    import magmadnn.models.inputs as inputs
+
+    model = _model()
+    x, y = np.ones((12, 4), np.float32), np.zeros(12, np.int64)
+    calls = {"whole": 0, "batch": 0}
+    whole, batch = inputs.finite_array, batches.finite_array
+
+    def count(kind, fn):
+        def call(*args):
+            calls[kind] += 1
+            return fn(*args)
+        return call
+
+    inputs.finite_array, batches.finite_array = count("whole", whole), count("batch", batch)
+    try:
+        model.fit(x, y, batch_size=4, verbose=0)
+        first = dict(calls)
+        model.fit(x, y, batch_size=4, verbose=0, epochs=2)
+    finally:
+        inputs.finite_array, batches.finite_array = whole, batch
+    assert first == {"whole": 2, "batch": 0}  # x and y whole
+    assert calls == {"whole": 3, "batch": 6}  # then y whole (integers: no pass) and x batch by batch, each epoch
