@@ -18,8 +18,7 @@ Non-finite parameters: each progress read also carries ``0 * sum(p)`` over the p
 left a weight NaN/inf), added to the running loss so that no extra read is made; when it is not finite the epoch
 finds the update (replaying on a device) and stops like a non-finite loss, with :class:`NonFiniteParameterError`
 naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or
-non-finite arrays, targets the loss accepts) are checked once per call before any batch runs; on the host, an
-input array a fit found finite before (the same array object) has each batch checked as it is made instead.
+non-finite arrays, targets the loss accepts) are checked once per call before any batch runs (``_fit_inputs``: batches).
 """
 
 from __future__ import annotations

@@ -196,3 +196,34 @@ def test_a_later_fit_reads_the_data_once_per_batch_not_whole_first():
         inputs.finite_array, batches.finite_array = whole, batch
     assert first == {"whole": 2, "batch": 0}  # x and y whole
     assert calls == {"whole": 3, "batch": 6}  # then y whole (integers: no pass) and x batch by batch, each epoch
+
+
+@pytest.mark.parametrize("dtype", [np.float32, np.float64])
+@pytest.mark.parametrize("shape", [(5, 3, 4, 6), (1, 2, 3, 3), (0, 3, 2, 2), (7, 16, 10, 10)])
+@pytest.mark.parametrize("bias", [True, False])
+def test_a_convolutions_relu_backward_in_one_pass_equals_the_two_pass_path_bit_for_bit(dtype, shape, bias):
+    """The samples as rows through the dense kernel (dx and the sums over the samples in one pass), then the sums
+    over each channel's pixels: the same bits as the mask pass and channel_sum, NaN from an infinite dy included."""
+    from magmadnn.backend import _host_jit
+
+    if _host_jit.kernels is None:
+        pytest.skip("no numba")
+    rng = np.random.default_rng(sum(shape))
+    dy = rng.standard_normal(shape).astype(dtype)
+    y = np.maximum(rng.standard_normal(shape), 0).astype(dtype)
+    if dy.size:
+        dy.reshape(-1)[:: 7] *= 1e30  # large and mixed magnitudes: the order of the sums shows
+        dy.reshape(-1)[3] = np.inf
+        y.reshape(-1)[3] = 0.0
+    with np.errstate(invalid="ignore", over="ignore"):
+        dx, db = host.bias_activation_backward(dy, None, y, "relu", bias=bias)
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(_host_jit, "kernels", None)
+            want_dx, want_db = host.bias_activation_backward(dy, None, y, "relu", bias=bias)
+    np.testing.assert_array_equal(dx, want_dx)
+    assert dx.dtype == want_dx.dtype == dtype
+    if bias:
+        assert db.dtype == want_db.dtype and db.shape == (shape[1],)
+        np.testing.assert_array_equal(db, want_db)
+    else:
+        assert db is None and want_db is None
