@@ -17,8 +17,8 @@ loss: this error path alone costs extra reads) up to the offending one, which is
 Non-finite parameters: each progress read also carries ``0 * sum(p)`` over the parameters (0, or NaN when an update
 left a weight NaN/inf), added to the running loss so that no extra read is made; when it is not finite the epoch
 finds the update (replaying on a device) and stops like a non-finite loss, with :class:`NonFiniteParameterError`
-naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or
-non-finite arrays, targets the loss accepts) are checked once per call before any batch runs (``_fit_inputs``: batches).
+naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or non-
+finite arrays, targets the loss accepts) are checked once per call before any batch runs (or per batch: _fit_inputs).
 """
 
 from __future__ import annotations
