@@ -1242,6 +1242,13 @@ MUTANTS = [
     Mutant("inline-bn-bwd-saved-swapped", "the device's inline batch-norm backward reads the saved inverse std as "
            "the mean and back", "magmadnn/backend/device/normalization.py",
            "dbias.ptr, eps, mean_.ptr, inv_std.ptr)", "dbias.ptr, eps, inv_std.ptr, mean_.ptr)", INLINE_CUDNN),
+    # the host: fit's data check per batch where a later fit skips the whole-array pass; geometry plans by identity
+    Mutant("fit-batches-skip-finite-check", "a later fit's shuffled batches no longer check the data they gather",
+           "magmadnn/models/batches.py", 'finite_array(batch[i], what, "fit", index)', "pass",
+           ("tests/magmadnn/backend/test_host_plans.py", "-k", "changed_in_place")),
+    Mutant("host-plans-by-value", "the host's geometry plans keyed by the tuples' values (2 and 2.0 alike)",
+           "magmadnn/backend/host/_common.py", "key = args[:by_value] + tuple(map(id, objects))", "key = args",
+           ("tests/magmadnn/backend/test_host_plans.py", "-k", "same_objects or planned")),
 ]
 
 

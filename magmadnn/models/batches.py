@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from .._checks import finite_array
+
 __all__ = ["ArrayBatches", "CheckedBatches", "is_batch_iterable", "unpack", "weighted"]
 
 
@@ -56,10 +58,14 @@ def is_batch_iterable(x) -> bool:
 
 
 class ArrayBatches:
-    """Batches of in-memory arrays; shuffled batches are gathered into buffers allocated once per fit."""
+    """Batches of in-memory arrays; shuffled batches are gathered into buffers allocated once per fit. ``check``:
+    ``(input index, what it is)`` of the inputs whose values fit did not read before the first batch (found finite
+    by an earlier fit: see ``_training_inputs``); each batch of those is checked as it is made (in cache, just
+    gathered), before its step runs."""
 
-    def __init__(self, xs, y, batch_size, shuffle, rng):
+    def __init__(self, xs, y, batch_size, shuffle, rng, check=()):
         self.xs, self.y, self.batch_size, self.shuffle, self.rng = xs, y, batch_size, shuffle, rng
+        self.check = tuple(check)
         self.n = xs[0].shape[0]
         self.buffers = None
         self._prepared = {}  # prepared(): the targets as a loss prepares them, for fit's replay loop
@@ -71,7 +77,10 @@ class ArrayBatches:
         if not self.shuffle:
             for start in range(0, self.n, self.batch_size):
                 stop = start + self.batch_size
-                yield [a[start:stop] for a in self.xs], self.y[start:stop]
+                batch = [a[start:stop] for a in self.xs]
+                for i, what in self.check:
+                    finite_array(batch[i], what, "fit", start)
+                yield batch, self.y[start:stop]
             return
         order = self.rng.permutation(self.n)
         if self.buffers is None:
@@ -79,7 +88,9 @@ class ArrayBatches:
         for start in range(0, self.n, self.batch_size):
             index = order[start:start + self.batch_size]
             m = index.shape[0]
-            batch = [np.take(a, index, axis=0, out=buf[:m], mode="clip") for a, buf in zip(self.xs, self.buffers)]
+            batch = [a.take(index, axis=0, out=buf[:m], mode="clip") for a, buf in zip(self.xs, self.buffers)]
+            for i, what in self.check:
+                finite_array(batch[i], what, "fit", index)
             yield batch, self.y[index]
 
     def selectors(self) -> list:
@@ -90,7 +101,10 @@ class ArrayBatches:
 
     def take(self, selector):
         """The batch ``(xs, y)`` of a selector of :meth:`selectors` (arrays of its own)."""
-        return [np.take(a, selector, axis=0) for a in self.xs], self.y[selector]
+        batch = [np.take(a, selector, axis=0) for a in self.xs]
+        for i, what in self.check:
+            finite_array(batch[i], what, "fit", selector if isinstance(selector, np.ndarray) else selector.start)
+        return batch, self.y[selector]
 
     def prepared(self, prepare, dtype, like: np.ndarray):
         """``prepare(y)`` of every target at once (kept for the fit), or None where it does not give one row per

@@ -17,8 +17,8 @@ loss: this error path alone costs extra reads) up to the offending one, which is
 Non-finite parameters: each progress read also carries ``0 * sum(p)`` over the parameters (0, or NaN when an update
 left a weight NaN/inf), added to the running loss so that no extra read is made; when it is not finite the epoch
 finds the update (replaying on a device) and stops like a non-finite loss, with :class:`NonFiniteParameterError`
-naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or
-non-finite arrays, targets the loss accepts) are checked once per call before any batch runs.
+naming the layer and the parameter. Arguments (``operator.index`` integers, finite reals) and data (no empty or non-
+finite arrays, targets the loss accepts) are checked once per call before any batch runs (or per batch: _fit_inputs).
 """
 
 from __future__ import annotations
@@ -299,7 +299,7 @@ class Trainer:
                 raise ValueError("fit: sample_weight/class_weight need arrays x, y (not a batch iterable)")
             batches = CheckedBatches(self, x)
         else:
-            xs = self._cast_inputs(self._training_inputs(x, "fit"))
+            xs, deferred = self._fit_inputs(x)  # (finite values: see _fit_inputs)
             y = self._targets(y, xs[0].shape[0], "fit")
             plain, y = y, _weighting.attach(self, y, sample_weight, class_weight, "fit")
             n = xs[0].shape[0]
@@ -315,7 +315,7 @@ class Trainer:
                 raise ValueError(f"fit: model {self.name!r} runs batches of exactly {batch_size} samples; "
                                  f"{xs[0].shape[0]} training samples leave a partial batch: give a multiple of "
                                  f"{batch_size}")
-            batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng)
+            batches = ArrayBatches(xs, y, batch_size, shuffle, self._shuffle_rng, deferred)
         if validation_data is not None:
             if not isinstance(validation_data, (tuple, list)) or len(validation_data) not in (2, 3):
                 raise ValueError("fit: validation_data must be a pair (x_val, y_val) or a triple (x_val, y_val, "

@@ -7,7 +7,7 @@ from collections.abc import Mapping
 
 import numpy as np
 
-from .._checks import finite_array, shape_str
+from .._checks import finite_array, found_finite, remember_finite, shape_str
 from ..layers.base import ShapeMismatchError
 from ..layers.conv import layout_hint
 from .batches import is_batch_iterable, unpack, weighted
@@ -153,15 +153,37 @@ class InputChecks:
 
         return targets_of(self, y, n, who, check)
 
-    def _training_inputs(self, x, who: str) -> list[np.ndarray]:
-        """Input arrays for fit/evaluate/train_on_batch: at least one sample, finite values (checked once)."""
+    def _training_inputs(self, x, who: str, deferred: list | None = None) -> list[np.ndarray]:
+        """Input arrays for fit/evaluate/train_on_batch: at least one sample, finite values (checked once). With a
+        list ``deferred`` (fit's array batches), an input array found finite by an earlier such call is not read
+        again: ``(its index, what it is)`` joins the list and the batches check each batch of it; the others are
+        checked and remembered."""
         arrays = self._input_arrays(x, who)
         if arrays[0].shape[0] == 0:
             raise ValueError(f"{who}: x holds no samples (shape {shape_str(arrays[0].shape)}); there is nothing to "
                              f"{'evaluate' if who == 'evaluate' else 'train on'}")
-        for node, array in zip(self.inputs, arrays):
-            finite_array(array, f"the inputs x (input {node.layer.name!r})", who)
+        for i, (node, array) in enumerate(zip(self.inputs, arrays)):
+            what = f"the inputs x (input {node.layer.name!r})"
+            if deferred is None:
+                finite_array(array, what, who)
+            elif found_finite(array):
+                deferred.append((i, what))
+            else:
+                finite_array(array, what, who)
+                remember_finite(array)
         return arrays
+
+    def _fit_inputs(self, x) -> tuple[list[np.ndarray], list]:
+        """fit's input arrays in their inputs' dtypes, and ``(index, what)`` of those whose values its array batches
+        check batch by batch (see :meth:`_training_inputs`): on the host only (a device's replayed epoch gathers
+        its batches itself) and never for an array the cast copied (its original is checked whole)."""
+        deferred = [] if self.xp.name == "host" else None
+        arrays = self._training_inputs(x, "fit", deferred)
+        xs = self._cast_inputs(arrays)
+        for i, what in deferred or ():
+            if xs[i] is not arrays[i]:
+                finite_array(arrays[i], what, "fit")
+        return xs, [(i, what) for i, what in deferred or () if xs[i] is arrays[i]]
 
     def _inference_batches(self, x, y, batch_size, who, checked: bool = False):
         if checked:  # arrays that fit checked already

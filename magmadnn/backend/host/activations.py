@@ -87,7 +87,7 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
     if kind == "relu":
         ref = y if y is not None else x
         if _fused_rows(dy, ref):
-            dx = np.empty_like(dy)
+            dx = np.empty(dy.shape, dy.dtype)  # (dy C-contiguous: empty_like's layout)
             _host_jit.kernels.relu_backward(dy.reshape(-1), ref.reshape(-1), dx.reshape(-1))
             return dx
         return np.multiply(dy, ref > 0)

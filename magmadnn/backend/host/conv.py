@@ -17,6 +17,7 @@ from numpy.lib.stride_tricks import as_strided
 from .. import _host_jit, geometry
 from . import _conv_direct, _conv_infer
 from . import linear as _linear
+from ._common import same_objects
 from ._conv_infer import _activate_inplace
 from .linear import _matmul_nt, bias_grad
 
@@ -106,6 +107,11 @@ class _ConvPlan:
         return rows if groups == 1 else rows.reshape(groups, self.k // groups, -1)
 
 
+#: the :class:`_ConvPlan` of a convolution's shapes (by value) and geometry (stride, padding, dilation: by identity),
+#: worked out once (a plan is only read after its ``__init__``)
+_plan = same_objects(_ConvPlan, by_value=2)
+
+
 # Activations that conv2d_forward can apply in place on its output: their backward needs only the output y.
 FUSED_ACTIVATIONS = geometry.FUSED_ACTIVATIONS
 
@@ -121,7 +127,7 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
     if activation is not None and activation not in FUSED_ACTIVATIONS:
         raise ValueError(f"conv2d_forward: activation {activation!r} cannot be fused; expected one of "
                          f"{FUSED_ACTIVATIONS} or None")
-    plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
+    plan = _plan(x.shape, w.shape, stride, padding, dilation)
     if saved is None and groups == 1:  # inference: no backward will read the column matrix
         return _forward_by_samples(plan, x, w, bias, activation)
     if _conv_direct.usable(plan, groups, x, w):
@@ -169,7 +175,7 @@ def conv2d_forward_residual(x, w, residual, stride=(1, 1), padding=(0, 0), dilat
     if x.ndim != 4 or w.ndim != 4 or w.shape[1] != x.shape[1]:
         raise ValueError(f"conv2d_forward_residual: x {x.shape} and w {w.shape}: expected (N, C, H, W) and "
                          "(K, C, R, S) with the same channels C (one group)")
-    plan = _ConvPlan(x.shape, w.shape, stride, padding, dilation)
+    plan = _plan(x.shape, w.shape, stride, padding, dilation)
     if tuple(residual.shape) != (plan.n, plan.k, plan.ho, plan.wo):
         raise ValueError(f"conv2d_forward_residual: residual has shape {tuple(residual.shape)}; expected the "
                          f"output's {(plan.n, plan.k, plan.ho, plan.wo)}")
@@ -206,7 +212,7 @@ class _OutputStore:
 
 def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1):
     """dx (N,C,H,W) of ``conv2d_forward``."""
-    plan = _ConvPlan(tuple(x_shape), w.shape, stride, padding, dilation)
+    plan = _plan(tuple(x_shape), w.shape, stride, padding, dilation)
     rows = plan.dy_rows(dy, groups)
     if groups == 1:
         dcols = np.matmul(w.reshape(plan.k, -1).T, rows)
@@ -218,7 +224,7 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
 
 def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, saved=None):
     """dw (K,C/groups,R,S) of ``conv2d_forward``; ``saved`` is the dict the forward filled (optional)."""
-    plan = _ConvPlan(x.shape, tuple(w_shape), stride, padding, dilation)
+    plan = _plan(x.shape, tuple(w_shape), stride, padding, dilation)
     if _conv_direct.usable(plan, groups, x, dy):
         return _conv_direct.filter_grad(plan, dy, x, saved)
     cols = saved.get("cols") if saved else None

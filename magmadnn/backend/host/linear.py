@@ -11,7 +11,7 @@ import numpy as np
 from .. import _host_jit, geometry
 from ._common import _channel_shape, _fused_rows
 from .activations import activation_backward, activation_forward
-from .reductions import channel_sum
+from .reductions import _add_reduce, channel_sum
 
 
 def matmul(a, b, transpose_a=False, transpose_b=False):
@@ -73,7 +73,7 @@ def bias_activation(x, b, kind, alpha=0.0):
     """``(activation(x + b), x + b)``; the second None where the gradient of ``kind`` does not read it."""
     if kind == "relu":  # its gradient reads the output alone
         if x.ndim == 2 and _fused_rows(x, small=(b,)) and b.shape == (x.shape[1],):
-            y = np.empty_like(x)
+            y = np.empty(x.shape, x.dtype)  # (x C-contiguous: empty_like's layout, without its dispatch)
             _host_jit.kernels.bias_relu(x, b, y)  # one pass, NumPy's two below
             return y, None
         z = bias_add(x, b)  # the new array z takes the maximum in place
@@ -86,9 +86,17 @@ def bias_activation(x, b, kind, alpha=0.0):
 def bias_activation_backward(dy, z, y, kind, alpha=0.0, bias=True):
     """``(dx, db)`` of :func:`bias_activation`."""
     if kind == "relu" and dy.ndim == 2 and y is not None and _fused_rows(dy, y):
-        dx = np.empty_like(dy)
+        dx = np.empty(dy.shape, dy.dtype)
         db = np.empty(dy.shape[1] if bias else 0, dy.dtype)
         _host_jit.kernels.bias_relu_backward(dy, y, dx, db)  # the mask and the column sums in one pass
         return dx, (db if bias else None)
+    if kind == "relu" and dy.ndim > 2 and dy.size and y is not None and _fused_rows(dy, y):
+        # channels and pixels of a sample as one row: the kernel's column sums are channel_sum's first reduction
+        # (over the samples, in their order), its second (over each channel's pixels) is NumPy's as before
+        n, c = dy.shape[:2]
+        dx = np.empty(dy.shape, dy.dtype)
+        cols = np.empty(dy.size // n if bias else 0, dy.dtype)
+        _host_jit.kernels.bias_relu_backward(dy.reshape(n, -1), y.reshape(n, -1), dx.reshape(n, -1), cols)
+        return dx, (_add_reduce(cols.reshape(c, -1), 1) if bias else None)
     dx = activation_backward(dy, z, y, geometry.check_activation(kind, "bias_activation_backward"), alpha)
     return dx, (channel_sum(dx) if bias else None)

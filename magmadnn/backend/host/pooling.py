@@ -7,14 +7,21 @@ import numpy as np
 from numpy.lib.stride_tricks import as_strided
 
 from .. import _host_jit, geometry
+from ._common import same_objects
 from .conv import _pad_input, _pads
 
 
-def _pool_geometry(x_shape, window, stride, padding):
+def _geometry(x_shape, window, stride, padding):
+    """``((wh, ww), (sh, sw), pads, ho, wo, two)`` (``two``: 2x2 windows, stride 2, no padding: see
+    :func:`_is_max_2x2`)."""
     (wh, ww), (sh, sw), pads = geometry.pair(window), geometry.pair(stride), _pads(padding)
     t, b, l, r = pads
     ho, wo = geometry.output_hw(x_shape[2:], (wh, ww), (sh, sw), ((t, b), (l, r)))
-    return (wh, ww), (sh, sw), pads, ho, wo
+    return (wh, ww), (sh, sw), pads, ho, wo, _is_max_2x2("max", (wh, ww), (sh, sw), pads)
+
+
+#: :func:`_geometry` of a pooling's input shape (by value) and window, stride, padding (by identity), once
+_pool_geometry = same_objects(_geometry, by_value=1)
 
 
 def _offset_slices(i, j, ho, wo, stride):
@@ -31,9 +38,9 @@ def pool2d_forward(x, mode, window, stride, padding=(0, 0)):
     """
     if mode not in ("max", "avg"):
         raise ValueError(f"pool2d_forward: unknown mode {mode!r}; expected 'max' or 'avg'")
-    (wh, ww), st, pads, ho, wo = _pool_geometry(x.shape, window, stride, padding)
+    (wh, ww), st, pads, ho, wo, two = _pool_geometry(x.shape, window, stride, padding)
     jit = _host_jit.kernels
-    if jit is not None and _is_max_2x2(mode, (wh, ww), st, pads):
+    if jit is not None and two and mode == "max":
         y = np.empty((x.shape[0], x.shape[1], ho, wo), dtype=x.dtype)
         idx = np.empty(y.shape, dtype=np.uint8)
         jit.max_pool2x2_forward(np.ascontiguousarray(x), y, idx)
@@ -103,9 +110,9 @@ def pool2d_backward(dy, x, y, ctx, mode, window, stride, padding=(0, 0)):
     """dx of ``pool2d_forward``; ``ctx`` is what the forward returned."""
     if mode not in ("max", "avg"):
         raise ValueError(f"pool2d_backward: unknown mode {mode!r}; expected 'max' or 'avg'")
-    (wh, ww), st, pads, ho, wo = _pool_geometry(x.shape, window, stride, padding)
+    (wh, ww), st, pads, ho, wo, two = _pool_geometry(x.shape, window, stride, padding)
     jit = _host_jit.kernels
-    if jit is not None and _is_max_2x2(mode, (wh, ww), st, pads):
+    if jit is not None and two and mode == "max":
         dx = np.empty(x.shape, dtype=dy.dtype)
         jit.max_pool2x2_backward(np.ascontiguousarray(dy), np.ascontiguousarray(ctx), dx, _onehot(dx.dtype))
         return dx

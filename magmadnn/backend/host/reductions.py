@@ -9,10 +9,12 @@ import numpy as np
 
 from ..ops import reductions as _reductions
 
+_add_reduce = np.add.reduce  # what ndarray.sum calls (the same dtype rules and order), one C call
+
 
 def sum(a, axis=None, keepdims=False):  # noqa: A001
-    if type(a) is np.ndarray:  # the method: np.sum's dispatch layers skipped, the same reduction
-        return a.sum(axis=axis, keepdims=keepdims)
+    if type(a) is np.ndarray:  # the reduction ndarray.sum runs (add.reduce), without np.sum's or the method's frames
+        return _add_reduce(a, axis, None, None, keepdims)
     return np.sum(a, axis=axis, keepdims=keepdims)
 
 
@@ -31,9 +33,9 @@ def channel_sum(a):
     """Sum of ``a`` over every axis but 1: the samples first (contiguous rows added element by element, as the 2-D
     case does), then each channel's row (about twice as fast as the other order, which sums short rows first)."""
     if a.ndim == 2:
-        return a.sum(axis=0)
+        return _add_reduce(a, 0)
     n, c = a.shape[:2]
-    return np.add.reduce(a.reshape(n, c, math.prod(a.shape[2:])), axis=0).sum(axis=1)  # prod: an empty batch too
+    return _add_reduce(_add_reduce(a.reshape(n, c, math.prod(a.shape[2:])), 0), 1)  # prod: an empty batch too
 
 
 def broadcast_divide(a, shape, divisor=1):

@@ -8,6 +8,8 @@ from .. import geometry
 
 
 def reshape(a, shape):
+    if type(a) is np.ndarray:  # the method: np.reshape's Python frames skipped, the same view or copy
+        return a.reshape(shape)
     return np.reshape(a, shape)
 
 
