@@ -1135,29 +1135,30 @@ MUTANTS = [
     # ------------------------------------------------------- the device backend's inline cuDNN calls and kept launches
     Mutant("inline-conv-fwd-x-w-swapped", "the device's inline forward convolution passes w's data where x goes",
            "magmadnn/backend/device/conv.py",
-           "d0, xin.ptr, d1, w.ptr, d2, algo,\n                                                      space,",
-           "d0, w.ptr, d1, xin.ptr, d2, algo,\n                                                      space,",
+           "d0, xin.ptr, d1, w.ptr, d2, algo,\n                                                      space.ptr,",
+           "d0, w.ptr, d1, xin.ptr, d2, algo,\n                                                      space.ptr,",
            INLINE_CUDNN),
     Mutant("inline-conv-bwd-data-w-dy-swapped", "the device's inline backward data passes dy's data where w goes",
            "magmadnn/backend/device/conv.py",
-           "d0, w.ptr, d1, dy.ptr, d2, algo,\n                                                           space,",
-           "d0, dy.ptr, d1, w.ptr, d2, algo,\n                                                           space,",
+           "d0, w.ptr, d1, dy.ptr, d2, algo,\n                                                           space.ptr,",
+           "d0, dy.ptr, d1, w.ptr, d2, algo,\n                                                           space.ptr,",
            INLINE_CUDNN),
     Mutant("inline-conv-bwd-filter-x-dy-swapped", "the device's inline backward filter passes dy's data where x goes",
            "magmadnn/backend/device/conv.py",
-           "d0, xin.ptr, d1, dy.ptr, d2,\n                                                             algo, space,",
-           "d0, dy.ptr, d1, xin.ptr, d2,\n                                                             algo, space,",
+           "d0, xin.ptr, d1, dy.ptr, d2,\n                                                             "
+           "algo, space.ptr,",
+           "d0, dy.ptr, d1, xin.ptr, d2,\n                                                             "
+           "algo, space.ptr,",
            INLINE_CUDNN),
     Mutant("inline-conv-keeps-swapped-out-cudnn", "the device's inline forward convolution calls the function it was "
            "bound to, whichever cuDNN object is in use", "magmadnn/backend/device/conv.py",
-           "    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not "
-           "_dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__",
-           "    if plan.cudnn is not None and libraries is plan.libraries() and plan.tf32 is (not not "
-           "_dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__", INLINE_CUDNN),
+           "    if home and plan.cudnn is libraries.cudnn and (not not _dnn.allow_tf32, xin.__class__, w.__class__,",
+           "    if home and plan.cudnn is not None and (not not _dnn.allow_tf32, xin.__class__, w.__class__,",
+           INLINE_CUDNN),
     Mutant("inline-conv-ignores-tf32", "the device's inline forward convolution ignores pymagma.dnn.allow_tf32",
            "magmadnn/backend/device/conv.py",
-           "plan.tf32 is (not not _dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__",
-           "True \\\n            and xin.__class__ is _DeviceArray and w.__class__", DEVICE_PLANS),
+           "(not not _dnn.allow_tf32, xin.__class__, w.__class__,", "(plan.tf32, xin.__class__, w.__class__,",
+           DEVICE_PLANS),
     Mutant("inline-conv-strided-w", "the device's forward convolution passes a strided w to its inline call as it is",
            "magmadnn/backend/device/conv.py",
            "    w = w if w.is_c_contiguous else _contiguous(w)\n    # ConvPlan.forward, inline",
@@ -1221,6 +1222,23 @@ MUTANTS = [
     Mutant("inline-bn-bwd-saved-swapped", "the device's inline batch-norm backward reads the saved inverse std as "
            "the mean and back", "magmadnn/backend/device/normalization.py",
            "dbias.ptr, eps, mean_.ptr, inv_std.ptr)", "dbias.ptr, eps, inv_std.ptr, mean_.ptr)", INLINE_CUDNN),
+    # ----------------------------------------------- the device convolution's and activation's one-comparison checks
+    Mutant("inline-conv-pad-launch-skipped", "the device's forward convolution's inline zero padding never launches "
+           "its kept launch", "magmadnn/backend/device/conv.py", "            if grid:  # (common._run, inline)\n"
+           "                libraries.launcher.launch(\"pool\"", "            if not grid:  # (common._run, inline)\n"
+           "                libraries.launcher.launch(\"pool\"", INLINE_CUDNN),
+    Mutant("inline-conv-bwd-data-dy-layout-unchecked", "the device's inline backward data never compares dy's shape "
+           "with the plan's", "magmadnn/backend/device/conv.py",
+           "(not not _dnn.allow_tf32, dy.__class__, w.__class__, dy.shape,",
+           "(not not _dnn.allow_tf32, dy.__class__, w.__class__, plan.y_shape,", INLINE_CUDNN),
+    Mutant("inline-conv-bwd-filter-dy-layout-unchecked", "the device's inline backward filter never compares dy's "
+           "shape with the plan's", "magmadnn/backend/device/conv.py",
+           "xin.__class__, dy.__class__, xin.shape, dy.shape, xin.dtype",
+           "xin.__class__, dy.__class__, xin.shape, plan.y_shape, xin.dtype", INLINE_CUDNN),
+    Mutant("inline-activation-bwd-dy-layout-unchecked", "the device's inline activation backward never compares dy's "
+           "layout with the plan's", "magmadnn/backend/device/activations.py",
+           "y.__class__, dy.__class__, y.shape, y.dtype, y.device, dy.shape, dy.dtype, dy.device)",
+           "y.__class__, dy.__class__, y.shape, y.dtype, y.device, y.shape, y.dtype, y.device)", INLINE_CUDNN),
 ]
 
 
