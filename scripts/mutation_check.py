@@ -636,8 +636,9 @@ MUTANTS = [
            ("tests/magmadnn/backend/test_embeddings_plans.py",)),
     Mutant("embedding-plan-strided-indices", "a planned scatter-add reads non-contiguous indices as if contiguous",
            "magmadnn/backend/device/kernels/embeddings.py",
-           "        if not indices.is_c_contiguous:\n            indices = contiguous(indices)\n        dtable =",
-           "        dtable =", ("tests/magmadnn/backend/test_embeddings_plans.py",)),
+           "        if not indices.is_c_contiguous:\n            indices = contiguous(indices)\n"
+           "        device = dy.device",
+           "        device = dy.device", ("tests/magmadnn/backend/test_embeddings_plans.py",)),
     Mutant("embedding-layer-plan-skips-range-check", "a planned Embedding hands device ids to the gather without "
            "queueing their range check", "magmadnn/layers/embedding.py",
            "                if check_range is not None:\n                    check_range(data, 0, rows, message)\n",
@@ -648,18 +649,32 @@ MUTANTS = [
            ("tests/magmadnn/layers/test_plans_sequence.py",)),
     Mutant("check-plan-strided-values", "a planned range check reads non-contiguous values as if contiguous",
            "pymagma/kernels/check.py",
-           "        if not x.is_c_contiguous:\n            x = contiguous(x)\n        _run(", "        _run(",
-           ("tests/pymagma/kernels/test_check_plans.py",)),
+           "bounds_site = decided\n        if not x.is_c_contiguous:\n            x = contiguous(x)\n",
+           "bounds_site = decided\n", ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-binary-plan-strided-values", "a planned 0/1 check reads non-contiguous values as if contiguous",
+           "pymagma/kernels/check.py",
+           "site_c = decided\n        if not x.is_c_contiguous:\n            x = contiguous(x)\n",
+           "site_c = decided\n", ("tests/pymagma/kernels/test_check_plans.py",)),
     Mutant("check-plan-any-dtype", "a planned range check answers for values of any dtype (an unchecked dtype "
            "launched)", "pymagma/kernels/check.py",
            "key = (\"check_range\", x.__class__, x.dtype, x.device,", "key = (\"check_range\", x.__class__, x.device,",
            ("tests/pymagma/kernels/test_check_plans.py",)),
     Mutant("check-plan-any-record-strides", "a planned range check takes a strided record of the planned shape",
-           "pymagma/kernels/check.py", "record.__class__, record.shape, record.strides,",
-           "record.__class__, record.shape,", ("tests/pymagma/kernels/test_check_plans.py",)),
-    Mutant("check-plan-any-site-type", "a planned range check takes a float site equal to the planned one",
-           "pymagma/kernels/check.py", "site.__class__, site)", "site)",
+           "pymagma/kernels/check.py",
+           "key = (\"check_range\", x.__class__, x.dtype, x.device, record.__class__, record.shape, record.strides,",
+           "key = (\"check_range\", x.__class__, x.dtype, x.device, record.__class__, record.shape,",
            ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-binary-plan-any-record-strides", "a planned 0/1 check takes a strided record of the planned shape",
+           "pymagma/kernels/check.py",
+           "key = (\"check_binary\", x.__class__, x.dtype, x.device, record.__class__, record.shape, record.strides,",
+           "key = (\"check_binary\", x.__class__, x.dtype, x.device, record.__class__, record.shape,",
+           ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-plan-any-site-type", "a planned range check takes a float site equal to the planned one",
+           "pymagma/kernels/check.py", "high.__class__, high, site.__class__, site)", "high.__class__, high, site)",
+           ("tests/pymagma/kernels/test_check_plans.py",)),
+    Mutant("check-binary-plan-any-site-type", "a planned 0/1 check takes a float site equal to the planned one",
+           "pymagma/kernels/check.py", "record.dtype, record.device, site.__class__, site)",
+           "record.dtype, record.device, site)", ("tests/pymagma/kernels/test_check_plans.py",)),
     Mutant("check-plan-any-low", "a planned range check launches with the low bound of the call that planned it",
            "pymagma/kernels/check.py", "record.device, low.__class__, low, high.__class__,",
            "record.device, high.__class__,", ("tests/pymagma/kernels/test_check_plans.py",)),
@@ -732,8 +747,8 @@ MUTANTS = [
            "c_double(lr), c_double(eps),\n          c_double(rho)", DEVICE_KERNELS),
     Mutant("dropout-keep-probability", "dropout's kernel given the keep probability 1 - rate as its rate",
            "magmadnn/backend/device/kernels/dropout.py",
-           "c_ulonglong(int(offset)),\n          c_double(float(rate))])",
-           "c_ulonglong(int(offset)),\n          c_double(1.0 - float(rate))])", DEVICE_KERNELS),
+           "c_longlong(x.size), c_double(float(rate))",  # (the planned call launches with the rate kept here)
+           "c_longlong(x.size), c_double(1.0 - float(rate))", DEVICE_KERNELS),
     # ------------------------------------------------------------- fused kernels (fewer launches per step)
     Mutant("many-find-half-open", "the multi-tensor update gives a tensor's first element to the tensor before it",
            "magmadnn/backend/device/kernels/optim.cu",
@@ -778,8 +793,8 @@ MUTANTS = [
            "and all(map(_TRAINABLE, params)) and all(map(_is_none, map(_CONSTRAINT, params)))):",
            "and all(map(_TRAINABLE, params))):", STEP_PLANS),
     Mutant("many-inline-hyper-skips-finite", "the multi-tensor SGD's inline check passes a NaN or infinite rate",
-           "magmadnn/backend/device/kernels/optim.py", "math.isfinite(lr + momentum + weight_decay)):",
-           "True):", KERNEL_INPUTS),
+           "magmadnn/backend/device/kernels/optim.py", "if not math.isfinite(lr + momentum + weight_decay):",
+           "if False:", KERNEL_INPUTS),
     # a training batch's planned loss (SoftmaxCrossEntropy.of_batch) and the cross entropy's inline label checks
     Mutant("loss-plan-key-ignores-smoothing", "a loss's batch plan is keyed without its label smoothing (set later, "
            "the plain plan answers)", "magmadnn/_loss_plans.py",
@@ -971,8 +986,12 @@ MUTANTS = [
            "self._exports = names", BIND),
     Mutant("tf32-never-set", "allow_tf32 never reaches the queue's cuBLAS handle",
            "pymagma/blas.py",
-           'if tf32 and queue.tf32 != bool(allow_tf32):',
-           'if tf32 and queue.tf32 != bool(allow_tf32) and False:', HALF_GEMM),
+           "fast path, inline)\n    if tf32 and queue.tf32 != bool(allow_tf32):",
+           "fast path, inline)\n    if tf32 and queue.tf32 != bool(allow_tf32) and False:", HALF_GEMM),
+    Mutant("gemm-plan-tf32-never-set", "a planned gemm (the second call of one signature) leaves the queue's math "
+           "mode as it was", "pymagma/blas.py",
+           "or out.queue\n            if tf32 and queue.tf32 != bool(allow_tf32):",
+           "or out.queue\n            if tf32 and queue.tf32 != bool(allow_tf32) and False:", HALF_GEMM),
     # --------------------------------------------------------------------- the array API's linalg extension
     Mutant("api-diagonal-offset-mirrored", "linalg.diagonal/trace: a positive offset walks below the diagonal",
            "pymagma/array_api/_norms.py",
@@ -1145,10 +1164,10 @@ MUTANTS = [
            INLINE_CUDNN),
     Mutant("inline-conv-bwd-filter-x-dy-swapped", "the device's inline backward filter passes dy's data where x goes",
            "magmadnn/backend/device/conv.py",
-           "d0, xin.ptr, d1, dy.ptr, d2,\n                                                             "
-           "algo, space.ptr,",
-           "d0, dy.ptr, d1, xin.ptr, d2,\n                                                             "
-           "algo, space.ptr,",
+           "d0, xin.ptr, d1, dy.ptr, d2,\n"
+           "                                                             algo, space.ptr,",
+           "d0, dy.ptr, d1, xin.ptr, d2,\n"
+           "                                                             algo, space.ptr,",
            INLINE_CUDNN),
     Mutant("inline-conv-keeps-swapped-out-cudnn", "the device's inline forward convolution calls the function it was "
            "bound to, whichever cuDNN object is in use", "magmadnn/backend/device/conv.py",

@@ -361,6 +361,18 @@ def test_allow_tf32_sets_the_queue_handles_math_mode_for_float32_gemm(sim, monke
     assert not np.allclose(exact, rounded, rtol=2e-7, atol=0)
 
 
+def test_allow_tf32_reaches_the_handle_on_a_gemm_of_a_new_signature(sim, monkeypatch):
+    rng = np.random.default_rng(8)
+    a = (1 + rng.integers(1, 2 ** 12, (3, 6)) * 2.0 ** -22).astype(np.float32)  # below TF32's precision
+    b = rng.standard_normal((6, 2)).astype(np.float32)
+    monkeypatch.setattr(blas, "allow_tf32", True)
+    blas._GEMM_PLANS.clear()  # the checked call (it plans), then the planned one
+    for _ in range(2):
+        got = blas.gemm(pymagma.asarray(a), pymagma.asarray(b)).get()
+        np.testing.assert_allclose(got, _tf32(a).astype(np.float64) @ _tf32(b), rtol=2e-7)
+    assert not np.allclose(got, a.astype(np.float64) @ b, rtol=2e-7, atol=0)
+
+
 @pytest.mark.gpu
 def test_allow_tf32_on_device(monkeypatch):
     rng = np.random.default_rng(7)

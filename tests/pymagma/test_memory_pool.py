@@ -228,7 +228,9 @@ def test_a_threads_pool_is_its_own_and_the_others_keep_the_libraries_pool():
 
 def _pool_of(out) -> memory.Pool:
     """The pool whose ``live`` holds the token of ``out``'s block (a weak reference to ``out``)."""
-    pools = [p for p in gc.get_objects() if isinstance(p, memory.Pool) and (t := p.live.get(out.ptr)) is not None and
+    # (type(), not isinstance: the collector's objects may include weak proxies whose referent died, which
+    # isinstance would touch)
+    pools = [p for p in gc.get_objects() if type(p) is memory.Pool and (t := p.live.get(out.ptr)) is not None and
              t() is out]
     return pools[0] if len(pools) == 1 else pools
 

@@ -41,6 +41,11 @@ ROWS = [
     ("sgd_many lr bool", lambda d: kernels.sgd_update_many([d.a], [d.a], lr=True), ValueError, ["lr", "True"]),
     ("sgd_many momentum inf", lambda d: kernels.sgd_update_many([d.a], [d.a], [d.a], lr=0.1, momentum=float("inf")),
      ValueError, ["momentum", "inf"]),
+    # the op the backend calls (no wrapper) checks its hyperparameters inline: a NaN or infinite one is refused
+    ("sgd_many op lr nan", lambda d: kernels.optim.sgd_update_many_op([d.a], [d.a], None, float("nan")), ValueError,
+     ["lr must be a finite", "nan"]),
+    ("sgd_many op momentum inf", lambda d: kernels.optim.sgd_update_many_op([d.a], [d.a], [d.a], 0.1, float("inf")),
+     ValueError, ["momentum", "inf"]),
     ("adam_many beta2 nan", lambda d: kernels.adam_update_many([d.a], [d.a], [d.a], [d.a], lr=0.1,
                                                                beta2=float("nan")), ValueError, ["beta2", "nan"]),
     ("rmsprop_many eps -inf", lambda d: kernels.rmsprop_update_many([d.a], [d.a], [d.a], lr=0.1, eps=-float("inf")),

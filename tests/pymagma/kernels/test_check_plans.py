@@ -113,3 +113,29 @@ def test_bad_arguments_are_refused_after_a_good_call_planned_their_shapes(on_dev
         with pytest.raises(TypeError, match="takes"):
             check.check_range(pymagma.asarray(np.array([1, 2], np.uint8)), 0, 3, record, 1)
         assert not record.get().any()
+
+
+@pytest.mark.parametrize("strided", [False, True], ids=["contiguous", "strided"])
+def test_planned_binary_check_records_what_numpy_records_and_refuses_what_the_checked_one_refuses(strided,
+                                                                                                  on_device):
+    with on_device():
+        check._CHECKED.clear()
+        for trial in range(3):  # a good call plans; later calls launch the plan
+            values = RNG.integers(0, 2, (6, 5)).astype(np.float32)
+            if trial:
+                values[RNG.integers(0, 6), RNG.integers(0, 5)] = 0.5  # one bad value, anywhere
+                values[5, 4] = 2.0  # and a later one: the first in C order is recorded
+            x = pymagma.asarray(values.T.copy()).T if strided else pymagma.asarray(values)
+            record = _record()
+            check.check_binary(x, record, 3)
+            bad = np.flatnonzero((values.ravel() != 0) & (values.ravel() != 1))
+            expected = np.zeros(check.FAULT_RECORD, np.int64)
+            if bad.size:
+                bits = int(np.array([values.ravel()[bad[0]]], np.float64).view(np.uint64)[0])
+                expected[:] = [3, bits & 0xFFFFFFFF, bits >> 32, bad[0]]
+            np.testing.assert_array_equal(record.get(), expected)
+        good = pymagma.asarray(np.zeros((6, 5), np.float32))  # a bad record or site is refused after the plan
+        with pytest.raises(TypeError, match="site must be an integer"):
+            check.check_binary(good, _record(), 3.0)
+        with pytest.raises(ValueError, match="record must be a contiguous int64"):
+            check.check_binary(good, pymagma.zeros((2 * check.FAULT_RECORD,), np.int64)[::2], 3)
