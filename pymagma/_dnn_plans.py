@@ -182,10 +182,16 @@ class ConvPlan(_Plan):
         at = (self.dtype, self.dtype, self.device, self.device)
         self.xw, self.yw, self.xy = (self.x_shape, self.w_shape, *at), (self.y_shape, self.w_shape, *at), \
             (self.x_shape, self.y_shape, *at)
+        # what the device backend's inline calls compare in one comparison: (the tf32 flag, the operands' classes,
+        # shapes, dtypes and devices) (magmadnn.backend.device.conv)
+        self.forward_layouts, self.backward_data_layouts, self.backward_filter_layouts = (
+            (self.tf32, _DeviceArray, _DeviceArray, *pair) for pair in (self.xw, self.yw, self.xy))
         self.geometry = {"stride": problem.stride, "padding": problem.padding, "dilation": problem.dilation,
                          "groups": problem.groups, "math": math, "workspace_limit": workspace_limit}
         self.limit = workspace_limit
         self._calls: dict = {}
+        # each kind's call once chosen (the value _call gives): one attribute read for the device backend's inline calls
+        self.forward_call = self.backward_data_call = self.backward_filter_call = None
 
     def _call(self, kind: str) -> tuple:
         """(cuDNN function, its four descriptors' handles, algorithm, workspace bytes, their size class in the
@@ -196,6 +202,7 @@ class ConvPlan(_Plan):
             # (the problem, which the plan keeps, keeps its descriptors alive)
             made = self._calls[kind] = (dnn._CONV_CALLS[kind], *(d.value for d in self.problem.ordered[kind]),
                                         choice.algo, choice.workspace, memory._bucket(choice.workspace))
+            setattr(self, kind + "_call", made)
         return made
 
     # each call inline (no call per call): its cuDNN function, descriptors, algorithm and workspace bytes (chosen on
@@ -422,6 +429,8 @@ class ActivationPlan(_Plan):
         self._descriptors = descriptors  # alive as long as the plan (the caches may drop theirs)
         self.desc, self.xd = (d.value for d in descriptors)
         self.x_at = (self.x_shape, self.dtype, self.device)
+        #: (y's and dy's classes, then their layouts): what the device backend's inline backward compares at once
+        self.backward_layouts = (_DeviceArray, _DeviceArray, *self.x_at, *self.x_at)
 
     def forward(self, x):
         if not (x.__class__ is _DeviceArray and x.is_c_contiguous and (x.shape, x.dtype, x.device) == self.x_at):

@@ -1171,14 +1171,13 @@ MUTANTS = [
            INLINE_CUDNN),
     Mutant("inline-conv-keeps-swapped-out-cudnn", "the device's inline forward convolution calls the function it was "
            "bound to, whichever cuDNN object is in use", "magmadnn/backend/device/conv.py",
-           "    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not "
-           "_dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__",
-           "    if plan.cudnn is not None and libraries is plan.libraries() and plan.tf32 is (not not "
-           "_dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__", INLINE_CUDNN),
+           "    if home and plan.cudnn is libraries.cudnn and (not not _dnn.allow_tf32, xin.__class__, w.__class__,",
+           "    if home and plan.cudnn is not None and (not not _dnn.allow_tf32, xin.__class__, w.__class__,",
+           INLINE_CUDNN),
     Mutant("inline-conv-ignores-tf32", "the device's inline forward convolution ignores pymagma.dnn.allow_tf32",
            "magmadnn/backend/device/conv.py",
-           "plan.tf32 is (not not _dnn.allow_tf32) \\\n            and xin.__class__ is _DeviceArray and w.__class__",
-           "True \\\n            and xin.__class__ is _DeviceArray and w.__class__", DEVICE_PLANS),
+           "(not not _dnn.allow_tf32, xin.__class__, w.__class__,", "(plan.tf32, xin.__class__, w.__class__,",
+           DEVICE_PLANS),
     Mutant("inline-conv-strided-w", "the device's forward convolution passes a strided w to its inline call as it is",
            "magmadnn/backend/device/conv.py",
            "    w = w if w.is_c_contiguous else _contiguous(w)\n    # ConvPlan.forward, inline",
@@ -1249,6 +1248,23 @@ MUTANTS = [
     Mutant("host-plans-by-value", "the host's geometry plans keyed by the tuples' values (2 and 2.0 alike)",
            "magmadnn/backend/host/_common.py", "key = args[:by_value] + tuple(map(id, objects))", "key = args",
            ("tests/magmadnn/backend/test_host_plans.py", "-k", "same_objects or planned")),
+    # ----------------------------------------------- the device convolution's and activation's one-comparison checks
+    Mutant("inline-conv-pad-launch-skipped", "the device's forward convolution's inline zero padding never launches "
+           "its kept launch", "magmadnn/backend/device/conv.py", "            if grid:  # (common._run, inline)\n"
+           "                libraries.launcher.launch(\"pool\"", "            if not grid:  # (common._run, inline)\n"
+           "                libraries.launcher.launch(\"pool\"", INLINE_CUDNN),
+    Mutant("inline-conv-bwd-data-dy-layout-unchecked", "the device's inline backward data never compares dy's shape "
+           "with the plan's", "magmadnn/backend/device/conv.py",
+           "(not not _dnn.allow_tf32, dy.__class__, w.__class__, dy.shape,",
+           "(not not _dnn.allow_tf32, dy.__class__, w.__class__, plan.y_shape,", INLINE_CUDNN),
+    Mutant("inline-conv-bwd-filter-dy-layout-unchecked", "the device's inline backward filter never compares dy's "
+           "shape with the plan's", "magmadnn/backend/device/conv.py",
+           "xin.__class__, dy.__class__, xin.shape, dy.shape, xin.dtype",
+           "xin.__class__, dy.__class__, xin.shape, plan.y_shape, xin.dtype", INLINE_CUDNN),
+    Mutant("inline-activation-bwd-dy-layout-unchecked", "the device's inline activation backward never compares dy's "
+           "layout with the plan's", "magmadnn/backend/device/activations.py",
+           "y.__class__, dy.__class__, y.shape, y.dtype, y.device, dy.shape, dy.dtype, dy.device)",
+           "y.__class__, dy.__class__, y.shape, y.dtype, y.device, y.shape, y.dtype, y.device)", INLINE_CUDNN),
 ]
 
 

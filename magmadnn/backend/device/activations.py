@@ -81,11 +81,11 @@ def activation_backward(dy, x, y, kind, alpha=0.0):
         y, dy = y if y.is_c_contiguous else _contiguous(y), dy if dy.is_c_contiguous else _contiguous(dy)
         if plan is None:
             return _plans.activation_plan_of(x, *options).backward(y, dy, x)
-        # ActivationPlan.backward, inline (as activation_forward; x, y and dy C-contiguous by now)
-        at = plan.x_at
-        if plan.cudnn is not libraries.cudnn or libraries is not plan.libraries() or \
-                y.__class__ is not _DeviceArray or dy.__class__ is not _DeviceArray or \
-                (y.shape, y.dtype, y.device) != at or (dy.shape, dy.dtype, dy.device) != at:
+        # ActivationPlan.backward, inline (as activation_forward; x, y and dy C-contiguous by now; their classes and
+        # layouts in one comparison)
+        if plan.cudnn is not libraries.cudnn or libraries is not plan.libraries() or (
+                y.__class__, dy.__class__, y.shape, y.dtype, y.device, dy.shape, dy.dtype, dy.device) \
+                != plan.backward_layouts:
             return plan.backward(y, dy, x)
         dx, xd = _empty(plan.x_shape, plan.dtype, plan.device), plan.xd
         status = plan.cudnnActivationBackward(plan.handle, plan.desc, plan.alpha, xd, y.ptr, xd, dy.ptr, xd, x.ptr,

@@ -151,6 +151,7 @@ def _kept(seen: dict, key: tuple, answer: tuple) -> tuple:
 # cuDNN function; anything else goes through the plan's method, which computes the same.
 _DeviceArray, _empty = _array.DeviceArray, _array._empty
 _overriding, _override = _memory._overriding, _memory._override
+_PAD_LAUNCHES, _THREADS = _dk.pool.LAUNCHES, _dk.pool.THREADS  # kernels.pad2d's kept launches (one dict, shared)
 
 
 def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=1, bias=None, saved=None,
@@ -169,22 +170,36 @@ def conv2d_forward(x, w, stride=(1, 1), padding=(0, 0), dilation=(1, 1), groups=
                                    id(groups))) or _seen(x.shape, x.dtype, x.device, w.shape, stride, padding,
                                                          dilation, groups)
     libraries = _native.current
-    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+    home = libraries is plan.libraries()
+    if not home and plan.direct:  # a plan kept while other native libraries were in use
         plan = _seen(x.shape, x.dtype, x.device, w.shape, stride, padding, dilation, groups)[2]
+        home = libraries is plan.libraries()
     if extra is _NO_PADS:
         xin = x
         if saved is not None:  # for backward-filter: the plan (its layouts checked by the call)
             saved["plan"] = plan
-    else:
-        xin = _dk.pad2d(x, extra)  # (_pad of zeros: one launch)
+    else:  # (_pad of zeros: one launch)
+        # kernels.pad2d's kept launch, inline (x C-contiguous by now; its key and its pads' identity as pad2d's)
+        launch = _PAD_LAUNCHES.get(("pad", x.shape, x.dtype, id(extra))) if x.__class__ is _DeviceArray else None
+        if launch is not None and launch[0] is extra:
+            _, shape, expression, grid, g = launch
+            device = x.device
+            xin = _empty(shape, x.dtype, device)
+            if grid:  # (common._run, inline)
+                libraries.launcher.launch("pool", expression, device,
+                                          (libraries.default_queues.get(device) or x.queue).stream, grid, _THREADS,
+                                          [x.ptr, xin.ptr, g])
+        else:
+            xin = _dk.pad2d(x, extra)
         if saved is not None:  # for backward-filter: the padded input too
             saved["plan"], saved["padded_x"] = plan, xin
     w = w if w.is_c_contiguous else _contiguous(w)
-    # ConvPlan.forward, inline (see above conv2d_forward): operands C-contiguous by now
-    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
-            and xin.__class__ is _DeviceArray and w.__class__ is _DeviceArray and \
-            (xin.shape, w.shape, xin.dtype, w.dtype, xin.device, w.device) == plan.xw:
-        name, d0, d1, d2, d3, algo, size, bucket = plan._calls.get("forward") or plan._call("forward")
+    # ConvPlan.forward, inline (see above conv2d_forward): operands C-contiguous by now; the tf32 flag, classes and
+    # layouts in one comparison
+    if home and plan.cudnn is libraries.cudnn and (not not _dnn.allow_tf32, xin.__class__, w.__class__, xin.shape,
+                                                   w.shape, xin.dtype, w.dtype, xin.device, w.device) \
+            == plan.forward_layouts:
+        name, d0, d1, d2, d3, algo, size, bucket = plan.forward_call or plan._call("forward")
         device = plan.device
         y = _empty(plan.y_shape, plan.dtype, device)
         if bucket:  # memory.Allocation.trusted and its release, inline
@@ -230,15 +245,17 @@ def conv2d_backward_data(dy, w, x_shape, stride=(1, 1), padding=(0, 0), dilation
         hit = _seen(tuple(map(int, shape)), dy.dtype, dy.device, w.shape, stride, padding, dilation, groups)
     _, _, plan, crop = hit
     libraries = _native.current
-    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+    home = libraries is plan.libraries()
+    if not home and plan.direct:  # a plan kept while other native libraries were in use
         _, _, plan, crop = _seen(tuple(map(int, shape)), dy.dtype, dy.device, w.shape, stride, padding, dilation,
                                  groups)
+        home = libraries is plan.libraries()
     dy, w = dy if dy.is_c_contiguous else _contiguous(dy), w if w.is_c_contiguous else _contiguous(w)
-    # ConvPlan.backward_data, inline (see above conv2d_forward)
-    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
-            and dy.__class__ is _DeviceArray and w.__class__ is _DeviceArray and \
-            (dy.shape, w.shape, dy.dtype, w.dtype, dy.device, w.device) == plan.yw:
-        name, d0, d1, d2, d3, algo, size, bucket = plan._calls.get("backward_data") or plan._call("backward_data")
+    # ConvPlan.backward_data, inline (see above conv2d_forward; as the forward, one comparison)
+    if home and plan.cudnn is libraries.cudnn and (not not _dnn.allow_tf32, dy.__class__, w.__class__, dy.shape,
+                                                   w.shape, dy.dtype, w.dtype, dy.device, w.device) \
+            == plan.backward_data_layouts:
+        name, d0, d1, d2, d3, algo, size, bucket = plan.backward_data_call or plan._call("backward_data")
         device = plan.device
         dxp = _empty(plan.x_shape, plan.dtype, device)
         if bucket:  # memory.Allocation.trusted and its release, inline
@@ -288,13 +305,16 @@ def conv2d_backward_filter(dy, x, w_shape, stride=(1, 1), padding=(0, 0), dilati
             xin = _pad(x, extra, 0.0) if any(extra) else x
     dy = dy if dy.is_c_contiguous else _contiguous(dy)
     libraries = _native.current
-    if libraries is not plan.libraries() and plan.direct:  # a plan kept while other native libraries were in use
+    home = libraries is plan.libraries()
+    if not home and plan.direct:  # a plan kept while other native libraries were in use
         plan = plan._elsewhere()
-    # ConvPlan.backward_filter, inline (see above conv2d_forward): xin C-contiguous (x made so, or the padded copy)
-    if plan.cudnn is libraries.cudnn and libraries is plan.libraries() and plan.tf32 is (not not _dnn.allow_tf32) \
-            and xin.__class__ is _DeviceArray and dy.__class__ is _DeviceArray and xin.is_c_contiguous and \
-            (xin.shape, dy.shape, xin.dtype, dy.dtype, xin.device, dy.device) == plan.xy:
-        name, d0, d1, d2, d3, algo, size, bucket = plan._calls.get("backward_filter") or plan._call("backward_filter")
+        home = libraries is plan.libraries()
+    # ConvPlan.backward_filter, inline (see above conv2d_forward; as the forward, one comparison): xin C-contiguous
+    # (x made so, or the padded copy)
+    if home and xin.is_c_contiguous and plan.cudnn is libraries.cudnn and (
+            not not _dnn.allow_tf32, xin.__class__, dy.__class__, xin.shape, dy.shape, xin.dtype, dy.dtype,
+            xin.device, dy.device) == plan.backward_filter_layouts:
+        name, d0, d1, d2, d3, algo, size, bucket = plan.backward_filter_call or plan._call("backward_filter")
         device = plan.device
         dw = _empty(plan.w_shape, plan.dtype, device)
         if bucket:  # memory.Allocation.trusted and its release, inline

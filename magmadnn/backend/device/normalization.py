@@ -38,7 +38,8 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     x = x if x.is_c_contiguous else _contiguous(x)
     # pymagma._dnn_plans.batch_norm_plan_of, inline: the plan of x's values, one look-up in the current native
     # libraries' plans
-    plan = _native.current.cudnn_plans.get((_BATCH_NORM_PLAN, x.shape, x.dtype, x.device, ())) \
+    libraries = _native.current
+    plan = libraries.cudnn_plans.get((_BATCH_NORM_PLAN, x.shape, x.dtype, x.device, ())) \
         if x.__class__ is _DeviceArray else None
     if plan is None:
         plan = _plans.batch_norm_plan_of(x)
@@ -48,7 +49,6 @@ def batch_norm_train(x, gamma, beta, running_mean, running_var, momentum, eps, u
     # native libraries in use (pymagma._native.current, read now; else the plan's method, which binds again) and made
     # in them, x of its layout (its key: x's values, x made C-contiguous above) and the four parameters of its
     # parameters' layout (the method's checks), one cuDNN call
-    libraries = _native.current
     try:  # (the plan's forward_layouts: classes, contiguity, then layouts; an operand without them: the method)
         fits = plan.cudnn is libraries.cudnn and libraries is plan.libraries() and (
             x.__class__, gamma.__class__, beta.__class__, running_mean.__class__, scratch.__class__,

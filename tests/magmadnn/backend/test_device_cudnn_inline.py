@@ -205,6 +205,36 @@ def test_an_inline_batch_norm_refuses_parameters_of_another_layout(device):
         assert "cudnnBatchNormalizationBackward" not in simulation.cudnn.calls
 
 
+def test_the_inline_convolution_and_activation_gradients_refuse_a_dy_of_another_shape(device):
+    """After their plans are bound, a convolution's backward data and backward filter and an activation's backward given
+    a dy whose shape is not the plan's output shape are refused with the plan's error, before any native call (the
+    plans are keyed by x and w alone: dy is checked by the one comparison of each call)."""
+    xp, simulation = device
+    geometry = ((1, 1), ((1, 1), (1, 1)), (1, 1), 1)
+    x, w = _put(RNG.standard_normal((2, 3, 6, 6)).astype(np.float32), RNG.standard_normal((4, 3, 3, 3)).astype(
+        np.float32))
+    dy, bad = _put(np.ones((2, 4, 6, 6), np.float32), np.ones((2, 4, 5, 6), np.float32))
+    for _ in range(2):  # bound and kept
+        saved = {}
+        xp.conv2d_forward(x, w, *geometry, saved=saved)
+        xp.conv2d_backward_data(dy, w, x.shape, *geometry)
+        xp.conv2d_backward_filter(dy, x, w.shape, *geometry, saved=saved)
+    simulation.cudnn.calls.clear()
+    with pytest.raises(ValueError, match="ConvPlan: dy"):
+        xp.conv2d_backward_data(bad, w, x.shape, *geometry)
+    with pytest.raises(ValueError, match="ConvPlan: dy"):
+        xp.conv2d_backward_filter(bad, x, w.shape, *geometry, saved=saved)
+    xa = _put(RNG.standard_normal((2, 4, 6, 6)).astype(np.float32))[0]
+    for _ in range(2):
+        xp.activation_backward(dy, xa, xp.activation_forward(xa, "relu"), "relu")
+    y = xp.activation_forward(xa, "relu")
+    simulation.cudnn.calls.clear()
+    with pytest.raises(ValueError, match="ActivationPlan: dy"):
+        xp.activation_backward(bad, xa, y, "relu")
+    assert not {"cudnnConvolutionBackwardData", "cudnnConvolutionBackwardFilter", "cudnnActivationBackward"} & set(
+        simulation.cudnn.calls)
+
+
 @pytest.mark.parametrize("kind,alpha", [("relu", 0.0), ("elu", 0.5), ("tanh", 0.0)])
 def test_an_inline_activation_computes_what_the_plans_method_and_dnn_compute(device, monkeypatch, kind, alpha):
     xp, _ = device
