@@ -60,15 +60,16 @@ class _Given:
 def lease_output(pool, out, shape: tuple, dtype: np.dtype, device: int) -> tuple:
     """(C strides, size, itemsize, bytes, pointer) of a new output ``out`` (a DeviceArray whose other slots its
     caller sets: ``pymagma.array._empty``'s slow path) whose block ``pool`` gives (none for 0
-    bytes); ``out.owner`` set (a relaxed pool's keeper, else None).  A shared pool keeps the look-up in
+    bytes); ``out.owner`` set (a relaxed pool's keeper, else the pool).  A shared pool keeps the look-up in
     ``pool.outputs`` for the next output of that shape, dtype and device."""
     layout = _LAYOUTS.get((shape, dtype))
     strides, size, itemsize, nbytes, bucket = _layout(shape, dtype) if layout is None else layout
     out.owner = None
     if not bucket:
         return strides, size, itemsize, nbytes, 0
-    ptr, out.owner = pool.lease(out, device, bucket)
-    if out.owner is None:
+    ptr, keeper = pool.lease(out, device, bucket)
+    out.owner = pool if keeper is None else keeper  # (either keeps the pool, and its runtime, alive)
+    if keeper is None:
         outputs = pool.outputs
         if len(outputs) >= 4096:
             outputs.clear()

@@ -417,7 +417,7 @@ def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
     """:func:`empty` for pymagma's own outputs, whose shape (a tuple of non-negative ints), dtype (a supported
     ``np.dtype``) and device come from checked arrays: nothing is checked again.  The array owns its block: its
     token in a shared pool gives the block back when the array dies (no Allocation, no finalizer; ``owner`` is
-    None; a graph's relaxed pool: a keeper, ``owner``, gives it back)."""
+    the pool; a graph's relaxed pool: a keeper, ``owner``, gives it back)."""
     pool = _overriding and _override.__dict__.get("pool") or _native.current.memory_pool
     kept = pool.outputs.get((shape, dtype, device))  # (None: not kept yet, 0 bytes, or a measured pool)
     if kept is None:
@@ -433,7 +433,7 @@ def _empty(shape: tuple, dtype: np.dtype, device: int) -> DeviceArray:
             ptr = pool.new_block(device, bucket)
         (token := _Block(out, returner)).ptr = ptr
         live[ptr] = token
-        out.owner = None
+        out.owner = pool  # (as an Allocation did: the array keeps its pool, and its runtime, alive)
     out.dtype, out.shape, out.strides, out.ptr, out.device = dtype, shape, strides, ptr, device
     out.is_c_contiguous, out.size, out.itemsize, out.ndim, out.nbytes = True, size, itemsize, len(shape), nbytes
     return out
@@ -541,7 +541,7 @@ def asarray(obj, dtype=None, device: int | None = None) -> DeviceArray:
                 ptr = pool.new_block(device, bucket)
             (token := _Block(out, returner)).ptr = ptr
             live[ptr] = token
-            out.owner = None
+            out.owner = pool
     except MemoryError as exc:
         raise _out_of_memory(shape, checked, device, exc) from None
     if nbytes:  # (runtime._copy of a C-contiguous ndarray, inline: a 0-byte copy is no call, as there; a failure

@@ -1059,16 +1059,16 @@ MUTANTS = [
     # ------------------------------------- blocks given back by weak-reference tokens the pool keeps (no finalizer)
     Mutant("output-token-not-kept", "an output's token (the fast path inline in _empty) not kept in the pool's live: "
            "it dies at once and the block never comes back", "pymagma/array.py",
-           "        live[ptr] = token\n        out.owner = None\n    out.dtype",
-           "        out.owner = None\n    out.dtype", MEMORY),
+           "        live[ptr] = token\n        out.owner = pool  # (as",
+           "        out.owner = pool  # (as", MEMORY),
     Mutant("lease-token-not-kept", "Pool.lease's token not kept in live (only the user reaches it: lost with the "
            "user, the block never comes back)", "pymagma/memory.py",
            "        token.ptr = ptr\n        self.live[ptr] = token\n", "        token.ptr = ptr\n", MEMORY),
     Mutant("trusted-token-not-kept", "Allocation.trusted's token not kept in live", "pymagma/memory.py",
            "        pool.live[ptr] = token\n        a._pool = pool\n", "        a._pool = pool\n", MEMORY),
     Mutant("upload-token-not-kept", "the upload's token (inline in asarray) not kept in live", "pymagma/array.py",
-           "            live[ptr] = token\n            out.owner = None\n    except MemoryError",
-           "            out.owner = None\n    except MemoryError", UPLOAD + MEMORY),
+           "            live[ptr] = token\n            out.owner = pool\n    except MemoryError",
+           "            out.owner = pool\n    except MemoryError", UPLOAD + MEMORY),
     Mutant("relaxed-pool-token", "a graph's (relaxed) pool gives blocks back by the free list's append, not a "
            "keeper's finalizer (a closed pool never frees what comes back)", "pymagma/memory.py",
            "        if self.relaxed:\n            keeper = _Keeper()",
@@ -1265,6 +1265,10 @@ MUTANTS = [
            "layout with the plan's", "magmadnn/backend/device/activations.py",
            "y.__class__, dy.__class__, y.shape, y.dtype, y.device, dy.shape, dy.dtype, dy.device)",
            "y.__class__, dy.__class__, y.shape, y.dtype, y.device, y.shape, y.dtype, y.device)", INLINE_CUDNN),
+    Mutant("output-owner-not-pool", "an op's output (inline in _empty) no longer holds its pool: a pool nothing else "
+           "holds, and the runtime its blocks live in, can go while the array still uses one",
+           "pymagma/array.py", "        out.owner = pool  # (as", "        out.owner = None  # (as",
+           ("tests/pymagma/test_memory_pool.py", "-k", "keeps_its_pool")),
 ]
 
 

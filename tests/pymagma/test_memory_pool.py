@@ -315,3 +315,24 @@ def test_an_outputs_and_a_workspaces_allocation_and_release_run_one_python_frame
         assert calls == ["_empty", "trusted"]
         after = pool.stats
         assert after["hits"] - before["hits"] == 2 and after["in_use_bytes"] == before["in_use_bytes"]
+
+
+def test_an_output_keeps_its_pool_and_runtime_alive():
+    """An op's output (no Allocation) holds its pool, as an Allocation did: a pool dropped by everything else, and
+    the runtime it frees through, live while an array uses one of its blocks (the simulator's memory with them)."""
+    import weakref
+
+    with simulator.simulated("null"):
+        pool = memory.Pool()
+        with memory.using_pool(pool):
+            out = array._empty((10,), U8, 0)
+            out = array._empty((10,), U8, 0)  # (the output's kept look-up: its fast path)
+            up = pymagma.asarray(np.zeros(3, np.int64), device=0)
+            up = pymagma.asarray(np.zeros(3, np.int64), device=0)  # (the upload's kept look-up: its fast path)
+        kept, runtime = weakref.ref(pool), weakref.ref(pool.cudart)
+        del pool
+        gc.collect()
+        assert kept() is not None and runtime() is not None and out.owner is kept() and up.owner is kept()
+        del out, up
+        gc.collect()
+        assert kept() is None

@@ -306,7 +306,8 @@ def test_outputs_layouts_are_kept_per_shape_and_dtype_and_stay_right_past_the_li
         for dtype in (np.dtype(np.float32), np.dtype(np.int64)):
             a = array._empty((2, n), dtype, 0)
             want = np.empty((2, n), dtype)
-            assert (a.shape, a.strides, a.nbytes, a.owner) == (want.shape, want.strides, want.nbytes, None)
+            assert (a.shape, a.strides, a.nbytes) == (want.shape, want.strides, want.nbytes)
+            assert a.owner is memory._pool()  # (the array keeps its pool alive, as an Allocation did)
             _kept_values_agree(a)
             ptr, blocks = a.ptr, memory._pool().free_blocks[0, memory.bucket_size(want.nbytes)]
             del a  # the block back into the free list of its size class
